@@ -1,0 +1,22 @@
+/* cli.h: subcommands of the `shardbench` command (a thin front end over
+ * libshardbench). Each returns the process exit status. */
+#ifndef SB_CLI_H
+#define SB_CLI_H
+
+#include "shardbench/search.h"
+
+int cmd_search(int argc, char **argv);
+int cmd_paper(int argc, char **argv);
+
+/* Prints err to stderr as "shardbench: msg" and returns its exit code. */
+int cli_fail(const sb_error *err);
+
+/* Shared printing: a strategy as a table (grouped like the paper's Table II),
+ * as TSV, or as JSON. */
+void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo);
+void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r);
+
+/* Parses a p list "4,8,16" or a range "4..64" (powers of two). */
+int parse_p_list(const char *s, int *out, int max, sb_error *err);
+
+#endif

@@ -1,0 +1,403 @@
+/* cmd_search.c: `shardbench search` and `shardbench paper`. Parses options,
+ * loads the model, builds the problem, runs the DP, prints and records. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "shardbench/results.h"
+
+int cli_fail(const sb_error *err)
+{
+    fprintf(stderr, "shardbench: %s\n", err->msg);
+    return err->code ? err->code : 1;
+}
+
+static int parse_int(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not an integer in %d..%d", what, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *s, const char *what, double *out, sb_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e12)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a positive number", what, s);
+    *out = v;
+    return 0;
+}
+
+int parse_p_list(const char *s, int *out, int max, sb_error *err)
+{
+    int n = 0;
+    const char *dots = strstr(s, "..");
+    if (dots) {
+        char lo_s[32];
+        snprintf(lo_s, sizeof lo_s, "%.*s", (int)(dots - s), s);
+        int lo, hi;
+        if (parse_int(lo_s, "-p", 1, 65536, &lo, err) || parse_int(dots + 2, "-p", 1, 65536, &hi, err))
+            return -1;
+        for (int p = lo; p <= hi && n < max; p *= 2)
+            out[n++] = p;
+        return n;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok && n < max; tok = strtok(NULL, ","))
+        if (parse_int(tok, "-p", 1, 65536, &out[n++], err))
+            return -1;
+    if (n == 0)
+        return sb_fail(err, SB_EXIT_INPUT, "-p: empty device count list");
+    return n;
+}
+
+/* ---- printing ---------------------------------------------------------------- */
+
+static const int *cfg_of(const sb_problem *pb, const sb_result *r, int i)
+{
+    return pb->cfg[i].c + (size_t)r->choice[i] * (size_t)pb->m->ops[i].ndims;
+}
+
+static int same_row(const sb_problem *pb, const sb_result *r, int a, int b)
+{
+    const sb_op *x = &pb->m->ops[a], *y = &pb->m->ops[b];
+    if (x->kind != y->kind || x->ndims != y->ndims)
+        return 0;
+    for (int d = 0; d < x->ndims; d++)
+        if (strcmp(x->dims[d].name, y->dims[d].name))
+            return 0;
+    return !memcmp(cfg_of(pb, r, a), cfg_of(pb, r, b), (size_t)x->ndims * sizeof(int));
+}
+
+void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
+{
+    const sb_model *m = pb->m;
+    char params[2048];
+    sb_params_str(m, params, sizeof params);
+    fprintf(f, "# %s  p=%d  algo=%s  (F=%g TFLOP/s, B=%g GB/s, cutoff %d)  %s\n", m->name, pb->p,
+            algo, pb->cp.tflops, pb->cp.gbs, pb->cp.cutoff, params);
+    fprintf(f, "%-36s %-12s %-44s %-22s %14s\n", "ops", "type", "iteration dims", "config",
+            "cost (FLOP)");
+    for (int i = 0; i < m->nops;) {
+        int j = i + 1;
+        double cost = pb->cfg[i].cost[r->choice[i]];
+        while (j < m->nops && same_row(pb, r, i, j)) {
+            cost += pb->cfg[j].cost[r->choice[j]];
+            j++;
+        }
+        char name[256], dims[1024], cfg[256];
+        if (j - i == 1)
+            snprintf(name, sizeof name, "%s", m->ops[i].name);
+        else
+            snprintf(name, sizeof name, "%s .. %s (%d)", m->ops[i].name, m->ops[j - 1].name, j - i);
+        sb_op_dims_str(&m->ops[i], dims, sizeof dims);
+        sb_config_str(cfg_of(pb, r, i), m->ops[i].ndims, cfg, sizeof cfg);
+        fprintf(f, "%-36s %-12s %-44s %-22s %14.6e\n", name, sb_op_kind_name(m->ops[i].kind), dims,
+                cfg, cost);
+        i = j;
+    }
+    fprintf(f, "total cost %.2f FLOP; search %.4f s; %d vertices; max configs per op %d; "
+               "max dependent set %d; peak table memory %.2f MB\n",
+            r->total_cost, r->seconds, m->nops, r->max_configs, r->max_dep_set,
+            r->peak_table_bytes / 1e6);
+}
+
+void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)
+{
+    const sb_model *m = pb->m;
+    fprintf(f, "op\ttype\tdims\tconfig\tcost\n");
+    for (int i = 0; i < m->nops; i++) {
+        char dims[1024], cfg[256];
+        sb_op_dims_str(&m->ops[i], dims, sizeof dims);
+        sb_config_str(cfg_of(pb, r, i), m->ops[i].ndims, cfg, sizeof cfg);
+        fprintf(f, "%s\t%s\t%s\t%s\t%.17g\n", m->ops[i].name, sb_op_kind_name(m->ops[i].kind), dims,
+                cfg, pb->cfg[i].cost[r->choice[i]]);
+    }
+    fprintf(f, "#total\t\t\t\t%.17g\n", r->total_cost);
+}
+
+static int write_dot(const char *path, const sb_problem *pb, const sb_result *r, sb_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write: %s", path, strerror(errno));
+    const sb_model *m = pb->m;
+    fprintf(f, "digraph \"%s\" {\n  node [shape=box, fontname=monospace];\n", m->name);
+    for (int i = 0; i < m->nops; i++) {
+        char cfg[256];
+        sb_config_str(cfg_of(pb, r, i), m->ops[i].ndims, cfg, sizeof cfg);
+        fprintf(f, "  n%d [label=\"%s\\n%s [%s]\"];\n", i, m->ops[i].name,
+                sb_op_kind_name(m->ops[i].kind), cfg);
+    }
+    for (int k = 0; k < pb->nedges; k++)
+        fprintf(f, "  n%d -> n%d [label=\"%s\"];\n", pb->edges[k].src, pb->edges[k].dst,
+                m->tensors[pb->edges[k].tensor].name);
+    fprintf(f, "}\n");
+    if (fclose(f) != 0)
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
+    return 0;
+}
+
+static int record(const char *db_path, const char *source, const sb_problem *pb, const sb_result *r,
+                  const char *algo, sb_error *err)
+{
+    if (!db_path || !strcmp(db_path, "none"))
+        return 0;
+    sb_db *db;
+    if (sb_db_open(db_path, 0, &db, err))
+        return -1;
+    char params[4096];
+    sb_params_str(pb->m, params, sizeof params);
+    char *json = sb_strategy_json_str(pb, r, algo);
+    sb_search_record rec = {
+        .source = source, .model = pb->m->name, .model_path = pb->m->path, .params = params,
+        .p = pb->p, .algo = algo, .tflops = pb->cp.tflops, .gbs = pb->cp.gbs,
+        .cutoff = pb->cp.cutoff, .total_cost = r->total_cost, .seconds = r->seconds,
+        .nops = pb->m->nops, .max_configs = r->max_configs, .max_dep_set = r->max_dep_set,
+        .peak_table_bytes = r->peak_table_bytes, .peak_rss_bytes = (double)sb_peak_rss(),
+        .strategy_json = json ? json : "{}",
+    };
+    int rc = sb_db_record_search(db, &rec, NULL, err);
+    free(json);
+    sb_db_close(db);
+    return rc;
+}
+
+/* ---- search ------------------------------------------------------------------ */
+
+static void search_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: shardbench search -m MODEL -p P [options]\n"
+            "\n"
+            "Finds the least-cost strategy (one config per op) with PaSE's exact DP.\n"
+            "\n"
+            "  -m, --model MODEL      shipped model name (alexnet, resnet101, inception3, rnnlm,\n"
+            "                         transformer, transformer-large) or a model file path\n"
+            "  -p, --procs P          device count\n"
+            "      --set NAME=VALUE   override a model parameter (repeatable)\n"
+            "      --algo pase|bf     vertex order: GenerateSeq (default) or breadth-first\n"
+            "      --format table|json|tsv   output (default table)\n"
+            "      --save FILE        write the strategy file (read by run and bench)\n"
+            "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
+            "      --db FILE          results database (default %s; 'none' to skip)\n"
+            "      --flops F          peak TFLOP/s per device (default 10)\n"
+            "      --bw B             link GB/s (default 16)\n"
+            "      --cutoff N         minimum shard size (default: the model's)\n"
+            "      --max-table-mb MB  DP table memory limit (default 4096)\n"
+            "  -h, --help\n",
+            SB_DB_DEFAULT_PATH);
+}
+
+int cmd_search(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},  {"procs", required_argument, 0, 'p'},
+        {"set", required_argument, 0, 's'},    {"algo", required_argument, 0, 'a'},
+        {"format", required_argument, 0, 'f'}, {"save", required_argument, 0, 'S'},
+        {"dot", required_argument, 0, 'D'},    {"db", required_argument, 0, 'd'},
+        {"flops", required_argument, 0, 'F'},  {"bw", required_argument, 0, 'B'},
+        {"cutoff", required_argument, 0, 'c'}, {"max-table-mb", required_argument, 0, 'M'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+    };
+    sb_error err = {0};
+    const char *model = NULL, *format = "table", *save = NULL, *dot = NULL;
+    const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
+    int p = 0, nset = 0;
+    sb_setting set[64];
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096, .progress = 1};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': rc = parse_int(optarg, "-p", 1, 65536, &p, &err); break;
+        case 's':
+            if (nset == 64)
+                rc = sb_fail(&err, SB_EXIT_INPUT, "too many --set options");
+            else
+                rc = sb_setting_parse(optarg, &set[nset++], &err);
+            break;
+        case 'a':
+            algo = optarg;
+            if (!strcmp(optarg, "pase"))
+                so.algo = SB_ALGO_PASE;
+            else if (!strcmp(optarg, "bf"))
+                so.algo = SB_ALGO_BF;
+            else
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--algo: '%s' is not pase or bf", optarg);
+            break;
+        case 'f':
+            format = optarg;
+            if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "tsv"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table, json or tsv", optarg);
+            break;
+        case 'S': save = optarg; break;
+        case 'D': dot = optarg; break;
+        case 'd': db = optarg; break;
+        case 'F': rc = parse_double(optarg, "--flops", &cp.tflops, &err); break;
+        case 'B': rc = parse_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'c': rc = parse_int(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
+        case 'M': rc = parse_double(optarg, "--max-table-mb", &so.max_table_mb, &err); break;
+        case 'h': search_usage(stdout); return 0;
+        default: search_usage(stderr); return 2;
+        }
+        if (rc)
+            return cli_fail(&err);
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!model || !p) {
+        fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
+        search_usage(stderr);
+        return 2;
+    }
+    sb_model m;
+    if (sb_model_load(model, set, nset, &m, &err))
+        return cli_fail(&err);
+    sb_problem pb;
+    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
+    sb_result r;
+    int status = 0;
+    if (sb_search(&pb, &so, &r, &err)) {
+        status = cli_fail(&err);
+        goto out;
+    }
+    if (!strcmp(format, "json")) {
+        sb_strategy_json(stdout, &pb, &r, algo);
+        fputc('\n', stdout);
+    } else if (!strcmp(format, "tsv")) {
+        print_strategy_tsv(stdout, &pb, &r);
+    } else {
+        print_strategy_table(stdout, &pb, &r, algo);
+    }
+    fflush(stdout);
+    if (save && sb_strategy_save(save, &pb, &r, algo, &err))
+        status = cli_fail(&err);
+    if (!status && dot && write_dot(dot, &pb, &r, &err))
+        status = cli_fail(&err);
+    if (record(db, "cli", &pb, &r, algo, &err)) {
+        int s2 = cli_fail(&err);
+        if (!status)
+            status = s2;
+    }
+    sb_result_free(&r);
+out:
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+    return status;
+}
+
+/* ---- paper: the default main job ---------------------------------------------- */
+
+static void paper_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: shardbench paper [-p LIST] [--models LIST] [--db FILE]\n"
+            "\n"
+            "Searches the paper's models at each device count and prints each best\n"
+            "strategy (grouped like the paper's Table II) and a summary table.\n"
+            "\n"
+            "  -p, --procs LIST   device counts, e.g. 4,8,16 or 4..64 (default 4..64)\n"
+            "      --models LIST  comma-separated (default alexnet,inception3,resnet101,rnnlm,transformer)\n"
+            "      --db FILE      results database (default %s; 'none' to skip)\n"
+            "      --quiet        summary table only\n",
+            SB_DB_DEFAULT_PATH);
+}
+
+int cmd_paper(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"procs", required_argument, 0, 'p'}, {"models", required_argument, 0, 'M'},
+        {"db", required_argument, 0, 'd'},    {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+    };
+    sb_error err = {0};
+    int ps[32], np = 0, quiet = 0;
+    const char *models = "alexnet,inception3,resnet101,rnnlm,transformer";
+    const char *db = SB_DB_DEFAULT_PATH;
+    np = parse_p_list("4..64", ps, 32, &err);
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            np = parse_p_list(optarg, ps, 32, &err);
+            if (np < 0)
+                return cli_fail(&err);
+            break;
+        case 'M': models = optarg; break;
+        case 'd': db = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': paper_usage(stdout); return 0;
+        default: paper_usage(stderr); return 2;
+        }
+    }
+    char list[1024];
+    snprintf(list, sizeof list, "%s", models);
+    char summary[16384];
+    size_t used = (size_t)snprintf(summary, sizeof summary, "%-18s %5s %5s %11s %9s %12s %22s\n",
+                                   "model", "p", "ops", "max configs", "max dep", "seconds",
+                                   "total cost (FLOP)");
+    int status = 0;
+    char *save;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        sb_model m;
+        if (sb_model_load(name, NULL, 0, &m, &err))
+            return cli_fail(&err);
+        for (int i = 0; i < np; i++) {
+            sb_cost_params cp;
+            sb_cost_params_default(&cp);
+            sb_problem pb;
+            sb_result r;
+            sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096, .progress = 1};
+            if (sb_problem_build(&m, ps[i], &cp, &pb, &err)) {
+                status = cli_fail(&err);
+                continue;
+            }
+            if (sb_search(&pb, &so, &r, &err)) {
+                status = cli_fail(&err);
+                sb_problem_free(&pb);
+                continue;
+            }
+            if (!quiet) {
+                print_strategy_table(stdout, &pb, &r, "pase");
+                printf("\n");
+                fflush(stdout);
+            }
+            if (used < sizeof summary)
+                used += (size_t)snprintf(summary + used, sizeof summary - used,
+                                         "%-18s %5d %5d %11d %9d %12.4f %22.2f\n", m.name, ps[i],
+                                         m.nops, r.max_configs, r.max_dep_set, r.seconds,
+                                         r.total_cost);
+            if (record(db, "cli", &pb, &r, "pase", &err)) {
+                status = cli_fail(&err);
+                db = "none"; /* say it once */
+            }
+            sb_result_free(&r);
+            sb_problem_free(&pb);
+        }
+        sb_model_free(&m);
+    }
+    printf("%s", summary);
+    return status;
+}

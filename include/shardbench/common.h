@@ -1,0 +1,50 @@
+/* shardbench/common.h: error reporting shared by every stage.
+ *
+ * One error path: a function that can fail takes an `sb_error *` and returns
+ * non-zero; the error carries an exit status (SB_EXIT_INPUT for bad input or
+ * usage, SB_EXIT_INTERNAL for everything else) and a message that names the
+ * file, line or value at fault. Not a logging facility. */
+#ifndef SHARDBENCH_COMMON_H
+#define SHARDBENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    SB_EXIT_OK = 0,
+    SB_EXIT_INTERNAL = 1, /* internal failure: out of memory, I/O, limits */
+    SB_EXIT_INPUT = 2,    /* bad usage or bad input */
+};
+
+typedef struct sb_error {
+    int code;        /* SB_EXIT_*; 0 while no error is set */
+    char msg[1024];
+} sb_error;
+
+/* Sets err (if not NULL) and returns -1, so callers can `return sb_fail(...)`. */
+int sb_fail(sb_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Allocation that reports to err instead of crashing. */
+void *sb_malloc(size_t n, sb_error *err);
+void *sb_calloc(size_t n, size_t size, sb_error *err);
+void *sb_realloc(void *p, size_t n, sb_error *err);
+
+/* Version and build facts. */
+const char *sb_version(void);
+const char *sb_git_commit(void);
+
+/* Seconds from a monotonic clock. */
+double sb_now(void);
+
+/* Peak resident set size of this process in bytes (0 if unknown). */
+int64_t sb_peak_rss(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

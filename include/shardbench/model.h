@@ -1,0 +1,168 @@
+/* shardbench/model.h: the model graph (ops with named iteration spaces) and
+ * the model-file parser. See models/README.md for the file format.
+ *
+ * A model is a list of ops in topological order and a list of tensors. Each
+ * op has an iteration space: a list of named dimensions with sizes. Each
+ * operand (input or output tensor of an op) says, per tensor dimension, which
+ * iteration dimension it follows, so a config of the op (one split count per
+ * iteration dimension) induces a layout of every operand. */
+#ifndef SHARDBENCH_MODEL_H
+#define SHARDBENCH_MODEL_H
+
+#include "shardbench/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SB_MAX_DIMS 8   /* dims of an iteration space or a tensor */
+#define SB_MAX_IO 16    /* inputs or outputs of one op */
+#define SB_NAME_MAX 96
+
+typedef enum {
+    SB_OP_CONV,
+    SB_OP_POOL,
+    SB_OP_DENSE,
+    SB_OP_EINSUM,
+    SB_OP_EMBEDDING,
+    SB_OP_LSTM,
+    SB_OP_NORM,        /* layer norm over `axis`; batchnorm is norm with axis 0 */
+    SB_OP_SOFTMAX,
+    SB_OP_SOFTMAX_XENT,
+    SB_OP_ELEMENTWISE, /* add and other elementwise ops, `pw` fused pointwise */
+    SB_OP_REDUCE_MEAN,
+    SB_OP_CONCAT,
+    SB_OP_SPLIT,
+    SB_OP_STACK,
+    SB_OP_UNSTACK,
+    SB_OP_FLATTEN,     /* multi-dim -> 1-D (the prototype's Ravel) */
+    SB_OP_UNFLATTEN,   /* 1-D -> multi-dim (the prototype's Unravel) */
+    SB_OP_TRANSPOSE,
+    SB_OP_KIND_COUNT
+} sb_op_kind;
+
+/* Name of an op kind as written in model files ("conv", "dense", ...). */
+const char *sb_op_kind_name(sb_op_kind k);
+
+typedef struct {
+    char name[SB_NAME_MAX];
+    int64_t size;
+} sb_dim;
+
+typedef enum {
+    SB_TENSOR_ACTIVATION = 0, /* produced by an op */
+    SB_TENSOR_INPUT,          /* data fed to the model (images, tokens) */
+    SB_TENSOR_WEIGHT,         /* trained parameter declared in the file */
+} sb_tensor_kind;
+
+typedef struct {
+    char name[SB_NAME_MAX];
+    sb_tensor_kind kind;
+    int ndims;
+    sb_dim dims[SB_MAX_DIMS];
+    int producer;      /* op index, or -1 for inputs and weights */
+    int producer_slot; /* output slot of the producer */
+} sb_tensor;
+
+/* How a tensor dim takes its split count from an op config. */
+#define SB_MAP_ONE (-1) /* never split under this op */
+#define SB_MAP_ALL (-2) /* flat side of flatten/unflatten: product of config */
+
+typedef struct {
+    int tensor;              /* index into sb_model.tensors */
+    int map[SB_MAX_DIMS];    /* per tensor dim: iteration dim, or SB_MAP_* */
+} sb_operand;
+
+/* Roles of iteration dims of GEMM-like ops (conv, dense, einsum, embedding). */
+enum { SB_ROLE_NONE = 0, SB_ROLE_BATCH, SB_ROLE_M, SB_ROLE_N, SB_ROLE_K };
+
+typedef struct {
+    char name[SB_NAME_MAX];
+    sb_op_kind kind;
+    int line;                 /* line in the model file that made it */
+
+    int ndims;                /* iteration space */
+    sb_dim dims[SB_MAX_DIMS];
+    uint32_t nosplit;         /* bit i set: dim i is never split */
+    int role[SB_MAX_DIMS];    /* SB_ROLE_* for GEMM-like ops */
+
+    int nin, nout;
+    sb_operand in[SB_MAX_IO];   /* data inputs, in slot order */
+    sb_operand out[SB_MAX_IO];  /* outputs, in slot order */
+    int nweights;
+    sb_operand weights[4];      /* trained tensors of the op (runtime, memory) */
+
+    /* attributes (meaning depends on kind) */
+    int pw;                   /* fused pointwise ops */
+    int axis;                 /* norm, softmax, concat, split, stack, unstack */
+    uint32_t axes;            /* reduce_mean: bit mask of reduced input dims */
+    int kernel[2], stride[2], pad[2]; /* conv, pool */
+    int pool_avg;             /* pool: 1 = average, 0 = max */
+    int layers;               /* lstm */
+    int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
+} sb_op;
+
+typedef struct {
+    char name[SB_NAME_MAX];
+    int64_t value;
+} sb_param;
+
+typedef struct {
+    char name[SB_NAME_MAX];   /* from the `model` line, else the file name */
+    char path[512];           /* file it came from */
+    int cutoff;               /* minimum shard size for config enumeration */
+    int nparams;
+    sb_param *params;
+    int nops;
+    sb_op *ops;
+    int ntensors;
+    sb_tensor *tensors;
+} sb_model;
+
+/* An override `name=value` from the command line (--set). */
+typedef struct {
+    char name[SB_NAME_MAX];
+    int64_t value;
+} sb_setting;
+
+/* Parses a model from text. `path` is used in messages only. Settings
+ * override the file's `param` defaults; an unknown name is an error.
+ * Returns 0, or -1 with err set (code SB_EXIT_INPUT for any fault of the
+ * text: message "path:line:col: ..."). */
+int sb_model_parse(const char *text, size_t len, const char *path,
+                   const sb_setting *settings, int nsettings,
+                   sb_model *out, sb_error *err);
+
+/* Loads a model by shipped name ("alexnet") or by file path. Shipped models
+ * are looked up in $SHARDBENCH_MODELS, then the build's models/ folder, then
+ * the installed data folder. */
+int sb_model_load(const char *name_or_path, const sb_setting *settings,
+                  int nsettings, sb_model *out, sb_error *err);
+
+/* Parses "k=v" into a setting. */
+int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err);
+
+/* Names of the shipped models, NULL-terminated. */
+extern const char *const sb_shipped_models[];
+
+void sb_model_free(sb_model *m);
+
+/* Number of edges: one per (tensor, consumer input slot) whose tensor has a
+ * producer op. */
+typedef struct {
+    int src, src_slot;  /* producer op and its output slot */
+    int dst, dst_slot;  /* consumer op and its input slot */
+    int tensor;
+} sb_edge;
+
+/* Builds the edge list of a model (caller frees *edges). */
+int sb_model_edges(const sb_model *m, sb_edge **edges, int *nedges,
+                   sb_error *err);
+
+/* Writes "batch=128,channels=3,..." style text of an op's iteration space. */
+void sb_op_dims_str(const sb_op *op, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* shardbench/results.h: the SQLite results database (results/schema.sql).
+ *
+ * One file, WAL mode, busy timeout; the schema is versioned with
+ * PRAGMA user_version and migrated forward on open. Every record is its own
+ * transaction, so a crash loses nothing that was committed. A locked or
+ * damaged file gives a clear error naming the file. */
+#ifndef SHARDBENCH_RESULTS_H
+#define SHARDBENCH_RESULTS_H
+
+#include "shardbench/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SB_DB_DEFAULT_PATH "results/shardbench.db"
+#define SB_DB_SCHEMA_VERSION 1
+
+typedef struct sb_db sb_db;
+
+/* Opens (creating if needed) and migrates the database at path.
+ * busy_timeout_ms <= 0 means the default (5000). */
+int sb_db_open(const char *path, int busy_timeout_ms, sb_db **out,
+               sb_error *err);
+void sb_db_close(sb_db *db);
+
+/* Schema version of an open database. */
+int sb_db_schema_version(sb_db *db);
+
+/* One search (from `shardbench search` or bench/search). */
+typedef struct {
+    const char *source;        /* "cli" or "bench" */
+    const char *model;         /* model name */
+    const char *model_path;    /* file it came from */
+    const char *params;        /* "batch=128,classes=1024,..." */
+    int p;
+    const char *algo;          /* "pase", "bf", ... */
+    double tflops, gbs;        /* cost-model parameters */
+    int cutoff;
+    double total_cost;         /* FLOP */
+    double seconds;            /* search time */
+    int nops;
+    int max_configs;
+    int max_dep_set;
+    double peak_table_bytes;
+    double peak_rss_bytes;     /* 0 if not measured */
+    const char *strategy_json; /* the full strategy (per-op configs) */
+} sb_search_record;
+
+/* Inserts one search run; *id (if not NULL) gets its row id. */
+int sb_db_record_search(sb_db *db, const sb_search_record *rec, int64_t *id,
+                        sb_error *err);
+
+/* Number of rows in search_runs (tests, reports). */
+int sb_db_count_searches(sb_db *db, int64_t *count, sb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

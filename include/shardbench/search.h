@@ -1,0 +1,122 @@
+/* shardbench/search.h: config enumeration, the reference (PaSE) cost model,
+ * and the exact dynamic-programming search over a model graph.
+ *
+ * Costs are in FLOP, as in ../shared/docs/cost-model.md. A `sb_problem`
+ * holds every op's configs and per-config costs for one model and device
+ * count; search functions pick one config per op (a strategy). */
+#ifndef SHARDBENCH_SEARCH_H
+#define SHARDBENCH_SEARCH_H
+
+#include <stdio.h>
+
+#include "shardbench/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double tflops;  /* peak F per device, TFLOP/s (default 10) */
+    double gbs;     /* link bandwidth B, GB/s (default 16) */
+    int cutoff;     /* minimum shard size; <= 0: the model's own */
+} sb_cost_params;
+
+void sb_cost_params_default(sb_cost_params *cp);
+
+/* FLOP that moving `words` words costs. */
+double sb_words_to_flops(const sb_cost_params *cp, double words);
+/* All-reduce of `words` words per device over q devices. */
+double sb_allreduce_cost(const sb_cost_params *cp, double words, double q);
+
+/* Configs of one op: n rows of ndims split counts, row-major. */
+typedef struct {
+    int n, ndims;
+    int *c;        /* n * ndims */
+    double *cost;  /* n: vertex cost of each config */
+} sb_configs;
+
+/* Enumerates the configs of an op for p devices and the given cutoff,
+ * applying the op's restrictions (dims never split, reshape contiguity). */
+int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out,
+                         sb_error *err);
+
+/* Vertex cost of op under config c (ndims split counts). */
+double sb_op_cost(const sb_model *m, const sb_op *op, const int *c,
+                  const sb_cost_params *cp);
+
+/* Split counts of an operand's tensor dims under its op's config `c`. */
+void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims,
+                       const int *c, int *layout);
+
+/* Edge cost between a tensor's producer layout and consumer layout. */
+double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t,
+                    const int *src_layout, const int *dst_layout);
+
+typedef struct {
+    const sb_model *m;
+    int p;
+    sb_cost_params cp;
+    sb_configs *cfg;    /* one per op */
+    int nedges;
+    sb_edge *edges;
+} sb_problem;
+
+int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp,
+                     sb_problem *out, sb_error *err);
+void sb_problem_free(sb_problem *pb);
+
+/* Total cost F(G, phi) of a strategy (choice[i] = config index of op i). */
+double sb_strategy_cost(const sb_problem *pb, const int *choice);
+
+typedef enum { SB_ALGO_PASE = 0, SB_ALGO_BF = 1 } sb_algo;
+
+typedef struct {
+    sb_algo algo;
+    double max_table_mb;  /* fail cleanly beyond this (default 4096) */
+    int progress;         /* print progress to stderr (TTY only) */
+} sb_search_opts;
+
+typedef struct {
+    int *choice;          /* nops config indices */
+    double total_cost;
+    double seconds;
+    int max_configs;      /* largest config count of any op */
+    int max_dep_set;      /* largest dependent set met by the DP */
+    double peak_table_bytes;
+    int *order;           /* vertex order used (nops) */
+} sb_result;
+
+int sb_search(const sb_problem *pb, const sb_search_opts *opts,
+              sb_result *out, sb_error *err);
+void sb_result_free(sb_result *r);
+
+/* Exhaustive search (tests only: product of config counts must be small). */
+int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err);
+
+/* PaSE's GenerateSeq ordering (greedy least dependent set) and the
+ * breadth-first ordering, written into order[nops]. */
+void sb_order_pase(const sb_problem *pb, int *order);
+void sb_order_bf(const sb_problem *pb, int *order);
+
+/* Strategy files (versioned text, see search/README.md). */
+int sb_strategy_save(const char *path, const sb_problem *pb,
+                     const sb_result *r, const char *algo, sb_error *err);
+/* Reads a strategy file back against a problem: choice[i] gets the index of
+ * the saved config of op i. Mismatched model or unknown config: error. */
+int sb_strategy_load(const char *path, const sb_problem *pb, int *choice,
+                     sb_error *err);
+
+/* JSON of a strategy: model, params, p, algo, cost-model parameters,
+ * total_cost, search_seconds, table statistics, and ops (name, type, dims,
+ * config, cost). The _str form returns malloc'd text (NULL on failure). */
+void sb_strategy_json(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo);
+char *sb_strategy_json_str(const sb_problem *pb, const sb_result *r, const char *algo);
+
+/* "batch=128,classes=1024" and "32,1,1,1" forms. */
+void sb_params_str(const sb_model *m, char *buf, size_t n);
+void sb_config_str(const int *c, int nd, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,646 @@
+/* results/db.c: the SQLite results database (see results/README.md).
+ *
+ * Opens or creates the file, checks it, switches it to WAL, and migrates its
+ * schema forward with the version blocks of results/schema.sql (compiled in
+ * as sb_schema_sql[]). Records searches, one transaction each. Every error
+ * names the database file and what went wrong. It never deletes, truncates
+ * or rewrites a file that is not a shardbench database. Not a query layer:
+ * reports and plots read the file with SQL of their own. */
+#include "shardbench/results.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "schema_sql.h"
+
+#define SB_DB_DEFAULT_BUSY_MS 5000
+
+struct sb_db {
+    sqlite3 *h;
+    char *path;   /* as given by the caller; every message starts with it */
+    int busy_ms;  /* busy timeout in effect */
+};
+
+/* ------------------------------------------------------------- errors -- */
+
+/* sqlite's own words for the last error, plus the OS error if there is one. */
+static void error_detail(const sb_db *db, int rc, char *buf, size_t n)
+{
+    const char *msg = db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc);
+    int sys = db->h ? sqlite3_system_errno(db->h) : 0;
+    if (sys)
+        snprintf(buf, n, "%s: %s", msg, strerror(sys));
+    else
+        snprintf(buf, n, "%s", msg);
+}
+
+/* Fails with a message for sqlite result rc, met while `doing`. */
+static int db_fail(const sb_db *db, int rc, const char *doing, sb_error *err)
+{
+    char d[300];
+    const char *p = db->path;
+    error_detail(db, rc, d, sizeof d);
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: database is locked (another process holds it; "
+                       "waited %d ms) while %s", p, db->busy_ms, doing);
+    case SQLITE_NOTADB:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: file is not a database (damaged or not SQLite) "
+                       "while %s", p, doing);
+    case SQLITE_CORRUPT:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: database is damaged (%s) while %s", p, d, doing);
+    case SQLITE_CANTOPEN:
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the file (%s) "
+                       "while %s", p, d, doing);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write (%s) while %s",
+                       p, d, doing);
+    case SQLITE_CONSTRAINT:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: rejected by the schema (%s) while %s", p, d, doing);
+    case SQLITE_FULL:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: disk full (%s) while %s",
+                       p, d, doing);
+    case SQLITE_IOERR:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: I/O error (%s) while %s",
+                       p, d, doing);
+    case SQLITE_NOMEM:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory while %s",
+                       p, doing);
+    default:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: %s while %s", p, d, doing);
+    }
+}
+
+/* Exit status for a failed system call: the environment's fault or ours. */
+static int errno_code(int e)
+{
+    return (e == ENOSPC || e == EIO || e == ENOMEM) ? SB_EXIT_INTERNAL
+                                                    : SB_EXIT_INPUT;
+}
+
+/* ------------------------------------------------- the file on disk ---- */
+
+/* Sets *existed; refuses anything that exists and is not an SQLite file
+ * (checked by its header, before SQLite ever opens it). An empty file is an
+ * empty database, as SQLite itself treats it. */
+static int inspect_file(const char *path, int *existed, sb_error *err)
+{
+    static const char magic[16] = "SQLite format 3";  /* with its NUL */
+    struct stat st;
+    char head[16];
+
+    *existed = 0;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        return sb_fail(err, errno_code(errno), "%s: cannot inspect the file: "
+                       "%s", path, strerror(errno));
+    }
+    *existed = 1;
+    if (S_ISDIR(st.st_mode))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a "
+                       "database file", path);
+    if (!S_ISREG(st.st_mode))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: not a regular file, so not a "
+                       "database", path);
+    if (st.st_size == 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sb_fail(err, errno_code(errno), "%s: cannot read the file: %s",
+                       path, strerror(errno));
+    ssize_t n = read(fd, head, sizeof head);
+    int read_errno = errno;
+    close(fd);
+    if (n < 0)
+        return sb_fail(err, errno_code(read_errno), "%s: cannot read the "
+                       "file: %s", path, strerror(read_errno));
+    if ((size_t)n < sizeof head || memcmp(head, magic, sizeof magic) != 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: file is not a database "
+                       "(damaged or not SQLite); left untouched", path);
+    return 0;
+}
+
+/* One mkdir of `dir`, an existing directory being fine. */
+static int make_dir(const char *path, const char *dir, sb_error *err)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) == 0)
+        return 0;
+    int e = errno;
+    if (e == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0;
+    if (e == EEXIST)
+        e = ENOTDIR;
+    return sb_fail(err, errno_code(e), "%s: cannot create directory %s: %s",
+                   path, dir, strerror(e));
+}
+
+/* mkdir -p of the directory that holds path. */
+static int make_parent_dirs(const char *path, sb_error *err)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory", path);
+    char *slash = strrchr(dir, '/');
+    int rc = 0;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        for (char *s = dir + 1; rc == 0; s++) {
+            if (*s != '/' && *s != '\0')
+                continue;
+            char c = *s;
+            *s = '\0';
+            rc = make_dir(path, dir, err);
+            *s = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    free(dir);
+    return rc;
+}
+
+/* ------------------------------------------------------ sqlite helpers -- */
+
+static int db_exec(sb_db *db, const char *sql, const char *doing,
+                   sb_error *err)
+{
+    int rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : db_fail(db, rc, doing, err);
+}
+
+static int db_prepare(sb_db *db, const char *sql, sqlite3_stmt **st,
+                      const char *doing, sb_error *err)
+{
+    int rc = sqlite3_prepare_v2(db->h, sql, -1, st, NULL);
+    return rc == SQLITE_OK ? 0 : db_fail(db, rc, doing, err);
+}
+
+/* Steps st once expecting `want` (SQLITE_ROW or SQLITE_DONE); on anything
+ * else, fails and finalizes st. */
+static int db_step(sb_db *db, sqlite3_stmt *st, int want, const char *doing,
+                   sb_error *err)
+{
+    int rc = sqlite3_step(st);
+    if (rc == want)
+        return 0;
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        rc = SQLITE_INTERNAL;
+    db_fail(db, rc, doing, err);
+    sqlite3_finalize(st);
+    return -1;
+}
+
+/* Undoes the open transaction, if any; the first error is already set. */
+static void db_rollback(sb_db *db)
+{
+    if (!sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Runs a one-row, one-column query into *v. */
+static int db_query_int64(sb_db *db, const char *sql, int64_t *v,
+                          const char *doing, sb_error *err)
+{
+    sqlite3_stmt *st;
+    if (db_prepare(db, sql, &st, doing, err) ||
+        db_step(db, st, SQLITE_ROW, doing, err))
+        return -1;
+    *v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int read_version(sb_db *db, int *version, sb_error *err)
+{
+    int64_t v;
+    if (db_query_int64(db, "PRAGMA user_version", &v,
+                       "reading the schema version", err))
+        return -1;
+    *version = (int)v;
+    return 0;
+}
+
+static int check_not_newer(const sb_db *db, int version, sb_error *err)
+{
+    if (version < 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d is not a "
+                       "shardbench one", db->path, version);
+    if (version > SB_DB_SCHEMA_VERSION)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d is newer "
+                       "than this shardbench's (%d); use a newer shardbench "
+                       "or another file", db->path, version,
+                       SB_DB_SCHEMA_VERSION);
+    return 0;
+}
+
+/* ------------------------------------------------------- checks on open -- */
+
+/* PRAGMA quick_check must answer a single "ok". */
+static int quick_check(sb_db *db, sb_error *err)
+{
+    const char *doing = "checking the file (quick_check)";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "PRAGMA quick_check", &st, doing, err) ||
+        db_step(db, st, SQLITE_ROW, doing, err))
+        return -1;
+    const char *r = (const char *)sqlite3_column_text(st, 0);
+    char what[300];
+    int rc = 0;
+    if (!r || strcmp(r, "ok") != 0) {
+        snprintf(what, sizeof what, "%s", r ? r : "no answer");
+        for (char *c = what; *c; c++)  /* one line */
+            if (*c == '\n')
+                *c = ' ';
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: database is damaged "
+                     "(quick_check: %s)", db->path, what);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int check_writable(const sb_db *db, sb_error *err)
+{
+    if (sqlite3_db_readonly(db->h, "main") != 1)
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write (the file or its "
+                   "directory is read-only)", db->path);
+}
+
+/* Switches to WAL; an in-memory database can only be "memory". */
+static int set_wal(sb_db *db, sb_error *err)
+{
+    const char *doing = "switching to WAL journal mode";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "PRAGMA journal_mode = WAL", &st, doing, err) ||
+        db_step(db, st, SQLITE_ROW, doing, err))
+        return -1;
+    const char *mode = (const char *)sqlite3_column_text(st, 0);
+    int ok = mode && (strcasecmp(mode, "wal") == 0 ||
+                      (strcasecmp(mode, "memory") == 0 &&
+                       strcmp(db->path, ":memory:") == 0));
+    int rc = 0;
+    if (!ok)
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot switch to WAL journal "
+                     "mode (still %s)", db->path, mode ? mode : "unknown");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ------------------------------------------------------------ migration -- */
+
+/* One version block of schema.sql: its text, through the line
+ * `PRAGMA user_version = N;` that ends it. */
+typedef struct {
+    const char *sql;
+    size_t len;
+    int version;  /* N; -1 if the PRAGMA line does not parse */
+} schema_block;
+
+/* N of a line that starts (after blanks) with PRAGMA user_version; 0 if the
+ * line is something else, -1 if it is that PRAGMA but malformed. */
+static int pragma_version(const char *line)
+{
+    static const char key[] = "PRAGMA user_version";
+    line += strspn(line, " \t");
+    if (strncasecmp(line, key, sizeof key - 1) != 0)
+        return 0;
+    line += sizeof key - 1;
+    line += strspn(line, " \t");
+    if (*line != '=')
+        return -1;
+    char *end;
+    long n = strtol(line + 1, &end, 10);
+    return (end == line + 1 || n < 1 || n > 1000000) ? -1 : (int)n;
+}
+
+/* Takes the next block from *pos; returns 0 when no block is left. Text
+ * after the last PRAGMA user_version line is ignored. */
+static int next_block(const char **pos, schema_block *b)
+{
+    const char *start = *pos;
+    for (const char *line = start; *line;) {
+        const char *eol = strchr(line, '\n');
+        const char *next = eol ? eol + 1 : line + strlen(line);
+        int v = pragma_version(line);
+        if (v != 0) {
+            b->sql = start;
+            b->len = (size_t)(next - start);
+            b->version = v;
+            *pos = next;
+            return 1;
+        }
+        line = next;
+    }
+    return 0;
+}
+
+static int apply_block(sb_db *db, const schema_block *b, sb_error *err)
+{
+    char doing[64];
+    snprintf(doing, sizeof doing, "applying schema version %d", b->version);
+    char *sql = malloc(b->len + 1);
+    if (!sql)
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory while %s",
+                       db->path, doing);
+    memcpy(sql, b->sql, b->len);
+    sql[b->len] = '\0';
+    int rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+    free(sql);
+    if (rc == SQLITE_OK)
+        return 0;
+    if ((rc & 0xff) != SQLITE_ERROR)
+        return db_fail(db, rc, doing, err);
+    /* An SQL error here means the file holds tables we did not make. */
+    return sb_fail(err, SB_EXIT_INPUT, "%s: cannot migrate to schema version "
+                   "%d (%s); is it another program's database?", db->path,
+                   b->version, sqlite3_errmsg(db->h));
+}
+
+/* Applies every block above version `from`. The blocks must count 1, 2, ...
+ * up to SB_DB_SCHEMA_VERSION; anything else is a build mistake. */
+static int apply_blocks(sb_db *db, int from, sb_error *err)
+{
+    const char *pos = sb_schema_sql;
+    schema_block b;
+    int last = 0;
+    while (next_block(&pos, &b)) {
+        if (b.version != last + 1)
+            return sb_fail(err, SB_EXIT_INTERNAL, "%s: built-in schema.sql is "
+                           "malformed: version block %d follows %d", db->path,
+                           b.version, last);
+        last = b.version;
+        if (b.version > from && apply_block(db, &b, err))
+            return -1;
+    }
+    if (last != SB_DB_SCHEMA_VERSION)
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: built-in schema.sql ends at "
+                       "version %d but SB_DB_SCHEMA_VERSION is %d", db->path,
+                       last, SB_DB_SCHEMA_VERSION);
+    return 0;
+}
+
+/* Brings the schema to SB_DB_SCHEMA_VERSION in one write transaction; the
+ * version is read again inside it, since another process may have migrated
+ * the file meanwhile. */
+static int migrate(sb_db *db, sb_error *err)
+{
+    const char *doing = "migrating the schema";
+    int v;
+    if (db_exec(db, "BEGIN IMMEDIATE", doing, err))
+        return -1;
+    if (read_version(db, &v, err) || check_not_newer(db, v, err) ||
+        (v < SB_DB_SCHEMA_VERSION && apply_blocks(db, v, err)) ||
+        read_version(db, &v, err))
+        goto fail;
+    if (v != SB_DB_SCHEMA_VERSION) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: schema version is %d after "
+                "migrating, not %d", db->path, v, SB_DB_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (db_exec(db, "COMMIT", doing, err))
+        goto fail;
+    return 0;
+fail:
+    db_rollback(db);
+    return -1;
+}
+
+/* ----------------------------------------------------------- open/close -- */
+
+/* Opens the handle and brings the file to the current schema. Reads come
+ * before any write, so a damaged, foreign or newer file is left as it was. */
+static int db_connect(sb_db *db, int existed, sb_error *err)
+{
+    int rc = sqlite3_open_v2(db->path, &db->h,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(db, rc, "opening", err);
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, db->busy_ms);
+    int v;
+    if ((existed && quick_check(db, err)) || read_version(db, &v, err) ||
+        check_not_newer(db, v, err) || check_writable(db, err) ||
+        set_wal(db, err) ||
+        db_exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err))
+        return -1;
+    if (v < SB_DB_SCHEMA_VERSION)
+        return migrate(db, err);
+    return 0;
+}
+
+int sb_db_open(const char *path, int busy_timeout_ms, sb_db **out,
+               sb_error *err)
+{
+    int existed;
+    if (!out)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_open: no output pointer");
+    *out = NULL;
+    if (!path || !*path)
+        return sb_fail(err, SB_EXIT_INPUT, "no results database path given");
+    if (inspect_file(path, &existed, err) ||
+        (!existed && make_parent_dirs(path, err)))
+        return -1;
+    sb_db *db = sb_calloc(1, sizeof *db, err);
+    if (!db)
+        return -1;
+    db->path = strdup(path);
+    db->busy_ms = busy_timeout_ms > 0 ? busy_timeout_ms : SB_DB_DEFAULT_BUSY_MS;
+    if (!db->path) {
+        free(db);
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory", path);
+    }
+    if (db_connect(db, existed, err)) {
+        sb_db_close(db);
+        return -1;
+    }
+    *out = db;
+    return 0;
+}
+
+void sb_db_close(sb_db *db)
+{
+    if (!db)
+        return;
+    sqlite3_close_v2(db->h);
+    free(db->path);
+    free(db);
+}
+
+int sb_db_schema_version(sb_db *db)
+{
+    int v;
+    if (!db || read_version(db, &v, NULL))
+        return -1;
+    return v;
+}
+
+/* ------------------------------------------------------------- searches -- */
+
+static int check_record(const sb_db *db, const sb_search_record *r,
+                        sb_error *err)
+{
+    const char *bad = NULL;
+    if (!r)
+        bad = "no record";
+    else if (!r->source || !*r->source)
+        bad = "no source";
+    else if (!r->model || !*r->model)
+        bad = "no model name";
+    else if (!r->algo || !*r->algo)
+        bad = "no algorithm";
+    else if (r->p < 1)
+        bad = "device count p below 1";
+    if (!bad)
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT, "%s: cannot record a search: %s",
+                   db->path, bad);
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    return s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT)
+             : sqlite3_bind_null(st, i);
+}
+
+/* A real, or NULL when it is not finite (SQLite would store NaN as NULL
+ * anyway; this says so). */
+static int bind_real(sqlite3_stmt *st, int i, double x)
+{
+    return isfinite(x) ? sqlite3_bind_double(st, i, x)
+                       : sqlite3_bind_null(st, i);
+}
+
+/* A byte count; NULL if negative, not finite, or (when zero_is_null) 0. */
+static int bind_bytes(sqlite3_stmt *st, int i, double x, int zero_is_null)
+{
+    if (!isfinite(x) || x < 0 || (zero_is_null && x == 0))
+        return sqlite3_bind_null(st, i);
+    if (x >= 9.0e18)
+        return sqlite3_bind_double(st, i, x);
+    return sqlite3_bind_int64(st, i, (int64_t)llround(x));
+}
+
+/* The models row for (model, params), inserted if new; *id gets its id. */
+static int upsert_model(sb_db *db, const sb_search_record *r, int64_t *id,
+                        sb_error *err)
+{
+    const char *doing = "recording a search (models row)";
+    const char *params = r->params ? r->params : "";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "INSERT INTO models (name, path, params, nops) "
+                   "VALUES (?1, ?2, ?3, ?4) "
+                   "ON CONFLICT (name, params) DO NOTHING", &st, doing, err))
+        return -1;
+    int bad = bind_text(st, 1, r->model) | bind_text(st, 2, r->model_path) |
+              bind_text(st, 3, params) | sqlite3_bind_int(st, 4, r->nops);
+    if (bad) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+
+    if (db_prepare(db, "SELECT id FROM models WHERE name = ?1 AND params = ?2",
+                   &st, doing, err))
+        return -1;
+    if (bind_text(st, 1, r->model) | bind_text(st, 2, params)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_ROW, doing, err))
+        return -1;
+    *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int bind_search(sqlite3_stmt *st, const sb_search_record *r,
+                       int64_t model_id)
+{
+    return bind_text(st, 1, r->source) | sqlite3_bind_int64(st, 2, model_id) |
+           sqlite3_bind_int(st, 3, r->p) | bind_text(st, 4, r->algo) |
+           bind_real(st, 5, r->tflops) | bind_real(st, 6, r->gbs) |
+           sqlite3_bind_int(st, 7, r->cutoff) |
+           bind_real(st, 8, r->total_cost) | bind_real(st, 9, r->seconds) |
+           sqlite3_bind_int(st, 10, r->nops) |
+           sqlite3_bind_int(st, 11, r->max_configs) |
+           sqlite3_bind_int(st, 12, r->max_dep_set) |
+           bind_bytes(st, 13, r->peak_table_bytes, 0) |
+           bind_bytes(st, 14, r->peak_rss_bytes, 1) |
+           bind_text(st, 15, r->strategy_json);
+}
+
+static int insert_search(sb_db *db, const sb_search_record *r,
+                         int64_t model_id, int64_t *id, sb_error *err)
+{
+    const char *doing = "recording a search";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "INSERT INTO search_runs (source, model_id, p, algo, "
+                   "tflops, gbs, cutoff, total_cost, seconds, nops, "
+                   "max_configs, max_dep_set, peak_table_bytes, "
+                   "peak_rss_bytes, strategy_json) VALUES (?1, ?2, ?3, ?4, "
+                   "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                   &st, doing, err))
+        return -1;
+    if (bind_search(st, r, model_id)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+    *id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+int sb_db_record_search(sb_db *db, const sb_search_record *rec, int64_t *id,
+                        sb_error *err)
+{
+    int64_t model_id, row;
+    if (!db)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_record_search: no "
+                       "database open");
+    if (check_record(db, rec, err) ||
+        db_exec(db, "BEGIN IMMEDIATE", "recording a search", err))
+        return -1;
+    if (upsert_model(db, rec, &model_id, err) ||
+        insert_search(db, rec, model_id, &row, err) ||
+        db_exec(db, "COMMIT", "recording a search (commit)", err)) {
+        db_rollback(db);
+        return -1;
+    }
+    if (id)
+        *id = row;
+    return 0;
+}
+
+int sb_db_count_searches(sb_db *db, int64_t *count, sb_error *err)
+{
+    if (!db || !count)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_count_searches: no "
+                       "database or no output");
+    return db_query_int64(db, "SELECT count(*) FROM search_runs", count,
+                          "counting searches", err);
+}

@@ -1,0 +1,105 @@
+-- results/schema.sql: the shardbench results database, version by version.
+--
+-- Each version is a block of statements that ends with the line
+-- `PRAGMA user_version = N;`. results/db.c embeds this file at build time;
+-- on open it runs, in one transaction, every block whose N is above the
+-- file's user_version. A released block is never edited: a change is a new
+-- block appended at the end, with SB_DB_SCHEMA_VERSION in
+-- include/shardbench/results.h bumped to match (see results/README.md).
+--
+-- Units everywhere: times are ISO-8601 UTC text
+-- ('2024-05-01T12:00:00.000Z'); durations are seconds; sizes are bytes;
+-- costs are FLOP as in docs/cost-model.md. NULL means "not known".
+-- Tables are created without IF NOT EXISTS on purpose: a user_version-0 file
+-- that already holds tables of these names is not ours, and migrating it
+-- must fail (and roll back) rather than mix with them.
+
+-- ------------------------------------------------------------ version 1 --
+
+-- One invocation of a tool that measures strategies (`shardbench run`, a
+-- bench binary): when, where and with what it ran.
+CREATE TABLE runs (
+    id           INTEGER PRIMARY KEY,  -- row id
+    started_at   TEXT NOT NULL          -- when the run began (UTC)
+                 DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    ended_at     TEXT,                 -- when it ended; NULL if still running or it died
+    host         TEXT NOT NULL,        -- host name (first host for MPI runs)
+    git_commit   TEXT NOT NULL,        -- shardbench commit, sb_git_commit()
+    compiler     TEXT,                 -- compiler id and version, "GNU 12.2.0"
+    backend      TEXT NOT NULL,        -- "cpu", "cuda", "cuda+nccl+mpi", ...
+    devices      TEXT,                 -- devices used, "4 x NVIDIA H200 (139 GiB)"
+    versions     TEXT,                 -- library versions, "cuda=12.4 cudnn=9.1 nccl=2.21 mpi=4.1"
+    command_line TEXT                  -- argv joined by spaces
+);
+
+-- One model graph with its parameters. A model is identified by its name
+-- and parameter string; the same pair always names the same graph.
+CREATE TABLE models (
+    id     INTEGER PRIMARY KEY,        -- row id
+    name   TEXT NOT NULL,              -- model name, "inception_v3"
+    path   TEXT,                       -- file it was first read from
+    params TEXT NOT NULL DEFAULT '',   -- "batch=128,classes=1024"; '' if none
+    nops   INTEGER,                    -- ops in the graph
+    UNIQUE (name, params)
+);
+
+-- One strategy search (`shardbench search` or bench/search): its inputs,
+-- its cost, and what it took to find.
+CREATE TABLE search_runs (
+    id               INTEGER PRIMARY KEY,  -- row id
+    run_id           INTEGER               -- the run it was part of; NULL if standalone
+                     REFERENCES runs(id) ON DELETE SET NULL,
+    created_at       TEXT NOT NULL         -- when it was recorded (UTC)
+                     DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    source           TEXT NOT NULL,        -- "cli" or "bench"
+    model_id         INTEGER NOT NULL REFERENCES models(id),  -- the model searched
+    p                INTEGER NOT NULL CHECK (p >= 1),  -- device count
+    algo             TEXT NOT NULL,        -- search algorithm, "pase", "bf", ...
+    tflops           REAL,                 -- cost model: peak TFLOP/s per device
+    gbs              REAL,                 -- cost model: link bandwidth, GB/s
+    cutoff           INTEGER,              -- minimum shard size used
+    total_cost       REAL,                 -- cost of the best strategy, FLOP; NULL if not finite
+    seconds          REAL,                 -- wall time of the search
+    nops             INTEGER,              -- ops in the graph searched
+    max_configs      INTEGER,              -- most configs of any one op
+    max_dep_set      INTEGER,              -- largest dependent set in the DP
+    peak_table_bytes INTEGER,              -- largest DP table, bytes
+    peak_rss_bytes   INTEGER,              -- peak resident memory; NULL if not measured
+    strategy_json    TEXT                  -- the strategy found: per-op configs as JSON
+);
+CREATE INDEX search_runs_by_model ON search_runs (model_id, p, algo);
+CREATE INDEX search_runs_by_run ON search_runs (run_id);
+
+-- One strategy for a model on p devices: searched, or a baseline (data
+-- parallel, one weird trick, an expert's) for comparison.
+CREATE TABLE strategies (
+    id                  INTEGER PRIMARY KEY,  -- row id
+    model_id            INTEGER NOT NULL REFERENCES models(id),  -- the model
+    p                   INTEGER NOT NULL CHECK (p >= 1),  -- device count
+    kind                TEXT NOT NULL,        -- "searched", "data", "owt", "expert", ...
+    predicted_cost      REAL,                 -- cost-model estimate per step, FLOP
+    predicted_mem_bytes INTEGER,              -- predicted peak memory per device
+    configs_json        TEXT NOT NULL,        -- per-op configs as JSON
+    mesh_layout         TEXT                  -- device mesh and layouts, for people
+);
+CREATE INDEX strategies_by_model ON strategies (model_id, p, kind);
+
+-- One measured attempt to train a strategy for some steps. Step times are
+-- set when status is 'ok'; message says what went wrong otherwise.
+CREATE TABLE measurements (
+    id             INTEGER PRIMARY KEY,  -- row id
+    run_id         INTEGER NOT NULL REFERENCES runs(id),        -- the run that measured it
+    strategy_id    INTEGER NOT NULL REFERENCES strategies(id),  -- what was measured
+    step_median_s  REAL,                 -- median step time
+    step_min_s     REAL,                 -- fastest step
+    step_max_s     REAL,                 -- slowest step
+    steps          INTEGER NOT NULL DEFAULT 0 CHECK (steps >= 0),  -- timed steps (after warm-up)
+    status         TEXT NOT NULL
+                   CHECK (status IN ('ok', 'oom', 'error', 'timeout')),  -- outcome
+    message        TEXT,                 -- error text for oom/error/timeout; NULL if ok
+    peak_mem_bytes INTEGER               -- peak device memory, largest over devices
+);
+CREATE INDEX measurements_by_strategy ON measurements (strategy_id);
+CREATE INDEX measurements_by_run ON measurements (run_id);
+
+PRAGMA user_version = 1;

@@ -1,0 +1,568 @@
+/* dp.c: the exact dynamic program over a vertex order (PaSE, IPDPS 2021).
+ *
+ * Vertices are processed in an order (GenerateSeq, or breadth-first for the
+ * baseline). Processing v builds, for every config assignment of its
+ * dependent set D(v) (the unprocessed vertices connected to v or to the
+ * processed subgraph it joins), the least cost of the processed part, and
+ * the config of v that reaches it. This is the DP over connected subsets of
+ * the paper, written as min-sum variable elimination: a table ("factor")
+ * over D(v) replaces every table that mentioned v. Backtracking over the
+ * stored argmins gives the whole strategy. Exact: equals brute force. */
+#include "shardbench/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SCOPE 32
+
+typedef struct {
+    int nv;
+    int vars[MAX_SCOPE]; /* table order: last var fastest */
+    int64_t size;
+    double *t;
+    int alive;
+} factor;
+
+typedef struct {
+    const sb_problem *pb;
+    int n;
+    factor *f;
+    int nf, capf;
+    int **vf;     /* per var: factor ids */
+    int *nvf, *capvf;
+    double live_bytes, peak_bytes, limit_bytes;
+    sb_error *err;
+} engine;
+
+static int dom(const engine *E, int v) { return E->pb->cfg[v].n; }
+
+static int add_factor(engine *E, factor *src)
+{
+    if (E->nf == E->capf) {
+        int nc = E->capf ? E->capf * 2 : 256;
+        factor *nf = sb_realloc(E->f, (size_t)nc * sizeof *nf, E->err);
+        if (!nf)
+            return -1;
+        E->f = nf;
+        E->capf = nc;
+    }
+    int id = E->nf++;
+    E->f[id] = *src;
+    E->f[id].alive = 1;
+    for (int i = 0; i < src->nv; i++) {
+        int v = src->vars[i];
+        if (E->nvf[v] == E->capvf[v]) {
+            int nc = E->capvf[v] ? E->capvf[v] * 2 : 8;
+            int *nl = sb_realloc(E->vf[v], (size_t)nc * sizeof *nl, E->err);
+            if (!nl)
+                return -1;
+            E->vf[v] = nl;
+            E->capvf[v] = nc;
+        }
+        E->vf[v][E->nvf[v]++] = id;
+    }
+    return 0;
+}
+
+static int charge(engine *E, double bytes, int v, int depset)
+{
+    if (E->live_bytes + bytes > E->limit_bytes)
+        return sb_fail(E->err, SB_EXIT_INTERNAL,
+                       "search table limit exceeded at vertex '%s' (dependent set of %d vertices): "
+                       "%.1f MB needed beyond the limit of %.0f MB (--max-table-mb)",
+                       E->pb->m->ops[v].name, depset, (E->live_bytes + bytes) / 1e6,
+                       E->limit_bytes / 1e6);
+    E->live_bytes += bytes;
+    if (E->live_bytes > E->peak_bytes)
+        E->peak_bytes = E->live_bytes;
+    return 0;
+}
+
+/* ---- initial factors: one per vertex, one per adjacent pair ------------- */
+
+/* Distinct layouts of an operand over an op's configs: id per config. */
+static int layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
+                      int **layouts, int *nlayouts, sb_error *err)
+{
+    const sb_configs *cf = &pb->cfg[op];
+    int *L = sb_malloc((size_t)cf->n * (size_t)tnd * sizeof *L, err);
+    if (!L)
+        return -1;
+    int nl = 0;
+    for (int a = 0; a < cf->n; a++) {
+        int lay[SB_MAX_DIMS];
+        sb_operand_layout(&pb->m->ops[op], o, tnd, cf->c + (size_t)a * (size_t)cf->ndims, lay);
+        int found = -1;
+        for (int k = nl - 1; k >= 0 && found < 0; k--)
+            if (memcmp(L + (size_t)k * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
+                found = k;
+        if (found < 0) {
+            memcpy(L + (size_t)nl * (size_t)tnd, lay, (size_t)tnd * sizeof *lay);
+            found = nl++;
+        }
+        ids[a] = found;
+    }
+    *layouts = L;
+    *nlayouts = nl;
+    return 0;
+}
+
+/* Adds the cost table of edge e into the pair table t (rows: lower op id). */
+static int add_edge_table(engine *E, const sb_edge *e, double *t)
+{
+    const sb_problem *pb = E->pb;
+    const sb_model *m = pb->m;
+    const sb_tensor *ten = &m->tensors[e->tensor];
+    int ns = dom(E, e->src), nd = dom(E, e->dst), rc = -1;
+    int *ids_s = sb_malloc((size_t)ns * sizeof *ids_s, E->err);
+    int *ids_d = sb_malloc((size_t)nd * sizeof *ids_d, E->err);
+    int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
+    double *M = NULL;
+    if (!ids_s || !ids_d
+        || layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, E->err)
+        || layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, E->err))
+        goto out;
+    M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, E->err);
+    if (!M)
+        goto out;
+    for (int i = 0; i < nls; i++)
+        for (int j = 0; j < nld; j++)
+            M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, ten, Ls + (size_t)i * ten->ndims,
+                                                  Ld + (size_t)j * ten->ndims);
+    int src_rows = e->src < e->dst;
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < nd; b++) {
+            double c = M[(size_t)ids_s[a] * nld + ids_d[b]];
+            if (src_rows)
+                t[(size_t)a * nd + b] += c;
+            else
+                t[(size_t)b * ns + a] += c;
+        }
+    rc = 0;
+out:
+    free(ids_s);
+    free(ids_d);
+    free(Ls);
+    free(Ld);
+    free(M);
+    return rc;
+}
+
+static int cmp_edge_pair(const void *x, const void *y)
+{
+    const int *a = x, *b = y;
+    if (a[0] != b[0])
+        return a[0] - b[0];
+    return a[1] - b[1];
+}
+
+static int init_factors(engine *E)
+{
+    const sb_problem *pb = E->pb;
+    for (int v = 0; v < E->n; v++) {
+        factor f = {.nv = 1, .vars = {v}, .size = dom(E, v)};
+        f.t = sb_malloc((size_t)f.size * sizeof(double), E->err);
+        if (!f.t)
+            return -1;
+        memcpy(f.t, pb->cfg[v].cost, (size_t)f.size * sizeof(double));
+        if (charge(E, (double)f.size * 8, v, 1) || add_factor(E, &f)) {
+            free(f.t);
+            return -1;
+        }
+    }
+    /* group edges by unordered pair (lo, hi, edge index) */
+    int ne = pb->nedges;
+    int *pairs = sb_malloc((size_t)(ne ? ne : 1) * 3 * sizeof *pairs, E->err);
+    if (!pairs)
+        return -1;
+    for (int k = 0; k < ne; k++) {
+        int a = pb->edges[k].src, b = pb->edges[k].dst;
+        pairs[3 * k] = a < b ? a : b;
+        pairs[3 * k + 1] = a < b ? b : a;
+        pairs[3 * k + 2] = k;
+    }
+    qsort(pairs, (size_t)ne, 3 * sizeof *pairs, cmp_edge_pair);
+    int rc = 0;
+    for (int k = 0; k < ne && !rc;) {
+        int lo = pairs[3 * k], hi = pairs[3 * k + 1];
+        if (lo == hi) {
+            rc = sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
+                         pb->m->ops[lo].name);
+            break;
+        }
+        factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi)};
+        f.t = sb_calloc((size_t)f.size, sizeof(double), E->err);
+        if (!f.t || charge(E, (double)f.size * 8, lo, 2)) {
+            free(f.t);
+            rc = -1;
+            break;
+        }
+        for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi && !rc; k++)
+            rc = add_edge_table(E, &pb->edges[pairs[3 * k + 2]], f.t);
+        if (rc || add_factor(E, &f)) {
+            free(f.t);
+            rc = -1;
+        }
+    }
+    free(pairs);
+    return rc;
+}
+
+/* ---- elimination ------------------------------------------------------------ */
+
+typedef struct {
+    int nv;            /* dependent set size */
+    int vars[MAX_SCOPE];
+    uint16_t *arg;     /* argmin of v for every assignment of vars */
+} step;
+
+/* Copies factor f into a table whose scope order is `order` (a permutation
+ * of f's vars). */
+static double *transpose(engine *E, const factor *f, const int *order)
+{
+    double *out = sb_malloc((size_t)f->size * sizeof *out, E->err);
+    if (!out)
+        return NULL;
+    int64_t sstride[MAX_SCOPE], nstride[MAX_SCOPE], size[MAX_SCOPE];
+    int64_t st = 1;
+    for (int i = f->nv - 1; i >= 0; i--) {
+        sstride[i] = st;
+        st *= dom(E, f->vars[i]);
+    }
+    for (int j = 0; j < f->nv; j++) {
+        for (int i = 0; i < f->nv; i++)
+            if (f->vars[i] == order[j])
+                nstride[j] = sstride[i];
+        size[j] = dom(E, order[j]);
+    }
+    int64_t idx[MAX_SCOPE] = {0}, off = 0;
+    for (int64_t k = 0; k < f->size; k++) {
+        out[k] = f->t[off];
+        int j = f->nv - 1;
+        while (j >= 0) {
+            idx[j]++;
+            off += nstride[j];
+            if (idx[j] < size[j])
+                break;
+            off -= nstride[j] * size[j];
+            idx[j] = 0;
+            j--;
+        }
+    }
+    return out;
+}
+
+typedef struct {
+    double *t;          /* v innermost */
+    int level;          /* deepest position in S of its other vars, -1 if none */
+    int nv;
+    int pos[MAX_SCOPE]; /* positions in S of its other vars */
+    int64_t stride[MAX_SCOPE];
+} inflow;
+
+static int eliminate(engine *E, int v, step *out, int *max_dep)
+{
+    int nv = dom(E, v);
+    /* gather factors and the dependent set */
+    int S[MAX_SCOPE], k = 0;
+    int nin = 0;
+    for (int i = 0; i < E->nvf[v]; i++) {
+        factor *f = &E->f[E->vf[v][i]];
+        if (!f->alive)
+            continue;
+        nin++;
+        for (int j = 0; j < f->nv; j++) {
+            int u = f->vars[j], seen = u == v;
+            for (int q = 0; q < k && !seen; q++)
+                seen = S[q] == u;
+            if (!seen) {
+                if (k == MAX_SCOPE)
+                    return sb_fail(E->err, SB_EXIT_INTERNAL,
+                                   "dependent set of '%s' exceeds %d vertices",
+                                   E->pb->m->ops[v].name, MAX_SCOPE);
+                S[k++] = u;
+            }
+        }
+    }
+    /* sort S by id */
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && S[j - 1] > S[j]; j--) {
+            int t = S[j];
+            S[j] = S[j - 1];
+            S[j - 1] = t;
+        }
+    if (k > *max_dep)
+        *max_dep = k;
+    double size = 1.0;
+    for (int i = 0; i < k; i++)
+        size *= dom(E, S[i]);
+    if (charge(E, size * (8.0 + 2.0), v, k))
+        return -1;
+    int64_t gsize = (int64_t)size;
+    factor g = {.nv = k, .size = gsize};
+    memcpy(g.vars, S, (size_t)k * sizeof *S);
+    g.t = malloc((size_t)gsize * sizeof(double));
+    uint16_t *arg = malloc((size_t)gsize * sizeof(uint16_t));
+    inflow *in = calloc((size_t)nin, sizeof *in);
+    double *P = malloc((size_t)(k + 1) * (size_t)nv * sizeof *P);
+    double *val = malloc((size_t)nv * sizeof *val);
+    int rc = -1, nfl = 0;
+    if (!g.t || !arg || !in || !P || !val) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
+                E->pb->m->ops[v].name, size);
+        goto out;
+    }
+    double *base = P; /* P[0]: sum of factors over v alone; P[l+1]: through level l */
+    for (int x = 0; x < nv; x++)
+        base[x] = 0.0;
+    for (int i = 0; i < E->nvf[v]; i++) {
+        factor *f = &E->f[E->vf[v][i]];
+        if (!f->alive)
+            continue;
+        if (f->nv == 1) {
+            for (int x = 0; x < nv; x++)
+                base[x] += f->t[x];
+            continue;
+        }
+        inflow *fl = &in[nfl++];
+        int order[MAX_SCOPE], no = 0;
+        fl->level = -1;
+        for (int q = 0; q < k; q++)
+            for (int j = 0; j < f->nv; j++)
+                if (f->vars[j] == S[q]) {
+                    order[no] = S[q];
+                    fl->pos[no++] = q;
+                    fl->level = q;
+                }
+        order[no] = v;
+        fl->nv = no;
+        int64_t st = nv;
+        for (int j = no - 1; j >= 0; j--) {
+            fl->stride[j] = st;
+            st *= dom(E, order[j]);
+        }
+        fl->t = transpose(E, f, order);
+        if (!fl->t)
+            goto out;
+    }
+    /* factors by level */
+    int idx[MAX_SCOPE] = {0};
+    if (k == 0) {
+        int best = 0;
+        for (int x = 1; x < nv; x++)
+            if (base[x] < base[best])
+                best = x;
+        g.t[0] = base[best];
+        arg[0] = (uint16_t)best;
+    } else {
+        int lvl = 0;  /* recompute P from this level */
+        int64_t lin = 0;
+        int nlast = dom(E, S[k - 1]);
+        for (;;) {
+            for (int l = lvl; l < k - 1; l++) {
+                double *prev = P + (size_t)l * nv, *cur = P + (size_t)(l + 1) * nv;
+                memcpy(cur, prev, (size_t)nv * sizeof *cur);
+                for (int q = 0; q < nfl; q++) {
+                    if (in[q].level != l)
+                        continue;
+                    int64_t off = 0;
+                    for (int j = 0; j < in[q].nv; j++)
+                        off += idx[in[q].pos[j]] * in[q].stride[j];
+                    const double *ft = in[q].t + off;
+                    for (int x = 0; x < nv; x++)
+                        cur[x] += ft[x];
+                }
+            }
+            const double *prev = P + (size_t)(k - 1) * nv;
+            for (int j = 0; j < nlast; j++) {
+                idx[k - 1] = j;
+                memcpy(val, prev, (size_t)nv * sizeof *val);
+                for (int q = 0; q < nfl; q++) {
+                    if (in[q].level != k - 1)
+                        continue;
+                    int64_t off = 0;
+                    for (int jj = 0; jj < in[q].nv; jj++)
+                        off += idx[in[q].pos[jj]] * in[q].stride[jj];
+                    const double *ft = in[q].t + off;
+                    for (int x = 0; x < nv; x++)
+                        val[x] += ft[x];
+                }
+                int best = 0;
+                double bv = val[0];
+                for (int x = 1; x < nv; x++)
+                    if (val[x] < bv) {
+                        bv = val[x];
+                        best = x;
+                    }
+                g.t[lin] = bv;
+                arg[lin++] = (uint16_t)best;
+            }
+            int l = k - 2;
+            while (l >= 0) {
+                if (++idx[l] < dom(E, S[l]))
+                    break;
+                idx[l--] = 0;
+            }
+            if (l < 0)
+                break;
+            lvl = l;
+        }
+    }
+    /* retire v's factors, add g */
+    for (int i = 0; i < E->nvf[v]; i++) {
+        factor *f = &E->f[E->vf[v][i]];
+        if (!f->alive)
+            continue;
+        f->alive = 0;
+        E->live_bytes -= (double)f->size * 8;
+        free(f->t);
+        f->t = NULL;
+    }
+    E->live_bytes -= size * 8.0; /* g is re-charged below as a live table */
+    if (charge(E, size * 8.0, v, k))
+        goto out;
+    if (add_factor(E, &g))
+        goto out;
+    g.t = NULL;
+    out->nv = k;
+    memcpy(out->vars, S, (size_t)k * sizeof *S);
+    out->arg = arg;
+    arg = NULL;
+    rc = 0;
+out:
+    for (int q = 0; q < nfl; q++)
+        free(in[q].t);
+    free(in);
+    free(P);
+    free(val);
+    free(g.t);
+    free(arg);
+    return rc;
+}
+
+static void progress(int done, int n, double t0)
+{
+    fprintf(stderr, "\r[search] vertex %d/%d  %.1fs", done, n, sb_now() - t0);
+    if (done == n)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, sb_error *err)
+{
+    int n = pb->m->nops;
+    memset(out, 0, sizeof *out);
+    double t0 = sb_now();
+    engine E = {.pb = pb, .n = n, .err = err};
+    E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
+    E.vf = calloc((size_t)n, sizeof *E.vf);
+    E.nvf = calloc((size_t)n, sizeof *E.nvf);
+    E.capvf = calloc((size_t)n, sizeof *E.capvf);
+    step *steps = calloc((size_t)n, sizeof *steps);
+    out->choice = calloc((size_t)n, sizeof *out->choice);
+    out->order = calloc((size_t)n, sizeof *out->order);
+    int rc = -1, show = opts->progress && isatty(2);
+    if (!E.vf || !E.nvf || !E.capvf || !steps || !out->choice || !out->order) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if (pb->cfg[i].n > out->max_configs)
+            out->max_configs = pb->cfg[i].n;
+    if (opts->algo == SB_ALGO_BF)
+        sb_order_bf(pb, out->order);
+    else
+        sb_order_pase(pb, out->order);
+    if (init_factors(&E))
+        goto done;
+    double last = sb_now();
+    for (int i = 0; i < n; i++) {
+        if (eliminate(&E, out->order[i], &steps[i], &out->max_dep_set))
+            goto done;
+        if (show && sb_now() - last > 0.25) {
+            progress(i + 1, n, t0);
+            last = sb_now();
+        }
+    }
+    if (show && sb_now() - t0 > 0.25)
+        progress(n, n, t0);
+    /* backtrack: later-eliminated vertices are fixed first */
+    for (int i = n - 1; i >= 0; i--) {
+        step *s = &steps[i];
+        int64_t lin = 0;
+        for (int j = 0; j < s->nv; j++)
+            lin = lin * dom(&E, s->vars[j]) + out->choice[s->vars[j]];
+        out->choice[out->order[i]] = s->arg[lin];
+    }
+    out->total_cost = sb_strategy_cost(pb, out->choice);
+    out->peak_table_bytes = E.peak_bytes;
+    rc = 0;
+done:
+    out->seconds = sb_now() - t0;
+    for (int i = 0; i < E.nf; i++)
+        free(E.f[i].t);
+    free(E.f);
+    for (int i = 0; i < n && E.vf; i++)
+        free(E.vf[i]);
+    free(E.vf);
+    free(E.nvf);
+    free(E.capvf);
+    for (int i = 0; i < n && steps; i++)
+        free(steps[i].arg);
+    free(steps);
+    if (rc)
+        sb_result_free(out);
+    return rc;
+}
+
+void sb_result_free(sb_result *r)
+{
+    free(r->choice);
+    free(r->order);
+    r->choice = NULL;
+    r->order = NULL;
+}
+
+int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err)
+{
+    int n = pb->m->nops;
+    memset(out, 0, sizeof *out);
+    double combos = 1;
+    for (int i = 0; i < n; i++)
+        combos *= pb->cfg[i].n;
+    if (combos > 5e7)
+        return sb_fail(err, SB_EXIT_INPUT, "brute force over %.3g strategies refused", combos);
+    double t0 = sb_now();
+    int *cur = calloc((size_t)n, sizeof *cur);
+    out->choice = calloc((size_t)n, sizeof *out->choice);
+    out->order = calloc((size_t)n, sizeof *out->order);
+    if (!cur || !out->choice || !out->order) {
+        free(cur);
+        sb_result_free(out);
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    out->total_cost = INFINITY;
+    for (;;) {
+        double c = sb_strategy_cost(pb, cur);
+        if (c < out->total_cost) {
+            out->total_cost = c;
+            memcpy(out->choice, cur, (size_t)n * sizeof *cur);
+        }
+        int i = n - 1;
+        while (i >= 0 && ++cur[i] == pb->cfg[i].n)
+            cur[i--] = 0;
+        if (i < 0)
+            break;
+    }
+    free(cur);
+    for (int i = 0; i < n; i++) {
+        out->order[i] = i;
+        if (pb->cfg[i].n > out->max_configs)
+            out->max_configs = pb->cfg[i].n;
+    }
+    out->seconds = sb_now() - t0;
+    return 0;
+}

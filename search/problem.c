@@ -1,0 +1,84 @@
+/* problem.c: a search problem = a model, a device count, every op's configs
+ * with their vertex costs, and the edge list. Also the cost F(G, phi) of a
+ * whole strategy, computed straight from the cost model (the check every
+ * search result is held to). */
+#include "shardbench/search.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sb_problem_free(sb_problem *pb)
+{
+    if (!pb)
+        return;
+    if (pb->cfg)
+        for (int i = 0; i < pb->m->nops; i++) {
+            free(pb->cfg[i].c);
+            free(pb->cfg[i].cost);
+        }
+    free(pb->cfg);
+    free(pb->edges);
+    pb->cfg = NULL;
+    pb->edges = NULL;
+}
+
+int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_problem *out,
+                     sb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->m = m;
+    out->p = p;
+    out->cp = *cp;
+    if (p < 1 || p > 65536)
+        return sb_fail(err, SB_EXIT_INPUT, "device count p=%d out of range (1..65536)", p);
+    if (!(cp->tflops > 0) || !(cp->gbs > 0))
+        return sb_fail(err, SB_EXIT_INPUT, "--flops and --bw must be positive (got %g, %g)",
+                       cp->tflops, cp->gbs);
+    int cutoff = cp->cutoff > 0 ? cp->cutoff : m->cutoff;
+    out->cp.cutoff = cutoff;
+    out->cfg = sb_calloc((size_t)m->nops, sizeof *out->cfg, err);
+    if (!out->cfg)
+        return -1;
+    for (int i = 0; i < m->nops; i++) {
+        sb_configs *cf = &out->cfg[i];
+        if (sb_enumerate_configs(&m->ops[i], p, cutoff, cf, err))
+            goto fail;
+        cf->cost = sb_malloc((size_t)cf->n * sizeof *cf->cost, err);
+        if (!cf->cost)
+            goto fail;
+        for (int k = 0; k < cf->n; k++)
+            cf->cost[k] = sb_op_cost(m, &m->ops[i], cf->c + (size_t)k * (size_t)cf->ndims, &out->cp);
+    }
+    if (sb_model_edges(m, &out->edges, &out->nedges, err))
+        goto fail;
+    return 0;
+fail:
+    sb_problem_free(out);
+    return -1;
+}
+
+/* Layout of the tensor on edge e under producer config a and consumer config b. */
+static void edge_layouts(const sb_problem *pb, const sb_edge *e, int a, int b, int *ls, int *ld)
+{
+    const sb_model *m = pb->m;
+    const sb_op *src = &m->ops[e->src], *dst = &m->ops[e->dst];
+    const sb_tensor *t = &m->tensors[e->tensor];
+    sb_operand_layout(src, &src->out[e->src_slot], t->ndims,
+                      pb->cfg[e->src].c + (size_t)a * (size_t)src->ndims, ls);
+    sb_operand_layout(dst, &dst->in[e->dst_slot], t->ndims,
+                      pb->cfg[e->dst].c + (size_t)b * (size_t)dst->ndims, ld);
+}
+
+double sb_strategy_cost(const sb_problem *pb, const int *choice)
+{
+    double total = 0.0;
+    for (int i = 0; i < pb->m->nops; i++)
+        total += pb->cfg[i].cost[choice[i]];
+    for (int k = 0; k < pb->nedges; k++) {
+        const sb_edge *e = &pb->edges[k];
+        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
+        edge_layouts(pb, e, choice[e->src], choice[e->dst], ls, ld);
+        total += sb_edge_cost(&pb->cp, &pb->m->tensors[e->tensor], ls, ld);
+    }
+    return total;
+}
