@@ -1908,6 +1908,19 @@ static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nr
             return perr(P, &P->t[pos], "expected '=' (statements look like 'y = op(x, ...)'), found %s",
                         tok_desc(&P->t[pos], d, sizeof d));
         pos++;
+        if (P->t[pos].kind == TK_IDENT && P->t[pos + 1].kind == TK_NL && tg.nlhs == 1) {
+            /* alias: `a = b` names an existing tensor */
+            char from[SB_NAME_MAX], to[SB_NAME_MAX];
+            tok_str(&P->t[pos], from, sizeof from);
+            tok_str(tg.lhs[0], to, sizeof to);
+            binding *b = scope_find(s, from);
+            if (!b || !b->is_tensor)
+                return perr(P, &P->t[pos], "unknown tensor '%s'", from);
+            if (scope_bind(P, s, to, 1, b->v))
+                return -1;
+            pos += 2;
+            continue;
+        }
         if (P->t[pos].kind != TK_IDENT || !tok_punct(&P->t[pos + 1], '('))
             return perr(P, &P->t[pos], "expected an op call like 'conv(x, out=64)', found %s",
                         tok_desc(&P->t[pos], d, sizeof d));
@@ -1944,6 +1957,19 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
                 return perr(P, &P->t[pos], "expected a model name, found %s", tok_desc(&P->t[pos], d, sizeof d));
             tok_str(&P->t[pos], m->name, sizeof m->name);
             pos++;
+            /* names like transformer-large: IDENT ('-' (IDENT|INT))* */
+            while (tok_punct(&P->t[pos], '-')
+                   && (P->t[pos + 1].kind == TK_IDENT || P->t[pos + 1].kind == TK_INT)
+                   && strlen(m->name) + 2 + (size_t)(P->t[pos + 1].kind == TK_IDENT ? P->t[pos + 1].len : 20) < sizeof m->name) {
+                char part[SB_NAME_MAX];
+                if (P->t[pos + 1].kind == TK_IDENT)
+                    tok_str(&P->t[pos + 1], part, sizeof part);
+                else
+                    snprintf(part, sizeof part, "%lld", (long long)P->t[pos + 1].ival);
+                strcat(m->name, "-");
+                strcat(m->name, part);
+                pos += 2;
+            }
             if (expect_nl(P, &pos))
                 return -1;
         } else if (tok_is(tk, "param")) {

@@ -72,7 +72,7 @@ static int charge(engine *E, double bytes, int v, int depset)
     if (E->live_bytes + bytes > E->limit_bytes)
         return sb_fail(E->err, SB_EXIT_INTERNAL,
                        "search table limit exceeded at vertex '%s' (dependent set of %d vertices): "
-                       "%.1f MB needed beyond the limit of %.0f MB (--max-table-mb)",
+                       "tables would need %.1f MB, over the limit of %.0f MB (--max-table-mb)",
                        E->pb->m->ops[v].name, depset, (E->live_bytes + bytes) / 1e6,
                        E->limit_bytes / 1e6);
     E->live_bytes += bytes;
