@@ -7,6 +7,7 @@
 
 int cmd_search(int argc, char **argv);
 int cmd_paper(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* Prints err to stderr as "shardbench: msg" and returns its exit code. */
 int cli_fail(const sb_error *err);

@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "  search   find the best strategy for a model and device count\n"
             "  paper    search the paper's models over a range of device counts and\n"
             "           print the strategy tables (the default main job)\n"
+            "  run      train a model under a strategy on P MPI ranks (mpirun -np P)\n"
             "\n"
             "  shardbench COMMAND --help   options of a command\n"
             "  shardbench --version        version, commit, compiled-in backends\n");
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
         return cmd_search(argc - 1, argv + 1);
     if (!strcmp(cmd, "paper"))
         return cmd_paper(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
     fprintf(stderr, "shardbench: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

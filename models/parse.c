@@ -57,6 +57,7 @@ typedef struct {
     /* names of ops and tensors, for uniqueness */
     char **names;
     size_t names_cap, names_n;
+    int expr_depth;
     sb_error *err;
 } parser;
 
@@ -230,7 +231,20 @@ static sb_param *find_param(sb_model *m, const char *name)
 
 static int parse_expr(parser *P, scope *s, int *pos, int64_t *v);
 
+static int parse_primary_(parser *P, scope *s, int *pos, int64_t *v);
+
+/* nesting depth guard: deeply nested input is an error, not a stack overflow */
 static int parse_primary(parser *P, scope *s, int *pos, int64_t *v)
+{
+    if (P->expr_depth >= 200)
+        return perr(P, &P->t[*pos], "expression nested too deeply (more than 200 levels)");
+    P->expr_depth++;
+    int rc = parse_primary_(P, s, pos, v);
+    P->expr_depth--;
+    return rc;
+}
+
+static int parse_primary_(parser *P, scope *s, int *pos, int64_t *v)
 {
     token *tk = &P->t[*pos];
     char d[96];
@@ -292,10 +306,10 @@ static int parse_term(parser *P, scope *s, int *pos, int64_t *v)
         } else {
             if (r == 0)
                 return perr(P, op, "division by zero");
-            if (op->punct == '/' && *v % r != 0)
-                return perr(P, op, "%lld is not divisible by %lld", (long long)*v, (long long)r);
             if (*v == INT64_MIN && r == -1)
                 return perr(P, op, "integer overflow");
+            if (op->punct == '/' && *v % r != 0)
+                return perr(P, op, "%lld is not divisible by %lld", (long long)*v, (long long)r);
             *v = op->punct == '/' ? *v / r : *v % r;
         }
     }
@@ -1153,8 +1167,10 @@ static int build_norm(parser *P, sb_op *op, call *c, outs *o, int batch)
     if (x->ndims < 2)
         return perr(P, c->tens_at[0], "%s needs an input of rank >= 2, '%s' has rank %d", nm,
                     x->name, x->ndims);
-    if (batch)
+    if (batch) {
         op->axis = 0;
+        op->batchnorm = 1;
+    }
     else if (kw_axis(P, c, "axis", x, -1, &op->axis))
         return -1;
     same_shape_space(P, op, c, o, 1);

@@ -2,10 +2,11 @@
  *
  * Opens or creates the file, checks it, switches it to WAL, and migrates its
  * schema forward with the version blocks of results/schema.sql (compiled in
- * as sb_schema_sql[]). Records searches, one transaction each. Every error
- * names the database file and what went wrong. It never deletes, truncates
- * or rewrites a file that is not a shardbench database. Not a query layer:
- * reports and plots read the file with SQL of their own. */
+ * as sb_schema_sql[]). Records searches, runs and measurements, one
+ * transaction each. Every error names the database file and what went
+ * wrong. It never deletes, truncates or rewrites a file that is not a
+ * shardbench database. Not a query layer: reports and plots read the file
+ * with SQL of their own. */
 #include "shardbench/results.h"
 
 #include <errno.h>
@@ -538,19 +539,21 @@ static int bind_bytes(sqlite3_stmt *st, int i, double x, int zero_is_null)
     return sqlite3_bind_int64(st, i, (int64_t)llround(x));
 }
 
-/* The models row for (model, params), inserted if new; *id gets its id. */
-static int upsert_model(sb_db *db, const sb_search_record *r, int64_t *id,
-                        sb_error *err)
+/* The models row for (name, params), inserted if new; *id gets its id. An
+ * existing row is kept as it is (its path and nops are the first ones). */
+static int upsert_model(sb_db *db, const char *name, const char *path,
+                        const char *params, int nops, const char *doing,
+                        int64_t *id, sb_error *err)
 {
-    const char *doing = "recording a search (models row)";
-    const char *params = r->params ? r->params : "";
     sqlite3_stmt *st;
+    if (!params)
+        params = "";
     if (db_prepare(db, "INSERT INTO models (name, path, params, nops) "
                    "VALUES (?1, ?2, ?3, ?4) "
                    "ON CONFLICT (name, params) DO NOTHING", &st, doing, err))
         return -1;
-    int bad = bind_text(st, 1, r->model) | bind_text(st, 2, r->model_path) |
-              bind_text(st, 3, params) | sqlite3_bind_int(st, 4, r->nops);
+    int bad = bind_text(st, 1, name) | bind_text(st, 2, path) |
+              bind_text(st, 3, params) | sqlite3_bind_int(st, 4, nops);
     if (bad) {
         db_fail(db, sqlite3_errcode(db->h), doing, err);
         sqlite3_finalize(st);
@@ -563,7 +566,7 @@ static int upsert_model(sb_db *db, const sb_search_record *r, int64_t *id,
     if (db_prepare(db, "SELECT id FROM models WHERE name = ?1 AND params = ?2",
                    &st, doing, err))
         return -1;
-    if (bind_text(st, 1, r->model) | bind_text(st, 2, params)) {
+    if (bind_text(st, 1, name) | bind_text(st, 2, params)) {
         db_fail(db, sqlite3_errcode(db->h), doing, err);
         sqlite3_finalize(st);
         return -1;
@@ -625,7 +628,8 @@ int sb_db_record_search(sb_db *db, const sb_search_record *rec, int64_t *id,
     if (check_record(db, rec, err) ||
         db_exec(db, "BEGIN IMMEDIATE", "recording a search", err))
         return -1;
-    if (upsert_model(db, rec, &model_id, err) ||
+    if (upsert_model(db, rec->model, rec->model_path, rec->params, rec->nops,
+                     "recording a search (models row)", &model_id, err) ||
         insert_search(db, rec, model_id, &row, err) ||
         db_exec(db, "COMMIT", "recording a search (commit)", err)) {
         db_rollback(db);
@@ -643,4 +647,271 @@ int sb_db_count_searches(sb_db *db, int64_t *count, sb_error *err)
                        "database or no output");
     return db_query_int64(db, "SELECT count(*) FROM search_runs", count,
                           "counting searches", err);
+}
+
+/* ----------------------------------------------------------------- runs -- */
+
+#define SB_STR_(x) #x
+#define SB_STR(x) SB_STR_(x)
+
+/* The compiler that built this file, as "GNU 12.2.0" or "Clang 16.0.6". */
+static const char *build_compiler(void)
+{
+#if defined(__clang__)
+    return "Clang " SB_STR(__clang_major__) "." SB_STR(__clang_minor__) "."
+           SB_STR(__clang_patchlevel__);
+#elif defined(__GNUC__)
+    return "GNU " SB_STR(__GNUC__) "." SB_STR(__GNUC_MINOR__) "."
+           SB_STR(__GNUC_PATCHLEVEL__);
+#elif defined(__VERSION__)
+    return __VERSION__;
+#else
+    return "unknown";
+#endif
+}
+
+/* This machine's name into buf; "unknown" if the system will not say. */
+static void host_name(char *buf, size_t n)
+{
+    if (gethostname(buf, n) != 0 || !buf[0])
+        snprintf(buf, n, "unknown");
+    buf[n - 1] = '\0';  /* POSIX leaves a truncated name unterminated */
+}
+
+int sb_db_begin_run(sb_db *db, const sb_run_meta *meta, int64_t *run_id,
+                    sb_error *err)
+{
+    const char *doing = "starting a run (runs row)";
+    char host[256];
+    sqlite3_stmt *st;
+    if (!db)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_begin_run: no database "
+                       "open");
+    if (!meta || !meta->backend || !*meta->backend)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot start a run: %s",
+                       db->path, meta ? "no backend" : "no run metadata");
+    if (meta->host && *meta->host)
+        snprintf(host, sizeof host, "%s", meta->host);
+    else
+        host_name(host, sizeof host);
+    if (db_prepare(db, "INSERT INTO runs (host, git_commit, compiler, "
+                   "backend, devices, versions, command_line) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st, doing, err))
+        return -1;
+    int bad = bind_text(st, 1, host) | bind_text(st, 2, sb_git_commit()) |
+              bind_text(st, 3, build_compiler()) |
+              bind_text(st, 4, meta->backend) |
+              bind_text(st, 5, meta->devices) |
+              bind_text(st, 6, meta->versions) |
+              bind_text(st, 7, meta->command_line);
+    if (bad) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+    if (run_id)
+        *run_id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+int sb_db_end_run(sb_db *db, int64_t run_id, sb_error *err)
+{
+    char doing[64];
+    sqlite3_stmt *st;
+    if (!db)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_end_run: no database "
+                       "open");
+    snprintf(doing, sizeof doing, "ending run %lld", (long long)run_id);
+    if (db_prepare(db, "UPDATE runs SET ended_at = "
+                   "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                   &st, doing, err))
+        return -1;
+    if (sqlite3_bind_int64(st, 1, run_id)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+    if (sqlite3_changes(db->h) != 1)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot end run %lld: no such "
+                       "run", db->path, (long long)run_id);
+    return 0;
+}
+
+/* --------------------------------------------------------- measurements -- */
+
+static int valid_status(const char *s)
+{
+    static const char *const ok[] = {"ok", "oom", "error", "timeout"};
+    for (size_t i = 0; s && i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(s, ok[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_measurement(const sb_db *db, const sb_measurement_record *r,
+                             sb_error *err)
+{
+    char bad[128];
+    bad[0] = '\0';
+    if (!r)
+        snprintf(bad, sizeof bad, "no record");
+    else if (!r->model || !*r->model)
+        snprintf(bad, sizeof bad, "no model name");
+    else if (!r->kind || !*r->kind)
+        snprintf(bad, sizeof bad, "no strategy kind");
+    else if (!r->configs_json)
+        snprintf(bad, sizeof bad, "no strategy configs");
+    else if (r->p < 1)
+        snprintf(bad, sizeof bad, "device count p below 1");
+    else if (r->steps < 0)
+        snprintf(bad, sizeof bad, "step count below 0");
+    else if (!valid_status(r->status))
+        snprintf(bad, sizeof bad, "status \"%.40s\" is not ok, oom, error "
+                 "or timeout", r->status ? r->status : "(none)");
+    if (!bad[0])
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT, "%s: cannot record a measurement: %s",
+                   db->path, bad);
+}
+
+/* The run must exist: a measurement of no run is the caller's mistake. */
+static int check_run_exists(sb_db *db, int64_t run_id, sb_error *err)
+{
+    const char *doing = "recording a measurement (looking up its run)";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "SELECT count(*) FROM runs WHERE id = ?1", &st, doing,
+                   err))
+        return -1;
+    if (sqlite3_bind_int64(st, 1, run_id)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_ROW, doing, err))
+        return -1;
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (n != 1)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot record a measurement: "
+                       "no run with id %lld (start one with sb_db_begin_run)",
+                       db->path, (long long)run_id);
+    return 0;
+}
+
+/* The strategies row identical in (model, p, kind, configs), if any, else a
+ * new one; *id gets its id. */
+static int find_or_insert_strategy(sb_db *db, const sb_measurement_record *r,
+                                   int64_t model_id, int64_t *id,
+                                   sb_error *err)
+{
+    const char *doing = "recording a measurement (strategies row)";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "SELECT id FROM strategies WHERE model_id = ?1 AND "
+                   "p = ?2 AND kind = ?3 AND configs_json = ?4 "
+                   "ORDER BY id LIMIT 1", &st, doing, err))
+        return -1;
+    if (sqlite3_bind_int64(st, 1, model_id) | sqlite3_bind_int(st, 2, r->p) |
+        bind_text(st, 3, r->kind) | bind_text(st, 4, r->configs_json)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return 0;
+    }
+    if (rc != SQLITE_DONE) {
+        db_fail(db, rc, doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    sqlite3_finalize(st);
+
+    if (db_prepare(db, "INSERT INTO strategies (model_id, p, kind, "
+                   "predicted_cost, predicted_mem_bytes, configs_json, "
+                   "mesh_layout) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                   &st, doing, err))
+        return -1;
+    if (sqlite3_bind_int64(st, 1, model_id) | sqlite3_bind_int(st, 2, r->p) |
+        bind_text(st, 3, r->kind) | bind_real(st, 4, r->predicted_cost) |
+        bind_bytes(st, 5, r->predicted_mem_bytes, 1) |
+        bind_text(st, 6, r->configs_json) | bind_text(st, 7, r->mesh_layout)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+    *id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+/* A step time: NULL when no step was timed or it is not a time. */
+static int bind_step_time(sqlite3_stmt *st, int i, double x, int steps)
+{
+    return (steps > 0 && isfinite(x) && x >= 0) ? sqlite3_bind_double(st, i, x)
+                                                : sqlite3_bind_null(st, i);
+}
+
+static int insert_measurement(sb_db *db, const sb_measurement_record *r,
+                              int64_t strategy_id, int64_t *id, sb_error *err)
+{
+    const char *doing = "recording a measurement (measurements row)";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "INSERT INTO measurements (run_id, strategy_id, "
+                   "step_median_s, step_min_s, step_max_s, steps, status, "
+                   "message, peak_mem_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                   "?7, ?8, ?9)", &st, doing, err))
+        return -1;
+    if (sqlite3_bind_int64(st, 1, r->run_id) |
+        sqlite3_bind_int64(st, 2, strategy_id) |
+        bind_step_time(st, 3, r->step_median_s, r->steps) |
+        bind_step_time(st, 4, r->step_min_s, r->steps) |
+        bind_step_time(st, 5, r->step_max_s, r->steps) |
+        sqlite3_bind_int(st, 6, r->steps) | bind_text(st, 7, r->status) |
+        bind_text(st, 8, r->message) |
+        bind_bytes(st, 9, r->peak_mem_bytes, 1)) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    if (db_step(db, st, SQLITE_DONE, doing, err))
+        return -1;
+    sqlite3_finalize(st);
+    *id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+int sb_db_record_measurement(sb_db *db, const sb_measurement_record *rec,
+                             int64_t *id, sb_error *err)
+{
+    int64_t model_id, strategy_id, row;
+    if (!db)
+        return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_record_measurement: no "
+                       "database open");
+    if (check_measurement(db, rec, err) ||
+        db_exec(db, "BEGIN IMMEDIATE", "recording a measurement", err))
+        return -1;
+    if (check_run_exists(db, rec->run_id, err) ||
+        upsert_model(db, rec->model, rec->model_path, rec->params, rec->nops,
+                     "recording a measurement (models row)", &model_id,
+                     err) ||
+        find_or_insert_strategy(db, rec, model_id, &strategy_id, err) ||
+        insert_measurement(db, rec, strategy_id, &row, err) ||
+        db_exec(db, "COMMIT", "recording a measurement (commit)", err)) {
+        db_rollback(db);
+        return -1;
+    }
+    if (id)
+        *id = row;
+    return 0;
 }

@@ -119,7 +119,8 @@ void sb_order_bf(const sb_problem *pb, int *order)
         order[tail++] = root;
         while (head < tail) {
             int v = order[head++];
-            qsort(nb[v].v, (size_t)nb[v].n, sizeof(int), cmp_int);
+            if (nb[v].n > 1)
+                qsort(nb[v].v, (size_t)nb[v].n, sizeof(int), cmp_int);
             for (int j = 0; j < nb[v].n; j++) {
                 int u = nb[v].v[j];
                 if (!seen[u]) {

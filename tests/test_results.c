@@ -2,8 +2,10 @@
  *
  * Mostly the failures: garbage and damaged files (left byte-for-byte as they
  * were), a database locked by another connection, a newer schema, a foreign
- * file that cannot be migrated (rolled back). Every test works in its own
- * files under one mkdtemp directory, removed at the end. */
+ * file that cannot be migrated (rolled back); runs and measurements, with
+ * strategies rows reused, and records that fail leaving no row behind. Every
+ * test works in its own files under one mkdtemp directory, removed at the
+ * end. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,6 +163,84 @@ static int64_t count(sb_db *db)
     if (sb_db_count_searches(db, &n, &err) != 0)
         fail_msg("count: %s", err.msg);
     return n;
+}
+
+/* First column of the first row of sql as text (NULL stays NULL), run on
+ * its own connection; malloc'd. */
+static char *raw_text(const char *path, const char *sql)
+{
+    sqlite3 *h = raw_open(path);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    char *v = t ? strdup(t) : NULL;
+    assert_true(!t || v);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+/* Rows in each table a measurement touches. */
+typedef struct {
+    int64_t runs, models, strategies, measurements;
+} row_counts;
+
+static row_counts counts_of(const char *path)
+{
+    row_counts c = {
+        raw_int(path, "SELECT count(*) FROM runs"),
+        raw_int(path, "SELECT count(*) FROM models"),
+        raw_int(path, "SELECT count(*) FROM strategies"),
+        raw_int(path, "SELECT count(*) FROM measurements"),
+    };
+    return c;
+}
+
+static void expect_counts(const row_counts *a, const row_counts *b)
+{
+    assert_int_equal(a->runs, b->runs);
+    assert_int_equal(a->models, b->models);
+    assert_int_equal(a->strategies, b->strategies);
+    assert_int_equal(a->measurements, b->measurements);
+}
+
+static int64_t begin_ok(sb_db *db, const char *host)
+{
+    sb_run_meta m = {
+        .host = host, .backend = "cpu", .devices = "4 x CPU (2 cores)",
+        .versions = "openblas=0.3.21", .command_line = "shardbench run x",
+    };
+    int64_t id = 0;
+    sb_error err = {0};
+    if (sb_db_begin_run(db, &m, &id, &err) != 0)
+        fail_msg("begin run: %s", err.msg);
+    assert_true(id > 0);
+    return id;
+}
+
+static sb_measurement_record measurement(int64_t run_id, const char *kind)
+{
+    sb_measurement_record r = {
+        .run_id = run_id, .model = "mlp", .model_path = "models/mlp.model",
+        .params = "batch=128", .nops = 12, .p = 4, .kind = kind,
+        .predicted_cost = 2.5e9, .predicted_mem_bytes = 0,
+        .configs_json = "{\"fc1\":[1,4]}", .mesh_layout = "1x4",
+        .step_median_s = 0.5, .step_min_s = 0.25, .step_max_s = 1.0,
+        .steps = 10, .status = "ok", .message = NULL,
+        .peak_mem_bytes = 1048576,
+    };
+    return r;
+}
+
+static int64_t measure_ok(sb_db *db, const sb_measurement_record *r)
+{
+    int64_t id = 0;
+    sb_error err = {0};
+    if (sb_db_record_measurement(db, r, &id, &err) != 0)
+        fail_msg("record measurement: %s", err.msg);
+    assert_true(id > 0);
+    return id;
 }
 
 /* Opening `path` must fail, say `what`, and leave the file as it was. */
@@ -454,6 +534,230 @@ static void test_bad_paths(void **state)
     assert_int_equal(err.code, SB_EXIT_INPUT);
 }
 
+static void test_begin_end_run(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64], sql[512], host[256];
+    path_in(path, sizeof path, "runs.db");
+    sb_db *db = open_ok(path, 0);
+    int64_t a = begin_ok(db, NULL);  /* host from gethostname() */
+    int64_t b = begin_ok(db, "node7");
+    assert_true(a < b);
+
+    snprintf(sql, sizeof sql, "SELECT ended_at FROM runs WHERE id = %lld",
+             (long long)a);
+    assert_null(raw_text(path, sql));
+    sb_error err = {0};
+    if (sb_db_end_run(db, a, &err) != 0)
+        fail_msg("end run: %s", err.msg);
+    snprintf(sql, sizeof sql, "SELECT ended_at LIKE '20%%Z' AND ended_at >= "
+             "started_at FROM runs WHERE id = %lld", (long long)a);
+    assert_int_equal(raw_int(path, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT ended_at IS NULL FROM runs WHERE "
+             "id = %lld", (long long)b);
+    assert_int_equal(raw_int(path, sql), 1);  /* the other run still runs */
+
+    /* facts from the build and the machine */
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    host[sizeof host - 1] = '\0';
+    snprintf(sql, sizeof sql, "SELECT host FROM runs WHERE id = %lld",
+             (long long)a);
+    char *t = raw_text(path, sql);
+    assert_string_equal(t, host);
+    free(t);
+    snprintf(sql, sizeof sql, "SELECT host FROM runs WHERE id = %lld",
+             (long long)b);
+    t = raw_text(path, sql);
+    assert_string_equal(t, "node7");
+    free(t);
+    t = raw_text(path, "SELECT git_commit FROM runs LIMIT 1");
+    assert_string_equal(t, sb_git_commit());
+    free(t);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs WHERE "
+                             "compiler GLOB 'GNU [0-9]*.[0-9]*.[0-9]*' OR "
+                             "compiler GLOB 'Clang [0-9]*.[0-9]*.[0-9]*'"), 2);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs WHERE "
+                             "backend = 'cpu' AND devices = '4 x CPU (2 "
+                             "cores)' AND versions = 'openblas=0.3.21' AND "
+                             "command_line = 'shardbench run x' AND "
+                             "started_at LIKE '20%Z'"), 2);
+
+    /* NULL fields stay NULL; no backend or no run is an error */
+    sb_run_meta m = {.backend = "cuda"};
+    int64_t c = 0;
+    assert_int_equal(sb_db_begin_run(db, &m, &c, &err), 0);
+    snprintf(sql, sizeof sql, "SELECT devices IS NULL AND versions IS NULL "
+             "AND command_line IS NULL FROM runs WHERE id = %lld",
+             (long long)c);
+    assert_int_equal(raw_int(path, sql), 1);
+    m.backend = NULL;
+    assert_int_equal(sb_db_begin_run(db, &m, &c, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "no backend");
+    assert_int_equal(sb_db_end_run(db, 9999, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "cannot end run 9999: no such run");
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs"), 3);
+    sb_db_close(db);
+}
+
+static void test_measurements_share_strategy(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "measure.db");
+    sb_db *db = open_ok(path, 0);
+    int64_t run = begin_ok(db, "node1");
+
+    sb_measurement_record r1 = measurement(run, "pase");
+    sb_measurement_record r2 = measurement(run, "pase");
+    r2.step_median_s = 0.75;
+    r2.predicted_cost = 9e9;  /* same strategy: the first row is kept */
+    int64_t m1 = measure_ok(db, &r1);
+    int64_t m2 = measure_ok(db, &r2);
+    assert_true(m1 < m2);
+    row_counts c = counts_of(path);
+    assert_int_equal(c.models, 1);
+    assert_int_equal(c.strategies, 1);
+    assert_int_equal(c.measurements, 2);
+    assert_int_equal(raw_int(path, "SELECT count(DISTINCT strategy_id) FROM "
+                             "measurements"), 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM strategies WHERE "
+                             "p = 4 AND kind = 'pase' AND predicted_cost = "
+                             "2.5e9 AND predicted_mem_bytes IS NULL AND "
+                             "mesh_layout = '1x4'"), 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM measurements WHERE "
+                             "status = 'ok' AND message IS NULL AND steps = "
+                             "10 AND step_min_s = 0.25 AND step_max_s = 1.0 "
+                             "AND peak_mem_bytes = 1048576"), 2);
+    assert_int_equal(raw_int(path, "SELECT sum(step_median_s) * 4 FROM "
+                             "measurements"), 5);
+
+    /* another kind, other configs or another p: a new strategies row */
+    sb_measurement_record r3 = measurement(run, "dp");
+    measure_ok(db, &r3);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM strategies"), 2);
+    r3.configs_json = "{\"fc1\":[4,1]}";
+    measure_ok(db, &r3);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM strategies"), 3);
+    r3.p = 8;
+    measure_ok(db, &r3);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM strategies"), 4);
+
+    /* a failed attempt: no step times, the message kept */
+    sb_measurement_record r4 = measurement(run, "pase");
+    r4.status = "oom";
+    r4.steps = 0;
+    r4.message = "out of memory on rank 2";
+    r4.peak_mem_bytes = -1;
+    int64_t m4 = measure_ok(db, &r4);
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT step_median_s IS NULL AND step_min_s "
+             "IS NULL AND step_max_s IS NULL AND peak_mem_bytes IS NULL AND "
+             "status = 'oom' AND message = 'out of memory on rank 2' AND "
+             "strategy_id = (SELECT strategy_id FROM measurements WHERE id = "
+             "%lld) FROM measurements WHERE id = %lld", (long long)m1,
+             (long long)m4);
+    assert_int_equal(raw_int(path, sql), 1);
+    c = counts_of(path);
+    assert_int_equal(c.runs, 1);
+    assert_int_equal(c.models, 1);
+    assert_int_equal(c.strategies, 4);
+    assert_int_equal(c.measurements, 6);
+    sb_db_close(db);
+}
+
+static void test_bad_measurement_leaves_nothing(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "bad_measure.db");
+    sb_db *db = open_ok(path, 0);
+    int64_t run = begin_ok(db, "node1");
+    sb_measurement_record ok = measurement(run, "pase");
+    measure_ok(db, &ok);
+    row_counts before = counts_of(path), after;
+    sb_error err = {0};
+
+    /* new model and kind, so a partial write would show in every count */
+    sb_measurement_record r = measurement(run, "expert");
+    r.model = "resnet50";
+    r.status = "crashed";
+    assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "status \"crashed\" is not ok, oom, error or "
+                 "timeout");
+    r.status = NULL;
+    assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "status");
+    after = counts_of(path);
+    expect_counts(&before, &after);
+
+    r.status = "ok";
+    r.run_id = run + 1000;
+    assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "no run with id 1001");
+    after = counts_of(path);
+    expect_counts(&before, &after);
+
+    /* the measurements row fails after the models and strategies rows went
+     * in: all of it is rolled back */
+    sqlite3 *h = raw_open(path);
+    raw_exec(h, "CREATE TRIGGER no_more BEFORE INSERT ON measurements "
+             "BEGIN SELECT RAISE(ABORT, 'test says no'); END;");
+    sqlite3_close(h);
+    r.run_id = run;
+    assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
+    expect_error(&err, path, "recording a measurement (measurements row)");
+    expect_error(&err, path, "test says no");
+    after = counts_of(path);
+    expect_counts(&before, &after);
+    h = raw_open(path);
+    raw_exec(h, "DROP TRIGGER no_more;");
+    sqlite3_close(h);
+
+    /* and the connection is fine afterwards */
+    measure_ok(db, &r);
+    after = counts_of(path);
+    assert_int_equal(after.models, before.models + 1);
+    assert_int_equal(after.strategies, before.strategies + 1);
+    assert_int_equal(after.measurements, before.measurements + 1);
+    sb_db_close(db);
+}
+
+static void test_locked_measurement(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "locked_measure.db");
+    sb_db *db = open_ok(path, 100);
+    int64_t run = begin_ok(db, "node1");
+    row_counts before = counts_of(path), after;
+    sqlite3 *other = raw_open(path);
+    raw_exec(other, "BEGIN EXCLUSIVE");
+
+    sb_measurement_record r = measurement(run, "pase");
+    sb_error err = {0};
+    assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "database is locked");
+    expect_error(&err, path, "waited 100 ms");
+    expect_error(&err, path, "recording a measurement");
+    after = counts_of(path);  /* WAL: reading still works */
+    expect_counts(&before, &after);
+
+    raw_exec(other, "ROLLBACK");
+    sqlite3_close(other);
+    measure_ok(db, &r);
+    after = counts_of(path);
+    assert_int_equal(after.models, before.models + 1);
+    assert_int_equal(after.strategies, before.strategies + 1);
+    assert_int_equal(after.measurements, before.measurements + 1);
+    sb_db_close(db);
+}
+
 /* ---------------------------------------------------------------- main -- */
 
 static int remove_entry(const char *path, const struct stat *st, int flag,
@@ -496,6 +800,10 @@ int main(void)
         cmocka_unit_test(test_migrate_zero_byte_file),
         cmocka_unit_test(test_failed_migration_rolls_back),
         cmocka_unit_test(test_bad_paths),
+        cmocka_unit_test(test_begin_end_run),
+        cmocka_unit_test(test_measurements_share_strategy),
+        cmocka_unit_test(test_bad_measurement_leaves_nothing),
+        cmocka_unit_test(test_locked_measurement),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

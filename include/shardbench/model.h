@@ -98,6 +98,9 @@ typedef struct {
     uint32_t axes;            /* reduce_mean: bit mask of reduced input dims */
     int kernel[2], stride[2], pad[2]; /* conv, pool */
     int pool_avg;             /* pool: 1 = average, 0 = max */
+    int batchnorm;            /* norm: 1 = batch norm (runtime: per-channel
+                                 statistics over dims 0, 2, 3; the cost model
+                                 uses axis 0 as the prototype does) */
     int layers;               /* lstm */
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
 } sb_op;

@@ -51,6 +51,44 @@ typedef struct {
 int sb_db_record_search(sb_db *db, const sb_search_record *rec, int64_t *id,
                         sb_error *err);
 
+/* A run: one `shardbench run` or `bench` invocation (runs table). The git
+ * commit and compiler are filled in from the build; NULL fields are stored
+ * as NULL (host: gethostname() when NULL). */
+typedef struct {
+    const char *host;
+    const char *backend;       /* "cpu", "cuda" */
+    const char *devices;       /* "4 x CPU (2 cores)", "8 x NVIDIA H200" */
+    const char *versions;      /* "openblas=0.3.21 mpi=4.1.4 ..." */
+    const char *command_line;
+} sb_run_meta;
+
+int sb_db_begin_run(sb_db *db, const sb_run_meta *meta, int64_t *run_id, sb_error *err);
+/* Sets ended_at of a run to now. */
+int sb_db_end_run(sb_db *db, int64_t run_id, sb_error *err);
+
+/* One measured strategy: a strategies row (reused when an identical one
+ * exists for the model, p, kind and configs) and a measurements row, in one
+ * transaction. */
+typedef struct {
+    int64_t run_id;
+    const char *model, *model_path, *params;
+    int nops;
+    int p;
+    const char *kind;              /* "pase", "dp", "file", "expert", ... */
+    double predicted_cost;         /* FLOP; NaN if unknown */
+    double predicted_mem_bytes;    /* <= 0 if unknown */
+    const char *configs_json;      /* per-op configs */
+    const char *mesh_layout;       /* NULL if none */
+    double step_median_s, step_min_s, step_max_s;
+    int steps;
+    const char *status;            /* ok, oom, error, timeout */
+    const char *message;           /* NULL when ok */
+    double peak_mem_bytes;         /* largest over ranks; <= 0 if unknown */
+} sb_measurement_record;
+
+int sb_db_record_measurement(sb_db *db, const sb_measurement_record *rec, int64_t *id,
+                             sb_error *err);
+
 /* Number of rows in search_runs (tests, reports). */
 int sb_db_count_searches(sb_db *db, int64_t *count, sb_error *err);
 

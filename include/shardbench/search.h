@@ -106,6 +106,10 @@ int sb_strategy_save(const char *path, const sb_problem *pb,
 int sb_strategy_load(const char *path, const sb_problem *pb, int *choice,
                      sb_error *err);
 
+/* Data parallelism: every op splits its dim named "batch" as far as P and
+ * its enumerated configs allow (the largest such divisor), nothing else. */
+int sb_strategy_data_parallel(const sb_problem *pb, int *choice, sb_error *err);
+
 /* JSON of a strategy: model, params, p, algo, cost-model parameters,
  * total_cost, search_seconds, table statistics, and ops (name, type, dims,
  * config, cost). The _str form returns malloc'd text (NULL on failure). */

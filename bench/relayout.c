@@ -1,0 +1,266 @@
+/* bench/relayout.c: how close sb_relayout_run comes to the raw exchange it
+ * is built on. For typical layout transitions of a dense layer's input
+ * (batch 64, features 4096) and a conv activation (32, 256, 56, 56) on P
+ * ranks, it times sb_relayout_run (packing, MPI_Alltoallv, local copy,
+ * unpacking) against a bare MPI_Alltoallv of exactly the same per-peer
+ * float counts on buffers packed beforehand. The two alternate, iteration
+ * by iteration (MPI_Barrier before each), so that both see the same load;
+ * each figure is the median over the timed iterations of the slowest rank's
+ * time. The relayout's result is checked against the expected values after
+ * its first run (#wrong, summed over ranks: must be 0).
+ *
+ *   mpirun -np 4 bench/relayout [-n iters (20)] [-w warm-ups (3)]
+ *
+ * Bytes are what the busiest rank sends to other ranks per run (its local
+ * copy excluded); GB/s = those bytes / time; ratio = raw time / relayout
+ * time (1.0: relayout costs nothing over the exchange). */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardbench/relayout.h"
+
+static int P, me;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench/relayout: rank %d: %s\n", me, what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
+/* A layout: a grid (split count per dim, product P) or every rank holding
+ * the whole tensor. */
+typedef struct {
+    const char *name;
+    int replicated;
+    int split[SB_BOX_MAX_DIMS];
+} layout;
+
+static sb_box box_of(const layout *l, int nd, const int64_t *shape, int r)
+{
+    sb_box b = {.nd = nd};
+    for (int i = nd - 1; i >= 0; i--) {
+        int s = l->replicated ? 1 : l->split[i];
+        int c = r % s;
+        r /= s;
+        b.lo[i] = c * shape[i] / s;
+        b.hi[i] = (c + 1) * shape[i] / s;
+    }
+    return b;
+}
+
+static float fval(int64_t lin) { return (float)(lin % 1021); }
+
+/* Fills (or, with check, counts mismatches in) a buffer laid out as box b. */
+static int64_t visit(float *buf, const sb_box *b, int nd, const int64_t *shape, int check)
+{
+    int64_t vol = sb_box_volume(b), wrong = 0, idx[SB_BOX_MAX_DIMS];
+    if (vol == 0)
+        return 0;
+    memcpy(idx, b->lo, sizeof idx);
+    /* innermost dim in runs */
+    int64_t run = b->hi[nd - 1] - b->lo[nd - 1];
+    for (int64_t k = 0; k < vol; k += run) {
+        int64_t lin = 0;
+        for (int i = 0; i < nd; i++)
+            lin = lin * shape[i] + idx[i];
+        for (int64_t j = 0; j < run; j++) {
+            if (check)
+                wrong += buf[k + j] != fval(lin + j);
+            else
+                buf[k + j] = fval(lin + j);
+        }
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++idx[i] < b->hi[i])
+                break;
+            idx[i] = b->lo[i];
+        }
+    }
+    return wrong;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over iterations of the slowest rank's time. */
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static double slowest(double t)
+{
+    double m;
+    MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static void row(const char *tensor, int nd, const int64_t *shape, const layout *from,
+                const layout *to, int iters, int warm)
+{
+    char label[96];
+    snprintf(label, sizeof label, "%s %s -> %s", tensor, from->name, to->name);
+    sb_box *S = xmalloc(sizeof *S * (size_t)P), *D = xmalloc(sizeof *D * (size_t)P);
+    for (int r = 0; r < P; r++) {
+        S[r] = box_of(from, nd, shape, r);
+        D[r] = box_of(to, nd, shape, r);
+    }
+    sb_relayout *rl;
+    sb_error err = {0};
+    if (sb_relayout_plan(MPI_COMM_WORLD, nd, shape, S, D, SB_RELAYOUT_COPY, &rl, &err))
+        die(err.msg);
+    float *src = xmalloc(sizeof(float) * (size_t)sb_box_volume(&S[me]));
+    float *dst = xmalloc(sizeof(float) * (size_t)sb_box_volume(&D[me]));
+    visit(src, &S[me], nd, shape, 0);
+
+    /* The same exchange, bare: same per-peer counts, buffers packed once. */
+    int64_t *sc64 = xmalloc(sizeof *sc64 * (size_t)P), *rc64 = xmalloc(sizeof *rc64 * (size_t)P);
+    int *sc = xmalloc(sizeof *sc * (size_t)P), *sd = xmalloc(sizeof *sd * (size_t)P);
+    int *rc = xmalloc(sizeof *rc * (size_t)P), *rd = xmalloc(sizeof *rd * (size_t)P);
+    sb_relayout_peer_counts(rl, sc64, rc64);
+    int64_t ts = 0, tr = 0;
+    for (int p = 0; p < P; p++) {
+        sc[p] = (int)sc64[p];
+        rc[p] = (int)rc64[p];
+        sd[p] = (int)ts;
+        rd[p] = (int)tr;
+        ts += sc64[p];
+        tr += rc64[p];
+    }
+    float *sbuf = xmalloc(sizeof(float) * (size_t)ts), *rbuf = xmalloc(sizeof(float) * (size_t)tr);
+    for (int64_t i = 0; i < ts; i++)
+        sbuf[i] = (float)i;
+    memset(rbuf, 0, sizeof(float) * (size_t)tr);
+
+    /* Relayout and raw exchange alternate, so that both see the same load
+     * on the machine. */
+    double *t = xmalloc(sizeof *t * (size_t)iters), *u = xmalloc(sizeof *u * (size_t)iters);
+    int64_t wrong = 0, wrong_all;
+    for (int i = 0; i < warm + iters; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        if (sb_relayout_run(rl, src, dst, &err))
+            die(err.msg);
+        double dt = slowest(MPI_Wtime() - t0);
+        if (i == 0)
+            wrong = visit(dst, &D[me], nd, shape, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        MPI_Alltoallv(sbuf, sc, sd, MPI_FLOAT, rbuf, rc, rd, MPI_FLOAT, MPI_COMM_WORLD);
+        double du = slowest(MPI_Wtime() - t0);
+        if (i >= warm) {
+            t[i - warm] = dt;
+            u[i - warm] = du;
+        }
+    }
+    MPI_Allreduce(&wrong, &wrong_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    double t_relayout = median(t, iters), t_raw = median(u, iters);
+
+    int64_t bytes = sb_relayout_bytes_sent(rl), bytes_max;
+    MPI_Allreduce(&bytes, &bytes_max, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (me == 0) {
+        if (bytes_max > 0)
+            printf("%-38s %12lld %11.3f %9.2f %11.3f %9.2f %6.2f %7lld\n", label,
+                   (long long)bytes_max, 1e3 * t_relayout, (double)bytes_max / t_relayout / 1e9,
+                   1e3 * t_raw, (double)bytes_max / t_raw / 1e9, t_raw / t_relayout,
+                   (long long)wrong_all);
+        else /* a local copy only */
+            printf("%-38s %12lld %11.3f %9s %11s %9s %6s %7lld\n", label, 0LL,
+                   1e3 * t_relayout, "-", "-", "-", "-", (long long)wrong_all);
+        fflush(stdout);
+    }
+    free(sc64);
+    free(rc64);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+    free(sbuf);
+    free(rbuf);
+    free(t);
+    free(u);
+    free(src);
+    free(dst);
+    free(S);
+    free(D);
+    sb_relayout_free(rl);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int iters = 20, warm = 3, c;
+    while ((c = getopt(argc, argv, "n:w:h")) != -1) {
+        if (c == 'n')
+            iters = atoi(optarg);
+        else if (c == 'w')
+            warm = atoi(optarg);
+        else {
+            if (me == 0)
+                fprintf(stderr, "usage: mpirun -np P %s [-n iters] [-w warm-ups]\n", argv[0]);
+            MPI_Finalize();
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (iters < 1 || warm < 0) {
+        if (me == 0)
+            fprintf(stderr, "bench/relayout: -n must be >= 1 and -w >= 0\n");
+        MPI_Finalize();
+        return 2;
+    }
+
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    MPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, ',');
+    if (nl)
+        *nl = 0;
+    if (me == 0) {
+        printf("# relayout vs raw MPI_Alltoallv: %d ranks, median of %d after %d warm-ups, %s\n",
+               P, iters, warm, lib);
+        printf("%-38s %12s %11s %9s %11s %9s %6s %7s\n", "transition", "bytes/rank",
+               "relayout ms", "GB/s", "raw ms", "GB/s", "ratio", "#wrong");
+    }
+
+    char pn[32], hn[32], pn4[32], hn4[32];
+    snprintf(pn, sizeof pn, "(%d,1)", P);
+    snprintf(hn, sizeof hn, "(%d,2)", P / 2);
+    snprintf(pn4, sizeof pn4, "(%d,1,1,1)", P);
+    snprintf(hn4, sizeof hn4, "(%d,2,1,1)", P / 2);
+    char mn[32], mn4[32];
+    snprintf(mn, sizeof mn, "(1,%d)", P);
+    snprintf(mn4, sizeof mn4, "(1,%d,1,1)", P);
+    layout batch = {pn, 0, {P, 1}}, model = {mn, 0, {1, P}}, half = {hn, 0, {P / 2, 2}};
+    layout batch4 = {pn4, 0, {P, 1, 1, 1}}, chan4 = {mn4, 0, {1, P, 1, 1}};
+    layout half4 = {hn4, 0, {P / 2, 2, 1, 1}}, repl = {"replicated", 1, {0}};
+
+    const int64_t dense[2] = {64, 4096}, act[4] = {32, 256, 56, 56};
+    row("x(64,4096)", 2, dense, &batch, &model, iters, warm);
+    if (P % 2 == 0)
+        row("x(64,4096)", 2, dense, &batch, &half, iters, warm);
+    row("x(64,4096)", 2, dense, &repl, &batch, iters, warm);
+    row("x(64,4096)", 2, dense, &batch, &repl, iters, warm);
+    row("act(32,256,56,56)", 4, act, &batch4, &chan4, iters, warm);
+    if (P % 2 == 0)
+        row("act(32,256,56,56)", 4, act, &batch4, &half4, iters, warm);
+    row("act(32,256,56,56)", 4, act, &repl, &batch4, iters, warm);
+    row("act(32,256,56,56)", 4, act, &batch4, &repl, iters, warm);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,365 @@
+/* cmd_run.c: `mpirun -np P shardbench run`: trains a model under a strategy
+ * on P ranks (one per device), prints per-step loss and time, the summary,
+ * and stores the measurement (rank 0). Every rank reaches the same verdict
+ * on bad input, so errors end every rank with the same status, no hang. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "shardbench/results.h"
+#include "shardbench/runtime.h"
+
+typedef struct {
+    const char *model, *strategy, *db, *format, *backend;
+    sb_setting set[64];
+    int nset, steps, warmup;
+    double lr;
+    unsigned long long seed;
+} run_args;
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -np P shardbench run -m MODEL --strategy FILE|dp|best [options]\n"
+            "\n"
+            "Trains MODEL on P MPI ranks (one per device) under a strategy: real steps\n"
+            "(forward, softmax cross-entropy, backward, SGD), timed after warm-up.\n"
+            "\n"
+            "  -m, --model MODEL      shipped model name or model file\n"
+            "      --set NAME=VALUE   override a model parameter (repeatable)\n"
+            "  -s, --strategy S       a strategy file (from search --save), 'dp' (data\n"
+            "                         parallel) or 'best' (PaSE search in-process)\n"
+            "      --steps N          timed steps (default 5)\n"
+            "      --warmup W         untimed steps first (default 1)\n"
+            "      --backend B        cpu (default) or cuda\n"
+            "      --lr X             SGD learning rate (default 0.01)\n"
+            "      --seed N           weights, inputs and labels (default 1)\n"
+            "      --format table|json  rank 0's report (default table)\n"
+            "      --db FILE          results database (default %s; 'none' to skip)\n",
+            SB_DB_DEFAULT_PATH);
+}
+
+static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"set", required_argument, 0, 'S'},
+        {"strategy", required_argument, 0, 's'}, {"steps", required_argument, 0, 'n'},
+        {"warmup", required_argument, 0, 'w'},   {"db", required_argument, 0, 'd'},
+        {"format", required_argument, 0, 'f'},   {"backend", required_argument, 0, 'b'},
+        {"lr", required_argument, 0, 'l'},       {"seed", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->db = SB_DB_DEFAULT_PATH;
+    a->format = "table";
+    a->backend = "cpu";
+    a->steps = 5;
+    a->warmup = 1;
+    a->lr = 0.01;
+    a->seed = 1;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:s:h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 's': a->strategy = optarg; break;
+        case 'S':
+            if (a->nset == 64)
+                return sb_fail(err, SB_EXIT_INPUT, "too many --set options");
+            if (sb_setting_parse(optarg, &a->set[a->nset++], err))
+                return -1;
+            break;
+        case 'n':
+        case 'w': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 1000000)
+                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
+                               c == 'n' ? "steps" : "warmup", optarg);
+            if (c == 'n')
+                a->steps = (int)v;
+            else
+                a->warmup = (int)v;
+            break;
+        }
+        case 'd': a->db = optarg; break;
+        case 'f':
+            if (strcmp(optarg, "table") && strcmp(optarg, "json"))
+                return sb_fail(err, SB_EXIT_INPUT, "--format: '%s' is not table or json", optarg);
+            a->format = optarg;
+            break;
+        case 'b': a->backend = optarg; break;
+        case 'l':
+            a->lr = strtod(optarg, &end);
+            if (*end || end == optarg || !(a->lr > 0))
+                return sb_fail(err, SB_EXIT_INPUT, "--lr: '%s' is not a positive number", optarg);
+            break;
+        case 'r':
+            a->seed = strtoull(optarg, &end, 10);
+            if (*end || end == optarg)
+                return sb_fail(err, SB_EXIT_INPUT, "--seed: '%s' is not a number", optarg);
+            break;
+        case 'h': return 1;
+        default:
+            return sb_fail(err, SB_EXIT_INPUT, "run: unknown or incomplete option '%s'",
+                           argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sb_fail(err, SB_EXIT_INPUT, "run: unexpected argument '%s'", argv[optind]);
+    if (!a->model || !a->strategy)
+        return sb_fail(err, SB_EXIT_INPUT, "run: -m MODEL and --strategy are required");
+    if (a->steps < 1)
+        return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* All ranks agree on failure: returns the largest error code of any rank;
+ * rank 0 prints the first message it has (its own, else the failing rank's). */
+static int agree(MPI_Comm comm, int rank, int rc, const sb_error *err)
+{
+    int code = rc ? (err->code ? err->code : 1) : 0, worst = 0;
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm);
+    if (!worst)
+        return 0;
+    /* bring a message to rank 0 */
+    int who = code ? rank : 1 << 30, first = 0;
+    MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, comm);
+    char msg[sizeof err->msg];
+    if (rank == first)
+        snprintf(msg, sizeof msg, "%s", err->msg);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm);
+    if (rank == 0)
+        fprintf(stderr, "shardbench: %s%s\n", msg,
+                first ? " (reported by another rank)" : "");
+    return worst;
+}
+
+static int64_t model_param(const sb_model *m, const char *name, int64_t def)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, name))
+            return m->params[i].value;
+    return def;
+}
+
+static void record_run(const run_args *a, const sb_problem *pb, const int *choice, const char *kind,
+                       const double *times, int nt, double peak, const char *status,
+                       const char *message, int argc, char **argv)
+{
+    if (!strcmp(a->db, "none"))
+        return;
+    sb_error err = {0};
+    sb_db *db;
+    if (sb_db_open(a->db, 0, &db, &err)) {
+        fprintf(stderr, "shardbench: %s (measurement not stored)\n", err.msg);
+        return;
+    }
+    char cmd[2048] = "", params[2048], devices[128];
+    for (int i = 0; i < argc; i++) {
+        strncat(cmd, i ? " " : "", sizeof cmd - strlen(cmd) - 1);
+        strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
+    }
+    sb_params_str(pb->m, params, sizeof params);
+    snprintf(devices, sizeof devices, "%d x %s rank", pb->p, a->backend);
+    int vmaj = 0, vmin = 0;
+    MPI_Get_version(&vmaj, &vmin);
+    char versions[128];
+    snprintf(versions, sizeof versions, "mpi-standard=%d.%d", vmaj, vmin);
+    sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
+                        .command_line = cmd};
+    int64_t run_id;
+    sb_result r = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
+    char *json = sb_strategy_json_str(pb, &r, kind);
+    double med = 0, lo = 0, hi = 0;
+    if (nt > 0) {
+        med = times[nt / 2];
+        lo = times[0];
+        hi = times[nt - 1];
+    }
+    sb_measurement_record rec = {
+        .model = pb->m->name, .model_path = pb->m->path, .params = params, .nops = pb->m->nops,
+        .p = pb->p, .kind = kind, .predicted_cost = r.total_cost, .predicted_mem_bytes = 0,
+        .configs_json = json ? json : "{}", .step_median_s = med, .step_min_s = lo,
+        .step_max_s = hi, .steps = nt, .status = status, .message = message, .peak_mem_bytes = peak,
+    };
+    if (sb_db_begin_run(db, &meta, &run_id, &err) == 0) {
+        rec.run_id = run_id;
+        if (sb_db_record_measurement(db, &rec, NULL, &err) == 0)
+            sb_db_end_run(db, run_id, &err);
+    }
+    if (err.code)
+        fprintf(stderr, "shardbench: %s (measurement not stored)\n", err.msg);
+    free(json);
+    sb_db_close(db);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm comm = MPI_COMM_WORLD;
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    sb_error err = {0};
+    run_args a;
+    sb_model m = {0};
+    sb_problem pb = {0};
+    int *choice = NULL, status = 0, have_model = 0, have_pb = 0;
+    sb_executor *ex = NULL;
+    const char *kind = "file";
+    int rc = parse_run_args(argc, argv, &a, &err);
+    if (rc == 1) {
+        if (rank == 0)
+            run_usage(stdout);
+        MPI_Finalize();
+        return 0;
+    }
+    if ((status = agree(comm, rank, rc, &err)))
+        goto done;
+    rc = sb_model_load(a.model, a.set, a.nset, &m, &err);
+    have_model = !rc;
+    if (!rc) {
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        rc = sb_problem_build(&m, size, &cp, &pb, &err);
+        have_pb = !rc;
+    }
+    if (!rc && !(choice = calloc((size_t)m.nops, sizeof *choice)))
+        rc = sb_fail(&err, SB_EXIT_INTERNAL, "out of memory");
+    if (!rc) {
+        if (!strcmp(a.strategy, "dp")) {
+            kind = "dp";
+            rc = sb_strategy_data_parallel(&pb, choice, &err);
+        } else if (!strcmp(a.strategy, "best")) {
+            kind = "pase";
+            sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096};
+            sb_result r;
+            rc = rank == 0 ? sb_search(&pb, &so, &r, &err) : 0;
+            if (!rc && rank == 0) {
+                memcpy(choice, r.choice, (size_t)m.nops * sizeof *choice);
+                sb_result_free(&r);
+            }
+        } else {
+            rc = sb_strategy_load(a.strategy, &pb, choice, &err);
+        }
+    }
+    if ((status = agree(comm, rank, rc, &err)))
+        goto done;
+    MPI_Bcast(choice, m.nops, MPI_INT, 0, comm);
+    const sb_backend *be = sb_backend_get(a.backend, &err);
+    rc = be ? 0 : -1;
+    if ((status = agree(comm, rank, rc, &err)))
+        goto done;
+    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed};
+    rc = sb_executor_create(comm, &pb, choice, be, &eo, &ex, &err);
+    if ((status = agree(comm, rank, rc, &err)))
+        goto done;
+    int total = a.warmup + a.steps;
+    double *losses = calloc((size_t)total, sizeof *losses), *times = calloc((size_t)total, sizeof *times);
+    if (!losses || !times) {
+        fprintf(stderr, "shardbench: out of memory\n");
+        MPI_Abort(comm, 1);
+    }
+    int json = !strcmp(a.format, "json");
+    int64_t batch = model_param(&m, "batch", 1);
+    if (rank == 0 && !json)
+        printf("# %s on %d rank%s (%s backend), strategy %s, predicted cost %.4g FLOP\n", m.name,
+               size, size == 1 ? "" : "s", be->name, a.strategy, sb_strategy_cost(&pb, choice));
+    for (int s = 0; s < total; s++) {
+        if (s == a.warmup)
+            sb_executor_reset_times(ex);
+        MPI_Barrier(comm);
+        double t0 = MPI_Wtime();
+        rc = sb_executor_step(ex, &losses[s], &err);
+        if (rc) {
+            /* a failure in the middle of collectives cannot be agreed on safely */
+            fprintf(stderr, "shardbench: rank %d: %s\n", rank, err.msg);
+            MPI_Abort(comm, err.code ? err.code : 1);
+        }
+        double t = MPI_Wtime() - t0, tmax;
+        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
+        times[s] = tmax;
+        if (rank == 0 && !json) {
+            printf("step %3d  loss %.6f  %.4f s%s\n", s, losses[s], tmax, s < a.warmup ? "  (warm-up)" : "");
+            fflush(stdout);
+        }
+    }
+    /* summary: per-op times (max over ranks), peak memory per rank */
+    int nops = m.nops;
+    const sb_op_time *ot = sb_executor_op_times(ex);
+    double *mine = calloc((size_t)nops * 2, sizeof *mine), *maxs = calloc((size_t)nops * 2, sizeof *maxs);
+    for (int i = 0; i < nops; i++) {
+        mine[2 * i] = ot[i].compute_s;
+        mine[2 * i + 1] = ot[i].comm_s;
+    }
+    MPI_Reduce(mine, maxs, 2 * nops, MPI_DOUBLE, MPI_MAX, 0, comm);
+    long long peak = (long long)sb_executor_peak_bytes(ex);
+    long long *peaks = calloc((size_t)size, sizeof *peaks);
+    MPI_Gather(&peak, 1, MPI_LONG_LONG, peaks, 1, MPI_LONG_LONG, 0, comm);
+    if (rank == 0) {
+        double *tt = times + a.warmup;
+        qsort(tt, (size_t)a.steps, sizeof *tt, cmp_double);
+        double med = tt[a.steps / 2], lo = tt[0], hi = tt[a.steps - 1];
+        long long maxpeak = 0;
+        for (int r = 0; r < size; r++)
+            if (peaks[r] > maxpeak)
+                maxpeak = peaks[r];
+        if (json) {
+            printf("{\"model\":\"%s\",\"p\":%d,\"backend\":\"%s\",\"strategy\":\"%s\",\"losses\":[", m.name,
+                   size, be->name, a.strategy);
+            for (int s = 0; s < total; s++)
+                printf("%s%.9g", s ? "," : "", losses[s]);
+            printf("],\"warmup\":%d,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
+                   "\"samples_per_second\":%.6g,\"peak_bytes_per_rank\":[",
+                   a.warmup, med, lo, hi, (double)batch / med);
+            for (int r = 0; r < size; r++)
+                printf("%s%lld", r ? "," : "", peaks[r]);
+            printf("],\"ops\":[");
+            for (int i = 0; i < nops; i++)
+                printf("%s{\"name\":\"%s\",\"type\":\"%s\",\"compute_seconds\":%.9g,\"comm_seconds\":%.9g}",
+                       i ? "," : "", m.ops[i].name, sb_op_kind_name(m.ops[i].kind), maxs[2 * i],
+                       maxs[2 * i + 1]);
+            printf("]}\n");
+        } else {
+            printf("step time  median %.4f s  min %.4f s  max %.4f s  (%d steps after %d warm-up)\n",
+                   med, lo, hi, a.steps, a.warmup);
+            printf("throughput %.2f samples/s (batch %lld)\n", (double)batch / med, (long long)batch);
+            printf("peak tensor memory per rank:");
+            for (int r = 0; r < size; r++)
+                printf(" %.1f MB", (double)peaks[r] / 1e6);
+            printf("\n%-40s %-12s %12s %12s\n", "op", "type", "compute s", "comm s");
+            for (int i = 0; i < nops; i++)
+                printf("%-40s %-12s %12.6f %12.6f\n", m.ops[i].name, sb_op_kind_name(m.ops[i].kind),
+                       maxs[2 * i], maxs[2 * i + 1]);
+        }
+        record_run(&a, &pb, choice, kind, tt, a.steps, (double)maxpeak, "ok", NULL, argc, argv);
+    }
+    free(mine);
+    free(maxs);
+    free(peaks);
+    free(losses);
+    free(times);
+done:
+    sb_executor_free(ex);
+    free(choice);
+    if (have_pb)
+        sb_problem_free(&pb);
+    if (have_model)
+        sb_model_free(&m);
+    MPI_Finalize();
+    return status;
+}

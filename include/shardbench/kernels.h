@@ -1,0 +1,426 @@
+/* shardbench/kernels.h: the CPU backend's compute kernels (runtime/k_*.c).
+ *
+ * What it is: llm.c-style layers, each a pair of plain functions
+ * X_forward / X_backward on raw fp32 pointers and sizes, with the shapes in a
+ * one-line comment. No hidden state: a kernel touches only its arguments,
+ * never allocates, never fails. What it is not: the SPMD executor, the
+ * collectives, or the GPU backend; those call these.
+ *
+ * Conventions (every function below follows them):
+ * - Tensors are dense and row-major; images are NCHW. Shapes are written
+ *   (A,B,...) in the comments.
+ * - A kernel sees a rank's LOCAL box (its shard): every size is the box's
+ *   size, never the global one, except where a `*_total` / `count` argument
+ *   names the global extent of a sharded reduction.
+ * - Forward functions overwrite their outputs. Backward functions ACCUMULATE
+ *   (+=) into every gradient they produce, so the caller zeroes gradients
+ *   once and several consumers can add into the same buffer. A NULL gradient
+ *   pointer means "not wanted".
+ * - Fused relu: a forward with `relu != 0` applies max(0, .) last (a model's
+ *   pw count > 0 maps to one relu: relu is idempotent). Its backward takes
+ *   the forward's relu OUTPUT `out` and masks the gradient where out <= 0;
+ *   out == NULL means no relu was applied.
+ * - Scratch memory is the caller's: a kernel that needs it takes `work` and
+ *   has a *_work_floats() size function.
+ * - Split ("sharded") versions expose partial statistics so the caller can
+ *   all-reduce them when the reduced axis is sharded: `*_stats` / `*_partial*`
+ *   compute this box's partial sums, the caller sums (or maxes) them over the
+ *   shards, then `*_apply` finishes with the global values. The unsharded
+ *   function is exactly these steps with no communication in between.
+ *
+ * Spatial sharding of conv/pool: the input box may be a sub-box of the
+ * global input that already includes halo rows/cols. The window geometry is
+ * then given in LOCAL coordinates: pad_top/pad_left are the global padding
+ * reduced by the halo supplied (negative when the box starts before the
+ * first row the outputs need), and an input position outside the box counts
+ * as padding. sb_window_input_range() computes the box and the local padding
+ * for an output sub-box.
+ *
+ * Libraries: GEMMs (dense, conv via im2col, LSTM, batched GEMM) go through
+ * OpenBLAS cblas_sgemm; everything else is plain C loops. */
+#ifndef SHARDBENCH_KERNELS_H
+#define SHARDBENCH_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SB_MAX_DIMS 8 /* most dimensions a box/reduce/permute kernel takes */
+
+/* ---- GEMM (OpenBLAS, row-major) ----------------------------------------- */
+
+/* C (M,N) = alpha * op(A) op(B) + beta * C; op(A) is (M,K), op(B) is (K,N).
+ * op(X) = X when trans_x == 0, X^T otherwise; lda/ldb/ldc are row strides of
+ * A, B, C as stored (A stored (M,K) or (K,M) when transposed). */
+void sb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+             const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc);
+
+/* batch independent GEMMs: matrix i of A, B, C starts at i * stride_{a,b,c}
+ * (in floats). Same semantics as sb_gemm per matrix. */
+void sb_gemm_batched(int trans_a, int trans_b, int M, int N, int K,
+                     float alpha, const float *A, int lda, ptrdiff_t stride_a,
+                     const float *B, int ldb, ptrdiff_t stride_b, float beta,
+                     float *C, int ldc, ptrdiff_t stride_c, int batch);
+
+/* ---- window geometry (conv, pool) --------------------------------------- */
+
+/* For output rows [out_lo, out_hi) of a window op over one spatial axis
+ * (window size `window`, `stride`, global padding `pad`, global input extent
+ * in_full): the input rows they read, clamped to the input,
+ * [*in_lo, *in_hi), and the pad_top (or pad_left) to pass to the kernel for
+ * an input box that starts at *in_lo. */
+void sb_window_input_range(int out_lo, int out_hi, int window, int stride,
+                           int pad, int in_full, int *in_lo, int *in_hi,
+                           int *pad_local);
+
+/* ---- conv2d (im2col + OpenBLAS sgemm) ----------------------------------- */
+
+/* Floats of `work` the three conv2d functions need. */
+size_t sb_conv2d_work_floats(int C, int R, int S, int N, int H_out, int W_out);
+
+/* out (B,N,H_out,W_out) = conv(inp (B,C,H_in,W_in), w (N,C,R,S))
+ *   + bias (N, or NULL), then relu if relu.
+ * out[b,n,y,x] = sum_{c,r,s} inp[b,c, y*stride_h - pad_top + r,
+ *                                      x*stride_w - pad_left + s] w[n,c,r,s],
+ * input positions outside (H_in,W_in) reading as 0. */
+void sb_conv2d_forward(float *out, const float *inp, const float *w,
+                       const float *bias, float *work, int B, int C, int H_in,
+                       int W_in, int N, int R, int S, int stride_h,
+                       int stride_w, int pad_top, int pad_left, int H_out,
+                       int W_out, int relu);
+
+/* dinp (B,C,H_in,W_in) += d(out)/d(inp)^T dout (B,N,H_out,W_out); halo
+ * positions of dinp receive their gradient too (the caller returns it to
+ * the owner). out: the forward's relu output, or NULL. */
+void sb_conv2d_backward_data(float *dinp, float *work, const float *dout,
+                             const float *out, const float *w, int B, int C,
+                             int H_in, int W_in, int N, int R, int S,
+                             int stride_h, int stride_w, int pad_top,
+                             int pad_left, int H_out, int W_out);
+
+/* dw (N,C,R,S) += gradient of w; dbias (N, or NULL) += sum_{b,y,x} dout';
+ * inp (B,C,H_in,W_in); dout (B,N,H_out,W_out); out: relu output or NULL. */
+void sb_conv2d_backward_filter(float *dw, float *dbias, float *work,
+                               const float *dout, const float *out,
+                               const float *inp, int B, int C, int H_in,
+                               int W_in, int N, int R, int S, int stride_h,
+                               int stride_w, int pad_top, int pad_left,
+                               int H_out, int W_out);
+
+/* ---- pooling ------------------------------------------------------------ */
+
+/* out (B,C,H_out,W_out) = max over the R×S window of inp (B,C,H_in,W_in);
+ * padding never wins (a window with no input position gives 0). */
+void sb_maxpool2d_forward(float *out, const float *inp, int B, int C,
+                          int H_in, int W_in, int R, int S, int stride_h,
+                          int stride_w, int pad_top, int pad_left, int H_out,
+                          int W_out);
+/* dinp (B,C,H_in,W_in) += dout routed to each window's first maximum,
+ * found again from inp (no saved indices). */
+void sb_maxpool2d_backward(float *dinp, const float *dout, const float *inp,
+                           int B, int C, int H_in, int W_in, int R, int S,
+                           int stride_h, int stride_w, int pad_top,
+                           int pad_left, int H_out, int W_out);
+
+/* out (B,C,H_out,W_out) = mean over the window of inp (B,C,H_in,W_in).
+ * count_pad != 0: divide by R*S (padding counts as zeros); count_pad == 0:
+ * divide by the number of input positions in the window. */
+void sb_avgpool2d_forward(float *out, const float *inp, int B, int C,
+                          int H_in, int W_in, int R, int S, int stride_h,
+                          int stride_w, int pad_top, int pad_left, int H_out,
+                          int W_out, int count_pad);
+/* dinp (B,C,H_in,W_in) += dout (B,C,H_out,W_out) spread over each window. */
+void sb_avgpool2d_backward(float *dinp, const float *dout, int B, int C,
+                           int H_in, int W_in, int R, int S, int stride_h,
+                           int stride_w, int pad_top, int pad_left, int H_out,
+                           int W_out, int count_pad);
+
+/* ---- dense -------------------------------------------------------------- */
+
+/* out (M,N) = inp (M,K) w (K,N) + bias (N, or NULL), then relu if relu. */
+void sb_dense_forward(float *out, const float *inp, const float *w,
+                      const float *bias, int M, int K, int N, int relu);
+/* dinp (M,K) += dout' w^T; dw (K,N) += inp^T dout'; dbias (N) += colsum
+ * dout'; dout' = dout masked by out > 0 when out != NULL (relu), in which
+ * case work holds M*N floats (else work may be NULL). */
+void sb_dense_backward(float *dinp, float *dw, float *dbias, float *work,
+                       const float *dout, const float *out, const float *inp,
+                       const float *w, int M, int K, int N);
+
+/* ---- embedding (vocab-sharded) ------------------------------------------ */
+
+/* out (N,D) row n = table row idx[n] - v0 when v0 <= idx[n] < v1, else 0;
+ * table (v1-v0, D) holds this shard's vocab rows (summing the shards'
+ * outputs gives the full gather). */
+void sb_embedding_forward(float *out, const int32_t *idx, const float *table,
+                          int N, int D, int v0, int v1);
+/* dtable (v1-v0, D) row idx[n]-v0 += dout (N,D) row n, for idx in range. */
+void sb_embedding_backward(float *dtable, const float *dout,
+                           const int32_t *idx, int N, int D, int v0, int v1);
+
+/* ---- LSTM --------------------------------------------------------------- */
+
+/* Gate order everywhere: i, f, g, o, each H wide; preact and gates are
+ * (B,4H) = [i | f | g | o] per row. i,f,o = sigmoid, g = tanh,
+ * c = f*c_prev + i*g, h = o*tanh(c). */
+
+/* Pointwise half of a cell: gates (B,4H) = activations of preact (B,4H)
+ * (gates may alias preact); c, h (B,H); c_prev (B,H) or NULL (= 0). */
+void sb_lstm_pointwise_forward(float *h, float *c, float *gates,
+                               const float *preact, const float *c_prev,
+                               int B, int H);
+/* dpreact (B,4H) = gradient of preact (overwritten); dc_prev (B,H, or NULL)
+ * += gradient of c_prev; dh, dc (B,H) are the total gradients reaching h and
+ * c (dc may be NULL = 0); gates, c from the forward. */
+void sb_lstm_pointwise_backward(float *dpreact, float *dc_prev,
+                                const float *dh, const float *dc,
+                                const float *gates, const float *c,
+                                const float *c_prev, int B, int H);
+
+/* One time step: preact = x (B,X) Wx (X,4H) + h_prev (B,Kh) Wh (Kh,4H)
+ * + b (4H, or NULL); then the pointwise half. h, c (B,H); gates (B,4H) is
+ * saved for the backward. h_prev, c_prev may be NULL (= 0). Kh is the
+ * width of h_prev (H unless the units are sharded). */
+void sb_lstm_cell_forward(float *h, float *c, float *gates, const float *x,
+                          const float *h_prev, const float *c_prev,
+                          const float *Wx, const float *Wh, const float *b,
+                          int B, int X, int Kh, int H);
+/* Backward of one step: dx (B,X), dh_prev (B,Kh), dc_prev (B,H), dWx (X,4H),
+ * dWh (Kh,4H), db (4H) all accumulate (any may be NULL); dpreact (B,4H) is
+ * scratch and holds the preact gradient on return; dh, dc (B,H) are the
+ * total gradients reaching h and c (dc may be NULL). */
+void sb_lstm_cell_backward(float *dx, float *dh_prev, float *dc_prev,
+                           float *dWx, float *dWh, float *db, float *dpreact,
+                           const float *dh, const float *dc,
+                           const float *gates, const float *c,
+                           const float *x, const float *h_prev,
+                           const float *c_prev, const float *Wx,
+                           const float *Wh, int B, int X, int Kh, int H);
+
+/* Multi-layer, multi-step LSTM. params packs, per layer l:
+ * Wx_l (X_l,4H), Wh_l (H,4H), b_l (4H), with X_0 = X and X_l = H for l > 0.
+ * acts keeps, per layer, gates (T,B,4H), c (T,B,H), h (T,B,H) (time-major)
+ * for the backward. */
+size_t sb_lstm_params_floats(int L, int X, int H);
+size_t sb_lstm_acts_floats(int L, int T, int B, int H);
+size_t sb_lstm_work_floats(int T, int B, int H);
+
+/* y (B,T,H) = top layer's h over x (B,T,X); h0, c0 (L,B,H) initial
+ * states, or NULL (= 0). */
+void sb_lstm_forward(float *y, float *acts, const float *x,
+                     const float *params, const float *h0, const float *c0,
+                     int L, int T, int B, int X, int H);
+/* dx (B,T,X) and dparams (as params) accumulate (either may be NULL);
+ * dy (B,T,H); x, params, h0, c0 and acts as given to / left by the forward;
+ * work holds sb_lstm_work_floats() floats. No gradient for h0, c0. */
+void sb_lstm_backward(float *dx, float *dparams, float *work, const float *dy,
+                      const float *acts, const float *x, const float *params,
+                      const float *h0, const float *c0, int L, int T, int B,
+                      int X, int H);
+
+/* ---- normalization ------------------------------------------------------ */
+
+/* mean, rstd (n) from global sums over count elements each:
+ * mean = sum/count, rstd = 1/sqrt(max(sumsq/count - mean^2, 0) + eps).
+ * May run in place (mean == sum, rstd == sumsq). */
+void sb_norm_finish_stats(float *mean, float *rstd, const float *sum,
+                          const float *sumsq, int n, long count, float eps);
+
+/* Layer norm over the last axis of inp (M,D); D may be a shard of D_total
+ * columns; gamma, beta (D) are this shard's (NULL: 1 and 0). */
+
+/* sum, sumsq (M): this box's partial sums of x and x^2 per row. */
+void sb_layernorm_stats(float *sum, float *sumsq, const float *inp, int M,
+                        int D);
+/* out (M,D) = (inp - mean) * rstd * gamma + beta; mean, rstd (M) global. */
+void sb_layernorm_apply(float *out, const float *inp, const float *mean,
+                        const float *rstd, const float *gamma,
+                        const float *beta, int M, int D);
+/* Unsharded: stats, finish, apply; mean, rstd (M) saved for the backward. */
+void sb_layernorm_forward(float *out, float *mean, float *rstd,
+                          const float *inp, const float *gamma,
+                          const float *beta, int M, int D, float eps);
+/* s1, s2 (M): partial sum_d dout*gamma and sum_d dout*gamma*xhat per row. */
+void sb_layernorm_backward_stats(float *s1, float *s2, const float *dout,
+                                 const float *inp, const float *mean,
+                                 const float *rstd, const float *gamma, int M,
+                                 int D);
+/* dinp (M,D) += rstd * (dout*gamma - (s1 + xhat*s2) / D_total) with global
+ * s1, s2 (M); dgamma (D) += sum_m dout*xhat; dbeta (D) += sum_m dout. */
+void sb_layernorm_backward_apply(float *dinp, float *dgamma, float *dbeta,
+                                 const float *dout, const float *inp,
+                                 const float *mean, const float *rstd,
+                                 const float *gamma, const float *s1,
+                                 const float *s2, int M, int D, int D_total);
+/* Unsharded: backward_stats then backward_apply, row by row. */
+void sb_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
+                           const float *dout, const float *inp,
+                           const float *mean, const float *rstd,
+                           const float *gamma, int M, int D);
+
+/* Batch norm per channel over (B,H,W) of inp (B,C,HW) with HW = H*W; the
+ * batch and spatial axes may be shards of `count` = B_total*H_total*W_total
+ * elements per channel. gamma, beta (C) (NULL: 1 and 0). Optional fused
+ * relu as everywhere. Training statistics only (no running averages). */
+
+/* sum, sumsq (C): this box's partial sums per channel. */
+void sb_batchnorm_stats(float *sum, float *sumsq, const float *inp, int B,
+                        int C, int HW);
+/* out (B,C,HW) = (inp - mean) * rstd * gamma + beta, relu if relu. */
+void sb_batchnorm_apply(float *out, const float *inp, const float *mean,
+                        const float *rstd, const float *gamma,
+                        const float *beta, int B, int C, int HW, int relu);
+/* Unsharded: stats, finish (count = B*HW), apply; mean, rstd (C) saved. */
+void sb_batchnorm_forward(float *out, float *mean, float *rstd,
+                          const float *inp, const float *gamma,
+                          const float *beta, int B, int C, int HW, float eps,
+                          int relu);
+/* sum_dy, sum_dy_xhat (C): partial sums of dout' and dout'*xhat per channel,
+ * dout' = dout masked by out > 0 when out != NULL. These partials are
+ * exactly this box's dbeta and dgamma contributions. */
+void sb_batchnorm_backward_stats(float *sum_dy, float *sum_dy_xhat,
+                                 const float *dout, const float *out,
+                                 const float *inp, const float *mean,
+                                 const float *rstd, int B, int C, int HW);
+/* dinp (B,C,HW) += gamma*rstd*(dout' - (sum_dy + xhat*sum_dy_xhat)/count)
+ * with the global sums (C). */
+void sb_batchnorm_backward_apply(float *dinp, const float *dout,
+                                 const float *out, const float *inp,
+                                 const float *mean, const float *rstd,
+                                 const float *gamma, const float *sum_dy,
+                                 const float *sum_dy_xhat, int B, int C,
+                                 int HW, long count);
+/* Unsharded: dinp += ..., dgamma (C) += sum_dy_xhat, dbeta (C) += sum_dy. */
+void sb_batchnorm_backward(float *dinp, float *dgamma, float *dbeta,
+                           const float *dout, const float *out,
+                           const float *inp, const float *mean,
+                           const float *rstd, const float *gamma, int B,
+                           int C, int HW);
+
+/* Two-pass statistics, the executor's path (exact when the mean is large
+ * against the spread): mean (n) = sum / count; then sq (per row of a layer
+ * norm, per channel of a batch norm) = this box's sum of (x - mean)^2 with
+ * the global mean; then rstd (n) = 1 / sqrt(global sq / count + eps). */
+void sb_norm_mean(float *mean, const float *sum, int n, long count);
+void sb_norm_rstd(float *rstd, const float *sq, int n, long count, float eps);
+void sb_layernorm_centered(float *sq, const float *inp, const float *mean, int M, int D);
+void sb_batchnorm_centered(float *sq, const float *inp, const float *mean, int B, int C, int HW);
+/* ---- softmax ------------------------------------------------------------ */
+
+/* Softmax over the middle axis of (outer,A,inner): for the last axis use
+ * inner = 1. When A is sharded: partial_max, all-reduce MAX;
+ * partial_sumexp, all-reduce SUM; apply. */
+
+/* out (outer,A,inner) = softmax of inp over A. */
+void sb_softmax_forward(float *out, const float *inp, int outer, int A,
+                        int inner);
+/* dinp += out * (dout - sum_a dout*out). */
+void sb_softmax_backward(float *dinp, const float *dout, const float *out,
+                         int outer, int A, int inner);
+/* mx (outer,inner) = max over this box's A. */
+void sb_softmax_partial_max(float *mx, const float *inp, int outer, int A,
+                            int inner);
+/* se (outer,inner) = sum over this box's A of exp(inp - mx), mx global. */
+void sb_softmax_partial_sumexp(float *se, const float *inp, const float *mx,
+                               int outer, int A, int inner);
+/* out (outer,A,inner) = exp(inp - mx) / se with global mx, se. */
+void sb_softmax_apply(float *out, const float *inp, const float *mx,
+                      const float *se, int outer, int A, int inner);
+/* dot (outer,inner) = partial sum over this box's A of dout*out. */
+void sb_softmax_backward_dot(float *dot, const float *dout, const float *out,
+                             int outer, int A, int inner);
+/* dinp (outer,A,inner) += out * (dout - dot) with the global dot. */
+void sb_softmax_backward_apply(float *dinp, const float *dout,
+                               const float *out, const float *dot, int outer,
+                               int A, int inner);
+
+/* Softmax cross-entropy over the last axis of logits (M,V), which hold
+ * classes [v0, v0+V) of the full class axis; labels (M) are global class
+ * ids, a negative label marks a row to ignore (loss 0, no gradient).
+ * Sharded classes: mx via sb_softmax_partial_max (inner = 1), all-reduce
+ * MAX; se via sb_softmax_partial_sumexp, all-reduce SUM; picked via
+ * sb_xent_partial_picked, all-reduce SUM; then sb_xent_loss and
+ * sb_softmax_xent_backward per shard. */
+
+/* picked (M) = logits[m, labels[m]-v0] when this shard holds the label,
+ * else 0. */
+void sb_xent_partial_picked(float *picked, const float *logits,
+                            const int32_t *labels, int M, int V, int v0);
+/* loss (M) = log(se) + mx - picked (0 for ignored rows). */
+void sb_xent_loss(float *loss, const float *mx, const float *se,
+                  const float *picked, const int32_t *labels, int M);
+/* Unsharded: loss (M) per row; mx, se (M) saved for the backward. */
+void sb_softmax_xent_forward(float *loss, float *mx, float *se,
+                             const float *logits, const int32_t *labels, int M,
+                             int V);
+/* dlogits (M,V) += dloss[m] * (softmax - onehot(label)) for this shard's
+ * classes; dloss (M) is the gradient of each row's loss. */
+void sb_softmax_xent_backward(float *dlogits, const float *dloss,
+                              const float *logits, const float *mx,
+                              const float *se, const int32_t *labels, int M,
+                              int V, int v0);
+
+/* ---- elementwise -------------------------------------------------------- */
+
+/* out (n) = sum of the k inputs inps[i] (n), then relu if relu. out may
+ * alias an input. */
+void sb_add_forward(float *out, const float *const *inps, int k, size_t n,
+                    int relu);
+/* dinps[i] (n) += dout', dout' = dout masked by out > 0 when out != NULL;
+ * NULL entries of dinps are skipped. */
+void sb_add_backward(float *const *dinps, const float *dout, const float *out,
+                     int k, size_t n);
+/* out (n) = max(inp, 0); may run in place. */
+void sb_relu_forward(float *out, const float *inp, size_t n);
+/* dinp (n) += dout where out > 0. */
+void sb_relu_backward(float *dinp, const float *dout, const float *out,
+                      size_t n);
+
+/* ---- reduce-mean -------------------------------------------------------- */
+
+/* inp has nd dims `dims`; bit d of `axes` marks axis d as reduced; out has
+ * the same dims with the reduced ones set to 1. out = sum over the reduced
+ * axes / count; count <= 0 means the local number of reduced elements
+ * (pass the global count when a reduced axis is sharded, then all-reduce
+ * SUM the outputs). */
+void sb_reduce_mean_forward(float *out, const float *inp, int nd,
+                            const int *dims, unsigned axes, long count);
+/* dinp (dims) += dout (reduced dims) / count, broadcast. */
+void sb_reduce_mean_backward(float *dinp, const float *dout, int nd,
+                             const int *dims, unsigned axes, long count);
+
+/* ---- box copies (concat, split, stack, unstack, transpose, relayout) ---- */
+
+/* The box [dst_lo, dst_lo+size) of dst (dst_dims) = (accumulate: +=) the box
+ * [src_lo, src_lo+size) of src (src_dims); all arrays nd long. */
+void sb_strided_box_copy(float *dst, const int *dst_dims, const int *dst_lo,
+                 const float *src, const int *src_dims, const int *src_lo,
+                 const int *size, int nd, int accumulate);
+/* dst (size) = the box [lo, lo+size) of src (src_dims), packed. */
+void sb_box_pack(float *dst, const float *src, int nd, const int *src_dims,
+                 const int *lo, const int *size);
+/* The box [lo, lo+size) of dst (dst_dims) = src (size), packed. */
+void sb_box_unpack(float *dst, int nd, const int *dst_dims, const int *lo,
+                   const int *size, const float *src);
+/* The box [lo, lo+size) of dst (dst_dims) += src (size). */
+void sb_box_unpack_add(float *dst, int nd, const int *dst_dims,
+                       const int *lo, const int *size, const float *src);
+/* out = inp (dims) with axes permuted: out axis i is inp axis perm[i], so
+ * out has dims dims[perm[0]], ..., dims[perm[nd-1]]; accumulate: +=.
+ * Its backward is the inverse permutation with accumulate = 1. */
+void sb_permute(float *out, const float *inp, int nd, const int *dims,
+                const int *perm, int accumulate);
+
+/* ---- optimizer ---------------------------------------------------------- */
+
+/* w (n) -= lr * g (n). */
+void sb_sgd_update(float *w, const float *g, size_t n, float lr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,186 @@
+/* shardbench/runtime.h: the SPMD executor and the backend interface.
+ *
+ * One MPI rank per device. Every rank derives the whole plan from the model
+ * and the strategy (one config per op): each op runs on the first q ranks of
+ * the communicator as a grid; each rank computes its box of the iteration
+ * space with the backend's kernels; partial sums of split reduction dims are
+ * all-reduced in the group of ranks that differ only in those dims; tensors
+ * move between ops by box intersection (relayout.h). Training steps are
+ * real: forward, softmax cross-entropy loss, backward, SGD update.
+ *
+ * A backend is a table of kernels with the signatures of kernels.h, on
+ * memory it owns (host memory for the CPU backend, device memory for CUDA)
+ * plus copies to and from the host. The executor never touches tensor data
+ * except through the table. */
+#ifndef SHARDBENCH_RUNTIME_H
+#define SHARDBENCH_RUNTIME_H
+
+#include <mpi.h>
+
+#include "shardbench/kernels.h"
+#include "shardbench/search.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sb_backend {
+    const char *name;           /* "cpu", "cuda" */
+    int host_memory;            /* 1: buffers are host memory (no staging) */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*zero)(float *p, size_t n);
+    void (*to_host)(float *host, const float *dev, size_t n);
+    void (*from_host)(float *dev, const float *host, size_t n);
+    void (*sync)(void);         /* wait for queued work */
+    /* allreduce in place over a communicator: op is MPI_SUM or MPI_MAX */
+    int (*allreduce)(float *p, size_t n, MPI_Op op, MPI_Comm comm);
+
+    /* kernels, with the semantics of kernels.h */
+    void (*gemm_batched)(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                         const float *A, int lda, ptrdiff_t stride_a, const float *B, int ldb,
+                         ptrdiff_t stride_b, float beta, float *C, int ldc, ptrdiff_t stride_c,
+                         int batch);
+    size_t (*conv2d_work_floats)(int C, int R, int S, int N, int H_out, int W_out);
+    void (*conv2d_forward)(float *out, const float *inp, const float *w, const float *bias,
+                           float *work, int B, int C, int H_in, int W_in, int N, int R, int S,
+                           int sh, int sw, int pt, int pl, int H_out, int W_out, int relu);
+    void (*conv2d_backward_data)(float *dinp, float *work, const float *dout, const float *out,
+                                 const float *w, int B, int C, int H_in, int W_in, int N, int R,
+                                 int S, int sh, int sw, int pt, int pl, int H_out, int W_out);
+    void (*conv2d_backward_filter)(float *dw, float *dbias, float *work, const float *dout,
+                                   const float *out, const float *inp, int B, int C, int H_in,
+                                   int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
+                                   int H_out, int W_out);
+    void (*maxpool2d_forward)(float *out, const float *inp, int B, int C, int H_in, int W_in,
+                              int R, int S, int sh, int sw, int pt, int pl, int H_out, int W_out);
+    void (*maxpool2d_backward)(float *dinp, const float *dout, const float *inp, int B, int C,
+                               int H_in, int W_in, int R, int S, int sh, int sw, int pt, int pl,
+                               int H_out, int W_out);
+    void (*avgpool2d_forward)(float *out, const float *inp, int B, int C, int H_in, int W_in,
+                              int R, int S, int sh, int sw, int pt, int pl, int H_out, int W_out,
+                              int count_pad);
+    void (*avgpool2d_backward)(float *dinp, const float *dout, int B, int C, int H_in, int W_in,
+                               int R, int S, int sh, int sw, int pt, int pl, int H_out,
+                               int W_out, int count_pad);
+    void (*embedding_forward)(float *out, const int32_t *idx, const float *table, int N, int D,
+                              int v0, int v1);
+    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *idx, int N,
+                               int D, int v0, int v1);
+    void (*lstm_pointwise_forward)(float *h, float *c, float *gates, const float *preact,
+                                   const float *c_prev, int B, int H);
+    void (*lstm_pointwise_backward)(float *dpreact, float *dc_prev, const float *dh,
+                                    const float *dc, const float *gates, const float *c,
+                                    const float *c_prev, int B, int H);
+    void (*norm_finish_stats)(float *mean, float *rstd, const float *sum, const float *sumsq,
+                              int n, long count, float eps);
+    void (*norm_mean)(float *mean, const float *sum, int n, long count);
+    void (*norm_rstd)(float *rstd, const float *sq, int n, long count, float eps);
+    void (*layernorm_centered)(float *sq, const float *inp, const float *mean, int M, int D);
+    void (*batchnorm_centered)(float *sq, const float *inp, const float *mean, int B, int C,
+                               int HW);
+    void (*layernorm_stats)(float *sum, float *sumsq, const float *inp, int M, int D);
+    void (*layernorm_apply)(float *out, const float *inp, const float *mean, const float *rstd,
+                            const float *gamma, const float *beta, int M, int D);
+    void (*layernorm_backward_stats)(float *s1, float *s2, const float *dout, const float *inp,
+                                     const float *mean, const float *rstd, const float *gamma,
+                                     int M, int D);
+    void (*layernorm_backward_apply)(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                                     const float *inp, const float *mean, const float *rstd,
+                                     const float *gamma, const float *s1, const float *s2, int M,
+                                     int D, int D_total);
+    void (*batchnorm_stats)(float *sum, float *sumsq, const float *inp, int B, int C, int HW);
+    void (*batchnorm_apply)(float *out, const float *inp, const float *mean, const float *rstd,
+                            const float *gamma, const float *beta, int B, int C, int HW,
+                            int relu);
+    void (*batchnorm_backward_stats)(float *sum_dy, float *sum_dy_xhat, const float *dout,
+                                     const float *out, const float *inp, const float *mean,
+                                     const float *rstd, int B, int C, int HW);
+    void (*batchnorm_backward_apply)(float *dinp, const float *dout, const float *out,
+                                     const float *inp, const float *mean, const float *rstd,
+                                     const float *gamma, const float *sum_dy,
+                                     const float *sum_dy_xhat, int B, int C, int HW, long count);
+    void (*softmax_partial_max)(float *mx, const float *inp, int outer, int A, int inner);
+    void (*softmax_partial_sumexp)(float *se, const float *inp, const float *mx, int outer,
+                                   int A, int inner);
+    void (*softmax_apply)(float *out, const float *inp, const float *mx, const float *se,
+                          int outer, int A, int inner);
+    void (*softmax_backward_dot)(float *dot, const float *dout, const float *out, int outer,
+                                 int A, int inner);
+    void (*softmax_backward_apply)(float *dinp, const float *dout, const float *out,
+                                   const float *dot, int outer, int A, int inner);
+    void (*xent_partial_picked)(float *picked, const float *logits, const int32_t *labels, int M,
+                                int V, int v0);
+    void (*xent_loss)(float *loss, const float *mx, const float *se, const float *picked,
+                      const int32_t *labels, int M);
+    void (*softmax_xent_backward)(float *dlogits, const float *dloss, const float *logits,
+                                  const float *mx, const float *se, const int32_t *labels, int M,
+                                  int V, int v0);
+    void (*add_forward)(float *out, const float *const *inps, int k, size_t n, int relu);
+    void (*add_backward)(float *const *dinps, const float *dout, const float *out, int k,
+                         size_t n);
+    void (*reduce_mean_forward)(float *out, const float *inp, int nd, const int *dims,
+                                unsigned axes, long count);
+    void (*reduce_mean_backward)(float *dinp, const float *dout, int nd, const int *dims,
+                                 unsigned axes, long count);
+    void (*box_copy)(float *dst, const int *dst_dims, const int *dst_lo, const float *src,
+                     const int *src_dims, const int *src_lo, const int *size, int nd,
+                     int accumulate);
+    void (*permute)(float *out, const float *inp, int nd, const int *dims, const int *perm,
+                    int accumulate);
+    void (*sgd_update)(float *w, const float *g, size_t n, float lr);
+} sb_backend;
+
+/* The CPU backend (OpenBLAS + plain C, MPI collectives). */
+extern const sb_backend sb_backend_cpu;
+
+/* The CUDA backend when compiled in and a GPU is present; else NULL with
+ * err saying why ("not compiled in", "no GPU"). */
+const sb_backend *sb_backend_cuda_get(sb_error *err);
+
+/* Looks a backend up by name ("cpu", "cuda"); NULL with err set if it is
+ * not compiled in or cannot run here. */
+const sb_backend *sb_backend_get(const char *name, sb_error *err);
+
+typedef struct {
+    float lr;          /* SGD learning rate (default 0.01) */
+    uint64_t seed;     /* weights, inputs and labels (default 1) */
+} sb_exec_opts;
+
+typedef struct sb_executor sb_executor;
+
+/* Builds the plan on comm (its size is the device count P; the strategy's
+ * configs must have products <= P). Collective over comm. Checks every rank
+ * reaches the same verdict before any communication that could hang. */
+int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice,
+                       const sb_backend *be, const sb_exec_opts *opts, sb_executor **out,
+                       sb_error *err);
+
+/* One training step: forward, loss, backward, SGD. *loss (every rank) is
+ * the mean softmax cross-entropy of the step. Collective. */
+int sb_executor_step(sb_executor *ex, double *loss, sb_error *err);
+
+/* Per-op seconds of the last steps, summed since the last reset: compute
+ * and communication (this rank). */
+typedef struct {
+    double compute_s, comm_s;
+} sb_op_time;
+const sb_op_time *sb_executor_op_times(const sb_executor *ex);
+void sb_executor_reset_times(sb_executor *ex);
+
+/* Peak bytes of tensor memory this rank held (backend allocations). */
+int64_t sb_executor_peak_bytes(const sb_executor *ex);
+
+/* Number of trainable weight tensors and, for weight w, its name and
+ * global element count; gathers the global values to `root` (collective;
+ * out is written on root only, n floats). */
+int sb_executor_nweights(const sb_executor *ex);
+const char *sb_executor_weight_name(const sb_executor *ex, int w, int64_t *n);
+int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_error *err);
+
+void sb_executor_free(sb_executor *ex);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* exec_internal.h: the executor's state, shared by executor.c (plan, data,
+ * the step) and ops.c (per-op forward and backward). Internal to runtime/. */
+#ifndef SB_RUNTIME_EXEC_INTERNAL_H
+#define SB_RUNTIME_EXEC_INTERNAL_H
+
+#include "shardbench/relayout.h"
+#include "shardbench/runtime.h"
+
+/* a buffer of backend memory holding one box of a tensor */
+typedef struct {
+    float *p;
+    sb_box box;
+    int64_t n;
+} tbuf;
+
+/* a trained tensor: owner op, global shape, how its dims follow the op's
+ * iteration dims, this rank's shard and gradient */
+typedef struct {
+    char name[SB_NAME_MAX];
+    int op;
+    int slot;           /* input slot for an explicit `weight` operand, else -1 */
+    int tensor;         /* model tensor for explicit weights */
+    int nd;
+    int64_t shape[SB_MAX_DIMS];
+    int map[SB_MAX_DIMS];
+    double scale, offset;
+    uint32_t grad_free; /* iteration dims its gradient is all-reduced over */
+    MPI_Comm gcomm;
+    tbuf w, dw;
+} param;
+
+#define SB_EXEC_MAX_OP_PARAMS 8
+
+typedef struct {
+    int idx;
+    int c[SB_MAX_DIMS];
+    int q, in_grid;
+    int g[SB_MAX_DIMS];
+    int64_t lo[SB_MAX_DIMS], hi[SB_MAX_DIMS];
+    tbuf in[SB_MAX_IO], din[SB_MAX_IO];
+    tbuf out[SB_MAX_IO], dout[SB_MAX_IO];
+    tbuf save[4];       /* statistics kept for the backward */
+    tbuf ids;           /* int32 token ids or labels (backend memory) */
+    sb_relayout *fwd[SB_MAX_IO], *bwd[SB_MAX_IO];
+    int param_of_slot[SB_MAX_IO];
+    int params[SB_EXEC_MAX_OP_PARAMS], nparams;
+    MPI_Comm kcomm;     /* partial sums of split reduction dims */
+    MPI_Comm acomm;     /* statistics over a split axis (norm, softmax, loss, mean) */
+    MPI_Comm lcomm;     /* LSTM: ranks of one layer group */
+    double loss_rows;   /* loss op: global row count */
+    struct lstm_state *lstm;
+} opx;
+
+#define SB_EXEC_MAX_PARAMS_TOTAL 65536
+
+struct sb_executor {
+    MPI_Comm comm;
+    int rank, size;
+    const sb_model *m;
+    const sb_problem *pb;
+    const sb_backend *be;
+    float lr;
+    uint64_t seed;
+    int step;
+    opx *ops;
+    sb_op_time *times;
+    param *params;
+    int nparams;
+    sb_group_cache *groups;
+    int64_t live_bytes, peak_bytes;
+    double loss_sum;    /* this rank's share of the step's loss */
+};
+
+int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);
+int exec_tb_alloc_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
+void exec_tb_free(sb_executor *ex, tbuf *b);
+int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_Comm comm,
+                   sb_error *err);
+int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
+                    sb_error *err);
+int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
+                      sb_error *err);
+double exec_tick(sb_executor *ex);
+int exec_init_params(sb_executor *ex, sb_error *err);
+int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err);
+int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err);
+
+/* ops.c */
+int exec_setup_groups(sb_executor *ex, sb_error *err);
+int exec_forward_op(sb_executor *ex, opx *o, sb_error *err);
+int exec_backward_op(sb_executor *ex, opx *o, sb_error *err);
+
+#endif

@@ -1,0 +1,35 @@
+/* runtime/k_gemm.c: row-major GEMM and strided batched GEMM over OpenBLAS
+ * cblas_sgemm, the workhorse of dense, conv (im2col) and LSTM kernels.
+ * Not a BLAS: no other precision, no column-major entry point. */
+#include "shardbench/kernels.h"
+
+#include <cblas.h>
+
+void sb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+             const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) { // empty sum: C = beta * C
+        for (int m = 0; m < M; m++) {
+            float *row = C + (size_t)m * ldc;
+            for (int n = 0; n < N; n++)
+                row[n] = beta == 0.0f ? 0.0f : beta * row[n];
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+}
+
+void sb_gemm_batched(int trans_a, int trans_b, int M, int N, int K,
+                     float alpha, const float *A, int lda, ptrdiff_t stride_a,
+                     const float *B, int ldb, ptrdiff_t stride_b, float beta,
+                     float *C, int ldc, ptrdiff_t stride_c, int batch)
+{
+    for (int i = 0; i < batch; i++)
+        sb_gemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda,
+                B + i * stride_b, ldb, beta, C + i * stride_c, ldc);
+}

@@ -1,0 +1,437 @@
+/* runtime/k_norm.c: layer norm, batch norm, softmax and softmax
+ * cross-entropy, each split into partial-statistics and apply steps so the
+ * caller can all-reduce the statistics when the normalized axis is sharded.
+ * Not here: the all-reduces themselves, running averages for inference. */
+#include "shardbench/kernels.h"
+
+#include <float.h>
+#include <math.h>
+
+void sb_norm_finish_stats(float *mean, float *rstd, const float *sum,
+                          const float *sumsq, int n, long count, float eps)
+{
+    for (int i = 0; i < n; i++) {
+        double m = (double)sum[i] / (double)count;
+        double var = (double)sumsq[i] / (double)count - m * m;
+        if (var < 0.0)
+            var = 0.0;
+        mean[i] = (float)m;
+        rstd[i] = (float)(1.0 / sqrt(var + (double)eps));
+    }
+}
+
+/* ---- layer norm ---- */
+
+void sb_layernorm_stats(float *sum, float *sumsq, const float *inp, int M,
+                        int D)
+{
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        double s = 0.0, q = 0.0;
+        for (int d = 0; d < D; d++) {
+            s += x[d];
+            q += (double)x[d] * x[d];
+        }
+        sum[m] = (float)s;
+        sumsq[m] = (float)q;
+    }
+}
+
+void sb_layernorm_apply(float *out, const float *inp, const float *mean,
+                        const float *rstd, const float *gamma,
+                        const float *beta, int M, int D)
+{
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        float *o = out + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        for (int d = 0; d < D; d++) {
+            float v = (x[d] - mu) * rs;
+            o[d] = v * (gamma ? gamma[d] : 1.0f) + (beta ? beta[d] : 0.0f);
+        }
+    }
+}
+
+void sb_layernorm_forward(float *out, float *mean, float *rstd,
+                          const float *inp, const float *gamma,
+                          const float *beta, int M, int D, float eps)
+{
+    sb_layernorm_stats(mean, rstd, inp, M, D);
+    sb_norm_finish_stats(mean, rstd, mean, rstd, M, D, eps);
+    sb_layernorm_apply(out, inp, mean, rstd, gamma, beta, M, D);
+}
+
+void sb_layernorm_backward_stats(float *s1, float *s2, const float *dout,
+                                 const float *inp, const float *mean,
+                                 const float *rstd, const float *gamma, int M,
+                                 int D)
+{
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
+        double a = 0.0, b = 0.0;
+        for (int d = 0; d < D; d++) {
+            float xhat = (x[d] - mean[m]) * rstd[m];
+            float g = dy[d] * (gamma ? gamma[d] : 1.0f);
+            a += g;
+            b += (double)g * xhat;
+        }
+        s1[m] = (float)a;
+        s2[m] = (float)b;
+    }
+}
+
+void sb_layernorm_backward_apply(float *dinp, float *dgamma, float *dbeta,
+                                 const float *dout, const float *inp,
+                                 const float *mean, const float *rstd,
+                                 const float *gamma, const float *s1,
+                                 const float *s2, int M, int D, int D_total)
+{
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        float a = s1[m] / (float)D_total, b = s2[m] / (float)D_total;
+        for (int d = 0; d < D; d++) {
+            float xhat = (x[d] - mu) * rs;
+            if (dgamma)
+                dgamma[d] += dy[d] * xhat;
+            if (dbeta)
+                dbeta[d] += dy[d];
+            if (dinp) {
+                float g = dy[d] * (gamma ? gamma[d] : 1.0f);
+                dinp[(size_t)m * D + d] += rs * (g - a - xhat * b);
+            }
+        }
+    }
+}
+
+void sb_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
+                           const float *dout, const float *inp,
+                           const float *mean, const float *rstd,
+                           const float *gamma, int M, int D)
+{
+    for (int m = 0; m < M; m++) {
+        size_t off = (size_t)m * D;
+        float s1, s2;
+        sb_layernorm_backward_stats(&s1, &s2, dout + off, inp + off, mean + m,
+                                    rstd + m, gamma, 1, D);
+        sb_layernorm_backward_apply(dinp ? dinp + off : NULL, dgamma, dbeta,
+                                    dout + off, inp + off, mean + m, rstd + m,
+                                    gamma, &s1, &s2, 1, D, D);
+    }
+}
+
+/* ---- batch norm ---- */
+
+// The masked gradient dout' at i: dout where out > 0 (relu) or dout.
+static inline float masked(const float *dout, const float *out, size_t i)
+{
+    return (out && !(out[i] > 0.0f)) ? 0.0f : dout[i];
+}
+
+void sb_batchnorm_stats(float *sum, float *sumsq, const float *inp, int B,
+                        int C, int HW)
+{
+    for (int c = 0; c < C; c++) {
+        double s = 0.0, q = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((size_t)b * C + c) * HW;
+            for (int i = 0; i < HW; i++) {
+                s += x[i];
+                q += (double)x[i] * x[i];
+            }
+        }
+        sum[c] = (float)s;
+        sumsq[c] = (float)q;
+    }
+}
+
+void sb_batchnorm_apply(float *out, const float *inp, const float *mean,
+                        const float *rstd, const float *gamma,
+                        const float *beta, int B, int C, int HW, int relu)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            size_t off = ((size_t)b * C + c) * HW;
+            float scale = rstd[c] * (gamma ? gamma[c] : 1.0f);
+            float shift = (beta ? beta[c] : 0.0f) - mean[c] * scale;
+            for (int i = 0; i < HW; i++) {
+                float v = inp[off + i] * scale + shift;
+                out[off + i] = (relu && v < 0.0f) ? 0.0f : v;
+            }
+        }
+}
+
+void sb_batchnorm_forward(float *out, float *mean, float *rstd,
+                          const float *inp, const float *gamma,
+                          const float *beta, int B, int C, int HW, float eps,
+                          int relu)
+{
+    sb_batchnorm_stats(mean, rstd, inp, B, C, HW);
+    sb_norm_finish_stats(mean, rstd, mean, rstd, C, (long)B * HW, eps);
+    sb_batchnorm_apply(out, inp, mean, rstd, gamma, beta, B, C, HW, relu);
+}
+
+void sb_batchnorm_backward_stats(float *sum_dy, float *sum_dy_xhat,
+                                 const float *dout, const float *out,
+                                 const float *inp, const float *mean,
+                                 const float *rstd, int B, int C, int HW)
+{
+    for (int c = 0; c < C; c++) {
+        double a = 0.0, q = 0.0;
+        for (int b = 0; b < B; b++) {
+            size_t off = ((size_t)b * C + c) * HW;
+            for (int i = 0; i < HW; i++) {
+                float g = masked(dout, out, off + i);
+                a += g;
+                q += (double)g * ((inp[off + i] - mean[c]) * rstd[c]);
+            }
+        }
+        sum_dy[c] = (float)a;
+        sum_dy_xhat[c] = (float)q;
+    }
+}
+
+void sb_batchnorm_backward_apply(float *dinp, const float *dout,
+                                 const float *out, const float *inp,
+                                 const float *mean, const float *rstd,
+                                 const float *gamma, const float *sum_dy,
+                                 const float *sum_dy_xhat, int B, int C,
+                                 int HW, long count)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            size_t off = ((size_t)b * C + c) * HW;
+            float k = rstd[c] * (gamma ? gamma[c] : 1.0f);
+            float a = sum_dy[c] / (float)count;
+            float q = sum_dy_xhat[c] / (float)count;
+            for (int i = 0; i < HW; i++) {
+                float xhat = (inp[off + i] - mean[c]) * rstd[c];
+                dinp[off + i] += k * (masked(dout, out, off + i) - a - xhat * q);
+            }
+        }
+}
+
+void sb_batchnorm_backward(float *dinp, float *dgamma, float *dbeta,
+                           const float *dout, const float *out,
+                           const float *inp, const float *mean,
+                           const float *rstd, const float *gamma, int B,
+                           int C, int HW)
+{
+    // one channel at a time, so no scratch for the per-channel sums
+    size_t plane_stride = (size_t)C * HW;
+    for (int c = 0; c < C; c++) {
+        double a = 0.0, q = 0.0;
+        for (int b = 0; b < B; b++) {
+            size_t off = b * plane_stride + (size_t)c * HW;
+            for (int i = 0; i < HW; i++) {
+                float g = masked(dout, out, off + i);
+                a += g;
+                q += (double)g * ((inp[off + i] - mean[c]) * rstd[c]);
+            }
+        }
+        if (dbeta)
+            dbeta[c] += (float)a;
+        if (dgamma)
+            dgamma[c] += (float)q;
+        if (!dinp)
+            continue;
+        float k = rstd[c] * (gamma ? gamma[c] : 1.0f);
+        float am = (float)(a / ((double)B * HW));
+        float qm = (float)(q / ((double)B * HW));
+        for (int b = 0; b < B; b++) {
+            size_t off = b * plane_stride + (size_t)c * HW;
+            for (int i = 0; i < HW; i++) {
+                float xhat = (inp[off + i] - mean[c]) * rstd[c];
+                dinp[off + i] += k * (masked(dout, out, off + i) - am - xhat * qm);
+            }
+        }
+    }
+}
+
+/* ---- softmax over the middle axis of (outer, A, inner) ---- */
+
+// Runs body for every fiber [o, :, i]: element a sits at base + a * step,
+// the fiber's statistic at stat.
+#define FIBERS(outer, A, inner, body)                                        \
+    for (int o_ = 0; o_ < (outer); o_++)                                     \
+        for (int i_ = 0; i_ < (inner); i_++) {                               \
+            size_t base = (size_t)o_ * (A) * (inner) + i_;                   \
+            size_t stat = (size_t)o_ * (inner) + i_;                         \
+            size_t step = (size_t)(inner);                                   \
+            (void)stat;                                                      \
+            body                                                             \
+        }
+
+void sb_softmax_partial_max(float *mx, const float *inp, int outer, int A,
+                            int inner)
+{
+    FIBERS(outer, A, inner, {
+        float m = -FLT_MAX;
+        for (int a = 0; a < A; a++)
+            if (inp[base + a * step] > m)
+                m = inp[base + a * step];
+        mx[stat] = m;
+    })
+}
+
+void sb_softmax_partial_sumexp(float *se, const float *inp, const float *mx,
+                               int outer, int A, int inner)
+{
+    FIBERS(outer, A, inner, {
+        double s = 0.0;
+        for (int a = 0; a < A; a++)
+            s += expf(inp[base + a * step] - mx[stat]);
+        se[stat] = (float)s;
+    })
+}
+
+void sb_softmax_apply(float *out, const float *inp, const float *mx,
+                      const float *se, int outer, int A, int inner)
+{
+    FIBERS(outer, A, inner, {
+        float inv = 1.0f / se[stat];
+        for (int a = 0; a < A; a++)
+            out[base + a * step] = expf(inp[base + a * step] - mx[stat]) * inv;
+    })
+}
+
+void sb_softmax_forward(float *out, const float *inp, int outer, int A,
+                        int inner)
+{
+    FIBERS(outer, A, inner, {
+        float m = -FLT_MAX;
+        for (int a = 0; a < A; a++)
+            if (inp[base + a * step] > m)
+                m = inp[base + a * step];
+        double s = 0.0;
+        for (int a = 0; a < A; a++)
+            s += expf(inp[base + a * step] - m);
+        float inv = (float)(1.0 / s);
+        for (int a = 0; a < A; a++)
+            out[base + a * step] = expf(inp[base + a * step] - m) * inv;
+    })
+}
+
+void sb_softmax_backward_dot(float *dot, const float *dout, const float *out,
+                             int outer, int A, int inner)
+{
+    FIBERS(outer, A, inner, {
+        double s = 0.0;
+        for (int a = 0; a < A; a++)
+            s += (double)dout[base + a * step] * out[base + a * step];
+        dot[stat] = (float)s;
+    })
+}
+
+void sb_softmax_backward_apply(float *dinp, const float *dout,
+                               const float *out, const float *dot, int outer,
+                               int A, int inner)
+{
+    FIBERS(outer, A, inner, {
+        for (int a = 0; a < A; a++) {
+            size_t e = base + a * step;
+            dinp[e] += out[e] * (dout[e] - dot[stat]);
+        }
+    })
+}
+
+void sb_softmax_backward(float *dinp, const float *dout, const float *out,
+                         int outer, int A, int inner)
+{
+    FIBERS(outer, A, inner, {
+        double s = 0.0;
+        for (int a = 0; a < A; a++)
+            s += (double)dout[base + a * step] * out[base + a * step];
+        float d = (float)s;
+        for (int a = 0; a < A; a++) {
+            size_t e = base + a * step;
+            dinp[e] += out[e] * (dout[e] - d);
+        }
+    })
+}
+
+/* ---- softmax cross-entropy over the last axis ---- */
+
+void sb_xent_partial_picked(float *picked, const float *logits,
+                            const int32_t *labels, int M, int V, int v0)
+{
+    for (int m = 0; m < M; m++) {
+        int32_t y = labels[m];
+        picked[m] = (y >= v0 && y < v0 + V) ? logits[(size_t)m * V + (y - v0)]
+                                            : 0.0f;
+    }
+}
+
+void sb_xent_loss(float *loss, const float *mx, const float *se,
+                  const float *picked, const int32_t *labels, int M)
+{
+    for (int m = 0; m < M; m++)
+        loss[m] = labels[m] < 0 ? 0.0f : logf(se[m]) + mx[m] - picked[m];
+}
+
+void sb_softmax_xent_forward(float *loss, float *mx, float *se,
+                             const float *logits, const int32_t *labels, int M,
+                             int V)
+{
+    sb_softmax_partial_max(mx, logits, M, V, 1);
+    sb_softmax_partial_sumexp(se, logits, mx, M, V, 1);
+    sb_xent_partial_picked(loss, logits, labels, M, V, 0); // loss = picked
+    sb_xent_loss(loss, mx, se, loss, labels, M);
+}
+
+void sb_softmax_xent_backward(float *dlogits, const float *dloss,
+                              const float *logits, const float *mx,
+                              const float *se, const int32_t *labels, int M,
+                              int V, int v0)
+{
+    for (int m = 0; m < M; m++) {
+        int32_t y = labels[m];
+        if (y < 0)
+            continue;
+        const float *z = logits + (size_t)m * V;
+        float *dz = dlogits + (size_t)m * V;
+        float g = dloss[m], inv = 1.0f / se[m];
+        for (int v = 0; v < V; v++) {
+            float p = expf(z[v] - mx[m]) * inv;
+            dz[v] += g * (p - (v0 + v == y ? 1.0f : 0.0f));
+        }
+    }
+}
+
+/* ---- two-pass statistics (robust when the mean dwarfs the spread) ---- */
+
+void sb_norm_mean(float *mean, const float *sum, int n, long count)
+{
+    for (int i = 0; i < n; i++)
+        mean[i] = (float)((double)sum[i] / (double)count);
+}
+
+void sb_norm_rstd(float *rstd, const float *sq, int n, long count, float eps)
+{
+    for (int i = 0; i < n; i++)
+        rstd[i] = (float)(1.0 / sqrt((double)sq[i] / (double)count + (double)eps));
+}
+
+void sb_layernorm_centered(float *sq, const float *inp, const float *mean, int M, int D)
+{
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        double q = 0.0, mu = mean[m];
+        for (int d = 0; d < D; d++)
+            q += (x[d] - mu) * (x[d] - mu);
+        sq[m] = (float)q;
+    }
+}
+
+void sb_batchnorm_centered(float *sq, const float *inp, const float *mean, int B, int C, int HW)
+{
+    for (int c = 0; c < C; c++) {
+        double q = 0.0, mu = mean[c];
+        for (int b = 0; b < B; b++) {
+            const float *x = inp + ((size_t)b * C + c) * HW;
+            for (int i = 0; i < HW; i++)
+                q += (x[i] - mu) * (x[i] - mu);
+        }
+        sq[c] = (float)q;
+    }
+}

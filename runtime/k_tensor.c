@@ -1,0 +1,289 @@
+/* runtime/k_tensor.c: elementwise add/relu, reduce-mean over axes, box
+ * copies between N-d row-major arrays (pack, unpack, accumulate-unpack) and
+ * axis permutation: the data movement behind concat, split, stack, unstack,
+ * transpose and relayout; plus the SGD update.
+ * Not here: moving boxes between ranks (the executor's relayout). */
+#include "shardbench/kernels.h"
+
+#include <string.h>
+
+/* ---- elementwise ---- */
+
+void sb_add_forward(float *out, const float *const *inps, int k, size_t n,
+                    int relu)
+{
+    for (size_t i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < k; j++)
+            s += inps[j][i];
+        out[i] = (relu && s < 0.0f) ? 0.0f : s;
+    }
+}
+
+void sb_add_backward(float *const *dinps, const float *dout, const float *out,
+                     int k, size_t n)
+{
+    for (int j = 0; j < k; j++) {
+        if (!dinps[j])
+            continue;
+        if (out)
+            sb_relu_backward(dinps[j], dout, out, n);
+        else
+            for (size_t i = 0; i < n; i++)
+                dinps[j][i] += dout[i];
+    }
+}
+
+void sb_relu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void sb_relu_backward(float *dinp, const float *dout, const float *out,
+                      size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (out[i] > 0.0f)
+            dinp[i] += dout[i];
+}
+
+void sb_sgd_update(float *w, const float *g, size_t n, float lr)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] -= lr * g[i];
+}
+
+/* ---- odometer over the leading nd-1 axes ---- */
+
+// Walks every index of dims[0..nd-1) (the last axis is the caller's inner
+// loop), keeping two running offsets with per-axis strides sa and sb.
+typedef struct {
+    int nd;
+    int idx[SB_MAX_DIMS];
+    const int *dims;
+    const size_t *sa, *sb;
+    size_t a, b; // current offsets
+} odometer;
+
+// Advances to the next index; returns 0 after the last one.
+static int odo_next(odometer *od)
+{
+    for (int d = od->nd - 2; d >= 0; d--) {
+        od->idx[d]++;
+        od->a += od->sa[d];
+        od->b += od->sb[d];
+        if (od->idx[d] < od->dims[d])
+            return 1;
+        od->a -= od->sa[d] * (size_t)od->dims[d];
+        od->b -= od->sb[d] * (size_t)od->dims[d];
+        od->idx[d] = 0;
+    }
+    return 0;
+}
+
+static void odo_start(odometer *od, int nd, const int *dims, const size_t *sa,
+                      const size_t *sb, size_t a0, size_t b0)
+{
+    od->nd = nd;
+    memset(od->idx, 0, sizeof od->idx);
+    od->dims = dims;
+    od->sa = sa;
+    od->sb = sb;
+    od->a = a0;
+    od->b = b0;
+}
+
+static int any_empty(int nd, const int *dims)
+{
+    for (int d = 0; d < nd; d++)
+        if (dims[d] <= 0)
+            return 1;
+    return 0;
+}
+
+// Row-major strides of dims.
+static void strides_of(size_t *st, int nd, const int *dims)
+{
+    size_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= (size_t)dims[d];
+    }
+}
+
+/* ---- reduce-mean ---- */
+
+// out strides: 0 along reduced axes; *n_out, *n_red: element counts
+static void reduce_geometry(size_t *sin, size_t *sout, size_t *n_out,
+                            size_t *n_red, int nd, const int *dims,
+                            unsigned axes)
+{
+    size_t so = 1;
+    *n_red = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        if (axes & (1u << d)) {
+            sout[d] = 0;
+            *n_red *= (size_t)dims[d];
+        } else {
+            sout[d] = so;
+            so *= (size_t)dims[d];
+        }
+    }
+    *n_out = so;
+    strides_of(sin, nd, dims);
+}
+
+void sb_reduce_mean_forward(float *out, const float *inp, int nd,
+                            const int *dims, unsigned axes, long count)
+{
+    size_t sin[SB_MAX_DIMS], sout[SB_MAX_DIMS], n_out, n_red;
+    reduce_geometry(sin, sout, &n_out, &n_red, nd, dims, axes);
+    memset(out, 0, sizeof(float) * n_out);
+    if (nd == 0 || any_empty(nd, dims))
+        return;
+    float scale = 1.0f / (float)(count > 0 ? (size_t)count : n_red);
+    int inner = dims[nd - 1], red_last = (axes >> (nd - 1)) & 1u;
+    odometer od;
+    odo_start(&od, nd, dims, sin, sout, 0, 0);
+    do {
+        const float *x = inp + od.a;
+        float *o = out + od.b;
+        if (red_last) {
+            float s = 0.0f;
+            for (int i = 0; i < inner; i++)
+                s += x[i];
+            *o += s;
+        } else {
+            for (int i = 0; i < inner; i++)
+                o[i] += x[i];
+        }
+    } while (odo_next(&od));
+    for (size_t i = 0; i < n_out; i++)
+        out[i] *= scale;
+}
+
+void sb_reduce_mean_backward(float *dinp, const float *dout, int nd,
+                             const int *dims, unsigned axes, long count)
+{
+    size_t sin[SB_MAX_DIMS], sout[SB_MAX_DIMS], n_out, n_red;
+    reduce_geometry(sin, sout, &n_out, &n_red, nd, dims, axes);
+    if (nd == 0 || any_empty(nd, dims))
+        return;
+    float scale = 1.0f / (float)(count > 0 ? (size_t)count : n_red);
+    int inner = dims[nd - 1], red_last = (axes >> (nd - 1)) & 1u;
+    odometer od;
+    odo_start(&od, nd, dims, sin, sout, 0, 0);
+    do {
+        float *dx = dinp + od.a;
+        const float *g = dout + od.b;
+        for (int i = 0; i < inner; i++)
+            dx[i] += g[red_last ? 0 : i] * scale;
+    } while (odo_next(&od));
+}
+
+/* ---- box copies ---- */
+
+void sb_strided_box_copy(float *dst, const int *dst_dims, const int *dst_lo,
+                 const float *src, const int *src_dims, const int *src_lo,
+                 const int *size, int nd, int accumulate)
+{
+    if (nd <= 0) { // a scalar
+        *dst = accumulate ? *dst + *src : *src;
+        return;
+    }
+    if (any_empty(nd, size))
+        return;
+    // Merge trailing axes that both arrays hold whole into longer runs.
+    int dd[SB_MAX_DIMS], sd[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS],
+        sz[SB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        dd[d] = dst_dims[d];
+        sd[d] = src_dims[d];
+        dl[d] = dst_lo[d];
+        sl[d] = src_lo[d];
+        sz[d] = size[d];
+    }
+    while (nd > 1 && sz[nd - 1] == dd[nd - 1] && sz[nd - 1] == sd[nd - 1]) {
+        int k = sz[nd - 1];
+        nd--;
+        dd[nd - 1] *= k;
+        sd[nd - 1] *= k;
+        dl[nd - 1] *= k;
+        sl[nd - 1] *= k;
+        sz[nd - 1] *= k;
+    }
+    size_t ds[SB_MAX_DIMS], ss[SB_MAX_DIMS], d0 = 0, s0 = 0;
+    strides_of(ds, nd, dd);
+    strides_of(ss, nd, sd);
+    for (int d = 0; d < nd; d++) {
+        d0 += (size_t)dl[d] * ds[d];
+        s0 += (size_t)sl[d] * ss[d];
+    }
+    int run = sz[nd - 1];
+    odometer od;
+    odo_start(&od, nd, sz, ds, ss, d0, s0);
+    do {
+        float *o = dst + od.a;
+        const float *x = src + od.b;
+        if (accumulate)
+            for (int i = 0; i < run; i++)
+                o[i] += x[i];
+        else
+            memcpy(o, x, sizeof(float) * (size_t)run);
+    } while (odo_next(&od));
+}
+
+void sb_box_pack(float *dst, const float *src, int nd, const int *src_dims,
+                 const int *lo, const int *size)
+{
+    int zero[SB_MAX_DIMS] = {0};
+    sb_strided_box_copy(dst, size, zero, src, src_dims, lo, size, nd, 0);
+}
+
+void sb_box_unpack(float *dst, int nd, const int *dst_dims, const int *lo,
+                   const int *size, const float *src)
+{
+    int zero[SB_MAX_DIMS] = {0};
+    sb_strided_box_copy(dst, dst_dims, lo, src, size, zero, size, nd, 0);
+}
+
+void sb_box_unpack_add(float *dst, int nd, const int *dst_dims,
+                       const int *lo, const int *size, const float *src)
+{
+    int zero[SB_MAX_DIMS] = {0};
+    sb_strided_box_copy(dst, dst_dims, lo, src, size, zero, size, nd, 1);
+}
+
+void sb_permute(float *out, const float *inp, int nd, const int *dims,
+                const int *perm, int accumulate)
+{
+    if (nd <= 0) {
+        *out = accumulate ? *out + *inp : *inp;
+        return;
+    }
+    int od_dims[SB_MAX_DIMS];
+    size_t sin[SB_MAX_DIMS], sin_p[SB_MAX_DIMS], sout[SB_MAX_DIMS];
+    strides_of(sin, nd, dims);
+    for (int d = 0; d < nd; d++) {
+        od_dims[d] = dims[perm[d]];
+        sin_p[d] = sin[perm[d]]; // input stride of output axis d
+    }
+    if (any_empty(nd, od_dims))
+        return;
+    strides_of(sout, nd, od_dims);
+    int inner = od_dims[nd - 1];
+    size_t step = sin_p[nd - 1];
+    odometer od;
+    odo_start(&od, nd, od_dims, sout, sin_p, 0, 0);
+    do {
+        float *o = out + od.a;
+        const float *x = inp + od.b;
+        if (accumulate)
+            for (int i = 0; i < inner; i++)
+                o[i] += x[i * step];
+        else
+            for (int i = 0; i < inner; i++)
+                o[i] = x[i * step];
+    } while (odo_next(&od));
+}

@@ -1,0 +1,570 @@
+/* runtime/relayout.c: boxes, copies between boxes, and relayout (moving a
+ * distributed tensor from the boxes ranks hold to the boxes ranks need).
+ *
+ * Planning is local: every rank gets every rank's boxes, so each one derives
+ * the same exchange without talking to the others, and every rank reaches
+ * the same verdict on bad input (no rank is left waiting in a collective).
+ * Running is one MPI_Alltoallv of packed overlaps (counts in floats) plus a
+ * direct copy of the overlap a rank holds and needs itself.
+ *
+ * What this is not: a general redistribution library. A rank holds one box
+ * and needs one box; the element type is float; boxes are row-major. */
+#include "shardbench/relayout.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- boxes --------------------------------------------------------------- */
+
+int64_t sb_box_volume(const sb_box *b)
+{
+    if (b->nd <= 0)
+        return 0;
+    int64_t v = 1;
+    for (int i = 0; i < b->nd; i++) {
+        if (b->hi[i] <= b->lo[i])
+            return 0;
+        v *= b->hi[i] - b->lo[i];
+    }
+    return v;
+}
+
+int sb_box_intersect(const sb_box *a, const sb_box *b, sb_box *out)
+{
+    sb_box r;
+    memset(&r, 0, sizeof r);
+    if (a->nd <= 0 || a->nd != b->nd) {
+        *out = r;
+        return 0;
+    }
+    r.nd = a->nd;
+    for (int i = 0; i < a->nd; i++) {
+        r.lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
+        r.hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
+        if (r.lo[i] >= r.hi[i]) {
+            memset(out, 0, sizeof *out);
+            return 0;
+        }
+    }
+    *out = r;
+    return 1;
+}
+
+static int box_equal(const sb_box *a, const sb_box *b)
+{
+    if (a->nd != b->nd)
+        return 0;
+    for (int i = 0; i < a->nd; i++)
+        if (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i])
+            return 0;
+    return 1;
+}
+
+/* "[0:4, 2:8]" (half-open per dim, like a Python slice) or "(empty)". */
+static const char *box_str(const sb_box *b, char *buf, size_t n)
+{
+    if (b->nd <= 0)
+        return snprintf(buf, n, "(empty)"), buf;
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < b->nd && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld:%lld", i ? ", " : "",
+                              (long long)b->lo[i], (long long)b->hi[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+static void add_run(float *restrict d, const float *restrict s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        d[i] += s[i];
+}
+
+void sb_box_copy(const float *src, const sb_box *from, float *dst, const sb_box *to,
+                 const sb_box *sub, int accumulate)
+{
+    int nd = sub->nd;
+    if (nd <= 0 || sb_box_volume(sub) == 0)
+        return;
+    int64_t ext[SB_BOX_MAX_DIMS], fs[SB_BOX_MAX_DIMS], ts[SB_BOX_MAX_DIMS];
+    int64_t fe[SB_BOX_MAX_DIMS], te[SB_BOX_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        ext[i] = sub->hi[i] - sub->lo[i];
+        fe[i] = from->hi[i] - from->lo[i];
+        te[i] = to->hi[i] - to->lo[i];
+    }
+    fs[nd - 1] = ts[nd - 1] = 1;
+    for (int i = nd - 2; i >= 0; i--) {
+        fs[i] = fs[i + 1] * fe[i + 1];
+        ts[i] = ts[i + 1] * te[i + 1];
+    }
+    int64_t s0 = 0, d0 = 0;
+    for (int i = 0; i < nd; i++) {
+        s0 += (sub->lo[i] - from->lo[i]) * fs[i];
+        d0 += (sub->lo[i] - to->lo[i]) * ts[i];
+    }
+    // Trailing dims spanned whole in both buffers are one contiguous run.
+    int m = nd;
+    while (m > 1 && ext[m - 1] == fe[m - 1] && ext[m - 1] == te[m - 1]) {
+        ext[m - 2] *= ext[m - 1];
+        fe[m - 2] *= fe[m - 1];
+        te[m - 2] *= te[m - 1];
+        fs[m - 2] = fs[m - 1];
+        ts[m - 2] = ts[m - 1];
+        m--;
+    }
+    const int64_t run = ext[m - 1];
+    int64_t idx[SB_BOX_MAX_DIMS] = {0};
+    const float *s = src + s0;
+    float *d = dst + d0;
+    for (;;) {
+        if (accumulate)
+            add_run(d, s, run);
+        else
+            memcpy(d, s, sizeof(float) * (size_t)run);
+        int k = m - 2;
+        for (; k >= 0; k--) {
+            s += fs[k];
+            d += ts[k];
+            if (++idx[k] < ext[k])
+                break;
+            s -= fs[k] * ext[k];
+            d -= ts[k] * ext[k];
+            idx[k] = 0;
+        }
+        if (k < 0)
+            break;
+    }
+}
+
+/* Offset of sub's first element in a buffer laid out as box b, if sub is one
+ * contiguous range of it; -1 otherwise. */
+static int64_t contiguous_offset(const sb_box *sub, const sb_box *b)
+{
+    int nd = b->nd, k = nd - 1;
+    while (k > 0 && sub->hi[k] - sub->lo[k] == b->hi[k] - b->lo[k])
+        k--;
+    for (int i = 0; i < k; i++)
+        if (sub->hi[i] - sub->lo[i] != 1)
+            return -1;
+    int64_t off = 0;
+    for (int i = 0; i < nd; i++)
+        off = off * (b->hi[i] - b->lo[i]) + (sub->lo[i] - b->lo[i]);
+    return off;
+}
+
+/* ---- plan ---------------------------------------------------------------- */
+
+typedef struct {
+    int peer;
+    sb_box box;     /* the overlap, global coordinates */
+    int64_t count;  /* floats */
+} overlap;
+
+struct sb_relayout {
+    MPI_Comm comm;
+    int n, me, nd;
+    sb_relayout_mode mode;
+    sb_box src, dst;         /* this rank's boxes (nd 0: empty) */
+    int has_self;
+    sb_box self;             /* src ∩ dst copied locally */
+    overlap *send, *recv;    /* at most one per peer, ordered by peer */
+    int n_send, n_recv;
+    int *scount, *sdispl, *rcount, *rdispl; /* MPI arguments, floats */
+    int64_t floats_sent, floats_recv;
+    int traffic;             /* some rank moves something over MPI */
+    int send_direct;         /* send straight from src_buf (no packing) */
+    int recv_direct;         /* receive straight into dst_buf (no unpacking) */
+    float *sbuf, *rbuf;      /* packing buffers (NULL when direct / unused) */
+};
+
+void sb_relayout_free(sb_relayout *r)
+{
+    if (!r)
+        return;
+    free(r->send);
+    free(r->recv);
+    free(r->scount);
+    free(r->sdispl);
+    free(r->rcount);
+    free(r->rdispl);
+    free(r->sbuf);
+    free(r->rbuf);
+    free(r);
+}
+
+int64_t sb_relayout_bytes_sent(const sb_relayout *r)
+{
+    return r->floats_sent * (int64_t)sizeof(float);
+}
+
+int64_t sb_relayout_bytes_received(const sb_relayout *r)
+{
+    return r->floats_recv * (int64_t)sizeof(float);
+}
+
+void sb_relayout_peer_counts(const sb_relayout *r, int64_t *send, int64_t *recv)
+{
+    for (int p = 0; p < r->n; p++) {
+        if (send)
+            send[p] = r->scount[p];
+        if (recv)
+            recv[p] = r->rcount[p];
+    }
+}
+
+/* A box of rank `rank` (`what` is "src" or "dst"), normalized: nd 0 when it
+ * holds no element. */
+static int check_box(const sb_box *b, int rank, const char *what, int nd,
+                     const int64_t *shape, sb_box *out, sb_error *err)
+{
+    char s[400];
+    memset(out, 0, sizeof *out);
+    if (b->nd == 0)
+        return 0;
+    if (b->nd != nd)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "relayout: rank %d's %s box has %d dims, the tensor has %d",
+                       rank, what, b->nd, nd);
+    for (int i = 0; i < nd; i++)
+        if (b->lo[i] < 0 || b->hi[i] < b->lo[i] || b->hi[i] > shape[i])
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "relayout: rank %d's %s box %s is not inside the tensor "
+                           "(dim %d has size %lld)",
+                           rank, what, box_str(b, s, sizeof s), i, (long long)shape[i]);
+    if (sb_box_volume(b) > 0)
+        *out = *b;
+    return 0;
+}
+
+/* Adds the overlap of rank `s`'s box with rank `d`'s to the MPI totals. */
+static void tally(int64_t *sent, int64_t *recvd, int s, int d, int64_t v, int *traffic)
+{
+    if (s == d || v == 0)
+        return;
+    sent[s] += v;
+    recvd[d] += v;
+    *traffic = 1;
+}
+
+int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *src,
+                     const sb_box *dst, sb_relayout_mode mode, sb_relayout **out,
+                     sb_error *err)
+{
+    char s1[400], s2[400];
+    *out = NULL;
+    int n, me;
+    if (MPI_Comm_size(comm, &n) != MPI_SUCCESS || MPI_Comm_rank(comm, &me) != MPI_SUCCESS)
+        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: not a valid communicator");
+    if (nd < 1 || nd > SB_BOX_MAX_DIMS)
+        return sb_fail(err, SB_EXIT_INPUT, "relayout: a tensor of %d dims (1 to %d allowed)",
+                       nd, SB_BOX_MAX_DIMS);
+    int64_t total = 1;
+    for (int i = 0; i < nd; i++) {
+        if (shape[i] < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "relayout: dim %d has negative size %lld", i,
+                           (long long)shape[i]);
+        if (shape[i] > 0 && total > INT64_MAX / shape[i])
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "relayout: the tensor has more than 2^63 elements (dim %d)", i);
+        total *= shape[i];
+    }
+    if (mode != SB_RELAYOUT_COPY && mode != SB_RELAYOUT_ACCUM)
+        return sb_fail(err, SB_EXIT_INPUT, "relayout: unknown mode %d", (int)mode);
+
+    int rc = -1;
+    sb_relayout *r = NULL;
+    sb_box *S = NULL, *D = NULL;   /* normalized boxes of every rank */
+    int *rep = NULL;               /* COPY: first rank holding the same box */
+    int *nrep = NULL, *repstart = NULL, *replicas = NULL;
+    int64_t *tot_sent = NULL, *tot_recv = NULL;
+
+    S = sb_malloc(sizeof *S * (size_t)n, err);
+    D = sb_malloc(sizeof *D * (size_t)n, err);
+    tot_sent = sb_calloc((size_t)n, sizeof *tot_sent, err);
+    tot_recv = sb_calloc((size_t)n, sizeof *tot_recv, err);
+    r = sb_calloc(1, sizeof *r, err);
+    if (!S || !D || !tot_sent || !tot_recv || !r)
+        goto done;
+    r->comm = comm;
+    r->n = n;
+    r->me = me;
+    r->nd = nd;
+    r->mode = mode;
+    r->send = sb_calloc((size_t)n, sizeof *r->send, err);
+    r->recv = sb_calloc((size_t)n, sizeof *r->recv, err);
+    r->scount = sb_calloc((size_t)n, sizeof *r->scount, err);
+    r->sdispl = sb_calloc((size_t)n, sizeof *r->sdispl, err);
+    r->rcount = sb_calloc((size_t)n, sizeof *r->rcount, err);
+    r->rdispl = sb_calloc((size_t)n, sizeof *r->rdispl, err);
+    if (!r->send || !r->recv || !r->scount || !r->sdispl || !r->rcount || !r->rdispl)
+        goto done;
+    for (int q = 0; q < n; q++)
+        if (check_box(&src[q], q, "src", nd, shape, &S[q], err) ||
+            check_box(&dst[q], q, "dst", nd, shape, &D[q], err))
+            goto done;
+    r->src = S[me];
+    r->dst = D[me];
+
+    sb_box ov;
+    if (mode == SB_RELAYOUT_COPY) {
+        /* Replica sets: rep[q] is the first rank whose box equals q's. */
+        rep = sb_malloc(sizeof *rep * (size_t)n, err);
+        nrep = sb_calloc((size_t)n, sizeof *nrep, err);
+        repstart = sb_calloc((size_t)n + 1, sizeof *repstart, err);
+        replicas = sb_malloc(sizeof *replicas * (size_t)n, err);
+        if (!rep || !nrep || !repstart || !replicas)
+            goto done;
+        for (int q = 0; q < n; q++) {
+            rep[q] = -1;
+            if (S[q].nd == 0)
+                continue;
+            for (int p = 0; p < q && rep[q] < 0; p++)
+                if (rep[p] == p && box_equal(&S[p], &S[q]))
+                    rep[q] = p;
+            if (rep[q] < 0)
+                rep[q] = q;
+            nrep[rep[q]]++;
+        }
+        for (int q = 0; q < n; q++)
+            repstart[q + 1] = repstart[q] + nrep[q];
+        for (int q = 0; q < n; q++) /* repstart[k] becomes the end of set k */
+            if (rep[q] >= 0)
+                replicas[repstart[rep[q]]++] = q;
+        for (int q = n; q > 0; q--)
+            repstart[q] = repstart[q - 1];
+        repstart[0] = 0;
+        /* Distinct source boxes must be disjoint. */
+        for (int p = 0; p < n; p++) {
+            if (rep[p] != p)
+                continue;
+            for (int q = p + 1; q < n; q++)
+                if (rep[q] == q && sb_box_intersect(&S[p], &S[q], &ov)) {
+                    sb_fail(err, SB_EXIT_INPUT,
+                            "relayout (copy): src boxes of rank %d %s and rank %d %s "
+                            "overlap without being identical",
+                            p, box_str(&S[p], s1, sizeof s1), q,
+                            box_str(&S[q], s2, sizeof s2));
+                    goto done;
+                }
+        }
+        /* Holder of distinct box k for dst rank d: d itself when it holds a
+         * replica, else replica d mod count (in rank order). Coverage: the
+         * disjoint overlaps must add up to the dst volume. */
+        for (int d = 0; d < n; d++) {
+            if (D[d].nd == 0)
+                continue;
+            int64_t covered = 0;
+            for (int k = 0; k < n; k++) {
+                if (rep[k] != k || !sb_box_intersect(&S[k], &D[d], &ov))
+                    continue;
+                int64_t v = sb_box_volume(&ov);
+                int h = rep[d] == k ? d : replicas[repstart[k] + d % nrep[k]];
+                covered += v;
+                tally(tot_sent, tot_recv, h, d, v, &r->traffic);
+                if (d == me && h != me) {
+                    overlap *o = &r->recv[r->n_recv++];
+                    o->peer = h;
+                    o->box = ov;
+                    o->count = v;
+                } else if (d == me) {
+                    r->has_self = 1;
+                    r->self = ov;
+                }
+                if (h == me && d != me) {
+                    overlap *o = &r->send[r->n_send++];
+                    o->peer = d;
+                    o->box = ov;
+                    o->count = v;
+                }
+            }
+            if (covered != sb_box_volume(&D[d])) {
+                sb_fail(err, SB_EXIT_INPUT,
+                        "relayout (copy): rank %d needs elements that no rank holds "
+                        "(dst box %s, %lld of %lld elements held)",
+                        d, box_str(&D[d], s1, sizeof s1), (long long)covered,
+                        (long long)sb_box_volume(&D[d]));
+                goto done;
+            }
+        }
+        /* Receives came in order of the distinct boxes; order them by peer. */
+        for (int i = 1; i < r->n_recv; i++)
+            for (int j = i; j > 0 && r->recv[j - 1].peer > r->recv[j].peer; j--) {
+                overlap t = r->recv[j];
+                r->recv[j] = r->recv[j - 1];
+                r->recv[j - 1] = t;
+            }
+    } else {
+        for (int s = 0; s < n; s++)
+            for (int d = 0; d < n; d++) {
+                if (!sb_box_intersect(&S[s], &D[d], &ov))
+                    continue;
+                int64_t v = sb_box_volume(&ov);
+                tally(tot_sent, tot_recv, s, d, v, &r->traffic);
+                overlap *o = NULL;
+                if (s == me && d == me) {
+                    r->has_self = 1;
+                    r->self = ov;
+                } else if (s == me) {
+                    o = &r->send[r->n_send++];
+                    o->peer = d;
+                } else if (d == me) {
+                    o = &r->recv[r->n_recv++];
+                    o->peer = s;
+                }
+                if (o) {
+                    o->box = ov;
+                    o->count = v;
+                }
+            }
+    }
+
+    /* MPI counts and displacements are ints: every rank checks every rank's
+     * totals, so all of them fail together before any exchange. */
+    for (int q = 0; q < n; q++)
+        if (tot_sent[q] > INT_MAX || tot_recv[q] > INT_MAX) {
+            int sends = tot_sent[q] > INT_MAX;
+            sb_fail(err, SB_EXIT_INTERNAL,
+                    "relayout: rank %d would %s %lld floats in one exchange, more than "
+                    "MPI's int count limit (%d); split the tensor or the exchange",
+                    q, sends ? "send" : "receive",
+                    (long long)(sends ? tot_sent[q] : tot_recv[q]), INT_MAX);
+            goto done;
+        }
+
+    /* Counts, displacements, and whether packing can be skipped: when every
+     * overlap is one contiguous range of the buffer, MPI reads (or writes)
+     * the caller's buffer in place. Receiving in place is for COPY only
+     * (ACCUM adds). */
+    int64_t off = 0;
+    r->send_direct = r->n_send > 0 && sb_box_volume(&r->src) <= INT_MAX;
+    for (int i = 0; i < r->n_send; i++) {
+        overlap *o = &r->send[i];
+        r->scount[o->peer] = (int)o->count;
+        r->sdispl[o->peer] = (int)off;
+        off += o->count;
+        if (r->send_direct && contiguous_offset(&o->box, &r->src) < 0)
+            r->send_direct = 0;
+    }
+    r->floats_sent = off;
+    if (r->send_direct)
+        for (int i = 0; i < r->n_send; i++)
+            r->sdispl[r->send[i].peer] = (int)contiguous_offset(&r->send[i].box, &r->src);
+    off = 0;
+    r->recv_direct = mode == SB_RELAYOUT_COPY && r->n_recv > 0 &&
+                     sb_box_volume(&r->dst) <= INT_MAX;
+    for (int i = 0; i < r->n_recv; i++) {
+        overlap *o = &r->recv[i];
+        r->rcount[o->peer] = (int)o->count;
+        r->rdispl[o->peer] = (int)off;
+        off += o->count;
+        if (r->recv_direct && contiguous_offset(&o->box, &r->dst) < 0)
+            r->recv_direct = 0;
+    }
+    r->floats_recv = off;
+    if (r->recv_direct)
+        for (int i = 0; i < r->n_recv; i++)
+            r->rdispl[r->recv[i].peer] = (int)contiguous_offset(&r->recv[i].box, &r->dst);
+    if (r->n_send && !r->send_direct &&
+        !(r->sbuf = sb_malloc(sizeof(float) * (size_t)r->floats_sent, err)))
+        goto done;
+    if (r->n_recv && !r->recv_direct &&
+        !(r->rbuf = sb_malloc(sizeof(float) * (size_t)r->floats_recv, err)))
+        goto done;
+    rc = 0;
+done:
+    if (rc == 0)
+        *out = r;
+    else
+        sb_relayout_free(r);
+    free(S);
+    free(D);
+    free(rep);
+    free(nrep);
+    free(repstart);
+    free(replicas);
+    free(tot_sent);
+    free(tot_recv);
+    return rc;
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_error *err)
+{
+    const int need_src = r->n_send > 0 || r->has_self;
+    const int need_dst = r->dst.nd != 0;
+    /* A missing buffer is this rank's mistake alone: it still takes part in
+     * the exchange (sending zeros, receiving into scratch) so that the other
+     * ranks finish, then reports. */
+    const int no_src = need_src && !src_buf, no_dst = need_dst && !dst_buf;
+    float *scratch_src = NULL, *scratch_dst = NULL;
+    if (no_src && r->send_direct)
+        src_buf = scratch_src = calloc((size_t)sb_box_volume(&r->src), sizeof(float));
+    if (no_dst && r->recv_direct)
+        dst_buf = scratch_dst = malloc(sizeof(float) * (size_t)sb_box_volume(&r->dst));
+    if ((no_src && r->send_direct && !scratch_src) ||
+        (no_dst && r->recv_direct && !scratch_dst)) {
+        fprintf(stderr, "relayout: rank %d: NULL buffer and out of memory; aborting\n",
+                r->me);
+        MPI_Abort(r->comm, SB_EXIT_INTERNAL);
+    }
+
+    const float *sendbuf = r->send_direct ? src_buf : r->sbuf;
+    float *recvbuf = r->recv_direct ? dst_buf : r->rbuf;
+    if (r->n_send > 0 && !r->send_direct) {
+        if (no_src)
+            memset(r->sbuf, 0, sizeof(float) * (size_t)r->floats_sent);
+        else
+            for (int i = 0; i < r->n_send; i++) {
+                const overlap *o = &r->send[i];
+                sb_box_copy(src_buf, &r->src, r->sbuf + r->sdispl[o->peer], &o->box,
+                            &o->box, 0);
+            }
+    }
+    int mpi_rc = MPI_SUCCESS;
+    if (r->traffic) {
+        static float dummy; /* never read or written: its counts are 0 */
+        mpi_rc = MPI_Alltoallv(sendbuf ? sendbuf : &dummy, r->scount, r->sdispl, MPI_FLOAT,
+                               recvbuf ? recvbuf : &dummy, r->rcount, r->rdispl, MPI_FLOAT,
+                               r->comm);
+    }
+    free(scratch_src);
+    free(scratch_dst);
+    if (mpi_rc != MPI_SUCCESS)
+        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: MPI_Alltoallv failed on rank %d",
+                       r->me);
+    if (no_src || no_dst)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "relayout: rank %d passed a NULL %s buffer for a non-empty box",
+                       r->me, no_src ? "src" : "dst");
+    if (!need_dst)
+        return 0;
+
+    if (r->mode == SB_RELAYOUT_ACCUM) {
+        /* Zero, then add every contribution in rank order (self included),
+         * so the sum does not depend on arrival order. */
+        memset(dst_buf, 0, sizeof(float) * (size_t)sb_box_volume(&r->dst));
+        int i = 0;
+        for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
+            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                        &r->dst, &r->recv[i].box, 1);
+        if (r->has_self)
+            sb_box_copy(src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
+        for (; i < r->n_recv; i++)
+            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                        &r->dst, &r->recv[i].box, 1);
+        return 0;
+    }
+    if (r->has_self)
+        sb_box_copy(src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
+    if (!r->recv_direct)
+        for (int i = 0; i < r->n_recv; i++)
+            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                        &r->dst, &r->recv[i].box, 0);
+    return 0;
+}

@@ -1,0 +1,76 @@
+# shellcheck shell=bash
+# scripts/deps.sh: the Debian 12 packages shardbench needs, and a function
+# that installs the missing ones. Sourced (not run) by scripts/*.sh and
+# .ci/run; defines functions and one array, changes nothing by itself.
+#
+#   source scripts/deps.sh
+#   sb_install_deps     # apt-get only if some package is missing
+#   sb_env              # exports the run-time settings tests and CI use
+
+# What each package is for:
+#   build-essential cmake pkg-config   the build
+#   clang libclang-rt-14-dev           libFuzzer targets (scripts/fuzz.sh)
+#   libcmocka-dev                      unit tests
+#   libsqlite3-dev sqlite3             results database (and its shell)
+#   libopenmpi-dev openmpi-bin         runtime: one MPI rank per device
+#   libopenblas-dev libdnnl-dev        runtime: cpu backend kernels
+#   gnuplot-nox                        plots
+#   libprotobuf-c-dev protobuf-c-compiler libonnx-dev   ONNX import
+#   git                                commit id compiled into the build
+SB_DEB_PACKAGES=(
+    build-essential cmake pkg-config
+    clang libclang-rt-14-dev
+    libcmocka-dev
+    libsqlite3-dev sqlite3
+    libopenmpi-dev openmpi-bin
+    libopenblas-dev libdnnl-dev
+    gnuplot-nox
+    libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+    git
+)
+
+# Prints the packages of SB_DEB_PACKAGES that are not installed, one a line.
+sb_missing_deps() {
+    local p
+    for p in "${SB_DEB_PACKAGES[@]}"; do
+        if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed$'; then
+            echo "$p"
+        fi
+    done
+}
+
+# Installs the missing packages (non-interactive). Runs apt-get update only
+# when something is missing, so it costs a second when all is installed.
+# Needs root, or sudo.
+sb_install_deps() {
+    local missing sudo=()
+    mapfile -t missing < <(sb_missing_deps)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then
+            sudo=(sudo)
+        else
+            echo "deps: missing packages (run as root to install them): ${missing[*]}" >&2
+            return 1
+        fi
+    fi
+    echo "deps: installing ${missing[*]}" >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get -o DPkg::Lock::Timeout=300 update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
+    mapfile -t missing < <(sb_missing_deps)
+    if [ "${#missing[@]}" -ne 0 ]; then
+        echo "deps: still missing after apt-get install: ${missing[*]}" >&2
+        return 1
+    fi
+}
+
+# Settings for running tests: MPI as root (CI and the Quick start run as
+# root), one BLAS thread per process (several ranks share few cores).
+sb_env() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+}

@@ -1,0 +1,25 @@
+# Runtime equivalence: every strategy computes what one device computes.
+# One ctest per (model, P): data parallel, the search's best and 8 random
+# strategies, 3 SGD steps each, against a single-rank run. The deep CNNs
+# train with a small learning rate: batch norm over a handful of elements
+# (tiny test images) makes them chaotic at larger ones, and then float
+# rounding, not the strategy, decides the weights.
+add_executable(test_equiv ${CMAKE_CURRENT_SOURCE_DIR}/test_equiv.c)
+target_link_libraries(test_equiv PRIVATE shardbench_static)
+
+set(SB_EQUIV_alexnet "--set;batch=4;--set;image=67;--set;classes=16;--set;width_div=16")
+set(SB_EQUIV_resnet101 "--set;batch=4;--set;image=64;--set;classes=10;--set;width_div=16;--lr;0.0001")
+set(SB_EQUIV_inception3 "--set;batch=4;--set;image=107;--set;classes=10;--set;width_div=16;--lr;0.0001")
+set(SB_EQUIV_rnnlm "--set;batch=4;--set;vocab=24;--set;units=8;--set;seq=4;--set;layers=2")
+set(SB_EQUIV_transformer "--set;batch=2;--set;vocab=16;--set;seq=4;--set;embed=8;--set;heads=2;--set;dk=4;--set;ff=16;--set;layers=1")
+set(SB_EQUIV_transformer-large "--set;batch=2;--set;vocab=16;--set;seq=4;--set;embed=16;--set;heads=4;--set;dk=4;--set;ff=32;--set;layers=1")
+foreach(model alexnet resnet101 inception3 rnnlm transformer transformer-large)
+  foreach(np 1 2 4)
+    add_test(NAME test_equiv_${model}_np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+              $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np})
+    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
+      TIMEOUT 600
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  endforeach()
+endforeach()

@@ -1,0 +1,43 @@
+# libFuzzer targets (SHARDBENCH_FUZZ=ON, clang only); run them with
+# scripts/fuzz.sh. The main library is built without sanitizer coverage, so
+# the fuzz build compiles the library sources again into its own static
+# library, with the same sources, include dirs and definitions as
+# shardbench_obj (top-level CMakeLists.txt) plus the fuzzer instrumentation.
+if(NOT SHARDBENCH_FUZZ)
+  return()
+endif()
+if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+  message(WARNING "SHARDBENCH_FUZZ needs clang (configure with CC=clang); "
+                  "fuzz targets are not built with ${CMAKE_C_COMPILER_ID}")
+  return()
+endif()
+
+set(SB_FUZZ_FLAGS -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all)
+
+file(GLOB SB_FUZZ_LIB_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_SOURCE_DIR}/common/*.c
+  ${CMAKE_SOURCE_DIR}/models/*.c
+  ${CMAKE_SOURCE_DIR}/search/*.c
+  ${CMAKE_SOURCE_DIR}/results/*.c)
+add_library(shardbench_fuzzlib STATIC ${SB_FUZZ_LIB_SOURCES})
+target_include_directories(shardbench_fuzzlib PUBLIC
+  $<TARGET_PROPERTY:shardbench_obj,INCLUDE_DIRECTORIES>)
+target_compile_definitions(shardbench_fuzzlib PRIVATE
+  $<TARGET_PROPERTY:shardbench_obj,COMPILE_DEFINITIONS>)
+target_compile_options(shardbench_fuzzlib PRIVATE
+  ${SB_FUZZ_FLAGS} -fsanitize=fuzzer-no-link,address,undefined)
+target_link_libraries(shardbench_fuzzlib PUBLIC SQLite::SQLite3 ${MATH_LIB})
+
+# fuzz_parse: model-file parser, then problem build and search on small graphs.
+add_executable(fuzz_parse fuzz_parse.c)
+target_compile_options(fuzz_parse PRIVATE ${SB_FUZZ_FLAGS} -fsanitize=fuzzer,address,undefined)
+target_link_options(fuzz_parse PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_parse PRIVATE shardbench_fuzzlib)
+
+# The shipped models and any saved reproducers, each run once: a quick
+# regression check inside ctest of a fuzz build.
+file(GLOB SB_FUZZ_REPLAY CONFIGURE_DEPENDS
+  ${CMAKE_SOURCE_DIR}/models/*.model
+  ${CMAKE_SOURCE_DIR}/tests/fuzz-crashes/*)
+list(FILTER SB_FUZZ_REPLAY EXCLUDE REGEX "/README[^/]*$")
+add_test(NAME fuzz_parse_replay COMMAND fuzz_parse ${SB_FUZZ_REPLAY})

@@ -1,0 +1,1253 @@
+/* tests/test_dp.c: cmocka tests of the exact search (search/dp.c,
+ * search/order.c) and of strategy files (search/strategy_io.c).
+ *
+ * Hundreds of random small graphs, written as model TEXT and parsed like any
+ * model (chains, diamonds, Inception-like fan-out/fan-in with concat,
+ * multi-edges where one tensor feeds two slots of one op, split/unstack
+ * outputs joined again), each searched three ways: the DP in PaSE's order,
+ * the DP in breadth-first order, and brute force. The three optima must be
+ * equal, and each reported total must be the cost F of the reported choice.
+ * Then the table limit, and strategy files written, read back, and damaged.
+ * Not the cost formulas (test_cost.c). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shardbench/model.h"
+#include "shardbench/search.h"
+
+#define NGRAPHS 360        /* graphs generated */
+#define MIN_CHECKED 300    /* of which at least this many are small enough */
+#define MAX_SPACE 2e5      /* brute-force strategies at most */
+#define MAX_SPACE2 4e4     /* ... for the second, perturbed pass (time under ASan) */
+
+/* ------------------------------------------------------------ helpers -- */
+
+static double rel_diff(double a, double b)
+{
+    double s = fmax(fabs(a), fabs(b));
+    return s > 0 ? fabs(a - b) / s : 0.0;
+}
+
+static uint64_t g_rng;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64* */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 2685821657736338717ULL;
+}
+
+static int rn(int n) { return n > 0 ? (int)(rnd() % (uint64_t)n) : 0; }
+
+static int pick(const int *v, int n) { return v[rn(n)]; }
+
+/* ---------------------------------------------------- graph generator -- */
+
+enum {
+    F_CHAIN = 1 << 0,
+    F_DIAMOND = 1 << 1,
+    F_INCEPTION = 1 << 2,   /* fan-out into branches, concat */
+    F_MULTI_ADD = 1 << 3,   /* add(t, t) */
+    F_MULTI_EINSUM = 1 << 4,/* einsum(t, t, ...) */
+    F_MULTI_STACK = 1 << 5, /* stack(t, t) */
+    F_SPLIT_JOIN = 1 << 6,  /* a, b = split(t); join(a, b) */
+    F_CONV = 1 << 7,        /* conv / pool graphs */
+    F_RESHAPE = 1 << 8,
+    F_TWO_INPUTS = 1 << 9,  /* disconnected or joined later */
+    F_UNSTACK = 1 << 10,
+    F_DENSE = 1 << 11,      /* k-way adds of recent tensors: dependent sets > 2 */
+    F_NFEAT = 12
+};
+
+static const char *const feat_names[F_NFEAT] = {
+    "chain", "diamond", "inception", "add(t,t)", "einsum(t,t)", "stack(t,t)",
+    "split+join", "conv/pool", "reshape", "two inputs", "unstack", "dense DAG",
+};
+
+typedef struct {
+    int rank;
+    int64_t d[4];
+    char name[16];
+} gtensor;
+
+typedef struct {
+    char text[8192];
+    size_t len;
+    gtensor t[128];
+    int nt;
+    int nops;     /* ops the text makes so far */
+    int uid;      /* unique names */
+    unsigned feat;
+} gen;
+
+static void emit(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void emit(gen *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(g->text + g->len, sizeof g->text - g->len, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0 && (size_t)n < sizeof g->text - g->len);
+    g->len += (size_t)n;
+}
+
+/* Registers a new tensor of the given shape; returns its index. */
+static int new_tensor(gen *g, int rank, const int64_t *d)
+{
+    assert_true(g->nt < 128);
+    gtensor *t = &g->t[g->nt];
+    t->rank = rank;
+    memcpy(t->d, d, (size_t)rank * sizeof *d);
+    snprintf(t->name, sizeof t->name, "t%d", g->uid++);
+    return g->nt++;
+}
+
+static int same_shape(const gtensor *a, const gtensor *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i])
+            return 0;
+    return 1;
+}
+
+/* Same shape but for dim 1 (concat along axis 1). */
+static int concat_ok(const gtensor *a, const gtensor *b)
+{
+    if (a->rank != b->rank || a->rank < 2)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (i != 1 && a->d[i] != b->d[i])
+            return 0;
+    return 1;
+}
+
+static const int SIZES2[] = {4, 8, 12, 16};
+
+/* A shape-preserving op on tensor ti (for diamonds). */
+static int op_same(gen *g, int ti)
+{
+    gtensor x = g->t[ti];
+    int o = new_tensor(g, x.rank, x.d);
+    const char *on = g->t[o].name;
+    if (x.rank == 4) {
+        switch (rn(4)) {
+        case 0: emit(g, "%s = batchnorm(%s)\n", on, x.name); break;
+        case 1: emit(g, "%s = pool(%s, kernel=3, stride=1, pad=1, type=avg)\n", on, x.name); break;
+        case 2: {
+            int k = rn(2) ? 3 : 1; /* pad k/2 keeps h and w */
+            emit(g, "%s = conv(%s, out=%lld, kernel=%d, pad=%d, dim=o%d)\n", on, x.name,
+                 (long long)x.d[1], k, k / 2, g->uid);
+            break;
+        }
+        default: emit(g, "%s = elementwise(%s, pw=1)\n", on, x.name); break;
+        }
+    } else {
+        switch (rn(5)) {
+        case 0: emit(g, "%s = norm(%s%s)\n", on, x.name, rn(2) ? ", axis=0" : ""); break;
+        case 1: emit(g, "%s = softmax(%s)\n", on, x.name); break;
+        case 2: emit(g, "%s = elementwise(%s, pw=%d)\n", on, x.name, rn(3)); break;
+        case 3: emit(g, "%s = softmax_xent(%s)\n", on, x.name); break;
+        default:
+            emit(g, "%s = dense(%s, units=%lld, pw=%d, dim=u%d)\n", on, x.name,
+                 (long long)x.d[x.rank - 1], rn(2), g->uid);
+            break;
+        }
+    }
+    g->nops++;
+    return o;
+}
+
+/* A conv that keeps h and w (kernel 1, or 3 with pad 1). */
+static int op_conv(gen *g, int ti, int64_t out)
+{
+    gtensor x = g->t[ti];
+    int64_t d[4] = {x.d[0], out, x.d[2], x.d[3]};
+    int o = new_tensor(g, 4, d);
+    int k = rn(3) == 0 ? 3 : 1;
+    emit(g, "%s = conv(%s, out=%lld, kernel=%d, pad=%d, pw=%d, dim=o%d)\n", g->t[o].name,
+         x.name, (long long)out, k, k / 2, rn(2), g->uid);
+    g->nops++;
+    return o;
+}
+
+/* Any op on tensor ti; returns the (first) output. */
+static int op_unary(gen *g, int ti)
+{
+    gtensor x = g->t[ti];
+    if (x.rank == 4) {
+        switch (rn(6)) {
+        case 0: return op_conv(g, ti, pick((const int[]){4, 8}, 2));
+        case 1:
+            if (x.d[2] >= 4 && x.d[2] % 2 == 0 && x.d[3] >= 4 && x.d[3] % 2 == 0) {
+                int64_t d[4] = {x.d[0], x.d[1], x.d[2] / 2, x.d[3] / 2};
+                int o = new_tensor(g, 4, d);
+                emit(g, "%s = pool(%s, kernel=2, stride=2)\n", g->t[o].name, x.name);
+                g->nops++;
+                return o;
+            }
+            return op_same(g, ti);
+        case 2: {
+            int64_t d[2] = {x.d[0], x.d[1]};
+            int o = new_tensor(g, 2, d);
+            emit(g, "%s = reduce_mean(%s, axes=[2, 3])\n", g->t[o].name, x.name);
+            g->nops++;
+            return o;
+        }
+        default: return op_same(g, ti);
+        }
+    }
+    if (x.rank == 3) {
+        switch (rn(5)) {
+        case 4: {
+            int64_t d[2] = {x.d[1], x.d[2]};
+            int o = new_tensor(g, 2, d);
+            emit(g, "%s = reduce_mean(%s, axes=[0])\n", g->t[o].name, x.name);
+            g->nops++;
+            return o;
+        }
+        case 0:
+        case 1:
+            if (x.d[0] <= 4) {
+                int64_t d[2] = {x.d[1], x.d[2]};
+                int first = -1;
+                char names[256] = "";
+                for (int k = 0; k < x.d[0]; k++) {
+                    int o = new_tensor(g, 2, d);
+                    if (first < 0)
+                        first = o;
+                    strcat(names, k ? ", " : "");
+                    strcat(names, g->t[o].name);
+                }
+                emit(g, "%s = unstack(%s, axis=0)\n", names, x.name);
+                g->nops++;
+                g->feat |= F_UNSTACK;
+                return first + rn((int)x.d[0]);
+            }
+            return op_same(g, ti);
+        case 2: {
+            int64_t u = pick(SIZES2, 4);
+            int64_t d[3] = {x.d[0], x.d[1], u};
+            int o = new_tensor(g, 3, d);
+            emit(g, "%s = dense(%s, units=%lld, dim=u%d)\n", g->t[o].name, x.name, (long long)u,
+                 g->uid);
+            g->nops++;
+            return o;
+        }
+        default: return op_same(g, ti);
+        }
+    }
+    /* rank 2 */
+    switch (rn(7)) {
+    case 0:
+    case 1: {
+        int64_t u = pick(SIZES2, 4);
+        int64_t d[2] = {x.d[0], u};
+        int o = new_tensor(g, 2, d);
+        emit(g, "%s = dense(%s, units=%lld, pw=%d, dim=u%d)\n", g->t[o].name, x.name,
+             (long long)u, rn(2), g->uid);
+        g->nops++;
+        return o;
+    }
+    case 2: {
+        int64_t d[2] = {x.d[1], x.d[0]};
+        int o = new_tensor(g, 2, d);
+        emit(g, "%s = transpose(%s, perm=[1, 0])\n", g->t[o].name, x.name);
+        g->nops++;
+        return o;
+    }
+    case 3: {
+        /* reshape (X, Y) -> (Y, X): a flatten and an unflatten */
+        int64_t d[2] = {x.d[1], x.d[0]};
+        int o = new_tensor(g, 2, d);
+        emit(g, "%s = reshape(%s, shape=[r%d=%lld, s%d=%lld])\n", g->t[o].name, x.name, g->uid,
+             (long long)x.d[1], g->uid, (long long)x.d[0]);
+        g->nops += 2;
+        g->feat |= F_RESHAPE;
+        return o;
+    }
+    default: return op_same(g, ti);
+    }
+}
+
+/* An op joining tensors a and b (a == b makes a multi-edge); -1 if their
+ * shapes allow none. */
+static int op_join(gen *g, int a, int b)
+{
+    gtensor x = g->t[a], y = g->t[b];
+    int choices[4], n = 0;
+    if (same_shape(&x, &y))
+        choices[n++] = 0; /* add */
+    if (concat_ok(&x, &y))
+        choices[n++] = 1; /* concat */
+    if (x.rank == 2 && y.rank == 2 && same_shape(&x, &y))
+        choices[n++] = 2; /* stack */
+    if (x.rank == 2 && y.rank == 2 && (a == b ? 1 : x.d[1] == y.d[0]))
+        choices[n++] = 3; /* einsum */
+    if (n == 0)
+        return -1;
+    int o;
+    switch (pick(choices, n)) {
+    case 0:
+        o = new_tensor(g, x.rank, x.d);
+        emit(g, "%s = add(%s, %s, pw=%d)\n", g->t[o].name, x.name, y.name, rn(2));
+        if (a == b)
+            g->feat |= F_MULTI_ADD;
+        break;
+    case 1: {
+        int64_t d[4];
+        memcpy(d, x.d, sizeof d);
+        d[1] = x.d[1] + y.d[1];
+        o = new_tensor(g, x.rank, d);
+        emit(g, "%s = concat(%s, %s, axis=1)\n", g->t[o].name, x.name, y.name);
+        break;
+    }
+    case 2: {
+        int64_t d[3] = {2, x.d[0], x.d[1]};
+        o = new_tensor(g, 3, d);
+        emit(g, "%s = stack(%s, %s)\n", g->t[o].name, x.name, y.name);
+        if (a == b)
+            g->feat |= F_MULTI_STACK;
+        if (rn(2)) {
+            /* and take it apart again */
+            int64_t d2[2] = {x.d[0], x.d[1]};
+            int u0 = new_tensor(g, 2, d2), u1 = new_tensor(g, 2, d2);
+            emit(g, "%s, %s = unstack(%s, axis=0)\n", g->t[u0].name, g->t[u1].name, g->t[o].name);
+            g->nops++;
+            g->feat |= F_UNSTACK;
+            o = rn(2) ? u0 : u1;
+        }
+        break;
+    }
+    default:
+        if (a == b) {
+            /* t t^T: "i k, j k -> i j" */
+            int64_t d[2] = {x.d[0], x.d[0]};
+            o = new_tensor(g, 2, d);
+            emit(g, "%s = einsum(%s, %s, \"i k, j k -> i j\", pw=%d)\n", g->t[o].name, x.name,
+                 x.name, rn(2));
+            g->feat |= F_MULTI_EINSUM;
+        } else {
+            int64_t d[2] = {x.d[0], y.d[1]};
+            o = new_tensor(g, 2, d);
+            emit(g, "%s = einsum(%s, %s, \"i k, k j -> i j\")\n", g->t[o].name, x.name, y.name);
+        }
+        break;
+    }
+    g->nops++;
+    return o;
+}
+
+/* add() of `last` and 1 to 3 other tensors of its shape (the most recent
+ * first): many ops that all see each other. */
+static int op_addn(gen *g, int last)
+{
+    int cand[128], nc = 0;
+    for (int i = g->nt - 1; i >= 0 && nc < 128; i--)
+        if (i != last && same_shape(&g->t[i], &g->t[last]))
+            cand[nc++] = i;
+    if (nc == 0)
+        return op_same(g, last);
+    int k = 1 + rn(3), in[4] = {last}, n = 1;
+    for (int j = 0; j < nc && n <= k; j++)
+        if (rn(4) != 0 || nc - j <= k - n + 1)
+            in[n++] = cand[j];
+    int o = new_tensor(g, g->t[last].rank, g->t[last].d);
+    emit(g, "%s = add(%s", g->t[o].name, g->t[in[0]].name);
+    for (int j = 1; j < n; j++)
+        emit(g, ", %s", g->t[in[j]].name);
+    emit(g, ", pw=%d)\n", rn(2));
+    g->nops++;
+    g->feat |= F_DENSE;
+    return o;
+}
+
+/* Writes one random model. */
+static void gen_model(gen *g, int *p, int *cutoff)
+{
+    memset(g, 0, sizeof *g);
+    *p = 1 + rn(8);
+    int conv = rn(10) < 3;
+    /* bigger p: a bigger cutoff keeps the brute-force space small */
+    *cutoff = *p <= 2 ? pick((const int[]){1, 2, 4}, 3)
+            : *p <= 4 ? pick((const int[]){1, 2, 4, 4}, 4)
+                      : pick((const int[]){2, 4, 4}, 3);
+    emit(g, "model g\ncutoff %d\n", *cutoff);
+    int x;
+    if (conv) {
+        g->feat |= F_CONV;
+        int64_t d[4] = {pick((const int[]){2, 4, 8}, 3), pick((const int[]){4, 8}, 2),
+                        pick((const int[]){4, 8}, 2), 0};
+        d[3] = d[2];
+        x = new_tensor(g, 4, d);
+        emit(g, "input %s[b=%lld, c=%lld, h=%lld, w=%lld]\n", g->t[x].name, (long long)d[0],
+             (long long)d[1], (long long)d[2], (long long)d[3]);
+    } else {
+        int64_t d[2] = {pick((const int[]){4, 8}, 2), pick(SIZES2, 4)};
+        x = new_tensor(g, 2, d);
+        emit(g, "input %s[b=%lld, f=%lld]\n", g->t[x].name, (long long)d[0], (long long)d[1]);
+    }
+    if (!conv && *p >= 2 && rn(4) == 0) {
+        /* a banded DAG: each op adds up two or three of the last four
+         * activations (treewidth 3: dependent sets of 3 and more) */
+        int band[128], nb = 0, band_ops = 5 + rn(*p <= 3 ? 4 : 2);
+        band[nb++] = op_same(g, x);
+        band[nb++] = op_same(g, band[0]);
+        while (g->nops < band_ops) {
+            int o = new_tensor(g, 2, g->t[x].d);
+            int k = 1 + rn(2); /* others besides the last */
+            emit(g, "%s = add(%s", g->t[o].name, g->t[band[nb - 1]].name);
+            int used = 0;
+            for (int j = nb - 2; j >= 0 && j >= nb - 4 && used < k; j--)
+                if (rn(3) != 0 || j == (nb - 4 > 0 ? nb - 4 : 0)) {
+                    emit(g, ", %s", g->t[band[j]].name);
+                    used++;
+                }
+            emit(g, ", pw=%d)\n", rn(3));
+            g->nops++;
+            band[nb++] = rn(3) ? o : op_same(g, o);
+        }
+        g->feat |= F_DENSE;
+        return;
+    }
+    int second = -1;
+    if (rn(6) == 0) {
+        g->feat |= F_TWO_INPUTS;
+        gtensor y = g->t[x];
+        second = new_tensor(g, y.rank, y.d);
+        if (y.rank == 4)
+            emit(g, "input %s[b=%lld, c=%lld, h=%lld, w=%lld]\n", g->t[second].name,
+                 (long long)y.d[0], (long long)y.d[1], (long long)y.d[2], (long long)y.d[3]);
+        else
+            emit(g, "input %s[b=%lld, f=%lld]\n", g->t[second].name, (long long)y.d[0],
+                 (long long)y.d[1]);
+    }
+    /* small graphs at big p, larger at small p */
+    int target = *p == 1 ? 3 + rn(6) : *p <= 3 ? 2 + rn(6) : 2 + rn(4);
+    /* the first op consumes an input */
+    int last = op_unary(g, x);
+    if (second >= 0)
+        op_unary(g, second);
+    int structure = rn(8);
+    while (g->nops < target) {
+        switch (structure) {
+        case 0: /* chain */
+            last = op_unary(g, last);
+            g->feat |= F_CHAIN;
+            break;
+        case 1: { /* diamond */
+            int a = op_same(g, last), b = op_same(g, last);
+            int j = op_join(g, a, b);
+            last = j >= 0 ? j : a;
+            g->feat |= F_DIAMOND;
+            break;
+        }
+        case 2: { /* inception: branches that differ along dim 1, concat */
+            int nb = 2 + rn(2), br[3];
+            gtensor s = g->t[last];
+            for (int k = 0; k < nb; k++) {
+                if (s.rank == 4)
+                    br[k] = rn(3) ? op_conv(g, last, pick((const int[]){4, 8}, 2)) : op_same(g, last);
+                else if (s.rank == 2 && rn(3))
+                    br[k] = op_unary(g, last);
+                else
+                    br[k] = op_same(g, last);
+            }
+            /* concat every branch that fits the first */
+            char names[256];
+            snprintf(names, sizeof names, "%s", g->t[br[0]].name);
+            int64_t d[4];
+            memcpy(d, g->t[br[0]].d, sizeof d);
+            int joined = 1;
+            for (int k = 1; k < nb; k++)
+                if (concat_ok(&g->t[br[0]], &g->t[br[k]])) {
+                    strcat(names, ", ");
+                    strcat(names, g->t[br[k]].name);
+                    d[1] += g->t[br[k]].d[1];
+                    joined++;
+                }
+            if (joined >= 2) {
+                int o = new_tensor(g, g->t[br[0]].rank, d);
+                emit(g, "%s = concat(%s, axis=1)\n", g->t[o].name, names);
+                g->nops++;
+                g->feat |= F_INCEPTION;
+                last = o;
+            } else {
+                last = br[0];
+            }
+            break;
+        }
+        case 3: { /* the same tensor twice into one op */
+            int j = op_join(g, last, last);
+            last = j >= 0 ? j : op_unary(g, last);
+            break;
+        }
+        case 4: { /* split, then join the parts */
+            gtensor s = g->t[last];
+            if (s.rank >= 2 && s.d[1] % 2 == 0) {
+                int64_t d[4];
+                memcpy(d, s.d, sizeof d);
+                d[1] /= 2;
+                int a = new_tensor(g, s.rank, d), b = new_tensor(g, s.rank, d);
+                emit(g, "%s, %s = split(%s, axis=1)\n", g->t[a].name, g->t[b].name, s.name);
+                g->nops++;
+                int j = op_join(g, a, b);
+                last = j >= 0 ? j : a;
+                g->feat |= F_SPLIT_JOIN;
+            } else {
+                last = op_unary(g, last);
+            }
+            break;
+        }
+        case 6:
+        case 7: /* dense DAG: shape-keeping ops, each added to earlier ones */
+            last = rn(2) ? op_addn(g, last) : op_same(g, last);
+            break;
+        default: { /* random DAG: any earlier activation or input */
+            int a = rn(g->nt);
+            if (rn(2)) {
+                int b = rn(g->nt);
+                int j = op_join(g, a, b);
+                last = j >= 0 ? j : op_unary(g, a);
+            } else {
+                last = op_unary(g, a);
+            }
+            break;
+        }
+        }
+        structure = rn(3) ? structure : rn(8);
+    }
+}
+
+/* 1 if some op of the problem has no edge at all (an isolated vertex). */
+static int has_isolated_op(const sb_problem *pb)
+{
+    int n = pb->m->nops, any = 0;
+    int *deg = calloc((size_t)n, sizeof *deg);
+    assert_non_null(deg);
+    for (int k = 0; k < pb->nedges; k++) {
+        deg[pb->edges[k].src]++;
+        deg[pb->edges[k].dst]++;
+    }
+    for (int i = 0; i < n; i++)
+        any |= deg[i] == 0;
+    free(deg);
+    return any;
+}
+
+/* sb_search in a forked child, for inputs that crash the library (so one
+ * crash fails one check, not the whole program). Returns the wait status;
+ * when the child exited normally, *rc and (on success) r->total_cost and
+ * r->choice (malloc'd) hold its result. */
+static int g_child_crashed; /* after the first crash, children keep quiet */
+static int g_bf_isolated_ok; /* test_bf_isolated_op passed: no need to fork */
+
+static int search_forked(const sb_problem *pb, sb_algo algo, int *rc, sb_result *r)
+{
+    int n = pb->m->nops, fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        if (g_child_crashed) { /* one sanitizer report is enough */
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0)
+                dup2(null, 2);
+        }
+        sb_search_opts so = {.algo = algo};
+        sb_result cr;
+        sb_error err = {0};
+        int crc = sb_search(pb, &so, &cr, &err);
+        int ok = write(fd[1], &crc, sizeof crc) == (ssize_t)sizeof crc;
+        if (crc == 0) {
+            ok &= write(fd[1], &cr.total_cost, sizeof cr.total_cost) == (ssize_t)sizeof(double);
+            ok &= write(fd[1], cr.choice, (size_t)n * sizeof(int)) == (ssize_t)((size_t)n * sizeof(int));
+            sb_result_free(&cr);
+        }
+        _exit(ok ? 0 : 3);
+    }
+    close(fd[1]);
+    memset(r, 0, sizeof *r);
+    *rc = -2;
+    FILE *f = fdopen(fd[0], "rb");
+    assert_non_null(f);
+    if (fread(rc, sizeof *rc, 1, f) == 1 && *rc == 0) {
+        r->choice = calloc((size_t)n, sizeof *r->choice);
+        assert_non_null(r->choice);
+        if (fread(&r->total_cost, sizeof r->total_cost, 1, f) != 1
+            || fread(r->choice, sizeof(int), (size_t)n, f) != (size_t)n)
+            *rc = -2;
+    }
+    fclose(f);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_child_crashed = 1;
+    return status;
+}
+
+static int crashed(int status)
+{
+    return WIFSIGNALED(status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+/* ------------------------------------------------------- the DP checks -- */
+
+static void dump_model(const char *text, int p, int cutoff)
+{
+    print_message("---- model (p=%d, cutoff %d) ----\n%s--------\n", p, cutoff, text);
+}
+
+static void check_result(const sb_problem *pb, const sb_result *r, const char *what,
+                         const char *text)
+{
+    int n = pb->m->nops;
+    for (int i = 0; i < n; i++)
+        if (r->choice[i] < 0 || r->choice[i] >= pb->cfg[i].n) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("%s: choice[%d] = %d out of range", what, i, r->choice[i]);
+        }
+    double f = sb_strategy_cost(pb, r->choice);
+    if (rel_diff(f, r->total_cost) > 1e-9) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: total_cost %.17g but F(choice) = %.17g", what, r->total_cost, f);
+    }
+}
+
+static void check_order(const sb_problem *pb, const int *order, const char *text)
+{
+    int n = pb->m->nops;
+    char *seen = calloc((size_t)n, 1);
+    assert_non_null(seen);
+    for (int i = 0; i < n; i++) {
+        if (order[i] < 0 || order[i] >= n || seen[order[i]]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("the vertex order is not a permutation (position %d: %d)", i, order[i]);
+        }
+        seen[order[i]] = 1;
+    }
+    free(seen);
+}
+
+/* Searches pb with the DP in PaSE order, the DP in breadth-first order and
+ * brute force; fails unless all three optima agree and each total is F of
+ * its choice. A breadth-first search that crashes (contained in a child:
+ * see test_bf_isolated_op) is counted in *bf_crashes instead. */
+static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
+
+static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
+                             int *bf_crashes)
+{
+    int n = pb->m->nops;
+    sb_result rp, rb, rx;
+    sb_error err = {0};
+    sb_search_opts so = {.algo = SB_ALGO_PASE};
+    if (sb_search(pb, &so, &rp, &err) != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: PaSE-order search failed: %s", what, err.msg);
+    }
+    check_result(pb, &rp, "PaSE order", text);
+    check_order(pb, rp.order, text);
+    g_dep_hist[rp.max_dep_set < 7 ? rp.max_dep_set : 7]++;
+    if (sb_search_brute(pb, &rx, &err) != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: brute force failed: %s", what, err.msg);
+    }
+    check_result(pb, &rx, "brute force", text);
+    if (rel_diff(rp.total_cost, rx.total_cost) > 1e-9) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("LIBRARY BUG? %s (%d ops, p=%d): DP in PaSE order %.17g, brute force %.17g", what,
+                 n, pb->p, rp.total_cost, rx.total_cost);
+    }
+    so.algo = SB_ALGO_BF;
+    if (!g_bf_isolated_ok && has_isolated_op(pb)) {
+        int rc, status = search_forked(pb, SB_ALGO_BF, &rc, &rb);
+        if (crashed(status)) {
+            (*bf_crashes)++;
+        } else {
+            if (rc != 0) {
+                dump_model(text, pb->p, pb->cp.cutoff);
+                fail_msg("%s: BF-order search failed", what);
+            }
+            check_result(pb, &rb, "BF order", text);
+            if (rel_diff(rb.total_cost, rx.total_cost) > 1e-9) {
+                dump_model(text, pb->p, pb->cp.cutoff);
+                fail_msg("LIBRARY BUG? %s (%d ops, p=%d): DP in BF order %.17g, brute force %.17g",
+                         what, n, pb->p, rb.total_cost, rx.total_cost);
+            }
+        }
+        sb_result_free(&rb);
+    } else {
+        if (sb_search(pb, &so, &rb, &err) != 0) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("%s: BF-order search failed: %s", what, err.msg);
+        }
+        check_result(pb, &rb, "BF order", text);
+        check_order(pb, rb.order, text);
+        if (rel_diff(rb.total_cost, rx.total_cost) > 1e-9) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s (%d ops, p=%d): DP in BF order %.17g, brute force %.17g",
+                     what, n, pb->p, rb.total_cost, rx.total_cost);
+        }
+        sb_result_free(&rb);
+    }
+    sb_result_free(&rp);
+    sb_result_free(&rx);
+}
+
+static void report_bf_crashes(int bf_crashes, int isolated)
+{
+    if (bf_crashes)
+        fail_msg("LIBRARY BUG: sb_search(SB_ALGO_BF) crashed or aborted on %d of %d graphs "
+                 "with an op that has no edges (search/order.c, sb_order_bf: "
+                 "qsort(nb[v].v, 0, ...) with nb[v].v == NULL); every other check passed",
+                 bf_crashes, isolated);
+}
+
+static void test_dp_equals_brute_force(void **state)
+{
+    (void)state;
+    g_rng = 0x2545F4914F6CDD1DULL;
+    int checked = 0, skipped = 0, feat_count[F_NFEAT] = {0}, by_p[9] = {0};
+    int bf_crashes = 0, isolated = 0, perturbed = 0;
+    double max_space = 0, t0 = sb_now();
+    int64_t total_space = 0;
+    gen *g = malloc(sizeof *g);
+    assert_non_null(g);
+    for (int gi = 0; gi < NGRAPHS; gi++) {
+        int p, cutoff;
+        gen_model(g, &p, &cutoff);
+        sb_model m;
+        sb_error err = {0};
+        if (sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err) != 0) {
+            dump_model(g->text, p, cutoff);
+            fail_msg("graph %d: generated model does not parse: %s", gi, err.msg);
+        }
+        assert_int_equal(m.nops, g->nops);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.cutoff = rn(4) == 0 ? 1 : 0; /* 0: the model's own */
+        sb_problem pb;
+        if (sb_problem_build(&m, p, &cp, &pb, &err) != 0) {
+            dump_model(g->text, p, cutoff);
+            fail_msg("graph %d: problem: %s", gi, err.msg);
+        }
+        double space = 1;
+        for (int i = 0; i < m.nops; i++)
+            space *= pb.cfg[i].n;
+        if (space > MAX_SPACE) {
+            skipped++;
+        } else {
+            char what[128];
+            snprintf(what, sizeof what, "random graph %d", gi);
+            int before = bf_crashes;
+            check_three_ways(&pb, g->text, what, &bf_crashes);
+            if (bf_crashes > before && before == 0)
+                dump_model(g->text, p, pb.cp.cutoff);
+            isolated += has_isolated_op(&pb);
+            /* The same graph on a machine with faster links: at the default
+             * 5000 FLOP per word, moving data dominates these tiny ops and
+             * most optima avoid communication; cheaper words make compute
+             * and communication trade off, so a DP that mis-adds a table
+             * picks a worse strategy. */
+            if (space <= MAX_SPACE2) {
+                sb_cost_params cp2 = cp;
+                cp2.gbs = 16.0 * pow(10.0, 1 + rn(4)); /* 500 .. 0.5 FLOP per word */
+                sb_problem pb2;
+                if (sb_problem_build(&m, p, &cp2, &pb2, &err) != 0)
+                    fail_msg("graph %d: problem: %s", gi, err.msg);
+                /* and vertex costs scaled by random factors in [1/4, 4]: the
+                 * DP is exact for any vertex costs, and a rougher landscape
+                 * makes a wrong table visible */
+                for (int i = 0; i < m.nops; i++)
+                    for (int k = 0; k < pb2.cfg[i].n; k++)
+                        pb2.cfg[i].cost[k] *= pow(2.0, (double)rn(4001) / 1000.0 - 2.0);
+                snprintf(what, sizeof what, "random graph %d at %g GB/s, perturbed vertex costs",
+                         gi, cp2.gbs);
+                check_three_ways(&pb2, g->text, what, &bf_crashes);
+                isolated += has_isolated_op(&pb2);
+                sb_problem_free(&pb2);
+                total_space += (int64_t)space;
+                perturbed++;
+            }
+            checked++;
+            by_p[p]++;
+            total_space += (int64_t)space;
+            if (space > max_space)
+                max_space = space;
+            for (int k = 0; k < F_NFEAT; k++)
+                feat_count[k] += (g->feat >> k) & 1;
+        }
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    free(g);
+    print_message("DP vs brute force: %d graphs checked (%d also perturbed), %d skipped "
+                  "(space > %.0e), largest space %.0f, %lld strategies in all, %.1fs\n",
+                  checked, perturbed, skipped, MAX_SPACE, max_space, (long long)total_space,
+                  sb_now() - t0);
+    print_message("  by p:");
+    for (int p = 1; p <= 8; p++)
+        print_message(" %d:%d", p, by_p[p]);
+    print_message("\n  largest dependent set (PaSE order):");
+    for (int k = 0; k < 8; k++)
+        print_message(" %d%s:%d", k, k == 7 ? "+" : "", g_dep_hist[k]);
+    print_message("\n  shapes:");
+    for (int k = 0; k < F_NFEAT; k++)
+        print_message(" %s %d%s", feat_names[k], feat_count[k], k + 1 < F_NFEAT ? "," : "\n");
+    assert_true(checked >= MIN_CHECKED);
+    /* every shape family is covered */
+    for (int k = 0; k < F_NFEAT; k++)
+        if (feat_count[k] < 5)
+            fail_msg("only %d checked graphs of shape '%s'", feat_count[k], feat_names[k]);
+    for (int p = 1; p <= 8; p++)
+        assert_true(by_p[p] > 0);
+    /* tables over three or more vertices are met, not just chains and pairs */
+    int big = 0;
+    for (int k = 3; k < 8; k++)
+        big += g_dep_hist[k];
+    if (big < 20)
+        fail_msg("only %d problems with a dependent set of 3 or more", big);
+    report_bf_crashes(bf_crashes, isolated);
+}
+
+/* Hand-written graphs the generator may not hit exactly. */
+static void test_dp_fixed_graphs(void **state)
+{
+    (void)state;
+    static const char *const models[] = {
+        /* Inception-like module: four branches of convs and a pool, concat */
+        "cutoff 2\n"
+        "input x[b=4, c=4, h=4, w=4]\n"
+        "a = conv(x, out=4)\n"
+        "b1 = conv(x, out=4)\n"
+        "b2 = conv(b1, out=4, kernel=3, pad=1)\n"
+        "c = pool(x, kernel=3, stride=1, pad=1, type=avg)\n"
+        "d = conv(c, out=4)\n"
+        "y = concat(a, b2, d, axis=1)\n",
+        /* residual block: the input feeds a conv chain and the add */
+        "cutoff 2\n"
+        "input x[b=4, c=4, h=4, w=4]\n"
+        "s = batchnorm(x)\n"
+        "a = conv(s, out=4)\n"
+        "b = batchnorm(a)\n"
+        "y = add(b, s, pw=1)\n",
+        /* one tensor into both slots of add, einsum and stack */
+        "cutoff 1\n"
+        "input x[b=4, f=8]\n"
+        "h = dense(x, units=4)\n"
+        "a = add(h, h)\n"
+        "e = einsum(h, h, \"i k, j k -> i j\")\n"
+        "s = stack(a, a)\n",
+        /* split outputs joined twice */
+        "cutoff 1\n"
+        "input x[b=4, f=8]\n"
+        "h = softmax(x)\n"
+        "p, q = split(h, axis=f)\n"
+        "a = add(p, q)\n"
+        "c = concat(q, p, axis=1)\n"
+        "y = add(c, h)\n",
+        /* an attention-like shape: stack, batched einsums, unstack */
+        "cutoff 1\n"
+        "input x[b=2, l=4, e=4]\n"
+        "h = norm(x)\n"
+        "s = stack(h, h, h, dim=three)\n"
+        "q, k, v = unstack(s, axis=0)\n"
+        "a = einsum(q, k, \"b l e, b m e -> b l m\")\n"
+        "m = softmax(a, axis=2)\n"
+        "o = einsum(m, v, \"b l m, b m e -> b l e\")\n",
+        /* embedding, lstm, dense, loss: RNNLM in miniature */
+        "cutoff 1\n"
+        "input tok[b=4, s=4]\n"
+        "e = embedding(tok, vocab=8, size=4, dim=u)\n"
+        "r = lstm(e, layers=2)\n"
+        "l = dense(r, units=8, dim=v)\n"
+        "y = softmax_xent(l)\n",
+        /* AlexNet's reshape between pooling and dense */
+        "cutoff 2\n"
+        "input x[b=4, c=4, h=4, w=4]\n"
+        "p = pool(x, kernel=2, stride=2)\n"
+        "f = reshape(p, shape=[b=4, g=-1])\n"
+        "d = dense(f, units=8)\n"
+        "y = softmax_xent(d)\n",
+        /* two components */
+        "cutoff 1\n"
+        "input x[b=4, f=4]\n"
+        "input z[b=4, f=4]\n"
+        "a = norm(x)\n"
+        "b = softmax(z)\n"
+        "c = elementwise(a, pw=2)\n"
+        "d = elementwise(b, pw=1)\n",
+    };
+    int bf_crashes = 0, isolated = 0, checked = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (int p = 1; p <= 8; p++) {
+            sb_model m;
+            sb_error err = {0};
+            if (sb_model_parse(models[i], strlen(models[i]), "fixed.model", NULL, 0, &m, &err))
+                fail_msg("fixed model %zu: %s", i, err.msg);
+            /* the default machine, and links 10 and 1000 times faster */
+            for (int speed = 0; speed < 3; speed++) {
+                sb_cost_params cp;
+                sb_cost_params_default(&cp);
+                cp.gbs *= speed == 0 ? 1 : speed == 1 ? 10 : 1000;
+                sb_problem pb;
+                assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
+                double space = 1;
+                for (int k = 0; k < m.nops; k++)
+                    space *= pb.cfg[k].n;
+                if (space <= MAX_SPACE) {
+                    char what[96];
+                    snprintf(what, sizeof what, "fixed model %zu at p=%d, %g GB/s", i, p, cp.gbs);
+                    check_three_ways(&pb, models[i], what, &bf_crashes);
+                    isolated += has_isolated_op(&pb);
+                    checked += speed == 0;
+                }
+                sb_problem_free(&pb);
+            }
+            sb_model_free(&m);
+        }
+    print_message("fixed graphs: %d (model, p) pairs checked\n", checked);
+    assert_true(checked >= 40);
+    report_bf_crashes(bf_crashes, isolated);
+}
+
+/* The smallest reproductions of the breadth-first ordering bug: an op with
+ * no edge (a one-op model, or an op whose output nobody reads and whose
+ * inputs are model inputs). */
+static void test_bf_isolated_op(void **state)
+{
+    (void)state;
+    static const char *const models[] = {
+        "input x[b=4, f=8]\n"
+        "y = softmax(x)\n",
+        "input x[b=4, f=8]\n"
+        "a = norm(x)\n"
+        "b = softmax(a)\n"
+        "c = dense(x, units=4)\n",
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(models[i], strlen(models[i]), "iso.model", NULL, 0, &m,
+                                        &err),
+                         0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_problem pb;
+        assert_int_equal(sb_problem_build(&m, 4, &cp, &pb, &err), 0);
+        assert_true(has_isolated_op(&pb));
+        sb_result rb, rx;
+        int rc, status = search_forked(&pb, SB_ALGO_BF, &rc, &rb);
+        if (crashed(status)) {
+            sb_result_free(&rb);
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+            fail_msg("LIBRARY BUG: sb_search(SB_ALGO_BF) crashed or aborted (wait status 0x%x; "
+                     "see the sanitizer report above) on a model with an op without edges; "
+                     "search/order.c sb_order_bf calls qsort(nb[v].v, 0, ...) with "
+                     "nb[v].v == NULL, undefined behaviour (nonnull argument). Model:\n%s",
+                     (unsigned)status, models[i]);
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(sb_search_brute(&pb, &rx, &err), 0);
+        assert_true(rel_diff(rb.total_cost, rx.total_cost) <= 1e-9);
+        sb_result_free(&rb);
+        sb_result_free(&rx);
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    g_bf_isolated_ok = 1;
+}
+
+/* ---------------------------------------------------------- table limit -- */
+
+static void load_problem(const char *model, int batch, int p, sb_model *m, sb_problem *pb)
+{
+    sb_setting set = {.name = "batch", .value = batch};
+    sb_error err = {0};
+    if (sb_model_load(model, &set, 1, m, &err) != 0)
+        fail_msg("%s: %s", model, err.msg);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    if (sb_problem_build(m, p, &cp, pb, &err) != 0)
+        fail_msg("%s p=%d: %s", model, p, err.msg);
+}
+
+static void test_table_limit(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_problem pb;
+    load_problem("alexnet", 128, 8, &m, &pb);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 0.001};
+    sb_result r;
+    sb_error err = {0};
+    assert_int_equal(sb_search(&pb, &so, &r, &err), -1);
+    assert_true(err.code == SB_EXIT_INTERNAL || err.code == SB_EXIT_INPUT);
+    if (!strstr(err.msg, "--max-table-mb"))
+        fail_msg("the message should name --max-table-mb: %s", err.msg);
+    assert_null(r.choice);
+    assert_null(r.order);
+    sb_result_free(&r); /* harmless after a failure */
+    so.algo = SB_ALGO_BF;
+    assert_int_equal(sb_search(&pb, &so, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "--max-table-mb"));
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+
+    /* the limit is exact: the search succeeds at its own peak and fails just
+     * below it */
+    load_problem("inception3", 128, 8, &m, &pb);
+    so.algo = SB_ALGO_PASE;
+    so.max_table_mb = 0;
+    assert_int_equal(sb_search(&pb, &so, &r, &err), 0);
+    double peak = r.peak_table_bytes, cost = r.total_cost;
+    assert_true(peak > 0);
+    sb_result_free(&r);
+    so.max_table_mb = peak * (1 + 1e-9) / 1e6;
+    if (sb_search(&pb, &so, &r, &err) != 0)
+        fail_msg("search at its own peak (%.0f bytes) failed: %s", peak, err.msg);
+    assert_true(r.total_cost == cost);
+    sb_result_free(&r);
+    so.max_table_mb = peak * (1 - 1e-6) / 1e6;
+    assert_int_equal(sb_search(&pb, &so, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "--max-table-mb"));
+    assert_null(r.choice);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+}
+
+/* ------------------------------------------------------- strategy files -- */
+
+static char g_dir[PATH_MAX];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/sb_test_dp_XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state)
+{
+    (void)state;
+    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+typedef struct {
+    char *line[512];
+    int n;
+} lines;
+
+static void read_lines(const char *path, lines *L)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[4096];
+    L->n = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        assert_true(L->n < 512);
+        L->line[L->n++] = strdup(buf);
+    }
+    fclose(f);
+}
+
+static void free_lines(lines *L)
+{
+    for (int i = 0; i < L->n; i++)
+        free(L->line[i]);
+    L->n = 0;
+}
+
+/* Writes L to path with line `at` (0-based) replaced by `repl` (NULL: as
+ * is); keep < 0 writes only the first -keep lines. */
+static void write_variant(const char *path, const lines *L, int at, const char *repl, int keep)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    int n = keep < 0 ? -keep : L->n;
+    for (int i = 0; i < n; i++)
+        fputs(i == at && repl ? repl : L->line[i], f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int find_line(const lines *L, const char *prefix, int nth)
+{
+    for (int i = 0; i < L->n; i++)
+        if (strncmp(L->line[i], prefix, strlen(prefix)) == 0 && nth-- == 0)
+            return i;
+    fail_msg("no line '%s...' in the strategy file", prefix);
+    return -1;
+}
+
+static void expect_load_error(const char *path, const sb_problem *pb, int line,
+                              const char *phrase)
+{
+    int *choice = calloc((size_t)pb->m->nops, sizeof *choice);
+    assert_non_null(choice);
+    sb_error err = {0};
+    int rc = sb_strategy_load(path, pb, choice, &err);
+    free(choice);
+    if (rc == 0)
+        fail_msg("loading %s should fail (%s)", path, phrase);
+    assert_int_equal(rc, -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    char where[PATH_MAX + 32];
+    if (line > 0)
+        snprintf(where, sizeof where, "%s:%d:", path, line);
+    else
+        snprintf(where, sizeof where, "%s:", path);
+    if (strncmp(err.msg, where, strlen(where)) != 0)
+        fail_msg("expected the message to start with '%s', got: %s", where, err.msg);
+    if (!strstr(err.msg, phrase))
+        fail_msg("expected '%s' in: %s", phrase, err.msg);
+}
+
+static void test_strategy_roundtrip(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_problem pb;
+    load_problem("alexnet", 32, 8, &m, &pb);
+    sb_search_opts so = {.algo = SB_ALGO_PASE};
+    sb_result r;
+    sb_error err = {0};
+    assert_int_equal(sb_search(&pb, &so, &r, &err), 0);
+    char path[PATH_MAX + 64], bad[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/alexnet.strategy", g_dir);
+    snprintf(bad, sizeof bad, "%s/bad.strategy", g_dir);
+    assert_int_equal(sb_strategy_save(path, &pb, &r, "pase", &err), 0);
+    int *choice = calloc((size_t)m.nops, sizeof *choice);
+    assert_non_null(choice);
+    if (sb_strategy_load(path, &pb, choice, &err) != 0)
+        fail_msg("reading back: %s", err.msg);
+    for (int i = 0; i < m.nops; i++)
+        assert_int_equal(choice[i], r.choice[i]);
+    assert_true(sb_strategy_cost(&pb, choice) == r.total_cost);
+
+    /* every config of op 0, and a random mix, round-trip too */
+    for (int k = 0; k < pb.cfg[0].n; k++) {
+        sb_result r2 = r;
+        int *c2 = malloc((size_t)m.nops * sizeof *c2);
+        assert_non_null(c2);
+        for (int i = 0; i < m.nops; i++)
+            c2[i] = (k + 7 * i) % pb.cfg[i].n;
+        c2[0] = k;
+        r2.choice = c2;
+        r2.total_cost = sb_strategy_cost(&pb, c2);
+        assert_int_equal(sb_strategy_save(path, &pb, &r2, "bf", &err), 0);
+        assert_int_equal(sb_strategy_load(path, &pb, choice, &err), 0);
+        for (int i = 0; i < m.nops; i++)
+            assert_int_equal(choice[i], c2[i]);
+        free(c2);
+    }
+    assert_int_equal(sb_strategy_save(path, &pb, &r, "pase", &err), 0);
+
+    lines L;
+    read_lines(path, &L);
+    int lp = find_line(&L, "p ", 0), lm = find_line(&L, "model ", 0);
+    int l0 = find_line(&L, "op ", 0), l3 = find_line(&L, "op ", 3);
+
+    /* wrong op name */
+    write_variant(bad, &L, l3, "op nosuchop conv 1,1,1,1,1,1,1\n", 0);
+    expect_load_error(bad, &pb, l3 + 1, "op 'nosuchop' does not match the model");
+    /* wrong p */
+    write_variant(bad, &L, lp, "p 4\n", 0);
+    expect_load_error(bad, &pb, lp + 1, "strategy is for p=4");
+    /* malformed configs */
+    write_variant(bad, &L, l0, "op conv1 conv 2,x,1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "needs 7 split counts");
+    write_variant(bad, &L, l0, "op conv1 conv 1,1,1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "needs 7 split counts");
+    write_variant(bad, &L, l0, "op conv1 conv 1,1,1,1,1,1,1,1,1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "needs 7 split counts");
+    write_variant(bad, &L, l0, "op conv1 conv 0,1,1,1,1,1,1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "needs 7 split counts");
+    write_variant(bad, &L, l0, "op conv1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "expected 'op NAME KIND CONFIG'");
+    /* well formed, but not a config at p = 8 (h is never split) */
+    write_variant(bad, &L, l0, "op conv1 conv 1,1,2,1,1,1,1\n", 0);
+    expect_load_error(bad, &pb, l0 + 1, "not a valid config at p=8");
+    /* wrong model */
+    write_variant(bad, &L, lm, "model resnet101\n", 0);
+    expect_load_error(bad, &pb, lm + 1, "strategy is for model 'resnet101'");
+    /* not a strategy file; a newer version */
+    write_variant(bad, &L, 0, "hello world\n", 0);
+    expect_load_error(bad, &pb, 1, "not a shardbench strategy file");
+    write_variant(bad, &L, 0, "shardbench-strategy 2\n", 0);
+    expect_load_error(bad, &pb, 1, "version 2 not supported");
+    /* ops missing at the end */
+    write_variant(bad, &L, -1, NULL, -(L.n - 2));
+    expect_load_error(bad, &pb, 0, "has 12 ops, the model has 14");
+    /* empty file, missing file */
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fclose(f);
+    expect_load_error(bad, &pb, 0, "empty or not a strategy file");
+    char missing[PATH_MAX + 64];
+    snprintf(missing, sizeof missing, "%s/none.strategy", g_dir);
+    expect_load_error(missing, &pb, 0, "cannot open");
+
+    /* a strategy for another p does not load into this problem */
+    sb_problem pb4;
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    assert_int_equal(sb_problem_build(&m, 4, &cp, &pb4, &err), 0);
+    expect_load_error(path, &pb4, lp + 1, "strategy is for p=8, running with p=4");
+    sb_problem_free(&pb4);
+
+    /* JSON names every op */
+    char *json = sb_strategy_json_str(&pb, &r, "pase");
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"model\":\"alexnet\""));
+    assert_non_null(strstr(json, "\"name\":\"fc8\""));
+    free(json);
+
+    free_lines(&L);
+    free(choice);
+    sb_result_free(&r);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf_isolated_op), /* first: the others rely on its verdict */
+        cmocka_unit_test(test_dp_equals_brute_force),
+        cmocka_unit_test(test_dp_fixed_graphs),
+        cmocka_unit_test(test_table_limit),
+        cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
