@@ -1,35 +1,55 @@
 /* main.c: the `shardbench` command. Dispatches to subcommands; prints the
  * version and what was compiled in. All the work is in libshardbench. */
+#include <cblas.h>
+#include <mpi.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "build_info.h"
 #include "cli.h"
+#include "shardbench/runtime.h"
+
+/* The commands: one line each (name, function in its own cli/cmd_*.c, one-line
+ * summary). Add a command by adding its line. */
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"search", cmd_search, "find the best strategy for a model and device count"},
+    {"paper", cmd_paper, "search the paper's models over device counts, print the strategy tables"},
+    {"run", cmd_run, "train a model under a strategy on P MPI ranks (mpirun -np P)"},
+};
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: shardbench COMMAND [options]\n"
-            "\n"
-            "Choose how to parallelize DNN training (PaSE's exact search).\n"
-            "\n"
-            "commands:\n"
-            "  search   find the best strategy for a model and device count\n"
-            "  paper    search the paper's models over a range of device counts and\n"
-            "           print the strategy tables (the default main job)\n"
-            "  run      train a model under a strategy on P MPI ranks (mpirun -np P)\n"
-            "\n"
-            "  shardbench COMMAND --help   options of a command\n"
-            "  shardbench --version        version, commit, compiled-in backends\n");
+    fprintf(f, "usage: shardbench COMMAND [options]\n\n"
+               "Choose how to parallelize DNN training (PaSE's exact search), and run it.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n  shardbench COMMAND --help   options of a command\n"
+               "  shardbench --version        version, commit, compiled-in backends\n");
 }
 
 static void version(void)
 {
     printf("shardbench %s (commit %s, %s build, %s)\n", SB_VERSION, SB_GIT_COMMIT, SB_BUILD_TYPE,
            SB_C_COMPILER);
-    printf("libraries: SQLite %s\n", sqlite3_libversion());
-    printf("backends: none yet (the runtime is not part of this build)\n");
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    mpi[strcspn(mpi, ",\n")] = '\0';
+    printf("libraries: SQLite %s, OpenBLAS (%s), %s\n", sqlite3_libversion(), openblas_get_config(),
+           mpi);
+    sb_error err = {0};
+    printf("backends: cpu (OpenBLAS + MPI)");
+    if (sb_backend_cuda_get(&err))
+        printf(", cuda");
+    else
+        printf("; cuda: %s", err.msg);
+    printf("\n");
 }
 
 int main(int argc, char **argv)
@@ -47,12 +67,9 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "search"))
-        return cmd_search(argc - 1, argv + 1);
-    if (!strcmp(cmd, "paper"))
-        return cmd_paper(argc - 1, argv + 1);
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "shardbench: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -720,6 +720,53 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
     return rc;
 }
 
+int sb_executor_weight_shape(const sb_executor *ex, int w, int64_t *shape)
+{
+    const param *pa = &ex->params[w];
+    for (int i = 0; i < pa->nd; i++)
+        shape[i] = pa->shape[i];
+    return pa->nd;
+}
+
+void sb_executor_weight_box(const sb_executor *ex, int w, sb_box *box)
+{
+    *box = ex->params[w].w.n ? ex->params[w].w.box : (sb_box){0};
+}
+
+void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes)
+{
+    const param *pa = &ex->params[w];
+    const opx *o = &ex->ops[pa->op];
+    const sb_op *op = &ex->m->ops[pa->op];
+    for (int r = 0; r < ex->size; r++) {
+        int g[SB_MAX_DIMS];
+        boxes[r].nd = 0;
+        if (plan_coords(o->c, op->ndims, r, g))
+            param_box(ex, pa, o->c, g, &boxes[r]);
+    }
+}
+
+int sb_executor_weight_read(const sb_executor *ex, int w, float *host, sb_error *err)
+{
+    (void)err;
+    const param *pa = &ex->params[w];
+    if (pa->w.n)
+        ex->be->to_host(host, pa->w.p, (size_t)pa->w.n);
+    return 0;
+}
+
+int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error *err)
+{
+    (void)err;
+    param *pa = &ex->params[w];
+    if (pa->w.n)
+        ex->be->from_host(pa->w.p, host, (size_t)pa->w.n);
+    return 0;
+}
+
+int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
+MPI_Comm sb_executor_comm(const sb_executor *ex) { return ex->comm; }
+
 void sb_executor_free(sb_executor *ex)
 {
     if (!ex)

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "shardbench/kernels.h"
+#include "shardbench/relayout.h"
 #include "shardbench/search.h"
 
 #ifdef __cplusplus
@@ -177,6 +178,19 @@ int64_t sb_executor_peak_bytes(const sb_executor *ex);
 int sb_executor_nweights(const sb_executor *ex);
 const char *sb_executor_weight_name(const sb_executor *ex, int w, int64_t *n);
 int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_error *err);
+
+/* A weight's global shape and this rank's box of it (nd 0: the rank holds
+ * none of it), and the rank's shard as host floats (row-major over the
+ * box): read, or overwrite (checkpoint restore). Local, no communication. */
+int sb_executor_weight_shape(const sb_executor *ex, int w, int64_t *shape);
+void sb_executor_weight_box(const sb_executor *ex, int w, sb_box *box);
+int sb_executor_weight_read(const sb_executor *ex, int w, float *host, sb_error *err);
+int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error *err);
+/* Every rank's box of weight w (boxes[nranks]); for planning relayouts. */
+void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes);
+/* Steps done so far. */
+int sb_executor_steps_done(const sb_executor *ex);
+MPI_Comm sb_executor_comm(const sb_executor *ex);
 
 void sb_executor_free(sb_executor *ex);
 
