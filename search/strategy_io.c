@@ -108,6 +108,17 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
                     a, m->name);
             goto out;
         }
+        if (strcmp(key, "params") == 0) {
+            char want[4096], *have = line + strspn(line, " \t") + 6;
+            have += strspn(have, " \t");
+            have[strcspn(have, " \t\r\n")] = '\0';
+            sb_params_str(m, want, sizeof want);
+            if (strcmp(have, want) != 0) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for sizes %s, the model has %s",
+                        path, lineno, have, want);
+                goto out;
+            }
+        }
         if (strcmp(key, "p") == 0 && n >= 2) {
             p = atoi(a);
             if (p != pb->p) {
