@@ -8,6 +8,14 @@
 int cmd_search(int argc, char **argv);
 int cmd_paper(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_candidates(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_regress(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 /* Prints err to stderr as "shardbench: msg" and returns its exit code. */
 int cli_fail(const sb_error *err);

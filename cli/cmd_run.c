@@ -11,13 +11,16 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "shardbench/dtensor.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
+    const char *checkpoint, *restore; /* checkpoint folders */
     sb_setting set[64];
     int nset, steps, warmup;
+    int save_every, keep;
     double lr;
     unsigned long long seed;
 } run_args;
@@ -40,6 +43,11 @@ static void run_usage(FILE *f)
             "      --lr X             SGD learning rate (default 0.01)\n"
             "      --seed N           weights, inputs and labels (default 1)\n"
             "      --format table|json  rank 0's report (default table)\n"
+            "      --checkpoint DIR   save sharded checkpoints to DIR/step-NNNNNN/\n"
+            "      --save-every N     every N steps (default 0: after the last step)\n"
+            "      --keep K           keep the last K checkpoints (default 0: all)\n"
+            "      --restore DIR      start from a checkpoint (DIR: a checkpoint folder or\n"
+            "                         prefix, or a --checkpoint DIR: its newest one)\n"
             "      --db FILE          results database (default %s; 'none' to skip)\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -52,6 +60,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"warmup", required_argument, 0, 'w'},   {"db", required_argument, 0, 'd'},
         {"format", required_argument, 0, 'f'},   {"backend", required_argument, 0, 'b'},
         {"lr", required_argument, 0, 'l'},       {"seed", required_argument, 0, 'r'},
+        {"checkpoint", required_argument, 0, 'C'}, {"save-every", required_argument, 0, 'E'},
+        {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -88,6 +98,20 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
                 a->warmup = (int)v;
             break;
         }
+        case 'C': a->checkpoint = optarg; break;
+        case 'R': a->restore = optarg; break;
+        case 'E':
+        case 'K': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 1000000)
+                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
+                               c == 'E' ? "save-every" : "keep", optarg);
+            if (c == 'E')
+                a->save_every = (int)v;
+            else
+                a->keep = (int)v;
+            break;
+        }
         case 'd': a->db = optarg; break;
         case 'f':
             if (strcmp(optarg, "table") && strcmp(optarg, "json"))
@@ -117,6 +141,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "run: -m MODEL and --strategy are required");
     if (a->steps < 1)
         return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
+    if ((a->save_every || a->keep) && !a->checkpoint)
+        return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
     return 0;
 }
 
@@ -145,6 +171,49 @@ static int agree(MPI_Comm comm, int rank, int rc, const sb_error *err)
         fprintf(stderr, "shardbench: %s%s\n", msg,
                 first ? " (reported by another rank)" : "");
     return worst;
+}
+
+/* Saves the executor's weights to DIR/step-NNNNNN/ (rank 0 makes the
+ * folder and prunes old ones). Every rank gets the same verdict. */
+static int save_checkpoint(sb_executor *ex, const run_args *a, MPI_Comm comm, int rank,
+                           sb_error *err)
+{
+    char prefix[4096] = "";
+    int step = sb_executor_steps_done(ex);
+    int rc = 0;
+    if (rank == 0)
+        rc = sb_checkpoint_step_dir(a->checkpoint, step, prefix, sizeof prefix, err);
+    if ((rc = agree(comm, rank, rc, err)))
+        return rc;
+    MPI_Bcast(prefix, (int)sizeof prefix, MPI_CHAR, 0, comm);
+    if (sb_checkpoint_save_executor(ex, prefix, err)) {
+        if (rank == 0)
+            fprintf(stderr, "shardbench: %s\n", err->msg);
+        return err->code ? err->code : 1;
+    }
+    rc = rank == 0 ? sb_checkpoint_prune(a->checkpoint, a->keep, err) : 0;
+    if (!rc && rank == 0 && !strcmp(a->format, "table"))
+        printf("# checkpoint: step %d saved to %s\n", step, prefix);
+    return agree(comm, rank, rc, err);
+}
+
+/* Restores the weights and the step counter from --restore. */
+static int restore_checkpoint(sb_executor *ex, const run_args *a, MPI_Comm comm, int rank,
+                              sb_error *err)
+{
+    char prefix[4096] = "";
+    int rc = rank == 0 ? sb_checkpoint_find(a->restore, prefix, sizeof prefix, err) : 0;
+    if ((rc = agree(comm, rank, rc, err)))
+        return rc;
+    MPI_Bcast(prefix, (int)sizeof prefix, MPI_CHAR, 0, comm);
+    if (sb_checkpoint_restore_executor(ex, prefix, err)) {
+        if (rank == 0)
+            fprintf(stderr, "shardbench: %s\n", err->msg);
+        return err->code ? err->code : 1;
+    }
+    if (rank == 0 && !strcmp(a->format, "table"))
+        printf("# restored step %d from %s\n", sb_executor_steps_done(ex), prefix);
+    return 0;
 }
 
 static int64_t model_param(const sb_model *m, const char *name, int64_t def)
@@ -268,6 +337,9 @@ int cmd_run(int argc, char **argv)
     rc = sb_executor_create(comm, &pb, choice, be, &eo, &ex, &err);
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
+    if (a.restore && (status = restore_checkpoint(ex, &a, comm, rank, &err)))
+        goto done;
+    int start = sb_executor_steps_done(ex);
     int total = a.warmup + a.steps;
     double *losses = calloc((size_t)total, sizeof *losses), *times = calloc((size_t)total, sizeof *times);
     if (!losses || !times) {
@@ -294,8 +366,15 @@ int cmd_run(int argc, char **argv)
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
         times[s] = tmax;
         if (rank == 0 && !json) {
-            printf("step %3d  loss %.6f  %.4f s%s\n", s, losses[s], tmax, s < a.warmup ? "  (warm-up)" : "");
+            printf("step %3d  loss %.6f  %.4f s%s\n", start + s, losses[s], tmax, s < a.warmup ? "  (warm-up)" : "");
             fflush(stdout);
+        }
+        int last = s == total - 1, done_steps = sb_executor_steps_done(ex);
+        if (a.checkpoint && (a.save_every ? done_steps % a.save_every == 0 : last)
+            && (status = save_checkpoint(ex, &a, comm, rank, &err))) {
+            free(losses);
+            free(times);
+            goto done;
         }
     }
     /* summary: per-op times (max over ranks), peak memory per rank */

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algos.h"
 #include "cli.h"
+#include "shardbench/candidates.h"
+#include "shardbench/memory.h"
 #include "shardbench/results.h"
 
 int cli_fail(const sb_error *err)
@@ -60,6 +63,48 @@ int parse_p_list(const char *s, int *out, int max, sb_error *err)
     if (n == 0)
         return sb_fail(err, SB_EXIT_INPUT, "-p: empty device count list");
     return n;
+}
+
+int parse_pos_double(const char *s, const char *what, double *out, sb_error *err)
+{
+    return parse_double(s, what, out, err);
+}
+
+int parse_int_opt(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
+{
+    return parse_int(s, what, lo, hi, out, err);
+}
+
+int parse_long_opt(const char *s, const char *what, long *out, sb_error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 1)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a positive integer", what, s);
+    *out = v;
+    return 0;
+}
+
+int parse_seed(const char *s, uint64_t *out, sb_error *err)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return sb_fail(err, SB_EXIT_INPUT, "--seed: '%s' is not a non-negative integer", s);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* A strategy whose predicted peak memory is over the device: said on stderr
+ * (the search's cost model ignores memory; prune drops such strategies). */
+static void warn_memory(const sb_problem *pb, const sb_result *r, sb_optimizer opt, double gib)
+{
+    double mem = sb_strategy_memory(pb, r->choice, opt, NULL);
+    if (mem > gib * 1073741824.0)
+        fprintf(stderr, "shardbench: warning: predicted peak memory %.2f GiB per device is over "
+                        "--device-mem %g GiB\n", mem / 1073741824.0, gib);
 }
 
 /* ---- printing ---------------------------------------------------------------- */
@@ -187,7 +232,15 @@ static void search_usage(FILE *f)
             "                         transformer, transformer-large) or a model file path\n"
             "  -p, --procs P          device count\n"
             "      --set NAME=VALUE   override a model parameter (repeatable)\n"
-            "      --algo pase|bf     vertex order: GenerateSeq (default) or breadth-first\n"
+            "      --algo ALGO        pase (DP in GenerateSeq order, default), bf (DP in\n"
+            "                         breadth-first order), dp (data parallel), expert,\n"
+            "                         mcmc (FlexFlow-style), candidates (best mesh x layout)\n"
+            "      --budget N         mcmc: iterations (default 200000)\n"
+            "      --time-limit S     mcmc: seconds at most (default 60)\n"
+            "      --seed N           mcmc: random seed (default 1)\n"
+            "      --temperature T    mcmc: relative temperature (default 0.005)\n"
+            "      --device-mem GIB   device memory; a strategy over it is reported (default 80)\n"
+            "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
@@ -209,9 +262,15 @@ int cmd_search(int argc, char **argv)
         {"dot", required_argument, 0, 'D'},    {"db", required_argument, 0, 'd'},
         {"flops", required_argument, 0, 'F'},  {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'}, {"max-table-mb", required_argument, 0, 'M'},
+        {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
+        {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
+        {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
+    algo_opts ao;
+    algo_opts_default(&ao);
+    double device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
     const char *model = NULL, *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int p = 0, nset = 0;
@@ -234,13 +293,16 @@ int cmd_search(int argc, char **argv)
             break;
         case 'a':
             algo = optarg;
-            if (!strcmp(optarg, "pase"))
-                so.algo = SB_ALGO_PASE;
-            else if (!strcmp(optarg, "bf"))
-                so.algo = SB_ALGO_BF;
-            else
-                rc = sb_fail(&err, SB_EXIT_INPUT, "--algo: '%s' is not pase or bf", optarg);
+            if (!algo_known(optarg))
+                rc = sb_fail(&err, SB_EXIT_INPUT,
+                             "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates", optarg);
             break;
+        case 'n': rc = parse_long_opt(optarg, "--budget", &ao.mcmc.budget, &err); break;
+        case 't': rc = parse_double(optarg, "--time-limit", &ao.mcmc.time_limit, &err); break;
+        case 'e': rc = parse_seed(optarg, &ao.mcmc.seed, &err); break;
+        case 'T': rc = parse_double(optarg, "--temperature", &ao.mcmc.temperature, &err); break;
+        case 'G': rc = parse_double(optarg, "--device-mem", &device_gib, &err); break;
+        case 'o': rc = sb_optimizer_parse(optarg, &ao.opt, &err); break;
         case 'f':
             format = optarg;
             if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "tsv"))
@@ -278,7 +340,9 @@ int cmd_search(int argc, char **argv)
     }
     sb_result r;
     int status = 0;
-    if (sb_search(&pb, &so, &r, &err)) {
+    ao.dp = so;
+    ao.mem_limit = device_gib * 1073741824.0;
+    if (run_algo(&pb, algo, &ao, &r, &err)) {
         status = cli_fail(&err);
         goto out;
     }
@@ -289,8 +353,11 @@ int cmd_search(int argc, char **argv)
         print_strategy_tsv(stdout, &pb, &r);
     } else {
         print_strategy_table(stdout, &pb, &r, algo);
+        if (ao.note)
+            fputs(ao.note, stdout);
     }
     fflush(stdout);
+    warn_memory(&pb, &r, ao.opt, device_gib);
     if (save && sb_strategy_save(save, &pb, &r, algo, &err))
         status = cli_fail(&err);
     if (!status && dot && write_dot(dot, &pb, &r, &err))
@@ -302,6 +369,7 @@ int cmd_search(int argc, char **argv)
     }
     sb_result_free(&r);
 out:
+    free(ao.note);
     sb_problem_free(&pb);
     sb_model_free(&m);
     return status;

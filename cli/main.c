@@ -20,6 +20,14 @@ static const struct {
     {"search", cmd_search, "find the best strategy for a model and device count"},
     {"paper", cmd_paper, "search the paper's models over device counts, print the strategy tables"},
     {"run", cmd_run, "train a model under a strategy on P MPI ranks (mpirun -np P)"},
+    {"candidates", cmd_candidates, "mesh-shape x layout candidates of a model, ranked by predicted cost"},
+    {"prune", cmd_prune, "survivors of pase, dp, expert, mcmc and candidates, written as strategy files"},
+    {"export", cmd_export, "a strategy file as DTensor, PyTorch, JAX or Mesh-TF layouts"},
+    {"bench", cmd_bench, "measure the survivors of each model and P under one run id (prune, then run)"},
+    {"report", cmd_report, "Markdown/CSV tables of a run (Table I, Table II, speedups, rho) from the database"},
+    {"regress", cmd_regress, "compare the step times of two runs; exit 1 on a confirmed regression"},
+    {"plot", cmd_plot, "gnuplot figures (PNG, SVG) of a run from the database: speedups, fidelity, search time, trend"},
+    {"import", cmd_import, "convert an ONNX model into a model file (-m FILE.onnx also imports on the fly)"},
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,7 @@
  * The parsing itself is in parse.c. */
 #define _GNU_SOURCE
 #include "shardbench/model.h"
+#include "shardbench/onnx.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -166,6 +167,8 @@ int sb_model_load(const char *name, const sb_setting *settings, int nsettings, s
                            "unknown model '%s': not a file, and not a shipped model (%s)", name, list);
         }
     }
+    if (sb_onnx_is_path(path)) /* ONNX: converted to model text, then parsed */
+        return sb_onnx_load(path, NULL, settings, nsettings, out, NULL, err);
     size_t len;
     char *text = read_file(path, &len, err);
     if (!text)

@@ -103,3 +103,26 @@ CREATE INDEX measurements_by_strategy ON measurements (strategy_id);
 CREATE INDEX measurements_by_run ON measurements (run_id);
 
 PRAGMA user_version = 1;
+
+-- ------------------------------------------------------------ version 2 --
+
+-- Cost-model fidelity of one bench run at one (model, p): Spearman's rank
+-- correlation between the strategies' predicted cost and their measured
+-- median step time, over the strategies of that run that measured 'ok' and
+-- have a predicted cost (a strategy measured twice counts once, with its
+-- fastest median). Written by `shardbench bench` after each (model, p);
+-- rewritten when a resumed run measures more of them.
+CREATE TABLE correlations (
+    id          INTEGER PRIMARY KEY,  -- row id
+    run_id      INTEGER NOT NULL REFERENCES runs(id),    -- the bench run
+    model_id    INTEGER NOT NULL REFERENCES models(id),  -- the model
+    p           INTEGER NOT NULL CHECK (p >= 1),         -- device count
+    n           INTEGER NOT NULL CHECK (n >= 0),         -- strategies ranked
+    rho         REAL,                 -- Spearman's rho in [-1, 1]; NULL if n < 2 or no spread
+    created_at  TEXT NOT NULL         -- when it was (last) computed (UTC)
+                DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (run_id, model_id, p)
+);
+CREATE INDEX correlations_by_model ON correlations (model_id, p);
+
+PRAGMA user_version = 2;

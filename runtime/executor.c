@@ -765,7 +765,9 @@ int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error
 }
 
 int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
+void sb_executor_set_steps_done(sb_executor *ex, int steps) { ex->step = steps; }
 MPI_Comm sb_executor_comm(const sb_executor *ex) { return ex->comm; }
+const sb_backend *sb_executor_backend(const sb_executor *ex) { return ex->be; }
 
 void sb_executor_free(sb_executor *ex)
 {

@@ -27,10 +27,33 @@ void sb_window_input_range(int out_lo, int out_hi, int window, int stride,
     *pad_local = lo - first; // local row = global row - lo
 }
 
+/* Images per GEMM: small outputs are grouped side by side into one GEMM of
+ * about CONV_GROUP_COLS columns (one parallel BLAS call and one packing of
+ * the filter per group instead of per image), as long as the group's
+ * im2col matrix stays under CONV_GROUP_FLOATS. Depends only on the
+ * geometry, so sb_conv2d_work_floats and the kernels agree on it. */
+#define CONV_GROUP_COLS 1536
+#define CONV_GROUP_MAX 16
+#define CONV_GROUP_FLOATS ((size_t)8 << 20)
+
+static int conv_group(int C, int R, int S, int H_out, int W_out)
+{
+    size_t hw = (size_t)H_out * W_out, crs = (size_t)C * R * S;
+    if (hw == 0)
+        return 1;
+    int g = (int)((CONV_GROUP_COLS + hw - 1) / hw);
+    if (g > CONV_GROUP_MAX)
+        g = CONV_GROUP_MAX;
+    while (g > 1 && (size_t)g * crs * hw > CONV_GROUP_FLOATS)
+        g--;
+    return g < 1 ? 1 : g;
+}
+
 size_t sb_conv2d_work_floats(int C, int R, int S, int N, int H_out, int W_out)
 {
     size_t hw = (size_t)H_out * W_out;
-    return (size_t)C * R * S * hw + (size_t)N * hw;
+    size_t g = (size_t)conv_group(C, R, S, H_out, W_out);
+    return g * ((size_t)C * R * S * hw + (size_t)N * hw);
 }
 
 // 1x1, stride 1, no padding, same extent: the image itself is the im2col matrix
@@ -41,16 +64,34 @@ static int conv_is_direct(int H_in, int W_in, int R, int S, int sh, int sw,
            H_out == H_in && W_out == W_in;
 }
 
-// col (C*R*S, H_out*W_out) from img (C,H_in,W_in); outside the image reads 0
-static void im2col(float *col, const float *img, int C, int H_in, int W_in,
-                   int R, int S, int sh, int sw, int pt, int pl, int H_out,
-                   int W_out)
+// Output columns [*x_lo, *x_hi) of a row read input columns inside [0, W_in)
+// for kernel column s: ix = x*sw - pl + s.
+static void valid_cols(int W_out, int W_in, int sw, int pl, int s, int *x_lo,
+                       int *x_hi)
 {
-    size_t hw = (size_t)H_out * W_out;
+    int off = s - pl; // ix = x*sw + off
+    int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int hi = W_in - off <= 0 ? 0 : (W_in - off + sw - 1) / sw; // ix < W_in
+    if (hi > W_out)
+        hi = W_out;
+    if (lo > hi)
+        lo = hi;
+    *x_lo = lo;
+    *x_hi = hi;
+}
+
+// col (C*R*S, H_out*W_out), rows ld apart, from img (C,H_in,W_in); outside
+// the image reads 0
+static void im2col(float *col, size_t ld, const float *img, int C, int H_in,
+                   int W_in, int R, int S, int sh, int sw, int pt, int pl,
+                   int H_out, int W_out)
+{
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++)
             for (int s = 0; s < S; s++) {
-                float *row = col + ((size_t)(c * R + r) * S + s) * hw;
+                float *row = col + ((size_t)(c * R + r) * S + s) * ld;
+                int x_lo, x_hi;
+                valid_cols(W_out, W_in, sw, pl, s, &x_lo, &x_hi);
                 for (int y = 0; y < H_out; y++) {
                     float *dst = row + (size_t)y * W_out;
                     int iy = y * sh - pt + r;
@@ -59,35 +100,41 @@ static void im2col(float *col, const float *img, int C, int H_in, int W_in,
                         continue;
                     }
                     const float *src = img + ((size_t)c * H_in + iy) * W_in;
-                    for (int x = 0; x < W_out; x++) {
-                        int ix = x * sw - pl + s;
-                        dst[x] = (ix >= 0 && ix < W_in) ? src[ix] : 0.0f;
-                    }
+                    ptrdiff_t off = s - pl; // ix = x*sw + off
+                    for (int x = 0; x < x_lo; x++)
+                        dst[x] = 0.0f;
+                    if (sw == 1 && x_hi > x_lo)
+                        memcpy(dst + x_lo, src + x_lo + off,
+                               sizeof(float) * (size_t)(x_hi - x_lo));
+                    else
+                        for (int x = x_lo; x < x_hi; x++)
+                            dst[x] = src[(ptrdiff_t)x * sw + off];
+                    for (int x = x_hi; x < W_out; x++)
+                        dst[x] = 0.0f;
                 }
             }
 }
 
-// img (C,H_in,W_in) += scatter of col (C*R*S, H_out*W_out)
-static void col2im_add(float *img, const float *col, int C, int H_in, int W_in,
-                       int R, int S, int sh, int sw, int pt, int pl, int H_out,
-                       int W_out)
+// img (C,H_in,W_in) += scatter of col (C*R*S, H_out*W_out), rows ld apart
+static void col2im_add(float *img, const float *col, size_t ld, int C,
+                       int H_in, int W_in, int R, int S, int sh, int sw,
+                       int pt, int pl, int H_out, int W_out)
 {
-    size_t hw = (size_t)H_out * W_out;
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++)
             for (int s = 0; s < S; s++) {
-                const float *row = col + ((size_t)(c * R + r) * S + s) * hw;
+                const float *row = col + ((size_t)(c * R + r) * S + s) * ld;
+                int x_lo, x_hi;
+                valid_cols(W_out, W_in, sw, pl, s, &x_lo, &x_hi);
                 for (int y = 0; y < H_out; y++) {
                     int iy = y * sh - pt + r;
                     if (iy < 0 || iy >= H_in)
                         continue;
                     const float *src = row + (size_t)y * W_out;
                     float *dst = img + ((size_t)c * H_in + iy) * W_in;
-                    for (int x = 0; x < W_out; x++) {
-                        int ix = x * sw - pl + s;
-                        if (ix >= 0 && ix < W_in)
-                            dst[ix] += src[x];
-                    }
+                    ptrdiff_t off = s - pl; // ix = x*sw + off
+                    for (int x = x_lo; x < x_hi; x++)
+                        dst[(ptrdiff_t)x * sw + off] += src[x];
                 }
             }
 }
@@ -100,6 +147,23 @@ static void relu_mask(float *dst, const float *dout, const float *out,
         dst[i] = out[i] > 0.0f ? dout[i] : 0.0f;
 }
 
+// g images' worth of dout (N, HW each) side by side: dst (N, g*HW), masked
+// by the relu output out when out != NULL
+static void gather_dout(float *dst, const float *dout, const float *out, int g,
+                        int N, size_t hw)
+{
+    size_t ld = (size_t)g * hw;
+    for (int j = 0; j < g; j++)
+        for (int n = 0; n < N; n++) {
+            const float *src = dout + ((size_t)j * N + n) * hw;
+            float *d = dst + (size_t)n * ld + (size_t)j * hw;
+            if (out)
+                relu_mask(d, src, out + ((size_t)j * N + n) * hw, hw);
+            else
+                memcpy(d, src, sizeof(float) * hw);
+        }
+}
+
 void sb_conv2d_forward(float *out, const float *inp, const float *w,
                        const float *bias, float *work, int B, int C, int H_in,
                        int W_in, int N, int R, int S, int stride_h,
@@ -110,25 +174,33 @@ void sb_conv2d_forward(float *out, const float *inp, const float *w,
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    for (int b = 0; b < B; b++) {
-        const float *img = inp + b * in_img;
-        float *o = out + b * out_img;
-        const float *col = img;
+    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
+        float *o = out + b0 * out_img;
+        const float *col = inp + b0 * in_img;
         if (!direct) {
-            im2col(work, img, C, H_in, W_in, R, S, stride_h, stride_w,
-                   pad_top, pad_left, H_out, W_out);
+            for (int j = 0; j < g; j++)
+                im2col(work + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img,
+                       C, H_in, W_in, R, S, stride_h, stride_w, pad_top,
+                       pad_left, H_out, W_out);
             col = work;
         }
-        // o (N,HW) = w (N,CRS) col (CRS,HW)
-        sb_gemm(0, 0, N, hw, crs, 1.0f, w, crs, col, hw, 0.0f, o, hw);
-        for (int n = 0; n < N; n++) {
-            float *on = o + (size_t)n * hw;
-            float bn = bias ? bias[n] : 0.0f;
-            for (int i = 0; i < hw; i++) {
-                float v = on[i] + bn;
-                on[i] = (relu && v < 0.0f) ? 0.0f : v;
+        // (N, g*HW) = w (N,CRS) col (CRS, g*HW): straight into out when g = 1
+        float *res = g == 1 ? o : work + (size_t)crs * ld;
+        sb_gemm(0, 0, N, ld, crs, 1.0f, w, crs, col, ld, 0.0f, res, ld);
+        if (g == 1 && !bias && !relu)
+            continue;
+        for (int j = 0; j < g; j++)
+            for (int n = 0; n < N; n++) {
+                const float *src = res + (size_t)n * ld + (size_t)j * hw;
+                float *on = o + j * out_img + (size_t)n * hw;
+                float bn = bias ? bias[n] : 0.0f;
+                for (int i = 0; i < hw; i++) {
+                    float v = src[i] + bn;
+                    on[i] = (relu && v < 0.0f) ? 0.0f : v;
+                }
             }
-        }
     }
 }
 
@@ -140,23 +212,27 @@ void sb_conv2d_backward_data(float *dinp, float *work, const float *dout,
 {
     int crs = C * R * S, hw = H_out * W_out;
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
-    float *dcol = work, *dmask = work + (size_t)crs * hw;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    for (int b = 0; b < B; b++) {
-        const float *dy = dout + b * out_img;
-        if (out) {
-            relu_mask(dmask, dy, out + b * out_img, out_img);
-            dy = dmask;
+    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
+        float *dcol = work, *dy = work + (size_t)crs * ld;
+        const float *dyp = dout + b0 * out_img;
+        if (g > 1 || out) {
+            gather_dout(dy, dyp, out ? out + b0 * out_img : NULL, g, N, (size_t)hw);
+            dyp = dy;
         }
-        float *di = dinp + b * in_img;
-        // dcol (CRS,HW) = w^T (CRS,N) dy (N,HW)
+        float *di = dinp + b0 * in_img;
+        // dcol (CRS, g*HW) = w^T (CRS,N) dy (N, g*HW)
         if (direct) {
-            sb_gemm(1, 0, crs, hw, N, 1.0f, w, crs, dy, hw, 1.0f, di, hw);
+            sb_gemm(1, 0, crs, hw, N, 1.0f, w, crs, dyp, hw, 1.0f, di, hw);
         } else {
-            sb_gemm(1, 0, crs, hw, N, 1.0f, w, crs, dy, hw, 0.0f, dcol, hw);
-            col2im_add(di, dcol, C, H_in, W_in, R, S, stride_h, stride_w,
-                       pad_top, pad_left, H_out, W_out);
+            sb_gemm(1, 0, crs, ld, N, 1.0f, w, crs, dyp, ld, 0.0f, dcol, ld);
+            for (int j = 0; j < g; j++)
+                col2im_add(di + j * in_img, dcol + (size_t)j * hw, (size_t)ld, C,
+                           H_in, W_in, R, S, stride_h, stride_w, pad_top,
+                           pad_left, H_out, W_out);
         }
     }
 }
@@ -170,30 +246,34 @@ void sb_conv2d_backward_filter(float *dw, float *dbias, float *work,
 {
     int crs = C * R * S, hw = H_out * W_out;
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
-    float *col = work, *dmask = work + (size_t)crs * hw;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    for (int b = 0; b < B; b++) {
-        const float *dy = dout + b * out_img;
-        if (out) {
-            relu_mask(dmask, dy, out + b * out_img, out_img);
-            dy = dmask;
+    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
+        float *col = work, *dy = work + (size_t)crs * ld;
+        const float *dyp = dout + b0 * out_img;
+        if (g > 1 || out) {
+            gather_dout(dy, dyp, out ? out + b0 * out_img : NULL, g, N, (size_t)hw);
+            dyp = dy;
         }
         if (dw) {
-            const float *cm = inp + b * in_img;
+            const float *cm = inp + b0 * in_img;
             if (!direct) {
-                im2col(col, cm, C, H_in, W_in, R, S, stride_h, stride_w,
-                       pad_top, pad_left, H_out, W_out);
+                for (int j = 0; j < g; j++)
+                    im2col(col + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img,
+                           C, H_in, W_in, R, S, stride_h, stride_w, pad_top,
+                           pad_left, H_out, W_out);
                 cm = col;
             }
-            // dw (N,CRS) += dy (N,HW) col^T (HW,CRS)
-            sb_gemm(0, 1, N, crs, hw, 1.0f, dy, hw, cm, hw, 1.0f, dw, crs);
+            // dw (N,CRS) += dy (N, g*HW) col^T (g*HW, CRS)
+            sb_gemm(0, 1, N, crs, ld, 1.0f, dyp, ld, cm, ld, 1.0f, dw, crs);
         }
         if (dbias)
             for (int n = 0; n < N; n++) {
-                const float *dn = dy + (size_t)n * hw;
+                const float *dn = dyp + (size_t)n * ld;
                 float acc = 0.0f;
-                for (int i = 0; i < hw; i++)
+                for (int i = 0; i < ld; i++)
                     acc += dn[i];
                 dbias[n] += acc;
             }
@@ -202,26 +282,24 @@ void sb_conv2d_backward_filter(float *dw, float *dbias, float *work,
 
 /* ---- pooling ---- */
 
-// first maximum of the window at output (y,x) of one plane; -1 if empty
-static ptrdiff_t window_argmax(const float *plane, int H_in, int W_in, int R,
-                               int S, int y0, int x0)
+// first maximum of the window at output (y,x) of one plane (row-major
+// order within the window); -1 if the window holds no input element
+static inline ptrdiff_t window_argmax(const float *plane, int H_in, int W_in,
+                                      int R, int S, int y0, int x0)
 {
-    ptrdiff_t arg = -1;
-    float best = -FLT_MAX;
-    for (int r = 0; r < R; r++) {
-        int iy = y0 + r;
-        if (iy < 0 || iy >= H_in)
-            continue;
-        for (int s = 0; s < S; s++) {
-            int ix = x0 + s;
-            if (ix < 0 || ix >= W_in)
-                continue;
-            ptrdiff_t at = (ptrdiff_t)iy * W_in + ix;
-            if (arg < 0 || plane[at] > best) {
-                best = plane[at];
-                arg = at;
+    int ylo = y0 < 0 ? 0 : y0, yhi = y0 + R > H_in ? H_in : y0 + R;
+    int xlo = x0 < 0 ? 0 : x0, xhi = x0 + S > W_in ? W_in : x0 + S;
+    if (ylo >= yhi || xlo >= xhi)
+        return -1;
+    ptrdiff_t arg = (ptrdiff_t)ylo * W_in + xlo;
+    float best = plane[arg];
+    for (int iy = ylo; iy < yhi; iy++) {
+        const float *row = plane + (ptrdiff_t)iy * W_in;
+        for (int ix = xlo; ix < xhi; ix++)
+            if (row[ix] > best) {
+                best = row[ix];
+                arg = (ptrdiff_t)iy * W_in + ix;
             }
-        }
     }
     return arg;
 }

@@ -6,6 +6,134 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- exp for softmax: one algorithm, scalar and 4-wide ----
+ * exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 in
+ * [-ln2/2, ln2/2], e^r by Cephes' polynomial (about 1 ulp);
+ * 0 below -87.3 (where float exp is denormal or 0), inputs above 88.7 are
+ * clamped (softmax feeds x - max <= 0). The 4-wide form uses GCC/Clang
+ * vector extensions (SSE2 on plain x86-64, NEON on arm64), so the long
+ * contiguous rows of softmax and the loss run vectorized; the
+ * scalar form serves strided fibers with the same results. */
+#define EXP_LO (-87.33654f)
+#define EXP_HI 88.72283f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO (-2.12194440e-4f)
+#define EXP_MAGIC 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+static inline float exp_fast(float x)
+{
+    if (!(x >= EXP_LO))
+        return x != x ? x : 0.0f; // NaN stays NaN
+    if (x > EXP_HI)
+        x = EXP_HI;
+    float t = x * EXP_LOG2E + EXP_MAGIC;
+    float n = t - EXP_MAGIC;
+    float r = x - n * EXP_LN2_HI - n * EXP_LN2_LO;
+    float p = ((((EXP_P0 * r + EXP_P1) * r + EXP_P2) * r + EXP_P3) * r + EXP_P4) * r + EXP_P5;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f v4_load(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v4_store(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+static inline v4f v4_splat(float x) { return (v4f){x, x, x, x}; }
+
+static inline v4f v4_select(v4i mask, v4f a, v4f b) // mask ? a : b
+{
+    return (v4f)(((v4i)a & mask) | ((v4i)b & ~mask));
+}
+
+static inline v4f exp4_fast(v4f x)
+{
+    v4i zero = x < v4_splat(EXP_LO); // also false for NaN: NaN flows through
+    x = v4_select(x > v4_splat(EXP_HI), v4_splat(EXP_HI), x);
+    v4f t = x * EXP_LOG2E + EXP_MAGIC;
+    v4f n = t - EXP_MAGIC;
+    v4f r = x - n * EXP_LN2_HI - n * EXP_LN2_LO;
+    v4f p = ((((EXP_P0 * r + EXP_P1) * r + EXP_P2) * r + EXP_P3) * r + EXP_P4) * r + EXP_P5;
+    p = p * r * r + r + 1.0f;
+    v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
+    v4f y = p * (v4f)bits;
+    return (v4f)((v4i)y & ~zero);
+}
+
+static inline float v4_hsum(v4f v)
+{
+    return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+// max of x (n contiguous), starting from m
+static float max_contig(const float *x, int n, float m)
+{
+    int a = 0;
+    if (n >= 4) {
+        v4f vm = v4_splat(m);
+        for (; a + 4 <= n; a += 4) {
+            v4f v = v4_load(x + a);
+            vm = v4_select(v > vm, v, vm);
+        }
+        for (int i = 0; i < 4; i++)
+            if (vm[i] > m)
+                m = vm[i];
+    }
+    for (; a < n; a++)
+        if (x[a] > m)
+            m = x[a];
+    return m;
+}
+
+// sum of exp(x[a] - m) over x (n contiguous): float lanes in blocks of 512
+// elements, blocks summed in double
+static double sumexp_contig(const float *x, int n, float m)
+{
+    double s = 0.0;
+    int a = 0;
+    v4f vm = v4_splat(m);
+    while (a + 4 <= n) {
+        v4f acc = v4_splat(0.0f);
+        int end = a + 512 < n ? a + 512 : n;
+        for (; a + 4 <= end; a += 4)
+            acc += exp4_fast(v4_load(x + a) - vm);
+        s += (double)v4_hsum(acc);
+    }
+    for (; a < n; a++)
+        s += exp_fast(x[a] - m);
+    return s;
+}
+
+// y[a] = exp(x[a] - m) * scale over n contiguous elements
+static void expscale_contig(float *y, const float *x, int n, float m, float scale)
+{
+    int a = 0;
+    v4f vm = v4_splat(m), vs = v4_splat(scale);
+    for (; a + 4 <= n; a += 4)
+        v4_store(y + a, exp4_fast(v4_load(x + a) - vm) * vs);
+    for (; a < n; a++)
+        y[a] = exp_fast(x[a] - m) * scale;
+}
 
 void sb_norm_finish_stats(float *mean, float *rstd, const float *sum,
                           const float *sumsq, int n, long count, float eps)
@@ -265,6 +393,11 @@ void sb_batchnorm_backward(float *dinp, float *dgamma, float *dbeta,
 void sb_softmax_partial_max(float *mx, const float *inp, int outer, int A,
                             int inner)
 {
+    if (inner == 1) {
+        for (int o = 0; o < outer; o++)
+            mx[o] = max_contig(inp + (size_t)o * A, A, -FLT_MAX);
+        return;
+    }
     FIBERS(outer, A, inner, {
         float m = -FLT_MAX;
         for (int a = 0; a < A; a++)
@@ -277,10 +410,15 @@ void sb_softmax_partial_max(float *mx, const float *inp, int outer, int A,
 void sb_softmax_partial_sumexp(float *se, const float *inp, const float *mx,
                                int outer, int A, int inner)
 {
+    if (inner == 1) {
+        for (int o = 0; o < outer; o++)
+            se[o] = (float)sumexp_contig(inp + (size_t)o * A, A, mx[o]);
+        return;
+    }
     FIBERS(outer, A, inner, {
         double s = 0.0;
         for (int a = 0; a < A; a++)
-            s += expf(inp[base + a * step] - mx[stat]);
+            s += exp_fast(inp[base + a * step] - mx[stat]);
         se[stat] = (float)s;
     })
 }
@@ -288,16 +426,31 @@ void sb_softmax_partial_sumexp(float *se, const float *inp, const float *mx,
 void sb_softmax_apply(float *out, const float *inp, const float *mx,
                       const float *se, int outer, int A, int inner)
 {
+    if (inner == 1) {
+        for (int o = 0; o < outer; o++)
+            expscale_contig(out + (size_t)o * A, inp + (size_t)o * A, A, mx[o],
+                            1.0f / se[o]);
+        return;
+    }
     FIBERS(outer, A, inner, {
         float inv = 1.0f / se[stat];
         for (int a = 0; a < A; a++)
-            out[base + a * step] = expf(inp[base + a * step] - mx[stat]) * inv;
+            out[base + a * step] = exp_fast(inp[base + a * step] - mx[stat]) * inv;
     })
 }
 
 void sb_softmax_forward(float *out, const float *inp, int outer, int A,
                         int inner)
 {
+    if (inner == 1) {
+        for (int o = 0; o < outer; o++) {
+            const float *x = inp + (size_t)o * A;
+            float m = max_contig(x, A, -FLT_MAX);
+            expscale_contig(out + (size_t)o * A, x, A, m,
+                            (float)(1.0 / sumexp_contig(x, A, m)));
+        }
+        return;
+    }
     FIBERS(outer, A, inner, {
         float m = -FLT_MAX;
         for (int a = 0; a < A; a++)
@@ -305,10 +458,10 @@ void sb_softmax_forward(float *out, const float *inp, int outer, int A,
                 m = inp[base + a * step];
         double s = 0.0;
         for (int a = 0; a < A; a++)
-            s += expf(inp[base + a * step] - m);
+            s += exp_fast(inp[base + a * step] - m);
         float inv = (float)(1.0 / s);
         for (int a = 0; a < A; a++)
-            out[base + a * step] = expf(inp[base + a * step] - m) * inv;
+            out[base + a * step] = exp_fast(inp[base + a * step] - m) * inv;
     })
 }
 
@@ -391,10 +544,15 @@ void sb_softmax_xent_backward(float *dlogits, const float *dloss,
         const float *z = logits + (size_t)m * V;
         float *dz = dlogits + (size_t)m * V;
         float g = dloss[m], inv = 1.0f / se[m];
-        for (int v = 0; v < V; v++) {
-            float p = expf(z[v] - mx[m]) * inv;
-            dz[v] += g * (p - (v0 + v == y ? 1.0f : 0.0f));
-        }
+        // dz += g * softmax, then the one-hot term at the label
+        int v = 0;
+        v4f vmx = v4_splat(mx[m]), vgi = v4_splat(g * inv);
+        for (; v + 4 <= V; v += 4)
+            v4_store(dz + v, v4_load(dz + v) + exp4_fast(v4_load(z + v) - vmx) * vgi);
+        for (; v < V; v++)
+            dz[v] += g * (exp_fast(z[v] - mx[m]) * inv);
+        if (y >= v0 && y < v0 + V)
+            dz[y - v0] -= g;
     }
 }
 

@@ -137,6 +137,13 @@ static int to_canon_perm(const int *map, int nd, const int *canon, int *perm)
     return ident;
 }
 
+/* Whether an operand (map over box->nd dims) is already in canonical order. */
+static int in_canonical_order(const sb_box *box, const int *map, const int *canon)
+{
+    int perm[SB_MAX_DIMS];
+    return to_canon_perm(map, box->nd, canon, perm);
+}
+
 /* Copies operand data into canonical order (a new buffer when needed). */
 static int canonical(sb_executor *ex, const float *src, const sb_box *box, const int *map,
                      const int *canon, tbuf *tmp, const float **out, sb_error *err)
@@ -234,14 +241,18 @@ static int gemm_forward(sb_executor *ex, opx *o, sb_error *err)
     tbuf ta = {0}, tb = {0}, tc = {0};
     const float *A, *B;
     int rc = -1;
+    /* output already in canonical (b, m, n) order: no temporary, no copy */
+    int c_direct = in_canonical_order(&o->out[0].box, op->out[0].map, s.cc);
     if (canonical(ex, a.p, &a.box, a.map, s.ca, &ta, &A, err)
         || canonical(ex, b.p, &b.box, b.map, s.cb, &tb, &B, err)
-        || exec_tb_alloc_n(ex, &tc, (int64_t)s.batch * s.M * s.N, err))
+        || (!c_direct && exec_tb_alloc_n(ex, &tc, (int64_t)s.batch * s.M * s.N, err)))
         goto out;
     double t0 = exec_tick(ex);
+    float *C = c_direct ? o->out[0].p : tc.p;
     ex->be->gemm_batched(0, 0, s.M, s.N, s.K, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, B, s.N,
-                         (ptrdiff_t)s.K * s.N, 0.0f, tc.p, s.N, (ptrdiff_t)s.M * s.N, s.batch);
-    from_canonical(ex, o->out[0].p, tc.p, &o->out[0].box, op->out[0].map, s.cc, 0);
+                         (ptrdiff_t)s.K * s.N, 0.0f, C, s.N, (ptrdiff_t)s.M * s.N, s.batch);
+    if (!c_direct)
+        from_canonical(ex, o->out[0].p, tc.p, &o->out[0].box, op->out[0].map, s.cc, 0);
     ex->times[o->idx].compute_s += exec_tick(ex) - t0;
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
         goto out;
@@ -303,20 +314,28 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
         || canonical(ex, b.p, &b.box, b.map, s.cb, &tb, &B, err))
         goto out;
     double t0 = exec_tick(ex);
+    /* a gradient already in canonical order takes the GEMM's sum directly
+     * (beta 1); otherwise a temporary, permuted and added */
     if (a.grad) {
-        if (exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.M * s.K, err))
+        int direct = in_canonical_order(&a.box, a.map, s.ca);
+        if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.M * s.K, err))
             goto out;
         ex->be->gemm_batched(0, 1, s.M, s.K, s.N, 1.0f, dc.p, s.N, (ptrdiff_t)s.M * s.N, B, s.N,
-                             (ptrdiff_t)s.K * s.N, 0.0f, g.p, s.K, (ptrdiff_t)s.M * s.K, s.batch);
-        from_canonical(ex, a.grad, g.p, &a.box, a.map, s.ca, 1);
+                             (ptrdiff_t)s.K * s.N, direct ? 1.0f : 0.0f, direct ? a.grad : g.p,
+                             s.K, (ptrdiff_t)s.M * s.K, s.batch);
+        if (!direct)
+            from_canonical(ex, a.grad, g.p, &a.box, a.map, s.ca, 1);
         exec_tb_free(ex, &g);
     }
     if (b.grad) {
-        if (exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.K * s.N, err))
+        int direct = in_canonical_order(&b.box, b.map, s.cb);
+        if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.K * s.N, err))
             goto out;
         ex->be->gemm_batched(1, 0, s.K, s.N, s.M, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, dc.p, s.N,
-                             (ptrdiff_t)s.M * s.N, 0.0f, g.p, s.N, (ptrdiff_t)s.K * s.N, s.batch);
-        from_canonical(ex, b.grad, g.p, &b.box, b.map, s.cb, 1);
+                             (ptrdiff_t)s.M * s.N, direct ? 1.0f : 0.0f, direct ? b.grad : g.p,
+                             s.N, (ptrdiff_t)s.K * s.N, s.batch);
+        if (!direct)
+            from_canonical(ex, b.grad, g.p, &b.box, b.map, s.cb, 1);
         exec_tb_free(ex, &g);
     }
     ex->times[o->idx].compute_s += exec_tick(ex) - t0;
@@ -367,14 +386,16 @@ static int conv_forward(sb_executor *ex, opx *o, sb_error *err)
     if (exec_tb_alloc_n(ex, &work,
                         (int64_t)ex->be->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
         return -1;
+    /* the relu follows the partial-sum all-reduce; with none, the kernel fuses it */
+    int fuse_relu = op->pw > 0 && o->kcomm == MPI_COMM_NULL;
     double t0 = exec_tick(ex);
     ex->be->conv2d_forward(o->out[0].p, o->in[0].p, wt, NULL, work.p, w.B, w.C, w.Hin, w.Win, w.N,
-                           w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, 0);
+                           w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, fuse_relu);
     ex->times[o->idx].compute_s += exec_tick(ex) - t0;
     exec_tb_free(ex, &work);
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
         return -1;
-    if (op->pw > 0)
+    if (op->pw > 0 && !fuse_relu)
         relu_inplace(ex, o->out[0].p, o->out[0].n);
     return 0;
 }

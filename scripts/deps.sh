@@ -16,6 +16,8 @@
 #   libopenblas-dev libdnnl-dev        runtime: cpu backend kernels
 #   gnuplot-nox                        plots
 #   libprotobuf-c-dev protobuf-c-compiler libonnx-dev   ONNX import
+#     (python3-onnx, python3-torch, python3-torchvision only regenerate
+#     tests/data/onnx with its make.py; neither the build nor CI needs them)
 #   git                                commit id compiled into the build
 SB_DEB_PACKAGES=(
     build-essential cmake pkg-config

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# scripts/main.sh: the first command of the Quick start (README.md).
+# scripts/main.sh: the first command of the Quick start (README.md): the
+# main job on a default that needs no GPU.
 #
-# Installs missing Debian packages, builds Release in build/, and runs
-# `shardbench paper`: PaSE's exact search over the paper's five models at
-# p = 4, 8, 16, 32, 64, printing each best strategy and a summary table.
-# Arguments go to `shardbench paper` (e.g. -p 4,8 --db none).
+# Installs missing Debian packages, builds Release in build/, then
+#  1. searches the paper's five models at p = 4..64 (PaSE's exact DP) and
+#     prints the summary table (`shardbench paper --quiet`);
+#  2. runs a small end-to-end bench on the CPU backend: AlexNet and the
+#     Transformer at reduced sizes on P = 1, 2, 4 MPI ranks, each survivor of
+#     `shardbench prune` (pase-best, data parallel, expert, MCMC, the top
+#     mesh x layout candidates) trained for a few real steps and measured;
+#  3. writes the figures (gnuplot) and the Markdown report from the database.
+# About 5 to 10 minutes on 2 cores. Prints where the figures and the
+# database are. SB_MAIN_PROCS overrides the device counts (default 1,2,4).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,7 +19,32 @@ cd "$root"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 sb_install_deps
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSHARDBENCH_TESTS=OFF
 cmake --build build -j"$(nproc)"
-build/shardbench paper "$@"
+
+db=results/shardbench.db
+out=results/main-$(date -u +%Y%m%d-%H%M%S)
+mkdir -p "$out"
+
+printf '\n== 1. the exact search over the paper models, p = 4..64\n'
+build/shardbench paper --quiet --db "$db"
+
+printf '\n== 2. end-to-end bench on the CPU backend (reduced sizes)\n'
+build/shardbench bench -m alexnet,transformer -p "${SB_MAIN_PROCS:-1,2,4}" \
+    --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
+    --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \
+    --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
+    --set transformer:ff=512 --set transformer:layers=2 \
+    --steps 3 --warmup 1 --top 3 --within 4 --timeout 300 --db "$db" | tee "$out/bench.log"
+run=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$out/bench.log" | head -n 1)
+[ -n "$run" ] || { echo "main.sh: could not find the bench's run id in $out/bench.log" >&2; exit 1; }
+
+printf '\n== 3. figures and report of run %s\n' "$run"
+build/shardbench plot --db "$db" --run "$run" --out "$out/figures"
+build/shardbench report --db "$db" --run "$run" > "$out/report.md"
+cat "$out/report.md"
+
+printf '\nmain.sh: done. Database: %s (run %s). Figures: %s/figures. Report: %s/report.md\n' \
+    "$db" "$run" "$out" "$out"

@@ -188,9 +188,12 @@ int sb_executor_weight_read(const sb_executor *ex, int w, float *host, sb_error 
 int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error *err);
 /* Every rank's box of weight w (boxes[nranks]); for planning relayouts. */
 void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes);
-/* Steps done so far. */
+/* Steps done so far; a restored checkpoint sets it, so inputs and labels
+ * (drawn from seed + step) continue where the saved run stopped. */
 int sb_executor_steps_done(const sb_executor *ex);
+void sb_executor_set_steps_done(sb_executor *ex, int steps);
 MPI_Comm sb_executor_comm(const sb_executor *ex);
+const sb_backend *sb_executor_backend(const sb_executor *ex);
 
 void sb_executor_free(sb_executor *ex);
 

@@ -1,0 +1,150 @@
+/* cmd_candidates.c: `shardbench candidates`: the mesh-shape x layout-rule
+ * candidates of a model at P devices, ranked by predicted cost, with their
+ * predicted memory per device. Printing only; enumeration is in
+ * search/candidates.c. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algos.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shardbench candidates -m MODEL -p P [--top K] [--format table|json]\n"
+               "\n"
+               "Mesh shapes (every divisor of P as 1-3 axes) x layout rules over the model's\n"
+               "dim names (Mesh-TensorFlow style), ranked by predicted cost.\n"
+               "\n"
+               "  -m, --model MODEL      shipped model name or model file\n"
+               "  -p, --procs P          device count\n"
+               "      --set NAME=VALUE   override a model parameter (repeatable)\n"
+               "      --top K            print the best K (default 20; 0 for all)\n"
+               "      --format table|json\n"
+               "      --device-mem GIB   device memory (default 80): over it is marked\n"
+               "      --optimizer sgd|adam   optimizer state in the memory model\n"
+               "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
+               "      --flops F, --bw B, --cutoff N   cost model (as search)\n");
+}
+
+static void print_json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else
+            putchar(*s);
+    putchar('"');
+}
+
+int cmd_candidates(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},     {"procs", required_argument, 0, 'p'},
+        {"set", required_argument, 0, 's'},       {"top", required_argument, 0, 'k'},
+        {"format", required_argument, 0, 'f'},    {"device-mem", required_argument, 0, 'G'},
+        {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
+        {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
+        {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    sb_error err = {0};
+    const char *model = NULL, *format = "table";
+    int p = 0, nset = 0, top = 20;
+    long max_rules = 0;
+    double gib = SB_DEVICE_MEM_DEFAULT_GIB;
+    sb_optimizer opt = SB_OPTIM_SGD;
+    sb_setting set[64];
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': rc = parse_int_opt(optarg, "-p", 1, 65536, &p, &err); break;
+        case 's':
+            rc = nset == 64 ? sb_fail(&err, SB_EXIT_INPUT, "too many --set options")
+                            : sb_setting_parse(optarg, &set[nset++], &err);
+            break;
+        case 'k': rc = parse_int_opt(optarg, "--top", 0, 1 << 30, &top, &err); break;
+        case 'f':
+            format = optarg;
+            if (strcmp(format, "table") && strcmp(format, "json"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table or json", optarg);
+            break;
+        case 'G': rc = parse_pos_double(optarg, "--device-mem", &gib, &err); break;
+        case 'o': rc = sb_optimizer_parse(optarg, &opt, &err); break;
+        case 'R': rc = parse_long_opt(optarg, "--max-rule-sets", &max_rules, &err); break;
+        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err); break;
+        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (rc)
+            return cli_fail(&err);
+    }
+    if (optind < argc || !model || !p) {
+        fprintf(stderr, "shardbench candidates: -m MODEL and -p P are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    sb_model m;
+    if (sb_model_load(model, set, nset, &m, &err))
+        return cli_fail(&err);
+    sb_problem pb;
+    sb_candidate_set cs;
+    int status = 0;
+    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
+    if (sb_candidates_enumerate(&pb, opt, max_rules, 1, &cs, &err)) {
+        status = cli_fail(&err);
+        goto out;
+    }
+    int n = top > 0 && top < cs.ncand ? top : cs.ncand;
+    double limit = gib * 1073741824.0;
+    int json = !strcmp(format, "json");
+    if (json)
+        printf("{\"model\":\"%s\",\"p\":%d,\"rule_sets\":%ld,\"mesh_shapes\":%d,\"distinct\":%d,"
+               "\"truncated\":%s,\"seconds\":%.6f,\"device_mem_bytes\":%.0f,\"candidates\":[",
+               m.name, p, cs.rule_sets, cs.nmeshes, cs.ncand, cs.truncated ? "true" : "false",
+               cs.seconds, limit);
+    else
+        printf("# %s  p=%d  %d distinct strategies from %ld rule sets over %d mesh shapes in "
+               "%.3f s%s\n%-5s %-16s %-60s %16s %12s %9s %s\n",
+               m.name, p, cs.ncand, cs.rule_sets, cs.nmeshes, cs.seconds,
+               cs.truncated ? "  (TRUNCATED at --max-rule-sets)" : "", "rank", "mesh", "rules",
+               "cost (FLOP)", "mem (GiB)", "fallbacks", "fits");
+    for (int i = 0; i < n; i++) {
+        const sb_candidate *k = &cs.cand[i];
+        char mesh[64], rules[2048];
+        sb_cand_mesh_str(&k->mesh, mesh, sizeof mesh);
+        sb_candidate_rules_str(&cs, k, rules, sizeof rules);
+        if (json) {
+            printf("%s{\"rank\":%d,\"mesh\":", i ? "," : "", i + 1);
+            print_json_str(mesh);
+            printf(",\"rules\":");
+            print_json_str(rules);
+            printf(",\"cost\":%.17g,\"mem_bytes\":%.0f,\"fallbacks\":%d,\"fits\":%s}", k->cost,
+                   k->mem, k->fallbacks, k->mem <= limit ? "true" : "false");
+        } else {
+            printf("%-5d %-16s %-60s %16.6e %12.3f %9d %s\n", i + 1, mesh,
+                   rules[0] ? rules : "(none)", k->cost, k->mem / 1073741824.0, k->fallbacks,
+                   k->mem <= limit ? "yes" : "no");
+        }
+    }
+    if (json)
+        printf("]}\n");
+    sb_candidate_set_free(&cs);
+out:
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+    return status;
+}

@@ -1,0 +1,229 @@
+/* cmd_prune.c: `shardbench prune`: the union of pase-best, data parallel,
+ * expert, mcmc-best and the top-K mesh x layout candidates, keeping the
+ * distinct strategies within a factor of the best predicted cost and under
+ * the device memory; writes DIR/NN-KIND.strategy per survivor and
+ * DIR/index.tsv (read by `shardbench bench`). Not a search of its own. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "algos.h"
+#include "cli.h"
+
+typedef struct {
+    char kind[32];
+    int *choice;
+    double cost, mem;
+} entry;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shardbench prune -m MODEL -p P [--within 1.5] [--top K] [--out DIR]\n"
+               "\n"
+               "Survivors: pase-best, dp, expert, mcmc-best and the top-K candidates whose\n"
+               "predicted cost is within the factor of the best and whose predicted memory fits.\n"
+               "\n"
+               "  -m, --model MODEL      shipped model name or model file\n"
+               "  -p, --procs P          device count\n"
+               "      --set NAME=VALUE   override a model parameter (repeatable)\n"
+               "      --within F         keep cost <= F x best (default 1.5)\n"
+               "      --top K            candidates taken (default 5)\n"
+               "      --out DIR          output folder (default prune-MODEL-pP)\n"
+               "      --device-mem GIB   device memory (default 80)\n"
+               "      --optimizer sgd|adam   optimizer state in the memory model\n"
+               "      --budget N, --time-limit S, --seed N   mcmc (as search)\n"
+               "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n");
+}
+
+static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, const int *choice,
+                     sb_optimizer opt, sb_error *err)
+{
+    int nops = pb->m->nops;
+    for (int i = 0; i < *n; i++)
+        if (!memcmp(e[i].choice, choice, (size_t)nops * sizeof *choice))
+            return 0; /* the same strategy under an earlier kind */
+    e[*n].choice = sb_malloc((size_t)nops * sizeof *choice, err);
+    if (!e[*n].choice)
+        return -1;
+    memcpy(e[*n].choice, choice, (size_t)nops * sizeof *choice);
+    snprintf(e[*n].kind, sizeof e[*n].kind, "%s", kind);
+    e[*n].cost = sb_strategy_cost(pb, choice);
+    e[*n].mem = sb_strategy_memory(pb, choice, opt, NULL);
+    (*n)++;
+    return 0;
+}
+
+static int by_cost(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    return x->cost < y->cost ? -1 : x->cost > y->cost;
+}
+
+static int gather(const sb_problem *pb, algo_opts *ao, int top, entry *e, int *n, sb_error *err)
+{
+    static const char *const algos[] = {"pase", "dp", "expert", "mcmc"};
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+        sb_result r;
+        if (run_algo(pb, algos[a], ao, &r, err))
+            return -1;
+        int rc = add_entry(e, n, pb, algos[a], r.choice, ao->opt, err);
+        sb_result_free(&r);
+        if (rc)
+            return -1;
+    }
+    if (top <= 0)
+        return 0;
+    sb_candidate_set cs;
+    if (sb_candidates_enumerate(pb, ao->opt, ao->max_rule_sets, 1, &cs, err))
+        return -1;
+    int *choice = sb_malloc((size_t)pb->m->nops * sizeof *choice, err);
+    int rc = choice ? 0 : -1;
+    for (int k = 0; k < cs.ncand && k < top && !rc; k++) {
+        char kind[32];
+        snprintf(kind, sizeof kind, "cand%d", k + 1);
+        if (sb_candidate_strategy(pb, &cs, &cs.cand[k], choice) < 0)
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        else
+            rc = add_entry(e, n, pb, kind, choice, ao->opt, err);
+    }
+    free(choice);
+    sb_candidate_set_free(&cs);
+    return rc;
+}
+
+static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, double best,
+                     double within, double limit, sb_error *err)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/index.tsv", dir);
+    FILE *idx = fopen(path, "w");
+    if (!idx)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(idx, "file\tkind\tpredicted_cost\tpredicted_mem_bytes\n");
+    printf("%-4s %-8s %18s %8s %12s %s\n", "rank", "kind", "cost (FLOP)", "x best", "mem (GiB)",
+           "verdict");
+    int kept = 0, rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const char *verdict = "kept";
+        if (e[i].cost > within * best)
+            verdict = "dropped: cost over --within";
+        else if (e[i].mem > limit)
+            verdict = "dropped: over --device-mem";
+        printf("%-4d %-8s %18.6e %8.3f %12.3f %s\n", i + 1, e[i].kind, e[i].cost, e[i].cost / best,
+               e[i].mem / 1073741824.0, verdict);
+        if (strcmp(verdict, "kept"))
+            continue;
+        kept++;
+        char file[64];
+        snprintf(file, sizeof file, "%02d-%s.strategy", kept, e[i].kind);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        sb_result r = {.choice = e[i].choice, .total_cost = e[i].cost};
+        rc = sb_strategy_save(path, pb, &r, e[i].kind, err);
+        fprintf(idx, "%s\t%s\t%.17g\t%.0f\n", file, e[i].kind, e[i].cost, e[i].mem);
+    }
+    if (fclose(idx) && !rc)
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "%s/index.tsv: write failed", dir);
+    if (!rc)
+        printf("%d survivors written to %s/ (index.tsv)\n", kept, dir);
+    if (!rc && kept == 0)
+        rc = sb_fail(err, SB_EXIT_INPUT, "no strategy fits --device-mem %.3g GiB",
+                     limit / 1073741824.0);
+    return rc;
+}
+
+int cmd_prune(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"procs", required_argument, 0, 'p'},
+        {"set", required_argument, 0, 's'},      {"within", required_argument, 0, 'w'},
+        {"top", required_argument, 0, 'k'},      {"out", required_argument, 0, 'O'},
+        {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
+        {"budget", required_argument, 0, 'n'},   {"time-limit", required_argument, 0, 't'},
+        {"seed", required_argument, 0, 'e'},     {"flops", required_argument, 0, 'F'},
+        {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},
+        {"max-table-mb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    sb_error err = {0};
+    const char *model = NULL, *out = NULL;
+    int p = 0, nset = 0, top = 5;
+    double within = 1.5, gib = SB_DEVICE_MEM_DEFAULT_GIB;
+    sb_setting set[64];
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    algo_opts ao;
+    algo_opts_default(&ao);
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': rc = parse_int_opt(optarg, "-p", 1, 65536, &p, &err); break;
+        case 's':
+            rc = nset == 64 ? sb_fail(&err, SB_EXIT_INPUT, "too many --set options")
+                            : sb_setting_parse(optarg, &set[nset++], &err);
+            break;
+        case 'w': rc = parse_pos_double(optarg, "--within", &within, &err); break;
+        case 'k': rc = parse_int_opt(optarg, "--top", 0, 1000, &top, &err); break;
+        case 'O': out = optarg; break;
+        case 'G': rc = parse_pos_double(optarg, "--device-mem", &gib, &err); break;
+        case 'o': rc = sb_optimizer_parse(optarg, &ao.opt, &err); break;
+        case 'n': rc = parse_long_opt(optarg, "--budget", &ao.mcmc.budget, &err); break;
+        case 't': rc = parse_pos_double(optarg, "--time-limit", &ao.mcmc.time_limit, &err); break;
+        case 'e': rc = parse_seed(optarg, &ao.mcmc.seed, &err); break;
+        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err); break;
+        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
+        case 'M': rc = parse_pos_double(optarg, "--max-table-mb", &ao.dp.max_table_mb, &err); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (rc)
+            return cli_fail(&err);
+    }
+    if (optind < argc || !model || !p) {
+        fprintf(stderr, "shardbench prune: -m MODEL and -p P are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (within < 1.0) {
+        fprintf(stderr, "shardbench: --within: %g is below 1 (nothing could survive)\n", within);
+        return 2;
+    }
+    sb_model m;
+    if (sb_model_load(model, set, nset, &m, &err))
+        return cli_fail(&err);
+    char dflt[600];
+    snprintf(dflt, sizeof dflt, "prune-%s-p%d", m.name, p);
+    sb_problem pb;
+    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
+    entry *e = sb_calloc((size_t)top + 8, sizeof *e, &err);
+    int n = 0, status = 0;
+    if (!e || gather(&pb, &ao, top, e, &n, &err)) {
+        status = cli_fail(&err);
+        goto done;
+    }
+    qsort(e, (size_t)n, sizeof *e, by_cost);
+    printf("# %s  p=%d  within %g of the best, device memory %g GiB (%s)\n", m.name, p, within, gib,
+           sb_optimizer_name(ao.opt));
+    if (write_out(out ? out : dflt, &pb, e, n, e[0].cost, within, gib * 1073741824.0, &err))
+        status = cli_fail(&err);
+done:
+    for (int i = 0; i < n; i++)
+        free(e[i].choice);
+    free(e);
+    free(ao.note);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+    return status;
+}

@@ -1,0 +1,52 @@
+/* shardbench/memory.h: the memory model. Bytes per device that an op holds
+ * under a config, and the peak per device of a whole strategy, so that
+ * strategies that cannot fit a device are pruned. Formulas:
+ * search/README.md, "Memory model". Not a measurement (the runtime measures:
+ * sb_executor_peak_bytes). */
+#ifndef SHARDBENCH_MEMORY_H
+#define SHARDBENCH_MEMORY_H
+
+#include "shardbench/search.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SB_DEVICE_MEM_DEFAULT_GIB 80.0
+
+typedef enum { SB_OPTIM_SGD = 0, SB_OPTIM_ADAM = 1 } sb_optimizer;
+
+/* "sgd" or "adam"; anything else is an input error naming the value. */
+int sb_optimizer_parse(const char *s, sb_optimizer *out, sb_error *err);
+const char *sb_optimizer_name(sb_optimizer o);
+
+/* Bytes per device (fp32) of one op under one config, on a device inside
+ * the op's grid (devices outside it hold nothing for the op). */
+typedef struct {
+    double weights;      /* the op's trained tensors (its shard) */
+    double weight_grads; /* their gradients: as weights */
+    double optimizer;    /* SGD: 0; Adam: 2 x weights (first and second moments) */
+    double activations;  /* inputs (with halos) and outputs kept for backward, and
+                            saved statistics / LSTM states */
+    double act_grads;    /* gradients of the inputs and outputs (backward) */
+    double scratch;      /* transient inside the op: GEMM operand copies and
+                            communication / relayout buffers */
+} sb_mem;
+
+/* Everything but the scratch: what stays allocated until the step ends. */
+double sb_mem_resident(const sb_mem *x);
+
+void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                  sb_mem *out);
+
+/* Peak bytes per device of a strategy: the sum over ops of the resident
+ * bytes plus the largest scratch of any op (device 0 is in every op's grid,
+ * so the sum is its figure and the maximum over devices). If sum is not
+ * NULL it gets the per-category sums (scratch: the largest). */
+double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt,
+                          sb_mem *sum);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,172 @@
+/* shardbench/query.h: reading the results database back (and the two small
+ * writes a bench adds to it), for `bench`, `report`, `plot` and `regress`.
+ *
+ * Not the recording API (that is results.h: runs, searches, measurements).
+ * A query handle opens an EXISTING database file, checks it the way
+ * sb_db_open does (SQLite header, quick_check, schema version not newer
+ * than this build's), and never creates, migrates or repairs anything: a
+ * missing, damaged, foreign or newer file is refused with a message naming
+ * it. Also here: a small JSON reader (strategy JSON, `run --format json`)
+ * and Spearman's rank correlation. */
+#ifndef SHARDBENCH_QUERY_H
+#define SHARDBENCH_QUERY_H
+
+#include "shardbench/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+
+/* ------------------------------------------------------------- JSON -- */
+
+typedef enum {
+    SB_JSON_NULL, SB_JSON_BOOL, SB_JSON_NUM, SB_JSON_STR, SB_JSON_ARR, SB_JSON_OBJ
+} sb_json_type;
+
+/* One JSON value. Arrays and objects hold their items as a list (child,
+ * then next); an object member carries its name in key. NaN and Infinity
+ * (`nan`, `inf`, `-inf`, as printf writes them) are read as numbers. */
+typedef struct sb_json {
+    sb_json_type type;
+    double num;            /* NUM; BOOL: 0 or 1 */
+    char *str;             /* STR */
+    char *key;             /* member name inside an object */
+    int n;                 /* ARR/OBJ: number of items */
+    struct sb_json *child, *next;
+} sb_json;
+
+/* Parses text (the whole of it, up to NUL); NULL with err set on bad JSON. */
+sb_json *sb_json_parse(const char *text, sb_error *err);
+void sb_json_free(sb_json *j);
+/* Member `key` of an object, item i of an array; NULL if absent. */
+const sb_json *sb_json_get(const sb_json *obj, const char *key);
+const sb_json *sb_json_at(const sb_json *arr, int i);
+/* The number or string of j, or def / NULL when j is not one. */
+double sb_json_num(const sb_json *j, double def);
+const char *sb_json_str(const sb_json *j);
+
+/* ------------------------------------------------------ statistics -- */
+
+/* Spearman's rank correlation of x and y (n pairs; tied values get their
+ * mean rank; rho is the Pearson correlation of the ranks). Returns 0 and
+ * sets *rho, or -1 when it is undefined: n < 2, or x or y has no spread. */
+int sb_spearman(const double *x, const double *y, int n, double *rho);
+
+/* Median of n values (sorted copy; mean of the middle two when n is even). */
+double sb_median(const double *v, int n);
+
+/* ----------------------------------------------------- query handle -- */
+
+typedef struct sb_dbq sb_dbq;
+
+/* Opens an existing database. writable = 0: read only (SQLITE_OPEN_READONLY);
+ * 1: for the writes below, and the file must already be at
+ * SB_DB_SCHEMA_VERSION (open it with sb_db_open first, which migrates).
+ * busy_timeout_ms <= 0: 5000. */
+int sb_dbq_open(const char *path, int writable, int busy_timeout_ms, sb_dbq **out,
+                sb_error *err);
+void sb_dbq_close(sb_dbq *q);
+
+sqlite3 *sb_dbq_handle(sb_dbq *q);
+const char *sb_dbq_path(const sb_dbq *q);
+int sb_dbq_version(const sb_dbq *q);   /* schema version of the file */
+
+/* Error for sqlite result rc met while `doing` ("file: database is locked
+ * (...) while reading run 3"); always returns -1. */
+int sb_dbq_fail(sb_dbq *q, int rc, const char *doing, sb_error *err);
+/* prepare, failing with a clear error. */
+int sb_dbq_prepare(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing,
+                   sb_error *err);
+/* One step: 1 for a row, 0 when done, -1 (err set, st finalized) on error. */
+int sb_dbq_step(sb_dbq *q, sqlite3_stmt *st, const char *doing, sb_error *err);
+/* Column i as text, "" when NULL; as a double, NaN when NULL. */
+const char *sb_dbq_text(sqlite3_stmt *st, int i);
+double sb_dbq_real(sqlite3_stmt *st, int i);
+
+/* 0 if run_id is a row of runs; -1 with "FILE: no run with id N" otherwise. */
+int sb_dbq_check_run(sb_dbq *q, int64_t run_id, sb_error *err);
+
+/* ------------------------------------------------- a run's results -- */
+
+/* One measurement of a run, with its strategy and model. */
+typedef struct {
+    int64_t measurement_id, strategy_id, model_id;
+    char model[64];
+    char params[512];
+    int p;
+    char kind[32];
+    double predicted_cost;          /* NaN if unknown */
+    char status[8];                 /* ok, oom, error, timeout */
+    double median, min, max;        /* seconds; NaN unless ok */
+    int steps;
+    double peak_mem_bytes;          /* NaN if unknown */
+    char message[256];              /* "" if none */
+} sb_qmeas;
+
+/* Every measurement of run_id, ordered by model name, params, p, kind,
+ * strategy, measurement. *rows is malloc'd (free it); *n may be 0. */
+int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n,
+                            sb_error *err);
+
+/* Whether DP is this kind: "dp", "data", "data-parallel", "data_parallel". */
+int sb_kind_is_data_parallel(const char *kind);
+
+/* Per (model, p, kind) of a run: the best (least median) ok strategy, and
+ * the speedup of that over the best data-parallel strategy of the same
+ * (model, p) (NaN when either is missing). */
+typedef struct {
+    int64_t model_id;
+    char model[64];
+    char params[512];
+    int p;
+    char kind[32];
+    int strategies, failed;         /* distinct strategies tried; attempts not ok */
+    int64_t best_strategy_id;       /* 0 if none ok */
+    double best_median, best_min;   /* NaN if none ok */
+    double dp_median;               /* best data-parallel median, NaN if none */
+    double speedup;                 /* dp_median / best_median */
+} sb_qkind;
+
+/* Groups rows (as sb_dbq_run_measurements gives them) by (model, p, kind). */
+int sb_q_kinds(const sb_qmeas *rows, int n, sb_qkind **out, int *nout, sb_error *err);
+
+/* Cost-model fidelity of one (model, p) of a run. */
+typedef struct {
+    int64_t model_id;
+    char model[64];
+    char params[512];
+    int p;
+    int n;            /* strategies ranked */
+    double rho;       /* NaN when undefined */
+    int stored;       /* 1: read from the correlations table; 0: computed now */
+} sb_qfidelity;
+
+/* Spearman's rho of predicted cost against measured median over the ok
+ * strategies of each (model, p) of rows (one point per strategy: its least
+ * median). Fills x/y of one group: see sb_q_points. */
+int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n,
+                  sb_qfidelity **out, int *nout, sb_error *err);
+
+/* The points of one (model_id, p) of rows: predicted cost, least median and
+ * the row index of the strategy, one per distinct ok strategy with a known
+ * predicted cost. x, y, idx must hold n entries; returns the count. */
+int sb_q_points(const sb_qmeas *rows, int n, int64_t model_id, int p, double *x, double *y,
+                int *idx);
+
+/* ------------------------------------------------------------ writes -- */
+
+/* Stores (or replaces) the correlation of (run, model, p); rho NaN = NULL.
+ * One transaction. The model is named by its (name, params) row. */
+int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model,
+                              const char *params, int p, int n, double rho, sb_error *err);
+
+/* Sets search_runs.run_id of one search row (a bench's own searches). */
+int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

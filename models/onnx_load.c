@@ -1,0 +1,90 @@
+/* onnx_load.c: reading an .onnx file and parsing its import
+ * (include/shardbench/onnx.h). The conversion itself is onnx_import.c; this
+ * file needs no protobuf and builds with or without ONNX support. */
+#define _GNU_SOURCE
+#include "shardbench/onnx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_ONNX_BYTES ((size_t)2 << 30)
+
+int sb_onnx_is_path(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n > 5 && strcasecmp(path + n - 5, ".onnx") == 0;
+}
+
+int sb_onnx_read_file(const char *path, char **data, size_t *size, sb_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open ONNX file: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = sb_malloc(cap, err);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= MAX_ONNX_BYTES) {
+                sb_fail(err, SB_EXIT_INPUT, "%s: ONNX file larger than 2 GiB", path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            char *nb = sb_realloc(buf, cap * 2, err);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) {
+            if (ferror(f)) {
+                sb_fail(err, SB_EXIT_INPUT, "%s: read error", path);
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return -1;
+    *data = buf;
+    *size = n;
+    return 0;
+}
+
+int sb_onnx_load(const char *path, const sb_onnx_opts *opts, const sb_setting *settings,
+                 int nsettings, sb_model *out, sb_onnx_info *info, sb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char *data, *text;
+    size_t size, len;
+    sb_onnx_opts o = {0};
+    if (opts)
+        o = *opts;
+    if (!o.settings && settings) {
+        o.settings = settings;
+        o.nsettings = nsettings;
+    }
+    if (sb_onnx_read_file(path, &data, &size, err))
+        return -1;
+    int rc = sb_onnx_to_text(data, size, path, &o, &text, &len, info, err);
+    free(data);
+    if (rc)
+        return -1;
+    rc = sb_model_parse(text, len, path, settings, nsettings, out, err);
+    if (rc && err && strlen(err->msg) < sizeof err->msg - 80)
+        strcat(err->msg, " (in the model text imported from ONNX: `shardbench import` writes it)");
+    free(text);
+    return rc;
+}

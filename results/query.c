@@ -1,0 +1,916 @@
+/* results/query.c: reading the results database back (query.h).
+ *
+ * A second way into the file, beside db.c: it opens an existing database
+ * without creating or migrating it, gives the commands (`bench`, `report`,
+ * `plot`, `regress`) checked prepare/step with clear errors, loads a run's
+ * measurements, and writes the two things a bench adds (correlations, the
+ * run of its searches). Also a small JSON reader and Spearman's rho. Not
+ * the recording API (db.c) and not the report layouts (cli/). */
+#define _GNU_SOURCE
+#include "shardbench/query.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "shardbench/results.h"
+
+/* ================================================================ JSON == */
+
+typedef struct {
+    const char *s;
+    const char *start;
+    sb_error *err;
+    int depth;
+} jparser;
+
+static int jfail(jparser *p, const char *what)
+{
+    return sb_fail(p->err, SB_EXIT_INPUT, "bad JSON at offset %ld: %s",
+                   (long)(p->s - p->start), what);
+}
+
+static void jskip(jparser *p)
+{
+    while (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')
+        p->s++;
+}
+
+static sb_json *jnew(jparser *p, sb_json_type t)
+{
+    sb_json *j = calloc(1, sizeof *j);
+    if (!j)
+        sb_fail(p->err, SB_EXIT_INTERNAL, "out of memory reading JSON");
+    else
+        j->type = t;
+    return j;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A string at p->s (on the opening quote) into a malloc'd UTF-8 copy. */
+static char *jstring(jparser *p)
+{
+    const char *s = ++p->s;
+    size_t cap = 16, len = 0;
+    char *out = malloc(cap);
+    if (!out) {
+        sb_fail(p->err, SB_EXIT_INTERNAL, "out of memory reading JSON");
+        return NULL;
+    }
+    for (;;) {
+        unsigned c = (unsigned char)*s;
+        char buf[4];
+        size_t k = 1;
+        if (c == '\0' || c < 0x20) {
+            p->s = s;
+            jfail(p, c ? "control character in a string" : "unterminated string");
+            free(out);
+            return NULL;
+        }
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            s++;
+            switch (*s) {
+            case '"': buf[0] = '"'; break;
+            case '\\': buf[0] = '\\'; break;
+            case '/': buf[0] = '/'; break;
+            case 'b': buf[0] = '\b'; break;
+            case 'f': buf[0] = '\f'; break;
+            case 'n': buf[0] = '\n'; break;
+            case 'r': buf[0] = '\r'; break;
+            case 't': buf[0] = '\t'; break;
+            case 'u': {
+                unsigned u = 0;
+                for (int i = 1; i <= 4; i++) {
+                    int h = hexval((unsigned char)s[i]);
+                    if (h < 0) {
+                        p->s = s;
+                        jfail(p, "bad \\u escape");
+                        free(out);
+                        return NULL;
+                    }
+                    u = u * 16 + (unsigned)h;
+                }
+                s += 4;
+                if (u >= 0xd800 && u <= 0xdfff)
+                    u = 0xfffd; /* surrogates: not worth pairing here */
+                if (u < 0x80) {
+                    buf[0] = (char)u;
+                } else if (u < 0x800) {
+                    buf[0] = (char)(0xc0 | (u >> 6));
+                    buf[1] = (char)(0x80 | (u & 0x3f));
+                    k = 2;
+                } else {
+                    buf[0] = (char)(0xe0 | (u >> 12));
+                    buf[1] = (char)(0x80 | ((u >> 6) & 0x3f));
+                    buf[2] = (char)(0x80 | (u & 0x3f));
+                    k = 3;
+                }
+                break;
+            }
+            default:
+                p->s = s;
+                jfail(p, "bad escape");
+                free(out);
+                return NULL;
+            }
+        } else {
+            buf[0] = (char)c;
+        }
+        s++;
+        if (len + k + 1 > cap) {
+            char *n = realloc(out, cap *= 2);
+            if (!n) {
+                free(out);
+                sb_fail(p->err, SB_EXIT_INTERNAL, "out of memory reading JSON");
+                return NULL;
+            }
+            out = n;
+        }
+        memcpy(out + len, buf, k);
+        len += k;
+    }
+    out[len] = '\0';
+    p->s = s + 1;
+    return out;
+}
+
+static sb_json *jvalue(jparser *p);
+
+/* Items of an array or members of an object, after the opening bracket. */
+static sb_json *jlist(jparser *p, sb_json_type t)
+{
+    char close = t == SB_JSON_ARR ? ']' : '}';
+    sb_json *j = jnew(p, t), **tail;
+    if (!j)
+        return NULL;
+    tail = &j->child;
+    p->s++;
+    jskip(p);
+    if (*p->s == close) {
+        p->s++;
+        return j;
+    }
+    for (;;) {
+        char *key = NULL;
+        jskip(p);
+        if (t == SB_JSON_OBJ) {
+            if (*p->s != '"') {
+                jfail(p, "expected a member name");
+                goto fail;
+            }
+            if (!(key = jstring(p)))
+                goto fail;
+            jskip(p);
+            if (*p->s != ':') {
+                free(key);
+                jfail(p, "expected ':'");
+                goto fail;
+            }
+            p->s++;
+        }
+        sb_json *v = jvalue(p);
+        if (!v) {
+            free(key);
+            goto fail;
+        }
+        v->key = key;
+        *tail = v;
+        tail = &v->next;
+        j->n++;
+        jskip(p);
+        if (*p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (*p->s == close) {
+            p->s++;
+            return j;
+        }
+        jfail(p, t == SB_JSON_ARR ? "expected ',' or ']'" : "expected ',' or '}'");
+        goto fail;
+    }
+fail:
+    sb_json_free(j);
+    return NULL;
+}
+
+static int word_at(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    return strncmp(s, w, n) == 0 && !isalnum((unsigned char)s[n]);
+}
+
+static sb_json *jvalue(jparser *p)
+{
+    jskip(p);
+    if (++p->depth > 200) {
+        jfail(p, "nested too deeply");
+        return NULL;
+    }
+    sb_json *j = NULL;
+    const char *s = p->s;
+    if (*s == '{' || *s == '[') {
+        j = jlist(p, *s == '{' ? SB_JSON_OBJ : SB_JSON_ARR);
+    } else if (*s == '"') {
+        char *str = jstring(p);
+        if (str && !(j = jnew(p, SB_JSON_STR)))
+            free(str);
+        else if (j)
+            j->str = str;
+    } else if (word_at(s, "true") || word_at(s, "false")) {
+        if ((j = jnew(p, SB_JSON_BOOL))) {
+            j->num = *s == 't';
+            p->s += *s == 't' ? 4 : 5;
+        }
+    } else if (word_at(s, "null")) {
+        if ((j = jnew(p, SB_JSON_NULL)))
+            p->s += 4;
+    } else {
+        int neg = *s == '-';
+        const char *w = s + neg;
+        double v;
+        char *end = NULL;
+        if (word_at(w, "nan") || word_at(w, "NaN")) {
+            v = NAN;
+            end = (char *)w + 3;
+        } else if (word_at(w, "inf") || word_at(w, "Infinity")) {
+            v = neg ? -INFINITY : INFINITY;
+            end = (char *)w + (w[0] == 'i' ? 3 : 8);
+        } else if (*w >= '0' && *w <= '9') {
+            errno = 0;
+            v = strtod(s, &end);
+        } else {
+            jfail(p, "expected a value");
+            return NULL;
+        }
+        if ((j = jnew(p, SB_JSON_NUM))) {
+            j->num = v;
+            p->s = end;
+        }
+    }
+    p->depth--;
+    return j;
+}
+
+sb_json *sb_json_parse(const char *text, sb_error *err)
+{
+    if (!text)
+        text = "";
+    jparser p = {.s = text, .start = text, .err = err};
+    sb_json *j = jvalue(&p);
+    if (!j)
+        return NULL;
+    jskip(&p);
+    if (*p.s) {
+        jfail(&p, "text after the value");
+        sb_json_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+void sb_json_free(sb_json *j)
+{
+    while (j) {
+        sb_json *next = j->next;
+        sb_json_free(j->child);
+        free(j->str);
+        free(j->key);
+        free(j);
+        j = next;
+    }
+}
+
+const sb_json *sb_json_get(const sb_json *obj, const char *key)
+{
+    if (!obj || obj->type != SB_JSON_OBJ)
+        return NULL;
+    for (const sb_json *c = obj->child; c; c = c->next)
+        if (c->key && !strcmp(c->key, key))
+            return c;
+    return NULL;
+}
+
+const sb_json *sb_json_at(const sb_json *arr, int i)
+{
+    if (!arr || (arr->type != SB_JSON_ARR && arr->type != SB_JSON_OBJ) || i < 0)
+        return NULL;
+    const sb_json *c = arr->child;
+    while (c && i-- > 0)
+        c = c->next;
+    return c;
+}
+
+double sb_json_num(const sb_json *j, double def)
+{
+    return j && j->type == SB_JSON_NUM ? j->num : def;
+}
+
+const char *sb_json_str(const sb_json *j)
+{
+    return j && j->type == SB_JSON_STR ? j->str : NULL;
+}
+
+/* ========================================================== statistics == */
+
+typedef struct {
+    double v;
+    int i;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    double x = ((const ranked *)a)->v, y = ((const ranked *)b)->v;
+    return (x > y) - (x < y);
+}
+
+/* Ranks 1..n of v, ties sharing their mean rank. */
+static int ranks(const double *v, int n, double *r)
+{
+    ranked *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return -1;
+    for (int i = 0; i < n; i++)
+        t[i] = (ranked){v[i], i};
+    qsort(t, (size_t)n, sizeof *t, cmp_ranked);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && t[j + 1].v == t[i].v)
+            j++;
+        double mean = (i + j) / 2.0 + 1;
+        for (int k = i; k <= j; k++)
+            r[t[k].i] = mean;
+        i = j + 1;
+    }
+    free(t);
+    return 0;
+}
+
+int sb_spearman(const double *x, const double *y, int n, double *rho)
+{
+    if (n < 2)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(x[i]) || !isfinite(y[i]))
+            return -1;
+    double *rx = malloc((size_t)n * sizeof *rx), *ry = malloc((size_t)n * sizeof *ry);
+    int rc = -1;
+    if (rx && ry && !ranks(x, n, rx) && !ranks(y, n, ry)) {
+        double mean = (n + 1) / 2.0, sxy = 0, sxx = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            double a = rx[i] - mean, b = ry[i] - mean;
+            sxy += a * b;
+            sxx += a * a;
+            syy += b * b;
+        }
+        if (sxx > 0 && syy > 0) {
+            double r = sxy / sqrt(sxx * syy);
+            *rho = r > 1 ? 1 : r < -1 ? -1 : r;
+            rc = 0;
+        }
+    }
+    free(rx);
+    free(ry);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double sb_median(const double *v, int n)
+{
+    if (n <= 0)
+        return NAN;
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return NAN;
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    free(t);
+    return m;
+}
+
+/* ======================================================== query handle == */
+
+struct sb_dbq {
+    sqlite3 *h;
+    char *path;
+    int busy_ms;
+    int version;
+};
+
+sqlite3 *sb_dbq_handle(sb_dbq *q) { return q->h; }
+const char *sb_dbq_path(const sb_dbq *q) { return q->path; }
+int sb_dbq_version(const sb_dbq *q) { return q->version; }
+
+int sb_dbq_fail(sb_dbq *q, int rc, const char *doing, sb_error *err)
+{
+    const char *p = q->path;
+    const char *msg = q->h ? sqlite3_errmsg(q->h) : sqlite3_errstr(rc);
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: database is locked (another process holds it; waited %d ms) while %s",
+                       p, q->busy_ms, doing);
+    case SQLITE_NOTADB:
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: file is not a database (damaged or not SQLite) while %s", p, doing);
+    case SQLITE_CORRUPT:
+        return sb_fail(err, SB_EXIT_INPUT, "%s: database is damaged (%s) while %s", p, msg,
+                       doing);
+    case SQLITE_CANTOPEN:
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the file (%s) while %s", p, msg,
+                       doing);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write (%s) while %s", p, msg, doing);
+    case SQLITE_FULL:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: disk full while %s", p, doing);
+    case SQLITE_IOERR:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: I/O error (%s) while %s", p, msg, doing);
+    default:
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: %s while %s", p, msg, doing);
+    }
+}
+
+int sb_dbq_prepare(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing,
+                   sb_error *err)
+{
+    int rc = sqlite3_prepare_v2(q->h, sql, -1, st, NULL);
+    if (rc == SQLITE_OK)
+        return 0;
+    *st = NULL;
+    return sb_dbq_fail(q, rc, doing, err);
+}
+
+int sb_dbq_step(sb_dbq *q, sqlite3_stmt *st, const char *doing, sb_error *err)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    sb_dbq_fail(q, rc, doing, err);
+    sqlite3_finalize(st);
+    return -1;
+}
+
+const char *sb_dbq_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? (const char *)t : "";
+}
+
+double sb_dbq_real(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+/* The file must exist and start with the SQLite header (an empty file is not
+ * a database we can read results from). */
+static int check_file(const char *path, sb_error *err)
+{
+    static const char magic[16] = "SQLite format 3";
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the results database: %s", path,
+                       strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: not a regular file, so not a database", path);
+    char head[16];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot read the file: %s", path,
+                       strerror(errno));
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    if (n != (ssize_t)sizeof head || memcmp(head, magic, sizeof magic))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: file is not a database (damaged or not SQLite); left untouched", path);
+    return 0;
+}
+
+static int one_int(sb_dbq *q, const char *sql, int64_t *v, const char *doing, sb_error *err)
+{
+    sqlite3_stmt *st;
+    if (sb_dbq_prepare(q, sql, &st, doing, err))
+        return -1;
+    int r = sb_dbq_step(q, st, doing, err);
+    if (r < 0)
+        return -1;
+    *v = r ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int sb_dbq_open(const char *path, int writable, int busy_timeout_ms, sb_dbq **out,
+                sb_error *err)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return sb_fail(err, SB_EXIT_INPUT, "no results database path given");
+    if (check_file(path, err))
+        return -1;
+    sb_dbq *q = calloc(1, sizeof *q);
+    if (!q || !(q->path = strdup(path))) {
+        free(q);
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory", path);
+    }
+    q->busy_ms = busy_timeout_ms > 0 ? busy_timeout_ms : 5000;
+    int rc = sqlite3_open_v2(path, &q->h,
+                             writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK) {
+        sb_dbq_fail(q, rc, "opening", err);
+        sb_dbq_close(q);
+        return -1;
+    }
+    sqlite3_extended_result_codes(q->h, 1);
+    sqlite3_busy_timeout(q->h, q->busy_ms);
+    int64_t v = 0;
+    sqlite3_stmt *st;
+    const char *doing = "checking the file (quick_check)";
+    if (sb_dbq_prepare(q, "PRAGMA quick_check", &st, doing, err))
+        goto fail;
+    int r = sb_dbq_step(q, st, doing, err);
+    if (r < 0)
+        goto fail;
+    if (r == 0 || strcmp(sb_dbq_text(st, 0), "ok")) {
+        char what[200];
+        snprintf(what, sizeof what, "%s", r ? sb_dbq_text(st, 0) : "no answer");
+        for (char *c = what; *c; c++)
+            if (*c == '\n')
+                *c = ' ';
+        sqlite3_finalize(st);
+        sb_fail(err, SB_EXIT_INPUT, "%s: database is damaged (quick_check: %s)", path, what);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    if (one_int(q, "PRAGMA user_version", &v, "reading the schema version", err))
+        goto fail;
+    q->version = (int)v;
+    if (v < 1) {
+        sb_fail(err, SB_EXIT_INPUT, "%s: not a shardbench results database (schema version %d)",
+                path, (int)v);
+        goto fail;
+    }
+    if (v > SB_DB_SCHEMA_VERSION) {
+        sb_fail(err, SB_EXIT_INPUT,
+                "%s: schema version %d is newer than this shardbench's (%d); use a newer "
+                "shardbench",
+                path, (int)v, SB_DB_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (writable && v != SB_DB_SCHEMA_VERSION) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: schema version %d, not %d: open it with sb_db_open "
+                "first", path, (int)v, SB_DB_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (writable && sqlite3_exec(q->h, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK) {
+        sb_dbq_fail(q, sqlite3_errcode(q->h), "enabling foreign keys", err);
+        goto fail;
+    }
+    *out = q;
+    return 0;
+fail:
+    sb_dbq_close(q);
+    return -1;
+}
+
+void sb_dbq_close(sb_dbq *q)
+{
+    if (!q)
+        return;
+    sqlite3_close_v2(q->h);
+    free(q->path);
+    free(q);
+}
+
+int sb_dbq_check_run(sb_dbq *q, int64_t run_id, sb_error *err)
+{
+    char doing[64];
+    snprintf(doing, sizeof doing, "looking up run %lld", (long long)run_id);
+    sqlite3_stmt *st;
+    if (sb_dbq_prepare(q, "SELECT 1 FROM runs WHERE id = ?1", &st, doing, err))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int r = sb_dbq_step(q, st, doing, err);
+    if (r < 0)
+        return -1;
+    sqlite3_finalize(st);
+    if (!r)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: no run with id %lld", q->path, (long long)run_id);
+    return 0;
+}
+
+/* ========================================================= a run's rows == */
+
+static void copy_text(char *dst, size_t n, sqlite3_stmt *st, int i)
+{
+    snprintf(dst, n, "%s", sb_dbq_text(st, i));
+}
+
+int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, sb_error *err)
+{
+    char doing[64];
+    snprintf(doing, sizeof doing, "reading the measurements of run %lld", (long long)run_id);
+    *rows = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sb_dbq_prepare(q,
+                       "SELECT x.id, s.id, m.id, m.name, m.params, s.p, s.kind, s.predicted_cost, "
+                       "x.status, x.step_median_s, x.step_min_s, x.step_max_s, x.steps, "
+                       "x.peak_mem_bytes, x.message "
+                       "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
+                       "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
+                       "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
+                       &st, doing, err))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int cap = 0, r;
+    sb_qmeas *v = NULL;
+    while ((r = sb_dbq_step(q, st, doing, err)) == 1) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 32;
+            sb_qmeas *nv = sb_realloc(v, (size_t)cap * sizeof *v, err);
+            if (!nv) {
+                sqlite3_finalize(st);
+                free(v);
+                return -1;
+            }
+            v = nv;
+        }
+        sb_qmeas *m = &v[(*n)++];
+        memset(m, 0, sizeof *m);
+        m->measurement_id = sqlite3_column_int64(st, 0);
+        m->strategy_id = sqlite3_column_int64(st, 1);
+        m->model_id = sqlite3_column_int64(st, 2);
+        copy_text(m->model, sizeof m->model, st, 3);
+        copy_text(m->params, sizeof m->params, st, 4);
+        m->p = sqlite3_column_int(st, 5);
+        copy_text(m->kind, sizeof m->kind, st, 6);
+        m->predicted_cost = sb_dbq_real(st, 7);
+        copy_text(m->status, sizeof m->status, st, 8);
+        m->median = sb_dbq_real(st, 9);
+        m->min = sb_dbq_real(st, 10);
+        m->max = sb_dbq_real(st, 11);
+        m->steps = sqlite3_column_int(st, 12);
+        m->peak_mem_bytes = sb_dbq_real(st, 13);
+        copy_text(m->message, sizeof m->message, st, 14);
+    }
+    if (r < 0) {
+        free(v);
+        *n = 0;
+        return -1;
+    }
+    sqlite3_finalize(st);
+    *rows = v;
+    return 0;
+}
+
+int sb_kind_is_data_parallel(const char *k)
+{
+    return !strcmp(k, "dp") || !strcmp(k, "data") || !strcmp(k, "data-parallel") ||
+           !strcmp(k, "data_parallel");
+}
+
+static int ok_time(const sb_qmeas *m)
+{
+    return !strcmp(m->status, "ok") && isfinite(m->median);
+}
+
+int sb_q_kinds(const sb_qmeas *rows, int n, sb_qkind **out, int *nout, sb_error *err)
+{
+    *out = NULL;
+    *nout = 0;
+    sb_qkind *k = sb_calloc((size_t)(n ? n : 1), sizeof *k, err);
+    if (!k)
+        return -1;
+    int nk = 0;
+    for (int i = 0; i < n; i++) {
+        const sb_qmeas *m = &rows[i];
+        sb_qkind *g = NULL;
+        for (int j = 0; j < nk && !g; j++)
+            if (k[j].model_id == m->model_id && k[j].p == m->p && !strcmp(k[j].kind, m->kind))
+                g = &k[j];
+        if (!g) {
+            g = &k[nk++];
+            g->model_id = m->model_id;
+            snprintf(g->model, sizeof g->model, "%s", m->model);
+            snprintf(g->params, sizeof g->params, "%s", m->params);
+            g->p = m->p;
+            snprintf(g->kind, sizeof g->kind, "%s", m->kind);
+            g->best_median = g->best_min = g->dp_median = g->speedup = NAN;
+        }
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = rows[j].strategy_id == m->strategy_id;
+        g->strategies += !seen;
+        if (!ok_time(m)) {
+            g->failed++;
+            continue;
+        }
+        if (!(m->median >= g->best_median)) {
+            g->best_median = m->median;
+            g->best_min = m->min;
+            g->best_strategy_id = m->strategy_id;
+        }
+    }
+    for (int i = 0; i < nk; i++) {
+        for (int j = 0; j < nk; j++)
+            if (k[j].model_id == k[i].model_id && k[j].p == k[i].p &&
+                sb_kind_is_data_parallel(k[j].kind) && !(k[j].best_median >= k[i].dp_median))
+                k[i].dp_median = k[j].best_median;
+        k[i].speedup = k[i].dp_median / k[i].best_median;
+    }
+    *out = k;
+    *nout = nk;
+    return 0;
+}
+
+int sb_q_points(const sb_qmeas *rows, int n, int64_t model_id, int p, double *x, double *y,
+                int *idx)
+{
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        const sb_qmeas *m = &rows[i];
+        if (m->model_id != model_id || m->p != p || !ok_time(m) || !isfinite(m->predicted_cost))
+            continue;
+        int j = 0;
+        while (j < np && rows[idx[j]].strategy_id != m->strategy_id)
+            j++;
+        if (j < np) {
+            if (m->median < y[j]) {
+                y[j] = m->median;
+                idx[j] = i;
+            }
+            continue;
+        }
+        x[np] = m->predicted_cost;
+        y[np] = m->median;
+        idx[np++] = i;
+    }
+    return np;
+}
+
+/* The stored rho of (run, model, p): returns 1 with rho and n set, 0 if none. */
+static int stored_rho(sb_dbq *q, int64_t run_id, int64_t model_id, int p, double *rho, int *n,
+                      sb_error *err)
+{
+    if (q->version < 2)
+        return 0;
+    const char *doing = "reading the correlations";
+    sqlite3_stmt *st;
+    if (sb_dbq_prepare(q, "SELECT rho, n FROM correlations WHERE run_id = ?1 AND "
+                       "model_id = ?2 AND p = ?3", &st, doing, err))
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_int(st, 3, p);
+    int r = sb_dbq_step(q, st, doing, err);
+    if (r < 0)
+        return -1;
+    if (r) {
+        *rho = sb_dbq_real(st, 0);
+        *n = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfidelity **out,
+                  int *nout, sb_error *err)
+{
+    *out = NULL;
+    *nout = 0;
+    sb_qfidelity *f = sb_calloc((size_t)(n ? n : 1), sizeof *f, err);
+    double *x = sb_calloc((size_t)(n ? n : 1), sizeof *x, err);
+    double *y = sb_calloc((size_t)(n ? n : 1), sizeof *y, err);
+    int *idx = sb_calloc((size_t)(n ? n : 1), sizeof *idx, err);
+    int nf = 0, rc = -1;
+    if (!f || !x || !y || !idx)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < nf && !seen; j++)
+            seen = f[j].model_id == rows[i].model_id && f[j].p == rows[i].p;
+        if (seen)
+            continue;
+        sb_qfidelity *g = &f[nf++];
+        g->model_id = rows[i].model_id;
+        snprintf(g->model, sizeof g->model, "%s", rows[i].model);
+        snprintf(g->params, sizeof g->params, "%s", rows[i].params);
+        g->p = rows[i].p;
+        g->rho = NAN;
+        int s = stored_rho(q, run_id, g->model_id, g->p, &g->rho, &g->n, err);
+        if (s < 0)
+            goto out;
+        g->stored = s;
+        if (!s) {
+            g->n = sb_q_points(rows, n, g->model_id, g->p, x, y, idx);
+            if (sb_spearman(x, y, g->n, &g->rho))
+                g->rho = NAN;
+        }
+    }
+    rc = 0;
+out:
+    free(x);
+    free(y);
+    free(idx);
+    if (rc)
+        free(f);
+    else {
+        *out = f;
+        *nout = nf;
+    }
+    return rc;
+}
+
+/* ============================================================== writes == */
+
+static int exec(sb_dbq *q, const char *sql, const char *doing, sb_error *err)
+{
+    int rc = sqlite3_exec(q->h, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : sb_dbq_fail(q, rc, doing, err);
+}
+
+static void rollback(sb_dbq *q)
+{
+    if (!sqlite3_get_autocommit(q->h))
+        sqlite3_exec(q->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model, const char *params,
+                              int p, int n, double rho, sb_error *err)
+{
+    const char *doing = "recording a correlation";
+    sqlite3_stmt *st;
+    if (exec(q, "BEGIN IMMEDIATE", doing, err))
+        return -1;
+    if (sb_dbq_prepare(q,
+                       "INSERT INTO correlations (run_id, model_id, p, n, rho) "
+                       "SELECT ?1, id, ?4, ?5, ?6 FROM models WHERE name = ?2 AND params = ?3 "
+                       "ON CONFLICT (run_id, model_id, p) DO UPDATE SET n = excluded.n, "
+                       "rho = excluded.rho, created_at = excluded.created_at",
+                       &st, doing, err))
+        goto fail;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, params ? params : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 4, p);
+    sqlite3_bind_int(st, 5, n);
+    if (isfinite(rho))
+        sqlite3_bind_double(st, 6, rho);
+    else
+        sqlite3_bind_null(st, 6);
+    if (sb_dbq_step(q, st, doing, err) < 0)
+        goto fail;
+    sqlite3_finalize(st);
+    if (sqlite3_changes(q->h) != 1) {
+        sb_fail(err, SB_EXIT_INPUT, "%s: cannot record a correlation: no model %s (%s)", q->path,
+                model, params ? params : "");
+        goto fail;
+    }
+    if (exec(q, "COMMIT", doing, err))
+        goto fail;
+    return 0;
+fail:
+    rollback(q);
+    return -1;
+}
+
+int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *err)
+{
+    const char *doing = "linking a search to its run";
+    sqlite3_stmt *st;
+    if (sb_dbq_prepare(q, "UPDATE search_runs SET run_id = ?2 WHERE id = ?1", &st, doing, err))
+        return -1;
+    sqlite3_bind_int64(st, 1, search_id);
+    sqlite3_bind_int64(st, 2, run_id);
+    if (sb_dbq_step(q, st, doing, err) < 0)
+        return -1;
+    sqlite3_finalize(st);
+    return 0;
+}

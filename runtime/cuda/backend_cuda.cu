@@ -1,0 +1,785 @@
+/* runtime/cuda/backend_cuda.cu: the cuda backend's sb_backend table
+ * (runtime.h) for NVIDIA GPUs: start-up (device choice by local rank, "no
+ * GPU" detection), the device-memory pool (one cudaMalloc, sub-allocated by
+ * cuda_host.c's arithmetic; peak reported), cuBLAS strided batched GEMM in
+ * fp32 / tf32 / bf16, cuDNN 9 legacy convolutions with the algorithm found
+ * once per shape and cached, and the in-place all-reduce (NCCL per MPI
+ * communicator when every rank has its own GPU, else host-staged MPI).
+ * The other kernels are kernels_cuda.cu's. What it is not: a second
+ * executor, or a user of managed memory. One stream carries everything;
+ * `sync` waits for it.
+ *
+ * Environment (cli/ has no options for these yet):
+ *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 storage of
+ *                         GEMM operands, fp32 accumulation; convolutions
+ *                         then use tf32)
+ *   SHARDBENCH_COMM       auto (default) | nccl | mpi
+ *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
+ *                         memory, shared evenly by the ranks on the GPU)
+ *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda_backend.h"
+#include "cuda_internal.h"
+#include "shardbench/runtime.h"
+
+#define POOL_ALIGN 256
+#define CUBLAS_WS_BYTES ((size_t)32 << 20)
+#define FIND_WS_MAX ((size_t)1 << 30)
+
+static struct {
+    int ready;              /* 1: initialized; -1: failed (msg) */
+    char msg[512];
+    int device, sharing;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    sbc_precision prec;
+    sbc_comm_mode comm_mode;
+    char *base;             /* the pool's block */
+    sbc_pool pool;
+    int pool_ready;
+    sbc_algo_cache algos;
+    sbc_comm_cache *comms;
+    float *stage;           /* pinned host staging for the MPI path */
+    size_t stage_n;
+    cudaEvent_t ev0, ev1;
+    sbc_gpu_id me;
+    int nccl_comms, mpi_comms;
+} g;
+
+/* ---- errors ------------------------------------------------------------------- */
+
+void sbc_die(const char *file, int line, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    int init = 0, fin = 0, rank = -1;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin)
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "shardbench: cuda backend: rank %d: %s:%d: %s\n", rank, file, line, buf);
+    fflush(stderr);
+    if (init && !fin)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define SBC_BLAS(call)                                                                  \
+    do {                                                                                \
+        cublasStatus_t s_ = (call);                                                     \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                \
+            sbc_die(__FILE__, __LINE__, "%s: cuBLAS status %d", #call, (int)s_);        \
+    } while (0)
+
+#define SBC_DNN(call)                                                                   \
+    do {                                                                                \
+        cudnnStatus_t s_ = (call);                                                      \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                 \
+            sbc_die(__FILE__, __LINE__, "%s: %s", #call, cudnnGetErrorString(s_));      \
+    } while (0)
+
+cudaStream_t sbc_stream(void) { return g.stream; }
+
+/* ---- pool ------------------------------------------------------------------------ */
+
+static void pool_init(void)
+{
+    if (g.pool_ready)
+        return;
+    size_t free_b = 0, total_b = 0;
+    SBC_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    size_t limit = 0;
+    const char *mb = getenv("SHARDBENCH_CUDA_POOL_MB");
+    if (mb && *mb)
+        limit = (size_t)strtoull(mb, NULL, 10) << 20;
+    size_t bytes = sbc_pool_size_for(free_b, 0.85, g.sharing, limit, POOL_ALIGN);
+    if (bytes < ((size_t)64 << 20))
+        sbc_die(__FILE__, __LINE__,
+                "device %d: only %zu MiB free of %zu MiB for the memory pool (%d rank(s) share "
+                "the GPU); free memory or set SHARDBENCH_CUDA_POOL_MB",
+                g.device, free_b >> 20, total_b >> 20, g.sharing);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess)
+        sbc_die(__FILE__, __LINE__, "device %d: cudaMalloc of the %zu MiB memory pool: %s",
+                g.device, bytes >> 20, cudaGetErrorString(e));
+    g.base = (char *)p;
+    if (sbc_pool_init(&g.pool, bytes, POOL_ALIGN))
+        sbc_die(__FILE__, __LINE__, "out of host memory");
+    g.pool_ready = 1;
+    /* cuBLAS's workspace from the pool too (it would cudaMalloc its own) */
+    void *ws = sbc_scratch(CUBLAS_WS_BYTES, "cuBLAS workspace");
+    SBC_BLAS(cublasSetWorkspace(g.blas, ws, CUBLAS_WS_BYTES));
+}
+
+static void *pool_get(size_t bytes)
+{
+    pool_init();
+    size_t off;
+    if (sbc_pool_alloc(&g.pool, bytes, &off))
+        return NULL;
+    return g.base + off;
+}
+
+static void pool_put(void *p)
+{
+    if (!p)
+        return;
+    if (!g.pool_ready || (char *)p < g.base || sbc_pool_free(&g.pool, (size_t)((char *)p - g.base)))
+        sbc_die(__FILE__, __LINE__, "release of %p, which the pool did not hand out", p);
+}
+
+void *sbc_scratch(size_t bytes, const char *what)
+{
+    void *p = pool_get(bytes);
+    if (!p)
+        sbc_die(__FILE__, __LINE__,
+                "device memory pool exhausted: %zu bytes for %s (pool %zu MiB, in use %zu MiB, "
+                "largest free block %zu MiB); set SHARDBENCH_CUDA_POOL_MB or use smaller sizes",
+                bytes, what, g.pool.capacity >> 20, g.pool.in_use >> 20,
+                sbc_pool_largest_free(&g.pool) >> 20);
+    return p;
+}
+
+void sbc_scratch_free(void *p) { pool_put(p); }
+
+static void *cuda_alloc(size_t bytes)
+{
+    void *p = pool_get(bytes);
+    if (!p) /* the caller reports the failure; say why */
+        fprintf(stderr,
+                "shardbench: cuda backend: device %d: memory pool exhausted: %zu bytes wanted, "
+                "pool %zu MiB, in use %zu MiB, largest free block %zu MiB "
+                "(SHARDBENCH_CUDA_POOL_MB sets the pool size)\n",
+                g.device, bytes, g.pool.capacity >> 20, g.pool.in_use >> 20,
+                sbc_pool_largest_free(&g.pool) >> 20);
+    return p;
+}
+static void cuda_release(void *p) { pool_put(p); }
+
+static void cuda_zero(float *p, size_t n)
+{
+    if (n)
+        SBC_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), g.stream));
+}
+
+static void cuda_sync(void) { SBC_CUDA(cudaStreamSynchronize(g.stream)); }
+
+static void cuda_to_host(float *host, const float *dev, size_t n)
+{
+    if (!n)
+        return;
+    SBC_CUDA(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, g.stream));
+    cuda_sync();
+}
+
+static void cuda_from_host(float *dev, const float *host, size_t n)
+{
+    if (!n)
+        return;
+    SBC_CUDA(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, g.stream));
+    cuda_sync(); /* the caller may free host right away */
+}
+
+/* ---- GEMM (cuBLAS) ------------------------------------------------------------------ */
+
+/* floats a strided batch of stored rows x cols matrices (row stride ld) spans */
+static size_t span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch)
+{
+    size_t one = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    return (size_t)(batch - 1) * (size_t)(stride > 0 ? stride : 0) + one;
+}
+
+/* Row-major C = alpha op(A) op(B) + beta C as column-major C^T = op(B)^T op(A)^T. */
+static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                              int lda, ptrdiff_t sa, const float *B, int ldb, ptrdiff_t sb,
+                              float beta, float *C, int ldc, ptrdiff_t sc, int batch)
+{
+    if (M <= 0 || N <= 0 || batch <= 0)
+        return;
+    if (K <= 0) { /* empty sum: C = beta C */
+        sbk_scale_matrix(C, M, N, ldc, sc, batch, beta);
+        return;
+    }
+    cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (g.prec == SBC_BF16) {
+        size_t na = span_floats(ta ? K : M, ta ? M : K, lda, sa, batch),
+               nb = span_floats(tb ? N : K, tb ? K : N, ldb, sb, batch);
+        void *a16 = sbc_scratch(na * 2, "bf16 GEMM operand A"), *b16 = sbc_scratch(nb * 2, "bf16 GEMM operand B");
+        sbk_to_bf16(a16, A, na);
+        sbk_to_bf16(b16, B, nb);
+        SBC_BLAS(cublasGemmStridedBatchedEx(g.blas, opB, opA, N, M, K, &alpha, b16, CUDA_R_16BF,
+                                            ldb, (long long)sb, a16, CUDA_R_16BF, lda,
+                                            (long long)sa, &beta, C, CUDA_R_32F, ldc,
+                                            (long long)sc, batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+        sbc_scratch_free(a16);
+        sbc_scratch_free(b16);
+        return;
+    }
+    cublasComputeType_t ct = g.prec == SBC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    SBC_BLAS(cublasGemmStridedBatchedEx(g.blas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb,
+                                        (long long)sb, A, CUDA_R_32F, lda, (long long)sa, &beta,
+                                        C, CUDA_R_32F, ldc, (long long)sc, batch, ct,
+                                        CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---- convolution (cuDNN legacy API) ------------------------------------------------------ */
+
+typedef struct {
+    int B, C, N, R, S, sh, sw, Ho, Wo;
+    sbc_window w;
+} conv_shape;
+
+static cudnnMathType_t conv_math(void)
+{
+    return g.prec == SBC_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+/* Sets the four descriptors for a problem; x is (B, C, w.xh, w.xw). */
+static void conv_descs(const conv_shape *s, cudnnMathType_t math)
+{
+    SBC_DNN(cudnnSetTensor4dDescriptor(g.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->C,
+                                       s->w.xh, s->w.xw));
+    SBC_DNN(cudnnSetTensor4dDescriptor(g.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->N,
+                                       s->Ho, s->Wo));
+    SBC_DNN(cudnnSetFilter4dDescriptor(g.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->N, s->C, s->R,
+                                       s->S));
+    SBC_DNN(cudnnSetConvolution2dDescriptor(g.cd, s->w.ph, s->w.pw, s->sh, s->sw, 1, 1,
+                                            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    SBC_DNN(cudnnSetConvolutionMathType(g.cd, math));
+    int n, c, h, w;
+    SBC_DNN(cudnnGetConvolution2dForwardOutputDim(g.cd, g.xd, g.wd, &n, &c, &h, &w));
+    if (n != s->B || c != s->N || h != s->Ho || w != s->Wo)
+        sbc_die(__FILE__, __LINE__,
+                "conv geometry: cuDNN derives output %dx%dx%dx%d, the kernel wants %dx%dx%dx%d",
+                n, c, h, w, s->B, s->N, s->Ho, s->Wo);
+}
+
+static sbc_conv_key conv_key(int kind, const conv_shape *s)
+{
+    return sbc_conv_key_make(kind, s->B, s->C, s->w.xh, s->w.xw, s->N, s->R, s->S, s->w.ph,
+                             s->w.pw, s->sh, s->sw, s->Ho, s->Wo, (int)g.prec);
+}
+
+/* Workspace the search may use: what the pool can spare, at most 1 GiB. */
+static size_t find_ws_bytes(void)
+{
+    pool_init();
+    size_t f = sbc_pool_largest_free(&g.pool) / 2;
+    return f > FIND_WS_MAX ? FIND_WS_MAX : f & ~(size_t)(POOL_ALIGN - 1);
+}
+
+/* cuDNN's own search (timed runs on scratch outputs) once per shape; the
+ * fastest algorithm that succeeded and fits the pool is cached. */
+template <typename Perf>
+static sbc_conv_algo pick(const Perf *perf, int n, size_t ws_max, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_max) {
+            sbc_conv_algo a;
+            a.algo = (int)perf[i].algo;
+            a.math = (int)perf[i].mathType;
+            a.workspace = perf[i].memory;
+            return a;
+        }
+    sbc_die(__FILE__, __LINE__, "cuDNN found no %s algorithm for this shape within %zu MiB", what,
+            ws_max >> 20);
+}
+
+static sbc_conv_algo conv_algo(int kind, const conv_shape *s, const float *x, const float *w,
+                               const float *dy)
+{
+    sbc_conv_key k = conv_key(kind, s);
+    sbc_conv_algo a;
+    if (sbc_algo_cache_get(&g.algos, &k, &a))
+        return a;
+    size_t ws_max = find_ws_bytes();
+    void *ws = ws_max ? sbc_scratch(ws_max, "cuDNN algorithm search") : NULL;
+    int got = 0;
+    if (kind == SBC_CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        float *y = (float *)sbc_scratch((size_t)s->B * s->N * s->Ho * s->Wo * sizeof(float), "cuDNN search output");
+        SBC_DNN(cudnnFindConvolutionForwardAlgorithmEx(g.dnn, g.xd, x, g.wd, w, g.cd, g.yd, y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                       perf, ws, ws_max));
+        sbc_scratch_free(y);
+        a = pick(perf, got, ws_max, "forward");
+    } else if (kind == SBC_CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        float *dx = (float *)sbc_scratch((size_t)s->B * s->C * s->w.xh * s->w.xw * sizeof(float), "cuDNN search output");
+        SBC_DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            g.dnn, g.wd, w, g.yd, dy, g.cd, g.xd, dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+            perf, ws, ws_max));
+        sbc_scratch_free(dx);
+        a = pick(perf, got, ws_max, "backward-data");
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        float *dw = (float *)sbc_scratch((size_t)s->N * s->C * s->R * s->S * sizeof(float), "cuDNN search output");
+        SBC_DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            g.dnn, g.xd, x, g.yd, dy, g.cd, g.wd, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+            &got, perf, ws, ws_max));
+        sbc_scratch_free(dw);
+        a = pick(perf, got, ws_max, "backward-filter");
+    }
+    if (ws)
+        sbc_scratch_free(ws);
+    if (sbc_algo_cache_put(&g.algos, &k, &a))
+        sbc_die(__FILE__, __LINE__, "out of host memory");
+    return a;
+}
+
+static int conv_shape_of(conv_shape *s, int B, int C, int H_in, int W_in, int N, int R, int S,
+                         int sh, int sw, int pt, int pl, int H_out, int W_out)
+{
+    *s = (conv_shape){B, C, N, R, S, sh, sw, H_out, W_out, {}};
+    if (B <= 0 || C <= 0 || N <= 0)
+        return -1;
+    return sbc_conv_window(H_in, W_in, R, S, sh, sw, pt, pl, H_out, W_out, &s->w);
+}
+
+/* the input cuDNN reads: inp itself, or its staged window copy */
+static const float *conv_input(const conv_shape *s, const float *inp, int H_in, int W_in,
+                               float **staged)
+{
+    *staged = NULL;
+    if (s->w.direct)
+        return inp;
+    *staged = (float *)sbc_scratch((size_t)s->B * s->C * s->w.xh * s->w.xw * sizeof(float),
+                                   "staged conv input");
+    sbk_stage_window(*staged, inp, s->B * s->C, H_in, W_in, s->w.xh, s->w.xw, s->w.oh, s->w.ow);
+    return *staged;
+}
+
+static size_t cuda_conv2d_work_floats(int C, int R, int S, int N, int H_out, int W_out)
+{
+    (void)C, (void)R, (void)S, (void)N, (void)H_out, (void)W_out;
+    return 0; /* cuDNN's workspace and staging come from the pool, sized per algorithm */
+}
+
+static void cuda_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
+                                float *work, int B, int C, int H_in, int W_in, int N, int R,
+                                int S, int sh, int sw, int pt, int pl, int H_out, int W_out,
+                                int relu)
+{
+    (void)work;
+    if (B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0)
+        return;
+    conv_shape s;
+    if (conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out)) {
+        /* no input (C, H_in or W_in empty): the sum is empty */
+        cuda_zero(out, (size_t)B * N * H_out * W_out);
+    } else {
+        float *staged;
+        const float *x = conv_input(&s, inp, H_in, W_in, &staged);
+        conv_descs(&s, conv_math());
+        sbc_conv_algo a = conv_algo(SBC_CONV_FWD, &s, x, w, NULL);
+        SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
+        void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
+        float one = 1.0f, zero = 0.0f;
+        SBC_DNN(cudnnConvolutionForward(g.dnn, &one, g.xd, x, g.wd, w, g.cd,
+                                        (cudnnConvolutionFwdAlgo_t)a.algo, ws, a.workspace, &zero,
+                                        g.yd, out));
+        if (ws)
+            sbc_scratch_free(ws);
+        if (staged)
+            sbc_scratch_free(staged);
+    }
+    if (bias || relu)
+        sbk_bias_relu(out, bias, B, N, H_out * W_out, relu);
+}
+
+/* dout masked by the fused relu (a pool buffer), or dout itself */
+static const float *masked_dout(const float *dout, const float *out, size_t n, float **tmp)
+{
+    *tmp = NULL;
+    if (!out)
+        return dout;
+    *tmp = (float *)sbc_scratch(n * sizeof(float), "relu-masked gradient");
+    sbk_relu_mask(*tmp, dout, out, n);
+    return *tmp;
+}
+
+static void cuda_conv2d_backward_data(float *dinp, float *work, const float *dout,
+                                      const float *out, const float *w, int B, int C, int H_in,
+                                      int W_in, int N, int R, int S, int sh, int sw, int pt,
+                                      int pl, int H_out, int W_out)
+{
+    (void)work;
+    conv_shape s;
+    if (!dinp || B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0
+        || conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out))
+        return;
+    float *mask;
+    const float *dy = masked_dout(dout, out, (size_t)B * N * H_out * W_out, &mask);
+    conv_descs(&s, conv_math());
+    sbc_conv_algo a = conv_algo(SBC_CONV_BWD_DATA, &s, NULL, w, dy);
+    SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
+    void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
+    float one = 1.0f, zero = 0.0f;
+    if (s.w.direct) {
+        SBC_DNN(cudnnConvolutionBackwardData(g.dnn, &one, g.wd, w, g.yd, dy, g.cd,
+                                             (cudnnConvolutionBwdDataAlgo_t)a.algo, ws,
+                                             a.workspace, &one, g.xd, dinp));
+    } else {
+        float *dx = (float *)sbc_scratch((size_t)B * C * s.w.xh * s.w.xw * sizeof(float),
+                                         "staged conv input gradient");
+        SBC_DNN(cudnnConvolutionBackwardData(g.dnn, &one, g.wd, w, g.yd, dy, g.cd,
+                                             (cudnnConvolutionBwdDataAlgo_t)a.algo, ws,
+                                             a.workspace, &zero, g.xd, dx));
+        sbk_unstage_add(dinp, dx, B * C, H_in, W_in, s.w.xh, s.w.xw, s.w.oh, s.w.ow);
+        sbc_scratch_free(dx);
+    }
+    if (ws)
+        sbc_scratch_free(ws);
+    if (mask)
+        sbc_scratch_free(mask);
+}
+
+static void cuda_conv2d_backward_filter(float *dw, float *dbias, float *work, const float *dout,
+                                        const float *out, const float *inp, int B, int C,
+                                        int H_in, int W_in, int N, int R, int S, int sh, int sw,
+                                        int pt, int pl, int H_out, int W_out)
+{
+    (void)work;
+    if (B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0)
+        return;
+    float *mask;
+    const float *dy = masked_dout(dout, out, (size_t)B * N * H_out * W_out, &mask);
+    conv_shape s;
+    if (dw && !conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out)) {
+        float *staged;
+        const float *x = conv_input(&s, inp, H_in, W_in, &staged);
+        conv_descs(&s, conv_math());
+        sbc_conv_algo a = conv_algo(SBC_CONV_BWD_FILTER, &s, x, NULL, dy);
+        SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
+        void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
+        float one = 1.0f;
+        SBC_DNN(cudnnConvolutionBackwardFilter(g.dnn, &one, g.xd, x, g.yd, dy, g.cd,
+                                               (cudnnConvolutionBwdFilterAlgo_t)a.algo, ws,
+                                               a.workspace, &one, g.wd, dw));
+        if (ws)
+            sbc_scratch_free(ws);
+        if (staged)
+            sbc_scratch_free(staged);
+    }
+    if (dbias)
+        sbk_bias_grad(dbias, dy, B, N, H_out * W_out);
+    if (mask)
+        sbc_scratch_free(mask);
+}
+
+/* ---- communication ------------------------------------------------------------------- */
+
+static void nccl_destroy(void *h) { ncclCommDestroy((ncclComm_t)h); }
+
+static void comm_fail(char *msg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, 512, fmt, ap);
+    va_end(ap);
+}
+
+/* First all-reduce over comm (collective over it): learn which GPUs its
+ * ranks drive, choose the path, make the NCCL communicator. */
+static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
+{
+    int n, r;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &r);
+    sbc_gpu_id *ids = (sbc_gpu_id *)malloc((size_t)n * sizeof *ids);
+    if (!ids) {
+        comm_fail(msg, "out of host memory");
+        return NULL;
+    }
+    MPI_Allgather(&g.me, (int)sizeof g.me, MPI_BYTE, ids, (int)sizeof g.me, MPI_BYTE, comm);
+    int distinct = sbc_gpus_distinct(ids, n);
+    free(ids);
+    int use = sbc_comm_choose(g.comm_mode, distinct, n, msg, 512);
+    if (use < 0)
+        return NULL;
+    ncclComm_t nc = NULL;
+    if (use) {
+        ncclUniqueId id;
+        int ok = r != 0 || ncclGetUniqueId(&id) == ncclSuccess, all = 0;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+        if (!all) {
+            comm_fail(msg, "ncclGetUniqueId failed on the communicator's rank 0");
+            return NULL;
+        }
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
+        ncclResult_t res = ncclCommInitRank(&nc, n, id, r);
+        if (res != ncclSuccess) {
+            comm_fail(msg, "ncclCommInitRank (%d ranks): %s", n, ncclGetErrorString(res));
+            return NULL;
+        }
+    }
+    sbc_comm_entry *e = sbc_comm_cache_add(g.comms, comm, use, nc);
+    if (!e) {
+        if (nc)
+            ncclCommDestroy(nc);
+        comm_fail(msg, "out of host memory (communicator cache)");
+        return NULL;
+    }
+    if (use)
+        g.nccl_comms++;
+    else
+        g.mpi_comms++;
+    return e;
+}
+
+static int staged_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
+{
+    if (g.stage_n < n) {
+        if (g.stage)
+            SBC_CUDA(cudaFreeHost(g.stage));
+        g.stage = NULL;
+        SBC_CUDA(cudaMallocHost((void **)&g.stage, n * sizeof(float)));
+        g.stage_n = n;
+    }
+    cuda_to_host(g.stage, p, n);
+    float *h = g.stage;
+    size_t left = n;
+    while (left > 0) {
+        int chunk = left > ((size_t)1 << 30) ? 1 << 30 : (int)left;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, h, chunk, MPI_FLOAT, op, comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        h += chunk;
+        left -= (size_t)chunk;
+    }
+    cuda_from_host(p, g.stage, n);
+    return 0;
+}
+
+static int cuda_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
+{
+    int size;
+    if (n == 0 || comm == MPI_COMM_NULL)
+        return 0;
+    MPI_Comm_size(comm, &size);
+    if (size == 1)
+        return 0;
+    if (!g.comms && !(g.comms = sbc_comm_cache_new(nccl_destroy))) {
+        fprintf(stderr, "shardbench: cuda backend: cannot create the communicator cache\n");
+        return MPI_ERR_OTHER;
+    }
+    sbc_comm_entry *e = sbc_comm_cache_find(g.comms, comm);
+    if (!e) {
+        char msg[512] = "";
+        e = comm_setup(comm, msg);
+        if (!e) {
+            int rank;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            fprintf(stderr, "shardbench: cuda backend: rank %d: all-reduce: %s\n", rank, msg);
+            return MPI_ERR_OTHER;
+        }
+    }
+    ncclRedOp_t nop = op == MPI_SUM ? ncclSum : op == MPI_MAX ? ncclMax : op == MPI_MIN ? ncclMin
+                                                                         : op == MPI_PROD ? ncclProd
+                                                                                          : ncclNumOps;
+    if (e->use_nccl && nop != ncclNumOps) {
+        ncclResult_t res = ncclAllReduce(p, p, n, ncclFloat, nop, (ncclComm_t)e->handle, g.stream);
+        if (res != ncclSuccess) {
+            fprintf(stderr, "shardbench: cuda backend: ncclAllReduce of %zu floats: %s\n", n,
+                    ncclGetErrorString(res));
+            return MPI_ERR_OTHER;
+        }
+        return 0;
+    }
+    return staged_allreduce(p, n, op, comm);
+}
+
+/* ---- stats, timing --------------------------------------------------------------------- */
+
+extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
+{
+    if (g.ready != 1)
+        return -1;
+    static const char *const modes[] = {"auto", "nccl", "mpi"};
+    memset(s, 0, sizeof *s);
+    s->device = g.device;
+    s->sharing = g.sharing;
+    s->precision = sbc_precision_name(g.prec);
+    s->comm_mode = modes[g.comm_mode];
+    if (g.pool_ready) {
+        s->pool_bytes = g.pool.capacity;
+        s->in_use_bytes = g.pool.in_use;
+        s->peak_bytes = g.pool.peak;
+        s->allocs = g.pool.nalloc;
+        s->failed_allocs = g.pool.nfail;
+    }
+    s->algo_hits = g.algos.hits;
+    s->algo_misses = g.algos.misses;
+    s->nccl_comms = g.nccl_comms;
+    s->mpi_comms = g.mpi_comms;
+    return 0;
+}
+
+extern "C" void sb_cuda_timer_start(void) { SBC_CUDA(cudaEventRecord(g.ev0, g.stream)); }
+
+extern "C" double sb_cuda_timer_stop_ms(void)
+{
+    float ms = 0;
+    SBC_CUDA(cudaEventRecord(g.ev1, g.stream));
+    SBC_CUDA(cudaEventSynchronize(g.ev1));
+    SBC_CUDA(cudaEventElapsedTime(&ms, g.ev0, g.ev1));
+    return ms;
+}
+
+static void report_at_exit(void)
+{
+    sb_cuda_stats s;
+    if (sb_cuda_stats_get(&s))
+        return;
+    fprintf(stderr,
+            "cuda backend: device %d (%d rank(s)), %s, pool %zu MiB, peak %.1f MiB, %ld allocs "
+            "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %d NCCL + %d MPI comms\n",
+            s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
+            s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.nccl_comms, s.mpi_comms);
+}
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+static const sb_backend table = {
+    .name = "cuda",
+    .host_memory = 0,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .zero = cuda_zero,
+    .to_host = cuda_to_host,
+    .from_host = cuda_from_host,
+    .sync = cuda_sync,
+    .allreduce = cuda_allreduce,
+    .gemm_batched = cuda_gemm_batched,
+    .conv2d_work_floats = cuda_conv2d_work_floats,
+    .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_backward_data = cuda_conv2d_backward_data,
+    .conv2d_backward_filter = cuda_conv2d_backward_filter,
+    .maxpool2d_forward = sbk_maxpool2d_forward,
+    .maxpool2d_backward = sbk_maxpool2d_backward,
+    .avgpool2d_forward = sbk_avgpool2d_forward,
+    .avgpool2d_backward = sbk_avgpool2d_backward,
+    .embedding_forward = sbk_embedding_forward,
+    .embedding_backward = sbk_embedding_backward,
+    .lstm_pointwise_forward = sbk_lstm_pointwise_forward,
+    .lstm_pointwise_backward = sbk_lstm_pointwise_backward,
+    .norm_finish_stats = sbk_norm_finish_stats,
+    .norm_mean = sbk_norm_mean,
+    .norm_rstd = sbk_norm_rstd,
+    .layernorm_centered = sbk_layernorm_centered,
+    .batchnorm_centered = sbk_batchnorm_centered,
+    .layernorm_stats = sbk_layernorm_stats,
+    .layernorm_apply = sbk_layernorm_apply,
+    .layernorm_backward_stats = sbk_layernorm_backward_stats,
+    .layernorm_backward_apply = sbk_layernorm_backward_apply,
+    .batchnorm_stats = sbk_batchnorm_stats,
+    .batchnorm_apply = sbk_batchnorm_apply,
+    .batchnorm_backward_stats = sbk_batchnorm_backward_stats,
+    .batchnorm_backward_apply = sbk_batchnorm_backward_apply,
+    .softmax_partial_max = sbk_softmax_partial_max,
+    .softmax_partial_sumexp = sbk_softmax_partial_sumexp,
+    .softmax_apply = sbk_softmax_apply,
+    .softmax_backward_dot = sbk_softmax_backward_dot,
+    .softmax_backward_apply = sbk_softmax_backward_apply,
+    .xent_partial_picked = sbk_xent_partial_picked,
+    .xent_loss = sbk_xent_loss,
+    .softmax_xent_backward = sbk_softmax_xent_backward,
+    .add_forward = sbk_add_forward,
+    .add_backward = sbk_add_backward,
+    .reduce_mean_forward = sbk_reduce_mean_forward,
+    .reduce_mean_backward = sbk_reduce_mean_backward,
+    .box_copy = sbk_box_copy,
+    .permute = sbk_permute,
+    .sgd_update = sbk_sgd_update,
+};
+
+static int init_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g.msg, sizeof g.msg, fmt, ap);
+    va_end(ap);
+    g.ready = -1;
+    return -1;
+}
+
+static int init(void)
+{
+    char m[256];
+    if (sbc_precision_parse(getenv("SHARDBENCH_PRECISION"), &g.prec, m, sizeof m))
+        return init_fail("SHARDBENCH_PRECISION: %s", m);
+    if (sbc_comm_mode_parse(getenv("SHARDBENCH_COMM"), &g.comm_mode, m, sizeof m))
+        return init_fail("SHARDBENCH_COMM: %s", m);
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess)
+        return init_fail("no GPU: cudaGetDeviceCount: %s", cudaGetErrorString(e));
+    if (ndev == 0)
+        return init_fail("no GPU: cudaGetDeviceCount found no CUDA device");
+    int lr = 0, ls = 1;
+    if (sbc_local_rank_env(NULL, &lr, &ls)) { /* no launcher variables: one rank */
+        lr = 0;
+        ls = 1;
+    }
+    g.device = sbc_device_for(lr, ndev);
+    g.sharing = sbc_ranks_on_device(ls, ndev, g.device);
+    if ((e = cudaSetDevice(g.device)) != cudaSuccess)
+        return init_fail("no GPU: cudaSetDevice(%d): %s", g.device, cudaGetErrorString(e));
+    if ((e = cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return init_fail("no GPU: cudaStreamCreate: %s", cudaGetErrorString(e));
+    cublasStatus_t bs = cublasCreate(&g.blas);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return init_fail("no GPU: cublasCreate failed (status %d)", (int)bs);
+    SBC_BLAS(cublasSetStream(g.blas, g.stream));
+    SBC_BLAS(cublasSetPointerMode(g.blas, CUBLAS_POINTER_MODE_HOST));
+    cudnnStatus_t ds = cudnnCreate(&g.dnn);
+    if (ds != CUDNN_STATUS_SUCCESS)
+        return init_fail("cudnnCreate: %s", cudnnGetErrorString(ds));
+    SBC_DNN(cudnnSetStream(g.dnn, g.stream));
+    SBC_DNN(cudnnCreateTensorDescriptor(&g.xd));
+    SBC_DNN(cudnnCreateTensorDescriptor(&g.yd));
+    SBC_DNN(cudnnCreateFilterDescriptor(&g.wd));
+    SBC_DNN(cudnnCreateConvolutionDescriptor(&g.cd));
+    SBC_CUDA(cudaEventCreate(&g.ev0));
+    SBC_CUDA(cudaEventCreate(&g.ev1));
+    cudaDeviceProp prop;
+    SBC_CUDA(cudaGetDeviceProperties(&prop, g.device));
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    g.me.node = sbc_hash_bytes(host, strlen(host));
+    g.me.gpu = sbc_hash_bytes(&prop.uuid, sizeof prop.uuid);
+    const char *rep = getenv("SHARDBENCH_CUDA_REPORT");
+    if (rep && *rep && strcmp(rep, "0"))
+        atexit(report_at_exit);
+    g.ready = 1;
+    return 0;
+}
+
+extern "C" const sb_backend *sb_backend_cuda_get(sb_error *err)
+{
+    if (g.ready == 0)
+        init();
+    if (g.ready != 1) {
+        sb_fail(err, SB_EXIT_INPUT, "%s", g.msg);
+        return NULL;
+    }
+    return &table;
+}

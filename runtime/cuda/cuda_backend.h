@@ -1,0 +1,37 @@
+/* runtime/cuda/cuda_backend.h: what the cuda backend offers beyond the
+ * sb_backend table (runtime.h): its statistics (pool size, peak device
+ * memory, cuDNN algorithm cache, communicators) and CUDA-event timing on
+ * its stream. Only in builds with SB_HAVE_CUDA. */
+#ifndef SB_RUNTIME_CUDA_BACKEND_H
+#define SB_RUNTIME_CUDA_BACKEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int device;             /* CUDA device this rank drives */
+    int sharing;            /* local ranks sharing that device */
+    const char *precision;  /* fp32, tf32, bf16 */
+    const char *comm_mode;  /* auto, nccl, mpi */
+    size_t pool_bytes;      /* the one cudaMalloc'd block (0 until first alloc) */
+    size_t in_use_bytes, peak_bytes; /* of the pool: tensors, cuDNN workspace, staging */
+    long allocs, failed_allocs;
+    long algo_hits, algo_misses; /* cuDNN algorithm cache */
+    int nccl_comms, mpi_comms;   /* communicators seen, by path */
+} sb_cuda_stats;
+
+/* 0 and *s when the backend is initialized; -1 otherwise. */
+int sb_cuda_stats_get(sb_cuda_stats *s);
+
+/* CUDA events on the backend's stream: start, then the milliseconds of
+ * the work queued since (waits for it). */
+void sb_cuda_timer_start(void);
+double sb_cuda_timer_stop_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,214 @@
+/* runtime/cuda/cuda_host.h: the host-side logic of the cuda backend, in
+ * plain C with no CUDA header, so CI (no GPU) unit-tests it
+ * (tests/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
+ * algorithm cache, precision parsing, conv window / box-copy / permute /
+ * reduce-mean geometry handed to the kernels, the rank -> GPU mapping and
+ * the communicator cache (NCCL or host-staged MPI per MPI communicator).
+ * What it is not: anything that calls CUDA, cuBLAS, cuDNN or NCCL
+ * (backend_cuda.cu, comm_cuda.cu do). */
+#ifndef SB_RUNTIME_CUDA_HOST_H
+#define SB_RUNTIME_CUDA_HOST_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardbench/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- precision ------------------------------------------------------------ */
+
+typedef enum { SBC_FP32 = 0, SBC_TF32 = 1, SBC_BF16 = 2 } sbc_precision;
+
+/* "fp32", "tf32", "bf16" (any case); NULL or "" is fp32. Returns 0, or -1
+ * with a message in msg naming the bad value and the valid ones. */
+int sbc_precision_parse(const char *s, sbc_precision *out, char *msg, size_t msg_len);
+const char *sbc_precision_name(sbc_precision p);
+
+/* ---- device memory pool (offsets into one cudaMalloc'd block) ------------ */
+
+typedef struct {
+    size_t off, size;
+    int used;
+} sbc_block;
+
+typedef struct {
+    size_t capacity;    /* bytes of the block */
+    size_t align;       /* every allocation starts and ends on this (power of 2) */
+    size_t in_use, peak;
+    long nalloc, nfail;
+    sbc_block *b;       /* sorted by offset, tiling [0, capacity) */
+    int n, cap;
+} sbc_pool;
+
+/* capacity is rounded down to align; align must be a power of two. */
+int sbc_pool_init(sbc_pool *p, size_t capacity, size_t align);
+void sbc_pool_fini(sbc_pool *p);
+/* Best fit. 0 and *off, or -1 when no free block is large enough (or out
+ * of host memory for the bookkeeping). bytes 0 takes one align unit. */
+int sbc_pool_alloc(sbc_pool *p, size_t bytes, size_t *off);
+/* 0, or -1 if off is not the start of a block in use. Merges neighbours. */
+int sbc_pool_free(sbc_pool *p, size_t off);
+size_t sbc_pool_largest_free(const sbc_pool *p);
+/* Bytes a request of `bytes` occupies. */
+size_t sbc_pool_rounded(const sbc_pool *p, size_t bytes);
+/* Pool size for a rank: frac of the free bytes, shared evenly by the ranks
+ * that use the same device, capped by limit_bytes when > 0, rounded down
+ * to align. */
+size_t sbc_pool_size_for(size_t free_bytes, double frac, int sharing, size_t limit_bytes,
+                         size_t align);
+
+/* ---- cuDNN algorithm cache ------------------------------------------------ */
+
+enum { SBC_CONV_FWD = 0, SBC_CONV_BWD_DATA = 1, SBC_CONV_BWD_FILTER = 2 };
+#define SBC_KEY_INTS 16
+
+typedef struct {
+    int v[SBC_KEY_INTS];
+} sbc_conv_key;
+
+typedef struct {
+    int algo;           /* cudnn*Algo_t value */
+    int math;           /* cudnnMathType_t value */
+    size_t workspace;   /* bytes */
+} sbc_conv_algo;
+
+typedef struct {
+    sbc_conv_key *keys;
+    sbc_conv_algo *vals;
+    unsigned char *used;
+    size_t cap, n;
+    long hits, misses;
+} sbc_algo_cache;
+
+/* The key of one convolution problem (all sizes as cuDNN sees them). */
+sbc_conv_key sbc_conv_key_make(int kind, int B, int C, int H, int W, int N, int R, int S,
+                               int pad_h, int pad_w, int stride_h, int stride_w, int H_out,
+                               int W_out, int precision);
+/* 1 and *val on a hit, 0 on a miss (counted). */
+int sbc_algo_cache_get(sbc_algo_cache *c, const sbc_conv_key *k, sbc_conv_algo *val);
+/* Inserts or replaces; 0, or -1 out of host memory. */
+int sbc_algo_cache_put(sbc_algo_cache *c, const sbc_conv_key *k, const sbc_conv_algo *val);
+void sbc_algo_cache_free(sbc_algo_cache *c);
+
+/* ---- conv window geometry -------------------------------------------------- */
+
+/* cuDNN's legacy conv takes symmetric, non-negative padding and derives the
+ * output size from it; the kernels.h semantics take any local padding
+ * (negative on halo boxes) and an independent output size. Direct (pad >= 0
+ * and smaller than the window, cuDNN's derived size the wanted one): cuDNN
+ * reads inp as it is with pad (ph, pw). Staged: cuDNN reads a staged copy X'
+ * of xh x xw with no padding, X'[y][x] = inp[y + oh][x + ow] (0 outside
+ * inp), which yields exactly H_out x W_out outputs. */
+typedef struct {
+    int direct;
+    int ph, pw;         /* direct: cuDNN padding */
+    int xh, xw;         /* the spatial size cuDNN reads */
+    int oh, ow;         /* staged: offset of X' in inp (= -pad_top, -pad_left) */
+} sbc_window;
+
+/* 0, or -1 when the geometry is empty or invalid (sizes <= 0). */
+int sbc_conv_window(int H_in, int W_in, int R, int S, int sh, int sw, int pt, int pl, int H_out,
+                    int W_out, sbc_window *g);
+
+/* ---- box copy, permute and reduce-mean geometry ---------------------------- */
+
+/* dst[d0 + sum i_k*ds_k] (+)= src[s0 + sum i_k*ss_k] for i in size[0..nd):
+ * sb_strided_box_copy with trailing axes that both arrays hold whole merged
+ * into longer runs. nd == 0 after planning: nothing to copy. */
+typedef struct {
+    int nd;
+    int size[SB_MAX_DIMS];
+    int64_t ds[SB_MAX_DIMS], ss[SB_MAX_DIMS];
+    int64_t d0, s0;
+    int64_t count;      /* elements copied */
+    int contiguous;     /* one run (nd == 1): a plain memcpy when not accumulating */
+} sbc_box_plan;
+
+void sbc_box_plan_make(sbc_box_plan *p, const int *dst_dims, const int *dst_lo,
+                       const int *src_dims, const int *src_lo, const int *size, int nd);
+
+/* out index (row-major over out dims) -> inp offset: sum_k i_k * istride[k]. */
+typedef struct {
+    int nd;
+    int odims[SB_MAX_DIMS];
+    int64_t istride[SB_MAX_DIMS];
+    int64_t count;
+    int identity;       /* perm is the identity: a flat copy */
+} sbc_perm_plan;
+
+void sbc_perm_plan_make(sbc_perm_plan *p, int nd, const int *dims, const int *perm);
+
+/* reduce-mean: kept axes (in order) and reduced axes (in order) with their
+ * input strides; out is row-major over the kept axes. */
+typedef struct {
+    int nk, nr;
+    int kdims[SB_MAX_DIMS], rdims[SB_MAX_DIMS];
+    int64_t kstride[SB_MAX_DIMS], rstride[SB_MAX_DIMS];
+    int64_t n_out, n_red, n_in;
+    float scale;        /* 1 / (count > 0 ? count : n_red) */
+} sbc_reduce_plan;
+
+void sbc_reduce_plan_make(sbc_reduce_plan *p, int nd, const int *dims, unsigned axes, long count);
+
+/* ---- ranks and GPUs ---------------------------------------------------------- */
+
+/* This process's rank and rank count on its node from the launcher's
+ * environment (Open MPI, MPICH/Hydra, MVAPICH, Slurm); 0 and both set, or
+ * -1 when none is present. getenv is passed for the tests (NULL: getenv). */
+int sbc_local_rank_env(const char *(*get)(const char *), int *local_rank, int *local_size);
+/* Device of a local rank: round robin. */
+int sbc_device_for(int local_rank, int ndev);
+/* How many of local_size ranks map to device dev. */
+int sbc_ranks_on_device(int local_size, int ndev, int dev);
+
+/* Identity of the GPU a rank drives: node and device UUID, hashed. */
+typedef struct {
+    uint64_t node, gpu;
+} sbc_gpu_id;
+
+/* 1 when every rank in ids[n] has a GPU of its own (no two ranks share one). */
+int sbc_gpus_distinct(const sbc_gpu_id *ids, int n);
+uint64_t sbc_hash_bytes(const void *p, size_t n);
+
+/* Communication mode (SHARDBENCH_COMM): auto (NCCL when every rank of a
+ * communicator has its own GPU, else host-staged MPI), nccl, mpi. */
+typedef enum { SBC_COMM_AUTO = 0, SBC_COMM_NCCL = 1, SBC_COMM_MPI = 2 } sbc_comm_mode;
+int sbc_comm_mode_parse(const char *s, sbc_comm_mode *out, char *msg, size_t msg_len);
+/* Path for one communicator: 1 NCCL, 0 MPI; -1 with msg when mode is nccl
+ * but ranks share a GPU (NCCL cannot hold two ranks on one GPU). */
+int sbc_comm_choose(sbc_comm_mode mode, int gpus_distinct, int nranks, char *msg,
+                    size_t msg_len);
+
+/* ---- communicator cache ---------------------------------------------------------- */
+
+/* One entry per MPI communicator the backend has all-reduced over: the
+ * chosen path and, for NCCL, the communicator handle. Keyed by the MPI
+ * handle; an MPI attribute on the communicator evicts the entry (and
+ * destroys the NCCL communicator through `destroy`) when MPI frees it, so
+ * a handle value MPI reuses never meets a stale entry. */
+typedef struct {
+    MPI_Comm comm;
+    int use_nccl;
+    void *handle;
+} sbc_comm_entry;
+
+typedef struct sbc_comm_cache sbc_comm_cache;
+
+sbc_comm_cache *sbc_comm_cache_new(void (*destroy)(void *handle));
+/* The entry of comm, or NULL. */
+sbc_comm_entry *sbc_comm_cache_find(sbc_comm_cache *c, MPI_Comm comm);
+/* Adds comm (must be absent); NULL when out of memory or MPI refuses the
+ * attribute. */
+sbc_comm_entry *sbc_comm_cache_add(sbc_comm_cache *c, MPI_Comm comm, int use_nccl, void *handle);
+int sbc_comm_cache_size(const sbc_comm_cache *c);
+/* Destroys every handle and the cache (the attributes become inert). */
+void sbc_comm_cache_free(sbc_comm_cache *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

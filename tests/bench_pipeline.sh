@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# tests/bench_pipeline.sh SHARDBENCH SOURCE_DIR: the bench pipeline end to
+# end on a tiny AlexNet at p = 2, into a temporary database:
+#   bench (survivors given with --survivors: pase, bf and data parallel added
+#   by bench), --resume, a bogus launcher (errors recorded, bench goes on), a
+#   launcher that hangs (timeouts recorded); report (tables, numbers from the
+#   database); plot (PNG and SVG files); regress on synthetic runs (a 20%
+#   slowdown exits 1, 2% noise exits 0); clear errors for bad databases.
+# The bench process runs with leak checking; the MPI ranks without (OpenMPI
+# keeps its allocations), through the launcher's `env`.
+set -euo pipefail
+
+SB=${1:?usage: bench_pipeline.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: bench_pipeline.sh SHARDBENCH SOURCE_DIR}
+T=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench-test-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export SHARDBENCH_MODELS=${SHARDBENCH_MODELS:-$SRC/models}
+export SHARDBENCH_PLOTS=${SHARDBENCH_PLOTS:-$SRC/plots}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+MPI="env ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe"
+[ "$(id -u)" -eq 0 ] && MPI="$MPI --allow-run-as-root"
+SETS=(--set batch=8 --set image=67 --set classes=16 --set width_div=16)
+DB=$T/t.db
+t0=$SECONDS
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+q() { sqlite3 -batch -noheader "$DB" "$1"; }
+step() { echo "--- $* ($((SECONDS - t0)) s)"; }
+
+# ---- survivors: the search's best, and a hand-made one (fc6 and fc7 split by
+# output units); bench adds data parallel. The predicted cost of mp is left
+# empty in the index: bench prices it with the cost model.
+step survivors
+S=$T/surv/alexnet-p2
+mkdir -p "$S"
+"$SB" search -m alexnet -p 2 "${SETS[@]}" --db none --save "$S/pase.strategy" >/dev/null
+sed -E 's/^(op fc[67] dense) 1,1,1/\1 1,2,1/' "$S/pase.strategy" | grep -v '^cost' >"$S/mp.strategy"
+cost() { awk '$1 == "cost" { print $2 }' "$1"; }
+printf 'file\tkind\tpredicted_cost\tpredicted_mem_bytes\n' >"$S/index.tsv"
+printf 'pase.strategy\tpase\t%s\t\n' "$(cost "$S/pase.strategy")" >>"$S/index.tsv"
+printf 'mp.strategy\tmp\t\t\n' >>"$S/index.tsv"
+
+# ---- bench ------------------------------------------------------------------------
+step bench
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
+    --launcher "$MPI" >"$T/bench1.out" 2>&1 || { cat "$T/bench1.out"; fail "bench exited $?"; }
+cat "$T/bench1.out"
+[ "$(q 'SELECT count(*) FROM runs')" = 1 ] || fail "one run expected"
+[ "$(q 'SELECT ended_at IS NOT NULL FROM runs WHERE id = 1')" = 1 ] || fail "run 1 not ended"
+[ "$(q "SELECT count(*) FROM measurements WHERE run_id = 1 AND status = 'ok'")" = 3 ] ||
+    fail "3 ok measurements expected: $(q 'SELECT status, message FROM measurements')"
+[ "$(q "SELECT group_concat(kind) FROM (SELECT kind FROM strategies ORDER BY kind)")" = "dp,mp,pase" ] ||
+    fail "kinds dp, mp, pase expected"
+[ "$(q "SELECT count(DISTINCT predicted_cost) FROM strategies WHERE predicted_cost > 0")" = 3 ] ||
+    fail "3 distinct predicted costs expected"
+[ "$(q 'SELECT count(*) FROM correlations WHERE run_id = 1 AND n = 3')" = 1 ] ||
+    fail "correlation of run 1 not stored"
+[ "$(q "SELECT count(*) FROM search_runs WHERE run_id = 1 AND algo IN ('pase', 'bf')")" = 2 ] ||
+    fail "the run's searches not stored"
+q "SELECT command_line, devices, versions FROM runs WHERE id = 1" | grep -q "bench -m alexnet" ||
+    fail "command line not stored"
+grep -q "Spearman rho" "$T/bench1.out" || fail "rho not printed"
+
+# ---- resume: one more survivor; the three measured are skipped ------------------------
+step resume
+printf 'pase.strategy\tpase-again\t%s\t\n' "$(cost "$S/pase.strategy")" >>"$S/index.tsv"
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
+    --launcher "$MPI" --resume 1 >"$T/bench2.out" 2>&1 || { cat "$T/bench2.out"; fail "resume"; }
+cat "$T/bench2.out"
+[ "$(grep -c 'skipped$' "$T/bench2.out")" = 3 ] || fail "resume should skip 3"
+[ "$(q 'SELECT count(*) FROM runs')" = 1 ] || fail "resume must not start a run"
+[ "$(q 'SELECT count(*) FROM measurements WHERE run_id = 1')" = 4 ] || fail "4 measurements expected"
+[ "$(q 'SELECT n FROM correlations WHERE run_id = 1')" = 4 ] || fail "correlation not updated"
+"$SB" bench -m alexnet -p 2 --db "$DB" --resume 99 --survivors "$T/surv" >/dev/null 2>"$T/err" &&
+    fail "resume of an unknown run must fail"
+grep -q "no run with id 99" "$T/err" || fail "unclear error: $(cat "$T/err")"
+
+# ---- a bogus launcher: every strategy recorded as an error, the bench goes on ----------
+step bogus launcher
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
+    --search-algos none --launcher "/nonexistent/mpirun -x" >"$T/bench3.out" 2>&1 ||
+    { cat "$T/bench3.out"; fail "bogus launcher: bench must go on and exit 0"; }
+[ "$(q "SELECT count(*) FROM measurements WHERE run_id = 2 AND status = 'error' AND message LIKE '%cannot run%/nonexistent/mpirun%'")" = 4 ] ||
+    fail "4 error measurements expected: $(q 'SELECT status, message FROM measurements WHERE run_id = 2')"
+
+# ---- a launcher that hangs: timeouts recorded -------------------------------------------
+step timeout
+printf '#!/bin/sh\nexec sleep 30\n' >"$T/hang.sh"
+chmod +x "$T/hang.sh"
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
+    --search-algos none --launcher "$T/hang.sh" --timeout 0.5 >"$T/bench4.out" 2>&1 ||
+    { cat "$T/bench4.out"; fail "timeouts: bench must go on"; }
+[ "$(q "SELECT count(*) FROM measurements WHERE run_id = 3 AND status = 'timeout'")" = 4 ] ||
+    fail "4 timeouts expected"
+sleep 0.2
+for c in /proc/[0-9]*/cmdline; do
+    if tr '\0' ' ' <"$c" 2>/dev/null | grep -q "^/bin/sh $T/hang.sh\|^sleep 30 "; then
+        fail "a timed-out launcher is still running: $c"
+    fi
+done
+
+# ---- report ---------------------------------------------------------------------------
+step report
+"$SB" report --db "$DB" --run 1 >"$T/report.md"
+for h in "# shardbench report: run 1" "## Search time per model, P and algorithm (Table I form)" \
+    "## Best strategy per layer group at p = 2 (Table II form)" \
+    "## Speedup over data parallel (Fig. 6 as a table)" "## Cost-model fidelity" \
+    "| model | params | p | algo | search s |" "| alexnet | 2 | "; do
+    grep -qF -- "$h" "$T/report.md" || fail "report lacks '$h'"
+done
+# every measured strategy, with its median as stored
+while IFS='|' read -r kind med; do
+    grep -qE "^\| alexnet \| 2 \| $kind \| [0-9]+ \| .* \| ok \| $med \|" "$T/report.md" ||
+        fail "report lacks $kind with median $med"
+done < <(q "SELECT s.kind, printf('%.4f', x.step_median_s) FROM measurements x
+            JOIN strategies s ON s.id = x.strategy_id WHERE x.run_id = 1")
+rho=$(q "SELECT CASE WHEN rho IS NULL THEN '' ELSE printf('%.3f', rho) END FROM correlations WHERE run_id = 1")
+if [ -n "$rho" ]; then
+    grep -qF "| 4 | $rho | stored by bench |" "$T/report.md" || fail "report lacks rho $rho"
+fi
+"$SB" report --db "$DB" --run 1 --format csv --table speedup >"$T/speedup.csv"
+head -1 "$T/speedup.csv" | grep -qx "model,params,p,kind,strategies,failed,best median s,best min s,speedup over dp" ||
+    fail "csv header: $(head -1 "$T/speedup.csv")"
+grep -q '^alexnet,"batch=8,classes=16,image=67,width_div=16",2,dp,1,0,.*,1.000$' "$T/speedup.csv" ||
+    fail "dp speedup 1.000 expected in csv"
+"$SB" report --db "$DB" --run 2 | grep -q "| error | - | - | - | 0 | - | .*cannot run" ||
+    fail "report of run 2 lacks the errors"
+
+# ---- plot -------------------------------------------------------------------------------
+step plot
+"$SB" plot --db "$DB" --run 1 --out "$T/figs" >"$T/plot.out" || { cat "$T/plot.out"; fail "plot"; }
+for f in speedup-alexnet fidelity-alexnet-p2 search-alexnet trend-alexnet-p2; do
+    [ -s "$T/figs/$f.png" ] && [ -s "$T/figs/$f.svg" ] || fail "$f.png/.svg missing or empty"
+    [ "$(head -c 4 "$T/figs/$f.png" | od -An -tx1 | tr -d ' \n')" = 89504e47 ] ||
+        fail "$f.png is not a PNG"
+    grep -q "<svg" "$T/figs/$f.svg" || fail "$f.svg is not an SVG"
+done
+grep -q "Spearman" "$T/figs/fidelity-alexnet-p2.svg" || fail "rho not in the fidelity title"
+"$SB" plot --db "$DB" --run 1 --out "$T/figs2" --scripts /nonexistent 2>"$T/err" &&
+    fail "plot without scripts must fail"
+grep -q "cannot find the gnuplot scripts" "$T/err" || fail "unclear error: $(cat "$T/err")"
+
+# ---- regress on synthetic runs ------------------------------------------------------------
+step regress
+# runs 10 (baseline), 11 (20% slower), 12 (2% noise) of strategies 1..3
+q "INSERT INTO runs (id, host, git_commit, backend) VALUES (10, 'h', 'base', 'cpu'),
+     (11, 'h', 'slow', 'cpu'), (12, 'h', 'noisy', 'cpu');
+   INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, step_max_s, steps, status)
+   VALUES (10, 1, 0.100, 0.097, 0.104, 5, 'ok'), (10, 2, 0.200, 0.195, 0.210, 5, 'ok'),
+          (10, 3, 0.050, 0.049, 0.052, 5, 'ok'),
+          (11, 1, 0.120, 0.117, 0.125, 5, 'ok'), (11, 2, 0.204, 0.197, 0.212, 5, 'ok'),
+          (11, 3, 0.051, 0.049, 0.053, 5, 'ok'),
+          (12, 1, 0.102, 0.098, 0.106, 5, 'ok'), (12, 2, 0.196, 0.193, 0.205, 5, 'ok'),
+          (12, 3, 0.051, 0.0495, 0.053, 5, 'ok');"
+set +e
+"$SB" regress --db "$DB" --baseline 10 --candidate 11 >"$T/reg1.md"; r1=$?
+"$SB" regress --db "$DB" --baseline 10 --candidate 12 >"$T/reg2.md"; r2=$?
+"$SB" regress --db "$DB" --baseline 11 --candidate 10 --threshold 0.05 >"$T/reg3.md"; r3=$?
+"$SB" regress --db "$DB" --baseline 10 --candidate 77 2>"$T/err"; r4=$?
+set -e
+cat "$T/reg1.md"
+[ $r1 = 1 ] || fail "20% slowdown: exit 1 expected, got $r1"
+grep -q "| 1 | 0.1000 (0.0970) | 0.1200 (0.1170) | +20.0% | \*\*REGRESSION\*\* |" "$T/reg1.md" ||
+    fail "regression row missing"
+grep -q "\*\*1 confirmed regression\*\*" "$T/reg1.md" || fail "summary missing"
+[ $r2 = 0 ] || { cat "$T/reg2.md"; fail "2% noise: exit 0 expected, got $r2"; }
+[ "$(grep -c 'within noise |' "$T/reg2.md")" = 3 ] || fail "noise rows"
+[ $r3 = 0 ] || fail "an improvement is not a regression (exit $r3)"
+grep -q "| improvement |" "$T/reg3.md" || fail "improvement not reported"
+[ $r4 = 2 ] || fail "unknown run: exit 2 expected, got $r4"
+grep -q "no run with id 77" "$T/err" || fail "unclear error: $(cat "$T/err")"
+# a strategy that ran and now fails is a regression
+q "INSERT INTO runs (id, host, git_commit, backend) VALUES (13, 'h', 'broken', 'cpu');
+   INSERT INTO measurements (run_id, strategy_id, steps, status, message)
+   VALUES (13, 1, 0, 'error', 'rank 1: boom');"
+set +e
+"$SB" regress --db "$DB" --baseline 10 --candidate 13 >"$T/reg5.md"; r5=$?
+set -e
+[ $r5 = 1 ] || fail "a new failure must exit 1"
+grep -q "now fails" "$T/reg5.md" || fail "new failure not reported"
+
+# the same configs under another kind label (pase-again, strategy 4) are the same strategy
+q "INSERT INTO runs (id, host, git_commit, backend) VALUES (14, 'h', 'relabelled', 'cpu');
+   INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, steps, status)
+   VALUES (14, 4, 0.101, 0.098, 5, 'ok');"
+"$SB" regress --db "$DB" --baseline 10 --candidate 14 >"$T/reg6.md" || fail "relabelled: exit $?"
+grep -q "| pase | 1 | 0.1000 (0.0970) | 0.1010 (0.0980) | +1.0% | within noise |" "$T/reg6.md" ||
+    { cat "$T/reg6.md"; fail "relabelled strategy not matched"; }
+
+# ---- damaged, foreign, newer and missing databases: clear errors, files untouched ---------
+step bad databases
+head -c 3000 "$DB" >"$T/trunc.db"
+printf 'not a database at all, just text padding padding\n' >"$T/text.db"
+sqlite3 "$T/newer.db" "PRAGMA user_version = 99; CREATE TABLE x (a);"
+for case in "trunc.db:damaged" "text.db:not a database" "newer.db:newer than this" \
+            "missing.db:cannot open"; do
+    f=${case%%:*} want=${case#*:}
+    sum=$(if [ -e "$T/$f" ]; then cksum <"$T/$f"; else echo none; fi)
+    for cmd in "report --run 1" "plot --run 1 --out $T/figs3" "regress --baseline 1 --candidate 1"; do
+        # shellcheck disable=SC2086
+        if "$SB" $cmd --db "$T/$f" >/dev/null 2>"$T/err"; then fail "$cmd on $f succeeded"; fi
+        grep -q "$want" "$T/err" || fail "$cmd on $f: unclear error: $(cat "$T/err")"
+        grep -q "^shardbench: .*$f" "$T/err" || fail "$cmd on $f: error does not name the file"
+    done
+    [ "$sum" = "$(if [ -e "$T/$f" ]; then cksum <"$T/$f"; else echo none; fi)" ] ||
+        fail "$f was changed (or created)"
+done
+"$SB" bench -m alexnet -p 2 --survivors "$T/surv" --db "$T/text.db" >/dev/null 2>"$T/err" &&
+    fail "bench on a foreign file must fail"
+grep -q "not a database" "$T/err" || fail "bench: unclear error: $(cat "$T/err")"
+
+step "all passed"

@@ -1,0 +1,624 @@
+/* tests/cuda_host.c: the cuda backend's host-side logic (runtime/cuda/
+ * cuda_host.c), on any machine, GPU or not: precision and comm-mode
+ * parsing, the device-memory pool's arithmetic (against a shadow model
+ * under random traffic), the cuDNN algorithm cache, the conv window
+ * mapping onto cuDNN's symmetric padding (a cuDNN-style naive conv on the
+ * mapped input against the CPU kernels), the box-copy / permute /
+ * reduce-mean plans the kernels walk (against the CPU kernels), rank ->
+ * GPU mapping and the communicator cache with MPI attribute eviction. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_host.h"
+#include "shardbench/kernels.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static int rint_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+static float frand(void) { return (float)(rnd() >> 8) / 8388608.0f - 1.0f; }
+
+static float *frandv(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+static float max_abs_diff(const float *a, const float *b, size_t n)
+{
+    float m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i] - b[i]) > m)
+            m = fabsf(a[i] - b[i]);
+    return m;
+}
+
+/* ---- parsing ---- */
+
+static void test_precision(void **state)
+{
+    (void)state;
+    sbc_precision p;
+    char msg[128] = "";
+    assert_int_equal(sbc_precision_parse(NULL, &p, msg, sizeof msg), 0);
+    assert_int_equal(p, SBC_FP32);
+    assert_int_equal(sbc_precision_parse("", &p, msg, sizeof msg), 0);
+    assert_int_equal(p, SBC_FP32);
+    assert_int_equal(sbc_precision_parse("tf32", &p, msg, sizeof msg), 0);
+    assert_int_equal(p, SBC_TF32);
+    assert_int_equal(sbc_precision_parse("BF16", &p, msg, sizeof msg), 0);
+    assert_int_equal(p, SBC_BF16);
+    assert_int_equal(sbc_precision_parse("fp32", &p, msg, sizeof msg), 0);
+    assert_int_equal(p, SBC_FP32);
+    assert_int_equal(sbc_precision_parse("fp16", &p, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "'fp16'"));
+    assert_non_null(strstr(msg, "fp32, tf32, bf16"));
+    assert_string_equal(sbc_precision_name(SBC_TF32), "tf32");
+    assert_string_equal(sbc_precision_name(SBC_BF16), "bf16");
+}
+
+static void test_comm_mode(void **state)
+{
+    (void)state;
+    sbc_comm_mode m;
+    char msg[256] = "";
+    assert_int_equal(sbc_comm_mode_parse(NULL, &m, msg, sizeof msg), 0);
+    assert_int_equal(m, SBC_COMM_AUTO);
+    assert_int_equal(sbc_comm_mode_parse("MPI", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, SBC_COMM_MPI);
+    assert_int_equal(sbc_comm_mode_parse("nccl", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, SBC_COMM_NCCL);
+    assert_int_equal(sbc_comm_mode_parse("gloo", &m, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "'gloo'"));
+    assert_int_equal(sbc_comm_choose(SBC_COMM_AUTO, 1, 4, msg, sizeof msg), 1);
+    assert_int_equal(sbc_comm_choose(SBC_COMM_AUTO, 0, 4, msg, sizeof msg), 0);
+    assert_int_equal(sbc_comm_choose(SBC_COMM_MPI, 1, 4, msg, sizeof msg), 0);
+    assert_int_equal(sbc_comm_choose(SBC_COMM_NCCL, 1, 4, msg, sizeof msg), 1);
+    msg[0] = 0;
+    assert_int_equal(sbc_comm_choose(SBC_COMM_NCCL, 0, 4, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "share a GPU"));
+}
+
+/* ---- pool ---- */
+
+static void test_pool_basics(void **state)
+{
+    (void)state;
+    sbc_pool p;
+    assert_int_equal(sbc_pool_init(&p, 1000, 3), -1); /* not a power of two */
+    assert_int_equal(sbc_pool_init(&p, 4096 + 100, 256), 0);
+    assert_int_equal(p.capacity, 4096);
+    assert_int_equal(sbc_pool_rounded(&p, 0), 256);
+    assert_int_equal(sbc_pool_rounded(&p, 1), 256);
+    assert_int_equal(sbc_pool_rounded(&p, 256), 256);
+    assert_int_equal(sbc_pool_rounded(&p, 257), 512);
+    size_t a, b, c, d;
+    assert_int_equal(sbc_pool_alloc(&p, 1000, &a), 0); /* 1024 */
+    assert_int_equal(sbc_pool_alloc(&p, 10, &b), 0);   /* 256 */
+    assert_int_equal(sbc_pool_alloc(&p, 2048, &c), 0); /* 2048 */
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 1024);
+    assert_int_equal(c, 1280);
+    assert_int_equal(p.in_use, 3328);
+    assert_int_equal(sbc_pool_largest_free(&p), 768);
+    assert_int_equal(sbc_pool_alloc(&p, 1024, &d), -1); /* does not fit */
+    assert_int_equal(p.nfail, 1);
+    /* free the middle, then the first: they merge */
+    assert_int_equal(sbc_pool_free(&p, b), 0);
+    assert_int_equal(sbc_pool_free(&p, b), -1); /* double free */
+    assert_int_equal(sbc_pool_free(&p, 17), -1); /* not a block */
+    assert_int_equal(sbc_pool_free(&p, a), 0);
+    assert_int_equal(sbc_pool_largest_free(&p), 1280);
+    /* best fit: a 700-byte request takes the 768 tail, not the 1280 hole */
+    assert_int_equal(sbc_pool_alloc(&p, 700, &d), 0);
+    assert_int_equal(d, 3328);
+    assert_int_equal(p.peak, 3328);
+    assert_int_equal(sbc_pool_free(&p, c), 0);
+    assert_int_equal(sbc_pool_free(&p, d), 0);
+    assert_int_equal(p.in_use, 0);
+    assert_int_equal(p.n, 1); /* everything merged back into one block */
+    assert_int_equal(sbc_pool_largest_free(&p), 4096);
+    sbc_pool_fini(&p);
+    /* pool sizing */
+    assert_int_equal(sbc_pool_size_for(1000 << 20, 0.5, 1, 0, 256), 500 << 20);
+    assert_int_equal(sbc_pool_size_for(1000 << 20, 0.5, 4, 0, 256), 125 << 20);
+    assert_int_equal(sbc_pool_size_for(1000 << 20, 0.5, 1, 64 << 20, 256), 64 << 20);
+    assert_int_equal(sbc_pool_size_for(1000, 1.0, 0, 0, 256), 768);
+}
+
+/* random traffic against a shadow list of live blocks */
+static void test_pool_random(void **state)
+{
+    (void)state;
+    enum { CAP = 1 << 20, LIVE = 200 };
+    sbc_pool p;
+    assert_int_equal(sbc_pool_init(&p, CAP, 64), 0);
+    size_t off[LIVE], len[LIVE];
+    int live = 0;
+    size_t sum = 0, peak = 0;
+    for (int it = 0; it < 20000; it++) {
+        if (live < LIVE && (live == 0 || rnd() % 3)) {
+            size_t want = 1 + rnd() % 20000, o;
+            if (sbc_pool_alloc(&p, want, &o) == 0) {
+                size_t r = sbc_pool_rounded(&p, want);
+                assert_int_equal(o % 64, 0);
+                assert_true(o + r <= CAP);
+                for (int i = 0; i < live; i++) /* no overlap */
+                    assert_true(o + r <= off[i] || off[i] + len[i] <= o);
+                off[live] = o;
+                len[live++] = r;
+                sum += r;
+                if (sum > peak)
+                    peak = sum;
+            } else {
+                assert_true(sbc_pool_largest_free(&p) < sbc_pool_rounded(&p, want));
+            }
+        } else {
+            int i = (int)(rnd() % (uint32_t)live);
+            assert_int_equal(sbc_pool_free(&p, off[i]), 0);
+            sum -= len[i];
+            off[i] = off[live - 1];
+            len[i] = len[--live];
+        }
+        assert_int_equal(p.in_use, sum);
+        /* blocks tile the capacity, free neighbours are always merged */
+        size_t at = 0;
+        for (int b = 0; b < p.n; b++) {
+            assert_int_equal(p.b[b].off, at);
+            at += p.b[b].size;
+            if (b > 0)
+                assert_false(!p.b[b].used && !p.b[b - 1].used);
+        }
+        assert_int_equal(at, CAP);
+    }
+    assert_int_equal(p.peak, peak);
+    while (live > 0)
+        assert_int_equal(sbc_pool_free(&p, off[--live]), 0);
+    assert_int_equal(p.n, 1);
+    sbc_pool_fini(&p);
+}
+
+/* ---- algorithm cache ---- */
+
+static void test_algo_cache(void **state)
+{
+    (void)state;
+    sbc_algo_cache c = {0};
+    sbc_conv_algo v, got;
+    sbc_conv_key k = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
+    assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 0);
+    v = (sbc_conv_algo){.algo = 6, .math = 1, .workspace = 12345};
+    assert_int_equal(sbc_algo_cache_put(&c, &k, &v), 0);
+    assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 1);
+    assert_int_equal(got.algo, 6);
+    assert_int_equal(got.workspace, 12345);
+    /* same sizes, other pass or precision: other keys */
+    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
+    sbc_conv_key kp = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1);
+    assert_int_equal(sbc_algo_cache_get(&c, &kb, &got), 0);
+    assert_int_equal(sbc_algo_cache_get(&c, &kp, &got), 0);
+    /* many shapes: growth keeps every entry */
+    for (int i = 0; i < 3000; i++) {
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        sbc_conv_algo vi = {.algo = i % 7, .math = i % 3, .workspace = (size_t)i * 10};
+        assert_int_equal(sbc_algo_cache_put(&c, &ki, &vi), 0);
+    }
+    assert_int_equal(c.n, 3001);
+    for (int i = 0; i < 3000; i++) {
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        assert_int_equal(sbc_algo_cache_get(&c, &ki, &got), 1);
+        assert_int_equal(got.algo, i % 7);
+        assert_int_equal(got.workspace, (size_t)i * 10);
+    }
+    /* replace */
+    v.algo = 2;
+    assert_int_equal(sbc_algo_cache_put(&c, &k, &v), 0);
+    assert_int_equal(c.n, 3001);
+    assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 1);
+    assert_int_equal(got.algo, 2);
+    assert_int_equal(c.hits, 3002);
+    assert_int_equal(c.misses, 3);
+    sbc_algo_cache_free(&c);
+}
+
+/* ---- conv window ---- */
+
+/* cuDNN's semantics: x (B,C,xh,xw) with symmetric pads (ph,pw), output size
+ * derived from them; cross-correlation. */
+static void naive_cudnn_fwd(float *y, const float *x, const float *w, int B, int C, int xh, int xw,
+                            int N, int R, int S, int sh, int sw, int ph, int pw, int Ho, int Wo)
+{
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    double s = 0;
+                    for (int c = 0; c < C; c++)
+                        for (int r = 0; r < R; r++)
+                            for (int q = 0; q < S; q++) {
+                                int iy = oy * sh - ph + r, ix = ox * sw - pw + q;
+                                if (iy >= 0 && iy < xh && ix >= 0 && ix < xw)
+                                    s += (double)x[((size_t)(b * C + c) * xh + iy) * xw + ix]
+                                         * w[((size_t)(n * C + c) * R + r) * S + q];
+                            }
+                    y[((size_t)(b * N + n) * Ho + oy) * Wo + ox] = (float)s;
+                }
+}
+
+static void naive_cudnn_bwd_data(float *dx, const float *dy, const float *w, int B, int C, int xh,
+                                 int xw, int N, int R, int S, int sh, int sw, int ph, int pw,
+                                 int Ho, int Wo)
+{
+    memset(dx, 0, (size_t)B * C * xh * xw * sizeof *dx);
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++)
+                    for (int c = 0; c < C; c++)
+                        for (int r = 0; r < R; r++)
+                            for (int q = 0; q < S; q++) {
+                                int iy = oy * sh - ph + r, ix = ox * sw - pw + q;
+                                if (iy >= 0 && iy < xh && ix >= 0 && ix < xw)
+                                    dx[((size_t)(b * C + c) * xh + iy) * xw + ix] +=
+                                        dy[((size_t)(b * N + n) * Ho + oy) * Wo + ox]
+                                        * w[((size_t)(n * C + c) * R + r) * S + q];
+                            }
+}
+
+static void test_conv_window(void **state)
+{
+    (void)state;
+    sbc_window g;
+    /* 3x3 pad 1 stride 1 same: direct */
+    assert_int_equal(sbc_conv_window(8, 8, 3, 3, 1, 1, 1, 1, 8, 8, &g), 0);
+    assert_true(g.direct);
+    assert_int_equal(g.ph, 1);
+    /* AlexNet conv1: 11x11 stride 4 pad 2 on 227 -> 56 */
+    assert_int_equal(sbc_conv_window(227, 227, 11, 11, 4, 4, 2, 2, 56, 56, &g), 0);
+    assert_true(g.direct);
+    /* a halo box: negative local padding -> staged */
+    assert_int_equal(sbc_conv_window(6, 8, 3, 3, 1, 1, -1, 1, 4, 8, &g), 0);
+    assert_false(g.direct);
+    assert_int_equal(g.xh, 6);
+    assert_int_equal(g.oh, 1);
+    /* padding as large as the window -> staged */
+    assert_int_equal(sbc_conv_window(8, 8, 1, 1, 1, 1, 1, 1, 10, 10, &g), 0);
+    assert_false(g.direct);
+    /* fewer outputs than cuDNN would derive -> staged */
+    assert_int_equal(sbc_conv_window(10, 10, 3, 3, 1, 1, 1, 1, 5, 10, &g), 0);
+    assert_false(g.direct);
+    assert_int_equal(sbc_conv_window(0, 10, 3, 3, 1, 1, 1, 1, 5, 10, &g), -1);
+    /* random geometry: cuDNN semantics on the mapped input = the CPU kernels */
+    int direct = 0, staged = 0;
+    for (int it = 0; it < 300; it++) {
+        int B = rint_in(1, 2), C = rint_in(1, 3), N = rint_in(1, 3);
+        int R = rint_in(1, 4), S = rint_in(1, 4), sh = rint_in(1, 3), sw = rint_in(1, 3);
+        int Hin = rint_in(1, 9), Win = rint_in(1, 9);
+        int pt = rint_in(-3, 3), pl = rint_in(-3, 3), Ho = rint_in(1, 6), Wo = rint_in(1, 6);
+        if (it % 3 == 0) { /* the sizes cuDNN itself derives: must go direct */
+            pt = rint_in(0, 2), pl = rint_in(0, 2);
+            R = rint_in(1, Hin + 2 * pt), S = rint_in(1, Win + 2 * pl);
+            Ho = (Hin + 2 * pt - R) / sh + 1, Wo = (Win + 2 * pl - S) / sw + 1;
+        }
+        assert_int_equal(sbc_conv_window(Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, &g), 0);
+        if (it % 3 == 0 && pt < R && pl < S)
+            assert_true(g.direct);
+        direct += g.direct;
+        staged += !g.direct;
+        size_t nin = (size_t)B * C * Hin * Win, nout = (size_t)B * N * Ho * Wo;
+        size_t nx = (size_t)B * C * g.xh * g.xw;
+        float *inp = frandv(nin), *w = frandv((size_t)N * C * R * S), *x = malloc(nx * sizeof *x);
+        float *ref = calloc(nout, sizeof *ref), *got = calloc(nout, sizeof *got);
+        float *work = malloc(sb_conv2d_work_floats(C, R, S, N, Ho, Wo) * sizeof(float) + 4);
+        /* the staging the kernel does (direct: inp itself) */
+        for (int p = 0; p < B * C; p++)
+            for (int y = 0; y < g.xh; y++)
+                for (int xx = 0; xx < g.xw; xx++) {
+                    int iy = g.direct ? y : y + g.oh, ix = g.direct ? xx : xx + g.ow;
+                    x[((size_t)p * g.xh + y) * g.xw + xx] =
+                        (iy >= 0 && iy < Hin && ix >= 0 && ix < Win)
+                            ? inp[((size_t)p * Hin + iy) * Win + ix] : 0.0f;
+                }
+        /* cuDNN's derived output size equals the wanted one */
+        int dh = (g.xh + 2 * g.ph - R) < 0 ? 0 : (g.xh + 2 * g.ph - R) / sh + 1;
+        int dw = (g.xw + 2 * g.pw - S) < 0 ? 0 : (g.xw + 2 * g.pw - S) / sw + 1;
+        assert_int_equal(dh, Ho);
+        assert_int_equal(dw, Wo);
+        assert_true(g.ph >= 0 && g.pw >= 0);
+        naive_cudnn_fwd(got, x, w, B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo);
+        sb_conv2d_forward(ref, inp, w, NULL, work, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 0);
+        assert_true(max_abs_diff(ref, got, nout) < 1e-4f);
+        /* backward data: cuDNN into X', then the unstaging add */
+        float *dy = frandv(nout), *dx = malloc(nx * sizeof *dx);
+        float *dref = calloc(nin, sizeof *dref), *dgot = calloc(nin, sizeof *dgot);
+        naive_cudnn_bwd_data(dx, dy, w, B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo);
+        for (int p = 0; p < B * C; p++)
+            for (int y = 0; y < Hin; y++)
+                for (int xx = 0; xx < Win; xx++) {
+                    int sy = g.direct ? y : y - g.oh, sx = g.direct ? xx : xx - g.ow;
+                    if (sy >= 0 && sy < g.xh && sx >= 0 && sx < g.xw)
+                        dgot[((size_t)p * Hin + y) * Win + xx] += dx[((size_t)p * g.xh + sy) * g.xw + sx];
+                }
+        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+        assert_true(max_abs_diff(dref, dgot, nin) < 1e-4f);
+        free(inp), free(w), free(x), free(ref), free(got), free(work), free(dy), free(dx);
+        free(dref), free(dgot);
+    }
+    assert_true(direct > 10 && staged > 10);
+}
+
+/* ---- box copy, permute, reduce plans ---- */
+
+static void apply_box_plan(float *dst, const float *src, const sbc_box_plan *p, int acc)
+{
+    for (int64_t i = 0; i < p->count; i++) {
+        int64_t r = i, d = p->d0, s = p->s0;
+        for (int k = p->nd - 1; k >= 0; k--) {
+            int64_t c = r % p->size[k];
+            r /= p->size[k];
+            d += c * p->ds[k];
+            s += c * p->ss[k];
+        }
+        dst[d] = acc ? dst[d] + src[s] : src[s];
+    }
+}
+
+static void test_box_plan(void **state)
+{
+    (void)state;
+    sbc_box_plan p;
+    int dims[3] = {4, 5, 6}, lo[3] = {0, 0, 0};
+    sbc_box_plan_make(&p, dims, lo, dims, lo, dims, 3);
+    assert_int_equal(p.nd, 1); /* whole arrays: one run */
+    assert_true(p.contiguous);
+    assert_int_equal(p.count, 120);
+    int sz0[3] = {4, 0, 6};
+    sbc_box_plan_make(&p, dims, lo, dims, lo, sz0, 3);
+    assert_int_equal(p.count, 0);
+    for (int it = 0; it < 400; it++) {
+        int nd = rint_in(1, 5), dd[SB_MAX_DIMS], sd[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS],
+            sz[SB_MAX_DIMS];
+        size_t nds = 1, nss = 1;
+        for (int d = 0; d < nd; d++) {
+            sz[d] = rint_in(1, 4);
+            dd[d] = sz[d] + (rnd() % 2 ? rint_in(0, 2) : 0);
+            sd[d] = sz[d] + (rnd() % 2 ? rint_in(0, 2) : 0);
+            dl[d] = rint_in(0, dd[d] - sz[d]);
+            sl[d] = rint_in(0, sd[d] - sz[d]);
+            nds *= (size_t)dd[d];
+            nss *= (size_t)sd[d];
+        }
+        int acc = (int)(rnd() % 2);
+        float *src = frandv(nss), *ref = frandv(nds), *got = malloc(nds * sizeof *got);
+        memcpy(got, ref, nds * sizeof *got);
+        sb_strided_box_copy(ref, dd, dl, src, sd, sl, sz, nd, acc);
+        sbc_box_plan_make(&p, dd, dl, sd, sl, sz, nd);
+        assert_true(p.nd >= 1 && p.nd <= nd);
+        apply_box_plan(got, src, &p, acc);
+        assert_true(max_abs_diff(ref, got, nds) == 0.0f);
+        free(src), free(ref), free(got);
+    }
+}
+
+static void test_perm_plan(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 300; it++) {
+        int nd = rint_in(1, 5), dims[SB_MAX_DIMS], perm[SB_MAX_DIMS];
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) {
+            dims[d] = rint_in(1, 4);
+            perm[d] = d;
+            n *= (size_t)dims[d];
+        }
+        for (int d = nd - 1; d > 0; d--) {
+            int j = rint_in(0, d), t = perm[d];
+            perm[d] = perm[j];
+            perm[j] = t;
+        }
+        int acc = (int)(rnd() % 2);
+        float *inp = frandv(n), *ref = frandv(n), *got = malloc(n * sizeof *got);
+        memcpy(got, ref, n * sizeof *got);
+        sb_permute(ref, inp, nd, dims, perm, acc);
+        sbc_perm_plan p;
+        sbc_perm_plan_make(&p, nd, dims, perm);
+        assert_int_equal(p.count, (int64_t)n);
+        for (int64_t i = 0; i < p.count; i++) {
+            int64_t r = i, s = 0;
+            for (int k = p.nd - 1; k >= 0; k--) {
+                s += (r % p.odims[k]) * p.istride[k];
+                r /= p.odims[k];
+            }
+            got[i] = acc ? got[i] + inp[s] : inp[s];
+        }
+        assert_true(max_abs_diff(ref, got, n) == 0.0f);
+        free(inp), free(ref), free(got);
+    }
+}
+
+static void test_reduce_plan(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 300; it++) {
+        int nd = rint_in(1, 5), dims[SB_MAX_DIMS];
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) {
+            dims[d] = rint_in(1, 4);
+            n *= (size_t)dims[d];
+        }
+        unsigned axes = rnd() & ((1u << nd) - 1);
+        long count = rnd() % 2 ? 0 : rint_in(1, 50);
+        sbc_reduce_plan p;
+        sbc_reduce_plan_make(&p, nd, dims, axes, count);
+        float *inp = frandv(n), *ref = malloc((size_t)p.n_out * sizeof *ref),
+              *got = malloc((size_t)p.n_out * sizeof *got);
+        sb_reduce_mean_forward(ref, inp, nd, dims, axes, count);
+        for (int64_t o = 0; o < p.n_out; o++) {
+            int64_t base = 0, t = o;
+            for (int d = p.nk - 1; d >= 0; d--) {
+                base += (t % p.kdims[d]) * p.kstride[d];
+                t /= p.kdims[d];
+            }
+            double s = 0;
+            for (int64_t r = 0; r < p.n_red; r++) {
+                int64_t off = 0, u = r;
+                for (int d = p.nr - 1; d >= 0; d--) {
+                    off += (u % p.rdims[d]) * p.rstride[d];
+                    u /= p.rdims[d];
+                }
+                s += inp[base + off];
+            }
+            got[o] = (float)s * p.scale;
+        }
+        assert_true(max_abs_diff(ref, got, (size_t)p.n_out) < 1e-5f);
+        /* backward through the same plan */
+        float *dref = calloc(n, sizeof *dref), *dgot = calloc(n, sizeof *dgot);
+        sb_reduce_mean_backward(dref, ref, nd, dims, axes, count);
+        for (int64_t i = 0; i < p.n_out * p.n_red; i++) {
+            int64_t o = i / p.n_red, r = i % p.n_red, off = 0, t = o;
+            for (int d = p.nk - 1; d >= 0; d--) {
+                off += (t % p.kdims[d]) * p.kstride[d];
+                t /= p.kdims[d];
+            }
+            for (int d = p.nr - 1; d >= 0; d--) {
+                off += (r % p.rdims[d]) * p.rstride[d];
+                r /= p.rdims[d];
+            }
+            dgot[off] += ref[o] * p.scale;
+        }
+        assert_true(max_abs_diff(dref, dgot, n) < 1e-5f);
+        free(inp), free(ref), free(got), free(dref), free(dgot);
+    }
+}
+
+/* ---- ranks and GPUs ---- */
+
+static const char *const *fake_env;
+
+static const char *fake_get(const char *k)
+{
+    for (int i = 0; fake_env[i]; i += 2)
+        if (!strcmp(fake_env[i], k))
+            return fake_env[i + 1];
+    return NULL;
+}
+
+static void test_local_rank(void **state)
+{
+    (void)state;
+    int lr = -1, ls = -1;
+    static const char *const none[] = {"PATH", "/bin", NULL};
+    fake_env = none;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), -1);
+    static const char *const ompi[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "3",
+                                       "OMPI_COMM_WORLD_LOCAL_SIZE", "8", NULL};
+    fake_env = ompi;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(lr, 3);
+    assert_int_equal(ls, 8);
+    static const char *const mpich[] = {"MPI_LOCALRANKID", "1", "MPI_LOCALNRANKS", "2", NULL};
+    fake_env = mpich;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(lr, 1);
+    assert_int_equal(ls, 2);
+    static const char *const bad[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "x", "SLURM_LOCALID", "2", NULL};
+    fake_env = bad;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(lr, 2);
+    assert_int_equal(ls, 3); /* no size given: at least rank + 1 */
+    assert_int_equal(sbc_device_for(5, 4), 1);
+    assert_int_equal(sbc_device_for(0, 0), -1);
+    /* 4 ranks on 1 GPU share it; 8 ranks on 4 GPUs: 2 each; 3 on 2: 2 and 1 */
+    assert_int_equal(sbc_ranks_on_device(4, 1, 0), 4);
+    assert_int_equal(sbc_ranks_on_device(8, 4, 3), 2);
+    assert_int_equal(sbc_ranks_on_device(3, 2, 0), 2);
+    assert_int_equal(sbc_ranks_on_device(3, 2, 1), 1);
+    assert_int_equal(sbc_ranks_on_device(3, 2, 2), 0);
+    sbc_gpu_id ids[4] = {{1, 10}, {1, 11}, {2, 10}, {2, 11}};
+    assert_true(sbc_gpus_distinct(ids, 4));
+    ids[3].gpu = 10;
+    assert_false(sbc_gpus_distinct(ids, 4));
+    assert_true(sbc_gpus_distinct(ids, 1));
+    assert_true(sbc_hash_bytes("a", 1) != sbc_hash_bytes("b", 1));
+}
+
+/* ---- communicator cache ---- */
+
+static int destroyed[8], ndestroyed;
+
+static void fake_destroy(void *h) { destroyed[ndestroyed++] = (int)(intptr_t)h; }
+
+static void test_comm_cache(void **state)
+{
+    (void)state;
+    ndestroyed = 0;
+    sbc_comm_cache *c = sbc_comm_cache_new(fake_destroy);
+    assert_non_null(c);
+    MPI_Comm a, b, d;
+    MPI_Comm_dup(MPI_COMM_SELF, &a);
+    MPI_Comm_dup(MPI_COMM_SELF, &b);
+    MPI_Comm_dup(MPI_COMM_SELF, &d);
+    assert_null(sbc_comm_cache_find(c, a));
+    assert_non_null(sbc_comm_cache_add(c, a, 1, (void *)(intptr_t)1));
+    assert_non_null(sbc_comm_cache_add(c, b, 0, NULL));
+    assert_non_null(sbc_comm_cache_add(c, d, 1, (void *)(intptr_t)3));
+    assert_int_equal(sbc_comm_cache_size(c), 3);
+    sbc_comm_entry *e = sbc_comm_cache_find(c, a);
+    assert_non_null(e);
+    assert_int_equal(e->use_nccl, 1);
+    assert_int_equal(sbc_comm_cache_find(c, b)->use_nccl, 0);
+    /* MPI frees a communicator: its entry goes, its NCCL handle is destroyed */
+    MPI_Comm_free(&a);
+    assert_int_equal(sbc_comm_cache_size(c), 2);
+    assert_int_equal(ndestroyed, 1);
+    assert_int_equal(destroyed[0], 1);
+    MPI_Comm_free(&b); /* MPI path: nothing to destroy */
+    assert_int_equal(sbc_comm_cache_size(c), 1);
+    assert_int_equal(ndestroyed, 1);
+    /* a new communicator (whatever handle MPI reuses) starts with no entry */
+    MPI_Comm a2;
+    MPI_Comm_dup(MPI_COMM_SELF, &a2);
+    assert_null(sbc_comm_cache_find(c, a2));
+    MPI_Comm_free(&a2);
+    /* freeing the cache destroys what is left, and d can still be freed */
+    sbc_comm_cache_free(c);
+    assert_int_equal(ndestroyed, 2);
+    assert_int_equal(destroyed[1], 3);
+    MPI_Comm_free(&d);
+    assert_int_equal(ndestroyed, 2);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision),   cmocka_unit_test(test_comm_mode),
+        cmocka_unit_test(test_pool_basics), cmocka_unit_test(test_pool_random),
+        cmocka_unit_test(test_algo_cache),  cmocka_unit_test(test_conv_window),
+        cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
+        cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_local_rank),
+        cmocka_unit_test(test_comm_cache),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    MPI_Finalize();
+    return rc;
+}

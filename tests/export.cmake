@@ -1,0 +1,1 @@
+sb_unit_test(test_export test_export.c)

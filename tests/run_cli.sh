@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# tests/run_cli.sh: integration tests of `mpirun -np P shardbench run`.
+#
+#   tests/run_cli.sh SHARDBENCH [MPIEXEC]
+#
+# Runs the real command under mpirun on a tiny AlexNet and checks what a
+# user sees: the JSON report (parsed and checked with SQLite's JSON
+# functions, so no other tool is needed), the results database, and the
+# errors: a strategy saved for another P, a strategy of another model, an
+# unknown --set parameter, a model that does not exist. Each error must
+# come as one message from rank 0 with every rank exiting 2, within a
+# timeout (no hang). Registered with ctest by tests/run_cli.cmake; about
+# 10-20 s on two cores. Needs sqlite3 (the shell) and bash.
+set -uo pipefail
+
+SB=${1:?usage: run_cli.sh SHARDBENCH [MPIEXEC]}
+MPIEXEC=${2:-mpiexec}
+LIMIT=${RUN_CLI_TIMEOUT:-20}   # seconds for any one mpirun: a hang fails, not blocks
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OPENBLAS_NUM_THREADS=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/run_cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+SMALL=(--set batch=4 --set image=67 --set classes=16 --set width_div=16)
+fails=0
+checks=0
+
+pass() { checks=$((checks + 1)); echo "ok   $1"; }
+fail() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL $1"; }
+check() { # check NAME CONDITION-COMMAND...
+    local name=$1
+    shift
+    if "$@"; then pass "$name"; else fail "$name"; fi
+}
+sql() { sqlite3 -batch -noheader "$@"; }
+mpi() { # mpi NP ARGS...: shardbench run under mpirun, with the time limit
+    local np=$1
+    shift
+    timeout -k 5 "$LIMIT" "$MPIEXEC" --oversubscribe --allow-run-as-root -np "$np" "$SB" "$@"
+}
+# One value of the JSON in file $1 at path $2 ('$.a.b'), via SQLite.
+jget() { sql :memory: "SELECT json_extract(readfile('$1'), '$2');"; }
+
+# ---- a data-parallel run: JSON report and database --------------------------
+
+db="$TMP/runs.db"
+mpi 2 run -m alexnet "${SMALL[@]}" --strategy dp --steps 2 --format json --db "$db" \
+    > "$TMP/dp.json" 2> "$TMP/dp.err"
+rc=$?
+check "dp run exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/dp.err"
+check "dp run prints exactly one line of JSON" test "$(wc -l < "$TMP/dp.json")" -eq 1
+check "the report is valid JSON" \
+    test "$(sql :memory: "SELECT json_valid(readfile('$TMP/dp.json'));")" = 1
+check "losses: 3 (1 warm-up + 2 steps)" test "$(jget "$TMP/dp.json" '$.losses' | tr -cd , | wc -c)" -eq 2
+check "losses are numbers near ln(16) = 2.77" test "$(sql :memory: \
+    "SELECT count(*) FROM json_each(json_extract(readfile('$TMP/dp.json'), '$.losses'))
+     WHERE type = 'real' AND value > 2.0 AND value < 3.5;")" = 3
+check "warmup is 1" test "$(jget "$TMP/dp.json" '$.warmup')" = 1
+check "step_seconds: 0 < min <= median <= max" test "$(sql :memory: \
+    "WITH j(v) AS (SELECT readfile('$TMP/dp.json'))
+     SELECT json_extract(v,'$.step_seconds.min') > 0
+        AND json_extract(v,'$.step_seconds.min') <= json_extract(v,'$.step_seconds.median')
+        AND json_extract(v,'$.step_seconds.median') <= json_extract(v,'$.step_seconds.max')
+     FROM j;")" = 1
+check "samples_per_second = batch / median" test "$(sql :memory: \
+    "WITH j(v) AS (SELECT readfile('$TMP/dp.json'))
+     SELECT abs(json_extract(v,'$.samples_per_second') * json_extract(v,'$.step_seconds.median') - 4) < 1e-3
+     FROM j;")" = 1
+# (at batch 4 the model's cutoff of 4 leaves the batch unsplit: 'dp' runs every
+# op on rank 0 and rank 1 holds nothing, so only rank 0's peak must be > 0)
+check "peak_bytes_per_rank: 2 entries, rank 0's positive" test "$(sql :memory: \
+    "WITH j(v) AS (SELECT readfile('$TMP/dp.json'))
+     SELECT json_array_length(v, '$.peak_bytes_per_rank') = 2
+        AND json_extract(v, '$.peak_bytes_per_rank[0]') > 0
+        AND json_extract(v, '$.peak_bytes_per_rank[1]') >= 0 FROM j;")" = 1
+check "ops: 14 entries with compute and comm seconds" test "$(sql :memory: \
+    "SELECT count(*) FROM json_each(json_extract(readfile('$TMP/dp.json'), '$.ops'))
+     WHERE json_type(value, '$.compute_seconds') IN ('real', 'integer')
+       AND json_type(value, '$.comm_seconds') IN ('real', 'integer')
+       AND json_extract(value, '$.compute_seconds') >= 0;")" = 14
+check "the database has the run, ended" \
+    test "$(sql "$db" "SELECT count(*) FROM runs WHERE ended_at IS NOT NULL;")" = 1
+check "the database has one 'ok' measurement of 2 steps for alexnet, p=2, dp" test "$(sql "$db" \
+    "SELECT count(*) FROM measurements me JOIN strategies s ON s.id = me.strategy_id
+     JOIN models m ON m.id = s.model_id
+     WHERE me.status = 'ok' AND me.steps = 2 AND me.step_median_s > 0 AND m.name = 'alexnet'
+       AND s.p = 2 AND s.kind = 'dp';")" = 1
+check "the stored median is the printed one" test "$(sql "$db" \
+    "SELECT abs(step_median_s - json_extract(readfile('$TMP/dp.json'), '$.step_seconds.median')) < 1e-6
+     FROM measurements;")" = 1
+
+# ---- errors: one message from rank 0, every rank exits 2, no hang ---------------
+
+# Runs shardbench under mpirun with every rank wrapped so that its own exit
+# status is written to $TMP/NAME.rank.R (the wrapper exits 0, so mpirun does
+# not kill the other ranks before they report). Sets rc (mpirun's own).
+ranked() { # ranked NAME NP ARGS...
+    local name=$1 np=$2
+    shift 2
+    rm -f "$TMP/$name".rank.*
+    timeout -k 5 "$LIMIT" "$MPIEXEC" --oversubscribe --allow-run-as-root -np "$np" \
+        sh -c '"$@"; echo $? > "'"$TMP/$name"'.rank.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"' \
+        sh "$SB" "$@" > "$TMP/$name.out" 2> "$TMP/$name.err"
+    rc=$?
+}
+expect_error() { # expect_error NAME NP PATTERN ARGS...
+    local name=$1 np=$2 pattern=$3
+    shift 3
+    ranked "$name" "$np" "$@"
+    check "$name: no hang (mpirun rc $rc, not 124/137)" test "$rc" -ne 124 -a "$rc" -ne 137
+    local r codes=""
+    for ((r = 0; r < np; r++)); do
+        codes+="$(cat "$TMP/$name.rank.$r" 2>/dev/null || echo none) "
+    done
+    check "$name: every rank exits 2 (got: $codes)" test "$codes" = "$(printf '2 %.0s' $(seq "$np"))"
+    local msgs
+    msgs=$(grep -c '^shardbench: ' "$TMP/$name.err")
+    check "$name: one message (got $msgs)" test "$msgs" -eq 1
+    if grep -q '^shardbench: .*'"$pattern" "$TMP/$name.err"; then
+        pass "$name: message names the fault"
+    else
+        fail "$name: message names the fault (/$pattern/)"
+    fi
+    sed -n 's/^shardbench: /    message: /p' "$TMP/$name.err"
+    check "$name: no report on stdout" test ! -s "$TMP/$name.out"
+}
+
+"$SB" search -m alexnet -p 4 "${SMALL[@]}" --save "$TMP/p4.strategy" --db none > /dev/null
+check "search --save for p=4 exits 0" test $? -eq 0
+expect_error "p=4 strategy on 2 ranks" 2 'p=4' \
+    run -m alexnet "${SMALL[@]}" --strategy "$TMP/p4.strategy" --db "$TMP/err.db"
+
+"$SB" search -m rnnlm -p 2 --set vocab=24 --set units=8 --set seq=4 --set layers=2 \
+    --set batch=4 --save "$TMP/rnnlm.strategy" --db none > /dev/null
+check "search --save of rnnlm exits 0" test $? -eq 0
+expect_error "strategy of another model" 2 "rnnlm" \
+    run -m alexnet "${SMALL[@]}" --strategy "$TMP/rnnlm.strategy" --db "$TMP/err.db"
+
+expect_error "unknown --set parameter" 2 "nosuch" \
+    run -m alexnet "${SMALL[@]}" --set nosuch=3 --strategy dp --db "$TMP/err.db"
+
+expect_error "model that does not exist" 2 "no-such-model" \
+    run -m no-such-model --strategy dp --db "$TMP/err.db"
+
+# mpirun itself reports the failure too
+mpi 2 run -m no-such-model --strategy dp --db none > /dev/null 2>&1
+rc=$?
+check "mpirun exits non-zero on an error (got $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+
+# ---- --strategy best on 3 ranks ----------------------------------------------------
+
+mpi 3 run -m alexnet "${SMALL[@]}" --strategy best --steps 1 --format json --db "$db" \
+    > "$TMP/best.json" 2> "$TMP/best.err"
+rc=$?
+check "best on 3 ranks exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/best.err"
+check "best: valid JSON with p = 3" test "$(sql :memory: \
+    "SELECT json_valid(readfile('$TMP/best.json')) AND json_extract(readfile('$TMP/best.json'), '$.p') = 3;")" = 1
+check "best: 2 losses, 3 ranks' peaks" test "$(sql :memory: \
+    "WITH j(v) AS (SELECT readfile('$TMP/best.json'))
+     SELECT json_array_length(v, '$.losses') = 2 AND json_array_length(v, '$.peak_bytes_per_rank') = 3
+     FROM j;")" = 1
+check "best: the database has a second 'ok' measurement (pase, p=3)" test "$(sql "$db" \
+    "SELECT count(*) FROM measurements me JOIN strategies s ON s.id = me.strategy_id
+     WHERE me.status = 'ok' AND s.p = 3 AND s.kind = 'pase';")" = 1
+# the same seed and data on any strategy: the first loss equals the dp run's
+check "best: first loss equals the dp run's (same data, any strategy)" test "$(sql :memory: \
+    "SELECT abs(json_extract(readfile('$TMP/best.json'), '$.losses[0]')
+              - json_extract(readfile('$TMP/dp.json'), '$.losses[0]')) < 1e-4;")" = 1
+
+echo "run_cli: $((checks - fails)) of $checks checks passed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,620 @@
+/* tests/test_onnx.c: cmocka tests of the ONNX importer (models/onnx_import.c,
+ * models/onnx_load.c, the sb_model_load hook in models/graph.c).
+ *
+ * Each file of tests/data/onnx imports to the ops expected per type, with
+ * the key dims named and sized (ops.onnx, built by make_ops.py, covers Pad,
+ * ceil_mode, Split, chained Concat and Slice) (and ResNet-18's convolution MACs equal to a
+ * count computed here from the architecture); the search runs on each at
+ * p = 4; the written model text re-parses to the same graph; --set, --rename
+ * and no_loss act; unsupported.onnx lists every offending node in one
+ * error; empty, garbage, truncated and mutated files fail cleanly with the
+ * file named. Built without ONNX support, only the refusal is checked. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shardbench/onnx.h"
+#include "shardbench/search.h"
+
+static void data_path(char *buf, size_t n, const char *name)
+{
+    int len = snprintf(buf, n, "%s/tests/data/onnx/%s.onnx", SB_SOURCE_DIR, name);
+    assert_true(len > 0 && (size_t)len < n);
+}
+
+static char *slurp(const char *name, size_t *size)
+{
+    char path[1024], *data;
+    sb_error err = {0};
+    data_path(path, sizeof path, name);
+    assert_int_equal(sb_onnx_read_file(path, &data, size, &err), 0);
+    return data;
+}
+
+#ifdef SB_HAVE_ONNX
+
+static int count_kind(const sb_model *m, sb_op_kind k)
+{
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        n += m->ops[i].kind == k;
+    return n;
+}
+
+static int total_pw(const sb_model *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        n += m->ops[i].pw;
+    return n;
+}
+
+static const sb_tensor *find_input(const sb_model *m)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].kind == SB_TENSOR_INPUT)
+            return &m->tensors[i];
+    return NULL;
+}
+
+static int64_t param(const sb_model *m, const char *name)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, name))
+            return m->params[i].value;
+    return -1;
+}
+
+static void load(const char *name, const sb_onnx_opts *o, const sb_setting *set, int nset,
+                 sb_model *m, sb_onnx_info *info)
+{
+    char path[1024];
+    sb_error err = {0};
+    data_path(path, sizeof path, name);
+    int rc = sb_onnx_load(path, o, set, nset, m, info, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+}
+
+/* The search runs on the import at p = 4 (as `shardbench search` does). */
+static void search_p4(const sb_model *m)
+{
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    sb_error err = {0};
+    int rc = sb_problem_build(m, 4, &cp, &pb, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 256, .progress = 0};
+    sb_result r;
+    rc = sb_search(&pb, &so, &r, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    assert_true(r.total_cost > 0);
+    sb_result_free(&r);
+    sb_problem_free(&pb);
+}
+
+/* Two graphs are the same: ops (name, kind, space, operands, attributes)
+ * and tensors. */
+static void assert_same_graph(const sb_model *a, const sb_model *b)
+{
+    assert_int_equal(a->nops, b->nops);
+    assert_int_equal(a->ntensors, b->ntensors);
+    assert_int_equal(a->nparams, b->nparams);
+    for (int i = 0; i < a->nops; i++) {
+        const sb_op *x = &a->ops[i], *y = &b->ops[i];
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->kind, y->kind);
+        assert_int_equal(x->ndims, y->ndims);
+        assert_int_equal(x->nin, y->nin);
+        assert_int_equal(x->nout, y->nout);
+        assert_int_equal(x->pw, y->pw);
+        assert_int_equal(x->axis, y->axis);
+        for (int d = 0; d < x->ndims; d++) {
+            assert_string_equal(x->dims[d].name, y->dims[d].name);
+            assert_int_equal(x->dims[d].size, y->dims[d].size);
+        }
+        for (int k = 0; k < x->nin; k++)
+            assert_int_equal(x->in[k].tensor, y->in[k].tensor);
+    }
+    for (int i = 0; i < a->ntensors; i++) {
+        assert_string_equal(a->tensors[i].name, b->tensors[i].name);
+        assert_int_equal(a->tensors[i].ndims, b->tensors[i].ndims);
+        for (int d = 0; d < a->tensors[i].ndims; d++)
+            assert_int_equal(a->tensors[i].dims[d].size, b->tensors[i].dims[d].size);
+    }
+}
+
+/* Converts, writes the text to a .model file, loads that file, compares. */
+static void check_reparse(const char *name, const sb_model *m)
+{
+    size_t size, len;
+    char *data = slurp(name, &size), *text;
+    sb_error err = {0};
+    assert_int_equal(sb_onnx_to_text(data, size, name, NULL, &text, &len, NULL, &err), 0);
+    free(data);
+    assert_int_equal(strlen(text), len);
+    char path[] = "/tmp/test_onnx_XXXXXX.model";
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    free(text);
+    sb_model r;
+    int rc = sb_model_load(path, NULL, 0, &r, &err);
+    unlink(path);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    assert_same_graph(m, &r);
+    sb_model_free(&r);
+}
+
+static void test_cnn(void **state)
+{
+    (void)state;
+    const char *names[2] = {"cnn", "cnn_w"};
+    for (int f = 0; f < 2; f++) {
+        sb_model m;
+        sb_onnx_info info;
+        load(names[f], NULL, NULL, 0, &m, &info);
+        assert_int_equal(info.opset, 13);
+        assert_int_equal(info.nnodes, 8);
+        assert_int_equal(m.nops, 6);
+        assert_int_equal(count_kind(&m, SB_OP_CONV), 2);
+        assert_int_equal(count_kind(&m, SB_OP_POOL), 1);
+        assert_int_equal(count_kind(&m, SB_OP_REDUCE_MEAN), 1);
+        assert_int_equal(count_kind(&m, SB_OP_DENSE), 1);
+        assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 1);
+        assert_int_equal(total_pw(&m), 2); /* the two ReLUs, fused into the convs */
+        assert_int_equal(param(&m, "batch"), 1);
+        const sb_tensor *x = find_input(&m);
+        assert_non_null(x);
+        assert_int_equal(x->ndims, 4);
+        const char *dn[4] = {"batch", "channels", "height", "width"};
+        const int64_t sz[4] = {1, 3, 16, 16};
+        for (int i = 0; i < 4; i++) {
+            assert_string_equal(x->dims[i].name, dn[i]);
+            assert_int_equal(x->dims[i].size, sz[i]);
+        }
+        /* conv2: stride 2, pad 1 on 8x8 -> 4x4, 16 channels out of 8 */
+        const sb_op *c2 = NULL;
+        for (int i = 0; i < m.nops; i++)
+            if (m.ops[i].kind == SB_OP_CONV)
+                c2 = &m.ops[i];
+        assert_int_equal(c2->stride[0], 2);
+        assert_int_equal(c2->pad[0], 1);
+        assert_int_equal(c2->dims[2].size, 4);
+        assert_int_equal(c2->dims[6].size, 16);
+        assert_string_equal(c2->dims[1].name, "channels_in");
+        const sb_op *fc = &m.ops[m.nops - 2];
+        assert_int_equal(fc->kind, SB_OP_DENSE);
+        assert_int_equal(fc->dims[1].size, 10);
+        search_p4(&m);
+        check_reparse(names[f], &m);
+        sb_model_free(&m);
+    }
+}
+
+/* --set reaches the batch param; --rename renames; no_loss drops the loss. */
+static void test_cnn_options(void **state)
+{
+    (void)state;
+    sb_setting set = {.name = "batch", .value = 32};
+    sb_rename ren[2] = {{.from = "d0", .to = "classes"}, {.from = "channels", .to = "chan"}};
+    sb_onnx_opts o = {.renames = ren, .nrenames = 2, .settings = &set, .nsettings = 1, .no_loss = 1};
+    sb_model m;
+    sb_onnx_info info;
+    load("cnn", &o, &set, 1, &m, &info);
+    assert_int_equal(param(&m, "batch"), 32);
+    assert_int_equal(find_input(&m)->dims[0].size, 32);
+    assert_string_equal(find_input(&m)->dims[1].name, "chan");
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 0);
+    const sb_op *fc = &m.ops[m.nops - 1];
+    assert_int_equal(fc->kind, SB_OP_DENSE);
+    assert_string_equal(fc->dims[1].name, "classes");
+    int renamed = 0;
+    for (int i = 0; i < info.ndims; i++)
+        renamed += info.dims[i].how == SB_ONNX_DIM_RENAMED;
+    assert_int_equal(renamed, 2);
+    sb_model_free(&m);
+
+    /* a rename of a dim the import does not have is an error that lists them */
+    sb_rename bad = {.from = "nosuch", .to = "x"};
+    sb_onnx_opts ob = {.renames = &bad, .nrenames = 1};
+    char path[1024];
+    sb_error err = {0};
+    data_path(path, sizeof path, "cnn");
+    assert_int_equal(sb_onnx_load(path, &ob, NULL, 0, &m, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "nosuch"));
+    assert_non_null(strstr(err.msg, "channels"));
+
+    /* the sb_model_load hook: -m FILE.onnx, with --set */
+    assert_int_equal(sb_model_load(path, &set, 1, &m, &err), 0);
+    assert_int_equal(param(&m, "batch"), 32);
+    assert_int_equal(m.nops, 6);
+    sb_model_free(&m);
+}
+
+static void test_resnet18(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_onnx_info info;
+    sb_setting set = {.name = "batch", .value = 8};
+    load("resnet18", NULL, &set, 1, &m, &info);
+    assert_int_equal(m.nops, 32);
+    assert_int_equal(count_kind(&m, SB_OP_CONV), 20);
+    assert_int_equal(count_kind(&m, SB_OP_ELEMENTWISE), 8);
+    assert_int_equal(count_kind(&m, SB_OP_POOL), 1);
+    assert_int_equal(count_kind(&m, SB_OP_REDUCE_MEAN), 1);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 1);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 1);
+    assert_int_equal(total_pw(&m), 17); /* 17 ReLUs: 9 after convs, 8 after the adds */
+    /* convolution MACs (batch 1) from the architecture at 64x64 */
+    int64_t want = 0, hw = 32;
+    want += hw * hw * 64 * 3 * 49; /* conv1 7x7/2 */
+    hw = 16;                       /* maxpool 3x3/2 */
+    int cin = 64;
+    const int widths[4] = {64, 128, 256, 512};
+    for (int s = 0; s < 4; s++) {
+        int w = widths[s];
+        if (s > 0)
+            hw /= 2;
+        for (int b = 0; b < 2; b++) {
+            want += hw * hw * (int64_t)w * (b == 0 ? cin : w) * 9;
+            want += hw * hw * (int64_t)w * w * 9;
+            if (b == 0 && s > 0)
+                want += hw * hw * (int64_t)w * cin; /* 1x1/2 downsample */
+        }
+        cin = w;
+    }
+    int64_t got = 0;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_CONV) {
+            int64_t p = 1;
+            for (int d = 0; d < m.ops[i].ndims; d++)
+                p *= m.ops[i].dims[d].size;
+            got += p / 8; /* per sample */
+        }
+    assert_int_equal(got, want);
+    const sb_op *fc = NULL;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_DENSE)
+            fc = &m.ops[i];
+    assert_int_equal(fc->dims[0].size, 8);
+    assert_int_equal(fc->dims[1].size, 1000);
+    assert_int_equal(fc->dims[2].size, 512);
+    search_p4(&m);
+    sb_model_free(&m);
+    load("resnet18", NULL, NULL, 0, &m, NULL);
+    check_reparse("resnet18", &m);
+    sb_model_free(&m);
+}
+
+static void check_transformer(const char *name, int opset)
+{
+    sb_model m;
+    sb_onnx_info info;
+    sb_setting set = {.name = "batch", .value = 4};
+    load(name, NULL, &set, 1, &m, &info);
+    assert_int_equal(info.opset, opset);
+    assert_int_equal(count_kind(&m, SB_OP_EMBEDDING), 1);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 13); /* 2 x (q k v o ff1 ff2) + out */
+    assert_int_equal(count_kind(&m, SB_OP_EINSUM), 4);  /* q.k^T and a.v per layer */
+    assert_int_equal(count_kind(&m, SB_OP_NORM), 4);    /* layer norms, decomposed or not */
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 2);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 1);
+    assert_int_equal(count_kind(&m, SB_OP_ELEMENTWISE), 4); /* residual adds */
+    assert_int_equal(count_kind(&m, SB_OP_POOL) + count_kind(&m, SB_OP_CONV), 0);
+    /* the head transposes are views: a.v is written in (batch, seq, heads, d)
+     * order, so only the merge of the heads is a reshape */
+    assert_int_equal(count_kind(&m, SB_OP_TRANSPOSE), 0);
+    assert_int_equal(count_kind(&m, SB_OP_UNFLATTEN), 8);
+    assert_int_equal(m.nops, 45);
+    /* embedding: batch, seq, embed (32), vocab (100) */
+    const sb_op *e = &m.ops[0];
+    assert_int_equal(e->kind, SB_OP_EMBEDDING);
+    assert_string_equal(e->dims[0].name, "batch");
+    assert_int_equal(e->dims[0].size, 4);
+    assert_string_equal(e->dims[1].name, "seq");
+    assert_string_equal(e->dims[2].name, "embed");
+    assert_int_equal(e->dims[2].size, 32);
+    assert_string_equal(e->dims[3].name, "vocab");
+    assert_int_equal(e->dims[3].size, 100);
+    /* attention scores: batch, heads (4), seq, seq_2, reduced over the head width (8) */
+    const sb_op *a = NULL;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_EINSUM && !a)
+            a = &m.ops[i];
+    assert_int_equal(a->ndims, 5);
+    assert_string_equal(a->dims[1].name, "heads");
+    assert_int_equal(a->dims[1].size, 4);
+    assert_int_equal(a->dims[4].size, 8);
+    assert_int_equal(a->pw, 1); /* the 1/sqrt(d) scale */
+    /* the last dense is the output projection to the vocabulary */
+    const sb_op *out = &m.ops[m.nops - 2];
+    assert_int_equal(out->kind, SB_OP_DENSE);
+    assert_string_equal(out->dims[2].name, "vocab");
+    /* the Gelu (Erf pattern) is one pointwise op on ff1, with its bias */
+    int ff1 = 0;
+    for (int i = 0; i < m.nops; i++)
+        ff1 += m.ops[i].kind == SB_OP_DENSE && m.ops[i].pw == 2;
+    assert_int_equal(ff1, 2);
+    search_p4(&m);
+    sb_model_free(&m);
+    load(name, NULL, NULL, 0, &m, NULL);
+    check_reparse(name, &m);
+    sb_model_free(&m);
+}
+
+static void test_transformer(void **state)
+{
+    (void)state;
+    check_transformer("transformer", 13);
+    check_transformer("transformer17_w", 17);
+}
+
+static void test_einsum(void **state)
+{
+    (void)state;
+    sb_model m;
+    load("einsum", NULL, NULL, 0, &m, NULL);
+    assert_int_equal(count_kind(&m, SB_OP_EINSUM), 2);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 7);
+    assert_int_equal(count_kind(&m, SB_OP_NORM), 2);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 1);
+    search_p4(&m);
+    check_reparse("einsum", &m);
+    sb_model_free(&m);
+}
+
+static void test_lstm(void **state)
+{
+    (void)state;
+    const char *names[2] = {"lstm", "lstm_w"};
+    for (int f = 0; f < 2; f++) {
+        sb_model m;
+        sb_setting set = {.name = "batch", .value = 16};
+        load(names[f], NULL, &set, 1, &m, NULL);
+        assert_int_equal(m.nops, 4);
+        assert_int_equal(m.ops[0].kind, SB_OP_EMBEDDING);
+        const sb_op *l = &m.ops[1];
+        assert_int_equal(l->kind, SB_OP_LSTM);
+        /* (layers, seq, batch, units, units_in) */
+        assert_string_equal(l->dims[1].name, "seq");
+        assert_int_equal(l->dims[1].size, 8);
+        assert_string_equal(l->dims[2].name, "batch");
+        assert_int_equal(l->dims[2].size, 16);
+        assert_int_equal(l->dims[3].size, 32);
+        assert_int_equal(m.ops[2].kind, SB_OP_DENSE);
+        assert_int_equal(m.ops[2].pw, 1); /* the bias */
+        /* LogSoftmax over the vocabulary becomes the loss */
+        assert_int_equal(m.ops[3].kind, SB_OP_SOFTMAX_XENT);
+        search_p4(&m);
+        sb_model_free(&m);
+        load(names[f], NULL, NULL, 0, &m, NULL);
+        check_reparse(names[f], &m);
+        sb_model_free(&m);
+    }
+}
+
+/* ops.onnx (make_ops.py): Pad folded into the conv, ceil_mode as padding,
+ * Split, a Concat of 18 chained, an even Slice, batch named N. */
+static void test_ops(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_setting set = {.name = "batch", .value = 2};
+    load("ops", NULL, &set, 1, &m, NULL);
+    assert_int_equal(m.nops, 12);
+    assert_int_equal(param(&m, "batch"), 2);
+    const sb_op *c = &m.ops[0], *bn = &m.ops[1], *pool = &m.ops[3];
+    assert_int_equal(c->kind, SB_OP_CONV);
+    assert_int_equal(c->pad[0], 1);           /* from the Pad */
+    assert_int_equal(c->dims[2].size, 10);
+    assert_int_equal(bn->kind, SB_OP_NORM);
+    assert_int_equal(bn->batchnorm, 1);
+    assert_int_equal(pool->kind, SB_OP_POOL);
+    assert_int_equal(pool->dims[2].size, 5);  /* ceil((10 - 3) / 2) + 1 */
+    assert_int_equal(count_kind(&m, SB_OP_SPLIT), 2);
+    assert_int_equal(count_kind(&m, SB_OP_CONCAT), 2);
+    const sb_op *cat2 = &m.ops[6];
+    assert_int_equal(cat2->kind, SB_OP_CONCAT);
+    assert_int_equal(cat2->dims[1].size, 72);
+    const sb_op *sl = &m.ops[7];
+    assert_int_equal(sl->kind, SB_OP_SPLIT);
+    assert_int_equal(sl->nout, 9);
+    assert_int_equal(m.ops[8].in[0].tensor, sl->out[1].tensor); /* channels [8, 16) */
+    assert_int_equal(m.ops[m.nops - 1].kind, SB_OP_SOFTMAX_XENT);
+    search_p4(&m);
+    sb_model_free(&m);
+    load("ops", NULL, NULL, 0, &m, NULL);
+    check_reparse("ops", &m);
+    sb_model_free(&m);
+}
+
+/* fuse.onnx: a Relu does not fuse into a conv whose output an Add read
+ * first; the last Add (of two activations) is an add op. */
+static void test_fusion_order(void **state)
+{
+    (void)state;
+    sb_model m;
+    load("fuse", NULL, NULL, 0, &m, NULL);
+    assert_int_equal(m.nops, 4); /* conv, add(c, c), elementwise(c, pw=1), add */
+    assert_int_equal(m.ops[0].kind, SB_OP_CONV);
+    assert_int_equal(m.ops[0].pw, 0);
+    assert_int_equal(count_kind(&m, SB_OP_ELEMENTWISE), 3);
+    assert_int_equal(total_pw(&m), 1);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 0); /* not logits */
+    sb_model_free(&m);
+}
+
+static void test_unsupported(void **state)
+{
+    (void)state;
+    char path[1024];
+    sb_model m;
+    sb_error err = {0};
+    data_path(path, sizeof path, "unsupported");
+    assert_int_equal(sb_onnx_load(path, NULL, NULL, 0, &m, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "3 unsupported nodes"));
+    assert_non_null(strstr(err.msg, "/c1/Conv (Conv, opset 13): group=4"));
+    assert_non_null(strstr(err.msg, "(ConvTranspose, opset 13)"));
+    assert_non_null(strstr(err.msg, "/ArgMax (ArgMax, opset 13)"));
+    /* the healthy conv is not listed, nor twice the bad one */
+    assert_null(strstr(err.msg, "/c2/Conv"));
+    assert_null(strstr(strstr(err.msg, "/c1/Conv") + 1, "/c1/Conv"));
+}
+
+static void expect_clean_error(const void *data, size_t size, const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    sb_error err = {0};
+    int rc = sb_onnx_to_text(data, size, path, NULL, &text, &len, NULL, &err);
+    if (rc == 0) {
+        /* a prefix or mutation that still decodes must give parseable text */
+        sb_model m;
+        if (sb_model_parse(text, len, path, NULL, 0, &m, &err) == 0)
+            sb_model_free(&m);
+        free(text);
+        return;
+    }
+    assert_null(text);
+    assert_true(err.code == SB_EXIT_INPUT || err.code == SB_EXIT_INTERNAL);
+    assert_non_null(strstr(err.msg, path));
+}
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    sb_error err = {0};
+    char *text;
+    size_t len;
+    /* empty */
+    assert_int_equal(sb_onnx_to_text("", 0, "empty.onnx", NULL, &text, &len, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "empty.onnx"));
+    /* garbage and text */
+    const char *garbage = "\xff\xff\xff\xff\x0f garbage that is no protobuf";
+    assert_int_equal(sb_onnx_to_text(garbage, strlen(garbage), "junk.onnx", NULL, &text, &len, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "junk.onnx"));
+    assert_non_null(strstr(err.msg, "not an ONNX model"));
+    const char *model = "model x\ninput x[a=2, b=3]\ny = dense(x, units=4)\n";
+    assert_int_equal(sb_onnx_to_text(model, strlen(model), "text.onnx", NULL, &text, &len, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "text.onnx"));
+    /* a missing file */
+    sb_model m;
+    assert_int_equal(sb_model_load("/nonexistent/dir/net.onnx", NULL, 0, &m, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "/nonexistent/dir/net.onnx"));
+    /* every prefix of cnn.onnx, and every 7th of the transformer */
+    const char *files[2] = {"cnn", "transformer"};
+    for (int f = 0; f < 2; f++) {
+        size_t size;
+        char *data = slurp(files[f], &size);
+        for (size_t n = 1; n < size; n += f ? 7 : 1) {
+            char *cut = malloc(n);
+            assert_non_null(cut);
+            memcpy(cut, data, n);
+            expect_clean_error(cut, n, "cut.onnx");
+            free(cut);
+        }
+        free(data);
+    }
+}
+
+/* Reproducers the fuzzer found (tests/data/onnx/regress): clean results. */
+static void test_regress(void **state)
+{
+    (void)state;
+    const char *files[] = {"unnamed-input", "einsum-weight-realloc"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[1024], *data;
+        size_t size;
+        sb_error err = {0};
+        snprintf(path, sizeof path, "%s/tests/data/onnx/regress/%s.bin", SB_SOURCE_DIR, files[f]);
+        assert_int_equal(sb_onnx_read_file(path, &data, &size, &err), 0);
+        expect_clean_error(data, size, "regress.onnx");
+        free(data);
+    }
+}
+
+/* Fixed-seed byte mutations of every test file: no crash, clean errors. */
+static void test_mutations(void **state)
+{
+    (void)state;
+    const char *files[] = {"cnn", "lstm", "einsum", "resnet18", "unsupported", "transformer17_w", "ops"};
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        size_t size;
+        char *data = slurp(files[f], &size);
+        char *buf = malloc(size);
+        assert_non_null(buf);
+        for (int it = 0; it < 300; it++) {
+            memcpy(buf, data, size);
+            int flips = 1 + it % 4;
+            for (int k = 0; k < flips; k++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                size_t pos = (size_t)(seed >> 33) % size;
+                buf[pos] = (char)(seed >> 13);
+            }
+            expect_clean_error(buf, size, "mut.onnx");
+        }
+        free(buf);
+        free(data);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cnn),         cmocka_unit_test(test_cnn_options),
+        cmocka_unit_test(test_resnet18),    cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_einsum),      cmocka_unit_test(test_lstm),
+        cmocka_unit_test(test_ops),         cmocka_unit_test(test_fusion_order),
+        cmocka_unit_test(test_unsupported), cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_regress),     cmocka_unit_test(test_mutations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* built without ONNX support: every import fails loudly */
+
+static void test_without_onnx(void **state)
+{
+    (void)state;
+    size_t size, len;
+    char *data = slurp("cnn", &size), *text;
+    sb_error err = {0};
+    assert_int_equal(sb_onnx_to_text(data, size, "cnn.onnx", NULL, &text, &len, NULL, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "built without ONNX support"));
+    free(data);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_without_onnx)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif
