@@ -7,3 +7,22 @@ target_compile_definitions(bench_step PRIVATE
   SB_STEP_PEER="${CMAKE_SOURCE_DIR}/bench/step_torch.py")
 set_target_properties(bench_step PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME step)
+
+# bench/checkpoint: sharded checkpoint save/restore against the disk's
+# bandwidth (bench/README.md). A benchmark, not a test.
+add_executable(bench_checkpoint ${CMAKE_SOURCE_DIR}/bench/checkpoint.c)
+target_link_libraries(bench_checkpoint PRIVATE shardbench_static)
+set_target_properties(bench_checkpoint PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME checkpoint)
+
+# bench/gpu: the cuda backend against cuBLAS/cuDNN alone, full-step time,
+# executor overhead and MFU (bench/README.md). Only with the cuda backend
+# (cmake/cuda.cmake); it calls cuBLAS and cuDNN itself.
+if(SHARDBENCH_CUDA)
+  add_executable(bench_gpu ${CMAKE_SOURCE_DIR}/bench/gpu.c)
+  target_link_libraries(bench_gpu PRIVATE shardbench_static)
+  target_include_directories(bench_gpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime/cuda
+    ${SB_CUDNN_INCLUDE})
+  set_target_properties(bench_gpu PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME gpu)
+endif()
