@@ -18,6 +18,8 @@
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
     const char *checkpoint, *restore; /* checkpoint folders */
+    const char *data;                 /* record file (--data), or NULL */
+    unsigned long long data_seed;
     sb_setting set[64];
     int nset, steps, warmup;
     int save_every, keep;
@@ -42,6 +44,9 @@ static void run_usage(FILE *f)
             "      --backend B        cpu (default) or cuda\n"
             "      --lr X             SGD learning rate (default 0.01)\n"
             "      --seed N           weights, inputs and labels (default 1)\n"
+            "      --data FILE        train on a record file (runtime/README.md) instead of\n"
+            "                         synthetic inputs and labels\n"
+            "      --data-seed N      shuffle of the record file per epoch (default 1; 0: in order)\n"
             "      --format table|json  rank 0's report (default table)\n"
             "      --checkpoint DIR   save sharded checkpoints to DIR/step-NNNNNN/\n"
             "      --save-every N     every N steps (default 0: after the last step)\n"
@@ -62,6 +67,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"lr", required_argument, 0, 'l'},       {"seed", required_argument, 0, 'r'},
         {"checkpoint", required_argument, 0, 'C'}, {"save-every", required_argument, 0, 'E'},
         {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
+        {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -72,6 +78,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
     a->warmup = 1;
     a->lr = 0.01;
     a->seed = 1;
+    a->data_seed = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -128,6 +135,12 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             a->seed = strtoull(optarg, &end, 10);
             if (*end || end == optarg)
                 return sb_fail(err, SB_EXIT_INPUT, "--seed: '%s' is not a number", optarg);
+            break;
+        case 'D': a->data = optarg; break;
+        case 'Q':
+            a->data_seed = strtoull(optarg, &end, 10);
+            if (*end || end == optarg)
+                return sb_fail(err, SB_EXIT_INPUT, "--data-seed: '%s' is not a number", optarg);
             break;
         case 'h': return 1;
         default:
@@ -289,6 +302,7 @@ int cmd_run(int argc, char **argv)
     sb_problem pb = {0};
     int *choice = NULL, status = 0, have_model = 0, have_pb = 0;
     sb_executor *ex = NULL;
+    sb_data_source *data = NULL;
     const char *kind = "file";
     int rc = parse_run_args(argc, argv, &a, &err);
     if (rc == 1) {
@@ -333,7 +347,13 @@ int cmd_run(int argc, char **argv)
     rc = be ? 0 : -1;
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
-    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed};
+    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed, .data_seed = a.data_seed};
+    if (a.data) {
+        rc = sb_data_open_records(a.data, &data, &err);
+        if ((status = agree(comm, rank, rc, &err)))
+            goto done;
+        eo.data = data;
+    }
     rc = sb_executor_create(comm, &pb, choice, be, &eo, &ex, &err);
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
@@ -434,6 +454,7 @@ int cmd_run(int argc, char **argv)
     free(times);
 done:
     sb_executor_free(ex);
+    sb_data_free(data);
     free(choice);
     if (have_pb)
         sb_problem_free(&pb);

@@ -149,6 +149,19 @@ static int source_read(const sb_data_source *s, int64_t i, float *x, int32_t *la
     return 0;
 }
 
+int sb_data_read(const sb_data_source *s, int64_t i, float *x, int32_t *label, sb_error *err)
+{
+    if (i < 0 || i >= s->count)
+        return sb_fail(err, SB_EXIT_INPUT, "dataset: sample %lld out of range (count %lld)",
+                       (long long)i, (long long)s->count);
+    unsigned char *buf = NULL;
+    if (s->fd >= 0 && !(buf = malloc(s->record_bytes)))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int rc = source_read(s, i, x, label, buf, err);
+    free(buf);
+    return rc;
+}
+
 /* header: magic, version, dtype, nd, dims, count, CRC-32C of the above */
 static size_t header_bytes(int nd) { return 8 + 4 + 4 + 4 + 8 * (size_t)nd + 8 + 4; }
 

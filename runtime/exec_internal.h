@@ -69,6 +69,12 @@ struct sb_executor {
     sb_group_cache *groups;
     int64_t live_bytes, peak_bytes;
     double loss_sum;    /* this rank's share of the step's loss */
+    /* real data (sb_exec_opts.data) */
+    const sb_data_source *data;
+    uint64_t data_seed;
+    int data_tensor;            /* the model's input tensor */
+    int64_t data_batch, data_count, sample_floats;
+    int64_t *perm, perm_epoch;  /* epoch order, cached */
 };
 
 int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);

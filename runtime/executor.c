@@ -20,6 +20,7 @@
 
 #include "exec_internal.h"
 #include "lstm.h"
+#include "shardbench/dtensor.h"
 #include "plan.h"
 
 /* ---- memory --------------------------------------------------------------- */
@@ -384,6 +385,109 @@ static int check_model(const sb_model *m, sb_error *err)
     return 0;
 }
 
+/* Checks that a dataset fits the model (identically on every rank). */
+static int setup_data(sb_executor *ex, const sb_exec_opts *opts, sb_error *err)
+{
+    const sb_model *m = ex->m;
+    int found = -1, n = 0;
+    for (int t = 0; t < m->ntensors; t++)
+        if (m->tensors[t].kind == SB_TENSOR_INPUT) {
+            found = t;
+            n++;
+        }
+    if (n != 1)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--data: model '%s' has %d input tensors; a dataset feeds exactly one", m->name, n);
+    const sb_tensor *t = &m->tensors[found];
+    int64_t dims[SB_MAX_DIMS];
+    int nd = sb_data_dims(opts->data, dims);
+    int same = nd == t->ndims - 1;
+    for (int d = 0; same && d < nd; d++)
+        same = dims[d] == t->dims[d + 1].size;
+    if (!same) {
+        char want[256] = "", have[256] = "";
+        for (int d = 1; d < t->ndims; d++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d > 1 ? "x" : "",
+                     (long long)t->dims[d].size);
+        for (int d = 0; d < nd; d++)
+            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", d ? "x" : "",
+                     (long long)dims[d]);
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--data: samples are %s but input '%s' takes samples of %s (one per '%s' row)",
+                       have, t->name, want, t->dims[0].name);
+    }
+    ex->data_batch = t->dims[0].size;
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].kind == SB_OP_SOFTMAX_XENT
+            && (m->ops[i].ndims != 2 || m->ops[i].dims[0].size != ex->data_batch))
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--data: loss '%s' is not over (batch, classes); dataset labels are one per sample",
+                           m->ops[i].name);
+    ex->data_count = sb_data_count(opts->data);
+    if (ex->data_count < ex->data_batch)
+        return sb_fail(err, SB_EXIT_INPUT, "--data: %lld samples, fewer than one batch of %lld",
+                       (long long)ex->data_count, (long long)ex->data_batch);
+    ex->sample_floats = 1;
+    for (int d = 0; d < nd; d++)
+        ex->sample_floats *= dims[d];
+    ex->perm = malloc((size_t)ex->data_count * sizeof *ex->perm);
+    if (!ex->perm)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    ex->perm_epoch = -1;
+    ex->data = opts->data;
+    ex->data_seed = opts->data_seed;
+    ex->data_tensor = found;
+    return 0;
+}
+
+/* The dataset sample of global batch row `row` at the current step. */
+static int64_t data_sample(sb_executor *ex, int64_t row)
+{
+    int64_t per_epoch = ex->data_count / ex->data_batch;
+    int64_t epoch = ex->step / per_epoch, j = ex->step % per_epoch;
+    if (epoch != ex->perm_epoch) {
+        sb_dataset_permutation(ex->data_seed, epoch, ex->data_count, ex->perm);
+        ex->perm_epoch = epoch;
+    }
+    return ex->perm[j * ex->data_batch + row];
+}
+
+/* Fills the box of the data input from the dataset (rows = samples). */
+static int data_box(sb_executor *ex, const sb_box *box, float *h, sb_error *err)
+{
+    const sb_tensor *t = &ex->m->tensors[ex->data_tensor];
+    float *x = malloc((size_t)ex->sample_floats * sizeof *x);
+    if (!x)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int64_t k = 0;
+    for (int64_t r = box->lo[0]; r < box->hi[0]; r++) {
+        int32_t label;
+        if (sb_data_read(ex->data, data_sample(ex, r), x, &label, err)) {
+            free(x);
+            return -1;
+        }
+        int64_t idx[SB_MAX_DIMS];
+        for (int d = 1; d < box->nd; d++)
+            idx[d] = box->lo[d];
+        int64_t inner = 1;
+        for (int d = 1; d < box->nd; d++)
+            inner *= box->hi[d] - box->lo[d];
+        for (int64_t e = 0; e < inner; e++) {
+            int64_t lin = 0;
+            for (int d = 1; d < box->nd; d++)
+                lin = lin * t->dims[d].size + idx[d];
+            h[k++] = x[lin];
+            for (int d = box->nd - 1; d >= 1; d--) {
+                if (++idx[d] < box->hi[d])
+                    break;
+                idx[d] = box->lo[d];
+            }
+        }
+    }
+    free(x);
+    return 0;
+}
+
 int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, const sb_backend *be,
                        const sb_exec_opts *opts, sb_executor **out, sb_error *err)
 {
@@ -430,6 +534,10 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
             sb_executor_free(ex);
             return -1;
         }
+    }
+    if (opts && opts->data && setup_data(ex, opts, err)) {
+        sb_executor_free(ex);
+        return -1;
     }
     if (sb_group_cache_new(comm, &ex->groups, err) || build_relayouts(ex, err)
         || exec_setup_groups(ex, err) || exec_init_params(ex, err)) {
@@ -490,8 +598,15 @@ int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     int tokens = op->kind == SB_OP_EMBEDDING;
     int64_t vocab = tokens ? op->dims[op->ndims - 1].size : 0;
-    gen_box(h, &b->box, shape, ex->seed + (uint64_t)ex->step, name_tag(t->name), tokens, 1.0, 0.0,
-            vocab);
+    if (ex->data && op->in[slot].tensor == ex->data_tensor) {
+        if (data_box(ex, &b->box, h, err)) {
+            free(h);
+            return -1;
+        }
+    } else {
+        gen_box(h, &b->box, shape, ex->seed + (uint64_t)ex->step, name_tag(t->name), tokens, 1.0,
+                0.0, vocab);
+    }
     upload(ex, b, h);
     if (tokens) {
         /* the embedding kernel reads int32 ids */
@@ -533,8 +648,26 @@ int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err)
         int64_t lin = 0;
         for (int d = 0; d < nd - 1; d++)
             lin = lin * op->dims[d].size + idx[d];
-        lab[k] = (int32_t)floor(u01(ex->seed + (uint64_t)ex->step, name_tag(op->name) ^ 0x1abe1ULL, lin)
-                                * (double)classes);
+        if (ex->data) {
+            /* the loss is over (batch, classes): row lin is batch row lin */
+            float *x = malloc((size_t)ex->sample_floats * sizeof *x);
+            int64_t smp = data_sample(ex, lin);
+            if (!x || sb_data_read(ex->data, smp, x, &lab[k], err)) {
+                free(x);
+                free(lab);
+                return x ? -1 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+            }
+            free(x);
+            if (lab[k] < 0 || lab[k] >= classes) {
+                int32_t bad = lab[k];
+                free(lab);
+                return sb_fail(err, SB_EXIT_INPUT, "--data: sample %lld has label %d, not below the %lld classes of '%s'",
+                               (long long)smp, bad, (long long)classes, op->name);
+            }
+        } else {
+            lab[k] = (int32_t)floor(u01(ex->seed + (uint64_t)ex->step, name_tag(op->name) ^ 0x1abe1ULL, lin)
+                                    * (double)classes);
+        }
         for (int d = nd - 2; d >= 0; d--) {
             if (++idx[d] < o->hi[d])
                 break;
@@ -795,6 +928,7 @@ void sb_executor_free(sb_executor *ex)
             tb_free(ex, &ex->params[pi].dw);
         }
     sb_group_cache_free(ex->groups);
+    free(ex->perm);
     free(ex->ops);
     free(ex->times);
     free(ex->params);

@@ -168,6 +168,8 @@ int sb_data_open_records(const char *path, sb_data_source **out, sb_error *err);
 /* Writes a record file from a source (temp name, fsync, rename). */
 int sb_data_write_records(const char *path, sb_data_source *src, sb_error *err);
 int64_t sb_data_count(const sb_data_source *s);
+/* Sample i (random access): x gets its floats, *label its label. */
+int sb_data_read(const sb_data_source *s, int64_t i, float *x, int32_t *label, sb_error *err);
 int sb_data_dims(const sb_data_source *s, int64_t *dims); /* returns nd */
 void sb_data_free(sb_data_source *s);
 

@@ -143,9 +143,19 @@ const sb_backend *sb_backend_cuda_get(sb_error *err);
  * not compiled in or cannot run here. */
 const sb_backend *sb_backend_get(const char *name, sb_error *err);
 
+typedef struct sb_data_source sb_data_source; /* dtensor.h: a dataset's samples */
+
 typedef struct {
     float lr;          /* SGD learning rate (default 0.01) */
     uint64_t seed;     /* weights, inputs and labels (default 1) */
+    /* Real data instead of the synthetic inputs and labels (NULL: synthetic).
+     * The model must have exactly one input tensor, (batch, sample dims...),
+     * the sample dims equal to the source's, and losses over (batch,
+     * classes). Step s reads global batch s of the epoch order (shuffled by
+     * data_seed, 0: in file order; the remainder of an epoch is dropped);
+     * every rank reads just the rows of its boxes. */
+    const sb_data_source *data;
+    uint64_t data_seed;
 } sb_exec_opts;
 
 typedef struct sb_executor sb_executor;
