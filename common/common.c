@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -46,6 +47,51 @@ void *sb_realloc(void *p, size_t n, sb_error *err)
     if (!q)
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory allocating %zu bytes", n);
     return q;
+}
+
+int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
+                 size_t *size, sb_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open %s: %s", path, what, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = sb_malloc(cap + 1, err);
+    int rc = buf ? 0 : -1;
+    while (!rc) {
+        if (n == cap) {
+            if (cap >= max_bytes) {
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s: %s larger than %zu MiB", path, what,
+                             max_bytes >> 20);
+                break;
+            }
+            char *nb = sb_realloc(buf, cap * 2 + 1, err);
+            if (!nb) {
+                rc = -1;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) {
+            if (ferror(f))
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *size = n;
+    return 0;
 }
 
 const char *sb_version(void) { return SB_VERSION; }

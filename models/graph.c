@@ -93,48 +93,6 @@ int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
     return 0;
 }
 
-static char *read_file(const char *path, size_t *len, sb_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        sb_fail(err, SB_EXIT_INPUT, "%s: cannot open model file: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = sb_malloc(cap, err);
-    while (buf) {
-        if (n == cap) {
-            if (cap > ((size_t)64 << 20)) {
-                sb_fail(err, SB_EXIT_INPUT, "%s: model file larger than 64 MiB", path);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *nb = sb_realloc(buf, cap * 2, err);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) {
-                sb_fail(err, SB_EXIT_INPUT, "%s: read error", path);
-                free(buf);
-                buf = NULL;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static int is_file(const char *p)
 {
     struct stat st;
@@ -170,8 +128,8 @@ int sb_model_load(const char *name, const sb_setting *settings, int nsettings, s
     if (sb_onnx_is_path(path)) /* ONNX: converted to model text, then parsed */
         return sb_onnx_load(path, NULL, settings, nsettings, out, NULL, err);
     size_t len;
-    char *text = read_file(path, &len, err);
-    if (!text)
+    char *text;
+    if (sb_read_file(path, "model file", (size_t)64 << 20, &text, &len, err))
         return -1;
     int rc = sb_model_parse(text, len, path, settings, nsettings, out, err);
     free(text);

@@ -20,47 +20,7 @@ int sb_onnx_is_path(const char *path)
 
 int sb_onnx_read_file(const char *path, char **data, size_t *size, sb_error *err)
 {
-    *data = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open ONNX file: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = sb_malloc(cap, err);
-    while (buf) {
-        if (n == cap) {
-            if (cap >= MAX_ONNX_BYTES) {
-                sb_fail(err, SB_EXIT_INPUT, "%s: ONNX file larger than 2 GiB", path);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *nb = sb_realloc(buf, cap * 2, err);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) {
-                sb_fail(err, SB_EXIT_INPUT, "%s: read error", path);
-                free(buf);
-                buf = NULL;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return -1;
-    *data = buf;
-    *size = n;
-    return 0;
+    return sb_read_file(path, "ONNX file", MAX_ONNX_BYTES, data, size, err);
 }
 
 int sb_onnx_load(const char *path, const sb_onnx_opts *opts, const sb_setting *settings,

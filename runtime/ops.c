@@ -858,15 +858,19 @@ static int transpose_move(sb_executor *ex, opx *o, int backward)
 
 /* ---- dispatch --------------------------------------------------------------------- */
 
-int exec_forward_op(sb_executor *ex, opx *o, sb_error *err)
+/* elements averaged by a reduce-mean: the global sizes of its reduced axes */
+static long reduced_count(const sb_op *op)
+{
+    long count = 1;
+    for (int i = 0; i < op->ndims; i++)
+        if (op->axes & (1u << i))
+            count *= (long)op->dims[i].size;
+    return count;
+}
+
+static int forward_kind(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    if (op->kind == SB_OP_LSTM)
-        return lstm_forward(ex, o, err); /* collective across layer groups */
-    if (!o->in_grid)
-        return 0;
-    double t0 = exec_tick(ex);
-    double c0 = ex->times[o->idx].comm_s, k0 = ex->times[o->idx].compute_s;
     int rc = 0;
     switch (op->kind) {
     case SB_OP_DENSE:
@@ -888,11 +892,8 @@ int exec_forward_op(sb_executor *ex, opx *o, sb_error *err)
     case SB_OP_REDUCE_MEAN: {
         int dims[SB_MAX_DIMS];
         box_dims(&o->in[0].box, dims);
-        long count = 1;
-        for (int i = 0; i < op->ndims; i++)
-            if (op->axes & (1u << i))
-                count *= (long)op->dims[i].size;
-        ex->be->reduce_mean_forward(o->out[0].p, o->in[0].p, op->ndims, dims, op->axes, count);
+        ex->be->reduce_mean_forward(o->out[0].p, o->in[0].p, op->ndims, dims, op->axes,
+                                    reduced_count(op));
         rc = exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->acomm, err);
         break;
     }
@@ -906,21 +907,12 @@ int exec_forward_op(sb_executor *ex, opx *o, sb_error *err)
     default: rc = sb_fail(err, SB_EXIT_INTERNAL, "op '%s': kind %s not handled", op->name,
                           sb_op_kind_name(op->kind));
     }
-    /* ops that do not time their kernels themselves: all non-comm time is compute */
-    if (ex->times[o->idx].compute_s == k0)
-        ex->times[o->idx].compute_s += (exec_tick(ex) - t0) - (ex->times[o->idx].comm_s - c0);
     return rc;
 }
 
-int exec_backward_op(sb_executor *ex, opx *o, sb_error *err)
+static int backward_kind(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    if (op->kind == SB_OP_LSTM)
-        return lstm_backward(ex, o, err);
-    if (!o->in_grid)
-        return 0;
-    double t0 = exec_tick(ex);
-    double c0 = ex->times[o->idx].comm_s, k0 = ex->times[o->idx].compute_s;
     int rc = 0;
     switch (op->kind) {
     case SB_OP_DENSE:
@@ -943,11 +935,8 @@ int exec_backward_op(sb_executor *ex, opx *o, sb_error *err)
     case SB_OP_REDUCE_MEAN: {
         int dims[SB_MAX_DIMS];
         box_dims(&o->in[0].box, dims);
-        long count = 1;
-        for (int i = 0; i < op->ndims; i++)
-            if (op->axes & (1u << i))
-                count *= (long)op->dims[i].size;
-        ex->be->reduce_mean_backward(o->din[0].p, o->dout[0].p, op->ndims, dims, op->axes, count);
+        ex->be->reduce_mean_backward(o->din[0].p, o->dout[0].p, op->ndims, dims, op->axes,
+                                     reduced_count(op));
         break;
     }
     case SB_OP_CONCAT:
@@ -963,7 +952,26 @@ int exec_backward_op(sb_executor *ex, opx *o, sb_error *err)
     default: rc = sb_fail(err, SB_EXIT_INTERNAL, "op '%s': kind %s not handled", op->name,
                           sb_op_kind_name(op->kind));
     }
-    if (ex->times[o->idx].compute_s == k0)
-        ex->times[o->idx].compute_s += (exec_tick(ex) - t0) - (ex->times[o->idx].comm_s - c0);
     return rc;
 }
+
+/* Runs one direction of an op on this rank's box and books its time: ops
+ * that do not time their kernels themselves count all non-comm time as
+ * compute. The LSTM runs on every rank (collective across layer groups). */
+static int run_timed(sb_executor *ex, opx *o, int backward, sb_error *err)
+{
+    if (ex->m->ops[o->idx].kind == SB_OP_LSTM)
+        return backward ? lstm_backward(ex, o, err) : lstm_forward(ex, o, err);
+    if (!o->in_grid)
+        return 0;
+    sb_op_time *t = &ex->times[o->idx];
+    double t0 = exec_tick(ex), c0 = t->comm_s, k0 = t->compute_s;
+    int rc = backward ? backward_kind(ex, o, err) : forward_kind(ex, o, err);
+    if (t->compute_s == k0)
+        t->compute_s += (exec_tick(ex) - t0) - (t->comm_s - c0);
+    return rc;
+}
+
+int exec_forward_op(sb_executor *ex, opx *o, sb_error *err) { return run_timed(ex, o, 0, err); }
+
+int exec_backward_op(sb_executor *ex, opx *o, sb_error *err) { return run_timed(ex, o, 1, err); }

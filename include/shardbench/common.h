@@ -34,6 +34,12 @@ void *sb_malloc(size_t n, sb_error *err);
 void *sb_calloc(size_t n, size_t size, sb_error *err);
 void *sb_realloc(void *p, size_t n, sb_error *err);
 
+/* Reads a whole file into a malloc'd buffer (NUL-terminated; *size without
+ * the NUL). `what` names the file's kind in messages ("model file"); files
+ * over max_bytes are refused. Errors name the path (SB_EXIT_INPUT). */
+int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
+                 size_t *size, sb_error *err);
+
 /* Version and build facts. */
 const char *sb_version(void);
 const char *sb_git_commit(void);
