@@ -537,7 +537,7 @@ static void run_case(const bench_opts *o, const bench_case *c, int threads, db_r
                          "op '%s': config 0 is not all ones", m.ops[i].name);
                 goto out;
             }
-    openblas_set_num_threads(threads);
+    sb_cpu_threads(threads); /* OpenBLAS and the OpenMP kernel loops */
     sb_exec_opts eo = {.lr = 0.01f, .seed = 1};
     if (sb_executor_create(MPI_COMM_WORLD, &pb, choice, &sb_backend_cpu, &eo, &ex, &err)) {
         snprintf(rw->sb.err, sizeof rw->sb.err, "%s", err.msg);

@@ -52,7 +52,8 @@ static void version(void)
     printf("libraries: SQLite %s, OpenBLAS (%s), %s\n", sqlite3_libversion(), openblas_get_config(),
            mpi);
     sb_error err = {0};
-    printf("backends: cpu (OpenBLAS + MPI)");
+    printf("backends: cpu (OpenBLAS + MPI, %s)",
+           sb_cpu_openmp() ? "OpenMP kernel loops" : "single-threaded kernel loops: built without OpenMP");
     if (sb_backend_cuda_get(&err))
         printf(", cuda");
     else

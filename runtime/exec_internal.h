@@ -75,6 +75,8 @@ struct sb_executor {
     int data_tensor;            /* the model's input tensor */
     int64_t data_batch, data_count, sample_floats;
     int64_t *perm, perm_epoch;  /* epoch order, cached */
+    struct { float *p; int64_t n; } *pool; /* freed buffers kept for reuse */
+    int npool, cap_pool;
 };
 
 int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);

@@ -25,6 +25,47 @@
 
 /* ---- memory --------------------------------------------------------------- */
 
+/* The buffer pool: every step allocates the same buffers in the same order,
+ * so a freed buffer is kept and handed out again to the next request of
+ * exactly its size (newest first). Steps after the first allocate nothing
+ * from the backend and touch no fresh pages; the pool never holds more than
+ * one step's peak. Released with the executor. */
+static float *pool_take(sb_executor *ex, int64_t n)
+{
+    for (int i = ex->npool - 1; i >= 0; i--)
+        if (ex->pool[i].n == n) {
+            float *p = ex->pool[i].p;
+            ex->pool[i] = ex->pool[--ex->npool];
+            return p;
+        }
+    return NULL;
+}
+
+static void pool_put(sb_executor *ex, float *p, int64_t n)
+{
+    if (ex->npool == ex->cap_pool) {
+        int cap = ex->cap_pool ? 2 * ex->cap_pool : 256;
+        void *q = realloc(ex->pool, (size_t)cap * sizeof *ex->pool);
+        if (!q) {
+            ex->be->release(p); /* no room to keep it: give it back */
+            return;
+        }
+        ex->pool = q;
+        ex->cap_pool = cap;
+    }
+    ex->pool[ex->npool].p = p;
+    ex->pool[ex->npool++].n = n;
+}
+
+static void pool_drain(sb_executor *ex)
+{
+    for (int i = 0; i < ex->npool; i++)
+        ex->be->release(ex->pool[i].p);
+    free(ex->pool);
+    ex->pool = NULL;
+    ex->npool = ex->cap_pool = 0;
+}
+
 static int tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err)
 {
     b->box = *box;
@@ -32,7 +73,13 @@ static int tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err)
     b->p = NULL;
     if (b->n <= 0)
         return 0;
-    b->p = ex->be->alloc((size_t)b->n * sizeof(float));
+    b->p = pool_take(ex, b->n);
+    if (!b->p)
+        b->p = ex->be->alloc((size_t)b->n * sizeof(float));
+    if (!b->p) {
+        pool_drain(ex); /* memory kept for reuse may be what is missing */
+        b->p = ex->be->alloc((size_t)b->n * sizeof(float));
+    }
     if (!b->p)
         return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: out of memory allocating %lld floats",
                        ex->rank, (long long)b->n);
@@ -51,7 +98,7 @@ static int tb_alloc_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err)
 static void tb_free(sb_executor *ex, tbuf *b)
 {
     if (b->p) {
-        ex->be->release(b->p);
+        pool_put(ex, b->p, b->n);
         ex->live_bytes -= b->n * (int64_t)sizeof(float);
     }
     b->p = NULL;
@@ -85,12 +132,18 @@ static uint64_t name_tag(const char *s)
     return h;
 }
 
-/* uniform in [0, 1) from (seed, tag, index) */
-static double u01(uint64_t seed, uint64_t tag, int64_t i)
+/* uniform in [0, 1) from (seed, tag, index): a per-stream key (seed, tag)
+ * hashed once, then one mix per element (a counter-based generator: any
+ * rank draws any element of any tensor without drawing the others) */
+static uint64_t stream_key(uint64_t seed, uint64_t tag) { return mix64(seed ^ mix64(tag)); }
+
+static double u01_key(uint64_t key, int64_t i)
 {
-    uint64_t x = mix64(seed ^ mix64(tag ^ mix64((uint64_t)i)));
+    uint64_t x = mix64(key ^ ((uint64_t)i * 0xd6e8feb86659fd93ULL));
     return (double)(x >> 11) * (1.0 / 9007199254740992.0);
 }
+
+static double u01(uint64_t seed, uint64_t tag, int64_t i) { return u01_key(stream_key(seed, tag), i); }
 
 /* Fills host buffer h with f(global linear index) over the box of a tensor
  * of the given shape. kind 0: offset + scale * U(-1, 1); kind 1: integers
@@ -100,15 +153,23 @@ static void gen_box(float *h, const sb_box *box, const int64_t *shape, uint64_t 
 {
     int nd = box->nd;
     int64_t idx[SB_BOX_MAX_DIMS], n = sb_box_volume(box);
+    if (n <= 0)
+        return;
+    uint64_t key = stream_key(seed, tag);
     for (int d = 0; d < nd; d++)
         idx[d] = box->lo[d];
-    for (int64_t k = 0; k < n; k++) {
+    /* row by row along the last dim: its global indices are consecutive */
+    int64_t row = box->hi[nd - 1] - box->lo[nd - 1];
+    for (int64_t k = 0; k < n; k += row) {
         int64_t lin = 0;
         for (int d = 0; d < nd; d++)
             lin = lin * shape[d] + idx[d];
-        double u = u01(seed, tag, lin);
-        h[k] = kind ? (float)floor(u * (double)range) : (float)(offset + scale * (2.0 * u - 1.0));
-        for (int d = nd - 1; d >= 0; d--) {
+        for (int64_t e = 0; e < row; e++) {
+            double u = u01_key(key, lin + e);
+            h[k + e] = kind ? (float)floor(u * (double)range)
+                            : (float)(offset + scale * (2.0 * u - 1.0));
+        }
+        for (int d = nd - 2; d >= 0; d--) {
             if (++idx[d] < box->hi[d])
                 break;
             idx[d] = box->lo[d];
@@ -506,6 +567,8 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
     ex->seed = opts && opts->seed ? opts->seed : 1;
     MPI_Comm_rank(comm, &ex->rank);
     MPI_Comm_size(comm, &ex->size);
+    if (be == &sb_backend_cpu)
+        sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);
     ex->params = calloc(SB_EXEC_MAX_PARAMS_TOTAL, sizeof *ex->params);
@@ -593,39 +656,46 @@ int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
     int64_t shape[SB_MAX_DIMS];
     for (int d = 0; d < t->ndims; d++)
         shape[d] = t->dims[d].size;
-    float *h = malloc((size_t)b->n * sizeof(float));
+    /* host memory: generate in place; else stage */
+    int staged = !ex->be->host_memory;
+    float *h = staged ? malloc((size_t)b->n * sizeof(float)) : b->p;
     if (!h)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     int tokens = op->kind == SB_OP_EMBEDDING;
     int64_t vocab = tokens ? op->dims[op->ndims - 1].size : 0;
     if (ex->data && op->in[slot].tensor == ex->data_tensor) {
         if (data_box(ex, &b->box, h, err)) {
-            free(h);
+            if (staged)
+                free(h);
             return -1;
         }
     } else {
         gen_box(h, &b->box, shape, ex->seed + (uint64_t)ex->step, name_tag(t->name), tokens, 1.0,
                 0.0, vocab);
     }
-    upload(ex, b, h);
+    if (staged)
+        upload(ex, b, h);
     if (tokens) {
         /* the embedding kernel reads int32 ids */
         int32_t *ids = malloc((size_t)b->n * sizeof *ids);
         if (!ids) {
-            free(h);
+            if (staged)
+                free(h);
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         }
         for (int64_t k = 0; k < b->n; k++)
             ids[k] = (int32_t)h[k];
         if (!o->ids.p && tb_alloc_n(ex, &o->ids, b->n, err)) {
-            free(h);
+            if (staged)
+                free(h);
             free(ids);
             return -1;
         }
         ex->be->from_host(o->ids.p, (const float *)ids, (size_t)b->n);
         free(ids);
     }
-    free(h);
+    if (staged)
+        free(h);
     return 0;
 }
 
@@ -729,17 +799,23 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
         opx *o = &ex->ops[i];
         const sb_op *op = &m->ops[i];
         for (int k = 0; k < op->nout; k++) {
-            const sb_tensor *t = &m->tensors[op->out[k].tensor];
-            if (tb_zeros(ex, &o->dout[k], &o->out[k].box, err))
-                return -1;
-            (void)t;
-            /* every consumer's input gradient, summed into this output's box */
+            /* every consumer's input gradient, summed into this output's box:
+             * the first one straight into it (an accumulating relayout
+             * overwrites its destination), the others through a buffer */
+            int first = 1;
             for (int j = i + 1; j < m->nops; j++) {
                 opx *cx = &ex->ops[j];
                 const sb_op *cop = &m->ops[j];
                 for (int s = 0; s < cop->nin; s++) {
                     if (cop->in[s].tensor != op->out[k].tensor)
                         continue;
+                    if (first) {
+                        first = 0;
+                        if (tb_alloc(ex, &o->dout[k], &o->out[k].box, err)
+                            || run_relayout(ex, o, cx->bwd[s], &cx->din[s], &o->dout[k], err))
+                            return -1;
+                        continue;
+                    }
                     tbuf tmp = {0};
                     if (tb_alloc(ex, &tmp, &o->out[k].box, err))
                         return -1;
@@ -754,6 +830,8 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
                     tb_free(ex, &tmp);
                 }
             }
+            if (first && tb_zeros(ex, &o->dout[k], &o->out[k].box, err))
+                return -1; /* an output nobody consumes */
         }
         for (int k = 0; k < op->nin; k++)
             if (tb_zeros(ex, &o->din[k], &o->in[k].box, err))
@@ -770,8 +848,7 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     for (int pi = 0; pi < ex->nparams; pi++) {
         param *pa = &ex->params[pi];
         if (pa->w.n) {
-            ex->be->sgd_update(pa->w.p, pa->dw.p, (size_t)pa->w.n, ex->lr);
-            ex->be->zero(pa->dw.p, (size_t)pa->dw.n);
+            ex->be->sgd_update(pa->w.p, pa->dw.p, (size_t)pa->w.n, ex->lr); /* zeroes dw */
         }
     }
     for (int i = 0; i < m->nops; i++) {
@@ -927,6 +1004,7 @@ void sb_executor_free(sb_executor *ex)
             tb_free(ex, &ex->params[pi].w);
             tb_free(ex, &ex->params[pi].dw);
         }
+    pool_drain(ex);
     sb_group_cache_free(ex->groups);
     free(ex->perm);
     free(ex->ops);

@@ -7,6 +7,8 @@
 #include <float.h>
 #include <string.h>
 
+#include "par.h"
+
 void sb_window_input_range(int out_lo, int out_hi, int window, int stride,
                            int pad, int in_full, int *in_lo, int *in_hi,
                            int *pad_local)
@@ -86,6 +88,7 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H_in,
                    int W_in, int R, int S, int sh, int sw, int pt, int pl,
                    int H_out, int W_out)
 {
+    SB_PAR(collapse(2) if ((size_t)C * R * S * H_out * W_out > SB_PAR_MIN))
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++)
             for (int s = 0; s < S; s++) {
@@ -120,6 +123,8 @@ static void col2im_add(float *img, const float *col, size_t ld, int C,
                        int H_in, int W_in, int R, int S, int sh, int sw,
                        int pt, int pl, int H_out, int W_out)
 {
+    /* channel by channel: a channel's plane gets only its own rows */
+    SB_PAR(if ((size_t)C * R * S * H_out * W_out > SB_PAR_MIN))
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++)
             for (int s = 0; s < S; s++) {
@@ -153,6 +158,7 @@ static void gather_dout(float *dst, const float *dout, const float *out, int g,
                         int N, size_t hw)
 {
     size_t ld = (size_t)g * hw;
+    SB_PAR(collapse(2) if ((size_t)g * N * hw > SB_PAR_MIN))
     for (int j = 0; j < g; j++)
         for (int n = 0; n < N; n++) {
             const float *src = dout + ((size_t)j * N + n) * hw;
@@ -191,6 +197,7 @@ void sb_conv2d_forward(float *out, const float *inp, const float *w,
         sb_gemm(0, 0, N, ld, crs, 1.0f, w, crs, col, ld, 0.0f, res, ld);
         if (g == 1 && !bias && !relu)
             continue;
+        SB_PAR(collapse(2) if ((size_t)g * N * hw > SB_PAR_MIN))
         for (int j = 0; j < g; j++)
             for (int n = 0; n < N; n++) {
                 const float *src = res + (size_t)n * ld + (size_t)j * hw;
@@ -310,6 +317,7 @@ void sb_maxpool2d_forward(float *out, const float *inp, int B, int C,
                           int W_out)
 {
     size_t in_plane = (size_t)H_in * W_in, out_plane = (size_t)H_out * W_out;
+    SB_PAR(if ((size_t)B * C * (in_plane + out_plane) > SB_PAR_MIN))
     for (size_t p = 0; p < (size_t)B * C; p++) {
         const float *ip = inp + p * in_plane;
         float *op = out + p * out_plane;
@@ -329,6 +337,7 @@ void sb_maxpool2d_backward(float *dinp, const float *dout, const float *inp,
                            int pad_left, int H_out, int W_out)
 {
     size_t in_plane = (size_t)H_in * W_in, out_plane = (size_t)H_out * W_out;
+    SB_PAR(if ((size_t)B * C * (in_plane + out_plane) > SB_PAR_MIN))
     for (size_t p = 0; p < (size_t)B * C; p++) {
         const float *ip = inp + p * in_plane;
         const float *dp = dout + p * out_plane;
@@ -359,6 +368,7 @@ void sb_avgpool2d_forward(float *out, const float *inp, int B, int C,
                           int W_out, int count_pad)
 {
     size_t in_plane = (size_t)H_in * W_in, out_plane = (size_t)H_out * W_out;
+    SB_PAR(if ((size_t)B * C * (in_plane + out_plane) > SB_PAR_MIN))
     for (size_t p = 0; p < (size_t)B * C; p++) {
         const float *ip = inp + p * in_plane;
         float *op = out + p * out_plane;
@@ -383,6 +393,7 @@ void sb_avgpool2d_backward(float *dinp, const float *dout, int B, int C,
                            int W_out, int count_pad)
 {
     size_t in_plane = (size_t)H_in * W_in, out_plane = (size_t)H_out * W_out;
+    SB_PAR(if ((size_t)B * C * (in_plane + out_plane) > SB_PAR_MIN))
     for (size_t p = 0; p < (size_t)B * C; p++) {
         const float *dp = dout + p * out_plane;
         float *gp = dinp + p * in_plane;

@@ -4,6 +4,41 @@
 #include "shardbench/kernels.h"
 
 #include <cblas.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int sb_cpu_threads(int n)
+{
+    if (n > 0)
+        openblas_set_num_threads(n);
+    int t = openblas_get_num_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(t);
+#endif
+    return t;
+}
+
+int sb_cpu_threads_sync(void)
+{
+#ifdef _OPENMP
+    /* OMP_NUM_THREADS, when set, is the user's word for the kernels' loops */
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env)
+        return omp_get_max_threads();
+#endif
+    return sb_cpu_threads(0);
+}
+
+int sb_cpu_openmp(void)
+{
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 void sb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
              const float *A, int lda, const float *B, int ldb, float beta,

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "par.h"
+
 /* ---- exp for softmax: one algorithm, scalar and 4-wide ----
  * exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 in
  * [-ln2/2, ln2/2], e^r by Cephes' polynomial (about 1 ulp);
@@ -153,6 +155,7 @@ void sb_norm_finish_stats(float *mean, float *rstd, const float *sum,
 void sb_layernorm_stats(float *sum, float *sumsq, const float *inp, int M,
                         int D)
 {
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         double s = 0.0, q = 0.0;
@@ -169,6 +172,7 @@ void sb_layernorm_apply(float *out, const float *inp, const float *mean,
                         const float *rstd, const float *gamma,
                         const float *beta, int M, int D)
 {
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         float *o = out + (size_t)m * D;
@@ -194,6 +198,7 @@ void sb_layernorm_backward_stats(float *s1, float *s2, const float *dout,
                                  const float *rstd, const float *gamma, int M,
                                  int D)
 {
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
         double a = 0.0, b = 0.0;
@@ -381,6 +386,7 @@ void sb_batchnorm_backward(float *dinp, float *dgamma, float *dbeta,
 // Runs body for every fiber [o, :, i]: element a sits at base + a * step,
 // the fiber's statistic at stat.
 #define FIBERS(outer, A, inner, body)                                        \
+    SB_PAR(collapse(2) if ((size_t)(outer) * (A) * (inner) > SB_PAR_MIN))   \
     for (int o_ = 0; o_ < (outer); o_++)                                     \
         for (int i_ = 0; i_ < (inner); i_++) {                               \
             size_t base = (size_t)o_ * (A) * (inner) + i_;                   \
@@ -394,6 +400,7 @@ void sb_softmax_partial_max(float *mx, const float *inp, int outer, int A,
                             int inner)
 {
     if (inner == 1) {
+        SB_PAR(if ((size_t)outer * A > SB_PAR_MIN))
         for (int o = 0; o < outer; o++)
             mx[o] = max_contig(inp + (size_t)o * A, A, -FLT_MAX);
         return;
@@ -411,6 +418,7 @@ void sb_softmax_partial_sumexp(float *se, const float *inp, const float *mx,
                                int outer, int A, int inner)
 {
     if (inner == 1) {
+        SB_PAR(if ((size_t)outer * A > SB_PAR_MIN))
         for (int o = 0; o < outer; o++)
             se[o] = (float)sumexp_contig(inp + (size_t)o * A, A, mx[o]);
         return;
@@ -427,6 +435,7 @@ void sb_softmax_apply(float *out, const float *inp, const float *mx,
                       const float *se, int outer, int A, int inner)
 {
     if (inner == 1) {
+        SB_PAR(if ((size_t)outer * A > SB_PAR_MIN))
         for (int o = 0; o < outer; o++)
             expscale_contig(out + (size_t)o * A, inp + (size_t)o * A, A, mx[o],
                             1.0f / se[o]);
@@ -443,6 +452,7 @@ void sb_softmax_forward(float *out, const float *inp, int outer, int A,
                         int inner)
 {
     if (inner == 1) {
+        SB_PAR(if ((size_t)outer * A > SB_PAR_MIN))
         for (int o = 0; o < outer; o++) {
             const float *x = inp + (size_t)o * A;
             float m = max_contig(x, A, -FLT_MAX);

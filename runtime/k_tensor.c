@@ -7,11 +7,14 @@
 
 #include <string.h>
 
+#include "par.h"
+
 /* ---- elementwise ---- */
 
 void sb_add_forward(float *out, const float *const *inps, int k, size_t n,
                     int relu)
 {
+    SB_PAR(if (n * (size_t)k > SB_PAR_MIN))
     for (size_t i = 0; i < n; i++) {
         float s = 0.0f;
         for (int j = 0; j < k; j++)
@@ -28,14 +31,18 @@ void sb_add_backward(float *const *dinps, const float *dout, const float *out,
             continue;
         if (out)
             sb_relu_backward(dinps[j], dout, out, n);
-        else
+        else {
+            float *d = dinps[j];
+            SB_PAR(if (n > SB_PAR_MIN))
             for (size_t i = 0; i < n; i++)
-                dinps[j][i] += dout[i];
+                d[i] += dout[i];
+        }
     }
 }
 
 void sb_relu_forward(float *out, const float *inp, size_t n)
 {
+    SB_PAR(if (n > SB_PAR_MIN))
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
@@ -43,15 +50,19 @@ void sb_relu_forward(float *out, const float *inp, size_t n)
 void sb_relu_backward(float *dinp, const float *dout, const float *out,
                       size_t n)
 {
+    SB_PAR(if (n > SB_PAR_MIN))
     for (size_t i = 0; i < n; i++)
         if (out[i] > 0.0f)
             dinp[i] += dout[i];
 }
 
-void sb_sgd_update(float *w, const float *g, size_t n, float lr)
+void sb_sgd_update(float *w, float *g, size_t n, float lr)
 {
-    for (size_t i = 0; i < n; i++)
+    SB_PAR(if (n > SB_PAR_MIN))
+    for (size_t i = 0; i < n; i++) {
         w[i] -= lr * g[i];
+        g[i] = 0.0f;
+    }
 }
 
 /* ---- odometer over the leading nd-1 axes ---- */

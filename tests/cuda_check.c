@@ -485,6 +485,7 @@ static void check_tensor(void)
         cpu->sgd_update(out.h, dout.h, n, 0.1f);
         gpu->sgd_update(out.d, dout.d, n, 0.1f);
         same("sgd_update", "w", &out, TOL);
+        same("sgd_update", "g (zeroed)", &dout, TOL);
         pairs_free();
 
         /* reduce-mean, permute, box copy in 1-6 dims */

@@ -1312,8 +1312,10 @@ static void test_sgd(void **state)
 {
     (void)state;
     float w[3] = {1, 2, 3}, g[3] = {1, -2, 0.5f}, want[3] = {0.9f, 2.2f, 2.95f};
+    const float zero[3] = {0, 0, 0};
     sb_sgd_update(w, g, 3, 0.1f);
     expect_close("sgd", w, want, 3, 1e-6, 1e-6);
+    expect_close("sgd zeroes the gradient", g, zero, 3, 0, 0);
 }
 
 int main(void)

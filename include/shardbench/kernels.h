@@ -55,6 +55,16 @@ extern "C" {
 /* C (M,N) = alpha * op(A) op(B) + beta * C; op(A) is (M,K), op(B) is (K,N).
  * op(X) = X when trans_x == 0, X^T otherwise; lda/ldb/ldc are row strides of
  * A, B, C as stored (A stored (M,K) or (K,M) when transposed). */
+/* Threads of the CPU kernels: n > 0 sets OpenBLAS's count and the OpenMP
+ * loops' count (runtime/par.h) to n; returns the count in force.
+ * sb_cpu_threads_sync() makes the OpenMP loops follow OpenBLAS's count
+ * (OPENBLAS_NUM_THREADS, else the cores) unless OMP_NUM_THREADS is set;
+ * the executor calls it for the CPU backend. sb_cpu_openmp(): 1 when the
+ * kernels were built with OpenMP. */
+int sb_cpu_threads(int n);
+int sb_cpu_threads_sync(void);
+int sb_cpu_openmp(void);
+
 void sb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
              const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
@@ -417,8 +427,9 @@ void sb_permute(float *out, const float *inp, int nd, const int *dims,
 
 /* ---- optimizer ---------------------------------------------------------- */
 
-/* w (n) -= lr * g (n). */
-void sb_sgd_update(float *w, const float *g, size_t n, float lr);
+/* w (n) -= lr * g (n), then g = 0 (ready for the next step's gradient
+ * accumulation): one pass over both. */
+void sb_sgd_update(float *w, float *g, size_t n, float lr);
 
 #ifdef __cplusplus
 }

@@ -129,7 +129,7 @@ typedef struct sb_backend {
                      int accumulate);
     void (*permute)(float *out, const float *inp, int nd, const int *dims, const int *perm,
                     int accumulate);
-    void (*sgd_update)(float *w, const float *g, size_t n, float lr);
+    void (*sgd_update)(float *w, float *g, size_t n, float lr); /* also zeroes g */
 } sb_backend;
 
 /* The CPU backend (OpenBLAS + plain C, MPI collectives). */

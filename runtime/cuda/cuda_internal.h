@@ -118,6 +118,6 @@ void sbk_box_copy(float *dst, const int *dst_dims, const int *dst_lo, const floa
                   int accumulate);
 void sbk_permute(float *out, const float *inp, int nd, const int *dims, const int *perm,
                  int accumulate);
-void sbk_sgd_update(float *w, const float *g, size_t n, float lr);
+void sbk_sgd_update(float *w, float *g, size_t n, float lr);
 
 #endif

@@ -988,12 +988,16 @@ void sbk_add_backward(float *const *dinps, const float *dout, const float *out, 
         LAUNCH(add_bwd_k, n, d, m, dout, out, (int64_t)n);
 }
 
-__global__ static void sgd_k(float *w, const float *g, int64_t n, float lr)
+__global__ static void sgd_k(float *w, float *g, int64_t n, float lr)
 {
-    GRID_STRIDE(i, n) w[i] -= lr * g[i];
+    GRID_STRIDE(i, n)
+    {
+        w[i] -= lr * g[i];
+        g[i] = 0.0f;
+    }
 }
 
-void sbk_sgd_update(float *w, const float *g, size_t n, float lr)
+void sbk_sgd_update(float *w, float *g, size_t n, float lr)
 {
     LAUNCH(sgd_k, n, w, g, (int64_t)n, lr);
 }
