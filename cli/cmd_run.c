@@ -17,6 +17,7 @@
 
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
+    const char *precision, *comm;     /* cuda backend: --precision, --comm */
     const char *checkpoint, *restore; /* checkpoint folders */
     const char *data;                 /* record file (--data), or NULL */
     unsigned long long data_seed;
@@ -42,6 +43,11 @@ static void run_usage(FILE *f)
             "      --steps N          timed steps (default 5)\n"
             "      --warmup W         untimed steps first (default 1)\n"
             "      --backend B        cpu (default) or cuda\n"
+            "      --precision P      fp32 (default); tf32 or bf16 (bf16 GEMM operands,\n"
+            "                         fp32 accumulation): cuda backend only\n"
+            "      --comm C           cuda backend: auto (default: NCCL when every rank has\n"
+            "                         its own GPU), nccl, or mpi (host-staged; ranks may\n"
+            "                         share a GPU)\n"
             "      --lr X             SGD learning rate (default 0.01)\n"
             "      --seed N           weights, inputs and labels (default 1)\n"
             "      --data FILE        train on a record file (runtime/README.md) instead of\n"
@@ -68,6 +74,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"checkpoint", required_argument, 0, 'C'}, {"save-every", required_argument, 0, 'E'},
         {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
+        {"precision", required_argument, 0, 'P'}, {"comm", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -126,6 +133,17 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             a->format = optarg;
             break;
         case 'b': a->backend = optarg; break;
+        case 'P':
+            if (strcmp(optarg, "fp32") && strcmp(optarg, "tf32") && strcmp(optarg, "bf16"))
+                return sb_fail(err, SB_EXIT_INPUT, "--precision: '%s' is not fp32, tf32 or bf16",
+                               optarg);
+            a->precision = optarg;
+            break;
+        case 'G':
+            if (strcmp(optarg, "auto") && strcmp(optarg, "nccl") && strcmp(optarg, "mpi"))
+                return sb_fail(err, SB_EXIT_INPUT, "--comm: '%s' is not auto, nccl or mpi", optarg);
+            a->comm = optarg;
+            break;
         case 'l':
             a->lr = strtod(optarg, &end);
             if (*end || end == optarg || !(a->lr > 0))
@@ -156,6 +174,27 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
     if ((a->save_every || a->keep) && !a->checkpoint)
         return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
+    if (strcmp(a->backend, "cuda")) {
+        if (a->precision && strcmp(a->precision, "fp32"))
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--precision %s: the %s backend computes in fp32 only (tf32 and bf16 "
+                           "are the cuda backend's)", a->precision, a->backend);
+        if (a->comm)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--comm %s: only the cuda backend has a choice of communication "
+                           "(the %s backend uses MPI)", a->comm, a->backend);
+    } else {
+        /* read once, when the cuda backend starts (runtime/cuda/backend_cuda.cu);
+         * the options win over the environment */
+        if (a->precision)
+            setenv("SHARDBENCH_PRECISION", a->precision, 1);
+        if (a->comm)
+            setenv("SHARDBENCH_COMM", a->comm, 1);
+    }
+    if (!a->precision) {
+        const char *env = strcmp(a->backend, "cuda") ? NULL : getenv("SHARDBENCH_PRECISION");
+        a->precision = env && *env ? env : "fp32";
+    }
     return 0;
 }
 
@@ -255,7 +294,7 @@ static void record_run(const run_args *a, const sb_problem *pb, const int *choic
         strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
     }
     sb_params_str(pb->m, params, sizeof params);
-    snprintf(devices, sizeof devices, "%d x %s rank", pb->p, a->backend);
+    snprintf(devices, sizeof devices, "%d x %s rank, %s", pb->p, a->backend, a->precision);
     int vmaj = 0, vmin = 0;
     MPI_Get_version(&vmaj, &vmin);
     char versions[128];
@@ -369,8 +408,9 @@ int cmd_run(int argc, char **argv)
     int json = !strcmp(a.format, "json");
     int64_t batch = model_param(&m, "batch", 1);
     if (rank == 0 && !json)
-        printf("# %s on %d rank%s (%s backend), strategy %s, predicted cost %.4g FLOP\n", m.name,
-               size, size == 1 ? "" : "s", be->name, a.strategy, sb_strategy_cost(&pb, choice));
+        printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
+               m.name, size, size == 1 ? "" : "s", be->name, a.precision, a.strategy,
+               sb_strategy_cost(&pb, choice));
     for (int s = 0; s < total; s++) {
         if (s == a.warmup)
             sb_executor_reset_times(ex);

@@ -237,6 +237,11 @@ static int run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src
     int rc;
     if (ex->be->host_memory) {
         rc = sb_relayout_run(r, src->p, dst->p, err);
+    } else if (ex->be->alltoallv) {
+        /* in backend memory: pack, exchange, unpack there */
+        const sb_relayout_mem mem = {ex->be->box_copy, ex->be->zero, ex->be->alloc,
+                                     ex->be->release, ex->be->alltoallv};
+        rc = sb_relayout_run_mem(r, src->p, dst->p, &mem, err);
     } else {
         float *hs = src->n ? malloc((size_t)src->n * sizeof(float)) : NULL;
         float *hd = dst->n ? malloc((size_t)dst->n * sizeof(float)) : NULL;
@@ -567,7 +572,7 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
     ex->seed = opts && opts->seed ? opts->seed : 1;
     MPI_Comm_rank(comm, &ex->rank);
     MPI_Comm_size(comm, &ex->size);
-    if (be == &sb_backend_cpu)
+    if (be == &sb_backend_cpu || be == &sb_backend_cpu_devmem)
         sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);

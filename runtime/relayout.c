@@ -494,6 +494,103 @@ done:
 
 /* ---- run ----------------------------------------------------------------- */
 
+/* sub (global coordinates) from a buffer holding box `from` to one holding
+ * box `to`, through mem->box_copy (buffer-relative int coordinates) */
+static void mem_box_copy(const sb_relayout_mem *mem, const float *src, const sb_box *from,
+                         float *dst, const sb_box *to, const sb_box *sub, int accumulate)
+{
+    int nd = sub->nd, fd[SB_BOX_MAX_DIMS], fl[SB_BOX_MAX_DIMS], td[SB_BOX_MAX_DIMS],
+        tl[SB_BOX_MAX_DIMS], sz[SB_BOX_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        fd[i] = (int)(from->hi[i] - from->lo[i]);
+        fl[i] = (int)(sub->lo[i] - from->lo[i]);
+        td[i] = (int)(to->hi[i] - to->lo[i]);
+        tl[i] = (int)(sub->lo[i] - to->lo[i]);
+        sz[i] = (int)(sub->hi[i] - sub->lo[i]);
+    }
+    mem->box_copy(dst, td, tl, src, fd, fl, sz, nd, accumulate);
+}
+
+int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
+                        const sb_relayout_mem *mem, sb_error *err)
+{
+    const int need_src = r->n_send > 0 || r->has_self;
+    const int need_dst = r->dst.nd != 0;
+    const int64_t vs = sb_box_volume(&r->src), vd = sb_box_volume(&r->dst);
+    /* A missing buffer is this rank's mistake alone: it still takes part
+     * (sending zeros, receiving into scratch), then reports. */
+    const int no_src = need_src && !src_buf, no_dst = need_dst && !dst_buf;
+    float *scratch_src = NULL, *scratch_dst = NULL, *sbuf = NULL, *rbuf = NULL;
+    int rc = 0;
+    if (no_src) {
+        if (!(scratch_src = mem->alloc(sizeof(float) * (size_t)vs)))
+            goto oom;
+        mem->zero(scratch_src, (size_t)vs);
+        src_buf = scratch_src;
+    }
+    if (no_dst) {
+        if (!(scratch_dst = mem->alloc(sizeof(float) * (size_t)vd)))
+            goto oom;
+        dst_buf = scratch_dst;
+    }
+    const float *sendbuf = src_buf;
+    float *recvbuf = dst_buf;
+    if (r->n_send > 0 && !r->send_direct) {
+        if (!(sbuf = mem->alloc(sizeof(float) * (size_t)r->floats_sent)))
+            goto oom;
+        for (int i = 0; i < r->n_send; i++) {
+            const overlap *o = &r->send[i];
+            sb_box packed = o->box; /* the overlap alone, at its displacement */
+            mem_box_copy(mem, src_buf, &r->src, sbuf + r->sdispl[o->peer], &packed, &o->box, 0);
+        }
+        sendbuf = sbuf;
+    }
+    if (r->n_recv > 0 && !r->recv_direct) {
+        if (!(rbuf = mem->alloc(sizeof(float) * (size_t)r->floats_recv)))
+            goto oom;
+        recvbuf = rbuf;
+    }
+    if (r->traffic && mem->alltoallv(sendbuf, r->scount, r->sdispl, recvbuf, r->rcount, r->rdispl,
+                                     r->comm) != MPI_SUCCESS)
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: the exchange failed on rank %d", r->me);
+    if (!rc && (no_src || no_dst))
+        rc = sb_fail(err, SB_EXIT_INPUT,
+                     "relayout: rank %d passed a NULL %s buffer for a non-empty box", r->me,
+                     no_src ? "src" : "dst");
+    if (!rc && need_dst) {
+        if (r->mode == SB_RELAYOUT_ACCUM) {
+            /* zero, then every contribution in rank order (self included) */
+            mem->zero(dst_buf, (size_t)vd);
+            int i = 0;
+            for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
+                mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                             &r->dst, &r->recv[i].box, 1);
+            if (r->has_self)
+                mem_box_copy(mem, src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
+            for (; i < r->n_recv; i++)
+                mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                             &r->dst, &r->recv[i].box, 1);
+        } else {
+            if (r->has_self)
+                mem_box_copy(mem, src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
+            if (!r->recv_direct)
+                for (int i = 0; i < r->n_recv; i++)
+                    mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box,
+                                 dst_buf, &r->dst, &r->recv[i].box, 0);
+        }
+    }
+    mem->release(sbuf);
+    mem->release(rbuf);
+    mem->release(scratch_src);
+    mem->release(scratch_dst);
+    return rc;
+oom:
+    /* this rank cannot take part: the others would wait for it forever */
+    fprintf(stderr, "relayout: rank %d: out of memory for packing buffers; aborting\n", r->me);
+    MPI_Abort(r->comm, SB_EXIT_INTERNAL);
+    return -1;
+}
+
 int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_error *err)
 {
     const int need_src = r->n_send > 0 || r->has_self;

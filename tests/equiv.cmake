@@ -23,3 +23,15 @@ foreach(model alexnet resnet101 inception3 rnnlm transformer transformer-large)
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
   endforeach()
 endforeach()
+
+# The executor's device-memory paths (inputs and weights staged through
+# to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,
+# as on the cuda backend) on the host, through the "cpu-devmem" backend.
+foreach(model transformer rnnlm alexnet)
+  add_test(NAME test_equiv_${model}_np4_devmem
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed 4 --backend cpu-devmem)
+  set_tests_properties(test_equiv_${model}_np4_devmem PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endforeach()

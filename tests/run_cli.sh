@@ -144,6 +144,13 @@ expect_error "unknown --set parameter" 2 "nosuch" \
 expect_error "model that does not exist" 2 "no-such-model" \
     run -m no-such-model --strategy dp --db "$TMP/err.db"
 
+expect_error "--precision bf16 on the cpu backend" 1 "fp32 only" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --precision bf16 --db "$TMP/err.db"
+expect_error "--precision that does not exist" 1 "fp8" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --precision fp8 --db "$TMP/err.db"
+expect_error "--comm on the cpu backend" 1 "only the cuda backend" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --comm nccl --db "$TMP/err.db"
+
 # mpirun itself reports the failure too
 mpi 2 run -m no-such-model --strategy dp --db none > /dev/null 2>&1
 rc=$?

@@ -141,6 +141,75 @@ int MPI_Recv(void *b, int c, MPI_Datatype t, int src, int tag, MPI_Comm comm, MP
 
 static long mpi_calls(void) { return n_alltoallv + n_comm_split + n_other; }
 
+/* ---- sb_relayout_run_mem on host memory ------------------------------------
+ * The path of backends with their own memory (the cuda backend), driven here
+ * by host functions that behave like a device's: box copies through
+ * sb_strided_box_copy's semantics (written out here, independently), packing
+ * buffers from a counted allocator (every one must be released), and an
+ * exchange made of one send and one receive per peer (as NCCL's grouped
+ * send/recv), never MPI_Alltoallv. */
+static long mem_live, mem_allocs;
+
+static void *mem_alloc(size_t bytes)
+{
+    mem_live++;
+    mem_allocs++;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void mem_release(void *p)
+{
+    if (p)
+        mem_live--;
+    free(p);
+}
+
+static void mem_zero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
+
+static void mem_box_copy(float *dst, const int *dd, const int *dl, const float *src, const int *sd,
+                         const int *sl, const int *size, int nd, int acc)
+{
+    int64_t n = 1, idx[SB_BOX_MAX_DIMS] = {0};
+    for (int i = 0; i < nd; i++)
+        n *= size[i];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t so = 0, dof = 0;
+        for (int i = 0; i < nd; i++) {
+            so = so * sd[i] + sl[i] + idx[i];
+            dof = dof * dd[i] + dl[i] + idx[i];
+        }
+        dst[dof] = acc ? dst[dof] + src[so] : src[so];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < size[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static int mem_p2p(const float *sbuf, const int *sc, const int *sd, float *rbuf, const int *rc,
+                   const int *rd, MPI_Comm comm)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    MPI_Request *req = malloc(sizeof *req * (size_t)(2 * n));
+    int nreq = 0, rcode = MPI_SUCCESS;
+    for (int p = 0; p < n; p++) {
+        if (p == me && (sc[p] || rc[p]))
+            rcode = MPI_ERR_OTHER; /* the own overlap must not go through the exchange */
+        if (rc[p] > 0)
+            MPI_Irecv(rbuf + rd[p], rc[p], MPI_FLOAT, p, 77, comm, &req[nreq++]);
+        if (sc[p] > 0)
+            MPI_Isend(sbuf + sd[p], sc[p], MPI_FLOAT, p, 77, comm, &req[nreq++]);
+    }
+    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    free(req);
+    return rcode;
+}
+
+static const sb_relayout_mem host_mem = {mem_box_copy, mem_zero, mem_alloc, mem_release, mem_p2p};
+
 /* ---- random numbers (same sequence on every rank) ------------------------ */
 
 typedef struct {
@@ -530,6 +599,19 @@ static void run_case(int cs, sb_relayout_mode mode, int nd, const int64_t *shape
 
     rc = sb_relayout_run(rl, src, dst, &err);
     CHECKF(rc == 0, "run failed: %s", err.msg);
+    if (!rc) { /* the same relayout through sb_relayout_run_mem: the same bits */
+        float *dst2 = vd ? malloc(sizeof(float) * (size_t)vd) : NULL;
+        for (int64_t i = 0; i < vd; i++)
+            dst2[i] = -5555.0f;
+        long a2a = n_alltoallv;
+        int rc2 = sb_relayout_run_mem(rl, src, dst2, &host_mem, &err);
+        CHECKF(rc2 == 0, "run_mem failed: %s", err.msg);
+        CHECK(n_alltoallv == a2a);
+        CHECKF(mem_live == 0, "run_mem left %ld packing buffers allocated", mem_live);
+        CHECKF(vd == 0 || !memcmp(dst, dst2, sizeof(float) * (size_t)vd),
+               "run_mem's dst differs from run's");
+        free(dst2);
+    }
     if (vd) {
         int64_t idx[SB_BOX_MAX_DIMS], k = 0, wrong = 0;
         memcpy(idx, D[me].lo, sizeof idx);

@@ -60,6 +60,27 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
  * every rank of comm calls it, with NULL buffers where its boxes are empty. */
 int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_error *err);
 
+/* The same run on buffers in another memory (a GPU's): the tensor data is
+ * touched only through these functions. box_copy has sb_strided_box_copy's
+ * semantics (kernels.h); alltoallv moves the packed overlaps (counts and
+ * displacements in floats, as MPI_Alltoallv; the entry for this rank is
+ * always 0: its own overlap is box-copied) and is collective over comm.
+ * Packing buffers come from alloc/release for the run. The CPU backend
+ * never needs it (sb_relayout_run is this with host memory and MPI). */
+typedef struct {
+    void (*box_copy)(float *dst, const int *dst_dims, const int *dst_lo, const float *src,
+                     const int *src_dims, const int *src_lo, const int *size, int nd,
+                     int accumulate);
+    void (*zero)(float *p, size_t n);
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    int (*alltoallv)(const float *sbuf, const int *scount, const int *sdispl, float *rbuf,
+                     const int *rcount, const int *rdispl, MPI_Comm comm);
+} sb_relayout_mem;
+
+int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
+                        const sb_relayout_mem *mem, sb_error *err);
+
 /* Bytes this rank sends / receives per run (excluding its local copy). */
 int64_t sb_relayout_bytes_sent(const sb_relayout *r);
 int64_t sb_relayout_bytes_received(const sb_relayout *r);

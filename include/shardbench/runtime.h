@@ -36,6 +36,12 @@ typedef struct sb_backend {
     void (*sync)(void);         /* wait for queued work */
     /* allreduce in place over a communicator: op is MPI_SUM or MPI_MAX */
     int (*allreduce)(float *p, size_t n, MPI_Op op, MPI_Comm comm);
+    /* Optional (NULL: relayouts of backend memory are staged whole through
+     * host memory): the packed-overlap exchange of a relayout on backend
+     * buffers, as MPI_Alltoallv (counts in floats); relayouts then pack and
+     * unpack with box_copy in backend memory (sb_relayout_run_mem). */
+    int (*alltoallv)(const float *sbuf, const int *scount, const int *sdispl, float *rbuf,
+                     const int *rcount, const int *rdispl, MPI_Comm comm);
 
     /* kernels, with the semantics of kernels.h */
     void (*gemm_batched)(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -134,6 +140,10 @@ typedef struct sb_backend {
 
 /* The CPU backend (OpenBLAS + plain C, MPI collectives). */
 extern const sb_backend sb_backend_cpu;
+/* The same kernels posing as a backend with its own memory, to test the
+ * executor's device-memory paths (staging, sb_relayout_run_mem) on a host:
+ * sb_backend_get("cpu-devmem"). */
+extern const sb_backend sb_backend_cpu_devmem;
 
 /* The CUDA backend when compiled in and a GPU is present; else NULL with
  * err saying why ("not compiled in", "no GPU"). */

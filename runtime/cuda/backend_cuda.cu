@@ -3,13 +3,14 @@
  * GPU" detection), the device-memory pool (one cudaMalloc, sub-allocated by
  * cuda_host.c's arithmetic; peak reported), cuBLAS strided batched GEMM in
  * fp32 / tf32 / bf16, cuDNN 9 legacy convolutions with the algorithm found
- * once per shape and cached, and the in-place all-reduce (NCCL per MPI
- * communicator when every rank has its own GPU, else host-staged MPI).
- * The other kernels are kernels_cuda.cu's. What it is not: a second
- * executor, or a user of managed memory. One stream carries everything;
- * `sync` waits for it.
+ * once per shape and cached, the in-place all-reduce and the relayout
+ * exchange (NCCL all-reduce and grouped send/recv per MPI communicator when
+ * every rank has its own GPU, else host-staged MPI; relayouts pack and
+ * unpack on the device, sb_relayout_run_mem). The other kernels are
+ * kernels_cuda.cu's. What it is not: a second executor, or a user of
+ * managed memory. One stream carries everything; `sync` waits for it.
  *
- * Environment (cli/ has no options for these yet):
+ * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 storage of
  *                         GEMM operands, fp32 accumulation; convolutions
  *                         then use tf32)
@@ -54,6 +55,8 @@ static struct {
     sbc_comm_cache *comms;
     float *stage;           /* pinned host staging for the MPI path */
     size_t stage_n;
+    float *a2a_send, *a2a_recv; /* pinned staging of relayout exchanges (MPI path) */
+    size_t a2a_send_n, a2a_recv_n;
     cudaEvent_t ev0, ev1;
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
@@ -545,15 +548,53 @@ static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
     return e;
 }
 
+/* The communicator cache entry of comm, set up at its first use
+ * (collective over comm). NULL (after a message on stderr) on failure. */
+static sbc_comm_entry *comm_entry(MPI_Comm comm, const char *what)
+{
+    if (!g.comms && !(g.comms = sbc_comm_cache_new(nccl_destroy))) {
+        fprintf(stderr, "shardbench: cuda backend: cannot create the communicator cache\n");
+        return NULL;
+    }
+    sbc_comm_entry *e = sbc_comm_cache_find(g.comms, comm);
+    if (!e) {
+        char msg[512] = "";
+        e = comm_setup(comm, msg);
+        if (!e) {
+            int rank;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            fprintf(stderr, "shardbench: cuda backend: rank %d: %s: %s\n", rank, what, msg);
+        }
+    }
+    return e;
+}
+
+/* Grows a pinned host buffer to n floats. */
+static float *pinned(float **buf, size_t *have, size_t n)
+{
+    if (*have < n) {
+        if (*buf)
+            SBC_CUDA(cudaFreeHost(*buf));
+        *buf = NULL;
+        SBC_CUDA(cudaMallocHost((void **)buf, (n ? n : 1) * sizeof(float)));
+        *have = n;
+    }
+    return *buf;
+}
+
+/* Span (floats) that counts and displacements cover in a buffer. */
+static size_t span_of(const int *count, const int *displ, int n)
+{
+    size_t s = 0;
+    for (int p = 0; p < n; p++)
+        if (count[p] > 0 && (size_t)displ[p] + (size_t)count[p] > s)
+            s = (size_t)displ[p] + (size_t)count[p];
+    return s;
+}
+
 static int staged_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
 {
-    if (g.stage_n < n) {
-        if (g.stage)
-            SBC_CUDA(cudaFreeHost(g.stage));
-        g.stage = NULL;
-        SBC_CUDA(cudaMallocHost((void **)&g.stage, n * sizeof(float)));
-        g.stage_n = n;
-    }
+    pinned(&g.stage, &g.stage_n, n);
     cuda_to_host(g.stage, p, n);
     float *h = g.stage;
     size_t left = n;
@@ -577,21 +618,9 @@ static int cuda_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
     MPI_Comm_size(comm, &size);
     if (size == 1)
         return 0;
-    if (!g.comms && !(g.comms = sbc_comm_cache_new(nccl_destroy))) {
-        fprintf(stderr, "shardbench: cuda backend: cannot create the communicator cache\n");
+    sbc_comm_entry *e = comm_entry(comm, "all-reduce");
+    if (!e)
         return MPI_ERR_OTHER;
-    }
-    sbc_comm_entry *e = sbc_comm_cache_find(g.comms, comm);
-    if (!e) {
-        char msg[512] = "";
-        e = comm_setup(comm, msg);
-        if (!e) {
-            int rank;
-            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            fprintf(stderr, "shardbench: cuda backend: rank %d: all-reduce: %s\n", rank, msg);
-            return MPI_ERR_OTHER;
-        }
-    }
     ncclRedOp_t nop = op == MPI_SUM ? ncclSum : op == MPI_MAX ? ncclMax : op == MPI_MIN ? ncclMin
                                                                          : op == MPI_PROD ? ncclProd
                                                                                           : ncclNumOps;
@@ -605,6 +634,55 @@ static int cuda_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
         return 0;
     }
     return staged_allreduce(p, n, op, comm);
+}
+
+/* A relayout's exchange of packed overlaps in device memory: NCCL grouped
+ * send/recv when every rank of comm has its own GPU, else staged through
+ * pinned host memory and MPI_Alltoallv (ranks sharing a GPU). */
+static int cuda_alltoallv(const float *sbuf, const int *scount, const int *sdispl, float *rbuf,
+                          const int *rcount, const int *rdispl, MPI_Comm comm)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    sbc_comm_entry *e = comm_entry(comm, "relayout");
+    if (!e)
+        return MPI_ERR_OTHER;
+    if (e->use_nccl) {
+        ncclComm_t nc = (ncclComm_t)e->handle;
+        ncclResult_t res = ncclGroupStart();
+        for (int p = 0; p < n && res == ncclSuccess; p++) {
+            if (scount[p] > 0)
+                res = ncclSend(sbuf + sdispl[p], (size_t)scount[p], ncclFloat, p, nc, g.stream);
+            if (res == ncclSuccess && rcount[p] > 0)
+                res = ncclRecv(rbuf + rdispl[p], (size_t)rcount[p], ncclFloat, p, nc, g.stream);
+        }
+        ncclResult_t end = ncclGroupEnd();
+        if (res == ncclSuccess)
+            res = end;
+        if (res != ncclSuccess) {
+            fprintf(stderr, "shardbench: cuda backend: relayout send/recv: %s\n",
+                    ncclGetErrorString(res));
+            return MPI_ERR_OTHER;
+        }
+        return MPI_SUCCESS;
+    }
+    size_t ns = span_of(scount, sdispl, n), nr = span_of(rcount, rdispl, n);
+    float *hs = pinned(&g.a2a_send, &g.a2a_send_n, ns);
+    float *hr = pinned(&g.a2a_recv, &g.a2a_recv_n, nr);
+    if (ns)
+        SBC_CUDA(cudaMemcpyAsync(hs, sbuf, ns * sizeof(float), cudaMemcpyDeviceToHost, g.stream));
+    SBC_CUDA(cudaStreamSynchronize(g.stream));
+    int rc = MPI_Alltoallv(hs, scount, sdispl, MPI_FLOAT, hr, rcount, rdispl, MPI_FLOAT, comm);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    /* only the received ranges: a direct receive lands inside the caller's
+     * buffer, whose other elements must stay as they are */
+    for (int p = 0; p < n; p++)
+        if (rcount[p] > 0)
+            SBC_CUDA(cudaMemcpyAsync(rbuf + rdispl[p], hr + rdispl[p], (size_t)rcount[p] * sizeof(float),
+                                     cudaMemcpyHostToDevice, g.stream));
+    SBC_CUDA(cudaStreamSynchronize(g.stream)); /* the host buffer is reused */
+    return MPI_SUCCESS;
 }
 
 /* ---- stats, timing --------------------------------------------------------------------- */
@@ -668,6 +746,7 @@ static const sb_backend table = {
     .from_host = cuda_from_host,
     .sync = cuda_sync,
     .allreduce = cuda_allreduce,
+    .alltoallv = cuda_alltoallv,
     .gemm_batched = cuda_gemm_batched,
     .conv2d_work_floats = cuda_conv2d_work_floats,
     .conv2d_forward = cuda_conv2d_forward,

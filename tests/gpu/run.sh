@@ -112,9 +112,14 @@ for prec in fp32 tf32 bf16; do
 done
 
 step "shardbench run: alexnet batch 16, dp, 5 steps, cuda backend"
-SHARDBENCH_CUDA_REPORT=1 SHARDBENCH_PRECISION=fp32 timed mpirun -np 1 "$build/shardbench" run \
-    -m alexnet --set batch=16 --strategy dp --steps 5 --backend cuda --db "$db" ||
+SHARDBENCH_CUDA_REPORT=1 timed mpirun -np 1 "$build/shardbench" run \
+    -m alexnet --set batch=16 --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db" ||
     check $? "shardbench run on the cuda backend"
+step "shardbench run: transformer (small), best, 2 ranks sharing the GPU, --comm mpi, tf32"
+SHARDBENCH_CUDA_REPORT=1 timed mpirun --oversubscribe -np 2 "$build/shardbench" run \
+    -m transformer --set batch=8 --set seq=32 --set vocab=2000 --set layers=2 --strategy best \
+    --steps 3 --backend cuda --precision tf32 --comm mpi --db "$db" ||
+    check $? "shardbench run of the transformer on 2 ranks, cuda backend"
 
 declare -A sets=(
     [alexnet]="--set batch=4 --set image=67 --set classes=16 --set width_div=16"
