@@ -98,66 +98,24 @@ static int cpu_alltoallv(const float *sbuf, const int *scount, const int *sdispl
                          rcount, rdispl, MPI_FLOAT, comm);
 }
 
-const sb_backend sb_backend_cpu_devmem = {
-    .name = "cpu-devmem",
-    .host_memory = 0,
-    .alloc = cpu_alloc,
-    .release = cpu_release,
-    .zero = cpu_zero,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
-    .sync = NULL,
-    .allreduce = cpu_allreduce,
-    .alltoallv = cpu_alltoallv,
-    .gemm_batched = sb_gemm_batched,
-    .conv2d_work_floats = sb_conv2d_work_floats,
-    .conv2d_forward = sb_conv2d_forward,
-    .conv2d_backward_data = sb_conv2d_backward_data,
-    .conv2d_backward_filter = sb_conv2d_backward_filter,
-    .maxpool2d_forward = sb_maxpool2d_forward,
-    .maxpool2d_backward = sb_maxpool2d_backward,
-    .avgpool2d_forward = sb_avgpool2d_forward,
-    .avgpool2d_backward = sb_avgpool2d_backward,
-    .embedding_forward = sb_embedding_forward,
-    .embedding_backward = sb_embedding_backward,
-    .lstm_pointwise_forward = sb_lstm_pointwise_forward,
-    .lstm_pointwise_backward = sb_lstm_pointwise_backward,
-    .norm_finish_stats = sb_norm_finish_stats,
-    .norm_mean = sb_norm_mean,
-    .norm_rstd = sb_norm_rstd,
-    .layernorm_centered = sb_layernorm_centered,
-    .batchnorm_centered = sb_batchnorm_centered,
-    .layernorm_stats = sb_layernorm_stats,
-    .layernorm_apply = sb_layernorm_apply,
-    .layernorm_backward_stats = sb_layernorm_backward_stats,
-    .layernorm_backward_apply = sb_layernorm_backward_apply,
-    .batchnorm_stats = sb_batchnorm_stats,
-    .batchnorm_apply = sb_batchnorm_apply,
-    .batchnorm_backward_stats = sb_batchnorm_backward_stats,
-    .batchnorm_backward_apply = sb_batchnorm_backward_apply,
-    .softmax_partial_max = sb_softmax_partial_max,
-    .softmax_partial_sumexp = sb_softmax_partial_sumexp,
-    .softmax_apply = sb_softmax_apply,
-    .softmax_backward_dot = sb_softmax_backward_dot,
-    .softmax_backward_apply = sb_softmax_backward_apply,
-    .xent_partial_picked = sb_xent_partial_picked,
-    .xent_loss = sb_xent_loss,
-    .softmax_xent_backward = sb_softmax_xent_backward,
-    .add_forward = sb_add_forward,
-    .add_backward = sb_add_backward,
-    .reduce_mean_forward = sb_reduce_mean_forward,
-    .reduce_mean_backward = sb_reduce_mean_backward,
-    .box_copy = sb_strided_box_copy,
-    .permute = sb_permute,
-    .sgd_update = sb_sgd_update,
-};
+const sb_backend *sb_backend_cpu_devmem(void)
+{
+    static sb_backend t;
+    if (!t.name) { /* the CPU table, posing as a backend with its own memory */
+        t = sb_backend_cpu;
+        t.name = "cpu-devmem";
+        t.host_memory = 0;
+        t.alltoallv = cpu_alltoallv;
+    }
+    return &t;
+}
 
 const sb_backend *sb_backend_get(const char *name, sb_error *err)
 {
     if (!strcmp(name, "cpu"))
         return &sb_backend_cpu;
     if (!strcmp(name, "cpu-devmem"))
-        return &sb_backend_cpu_devmem;
+        return sb_backend_cpu_devmem();
     if (!strcmp(name, "cuda"))
         return sb_backend_cuda_get(err);
     sb_fail(err, SB_EXIT_INPUT, "unknown backend '%s' (cpu, cuda; cpu-devmem for tests)", name);

@@ -572,7 +572,7 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
     ex->seed = opts && opts->seed ? opts->seed : 1;
     MPI_Comm_rank(comm, &ex->rank);
     MPI_Comm_size(comm, &ex->size);
-    if (be == &sb_backend_cpu || be == &sb_backend_cpu_devmem)
+    if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
         sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);

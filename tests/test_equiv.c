@@ -172,7 +172,7 @@ int main(int argc, char **argv)
             if (!(run_be = sb_backend_get(argv[++i], &err)))
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
-            tol = run_be == &sb_backend_cpu || run_be == &sb_backend_cpu_devmem ? TOL : 1e-3;
+            tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }

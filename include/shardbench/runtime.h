@@ -142,8 +142,8 @@ typedef struct sb_backend {
 extern const sb_backend sb_backend_cpu;
 /* The same kernels posing as a backend with its own memory, to test the
  * executor's device-memory paths (staging, sb_relayout_run_mem) on a host:
- * sb_backend_get("cpu-devmem"). */
-extern const sb_backend sb_backend_cpu_devmem;
+ * sb_backend_get("cpu-devmem"), or this. */
+const sb_backend *sb_backend_cpu_devmem(void);
 
 /* The CUDA backend when compiled in and a GPU is present; else NULL with
  * err saying why ("not compiled in", "no GPU"). */
