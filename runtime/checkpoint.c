@@ -850,6 +850,46 @@ static int open_shard_file(const ck_index *x, ck_file *files, int f, const char 
 /* Reads the part of shard s that overlaps `want` into dst (laid out as
  * dbox): the rows of dim 0 it needs (a contiguous range), rounded out to
  * CRC blocks, each block verified. */
+/* Bytes [lo, hi) of a shard's read window, held where p points. */
+typedef struct {
+    uint64_t lo, hi;
+    unsigned char *p;
+} rpiece;
+
+/* CRC-32C of bytes [lo, hi) of the window, over the pieces holding them. */
+static uint32_t crc_pieces(const rpiece *pc, int n, uint64_t lo, uint64_t hi)
+{
+    uint32_t c = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t a = pc[i].lo > lo ? pc[i].lo : lo, e = pc[i].hi < hi ? pc[i].hi : hi;
+        if (a < e)
+            c = sb_crc32c(c, pc[i].p + (a - pc[i].lo), e - a);
+    }
+    return c;
+}
+
+static int pread_full(int fd, unsigned char *p, uint64_t n, uint64_t off, const char *path,
+                      const char *tensor, const char *box, sb_error *err)
+{
+    uint64_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, p + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': cannot read tensor '%s' "
+                           "shard %s: %s", path, tensor, box, k < 0 ? strerror(errno)
+                                                                   : "truncated");
+        got += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Reads the overlap ov of shard s into dst (laid out as dbox), checking the
+ * CRC of every block it touches (and of the whole shard when it reads all
+ * of it). When ov is whole rows of the shard and whole rows of dst (the
+ * same layout saved and restored, or a split of dim 0 only), its bytes go
+ * straight into dst; only the partial blocks around them are read aside. */
 static int read_overlap(const ck_index *x, ck_file *files, const ck_tensor *t, const ck_shard *s,
                         const sb_box *ov, float *dst, const sb_box *dbox, sb_error *err)
 {
@@ -871,41 +911,45 @@ static int read_overlap(const ck_index *x, ck_file *files, const ck_tensor *t, c
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s' is truncated: tensor '%s' shard "
                        "%s needs bytes up to %llu, the file has %lld", cf->path, t->name, bs,
                        (unsigned long long)(s->off + end), (long long)cf->size);
-    unsigned char *buf = sb_malloc(end - start, err);
-    if (!buf)
-        return -1;
-    size_t got = 0;
-    while (got < end - start) {
-        ssize_t k = pread(cf->fd, buf + got, end - start - got, (off_t)(s->off + start + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            free(buf);
-            return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': cannot read tensor '%s' "
-                           "shard %s: %s", cf->path, t->name, bs, k < 0 ? strerror(errno)
-                                                                     : "truncated");
-        }
-        got += (size_t)k;
+    int direct = 1;
+    for (int d = 1; d < s->box.nd; d++)
+        direct = direct && ov->lo[d] == s->box.lo[d] && ov->hi[d] == s->box.hi[d]
+                 && dbox->lo[d] == ov->lo[d] && dbox->hi[d] == ov->hi[d];
+    rpiece pc[3];
+    int np = 0, rc = 0;
+    unsigned char *aside = NULL;
+    if (direct) { /* [start, a) aside, [a, e) into dst, [e, end) aside */
+        aside = sb_malloc((a - start) + (end - e) + 1, err);
+        if (!aside)
+            return -1;
+        unsigned char *into = (unsigned char *)(dst + (ov->lo[0] - dbox->lo[0]) * row);
+        pc[np++] = (rpiece){start, a, aside};
+        pc[np++] = (rpiece){a, e, into};
+        pc[np++] = (rpiece){e, end, aside + (a - start)};
+    } else {
+        if (!(aside = sb_malloc(end - start, err)))
+            return -1;
+        pc[np++] = (rpiece){start, end, aside};
     }
-    for (uint64_t k = b0; k <= b1; k++) {
-        uint64_t ka = k * x->block - start, ke = ka + x->block < end - start ? ka + x->block
-                                                                              : end - start;
+    for (int i = 0; i < np && !rc; i++)
+        if (pc[i].hi > pc[i].lo)
+            rc = pread_full(cf->fd, pc[i].p, pc[i].hi - pc[i].lo, s->off + pc[i].lo, cf->path,
+                            t->name, bs, err);
+    for (uint64_t k = b0; k <= b1 && !rc; k++) {
+        uint64_t ka = k * x->block, ke = ka + x->block < end ? ka + x->block : end;
         rbuf cr = {s->blocks + 4 * k, 4, 0, 0};
-        if (sb_crc32c(0, buf + ka, ke - ka) != r_u32(&cr)) {
-            free(buf);
-            return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': checksum mismatch in tensor "
-                           "'%s' shard %s (CRC block %llu)", cf->path, t->name, bs,
-                           (unsigned long long)k);
-        }
+        if (crc_pieces(pc, np, ka, ke) != r_u32(&cr))
+            rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': checksum mismatch in tensor "
+                         "'%s' shard %s (CRC block %llu)", cf->path, t->name, bs,
+                         (unsigned long long)k);
     }
-    if (start == 0 && end == s->nbytes && sb_crc32c(0, buf, s->nbytes) != s->crc) {
-        free(buf);
-        return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': checksum mismatch in tensor '%s' "
-                       "shard %s", cf->path, t->name, bs);
-    }
-    sb_box_copy((const float *)(buf + (a - start)), &rd, dst, dbox, ov, 0);
-    free(buf);
-    return 0;
+    if (!rc && start == 0 && end == s->nbytes && crc_pieces(pc, np, 0, s->nbytes) != s->crc)
+        rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s': checksum mismatch in tensor '%s' "
+                     "shard %s", cf->path, t->name, bs);
+    if (!rc && !direct)
+        sb_box_copy((const float *)(aside + (a - start)), &rd, dst, dbox, ov, 0);
+    free(aside);
+    return rc;
 }
 
 static const ck_tensor *find_tensor(const ck_index *x, const char *name)
@@ -961,7 +1005,7 @@ static int restore_one(const ck_index *x, ck_file *files, const sb_ckpt_target *
 
 /* Reads every target into its temp buffer (tmp[i]). Local. */
 static int restore_local(const char *prefix, const sb_ckpt_target *g, int n, float **tmp,
-                         int64_t *step, sb_error *err)
+                         int scratch, int64_t *step, sb_error *err)
 {
     ck_index x;
     ck_file *files = NULL;
@@ -975,6 +1019,8 @@ static int restore_local(const char *prefix, const sb_ckpt_target *g, int n, flo
         if (v && !g[i].data)
             rc = sb_fail(err, SB_EXIT_INPUT, "restore: tensor '%s': no destination buffer",
                          g[i].name);
+        else if (scratch)
+            rc = restore_one(&x, files, &g[i], tmp[i] = g[i].data, err);
         else if (!(tmp[i] = sb_malloc((size_t)v * sizeof(float), err)))
             rc = -1;
         else
@@ -990,24 +1036,34 @@ static int restore_local(const char *prefix, const sb_ckpt_target *g, int n, flo
     return rc;
 }
 
-int sb_checkpoint_restore(MPI_Comm comm, const char *prefix, const sb_ckpt_target *g, int n,
-                          int64_t *step, sb_error *err)
+/* scratch: the targets' buffers are the caller's scratch (written even when
+ * the restore fails), so the shards are read straight into them. */
+static int restore_impl(MPI_Comm comm, const char *prefix, const sb_ckpt_target *g, int n,
+                        int scratch, int64_t *step, sb_error *err)
 {
     float **tmp = calloc((size_t)n + 1, sizeof *tmp);
     int64_t st = 0;
-    int rc = tmp ? restore_local(prefix, g, n, tmp, &st, err)
+    int rc = tmp ? restore_local(prefix, g, n, tmp, scratch, &st, err)
                  : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     rc = agree(comm, rc, err);
-    for (int i = 0; !rc && i < n; i++)
+    for (int i = 0; !rc && !scratch && i < n; i++)
         if (g[i].box.nd && sb_box_volume(&g[i].box))
             memcpy(g[i].data, tmp[i], (size_t)sb_box_volume(&g[i].box) * sizeof(float));
     if (!rc && step)
         *step = st;
-    for (int i = 0; tmp && i < n; i++)
+    for (int i = 0; tmp && !scratch && i < n; i++)
         free(tmp[i]);
     free(tmp);
     sb_debug("checkpoint '%s': restore %s", prefix, rc ? "failed" : "done");
     return rc;
+}
+
+int sb_checkpoint_restore(MPI_Comm comm, const char *prefix, const sb_ckpt_target *g, int n,
+                          int64_t *step, sb_error *err)
+{
+    /* the caller's buffers change only when every rank has read and checked
+     * all of its shards */
+    return restore_impl(comm, prefix, g, n, 0, step, err);
 }
 
 /* ---- the executor's weights ---------------------------------------------------------------- */
@@ -1110,7 +1166,8 @@ int sb_checkpoint_restore_executor(sb_executor *ex, const char *prefix, sb_error
         g[i].data = w.data[i];
     }
     int64_t step = 0;
-    rc = sb_checkpoint_restore(comm, prefix, g, w.n, &step, err);
+    /* w.data is scratch: the executor's weights change only after all agree */
+    rc = restore_impl(comm, prefix, g, w.n, 1, &step, err);
     if (!rc && (step < 0 || step > 1000000000))
         rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint '%s': step %lld is out of range", prefix,
                      (long long)step);

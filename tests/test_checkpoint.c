@@ -222,10 +222,10 @@ static void test_errors(sb_executor *a, float **saved)
     sb_executor *c = make_executor(MPI_COMM_WORLD, &pb, choice, 1234);
     float **before = all_weights(c);
     CHECK(count_diff(c, saved) > 0, "errors: fresh weights equal the saved ones");
-    const char *names[] = {"data", "header", "trunc", "noindex"};
-    char prefix[4][512], shard[4][1024];
+    const char *names[] = {"data", "header", "trunc", "noindex", "same"};
+    char prefix[5][512], shard[5][1024];
     sb_error err = {0};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         prefix_of(names[k], prefix[k], sizeof prefix[k]);
         snprintf(shard[k], sizeof shard[k], "%s.shard-00000-of-%05d", prefix[k], size);
         if (sb_checkpoint_save_executor(a, prefix[k], &err))
@@ -238,6 +238,7 @@ static void test_errors(sb_executor *a, float **saved)
         char ip[600];
         snprintf(ip, sizeof ip, "%s.index", prefix[3]);
         CHECK(unlink(ip) == 0, "unlink index");
+        flip_bytes(shard[4], file_size(shard[4]) / 3, 3);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK(!sb_checkpoint_exists(prefix[3]), "a checkpoint without index exists");
@@ -245,6 +246,11 @@ static void test_errors(sb_executor *a, float **saved)
     expect_fail(c, before, prefix[1], "header checksum mismatch", shard[1], "flipped header byte");
     expect_fail(c, before, prefix[2], "truncated", shard[2], "truncated shard file");
     expect_fail(c, before, prefix[3], "does not exist", ".index", "deleted index");
+    /* into the saving executor itself: the same layout, so the shard's bytes
+     * are read straight into the restore buffers; the CRC still catches it */
+    float **before_a = all_weights(a);
+    expect_fail(a, before_a, prefix[4], "checksum mismatch", shard[4], "flipped bytes, same layout");
+    free_weights(before_a, sb_executor_nweights(a));
     /* missing tensor and wrong shape, through the plain API */
     int64_t shape[SB_BOX_MAX_DIMS];
     int nd = sb_executor_weight_shape(a, 0, shape);

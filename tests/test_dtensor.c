@@ -175,6 +175,25 @@ static void test_crc32c(void **state)
     assert_int_equal(sb_crc32c(0, dec, 32), 0x113FDB5Cu);
     /* pieces chain */
     assert_int_equal(sb_crc32c(sb_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+    /* the hardware path (when this CPU has one) and the tables agree on
+     * every length 0..300 at every alignment 0..7, and chain the same */
+    assert_int_equal(sb_crc32c_portable(0, "123456789", 9), 0xE3069283u);
+    unsigned char buf[320];
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n <= 300; n++) {
+            uint32_t a = sb_crc32c(0, buf + off, n), b = sb_crc32c_portable(0, buf + off, n);
+            if (a != b)
+                fail_msg("crc32c: %s path %08x, tables %08x (offset %zu, %zu bytes)",
+                         sb_crc32c_hardware() ? "hardware" : "same", a, b, off, n);
+            uint32_t c = sb_crc32c(sb_crc32c(0, buf + off, n / 3), buf + off + n / 3, n - n / 3);
+            assert_int_equal(c, b);
+        }
+    print_message("crc32c: %s path\n", sb_crc32c_hardware() ? "SSE4.2 instruction" : "table");
 }
 
 /* ---- dataset ------------------------------------------------------------------------ */

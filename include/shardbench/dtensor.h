@@ -86,9 +86,13 @@ int sb_barrier(MPI_Comm comm, const sb_mesh *m, const char *name, void (*sync)(v
 int sb_debug_enabled(void);
 void sb_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* CRC-32C (Castagnoli, reflected 0x82F63B78), table driven. crc is the
- * running value: start with 0, feed pieces in order. */
+/* CRC-32C (Castagnoli, reflected 0x82F63B78): the CPU's CRC32 instruction
+ * where it has one (x86-64 SSE4.2), else table driven. crc is the running
+ * value: start with 0, feed pieces in order. sb_crc32c_portable is the
+ * table-driven path alone; sb_crc32c_hardware() says which sb_crc32c uses. */
 uint32_t sb_crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t sb_crc32c_portable(uint32_t crc, const void *data, size_t n);
+int sb_crc32c_hardware(void);
 
 /* ---- sharded checkpoints ------------------------------------------------
  * Files under a path prefix P: P.index (written last, by rank 0) and one
