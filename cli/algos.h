@@ -33,4 +33,10 @@ int parse_int_opt(const char *s, const char *what, int lo, int hi, int *out, sb_
 int parse_long_opt(const char *s, const char *what, long *out, sb_error *err);
 int parse_seed(const char *s, uint64_t *out, sb_error *err);
 
+/* --calibration FILE after the options: the calibrated cost model replaces
+ * the reference one (sb_calibration_load); with --flops or --bw as well it
+ * is an error (path NULL: nothing to do). */
+int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_params *cp,
+                          sb_error *err);
+
 #endif

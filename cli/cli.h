@@ -16,6 +16,7 @@ int cmd_report(int argc, char **argv);
 int cmd_regress(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 /* Prints err to stderr as "shardbench: msg" and returns its exit code. */
 int cli_fail(const sb_error *err);

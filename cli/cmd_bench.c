@@ -41,6 +41,7 @@ typedef struct {
 
 typedef struct {
     const char *models, *backend, *db, *launcher, *survivors, *workdir, *algos;
+    const char *calibration; /* --calibration FILE, or NULL: the reference model */
     bench_set set[BENCH_MAX_SET];
     int nset, ps[BENCH_MAX_P], np, steps, warmup, top;
     double within, timeout;
@@ -78,6 +79,8 @@ static void bench_usage(FILE *f)
             "      --steps N          timed steps per strategy (default 5)\n"
             "      --warmup W         untimed steps first (default 1)\n"
             "      --within X         prune: keep strategies within X times the best (default 2)\n"
+            "      --calibration FILE predict (and prune) with the calibrated cost model of\n"
+            "                         `shardbench calibrate` instead of the reference one\n"
             "      --top K            prune: keep at most K (default 8)\n"
             "      --survivors DIR    use DIR/MODEL-pP/index.tsv instead of running prune\n"
             "      --workdir DIR      where prune writes survivors (default: a temporary\n"
@@ -117,6 +120,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a, sb_error *err)
         {"workdir", required_argument, 0, 'D'},  {"search-algos", required_argument, 0, 'A'},
         {"db", required_argument, 0, 'd'},       {"resume", required_argument, 0, 'r'},
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
+        {"calibration", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -188,6 +192,14 @@ static int parse_bench_args(int argc, char **argv, bench_args *a, sb_error *err)
             break;
         }
         case 'L': a->launcher = optarg; break;
+        case 'K': {
+            sb_cost_params cp;
+            sb_cost_params_default(&cp);
+            if (sb_calibration_load(optarg, &cp, err)) /* fail now, not per model */
+                return -1;
+            a->calibration = optarg;
+            break;
+        }
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "bench: unknown or incomplete option '%s'",
@@ -1098,6 +1110,10 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
     char *argv[160] = {b->self, "prune", "-m", (char *)model_arg, "-p", pbuf, "--within", within,
                        "--top", top, "--out", dir};
     int k = 12;
+    if (a->calibration) {
+        argv[k++] = "--calibration";
+        argv[k++] = (char *)a->calibration;
+    }
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
     argv[k] = NULL;
@@ -1137,7 +1153,8 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
     sb_cost_params_default(&cp);
     sb_problem pb;
     sb_error perr = {0};
-    if (sb_problem_build(m, p, &cp, &pb, &perr)) {
+    if ((b->a->calibration && sb_calibration_load(b->a->calibration, &cp, &perr))
+        || sb_problem_build(m, p, &cp, &pb, &perr)) {
         fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
         return 1;
     }

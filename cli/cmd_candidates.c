@@ -26,7 +26,8 @@ static void usage(FILE *f)
                "      --device-mem GIB   device memory (default 80): over it is marked\n"
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
                "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
-               "      --flops F, --bw B, --cutoff N   cost model (as search)\n");
+               "      --flops F, --bw B, --cutoff N   cost model (as search)\n"
+               "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n");
 }
 
 static void print_json_str(const char *s)
@@ -49,10 +50,12 @@ int cmd_candidates(int argc, char **argv)
         {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
+        {"calibration", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    const char *model = NULL, *format = "table";
+    const char *model = NULL, *format = "table", *calibration = NULL;
+    int fb_given = 0;
     int p = 0, nset = 0, top = 20;
     long max_rules = 0;
     double gib = SB_DEVICE_MEM_DEFAULT_GIB;
@@ -80,8 +83,9 @@ int cmd_candidates(int argc, char **argv)
         case 'G': rc = parse_pos_double(optarg, "--device-mem", &gib, &err); break;
         case 'o': rc = sb_optimizer_parse(optarg, &opt, &err); break;
         case 'R': rc = parse_long_opt(optarg, "--max-rule-sets", &max_rules, &err); break;
-        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err); break;
-        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
+        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
+        case 'K': calibration = optarg; break;
         case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -94,6 +98,8 @@ int cmd_candidates(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+        return cli_fail(&err);
     sb_model m;
     if (sb_model_load(model, set, nset, &m, &err))
         return cli_fail(&err);

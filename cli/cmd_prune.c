@@ -36,7 +36,8 @@ static void usage(FILE *f)
                "      --device-mem GIB   device memory (default 80)\n"
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
                "      --budget N, --time-limit S, --seed N   mcmc (as search)\n"
-               "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n");
+               "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n"
+               "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n");
 }
 
 static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, const int *choice,
@@ -148,10 +149,12 @@ int cmd_prune(int argc, char **argv)
         {"seed", required_argument, 0, 'e'},     {"flops", required_argument, 0, 'F'},
         {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},
         {"max-table-mb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
+        {"calibration", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    const char *model = NULL, *out = NULL;
+    const char *model = NULL, *out = NULL, *calibration = NULL;
+    int fb_given = 0;
     int p = 0, nset = 0, top = 5;
     double within = 1.5, gib = SB_DEVICE_MEM_DEFAULT_GIB;
     sb_setting set[64];
@@ -178,8 +181,9 @@ int cmd_prune(int argc, char **argv)
         case 'n': rc = parse_long_opt(optarg, "--budget", &ao.mcmc.budget, &err); break;
         case 't': rc = parse_pos_double(optarg, "--time-limit", &ao.mcmc.time_limit, &err); break;
         case 'e': rc = parse_seed(optarg, &ao.mcmc.seed, &err); break;
-        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err); break;
-        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
+        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
+        case 'K': calibration = optarg; break;
         case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
         case 'M': rc = parse_pos_double(optarg, "--max-table-mb", &ao.dp.max_table_mb, &err); break;
         case 'h': usage(stdout); return 0;
@@ -193,6 +197,8 @@ int cmd_prune(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+        return cli_fail(&err);
     if (within < 1.0) {
         fprintf(stderr, "shardbench: --within: %g is below 1 (nothing could survive)\n", within);
         return 2;

@@ -86,6 +86,17 @@ int parse_long_opt(const char *s, const char *what, long *out, sb_error *err)
     return 0;
 }
 
+int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_params *cp,
+                          sb_error *err)
+{
+    if (!path)
+        return 0;
+    if (flops_or_bw_given)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--calibration %s sets F and B: give it or --flops/--bw, not both", path);
+    return sb_calibration_load(path, cp, err);
+}
+
 int parse_seed(const char *s, uint64_t *out, sb_error *err)
 {
     char *end;
@@ -130,8 +141,14 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
     const sb_model *m = pb->m;
     char params[2048];
     sb_params_str(m, params, sizeof params);
-    fprintf(f, "# %s  p=%d  algo=%s  (F=%g TFLOP/s, B=%g GB/s, cutoff %d)  %s\n", m->name, pb->p,
-            algo, pb->cp.tflops, pb->cp.gbs, pb->cp.cutoff, params);
+    if (pb->cp.calibration[0])
+        fprintf(f, "# %s  p=%d  algo=%s  (calibrated: %s: F=%g TFLOP/s, B=%g GB/s, %g-byte "
+                   "words, elementwise x%g, latency %g us; cutoff %d)  %s\n",
+                m->name, pb->p, algo, pb->cp.calibration, pb->cp.tflops, pb->cp.gbs,
+                pb->cp.word_bytes, pb->cp.elem_ratio, pb->cp.latency_us, pb->cp.cutoff, params);
+    else
+        fprintf(f, "# %s  p=%d  algo=%s  (F=%g TFLOP/s, B=%g GB/s, cutoff %d)  %s\n", m->name,
+                pb->p, algo, pb->cp.tflops, pb->cp.gbs, pb->cp.cutoff, params);
     fprintf(f, "%-36s %-12s %-44s %-22s %14s\n", "ops", "type", "iteration dims", "config",
             "cost (FLOP)");
     for (int i = 0; i < m->nops;) {
@@ -156,6 +173,9 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
                "max dependent set %d; peak table memory %.2f MB\n",
             r->total_cost, r->seconds, m->nops, r->max_configs, r->max_dep_set,
             r->peak_table_bytes / 1e6);
+    if (pb->cp.calibration[0]) /* calibrated costs are multiply-adds at the measured rate */
+        fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
+                r->total_cost / (pb->cp.tflops * 1e12));
 }
 
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)
@@ -247,6 +267,8 @@ static void search_usage(FILE *f)
             "      --db FILE          results database (default %s; 'none' to skip)\n"
             "      --flops F          peak TFLOP/s per device (default 10)\n"
             "      --bw B             link GB/s (default 16)\n"
+            "      --calibration FILE the calibrated cost model: F, B, word size, elementwise\n"
+            "                         cost and latency measured by `shardbench calibrate`\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
             "      --max-table-mb MB  DP table memory limit (default 4096)\n"
             "  -h, --help\n",
@@ -265,9 +287,12 @@ int cmd_search(int argc, char **argv)
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
         {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
+        {"calibration", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
+    const char *calibration = NULL;
+    int fb_given = 0;
     algo_opts ao;
     algo_opts_default(&ao);
     double device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
@@ -311,8 +336,9 @@ int cmd_search(int argc, char **argv)
         case 'S': save = optarg; break;
         case 'D': dot = optarg; break;
         case 'd': db = optarg; break;
-        case 'F': rc = parse_double(optarg, "--flops", &cp.tflops, &err); break;
-        case 'B': rc = parse_double(optarg, "--bw", &cp.gbs, &err); break;
+        case 'F': rc = parse_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
+        case 'B': rc = parse_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
+        case 'K': calibration = optarg; break;
         case 'c': rc = parse_int(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
         case 'M': rc = parse_double(optarg, "--max-table-mb", &so.max_table_mb, &err); break;
         case 'h': search_usage(stdout); return 0;
@@ -325,6 +351,8 @@ int cmd_search(int argc, char **argv)
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+        return cli_fail(&err);
     if (!model || !p) {
         fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
         search_usage(stderr);

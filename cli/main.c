@@ -28,6 +28,7 @@ static const struct {
     {"regress", cmd_regress, "compare the step times of two runs; exit 1 on a confirmed regression"},
     {"plot", cmd_plot, "gnuplot figures (PNG, SVG) of a run from the database: speedups, fidelity, search time, trend"},
     {"import", cmd_import, "convert an ONNX model into a model file (-m FILE.onnx also imports on the fly)"},
+    {"calibrate", cmd_calibrate, "measure this machine's GEMM, elementwise, link and latency figures (mpirun -np P)"},
 };
 
 static void usage(FILE *f)

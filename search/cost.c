@@ -10,15 +10,19 @@
 
 void sb_cost_params_default(sb_cost_params *cp)
 {
+    memset(cp, 0, sizeof *cp);
     cp->tflops = 10.0;
     cp->gbs = 16.0;
     cp->cutoff = 0;
+    cp->word_bytes = 8.0;
+    cp->elem_ratio = 1.0;
+    cp->latency_us = 0.0;
 }
 
 /* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
 static double flops_per_word(const sb_cost_params *cp)
 {
-    return (cp->tflops * 1000.0) / (cp->gbs / 8.0);
+    return (cp->tflops * 1000.0) / (cp->gbs / cp->word_bytes);
 }
 
 double sb_words_to_flops(const sb_cost_params *cp, double words)
@@ -26,11 +30,26 @@ double sb_words_to_flops(const sb_cost_params *cp, double words)
     return flops_per_word(cp) * words;
 }
 
+/* FLOP that `steps` message latencies cost (0 in the reference model). */
+static double latency_flops(const sb_cost_params *cp, double steps)
+{
+    return cp->latency_us > 0 ? steps * cp->latency_us * cp->tflops * 1e6 : 0.0;
+}
+
+/* A point-to-point exchange of `words`: bandwidth, plus one latency when
+ * anything moves. */
+static double exchange_cost(const sb_cost_params *cp, double words)
+{
+    double c = sb_words_to_flops(cp, words);
+    return words > 0 ? c + latency_flops(cp, 1.0) : c;
+}
+
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
 {
     double chunks = words / q;
     double steps = 2.0 * (q - 1.0);
-    return sb_words_to_flops(cp, chunks * steps);
+    double c = sb_words_to_flops(cp, chunks * steps);
+    return steps > 0 ? c + latency_flops(cp, steps) : c;
 }
 
 /* ---- configs --------------------------------------------------------------- */
@@ -149,7 +168,7 @@ static double gemm_cost(const sb_cost_params *cp, double batch, double m, double
 {
     double comp = m * n * k * 3.0;
     if (pw > 0)
-        comp += (3.0 * pw) * (m * n);
+        comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
     double comm = sb_allreduce_cost(cp, m * n, ck);
     comm += sb_allreduce_cost(cp, m * k, cn);
     comm += sb_allreduce_cost(cp, n * k, cm);
@@ -207,12 +226,12 @@ static double cost_lstm(const sb_op *op, const int *c, const sb_cost_params *cp)
                             (2.0 * K) / c[4], (double)c[1] * c[2], c[3], c[4], 3);
     double src[2] = {B / c[2], N / c[3]}, tgt[2] = {B / c[2], K / c[4]};
     double words = area_needed(src, tgt, 2, (double)c[2] * c[3], (double)c[2] * c[4]);
-    return cost + (L * S) * sb_words_to_flops(cp, words);
+    return cost + (L * S) * exchange_cost(cp, words);
 }
 
 static double cost_pool(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    double cost = per_device_elems(op, c);
+    double cost = per_device_elems(op, c) * cp->elem_ratio;
     const sb_tensor *in = &m->tensors[op->in[0].tensor];
     double b = (double)in->dims[0].size / c[0], ch = (double)in->dims[1].size / c[1];
     double h = (double)in->dims[2].size / c[2], w = (double)in->dims[3].size / c[3];
@@ -220,7 +239,7 @@ static double cost_pool(const sb_model *m, const sb_op *op, const int *c, const 
     double ghost = hg * wg - h * w;
     ghost *= b;
     ghost *= ch;
-    return cost + sb_words_to_flops(cp, ghost);
+    return cost + exchange_cost(cp, ghost);
 }
 
 static double cost_norm(const sb_op *op, const int *c, const sb_cost_params *cp)
@@ -232,7 +251,7 @@ static double cost_norm(const sb_op *op, const int *c, const sb_cost_params *cp)
     for (int i = 0; i < op->ndims; i++)
         if (i != a)
             others *= c[i];
-    double cost = (2 * 8.0) * e;
+    double cost = (2 * 8.0) * e * cp->elem_ratio;
     cost += 4.0 * sb_allreduce_cost(cp, e / da, c[a]);
     cost += 4.0 * sb_allreduce_cost(cp, da, others);
     return cost;
@@ -247,8 +266,8 @@ static double cost_softmax(const sb_op *op, const int *c, const sb_cost_params *
         if (i != a)
             rows *= (double)op->dims[i].size / c[i];
     double cost = 0.0;
-    cost += (3.0 + 1) * e;
-    cost += e * (double)op->dims[a].size;
+    cost += (3.0 + 1) * e * cp->elem_ratio;
+    cost += e * (double)op->dims[a].size * cp->elem_ratio;
     cost += sb_allreduce_cost(cp, rows, c[a]);
     cost += sb_allreduce_cost(cp, rows * (double)op->dims[a].size, c[a]);
     cost += sb_allreduce_cost(cp, rows, c[a]);
@@ -262,11 +281,11 @@ static double cost_softmax_xent(const sb_op *op, const int *c, const sb_cost_par
     double batch = 1.0;
     for (int i = 0; i < last; i++)
         batch *= (double)op->dims[i].size / c[i];
-    double cost = (3.0 + 1) * e;
-    cost += batch;
-    cost += batch;
+    double cost = (3.0 + 1) * e * cp->elem_ratio;
+    cost += batch * cp->elem_ratio;
+    cost += batch * cp->elem_ratio;
     if (c[last] > 1)
-        cost += sb_words_to_flops(cp, 2.0 * batch);
+        cost += exchange_cost(cp, 2.0 * batch);
     return cost;
 }
 
@@ -291,7 +310,7 @@ double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cos
     case SB_OP_NORM: return cost_norm(op, c, cp);
     case SB_OP_SOFTMAX: return cost_softmax(op, c, cp);
     case SB_OP_SOFTMAX_XENT: return cost_softmax_xent(op, c, cp);
-    case SB_OP_ELEMENTWISE: return (1.0 + op->pw) * per_device_elems(op, c);
+    case SB_OP_ELEMENTWISE: return (1.0 + op->pw) * per_device_elems(op, c) * cp->elem_ratio;
     case SB_OP_REDUCE_MEAN: return cost_reduce_mean(op, c, cp);
     default: return 0.0; /* concat, split, stack, unstack, reshape, transpose */
     }
@@ -327,5 +346,5 @@ double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src
         qs *= src_layout[i];
         qd *= dst_layout[i];
     }
-    return sb_words_to_flops(cp, area_needed(s, d, t->ndims, qs, qd) * 2.0);
+    return exchange_cost(cp, area_needed(s, d, t->ndims, qs, qd) * 2.0);
 }

@@ -211,6 +211,12 @@ void sb_strategy_json(FILE *f, const sb_problem *pb, const sb_result *r, const c
     json_str(f, algo);
     fprintf(f, ",\"flops_tflops\":%.17g,\"bw_gbs\":%.17g,\"cutoff\":%d", pb->cp.tflops, pb->cp.gbs,
             pb->cp.cutoff);
+    if (pb->cp.calibration[0]) {
+        fprintf(f, ",\"calibration\":");
+        json_str(f, pb->cp.calibration);
+        fprintf(f, ",\"word_bytes\":%.17g,\"elem_ratio\":%.17g,\"latency_us\":%.17g",
+                pb->cp.word_bytes, pb->cp.elem_ratio, pb->cp.latency_us);
+    }
     fprintf(f, ",\"total_cost\":%.17g,\"search_seconds\":%.9f,\"vertices\":%d,\"max_configs\":%d,"
                "\"max_dep_set\":%d,\"peak_table_bytes\":%.0f,\"ops\":[",
             r->total_cost, r->seconds, m->nops, r->max_configs, r->max_dep_set, r->peak_table_bytes);

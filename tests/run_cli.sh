@@ -177,5 +177,32 @@ check "best: first loss equals the dp run's (same data, any strategy)" test "$(s
     "SELECT abs(json_extract(readfile('$TMP/best.json'), '$.losses[0]')
               - json_extract(readfile('$TMP/dp.json'), '$.losses[0]')) < 1e-4;")" = 1
 
+# ---- calibrate: the calibrated cost model's constants, then search with them --
+
+cal="$TMP/cal.txt"
+mpi 2 calibrate --out "$cal" --size 64 --elems 4096 --words 4096 --reps 2 > "$TMP/cal.out" 2>&1
+rc=$?
+check "calibrate on 2 ranks exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/cal.out"
+for key in tflops gbs word_bytes elem_ratio latency_us; do
+    check "calibration file has a positive $key" \
+        awk -v k="$key" '$1 == k && $2 + 0 >= 0 && ($2 + 0 > 0 || k == "latency_us") { f = 1 } END { exit !f }' "$cal"
+done
+"$SB" search -m alexnet -p 4 "${SMALL[@]}" --calibration "$cal" --db none > "$TMP/calsearch.out" 2>&1
+rc=$?
+check "search --calibration exits 0 (got $rc)" test "$rc" -eq 0
+check "search --calibration says calibrated and predicts a step time" \
+    grep -q "predicted step time" "$TMP/calsearch.out"
+"$SB" search -m alexnet -p 4 "${SMALL[@]}" --calibration "$cal" --flops 3 --db none > /dev/null 2> "$TMP/calboth.err"
+rc=$?
+check "search --calibration with --flops: exit 2 (got $rc)" test "$rc" -eq 2
+check "  ... says not both" grep -q "not both" "$TMP/calboth.err"
+printf 'tflops 1\ngbs two\n' > "$TMP/badcal.txt"
+"$SB" prune -m alexnet -p 2 "${SMALL[@]}" --calibration "$TMP/badcal.txt" --out "$TMP/pr" > /dev/null 2> "$TMP/badcal.err"
+rc=$?
+check "prune with a bad calibration file: exit 2 (got $rc)" test "$rc" -eq 2
+check "  ... names file and line" grep -q "badcal.txt:2: gbs 'two'" "$TMP/badcal.err"
+expect_error "calibrate on one rank" 1 "P >= 2" calibrate --out "$TMP/cal1.txt"
+
 echo "run_cli: $((checks - fails)) of $checks checks passed"
 [ "$fails" -eq 0 ]

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "shardbench/model.h"
 #include "shardbench/search.h"
@@ -767,15 +768,13 @@ static void test_prototype_config_counts(void **state)
     }
 }
 
-static void test_prototype_costs(void **state)
+/* Every row of a (model, p, batch, total_cost, ops) file: the DP's optimum
+ * equals the prototype's. */
+static void check_prototype_costs(const char *path, int min_rows)
 {
-    (void)state;
-    if (!dir_exists(REF_DIR)) {
-        print_message("[  SKIP    ] %s not found\n", REF_DIR);
-        skip();
-    }
-    FILE *f = fopen(REF_DIR "prototype_costs.tsv", "r");
-    assert_non_null(f);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s", path);
     char line[512];
     int rows = 0;
     sb_error err = {0};
@@ -815,12 +814,153 @@ static void test_prototype_costs(void **state)
         rows++;
     }
     fclose(f);
-    assert_true(rows >= 5);
+    if (rows < min_rows)
+        fail_msg("%s: %d rows, expected at least %d", path, rows, min_rows);
+}
+
+static void test_prototype_costs(void **state)
+{
+    (void)state;
+    if (!dir_exists(REF_DIR)) {
+        print_message("[  SKIP    ] %s not found\n", REF_DIR);
+        skip();
+    }
+    check_prototype_costs(REF_DIR "prototype_costs.tsv", 5);
+}
+
+/* The wider table we made by running the prototype (tests/data/): every
+ * shipped paper model at p = 4..64 and other batch sizes. In the repo, so
+ * it runs everywhere. */
+static void test_prototype_costs_extended(void **state)
+{
+    (void)state;
+    check_prototype_costs(SB_SOURCE_DIR "/tests/data/prototype_costs_extended.tsv", 30);
+}
+
+/* ---------------------------------------------------- calibrated model -- */
+
+/* The calibrated terms by hand: bytes per word, latency per message step,
+ * the elementwise factor; GEMM multiply-adds unchanged. */
+static void test_calibrated_terms(void **state)
+{
+    (void)state;
+    sb_cost_params cp;
+    defaults(&cp);
+    assert_true(cp.word_bytes == 8.0 && cp.elem_ratio == 1.0 && cp.latency_us == 0.0);
+    cp.tflops = 0.5;   /* 5e11 multiply-adds/s */
+    cp.gbs = 2.0;      /* 2e9 B/s */
+    cp.word_bytes = 4; /* 5e8 words/s: 1000 multiply-adds per word */
+    cp.elem_ratio = 20;
+    cp.latency_us = 3; /* 3e-6 s = 1.5e6 multiply-adds per step */
+    assert_close(sb_words_to_flops(&cp, 7.0), 7000.0, "words at 4 bytes");
+    /* AR(100, 4): bandwidth 1000 * 2*3*100/4, plus 2*3 steps of latency */
+    assert_close(sb_allreduce_cost(&cp, 100.0, 4.0), 1000.0 * 150 + 6 * 1.5e6, "AR + latency");
+    assert_close(sb_allreduce_cost(&cp, 100.0, 1.0), 0.0, "AR over one device: nothing");
+    sb_tensor t = {.name = "t", .ndims = 2, .producer = 0};
+    t.dims[0].size = 8;
+    t.dims[1].size = 16;
+    assert_close(sb_edge_cost(&cp, &t, (int[]){2, 4}, (int[]){2, 4}), 0.0,
+                 "same layout: no message, no latency");
+    assert_close(sb_edge_cost(&cp, &t, (int[]){2, 1}, (int[]){1, 2}), 1000.0 * 2 * 32 + 1.5e6,
+                 "partial overlap: words plus one latency");
+    sb_model m;
+    parse_ok("input a[b=8, f=16]\n"
+             "input b2[b=8, f=16]\n"
+             "y = add(a, b2, pw=2)\n"
+             "h = dense(a, units=32)\n",
+             &m);
+    /* elementwise: 20 x the reference's (1 + pw) e */
+    assert_close(sb_op_cost(&m, &m.ops[0], (int[]){2, 2}, &cp), 20.0 * 96, "add pw=2 calibrated");
+    /* dense (b=8, units=32, in=16) unsplit: 3 m n k multiply-adds, no pw, no comm */
+    assert_close(sb_op_cost(&m, &m.ops[1], (int[]){1, 1, 1}, &cp), 3.0 * 8 * 32 * 16,
+                 "dense unsplit: GEMM multiply-adds as in the reference");
+    /* split k in 2: + AR of the (8 x 32) output over 2: 1000 * 256 + 2 steps latency */
+    assert_close(sb_op_cost(&m, &m.ops[1], (int[]){1, 1, 2}, &cp),
+                 3.0 * 8 * 32 * 8 + 1000.0 * 256 + 2 * 1.5e6, "dense k split: AR + latency");
+    sb_model_free(&m);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_cal_error(const char *path, const char *text, const char *want)
+{
+    write_text(path, text);
+    sb_cost_params cp;
+    defaults(&cp);
+    sb_cost_params before = cp;
+    sb_error err = {0};
+    if (sb_calibration_load(path, &cp, &err) == 0)
+        fail_msg("calibration file accepted, expected an error with '%s':\n%s", want, text);
+    if (!strstr(err.msg, want))
+        fail_msg("error '%s' lacks '%s'", err.msg, want);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_memory_equal(&cp, &before, sizeof cp); /* untouched */
+}
+
+static void test_calibration_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sb_cal_XXXXXX", path[256], path2[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cal.txt", dir);
+    snprintf(path2, sizeof path2, "%s/saved.txt", dir);
+    write_text(path, "# a comment\n\ntflops 0.05   # trailing comment\ngbs 3.5\nword_bytes 4\n"
+                     "elem_ratio 12.5\nlatency_us 0\n");
+    sb_cost_params cp;
+    defaults(&cp);
+    cp.cutoff = 7;
+    sb_error err = {0};
+    if (sb_calibration_load(path, &cp, &err))
+        fail_msg("%s", err.msg);
+    assert_true(cp.tflops == 0.05 && cp.gbs == 3.5 && cp.word_bytes == 4 && cp.elem_ratio == 12.5
+                && cp.latency_us == 0);
+    assert_int_equal(cp.cutoff, 7); /* kept */
+    assert_string_equal(cp.calibration, path);
+    /* save + load round trip */
+    cp.latency_us = 17.25;
+    if (sb_calibration_save(path2, &cp, "test", &err))
+        fail_msg("%s", err.msg);
+    sb_cost_params back;
+    defaults(&back);
+    if (sb_calibration_load(path2, &back, &err))
+        fail_msg("%s", err.msg);
+    assert_true(back.tflops == 0.05 && back.gbs == 3.5 && back.word_bytes == 4
+                && back.elem_ratio == 12.5 && back.latency_us == 17.25);
+    /* errors name the file and line */
+    char want[512];
+    snprintf(want, sizeof want, "%s:3: unknown key 'flops'", path);
+    expect_cal_error(path, "tflops 1\ngbs 2\nflops 3\n", want);
+    snprintf(want, sizeof want, "%s:2: 'tflops' given twice (first on line 1)", path);
+    expect_cal_error(path, "tflops 1\ntflops 2\n", want);
+    snprintf(want, sizeof want, "%s:1: gbs 'fast' is not a positive number", path);
+    expect_cal_error(path, "gbs fast\n", want);
+    snprintf(want, sizeof want, "%s:1: tflops '0' is not a positive number", path);
+    expect_cal_error(path, "tflops 0\n", want);
+    snprintf(want, sizeof want, "%s:1: latency_us '-1' is not a non-negative number", path);
+    expect_cal_error(path, "latency_us -1\n", want);
+    snprintf(want, sizeof want, "%s:1: expected 'key value'", path);
+    expect_cal_error(path, "tflops 1 2\n", want);
+    snprintf(want, sizeof want, "%s: no 'latency_us' line", path);
+    expect_cal_error(path, "tflops 1\ngbs 2\nword_bytes 4\nelem_ratio 3\n", want);
+    defaults(&cp);
+    assert_int_not_equal(sb_calibration_load("/nonexistent/cal.txt", &cp, &err), 0);
+    assert_non_null(strstr(err.msg, "/nonexistent/cal.txt"));
+    remove(path);
+    remove(path2);
+    rmdir(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calibrated_terms),
+        cmocka_unit_test(test_calibration_file),
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_cost_dense),
         cmocka_unit_test(test_cost_einsum),
@@ -837,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_enumerate_configs),
         cmocka_unit_test(test_prototype_config_counts),
         cmocka_unit_test(test_prototype_costs),
+        cmocka_unit_test(test_prototype_costs_extended),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,9 +19,26 @@ typedef struct {
     double tflops;  /* peak F per device, TFLOP/s (default 10) */
     double gbs;     /* link bandwidth B, GB/s (default 16) */
     int cutoff;     /* minimum shard size; <= 0: the model's own */
+    /* The calibrated model's terms (search/README.md); the defaults are the
+     * reference model, exactly: */
+    double word_bytes; /* bytes per word moved (reference 8: B/8 words/s) */
+    double elem_ratio; /* cost of one element of an elementwise, norm,
+                          softmax or pooling op, and of a fused pointwise op,
+                          in GEMM multiply-adds (reference 1) */
+    double latency_us; /* per message step: each of an all-reduce's 2(q-1)
+                          steps, each edge or halo exchange (reference 0) */
+    char calibration[256]; /* the calibration file these came from, or "" */
 } sb_cost_params;
 
 void sb_cost_params_default(sb_cost_params *cp);
+
+/* Reads a calibration file (written by `shardbench calibrate`) into cp:
+ * tflops, gbs, word_bytes, elem_ratio, latency_us; the cutoff is kept.
+ * Errors name the file and line. */
+int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err);
+/* Writes one; `comment` (may be NULL) goes on its first line. */
+int sb_calibration_save(const char *path, const sb_cost_params *cp, const char *comment,
+                        sb_error *err);
 
 /* FLOP that moving `words` words costs. */
 double sb_words_to_flops(const sb_cost_params *cp, double words);
