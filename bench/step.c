@@ -632,6 +632,7 @@ out:
 
 int main(int argc, char **argv)
 {
+    sb_cpu_passive_wait(argv); /* before MPI_Init: may re-execute */
     int provided, size;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -69,6 +69,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "calibrate"))
+        sb_cpu_passive_wait(argv); /* the commands that run the CPU kernels */
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         version();
         return 0;

@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <stdlib.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -29,6 +30,18 @@ int sb_cpu_threads_sync(void)
         return omp_get_max_threads();
 #endif
     return sb_cpu_threads(0);
+}
+
+void sb_cpu_passive_wait(char **argv)
+{
+#ifdef _OPENMP
+    if (getenv("OMP_WAIT_POLICY"))
+        return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: go on as we are */
+#else
+    (void)argv;
+#endif
 }
 
 int sb_cpu_openmp(void)

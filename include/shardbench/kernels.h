@@ -65,6 +65,15 @@ int sb_cpu_threads(int n);
 int sb_cpu_threads_sync(void);
 int sb_cpu_openmp(void);
 
+/* For a program's main(), first thing, before MPI_Init: when the kernels
+ * have OpenMP and OMP_WAIT_POLICY is unset, sets it to PASSIVE and
+ * re-executes the program (same argv; libgomp reads the policy only when
+ * it starts). With the default, active policy idle OpenMP threads spin
+ * after each loop and take the cores OpenBLAS's threads need next (a
+ * 2-thread AlexNet step: about 2.0 s spinning, 1.4-1.6 s passive). Returns
+ * only when nothing was to be done or the exec failed. */
+void sb_cpu_passive_wait(char **argv);
+
 void sb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
              const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
