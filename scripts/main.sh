@@ -5,10 +5,12 @@
 # Installs missing Debian packages, builds Release in build/, then
 #  1. searches the paper's five models at p = 4..64 (PaSE's exact DP) and
 #     prints the summary table (`shardbench paper --quiet`);
-#  2. runs a small end-to-end bench on the CPU backend: AlexNet and the
+#  2. calibrates the cost model to this machine (`shardbench calibrate`),
+#     then runs a small end-to-end bench on the CPU backend: AlexNet and the
 #     Transformer at reduced sizes on P = 1, 2, 4 MPI ranks, each survivor of
-#     `shardbench prune` (pase-best, data parallel, expert, MCMC, the top
-#     mesh x layout candidates) trained for a few real steps and measured;
+#     `shardbench prune --calibration` (pase-best, data parallel, expert,
+#     MCMC, the top mesh x layout candidates) trained for a few real steps
+#     and measured;
 #  3. writes the figures (gnuplot) and the Markdown report from the database.
 # About 5 to 10 minutes on 2 cores. Prints where the figures and the
 # database are. SB_MAIN_PROCS overrides the device counts (default 1,2,4).
@@ -31,8 +33,13 @@ mkdir -p "$out"
 printf '\n== 1. the exact search over the paper models, p = 4..64\n'
 build/shardbench paper --quiet --db "$db"
 
-printf '\n== 2. end-to-end bench on the CPU backend (reduced sizes)\n'
-build/shardbench bench -m alexnet,transformer -p "${SB_MAIN_PROCS:-1,2,4}" \
+procs=${SB_MAIN_PROCS:-1,2,4}
+pmax=$(tr ',' '\n' <<<"$procs" | sort -n | tail -n 1)
+printf '\n== 2. calibrate the cost model on %s ranks, then the end-to-end bench on the CPU backend (reduced sizes)\n' "$((pmax > 1 ? pmax : 2))"
+# the cost model's constants measured here (GEMM, elementwise, all-reduce,
+# latency): the bench prunes and predicts with them, not the paper's F, B
+mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate --out "$out/calibration-cpu.txt"
+build/shardbench bench -m alexnet,transformer -p "$procs" --calibration "$out/calibration-cpu.txt" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \
     --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
