@@ -16,11 +16,22 @@
  * time (1.0: relayout costs nothing over the exchange). */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shardbench/relayout.h"
+#include "shardbench/results.h"
+
+/* one table row, kept by rank 0 for the results database */
+typedef struct {
+    char tensor[32], from[32], to[32];
+    int64_t bytes;
+    double rel_med, rel_min, rel_max, raw_med, raw_min, raw_max; /* seconds; raw NaN: none */
+} fig;
+static fig figs[16];
+static int nfigs;
 
 static int P, me;
 
@@ -169,9 +180,21 @@ static void row(const char *tensor, int nd, const int64_t *shape, const layout *
     }
     MPI_Allreduce(&wrong, &wrong_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     double t_relayout = median(t, iters), t_raw = median(u, iters);
+    if (me == 0 && nfigs < (int)(sizeof figs / sizeof figs[0])) {
+        fig *f = &figs[nfigs++];
+        snprintf(f->tensor, sizeof f->tensor, "%s", tensor);
+        snprintf(f->from, sizeof f->from, "%s", from->name);
+        snprintf(f->to, sizeof f->to, "%s", to->name);
+        f->rel_med = t_relayout, f->rel_min = t[0], f->rel_max = t[iters - 1];
+        f->raw_med = t_raw, f->raw_min = u[0], f->raw_max = u[iters - 1]; /* sorted by median() */
+    }
 
     int64_t bytes = sb_relayout_bytes_sent(rl), bytes_max;
     MPI_Allreduce(&bytes, &bytes_max, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (me == 0 && nfigs && bytes_max == 0) /* a local copy only: no raw exchange to compare */
+        figs[nfigs - 1].raw_med = NAN;
+    if (me == 0 && nfigs)
+        figs[nfigs - 1].bytes = bytes_max;
     if (me == 0) {
         if (bytes_max > 0)
             printf("%-38s %12lld %11.3f %9.2f %11.3f %9.2f %6.2f %7lld\n", label,
@@ -200,20 +223,77 @@ static void row(const char *tensor, int nd, const int64_t *shape, const layout *
     sb_relayout_free(rl);
 }
 
+/* Rows of the table as measurements of one run: kind `relayout` and
+ * `raw-alltoallv` per transition (median/min/max seconds; the slowest
+ * rank's time per repetition). */
+static void store(const char *dbpath, const char *lib, int iters, int argc, char **argv)
+{
+    sb_db *db;
+    sb_error err = {0};
+    if (sb_db_open(dbpath, 0, &db, &err)) {
+        fprintf(stderr, "bench/relayout: %s (figures not stored)\n", err.msg);
+        return;
+    }
+    char devices[64], versions[512], cmd[1024] = "";
+    snprintf(devices, sizeof devices, "%d x cpu rank", P);
+    snprintf(versions, sizeof versions, "mpi=%s", lib);
+    for (int i = 0; i < argc; i++)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s%s", i ? " " : "", argv[i]);
+    sb_run_meta meta = {.backend = "cpu", .devices = devices, .versions = versions,
+                        .command_line = cmd};
+    int64_t run;
+    if (sb_db_begin_run(db, &meta, &run, &err)) {
+        fprintf(stderr, "bench/relayout: %s (figures not stored)\n", err.msg);
+        sb_db_close(db);
+        return;
+    }
+    for (int i = 0; i < nfigs; i++) {
+        const fig *f = &figs[i];
+        char params[160], json[128];
+        snprintf(params, sizeof params, "tensor=%.31s,from=%.31s,to=%.31s", f->tensor, f->from,
+                 f->to);
+        snprintf(json, sizeof json, "{\"bytes_per_rank\": %lld}", (long long)f->bytes);
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && isnan(f->raw_med))
+                continue;
+            sb_measurement_record rec = {
+                .run_id = run, .model = "relayout-synthetic", .params = params, .nops = 1,
+                .p = P, .kind = k ? "raw-alltoallv" : "relayout", .predicted_cost = NAN,
+                .configs_json = json, .step_median_s = k ? f->raw_med : f->rel_med,
+                .step_min_s = k ? f->raw_min : f->rel_min, .step_max_s = k ? f->raw_max : f->rel_max,
+                .steps = iters, .status = "ok",
+            };
+            if (sb_db_record_measurement(db, &rec, NULL, &err))
+                fprintf(stderr, "bench/relayout: %s (measurement not stored)\n", err.msg);
+        }
+    }
+    if (sb_db_end_run(db, run, &err))
+        fprintf(stderr, "bench/relayout: %s\n", err.msg);
+    else
+        printf("# stored as run %lld in %s\n", (long long)run, dbpath);
+    sb_db_close(db);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     int iters = 20, warm = 3, c;
-    while ((c = getopt(argc, argv, "n:w:h")) != -1) {
+    const char *dbpath = SB_DB_DEFAULT_PATH;
+    static const struct option lopts[] = {{"db", required_argument, 0, 'd'},
+                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    while ((c = getopt_long(argc, argv, "n:w:h", lopts, NULL)) != -1) {
         if (c == 'n')
             iters = atoi(optarg);
         else if (c == 'w')
             warm = atoi(optarg);
+        else if (c == 'd')
+            dbpath = optarg;
         else {
             if (me == 0)
-                fprintf(stderr, "usage: mpirun -np P %s [-n iters] [-w warm-ups]\n", argv[0]);
+                fprintf(stderr, "usage: mpirun -np P %s [-n iters] [-w warm-ups] [--db FILE|none]\n",
+                        argv[0]);
             MPI_Finalize();
             return c == 'h' ? 0 : 2;
         }
@@ -261,6 +341,8 @@ int main(int argc, char **argv)
         row("act(32,256,56,56)", 4, act, &batch4, &half4, iters, warm);
     row("act(32,256,56,56)", 4, act, &repl, &batch4, iters, warm);
     row("act(32,256,56,56)", 4, act, &batch4, &repl, iters, warm);
+    if (me == 0 && strcmp(dbpath, "none"))
+        store(dbpath, lib, iters, argc, argv);
     MPI_Finalize();
     return 0;
 }
