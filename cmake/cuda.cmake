@@ -71,6 +71,12 @@ if(SHARDBENCH_CUDA)
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
   set(SB_CUDA_LIBS CUDA::cudart CUDA::cublas ${SB_CUDNN_LIB} ${SB_NCCL_LIB})
   target_link_libraries(shardbench_obj PUBLIC ${SB_CUDA_LIBS})
+  # what a static link of libshardbench.a needs besides (shardbench.pc's
+  # Libs.private): the CUDA runtime, cuBLAS, cuDNN, NCCL and C++'s runtime
+  # (nvcc's objects use it)
+  get_filename_component(SB_CUDNN_DIR ${SB_CUDNN_LIB} DIRECTORY)
+  get_filename_component(SB_NCCL_DIR ${SB_NCCL_LIB} DIRECTORY)
+  set(SB_PC_CUDA "-L${CUDAToolkit_LIBRARY_DIR} -L${SB_CUDNN_DIR} -L${SB_NCCL_DIR} -lcudart -lcublas -lcudnn -lnccl -lstdc++")
   # the targets predate enable_language(CUDA): give them the architectures
   set_target_properties(shardbench_obj shardbench_static shardbench_shared PROPERTIES
     CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")

@@ -21,6 +21,7 @@ if(NOT SB_PROTOC_C OR NOT PROTOBUF_C_FOUND OR NOT EXISTS ${SB_ONNX_PROTO})
   return()
 endif()
 set(SB_HAVE_ONNX ON)
+set(SB_PC_REQUIRES_ONNX "libprotobuf-c") # shardbench.pc: a static link needs it
 
 set(SB_ONNX_GEN ${CMAKE_BINARY_DIR}/generated/onnx)
 get_filename_component(SB_ONNX_PROTO_DIR ${SB_ONNX_PROTO} DIRECTORY)

@@ -68,5 +68,14 @@ case "$out" in
     "alexnet "*" $prefix/share/shardbench/models/alexnet.model") ;;
     *) fail "alexnet did not come from the installed models: $out" ;;
 esac
+# the static library with what `pkg-config --static` says it needs besides
+sflags=$(pkg-config --static --cflags --libs shardbench) || fail "pkg-config --static does not find shardbench"
+# shellcheck disable=SC2086  # flags are words
+cc -std=c17 -Wall -Werror -o "$tmp/use_static" "$tmp/use.c" "$prefix/lib/libshardbench.a" \
+    ${sflags//-lshardbench/} ||
+    fail "a static link with 'pkg-config --static --cflags --libs shardbench' ($sflags) fails"
+SHARDBENCH_MODELS=$prefix/share/shardbench/models "$tmp/use_static" > /dev/null ||
+    fail "the statically linked program does not load alexnet"
+echo "static link: ok"
 
 step "all tests passed"
