@@ -53,8 +53,9 @@ static void version(void)
     printf("libraries: SQLite %s, OpenBLAS (%s), %s\n", sqlite3_libversion(), openblas_get_config(),
            mpi);
     sb_error err = {0};
-    printf("backends: cpu (OpenBLAS + MPI, %s)",
-           sb_cpu_openmp() ? "OpenMP kernel loops" : "single-threaded kernel loops: built without OpenMP");
+    printf("backends: cpu (OpenBLAS + MPI, %s, %s)",
+           sb_cpu_openmp() ? "OpenMP kernel loops" : "single-threaded kernel loops: built without OpenMP",
+           sb_dnnl_available() ? "oneDNN convolutions" : "im2col convolutions: no oneDNN");
     if (sb_backend_cuda_get(&err))
         printf(", cuda");
     else

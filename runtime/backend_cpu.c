@@ -5,6 +5,8 @@
 
 #include "shardbench/runtime.h"
 
+#include "par.h"
+
 static void *cpu_alloc(size_t bytes)
 {
     void *p = NULL;
@@ -17,6 +19,66 @@ static void *cpu_alloc(size_t bytes)
 static void cpu_release(void *p) { free(p); }
 static void cpu_zero(float *p, size_t n) { memset(p, 0, n * sizeof *p); }
 static void cpu_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof *dst); }
+
+/* ---- convolutions: oneDNN where it takes the geometry, else im2col ---- */
+
+/* dout masked by the relu output (out > 0), in a buffer kept between calls */
+static const float *relu_masked(const float *dout, const float *out, size_t n)
+{
+    static float *buf;
+    static size_t cap;
+    if (!out)
+        return dout;
+    if (cap < n) {
+        float *p = realloc(buf, n * sizeof *p);
+        if (!p)
+            return NULL;
+        buf = p;
+        cap = n;
+    }
+    SB_PAR(if (n > SB_PAR_MIN))
+    for (size_t i = 0; i < n; i++)
+        buf[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    return buf;
+}
+
+static void cpu_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
+                               float *work, int B, int C, int H_in, int W_in, int N, int R, int S,
+                               int sh, int sw, int pt, int pl, int H_out, int W_out, int relu)
+{
+    if (!bias && !sb_dnnl_conv2d_forward(out, inp, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
+                                         H_out, W_out, relu))
+        return;
+    sb_conv2d_forward(out, inp, w, bias, work, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out,
+                      W_out, relu);
+}
+
+static void cpu_conv2d_backward_data(float *dinp, float *work, const float *dout, const float *out,
+                                     const float *w, int B, int C, int H_in, int W_in, int N, int R,
+                                     int S, int sh, int sw, int pt, int pl, int H_out, int W_out)
+{
+    const float *dy = relu_masked(dout, out, (size_t)B * N * H_out * W_out);
+    if (dy && !sb_dnnl_conv2d_backward_data(dinp, dy, w, B, C, H_in, W_in, N, R, S, sh, sw, pt,
+                                            pl, H_out, W_out))
+        return;
+    sb_conv2d_backward_data(dinp, work, dout, out, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
+                            H_out, W_out);
+}
+
+static void cpu_conv2d_backward_filter(float *dw, float *dbias, float *work, const float *dout,
+                                       const float *out, const float *inp, int B, int C, int H_in,
+                                       int W_in, int N, int R, int S, int sh, int sw, int pt,
+                                       int pl, int H_out, int W_out)
+{
+    if (!dbias && dw) {
+        const float *dy = relu_masked(dout, out, (size_t)B * N * H_out * W_out);
+        if (dy && !sb_dnnl_conv2d_backward_filter(dw, dy, inp, B, C, H_in, W_in, N, R, S, sh, sw,
+                                                  pt, pl, H_out, W_out))
+            return;
+    }
+    sb_conv2d_backward_filter(dw, dbias, work, dout, out, inp, B, C, H_in, W_in, N, R, S, sh, sw,
+                              pt, pl, H_out, W_out);
+}
 
 static int cpu_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
 {
@@ -43,9 +105,9 @@ const sb_backend sb_backend_cpu = {
     .allreduce = cpu_allreduce,
     .gemm_batched = sb_gemm_batched,
     .conv2d_work_floats = sb_conv2d_work_floats,
-    .conv2d_forward = sb_conv2d_forward,
-    .conv2d_backward_data = sb_conv2d_backward_data,
-    .conv2d_backward_filter = sb_conv2d_backward_filter,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward_data = cpu_conv2d_backward_data,
+    .conv2d_backward_filter = cpu_conv2d_backward_filter,
     .maxpool2d_forward = sb_maxpool2d_forward,
     .maxpool2d_backward = sb_maxpool2d_backward,
     .avgpool2d_forward = sb_avgpool2d_forward,

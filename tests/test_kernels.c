@@ -262,6 +262,69 @@ static void test_conv_forward_naive(void **state)
     }
 }
 
+/* The oneDNN path (k_conv_dnnl.c) against the im2col kernels: forward
+ * overwrites (relu fused), backward data and filter accumulate into
+ * pre-filled buffers; geometries oneDNN cannot take (negative padding of a
+ * halo box) are declined, never computed wrong. Skipped without oneDNN. */
+static void test_conv_dnnl(void **state)
+{
+    (void)state;
+    if (!sb_dnnl_available()) {
+        print_message("[  SKIP    ] built without oneDNN\n");
+        skip();
+    }
+    const conv_geom geoms[] = {
+        {2, 3, 8, 7, 4, 3, 2, 2, 1, 1, 0, 4, 6, 1},      // stride, pad, relu
+        {2, 5, 4, 3, 6, 1, 1, 1, 1, 0, 0, 4, 3, 0},      // 1x1
+        {2, 3, 23, 23, 8, 11, 11, 4, 4, 0, 0, 4, 4, 1},  // alexnet conv1 shape, smaller
+        {3, 16, 13, 13, 24, 3, 3, 1, 1, 1, 1, 13, 13, 1}, // 3x3 same
+        {2, 8, 12, 10, 8, 5, 5, 1, 1, 2, 2, 12, 10, 0},  // 5x5 same
+        {2, 4, 9, 9, 6, 3, 3, 2, 2, 1, 1, 4, 4, 0},      // stride 2, right padding 0
+    };
+    for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+        const conv_geom *g = &geoms[k];
+        float *inp = frandn(conv_in(g), 1.0f), *w = frandn(conv_w(g), 0.5f);
+        float *want = fzeros(conv_out(g)), *got = fzeros(conv_out(g));
+        conv_fwd(want, inp, w, NULL, conv_work(g), g);
+        for (size_t i = 0; i < conv_out(g); i++)
+            got[i] = 777.0f; /* overwritten */
+        assert_int_equal(sb_dnnl_conv2d_forward(got, inp, w, g->B, g->C, g->H, g->W, g->N, g->R,
+                                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo,
+                                                g->relu),
+                         0);
+        expect_close("dnnl conv2d_forward", got, want, conv_out(g), 1e-4, 1e-4);
+        /* backward: dout (masked by the caller), accumulate into prefilled buffers */
+        float *dout = frandn(conv_out(g), 1.0f);
+        float *di_want = frandn(conv_in(g), 1.0f), *di_got = fcopy(di_want, conv_in(g));
+        float *dw_want = frandn(conv_w(g), 1.0f), *dw_got = fcopy(dw_want, conv_w(g));
+        sb_conv2d_backward_data(di_want, conv_work(g), dout, NULL, w, g->B, g->C, g->H, g->W,
+                                g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo);
+        sb_conv2d_backward_filter(dw_want, NULL, conv_work(g), dout, NULL, inp, g->B, g->C, g->H,
+                                  g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo);
+        assert_int_equal(sb_dnnl_conv2d_backward_data(di_got, dout, w, g->B, g->C, g->H, g->W,
+                                                      g->N, g->R, g->S, g->sh, g->sw, g->pt,
+                                                      g->pl, g->Ho, g->Wo),
+                         0);
+        assert_int_equal(sb_dnnl_conv2d_backward_filter(dw_got, dout, inp, g->B, g->C, g->H,
+                                                        g->W, g->N, g->R, g->S, g->sh, g->sw,
+                                                        g->pt, g->pl, g->Ho, g->Wo),
+                         0);
+        expect_close("dnnl conv2d_backward_data (accumulated)", di_got, di_want, conv_in(g), 1e-4,
+                     1e-4);
+        expect_close("dnnl conv2d_backward_filter (accumulated)", dw_got, dw_want, conv_w(g),
+                     1e-3, 1e-4);
+    }
+    /* a halo box (negative local padding): declined, nothing written */
+    const conv_geom h = {1, 2, 9, 6, 3, 5, 3, 1, 2, -1, 1, 4, 3, 1};
+    float *inp = frandn(conv_in(&h), 1.0f), *w = frandn(conv_w(&h), 0.5f);
+    float *out = fzeros(conv_out(&h));
+    assert_int_equal(sb_dnnl_conv2d_forward(out, inp, w, h.B, h.C, h.H, h.W, h.N, h.R, h.S, h.sh,
+                                            h.sw, h.pt, h.pl, h.Ho, h.Wo, h.relu),
+                     -1);
+    for (size_t i = 0; i < conv_out(&h); i++)
+        assert_true(out[i] == 0.0f);
+}
+
 typedef struct {
     const conv_geom *g;
     float *inp, *w, *bias, *out, *r, *work;
@@ -1323,6 +1386,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gemm, teardown),
         cmocka_unit_test_teardown(test_conv_forward_naive, teardown),
+        cmocka_unit_test_teardown(test_conv_dnnl, teardown),
         cmocka_unit_test_teardown(test_conv_backward_fd, teardown),
         cmocka_unit_test_teardown(test_conv_halo, teardown),
         cmocka_unit_test_teardown(test_window_input_range, teardown),

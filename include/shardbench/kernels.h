@@ -96,6 +96,24 @@ void sb_window_input_range(int out_lo, int out_hi, int window, int stride,
                            int pad, int in_full, int *in_lo, int *in_hi,
                            int *pad_local);
 
+/* ---- conv2d through oneDNN (the CPU backend's fast path) ----------------
+ * The same semantics as the sb_conv2d_* kernels below (forward overwrites,
+ * relu fused; backward data and filter accumulate), no bias; backward takes
+ * dout already masked by the relu. Each returns 0, or -1 when it cannot
+ * run the geometry (negative local padding of a halo box, no oneDNN in
+ * this build): then the caller runs sb_conv2d_*. k_conv_dnnl.c. */
+int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, int C, int H_in,
+                           int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
+                           int H_out, int W_out, int relu);
+int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w, int B, int C,
+                                 int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
+                                 int pl, int H_out, int W_out);
+int sb_dnnl_conv2d_backward_filter(float *dw, const float *dout, const float *inp, int B, int C,
+                                   int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
+                                   int pl, int H_out, int W_out);
+int sb_dnnl_available(void);   /* built with oneDNN and its CPU engine starts */
+void sb_dnnl_release(void);    /* drops the cached primitives */
+
 /* ---- conv2d (im2col + OpenBLAS sgemm) ----------------------------------- */
 
 /* Floats of `work` the three conv2d functions need. */
