@@ -27,11 +27,14 @@ endforeach()
 # The executor's device-memory paths (inputs and weights staged through
 # to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,
 # as on the cuda backend) on the host, through the "cpu-devmem" backend.
-foreach(model transformer rnnlm alexnet)
-  add_test(NAME test_equiv_${model}_np4_devmem
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
-            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed 4 --backend cpu-devmem)
-  set_tests_properties(test_equiv_${model}_np4_devmem PROPERTIES
+foreach(case transformer:4 rnnlm:4 alexnet:4 resnet101:2 inception3:2)
+  string(REPLACE ":" ";" mp ${case})
+  list(GET mp 0 model)
+  list(GET mp 1 np)
+  add_test(NAME test_equiv_${model}_np${np}_devmem
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --backend cpu-devmem)
+  set_tests_properties(test_equiv_${model}_np${np}_devmem PROPERTIES
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 endforeach()
