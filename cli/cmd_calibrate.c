@@ -11,6 +11,10 @@
  *   link    an all-reduce of `words` floats over all ranks (the backend's
  *           allreduce): bus bandwidth 2(q-1)/q * bytes / time
  *   latency an all-reduce of 1 float: time / 2(q-1) per message step
+ *   conv    a 3x3 convolution (8 x 64 x 28 x 28 -> 64 channels, padding 1),
+ *           forward + backward data + backward filter: multiply-adds/s,
+ *           as a ratio to the GEMM's (the backend's convolutions are not a
+ *           plain GEMM: im2col, oneDNN, cuDNN)
  * Each figure is the median of --reps timed runs after one warm-up, and
  * the per-device figures are averaged over the ranks. */
 #include <getopt.h>
@@ -152,8 +156,12 @@ static float *backend_floats(const sb_backend *be, size_t n, float scale)
 }
 
 typedef struct {
-    double gemm_s, elem_s, ar_s, lat_s;
+    double gemm_s, elem_s, ar_s, lat_s, conv_s;
 } timings;
+
+/* the convolution measured: B C H W -> N, 3x3, stride 1, padding 1 */
+enum { CB = 8, CC = 64, CH = 28, CW = 28, CN = 64, CR = 3 };
+static const double conv_macs = 3.0 * CB * CN * CH * CW * CC * CR * CR; /* fwd + 2 bwd */
 
 /* The four measurements on this rank (collective: the all-reduces). */
 static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timings *out,
@@ -165,7 +173,16 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
           *y = backend_floats(be, (size_t)a->elems, 1.0f),
           *z = backend_floats(be, (size_t)a->elems, 0.0f),
           *w = backend_floats(be, (size_t)a->words, 1.0f), *one = backend_floats(be, 1, 1.0f);
-    int ok = A && B && C && x && y && z && w && one, all = 0;
+    size_t cin = (size_t)CB * CC * CH * CW, cout = (size_t)CB * CN * CH * CW,
+           cw = (size_t)CN * CC * CR * CR,
+           cwork = be->conv2d_work_floats(CC, CR, CR, CN, CH, CW);
+    float *cx = backend_floats(be, cin, 0.1f), *cdx = backend_floats(be, cin, 0.0f),
+          *cy = backend_floats(be, cout, 0.0f), *cdy = backend_floats(be, cout, 0.1f),
+          *cwt = backend_floats(be, cw, 0.01f), *cdw = backend_floats(be, cw, 0.0f),
+          *cwk = cwork ? backend_floats(be, cwork, 0.0f) : NULL;
+    int ok = A && B && C && x && y && z && w && one && cx && cdx && cy && cdy && cwt && cdw
+             && (cwk || !cwork),
+        all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
     int rc = 0;
     if (!all) {
@@ -191,6 +208,17 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
         t[r] = now(be) - t0;
     }
     out->elem_s = median(t + 1, a->reps);
+    for (int r = 0; r <= a->reps; r++) {
+        MPI_Barrier(comm);
+        double t0 = now(be);
+        be->conv2d_forward(cy, cx, cwt, NULL, cwk, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1, CH, CW, 0);
+        be->conv2d_backward_data(cdx, cwk, cdy, NULL, cwt, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1,
+                                 CH, CW);
+        be->conv2d_backward_filter(cdw, NULL, cwk, cdy, NULL, cx, CB, CC, CH, CW, CN, CR, CR, 1, 1,
+                                   1, 1, CH, CW);
+        t[r] = now(be) - t0;
+    }
+    out->conv_s = median(t + 1, a->reps);
     for (int r = 0; r <= a->reps && !rc; r++) {
         MPI_Barrier(comm);
         double t0 = now(be);
@@ -213,7 +241,7 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
     free(tl);
     free(t);
 out:;
-    float *bufs[] = {A, B, C, x, y, z, w, one};
+    float *bufs[] = {A, B, C, x, y, z, w, one, cx, cdx, cy, cdy, cwt, cdw, cwk};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->release(bufs[i]);
@@ -288,6 +316,8 @@ int cmd_calibrate(int argc, char **argv)
     cp.word_bytes = 4.0;
     cp.elem_ratio = macs / eps;
     cp.latency_us = lat;
+    double conv_rate = mean_over_ranks(conv_macs / t.conv_s, comm);
+    cp.conv_ratio = macs / conv_rate;
     if (rank == 0) {
         char path[4096], host[256] = "", when[64];
         if (a.out)
@@ -324,6 +354,8 @@ int cmd_calibrate(int argc, char **argv)
                    a.words, t.ar_s * 1e3);
             printf("%-12s %14.4g  1-float all-reduce in %.3g us\n", "latency_us", cp.latency_us,
                    t.lat_s * 1e6);
+            printf("%-12s %14.4g  %.3g GFLOP/s per rank (3x3 conv fwd+bwd, %.3g ms)\n",
+                   "conv_ratio", cp.conv_ratio, 2.0 * conv_rate / 1e9, t.conv_s * 1e3);
             printf("%-12s %14.4g\n", "word_bytes", cp.word_bytes);
             printf("wrote %s (search --calibration %s)\n", path, path);
         }

@@ -9,7 +9,9 @@
  *   word_bytes 4      bytes per word moved
  *   elem_ratio 21.5   one elementwise element, in GEMM multiply-adds
  *   latency_us 31.0   per message step
- * Every key is required once; anything else is an error naming the line. */
+ *   conv_ratio 0.6    a convolution's multiply-add, in GEMM multiply-adds
+ * Every key but conv_ratio (default 1) is required once; anything else is
+ * an error naming the line. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -23,14 +25,16 @@ typedef struct {
     const char *key;
     size_t off;
     int zero_ok; /* 0 allowed (latency) */
+    int optional;
 } cal_key;
 
 static const cal_key keys[] = {
-    {"tflops", offsetof(sb_cost_params, tflops), 0},
-    {"gbs", offsetof(sb_cost_params, gbs), 0},
-    {"word_bytes", offsetof(sb_cost_params, word_bytes), 0},
-    {"elem_ratio", offsetof(sb_cost_params, elem_ratio), 0},
-    {"latency_us", offsetof(sb_cost_params, latency_us), 1},
+    {"tflops", offsetof(sb_cost_params, tflops), 0, 0},
+    {"gbs", offsetof(sb_cost_params, gbs), 0, 0},
+    {"word_bytes", offsetof(sb_cost_params, word_bytes), 0, 0},
+    {"elem_ratio", offsetof(sb_cost_params, elem_ratio), 0, 0},
+    {"latency_us", offsetof(sb_cost_params, latency_us), 1, 0},
+    {"conv_ratio", offsetof(sb_cost_params, conv_ratio), 0, 1},
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
@@ -65,7 +69,8 @@ int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
             k++;
         if (k == NKEYS) {
             rc = sb_fail(err, SB_EXIT_INPUT,
-                         "%s:%d: unknown key '%s' (tflops, gbs, word_bytes, elem_ratio, latency_us)",
+                         "%s:%d: unknown key '%s' (tflops, gbs, word_bytes, elem_ratio, latency_us, "
+                         "conv_ratio)",
                          path, line, key);
             break;
         }
@@ -88,8 +93,10 @@ int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
     if (!rc && ferror(f))
         rc = sb_fail(err, SB_EXIT_INPUT, "calibration file '%s': read error", path);
     fclose(f);
+    if (!rc && !seen[NKEYS - 1])
+        c.conv_ratio = 1.0; /* files from before it was measured */
     for (int k = 0; !rc && k < NKEYS; k++)
-        if (!seen[k])
+        if (!seen[k] && !keys[k].optional)
             rc = sb_fail(err, SB_EXIT_INPUT, "%s: no '%s' line (a calibration file has tflops, gbs, "
                          "word_bytes, elem_ratio and latency_us)", path, keys[k].key);
     if (rc)
@@ -114,8 +121,9 @@ int sb_calibration_save(const char *path, const sb_cost_params *cp, const char *
                "gbs %.6g         # link bandwidth, GB/s\n"
                "word_bytes %.6g  # bytes per word moved\n"
                "elem_ratio %.6g  # one elementwise element, in GEMM multiply-adds\n"
-               "latency_us %.6g  # per message step, microseconds\n",
-            cp->tflops, cp->gbs, cp->word_bytes, cp->elem_ratio, cp->latency_us);
+               "latency_us %.6g  # per message step, microseconds\n"
+               "conv_ratio %.6g  # one convolution multiply-add, in GEMM multiply-adds\n",
+            cp->tflops, cp->gbs, cp->word_bytes, cp->elem_ratio, cp->latency_us, cp->conv_ratio);
     int bad = ferror(f);
     if (fclose(f) || bad) {
         remove(tmp);

@@ -17,6 +17,7 @@ void sb_cost_params_default(sb_cost_params *cp)
     cp->word_bytes = 8.0;
     cp->elem_ratio = 1.0;
     cp->latency_us = 0.0;
+    cp->conv_ratio = 1.0;
 }
 
 /* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
@@ -164,9 +165,9 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 /* ---- vertex costs ---------------------------------------------------------- */
 
 static double gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
-                        double cm, double cn, double ck, int pw)
+                        double cm, double cn, double ck, int pw, double mac_ratio)
 {
-    double comp = m * n * k * 3.0;
+    double comp = m * n * k * 3.0 * mac_ratio;
     if (pw > 0)
         comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
     double comm = sb_allreduce_cost(cp, m * n, ck);
@@ -198,7 +199,8 @@ static double cost_gemm_like(const sb_op *op, const int *c, const sb_cost_params
         default: break;
         }
     }
-    return gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw);
+    return gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw,
+                     op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
 }
 
 /* Words a device must receive to turn a block `src` (on qs devices) into a
@@ -223,7 +225,7 @@ static double cost_lstm(const sb_op *op, const int *c, const sb_cost_params *cp)
     double L = (double)op->dims[0].size, S = (double)op->dims[1].size;
     double B = (double)op->dims[2].size, N = (double)op->dims[3].size, K = (double)op->dims[4].size;
     double cost = gemm_cost(cp, L / c[0], (S * B) / ((double)c[1] * c[2]), (4.0 * N) / c[3],
-                            (2.0 * K) / c[4], (double)c[1] * c[2], c[3], c[4], 3);
+                            (2.0 * K) / c[4], (double)c[1] * c[2], c[3], c[4], 3, 1.0);
     double src[2] = {B / c[2], N / c[3]}, tgt[2] = {B / c[2], K / c[4]};
     double words = area_needed(src, tgt, 2, (double)c[2] * c[3], (double)c[2] * c[4]);
     return cost + (L * S) * exchange_cost(cp, words);

@@ -34,11 +34,12 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
     if (!(cp->tflops > 0) || !(cp->gbs > 0))
         return sb_fail(err, SB_EXIT_INPUT, "--flops and --bw must be positive (got %g, %g)",
                        cp->tflops, cp->gbs);
-    if (!(cp->word_bytes > 0) || !(cp->elem_ratio > 0) || !(cp->latency_us >= 0))
+    if (!(cp->word_bytes > 0) || !(cp->elem_ratio > 0) || !(cp->latency_us >= 0)
+        || !(cp->conv_ratio > 0))
         return sb_fail(err, SB_EXIT_INPUT,
-                       "cost parameters: word_bytes %g and elem_ratio %g must be positive and "
-                       "latency_us %g not negative (sb_cost_params_default sets the reference)",
-                       cp->word_bytes, cp->elem_ratio, cp->latency_us);
+                       "cost parameters: word_bytes %g, elem_ratio %g and conv_ratio %g must be "
+                       "positive and latency_us %g not negative (sb_cost_params_default sets the "
+                       "reference)", cp->word_bytes, cp->elem_ratio, cp->conv_ratio, cp->latency_us);
     int cutoff = cp->cutoff > 0 ? cp->cutoff : m->cutoff;
     out->cp.cutoff = cutoff;
     out->cfg = sb_calloc((size_t)m->nops, sizeof *out->cfg, err);

@@ -184,7 +184,7 @@ mpi 2 calibrate --out "$cal" --size 64 --elems 4096 --words 4096 --reps 2 > "$TM
 rc=$?
 check "calibrate on 2 ranks exits 0 (got $rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/cal.out"
-for key in tflops gbs word_bytes elem_ratio latency_us; do
+for key in tflops gbs word_bytes elem_ratio latency_us conv_ratio; do
     check "calibration file has a positive $key" \
         awk -v k="$key" '$1 == k && $2 + 0 >= 0 && ($2 + 0 > 0 || k == "latency_us") { f = 1 } END { exit !f }' "$cal"
 done

@@ -846,7 +846,8 @@ static void test_calibrated_terms(void **state)
     (void)state;
     sb_cost_params cp;
     defaults(&cp);
-    assert_true(cp.word_bytes == 8.0 && cp.elem_ratio == 1.0 && cp.latency_us == 0.0);
+    assert_true(cp.word_bytes == 8.0 && cp.elem_ratio == 1.0 && cp.latency_us == 0.0
+                && cp.conv_ratio == 1.0);
     cp.tflops = 0.5;   /* 5e11 multiply-adds/s */
     cp.gbs = 2.0;      /* 2e9 B/s */
     cp.word_bytes = 4; /* 5e8 words/s: 1000 multiply-adds per word */
@@ -877,6 +878,19 @@ static void test_calibrated_terms(void **state)
     /* split k in 2: + AR of the (8 x 32) output over 2: 1000 * 256 + 2 steps latency */
     assert_close(sb_op_cost(&m, &m.ops[1], (int[]){1, 1, 2}, &cp),
                  3.0 * 8 * 32 * 8 + 1000.0 * 256 + 2 * 1.5e6, "dense k split: AR + latency");
+    sb_model_free(&m);
+    /* a convolution's multiply-adds cost conv_ratio GEMM multiply-adds; dense's do not */
+    parse_ok("input x[b=2, c=3, h=8, w=8]\n"
+             "y = conv(x, out=4, kernel=3, pad=1)\n"
+             "input a[b=8, f=16]\n"
+             "h = dense(a, units=32)\n",
+             &m);
+    double conv1 = sb_op_cost(&m, &m.ops[0], (int[]){1, 1, 1, 1, 1, 1, 1}, &cp);
+    double dense1 = sb_op_cost(&m, &m.ops[1], (int[]){1, 1, 1}, &cp);
+    cp.conv_ratio = 2.5;
+    assert_close(sb_op_cost(&m, &m.ops[0], (int[]){1, 1, 1, 1, 1, 1, 1}, &cp), 2.5 * conv1,
+                 "conv scaled by conv_ratio");
+    assert_close(sb_op_cost(&m, &m.ops[1], (int[]){1, 1, 1}, &cp), dense1, "dense unchanged");
     sb_model_free(&m);
 }
 
@@ -921,9 +935,11 @@ static void test_calibration_file(void **state)
     assert_true(cp.tflops == 0.05 && cp.gbs == 3.5 && cp.word_bytes == 4 && cp.elem_ratio == 12.5
                 && cp.latency_us == 0);
     assert_int_equal(cp.cutoff, 7); /* kept */
+    assert_true(cp.conv_ratio == 1.0); /* optional: absent means 1 */
     assert_string_equal(cp.calibration, path);
     /* save + load round trip */
     cp.latency_us = 17.25;
+    cp.conv_ratio = 0.75;
     if (sb_calibration_save(path2, &cp, "test", &err))
         fail_msg("%s", err.msg);
     sb_cost_params back;
@@ -931,7 +947,7 @@ static void test_calibration_file(void **state)
     if (sb_calibration_load(path2, &back, &err))
         fail_msg("%s", err.msg);
     assert_true(back.tflops == 0.05 && back.gbs == 3.5 && back.word_bytes == 4
-                && back.elem_ratio == 12.5 && back.latency_us == 17.25);
+                && back.elem_ratio == 12.5 && back.latency_us == 17.25 && back.conv_ratio == 0.75);
     /* errors name the file and line */
     char want[512];
     snprintf(want, sizeof want, "%s:3: unknown key 'flops'", path);

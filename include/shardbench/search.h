@@ -27,13 +27,16 @@ typedef struct {
                           in GEMM multiply-adds (reference 1) */
     double latency_us; /* per message step: each of an all-reduce's 2(q-1)
                           steps, each edge or halo exchange (reference 0) */
+    double conv_ratio; /* a convolution's multiply-add in GEMM multiply-adds
+                          (its kernels are not a plain GEMM; reference 1) */
     char calibration[256]; /* the calibration file these came from, or "" */
 } sb_cost_params;
 
 void sb_cost_params_default(sb_cost_params *cp);
 
 /* Reads a calibration file (written by `shardbench calibrate`) into cp:
- * tflops, gbs, word_bytes, elem_ratio, latency_us; the cutoff is kept.
+ * tflops, gbs, word_bytes, elem_ratio, latency_us, and conv_ratio if given
+ * (else 1); the cutoff is kept.
  * Errors name the file and line. */
 int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err);
 /* Writes one; `comment` (may be NULL) goes on its first line. */
