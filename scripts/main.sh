@@ -12,7 +12,7 @@
 #     MCMC, the top mesh x layout candidates) trained for a few real steps
 #     and measured;
 #  3. writes the figures (gnuplot) and the Markdown report from the database.
-# About 5 to 10 minutes on 2 cores. Prints where the figures and the
+# About 1 to 3 minutes on 2 cores once the packages are installed. Prints where the figures and the
 # database are. SB_MAIN_PROCS overrides the device counts (default 1,2,4).
 set -euo pipefail
 
