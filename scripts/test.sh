@@ -5,7 +5,8 @@
 # (ASan + UBSan) in build-sanitize/ and runs every ctest test there, then
 # builds Release in build/ and checks that `cmake --install` gives a usable
 # package: libraries, headers, pkg-config file and models, with a small
-# program compiled through pkg-config that loads a shipped model.
+# program compiled through pkg-config (linked dynamically, then statically
+# with `pkg-config --static`) that loads a shipped model.
 # Stops at the first failure with a non-zero status.
 set -euo pipefail
 
