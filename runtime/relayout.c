@@ -179,7 +179,9 @@ struct sb_relayout {
     int traffic;             /* some rank moves something over MPI */
     int send_direct;         /* send straight from src_buf (no packing) */
     int recv_direct;         /* receive straight into dst_buf (no unpacking) */
-    float *sbuf, *rbuf;      /* packing buffers (NULL when direct / unused) */
+    float *sbuf, *rbuf;      /* packing buffers (NULL when direct / unused), made by the
+                                first run in its memory */
+    void (*buf_release)(void *); /* whose memory they are (NULL: host, free) */
 };
 
 void sb_relayout_free(sb_relayout *r)
@@ -192,8 +194,11 @@ void sb_relayout_free(sb_relayout *r)
     free(r->sdispl);
     free(r->rcount);
     free(r->rdispl);
-    free(r->sbuf);
-    free(r->rbuf);
+    void (*release)(void *) = r->buf_release ? r->buf_release : free;
+    if (r->sbuf)
+        release(r->sbuf);
+    if (r->rbuf)
+        release(r->rbuf);
     free(r);
 }
 
@@ -469,12 +474,7 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
     if (r->recv_direct)
         for (int i = 0; i < r->n_recv; i++)
             r->rdispl[r->recv[i].peer] = (int)contiguous_offset(&r->recv[i].box, &r->dst);
-    if (r->n_send && !r->send_direct &&
-        !(r->sbuf = sb_malloc(sizeof(float) * (size_t)r->floats_sent, err)))
-        goto done;
-    if (r->n_recv && !r->recv_direct &&
-        !(r->rbuf = sb_malloc(sizeof(float) * (size_t)r->floats_recv, err)))
-        goto done;
+    /* packing buffers: made by the first run, in its memory */
     rc = 0;
 done:
     if (rc == 0)
@@ -494,11 +494,21 @@ done:
 
 /* ---- run ----------------------------------------------------------------- */
 
-/* sub (global coordinates) from a buffer holding box `from` to one holding
- * box `to`, through mem->box_copy (buffer-relative int coordinates) */
-static void mem_box_copy(const sb_relayout_mem *mem, const float *src, const sb_box *from,
-                         float *dst, const sb_box *to, const sb_box *sub, int accumulate)
+/* What a run does to tensor memory, host or backend: one body serves both
+ * (sb_relayout_run on host memory and MPI, sb_relayout_run_mem through a
+ * backend's functions). copy moves sub (global coordinates) between buffers
+ * holding boxes `from` and `to`. */
+typedef struct {
+    const sb_relayout_mem *mem; /* NULL: host memory */
+} run_ops;
+
+static void ops_copy(const run_ops *o, const float *src, const sb_box *from, float *dst,
+                     const sb_box *to, const sb_box *sub, int accumulate)
 {
+    if (!o->mem) {
+        sb_box_copy(src, from, dst, to, sub, accumulate);
+        return;
+    }
     int nd = sub->nd, fd[SB_BOX_MAX_DIMS], fl[SB_BOX_MAX_DIMS], td[SB_BOX_MAX_DIMS],
         tl[SB_BOX_MAX_DIMS], sz[SB_BOX_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
@@ -508,160 +518,142 @@ static void mem_box_copy(const sb_relayout_mem *mem, const float *src, const sb_
         tl[i] = (int)(sub->lo[i] - to->lo[i]);
         sz[i] = (int)(sub->hi[i] - sub->lo[i]);
     }
-    mem->box_copy(dst, td, tl, src, fd, fl, sz, nd, accumulate);
+    o->mem->box_copy(dst, td, tl, src, fd, fl, sz, nd, accumulate);
 }
 
-int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
-                        const sb_relayout_mem *mem, sb_error *err)
+static void ops_zero(const run_ops *o, float *p, size_t n)
+{
+    if (o->mem)
+        o->mem->zero(p, n);
+    else
+        memset(p, 0, n * sizeof *p);
+}
+
+static float *ops_alloc(const run_ops *o, size_t n)
+{
+    return o->mem ? o->mem->alloc(n * sizeof(float)) : malloc((n ? n : 1) * sizeof(float));
+}
+
+static void ops_release(const run_ops *o, void *p)
+{
+    if (!p)
+        return;
+    if (o->mem)
+        o->mem->release(p);
+    else
+        free(p);
+}
+
+/* The packing buffers, made by the first run in its memory and kept with
+ * the plan (the next runs of a plan are in the same memory). */
+static int packing_buffers(sb_relayout *r, const run_ops *o)
+{
+    void (*release)(void *) = o->mem ? o->mem->release : NULL;
+    if (r->buf_release != release && (r->sbuf || r->rbuf)) { /* another memory: start over */
+        void (*old)(void *) = r->buf_release ? r->buf_release : free;
+        if (r->sbuf)
+            old(r->sbuf);
+        if (r->rbuf)
+            old(r->rbuf);
+        r->sbuf = r->rbuf = NULL;
+    }
+    r->buf_release = release;
+    if (r->n_send > 0 && !r->send_direct && !r->sbuf
+        && !(r->sbuf = ops_alloc(o, (size_t)r->floats_sent)))
+        return -1;
+    if (r->n_recv > 0 && !r->recv_direct && !r->rbuf
+        && !(r->rbuf = ops_alloc(o, (size_t)r->floats_recv)))
+        return -1;
+    return 0;
+}
+
+static int run_ops_impl(sb_relayout *r, const float *src_buf, float *dst_buf, const run_ops *o,
+                        sb_error *err)
 {
     const int need_src = r->n_send > 0 || r->has_self;
     const int need_dst = r->dst.nd != 0;
     const int64_t vs = sb_box_volume(&r->src), vd = sb_box_volume(&r->dst);
     /* A missing buffer is this rank's mistake alone: it still takes part
-     * (sending zeros, receiving into scratch), then reports. */
+     * (sending zeros, receiving into scratch) so that the others finish,
+     * then reports. */
     const int no_src = need_src && !src_buf, no_dst = need_dst && !dst_buf;
-    float *scratch_src = NULL, *scratch_dst = NULL, *sbuf = NULL, *rbuf = NULL;
+    float *scratch_src = NULL, *scratch_dst = NULL;
     int rc = 0;
     if (no_src) {
-        if (!(scratch_src = mem->alloc(sizeof(float) * (size_t)vs)))
+        if (!(scratch_src = ops_alloc(o, (size_t)vs)))
             goto oom;
-        mem->zero(scratch_src, (size_t)vs);
+        ops_zero(o, scratch_src, (size_t)vs);
         src_buf = scratch_src;
     }
-    if (no_dst) {
-        if (!(scratch_dst = mem->alloc(sizeof(float) * (size_t)vd)))
-            goto oom;
-        dst_buf = scratch_dst;
-    }
-    const float *sendbuf = src_buf;
-    float *recvbuf = dst_buf;
-    if (r->n_send > 0 && !r->send_direct) {
-        if (!(sbuf = mem->alloc(sizeof(float) * (size_t)r->floats_sent)))
-            goto oom;
+    if (no_dst && !(dst_buf = scratch_dst = ops_alloc(o, (size_t)vd)))
+        goto oom;
+    if (packing_buffers(r, o))
+        goto oom;
+    const float *sendbuf = r->send_direct ? src_buf : r->sbuf;
+    float *recvbuf = r->recv_direct ? dst_buf : r->rbuf;
+    if (r->n_send > 0 && !r->send_direct)
         for (int i = 0; i < r->n_send; i++) {
-            const overlap *o = &r->send[i];
-            sb_box packed = o->box; /* the overlap alone, at its displacement */
-            mem_box_copy(mem, src_buf, &r->src, sbuf + r->sdispl[o->peer], &packed, &o->box, 0);
+            const overlap *ov = &r->send[i];
+            /* the overlap alone, at its displacement */
+            ops_copy(o, src_buf, &r->src, r->sbuf + r->sdispl[ov->peer], &ov->box, &ov->box, 0);
         }
-        sendbuf = sbuf;
+    if (r->traffic) {
+        static float dummy; /* never read or written: its counts are 0 */
+        const float *sb = sendbuf ? sendbuf : &dummy;
+        float *rb = recvbuf ? recvbuf : &dummy;
+        int x = o->mem ? o->mem->alltoallv(sb, r->scount, r->sdispl, rb, r->rcount, r->rdispl,
+                                           r->comm)
+                       : MPI_Alltoallv(sb, r->scount, r->sdispl, MPI_FLOAT, rb, r->rcount,
+                                       r->rdispl, MPI_FLOAT, r->comm);
+        if (x != MPI_SUCCESS)
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: the exchange failed on rank %d", r->me);
     }
-    if (r->n_recv > 0 && !r->recv_direct) {
-        if (!(rbuf = mem->alloc(sizeof(float) * (size_t)r->floats_recv)))
-            goto oom;
-        recvbuf = rbuf;
-    }
-    if (r->traffic && mem->alltoallv(sendbuf, r->scount, r->sdispl, recvbuf, r->rcount, r->rdispl,
-                                     r->comm) != MPI_SUCCESS)
-        rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: the exchange failed on rank %d", r->me);
     if (!rc && (no_src || no_dst))
         rc = sb_fail(err, SB_EXIT_INPUT,
                      "relayout: rank %d passed a NULL %s buffer for a non-empty box", r->me,
                      no_src ? "src" : "dst");
     if (!rc && need_dst) {
         if (r->mode == SB_RELAYOUT_ACCUM) {
-            /* zero, then every contribution in rank order (self included) */
-            mem->zero(dst_buf, (size_t)vd);
+            /* Zero, then add every contribution in rank order (self
+             * included), so the sum does not depend on arrival order. */
+            ops_zero(o, dst_buf, (size_t)vd);
             int i = 0;
             for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
-                mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                             &r->dst, &r->recv[i].box, 1);
+                ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                         &r->dst, &r->recv[i].box, 1);
             if (r->has_self)
-                mem_box_copy(mem, src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
+                ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
             for (; i < r->n_recv; i++)
-                mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                             &r->dst, &r->recv[i].box, 1);
+                ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                         &r->dst, &r->recv[i].box, 1);
         } else {
             if (r->has_self)
-                mem_box_copy(mem, src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
+                ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
             if (!r->recv_direct)
                 for (int i = 0; i < r->n_recv; i++)
-                    mem_box_copy(mem, rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box,
-                                 dst_buf, &r->dst, &r->recv[i].box, 0);
+                    ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                             &r->dst, &r->recv[i].box, 0);
         }
     }
-    mem->release(sbuf);
-    mem->release(rbuf);
-    mem->release(scratch_src);
-    mem->release(scratch_dst);
+    ops_release(o, scratch_src);
+    ops_release(o, scratch_dst);
     return rc;
 oom:
     /* this rank cannot take part: the others would wait for it forever */
-    fprintf(stderr, "relayout: rank %d: out of memory for packing buffers; aborting\n", r->me);
+    fprintf(stderr, "relayout: rank %d: out of memory for relayout buffers; aborting\n", r->me);
     MPI_Abort(r->comm, SB_EXIT_INTERNAL);
     return -1;
 }
 
 int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_error *err)
 {
-    const int need_src = r->n_send > 0 || r->has_self;
-    const int need_dst = r->dst.nd != 0;
-    /* A missing buffer is this rank's mistake alone: it still takes part in
-     * the exchange (sending zeros, receiving into scratch) so that the other
-     * ranks finish, then reports. */
-    const int no_src = need_src && !src_buf, no_dst = need_dst && !dst_buf;
-    float *scratch_src = NULL, *scratch_dst = NULL;
-    if (no_src && r->send_direct)
-        src_buf = scratch_src = calloc((size_t)sb_box_volume(&r->src), sizeof(float));
-    if (no_dst && r->recv_direct)
-        dst_buf = scratch_dst = malloc(sizeof(float) * (size_t)sb_box_volume(&r->dst));
-    if ((no_src && r->send_direct && !scratch_src) ||
-        (no_dst && r->recv_direct && !scratch_dst)) {
-        fprintf(stderr, "relayout: rank %d: NULL buffer and out of memory; aborting\n",
-                r->me);
-        MPI_Abort(r->comm, SB_EXIT_INTERNAL);
-    }
+    const run_ops host = {NULL};
+    return run_ops_impl(r, src_buf, dst_buf, &host, err);
+}
 
-    const float *sendbuf = r->send_direct ? src_buf : r->sbuf;
-    float *recvbuf = r->recv_direct ? dst_buf : r->rbuf;
-    if (r->n_send > 0 && !r->send_direct) {
-        if (no_src)
-            memset(r->sbuf, 0, sizeof(float) * (size_t)r->floats_sent);
-        else
-            for (int i = 0; i < r->n_send; i++) {
-                const overlap *o = &r->send[i];
-                sb_box_copy(src_buf, &r->src, r->sbuf + r->sdispl[o->peer], &o->box,
-                            &o->box, 0);
-            }
-    }
-    int mpi_rc = MPI_SUCCESS;
-    if (r->traffic) {
-        static float dummy; /* never read or written: its counts are 0 */
-        mpi_rc = MPI_Alltoallv(sendbuf ? sendbuf : &dummy, r->scount, r->sdispl, MPI_FLOAT,
-                               recvbuf ? recvbuf : &dummy, r->rcount, r->rdispl, MPI_FLOAT,
-                               r->comm);
-    }
-    free(scratch_src);
-    free(scratch_dst);
-    if (mpi_rc != MPI_SUCCESS)
-        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: MPI_Alltoallv failed on rank %d",
-                       r->me);
-    if (no_src || no_dst)
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "relayout: rank %d passed a NULL %s buffer for a non-empty box",
-                       r->me, no_src ? "src" : "dst");
-    if (!need_dst)
-        return 0;
-
-    if (r->mode == SB_RELAYOUT_ACCUM) {
-        /* Zero, then add every contribution in rank order (self included),
-         * so the sum does not depend on arrival order. */
-        memset(dst_buf, 0, sizeof(float) * (size_t)sb_box_volume(&r->dst));
-        int i = 0;
-        for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
-            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                        &r->dst, &r->recv[i].box, 1);
-        if (r->has_self)
-            sb_box_copy(src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
-        for (; i < r->n_recv; i++)
-            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                        &r->dst, &r->recv[i].box, 1);
-        return 0;
-    }
-    if (r->has_self)
-        sb_box_copy(src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
-    if (!r->recv_direct)
-        for (int i = 0; i < r->n_recv; i++)
-            sb_box_copy(r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                        &r->dst, &r->recv[i].box, 0);
-    return 0;
+int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
+                        const sb_relayout_mem *mem, sb_error *err)
+{
+    const run_ops dev = {mem};
+    return run_ops_impl(r, src_buf, dst_buf, &dev, err);
 }

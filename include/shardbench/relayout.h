@@ -65,7 +65,9 @@ int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_err
  * semantics (kernels.h); alltoallv moves the packed overlaps (counts and
  * displacements in floats, as MPI_Alltoallv; the entry for this rank is
  * always 0: its own overlap is box-copied) and is collective over comm.
- * Packing buffers come from alloc/release for the run. The CPU backend
+ * Packing buffers come from alloc, are kept by the plan for its next runs
+ * and given back with release by sb_relayout_free (sb_relayout_run and this
+ * are one body; the run's memory decides where they live). The CPU backend
  * never needs it (sb_relayout_run is this with host memory and MPI). */
 typedef struct {
     void (*box_copy)(float *dst, const int *dst_dims, const int *dst_lo, const float *src,
