@@ -50,8 +50,10 @@ if(SHARDBENCH_CUDA)
     endif()
   endforeach()
 
-  file(GLOB SB_CUDA_SOURCES CONFIGURE_DEPENDS
-    ${CMAKE_SOURCE_DIR}/runtime/cuda/*.c ${CMAKE_SOURCE_DIR}/runtime/cuda/*.cu)
+  # every .cu under runtime/, and the host .c files of any folder named cuda/
+  file(GLOB_RECURSE SB_CUDA_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/runtime/*.c ${CMAKE_SOURCE_DIR}/runtime/*.cu)
+  list(FILTER SB_CUDA_SOURCES INCLUDE REGEX "(\\.cu|/cuda/[^/]*\\.c)$")
   target_sources(shardbench_obj PRIVATE ${SB_CUDA_SOURCES})
   target_compile_definitions(shardbench_obj PUBLIC SB_HAVE_CUDA=1)
   target_include_directories(shardbench_obj PRIVATE ${CMAKE_SOURCE_DIR}/runtime/cuda
