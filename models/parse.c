@@ -6,6 +6,7 @@
 #include "shardbench/model.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -699,6 +700,74 @@ typedef struct {
     scope *s;
 } target;
 
+/* Adds an implicit weight to op: dims follow iteration dims `map` (or, for
+ * SB_MAP_ONE, take the size from `fixed`). */
+static void add_weight(sb_op *op, const char *suffix, int nd, const int *map, const int64_t *fixed,
+                       double scale, double offset)
+{
+    sb_weight *w = &op->weights[op->nweights++];
+    memset(w, 0, sizeof *w);
+    snprintf(w->suffix, sizeof w->suffix, "%s", suffix);
+    w->ndims = nd;
+    for (int j = 0; j < nd; j++) {
+        w->map[j] = map[j];
+        w->size[j] = map[j] >= 0 ? op->dims[map[j]].size : fixed[j];
+    }
+    w->init_scale = scale;
+    w->init_offset = offset;
+}
+
+/* The op's own weights and its reduced dims, from its kind and dims. Weights
+ * start uniform in +-1/sqrt(fan-in), fan-in the product of the K dims. */
+static void op_weights_and_stats(sb_op *op)
+{
+    int nd = op->ndims;
+    double fan = 1;
+    for (int i = 0; i < nd; i++)
+        if (op->role[i] == SB_ROLE_K)
+            fan *= (double)op->dims[i].size;
+    double sc = 1.0 / sqrt(fan > 0 ? fan : 1);
+    const int64_t none[SB_MAX_DIMS] = {0}; /* no fixed-size dims */
+    op->nweights = 0;
+    op->stat_dims = 0;
+    switch (op->kind) {
+    case SB_OP_CONV: {
+        int map[4] = {6, 1, 4, 5}; /* filter (channels, channels_in, kh, kw) */
+        add_weight(op, ".w", 4, map, none, sc, 0);
+        break;
+    }
+    case SB_OP_DENSE: {
+        int map[2] = {nd - 1, nd - 2}; /* (k, n) */
+        add_weight(op, ".w", 2, map, none, sc, 0);
+        break;
+    }
+    case SB_OP_EMBEDDING: {
+        int map[2] = {nd - 1, nd - 2}; /* (vocab, embed) */
+        add_weight(op, ".table", 2, map, none, 1.0, 0);
+        break;
+    }
+    case SB_OP_NORM: {
+        int a = op->batchnorm ? 1 : op->axis;
+        int map[1] = {a};
+        add_weight(op, ".gamma", 1, map, none, 0.1, 1.0);
+        add_weight(op, ".beta", 1, map, none, 0.1, 0.0);
+        op->stat_dims = op->batchnorm ? ((1u << nd) - 1) & ~(1u << 1) : 1u << op->axis;
+        break;
+    }
+    case SB_OP_LSTM: {
+        /* (layers, 2, units_in, 4, units): [x; h] -> 4 gates of each unit */
+        int map[5] = {0, SB_MAP_ONE, 4, SB_MAP_ONE, 3};
+        int64_t fixed[5] = {0, 2, 0, 4, 0};
+        add_weight(op, ".w", 5, map, fixed, 1.0 / sqrt((double)op->dims[3].size), 0);
+        break;
+    }
+    case SB_OP_SOFTMAX: op->stat_dims = 1u << op->axis; break;
+    case SB_OP_SOFTMAX_XENT: op->stat_dims = 1u << (nd - 1); break;
+    case SB_OP_REDUCE_MEAN: op->stat_dims = op->axes; break;
+    default: break;
+    }
+}
+
 static int finish_op(parser *P, sb_op *op, target *tg, int nout, const int *ndims,
                      sb_dim dims[][SB_MAX_DIMS], int maps[][SB_MAX_DIMS])
 {
@@ -712,6 +781,7 @@ static int finish_op(parser *P, sb_op *op, target *tg, int nout, const int *ndim
         return perr(P, at, "too many outputs (at most %d)", SB_MAX_IO);
     m->nops++; /* op becomes visible; its tensors follow */
     op = &m->ops[opi];
+    op_weights_and_stats(op);
     op->nout = nout;
     for (int k = 0; k < nout; k++) {
         char tname[SB_NAME_MAX], base[SB_NAME_MAX];

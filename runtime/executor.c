@@ -305,8 +305,8 @@ static void param_box(const sb_executor *ex, const param *pa, const int *c, cons
     }
 }
 
-/* The op's implicit weights (conv filter, dense matrix, embedding table,
- * norm scale and shift, LSTM matrices) and its explicit weight operands. */
+/* The op's own weights (sb_op.weights, filled by the parser) and its
+ * explicit weight operands. */
 static int declare_params(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
@@ -318,41 +318,10 @@ static int declare_params(sb_executor *ex, opx *o, sb_error *err)
         if (op->role[i] == SB_ROLE_K)
             fan *= (double)op->dims[i].size;
     double sc = 1.0 / sqrt(fan > 0 ? fan : 1);
-    switch (op->kind) {
-    case SB_OP_CONV: {
-        int64_t sh[4] = {op->dims[6].size, op->dims[1].size, op->dims[4].size, op->dims[5].size};
-        int map[4] = {6, 1, 4, 5};
-        add_param(ex, o, ".w", 4, sh, map, sc, 0, -1);
-        break;
-    }
-    case SB_OP_DENSE: {
-        int64_t sh[2] = {op->dims[nd - 1].size, op->dims[nd - 2].size};
-        int map[2] = {nd - 1, nd - 2};
-        add_param(ex, o, ".w", 2, sh, map, sc, 0, -1);
-        break;
-    }
-    case SB_OP_EMBEDDING: {
-        int64_t sh[2] = {op->dims[nd - 1].size, op->dims[nd - 2].size};
-        int map[2] = {nd - 1, nd - 2};
-        add_param(ex, o, ".table", 2, sh, map, 1.0, 0, -1);
-        break;
-    }
-    case SB_OP_NORM: {
-        int a = op->batchnorm ? 1 : op->axis;
-        int64_t sh[1] = {op->dims[a].size};
-        int map[1] = {a};
-        add_param(ex, o, ".gamma", 1, sh, map, 0.1, 1.0, -1);
-        add_param(ex, o, ".beta", 1, sh, map, 0.1, 0.0, -1);
-        break;
-    }
-    case SB_OP_LSTM: {
-        /* W (layers, 2, units_in, 4, units): [x; h] -> 4 gates of each unit */
-        int64_t sh[5] = {op->dims[0].size, 2, op->dims[4].size, 4, op->dims[3].size};
-        int map[5] = {0, SB_MAP_ONE, 4, SB_MAP_ONE, 3};
-        add_param(ex, o, ".w", 5, sh, map, 1.0 / sqrt((double)op->dims[3].size), 0, -1);
-        break;
-    }
-    default: break;
+    for (int w = 0; w < op->nweights; w++) {
+        const sb_weight *wt = &op->weights[w];
+        if (add_param(ex, o, wt->suffix, wt->ndims, wt->size, wt->map, wt->init_scale, wt->init_offset, -1) < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "too many weights");
     }
     for (int k = 0; k < op->nin; k++) {
         const sb_tensor *t = &ex->m->tensors[op->in[k].tensor];

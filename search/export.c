@@ -241,47 +241,35 @@ static void operand_line(FILE *f, const sb_model *m, const sb_op *op, const sb_o
     fprintf(f, "] %s\n", buf);
 }
 
-/* The op's implicit weight as the runtime declares it (conv filter, dense
- * matrix, embedding table, norm scale/shift, LSTM matrices): dims as
- * iteration dims (or SB_MAP_ONE with the given size); returns its rank. */
-static int implicit_weight(const sb_op *op, int *map, int64_t *size, const char **suffix)
+/* One line per distinct layout of the op's own weights (sb_op.weights);
+ * weights of one layout share the line: "norm.gamma,.beta[...]". */
+static void implicit_lines(FILE *f, const sb_op *op, const op_mesh *mm, sb_export_format fmt)
 {
-    int nd = op->ndims;
-    *suffix = ".w";
-    switch (op->kind) {
-    case SB_OP_CONV: map[0] = 6, map[1] = 1, map[2] = 4, map[3] = 5; return 4;
-    case SB_OP_DENSE: map[0] = nd - 1, map[1] = nd - 2; return 2;
-    case SB_OP_EMBEDDING: *suffix = ".table"; map[0] = nd - 1, map[1] = nd - 2; return 2;
-    case SB_OP_NORM: *suffix = ".gamma,.beta"; map[0] = op->batchnorm ? 1 : op->axis; return 1;
-    case SB_OP_LSTM:
-        map[0] = 0, map[1] = SB_MAP_ONE, size[1] = 2, map[2] = 4, map[3] = SB_MAP_ONE, size[3] = 4;
-        map[4] = 3;
-        return 5;
-    default: return 0;
+    for (int w = 0; w < op->nweights;) {
+        const sb_weight *wt = &op->weights[w];
+        int end = w + 1;
+        while (end < op->nweights && op->weights[end].ndims == wt->ndims
+               && memcmp(op->weights[end].map, wt->map, sizeof wt->map) == 0)
+            end++;
+        fprintf(f, "  %-6s %s", "weight", op->name);
+        for (int k = w; k < end; k++)
+            fprintf(f, "%s%s", k > w ? "," : "", op->weights[k].suffix);
+        fputc('[', f);
+        uint32_t axes[SB_MAX_DIMS];
+        for (int j = 0; j < wt->ndims; j++) {
+            int mp = wt->map[j];
+            axes[j] = mp >= 0 && mm->axis_of_dim[mp] >= 0 ? 1u << mm->axis_of_dim[mp] : 0;
+            if (mp >= 0)
+                fprintf(f, "%s%s=%lld", j ? "," : "", op->dims[mp].name, (long long)op->dims[mp].size);
+            else
+                fprintf(f, "%s%lld", j ? "," : "", (long long)wt->size[j]);
+        }
+        char buf[8192];
+        sink s = {buf, sizeof buf, 0};
+        layout_text(&s, fmt, mm, axes, wt->ndims);
+        fprintf(f, "] %s\n", buf);
+        w = end;
     }
-}
-
-static void implicit_line(FILE *f, const sb_op *op, const op_mesh *mm, sb_export_format fmt)
-{
-    int map[SB_MAX_DIMS];
-    int64_t size[SB_MAX_DIMS];
-    const char *suffix;
-    int nd = implicit_weight(op, map, size, &suffix);
-    if (nd == 0)
-        return;
-    uint32_t axes[SB_MAX_DIMS];
-    fprintf(f, "  %-6s %s%s[", "weight", op->name, suffix);
-    for (int j = 0; j < nd; j++) {
-        axes[j] = map[j] >= 0 && mm->axis_of_dim[map[j]] >= 0 ? 1u << mm->axis_of_dim[map[j]] : 0;
-        if (map[j] >= 0)
-            fprintf(f, "%s%s=%lld", j ? "," : "", op->dims[map[j]].name, (long long)op->dims[map[j]].size);
-        else
-            fprintf(f, "%s%lld", j ? "," : "", (long long)size[j]);
-    }
-    char buf[8192];
-    sink s = {buf, sizeof buf, 0};
-    layout_text(&s, fmt, mm, axes, nd);
-    fprintf(f, "] %s\n", buf);
 }
 
 /* "4,1 on 8" : split counts per tensor dim and the devices of the op */
@@ -352,7 +340,7 @@ int sb_strategy_export(FILE *f, const sb_problem *pb, const int *choice, sb_expo
         mesh_header(f, fmt, &mm);
         for (int k = 0; k < op->nin; k++)
             operand_line(f, m, op, &op->in[k], 0, &mm, fmt);
-        implicit_line(f, op, &mm, fmt);
+        implicit_lines(f, op, &mm, fmt);
         for (int k = 0; k < op->nout; k++)
             operand_line(f, m, op, &op->out[k], 1, &mm, fmt);
     }

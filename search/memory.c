@@ -65,20 +65,19 @@ static double per_dev(const sb_op *op, const int *c, int d)
     return (double)op->dims[d].size / c[d];
 }
 
-/* Elements per device of the op's implicit weights (as the runtime declares
- * them: conv filter, dense matrix, embedding table, norm scale and shift,
- * LSTM matrices); explicit weight operands are counted by the caller. */
+/* Elements per device of the op's own weights (sb_op.weights); explicit
+ * weight operands are counted by the caller. */
 static double implicit_weight_elems(const sb_op *op, const int *c)
 {
-    int nd = op->ndims;
-    switch (op->kind) {
-    case SB_OP_CONV: return per_dev(op, c, 6) * per_dev(op, c, 1) * per_dev(op, c, 4) * per_dev(op, c, 5);
-    case SB_OP_DENSE:
-    case SB_OP_EMBEDDING: return per_dev(op, c, nd - 1) * per_dev(op, c, nd - 2);
-    case SB_OP_NORM: return 2.0 * per_dev(op, c, op->batchnorm ? 1 : op->axis);
-    case SB_OP_LSTM: return per_dev(op, c, 0) * 2.0 * per_dev(op, c, 4) * 4.0 * per_dev(op, c, 3);
-    default: return 0.0;
+    double total = 0.0;
+    for (int w = 0; w < op->nweights; w++) {
+        const sb_weight *wt = &op->weights[w];
+        double e = 1.0;
+        for (int j = 0; j < wt->ndims; j++)
+            e *= wt->map[j] >= 0 ? per_dev(op, c, wt->map[j]) : (double)wt->size[j];
+        total += e;
     }
+    return total;
 }
 
 /* Rows of the op's output other than the last (normalised) axis. */

@@ -76,6 +76,21 @@ typedef struct {
 /* Roles of iteration dims of GEMM-like ops (conv, dense, einsum, embedding). */
 enum { SB_ROLE_NONE = 0, SB_ROLE_BATCH, SB_ROLE_M, SB_ROLE_N, SB_ROLE_K };
 
+/* A trained tensor that an op owns (conv filter, dense matrix, embedding
+ * table, norm scale and shift, LSTM matrices): the op builder fills these
+ * once; the runtime declares them, the memory model counts them and export
+ * prints them. Weights declared in the file (`weight w[...]`) are inputs of
+ * the op instead. */
+#define SB_MAX_OP_WEIGHTS 4
+typedef struct {
+    char suffix[16];              /* appended to the op's name: ".w", ".gamma" */
+    int ndims;
+    int map[SB_MAX_DIMS];         /* per weight dim: iteration dim or SB_MAP_ONE */
+    int64_t size[SB_MAX_DIMS];    /* size of each weight dim */
+    double init_scale;            /* initial values: offset + uniform(-scale, scale) */
+    double init_offset;
+} sb_weight;
+
 typedef struct {
     char name[SB_NAME_MAX];
     sb_op_kind kind;
@@ -90,7 +105,10 @@ typedef struct {
     sb_operand in[SB_MAX_IO];   /* data inputs, in slot order */
     sb_operand out[SB_MAX_IO];  /* outputs, in slot order */
     int nweights;
-    sb_operand weights[4];      /* trained tensors of the op (runtime, memory) */
+    sb_weight weights[SB_MAX_OP_WEIGHTS]; /* the op's own trained tensors */
+    uint32_t stat_dims;       /* iteration dims the op reduces over: norm's
+                                 statistics, softmax's axis, reduce_mean's axes,
+                                 softmax_xent's classes */
 
     /* attributes (meaning depends on kind) */
     int pw;                   /* fused pointwise ops */
