@@ -12,6 +12,7 @@
 #   clang libclang-rt-14-dev           libFuzzer targets (scripts/fuzz.sh)
 #   libcmocka-dev                      unit tests
 #   libsqlite3-dev sqlite3             results database (and its shell)
+#   libjansson-dev                     JSON (strategies, run reports, bench)
 #   libopenmpi-dev openmpi-bin         runtime: one MPI rank per device
 #   libopenblas-dev libdnnl-dev        runtime: cpu backend kernels
 #   gnuplot-nox                        plots
@@ -24,6 +25,7 @@ SB_DEB_PACKAGES=(
     clang libclang-rt-14-dev
     libcmocka-dev
     libsqlite3-dev sqlite3
+    libjansson-dev
     libopenmpi-dev openmpi-bin
     libopenblas-dev libdnnl-dev
     gnuplot-nox
