@@ -1,6 +1,6 @@
 /* bench/gpu.c: the cuda backend's speed on one GPU, against cuBLAS and
  * cuDNN alone on the same shapes, and full training steps with the
- * executor's overhead (issue 7, "Speed (bench/gpu)").
+ * executor's overhead (target: at most 10% of the step; bench/README.md).
  *
  *   mpirun -np 1 bench/gpu [-n steps (10)] [-w warm-ups (3)] [-r kernel reps (20)]
  *                          [--models alexnet,transformer] [--quick] [--db FILE|none]
@@ -37,6 +37,7 @@
 
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 #ifdef SB_HAVE_CUDA
 #include <cublas_v2.h>
@@ -515,7 +516,15 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
         goto fail;
     }
     sb_exec_opts eo = {.lr = 0.01f, .seed = 1};
-    if (sb_executor_create(MPI_COMM_WORLD, &pb, choice, &counted, &eo, &ex, &err))
+    int created;
+    {
+        const int *cfg[pb.m->nops]; /* op i's chosen config */
+        for (int i = 0; i < pb.m->nops; i++)
+            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
+        sb_plan_strategy st = {pb.m, cfg};
+        created = !sb_executor_create(MPI_COMM_WORLD, &st, &counted, &eo, &ex, &err);
+    }
+    if (!created)
         goto fail;
     double loss;
     for (int s = 0; s < o->warmup; s++)

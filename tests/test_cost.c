@@ -1,31 +1,32 @@
 /* tests/test_cost.c: cmocka tests of config enumeration and the reference
- * cost model (search/cost.c, search/problem.c) against
- * ../shared/docs/cost-model.md.
+ * cost model (search/cost.c, search/problem.c) against docs/cost-model.md.
  *
  * Every expected cost is worked out by hand in the test from the formulas
  * of cost-model.md at the default machine (F = 10 TFLOP/s, B = 16 GB/s, so
  * words_to_flops(w) = w * 10*1000 / (16/8) = 5000 w FLOP), never by calling
  * the library's own helpers. Then the published prototype checks: config
- * counts per op and optimal total costs of ../shared/data/reference. Not
- * the DP itself (test_dp.c). */
+ * counts per op and optimal total costs of the PaSE prototype, read from
+ * tests/data/ (a missing file fails the test). Not the DP itself
+ * (test_dp.c). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardbench/model.h"
 #include "shardbench/search.h"
 
-#define REF_DIR SB_SOURCE_DIR "/../shared/data/reference/"
+/* The reference figures of the PaSE prototype (provenance in each file's header). */
+#define DATA_DIR SB_SOURCE_DIR "/tests/data/"
 
 /* FLOP per word at the defaults: 10 TFLOP/s * 1000 / (16 GB/s / 8) */
 #define W 5000.0
@@ -74,12 +75,6 @@ static int find_cfg(const sb_configs *cf, const int *c)
         if (memcmp(cf->c + (size_t)k * (size_t)cf->ndims, c, (size_t)cf->ndims * sizeof(int)) == 0)
             return k;
     return -1;
-}
-
-static int dir_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* ------------------------------------------------------------- basics -- */
@@ -713,12 +708,10 @@ typedef struct {
 static void test_prototype_config_counts(void **state)
 {
     (void)state;
-    if (!dir_exists(REF_DIR)) {
-        print_message("[  SKIP    ] %s not found\n", REF_DIR);
-        skip();
-    }
-    FILE *f = fopen(REF_DIR "prototype_config_counts.tsv", "r");
-    assert_non_null(f);
+    const char *path = DATA_DIR "prototype_config_counts.tsv";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s: %s", path, strerror(errno));
     char line[512];
     loaded_problem lp[4];
     int nlp = 0, rows = 0;
@@ -774,7 +767,7 @@ static void check_prototype_costs(const char *path, int min_rows)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        fail_msg("cannot open %s", path);
+        fail_msg("cannot open %s: %s", path, strerror(errno));
     char line[512];
     int rows = 0;
     sb_error err = {0};
@@ -821,20 +814,15 @@ static void check_prototype_costs(const char *path, int min_rows)
 static void test_prototype_costs(void **state)
 {
     (void)state;
-    if (!dir_exists(REF_DIR)) {
-        print_message("[  SKIP    ] %s not found\n", REF_DIR);
-        skip();
-    }
-    check_prototype_costs(REF_DIR "prototype_costs.tsv", 5);
+    check_prototype_costs(DATA_DIR "prototype_costs.tsv", 5);
 }
 
 /* The wider table we made by running the prototype (tests/data/): every
- * shipped paper model at p = 4..64 and other batch sizes. In the repo, so
- * it runs everywhere. */
+ * shipped paper model at p = 4..64 and other batch sizes. */
 static void test_prototype_costs_extended(void **state)
 {
     (void)state;
-    check_prototype_costs(SB_SOURCE_DIR "/tests/data/prototype_costs_extended.tsv", 30);
+    check_prototype_costs(DATA_DIR "prototype_costs_extended.tsv", 30);
 }
 
 /* ---------------------------------------------------- calibrated model -- */

@@ -1,7 +1,7 @@
 /* tests/test_parse.c: cmocka tests of the model-file interpreter
  * (models/parse.c, models/lex.c, models/graph.c).
  *
- * The shipped models parse to the op counts of ../shared/docs/models.md;
+ * The shipped models parse to the op counts of docs/models.md;
  * --set overrides reach the sizes; every class of bad input fails with
  * SB_EXIT_INPUT and a message naming the exact path:line:col and the
  * fault; blocks and repeat expand; multi-output ops wire their slots; and a
@@ -247,30 +247,24 @@ static void test_shipped_models_parse(void **state)
     (void)state;
     static const struct {
         const char *name;
-        int nops; /* 0: not pinned down by models.md */
+        int nops; /* as docs/models.md counts them */
     } expected[] = {
         {"alexnet", 14}, {"rnnlm", 4}, {"inception3", 219},
-        {"resnet101", 0}, {"transformer", 0}, {"transformer-large", 0},
+        {"resnet101", 245}, {"transformer", 204}, {"transformer-large", 204},
     };
     int parsed = 0;
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
         char path[1024];
         shipped_path(path, sizeof path, expected[i].name);
-        int required = expected[i].nops > 0;
-        if (!file_exists(path)) {
-            if (required)
-                fail_msg("shipped model %s is missing", path);
-            print_message("[  SKIP    ] %s: %s not written yet\n", expected[i].name, path);
-            continue;
-        }
+        if (!file_exists(path))
+            fail_msg("shipped model %s is missing", path);
         sb_model m;
         sb_error err = {0};
         if (sb_model_load(expected[i].name, NULL, 0, &m, &err) != 0)
             fail_msg("shipped model %s does not load: %s", expected[i].name, err.msg);
-        if (expected[i].nops)
-            assert_int_equal(m.nops, expected[i].nops);
-        else
-            assert_true(m.nops > 0);
+        if (m.nops != expected[i].nops)
+            fail_msg("shipped model %s has %d ops, expected %d", expected[i].name, m.nops,
+                     expected[i].nops);
         check_model_invariants(&m);
         /* the edge list is consistent with the operands */
         sb_edge *edges = NULL;
@@ -292,7 +286,7 @@ static void test_shipped_models_parse(void **state)
         sb_model_free(&m);
         parsed++;
     }
-    assert_true(parsed >= 3);
+    assert_int_equal(parsed, (int)(sizeof expected / sizeof expected[0]));
 }
 
 static void test_shipped_model_details(void **state)
@@ -973,11 +967,11 @@ static void test_mutation_smoke(void **state)
         char path[1024];
         shipped_path(path, sizeof path, names[i]);
         if (!file_exists(path))
-            continue;
+            fail_msg("shipped model %s is missing", path);
         texts[nt] = slurp(path, &lens[nt]);
         nt++;
     }
-    assert_true(nt >= 3);
+    assert_int_equal(nt, 5);
     static const char alphabet[] = "=,()[]+-*/%:;#\"\\\n\t 0123456789abcxyz_@-1";
     static const char *const snippets[] = {
         "block b(x)\n", "end\n", "repeat 3\n", "return x\n", "(", ")", "[", "]",

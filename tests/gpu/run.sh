@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: every check of the cuda backend on a machine with a GPU,
-# in one go (issue 7; CI has no GPU and only builds the backend and runs its
-# host tests). scripts/gpu-check.sh runs this script. From anywhere:
+# in one go (CI has no GPU: it only builds the backend and runs its host
+# tests). scripts/gpu-check.sh runs this script. From anywhere:
 #
 #   bash tests/gpu/run.sh                     # about 4-7 minutes on an H200
 #   SB_EQUIV_RANDOM=8 bash tests/gpu/run.sh   # the full equivalence draw
@@ -32,7 +32,7 @@
 # Everything printed also goes to the log, $SB_GPU_BUILD/gpu-run.log; the
 # figures of steps 3 and 5 go to the results database $SB_GPU_DB (default
 # $SB_GPU_BUILD/gpu-results.db). The whole run is held to SB_GPU_BUDGET
-# seconds (default 480, the issue's 8 minutes): a step that would run past it
+# seconds (default 480: 8 minutes): a step that would run past it
 # is stopped and the run fails. Exit status: 0 all passed; 77 no GPU; 1 the
 # first failure (a kernel or a strategy that differs from the CPU, a build
 # error, the budget), named on the last line.
