@@ -26,6 +26,10 @@ int cli_fail(const sb_error *err);
 void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo);
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r);
 
+/* A JSON real (jansson), or null when v is NaN or infinite: JSON has no
+ * such numbers. */
+struct json_t *cli_jreal(double v);
+
 /* Parses a p list "4,8,16" or a range "4..64" (powers of two). */
 int parse_p_list(const char *s, int *out, int max, sb_error *err);
 

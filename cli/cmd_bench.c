@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -990,8 +991,9 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         json = sb_strategy_json_str(pb, &r, sv->kind);
     } else {
         const char *base = strrchr(sv->file, '/');
-        if (asprintf(&json, "{\"unloadable_strategy_file\":\"%s\"}", base ? base + 1 : sv->file) < 0)
-            json = NULL;
+        json_t *j = json_pack("{s:s}", "unloadable_strategy_file", base ? base + 1 : sv->file);
+        json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
     }
     free(choice);
     if (!json)

@@ -4,6 +4,7 @@
  * search/candidates.c. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +29,6 @@ static void usage(FILE *f)
                "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
                "      --flops F, --bw B, --cutoff N   cost model (as search)\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n");
-}
-
-static void print_json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else
-            putchar(*s);
-    putchar('"');
 }
 
 int cmd_candidates(int argc, char **argv)
@@ -117,12 +107,8 @@ int cmd_candidates(int argc, char **argv)
     int n = top > 0 && top < cs.ncand ? top : cs.ncand;
     double limit = gib * 1073741824.0;
     int json = !strcmp(format, "json");
-    if (json)
-        printf("{\"model\":\"%s\",\"p\":%d,\"rule_sets\":%ld,\"mesh_shapes\":%d,\"distinct\":%d,"
-               "\"truncated\":%s,\"seconds\":%.6f,\"device_mem_bytes\":%.0f,\"candidates\":[",
-               m.name, p, cs.rule_sets, cs.nmeshes, cs.ncand, cs.truncated ? "true" : "false",
-               cs.seconds, limit);
-    else
+    json_t *jc = json ? json_array() : NULL;
+    if (!json)
         printf("# %s  p=%d  %d distinct strategies from %ld rule sets over %d mesh shapes in "
                "%.3f s%s\n%-5s %-16s %-60s %16s %12s %9s %s\n",
                m.name, p, cs.ncand, cs.rule_sets, cs.nmeshes, cs.seconds,
@@ -134,20 +120,26 @@ int cmd_candidates(int argc, char **argv)
         sb_cand_mesh_str(&k->mesh, mesh, sizeof mesh);
         sb_candidate_rules_str(&cs, k, rules, sizeof rules);
         if (json) {
-            printf("%s{\"rank\":%d,\"mesh\":", i ? "," : "", i + 1);
-            print_json_str(mesh);
-            printf(",\"rules\":");
-            print_json_str(rules);
-            printf(",\"cost\":%.17g,\"mem_bytes\":%.0f,\"fallbacks\":%d,\"fits\":%s}", k->cost,
-                   k->mem, k->fallbacks, k->mem <= limit ? "true" : "false");
+            json_array_append_new(jc, json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}", "rank", i + 1,
+                                                "mesh", mesh, "rules", rules, "cost", cli_jreal(k->cost),
+                                                "mem_bytes", (json_int_t)k->mem, "fallbacks",
+                                                k->fallbacks, "fits", k->mem <= limit));
         } else {
             printf("%-5d %-16s %-60s %16.6e %12.3f %9d %s\n", i + 1, mesh,
                    rules[0] ? rules : "(none)", k->cost, k->mem / 1073741824.0, k->fallbacks,
                    k->mem <= limit ? "yes" : "no");
         }
     }
-    if (json)
-        printf("]}\n");
+    if (json) { /* every string escaped by jansson: a model named a"b stays JSON */
+        json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:i, s:b, s:o, s:I, s:o}", "model", m.name, "p",
+                              p, "rule_sets", (json_int_t)cs.rule_sets, "mesh_shapes", cs.nmeshes,
+                              "distinct", cs.ncand, "truncated", cs.truncated, "seconds", cli_jreal(cs.seconds),
+                              "device_mem_bytes", (json_int_t)limit, "candidates", jc);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(j);
+    }
     sb_candidate_set_free(&cs);
 out:
     sb_problem_free(&pb);

@@ -39,6 +39,12 @@ static int read_header(const char *path, char *model, size_t nm, sb_setting *set
     *nset = 0;
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
+        if (!strncmp(line, "model \"", 7)) { /* quoted: may hold '#' and blanks */
+            if (sb_strategy_word(line + 6, model, nm, NULL))
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: model name too long or badly quoted",
+                             path, lineno);
+            continue;
+        }
         line[strcspn(line, "\r\n#")] = '\0';
         if (!strncmp(line, "op ", 3))
             break;

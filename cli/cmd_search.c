@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,11 @@ int cli_fail(const sb_error *err)
 {
     fprintf(stderr, "shardbench: %s\n", err->msg);
     return err->code ? err->code : 1;
+}
+
+json_t *cli_jreal(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
 }
 
 static int parse_int(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
@@ -192,13 +199,22 @@ void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)
     fprintf(f, "#total\t\t\t\t%.17g\n", r->total_cost);
 }
 
+/* s inside a Graphviz double-quoted string: '"' and '\\' escaped. */
+static void dot_str(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+}
+
 static int write_dot(const char *path, const sb_problem *pb, const sb_result *r, sb_error *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write: %s", path, strerror(errno));
     const sb_model *m = pb->m;
-    fprintf(f, "digraph \"%s\" {\n  node [shape=box, fontname=monospace];\n", m->name);
+    fprintf(f, "digraph \"");
+    dot_str(f, m->name);
+    fprintf(f, "\" {\n  node [shape=box, fontname=monospace];\n");
     for (int i = 0; i < m->nops; i++) {
         char cfg[256];
         sb_config_str(cfg_of(pb, r, i), m->ops[i].ndims, cfg, sizeof cfg);

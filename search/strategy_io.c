@@ -3,7 +3,8 @@
  *
  * Text format, version 1 (one line each, '#' comments):
  *   shardbench-strategy 1
- *   model NAME
+ *   model NAME                 (or "NAME" with \" \\ \n \t \r \xHH escapes when the
+ *                               name is empty or holds a blank, '#', '"' or '\\')
  *   params k=v,k=v,...
  *   p P
  *   algo ALGO
@@ -14,6 +15,8 @@
 #include "shardbench/search.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,106 @@ void sb_config_str(const int *c, int nd, char *buf, size_t n)
         used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", c[i]);
 }
 
+/* NAME as written on a `model` line: bare when it is a plain word (what
+ * every older reader expects), else in double quotes with C escapes. */
+static void quote_word(FILE *f, const char *s)
+{
+    if (*s && !strpbrk(s, " \t#\"\\\r\n\v\f") && s[0] != '"') {
+        int plain = 1;
+        for (const char *c = s; *c; c++)
+            plain &= (unsigned char)*c >= 0x20 && *c != 0x7f;
+        if (plain) {
+            fputs(s, f);
+            return;
+        }
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int hexdig(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int sb_strategy_word(const char *s, char *out, size_t n, const char **end)
+{
+    s += strspn(s, " \t");
+    size_t k = 0;
+    if (*s != '"') { /* bare: up to a blank or a comment */
+        size_t len = strcspn(s, " \t\r\n#");
+        if (len >= n)
+            return -1;
+        memcpy(out, s, len);
+        out[len] = '\0';
+        if (end)
+            *end = s + len;
+        return 0;
+    }
+    for (s++; *s != '"'; s++) {
+        int c = (unsigned char)*s;
+        if (!c || c == '\n')
+            return -1; /* unterminated */
+        if (c == '\\') {
+            c = (unsigned char)*++s;
+            if (c == 'n')
+                c = '\n';
+            else if (c == 't')
+                c = '\t';
+            else if (c == 'r')
+                c = '\r';
+            else if (c == 'x' && hexdig(s[1]) >= 0 && hexdig(s[2]) >= 0) {
+                c = hexdig(s[1]) * 16 + hexdig(s[2]);
+                s += 2;
+            } else if (c != '"' && c != '\\')
+                return -1;
+        }
+        if (k + 1 >= n)
+            return -1;
+        out[k++] = (char)c;
+    }
+    out[k] = '\0';
+    if (end)
+        *end = s + 1;
+    return 0;
+}
+
+/* The '#' that starts the comment of a line, or NULL: one outside a quoted
+ * word (a '"' that starts a word opens it). */
+static char *comment_start(char *line)
+{
+    int quoted = 0;
+    for (char *c = line; *c; c++) {
+        if (quoted) {
+            if (*c == '\\' && c[1])
+                c++;
+            else if (*c == '"')
+                quoted = 0;
+        } else if (*c == '"' && (c == line || c[-1] == ' ' || c[-1] == '\t')) {
+            quoted = 1;
+        } else if (*c == '#') {
+            return c;
+        }
+    }
+    return NULL;
+}
+
 int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
                      sb_error *err)
 {
@@ -49,8 +152,9 @@ int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r,
     fprintf(f, "shardbench-strategy 1\n");
     fprintf(f, "# written by shardbench %s; one config (split count per iteration dim) per op\n",
             sb_version());
-    fprintf(f, "model %s\nparams %s\np %d\nalgo %s\ncost %.17g\n", m->name, params, pb->p, algo,
-            r->total_cost);
+    fputs("model ", f);
+    quote_word(f, m->name);
+    fprintf(f, "\nparams %s\np %d\nalgo %s\ncost %.17g\n", params, pb->p, algo, r->total_cost);
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         char cfg[256], dims[1024];
@@ -83,7 +187,7 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
     int lineno = 0, version = 0, nop = 0, rc = -1, p = -1;
     while (getline(&line, &cap, f) > 0) {
         lineno++;
-        char *hash = strchr(line, '#');
+        char *hash = comment_start(line);
         if (hash)
             *hash = '\0';
         char key[64], a[SB_NAME_MAX * 2], b[64], c[512];
@@ -103,10 +207,20 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
             }
             continue;
         }
-        if (strcmp(key, "model") == 0 && n >= 2 && strcmp(a, m->name) != 0) {
-            sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for model '%s', not '%s'", path, lineno,
-                    a, m->name);
-            goto out;
+        if (strcmp(key, "model") == 0 && n >= 2) {
+            char name[SB_NAME_MAX * 2];
+            const char *rest;
+            if (sb_strategy_word(line + strspn(line, " \t") + 5, name, sizeof name, &rest) ||
+                rest[strspn(rest, " \t\r\n")]) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: bad model name (a word, or one in double "
+                        "quotes)", path, lineno);
+                goto out;
+            }
+            if (strcmp(name, m->name) != 0) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for model '%s', not '%s'", path,
+                        lineno, name, m->name);
+                goto out;
+            }
         }
         if (strcmp(key, "params") == 0) {
             char want[4096], *have = line + strspn(line, " \t") + 6;
@@ -182,73 +296,67 @@ out:
     return rc;
 }
 
-static void json_str(FILE *f, const char *s)
+/* A real, or null for NaN and infinities (JSON has no such numbers). */
+static json_t *jreal(double v)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
+    return isfinite(v) ? json_real(v) : json_null();
 }
 
-void sb_strategy_json(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
+static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const char *algo)
 {
     const sb_model *m = pb->m;
-    fprintf(f, "{\"model\":");
-    json_str(f, m->name);
-    fprintf(f, ",\"params\":{");
-    for (int i = 0; i < m->nparams; i++) {
-        fprintf(f, "%s", i ? "," : "");
-        json_str(f, m->params[i].name);
-        fprintf(f, ":%lld", (long long)m->params[i].value);
+    json_t *params = json_object(), *ops = json_array();
+    for (int i = 0; i < m->nparams; i++)
+        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
+    json_t *j = json_pack("{s:s, s:o, s:i, s:s, s:o, s:o, s:i}", "model", m->name, "params",
+                          params, "p", pb->p, "algo", algo, "flops_tflops", jreal(pb->cp.tflops),
+                          "bw_gbs", jreal(pb->cp.gbs), "cutoff", pb->cp.cutoff);
+    if (!j) {
+        json_decref(ops);
+        return NULL;
     }
-    fprintf(f, "},\"p\":%d,\"algo\":", pb->p);
-    json_str(f, algo);
-    fprintf(f, ",\"flops_tflops\":%.17g,\"bw_gbs\":%.17g,\"cutoff\":%d", pb->cp.tflops, pb->cp.gbs,
-            pb->cp.cutoff);
     if (pb->cp.calibration[0]) {
-        fprintf(f, ",\"calibration\":");
-        json_str(f, pb->cp.calibration);
-        fprintf(f, ",\"word_bytes\":%.17g,\"elem_ratio\":%.17g,\"latency_us\":%.17g",
-                pb->cp.word_bytes, pb->cp.elem_ratio, pb->cp.latency_us);
+        json_object_set_new(j, "calibration", json_string(pb->cp.calibration));
+        json_object_set_new(j, "word_bytes", jreal(pb->cp.word_bytes));
+        json_object_set_new(j, "elem_ratio", jreal(pb->cp.elem_ratio));
+        json_object_set_new(j, "latency_us", jreal(pb->cp.latency_us));
     }
-    fprintf(f, ",\"total_cost\":%.17g,\"search_seconds\":%.9f,\"vertices\":%d,\"max_configs\":%d,"
-               "\"max_dep_set\":%d,\"peak_table_bytes\":%.0f,\"ops\":[",
-            r->total_cost, r->seconds, m->nops, r->max_configs, r->max_dep_set, r->peak_table_bytes);
+    json_object_set_new(j, "total_cost", jreal(r->total_cost));
+    json_object_set_new(j, "search_seconds", jreal(r->seconds));
+    json_object_set_new(j, "vertices", json_integer(m->nops));
+    json_object_set_new(j, "max_configs", json_integer(r->max_configs));
+    json_object_set_new(j, "max_dep_set", json_integer(r->max_dep_set));
+    json_object_set_new(j, "peak_table_bytes", json_integer((json_int_t)r->peak_table_bytes));
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         const int *c = pb->cfg[i].c + (size_t)r->choice[i] * (size_t)op->ndims;
-        fprintf(f, "%s{\"name\":", i ? "," : "");
-        json_str(f, op->name);
-        fprintf(f, ",\"type\":");
-        json_str(f, sb_op_kind_name(op->kind));
-        fprintf(f, ",\"dims\":[");
+        json_t *dims = json_array(), *config = json_array();
         for (int d = 0; d < op->ndims; d++) {
-            fprintf(f, "%s{\"name\":", d ? "," : "");
-            json_str(f, op->dims[d].name);
-            fprintf(f, ",\"size\":%lld}", (long long)op->dims[d].size);
+            json_array_append_new(dims, json_pack("{s:s, s:I}", "name", op->dims[d].name, "size",
+                                                  (json_int_t)op->dims[d].size));
+            json_array_append_new(config, json_integer(c[d]));
         }
-        fprintf(f, "],\"config\":[");
-        for (int d = 0; d < op->ndims; d++)
-            fprintf(f, "%s%d", d ? "," : "", c[d]);
-        fprintf(f, "],\"cost\":%.17g}", pb->cfg[i].cost[r->choice[i]]);
+        json_array_append_new(ops, json_pack("{s:s, s:s, s:o, s:o, s:o}", "name", op->name,
+                                             "type", sb_op_kind_name(op->kind), "dims", dims,
+                                             "config", config, "cost",
+                                             jreal(pb->cfg[i].cost[r->choice[i]])));
     }
-    fprintf(f, "]}");
+    json_object_set_new(j, "ops", ops);
+    return j;
 }
 
 char *sb_strategy_json_str(const sb_problem *pb, const sb_result *r, const char *algo)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    sb_strategy_json(f, pb, r, algo);
-    fclose(f);
-    return buf;
+    json_t *j = strategy_json(pb, r, algo);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+void sb_strategy_json(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
+{
+    char *s = sb_strategy_json_str(pb, r, algo);
+    if (s)
+        fputs(s, f);
+    free(s);
 }

@@ -125,6 +125,12 @@ int sb_strategy_save(const char *path, const sb_problem *pb,
  * the saved config of op i. Mismatched model or unknown config: error. */
 int sb_strategy_load(const char *path, const sb_problem *pb, int *choice,
                      sb_error *err);
+/* One value of a strategy-file line at s (blanks skipped): a bare word (up
+ * to a blank or '#'), or a double-quoted one with \" \\ \n \t \r \xHH
+ * escapes (how `model` is written when the name needs it). 0 with the value
+ * in out and *end (if not NULL) after it; -1 when unterminated, badly
+ * escaped or longer than n - 1. */
+int sb_strategy_word(const char *s, char *out, size_t n, const char **end);
 
 /* Data parallelism: every op splits its dim named "batch" as far as P and
  * its enumerated configs allow (the largest such divisor), nothing else. */
