@@ -1,8 +1,10 @@
 /* cost.c: config enumeration and the reference cost model of the PaSE paper
- * and prototype, exactly as ../shared/docs/cost-model.md states it. Costs are
- * FLOP in double precision, computed in the prototype's order of operations
- * so that totals agree to the last printed digit. Not the search. */
-#include "shardbench/search.h"
+ * and prototype (docs/cost-model.md): the terms the kinds share, the vertex
+ * cost through the per-kind table (search/kinds.h, search/ops/) and the edge
+ * cost. Costs are FLOP in double precision, computed in the prototype's
+ * order of operations so that totals agree to the last printed digit. Not
+ * the search. */
+#include "kinds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,9 +39,7 @@ static double latency_flops(const sb_cost_params *cp, double steps)
     return cp->latency_us > 0 ? steps * cp->latency_us * cp->tflops * 1e6 : 0.0;
 }
 
-/* A point-to-point exchange of `words`: bandwidth, plus one latency when
- * anything moves. */
-static double exchange_cost(const sb_cost_params *cp, double words)
+double sb_exchange_cost(const sb_cost_params *cp, double words)
 {
     double c = sb_words_to_flops(cp, words);
     return words > 0 ? c + latency_flops(cp, 1.0) : c;
@@ -73,17 +73,6 @@ static int dim_choices(int64_t d, int cutoff, int p, int *out, int max)
     return n;
 }
 
-static int is_contiguous(const sb_op *op, const int *c)
-{
-    int i = 0;
-    while (i < op->ndims && op->dims[i].size == c[i])
-        i++;
-    for (i++; i < op->ndims; i++)
-        if (c[i] != 1)
-            return 0;
-    return 1;
-}
-
 typedef struct {
     const sb_op *op;
     int p, nd;
@@ -99,8 +88,8 @@ typedef struct {
 static int enum_rec(enum_state *st, int level, int64_t prod)
 {
     if (level == st->nd) {
-        if ((st->op->kind == SB_OP_FLATTEN || st->op->kind == SB_OP_UNFLATTEN)
-            && !is_contiguous(st->op, st->c))
+        const sb_kind_search *ks = sb_kind_search_table[st->op->kind];
+        if (ks->config_ok && !ks->config_ok(st->op, st->c))
             return 0;
         if (st->n > 65535)
             return sb_fail(st->err, SB_EXIT_INPUT, "op '%s' has more than 65535 configs at p=%d",
@@ -164,8 +153,8 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 
 /* ---- vertex costs ---------------------------------------------------------- */
 
-static double gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
-                        double cm, double cn, double ck, int pw, double mac_ratio)
+double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
+                    double cm, double cn, double ck, int pw, double mac_ratio)
 {
     double comp = m * n * k * 3.0 * mac_ratio;
     if (pw > 0)
@@ -176,8 +165,9 @@ static double gemm_cost(const sb_cost_params *cp, double batch, double m, double
     return batch * (comp + comm);
 }
 
-/* Elements of an op's domain per device, in dim order. */
-static double per_device_elems(const sb_op *op, const int *c)
+double sb_per_dev(const sb_op *op, const int *c, int d) { return (double)op->dims[d].size / c[d]; }
+
+double sb_per_device_elems(const sb_op *op, const int *c)
 {
     double e = 1.0;
     for (int i = 0; i < op->ndims; i++)
@@ -185,27 +175,7 @@ static double per_device_elems(const sb_op *op, const int *c)
     return e;
 }
 
-static double cost_gemm_like(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    double batch = 1.0;
-    double dm = 1, dn = 1, dk = 1, cm = 1, cn = 1, ck = 1;
-    for (int i = 0; i < op->ndims; i++) {
-        double d = (double)op->dims[i].size;
-        switch (op->role[i]) {
-        case SB_ROLE_BATCH: batch *= d / c[i]; break;
-        case SB_ROLE_M: dm *= d; cm *= c[i]; break;
-        case SB_ROLE_N: dn *= d; cn *= c[i]; break;
-        case SB_ROLE_K: dk *= d; ck *= c[i]; break;
-        default: break;
-        }
-    }
-    return gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw,
-                     op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
-}
-
-/* Words a device must receive to turn a block `src` (on qs devices) into a
- * block `tgt` (on qt devices), both of rank n. */
-static double area_needed(const double *src, const double *tgt, int n, double qs, double qt)
+double sb_area_needed(const double *src, const double *tgt, int n, double qs, double qt)
 {
     double area = 1.0, inter = 1.0;
     for (int i = 0; i < n; i++)
@@ -219,103 +189,9 @@ static double area_needed(const double *src, const double *tgt, int n, double qs
     return w > 0 ? w : 0.0;
 }
 
-static double cost_lstm(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    /* dims: 0 layers, 1 seq, 2 batch, 3 n = units, 4 k = units */
-    double L = (double)op->dims[0].size, S = (double)op->dims[1].size;
-    double B = (double)op->dims[2].size, N = (double)op->dims[3].size, K = (double)op->dims[4].size;
-    double cost = gemm_cost(cp, L / c[0], (S * B) / ((double)c[1] * c[2]), (4.0 * N) / c[3],
-                            (2.0 * K) / c[4], (double)c[1] * c[2], c[3], c[4], 3, 1.0);
-    double src[2] = {B / c[2], N / c[3]}, tgt[2] = {B / c[2], K / c[4]};
-    double words = area_needed(src, tgt, 2, (double)c[2] * c[3], (double)c[2] * c[4]);
-    return cost + (L * S) * exchange_cost(cp, words);
-}
-
-static double cost_pool(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    double cost = per_device_elems(op, c) * cp->elem_ratio;
-    const sb_tensor *in = &m->tensors[op->in[0].tensor];
-    double b = (double)in->dims[0].size / c[0], ch = (double)in->dims[1].size / c[1];
-    double h = (double)in->dims[2].size / c[2], w = (double)in->dims[3].size / c[3];
-    double hg = h + (c[2] > 1 ? op->kernel[0] : 0), wg = w + (c[3] > 1 ? op->kernel[1] : 0);
-    double ghost = hg * wg - h * w;
-    ghost *= b;
-    ghost *= ch;
-    return cost + exchange_cost(cp, ghost);
-}
-
-static double cost_norm(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    int a = op->axis;
-    double e = per_device_elems(op, c);
-    double da = (double)op->dims[a].size / c[a];
-    double others = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (i != a)
-            others *= c[i];
-    double cost = (2 * 8.0) * e * cp->elem_ratio;
-    cost += 4.0 * sb_allreduce_cost(cp, e / da, c[a]);
-    cost += 4.0 * sb_allreduce_cost(cp, da, others);
-    return cost;
-}
-
-static double cost_softmax(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    int a = op->axis;
-    double e = per_device_elems(op, c);
-    double rows = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (i != a)
-            rows *= (double)op->dims[i].size / c[i];
-    double cost = 0.0;
-    cost += (3.0 + 1) * e * cp->elem_ratio;
-    cost += e * (double)op->dims[a].size * cp->elem_ratio;
-    cost += sb_allreduce_cost(cp, rows, c[a]);
-    cost += sb_allreduce_cost(cp, rows * (double)op->dims[a].size, c[a]);
-    cost += sb_allreduce_cost(cp, rows, c[a]);
-    return cost;
-}
-
-static double cost_softmax_xent(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    int last = op->ndims - 1;
-    double e = per_device_elems(op, c);
-    double batch = 1.0;
-    for (int i = 0; i < last; i++)
-        batch *= (double)op->dims[i].size / c[i];
-    double cost = (3.0 + 1) * e * cp->elem_ratio;
-    cost += batch * cp->elem_ratio;
-    cost += batch * cp->elem_ratio;
-    if (c[last] > 1)
-        cost += exchange_cost(cp, 2.0 * batch);
-    return cost;
-}
-
-static double cost_reduce_mean(const sb_op *op, const int *c, const sb_cost_params *cp)
-{
-    double q = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (op->axes & (1u << i))
-            q *= c[i];
-    return sb_allreduce_cost(cp, per_device_elems(op, c), q);
-}
-
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    switch (op->kind) {
-    case SB_OP_CONV:
-    case SB_OP_DENSE:
-    case SB_OP_EINSUM:
-    case SB_OP_EMBEDDING: return cost_gemm_like(op, c, cp);
-    case SB_OP_LSTM: return cost_lstm(op, c, cp);
-    case SB_OP_POOL: return cost_pool(m, op, c, cp);
-    case SB_OP_NORM: return cost_norm(op, c, cp);
-    case SB_OP_SOFTMAX: return cost_softmax(op, c, cp);
-    case SB_OP_SOFTMAX_XENT: return cost_softmax_xent(op, c, cp);
-    case SB_OP_ELEMENTWISE: return (1.0 + op->pw) * per_device_elems(op, c) * cp->elem_ratio;
-    case SB_OP_REDUCE_MEAN: return cost_reduce_mean(op, c, cp);
-    default: return 0.0; /* concat, split, stack, unstack, reshape, transpose */
-    }
+    return sb_kind_search_table[op->kind]->cost(m, op, c, cp);
 }
 
 /* ---- edges ----------------------------------------------------------------- */
@@ -348,5 +224,5 @@ double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src
         qs *= src_layout[i];
         qd *= dst_layout[i];
     }
-    return exchange_cost(cp, area_needed(s, d, t->ndims, qs, qd) * 2.0);
+    return sb_exchange_cost(cp, sb_area_needed(s, d, t->ndims, qs, qd) * 2.0);
 }

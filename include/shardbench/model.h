@@ -19,25 +19,24 @@ extern "C" {
 #define SB_MAX_IO 16    /* inputs or outputs of one op */
 #define SB_NAME_MAX 96
 
+/* Every op kind, once: X(KIND, id) for SB_OP_KIND and the identifier each
+ * stage names the kind's entry after (sb_search_<id>, ...). A stage builds
+ * its per-kind table from this list, so a kind added here without a stage's
+ * entry does not link. Notes: norm is layer norm over `axis` (batchnorm is
+ * norm with per-channel statistics); elementwise is add and other
+ * elementwise ops with `pw` fused pointwise ops; flatten is multi-dim -> 1-D
+ * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel). */
+#define SB_OP_KINDS(X)                                                                              \
+    X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
+    X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
+    X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
+    X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
+    X(TRANSPOSE, transpose)
+
 typedef enum {
-    SB_OP_CONV,
-    SB_OP_POOL,
-    SB_OP_DENSE,
-    SB_OP_EINSUM,
-    SB_OP_EMBEDDING,
-    SB_OP_LSTM,
-    SB_OP_NORM,        /* layer norm over `axis`; batchnorm is norm with axis 0 */
-    SB_OP_SOFTMAX,
-    SB_OP_SOFTMAX_XENT,
-    SB_OP_ELEMENTWISE, /* add and other elementwise ops, `pw` fused pointwise */
-    SB_OP_REDUCE_MEAN,
-    SB_OP_CONCAT,
-    SB_OP_SPLIT,
-    SB_OP_STACK,
-    SB_OP_UNSTACK,
-    SB_OP_FLATTEN,     /* multi-dim -> 1-D (the prototype's Ravel) */
-    SB_OP_UNFLATTEN,   /* 1-D -> multi-dim (the prototype's Unravel) */
-    SB_OP_TRANSPOSE,
+#define SB_OP_ENUM_(K, id) SB_OP_##K,
+    SB_OP_KINDS(SB_OP_ENUM_)
+#undef SB_OP_ENUM_
     SB_OP_KIND_COUNT
 } sb_op_kind;
 

@@ -1,0 +1,66 @@
+/* search/kinds.h: what the search stage knows of each op kind (private to
+ * search/). One sb_kind_search entry per kind, written in search/ops/ beside
+ * the kind's family, gathered by kind in search/kinds.c. cost.c and memory.c
+ * dispatch through the table and never fall back to a default. */
+#ifndef SB_SEARCH_KINDS_H
+#define SB_SEARCH_KINDS_H
+
+#include "shardbench/memory.h"
+#include "shardbench/search.h"
+
+/* Elements per device of an op under a config, in the memory model's
+ * categories (search/memory.c fills the operand terms, the kind the rest). */
+typedef struct {
+    double weights;  /* the op's own weights and its weight operands */
+    double wmax;     /* the largest weight operand */
+    double in;       /* inputs (with halos, and embedding's int32 ids) */
+    double outs;     /* outputs kept for backward */
+    double saved;    /* state beyond inputs and outputs (statistics, LSTM states) */
+    double scratch;  /* transient inside the op */
+} sb_mem_elems;
+
+typedef struct {
+    /* FLOP of the op under config c: forward, backward and the op's own
+     * communication (relayouts between ops are edge costs). */
+    double (*cost)(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp);
+    /* Elements per device under config c (every field). */
+    void (*memory)(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e);
+    /* Optional: 0 for a config the kind cannot take (flatten and reshape
+     * split a prefix of their dims only); NULL when every config is fine. */
+    int (*config_ok)(const sb_op *op, const int *c);
+} sb_kind_search;
+
+/* Indexed by sb_op_kind; every entry non-NULL with cost and memory set
+ * (tests/test_op_kinds.c checks). */
+extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
+
+/* ---- terms the kinds share (search/cost.c, search/memory.c) ------------------------------ */
+
+/* A point-to-point exchange of `words`: bandwidth, plus one latency when
+ * anything moves. */
+double sb_exchange_cost(const sb_cost_params *cp, double words);
+/* Words a device must receive to turn a block `src` (on qs devices) into a
+ * block `tgt` (on qt devices), both of rank n. */
+double sb_area_needed(const double *src, const double *tgt, int n, double qs, double qt);
+/* GEMM of (m x k)(k x n) per batch element on cm x cn x ck devices: compute
+ * 3mnk·mac_ratio (+3·pw·mn elementwise) and the three all-reduces. */
+double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
+                    double cm, double cn, double ck, int pw, double mac_ratio);
+/* Elements of an op's iteration space per device, in dim order. */
+double sb_per_device_elems(const sb_op *op, const int *c);
+/* dims[d] / c[d] */
+double sb_per_dev(const sb_op *op, const int *c, int d);
+
+/* The operand terms of sb_mem_elems (weights, wmax, in, outs) as most kinds
+ * hold them: every input and output block, the op's own weights; saved and
+ * scratch are 0 (the kind sets them). */
+void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e);
+/* Elements per device of operand o's block under config c. */
+double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c);
+
+/* The kinds' entries (search/ops/): sb_search_conv, sb_search_dense, ... */
+#define SB_KIND_DECL_(K, id) extern const sb_kind_search sb_search_##id;
+SB_OP_KINDS(SB_KIND_DECL_)
+#undef SB_KIND_DECL_
+
+#endif

@@ -1,0 +1,31 @@
+/* ops/elementwise.c: the search stage's facts of elementwise ops (add and
+ * the like, with `pw` fused pointwise ops) and of reduce_mean. */
+#include "../kinds.h"
+
+static double cost_elementwise(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    return (1.0 + op->pw) * sb_per_device_elems(op, c) * cp->elem_ratio;
+}
+
+/* An all-reduce of the per-device block over the splits of the reduced
+ * dims. */
+static double cost_reduce_mean(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    double q = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (op->axes & (1u << i))
+            q *= c[i];
+    return sb_allreduce_cost(cp, sb_per_device_elems(op, c), q);
+}
+
+/* Inputs and outputs; one output-sized buffer sums the consumers' gradients. */
+static void memory_elementwise(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->scratch = e->outs;
+}
+
+const sb_kind_search sb_search_elementwise = {.cost = cost_elementwise, .memory = memory_elementwise};
+const sb_kind_search sb_search_reduce_mean = {.cost = cost_reduce_mean, .memory = memory_elementwise};

@@ -1,0 +1,74 @@
+/* ops/gemm.c: the search stage's facts of the GEMM-like kinds: conv, dense,
+ * einsum, embedding. Iteration dims have roles (batch, m, n, k: the parser
+ * sets them); compute is 3·m'n'k' multiply-adds per batch element (forward,
+ * input gradient, weight gradient) and communication the three all-reduces
+ * (docs/cost-model.md, "GEMM-like ops"). */
+#include "../kinds.h"
+
+#include <math.h>
+
+static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    double batch = 1.0;
+    double dm = 1, dn = 1, dk = 1, cm = 1, cn = 1, ck = 1;
+    for (int i = 0; i < op->ndims; i++) {
+        double d = (double)op->dims[i].size;
+        switch (op->role[i]) {
+        case SB_ROLE_BATCH: batch *= d / c[i]; break;
+        case SB_ROLE_M: dm *= d; cm *= c[i]; break;
+        case SB_ROLE_N: dn *= d; cn *= c[i]; break;
+        case SB_ROLE_K: dk *= d; ck *= c[i]; break;
+        default: break; /* SB_ROLE_NONE: a dim the GEMM does not see (conv's kh, kw) */
+        }
+    }
+    return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw,
+                        op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
+}
+
+/* GEMM-like ops copy their operands into canonical order and build the
+ * product before the all-reduce. */
+static void memory_gemm(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->scratch = e->in + (e->weights > e->wmax ? e->weights : e->wmax) + 2.0 * e->outs;
+}
+
+/* The CPU conv kernels' im2col workspace (runtime's k_conv.c): the columns
+ * of a group of g images, g = ceil(1536 / (h_out w_out)) but at most 16 and
+ * at most 8 Mi floats, each image (C' R' S' + N') h_out w_out floats.
+ * conv dims: 0 batch, 1 channels_in, 2 h, 3 w, 4 kh, 5 kw, 6 channels. */
+static double conv_workspace_elems(const sb_op *op, const int *c)
+{
+    double hw = sb_per_dev(op, c, 2) * sb_per_dev(op, c, 3);
+    double crs = sb_per_dev(op, c, 1) * sb_per_dev(op, c, 4) * sb_per_dev(op, c, 5);
+    if (hw <= 0)
+        return 0.0;
+    double g = ceil(1536.0 / hw);
+    if (g > 16)
+        g = 16;
+    while (g > 1 && g * crs * hw > 8388608.0)
+        g--;
+    return g * (crs + sb_per_dev(op, c, 6)) * hw;
+}
+
+static void memory_conv(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->scratch = conv_workspace_elems(op, c) + e->outs;
+}
+
+/* The embedding holds its ids as int32 beside the float copy of its input. */
+static void memory_embedding(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    for (int k = 0; k < op->nin; k++)
+        if (m->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
+            e->in += sb_operand_elems(m, op, &op->in[k], c);
+    e->scratch = e->in + (e->weights > e->wmax ? e->weights : e->wmax) + 2.0 * e->outs;
+}
+
+const sb_kind_search sb_search_conv = {.cost = cost_gemm_like, .memory = memory_conv};
+const sb_kind_search sb_search_dense = {.cost = cost_gemm_like, .memory = memory_gemm};
+const sb_kind_search sb_search_einsum = {.cost = cost_gemm_like, .memory = memory_gemm};
+const sb_kind_search sb_search_embedding = {.cost = cost_gemm_like, .memory = memory_embedding};

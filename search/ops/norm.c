@@ -1,0 +1,42 @@
+/* ops/norm.c: the search stage's facts of normalisation: layer norm over
+ * `axis`, and batch norm (the cost model treats it as norm over axis 0, as
+ * the prototype does; memory follows the runtime's per-channel statistics). */
+#include "../kinds.h"
+
+/* 16 passes over the elements, and the all-reduces of the statistics: over
+ * the splits of the axis (the row statistics) and over the other splits
+ * (the scale and shift gradients), forward and backward. */
+static double cost_norm(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    int a = op->axis;
+    double e = sb_per_device_elems(op, c);
+    double da = (double)op->dims[a].size / c[a];
+    double others = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (i != a)
+            others *= c[i];
+    double cost = (2 * 8.0) * e * cp->elem_ratio;
+    cost += 4.0 * sb_allreduce_cost(cp, e / da, c[a]);
+    cost += 4.0 * sb_allreduce_cost(cp, da, others);
+    return cost;
+}
+
+/* Saved: mean and inverse deviation per row (layer norm) or per channel
+ * (batch norm). */
+static void memory_norm(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    if (op->batchnorm) {
+        e->saved = 2.0 * sb_per_dev(op, c, 1);
+    } else {
+        double rows = 1.0;
+        for (int i = 0; i < op->ndims; i++)
+            if (i != op->axis)
+                rows *= sb_per_dev(op, c, i);
+        e->saved = 2.0 * rows;
+    }
+    e->scratch = e->outs;
+}
+
+const sb_kind_search sb_search_norm = {.cost = cost_norm, .memory = memory_norm};

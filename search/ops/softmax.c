@@ -1,0 +1,66 @@
+/* ops/softmax.c: the search stage's facts of softmax over `axis` and of the
+ * loss softmax_xent (softmax and cross-entropy over the last dim, the
+ * classes). */
+#include "../kinds.h"
+
+/* Rows of the op other than `axis`, per device. */
+static double rows_but(const sb_op *op, const int *c, int axis)
+{
+    double r = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (i != axis)
+            r *= sb_per_dev(op, c, i);
+    return r;
+}
+
+static double cost_softmax(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    int a = op->axis;
+    double e = sb_per_device_elems(op, c);
+    double rows = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (i != a)
+            rows *= (double)op->dims[i].size / c[i];
+    double cost = 0.0;
+    cost += (3.0 + 1) * e * cp->elem_ratio;
+    cost += e * (double)op->dims[a].size * cp->elem_ratio;
+    cost += sb_allreduce_cost(cp, rows, c[a]);
+    cost += sb_allreduce_cost(cp, rows * (double)op->dims[a].size, c[a]);
+    cost += sb_allreduce_cost(cp, rows, c[a]);
+    return cost;
+}
+
+static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    int last = op->ndims - 1;
+    double e = sb_per_device_elems(op, c);
+    double batch = 1.0;
+    for (int i = 0; i < last; i++)
+        batch *= (double)op->dims[i].size / c[i];
+    double cost = (3.0 + 1) * e * cp->elem_ratio;
+    cost += batch * cp->elem_ratio;
+    cost += batch * cp->elem_ratio;
+    if (c[last] > 1)
+        cost += sb_exchange_cost(cp, 2.0 * batch);
+    return cost;
+}
+
+static void memory_softmax(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->scratch = e->outs;
+}
+
+/* The loss keeps no output tensor; it saves labels, row max and row sum. */
+static void memory_softmax_xent(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->outs = 0.0;
+    e->saved = 3.0 * rows_but(op, c, op->ndims - 1);
+    e->scratch = e->outs;
+}
+
+const sb_kind_search sb_search_softmax = {.cost = cost_softmax, .memory = memory_softmax};
+const sb_kind_search sb_search_softmax_xent = {.cost = cost_softmax_xent, .memory = memory_softmax_xent};
