@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,34 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* Rank 0's `--format json` report: one line, every string escaped
+ * (jansson); a number that is not finite (a diverged loss) is null. */
+static void print_run_json(const sb_model *m, int size, const char *backend, const char *strategy,
+                           const double *losses, int total, int warmup, double med, double lo,
+                           double hi, double samples_per_s, const long long *peaks,
+                           const double *maxs)
+{
+    json_t *jl = json_array(), *jp = json_array(), *jo = json_array();
+    for (int s = 0; s < total; s++)
+        json_array_append_new(jl, cli_jreal(losses[s]));
+    for (int r = 0; r < size; r++)
+        json_array_append_new(jp, json_integer(peaks[r]));
+    for (int i = 0; i < m->nops; i++)
+        json_array_append_new(jo, json_pack("{s:s, s:s, s:o, s:o}", "name", m->ops[i].name, "type",
+                                            sb_op_kind_name(m->ops[i].kind), "compute_seconds",
+                                            cli_jreal(maxs[2 * i]), "comm_seconds",
+                                            cli_jreal(maxs[2 * i + 1])));
+    json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:o, s:i, s:{s:o, s:o, s:o}, s:o, s:o, s:o}",
+                          "model", m->name, "p", size, "backend", backend, "strategy", strategy,
+                          "losses", jl, "warmup", warmup, "step_seconds", "median", cli_jreal(med),
+                          "min", cli_jreal(lo), "max", cli_jreal(hi), "samples_per_second",
+                          cli_jreal(samples_per_s), "peak_bytes_per_rank", jp, "ops", jo);
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    json_decref(j);
 }
 
 /* All ranks agree on failure: returns the largest error code of any rank;
@@ -458,21 +487,8 @@ int cmd_run(int argc, char **argv)
             if (peaks[r] > maxpeak)
                 maxpeak = peaks[r];
         if (json) {
-            printf("{\"model\":\"%s\",\"p\":%d,\"backend\":\"%s\",\"strategy\":\"%s\",\"losses\":[", m.name,
-                   size, be->name, a.strategy);
-            for (int s = 0; s < total; s++)
-                printf("%s%.9g", s ? "," : "", losses[s]);
-            printf("],\"warmup\":%d,\"step_seconds\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g},"
-                   "\"samples_per_second\":%.6g,\"peak_bytes_per_rank\":[",
-                   a.warmup, med, lo, hi, (double)batch / med);
-            for (int r = 0; r < size; r++)
-                printf("%s%lld", r ? "," : "", peaks[r]);
-            printf("],\"ops\":[");
-            for (int i = 0; i < nops; i++)
-                printf("%s{\"name\":\"%s\",\"type\":\"%s\",\"compute_seconds\":%.9g,\"comm_seconds\":%.9g}",
-                       i ? "," : "", m.ops[i].name, sb_op_kind_name(m.ops[i].kind), maxs[2 * i],
-                       maxs[2 * i + 1]);
-            printf("]}\n");
+            print_run_json(&m, size, be->name, a.strategy, losses, total, a.warmup, med, lo, hi,
+                           (double)batch / med, peaks, maxs);
         } else {
             printf("step time  median %.4f s  min %.4f s  max %.4f s  (%d steps after %d warm-up)\n",
                    med, lo, hi, a.steps, a.warmup);
