@@ -30,9 +30,17 @@ typedef struct {
     int64_t list[16];
 } binding;
 
+/* A set of strings with an int each (open addressing, power-of-2 size). */
+typedef struct {
+    char **key;
+    int *val;
+    size_t cap, n;
+} strmap;
+
 typedef struct {
     binding *b;
     int n, cap;
+    strmap idx;          /* name -> index in b */
     char prefix[SB_NAME_MAX];
 } scope;
 
@@ -55,9 +63,8 @@ typedef struct {
     int nblocks;
     int stack[MAX_CALL_DEPTH];
     int depth;
-    /* names of ops and tensors, for uniqueness */
-    char **names;
-    size_t names_cap, names_n;
+    strmap names;        /* op and tensor names given, for uniqueness */
+    strmap suffix;       /* per name x taken: the next suffix k to try for x.k */
     int expr_depth;
     sb_error *err;
 } parser;
@@ -133,70 +140,99 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-static int names_has(parser *P, const char *s)
+/* Slot of s in the map: where it is, or the empty slot where it goes. */
+static size_t strmap_slot(const strmap *m, const char *s)
 {
-    if (!P->names_cap)
-        return 0;
-    for (size_t i = hash_str(s) & (P->names_cap - 1);; i = (i + 1) & (P->names_cap - 1)) {
-        if (!P->names[i])
-            return 0;
-        if (strcmp(P->names[i], s) == 0)
-            return 1;
-    }
+    size_t i = hash_str(s) & (m->cap - 1);
+    while (m->key[i] && strcmp(m->key[i], s) != 0)
+        i = (i + 1) & (m->cap - 1);
+    return i;
 }
 
-static int names_add(parser *P, const char *s)
+/* The value of s, or NULL when s is not in the map. */
+static int *strmap_get(strmap *m, const char *s)
 {
-    if ((P->names_n + 1) * 2 > P->names_cap) {
-        size_t nc = P->names_cap ? P->names_cap * 2 : 1024;
-        char **nn = sb_calloc(nc, sizeof *nn, P->err);
-        if (!nn)
+    if (!m->cap)
+        return NULL;
+    size_t i = strmap_slot(m, s);
+    return m->key[i] ? &m->val[i] : NULL;
+}
+
+/* Adds s (not in the map yet) with value v. */
+static int strmap_put(parser *P, strmap *m, const char *s, int v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 16;
+        strmap g = {.cap = nc, .n = m->n};
+        g.key = sb_calloc(nc, sizeof *g.key, P->err);
+        g.val = g.key ? sb_calloc(nc, sizeof *g.val, P->err) : NULL;
+        if (!g.val) {
+            free(g.key);
             return -1;
-        for (size_t i = 0; i < P->names_cap; i++) {
-            char *x = P->names[i];
-            if (!x)
-                continue;
-            size_t j = hash_str(x) & (nc - 1);
-            while (nn[j])
-                j = (j + 1) & (nc - 1);
-            nn[j] = x;
         }
-        free(P->names);
-        P->names = nn;
-        P->names_cap = nc;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = strmap_slot(&g, m->key[i]);
+                g.key[j] = m->key[i];
+                g.val[j] = m->val[i];
+            }
+        free(m->key);
+        free(m->val);
+        *m = g;
     }
-    size_t j = hash_str(s) & (P->names_cap - 1);
-    while (P->names[j])
-        j = (j + 1) & (P->names_cap - 1);
-    P->names[j] = strdup(s);
-    if (!P->names[j])
+    size_t j = strmap_slot(m, s);
+    m->key[j] = strdup(s);
+    if (!m->key[j])
         return sb_fail(P->err, SB_EXIT_INTERNAL, "out of memory");
-    P->names_n++;
+    m->val[j] = v;
+    m->n++;
     return 0;
 }
 
-/* Makes prefix+base unique among op and tensor names ("x", "x.1", ...). */
+static void strmap_free(strmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->key[i]);
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof *m);
+}
+
+/* Makes prefix+base unique among op and tensor names ("x", "x.1", ...): the
+ * first of x, x.1, x.2, ... not taken. Names are never released, so the
+ * suffixes below the one last given to x stay taken, and the search for
+ * the next x starts there (one step per name instead of one per earlier x). */
 static int unique_name(parser *P, const token *at, const char *prefix, const char *base,
                        char *out)
 {
-    char cand[SB_NAME_MAX + 32];
-    snprintf(cand, sizeof cand, "%s%s", prefix, base);
-    for (int k = 1; names_has(P, cand); k++)
-        snprintf(cand, sizeof cand, "%s%s.%d", prefix, base, k);
+    char stem[SB_NAME_MAX + 32], cand[SB_NAME_MAX + 48];
+    snprintf(stem, sizeof stem, "%s%s", prefix, base);
+    snprintf(cand, sizeof cand, "%s", stem);
+    if (strmap_get(&P->names, cand)) {
+        int *next = strmap_get(&P->suffix, stem);
+        int k = next ? *next : 1;
+        do
+            snprintf(cand, sizeof cand, "%s.%d", stem, k++);
+        while (strmap_get(&P->names, cand));
+        if (strlen(cand) < SB_NAME_MAX) {
+            if (next)
+                *next = k;
+            else if (strmap_put(P, &P->suffix, stem, k))
+                return -1;
+        }
+    }
     if (strlen(cand) >= SB_NAME_MAX)
         return perr(P, at, "name '%s' too long (nested blocks too deep?)", cand);
     strcpy(out, cand);
-    return names_add(P, cand);
+    return strmap_put(P, &P->names, cand, 0);
 }
 
 /* ---- scopes -------------------------------------------------------------- */
 
 static binding *scope_find(scope *s, const char *name)
 {
-    for (int i = s->n - 1; i >= 0; i--)
-        if (strcmp(s->b[i].name, name) == 0)
-            return &s->b[i];
-    return NULL;
+    int *i = strmap_get(&s->idx, name);
+    return i ? &s->b[*i] : NULL;
 }
 
 static int scope_bind(parser *P, scope *s, const char *name, int is_tensor, int64_t v)
@@ -211,13 +247,22 @@ static int scope_bind(parser *P, scope *s, const char *name, int is_tensor, int6
             s->b = nb;
             s->cap = nc;
         }
-        b = &s->b[s->n++];
+        b = &s->b[s->n];
         snprintf(b->name, sizeof b->name, "%s", name);
+        if (strmap_put(P, &s->idx, b->name, s->n))
+            return -1;
+        s->n++;
     }
     b->is_tensor = is_tensor;
     b->v = v;
     b->nlist = 0;
     return 0;
+}
+
+static void scope_free(scope *s)
+{
+    free(s->b);
+    strmap_free(&s->idx);
 }
 
 static sb_param *find_param(sb_model *m, const char *name)
@@ -1732,7 +1777,7 @@ static int call_block(parser *P, scope *caller, blockdef *bd, call *c, target *t
     }
     rc = 0;
 out:
-    free(s.b);
+    scope_free(&s);
     return rc;
 }
 
@@ -1790,7 +1835,7 @@ static int exec_op(parser *P, scope *s, call *c, target *tg)
             t1.s = &tmp;
             int rc = finish_op(P, op, &t1, 1, o.ndims, o.dims, o.maps);
             int flat = rc ? -1 : (int)tmp.b[0].v;
-            free(tmp.b);
+            scope_free(&tmp);
             if (rc)
                 return -1;
             c->tens[0] = flat;
@@ -2218,12 +2263,11 @@ int sb_model_parse(const char *text, size_t len, const char *path, const sb_sett
     }
     rc = 0;
 done:
-    free(top.b);
+    scope_free(&top);
     free(used);
     free(P.blocks);
-    for (size_t i = 0; i < P.names_cap; i++)
-        free(P.names[i]);
-    free(P.names);
+    strmap_free(&P.names);
+    strmap_free(&P.suffix);
     free(tl.t);
     if (rc)
         sb_model_free(out);
