@@ -1,7 +1,7 @@
 /* shardbench/search.h: config enumeration, the reference (PaSE) cost model,
  * and the exact dynamic-programming search over a model graph.
  *
- * Costs are in FLOP, as in ../shared/docs/cost-model.md. A `sb_problem`
+ * Costs are in FLOP, as in docs/cost-model.md. A `sb_problem`
  * holds every op's configs and per-config costs for one model and device
  * count; search functions pick one config per op (a strategy). */
 #ifndef SHARDBENCH_SEARCH_H
