@@ -44,6 +44,7 @@
 
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 extern char **environ;
 
@@ -539,7 +540,15 @@ static void run_case(const bench_opts *o, const bench_case *c, int threads, db_r
             }
     sb_cpu_threads(threads); /* OpenBLAS and the OpenMP kernel loops */
     sb_exec_opts eo = {.lr = 0.01f, .seed = 1};
-    if (sb_executor_create(MPI_COMM_WORLD, &pb, choice, &sb_backend_cpu, &eo, &ex, &err)) {
+    int created;
+    {
+        const int *cfg[pb.m->nops]; /* op i's chosen config */
+        for (int i = 0; i < pb.m->nops; i++)
+            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
+        sb_plan_strategy st = {pb.m, cfg};
+        created = !sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err);
+    }
+    if (!created) {
         snprintf(rw->sb.err, sizeof rw->sb.err, "%s", err.msg);
         goto out;
     }

@@ -234,24 +234,15 @@ static void print_run_json(const sb_model *m, int size, const char *backend, con
 }
 
 /* All ranks agree on failure: returns the largest error code of any rank;
- * rank 0 prints the first message it has (its own, else the failing rank's). */
-static int agree(MPI_Comm comm, int rank, int rc, const sb_error *err)
+ * rank 0 prints the first failing rank's message. */
+static int agree(MPI_Comm comm, int rank, int rc, sb_error *err)
 {
-    int code = rc ? (err->code ? err->code : 1) : 0, worst = 0;
-    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm);
-    if (!worst)
+    int first = 0;
+    if (!sb_agree(comm, rc, err, &first))
         return 0;
-    /* bring a message to rank 0 */
-    int who = code ? rank : 1 << 30, first = 0;
-    MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, comm);
-    char msg[sizeof err->msg];
-    if (rank == first)
-        snprintf(msg, sizeof msg, "%s", err->msg);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm);
     if (rank == 0)
-        fprintf(stderr, "shardbench: %s%s\n", msg,
-                first ? " (reported by another rank)" : "");
-    return worst;
+        fprintf(stderr, "shardbench: %s%s\n", err->msg, first ? " (reported by another rank)" : "");
+    return err->code;
 }
 
 /* Saves the executor's weights to DIR/step-NNNNNN/ (rank 0 makes the
@@ -422,7 +413,13 @@ int cmd_run(int argc, char **argv)
             goto done;
         eo.data = data;
     }
-    rc = sb_executor_create(comm, &pb, choice, be, &eo, &ex, &err);
+    {
+        const int *cfg[m.nops]; /* op i's chosen config */
+        for (int i = 0; i < m.nops; i++)
+            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
+        sb_plan_strategy st = {&m, cfg};
+        rc = sb_executor_create(comm, &st, be, &eo, &ex, &err);
+    }
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
     if (a.restore && (status = restore_checkpoint(ex, &a, comm, rank, &err)))

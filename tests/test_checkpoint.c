@@ -21,6 +21,7 @@
 
 #include "shardbench/dtensor.h"
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 static int rank, size, failures;
 static char dir[256];
@@ -84,7 +85,11 @@ static sb_executor *make_executor(MPI_Comm comm, const sb_problem *pb, const int
     sb_error err = {0};
     sb_executor *ex;
     sb_exec_opts eo = {.lr = 0.05f, .seed = seed};
-    if (sb_executor_create(comm, pb, choice, &sb_backend_cpu, &eo, &ex, &err))
+    const int *cfg[pb->m->nops]; /* op i's chosen config */
+    for (int i = 0; i < pb->m->nops; i++)
+        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
+    sb_plan_strategy st = {pb->m, cfg};
+    if (sb_executor_create(comm, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("executor", &err);
     return ex;
 }

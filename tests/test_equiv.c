@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 #define STEPS 3
 #define TOL 1e-4
@@ -57,8 +58,12 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     sb_error err = {0};
     sb_executor *ex;
     sb_exec_opts eo = {.lr = lr, .seed = 7};
-    if (sb_executor_create(comm, pb, choice, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo,
-                           &ex, &err))
+    const int *cfg[pb->m->nops]; /* op i's chosen config */
+    for (int i = 0; i < pb->m->nops; i++)
+        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
+    sb_plan_strategy st = {pb->m, cfg};
+    if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
+                           &err))
         die("create", &err);
     int me;
     MPI_Comm_rank(comm, &me);

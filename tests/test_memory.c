@@ -17,6 +17,7 @@
 #include "shardbench/candidates.h"
 #include "shardbench/memory.h"
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 #define TOL 0.25
 
@@ -162,7 +163,11 @@ static void measure(const sb_problem *pb, const int *choice, const char *what)
     sb_error err = {0};
     sb_executor *ex;
     sb_exec_opts eo = {.lr = 0.001f, .seed = 3};
-    if (sb_executor_create(MPI_COMM_WORLD, pb, choice, &sb_backend_cpu, &eo, &ex, &err))
+    const int *cfg[pb->m->nops]; /* op i's chosen config */
+    for (int i = 0; i < pb->m->nops; i++)
+        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
+    sb_plan_strategy st = {pb->m, cfg};
+    if (sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
     double loss;
     if (sb_executor_step(ex, &loss, &err))

@@ -75,6 +75,13 @@ int sb_layout_boxes(const sb_layout *l, const int64_t *shape, int nranks, sb_box
 int sb_layout_from_boxes(int nd, const int64_t *shape, int nranks, const sb_box *boxes,
                          sb_layout *l, sb_error *err);
 
+/* Every rank learns whether any rank failed: 0 when rc is 0 on every rank
+ * of comm; else -1 on every rank, with err's code the largest code of any
+ * failing rank (a code of 0 counts as SB_EXIT_INTERNAL) and err's message
+ * the lowest failing rank's, and *failed_rank (when not NULL) that rank.
+ * Collective over comm. */
+int sb_agree(MPI_Comm comm, int rc, sb_error *err, int *failed_rank);
+
 /* Completes this rank's queued work (sync, when not NULL: the backend's
  * sync), checks that comm has exactly the mesh's device count, then blocks
  * until every rank of comm has entered. Logs entry and exit with the name

@@ -18,8 +18,8 @@
 #include <mpi.h>
 
 #include "shardbench/kernels.h"
+#include "shardbench/model.h"
 #include "shardbench/relayout.h"
-#include "shardbench/search.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,14 +168,23 @@ typedef struct {
     uint64_t data_seed;
 } sb_exec_opts;
 
+/* What the executor runs: the model and one config per op, config i being
+ * op i's split count per iteration dim (m->ops[i].ndims ints). A search
+ * result converts to it by pointing configs[i] at the chosen config. */
+typedef struct {
+    const sb_model *m;
+    const int *const *configs; /* m->nops pointers */
+} sb_plan_strategy;
+
 typedef struct sb_executor sb_executor;
 
 /* Builds the plan on comm (its size is the device count P; the strategy's
  * configs must have products <= P). Collective over comm. Checks every rank
- * reaches the same verdict before any communication that could hang. */
-int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice,
-                       const sb_backend *be, const sb_exec_opts *opts, sb_executor **out,
-                       sb_error *err);
+ * reaches the same verdict before any communication that could hang. The
+ * strategy is copied: it need not outlive the call; the model must outlive
+ * the executor. */
+int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
+                       const sb_exec_opts *opts, sb_executor **out, sb_error *err);
 
 /* One training step: forward, loss, backward, SGD. *loss (every rank) is
  * the mean softmax cross-entropy of the step. Collective. */

@@ -5,7 +5,7 @@
 
 #include "shardbench/runtime.h"
 
-#include "par.h"
+#include "../kernels/par.h"
 
 static void *cpu_alloc(size_t bytes)
 {

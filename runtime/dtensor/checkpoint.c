@@ -203,29 +203,6 @@ int sb_checkpoint_exists(const char *prefix)
     return access(p, F_OK) == 0;
 }
 
-/* ---- agreement ------------------------------------------------------------------ */
-
-/* Every rank gets the verdict: the largest code, and the message of the
- * lowest failing rank. */
-static int agree(MPI_Comm comm, int rc, sb_error *err)
-{
-    int rank, code = rc ? (err->code ? err->code : SB_EXIT_INTERNAL) : 0, worst = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm);
-    if (!worst)
-        return 0;
-    int who = code ? rank : 1 << 30, first = 0;
-    MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, comm);
-    char msg[sizeof err->msg];
-    if (rank == first)
-        snprintf(msg, sizeof msg, "%s", err->msg);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm);
-    if (rank != first)
-        snprintf(err->msg, sizeof err->msg, "%s", msg);
-    err->code = worst;
-    return -1;
-}
-
 /* ---- save --------------------------------------------------------------------------- */
 
 static int box_eq(const sb_box *a, const sb_box *b)
@@ -555,13 +532,13 @@ static int gather_and_index(MPI_Comm comm, const char *prefix, const sb_ckpt_ten
     const char *axes[1] = {"ranks"};
     if (!rc)
         rc = sb_mesh_make("checkpoint", 1, axes, &sz, &m, err);
-    if (agree(comm, rc, err) || sb_barrier(comm, &m, "checkpoint: shards written", NULL, err)) {
+    if (sb_agree(comm, rc, err, NULL) || sb_barrier(comm, &m, "checkpoint: shards written", NULL, err)) {
         rc = -1;
         goto out;
     }
     if (rank == 0)
         rc = write_index(prefix, t, n, size, o, block, all, counts, displs, err);
-    rc = agree(comm, rc, err);
+    rc = sb_agree(comm, rc, err, NULL);
 out:
     free(counts);
     free(displs);
@@ -613,12 +590,12 @@ int sb_checkpoint_save(MPI_Comm comm, const char *prefix, const sb_ckpt_tensor *
         else if (fsync_dir_of(ip, err))
             rc = -1;
     }
-    if (agree(comm, rc, err))
+    if (sb_agree(comm, rc, err, NULL))
         return -1;
     wbuf rec = {0};
     rc = save_shards(prefix, t, n, rank, size, block, &rec, err);
     test_hook_die(rank, o ? o->step : 0);
-    if (!agree(comm, rc, err))
+    if (!sb_agree(comm, rc, err, NULL))
         rc = gather_and_index(comm, prefix, t, n, o, block, &rec, err);
     else
         rc = -1;
@@ -1045,7 +1022,7 @@ static int restore_impl(MPI_Comm comm, const char *prefix, const sb_ckpt_target 
     int64_t st = 0;
     int rc = tmp ? restore_local(prefix, g, n, tmp, scratch, &st, err)
                  : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    rc = agree(comm, rc, err);
+    rc = sb_agree(comm, rc, err, NULL);
     for (int i = 0; !rc && !scratch && i < n; i++)
         if (g[i].box.nd && sb_box_volume(&g[i].box))
             memcpy(g[i].data, tmp[i], (size_t)sb_box_volume(&g[i].box) * sizeof(float));
@@ -1125,7 +1102,7 @@ int sb_checkpoint_save_executor(sb_executor *ex, const char *prefix, sb_error *e
     ex_weights w;
     int rc = exw_get(ex, &w, 1, err);
     sb_ckpt_tensor *t = rc ? NULL : sb_calloc((size_t)w.n + 1, sizeof *t, err);
-    if (agree(comm, rc || !t ? -1 : 0, err)) {
+    if (sb_agree(comm, rc || !t ? -1 : 0, err, NULL)) {
         free(t);
         exw_free(&w);
         return -1;
@@ -1153,7 +1130,7 @@ int sb_checkpoint_restore_executor(sb_executor *ex, const char *prefix, sb_error
     ex_weights w;
     int rc = exw_get(ex, &w, 0, err);
     sb_ckpt_target *g = rc ? NULL : sb_calloc((size_t)w.n + 1, sizeof *g, err);
-    if (agree(comm, rc || !g ? -1 : 0, err)) {
+    if (sb_agree(comm, rc || !g ? -1 : 0, err, NULL)) {
         free(g);
         exw_free(&w);
         return -1;

@@ -1,7 +1,7 @@
-/* exec_internal.h: the executor's state, shared by executor.c (plan, data,
+/* exec.h: the executor's state, shared by executor.c (plan, data,
  * the step) and ops.c (per-op forward and backward). Internal to runtime/. */
-#ifndef SB_RUNTIME_EXEC_INTERNAL_H
-#define SB_RUNTIME_EXEC_INTERNAL_H
+#ifndef SB_RUNTIME_EXECUTOR_EXEC_H
+#define SB_RUNTIME_EXECUTOR_EXEC_H
 
 #include "shardbench/relayout.h"
 #include "shardbench/runtime.h"
@@ -57,7 +57,6 @@ struct sb_executor {
     MPI_Comm comm;
     int rank, size;
     const sb_model *m;
-    const sb_problem *pb;
     const sb_backend *be;
     float lr;
     uint64_t seed;

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_internal.h"
-#include "lstm.h"
+#include "exec.h"
+#include "../ops/lstm.h"
 #include "shardbench/dtensor.h"
 #include "plan.h"
 
@@ -523,10 +523,10 @@ static int data_box(sb_executor *ex, const sb_box *box, float *h, sb_error *err)
     return 0;
 }
 
-int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, const sb_backend *be,
+int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
                        const sb_exec_opts *opts, sb_executor **out, sb_error *err)
 {
-    const sb_model *m = pb->m;
+    const sb_model *m = st->m;
     *out = NULL;
     if (check_model(m, err))
         return -1;
@@ -535,7 +535,6 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     ex->comm = comm;
     ex->m = m;
-    ex->pb = pb;
     ex->be = be;
     ex->lr = opts && opts->lr > 0 ? opts->lr : 0.01f;
     ex->seed = opts && opts->seed ? opts->seed : 1;
@@ -554,8 +553,7 @@ int sb_executor_create(MPI_Comm comm, const sb_problem *pb, const int *choice, c
         const sb_op *op = &m->ops[i];
         opx *o = &ex->ops[i];
         o->idx = i;
-        memcpy(o->c, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims,
-               (size_t)op->ndims * sizeof(int));
+        memcpy(o->c, st->configs[i], (size_t)op->ndims * sizeof(int));
         o->q = plan_grid_size(o->c, op->ndims);
         if (o->q > ex->size) {
             sb_executor_free(ex);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "../executor/plan.h"
 
 struct lstm_state {
     int member;             /* in the grid */

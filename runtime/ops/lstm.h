@@ -2,7 +2,7 @@
 #ifndef SB_RUNTIME_LSTM_H
 #define SB_RUNTIME_LSTM_H
 
-#include "exec_internal.h"
+#include "../executor/exec.h"
 
 int lstm_setup(sb_executor *ex, opx *o, sb_error *err);
 int lstm_forward(sb_executor *ex, opx *o, sb_error *err);

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_internal.h"
+#include "../executor/exec.h"
 #include "lstm.h"
-#include "plan.h"
+#include "../executor/plan.h"
 
 #define EPS 1e-5f
 
