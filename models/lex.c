@@ -1,7 +1,9 @@
-/* lex.c: turns model-file text into tokens. Not a parser: see parse.c. */
+/* lex.c: turns model-file text into tokens, and the helpers that compare
+ * and print them. Not a parser: see lang.c. */
 #include "lex.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,4 +155,36 @@ int sb_lex(const char *text, size_t len, const char *path, token_list *out,
 fail:
     free(tl.t);
     return -1;
+}
+
+/* ---- tokens as words ------------------------------------------------------ */
+
+int tok_is(const token *tk, const char *word)
+{
+    return tk->kind == TK_IDENT && (int)strlen(word) == tk->len
+           && memcmp(tk->s, word, (size_t)tk->len) == 0;
+}
+
+int tok_punct(const token *tk, char c)
+{
+    return tk->kind == TK_PUNCT && tk->punct == c;
+}
+
+void tok_str(const token *tk, char *buf, size_t n)
+{
+    int l = tk->len < (int)n - 1 ? tk->len : (int)n - 1;
+    memcpy(buf, tk->s, (size_t)l);
+    buf[l] = '\0';
+}
+
+const char *tok_desc(const token *tk, char *buf, size_t n)
+{
+    switch (tk->kind) {
+    case TK_EOF: return "end of file";
+    case TK_NL: return "end of line";
+    case TK_INT: snprintf(buf, n, "'%lld'", (long long)tk->ival); return buf;
+    case TK_PUNCT: snprintf(buf, n, "'%c'", tk->punct); return buf;
+    case TK_STRING: snprintf(buf, n, "\"%.*s\"", tk->len > 40 ? 40 : tk->len, tk->s); return buf;
+    default: snprintf(buf, n, "'%.*s'", tk->len > 60 ? 60 : tk->len, tk->s); return buf;
+    }
 }

@@ -36,4 +36,13 @@ typedef struct {
 int sb_lex(const char *text, size_t len, const char *path, token_list *out,
            sb_error *err);
 
+/* 1 when tk is the identifier `word`. */
+int tok_is(const token *tk, const char *word);
+/* 1 when tk is the punctuation c. */
+int tok_punct(const token *tk, char c);
+/* The token's text, cut to n - 1 characters. */
+void tok_str(const token *tk, char *buf, size_t n);
+/* The token as messages quote it ('x', end of line, ...), in buf or static. */
+const char *tok_desc(const token *tk, char *buf, size_t n);
+
 #endif

@@ -1,0 +1,98 @@
+/* load.c: a model by shipped name or by path (sb_model_load), the file
+ * read (a regular file only, bounded), and --set settings. ONNX files go
+ * to the importer (onnx/load.c); model text to sb_model_parse (lang.c). */
+#define _GNU_SOURCE
+#include "load.h"
+
+#include "shardbench/onnx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *const sb_shipped_models[] = {
+    "alexnet", "resnet101", "inception3", "rnnlm", "transformer", "transformer-large", NULL,
+};
+
+int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        return sb_fail(err, SB_EXIT_INPUT, "--set '%s': expected name=value", arg);
+    char *end;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (errno || end == eq + 1 || *end)
+        return sb_fail(err, SB_EXIT_INPUT, "--set '%s': value '%s' is not an integer", arg, eq + 1);
+    size_t len = (size_t)(eq - arg);
+    if (len >= SB_NAME_MAX)
+        return sb_fail(err, SB_EXIT_INPUT, "--set '%s': name too long", arg);
+    memcpy(out->name, arg, len);
+    out->name[len] = '\0';
+    out->value = v;
+    return 0;
+}
+
+int sb_models_read_file(const char *path, const char *what, size_t max_bytes, char **data,
+                        size_t *size, sb_error *err)
+{
+    struct stat st;
+    *data = NULL;
+    *size = 0;
+    int known = stat(path, &st) == 0; /* else sb_read_file says why it cannot open it */
+    if (known && S_ISDIR(st.st_mode))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a %s", path, what);
+    if (known && !S_ISREG(st.st_mode))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s: not a regular file (a pipe, device or socket), not read as a %s", path,
+                       what);
+    return sb_read_file(path, what, max_bytes, data, size, err);
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int sb_model_load(const char *name, const sb_setting *settings, int nsettings, sb_model *out,
+                  sb_error *err)
+{
+    char path[1024];
+    int found = 0;
+    if (strchr(name, '/') || is_file(name)) {
+        snprintf(path, sizeof path, "%s", name);
+        found = 1;
+    } else {
+        const char *dirs[3] = {getenv("SHARDBENCH_MODELS"), SB_MODELS_BUILD_DIR, SB_MODELS_INSTALL_DIR};
+        for (int i = 0; i < 3 && !found; i++) {
+            if (!dirs[i] || !dirs[i][0])
+                continue;
+            snprintf(path, sizeof path, "%s/%s.model", dirs[i], name);
+            found = is_file(path);
+        }
+        if (!found) {
+            struct stat st;
+            if (stat(name, &st) == 0 && S_ISDIR(st.st_mode))
+                return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a model file", name);
+            char list[256] = "";
+            for (int i = 0; sb_shipped_models[i]; i++) {
+                strcat(list, i ? ", " : "");
+                strcat(list, sb_shipped_models[i]);
+            }
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "unknown model '%s': not a file, and not a shipped model (%s)", name, list);
+        }
+    }
+    if (sb_onnx_is_path(path)) /* ONNX: converted to model text, then parsed */
+        return sb_onnx_load(path, NULL, settings, nsettings, out, NULL, err);
+    size_t len;
+    char *text;
+    if (sb_models_read_file(path, "model file", MAX_MODEL_BYTES, &text, &len, err))
+        return -1;
+    int rc = sb_model_parse(text, len, path, settings, nsettings, out, err);
+    free(text);
+    return rc;
+}
