@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "algos.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,12 +106,24 @@ static int run_candidates(const sb_problem *pb, algo_opts *ao, int *choice, sb_e
     return fb < 0 ? sb_fail(err, SB_EXIT_INTERNAL, "out of memory") : 0;
 }
 
+/* A total cost that is not finite is never printed or stored. */
+static int finite_total(const sb_problem *pb, sb_result *r, sb_error *err)
+{
+    if (isfinite(r->total_cost))
+        return 0;
+    sb_fail(err, SB_EXIT_INPUT, "%s at p=%d: total cost %g, not a number: the cost parameters "
+            "(%s) are out of range for this model", pb->m->name, pb->p, r->total_cost,
+            pb->cp.calibration[0] ? pb->cp.calibration : "--flops, --bw");
+    sb_result_free(r);
+    return -1;
+}
+
 int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r, sb_error *err)
 {
     memset(r, 0, sizeof *r);
     if (!strcmp(algo, "pase") || !strcmp(algo, "bf")) {
         ao->dp.algo = !strcmp(algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
-        return sb_search(pb, &ao->dp, r, err);
+        return sb_search(pb, &ao->dp, r, err) ? -1 : finite_total(pb, r, err);
     }
     if (!algo_known(algo))
         return sb_fail(err, SB_EXIT_INPUT, "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates",
@@ -139,5 +152,57 @@ int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r
     r->seconds = sb_now() - t0;
     r->total_cost = sb_strategy_cost(pb, r->choice);
     r->max_configs = max_configs(pb);
+    return finite_total(pb, r, err);
+}
+
+void shared_opts_default(shared_opts *so)
+{
+    memset(so, 0, sizeof *so);
+    sb_cost_params_default(&so->cp);
+    so->device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
+    algo_opts_default(&so->ao);
+}
+
+int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
+{
+    algo_opts *ao = &so->ao;
+    int rc = 0;
+    switch (c) {
+    case 'm': so->model = arg; break;
+    case 'p': rc = parse_int_opt(arg, "-p", 1, 65536, &so->p, err); break;
+    case 's':
+        rc = so->nset == 64 ? sb_fail(err, SB_EXIT_INPUT, "too many --set options")
+                            : sb_setting_parse(arg, &so->set[so->nset++], err);
+        break;
+    case 'F': rc = parse_pos_double(arg, "--flops", &so->cp.tflops, err), so->fb_given = 1; break;
+    case 'B': rc = parse_pos_double(arg, "--bw", &so->cp.gbs, err), so->fb_given = 1; break;
+    case 'c': rc = parse_int_opt(arg, "--cutoff", 1, 1 << 30, &so->cp.cutoff, err); break;
+    case 'K': so->calibration = arg; break;
+    case 'G': rc = parse_pos_double(arg, "--device-mem", &so->device_gib, err); break;
+    case 'o': rc = sb_optimizer_parse(arg, &ao->opt, err); break;
+    case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;
+    case 't': rc = parse_pos_double(arg, "--time-limit", &ao->mcmc.time_limit, err); break;
+    case 'e': rc = parse_seed(arg, &ao->mcmc.seed, err); break;
+    case 'T': rc = parse_pos_double(arg, "--temperature", &ao->mcmc.temperature, err); break;
+    case 'M': rc = parse_pos_double(arg, "--max-table-mb", &ao->dp.max_table_mb, err); break;
+    case 'R': rc = parse_long_opt(arg, "--max-rule-sets", &ao->max_rule_sets, err); break;
+    default: return 0;
+    }
+    return rc ? -1 : 1;
+}
+
+int shared_opts_calibrate(shared_opts *so, sb_error *err)
+{
+    return cli_apply_calibration(so->calibration, so->fb_given, &so->cp, err);
+}
+
+int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *err)
+{
+    if (sb_model_load(so->model, so->set, so->nset, m, err))
+        return -1;
+    if (sb_problem_build(m, so->p, &so->cp, pb, err)) {
+        sb_model_free(m);
+        return -1;
+    }
     return 0;
 }

@@ -26,6 +26,36 @@ int algo_known(const char *name);
  * with sb_strategy_cost), r->seconds is its time. */
 int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r, sb_error *err);
 
+/* The options search, candidates and prune share, parsed in one place:
+ * the model and its --set, P, the cost model (--flops, --bw, --cutoff,
+ * --calibration), the memory model (--device-mem, --optimizer) and the
+ * algorithms' knobs (--budget, --time-limit, --seed, --temperature,
+ * --max-table-mb, --max-rule-sets). Each command lists in its own getopt
+ * table which of them it takes, with these short codes. */
+#define SHARED_OPT_CODES "mpsFBcKGonteTMR"
+typedef struct {
+    const char *model;           /* -m */
+    int p;                       /* -p (0: not given) */
+    sb_setting set[64];
+    int nset;
+    sb_cost_params cp;
+    const char *calibration;     /* --calibration FILE, or NULL */
+    int fb_given;                /* --flops or --bw given */
+    double device_gib;           /* --device-mem */
+    algo_opts ao;                /* dp, mcmc, opt, max_rule_sets */
+} shared_opts;
+
+void shared_opts_default(shared_opts *so);
+/* Option c of getopt_long (with its arg): 1 if it was one of the shared
+ * options and is stored, 0 if it is not one of them, -1 (err) if its value
+ * is bad. */
+int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err);
+/* After the options: --calibration applied (cli_apply_calibration). */
+int shared_opts_calibrate(shared_opts *so, sb_error *err);
+/* The model loaded with its --set and the problem built at P; on failure
+ * nothing is left to free. */
+int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *err);
+
 /* Option parsing shared by search, candidates, prune and export
  * (cmd_search.c); each fails with SB_EXIT_INPUT naming the option and value. */
 int parse_pos_double(const char *s, const char *what, double *out, sb_error *err);

@@ -44,63 +44,45 @@ int cmd_candidates(int argc, char **argv)
         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    const char *model = NULL, *format = "table", *calibration = NULL;
-    int fb_given = 0;
-    int p = 0, nset = 0, top = 20;
-    long max_rules = 0;
-    double gib = SB_DEVICE_MEM_DEFAULT_GIB;
-    sb_optimizer opt = SB_OPTIM_SGD;
-    sb_setting set[64];
-    sb_cost_params cp;
-    sb_cost_params_default(&cp);
+    shared_opts so;
+    shared_opts_default(&so);
+    const char *format = "table";
+    int top = 20;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'p': rc = parse_int_opt(optarg, "-p", 1, 65536, &p, &err); break;
-        case 's':
-            rc = nset == 64 ? sb_fail(&err, SB_EXIT_INPUT, "too many --set options")
-                            : sb_setting_parse(optarg, &set[nset++], &err);
-            break;
-        case 'k': rc = parse_int_opt(optarg, "--top", 0, 1 << 30, &top, &err); break;
-        case 'f':
-            format = optarg;
-            if (strcmp(format, "table") && strcmp(format, "json"))
-                rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table or json", optarg);
-            break;
-        case 'G': rc = parse_pos_double(optarg, "--device-mem", &gib, &err); break;
-        case 'o': rc = sb_optimizer_parse(optarg, &opt, &err); break;
-        case 'R': rc = parse_long_opt(optarg, "--max-rule-sets", &max_rules, &err); break;
-        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
-        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
-        case 'K': calibration = optarg; break;
-        case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-        if (rc)
+        int rc = shared_opt(&so, c, optarg, &err);
+        if (rc == 0) /* not a shared option */
+            switch (c) {
+            case 'k': rc = parse_int_opt(optarg, "--top", 0, 1 << 30, &top, &err); break;
+            case 'f':
+                format = optarg;
+                if (strcmp(format, "table") && strcmp(format, "json"))
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table or json",
+                                 optarg);
+                break;
+            case 'h': usage(stdout); return 0;
+            default: usage(stderr); return 2;
+            }
+        if (rc < 0)
             return cli_fail(&err);
     }
-    if (optind < argc || !model || !p) {
+    if (optind < argc || !so.model || !so.p) {
         fprintf(stderr, "shardbench candidates: -m MODEL and -p P are required\n\n");
         usage(stderr);
         return 2;
     }
-    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+    if (shared_opts_calibrate(&so, &err))
         return cli_fail(&err);
     sb_model m;
-    if (sb_model_load(model, set, nset, &m, &err))
-        return cli_fail(&err);
     sb_problem pb;
+    if (shared_opts_problem(&so, &m, &pb, &err))
+        return cli_fail(&err);
+    int p = so.p;
+    double gib = so.device_gib;
     sb_candidate_set cs;
     int status = 0;
-    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
-        sb_model_free(&m);
-        return cli_fail(&err);
-    }
-    if (sb_candidates_enumerate(&pb, opt, max_rules, 1, &cs, &err)) {
+    if (sb_candidates_enumerate(&pb, so.ao.opt, so.ao.max_rule_sets, 1, &cs, &err)) {
         status = cli_fail(&err);
         goto out;
     }

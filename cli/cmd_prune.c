@@ -153,66 +153,46 @@ int cmd_prune(int argc, char **argv)
         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    const char *model = NULL, *out = NULL, *calibration = NULL;
-    int fb_given = 0;
-    int p = 0, nset = 0, top = 5;
-    double within = 1.5, gib = SB_DEVICE_MEM_DEFAULT_GIB;
-    sb_setting set[64];
-    sb_cost_params cp;
-    sb_cost_params_default(&cp);
-    algo_opts ao;
-    algo_opts_default(&ao);
+    shared_opts so;
+    shared_opts_default(&so);
+    const char *out = NULL;
+    int top = 5;
+    double within = 1.5;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'p': rc = parse_int_opt(optarg, "-p", 1, 65536, &p, &err); break;
-        case 's':
-            rc = nset == 64 ? sb_fail(&err, SB_EXIT_INPUT, "too many --set options")
-                            : sb_setting_parse(optarg, &set[nset++], &err);
-            break;
-        case 'w': rc = parse_pos_double(optarg, "--within", &within, &err); break;
-        case 'k': rc = parse_int_opt(optarg, "--top", 0, 1000, &top, &err); break;
-        case 'O': out = optarg; break;
-        case 'G': rc = parse_pos_double(optarg, "--device-mem", &gib, &err); break;
-        case 'o': rc = sb_optimizer_parse(optarg, &ao.opt, &err); break;
-        case 'n': rc = parse_long_opt(optarg, "--budget", &ao.mcmc.budget, &err); break;
-        case 't': rc = parse_pos_double(optarg, "--time-limit", &ao.mcmc.time_limit, &err); break;
-        case 'e': rc = parse_seed(optarg, &ao.mcmc.seed, &err); break;
-        case 'F': rc = parse_pos_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
-        case 'B': rc = parse_pos_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
-        case 'K': calibration = optarg; break;
-        case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
-        case 'M': rc = parse_pos_double(optarg, "--max-table-mb", &ao.dp.max_table_mb, &err); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-        if (rc)
+        int rc = shared_opt(&so, c, optarg, &err);
+        if (rc == 0) /* not a shared option */
+            switch (c) {
+            case 'w': rc = parse_pos_double(optarg, "--within", &within, &err); break;
+            case 'k': rc = parse_int_opt(optarg, "--top", 0, 1000, &top, &err); break;
+            case 'O': out = optarg; break;
+            case 'h': usage(stdout); return 0;
+            default: usage(stderr); return 2;
+            }
+        if (rc < 0)
             return cli_fail(&err);
     }
-    if (optind < argc || !model || !p) {
+    if (optind < argc || !so.model || !so.p) {
         fprintf(stderr, "shardbench prune: -m MODEL and -p P are required\n\n");
         usage(stderr);
         return 2;
     }
-    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+    if (shared_opts_calibrate(&so, &err))
         return cli_fail(&err);
     if (within < 1.0) {
         fprintf(stderr, "shardbench: --within: %g is below 1 (nothing could survive)\n", within);
         return 2;
     }
     sb_model m;
-    if (sb_model_load(model, set, nset, &m, &err))
+    sb_problem pb;
+    if (shared_opts_problem(&so, &m, &pb, &err))
         return cli_fail(&err);
+    int p = so.p;
+    double gib = so.device_gib;
+    algo_opts ao = so.ao;
     char dflt[600];
     snprintf(dflt, sizeof dflt, "prune-%s-p%d", m.name, p);
-    sb_problem pb;
-    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
-        sb_model_free(&m);
-        return cli_fail(&err);
-    }
     entry *e = sb_calloc((size_t)top + 8, sizeof *e, &err);
     int n = 0, status = 0;
     if (!e || gather(&pb, &ao, top, e, &n, &err)) {

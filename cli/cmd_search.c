@@ -307,84 +307,57 @@ int cmd_search(int argc, char **argv)
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    const char *calibration = NULL;
-    int fb_given = 0;
-    algo_opts ao;
-    algo_opts_default(&ao);
-    double device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
-    const char *model = NULL, *format = "table", *save = NULL, *dot = NULL;
+    shared_opts so;
+    shared_opts_default(&so);
+    const char *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
-    int p = 0, nset = 0;
-    sb_setting set[64];
-    sb_cost_params cp;
-    sb_cost_params_default(&cp);
-    sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096, .progress = 1};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'p': rc = parse_int(optarg, "-p", 1, 65536, &p, &err); break;
-        case 's':
-            if (nset == 64)
-                rc = sb_fail(&err, SB_EXIT_INPUT, "too many --set options");
-            else
-                rc = sb_setting_parse(optarg, &set[nset++], &err);
-            break;
-        case 'a':
-            algo = optarg;
-            if (!algo_known(optarg))
-                rc = sb_fail(&err, SB_EXIT_INPUT,
-                             "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates", optarg);
-            break;
-        case 'n': rc = parse_long_opt(optarg, "--budget", &ao.mcmc.budget, &err); break;
-        case 't': rc = parse_double(optarg, "--time-limit", &ao.mcmc.time_limit, &err); break;
-        case 'e': rc = parse_seed(optarg, &ao.mcmc.seed, &err); break;
-        case 'T': rc = parse_double(optarg, "--temperature", &ao.mcmc.temperature, &err); break;
-        case 'G': rc = parse_double(optarg, "--device-mem", &device_gib, &err); break;
-        case 'o': rc = sb_optimizer_parse(optarg, &ao.opt, &err); break;
-        case 'f':
-            format = optarg;
-            if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "tsv"))
-                rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table, json or tsv", optarg);
-            break;
-        case 'S': save = optarg; break;
-        case 'D': dot = optarg; break;
-        case 'd': db = optarg; break;
-        case 'F': rc = parse_double(optarg, "--flops", &cp.tflops, &err), fb_given = 1; break;
-        case 'B': rc = parse_double(optarg, "--bw", &cp.gbs, &err), fb_given = 1; break;
-        case 'K': calibration = optarg; break;
-        case 'c': rc = parse_int(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
-        case 'M': rc = parse_double(optarg, "--max-table-mb", &so.max_table_mb, &err); break;
-        case 'h': search_usage(stdout); return 0;
-        default: search_usage(stderr); return 2;
-        }
-        if (rc)
+        int rc = shared_opt(&so, c, optarg, &err);
+        if (rc == 0) /* not a shared option */
+            switch (c) {
+            case 'a':
+                algo = optarg;
+                if (!algo_known(optarg))
+                    rc = sb_fail(&err, SB_EXIT_INPUT,
+                                 "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates",
+                                 optarg);
+                break;
+            case 'f':
+                format = optarg;
+                if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "tsv"))
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table, json or tsv",
+                                 optarg);
+                break;
+            case 'S': save = optarg; break;
+            case 'D': dot = optarg; break;
+            case 'd': db = optarg; break;
+            case 'h': search_usage(stdout); return 0;
+            default: search_usage(stderr); return 2;
+            }
+        if (rc < 0)
             return cli_fail(&err);
     }
     if (optind < argc) {
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (cli_apply_calibration(calibration, fb_given, &cp, &err))
+    if (shared_opts_calibrate(&so, &err))
         return cli_fail(&err);
-    if (!model || !p) {
+    if (!so.model || !so.p) {
         fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
         search_usage(stderr);
         return 2;
     }
     sb_model m;
-    if (sb_model_load(model, set, nset, &m, &err))
-        return cli_fail(&err);
     sb_problem pb;
-    if (sb_problem_build(&m, p, &cp, &pb, &err)) {
-        sb_model_free(&m);
+    if (shared_opts_problem(&so, &m, &pb, &err))
         return cli_fail(&err);
-    }
     sb_result r;
     int status = 0;
-    ao.dp = so;
+    algo_opts ao = so.ao;
+    double device_gib = so.device_gib;
     ao.mem_limit = device_gib * 1073741824.0;
     if (run_algo(&pb, algo, &ao, &r, &err)) {
         status = cli_fail(&err);

@@ -481,9 +481,7 @@ static int stored_rho(sb_dbq *q, int64_t run_id, int64_t model_id, int p, double
     if (sb_dbq_prepare(q, "SELECT rho, n FROM correlations WHERE run_id = ?1 AND "
                        "model_id = ?2 AND p = ?3", &st, doing, err))
         return -1;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_int64(st, 2, model_id);
-    sqlite3_bind_int(st, 3, p);
+    sb_dbq_bind(st, "IIi", run_id, model_id, p);
     int r = sb_dbq_step(q, st, doing, err);
     if (r < 0)
         return -1;
@@ -571,15 +569,7 @@ int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model, cons
                        "rho = excluded.rho, created_at = excluded.created_at",
                        &st, doing, err))
         goto fail;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_text(st, 2, model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, params ? params : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 4, p);
-    sqlite3_bind_int(st, 5, n);
-    if (isfinite(rho))
-        sqlite3_bind_double(st, 6, rho);
-    else
-        sqlite3_bind_null(st, 6);
+    sb_dbq_bind(st, "IttiiD", run_id, model, params ? params : "", p, n, rho);
     if (sb_dbq_step(q, st, doing, err) < 0)
         goto fail;
     sqlite3_finalize(st);
@@ -602,8 +592,7 @@ int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *e
     sqlite3_stmt *st;
     if (sb_dbq_prepare(q, "UPDATE search_runs SET run_id = ?2 WHERE id = ?1", &st, doing, err))
         return -1;
-    sqlite3_bind_int64(st, 1, search_id);
-    sqlite3_bind_int64(st, 2, run_id);
+    sb_dbq_bind(st, "II", search_id, run_id);
     if (sb_dbq_step(q, st, doing, err) < 0)
         return -1;
     sqlite3_finalize(st);

@@ -156,6 +156,80 @@ int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n,
 int sb_q_points(const sb_qmeas *rows, int n, int64_t model_id, int p, double *x, double *y,
                 int *idx);
 
+/* ------------------------------------------ binding, named reads -- */
+
+/* Binds ?1, ?2, ... of st from the arguments, one letter each in types:
+ * 'i' int, 'I' int64_t, 'd' double, 'D' double or NULL when not finite,
+ * 't' const char * (NULL binds NULL; the text must outlive the statement).
+ * Returns the first SQLite error code, or SQLITE_OK (0). */
+int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...);
+/* sb_dbq_prepare, then sb_dbq_bind with the arguments after types. */
+int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
+                 const char *types, ...);
+
+/* Whether run_id already holds a measurement of this strategy (model name
+ * and params, p, kind, configs JSON) or a search of (model, params, p,
+ * algo): 1 yes, 0 no, -1 error. What `bench --resume` skips. */
+int sb_dbq_run_has_measurement(sb_dbq *q, int64_t run_id, const char *model, const char *params,
+                               int p, const char *kind, const char *configs_json, sb_error *err);
+int sb_dbq_run_has_search(sb_dbq *q, int64_t run_id, const char *model, const char *params, int p,
+                          const char *algo, sb_error *err);
+
+/* A runs row as text: started_at, ended_at (or "not ended (died, or still
+ * running)"), host, git_commit, compiler, backend, devices, versions,
+ * command_line ("" when NULL); malloc'd, free with sb_qrun_free. "FILE: no
+ * run with id N" (exit 2) when there is none. */
+typedef struct {
+    char *field[9];
+} sb_qrun;
+int sb_dbq_run_info(sb_dbq *q, int64_t run_id, sb_qrun *out, sb_error *err);
+void sb_qrun_free(sb_qrun *r);
+
+/* Per (model, p) the run measured or searched, per algorithm: the run's own
+ * search (mine = 1), else the latest recorded one. Ordered by model name,
+ * params, p, algo; *out malloc'd. */
+typedef struct {
+    char model[64];
+    char params[512];
+    int p;
+    char algo[64];
+    double seconds, total_cost;   /* NaN if NULL */
+    int mine, max_dep_set;
+    double peak_table_bytes;      /* NaN if NULL */
+} sb_qsearch;
+int sb_dbq_run_searches(sb_dbq *q, int64_t run_id, sb_qsearch **out, int *n, sb_error *err);
+
+/* The search time per (algo, p) of one model at the device counts the run
+ * used: the run's own search, else the latest recorded. By algo, p. */
+typedef struct {
+    char algo[64];
+    int p;
+    double seconds;
+} sb_qsearch_time;
+int sb_dbq_search_times(sb_dbq *q, int64_t run_id, int64_t model_id, sb_qsearch_time **out,
+                        int *n, sb_error *err);
+
+/* Best ok median step time per (run, kind) of (model_id, p) over the runs
+ * up to upto_run, by kind then run; commit is the first 8 characters. */
+typedef struct {
+    int64_t run;
+    char commit[16];
+    char kind[64];
+    double median;
+} sb_qtrend;
+int sb_dbq_trend(sb_dbq *q, int64_t model_id, int p, int64_t upto_run, sb_qtrend **out, int *n,
+                 sb_error *err);
+
+/* A strategies row: its configs JSON (malloc'd), model_id and p (either
+ * may be NULL). 1 found, 0 no such row, -1 error (doing names the read). */
+int sb_dbq_strategy(sb_dbq *q, int64_t strategy_id, const char *doing, int64_t *model_id, int *p,
+                    char **configs_json, sb_error *err);
+/* The strategy JSON (malloc'd) and algo of the search of (model_id, p)
+ * that a report shows when nothing was measured: one of prefer_run first,
+ * then pase, then the latest. 1 found, 0 none, -1 error. */
+int sb_dbq_search_strategy(sb_dbq *q, int64_t model_id, int p, int64_t prefer_run, char **json,
+                           char *algo, size_t nalgo, sb_error *err);
+
 /* ------------------------------------------------------------ writes -- */
 
 /* Stores (or replaces) the correlation of (run, model, p); rho NaN = NULL.

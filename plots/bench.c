@@ -1,0 +1,1138 @@
+/* plots/bench.c: the bench (`shardbench bench`): for each model and device count, prune to
+ * survivors (`shardbench prune` as a subprocess), train each survivor for a
+ * few steps (`LAUNCHER -np P shardbench run ... --format json`), and record
+ * everything under one run id: one measurement per strategy, each its own
+ * transaction, failures and timeouts included; then Spearman's rho of
+ * predicted cost against measured step time per (model, P). Not a runner:
+ * the training is `shardbench run`'s, the pruning `prune`'s. */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shardbench/plots.h"
+#include "shardbench/search.h"
+#include "shardbench/query.h"
+#include "shardbench/results.h"
+
+#define BENCH_MAX_SET SB_BENCH_MAX_SET
+#define BENCH_OUT_CAP (64u << 20) /* most bytes kept of a child's stdout or stderr */
+
+typedef sb_bench_set bench_set;
+typedef sb_bench_opts bench_args;
+
+typedef struct {
+    char file[PATH_MAX];
+    char kind[32];
+    double cost, mem; /* NaN / 0 when not given */
+} survivor;
+
+static volatile sig_atomic_t interrupted;
+
+/* Redraws the progress line (elapsed time) while a child runs; set by the bench. */
+static void (*tick)(void);
+
+static void on_signal(int sig) { interrupted = sig; }
+
+/* ------------------------------------------------------------ processes -- */
+
+typedef struct {
+    char *out, *errs;       /* NUL-terminated (capped at BENCH_OUT_CAP) */
+    size_t nout, nerr;
+    int code;               /* exit code; -1 if killed by a signal */
+    int sig;                /* the signal, or 0 */
+    int timed_out, stopped; /* over the time limit; interrupted by us */
+} proc_result;
+
+static void proc_result_free(proc_result *r)
+{
+    free(r->out);
+    free(r->errs);
+    memset(r, 0, sizeof *r);
+}
+
+static int append(char **buf, size_t *len, const char *data, size_t n)
+{
+    if (*len >= BENCH_OUT_CAP)
+        return 0;
+    if (n > BENCH_OUT_CAP - *len)
+        n = BENCH_OUT_CAP - *len;
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b)
+        return -1;
+    memcpy(b + *len, data, n);
+    *len += n;
+    b[*len] = '\0';
+    *buf = b;
+    return 0;
+}
+
+/* Ends the child's process group: TERM, then KILL after 3 s. */
+static void kill_group(pid_t pid, int *status)
+{
+    kill(-pid, SIGTERM);
+    for (int i = 0; i < 300; i++) {
+        if (waitpid(pid, status, WNOHANG) == pid) {
+            kill(-pid, SIGKILL); /* ranks the launcher left behind */
+            return;
+        }
+        usleep(10000);
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, status, 0);
+}
+
+/* Runs argv (PATH searched) in its own process group with stdin from
+ * /dev/null, capturing stdout and stderr, for at most timeout seconds. */
+static int run_proc(char *const argv[], double timeout, proc_result *r, sb_error *err)
+{
+    memset(r, 0, sizeof *r);
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC))
+        return sb_fail(err, SB_EXIT_INTERNAL, "pipe: %s", strerror(errno));
+    if (pipe2(pe, O_CLOEXEC)) {
+        close(po[0]);
+        close(po[1]);
+        return sb_fail(err, SB_EXIT_INTERNAL, "pipe: %s", strerror(errno));
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+        return sb_fail(err, SB_EXIT_INTERNAL, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0)
+            dup2(in, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        execvp(argv[0], argv);
+        dprintf(2, "shardbench: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(po[1]);
+    close(pe[1]);
+    double deadline = sb_now() + timeout;
+    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    int open_fds = 2, status = 0, reaped = 0, rc = 0;
+    char buf[65536];
+    while (open_fds > 0) {
+        double left = deadline - sb_now();
+        if (interrupted || left <= 0) {
+            r->stopped = interrupted != 0;
+            r->timed_out = !interrupted;
+            kill_group(pid, &status);
+            reaped = 1;
+            break;
+        }
+        int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
+        int n = poll(fds, 2, ms);
+        if (n == 0 && tick)
+            tick();
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "poll: %s", strerror(errno));
+            kill_group(pid, &status);
+            reaped = 1;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t got = read(fds[i].fd, buf, sizeof buf);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            if (i == 0 ? append(&r->out, &r->nout, buf, (size_t)got)
+                       : append(&r->errs, &r->nerr, buf, (size_t)got))
+                rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading a child's output");
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    /* the pipes closed: the launcher is exiting; wait for it within the limit */
+    while (!reaped) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (interrupted || sb_now() > deadline) {
+            r->stopped = interrupted != 0;
+            r->timed_out = !interrupted;
+            kill_group(pid, &status);
+            break;
+        }
+        usleep(10000);
+    }
+    if (WIFEXITED(status)) {
+        r->code = WEXITSTATUS(status);
+    } else {
+        r->code = -1;
+        r->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    }
+    if (!r->out)
+        append(&r->out, &r->nout, "", 0);
+    if (!r->errs)
+        append(&r->errs, &r->nerr, "", 0);
+    if (rc)
+        proc_result_free(r);
+    return rc;
+}
+
+static int has_alnum(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+            (s[i] >= '0' && s[i] <= '9'))
+            return 1;
+    return 0;
+}
+
+/* One line that says why a child failed, from its stderr: our own
+ * "shardbench: ..." line, else the first line that says error, else the
+ * last line with words in it (not a banner of dashes). */
+static void failure_line(const char *errs, char *out, size_t n)
+{
+    const char *own = NULL, *error = NULL, *last = NULL;
+    for (const char *s = errs; s && *s;) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (has_alnum(s, len)) {
+            last = s;
+            if (!own && !strncmp(s, "shardbench", 10))
+                own = s;
+            if (!error && (memmem(s, len, "rror", 4) || memmem(s, len, "ERROR", 5)))
+                error = s;
+        }
+        s = e ? e + 1 : s + len;
+    }
+    const char *s = own ? own : error ? error : last;
+    if (!s) {
+        snprintf(out, n, "(no message)");
+        return;
+    }
+    size_t len = strcspn(s, "\n");
+    snprintf(out, n, "%.*s", (int)(len < 400 ? len : 400), s);
+}
+
+/* ------------------------------------------------------------- launcher -- */
+
+typedef struct {
+    char *words[64];
+    int n;
+    int has_p; /* a word holds {P} */
+} launcher;
+
+static int launcher_parse(const char *cmd, launcher *l, sb_error *err)
+{
+    memset(l, 0, sizeof *l);
+    char def[128];
+    if (!cmd) {
+        snprintf(def, sizeof def, "mpirun --oversubscribe%s",
+                 geteuid() == 0 ? " --allow-run-as-root" : "");
+        cmd = def;
+    }
+    char *copy = strdup(cmd), *save = NULL;
+    if (!copy)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (l->n == 63) {
+            free(copy);
+            return sb_fail(err, SB_EXIT_INPUT, "--launcher: too many words");
+        }
+        l->words[l->n++] = strdup(w);
+        l->has_p |= strstr(w, "{P}") != NULL;
+    }
+    free(copy);
+    if (!l->n)
+        return sb_fail(err, SB_EXIT_INPUT, "--launcher: empty command");
+    return 0;
+}
+
+static void launcher_free(launcher *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->words[i]);
+}
+
+/* A word of the launcher with {P} replaced by p (malloc'd). */
+static char *subst_p(const char *w, int p)
+{
+    char num[16], *out = malloc(strlen(w) * 2 + 32), *o = out;
+    if (!out)
+        return NULL;
+    snprintf(num, sizeof num, "%d", p);
+    while (*w) {
+        if (!strncmp(w, "{P}", 3)) {
+            o = stpcpy(o, num);
+            w += 3;
+        } else {
+            *o++ = *w++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* --------------------------------------------------------- survivors ---- */
+
+static double tsv_num(const char *s, double def)
+{
+    char *end;
+    if (!s || !*s)
+        return def;
+    double v = strtod(s, &end);
+    return end != s && (*end == '\0' || *end == '\r') ? v : def;
+}
+
+/* Reads DIR/index.tsv (header file, kind, predicted_cost, predicted_mem_bytes). */
+static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/index.tsv", dir);
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot read the survivors index: %s", path,
+                       strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0, rc = 0, nalloc = 0;
+    survivor *v = NULL;
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (lineno == 1) {
+            if (strncmp(line, "file\tkind\tpredicted_cost", 24)) {
+                rc = sb_fail(err, SB_EXIT_INPUT,
+                             "%s:1: header is not 'file<TAB>kind<TAB>predicted_cost<TAB>"
+                             "predicted_mem_bytes'", path);
+                break;
+            }
+            continue;
+        }
+        if (!line[0] || line[0] == '#')
+            continue;
+        char *cols[4] = {0}, *save = NULL, *s = line;
+        for (int i = 0; i < 4; i++) {
+            cols[i] = strsep(&s, "\t");
+            if (!cols[i])
+                break;
+        }
+        (void)save;
+        if (!cols[0] || !*cols[0] || !cols[1] || !*cols[1]) {
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: needs a file and a kind", path, lineno);
+            break;
+        }
+        if (*n == nalloc) {
+            nalloc = nalloc ? 2 * nalloc : 16;
+            survivor *nv = sb_realloc(v, (size_t)nalloc * sizeof *v, err);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            v = nv;
+        }
+        survivor *sv = &v[(*n)++];
+        if (cols[0][0] == '/')
+            snprintf(sv->file, sizeof sv->file, "%s", cols[0]);
+        else
+            snprintf(sv->file, sizeof sv->file, "%s/%s", dir, cols[0]);
+        snprintf(sv->kind, sizeof sv->kind, "%s", cols[1]);
+        sv->cost = tsv_num(cols[2], NAN);
+        sv->mem = tsv_num(cols[3], 0);
+    }
+    free(line);
+    fclose(f);
+    if (!rc && *n == 0)
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: no survivors listed", path);
+    if (rc) {
+        free(v);
+        *n = 0;
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* ------------------------------------------------------------- metadata -- */
+
+static void cpu_name(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c += 1 + strspn(c + 1, " \t");
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, n, "%s", c);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+/* First line of a command's output, "" if it fails. */
+static void first_line(const char *cmd, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return;
+    if (!fgets(buf, (int)n, f))
+        buf[0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    pclose(f);
+}
+
+static void run_meta_text(const bench_args *a, char *devices, size_t nd, char *versions,
+                          size_t nv)
+{
+    int pmax = 1;
+    for (int i = 0; i < a->np; i++)
+        if (a->ps[i] > pmax)
+            pmax = a->ps[i];
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    mpi[strcspn(mpi, ",\n")] = '\0';
+    if (!strcmp(a->backend, "cuda")) {
+        char gpu[256], drv[128];
+        first_line("nvidia-smi --query-gpu=count,name,memory.total --format=csv,noheader "
+                   "2>/dev/null",
+                   gpu, sizeof gpu);
+        first_line("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", drv,
+                   sizeof drv);
+        snprintf(devices, nd, "up to %d x cuda device (%s)", pmax, gpu[0] ? gpu : "nvidia-smi "
+                 "gave nothing");
+        snprintf(versions, nv, "driver=%s mpi=%s sqlite=%s", drv[0] ? drv : "unknown", mpi,
+                 sqlite3_libversion());
+    } else {
+        char cpu[256];
+        cpu_name(cpu, sizeof cpu);
+        snprintf(devices, nd, "up to %d x %s rank on %s (%ld cores)", pmax, a->backend, cpu,
+                 sysconf(_SC_NPROCESSORS_ONLN));
+        snprintf(versions, nv, "mpi=%s openblas=%s sqlite=%s", mpi, openblas_get_config(),
+                 sqlite3_libversion());
+    }
+}
+
+static void join_argv(int argc, char **argv, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "shardbench");
+    for (int i = 0; i < argc && used < n; i++) {
+        int quote = strpbrk(argv[i], " \t'\"") != NULL || !argv[i][0];
+        used += (size_t)snprintf(buf + used, n - used, quote ? " '%s'" : " %s", argv[i]);
+    }
+}
+
+/* ------------------------------------------------------------ the bench -- */
+
+typedef struct {
+    const bench_args *a;
+    sb_db *db;
+    sb_dbq *q;
+    int64_t run_id;
+    launcher launch;
+    char self[PATH_MAX];
+    int tty;
+    double t0;
+    int measured, ok, failed, skipped, group_failures;
+} bench;
+
+static void fmt_dur(double s, char *buf, size_t n)
+{
+    if (!(s >= 0) || s > 1e7)
+        snprintf(buf, n, "?");
+    else if (s < 3600)
+        snprintf(buf, n, "%d:%02d", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+}
+
+/* The progress line's state, redrawn by tick() while a strategy runs. */
+static struct {
+    bench *b;
+    char model[64], kind[32];
+    int p, i, n, done;
+    double group_t0, started, last;
+} prog;
+
+static void draw_progress(void)
+{
+    bench *b = prog.b;
+    if (!b || !b->tty)
+        return;
+    double now = sb_now();
+    if (now - prog.last < 0.5 && prog.last > 0)
+        return;
+    prog.last = now;
+    char el[32], eta[32];
+    fmt_dur(now - b->t0, el, sizeof el);
+    if (prog.done > 0) { /* mean time per strategy so far, times what is left */
+        double per = (prog.started - prog.group_t0) / prog.done;
+        double left = per * (prog.n - prog.done) - (now - prog.started);
+        fmt_dur(left > 0 ? left : 0, eta, sizeof eta);
+    } else
+        snprintf(eta, sizeof eta, "?");
+    fprintf(stderr, "\r\033[K%s p=%d  strategy %d of %d (%s)  elapsed %s  ETA %s", prog.model,
+            prog.p, prog.i, prog.n, prog.kind, el, eta);
+    fflush(stderr);
+}
+
+static void progress(bench *b, const char *model, int p, int i, int n, const char *kind,
+                     double group_t0, int done_in_group)
+{
+    prog.b = b;
+    snprintf(prog.model, sizeof prog.model, "%.60s", model);
+    snprintf(prog.kind, sizeof prog.kind, "%.30s", kind);
+    prog.p = p;
+    prog.i = i;
+    prog.n = n;
+    prog.done = done_in_group;
+    prog.group_t0 = group_t0;
+    prog.started = sb_now();
+    prog.last = 0;
+    tick = draw_progress;
+    draw_progress();
+}
+
+static void clear_progress(bench *b)
+{
+    if (b->tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}
+
+/* Whether a --set limited to `only` applies to the model given as `name`
+ * (a shipped name, or a file whose base name without ".model" counts too). */
+static int set_applies(const char *only, const char *name)
+{
+    if (!only[0] || !strcmp(only, name))
+        return 1;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    size_t n = strlen(base);
+    if (n > 6 && !strcmp(base + n - 6, ".model"))
+        n -= 6;
+    return strlen(only) == n && !strncmp(only, base, n);
+}
+
+/* The --set arguments that apply to model `name`, parsed and as argv words. */
+static int model_settings(const bench_args *a, const char *name, sb_setting *set, char **argv_out,
+                          int *nargv, sb_error *err)
+{
+    int n = 0;
+    *nargv = 0;
+    for (int i = 0; i < a->nset; i++) {
+        const bench_set *s = &a->set[i];
+        if (!set_applies(s->model, name))
+            continue;
+        if (sb_setting_parse(s->arg, &set[n], err))
+            return -1;
+        n++;
+        argv_out[(*nargv)++] = "--set";
+        argv_out[(*nargv)++] = (char *)s->arg;
+    }
+    return n;
+}
+
+/* Already measured in the run being resumed? */
+static int measured_before(bench *b, const char *model, const char *params, int p,
+                           const char *kind, const char *json, sb_error *err)
+{
+    if (!b->a->resume)
+        return 0;
+    return sb_dbq_run_has_measurement(b->q, b->run_id, model, params, p, kind, json, err);
+}
+
+static int searched_before(bench *b, const char *model, const char *params, int p,
+                           const char *algo, sb_error *err)
+{
+    if (!b->a->resume)
+        return 0;
+    return sb_dbq_run_has_search(b->q, b->run_id, model, params, p, algo, err);
+}
+
+/* Times the search algorithms on pb and stores them (search_runs) under the run. */
+static int time_searches(bench *b, const sb_problem *pb, const char *params, sb_error *err)
+{
+    if (!strcmp(b->a->algos, "none"))
+        return 0;
+    char list[256], *save = NULL;
+    snprintf(list, sizeof list, "%s", b->a->algos);
+    for (char *algo = strtok_r(list, ",", &save); algo; algo = strtok_r(NULL, ",", &save)) {
+        sb_search_opts so = {.max_table_mb = 1024};
+        if (!strcmp(algo, "pase"))
+            so.algo = SB_ALGO_PASE;
+        else if (!strcmp(algo, "bf"))
+            so.algo = SB_ALGO_BF;
+        else
+            return sb_fail(err, SB_EXIT_INPUT, "--search-algos: '%s' is not pase or bf", algo);
+        int before = searched_before(b, pb->m->name, params, pb->p, algo, err);
+        if (before < 0)
+            return -1;
+        if (before)
+            continue;
+        sb_result r;
+        sb_error serr = {0};
+        if (sb_search(pb, &so, &r, &serr)) {
+            printf("%s p=%d: search %s: %s (not stored)\n", pb->m->name, pb->p, algo, serr.msg);
+            continue;
+        }
+        char *json = sb_strategy_json_str(pb, &r, algo);
+        sb_search_record rec = {
+            .source = "bench", .model = pb->m->name, .model_path = pb->m->path,
+            .params = params, .p = pb->p, .algo = algo, .tflops = pb->cp.tflops,
+            .gbs = pb->cp.gbs, .cutoff = pb->cp.cutoff, .total_cost = r.total_cost,
+            .seconds = r.seconds, .nops = pb->m->nops, .max_configs = r.max_configs,
+            .max_dep_set = r.max_dep_set, .peak_table_bytes = r.peak_table_bytes,
+            .peak_rss_bytes = (double)sb_peak_rss(), .strategy_json = json ? json : "{}",
+        };
+        int64_t id;
+        int rc = sb_db_record_search(b->db, &rec, &id, err) ||
+                 sb_dbq_link_search(b->q, id, b->run_id, err);
+        free(json);
+        sb_result_free(&r);
+        if (rc)
+            return -1;
+        printf("%s p=%d: search %s %.4f s, cost %.4g FLOP\n", pb->m->name, pb->p, algo,
+               rec.seconds, rec.total_cost);
+    }
+    return 0;
+}
+
+/* Writes a data-parallel strategy file into dir and appends it to the list. */
+static int add_data_parallel(const sb_problem *pb, const char *dir, survivor **sv, int *n,
+                             sb_error *err)
+{
+    for (int i = 0; i < *n; i++)
+        if (sb_kind_is_data_parallel((*sv)[i].kind))
+            return 0;
+    int *choice = sb_calloc((size_t)pb->m->nops, sizeof *choice, err);
+    if (!choice)
+        return -1;
+    int rc = sb_strategy_data_parallel(pb, choice, err);
+    survivor *nv = rc ? NULL : sb_realloc(*sv, (size_t)(*n + 1) * sizeof **sv, err);
+    if (nv) {
+        *sv = nv;
+        survivor *d = &nv[*n];
+        memset(d, 0, sizeof *d);
+        if (snprintf(d->file, sizeof d->file, "%s/bench-dp-p%d.strategy", dir, pb->p) >=
+            (int)sizeof d->file) {
+            free(choice);
+            return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
+        }
+        snprintf(d->kind, sizeof d->kind, "dp");
+        sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(pb, choice)};
+        d->cost = r.total_cost;
+        rc = sb_strategy_save(d->file, pb, &r, "dp", err);
+        if (!rc)
+            (*n)++;
+    } else {
+        rc = -1;
+    }
+    free(choice);
+    return rc;
+}
+
+/* Spearman's rho over this run's ok strategies of (model, params, p): stored, printed. */
+static int correlate(bench *b, const char *model, const char *params, int p, sb_error *err)
+{
+    sb_qmeas *rows;
+    int n;
+    if (sb_dbq_run_measurements(b->q, b->run_id, &rows, &n, err))
+        return -1;
+    int64_t model_id = 0;
+    for (int i = 0; i < n && !model_id; i++)
+        if (!strcmp(rows[i].model, model) && !strcmp(rows[i].params, params) && rows[i].p == p)
+            model_id = rows[i].model_id;
+    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y);
+    int *idx = calloc((size_t)n + 1, sizeof *idx);
+    int rc = -1;
+    if (!x || !y || !idx) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    int np = model_id ? sb_q_points(rows, n, model_id, p, x, y, idx) : 0;
+    double rho = NAN;
+    if (sb_spearman(x, y, np, &rho))
+        rho = NAN;
+    if (model_id && sb_dbq_record_correlation(b->q, b->run_id, model, params, p, np, rho, err))
+        goto out;
+    if (isfinite(rho))
+        printf("%s p=%d: Spearman rho(predicted cost, measured median step) = %.3f over %d "
+               "strategies\n", model, p, rho, np);
+    else
+        printf("%s p=%d: Spearman rho undefined (%d strateg%s measured ok, or no spread)\n",
+               model, p, np, np == 1 ? "y" : "ies");
+    rc = 0;
+out:
+    free(x);
+    free(y);
+    free(idx);
+    free(rows);
+    return rc;
+}
+
+/* Reads the run's JSON (last line of stdout that starts with '{'). */
+static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error *err)
+{
+    const char *line = NULL;
+    for (const char *s = out; *s;) {
+        if (*s == '{')
+            line = s;
+        const char *e = strchr(s, '\n');
+        if (!e)
+            break;
+        s = e + 1;
+    }
+    if (!line)
+        return sb_fail(err, SB_EXIT_INTERNAL, "run printed no JSON");
+    size_t len = strcspn(line, "\n");
+    char *text = strndup(line, len);
+    if (!text)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    sb_json *j = sb_json_parse(text, err);
+    free(text);
+    if (!j)
+        return -1;
+    const sb_json *st = sb_json_get(j, "step_seconds"), *losses = sb_json_get(j, "losses");
+    const sb_json *peaks = sb_json_get(j, "peak_bytes_per_rank");
+    rec->step_median_s = sb_json_num(sb_json_get(st, "median"), NAN);
+    rec->step_min_s = sb_json_num(sb_json_get(st, "min"), NAN);
+    rec->step_max_s = sb_json_num(sb_json_get(st, "max"), NAN);
+    int warm = (int)sb_json_num(sb_json_get(j, "warmup"), 0);
+    rec->steps = losses && losses->type == SB_JSON_ARR ? losses->n - warm : 0;
+    double peak = 0;
+    for (int i = 0; peaks && i < peaks->n; i++)
+        if (sb_json_num(sb_json_at(peaks, i), 0) > peak)
+            peak = sb_json_num(sb_json_at(peaks, i), 0);
+    rec->peak_mem_bytes = peak;
+    int bad = !isfinite(rec->step_median_s) || rec->steps < 1;
+    sb_json_free(j);
+    if (bad)
+        return sb_fail(err, SB_EXIT_INTERNAL, "run's JSON has no step times");
+    return 0;
+}
+
+/* Measures one survivor and records it. Returns -1 only on a database error
+ * (or interruption: *stop set), never for the strategy's own failure. */
+static int measure(bench *b, const char *model_arg, char **set_argv, int nset_argv,
+                   const sb_problem *pb, const char *params, const survivor *sv, int *stop,
+                   sb_error *err)
+{
+    const bench_args *a = b->a;
+    int nops = pb->m->nops;
+    int *choice = sb_calloc((size_t)nops, sizeof *choice, err);
+    if (!choice)
+        return -1;
+    sb_measurement_record rec = {
+        .run_id = b->run_id, .model = pb->m->name, .model_path = pb->m->path, .params = params,
+        .nops = nops, .p = pb->p, .kind = sv->kind, .predicted_cost = sv->cost,
+        .predicted_mem_bytes = sv->mem, .step_median_s = NAN, .step_min_s = NAN,
+        .step_max_s = NAN,
+    };
+    char *json = NULL, msg[1024] = "";
+    sb_error lerr = {0};
+    int loaded = !sb_strategy_load(sv->file, pb, choice, &lerr);
+    if (loaded) {
+        sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(pb, choice)};
+        if (!isfinite(rec.predicted_cost))
+            rec.predicted_cost = r.total_cost;
+        json = sb_strategy_json_str(pb, &r, sv->kind);
+    } else {
+        const char *base = strrchr(sv->file, '/');
+        json_t *j = json_pack("{s:s}", "unloadable_strategy_file", base ? base + 1 : sv->file);
+        json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+    }
+    free(choice);
+    if (!json)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    rec.configs_json = json;
+    int before = measured_before(b, pb->m->name, params, pb->p, sv->kind, json, err);
+    if (before) {
+        free(json);
+        if (before > 0) {
+            b->skipped++;
+            clear_progress(b);
+            printf("%s p=%d  %-8s %s: measured in run %lld already, skipped\n", pb->m->name,
+                   pb->p, sv->kind, sv->file, (long long)b->run_id);
+        }
+        return before < 0 ? -1 : 0;
+    }
+    proc_result pr = {0};
+    if (!loaded) {
+        rec.status = "error";
+        snprintf(msg, sizeof msg, "strategy file: %.1000s", lerr.msg);
+    } else {
+        char *argv[160], pbuf[16], steps[16], warm[16];
+        int k = 0;
+        char *subst[64] = {0};
+        for (int i = 0; i < b->launch.n; i++)
+            argv[k++] = b->launch.has_p ? (subst[i] = subst_p(b->launch.words[i], pb->p))
+                                        : b->launch.words[i];
+        snprintf(pbuf, sizeof pbuf, "%d", pb->p);
+        snprintf(steps, sizeof steps, "%d", a->steps);
+        snprintf(warm, sizeof warm, "%d", a->warmup);
+        if (!b->launch.has_p) {
+            argv[k++] = "-np";
+            argv[k++] = pbuf;
+        }
+        char *tail[] = {b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
+                        "--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
+                        "--format", "json", "--db", "none"};
+        for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+            argv[k++] = tail[i];
+        for (int i = 0; i < nset_argv; i++)
+            argv[k++] = set_argv[i];
+        argv[k] = NULL;
+        int rc = run_proc(argv, a->timeout, &pr, err);
+        for (int i = 0; i < b->launch.n; i++)
+            free(subst[i]);
+        if (rc) {
+            free(json);
+            return -1;
+        }
+        if (pr.stopped) {
+            proc_result_free(&pr);
+            free(json);
+            *stop = 1;
+            return 0;
+        }
+        sb_error perr = {0};
+        if (pr.timed_out) {
+            rec.status = "timeout";
+            snprintf(msg, sizeof msg, "killed after the --timeout of %g s", a->timeout);
+        } else if (pr.code != 0) {
+            char why[512];
+            failure_line(pr.errs, why, sizeof why);
+            rec.status = strcasestr(pr.errs, "out of memory") ? "oom" : "error";
+            if (pr.sig)
+                snprintf(msg, sizeof msg, "%s (killed by signal %d)", why, pr.sig);
+            else
+                snprintf(msg, sizeof msg, "%s (exit %d)", why, pr.code);
+        } else if (parse_run_json(pr.out, &rec, &perr)) {
+            rec.status = "error";
+            snprintf(msg, sizeof msg, "%s", perr.msg);
+        } else {
+            rec.status = "ok";
+        }
+        proc_result_free(&pr);
+    }
+    if (strcmp(rec.status, "ok")) {
+        rec.steps = 0;
+        rec.message = msg;
+        rec.peak_mem_bytes = 0;
+    }
+    int rc = sb_db_record_measurement(b->db, &rec, NULL, err);
+    free(json);
+    if (rc)
+        return -1;
+    b->measured++;
+    clear_progress(b);
+    if (!strcmp(rec.status, "ok")) {
+        b->ok++;
+        printf("%s p=%d  %-8s ok       median %.4f s  min %.4f s  max %.4f s  predicted %.4g "
+               "FLOP  %s\n", pb->m->name, pb->p, sv->kind, rec.step_median_s, rec.step_min_s,
+               rec.step_max_s, rec.predicted_cost, sv->file);
+    } else {
+        b->failed++;
+        printf("%s p=%d  %-8s %-8s %s  %s\n", pb->m->name, pb->p, sv->kind, rec.status, msg,
+               sv->file);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* Survivors of (model, p): from --survivors, or from `shardbench prune`. */
+static int get_survivors(bench *b, const char *model_arg, const char *name, char **set_argv,
+                         int nset_argv, int p, const char *workdir, char *dir, size_t ndir,
+                         survivor **sv, int *n, sb_error *err)
+{
+    const bench_args *a = b->a;
+    if (snprintf(dir, ndir, "%s/%s-p%d", a->survivors ? a->survivors : workdir, name, p) >=
+        (int)ndir)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
+    if (a->survivors)
+        return read_index(dir, sv, n, err);
+    char pbuf[16], within[32], top[16];
+    snprintf(pbuf, sizeof pbuf, "%d", p);
+    snprintf(within, sizeof within, "%g", a->within);
+    snprintf(top, sizeof top, "%d", a->top);
+    char *argv[160] = {b->self, "prune", "-m", (char *)model_arg, "-p", pbuf, "--within", within,
+                       "--top", top, "--out", dir};
+    int k = 12;
+    if (a->calibration) {
+        argv[k++] = "--calibration";
+        argv[k++] = (char *)a->calibration;
+    }
+    for (int i = 0; i < nset_argv; i++)
+        argv[k++] = set_argv[i];
+    argv[k] = NULL;
+    proc_result pr;
+    if (run_proc(argv, a->timeout, &pr, err))
+        return -1;
+    if (pr.stopped) {
+        proc_result_free(&pr);
+        return sb_fail(err, SB_EXIT_INTERNAL, "interrupted");
+    }
+    if (pr.code != 0 || pr.timed_out) {
+        char why[512];
+        failure_line(pr.errs, why, sizeof why);
+        int unknown = strstr(pr.errs, "unknown command") != NULL, timed_out = pr.timed_out;
+        proc_result_free(&pr);
+        return sb_fail(err, SB_EXIT_INTERNAL,
+                       "bench: `shardbench prune -m %s -p %d` failed: %s%s", model_arg, p,
+                       timed_out ? "timed out" : why,
+                       unknown ? " (this shardbench has no prune command yet; give the "
+                                 "survivors with --survivors DIR, holding "
+                                 "MODEL-pP/index.tsv)"
+                               : "");
+    }
+    proc_result_free(&pr);
+    return read_index(dir, sv, n, err);
+}
+
+/* One (model, P): survivors, searches, measurements, correlation. Returns -1
+ * on a database error or interruption (stop), 1 when this pair could not be
+ * benched (reported; the bench goes on), 0 otherwise. */
+static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char **set_argv,
+                      int nset_argv, int p, const char *workdir, int *stop, sb_error *err)
+{
+    char params[2048], dir[PATH_MAX];
+    sb_params_str(m, params, sizeof params);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    sb_error perr = {0};
+    if ((b->a->calibration && sb_calibration_load(b->a->calibration, &cp, &perr))
+        || sb_problem_build(m, p, &cp, &pb, &perr)) {
+        fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
+        return 1;
+    }
+    survivor *sv = NULL;
+    int n = 0, rc = 0;
+    if (get_survivors(b, model_arg, m->name, set_argv, nset_argv, p, workdir, dir, sizeof dir,
+                      &sv, &n, &perr) ||
+        add_data_parallel(&pb, dir, &sv, &n, &perr)) {
+        fprintf(stderr, "shardbench: %s\n", perr.msg);
+        rc = interrupted ? -1 : 1;
+        if (interrupted)
+            *stop = 1;
+        goto out;
+    }
+    printf("%s p=%d: %d strateg%s to measure (%s)\n", m->name, p, n, n == 1 ? "y" : "ies", dir);
+    if (time_searches(b, &pb, params, err)) {
+        rc = -1;
+        goto out;
+    }
+    double g0 = sb_now();
+    int done = 0;
+    for (int i = 0; i < n && !*stop; i++) {
+        progress(b, m->name, p, i + 1, n, sv[i].kind, g0, done);
+        int before = b->measured;
+        int r = measure(b, model_arg, set_argv, nset_argv, &pb, params, &sv[i], stop, err);
+        clear_progress(b);
+        if (r) {
+            rc = -1;
+            goto out;
+        }
+        done += b->measured > before;
+        if (interrupted)
+            *stop = 1;
+    }
+    if (!*stop && correlate(b, m->name, params, p, err))
+        rc = -1;
+out:
+    free(sv);
+    sb_problem_free(&pb);
+    return rc;
+}
+
+static int bench_fail(const sb_error *err)
+{
+    fprintf(stderr, "shardbench: %s\n", err->msg);
+    return err->code ? err->code : 1;
+}
+
+void sb_bench_opts_default(sb_bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = "cpu";
+    o->db = SB_DB_DEFAULT_PATH;
+    o->algos = "pase,bf";
+    o->steps = 5;
+    o->warmup = 1;
+    o->top = 8;
+    o->within = 2;
+    o->timeout = 600;
+}
+
+int sb_bench(const sb_bench_opts *a, int argc, char **argv)
+{
+    sb_error err = {0};
+    bench b = {.a = a, .tty = isatty(2), .t0 = sb_now()};
+    ssize_t sl = readlink("/proc/self/exe", b.self, sizeof b.self - 1);
+    if (sl <= 0)
+        snprintf(b.self, sizeof b.self, "%s", "shardbench");
+    else
+        b.self[sl] = '\0';
+    if (launcher_parse(a->launcher, &b.launch, &err))
+        return bench_fail(&err);
+    setenv("OPENBLAS_NUM_THREADS", "1", 0); /* several ranks share the cores */
+    int status = 0, stop = 0;
+    char workdir[PATH_MAX] = "";
+    int own_workdir = 0;
+    if (sb_db_open(a->db, 30000, &b.db, &err) || sb_dbq_open(a->db, 1, 30000, &b.q, &err)) {
+        status = bench_fail(&err);
+        goto done;
+    }
+    if (a->resume) {
+        b.run_id = a->resume;
+        if (sb_dbq_check_run(b.q, b.run_id, &err)) {
+            status = bench_fail(&err);
+            goto done;
+        }
+        printf("resuming run %lld in %s\n", (long long)b.run_id, a->db);
+    } else {
+        char devices[512], versions[512], cmdline[4096];
+        run_meta_text(a, devices, sizeof devices, versions, sizeof versions);
+        join_argv(argc, argv, cmdline, sizeof cmdline);
+        sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
+                            .command_line = cmdline};
+        if (sb_db_begin_run(b.db, &meta, &b.run_id, &err)) {
+            status = bench_fail(&err);
+            goto done;
+        }
+        printf("run %lld in %s\n", (long long)b.run_id, a->db);
+    }
+    if (!a->survivors) {
+        if (a->workdir) {
+            snprintf(workdir, sizeof workdir, "%s", a->workdir);
+            if (mkdir(workdir, 0777) && errno != EEXIST) {
+                sb_fail(&err, SB_EXIT_INPUT, "%s: cannot create: %s", workdir, strerror(errno));
+                status = bench_fail(&err);
+                goto done;
+            }
+        } else {
+            const char *tmp = getenv("TMPDIR");
+            snprintf(workdir, sizeof workdir, "%s/shardbench-bench-XXXXXX",
+                     tmp && *tmp ? tmp : "/tmp");
+            if (!mkdtemp(workdir)) {
+                sb_fail(&err, SB_EXIT_INTERNAL, "%s: cannot create: %s", workdir,
+                        strerror(errno));
+                status = bench_fail(&err);
+                goto done;
+            }
+            own_workdir = 1;
+        }
+    } else {
+        snprintf(workdir, sizeof workdir, "%s", a->survivors);
+    }
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_hup;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+
+    char list[2048], *save = NULL;
+    snprintf(list, sizeof list, "%s", a->models);
+    for (char *name = strtok_r(list, ",", &save); name && !stop;
+         name = strtok_r(NULL, ",", &save)) {
+        sb_setting set[BENCH_MAX_SET];
+        char *set_argv[2 * BENCH_MAX_SET];
+        int nset_argv;
+        int nset = model_settings(a, name, set, set_argv, &nset_argv, &err);
+        sb_model m;
+        if (nset < 0 || sb_model_load(name, set, nset, &m, &err)) {
+            fprintf(stderr, "shardbench: %s\n", err.msg);
+            b.group_failures++;
+            memset(&err, 0, sizeof err);
+            continue;
+        }
+        for (int i = 0; i < a->np && !stop; i++) {
+            int r = bench_pair(&b, name, &m, set_argv, nset_argv, a->ps[i], workdir, &stop, &err);
+            if (r < 0 && !stop) {
+                status = bench_fail(&err);
+                stop = 1;
+            }
+            b.group_failures += r > 0;
+        }
+        sb_model_free(&m);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    char el[32];
+    fmt_dur(sb_now() - b.t0, el, sizeof el);
+    if (interrupted) {
+        printf("interrupted after %s: %d measured and stored; run %lld left open. Continue "
+               "with: shardbench bench ... --db %s --resume %lld\n", el, b.measured,
+               (long long)b.run_id, a->db, (long long)b.run_id);
+        status = 130;
+    } else if (!status) {
+        if (sb_db_end_run(b.db, b.run_id, &err))
+            status = bench_fail(&err);
+        printf("run %lld: %d measured (%d ok, %d failed), %d skipped, in %s; database %s\n"
+               "report: shardbench report --db %s --run %lld\n",
+               (long long)b.run_id, b.measured, b.ok, b.failed, b.skipped, el, a->db, a->db,
+               (long long)b.run_id);
+        if (b.group_failures && !status) {
+            fprintf(stderr, "shardbench: bench: %d model or (model, P) could not be benched "
+                            "(see above)\n", b.group_failures);
+            status = 1;
+        }
+    }
+done:
+    if (own_workdir)
+        nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    launcher_free(&b.launch);
+    sb_dbq_close(b.q);
+    sb_db_close(b.db);
+    return status;
+}

@@ -1,0 +1,379 @@
+/* plots/report.c: the paper's tables for one run (`shardbench report`), from
+ * the results database only: search time per model, P and algorithm
+ * (Table I), the best strategy per layer group at one P (Table II), speedups
+ * over data parallel (Fig. 6 as a table), cost-model fidelity (Spearman's
+ * rho), and every measurement. Markdown or CSV on stdout. Reads only. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardbench/plots.h"
+#include "shardbench/query.h"
+#include "shardbench/results.h"
+
+/* ---- one output table: Markdown or CSV -------------------------------------- */
+
+typedef struct {
+    int csv;
+    const char *only; /* NULL: every table */
+    int on;           /* the current table is printed */
+} out_fmt;
+
+static int table_begin(out_fmt *o, const char *name, const char *title, const char *note,
+                       int ncols, const char *const *cols, const char *align)
+{
+    o->on = !o->only || !strcmp(o->only, name);
+    if (!o->on)
+        return 0;
+    if (o->csv) {
+        if (!o->only)
+            printf("# %s\n", name);
+        for (int i = 0; i < ncols; i++) {
+            printf("%s%s", i ? "," : "", cols[i]);
+        }
+        printf("\n");
+        return 1;
+    }
+    printf("## %s\n\n", title);
+    if (note)
+        printf("%s\n\n", note);
+    for (int i = 0; i < ncols; i++)
+        printf("| %s ", cols[i]);
+    printf("|\n");
+    for (int i = 0; i < ncols; i++)
+        printf("|%s", align[i] == 'r' ? "---:" : "---");
+    printf("|\n");
+    return 1;
+}
+
+static void table_end(out_fmt *o)
+{
+    if (o->on)
+        printf("\n");
+}
+
+static void csv_cell(const char *s)
+{
+    if (!strpbrk(s, ",\"\n")) {
+        printf("%s", s);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void table_row(out_fmt *o, int ncols, char cells[][256])
+{
+    if (!o->on)
+        return;
+    for (int i = 0; i < ncols; i++) {
+        if (o->csv) {
+            if (i)
+                putchar(',');
+            csv_cell(cells[i]);
+        } else {
+            printf("| ");
+            for (const char *s = cells[i]; *s; s++)
+                if (*s == '|')
+                    printf("\\|");
+                else if (*s == '\n')
+                    putchar(' ');
+                else
+                    putchar(*s);
+            putchar(' ');
+        }
+    }
+    printf(o->csv ? "\n" : "|\n");
+}
+
+static void num(char *cell, double v, const char *fmt)
+{
+    if (isfinite(v))
+        snprintf(cell, 256, fmt, v);
+    else
+        snprintf(cell, 256, "%s", "-");
+}
+
+/* ---- the tables -------------------------------------------------------------------- */
+
+static int run_header(sb_dbq *q, int64_t run, out_fmt *o, sb_error *err)
+{
+    sb_qrun info;
+    if (sb_dbq_run_info(q, run, &info, err))
+        return -1;
+    if (!o->csv && !o->only) {
+        printf("# shardbench report: run %lld\n\n", (long long)run);
+        static const char *const names[] = {"started", "ended", "host", "commit", "compiler",
+                                            "backend", "devices", "versions", "command"};
+        for (int i = 0; i < 9; i++)
+            printf("- %s: %s%s%s\n", names[i], i == 8 ? "`" : "", info.field[i],
+                   i == 8 ? "`" : "");
+        printf("- database: %s\n\n", sb_dbq_path(q));
+    }
+    sb_qrun_free(&info);
+    return 0;
+}
+
+/* Table I: search seconds per (model, p) and algorithm; this run's own
+ * searches, else the latest recorded for that model and p. */
+static int table_search(sb_dbq *q, int64_t run, out_fmt *o, sb_error *err)
+{
+    sb_qsearch *s;
+    int ns;
+    if (sb_dbq_run_searches(q, run, &s, &ns, err))
+        return -1;
+    static const char *const cols[] = {"model", "params", "p", "algo", "search s", "best cost (FLOP)",
+                                       "max dep set", "peak table MB", "source"};
+    table_begin(o, "search", "Search time per model, P and algorithm (Table I form)",
+                "Seconds to find the best strategy with each DP vertex order (pase: GenerateSeq, "
+                "bf: breadth-first); source `run` is this run's own search, `latest` the latest "
+                "one recorded for that model and P.",
+                9, cols, "llrlrrrrl");
+    int rows = 0;
+    for (int i = 0; i < ns; i++) {
+        char c[9][256];
+        snprintf(c[0], 256, "%s", s[i].model);
+        snprintf(c[1], 256, "%.255s", s[i].params);
+        snprintf(c[2], 256, "%d", s[i].p);
+        snprintf(c[3], 256, "%s", s[i].algo);
+        num(c[4], s[i].seconds, "%.3g");
+        num(c[5], s[i].total_cost, "%.4g");
+        snprintf(c[6], 256, "%d", s[i].max_dep_set);
+        num(c[7], s[i].peak_table_bytes / 1e6, "%.2f");
+        snprintf(c[8], 256, "%s", s[i].mine ? "run" : "latest");
+        table_row(o, 9, c);
+        rows++;
+    }
+    free(s);
+    if (!rows && o->on && !o->csv)
+        printf("(no searches recorded for this run's models)\n");
+    table_end(o);
+    return 0;
+}
+
+/* The layer groups of a strategy JSON: consecutive ops with the same type,
+ * dims and config form one row. */
+static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind, double median,
+                          const char *json)
+{
+    sb_error e = {0};
+    sb_json *j = sb_json_parse(json, &e);
+    const sb_json *ops = sb_json_get(j, "ops");
+    if (!ops || ops->type != SB_JSON_ARR) {
+        char c[7][256];
+        snprintf(c[0], 256, "%s", model);
+        snprintf(c[1], 256, "%d", p);
+        snprintf(c[2], 256, "%s", kind);
+        snprintf(c[3], 256, "(strategy JSON unreadable: %.200s)", j ? "no ops" : e.msg);
+        c[4][0] = c[5][0] = c[6][0] = '\0';
+        table_row(o, 7, c);
+        sb_json_free(j);
+        return;
+    }
+    char prev_key[512] = "", first[128] = "", last[128] = "", row[7][256];
+    int count = 0;
+    for (int i = 0; i <= ops->n; i++) {
+        const sb_json *op = i < ops->n ? sb_json_at(ops, i) : NULL;
+        char key[512] = "", dims[256] = "", cfg[256] = "";
+        if (op) {
+            const sb_json *d = sb_json_get(op, "dims"), *cf = sb_json_get(op, "config");
+            size_t u = 0, v = 0;
+            for (int k = 0; d && k < d->n && u < sizeof dims; k++)
+                u += (size_t)snprintf(dims + u, sizeof dims - u, "%s%s", k ? "," : "",
+                                      sb_json_str(sb_json_get(sb_json_at(d, k), "name"))
+                                          ? sb_json_str(sb_json_get(sb_json_at(d, k), "name"))
+                                          : "?");
+            for (int k = 0; cf && k < cf->n && v < sizeof cfg; k++)
+                v += (size_t)snprintf(cfg + v, sizeof cfg - v, "%s%g", k ? "," : "",
+                                      sb_json_num(sb_json_at(cf, k), 0));
+            const char *type = sb_json_str(sb_json_get(op, "type"));
+            snprintf(key, sizeof key, "%.40s|%.230s|%.230s", type ? type : "?", dims, cfg);
+        }
+        if (count && (!op || strcmp(key, prev_key))) {
+            if (count == 1)
+                snprintf(row[3], 256, "%s", first);
+            else
+                snprintf(row[3], 256, "%.100s .. %.100s (%d)", first, last, count);
+            table_row(o, 7, row);
+            count = 0;
+        }
+        if (!op)
+            break;
+        const char *name = sb_json_str(sb_json_get(op, "name"));
+        if (!count) {
+            snprintf(first, sizeof first, "%s", name ? name : "?");
+            snprintf(row[0], 256, "%s", model);
+            snprintf(row[1], 256, "%d", p);
+            if (isfinite(median))
+                snprintf(row[2], 256, "%s (%.4f s)", kind, median);
+            else
+                snprintf(row[2], 256, "%s (not measured)", kind);
+            const char *type = sb_json_str(sb_json_get(op, "type"));
+            snprintf(row[4], 256, "%s", type ? type : "?");
+            snprintf(row[5], 256, "%s", dims);
+            snprintf(row[6], 256, "%s", cfg);
+            snprintf(prev_key, sizeof prev_key, "%s", key);
+        }
+        snprintf(last, sizeof last, "%s", name ? name : "?");
+        count++;
+    }
+    sb_json_free(j);
+}
+
+/* Table II: per model at P, the strategy with the least measured median of
+ * the run (the search's own strategy when none measured ok). */
+static int table_strategies(sb_dbq *q, int64_t run, int p, const sb_qmeas *rows, int n,
+                            out_fmt *o, sb_error *err)
+{
+    static const char *const cols[] = {"model", "p", "strategy (median step)", "layers", "type",
+                                       "iteration dims", "config"};
+    char title[128];
+    snprintf(title, sizeof title, "Best strategy per layer group at p = %d (Table II form)", p);
+    table_begin(o, "strategies", title,
+                "The fastest strategy measured in this run for each model (least median step "
+                "time), its consecutive ops with the same type, dims and config as one row; "
+                "config is the split count per iteration dim.",
+                7, cols, "lrlllll");
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = rows[j].model_id != rows[i].model_id;
+        if (!first)
+            continue;
+        int best = -1;
+        for (int j = 0; j < n; j++)
+            if (rows[j].model_id == rows[i].model_id && rows[j].p == p &&
+                !strcmp(rows[j].status, "ok") && isfinite(rows[j].median) &&
+                (best < 0 || rows[j].median < rows[best].median))
+                best = j;
+        char *json = NULL, kind[64];
+        int r = best >= 0 ? sb_dbq_strategy(q, rows[best].strategy_id, "reading a strategy", NULL,
+                                            NULL, &json, err)
+                          : sb_dbq_search_strategy(q, rows[i].model_id, p, run, &json, kind,
+                                                   sizeof kind, err);
+        if (r < 0)
+            return -1;
+        if (r) {
+            if (best >= 0)
+                snprintf(kind, sizeof kind, "%s", rows[best].kind);
+            strategy_rows(o, rows[i].model, p, kind, best >= 0 ? rows[best].median : NAN, json);
+        }
+        free(json);
+    }
+    table_end(o);
+    return 0;
+}
+
+static void table_speedup(const sb_qkind *k, int nk, out_fmt *o)
+{
+    static const char *const cols[] = {"model", "params", "p", "kind", "strategies", "failed",
+                                       "best median s", "best min s", "speedup over dp"};
+    table_begin(o, "speedup", "Speedup over data parallel (Fig. 6 as a table)",
+                "Per model, P and strategy kind: the fastest strategy of that kind (least median "
+                "step time) against the fastest data-parallel one of the same model and P.",
+                9, cols, "llrlrrrrr");
+    for (int i = 0; i < nk; i++) {
+        char c[9][256];
+        snprintf(c[0], 256, "%s", k[i].model);
+        snprintf(c[1], 256, "%.250s", k[i].params);
+        snprintf(c[2], 256, "%d", k[i].p);
+        snprintf(c[3], 256, "%s", k[i].kind);
+        snprintf(c[4], 256, "%d", k[i].strategies);
+        snprintf(c[5], 256, "%d", k[i].failed);
+        num(c[6], k[i].best_median, "%.4f");
+        num(c[7], k[i].best_min, "%.4f");
+        num(c[8], k[i].speedup, o->csv ? "%.3f" : "%.2fx");
+        table_row(o, 9, c);
+    }
+    table_end(o);
+}
+
+static void table_fidelity(const sb_qfidelity *f, int nf, out_fmt *o)
+{
+    static const char *const cols[] = {"model", "params", "p", "strategies ranked",
+                                       "Spearman rho", "source"};
+    table_begin(o, "fidelity", "Cost-model fidelity",
+                "Spearman's rank correlation between the predicted cost and the measured "
+                "median step time over the strategies of each model and P that ran ok (1: the "
+                "cost model orders them exactly as measured; '-': fewer than 2, or no spread).",
+                6, cols, "llrrrl");
+    for (int i = 0; i < nf; i++) {
+        char c[6][256];
+        snprintf(c[0], 256, "%s", f[i].model);
+        snprintf(c[1], 256, "%.250s", f[i].params);
+        snprintf(c[2], 256, "%d", f[i].p);
+        snprintf(c[3], 256, "%d", f[i].n);
+        num(c[4], f[i].rho, "%.3f");
+        snprintf(c[5], 256, "%s", f[i].stored ? "stored by bench" : "computed now");
+        table_row(o, 6, c);
+    }
+    table_end(o);
+}
+
+static void table_measurements(const sb_qmeas *m, int n, out_fmt *o)
+{
+    static const char *const cols[] = {"model", "p", "kind", "strategy", "predicted FLOP",
+                                       "status", "median s", "min s", "max s", "steps",
+                                       "peak MB", "message"};
+    table_begin(o, "measurements", "Every measurement of the run", NULL, 12, cols,
+                "lrlrrlrrrrrl");
+    for (int i = 0; i < n; i++) {
+        char c[12][256];
+        snprintf(c[0], 256, "%s", m[i].model);
+        snprintf(c[1], 256, "%d", m[i].p);
+        snprintf(c[2], 256, "%s", m[i].kind);
+        snprintf(c[3], 256, "%lld", (long long)m[i].strategy_id);
+        num(c[4], m[i].predicted_cost, "%.4g");
+        snprintf(c[5], 256, "%s", m[i].status);
+        num(c[6], m[i].median, "%.4f");
+        num(c[7], m[i].min, "%.4f");
+        num(c[8], m[i].max, "%.4f");
+        snprintf(c[9], 256, "%d", m[i].steps);
+        num(c[10], m[i].peak_mem_bytes / 1e6, "%.2f");
+        snprintf(c[11], 256, "%.250s", m[i].message);
+        table_row(o, 12, c);
+    }
+    table_end(o);
+}
+
+int sb_report(const sb_report_opts *opts, sb_error *err)
+{
+    out_fmt o = {.csv = opts->csv, .only = opts->only};
+    int64_t run = opts->run;
+    int p = opts->p;
+    sb_dbq *q = NULL;
+    sb_qmeas *rows = NULL;
+    sb_qkind *kinds = NULL;
+    sb_qfidelity *fid = NULL;
+    int n = 0, nk = 0, nf = 0, status = -1;
+    if (sb_dbq_open(opts->db, 0, 0, &q, err) || run_header(q, run, &o, err) ||
+        sb_dbq_run_measurements(q, run, &rows, &n, err) ||
+        sb_q_kinds(rows, n, &kinds, &nk, err) || sb_q_fidelity(q, run, rows, n, &fid, &nf, err))
+        goto out;
+    if (!p)
+        for (int i = 0; i < n; i++)
+            if (rows[i].p > p)
+                p = rows[i].p;
+    if (!n && !o.csv)
+        printf("(run %lld has no measurements)\n\n", (long long)run);
+    if (table_search(q, run, &o, err) || (p && table_strategies(q, run, p, rows, n, &o, err)))
+        goto out;
+    table_speedup(kinds, nk, &o);
+    table_fidelity(fid, nf, &o);
+    table_measurements(rows, n, &o);
+    status = 0;
+out:
+    free(rows);
+    free(kinds);
+    free(fid);
+    sb_dbq_close(q);
+    return status;
+}
