@@ -26,8 +26,9 @@ int cli_fail(const sb_error *err);
 void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo);
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r);
 
-/* A JSON real (jansson), or null when v is NaN or infinite: JSON has no
- * such numbers. */
+/* A JSON number (jansson): an integer when v is integral (as %g writes
+ * it), else a real; null when v is NaN or infinite (JSON has no such
+ * numbers). */
 struct json_t *cli_jreal(double v);
 
 /* Parses a p list "4,8,16" or a range "4..64" (powers of two). */

@@ -23,7 +23,11 @@ int cli_fail(const sb_error *err)
 
 json_t *cli_jreal(double v)
 {
-    return isfinite(v) ? json_real(v) : json_null();
+    if (!isfinite(v))
+        return json_null();
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) /* 3, as %g writes it, not 3.0 */
+        return json_integer((json_int_t)v);
+    return json_real(v);
 }
 
 static int parse_int(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)

@@ -8,13 +8,11 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
-#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -31,8 +29,9 @@
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
+#include "proc.h"
+
 #define BENCH_MAX_SET SB_BENCH_MAX_SET
-#define BENCH_OUT_CAP (64u << 20) /* most bytes kept of a child's stdout or stderr */
 
 typedef sb_bench_set bench_set;
 typedef sb_bench_opts bench_args;
@@ -49,260 +48,6 @@ static volatile sig_atomic_t interrupted;
 static void (*tick)(void);
 
 static void on_signal(int sig) { interrupted = sig; }
-
-/* ------------------------------------------------------------ processes -- */
-
-typedef struct {
-    char *out, *errs;       /* NUL-terminated (capped at BENCH_OUT_CAP) */
-    size_t nout, nerr;
-    int code;               /* exit code; -1 if killed by a signal */
-    int sig;                /* the signal, or 0 */
-    int timed_out, stopped; /* over the time limit; interrupted by us */
-} proc_result;
-
-static void proc_result_free(proc_result *r)
-{
-    free(r->out);
-    free(r->errs);
-    memset(r, 0, sizeof *r);
-}
-
-static int append(char **buf, size_t *len, const char *data, size_t n)
-{
-    if (*len >= BENCH_OUT_CAP)
-        return 0;
-    if (n > BENCH_OUT_CAP - *len)
-        n = BENCH_OUT_CAP - *len;
-    char *b = realloc(*buf, *len + n + 1);
-    if (!b)
-        return -1;
-    memcpy(b + *len, data, n);
-    *len += n;
-    b[*len] = '\0';
-    *buf = b;
-    return 0;
-}
-
-/* Ends the child's process group: TERM, then KILL after 3 s. */
-static void kill_group(pid_t pid, int *status)
-{
-    kill(-pid, SIGTERM);
-    for (int i = 0; i < 300; i++) {
-        if (waitpid(pid, status, WNOHANG) == pid) {
-            kill(-pid, SIGKILL); /* ranks the launcher left behind */
-            return;
-        }
-        usleep(10000);
-    }
-    kill(-pid, SIGKILL);
-    waitpid(pid, status, 0);
-}
-
-/* Runs argv (PATH searched) in its own process group with stdin from
- * /dev/null, capturing stdout and stderr, for at most timeout seconds. */
-static int run_proc(char *const argv[], double timeout, proc_result *r, sb_error *err)
-{
-    memset(r, 0, sizeof *r);
-    int po[2], pe[2];
-    if (pipe2(po, O_CLOEXEC))
-        return sb_fail(err, SB_EXIT_INTERNAL, "pipe: %s", strerror(errno));
-    if (pipe2(pe, O_CLOEXEC)) {
-        close(po[0]);
-        close(po[1]);
-        return sb_fail(err, SB_EXIT_INTERNAL, "pipe: %s", strerror(errno));
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-        return sb_fail(err, SB_EXIT_INTERNAL, "fork: %s", strerror(e));
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        int in = open("/dev/null", O_RDONLY);
-        if (in >= 0)
-            dup2(in, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        execvp(argv[0], argv);
-        dprintf(2, "shardbench: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    close(po[1]);
-    close(pe[1]);
-    double deadline = sb_now() + timeout;
-    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
-    int open_fds = 2, status = 0, reaped = 0, rc = 0;
-    char buf[65536];
-    while (open_fds > 0) {
-        double left = deadline - sb_now();
-        if (interrupted || left <= 0) {
-            r->stopped = interrupted != 0;
-            r->timed_out = !interrupted;
-            kill_group(pid, &status);
-            reaped = 1;
-            break;
-        }
-        int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
-        int n = poll(fds, 2, ms);
-        if (n == 0 && tick)
-            tick();
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = sb_fail(err, SB_EXIT_INTERNAL, "poll: %s", strerror(errno));
-            kill_group(pid, &status);
-            reaped = 1;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t got = read(fds[i].fd, buf, sizeof buf);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_fds--;
-                continue;
-            }
-            if (i == 0 ? append(&r->out, &r->nout, buf, (size_t)got)
-                       : append(&r->errs, &r->nerr, buf, (size_t)got))
-                rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading a child's output");
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (fds[i].fd >= 0)
-            close(fds[i].fd);
-    /* the pipes closed: the launcher is exiting; wait for it within the limit */
-    while (!reaped) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (interrupted || sb_now() > deadline) {
-            r->stopped = interrupted != 0;
-            r->timed_out = !interrupted;
-            kill_group(pid, &status);
-            break;
-        }
-        usleep(10000);
-    }
-    if (WIFEXITED(status)) {
-        r->code = WEXITSTATUS(status);
-    } else {
-        r->code = -1;
-        r->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    }
-    if (!r->out)
-        append(&r->out, &r->nout, "", 0);
-    if (!r->errs)
-        append(&r->errs, &r->nerr, "", 0);
-    if (rc)
-        proc_result_free(r);
-    return rc;
-}
-
-static int has_alnum(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-            (s[i] >= '0' && s[i] <= '9'))
-            return 1;
-    return 0;
-}
-
-/* One line that says why a child failed, from its stderr: our own
- * "shardbench: ..." line, else the first line that says error, else the
- * last line with words in it (not a banner of dashes). */
-static void failure_line(const char *errs, char *out, size_t n)
-{
-    const char *own = NULL, *error = NULL, *last = NULL;
-    for (const char *s = errs; s && *s;) {
-        const char *e = strchr(s, '\n');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (has_alnum(s, len)) {
-            last = s;
-            if (!own && !strncmp(s, "shardbench", 10))
-                own = s;
-            if (!error && (memmem(s, len, "rror", 4) || memmem(s, len, "ERROR", 5)))
-                error = s;
-        }
-        s = e ? e + 1 : s + len;
-    }
-    const char *s = own ? own : error ? error : last;
-    if (!s) {
-        snprintf(out, n, "(no message)");
-        return;
-    }
-    size_t len = strcspn(s, "\n");
-    snprintf(out, n, "%.*s", (int)(len < 400 ? len : 400), s);
-}
-
-/* ------------------------------------------------------------- launcher -- */
-
-typedef struct {
-    char *words[64];
-    int n;
-    int has_p; /* a word holds {P} */
-} launcher;
-
-static int launcher_parse(const char *cmd, launcher *l, sb_error *err)
-{
-    memset(l, 0, sizeof *l);
-    char def[128];
-    if (!cmd) {
-        snprintf(def, sizeof def, "mpirun --oversubscribe%s",
-                 geteuid() == 0 ? " --allow-run-as-root" : "");
-        cmd = def;
-    }
-    char *copy = strdup(cmd), *save = NULL;
-    if (!copy)
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-        if (l->n == 63) {
-            free(copy);
-            return sb_fail(err, SB_EXIT_INPUT, "--launcher: too many words");
-        }
-        l->words[l->n++] = strdup(w);
-        l->has_p |= strstr(w, "{P}") != NULL;
-    }
-    free(copy);
-    if (!l->n)
-        return sb_fail(err, SB_EXIT_INPUT, "--launcher: empty command");
-    return 0;
-}
-
-static void launcher_free(launcher *l)
-{
-    for (int i = 0; i < l->n; i++)
-        free(l->words[i]);
-}
-
-/* A word of the launcher with {P} replaced by p (malloc'd). */
-static char *subst_p(const char *w, int p)
-{
-    char num[16], *out = malloc(strlen(w) * 2 + 32), *o = out;
-    if (!out)
-        return NULL;
-    snprintf(num, sizeof num, "%d", p);
-    while (*w) {
-        if (!strncmp(w, "{P}", 3)) {
-            o = stpcpy(o, num);
-            w += 3;
-        } else {
-            *o++ = *w++;
-        }
-    }
-    *o = '\0';
-    return out;
-}
 
 /* --------------------------------------------------------- survivors ---- */
 
@@ -814,7 +559,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         int k = 0;
         char *subst[64] = {0};
         for (int i = 0; i < b->launch.n; i++)
-            argv[k++] = b->launch.has_p ? (subst[i] = subst_p(b->launch.words[i], pb->p))
+            argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], pb->p))
                                         : b->launch.words[i];
         snprintf(pbuf, sizeof pbuf, "%d", pb->p);
         snprintf(steps, sizeof steps, "%d", a->steps);
@@ -831,7 +576,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         for (int i = 0; i < nset_argv; i++)
             argv[k++] = set_argv[i];
         argv[k] = NULL;
-        int rc = run_proc(argv, a->timeout, &pr, err);
+        int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
         for (int i = 0; i < b->launch.n; i++)
             free(subst[i]);
         if (rc) {
@@ -839,7 +584,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
             return -1;
         }
         if (pr.stopped) {
-            proc_result_free(&pr);
+            sb_proc_result_free(&pr);
             free(json);
             *stop = 1;
             return 0;
@@ -850,7 +595,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
             snprintf(msg, sizeof msg, "killed after the --timeout of %g s", a->timeout);
         } else if (pr.code != 0) {
             char why[512];
-            failure_line(pr.errs, why, sizeof why);
+            sb_failure_line(pr.errs, why, sizeof why);
             rec.status = strcasestr(pr.errs, "out of memory") ? "oom" : "error";
             if (pr.sig)
                 snprintf(msg, sizeof msg, "%s (killed by signal %d)", why, pr.sig);
@@ -862,7 +607,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         } else {
             rec.status = "ok";
         }
-        proc_result_free(&pr);
+        sb_proc_result_free(&pr);
     }
     if (strcmp(rec.status, "ok")) {
         rec.steps = 0;
@@ -915,17 +660,17 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
         argv[k++] = set_argv[i];
     argv[k] = NULL;
     proc_result pr;
-    if (run_proc(argv, a->timeout, &pr, err))
+    if (sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err))
         return -1;
     if (pr.stopped) {
-        proc_result_free(&pr);
+        sb_proc_result_free(&pr);
         return sb_fail(err, SB_EXIT_INTERNAL, "interrupted");
     }
     if (pr.code != 0 || pr.timed_out) {
         char why[512];
-        failure_line(pr.errs, why, sizeof why);
+        sb_failure_line(pr.errs, why, sizeof why);
         int unknown = strstr(pr.errs, "unknown command") != NULL, timed_out = pr.timed_out;
-        proc_result_free(&pr);
+        sb_proc_result_free(&pr);
         return sb_fail(err, SB_EXIT_INTERNAL,
                        "bench: `shardbench prune -m %s -p %d` failed: %s%s", model_arg, p,
                        timed_out ? "timed out" : why,
@@ -934,7 +679,7 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
                                  "MODEL-pP/index.tsv)"
                                : "");
     }
-    proc_result_free(&pr);
+    sb_proc_result_free(&pr);
     return read_index(dir, sv, n, err);
 }
 
@@ -1022,7 +767,7 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
         snprintf(b.self, sizeof b.self, "%s", "shardbench");
     else
         b.self[sl] = '\0';
-    if (launcher_parse(a->launcher, &b.launch, &err))
+    if (sb_launcher_parse(a->launcher, &b.launch, &err))
         return bench_fail(&err);
     setenv("OPENBLAS_NUM_THREADS", "1", 0); /* several ranks share the cores */
     int status = 0, stop = 0;
@@ -1131,7 +876,7 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
 done:
     if (own_workdir)
         nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    launcher_free(&b.launch);
+    sb_launcher_free(&b.launch);
     sb_dbq_close(b.q);
     sb_db_close(b.db);
     return status;

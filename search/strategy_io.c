@@ -296,10 +296,16 @@ out:
     return rc;
 }
 
-/* A real, or null for NaN and infinities (JSON has no such numbers). */
+/* A number as printf's %.17g wrote it before jansson: an integer when it
+ * is one (10, not 10.0), else a real; null for NaN and infinities (JSON
+ * has no such numbers). */
 static json_t *jreal(double v)
 {
-    return isfinite(v) ? json_real(v) : json_null();
+    if (!isfinite(v))
+        return json_null();
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        return json_integer((json_int_t)v);
+    return json_real(v);
 }
 
 static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const char *algo)
