@@ -1,14 +1,14 @@
-# cmake/onnx.cmake: the ONNX importer (models/onnx_import.c, which needs the
-# generated bindings; models/onnx_load.c does not). Included by the
+# cmake/onnx.cmake: the ONNX importer (models/onnx/*.c, which need the
+# generated bindings; models/onnx/load.c does not). Included by the
 # top-level CMakeLists.txt after the library targets exist.
 #
 # The C bindings of ONNX's protobuf schema are generated at build time by
 # protoc-c (protobuf-c-compiler) from the onnx.proto that Debian's
 # libonnx-dev ships, into BUILD/generated/onnx/onnx.pb-c.{c,h}, compiled into
 # libshardbench, which then links libprotobuf-c. Without protoc-c,
-# libprotobuf-c or the schema, the library still builds (onnx_import.c
-# compiles to a stub) but every import fails with "built without ONNX
-# support"; SB_HAVE_ONNX (ON/OFF here) also selects what tests/onnx.cmake
+# libprotobuf-c or the schema, the library still builds (models/onnx/import.c
+# compiles to a stub, the handlers' files to nothing) but every import fails
+# with "built without ONNX support"; SB_HAVE_ONNX (ON/OFF here) also selects what tests/onnx.cmake
 # and tests/fuzz_onnx.cmake build.
 find_program(SB_PROTOC_C protoc-c)
 pkg_check_modules(PROTOBUF_C IMPORTED_TARGET libprotobuf-c)

@@ -1,4 +1,4 @@
-# test_onnx: the ONNX importer (models/onnx_import.c) on tests/data/onnx/*.onnx.
+# test_onnx: the ONNX importer (models/onnx/) on tests/data/onnx/*.onnx.
 # Without ONNX support (cmake/onnx.cmake found no protoc-c), the same test
 # checks that every import fails with "built without ONNX support".
 sb_unit_test(test_onnx test_onnx.c)

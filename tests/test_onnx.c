@@ -1,5 +1,6 @@
-/* tests/test_onnx.c: cmocka tests of the ONNX importer (models/onnx_import.c,
- * models/onnx_load.c, the sb_model_load hook in models/graph.c).
+/* tests/test_onnx.c: cmocka tests of the ONNX importer (models/onnx/: the
+ * graph walk, its handlers, the file reader; the sb_model_load hook in
+ * models/load.c).
  *
  * Each file of tests/data/onnx imports to the ops expected per type, with
  * the key dims named and sized (ops.onnx, built by make_ops.py, covers Pad,

@@ -1,6 +1,7 @@
-/* onnx_load.c: reading an .onnx file and parsing its import
- * (include/shardbench/onnx.h). The conversion itself is onnx_import.c; this
- * file needs no protobuf and builds with or without ONNX support. */
+/* onnx/load.c: reading an .onnx file (a regular file only, at most 2 GiB)
+ * and parsing its import (include/shardbench/onnx.h). The conversion itself
+ * is import.c and its handlers; this file needs no protobuf and builds with
+ * or without ONNX support. */
 #define _GNU_SOURCE
 #include "shardbench/onnx.h"
 
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "load.h"
+#include "../load.h"
 
 #define MAX_ONNX_BYTES ((size_t)2 << 30)
 

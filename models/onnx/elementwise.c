@@ -1,0 +1,157 @@
+/* onnx/elementwise.c: Add, Sub, Mul, Div, Pow (folded, fused as a pw, or `add`)
+ * and the pointwise operators (Relu, Sigmoid, ..., and the Div->Erf->Add->Mul
+ * Gelu pattern). */
+#define _GNU_SOURCE
+#ifdef SB_HAVE_ONNX
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import.h"
+
+static int fold_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
+{
+    if (a->kind != V_CONST || b->kind != V_CONST) {
+        /* float or large constants: only the shape is kept */
+        const val *big = a->nd >= b->nd ? a : b;
+        y->kind = V_STATIC;
+        y->nd = big->nd;
+        memcpy(y->shape, big->shape, sizeof y->shape);
+        return 0;
+    }
+    int nn = a->ndata > b->ndata ? a->ndata : b->ndata;
+    if ((a->ndata != nn && a->ndata != 1) || (b->ndata != nn && b->ndata != 1))
+        return ox_unsupported(C, n, "shape arithmetic on constants of %d and %d elements", a->ndata, b->ndata);
+    sym out[MAX_CONST];
+    for (int i = 0; i < nn; i++) {
+        sym p = a->data[a->ndata == 1 ? 0 : i], q = b->data[b->ndata == 1 ? 0 : i], r;
+        int bad = 0;
+        if (op_is(n, "Mul"))
+            bad = ox_sym_mul(p, q, &r);
+        else if (op_is(n, "Div")) {
+            if (sym_is_const(p) && sym_is_const(q) && q.c != 0 && !(p.c == INT64_MIN && q.c == -1)) {
+                r = S(p.c / q.c); /* integer division, as ONNX on int64 */
+                if ((p.c % q.c != 0) && ((p.c < 0) != (q.c < 0)))
+                    r.c -= 0; /* C truncates like ONNX's int division */
+            } else
+                bad = ox_sym_div(p, q, &r);
+        } else if (op_is(n, "Add") || op_is(n, "Sub")) {
+            if (memcmp(p.e, q.e, sizeof p.e) != 0 && !(p.c == 0 || q.c == 0))
+                bad = -1;
+            else {
+                r = p.c == 0 ? q : p;
+                int64_t c;
+                if (op_is(n, "Add") ? __builtin_add_overflow(p.c, q.c, &c) : __builtin_sub_overflow(p.c, q.c, &c))
+                    bad = -1;
+                else
+                    r.c = c;
+                if (p.c == 0 && op_is(n, "Sub"))
+                    bad = -1;
+            }
+        } else
+            bad = -1;
+        if (bad)
+            return ox_unsupported(C, n, "shape arithmetic that does not fold to a monomial of the params");
+        out[i] = r;
+    }
+    const val *big = a->ndata >= b->ndata ? a : b;
+    return ox_set_const(C, y, big->nd, big->shape, nn, out);
+}
+
+/* Gelu as x * (erf(x / sqrt2) + 1) [* 0.5]: one pointwise op on x. */
+int ox_match_gelu(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *dv = C->g->node[ni];
+    val *x = ox_in_val(C, dv, 0);
+    if (!x || x->kind != V_ACT || !ox_binop_with_static(C, dv, x->name) || !out0(dv))
+        return 0;
+    if (!ox_static_name(C, in_name(dv, 1)))
+        return 0;
+    int ierf = ox_only_consumer(C, out0(dv));
+    if (ierf < 0 || !op_is(C->g->node[ierf], "Erf") || !out0(C->g->node[ierf]))
+        return 0;
+    int iadd = ox_only_consumer(C, out0(C->g->node[ierf]));
+    if (iadd < 0 || !op_is(C->g->node[iadd], "Add")
+        || !ox_binop_with_static(C, C->g->node[iadd], out0(C->g->node[ierf])) || !out0(C->g->node[iadd]))
+        return 0;
+    int imul = ox_only_consumer(C, out0(C->g->node[iadd]));
+    if (imul < 0)
+        return 0;
+    const Onnx__NodeProto *m = C->g->node[imul];
+    if (!op_is(m, "Mul") || m->n_input != 2 || !in_name(m, 0) || !in_name(m, 1) || !out0(m))
+        return 0;
+    const char *a = in_name(m, 0), *b = in_name(m, 1), *s = out0(C->g->node[iadd]);
+    if (!((strcmp(a, x->name) == 0 && strcmp(b, s) == 0) || (strcmp(b, x->name) == 0 && strcmp(a, s) == 0)))
+        return 0;
+    int chain[4] = {ierf, iadd, imul}, nc = 3;
+    const char *last = out0(m);
+    int k = ox_only_consumer(C, last);
+    if (k >= 0 && op_is(C->g->node[k], "Mul") && ox_binop_with_static(C, C->g->node[k], last) && out0(C->g->node[k])) {
+        chain[nc++] = k;
+        last = out0(C->g->node[k]);
+    }
+    for (int i = 0; i < nc; i++)
+        ox_absorb(C, chain[i]);
+    val *y = ox_vget(C, last);
+    if (!y)
+        return *rc = -1, 1;
+    *rc = ox_emit_pw(C, dv, x, y, 1, 2);
+    if (C->info)
+        C->info->nfused += nc;
+    return 1;
+}
+
+/* Add, Sub, Mul, Div (and Pow with a constant exponent). */
+static int op_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
+{
+    if (is_static(a) && is_static(b))
+        return fold_binary(C, n, a, b, y);
+    if (a->kind == V_ACT && b->kind == V_ACT) {
+        if (op_is(n, "Pow"))
+            return ox_unsupported(C, n, "power of two activations");
+        if (ox_same_shape(a, b)) {
+            int ta = ox_materialize(C, a, node_label(n)), tb = ox_materialize(C, b, node_label(n));
+            if (ta < 0 || tb < 0)
+                return -1;
+            mtensor *A = &C->t[ta];
+            int t = ox_new_tensor(C, node_label(n), "add", A->nd, A->dn, A->sz, C->nl);
+            if (t < 0 || ox_add_line(C, C->t[t].name, "add", 1, "%s, %s", C->t[ta].name, C->t[tb].name) < 0)
+                return -1;
+            ox_bind_act(C, y, t);
+            return 0;
+        }
+        /* broadcast: a pointwise op on the larger operand */
+        if (ox_broadcasts_to(b, a))
+            return ox_emit_pw(C, n, a, y, 1, 1 + (a->t == b->t));
+        if (ox_broadcasts_to(a, b))
+            return ox_emit_pw(C, n, b, y, 1, 1 + (a->t == b->t));
+        return ox_unsupported(C, n, "operands of shapes that do not broadcast one way");
+    }
+    val *x = a->kind == V_ACT ? a : b, *c = a->kind == V_ACT ? b : a;
+    if (!ox_broadcasts_to(c, x))
+        return ox_unsupported(C, n, "a constant that does not broadcast to the activation");
+    return ox_emit_pw(C, n, x, y, 1, 1);
+}
+
+/* ---- node handlers ---------------------------------------------------------- */
+
+/* Add, Sub, Mul, Div, Pow */
+int ox_node_binary(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    return x1 ? op_binary(C, n, x, x1, y) : ox_unsupported(C, n, "needs two inputs");
+}
+
+/* Relu, Sigmoid, ...: one pw fused into the producer, or an elementwise. */
+int ox_node_pointwise(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    if (x->kind == V_ACT)
+        return ox_emit_pw(C, n, x, y, 1, 1);
+    int rc = ox_alias(C, x, y);
+    y->kind = y->kind == V_CONST ? V_STATIC : y->kind;
+    return rc;
+}
+
+#endif /* SB_HAVE_ONNX */

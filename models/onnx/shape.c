@@ -1,0 +1,740 @@
+/* onnx/shape.c: shapes and layouts: Constant, Shape, ConstantOfShape, Identity,
+ * Dropout, Cast, Gather, Squeeze, Unsqueeze, Concat, Slice, Split, Flatten,
+ * Reshape, Transpose (folded to constants, kept as views, or emitted). */
+#define _GNU_SOURCE
+#ifdef SB_HAVE_ONNX
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import.h"
+
+static int is_one(sym s)
+{
+    return s.c == 1 && sym_is_const(s);
+}
+
+/* Names of a reshape's output dims: dims kept at either end keep their
+ * names; an `embed` split in two gives `heads` and a generated name; a merge
+ * back to the embedding width is `embed`; the rest are generated. */
+static void reshape_names(ctx *C, const mtensor *X, int nd, const sym *sz, char dn[][SB_NAME_MAX])
+{
+    int pre = 0, suf = 0;
+    while (pre < nd && pre < X->nd && sym_eq(sz[pre], X->sz[pre]))
+        pre++;
+    while (suf < nd - pre && suf < X->nd - pre && sym_eq(sz[nd - 1 - suf], X->sz[X->nd - 1 - suf]))
+        suf++;
+    for (int i = 0; i < pre; i++)
+        snprintf(dn[i], SB_NAME_MAX, "%s", X->dn[i]);
+    for (int i = 0; i < suf; i++)
+        snprintf(dn[nd - 1 - i], SB_NAME_MAX, "%s", X->dn[X->nd - 1 - i]);
+    int omid = nd - pre - suf, imid = X->nd - pre - suf;
+    for (int i = pre; i < nd - suf; i++) {
+        int64_t v = ox_sym_val(C, sz[i]);
+        if (omid == 1 && C->embed && v == C->embed)
+            ox_recog_name(C, "embed", v, dn[i]);
+        else if (omid == 2 && imid == 1 && i == pre && v > 1 && ox_sym_val(C, sz[i + 1]) > 1
+                 && C->embed && ox_sym_val(C, X->sz[pre]) == C->embed)
+            ox_recog_name(C, "heads", v, dn[i]);
+        else if (is_one(sz[i]))
+            snprintf(dn[i], SB_NAME_MAX, "one");
+        else
+            ox_gen_name(C, v, dn[i]);
+    }
+    ox_uniq_dims(nd, dn);
+}
+
+/* y = x reshaped to the logical shape sz: a view when only size-1 dims come
+ * or go, else a reshape op. */
+static int emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y)
+{
+    if (nd < 1 || nd > SB_MAX_DIMS)
+        return ox_unsupported(C, n, "reshape to rank %d", nd);
+    int64_t a = ox_shape_numel(C, x->nd, x->shape), b = ox_shape_numel(C, nd, sz);
+    if (a < 0 || a != b)
+        return ox_unsupported(C, n, "reshape of %lld elements to %lld", (long long)a, (long long)b);
+    /* the non-1 dims in order: equal -> a view */
+    int xi[SB_MAX_DIMS], nx = 0, yi[SB_MAX_DIMS], ny = 0;
+    for (int j = 0; j < x->nd; j++)
+        if (!is_one(x->shape[j]))
+            xi[nx++] = j;
+    for (int j = 0; j < nd; j++)
+        if (!is_one(sz[j]))
+            yi[ny++] = j;
+    int same = nx == ny;
+    for (int i = 0; same && i < nx; i++)
+        same = sym_eq(x->shape[xi[i]], sz[yi[i]]);
+    if (same) {
+        int8_t src[SB_MAX_DIMS];
+        for (int j = 0; j < nd; j++)
+            src[j] = -1;
+        for (int i = 0; i < ny; i++)
+            src[yi[i]] = x->src[xi[i]];
+        ox_bind_view(C, y, x->t, nd, src);
+        if (C->info)
+            C->info->nviews++;
+        return 0;
+    }
+    int in = ox_materialize(C, x, node_label(n));
+    if (in < 0)
+        return -1;
+    char dn[SB_MAX_DIMS][SB_NAME_MAX], shape[1024] = "";
+    reshape_names(C, &C->t[in], nd, sz, dn);
+    for (int j = 0; j < nd; j++) {
+        char s[128];
+        ox_sym_str(C, sz[j], s, sizeof s);
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%s=%s", j ? ", " : "", dn[j], s);
+    }
+    int t = ox_new_tensor(C, node_label(n), "reshape", nd, dn, sz, C->nl);
+    if (t < 0 || ox_add_line(C, C->t[t].name, "reshape", 0, "%s, shape=[%s]", C->t[in].name, shape) < 0)
+        return -1;
+    ox_bind_act(C, y, t);
+    return 0;
+}
+
+/* The target shape of a Reshape (0 copies, -1 is inferred). */
+static int reshape_target(ctx *C, const Onnx__NodeProto *n, val *x, val *s, int *nd, sym *sz)
+{
+    if (!s || s->kind != V_CONST || s->nd != 1)
+        return ox_unsupported(C, n, "the shape is not a constant (or a shape subgraph that folds)");
+    if (s->ndata < 1 || s->ndata > SB_MAX_DIMS)
+        return ox_unsupported(C, n, "reshape to rank %d", s->ndata);
+    int infer = -1;
+    sym known = S(1);
+    int allowzero = (int)ox_attr_i(n, "allowzero", 0);
+    for (int i = 0; i < s->ndata; i++) {
+        sym d = s->data[i];
+        if (sym_is_const(d) && d.c == 0 && !allowzero) {
+            if (i >= x->nd)
+                return ox_unsupported(C, n, "shape copies dim %d of a rank-%d input", i, x->nd);
+            d = x->shape[i];
+        } else if (sym_is_const(d) && d.c == -1) {
+            if (infer >= 0)
+                return ox_unsupported(C, n, "two -1 in the shape");
+            infer = i;
+            continue;
+        } else if (d.c <= 0) {
+            return ox_unsupported(C, n, "shape entry %lld", (long long)d.c);
+        }
+        sz[i] = d;
+        if (ox_sym_mul(known, d, &known))
+            return ox_unsupported(C, n, "shape too large");
+    }
+    if (infer >= 0) {
+        sym total = S(1);
+        for (int j = 0; j < x->nd; j++)
+            if (ox_sym_mul(total, x->shape[j], &total))
+                return ox_unsupported(C, n, "shape too large");
+        if (ox_sym_div(total, known, &sz[infer]))
+            return ox_unsupported(C, n, "cannot infer the -1 of the shape as a product of params");
+    }
+    *nd = s->ndata;
+    return 0;
+}
+
+static int op_flatten(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
+{
+    int64_t ax = ox_attr_i(n, "axis", 1);
+    if (ax < 0)
+        ax += x->nd;
+    if (ax < 0 || ax > x->nd)
+        return ox_unsupported(C, n, "axis %lld out of range", (long long)ax);
+    sym sz[2] = {S(1), S(1)};
+    for (int j = 0; j < x->nd; j++)
+        if (ox_sym_mul(sz[j >= ax], x->shape[j], &sz[j >= ax]))
+            return ox_unsupported(C, n, "size too large");
+    return emit_reshape(C, n, x, 2, sz, y);
+}
+
+static int get_axes(ctx *C, const Onnx__NodeProto *n, int64_t *axes, int *na)
+{
+    int k = ox_attr_ints(n, "axes", axes, SB_MAX_DIMS);
+    if (k >= 0) {
+        *na = k;
+        return k > SB_MAX_DIMS ? -1 : 0;
+    }
+    val *a = ox_in_val(C, n, 1);
+    if (!a) {
+        *na = -1;
+        return 0;
+    }
+    if (a->kind != V_CONST || a->ndata > SB_MAX_DIMS)
+        return -1;
+    for (int i = 0; i < a->ndata; i++)
+        axes[i] = a->data[i].c;
+    *na = a->ndata;
+    return 0;
+}
+
+/* Squeeze / Unsqueeze on an activation (a view) or a constant (its shape). */
+static int op_squeeze(ctx *C, const Onnx__NodeProto *n, val *x, val *y, int unsq)
+{
+    int64_t axes[SB_MAX_DIMS];
+    int na;
+    if (get_axes(C, n, axes, &na))
+        return ox_unsupported(C, n, "axes are not a small constant");
+    int ond = unsq ? x->nd + (na < 0 ? 0 : na) : x->nd;
+    uint32_t mask = 0;
+    if (na < 0) {
+        if (unsq)
+            return ox_unsupported(C, n, "Unsqueeze without axes");
+        for (int j = 0; j < x->nd; j++)
+            if (is_one(x->shape[j]))
+                mask |= 1u << j;
+    }
+    for (int i = 0; i < na; i++) {
+        int a = ox_norm_axis(axes[i], ond);
+        if (a < 0 || a >= SB_MAX_DIMS)
+            return ox_unsupported(C, n, "axis %lld out of range", (long long)axes[i]);
+        if (!unsq && !is_one(x->shape[a]))
+            return ox_unsupported(C, n, "squeezes dim %d of size %lld", a, (long long)ox_sym_val(C, x->shape[a]));
+        mask |= 1u << a;
+    }
+    if (unsq && ond > SB_MAX_DIMS)
+        return ox_unsupported(C, n, "more than %d dims", SB_MAX_DIMS);
+    sym shape[SB_MAX_DIMS];
+    int8_t src[SB_MAX_DIMS];
+    int k = 0, q = 0;
+    if (unsq) {
+        for (int j = 0; j < ond; j++) {
+            if (mask & (1u << j)) {
+                shape[k] = S(1);
+                src[k++] = -1;
+            } else {
+                shape[k] = x->shape[q];
+                src[k++] = x->kind == V_ACT ? x->src[q] : 0;
+                q++;
+            }
+        }
+    } else {
+        for (int j = 0; j < x->nd; j++)
+            if (!(mask & (1u << j))) {
+                shape[k] = x->shape[j];
+                src[k++] = x->kind == V_ACT ? x->src[j] : 0;
+            }
+    }
+    if (x->kind == V_ACT) {
+        ox_bind_view(C, y, x->t, k, src);
+        if (C->info)
+            C->info->nviews++;
+        return 0;
+    }
+    if (x->kind == V_CONST)
+        return ox_set_const(C, y, k, shape, x->ndata, x->data);
+    y->kind = V_STATIC;
+    y->nd = k;
+    memcpy(y->shape, shape, sizeof shape);
+    return 0;
+}
+
+static int op_transpose(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
+{
+    int64_t perm[SB_MAX_DIMS];
+    int np = ox_attr_ints(n, "perm", perm, SB_MAX_DIMS);
+    if (np < 0) {
+        np = x->nd;
+        for (int j = 0; j < np; j++)
+            perm[j] = np - 1 - j;
+    }
+    if (np != x->nd)
+        return ox_unsupported(C, n, "perm of %d entries for rank %d", np, x->nd);
+    uint32_t seen = 0;
+    for (int j = 0; j < np; j++) {
+        if (perm[j] < 0 || perm[j] >= np || (seen & (1u << perm[j])))
+            return ox_unsupported(C, n, "perm is not a permutation");
+        seen |= 1u << perm[j];
+    }
+    sym shape[SB_MAX_DIMS];
+    int8_t src[SB_MAX_DIMS];
+    for (int j = 0; j < np; j++) {
+        shape[j] = x->shape[perm[j]];
+        src[j] = x->kind == V_ACT ? x->src[perm[j]] : 0;
+    }
+    if (x->kind == V_ACT) {
+        ox_bind_view(C, y, x->t, np, src);
+        if (C->info)
+            C->info->nviews++;
+        return 0;
+    }
+    y->kind = V_STATIC;
+    y->nd = np;
+    memcpy(y->shape, shape, sizeof shape);
+    return 0;
+}
+
+static int op_concat(ctx *C, const Onnx__NodeProto *n, val *y)
+{
+    int64_t ax = ox_attr_i(n, "axis", 0);
+    int nin = (int)n->n_input, nconst = 0, nact = 0;
+    if (nin < 1)
+        return ox_unsupported(C, n, "no inputs");
+    if (nin > 1024)
+        return ox_unsupported(C, n, "more than 1024 inputs");
+    for (int i = 0; i < nin; i++) {
+        val *x = ox_in_val(C, n, (size_t)i);
+        if (!x)
+            return ox_unsupported(C, n, "empty input name");
+        nconst += x->kind == V_CONST;
+        nact += x->kind == V_ACT;
+    }
+    if (nconst == nin) {
+        sym out[MAX_CONST];
+        int k = 0;
+        for (int i = 0; i < nin; i++) {
+            val *x = ox_in_val(C, n, (size_t)i);
+            if (x->nd != 1 || k + x->ndata > MAX_CONST)
+                return ox_unsupported(C, n, "folds only 1-D constants");
+            memcpy(out + k, x->data, (size_t)x->ndata * sizeof *out);
+            k += x->ndata;
+        }
+        sym shape = S(k);
+        return ox_set_const(C, y, 1, &shape, k, out);
+    }
+    if (nact != nin)
+        return ox_unsupported(C, n, "concatenates activations with constants");
+    val *x0 = ox_in_val(C, n, 0);
+    if (nin == 1)
+        return ox_alias(C, x0, y);
+    int a = ox_norm_axis(ax, x0->nd);
+    if (a < 0)
+        return ox_unsupported(C, n, "axis %lld out of range", (long long)ax);
+    for (int i = 1; i < nin; i++) {
+        val *x = ox_in_val(C, n, (size_t)i);
+        if (x->nd != x0->nd)
+            return ox_unsupported(C, n, "inputs of different ranks");
+        for (int j = 0; j < x0->nd; j++)
+            if (j != a && !sym_eq(x->shape[j], x0->shape[j]))
+                return ox_unsupported(C, n, "inputs differ outside the axis");
+        if (memcmp(x->shape[a].e, x0->shape[a].e, sizeof x0->shape[a].e) != 0)
+            return ox_unsupported(C, n, "sizes along the axis do not add up as params");
+    }
+    /* at most 16 inputs per concat: more are chained, 15 at a time */
+    int acc = -1;
+    for (int i = 0; i < nin;) {
+        char args[SB_MAX_IO * (SB_NAME_MAX + 2)] = "";
+        int first = acc, k = 0;
+        sym total = S(0);
+        if (acc >= 0) {
+            snprintf(args, sizeof args, "%s", C->t[acc].name);
+            total = C->t[acc].sz[a];
+            k = 1;
+        } else {
+            total = x0->shape[a];
+            total.c = 0;
+        }
+        for (; i < nin && k < SB_MAX_IO; i++, k++) {
+            val *x = ox_in_val(C, n, (size_t)i);
+            int t = ox_materialize(C, x, node_label(n));
+            if (t < 0)
+                return -1;
+            if (first < 0)
+                first = t;
+            total.c += x->shape[a].c;
+            snprintf(args + strlen(args), sizeof args - strlen(args), "%s%s", k ? ", " : "", C->t[t].name);
+        }
+        sym sz[SB_MAX_DIMS];
+        memcpy(sz, C->t[first].sz, sizeof sz);
+        sz[a] = total;
+        int t = ox_new_tensor(C, node_label(n), "concat", C->t[first].nd, C->t[first].dn, sz, C->nl);
+        if (t < 0 || ox_add_line(C, C->t[t].name, "concat", 0, "%s, axis=%d", args, a) < 0)
+            return -1;
+        acc = t;
+    }
+    ox_bind_act(C, y, acc);
+    return 0;
+}
+
+/* An even split of logical axis a of x into `parts`; the outputs' tensors
+ * are first..first+parts-1 (cached per value and axis). */
+static int even_split(ctx *C, const Onnx__NodeProto *n, val *x, int a, int parts, int *first)
+{
+    for (int i = 0; i < C->nsplits; i++)
+        if (C->splits[i].v == x->name && C->splits[i].axis == a && C->splits[i].parts == parts) {
+            *first = C->splits[i].first;
+            return 0;
+        }
+    if (parts < 2 || parts > SB_MAX_IO)
+        return ox_unsupported(C, n, "split into %d parts (1 < parts <= %d)", parts, SB_MAX_IO);
+    if (x->src[a] < 0)
+        return ox_unsupported(C, n, "split of a size-1 dim");
+    mtensor *T = &C->t[x->t];
+    int ta = x->src[a];
+    sym part;
+    if (ox_sym_div(T->sz[ta], S(parts), &part))
+        return ox_unsupported(C, n, "dim of size %lld does not split into %d", (long long)ox_sym_val(C, T->sz[ta]), parts);
+    char lhs[SB_NAME_MAX * 17] = "";
+    int f = -1;
+    for (int k = 0; k < parts; k++) {
+        sym sz[SB_MAX_DIMS];
+        T = &C->t[x->t];
+        memcpy(sz, T->sz, sizeof sz);
+        sz[ta] = part;
+        char nm[SB_NAME_MAX + 16];
+        snprintf(nm, sizeof nm, "%s_%d", node_label(n), k);
+        int t = ox_new_tensor(C, nm, "part", T->nd, T->dn, sz, C->nl);
+        if (t < 0)
+            return -1;
+        if (f < 0)
+            f = t;
+        snprintf(lhs + strlen(lhs), sizeof lhs - strlen(lhs), "%s%s", k ? ", " : "", C->t[t].name);
+    }
+    if (ox_add_line(C, lhs, "split", 0, "%s, n=%d, axis=%d", C->t[x->t].name, parts, ta) < 0)
+        return -1;
+    if (C->nsplits < 64) {
+        C->splits[C->nsplits].v = x->name;
+        C->splits[C->nsplits].axis = a;
+        C->splits[C->nsplits].parts = parts;
+        C->splits[C->nsplits++].first = f;
+    }
+    *first = f;
+    return 0;
+}
+
+static int op_split(ctx *C, const Onnx__NodeProto *n, val *x)
+{
+    int64_t ax = ox_attr_i(n, "axis", 0);
+    int a = ox_norm_axis(ax, x->nd);
+    if (a < 0)
+        return ox_unsupported(C, n, "axis %lld out of range", (long long)ax);
+    int parts = (int)n->n_output;
+    int64_t sizes[SB_MAX_IO + 1];
+    int ns = ox_attr_ints(n, "split", sizes, SB_MAX_IO + 1);
+    if (ns < 0) {
+        val *s = ox_in_val(C, n, 1);
+        if (s) {
+            if (s->kind != V_CONST || s->ndata > SB_MAX_IO + 1)
+                return ox_unsupported(C, n, "split sizes are not a constant");
+            ns = s->ndata;
+            for (int i = 0; i < ns; i++)
+                sizes[i] = ox_sym_val(C, s->data[i]);
+        }
+    }
+    if (ns >= 0) {
+        if (ns != parts)
+            return ox_unsupported(C, n, "%d split sizes for %d outputs", ns, parts);
+        for (int i = 1; i < ns; i++)
+            if (sizes[i] != sizes[0])
+                return ox_unsupported(C, n, "uneven split sizes (the model format splits evenly)");
+    }
+    int first;
+    int r = even_split(C, n, x, a, parts, &first);
+    if (r)
+        return r;
+    for (int k = 0; k < parts; k++) {
+        val *y = ox_out_val(C, n, (size_t)k);
+        if (y)
+            ox_bind_view(C, y, first + k, x->nd, x->src);
+    }
+    return 0;
+}
+
+static int slice_params(ctx *C, const Onnx__NodeProto *n, int64_t *st, int64_t *en, int64_t *ax, int64_t *sp, int *k)
+{
+    if (C->opset < 10) {
+        int a = ox_attr_ints(n, "starts", st, SB_MAX_DIMS), b = ox_attr_ints(n, "ends", en, SB_MAX_DIMS);
+        int c = ox_attr_ints(n, "axes", ax, SB_MAX_DIMS);
+        if (a < 0 || a != b || a > SB_MAX_DIMS)
+            return -1;
+        if (c < 0)
+            for (int i = 0; i < a; i++)
+                ax[i] = i;
+        for (int i = 0; i < a; i++)
+            sp[i] = 1;
+        *k = a;
+        return 0;
+    }
+    val *v[4] = {ox_in_val(C, n, 1), ox_in_val(C, n, 2), ox_in_val(C, n, 3), ox_in_val(C, n, 4)};
+    int64_t *dst[4] = {st, en, ax, sp};
+    if (!v[0] || !v[1] || v[0]->kind != V_CONST || v[1]->kind != V_CONST || v[0]->ndata != v[1]->ndata
+        || v[0]->ndata > SB_MAX_DIMS)
+        return -1;
+    *k = v[0]->ndata;
+    for (int q = 0; q < 4; q++) {
+        if (!v[q]) {
+            for (int i = 0; i < *k; i++)
+                dst[q][i] = q == 2 ? i : 1;
+            continue;
+        }
+        if (v[q]->kind != V_CONST || v[q]->ndata != *k)
+            return -1;
+        for (int i = 0; i < *k; i++) {
+            if (!sym_is_const(v[q]->data[i]))
+                return -1;
+            dst[q][i] = v[q]->data[i].c;
+        }
+    }
+    return 0;
+}
+
+static void clamp_range(int64_t d, int64_t *s, int64_t *e)
+{
+    if (*s < 0)
+        *s += d;
+    if (*e < 0)
+        *e += d;
+    if (*s < 0)
+        *s = 0;
+    if (*s > d)
+        *s = d;
+    if (*e < 0)
+        *e = 0;
+    if (*e > d)
+        *e = d;
+}
+
+static int op_slice(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
+{
+    int64_t st[SB_MAX_DIMS], en[SB_MAX_DIMS], ax[SB_MAX_DIMS], sp[SB_MAX_DIMS];
+    int k;
+    if (slice_params(C, n, st, en, ax, sp, &k))
+        return ox_unsupported(C, n, "starts/ends/axes/steps are not constants");
+    if (x->kind == V_CONST) {
+        if (x->nd != 1 || k != 1 || sp[0] != 1 || ox_norm_axis(ax[0], 1) != 0)
+            return ox_unsupported(C, n, "folds only 1-D constants with step 1");
+        int64_t s = st[0], e = en[0];
+        clamp_range(x->ndata, &s, &e);
+        int cnt = e > s ? (int)(e - s) : 0;
+        sym shape = S(cnt);
+        return ox_set_const(C, y, 1, &shape, cnt, x->data + s);
+    }
+    if (x->kind != V_ACT)
+        return ox_unsupported(C, n, "slice of a static tensor");
+    int axis = -1, parts = 0, idx = 0;
+    for (int i = 0; i < k; i++) {
+        int a = ox_norm_axis(ax[i], x->nd);
+        if (a < 0)
+            return ox_unsupported(C, n, "axis %lld out of range", (long long)ax[i]);
+        if (!sym_is_const(x->shape[a]))
+            return ox_unsupported(C, n, "slice of a symbolic dim");
+        int64_t d = x->shape[a].c, s = st[i], e = en[i];
+        clamp_range(d, &s, &e);
+        if (s == 0 && e == d && sp[i] == 1)
+            continue;
+        if (sp[i] != 1 || axis >= 0)
+            return ox_unsupported(C, n, "not an even split of one axis (steps, or several axes)");
+        int64_t len = e - s;
+        if (len <= 0 || d % len || s % len)
+            return ox_unsupported(C, n, "slice [%lld, %lld) of a dim of %lld is not an even split", (long long)s,
+                               (long long)e, (long long)d);
+        axis = a;
+        parts = (int)(d / len);
+        idx = (int)(s / len);
+    }
+    if (axis < 0) {
+        ox_bind_view(C, y, x->t, x->nd, x->src);
+        return 0;
+    }
+    int first, r = even_split(C, n, x, axis, parts, &first);
+    if (r)
+        return r;
+    ox_bind_view(C, y, first + idx, x->nd, x->src);
+    return 0;
+}
+
+static int op_gather(ctx *C, const Onnx__NodeProto *n, val *d, val *ix, val *y)
+{
+    int64_t ax = ox_attr_i(n, "axis", 0);
+    if (d->kind == V_CONST && ix->kind == V_CONST) {
+        if (d->nd != 1 || ox_norm_axis(ax, 1) != 0)
+            return ox_unsupported(C, n, "folds only gathers from 1-D constants");
+        sym out[MAX_CONST];
+        for (int i = 0; i < ix->ndata; i++) {
+            int64_t k = ix->data[i].c;
+            if (!sym_is_const(ix->data[i]) || k < -d->ndata || k >= d->ndata)
+                return ox_unsupported(C, n, "index %lld out of range", (long long)k);
+            out[i] = d->data[k < 0 ? k + d->ndata : k];
+        }
+        return ox_set_const(C, y, ix->nd, ix->shape, ix->ndata, out);
+    }
+    if (is_static(d) && ix->kind == V_ACT) {
+        if (d->nd != 2 || ox_norm_axis(ax, 2) != 0)
+            return ox_unsupported(C, n, "gather from a rank-%d table or along axis %lld (only embedding lookups)",
+                               d->nd, (long long)ax);
+        if (ix->nd < 1 || ix->nd > SB_MAX_DIMS - 2)
+            return ox_unsupported(C, n, "indices of rank %d", ix->nd);
+        int in = ox_materialize(C, ix, node_label(n));
+        if (in < 0)
+            return -1;
+        mtensor *X = &C->t[in];
+        char dn[SB_MAX_DIMS][SB_NAME_MAX], vn[SB_NAME_MAX];
+        sym sz[SB_MAX_DIMS];
+        int64_t V = ox_sym_val(C, d->shape[0]), E = ox_sym_val(C, d->shape[1]);
+        if (!C->embed)
+            C->embed = E;
+        if (!C->vocab)
+            C->vocab = V;
+        for (int i = 0; i < X->nd; i++) {
+            snprintf(dn[i], SB_NAME_MAX, "%s", X->dn[i]);
+            sz[i] = X->sz[i];
+        }
+        ox_recog_name(C, E == C->embed ? "embed" : "embed_2", E, dn[X->nd]);
+        ox_recog_name(C, V == C->vocab ? "vocab" : "vocab_2", V, vn);
+        sz[X->nd] = d->shape[1];
+        char vs[64], es[64];
+        ox_sym_str(C, d->shape[0], vs, sizeof vs);
+        ox_sym_str(C, d->shape[1], es, sizeof es);
+        int r = X->nd;
+        int t = ox_new_tensor(C, node_label(n), "embedding", r + 1, dn, sz, C->nl);
+        if (t < 0 || ox_add_line(C, C->t[t].name, "embedding", 0, "%s, vocab=%s, size=%s, dim=%s, vocab_dim=%s",
+                              C->t[in].name, vs, es, C->t[t].dn[r], vn) < 0)
+            return -1;
+        ox_bind_act(C, y, t);
+        return 0;
+    }
+    return ox_unsupported(C, n, "gather from an activation (only embedding lookups in a weight, or shape arithmetic)");
+}
+
+static int op_shape(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
+{
+    int64_t s = ox_attr_i(n, "start", 0), e = ox_attr_i(n, "end", x->nd);
+    clamp_range(x->nd, &s, &e);
+    int k = e > s ? (int)(e - s) : 0;
+    sym shape = S(k);
+    return ox_set_const(C, y, 1, &shape, k, x->shape + s);
+}
+
+static int op_constant(ctx *C, const Onnx__NodeProto *n, val *y)
+{
+    const Onnx__AttributeProto *a;
+    if ((a = ox_attr(n, "value")) && a->t) {
+        if (ox_set_from_tensor(C, y, a->t, 0))
+            return ox_unsupported(C, n, "value tensor of more than %d dims or bad dims", SB_MAX_DIMS);
+        return 0;
+    }
+    if ((a = ox_attr(n, "value_int")) && a->has_i) {
+        sym v = S(a->i);
+        return ox_set_const(C, y, 0, NULL, 1, &v);
+    }
+    if ((a = ox_attr(n, "value_ints"))) {
+        if (a->n_ints > MAX_CONST)
+            return ox_unsupported(C, n, "too large");
+        sym out[MAX_CONST];
+        for (size_t i = 0; i < a->n_ints; i++)
+            out[i] = S(a->ints[i]);
+        sym shape = S((int64_t)a->n_ints);
+        return ox_set_const(C, y, 1, &shape, (int)a->n_ints, out);
+    }
+    if ((a = ox_attr(n, "value_float"))) {
+        y->kind = V_STATIC;
+        y->nd = 0;
+        y->has_f = 1;
+        y->f = a->f;
+        return 0;
+    }
+    if ((a = ox_attr(n, "value_floats"))) {
+        y->kind = V_STATIC;
+        y->nd = 1;
+        y->shape[0] = S((int64_t)a->n_floats);
+        return 0;
+    }
+    return ox_unsupported(C, n, "no value, value_int(s) or value_float(s) attribute");
+}
+
+/* ---- node handlers ---------------------------------------------------------- */
+
+int ox_node_constant(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x;
+    (void)x1;
+    return op_constant(C, n, y);
+}
+
+/* Identity, Dropout, Cast: a view of the input. */
+int ox_node_identity(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    int rc = ox_alias(C, x, y);
+    val *mask = ox_out_val(C, n, 1);
+    if (mask) {
+        mask->kind = V_UNAVAIL;
+        mask->why = "Dropout's mask";
+    }
+    return rc;
+}
+
+int ox_node_shape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_shape(C, n, x, y);
+}
+
+int ox_node_gather(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    return x1 ? op_gather(C, n, x, x1, y) : ox_unsupported(C, n, "missing indices");
+}
+
+int ox_node_unsqueeze(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_squeeze(C, n, x, y, 1);
+}
+
+int ox_node_squeeze(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_squeeze(C, n, x, y, 0);
+}
+
+int ox_node_concat(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x;
+    (void)x1;
+    return op_concat(C, n, y);
+}
+
+int ox_node_slice(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_slice(C, n, x, y);
+}
+
+int ox_node_flatten(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_flatten(C, n, x, y);
+}
+
+int ox_node_reshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    int nd = 0;
+    sym sz[SB_MAX_DIMS];
+    int rc = reshape_target(C, n, x, x1, &nd, sz);
+    if (!rc && x->kind == V_ACT)
+        rc = emit_reshape(C, n, x, nd, sz, y);
+    else if (!rc && x->kind == V_CONST && ox_shape_numel(C, nd, sz) == x->ndata)
+        rc = ox_set_const(C, y, nd, sz, x->ndata, x->data);
+    else if (!rc) {
+        y->kind = V_STATIC;
+        y->nd = nd;
+        memcpy(y->shape, sz, sizeof sz);
+    }
+    return rc;
+}
+
+int ox_node_transpose(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    return op_transpose(C, n, x, y);
+}
+
+int ox_node_split(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    (void)y;
+    return op_split(C, n, x);
+}
+
+int ox_node_constantofshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    (void)x1;
+    if (x->kind != V_CONST || x->nd != 1 || x->ndata > SB_MAX_DIMS)
+        return ox_unsupported(C, n, "shape is not a constant");
+    y->kind = V_STATIC;
+    y->nd = x->ndata;
+    memcpy(y->shape, x->data, (size_t)x->ndata * sizeof *x->data);
+    return 0;
+}
+
+#endif /* SB_HAVE_ONNX */
