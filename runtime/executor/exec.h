@@ -1,5 +1,7 @@
-/* exec.h: the executor's state, shared by executor.c (plan, data,
- * the step) and ops.c (per-op forward and backward). Internal to runtime/. */
+/* exec.h: the executor's state (per-op boxes and buffers, weights, the
+ * executor itself), seen by executor/ and by the op kinds (ops/). No
+ * functions: the services on this state are in services.h. Internal to
+ * runtime/. */
 #ifndef SB_RUNTIME_EXECUTOR_EXEC_H
 #define SB_RUNTIME_EXECUTOR_EXEC_H
 
@@ -77,24 +79,5 @@ struct sb_executor {
     struct { float *p; int64_t n; } *pool; /* freed buffers kept for reuse */
     int npool, cap_pool;
 };
-
-int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);
-int exec_tb_alloc_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
-void exec_tb_free(sb_executor *ex, tbuf *b);
-int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_Comm comm,
-                   sb_error *err);
-int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
-                    sb_error *err);
-int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
-                      sb_error *err);
-double exec_tick(sb_executor *ex);
-int exec_init_params(sb_executor *ex, sb_error *err);
-int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err);
-int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err);
-
-/* ops.c */
-int exec_setup_groups(sb_executor *ex, sb_error *err);
-int exec_forward_op(sb_executor *ex, opx *o, sb_error *err);
-int exec_backward_op(sb_executor *ex, opx *o, sb_error *err);
 
 #endif

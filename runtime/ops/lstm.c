@@ -14,12 +14,12 @@
  *
  * Weight layout per rank: W (layers, 2, units_in, 4, units) restricted to
  * its box: for layer l, W[l][0] is Wx (K, 4N) and W[l][1] is Wh (K, 4N). */
-#include "lstm.h"
-
 #include <stdlib.h>
 #include <string.h>
 
-#include "../executor/plan.h"
+#include "common.h"
+
+static void lstm_release_step(sb_executor *ex, opx *o);
 
 struct lstm_state {
     int member;             /* in the grid */
@@ -68,7 +68,7 @@ static int rank_box(const sb_op *op, const int *c, int r, int n_layout, int with
     return 1;
 }
 
-int lstm_setup(sb_executor *ex, opx *o, sb_error *err)
+static int lstm_setup(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
     int nd = op->ndims;
@@ -157,7 +157,7 @@ int lstm_setup(sb_executor *ex, opx *o, sb_error *err)
     return rc ? -1 : 0;
 }
 
-void lstm_free(sb_executor *ex, opx *o)
+static void lstm_free(sb_executor *ex, opx *o)
 {
     struct lstm_state *st = o->lstm;
     if (!st)
@@ -179,7 +179,7 @@ void lstm_free(sb_executor *ex, opx *o)
     o->lstm = NULL;
 }
 
-void lstm_release_step(sb_executor *ex, opx *o)
+static void lstm_release_step(sb_executor *ex, opx *o)
 {
     struct lstm_state *st = o->lstm;
     if (!st || !st->xin)
@@ -255,7 +255,7 @@ static int layer_forward(sb_executor *ex, opx *o, struct lstm_state *st, int l, 
     return 0;
 }
 
-int lstm_forward(sb_executor *ex, opx *o, sb_error *err)
+static int lstm_forward(sb_executor *ex, opx *o, sb_error *err)
 {
     struct lstm_state *st = o->lstm;
     const sb_op *op = &ex->m->ops[o->idx];
@@ -359,7 +359,7 @@ static int layer_backward(sb_executor *ex, opx *o, struct lstm_state *st, int l,
     return 0;
 }
 
-int lstm_backward(sb_executor *ex, opx *o, sb_error *err)
+static int lstm_backward(sb_executor *ex, opx *o, sb_error *err)
 {
     struct lstm_state *st = o->lstm;
     int my = st->member ? o->g[0] : -1;
@@ -404,3 +404,10 @@ int lstm_backward(sb_executor *ex, opx *o, sb_error *err)
     lstm_release_step(ex, o);
     return rc;
 }
+
+/* Runs on every rank: the layer groups hand the sequence on in turn. */
+const sb_op_runtime sb_op_runtime_lstm = {.setup_groups = lstm_setup,
+                                          .forward = lstm_forward,
+                                          .backward = lstm_backward,
+                                          .release = lstm_free,
+                                          .every_rank = 1};

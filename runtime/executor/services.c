@@ -1,0 +1,185 @@
+/* services.c: the executor's services on its state (services.h): the
+ * buffer pool, timing, rank groups, all-reduce and the relayout wrapper. */
+#include "services.h"
+
+#include <stdlib.h>
+
+#include "plan.h"
+
+/* ---- memory --------------------------------------------------------------- */
+
+/* The buffer pool: every step allocates the same buffers in the same order,
+ * so a freed buffer is kept and handed out again to the next request of
+ * exactly its size (newest first). Steps after the first allocate nothing
+ * from the backend and touch no fresh pages; the pool never holds more than
+ * one step's peak. Released with the executor. */
+static float *pool_take(sb_executor *ex, int64_t n)
+{
+    for (int i = ex->npool - 1; i >= 0; i--)
+        if (ex->pool[i].n == n) {
+            float *p = ex->pool[i].p;
+            ex->pool[i] = ex->pool[--ex->npool];
+            return p;
+        }
+    return NULL;
+}
+
+static void pool_put(sb_executor *ex, float *p, int64_t n)
+{
+    if (ex->npool == ex->cap_pool) {
+        int cap = ex->cap_pool ? 2 * ex->cap_pool : 256;
+        void *q = realloc(ex->pool, (size_t)cap * sizeof *ex->pool);
+        if (!q) {
+            ex->be->release(p); /* no room to keep it: give it back */
+            return;
+        }
+        ex->pool = q;
+        ex->cap_pool = cap;
+    }
+    ex->pool[ex->npool].p = p;
+    ex->pool[ex->npool++].n = n;
+}
+
+void exec_pool_drain(sb_executor *ex)
+{
+    for (int i = 0; i < ex->npool; i++)
+        ex->be->release(ex->pool[i].p);
+    free(ex->pool);
+    ex->pool = NULL;
+    ex->npool = ex->cap_pool = 0;
+}
+
+int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err)
+{
+    b->box = *box;
+    b->n = sb_box_volume(box);
+    b->p = NULL;
+    if (b->n <= 0)
+        return 0;
+    b->p = pool_take(ex, b->n);
+    if (!b->p)
+        b->p = ex->be->alloc((size_t)b->n * sizeof(float));
+    if (!b->p) {
+        exec_pool_drain(ex); /* memory kept for reuse may be what is missing */
+        b->p = ex->be->alloc((size_t)b->n * sizeof(float));
+    }
+    if (!b->p)
+        return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: out of memory allocating %lld floats",
+                       ex->rank, (long long)b->n);
+    ex->live_bytes += b->n * (int64_t)sizeof(float);
+    if (ex->live_bytes > ex->peak_bytes)
+        ex->peak_bytes = ex->live_bytes;
+    return 0;
+}
+
+int exec_tb_alloc_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err)
+{
+    sb_box box = {.nd = n > 0 ? 1 : 0, .lo = {0}, .hi = {n}};
+    return exec_tb_alloc(ex, b, &box, err);
+}
+
+void exec_tb_free(sb_executor *ex, tbuf *b)
+{
+    if (b->p) {
+        pool_put(ex, b->p, b->n);
+        ex->live_bytes -= b->n * (int64_t)sizeof(float);
+    }
+    b->p = NULL;
+    b->n = 0;
+}
+
+int exec_tb_zeros(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err)
+{
+    if (exec_tb_alloc(ex, b, box, err))
+        return -1;
+    if (b->n)
+        ex->be->zero(b->p, (size_t)b->n);
+    return 0;
+}
+
+int exec_upload(sb_executor *ex, tbuf *b, const float *host)
+{
+    if (b->n)
+        ex->be->from_host(b->p, host, (size_t)b->n);
+    return 0;
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+double exec_tick(sb_executor *ex)
+{
+    if (ex->be->sync)
+        ex->be->sync();
+    return MPI_Wtime();
+}
+
+/* ---- groups ---------------------------------------------------------------- */
+
+/* Sub-communicator of the ranks of op's grid that differ only in the dims of
+ * free_mask; MPI_COMM_NULL when that group has one member. Collective. */
+int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
+                      sb_error *err)
+{
+    *out = MPI_COMM_NULL;
+    if (plan_group_size(c, nd, free_mask) <= 1)
+        return 0;
+    int *color = malloc((size_t)ex->size * sizeof *color);
+    if (!color)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    for (int r = 0; r < ex->size; r++)
+        color[r] = plan_group_color(c, nd, r, free_mask);
+    int rc = sb_group_get(ex->groups, color, out, err);
+    free(color);
+    return rc;
+}
+
+int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_Comm comm,
+                     sb_error *err)
+{
+    if (comm == MPI_COMM_NULL || n == 0)
+        return 0;
+    double t0 = exec_tick(ex);
+    int rc = ex->be->allreduce(p, n, op, comm);
+    if (o)
+        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+    if (rc)
+        return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: all-reduce failed (MPI error %d)",
+                       ex->rank, rc);
+    return 0;
+}
+
+/* ---- relayout with host staging --------------------------------------------- */
+
+int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
+                        sb_error *err)
+{
+    double t0 = exec_tick(ex);
+    int rc;
+    if (ex->be->host_memory) {
+        rc = sb_relayout_run(r, src->p, dst->p, err);
+    } else if (ex->be->alltoallv) {
+        /* in backend memory: pack, exchange, unpack there */
+        const sb_relayout_mem mem = {ex->be->box_copy, ex->be->zero, ex->be->alloc,
+                                     ex->be->release, ex->be->alltoallv};
+        rc = sb_relayout_run_mem(r, src->p, dst->p, &mem, err);
+    } else {
+        float *hs = src->n ? malloc((size_t)src->n * sizeof(float)) : NULL;
+        float *hd = dst->n ? malloc((size_t)dst->n * sizeof(float)) : NULL;
+        if ((src->n && !hs) || (dst->n && !hd)) {
+            free(hs);
+            free(hd);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory staging a relayout");
+        }
+        if (src->n)
+            ex->be->to_host(hs, src->p, (size_t)src->n);
+        rc = sb_relayout_run(r, hs, hd, err);
+        if (!rc && dst->n)
+            ex->be->from_host(dst->p, hd, (size_t)dst->n);
+        free(hs);
+        free(hd);
+    }
+    if (o)
+        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+    return rc;
+}
+

@@ -1,0 +1,63 @@
+/* services.h: what the executor and the op kinds (ops/) use on the
+ * executor's state (exec.h): buffers from the pool, timing, rank groups,
+ * all-reduces and relayouts that book their time to an op, and the model's
+ * inputs and labels. They call nothing in executor.c or ops/. Internal to
+ * runtime/. */
+#ifndef SB_RUNTIME_EXECUTOR_SERVICES_H
+#define SB_RUNTIME_EXECUTOR_SERVICES_H
+
+#include "exec.h"
+
+/* ---- buffers (services.c) ---- */
+
+/* A buffer for one box (or n floats) of backend memory: from the pool when
+ * a freed buffer of exactly that size is there, else from the backend.
+ * Counts live and peak bytes. Empty boxes get p = NULL. */
+int exec_tb_alloc(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);
+int exec_tb_alloc_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
+/* exec_tb_alloc, then zeroed */
+int exec_tb_zeros(sb_executor *ex, tbuf *b, const sb_box *box, sb_error *err);
+/* Hands the buffer back to the pool (b->p NULL: nothing). */
+void exec_tb_free(sb_executor *ex, tbuf *b);
+/* Gives every pooled buffer back to the backend. */
+void exec_pool_drain(sb_executor *ex);
+/* Copies b->n host floats into the buffer. */
+int exec_upload(sb_executor *ex, tbuf *b, const float *host);
+
+/* ---- time and communication (services.c) ---- */
+
+/* Seconds, after the backend's queued work is done. */
+double exec_tick(sb_executor *ex);
+/* Sub-communicator of the ranks of a grid c (nd dims) that differ only in
+ * the dims of free_mask; MPI_COMM_NULL when that group has one member.
+ * Collective over the executor's communicator. */
+int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
+                    sb_error *err);
+/* In-place all-reduce over comm (nothing for MPI_COMM_NULL), its time
+ * booked as op o's communication (o may be NULL). */
+int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_Comm comm,
+                   sb_error *err);
+/* Runs a relayout plan from src to dst in backend memory (staged through
+ * the host when the backend has no alltoallv), its time booked to o. */
+int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
+                      sb_error *err);
+
+/* ---- inputs and labels (inputs.c) ---- */
+
+/* 64-bit tag of a name: the stream of a tensor's generated values. */
+uint64_t exec_name_tag(const char *s);
+/* Fills host buffer h with f(global linear index) over the box of a tensor
+ * of the given shape. kind 0: offset + scale * U(-1, 1); kind 1: integers
+ * floor(U(0,1) * range). */
+void exec_gen_box(float *h, const sb_box *box, const int64_t *shape, uint64_t seed, uint64_t tag,
+                  int kind, double scale, double offset, int64_t range);
+/* Checks that a dataset fits the model (identically on every rank) and
+ * keeps it for the inputs and labels. */
+int exec_setup_data(sb_executor *ex, const sb_exec_opts *opts, sb_error *err);
+/* Fills input operand `slot` of op o for the current step (synthetic, or
+ * the dataset's rows); token inputs also get their int32 ids. */
+int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err);
+/* Labels of a loss op's local rows for the current step, into o->ids. */
+int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err);
+
+#endif
