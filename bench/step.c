@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shardbench/cpuset.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
@@ -73,7 +74,7 @@ typedef struct {
     bench_case cases[MAX_CASES];
     int ncases;
     int threads[MAX_THREADS], nthreads;
-    int steps, warmup, torch;
+    int steps, warmup, torch, keep_binding;
     const char *python, *peer, *db;
     sb_setting extra[MAX_SETS];
     int nextra;
@@ -97,7 +98,9 @@ static void usage(FILE *f)
             "  --python PATH      interpreter with torch (default /usr/bin/python3)\n"
             "  --peer FILE        the PyTorch peer (default %s)\n"
             "  --no-torch         time shardbench only\n"
-            "  --db FILE          results database (default %s; 'none' to skip)\n",
+            "  --db FILE          results database (default %s; 'none' to skip)\n"
+            "  --keep-binding     keep mpirun's default binding (one core for -np 1);\n"
+            "                     else the rank and the peer run on all the node's cores\n",
             SB_STEP_PEER, SB_DB_DEFAULT_PATH);
 }
 
@@ -144,7 +147,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         {"set", required_argument, 0, 'S'},    {"python", required_argument, 0, 'P'},
         {"peer", required_argument, 0, 'E'},   {"no-torch", no_argument, 0, 'N'},
         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"keep-binding", no_argument, 0, 'K'}, {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->steps = 5;
@@ -187,6 +190,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         case 'E': o->peer = optarg; break;
         case 'N': o->torch = 0; break;
         case 'd': o->db = optarg; break;
+        case 'K': o->keep_binding = 1; break;
         case 'h': usage(stdout); return 1;
         default:
             fprintf(stderr, "bench/step: unknown or incomplete option '%s'\n", argv[optind - 1]);
@@ -641,7 +645,14 @@ out:
 
 int main(int argc, char **argv)
 {
-    sb_cpu_passive_wait(argv); /* before MPI_Init: may re-execute */
+    /* before MPI_Init: `mpirun -np 1` binds this rank (and so the PyTorch
+     * peer it starts) to one core by default; widen that to the node's
+     * cores, then one re-execution for the affinity and the passive wait
+     * policy (shardbench/cpuset.h, kernels.h) */
+    int widened = sb_cpuset_widen(argc, argv);
+    sb_cpu_passive_wait(argv);
+    if (widened)
+        sb_cpuset_reexec(argv);
     int provided, size;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -654,6 +665,13 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    sb_cpuset cs;
+    sb_cpuset_get(&cs, 0, 1, o.keep_binding);
+    for (int t = 0; t < o.nthreads; t++)
+        if (o.threads[t] > cs.cpus)
+            fprintf(stderr, "bench/step: %d threads on %d cpu%s (%s): both frameworks' threads "
+                    "share them%s\n", o.threads[t], cs.cpus, cs.cpus == 1 ? "" : "s", cs.list,
+                    cs.binding == SB_BIND_DEFAULT ? " (--keep-binding)" : "");
     char cmd[2048] = "";
     for (int i = 0; i < argc; i++) {
         strncat(cmd, i ? " " : "", sizeof cmd - strlen(cmd) - 1);
@@ -700,6 +718,9 @@ int main(int argc, char **argv)
     printf("# bench/step: one rank, all-ones strategy; shardbench with OpenBLAS %s\n",
            openblas_get_config());
     printf("# PyTorch peer (%s %s): %s\n", o.python, o.peer, torch_facts);
+    printf("# cpus %s (%d of %d%s%s%s)\n", cs.list, cs.cpus, cs.node_cpus,
+           cs.widened ? "; widened from " : "", cs.widened ? cs.start_list : "",
+           cs.widened ? ", mpirun's default binding" : "");
     printf("# median of %d timed steps after %d warm-up, alternating; ratio = shardbench / torch\n",
            o.steps, o.warmup);
     printf("%-12s %7s %14s %14s %7s %11s %11s\n", "model", "threads", "shardbench_s", "torch_s",

@@ -40,8 +40,9 @@ static void bench_usage(FILE *f)
             "                         report Table I (default pase,bf; 'none')\n"
             "      --db FILE          results database (default %s)\n"
             "      --resume RUN       continue run RUN: skip what it already measured\n"
-            "      --launcher CMD     MPI launcher (default 'mpirun --oversubscribe', plus\n"
-            "                         --allow-run-as-root as root); '-np P' is appended\n"
+            "      --launcher CMD     MPI launcher (default 'mpirun --oversubscribe --bind-to\n"
+            "                         none', plus --allow-run-as-root as root: each rank\n"
+            "                         runs its share of the cores); '-np P' is appended\n"
             "                         unless CMD holds {P}, e.g. 'srun -n {P} --mpi=pmix'\n"
             "      --timeout S        seconds per strategy before it is killed (default 600)\n"
             "  -h, --help\n",

@@ -29,11 +29,12 @@
 #include <mpi.h>
 
 #include "cli.h"
+#include "threads.h"
 #include "shardbench/runtime.h"
 
 typedef struct {
     const char *backend, *out;
-    int size, reps, quiet;
+    int size, reps, quiet, keep_binding;
     long elems, words;
 } cal_args;
 
@@ -52,7 +53,9 @@ static void calibrate_usage(FILE *f)
             "      --elems N       elementwise add length (default 4194304)\n"
             "      --words N       all-reduce length in floats (default 4194304)\n"
             "      --reps N        timed runs per figure, median (default 5)\n"
-            "      --quiet         no table, just the file\n");
+            "      --quiet         no table, just the file\n"
+            "      --keep-binding  keep the launcher's default binding (else each rank\n"
+            "                      runs on its share of the node's cores, as `run` does)\n");
 }
 
 static int parse_long(const char *s, const char *what, long lo, long hi, long *out, sb_error *err)
@@ -72,6 +75,7 @@ static int parse_cal_args(int argc, char **argv, cal_args *a, sb_error *err)
         {"size", required_argument, 0, 'n'},    {"elems", required_argument, 0, 'e'},
         {"words", required_argument, 0, 'w'},   {"reps", required_argument, 0, 'r'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
+        {"keep-binding", no_argument, 0, 'k'},
         {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -106,6 +110,7 @@ static int parse_cal_args(int argc, char **argv, cal_args *a, sb_error *err)
             a->reps = (int)v;
             break;
         case 'q': a->quiet = 1; break;
+        case 'k': a->keep_binding = 1; break;
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "calibrate: unknown or incomplete option '%s'",
@@ -292,8 +297,8 @@ int cmd_calibrate(int argc, char **argv)
         MPI_Finalize();
         return status;
     }
-    if (be == &sb_backend_cpu)
-        sb_cpu_threads_sync();
+    sb_cpuset cpus; /* the rank's share of the cores, its kernel threads */
+    cli_cpu_setup(comm, a.keep_binding, &cpus);
     timings t = {0};
     int rc = measure(be, &a, comm, &t, &err), any = 0;
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MIN, comm);
@@ -345,6 +350,9 @@ int cmd_calibrate(int argc, char **argv)
             status = cli_fail(&err);
         } else if (!a.quiet) {
             printf("# calibration of the %s backend on %d ranks (%s)\n", be->name, size, host);
+            char line[512];
+            sb_cpuset_describe(&cpus, line, sizeof line);
+            printf("# rank 0: %s\n", line);
             printf("%-12s %14s  %s\n", "figure", "value", "from");
             printf("%-12s %14.4g  %.3g GFLOP/s per rank (%d^3 sgemm, %.3g ms)\n", "tflops",
                    cp.tflops, 2.0 * macs / 1e9, a.size, t.gemm_s * 1e3);

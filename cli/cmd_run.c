@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "threads.h"
 #include "shardbench/dtensor.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
@@ -24,6 +25,7 @@ typedef struct {
     unsigned long long data_seed;
     sb_setting set[64];
     int nset, steps, warmup;
+    int keep_binding; /* --keep-binding */
     int save_every, keep;
     double lr;
     unsigned long long seed;
@@ -60,7 +62,10 @@ static void run_usage(FILE *f)
             "      --keep K           keep the last K checkpoints (default 0: all)\n"
             "      --restore DIR      start from a checkpoint (DIR: a checkpoint folder or\n"
             "                         prefix, or a --checkpoint DIR: its newest one)\n"
-            "      --db FILE          results database (default %s; 'none' to skip)\n",
+            "      --db FILE          results database (default %s; 'none' to skip)\n"
+            "      --keep-binding     keep the launcher's default binding (else a rank it\n"
+            "                         bound to fewer cores than the rank's share of the\n"
+            "                         node's cores widens its affinity to that share)\n",
             SB_DB_DEFAULT_PATH);
 }
 
@@ -76,6 +81,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
         {"precision", required_argument, 0, 'P'}, {"comm", required_argument, 0, 'G'},
+        {"keep-binding", no_argument, 0, 'k'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -161,6 +167,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             if (*end || end == optarg)
                 return sb_fail(err, SB_EXIT_INPUT, "--data-seed: '%s' is not a number", optarg);
             break;
+        case 'k': a->keep_binding = 1; break;
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "run: unknown or incomplete option '%s'",
@@ -372,6 +379,8 @@ int cmd_run(int argc, char **argv)
     }
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
+    sb_cpuset cpus; /* before the executor: it takes the kernels' thread count */
+    cli_cpu_setup(comm, a.keep_binding, &cpus);
     rc = sb_model_load(a.model, a.set, a.nset, &m, &err);
     have_model = !rc;
     if (!rc) {
@@ -437,6 +446,8 @@ int cmd_run(int argc, char **argv)
         printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
                m.name, size, size == 1 ? "" : "s", be->name, a.precision, a.strategy,
                sb_strategy_cost(&pb, choice));
+    if (!json)
+        cli_cpu_report(comm, &cpus, stdout);
     for (int s = 0; s < total; s++) {
         if (s == a.warmup)
             sb_executor_reset_times(ex);

@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "cli.h"
 #include "shardbench/runtime.h"
+#include "shardbench/cpuset.h"
 
 /* The commands: one line each (name, function in its own cli/cmd_*.c, one-line
  * summary). Add a command by adding its line. */
@@ -70,8 +71,15 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "run") || !strcmp(cmd, "calibrate"))
-        sb_cpu_passive_wait(argv); /* the commands that run the CPU kernels */
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "calibrate")) {
+        /* the commands that run the CPU kernels: widen a default binding to
+         * the rank's share of the cores, then one re-execution sets both
+         * that affinity and the passive wait policy for every library */
+        int widened = sb_cpuset_widen(argc, argv);
+        sb_cpu_passive_wait(argv); /* returns when OMP_WAIT_POLICY was set */
+        if (widened)
+            sb_cpuset_reexec(argv);
+    }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         version();
         return 0;

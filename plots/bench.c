@@ -769,7 +769,6 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
         b.self[sl] = '\0';
     if (sb_launcher_parse(a->launcher, &b.launch, &err))
         return bench_fail(&err);
-    setenv("OPENBLAS_NUM_THREADS", "1", 0); /* several ranks share the cores */
     int status = 0, stop = 0;
     char workdir[PATH_MAX] = "";
     int own_workdir = 0;

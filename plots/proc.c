@@ -209,7 +209,9 @@ int sb_launcher_parse(const char *cmd, launcher *l, sb_error *err)
     memset(l, 0, sizeof *l);
     char def[128];
     if (!cmd) {
-        snprintf(def, sizeof def, "mpirun --oversubscribe%s",
+        /* unbound ranks: each runs its share of the cores in threads
+         * (shardbench/cpuset.h), with no rank held to one core */
+        snprintf(def, sizeof def, "mpirun --oversubscribe --bind-to none%s",
                  geteuid() == 0 ? " --allow-run-as-root" : "");
         cmd = def;
     }

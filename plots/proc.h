@@ -37,7 +37,7 @@ typedef struct {
     int has_p; /* a word holds {P} */
 } launcher;
 
-/* The launcher's words (NULL: mpirun --oversubscribe, plus
+/* The launcher's words (NULL: mpirun --oversubscribe --bind-to none, plus
  * --allow-run-as-root as root). */
 int sb_launcher_parse(const char *cmd, launcher *l, sb_error *err);
 void sb_launcher_free(launcher *l);

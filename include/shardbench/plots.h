@@ -33,7 +33,7 @@ typedef struct {
     const char *models;      /* "alexnet,rnnlm" (names or files) */
     const char *backend;     /* passed to run: "cpu", "cuda" */
     const char *db;          /* results database (required) */
-    const char *launcher;    /* NULL: mpirun --oversubscribe [--allow-run-as-root] */
+    const char *launcher;    /* NULL: mpirun --oversubscribe --bind-to none [--allow-run-as-root] */
     const char *survivors;   /* DIR holding MODEL-pP/index.tsv, or NULL: run prune */
     const char *workdir;     /* where prune writes, or NULL: a temporary folder */
     const char *algos;       /* searches timed per (model, P): "pase,bf" or "none" */
