@@ -11,7 +11,11 @@
  *   latency_us 31.0   per message step
  *   conv_ratio 0.6    a convolution's multiply-add, in GEMM multiply-adds
  * Every key but conv_ratio (default 1) is required once; anything else is
- * an error naming the line. */
+ * an error naming the line. Each value must lie in its key's range (the
+ * table below: wide enough for any machine from a phone core to a rack of
+ * GPUs, narrow enough that no cost of any model and device count overflows
+ * a double); a value outside it is an error naming the file, line, key and
+ * value. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -26,15 +30,17 @@ typedef struct {
     size_t off;
     int zero_ok; /* 0 allowed (latency) */
     int optional;
+    double lo, hi; /* the accepted range (lo > 0 unless zero_ok; 0 itself then) */
+    const char *unit;
 } cal_key;
 
 static const cal_key keys[] = {
-    {"tflops", offsetof(sb_cost_params, tflops), 0, 0},
-    {"gbs", offsetof(sb_cost_params, gbs), 0, 0},
-    {"word_bytes", offsetof(sb_cost_params, word_bytes), 0, 0},
-    {"elem_ratio", offsetof(sb_cost_params, elem_ratio), 0, 0},
-    {"latency_us", offsetof(sb_cost_params, latency_us), 1, 0},
-    {"conv_ratio", offsetof(sb_cost_params, conv_ratio), 0, 1},
+    {"tflops", offsetof(sb_cost_params, tflops), 0, 0, 1e-6, 1e6, "TFLOP/s per device"},
+    {"gbs", offsetof(sb_cost_params, gbs), 0, 0, 1e-6, 1e6, "GB/s"},
+    {"word_bytes", offsetof(sb_cost_params, word_bytes), 0, 0, 0.5, 64, "bytes"},
+    {"elem_ratio", offsetof(sb_cost_params, elem_ratio), 0, 0, 1e-6, 1e6, "GEMM multiply-adds"},
+    {"latency_us", offsetof(sb_cost_params, latency_us), 1, 0, 1e-6, 1e7, "microseconds"},
+    {"conv_ratio", offsetof(sb_cost_params, conv_ratio), 0, 1, 1e-6, 1e6, "GEMM multiply-adds"},
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
@@ -85,6 +91,12 @@ int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
         if (*end || end == val || errno || !isfinite(v) || v < 0 || (v == 0 && !keys[k].zero_ok)) {
             rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a %s number", path, line, key,
                          val, keys[k].zero_ok ? "non-negative" : "positive");
+            break;
+        }
+        if ((v < keys[k].lo || v > keys[k].hi) && !(v == 0 && keys[k].zero_ok)) {
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s %s is out of range: %g..%g %s%s", path,
+                         line, key, val, keys[k].lo, keys[k].hi, keys[k].unit,
+                         keys[k].zero_ok ? ", or 0" : "");
             break;
         }
         *(double *)((char *)&c + keys[k].off) = v;

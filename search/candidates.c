@@ -408,6 +408,14 @@ int sb_candidates_enumerate(const sb_problem *pb, sb_optimizer opt, long max_rul
     }
     if (st.progress)
         fprintf(stderr, "\r%60s\r", "");
+    for (int i = 0; i < st.ncand; i++)
+        if (!isfinite(st.cand[i].cost)) {
+            sb_fail(err, SB_EXIT_INPUT, "%s at p=%d: a candidate's predicted cost is not a finite "
+                    "number: the cost parameters (%s) are out of range for this model",
+                    pb->m->name, pb->p,
+                    pb->cp.calibration[0] ? pb->cp.calibration : "--flops, --bw");
+            goto done;
+        }
     qsort(st.cand, (size_t)st.ncand, sizeof *st.cand, by_cost);
     out->cand = st.cand;
     out->ncand = st.ncand;

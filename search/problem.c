@@ -4,6 +4,7 @@
  * search result is held to). */
 #include "shardbench/search.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +53,16 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
         cf->cost = sb_malloc((size_t)cf->n * sizeof *cf->cost, err);
         if (!cf->cost)
             goto fail;
-        for (int k = 0; k < cf->n; k++)
+        for (int k = 0; k < cf->n; k++) {
             cf->cost[k] = sb_op_cost(m, &m->ops[i], cf->c + (size_t)k * (size_t)cf->ndims, &out->cp);
+            if (!isfinite(cf->cost[k])) {
+                sb_fail(err, SB_EXIT_INPUT, "%s: the cost of op '%s' under config %d is not a "
+                        "finite number: the cost parameters (%s) are out of range for this model",
+                        m->name, m->ops[i].name, k,
+                        cp->calibration[0] ? cp->calibration : "--flops, --bw");
+                goto fail;
+            }
+        }
     }
     if (sb_model_edges(m, &out->edges, &out->nedges, err))
         goto fail;
