@@ -28,6 +28,10 @@ typedef struct {
 
 int64_t sb_box_volume(const sb_box *b);              /* 0 for an empty box */
 int sb_box_intersect(const sb_box *a, const sb_box *b, sb_box *out); /* 1 if non-empty */
+int sb_box_equal(const sb_box *a, const sb_box *b);  /* same nd and bounds */
+/* "[0:4, 2:8]" (half-open per dim, like a Python slice), or "(empty)" for
+ * nd 0; returns buf. */
+const char *sb_box_str(const sb_box *b, char *buf, size_t n);
 
 /* Copies the sub-box `sub` (inside both boxes) from a buffer laid out as box
  * `from` to a buffer laid out as box `to` (row-major, float). accumulate:

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../kernels/box_runs.h"
+
 /* ---- precision, comm mode ----------------------------------------------------- */
 
 static const char *const prec_names[] = {"fp32", "tf32", "bf16"};
@@ -351,36 +353,19 @@ void sbc_box_plan_make(sbc_box_plan *p, const int *dst_dims, const int *dst_lo,
     for (int d = 0; d < nd; d++)
         if (size[d] <= 0)
             return; /* nd 0: nothing */
-    int64_t dd[SB_MAX_DIMS], sd[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS], sz[SB_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        dd[d] = dst_dims[d];
-        sd[d] = src_dims[d];
-        dl[d] = dst_lo[d];
-        sl[d] = src_lo[d];
-        sz[d] = size[d];
-    }
-    while (nd > 1 && sz[nd - 1] == dd[nd - 1] && sz[nd - 1] == sd[nd - 1]) {
-        int64_t k = sz[nd - 1];
-        nd--;
-        dd[nd - 1] *= k;
-        sd[nd - 1] *= k;
-        dl[nd - 1] *= k;
-        sl[nd - 1] *= k;
-        sz[nd - 1] *= k;
-    }
-    int64_t ds = 1, ss = 1;
+    sb_box_runs r;
+    sb_box_runs_make(&r, dst_dims, dst_lo, src_dims, src_lo, size, nd);
+    nd = r.nd;
+    p->d0 = r.d0;
+    p->s0 = r.s0;
     p->count = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        p->ds[d] = ds;
-        p->ss[d] = ss;
-        p->d0 += dl[d] * ds;
-        p->s0 += sl[d] * ss;
-        ds *= dd[d];
-        ss *= sd[d];
-        p->size[d] = (int)sz[d];
-        p->count *= sz[d];
+    for (int d = 0; d < nd; d++) {
+        p->ds[d] = r.ds[d];
+        p->ss[d] = r.ss[d];
+        /* merged runs may exceed INT_MAX only when a tensor does; sizes are int */
+        p->size[d] = (int)r.size[d];
+        p->count *= r.size[d];
     }
-    /* merged runs may exceed INT_MAX only when a tensor does; sizes are int */
     p->nd = nd;
     p->contiguous = nd == 1;
 }

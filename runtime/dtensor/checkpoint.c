@@ -205,34 +205,13 @@ int sb_checkpoint_exists(const char *prefix)
 
 /* ---- save --------------------------------------------------------------------------- */
 
-static int box_eq(const sb_box *a, const sb_box *b)
-{
-    if (a->nd != b->nd)
-        return 0;
-    for (int d = 0; d < a->nd; d++)
-        if (a->lo[d] != b->lo[d] || a->hi[d] != b->hi[d])
-            return 0;
-    return 1;
-}
-
-static void box_str(const sb_box *b, char *out, size_t cap)
-{
-    size_t pos = 0;
-    pos += (size_t)snprintf(out, cap, "[");
-    for (int d = 0; d < b->nd && pos < cap; d++)
-        pos += (size_t)snprintf(out + pos, cap - pos, "%s%lld:%lld", d ? ", " : "",
-                                (long long)b->lo[d], (long long)b->hi[d]);
-    if (pos < cap)
-        snprintf(out + pos, cap - pos, "]");
-}
-
 /* 1 if rank r writes tensor t's shard: it holds a box no lower rank holds. */
 static int is_writer(const sb_ckpt_tensor *t, int r)
 {
     if (!t->boxes[r].nd || sb_box_volume(&t->boxes[r]) == 0)
         return 0;
     for (int q = 0; q < r; q++)
-        if (box_eq(&t->boxes[q], &t->boxes[r]))
+        if (sb_box_equal(&t->boxes[q], &t->boxes[r]))
             return 0;
     return 1;
 }
@@ -254,7 +233,7 @@ static int check_tensor(const sb_ckpt_tensor *t, int nranks, int rank, sb_error 
         if (!b->nd)
             continue;
         char bs[256];
-        box_str(b, bs, sizeof bs);
+        sb_box_str(b, bs, sizeof bs);
         int ok = b->nd == t->nd;
         for (int d = 0; ok && d < t->nd; d++)
             ok = b->lo[d] >= 0 && b->lo[d] <= b->hi[d] && b->hi[d] <= t->shape[d];
@@ -883,7 +862,7 @@ static int read_overlap(const ck_index *x, ck_file *files, const ck_tensor *t, c
     uint64_t start = b0 * x->block, end = (b1 + 1) * x->block < s->nbytes ? (b1 + 1) * x->block
                                                                            : s->nbytes;
     char bs[256];
-    box_str(&s->box, bs, sizeof bs);
+    sb_box_str(&s->box, bs, sizeof bs);
     if ((int64_t)(s->off + end) > cf->size)
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s' is truncated: tensor '%s' shard "
                        "%s needs bytes up to %llu, the file has %lld", cf->path, t->name, bs,

@@ -387,16 +387,6 @@ static void shard_index(const sb_box *b, int nd, int64_t *s)
         s[d] = b->lo[d] / (b->hi[d] - b->lo[d]);
 }
 
-static int same_box(const sb_box *a, const sb_box *b)
-{
-    if (a->nd != b->nd)
-        return 0;
-    for (int d = 0; d < a->nd; d++)
-        if (a->lo[d] != b->lo[d] || a->hi[d] != b->hi[d])
-            return 0;
-    return 1;
-}
-
 /* Peels mesh axes from the fastest: at stride S, the dim whose shard index
  * moves between holder positions 0 and S is the next axis (none: a replica
  * axis), and its size is how many steps of S it keeps moving alone. */
@@ -497,7 +487,7 @@ int sb_layout_from_boxes(int nd, const int64_t *shape, int nranks, const sb_box 
         goto out;
     rc = sb_layout_boxes(l, shape, nranks, check, err);
     for (int r = 0; !rc && r < nranks; r++)
-        if (!same_box(&check[r], &boxes[r]) && (check[r].nd || boxes[r].nd))
+        if (!sb_box_equal(&check[r], &boxes[r]) && (check[r].nd || boxes[r].nd))
             rc = sb_fail(err, SB_EXIT_INPUT, "boxes are not a layout on a mesh (rank %d)", r);
     free(check);
 out:

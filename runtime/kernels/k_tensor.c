@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "box_runs.h"
 #include "par.h"
 
 /* ---- elementwise ---- */
@@ -195,6 +196,39 @@ void sb_reduce_mean_backward(float *dinp, const float *dout, int nd,
 
 /* ---- box copies ---- */
 
+void sb_box_runs_make(sb_box_runs *r, const int *dst_dims, const int *dst_lo,
+                      const int *src_dims, const int *src_lo, const int *size, int nd)
+{
+    int64_t dd[SB_MAX_DIMS], sd[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        dd[d] = dst_dims[d];
+        sd[d] = src_dims[d];
+        dl[d] = dst_lo[d];
+        sl[d] = src_lo[d];
+        r->size[d] = size[d];
+    }
+    while (nd > 1 && r->size[nd - 1] == dd[nd - 1] && r->size[nd - 1] == sd[nd - 1]) {
+        int64_t k = r->size[nd - 1];
+        nd--;
+        dd[nd - 1] *= k;
+        sd[nd - 1] *= k;
+        dl[nd - 1] *= k;
+        sl[nd - 1] *= k;
+        r->size[nd - 1] *= k;
+    }
+    int64_t ds = 1, ss = 1;
+    r->nd = nd;
+    r->d0 = r->s0 = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        r->ds[d] = ds;
+        r->ss[d] = ss;
+        r->d0 += dl[d] * ds;
+        r->s0 += sl[d] * ss;
+        ds *= dd[d];
+        ss *= sd[d];
+    }
+}
+
 void sb_strided_box_copy(float *dst, const int *dst_dims, const int *dst_lo,
                  const float *src, const int *src_dims, const int *src_lo,
                  const int *size, int nd, int accumulate)
@@ -205,31 +239,16 @@ void sb_strided_box_copy(float *dst, const int *dst_dims, const int *dst_lo,
     }
     if (any_empty(nd, size))
         return;
-    // Merge trailing axes that both arrays hold whole into longer runs.
-    int dd[SB_MAX_DIMS], sd[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS],
-        sz[SB_MAX_DIMS];
+    // Trailing axes that both arrays hold whole merge into longer runs.
+    sb_box_runs r;
+    sb_box_runs_make(&r, dst_dims, dst_lo, src_dims, src_lo, size, nd);
+    nd = r.nd;
+    int sz[SB_MAX_DIMS];
+    size_t ds[SB_MAX_DIMS], ss[SB_MAX_DIMS], d0 = (size_t)r.d0, s0 = (size_t)r.s0;
     for (int d = 0; d < nd; d++) {
-        dd[d] = dst_dims[d];
-        sd[d] = src_dims[d];
-        dl[d] = dst_lo[d];
-        sl[d] = src_lo[d];
-        sz[d] = size[d];
-    }
-    while (nd > 1 && sz[nd - 1] == dd[nd - 1] && sz[nd - 1] == sd[nd - 1]) {
-        int k = sz[nd - 1];
-        nd--;
-        dd[nd - 1] *= k;
-        sd[nd - 1] *= k;
-        dl[nd - 1] *= k;
-        sl[nd - 1] *= k;
-        sz[nd - 1] *= k;
-    }
-    size_t ds[SB_MAX_DIMS], ss[SB_MAX_DIMS], d0 = 0, s0 = 0;
-    strides_of(ds, nd, dd);
-    strides_of(ss, nd, sd);
-    for (int d = 0; d < nd; d++) {
-        d0 += (size_t)dl[d] * ds[d];
-        s0 += (size_t)sl[d] * ss[d];
+        sz[d] = (int)r.size[d];
+        ds[d] = (size_t)r.ds[d];
+        ss[d] = (size_t)r.ss[d];
     }
     int run = sz[nd - 1];
     odometer od;

@@ -53,7 +53,7 @@ int sb_box_intersect(const sb_box *a, const sb_box *b, sb_box *out)
     return 1;
 }
 
-static int box_equal(const sb_box *a, const sb_box *b)
+int sb_box_equal(const sb_box *a, const sb_box *b)
 {
     if (a->nd != b->nd)
         return 0;
@@ -63,8 +63,7 @@ static int box_equal(const sb_box *a, const sb_box *b)
     return 1;
 }
 
-/* "[0:4, 2:8]" (half-open per dim, like a Python slice) or "(empty)". */
-static const char *box_str(const sb_box *b, char *buf, size_t n)
+const char *sb_box_str(const sb_box *b, char *buf, size_t n)
 {
     if (b->nd <= 0)
         return snprintf(buf, n, "(empty)"), buf;
@@ -240,7 +239,7 @@ static int check_box(const sb_box *b, int rank, const char *what, int nd,
             return sb_fail(err, SB_EXIT_INPUT,
                            "relayout: rank %d's %s box %s is not inside the tensor "
                            "(dim %d has size %lld)",
-                           rank, what, box_str(b, s, sizeof s), i, (long long)shape[i]);
+                           rank, what, sb_box_str(b, s, sizeof s), i, (long long)shape[i]);
     if (sb_box_volume(b) > 0)
         *out = *b;
     return 0;
@@ -329,7 +328,7 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
             if (S[q].nd == 0)
                 continue;
             for (int p = 0; p < q && rep[q] < 0; p++)
-                if (rep[p] == p && box_equal(&S[p], &S[q]))
+                if (rep[p] == p && sb_box_equal(&S[p], &S[q]))
                     rep[q] = p;
             if (rep[q] < 0)
                 rep[q] = q;
@@ -352,8 +351,8 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
                     sb_fail(err, SB_EXIT_INPUT,
                             "relayout (copy): src boxes of rank %d %s and rank %d %s "
                             "overlap without being identical",
-                            p, box_str(&S[p], s1, sizeof s1), q,
-                            box_str(&S[q], s2, sizeof s2));
+                            p, sb_box_str(&S[p], s1, sizeof s1), q,
+                            sb_box_str(&S[q], s2, sizeof s2));
                     goto done;
                 }
         }
@@ -391,7 +390,7 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
                 sb_fail(err, SB_EXIT_INPUT,
                         "relayout (copy): rank %d needs elements that no rank holds "
                         "(dst box %s, %lld of %lld elements held)",
-                        d, box_str(&D[d], s1, sizeof s1), (long long)covered,
+                        d, sb_box_str(&D[d], s1, sizeof s1), (long long)covered,
                         (long long)sb_box_volume(&D[d]));
                 goto done;
             }
