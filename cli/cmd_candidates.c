@@ -102,10 +102,11 @@ int cmd_candidates(int argc, char **argv)
         sb_cand_mesh_str(&k->mesh, mesh, sizeof mesh);
         sb_candidate_rules_str(&cs, k, rules, sizeof rules);
         if (json) {
-            json_array_append_new(jc, json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}", "rank", i + 1,
-                                                "mesh", mesh, "rules", rules, "cost", cli_jreal(k->cost),
-                                                "mem_bytes", (json_int_t)k->mem, "fallbacks",
-                                                k->fallbacks, "fits", k->mem <= limit));
+            json_array_append_new(jc, json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}",
+                                                "rank", i + 1, "mesh", mesh, "rules", rules,
+                                                "cost", cli_jreal(k->cost), "mem_bytes",
+                                                (json_int_t)k->mem, "fallbacks", k->fallbacks,
+                                                "fits", k->mem <= limit));
         } else {
             printf("%-5d %-16s %-60s %16.6e %12.3f %9d %s\n", i + 1, mesh,
                    rules[0] ? rules : "(none)", k->cost, k->mem / 1073741824.0, k->fallbacks,
@@ -113,10 +114,11 @@ int cmd_candidates(int argc, char **argv)
         }
     }
     if (json) { /* every string escaped by jansson: a model named a"b stays JSON */
-        json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:i, s:b, s:o, s:I, s:o}", "model", m.name, "p",
-                              p, "rule_sets", (json_int_t)cs.rule_sets, "mesh_shapes", cs.nmeshes,
-                              "distinct", cs.ncand, "truncated", cs.truncated, "seconds", cli_jreal(cs.seconds),
-                              "device_mem_bytes", (json_int_t)limit, "candidates", jc);
+        json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:i, s:b, s:o, s:I, s:o}", "model", m.name,
+                              "p", p, "rule_sets", (json_int_t)cs.rule_sets, "mesh_shapes",
+                              cs.nmeshes, "distinct", cs.ncand, "truncated", cs.truncated,
+                              "seconds", cli_jreal(cs.seconds), "device_mem_bytes",
+                              (json_int_t)limit, "candidates", jc);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         printf("%s\n", text ? text : "{}");
         free(text);

@@ -28,7 +28,8 @@ static int vbind(sqlite3_stmt *st, const char *types, va_list ap)
         }
         case 't': {
             const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i + 1);
+            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_STATIC)
+                   : sqlite3_bind_null(st, i + 1);
             break;
         }
         default: rc = SQLITE_MISUSE;
@@ -219,6 +220,8 @@ int sb_dbq_run_info(sb_dbq *q, int64_t run_id, sb_qrun *out, sb_error *err)
                      &st, doing, err, "I", run_id))
         return -1;
     int r = sb_dbq_step(q, st, doing, err);
+    if (r == 0)
+        sqlite3_finalize(st);
     if (r <= 0)
         return r < 0 ? -1 : sb_fail(err, SB_EXIT_INPUT, "%s: no run with id %lld",
                                    sb_dbq_path(q), (long long)run_id);

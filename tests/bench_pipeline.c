@@ -320,6 +320,88 @@ static void test_stored_rho_and_kinds(void **state)
     sb_dbq_close(q);
 }
 
+/* The binder (every type letter, an infinite D as NULL, a bad letter refused) and the
+ * named reads of queries.c on a small run. */
+static void test_bind_and_named_reads(void **state)
+{
+    (void)state;
+    char path[PATH_MAX];
+    path_in(path, sizeof path, "named.db");
+    sb_error err = {0};
+    sb_db *db;
+    if (sb_db_open(path, 0, &db, &err))
+        fail_msg("%s", err.msg);
+    sb_run_meta meta = {.backend = "cpu", .command_line = "shardbench bench"};
+    int64_t run;
+    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    record(db, run, "dp", "{\"ops\":[{\"name\":\"a\",\"config\":[2,1]}]}", 300, 0.30);
+    sb_db_close(db);
+
+    sb_dbq *q;
+    if (sb_dbq_open(path, 0, 0, &q, &err))
+        fail_msg("%s", err.msg);
+    sqlite3_stmt *st;
+    assert_int_equal(sb_dbq_query(q, "SELECT ?1 + 1, ?2 + 1, ?3 * 2, ?4 IS NULL, ?5 || '!', "
+                                  "?6 IS NULL, ?7 * 2", &st, "testing", &err, "iIdDttD",
+                                  41, (int64_t)1 << 40, 1.25, INFINITY, "x", (const char *)NULL, 2.5),
+                     0);
+    assert_int_equal(sb_dbq_step(q, st, "testing", &err), 1);
+    assert_int_equal(sqlite3_column_int(st, 0), 42);
+    assert_true(sqlite3_column_int64(st, 1) == ((int64_t)1 << 40) + 1);
+    assert_true(sqlite3_column_double(st, 2) == 2.5);
+    assert_int_equal(sqlite3_column_int(st, 3), 1);
+    assert_string_equal(sb_dbq_text(st, 4), "x!");
+    assert_int_equal(sqlite3_column_int(st, 5), 1);
+    assert_true(sqlite3_column_double(st, 6) == 5);
+    sqlite3_finalize(st);
+    assert_int_equal(sb_dbq_query(q, "SELECT ?1", &st, "testing", &err, "?", 1), -1);
+    assert_non_null(strstr(err.msg, "while testing"));
+
+    assert_int_equal(sb_dbq_run_has_measurement(q, run, "tiny", "batch=4", 2, "dp",
+                                                "{\"ops\":[{\"name\":\"a\",\"config\":[2,1]}]}",
+                                                &err), 1);
+    assert_int_equal(sb_dbq_run_has_measurement(q, run, "tiny", "batch=4", 2, "dp", "{}", &err),
+                     0);
+    assert_int_equal(sb_dbq_run_has_search(q, run, "tiny", "batch=4", 2, "pase", &err), 0);
+    sb_qrun info;
+    assert_int_equal(sb_dbq_run_info(q, run, &info, &err), 0);
+    assert_string_equal(info.field[5], "cpu");
+    assert_string_equal(info.field[8], "shardbench bench");
+    assert_string_equal(info.field[1], "not ended (died, or still running)");
+    sb_qrun_free(&info);
+    assert_int_equal(sb_dbq_run_info(q, run + 1, &info, &err), -1);
+    assert_non_null(strstr(err.msg, "no run with id"));
+    sb_qmeas *rows;
+    int n;
+    assert_int_equal(sb_dbq_run_measurements(q, run, &rows, &n, &err), 0);
+    assert_int_equal(n, 1);
+    char *json;
+    int64_t model_id = 0;
+    int p = 0;
+    assert_int_equal(sb_dbq_strategy(q, rows[0].strategy_id, "testing", &model_id, &p, &json,
+                                     &err), 1);
+    assert_true(model_id == rows[0].model_id);
+    assert_int_equal(p, 2);
+    assert_non_null(strstr(json, "\"config\":[2,1]"));
+    free(json);
+    assert_int_equal(sb_dbq_strategy(q, rows[0].strategy_id + 100, "testing", NULL, NULL, &json,
+                                     &err), 0);
+    assert_null(json);
+    sb_qtrend *t;
+    int nt;
+    assert_int_equal(sb_dbq_trend(q, rows[0].model_id, 2, run, &t, &nt, &err), 0);
+    assert_int_equal(nt, 1);
+    assert_string_equal(t[0].kind, "dp");
+    assert_true(fabs(t[0].median - 0.30) < 1e-12);
+    free(t);
+    sb_qsearch *srch;
+    assert_int_equal(sb_dbq_run_searches(q, run, &srch, &nt, &err), 0);
+    assert_int_equal(nt, 0);
+    free(srch);
+    free(rows);
+    sb_dbq_close(q);
+}
+
 static void test_locked(void **state)
 {
     (void)state;
@@ -404,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_spearman),         cmocka_unit_test(test_median),
         cmocka_unit_test(test_migrate_v1_to_v2), cmocka_unit_test(test_stored_rho_and_kinds),
         cmocka_unit_test(test_locked),           cmocka_unit_test(test_refused_files),
+        cmocka_unit_test(test_bind_and_named_reads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
