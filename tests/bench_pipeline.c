@@ -343,7 +343,8 @@ static void test_bind_and_named_reads(void **state)
     sqlite3_stmt *st;
     assert_int_equal(sb_dbq_query(q, "SELECT ?1 + 1, ?2 + 1, ?3 * 2, ?4 IS NULL, ?5 || '!', "
                                   "?6 IS NULL, ?7 * 2", &st, "testing", &err, "iIdDttD",
-                                  41, (int64_t)1 << 40, 1.25, INFINITY, "x", (const char *)NULL, 2.5),
+                                  41, (int64_t)1 << 40, 1.25, INFINITY, "x", (const char *)NULL,
+                                  2.5),
                      0);
     assert_int_equal(sb_dbq_step(q, st, "testing", &err), 1);
     assert_int_equal(sqlite3_column_int(st, 0), 42);
