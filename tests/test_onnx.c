@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardbench/onnx.h"
@@ -38,6 +39,47 @@ static char *slurp(const char *name, size_t *size)
     data_path(path, sizeof path, name);
     assert_int_equal(sb_onnx_read_file(path, &data, size, &err), 0);
     return data;
+}
+
+/* A directory, a FIFO (opening it would block) or a device given as an
+ * .onnx file: refused by name, without reading (not 2 GiB of /dev/zero). */
+static void expect_read_error(const char *path, const char *phrase)
+{
+    sb_error err = {0};
+    char *data = NULL;
+    size_t size = 0;
+    assert_int_equal(sb_onnx_read_file(path, &data, &size, &err), -1);
+    assert_null(data);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    if (!strstr(err.msg, phrase) || !strstr(err.msg, path))
+        fail_msg("expected '%s' and the path in the message, got: %s", phrase, err.msg);
+    sb_model m;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(sb_model_load(path, NULL, 0, &m, &err), -1);
+    if (!strstr(err.msg, phrase))
+        fail_msg("sb_model_load: expected '%s' in the message, got: %s", phrase, err.msg);
+}
+
+static void test_not_a_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sb_onnx_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[256], fifo[256];
+    snprintf(sub, sizeof sub, "%s/net.onnx", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.onnx", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_read_error(sub, "is a directory");
+    expect_read_error(fifo, "not a regular file");
+    sb_error err = {0};
+    char *data = NULL;
+    size_t size = 0;
+    assert_int_equal(sb_onnx_read_file("/dev/zero", &data, &size, &err), -1);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    unlink(fifo);
+    rmdir(sub);
+    rmdir(dir);
 }
 
 #ifdef SB_HAVE_ONNX
@@ -594,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_ops),         cmocka_unit_test(test_fusion_order),
         cmocka_unit_test(test_unsupported), cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_regress),     cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
@@ -614,7 +657,8 @@ static void test_without_onnx(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_without_onnx)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_without_onnx),
+                                       cmocka_unit_test(test_not_a_file)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 

@@ -21,9 +21,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shardbench/model.h"
+
+#include "../models/ops/ops.h" /* op_rules[] */
 
 #define PATH "t.model"
 
@@ -1086,6 +1089,142 @@ static void test_mutation_smoke(void **state)
         free(texts[i]);
 }
 
+/* ------------------------------------------------ rules, limits, files -- */
+
+/* Every op kind has its builder's rule: a name (the one sb_op_kind_name
+ * gives) and a builder; a kind added without one fails here (or does not
+ * build: op_rules[] is checked against SB_OP_KIND_COUNT). */
+static void test_op_rules_complete(void **state)
+{
+    (void)state;
+    for (int k = 0; k < SB_OP_KIND_COUNT; k++) {
+        const op_rule *r = op_rules[k];
+        if (!r || !r->build || !r->names[0] || !r->names[0][0])
+            fail_msg("op kind %d has no rule, builder or name", k);
+        assert_string_equal(sb_op_kind_name((sb_op_kind)k), r->names[0]);
+    }
+    assert_string_equal(sb_op_kind_name(SB_OP_KIND_COUNT), "?");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* `repeat N` of `h = dense(h, ...)`: N + 1 ops sharing the name h. */
+static char *repeat_text(int n)
+{
+    char *text = malloc(256);
+    assert_non_null(text);
+    snprintf(text, 256,
+             "input x[batch=4, f=16]\n"
+             "h = dense(x, units=16)\n"
+             "repeat %d\n"
+             "  h = dense(h, units=16)\n"
+             "end\n", n);
+    return text;
+}
+
+/* 20,000 ops of one name take one step each to name (not one per earlier
+ * op); the names are h, h.1, h.2, ... in order. The bound is generous
+ * (Sanitize build, shared machine); it took minutes before. */
+static void test_many_ops_one_name(void **state)
+{
+    (void)state;
+    char *text = repeat_text(19999);
+    sb_model m;
+    double t0 = now_s();
+    parse_ok(text, NULL, 0, &m);
+    double dt = now_s() - t0;
+    assert_int_equal(m.nops, 20000);
+    assert_string_equal(m.ops[0].name, "h");
+    assert_string_equal(m.ops[1].name, "h.1");
+    assert_string_equal(m.ops[19999].name, "h.19999");
+    for (int i = 1; i < m.nops; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "h.%d", i);
+        if (strcmp(m.ops[i].name, want) != 0)
+            fail_msg("op %d is named %s, expected %s", i, m.ops[i].name, want);
+    }
+    if (dt > 10.0)
+        fail_msg("20,000 ops of one name took %.1f s to parse (bound 10 s)", dt);
+    sb_model_free(&m);
+    free(text);
+    /* names that a block call or an earlier tensor took are skipped */
+    parse_ok("input h[b=2, f=4]\n"
+             "h = dense(h, units=4)\n"
+             "h = dense(h, units=4)\n"
+             "block blk(x)\n  h = dense(x, units=4)\n  return h\nend\n"
+             "h = blk(h)\n"
+             "h = dense(h, units=4)\n", NULL, 0, &m);
+    assert_int_equal(m.nops, 4);
+    assert_string_equal(m.ops[0].name, "h.1");
+    assert_string_equal(m.ops[1].name, "h.2");
+    assert_string_equal(m.ops[2].name, "h.3/h");
+    assert_string_equal(m.ops[3].name, "h.4");
+    sb_model_free(&m);
+}
+
+/* One op over the 100,000-op limit: refused, quickly, saying the limit. */
+static void test_op_limit(void **state)
+{
+    (void)state;
+    char *text = repeat_text(100000);
+    double t0 = now_s();
+    expect_error(text, "t.model:4:7", "too many ops (at most 100000)");
+    double dt = now_s() - t0;
+    if (dt > 30.0)
+        fail_msg("a file one op over the limit took %.1f s to refuse (bound 30 s)", dt);
+    free(text);
+}
+
+static void expect_load_error(const char *path, const char *phrase)
+{
+    sb_model m;
+    sb_error err;
+    memset(&err, 0, sizeof err);
+    double t0 = now_s();
+    int rc = sb_model_load(path, NULL, 0, &m, &err);
+    if (rc == 0) {
+        sb_model_free(&m);
+        fail_msg("%s loaded as a model", path);
+    }
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    if (!strstr(err.msg, phrase) || !strstr(err.msg, path))
+        fail_msg("expected '%s' and the path in the message, got: %s", phrase, err.msg);
+    if (now_s() - t0 > 5.0)
+        fail_msg("%s took %.1f s to refuse", path, now_s() - t0);
+}
+
+/* A directory, a FIFO (nothing writes to it: opening it would block) or a
+ * device is refused by name, without reading it. */
+static void test_load_not_a_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sb_parse_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[256], fifo[256];
+    snprintf(sub, sizeof sub, "%s/net.model", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.model", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_load_error(dir, "is a directory");
+    expect_load_error(sub, "is a directory");
+    expect_load_error(fifo, "not a regular file");
+    expect_load_error("/dev/zero", "not a regular file");
+    /* a directory named without a '/' is not looked up as a shipped model */
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    expect_load_error("net.model", "is a directory");
+    assert_int_equal(chdir(cwd), 0);
+    unlink(fifo);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1113,6 +1252,10 @@ int main(void)
         cmocka_unit_test(test_blocks_and_repeat),
         cmocka_unit_test(test_multi_output),
         cmocka_unit_test(test_mutation_smoke),
+        cmocka_unit_test(test_op_rules_complete),
+        cmocka_unit_test(test_many_ops_one_name),
+        cmocka_unit_test(test_op_limit),
+        cmocka_unit_test(test_load_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
