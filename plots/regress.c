@@ -145,6 +145,75 @@ static void fmt_time(double med, double min, char *buf, size_t n)
         snprintf(buf, n, "-");
 }
 
+/* What judge() makes of a row. */
+enum { SLOWER, BROKE, FASTER, NOISE, OTHER, NCLASS };
+
+/* Sets r->change and r->verdict (the rule at the top of this file);
+ * returns its class. */
+static int judge(cmp_row *r, double thr)
+{
+    r->change = r->med[1] / r->med[0] - 1;
+    int okb = isfinite(r->med[0]), okc = isfinite(r->med[1]);
+    if (!r->tried[0])
+        return r->verdict = "new (candidate only)", OTHER;
+    if (!r->tried[1])
+        return r->verdict = "not measured by the candidate", OTHER;
+    if (okb && !okc)
+        return r->verdict = "**REGRESSION: now fails**", BROKE;
+    if (!okb && okc)
+        return r->verdict = "fixed (failed in the baseline)", OTHER;
+    if (!okb && !okc)
+        return r->verdict = "fails in both", OTHER;
+    if (r->min[1] > r->med[0] * (1 + thr))
+        return r->verdict = "**REGRESSION**", SLOWER;
+    if (r->med[1] < r->min[0] * (1 - thr))
+        return r->verdict = "improvement", FASTER;
+    return r->verdict = "within noise", NOISE;
+}
+
+/* The Markdown: title, the rule, one row per strategy, the counts. */
+static void print_md(sb_dbq *q, const sb_regress_opts *o, const cmp_row *cmp, int n,
+                     const int *count)
+{
+    int64_t base = o->baseline, cand = o->candidate;
+    const char *db = o->db;
+    double thr = o->threshold;
+    int regressions = count[SLOWER], broke = count[BROKE], improved = count[FASTER],
+        noise = count[NOISE], other = count[OTHER];
+    char lb[512], lc[512];
+    run_label(q, base, lb, sizeof lb);
+    run_label(q, cand, lc, sizeof lc);
+    printf("# Step-time regression check\n\n");
+    printf("- baseline: %s\n- candidate: %s\n- database: %s\n", lb, lc, db);
+    printf("- threshold: %.3g%%. Confirmed regression: the candidate's fastest step is slower "
+           "than the baseline's median step by more than the threshold; confirmed "
+           "improvement: the candidate's median is faster than the baseline's fastest step by "
+           "more than the threshold; anything between is noise.\n\n",
+           thr * 100);
+    printf("| model | params | p | kind | strategy | baseline median (min) s | candidate median "
+           "(min) s | change | verdict |\n");
+    printf("|---|---|---:|---|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < n; i++) {
+        const cmp_row *r = &cmp[i];
+        char tb[64], tc[64], ch[32];
+        fmt_time(r->med[0], r->min[0], tb, sizeof tb);
+        fmt_time(r->med[1], r->min[1], tc, sizeof tc);
+        if (isfinite(r->change))
+            snprintf(ch, sizeof ch, "%+.1f%%", r->change * 100);
+        else
+            snprintf(ch, sizeof ch, "-");
+        printf("| %s | %s | %d | %s | %lld | %s | %s | %s | %s", r->any->model, r->any->params,
+               r->any->p, r->any->kind, (long long)r->strategy_id, tb, tc, ch, r->verdict);
+        if (r->failed[1] && r->why[1])
+            printf(" (%.120s)", r->why[1]);
+        printf(" |\n");
+    }
+    printf("\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "
+           "within noise, %d not comparable.\n",
+           regressions + broke, regressions + broke == 1 ? "" : "s", regressions, broke, improved,
+           improved == 1 ? "" : "s", noise, other);
+}
+
 int sb_regress(const sb_regress_opts *o, sb_error *err)
 {
     const char *db = o->db;
@@ -195,72 +264,15 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
             }
         }
     }
-    int regressions = 0, broke = 0, improved = 0, noise = 0, other = 0;
+    int count[NCLASS] = {0};
     for (int i = 0; i < n; i++) {
         cmp_row *r = &cmp[i];
         fill(r, rb, kb, nb, 0);
         fill(r, rc, kc, nc, 1);
-        r->change = r->med[1] / r->med[0] - 1;
-        int okb = isfinite(r->med[0]), okc = isfinite(r->med[1]);
-        if (!r->tried[0]) {
-            r->verdict = "new (candidate only)";
-            other++;
-        } else if (!r->tried[1]) {
-            r->verdict = "not measured by the candidate";
-            other++;
-        } else if (okb && !okc) {
-            r->verdict = "**REGRESSION: now fails**";
-            broke++;
-        } else if (!okb && okc) {
-            r->verdict = "fixed (failed in the baseline)";
-            other++;
-        } else if (!okb && !okc) {
-            r->verdict = "fails in both";
-            other++;
-        } else if (r->min[1] > r->med[0] * (1 + thr)) {
-            r->verdict = "**REGRESSION**";
-            regressions++;
-        } else if (r->med[1] < r->min[0] * (1 - thr)) {
-            r->verdict = "improvement";
-            improved++;
-        } else {
-            r->verdict = "within noise";
-            noise++;
-        }
+        count[judge(r, thr)]++;
     }
-    char lb[512], lc[512];
-    run_label(q, base, lb, sizeof lb);
-    run_label(q, cand, lc, sizeof lc);
-    printf("# Step-time regression check\n\n");
-    printf("- baseline: %s\n- candidate: %s\n- database: %s\n", lb, lc, db);
-    printf("- threshold: %.3g%%. Confirmed regression: the candidate's fastest step is slower "
-           "than the baseline's median step by more than the threshold; confirmed "
-           "improvement: the candidate's median is faster than the baseline's fastest step by "
-           "more than the threshold; anything between is noise.\n\n",
-           thr * 100);
-    printf("| model | params | p | kind | strategy | baseline median (min) s | candidate median "
-           "(min) s | change | verdict |\n");
-    printf("|---|---|---:|---|---:|---:|---:|---:|---|\n");
-    for (int i = 0; i < n; i++) {
-        const cmp_row *r = &cmp[i];
-        char tb[64], tc[64], ch[32];
-        fmt_time(r->med[0], r->min[0], tb, sizeof tb);
-        fmt_time(r->med[1], r->min[1], tc, sizeof tc);
-        if (isfinite(r->change))
-            snprintf(ch, sizeof ch, "%+.1f%%", r->change * 100);
-        else
-            snprintf(ch, sizeof ch, "-");
-        printf("| %s | %s | %d | %s | %lld | %s | %s | %s | %s", r->any->model, r->any->params,
-               r->any->p, r->any->kind, (long long)r->strategy_id, tb, tc, ch, r->verdict);
-        if (r->failed[1] && r->why[1])
-            printf(" (%.120s)", r->why[1]);
-        printf(" |\n");
-    }
-    printf("\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "
-           "within noise, %d not comparable.\n",
-           regressions + broke, regressions + broke == 1 ? "" : "s", regressions, broke, improved,
-           improved == 1 ? "" : "s", noise, other);
-    status = regressions + broke ? 1 : 0;
+    print_md(q, o, cmp, n, count);
+    status = count[SLOWER] + count[BROKE] ? 1 : 0;
 out:
     for (int i = 0; kb && i < nb; i++)
         free(kb[i]);
