@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c)
-# for SECONDS (default 60) with libFuzzer, ASan and UBSan.
+# and the calibration file reader (tests/fuzz_calibration.c) for SECONDS in
+# all (default 60: three quarters to the parser, the rest to the reader)
+# with libFuzzer, ASan and UBSan.
 #
 # Configures build-fuzz/ with clang (-DSHARDBENCH_FUZZ=ON), builds the
-# fuzz_parse target, and runs it on a seed corpus made of models/*.model in
-# a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
+# fuzz_parse and fuzz_calibration targets, and runs each on its seed corpus
+# (models/*.model; tests/data/calibration/*) in a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
 # timeout or an out-of-memory input; the reproducer is kept under
 # build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/ and replay
 # it with `build-fuzz/tests/fuzz_parse FILE`).
@@ -23,19 +25,32 @@ sb_install_deps
 
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release \
     -DSHARDBENCH_FUZZ=ON -DSHARDBENCH_TESTS=ON
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration
 
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-cp models/*.model "$corpus/"
+mkdir "$corpus/model" "$corpus/calibration"
+cp models/*.model "$corpus/model/"
+cp tests/data/calibration/* "$corpus/calibration/"
+cal_secs=$((secs / 4))
+[ "$cal_secs" -ge 1 ] || cal_secs=1
+parse_secs=$((secs - cal_secs))
+[ "$parse_secs" -ge 1 ] || parse_secs=1
 artifacts=$root/build-fuzz/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$artifacts"
 
-seeds=("$corpus"/*.model)
-echo "fuzz.sh: fuzzing the model parser for $secs s (seeds: ${#seeds[@]} models)"
+seeds=("$corpus"/model/*.model)
+echo "fuzz.sh: fuzzing the model parser for $parse_secs s (seeds: ${#seeds[@]} models)"
 rc=0
-build-fuzz/tests/fuzz_parse -max_total_time="$secs" -max_len=65536 -timeout=30 \
-    -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" || rc=$?
+build-fuzz/tests/fuzz_parse -max_total_time="$parse_secs" -max_len=65536 -timeout=30 \
+    -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+    "$corpus/model" || rc=$?
+if [ "$rc" -eq 0 ]; then
+    echo "fuzz.sh: fuzzing the calibration file reader for $cal_secs s"
+    build-fuzz/tests/fuzz_calibration -max_total_time="$cal_secs" -max_len=4096 -timeout=30 \
+        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+        "$corpus/calibration" || rc=$?
+fi
 if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: FAILED (libFuzzer exit status $rc); reproducers:" >&2
     ls -l "$artifacts" >&2

@@ -16,10 +16,11 @@ set(SB_FUZZ_FLAGS -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all)
 
 file(GLOB SB_FUZZ_LIB_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/common/*.c
-  ${CMAKE_SOURCE_DIR}/search/*.c
   ${CMAKE_SOURCE_DIR}/results/*.c)
-# models/ keeps its op builders and the ONNX importer in subfolders.
-file(GLOB_RECURSE SB_FUZZ_MODELS_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/models/*.c)
+# models/ keeps its op builders and the ONNX importer in subfolders, search/
+# its per-kind cost rules (search/ops/).
+file(GLOB_RECURSE SB_FUZZ_MODELS_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/models/*.c
+  ${CMAKE_SOURCE_DIR}/search/*.c)
 list(APPEND SB_FUZZ_LIB_SOURCES ${SB_FUZZ_MODELS_SOURCES})
 add_library(shardbench_fuzzlib STATIC ${SB_FUZZ_LIB_SOURCES})
 target_include_directories(shardbench_fuzzlib PUBLIC
@@ -43,3 +44,13 @@ file(GLOB SB_FUZZ_REPLAY CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/tests/fuzz-crashes/*)
 list(FILTER SB_FUZZ_REPLAY EXCLUDE REGEX "/README[^/]*$")
 add_test(NAME fuzz_parse_replay COMMAND fuzz_parse ${SB_FUZZ_REPLAY})
+
+# fuzz_calibration: the calibration file reader, then the problem build and
+# search of a small fixed model under every accepted file (no cost may come
+# out non-finite). Its seeds (tests/data/calibration) each run once here.
+add_executable(fuzz_calibration fuzz_calibration.c)
+target_compile_options(fuzz_calibration PRIVATE ${SB_FUZZ_FLAGS} -fsanitize=fuzzer,address,undefined)
+target_link_options(fuzz_calibration PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_calibration PRIVATE shardbench_fuzzlib)
+file(GLOB SB_FUZZ_CAL_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/calibration/*)
+add_test(NAME fuzz_calibration_replay COMMAND fuzz_calibration ${SB_FUZZ_CAL_SEEDS})
