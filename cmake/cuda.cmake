@@ -1,9 +1,11 @@
-# cmake/cuda.cmake: the cuda backend (runtime/cuda/), included by the top
+# cmake/cuda.cmake: the cuda backend (runtime/cuda/, runtime/kernels/cuda/), included by the top
 # CMakeLists.txt after the library targets.
 #
 # SHARDBENCH_CUDA defaults to ON when a CUDA compiler (nvcc) is found. Then
-# runtime/cuda/*.{c,cu} join shardbench_obj, SB_HAVE_CUDA is defined for the
-# whole library (runtime/backend_cuda_none.c steps aside), and the library
+# every .cu under runtime/ (the backend in runtime/cuda/, its kernels in
+# runtime/kernels/cuda/) and the .c files of folders named cuda/ join
+# shardbench_obj, SB_HAVE_CUDA is defined for the whole library
+# (runtime/backend/backend_cuda_none.c steps aside), and the library
 # links cudart, cuBLAS, cuDNN and NCCL (found under the toolkit). Device
 # code is built for sm_90 (H100/H200) plus PTX for later GPUs.
 #

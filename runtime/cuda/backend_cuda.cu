@@ -62,26 +62,7 @@ static struct {
     int nccl_comms, mpi_comms;
 } g;
 
-/* ---- errors ------------------------------------------------------------------- */
-
-void sbc_die(const char *file, int line, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    int init = 0, fin = 0, rank = -1;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin)
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "shardbench: cuda backend: rank %d: %s:%d: %s\n", rank, file, line, buf);
-    fflush(stderr);
-    if (init && !fin)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
+/* ---- errors (sbc_die: cuda_host.c) ---------------------------------------------- */
 
 #define SBC_BLAS(call)                                                                  \
     do {                                                                                \
@@ -824,6 +805,7 @@ static int init(void)
         return init_fail("no GPU: cudaSetDevice(%d): %s", g.device, cudaGetErrorString(e));
     if ((e = cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking)) != cudaSuccess)
         return init_fail("no GPU: cudaStreamCreate: %s", cudaGetErrorString(e));
+    sbk_context_set(g.stream, sbc_scratch, sbc_scratch_free); /* the kernels' stream and scratch */
     cublasStatus_t bs = cublasCreate(&g.blas);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return init_fail("no GPU: cublasCreate failed (status %d)", (int)bs);

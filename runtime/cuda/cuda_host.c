@@ -5,12 +5,34 @@
 #define _GNU_SOURCE
 #include "cuda_host.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "../kernels/box_runs.h"
+
+/* ---- errors ------------------------------------------------------------------- */
+
+void sbc_die(const char *file, int line, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    int init = 0, fin = 0, rank = -1;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin)
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "shardbench: cuda backend: rank %d: %s:%d: %s\n", rank, file, line, buf);
+    fflush(stderr);
+    if (init && !fin)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
 
 /* ---- precision, comm mode ----------------------------------------------------- */
 

@@ -19,6 +19,11 @@
 extern "C" {
 #endif
 
+/* Reports rank, file, line and cause, then ends the job (MPI_Abort when MPI
+ * runs): the backend's and the kernels' failures, which cannot return. */
+void sbc_die(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
 /* ---- precision ------------------------------------------------------------ */
 
 typedef enum { SBC_FP32 = 0, SBC_TF32 = 1, SBC_BF16 = 2 } sbc_precision;
