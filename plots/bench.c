@@ -504,13 +504,74 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
     return 0;
 }
 
+/* Trains one loaded survivor (LAUNCHER -np P shardbench run ... --format
+ * json) and fills rec's status and step times, msg the reason of a
+ * failure. -1 only when the child could not be run; *stop on interruption. */
+static int run_survivor(bench *b, const char *model_arg, char **set_argv, int nset_argv,
+                        const sb_problem *pb, const survivor *sv, sb_measurement_record *rec,
+                        char *msg, size_t nmsg, int *stop, sb_error *err)
+{
+    const bench_args *a = b->a;
+    proc_result pr = {0};
+    char *argv[160], pbuf[16], steps[16], warm[16];
+    int k = 0;
+    char *subst[64] = {0};
+    for (int i = 0; i < b->launch.n; i++)
+        argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], pb->p))
+                                    : b->launch.words[i];
+    snprintf(pbuf, sizeof pbuf, "%d", pb->p);
+    snprintf(steps, sizeof steps, "%d", a->steps);
+    snprintf(warm, sizeof warm, "%d", a->warmup);
+    if (!b->launch.has_p) {
+        argv[k++] = "-np";
+        argv[k++] = pbuf;
+    }
+    char *tail[] = {b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
+                    "--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
+                    "--format", "json", "--db", "none"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[k++] = tail[i];
+    for (int i = 0; i < nset_argv; i++)
+        argv[k++] = set_argv[i];
+    argv[k] = NULL;
+    int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
+    for (int i = 0; i < b->launch.n; i++)
+        free(subst[i]);
+    if (rc)
+        return -1;
+    if (pr.stopped) {
+        sb_proc_result_free(&pr);
+        *stop = 1;
+        return 0;
+    }
+    sb_error perr = {0};
+    if (pr.timed_out) {
+        rec->status = "timeout";
+        snprintf(msg, nmsg, "killed after the --timeout of %g s", a->timeout);
+    } else if (pr.code != 0) {
+        char why[512];
+        sb_failure_line(pr.errs, why, sizeof why);
+        rec->status = strcasestr(pr.errs, "out of memory") ? "oom" : "error";
+        if (pr.sig)
+            snprintf(msg, nmsg, "%s (killed by signal %d)", why, pr.sig);
+        else
+            snprintf(msg, nmsg, "%s (exit %d)", why, pr.code);
+    } else if (parse_run_json(pr.out, rec, &perr)) {
+        rec->status = "error";
+        snprintf(msg, nmsg, "%s", perr.msg);
+    } else {
+        rec->status = "ok";
+    }
+    sb_proc_result_free(&pr);
+    return 0;
+}
+
 /* Measures one survivor and records it. Returns -1 only on a database error
  * (or interruption: *stop set), never for the strategy's own failure. */
 static int measure(bench *b, const char *model_arg, char **set_argv, int nset_argv,
                    const sb_problem *pb, const char *params, const survivor *sv, int *stop,
                    sb_error *err)
 {
-    const bench_args *a = b->a;
     int nops = pb->m->nops;
     int *choice = sb_calloc((size_t)nops, sizeof *choice, err);
     if (!choice)
@@ -550,64 +611,13 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         }
         return before < 0 ? -1 : 0;
     }
-    proc_result pr = {0};
     if (!loaded) {
         rec.status = "error";
         snprintf(msg, sizeof msg, "strategy file: %.1000s", lerr.msg);
-    } else {
-        char *argv[160], pbuf[16], steps[16], warm[16];
-        int k = 0;
-        char *subst[64] = {0};
-        for (int i = 0; i < b->launch.n; i++)
-            argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], pb->p))
-                                        : b->launch.words[i];
-        snprintf(pbuf, sizeof pbuf, "%d", pb->p);
-        snprintf(steps, sizeof steps, "%d", a->steps);
-        snprintf(warm, sizeof warm, "%d", a->warmup);
-        if (!b->launch.has_p) {
-            argv[k++] = "-np";
-            argv[k++] = pbuf;
-        }
-        char *tail[] = {b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
-                        "--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
-                        "--format", "json", "--db", "none"};
-        for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
-            argv[k++] = tail[i];
-        for (int i = 0; i < nset_argv; i++)
-            argv[k++] = set_argv[i];
-        argv[k] = NULL;
-        int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
-        for (int i = 0; i < b->launch.n; i++)
-            free(subst[i]);
-        if (rc) {
-            free(json);
-            return -1;
-        }
-        if (pr.stopped) {
-            sb_proc_result_free(&pr);
-            free(json);
-            *stop = 1;
-            return 0;
-        }
-        sb_error perr = {0};
-        if (pr.timed_out) {
-            rec.status = "timeout";
-            snprintf(msg, sizeof msg, "killed after the --timeout of %g s", a->timeout);
-        } else if (pr.code != 0) {
-            char why[512];
-            sb_failure_line(pr.errs, why, sizeof why);
-            rec.status = strcasestr(pr.errs, "out of memory") ? "oom" : "error";
-            if (pr.sig)
-                snprintf(msg, sizeof msg, "%s (killed by signal %d)", why, pr.sig);
-            else
-                snprintf(msg, sizeof msg, "%s (exit %d)", why, pr.code);
-        } else if (parse_run_json(pr.out, &rec, &perr)) {
-            rec.status = "error";
-            snprintf(msg, sizeof msg, "%s", perr.msg);
-        } else {
-            rec.status = "ok";
-        }
-        sb_proc_result_free(&pr);
+    } else if (run_survivor(b, model_arg, set_argv, nset_argv, pb, sv, &rec, msg, sizeof msg, stop,
+                            err) || *stop) {
+        free(json);
+        return *stop ? 0 : -1;
     }
     if (strcmp(rec.status, "ok")) {
         rec.steps = 0;

@@ -87,7 +87,10 @@ step bogus launcher
 
 # ---- a launcher that hangs: timeouts recorded -------------------------------------------
 step timeout
-printf '#!/bin/sh\nexec sleep 30\n' >"$T/hang.sh"
+# the sleep runs under a name of this test's own, so that another program's
+# `sleep 30` on the machine is not taken for a launcher left behind
+ln -s "$(command -v sleep)" "$T/hang-sleep"
+printf '#!/bin/sh\nexec %s 30\n' "$T/hang-sleep" >"$T/hang.sh"
 chmod +x "$T/hang.sh"
 "$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
     --search-algos none --launcher "$T/hang.sh" --timeout 0.5 >"$T/bench4.out" 2>&1 ||
@@ -96,7 +99,7 @@ chmod +x "$T/hang.sh"
     fail "4 timeouts expected"
 sleep 0.2
 for c in /proc/[0-9]*/cmdline; do
-    if tr '\0' ' ' <"$c" 2>/dev/null | grep -q "^/bin/sh $T/hang.sh\|^sleep 30 "; then
+    if tr '\0' ' ' <"$c" 2>/dev/null | grep -q "^/bin/sh $T/hang.sh\|^$T/hang-sleep 30 "; then
         fail "a timed-out launcher is still running: $c"
     fi
 done
