@@ -768,6 +768,50 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->timeout = 600;
 }
 
+/* The run: the resumed one (checked), or a new runs row; says which. */
+static int open_run(bench *b, int argc, char **argv, sb_error *err)
+{
+    const bench_args *a = b->a;
+    if (a->resume) {
+        b->run_id = a->resume;
+        if (sb_dbq_check_run(b->q, b->run_id, err))
+            return -1;
+        printf("resuming run %lld in %s\n", (long long)b->run_id, a->db);
+        return 0;
+    }
+    char devices[512], versions[512], cmdline[4096];
+    run_meta_text(a, devices, sizeof devices, versions, sizeof versions);
+    join_argv(argc, argv, cmdline, sizeof cmdline);
+    sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
+                        .command_line = cmdline};
+    if (sb_db_begin_run(b->db, &meta, &b->run_id, err))
+        return -1;
+    printf("run %lld in %s\n", (long long)b->run_id, a->db);
+    return 0;
+}
+
+/* Where the survivors are: --survivors, --workdir (created), or a new
+ * temporary folder (*own set: removed at the end). */
+static int make_workdir(const bench_args *a, char *workdir, size_t n, int *own, sb_error *err)
+{
+    if (a->survivors) {
+        snprintf(workdir, n, "%s", a->survivors);
+        return 0;
+    }
+    if (a->workdir) {
+        snprintf(workdir, n, "%s", a->workdir);
+        if (mkdir(workdir, 0777) && errno != EEXIST)
+            return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", workdir, strerror(errno));
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(workdir, n, "%s/shardbench-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(workdir))
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", workdir, strerror(errno));
+    *own = 1;
+    return 0;
+}
+
 int sb_bench(const sb_bench_opts *a, int argc, char **argv)
 {
     sb_error err = {0};
@@ -786,47 +830,10 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
         status = bench_fail(&err);
         goto done;
     }
-    if (a->resume) {
-        b.run_id = a->resume;
-        if (sb_dbq_check_run(b.q, b.run_id, &err)) {
-            status = bench_fail(&err);
-            goto done;
-        }
-        printf("resuming run %lld in %s\n", (long long)b.run_id, a->db);
-    } else {
-        char devices[512], versions[512], cmdline[4096];
-        run_meta_text(a, devices, sizeof devices, versions, sizeof versions);
-        join_argv(argc, argv, cmdline, sizeof cmdline);
-        sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
-                            .command_line = cmdline};
-        if (sb_db_begin_run(b.db, &meta, &b.run_id, &err)) {
-            status = bench_fail(&err);
-            goto done;
-        }
-        printf("run %lld in %s\n", (long long)b.run_id, a->db);
-    }
-    if (!a->survivors) {
-        if (a->workdir) {
-            snprintf(workdir, sizeof workdir, "%s", a->workdir);
-            if (mkdir(workdir, 0777) && errno != EEXIST) {
-                sb_fail(&err, SB_EXIT_INPUT, "%s: cannot create: %s", workdir, strerror(errno));
-                status = bench_fail(&err);
-                goto done;
-            }
-        } else {
-            const char *tmp = getenv("TMPDIR");
-            snprintf(workdir, sizeof workdir, "%s/shardbench-bench-XXXXXX",
-                     tmp && *tmp ? tmp : "/tmp");
-            if (!mkdtemp(workdir)) {
-                sb_fail(&err, SB_EXIT_INTERNAL, "%s: cannot create: %s", workdir,
-                        strerror(errno));
-                status = bench_fail(&err);
-                goto done;
-            }
-            own_workdir = 1;
-        }
-    } else {
-        snprintf(workdir, sizeof workdir, "%s", a->survivors);
+    if (open_run(&b, argc, argv, &err) ||
+        make_workdir(a, workdir, sizeof workdir, &own_workdir, &err)) {
+        status = bench_fail(&err);
+        goto done;
     }
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_hup;
     sigemptyset(&sa.sa_mask);
