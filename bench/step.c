@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -393,31 +394,21 @@ static int peer_step(peer *p, double *seconds, double *loss)
     return 0;
 }
 
-/* Copies the raw JSON value of key (a string without its quotes, or an array
- * or number as written) from a flat JSON line into out. */
+/* Copies the value of key in a JSON line into out: a string as it is, a
+ * number or anything else as JSON text ("" when absent or not JSON). */
 static void json_value(const char *line, const char *key, char *out, size_t n)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *v = strstr(line, pat);
     out[0] = 0;
-    if (!v)
-        return;
-    v += strlen(pat);
-    const char *end;
-    if (*v == '"') {
-        v++;
-        end = strchr(v, '"');
-    } else if (*v == '[') {
-        end = strchr(v, ']');
-        if (end)
-            end++;
-    } else {
-        end = v + strcspn(v, ",}");
+    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+    const json_t *v = json_object_get(j, key);
+    if (json_is_string(v)) {
+        snprintf(out, n, "%s", json_string_value(v));
+    } else if (v) {
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(out, n, "%s", text ? text : "");
+        free(text);
     }
-    if (!end)
-        end = v + strlen(v);
-    snprintf(out, n, "%.*s", (int)(end - v), v);
+    json_decref(j);
 }
 
 /* ---- measurement -------------------------------------------------------------- */
