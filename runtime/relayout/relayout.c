@@ -255,15 +255,9 @@ static void tally(int64_t *sent, int64_t *recvd, int s, int d, int64_t v, int *t
     *traffic = 1;
 }
 
-int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *src,
-                     const sb_box *dst, sb_relayout_mode mode, sb_relayout **out,
-                     sb_error *err)
+/* The tensor's rank, shape and the mode, checked. */
+static int check_tensor(int nd, const int64_t *shape, sb_relayout_mode mode, sb_error *err)
 {
-    char s1[400], s2[400];
-    *out = NULL;
-    int n, me;
-    if (MPI_Comm_size(comm, &n) != MPI_SUCCESS || MPI_Comm_rank(comm, &me) != MPI_SUCCESS)
-        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: not a valid communicator");
     if (nd < 1 || nd > SB_BOX_MAX_DIMS)
         return sb_fail(err, SB_EXIT_INPUT, "relayout: a tensor of %d dims (1 to %d allowed)",
                        nd, SB_BOX_MAX_DIMS);
@@ -279,12 +273,215 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
     }
     if (mode != SB_RELAYOUT_COPY && mode != SB_RELAYOUT_ACCUM)
         return sb_fail(err, SB_EXIT_INPUT, "relayout: unknown mode %d", (int)mode);
+    return 0;
+}
+
+/* COPY: every dst rank's overlaps with the distinct source boxes, each
+ * from one holder (the rank itself when it holds a replica, else one
+ * replica by rank); checks that distinct boxes are disjoint and cover
+ * every dst box. This rank's sends and receives go to r. */
+static int plan_copy(sb_relayout *r, const sb_box *S, const sb_box *D, int64_t *tot_sent,
+                     int64_t *tot_recv, sb_error *err)
+{
+    char s1[400], s2[400];
+    int n = r->n, me = r->me, rc = -1;
+    int *rep = NULL;               /* first rank holding the same box */
+    int *nrep = NULL, *repstart = NULL, *replicas = NULL;
+    sb_box ov;
+    /* Replica sets: rep[q] is the first rank whose box equals q's. */
+    rep = sb_malloc(sizeof *rep * (size_t)n, err);
+    nrep = sb_calloc((size_t)n, sizeof *nrep, err);
+    repstart = sb_calloc((size_t)n + 1, sizeof *repstart, err);
+    replicas = sb_malloc(sizeof *replicas * (size_t)n, err);
+    if (!rep || !nrep || !repstart || !replicas)
+        goto out;
+    for (int q = 0; q < n; q++) {
+        rep[q] = -1;
+        if (S[q].nd == 0)
+            continue;
+        for (int p = 0; p < q && rep[q] < 0; p++)
+            if (rep[p] == p && sb_box_equal(&S[p], &S[q]))
+                rep[q] = p;
+        if (rep[q] < 0)
+            rep[q] = q;
+        nrep[rep[q]]++;
+    }
+    for (int q = 0; q < n; q++)
+        repstart[q + 1] = repstart[q] + nrep[q];
+    for (int q = 0; q < n; q++) /* repstart[k] becomes the end of set k */
+        if (rep[q] >= 0)
+            replicas[repstart[rep[q]]++] = q;
+    for (int q = n; q > 0; q--)
+        repstart[q] = repstart[q - 1];
+    repstart[0] = 0;
+    /* Distinct source boxes must be disjoint. */
+    for (int p = 0; p < n; p++) {
+        if (rep[p] != p)
+            continue;
+        for (int q = p + 1; q < n; q++)
+            if (rep[q] == q && sb_box_intersect(&S[p], &S[q], &ov)) {
+                sb_fail(err, SB_EXIT_INPUT,
+                        "relayout (copy): src boxes of rank %d %s and rank %d %s "
+                        "overlap without being identical",
+                        p, sb_box_str(&S[p], s1, sizeof s1), q,
+                        sb_box_str(&S[q], s2, sizeof s2));
+                goto out;
+            }
+    }
+    /* Holder of distinct box k for dst rank d: d itself when it holds a
+     * replica, else replica d mod count (in rank order). Coverage: the
+     * disjoint overlaps must add up to the dst volume. */
+    for (int d = 0; d < n; d++) {
+        if (D[d].nd == 0)
+            continue;
+        int64_t covered = 0;
+        for (int k = 0; k < n; k++) {
+            if (rep[k] != k || !sb_box_intersect(&S[k], &D[d], &ov))
+                continue;
+            int64_t v = sb_box_volume(&ov);
+            int h = rep[d] == k ? d : replicas[repstart[k] + d % nrep[k]];
+            covered += v;
+            tally(tot_sent, tot_recv, h, d, v, &r->traffic);
+            if (d == me && h != me) {
+                overlap *o = &r->recv[r->n_recv++];
+                o->peer = h;
+                o->box = ov;
+                o->count = v;
+            } else if (d == me) {
+                r->has_self = 1;
+                r->self = ov;
+            }
+            if (h == me && d != me) {
+                overlap *o = &r->send[r->n_send++];
+                o->peer = d;
+                o->box = ov;
+                o->count = v;
+            }
+        }
+        if (covered != sb_box_volume(&D[d])) {
+            sb_fail(err, SB_EXIT_INPUT,
+                    "relayout (copy): rank %d needs elements that no rank holds "
+                    "(dst box %s, %lld of %lld elements held)",
+                    d, sb_box_str(&D[d], s1, sizeof s1), (long long)covered,
+                    (long long)sb_box_volume(&D[d]));
+            goto out;
+        }
+    }
+    /* Receives came in order of the distinct boxes; order them by peer. */
+    for (int i = 1; i < r->n_recv; i++)
+        for (int j = i; j > 0 && r->recv[j - 1].peer > r->recv[j].peer; j--) {
+            overlap t = r->recv[j];
+            r->recv[j] = r->recv[j - 1];
+            r->recv[j - 1] = t;
+        }
+    rc = 0;
+out:
+    free(rep);
+    free(nrep);
+    free(repstart);
+    free(replicas);
+    return rc;
+}
+
+/* ACCUM: every overlap of a source box with a dst box moves (and adds). */
+static void plan_accum(sb_relayout *r, const sb_box *S, const sb_box *D, int64_t *tot_sent,
+                       int64_t *tot_recv)
+{
+    int n = r->n, me = r->me;
+    sb_box ov;
+    for (int s = 0; s < n; s++)
+        for (int d = 0; d < n; d++) {
+            if (!sb_box_intersect(&S[s], &D[d], &ov))
+                continue;
+            int64_t v = sb_box_volume(&ov);
+            tally(tot_sent, tot_recv, s, d, v, &r->traffic);
+            overlap *o = NULL;
+            if (s == me && d == me) {
+                r->has_self = 1;
+                r->self = ov;
+            } else if (s == me) {
+                o = &r->send[r->n_send++];
+                o->peer = d;
+            } else if (d == me) {
+                o = &r->recv[r->n_recv++];
+                o->peer = s;
+            }
+            if (o) {
+                o->box = ov;
+                o->count = v;
+            }
+        }
+}
+
+/* MPI counts and displacements are ints: every rank checks every rank's
+ * totals, so all of them fail together before any exchange. */
+static int check_int_counts(int n, const int64_t *tot_sent, const int64_t *tot_recv,
+                            sb_error *err)
+{
+    for (int q = 0; q < n; q++)
+        if (tot_sent[q] > INT_MAX || tot_recv[q] > INT_MAX) {
+            int sends = tot_sent[q] > INT_MAX;
+            sb_fail(err, SB_EXIT_INTERNAL,
+                    "relayout: rank %d would %s %lld floats in one exchange, more than "
+                    "MPI's int count limit (%d); split the tensor or the exchange",
+                    q, sends ? "send" : "receive",
+                    (long long)(sends ? tot_sent[q] : tot_recv[q]), INT_MAX);
+            return -1;
+        }
+    return 0;
+}
+
+/* Counts, displacements, and whether packing can be skipped: when every
+ * overlap is one contiguous range of the buffer, MPI reads (or writes) the
+ * caller's buffer in place. Receiving in place is for COPY only (ACCUM
+ * adds). */
+static void set_counts(sb_relayout *r)
+{
+    int64_t off = 0;
+    r->send_direct = r->n_send > 0 && sb_box_volume(&r->src) <= INT_MAX;
+    for (int i = 0; i < r->n_send; i++) {
+        overlap *o = &r->send[i];
+        r->scount[o->peer] = (int)o->count;
+        r->sdispl[o->peer] = (int)off;
+        off += o->count;
+        if (r->send_direct && contiguous_offset(&o->box, &r->src) < 0)
+            r->send_direct = 0;
+    }
+    r->floats_sent = off;
+    if (r->send_direct)
+        for (int i = 0; i < r->n_send; i++)
+            r->sdispl[r->send[i].peer] = (int)contiguous_offset(&r->send[i].box, &r->src);
+    off = 0;
+    r->recv_direct = r->mode == SB_RELAYOUT_COPY && r->n_recv > 0 &&
+                     sb_box_volume(&r->dst) <= INT_MAX;
+    for (int i = 0; i < r->n_recv; i++) {
+        overlap *o = &r->recv[i];
+        r->rcount[o->peer] = (int)o->count;
+        r->rdispl[o->peer] = (int)off;
+        off += o->count;
+        if (r->recv_direct && contiguous_offset(&o->box, &r->dst) < 0)
+            r->recv_direct = 0;
+    }
+    r->floats_recv = off;
+    if (r->recv_direct)
+        for (int i = 0; i < r->n_recv; i++)
+            r->rdispl[r->recv[i].peer] = (int)contiguous_offset(&r->recv[i].box, &r->dst);
+}
+
+int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *src,
+                     const sb_box *dst, sb_relayout_mode mode, sb_relayout **out,
+                     sb_error *err)
+{
+    *out = NULL;
+    int n, me;
+    if (MPI_Comm_size(comm, &n) != MPI_SUCCESS || MPI_Comm_rank(comm, &me) != MPI_SUCCESS)
+        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: not a valid communicator");
+    if (check_tensor(nd, shape, mode, err))
+        return -1;
 
     int rc = -1;
     sb_relayout *r = NULL;
     sb_box *S = NULL, *D = NULL;   /* normalized boxes of every rank */
-    int *rep = NULL;               /* COPY: first rank holding the same box */
-    int *nrep = NULL, *repstart = NULL, *replicas = NULL;
     int64_t *tot_sent = NULL, *tot_recv = NULL;
 
     S = sb_malloc(sizeof *S * (size_t)n, err);
@@ -314,165 +511,15 @@ int sb_relayout_plan(MPI_Comm comm, int nd, const int64_t *shape, const sb_box *
     r->src = S[me];
     r->dst = D[me];
 
-    sb_box ov;
     if (mode == SB_RELAYOUT_COPY) {
-        /* Replica sets: rep[q] is the first rank whose box equals q's. */
-        rep = sb_malloc(sizeof *rep * (size_t)n, err);
-        nrep = sb_calloc((size_t)n, sizeof *nrep, err);
-        repstart = sb_calloc((size_t)n + 1, sizeof *repstart, err);
-        replicas = sb_malloc(sizeof *replicas * (size_t)n, err);
-        if (!rep || !nrep || !repstart || !replicas)
+        if (plan_copy(r, S, D, tot_sent, tot_recv, err))
             goto done;
-        for (int q = 0; q < n; q++) {
-            rep[q] = -1;
-            if (S[q].nd == 0)
-                continue;
-            for (int p = 0; p < q && rep[q] < 0; p++)
-                if (rep[p] == p && sb_box_equal(&S[p], &S[q]))
-                    rep[q] = p;
-            if (rep[q] < 0)
-                rep[q] = q;
-            nrep[rep[q]]++;
-        }
-        for (int q = 0; q < n; q++)
-            repstart[q + 1] = repstart[q] + nrep[q];
-        for (int q = 0; q < n; q++) /* repstart[k] becomes the end of set k */
-            if (rep[q] >= 0)
-                replicas[repstart[rep[q]]++] = q;
-        for (int q = n; q > 0; q--)
-            repstart[q] = repstart[q - 1];
-        repstart[0] = 0;
-        /* Distinct source boxes must be disjoint. */
-        for (int p = 0; p < n; p++) {
-            if (rep[p] != p)
-                continue;
-            for (int q = p + 1; q < n; q++)
-                if (rep[q] == q && sb_box_intersect(&S[p], &S[q], &ov)) {
-                    sb_fail(err, SB_EXIT_INPUT,
-                            "relayout (copy): src boxes of rank %d %s and rank %d %s "
-                            "overlap without being identical",
-                            p, sb_box_str(&S[p], s1, sizeof s1), q,
-                            sb_box_str(&S[q], s2, sizeof s2));
-                    goto done;
-                }
-        }
-        /* Holder of distinct box k for dst rank d: d itself when it holds a
-         * replica, else replica d mod count (in rank order). Coverage: the
-         * disjoint overlaps must add up to the dst volume. */
-        for (int d = 0; d < n; d++) {
-            if (D[d].nd == 0)
-                continue;
-            int64_t covered = 0;
-            for (int k = 0; k < n; k++) {
-                if (rep[k] != k || !sb_box_intersect(&S[k], &D[d], &ov))
-                    continue;
-                int64_t v = sb_box_volume(&ov);
-                int h = rep[d] == k ? d : replicas[repstart[k] + d % nrep[k]];
-                covered += v;
-                tally(tot_sent, tot_recv, h, d, v, &r->traffic);
-                if (d == me && h != me) {
-                    overlap *o = &r->recv[r->n_recv++];
-                    o->peer = h;
-                    o->box = ov;
-                    o->count = v;
-                } else if (d == me) {
-                    r->has_self = 1;
-                    r->self = ov;
-                }
-                if (h == me && d != me) {
-                    overlap *o = &r->send[r->n_send++];
-                    o->peer = d;
-                    o->box = ov;
-                    o->count = v;
-                }
-            }
-            if (covered != sb_box_volume(&D[d])) {
-                sb_fail(err, SB_EXIT_INPUT,
-                        "relayout (copy): rank %d needs elements that no rank holds "
-                        "(dst box %s, %lld of %lld elements held)",
-                        d, sb_box_str(&D[d], s1, sizeof s1), (long long)covered,
-                        (long long)sb_box_volume(&D[d]));
-                goto done;
-            }
-        }
-        /* Receives came in order of the distinct boxes; order them by peer. */
-        for (int i = 1; i < r->n_recv; i++)
-            for (int j = i; j > 0 && r->recv[j - 1].peer > r->recv[j].peer; j--) {
-                overlap t = r->recv[j];
-                r->recv[j] = r->recv[j - 1];
-                r->recv[j - 1] = t;
-            }
     } else {
-        for (int s = 0; s < n; s++)
-            for (int d = 0; d < n; d++) {
-                if (!sb_box_intersect(&S[s], &D[d], &ov))
-                    continue;
-                int64_t v = sb_box_volume(&ov);
-                tally(tot_sent, tot_recv, s, d, v, &r->traffic);
-                overlap *o = NULL;
-                if (s == me && d == me) {
-                    r->has_self = 1;
-                    r->self = ov;
-                } else if (s == me) {
-                    o = &r->send[r->n_send++];
-                    o->peer = d;
-                } else if (d == me) {
-                    o = &r->recv[r->n_recv++];
-                    o->peer = s;
-                }
-                if (o) {
-                    o->box = ov;
-                    o->count = v;
-                }
-            }
+        plan_accum(r, S, D, tot_sent, tot_recv);
     }
-
-    /* MPI counts and displacements are ints: every rank checks every rank's
-     * totals, so all of them fail together before any exchange. */
-    for (int q = 0; q < n; q++)
-        if (tot_sent[q] > INT_MAX || tot_recv[q] > INT_MAX) {
-            int sends = tot_sent[q] > INT_MAX;
-            sb_fail(err, SB_EXIT_INTERNAL,
-                    "relayout: rank %d would %s %lld floats in one exchange, more than "
-                    "MPI's int count limit (%d); split the tensor or the exchange",
-                    q, sends ? "send" : "receive",
-                    (long long)(sends ? tot_sent[q] : tot_recv[q]), INT_MAX);
-            goto done;
-        }
-
-    /* Counts, displacements, and whether packing can be skipped: when every
-     * overlap is one contiguous range of the buffer, MPI reads (or writes)
-     * the caller's buffer in place. Receiving in place is for COPY only
-     * (ACCUM adds). */
-    int64_t off = 0;
-    r->send_direct = r->n_send > 0 && sb_box_volume(&r->src) <= INT_MAX;
-    for (int i = 0; i < r->n_send; i++) {
-        overlap *o = &r->send[i];
-        r->scount[o->peer] = (int)o->count;
-        r->sdispl[o->peer] = (int)off;
-        off += o->count;
-        if (r->send_direct && contiguous_offset(&o->box, &r->src) < 0)
-            r->send_direct = 0;
-    }
-    r->floats_sent = off;
-    if (r->send_direct)
-        for (int i = 0; i < r->n_send; i++)
-            r->sdispl[r->send[i].peer] = (int)contiguous_offset(&r->send[i].box, &r->src);
-    off = 0;
-    r->recv_direct = mode == SB_RELAYOUT_COPY && r->n_recv > 0 &&
-                     sb_box_volume(&r->dst) <= INT_MAX;
-    for (int i = 0; i < r->n_recv; i++) {
-        overlap *o = &r->recv[i];
-        r->rcount[o->peer] = (int)o->count;
-        r->rdispl[o->peer] = (int)off;
-        off += o->count;
-        if (r->recv_direct && contiguous_offset(&o->box, &r->dst) < 0)
-            r->recv_direct = 0;
-    }
-    r->floats_recv = off;
-    if (r->recv_direct)
-        for (int i = 0; i < r->n_recv; i++)
-            r->rdispl[r->recv[i].peer] = (int)contiguous_offset(&r->recv[i].box, &r->dst);
+    if (check_int_counts(n, tot_sent, tot_recv, err))
+        goto done;
+    set_counts(r);
     /* packing buffers: made by the first run, in its memory */
     rc = 0;
 done:
@@ -482,10 +529,6 @@ done:
         sb_relayout_free(r);
     free(S);
     free(D);
-    free(rep);
-    free(nrep);
-    free(repstart);
-    free(replicas);
     free(tot_sent);
     free(tot_recv);
     return rc;
