@@ -634,6 +634,115 @@ static int exec_decl(parser *P, scope *s, int *pos, sb_tensor_kind kind)
     return expect_nl(P, pos);
 }
 
+/* `repeat N` ... `end`: the body N times. */
+static int exec_repeat(parser *P, scope *s, int *pos, int end, int *ret, int *nret, int *returned)
+{
+    const token *tk = &P->t[*pos];
+    (*pos)++;
+    int64_t n;
+    if (parse_expr(P, s, pos, &n) || expect_nl(P, pos))
+        return -1;
+    if (n < 0 || n > MAX_OPS)
+        return lang_err(P, tk, "repeat count %lld out of range", (long long)n);
+    int e;
+    if (find_end(P, *pos, &e))
+        return -1;
+    if (e > end)
+        return lang_err(P, tk, "missing 'end' for this repeat");
+    for (int64_t k = 0; k < n; k++) {
+        if (exec_range(P, s, *pos, e, ret, nret, returned))
+            return -1;
+        if (*returned)
+            return lang_err(P, tk, "'return' inside 'repeat' is not allowed");
+    }
+    *pos = e + 1;
+    if (expect_nl(P, pos))
+        return -1;
+    return 0;
+}
+
+/* `return a, b` into ret; nothing may follow it before `end`. */
+static int exec_return(parser *P, scope *s, int *pos, int end, int *ret, int *nret)
+{
+    const token *tk = &P->t[*pos];
+    char d[96];
+    if (P->depth == 0)
+        return lang_err(P, tk, "'return' outside a block");
+    (*pos)++;
+    *nret = 0;
+    for (;;) {
+        token *nt = &P->t[*pos];
+        char name[SB_NAME_MAX];
+        if (nt->kind != TK_IDENT)
+            return lang_err(P, nt, "expected a tensor name after 'return', found %s", tok_desc(nt, d, sizeof d));
+        tok_str(nt, name, sizeof name);
+        binding *b = scope_find(s, name);
+        if (!b || !b->is_tensor)
+            return lang_err(P, nt, "unknown tensor '%s'", name);
+        if (*nret == SB_MAX_IO)
+            return lang_err(P, nt, "too many returned tensors");
+        ret[(*nret)++] = (int)b->v;
+        (*pos)++;
+        if (!tok_punct(&P->t[*pos], ','))
+            break;
+        (*pos)++;
+    }
+    if (expect_nl(P, pos))
+        return -1;
+    for (; *pos < end; (*pos)++)
+        if (P->t[*pos].kind != TK_NL)
+            return lang_err(P, &P->t[*pos], "statement after 'return'");
+    return 0;
+}
+
+/* `a, b = callee(args)` (an op or a block call) or `a = b` (an alias). */
+static int exec_assign(parser *P, scope *s, int *pos)
+{
+    char d[96];
+    target tg = {.s = s};
+    for (;;) {
+        token *lt = &P->t[*pos];
+        if (lt->kind != TK_IDENT)
+            return lang_err(P, lt, "expected a name, found %s", tok_desc(lt, d, sizeof d));
+        if (tg.nlhs == SB_MAX_IO)
+            return lang_err(P, lt, "too many names on the left");
+        tg.lhs[tg.nlhs++] = lt;
+        (*pos)++;
+        if (tok_punct(&P->t[*pos], ',')) {
+            (*pos)++;
+            continue;
+        }
+        break;
+    }
+    if (!tok_punct(&P->t[*pos], '='))
+        return lang_err(P, &P->t[*pos], "expected '=' (statements look like 'y = op(x, ...)'), found %s",
+                    tok_desc(&P->t[*pos], d, sizeof d));
+    (*pos)++;
+    if (P->t[*pos].kind == TK_IDENT && P->t[*pos + 1].kind == TK_NL && tg.nlhs == 1) {
+        /* alias: `a = b` names an existing tensor */
+        char from[SB_NAME_MAX], to[SB_NAME_MAX];
+        tok_str(&P->t[*pos], from, sizeof from);
+        tok_str(tg.lhs[0], to, sizeof to);
+        binding *b = scope_find(s, from);
+        if (!b || !b->is_tensor)
+            return lang_err(P, &P->t[*pos], "unknown tensor '%s'", from);
+        if (lang_bind(P, s, to, 1, b->v))
+            return -1;
+        *pos += 2;
+        return 0;
+    }
+    if (P->t[*pos].kind != TK_IDENT || !tok_punct(&P->t[*pos + 1], '('))
+        return lang_err(P, &P->t[*pos], "expected an op call like 'conv(x, out=64)', found %s",
+                    tok_desc(&P->t[*pos], d, sizeof d));
+    call c;
+    if (parse_call(P, s, pos, &c) || expect_nl(P, pos))
+        return -1;
+    blockdef *bd = find_block(P, c.callee);
+    if (bd)
+        return call_block(P, s, bd, &c, &tg);
+    return op_exec(P, s, &c, &tg);
+}
+
 static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nret, int *returned)
 {
     int pos = start;
@@ -670,105 +779,147 @@ static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nr
             continue;
         }
         if (tok_is(tk, "repeat")) {
-            pos++;
-            int64_t n;
-            if (parse_expr(P, s, &pos, &n) || expect_nl(P, &pos))
-                return -1;
-            if (n < 0 || n > MAX_OPS)
-                return lang_err(P, tk, "repeat count %lld out of range", (long long)n);
-            int e;
-            if (find_end(P, pos, &e))
-                return -1;
-            if (e > end)
-                return lang_err(P, tk, "missing 'end' for this repeat");
-            for (int64_t k = 0; k < n; k++) {
-                if (exec_range(P, s, pos, e, ret, nret, returned))
-                    return -1;
-                if (*returned)
-                    return lang_err(P, tk, "'return' inside 'repeat' is not allowed");
-            }
-            pos = e + 1;
-            if (expect_nl(P, &pos))
+            if (exec_repeat(P, s, &pos, end, ret, nret, returned))
                 return -1;
             continue;
         }
         if (tok_is(tk, "return")) {
-            if (P->depth == 0)
-                return lang_err(P, tk, "'return' outside a block");
-            pos++;
-            *nret = 0;
-            for (;;) {
-                token *nt = &P->t[pos];
-                char name[SB_NAME_MAX];
-                if (nt->kind != TK_IDENT)
-                    return lang_err(P, nt, "expected a tensor name after 'return', found %s", tok_desc(nt, d, sizeof d));
-                tok_str(nt, name, sizeof name);
-                binding *b = scope_find(s, name);
-                if (!b || !b->is_tensor)
-                    return lang_err(P, nt, "unknown tensor '%s'", name);
-                if (*nret == SB_MAX_IO)
-                    return lang_err(P, nt, "too many returned tensors");
-                ret[(*nret)++] = (int)b->v;
-                pos++;
-                if (!tok_punct(&P->t[pos], ','))
-                    break;
-                pos++;
-            }
-            if (expect_nl(P, &pos))
+            if (exec_return(P, s, &pos, end, ret, nret))
                 return -1;
-            for (; pos < end; pos++)
-                if (P->t[pos].kind != TK_NL)
-                    return lang_err(P, &P->t[pos], "statement after 'return'");
             *returned = 1;
             return 0;
         }
-        /* assignment: a, b = callee(args) */
-        target tg = {.s = s};
-        for (;;) {
-            token *lt = &P->t[pos];
-            if (lt->kind != TK_IDENT)
-                return lang_err(P, lt, "expected a name, found %s", tok_desc(lt, d, sizeof d));
-            if (tg.nlhs == SB_MAX_IO)
-                return lang_err(P, lt, "too many names on the left");
-            tg.lhs[tg.nlhs++] = lt;
-            pos++;
-            if (tok_punct(&P->t[pos], ',')) {
-                pos++;
-                continue;
-            }
-            break;
-        }
-        if (!tok_punct(&P->t[pos], '='))
-            return lang_err(P, &P->t[pos], "expected '=' (statements look like 'y = op(x, ...)'), found %s",
-                        tok_desc(&P->t[pos], d, sizeof d));
-        pos++;
-        if (P->t[pos].kind == TK_IDENT && P->t[pos + 1].kind == TK_NL && tg.nlhs == 1) {
-            /* alias: `a = b` names an existing tensor */
-            char from[SB_NAME_MAX], to[SB_NAME_MAX];
-            tok_str(&P->t[pos], from, sizeof from);
-            tok_str(tg.lhs[0], to, sizeof to);
-            binding *b = scope_find(s, from);
-            if (!b || !b->is_tensor)
-                return lang_err(P, &P->t[pos], "unknown tensor '%s'", from);
-            if (lang_bind(P, s, to, 1, b->v))
-                return -1;
-            pos += 2;
-            continue;
-        }
-        if (P->t[pos].kind != TK_IDENT || !tok_punct(&P->t[pos + 1], '('))
-            return lang_err(P, &P->t[pos], "expected an op call like 'conv(x, out=64)', found %s",
-                        tok_desc(&P->t[pos], d, sizeof d));
-        call c;
-        if (parse_call(P, s, &pos, &c) || expect_nl(P, &pos))
+        if (exec_assign(P, s, &pos))
             return -1;
-        blockdef *bd = find_block(P, c.callee);
-        if (bd) {
-            if (call_block(P, s, bd, &c, &tg))
-                return -1;
-        } else if (op_exec(P, s, &c, &tg)) {
-            return -1;
-        }
     }
+    return 0;
+}
+
+/* `model NAME` (NAME may hold `-`: transformer-large). */
+static int pass1_model(parser *P, int *pos)
+{
+    sb_model *m = P->m;
+    char d[96];
+    (*pos)++;
+    if (P->t[*pos].kind != TK_IDENT)
+        return lang_err(P, &P->t[*pos], "expected a model name, found %s", tok_desc(&P->t[*pos], d, sizeof d));
+    tok_str(&P->t[*pos], m->name, sizeof m->name);
+    (*pos)++;
+    /* names like transformer-large: IDENT ('-' (IDENT|INT))* */
+    while (tok_punct(&P->t[*pos], '-')
+           && (P->t[*pos + 1].kind == TK_IDENT || P->t[*pos + 1].kind == TK_INT)
+           && strlen(m->name) + 2 + (size_t)(P->t[*pos + 1].kind == TK_IDENT ? P->t[*pos + 1].len : 20) < sizeof m->name) {
+        char part[SB_NAME_MAX];
+        if (P->t[*pos + 1].kind == TK_IDENT)
+            tok_str(&P->t[*pos + 1], part, sizeof part);
+        else
+            snprintf(part, sizeof part, "%lld", (long long)P->t[*pos + 1].ival);
+        strcat(m->name, "-");
+        strcat(m->name, part);
+        *pos += 2;
+    }
+    if (expect_nl(P, pos))
+        return -1;
+    return 0;
+}
+
+/* `param NAME = EXPR`, or the value --set gives it. */
+static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nsettings, int *used)
+{
+    sb_model *m = P->m;
+    char d[96];
+    (*pos)++;
+    token *nt = &P->t[*pos];
+    if (nt->kind != TK_IDENT)
+        return lang_err(P, nt, "expected a parameter name, found %s", tok_desc(nt, d, sizeof d));
+    char name[SB_NAME_MAX];
+    tok_str(nt, name, sizeof name);
+    if (find_param(m, name))
+        return lang_err(P, nt, "parameter '%s' defined twice", name);
+    (*pos)++;
+    if (expect_punct(P, pos, '='))
+        return -1;
+    int64_t v;
+    if (parse_expr(P, NULL, pos, &v) || expect_nl(P, pos))
+        return -1;
+    for (int i = 0; i < nsettings; i++)
+        if (strcmp(settings[i].name, name) == 0) {
+            v = settings[i].value;
+            used[i] = 1;
+        }
+    if (m->nparams == P->cap_params) {
+        int nc = P->cap_params ? P->cap_params * 2 : 16;
+        sb_param *np = sb_realloc(m->params, (size_t)nc * sizeof *np, P->err);
+        if (!np)
+            return -1;
+        m->params = np;
+        P->cap_params = nc;
+    }
+    snprintf(m->params[m->nparams].name, SB_NAME_MAX, "%s", name);
+    m->params[m->nparams++].value = v;
+    return 0;
+}
+
+/* `block NAME(args)` ... `end`: its arguments, defaults and body, for calls. */
+static int pass1_block(parser *P, int *pos)
+{
+    char d[96];
+    (*pos)++;
+    token *nt = &P->t[*pos];
+    if (nt->kind != TK_IDENT)
+        return lang_err(P, nt, "expected a block name, found %s", tok_desc(nt, d, sizeof d));
+    if (find_block(P, nt))
+        return lang_err(P, nt, "block '%.*s' defined twice", nt->len, nt->s);
+    blockdef *nb = sb_realloc(P->blocks, (size_t)(P->nblocks + 1) * sizeof *nb, P->err);
+    if (!nb)
+        return -1;
+    P->blocks = nb;
+    blockdef *bd = &P->blocks[P->nblocks++];
+    memset(bd, 0, sizeof *bd);
+    tok_str(nt, bd->name, sizeof bd->name);
+    bd->header = *pos;
+    (*pos)++;
+    if (expect_punct(P, pos, '('))
+        return -1;
+    while (!tok_punct(&P->t[*pos], ')')) {
+        token *ft = &P->t[*pos];
+        if (ft->kind != TK_IDENT)
+            return lang_err(P, ft, "expected an argument name, found %s", tok_desc(ft, d, sizeof d));
+        if (bd->nformals == MAX_KW)
+            return lang_err(P, ft, "too many block arguments (at most %d)", MAX_KW);
+        for (int f = 0; f < bd->nformals; f++)
+            if (bd->formal[f]->len == ft->len && !memcmp(bd->formal[f]->s, ft->s, (size_t)ft->len))
+                return lang_err(P, ft, "argument '%.*s' repeated", ft->len, ft->s);
+        bd->formal[bd->nformals] = ft;
+        bd->def_start[bd->nformals] = -1;
+        (*pos)++;
+        if (tok_punct(&P->t[*pos], '=')) {
+            (*pos)++;
+            bd->def_start[bd->nformals] = *pos;
+            int64_t dummy;
+            scope empty = {0};
+            /* defaults may use params and earlier arguments; checked at call */
+            while (!tok_punct(&P->t[*pos], ',') && !tok_punct(&P->t[*pos], ')')
+                   && P->t[*pos].kind != TK_EOF)
+                (*pos)++;
+            (void)dummy;
+            (void)empty;
+        }
+        bd->nformals++;
+        if (tok_punct(&P->t[*pos], ','))
+            (*pos)++;
+        else if (!tok_punct(&P->t[*pos], ')'))
+            return expect_punct(P, pos, ')');
+    }
+    (*pos)++;
+    if (expect_nl(P, pos))
+        return -1;
+    bd->body = *pos;
+    if (find_end(P, *pos, &bd->end))
+        return -1;
+    *pos = bd->end + 1;
+    if (expect_nl(P, pos))
+        return -1;
     return 0;
 }
 
@@ -778,7 +929,6 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
 {
     sb_model *m = P->m;
     int pos = 0, have_cutoff = 0;
-    char d[96];
     while (P->t[pos].kind != TK_EOF) {
         token *tk = &P->t[pos];
         if (tk->kind == TK_NL) {
@@ -786,56 +936,11 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
             continue;
         }
         if (tok_is(tk, "model")) {
-            pos++;
-            if (P->t[pos].kind != TK_IDENT)
-                return lang_err(P, &P->t[pos], "expected a model name, found %s", tok_desc(&P->t[pos], d, sizeof d));
-            tok_str(&P->t[pos], m->name, sizeof m->name);
-            pos++;
-            /* names like transformer-large: IDENT ('-' (IDENT|INT))* */
-            while (tok_punct(&P->t[pos], '-')
-                   && (P->t[pos + 1].kind == TK_IDENT || P->t[pos + 1].kind == TK_INT)
-                   && strlen(m->name) + 2 + (size_t)(P->t[pos + 1].kind == TK_IDENT ? P->t[pos + 1].len : 20) < sizeof m->name) {
-                char part[SB_NAME_MAX];
-                if (P->t[pos + 1].kind == TK_IDENT)
-                    tok_str(&P->t[pos + 1], part, sizeof part);
-                else
-                    snprintf(part, sizeof part, "%lld", (long long)P->t[pos + 1].ival);
-                strcat(m->name, "-");
-                strcat(m->name, part);
-                pos += 2;
-            }
-            if (expect_nl(P, &pos))
+            if (pass1_model(P, &pos))
                 return -1;
         } else if (tok_is(tk, "param")) {
-            pos++;
-            token *nt = &P->t[pos];
-            if (nt->kind != TK_IDENT)
-                return lang_err(P, nt, "expected a parameter name, found %s", tok_desc(nt, d, sizeof d));
-            char name[SB_NAME_MAX];
-            tok_str(nt, name, sizeof name);
-            if (find_param(m, name))
-                return lang_err(P, nt, "parameter '%s' defined twice", name);
-            pos++;
-            if (expect_punct(P, &pos, '='))
+            if (pass1_param(P, &pos, settings, nsettings, used))
                 return -1;
-            int64_t v;
-            if (parse_expr(P, NULL, &pos, &v) || expect_nl(P, &pos))
-                return -1;
-            for (int i = 0; i < nsettings; i++)
-                if (strcmp(settings[i].name, name) == 0) {
-                    v = settings[i].value;
-                    used[i] = 1;
-                }
-            if (m->nparams == P->cap_params) {
-                int nc = P->cap_params ? P->cap_params * 2 : 16;
-                sb_param *np = sb_realloc(m->params, (size_t)nc * sizeof *np, P->err);
-                if (!np)
-                    return -1;
-                m->params = np;
-                P->cap_params = nc;
-            }
-            snprintf(m->params[m->nparams].name, SB_NAME_MAX, "%s", name);
-            m->params[m->nparams++].value = v;
         } else if (tok_is(tk, "cutoff")) {
             pos++;
             int64_t v;
@@ -848,61 +953,7 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
             have_cutoff = 1;
             m->cutoff = (int)v;
         } else if (tok_is(tk, "block")) {
-            pos++;
-            token *nt = &P->t[pos];
-            if (nt->kind != TK_IDENT)
-                return lang_err(P, nt, "expected a block name, found %s", tok_desc(nt, d, sizeof d));
-            if (find_block(P, nt))
-                return lang_err(P, nt, "block '%.*s' defined twice", nt->len, nt->s);
-            blockdef *nb = sb_realloc(P->blocks, (size_t)(P->nblocks + 1) * sizeof *nb, P->err);
-            if (!nb)
-                return -1;
-            P->blocks = nb;
-            blockdef *bd = &P->blocks[P->nblocks++];
-            memset(bd, 0, sizeof *bd);
-            tok_str(nt, bd->name, sizeof bd->name);
-            bd->header = pos;
-            pos++;
-            if (expect_punct(P, &pos, '('))
-                return -1;
-            while (!tok_punct(&P->t[pos], ')')) {
-                token *ft = &P->t[pos];
-                if (ft->kind != TK_IDENT)
-                    return lang_err(P, ft, "expected an argument name, found %s", tok_desc(ft, d, sizeof d));
-                if (bd->nformals == MAX_KW)
-                    return lang_err(P, ft, "too many block arguments (at most %d)", MAX_KW);
-                for (int f = 0; f < bd->nformals; f++)
-                    if (bd->formal[f]->len == ft->len && !memcmp(bd->formal[f]->s, ft->s, (size_t)ft->len))
-                        return lang_err(P, ft, "argument '%.*s' repeated", ft->len, ft->s);
-                bd->formal[bd->nformals] = ft;
-                bd->def_start[bd->nformals] = -1;
-                pos++;
-                if (tok_punct(&P->t[pos], '=')) {
-                    pos++;
-                    bd->def_start[bd->nformals] = pos;
-                    int64_t dummy;
-                    scope empty = {0};
-                    /* defaults may use params and earlier arguments; checked at call */
-                    while (!tok_punct(&P->t[pos], ',') && !tok_punct(&P->t[pos], ')')
-                           && P->t[pos].kind != TK_EOF)
-                        pos++;
-                    (void)dummy;
-                    (void)empty;
-                }
-                bd->nformals++;
-                if (tok_punct(&P->t[pos], ','))
-                    pos++;
-                else if (!tok_punct(&P->t[pos], ')'))
-                    return expect_punct(P, &pos, ')');
-            }
-            pos++;
-            if (expect_nl(P, &pos))
-                return -1;
-            bd->body = pos;
-            if (find_end(P, pos, &bd->end))
-                return -1;
-            pos = bd->end + 1;
-            if (expect_nl(P, &pos))
+            if (pass1_block(P, &pos))
                 return -1;
         } else {
             /* skip other statements (and whole repeat bodies) in pass 1 */

@@ -574,6 +574,57 @@ static void free_ctx(ctx *C)
         onnx__model_proto__free_unpacked(C->mp, NULL);
 }
 
+/* The one error listing the refused nodes (C->unsup): as many whole lines
+ * as the message holds, then a count. Returns -1. */
+static int report_unsupported(ctx *C, const char *path, sb_error *err)
+{
+    char head[256], list[1024] = "";
+    int n = snprintf(head, sizeof head, "%s: cannot import: %d unsupported node%s (the model format has no equivalent):",
+                     path, C->nunsup, C->nunsup == 1 ? "" : "s");
+    size_t room = sizeof err->msg - (size_t)(n > 0 ? n : 0) - 48, used = 0;
+    int shown = 0;
+    for (const char *p = C->unsup.s; p && *p;) {
+        const char *e = strchr(p + 1, '\n');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (used + l >= room || used + l >= sizeof list)
+            break;
+        memcpy(list + used, p, l);
+        used += l;
+        list[used] = '\0';
+        shown++;
+        p += l;
+    }
+    if (shown < C->nunsup)
+        snprintf(list + used, sizeof list - used, "\n  ... and %d more", C->nunsup - shown);
+    return sb_fail(err, SB_EXIT_INPUT, "%s%s", head, list);
+}
+
+/* The model text: header comments, model name, params, inputs, then one
+ * line per op. */
+static void write_text(ctx *C, const char *path, const sb_onnx_info *info, sbuf *b)
+{
+    char mname[96];
+    sanitize_model_name(path, C->g->name, mname, sizeof mname);
+    const char *base = strrchr(path, '/');
+    ox_printf(b, "# Imported from %s by `shardbench import`: ONNX IR %lld, opset %lld, producer '%s'.\n",
+              base ? base + 1 : path, (long long)C->mp->ir_version, (long long)C->opset,
+              info ? info->producer : (C->mp->producer_name ? C->mp->producer_name : ""));
+    ox_printf(b, "# %zu ONNX nodes; weights are implicit in the ops that own them.\n", C->g->n_node);
+    ox_printf(b, "model %s\n", mname);
+    for (int i = 0; i < C->nsym; i++)
+        ox_printf(b, "param %s = %lld\n", C->symname[i], (long long)C->symdef[i]);
+    ox_printf(b, "\n%s\n", C->decl.s ? C->decl.s : "");
+    for (int i = 0; i < C->nl; i++) {
+        line *l = &C->l[i];
+        if (!l->op[0])
+            ox_printf(b, "%s\n", l->args);
+        else if (l->pw > 0)
+            ox_printf(b, "%s = %s(%s, pw=%d)\n", l->lhs, l->op, l->args, l->pw);
+        else
+            ox_printf(b, "%s = %s(%s)\n", l->lhs, l->op, l->args);
+    }
+}
+
 int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
                     char **text, size_t *len, sb_onnx_info *info, sb_error *err)
 {
@@ -635,26 +686,7 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
             goto out;
     }
     if (C->nunsup) {
-        /* as many whole lines as the message holds, then a count */
-        char head[256], list[1024] = "";
-        int n = snprintf(head, sizeof head, "%s: cannot import: %d unsupported node%s (the model format has no equivalent):",
-                         path, C->nunsup, C->nunsup == 1 ? "" : "s");
-        size_t room = sizeof err->msg - (size_t)(n > 0 ? n : 0) - 48, used = 0;
-        int shown = 0;
-        for (const char *p = C->unsup.s; p && *p;) {
-            const char *e = strchr(p + 1, '\n');
-            size_t l = e ? (size_t)(e - p) : strlen(p);
-            if (used + l >= room || used + l >= sizeof list)
-                break;
-            memcpy(list + used, p, l);
-            used += l;
-            list[used] = '\0';
-            shown++;
-            p += l;
-        }
-        if (shown < C->nunsup)
-            snprintf(list + used, sizeof list - used, "\n  ... and %d more", C->nunsup - shown);
-        sb_fail(err, SB_EXIT_INPUT, "%s%s", head, list);
+        report_unsupported(C, path, err);
         goto out;
     }
     if (finish_outputs(C))
@@ -677,26 +709,7 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
         }
     }
     sbuf b = {0};
-    char mname[96];
-    sanitize_model_name(path, C->g->name, mname, sizeof mname);
-    const char *base = strrchr(path, '/');
-    ox_printf(&b, "# Imported from %s by `shardbench import`: ONNX IR %lld, opset %lld, producer '%s'.\n",
-              base ? base + 1 : path, (long long)C->mp->ir_version, (long long)C->opset,
-              info ? info->producer : (C->mp->producer_name ? C->mp->producer_name : ""));
-    ox_printf(&b, "# %zu ONNX nodes; weights are implicit in the ops that own them.\n", C->g->n_node);
-    ox_printf(&b, "model %s\n", mname);
-    for (int i = 0; i < C->nsym; i++)
-        ox_printf(&b, "param %s = %lld\n", C->symname[i], (long long)C->symdef[i]);
-    ox_printf(&b, "\n%s\n", C->decl.s ? C->decl.s : "");
-    for (int i = 0; i < C->nl; i++) {
-        line *l = &C->l[i];
-        if (!l->op[0])
-            ox_printf(&b, "%s\n", l->args);
-        else if (l->pw > 0)
-            ox_printf(&b, "%s = %s(%s, pw=%d)\n", l->lhs, l->op, l->args, l->pw);
-        else
-            ox_printf(&b, "%s = %s(%s)\n", l->lhs, l->op, l->args);
-    }
+    write_text(C, path, info, &b);
     if (b.oom || C->decl.oom) {
         free(b.s);
         ox_oom(C);
