@@ -8,10 +8,12 @@
  * shardbench database. Not a query layer: reports and plots read the file
  * with SQL of their own. */
 #include "shardbench/results.h"
+#include "shardbench/query.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +194,25 @@ static int db_prepare(sb_db *db, const char *sql, sqlite3_stmt **st,
 {
     int rc = sqlite3_prepare_v2(db->h, sql, -1, st, NULL);
     return rc == SQLITE_OK ? 0 : db_fail(db, rc, doing, err);
+}
+
+/* db_prepare, then the arguments bound by sb_dbq_bindv's type letters
+ * (query.h); a bind that fails finalizes st and fails. */
+static int db_query(sb_db *db, const char *sql, sqlite3_stmt **st, const char *doing,
+                    sb_error *err, const char *types, ...)
+{
+    if (db_prepare(db, sql, st, doing, err))
+        return -1;
+    va_list ap;
+    va_start(ap, types);
+    int bad = sb_dbq_bindv(*st, types, ap);
+    va_end(ap);
+    if (bad) {
+        db_fail(db, sqlite3_errcode(db->h), doing, err);
+        sqlite3_finalize(*st);
+        return -1;
+    }
+    return 0;
 }
 
 /* Steps st once expecting `want` (SQLITE_ROW or SQLITE_DONE); on anything
@@ -515,30 +536,6 @@ static int check_record(const sb_db *db, const sb_search_record *r,
                    db->path, bad);
 }
 
-static int bind_text(sqlite3_stmt *st, int i, const char *s)
-{
-    return s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT)
-             : sqlite3_bind_null(st, i);
-}
-
-/* A real, or NULL when it is not finite (SQLite would store NaN as NULL
- * anyway; this says so). */
-static int bind_real(sqlite3_stmt *st, int i, double x)
-{
-    return isfinite(x) ? sqlite3_bind_double(st, i, x)
-                       : sqlite3_bind_null(st, i);
-}
-
-/* A byte count; NULL if negative, not finite, or (when zero_is_null) 0. */
-static int bind_bytes(sqlite3_stmt *st, int i, double x, int zero_is_null)
-{
-    if (!isfinite(x) || x < 0 || (zero_is_null && x == 0))
-        return sqlite3_bind_null(st, i);
-    if (x >= 9.0e18)
-        return sqlite3_bind_double(st, i, x);
-    return sqlite3_bind_int64(st, i, (int64_t)llround(x));
-}
-
 /* The models row for (name, params), inserted if new; *id gets its id. An
  * existing row is kept as it is (its path and nops are the first ones). */
 static int upsert_model(sb_db *db, const char *name, const char *path,
@@ -548,29 +545,18 @@ static int upsert_model(sb_db *db, const char *name, const char *path,
     sqlite3_stmt *st;
     if (!params)
         params = "";
-    if (db_prepare(db, "INSERT INTO models (name, path, params, nops) "
-                   "VALUES (?1, ?2, ?3, ?4) "
-                   "ON CONFLICT (name, params) DO NOTHING", &st, doing, err))
+    if (db_query(db, "INSERT INTO models (name, path, params, nops) "
+                 "VALUES (?1, ?2, ?3, ?4) "
+                 "ON CONFLICT (name, params) DO NOTHING", &st, doing, err, "ttti", name, path,
+                 params, nops))
         return -1;
-    int bad = bind_text(st, 1, name) | bind_text(st, 2, path) |
-              bind_text(st, 3, params) | sqlite3_bind_int(st, 4, nops);
-    if (bad) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);
 
-    if (db_prepare(db, "SELECT id FROM models WHERE name = ?1 AND params = ?2",
-                   &st, doing, err))
+    if (db_query(db, "SELECT id FROM models WHERE name = ?1 AND params = ?2", &st, doing, err,
+                 "tt", name, params))
         return -1;
-    if (bind_text(st, 1, name) | bind_text(st, 2, params)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_ROW, doing, err))
         return -1;
     *id = sqlite3_column_int64(st, 0);
@@ -578,39 +564,22 @@ static int upsert_model(sb_db *db, const char *name, const char *path,
     return 0;
 }
 
-static int bind_search(sqlite3_stmt *st, const sb_search_record *r,
-                       int64_t model_id)
-{
-    return bind_text(st, 1, r->source) | sqlite3_bind_int64(st, 2, model_id) |
-           sqlite3_bind_int(st, 3, r->p) | bind_text(st, 4, r->algo) |
-           bind_real(st, 5, r->tflops) | bind_real(st, 6, r->gbs) |
-           sqlite3_bind_int(st, 7, r->cutoff) |
-           bind_real(st, 8, r->total_cost) | bind_real(st, 9, r->seconds) |
-           sqlite3_bind_int(st, 10, r->nops) |
-           sqlite3_bind_int(st, 11, r->max_configs) |
-           sqlite3_bind_int(st, 12, r->max_dep_set) |
-           bind_bytes(st, 13, r->peak_table_bytes, 0) |
-           bind_bytes(st, 14, r->peak_rss_bytes, 1) |
-           bind_text(st, 15, r->strategy_json);
-}
-
 static int insert_search(sb_db *db, const sb_search_record *r,
                          int64_t model_id, int64_t *id, sb_error *err)
 {
     const char *doing = "recording a search";
     sqlite3_stmt *st;
-    if (db_prepare(db, "INSERT INTO search_runs (source, model_id, p, algo, "
-                   "tflops, gbs, cutoff, total_cost, seconds, nops, "
-                   "max_configs, max_dep_set, peak_table_bytes, "
-                   "peak_rss_bytes, strategy_json) VALUES (?1, ?2, ?3, ?4, "
-                   "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                   &st, doing, err))
+    /* byte counts: NULL when unknown; the RSS also when 0 (not measured) */
+    if (db_query(db, "INSERT INTO search_runs (source, model_id, p, algo, "
+                 "tflops, gbs, cutoff, total_cost, seconds, nops, "
+                 "max_configs, max_dep_set, peak_table_bytes, "
+                 "peak_rss_bytes, strategy_json) VALUES (?1, ?2, ?3, ?4, "
+                 "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 &st, doing, err, "tIitDDiDDiiibBt", r->source, model_id, r->p, r->algo,
+                 r->tflops, r->gbs, r->cutoff, r->total_cost, r->seconds, r->nops,
+                 r->max_configs, r->max_dep_set, r->peak_table_bytes, r->peak_rss_bytes,
+                 r->strategy_json))
         return -1;
-    if (bind_search(st, r, model_id)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);
@@ -694,21 +663,12 @@ int sb_db_begin_run(sb_db *db, const sb_run_meta *meta, int64_t *run_id,
         snprintf(host, sizeof host, "%s", meta->host);
     else
         host_name(host, sizeof host);
-    if (db_prepare(db, "INSERT INTO runs (host, git_commit, compiler, "
-                   "backend, devices, versions, command_line) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st, doing, err))
+    if (db_query(db, "INSERT INTO runs (host, git_commit, compiler, "
+                 "backend, devices, versions, command_line) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st, doing, err, "ttttttt", host,
+                 sb_git_commit(), build_compiler(), meta->backend, meta->devices,
+                 meta->versions, meta->command_line))
         return -1;
-    int bad = bind_text(st, 1, host) | bind_text(st, 2, sb_git_commit()) |
-              bind_text(st, 3, build_compiler()) |
-              bind_text(st, 4, meta->backend) |
-              bind_text(st, 5, meta->devices) |
-              bind_text(st, 6, meta->versions) |
-              bind_text(st, 7, meta->command_line);
-    if (bad) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);
@@ -725,15 +685,10 @@ int sb_db_end_run(sb_db *db, int64_t run_id, sb_error *err)
         return sb_fail(err, SB_EXIT_INTERNAL, "sb_db_end_run: no database "
                        "open");
     snprintf(doing, sizeof doing, "ending run %lld", (long long)run_id);
-    if (db_prepare(db, "UPDATE runs SET ended_at = "
-                   "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
-                   &st, doing, err))
+    if (db_query(db, "UPDATE runs SET ended_at = "
+                 "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                 &st, doing, err, "I", run_id))
         return -1;
-    if (sqlite3_bind_int64(st, 1, run_id)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);
@@ -785,14 +740,8 @@ static int check_run_exists(sb_db *db, int64_t run_id, sb_error *err)
 {
     const char *doing = "recording a measurement (looking up its run)";
     sqlite3_stmt *st;
-    if (db_prepare(db, "SELECT count(*) FROM runs WHERE id = ?1", &st, doing,
-                   err))
+    if (db_query(db, "SELECT count(*) FROM runs WHERE id = ?1", &st, doing, err, "I", run_id))
         return -1;
-    if (sqlite3_bind_int64(st, 1, run_id)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_ROW, doing, err))
         return -1;
     int64_t n = sqlite3_column_int64(st, 0);
@@ -812,16 +761,11 @@ static int find_or_insert_strategy(sb_db *db, const sb_measurement_record *r,
 {
     const char *doing = "recording a measurement (strategies row)";
     sqlite3_stmt *st;
-    if (db_prepare(db, "SELECT id FROM strategies WHERE model_id = ?1 AND "
-                   "p = ?2 AND kind = ?3 AND configs_json = ?4 "
-                   "ORDER BY id LIMIT 1", &st, doing, err))
+    if (db_query(db, "SELECT id FROM strategies WHERE model_id = ?1 AND "
+                 "p = ?2 AND kind = ?3 AND configs_json = ?4 "
+                 "ORDER BY id LIMIT 1", &st, doing, err, "Iitt", model_id, r->p, r->kind,
+                 r->configs_json))
         return -1;
-    if (sqlite3_bind_int64(st, 1, model_id) | sqlite3_bind_int(st, 2, r->p) |
-        bind_text(st, 3, r->kind) | bind_text(st, 4, r->configs_json)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(st, 0);
@@ -835,19 +779,12 @@ static int find_or_insert_strategy(sb_db *db, const sb_measurement_record *r,
     }
     sqlite3_finalize(st);
 
-    if (db_prepare(db, "INSERT INTO strategies (model_id, p, kind, "
-                   "predicted_cost, predicted_mem_bytes, configs_json, "
-                   "mesh_layout) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                   &st, doing, err))
+    if (db_query(db, "INSERT INTO strategies (model_id, p, kind, "
+                 "predicted_cost, predicted_mem_bytes, configs_json, "
+                 "mesh_layout) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 &st, doing, err, "IitDBtt", model_id, r->p, r->kind, r->predicted_cost,
+                 r->predicted_mem_bytes, r->configs_json, r->mesh_layout))
         return -1;
-    if (sqlite3_bind_int64(st, 1, model_id) | sqlite3_bind_int(st, 2, r->p) |
-        bind_text(st, 3, r->kind) | bind_real(st, 4, r->predicted_cost) |
-        bind_bytes(st, 5, r->predicted_mem_bytes, 1) |
-        bind_text(st, 6, r->configs_json) | bind_text(st, 7, r->mesh_layout)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);
@@ -855,11 +792,11 @@ static int find_or_insert_strategy(sb_db *db, const sb_measurement_record *r,
     return 0;
 }
 
-/* A step time: NULL when no step was timed or it is not a time. */
-static int bind_step_time(sqlite3_stmt *st, int i, double x, int steps)
+/* A step time, NaN (stored as NULL) when no step was timed or it is not
+ * a time. */
+static double step_time(double x, int steps)
 {
-    return (steps > 0 && isfinite(x) && x >= 0) ? sqlite3_bind_double(st, i, x)
-                                                : sqlite3_bind_null(st, i);
+    return steps > 0 && isfinite(x) && x >= 0 ? x : NAN;
 }
 
 static int insert_measurement(sb_db *db, const sb_measurement_record *r,
@@ -867,23 +804,14 @@ static int insert_measurement(sb_db *db, const sb_measurement_record *r,
 {
     const char *doing = "recording a measurement (measurements row)";
     sqlite3_stmt *st;
-    if (db_prepare(db, "INSERT INTO measurements (run_id, strategy_id, "
-                   "step_median_s, step_min_s, step_max_s, steps, status, "
-                   "message, peak_mem_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                   "?7, ?8, ?9)", &st, doing, err))
+    if (db_query(db, "INSERT INTO measurements (run_id, strategy_id, "
+                 "step_median_s, step_min_s, step_max_s, steps, status, "
+                 "message, peak_mem_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                 "?7, ?8, ?9)", &st, doing, err, "IIDDDittB", r->run_id, strategy_id,
+                 step_time(r->step_median_s, r->steps), step_time(r->step_min_s, r->steps),
+                 step_time(r->step_max_s, r->steps), r->steps, r->status, r->message,
+                 r->peak_mem_bytes))
         return -1;
-    if (sqlite3_bind_int64(st, 1, r->run_id) |
-        sqlite3_bind_int64(st, 2, strategy_id) |
-        bind_step_time(st, 3, r->step_median_s, r->steps) |
-        bind_step_time(st, 4, r->step_min_s, r->steps) |
-        bind_step_time(st, 5, r->step_max_s, r->steps) |
-        sqlite3_bind_int(st, 6, r->steps) | bind_text(st, 7, r->status) |
-        bind_text(st, 8, r->message) |
-        bind_bytes(st, 9, r->peak_mem_bytes, 1)) {
-        db_fail(db, sqlite3_errcode(db->h), doing, err);
-        sqlite3_finalize(st);
-        return -1;
-    }
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;
     sqlite3_finalize(st);

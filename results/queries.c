@@ -13,23 +13,34 @@
 
 #include <sqlite3.h>
 
-static int vbind(sqlite3_stmt *st, const char *types, va_list ap)
+int sb_dbq_bindv(sqlite3_stmt *st, const char *types, va_list ap)
 {
     int rc = SQLITE_OK;
     for (int i = 0; types[i] && rc == SQLITE_OK; i++) {
+        int k = i + 1;
         switch (types[i]) {
-        case 'i': rc = sqlite3_bind_int(st, i + 1, va_arg(ap, int)); break;
-        case 'I': rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t)); break;
-        case 'd': rc = sqlite3_bind_double(st, i + 1, va_arg(ap, double)); break;
+        case 'i': rc = sqlite3_bind_int(st, k, va_arg(ap, int)); break;
+        case 'I': rc = sqlite3_bind_int64(st, k, va_arg(ap, int64_t)); break;
+        case 'd': rc = sqlite3_bind_double(st, k, va_arg(ap, double)); break;
         case 'D': {
             double v = va_arg(ap, double);
-            rc = isfinite(v) ? sqlite3_bind_double(st, i + 1, v) : sqlite3_bind_null(st, i + 1);
+            rc = isfinite(v) ? sqlite3_bind_double(st, k, v) : sqlite3_bind_null(st, k);
+            break;
+        }
+        case 'b':
+        case 'B': { /* a byte count: NULL when unknown (and for B when 0) */
+            double v = va_arg(ap, double);
+            if (!isfinite(v) || v < 0 || (types[i] == 'B' && v == 0))
+                rc = sqlite3_bind_null(st, k);
+            else if (v >= 9.0e18)
+                rc = sqlite3_bind_double(st, k, v);
+            else
+                rc = sqlite3_bind_int64(st, k, (int64_t)llround(v));
             break;
         }
         case 't': {
             const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_STATIC)
-                   : sqlite3_bind_null(st, i + 1);
+            rc = s ? sqlite3_bind_text(st, k, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, k);
             break;
         }
         default: rc = SQLITE_MISUSE;
@@ -42,7 +53,7 @@ int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    int rc = vbind(st, types, ap);
+    int rc = sb_dbq_bindv(st, types, ap);
     va_end(ap);
     return rc;
 }
@@ -54,7 +65,7 @@ int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doin
         return -1;
     va_list ap;
     va_start(ap, types);
-    int rc = vbind(*st, types, ap);
+    int rc = sb_dbq_bindv(*st, types, ap);
     va_end(ap);
     if (rc != SQLITE_OK) {
         sqlite3_finalize(*st);
@@ -73,7 +84,7 @@ static int exists(sb_dbq *q, const char *sql, const char *doing, sb_error *err,
         return -1;
     va_list ap;
     va_start(ap, types);
-    int rc = vbind(st, types, ap);
+    int rc = sb_dbq_bindv(st, types, ap);
     va_end(ap);
     if (rc != SQLITE_OK) {
         sqlite3_finalize(st);

@@ -342,9 +342,10 @@ static void test_bind_and_named_reads(void **state)
         fail_msg("%s", err.msg);
     sqlite3_stmt *st;
     assert_int_equal(sb_dbq_query(q, "SELECT ?1 + 1, ?2 + 1, ?3 * 2, ?4 IS NULL, ?5 || '!', "
-                                  "?6 IS NULL, ?7 * 2", &st, "testing", &err, "iIdDttD",
+                                  "?6 IS NULL, ?7 * 2, ?8 IS NULL, typeof(?9) || ?9, "
+                                  "?10 IS NULL, ?11", &st, "testing", &err, "iIdDttDBbbB",
                                   41, (int64_t)1 << 40, 1.25, INFINITY, "x", (const char *)NULL,
-                                  2.5),
+                                  2.5, 0.0, 12.6, -1.0, 7.0),
                      0);
     assert_int_equal(sb_dbq_step(q, st, "testing", &err), 1);
     assert_int_equal(sqlite3_column_int(st, 0), 42);
@@ -354,6 +355,10 @@ static void test_bind_and_named_reads(void **state)
     assert_string_equal(sb_dbq_text(st, 4), "x!");
     assert_int_equal(sqlite3_column_int(st, 5), 1);
     assert_true(sqlite3_column_double(st, 6) == 5);
+    assert_int_equal(sqlite3_column_int(st, 7), 1);   /* B: 0 is not measured */
+    assert_string_equal(sb_dbq_text(st, 8), "integer13"); /* b: a whole byte count */
+    assert_int_equal(sqlite3_column_int(st, 9), 1);   /* b: negative is unknown */
+    assert_int_equal(sqlite3_column_int(st, 10), 7);
     sqlite3_finalize(st);
     assert_int_equal(sb_dbq_query(q, "SELECT ?1", &st, "testing", &err, "?", 1), -1);
     assert_non_null(strstr(err.msg, "while testing"));

@@ -11,6 +11,8 @@
 #ifndef SHARDBENCH_QUERY_H
 #define SHARDBENCH_QUERY_H
 
+#include <stdarg.h>
+
 #include "shardbench/common.h"
 
 #ifdef __cplusplus
@@ -160,9 +162,13 @@ int sb_q_points(const sb_qmeas *rows, int n, int64_t model_id, int p, double *x,
 
 /* Binds ?1, ?2, ... of st from the arguments, one letter each in types:
  * 'i' int, 'I' int64_t, 'd' double, 'D' double or NULL when not finite,
- * 't' const char * (NULL binds NULL; the text must outlive the statement).
- * Returns the first SQLite error code, or SQLITE_OK (0). */
+ * 'b' a byte count as a double (an integer; NULL when negative or not
+ * finite), 'B' the same and NULL for 0 too (not measured), 't' const char *
+ * (copied; NULL binds NULL). Returns the first SQLite error code, or
+ * SQLITE_OK (0); an unknown letter is SQLITE_MISUSE. Every statement of
+ * results/ binds through it. */
 int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...);
+int sb_dbq_bindv(sqlite3_stmt *st, const char *types, va_list ap);
 /* sb_dbq_prepare, then sb_dbq_bind with the arguments after types. */
 int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
                  const char *types, ...);
