@@ -308,9 +308,8 @@ int sb_dbq_check_run(sb_dbq *q, int64_t run_id, sb_error *err)
     char doing[64];
     snprintf(doing, sizeof doing, "looking up run %lld", (long long)run_id);
     sqlite3_stmt *st;
-    if (sb_dbq_prepare(q, "SELECT 1 FROM runs WHERE id = ?1", &st, doing, err))
+    if (sb_dbq_query(q, "SELECT 1 FROM runs WHERE id = ?1", &st, doing, err, "I", run_id))
         return -1;
-    sqlite3_bind_int64(st, 1, run_id);
     int r = sb_dbq_step(q, st, doing, err);
     if (r < 0)
         return -1;
@@ -334,16 +333,15 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
     *rows = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (sb_dbq_prepare(q,
-                       "SELECT x.id, s.id, m.id, m.name, m.params, s.p, s.kind, s.predicted_cost, "
-                       "x.status, x.step_median_s, x.step_min_s, x.step_max_s, x.steps, "
-                       "x.peak_mem_bytes, x.message "
-                       "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
-                       "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
-                       "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
-                       &st, doing, err))
+    if (sb_dbq_query(q,
+                     "SELECT x.id, s.id, m.id, m.name, m.params, s.p, s.kind, s.predicted_cost, "
+                     "x.status, x.step_median_s, x.step_min_s, x.step_max_s, x.steps, "
+                     "x.peak_mem_bytes, x.message "
+                     "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
+                     "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
+                     "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
+                     &st, doing, err, "I", run_id))
         return -1;
-    sqlite3_bind_int64(st, 1, run_id);
     int cap = 0, r;
     sb_qmeas *v = NULL;
     while ((r = sb_dbq_step(q, st, doing, err)) == 1) {
@@ -478,10 +476,9 @@ static int stored_rho(sb_dbq *q, int64_t run_id, int64_t model_id, int p, double
         return 0;
     const char *doing = "reading the correlations";
     sqlite3_stmt *st;
-    if (sb_dbq_prepare(q, "SELECT rho, n FROM correlations WHERE run_id = ?1 AND "
-                       "model_id = ?2 AND p = ?3", &st, doing, err))
+    if (sb_dbq_query(q, "SELECT rho, n FROM correlations WHERE run_id = ?1 AND "
+                     "model_id = ?2 AND p = ?3", &st, doing, err, "IIi", run_id, model_id, p))
         return -1;
-    sb_dbq_bind(st, "IIi", run_id, model_id, p);
     int r = sb_dbq_step(q, st, doing, err);
     if (r < 0)
         return -1;
@@ -562,14 +559,13 @@ int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model, cons
     sqlite3_stmt *st;
     if (exec(q, "BEGIN IMMEDIATE", doing, err))
         return -1;
-    if (sb_dbq_prepare(q,
-                       "INSERT INTO correlations (run_id, model_id, p, n, rho) "
-                       "SELECT ?1, id, ?4, ?5, ?6 FROM models WHERE name = ?2 AND params = ?3 "
-                       "ON CONFLICT (run_id, model_id, p) DO UPDATE SET n = excluded.n, "
-                       "rho = excluded.rho, created_at = excluded.created_at",
-                       &st, doing, err))
+    if (sb_dbq_query(q,
+                     "INSERT INTO correlations (run_id, model_id, p, n, rho) "
+                     "SELECT ?1, id, ?4, ?5, ?6 FROM models WHERE name = ?2 AND params = ?3 "
+                     "ON CONFLICT (run_id, model_id, p) DO UPDATE SET n = excluded.n, "
+                     "rho = excluded.rho, created_at = excluded.created_at",
+                     &st, doing, err, "IttiiD", run_id, model, params ? params : "", p, n, rho))
         goto fail;
-    sb_dbq_bind(st, "IttiiD", run_id, model, params ? params : "", p, n, rho);
     if (sb_dbq_step(q, st, doing, err) < 0)
         goto fail;
     sqlite3_finalize(st);
@@ -590,9 +586,9 @@ int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *e
 {
     const char *doing = "linking a search to its run";
     sqlite3_stmt *st;
-    if (sb_dbq_prepare(q, "UPDATE search_runs SET run_id = ?2 WHERE id = ?1", &st, doing, err))
+    if (sb_dbq_query(q, "UPDATE search_runs SET run_id = ?2 WHERE id = ?1", &st, doing, err,
+                     "II", search_id, run_id))
         return -1;
-    sb_dbq_bind(st, "II", search_id, run_id);
     if (sb_dbq_step(q, st, doing, err) < 0)
         return -1;
     sqlite3_finalize(st);
