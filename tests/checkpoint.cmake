@@ -1,5 +1,5 @@
-# DTensor-style utilities (runtime/mesh.c, checkpoint.c, dataset.c,
-# crc32c.c): the unit test (meshes, layouts, CRC-32C, datasets), the MPI
+# DTensor-style utilities (runtime/dtensor/: mesh, checkpoints, dataset,
+# CRC-32C): the unit test (meshes, layouts, CRC-32C, datasets), the MPI
 # checkpoint test on 1, 2 and 4 ranks, and `shardbench run --checkpoint /
 # --restore` against an uninterrupted run (tests/ckpt_resume.sh).
 sb_unit_test(test_dtensor ${CMAKE_CURRENT_SOURCE_DIR}/test_dtensor.c)

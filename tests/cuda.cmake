@@ -1,4 +1,4 @@
-# The cuda backend's tests (runtime/cuda/).
+# The cuda backend's tests (runtime/cuda/, runtime/kernels/cuda/).
 # - cuda_host: its host-side logic (pool, algorithm cache, geometry, rank ->
 #   GPU mapping, communicator cache), cmocka, runs everywhere: with
 #   SHARDBENCH_CUDA=OFF it compiles runtime/cuda/cuda_host.c itself.

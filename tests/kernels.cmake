@@ -1,4 +1,4 @@
-# CPU compute kernels of the runtime (runtime/k_*.c, include/shardbench/kernels.h):
+# CPU compute kernels of the runtime (runtime/kernels/k_*.c, include/shardbench/kernels.h):
 # part of libshardbench; their unit test.
 sb_unit_test(test_kernels test_kernels.c)
 # One BLAS thread: results independent of the machine, and fast under ASan.

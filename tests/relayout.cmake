@@ -1,4 +1,4 @@
-# Relayout and the group cache (runtime/relayout.c, runtime/groups.c, part of
+# Relayout and the group cache (runtime/relayout/relayout.c, groups.c, part of
 # libshardbench): their MPI test, run on 1, 2, 3, 4 and 8 ranks; and the
 # relayout benchmark (bench/relayout).
 add_executable(test_relayout ${CMAKE_CURRENT_SOURCE_DIR}/test_relayout.c)

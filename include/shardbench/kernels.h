@@ -1,4 +1,4 @@
-/* shardbench/kernels.h: the CPU backend's compute kernels (runtime/k_*.c).
+/* shardbench/kernels.h: the CPU backend's compute kernels (runtime/kernels/k_*.c).
  *
  * What it is: llm.c-style layers, each a pair of plain functions
  * X_forward / X_backward on raw fp32 pointers and sizes, with the shapes in a
@@ -56,7 +56,7 @@ extern "C" {
  * op(X) = X when trans_x == 0, X^T otherwise; lda/ldb/ldc are row strides of
  * A, B, C as stored (A stored (M,K) or (K,M) when transposed). */
 /* Threads of the CPU kernels: n > 0 sets OpenBLAS's count and the OpenMP
- * loops' count (runtime/par.h) to n; returns the count in force.
+ * loops' count (runtime/kernels/par.h) to n; returns the count in force.
  * sb_cpu_threads_sync() makes the OpenMP loops follow OpenBLAS's count
  * (OPENBLAS_NUM_THREADS, else the cores) unless OMP_NUM_THREADS is set;
  * the executor calls it for the CPU backend. sb_cpu_openmp(): 1 when the

@@ -7,7 +7,7 @@
  * exchange (NCCL all-reduce and grouped send/recv per MPI communicator when
  * every rank has its own GPU, else host-staged MPI; relayouts pack and
  * unpack on the device, sb_relayout_run_mem). The other kernels are
- * kernels_cuda.cu's. What it is not: a second executor, or a user of
+ * in runtime/kernels/cuda/. What it is not: a second executor, or a user of
  * managed memory. One stream carries everything; `sync` waits for it.
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):

@@ -1,4 +1,4 @@
-/* runtime/k_conv.c: conv2d (im2col + OpenBLAS sgemm) and max/avg pooling
+/* runtime/kernels/k_conv.c: conv2d (im2col + OpenBLAS sgemm) and max/avg pooling
  * on NCHW boxes, forward and backward, with the window geometry helper for
  * spatially sharded boxes (halo rows/cols + local padding).
  * Not here: grouped/dilated convolution, oneDNN, GPU kernels. */

@@ -1,4 +1,4 @@
-/* runtime/k_conv_dnnl.c: conv2d forward, backward-data and backward-filter
+/* runtime/kernels/k_conv_dnnl.c: conv2d forward, backward-data and backward-filter
  * through oneDNN's convolution primitives (the CPU backend's fast path; the
  * im2col kernels of k_conv.c stay the reference and the fallback).
  *

@@ -1,4 +1,4 @@
-/* runtime/k_dense.c: dense (fully connected) layers, vocab-sharded
+/* runtime/kernels/k_dense.c: dense (fully connected) layers, vocab-sharded
  * embedding gather/scatter-add, and the LSTM (one cell, and a multi-layer,
  * multi-step network built from the cell's pointwise half and sgemm).
  * Not here: attention einsums (the executor maps them to sb_gemm_batched). */

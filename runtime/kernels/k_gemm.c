@@ -1,4 +1,4 @@
-/* runtime/k_gemm.c: row-major GEMM and strided batched GEMM over OpenBLAS
+/* runtime/kernels/k_gemm.c: row-major GEMM and strided batched GEMM over OpenBLAS
  * cblas_sgemm, the workhorse of dense, conv (im2col) and LSTM kernels.
  * Not a BLAS: no other precision, no column-major entry point. */
 #include "shardbench/kernels.h"

@@ -1,4 +1,4 @@
-/* runtime/k_norm.c: layer norm, batch norm, softmax and softmax
+/* runtime/kernels/k_norm.c: layer norm, batch norm, softmax and softmax
  * cross-entropy, each split into partial-statistics and apply steps so the
  * caller can all-reduce the statistics when the normalized axis is sharded.
  * Not here: the all-reduces themselves, running averages for inference. */

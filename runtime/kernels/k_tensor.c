@@ -1,4 +1,4 @@
-/* runtime/k_tensor.c: elementwise add/relu, reduce-mean over axes, box
+/* runtime/kernels/k_tensor.c: elementwise add/relu, reduce-mean over axes, box
  * copies between N-d row-major arrays (pack, unpack, accumulate-unpack) and
  * axis permutation: the data movement behind concat, split, stack, unstack,
  * transpose and relayout; plus the SGD update.

@@ -1,4 +1,4 @@
-/* runtime/par.h: OpenMP for the CPU kernels' loops (internal).
+/* runtime/kernels/par.h: OpenMP for the CPU kernels' loops (internal).
  *
  * SB_PAR(clauses) puts `#pragma omp parallel for clauses` on the next loop
  * when the library is built with OpenMP, and nothing otherwise. Every loop

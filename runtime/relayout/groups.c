@@ -1,4 +1,4 @@
-/* runtime/groups.c: the cache of rank-group sub-communicators.
+/* runtime/relayout/groups.c: the cache of rank-group sub-communicators.
  *
  * A grouping is a color per rank of the parent communicator; the first time
  * a grouping is asked for, every rank calls MPI_Comm_split (collective), and

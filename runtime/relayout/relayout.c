@@ -1,4 +1,4 @@
-/* runtime/relayout.c: boxes, copies between boxes, and relayout (moving a
+/* runtime/relayout/relayout.c: boxes, copies between boxes, and relayout (moving a
  * distributed tensor from the boxes ranks hold to the boxes ranks need).
  *
  * Planning is local: every rank gets every rank's boxes, so each one derives
