@@ -1,8 +1,9 @@
 /* lang.c: the model language's interpreter. Reads the format of
  * models/README.md: statements, params, blocks and their calls, repeat,
- * scopes and integer expressions, and the names of ops and tensors. Each op
- * call goes to its builder (op_exec, ops/build.c), which makes the graph IR
- * of shardbench/model.h. Every fault names path:line:col. Tokens: lex.c. */
+ * return, aliases, declarations. Each op call goes to its builder (op_exec,
+ * ops/build.c), which makes the graph IR of shardbench/model.h. Every fault
+ * names path:line:col. Tokens: lex.c; expressions and call arguments:
+ * expr.c; names and scopes: names.c. */
 #define _GNU_SOURCE
 #include "lang.h"
 
@@ -23,7 +24,7 @@ int lang_err(parser *P, const token *tk, const char *fmt, ...)
     return sb_fail(P->err, SB_EXIT_INPUT, "%s:%d:%d: %s", P->path, tk->line, tk->col, msg);
 }
 
-static int expect_punct(parser *P, int *pos, char c)
+int lang_expect_punct(parser *P, int *pos, char c)
 {
     char d[96];
     if (!tok_punct(&P->t[*pos], c))
@@ -37,401 +38,6 @@ static int expect_nl(parser *P, int *pos)
     char d[96];
     if (P->t[*pos].kind != TK_NL)
         return lang_err(P, &P->t[*pos], "expected end of line, found %s", tok_desc(&P->t[*pos], d, sizeof d));
-    (*pos)++;
-    return 0;
-}
-
-/* ---- name registry (op and tensor names are unique) --------------------- */
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-/* Slot of s in the map: where it is, or the empty slot where it goes. */
-static size_t strmap_slot(const strmap *m, const char *s)
-{
-    size_t i = hash_str(s) & (m->cap - 1);
-    while (m->key[i] && strcmp(m->key[i], s) != 0)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-/* The value of s, or NULL when s is not in the map. */
-static int *strmap_get(strmap *m, const char *s)
-{
-    if (!m->cap)
-        return NULL;
-    size_t i = strmap_slot(m, s);
-    return m->key[i] ? &m->val[i] : NULL;
-}
-
-/* Adds s (not in the map yet) with value v. */
-static int strmap_put(parser *P, strmap *m, const char *s, int v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 16;
-        strmap g = {.cap = nc, .n = m->n};
-        g.key = sb_calloc(nc, sizeof *g.key, P->err);
-        g.val = g.key ? sb_calloc(nc, sizeof *g.val, P->err) : NULL;
-        if (!g.val) {
-            free(g.key);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->key[i]) {
-                size_t j = strmap_slot(&g, m->key[i]);
-                g.key[j] = m->key[i];
-                g.val[j] = m->val[i];
-            }
-        free(m->key);
-        free(m->val);
-        *m = g;
-    }
-    size_t j = strmap_slot(m, s);
-    m->key[j] = strdup(s);
-    if (!m->key[j])
-        return sb_fail(P->err, SB_EXIT_INTERNAL, "out of memory");
-    m->val[j] = v;
-    m->n++;
-    return 0;
-}
-
-static void strmap_free(strmap *m)
-{
-    for (size_t i = 0; i < m->cap; i++)
-        free(m->key[i]);
-    free(m->key);
-    free(m->val);
-    memset(m, 0, sizeof *m);
-}
-
-/* Makes prefix+base unique among op and tensor names ("x", "x.1", ...): the
- * first of x, x.1, x.2, ... not taken. Names are never released, so the
- * suffixes below the one last given to x stay taken, and the search for
- * the next x starts there (one step per name instead of one per earlier x). */
-int lang_unique_name(parser *P, const token *at, const char *prefix, const char *base,
-                       char *out)
-{
-    char stem[SB_NAME_MAX + 32], cand[SB_NAME_MAX + 48];
-    snprintf(stem, sizeof stem, "%s%s", prefix, base);
-    snprintf(cand, sizeof cand, "%s", stem);
-    if (strmap_get(&P->names, cand)) {
-        int *next = strmap_get(&P->suffix, stem);
-        int k = next ? *next : 1;
-        do
-            snprintf(cand, sizeof cand, "%s.%d", stem, k++);
-        while (strmap_get(&P->names, cand));
-        if (strlen(cand) < SB_NAME_MAX) {
-            if (next)
-                *next = k;
-            else if (strmap_put(P, &P->suffix, stem, k))
-                return -1;
-        }
-    }
-    if (strlen(cand) >= SB_NAME_MAX)
-        return lang_err(P, at, "name '%s' too long (nested blocks too deep?)", cand);
-    strcpy(out, cand);
-    return strmap_put(P, &P->names, cand, 0);
-}
-
-/* ---- scopes -------------------------------------------------------------- */
-
-static binding *scope_find(scope *s, const char *name)
-{
-    int *i = strmap_get(&s->idx, name);
-    return i ? &s->b[*i] : NULL;
-}
-
-int lang_bind(parser *P, scope *s, const char *name, int is_tensor, int64_t v)
-{
-    binding *b = scope_find(s, name);
-    if (!b) {
-        if (s->n == s->cap) {
-            int nc = s->cap ? s->cap * 2 : 32;
-            binding *nb = sb_realloc(s->b, (size_t)nc * sizeof *nb, P->err);
-            if (!nb)
-                return -1;
-            s->b = nb;
-            s->cap = nc;
-        }
-        b = &s->b[s->n];
-        snprintf(b->name, sizeof b->name, "%s", name);
-        if (strmap_put(P, &s->idx, b->name, s->n))
-            return -1;
-        s->n++;
-    }
-    b->is_tensor = is_tensor;
-    b->v = v;
-    b->nlist = 0;
-    return 0;
-}
-
-void lang_scope_free(scope *s)
-{
-    free(s->b);
-    strmap_free(&s->idx);
-}
-
-static sb_param *find_param(sb_model *m, const char *name)
-{
-    for (int i = 0; i < m->nparams; i++)
-        if (strcmp(m->params[i].name, name) == 0)
-            return &m->params[i];
-    return NULL;
-}
-
-/* ---- integer expressions ------------------------------------------------- */
-
-static int parse_expr(parser *P, scope *s, int *pos, int64_t *v);
-
-static int parse_primary_(parser *P, scope *s, int *pos, int64_t *v);
-
-/* nesting depth guard: deeply nested input is an error, not a stack overflow */
-static int parse_primary(parser *P, scope *s, int *pos, int64_t *v)
-{
-    if (P->expr_depth >= 200)
-        return lang_err(P, &P->t[*pos], "expression nested too deeply (more than 200 levels)");
-    P->expr_depth++;
-    int rc = parse_primary_(P, s, pos, v);
-    P->expr_depth--;
-    return rc;
-}
-
-static int parse_primary_(parser *P, scope *s, int *pos, int64_t *v)
-{
-    token *tk = &P->t[*pos];
-    char d[96];
-    if (tk->kind == TK_INT) {
-        *v = tk->ival;
-        (*pos)++;
-        return 0;
-    }
-    if (tok_punct(tk, '(')) {
-        (*pos)++;
-        if (parse_expr(P, s, pos, v))
-            return -1;
-        return expect_punct(P, pos, ')');
-    }
-    if (tok_punct(tk, '-')) {
-        (*pos)++;
-        if (parse_primary(P, s, pos, v))
-            return -1;
-        if (*v == INT64_MIN)
-            return lang_err(P, tk, "integer overflow");
-        *v = -*v;
-        return 0;
-    }
-    if (tk->kind == TK_IDENT) {
-        char name[SB_NAME_MAX];
-        tok_str(tk, name, sizeof name);
-        binding *b = s ? scope_find(s, name) : NULL;
-        if (b && b->is_tensor)
-            return lang_err(P, tk, "'%s' is a tensor, expected an integer", name);
-        if (b) {
-            *v = b->v;
-        } else {
-            sb_param *pr = find_param(P->m, name);
-            if (!pr)
-                return lang_err(P, tk, "unknown parameter '%s'", name);
-            *v = pr->value;
-        }
-        (*pos)++;
-        return 0;
-    }
-    return lang_err(P, tk, "expected an integer expression, found %s", tok_desc(tk, d, sizeof d));
-}
-
-static int parse_term(parser *P, scope *s, int *pos, int64_t *v)
-{
-    if (parse_primary(P, s, pos, v))
-        return -1;
-    for (;;) {
-        token *op = &P->t[*pos];
-        if (!(tok_punct(op, '*') || tok_punct(op, '/') || tok_punct(op, '%')))
-            return 0;
-        (*pos)++;
-        int64_t r;
-        if (parse_primary(P, s, pos, &r))
-            return -1;
-        if (op->punct == '*') {
-            if (__builtin_mul_overflow(*v, r, v))
-                return lang_err(P, op, "integer overflow");
-        } else {
-            if (r == 0)
-                return lang_err(P, op, "division by zero");
-            if (*v == INT64_MIN && r == -1)
-                return lang_err(P, op, "integer overflow");
-            if (op->punct == '/' && *v % r != 0)
-                return lang_err(P, op, "%lld is not divisible by %lld", (long long)*v, (long long)r);
-            *v = op->punct == '/' ? *v / r : *v % r;
-        }
-    }
-}
-
-static int parse_expr(parser *P, scope *s, int *pos, int64_t *v)
-{
-    if (parse_term(P, s, pos, v))
-        return -1;
-    for (;;) {
-        token *op = &P->t[*pos];
-        if (!(tok_punct(op, '+') || tok_punct(op, '-')))
-            return 0;
-        (*pos)++;
-        int64_t r;
-        if (parse_term(P, s, pos, &r))
-            return -1;
-        if (op->punct == '+' ? __builtin_add_overflow(*v, r, v) : __builtin_sub_overflow(*v, r, v))
-            return lang_err(P, op, "integer overflow");
-    }
-}
-
-/* ---- call arguments ------------------------------------------------------ */
-
-/* An item: `name = expr`, an integer expression, or a bare identifier that
- * is not bound to an integer (a dim name or a keyword like `avg`). */
-static int parse_item(parser *P, scope *s, int *pos, item *it)
-{
-    token *tk = &P->t[*pos];
-    memset(it, 0, sizeof *it);
-    if (tk->kind == TK_IDENT && tok_punct(&P->t[*pos + 1], '=')) {
-        it->name = tk;
-        it->has_int = 1;
-        *pos += 2;
-        return parse_expr(P, s, pos, &it->i);
-    }
-    if (tk->kind == TK_IDENT) {
-        token *nx = &P->t[*pos + 1];
-        int alone = tok_punct(nx, ',') || tok_punct(nx, ')') || tok_punct(nx, ']') || nx->kind == TK_NL;
-        if (alone) {
-            char name[SB_NAME_MAX];
-            tok_str(tk, name, sizeof name);
-            binding *b = scope_find(s, name);
-            sb_param *pr = find_param(P->m, name);
-            it->ident = tk;
-            if (b && !b->is_tensor) {
-                it->has_int = 1;
-                it->i = b->v;
-            } else if (!b && pr) {
-                it->has_int = 1;
-                it->i = pr->value;
-            }
-            (*pos)++;
-            return 0;
-        }
-    }
-    it->has_int = 1;
-    return parse_expr(P, s, pos, &it->i);
-}
-
-static int parse_kwvalue(parser *P, scope *s, int *pos, kwarg *kw)
-{
-    token *tk = &P->t[*pos];
-    kw->at = tk;
-    if (tk->kind == TK_STRING) {
-        kw->str = tk;
-        (*pos)++;
-        return 0;
-    }
-    if (tok_punct(tk, '[')) {
-        kw->is_list = 1;
-        (*pos)++;
-        while (!tok_punct(&P->t[*pos], ']')) {
-            if (kw->nitems == MAX_ITEMS)
-                return lang_err(P, &P->t[*pos], "too many list items (at most %d)", MAX_ITEMS);
-            if (parse_item(P, s, pos, &kw->items[kw->nitems++]))
-                return -1;
-            if (tok_punct(&P->t[*pos], ','))
-                (*pos)++;
-            else if (!tok_punct(&P->t[*pos], ']'))
-                return expect_punct(P, pos, ']');
-        }
-        (*pos)++;
-        return 0;
-    }
-    kw->nitems = 1;
-    if (parse_item(P, s, pos, &kw->items[0]))
-        return -1;
-    if (kw->items[0].ident) { /* a block argument bound to a list */
-        char name[SB_NAME_MAX];
-        tok_str(kw->items[0].ident, name, sizeof name);
-        binding *b = scope_find(s, name);
-        if (b && b->nlist > 0) {
-            kw->is_list = 1;
-            kw->nitems = b->nlist;
-            for (int i = 0; i < b->nlist; i++)
-                kw->items[i] = (item){.has_int = 1, .i = b->list[i]};
-        }
-    }
-    return 0;
-}
-
-static int parse_call(parser *P, scope *s, int *pos, call *c)
-{
-    memset(c, 0, sizeof *c);
-    c->callee = &P->t[*pos];
-    (*pos)++;
-    if (expect_punct(P, pos, '('))
-        return -1;
-    while (!tok_punct(&P->t[*pos], ')')) {
-        token *tk = &P->t[*pos];
-        if (tk->kind == TK_IDENT && tok_punct(&P->t[*pos + 1], '=')) {
-            if (c->nkw == MAX_KW)
-                return lang_err(P, tk, "too many arguments");
-            kwarg *kw = &c->kw[c->nkw++];
-            memset(kw, 0, sizeof *kw);
-            kw->key = tk;
-            *pos += 2;
-            if (parse_kwvalue(P, s, pos, kw))
-                return -1;
-        } else if (tk->kind == TK_STRING) {
-            if (c->str)
-                return lang_err(P, tk, "only one string argument is allowed");
-            c->str = tk;
-            (*pos)++;
-        } else {
-            char name[SB_NAME_MAX];
-            binding *b = NULL;
-            if (tk->kind == TK_IDENT) {
-                tok_str(tk, name, sizeof name);
-                b = scope_find(s, name);
-            }
-            if (c->npos == MAX_KW + SB_MAX_IO)
-                return lang_err(P, tk, "too many arguments");
-            if (b && b->is_tensor) {
-                if (c->ntens == SB_MAX_IO)
-                    return lang_err(P, tk, "too many tensor arguments (at most %d)", SB_MAX_IO);
-                c->tens_at[c->ntens] = tk;
-                c->tens[c->ntens++] = (int)b->v;
-                c->pos_is_tensor[c->npos] = 1;
-                c->pos_v[c->npos] = b->v;
-                c->pos_at[c->npos++] = tk;
-                (*pos)++;
-            } else {
-                token *nx = &P->t[*pos + 1];
-                if (tk->kind == TK_IDENT && !b && !find_param(P->m, name)
-                    && (tok_punct(nx, ',') || tok_punct(nx, ')')))
-                    return lang_err(P, tk, "unknown tensor '%s'", name);
-                int64_t v;
-                if (parse_expr(P, s, pos, &v))
-                    return -1;
-                if (c->nint == MAX_KW)
-                    return lang_err(P, tk, "too many arguments");
-                c->int_at[c->nint] = tk;
-                c->ints[c->nint++] = v;
-                c->pos_is_tensor[c->npos] = 0;
-                c->pos_v[c->npos] = v;
-                c->pos_at[c->npos++] = tk;
-            }
-        }
-        if (tok_punct(&P->t[*pos], ','))
-            (*pos)++;
-        else if (!tok_punct(&P->t[*pos], ')'))
-            return expect_punct(P, pos, ')');
-    }
     (*pos)++;
     return 0;
 }
@@ -514,7 +120,7 @@ static int call_block(parser *P, scope *caller, blockdef *bd, call *c, target *t
         } else if (kw && kw->is_list) {
             if (lang_bind(P, &s, fname, 0, 0))
                 goto out;
-            binding *b = scope_find(&s, fname);
+            binding *b = lang_find(&s, fname);
             for (int i = 0; i < kw->nitems; i++) {
                 if (!kw->items[i].has_int || kw->items[i].name) {
                     lang_err(P, kw->at, "block '%s': list argument '%s' must hold integers", bd->name, fname);
@@ -531,7 +137,7 @@ static int call_block(parser *P, scope *caller, blockdef *bd, call *c, target *t
             if (kw->items[0].ident && !kw->items[0].has_int) {
                 char tn[SB_NAME_MAX];
                 tok_str(kw->items[0].ident, tn, sizeof tn);
-                binding *b = scope_find(caller, tn);
+                binding *b = lang_find(caller, tn);
                 if (!b || !b->is_tensor) {
                     lang_err(P, kw->at, "unknown tensor '%s'", tn);
                     goto out;
@@ -544,7 +150,7 @@ static int call_block(parser *P, scope *caller, blockdef *bd, call *c, target *t
         } else if (bd->def_start[f] >= 0) {
             int pos = bd->def_start[f];
             int64_t v;
-            if (parse_expr(P, &s, &pos, &v) || lang_bind(P, &s, fname, 0, v))
+            if (lang_expr(P, &s, &pos, &v) || lang_bind(P, &s, fname, 0, v))
                 goto out;
         } else {
             lang_err(P, c->callee, "block '%s': missing argument '%s'", bd->name, fname);
@@ -601,7 +207,7 @@ static int exec_decl(parser *P, scope *s, int *pos, sb_tensor_kind kind)
         return lang_err(P, nt, "expected a tensor name after '%.*s', found %s", kwt->len, kwt->s,
                     tok_desc(nt, d, sizeof d));
     (*pos)++;
-    if (expect_punct(P, pos, '['))
+    if (lang_expect_punct(P, pos, '['))
         return -1;
     sb_dim dims[SB_MAX_DIMS];
     int nd = 0;
@@ -613,13 +219,13 @@ static int exec_decl(parser *P, scope *s, int *pos, sb_tensor_kind kind)
             return lang_err(P, dn, "expected 'name=size' for a dim, found %s", tok_desc(dn, d, sizeof d));
         tok_str(dn, dims[nd].name, SB_NAME_MAX);
         *pos += 2;
-        if (parse_expr(P, s, pos, &dims[nd].size))
+        if (lang_expr(P, s, pos, &dims[nd].size))
             return -1;
         nd++;
         if (tok_punct(&P->t[*pos], ','))
             (*pos)++;
         else if (!tok_punct(&P->t[*pos], ']'))
-            return expect_punct(P, pos, ']');
+            return lang_expect_punct(P, pos, ']');
     }
     (*pos)++;
     if (nd == 0)
@@ -640,7 +246,7 @@ static int exec_repeat(parser *P, scope *s, int *pos, int end, int *ret, int *nr
     const token *tk = &P->t[*pos];
     (*pos)++;
     int64_t n;
-    if (parse_expr(P, s, pos, &n) || expect_nl(P, pos))
+    if (lang_expr(P, s, pos, &n) || expect_nl(P, pos))
         return -1;
     if (n < 0 || n > MAX_OPS)
         return lang_err(P, tk, "repeat count %lld out of range", (long long)n);
@@ -676,7 +282,7 @@ static int exec_return(parser *P, scope *s, int *pos, int end, int *ret, int *nr
         if (nt->kind != TK_IDENT)
             return lang_err(P, nt, "expected a tensor name after 'return', found %s", tok_desc(nt, d, sizeof d));
         tok_str(nt, name, sizeof name);
-        binding *b = scope_find(s, name);
+        binding *b = lang_find(s, name);
         if (!b || !b->is_tensor)
             return lang_err(P, nt, "unknown tensor '%s'", name);
         if (*nret == SB_MAX_IO)
@@ -723,7 +329,7 @@ static int exec_assign(parser *P, scope *s, int *pos)
         char from[SB_NAME_MAX], to[SB_NAME_MAX];
         tok_str(&P->t[*pos], from, sizeof from);
         tok_str(tg.lhs[0], to, sizeof to);
-        binding *b = scope_find(s, from);
+        binding *b = lang_find(s, from);
         if (!b || !b->is_tensor)
             return lang_err(P, &P->t[*pos], "unknown tensor '%s'", from);
         if (lang_bind(P, s, to, 1, b->v))
@@ -735,7 +341,7 @@ static int exec_assign(parser *P, scope *s, int *pos)
         return lang_err(P, &P->t[*pos], "expected an op call like 'conv(x, out=64)', found %s",
                     tok_desc(&P->t[*pos], d, sizeof d));
     call c;
-    if (parse_call(P, s, pos, &c) || expect_nl(P, pos))
+    if (lang_call(P, s, pos, &c) || expect_nl(P, pos))
         return -1;
     blockdef *bd = find_block(P, c.callee);
     if (bd)
@@ -834,13 +440,13 @@ static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nset
         return lang_err(P, nt, "expected a parameter name, found %s", tok_desc(nt, d, sizeof d));
     char name[SB_NAME_MAX];
     tok_str(nt, name, sizeof name);
-    if (find_param(m, name))
+    if (lang_param(m, name))
         return lang_err(P, nt, "parameter '%s' defined twice", name);
     (*pos)++;
-    if (expect_punct(P, pos, '='))
+    if (lang_expect_punct(P, pos, '='))
         return -1;
     int64_t v;
-    if (parse_expr(P, NULL, pos, &v) || expect_nl(P, pos))
+    if (lang_expr(P, NULL, pos, &v) || expect_nl(P, pos))
         return -1;
     for (int i = 0; i < nsettings; i++)
         if (strcmp(settings[i].name, name) == 0) {
@@ -879,7 +485,7 @@ static int pass1_block(parser *P, int *pos)
     tok_str(nt, bd->name, sizeof bd->name);
     bd->header = *pos;
     (*pos)++;
-    if (expect_punct(P, pos, '('))
+    if (lang_expect_punct(P, pos, '('))
         return -1;
     while (!tok_punct(&P->t[*pos], ')')) {
         token *ft = &P->t[*pos];
@@ -909,7 +515,7 @@ static int pass1_block(parser *P, int *pos)
         if (tok_punct(&P->t[*pos], ','))
             (*pos)++;
         else if (!tok_punct(&P->t[*pos], ')'))
-            return expect_punct(P, pos, ')');
+            return lang_expect_punct(P, pos, ')');
     }
     (*pos)++;
     if (expect_nl(P, pos))
@@ -944,7 +550,7 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
         } else if (tok_is(tk, "cutoff")) {
             pos++;
             int64_t v;
-            if (parse_expr(P, NULL, &pos, &v) || expect_nl(P, &pos))
+            if (lang_expr(P, NULL, &pos, &v) || expect_nl(P, &pos))
                 return -1;
             if (v < 1 || v > (1 << 30))
                 return lang_err(P, tk, "cutoff must be a positive integer, got %lld", (long long)v);
@@ -1020,8 +626,8 @@ done:
     lang_scope_free(&top);
     free(used);
     free(P.blocks);
-    strmap_free(&P.names);
-    strmap_free(&P.suffix);
+    lang_strmap_free(&P.names);
+    lang_strmap_free(&P.suffix);
     free(tl.t);
     if (rc)
         sb_model_free(out);

@@ -1,6 +1,7 @@
-/* lang.h: the model language's interpreter state, shared by lang.c (scopes,
- * expressions, statements, blocks, repeat) and the op builders of ops/
- * (internal to models/). */
+/* lang.h: the model language's interpreter state, shared by lang.c
+ * (statements, blocks, repeat), expr.c (expressions, call arguments),
+ * names.c (names, scopes) and the op builders of ops/ (internal to
+ * models/). */
 #ifndef SB_MODELS_LANG_H
 #define SB_MODELS_LANG_H
 
@@ -117,5 +118,23 @@ int lang_unique_name(parser *P, const token *at, const char *prefix, const char 
 int lang_bind(parser *P, scope *s, const char *name, int is_tensor, int64_t v);
 
 void lang_scope_free(scope *s);
+
+/* The binding of name in scope s, or NULL. */
+binding *lang_find(scope *s, const char *name);
+
+/* The param of that name, or NULL. */
+sb_param *lang_param(sb_model *m, const char *name);
+
+void lang_strmap_free(strmap *m);
+
+/* Skips the punctuation c at *pos, or fails saying what is there instead. */
+int lang_expect_punct(parser *P, int *pos, char c);
+
+/* An integer expression at *pos (names: s's integers, then the params; s
+ * may be NULL). */
+int lang_expr(parser *P, scope *s, int *pos, int64_t *v);
+
+/* A call `callee(args)` at *pos, its arguments evaluated in scope s. */
+int lang_call(parser *P, scope *s, int *pos, call *c);
 
 #endif
