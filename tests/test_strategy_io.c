@@ -30,7 +30,8 @@ static void test_word(void **state)
     assert_int_equal(sb_strategy_word("\"my net#1\" # c", out, sizeof out, &end), 0);
     assert_string_equal(out, "my net#1");
     assert_string_equal(end, " # c");
-    assert_int_equal(sb_strategy_word("\"a\\\"b\\\\c\\n\\t\\r\\x01\\x7f\"", out, sizeof out, NULL), 0);
+    assert_int_equal(sb_strategy_word("\"a\\\"b\\\\c\\n\\t\\r\\x01\\x7f\"", out, sizeof out,
+                                      NULL), 0);
     assert_string_equal(out, "a\"b\\c\n\t\r\x01\x7f");
     assert_int_equal(sb_strategy_word("\"\"", out, sizeof out, NULL), 0);
     assert_string_equal(out, "");
