@@ -240,6 +240,13 @@ static int exec_decl(parser *P, scope *s, int *pos, sb_tensor_kind kind)
     return expect_nl(P, pos);
 }
 
+/* Nested repeats of statements that make no op (or of nothing) are
+ * bounded too: MAX_STEPS statements and repeat rounds in all. */
+static int too_many_steps(parser *P, const token *tk)
+{
+    return lang_err(P, tk, "more than %d statements run (repeats nested too deep?)", MAX_STEPS);
+}
+
 /* `repeat N` ... `end`: the body N times. */
 static int exec_repeat(parser *P, scope *s, int *pos, int end, int *ret, int *nret, int *returned)
 {
@@ -256,6 +263,8 @@ static int exec_repeat(parser *P, scope *s, int *pos, int end, int *ret, int *nr
     if (e > end)
         return lang_err(P, tk, "missing 'end' for this repeat");
     for (int64_t k = 0; k < n; k++) {
+        if (++P->steps > MAX_STEPS)
+            return too_many_steps(P, tk);
         if (exec_range(P, s, *pos, e, ret, nret, returned))
             return -1;
         if (*returned)
@@ -359,6 +368,8 @@ static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nr
             pos++;
             continue;
         }
+        if (++P->steps > MAX_STEPS)
+            return too_many_steps(P, tk);
         if (tk->kind != TK_IDENT)
             return lang_err(P, tk, "expected a statement, found %s", tok_desc(tk, d, sizeof d));
         if (tok_is(tk, "model") || tok_is(tk, "param") || tok_is(tk, "cutoff")) {

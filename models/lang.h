@@ -12,6 +12,7 @@
 #define MAX_OPS 100000
 #define MAX_TENSORS 400000
 #define MAX_CALL_DEPTH 64
+#define MAX_STEPS 10000000 /* statements run, each round of a repeat counted */
 #define MAX_DIM_SIZE ((int64_t)1 << 40)
 #define MAX_ITEMS 16
 #define MAX_KW 16
@@ -62,6 +63,7 @@ typedef struct {
     strmap names;        /* op and tensor names given, for uniqueness */
     strmap suffix;       /* per name x taken: the next suffix k to try for x.k */
     int expr_depth;
+    int64_t steps;       /* statements run so far (MAX_STEPS) */
     sb_error *err;
 } parser;
 

@@ -1180,6 +1180,27 @@ static void test_op_limit(void **state)
     free(text);
 }
 
+/* Repeats nested over statements that make no op stop at 10,000,000
+ * statements run, instead of running 10^10 rounds. */
+static void test_step_limit(void **state)
+{
+    (void)state;
+    double t0 = now_s();
+    expect_error("input x[a=2]\n"
+                 "repeat 100000\n"
+                 "  repeat 100000\n"
+                 "    z = x\n"
+                 "  end\n"
+                 "end\n"
+                 "y = add(x, x)\n",
+                 "t.model:3:3", "more than 10000000 statements run");
+    expect_error("input x[a=2]\nrepeat 100000\n  repeat 100000\n  end\nend\ny = add(x, x)\n",
+                 "t.model:3:3", "statements run");
+    double dt = now_s() - t0;
+    if (dt > 30.0)
+        fail_msg("nested repeats took %.1f s to refuse (bound 30 s)", dt);
+}
+
 static void expect_load_error(const char *path, const char *phrase)
 {
     sb_model m;
@@ -1255,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_op_rules_complete),
         cmocka_unit_test(test_many_ops_one_name),
         cmocka_unit_test(test_op_limit),
+        cmocka_unit_test(test_step_limit),
         cmocka_unit_test(test_load_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
