@@ -19,7 +19,7 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
         case SB_ROLE_M: dm *= d; cm *= c[i]; break;
         case SB_ROLE_N: dn *= d; cn *= c[i]; break;
         case SB_ROLE_K: dk *= d; ck *= c[i]; break;
-        default: break; /* SB_ROLE_NONE: a dim the GEMM does not see (conv's kh, kw) */
+        default: break; /* SB_ROLE_NONE: a dim outside the product */
         }
     }
     return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw,
