@@ -7,20 +7,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algos.h"
 #include "cli.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: shardbench export STRATEGY --to dtensor|torch|jax|mtf [-o FILE]\n"
+    fprintf(f, "usage: shardbench export STRATEGY --to dtensor|torch|jax|mtf [--format text|py|json]\n"
+               "       [-o FILE]\n"
                "\n"
                "Per op its mesh and the layout of each tensor in the target's form; per edge\n"
                "whose layouts differ, the relayout.\n"
                "\n"
                "  --to FORMAT        dtensor (TF DTensor strings), torch (DeviceMesh +\n"
                "                     placements), jax (Mesh + PartitionSpec), mtf (Mesh-TF rules)\n"
-               "  -o, --out FILE     write there (default stdout)\n"
+               "  --format FORM      text (default); py or json (jax, torch): a Python module or\n"
+               "                     its JSON that a JAX / PyTorch DTensor program imports\n"
+               "                     (docs/export.md)\n"
+               "  -o, --out FILE     write there through a temporary file and a rename\n"
+               "                     (default and '-': stdout)\n"
                "  -m, --model MODEL  the model file (default: the strategy's model name)\n"
                "  --cutoff N         the cutoff the strategy was searched with\n");
 }
@@ -80,11 +86,14 @@ int cmd_export(int argc, char **argv)
     static const struct option opts[] = {
         {"to", required_argument, 0, 't'},    {"out", required_argument, 0, 'o'},
         {"model", required_argument, 0, 'm'}, {"cutoff", required_argument, 0, 'c'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},        {"format", required_argument, 0, 'F'},
+        {0, 0, 0, 0},
     };
     sb_error err = {0};
     const char *to = NULL, *out = NULL, *model_arg = NULL;
     sb_export_format fmt = SB_EXPORT_DTENSOR;
+    sb_export_form form = SB_EXPORT_TEXT;
+    char tmp[4096] = "";
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     optind = 1;
@@ -93,7 +102,8 @@ int cmd_export(int argc, char **argv)
         int rc = 0;
         switch (c) {
         case 't': to = optarg; rc = sb_export_format_parse(optarg, &fmt, &err); break;
-        case 'o': out = optarg; break;
+        case 'o': out = strcmp(optarg, "-") ? optarg : NULL; break;
+        case 'F': rc = sb_export_form_parse(optarg, &form, &err); break;
         case 'm': model_arg = optarg; break;
         case 'c': rc = parse_int_opt(optarg, "--cutoff", 1, 1 << 30, &cp.cutoff, &err); break;
         case 'h': usage(stdout); return 0;
@@ -129,18 +139,26 @@ int cmd_export(int argc, char **argv)
         status = cli_fail(&err);
         goto done;
     }
-    f = out ? fopen(out, "w") : stdout;
+    if (out)
+        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", out, (long)getpid());
+    f = out ? fopen(tmp, "w") : stdout;
     if (!f) {
         sb_fail(&err, SB_EXIT_INPUT, "%s: cannot write: %s", out, strerror(errno));
         status = cli_fail(&err);
         goto done;
     }
-    if (sb_strategy_export(f, &pb, choice, fmt, &err))
+    if (sb_strategy_export_as(f, &pb, choice, fmt, form, &err))
         status = cli_fail(&err);
     if (out && fclose(f) && !status) {
         sb_fail(&err, SB_EXIT_INTERNAL, "%s: write failed", out);
         status = cli_fail(&err);
     }
+    if (out && !status && rename(tmp, out)) {
+        sb_fail(&err, SB_EXIT_INTERNAL, "%s: cannot rename into place: %s", out, strerror(errno));
+        status = cli_fail(&err);
+    }
+    if (out && status)
+        remove(tmp);
 done:
     free(choice);
     sb_problem_free(&pb);

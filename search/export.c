@@ -9,6 +9,8 @@
 #include "shardbench/candidates.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,4 +471,570 @@ int sb_mtf_rules_parse(const char *rules, const char *mesh, char (*names)[SB_NAM
         p = *end ? end + 1 : end;
     }
     return n;
+}
+
+/* ---- programs: JSON and Python for JAX and PyTorch DTensor --------------------------- */
+
+/* One device mesh of the program: the op's axes over all p devices, with a
+ * leading replica axis "r" of p/q when the op runs on q < p devices (its
+ * q shards then sit on devices 0..q-1, row-major, as the runtime places
+ * them, and devices q..p-1 hold copies). -1 replicas: q does not divide p,
+ * not expressible over one device set. */
+typedef struct {
+    int replicas, naxes;
+    int size[SB_MAX_DIMS];
+} prog_mesh;
+
+static int prog_mesh_index(prog_mesh *ms, int *n, const op_mesh *mm, int p)
+{
+    prog_mesh pm = {0};
+    pm.replicas = p % mm->q ? -1 : p / mm->q;
+    pm.naxes = mm->naxes;
+    memcpy(pm.size, mm->size, sizeof pm.size);
+    if (pm.replicas < 0) /* everything replicated over one axis of p */
+        pm.naxes = 0, memset(pm.size, 0, sizeof pm.size);
+    for (int i = 0; i < *n; i++)
+        if (!memcmp(&ms[i], &pm, sizeof pm))
+            return i;
+    ms[*n] = pm;
+    return (*n)++;
+}
+
+static json_t *spec_json(const uint32_t *axes, int nd, int expressible)
+{
+    json_t *a = json_array();
+    for (int j = 0; j < nd; j++) {
+        if (!expressible || !axes[j]) {
+            json_array_append_new(a, json_null());
+        } else if (popcount(axes[j]) == 1) {
+            char s[2] = {axis_name[__builtin_ctz(axes[j])], 0};
+            json_array_append_new(a, json_string(s));
+        } else {
+            json_t *t = json_array();
+            for (int k = 0; k < SB_MAX_DIMS; k++)
+                if (axes[j] & (1u << k)) {
+                    char s[2] = {axis_name[k], 0};
+                    json_array_append_new(t, json_string(s));
+                }
+            json_array_append_new(a, t);
+        }
+    }
+    return a;
+}
+
+/* PyTorch placements over the program mesh's axes ("r" first when present). */
+static json_t *placements_json(const uint32_t *axes, int nd, const op_mesh *mm, int replicas)
+{
+    json_t *a = json_array();
+    if (replicas < 0) {
+        json_array_append_new(a, json_string("Replicate()"));
+        return a;
+    }
+    if (replicas > 1)
+        json_array_append_new(a, json_string("Replicate()"));
+    for (int ax = 0; ax < mm->naxes; ax++) {
+        int dim = -1;
+        for (int j = 0; j < nd; j++)
+            if (axes[j] & (1u << ax))
+                dim = j;
+        char s[32];
+        if (dim >= 0)
+            snprintf(s, sizeof s, "Shard(%d)", dim);
+        else
+            snprintf(s, sizeof s, "Replicate()");
+        json_array_append_new(a, json_string(s));
+    }
+    if (json_array_size(a) == 0)
+        json_array_append_new(a, json_string("Replicate()"));
+    return a;
+}
+
+static json_t *int_array(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+/* Predicted communication of op i under config c, in words per device:
+ * the vertex cost's part that scales with the FLOP-per-word ratio (latency
+ * off), found from the cost at two peak rates. */
+static double predicted_comm_words(const sb_problem *pb, const sb_op *op, const int *c)
+{
+    sb_cost_params a = pb->cp, b = pb->cp;
+    a.latency_us = b.latency_us = 0;
+    b.tflops = a.tflops * 2.0;
+    double ka = sb_words_to_flops(&a, 1.0), kb = sb_words_to_flops(&b, 1.0);
+    double w = (sb_op_cost(pb->m, op, c, &b) - sb_op_cost(pb->m, op, c, &a)) / (kb - ka);
+    return w > 1e-9 ? w : 0.0;
+}
+
+static double fan_in_scale(const sb_op *op)
+{
+    double fan = 1;
+    for (int i = 0; i < op->ndims; i++)
+        if (op->role[i] == SB_ROLE_K)
+            fan *= (double)op->dims[i].size;
+    return 1.0 / sqrt(fan > 0 ? fan : 1);
+}
+
+static const char *const tensor_kind_word[] = {"activation", "input", "weight"};
+
+static json_t *operand_json(const sb_model *m, const sb_op *op, const sb_operand *o,
+                            const op_mesh *mm, int replicas, int torch)
+{
+    const sb_tensor *t = &m->tensors[o->tensor];
+    uint32_t axes[SB_MAX_DIMS];
+    operand_axes(op, o, t->ndims, mm, axes);
+    json_t *j = json_object();
+    json_object_set_new(j, "tensor", json_string(t->name));
+    json_object_set_new(j, "map", int_array(o->map, t->ndims));
+    json_object_set_new(j, "spec", spec_json(axes, t->ndims, replicas > 0));
+    if (torch)
+        json_object_set_new(j, "placements", placements_json(axes, t->ndims, mm, replicas));
+    return j;
+}
+
+/* A parallelize_module style for op i when it is one of the patterns
+ * PyTorch names, else NULL: column/row-wise linear (dense, or a 2-D weight
+ * einsum), sequence-parallel norm, vocab-parallel embedding. */
+static const char *torch_style(const sb_model *m, const sb_op *op, const op_mesh *mm)
+{
+    if (mm->naxes != 1)
+        return NULL;
+    int d = mm->dim_of[0];
+    const char *dn = op->dims[d].name;
+    switch (op->kind) {
+    case SB_OP_DENSE:
+    case SB_OP_EINSUM: {
+        int w2 = op->kind == SB_OP_DENSE;
+        for (int k = 0; k < op->nin; k++)
+            if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT
+                && m->tensors[op->in[k].tensor].ndims == 2)
+                w2 = 1;
+        if (!w2)
+            return NULL;
+        if (op->role[d] == SB_ROLE_N)
+            return "ColwiseParallel()";
+        if (op->role[d] == SB_ROLE_K)
+            return "RowwiseParallel()";
+        return NULL;
+    }
+    case SB_OP_NORM:
+        return !op->batchnorm && (!strcmp(dn, "seq") || !strcmp(dn, "sequence"))
+                   ? "SequenceParallel()"
+                   : NULL;
+    case SB_OP_EMBEDDING: return op->role[d] == SB_ROLE_K ? "RowwiseParallel()" : NULL;
+    default: return NULL;
+    }
+}
+
+static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
+{
+    const sb_model *m = pb->m;
+    json_t *root = json_object(), *ops = json_array(), *weights = json_object(),
+           *acts = json_object(), *tensors = json_object(), *notes = json_array(),
+           *rel = json_array(), *plan = json_object();
+    prog_mesh *ms = calloc((size_t)m->nops + 1, sizeof *ms);
+    int nmesh = 0;
+    char params[4096];
+    sb_params_str(m, params, sizeof params);
+    json_object_set_new(root, "format", json_string(torch ? "shardbench-torch-1" : "shardbench-jax-1"));
+    json_object_set_new(root, "model", json_string(m->name));
+    json_object_set_new(root, "params", json_string(params));
+    json_object_set_new(root, "p", json_integer(pb->p));
+    json_object_set_new(root, "cost", json_real(sb_strategy_cost(pb, choice)));
+    json_object_set_new(root, "word_bytes_runtime", json_integer(4));
+    for (int t = 0; t < m->ntensors; t++) {
+        const sb_tensor *ts = &m->tensors[t];
+        json_t *j = json_object(), *dn = json_array(), *sh = json_array();
+        for (int d = 0; d < ts->ndims; d++) {
+            json_array_append_new(dn, json_string(ts->dims[d].name));
+            json_array_append_new(sh, json_integer(ts->dims[d].size));
+        }
+        json_object_set_new(j, "kind", json_string(tensor_kind_word[ts->kind]));
+        json_object_set_new(j, "dims", dn);
+        json_object_set_new(j, "shape", sh);
+        json_object_set_new(j, "producer",
+                            ts->producer >= 0 ? json_string(m->ops[ts->producer].name) : json_null());
+        json_object_set_new(tensors, ts->name, j);
+    }
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *op = &m->ops[i];
+        const int *c = pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims;
+        op_mesh mm;
+        mesh_of(op, c, &mm);
+        int mi = prog_mesh_index(ms, &nmesh, &mm, pb->p);
+        int reps = ms[mi].replicas;
+        json_t *j = json_object(), *dims = json_array(), *in = json_array(), *out = json_array(),
+               *ws = json_array();
+        json_object_set_new(j, "name", json_string(op->name));
+        json_object_set_new(j, "kind", json_string(sb_op_kind_name(op->kind)));
+        json_object_set_new(j, "config", int_array(c, op->ndims));
+        json_object_set_new(j, "mesh", json_integer(mi));
+        json_object_set_new(j, "devices", json_integer(mm.q));
+        for (int d = 0; d < op->ndims; d++) {
+            json_t *dj = json_object();
+            json_object_set_new(dj, "name", json_string(op->dims[d].name));
+            json_object_set_new(dj, "size", json_integer(op->dims[d].size));
+            json_object_set_new(dj, "role", json_integer(op->role[d]));
+            json_object_set_new(dj, "axis",
+                                mm.axis_of_dim[d] >= 0
+                                    ? json_string((char[2]){axis_name[mm.axis_of_dim[d]], 0})
+                                    : json_null());
+            json_array_append_new(dims, dj);
+        }
+        json_object_set_new(j, "dims", dims);
+        json_object_set_new(j, "pw", json_integer(op->pw));
+        json_object_set_new(j, "axis", json_integer(op->axis));
+        json_object_set_new(j, "kernel", int_array(op->kernel, 2));
+        json_object_set_new(j, "stride", int_array(op->stride, 2));
+        json_object_set_new(j, "pad", int_array(op->pad, 2));
+        json_object_set_new(j, "batchnorm", json_integer(op->batchnorm));
+        json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
+        json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));
+        json_object_set_new(j, "predicted_comm_words", json_real(predicted_comm_words(pb, op, c)));
+        for (int k = 0; k < op->nin; k++) {
+            const sb_tensor *t = &m->tensors[op->in[k].tensor];
+            json_t *oj = operand_json(m, op, &op->in[k], &mm, reps, torch);
+            json_array_append_new(in, oj);
+            if (t->kind == SB_TENSOR_WEIGHT) {
+                json_t *w = json_object();
+                json_object_set_new(w, "op", json_string(op->name));
+                json_object_set_new(w, "mesh", json_integer(mi));
+                json_object_set_new(w, "shape", json_deep_copy(json_object_get(
+                                                    json_object_get(tensors, t->name), "shape")));
+                json_object_set_new(w, "spec", json_deep_copy(json_object_get(oj, "spec")));
+                if (torch)
+                    json_object_set_new(w, "placements",
+                                        json_deep_copy(json_object_get(oj, "placements")));
+                json_object_set_new(w, "init_scale", json_real(fan_in_scale(op)));
+                json_object_set_new(w, "init_offset", json_real(0));
+                json_object_set_new(weights, t->name, w);
+            }
+        }
+        for (int w = 0; w < op->nweights; w++) {
+            const sb_weight *wt = &op->weights[w];
+            uint32_t axes[SB_MAX_DIMS];
+            int sz[SB_MAX_DIMS];
+            for (int d = 0; d < wt->ndims; d++) {
+                int mp = wt->map[d];
+                axes[d] = mp >= 0 && mm.axis_of_dim[mp] >= 0 ? 1u << mm.axis_of_dim[mp] : 0;
+                sz[d] = (int)wt->size[d];
+            }
+            char name[2 * SB_NAME_MAX];
+            snprintf(name, sizeof name, "%s%s", op->name, wt->suffix);
+            json_t *wj = json_object();
+            json_object_set_new(wj, "name", json_string(name));
+            json_object_set_new(wj, "op", json_string(op->name));
+            json_object_set_new(wj, "mesh", json_integer(mi));
+            json_object_set_new(wj, "map", int_array(wt->map, wt->ndims));
+            json_object_set_new(wj, "shape", int_array(sz, wt->ndims));
+            json_object_set_new(wj, "spec", spec_json(axes, wt->ndims, reps > 0));
+            if (torch)
+                json_object_set_new(wj, "placements", placements_json(axes, wt->ndims, &mm, reps));
+            json_object_set_new(wj, "init_scale", json_real(wt->init_scale));
+            json_object_set_new(wj, "init_offset", json_real(wt->init_offset));
+            json_array_append_new(ws, json_deep_copy(wj));
+            json_object_set_new(weights, name, wj);
+        }
+        for (int k = 0; k < op->nout; k++) {
+            json_t *oj = operand_json(m, op, &op->out[k], &mm, reps, torch);
+            json_t *a = json_object();
+            json_object_set_new(a, "op", json_string(op->name));
+            json_object_set_new(a, "mesh", json_integer(mi));
+            json_object_set_new(a, "spec", json_deep_copy(json_object_get(oj, "spec")));
+            if (torch)
+                json_object_set_new(a, "placements", json_deep_copy(json_object_get(oj, "placements")));
+            json_object_set_new(acts, m->tensors[op->out[k].tensor].name, a);
+            json_array_append_new(out, oj);
+        }
+        json_object_set_new(j, "in", in);
+        json_object_set_new(j, "weights", ws);
+        json_object_set_new(j, "out", out);
+        json_array_append_new(ops, j);
+        if (reps < 0) {
+            char s[512];
+            snprintf(s, sizeof s,
+                     "op %s runs on %d devices, which does not divide %d: its tensors are "
+                     "exported replicated", op->name, mm.q, pb->p);
+            json_array_append_new(notes, json_string(s));
+        }
+        const char *style = torch ? torch_style(m, op, &mm) : NULL;
+        if (style)
+            json_object_set_new(plan, op->name, json_string(style));
+    }
+    json_t *meshes = json_array();
+    for (int i = 0; i < nmesh; i++) {
+        json_t *mj = json_object(), *shape = json_array(), *names = json_array();
+        if (ms[i].replicas != 1) {
+            json_array_append_new(shape, json_integer(ms[i].replicas < 0 ? pb->p : ms[i].replicas));
+            json_array_append_new(names, json_string("r"));
+        }
+        for (int a = 0; a < ms[i].naxes; a++) {
+            json_array_append_new(shape, json_integer(ms[i].size[a]));
+            json_array_append_new(names, json_string((char[2]){axis_name[a], 0}));
+        }
+        if (!json_array_size(shape)) { /* one device: a 1-axis mesh of p = 1 */
+            json_array_append_new(shape, json_integer(1));
+            json_array_append_new(names, json_string("r"));
+        }
+        json_object_set_new(mj, "shape", shape);
+        json_object_set_new(mj, "axis_names", names);
+        json_object_set_new(mj, "devices", json_integer(ms[i].replicas < 0 ? pb->p : pb->p / ms[i].replicas));
+        json_object_set_new(mj, "replicas", json_integer(ms[i].replicas < 0 ? pb->p : ms[i].replicas));
+        json_array_append_new(meshes, mj);
+        if (ms[i].replicas > 1) {
+            char s[256];
+            snprintf(s, sizeof s,
+                     "mesh %d: the op runs on devices 0..%d only; here devices %d..%d hold copies "
+                     "(axis 'r') and compute the same shards", i, pb->p / ms[i].replicas - 1,
+                     pb->p / ms[i].replicas, pb->p - 1);
+            json_array_append_new(notes, json_string(s));
+        }
+    }
+    for (int k = 0; k < pb->nedges; k++) {
+        const sb_edge *e = &pb->edges[k];
+        const sb_op *a = &m->ops[e->src], *b = &m->ops[e->dst];
+        const int *ca = pb->cfg[e->src].c + (size_t)choice[e->src] * (size_t)a->ndims;
+        const int *cb = pb->cfg[e->dst].c + (size_t)choice[e->dst] * (size_t)b->ndims;
+        const sb_tensor *t = &m->tensors[e->tensor];
+        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
+        sb_operand_layout(a, &a->out[e->src_slot], t->ndims, ca, ls);
+        sb_operand_layout(b, &b->in[e->dst_slot], t->ndims, cb, ld);
+        double words = sb_edge_cost(&pb->cp, t, ls, ld) / sb_words_to_flops(&pb->cp, 2.0);
+        if (words <= 0)
+            continue;
+        json_t *r = json_object();
+        json_object_set_new(r, "tensor", json_string(t->name));
+        json_object_set_new(r, "from", json_string(a->name));
+        json_object_set_new(r, "to", json_string(b->name));
+        json_object_set_new(r, "from_layout", int_array(ls, t->ndims));
+        json_object_set_new(r, "to_layout", int_array(ld, t->ndims));
+        json_object_set_new(r, "predicted_words", json_real(words));
+        json_array_append_new(rel, r);
+    }
+    free(ms);
+    json_object_set_new(root, "meshes", meshes);
+    json_object_set_new(root, "tensors", tensors);
+    json_object_set_new(root, "ops", ops);
+    json_object_set_new(root, "weights", weights);
+    json_object_set_new(root, "activations", acts);
+    json_object_set_new(root, "relayouts", rel);
+    if (torch)
+        json_object_set_new(root, "parallelize_plan", plan);
+    else
+        json_decref(plan);
+    json_object_set_new(root, "not_expressed", notes);
+    return root;
+}
+static const char jax_template[] =
+    "\"\"\"shardbench export for JAX (@HEAD@).\n"
+    "\n"
+    "Meshes over jax.devices()[:P], a NamedSharding per weight and per\n"
+    "activation named by the model's tensor names, and constrain(), which\n"
+    "applies jax.lax.with_sharding_constraint at an op boundary.\n"
+    "\n"
+    "Every mesh reshapes the same P devices row-major, so one jitted program\n"
+    "sees one device assignment. An op on q < P devices gets a leading axis\n"
+    "'r' of P/q: its shards sit on devices 0..q-1 as in shardbench, and the\n"
+    "other devices hold copies (JAX runs every device in an SPMD program).\n"
+    "Where a tensor's producer and consumer layouts differ, constraining it\n"
+    "to the producer's sharding and then to the consumer's makes XLA reshard\n"
+    "it there, explicitly. NOT_EXPRESSED lists what this file could not say.\n"
+    "\"\"\"\n"
+    "import json\n"
+    "\n"
+    "import numpy as np\n"
+    "import jax\n"
+    "from jax.sharding import Mesh, NamedSharding, PartitionSpec\n"
+    "\n"
+    "DATA = json.loads(r'''@JSON@''')\n"
+    "P = DATA[\"p\"]\n"
+    "OPS = {op[\"name\"]: op for op in DATA[\"ops\"]}\n"
+    "NOT_EXPRESSED = DATA[\"not_expressed\"]\n"
+    "_meshes = []\n"
+    "\n"
+    "\n"
+    "def spec(s):\n"
+    "    \"\"\"A PartitionSpec from the JSON form: None, \"x\" or [\"x\", \"y\"] per dim.\"\"\"\n"
+    "    return PartitionSpec(*[tuple(a) if isinstance(a, list) else a for a in s])\n"
+    "\n"
+    "\n"
+    "def meshes(devices=None):\n"
+    "    \"\"\"One Mesh per distinct op mesh, over the first P devices.\"\"\"\n"
+    "    if devices is not None or not _meshes:\n"
+    "        devs = list(jax.devices() if devices is None else devices)\n"
+    "        if len(devs) < P:\n"
+    "            raise RuntimeError(\"this strategy needs %d devices, JAX has %d\" % (P, len(devs)))\n"
+    "        flat = np.array(devs[:P], dtype=object)\n"
+    "        _meshes[:] = [Mesh(flat.reshape(m[\"shape\"]), tuple(m[\"axis_names\"]))\n"
+    "                      for m in DATA[\"meshes\"]]\n"
+    "    return _meshes\n"
+    "\n"
+    "\n"
+    "def sharding(mesh, s):\n"
+    "    return NamedSharding(meshes()[mesh], spec(s))\n"
+    "\n"
+    "\n"
+    "def weight_shardings():\n"
+    "    \"\"\"{weight name: NamedSharding} as its op holds it.\"\"\"\n"
+    "    return {n: sharding(w[\"mesh\"], w[\"spec\"]) for n, w in DATA[\"weights\"].items()}\n"
+    "\n"
+    "\n"
+    "def activation_shardings():\n"
+    "    \"\"\"{tensor name: NamedSharding} of each op output as its producer makes it.\"\"\"\n"
+    "    return {n: sharding(a[\"mesh\"], a[\"spec\"]) for n, a in DATA[\"activations\"].items()}\n"
+    "\n"
+    "\n"
+    "def operand_sharding(op, role, k=0):\n"
+    "    \"\"\"Sharding of op's input k (role \"in\") or output k (role \"out\").\"\"\"\n"
+    "    o = OPS[op]\n"
+    "    return sharding(o[\"mesh\"], o[role][k][\"spec\"])\n"
+    "\n"
+    "\n"
+    "def constrain(x, op, role, k=0):\n"
+    "    \"\"\"x constrained to op's layout of its input or output k.\"\"\"\n"
+    "    return jax.lax.with_sharding_constraint(x, operand_sharding(op, role, k))\n";
+
+static const char torch_template[] =
+    "\"\"\"shardbench export for PyTorch DTensor, torch >= 2.4 (@HEAD@).\n"
+    "\n"
+    "Meshes (init_device_mesh over all P ranks), placements per weight and per\n"
+    "activation named by the model's tensor names, distribute_weights() and a\n"
+    "parallelize_module plan for the ops it recognises (column/row-wise\n"
+    "linear, sequence-parallel norm, vocab-parallel embedding); the JSON in\n"
+    "DATA says the rest. An op on q < P ranks gets a leading mesh axis 'r' of\n"
+    "P/q: its shards sit on ranks 0..q-1 and the other ranks hold copies.\n"
+    "The plan is keyed by op name: a module whose submodules carry the op\n"
+    "names (get_submodule) takes it as it is. NOT_EXPRESSED lists what this\n"
+    "file could not say.\n"
+    "\"\"\"\n"
+    "import json\n"
+    "\n"
+    "import torch\n"
+    "from torch.distributed.device_mesh import init_device_mesh\n"
+    "from torch.distributed.tensor import Replicate, Shard, distribute_tensor\n"
+    "from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,\n"
+    "                                               SequenceParallel, parallelize_module)\n"
+    "\n"
+    "DATA = json.loads(r'''@JSON@''')\n"
+    "P = DATA[\"p\"]\n"
+    "OPS = {op[\"name\"]: op for op in DATA[\"ops\"]}\n"
+    "NOT_EXPRESSED = DATA[\"not_expressed\"]\n"
+    "PLAN = DATA[\"parallelize_plan\"]\n"
+    "_STYLES = {\"ColwiseParallel()\": ColwiseParallel, \"RowwiseParallel()\": RowwiseParallel,\n"
+    "           \"SequenceParallel()\": SequenceParallel}\n"
+    "_meshes = []\n"
+    "\n"
+    "\n"
+    "def placement(s):\n"
+    "    return Replicate() if s == \"Replicate()\" else Shard(int(s[len(\"Shard(\"):-1]))\n"
+    "\n"
+    "\n"
+    "def meshes(device_type=\"cuda\"):\n"
+    "    if not _meshes:\n"
+    "        _meshes[:] = [init_device_mesh(device_type, tuple(m[\"shape\"]),\n"
+    "                                       mesh_dim_names=tuple(m[\"axis_names\"]))\n"
+    "                      for m in DATA[\"meshes\"]]\n"
+    "    return _meshes\n"
+    "\n"
+    "\n"
+    "def weight_placements():\n"
+    "    \"\"\"{weight name: (mesh index, [Placement per mesh axis])}\"\"\"\n"
+    "    return {n: (w[\"mesh\"], [placement(s) for s in w[\"placements\"]])\n"
+    "            for n, w in DATA[\"weights\"].items()}\n"
+    "\n"
+    "\n"
+    "def activation_placements():\n"
+    "    return {n: (a[\"mesh\"], [placement(s) for s in a[\"placements\"]])\n"
+    "            for n, a in DATA[\"activations\"].items()}\n"
+    "\n"
+    "\n"
+    "def distribute_weights(params, device_type=\"cuda\"):\n"
+    "    \"\"\"{name: full torch.Tensor} -> {name: DTensor} laid out as exported.\"\"\"\n"
+    "    ms = meshes(device_type)\n"
+    "    out = {}\n"
+    "    for n, (mi, pl) in weight_placements().items():\n"
+    "        if n in params:\n"
+    "            out[n] = distribute_tensor(params[n], ms[mi], pl)\n"
+    "    return out\n"
+    "\n"
+    "\n"
+    "def parallelize(module, device_type=\"cuda\"):\n"
+    "    \"\"\"Applies PLAN to the submodules named like the ops.\"\"\"\n"
+    "    ms = meshes(device_type)\n"
+    "    for name, style in PLAN.items():\n"
+    "        op = OPS[name]\n"
+    "        axis = [d[\"axis\"] for d in op[\"dims\"] if d[\"axis\"]][0]\n"
+    "        parallelize_module(module.get_submodule(name), ms[op[\"mesh\"]][axis], _STYLES[style]())\n"
+    "    return module\n";
+
+int sb_export_form_parse(const char *s, sb_export_form *out, sb_error *err)
+{
+    static const char *const names[] = {"text", "py", "json"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (sb_export_form)i;
+            return 0;
+        }
+    return sb_fail(err, SB_EXIT_INPUT, "--format: '%s' is not text, py or json", s);
+}
+
+/* The template with @HEAD@ and @JSON@ filled in. In the Python literal
+ * r'''...''' a quote is written \u0027 (JSON reads it back), so the text
+ * cannot end the literal early. */
+static int write_py(FILE *f, const char *tmpl, const char *head, const char *json)
+{
+    for (const char *t = tmpl; *t;) {
+        if (!strncmp(t, "@HEAD@", 6)) {
+            fputs(head, f);
+            t += 6;
+        } else if (!strncmp(t, "@JSON@", 6)) {
+            for (const char *j = json; *j; j++)
+                if (*j == '\'')
+                    fputs("\\u0027", f);
+                else
+                    fputc(*j, f);
+            t += 6;
+        } else {
+            fputc(*t++, f);
+        }
+    }
+    fputc('\n', f);
+    return 0;
+}
+
+int sb_strategy_export_as(FILE *f, const sb_problem *pb, const int *choice, sb_export_format fmt,
+                          sb_export_form form, sb_error *err)
+{
+    if (form == SB_EXPORT_TEXT)
+        return sb_strategy_export(f, pb, choice, fmt, err);
+    if (fmt != SB_EXPORT_JAX && fmt != SB_EXPORT_TORCH)
+        return sb_fail(err, SB_EXIT_INPUT, "--format py and json are for --to jax and torch");
+    json_t *root = program_json(pb, choice, fmt == SB_EXPORT_TORCH);
+    char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(root);
+    if (!text)
+        return sb_fail(err, SB_EXIT_INTERNAL, "export: out of memory");
+    if (form == SB_EXPORT_JSON) {
+        fputs(text, f);
+        fputc('\n', f);
+    } else {
+        char head[4400], params[4096];
+        sb_params_str(pb->m, params, sizeof params);
+        for (char *s = params; *s; s++) /* nothing that ends the docstring */
+            if (*s == '"' || *s == '\\')
+                *s = '_';
+        snprintf(head, sizeof head, "model %.200s, params %s, p %d", pb->m->name, params, pb->p);
+        for (char *s = head; *s; s++)
+            if (*s == '"' || *s == '\\')
+                *s = '_';
+        write_py(f, fmt == SB_EXPORT_TORCH ? torch_template : jax_template, head, text);
+    }
+    free(text);
+    if (ferror(f))
+        return sb_fail(err, SB_EXIT_INTERNAL, "export: write failed: %s", strerror(errno));
+    return 0;
 }

@@ -128,6 +128,18 @@ int sb_export_format_parse(const char *s, sb_export_format *out, sb_error *err);
 int sb_strategy_export(FILE *f, const sb_problem *pb, const int *choice, sb_export_format fmt,
                        sb_error *err);
 
+/* What export writes: the text above (default), or a program for
+ * --to jax|torch: a Python module or its JSON (docs/export.md). */
+typedef enum { SB_EXPORT_TEXT = 0, SB_EXPORT_PY, SB_EXPORT_JSON } sb_export_form;
+
+/* "text", "py", "json"; else an input error naming the value. */
+int sb_export_form_parse(const char *s, sb_export_form *out, sb_error *err);
+
+/* sb_strategy_export for SB_EXPORT_TEXT; else the JSON or Python program
+ * (JAX or PyTorch only: an input error for the others). */
+int sb_strategy_export_as(FILE *f, const sb_problem *pb, const int *choice, sb_export_format fmt,
+                          sb_export_form form, sb_error *err);
+
 /* A DTensor layout string "sharding_specs:x,unsharded, mesh:|x=4,y=2|..." read
  * back: per tensor dim the split count (1 for unsharded; "(x*y)" is the
  * product). Returns the rank, or -1 with err set. */
