@@ -1,0 +1,176 @@
+"""Runs exported JAX programs and checks them (tests/jax/check.sh).
+
+usage: check.py RUN_LOSSES.json TABLE.tsv MODULE.py...
+
+Each MODULE is `shardbench export S --to jax --format py`. For each: the
+model of its DATA (refmodel.py) trains 3 SGD steps sharded as exported
+(one jitted step, weights placed with the exported shardings, every op
+boundary constrained), and
+  (a) the compiled step's shardings, read back from the executable,
+      equal the exported ones for every weight (in and out) and every op
+      output (is_equivalent_to);
+  (b) its losses equal the same model unsharded (one device) and
+      shardbench's own `run` (RUN_LOSSES.json: {"model params": [losses]})
+      within float tolerance;
+  (c) the collectives XLA inserted (compiled HLO text) are counted per op
+      and written beside the cost model's predicted communication to
+      TABLE.tsv.
+Exit 1 on any mismatch, naming it.
+"""
+import importlib.util
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import jax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import refmodel  # noqa: E402
+
+STEPS = 3
+RTOL = 2e-5
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+DTYPE_BYTES = {"f32": 4, "s32": 4, "f64": 8, "s64": 8, "pred": 1, "bf16": 2, "f16": 2, "u32": 4}
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def shape_bytes(text):
+    """Bytes of an HLO result shape: f32[8,16]{1,0} or a tuple of them."""
+    n = 0
+    for dt, dims in re.findall(r"\b([a-z]+[0-9]*)\[([0-9,]*)\]", text):
+        if dt in DTYPE_BYTES:
+            n += DTYPE_BYTES[dt] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
+    return n
+
+
+def hlo_collectives(hlo, op_names):
+    """{op name or '(other)': {kind: bytes per device}} of the compiled HLO."""
+    out = {}
+    for line in hlo.splitlines():
+        m = re.match(r"\s*(?:ROOT\s+)?%?\S+\s*=\s*(.*?)\s+(" + "|".join(COLLECTIVES)
+                     + r")(?:-start)?\(", line)
+        if not m:
+            continue
+        kind = m.group(2)
+        b = shape_bytes(m.group(1))
+        if "-start(" in line and kind in ("all-gather", "collective-permute"):
+            b //= 2  # async start: (operand, result) tuple
+        meta = re.search(r'op_name="([^"]*)"', line)
+        owner = "(other)"
+        if meta:
+            # op names hold '/': the longest name that occurs as a scope
+            best = ""
+            for name in op_names:
+                if "/" + name + "/" in "/" + meta.group(1) + "/" and len(name) > len(best):
+                    best = name
+            if best:
+                owner = best
+        out.setdefault(owner, {}).setdefault(kind, 0)
+        out[owner][kind] += b
+    return out
+
+
+def same(a, b, rtol=RTOL):
+    return all(abs(x - y) <= rtol * max(1.0, abs(y)) for x, y in zip(a, b)) and len(a) == len(b)
+
+
+def main():
+    run_losses = json.load(open(sys.argv[1]))
+    table = open(sys.argv[2], "w")
+    table.write("strategy\top\tpredicted_bytes\txla_bytes\txla_kinds\n")
+    failures = []
+    unsharded = {}
+    for path in sys.argv[3:]:
+        prog = load(path)
+        data = prog.DATA
+        label = os.path.basename(path)[:-3]
+        key = data["model"] + " " + data["params"]
+        model = refmodel.Model(data)
+        batches = [model.batch(s) for s in range(STEPS)]
+
+        # the same model unsharded, once per model and sizes
+        if key not in unsharded:
+            step1 = jax.jit(lambda p, b: model.sgd_step(p, b))  # numpy in: device 0 only
+            p = model.init_params()
+            losses = []
+            for b in batches:
+                loss, p = step1(p, b)
+                losses.append(float(loss))
+            unsharded[key] = losses
+
+        ws = prog.weight_shardings()
+        acts = prog.activation_shardings()
+        params = {n: jax.device_put(v, ws[n]) for n, v in model.init_params().items()}
+        step = jax.jit(lambda p, b: model.sgd_step(p, b, prog=prog, with_acts=True))
+        compiled = step.lower(params, batches[0]).compile()
+
+        # (a) shardings read back from the executable
+        in_sh = compiled.input_shardings[0][0]
+        _, out_w, out_a = compiled.output_shardings
+        bad = []
+        for n, s in ws.items():
+            nd = len(data["weights"][n]["shape"])
+            if not in_sh[n].is_equivalent_to(s, nd):
+                bad.append("weight %s in: %s, exported %s" % (n, in_sh[n], s.spec))
+            if not out_w[n].is_equivalent_to(s, nd):
+                bad.append("weight %s out: %s, exported %s" % (n, out_w[n], s.spec))
+        for n, s in acts.items():
+            if n not in out_a:
+                continue  # the loss
+            nd = len(data["tensors"][n]["shape"])
+            if not out_a[n].is_equivalent_to(s, nd):
+                bad.append("activation %s: %s, exported %s" % (n, out_a[n], s.spec))
+        nchecked = len(ws) + len(out_a)
+
+        # (b) losses
+        losses = []
+        for b in batches:
+            loss, params, _ = compiled(params, b)
+            losses.append(float(loss))
+        ok_ref = same(losses, unsharded[key])
+        ok_run = key in run_losses and same(losses, run_losses[key])
+        if not ok_ref:
+            bad.append("losses %s, unsharded JAX %s" % (losses, unsharded[key]))
+        if not ok_run:
+            bad.append("losses %s, shardbench run %s" % (losses, run_losses.get(key)))
+
+        # (c) communication, predicted beside what XLA inserted
+        names = [op["name"] for op in data["ops"]]
+        coll = hlo_collectives(compiled.as_text(), set(names))
+        pred = {op["name"]: op["predicted_comm_words"] * 4 for op in data["ops"]}
+        for r in data["relayouts"]:
+            pred[r["to"]] += r["predicted_words"] * 4 * 2  # forward and backward
+        tot_p = tot_x = 0
+        for n in names + ["(other)"]:
+            x = sum(coll.get(n, {}).values())
+            pb = pred.get(n, 0)
+            tot_p += pb
+            tot_x += x
+            if x or pb:
+                kinds = ",".join("%s:%d" % kv for kv in sorted(coll.get(n, {}).items()))
+                table.write("%s\t%s\t%.0f\t%d\t%s\n" % (label, n, pb, x, kinds or "-"))
+        table.write("%s\tTOTAL\t%.0f\t%d\t-\n" % (label, tot_p, tot_x))
+        status = "ok" if not bad else "FAIL"
+        print("%-34s %s  shardings %d checked  losses %s  run %s  comm bytes/device predicted %.0f "
+              "xla %d" % (label, status, nchecked, " ".join("%.6f" % v for v in losses),
+                          " ".join("%.6f" % v for v in run_losses.get(key, [])), tot_p, tot_x))
+        for b in bad[:20]:
+            print("   ", b)
+        failures += [label + ": " + b for b in bad]
+    table.close()
+    if failures:
+        print("%d mismatches" % len(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
