@@ -6,6 +6,7 @@
 #   source scripts/deps.sh
 #   sb_install_deps     # apt-get only if some package is missing
 #   sb_env              # exports the run-time settings tests and CI use
+#   sb_jax_venv         # build-venv-jax/: JAX (CPU) for the export_jax test
 
 # What each package is for:
 #   build-essential cmake pkg-config   the build
@@ -20,6 +21,7 @@
 #     (python3-onnx, python3-torch, python3-torchvision only regenerate
 #     tests/data/onnx with its make.py; neither the build nor CI needs them)
 #   git                                commit id compiled into the build
+#   python3-venv                       build-venv-jax/ (sb_jax_venv)
 SB_DEB_PACKAGES=(
     build-essential cmake pkg-config
     clang libclang-rt-14-dev
@@ -31,6 +33,7 @@ SB_DEB_PACKAGES=(
     gnuplot-nox
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev
     git
+    python3-venv
 )
 
 # Prints the packages of SB_DEB_PACKAGES that are not installed, one a line.
@@ -77,4 +80,29 @@ sb_install_deps() {
 sb_env() {
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+}
+
+# The Python the export_jax test runs exported programs with
+# (tests/export_jax.cmake): a venv in build-venv-jax/ (git-ignored) with
+# JAX for the CPU and numpy at versions that work with Debian 12's Python
+# 3.11, from PyPI through pip. Does nothing when the venv already holds
+# them (a stamp file names the pins); about 1 minute the first time.
+SB_JAX_PINS=("jax[cpu]==0.4.38" "numpy==1.26.4")
+sb_jax_venv() {
+    local root venv
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    venv=$root/build-venv-jax
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.pins" 2>/dev/null)" = "${SB_JAX_PINS[*]}" ]; then
+        return 0
+    fi
+    echo "deps: creating $venv (${SB_JAX_PINS[*]})" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv" &&
+        "$venv/bin/pip" install -q --disable-pip-version-check "${SB_JAX_PINS[@]}" &&
+        "$venv/bin/python" -c 'import jax, numpy' &&
+        echo "${SB_JAX_PINS[*]}" > "$venv/.pins" || {
+        echo "deps: could not make $venv" >&2
+        rm -rf "$venv"
+        return 1
+    }
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: the test command of the Quick start (README.md).
 #
-# Installs missing Debian packages, builds the Sanitize configuration
-# (ASan + UBSan) in build-sanitize/ and runs every ctest test there, then
+# Installs missing Debian packages and the JAX venv (build-venv-jax/),
+# builds the Sanitize configuration (ASan + UBSan) in build-sanitize/ and runs every ctest test there, then
 # builds Release in build/ and checks that `cmake --install` gives a usable
 # package: libraries, headers, pkg-config file and models, with a small
 # program compiled through pkg-config (linked dynamically, then statically
@@ -16,6 +16,7 @@ cd "$root"
 source scripts/deps.sh
 sb_install_deps
 sb_env
+sb_jax_venv # the export_jax test is registered where it exists
 jobs=$(nproc)
 
 step() { printf '\n== %s\n' "$*"; }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# check.sh SHARDBENCH PYTHON: exports the Transformer and AlexNet at
+# check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer and AlexNet at
 # reduced sizes under pase-best, data parallel and MCMC at p = 4 and 8 as
 # JAX modules (`export --to jax --format py`), runs them on 8 host CPU
 # devices (check.py: shardings read back, losses against the unsharded
@@ -10,6 +10,7 @@
 set -euo pipefail
 SB=$(realpath "$1")
 PY=$2
+MPIRUN=${3:-mpirun}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${SB_JAX_OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
@@ -37,9 +38,9 @@ for name in transformer alexnet; do
     # equivalence tests hold the runtime to that): 1 rank, and the pase
     # strategy at p = 4 on 4 ranks
     "$SB" search $M -p 4 $SEARCH --save $name-pase-p4.strategy > /dev/null
-    l1=$(mpirun -np 1 "$SB" run $M --strategy dp --warmup 0 --steps 3 --format json --db none \
+    l1=$("$MPIRUN" -np 1 "$SB" run $M --strategy dp --warmup 0 --steps 3 --format json --db none \
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
-    l4=$(mpirun -np 4 "$SB" run $M --strategy $name-pase-p4.strategy --warmup 0 --steps 3 --format json --db none \
+    l4=$("$MPIRUN" -np 4 "$SB" run $M --strategy $name-pase-p4.strategy --warmup 0 --steps 3 --format json --db none \
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
     key=$("$SB" export $name-pase-p4.strategy --to jax --format json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["model"]+" "+d["params"])')
     "$PY" - "$l1" "$l4" <<'PYEOF'
@@ -73,6 +74,7 @@ for f in transformer-pase-p8 alexnet-mcmc-p4; do
     "$PY" -m py_compile ${f//-/_}_torch.py
     "$PY" "$HERE/structure.py" $f.jax.json $f.torch.json ${f//-/_}_torch.py
 done
+rm -f x.py
 if "$SB" export transformer-dp-p4.strategy --to mtf --format py -o x.py 2> /dev/null || [ -e x.py ]; then
     echo "check.sh: --to mtf --format py was accepted" >&2
     exit 1
