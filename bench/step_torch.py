@@ -7,7 +7,7 @@ request, so that bench/step can time shardbench and PyTorch side by side in
 one invocation. Not a general model-file interpreter: it knows the two
 networks bench/step compares (models/alexnet.model, models/transformer.model).
 
-What is the same as shardbench's step (runtime/executor.c):
+What is the same as shardbench's step (runtime/executor/executor.c):
 - the graph: every op of the model file, with the same shapes, no biases
   (shardbench's conv and dense have none), fused relu where the file says
   pw > 0, layer norm with scale and shift (eps 1e-5), unscaled attention

@@ -2,7 +2,7 @@
  * device of an op under a config (weights, their gradients, optimizer state,
  * activations kept for backward, activation gradients, transient buffers)
  * and the peak of a strategy. It follows what the runtime allocates
- * (runtime/executor.c: every activation and activation gradient of a step
+ * (runtime/executor/executor.c: every activation and activation gradient of a step
  * stays allocated until the step ends). Not a measurement. */
 #include "kinds.h"
 

@@ -34,7 +34,7 @@ static void memory_gemm(const sb_model *m, const sb_op *op, const int *c, sb_mem
     e->scratch = e->in + (e->weights > e->wmax ? e->weights : e->wmax) + 2.0 * e->outs;
 }
 
-/* The CPU conv kernels' im2col workspace (runtime's k_conv.c): the columns
+/* The CPU conv kernels' im2col workspace (runtime/kernels/k_conv.c): the columns
  * of a group of g images, g = ceil(1536 / (h_out w_out)) but at most 16 and
  * at most 8 Mi floats, each image (C' R' S' + N') h_out w_out floats.
  * conv dims: 0 batch, 1 channels_in, 2 h, 3 w, 4 kh, 5 kw, 6 channels. */
