@@ -9,7 +9,11 @@
  * Round trips: every DTensor layout string of the export is parsed back and
  * must give the operand's split counts under the op's config; every Mesh-TF
  * mesh_shape + layout is parsed back and must give the op's config. Then the
- * readers' errors. Not the strategy files themselves (test_dp.c). */
+ * readers' errors. The program forms (--format json|py, docs/export.md):
+ * every operand's and weight's JSON spec, read back over its mesh, gives
+ * the operand's split counts under the op's config, and the text form of
+ * sb_strategy_export_as is sb_strategy_export's; what runs them is
+ * tests/jax/check.sh. Not the strategy files themselves (test_dp.c). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "shardbench/candidates.h"
 
@@ -249,6 +255,144 @@ static void test_reader_errors(void **state)
     assert_int_equal(err.code, SB_EXIT_INPUT);
 }
 
+
+static char *export_as_str(loaded *l, sb_export_format fmt, sb_export_form form, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    assert_non_null(f);
+    sb_error err = {0};
+    if (sb_strategy_export_as(f, &l->pb, l->choice, fmt, form, &err))
+        fail_msg("export: %s", err.msg);
+    fclose(f);
+    return buf;
+}
+
+/* Split count of a JSON spec entry (null, "x" or ["x", "y"]) over a mesh. */
+static int spec_split(json_t *entry, json_t *mesh)
+{
+    json_t *names = json_object_get(mesh, "axis_names"), *shape = json_object_get(mesh, "shape");
+    int split = 1;
+    for (size_t k = 0; k < (json_is_array(entry) ? json_array_size(entry) : !json_is_null(entry)); k++) {
+        const char *a = json_string_value(json_is_array(entry) ? json_array_get(entry, k) : entry);
+        assert_non_null(a);
+        int found = 0;
+        for (size_t n = 0; n < json_array_size(names); n++)
+            if (!strcmp(json_string_value(json_array_get(names, n)), a)) {
+                split *= (int)json_integer_value(json_array_get(shape, n));
+                found = 1;
+            }
+        assert_true(found);
+    }
+    return split;
+}
+
+static void test_program_json(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        loaded l;
+        load_golden(models[i], &l);
+        for (int torch = 0; torch < 2; torch++) {
+            size_t len;
+            char *text = export_as_str(&l, torch ? SB_EXPORT_TORCH : SB_EXPORT_JAX, SB_EXPORT_JSON, &len);
+            json_error_t je;
+            json_t *root = json_loads(text, 0, &je);
+            if (!root)
+                fail_msg("%s: JSON line %d: %s", models[i], je.line, je.text);
+            assert_int_equal(json_integer_value(json_object_get(root, "p")), 8);
+            json_t *meshes = json_object_get(root, "meshes"), *ops = json_object_get(root, "ops");
+            for (size_t k = 0; k < json_array_size(meshes); k++) {
+                json_t *sh = json_object_get(json_array_get(meshes, k), "shape");
+                int prod = 1;
+                for (size_t n = 0; n < json_array_size(sh); n++)
+                    prod *= (int)json_integer_value(json_array_get(sh, n));
+                assert_int_equal(prod, 8);
+            }
+            assert_int_equal(json_array_size(ops), (size_t)l.m.nops);
+            for (int o = 0; o < l.m.nops; o++) {
+                const sb_op *op = &l.m.ops[o];
+                const int *c = l.pb.cfg[o].c + (size_t)l.choice[o] * (size_t)op->ndims;
+                json_t *oj = json_array_get(ops, (size_t)o);
+                assert_string_equal(json_string_value(json_object_get(oj, "name")), op->name);
+                json_t *mesh = json_array_get(meshes, (size_t)json_integer_value(json_object_get(oj, "mesh")));
+                int q = 1;
+                for (int d = 0; d < op->ndims; d++) {
+                    assert_int_equal(json_integer_value(json_array_get(json_object_get(oj, "config"), (size_t)d)), c[d]);
+                    q *= c[d];
+                }
+                if (8 % q) /* exported replicated, and said so */
+                    continue;
+                for (int role = 0; role < 2; role++) {
+                    const sb_operand *ops_ = role ? op->out : op->in;
+                    int n = role ? op->nout : op->nin;
+                    json_t *arr = json_object_get(oj, role ? "out" : "in");
+                    assert_int_equal(json_array_size(arr), (size_t)n);
+                    for (int k = 0; k < n; k++) {
+                        const sb_tensor *t = &l.m.tensors[ops_[k].tensor];
+                        int lay[SB_MAX_DIMS];
+                        sb_operand_layout(op, &ops_[k], t->ndims, c, lay);
+                        json_t *spec = json_object_get(json_array_get(arr, (size_t)k), "spec");
+                        assert_int_equal(json_array_size(spec), (size_t)t->ndims);
+                        for (int j = 0; j < t->ndims; j++)
+                            assert_int_equal(spec_split(json_array_get(spec, (size_t)j), mesh), lay[j]);
+                        checked++;
+                    }
+                }
+                json_t *ws = json_object_get(oj, "weights");
+                assert_int_equal(json_array_size(ws), (size_t)op->nweights);
+                for (int w = 0; w < op->nweights; w++) {
+                    json_t *spec = json_object_get(json_array_get(ws, (size_t)w), "spec");
+                    for (int j = 0; j < op->weights[w].ndims; j++) {
+                        int mp = op->weights[w].map[j];
+                        assert_int_equal(spec_split(json_array_get(spec, (size_t)j), mesh), mp >= 0 ? c[mp] : 1);
+                    }
+                    checked++;
+                }
+            }
+            json_decref(root);
+            free(text);
+        }
+        /* the text form through export_as is the text export, byte for byte */
+        for (int f = 0; f < 4; f++) {
+            size_t la, lb;
+            char *a = export_str(&l, (sb_export_format)f, &la);
+            char *b = export_as_str(&l, (sb_export_format)f, SB_EXPORT_TEXT, &lb);
+            assert_int_equal(la, lb);
+            assert_memory_equal(a, b, la);
+            free(a);
+            free(b);
+        }
+        free_loaded(&l);
+    }
+    assert_true(checked > 1000);
+}
+
+static void test_program_errors(void **state)
+{
+    (void)state;
+    sb_error err = {0};
+    sb_export_form form;
+    assert_int_equal(sb_export_form_parse("py", &form, &err), 0);
+    assert_int_equal(form, SB_EXPORT_PY);
+    assert_int_equal(sb_export_form_parse("yaml", &form, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    loaded l;
+    load_golden("alexnet", &l);
+    char *buf = NULL;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    for (int fmt = 0; fmt < 4; fmt += 3) { /* dtensor, mtf: no program form */
+        err.code = 0;
+        assert_int_equal(sb_strategy_export_as(f, &l.pb, l.choice, (sb_export_format)fmt, SB_EXPORT_PY, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+    }
+    fclose(f);
+    free(buf);
+    free_loaded(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_dtensor_round_trip),
         cmocka_unit_test(test_mtf_round_trip),
+        cmocka_unit_test(test_program_json),
+        cmocka_unit_test(test_program_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,7 @@
 # folder): the modules, comm.tsv (the fidelity table).
 set -euo pipefail
 SB=$(realpath "$1")
-PY=$2
+PY=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") # absolute, the venv's own
 MPIRUN=${3:-mpirun}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${SB_JAX_OUT:-$(mktemp -d)}
@@ -19,7 +19,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export XLA_FLAGS="--xla_force_host_platform_device_count=8 ${XLA_FLAGS:-}"
 export JAX_PLATFORMS=cpu
 "$PY" -c 'import jax; assert len(jax.devices()) == 8, jax.devices()' || {
-    echo "check.sh: $PY has no JAX with 8 CPU devices (scripts/deps.sh jax_venv makes one)" >&2
+    echo "check.sh: $PY has no JAX with 8 CPU devices (scripts/deps.sh sb_jax_venv makes one)" >&2
     exit 1
 }
 
