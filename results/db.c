@@ -46,6 +46,41 @@ static void error_detail(const sb_db *db, int rc, char *buf, size_t n)
         snprintf(buf, n, "%s", msg);
 }
 
+/* The folder that holds path (".", when it has no '/') into buf. */
+static void parent_dir(const char *path, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, n, ".");
+    else if (slash == path)
+        snprintf(buf, n, "/");
+    else
+        snprintf(buf, n, "%.*s", (int)(slash - path), path);
+}
+
+/* SQLite cannot open or create the file: says why in the OS's words, and
+ * names the folder when it is the folder that refuses (a new file in a
+ * read-only folder). */
+static int cantopen(const sb_db *db, const char *detail, const char *doing,
+                    sb_error *err)
+{
+    char dir[4096];
+    struct stat st;
+    parent_dir(db->path, dir, sizeof dir);
+    if (stat(db->path, &st) != 0 && errno == ENOENT && access(dir, W_OK) != 0 &&
+        (errno == EACCES || errno == EROFS || errno == EPERM))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create the database: "
+                       "permission denied: folder %s is not writable%s",
+                       db->path, dir, errno == EROFS ? " (read-only file "
+                       "system)" : "");
+    if (access(db->path, F_OK) == 0 && access(db->path, R_OK | W_OK) != 0 &&
+        errno == EACCES)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the file: "
+                       "permission denied while %s", db->path, doing);
+    return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the file (%s) "
+                   "while %s", db->path, detail, doing);
+}
+
 /* Fails with a message for sqlite result rc, met while `doing`. */
 static int db_fail(const sb_db *db, int rc, const char *doing, sb_error *err)
 {
@@ -55,7 +90,7 @@ static int db_fail(const sb_db *db, int rc, const char *doing, sb_error *err)
     switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        return sb_fail(err, SB_EXIT_INPUT,
+        return sb_fail(err, SB_EXIT_INTERNAL,
                        "%s: database is locked (another process holds it; "
                        "waited %d ms) while %s", p, db->busy_ms, doing);
     case SQLITE_NOTADB:
@@ -66,8 +101,7 @@ static int db_fail(const sb_db *db, int rc, const char *doing, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT,
                        "%s: database is damaged (%s) while %s", p, d, doing);
     case SQLITE_CANTOPEN:
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open the file (%s) "
-                       "while %s", p, d, doing);
+        return cantopen(db, d, doing, err);
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_AUTH:
@@ -275,6 +309,55 @@ static int check_not_newer(const sb_db *db, int version, sb_error *err)
 
 /* ------------------------------------------------------- checks on open -- */
 
+/* A file with tables is shardbench's when its user_version is one of ours
+ * and it has the version-1 tables; one at version 0 with tables of its own
+ * is another program's, taken only when the caller adopts it (its tables
+ * stay, shardbench's are added beside them). Names what it found. */
+static int check_ours(sb_db *db, int version, int adopt, sb_error *err)
+{
+    const char *doing = "listing the tables of the file";
+    sqlite3_stmt *st;
+    if (db_prepare(db, "SELECT name FROM sqlite_master WHERE type IN "
+                   "('table', 'view') AND name NOT LIKE 'sqlite\\_%' "
+                   "ESCAPE '\\' ORDER BY name", &st, doing, err))
+        return -1;
+    static const char *const ours[] = {"measurements", "models", "runs",
+                                       "search_runs", "strategies"};
+    char found[512] = "";
+    int ntables = 0, nours = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        ntables++;
+        for (size_t i = 0; name && i < sizeof ours / sizeof ours[0]; i++)
+            nours += strcmp(name, ours[i]) == 0;
+        size_t l = strlen(found);
+        if (ntables <= 8 && name)
+            snprintf(found + l, sizeof found - l, "%s%.40s", l ? ", " : "",
+                     name);
+        else if (ntables == 9)
+            snprintf(found + l, sizeof found - l, ", ...");
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_fail(db, rc, doing, err);
+    if (ntables == 0 && version == 0)
+        return 0;  /* an empty SQLite file: an empty database */
+    if (version >= 1 && nours == 5)
+        return 0;
+    if (version == 0 && adopt)
+        return 0;
+    if (version == 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: not a shardbench database: it "
+                       "holds %d table%s of another program (%s) and no "
+                       "shardbench schema; left untouched (use another file, "
+                       "or --adopt-db to add shardbench's tables to it)",
+                       db->path, ntables, ntables == 1 ? "" : "s", found);
+    return sb_fail(err, SB_EXIT_INPUT, "%s: not a shardbench database: schema "
+                   "version %d but %d of shardbench's 5 tables (tables: %s); "
+                   "left untouched", db->path, version, nours,
+                   ntables ? found : "none");
+}
+
 /* PRAGMA quick_check must answer a single "ok". */
 static int quick_check(sb_db *db, sb_error *err)
 {
@@ -449,7 +532,7 @@ fail:
 
 /* Opens the handle and brings the file to the current schema. Reads come
  * before any write, so a damaged, foreign or newer file is left as it was. */
-static int db_connect(sb_db *db, int existed, sb_error *err)
+static int db_connect(sb_db *db, int existed, int flags, sb_error *err)
 {
     int rc = sqlite3_open_v2(db->path, &db->h,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -459,7 +542,9 @@ static int db_connect(sb_db *db, int existed, sb_error *err)
     sqlite3_busy_timeout(db->h, db->busy_ms);
     int v;
     if ((existed && quick_check(db, err)) || read_version(db, &v, err) ||
-        check_not_newer(db, v, err) || check_writable(db, err) ||
+        check_not_newer(db, v, err) ||
+        check_ours(db, v, (flags & SB_DB_ADOPT) != 0, err) ||
+        check_writable(db, err) ||
         set_wal(db, err) ||
         db_exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err))
         return -1;
@@ -470,6 +555,12 @@ static int db_connect(sb_db *db, int existed, sb_error *err)
 
 int sb_db_open(const char *path, int busy_timeout_ms, sb_db **out,
                sb_error *err)
+{
+    return sb_db_open_flags(path, busy_timeout_ms, 0, out, err);
+}
+
+int sb_db_open_flags(const char *path, int busy_timeout_ms, int flags,
+                     sb_db **out, sb_error *err)
 {
     int existed;
     if (!out)
@@ -489,7 +580,7 @@ int sb_db_open(const char *path, int busy_timeout_ms, sb_db **out,
         free(db);
         return sb_fail(err, SB_EXIT_INTERNAL, "%s: out of memory", path);
     }
-    if (db_connect(db, existed, err)) {
+    if (db_connect(db, existed, flags, err)) {
         sb_db_close(db);
         return -1;
     }
@@ -702,7 +793,8 @@ int sb_db_end_run(sb_db *db, int64_t run_id, sb_error *err)
 
 static int valid_status(const char *s)
 {
-    static const char *const ok[] = {"ok", "oom", "error", "timeout"};
+    static const char *const ok[] = {"ok", "oom", "error", "timeout",
+                                      "diverged"};
     for (size_t i = 0; s && i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(s, ok[i]) == 0)
             return 1;
@@ -727,8 +819,8 @@ static int check_measurement(const sb_db *db, const sb_measurement_record *r,
     else if (r->steps < 0)
         snprintf(bad, sizeof bad, "step count below 0");
     else if (!valid_status(r->status))
-        snprintf(bad, sizeof bad, "status \"%.40s\" is not ok, oom, error "
-                 "or timeout", r->status ? r->status : "(none)");
+        snprintf(bad, sizeof bad, "status \"%.40s\" is not ok, oom, error, "
+                 "timeout or diverged", r->status ? r->status : "(none)");
     if (!bad[0])
         return 0;
     return sb_fail(err, SB_EXIT_INPUT, "%s: cannot record a measurement: %s",

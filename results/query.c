@@ -126,7 +126,7 @@ int sb_dbq_fail(sb_dbq *q, int rc, const char *doing, sb_error *err)
     switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        return sb_fail(err, SB_EXIT_INPUT,
+        return sb_fail(err, SB_EXIT_INTERNAL,
                        "%s: database is locked (another process holds it; waited %d ms) while %s",
                        p, q->busy_ms, doing);
     case SQLITE_NOTADB:

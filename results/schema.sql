@@ -126,3 +126,33 @@ CREATE TABLE correlations (
 CREATE INDEX correlations_by_model ON correlations (model_id, p);
 
 PRAGMA user_version = 2;
+
+-- ------------------------------------------------------------ version 3 --
+
+-- A new measurement status, 'diverged': the training loss became NaN or
+-- infinite (`shardbench run` stops at that step). SQLite cannot change a
+-- CHECK constraint in place, so measurements is rebuilt with the same
+-- columns, rows and indexes (no table refers to it).
+CREATE TABLE measurements_v3 (
+    id             INTEGER PRIMARY KEY,  -- row id
+    run_id         INTEGER NOT NULL REFERENCES runs(id),        -- the run that measured it
+    strategy_id    INTEGER NOT NULL REFERENCES strategies(id),  -- what was measured
+    step_median_s  REAL,                 -- median step time
+    step_min_s     REAL,                 -- fastest step
+    step_max_s     REAL,                 -- slowest step
+    steps          INTEGER NOT NULL DEFAULT 0 CHECK (steps >= 0),  -- timed steps (after warm-up)
+    status         TEXT NOT NULL
+                   CHECK (status IN ('ok', 'oom', 'error', 'timeout', 'diverged')),  -- outcome
+    message        TEXT,                 -- error text for oom/error/timeout/diverged; NULL if ok
+    peak_mem_bytes INTEGER               -- peak device memory, largest over devices
+);
+INSERT INTO measurements_v3 (id, run_id, strategy_id, step_median_s, step_min_s, step_max_s,
+                             steps, status, message, peak_mem_bytes)
+    SELECT id, run_id, strategy_id, step_median_s, step_min_s, step_max_s,
+           steps, status, message, peak_mem_bytes FROM measurements;
+DROP TABLE measurements;
+ALTER TABLE measurements_v3 RENAME TO measurements;
+CREATE INDEX measurements_by_strategy ON measurements (strategy_id);
+CREATE INDEX measurements_by_run ON measurements (run_id);
+
+PRAGMA user_version = 3;

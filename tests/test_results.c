@@ -409,7 +409,7 @@ static void test_locked_database(void **state)
     sb_search_record r = sample("mlp", "");
     sb_error err = {0};
     assert_int_equal(sb_db_record_search(db, &r, NULL, &err), -1);
-    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_int_equal(err.code, SB_EXIT_INTERNAL);  /* cli/README: exit 1 */
     expect_error(&err, path, "database is locked");
     expect_error(&err, path, "waited 100 ms");
     assert_int_equal(count(db), 0);  /* WAL: reading still works */
@@ -439,6 +439,7 @@ static void test_locked_on_open(void **state)
     assert_int_equal(sb_db_open(path, 100, &db, &err), -1);
     assert_null(db);
     expect_error(&err, path, "database is locked");
+    assert_int_equal(err.code, SB_EXIT_INTERNAL);
 
     raw_exec(other, "COMMIT");
     sqlite3_close(other);
@@ -488,8 +489,8 @@ static void test_migrate_zero_byte_file(void **state)
     sb_db_close(db);
 }
 
-/* A version-0 file that already has a `runs` table is not ours: the
- * migration fails and leaves nothing of itself behind. */
+/* A version-0 file that already has a `runs` table is not ours: even
+ * adopted, the migration fails and leaves nothing of itself behind. */
 static void test_failed_migration_rolls_back(void **state)
 {
     (void)state;
@@ -502,12 +503,150 @@ static void test_failed_migration_rolls_back(void **state)
     sb_db *db = NULL;
     sb_error err = {0};
     assert_int_equal(sb_db_open(path, 100, &db, &err), -1);
+    expect_error(&err, path, "not a shardbench database");
+    assert_int_equal(sb_db_open_flags(path, 100, SB_DB_ADOPT, &db, &err), -1);
     assert_null(db);
     expect_error(&err, path, "cannot migrate to schema version 1");
     assert_int_equal(err.code, SB_EXIT_INPUT);
     assert_int_equal(raw_int(path, "PRAGMA user_version"), 0);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master"), 1);
     assert_int_equal(raw_int(path, "SELECT x FROM runs"), 1);
+}
+
+/* Another program's SQLite file (tables, user_version 0) is refused,
+ * named, and left byte-for-byte as it was; adopted on request, its tables
+ * stay beside shardbench's. */
+static void test_foreign_database_refused(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "their_app.db");
+    sqlite3 *h = raw_open(path);
+    raw_exec(h, "CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL);"
+             "INSERT INTO invoices (total) VALUES (12.5);"
+             "CREATE TABLE customers (name TEXT);");
+    sqlite3_close(h);
+    size_t n0, n1;
+    unsigned char *before = read_file(path, &n0);
+
+    sb_db *db = NULL;
+    sb_error err = {0};
+    assert_int_equal(sb_db_open(path, 100, &db, &err), -1);
+    assert_null(db);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    expect_error(&err, path, "not a shardbench database");
+    expect_error(&err, path, "customers, invoices");
+    expect_error(&err, path, "--adopt-db");
+    unsigned char *after = read_file(path, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before);
+    free(after);
+
+    /* a file at one of our versions without our tables is not ours either */
+    char other[PATH_MAX + 64];
+    path_in(other, sizeof other, "their_versioned.db");
+    h = raw_open(other);
+    raw_exec(h, "CREATE TABLE t (x); PRAGMA user_version = 1;");
+    sqlite3_close(h);
+    assert_int_equal(sb_db_open_flags(other, 100, SB_DB_ADOPT, &db, &err), -1);
+    expect_error(&err, other, "not a shardbench database");
+
+    if (sb_db_open_flags(path, 100, SB_DB_ADOPT, &db, &err) != 0)
+        fail_msg("adopt %s: %s", path, err.msg);
+    assert_int_equal(sb_db_schema_version(db), SB_DB_SCHEMA_VERSION);
+    sb_search_record r = sample("mlp", "");
+    record_ok(db, &r, NULL);
+    sb_db_close(db);
+    assert_int_equal(raw_int(path, "SELECT total * 2 FROM invoices"), 25);
+    db = open_ok(path, 100);  /* ours from now on, no flag needed */
+    sb_db_close(db);
+}
+
+/* A new database in a folder that refuses writes: the error says
+ * permission denied and names the folder (not "No such file"). As root,
+ * only a read-only mount refuses; without one the test checks nothing. */
+static void test_readonly_folder(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX + 64], path[PATH_MAX + 80];
+    path_in(dir, sizeof dir, "ro_folder");
+    assert_int_equal(mkdir(dir, 0777), 0);
+    int mounted = 0;
+    if (geteuid() == 0) {
+        char cmd[PATH_MAX + 128];
+        snprintf(cmd, sizeof cmd, "mount -t tmpfs -o ro,size=64k tmpfs '%s' "
+                 "2>/dev/null", dir);
+        mounted = system(cmd) == 0;
+        if (!mounted) {
+            rmdir(dir);
+            skip();
+        }
+    } else {
+        assert_int_equal(chmod(dir, 0555), 0);
+    }
+    snprintf(path, sizeof path, "%s/new.db", dir);
+    sb_db *db = NULL;
+    sb_error err = {0};
+    int rc = sb_db_open(path, 100, &db, &err);
+    if (mounted) {
+        char cmd[PATH_MAX + 64];
+        snprintf(cmd, sizeof cmd, "umount '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+    } else {
+        chmod(dir, 0755);
+    }
+    assert_int_equal(rc, -1);
+    assert_null(db);
+    expect_error(&err, path, "permission denied");
+    expect_error(&err, path, dir);
+    if (strstr(err.msg, "No such file"))
+        fail_msg("says no such file: %s", err.msg);
+    assert_false(exists(path));
+}
+
+/* A version-2 file (made by the released blocks of schema.sql) migrates
+ * to 3: its measurements kept, 'diverged' accepted afterwards. */
+static void test_migrate_2_to_3_diverged(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "v2.db");
+    size_t n;
+    char *schema = (char *)read_file(SB_SOURCE_DIR "/results/schema.sql", &n);
+    schema[n] = '\0';
+    char *end = strstr(schema, "PRAGMA user_version = 2;");
+    assert_non_null(end);
+    end[strlen("PRAGMA user_version = 2;")] = '\0';
+    sqlite3 *h = raw_open(path);
+    raw_exec(h, schema);
+    raw_exec(h, "INSERT INTO runs (id, started_at, host, git_commit, backend) VALUES "
+             "(1, '2026-01-01T00:00:00Z', 'h', 'abc', 'cpu');"
+             "INSERT INTO models (id, name, params, nops) VALUES (1, 'm', '', 1);"
+             "INSERT INTO strategies (id, model_id, p, kind, configs_json) "
+             "VALUES (1, 1, 2, 'dp', '{}');"
+             "INSERT INTO measurements (run_id, strategy_id, steps, status) "
+             "VALUES (1, 1, 3, 'ok');");
+    sqlite3_close(h);
+    free(schema);
+    assert_int_equal(raw_int(path, "PRAGMA user_version"), 2);
+
+    sb_db *db = open_ok(path, 0);
+    assert_int_equal(sb_db_schema_version(db), 3);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM measurements WHERE "
+                             "run_id = 1 AND steps = 3 AND status = 'ok'"), 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
+                             "type = 'index' AND name IN "
+                             "('measurements_by_run', "
+                             "'measurements_by_strategy')"), 2);
+    sb_measurement_record r = measurement(1, "dp");
+    r.status = "diverged";
+    r.message = "loss is nan at step 4";
+    measure_ok(db, &r);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM measurements WHERE "
+                             "status = 'diverged'"), 1);
+    sb_db_close(db);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 }
 
 static void test_bad_paths(void **state)
@@ -685,8 +824,8 @@ static void test_bad_measurement_leaves_nothing(void **state)
     r.status = "crashed";
     assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
     assert_int_equal(err.code, SB_EXIT_INPUT);
-    expect_error(&err, path, "status \"crashed\" is not ok, oom, error or "
-                 "timeout");
+    expect_error(&err, path, "status \"crashed\" is not ok, oom, error, "
+                 "timeout or diverged");
     r.status = NULL;
     assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
     assert_int_equal(err.code, SB_EXIT_INPUT);
@@ -741,7 +880,7 @@ static void test_locked_measurement(void **state)
     sb_measurement_record r = measurement(run, "pase");
     sb_error err = {0};
     assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), -1);
-    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_int_equal(err.code, SB_EXIT_INTERNAL);  /* cli/README: exit 1 */
     expect_error(&err, path, "database is locked");
     expect_error(&err, path, "waited 100 ms");
     expect_error(&err, path, "recording a measurement");
@@ -799,6 +938,9 @@ int main(void)
         cmocka_unit_test(test_migrate_empty_sqlite_file),
         cmocka_unit_test(test_migrate_zero_byte_file),
         cmocka_unit_test(test_failed_migration_rolls_back),
+        cmocka_unit_test(test_foreign_database_refused),
+        cmocka_unit_test(test_readonly_folder),
+        cmocka_unit_test(test_migrate_2_to_3_diverged),
         cmocka_unit_test(test_bad_paths),
         cmocka_unit_test(test_begin_end_run),
         cmocka_unit_test(test_measurements_share_strategy),

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define SB_DB_DEFAULT_PATH "results/shardbench.db"
-#define SB_DB_SCHEMA_VERSION 2
+#define SB_DB_SCHEMA_VERSION 3
 
 typedef struct sb_db sb_db;
 
@@ -22,6 +22,12 @@ typedef struct sb_db sb_db;
  * busy_timeout_ms <= 0 means the default (5000). */
 int sb_db_open(const char *path, int busy_timeout_ms, sb_db **out,
                sb_error *err);
+/* sb_db_open with flags: SB_DB_ADOPT takes a version-0 SQLite file that
+ * holds another program's tables (shardbench's are added beside them);
+ * without it such a file is refused, left as it was. */
+#define SB_DB_ADOPT 1
+int sb_db_open_flags(const char *path, int busy_timeout_ms, int flags,
+                     sb_db **out, sb_error *err);
 void sb_db_close(sb_db *db);
 
 /* Schema version of an open database. */
@@ -81,7 +87,7 @@ typedef struct {
     const char *mesh_layout;       /* NULL if none */
     double step_median_s, step_min_s, step_max_s;
     int steps;
-    const char *status;            /* ok, oom, error, timeout */
+    const char *status;            /* ok, oom, error, timeout, diverged */
     const char *message;           /* NULL when ok */
     double peak_mem_bytes;         /* largest over ranks; <= 0 if unknown */
 } sb_measurement_record;
