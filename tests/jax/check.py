@@ -51,8 +51,36 @@ def shape_bytes(text):
     return n
 
 
+def group_size(line):
+    """Devices in one group of a collective: replica_groups {{0,1},{2,3}} or
+    the iota form [groups,size]<=[n]; collective-permute: 2 (a pair)."""
+    m = re.search(r"replica_groups=\[(\d+),(\d+)\]<=", line)
+    if m:
+        return int(m.group(2))
+    m = re.search(r"replica_groups=\{\{([0-9,]*)\}", line)
+    if m:
+        return len(m.group(1).split(","))
+    return 2
+
+
+def moved_bytes(kind, size, q):
+    """Bytes one device sends for a collective whose result is `size` bytes
+    over q devices, as the cost model counts (ring all-reduce 2(q-1)/q)."""
+    if q <= 1:
+        return 0
+    if kind == "all-reduce":
+        return size * 2 * (q - 1) / q
+    if kind == "reduce-scatter":
+        return size * (q - 1)
+    if kind in ("all-gather", "all-to-all"):
+        return size * (q - 1) / q
+    return size  # collective-permute
+
+
 def hlo_collectives(hlo, op_names):
-    """{op name or '(other)': {kind: bytes per device}} of the compiled HLO."""
+    """{op name or '(other)': {kind: bytes one device sends}} of the
+    compiled HLO, each collective given to the op whose named_scope its
+    metadata names (jvp(...) and transpose(...) wrappers taken off)."""
     out = {}
     for line in hlo.splitlines():
         m = re.match(r"\s*(?:ROOT\s+)?%?\S+\s*=\s*(.*?)\s+(" + "|".join(COLLECTIVES)
@@ -63,16 +91,16 @@ def hlo_collectives(hlo, op_names):
         b = shape_bytes(m.group(1))
         if "-start(" in line and kind in ("all-gather", "collective-permute"):
             b //= 2  # async start: (operand, result) tuple
+        b = moved_bytes(kind, b, group_size(line))
         meta = re.search(r'op_name="([^"]*)"', line)
         owner = "(other)"
         if meta:
-            # op names hold '/': the longest name that occurs as a scope
+            path = "/" + re.sub(r"(jvp|transpose|vmap|remat)\(", "", meta.group(1)).replace(")", "") + "/"
             best = ""
-            for name in op_names:
-                if "/" + name + "/" in "/" + meta.group(1) + "/" and len(name) > len(best):
+            for name in op_names:  # op names hold '/': the longest that occurs
+                if "/" + name + "/" in path and len(name) > len(best):
                     best = name
-            if best:
-                owner = best
+            owner = best or owner
         out.setdefault(owner, {}).setdefault(kind, 0)
         out[owner][kind] += b
     return out
@@ -155,12 +183,12 @@ def main():
             tot_p += pb
             tot_x += x
             if x or pb:
-                kinds = ",".join("%s:%d" % kv for kv in sorted(coll.get(n, {}).items()))
-                table.write("%s\t%s\t%.0f\t%d\t%s\n" % (label, n, pb, x, kinds or "-"))
-        table.write("%s\tTOTAL\t%.0f\t%d\t-\n" % (label, tot_p, tot_x))
+                kinds = ",".join("%s:%.0f" % kv for kv in sorted(coll.get(n, {}).items()))
+                table.write("%s\t%s\t%.0f\t%.0f\t%s\n" % (label, n, pb, x, kinds or "-"))
+        table.write("%s\tTOTAL\t%.0f\t%.0f\t-\n" % (label, tot_p, tot_x))
         status = "ok" if not bad else "FAIL"
         print("%-34s %s  shardings %d checked  losses %s  run %s  comm bytes/device predicted %.0f "
-              "xla %d" % (label, status, nchecked, " ".join("%.6f" % v for v in losses),
+              "xla %.0f" % (label, status, nchecked, " ".join("%.6f" % v for v in losses),
                           " ".join("%.6f" % v for v in run_losses.get(key, [])), tot_p, tot_x))
         for b in bad[:20]:
             print("   ", b)
