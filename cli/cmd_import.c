@@ -117,19 +117,22 @@ int cmd_import(int argc, char **argv)
     }
     double secs = sb_now() - t0;
     int to_stdout = strcmp(outpath, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(outpath, "w");
+    /* through a temporary file and a rename: a failed write (a full disk)
+     * leaves the old file whole */
+    char tmp[4200] = "";
+    FILE *f = to_stdout ? stdout : sb_out_open(outpath, "model file", tmp, sizeof tmp, &err);
     if (!f) {
-        sb_fail(&err, SB_EXIT_INPUT, "%s: cannot write: %m", outpath);
         free(text);
         sb_model_free(&m);
         return cli_fail(&err);
     }
     int werr = fwrite(text, 1, len, f) != len;
-    if (!to_stdout)
-        werr |= fclose(f) != 0;
     free(text);
+    if (to_stdout && (werr || fflush(stdout) != 0))
+        werr = sb_fail(&err, SB_EXIT_INTERNAL, "standard output: write failed");
+    else if (!to_stdout)
+        werr = sb_out_commit(f, tmp, outpath, "model file", &err);
     if (werr) {
-        sb_fail(&err, SB_EXIT_INTERNAL, "%s: write failed", outpath);
         sb_model_free(&m);
         return cli_fail(&err);
     }

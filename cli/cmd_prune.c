@@ -101,11 +101,11 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
 {
     if (mkdir(dir, 0777) && errno != EEXIST)
         return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", dir, strerror(errno));
-    char path[4096];
-    snprintf(path, sizeof path, "%s/index.tsv", dir);
-    FILE *idx = fopen(path, "w");
+    char path[4096], index[4096], tmp[4200];
+    snprintf(index, sizeof index, "%s/index.tsv", dir);
+    FILE *idx = sb_out_open(index, "survivor index", tmp, sizeof tmp, err);
     if (!idx)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        return -1;
     fprintf(idx, "file\tkind\tpredicted_cost\tpredicted_mem_bytes\n");
     printf("%-4s %-8s %18s %8s %12s %s\n", "rank", "kind", "cost (FLOP)", "x best", "mem (GiB)",
            "verdict");
@@ -128,8 +128,10 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
         rc = sb_strategy_save(path, pb, &r, e[i].kind, err);
         fprintf(idx, "%s\t%s\t%.17g\t%.0f\n", file, e[i].kind, e[i].cost, e[i].mem);
     }
-    if (fclose(idx) && !rc)
-        rc = sb_fail(err, SB_EXIT_INTERNAL, "%s/index.tsv: write failed", dir);
+    if (rc)
+        sb_out_abort(idx, tmp);
+    else
+        rc = sb_out_commit(idx, tmp, index, "survivor index", err);
     if (!rc)
         printf("%d survivors written to %s/ (index.tsv)\n", kept, dir);
     if (!rc && kept == 0)

@@ -212,9 +212,10 @@ static void dot_str(FILE *f, const char *s)
 
 static int write_dot(const char *path, const sb_problem *pb, const sb_result *r, sb_error *err)
 {
-    FILE *f = fopen(path, "w");
+    char tmp[4200];
+    FILE *f = sb_out_open(path, "Graphviz file", tmp, sizeof tmp, err);
     if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        return -1;
     const sb_model *m = pb->m;
     fprintf(f, "digraph \"");
     dot_str(f, m->name);
@@ -229,9 +230,7 @@ static int write_dot(const char *path, const sb_problem *pb, const sb_result *r,
         fprintf(f, "  n%d -> n%d [label=\"%s\"];\n", pb->edges[k].src, pb->edges[k].dst,
                 m->tensors[pb->edges[k].tensor].name);
     fprintf(f, "}\n");
-    if (fclose(f) != 0)
-        return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
-    return 0;
+    return sb_out_commit(f, tmp, path, "Graphviz file", err);
 }
 
 static int record(const char *db_path, const char *source, const sb_problem *pb, const sb_result *r,

@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "build_info.h"
 
@@ -54,9 +57,40 @@ int sb_read_file(const char *path, const char *what, size_t max_bytes, char **da
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO with no writer must not wait; the file
+     * type is checked on the open descriptor, so nothing can swap it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open %s: %s", path, what, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open %s: %s", path, what, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return sb_fail(err, SB_EXIT_INPUT, "%s: %s, not a regular file, so not a %s", path,
+                       S_ISDIR(st.st_mode)    ? "is a directory"
+                       : S_ISFIFO(st.st_mode) ? "is a pipe (FIFO)"
+                       : S_ISCHR(st.st_mode)  ? "is a character device"
+                       : S_ISBLK(st.st_mode)  ? "is a block device"
+                       : S_ISSOCK(st.st_mode) ? "is a socket"
+                                              : "is a special file",
+                       what);
+    }
+    if ((uint64_t)st.st_size > (uint64_t)max_bytes) {
+        close(fd);
+        return sb_fail(err, SB_EXIT_INPUT, "%s: %s larger than %zu MiB", path, what,
+                       max_bytes >> 20);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot read %s: %s", path, what, strerror(e));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = sb_malloc(cap + 1, err);
     int rc = buf ? 0 : -1;
@@ -91,6 +125,72 @@ int sb_read_file(const char *path, const char *what, size_t max_bytes, char **da
     buf[n] = '\0';
     *data = buf;
     *size = n;
+    return 0;
+}
+
+FILE *sb_out_open(const char *path, const char *what, char *tmp, size_t n, sb_error *err)
+{
+    if (!path || !*path || snprintf(tmp, n, "%s.tmp-XXXXXX", path) >= (int)n) {
+        sb_fail(err, SB_EXIT_INPUT, "%s: cannot write %s: path too long", path ? path : "",
+                what);
+        return NULL;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        sb_fail(err, e == ENOSPC || e == EIO ? SB_EXIT_INTERNAL : SB_EXIT_INPUT,
+                "%s: cannot write %s: %s%s", path, what, strerror(e),
+                e == EACCES || e == EROFS ? " (its folder is not writable)" : "");
+        tmp[0] = '\0';
+        return NULL;
+    }
+    /* mkstemp makes the file 0600; a written file gets the usual mode */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        tmp[0] = '\0';
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot write %s: %s", path, what, strerror(e));
+    }
+    return f;
+}
+
+void sb_out_abort(FILE *f, const char *tmp)
+{
+    if (f)
+        fclose(f);
+    if (tmp && *tmp)
+        unlink(tmp);
+}
+
+int sb_out_commit(FILE *f, const char *tmp, const char *path, const char *what, sb_error *err)
+{
+    int bad = ferror(f) || fflush(f) != 0;
+    int e = bad ? errno : 0;
+    if (!bad && fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) {
+        bad = 1;
+        e = errno;
+    }
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot write %s: %s; the old file, if any, "
+                       "is left as it was", path, what, e ? strerror(e) : "write error");
+    }
+    if (rename(tmp, path) != 0) {
+        e = errno;
+        unlink(tmp);
+        return sb_fail(err, e == ENOSPC || e == EIO ? SB_EXIT_INTERNAL : SB_EXIT_INPUT,
+                       "%s: cannot write %s: cannot rename %s into place: %s", path, what, tmp,
+                       strerror(e));
+    }
     return 0;
 }
 

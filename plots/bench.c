@@ -56,8 +56,8 @@ static double tsv_num(const char *s, double def)
     char *end;
     if (!s || !*s)
         return def;
-    double v = strtod(s, &end);
-    return end != s && (*end == '\0' || *end == '\r') ? v : def;
+    double v = strtod(s, &end); /* a cost or size that is no finite number is unknown */
+    return end != s && (*end == '\0' || *end == '\r') && isfinite(v) && v >= 0 ? v : def;
 }
 
 /* Reads DIR/index.tsv (header file, kind, predicted_cost, predicted_mem_bytes). */
@@ -67,15 +67,18 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
     snprintf(path, sizeof path, "%s/index.tsv", dir);
     *out = NULL;
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot read the survivors index: %s", path,
-                       strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
+    char *text, *next, *line;
+    size_t len;
+    if (sb_read_file(path, "survivors index", (size_t)16 << 20, &text, &len, err))
+        return -1;
     int lineno = 0, rc = 0, nalloc = 0;
     survivor *v = NULL;
-    while (getline(&line, &cap, f) > 0) {
+    for (next = text; next < text + len;) { /* each line in place */
+        line = next;
+        char *eol = memchr(line, '\n', (size_t)(text + len - line));
+        next = eol ? eol + 1 : text + len;
+        if (eol)
+            *eol = '\0';
         lineno++;
         line[strcspn(line, "\r\n")] = '\0';
         if (lineno == 1) {
@@ -118,8 +121,7 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
         sv->cost = tsv_num(cols[2], NAN);
         sv->mem = tsv_num(cols[3], 0);
     }
-    free(line);
-    fclose(f);
+    free(text);
     if (!rc && *n == 0)
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: no survivors listed", path);
     if (rc) {

@@ -103,8 +103,11 @@ static int gnuplot(plotter *pl, const char *script, const char *base, const char
 {
     static const char *const terms[] = {"png", "svg"};
     for (int t = 0; t < 2; t++) {
-        char outfile[PATH_MAX + 64], scriptpath[PATH_MAX + 64];
+        char outfile[PATH_MAX + 64], scriptpath[PATH_MAX + 64], partial[PATH_MAX + 96];
         snprintf(outfile, sizeof outfile, "%s/%s.%s", pl->out, base, terms[t]);
+        /* gnuplot writes beside it, renamed over it once whole: a failed
+         * or cut-short figure never replaces the previous one */
+        snprintf(partial, sizeof partial, "%s.tmp-%ld", outfile, (long)getpid());
         snprintf(scriptpath, sizeof scriptpath, "%s/%s", pl->scripts, script);
         char *e = NULL;
         size_t elen = 0;
@@ -114,7 +117,7 @@ static int gnuplot(plotter *pl, const char *script, const char *base, const char
         fprintf(f, "plotdir=");
         gp_str(f, pl->scripts);
         fprintf(f, "; term='%s'; outfile=", terms[t]);
-        gp_str(f, outfile);
+        gp_str(f, partial);
         fprintf(f, "; %s", vars);
         fclose(f);
         char errfile[PATH_MAX + 32];
@@ -137,8 +140,15 @@ static int gnuplot(plotter *pl, const char *script, const char *base, const char
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
         struct stat sb;
-        int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(outfile, &sb) == 0 && sb.st_size > 0;
+        int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(partial, &sb) == 0 && sb.st_size > 0;
+        if (ok && rename(partial, outfile) != 0) {
+            int e = errno;
+            unlink(partial);
+            return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot rename %s into place: %s", outfile,
+                           partial, strerror(e));
+        }
         if (!ok) {
+            unlink(partial);
             char why[512] = "";
             FILE *ef = fopen(errfile, "r");
             if (ef) {

@@ -184,7 +184,13 @@ static void print_md(sb_dbq *q, const sb_regress_opts *o, const cmp_row *cmp, in
     run_label(q, base, lb, sizeof lb);
     run_label(q, cand, lc, sizeof lc);
     printf("# Step-time regression check\n\n");
-    printf("- baseline: %s\n- candidate: %s\n- database: %s\n", lb, lc, db);
+    printf("- baseline: ");
+    sb_md_text(stdout, lb);
+    printf("\n- candidate: ");
+    sb_md_text(stdout, lc);
+    printf("\n- database: ");
+    sb_md_text(stdout, db);
+    printf("\n");
     printf("- threshold: %.3g%%. Confirmed regression: the candidate's fastest step is slower "
            "than the baseline's median step by more than the threshold; confirmed "
            "improvement: the candidate's median is faster than the baseline's fastest step by "
@@ -202,10 +208,21 @@ static void print_md(sb_dbq *q, const sb_regress_opts *o, const cmp_row *cmp, in
             snprintf(ch, sizeof ch, "%+.1f%%", r->change * 100);
         else
             snprintf(ch, sizeof ch, "-");
-        printf("| %s | %s | %d | %s | %lld | %s | %s | %s | %s", r->any->model, r->any->params,
-               r->any->p, r->any->kind, (long long)r->strategy_id, tb, tc, ch, r->verdict);
-        if (r->failed[1] && r->why[1])
-            printf(" (%.120s)", r->why[1]);
+        /* names and messages come from the database: escaped to stay cells */
+        printf("| ");
+        sb_md_text(stdout, r->any->model);
+        printf(" | ");
+        sb_md_text(stdout, r->any->params);
+        printf(" | %d | ", r->any->p);
+        sb_md_text(stdout, r->any->kind);
+        printf(" | %lld | %s | %s | %s | %s", (long long)r->strategy_id, tb, tc, ch, r->verdict);
+        if (r->failed[1] && r->why[1]) {
+            char why[128];
+            snprintf(why, sizeof why, "%.120s", r->why[1]);
+            printf(" (");
+            sb_md_text(stdout, why);
+            printf(")");
+        }
         printf(" |\n");
     }
     printf("\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "

@@ -70,6 +70,42 @@ static void csv_cell(const char *s)
     putchar('"');
 }
 
+void sb_md_text(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (strchr("\\`|*<", *s))
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n' || *s == '\r' || *s == '\t')
+            putc(' ', f);
+        else
+            putc(*s, f);
+    }
+}
+
+/* s as a Markdown code span: fenced by one backtick more than its longest
+ * run of them, padded when it starts or ends with one; line breaks made
+ * blanks. */
+static void md_code(FILE *f, const char *s)
+{
+    int run = 0, longest = 0;
+    for (const char *c = s; *c; c++) {
+        run = *c == '`' ? run + 1 : 0;
+        longest = run > longest ? run : longest;
+    }
+    size_t n = strlen(s);
+    int pad = n && (s[0] == '`' || s[n - 1] == '`');
+    for (int i = 0; i <= longest; i++)
+        putc('`', f);
+    if (pad)
+        putc(' ', f);
+    for (const char *c = s; *c; c++)
+        putc(*c == '\n' || *c == '\r' ? ' ' : *c, f);
+    if (pad)
+        putc(' ', f);
+    for (int i = 0; i <= longest; i++)
+        putc('`', f);
+}
+
 static void table_row(out_fmt *o, int ncols, char cells[][256])
 {
     if (!o->on)
@@ -81,13 +117,7 @@ static void table_row(out_fmt *o, int ncols, char cells[][256])
             csv_cell(cells[i]);
         } else {
             printf("| ");
-            for (const char *s = cells[i]; *s; s++)
-                if (*s == '|')
-                    printf("\\|");
-                else if (*s == '\n')
-                    putchar(' ');
-                else
-                    putchar(*s);
+            sb_md_text(stdout, cells[i]);
             putchar(' ');
         }
     }
@@ -113,10 +143,17 @@ static int run_header(sb_dbq *q, int64_t run, out_fmt *o, sb_error *err)
         printf("# shardbench report: run %lld\n\n", (long long)run);
         static const char *const names[] = {"started", "ended", "host", "commit", "compiler",
                                             "backend", "devices", "versions", "command"};
-        for (int i = 0; i < 9; i++)
-            printf("- %s: %s%s%s\n", names[i], i == 8 ? "`" : "", info.field[i],
-                   i == 8 ? "`" : "");
-        printf("- database: %s\n\n", sb_dbq_path(q));
+        for (int i = 0; i < 9; i++) {
+            printf("- %s: ", names[i]);
+            if (i == 8)
+                md_code(stdout, info.field[i] ? info.field[i] : "");
+            else
+                sb_md_text(stdout, info.field[i]);
+            printf("\n");
+        }
+        printf("- database: ");
+        sb_md_text(stdout, sb_dbq_path(q));
+        printf("\n\n");
     }
     sb_qrun_free(&info);
     return 0;

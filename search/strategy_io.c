@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Largest strategy file read: one line per op, so far above any model's. */
+#define SB_STRATEGY_MAX_BYTES ((size_t)64 << 20)
+
 void sb_params_str(const sb_model *m, char *buf, size_t n)
 {
     size_t used = 0;
@@ -141,11 +144,10 @@ static char *comment_start(char *line)
 int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
                      sb_error *err)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    char tmp[4200];
+    FILE *f = sb_out_open(path, "strategy file", tmp, sizeof tmp, err);
     if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot write strategy: %s", path, strerror(errno));
+        return -1;
     const sb_model *m = pb->m;
     char params[4096];
     sb_params_str(m, params, sizeof params);
@@ -163,29 +165,27 @@ int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r,
         sb_op_dims_str(op, dims, sizeof dims);
         fprintf(f, "op %s %s %s  # %s\n", op->name, sb_op_kind_name(op->kind), cfg, dims);
     }
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot rename into place: %s", path,
-                       strerror(errno));
-    }
-    return 0;
+    return sb_out_commit(f, tmp, path, "strategy file", err);
 }
 
 int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open strategy: %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    if (sb_read_file(path, "strategy file", SB_STRATEGY_MAX_BYTES, &text, &len, err))
+        return -1;
     const sb_model *m = pb->m;
-    char *line = NULL;
-    size_t cap = 0;
+    char *line, *next = text;
     int lineno = 0, version = 0, nop = 0, rc = -1, p = -1;
-    while (getline(&line, &cap, f) > 0) {
+    while (next < text + len) { /* each line in place, its '\n' made a NUL */
+        line = next;
+        char *eol = memchr(line, '\n', (size_t)(text + len - line));
+        if (eol) {
+            *eol = '\0';
+            next = eol + 1;
+        } else {
+            next = text + len;
+        }
         lineno++;
         char *hash = comment_start(line);
         if (hash)
@@ -291,8 +291,7 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
     }
     rc = 0;
 out:
-    free(line);
-    fclose(f);
+    free(text);
     return rc;
 }
 

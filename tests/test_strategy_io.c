@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardbench/search.h"
@@ -112,11 +114,54 @@ static void test_round_trip(void **state)
     rmdir(dir);
 }
 
+/* A strategy "file" that is a device, a FIFO or a directory is refused at
+ * once with a message naming it: no endless read of /dev/zero, no wait on a
+ * FIFO nobody writes (alarm: a hang fails the test instead). */
+static void test_special_files(void **state)
+{
+    (void)state;
+    sb_setting set[1];
+    sb_error err = {0};
+    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
+    sb_model m;
+    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
+        fail_msg("%s", err.msg);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    assert_int_equal(sb_problem_build(&m, 2, &cp, &pb, &err), 0);
+    int *choice = calloc((size_t)m.nops, sizeof *choice);
+    assert_non_null(choice);
+
+    char dir[] = "/tmp/sb_strategy_special_XXXXXX", fifo[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo.strategy", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const char *paths[] = {"/dev/zero", fifo, dir};
+    const char *says[] = {"character device", "FIFO", "directory"};
+    alarm(20);
+    for (int i = 0; i < 3; i++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(sb_strategy_load(paths[i], &pb, choice, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        if (!strstr(err.msg, paths[i]) || !strstr(err.msg, says[i]) ||
+            !strstr(err.msg, "not a regular file"))
+            fail_msg("%s: unclear message: %s", paths[i], err.msg);
+    }
+    alarm(0);
+    unlink(fifo);
+    rmdir(dir);
+    free(choice);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_word),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_special_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,9 +37,21 @@ void *sb_realloc(void *p, size_t n, sb_error *err);
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated; *size without
  * the NUL). `what` names the file's kind in messages ("model file"); files
- * over max_bytes are refused. Errors name the path (SB_EXIT_INPUT). */
+ * over max_bytes are refused, and so is anything that is not a regular file
+ * (a directory, a FIFO, a device: without blocking on it). Errors name the
+ * path (SB_EXIT_INPUT). */
 int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
                  size_t *size, sb_error *err);
+
+/* Writing a file whole or not at all: sb_out_open creates a temporary file
+ * PATH.tmp-XXXXXX in the same folder (its name into tmp[n]) and opens it;
+ * sb_out_commit flushes, syncs and closes it, then renames it over path.
+ * On any failure (a full disk, say) the temporary file is removed and the
+ * old file at path is left as it was. sb_out_abort drops the temporary
+ * file. `what` names the file's kind in messages ("strategy file"). */
+FILE *sb_out_open(const char *path, const char *what, char *tmp, size_t n, sb_error *err);
+int sb_out_commit(FILE *f, const char *tmp, const char *path, const char *what, sb_error *err);
+void sb_out_abort(FILE *f, const char *tmp);
 
 /* Version and build facts. */
 const char *sb_version(void);

@@ -11,6 +11,7 @@
 #define SHARDBENCH_PLOTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shardbench/common.h"
 
@@ -82,6 +83,11 @@ typedef struct {
 } sb_report_opts;
 
 int sb_report(const sb_report_opts *o, sb_error *err);
+
+/* Text from the database (a model name, a kind, a message) written as
+ * Markdown that stays one table cell or list item: '\\', '`', '|', '*',
+ * '<' backslash-escaped, line breaks and tabs made blanks. */
+void sb_md_text(FILE *f, const char *s);
 
 /* ----------------------------------------------------------- regress -- */
 
