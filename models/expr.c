@@ -55,7 +55,7 @@ static int parse_primary_(parser *P, scope *s, int *pos, int64_t *v)
         if (b) {
             *v = b->v;
         } else {
-            sb_param *pr = lang_param(P->m, name);
+            sb_param *pr = lang_param(P, name);
             if (!pr)
                 return lang_err(P, tk, "unknown parameter '%s'", name);
             *v = pr->value;
@@ -131,7 +131,7 @@ static int parse_item(parser *P, scope *s, int *pos, item *it)
             char name[SB_NAME_MAX];
             tok_str(tk, name, sizeof name);
             binding *b = lang_find(s, name);
-            sb_param *pr = lang_param(P->m, name);
+            sb_param *pr = lang_param(P, name);
             it->ident = tk;
             if (b && !b->is_tensor) {
                 it->has_int = 1;
@@ -233,7 +233,7 @@ int lang_call(parser *P, scope *s, int *pos, call *c)
                 (*pos)++;
             } else {
                 token *nx = &P->t[*pos + 1];
-                if (tk->kind == TK_IDENT && !b && !lang_param(P->m, name)
+                if (tk->kind == TK_IDENT && !b && !lang_param(P, name)
                     && (tok_punct(nx, ',') || tok_punct(nx, ')')))
                     return lang_err(P, tk, "unknown tensor '%s'", name);
                 int64_t v;

@@ -77,10 +77,10 @@ static int find_end(parser *P, int pos, int *endpos)
 
 static blockdef *find_block(parser *P, const token *name)
 {
-    for (int i = 0; i < P->nblocks; i++)
-        if (tok_is(name, P->blocks[i].name))
-            return &P->blocks[i];
-    return NULL;
+    char nm[SB_NAME_MAX];
+    tok_str(name, nm, sizeof nm);
+    int *i = lang_strmap_get(&P->block_idx, nm);
+    return i ? &P->blocks[*i] : NULL;
 }
 
 static int call_block(parser *P, scope *caller, blockdef *bd, call *c, target *tg)
@@ -451,7 +451,7 @@ static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nset
         return lang_err(P, nt, "expected a parameter name, found %s", tok_desc(nt, d, sizeof d));
     char name[SB_NAME_MAX];
     tok_str(nt, name, sizeof name);
-    if (lang_param(m, name))
+    if (lang_param(P, name))
         return lang_err(P, nt, "parameter '%s' defined twice", name);
     (*pos)++;
     if (lang_expect_punct(P, pos, '='))
@@ -472,9 +472,10 @@ static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nset
         m->params = np;
         P->cap_params = nc;
     }
-    snprintf(m->params[m->nparams].name, SB_NAME_MAX, "%s", name);
-    m->params[m->nparams++].value = v;
-    return 0;
+    int k = m->nparams++;
+    snprintf(m->params[k].name, SB_NAME_MAX, "%s", name);
+    m->params[k].value = v;
+    return lang_strmap_put(P, &P->param_idx, m->params[k].name, k);
 }
 
 /* `block NAME(args)` ... `end`: its arguments, defaults and body, for calls. */
@@ -487,13 +488,19 @@ static int pass1_block(parser *P, int *pos)
         return lang_err(P, nt, "expected a block name, found %s", tok_desc(nt, d, sizeof d));
     if (find_block(P, nt))
         return lang_err(P, nt, "block '%.*s' defined twice", nt->len, nt->s);
-    blockdef *nb = sb_realloc(P->blocks, (size_t)(P->nblocks + 1) * sizeof *nb, P->err);
-    if (!nb)
-        return -1;
-    P->blocks = nb;
-    blockdef *bd = &P->blocks[P->nblocks++];
+    if (P->nblocks == P->cap_blocks) {
+        int nc = P->cap_blocks ? P->cap_blocks * 2 : 16;
+        blockdef *nb = sb_realloc(P->blocks, (size_t)nc * sizeof *nb, P->err);
+        if (!nb)
+            return -1;
+        P->blocks = nb;
+        P->cap_blocks = nc;
+    }
+    blockdef *bd = &P->blocks[P->nblocks];
     memset(bd, 0, sizeof *bd);
     tok_str(nt, bd->name, sizeof bd->name);
+    if (lang_strmap_put(P, &P->block_idx, bd->name, P->nblocks++))
+        return -1;
     bd->header = *pos;
     (*pos)++;
     if (lang_expect_punct(P, pos, '('))
@@ -639,6 +646,8 @@ done:
     free(P.blocks);
     lang_strmap_free(&P.names);
     lang_strmap_free(&P.suffix);
+    lang_strmap_free(&P.param_idx);
+    lang_strmap_free(&P.block_idx);
     free(tl.t);
     if (rc)
         sb_model_free(out);

@@ -62,6 +62,9 @@ typedef struct {
     int depth;
     strmap names;        /* op and tensor names given, for uniqueness */
     strmap suffix;       /* per name x taken: the next suffix k to try for x.k */
+    strmap param_idx;    /* param name -> index in m->params */
+    strmap block_idx;    /* block name -> index in blocks */
+    int cap_blocks;
     int expr_depth;
     int64_t steps;       /* statements run so far (MAX_STEPS) */
     sb_error *err;
@@ -125,8 +128,12 @@ void lang_scope_free(scope *s);
 binding *lang_find(scope *s, const char *name);
 
 /* The param of that name, or NULL. */
-sb_param *lang_param(sb_model *m, const char *name);
+sb_param *lang_param(parser *P, const char *name);
 
+/* The value of s in the map, or NULL. */
+int *lang_strmap_get(strmap *m, const char *s);
+/* Adds s (not in the map yet) with value v. */
+int lang_strmap_put(parser *P, strmap *m, const char *s, int v);
 void lang_strmap_free(strmap *m);
 
 /* Skips the punctuation c at *pos, or fails saying what is there instead. */

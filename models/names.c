@@ -1,6 +1,7 @@
 /* names.c: the names of a model being parsed: the unique names of ops and
  * tensors ("x", "x.1", ...; the next free suffix of each name remembered),
- * scopes (what a name is bound to in a block call or at top level), params.
+ * scopes (what a name is bound to in a block call or at top level), params
+ * by name.
  * Lookups are hashed (strmap), so parsing takes time in proportion to the
  * ops made. */
 #define _GNU_SOURCE
@@ -29,8 +30,7 @@ static size_t strmap_slot(const strmap *m, const char *s)
     return i;
 }
 
-/* The value of s, or NULL when s is not in the map. */
-static int *strmap_get(strmap *m, const char *s)
+int *lang_strmap_get(strmap *m, const char *s)
 {
     if (!m->cap)
         return NULL;
@@ -38,8 +38,7 @@ static int *strmap_get(strmap *m, const char *s)
     return m->key[i] ? &m->val[i] : NULL;
 }
 
-/* Adds s (not in the map yet) with value v. */
-static int strmap_put(parser *P, strmap *m, const char *s, int v)
+int lang_strmap_put(parser *P, strmap *m, const char *s, int v)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t nc = m->cap ? m->cap * 2 : 16;
@@ -88,30 +87,30 @@ int lang_unique_name(parser *P, const token *at, const char *prefix, const char 
     char stem[SB_NAME_MAX + 32], cand[SB_NAME_MAX + 48];
     snprintf(stem, sizeof stem, "%s%s", prefix, base);
     snprintf(cand, sizeof cand, "%s", stem);
-    if (strmap_get(&P->names, cand)) {
-        int *next = strmap_get(&P->suffix, stem);
+    if (lang_strmap_get(&P->names, cand)) {
+        int *next = lang_strmap_get(&P->suffix, stem);
         int k = next ? *next : 1;
         do
             snprintf(cand, sizeof cand, "%s.%d", stem, k++);
-        while (strmap_get(&P->names, cand));
+        while (lang_strmap_get(&P->names, cand));
         if (strlen(cand) < SB_NAME_MAX) {
             if (next)
                 *next = k;
-            else if (strmap_put(P, &P->suffix, stem, k))
+            else if (lang_strmap_put(P, &P->suffix, stem, k))
                 return -1;
         }
     }
     if (strlen(cand) >= SB_NAME_MAX)
         return lang_err(P, at, "name '%s' too long (nested blocks too deep?)", cand);
     strcpy(out, cand);
-    return strmap_put(P, &P->names, cand, 0);
+    return lang_strmap_put(P, &P->names, cand, 0);
 }
 
 /* ---- scopes -------------------------------------------------------------- */
 
 binding *lang_find(scope *s, const char *name)
 {
-    int *i = strmap_get(&s->idx, name);
+    int *i = lang_strmap_get(&s->idx, name);
     return i ? &s->b[*i] : NULL;
 }
 
@@ -129,7 +128,7 @@ int lang_bind(parser *P, scope *s, const char *name, int is_tensor, int64_t v)
         }
         b = &s->b[s->n];
         snprintf(b->name, sizeof b->name, "%s", name);
-        if (strmap_put(P, &s->idx, b->name, s->n))
+        if (lang_strmap_put(P, &s->idx, b->name, s->n))
             return -1;
         s->n++;
     }
@@ -145,10 +144,8 @@ void lang_scope_free(scope *s)
     lang_strmap_free(&s->idx);
 }
 
-sb_param *lang_param(sb_model *m, const char *name)
+sb_param *lang_param(parser *P, const char *name)
 {
-    for (int i = 0; i < m->nparams; i++)
-        if (strcmp(m->params[i].name, name) == 0)
-            return &m->params[i];
-    return NULL;
+    int *i = lang_strmap_get(&P->param_idx, name);
+    return i ? &P->m->params[*i] : NULL;
 }

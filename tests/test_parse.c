@@ -1167,6 +1167,40 @@ static void test_many_ops_one_name(void **state)
     sb_model_free(&m);
 }
 
+/* 20,000 params, 20,000 blocks and a call of each: params and blocks are
+ * found by name in one step (this took about 30 s under Sanitize when each
+ * lookup went through the whole list). */
+static void test_many_blocks_and_params(void **state)
+{
+    (void)state;
+    const int n = 20000;
+    size_t cap = (size_t)n * 96 + 256, used = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used, "param p%d = %d\n", i, i + 1);
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used,
+                                 "block b%d(x)\n  y = add(x, x)\n  return y\nend\n", i);
+    used += (size_t)snprintf(text + used, cap - used, "input x[a=p%d]\nh = x\n", n - 1);
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used, "h = b%d(h)\n", n - 1 - i);
+    assert_true(used < cap);
+    sb_model m;
+    double t0 = now_s();
+    parse_ok(text, NULL, 0, &m);
+    double dt = now_s() - t0;
+    assert_int_equal(m.nparams, n);
+    assert_int_equal(m.nops, n);
+    assert_int_equal(m.tensors[0].dims[0].size, n);
+    assert_string_equal(m.ops[0].name, "h/y");
+    assert_string_equal(m.ops[n - 1].name, "h.19999/y");
+    if (dt > 10.0)
+        fail_msg("20,000 params, blocks and calls took %.1f s to parse (bound 10 s)", dt);
+    sb_model_free(&m);
+    free(text);
+}
+
 /* One op over the 100,000-op limit: refused, quickly, saying the limit. */
 static void test_op_limit(void **state)
 {
@@ -1275,6 +1309,7 @@ int main(void)
         cmocka_unit_test(test_mutation_smoke),
         cmocka_unit_test(test_op_rules_complete),
         cmocka_unit_test(test_many_ops_one_name),
+        cmocka_unit_test(test_many_blocks_and_params),
         cmocka_unit_test(test_op_limit),
         cmocka_unit_test(test_step_limit),
         cmocka_unit_test(test_load_not_a_file),
