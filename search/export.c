@@ -765,6 +765,28 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
         if (style)
             json_object_set_new(plan, op->name, json_string(style));
     }
+    /* The one device mesh: p's prime factors, ascending, axes d0, d1, ...
+     * A program mesh whose axis sizes are products of consecutive factors
+     * (always so for p a power of 2) is that mesh with axes merged:
+     * "global_axes" names them; else it keeps its own Mesh. */
+    int fac[32], nfac = 0;
+    for (int v = pb->p, d = 2; v > 1 && nfac < 32;)
+        if (v % d == 0)
+            fac[nfac++] = d, v /= d;
+        else
+            d++;
+    if (!nfac)
+        fac[nfac++] = 1;
+    json_t *gm = json_object(), *gshape = json_array(), *gnames = json_array();
+    for (int k = 0; k < nfac; k++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "d%d", k);
+        json_array_append_new(gshape, json_integer(fac[k]));
+        json_array_append_new(gnames, json_string(nm));
+    }
+    json_object_set_new(gm, "shape", gshape);
+    json_object_set_new(gm, "axis_names", gnames);
+    json_object_set_new(root, "global_mesh", gm);
     json_t *meshes = json_array();
     for (int i = 0; i < nmesh; i++) {
         json_t *mj = json_object(), *shape = json_array(), *names = json_array();
@@ -782,6 +804,39 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
         }
         json_object_set_new(mj, "shape", shape);
         json_object_set_new(mj, "axis_names", names);
+        json_t *ga = json_array();
+        int f = 0;
+        for (size_t a = 0; a < json_array_size(shape) && ga; a++) {
+            long want = (long)json_integer_value(json_array_get(shape, a)), got = 1;
+            json_t *g = json_array();
+            while (got < want && f < nfac) {
+                got *= fac[f];
+                char nm[16];
+                snprintf(nm, sizeof nm, "d%d", f++);
+                json_array_append_new(g, json_string(nm));
+            }
+            if (want == 1 && got == 1 && f < nfac && fac[f] == 1) /* p = 1 */
+                json_array_append_new(g, json_string("d0")), f++;
+            if (got != want) {
+                json_decref(g);
+                json_decref(ga);
+                ga = NULL;
+            } else {
+                json_array_append_new(ga, g);
+            }
+        }
+        if (ga && f != nfac && !(nfac == 1 && fac[0] == 1)) {
+            json_decref(ga);
+            ga = NULL;
+        }
+        json_object_set_new(mj, "global_axes", ga ? ga : json_null());
+        if (!ga) {
+            char s[256];
+            snprintf(s, sizeof s,
+                     "mesh %d is not the device mesh with axes merged: it keeps its own Mesh over "
+                     "the same devices, and XLA reshards between the two", i);
+            json_array_append_new(notes, json_string(s));
+        }
         json_object_set_new(mj, "devices", json_integer(ms[i].replicas < 0 ? pb->p : pb->p / ms[i].replicas));
         json_object_set_new(mj, "replicas", json_integer(ms[i].replicas < 0 ? pb->p : ms[i].replicas));
         json_array_append_new(meshes, mj);
@@ -836,10 +891,13 @@ static const char jax_template[] =
     "activation named by the model's tensor names, and constrain(), which\n"
     "applies jax.lax.with_sharding_constraint at an op boundary.\n"
     "\n"
-    "Every mesh reshapes the same P devices row-major, so one jitted program\n"
-    "sees one device assignment. An op on q < P devices gets a leading axis\n"
-    "'r' of P/q: its shards sit on devices 0..q-1 as in shardbench, and the\n"
-    "other devices hold copies (JAX runs every device in an SPMD program).\n"
+    "Every op mesh reshapes the same P devices row-major. Where its axes are\n"
+    "merges of consecutive axes of one device mesh (P's prime factors: always\n"
+    "so for P a power of 2) its shardings are on that one mesh (device_mesh);\n"
+    "else on its own Mesh over the same devices, and NOT_EXPRESSED says so.\n"
+    "An op on q < P devices gets a leading axis 'r' of P/q: its shards sit on\n"
+    "devices 0..q-1 as in shardbench, and the other devices hold copies (JAX\n"
+    "runs every device in an SPMD program).\n"
     "Where a tensor's producer and consumer layouts differ, constraining it\n"
     "to the producer's sharding and then to the consumer's makes XLA reshard\n"
     "it there, explicitly. NOT_EXPRESSED lists what this file could not say.\n"
@@ -855,6 +913,7 @@ static const char jax_template[] =
     "OPS = {op[\"name\"]: op for op in DATA[\"ops\"]}\n"
     "NOT_EXPRESSED = DATA[\"not_expressed\"]\n"
     "_meshes = []\n"
+    "_device_mesh = []\n"
     "\n"
     "\n"
     "def spec(s):\n"
@@ -874,8 +933,32 @@ static const char jax_template[] =
     "    return _meshes\n"
     "\n"
     "\n"
+    "def device_mesh(devices=None):\n"
+    "    \"\"\"The one device mesh: P's prime factors as axes d0, d1, ...\"\"\"\n"
+    "    if devices is not None or not _device_mesh:\n"
+    "        devs = list(jax.devices() if devices is None else devices)\n"
+    "        if len(devs) < P:\n"
+    "            raise RuntimeError(\"this strategy needs %d devices, JAX has %d\" % (P, len(devs)))\n"
+    "        g = DATA[\"global_mesh\"]\n"
+    "        _device_mesh[:] = [Mesh(np.array(devs[:P], dtype=object).reshape(g[\"shape\"]),\n"
+    "                                tuple(g[\"axis_names\"]))]\n"
+    "    return _device_mesh[0]\n"
+    "\n"
+    "\n"
     "def sharding(mesh, s):\n"
-    "    return NamedSharding(meshes()[mesh], spec(s))\n"
+    "    \"\"\"NamedSharding of spec s on program mesh `mesh`: on the device mesh,\n"
+    "    each axis replaced by the device axes it merges, where it is one;\n"
+    "    else on the program mesh's own Mesh.\"\"\"\n"
+    "    m = DATA[\"meshes\"][mesh]\n"
+    "    if m[\"global_axes\"] is None:\n"
+    "        return NamedSharding(meshes()[mesh], spec(s))\n"
+    "    merged = dict(zip(m[\"axis_names\"], m[\"global_axes\"]))\n"
+    "    out = []\n"
+    "    for a in s:\n"
+    "        axes = [] if a is None else a if isinstance(a, list) else [a]\n"
+    "        g = tuple(d for x in axes for d in merged[x])\n"
+    "        out.append(g if g else None)\n"
+    "    return NamedSharding(device_mesh(), PartitionSpec(*out))\n"
     "\n"
     "\n"
     "def weight_shardings():\n"

@@ -309,6 +309,8 @@ static void test_program_json(void **state)
                 for (size_t n = 0; n < json_array_size(sh); n++)
                     prod *= (int)json_integer_value(json_array_get(sh, n));
                 assert_int_equal(prod, 8);
+                /* p = 8: every mesh is the device mesh 2x2x2 with axes merged */
+                assert_true(json_is_array(json_object_get(json_array_get(meshes, k), "global_axes")));
             }
             assert_int_equal(json_array_size(ops), (size_t)l.m.nops);
             for (int o = 0; o < l.m.nops; o++) {

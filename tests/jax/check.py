@@ -8,7 +8,7 @@ model of its DATA (refmodel.py) trains 3 SGD steps sharded as exported
 boundary constrained), and
   (a) the compiled step's shardings, read back from the executable,
       equal the exported ones for every weight (in and out) and every op
-      output (is_equivalent_to);
+      output (is_equivalent_to), all on the one device mesh;
   (b) its losses equal the same model unsharded (one device) and
       shardbench's own `run` (RUN_LOSSES.json: {"model params": [losses]})
       within float tolerance;
@@ -157,6 +157,11 @@ def main():
             if not out_a[n].is_equivalent_to(s, nd):
                 bad.append("activation %s: %s, exported %s" % (n, out_a[n], s.spec))
         nchecked = len(ws) + len(out_a)
+        # p a power of 2: every sharding on the one device mesh
+        if not (P_ := data["p"]) & (P_ - 1):
+            meshes = {s.mesh for s in list(ws.values()) + list(acts.values())}
+            if meshes != {prog.device_mesh()}:
+                bad.append("p = %d: shardings on %d meshes, not the one device mesh" % (P_, len(meshes)))
 
         # (b) losses
         losses = []
