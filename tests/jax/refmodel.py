@@ -10,7 +10,7 @@ AlexNet:
   einsum, dense   contraction over the op's named iteration dims; pw > 0: relu
   embedding       table[ids], table (vocab, embed)
   conv            cross-correlation NCHW x OIHW, stride, zero pad; pw > 0: relu
-  pool            max (or average) window, no padding cells counted
+  pool            max (or average) over each window
   add             sum of the inputs; pw > 0: relu
   softmax         over the op's axis
   norm            layer norm over the op's axis, eps 1e-5, then gamma, beta
