@@ -779,7 +779,7 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
         fac[nfac++] = 1;
     json_t *gm = json_object(), *gshape = json_array(), *gnames = json_array();
     for (int k = 0; k < nfac; k++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "d%d", k);
         json_array_append_new(gshape, json_integer(fac[k]));
         json_array_append_new(gnames, json_string(nm));
