@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "algos.h"
 #include "cli.h"
@@ -139,26 +138,18 @@ int cmd_export(int argc, char **argv)
         status = cli_fail(&err);
         goto done;
     }
-    if (out)
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", out, (long)getpid());
-    f = out ? fopen(tmp, "w") : stdout;
+    f = out ? sb_out_open(out, "export", tmp, sizeof tmp, &err) : stdout;
     if (!f) {
-        sb_fail(&err, SB_EXIT_INPUT, "%s: cannot write: %s", out, strerror(errno));
         status = cli_fail(&err);
         goto done;
     }
-    if (sb_strategy_export_as(f, &pb, choice, fmt, form, &err))
+    if (sb_strategy_export_as(f, &pb, choice, fmt, form, &err)) {
         status = cli_fail(&err);
-    if (out && fclose(f) && !status) {
-        sb_fail(&err, SB_EXIT_INTERNAL, "%s: write failed", out);
-        status = cli_fail(&err);
-    }
-    if (out && !status && rename(tmp, out)) {
-        sb_fail(&err, SB_EXIT_INTERNAL, "%s: cannot rename into place: %s", out, strerror(errno));
+        if (out)
+            sb_out_abort(f, tmp);
+    } else if (out && sb_out_commit(f, tmp, out, "export", &err)) {
         status = cli_fail(&err);
     }
-    if (out && status)
-        remove(tmp);
 done:
     free(choice);
     sb_problem_free(&pb);
