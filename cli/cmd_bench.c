@@ -39,6 +39,8 @@ static void bench_usage(FILE *f)
             "      --search-algos L   search algorithms timed per (model, P) and stored for\n"
             "                         report Table I (default pase,bf; 'none')\n"
             "      --db FILE          results database (default %s)\n"
+            "      --adopt-db         record into an SQLite file that holds another\n"
+            "                         program's tables (refused otherwise)\n"
             "      --resume RUN       continue run RUN: skip what it already measured\n"
             "      --launcher CMD     MPI launcher (default 'mpirun --oversubscribe --bind-to\n"
             "                         none', plus --allow-run-as-root as root: each rank\n"
@@ -72,7 +74,7 @@ static int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *e
         {"workdir", required_argument, 0, 'D'},  {"search-algos", required_argument, 0, 'A'},
         {"db", required_argument, 0, 'd'},       {"resume", required_argument, 0, 'r'},
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
-        {"calibration", required_argument, 0, 'K'},
+        {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
@@ -126,6 +128,7 @@ static int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *e
         case 'D': a->workdir = optarg; break;
         case 'A': a->algos = optarg; break;
         case 'd': a->db = optarg; break;
+        case 'O': a->adopt_db = 1; break;
         case 'r': {
             char *end;
             errno = 0;

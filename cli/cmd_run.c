@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,13 @@ typedef struct {
     const char *model, *strategy, *db, *format, *backend;
     const char *precision, *comm;     /* cuda backend: --precision, --comm */
     const char *checkpoint, *restore; /* checkpoint folders */
+    int restore_partial;              /* --restore-partial */
     const char *data;                 /* record file (--data), or NULL */
     unsigned long long data_seed;
     sb_setting set[64];
     int nset, steps, warmup;
     int keep_binding; /* --keep-binding */
+    int adopt_db;     /* --adopt-db */
     int save_every, keep;
     double lr;
     unsigned long long seed;
@@ -51,7 +54,9 @@ static void run_usage(FILE *f)
             "      --comm C           cuda backend: auto (default: NCCL when every rank has\n"
             "                         its own GPU), nccl, or mpi (host-staged; ranks may\n"
             "                         share a GPU)\n"
-            "      --lr X             SGD learning rate (default 0.01)\n"
+            "      --lr X             SGD learning rate (default 0.01; 1e-37 to 3e38); a loss\n"
+            "                         that becomes NaN or infinite stops the run: recorded\n"
+            "                         as diverged, exit status 1\n"
             "      --seed N           weights, inputs and labels (default 1)\n"
             "      --data FILE        train on a record file (runtime/README.md) instead of\n"
             "                         synthetic inputs and labels\n"
@@ -62,7 +67,12 @@ static void run_usage(FILE *f)
             "      --keep K           keep the last K checkpoints (default 0: all)\n"
             "      --restore DIR      start from a checkpoint (DIR: a checkpoint folder or\n"
             "                         prefix, or a --checkpoint DIR: its newest one)\n"
+            "      --restore-partial  restore only the weights the checkpoint and the model\n"
+            "                         both hold with the same shape, and say what was\n"
+            "                         skipped (default: refuse a checkpoint that differs)\n"
             "      --db FILE          results database (default %s; 'none' to skip)\n"
+            "      --adopt-db         record into an SQLite file that holds another\n"
+            "                         program's tables (refused otherwise)\n"
             "      --keep-binding     keep the launcher's default binding (else a rank it\n"
             "                         bound to fewer cores than the rank's share of the\n"
             "                         node's cores widens its affinity to that share)\n",
@@ -81,7 +91,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
         {"precision", required_argument, 0, 'P'}, {"comm", required_argument, 0, 'G'},
-        {"keep-binding", no_argument, 0, 'k'},
+        {"keep-binding", no_argument, 0, 'k'},  {"adopt-db", no_argument, 0, 'A'},
+        {"restore-partial", no_argument, 0, 1000},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -121,6 +132,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         }
         case 'C': a->checkpoint = optarg; break;
         case 'R': a->restore = optarg; break;
+        case 1000: a->restore_partial = 1; break;
         case 'E':
         case 'K': {
             long v = strtol(optarg, &end, 10);
@@ -153,8 +165,10 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             break;
         case 'l':
             a->lr = strtod(optarg, &end);
-            if (*end || end == optarg || !(a->lr > 0))
-                return sb_fail(err, SB_EXIT_INPUT, "--lr: '%s' is not a positive number", optarg);
+            /* the executor takes a float: in range, so never inf or 0 there */
+            if (*end || end == optarg || !isfinite(a->lr) || !(a->lr >= 1e-37) || a->lr > 3e38)
+                return sb_fail(err, SB_EXIT_INPUT,
+                               "--lr: '%s' is not a number from 1e-37 to 3e38 (a float)", optarg);
             break;
         case 'r':
             a->seed = strtoull(optarg, &end, 10);
@@ -168,6 +182,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
                 return sb_fail(err, SB_EXIT_INPUT, "--data-seed: '%s' is not a number", optarg);
             break;
         case 'k': a->keep_binding = 1; break;
+        case 'A': a->adopt_db = 1; break;
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "run: unknown or incomplete option '%s'",
@@ -182,6 +197,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
     if ((a->save_every || a->keep) && !a->checkpoint)
         return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
+    if (a->restore_partial && !a->restore)
+        return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
@@ -204,6 +221,24 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         a->precision = env && *env ? env : "fp32";
     }
     return 0;
+}
+
+/* The options every rank must share, one a line (the model and its --set
+ * values are compared as the loaded model, the strategy as configs, by the
+ * runtime: sb_agree_model, sb_agree_plan). Ranks started with different
+ * arguments would otherwise run different numbers of steps or collectives. */
+static void run_options_text(const run_args *a, char *buf, size_t cap)
+{
+    const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
+    snprintf(buf, cap,
+             "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
+             "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
+             "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n",
+             a->strategy, a->steps, a->warmup, a->backend, a->precision,
+             strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr, a->seed,
+             a->data ? a->data : "none", a->data_seed, a->format,
+             a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
+             a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -285,11 +320,15 @@ static int restore_checkpoint(sb_executor *ex, const run_args *a, MPI_Comm comm,
     if ((rc = agree(comm, rank, rc, err)))
         return rc;
     MPI_Bcast(prefix, (int)sizeof prefix, MPI_CHAR, 0, comm);
-    if (sb_checkpoint_restore_executor(ex, prefix, err)) {
+    char skipped[1024];
+    if (sb_checkpoint_restore_executor_ex(ex, prefix, a->restore_partial, skipped, sizeof skipped,
+                                          err)) {
         if (rank == 0)
             fprintf(stderr, "shardbench: %s\n", err->msg);
         return err->code ? err->code : 1;
     }
+    if (rank == 0 && skipped[0])
+        fprintf(stderr, "shardbench: --restore-partial: skipped %s\n", skipped);
     if (rank == 0 && !strcmp(a->format, "table"))
         printf("# restored step %d from %s\n", sb_executor_steps_done(ex), prefix);
     return 0;
@@ -303,17 +342,19 @@ static int64_t model_param(const sb_model *m, const char *name, int64_t def)
     return def;
 }
 
-static void record_run(const run_args *a, const sb_problem *pb, const int *choice, const char *kind,
-                       const double *times, int nt, double peak, const char *status,
-                       const char *message, int argc, char **argv)
+/* Stores the measurement; returns 0, or the exit status of a failure to
+ * store it (said on stderr). */
+static int record_run(const run_args *a, const sb_problem *pb, const int *choice, const char *kind,
+                      const double *times, int nt, double peak, const char *status,
+                      const char *message, int argc, char **argv)
 {
     if (!strcmp(a->db, "none"))
-        return;
+        return 0;
     sb_error err = {0};
     sb_db *db;
-    if (sb_db_open(a->db, 0, &db, &err)) {
+    if (sb_db_open_flags(a->db, 0, a->adopt_db ? SB_DB_ADOPT : 0, &db, &err)) {
         fprintf(stderr, "shardbench: %s (measurement not stored)\n", err.msg);
-        return;
+        return err.code ? err.code : SB_EXIT_INTERNAL;
     }
     char cmd[2048] = "", params[2048], devices[128];
     for (int i = 0; i < argc; i++) {
@@ -352,6 +393,7 @@ static void record_run(const run_args *a, const sb_problem *pb, const int *choic
         fprintf(stderr, "shardbench: %s (measurement not stored)\n", err.msg);
     free(json);
     sb_db_close(db);
+    return err.code;
 }
 
 int cmd_run(int argc, char **argv)
@@ -378,6 +420,10 @@ int cmd_run(int argc, char **argv)
         return 0;
     }
     if ((status = agree(comm, rank, rc, &err)))
+        goto done;
+    char opts_text[8192]; /* before any collective that depends on the options */
+    run_options_text(&a, opts_text, sizeof opts_text);
+    if ((status = agree(comm, rank, sb_agree_text(comm, "options", opts_text, &err), &err)))
         goto done;
     sb_cpuset cpus; /* before the executor: it takes the kernels' thread count */
     cli_cpu_setup(comm, a.keep_binding, &cpus);
@@ -410,12 +456,17 @@ int cmd_run(int argc, char **argv)
     }
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
-    MPI_Bcast(choice, m.nops, MPI_INT, 0, comm);
+    /* the same model everywhere before its op count sizes a broadcast */
+    if ((status = agree(comm, rank, sb_agree_model(comm, &m, &err), &err)))
+        goto done;
+    if (!strcmp(a.strategy, "best")) /* a file or dp: compared by the executor */
+        MPI_Bcast(choice, m.nops, MPI_INT, 0, comm);
     const sb_backend *be = sb_backend_get(a.backend, &err);
     rc = be ? 0 : -1;
     if ((status = agree(comm, rank, rc, &err)))
         goto done;
-    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed, .data_seed = a.data_seed};
+    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed, .data_seed = a.data_seed,
+                       .agree = opts_text};
     if (a.data) {
         rc = sb_data_open_records(a.data, &data, &err);
         if ((status = agree(comm, rank, rc, &err)))
@@ -448,6 +499,7 @@ int cmd_run(int argc, char **argv)
                sb_strategy_cost(&pb, choice));
     if (!json)
         cli_cpu_report(comm, &cpus, stdout);
+    int diverged = -1; /* the step whose loss is not finite, on any rank */
     for (int s = 0; s < total; s++) {
         if (s == a.warmup)
             sb_executor_reset_times(ex);
@@ -466,6 +518,12 @@ int cmd_run(int argc, char **argv)
             printf("step %3d  loss %.6f  %.4f s%s\n", start + s, losses[s], tmax, s < a.warmup ? "  (warm-up)" : "");
             fflush(stdout);
         }
+        int bad = !isfinite(losses[s]), anybad = 0;
+        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm);
+        if (anybad) {
+            diverged = s;
+            break;
+        }
         int last = s == total - 1, done_steps = sb_executor_steps_done(ex);
         if (a.checkpoint && (a.save_every ? done_steps % a.save_every == 0 : last)
             && (status = save_checkpoint(ex, &a, comm, rank, &err))) {
@@ -473,6 +531,26 @@ int cmd_run(int argc, char **argv)
             free(times);
             goto done;
         }
+    }
+    if (diverged >= 0) {
+        /* no summary and no checkpoint of weights that are not numbers */
+        if (rank == 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "training diverged: the loss is %s at step %d "
+                     "(--lr %g); stopped", isnan(losses[diverged]) ? "not a number" :
+                     "not finite", start + diverged, a.lr);
+            fprintf(stderr, "shardbench: %s\n", msg);
+            int nt = diverged > a.warmup ? diverged - a.warmup : 0;
+            double *tt = times + a.warmup;
+            if (nt > 0)
+                qsort(tt, (size_t)nt, sizeof *tt, cmp_double);
+            long long peak = (long long)sb_executor_peak_bytes(ex);
+            record_run(&a, &pb, choice, kind, tt, nt, (double)peak, "diverged", msg, argc, argv);
+        }
+        status = SB_EXIT_INTERNAL;
+        free(losses);
+        free(times);
+        goto done;
     }
     /* summary: per-op times (max over ranks), peak memory per rank */
     int nops = m.nops;
@@ -509,8 +587,11 @@ int cmd_run(int argc, char **argv)
                 printf("%-40s %-12s %12.6f %12.6f\n", m.ops[i].name, sb_op_kind_name(m.ops[i].kind),
                        maxs[2 * i], maxs[2 * i + 1]);
         }
-        record_run(&a, &pb, choice, kind, tt, a.steps, (double)maxpeak, "ok", NULL, argc, argv);
+        status = record_run(&a, &pb, choice, kind, tt, a.steps, (double)maxpeak, "ok", NULL, argc,
+                            argv);
     }
+    /* every rank exits with rank 0's verdict on the record */
+    MPI_Bcast(&status, 1, MPI_INT, 0, comm);
     free(mine);
     free(maxs);
     free(peaks);

@@ -233,13 +233,13 @@ static int write_dot(const char *path, const sb_problem *pb, const sb_result *r,
     return sb_out_commit(f, tmp, path, "Graphviz file", err);
 }
 
-static int record(const char *db_path, const char *source, const sb_problem *pb, const sb_result *r,
-                  const char *algo, sb_error *err)
+static int record(const char *db_path, int adopt, const char *source, const sb_problem *pb,
+                  const sb_result *r, const char *algo, sb_error *err)
 {
     if (!db_path || !strcmp(db_path, "none"))
         return 0;
     sb_db *db;
-    if (sb_db_open(db_path, 0, &db, err))
+    if (sb_db_open_flags(db_path, 0, adopt ? SB_DB_ADOPT : 0, &db, err))
         return -1;
     char params[4096];
     sb_params_str(pb->m, params, sizeof params);
@@ -284,6 +284,8 @@ static void search_usage(FILE *f)
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
             "      --db FILE          results database (default %s; 'none' to skip)\n"
+            "      --adopt-db         record into an SQLite file that holds another\n"
+            "                         program's tables (refused otherwise)\n"
             "      --flops F          peak TFLOP/s per device (default 10)\n"
             "      --bw B             link GB/s (default 16)\n"
             "      --calibration FILE the calibrated cost model: F, B, word size, elementwise\n"
@@ -306,7 +308,7 @@ int cmd_search(int argc, char **argv)
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
         {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
-        {"calibration", required_argument, 0, 'K'},
+        {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
@@ -314,6 +316,7 @@ int cmd_search(int argc, char **argv)
     shared_opts_default(&so);
     const char *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
+    int adopt_db = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
@@ -336,6 +339,7 @@ int cmd_search(int argc, char **argv)
             case 'S': save = optarg; break;
             case 'D': dot = optarg; break;
             case 'd': db = optarg; break;
+            case 'O': adopt_db = 1; break;
             case 'h': search_usage(stdout); return 0;
             default: search_usage(stderr); return 2;
             }
@@ -382,7 +386,7 @@ int cmd_search(int argc, char **argv)
         status = cli_fail(&err);
     if (!status && dot && write_dot(dot, &pb, &r, &err))
         status = cli_fail(&err);
-    if (record(db, "cli", &pb, &r, algo, &err)) {
+    if (record(db, adopt_db, "cli", &pb, &r, algo, &err)) {
         int s2 = cli_fail(&err);
         if (!status)
             status = s2;
@@ -408,6 +412,7 @@ static void paper_usage(FILE *f)
             "  -p, --procs LIST   device counts, e.g. 4,8,16 or 4..64 (default 4..64)\n"
             "      --models LIST  comma-separated (default alexnet,inception3,resnet101,rnnlm,transformer)\n"
             "      --db FILE      results database (default %s; 'none' to skip)\n"
+            "      --adopt-db     record into an SQLite file of another program\n"
             "      --quiet        summary table only\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -417,10 +422,11 @@ int cmd_paper(int argc, char **argv)
     static const struct option opts[] = {
         {"procs", required_argument, 0, 'p'}, {"models", required_argument, 0, 'M'},
         {"db", required_argument, 0, 'd'},    {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+        {"adopt-db", no_argument, 0, 'O'},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     sb_error err = {0};
-    int ps[32], np = 0, quiet = 0;
+    int ps[32], np = 0, quiet = 0, adopt_db = 0;
     const char *models = "alexnet,inception3,resnet101,rnnlm,transformer";
     const char *db = SB_DB_DEFAULT_PATH;
     np = parse_p_list("4..64", ps, 32, &err);
@@ -435,6 +441,7 @@ int cmd_paper(int argc, char **argv)
             break;
         case 'M': models = optarg; break;
         case 'd': db = optarg; break;
+        case 'O': adopt_db = 1; break;
         case 'q': quiet = 1; break;
         case 'h': paper_usage(stdout); return 0;
         default: paper_usage(stderr); return 2;
@@ -477,7 +484,7 @@ int cmd_paper(int argc, char **argv)
                                          "%-18s %5d %5d %11d %9d %12.4f %22.2f\n", m.name, ps[i],
                                          m.nops, r.max_configs, r.max_dep_set, r.seconds,
                                          r.total_cost);
-            if (record(db, "cli", &pb, &r, "pase", &err)) {
+            if (record(db, adopt_db, "cli", &pb, &r, "pase", &err)) {
                 status = cli_fail(&err);
                 db = "none"; /* say it once */
             }

@@ -7,6 +7,7 @@
  * the training is `shardbench run`'s, the pruning `prune`'s. */
 #define _GNU_SOURCE
 #include <cblas.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <jansson.h>
@@ -792,6 +793,41 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
     return 0;
 }
 
+/* Removes the work folders TMP/shardbench-bench-PID-XXXXXX that benches
+ * killed before their cleanup left behind: ours (same owner), and only when
+ * process PID is gone. */
+static void clean_stale_workdirs(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    static const char prefix[] = "shardbench-bench-";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1))
+            continue;
+        char *end;
+        const char *num = e->d_name + sizeof prefix - 1;
+        errno = 0;
+        long pid = strtol(num, &end, 10);
+        if (errno || end == num || *end != '-' || strlen(end) != 7 || pid <= 0 ||
+            pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive, or not ours to ask about */
+        char path[PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0)
+            fprintf(stderr, "shardbench: bench: removed %s, left by bench process %ld that "
+                            "is gone\n", path, pid);
+    }
+    closedir(d);
+}
+
+
 /* Where the survivors are: --survivors, --workdir (created), or a new
  * temporary folder (*own set: removed at the end). */
 static int make_workdir(const bench_args *a, char *workdir, size_t n, int *own, sb_error *err)
@@ -807,7 +843,10 @@ static int make_workdir(const bench_args *a, char *workdir, size_t n, int *own, 
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
-    snprintf(workdir, n, "%s/shardbench-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    clean_stale_workdirs(tmp);
+    /* the name carries our pid: a later bench removes it if we die */
+    snprintf(workdir, n, "%s/shardbench-bench-%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(workdir))
         return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", workdir, strerror(errno));
     *own = 1;
@@ -828,7 +867,8 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
     int status = 0, stop = 0;
     char workdir[PATH_MAX] = "";
     int own_workdir = 0;
-    if (sb_db_open(a->db, 30000, &b.db, &err) || sb_dbq_open(a->db, 1, 30000, &b.q, &err)) {
+    if (sb_db_open_flags(a->db, 30000, a->adopt_db ? SB_DB_ADOPT : 0, &b.db, &err) ||
+        sb_dbq_open(a->db, 1, 30000, &b.q, &err)) {
         status = bench_fail(&err);
         goto done;
     }

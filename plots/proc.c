@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,7 @@ int sb_proc_run(char *const argv[], double timeout, const volatile sig_atomic_t 
         return sb_fail(err, SB_EXIT_INTERNAL, "pipe: %s", strerror(errno));
     }
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -75,6 +77,12 @@ int sb_proc_run(char *const argv[], double timeout, const volatile sig_atomic_t 
         return sb_fail(err, SB_EXIT_INTERNAL, "fork: %s", strerror(e));
     }
     if (pid == 0) {
+        /* dies with the bench, even by SIGKILL (no cleanup runs then): the
+         * launcher cannot outlive it, reparented and with no time limit;
+         * its ranks lose their launcher and end with it. The signal
+         * survives exec; a bench already gone before the prctl: exit. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);

@@ -45,6 +45,7 @@ typedef struct {
     int steps, warmup, top;
     double within, timeout;  /* prune's factor; seconds per strategy */
     int64_t resume;          /* run id to continue, or 0 */
+    int adopt_db;            /* --adopt-db: take an SQLite file of another program */
 } sb_bench_opts;
 
 /* Defaults of every field `shardbench bench` leaves unset. */
