@@ -8,7 +8,9 @@ model of its DATA (refmodel.py) trains 3 SGD steps sharded as exported
 boundary constrained), and
   (a) the compiled step's shardings, read back from the executable,
       equal the exported ones for every weight (in and out) and every op
-      output (is_equivalent_to), all on the one device mesh;
+      output (is_equivalent_to), all on the one device mesh, and each of
+      an op's q devices holds the box shardbench's rank of that number
+      holds (runtime/executor/plan.c);
   (b) its losses equal the same model unsharded (one device) and
       shardbench's own `run` (RUN_LOSSES.json: {"model params": [losses]})
       within float tolerance;
@@ -106,6 +108,59 @@ def hlo_collectives(hlo, op_names):
     return out
 
 
+def runtime_box(op, mp, shape, r):
+    """The box shardbench's rank r holds of a tensor (or weight) with map
+    mp under op's config (runtime/executor/plan.c), or None when r is
+    outside the op's grid or the map has a flat side."""
+    c = op["config"]
+    q = int(np.prod(c))
+    if r >= q or any(m < -1 for m in mp):
+        return None
+    g = []
+    for ci in reversed(c):
+        g.append(r % ci)
+        r //= ci
+    g = g[::-1]
+    box = []
+    for j, m in enumerate(mp):
+        if m < 0 or c[m] == 1:
+            box.append((0, shape[j]))
+        else:
+            step = op["dims"][m]["size"] // c[m]
+            box.append((g[m] * step, g[m] * step + step))
+    return tuple(box)
+
+
+def placement_mismatches(data, ws, acts, devices):
+    """Every weight and op output: the indices JAX gives each of the op's
+    q devices equal the box shardbench's rank of that number holds."""
+    bad = []
+    for op in data["ops"]:
+        items = []
+        for k, o in enumerate(op["in"]):
+            if data["tensors"][o["tensor"]]["kind"] == "weight":
+                items.append((o["tensor"], o["map"], ws[o["tensor"]]))
+        for w in op["weights"]:
+            items.append((w["name"], w["map"], ws[w["name"]]))
+        for o in op["out"]:
+            if o["tensor"] in acts and op["kind"] != "softmax_xent":
+                items.append((o["tensor"], o["map"], acts[o["tensor"]]))
+        for name, mp, sh in items:
+            shape = (data["weights"][name]["shape"] if name in data["weights"]
+                     else data["tensors"][name]["shape"])
+            idx = sh.devices_indices_map(tuple(shape))
+            for r in range(op["devices"]):
+                box = runtime_box(op, mp, shape, r)
+                if box is None:
+                    continue
+                got = tuple((sl.start or 0, shape[j] if sl.stop is None else sl.stop)
+                            for j, sl in enumerate(idx[devices[r]]))
+                if got != box:
+                    bad.append("%s on device %d: JAX %s, shardbench rank %d %s" % (name, r, got, r, box))
+                    break
+    return bad
+
+
 def same(a, b, rtol=RTOL):
     return all(abs(x - y) <= rtol * max(1.0, abs(y)) for x, y in zip(a, b)) and len(a) == len(b)
 
@@ -157,6 +212,8 @@ def main():
             if not out_a[n].is_equivalent_to(s, nd):
                 bad.append("activation %s: %s, exported %s" % (n, out_a[n], s.spec))
         nchecked = len(ws) + len(out_a)
+        # every device 0..q-1 of each op holds what shardbench's rank holds
+        bad += placement_mismatches(data, ws, acts, jax.devices()[:data["p"]])
         # p a power of 2: every sharding on the one device mesh
         if not (P_ := data["p"]) & (P_ - 1):
             meshes = {s.mesh for s in list(ws.values()) + list(acts.values())}
