@@ -82,6 +82,15 @@ int sb_layout_from_boxes(int nd, const int64_t *shape, int nranks, const sb_box 
  * Collective over comm. */
 int sb_agree(MPI_Comm comm, int rc, sb_error *err, int *failed_rank);
 
+/* Every rank learns whether all ranks of comm passed the same text (lines
+ * of "name=value" facts; NULL counts as ""): 0 when they did; else -1 on
+ * every rank with the same err (code SB_EXIT_INPUT): "ranks disagree on
+ * the WHAT: rank 0 has LINE, rank R has LINE", R the lowest rank whose text
+ * differs from rank 0's and LINE the first line where the two differ.
+ * Compares 64-bit hashes (one broadcast, one all-reduce); moves the two
+ * texts only when they differ. Collective over comm. */
+int sb_agree_text(MPI_Comm comm, const char *what, const char *text, sb_error *err);
+
 /* Completes this rank's queued work (sync, when not NULL: the backend's
  * sync), checks that comm has exactly the mesh's device count, then blocks
  * until every rank of comm has entered. Logs entry and exit with the name
@@ -158,10 +167,19 @@ int sb_checkpoint_prune(const char *dir, int keep, sb_error *err);
 
 /* The executor's weights: save (with steps done as the step) and restore
  * (weights and the step counter, so inputs continue where the save left
- * off). Collective. */
+ * off). Collective. A restore accounts for every tensor: each weight of the
+ * executor must be in the checkpoint with its shape, and each tensor of the
+ * checkpoint a weight of the executor; else every rank fails with a message
+ * naming the tensors the checkpoint has and the model not, the reverse,
+ * and the shape mismatches. With `partial` (restore_executor_ex) the
+ * weights both hold with the same shape are restored, the others keep
+ * their initial values, and `skipped` (cap bytes, may be NULL) gets what
+ * was left out ("" when nothing was). */
 struct sb_executor;
 int sb_checkpoint_save_executor(struct sb_executor *ex, const char *prefix, sb_error *err);
 int sb_checkpoint_restore_executor(struct sb_executor *ex, const char *prefix, sb_error *err);
+int sb_checkpoint_restore_executor_ex(struct sb_executor *ex, const char *prefix, int partial,
+                                      char *skipped, size_t cap, sb_error *err);
 
 /* ---- distributed dataset ------------------------------------------------ */
 
@@ -182,6 +200,12 @@ int64_t sb_data_count(const sb_data_source *s);
 /* Sample i (random access): x gets its floats, *label its label. */
 int sb_data_read(const sb_data_source *s, int64_t i, float *x, int32_t *label, sb_error *err);
 int sb_data_dims(const sb_data_source *s, int64_t *dims); /* returns nd */
+/* One line that tells sources apart (kind, count, sample dims; a record
+ * file's size and a checksum of its header and of the stored CRCs of up to
+ * 256 records spread over the file; a synthetic source's classes and
+ * seed): ranks compare it so that per-node copies of a file that differ
+ * fail at start-up. Not the path. */
+void sb_data_describe(const sb_data_source *s, char *buf, size_t cap);
 void sb_data_free(sb_data_source *s);
 
 /* How a dataset is split. The input tensors' layouts (sample tensor and

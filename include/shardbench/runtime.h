@@ -166,6 +166,10 @@ typedef struct {
      * every rank reads just the rows of its boxes. */
     const sb_data_source *data;
     uint64_t data_seed;
+    /* More that every rank must share (a caller's run options: steps,
+     * checkpoint folders, ...), as "name=value" lines, or NULL; compared
+     * across ranks with the executor's own options at creation. */
+    const char *agree;
 } sb_exec_opts;
 
 /* What the executor runs: the model and one config per op, config i being
@@ -179,12 +183,29 @@ typedef struct {
 typedef struct sb_executor sb_executor;
 
 /* Builds the plan on comm (its size is the device count P; the strategy's
- * configs must have products <= P). Collective over comm. Checks every rank
- * reaches the same verdict before any communication that could hang. The
+ * configs must have products <= P). Collective over comm. First checks
+ * that every rank holds the same model, strategy and options
+ * (sb_agree_plan), then that every rank reaches the same verdict before
+ * any communication that could hang. The
  * strategy is copied: it need not outlive the call; the model must outlive
  * the executor. */
 int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
                        const sb_exec_opts *opts, sb_executor **out, sb_error *err);
+
+/* What every rank must share, one fact a line ("name=value"; malloc'ed,
+ * NULL when out of memory): the model (name, parameters, tensors, ops with
+ * dims, attributes, operands and weights) and the strategy (each op's
+ * config). */
+char *sb_model_text(const sb_model *m);
+char *sb_strategy_text(const sb_plan_strategy *st);
+/* Collective over comm: 0 when every rank holds the same model (and, for
+ * sb_agree_plan, the same strategy, backend and options: lr, seed, data
+ * source and seed, opts->agree); else -1 on every rank, with err naming
+ * the first difference: "ranks disagree on the model: rank 0 has
+ * batch=16, rank 2 has batch=8" (sb_agree_text, dtensor.h). */
+int sb_agree_model(MPI_Comm comm, const sb_model *m, sb_error *err);
+int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
+                  const sb_exec_opts *opts, sb_error *err);
 
 /* One training step: forward, loss, backward, SGD. *loss (every rank) is
  * the mean softmax cross-entropy of the step. Collective. */

@@ -96,39 +96,148 @@ int sb_checkpoint_save_executor(sb_executor *ex, const char *prefix, sb_error *e
     return rc;
 }
 
+/* A list of names in a message: the first few, then a count. */
+typedef struct {
+    int n;
+    char text[400];
+} name_list;
+
+static void names_add(name_list *l, const char *fmt, const char *name, const char *extra)
+{
+    size_t k = strlen(l->text);
+    if (++l->n <= 4)
+        snprintf(l->text + k, sizeof l->text - k, fmt, l->n > 1 ? ", " : "", name, extra);
+    else if (l->n == 5)
+        snprintf(l->text + k, sizeof l->text - k, ", ...");
+}
+
+static void shape_text(int nd, const int64_t *s, char *out, size_t cap)
+{
+    size_t k = (size_t)snprintf(out, cap, "(");
+    for (int d = 0; d < nd && k < cap; d++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%lld", d ? ", " : "", (long long)s[d]);
+    if (k < cap)
+        snprintf(out + k, cap - k, ")");
+}
+
+/* Accounts for every tensor of the checkpoint and every weight of the
+ * executor (local; the same verdict on every rank that reads the same
+ * index): keep[i] says whether weight i is in the checkpoint with its
+ * shape; *what describes every difference ("" when none). */
+static int match_index(sb_executor *ex, const char *prefix, const ex_weights *w, int *keep,
+                       char *what, size_t cap, sb_error *err)
+{
+    ck_index x;
+    if (ck_index_load(prefix, &x, err)) {
+        ck_index_free(&x);
+        return -1;
+    }
+    name_list extra = {0}, missing = {0}, shape = {0};
+    for (int i = 0; i < w->n; i++) {
+        const char *name = sb_executor_weight_name(ex, i, NULL);
+        int nd = sb_executor_weight_shape(ex, i, w->shape[i]);
+        const ck_tensor *t = NULL;
+        for (int k = 0; k < x.ntensors && !t; k++)
+            if (!strcmp(x.t[k].name, name))
+                t = &x.t[k];
+        int same = t && t->nd == nd;
+        for (int d = 0; same && d < nd; d++)
+            same = t->shape[d] == w->shape[i][d];
+        keep[i] = same;
+        if (!t) {
+            names_add(&missing, "%s'%s'%s", name, "");
+        } else if (!same) {
+            char a[128], b[128], both[300];
+            shape_text(t->nd, t->shape, a, sizeof a);
+            shape_text(nd, w->shape[i], b, sizeof b);
+            snprintf(both, sizeof both, " is %s in the checkpoint, %s in the model", a, b);
+            names_add(&shape, "%s'%s'%s", name, both);
+        }
+    }
+    for (int k = 0; k < x.ntensors; k++) {
+        int found = 0;
+        for (int i = 0; i < w->n && !found; i++)
+            found = !strcmp(x.t[k].name, sb_executor_weight_name(ex, i, NULL));
+        if (!found)
+            names_add(&extra, "%s'%s'%s", x.t[k].name, "");
+    }
+    ck_index_free(&x);
+    size_t n = 0;
+    what[0] = 0;
+    if (extra.n)
+        n += (size_t)snprintf(what + n, cap - n, "%d tensor%s of the checkpoint not in the model "
+                              "(%s)", extra.n, extra.n == 1 ? "" : "s", extra.text);
+    if (missing.n && n < cap)
+        n += (size_t)snprintf(what + n, cap - n, "%s%d weight%s of the model not in the "
+                              "checkpoint (%s)", n ? "; " : "", missing.n,
+                              missing.n == 1 ? "" : "s", missing.text);
+    if (shape.n && n < cap)
+        snprintf(what + n, cap - n, "%s%d shape mismatch%s (%s)", n ? "; " : "", shape.n,
+                 shape.n == 1 ? "" : "es", shape.text);
+    return 0;
+}
+
 int sb_checkpoint_restore_executor(sb_executor *ex, const char *prefix, sb_error *err)
+{
+    return sb_checkpoint_restore_executor_ex(ex, prefix, 0, NULL, 0, err);
+}
+
+int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int partial,
+                                      char *skipped, size_t cap, sb_error *err)
 {
     MPI_Comm comm = sb_executor_comm(ex);
     int size, rank;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
+    if (skipped && cap)
+        skipped[0] = 0;
     ex_weights w;
+    char what[900] = "";
     int rc = exw_get(ex, &w, 0, err);
     sb_ckpt_target *g = rc ? NULL : sb_calloc((size_t)w.n + 1, sizeof *g, err);
-    if (sb_agree(comm, rc || !g ? -1 : 0, err, NULL)) {
+    int *keep = rc ? NULL : sb_calloc((size_t)w.n + 1, sizeof *keep, err), *which = NULL;
+    if (!rc && (!g || !keep || !(which = sb_calloc((size_t)w.n + 1, sizeof *which, err))))
+        rc = -1;
+    if (!rc)
+        rc = match_index(ex, prefix, &w, keep, what, sizeof what, err);
+    if (!rc && what[0] && !partial)
+        rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint '%s' does not match the model: %s "
+                     "(--restore-partial restores only the weights both hold)", prefix, what);
+    if (sb_agree(comm, rc, err, NULL)) {
         free(g);
+        free(keep);
+        free(which);
         exw_free(&w);
         return -1;
     }
+    int ng = 0;
     for (int i = 0; i < w.n; i++) {
-        g[i].name = sb_executor_weight_name(ex, i, NULL);
-        g[i].nd = sb_executor_weight_shape(ex, i, w.shape[i]);
-        g[i].shape = w.shape[i];
-        g[i].box = w.boxes[(size_t)i * (size_t)size + (size_t)rank];
-        g[i].data = w.data[i];
+        if (!keep[i])
+            continue;
+        which[ng] = i;
+        g[ng].name = sb_executor_weight_name(ex, i, NULL);
+        g[ng].nd = sb_executor_weight_shape(ex, i, w.shape[i]);
+        g[ng].shape = w.shape[i];
+        g[ng].box = w.boxes[(size_t)i * (size_t)size + (size_t)rank];
+        g[ng].data = w.data[i];
+        ng++;
     }
     int64_t step = 0;
     /* w.data is scratch: the executor's weights change only after all agree */
-    rc = ck_restore_impl(comm, prefix, g, w.n, 1, &step, err);
+    rc = ck_restore_impl(comm, prefix, g, ng, 1, &step, err);
     if (!rc && (step < 0 || step > 1000000000))
         rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint '%s': step %lld is out of range", prefix,
                      (long long)step);
-    for (int i = 0; !rc && i < w.n; i++)
-        if (g[i].box.nd && sb_box_volume(&g[i].box))
-            rc = sb_executor_weight_write(ex, i, w.data[i], err);
+    for (int j = 0; !rc && j < ng; j++)
+        if (g[j].box.nd && sb_box_volume(&g[j].box))
+            rc = sb_executor_weight_write(ex, which[j], w.data[which[j]], err);
     if (!rc)
         sb_executor_set_steps_done(ex, (int)step); /* inputs and labels continue from there */
+    if (!rc && skipped && cap)
+        snprintf(skipped, cap, "%s", what);
     free(g);
+    free(keep);
+    free(which);
     exw_free(&w);
     return rc;
 }

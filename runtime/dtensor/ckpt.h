@@ -77,6 +77,7 @@ typedef struct {
     char path[4096], dir[4096];
     unsigned char *bytes;
     int64_t step;
+    uint32_t crc;        /* the index file's own CRC-32C (its last 4 bytes) */
     uint64_t block;
     int nfiles;
     char (*files)[CK_NAME_MAX];

@@ -282,7 +282,8 @@ int ck_index_load(const char *prefix, ck_index *x, sb_error *err)
                        "magic or truncated)", x->path);
     rbuf r = {x->bytes, n - 4, 8, 0};
     rbuf c = {x->bytes + n - 4, 4, 0, 0};
-    if (sb_crc32c(0, x->bytes, n - 4) != ck_r_u32(&c))
+    x->crc = ck_r_u32(&c);
+    if (sb_crc32c(0, x->bytes, n - 4) != x->crc)
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint index '%s': checksum mismatch (corrupt or "
                        "truncated)", x->path);
     uint32_t ver = ck_r_u32(&r);

@@ -233,7 +233,7 @@ static int restore_one(const ck_index *x, ck_file *files, const sb_ckpt_target *
 
 /* Reads every target into its temp buffer (tmp[i]). Local. */
 static int restore_local(const char *prefix, const sb_ckpt_target *g, int n, float **tmp,
-                         int scratch, int64_t *step, sb_error *err)
+                         int scratch, int64_t *step, char *ident, size_t cap, sb_error *err)
 {
     ck_index x;
     ck_file *files = NULL;
@@ -256,6 +256,8 @@ static int restore_local(const char *prefix, const sb_ckpt_target *g, int n, flo
     }
     if (!rc && step)
         *step = x.step;
+    if (!rc)
+        snprintf(ident, cap, "crc=%08x step=%lld", (unsigned)x.crc, (long long)x.step);
     for (int f = 0; files && f < x.nfiles; f++)
         if (files[f].fd >= 0)
             close(files[f].fd);
@@ -271,9 +273,18 @@ int ck_restore_impl(MPI_Comm comm, const char *prefix, const sb_ckpt_target *g, 
 {
     float **tmp = calloc((size_t)n + 1, sizeof *tmp);
     int64_t st = 0;
-    int rc = tmp ? restore_local(prefix, g, n, tmp, scratch, &st, err)
+    char ident[128] = "", what[4200];
+    int rc = tmp ? restore_local(prefix, g, n, tmp, scratch, &st, ident, sizeof ident, err)
                  : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     rc = sb_agree(comm, rc, err, NULL);
+    /* every rank read its own copy of the index: copies that differ (a stale
+     * folder on one node) would restore different steps and weights */
+    ck_index_path(prefix, what, sizeof what);
+    if (!rc) {
+        char w2[4300];
+        snprintf(w2, sizeof w2, "checkpoint index '%s'", what);
+        rc = sb_agree_text(comm, w2, ident, err);
+    }
     for (int i = 0; !rc && !scratch && i < n; i++)
         if (g[i].box.nd && sb_box_volume(&g[i].box))
             memcpy(g[i].data, tmp[i], (size_t)sb_box_volume(&g[i].box) * sizeof(float));

@@ -38,6 +38,8 @@ struct sb_data_source {
     char path[4096];
     int64_t data_start;
     size_t record_bytes;
+    int64_t file_bytes;
+    uint32_t fingerprint; /* header and sampled record CRCs (sb_data_describe) */
 };
 
 /* ---- hashing ------------------------------------------------------------------ */
@@ -219,7 +221,37 @@ int sb_data_open_records(const char *path, sb_data_source **out, sb_error *err)
                        "%lld bytes, the file has %lld", path, (long long)count, (long long)need,
                        (long long)st.st_size);
     }
+    s->file_bytes = (int64_t)st.st_size;
+    /* the stored CRCs of up to 256 records spread over the file: copies of
+     * a file that differ differ here, without reading the file */
+    uint32_t fp = sb_crc32c(0, h, hb);
+    int64_t nsample = count < 256 ? count : 256;
+    for (int64_t j = 0; j < nsample; j++) {
+        int64_t i = nsample > 1 ? j * (count - 1) / (nsample - 1) : 0;
+        unsigned char c[4] = {0};
+        off_t off = (off_t)(s->data_start + (i + 1) * (int64_t)s->record_bytes - 4);
+        if (pread(fd, c, 4, off) != 4)
+            memset(c, 0xff, 4);
+        fp = sb_crc32c(fp, c, 4);
+    }
+    s->fingerprint = fp;
     return 0;
+}
+
+void sb_data_describe(const sb_data_source *s, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "%s count=%lld dims=", s->fd >= 0 ? "records" : "synthetic",
+                                (long long)s->count);
+    for (int d = 0; d < s->nd && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "x" : "", (long long)s->dims[d]);
+    if (n >= cap)
+        return;
+    if (s->fd >= 0)
+        snprintf(buf + n, cap - n, " bytes=%lld fingerprint=%08x", (long long)s->file_bytes,
+                 (unsigned)s->fingerprint);
+    else
+        snprintf(buf + n, cap - n, " classes=%d seed=%llu", s->classes,
+                 (unsigned long long)s->seed);
 }
 
 int sb_data_write_records(const char *path, sb_data_source *src, sb_error *err)

@@ -142,6 +142,10 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
 {
     const sb_model *m = st->m;
     *out = NULL;
+    /* before anything that depends on them: every rank must run the same
+     * plan, or collectives mismatch (a hang) and configs differ */
+    if (sb_agree_plan(comm, st, be, opts, err))
+        return -1;
     if (check_model(m, err))
         return -1;
     sb_executor *ex = calloc(1, sizeof *ex);
