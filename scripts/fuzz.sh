@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c)
-# and the calibration file reader (tests/fuzz_calibration.c) for SECONDS in
-# all (default 60: three quarters to the parser, the rest to the reader)
-# with libFuzzer, ASan and UBSan.
+# scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c),
+# the calibration file reader (tests/fuzz_calibration.c) and the strategy
+# file reader (tests/fuzz_strategy.c) for SECONDS in all (default 60: half
+# to the parser, a quarter to each reader) with libFuzzer, ASan and UBSan.
 #
 # Configures build-fuzz/ with clang (-DSHARDBENCH_FUZZ=ON), builds the
-# fuzz_parse and fuzz_calibration targets, and runs each on its seed corpus
-# (models/*.model; tests/data/calibration/*) in a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
+# fuzz_parse, fuzz_calibration and fuzz_strategy targets, and runs each on
+# its seed corpus (models/*.model; tests/data/calibration/*;
+# tests/data/strategy/*.strategy) in a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
 # timeout or an out-of-memory input; the reproducer is kept under
 # build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/ and replay
 # it with `build-fuzz/tests/fuzz_parse FILE`).
@@ -25,16 +26,19 @@ sb_install_deps
 
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release \
     -DSHARDBENCH_FUZZ=ON -DSHARDBENCH_TESTS=ON
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration fuzz_strategy
 
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-mkdir "$corpus/model" "$corpus/calibration"
+mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy"
 cp models/*.model "$corpus/model/"
 cp tests/data/calibration/* "$corpus/calibration/"
+cp tests/data/strategy/*.strategy "$corpus/strategy/"
 cal_secs=$((secs / 4))
 [ "$cal_secs" -ge 1 ] || cal_secs=1
-parse_secs=$((secs - cal_secs))
+strat_secs=$((secs / 4))
+[ "$strat_secs" -ge 1 ] || strat_secs=1
+parse_secs=$((secs - cal_secs - strat_secs))
 [ "$parse_secs" -ge 1 ] || parse_secs=1
 artifacts=$root/build-fuzz/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$artifacts"
@@ -50,6 +54,12 @@ if [ "$rc" -eq 0 ]; then
     build-fuzz/tests/fuzz_calibration -max_total_time="$cal_secs" -max_len=4096 -timeout=30 \
         -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
         "$corpus/calibration" || rc=$?
+fi
+if [ "$rc" -eq 0 ]; then
+    echo "fuzz.sh: fuzzing the strategy file reader for $strat_secs s"
+    build-fuzz/tests/fuzz_strategy -max_total_time="$strat_secs" -max_len=16384 -timeout=30 \
+        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+        "$corpus/strategy" || rc=$?
 fi
 if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: FAILED (libFuzzer exit status $rc); reproducers:" >&2

@@ -54,3 +54,13 @@ target_link_options(fuzz_calibration PRIVATE -fsanitize=fuzzer,address,undefined
 target_link_libraries(fuzz_calibration PRIVATE shardbench_fuzzlib)
 file(GLOB SB_FUZZ_CAL_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/calibration/*)
 add_test(NAME fuzz_calibration_replay COMMAND fuzz_calibration ${SB_FUZZ_CAL_SEEDS})
+
+# fuzz_strategy: the strategy file reader on a small fixed model at p = 4;
+# an accepted file must choose valid configs and survive a save and reload.
+# Its seeds (tests/data/strategy/*.strategy) each run once here.
+add_executable(fuzz_strategy fuzz_strategy.c)
+target_compile_options(fuzz_strategy PRIVATE ${SB_FUZZ_FLAGS} -fsanitize=fuzzer,address,undefined)
+target_link_options(fuzz_strategy PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_strategy PRIVATE shardbench_fuzzlib)
+file(GLOB SB_FUZZ_STRATEGY_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/strategy/*.strategy)
+add_test(NAME fuzz_strategy_replay COMMAND fuzz_strategy ${SB_FUZZ_STRATEGY_SEEDS})
