@@ -111,8 +111,8 @@ static int finite_total(const sb_problem *pb, sb_result *r, sb_error *err)
 {
     if (isfinite(r->total_cost))
         return 0;
-    sb_fail(err, SB_EXIT_INPUT, "%s at p=%d: total cost %g, not a number: the cost parameters "
-            "(%s) are out of range for this model", pb->m->name, pb->p, r->total_cost,
+    sb_fail(err, SB_EXIT_INPUT, "%s at p=%d: the total cost is not a finite number: the cost "
+            "parameters (%s) are out of range for this model", pb->m->name, pb->p,
             pb->cp.calibration[0] ? pb->cp.calibration : "--flops, --bw");
     sb_result_free(r);
     return -1;
