@@ -91,4 +91,60 @@ else
     echo "restore from an empty folder: FAIL: status $status, message: $msg"
     fail=1
 fi
+# a checkpoint of another model: refused, naming every kind of difference;
+# --restore-partial restores what both hold and says what it skipped
+run 2 --strategy dp --steps 1 --set layers=2 --checkpoint "$dir/l2" >/dev/null
+part() {
+    local np=$1
+    shift
+    "$mpiexec" --oversubscribe --allow-run-as-root -np "$np" "$sb" run \
+        -m transformer --set batch=4 --set vocab=16 --set seq=4 --set embed=8 --set heads=2 \
+        --set dk=4 --db none --warmup 0 --strategy dp --steps 1 "$@"
+}
+expect_refused() {
+    local what=$1 want=$2
+    shift 2
+    set +e
+    msg=$(part 2 "$@" --restore "$dir/l2" 2>&1 >/dev/null)
+    status=$?
+    set -e
+    msg=$(echo "$msg" | grep '^shardbench:')
+    if [ "$status" -eq 2 ] && [ "$(echo "$msg" | wc -l)" -eq 1 ] && echo "$msg" | grep -qF "$want" &&
+        echo "$msg" | grep -qF -- "--restore-partial"; then
+        echo "$what: ok: $msg"
+    else
+        echo "$what: FAIL: status $status, expected 2 and [$want]: $msg"
+        fail=1
+    fi
+}
+expect_refused "restore layers=2 into layers=1" \
+    "20 tensors of the checkpoint not in the model ('x.2/a/wqkv', " --set ff=16 --set layers=1
+expect_refused "restore layers=2 into layers=3" \
+    "20 weights of the model not in the checkpoint ('x.3/a/wqkv', " --set ff=16 --set layers=3
+expect_refused "restore ff=16 into ff=32" \
+    "8 shape mismatches ('x.1/y/w1' is (8, 16) in the checkpoint, (8, 32) in the model; " \
+    --set ff=32 --set layers=2
+set +e
+out=$(part 2 --set ff=16 --set layers=1 --restore "$dir/l2" --restore-partial --format json 2>&1)
+status=$?
+set -e
+if [ $status -eq 0 ] && echo "$out" | grep -q '"losses":\[' &&
+    echo "$out" | grep -qF "shardbench: --restore-partial: skipped 20 tensors of the checkpoint not in the model ('x.2/a/wqkv', "; then
+    echo "--restore-partial: ok: $(echo "$out" | grep '^shardbench:')"
+else
+    echo "--restore-partial: FAIL: status $status: $out"
+    fail=1
+fi
+# the tensors both hold are restored: layers=2 into layers=2 with
+# --restore-partial skips nothing and says nothing
+set +e
+out=$(part 2 --set ff=16 --set layers=2 --restore "$dir/l2" --restore-partial 2>&1)
+status=$?
+set -e
+if [ $status -eq 0 ] && ! echo "$out" | grep -q 'skipped'; then
+    echo "--restore-partial of the same model: ok"
+else
+    echo "--restore-partial of the same model: FAIL: status $status: $out"
+    fail=1
+fi
 exit $fail

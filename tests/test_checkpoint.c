@@ -8,7 +8,11 @@
  * shape each give their error (naming file and tensor) on every rank and
  * leave the weights untouched. Also: layouts ↔ boxes on the executor's real
  * weight boxes, a resharding restore through layouts with tiny CRC blocks,
- * replicas written once, and the barrier's participant check.
+ * replicas written once, and the barrier's participant check. A checkpoint
+ * of another model (other class count) is refused, naming the shape
+ * mismatches, and restores with `partial` only the weights of the same
+ * shape; ranks that read different checkpoints (per-node copies) or a
+ * checkpoint that only some have fail together.
  * Every rank runs every check; failures are summed over ranks. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -287,6 +291,109 @@ static void test_errors(sb_executor *a, float **saved)
     sb_problem_free(&pb);
 }
 
+/* A checkpoint of alexnet with 16 classes into one with 8: refused (fc8's
+ * matrix differs in shape), weights untouched; partial: every weight of
+ * the same shape restored bit for bit, the others as they were. */
+static void test_partial(sb_executor *a, const char *prefix, float **saved)
+{
+    sb_setting set[4];
+    const char *kv[4] = {"batch=4", "image=67", "classes=8", "width_div=16"};
+    sb_error err = {0};
+    sb_model m8;
+    for (int i = 0; i < 4; i++)
+        if (sb_setting_parse(kv[i], &set[i], &err))
+            die("set", &err);
+    if (sb_model_load("alexnet", set, 4, &m8, &err))
+        die("model", &err);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    cp.cutoff = 1;
+    sb_problem pb;
+    if (sb_problem_build(&m8, size, &cp, &pb, &err))
+        die("problem", &err);
+    int *choice = calloc((size_t)m8.nops, sizeof *choice);
+    random_choice(&pb, 31, choice);
+    sb_executor *b = make_executor(MPI_COMM_WORLD, &pb, choice, 77);
+    int nw = sb_executor_nweights(b);
+    float **before = all_weights(b);
+    int rc = sb_checkpoint_restore_executor(b, prefix, &err);
+    CHECK(rc && strstr(err.msg, "does not match the model: 1 shape mismatch ('fc8.w' is (256, 16) "
+                                "in the checkpoint, (256, 8) in the model)")
+              && strstr(err.msg, "--restore-partial"),
+          "another model: %s", err.msg);
+    CHECK(count_diff(b, before) == 0, "another model: weights changed by a refused restore");
+    if (rank == 0)
+        printf("error   %-28s: %s\n", "another model", err.msg);
+    char skipped[1024] = "x";
+    rc = sb_checkpoint_restore_executor_ex(b, prefix, 1, skipped, sizeof skipped, &err);
+    CHECK(rc == 0 && !strcmp(skipped, "1 shape mismatch ('fc8.w' is (256, 16) in the checkpoint, "
+                                      "(256, 8) in the model)"),
+          "partial: %d %s [%s]", rc, err.msg, skipped);
+    float **after = all_weights(b);
+    int restored = 0, kept = 0;
+    for (int i = 0; i < nw; i++) {
+        int64_t n, na;
+        const char *name = sb_executor_weight_name(b, i, &n);
+        CHECK(!strcmp(name, sb_executor_weight_name(a, i, &na)), "partial: weight %d", i);
+        if (n == na && strncmp(name, "fc8.", 4)) {
+            restored++;
+            CHECK(!memcmp(after[i], saved[i], (size_t)n * sizeof(float)), "partial: %s not restored",
+                  name);
+        } else {
+            kept++;
+            CHECK(!memcmp(after[i], before[i], (size_t)n * sizeof(float)), "partial: %s changed",
+                  name);
+        }
+    }
+    CHECK(kept == 1 && sb_executor_steps_done(b) == 2, "partial: %d kept, step %d", kept,
+          sb_executor_steps_done(b));
+    if (rank == 0)
+        printf("restore %-28s: %d weights restored, skipped %s\n", "partial, another model",
+               restored, skipped);
+    free_weights(after, nw);
+    free_weights(before, nw);
+    sb_executor_free(b);
+    free(choice);
+    sb_problem_free(&pb);
+    sb_model_free(&m8);
+}
+
+/* Ranks that read different checkpoints (per-node copies of a folder) or
+ * one that only some ranks have: every rank fails with one message and
+ * the weights stay. */
+static void test_per_rank(const char *prefix, const sb_problem *pb, const int *choice)
+{
+    if (size < 2)
+        return;
+    sb_error err = {0};
+    sb_executor *f = make_executor(MPI_COMM_WORLD, pb, choice, 55);
+    char other[512], absent[512];
+    prefix_of("other", other, sizeof other);
+    prefix_of("absent", absent, sizeof absent);
+    if (sb_checkpoint_save_executor(f, other, &err))
+        die("save", &err);
+    float **before = all_weights(f);
+    int rc = sb_checkpoint_restore_executor(f, rank ? other : prefix, &err);
+    CHECK(rc && strstr(err.msg, "ranks disagree on the checkpoint index '")
+              && strstr(err.msg, "step=2, rank 1 has crc=") && strstr(err.msg, "step=0"),
+          "per-node copies: %s", err.msg);
+    CHECK(count_diff(f, before) == 0, "per-node copies: weights changed");
+    if (rank == 0)
+        printf("error   %-28s: %s\n", "per-node copies", err.msg);
+    err = (sb_error){0};
+    rc = sb_checkpoint_restore_executor(f, rank ? absent : prefix, &err);
+    CHECK(rc && strstr(err.msg, absent), "on rank 0 only: %s", err.msg);
+    char m0[sizeof err.msg];
+    snprintf(m0, sizeof m0, "%s", err.msg);
+    MPI_Bcast(m0, (int)sizeof m0, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(!strcmp(m0, err.msg), "on rank 0 only: rank 0 says [%s], this rank [%s]", m0, err.msg);
+    CHECK(count_diff(f, before) == 0, "on rank 0 only: weights changed");
+    if (rank == 0)
+        printf("error   %-28s: %s\n", "on rank 0 only", err.msg);
+    free_weights(before, sb_executor_nweights(f));
+    sb_executor_free(f);
+}
+
 static int same_box(const sb_box *a, const sb_box *b)
 {
     if (a->nd != b->nd)
@@ -471,6 +578,8 @@ int main(int argc, char **argv)
         MPI_Comm_free(&self);
     MPI_Barrier(MPI_COMM_WORLD);
     test_errors(a, saved);
+    test_partial(a, prefix, saved);
+    test_per_rank(prefix, &pb, choice);
     test_layouts_of_weights(a);
     test_layout_reshard();
     test_barrier();

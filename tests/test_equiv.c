@@ -12,9 +12,13 @@
  * update is more than noise: a missing or doubled gradient piece fails.
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
- *                          [--backend cpu|cuda]
+ *                          [--backend cpu|cuda] [--flops F] [--bw B]
  * --backend runs the strategies on that backend (the one-device reference
- * stays on the CPU); a backend other than cpu is held to 1e-3. */
+ * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
+ * least 2 (one rank cannot split anything: it would compare a run with
+ * itself). The search's best strategy must split at least one op, or the
+ * test fails: --flops and --bw (the cost model's TFLOP/s and GB/s) set
+ * where splitting pays at the test's small sizes. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -158,10 +162,18 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S]\n");
+            fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
+                            "[--flops F] [--bw B]\n");
         MPI_Finalize();
         return 2;
     }
+    if (size < 2) {
+        fprintf(stderr, "test_equiv: run it on at least 2 ranks: one rank splits nothing and "
+                        "would compare a run with itself\n");
+        MPI_Finalize();
+        return 2;
+    }
+    double flops = 0, bw = 0;
     sb_setting set[32];
     int nset = 0, nrandom = 8;
     for (int i = 2; i < argc; i++) {
@@ -171,6 +183,10 @@ int main(int argc, char **argv)
                 die("--set", &err);
         } else if (!strcmp(argv[i], "--lr") && i + 1 < argc) {
             lr = (float)atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--flops") && i + 1 < argc) {
+            flops = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--bw") && i + 1 < argc) {
+            bw = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -211,6 +227,10 @@ int main(int argc, char **argv)
     /* strategies on all ranks: configs enumerated at cutoff 1 */
     sb_problem pb;
     cp.cutoff = 1;
+    if (flops > 0)
+        cp.tflops = flops;
+    if (bw > 0)
+        cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
     int nstrat = 2 + nrandom, failures = 0;
@@ -228,6 +248,14 @@ int main(int argc, char **argv)
                 die("search", &err);
             memcpy(choice, r.choice, (size_t)m.nops * sizeof *choice);
             sb_result_free(&r);
+            char desc[4096];
+            describe(&pb, choice, desc, sizeof desc);
+            if (!desc[0]) {
+                if (rank == 0)
+                    printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
+                           "sizes or --flops/--bw where splitting pays)\n", m.name, size);
+                failures++;
+            }
         } else {
             kind = "random";
             /* bias towards configs using many ranks, so splits are common */

@@ -106,9 +106,10 @@ static void names_add(name_list *l, const char *fmt, const char *name, const cha
 {
     size_t k = strlen(l->text);
     if (++l->n <= 4)
-        snprintf(l->text + k, sizeof l->text - k, fmt, l->n > 1 ? ", " : "", name, extra);
+        snprintf(l->text + k, sizeof l->text - k, fmt, l->n == 1 ? "" : *extra ? "; " : ", ",
+                 name, extra);
     else if (l->n == 5)
-        snprintf(l->text + k, sizeof l->text - k, ", ...");
+        snprintf(l->text + k, sizeof l->text - k, "%s...", *extra ? "; " : ", ");
 }
 
 static void shape_text(int nd, const int64_t *s, char *out, size_t cap)

@@ -155,8 +155,15 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
 {
     sbuf b = {0};
     put(&b, "backend=%s\n", be ? be->name : "none");
-    put(&b, "lr=%.9g\nseed=%llu\n", o && o->lr > 0 ? (double)o->lr : 0.01,
-        (unsigned long long)(o && o->seed ? o->seed : 1));
+    /* the shortest decimal that reads back as the same float */
+    float lr = o && o->lr > 0 ? o->lr : 0.01f;
+    char lrs[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(lrs, sizeof lrs, "%.*g", digits, (double)lr);
+        if (strtof(lrs, NULL) == lr)
+            break;
+    }
+    put(&b, "lr=%s\nseed=%llu\n", lrs, (unsigned long long)(o && o->seed ? o->seed : 1));
     if (o && o->data) {
         char d[1024];
         sb_data_describe(o->data, d, sizeof d);

@@ -1,0 +1,220 @@
+/* test_agree.c: ranks that hold different inputs fail together (run under
+ * mpiexec -np 2 and 3). sb_agree_text on equal and differing texts (the
+ * lowest differing rank, the first differing line, a shorter text, NULL);
+ * sb_executor_create with a model, a strategy, a seed, a synthetic data
+ * source or a record file that differs on the last rank: every rank fails
+ * with the same message naming the difference, before any collective of
+ * the plan (a mismatch there would hang). Every rank runs every check;
+ * failures are summed over ranks. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shardbench/dtensor.h"
+#include "shardbench/runtime.h"
+#include "shardbench/search.h"
+
+static int rank, size, failures;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "rank %d: FAIL line %d: ", rank, __LINE__);                   \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static void die(const char *what, const sb_error *err)
+{
+    fprintf(stderr, "test_agree: rank %d: %s: %s\n", rank, what, err->msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* The message is the same on every rank (compared with rank 0's). */
+static void same_everywhere(const char *msg, const char *what)
+{
+    char m0[sizeof ((sb_error *)0)->msg];
+    snprintf(m0, sizeof m0, "%s", msg);
+    MPI_Bcast(m0, (int)sizeof m0, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(!strcmp(m0, msg), "%s: rank 0 says [%s], this rank [%s]", what, m0, msg);
+}
+
+static void test_text(void)
+{
+    sb_error err = {0};
+    int last = size - 1;
+    CHECK(sb_agree_text(MPI_COMM_WORLD, "x", "a=1\nb=2\n", &err) == 0, "equal: %s", err.msg);
+    CHECK(sb_agree_text(MPI_COMM_WORLD, "x", NULL, &err) == 0, "NULL: %s", err.msg);
+    CHECK(sb_agree_text(MPI_COMM_WORLD, "x", rank % 2 ? "" : NULL, &err) == 0, "NULL and empty");
+    /* the last rank differs in its second line */
+    int rc = sb_agree_text(MPI_COMM_WORLD, "thing", rank == last ? "a=1\nb=3\nc=4\n" : "a=1\nb=2\nc=4\n",
+                           &err);
+    char want[128];
+    snprintf(want, sizeof want, "ranks disagree on the thing: rank 0 has b=2, rank %d has b=3", last);
+    CHECK(rc == -1 && err.code == SB_EXIT_INPUT && !strcmp(err.msg, want), "second line: %d [%s]",
+          rc, err.msg);
+    same_everywhere(err.msg, "second line");
+    /* every rank but 0 differs: the lowest one is named */
+    rc = sb_agree_text(MPI_COMM_WORLD, "thing", rank ? "a=2" : "a=1", &err);
+    CHECK(rc == -1 && strstr(err.msg, "rank 0 has a=1, rank 1 has a=2"), "lowest: [%s]", err.msg);
+    /* a text with one line fewer */
+    err = (sb_error){0};
+    rc = sb_agree_text(MPI_COMM_WORLD, "thing", rank == last ? "a=1\n" : "a=1\nz=9\n", &err);
+    snprintf(want, sizeof want, "rank 0 has z=9, rank %d has no more", last);
+    CHECK(rc == -1 && strstr(err.msg, want), "shorter: [%s]", err.msg);
+    if (rank == 0)
+        printf("sb_agree_text: %s\n", err.msg);
+}
+
+static sb_model model, model2;
+static sb_problem pb;
+
+/* sb_executor_create with the strategy `choice` (config indices), options
+ * eo and model m: must fail on every rank with a message holding want. */
+static void expect_refused(const sb_model *m, const int *choice, const sb_exec_opts *eo,
+                           const char *want, const char *what)
+{
+    sb_error err = {0};
+    sb_executor *ex = NULL;
+    const int *cfg[m->nops];
+    for (int i = 0; i < m->nops; i++)
+        cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m->ops[i].ndims;
+    sb_plan_strategy st = {m, cfg};
+    int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, eo, &ex, &err);
+    CHECK(rc == -1 && !ex && err.code == SB_EXIT_INPUT && strstr(err.msg, want),
+          "%s: rc %d, [%s], expected [%s]", what, rc, err.msg, want);
+    same_everywhere(err.msg, what);
+    if (rank == 0)
+        printf("%-22s %s\n", what, err.msg);
+    sb_executor_free(ex);
+}
+
+static void test_plan(void)
+{
+    sb_error err = {0};
+    int last = size - 1;
+    int *dp = calloc((size_t)model.nops, sizeof *dp), *mine = calloc((size_t)model.nops, sizeof *mine);
+    if (sb_strategy_data_parallel(&pb, dp, &err))
+        die("dp", &err);
+    sb_exec_opts eo = {.lr = 0.1f, .seed = 5};
+    char want[256];
+    /* the model: another batch on the last rank (the same op count, so
+     * config indices of one are valid for the other) */
+    snprintf(want, sizeof want, "ranks disagree on the model: rank 0 has batch=4, rank %d has "
+             "batch=8", last);
+    expect_refused(rank == last ? &model2 : &model, dp, &eo, want, "model");
+    /* the strategy: the last rank runs another config of the first op
+     * that has a choice */
+    memcpy(mine, dp, (size_t)model.nops * sizeof *mine);
+    int op = 0;
+    while (op < model.nops - 1 && pb.cfg[op].n < 2)
+        op++;
+    if (rank == last)
+        mine[op] = dp[op] ? 0 : 1;
+    snprintf(want, sizeof want, "ranks disagree on the strategy: rank 0 has op %s config=",
+             model.ops[op].name);
+    expect_refused(&model, mine, &eo, want, "strategy");
+    snprintf(want, sizeof want, ", rank %d has op %s config=", last, model.ops[op].name);
+    expect_refused(&model, mine, &eo, want, "strategy");
+    /* the seed and the learning rate */
+    sb_exec_opts e2 = eo;
+    if (rank == last)
+        e2.seed = 6;
+    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has seed=5, rank %d has "
+             "seed=6", last);
+    expect_refused(&model, dp, &e2, want, "seed");
+    e2 = eo;
+    if (rank == last)
+        e2.lr = 0.2f;
+    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has lr=0.1, rank %d has "
+             "lr=0.2", last);
+    expect_refused(&model, dp, &e2, want, "lr");
+    /* the caller's options */
+    e2 = eo;
+    e2.agree = rank == last ? "steps=3\n" : "steps=5\n";
+    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has steps=5, rank %d has "
+             "steps=3", last);
+    expect_refused(&model, dp, &e2, want, "caller's options");
+    /* data: a synthetic source with another seed; then record files that
+     * differ only in their contents (per-node copies of one path) */
+    int64_t dims[3] = {3, 67, 67};
+    sb_data_source *src = NULL, *rec = NULL;
+    if (sb_data_synthetic(16, 3, dims, 16, rank == last ? 2 : 1, &src, &err))
+        die("synthetic", &err);
+    e2 = eo;
+    e2.data = src;
+    e2.data_seed = 1;
+    expect_refused(&model, dp, &e2, "ranks disagree on the options: rank 0 has data=synthetic "
+                   "count=16 dims=3x67x67 classes=16 seed=1", "synthetic data");
+    char path[2][64];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "/tmp/sb_agree_%d_%d.rec", (int)getpid(), k);
+        sb_data_source *s;
+        if (sb_data_synthetic(16, 3, dims, 16, (uint64_t)k + 1, &s, &err)
+            || sb_data_write_records(path[k], s, &err))
+            die("records", &err);
+        sb_data_free(s);
+    }
+    if (sb_data_open_records(path[rank == last], &rec, &err))
+        die("open records", &err);
+    e2.data = rec;
+    expect_refused(&model, dp, &e2, "ranks disagree on the options: rank 0 has data=records "
+                   "count=16 dims=3x67x67 bytes=", "record file copies");
+    /* the same everywhere: created */
+    sb_data_free(rec);
+    rec = NULL;
+    if (sb_data_open_records(path[0], &rec, &err))
+        die("open records", &err);
+    e2.data = rec;
+    const int *cfg[model.nops];
+    for (int i = 0; i < model.nops; i++)
+        cfg[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
+    sb_plan_strategy st = {&model, cfg};
+    sb_executor *ex = NULL;
+    int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    CHECK(rc == 0, "agreeing ranks: %s", err.msg);
+    sb_executor_free(ex);
+    for (int k = 0; k < 2; k++)
+        unlink(path[k]);
+    sb_data_free(rec);
+    sb_data_free(src);
+    free(dp);
+    free(mine);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_text();
+    sb_setting set[4];
+    const char *kv[4] = {"batch=4", "image=67", "classes=16", "width_div=16"};
+    sb_error err = {0};
+    for (int i = 0; i < 4; i++)
+        if (sb_setting_parse(kv[i], &set[i], &err))
+            die("set", &err);
+    if (sb_model_load("alexnet", set, 4, &model, &err))
+        die("model", &err);
+    set[0].value = 8;
+    if (sb_model_load("alexnet", set, 4, &model2, &err))
+        die("model", &err);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    if (sb_problem_build(&model, size, &cp, &pb, &err))
+        die("problem", &err);
+    test_plan();
+    sb_problem_free(&pb);
+    sb_model_free(&model);
+    sb_model_free(&model2);
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("test_agree p=%d: %d failures\n", size, total);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
