@@ -61,6 +61,6 @@ add_test(NAME fuzz_calibration_replay COMMAND fuzz_calibration ${SB_FUZZ_CAL_SEE
 add_executable(fuzz_strategy fuzz_strategy.c)
 target_compile_options(fuzz_strategy PRIVATE ${SB_FUZZ_FLAGS} -fsanitize=fuzzer,address,undefined)
 target_link_options(fuzz_strategy PRIVATE -fsanitize=fuzzer,address,undefined)
-target_link_libraries(fuzz_strategy PRIVATE shardbench_fuzzlib)
+target_link_libraries(fuzz_strategy PRIVATE shardbench_fuzzlib PkgConfig::JANSSON)
 file(GLOB SB_FUZZ_STRATEGY_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/strategy/*.strategy)
 add_test(NAME fuzz_strategy_replay COMMAND fuzz_strategy ${SB_FUZZ_STRATEGY_SEEDS})

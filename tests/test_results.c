@@ -590,7 +590,7 @@ static void test_readonly_folder(void **state)
     sb_error err = {0};
     int rc = sb_db_open(path, 100, &db, &err);
     if (mounted) {
-        char cmd[PATH_MAX + 64];
+        char cmd[PATH_MAX + 128];
         snprintf(cmd, sizeof cmd, "umount '%s'", dir);
         assert_int_equal(system(cmd), 0);
     } else {
