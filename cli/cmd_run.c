@@ -506,6 +506,14 @@ int cmd_run(int argc, char **argv)
         MPI_Barrier(comm);
         double t0 = MPI_Wtime();
         rc = sb_executor_step(ex, &losses[s], &err);
+        if (rc == -2) { /* every rank stopped together (a dataset record) */
+            if (rank == 0)
+                fprintf(stderr, "shardbench: %s\n", err.msg);
+            status = err.code ? err.code : SB_EXIT_INTERNAL;
+            free(losses);
+            free(times);
+            goto done;
+        }
         if (rc) {
             /* a failure in the middle of collectives cannot be agreed on safely */
             fprintf(stderr, "shardbench: rank %d: %s\n", rank, err.msg);

@@ -4,7 +4,9 @@
  * sb_executor_create with a model, a strategy, a seed, a synthetic data
  * source or a record file that differs on the last rank: every rank fails
  * with the same message naming the difference, before any collective of
- * the plan (a mismatch there would hang). Every rank runs every check;
+ * the plan (a mismatch there would hang). A record that only rank 0's copy
+ * of the file has damaged stops the step on every rank (-2), not rank 0
+ * alone while the others wait in collectives. Every rank runs every check;
  * failures are summed over ranks. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -178,6 +180,49 @@ static void test_plan(void)
     int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
     CHECK(rc == 0, "agreeing ranks: %s", err.msg);
     sb_executor_free(ex);
+    /* rank 0's copy of the file has a damaged byte in every record (the
+     * stored CRCs, which the start-up compares, are intact): the first step
+     * stops on every rank with rank 0's message, nothing updated */
+    char bad[80];
+    snprintf(bad, sizeof bad, "%s.bad", path[0]);
+    MPI_Bcast(bad, (int)sizeof bad, MPI_CHAR, 0, MPI_COMM_WORLD); /* rank 0's name */
+    if (rank == 0) {
+        FILE *in = fopen(path[0], "rb"), *out = fopen(bad, "wb");
+        int ch;
+        long at = 0, hb = 8 + 4 + 4 + 4 + 8 * 3 + 8 + 4, rb = 4 + 3 * 67 * 67 * 4 + 4;
+        while (in && out && (ch = fgetc(in)) != EOF) {
+            if (at >= hb && (at - hb) % rb == 8)
+                ch ^= 0x40;
+            fputc(ch, out);
+            at++;
+        }
+        if (!in || !out)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        fclose(in);
+        fclose(out);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    sb_data_free(rec);
+    rec = NULL;
+    if (sb_data_open_records(rank == 0 ? bad : path[0], &rec, &err))
+        die("open records", &err);
+    e2.data = rec;
+    ex = NULL;
+    rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    CHECK(rc == 0, "damaged copy: created: %s", err.msg);
+    double loss = 0;
+    err = (sb_error){0};
+    rc = ex ? sb_executor_step(ex, &loss, &err) : -1;
+    snprintf(want, sizeof want, "record file '%s': checksum mismatch in record ", bad);
+    CHECK(rc == -2 && err.code == SB_EXIT_INPUT && strstr(err.msg, want), "damaged copy: %d [%s]",
+          rc, err.msg);
+    CHECK(!ex || sb_executor_steps_done(ex) == 0, "damaged copy: the step counted");
+    same_everywhere(err.msg, "damaged copy");
+    if (rank == 0)
+        printf("%-22s %s\n", "damaged record", err.msg);
+    sb_executor_free(ex);
+    if (rank == 0)
+        unlink(bad);
     for (int k = 0; k < 2; k++)
         unlink(path[k]);
     sb_data_free(rec);

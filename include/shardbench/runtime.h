@@ -208,7 +208,12 @@ int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *b
                   const sb_exec_opts *opts, sb_error *err);
 
 /* One training step: forward, loss, backward, SGD. *loss (every rank) is
- * the mean softmax cross-entropy of the step. Collective. */
+ * the mean softmax cross-entropy of the step. Collective. Returns 0; -1 on
+ * a failure of this rank alone (the others may wait in collectives: end
+ * the job); -2 when every rank stopped together with the same err (a
+ * dataset record that a rank could not read, or a label out of range: no
+ * weight was updated, the step does not count, and the job can end
+ * normally). */
 int sb_executor_step(sb_executor *ex, double *loss, sb_error *err);
 
 /* Per-op seconds of the last steps, summed since the last reset: compute

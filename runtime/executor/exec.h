@@ -76,6 +76,11 @@ struct sb_executor {
     int data_tensor;            /* the model's input tensor */
     int64_t data_batch, data_count, sample_floats;
     int64_t *perm, perm_epoch;  /* epoch order, cached */
+    /* a record this rank could not read (or a bad label) in this step: the
+     * step goes on with zeros, so collectives stay matched, and every rank
+     * learns of it after the forward (sb_executor_step returns -2) */
+    int data_failed;
+    sb_error data_err;
     struct { float *p; int64_t n; } *pool; /* freed buffers kept for reuse */
     int npool, cap_pool;
 };

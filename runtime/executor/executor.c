@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../ops/kinds.h"
+#include "shardbench/dtensor.h"
 #include "params.h"
 #include "plan.h"
 #include "services.h"
@@ -324,6 +325,18 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     double total = 0;
     MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
     *loss = total;
+    if (ex->data) {
+        /* a record one rank could not read: every rank stops here, together */
+        sb_error e = ex->data_failed ? ex->data_err : (sb_error){0};
+        int bad = ex->data_failed;
+        ex->data_failed = 0;
+        if (sb_agree(ex->comm, bad ? -1 : 0, &e, NULL)) {
+            *err = e;
+            for (int i = 0; i < m->nops; i++)
+                release_step_buffers(ex, &ex->ops[i]);
+            return -2;
+        }
+    }
     for (int i = m->nops - 1; i >= 0; i--)
         if (backward_op(ex, i, err))
             return -1;

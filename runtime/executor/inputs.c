@@ -179,6 +179,15 @@ static int data_box(sb_executor *ex, const sb_box *box, float *h, sb_error *err)
 
 
 /* Fills an input operand box with the model's (synthetic) data. */
+/* Keeps this rank's first dataset fault of the step (exec.h). */
+static void data_fault(sb_executor *ex, const sb_error *err)
+{
+    if (!ex->data_failed) {
+        ex->data_failed = 1;
+        ex->data_err = *err;
+    }
+}
+
 int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
@@ -198,9 +207,9 @@ int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
     int64_t vocab = tokens ? op->dims[op->ndims - 1].size : 0;
     if (ex->data && op->in[slot].tensor == ex->data_tensor) {
         if (data_box(ex, &b->box, h, err)) {
-            if (staged)
-                free(h);
-            return -1;
+            /* go on with zeros: every rank learns of it after the forward */
+            data_fault(ex, err);
+            memset(h, 0, (size_t)b->n * sizeof(float));
         }
     } else {
         exec_gen_box(h, &b->box, shape, ex->seed + (uint64_t)ex->step, exec_name_tag(t->name), tokens, 1.0,
@@ -255,18 +264,23 @@ int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err)
             /* the loss is over (batch, classes): row lin is batch row lin */
             float *x = malloc((size_t)ex->sample_floats * sizeof *x);
             int64_t smp = data_sample(ex, lin);
-            if (!x || sb_data_read(ex->data, smp, x, &lab[k], err)) {
-                free(x);
+            if (!x) {
                 free(lab);
-                return x ? -1 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+                return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+            }
+            /* a bad record or label: label 0, and every rank learns of it
+             * after the forward (the other ranks are in collectives) */
+            if (sb_data_read(ex->data, smp, x, &lab[k], err)) {
+                data_fault(ex, err);
+                lab[k] = 0;
+            } else if (lab[k] < 0 || lab[k] >= classes) {
+                sb_error e = {0};
+                sb_fail(&e, SB_EXIT_INPUT, "--data: sample %lld has label %d, not below the %lld "
+                        "classes of '%s'", (long long)smp, lab[k], (long long)classes, op->name);
+                data_fault(ex, &e);
+                lab[k] = 0;
             }
             free(x);
-            if (lab[k] < 0 || lab[k] >= classes) {
-                int32_t bad = lab[k];
-                free(lab);
-                return sb_fail(err, SB_EXIT_INPUT, "--data: sample %lld has label %d, not below the %lld classes of '%s'",
-                               (long long)smp, bad, (long long)classes, op->name);
-            }
         } else {
             lab[k] = (int32_t)floor(u01(ex->seed + (uint64_t)ex->step, exec_name_tag(op->name) ^ 0x1abe1ULL, lin)
                                     * (double)classes);
