@@ -606,7 +606,7 @@ static void test_readonly_folder(void **state)
 }
 
 /* A version-2 file (made by the released blocks of schema.sql) migrates
- * to 3 and on: its measurements kept, 'diverged' accepted afterwards. *
+ * to 3 and on: its measurements kept, 'diverged' accepted afterwards. */
 static void test_migrate_2_to_3_diverged(void **state)
 {
     (void)state;
