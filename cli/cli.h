@@ -3,6 +3,7 @@
 #ifndef SB_CLI_H
 #define SB_CLI_H
 
+#include "shardbench/plots.h"
 #include "shardbench/search.h"
 
 int cmd_search(int argc, char **argv);
@@ -14,10 +15,14 @@ int cmd_export(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_regress(int argc, char **argv);
+int cmd_nightly(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
+/* `bench`'s options into a (cmd_bench.c; also read by `nightly`): 0, 1 for
+ * --help, -1 with err set. */
+int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err);
 /* Prints err to stderr as "shardbench: msg" and returns its exit code. */
 int cli_fail(const sb_error *err);
 

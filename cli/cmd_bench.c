@@ -29,6 +29,8 @@ static void bench_usage(FILE *f)
             "      --backend B        cpu (default) or cuda, passed to run\n"
             "      --steps N          timed steps per strategy (default 5)\n"
             "      --warmup W         untimed steps first (default 1)\n"
+            "      --trials N         launches per strategy, each stored as its own measurement,\n"
+            "                         trial t of every strategy before trial t+1 (default 1)\n"
             "      --within X         prune: keep strategies within X times the best (default 2)\n"
             "      --calibration FILE predict (and prune) with the calibrated cost model of\n"
             "                         `shardbench calibrate` instead of the reference one\n"
@@ -63,7 +65,7 @@ static int parse_num(const char *s, const char *what, double lo, double hi, doub
     return 0;
 }
 
-static int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
+int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
 {
     static const struct option opts[] = {
         {"models", required_argument, 0, 'm'},   {"model", required_argument, 0, 'm'},
@@ -75,6 +77,7 @@ static int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *e
         {"db", required_argument, 0, 'd'},       {"resume", required_argument, 0, 'r'},
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
+        {"trials", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
@@ -115,6 +118,13 @@ static int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *e
             if (v != (int)v)
                 return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
             *(c == 'n' ? &a->steps : c == 'w' ? &a->warmup : &a->top) = (int)v;
+            break;
+        case 'T':
+            if (parse_num(optarg, "--trials", 1, 1000, &v, err))
+                return -1;
+            if (v != (int)v)
+                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
+            a->trials = (int)v;
             break;
         case 'W':
             if (parse_num(optarg, "--within", 1, 1e12, &a->within, err))

@@ -20,17 +20,26 @@ static void regress_usage(FILE *f)
     fprintf(f,
             "usage: shardbench regress --baseline RUN --candidate RUN [--db FILE] "
             "[--threshold X]\n"
+            "       [--conf C] [--alpha A] [--min-launches N] [--history N] [--figures DIR]\n"
             "\n"
-            "Compares the step times of two runs per (model, P, strategy). A regression is\n"
-            "confirmed when the candidate's fastest step is slower than the baseline's median\n"
-            "step by more than the threshold (or a strategy that ran now fails). Prints a\n"
-            "Markdown summary; exit status 1 on a confirmed regression, 0 if none, 2 if the\n"
+            "Compares the step times of two runs per (model, P, strategy), one sample per\n"
+            "launch (bench --trials N stores each launch): ratio of medians with a bootstrap\n"
+            "interval, one-sided Mann-Whitney U, a threshold widened to the band of the\n"
+            "strategy's history (earlier runs of the host without a confirmed regression).\n"
+            "Regression: ratio > 1 + threshold, interval above 1, p < alpha (or a strategy\n"
+            "that ran now fails); fewer launches than --min-launches: not enough data. Prints\n"
+            "a Markdown summary; exit status 1 on a confirmed regression, 0 if none, 2 if the\n"
             "runs cannot be compared.\n"
             "\n"
             "      --db FILE          results database (default %s)\n"
             "      --baseline RUN     run id of the reference (e.g. last night's)\n"
             "      --candidate RUN    run id to judge\n"
             "      --threshold X      relative slowdown that counts (default 0.05 = 5%%)\n"
+            "      --conf C           bootstrap interval's confidence (default 0.95)\n"
+            "      --alpha A          Mann-Whitney level, one-sided (default 0.05)\n"
+            "      --min-launches N   least launches per side (default 3)\n"
+            "      --history N        earlier runs read for the band (default 7; 0: none)\n"
+            "      --figures DIR      one trend figure per strategy (PNG, SVG) into DIR\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -51,9 +60,12 @@ int cmd_regress(int argc, char **argv)
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},        {"baseline", required_argument, 0, 'b'},
         {"candidate", required_argument, 0, 'c'}, {"threshold", required_argument, 0, 't'},
+        {"conf", required_argument, 0, 'C'},      {"alpha", required_argument, 0, 'a'},
+        {"min-launches", required_argument, 0, 'n'}, {"history", required_argument, 0, 'H'},
+        {"figures", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
     };
-    sb_regress_opts ro = {.db = SB_DB_DEFAULT_PATH, .threshold = 0.05};
+    sb_regress_opts ro = {.db = SB_DB_DEFAULT_PATH, .threshold = 0.05, .history = 7};
     optind = 1;
     opterr = 0;
     int c;
@@ -78,6 +90,30 @@ int cmd_regress(int argc, char **argv)
                 return REGRESS_CANNOT;
             }
             break;
+        case 'C':
+        case 'a':
+        case 'n':
+        case 'H': {
+            errno = 0;
+            double v = strtod(optarg, &end);
+            int whole = c == 'n' || c == 'H';
+            if (errno || end == optarg || *end || (whole && v != (int)v) ||
+                !(whole ? v >= (c == 'n' ? 1 : 0) && v <= 1000 : v > 0 && v < 1)) {
+                fprintf(stderr, "shardbench: %s: '%s' is out of range\n", argv[optind - 1],
+                        optarg);
+                return REGRESS_CANNOT;
+            }
+            if (c == 'C')
+                ro.conf = v;
+            else if (c == 'a')
+                ro.alpha = v;
+            else if (c == 'n')
+                ro.min_n = (int)v;
+            else
+                ro.history = (int)v;
+            break;
+        }
+        case 'F': ro.figures = optarg; break;
         case 'h': regress_usage(stdout); return 0;
         default:
             fprintf(stderr, "shardbench: regress: unknown or incomplete option '%s'\n\n",

@@ -27,6 +27,7 @@ static const struct {
     {"bench", cmd_bench, "measure the survivors of each model and P under one run id (prune, then run)"},
     {"report", cmd_report, "Markdown/CSV tables of a run (Table I, Table II, speedups, rho) from the database"},
     {"regress", cmd_regress, "compare the step times of two runs; exit 1 on a confirmed regression"},
+    {"nightly", cmd_nightly, "bench this build, hold it to the last good night, re-measure suspects; exit 1 on a confirmed regression"},
     {"plot", cmd_plot, "gnuplot figures (PNG, SVG) of a run from the database: speedups, fidelity, search time, trend"},
     {"import", cmd_import, "convert an ONNX model into a model file (-m FILE.onnx also imports on the fly)"},
     {"calibrate", cmd_calibrate, "measure this machine's GEMM, elementwise, link and latency figures (mpirun -np P)"},

@@ -15,6 +15,13 @@ target_link_libraries(bench_checkpoint PRIVATE shardbench_static)
 set_target_properties(bench_checkpoint PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME checkpoint)
 
+# bench/regress: false-alarm and detection rates of the nightly regression
+# check, from launches stored in a results database (bench/README.md).
+add_executable(bench_regress ${CMAKE_SOURCE_DIR}/bench/regress.c)
+target_link_libraries(bench_regress PRIVATE shardbench_static)
+set_target_properties(bench_regress PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME regress)
+
 # bench/gpu: the cuda backend against cuBLAS/cuDNN alone, full-step time,
 # executor overhead and MFU (bench/README.md). Only with the cuda backend
 # (cmake/cuda.cmake); it calls cuBLAS and cuDNN itself.

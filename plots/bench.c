@@ -572,8 +572,8 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
 /* Measures one survivor and records it. Returns -1 only on a database error
  * (or interruption: *stop set), never for the strategy's own failure. */
 static int measure(bench *b, const char *model_arg, char **set_argv, int nset_argv,
-                   const sb_problem *pb, const char *params, const survivor *sv, int *stop,
-                   sb_error *err)
+                   const sb_problem *pb, const char *params, const survivor *sv, int trial,
+                   int *skip, int *stop, sb_error *err)
 {
     int nops = pb->m->nops;
     int *choice = sb_calloc((size_t)nops, sizeof *choice, err);
@@ -603,10 +603,12 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
     if (!json)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     rec.configs_json = json;
-    int before = measured_before(b, pb->m->name, params, pb->p, sv->kind, json, err);
+    int before = trial || b->a->again
+                     ? 0 : measured_before(b, pb->m->name, params, pb->p, sv->kind, json, err);
     if (before) {
         free(json);
         if (before > 0) {
+            *skip = 1; /* and its later trials */
             b->skipped++;
             clear_progress(b);
             printf("%s p=%d  %-8s %s: measured in run %lld already, skipped\n", pb->m->name,
@@ -633,6 +635,8 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         return -1;
     b->measured++;
     clear_progress(b);
+    if (b->a->trials > 1)
+        printf("[trial %d/%d] ", trial + 1, b->a->trials);
     if (!strcmp(rec.status, "ok")) {
         b->ok++;
         printf("%s p=%d  %-8s ok       median %.4f s  min %.4f s  max %.4f s  predicted %.4g "
@@ -730,20 +734,44 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         goto out;
     }
     double g0 = sb_now();
-    int done = 0;
-    for (int i = 0; i < n && !*stop; i++) {
-        progress(b, m->name, p, i + 1, n, sv[i].kind, g0, done);
-        int before = b->measured;
-        int r = measure(b, model_arg, set_argv, nset_argv, &pb, params, &sv[i], stop, err);
-        clear_progress(b);
-        if (r) {
-            rc = -1;
-            goto out;
-        }
-        done += b->measured > before;
-        if (interrupted)
-            *stop = 1;
+    int done = 0, trials = b->a->trials > 1 ? b->a->trials : 1;
+    int *skip = calloc((size_t)n + 1, sizeof *skip);
+    if (!skip) {
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
     }
+    for (int i = 0; i < n; i++) /* --only MODEL/P/KIND,...: the others are skipped */
+        if (b->a->only) {
+            char tok[256];
+            snprintf(tok, sizeof tok, ",%s/%d/%s,", m->name, p, sv[i].kind);
+            size_t lo = strlen(b->a->only) + 3;
+            char *list = malloc(lo);
+            if (list)
+                snprintf(list, lo, ",%s,", b->a->only);
+            skip[i] = !list || !strstr(list, tok);
+            free(list);
+        }
+    /* trial t of every strategy before trial t + 1: slow phases of the
+     * machine spread over all strategies instead of hitting one */
+    for (int t = 0; t < trials && !*stop; t++)
+        for (int i = 0; i < n && !*stop; i++) {
+            if (skip[i])
+                continue;
+            progress(b, m->name, p, t * n + i + 1, n * trials, sv[i].kind, g0, done);
+            int before = b->measured;
+            int r = measure(b, model_arg, set_argv, nset_argv, &pb, params, &sv[i], t, &skip[i],
+                            stop, err);
+            clear_progress(b);
+            if (r) {
+                free(skip);
+                rc = -1;
+                goto out;
+            }
+            done += b->measured > before;
+            if (interrupted)
+                *stop = 1;
+        }
+    free(skip);
     if (!*stop && correlate(b, m->name, params, p, err))
         rc = -1;
 out:
@@ -769,6 +797,7 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->top = 8;
     o->within = 2;
     o->timeout = 600;
+    o->trials = 1;
 }
 
 /* The run: the resumed one (checked), or a new runs row; says which. */
@@ -780,6 +809,8 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
         if (sb_dbq_check_run(b->q, b->run_id, err))
             return -1;
         printf("resuming run %lld in %s\n", (long long)b->run_id, a->db);
+        if (a->run_id_out)
+            *a->run_id_out = b->run_id;
         return 0;
     }
     char devices[512], versions[512], cmdline[4096];
@@ -790,6 +821,8 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
     if (sb_db_begin_run(b->db, &meta, &b->run_id, err))
         return -1;
     printf("run %lld in %s\n", (long long)b->run_id, a->db);
+    if (a->run_id_out)
+        *a->run_id_out = b->run_id;
     return 0;
 }
 

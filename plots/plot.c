@@ -558,3 +558,45 @@ out:
     sb_dbq_close(pl.q);
     return status;
 }
+
+int sb_plot_script(const char *scripts, const char *out, const char *script, const char *base,
+                   const char *data, const char *vars, sb_error *err)
+{
+    plotter pl = {.out = out};
+    char path[PATH_MAX];
+    int rc = -1;
+    char *all = NULL;
+    if (find_scripts(scripts, pl.scripts, sizeof pl.scripts, err))
+        return -1;
+    if (mkdir(out, 0777) && errno != EEXIST)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", out, strerror(errno));
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pl.tmp, sizeof pl.tmp, "%s/shardbench-plot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(pl.tmp))
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", pl.tmp, strerror(errno));
+    FILE *f = data_file(&pl, "data", path, sizeof path, err);
+    if (!f)
+        goto out;
+    fputs(data, f);
+    if (fclose(f)) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
+        goto out;
+    }
+    size_t len = 0;
+    FILE *v = open_memstream(&all, &len);
+    if (!v) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    fprintf(v, "datafile=");
+    gp_str(v, path);
+    fprintf(v, "; %s", vars);
+    fclose(v);
+    rc = gnuplot(&pl, script, base, all, err);
+out:
+    free(all);
+    nftw(pl.tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
+
+void sb_plot_gp_str(FILE *f, const char *s) { gp_str(f, s); }

@@ -1,19 +1,24 @@
-/* plots/regress.c: compares the step times of two runs (`shardbench regress`)
- * of the results database, strategy by strategy, and says which changes are
- * beyond the noise. Markdown on stdout; exit 1 on a confirmed regression.
+/* plots/regress.c: compares the step times of two runs (`shardbench regress`,
+ * and `shardbench nightly` through it) of the results database, strategy by
+ * strategy, and says which changes are beyond the noise. Markdown out; exit
+ * 1 on a confirmed regression.
  *
- * The rule (noise taken into account): per strategy, a run's "typical" time
- * is its median step time and its "best" the fastest step (min); with
- * several measurements of a strategy in one run, the median of their
- * medians and the min of their mins. A regression is confirmed when the
- * candidate's best is slower than the baseline's typical by more than the
- * threshold: even the candidate's luckiest step lost. An improvement is
- * confirmed the other way round (candidate typical faster than baseline
- * best by more than the threshold). Everything between is noise. A strategy
- * that ran ok in the baseline and fails in the candidate is a regression
- * too. A strategy is the same in both runs when its model (name and
- * parameters), P and per-op configs are: its kind label and the cost
- * model's numbers may differ. Reads only; never writes the database. */
+ * Samples are launches, not steps: a strategy's sample in a run is the list
+ * of the median step times of its launches (`bench --trials N` stores each
+ * launch as its own measurement); the steps of one process are not
+ * independent of each other. Per strategy the candidate's launches are
+ * judged against the baseline's with the rule of plots/stats.c (ratio of
+ * medians with a bootstrap interval, one-sided Mann-Whitney U, a threshold
+ * widened to the band of the series' own history: the spread of its
+ * medians over the earlier runs of the same host that no nightly found a
+ * regression in). With o->first > 0 (the nightly) a strategy that looks
+ * slower on the first launches is a suspect; it is confirmed only when the
+ * launches measured again afterwards show the regression on their own too.
+ * A strategy that ran ok in the baseline and fails in every launch of the
+ * candidate is a regression too. A strategy is the same in both runs when
+ * its model (name and parameters), P and per-op configs are: its kind label
+ * and the cost model's numbers may differ. Reads only; never writes the
+ * database. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -24,16 +29,27 @@
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
+#define MAX_HISTORY 64
 
 typedef struct {
     int64_t strategy_id;     /* the first strategies row of this key met */
     const char *key;         /* what is compared: model, p and per-op configs */
     const sb_qmeas *any;     /* a row of it, for names */
-    double med[2], min[2];   /* baseline, candidate; NaN if no ok measurement */
+    double *s[2];            /* launch medians: baseline, candidate */
+    int n[2];
+    double *re;              /* the candidate's re-measures (measurement id > first_last) */
+    int nre;
     int tried[2], failed[2]; /* measurements, of which not ok */
     const char *why[2];      /* message of a failure */
+    double night[MAX_HISTORY]; /* history: medians per earlier run, newest first */
+    int64_t night_run[MAX_HISTORY];
+    int nnights;
+    double *hist;            /* history launches: (ordinal from newest, seconds) pairs */
+    int nhist, caphist;
+    sb_stat_cmp st, fresh;
+    int has_fresh;
     const char *verdict;
-    double change;           /* candidate median / baseline median - 1 */
+    int cls;
 } cmp_row;
 
 /* Started-at and commit of a run, for the title. */
@@ -98,25 +114,56 @@ static char *strategy_key(sb_dbq *q, int64_t sid, sb_error *err)
     return key;
 }
 
-/* Keys of every row (keys[i] for rows[i]), fetched once per strategies row. */
-static int row_keys(sb_dbq *q, const sb_qmeas *rows, int n, char **keys, sb_error *err)
+/* Strategy keys of the strategies rows met so far (history runs share them). */
+typedef struct {
+    int64_t *id;
+    char **key;
+    int n, cap;
+} key_cache;
+
+static const char *cached_key(sb_dbq *q, key_cache *c, int64_t sid, sb_error *err)
 {
-    for (int i = 0; i < n; i++) {
-        keys[i] = NULL;
-        for (int j = 0; j < i && !keys[i]; j++)
-            if (rows[j].strategy_id == rows[i].strategy_id)
-                keys[i] = strdup(keys[j]);
-        if (!keys[i] && !(keys[i] = strategy_key(q, rows[i].strategy_id, err)))
-            return -1;
+    for (int i = 0; i < c->n; i++)
+        if (c->id[i] == sid)
+            return c->key[i];
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        int64_t *id = realloc(c->id, sizeof *id * (size_t)cap);
+        if (id)
+            c->id = id;
+        char **key = realloc(c->key, sizeof *key * (size_t)cap);
+        if (key)
+            c->key = key;
+        if (!id || !key) {
+            sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+            return NULL;
+        }
+        c->cap = cap;
     }
-    return 0;
+    char *k = strategy_key(q, sid, err);
+    if (!k)
+        return NULL;
+    c->id[c->n] = sid;
+    c->key[c->n] = k;
+    return c->key[c->n++];
 }
 
-static void fill(cmp_row *c, const sb_qmeas *rows, char **keys, int n, int side)
+static void key_cache_free(key_cache *c)
 {
-    double *meds = malloc(sizeof(double) * (size_t)(n + 1));
-    int k = 0;
-    c->med[side] = c->min[side] = NAN;
+    for (int i = 0; i < c->n; i++)
+        free(c->key[i]);
+    free(c->id);
+    free(c->key);
+}
+
+static int fill(cmp_row *c, const sb_qmeas *rows, const char **keys, int n, int side,
+                int64_t first_last, sb_error *err)
+{
+    c->s[side] = malloc(sizeof(double) * (size_t)(n + 1));
+    if (side && !c->re)
+        c->re = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!c->s[side] || (side && !c->re))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     for (int i = 0; i < n; i++) {
         if (strcmp(keys[i], c->key))
             continue;
@@ -126,34 +173,92 @@ static void fill(cmp_row *c, const sb_qmeas *rows, char **keys, int n, int side)
             c->why[side] = rows[i].message[0] ? rows[i].message : rows[i].status;
             continue;
         }
-        if (meds)
-            meds[k++] = rows[i].median;
-        double lo = isfinite(rows[i].min) ? rows[i].min : rows[i].median;
-        if (!(lo >= c->min[side]))
-            c->min[side] = lo;
+        c->s[side][c->n[side]++] = rows[i].median;
+        if (side && first_last > 0 && rows[i].measurement_id > first_last)
+            c->re[c->nre++] = rows[i].median;
     }
-    if (k)
-        c->med[side] = sb_median(meds, k);
-    free(meds);
+    return 0;
 }
 
-static void fmt_time(double med, double min, char *buf, size_t n)
+/* Each row's history: per earlier run (newest first, at most o->history,
+ * the candidate excluded), the median of its launches of that strategy. */
+static int read_history(sb_dbq *q, const sb_regress_opts *o, key_cache *kc, cmp_row *cmp,
+                        int ncmp, sb_error *err)
 {
-    if (isfinite(med))
-        snprintf(buf, n, "%.4f (%.4f)", med, min);
-    else
-        snprintf(buf, n, "-");
+    int64_t ids[MAX_HISTORY];
+    int nids = 0, max = o->history < MAX_HISTORY ? o->history : MAX_HISTORY;
+    if (max <= 0)
+        return 0;
+    if (sb_dbq_history_runs(q, o->candidate, ids, max, &nids, err))
+        return -1;
+    for (int h = 0; h < nids; h++) {
+        sb_qmeas *rows = NULL;
+        int n = 0;
+        if (sb_dbq_run_measurements(q, ids[h], &rows, &n, err))
+            return -1;
+        double *v = malloc(sizeof *v * (size_t)(n + 1));
+        if (!v) {
+            free(rows);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        }
+        for (int r = 0; r < ncmp; r++) {
+            cmp_row *c = &cmp[r];
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                if (strcmp(rows[i].status, "ok") || !isfinite(rows[i].median))
+                    continue;
+                const char *key = cached_key(q, kc, rows[i].strategy_id, err);
+                if (!key) {
+                    free(v);
+                    free(rows);
+                    return -1;
+                }
+                if (strcmp(key, c->key))
+                    continue;
+                v[k++] = rows[i].median;
+                if (c->nhist + 2 > c->caphist) {
+                    int cap = c->caphist ? 2 * c->caphist : 64;
+                    double *nh = realloc(c->hist, sizeof *nh * (size_t)cap);
+                    if (!nh) {
+                        free(v);
+                        free(rows);
+                        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+                    }
+                    c->hist = nh;
+                    c->caphist = cap;
+                }
+                c->hist[c->nhist++] = c->nnights;
+                c->hist[c->nhist++] = rows[i].median;
+            }
+            if (k) {
+                c->night_run[c->nnights] = ids[h];
+                c->night[c->nnights++] = sb_stat_median(v, k);
+            }
+        }
+        free(v);
+        free(rows);
+    }
+    return 0;
 }
 
 /* What judge() makes of a row. */
-enum { SLOWER, BROKE, FASTER, NOISE, OTHER, NCLASS };
+enum { SLOWER, BROKE, FASTER, NOISE, SUSPECT, FEW, OTHER, NCLASS };
 
-/* Sets r->change and r->verdict (the rule at the top of this file);
- * returns its class. */
-static int judge(cmp_row *r, double thr)
+static void add_suspect(sb_regress_summary *sum, const cmp_row *r)
 {
-    r->change = r->med[1] / r->med[0] - 1;
-    int okb = isfinite(r->med[0]), okc = isfinite(r->med[1]);
+    if (!sum)
+        return;
+    size_t l = strlen(sum->suspect_list);
+    snprintf(sum->suspect_list + l, sizeof sum->suspect_list - l, "%s%s/%d/%s", l ? "," : "",
+             r->any->model, r->any->p, r->any->kind);
+}
+
+/* Sets r->verdict (the rule at the top of this file); returns its class. */
+static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_regress_opts *o)
+{
+    int okb = r->n[0] > 0, okc = r->n[1] > 0;
+    r->st.ratio = r->st.lo = r->st.hi = r->st.p_slower = NAN;
+    r->st.band = sb_stat_band(r->night, r->nnights);
     if (!r->tried[0])
         return r->verdict = "new (candidate only)", OTHER;
     if (!r->tried[1])
@@ -164,83 +269,184 @@ static int judge(cmp_row *r, double thr)
         return r->verdict = "fixed (failed in the baseline)", OTHER;
     if (!okb && !okc)
         return r->verdict = "fails in both", OTHER;
-    if (r->min[1] > r->med[0] * (1 + thr))
-        return r->verdict = "**REGRESSION**", SLOWER;
-    if (r->med[1] < r->min[0] * (1 - thr))
+    int v = sb_stat_compare(rule, r->s[0], r->n[0], r->s[1], r->n[1], r->st.band, &r->st);
+    if (v == SB_VERDICT_NOT_ENOUGH)
+        return r->verdict = "not enough data", FEW;
+    if (v == SB_VERDICT_IMPROVEMENT)
         return r->verdict = "improvement", FASTER;
-    return r->verdict = "within noise", NOISE;
+    if (v == SB_VERDICT_NOISE)
+        return r->verdict = "within noise", NOISE;
+    if (!o->remeasure)
+        return r->verdict = "**REGRESSION**", SLOWER;
+    if (!r->nre)
+        return r->verdict = "suspect (slower at first; to be measured again)", SUSPECT;
+    r->has_fresh = 1;
+    int f = sb_stat_compare(rule, r->s[0], r->n[0], r->re, r->nre, r->st.band, &r->fresh);
+    if (f == SB_VERDICT_REGRESSION)
+        return r->verdict = "**REGRESSION** (confirmed by the re-measures)", SLOWER;
+    return r->verdict = "within noise (slower at first, not confirmed by the re-measures)", NOISE;
+}
+
+static void cell_num(FILE *f, const char *fmt, double v)
+{
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fprintf(f, "-");
 }
 
 /* The Markdown: title, the rule, one row per strategy, the counts. */
-static void print_md(sb_dbq *q, const sb_regress_opts *o, const cmp_row *cmp, int n,
-                     const int *count)
+static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_stat_rule *rule,
+                     const cmp_row *cmp, int n, const int *count)
 {
-    int64_t base = o->baseline, cand = o->candidate;
-    const char *db = o->db;
-    double thr = o->threshold;
-    int regressions = count[SLOWER], broke = count[BROKE], improved = count[FASTER],
-        noise = count[NOISE], other = count[OTHER];
     char lb[512], lc[512];
-    run_label(q, base, lb, sizeof lb);
-    run_label(q, cand, lc, sizeof lc);
-    printf("# Step-time regression check\n\n");
-    printf("- baseline: ");
-    sb_md_text(stdout, lb);
-    printf("\n- candidate: ");
-    sb_md_text(stdout, lc);
-    printf("\n- database: ");
-    sb_md_text(stdout, db);
-    printf("\n");
-    printf("- threshold: %.3g%%. Confirmed regression: the candidate's fastest step is slower "
-           "than the baseline's median step by more than the threshold; confirmed "
-           "improvement: the candidate's median is faster than the baseline's fastest step by "
-           "more than the threshold; anything between is noise.\n\n",
-           thr * 100);
-    printf("| model | params | p | kind | strategy | baseline median (min) s | candidate median "
-           "(min) s | change | verdict |\n");
-    printf("|---|---|---:|---|---:|---:|---:|---:|---|\n");
+    run_label(q, o->baseline, lb, sizeof lb);
+    run_label(q, o->candidate, lc, sizeof lc);
+    fprintf(out, "# Step-time regression check\n\n- baseline: ");
+    sb_md_text(out, lb);
+    fprintf(out, "\n- candidate: ");
+    sb_md_text(out, lc);
+    fprintf(out, "\n- database: ");
+    sb_md_text(out, o->db);
+    fprintf(out,
+            "\n- rule: one sample per launch (its median step time). Ratio = candidate median / "
+            "baseline median, with its %.0f%% bootstrap interval (%d resamples); p = one-sided "
+            "Mann-Whitney U (candidate slower). Regression: ratio > 1 + t, interval above 1 and "
+            "p < %.3g, where t = max(threshold %.3g%%, the band of the strategy's history: 2 x "
+            "1.4826 x MAD of its earlier nights' medians, from %d earlier runs at most); "
+            "improvement the other way round; fewer than %d launches on a side: not enough "
+            "data.%s\n\n",
+            rule->conf * 100, rule->boot, rule->alpha, rule->threshold * 100, o->history,
+            rule->min_n,
+            o->remeasure ? " A strategy slower at first is measured again; the regression is "
+                           "confirmed only when the new launches alone show it too."
+                         : "");
+    fprintf(out, "| model | params | p | kind | strategy | baseline n, median s | candidate n, "
+                 "median s | ratio [interval] | p | band (nights) | verdict |\n");
+    fprintf(out, "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|\n");
     for (int i = 0; i < n; i++) {
         const cmp_row *r = &cmp[i];
-        char tb[64], tc[64], ch[32];
-        fmt_time(r->med[0], r->min[0], tb, sizeof tb);
-        fmt_time(r->med[1], r->min[1], tc, sizeof tc);
-        if (isfinite(r->change))
-            snprintf(ch, sizeof ch, "%+.1f%%", r->change * 100);
-        else
-            snprintf(ch, sizeof ch, "-");
-        /* names and messages come from the database: escaped to stay cells */
-        printf("| ");
-        sb_md_text(stdout, r->any->model);
-        printf(" | ");
-        sb_md_text(stdout, r->any->params);
-        printf(" | %d | ", r->any->p);
-        sb_md_text(stdout, r->any->kind);
-        printf(" | %lld | %s | %s | %s | %s", (long long)r->strategy_id, tb, tc, ch, r->verdict);
+        fprintf(out, "| ");
+        sb_md_text(out, r->any->model);
+        fprintf(out, " | ");
+        sb_md_text(out, r->any->params);
+        fprintf(out, " | %d | ", r->any->p);
+        sb_md_text(out, r->any->kind);
+        fprintf(out, " | %lld | %d, ", (long long)r->strategy_id, r->n[0]);
+        cell_num(out, "%.4f", r->n[0] ? sb_stat_median(r->s[0], r->n[0]) : NAN);
+        fprintf(out, " | %d, ", r->n[1]);
+        cell_num(out, "%.4f", r->n[1] ? sb_stat_median(r->s[1], r->n[1]) : NAN);
+        fprintf(out, " | ");
+        cell_num(out, "%.3f", r->st.ratio);
+        if (isfinite(r->st.lo))
+            fprintf(out, " [%.3f, %.3f]", r->st.lo, r->st.hi);
+        if (r->has_fresh && isfinite(r->fresh.ratio))
+            fprintf(out, "; re-measures %.3f [%.3f, %.3f]", r->fresh.ratio, r->fresh.lo,
+                    r->fresh.hi);
+        fprintf(out, " | ");
+        cell_num(out, "%.3g", r->st.p_slower);
+        fprintf(out, " | ");
+        cell_num(out, "%.1f%%", r->st.band * 100);
+        fprintf(out, " (%d) | %s", r->nnights, r->verdict);
         if (r->failed[1] && r->why[1]) {
             char why[128];
             snprintf(why, sizeof why, "%.120s", r->why[1]);
-            printf(" (");
-            sb_md_text(stdout, why);
-            printf(")");
+            fprintf(out, " (%d of %d failed: ", r->failed[1], r->tried[1]);
+            sb_md_text(out, why);
+            fprintf(out, ")");
         }
-        printf(" |\n");
+        fprintf(out, " |\n");
     }
-    printf("\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "
-           "within noise, %d not comparable.\n",
-           regressions + broke, regressions + broke == 1 ? "" : "s", regressions, broke, improved,
-           improved == 1 ? "" : "s", noise, other);
+    int reg = count[SLOWER] + count[BROKE];
+    fprintf(out,
+            "\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "
+            "within noise, %d suspect%s not measured again, %d with not enough data, %d not "
+            "comparable.\n",
+            reg, reg == 1 ? "" : "s", count[SLOWER], count[BROKE], count[FASTER],
+            count[FASTER] == 1 ? "" : "s", count[NOISE], count[SUSPECT],
+            count[SUSPECT] == 1 ? "" : "s", count[FEW], count[OTHER]);
+    if (!reg)
+        fprintf(out, "\nno regression\n");
+}
+
+/* One trend figure per compared strategy: its nights, the band, tonight. */
+static int figure(const sb_regress_opts *o, const cmp_row *r, sb_error *err)
+{
+    if (!r->n[1] && !r->nnights)
+        return 0;
+    char *data = NULL, *vars = NULL;
+    size_t dl = 0, vl = 0;
+    FILE *d = open_memstream(&data, &dl);
+    if (!d)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int nn = r->nnights; /* ordinals: oldest night 0 ... newest nn - 1, candidate nn */
+    double mid = nn ? sb_stat_median(r->night, nn) : sb_stat_median(r->s[0], r->n[0]);
+    double thr = isfinite(r->st.thr) && r->st.thr > 0 ? r->st.thr : o->threshold;
+    for (int k = nn - 1; k >= 0; k--)
+        fprintf(d, "%d\t%.9g\t%.9g\t%.9g\t\"#%lld\"\n", nn - 1 - k, r->night[k],
+                mid * (1 - thr), mid * (1 + thr), (long long)r->night_run[k]);
+    fprintf(d, "%d\t%.9g\t%.9g\t%.9g\t\"#%lld (now)\"\n\n\n", nn,
+            r->n[1] ? sb_stat_median(r->s[1], r->n[1]) : NAN, mid * (1 - thr), mid * (1 + thr),
+            (long long)o->candidate);
+    for (int k = 0; k + 1 < r->nhist; k += 2)
+        fprintf(d, "%d\t%.9g\n", nn - 1 - (int)r->hist[k], r->hist[k + 1]);
+    for (int k = 0; k < r->n[1]; k++)
+        fprintf(d, "%d\t%.9g\n", nn, r->s[1][k]);
+    fclose(d);
+    FILE *v = open_memstream(&vars, &vl);
+    if (!v) {
+        free(data);
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    char title[256], base[256], kind[64];
+    snprintf(title, sizeof title, "%.40s p=%d %.30s (strategy %lld): %s", r->any->model,
+             r->any->p, r->any->kind, (long long)r->strategy_id, r->verdict);
+    fprintf(v, "ttl=");
+    sb_plot_gp_str(v, title);
+    fprintf(v, "; nruns=%d", nn + 1);
+    fclose(v);
+    size_t k = 0;
+    for (const char *c = r->any->kind; *c && k + 1 < sizeof kind; c++)
+        kind[k++] = (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                                   (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'
+                               ? *c
+                               : '_');
+    kind[k] = '\0';
+    char model[64];
+    k = 0;
+    for (const char *c = r->any->model; *c && k + 1 < sizeof model; c++)
+        model[k++] = (char)((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ? *c : '_');
+    model[k] = '\0';
+    snprintf(base, sizeof base, "trend-%s-p%d-%s-s%lld", model, r->any->p, kind,
+             (long long)r->strategy_id);
+    int rc = sb_plot_script(o->scripts, o->figures, "nightly.gp", base, data, vars, err);
+    free(data);
+    free(vars);
+    return rc;
 }
 
 int sb_regress(const sb_regress_opts *o, sb_error *err)
 {
     const char *db = o->db;
     int64_t base = o->baseline, cand = o->candidate;
-    double thr = o->threshold;
+    FILE *out = o->out ? o->out : stdout;
+    sb_stat_rule rule;
+    sb_stat_rule_default(&rule);
+    rule.threshold = o->threshold;
+    if (o->conf > 0)
+        rule.conf = o->conf;
+    if (o->alpha > 0)
+        rule.alpha = o->alpha;
+    if (o->min_n > 0)
+        rule.min_n = o->min_n;
     sb_dbq *q = NULL;
     sb_qmeas *rb = NULL, *rc = NULL;
-    int nb = 0, nc = 0, status = -1;
+    int nb = 0, nc = 0, status = -1, n = 0;
     cmp_row *cmp = NULL;
-    char **kb = NULL, **kc = NULL;
+    const char **kb = NULL, **kc = NULL;
+    key_cache kcache = {0};
+    if (o->sum)
+        memset(o->sum, 0, sizeof *o->sum);
     if (sb_dbq_open(db, 0, 0, &q, err) || sb_dbq_check_run(q, base, err) ||
         sb_dbq_check_run(q, cand, err) || sb_dbq_run_measurements(q, base, &rb, &nb, err) ||
         sb_dbq_run_measurements(q, cand, &rc, &nc, err)) {
@@ -252,25 +458,19 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
         goto out;
     }
     cmp = calloc((size_t)(nb + nc), sizeof *cmp);
-    if (!cmp) {
-        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        goto out;
-    }
-    int n = 0;
     kb = calloc((size_t)nb, sizeof *kb);
     kc = calloc((size_t)nc, sizeof *kc);
-    if (!kb || !kc) {
+    if (!cmp || !kb || !kc) {
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        goto out;
-    }
-    if (row_keys(q, rb, nb, kb, err) || row_keys(q, rc, nc, kc, err)) {
         goto out;
     }
     for (int side = 0; side < 2; side++) {
         const sb_qmeas *rows = side ? rc : rb;
-        char **keys = side ? kc : kb;
+        const char **keys = side ? kc : kb;
         int nr = side ? nc : nb;
         for (int i = 0; i < nr; i++) {
+            if (!(keys[i] = cached_key(q, &kcache, rows[i].strategy_id, err)))
+                goto out;
             int j = 0;
             while (j < n && strcmp(cmp[j].key, keys[i]))
                 j++;
@@ -281,20 +481,41 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
             }
         }
     }
+    for (int i = 0; i < n; i++)
+        if (fill(&cmp[i], rb, kb, nb, 0, 0, err) ||
+            fill(&cmp[i], rc, kc, nc, 1, o->first_last, err))
+            goto out;
+    if (read_history(q, o, &kcache, cmp, n, err))
+        goto out;
     int count[NCLASS] = {0};
     for (int i = 0; i < n; i++) {
         cmp_row *r = &cmp[i];
-        fill(r, rb, kb, nb, 0);
-        fill(r, rc, kc, nc, 1);
-        count[judge(r, thr)]++;
+        r->cls = judge(r, &rule, o);
+        count[r->cls]++;
+        if (r->cls == SUSPECT)
+            add_suspect(o->sum, r);
     }
-    print_md(q, o, cmp, n, count);
+    print_md(out, q, o, &rule, cmp, n, count);
+    for (int i = 0; o->figures && i < n; i++)
+        if (figure(o, &cmp[i], err))
+            goto out;
+    if (o->sum) {
+        o->sum->regressions = count[SLOWER] + count[BROKE];
+        o->sum->improvements = count[FASTER];
+        o->sum->noise = count[NOISE];
+        o->sum->not_enough = count[FEW];
+        o->sum->other = count[OTHER];
+        o->sum->suspects = count[SUSPECT];
+    }
     status = count[SLOWER] + count[BROKE] ? 1 : 0;
 out:
-    for (int i = 0; kb && i < nb; i++)
-        free(kb[i]);
-    for (int i = 0; kc && i < nc; i++)
-        free(kc[i]);
+    for (int i = 0; cmp && i < n; i++) {
+        free(cmp[i].s[0]);
+        free(cmp[i].s[1]);
+        free(cmp[i].hist);
+        free(cmp[i].re);
+    }
+    key_cache_free(&kcache);
     free(kb);
     free(kc);
     free(cmp);

@@ -352,3 +352,77 @@ int sb_dbq_search_strategy(sb_dbq *q, int64_t model_id, int p, int64_t prefer_ru
         return -1;
     return one_json(q, st, doing, json, algo, nalgo, err);
 }
+
+/* ------------------------------------------------------------ nightly -- */
+
+/* Run ids of a statement's first column (bound by types), at most max. */
+static int run_ids(sb_dbq *q, const char *sql, const char *doing, int64_t *ids, int max, int *n,
+                   sb_error *err, const char *types, ...)
+{
+    sqlite3_stmt *st;
+    *n = 0;
+    if (sb_dbq_prepare(q, sql, &st, doing, err))
+        return -1;
+    va_list ap;
+    va_start(ap, types);
+    int rc = sb_dbq_bindv(st, types, ap);
+    va_end(ap);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return sb_dbq_fail(q, rc, doing, err);
+    }
+    int r;
+    while ((r = sb_dbq_step(q, st, doing, err)) > 0)
+        if (*n < max)
+            ids[(*n)++] = sqlite3_column_int64(st, 0);
+    if (r < 0)
+        return -1; /* finalized by sb_dbq_step */
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int sb_dbq_history_runs(sb_dbq *q, int64_t before, int64_t *ids, int max, int *n, sb_error *err)
+{
+    return run_ids(q,
+                   "SELECT r.id FROM runs r JOIN runs c ON c.id = ?1 "
+                   "LEFT JOIN nightly_verdicts v ON v.run_id = r.id "
+                   "WHERE r.id < ?1 AND r.ended_at IS NOT NULL AND r.host IS c.host AND "
+                   "coalesce(v.regressions, 0) = 0 "
+                   "AND EXISTS (SELECT 1 FROM measurements x WHERE x.run_id = r.id) "
+                   "ORDER BY r.id DESC",
+                   "reading a series' history", ids, max, n, err, "I", before);
+}
+
+int sb_dbq_last_good_nightly(sb_dbq *q, int64_t cand, int64_t *id, sb_error *err)
+{
+    int n = 0;
+    *id = 0;
+    if (run_ids(q,
+                "SELECT r.id FROM runs r JOIN runs c ON c.id = ?1 "
+                "JOIN nightly_verdicts v ON v.run_id = r.id "
+                "WHERE r.id < ?1 AND r.ended_at IS NOT NULL AND v.regressions = 0 AND "
+                "r.host IS c.host AND r.compiler IS c.compiler AND r.backend IS c.backend AND "
+                "r.devices IS c.devices "
+                "ORDER BY r.id DESC LIMIT 1",
+                "looking for the last good night", id, 1, &n, err, "I", cand))
+        return -1;
+    return n;
+}
+
+int sb_dbq_record_nightly(sb_dbq *q, int64_t run_id, int64_t baseline, int regressions,
+                          int improvements, sb_error *err)
+{
+    const char *doing = "recording the nightly's verdict";
+    sqlite3_stmt *st;
+    if (sb_dbq_query(q,
+                     "INSERT INTO nightly_verdicts (run_id, baseline_run_id, regressions, "
+                     "improvements) VALUES (?1, nullif(?2, 0), ?3, ?4) "
+                     "ON CONFLICT (run_id) DO UPDATE SET baseline_run_id = excluded.baseline_run_id, "
+                     "regressions = excluded.regressions, improvements = excluded.improvements",
+                     &st, doing, err, "IIii", run_id, baseline, regressions, improvements))
+        return -1;
+    if (sb_dbq_step(q, st, doing, err) < 0)
+        return -1;
+    sqlite3_finalize(st);
+    return 0;
+}

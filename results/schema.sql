@@ -156,3 +156,20 @@ CREATE INDEX measurements_by_strategy ON measurements (strategy_id);
 CREATE INDEX measurements_by_run ON measurements (run_id);
 
 PRAGMA user_version = 3;
+
+-- ------------------------------------------------------------ version 4 --
+
+-- The verdict of one `shardbench nightly`: its run, the run it was held to
+-- (NULL: none, the first night), and how many strategies it confirmed as
+-- regressions after re-measuring them. A night with regressions = 0 is a
+-- good night: the next nightly's automatic baseline.
+CREATE TABLE nightly_verdicts (
+    run_id          INTEGER PRIMARY KEY REFERENCES runs(id),  -- the nightly's bench run
+    baseline_run_id INTEGER REFERENCES runs(id),              -- what it was compared with
+    regressions     INTEGER NOT NULL CHECK (regressions >= 0),  -- confirmed regressions
+    improvements    INTEGER NOT NULL CHECK (improvements >= 0), -- confirmed improvements
+    created_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX nightly_verdicts_by_baseline ON nightly_verdicts (baseline_run_id);
+
+PRAGMA user_version = 4;

@@ -147,33 +147,80 @@ grep -q "cannot find the gnuplot scripts" "$T/err" || fail "unclear error: $(cat
 
 # ---- regress on synthetic runs ------------------------------------------------------------
 step regress
-# runs 10 (baseline), 11 (20% slower), 12 (2% noise) of strategies 1..3
+# runs 10 (baseline), 11 (strategy 1 20% slower), 12 (2% noise) of strategies 1..3, five
+# launches each (bench --trials 5); run 15: one launch only
 q "INSERT INTO runs (id, host, git_commit, backend) VALUES (10, 'h', 'base', 'cpu'),
-     (11, 'h', 'slow', 'cpu'), (12, 'h', 'noisy', 'cpu');
+     (11, 'h', 'slow', 'cpu'), (12, 'h', 'noisy', 'cpu'), (15, 'h', 'once', 'cpu');
    INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, step_max_s, steps, status)
-   VALUES (10, 1, 0.100, 0.097, 0.104, 5, 'ok'), (10, 2, 0.200, 0.195, 0.210, 5, 'ok'),
-          (10, 3, 0.050, 0.049, 0.052, 5, 'ok'),
-          (11, 1, 0.120, 0.117, 0.125, 5, 'ok'), (11, 2, 0.204, 0.197, 0.212, 5, 'ok'),
-          (11, 3, 0.051, 0.049, 0.053, 5, 'ok'),
-          (12, 1, 0.102, 0.098, 0.106, 5, 'ok'), (12, 2, 0.196, 0.193, 0.205, 5, 'ok'),
-          (12, 3, 0.051, 0.0495, 0.053, 5, 'ok');"
+   VALUES (10, 1, 0.10000, 0.09700, 0.10400, 5, 'ok'),
+          (10, 1, 0.10100, 0.09797, 0.10504, 5, 'ok'),
+          (10, 1, 0.09900, 0.09603, 0.10296, 5, 'ok'),
+          (10, 1, 0.10200, 0.09894, 0.10608, 5, 'ok'),
+          (10, 1, 0.09800, 0.09506, 0.10192, 5, 'ok'),
+          (10, 2, 0.20000, 0.19400, 0.20800, 5, 'ok'),
+          (10, 2, 0.20200, 0.19594, 0.21008, 5, 'ok'),
+          (10, 2, 0.19800, 0.19206, 0.20592, 5, 'ok'),
+          (10, 2, 0.20400, 0.19788, 0.21216, 5, 'ok'),
+          (10, 2, 0.19600, 0.19012, 0.20384, 5, 'ok'),
+          (10, 3, 0.05000, 0.04850, 0.05200, 5, 'ok'),
+          (10, 3, 0.05050, 0.04899, 0.05252, 5, 'ok'),
+          (10, 3, 0.04950, 0.04802, 0.05148, 5, 'ok'),
+          (10, 3, 0.05100, 0.04947, 0.05304, 5, 'ok'),
+          (10, 3, 0.04900, 0.04753, 0.05096, 5, 'ok'),
+          (11, 1, 0.12120, 0.11756, 0.12605, 5, 'ok'),
+          (11, 1, 0.11940, 0.11582, 0.12418, 5, 'ok'),
+          (11, 1, 0.12180, 0.11815, 0.12667, 5, 'ok'),
+          (11, 1, 0.11880, 0.11524, 0.12355, 5, 'ok'),
+          (11, 1, 0.12000, 0.11640, 0.12480, 5, 'ok'),
+          (11, 2, 0.20200, 0.19594, 0.21008, 5, 'ok'),
+          (11, 2, 0.19900, 0.19303, 0.20696, 5, 'ok'),
+          (11, 2, 0.20300, 0.19691, 0.21112, 5, 'ok'),
+          (11, 2, 0.19800, 0.19206, 0.20592, 5, 'ok'),
+          (11, 2, 0.20000, 0.19400, 0.20800, 5, 'ok'),
+          (11, 3, 0.05050, 0.04899, 0.05252, 5, 'ok'),
+          (11, 3, 0.04975, 0.04826, 0.05174, 5, 'ok'),
+          (11, 3, 0.05075, 0.04923, 0.05278, 5, 'ok'),
+          (11, 3, 0.04950, 0.04802, 0.05148, 5, 'ok'),
+          (11, 3, 0.05000, 0.04850, 0.05200, 5, 'ok'),
+          (12, 1, 0.10100, 0.09797, 0.10504, 5, 'ok'),
+          (12, 1, 0.09950, 0.09652, 0.10348, 5, 'ok'),
+          (12, 1, 0.10150, 0.09845, 0.10556, 5, 'ok'),
+          (12, 1, 0.09900, 0.09603, 0.10296, 5, 'ok'),
+          (12, 1, 0.10000, 0.09700, 0.10400, 5, 'ok'),
+          (12, 2, 0.20604, 0.19986, 0.21428, 5, 'ok'),
+          (12, 2, 0.20298, 0.19689, 0.21110, 5, 'ok'),
+          (12, 2, 0.20706, 0.20085, 0.21534, 5, 'ok'),
+          (12, 2, 0.20196, 0.19590, 0.21004, 5, 'ok'),
+          (12, 2, 0.20400, 0.19788, 0.21216, 5, 'ok'),
+          (12, 3, 0.05000, 0.04850, 0.05199, 5, 'ok'),
+          (12, 3, 0.04925, 0.04777, 0.05122, 5, 'ok'),
+          (12, 3, 0.05024, 0.04874, 0.05225, 5, 'ok'),
+          (12, 3, 0.04900, 0.04753, 0.05097, 5, 'ok'),
+          (12, 3, 0.04950, 0.04802, 0.05148, 5, 'ok'),
+          (15, 1, 0.2, 0.19, 0.21, 5, 'ok');"
 set +e
 "$SB" regress --db "$DB" --baseline 10 --candidate 11 >"$T/reg1.md"; r1=$?
 "$SB" regress --db "$DB" --baseline 10 --candidate 12 >"$T/reg2.md"; r2=$?
 "$SB" regress --db "$DB" --baseline 11 --candidate 10 --threshold 0.05 >"$T/reg3.md"; r3=$?
 "$SB" regress --db "$DB" --baseline 10 --candidate 77 2>"$T/err"; r4=$?
+"$SB" regress --db "$DB" --baseline 10 --candidate 15 >"$T/reg7.md"; r7=$?
 set -e
 cat "$T/reg1.md"
 [ $r1 = 1 ] || fail "20% slowdown: exit 1 expected, got $r1"
-grep -q "| 1 | 0.1000 (0.0970) | 0.1200 (0.1170) | +20.0% | \*\*REGRESSION\*\* |" "$T/reg1.md" ||
+grep -q "| 1 | 5, 0.1000 | 5, 0.1200 | 1.200 \[1.1[0-9]*, 1.2[0-9]*\] | 0.00397 | - (0) | \*\*REGRESSION\*\* |" "$T/reg1.md" ||
     fail "regression row missing"
 grep -q "\*\*1 confirmed regression\*\*" "$T/reg1.md" || fail "summary missing"
 [ $r2 = 0 ] || { cat "$T/reg2.md"; fail "2% noise: exit 0 expected, got $r2"; }
 [ "$(grep -c 'within noise |' "$T/reg2.md")" = 3 ] || fail "noise rows"
+grep -q "^no regression$" "$T/reg2.md" || fail "no 'no regression' line"
 [ $r3 = 0 ] || fail "an improvement is not a regression (exit $r3)"
 grep -q "| improvement |" "$T/reg3.md" || fail "improvement not reported"
 [ $r4 = 2 ] || fail "unknown run: exit 2 expected, got $r4"
 grep -q "no run with id 77" "$T/err" || fail "unclear error: $(cat "$T/err")"
+# one launch (twice as slow) is no evidence: not enough data, exit 0
+[ $r7 = 0 ] || { cat "$T/reg7.md"; fail "one launch: exit 0 expected, got $r7"; }
+grep -q "| 1, 0.2000 | 2.000 | - | - (0) | not enough data |" "$T/reg7.md" ||
+    { cat "$T/reg7.md"; fail "one launch: not enough data expected"; }
 # a strategy that ran and now fails is a regression
 q "INSERT INTO runs (id, host, git_commit, backend) VALUES (13, 'h', 'broken', 'cpu');
    INSERT INTO measurements (run_id, strategy_id, steps, status, message)
@@ -187,9 +234,10 @@ grep -q "now fails" "$T/reg5.md" || fail "new failure not reported"
 # the same configs under another kind label (pase-again, strategy 4) are the same strategy
 q "INSERT INTO runs (id, host, git_commit, backend) VALUES (14, 'h', 'relabelled', 'cpu');
    INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, steps, status)
-   VALUES (14, 4, 0.101, 0.098, 5, 'ok');"
+   VALUES (14, 4, 0.101, 0.098, 5, 'ok'), (14, 4, 0.100, 0.098, 5, 'ok'),
+          (14, 4, 0.102, 0.098, 5, 'ok'), (14, 4, 0.099, 0.098, 5, 'ok');"
 "$SB" regress --db "$DB" --baseline 10 --candidate 14 >"$T/reg6.md" || fail "relabelled: exit $?"
-grep -q "| pase | 1 | 0.1000 (0.0970) | 0.1010 (0.0980) | +1.0% | within noise |" "$T/reg6.md" ||
+grep -q "| pase | 1 | 5, 0.1000 | 4, 0.1005 | 1.005 \[.*within noise |" "$T/reg6.md" ||
     { cat "$T/reg6.md"; fail "relabelled strategy not matched"; }
 
 # ---- damaged, foreign, newer and missing databases: clear errors, files untouched ---------

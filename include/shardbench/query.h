@@ -178,6 +178,16 @@ int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doin
  * algo): 1 yes, 0 no, -1 error. What `bench --resume` skips. */
 int sb_dbq_run_has_measurement(sb_dbq *q, int64_t run_id, const char *model, const char *params,
                                int p, const char *kind, const char *configs_json, sb_error *err);
+/* Nightly: ended runs before run `before` on its host that no nightly
+ * found a confirmed regression in, newest first (at most max): a series'
+ * history. */
+int sb_dbq_history_runs(sb_dbq *q, int64_t before, int64_t *ids, int max, int *n, sb_error *err);
+/* The latest nightly run before cand with no confirmed regression, of the
+ * same host, compiler, backend and devices: 1 (*id set), 0 none, -1. */
+int sb_dbq_last_good_nightly(sb_dbq *q, int64_t cand, int64_t *id, sb_error *err);
+/* Stores (or replaces) a nightly's verdict; needs a writable handle. */
+int sb_dbq_record_nightly(sb_dbq *q, int64_t run_id, int64_t baseline, int regressions,
+                          int improvements, sb_error *err);
 int sb_dbq_run_has_search(sb_dbq *q, int64_t run_id, const char *model, const char *params, int p,
                           const char *algo, sb_error *err);
 

@@ -118,6 +118,33 @@ static int setup_groups(sb_executor *ex, sb_error *err)
     return 0;
 }
 
+#ifdef SB_TEST_SLOWDOWN
+/* Only in a build configured with SHARDBENCH_TEST_SLOWDOWN=KIND:FACTOR (for
+ * bench/regress): spins FACTOR times the op's own time after each forward
+ * and backward of ops of KIND ("all": every op). $SHARDBENCH_TEST_SLOWDOWN
+ * (same form) overrides the configured one at run time. */
+static void sb_test_slowdown(const char *kind, double took)
+{
+    static char want[64];
+    static double factor = -1;
+    if (factor < 0) {
+        const char *spec = getenv("SHARDBENCH_TEST_SLOWDOWN");
+        if (!spec || !strchr(spec, ':'))
+            spec = SB_TEST_SLOWDOWN;
+        const char *colon = strchr(spec, ':');
+        snprintf(want, sizeof want, "%.*s", colon ? (int)(colon - spec) : 0, spec);
+        factor = colon ? atof(colon + 1) : 0;
+        if (!(factor > 0))
+            factor = 0;
+    }
+    if (factor > 0 && took > 0 && (!strcmp(want, "all") || !strcmp(want, kind))) {
+        double end = sb_now() + factor * took;
+        while (sb_now() < end)
+            ;
+    }
+}
+#endif
+
 /* Runs one direction of an op on this rank's box and books its time: ops
  * that do not time their kernels themselves count all non-comm time as
  * compute. Kinds that run on every rank time themselves. */
@@ -132,6 +159,9 @@ static int run_op(sb_executor *ex, opx *o, int backward, sb_error *err)
     sb_op_time *t = &ex->times[o->idx];
     double t0 = exec_tick(ex), c0 = t->comm_s, k0 = t->compute_s;
     int rc = fn(ex, o, err);
+#ifdef SB_TEST_SLOWDOWN
+    sb_test_slowdown(sb_op_kind_name(ex->m->ops[o->idx].kind), exec_tick(ex) - t0);
+#endif
     if (t->compute_s == k0)
         t->compute_s += (exec_tick(ex) - t0) - (t->comm_s - c0);
     return rc;

@@ -1,0 +1,231 @@
+/* plots/nightly.c: `shardbench nightly`: the whole nightly regression check
+ * in one call. Benches the current build (every strategy in several
+ * launches, interleaved), holds it to the last good night (or a given run)
+ * with the statistics of plots/regress.c, measures the suspects again,
+ * writes OUT/report.md and one trend figure per strategy, and stores the
+ * verdict (table nightly_verdicts): a night with no confirmed regression
+ * becomes the next night's baseline. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shardbench/plots.h"
+#include "shardbench/query.h"
+#include "shardbench/results.h"
+
+void sb_nightly_opts_default(sb_nightly_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    sb_bench_opts_default(&o->bench);
+    o->bench.algos = "none";
+    o->bench.steps = 3;
+    o->bench.warmup = 1;
+    o->bench.top = 3;
+    o->bench.within = 4;
+    o->bench.timeout = 300;
+    o->trials = 5;
+    o->extra = 6;
+    o->rule.threshold = 0.05;
+    o->rule.history = 7;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static int fail(const sb_error *err)
+{
+    fprintf(stderr, "shardbench: %s\n", err->msg);
+    return 2;
+}
+
+int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
+{
+    sb_error err = {0};
+    int64_t run = 0, baseline = o->baseline;
+    char work[PATH_MAX], out[PATH_MAX], report[PATH_MAX + 16];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(work, sizeof work, "%s/shardbench-nightly-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(work)) {
+        fprintf(stderr, "shardbench: %s: cannot create: %s\n", work, strerror(errno));
+        return 2;
+    }
+    double t0 = sb_now();
+    int status = 2;
+
+    /* 1. the bench: trials launches per strategy, interleaved */
+    sb_bench_opts b = o->bench;
+    b.trials = o->trials;
+    b.run_id_out = &run;
+    if (!b.survivors)
+        b.workdir = work; /* kept: the re-measures read the same survivors */
+    printf("== nightly: bench, %d launches per strategy\n", b.trials);
+    fflush(stdout);
+    int brc = sb_bench(&b, argc, argv);
+    if (!run || brc == 130 || brc == 2) {
+        fprintf(stderr, "shardbench: nightly: the bench failed (exit %d)\n", brc);
+        goto out;
+    }
+    if (o->out)
+        snprintf(out, sizeof out, "%s", o->out);
+    else
+        snprintf(out, sizeof out, "results/nightly-%lld", (long long)run);
+    if (mkdir_p(out)) {
+        fprintf(stderr, "shardbench: %s: cannot create: %s\n", out, strerror(errno));
+        goto out;
+    }
+    snprintf(report, sizeof report, "%s/report.md", out);
+
+    /* 2. the baseline: given, or the last good night of this machine */
+    sb_dbq *q = NULL;
+    if (sb_dbq_open(b.db, 1, 0, &q, &err)) {
+        status = fail(&err);
+        goto out;
+    }
+    if (!baseline) {
+        int found = sb_dbq_last_good_nightly(q, run, &baseline, &err);
+        if (found < 0) {
+            sb_dbq_close(q);
+            status = fail(&err);
+            goto out;
+        }
+    } else if (sb_dbq_check_run(q, baseline, &err)) {
+        sb_dbq_close(q);
+        status = fail(&err);
+        goto out;
+    }
+    if (!baseline) {
+        FILE *f = fopen(report, "w");
+        if (f) {
+            fprintf(f, "# Nightly regression check\n\nRun %lld: no earlier good night of this "
+                       "machine and build options in %s; nothing to compare with. This run is "
+                       "the next night's baseline.\n\nno regression\n",
+                    (long long)run, b.db);
+            fclose(f);
+        }
+        printf("nightly: run %lld is the first night (no baseline); report %s\n",
+               (long long)run, report);
+        status = sb_dbq_record_nightly(q, run, 0, 0, 0, &err) ? fail(&err) : 0;
+        sb_dbq_close(q);
+        goto out;
+    }
+    sb_dbq_close(q);
+    q = NULL;
+    printf("== nightly: run %lld against run %lld\n", (long long)run, (long long)baseline);
+
+    /* 3. first look; the suspects measured again */
+    sb_regress_summary sum;
+    sb_regress_opts r = o->rule;
+    r.db = b.db;
+    r.baseline = baseline;
+    r.candidate = run;
+    r.remeasure = 1;
+    {
+        sb_qmeas *rows = NULL;
+        int nr = 0;
+        if (sb_dbq_open(b.db, 0, 0, &q, &err) || sb_dbq_run_measurements(q, run, &rows, &nr, &err)) {
+            sb_dbq_close(q);
+            status = fail(&err);
+            goto out;
+        }
+        for (int i = 0; i < nr; i++)
+            if (rows[i].measurement_id > r.first_last)
+                r.first_last = rows[i].measurement_id;
+        free(rows);
+        sb_dbq_close(q);
+        q = NULL;
+    }
+    r.sum = &sum;
+    r.figures = NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    r.out = devnull;
+    int rc = sb_regress(&r, &err);
+    if (devnull)
+        fclose(devnull);
+    if (rc < 0) {
+        status = fail(&err);
+        goto out;
+    }
+    int suspects = sum.suspects;
+    if (sum.suspects && o->extra > 0) {
+        printf("== nightly: %d suspect%s measured again (%d launches each): %s\n", sum.suspects,
+               sum.suspects == 1 ? "" : "s", o->extra, sum.suspect_list);
+        fflush(stdout);
+        sb_bench_opts again = o->bench;
+        again.resume = run;
+        again.again = 1;
+        again.only = sum.suspect_list;
+        again.trials = o->extra;
+        again.survivors = o->bench.survivors ? o->bench.survivors : work;
+        again.workdir = NULL;
+        again.run_id_out = NULL;
+        int arc = sb_bench(&again, argc, argv);
+        if (arc == 130 || arc == 2) {
+            fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
+            goto out;
+        }
+    }
+
+    /* 4. the verdict, the report, the figures */
+    FILE *f = fopen(report, "w");
+    if (!f) {
+        fprintf(stderr, "shardbench: %s: cannot write: %s\n", report, strerror(errno));
+        goto out;
+    }
+    fprintf(f, "# Nightly regression check: run %lld\n\n", (long long)run);
+    r.out = f;
+    r.figures = out;
+    rc = sb_regress(&r, &err);
+    if (fclose(f) || rc < 0) {
+        status = rc < 0 ? fail(&err) : 2;
+        goto out;
+    }
+    if (sb_dbq_open(b.db, 1, 0, &q, &err) ||
+        sb_dbq_record_nightly(q, run, baseline, sum.regressions, sum.improvements, &err)) {
+        sb_dbq_close(q);
+        status = fail(&err);
+        goto out;
+    }
+    sb_dbq_close(q);
+    /* the report on stdout too */
+    FILE *rf = fopen(report, "r");
+    if (rf) {
+        char line[4096];
+        while (fgets(line, sizeof line, rf))
+            fputs(line, stdout);
+        fclose(rf);
+    }
+    printf("\nnightly: run %lld against run %lld: %d confirmed regression%s, %d improvement%s, "
+           "%d suspect%s measured again; %.0f s; report %s\n",
+           (long long)run, (long long)baseline, sum.regressions, sum.regressions == 1 ? "" : "s",
+           sum.improvements, sum.improvements == 1 ? "" : "s", suspects,
+           suspects == 1 ? "" : "s", sb_now() - t0, report);
+    status = sum.regressions ? 1 : 0;
+out:
+    nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fflush(stdout);
+    return status;
+}
