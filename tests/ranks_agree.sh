@@ -13,7 +13,8 @@ T=(-m transformer --set vocab=16 --set seq=4 --set embed=8 --set heads=2 --set d
    --set layers=1 --db none --warmup 0)
 fail=0
 # case NAME EXPECTED-MESSAGE NP-EACH -- ARGS-OF-THE-FIRST -- ARGS-OF-THE-SECOND
-# (an argument `env` starts the rank through env(1), for per-rank variables)
+# (an argument `env` starts the rank through env(1), for per-rank variables;
+# `-wdir DIR` first runs it in its own working folder, as on another node)
 case_() {
     local name=$1 want=$2 np=$3
     shift 3
@@ -78,6 +79,20 @@ case_ "SHARDBENCH_PRECISION" "ranks disagree on the options: rank 0 has precisio
 case_ "SHARDBENCH_COMM" "ranks disagree on the options: rank 0 has comm=auto, rank 1 has comm=mpi" 1 \
     -- "${run[@]}" --strategy dp --set batch=4 --steps 1 --backend cuda \
     -- env SHARDBENCH_COMM=mpi "${run[@]}" --strategy dp --set batch=4 --steps 1 --backend cuda
+# per-node folders (each rank in its own working folder, a relative
+# --restore): a checkpoint that only rank 0 has, and copies that differ
+mkdir -p "$dir/n0" "$dir/n1" "$dir/n2"
+(cd "$dir/n0" && "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "${run[@]}" --strategy dp \
+    --set batch=4 --steps 1 --checkpoint ck >/dev/null 2>&1) || { echo "save: FAIL"; fail=1; }
+(cd "$dir/n2" && "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "${run[@]}" --strategy dp \
+    --set batch=4 --steps 2 --checkpoint ck --save-every 1 >/dev/null 2>&1 &&
+    rm -r ck/step-000001 && mv ck/step-000002 ck/step-000001) || { echo "save: FAIL"; fail=1; }
+case_ "checkpoint on rank 0 only" "checkpoint index 'ck/step-000001/ckpt.index' does not exist" 1 \
+    -- -wdir "$dir/n0" "${run[@]}" --strategy dp --set batch=4 --steps 1 --restore ck \
+    -- -wdir "$dir/n1" "${run[@]}" --strategy dp --set batch=4 --steps 1 --restore ck
+case_ "checkpoint copies that differ" "ranks disagree on the checkpoint index 'ck/step-000001/ckpt.index': rank 0 has crc=" 1 \
+    -- -wdir "$dir/n0" "${run[@]}" --strategy dp --set batch=4 --steps 1 --restore ck \
+    -- -wdir "$dir/n2" "${run[@]}" --strategy dp --set batch=4 --steps 1 --restore ck
 # ranks that agree: trains
 out=$(timeout 90 "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "${run[@]}" --strategy best \
     --set batch=4 --steps 1 : -np 1 "${run[@]}" --strategy best --set batch=4 --steps 1 2>&1)
