@@ -1,7 +1,7 @@
 /* cmd_import.c: `shardbench import FILE.onnx [-o FILE.model]`. Converts an
  * ONNX model to a model file (include/shardbench/onnx.h), checks that the
  * text parses, writes it, and prints a summary: ops by type, params, dims
- * and how each was named. Not the conversion (models/onnx_import.c). */
+ * and how each was named. Not the conversion (models/onnx/). */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-# The runtime's per-kind table (runtime/ops/): every op kind has a forward
-# and a backward entry.
-sb_unit_test(test_op_tables test_op_tables.c)
-set_property(TEST test_op_tables PROPERTY TIMEOUT 30)
+# Every op kind has its entry in every stage's table (models/ops,
+# search/ops, runtime/ops), none empty.
+sb_unit_test(test_op_kinds test_op_kinds.c)
+set_property(TEST test_op_kinds PROPERTY TIMEOUT 30)

@@ -1,14 +1,45 @@
-/* test_op_tables.c: the runtime's per-kind table (runtime/ops/kinds.h) has
- * an entry for every op kind, each with a forward and a backward. */
+/* test_op_kinds.c: every op kind has its entry in every stage, none empty:
+ * the model language (a rule with a name and a builder, models/ops/), the
+ * search (cost and memory, search/ops/) and the runtime (forward and
+ * backward, runtime/ops/). A kind missing from a stage's table does not link
+ * (the tables are made from SB_OP_KINDS); this catches an entry left
+ * empty. Export needs no entry of its own: it prints the op's weights
+ * (sb_op.weights, filled by the model's rule) and operands. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "../models/ops/ops.h"
 #include "../runtime/ops/kinds.h"
+#include "../search/kinds.h"
+
+static void every_kind_has_a_model_rule(void **state)
+{
+    (void)state;
+    for (int k = 0; k < SB_OP_KIND_COUNT; k++) {
+        const op_rule *r = op_rules[k];
+        if (!r || !r->names[0] || !(r->build || r->exec))
+            fail_msg("op kind %d: no model rule %s", k, !r ? "" : !r->names[0] ? "name" : "builder");
+        assert_string_equal(sb_op_kind_name((sb_op_kind)k), r->names[0]);
+    }
+    assert_string_equal(sb_op_kind_name(SB_OP_KIND_COUNT), "?");
+}
+
+static void every_kind_has_a_cost_and_memory(void **state)
+{
+    (void)state;
+    for (int k = 0; k < SB_OP_KIND_COUNT; k++) {
+        const sb_kind_search *e = sb_kind_search_table[k];
+        if (!e || !e->cost || !e->memory)
+            fail_msg("op kind %s: no search %s", sb_op_kind_name((sb_op_kind)k),
+                     !e ? "entry" : !e->cost ? "cost" : "memory");
+    }
+}
 
 static void every_kind_has_forward_and_backward(void **state)
 {
@@ -21,10 +52,37 @@ static void every_kind_has_forward_and_backward(void **state)
     }
 }
 
+/* The kinds that own weights declare them through the model's rule, so the
+ * runtime, the memory model and export all see the same ones. */
+static void weights_come_from_the_rule(void **state)
+{
+    (void)state;
+    const char *text = "model w\n"
+                       "input x[batch=8, features=16]\n"
+                       "h = dense(x, units=4)\n"
+                       "n = norm(h, axis=units)\n"
+                       "loss = softmax_xent(n)\n";
+    sb_model m;
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(text, strlen(text), "w.model", NULL, 0, &m, &err), 0);
+    assert_int_equal(m.ops[0].nweights, 1);
+    assert_string_equal(m.ops[0].weights[0].suffix, ".w");
+    assert_int_equal(m.ops[0].weights[0].size[0] * m.ops[0].weights[0].size[1], 16 * 4);
+    assert_int_equal(m.ops[1].nweights, 2);
+    assert_string_equal(m.ops[1].weights[0].suffix, ".gamma");
+    assert_string_equal(m.ops[1].weights[1].suffix, ".beta");
+    assert_int_equal(m.ops[1].stat_dims, 1u << m.ops[1].axis);
+    assert_int_equal(m.ops[2].nweights, 0);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_kind_has_a_model_rule),
+        cmocka_unit_test(every_kind_has_a_cost_and_memory),
         cmocka_unit_test(every_kind_has_forward_and_backward),
+        cmocka_unit_test(weights_come_from_the_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

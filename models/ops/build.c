@@ -11,28 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Indexed by kind. An entry per kind (and a rule defined for it) or this
- * does not build; test_parse checks that none is empty. */
-const op_rule *const op_rules[] = {
-    [SB_OP_CONV] = &op_rule_conv,
-    [SB_OP_POOL] = &op_rule_pool,
-    [SB_OP_DENSE] = &op_rule_dense,
-    [SB_OP_EINSUM] = &op_rule_einsum,
-    [SB_OP_EMBEDDING] = &op_rule_embedding,
-    [SB_OP_LSTM] = &op_rule_lstm,
-    [SB_OP_NORM] = &op_rule_norm,
-    [SB_OP_SOFTMAX] = &op_rule_softmax,
-    [SB_OP_SOFTMAX_XENT] = &op_rule_softmax_xent,
-    [SB_OP_ELEMENTWISE] = &op_rule_elementwise,
-    [SB_OP_REDUCE_MEAN] = &op_rule_reduce_mean,
-    [SB_OP_CONCAT] = &op_rule_concat,
-    [SB_OP_SPLIT] = &op_rule_split,
-    [SB_OP_STACK] = &op_rule_stack,
-    [SB_OP_UNSTACK] = &op_rule_unstack,
-    [SB_OP_FLATTEN] = &op_rule_flatten,
-    [SB_OP_UNFLATTEN] = &op_rule_unflatten,
-    [SB_OP_TRANSPOSE] = &op_rule_transpose,
-};
+/* Indexed by kind, made from the kind list SB_OP_KINDS (shardbench/model.h):
+ * a kind without its op_rule_<id> does not link; test_op_kinds checks that
+ * none is empty. */
+#define OP_RULE_ENTRY_(K, id) [SB_OP_##K] = &op_rule_##id,
+const op_rule *const op_rules[] = {SB_OP_KINDS(OP_RULE_ENTRY_)};
+#undef OP_RULE_ENTRY_
 _Static_assert(sizeof op_rules / sizeof op_rules[0] == SB_OP_KIND_COUNT,
                "op_rules needs one rule per sb_op_kind");
 

@@ -44,10 +44,10 @@ typedef struct {
 /* Indexed by sb_op_kind; SB_OP_KIND_COUNT entries, none NULL. */
 extern const op_rule *const op_rules[];
 
-extern const op_rule op_rule_conv, op_rule_pool, op_rule_dense, op_rule_einsum, op_rule_embedding,
-    op_rule_lstm, op_rule_norm, op_rule_softmax, op_rule_softmax_xent, op_rule_elementwise,
-    op_rule_reduce_mean, op_rule_concat, op_rule_split, op_rule_stack, op_rule_unstack,
-    op_rule_flatten, op_rule_unflatten, op_rule_transpose;
+/* The kinds' rules: op_rule_conv, op_rule_dense, ... */
+#define OP_RULE_DECL_(K, id) extern const op_rule op_rule_##id;
+SB_OP_KINDS(OP_RULE_DECL_)
+#undef OP_RULE_DECL_
 
 /* An op call `a, b = word(args)` in scope s: the op(s) made and bound. */
 int op_exec(parser *P, scope *s, call *c, target *tg);
