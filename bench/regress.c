@@ -1,1 +1,429 @@
-int main(void){return 0;}
+/* bench/regress.c: false-alarm and detection rates of the nightly regression
+ * check (`shardbench nightly`, plots/regress.c), from launches stored in a
+ * results database (bench/README.md).
+ *
+ * Input: runs of one build (--same, each a `bench --trials N` of the same
+ * configuration, taken at different times) and runs of builds slowed on
+ * purpose (--slowed F:RUNS, built with SHARDBENCH_TEST_SLOWDOWN=all:F).
+ * Each simulated night picks a baseline run and a candidate run at random
+ * and draws nightly-sized samples (--trials launches per strategy, with
+ * replacement) from their stored launches; the history is the other
+ * --same runs (a night median of --trials draws each), the suspects get
+ * --extra fresh draws from the candidate run, and the verdict is that of
+ * the nightly (sb_stat_compare). False alarms: candidate of the same build
+ * (another run); detection: candidate of a slowed build. Also the old rule
+ * (one launch a side; the candidate's fastest step slower than the
+ * baseline's median by more than 5%) for comparison. Rates with 95% Wilson
+ * intervals; stored as one run (model `nightly-check`, kind per row: rate
+ * in step_median_s, interval in step_min_s/step_max_s, comparisons in
+ * steps). */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardbench/plots.h"
+#include "shardbench/query.h"
+#include "shardbench/results.h"
+
+#define MAXRUNS 64
+#define MAXS 64
+
+typedef struct {
+    int64_t run;
+    double factor;           /* 0: the build itself */
+    int64_t sid[MAXS];       /* strategies, launches of each */
+    double *med[MAXS], *min[MAXS];
+    int n[MAXS];
+    int ns;
+} run_data;
+
+static run_data runs[MAXRUNS];
+static int nruns;
+
+static int load(sb_dbq *q, int64_t id, double factor, sb_error *err)
+{
+    if (nruns == MAXRUNS)
+        return sb_fail(err, SB_EXIT_INPUT, "too many runs");
+    run_data *r = &runs[nruns];
+    memset(r, 0, sizeof *r);
+    r->run = id;
+    r->factor = factor;
+    sb_qmeas *rows;
+    int n;
+    if (sb_dbq_check_run(q, id, err) || sb_dbq_run_measurements(q, id, &rows, &n, err))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].status, "ok") || !isfinite(rows[i].median))
+            continue;
+        int s = 0;
+        while (s < r->ns && r->sid[s] != rows[i].strategy_id)
+            s++;
+        if (s == r->ns) {
+            if (r->ns == MAXS)
+                continue;
+            r->sid[r->ns] = rows[i].strategy_id;
+            r->med[s] = calloc((size_t)n, sizeof(double));
+            r->min[s] = calloc((size_t)n, sizeof(double));
+            r->ns++;
+        }
+        r->med[s][r->n[s]] = rows[i].median;
+        r->min[s][r->n[s]++] = isfinite(rows[i].min) ? rows[i].min : rows[i].median;
+    }
+    free(rows);
+    if (!r->ns)
+        return sb_fail(err, SB_EXIT_INPUT, "run %lld has no ok launches", (long long)id);
+    nruns++;
+    return 0;
+}
+
+static int find_s(const run_data *r, int64_t sid)
+{
+    for (int s = 0; s < r->ns; s++)
+        if (r->sid[s] == sid)
+            return s;
+    return -1;
+}
+
+static void draw(uint64_t *rng, const double *v, int n, double *out, int k)
+{
+    for (int i = 0; i < k; i++)
+        out[i] = v[sb_stat_randint(rng, n)];
+}
+
+typedef struct {
+    int trials, extra, use_band, remeasure;
+    sb_stat_rule rule;
+} variant;
+
+/* One simulated night of candidate run c against baseline run b: 1 when
+ * some strategy is confirmed slower; flagged_s and total_s count strategies. */
+static int night(uint64_t *rng, const variant *v, int b, int c, int *flagged_s, int *total_s)
+{
+    double bs[256], cs[256], re[256], nights[MAXRUNS], tmp[256];
+    int any = 0;
+    const run_data *B = &runs[b], *C = &runs[c];
+    for (int s = 0; s < B->ns; s++) {
+        int cs_i = find_s(C, B->sid[s]);
+        if (cs_i < 0)
+            continue;
+        draw(rng, B->med[s], B->n[s], bs, v->trials);
+        draw(rng, C->med[cs_i], C->n[cs_i], cs, v->trials);
+        int nn = 0;
+        for (int h = 0; v->use_band && h < nruns; h++) { /* the history: other runs of the build */
+            if (h == c || runs[h].factor != 0)
+                continue;
+            int hs = find_s(&runs[h], B->sid[s]);
+            if (hs < 0)
+                continue;
+            if (h == b) {
+                nights[nn++] = sb_stat_median(bs, v->trials);
+                continue;
+            }
+            draw(rng, runs[h].med[hs], runs[h].n[hs], tmp, v->trials);
+            nights[nn++] = sb_stat_median(tmp, v->trials);
+        }
+        double band = sb_stat_band(nights, nn);
+        sb_stat_cmp st;
+        int verdict = sb_stat_compare(&v->rule, bs, v->trials, cs, v->trials, band, &st);
+        if (verdict == SB_VERDICT_REGRESSION && v->remeasure) {
+            draw(rng, C->med[cs_i], C->n[cs_i], re, v->extra);
+            verdict = sb_stat_compare(&v->rule, bs, v->trials, re, v->extra, band, &st);
+        }
+        (*total_s)++;
+        if (verdict == SB_VERDICT_REGRESSION) {
+            (*flagged_s)++;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* The old rule: one launch a side, candidate min > baseline median x 1.05. */
+static int night_old(uint64_t *rng, int b, int c, int *flagged_s, int *total_s)
+{
+    const run_data *B = &runs[b], *C = &runs[c];
+    int any = 0;
+    for (int s = 0; s < B->ns; s++) {
+        int k = find_s(C, B->sid[s]);
+        if (k < 0)
+            continue;
+        double bmed = B->med[s][sb_stat_randint(rng, B->n[s])];
+        double cmin = C->min[k][sb_stat_randint(rng, C->n[k])];
+        (*total_s)++;
+        if (cmin > bmed * 1.05) {
+            (*flagged_s)++;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+static void wilson(int k, int n, double *lo, double *hi)
+{
+    double z = 1.959964, p = n ? (double)k / n : 0, d = 1 + z * z / n;
+    double mid = (p + z * z / (2.0 * n)) / d;
+    double half = z * sqrt(p * (1 - p) / n + z * z / (4.0 * n * n)) / d;
+    *lo = n ? fmax(0, mid - half) : NAN;
+    *hi = n ? fmin(1, mid + half) : NAN;
+}
+
+typedef struct {
+    char kind[64];
+    int k, n, ks, ns;
+    double rate, lo, hi, slow;
+} row;
+
+static row rows_out[64];
+static int nrows;
+
+static void add_row(const char *kind, int k, int n, int ks, int ns, double slow)
+{
+    row *r = &rows_out[nrows++];
+    snprintf(r->kind, sizeof r->kind, "%s", kind);
+    r->k = k;
+    r->n = n;
+    r->ks = ks;
+    r->ns = ns;
+    r->rate = n ? (double)k / n : NAN;
+    r->slow = slow;
+    wilson(k, n, &r->lo, &r->hi);
+}
+
+static void print_row(const row *r)
+{
+    printf("| %-26s | %5.2f | %5d | %5d | %.3f [%.3f, %.3f] | %d/%d |\n", r->kind, r->slow, r->n,
+           r->k, r->rate, r->lo, r->hi, r->ks, r->ns);
+}
+
+/* The measured slowdown of factor f: median over strategies of (median of
+ * its launches in the slowed runs / median in the build's runs). */
+static double measured_slowdown(double f)
+{
+    double ratios[MAXS];
+    int nr = 0;
+    const run_data *ref = NULL;
+    for (int i = 0; i < nruns && !ref; i++)
+        if (runs[i].factor == 0)
+            ref = &runs[i];
+    for (int s = 0; ref && s < ref->ns && nr < MAXS; s++) {
+        double a[4096], b[4096];
+        int na = 0, nb = 0;
+        for (int i = 0; i < nruns; i++) {
+            int k = find_s(&runs[i], ref->sid[s]);
+            if (k < 0 || (runs[i].factor != 0 && runs[i].factor != f))
+                continue;
+            for (int j = 0; j < runs[i].n[k]; j++) {
+                if (runs[i].factor == 0 && na < 4096)
+                    a[na++] = runs[i].med[k][j];
+                else if (runs[i].factor == f && nb < 4096)
+                    b[nb++] = runs[i].med[k][j];
+            }
+        }
+        if (na && nb)
+            ratios[nr++] = sb_stat_median(b, nb) / sb_stat_median(a, na);
+    }
+    return nr ? sb_stat_median(ratios, nr) - 1 : NAN;
+}
+
+static void store(const char *dbpath, const variant *v, int argc, char **argv)
+{
+    sb_db *db;
+    sb_error err = {0};
+    if (sb_db_open(dbpath, 0, &db, &err)) {
+        fprintf(stderr, "bench/regress: %s (figures not stored)\n", err.msg);
+        return;
+    }
+    char cmd[2048] = "", params[256];
+    for (int i = 0; i < argc; i++)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s%s", i ? " " : "", argv[i]);
+    snprintf(params, sizeof params, "trials=%d,extra=%d,threshold=%g,conf=%g,alpha=%g",
+             v->trials, v->extra, v->rule.threshold, v->rule.conf, v->rule.alpha);
+    sb_run_meta meta = {.backend = "cpu", .devices = "resampled launches", .command_line = cmd};
+    int64_t run;
+    if (sb_db_begin_run(db, &meta, &run, &err)) {
+        fprintf(stderr, "bench/regress: %s (figures not stored)\n", err.msg);
+        sb_db_close(db);
+        return;
+    }
+    for (int i = 0; i < nrows; i++) {
+        const row *r = &rows_out[i];
+        char json[160];
+        snprintf(json, sizeof json,
+                 "{\"flagged\": %d, \"comparisons\": %d, \"slowdown\": %.4f, "
+                 "\"strategies_flagged\": %d, \"strategies\": %d}",
+                 r->k, r->n, isfinite(r->slow) ? r->slow : -1, r->ks, r->ns);
+        sb_measurement_record rec = {
+            .run_id = run, .model = "nightly-check", .params = params, .nops = 1, .p = 1,
+            .kind = r->kind, .predicted_cost = NAN, .configs_json = json,
+            .step_median_s = r->rate, .step_min_s = r->lo, .step_max_s = r->hi, .steps = r->n,
+            .status = "ok",
+        };
+        if (sb_db_record_measurement(db, &rec, NULL, &err))
+            fprintf(stderr, "bench/regress: %s (row not stored)\n", err.msg);
+    }
+    if (sb_db_end_run(db, run, &err))
+        fprintf(stderr, "bench/regress: %s\n", err.msg);
+    else
+        printf("# stored as run %lld in %s\n", (long long)run, dbpath);
+    sb_db_close(db);
+}
+
+static int parse_runs(sb_dbq *q, const char *list, double factor, sb_error *err)
+{
+    char *dup = strdup(list), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long long id = strtoll(t, &end, 10);
+        if (end == t || *end || id < 1) {
+            free(dup);
+            return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a run id", t);
+        }
+        if (load(q, id, factor, err)) {
+            free(dup);
+            return -1;
+        }
+    }
+    free(dup);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = NULL, *dbpath = SB_DB_DEFAULT_PATH, *same = NULL;
+    const char *slowed[16];
+    int nslowed = 0, ncmp = 200;
+    variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1};
+    sb_stat_rule_default(&v.rule);
+    v.rule.boot = 1000;
+    static const struct option lo[] = {
+        {"data", required_argument, 0, 'D'},   {"db", required_argument, 0, 'd'},
+        {"same", required_argument, 0, 's'},   {"slowed", required_argument, 0, 'S'},
+        {"comparisons", required_argument, 0, 'n'}, {"trials", required_argument, 0, 't'},
+        {"extra", required_argument, 0, 'e'},  {"threshold", required_argument, 0, 'T'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'D': data = optarg; break;
+        case 'd': dbpath = optarg; break;
+        case 's': same = optarg; break;
+        case 'S':
+            if (nslowed < 16)
+                slowed[nslowed++] = optarg;
+            break;
+        case 'n': ncmp = atoi(optarg); break;
+        case 't': v.trials = atoi(optarg); break;
+        case 'e': v.extra = atoi(optarg); break;
+        case 'T': v.rule.threshold = atof(optarg); break;
+        default:
+            fprintf(stderr,
+                    "usage: %s --data DB --same RUN,RUN,... [--slowed F:RUN,...]... "
+                    "[--comparisons N] [--trials N] [--extra N] [--threshold X] [--db FILE|none]\n",
+                    argv[0]);
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (!data || !same || ncmp < 1 || v.trials < 1 || v.trials > 256 || v.extra > 256) {
+        fprintf(stderr, "bench/regress: --data DB and --same RUNS are required\n");
+        return 2;
+    }
+    sb_error err = {0};
+    sb_dbq *q;
+    if (sb_dbq_open(data, 0, 0, &q, &err) || parse_runs(q, same, 0, &err)) {
+        fprintf(stderr, "bench/regress: %s\n", err.msg);
+        return 2;
+    }
+    int nsame = nruns;
+    double factors[16];
+    for (int i = 0; i < nslowed; i++) {
+        const char *colon = strchr(slowed[i], ':');
+        factors[i] = colon ? atof(slowed[i]) : 0;
+        if (!colon || !(factors[i] > 0) || parse_runs(q, colon + 1, factors[i], &err)) {
+            fprintf(stderr, "bench/regress: --slowed %s: %s\n", slowed[i],
+                    err.msg[0] ? err.msg : "F:RUNS expected, F > 0");
+            return 2;
+        }
+    }
+    sb_dbq_close(q);
+    if (nsame < 2) {
+        fprintf(stderr, "bench/regress: --same needs two runs at least\n");
+        return 2;
+    }
+    printf("# bench/regress: %d comparisons per row; nightly-sized samples of %d launches per "
+           "strategy (with replacement) from stored launches, %d more for a suspect; "
+           "threshold %.3g, %.0f%% bootstrap interval, one-sided Mann-Whitney alpha %.3g; "
+           "history band from the other runs of the build\n",
+           ncmp, v.trials, v.extra, v.rule.threshold, v.rule.conf * 100, v.rule.alpha);
+    printf("# runs of the build:");
+    for (int i = 0; i < nsame; i++)
+        printf(" %lld", (long long)runs[i].run);
+    printf("\n\n## False alarms: the build against itself (another run)\n\n");
+    printf("| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |\n",
+           "rule");
+    printf("|---|---:|---:|---:|---|---:|\n");
+    static const struct {
+        const char *name;
+        int band, remeasure, old;
+    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1},
+                 {"launches, no re-measure", 0, 0, 0},
+                 {"launches + re-measure", 0, 1, 0},
+                 {"nightly (+ history band)", 1, 1, 0}};
+    uint64_t rng = 12345;
+    for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
+        variant w = v;
+        w.use_band = rules[ri].band;
+        w.remeasure = rules[ri].remeasure;
+        int k = 0, ks = 0, ns = 0;
+        for (int t = 0; t < ncmp; t++) {
+            int b = sb_stat_randint(&rng, nsame), cc = sb_stat_randint(&rng, nsame - 1);
+            if (cc >= b)
+                cc++;
+            w.rule.seed = sb_stat_rand(&rng);
+            k += rules[ri].old ? night_old(&rng, b, cc, &ks, &ns) : night(&rng, &w, b, cc, &ks, &ns);
+        }
+        char kind[64];
+        snprintf(kind, sizeof kind, "false-alarm %s", rules[ri].name);
+        add_row(kind, k, ncmp, ks, ns, 0);
+        print_row(&rows_out[nrows - 1]);
+    }
+    if (nslowed) {
+        printf("\n## Detection: the build against a slowed build (SHARDBENCH_TEST_SLOWDOWN=all:F)"
+               "\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |"
+               "\n|---|---:|---:|---:|---|---:|\n", "F (measured step slowdown)");
+    }
+    double smallest = NAN;
+    for (int i = 0; i < nslowed; i++) {
+        int idx[MAXRUNS], ni = 0;
+        for (int r = 0; r < nruns; r++)
+            if (runs[r].factor == factors[i])
+                idx[ni++] = r;
+        if (!ni)
+            continue;
+        int k = 0, ks = 0, ns = 0;
+        for (int t = 0; t < ncmp; t++) {
+            int b = sb_stat_randint(&rng, nsame), cc = idx[sb_stat_randint(&rng, ni)];
+            v.rule.seed = sb_stat_rand(&rng);
+            k += night(&rng, &v, b, cc, &ks, &ns);
+        }
+        char kind[64];
+        double slow = measured_slowdown(factors[i]);
+        snprintf(kind, sizeof kind, "detect all:%g (%+.1f%%)", factors[i], slow * 100);
+        add_row(kind, k, ncmp, ks, ns, slow);
+        print_row(&rows_out[nrows - 1]);
+        if ((double)k / ncmp >= 0.95 && !(slow >= smallest))
+            smallest = slow;
+    }
+    printf("\ntargets: false alarms (nightly) <= 1 in 20: %s; ",
+           rows_out[3].rate <= 0.05 ? "met" : "MISSED");
+    if (isfinite(smallest))
+        printf("smallest measured step slowdown detected in >= 19 of 20 nights: %+.1f%%\n",
+               smallest * 100);
+    else
+        printf("no slowdown given was detected in >= 19 of 20 nights\n");
+    if (strcmp(dbpath, "none"))
+        store(dbpath, &v, argc, argv);
+    return 0;
+}
