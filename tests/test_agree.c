@@ -6,7 +6,8 @@
  * with the same message naming the difference, before any collective of
  * the plan (a mismatch there would hang). A record that only rank 0's copy
  * of the file has damaged stops the step on every rank (-2), not rank 0
- * alone while the others wait in collectives. Every rank runs every check;
+ * alone while the others wait in collectives; nor does a failure of one
+ * rank in the local part of the creation (SHARDBENCH_TEST_CREATE_FAIL). Every rank runs every check;
  * failures are summed over ranks. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -179,6 +180,20 @@ static void test_plan(void)
     sb_executor *ex = NULL;
     int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
     CHECK(rc == 0, "agreeing ranks: %s", err.msg);
+    sb_executor_free(ex);
+    /* a failure of the last rank alone (out of memory) in the local part of
+     * the creation: every rank fails, none waits in the group set-up */
+    char lastr[16];
+    snprintf(lastr, sizeof lastr, "%d", last);
+    setenv("SHARDBENCH_TEST_CREATE_FAIL", lastr, 1);
+    ex = NULL;
+    rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    unsetenv("SHARDBENCH_TEST_CREATE_FAIL");
+    snprintf(want, sizeof want, "out of memory (SHARDBENCH_TEST_CREATE_FAIL on rank %d)", last);
+    CHECK(rc == -1 && !ex && !strcmp(err.msg, want), "one rank fails: %d [%s]", rc, err.msg);
+    same_everywhere(err.msg, "one rank fails");
+    if (rank == 0)
+        printf("%-22s %s\n", "one rank fails", err.msg);
     sb_executor_free(ex);
     /* rank 0's copy of the file has a damaged byte in every record (the
      * stored CRCs, which the start-up compares, are intact): the first step

@@ -168,63 +168,79 @@ static int run_op(sb_executor *ex, opx *o, int backward, sb_error *err)
 }
 /* ---- the step ------------------------------------------------------------------ */
 
-int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
-                       const sb_exec_opts *opts, sb_executor **out, sb_error *err)
+/* Test hook: SHARDBENCH_TEST_CREATE_FAIL=R makes rank R fail (out of
+ * memory) in the local part of sb_executor_create, before any collective. */
+static int test_hook_create_fail(int rank, sb_error *err)
+{
+    const char *v = getenv("SHARDBENCH_TEST_CREATE_FAIL");
+    if (v && *v && atoi(v) == rank)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory (SHARDBENCH_TEST_CREATE_FAIL on "
+                       "rank %d)", rank);
+    return 0;
+}
+
+/* What sb_executor_create does on this rank alone: the op grids and boxes,
+ * the weights' declarations, the dataset, the relayout plans. */
+static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_exec_opts *opts,
+                        sb_error *err)
 {
     const sb_model *m = st->m;
-    *out = NULL;
-    /* before anything that depends on them: every rank must run the same
-     * plan, or collectives mismatch (a hang) and configs differ */
-    if (sb_agree_plan(comm, st, be, opts, err))
-        return -1;
     if (check_model(m, err))
         return -1;
-    sb_executor *ex = calloc(1, sizeof *ex);
-    if (!ex)
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    ex->comm = comm;
-    ex->m = m;
-    ex->be = be;
-    ex->lr = opts && opts->lr > 0 ? opts->lr : 0.01f;
-    ex->seed = opts && opts->seed ? opts->seed : 1;
-    MPI_Comm_rank(comm, &ex->rank);
-    MPI_Comm_size(comm, &ex->size);
-    if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
-        sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);
     ex->params = calloc(SB_EXEC_MAX_PARAMS_TOTAL, sizeof *ex->params);
-    if (!ex->ops || !ex->times || !ex->params) {
-        sb_executor_free(ex);
+    if (!ex->ops || !ex->times || !ex->params)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    }
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         opx *o = &ex->ops[i];
         o->idx = i;
         memcpy(o->c, st->configs[i], (size_t)op->ndims * sizeof(int));
+        o->kcomm = o->acomm = MPI_COMM_NULL;
         o->q = plan_grid_size(o->c, op->ndims);
-        if (o->q > ex->size) {
-            sb_executor_free(ex);
+        if (o->q > ex->size)
             return sb_fail(err, SB_EXIT_INPUT,
                            "op '%s' needs %d ranks under its config but only %d are running",
                            op->name, o->q, ex->size);
-        }
         o->in_grid = plan_coords(o->c, op->ndims, ex->rank, o->g);
         if (o->in_grid)
             plan_iter_box(op, o->c, o->g, o->lo, o->hi);
-        o->kcomm = o->acomm = MPI_COMM_NULL;
-        if (exec_declare_params(ex, o, err)) {
-            sb_executor_free(ex);
+        if (exec_declare_params(ex, o, err))
             return -1;
-        }
     }
-    if (opts && opts->data && exec_setup_data(ex, opts, err)) {
-        sb_executor_free(ex);
+    if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
+    if (sb_group_cache_new(ex->comm, &ex->groups, err) || build_relayouts(ex, err))
+        return -1;
+    return test_hook_create_fail(ex->rank, err);
+}
+
+int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
+                       const sb_exec_opts *opts, sb_executor **out, sb_error *err)
+{
+    *out = NULL;
+    /* before anything that depends on them: every rank must run the same
+     * plan, or collectives mismatch (a hang) and configs differ */
+    if (sb_agree_plan(comm, st, be, opts, err))
+        return -1;
+    sb_executor *ex = calloc(1, sizeof *ex);
+    int rc = ex ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    if (ex) {
+        ex->comm = comm;
+        ex->m = st->m;
+        ex->be = be;
+        ex->lr = opts && opts->lr > 0 ? opts->lr : 0.01f;
+        ex->seed = opts && opts->seed ? opts->seed : 1;
+        MPI_Comm_rank(comm, &ex->rank);
+        MPI_Comm_size(comm, &ex->size);
+        if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
+            sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
+        rc = create_local(ex, st, opts, err);
     }
-    if (sb_group_cache_new(comm, &ex->groups, err) || build_relayouts(ex, err)
-        || setup_groups(ex, err) || exec_init_params(ex, err)) {
+    /* a failure of one rank (memory) must not leave the others in the
+     * group set-up's collectives */
+    if (sb_agree(comm, rc, err, NULL) || setup_groups(ex, err) || exec_init_params(ex, err)) {
         sb_executor_free(ex);
         return -1;
     }
