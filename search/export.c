@@ -630,22 +630,10 @@ static const char *torch_style(const sb_model *m, const sb_op *op, const op_mesh
     }
 }
 
-static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
+/* tensors: name -> {kind, dims, shape, producer} */
+static json_t *tensors_json(const sb_model *m)
 {
-    const sb_model *m = pb->m;
-    json_t *root = json_object(), *ops = json_array(), *weights = json_object(),
-           *acts = json_object(), *tensors = json_object(), *notes = json_array(),
-           *rel = json_array(), *plan = json_object();
-    prog_mesh *ms = calloc((size_t)m->nops + 1, sizeof *ms);
-    int nmesh = 0;
-    char params[4096];
-    sb_params_str(m, params, sizeof params);
-    json_object_set_new(root, "format", json_string(torch ? "shardbench-torch-1" : "shardbench-jax-1"));
-    json_object_set_new(root, "model", json_string(m->name));
-    json_object_set_new(root, "params", json_string(params));
-    json_object_set_new(root, "p", json_integer(pb->p));
-    json_object_set_new(root, "cost", json_real(sb_strategy_cost(pb, choice)));
-    json_object_set_new(root, "word_bytes_runtime", json_integer(4));
+    json_t *tensors = json_object();
     for (int t = 0; t < m->ntensors; t++) {
         const sb_tensor *ts = &m->tensors[t];
         json_t *j = json_object(), *dn = json_array(), *sh = json_array();
@@ -660,123 +648,171 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
                             ts->producer >= 0 ? json_string(m->ops[ts->producer].name) : json_null());
         json_object_set_new(tensors, ts->name, j);
     }
-    for (int i = 0; i < m->nops; i++) {
-        const sb_op *op = &m->ops[i];
-        const int *c = pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims;
-        op_mesh mm;
-        mesh_of(op, c, &mm);
-        int mi = prog_mesh_index(ms, &nmesh, &mm, pb->p);
-        int reps = ms[mi].replicas;
-        json_t *j = json_object(), *dims = json_array(), *in = json_array(), *out = json_array(),
-               *ws = json_array();
-        json_object_set_new(j, "name", json_string(op->name));
-        json_object_set_new(j, "kind", json_string(sb_op_kind_name(op->kind)));
-        json_object_set_new(j, "config", int_array(c, op->ndims));
-        json_object_set_new(j, "mesh", json_integer(mi));
-        json_object_set_new(j, "devices", json_integer(mm.q));
-        for (int d = 0; d < op->ndims; d++) {
-            json_t *dj = json_object();
-            json_object_set_new(dj, "name", json_string(op->dims[d].name));
-            json_object_set_new(dj, "size", json_integer(op->dims[d].size));
-            json_object_set_new(dj, "role", json_integer(op->role[d]));
-            json_object_set_new(dj, "axis",
-                                mm.axis_of_dim[d] >= 0
-                                    ? json_string((char[2]){axis_name[mm.axis_of_dim[d]], 0})
-                                    : json_null());
-            json_array_append_new(dims, dj);
-        }
-        json_object_set_new(j, "dims", dims);
-        json_object_set_new(j, "pw", json_integer(op->pw));
-        json_object_set_new(j, "axis", json_integer(op->axis));
-        json_object_set_new(j, "kernel", int_array(op->kernel, 2));
-        json_object_set_new(j, "stride", int_array(op->stride, 2));
-        json_object_set_new(j, "pad", int_array(op->pad, 2));
-        json_object_set_new(j, "batchnorm", json_integer(op->batchnorm));
-        json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
-        json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));
-        json_object_set_new(j, "predicted_comm_words", json_real(predicted_comm_words(pb, op, c)));
-        for (int k = 0; k < op->nin; k++) {
-            const sb_tensor *t = &m->tensors[op->in[k].tensor];
-            json_t *oj = operand_json(m, op, &op->in[k], &mm, reps, torch);
-            json_array_append_new(in, oj);
-            if (t->kind == SB_TENSOR_WEIGHT) {
-                json_t *w = json_object();
-                json_object_set_new(w, "op", json_string(op->name));
-                json_object_set_new(w, "mesh", json_integer(mi));
-                json_object_set_new(w, "shape", json_deep_copy(json_object_get(
-                                                    json_object_get(tensors, t->name), "shape")));
-                json_object_set_new(w, "spec", json_deep_copy(json_object_get(oj, "spec")));
-                if (torch)
-                    json_object_set_new(w, "placements",
-                                        json_deep_copy(json_object_get(oj, "placements")));
-                json_object_set_new(w, "init_scale", json_real(fan_in_scale(op)));
-                json_object_set_new(w, "init_offset", json_real(0));
-                json_object_set_new(weights, t->name, w);
-            }
-        }
-        for (int w = 0; w < op->nweights; w++) {
-            const sb_weight *wt = &op->weights[w];
-            uint32_t axes[SB_MAX_DIMS];
-            int sz[SB_MAX_DIMS];
-            for (int d = 0; d < wt->ndims; d++) {
-                int mp = wt->map[d];
-                axes[d] = mp >= 0 && mm.axis_of_dim[mp] >= 0 ? 1u << mm.axis_of_dim[mp] : 0;
-                sz[d] = (int)wt->size[d];
-            }
-            char name[2 * SB_NAME_MAX];
-            snprintf(name, sizeof name, "%s%s", op->name, wt->suffix);
-            json_t *wj = json_object();
-            json_object_set_new(wj, "name", json_string(name));
-            json_object_set_new(wj, "op", json_string(op->name));
-            json_object_set_new(wj, "mesh", json_integer(mi));
-            json_object_set_new(wj, "map", int_array(wt->map, wt->ndims));
-            json_object_set_new(wj, "shape", int_array(sz, wt->ndims));
-            json_object_set_new(wj, "spec", spec_json(axes, wt->ndims, reps > 0));
-            if (torch)
-                json_object_set_new(wj, "placements", placements_json(axes, wt->ndims, &mm, reps));
-            json_object_set_new(wj, "init_scale", json_real(wt->init_scale));
-            json_object_set_new(wj, "init_offset", json_real(wt->init_offset));
-            json_array_append_new(ws, json_deep_copy(wj));
-            json_object_set_new(weights, name, wj);
-        }
-        for (int k = 0; k < op->nout; k++) {
-            json_t *oj = operand_json(m, op, &op->out[k], &mm, reps, torch);
-            json_t *a = json_object();
-            json_object_set_new(a, "op", json_string(op->name));
-            json_object_set_new(a, "mesh", json_integer(mi));
-            json_object_set_new(a, "spec", json_deep_copy(json_object_get(oj, "spec")));
-            if (torch)
-                json_object_set_new(a, "placements", json_deep_copy(json_object_get(oj, "placements")));
-            json_object_set_new(acts, m->tensors[op->out[k].tensor].name, a);
-            json_array_append_new(out, oj);
-        }
-        json_object_set_new(j, "in", in);
-        json_object_set_new(j, "weights", ws);
-        json_object_set_new(j, "out", out);
-        json_array_append_new(ops, j);
-        if (reps < 0) {
-            char s[512];
-            snprintf(s, sizeof s,
-                     "op %s runs on %d devices, which does not divide %d: its tensors are "
-                     "exported replicated", op->name, mm.q, pb->p);
-            json_array_append_new(notes, json_string(s));
-        }
-        const char *style = torch ? torch_style(m, op, &mm) : NULL;
-        if (style)
-            json_object_set_new(plan, op->name, json_string(style));
+    return tensors;
+}
+
+/* What program_json gathers while it walks the ops. */
+typedef struct {
+    const sb_problem *pb;
+    int torch;
+    json_t *tensors, *weights, *acts, *notes, *plan;
+    prog_mesh *ms;
+    int nmesh;
+} prog;
+
+/* The op's attributes and dims: {name, kind, config, mesh, devices, dims, ...} */
+static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, int mi)
+{
+    json_t *j = json_object(), *dims = json_array();
+    json_object_set_new(j, "name", json_string(op->name));
+    json_object_set_new(j, "kind", json_string(sb_op_kind_name(op->kind)));
+    json_object_set_new(j, "config", int_array(c, op->ndims));
+    json_object_set_new(j, "mesh", json_integer(mi));
+    json_object_set_new(j, "devices", json_integer(mm->q));
+    for (int d = 0; d < op->ndims; d++) {
+        json_t *dj = json_object();
+        json_object_set_new(dj, "name", json_string(op->dims[d].name));
+        json_object_set_new(dj, "size", json_integer(op->dims[d].size));
+        json_object_set_new(dj, "role", json_integer(op->role[d]));
+        json_object_set_new(dj, "axis",
+                            mm->axis_of_dim[d] >= 0
+                                ? json_string((char[2]){axis_name[mm->axis_of_dim[d]], 0})
+                                : json_null());
+        json_array_append_new(dims, dj);
     }
-    /* The one device mesh: p's prime factors, ascending, axes d0, d1, ...
-     * A program mesh whose axis sizes are products of consecutive factors
-     * (always so for p a power of 2) is that mesh with axes merged:
-     * "global_axes" names them; else it keeps its own Mesh. */
-    int fac[32], nfac = 0;
-    for (int v = pb->p, d = 2; v > 1 && nfac < 32;)
+    json_object_set_new(j, "dims", dims);
+    json_object_set_new(j, "pw", json_integer(op->pw));
+    json_object_set_new(j, "axis", json_integer(op->axis));
+    json_object_set_new(j, "kernel", int_array(op->kernel, 2));
+    json_object_set_new(j, "stride", int_array(op->stride, 2));
+    json_object_set_new(j, "pad", int_array(op->pad, 2));
+    json_object_set_new(j, "batchnorm", json_integer(op->batchnorm));
+    json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
+    json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));
+    return j;
+}
+
+/* The op's inputs; a weight operand also goes into P->weights. */
+static json_t *op_inputs_json(prog *P, const sb_op *op, const op_mesh *mm, int mi, int reps)
+{
+    const sb_model *m = P->pb->m;
+    json_t *in = json_array();
+    for (int k = 0; k < op->nin; k++) {
+        const sb_tensor *t = &m->tensors[op->in[k].tensor];
+        json_t *oj = operand_json(m, op, &op->in[k], mm, reps, P->torch);
+        json_array_append_new(in, oj);
+        if (t->kind != SB_TENSOR_WEIGHT)
+            continue;
+        json_t *w = json_object();
+        json_object_set_new(w, "op", json_string(op->name));
+        json_object_set_new(w, "mesh", json_integer(mi));
+        json_object_set_new(w, "shape",
+                            json_deep_copy(json_object_get(json_object_get(P->tensors, t->name), "shape")));
+        json_object_set_new(w, "spec", json_deep_copy(json_object_get(oj, "spec")));
+        if (P->torch)
+            json_object_set_new(w, "placements", json_deep_copy(json_object_get(oj, "placements")));
+        json_object_set_new(w, "init_scale", json_real(fan_in_scale(op)));
+        json_object_set_new(w, "init_offset", json_real(0));
+        json_object_set_new(P->weights, t->name, w);
+    }
+    return in;
+}
+
+/* The op's own weights (sb_op.weights), also put into P->weights. */
+static json_t *op_weights_json(prog *P, const sb_op *op, const op_mesh *mm, int mi, int reps)
+{
+    json_t *ws = json_array();
+    for (int w = 0; w < op->nweights; w++) {
+        const sb_weight *wt = &op->weights[w];
+        uint32_t axes[SB_MAX_DIMS];
+        int sz[SB_MAX_DIMS];
+        for (int d = 0; d < wt->ndims; d++) {
+            int mp = wt->map[d];
+            axes[d] = mp >= 0 && mm->axis_of_dim[mp] >= 0 ? 1u << mm->axis_of_dim[mp] : 0;
+            sz[d] = (int)wt->size[d];
+        }
+        char name[2 * SB_NAME_MAX];
+        snprintf(name, sizeof name, "%s%s", op->name, wt->suffix);
+        json_t *wj = json_object();
+        json_object_set_new(wj, "name", json_string(name));
+        json_object_set_new(wj, "op", json_string(op->name));
+        json_object_set_new(wj, "mesh", json_integer(mi));
+        json_object_set_new(wj, "map", int_array(wt->map, wt->ndims));
+        json_object_set_new(wj, "shape", int_array(sz, wt->ndims));
+        json_object_set_new(wj, "spec", spec_json(axes, wt->ndims, reps > 0));
+        if (P->torch)
+            json_object_set_new(wj, "placements", placements_json(axes, wt->ndims, mm, reps));
+        json_object_set_new(wj, "init_scale", json_real(wt->init_scale));
+        json_object_set_new(wj, "init_offset", json_real(wt->init_offset));
+        json_array_append_new(ws, json_deep_copy(wj));
+        json_object_set_new(P->weights, name, wj);
+    }
+    return ws;
+}
+
+/* The op's outputs, also put into P->acts. */
+static json_t *op_outputs_json(prog *P, const sb_op *op, const op_mesh *mm, int mi, int reps)
+{
+    const sb_model *m = P->pb->m;
+    json_t *out = json_array();
+    for (int k = 0; k < op->nout; k++) {
+        json_t *oj = operand_json(m, op, &op->out[k], mm, reps, P->torch);
+        json_t *a = json_object();
+        json_object_set_new(a, "op", json_string(op->name));
+        json_object_set_new(a, "mesh", json_integer(mi));
+        json_object_set_new(a, "spec", json_deep_copy(json_object_get(oj, "spec")));
+        if (P->torch)
+            json_object_set_new(a, "placements", json_deep_copy(json_object_get(oj, "placements")));
+        json_object_set_new(P->acts, m->tensors[op->out[k].tensor].name, a);
+        json_array_append_new(out, oj);
+    }
+    return out;
+}
+
+/* One op: its head, operands and weights; notes and the torch plan. */
+static json_t *op_json(prog *P, int i, const int *choice)
+{
+    const sb_problem *pb = P->pb;
+    const sb_op *op = &pb->m->ops[i];
+    const int *c = pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims;
+    op_mesh mm;
+    mesh_of(op, c, &mm);
+    int mi = prog_mesh_index(P->ms, &P->nmesh, &mm, pb->p);
+    int reps = P->ms[mi].replicas;
+    json_t *j = op_head_json(op, c, &mm, mi);
+    json_object_set_new(j, "predicted_comm_words", json_real(predicted_comm_words(pb, op, c)));
+    json_object_set_new(j, "in", op_inputs_json(P, op, &mm, mi, reps));
+    json_object_set_new(j, "weights", op_weights_json(P, op, &mm, mi, reps));
+    json_object_set_new(j, "out", op_outputs_json(P, op, &mm, mi, reps));
+    if (reps < 0) {
+        char s[512];
+        snprintf(s, sizeof s,
+                 "op %s runs on %d devices, which does not divide %d: its tensors are "
+                 "exported replicated", op->name, mm.q, pb->p);
+        json_array_append_new(P->notes, json_string(s));
+    }
+    const char *style = P->torch ? torch_style(pb->m, op, &mm) : NULL;
+    if (style)
+        json_object_set_new(P->plan, op->name, json_string(style));
+    return j;
+}
+
+/* The one device mesh: p's prime factors, ascending, axes d0, d1, ... */
+static int prime_factors(int p, int *fac)
+{
+    int nfac = 0;
+    for (int v = p, d = 2; v > 1 && nfac < 32;)
         if (v % d == 0)
             fac[nfac++] = d, v /= d;
         else
             d++;
     if (!nfac)
         fac[nfac++] = 1;
+    return nfac;
+}
+
+static json_t *global_mesh_json(const int *fac, int nfac)
+{
     json_t *gm = json_object(), *gshape = json_array(), *gnames = json_array();
     for (int k = 0; k < nfac; k++) {
         char nm[16];
@@ -786,16 +822,56 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
     }
     json_object_set_new(gm, "shape", gshape);
     json_object_set_new(gm, "axis_names", gnames);
-    json_object_set_new(root, "global_mesh", gm);
+    return gm;
+}
+
+/* A program mesh whose axis sizes are products of consecutive factors
+ * (always so for p a power of 2) is the device mesh with axes merged: the
+ * device axes of each of its axes; else NULL (it keeps its own Mesh). */
+static json_t *global_axes_json(json_t *shape, const int *fac, int nfac)
+{
+    json_t *ga = json_array();
+    int f = 0;
+    for (size_t a = 0; a < json_array_size(shape) && ga; a++) {
+        long want = (long)json_integer_value(json_array_get(shape, a)), got = 1;
+        json_t *g = json_array();
+        while (got < want && f < nfac) {
+            got *= fac[f];
+            char nm[16];
+            snprintf(nm, sizeof nm, "d%d", f++);
+            json_array_append_new(g, json_string(nm));
+        }
+        if (want == 1 && got == 1 && f < nfac && fac[f] == 1) /* p = 1 */
+            json_array_append_new(g, json_string("d0")), f++;
+        if (got != want) {
+            json_decref(g);
+            json_decref(ga);
+            ga = NULL;
+        } else {
+            json_array_append_new(ga, g);
+        }
+    }
+    if (ga && f != nfac && !(nfac == 1 && fac[0] == 1)) {
+        json_decref(ga);
+        ga = NULL;
+    }
+    return ga;
+}
+
+/* The program meshes, in the order the ops first used them. */
+static json_t *meshes_json(prog *P, const int *fac, int nfac)
+{
+    int p = P->pb->p;
     json_t *meshes = json_array();
-    for (int i = 0; i < nmesh; i++) {
+    for (int i = 0; i < P->nmesh; i++) {
+        const prog_mesh *pm = &P->ms[i];
         json_t *mj = json_object(), *shape = json_array(), *names = json_array();
-        if (ms[i].replicas != 1) {
-            json_array_append_new(shape, json_integer(ms[i].replicas < 0 ? pb->p : ms[i].replicas));
+        if (pm->replicas != 1) {
+            json_array_append_new(shape, json_integer(pm->replicas < 0 ? p : pm->replicas));
             json_array_append_new(names, json_string("r"));
         }
-        for (int a = 0; a < ms[i].naxes; a++) {
-            json_array_append_new(shape, json_integer(ms[i].size[a]));
+        for (int a = 0; a < pm->naxes; a++) {
+            json_array_append_new(shape, json_integer(pm->size[a]));
             json_array_append_new(names, json_string((char[2]){axis_name[a], 0}));
         }
         if (!json_array_size(shape)) { /* one device: a 1-axis mesh of p = 1 */
@@ -804,51 +880,35 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
         }
         json_object_set_new(mj, "shape", shape);
         json_object_set_new(mj, "axis_names", names);
-        json_t *ga = json_array();
-        int f = 0;
-        for (size_t a = 0; a < json_array_size(shape) && ga; a++) {
-            long want = (long)json_integer_value(json_array_get(shape, a)), got = 1;
-            json_t *g = json_array();
-            while (got < want && f < nfac) {
-                got *= fac[f];
-                char nm[16];
-                snprintf(nm, sizeof nm, "d%d", f++);
-                json_array_append_new(g, json_string(nm));
-            }
-            if (want == 1 && got == 1 && f < nfac && fac[f] == 1) /* p = 1 */
-                json_array_append_new(g, json_string("d0")), f++;
-            if (got != want) {
-                json_decref(g);
-                json_decref(ga);
-                ga = NULL;
-            } else {
-                json_array_append_new(ga, g);
-            }
-        }
-        if (ga && f != nfac && !(nfac == 1 && fac[0] == 1)) {
-            json_decref(ga);
-            ga = NULL;
-        }
+        json_t *ga = global_axes_json(shape, fac, nfac);
         json_object_set_new(mj, "global_axes", ga ? ga : json_null());
         if (!ga) {
             char s[256];
             snprintf(s, sizeof s,
                      "mesh %d is not the device mesh with axes merged: it keeps its own Mesh over "
                      "the same devices, and XLA reshards between the two", i);
-            json_array_append_new(notes, json_string(s));
+            json_array_append_new(P->notes, json_string(s));
         }
-        json_object_set_new(mj, "devices", json_integer(ms[i].replicas < 0 ? pb->p : pb->p / ms[i].replicas));
-        json_object_set_new(mj, "replicas", json_integer(ms[i].replicas < 0 ? pb->p : ms[i].replicas));
+        json_object_set_new(mj, "devices", json_integer(pm->replicas < 0 ? p : p / pm->replicas));
+        json_object_set_new(mj, "replicas", json_integer(pm->replicas < 0 ? p : pm->replicas));
         json_array_append_new(meshes, mj);
-        if (ms[i].replicas > 1) {
+        if (pm->replicas > 1) {
             char s[256];
             snprintf(s, sizeof s,
                      "mesh %d: the op runs on devices 0..%d only; here devices %d..%d hold copies "
-                     "(axis 'r') and compute the same shards", i, pb->p / ms[i].replicas - 1,
-                     pb->p / ms[i].replicas, pb->p - 1);
-            json_array_append_new(notes, json_string(s));
+                     "(axis 'r') and compute the same shards", i, p / pm->replicas - 1,
+                     p / pm->replicas, p - 1);
+            json_array_append_new(P->notes, json_string(s));
         }
     }
+    return meshes;
+}
+
+/* One entry per edge whose layouts differ: the words a consumer receives. */
+static json_t *relayouts_json(const sb_problem *pb, const int *choice)
+{
+    const sb_model *m = pb->m;
+    json_t *rel = json_array();
     for (int k = 0; k < pb->nedges; k++) {
         const sb_edge *e = &pb->edges[k];
         const sb_op *a = &m->ops[e->src], *b = &m->ops[e->dst];
@@ -870,20 +930,52 @@ static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
         json_object_set_new(r, "predicted_words", json_real(words));
         json_array_append_new(rel, r);
     }
-    free(ms);
+    return rel;
+}
+
+/* The whole program form (docs/export.md); NULL when out of memory. */
+static json_t *program_json(const sb_problem *pb, const int *choice, int torch)
+{
+    const sb_model *m = pb->m;
+    prog P = {.pb = pb, .torch = torch};
+    P.ms = calloc((size_t)m->nops + 1, sizeof *P.ms);
+    if (!P.ms)
+        return NULL;
+    json_t *root = json_object(), *ops = json_array();
+    P.weights = json_object();
+    P.acts = json_object();
+    P.notes = json_array();
+    P.plan = json_object();
+    P.tensors = tensors_json(m);
+    char params[4096];
+    sb_params_str(m, params, sizeof params);
+    json_object_set_new(root, "format", json_string(torch ? "shardbench-torch-1" : "shardbench-jax-1"));
+    json_object_set_new(root, "model", json_string(m->name));
+    json_object_set_new(root, "params", json_string(params));
+    json_object_set_new(root, "p", json_integer(pb->p));
+    json_object_set_new(root, "cost", json_real(sb_strategy_cost(pb, choice)));
+    json_object_set_new(root, "word_bytes_runtime", json_integer(4));
+    for (int i = 0; i < m->nops; i++)
+        json_array_append_new(ops, op_json(&P, i, choice));
+    int fac[32];
+    int nfac = prime_factors(pb->p, fac);
+    json_object_set_new(root, "global_mesh", global_mesh_json(fac, nfac));
+    json_t *meshes = meshes_json(&P, fac, nfac);
+    free(P.ms);
     json_object_set_new(root, "meshes", meshes);
-    json_object_set_new(root, "tensors", tensors);
+    json_object_set_new(root, "tensors", P.tensors);
     json_object_set_new(root, "ops", ops);
-    json_object_set_new(root, "weights", weights);
-    json_object_set_new(root, "activations", acts);
-    json_object_set_new(root, "relayouts", rel);
+    json_object_set_new(root, "weights", P.weights);
+    json_object_set_new(root, "activations", P.acts);
+    json_object_set_new(root, "relayouts", relayouts_json(pb, choice));
     if (torch)
-        json_object_set_new(root, "parallelize_plan", plan);
+        json_object_set_new(root, "parallelize_plan", P.plan);
     else
-        json_decref(plan);
-    json_object_set_new(root, "not_expressed", notes);
+        json_decref(P.plan);
+    json_object_set_new(root, "not_expressed", P.notes);
     return root;
 }
+
 static const char jax_template[] =
     "\"\"\"shardbench export for JAX (@HEAD@).\n"
     "\n"
