@@ -554,7 +554,9 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     } else if (pr.code != 0) {
         char why[512];
         sb_failure_line(pr.errs, why, sizeof why);
-        rec->status = strcasestr(pr.errs, "out of memory") ? "oom" : "error";
+        rec->status = strstr(pr.errs, "training diverged")  ? "diverged" /* run's words */
+                      : strcasestr(pr.errs, "out of memory") ? "oom"
+                                                              : "error";
         if (pr.sig)
             snprintf(msg, nmsg, "%s (killed by signal %d)", why, pr.sig);
         else

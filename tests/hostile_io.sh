@@ -140,6 +140,16 @@ check "... recorded as diverged, with its message" test "$(sql "$div" \
     "SELECT count(*) FROM measurements WHERE status = 'diverged' AND message LIKE 'training diverged%'")" = 1
 check "... and nothing recorded ok" test "$(sql "$div" "SELECT count(*) FROM measurements WHERE status = 'ok'")" = 0
 
+# a bench whose run diverges records it so: the launcher adds --lr 3e38
+printf '#!/bin/sh\nexec %s --oversubscribe --allow-run-as-root "$@" --lr 3e38\n' \
+    "$(command -v "$MPIEXEC")" >"$T/lr-launcher.sh"
+chmod +x "$T/lr-launcher.sh"
+TMPDIR="$T" timeout -k 5 120 "$SB" bench -m rnnlm -p 1 "${RNN[@]}" --db "$T/bdiv.db" \
+    --search-algos none --steps 40 --top 1 --launcher "$T/lr-launcher.sh" >"$T/bdiv.out" 2>&1
+check "bench: a run that diverges is recorded diverged" test "$(sql "$T/bdiv.db" \
+    "SELECT count(*) FROM measurements WHERE status = 'diverged'")" -ge 1 ||
+    cat "$T/bdiv.out"
+
 # ---- a failed write leaves the old file whole ----------------------------------------
 onnx=$(dirname "$0")/data/onnx/transformer.onnx
 printf 'old model\n' >"$T/out.model"
