@@ -12,7 +12,8 @@
  * of another model (other class count) is refused, naming the shape
  * mismatches, and restores with `partial` only the weights of the same
  * shape; ranks that read different checkpoints (per-node copies) or a
- * checkpoint that only some have fail together.
+ * checkpoint that only some have fail together, and so do ranks that save
+ * to other prefixes or pass other boxes.
  * Every rank runs every check; failures are summed over ranks. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -390,6 +391,33 @@ static void test_per_rank(const char *prefix, const sb_problem *pb, const int *c
     CHECK(count_diff(f, before) == 0, "on rank 0 only: weights changed");
     if (rank == 0)
         printf("error   %-28s: %s\n", "on rank 0 only", err.msg);
+    /* a save to other prefixes, or of other boxes: refused on every rank
+     * before anything is written */
+    char mine[512];
+    prefix_of(rank ? "mine1" : "mine0", mine, sizeof mine);
+    rc = sb_checkpoint_save_executor(f, mine, &err);
+    CHECK(rc && strstr(err.msg, "ranks disagree on the checkpoint to save: rank 0 has prefix=")
+              && strstr(err.msg, "mine1"),
+          "save, other prefixes: %s", err.msg);
+    CHECK(!sb_checkpoint_exists(mine), "save, other prefixes: written");
+    if (rank == 0)
+        printf("error   %-28s: %s\n", "save to other prefixes", err.msg);
+    int64_t shape[1] = {4};
+    float v[4] = {1, 2, 3, 4};
+    sb_box *boxes = calloc((size_t)size, sizeof *boxes);
+    for (int r = 0; r < size; r++) /* rank 0: replicated; the others: rank 0 holds it all */
+        boxes[r] = (sb_box){.nd = rank == 0 || r == 0 ? 1 : 0, .hi = {4}};
+    sb_ckpt_tensor t = {.name = "v", .nd = 1, .shape = shape, .boxes = boxes,
+                        .data = boxes[rank].nd ? v : NULL};
+    char vp[512];
+    prefix_of("v", vp, sizeof vp);
+    rc = sb_checkpoint_save(MPI_COMM_WORLD, vp, &t, 1, NULL, &err);
+    CHECK(rc && strstr(err.msg, "ranks disagree on the checkpoint to save: rank 0 has tensor v "
+                                "shape=4 boxes=[0:4];[0:4]"),
+          "save, other boxes: %s", err.msg);
+    if (rank == 0)
+        printf("error   %-28s: %s\n", "save of other boxes", err.msg);
+    free(boxes);
     free_weights(before, sb_executor_nweights(f));
     sb_executor_free(f);
 }

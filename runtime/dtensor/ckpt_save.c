@@ -352,12 +352,52 @@ static void test_hook_die(int rank, int64_t step)
     }
 }
 
+/* What every rank must pass alike, as text (sb_agree_text): the prefix,
+ * the step, the block size, and each tensor's name, shape and every rank's
+ * box. NULL when out of memory. */
+static char *save_text(const char *prefix, const sb_ckpt_tensor *t, int n,
+                       const sb_ckpt_save_opts *o, int size)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "prefix=%s\nstep=%lld\nblock=%lld\ntensors=%d\n", prefix,
+            (long long)(o ? o->step : 0), (long long)(o ? o->block_bytes : 0), n);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "tensor %s shape=", t[i].name ? t[i].name : "");
+        for (int d = 0; d < t[i].nd && d < SB_BOX_MAX_DIMS; d++)
+            fprintf(f, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        fprintf(f, " boxes=");
+        for (int r = 0; r < size; r++) {
+            char bs[256];
+            sb_box_str(&t[i].boxes[r], bs, sizeof bs);
+            fprintf(f, "%s%s", r ? ";" : "", bs);
+        }
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 int sb_checkpoint_save(MPI_Comm comm, const char *prefix, const sb_ckpt_tensor *t, int n,
                        const sb_ckpt_save_opts *o, sb_error *err)
 {
     int rank, size, rc = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
+    /* ranks that pass other tensors, boxes or prefixes would write shards
+     * that rank 0's index does not describe: compared before anything */
+    char *text = save_text(prefix, t, n, o, size), oom[64];
+    snprintf(oom, sizeof oom, "(rank %d out of memory)", rank);
+    rc = sb_agree_text(comm, "checkpoint to save", text ? text : oom, err);
+    free(text);
+    if (rc)
+        return -1;
     uint64_t block = o && o->block_bytes > 0 ? (uint64_t)o->block_bytes : 1u << 20;
     if (block % 4)
         rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint: CRC block size %llu is not a multiple of 4",
