@@ -136,6 +136,25 @@ static void test_plan(void)
     snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has lr=0.1, rank %d has "
              "lr=0.2", last);
     expect_refused(&model, dp, &e2, want, "lr");
+    /* the cuda backend's environment, read by each rank (a stand-in
+     * table named cuda: only the comparison runs) */
+    sb_backend cuda = sb_backend_cpu;
+    cuda.name = "cuda";
+    if (rank == last)
+        setenv("SHARDBENCH_COMM", "mpi", 1);
+    const int *dpc[model.nops];
+    for (int i = 0; i < model.nops; i++)
+        dpc[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
+    sb_plan_strategy dps = {&model, dpc};
+    err = (sb_error){0};
+    int rc0 = sb_agree_plan(MPI_COMM_WORLD, &dps, &cuda, &eo, &err);
+    unsetenv("SHARDBENCH_COMM");
+    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has SHARDBENCH_COMM=, rank "
+             "%d has SHARDBENCH_COMM=mpi", last);
+    CHECK(rc0 == -1 && !strcmp(err.msg, want), "cuda environment: %d [%s]", rc0, err.msg);
+    same_everywhere(err.msg, "cuda environment");
+    if (rank == 0)
+        printf("%-22s %s\n", "cuda environment", err.msg);
     /* the caller's options */
     e2 = eo;
     e2.agree = rank == last ? "steps=3\n" : "steps=5\n";

@@ -155,6 +155,13 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
 {
     sbuf b = {0};
     put(&b, "backend=%s\n", be ? be->name : "none");
+    if (be && !strcmp(be->name, "cuda")) {
+        /* read by each rank's backend at start-up (backend_cuda.cu): a rank
+         * on the host-staged path and one on NCCL would never meet */
+        const char *prec = getenv("SHARDBENCH_PRECISION"), *comm = getenv("SHARDBENCH_COMM");
+        put(&b, "SHARDBENCH_PRECISION=%s\nSHARDBENCH_COMM=%s\n", prec ? prec : "",
+            comm ? comm : "");
+    }
     /* the shortest decimal that reads back as the same float */
     float lr = o && o->lr > 0 ? o->lr : 0.01f;
     char lrs[32];
