@@ -383,6 +383,13 @@ static int run_ids(sb_dbq *q, const char *sql, const char *doing, int64_t *ids, 
 
 int sb_dbq_history_runs(sb_dbq *q, int64_t before, int64_t *ids, int max, int *n, sb_error *err)
 {
+    if (sb_dbq_version(q) < 4) /* no verdicts yet: every earlier run of the host */
+        return run_ids(q,
+                       "SELECT r.id FROM runs r JOIN runs c ON c.id = ?1 "
+                       "WHERE r.id < ?1 AND r.ended_at IS NOT NULL AND r.host IS c.host "
+                       "AND EXISTS (SELECT 1 FROM measurements x WHERE x.run_id = r.id) "
+                       "ORDER BY r.id DESC",
+                       "reading a series' history", ids, max, n, err, "I", before);
     return run_ids(q,
                    "SELECT r.id FROM runs r JOIN runs c ON c.id = ?1 "
                    "LEFT JOIN nightly_verdicts v ON v.run_id = r.id "
@@ -397,6 +404,8 @@ int sb_dbq_last_good_nightly(sb_dbq *q, int64_t cand, int64_t *id, sb_error *err
 {
     int n = 0;
     *id = 0;
+    if (sb_dbq_version(q) < 4)
+        return 0;
     if (run_ids(q,
                 "SELECT r.id FROM runs r JOIN runs c ON c.id = ?1 "
                 "JOIN nightly_verdicts v ON v.run_id = r.id "

@@ -4,6 +4,7 @@
 # build, then a fake launcher whose step times make a deterministic slowdown;
 # needs mpirun, gnuplot and sqlite3).
 sb_unit_test(test_stats test_stats.c)
+sb_unit_test(test_nightly_db test_nightly_db.c)
 
 add_test(NAME nightly
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nightly.sh $<TARGET_FILE:shardbench>
