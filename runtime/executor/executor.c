@@ -120,9 +120,10 @@ static int setup_groups(sb_executor *ex, sb_error *err)
 
 #ifdef SB_TEST_SLOWDOWN
 /* Only in a build configured with SHARDBENCH_TEST_SLOWDOWN=KIND:FACTOR (for
- * bench/regress): spins FACTOR times the op's own time after each forward
- * and backward of ops of KIND ("all": every op). $SHARDBENCH_TEST_SLOWDOWN
- * (same form) overrides the configured one at run time. */
+ * bench/regress): spins FACTOR times the op's own compute time (its
+ * communication left out) after each forward and backward of ops of KIND
+ * ("all": every op). $SHARDBENCH_TEST_SLOWDOWN (same form) overrides the
+ * configured one at run time. */
 static void sb_test_slowdown(const char *kind, double took)
 {
     static char want[64];
@@ -160,7 +161,8 @@ static int run_op(sb_executor *ex, opx *o, int backward, sb_error *err)
     double t0 = exec_tick(ex), c0 = t->comm_s, k0 = t->compute_s;
     int rc = fn(ex, o, err);
 #ifdef SB_TEST_SLOWDOWN
-    sb_test_slowdown(sb_op_kind_name(ex->m->ops[o->idx].kind), exec_tick(ex) - t0);
+    sb_test_slowdown(sb_op_kind_name(ex->m->ops[o->idx].kind),
+                     (exec_tick(ex) - t0) - (t->comm_s - c0)); /* its compute only */
 #endif
     if (t->compute_s == k0)
         t->compute_s += (exec_tick(ex) - t0) - (t->comm_s - c0);
