@@ -34,15 +34,26 @@ static void usage(FILE *f)
 static int read_header(const char *path, char *model, size_t nm, sb_setting *set, int *nset, int *p,
                        sb_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    /* a regular file of bounded size only (a FIFO or /dev/zero is refused) */
+    if (sb_read_file(path, "strategy file", (size_t)64 << 20, &text, &len, err))
+        return -1;
     char line[8192];
     int lineno = 0, rc = 0;
     model[0] = '\0';
     *p = 0;
     *nset = 0;
-    while (!rc && fgets(line, sizeof line, f)) {
+    for (const char *at = text; !rc && *at;) {
+        size_t n = strcspn(at, "\n");
+        if (n >= sizeof line) {
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: line longer than %zu bytes", path, lineno + 1,
+                         sizeof line - 1);
+            break;
+        }
+        memcpy(line, at, n);
+        line[n] = '\0';
+        at += n + (at[n] == '\n');
         lineno++;
         if (!strncmp(line, "model \"", 7)) { /* quoted: may hold '#' and blanks */
             if (sb_strategy_word(line + 6, model, nm, NULL))
@@ -74,7 +85,7 @@ static int read_header(const char *path, char *model, size_t nm, sb_setting *set
                     rc = -1;
         }
     }
-    fclose(f);
+    free(text);
     if (!rc && (!model[0] || !*p))
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: no 'model' or 'p' line before the ops", path);
     return rc;

@@ -11,7 +11,7 @@
 #   becomes infinite stops, is recorded `diverged` and exits 1;
 # - a write that fails (file size limit; a full tmpfs when mounting one is
 #   allowed) leaves the old file whole: import -o, search --dot, prune;
-# - /dev/zero, a FIFO and a directory as strategy files: refused at once;
+# - /dev/zero, a FIFO and a directory as strategy files (run, export): refused at once;
 # - a new database in a folder that refuses writes: "permission denied",
 #   naming the folder;
 # - names holding '`' and '|' stay one cell of the Markdown report;
@@ -194,6 +194,10 @@ for f in /dev/zero "$T/fifo.strategy" "$T/dir.strategy"; do
     check "run --strategy $f: exit 2 at once (got $rc)" test "$rc" -eq 2
     check "... not a regular file, said" grep -qF "$f: " "$T/e"
     has "$T/e" "not a regular file" || cat "$T/e"
+    sb export "$f" --to dtensor >/dev/null 2>"$T/e"
+    rc=$?
+    check "export $f: exit 2 at once (got $rc)" test "$rc" -eq 2
+    check "... not a regular file, said" grep -qF "$f: " "$T/e"
 done
 
 # ---- a new database in a folder that refuses writes -----------------------------------
