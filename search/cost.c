@@ -1,7 +1,7 @@
 /* cost.c: config enumeration and the reference cost model of the PaSE paper
- * and prototype (docs/cost-model.md): the terms the kinds share, the vertex
- * cost through the per-kind table (search/kinds.h, search/ops/) and the edge
- * cost. Costs are FLOP in double precision, computed in the prototype's
+ * and prototype (docs/cost-model.md): the vertex cost through the per-kind
+ * table (search/kinds.h, search/ops/) and the edge cost; the terms the kinds
+ * share are in terms.c. Costs are FLOP in double precision, computed in the prototype's
  * order of operations so that totals agree to the last printed digit. Not
  * the search. */
 #include "kinds.h"
@@ -20,37 +20,6 @@ void sb_cost_params_default(sb_cost_params *cp)
     cp->elem_ratio = 1.0;
     cp->latency_us = 0.0;
     cp->conv_ratio = 1.0;
-}
-
-/* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
-static double flops_per_word(const sb_cost_params *cp)
-{
-    return (cp->tflops * 1000.0) / (cp->gbs / cp->word_bytes);
-}
-
-double sb_words_to_flops(const sb_cost_params *cp, double words)
-{
-    return flops_per_word(cp) * words;
-}
-
-/* FLOP that `steps` message latencies cost (0 in the reference model). */
-static double latency_flops(const sb_cost_params *cp, double steps)
-{
-    return cp->latency_us > 0 ? steps * cp->latency_us * cp->tflops * 1e6 : 0.0;
-}
-
-double sb_exchange_cost(const sb_cost_params *cp, double words)
-{
-    double c = sb_words_to_flops(cp, words);
-    return words > 0 ? c + latency_flops(cp, 1.0) : c;
-}
-
-double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
-{
-    double chunks = words / q;
-    double steps = 2.0 * (q - 1.0);
-    double c = sb_words_to_flops(cp, chunks * steps);
-    return steps > 0 ? c + latency_flops(cp, steps) : c;
 }
 
 /* ---- configs --------------------------------------------------------------- */
@@ -153,66 +122,12 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 
 /* ---- vertex costs ---------------------------------------------------------- */
 
-double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
-                    double cm, double cn, double ck, int pw, double mac_ratio)
-{
-    double comp = m * n * k * 3.0 * mac_ratio;
-    if (pw > 0)
-        comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
-    double comm = sb_allreduce_cost(cp, m * n, ck);
-    comm += sb_allreduce_cost(cp, m * k, cn);
-    comm += sb_allreduce_cost(cp, n * k, cm);
-    return batch * (comp + comm);
-}
-
-double sb_per_dev(const sb_op *op, const int *c, int d) { return (double)op->dims[d].size / c[d]; }
-
-double sb_per_device_elems(const sb_op *op, const int *c)
-{
-    double e = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        e *= (double)op->dims[i].size / c[i];
-    return e;
-}
-
-double sb_area_needed(const double *src, const double *tgt, int n, double qs, double qt)
-{
-    double area = 1.0, inter = 1.0;
-    for (int i = 0; i < n; i++)
-        area *= tgt[i];
-    if (qt > qs)
-        inter = 0.0;
-    else
-        for (int i = 0; i < n; i++)
-            inter *= fmin(tgt[i], src[i]);
-    double w = area - inter;
-    return w > 0 ? w : 0.0;
-}
-
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     return sb_kind_search_table[op->kind]->cost(m, op, c, cp);
 }
 
 /* ---- edges ----------------------------------------------------------------- */
-
-void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims, const int *c,
-                       int *layout)
-{
-    for (int j = 0; j < tensor_ndims; j++) {
-        int mp = o->map[j];
-        if (mp >= 0) {
-            layout[j] = c[mp];
-        } else if (mp == SB_MAP_ALL) {
-            int q = 1;
-            for (int i = 0; i < op->ndims; i++)
-                q *= c[i];
-            layout[j] = q;
-        } else {
-            layout[j] = 1;
-        }
-    }
-}
 
 double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src_layout,
                     const int *dst_layout)

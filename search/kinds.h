@@ -34,7 +34,7 @@ typedef struct {
  * (tests/test_op_kinds.c checks). */
 extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
 
-/* ---- terms the kinds share (search/cost.c, search/memory.c) ------------------------------ */
+/* ---- terms the kinds share (search/terms.c) ---------------------------------------------- */
 
 /* A point-to-point exchange of `words`: bandwidth, plus one latency when
  * anything moves. */

@@ -29,41 +29,6 @@ double sb_mem_resident(const sb_mem *x)
     return x->weights + x->weight_grads + x->optimizer + x->activations + x->act_grads;
 }
 
-double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c)
-{
-    const sb_tensor *t = &m->tensors[o->tensor];
-    int lay[SB_MAX_DIMS];
-    sb_operand_layout(op, o, t->ndims, c, lay);
-    double e = 1.0;
-    for (int j = 0; j < t->ndims; j++)
-        e *= (double)t->dims[j].size / lay[j];
-    return e;
-}
-
-void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
-{
-    memset(e, 0, sizeof *e);
-    for (int w = 0; w < op->nweights; w++) {
-        const sb_weight *wt = &op->weights[w];
-        double n = 1.0;
-        for (int j = 0; j < wt->ndims; j++)
-            n *= wt->map[j] >= 0 ? sb_per_dev(op, c, wt->map[j]) : (double)wt->size[j];
-        e->weights += n;
-    }
-    for (int k = 0; k < op->nin; k++) {
-        double n = sb_operand_elems(m, op, &op->in[k], c);
-        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT) {
-            e->weights += n;
-            if (n > e->wmax)
-                e->wmax = n;
-        } else {
-            e->in += n;
-        }
-    }
-    for (int k = 0; k < op->nout; k++)
-        e->outs += sb_operand_elems(m, op, &op->out[k], c);
-}
-
 /* Every category in bytes from the kind's element counts: activations are
  * what backward reads (inputs, outputs, saved state), activation gradients
  * one per input and output, weight gradients as weights, Adam two moments. */

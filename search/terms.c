@@ -1,0 +1,135 @@
+/* terms.c: the terms of the reference cost and memory models that every op
+ * kind shares (search/kinds.h): words as FLOP, latencies, exchanges,
+ * all-reduces, GEMMs, per-device extents, operand layouts and the operand
+ * part of an op's memory. It calls nothing else in search/: the kinds'
+ * entries (search/ops/) call it, and cost.c and memory.c call the kinds
+ * through their table, so the files depend one way. */
+#include "kinds.h"
+
+#include <math.h>
+#include <string.h>
+
+/* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
+static double flops_per_word(const sb_cost_params *cp)
+{
+    return (cp->tflops * 1000.0) / (cp->gbs / cp->word_bytes);
+}
+
+double sb_words_to_flops(const sb_cost_params *cp, double words)
+{
+    return flops_per_word(cp) * words;
+}
+
+/* FLOP that `steps` message latencies cost (0 in the reference model). */
+static double latency_flops(const sb_cost_params *cp, double steps)
+{
+    return cp->latency_us > 0 ? steps * cp->latency_us * cp->tflops * 1e6 : 0.0;
+}
+
+double sb_exchange_cost(const sb_cost_params *cp, double words)
+{
+    double c = sb_words_to_flops(cp, words);
+    return words > 0 ? c + latency_flops(cp, 1.0) : c;
+}
+
+double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
+{
+    double chunks = words / q;
+    double steps = 2.0 * (q - 1.0);
+    double c = sb_words_to_flops(cp, chunks * steps);
+    return steps > 0 ? c + latency_flops(cp, steps) : c;
+}
+
+/* ---- GEMMs and extents ------------------------------------------------------ */
+
+double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
+                    double cm, double cn, double ck, int pw, double mac_ratio)
+{
+    double comp = m * n * k * 3.0 * mac_ratio;
+    if (pw > 0)
+        comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
+    double comm = sb_allreduce_cost(cp, m * n, ck);
+    comm += sb_allreduce_cost(cp, m * k, cn);
+    comm += sb_allreduce_cost(cp, n * k, cm);
+    return batch * (comp + comm);
+}
+
+double sb_per_dev(const sb_op *op, const int *c, int d) { return (double)op->dims[d].size / c[d]; }
+
+double sb_per_device_elems(const sb_op *op, const int *c)
+{
+    double e = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        e *= (double)op->dims[i].size / c[i];
+    return e;
+}
+
+double sb_area_needed(const double *src, const double *tgt, int n, double qs, double qt)
+{
+    double area = 1.0, inter = 1.0;
+    for (int i = 0; i < n; i++)
+        area *= tgt[i];
+    if (qt > qs)
+        inter = 0.0;
+    else
+        for (int i = 0; i < n; i++)
+            inter *= fmin(tgt[i], src[i]);
+    double w = area - inter;
+    return w > 0 ? w : 0.0;
+}
+
+/* ---- operands ---------------------------------------------------------------- */
+
+void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims, const int *c,
+                       int *layout)
+{
+    for (int j = 0; j < tensor_ndims; j++) {
+        int mp = o->map[j];
+        if (mp >= 0) {
+            layout[j] = c[mp];
+        } else if (mp == SB_MAP_ALL) {
+            int q = 1;
+            for (int i = 0; i < op->ndims; i++)
+                q *= c[i];
+            layout[j] = q;
+        } else {
+            layout[j] = 1;
+        }
+    }
+}
+
+double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c)
+{
+    const sb_tensor *t = &m->tensors[o->tensor];
+    int lay[SB_MAX_DIMS];
+    sb_operand_layout(op, o, t->ndims, c, lay);
+    double e = 1.0;
+    for (int j = 0; j < t->ndims; j++)
+        e *= (double)t->dims[j].size / lay[j];
+    return e;
+}
+
+void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    memset(e, 0, sizeof *e);
+    for (int w = 0; w < op->nweights; w++) {
+        const sb_weight *wt = &op->weights[w];
+        double n = 1.0;
+        for (int j = 0; j < wt->ndims; j++)
+            n *= wt->map[j] >= 0 ? sb_per_dev(op, c, wt->map[j]) : (double)wt->size[j];
+        e->weights += n;
+    }
+    for (int k = 0; k < op->nin; k++) {
+        double n = sb_operand_elems(m, op, &op->in[k], c);
+        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT) {
+            e->weights += n;
+            if (n > e->wmax)
+                e->wmax = n;
+        } else {
+            e->in += n;
+        }
+    }
+    for (int k = 0; k < op->nout; k++)
+        e->outs += sb_operand_elems(m, op, &op->out[k], c);
+}
+
