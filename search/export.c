@@ -284,30 +284,47 @@ static void short_layout(char *buf, size_t n, const int *lay, int nd, int q)
         snprintf(buf + used, n - used, " on %d devices", q);
 }
 
-static void relayouts(FILE *f, const sb_problem *pb, const int *choice)
+/* Edge k under a strategy: its ops, their configs, the tensor, its layout
+ * at the producer (ls) and at the consumer (ld), and the words a consumer
+ * device receives (the cost model's edge formula). */
+typedef struct {
+    const sb_op *a, *b;
+    const int *ca, *cb;
+    const sb_tensor *t;
+    int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
+    double words;
+} edge_view;
+
+static void edge_view_of(const sb_problem *pb, const int *choice, int k, edge_view *v)
 {
     const sb_model *m = pb->m;
+    const sb_edge *e = &pb->edges[k];
+    v->a = &m->ops[e->src];
+    v->b = &m->ops[e->dst];
+    v->ca = pb->cfg[e->src].c + (size_t)choice[e->src] * (size_t)v->a->ndims;
+    v->cb = pb->cfg[e->dst].c + (size_t)choice[e->dst] * (size_t)v->b->ndims;
+    v->t = &m->tensors[e->tensor];
+    sb_operand_layout(v->a, &v->a->out[e->src_slot], v->t->ndims, v->ca, v->ls);
+    sb_operand_layout(v->b, &v->b->in[e->dst_slot], v->t->ndims, v->cb, v->ld);
+    v->words = sb_edge_cost(&pb->cp, v->t, v->ls, v->ld) / sb_words_to_flops(&pb->cp, 2.0);
+}
+
+static void relayouts(FILE *f, const sb_problem *pb, const int *choice)
+{
     int n = 0;
     for (int k = 0; k < pb->nedges; k++) {
-        const sb_edge *e = &pb->edges[k];
-        const sb_op *a = &m->ops[e->src], *b = &m->ops[e->dst];
-        const int *ca = pb->cfg[e->src].c + (size_t)choice[e->src] * (size_t)a->ndims;
-        const int *cb = pb->cfg[e->dst].c + (size_t)choice[e->dst] * (size_t)b->ndims;
-        const sb_tensor *t = &m->tensors[e->tensor];
-        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
-        sb_operand_layout(a, &a->out[e->src_slot], t->ndims, ca, ls);
-        sb_operand_layout(b, &b->in[e->dst_slot], t->ndims, cb, ld);
+        edge_view v;
+        edge_view_of(pb, choice, k, &v);
         op_mesh ma, mb;
-        mesh_of(a, ca, &ma);
-        mesh_of(b, cb, &mb);
-        if (!memcmp(ls, ld, (size_t)t->ndims * sizeof(int)) && ma.q == mb.q)
+        mesh_of(v.a, v.ca, &ma);
+        mesh_of(v.b, v.cb, &mb);
+        if (!memcmp(v.ls, v.ld, (size_t)v.t->ndims * sizeof(int)) && ma.q == mb.q)
             continue;
         char s1[256], s2[256];
-        short_layout(s1, sizeof s1, ls, t->ndims, ma.q);
-        short_layout(s2, sizeof s2, ld, t->ndims, mb.q);
-        double words = sb_edge_cost(&pb->cp, t, ls, ld) / sb_words_to_flops(&pb->cp, 2.0);
-        fprintf(f, "relayout %s: %s (%s) -> %s (%s); %.6g words per device received\n", t->name,
-                a->name, s1, b->name, s2, words);
+        short_layout(s1, sizeof s1, v.ls, v.t->ndims, ma.q);
+        short_layout(s2, sizeof s2, v.ld, v.t->ndims, mb.q);
+        fprintf(f, "relayout %s: %s (%s) -> %s (%s); %.6g words per device received\n", v.t->name,
+                v.a->name, s1, v.b->name, s2, v.words);
         n++;
     }
     fprintf(f, "# %d of %d edges change layout or mesh\n", n, pb->nedges);
@@ -907,27 +924,19 @@ static json_t *meshes_json(prog *P, const int *fac, int nfac)
 /* One entry per edge whose layouts differ: the words a consumer receives. */
 static json_t *relayouts_json(const sb_problem *pb, const int *choice)
 {
-    const sb_model *m = pb->m;
     json_t *rel = json_array();
     for (int k = 0; k < pb->nedges; k++) {
-        const sb_edge *e = &pb->edges[k];
-        const sb_op *a = &m->ops[e->src], *b = &m->ops[e->dst];
-        const int *ca = pb->cfg[e->src].c + (size_t)choice[e->src] * (size_t)a->ndims;
-        const int *cb = pb->cfg[e->dst].c + (size_t)choice[e->dst] * (size_t)b->ndims;
-        const sb_tensor *t = &m->tensors[e->tensor];
-        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
-        sb_operand_layout(a, &a->out[e->src_slot], t->ndims, ca, ls);
-        sb_operand_layout(b, &b->in[e->dst_slot], t->ndims, cb, ld);
-        double words = sb_edge_cost(&pb->cp, t, ls, ld) / sb_words_to_flops(&pb->cp, 2.0);
-        if (words <= 0)
+        edge_view v;
+        edge_view_of(pb, choice, k, &v);
+        if (v.words <= 0)
             continue;
         json_t *r = json_object();
-        json_object_set_new(r, "tensor", json_string(t->name));
-        json_object_set_new(r, "from", json_string(a->name));
-        json_object_set_new(r, "to", json_string(b->name));
-        json_object_set_new(r, "from_layout", int_array(ls, t->ndims));
-        json_object_set_new(r, "to_layout", int_array(ld, t->ndims));
-        json_object_set_new(r, "predicted_words", json_real(words));
+        json_object_set_new(r, "tensor", json_string(v.t->name));
+        json_object_set_new(r, "from", json_string(v.a->name));
+        json_object_set_new(r, "to", json_string(v.b->name));
+        json_object_set_new(r, "from_layout", int_array(v.ls, v.t->ndims));
+        json_object_set_new(r, "to_layout", int_array(v.ld, v.t->ndims));
+        json_object_set_new(r, "predicted_words", json_real(v.words));
         json_array_append_new(rel, r);
     }
     return rel;
