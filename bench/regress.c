@@ -6,10 +6,11 @@
  * configuration, taken at different times) and runs of builds slowed on
  * purpose (--slowed F:RUNS, built with SHARDBENCH_TEST_SLOWDOWN=all:F).
  * Each simulated night picks a baseline run and a candidate run at random
- * and draws nightly-sized samples (--trials launches per strategy, with
- * replacement) from their stored launches; the history is the other
- * --same runs (a night median of --trials draws each), the suspects get
- * --extra fresh draws from the candidate run, and the verdict is that of
+ * and draws nightly-sized samples (--trials launches per strategy, without
+ * replacement: distinct launches) from their stored launches; the history
+ * is the other --same runs (a night median of --trials launches each), the
+ * suspects get --extra of the candidate run's other launches, and the
+ * verdict is that of
  * the nightly (sb_stat_compare). False alarms: candidate of the same build
  * (another run); detection: candidate of a slowed build. Also the old rule
  * (one launch a side; the candidate's fastest step slower than the
@@ -87,14 +88,34 @@ static int find_s(const run_data *r, int64_t sid)
     return -1;
 }
 
-static void draw(uint64_t *rng, const double *v, int n, double *out, int k)
+/* Launches drawn without replacement (a night's launches are distinct
+ * processes): a random order of the launches of v of one parity (par 1:
+ * even, 2: odd, 0: all) into idx; returns their count. */
+static int order(uint64_t *rng, int n, int par, int *idx)
 {
-    for (int i = 0; i < k; i++)
-        out[i] = v[sb_stat_randint(rng, n)];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!par || i % 2 == par - 1)
+            idx[k++] = i;
+    for (int i = k - 1; i > 0; i--) {
+        int j = sb_stat_randint(rng, i + 1), t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    return k;
+}
+
+/* Up to k values of v at idx[from..]; the count taken. */
+static int take(const double *v, const int *idx, int nidx, int from, int k, double *out)
+{
+    int t = 0;
+    for (int i = from; i < nidx && t < k; i++)
+        out[t++] = v[idx[i]];
+    return t;
 }
 
 typedef struct {
-    int trials, extra, use_band, remeasure;
+    int trials, extra, use_band, remeasure, bonferroni;
     sb_stat_rule rule;
 } variant;
 
@@ -103,14 +124,22 @@ typedef struct {
 static int night(uint64_t *rng, const variant *v, int b, int c, int *flagged_s, int *total_s)
 {
     double bs[256], cs[256], re[256], nights[MAXRUNS], tmp[256];
-    int any = 0;
+    int any = 0, m = 0;
     const run_data *B = &runs[b], *C = &runs[c];
+    for (int s = 0; s < B->ns; s++)
+        m += find_s(C, B->sid[s]) >= 0;
+    sb_stat_rule first = v->rule; /* as sb_regress: alpha shared by the first look */
+    if (m > 1 && v->bonferroni)
+        first.alpha /= m;
     for (int s = 0; s < B->ns; s++) {
         int cs_i = find_s(C, B->sid[s]);
         if (cs_i < 0)
             continue;
-        draw(rng, B->med[s], B->n[s], bs, v->trials);
-        draw(rng, C->med[cs_i], C->n[cs_i], cs, v->trials);
+        int ib[512], ic[512];
+        int nib = order(rng, B->n[s] < 512 ? B->n[s] : 512, b == c ? 1 : 0, ib);
+        int nic = order(rng, C->n[cs_i] < 512 ? C->n[cs_i] : 512, b == c ? 2 : 0, ic);
+        int nb = take(B->med[s], ib, nib, 0, v->trials, bs);
+        int nc = take(C->med[cs_i], ic, nic, 0, v->trials, cs);
         int nn = 0;
         for (int h = 0; v->use_band && h < nruns; h++) { /* the history: other runs of the build */
             if (h == c || runs[h].factor != 0)
@@ -119,18 +148,25 @@ static int night(uint64_t *rng, const variant *v, int b, int c, int *flagged_s, 
             if (hs < 0)
                 continue;
             if (h == b) {
-                nights[nn++] = sb_stat_median(bs, v->trials);
+                nights[nn++] = sb_stat_median(bs, nb);
                 continue;
             }
-            draw(rng, runs[h].med[hs], runs[h].n[hs], tmp, v->trials);
-            nights[nn++] = sb_stat_median(tmp, v->trials);
+            int ih[512];
+            int nih = order(rng, runs[h].n[hs] < 512 ? runs[h].n[hs] : 512, 0, ih);
+            int nt = take(runs[h].med[hs], ih, nih, 0, v->trials, tmp);
+            nights[nn++] = sb_stat_median(tmp, nt);
         }
         double band = sb_stat_band(nights, nn);
         sb_stat_cmp st;
-        int verdict = sb_stat_compare(&v->rule, bs, v->trials, cs, v->trials, band, &st);
+        int verdict = sb_stat_compare(&first, bs, nb, cs, nc, band, &st);
         if (verdict == SB_VERDICT_REGRESSION && v->remeasure) {
-            draw(rng, C->med[cs_i], C->n[cs_i], re, v->extra);
-            verdict = sb_stat_compare(&v->rule, bs, v->trials, re, v->extra, band, &st);
+            /* the candidate's other launches; too few left: its launches again, reshuffled */
+            int nr = take(C->med[cs_i], ic, nic, nc, v->extra, re);
+            if (nr < v->rule.min_n) {
+                nic = order(rng, C->n[cs_i] < 512 ? C->n[cs_i] : 512, b == c ? 2 : 0, ic);
+                nr = take(C->med[cs_i], ic, nic, 0, v->extra, re);
+            }
+            verdict = sb_stat_compare(&v->rule, bs, nb, re, nr, band, &st);
         }
         (*total_s)++;
         if (verdict == SB_VERDICT_REGRESSION) {
@@ -295,7 +331,7 @@ int main(int argc, char **argv)
     const char *data = NULL, *dbpath = SB_DB_DEFAULT_PATH, *same = NULL;
     const char *slowed[16];
     int nslowed = 0, ncmp = 200;
-    variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1};
+    variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1, .bonferroni = 1};
     sb_stat_rule_default(&v.rule);
     v.rule.boot = 1000;
     static const struct option lo[] = {
@@ -353,7 +389,7 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("# bench/regress: %d comparisons per row; nightly-sized samples of %d launches per "
-           "strategy (with replacement) from stored launches, %d more for a suspect; "
+           "strategy (distinct launches) from stored launches, %d more for a suspect; "
            "threshold %.3g, %.0f%% bootstrap interval, one-sided Mann-Whitney alpha %.3g; "
            "history band from the other runs of the build\n",
            ncmp, v.trials, v.extra, v.rule.threshold, v.rule.conf * 100, v.rule.alpha);
@@ -366,21 +402,26 @@ int main(int argc, char **argv)
     printf("|---|---:|---:|---:|---|---:|\n");
     static const struct {
         const char *name;
-        int band, remeasure, old;
-    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1},
-                 {"launches, no re-measure", 0, 0, 0},
-                 {"launches + re-measure", 0, 1, 0},
-                 {"nightly (+ history band)", 1, 1, 0}};
+        int band, remeasure, old, ab, bonf;
+    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0},
+                 {"launches, no re-measure", 0, 0, 0, 0, 0},
+                 {"launches + re-measure", 0, 1, 0, 0, 0},
+                 {"nightly (+ band, shared alpha)", 1, 1, 0, 0, 1},
+                 {"A/B in one run (+ re-measure)", 0, 1, 0, 1, 0},
+                 {"A/B in one run (nightly rule)", 0, 1, 0, 1, 1}};
     uint64_t rng = 12345;
     for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
         variant w = v;
         w.use_band = rules[ri].band;
         w.remeasure = rules[ri].remeasure;
+        w.bonferroni = rules[ri].bonf;
         int k = 0, ks = 0, ns = 0;
         for (int t = 0; t < ncmp; t++) {
             int b = sb_stat_randint(&rng, nsame), cc = sb_stat_randint(&rng, nsame - 1);
             if (cc >= b)
                 cc++;
+            if (rules[ri].ab) /* even launches against odd launches of one run */
+                cc = b;
             w.rule.seed = sb_stat_rand(&rng);
             k += rules[ri].old ? night_old(&rng, b, cc, &ks, &ns) : night(&rng, &w, b, cc, &ks, &ns);
         }

@@ -14,7 +14,8 @@
 static void nightly_usage(FILE *f)
 {
     fprintf(f,
-            "usage: shardbench nightly [--db FILE] [--baseline RUN|auto] [--out DIR]\n"
+            "usage: shardbench nightly [--db FILE] [--baseline RUN|auto|--baseline-build BIN]\n"
+            "                          [--out DIR]\n"
             "                          [--trials N] [--extra N] [--threshold X] [--conf C]\n"
             "                          [--alpha A] [--history N] [BENCH OPTIONS]\n"
             "\n"
@@ -30,6 +31,11 @@ static void nightly_usage(FILE *f)
             "\n"
             "      --db FILE          results database (default %s)\n"
             "      --baseline RUN     run to compare with, or auto (default)\n"
+            "      --baseline-build SHARDBENCH\n"
+            "                         a shardbench binary of the baseline (e.g. the last good\n"
+            "                         commit's build): measured now, launch for launch with\n"
+            "                         this build (A/B/A/B), into a run of its own that is the\n"
+            "                         baseline; the machine's slow and fast phases then hit both\n"
             "      --out DIR          report and figures folder\n"
             "      --trials N         launches per strategy (default 5)\n"
             "      --extra N          launches more per suspect (default 6; 0: no re-measure)\n"
@@ -96,6 +102,10 @@ int cmd_nightly(int argc, char **argv)
                 return 2;
             } else
                 o.baseline = r;
+            i++;
+        } else if (!strcmp(a, "--baseline-build")) {
+            NEEDV;
+            o.baseline_build = v;
             i++;
         } else if (!strcmp(a, "--out")) {
             NEEDV;

@@ -529,7 +529,7 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
         argv[k++] = "-np";
         argv[k++] = pbuf;
     }
-    char *tail[] = {b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
+    char *tail[] = {a->runner ? (char *)a->runner : b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
                     "--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
                     "--format", "json", "--db", "none"};
     for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)

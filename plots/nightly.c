@@ -62,6 +62,46 @@ static int fail(const sb_error *err)
     return 2;
 }
 
+/* One more launch of every strategy (or of `only`) into run `into` (0: a
+ * new run, its id to *made), by `runner` (NULL: this build). */
+static int one_round(const sb_nightly_opts *o, int64_t into, int64_t *made, const char *runner,
+                     const char *only, const char *work, int argc, char **argv)
+{
+    sb_bench_opts a = o->bench;
+    a.trials = 1;
+    a.resume = into;
+    a.again = into != 0;
+    a.only = only;
+    a.runner = runner;
+    a.survivors = o->bench.survivors ? o->bench.survivors : work;
+    a.workdir = NULL;
+    a.run_id_out = made;
+    int rc = sb_bench(&a, argc, argv);
+    if (rc == 130 || rc == 2 || (!into && !*made)) {
+        fprintf(stderr, "shardbench: nightly: the bench failed (exit %d)\n", rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* The A/B rounds after the first candidate launch: the baseline build's
+ * run made, then rounds alternating which build goes first. */
+static int ab_rounds(const sb_nightly_opts *o, int64_t run, int64_t *base, const char *work,
+                     int argc, char **argv)
+{
+    if (one_round(o, 0, base, o->baseline_build, NULL, work, argc, argv))
+        return -1;
+    for (int t = 1; t < o->trials; t++) {
+        int bfirst = t % 2;
+        if (one_round(o, bfirst ? *base : run, NULL, bfirst ? o->baseline_build : NULL, NULL,
+                      work, argc, argv) ||
+            one_round(o, bfirst ? run : *base, NULL, bfirst ? NULL : o->baseline_build, NULL,
+                      work, argc, argv))
+            return -1;
+    }
+    return 0;
+}
+
 int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
 {
     sb_error err = {0};
@@ -76,19 +116,24 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     double t0 = sb_now();
     int status = 2;
 
-    /* 1. the bench: trials launches per strategy, interleaved */
+    /* 1. the bench: trials launches per strategy, interleaved; with a
+     * baseline build, launch for launch with it (A/B/A/B, the order swapped
+     * every round), into a run of its own */
     sb_bench_opts b = o->bench;
-    b.trials = o->trials;
+    b.trials = o->baseline_build ? 1 : o->trials;
     b.run_id_out = &run;
     if (!b.survivors)
         b.workdir = work; /* kept: the re-measures read the same survivors */
-    printf("== nightly: bench, %d launches per strategy\n", b.trials);
+    printf("== nightly: bench, %d launches per strategy%s\n", o->trials,
+           o->baseline_build ? ", A/B with the baseline build" : "");
     fflush(stdout);
     int brc = sb_bench(&b, argc, argv);
     if (!run || brc == 130 || brc == 2) {
         fprintf(stderr, "shardbench: nightly: the bench failed (exit %d)\n", brc);
         goto out;
     }
+    if (o->baseline_build && ab_rounds(o, run, &baseline, work, argc, argv))
+        goto out;
     if (o->out)
         snprintf(out, sizeof out, "%s", o->out);
     else
@@ -174,18 +219,27 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
         printf("== nightly: %d suspect%s measured again (%d launches each): %s\n", sum.suspects,
                sum.suspects == 1 ? "" : "s", o->extra, sum.suspect_list);
         fflush(stdout);
-        sb_bench_opts again = o->bench;
-        again.resume = run;
-        again.again = 1;
-        again.only = sum.suspect_list;
-        again.trials = o->extra;
-        again.survivors = o->bench.survivors ? o->bench.survivors : work;
-        again.workdir = NULL;
-        again.run_id_out = NULL;
-        int arc = sb_bench(&again, argc, argv);
-        if (arc == 130 || arc == 2) {
-            fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
-            goto out;
+        if (o->baseline_build) { /* both builds again, launch for launch */
+            for (int t = 0; t < o->extra; t++)
+                if (one_round(o, t % 2 ? baseline : run, NULL, t % 2 ? o->baseline_build : NULL,
+                              sum.suspect_list, work, argc, argv) ||
+                    one_round(o, t % 2 ? run : baseline, NULL, t % 2 ? NULL : o->baseline_build,
+                              sum.suspect_list, work, argc, argv))
+                    goto out;
+        } else {
+            sb_bench_opts again = o->bench;
+            again.resume = run;
+            again.again = 1;
+            again.only = sum.suspect_list;
+            again.trials = o->extra;
+            again.survivors = o->bench.survivors ? o->bench.survivors : work;
+            again.workdir = NULL;
+            again.run_id_out = NULL;
+            int arc = sb_bench(&again, argc, argv);
+            if (arc == 130 || arc == 2) {
+                fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
+                goto out;
+            }
         }
     }
 

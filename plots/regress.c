@@ -254,7 +254,8 @@ static void add_suspect(sb_regress_summary *sum, const cmp_row *r)
 }
 
 /* Sets r->verdict (the rule at the top of this file); returns its class. */
-static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_regress_opts *o)
+static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_stat_rule *first,
+                 const sb_regress_opts *o)
 {
     int okb = r->n[0] > 0, okc = r->n[1] > 0;
     r->st.ratio = r->st.lo = r->st.hi = r->st.p_slower = NAN;
@@ -269,7 +270,7 @@ static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_regress_opts *o)
         return r->verdict = "fixed (failed in the baseline)", OTHER;
     if (!okb && !okc)
         return r->verdict = "fails in both", OTHER;
-    int v = sb_stat_compare(rule, r->s[0], r->n[0], r->s[1], r->n[1], r->st.band, &r->st);
+    int v = sb_stat_compare(first, r->s[0], r->n[0], r->s[1], r->n[1], r->st.band, &r->st);
     if (v == SB_VERDICT_NOT_ENOUGH)
         return r->verdict = "not enough data", FEW;
     if (v == SB_VERDICT_IMPROVEMENT)
@@ -297,7 +298,7 @@ static void cell_num(FILE *f, const char *fmt, double v)
 
 /* The Markdown: title, the rule, one row per strategy, the counts. */
 static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_stat_rule *rule,
-                     const cmp_row *cmp, int n, const int *count)
+                     double alpha1, const cmp_row *cmp, int n, const int *count)
 {
     char lb[512], lc[512];
     run_label(q, o->baseline, lb, sizeof lb);
@@ -312,14 +313,14 @@ static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_st
             "\n- rule: one sample per launch (its median step time). Ratio = candidate median / "
             "baseline median, with its %.0f%% bootstrap interval (%d resamples); p = one-sided "
             "Mann-Whitney U (candidate slower). Regression: ratio > 1 + t, interval above 1 and "
-            "p < %.3g, where t = max(threshold %.3g%%, the band of the strategy's history: 2 x "
-            "1.4826 x MAD of its earlier nights' medians, from %d earlier runs at most); "
-            "improvement the other way round; fewer than %d launches on a side: not enough "
-            "data.%s\n\n",
-            rule->conf * 100, rule->boot, rule->alpha, rule->threshold * 100, o->history,
-            rule->min_n,
+            "p < %.3g (alpha %.3g shared among the strategies judged), where t = max(threshold "
+            "%.3g%%, the band of the strategy's history: 2 x 1.4826 x MAD of its earlier "
+            "nights' medians, from %d earlier runs at most); improvement the other way round; "
+            "fewer than %d launches on a side: not enough data.%s\n\n",
+            rule->conf * 100, rule->boot, alpha1, rule->alpha, rule->threshold * 100,
+            o->history, rule->min_n,
             o->remeasure ? " A strategy slower at first is measured again; the regression is "
-                           "confirmed only when the new launches alone show it too."
+                           "confirmed only when the new launches alone show it too (at alpha)."
                          : "");
     fprintf(out, "| model | params | p | kind | strategy | baseline n, median s | candidate n, "
                  "median s | ratio [interval] | p | band (nights) | verdict |\n");
@@ -487,15 +488,23 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
             goto out;
     if (read_history(q, o, &kcache, cmp, n, err))
         goto out;
+    /* the first look shares alpha among the strategies it judges (Bonferroni):
+     * a night's chance of any false suspect stays near alpha */
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m += cmp[i].n[0] >= rule.min_n && cmp[i].n[1] >= rule.min_n;
+    sb_stat_rule first = rule;
+    if (m > 1)
+        first.alpha = rule.alpha / m;
     int count[NCLASS] = {0};
     for (int i = 0; i < n; i++) {
         cmp_row *r = &cmp[i];
-        r->cls = judge(r, &rule, o);
+        r->cls = judge(r, &rule, &first, o);
         count[r->cls]++;
         if (r->cls == SUSPECT)
             add_suspect(o->sum, r);
     }
-    print_md(out, q, o, &rule, cmp, n, count);
+    print_md(out, q, o, &rule, first.alpha, cmp, n, count);
     for (int i = 0; o->figures && i < n; i++)
         if (figure(o, &cmp[i], err))
             goto out;

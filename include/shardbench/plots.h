@@ -51,6 +51,8 @@ typedef struct {
     int again;               /* with resume: measure again what the run holds (more trials) */
     const char *only;        /* NULL, or "MODEL/P/KIND,..." : measure only these survivors */
     int64_t *run_id_out;     /* NULL, or where the run id goes once the run is open */
+    const char *runner;      /* NULL, or the shardbench binary that trains the strategies
+                                (another build: nightly's A/B baseline); prune stays ours */
 } sb_bench_opts;
 
 /* Defaults of every field `shardbench bench` leaves unset. */
@@ -183,6 +185,8 @@ int sb_regress(const sb_regress_opts *o, sb_error *err);
 typedef struct {
     sb_bench_opts bench;   /* what is benched (db, models, ps, sets, steps, ...) */
     int64_t baseline;      /* a run id, or 0: the last good night (auto) */
+    const char *baseline_build; /* NULL, or a shardbench binary of the baseline: measured
+                                   now, launch for launch with this build (A/B/A/B) */
     int trials;            /* launches per strategy (default 5) */
     int extra;             /* launches more for each suspect (default 6) */
     const char *out;       /* report folder, or NULL: results/nightly-RUN */
