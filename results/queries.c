@@ -1,7 +1,7 @@
 /* results/queries.c: the named reads of the bench stage (query.h): every
  * SQL statement that `bench`, `report`, `plot` and `regress` run, each
- * behind a function that returns plain rows, and the one binder
- * (sb_dbq_bind) that all statements of this file use. */
+ * behind a function that returns plain rows, bound through the binder of
+ * query.c (sb_dbq_bindv). */
 #define _GNU_SOURCE
 #include "shardbench/query.h"
 
@@ -12,68 +12,6 @@
 #include <string.h>
 
 #include <sqlite3.h>
-
-int sb_dbq_bindv(sqlite3_stmt *st, const char *types, va_list ap)
-{
-    int rc = SQLITE_OK;
-    for (int i = 0; types[i] && rc == SQLITE_OK; i++) {
-        int k = i + 1;
-        switch (types[i]) {
-        case 'i': rc = sqlite3_bind_int(st, k, va_arg(ap, int)); break;
-        case 'I': rc = sqlite3_bind_int64(st, k, va_arg(ap, int64_t)); break;
-        case 'd': rc = sqlite3_bind_double(st, k, va_arg(ap, double)); break;
-        case 'D': {
-            double v = va_arg(ap, double);
-            rc = isfinite(v) ? sqlite3_bind_double(st, k, v) : sqlite3_bind_null(st, k);
-            break;
-        }
-        case 'b':
-        case 'B': { /* a byte count: NULL when unknown (and for B when 0) */
-            double v = va_arg(ap, double);
-            if (!isfinite(v) || v < 0 || (types[i] == 'B' && v == 0))
-                rc = sqlite3_bind_null(st, k);
-            else if (v >= 9.0e18)
-                rc = sqlite3_bind_double(st, k, v);
-            else
-                rc = sqlite3_bind_int64(st, k, (int64_t)llround(v));
-            break;
-        }
-        case 't': {
-            const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, k, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, k);
-            break;
-        }
-        default: rc = SQLITE_MISUSE;
-        }
-    }
-    return rc;
-}
-
-int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...)
-{
-    va_list ap;
-    va_start(ap, types);
-    int rc = sb_dbq_bindv(st, types, ap);
-    va_end(ap);
-    return rc;
-}
-
-int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
-                 const char *types, ...)
-{
-    if (sb_dbq_prepare(q, sql, st, doing, err))
-        return -1;
-    va_list ap;
-    va_start(ap, types);
-    int rc = sb_dbq_bindv(*st, types, ap);
-    va_end(ap);
-    if (rc != SQLITE_OK) {
-        sqlite3_finalize(*st);
-        *st = NULL;
-        return sb_dbq_fail(q, rc, doing, err);
-    }
-    return 0;
-}
 
 /* count(*) of a statement (bound by types): 1 when > 0, 0, or -1. */
 static int exists(sb_dbq *q, const char *sql, const char *doing, sb_error *err,
