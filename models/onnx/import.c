@@ -278,25 +278,6 @@ static void poison_outputs(ctx *C, const Onnx__NodeProto *n)
     }
 }
 
-int ox_alias(ctx *C, val *x, val *y)
-{
-    if (x->kind == V_ACT) {
-        ox_bind_view(C, y, x->t, x->nd, x->src);
-        if (C->info)
-            C->info->nviews++;
-        return 0;
-    }
-    if (x->kind == V_CONST)
-        return ox_set_const(C, y, x->nd, x->shape, x->ndata, x->data);
-    y->kind = x->kind;
-    y->nd = x->nd;
-    memcpy(y->shape, x->shape, sizeof y->shape);
-    y->has_f = x->has_f;
-    y->f = x->f;
-    y->weight = x->weight;
-    return 0;
-}
-
 static int do_node(ctx *C, int ni)
 {
     const Onnx__NodeProto *n = C->g->node[ni];

@@ -5,7 +5,8 @@
  * type (k_ops[], import.c); values.c keeps the values, names, model tensors
  * and lines of text the handlers emit; conv.c, gemm.c, norm.c, shape.c,
  * elementwise.c and lstm.c hold the handlers of each family of ONNX
- * operators. */
+ * operators. Calls go one way: import.c to the handlers, the handlers to
+ * values.c (and norm.c's reductions); values.c calls none of them. */
 #ifndef SB_MODELS_ONNX_IMPORT_H
 #define SB_MODELS_ONNX_IMPORT_H
 
@@ -278,8 +279,6 @@ int ox_static_name(ctx *C, const char *name);
 int ox_only_consumer(ctx *C, const char *name);
 void ox_absorb(ctx *C, int ni);
 int ox_binop_with_static(ctx *C, const Onnx__NodeProto *k, const char *a);
-
-/* import.c */
 int ox_alias(ctx *C, val *x, val *y);
 
 /* norm.c */

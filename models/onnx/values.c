@@ -1,6 +1,6 @@
 /* onnx/values.c: the importer's bookkeeping: symbolic sizes, the growing text,
- * values by ONNX name (constants, weights, activations, views), names of
- * tensors and dims, the model tensors and lines of text it emits
+ * values by ONNX name (constants, weights, activations, views, aliases),
+ * names of tensors and dims, the model tensors and lines of text it emits
  * (materializing views where a consumer needs the layout), node attributes
  * and constants, pointwise fusion into a producer's pw, refusals. */
 #define _GNU_SOURCE
@@ -612,6 +612,27 @@ int ox_set_const(ctx *C, val *x, int nd, const sym *shape, int n, const sym *dat
     x->nd = nd;
     for (int i = 0; i < nd; i++)
         x->shape[i] = shape[i];
+    return 0;
+}
+
+/* y takes the value of x (Identity, Dropout, a no-op): the same view of an
+ * activation, a copy of a constant, or what else x holds. */
+int ox_alias(ctx *C, val *x, val *y)
+{
+    if (x->kind == V_ACT) {
+        ox_bind_view(C, y, x->t, x->nd, x->src);
+        if (C->info)
+            C->info->nviews++;
+        return 0;
+    }
+    if (x->kind == V_CONST)
+        return ox_set_const(C, y, x->nd, x->shape, x->ndata, x->data);
+    y->kind = x->kind;
+    y->nd = x->nd;
+    memcpy(y->shape, x->shape, sizeof y->shape);
+    y->has_f = x->has_f;
+    y->f = x->f;
+    y->weight = x->weight;
     return 0;
 }
 
