@@ -1,6 +1,6 @@
 /* graph.c: what a parsed model offers: names of op kinds (from the builders'
- * rules, ops/build.c), edges, the text of an iteration space, freeing.
- * Parsing: lang.c; loading by name or path: load.c. */
+ * rules, op_rules[] of ops/table.c), edges, the text of an iteration space,
+ * freeing. Parsing: lang.c; loading by name or path: load.c. */
 #define _GNU_SOURCE
 #include "shardbench/model.h"
 

@@ -1,37 +1,18 @@
 /* lang.c: the model language's interpreter. Reads the format of
  * models/README.md: statements, params, blocks and their calls, repeat,
  * return, aliases, declarations. Each op call goes to its builder (op_exec,
- * ops/build.c), which makes the graph IR of shardbench/model.h. Every fault
- * names path:line:col. Tokens: lex.c; expressions and call arguments:
- * expr.c; names and scopes: names.c. */
+ * ops/table.c), which makes the graph IR of shardbench/model.h. Every fault
+ * names path:line:col (err.c). Tokens: lex.c; expressions and call
+ * arguments: expr.c; names and scopes: names.c. Nothing it calls calls it
+ * back. */
 #define _GNU_SOURCE
 #include "lang.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops.h"
-
-int lang_err(parser *P, const token *tk, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sb_fail(P->err, SB_EXIT_INPUT, "%s:%d:%d: %s", P->path, tk->line, tk->col, msg);
-}
-
-int lang_expect_punct(parser *P, int *pos, char c)
-{
-    char d[96];
-    if (!tok_punct(&P->t[*pos], c))
-        return lang_err(P, &P->t[*pos], "expected '%c', found %s", c, tok_desc(&P->t[*pos], d, sizeof d));
-    (*pos)++;
-    return 0;
-}
 
 static int expect_nl(parser *P, int *pos)
 {

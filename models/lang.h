@@ -1,7 +1,10 @@
 /* lang.h: the model language's interpreter state, shared by lang.c
  * (statements, blocks, repeat), expr.c (expressions, call arguments),
- * names.c (names, scopes) and the op builders of ops/ (internal to
- * models/). */
+ * names.c (names, scopes), err.c (faults at a token) and the op builders of
+ * ops/ (internal to models/). Calls go one way: lang.c to the rule table
+ * (ops/table.c), the rules, expr.c, names.c and err.c; the rules to the
+ * builders' building blocks (ops/build.c), names.c and err.c; none of these
+ * calls lang.c. */
 #ifndef SB_MODELS_LANG_H
 #define SB_MODELS_LANG_H
 
@@ -112,7 +115,7 @@ typedef struct {
     scope *s;
 } target;
 
-/* An error at tk: "path:line:col: what" (SB_EXIT_INPUT). Returns -1. */
+/* An error at tk: "path:line:col: what" (SB_EXIT_INPUT). Returns -1 (err.c). */
 int lang_err(parser *P, const token *tk, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Makes prefix+base unique among op and tensor names ("x", "x.1", ...),
@@ -136,7 +139,8 @@ int *lang_strmap_get(strmap *m, const char *s);
 int lang_strmap_put(parser *P, strmap *m, const char *s, int v);
 void lang_strmap_free(strmap *m);
 
-/* Skips the punctuation c at *pos, or fails saying what is there instead. */
+/* Skips the punctuation c at *pos, or fails saying what is there instead
+ * (err.c). */
 int lang_expect_punct(parser *P, int *pos, char c);
 
 /* An integer expression at *pos (names: s's integers, then the params; s

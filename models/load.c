@@ -1,6 +1,6 @@
-/* load.c: a model by shipped name or by path (sb_model_load), the file
- * read (a regular file only, bounded), and --set settings. ONNX files go
- * to the importer (onnx/load.c); model text to sb_model_parse (lang.c). */
+/* load.c: a model by shipped name or by path (sb_model_load), and --set
+ * settings. ONNX files go to the importer (onnx/load.c); model text is read
+ * by sb_models_read_file (file.c) and parsed by sb_model_parse (lang.c). */
 #define _GNU_SOURCE
 #include "load.h"
 
@@ -33,22 +33,6 @@ int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
     out->name[len] = '\0';
     out->value = v;
     return 0;
-}
-
-int sb_models_read_file(const char *path, const char *what, size_t max_bytes, char **data,
-                        size_t *size, sb_error *err)
-{
-    struct stat st;
-    *data = NULL;
-    *size = 0;
-    int known = stat(path, &st) == 0; /* else sb_read_file says why it cannot open it */
-    if (known && S_ISDIR(st.st_mode))
-        return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a %s", path, what);
-    if (known && !S_ISREG(st.st_mode))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "%s: not a regular file (a pipe, device or socket), not read as a %s", path,
-                       what);
-    return sb_read_file(path, what, max_bytes, data, size, err);
 }
 
 static int is_file(const char *p)

@@ -1,4 +1,4 @@
-/* load.h: reading model and ONNX files (internal to models/). */
+/* load.h: reading model and ONNX files (internal to models/): file.c. */
 #ifndef SB_MODELS_LOAD_H
 #define SB_MODELS_LOAD_H
 

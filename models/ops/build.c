@@ -1,8 +1,9 @@
 /* ops/build.c: what every op builder uses (keyword arguments, iteration
- * dims, new ops and their output tensors, implicit weights), the table of
- * rules by op kind, and op_exec, which runs an op call through its rule.
- * The rules themselves: one file per family of ops (conv.c, dense.c,
- * einsum.c, lstm.c, norm.c, elementwise.c, join.c, reshape.c). */
+ * dims, new ops and their output tensors, implicit weights). The rules
+ * themselves: one file per family of ops (conv.c, dense.c, einsum.c,
+ * lstm.c, norm.c, elementwise.c, join.c, reshape.c); their table and
+ * op_exec: table.c. This file calls neither (op_finish is handed the rule
+ * of its op), so the rules build on it one way. */
 #define _GNU_SOURCE
 #include "ops.h"
 
@@ -10,15 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Indexed by kind, made from the kind list SB_OP_KINDS (shardbench/model.h):
- * a kind without its op_rule_<id> does not link; test_op_kinds checks that
- * none is empty. */
-#define OP_RULE_ENTRY_(K, id) [SB_OP_##K] = &op_rule_##id,
-const op_rule *const op_rules[] = {SB_OP_KINDS(OP_RULE_ENTRY_)};
-#undef OP_RULE_ENTRY_
-_Static_assert(sizeof op_rules / sizeof op_rules[0] == SB_OP_KIND_COUNT,
-               "op_rules needs one rule per sb_op_kind");
 
 /* ---- keyword arguments ---------------------------------------------------- */
 
@@ -261,14 +253,14 @@ double op_fan_in_scale(const sb_op *op)
     return 1.0 / sqrt(fan > 0 ? fan : 1);
 }
 
-int op_finish(parser *P, sb_op *op, target *tg, int nout, const int *ndims,
-                     sb_dim dims[][SB_MAX_DIMS], int maps[][SB_MAX_DIMS])
+int op_finish(parser *P, sb_op *op, const op_rule *r, target *tg, int nout, const int *ndims,
+              sb_dim dims[][SB_MAX_DIMS], int maps[][SB_MAX_DIMS])
 {
     sb_model *m = P->m;
     int opi = (int)(op - m->ops);
     const token *at = tg->lhs[0];
     if (tg->nlhs != nout && !(tg->nlhs == 0))
-        return lang_err(P, at, "%s gives %d output%s, but %d name%s on the left", op_rules[op->kind]->names[0],
+        return lang_err(P, at, "%s gives %d output%s, but %d name%s on the left", r->names[0],
                     nout, nout == 1 ? "" : "s", tg->nlhs, tg->nlhs == 1 ? " is" : "s are");
     if (nout > SB_MAX_IO)
         return lang_err(P, at, "too many outputs (at most %d)", SB_MAX_IO);
@@ -276,8 +268,8 @@ int op_finish(parser *P, sb_op *op, target *tg, int nout, const int *ndims,
     op = &m->ops[opi];
     op->nweights = 0;
     op->stat_dims = 0;
-    if (op_rules[op->kind]->weights)
-        op_rules[op->kind]->weights(op);
+    if (r->weights)
+        r->weights(op);
     op->nout = nout;
     for (int k = 0; k < nout; k++) {
         char tname[SB_NAME_MAX], base[SB_NAME_MAX];
@@ -332,43 +324,4 @@ int op_same_shapes(parser *P, call *c, const char *nm, int except_axis)
                             (long long)a->dims[i].size);
     }
     return 0;
-}
-
-/* ---- op calls ------------------------------------------------------------------ */
-
-int op_exec(parser *P, scope *s, call *c, target *tg)
-{
-    char name[SB_NAME_MAX], lhs[SB_NAME_MAX], callee[SB_NAME_MAX];
-    tok_str(c->callee, callee, sizeof callee);
-    tok_str(tg->lhs[0], lhs, sizeof lhs);
-    int kind = -1;
-    for (int k = 0; k < SB_OP_KIND_COUNT; k++)
-        for (int j = 0; j < 2; j++)
-            if (op_rules[k]->names[j] && strcmp(callee, op_rules[k]->names[j]) == 0)
-                kind = k;
-    if (kind < 0) {
-        char words[512] = "";
-        for (int k = 0; k < SB_OP_KIND_COUNT; k++)
-            for (int j = 0; j < 2; j++)
-                if (op_rules[k]->names[j])
-                    snprintf(words + strlen(words), sizeof words - strlen(words), "%s%s",
-                             words[0] ? " " : "", op_rules[k]->names[j]);
-        return lang_err(P, c->callee, "unknown op or block '%s' (ops: %s)", callee, words);
-    }
-    const op_rule *r = op_rules[kind];
-    if (c->ntens == 0)
-        return lang_err(P, c->callee, "%s needs at least one input tensor", callee);
-    if (r->exec)
-        return r->exec(P, s, c, tg);
-    if (lang_unique_name(P, tg->lhs[0], s->prefix, lhs, name))
-        return -1;
-    sb_op *op = op_new(P, c->callee, (sb_op_kind)kind, name);
-    if (!op)
-        return -1;
-    outs o;
-    memset(&o, 0, sizeof o);
-    op_use u = {.word = callee, .nlhs = tg->nlhs};
-    if (r->build(P, op, c, &o, &u))
-        return -1;
-    return op_finish(P, op, tg, o.nout, o.ndims, o.dims, o.maps);
 }

@@ -1,11 +1,12 @@
 /* ops/ops.h: the op builders of the model language (internal to models/).
  *
- * One rule per sb_op_kind (op_rules[], ops/build.c): the words that call it
+ * One rule per sb_op_kind (op_rules[], ops/table.c): the words that call it
  * in a model file, the builder that checks a call's arguments and fills one
  * op (iteration space, operand maps, attributes, output shapes), and the
  * op's own weights and statistics dims. Each kind's rule lives in the file
- * of its family (conv.c, dense.c, ...); lang.c hands every op call to
- * op_exec. */
+ * of its family (conv.c, dense.c, ...) and builds on build.c; lang.c hands
+ * every op call to op_exec (table.c). Calls go one way: table.c to the
+ * rules, the rules to build.c. */
 #ifndef SB_MODELS_OPS_H
 #define SB_MODELS_OPS_H
 
@@ -41,7 +42,7 @@ typedef struct {
     void (*weights)(sb_op *op);
 } op_rule;
 
-/* Indexed by sb_op_kind; SB_OP_KIND_COUNT entries, none NULL. */
+/* Indexed by sb_op_kind; SB_OP_KIND_COUNT entries, none NULL (table.c). */
 extern const op_rule *const op_rules[];
 
 /* The kinds' rules: op_rule_conv, op_rule_dense, ... */
@@ -49,7 +50,8 @@ extern const op_rule *const op_rules[];
 SB_OP_KINDS(OP_RULE_DECL_)
 #undef OP_RULE_DECL_
 
-/* An op call `a, b = word(args)` in scope s: the op(s) made and bound. */
+/* An op call `a, b = word(args)` in scope s: the op(s) made and bound
+ * (table.c). */
 int op_exec(parser *P, scope *s, call *c, target *tg);
 
 /* ---- building blocks of the builders (build.c) ---------------------------- */
@@ -59,8 +61,9 @@ int op_add_tensor(parser *P, const token *at, const char *name, sb_tensor_kind k
 sb_op *op_new(parser *P, const token *at, sb_op_kind kind, const char *name);
 /* Adds iteration dim (name must be unique within the op); returns its index or -1. */
 int op_dim(parser *P, const token *at, sb_op *op, const char *name, int64_t size, int role);
-/* Registers the op and its outputs (tensors named by the left-hand names). */
-int op_finish(parser *P, sb_op *op, target *tg, int nout, const int *ndims,
+/* Registers the op and its outputs (tensors named by the left-hand names);
+ * r is the rule of op's kind (its name for messages, its weights). */
+int op_finish(parser *P, sb_op *op, const op_rule *r, target *tg, int nout, const int *ndims,
               sb_dim dims[][SB_MAX_DIMS], int maps[][SB_MAX_DIMS]);
 /* Adds an implicit weight to op: dims follow iteration dims `map` (or, for
  * SB_MAP_ONE, take the size from `fixed`). */

@@ -134,7 +134,7 @@ static int exec_reshape(parser *P, scope *s, call *c, target *tg)
         tmp.b = NULL;
         snprintf(tmp.prefix, sizeof tmp.prefix, "%s", s->prefix);
         t1.s = &tmp;
-        int rc = op_finish(P, op, &t1, 1, o.ndims, o.dims, o.maps);
+        int rc = op_finish(P, op, &op_rule_flatten, &t1, 1, o.ndims, o.dims, o.maps);
         int flat = rc ? -1 : (int)tmp.b[0].v;
         lang_scope_free(&tmp);
         if (rc)
@@ -149,7 +149,7 @@ static int exec_reshape(parser *P, scope *s, call *c, target *tg)
     op_use u = {.word = "reshape", .nlhs = tg->nlhs};
     if (!op || build_reshape(P, op, c, &o, &u))
         return -1;
-    return op_finish(P, op, tg, 1, o.ndims, o.dims, o.maps);
+    return op_finish(P, op, &op_rule_unflatten, tg, 1, o.ndims, o.dims, o.maps);
 }
 
 const op_rule op_rule_unflatten = {.names = {"reshape"}, .build = build_reshape, .exec = exec_reshape};
