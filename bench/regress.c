@@ -44,6 +44,15 @@ typedef struct {
 static run_data runs[MAXRUNS];
 static int nruns;
 
+/* A/B pairs (nightly --baseline-build): candidate and baseline runs measured
+ * launch for launch; factor 0: the build against itself. */
+typedef struct {
+    double factor;
+    int cand, base; /* indexes in runs[] */
+} ab_pair;
+static ab_pair pairs[32];
+static int npairs;
+
 static int load(sb_dbq *q, int64_t id, double factor, sb_error *err)
 {
     if (nruns == MAXRUNS)
@@ -329,8 +338,8 @@ static int parse_runs(sb_dbq *q, const char *list, double factor, sb_error *err)
 int main(int argc, char **argv)
 {
     const char *data = NULL, *dbpath = SB_DB_DEFAULT_PATH, *same = NULL;
-    const char *slowed[16];
-    int nslowed = 0, ncmp = 200;
+    const char *slowed[16], *abdata = NULL, *abspec[32];
+    int nslowed = 0, ncmp = 200, nab = 0;
     variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1, .bonferroni = 1};
     sb_stat_rule_default(&v.rule);
     v.rule.boot = 1000;
@@ -339,6 +348,7 @@ int main(int argc, char **argv)
         {"same", required_argument, 0, 's'},   {"slowed", required_argument, 0, 'S'},
         {"comparisons", required_argument, 0, 'n'}, {"trials", required_argument, 0, 't'},
         {"extra", required_argument, 0, 'e'},  {"threshold", required_argument, 0, 'T'},
+        {"ab-data", required_argument, 0, 'A'}, {"ab", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -350,6 +360,11 @@ int main(int argc, char **argv)
             if (nslowed < 16)
                 slowed[nslowed++] = optarg;
             break;
+        case 'A': abdata = optarg; break;
+        case 'B':
+            if (nab < 32)
+                abspec[nab++] = optarg;
+            break;
         case 'n': ncmp = atoi(optarg); break;
         case 't': v.trials = atoi(optarg); break;
         case 'e': v.extra = atoi(optarg); break;
@@ -357,7 +372,9 @@ int main(int argc, char **argv)
         default:
             fprintf(stderr,
                     "usage: %s --data DB --same RUN,RUN,... [--slowed F:RUN,...]... "
-                    "[--comparisons N] [--trials N] [--extra N] [--threshold X] [--db FILE|none]\n",
+                    "[--ab-data DB --ab F:CAND_RUN:BASE_RUN]... [--comparisons N] "
+                    "[--trials N] [--extra N] "
+                    "[--threshold X] [--db FILE|none]\n",
                     argv[0]);
             return c == 'h' ? 0 : 2;
         }
@@ -384,6 +401,24 @@ int main(int argc, char **argv)
         }
     }
     sb_dbq_close(q);
+    if (nab) {
+        if (!abdata || sb_dbq_open(abdata, 0, 0, &q, &err)) {
+            fprintf(stderr, "bench/regress: --ab needs --ab-data DB: %s\n", err.msg);
+            return 2;
+        }
+        for (int i = 0; i < nab; i++) {
+            double f;
+            long long cr, br;
+            if (sscanf(abspec[i], "%lf:%lld:%lld", &f, &cr, &br) != 3 || f < 0 ||
+                load(q, cr, -1, &err) || load(q, br, -1, &err)) {
+                fprintf(stderr, "bench/regress: --ab %s: %s\n", abspec[i],
+                        err.msg[0] ? err.msg : "F:CANDIDATE_RUN:BASELINE_RUN expected");
+                return 2;
+            }
+            pairs[npairs++] = (ab_pair){f, nruns - 2, nruns - 1};
+        }
+        sb_dbq_close(q);
+    }
     if (nsame < 2) {
         fprintf(stderr, "bench/regress: --same needs two runs at least\n");
         return 2;
@@ -406,9 +441,7 @@ int main(int argc, char **argv)
     } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0},
                  {"launches, no re-measure", 0, 0, 0, 0, 0},
                  {"launches + re-measure", 0, 1, 0, 0, 0},
-                 {"nightly (+ band, shared alpha)", 1, 1, 0, 0, 1},
-                 {"A/B in one run (+ re-measure)", 0, 1, 0, 1, 0},
-                 {"A/B in one run (nightly rule)", 0, 1, 0, 1, 1}};
+                 {"nightly (+ band, shared alpha)", 1, 1, 0, 0, 1}};
     uint64_t rng = 12345;
     for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
         variant w = v;
@@ -435,7 +468,7 @@ int main(int argc, char **argv)
                "\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |"
                "\n|---|---:|---:|---:|---|---:|\n", "F (measured step slowdown)");
     }
-    double smallest = NAN;
+    double smallest = NAN, smallest_ab = NAN, ab_fa = NAN;
     for (int i = 0; i < nslowed; i++) {
         int idx[MAXRUNS], ni = 0;
         for (int r = 0; r < nruns; r++)
@@ -457,6 +490,53 @@ int main(int argc, char **argv)
         if ((double)k / ncmp >= 0.95 && !(slow >= smallest))
             smallest = slow;
     }
+    if (npairs) {
+        printf("\n## A/B nights (nightly --baseline-build: both builds launch for launch in "
+               "one night)\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | "
+               "strategies flagged |\n|---|---:|---:|---:|---|---:|\n", "F (measured slowdown)");
+        double fs[32];
+        int nf = 0;
+        for (int i = 0; i < npairs; i++) {
+            int seen = 0;
+            for (int j = 0; j < nf; j++)
+                seen |= fs[j] == pairs[i].factor;
+            if (!seen)
+                fs[nf++] = pairs[i].factor;
+        }
+        for (int fi = 0; fi < nf; fi++) {
+            int idx[32], ni = 0;
+            for (int i = 0; i < npairs; i++)
+                if (pairs[i].factor == fs[fi])
+                    idx[ni++] = i;
+            variant w = v;
+            w.use_band = 0;
+            int k = 0, ks = 0, ns = 0;
+            double ratio[MAXS];
+            int nr = 0;
+            const ab_pair *p0 = &pairs[idx[0]];
+            for (int s = 0; s < runs[p0->base].ns && nr < MAXS; s++) {
+                int cs = find_s(&runs[p0->cand], runs[p0->base].sid[s]);
+                if (cs >= 0)
+                    ratio[nr++] = sb_stat_median(runs[p0->cand].med[cs], runs[p0->cand].n[cs]) /
+                                  sb_stat_median(runs[p0->base].med[s], runs[p0->base].n[s]);
+            }
+            double slow = nr ? sb_stat_median(ratio, nr) - 1 : NAN;
+            for (int t = 0; t < ncmp; t++) {
+                const ab_pair *pp = &pairs[idx[sb_stat_randint(&rng, ni)]];
+                w.rule.seed = sb_stat_rand(&rng);
+                k += night(&rng, &w, pp->base, pp->cand, &ks, &ns);
+            }
+            char kind[64];
+            snprintf(kind, sizeof kind, "%s all:%g (%+.1f%%)", fs[fi] > 0 ? "A/B detect" :
+                     "A/B false-alarm", fs[fi], slow * 100);
+            add_row(kind, k, ncmp, ks, ns, slow);
+            print_row(&rows_out[nrows - 1]);
+            if (fs[fi] > 0 && (double)k / ncmp >= 0.95 && !(slow >= smallest_ab))
+                smallest_ab = slow;
+            if (fs[fi] == 0)
+                ab_fa = (double)k / ncmp;
+        }
+    }
     printf("\ntargets: false alarms (nightly) <= 1 in 20: %s; ",
            rows_out[3].rate <= 0.05 ? "met" : "MISSED");
     if (isfinite(smallest))
@@ -464,6 +544,15 @@ int main(int argc, char **argv)
                smallest * 100);
     else
         printf("no slowdown given was detected in >= 19 of 20 nights\n");
+    if (npairs) {
+        printf("A/B: false alarms <= 1 in 20: %s (%.3f); ", ab_fa <= 0.05 ? "met" : "MISSED",
+               ab_fa);
+        if (isfinite(smallest_ab))
+            printf("smallest measured slowdown detected in >= 19 of 20 A/B nights: %+.1f%%\n",
+                   smallest_ab * 100);
+        else
+            printf("no slowdown given was detected in >= 19 of 20 A/B nights\n");
+    }
     if (strcmp(dbpath, "none"))
         store(dbpath, &v, argc, argv);
     return 0;

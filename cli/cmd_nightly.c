@@ -36,6 +36,7 @@ static void nightly_usage(FILE *f)
             "                         commit's build): measured now, launch for launch with\n"
             "                         this build (A/B/A/B), into a run of its own that is the\n"
             "                         baseline; the machine's slow and fast phases then hit both\n"
+            "                         (no history band then: both builds saw tonight's load)\n"
             "      --out DIR          report and figures folder\n"
             "      --trials N         launches per strategy (default 5)\n"
             "      --extra N          launches more per suspect (default 6; 0: no re-measure)\n"

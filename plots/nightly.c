@@ -184,6 +184,8 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     /* 3. first look; the suspects measured again */
     sb_regress_summary sum;
     sb_regress_opts r = o->rule;
+    if (o->baseline_build)
+        r.history = 0; /* A/B: both builds saw the same load; no band from other nights */
     r.db = b.db;
     r.baseline = baseline;
     r.candidate = run;
