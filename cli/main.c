@@ -10,6 +10,9 @@
 #include "cli.h"
 #include "shardbench/runtime.h"
 #include "shardbench/cpuset.h"
+#ifdef SB_HAVE_CUDA
+#include "../runtime/cuda/cuda_backend.h"
+#endif
 
 /* The commands: one line each (name, function in its own cli/cmd_*.c, one-line
  * summary). Add a command by adding its line. */
@@ -63,6 +66,10 @@ static void version(void)
     else
         printf("; cuda: %s", err.msg);
     printf("\n");
+#ifdef SB_HAVE_CUDA
+    char cv[512];
+    printf("cuda libraries: %s\n", sb_cuda_versions(cv, sizeof cv));
+#endif
 }
 
 int main(int argc, char **argv)

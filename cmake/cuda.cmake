@@ -6,7 +6,10 @@
 # runtime/kernels/cuda/) and the .c files of folders named cuda/ join
 # shardbench_obj, SB_HAVE_CUDA is defined for the whole library
 # (runtime/backend/backend_cuda_none.c steps aside), and the library
-# links cudart, cuBLAS, cuDNN and NCCL (found under the toolkit). Device
+# links cudart, cuBLAS, cuDNN and NCCL (found under the toolkit, the
+# SHARDBENCH_CUDNN_ROOT / SHARDBENCH_NCCL_ROOT folders or NVIDIA's Python
+# wheels; a library found only in a wheel is on the build tree's RPATH but
+# its neighbours, which cuDNN loads by name, need LD_LIBRARY_PATH). Device
 # code is built for sm_90 (H100/H200) plus PTX for later GPUs.
 #
 # Sanitizers: nvcc does not take -fsanitize, so .cu files get the build
@@ -39,16 +42,43 @@ if(SHARDBENCH_CUDA)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
 
+  # cuDNN and NCCL: under the toolkit, under SHARDBENCH_CUDNN_ROOT /
+  # SHARDBENCH_NCCL_ROOT (or $CUDNN_ROOT / $NCCL_ROOT), or in NVIDIA's Python
+  # wheels (site-packages/nvidia/{cudnn,nccl}/{include,lib}, which ship only
+  # the versioned libcudnn.so.9 and libnccl.so.2).
+  set(SHARDBENCH_CUDNN_ROOT "$ENV{CUDNN_ROOT}" CACHE PATH "cuDNN's folder (include/, lib/) when not under the toolkit")
+  set(SHARDBENCH_NCCL_ROOT "$ENV{NCCL_ROOT}" CACHE PATH "NCCL's folder (include/, lib/) when not under the toolkit")
+  set(SB_WHEEL_CUDNN "")
+  set(SB_WHEEL_NCCL "")
+  find_program(SB_PYTHON3 NAMES python3 python)
+  if(SB_PYTHON3)
+    foreach(pkg cudnn nccl)
+      execute_process(COMMAND ${SB_PYTHON3} -c
+        "import importlib.util as u; s = u.find_spec('nvidia.${pkg}'); print(list(s.submodule_search_locations)[0] if s else '')"
+        OUTPUT_VARIABLE SB_WHEEL_DIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      string(TOUPPER ${pkg} PKG)
+      if(SB_WHEEL_DIR AND IS_DIRECTORY "${SB_WHEEL_DIR}")
+        set(SB_WHEEL_${PKG} "${SB_WHEEL_DIR}")
+      endif()
+    endforeach()
+  endif()
   set(SB_CUDA_HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64
       ${CUDAToolkit_TARGET_DIR}/lib64 /usr/local/cuda/lib64 /usr/local/cuda/lib)
-  find_library(SB_CUDNN_LIB cudnn HINTS ${SB_CUDA_HINTS})
-  find_library(SB_NCCL_LIB nccl HINTS ${SB_CUDA_HINTS})
-  find_path(SB_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_path(SB_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  set(SB_CUDNN_ROOTS ${SHARDBENCH_CUDNN_ROOT} ${SB_WHEEL_CUDNN})
+  set(SB_NCCL_ROOTS ${SHARDBENCH_NCCL_ROOT} ${SB_WHEEL_NCCL})
+  find_library(SB_CUDNN_LIB NAMES cudnn libcudnn.so.9
+    HINTS ${SB_CUDA_HINTS} PATHS ${SB_CUDNN_ROOTS} PATH_SUFFIXES lib lib64)
+  find_library(SB_NCCL_LIB NAMES nccl libnccl.so.2
+    HINTS ${SB_CUDA_HINTS} PATHS ${SB_NCCL_ROOTS} PATH_SUFFIXES lib lib64)
+  find_path(SB_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include
+    PATHS ${SB_CUDNN_ROOTS} PATH_SUFFIXES include)
+  find_path(SB_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include
+    PATHS ${SB_NCCL_ROOTS} PATH_SUFFIXES include)
   foreach(v SB_CUDNN_LIB SB_NCCL_LIB SB_CUDNN_INCLUDE SB_NCCL_INCLUDE)
     if(NOT ${v})
-      message(FATAL_ERROR "cuda backend: ${v} not found (cuDNN 9 and NCCL 2 are expected under "
-                          "/usr/local/cuda); configure with -DSHARDBENCH_CUDA=OFF to build without")
+      message(FATAL_ERROR "cuda backend: ${v} not found (cuDNN 9 and NCCL 2 are looked for under "
+                          "the toolkit, SHARDBENCH_CUDNN_ROOT / SHARDBENCH_NCCL_ROOT and the "
+                          "nvidia-cudnn / nvidia-nccl Python wheels); configure with -DSHARDBENCH_CUDA=OFF to build without")
     endif()
   endforeach()
 
@@ -80,7 +110,18 @@ if(SHARDBENCH_CUDA)
   # (nvcc's objects use it)
   get_filename_component(SB_CUDNN_DIR ${SB_CUDNN_LIB} DIRECTORY)
   get_filename_component(SB_NCCL_DIR ${SB_NCCL_LIB} DIRECTORY)
-  set(SB_PC_CUDA "-L${CUDAToolkit_LIBRARY_DIR} -L${SB_CUDNN_DIR} -L${SB_NCCL_DIR} -lcudart -lcublas -lcudnn -lnccl -lstdc++")
+  # a wheel's library is only there versioned: -l:libcudnn.so.9
+  set(SB_PC_DNN_NCCL "")
+  foreach(l ${SB_CUDNN_LIB} ${SB_NCCL_LIB})
+    get_filename_component(n ${l} NAME)
+    if(n MATCHES "^lib([a-z]+)\\.so$")
+      list(APPEND SB_PC_DNN_NCCL "-l${CMAKE_MATCH_1}")
+    else()
+      list(APPEND SB_PC_DNN_NCCL "-l:${n}")
+    endif()
+  endforeach()
+  string(JOIN " " SB_PC_DNN_NCCL ${SB_PC_DNN_NCCL})
+  set(SB_PC_CUDA "-L${CUDAToolkit_LIBRARY_DIR} -L${SB_CUDNN_DIR} -L${SB_NCCL_DIR} -lcudart -lcublas ${SB_PC_DNN_NCCL} -lstdc++")
   # the targets predate enable_language(CUDA): give them the architectures
   set_target_properties(shardbench_obj shardbench_static shardbench_shared PROPERTIES
     CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")

@@ -561,6 +561,86 @@ static void test_local_rank(void **state)
     assert_true(sbc_hash_bytes("a", 1) != sbc_hash_bytes("b", 1));
 }
 
+/* Slurm's SLURM_TASKS_PER_NODE forms, and the local size taken from them */
+static void test_slurm_tasks(void **state)
+{
+    (void)state;
+    assert_int_equal(sbc_slurm_tasks_on_node("4", 0), 4);
+    assert_int_equal(sbc_slurm_tasks_on_node("4", 1), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x2)", 0), 4);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x2)", 1), 4);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x2)", 2), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x2),3", 2), 3);
+    assert_int_equal(sbc_slurm_tasks_on_node("2,1(x3),8", 0), 2);
+    assert_int_equal(sbc_slurm_tasks_on_node("2,1(x3),8", 3), 1);
+    assert_int_equal(sbc_slurm_tasks_on_node("2,1(x3),8", 4), 8);
+    assert_int_equal(sbc_slurm_tasks_on_node("16(x100)", 99), 16);
+    assert_int_equal(sbc_slurm_tasks_on_node("", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x)", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("x", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(2)", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x0)", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4(x2", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4;3", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("-1", 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node(NULL, 0), -1);
+    assert_int_equal(sbc_slurm_tasks_on_node("4", -1), -1);
+    /* this node's entry malformed */
+    assert_int_equal(sbc_slurm_tasks_on_node("4,3x", 1), -1);
+
+    int lr = -1, ls = -1;
+    /* srun -N 3 -n 11: "4(x2),3"; node 2 runs 3, SLURM_NTASKS_PER_NODE unset */
+    static const char *const slurm[] = {"SLURM_LOCALID", "1", "SLURM_NODEID", "2",
+                                        "SLURM_TASKS_PER_NODE", "4(x2),3", NULL};
+    fake_env = slurm;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(lr, 1);
+    assert_int_equal(ls, 3);
+    static const char *const slurm0[] = {"SLURM_LOCALID", "0", "SLURM_NODEID", "0",
+                                         "SLURM_TASKS_PER_NODE", "4(x2),3",
+                                         "SLURM_NTASKS_PER_NODE", "4", NULL};
+    fake_env = slurm0;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(ls, 4);
+    /* a malformed list falls back to rank + 1 */
+    static const char *const slurmbad[] = {"SLURM_LOCALID", "2", "SLURM_NODEID", "0",
+                                           "SLURM_TASKS_PER_NODE", "four", NULL};
+    fake_env = slurmbad;
+    assert_int_equal(sbc_local_rank_env(fake_get, &lr, &ls), 0);
+    assert_int_equal(ls, 3);
+    /* ranks per GPU: the same devices seen by all, or devices per task */
+    assert_int_equal(sbc_sharing_for(4, 1, 0, 0), 4);
+    assert_int_equal(sbc_sharing_for(8, 4, 1, 0), 2);
+    assert_int_equal(sbc_sharing_for(4, 1, 0, 1), 1);
+    assert_int_equal(sbc_sharing_for(4, 1, 1, 1), 0);
+}
+
+/* fp32 convolutions only in FMA math; versions as text */
+static void test_math_versions(void **state)
+{
+    (void)state;
+    assert_int_equal(sbc_conv_math_for(SBC_FP32), SBC_MATH_FMA);
+    assert_int_equal(sbc_conv_math_for(SBC_TF32), SBC_MATH_DEFAULT);
+    assert_true(sbc_conv_math_ok(SBC_FP32, SBC_MATH_FMA));
+    assert_false(sbc_conv_math_ok(SBC_FP32, SBC_MATH_DEFAULT));
+    assert_false(sbc_conv_math_ok(SBC_FP32, SBC_MATH_TENSOR_OP));
+    assert_false(sbc_conv_math_ok(SBC_FP32, SBC_MATH_TENSOR_OP_CONVERSION));
+    for (int p = SBC_TF32; p <= SBC_BF16; p++) {
+        assert_true(sbc_conv_math_ok((sbc_precision)p, SBC_MATH_TENSOR_OP));
+        assert_true(sbc_conv_math_ok((sbc_precision)p, SBC_MATH_FMA));
+        assert_true(sbc_conv_math_ok((sbc_precision)p, SBC_MATH_DEFAULT));
+        assert_false(sbc_conv_math_ok((sbc_precision)p, SBC_MATH_TENSOR_OP_CONVERSION));
+    }
+    char b[32];
+    assert_string_equal(sbc_cuda_version_str(13000, b, sizeof b), "13.0");
+    assert_string_equal(sbc_cuda_version_str(12080, b, sizeof b), "12.8");
+    assert_string_equal(sbc_cuda_version_str(0, b, sizeof b), "none");
+    assert_string_equal(sbc_cudnn_version_str(91002, b, sizeof b), "9.10.2");
+    assert_string_equal(sbc_nccl_version_str(22809, b, sizeof b), "2.28.9");
+    assert_string_equal(sbc_nccl_version_str(2804, b, sizeof b), "2.8.4");
+    assert_string_equal(sbc_nccl_version_str(0, b, sizeof b), "none");
+}
+
 /* ---- communicator cache ---- */
 
 static int destroyed[8], ndestroyed;
@@ -616,7 +696,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_algo_cache),  cmocka_unit_test(test_conv_window),
         cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
         cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_local_rank),
-        cmocka_unit_test(test_comm_cache),
+        cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
+        cmocka_unit_test(test_math_versions),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

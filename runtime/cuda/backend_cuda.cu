@@ -231,10 +231,13 @@ typedef struct {
     sbc_window w;
 } conv_shape;
 
-static cudnnMathType_t conv_math(void)
-{
-    return g.prec == SBC_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
-}
+static_assert(SBC_MATH_DEFAULT == (int)CUDNN_DEFAULT_MATH && SBC_MATH_TENSOR_OP == (int)CUDNN_TENSOR_OP_MATH &&
+                  SBC_MATH_TENSOR_OP_CONVERSION == (int)CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+                  SBC_MATH_FMA == (int)CUDNN_FMA_MATH,
+              "cuda_host.h's math types are cuDNN's");
+
+/* FMA in fp32 (never tensor-op math), cuDNN's default otherwise */
+static cudnnMathType_t conv_math(void) { return (cudnnMathType_t)sbc_conv_math_for(g.prec); }
 
 /* Sets the four descriptors for a problem; x is (B, C, w.xh, w.xw). */
 static void conv_descs(const conv_shape *s, cudnnMathType_t math)
@@ -271,20 +274,22 @@ static size_t find_ws_bytes(void)
 }
 
 /* cuDNN's own search (timed runs on scratch outputs) once per shape; the
- * fastest algorithm that succeeded and fits the pool is cached. */
+ * fastest algorithm that succeeded, fits the pool and runs in a math type
+ * the precision allows (fp32: FMA only, sbc_conv_math_ok) is cached. */
 template <typename Perf>
 static sbc_conv_algo pick(const Perf *perf, int n, size_t ws_max, const char *what)
 {
     for (int i = 0; i < n; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_max) {
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_max &&
+            sbc_conv_math_ok(g.prec, (int)perf[i].mathType)) {
             sbc_conv_algo a;
             a.algo = (int)perf[i].algo;
             a.math = (int)perf[i].mathType;
             a.workspace = perf[i].memory;
             return a;
         }
-    sbc_die(__FILE__, __LINE__, "cuDNN found no %s algorithm for this shape within %zu MiB", what,
-            ws_max >> 20);
+    sbc_die(__FILE__, __LINE__, "cuDNN found no %s algorithm for this shape within %zu MiB in %s math",
+            what, ws_max >> 20, g.prec == SBC_FP32 ? "FMA (fp32)" : "non-converting");
 }
 
 static sbc_conv_algo conv_algo(int kind, const conv_shape *s, const float *x, const float *w,
@@ -668,6 +673,34 @@ static int cuda_alltoallv(const float *sbuf, const int *scount, const int *sdisp
 
 /* ---- stats, timing --------------------------------------------------------------------- */
 
+extern "C" const char *sb_cuda_versions(char *buf, size_t len)
+{
+    char a[5][32], b[5][32];
+    int rt = 0, drv = 0, nccl = 0, cbm = 0, cbn = 0, cbp = 0;
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess)
+        rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess)
+        drv = 0;
+    if (ncclGetVersion(&nccl) != ncclSuccess)
+        nccl = 0;
+    cublasGetProperty(MAJOR_VERSION, &cbm);
+    cublasGetProperty(MINOR_VERSION, &cbn);
+    cublasGetProperty(PATCH_LEVEL, &cbp);
+    snprintf(b[2], sizeof b[2], "%d.%d.%d", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
+    snprintf(a[2], sizeof a[2], "%d.%d.%d", cbm, cbn, cbp);
+    snprintf(buf, len,
+             "compiled against CUDA runtime %s, cuBLAS %s, cuDNN %s, NCCL %s; "
+             "loaded: CUDA runtime %s, driver %s, cuBLAS %s, cuDNN %s, NCCL %s",
+             sbc_cuda_version_str(CUDART_VERSION, b[0], sizeof b[0]), b[2],
+             sbc_cudnn_version_str((long)CUDNN_VERSION, b[3], sizeof b[3]),
+             sbc_nccl_version_str(NCCL_VERSION_CODE, b[4], sizeof b[4]),
+             sbc_cuda_version_str(rt, a[0], sizeof a[0]),
+             drv ? sbc_cuda_version_str(drv, a[1], sizeof a[1]) : "none (no driver)", a[2],
+             sbc_cudnn_version_str((long)cudnnGetVersion(), a[3], sizeof a[3]),
+             sbc_nccl_version_str(nccl, a[4], sizeof a[4]));
+    return buf;
+}
+
 extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
 {
     if (g.ready != 1)
@@ -800,7 +833,8 @@ static int init(void)
         ls = 1;
     }
     g.device = sbc_device_for(lr, ndev);
-    g.sharing = sbc_ranks_on_device(ls, ndev, g.device);
+    const char *gpt = getenv("SLURM_GPUS_PER_TASK");
+    g.sharing = sbc_sharing_for(ls, ndev, g.device, gpt ? atoi(gpt) : 0);
     if ((e = cudaSetDevice(g.device)) != cudaSuccess)
         return init_fail("no GPU: cudaSetDevice(%d): %s", g.device, cudaGetErrorString(e));
     if ((e = cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking)) != cudaSuccess)

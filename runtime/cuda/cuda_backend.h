@@ -26,6 +26,12 @@ typedef struct {
 /* 0 and *s when the backend is initialized; -1 otherwise. */
 int sb_cuda_stats_get(sb_cuda_stats *s);
 
+/* The CUDA runtime, cuBLAS, cuDNN and NCCL versions compiled against, and
+ * those loaded at run time with the driver's CUDA version ("none (no
+ * driver)" without one); needs no GPU and does not start the backend.
+ * Returns buf. */
+const char *sb_cuda_versions(char *buf, size_t len);
+
 /* CUDA events on the backend's stream: start, then the milliseconds of
  * the work queued since (waits for it). */
 void sb_cuda_timer_start(void);

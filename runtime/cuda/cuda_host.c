@@ -479,11 +479,99 @@ int sbc_local_rank_env(const char *(*get)(const char *), int *local_rank, int *l
             if (!*end && v > lr)
                 ls = v;
         }
+        if (!strcmp(pairs[i][0], "SLURM_LOCALID")) {
+            /* SLURM_TASKS_PER_NODE ("4(x2),3") and this node's index say
+             * it for every distribution; SLURM_NTASKS_PER_NODE is only set
+             * with --ntasks-per-node */
+            const char *tpn = get("SLURM_TASKS_PER_NODE"), *nid = get("SLURM_NODEID");
+            long node = nid && *nid ? strtol(nid, &end, 10) : -1;
+            int v = node >= 0 && !*end && tpn ? sbc_slurm_tasks_on_node(tpn, (int)node) : -1;
+            if (v > lr)
+                ls = v;
+        }
         *local_rank = (int)lr;
         *local_size = (int)ls;
         return 0;
     }
     return -1;
+}
+
+int sbc_slurm_tasks_on_node(const char *tpn, int nodeid)
+{
+    if (!tpn || nodeid < 0)
+        return -1;
+    const char *p = tpn;
+    long node = 0;
+    while (*p) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return -1;
+        long n = strtol(p, &end, 10), k = 1;
+        p = end;
+        if (*p == '(') {
+            if (p[1] != 'x' || p[2] < '0' || p[2] > '9')
+                return -1;
+            k = strtol(p + 2, &end, 10);
+            if (*end != ')' || k < 1)
+                return -1;
+            p = end + 1;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+        if (n < 0 || n > 1 << 20)
+            return -1;
+        if (nodeid < node + k)
+            return (int)n;
+        node += k;
+    }
+    return -1;
+}
+
+int sbc_sharing_for(int local_size, int ndev, int dev, int gpus_per_task)
+{
+    if (gpus_per_task > 0 && ndev > 0 && dev >= 0 && dev < ndev)
+        return 1;
+    return sbc_ranks_on_device(local_size, ndev, dev);
+}
+
+int sbc_conv_math_ok(sbc_precision p, int math)
+{
+    if (p == SBC_FP32)
+        return math == SBC_MATH_FMA;
+    return math == SBC_MATH_DEFAULT || math == SBC_MATH_TENSOR_OP || math == SBC_MATH_FMA;
+}
+
+int sbc_conv_math_for(sbc_precision p) { return p == SBC_FP32 ? SBC_MATH_FMA : SBC_MATH_DEFAULT; }
+
+const char *sbc_cuda_version_str(int v, char *buf, size_t len)
+{
+    if (v <= 0)
+        snprintf(buf, len, "none");
+    else
+        snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10);
+    return buf;
+}
+
+const char *sbc_cudnn_version_str(long v, char *buf, size_t len)
+{
+    if (v <= 0)
+        snprintf(buf, len, "none");
+    else
+        snprintf(buf, len, "%ld.%ld.%ld", v / 10000, v % 10000 / 100, v % 100);
+    return buf;
+}
+
+const char *sbc_nccl_version_str(int v, char *buf, size_t len)
+{
+    if (v <= 0)
+        snprintf(buf, len, "none");
+    else if (v < 20900) /* before 2.9: 1000 * major + 100 * minor + patch */
+        snprintf(buf, len, "%d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
+    else
+        snprintf(buf, len, "%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
+    return buf;
 }
 
 int sbc_device_for(int local_rank, int ndev)

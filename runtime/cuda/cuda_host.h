@@ -169,6 +169,40 @@ int sbc_local_rank_env(const char *(*get)(const char *), int *local_rank, int *l
 int sbc_device_for(int local_rank, int ndev);
 /* How many of local_size ranks map to device dev. */
 int sbc_ranks_on_device(int local_size, int ndev, int dev);
+/* Tasks on node `nodeid` from Slurm's SLURM_TASKS_PER_NODE: a comma list of
+ * counts, each N or N(xK) for K nodes in a row ("4(x2),3": nodes 0 and 1
+ * run 4, node 2 runs 3). The count, or -1 when the text is malformed or has
+ * no such node. */
+int sbc_slurm_tasks_on_node(const char *tasks_per_node, int nodeid);
+/* Local ranks sharing this rank's device. Ranks all see the same ndev
+ * devices (CUDA_VISIBLE_DEVICES alike, cudaGetDeviceCount) and map round
+ * robin: sbc_ranks_on_device. A launcher that hands each task devices of its
+ * own (Slurm's SLURM_GPUS_PER_TASK > 0, gpus_per_task here) shares none: 1. */
+int sbc_sharing_for(int local_size, int ndev, int dev, int gpus_per_task);
+
+/* ---- cuDNN math types ------------------------------------------------------------ */
+
+/* cudnnMathType_t's values (backend_cuda.cu checks them against cudnn.h). */
+enum { SBC_MATH_DEFAULT = 0, SBC_MATH_TENSOR_OP = 1, SBC_MATH_TENSOR_OP_CONVERSION = 2, SBC_MATH_FMA = 3 };
+/* Whether a convolution algorithm found with math type `math` may run in
+ * precision p: fp32 takes FMA math only (no TF32 or converted tensor-op
+ * math, which cuDNN's default math allows on Ampere and later); tf32 and
+ * bf16 take any but TENSOR_OP_CONVERSION (fp32 data rounded to fp16). */
+int sbc_conv_math_ok(sbc_precision p, int math);
+/* The math type the descriptor asks cuDNN's search for: FMA in fp32, else DEFAULT. */
+int sbc_conv_math_for(sbc_precision p);
+
+/* ---- versions ---------------------------------------------------------------------- */
+
+/* CUDA's encoded version (1000 * major + 10 * minor, cudaRuntimeGetVersion,
+ * CUDART_VERSION) as "13.0"; 0 as "none". Returns buf. */
+const char *sbc_cuda_version_str(int v, char *buf, size_t len);
+/* cuDNN 9's encoded version (10000 * major + 100 * minor + patch,
+ * cudnnGetVersion, CUDNN_VERSION) as "9.10.2". Returns buf. */
+const char *sbc_cudnn_version_str(long v, char *buf, size_t len);
+/* NCCL's encoded version (ncclGetVersion, NCCL_VERSION_CODE: 10000 * major +
+ * 100 * minor + patch since 2.9) as "2.28.3". Returns buf. */
+const char *sbc_nccl_version_str(int v, char *buf, size_t len);
 
 /* Identity of the GPU a rank drives: node and device UUID, hashed. */
 typedef struct {

@@ -1,126 +1,277 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh: every check of the cuda backend on a machine with a GPU,
-# in one go (CI has no GPU: it only builds the backend and runs its host
-# tests). scripts/gpu-check.sh runs this script. From anywhere:
+# tests/gpu/run.sh: the checks of the cuda backend on a machine with a GPU,
+# in one go, fitted to one short run (default budget 420 s, build included).
+# CI has no GPU: it only builds the backend and runs its host tests.
+# scripts/gpu-check.sh runs this script. From the repository root:
 #
-#   bash tests/gpu/run.sh                     # about 4-7 minutes on an H200
-#   SB_EQUIV_RANDOM=8 bash tests/gpu/run.sh   # the full equivalence draw
+#   bash tests/gpu/run.sh [OUTDIR]        # OUTDIR: default $OUT when set, else build-gpu/
+#   SB_GPU_BUDGET=900 SB_EQUIV_RANDOM=8 bash tests/gpu/run.sh   # a longer, fuller run
 #   SB_EQUIV_NP="1 2" SB_EQUIV_MODELS="alexnet rnnlm" bash tests/gpu/run.sh
 #
-# 0. looks for a GPU (nvidia-smi -L) first: without one it says "no GPU"
-#    and exits 77 within seconds, before building anything;
-# 1. configures Release with SHARDBENCH_CUDA=ON in build-gpu/ and builds
-#    shardbench, the cuda tests, test_equiv and bench/gpu;
-# 2. cuda_host (host logic) and cuda_check: every kernel of the cuda table
-#    against the CPU table, in fp32, then tf32 and bf16 (looser GEMM/conv
-#    tolerances), each followed by GEMM and conv TFLOP/s (--bench);
-# 3. `shardbench run` of AlexNet (batch 16, data parallel, 5 steps) on the
-#    cuda backend, one rank, with the pool/algorithm-cache report (stored in
-#    the results database);
-# 4. the runtime's equivalence suite with --backend cuda in fp32: data
+# 0. GPU and driver first, before building or writing anything: nvidia-smi
+#    gives the GPUs, the driver and the compute mode; no nvidia-smi, no GPU,
+#    or a driver older than the toolkit needs (CUDA 13: R580, CUDA 12: R525)
+#    is one line and exit 77. A compute mode other than Default cannot
+#    host several ranks on one GPU: those steps are skipped with a line.
+# 1. dependencies: where mpirun is missing and build-gpu-deps/debs was
+#    carried (scripts/gpu-deps.sh download), they are unpacked into
+#    build-gpu-deps/prefix and used from there (Open MPI relocated with
+#    OPAL_PREFIX); cuDNN and NCCL come from the toolkit or NVIDIA's Python
+#    wheels (their lib/ folders go on LD_LIBRARY_PATH);
+# 2. configure Release with SHARDBENCH_CUDA=ON in build-gpu/ and build only
+#    shardbench, cuda_host, cuda_check, test_equiv and bench_gpu, -j nproc;
+# 3. cuda_host, then cuda_check (every kernel of the cuda table against the
+#    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
+# 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
+#    report), then bench/gpu (-n 5 -w 2 -r 10) in SB_GPU_BENCH_PREC
+#    (default "fp32 tf32 bf16");
+# 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best and SB_EQUIV_RANDOM random strategies of
-#    every shipped model, 3 SGD steps each, against a one-rank CPU reference
-#    within 1e-3 relative, at P = 1 (NCCL) and, sharing the GPU over the
-#    host-staged MPI path (SHARDBENCH_COMM=mpi), P = 2 and 4. (tf32 and bf16
-#    are held to their looser tolerances kernel by kernel in step 2;
-#    test_equiv holds every non-CPU backend to 1e-3, which only fp32 meets.)
-# 5. bench/gpu (-n 5 -w 2 -r 10, to fit the budget) in each of
-#    SB_GPU_BENCH_PREC (default "fp32 tf32 bf16"):
-#    table vs cuBLAS/cuDNN TFLOP/s, AlexNet batch 128 and Transformer batch
-#    64 step time, executor overhead, TFLOP/s and MFU (bench/README.md).
+#    each model, against a one-rank CPU reference within 1e-3) at P = 1,
+#    then 2, then 4 as the budget allows; P > 1 on fewer GPUs than ranks
+#    goes over the host-staged MPI path (SHARDBENCH_COMM=mpi);
+# 6. report: `shardbench bench --backend cuda` of AlexNet and the
+#    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
+#    `shardbench plot` of that run.
 #
-# Everything printed also goes to the log, $SB_GPU_BUILD/gpu-run.log; the
-# figures of steps 3 and 5 go to the results database $SB_GPU_DB (default
-# $SB_GPU_BUILD/gpu-results.db). The whole run is held to SB_GPU_BUDGET
-# seconds (default 480: 8 minutes): a step that would run past it
-# is stopped and the run fails. Exit status: 0 all passed; 77 no GPU; 1 the
-# first failure (a kernel or a strategy that differs from the CPU, a build
-# error, the budget), named on the last line.
-set -euo pipefail
+# Each step prints its start time and duration. A step whose estimate does
+# not fit in what is left of the budget (keeping the report's share) is
+# skipped with a line; a step stopped by `timeout --kill-after` (exit 124 or
+# 137) is a budget overrun, reported as such, not a code failure. A failed
+# step does not stop the later ones (a failed build does).
+#
+# OUTDIR gets at most 6 files: gpu-run.log (everything printed),
+# gpu-results.db (run, bench/gpu and report figures; SQLite), steps.tsv
+# (step, status, seconds, exit status), report.md (GPU, versions, steps,
+# `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
+# gnuplot scripts and data when gnuplot is missing), and cmake.log.
+# Exit status: 0 no step failed (skips and overruns are listed on the last
+# line); 1 a step failed (named on the last lines); 77 no usable GPU.
+set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
-export PATH=/usr/local/cuda/bin:$PATH
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-export SHARDBENCH_MODELS=$root/models
-build=${SB_GPU_BUILD:-build-gpu}
+cd "$root" || exit 1
+me=tests/gpu/run.sh
+out=${1:-${OUT:-$root/build-gpu}}
+build=${SB_GPU_BUILD:-$root/build-gpu}
 random=${SB_EQUIV_RANDOM:-2}
 nps=${SB_EQUIV_NP:-1 2 4}
-models=${SB_EQUIV_MODELS:-alexnet resnet101 inception3 rnnlm transformer transformer-large}
+models=${SB_EQUIV_MODELS:-alexnet rnnlm transformer resnet101 inception3 transformer-large}
 bench_precs=${SB_GPU_BENCH_PREC:-fp32 tf32 bf16}
-budget=${SB_GPU_BUDGET:-480}
-# No GPU: say so and stop before building or writing anything.
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "tests/gpu/run.sh: no GPU: nvidia-smi is not installed; nothing was built or run" >&2
-    exit 77
-fi
-if ! gpus=$(timeout 15 nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$gpus"; then
-    printf '%s\n' "$gpus" >&2
-    echo "tests/gpu/run.sh: no GPU: nvidia-smi -L lists no GPU; nothing was built or run" >&2
-    exit 77
-fi
+budget=${SB_GPU_BUDGET:-420}
+start=$SECONDS
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 
-mkdir -p "$build"
-log=$build/gpu-run.log
-db=${SB_GPU_DB:-$build/gpu-results.db}
+# ---- 0. GPU and driver, before anything else ---------------------------------
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "$me: no GPU: nvidia-smi is not installed; nothing was built or run" >&2
+    exit 77
+fi
+if ! gpus=$(timeout 20 nvidia-smi --query-gpu=index,name,driver_version,compute_mode,memory.total,pci.bus_id \
+    --format=csv,noheader 2>&1) || ! grep -q ',' <<<"$gpus"; then
+    echo "$me: no GPU: nvidia-smi lists none ($(head -n 1 <<<"$gpus")); nothing was built or run" >&2
+    exit 77
+fi
+ngpu=$(grep -c ',' <<<"$gpus")
+driver=$(head -n 1 <<<"$gpus" | cut -d, -f3 | tr -d ' ')
+cuda_ver=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9]*\)\.\([0-9]*\).*/\1.\2/p')
+need=525
+[ "${cuda_ver%%.*}" = 13 ] && need=580
+need=${SB_GPU_MIN_DRIVER:-$need}
+if ! [[ ${driver%%.*} =~ ^[0-9]+$ ]] || [ "${driver%%.*}" -lt "$need" ]; then
+    echo "$me: driver $driver is too old for CUDA ${cuda_ver:-?} (needs R$need or newer); nothing was built or run" >&2
+    exit 77
+fi
+shared_ok=1
+grep -v -q ', Default, ' <<<"$gpus" && shared_ok=0
+
+mkdir -p "$out" "$build"
+out=$(cd "$out" && pwd)
+log=$out/gpu-run.log
+db=${SB_GPU_DB:-$out/gpu-results.db}
+steps=$out/steps.tsv
 : >"$log"
 exec > >(tee -a "$log") 2>&1
+printf 'step\tstatus\tseconds\texit\n' >"$steps"
 
-start=0 # SECONDS counts from the start of the script
-step() { printf '\n== %s (%d s)\n' "$*" $((SECONDS - start)); }
-fail() {
-    printf 'tests/gpu/run.sh: FAILED: %s (after %d s; log %s)\n' "$*" $((SECONDS - start)) "$log" >&2
-    exit 1
+echo "== $me: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo ?)," \
+    "$(nproc) cores, budget $budget s, output in $out"
+echo "== GPUs (index, name, driver, compute mode, memory, bus):"
+printf '   %s\n' "$gpus"
+echo "== driver $driver, toolkit CUDA ${cuda_ver:-? (no nvcc on PATH)}, needs R$need or newer: ok"
+[ "$shared_ok" = 1 ] ||
+    echo "== compute mode is not Default on every GPU: ranks cannot share a GPU; steps with more ranks than GPUs are skipped"
+
+# ---- steps -------------------------------------------------------------------
+reserve=0 # seconds kept for the report step while the earlier ones run
+nfail=0
+failed=""
+skipped=""
+overran=""
+record() { printf '%s\t%s\t%d\t%s\n' "$1" "$2" "$3" "$4" >>"$steps"; }
+skip() { # NAME WHY
+    printf '\n== SKIPPED %s: %s (at %d s)\n' "$1" "$2" $((SECONDS - start))
+    record "$1" skipped 0 -
+    skipped="$skipped; $1"
 }
-# Runs a command under what is left of the budget; 124 means it ran out.
-timed() {
-    local left=$((budget - (SECONDS - start)))
-    [ "$left" -gt 0 ] || return 124
-    timeout --kill-after=10 "$left" "$@"
+# run_step NAME ESTIMATE CMD...: runs CMD under what is left of the budget
+# (less the reserve), when the estimate fits; records the outcome.
+run_step() {
+    local name=$1 est=$2
+    shift 2
+    local left=$((budget - (SECONDS - start) - reserve))
+    if [ "$left" -lt "$est" ]; then
+        skip "$name" "about $est s needed, $left s left of the budget"
+        return 0
+    fi
+    printf '\n== %s (at %d s; estimate %d s, limit %d s)\n' "$name" $((SECONDS - start)) "$est" "$left"
+    local t0=$SECONDS rc=0
+    if declare -F "$1" >/dev/null; then # a function of this script: in a child bash
+        timeout --kill-after=10 "$left" bash -uo pipefail -c "$(declare -f "$1"); $1" || rc=$?
+    else
+        timeout --kill-after=10 "$left" "$@" || rc=$?
+    fi
+    local dt=$((SECONDS - t0)) st
+    case $rc in
+    0) st=passed ;;
+    124 | 137)
+        st=overrun
+        overran="$overran; $name"
+        printf '== OVERRUN %s: stopped by timeout after %d s (exit %d): past the budget, not a code failure\n' \
+            "$name" "$dt" "$rc"
+        ;;
+    77) st=no-gpu ;;
+    *)
+        st=FAILED
+        nfail=$((nfail + 1))
+        failed="$failed; $name (exit $rc)"
+        ;;
+    esac
+    printf '== %s: %s in %d s (exit %d)\n' "$name" "$st" "$dt" "$rc"
+    record "$name" "$st" "$dt" "$rc"
+    return "$rc"
 }
-# Fails, naming the step, and says when it was the budget that stopped it.
-check() {
+finish() {
     local rc=$1
-    shift
-    [ "$rc" -eq 124 ] && fail "$* (stopped: past the budget of $budget s)"
-    [ "$rc" -eq 77 ] &&
-        fail "$* (exit 77: the cuda backend found no usable GPU although nvidia-smi lists one; driver too old for this CUDA?)"
-    fail "$* (exit $rc)"
+    make_report
+    printf '\n== %s: %d s in all; failed: %s; overrun: %s; skipped: %s\n' "$me" $((SECONDS - start)) \
+        "${failed#; }" "${overran#; }" "${skipped#; }"
+    [ -z "$failed" ] || printf '%s: FAILED:%s\n' "$me" "${failed#;}"
+    [ "$rc" -ne 0 ] || [ -n "$failed" ] || echo "$me: no step failed; log $log, figures in $db"
+    exit "$rc"
 }
 
-step "GPU"
-printf '%s\n' "$gpus"
-command -v mpirun >/dev/null || fail "mpirun not found (bash scripts/deps.sh installs Open MPI)"
+# ---- 1. dependencies -----------------------------------------------------------
+if ! command -v mpirun >/dev/null 2>&1 || [ -n "${SB_GPU_USE_DEBS:-}" ]; then
+    prefix=${SB_GPU_DEPS_PREFIX:-$root/build-gpu-deps/prefix}
+    if [ ! -f "$prefix/env.sh" ]; then
+        if ls build-gpu-deps/debs/*.deb >/dev/null 2>&1; then
+            t0=$SECONDS
+            bash scripts/gpu-deps.sh unpack "$prefix" || { echo "$me: unpacking build-gpu-deps/debs failed"; exit 1; }
+            echo "== dependencies unpacked into $prefix in $((SECONDS - t0)) s"
+        else
+            echo "$me: mpirun not found and no build-gpu-deps/debs carried (bash scripts/gpu-deps.sh download, then carry build-gpu-deps)"
+            exit 1
+        fi
+    fi
+    # shellcheck disable=SC1091
+    . "$prefix/env.sh"
+fi
+for pkg in cudnn nccl; do # NVIDIA's wheels: their libraries load their neighbours by name
+    d=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.$pkg'); print(list(s.submodule_search_locations)[0] if s else '')" 2>/dev/null) || d=""
+    if [ -n "$d" ] && [ -d "$d/lib" ]; then
+        export LD_LIBRARY_PATH=$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        echo "== $pkg from the Python wheel in $d"
+    fi
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export SHARDBENCH_MODELS=$root/models
+echo "== mpirun: $(command -v mpirun) ($(mpirun --version 2>/dev/null | head -n 1))"
 
-step "configure and build (Release, SHARDBENCH_CUDA=ON) in $build/"
-rc=0
-timed cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDBENCH_CUDA=ON \
-    -DSHARDBENCH_TESTS=ON >/dev/null || rc=$?
-[ "$rc" -eq 0 ] || check "$rc" "configure"
-timed cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv \
-    bench_gpu || rc=$?
-[ "$rc" -eq 0 ] || check "$rc" "build"
+# ---- 2. build ------------------------------------------------------------------
+work=$build/report
+export build out db work
+rm -rf "$work"
+mkdir -p "$work/figures"
+make_report() {
+    local id
+    id=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$work/bench.txt" 2>/dev/null | tail -n 1)
+    {
+        echo "# shardbench on a GPU: $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo
+        echo "Commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo ?), driver $driver, CUDA ${cuda_ver:-?}, $(nproc) cores."
+        echo
+        echo '```'
+        printf '%s\n' "$gpus"
+        "$build/shardbench" --version 2>&1
+        echo '```'
+        echo
+        echo "## Steps"
+        echo
+        echo "| step | status | seconds | exit |"
+        echo "|---|---|---|---|"
+        tail -n +2 "$steps" | awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }'
+        echo
+        if [ -n "$id" ]; then
+            echo "## shardbench report --run $id"
+            echo
+            "$build/shardbench" report --run "$id" --db "$db" 2>&1
+        else
+            echo "No bench run to report (the report step did not record one)."
+        fi
+    } >"$out/report.md"
+    if [ -n "$id" ]; then
+        if command -v gnuplot >/dev/null; then
+            "$build/shardbench" plot --run "$id" --db "$db" --out "$work/figures" ||
+                echo "== shardbench plot failed"
+        else
+            echo "no gnuplot on this machine: draw the figures from gpu-results.db with" \
+                "shardbench plot --run $id --db gpu-results.db --out figures" >"$work/figures/README"
+        fi
+    fi
+    cp "$out/report.md" "$work/report.md"
+    touch "$work/bench.txt"
+    tar -czf "$out/gpu-report.tar.gz" -C "$work" report.md figures bench.txt
+    echo "== report: $out/report.md, $out/gpu-report.tar.gz"
+}
+# shellcheck disable=SC2317  # run through run_step
+configure() {
+    # shellcheck disable=SC2086  # SB_DEPS_CMAKE_ARGS are words
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDBENCH_CUDA=ON -DSHARDBENCH_TESTS=ON \
+        -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" ${SB_DEPS_CMAKE_ARGS:-} >"$out/cmake.log" 2>&1 ||
+        { tail -n 40 "$out/cmake.log"; return 1; }
+    grep -E 'cuda backend|ONNX|oneDNN|dnnl' "$out/cmake.log" || true
+}
+run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 60 configure || finish 1
+run_step "build shardbench, cuda tests, test_equiv, bench/gpu (-j$(nproc))" 120 \
+    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu ||
+    finish 1
 "$build/shardbench" --version
 
-step "cuda_host (host logic)"
-timed "$build/tests/cuda_host" || check $? "cuda_host"
-
+# ---- 3. host tests, kernels ------------------------------------------------------
+reserve=${SB_GPU_REPORT_RESERVE:-75}
+run_step "cuda_host (host logic)" 5 "$build/tests/cuda_host"
 for prec in fp32 tf32 bf16; do
-    step "cuda_check, SHARDBENCH_PRECISION=$prec"
-    SHARDBENCH_PRECISION=$prec timed "$build/tests/cuda_check" 20 --bench ||
-        check $? "cuda_check ($prec) (a mismatch names the kernel above)"
+    rc=0
+    run_step "cuda_check $prec (kernels against the CPU, then TFLOP/s)" 25 \
+        env SHARDBENCH_PRECISION="$prec" "$build/tests/cuda_check" 20 --bench || rc=$?
+    if [ "$rc" = 77 ]; then
+        echo "== the cuda backend found no usable GPU although nvidia-smi lists one: later GPU steps are not run"
+        failed="$failed; cuda backend start-up (exit 77)"
+        finish 1
+    fi
 done
 
-step "shardbench run: alexnet batch 16, dp, 5 steps, cuda backend"
-SHARDBENCH_CUDA_REPORT=1 timed mpirun -np 1 "$build/shardbench" run \
-    -m alexnet --set batch=16 --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db" ||
-    check $? "shardbench run on the cuda backend"
-step "shardbench run: transformer (small), best, 2 ranks sharing the GPU, --comm mpi, tf32"
-SHARDBENCH_CUDA_REPORT=1 timed mpirun --oversubscribe -np 2 "$build/shardbench" run \
-    -m transformer --set batch=8 --set seq=32 --set vocab=2000 --set layers=2 --strategy best \
-    --steps 3 --backend cuda --precision tf32 --comm mpi --db "$db" ||
-    check $? "shardbench run of the transformer on 2 ranks, cuda backend"
+# ---- 4. one run, bench/gpu ---------------------------------------------------------
+run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
+    env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
+    --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db"
+for prec in $bench_precs; do
+    run_step "bench/gpu $prec" 45 \
+        env SHARDBENCH_PRECISION="$prec" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
+done
 
+# ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
     [alexnet]="--set batch=4 --set image=67 --set classes=16 --set width_div=16"
     [resnet101]="--set batch=4 --set image=64 --set classes=10 --set width_div=16 --lr 0.0001"
@@ -131,22 +282,34 @@ declare -A sets=(
 )
 for np in $nps; do
     for model in $models; do
-        [ -n "${sets[$model]:-}" ] || fail "SB_EQUIV_MODELS: no test sizes for '$model'"
-        step "equivalence: $model, P=$np, cuda backend, fp32 (SHARDBENCH_COMM=mpi when P > 1)"
+        name="equivalence $model P=$np (fp32)"
+        if [ -z "${sets[$model]:-}" ]; then
+            skip "$name" "no test sizes for '$model' in $me"
+            continue
+        fi
         comm=auto
-        [ "$np" -gt 1 ] && comm=mpi
+        if [ "$np" -gt "$ngpu" ]; then
+            comm=mpi
+            [ "$shared_ok" = 1 ] || { skip "$name" "$np ranks on $ngpu GPU(s) need compute mode Default"; continue; }
+        fi
         # shellcheck disable=SC2086  # the settings are words
-        SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 timed mpirun --oversubscribe -np "$np" \
-            "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" \
-            --backend cuda ||
-            check $? "equivalence of $model at P=$np on the cuda backend"
+        run_step "$name, SHARDBENCH_COMM=$comm" $((8 + 6 * np)) \
+            env SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 mpirun --oversubscribe -np "$np" \
+            "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" --backend cuda
     done
 done
 
-for prec in $bench_precs; do
-    step "bench/gpu, SHARDBENCH_PRECISION=$prec"
-    SHARDBENCH_PRECISION=$prec timed mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db" ||
-        check $? "bench/gpu ($prec)"
-done
-
-step "tests/gpu/run.sh: all passed; log in $log, figures in $db"
+# ---- 6. report ---------------------------------------------------------------------------
+reserve=0
+bench_p=1,2
+[ "$shared_ok" = 1 ] || [ "$ngpu" -ge 2 ] || bench_p=1
+export bench_p
+# shellcheck disable=SC2317  # run through run_step
+bench_report() {
+    "$build/shardbench" bench -m alexnet,transformer -p "$bench_p" --backend cuda --steps 3 --warmup 1 \
+        --top 3 --search-algos pase --timeout 60 --db "$db" \
+        --set alexnet:batch=32 --set transformer:batch=8 --set transformer:seq=32 \
+        --set transformer:vocab=2000 --set transformer:layers=2 | tee "$work/bench.txt"
+}
+run_step "report: shardbench bench --backend cuda (alexnet, transformer; P=$bench_p)" 60 bench_report
+if [ -z "$failed" ]; then finish 0; else finish 1; fi
