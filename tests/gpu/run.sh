@@ -23,8 +23,9 @@
 # 3. cuda_host, then cuda_check (every kernel of the cuda table against the
 #    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
-#    report), then bench/gpu (-n 5 -w 2 -r 10) in SB_GPU_BENCH_PREC
-#    (default "fp32 tf32 bf16");
+#    report), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
+#    SB_GPU_BENCH_PREC (default "fp32 tf32 bf16"); the others run after
+#    the equivalence suite, as time allows;
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -166,8 +167,13 @@ finish() {
 }
 
 # ---- 1. dependencies -----------------------------------------------------------
+command -v nvcc >/dev/null || { echo "$me: nvcc not found (PATH, /usr/local/cuda/bin): cannot build the cuda backend"; exit 1; }
 if ! command -v mpirun >/dev/null 2>&1 || [ -n "${SB_GPU_USE_DEBS:-}" ]; then
     prefix=${SB_GPU_DEPS_PREFIX:-$root/build-gpu-deps/prefix}
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/^glibc //')
+    if [ -n "$glibc" ] && [ "$(printf '%s\n' 2.36 "$glibc" | sort -V | head -n 1)" != 2.36 ]; then
+        echo "== glibc $glibc is older than Debian 12's 2.36: libevent (Open MPI) from build-gpu-deps will not load"
+    fi
     if [ ! -f "$prefix/env.sh" ]; then
         if ls build-gpu-deps/debs/*.deb >/dev/null 2>&1; then
             t0=$SECONDS
@@ -270,10 +276,12 @@ done
 run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
     env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
     --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db"
-for prec in $bench_precs; do
-    run_step "bench/gpu $prec" 45 \
-        env SHARDBENCH_PRECISION="$prec" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
-done
+bench_gpu() { # PRECISION
+    run_step "bench/gpu $1" 45 \
+        env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
+}
+first=${bench_precs%% *}
+[ -z "$first" ] || bench_gpu "$first"
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
@@ -302,6 +310,11 @@ for np in $nps; do
             "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" \
             --flops 0.01 --backend cuda
     done
+done
+
+# the other precisions of bench/gpu, as time allows
+for prec in ${bench_precs#"$first"}; do
+    bench_gpu "$prec"
 done
 
 # ---- 6. report ---------------------------------------------------------------------------
