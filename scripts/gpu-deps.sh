@@ -10,8 +10,8 @@
 #   . PREFIX/env.sh                          # PATH, LD_LIBRARY_PATH, PKG_CONFIG_PATH, OPAL_PREFIX,
 #                                            # CMAKE_PREFIX_PATH, SB_DEPS_CMAKE_ARGS
 #
-# build-gpu-deps/ is ignored by git; carry it to the GPU machine (the run
-# tool's `carry: ["build-gpu-deps"]`). tests/gpu/run.sh unpacks it by
+# build-gpu-deps/ is ignored by git; carry build-gpu-deps/debs to the GPU machine (the run
+# tool's `carry: ["build-gpu-deps/debs"]`). tests/gpu/run.sh unpacks it by
 # itself when it finds build-gpu-deps/debs and no mpirun on the machine.
 # Not carried: libc, libstdc++, libgcc, libgomp, the toolchain (the image's
 # own), oneDNN (the CPU convolutions fall back to im2col), protobuf-c (ONNX

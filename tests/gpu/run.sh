@@ -174,13 +174,14 @@ if ! command -v mpirun >/dev/null 2>&1 || [ -n "${SB_GPU_USE_DEBS:-}" ]; then
     if [ -n "$glibc" ] && [ "$(printf '%s\n' 2.36 "$glibc" | sort -V | head -n 1)" != 2.36 ]; then
         echo "== glibc $glibc is older than Debian 12's 2.36: libevent (Open MPI) from build-gpu-deps will not load"
     fi
-    if [ ! -f "$prefix/env.sh" ]; then
+    # a prefix unpacked elsewhere (another checkout's paths) is unpacked again
+    if ! grep -qx "export SB_DEPS_PREFIX=$prefix" "$prefix/env.sh" 2>/dev/null; then
         if ls build-gpu-deps/debs/*.deb >/dev/null 2>&1; then
             t0=$SECONDS
             bash scripts/gpu-deps.sh unpack "$prefix" || { echo "$me: unpacking build-gpu-deps/debs failed"; exit 1; }
             echo "== dependencies unpacked into $prefix in $((SECONDS - t0)) s"
         else
-            echo "$me: mpirun not found and no build-gpu-deps/debs carried (bash scripts/gpu-deps.sh download, then carry build-gpu-deps)"
+            echo "$me: mpirun not found and no build-gpu-deps/debs carried (bash scripts/gpu-deps.sh download, then carry build-gpu-deps/debs)"
             exit 1
         fi
     fi
