@@ -118,14 +118,15 @@ skip() { # NAME WHY
     skipped="$skipped; $1"
 }
 # run_step NAME ESTIMATE CMD...: runs CMD under what is left of the budget
-# (less the reserve), when the estimate fits; records the outcome.
+# (less the reserve), when the estimate fits (else 75: skipped); records
+# the outcome and returns CMD's exit status.
 run_step() {
     local name=$1 est=$2
     shift 2
     local left=$((budget - (SECONDS - start) - reserve))
-    if [ "$left" -lt "$est" ]; then
+    if [ "$left" -le 0 ] || [ "$left" -lt "$est" ]; then
         skip "$name" "about $est s needed, $left s left of the budget"
-        return 0
+        return 75
     fi
     printf '\n== %s (at %d s; estimate %d s, limit %d s)\n' "$name" $((SECONDS - start)) "$est" "$left"
     local t0=$SECONDS rc=0
@@ -253,10 +254,15 @@ configure() {
         { tail -n 40 "$out/cmake.log"; return 1; }
     grep -E 'cuda backend|ONNX|oneDNN|dnnl' "$out/cmake.log" || true
 }
-run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 60 configure || finish 1
-run_step "build shardbench, cuda tests, test_equiv, bench/gpu (-j$(nproc))" 120 \
-    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu ||
+# estimate 0: run while any budget is left (everything after needs them)
+no_build() { # RC STEP: what was not built stops the run
+    case $1 in 75 | 124 | 137) failed="$failed; $2 (no time left in the budget)" ;; esac
     finish 1
+}
+run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 0 configure || no_build $? configure
+run_step "build shardbench, cuda tests, test_equiv, bench/gpu (-j$(nproc))" 0 \
+    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu ||
+    no_build $? build
 "$build/shardbench" --version
 
 # ---- 3. host tests, kernels ------------------------------------------------------
