@@ -396,223 +396,273 @@ static int record_run(const run_args *a, const sb_problem *pb, const int *choice
     return err.code;
 }
 
-int cmd_run(int argc, char **argv)
-{
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm comm = MPI_COMM_WORLD;
+/* What one `run` holds from start-up to exit. */
+typedef struct {
+    MPI_Comm comm;
     int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    sb_error err = {0};
+    int argc;
+    char **argv;
     run_args a;
-    sb_model m = {0};
-    sb_problem pb = {0};
-    int *choice = NULL, status = 0, have_model = 0, have_pb = 0;
-    sb_executor *ex = NULL;
-    sb_data_source *data = NULL;
-    const char *kind = "file";
-    int rc = parse_run_args(argc, argv, &a, &err);
-    if (rc == 1) {
-        if (rank == 0)
-            run_usage(stdout);
-        MPI_Finalize();
-        return 0;
-    }
-    if ((status = agree(comm, rank, rc, &err)))
-        goto done;
-    char opts_text[8192]; /* before any collective that depends on the options */
-    run_options_text(&a, opts_text, sizeof opts_text);
-    if ((status = agree(comm, rank, sb_agree_text(comm, "options", opts_text, &err), &err)))
-        goto done;
-    sb_cpuset cpus; /* before the executor: it takes the kernels' thread count */
-    cli_cpu_setup(comm, a.keep_binding, &cpus);
-    rc = sb_model_load(a.model, a.set, a.nset, &m, &err);
-    have_model = !rc;
+    sb_model m;
+    sb_problem pb;
+    int have_model, have_pb;
+    int *choice;         /* config index per op */
+    const char *kind;    /* "file", "dp" or "pase": how the strategy was chosen */
+    const sb_backend *be;
+    sb_data_source *data;
+    sb_executor *ex;
+    double *losses, *times; /* per step, warm-up included */
+    int total, start, json;
+} run_ctx;
+
+/* The model, its problem on `size` devices and the strategy's configs, the
+ * same on every rank. Returns an exit status (0: go on). */
+static int choose_strategy(run_ctx *R, sb_error *err)
+{
+    run_args *a = &R->a;
+    int rc = sb_model_load(a->model, a->set, a->nset, &R->m, err);
+    R->have_model = !rc;
     if (!rc) {
         sb_cost_params cp;
         sb_cost_params_default(&cp);
-        rc = sb_problem_build(&m, size, &cp, &pb, &err);
-        have_pb = !rc;
+        rc = sb_problem_build(&R->m, R->size, &cp, &R->pb, err);
+        R->have_pb = !rc;
     }
-    if (!rc && !(choice = calloc((size_t)m.nops, sizeof *choice)))
-        rc = sb_fail(&err, SB_EXIT_INTERNAL, "out of memory");
+    if (!rc && !(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice)))
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (!rc) {
-        if (!strcmp(a.strategy, "dp")) {
-            kind = "dp";
-            rc = sb_strategy_data_parallel(&pb, choice, &err);
-        } else if (!strcmp(a.strategy, "best")) {
-            kind = "pase";
+        if (!strcmp(a->strategy, "dp")) {
+            R->kind = "dp";
+            rc = sb_strategy_data_parallel(&R->pb, R->choice, err);
+        } else if (!strcmp(a->strategy, "best")) {
+            R->kind = "pase";
             sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096};
             sb_result r;
-            rc = rank == 0 ? sb_search(&pb, &so, &r, &err) : 0;
-            if (!rc && rank == 0) {
-                memcpy(choice, r.choice, (size_t)m.nops * sizeof *choice);
+            rc = R->rank == 0 ? sb_search(&R->pb, &so, &r, err) : 0;
+            if (!rc && R->rank == 0) {
+                memcpy(R->choice, r.choice, (size_t)R->m.nops * sizeof *R->choice);
                 sb_result_free(&r);
             }
         } else {
-            rc = sb_strategy_load(a.strategy, &pb, choice, &err);
+            rc = sb_strategy_load(a->strategy, &R->pb, R->choice, err);
         }
     }
-    if ((status = agree(comm, rank, rc, &err)))
-        goto done;
+    int status;
+    if ((status = agree(R->comm, R->rank, rc, err)))
+        return status;
     /* the same model everywhere before its op count sizes a broadcast */
-    if ((status = agree(comm, rank, sb_agree_model(comm, &m, &err), &err)))
-        goto done;
-    if (!strcmp(a.strategy, "best")) /* a file or dp: compared by the executor */
-        MPI_Bcast(choice, m.nops, MPI_INT, 0, comm);
-    const sb_backend *be = sb_backend_get(a.backend, &err);
-    rc = be ? 0 : -1;
-    if ((status = agree(comm, rank, rc, &err)))
-        goto done;
-    sb_exec_opts eo = {.lr = (float)a.lr, .seed = a.seed, .data_seed = a.data_seed,
+    if ((status = agree(R->comm, R->rank, sb_agree_model(R->comm, &R->m, err), err)))
+        return status;
+    if (!strcmp(a->strategy, "best")) /* a file or dp: compared by the executor */
+        MPI_Bcast(R->choice, R->m.nops, MPI_INT, 0, R->comm);
+    return 0;
+}
+
+/* The backend, the data source and the executor of the chosen strategy,
+ * restored from a checkpoint when asked. Returns an exit status. */
+static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
+{
+    run_args *a = &R->a;
+    int status;
+    R->be = sb_backend_get(a->backend, err);
+    if ((status = agree(R->comm, R->rank, R->be ? 0 : -1, err)))
+        return status;
+    sb_exec_opts eo = {.lr = (float)a->lr, .seed = a->seed, .data_seed = a->data_seed,
                        .agree = opts_text};
-    if (a.data) {
-        rc = sb_data_open_records(a.data, &data, &err);
-        if ((status = agree(comm, rank, rc, &err)))
-            goto done;
-        eo.data = data;
+    if (a->data) {
+        int rc = sb_data_open_records(a->data, &R->data, err);
+        if ((status = agree(R->comm, R->rank, rc, err)))
+            return status;
+        eo.data = R->data;
     }
-    {
-        const int *cfg[m.nops]; /* op i's chosen config */
-        for (int i = 0; i < m.nops; i++)
-            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
-        sb_plan_strategy st = {&m, cfg};
-        rc = sb_executor_create(comm, &st, be, &eo, &ex, &err);
-    }
-    if ((status = agree(comm, rank, rc, &err)))
-        goto done;
-    if (a.restore && (status = restore_checkpoint(ex, &a, comm, rank, &err)))
-        goto done;
-    int start = sb_executor_steps_done(ex);
-    int total = a.warmup + a.steps;
-    double *losses = calloc((size_t)total, sizeof *losses), *times = calloc((size_t)total, sizeof *times);
-    if (!losses || !times) {
-        fprintf(stderr, "shardbench: out of memory\n");
-        MPI_Abort(comm, 1);
-    }
-    int json = !strcmp(a.format, "json");
-    int64_t batch = model_param(&m, "batch", 1);
-    if (rank == 0 && !json)
-        printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
-               m.name, size, size == 1 ? "" : "s", be->name, a.precision, a.strategy,
-               sb_strategy_cost(&pb, choice));
-    if (!json)
-        cli_cpu_report(comm, &cpus, stdout);
-    int diverged = -1; /* the step whose loss is not finite, on any rank */
-    for (int s = 0; s < total; s++) {
-        if (s == a.warmup)
-            sb_executor_reset_times(ex);
-        MPI_Barrier(comm);
+    const int *cfg[R->m.nops]; /* op i's chosen config */
+    for (int i = 0; i < R->m.nops; i++)
+        cfg[i] = R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
+    sb_plan_strategy st = {&R->m, cfg};
+    int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
+    if ((status = agree(R->comm, R->rank, rc, err)))
+        return status;
+    if (a->restore && (status = restore_checkpoint(R->ex, a, R->comm, R->rank, err)))
+        return status;
+    return 0;
+}
+
+/* Warm-up and timed steps, checkpoints as asked. Returns an exit status;
+ * *diverged: the first step whose loss is not finite on some rank, or -1. */
+static int train(run_ctx *R, int *diverged, sb_error *err)
+{
+    run_args *a = &R->a;
+    *diverged = -1;
+    for (int s = 0; s < R->total; s++) {
+        if (s == a->warmup)
+            sb_executor_reset_times(R->ex);
+        MPI_Barrier(R->comm);
         double t0 = MPI_Wtime();
-        rc = sb_executor_step(ex, &losses[s], &err);
+        int rc = sb_executor_step(R->ex, &R->losses[s], err);
         if (rc == -2) { /* every rank stopped together (a dataset record) */
-            if (rank == 0)
-                fprintf(stderr, "shardbench: %s\n", err.msg);
-            status = err.code ? err.code : SB_EXIT_INTERNAL;
-            free(losses);
-            free(times);
-            goto done;
+            if (R->rank == 0)
+                fprintf(stderr, "shardbench: %s\n", err->msg);
+            return err->code ? err->code : SB_EXIT_INTERNAL;
         }
         if (rc) {
             /* a failure in the middle of collectives cannot be agreed on safely */
-            fprintf(stderr, "shardbench: rank %d: %s\n", rank, err.msg);
-            MPI_Abort(comm, err.code ? err.code : 1);
+            fprintf(stderr, "shardbench: rank %d: %s\n", R->rank, err->msg);
+            MPI_Abort(R->comm, err->code ? err->code : 1);
         }
         double t = MPI_Wtime() - t0, tmax;
-        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
-        times[s] = tmax;
-        if (rank == 0 && !json) {
-            printf("step %3d  loss %.6f  %.4f s%s\n", start + s, losses[s], tmax, s < a.warmup ? "  (warm-up)" : "");
+        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, R->comm);
+        R->times[s] = tmax;
+        if (R->rank == 0 && !R->json) {
+            printf("step %3d  loss %.6f  %.4f s%s\n", R->start + s, R->losses[s], tmax,
+                   s < a->warmup ? "  (warm-up)" : "");
             fflush(stdout);
         }
-        int bad = !isfinite(losses[s]), anybad = 0;
-        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm);
+        int bad = !isfinite(R->losses[s]), anybad = 0;
+        MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, R->comm);
         if (anybad) {
-            diverged = s;
-            break;
+            *diverged = s;
+            return 0;
         }
-        int last = s == total - 1, done_steps = sb_executor_steps_done(ex);
-        if (a.checkpoint && (a.save_every ? done_steps % a.save_every == 0 : last)
-            && (status = save_checkpoint(ex, &a, comm, rank, &err))) {
-            free(losses);
-            free(times);
-            goto done;
-        }
+        int last = s == R->total - 1, done_steps = sb_executor_steps_done(R->ex), status;
+        if (a->checkpoint && (a->save_every ? done_steps % a->save_every == 0 : last)
+            && (status = save_checkpoint(R->ex, a, R->comm, R->rank, err)))
+            return status;
     }
-    if (diverged >= 0) {
-        /* no summary and no checkpoint of weights that are not numbers */
-        if (rank == 0) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "training diverged: the loss is %s at step %d "
-                     "(--lr %g); stopped", isnan(losses[diverged]) ? "not a number" :
-                     "not finite", start + diverged, a.lr);
-            fprintf(stderr, "shardbench: %s\n", msg);
-            int nt = diverged > a.warmup ? diverged - a.warmup : 0;
-            double *tt = times + a.warmup;
-            if (nt > 0)
-                qsort(tt, (size_t)nt, sizeof *tt, cmp_double);
-            long long peak = (long long)sb_executor_peak_bytes(ex);
-            record_run(&a, &pb, choice, kind, tt, nt, (double)peak, "diverged", msg, argc, argv);
-        }
-        status = SB_EXIT_INTERNAL;
-        free(losses);
-        free(times);
-        goto done;
+    return 0;
+}
+
+/* A run whose loss became non-finite at step `diverged`: no summary and no
+ * checkpoint of weights that are not numbers; recorded as diverged. */
+static int report_diverged(run_ctx *R, int diverged)
+{
+    if (R->rank == 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "training diverged: the loss is %s at step %d "
+                 "(--lr %g); stopped", isnan(R->losses[diverged]) ? "not a number" :
+                 "not finite", R->start + diverged, R->a.lr);
+        fprintf(stderr, "shardbench: %s\n", msg);
+        int nt = diverged > R->a.warmup ? diverged - R->a.warmup : 0;
+        double *tt = R->times + R->a.warmup;
+        if (nt > 0)
+            qsort(tt, (size_t)nt, sizeof *tt, cmp_double);
+        long long peak = (long long)sb_executor_peak_bytes(R->ex);
+        record_run(&R->a, &R->pb, R->choice, R->kind, tt, nt, (double)peak, "diverged", msg,
+                   R->argc, R->argv);
     }
-    /* summary: per-op times (max over ranks), peak memory per rank */
-    int nops = m.nops;
-    const sb_op_time *ot = sb_executor_op_times(ex);
+    return SB_EXIT_INTERNAL;
+}
+
+/* The summary (step times, throughput, peak memory per rank, per-op times
+ * as the maximum over ranks) and the record. Returns rank 0's status of the
+ * record, on every rank. */
+static int summarize(run_ctx *R)
+{
+    run_args *a = &R->a;
+    int nops = R->m.nops, status = 0;
+    const sb_op_time *ot = sb_executor_op_times(R->ex);
     double *mine = calloc((size_t)nops * 2, sizeof *mine), *maxs = calloc((size_t)nops * 2, sizeof *maxs);
+    long long *peaks = calloc((size_t)R->size, sizeof *peaks);
+    if (!mine || !maxs || !peaks) {
+        fprintf(stderr, "shardbench: out of memory\n");
+        MPI_Abort(R->comm, 1);
+    }
     for (int i = 0; i < nops; i++) {
         mine[2 * i] = ot[i].compute_s;
         mine[2 * i + 1] = ot[i].comm_s;
     }
-    MPI_Reduce(mine, maxs, 2 * nops, MPI_DOUBLE, MPI_MAX, 0, comm);
-    long long peak = (long long)sb_executor_peak_bytes(ex);
-    long long *peaks = calloc((size_t)size, sizeof *peaks);
-    MPI_Gather(&peak, 1, MPI_LONG_LONG, peaks, 1, MPI_LONG_LONG, 0, comm);
-    if (rank == 0) {
-        double *tt = times + a.warmup;
-        qsort(tt, (size_t)a.steps, sizeof *tt, cmp_double);
-        double med = tt[a.steps / 2], lo = tt[0], hi = tt[a.steps - 1];
+    MPI_Reduce(mine, maxs, 2 * nops, MPI_DOUBLE, MPI_MAX, 0, R->comm);
+    long long peak = (long long)sb_executor_peak_bytes(R->ex);
+    MPI_Gather(&peak, 1, MPI_LONG_LONG, peaks, 1, MPI_LONG_LONG, 0, R->comm);
+    if (R->rank == 0) {
+        double *tt = R->times + a->warmup;
+        qsort(tt, (size_t)a->steps, sizeof *tt, cmp_double);
+        double med = tt[a->steps / 2], lo = tt[0], hi = tt[a->steps - 1];
+        int64_t batch = model_param(&R->m, "batch", 1);
         long long maxpeak = 0;
-        for (int r = 0; r < size; r++)
+        for (int r = 0; r < R->size; r++)
             if (peaks[r] > maxpeak)
                 maxpeak = peaks[r];
-        if (json) {
-            print_run_json(&m, size, be->name, a.strategy, losses, total, a.warmup, med, lo, hi,
-                           (double)batch / med, peaks, maxs);
+        if (R->json) {
+            print_run_json(&R->m, R->size, R->be->name, a->strategy, R->losses, R->total, a->warmup,
+                           med, lo, hi, (double)batch / med, peaks, maxs);
         } else {
             printf("step time  median %.4f s  min %.4f s  max %.4f s  (%d steps after %d warm-up)\n",
-                   med, lo, hi, a.steps, a.warmup);
+                   med, lo, hi, a->steps, a->warmup);
             printf("throughput %.2f samples/s (batch %lld)\n", (double)batch / med, (long long)batch);
             printf("peak tensor memory per rank:");
-            for (int r = 0; r < size; r++)
+            for (int r = 0; r < R->size; r++)
                 printf(" %.1f MB", (double)peaks[r] / 1e6);
             printf("\n%-40s %-12s %12s %12s\n", "op", "type", "compute s", "comm s");
             for (int i = 0; i < nops; i++)
-                printf("%-40s %-12s %12.6f %12.6f\n", m.ops[i].name, sb_op_kind_name(m.ops[i].kind),
-                       maxs[2 * i], maxs[2 * i + 1]);
+                printf("%-40s %-12s %12.6f %12.6f\n", R->m.ops[i].name,
+                       sb_op_kind_name(R->m.ops[i].kind), maxs[2 * i], maxs[2 * i + 1]);
         }
-        status = record_run(&a, &pb, choice, kind, tt, a.steps, (double)maxpeak, "ok", NULL, argc,
-                            argv);
+        status = record_run(a, &R->pb, R->choice, R->kind, tt, a->steps, (double)maxpeak, "ok", NULL,
+                            R->argc, R->argv);
     }
     /* every rank exits with rank 0's verdict on the record */
-    MPI_Bcast(&status, 1, MPI_INT, 0, comm);
+    MPI_Bcast(&status, 1, MPI_INT, 0, R->comm);
     free(mine);
     free(maxs);
     free(peaks);
-    free(losses);
-    free(times);
+    return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    run_ctx R = {.comm = MPI_COMM_WORLD, .argc = argc, .argv = argv, .kind = "file"};
+    MPI_Comm_rank(R.comm, &R.rank);
+    MPI_Comm_size(R.comm, &R.size);
+    sb_error err = {0};
+    int status = 0;
+    int rc = parse_run_args(argc, argv, &R.a, &err);
+    if (rc == 1) {
+        if (R.rank == 0)
+            run_usage(stdout);
+        MPI_Finalize();
+        return 0;
+    }
+    if ((status = agree(R.comm, R.rank, rc, &err)))
+        goto done;
+    char opts_text[8192]; /* before any collective that depends on the options */
+    run_options_text(&R.a, opts_text, sizeof opts_text);
+    if ((status = agree(R.comm, R.rank, sb_agree_text(R.comm, "options", opts_text, &err), &err)))
+        goto done;
+    sb_cpuset cpus; /* before the executor: it takes the kernels' thread count */
+    cli_cpu_setup(R.comm, R.a.keep_binding, &cpus);
+    if ((status = choose_strategy(&R, &err)) || (status = setup_executor(&R, opts_text, &err)))
+        goto done;
+    R.start = sb_executor_steps_done(R.ex);
+    R.total = R.a.warmup + R.a.steps;
+    R.losses = calloc((size_t)R.total, sizeof *R.losses);
+    R.times = calloc((size_t)R.total, sizeof *R.times);
+    if (!R.losses || !R.times) {
+        fprintf(stderr, "shardbench: out of memory\n");
+        MPI_Abort(R.comm, 1);
+    }
+    R.json = !strcmp(R.a.format, "json");
+    if (R.rank == 0 && !R.json)
+        printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
+               R.m.name, R.size, R.size == 1 ? "" : "s", R.be->name, R.a.precision, R.a.strategy,
+               sb_strategy_cost(&R.pb, R.choice));
+    if (!R.json)
+        cli_cpu_report(R.comm, &cpus, stdout);
+    int diverged;
+    if ((status = train(&R, &diverged, &err)))
+        goto done;
+    status = diverged >= 0 ? report_diverged(&R, diverged) : summarize(&R);
 done:
-    sb_executor_free(ex);
-    sb_data_free(data);
-    free(choice);
-    if (have_pb)
-        sb_problem_free(&pb);
-    if (have_model)
-        sb_model_free(&m);
+    free(R.losses);
+    free(R.times);
+    sb_executor_free(R.ex);
+    sb_data_free(R.data);
+    free(R.choice);
+    if (R.have_pb)
+        sb_problem_free(&R.pb);
+    if (R.have_model)
+        sb_model_free(&R.m);
     MPI_Finalize();
     return status;
 }
