@@ -102,9 +102,144 @@ static int ab_rounds(const sb_nightly_opts *o, int64_t run, int64_t *base, const
     return 0;
 }
 
-int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
+/* The baseline: the given run (checked), or the last good night of this
+ * machine and build options (0 when there is none). Returns 0 or an exit
+ * status. */
+static int find_baseline(const char *db, int64_t run, int64_t *baseline)
 {
     sb_error err = {0};
+    sb_dbq *q = NULL;
+    if (sb_dbq_open(db, 1, 0, &q, &err))
+        return fail(&err);
+    int rc = *baseline ? sb_dbq_check_run(q, *baseline, &err)
+                       : sb_dbq_last_good_nightly(q, run, baseline, &err) < 0;
+    sb_dbq_close(q);
+    return rc ? fail(&err) : 0;
+}
+
+/* The first night: nothing to compare with; a report saying so, and the
+ * verdict stored so that this run is the next night's baseline. */
+static int first_night(const char *db, int64_t run, const char *report)
+{
+    sb_error err = {0};
+    char tmp[PATH_MAX + 32];
+    FILE *f = sb_out_open(report, "report", tmp, sizeof tmp, &err);
+    if (!f)
+        return fail(&err);
+    fprintf(f, "# Nightly regression check\n\nRun %lld: no earlier good night of this "
+               "machine and build options in %s; nothing to compare with. This run is "
+               "the next night's baseline.\n\nno regression\n",
+            (long long)run, db);
+    if (sb_out_commit(f, tmp, report, "report", &err))
+        return fail(&err);
+    printf("nightly: run %lld is the first night (no baseline); report %s\n", (long long)run,
+           report);
+    sb_dbq *q = NULL;
+    int rc = sb_dbq_open(db, 1, 0, &q, &err) || sb_dbq_record_nightly(q, run, 0, 0, 0, &err);
+    sb_dbq_close(q);
+    return rc ? fail(&err) : 0;
+}
+
+/* The first look: r->first_last set to the last measurement of the first
+ * launches, the statistics run quietly, the suspects in *sum. Returns 0 or
+ * an exit status. */
+static int first_look(sb_regress_opts *r, sb_regress_summary *sum)
+{
+    sb_error err = {0};
+    sb_dbq *q = NULL;
+    sb_qmeas *rows = NULL;
+    int nr = 0;
+    if (sb_dbq_open(r->db, 0, 0, &q, &err) || sb_dbq_run_measurements(q, r->candidate, &rows, &nr, &err)) {
+        sb_dbq_close(q);
+        return fail(&err);
+    }
+    for (int i = 0; i < nr; i++)
+        if (rows[i].measurement_id > r->first_last)
+            r->first_last = rows[i].measurement_id;
+    free(rows);
+    sb_dbq_close(q);
+    r->sum = sum;
+    r->figures = NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    r->out = devnull;
+    int rc = sb_regress(r, &err);
+    if (devnull)
+        fclose(devnull);
+    return rc < 0 ? fail(&err) : 0;
+}
+
+/* The suspects measured again, `extra` launches each: with a baseline build
+ * both builds launch for launch, else this build into its own run.
+ * Returns 0 or -1 (said). */
+static int remeasure(const sb_nightly_opts *o, int64_t run, int64_t baseline,
+                     const sb_regress_summary *sum, const char *work, int argc, char **argv)
+{
+    printf("== nightly: %d suspect%s measured again (%d launches each): %s\n", sum->suspects,
+           sum->suspects == 1 ? "" : "s", o->extra, sum->suspect_list);
+    fflush(stdout);
+    if (o->baseline_build) {
+        for (int t = 0; t < o->extra; t++)
+            if (one_round(o, t % 2 ? baseline : run, NULL, t % 2 ? o->baseline_build : NULL,
+                          sum->suspect_list, work, argc, argv) ||
+                one_round(o, t % 2 ? run : baseline, NULL, t % 2 ? NULL : o->baseline_build,
+                          sum->suspect_list, work, argc, argv))
+                return -1;
+        return 0;
+    }
+    sb_bench_opts again = o->bench;
+    again.resume = run;
+    again.again = 1;
+    again.only = sum->suspect_list;
+    again.trials = o->extra;
+    again.survivors = o->bench.survivors ? o->bench.survivors : work;
+    again.workdir = NULL;
+    again.run_id_out = NULL;
+    int arc = sb_bench(&again, argc, argv);
+    if (arc == 130 || arc == 2) {
+        fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
+        return -1;
+    }
+    return 0;
+}
+
+/* The verdict: the report (written whole or not at all) with its figures in
+ * `out`, the verdict stored, the report on stdout. Returns 0 or an exit
+ * status. */
+static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char *report,
+                   sb_regress_summary *sum)
+{
+    sb_error err = {0};
+    char tmp[PATH_MAX + 32];
+    FILE *f = sb_out_open(report, "report", tmp, sizeof tmp, &err);
+    if (!f)
+        return fail(&err);
+    fprintf(f, "# Nightly regression check: run %lld\n\n", (long long)run);
+    r->out = f;
+    r->figures = out;
+    if (sb_regress(r, &err) < 0) {
+        sb_out_abort(f, tmp);
+        return fail(&err);
+    }
+    if (sb_out_commit(f, tmp, report, "report", &err))
+        return fail(&err);
+    sb_dbq *q = NULL;
+    int rc = sb_dbq_open(r->db, 1, 0, &q, &err) ||
+             sb_dbq_record_nightly(q, run, r->baseline, sum->regressions, sum->improvements, &err);
+    sb_dbq_close(q);
+    if (rc)
+        return fail(&err);
+    FILE *rf = fopen(report, "r");
+    if (rf) {
+        char line[4096];
+        while (fgets(line, sizeof line, rf))
+            fputs(line, stdout);
+        fclose(rf);
+    }
+    return 0;
+}
+
+int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
+{
     int64_t run = 0, baseline = o->baseline;
     char work[PATH_MAX], out[PATH_MAX], report[PATH_MAX + 16];
     const char *tmp = getenv("TMPDIR");
@@ -145,40 +280,13 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     snprintf(report, sizeof report, "%s/report.md", out);
 
     /* 2. the baseline: given, or the last good night of this machine */
-    sb_dbq *q = NULL;
-    if (sb_dbq_open(b.db, 1, 0, &q, &err)) {
-        status = fail(&err);
+    if ((status = find_baseline(b.db, run, &baseline)))
         goto out;
-    }
     if (!baseline) {
-        int found = sb_dbq_last_good_nightly(q, run, &baseline, &err);
-        if (found < 0) {
-            sb_dbq_close(q);
-            status = fail(&err);
-            goto out;
-        }
-    } else if (sb_dbq_check_run(q, baseline, &err)) {
-        sb_dbq_close(q);
-        status = fail(&err);
+        status = first_night(b.db, run, report);
         goto out;
     }
-    if (!baseline) {
-        FILE *f = fopen(report, "w");
-        if (f) {
-            fprintf(f, "# Nightly regression check\n\nRun %lld: no earlier good night of this "
-                       "machine and build options in %s; nothing to compare with. This run is "
-                       "the next night's baseline.\n\nno regression\n",
-                    (long long)run, b.db);
-            fclose(f);
-        }
-        printf("nightly: run %lld is the first night (no baseline); report %s\n",
-               (long long)run, report);
-        status = sb_dbq_record_nightly(q, run, 0, 0, 0, &err) ? fail(&err) : 0;
-        sb_dbq_close(q);
-        goto out;
-    }
-    sb_dbq_close(q);
-    q = NULL;
+    status = 2;
     printf("== nightly: run %lld against run %lld\n", (long long)run, (long long)baseline);
 
     /* 3. first look; the suspects measured again */
@@ -190,90 +298,16 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     r.baseline = baseline;
     r.candidate = run;
     r.remeasure = 1;
-    {
-        sb_qmeas *rows = NULL;
-        int nr = 0;
-        if (sb_dbq_open(b.db, 0, 0, &q, &err) || sb_dbq_run_measurements(q, run, &rows, &nr, &err)) {
-            sb_dbq_close(q);
-            status = fail(&err);
-            goto out;
-        }
-        for (int i = 0; i < nr; i++)
-            if (rows[i].measurement_id > r.first_last)
-                r.first_last = rows[i].measurement_id;
-        free(rows);
-        sb_dbq_close(q);
-        q = NULL;
-    }
-    r.sum = &sum;
-    r.figures = NULL;
-    FILE *devnull = fopen("/dev/null", "w");
-    r.out = devnull;
-    int rc = sb_regress(&r, &err);
-    if (devnull)
-        fclose(devnull);
-    if (rc < 0) {
-        status = fail(&err);
+    if ((status = first_look(&r, &sum)))
         goto out;
-    }
+    status = 2;
     int suspects = sum.suspects;
-    if (sum.suspects && o->extra > 0) {
-        printf("== nightly: %d suspect%s measured again (%d launches each): %s\n", sum.suspects,
-               sum.suspects == 1 ? "" : "s", o->extra, sum.suspect_list);
-        fflush(stdout);
-        if (o->baseline_build) { /* both builds again, launch for launch */
-            for (int t = 0; t < o->extra; t++)
-                if (one_round(o, t % 2 ? baseline : run, NULL, t % 2 ? o->baseline_build : NULL,
-                              sum.suspect_list, work, argc, argv) ||
-                    one_round(o, t % 2 ? run : baseline, NULL, t % 2 ? NULL : o->baseline_build,
-                              sum.suspect_list, work, argc, argv))
-                    goto out;
-        } else {
-            sb_bench_opts again = o->bench;
-            again.resume = run;
-            again.again = 1;
-            again.only = sum.suspect_list;
-            again.trials = o->extra;
-            again.survivors = o->bench.survivors ? o->bench.survivors : work;
-            again.workdir = NULL;
-            again.run_id_out = NULL;
-            int arc = sb_bench(&again, argc, argv);
-            if (arc == 130 || arc == 2) {
-                fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
-                goto out;
-            }
-        }
-    }
+    if (sum.suspects && o->extra > 0 && remeasure(o, run, baseline, &sum, work, argc, argv))
+        goto out;
 
     /* 4. the verdict, the report, the figures */
-    FILE *f = fopen(report, "w");
-    if (!f) {
-        fprintf(stderr, "shardbench: %s: cannot write: %s\n", report, strerror(errno));
+    if ((status = verdict(&r, run, out, report, &sum)))
         goto out;
-    }
-    fprintf(f, "# Nightly regression check: run %lld\n\n", (long long)run);
-    r.out = f;
-    r.figures = out;
-    rc = sb_regress(&r, &err);
-    if (fclose(f) || rc < 0) {
-        status = rc < 0 ? fail(&err) : 2;
-        goto out;
-    }
-    if (sb_dbq_open(b.db, 1, 0, &q, &err) ||
-        sb_dbq_record_nightly(q, run, baseline, sum.regressions, sum.improvements, &err)) {
-        sb_dbq_close(q);
-        status = fail(&err);
-        goto out;
-    }
-    sb_dbq_close(q);
-    /* the report on stdout too */
-    FILE *rf = fopen(report, "r");
-    if (rf) {
-        char line[4096];
-        while (fgets(line, sizeof line, rf))
-            fputs(line, stdout);
-        fclose(rf);
-    }
     printf("\nnightly: run %lld against run %lld: %d confirmed regression%s, %d improvement%s, "
            "%d suspect%s measured again; %.0f s; report %s\n",
            (long long)run, (long long)baseline, sum.regressions, sum.regressions == 1 ? "" : "s",
