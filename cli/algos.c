@@ -178,7 +178,10 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case 'B': rc = parse_pos_double(arg, "--bw", &so->cp.gbs, err), so->fb_given = 1; break;
     case 'c': rc = parse_int_opt(arg, "--cutoff", 1, 1 << 30, &so->cp.cutoff, err); break;
     case 'K': so->calibration = arg; break;
-    case 'G': rc = parse_pos_double(arg, "--device-mem", &so->device_gib, err); break;
+    case 'H': so->machine = arg; break;
+    case 'G':
+        rc = parse_pos_double(arg, "--device-mem", &so->device_gib, err), so->mem_given = 1;
+        break;
     case 'o': rc = sb_optimizer_parse(arg, &ao->opt, err); break;
     case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;
     case 't': rc = parse_pos_double(arg, "--time-limit", &ao->mcmc.time_limit, err); break;
@@ -193,6 +196,9 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
 
 int shared_opts_calibrate(shared_opts *so, sb_error *err)
 {
+    if (so->machine)
+        return cli_apply_machine(so->machine, so->fb_given, so->calibration, so->mem_given,
+                                 &so->device_gib, &so->cp, err);
     return cli_apply_calibration(so->calibration, so->fb_given, &so->cp, err);
 }
 

@@ -32,7 +32,7 @@ int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r
  * algorithms' knobs (--budget, --time-limit, --seed, --temperature,
  * --max-table-mb, --max-rule-sets). Each command lists in its own getopt
  * table which of them it takes, with these short codes. */
-#define SHARED_OPT_CODES "mpsFBcKGonteTMR"
+#define SHARED_OPT_CODES "mpsFBcKHGonteTMR"
 typedef struct {
     const char *model;           /* -m */
     int p;                       /* -p (0: not given) */
@@ -41,7 +41,9 @@ typedef struct {
     sb_cost_params cp;
     const char *calibration;     /* --calibration FILE, or NULL */
     int fb_given;                /* --flops or --bw given */
-    double device_gib;           /* --device-mem */
+    const char *machine;         /* --machine NAME|FILE (code 'H'), or NULL */
+    double device_gib;           /* --device-mem (default: the machine's memory) */
+    int mem_given;               /* --device-mem given */
     algo_opts ao;                /* dp, mcmc, opt, max_rule_sets */
 } shared_opts;
 
@@ -50,7 +52,8 @@ void shared_opts_default(shared_opts *so);
  * options and is stored, 0 if it is not one of them, -1 (err) if its value
  * is bad. */
 int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err);
-/* After the options: --calibration applied (cli_apply_calibration). */
+/* After the options: --calibration applied (cli_apply_calibration), or
+ * --machine (cli_apply_machine). */
 int shared_opts_calibrate(shared_opts *so, sb_error *err);
 /* The model loaded with its --set and the problem built at P; on failure
  * nothing is left to free. */
@@ -68,5 +71,11 @@ int parse_seed(const char *s, uint64_t *out, sb_error *err);
  * is an error (path NULL: nothing to do). */
 int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_params *cp,
                           sb_error *err);
+/* --machine NAME|FILE after the options: the machine's cost parameters
+ * (sb_machine_cost_params) replace the reference ones; with --flops, --bw or
+ * --calibration as well it is an error (name NULL: nothing to do). Its
+ * memory goes to *device_gib unless mem_given. */
+int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calibration,
+                      int mem_given, double *device_gib, sb_cost_params *cp, sb_error *err);
 
 #endif

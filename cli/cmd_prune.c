@@ -37,7 +37,8 @@ static void usage(FILE *f)
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
                "      --budget N, --time-limit S, --seed N   mcmc (as search)\n"
                "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n"
-               "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n");
+               "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
+               "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n");
 }
 
 static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, const int *choice,
@@ -151,7 +152,7 @@ int cmd_prune(int argc, char **argv)
         {"seed", required_argument, 0, 'e'},     {"flops", required_argument, 0, 'F'},
         {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},
         {"max-table-mb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
-        {"calibration", required_argument, 0, 'K'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};

@@ -12,6 +12,7 @@
 #include "algos.h"
 #include "cli.h"
 #include "shardbench/candidates.h"
+#include "shardbench/machine.h"
 #include "shardbench/memory.h"
 #include "shardbench/results.h"
 
@@ -106,6 +107,27 @@ int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_param
         return sb_fail(err, SB_EXIT_INPUT,
                        "--calibration %s sets F and B: give it or --flops/--bw, not both", path);
     return sb_calibration_load(path, cp, err);
+}
+
+int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calibration,
+                      int mem_given, double *device_gib, sb_cost_params *cp, sb_error *err)
+{
+    if (!name)
+        return 0;
+    if (flops_or_bw_given)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--machine %s sets F and B: give it or --flops/--bw, not both", name);
+    if (calibration)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--machine %s sets the cost model: give it or --calibration %s, not both",
+                       name, calibration);
+    sb_machine mc;
+    if (sb_machine_load(name, &mc, err))
+        return -1;
+    sb_machine_cost_params(&mc, cp);
+    if (!mem_given && device_gib)
+        *device_gib = mc.mem_gib;
+    return 0;
 }
 
 int parse_seed(const char *s, uint64_t *out, sb_error *err)
@@ -290,6 +312,9 @@ static void search_usage(FILE *f)
             "      --bw B             link GB/s (default 16)\n"
             "      --calibration FILE the calibrated cost model: F, B, word size, elementwise\n"
             "                         cost and latency measured by `shardbench calibrate`\n"
+            "      --machine NAME|FILE  a machine file (h200-sxm, h100-sxm, a100-sxm-80g, or a\n"
+            "                         path): fp32 peak, intra- and inter-node links, and the\n"
+            "                         default --device-mem (docs/machines.md)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
             "      --max-table-mb MB  DP table memory limit (default 4096)\n"
             "  -h, --help\n",
@@ -308,7 +333,7 @@ int cmd_search(int argc, char **argv)
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
         {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
-        {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};

@@ -30,6 +30,7 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
     out->m = m;
     out->p = p;
     out->cp = *cp;
+    out->cp.devices = p;
     if (p < 1 || p > 65536)
         return sb_fail(err, SB_EXIT_INPUT, "device count p=%d out of range (1..65536)", p);
     if (!(cp->tflops > 0) || !(cp->gbs > 0))

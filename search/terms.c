@@ -9,35 +9,49 @@
 #include <math.h>
 #include <string.h>
 
-/* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
-static double flops_per_word(const sb_cost_params *cp)
+/* The link a collective over q devices (or an exchange, q = 0: the
+ * problem's p) uses: the inter-node one when a machine file gave two and
+ * the group does not fit one node (docs/machines.md), else the only one. */
+static int inter_node(const sb_cost_params *cp, double q)
 {
-    return (cp->tflops * 1000.0) / (cp->gbs / cp->word_bytes);
+    if (cp->node_devices <= 0)
+        return 0;
+    if (q <= 0)
+        q = cp->devices;
+    return q > cp->node_devices;
+}
+
+/* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
+static double flops_per_word(const sb_cost_params *cp, double gbs)
+{
+    return (cp->tflops * 1000.0) / (gbs / cp->word_bytes);
 }
 
 double sb_words_to_flops(const sb_cost_params *cp, double words)
 {
-    return flops_per_word(cp) * words;
+    return flops_per_word(cp, cp->gbs) * words;
 }
 
 /* FLOP that `steps` message latencies cost (0 in the reference model). */
-static double latency_flops(const sb_cost_params *cp, double steps)
+static double latency_flops(const sb_cost_params *cp, double lat_us, double steps)
 {
-    return cp->latency_us > 0 ? steps * cp->latency_us * cp->tflops * 1e6 : 0.0;
+    return lat_us > 0 ? steps * lat_us * cp->tflops * 1e6 : 0.0;
 }
 
 double sb_exchange_cost(const sb_cost_params *cp, double words)
 {
-    double c = sb_words_to_flops(cp, words);
-    return words > 0 ? c + latency_flops(cp, 1.0) : c;
+    int x = inter_node(cp, 0);
+    double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * words;
+    return words > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, 1.0) : c;
 }
 
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
 {
+    int x = inter_node(cp, q);
     double chunks = words / q;
     double steps = 2.0 * (q - 1.0);
-    double c = sb_words_to_flops(cp, chunks * steps);
-    return steps > 0 ? c + latency_flops(cp, steps) : c;
+    double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * (chunks * steps);
+    return steps > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, steps) : c;
 }
 
 /* ---- GEMMs and extents ------------------------------------------------------ */

@@ -30,6 +30,16 @@ typedef struct {
     double conv_ratio; /* a convolution's multiply-add in GEMM multiply-adds
                           (its kernels are not a plain GEMM; reference 1) */
     char calibration[256]; /* the calibration file these came from, or "" */
+    /* Two links (a machine file, --machine; docs/machines.md): a collective
+     * over q devices uses gbs and latency_us while q <= node_devices, else
+     * gbs_inter and latency_inter_us; an exchange uses the inter-node link
+     * when the problem's p exceeds node_devices. node_devices 0 (the
+     * default): one link, gbs and latency_us, everywhere. */
+    int node_devices;        /* devices per node, or 0 */
+    int devices;             /* the problem's p (set by sb_problem_build) */
+    double gbs_inter;        /* inter-node bandwidth per device, GB/s */
+    double latency_inter_us; /* inter-node latency per message step, us */
+    char machine[256];       /* the machine file these came from, or "" */
 } sb_cost_params;
 
 void sb_cost_params_default(sb_cost_params *cp);

@@ -1,0 +1,184 @@
+/* machine.c: machine description files (shardbench/machine.h,
+ * docs/machines.md). Text, one `key value` per line, `#` starts a comment.
+ * Every key but the efficiency factors (default 1) is required once; an
+ * unknown or repeated key, a value that is not a number or lies outside its
+ * key's range is an error naming the file, line, key and value. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shardbench/machine.h"
+
+#ifndef SB_MACHINES_BUILD_DIR
+#define SB_MACHINES_BUILD_DIR ""
+#endif
+#ifndef SB_MACHINES_INSTALL_DIR
+#define SB_MACHINES_INSTALL_DIR ""
+#endif
+
+const char *const sb_shipped_machines[] = {"h200-sxm", "h100-sxm", "a100-sxm-80g", NULL};
+
+typedef struct {
+    const char *key;
+    size_t off;
+    int is_int, optional;
+    double lo, hi;
+    const char *unit;
+} mkey;
+
+#define D(f) offsetof(sb_machine, f)
+static const mkey keys[] = {
+    {"devices_per_node", D(devices_per_node), 1, 0, 1, 1024, "devices"},
+    {"nodes", D(nodes), 1, 0, 1, 65536, "nodes"},
+    {"tflops_fp32", D(tflops_fp32), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
+    {"tflops_tf32", D(tflops_tf32), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
+    {"tflops_bf16", D(tflops_bf16), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
+    {"mem_gib", D(mem_gib), 0, 0, 1e-3, 1e5, "GiB per device"},
+    {"mem_gbs", D(mem_gbs), 0, 0, 1e-3, 1e6, "GB/s per device"},
+    {"intra_gbs", D(intra_gbs), 0, 0, 1e-3, 1e5, "GB/s per device"},
+    {"intra_latency_us", D(intra_latency_us), 0, 0, 0, 1e6, "microseconds"},
+    {"inter_gbs", D(inter_gbs), 0, 0, 1e-3, 1e5, "GB/s per device"},
+    {"inter_latency_us", D(inter_latency_us), 0, 0, 0, 1e6, "microseconds"},
+    {"eff_gemm", D(eff_gemm), 0, 1, 1e-3, 1, "of peak"},
+    {"eff_conv", D(eff_conv), 0, 1, 1e-3, 1, "of peak"},
+    {"eff_elementwise", D(eff_elementwise), 0, 1, 1e-3, 1, "of peak"},
+};
+#undef D
+enum { NKEYS = sizeof keys / sizeof keys[0] };
+
+static const char key_list[] = "devices_per_node, nodes, tflops_fp32, tflops_tf32, tflops_bf16, "
+                               "mem_gib, mem_gbs, intra_gbs, intra_latency_us, inter_gbs, "
+                               "inter_latency_us, eff_gemm, eff_conv, eff_elementwise";
+
+int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_error *err)
+{
+    sb_machine m;
+    memset(&m, 0, sizeof m);
+    m.eff_gemm = m.eff_conv = m.eff_elementwise = 1.0;
+    int seen[NKEYS] = {0}, line = 0;
+    const char *p = text;
+    while (*p) {
+        line++;
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len >= 1024)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: line too long", path, line);
+        char buf[1024];
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        p = nl ? nl + 1 : p + len;
+        char *hash = strchr(buf, '#');
+        if (hash)
+            *hash = '\0';
+        char key[64], val[256], extra[8];
+        int n = sscanf(buf, "%63s %255s %7s", key, val, extra);
+        if (n <= 0)
+            continue;
+        if (n != 2)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'key value', got '%.60s'", path,
+                           line, buf);
+        int k = 0;
+        while (k < NKEYS && strcmp(keys[k].key, key))
+            k++;
+        if (k == NKEYS)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: unknown key '%s' (%s)", path, line, key,
+                           key_list);
+        if (seen[k])
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' given twice (first on line %d)", path,
+                           line, key, seen[k]);
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (*end || end == val || errno || !isfinite(v))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a number", path, line, key,
+                           val);
+        if (keys[k].is_int && v != floor(v))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a whole number", path, line,
+                           key, val);
+        if (v < keys[k].lo || v > keys[k].hi)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s %s is out of range: %g..%g %s", path,
+                           line, key, val, keys[k].lo, keys[k].hi, keys[k].unit);
+        if (keys[k].is_int)
+            *(int *)((char *)&m + keys[k].off) = (int)v;
+        else
+            *(double *)((char *)&m + keys[k].off) = v;
+        seen[k] = line;
+    }
+    for (int k = 0; k < NKEYS; k++)
+        if (!seen[k] && !keys[k].optional)
+            return sb_fail(err, SB_EXIT_INPUT, "%s: no '%s' line (a machine file has %s)", path,
+                           keys[k].key, key_list);
+    if ((double)m.devices_per_node * m.nodes > 65536)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: devices_per_node %d times nodes %d is over 65536",
+                       path, m.devices_per_node, m.nodes);
+    snprintf(m.path, sizeof m.path, "%s", path);
+    *mc = m;
+    return 0;
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int sb_machine_load(const char *name, sb_machine *mc, sb_error *err)
+{
+    char path[1024];
+    int found = 0;
+    if (strchr(name, '/') || is_file(name)) {
+        snprintf(path, sizeof path, "%s", name);
+        found = 1;
+    } else {
+        const char *dirs[3] = {getenv("SHARDBENCH_MACHINES"), SB_MACHINES_BUILD_DIR,
+                               SB_MACHINES_INSTALL_DIR};
+        for (int i = 0; i < 3 && !found; i++) {
+            if (!dirs[i] || !dirs[i][0])
+                continue;
+            snprintf(path, sizeof path, "%s/%s.machine", dirs[i], name);
+            found = is_file(path);
+        }
+    }
+    if (!found) {
+        char list[256] = "";
+        for (int i = 0; sb_shipped_machines[i]; i++) {
+            strcat(list, i ? ", " : "");
+            strcat(list, sb_shipped_machines[i]);
+        }
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "unknown machine '%s': not a file, and not a shipped machine (%s)", name,
+                       list);
+    }
+    char *text;
+    size_t len;
+    if (sb_read_file(path, "machine file", 1 << 20, &text, &len, err))
+        return -1;
+    if (strlen(text) != len) {
+        free(text);
+        return sb_fail(err, SB_EXIT_INPUT, "%s: machine file holds a NUL byte", path);
+    }
+    int rc = sb_machine_parse(text, path, mc, err);
+    free(text);
+    return rc;
+}
+
+void sb_machine_cost_params(const sb_machine *mc, sb_cost_params *cp)
+{
+    int cutoff = cp->cutoff;
+    sb_cost_params_default(cp);
+    cp->cutoff = cutoff;
+    cp->tflops = mc->tflops_fp32 * mc->eff_gemm;
+    cp->word_bytes = 4.0; /* fp32 */
+    cp->elem_ratio = mc->eff_gemm / mc->eff_elementwise;
+    cp->conv_ratio = mc->eff_gemm / mc->eff_conv;
+    cp->gbs = mc->intra_gbs;
+    cp->latency_us = mc->intra_latency_us;
+    cp->node_devices = mc->devices_per_node;
+    cp->gbs_inter = mc->inter_gbs;
+    cp->latency_inter_us = mc->inter_latency_us;
+    snprintf(cp->machine, sizeof cp->machine, "%s", mc->path);
+}
