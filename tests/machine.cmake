@@ -1,0 +1,12 @@
+# Machine files (docs/machines.md):
+# - test_machine: the parser (a good file, every error class naming
+#   file:line, the key and the value), the shipped files, one all-reduce
+#   term computed by hand, p <= devices_per_node using the intra-node link;
+# - machine_cli: --machine on search (a finite total at p = 64 different
+#   from the reference), refusals of --flops, --bw, --calibration with it.
+sb_unit_test(test_machine test_machine.c)
+add_test(NAME machine_cli
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/machine_cli.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(machine_cli PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tests/machine_cli.sh: --machine on the command line: search of the
+# Transformer at p = 64 on h200-sxm gives a finite total different from the
+# reference model's; --flops, --bw or --calibration with --machine, an
+# unknown machine and a bad file are refused (exit 2) with a message.
+#
+#   tests/machine_cli.sh SHARDBENCH SOURCE_DIR
+set -uo pipefail
+
+SB=${1:?usage: machine_cli.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: machine_cli.sh SHARDBENCH SOURCE_DIR}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/machine_cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+check() { # check NAME CONDITION-COMMAND...
+    local name=$1
+    shift
+    if "$@"; then echo "ok   $name"; else fails=$((fails + 1)); echo "FAIL $name"; fi
+}
+total() { sed -n 's/^total cost \([^ ]*\) FLOP.*/\1/p' "$1"; }
+
+"$SB" search -m transformer -p 64 --db none --machine h200-sxm > "$TMP/h200" 2> "$TMP/h200.err"
+check "search --machine h200-sxm exits 0" test $? -eq 0
+"$SB" search -m transformer -p 64 --db none > "$TMP/ref" 2> "$TMP/ref.err"
+h=$(total "$TMP/h200")
+r=$(total "$TMP/ref")
+echo "h200 total $h, reference total $r"
+check "h200 total is a finite number" awk -v x="$h" 'BEGIN { exit !(x + 0 > 0 && x !~ /nan|inf/) }'
+check "h200 total differs from the reference" test "$h" != "$r"
+check "reference total is the paper's" test "$r" = 521017024512.00
+
+"$SB" search -m transformer -p 8 --db none --machine "$SRC/machines/a100-sxm-80g.machine" \
+    > /dev/null 2>&1
+check "--machine FILE path" test $? -eq 0
+
+refused() { # refused NAME WANT ARGS...
+    local name=$1 want=$2
+    shift 2
+    "$SB" "$@" > "$TMP/out" 2> "$TMP/err"
+    local rc=$?
+    check "$name: exit 2" test $rc -eq 2
+    check "$name: says '$want'" grep -qF -- "$want" "$TMP/err"
+}
+for cmd in search candidates prune; do
+    refused "$cmd --flops --machine" "give it or --flops/--bw, not both" \
+        $cmd -m alexnet -p 4 --machine h200-sxm --flops 5
+done
+"$SB" candidates -m alexnet -p 16 --top 3 --machine h200-sxm > "$TMP/cand" 2>&1
+check "candidates --machine exits 0" test $? -eq 0
+refused "search --bw --machine" "give it or --flops/--bw, not both" \
+    search -m alexnet -p 4 --db none --bw 5 --machine h200-sxm
+refused "search --calibration --machine" "or --calibration" \
+    search -m alexnet -p 4 --db none --machine h200-sxm --calibration "$SRC/tests/data/calibration/ok.txt"
+refused "unknown machine" "unknown machine 'tpu-v9'" search -m alexnet -p 4 --db none --machine tpu-v9
+printf 'devices_per_node 8\nnodes 0\n' > "$TMP/bad.machine"
+refused "bad machine file" "bad.machine:2: nodes 0 is out of range" \
+    search -m alexnet -p 4 --db none --machine "$TMP/bad.machine"
+
+echo "$fails failed"
+test "$fails" -eq 0
