@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "shardbench/machine.h"
 #include "shardbench/plots.h"
 #include "shardbench/results.h"
 
@@ -34,6 +35,8 @@ static void bench_usage(FILE *f)
             "      --within X         prune: keep strategies within X times the best (default 2)\n"
             "      --calibration FILE predict (and prune) with the calibrated cost model of\n"
             "                         `shardbench calibrate` instead of the reference one\n"
+            "      --machine NAME|FILE predict (and prune) with a machine file's cost model\n"
+            "                         (docs/machines.md); not with --calibration\n"
             "      --top K            prune: keep at most K (default 8)\n"
             "      --survivors DIR    use DIR/MODEL-pP/index.tsv instead of running prune\n"
             "      --workdir DIR      where prune writes survivors (default: a temporary\n"
@@ -77,7 +80,7 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         {"db", required_argument, 0, 'd'},       {"resume", required_argument, 0, 'r'},
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
-        {"trials", required_argument, 0, 'T'},
+        {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
@@ -157,6 +160,13 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
             a->calibration = optarg;
             break;
         }
+        case 'H': {
+            sb_machine mc;
+            if (sb_machine_load(optarg, &mc, err)) /* fail now, not per model */
+                return -1;
+            a->machine = optarg;
+            break;
+        }
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "bench: unknown or incomplete option '%s'",
@@ -165,6 +175,9 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
     }
     if (optind < argc)
         return sb_fail(err, SB_EXIT_INPUT, "bench: unexpected argument '%s'", argv[optind]);
+    if (a->machine && a->calibration)
+        return sb_fail(err, SB_EXIT_INPUT, "bench: --machine %s sets the cost model: give it or "
+                       "--calibration %s, not both", a->machine, a->calibration);
     if (!a->models || !a->np)
         return sb_fail(err, SB_EXIT_INPUT, "bench: -m MODELS and -p LIST are required");
     if (!strcmp(a->db, "none"))

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shardbench/machine.h"
 #include "shardbench/plots.h"
 #include "shardbench/search.h"
 #include "shardbench/query.h"
@@ -516,9 +517,16 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
 {
     const bench_args *a = b->a;
     proc_result pr = {0};
-    char *argv[160], pbuf[16], steps[16], warm[16];
+    char *tail[] = {a->runner ? (char *)a->runner : b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
+                    "--steps", NULL, "--warmup", NULL, "--backend", (char *)a->backend,
+                    "--format", "json", "--db", "none"};
+    /* launcher words, -np P, the tail, the --set pairs, NULL */
+    enum { NTAIL = sizeof tail / sizeof tail[0] };
+    char *argv[SB_LAUNCHER_MAX_WORDS + 2 + NTAIL + 2 * BENCH_MAX_SET + 1], pbuf[16], steps[16], warm[16];
     int k = 0;
-    char *subst[64] = {0};
+    char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
+    if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET)
+        return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
     for (int i = 0; i < b->launch.n; i++)
         argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], pb->p))
                                     : b->launch.words[i];
@@ -529,10 +537,9 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
         argv[k++] = "-np";
         argv[k++] = pbuf;
     }
-    char *tail[] = {a->runner ? (char *)a->runner : b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
-                    "--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
-                    "--format", "json", "--db", "none"};
-    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+    tail[7] = steps;
+    tail[9] = warm;
+    for (size_t i = 0; i < NTAIL; i++)
         argv[k++] = tail[i];
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
@@ -675,6 +682,10 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
         argv[k++] = "--calibration";
         argv[k++] = (char *)a->calibration;
     }
+    if (a->machine) {
+        argv[k++] = "--machine";
+        argv[k++] = (char *)a->machine;
+    }
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
     argv[k] = NULL;
@@ -714,7 +725,10 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
     sb_cost_params_default(&cp);
     sb_problem pb;
     sb_error perr = {0};
-    if ((b->a->calibration && sb_calibration_load(b->a->calibration, &cp, &perr))
+    sb_machine mc;
+    if (b->a->machine && !sb_machine_load(b->a->machine, &mc, &perr))
+        sb_machine_cost_params(&mc, &cp);
+    if (perr.code || (b->a->calibration && sb_calibration_load(b->a->calibration, &cp, &perr))
         || sb_problem_build(m, p, &cp, &pb, &perr)) {
         fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
         return 1;
