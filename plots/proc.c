@@ -227,12 +227,19 @@ int sb_launcher_parse(const char *cmd, launcher *l, sb_error *err)
     if (!copy)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-        if (l->n == 63) {
+        if (l->n == SB_LAUNCHER_MAX_WORDS - 1) {
             free(copy);
-            return sb_fail(err, SB_EXIT_INPUT, "--launcher: too many words");
+            sb_launcher_free(l);
+            return sb_fail(err, SB_EXIT_INPUT, "--launcher: too many words (at most %d)",
+                           SB_LAUNCHER_MAX_WORDS - 1);
         }
-        l->words[l->n++] = strdup(w);
+        if (!(l->words[l->n] = strdup(w))) {
+            free(copy);
+            sb_launcher_free(l);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        }
         l->has_p |= strstr(w, "{P}") != NULL;
+        l->n++;
     }
     free(copy);
     if (!l->n)
@@ -244,6 +251,7 @@ void sb_launcher_free(launcher *l)
 {
     for (int i = 0; i < l->n; i++)
         free(l->words[i]);
+    l->n = 0;
 }
 
 /* A word of the launcher with {P} replaced by p (malloc'd). */

@@ -31,8 +31,9 @@ int sb_proc_run(char *const argv[], double timeout, const volatile sig_atomic_t 
 /* One line that says why a child failed, from its stderr. */
 void sb_failure_line(const char *errs, char *out, size_t n);
 
+#define SB_LAUNCHER_MAX_WORDS 64
 typedef struct {
-    char *words[64];
+    char *words[SB_LAUNCHER_MAX_WORDS];
     int n;
     int has_p; /* a word holds {P} */
 } launcher;

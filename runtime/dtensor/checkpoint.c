@@ -295,6 +295,11 @@ static int list_steps(const char *dir, int64_t **steps, int **complete, int *n, 
                 *complete = c2;
             if (!s2 || !c2) {
                 closedir(d);
+                free(*steps);
+                free(*complete);
+                *steps = NULL;
+                *complete = NULL;
+                *n = 0;
                 return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
             }
         }

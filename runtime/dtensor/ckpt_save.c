@@ -302,22 +302,31 @@ static int gather_and_index(MPI_Comm comm, const char *prefix, const sb_ckpt_ten
     MPI_Comm_size(comm, &size);
     int mine = (int)rec->n, *counts = NULL, *displs = NULL, rc = 0;
     unsigned char *all = NULL;
+    /* rank 0's buffers, agreed on before the gathers write into them */
     if (rank == 0) {
         counts = sb_calloc((size_t)size, sizeof *counts, err);
         displs = sb_calloc((size_t)size, sizeof *displs, err);
+        rc = counts && displs ? 0 : -1;
+    }
+    if (sb_agree(comm, rc, err, NULL)) {
+        rc = -1;
+        goto out;
     }
     MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
     size_t total = 0;
-    if (rank == 0 && counts && displs) {
+    if (rank == 0) {
         for (int r = 0; r < size; r++) {
             displs[r] = (int)total;
             total += (size_t)counts[r];
         }
-        all = sb_malloc(total, err);
+        all = sb_malloc(total ? total : 1, err);
+        rc = all ? 0 : -1;
+    }
+    if (sb_agree(comm, rc, err, NULL)) {
+        rc = -1;
+        goto out;
     }
     MPI_Gatherv(rec->p, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm);
-    if (rank == 0)
-        rc = !counts || !displs || !all ? -1 : 0;
     sb_mesh m;
     int sz = size;
     const char *axes[1] = {"ranks"};

@@ -242,7 +242,8 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
     }
     /* a failure of one rank (memory) must not leave the others in the
      * group set-up's collectives */
-    if (sb_agree(comm, rc, err, NULL) || setup_groups(ex, err) || exec_init_params(ex, err)) {
+    if (sb_agree(comm, rc, err, NULL) || setup_groups(ex, err)
+        || sb_agree(comm, exec_init_params(ex, err), err, NULL)) {
         sb_executor_free(ex);
         return -1;
     }

@@ -91,6 +91,7 @@ int exec_declare_params(sb_executor *ex, opx *o, sb_error *err)
 
 int exec_init_params(sb_executor *ex, sb_error *err)
 {
+    /* the gradient groups first, on every rank (collective) ... */
     for (int pi = 0; pi < ex->nparams; pi++) {
         param *pa = &ex->params[pi];
         opx *o = &ex->ops[pa->op];
@@ -105,6 +106,12 @@ int exec_init_params(sb_executor *ex, sb_error *err)
             pa->grad_free = 0;
         if (exec_make_group(ex, o->c, op->ndims, pa->grad_free, &pa->gcomm, err))
             return -1;
+    }
+    /* ... then this rank's shards, with no collective between them: a rank
+     * that runs out of memory here returns, and the caller agrees on it */
+    for (int pi = 0; pi < ex->nparams; pi++) {
+        param *pa = &ex->params[pi];
+        opx *o = &ex->ops[pa->op];
         if (!o->in_grid)
             continue;
         sb_box box;
