@@ -144,10 +144,16 @@ FILE *sb_out_open(const char *path, const char *what, char *tmp, size_t n, sb_er
         tmp[0] = '\0';
         return NULL;
     }
-    /* mkstemp makes the file 0600; a written file gets the usual mode */
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+    /* mkstemp makes the file 0600: a file replaced keeps its mode, a new
+     * one gets the usual mode */
+    struct stat old;
+    if (stat(path, &old) == 0 && S_ISREG(old.st_mode)) {
+        (void)fchmod(fd, old.st_mode & 07777);
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        (void)fchmod(fd, 0666 & ~mask);
+    }
     FILE *f = fdopen(fd, "w");
     if (!f) {
         int e = errno;

@@ -51,7 +51,8 @@ static void mesh_of(const sb_op *op, const int *c, op_mesh *mm)
     }
 }
 
-/* Text sink with a running length (truncates at the end of buf). */
+/* Text that grows as it is written (a mesh of p devices lists 2p ids):
+ * start with {0}, read buf (NULL when nothing was written), free buf. */
 typedef struct {
     char *buf;
     size_t n, used;
@@ -60,14 +61,26 @@ typedef struct {
 static void put(sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(sink *s, const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    if (s->used < s->n) {
-        int k = vsnprintf(s->buf + s->used, s->n - s->used, fmt, ap);
-        if (k > 0)
-            s->used += (size_t)k;
-    }
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    if (k > 0 && s->used + (size_t)k + 1 > s->n) {
+        size_t nn = 2 * (s->used + (size_t)k + 1);
+        char *nb = realloc(s->buf, nn);
+        if (!nb) { /* out of memory: the text stays as it is */
+            va_end(ap2);
+            return;
+        }
+        s->buf = nb;
+        s->n = nn;
+    }
+    if (k > 0) {
+        vsnprintf(s->buf + s->used, s->n - s->used, fmt, ap2);
+        s->used += (size_t)k;
+    }
+    va_end(ap2);
 }
 
 static void dtensor_mesh(sink *s, const op_mesh *mm)
@@ -176,10 +189,10 @@ static void mesh_header(FILE *f, sb_export_format fmt, const op_mesh *mm)
 {
     switch (fmt) {
     case SB_EXPORT_DTENSOR: {
-        char buf[4096];
-        sink s = {buf, sizeof buf, 0};
+        sink s = {0};
         dtensor_mesh(&s, mm);
-        fprintf(f, "  mesh %s\n", buf);
+        fprintf(f, "  mesh %s\n", s.buf ? s.buf : "");
+        free(s.buf);
         break;
     }
     case SB_EXPORT_TORCH:
@@ -232,15 +245,15 @@ static void operand_line(FILE *f, const sb_model *m, const sb_op *op, const sb_o
     const sb_tensor *t = &m->tensors[o->tensor];
     uint32_t axes[SB_MAX_DIMS];
     operand_axes(op, o, t->ndims, mm, axes);
-    char buf[8192];
-    sink s = {buf, sizeof buf, 0};
+    sink s = {0};
     layout_text(&s, fmt, mm, axes, t->ndims);
     if (role == 0 && t->kind == SB_TENSOR_WEIGHT)
         role = 2;
     fprintf(f, "  %-6s %s[", role_word[role], t->name);
     for (int j = 0; j < t->ndims; j++)
         fprintf(f, "%s%s=%lld", j ? "," : "", t->dims[j].name, (long long)t->dims[j].size);
-    fprintf(f, "] %s\n", buf);
+    fprintf(f, "] %s\n", s.buf ? s.buf : "");
+    free(s.buf);
 }
 
 /* One line per distinct layout of the op's own weights (sb_op.weights);
@@ -266,10 +279,10 @@ static void implicit_lines(FILE *f, const sb_op *op, const op_mesh *mm, sb_expor
             else
                 fprintf(f, "%s%lld", j ? "," : "", (long long)wt->size[j]);
         }
-        char buf[8192];
-        sink s = {buf, sizeof buf, 0};
+        sink s = {0};
         layout_text(&s, fmt, mm, axes, wt->ndims);
-        fprintf(f, "] %s\n", buf);
+        fprintf(f, "] %s\n", s.buf ? s.buf : "");
+        free(s.buf);
         w = end;
     }
 }
