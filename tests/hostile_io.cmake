@@ -9,7 +9,7 @@ if(SB_SQLITE3_SHELL)
   add_test(NAME hostile_io
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hostile_io.sh $<TARGET_FILE:shardbench> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(hostile_io PROPERTIES
-    TIMEOUT 120
+    TIMEOUT 300
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 else()
   message(WARNING "sqlite3 (the shell) not found: test hostile_io not registered")
