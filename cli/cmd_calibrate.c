@@ -287,13 +287,15 @@ int cmd_calibrate(int argc, char **argv)
         prc = -1;
     /* the same verdict everywhere (arguments are the same on every rank, the
      * backend may not be) */
-    int bad = prc != 0, anybad = 0;
-    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm);
-    if (anybad) {
-        if (rank == 0 || bad)
-            status = bad ? cli_fail(&err) : SB_EXIT_INPUT;
-        if (!bad && rank == 0)
-            fprintf(stderr, "shardbench: calibrate: another rank failed to start\n");
+    int bad = prc != 0, me = bad ? rank : size, first = size;
+    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first < size) { /* the first rank that failed says why, once */
+        if (rank == first)
+            status = cli_fail(&err);
+        else
+            status = bad && err.code ? err.code : SB_EXIT_INPUT;
+        if (rank == 0 && first != 0)
+            fprintf(stderr, "shardbench: calibrate: rank %d failed to start\n", first);
         MPI_Finalize();
         return status;
     }

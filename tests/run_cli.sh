@@ -203,6 +203,11 @@ rc=$?
 check "prune with a bad calibration file: exit 2 (got $rc)" test "$rc" -eq 2
 check "  ... names file and line" grep -q "badcal.txt:2: gbs 'two'" "$TMP/badcal.err"
 expect_error "calibrate on one rank" 1 "P >= 2" calibrate --out "$TMP/cal1.txt"
+mpi 2 calibrate --no-such-option > /dev/null 2> "$TMP/calopt.err"
+rc=$?
+check "calibrate with a bad option on 2 ranks: refused (got $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+check "  ... said once, not once per rank ($(grep -c "no-such-option" "$TMP/calopt.err"))" \
+    test "$(grep -c "no-such-option" "$TMP/calopt.err")" -eq 1
 
 echo "run_cli: $((checks - fails)) of $checks checks passed"
 [ "$fails" -eq 0 ]
