@@ -83,6 +83,34 @@ static void gp_str(FILE *f, const char *s)
     fputc('\'', f);
 }
 
+/* The gnuplot variables of a figure: "datafile='PATH'; KEY='LIST';
+ * ttl='TITLE'" and then `extra` ("; pmin=4; pmax=64", or ""). malloc'd;
+ * NULL (err set) when out of memory. */
+static char *gp_vars(const char *path, const char *key, const char *list, const char *title,
+                     const char *extra, sb_error *err)
+{
+    char *vars = NULL;
+    size_t vl = 0;
+    FILE *v = open_memstream(&vars, &vl);
+    if (!v) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        return NULL;
+    }
+    fprintf(v, "datafile=");
+    gp_str(v, path);
+    fprintf(v, "; %s=", key);
+    gp_str(v, list);
+    fprintf(v, "; ttl=");
+    gp_str(v, title);
+    fputs(extra, v);
+    if (fclose(v)) {
+        free(vars);
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        return NULL;
+    }
+    return vars;
+}
+
 /* A safe file-name piece: letters, digits, '-', '_', '.'; others become '_'. */
 static void safe_name(const char *s, char *out, size_t n)
 {
@@ -234,19 +262,11 @@ static int plot_speedup(plotter *pl, const sb_qkind *k, int nk, int64_t model_id
     }
     if (fclose(f))
         return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
-    char *vars = NULL, base[256];
-    size_t vl = 0;
-    FILE *v = open_memstream(&vars, &vl);
-    if (!v)
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    fprintf(v, "datafile=");
-    gp_str(v, path);
-    fprintf(v, "; kinds=");
-    gp_str(v, kinds);
-    fprintf(v, "; ttl=");
-    gp_str(v, title);
-    fprintf(v, "; pmin=%d; pmax=%d", pmin, pmax);
-    fclose(v);
+    char base[256], extra[64];
+    snprintf(extra, sizeof extra, "; pmin=%d; pmax=%d", pmin, pmax);
+    char *vars = gp_vars(path, "kinds", kinds, title, extra, err);
+    if (!vars)
+        return -1;
     snprintf(base, sizeof base, "speedup-%s", fname);
     int rc = gnuplot(pl, "speedup.gp", base, vars, err);
     free(vars);
@@ -300,19 +320,8 @@ static int plot_fidelity(plotter *pl, const sb_qmeas *rows, int n, const sb_qfid
     else
         snprintf(title, sizeof title, "%.60s p=%d: Spearman ρ undefined (n = %d), run %lld",
                  fd->model, fd->p, fd->n, (long long)pl->run);
-    size_t vl = 0;
-    FILE *v = open_memstream(&vars, &vl);
-    if (!v) {
-        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    if (!(vars = gp_vars(path, "kinds", kinds, title, "", err)))
         goto out;
-    }
-    fprintf(v, "datafile=");
-    gp_str(v, path);
-    fprintf(v, "; kinds=");
-    gp_str(v, kinds);
-    fprintf(v, "; ttl=");
-    gp_str(v, title);
-    fclose(v);
     char base[256];
     snprintf(base, sizeof base, "fidelity-%s-p%d", fname, fd->p);
     rc = gnuplot(pl, "fidelity.gp", base, vars, err);
@@ -368,21 +377,13 @@ static int plot_search(plotter *pl, int64_t model_id, const char *model, const c
         printf("(search-%s: no searches recorded; skipped)\n", fname);
         return 0;
     }
-    char *vars = NULL, title[256], base[256];
-    size_t vl = 0;
+    char title[256], base[256], extra[64];
     snprintf(title, sizeof title, "%.60s: search time per algorithm, run %lld", model,
              (long long)pl->run);
-    FILE *v = open_memstream(&vars, &vl);
-    if (!v)
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    fprintf(v, "datafile=");
-    gp_str(v, path);
-    fprintf(v, "; algos=");
-    gp_str(v, algos);
-    fprintf(v, "; ttl=");
-    gp_str(v, title);
-    fprintf(v, "; pmin=%d; pmax=%d", pmin, pmax);
-    fclose(v);
+    snprintf(extra, sizeof extra, "; pmin=%d; pmax=%d", pmin, pmax);
+    char *vars = gp_vars(path, "algos", algos, title, extra, err);
+    if (!vars)
+        return -1;
     snprintf(base, sizeof base, "search-%s", fname);
     int rc = gnuplot(pl, "search.gp", base, vars, err);
     free(vars);
@@ -450,20 +451,10 @@ static int plot_trend(plotter *pl, int64_t model_id, const char *model, int p, c
     char title[256], base[256];
     snprintf(title, sizeof title, "%.60s p=%d: best median step time per kind across runs", model,
              p);
-    size_t vl = 0;
-    FILE *v = open_memstream(&vars, &vl);
-    if (!v) {
-        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    char extra[32];
+    snprintf(extra, sizeof extra, "; nruns=%d", nruns);
+    if (!(vars = gp_vars(path, "kinds", kinds, title, extra, err)))
         goto out;
-    }
-    fprintf(v, "datafile=");
-    gp_str(v, path);
-    fprintf(v, "; kinds=");
-    gp_str(v, kinds);
-    fprintf(v, "; ttl=");
-    gp_str(v, title);
-    fprintf(v, "; nruns=%d", nruns);
-    fclose(v);
     snprintf(base, sizeof base, "trend-%s-p%d", fname, p);
     rc = gnuplot(pl, "trend.gp", base, vars, err);
 out:

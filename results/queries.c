@@ -18,16 +18,12 @@ static int exists(sb_dbq *q, const char *sql, const char *doing, sb_error *err,
                   const char *types, ...)
 {
     sqlite3_stmt *st;
-    if (sb_dbq_prepare(q, sql, &st, doing, err))
-        return -1;
     va_list ap;
     va_start(ap, types);
-    int rc = sb_dbq_bindv(st, types, ap);
+    int rc = sb_dbq_queryv(q, sql, &st, doing, err, types, ap);
     va_end(ap);
-    if (rc != SQLITE_OK) {
-        sqlite3_finalize(st);
-        return sb_dbq_fail(q, rc, doing, err);
-    }
+    if (rc)
+        return -1;
     if (sb_dbq_step(q, st, doing, err) < 0)
         return -1;
     int n = sqlite3_column_int(st, 0);
@@ -299,16 +295,12 @@ static int run_ids(sb_dbq *q, const char *sql, const char *doing, int64_t *ids, 
 {
     sqlite3_stmt *st;
     *n = 0;
-    if (sb_dbq_prepare(q, sql, &st, doing, err))
-        return -1;
     va_list ap;
     va_start(ap, types);
-    int rc = sb_dbq_bindv(st, types, ap);
+    int rc = sb_dbq_queryv(q, sql, &st, doing, err, types, ap);
     va_end(ap);
-    if (rc != SQLITE_OK) {
-        sqlite3_finalize(st);
-        return sb_dbq_fail(q, rc, doing, err);
-    }
+    if (rc)
+        return -1;
     int r;
     while ((r = sb_dbq_step(q, st, doing, err)) > 0)
         if (*n < max)

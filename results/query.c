@@ -220,21 +220,28 @@ int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...)
     return rc;
 }
 
-int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
-                 const char *types, ...)
+int sb_dbq_queryv(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
+                  const char *types, va_list ap)
 {
     if (sb_dbq_prepare(q, sql, st, doing, err))
         return -1;
-    va_list ap;
-    va_start(ap, types);
     int rc = sb_dbq_bindv(*st, types, ap);
-    va_end(ap);
     if (rc != SQLITE_OK) {
         sqlite3_finalize(*st);
         *st = NULL;
         return sb_dbq_fail(q, rc, doing, err);
     }
     return 0;
+}
+
+int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
+                 const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    int rc = sb_dbq_queryv(q, sql, st, doing, err, types, ap);
+    va_end(ap);
+    return rc;
 }
 
 const char *sb_dbq_text(sqlite3_stmt *st, int i)

@@ -172,6 +172,8 @@ int sb_dbq_bindv(sqlite3_stmt *st, const char *types, va_list ap);
 /* sb_dbq_prepare, then sb_dbq_bind with the arguments after types. */
 int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
                  const char *types, ...);
+int sb_dbq_queryv(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
+                  const char *types, va_list ap);
 
 /* Whether run_id already holds a measurement of this strategy (model name
  * and params, p, kind, configs JSON) or a search of (model, params, p,
