@@ -200,6 +200,36 @@ int sb_out_commit(FILE *f, const char *tmp, const char *path, const char *what, 
     return 0;
 }
 
+static int is_regular(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int sb_find_shipped(const char *name, const char *ext, const char *const *dirs, int ndirs,
+                    char *out, size_t n)
+{
+    if (strchr(name, '/') || is_regular(name)) {
+        snprintf(out, n, "%s", name);
+        return 1;
+    }
+    for (int i = 0; i < ndirs; i++) {
+        if (!dirs[i] || !dirs[i][0])
+            continue;
+        if (snprintf(out, n, "%s/%s.%s", dirs[i], name, ext) < (int)n && is_regular(out))
+            return 1;
+    }
+    return 0;
+}
+
+void sb_join_names(const char *const *names, char *out, size_t n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; names[i] && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", names[i]);
+}
+
 const char *sb_version(void) { return SB_VERSION; }
 const char *sb_git_commit(void) { return SB_GIT_COMMIT; }
 

@@ -35,40 +35,19 @@ int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
     return 0;
 }
 
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 int sb_model_load(const char *name, const sb_setting *settings, int nsettings, sb_model *out,
                   sb_error *err)
 {
     char path[1024];
-    int found = 0;
-    if (strchr(name, '/') || is_file(name)) {
-        snprintf(path, sizeof path, "%s", name);
-        found = 1;
-    } else {
-        const char *dirs[3] = {getenv("SHARDBENCH_MODELS"), SB_MODELS_BUILD_DIR, SB_MODELS_INSTALL_DIR};
-        for (int i = 0; i < 3 && !found; i++) {
-            if (!dirs[i] || !dirs[i][0])
-                continue;
-            snprintf(path, sizeof path, "%s/%s.model", dirs[i], name);
-            found = is_file(path);
-        }
-        if (!found) {
-            struct stat st;
-            if (stat(name, &st) == 0 && S_ISDIR(st.st_mode))
-                return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a model file", name);
-            char list[256] = "";
-            for (int i = 0; sb_shipped_models[i]; i++) {
-                strcat(list, i ? ", " : "");
-                strcat(list, sb_shipped_models[i]);
-            }
-            return sb_fail(err, SB_EXIT_INPUT,
-                           "unknown model '%s': not a file, and not a shipped model (%s)", name, list);
-        }
+    const char *dirs[3] = {getenv("SHARDBENCH_MODELS"), SB_MODELS_BUILD_DIR, SB_MODELS_INSTALL_DIR};
+    if (!sb_find_shipped(name, "model", dirs, 3, path, sizeof path)) {
+        struct stat st;
+        if (stat(name, &st) == 0 && S_ISDIR(st.st_mode))
+            return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a model file", name);
+        char list[256];
+        sb_join_names(sb_shipped_models, list, sizeof list);
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "unknown model '%s': not a file, and not a shipped model (%s)", name, list);
     }
     if (sb_onnx_is_path(path)) /* ONNX: converted to model text, then parsed */
         return sb_onnx_load(path, NULL, settings, nsettings, out, NULL, err);

@@ -120,35 +120,14 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
     return 0;
 }
 
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 int sb_machine_load(const char *name, sb_machine *mc, sb_error *err)
 {
     char path[1024];
-    int found = 0;
-    if (strchr(name, '/') || is_file(name)) {
-        snprintf(path, sizeof path, "%s", name);
-        found = 1;
-    } else {
-        const char *dirs[3] = {getenv("SHARDBENCH_MACHINES"), SB_MACHINES_BUILD_DIR,
-                               SB_MACHINES_INSTALL_DIR};
-        for (int i = 0; i < 3 && !found; i++) {
-            if (!dirs[i] || !dirs[i][0])
-                continue;
-            snprintf(path, sizeof path, "%s/%s.machine", dirs[i], name);
-            found = is_file(path);
-        }
-    }
-    if (!found) {
-        char list[256] = "";
-        for (int i = 0; sb_shipped_machines[i]; i++) {
-            strcat(list, i ? ", " : "");
-            strcat(list, sb_shipped_machines[i]);
-        }
+    const char *dirs[3] = {getenv("SHARDBENCH_MACHINES"), SB_MACHINES_BUILD_DIR,
+                           SB_MACHINES_INSTALL_DIR};
+    if (!sb_find_shipped(name, "machine", dirs, 3, path, sizeof path)) {
+        char list[256];
+        sb_join_names(sb_shipped_machines, list, sizeof list);
         return sb_fail(err, SB_EXIT_INPUT,
                        "unknown machine '%s': not a file, and not a shipped machine (%s)", name,
                        list);

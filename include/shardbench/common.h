@@ -43,6 +43,15 @@ void *sb_realloc(void *p, size_t n, sb_error *err);
 int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
                  size_t *size, sb_error *err);
 
+/* A shipped data file by name (models, machines): `name` itself when it
+ * holds a '/' or names a regular file, else DIR/NAME.EXT in the first of
+ * the ndirs folders (NULL or "" skipped) that holds it. Returns 1 with the
+ * path in out, or 0. */
+int sb_find_shipped(const char *name, const char *ext, const char *const *dirs, int ndirs,
+                    char *out, size_t n);
+/* "a, b, c" from a NULL-terminated list of names (cut to fit n). */
+void sb_join_names(const char *const *names, char *out, size_t n);
+
 /* Writing a file whole or not at all: sb_out_open creates a temporary file
  * PATH.tmp-XXXXXX in the same folder (its name into tmp[n]) and opens it;
  * sb_out_commit flushes, syncs and closes it, then renames it over path.
