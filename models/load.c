@@ -1,6 +1,6 @@
 /* load.c: a model by shipped name or by path (sb_model_load), and --set
  * settings. ONNX files go to the importer (onnx/load.c); model text is read
- * by sb_models_read_file (file.c) and parsed by sb_model_parse (lang.c). */
+ * by sb_read_file (common.h) and parsed by sb_model_parse (lang.c). */
 #define _GNU_SOURCE
 #include "load.h"
 
@@ -53,7 +53,7 @@ int sb_model_load(const char *name, const sb_setting *settings, int nsettings, s
         return sb_onnx_load(path, NULL, settings, nsettings, out, NULL, err);
     size_t len;
     char *text;
-    if (sb_models_read_file(path, "model file", MAX_MODEL_BYTES, &text, &len, err))
+    if (sb_read_file(path, "model file", MAX_MODEL_BYTES, &text, &len, err))
         return -1;
     int rc = sb_model_parse(text, len, path, settings, nsettings, out, err);
     free(text);

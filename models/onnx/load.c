@@ -23,7 +23,7 @@ int sb_onnx_is_path(const char *path)
 
 int sb_onnx_read_file(const char *path, char **data, size_t *size, sb_error *err)
 {
-    return sb_models_read_file(path, "ONNX file", MAX_ONNX_BYTES, data, size, err);
+    return sb_read_file(path, "ONNX file", MAX_ONNX_BYTES, data, size, err);
 }
 
 int sb_onnx_load(const char *path, const sb_onnx_opts *opts, const sb_setting *settings,
