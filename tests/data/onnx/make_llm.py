@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""tests/data/onnx/make_llm.py: graph-only ONNX exports of today's transformer
+families, for the importer's tests (tests/test_onnx.c).
+
+Run with Debian's python3-torch 1.13, python3-onnx and python3-torchvision
+(apt-get install -y python3-torch python3-onnx python3-torchvision) from the
+repository root:
+
+    /usr/bin/python3 tests/data/onnx/make_llm.py [--outdir DIR]
+
+Every file is graph-only (export_params=False: weights become graph inputs
+without data) and has a static batch of 2 (no dynamic_axes): the importer
+still makes `batch` a param. The .onnx files are committed beside it; CI
+does not need torch. The parameter counts the tests check are printed here.
+
+Files:
+  llama13.onnx, llama17.onnx  a 2-layer Llama-style decoder (opset 13, 17):
+                              RMSNorm as x * rsqrt(mean(x^2) + eps) * w,
+                              rotary embedding with rotate_half
+                              (Slice/Neg/Concat/Mul) and cos/sin tables,
+                              grouped-query attention (4 heads, 2 kv heads,
+                              expand+reshape of the kv heads), a causal mask
+                              (Where on a constant lower triangle), SwiGLU MLP
+  gpt2_13.onnx, gpt2_17.onnx  a 2-layer GPT-2-style decoder:
+                              nn.MultiheadAttention with a causal attn_mask,
+                              LayerNorm, GELU (Erf), learned positions
+  vit13.onnx, vit17.onnx      torchvision vit_b_16 at image_size 32 (4
+                              patches + class token: Concat, Expand)
+"""
+import argparse
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(0)
+
+
+def export(model, args, path, opset, inputs=("x",)):
+    model.eval()
+    torch.onnx.export(model, args, path, opset_version=opset, input_names=list(inputs),
+                      output_names=["y"], export_params=False, do_constant_folding=True)
+    nparams = sum(p.numel() for p in model.parameters())
+    print(f"{path}: {os.path.getsize(path)} bytes, {nparams} parameters")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, embed, heads, kv_heads, seq, theta=10000.0):
+        super().__init__()
+        self.h, self.kvh, self.hd = heads, kv_heads, embed // heads
+        self.q = nn.Linear(embed, heads * self.hd, bias=False)
+        self.k = nn.Linear(embed, kv_heads * self.hd, bias=False)
+        self.v = nn.Linear(embed, kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(heads * self.hd, embed, bias=False)
+        inv = 1.0 / (theta ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        f = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat((f, f), dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+        self.register_buffer("causal", torch.ones(seq, seq, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.h, self.hd).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kvh, self.hd).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kvh, self.hd).transpose(1, 2)
+        cos, sin = self.cos[:s], self.sin[:s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.h // self.kvh
+        k = k[:, :, None].expand(b, self.kvh, rep, s, self.hd).reshape(b, self.h, s, self.hd)
+        v = v[:, :, None].expand(b, self.kvh, rep, s, self.hd).reshape(b, self.h, s, self.hd)
+        a = (q @ k.transpose(2, 3)) / math.sqrt(self.hd)
+        a = torch.where(self.causal[:s, :s], a, torch.tensor(float("-inf")))
+        a = a.softmax(-1)
+        o = (a @ v).transpose(1, 2).reshape(b, s, self.h * self.hd)
+        return self.o(o)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, embed, ff):
+        super().__init__()
+        self.gate = nn.Linear(embed, ff, bias=False)
+        self.up = nn.Linear(embed, ff, bias=False)
+        self.down = nn.Linear(ff, embed, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, embed, heads, kv_heads, ff, seq):
+        super().__init__()
+        self.n1 = RMSNorm(embed)
+        self.attn = LlamaAttention(embed, heads, kv_heads, seq)
+        self.n2 = RMSNorm(embed)
+        self.mlp = LlamaMLP(embed, ff)
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        return x + self.mlp(self.n2(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=128, embed=64, heads=4, kv_heads=2, ff=128, seq=16, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, embed)
+        self.layers = nn.ModuleList([LlamaLayer(embed, heads, kv_heads, ff, seq) for _ in range(layers)])
+        self.norm = RMSNorm(embed)
+        self.out = nn.Linear(embed, vocab, bias=False)
+
+    def forward(self, x):
+        h = self.emb(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.out(self.norm(h))
+
+
+class GPT2Layer(nn.Module):
+    def __init__(self, embed, heads, seq):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(embed)
+        self.attn = nn.MultiheadAttention(embed, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(embed)
+        self.fc = nn.Linear(embed, 4 * embed)
+        self.proj = nn.Linear(4 * embed, embed)
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1), persistent=False)
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
+        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT2(nn.Module):
+    def __init__(self, vocab=128, embed=64, heads=4, seq=16, layers=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, embed)
+        self.wpe = nn.Parameter(torch.zeros(1, seq, embed))
+        self.layers = nn.ModuleList([GPT2Layer(embed, heads, seq) for _ in range(layers)])
+        self.ln = nn.LayerNorm(embed)
+        self.head = nn.Linear(embed, vocab, bias=False)
+
+    def forward(self, x):
+        h = self.wte(x) + self.wpe
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(self.ln(h))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--outdir", default=HERE)
+    a = ap.parse_args()
+    ids = torch.randint(0, 128, (2, 16))
+    for opset in (13, 17):
+        export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}.onnx"), opset)
+        export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}.onnx"), opset)
+    import torchvision
+    for opset in (13, 17):
+        vit = torchvision.models.vit_b_16(image_size=32)
+        export(vit, (torch.randn(2, 3, 32, 32),), os.path.join(a.outdir, f"vit{opset}.onnx"), opset)
+
+
+if __name__ == "__main__":
+    main()
