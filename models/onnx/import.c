@@ -67,7 +67,7 @@ static const ox_op k_ops[] = {
     {"LogSoftmax", ox_node_softmax, OX_ACT, NULL},
     {"ReduceMean", ox_node_reducemean, OX_ACT, ox_match_layernorm},
     /* elementwise.c */
-    {"Add", ox_node_binary, 0, NULL},
+    {"Add", ox_node_binary, 0, ox_match_masked_softmax},
     {"Sub", ox_node_binary, 0, NULL},
     {"Mul", ox_node_binary, 0, ox_match_gelu},
     {"Div", ox_node_binary, 0, ox_match_gelu},
@@ -110,6 +110,11 @@ static const ox_op k_ops[] = {
     {"Reshape", ox_node_reshape, 0, NULL},
     {"Transpose", ox_node_transpose, 0, NULL},
     {"Split", ox_node_split, OX_ACT | OX_NO_Y, NULL},
+    {"Equal", ox_node_equal, 0, NULL},
+    {"Where", ox_node_where, 0, ox_match_masked_softmax},
+    {"Range", ox_node_range, 0, NULL},
+    {"Trilu", ox_node_trilu, 0, NULL},
+    {"Expand", ox_node_expand, 0, NULL},
     /* lstm.c */
     {"LSTM", ox_node_lstm, OX_ACT | OX_NO_Y, NULL},
 };
@@ -215,7 +220,14 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
         int symbolic = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
                        && d->dim_param[0];
         int64_t v = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? d->dim_value : 0;
-        if (symbolic || v <= 0) {
+        if (i == 0 && C->batch_static && v == C->batch_static) {
+            int k = add_sym(C, "batch", v);
+            if (k < 0)
+                return -1;
+            sz[i] = S(1);
+            sz[i].e[k] = 1;
+            role = "batch";
+        } else if (symbolic || v <= 0) {
             const char *dp = symbolic ? d->dim_param : "";
             static const char *const batchy[] = {"batch", "batch_size", "N", "n", "b", "B", "bs", "batchsize", NULL};
             static const char *const seqy[] = {"seq", "seq_len", "sequence", "sequence_length", "T", "S", "len", NULL};
@@ -425,6 +437,35 @@ static int setup_inputs(ctx *C)
             return C->oom ? -1
                           : sb_fail(C->err, SB_EXIT_INPUT, "%s: initializer '%.100s' has bad dims", C->path, tp->name);
     }
+    /* an export without symbolic dims: the leading dim its data inputs
+     * share is still the model's `batch` param (--set batch=N) */
+    int anysym = 0, ndata = 0;
+    int64_t lead = 0;
+    for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        val *x = vi && vi->name ? ox_vfind(C, vi->name) : NULL;
+        if (!x || x->kind != V_NONE || x->prod >= 0 || !x->uses || !vi->type
+            || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type
+            || !vi->type->tensor_type->shape || vi->type->tensor_type->shape->n_dim < 1)
+            continue;
+        const Onnx__TensorShapeProto *sh = vi->type->tensor_type->shape;
+        int vix = (int)(x - C->v), all_weight = 1;
+        for (int k = 0; k < C->ncons[vix]; k++) {
+            const Onnx__NodeProto *n = g->node[C->cons[vix][k]];
+            for (size_t s = 0; s < n->n_input; s++)
+                if (n->input[s] && strcmp(n->input[s], vi->name) == 0 && !weight_slot(n, s))
+                    all_weight = 0;
+        }
+        for (size_t k = 0; k < sh->n_dim; k++)
+            anysym |= !sh->dim[k] || sh->dim[k]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+                      || sh->dim[k]->dim_value <= 0;
+        if (all_weight)
+            continue;
+        int64_t d0 = sh->dim[0] ? sh->dim[0]->dim_value : 0;
+        lead = ndata++ == 0 ? d0 : lead == d0 ? lead : -1;
+    }
+    if (!anysym && ndata && lead > 0)
+        C->batch_static = lead;
     /* params first (reserved names), in input order */
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];
@@ -532,8 +573,10 @@ static int finish_outputs(ctx *C)
 
 static void free_ctx(ctx *C)
 {
-    for (int i = 0; i < C->nv; i++)
+    for (int i = 0; i < C->nv; i++) {
         free(C->v[i].data);
+        free(C->v[i].fdata);
+    }
     free(C->v);
     free(C->hash);
     free(C->t);

@@ -59,7 +59,17 @@ typedef struct {
     const char *why;         /* V_UNAVAIL: why */
     int prod;                /* producing node, or -1 */
     int64_t xpad[2];         /* V_ACT: a Pad's spatial padding, for its Conv/Pool reader */
+    int nf;                  /* V_STATIC: float (or bool) elements read, at most MAX_FCONST */
+    float *fdata;            /* their values (rotary tables, masks), or NULL */
+    int mask;                /* V_STATIC: an (n, n) causal mask (MASK_*), else 0 */
 } val;
+
+#define MAX_FCONST 65536  /* elements of a float or bool constant kept for pattern checks */
+
+/* Causal masks recognised in constants: a keep-mask (true / 1 on and below
+ * the diagonal, false / 0 above) or an additive one (0 on and below, -inf or
+ * a very large negative number above). */
+enum { MASK_NONE = 0, MASK_KEEP = 1, MASK_ADD = 2 };
 
 typedef struct {
     char name[SB_NAME_MAX];
@@ -132,6 +142,13 @@ typedef struct {
     int nunsup;
     sb_onnx_info *info;
     int oom;
+
+    struct {
+        const char *probe;
+        int ok;
+    } probes[16];       /* ox_have's answers */
+    int nprobes;
+    int64_t batch_static; /* a static leading dim made the `batch` param (its value), else 0 */
 } ctx;
 
 /* ---- the node table ----------------------------------------------------------- */
@@ -182,6 +199,11 @@ int ox_node_reshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_transpose(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_split(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_constantofshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_equal(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_where(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_range(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_trilu(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_binary(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_pointwise(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_lstm(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
@@ -281,9 +303,16 @@ void ox_absorb(ctx *C, int ni);
 int ox_binop_with_static(ctx *C, const Onnx__NodeProto *k, const char *a);
 int ox_alias(ctx *C, val *x, val *y);
 
+int ox_set_fconst(ctx *C, val *x, int nd, const sym *shape, int n, const float *data);
+/* 1 when the model language of this build has what `probe` (a one-line op
+ * call on `x[a=4, b=4]`) uses: new op kinds and keywords from other
+ * branches are used only once they parse. */
+int ox_have(ctx *C, const char *probe);
+
 /* norm.c */
 int ox_norm_axis(int64_t a, int nd);
 int ox_match_layernorm(ctx *C, int ni, int *rc);
+int ox_match_masked_softmax(ctx *C, int ni, int *rc);
 int ox_emit_reduce(ctx *C, const Onnx__NodeProto *n, val *x, uint32_t lmask, int keep, val *y);
 
 /* elementwise.c */

@@ -169,8 +169,10 @@ int ox_emit_reduce(ctx *C, const Onnx__NodeProto *n, val *x, uint32_t lmask, int
     return 0;
 }
 
-/* Softmax / LogSoftmax over one logical axis: keeps x's view. */
-static int op_softmax(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
+/* Softmax / LogSoftmax over one logical axis: keeps x's view. With
+ * causal >= 0, the softmax of a causal mask over logical dims (causal,
+ * axis) (the query and the key positions). */
+static int op_softmax(ctx *C, const Onnx__NodeProto *n, val *x, val *y, int causal)
 {
     int64_t ax = ox_attr_i(n, "axis", C->opset >= 13 ? -1 : 1);
     int a = ox_norm_axis(ax, x->nd);
@@ -181,13 +183,75 @@ static int op_softmax(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
     if (x->src[a] < 0)
         return ox_unsupported(C, n, "softmax over a size-1 dim");
     mtensor *T = &C->t[x->t];
+    char cz[SB_NAME_MAX + 16] = "";
+    if (causal >= 0) {
+        if (x->src[causal] < 0)
+            return ox_unsupported(C, n, "causal mask over a size-1 dim");
+        snprintf(cz, sizeof cz, ", causal=%s", T->dn[x->src[causal]]);
+    }
     int t = ox_new_tensor(C, node_label(n), "softmax", T->nd, T->dn, T->sz, C->nl);
-    if (t < 0 || ox_add_line(C, C->t[t].name, "softmax", 0, "%s, axis=%d", C->t[x->t].name, x->src[a]) < 0)
+    if (t < 0 || ox_add_line(C, C->t[t].name, "softmax", 0, "%s, axis=%d%s", C->t[x->t].name, x->src[a], cz) < 0)
         return -1;
     C->l[C->nl - 1].sm_axis = x->src[a];
     C->l[C->nl - 1].in = x->t;
     ox_bind_view(C, y, t, x->nd, x->src);
     return 0;
+}
+
+/* A causal mask applied to attention scores right before a Softmax over
+ * the last axis: Add(scores, additive mask) or Where(keep mask, scores,
+ * -inf). Becomes `softmax(scores, axis=key, causal=query)` (the mask's
+ * rows are the scores' second-last dim, its columns the last). 1 when
+ * matched (emitted, or refused with its reason). */
+int ox_match_masked_softmax(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *n = C->g->node[ni];
+    int where = op_is(n, "Where");
+    if (n->n_input != (where ? 3u : 2u) || !out0(n))
+        return 0;
+    val *in[3] = {ox_in_val(C, n, 0), ox_in_val(C, n, 1), where ? ox_in_val(C, n, 2) : NULL};
+    val *x = NULL, *m = NULL;
+    if (where) {
+        if (!in[0] || !in[1] || !in[2] || in[0]->kind != V_STATIC || in[0]->mask != MASK_KEEP
+            || in[1]->kind != V_ACT || !is_static(in[2]) || !in[2]->has_f || !(in[2]->f < -1e30))
+            return 0;
+        x = in[1];
+        m = in[0];
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (in[k] && in[1 - k] && in[k]->kind == V_ACT && in[1 - k]->kind == V_STATIC
+                && in[1 - k]->mask == MASK_ADD) {
+                x = in[k];
+                m = in[1 - k];
+            }
+        if (!x)
+            return 0;
+    }
+    if (x->nd < 2 || !ox_broadcasts_to(m, x) || !sym_eq(m->shape[m->nd - 1], x->shape[x->nd - 1])
+        || !sym_eq(m->shape[m->nd - 2], x->shape[x->nd - 2]))
+        return 0;
+    int ism = ox_only_consumer(C, out0(n));
+    const Onnx__NodeProto *sm = ism >= 0 ? C->g->node[ism] : NULL;
+    if (!sm || !op_is(sm, "Softmax") || !out0(sm)
+        || ox_norm_axis(ox_attr_i(sm, "axis", C->opset >= 13 ? -1 : 1), x->nd) != x->nd - 1)
+        return 0;
+    ox_absorb(C, ism);
+    val *y = ox_vget(C, out0(sm));
+    if (!y)
+        return *rc = -1, 1;
+    if (!ox_have(C, "y = softmax(x, axis=b, causal=a)")) {
+        ox_unsupported(C, n, "a causal mask before Softmax needs the model op softmax(x, axis=D, causal=D), "
+                       "which this build does not have");
+        y->kind = V_POISON;
+        *rc = 0;
+        return 1;
+    }
+    *rc = op_softmax(C, sm, x, y, x->nd - 2);
+    if (*rc > 0)
+        y->kind = V_POISON, *rc = 0;
+    if (C->info)
+        C->info->nfused++;
+    return 1;
 }
 
 /* ---- node handlers ---------------------------------------------------------- */
@@ -228,7 +292,7 @@ int ox_node_layernorm(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 int ox_node_softmax(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
     (void)x1;
-    return op_softmax(C, n, x, y);
+    return op_softmax(C, n, x, y, -1);
 }
 
 int ox_node_reducemean(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)

@@ -94,6 +94,52 @@ static int emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const 
     return 0;
 }
 
+/* With a static batch made the `batch` param (ctx.batch_static), a
+ * Reshape's shape still holds the number the export saw: an entry that is
+ * a multiple of it becomes batch times the rest, first where x has the
+ * batch at the same position, else at the first entry that makes the
+ * element counts agree. No-op without a static batch. */
+static void symbolic_batch(ctx *C, const val *x, int nd, sym *sz, int infer)
+{
+    int bi = -1;
+    for (int i = 0; i < C->nsym; i++)
+        if (!strcmp(C->symname[i], "batch"))
+            bi = i;
+    int64_t B = C->batch_static;
+    if (!B || bi < 0)
+        return;
+    for (int i = 0; i < nd && i < x->nd; i++) {
+        if (i == infer || x->shape[i].e[bi] == 0 || !sym_is_const(sz[i]) || sz[i].c <= 0)
+            continue;
+        if (ox_sym_val(C, x->shape[i]) == sz[i].c) {
+            sz[i] = x->shape[i];
+            return;
+        }
+        if (sz[i].c % B == 0) {
+            sz[i].c /= B;
+            sz[i].e[bi] = 1;
+            return;
+        }
+    }
+    if (infer >= 0)
+        return;
+    sym tx = S(1), ts = S(1);
+    for (int i = 0; i < x->nd; i++)
+        if (ox_sym_mul(tx, x->shape[i], &tx))
+            return;
+    for (int i = 0; i < nd; i++)
+        if (ox_sym_mul(ts, sz[i], &ts))
+            return;
+    if (sym_eq(tx, ts) || tx.e[bi] != ts.e[bi] + 1)
+        return;
+    for (int i = 0; i < nd; i++)
+        if (sym_is_const(sz[i]) && sz[i].c % B == 0) {
+            sz[i].c /= B;
+            sz[i].e[bi] = 1;
+            return;
+        }
+}
+
 /* The target shape of a Reshape (0 copies, -1 is inferred). */
 static int reshape_target(ctx *C, const Onnx__NodeProto *n, val *x, val *s, int *nd, sym *sz)
 {
@@ -122,6 +168,11 @@ static int reshape_target(ctx *C, const Onnx__NodeProto *n, val *x, val *s, int 
         if (ox_sym_mul(known, d, &known))
             return ox_unsupported(C, n, "shape too large");
     }
+    symbolic_batch(C, x, s->ndata, sz, infer);
+    known = S(1);
+    for (int i = 0; i < s->ndata; i++)
+        if (i != infer && ox_sym_mul(known, sz[i], &known))
+            return ox_unsupported(C, n, "shape too large");
     if (infer >= 0) {
         sym total = S(1);
         for (int j = 0; j < x->nd; j++)
@@ -726,15 +777,204 @@ int ox_node_split(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
     return op_split(C, n, x);
 }
 
+/* ConstantOfShape: integer values fold (shape arithmetic: the ones of
+ * torch's expand), float and bool ones keep their data for masks. */
 int ox_node_constantofshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
     (void)x1;
     if (x->kind != V_CONST || x->nd != 1 || x->ndata > SB_MAX_DIMS)
         return ox_unsupported(C, n, "shape is not a constant");
-    y->kind = V_STATIC;
-    y->nd = x->ndata;
-    memcpy(y->shape, x->data, (size_t)x->ndata * sizeof *x->data);
+    val v;
+    memset(&v, 0, sizeof v);
+    const Onnx__AttributeProto *a = ox_attr(n, "value");
+    if (a && a->t && ox_set_from_tensor(C, &v, a->t, 0))
+        return C->oom ? -1 : ox_unsupported(C, n, "bad value tensor");
+    int64_t cnt = ox_shape_numel(C, x->ndata, x->data);
+    int rc = 0;
+    if (cnt >= 0 && v.kind == V_CONST && v.ndata == 1 && cnt <= MAX_CONST) {
+        sym out[MAX_CONST];
+        for (int64_t i = 0; i < cnt; i++)
+            out[i] = v.data[0];
+        rc = ox_set_const(C, y, x->ndata, x->data, (int)cnt, out);
+    } else if (cnt >= 0 && cnt <= MAX_FCONST && (!a || (v.fdata && v.nf == 1))) {
+        float *f = calloc((size_t)(cnt ? cnt : 1), sizeof *f);
+        if (!f)
+            rc = ox_oom(C);
+        for (int64_t i = 0; f && i < cnt; i++)
+            f[i] = a ? v.fdata[0] : 0.0f;
+        if (f)
+            rc = ox_set_fconst(C, y, x->ndata, x->data, (int)cnt, f);
+        free(f);
+    } else {
+        y->kind = V_STATIC;
+        y->nd = x->ndata;
+        memcpy(y->shape, x->data, (size_t)x->ndata * sizeof *x->data);
+    }
+    free(v.data);
+    free(v.fdata);
+    return rc;
+}
+
+/* Equal of two integer constants (shape checks): 0/1 constants. */
+int ox_node_equal(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    if (!x1 || x->kind != V_CONST || x1->kind != V_CONST)
+        return ox_unsupported(C, n, "compares tensors that are not integer constants (only shape checks fold)");
+    int nn = x->ndata > x1->ndata ? x->ndata : x1->ndata;
+    if ((x->ndata != nn && x->ndata != 1) || (x1->ndata != nn && x1->ndata != 1))
+        return ox_unsupported(C, n, "constants of %d and %d elements", x->ndata, x1->ndata);
+    sym out[MAX_CONST];
+    for (int i = 0; i < nn; i++) {
+        sym p = x->data[x->ndata == 1 ? 0 : i], q = x1->data[x1->ndata == 1 ? 0 : i];
+        if (!sym_eq(p, q) && !(sym_is_const(p) && sym_is_const(q)))
+            return ox_unsupported(C, n, "compares a param with a number (the answer depends on --set)");
+        out[i] = S(sym_eq(p, q));
+    }
+    const val *big = x->ndata >= x1->ndata ? x : x1;
+    return ox_set_const(C, y, big->nd, big->shape, nn, out);
+}
+
+/* Where of integer constants folds; Where(causal mask, scores, -inf) before
+ * a Softmax is the softmax pattern (norm.c); anything else is refused. */
+int ox_node_where(ctx *C, const Onnx__NodeProto *n, val *c, val *a, val *y)
+{
+    val *b = ox_in_val(C, n, 2);
+    if (!a || !b)
+        return ox_unsupported(C, n, "needs three inputs");
+    if (c->kind != V_CONST || a->kind != V_CONST || b->kind != V_CONST)
+        return ox_unsupported(C, n, "selects between tensors that are not integer constants "
+                              "(only shape arithmetic, or a causal mask right before a Softmax)");
+    int nn = c->ndata;
+    const val *in[3] = {c, a, b};
+    for (int k = 0; k < 3; k++) {
+        if (in[k]->ndata > nn)
+            nn = in[k]->ndata;
+    }
+    for (int k = 0; k < 3; k++)
+        if (in[k]->ndata != nn && in[k]->ndata != 1)
+            return ox_unsupported(C, n, "constants of different sizes");
+    sym out[MAX_CONST];
+    for (int i = 0; i < nn; i++) {
+        sym cv = c->data[c->ndata == 1 ? 0 : i];
+        if (!sym_is_const(cv))
+            return ox_unsupported(C, n, "condition is not a number");
+        out[i] = cv.c ? a->data[a->ndata == 1 ? 0 : i] : b->data[b->ndata == 1 ? 0 : i];
+    }
+    const val *big = c->ndata == nn ? c : a->ndata == nn ? a : b;
+    return ox_set_const(C, y, big->nd, big->shape, nn, out);
+}
+
+/* Range of integer constants. */
+int ox_node_range(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    val *d = ox_in_val(C, n, 2);
+    if (!x1 || !d || x->kind != V_CONST || x1->kind != V_CONST || d->kind != V_CONST || x->ndata != 1
+        || x1->ndata != 1 || d->ndata != 1 || !sym_is_const(x->data[0]) || !sym_is_const(x1->data[0])
+        || !sym_is_const(d->data[0]) || d->data[0].c == 0)
+        return ox_unsupported(C, n, "start, limit and delta are not integer constants");
+    int64_t s = x->data[0].c, e = x1->data[0].c, st = d->data[0].c;
+    int64_t cnt = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / -st;
+    if (cnt < 0)
+        cnt = 0;
+    if (cnt > MAX_CONST)
+        return ox_unsupported(C, n, "more than %d elements", MAX_CONST);
+    sym out[MAX_CONST];
+    for (int64_t i = 0; i < cnt; i++)
+        out[i] = S(s + i * st);
+    sym shape = S(cnt);
+    return ox_set_const(C, y, 1, &shape, (int)cnt, out);
+}
+
+/* Trilu of a constant whose data we hold (the causal masks of
+ * torch.triu / tril): the triangle, kept as data. */
+int ox_node_trilu(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
+{
+    if (x->kind != V_STATIC || !x->fdata || x->nd < 2)
+        return ox_unsupported(C, n, "applied to %s (only to constants, for masks)",
+                              x->kind == V_ACT ? "an activation" : "a constant without data");
+    int64_t k = 0;
+    if (x1) {
+        if (x1->kind != V_CONST || x1->ndata != 1 || !sym_is_const(x1->data[0]))
+            return ox_unsupported(C, n, "k is not a constant");
+        k = x1->data[0].c;
+    }
+    int upper = (int)ox_attr_i(n, "upper", 1);
+    int64_t r = x->shape[x->nd - 2].c, c = x->shape[x->nd - 1].c;
+    float *f = malloc((size_t)x->nf * sizeof *f);
+    if (!f)
+        return ox_oom(C);
+    for (int i = 0; i < x->nf; i++) {
+        int64_t col = i % c, row = (i / c) % r;
+        int keep = upper ? col - row >= k : col - row <= k;
+        f[i] = keep ? x->fdata[i] : 0.0f;
+    }
+    int rc = ox_set_fconst(C, y, x->nd, x->shape, x->nf, f);
+    free(f);
+    return rc;
+}
+
+/* y = expand(x, shape=[...]): x's dims keep their names, new and
+ * broadcast ones get names of their size. */
+static int emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y)
+{
+    int in = ox_materialize(C, x, node_label(n));
+    if (in < 0)
+        return -1;
+    char dn[SB_MAX_DIMS][SB_NAME_MAX], shape[1024] = "";
+    for (int i = 0; i < nd; i++) {
+        int xi = i - (nd - x->nd);
+        if (xi >= 0 && sym_eq(C->t[in].sz[xi], sz[i]))
+            snprintf(dn[i], SB_NAME_MAX, "%s", C->t[in].dn[xi]);
+        else
+            ox_gen_name(C, ox_sym_val(C, sz[i]), dn[i]);
+    }
+    ox_uniq_dims(nd, dn);
+    for (int i = 0; i < nd; i++) {
+        char v[128];
+        ox_sym_str(C, sz[i], v, sizeof v);
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%s=%s", i ? ", " : "", dn[i], v);
+    }
+    int t = ox_new_tensor(C, node_label(n), "expand", nd, dn, sz, C->nl);
+    if (t < 0 || ox_add_line(C, C->t[t].name, "expand", 0, "%s, shape=[%s]", C->t[in].name, shape) < 0)
+        return -1;
+    ox_bind_act(C, y, t);
     return 0;
+}
+
+/* Expand: of integer constants, folded; of an activation or a weight, the
+ * `expand` op where the model language has it. */
+int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
+{
+    if (!s || s->kind != V_CONST || s->nd != 1 || s->ndata > SB_MAX_DIMS || s->ndata < 1)
+        return ox_unsupported(C, n, "the shape is not a constant (or a shape subgraph that folds)");
+    int nd = s->ndata > x->nd ? s->ndata : x->nd;
+    sym out[SB_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int xi = i - (nd - x->nd), si = i - (nd - s->ndata);
+        sym xv = xi >= 0 ? x->shape[xi] : S(1), sv = si >= 0 ? s->data[si] : S(1);
+        int x1 = sym_is_const(xv) && xv.c == 1, s1 = sym_is_const(sv) && sv.c == 1;
+        if (x1)
+            out[i] = sv;
+        else if (s1 || sym_eq(xv, sv) || ox_sym_val(C, xv) == ox_sym_val(C, sv))
+            out[i] = xv; /* the input's own (symbolic) size wins */
+        else
+            return ox_unsupported(C, n, "dim %d of size %lld does not broadcast to %lld", i,
+                                  (long long)ox_sym_val(C, xv), (long long)ox_sym_val(C, sv));
+    }
+    if (x->kind == V_CONST) {
+        int64_t cnt = ox_shape_numel(C, nd, out);
+        if (x->ndata != 1 || cnt < 0 || cnt > MAX_CONST)
+            return ox_unsupported(C, n, "expands an integer constant of %d elements", x->ndata);
+        sym d[MAX_CONST];
+        for (int64_t i = 0; i < cnt; i++)
+            d[i] = x->data[0];
+        return ox_set_const(C, y, nd, out, (int)cnt, d);
+    }
+    if (x->kind != V_ACT)
+        return ox_unsupported(C, n, "expands a weight or a float constant (a weight would need `weight` and `expand`)");
+    if (!ox_have(C, "y = expand(x, shape=[c=2, a=4, b=4])"))
+        return ox_unsupported(C, n, "needs the model op expand(x, shape=[...]), which this build does not have");
+    return emit_expand(C, n, x, nd, out, y);
 }
 
 #endif /* SB_HAVE_ONNX */

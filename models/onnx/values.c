@@ -537,6 +537,103 @@ static int tensor_shape(ctx *C, const Onnx__TensorProto *tp, int *nd, sym *shape
     return 0;
 }
 
+/* Which causal mask the (.., n, n) float or bool data of x is, if any
+ * (leading dims of size 1). */
+static int classify_mask(const val *x)
+{
+    if (x->nd < 2 || !x->fdata)
+        return MASK_NONE;
+    for (int i = 0; i < x->nd - 2; i++)
+        if (x->shape[i].c != 1)
+            return MASK_NONE;
+    int64_t r = x->shape[x->nd - 2].c, c = x->shape[x->nd - 1].c;
+    if (r != c || r < 2 || r * c != x->nf)
+        return MASK_NONE;
+    int keep = 1, add = 1;
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) {
+            float v = x->fdata[i * c + j];
+            keep &= j <= i ? v == 1.0f : v == 0.0f;
+            add &= j <= i ? v == 0.0f : v < -1e30f;
+        }
+    return keep ? MASK_KEEP : add ? MASK_ADD : MASK_NONE;
+}
+
+/* The float (or bool, as 0/1) elements of a tensor, for pattern checks;
+ * none when the data is not in the file (a graph-only weight). */
+static int read_floats(ctx *C, val *x, const Onnx__TensorProto *tp, int dt, int64_t n)
+{
+    int isbool = dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    float *f = malloc((size_t)n * sizeof *f);
+    if (!f)
+        return ox_oom(C);
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok; i++) {
+        if (!isbool && (size_t)n == tp->n_float_data)
+            f[i] = tp->float_data[i];
+        else if (isbool && (size_t)n == tp->n_int32_data)
+            f[i] = tp->int32_data[i] != 0;
+        else if (tp->has_raw_data && tp->raw_data.len == (size_t)n * (isbool ? 1 : 4)) {
+            if (isbool)
+                f[i] = tp->raw_data.data[i] != 0;
+            else
+                memcpy(&f[i], tp->raw_data.data + i * 4, 4);
+        } else
+            ok = 0;
+    }
+    if (!ok) {
+        free(f);
+        return 0;
+    }
+    free(x->fdata);
+    x->fdata = f;
+    x->nf = (int)n;
+    x->mask = classify_mask(x);
+    return 0;
+}
+
+/* x becomes a static float tensor of the given shape and data (n may be 0:
+ * shape only). */
+int ox_set_fconst(ctx *C, val *x, int nd, const sym *shape, int n, const float *data)
+{
+    float *f = NULL;
+    if (n > 0) {
+        if (!(f = malloc((size_t)n * sizeof *f)))
+            return ox_oom(C);
+        memcpy(f, data, (size_t)n * sizeof *f);
+    }
+    free(x->fdata);
+    x->kind = V_STATIC;
+    x->fdata = f;
+    x->nf = n;
+    x->nd = nd;
+    for (int i = 0; i < nd; i++)
+        x->shape[i] = shape[i];
+    x->mask = classify_mask(x);
+    if (n == 1)
+        x->has_f = 1, x->f = f[0];
+    return 0;
+}
+
+int ox_have(ctx *C, const char *probe)
+{
+    for (int i = 0; i < C->nprobes; i++)
+        if (C->probes[i].probe == probe)
+            return C->probes[i].ok;
+    char text[512];
+    snprintf(text, sizeof text, "model probe\ninput x[a=4, b=4]\n%s\n", probe);
+    sb_model m;
+    sb_error err = {0};
+    int ok = sb_model_parse(text, strlen(text), "probe", NULL, 0, &m, &err) == 0;
+    if (ok)
+        sb_model_free(&m);
+    if (C->nprobes < 16) {
+        C->probes[C->nprobes].probe = probe;
+        C->probes[C->nprobes++].ok = ok;
+    }
+    return ok;
+}
+
 /* Fills x from a TensorProto (initializer or Constant's value): small integer
  * tensors become foldable constants, the rest static tensors (shape only). */
 int ox_set_from_tensor(ctx *C, val *x, const Onnx__TensorProto *tp, int weight)
@@ -585,6 +682,9 @@ int ox_set_from_tensor(ctx *C, val *x, const Onnx__TensorProto *tp, int weight)
             free(d);
         }
     }
+    if ((dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) && n > 0
+        && n <= MAX_FCONST && x->kind == V_STATIC && read_floats(C, x, tp, dt, n))
+        return -1;
     if (n == 1 && (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == 11 /* double */)) {
         if (tp->n_float_data)
             x->f = tp->float_data[0], x->has_f = 1;
@@ -627,6 +727,8 @@ int ox_alias(ctx *C, val *x, val *y)
     }
     if (x->kind == V_CONST)
         return ox_set_const(C, y, x->nd, x->shape, x->ndata, x->data);
+    if (x->kind == V_STATIC && x->fdata && ox_set_fconst(C, y, x->nd, x->shape, x->nf, x->fdata))
+        return -1;
     y->kind = x->kind;
     y->nd = x->nd;
     memcpy(y->shape, x->shape, sizeof y->shape);
