@@ -513,6 +513,18 @@ static void test_error_split_not_divisible(void **state)
                  PATH ":2:14", "dim 'f' of size 10 is not divisible by 3");
 }
 
+/* a quoted model name may hold parts that start with a digit */
+static void test_model_name_quoted(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("model \"llama3-8b\"\ninput x[b=4, f=8]\ny = softmax(x)\n", NULL, 0, &m);
+    assert_string_equal(m.name, "llama3-8b");
+    sb_model_free(&m);
+    expect_error("model \"llama 3\"\n", PATH ":1:7", "model name \"llama 3\": only letters");
+    expect_error("model llama3-8b\n", PATH ":1:14", "expected a number, found '8b'");
+}
+
 /* split into given sizes: parts of those sizes; sizes that do not add up,
  * or given with n, are errors at the argument */
 static void test_split_sizes(void **state)
@@ -1317,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_error_concat_mismatch),
         cmocka_unit_test(test_error_split_not_divisible),
         cmocka_unit_test(test_split_sizes),
+        cmocka_unit_test(test_model_name_quoted),
         cmocka_unit_test(test_error_nonpositive_size),
         cmocka_unit_test(test_error_unknown_parameter),
         cmocka_unit_test(test_error_unknown_setting),
