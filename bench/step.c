@@ -14,12 +14,14 @@
  * the timed steps. A step is forward, softmax
  * cross-entropy, backward and the SGD update, with a fresh synthetic batch.
  *
- *   mpirun -np 1 bench/step [--models alexnet,transformer] [--threads 2,1]
+ *   mpirun -np 1 bench/step [--models alexnet,transformer,llama3-8b] [--threads 2,1]
  *                           [-n steps (5)] [-w warm-ups (1)] [--set NAME=VALUE]
  *                           [--python PATH] [--peer FILE] [--no-torch] [--db FILE]
  *
- * The cases: alexnet at batch 16 (image 227, classes 1024) and the
- * transformer with layers=2, seq=64 (other parameters as in the file).
+ * The cases: alexnet at batch 16 (image 227, classes 1024), the
+ * transformer with layers=2, seq=64 (other parameters as in the file), and
+ * a 2-layer Llama (llama3-8b with layers=2, seq=256, batch=4, embed=256,
+ * heads=8, kv_heads=4, ff=688, vocab=8192: GQA, rotary, causal, SwiGLU).
  * Every (model, threads) pair prints one row: shardbench s/step, torch
  * s/step, ratio = shardbench / torch (<= 1.0: shardbench no slower). One
  * run row per thread count goes to the results database, with one
@@ -91,7 +93,7 @@ static void usage(FILE *f)
             "thread count, alternating step by step; prints one row per model and\n"
             "thread count with the ratio shardbench / torch.\n"
             "\n"
-            "  --models LIST      alexnet,transformer (default: both)\n"
+            "  --models LIST      alexnet,transformer,llama3-8b (default: all three)\n"
             "  --threads LIST     BLAS / torch threads, e.g. 2,1 (default 2,1)\n"
             "  -n, --steps N      timed steps of each (default 5)\n"
             "  -w, --warmup W     untimed steps of each first (default 1)\n"
@@ -118,6 +120,12 @@ static void add_case(bench_opts *o, const char *name)
     } else if (!strcmp(name, "transformer")) {
         sb_setting_parse("layers=2", &c->set[c->nset++], &err);
         sb_setting_parse("seq=64", &c->set[c->nset++], &err);
+    } else if (!strcmp(name, "llama3-8b")) {
+        static const char *const llama[] = {"layers=2", "seq=256",  "batch=4",
+                                            "embed=256", "heads=8", "kv_heads=4",
+                                            "ff=688",   "vocab=8192"};
+        for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++)
+            sb_setting_parse(llama[i], &c->set[c->nset++], &err);
     }
 }
 
@@ -157,7 +165,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     o->python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     o->peer = SB_STEP_PEER;
     o->db = SB_DB_DEFAULT_PATH;
-    const char *models = "alexnet,transformer";
+    const char *models = "alexnet,transformer,llama3-8b";
     const char *threads = "2,1";
     int c;
     opterr = 0;
@@ -207,9 +215,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const char *name = strcmp(t, "alexnet") == 0       ? "alexnet"
                            : strcmp(t, "transformer") == 0 ? "transformer"
+                           : strcmp(t, "llama3-8b") == 0   ? "llama3-8b"
                                                            : NULL;
         if (!name || o->ncases == MAX_CASES) {
-            fprintf(stderr, "bench/step: --models: '%s' is not alexnet or transformer\n", t);
+            fprintf(stderr, "bench/step: --models: '%s' is not alexnet, transformer or llama3-8b\n",
+                    t);
             free(copy);
             return 2;
         }

@@ -4,14 +4,18 @@
 Builds, in PyTorch (CPU, fp32), the same network as a shardbench model
 file, at the sizes bench/step passes, and trains it one step at a time on
 request, so that bench/step can time shardbench and PyTorch side by side in
-one invocation. Not a general model-file interpreter: it knows the two
-networks bench/step compares (models/alexnet.model, models/transformer.model).
+one invocation. Not a general model-file interpreter: it knows the three
+networks bench/step compares (models/alexnet.model, models/transformer.model,
+models/llama3-8b.model).
 
 What is the same as shardbench's step (runtime/executor/executor.c):
 - the graph: every op of the model file, with the same shapes, no biases
   (shardbench's conv and dense have none), fused relu where the file says
   pw > 0, layer norm with scale and shift (eps 1e-5), unscaled attention
-  logits (the file has no 1/sqrt(dk) and no mask), post-norm residuals;
+  logits (the files have no 1/sqrt(dk)), post-norm residuals (transformer);
+  for llama3-8b: RMSNorm with a scale (eps 1e-5), rotary embedding on q and
+  k (rotate-half, theta from the file), grouped-query heads, a causal mask,
+  SwiGLU, pre-norm residuals;
 - a fresh synthetic batch and fresh labels every step, drawn inside the step;
 - the loss: mean softmax cross-entropy over all rows;
 - the update: plain SGD (no momentum, no weight decay), lr 0.01, gradients
@@ -187,10 +191,82 @@ class Transformer(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
 
 
+# ---- Llama (models/llama3-8b.model) ---------------------------------------
+
+def rmsnorm(x, gamma):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma
+
+
+def rope(x, theta):
+    """rotate-half rotary embedding over the last dim; positions along dim -2"""
+    seq, d = x.shape[-2], x.shape[-1]
+    inv = theta ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2.0 / d)
+    ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
+
+
+class LlamaLayer(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        e, g, r, d, f = p["embed"], p["kv_heads"], p["rep"], p["dk"], p["ff"]
+        self.wq = weight(g, r, e, d, scale=e ** -0.5)
+        self.wk = weight(g, e, d, scale=e ** -0.5)
+        self.wv = weight(g, e, d, scale=e ** -0.5)
+        self.wo = weight(g, r, d, e, scale=(g * r * d) ** -0.5)
+        self.wg = weight(e, f, scale=e ** -0.5)
+        self.wu = weight(e, f, scale=e ** -0.5)
+        self.wd = weight(f, e, scale=f ** -0.5)
+        self.n1 = torch.nn.Parameter(torch.ones(e))
+        self.n2 = torch.nn.Parameter(torch.ones(e))
+        self.theta = float(p["theta"])
+        s = p["seq"]
+        self.register_buffer("mask", torch.triu(torch.full((s, s), float("-inf")), 1))
+
+    def forward(self, x):
+        h = rmsnorm(x, self.n1)
+        q = rope(torch.einsum("bse,gred->bgrsd", h, self.wq), self.theta)
+        k = rope(torch.einsum("bse,ged->bgsd", h, self.wk), self.theta)
+        v = torch.einsum("bse,ged->bgsd", h, self.wv)
+        logits = torch.einsum("bgrsd,bgmd->bgrsm", q, k) + self.mask
+        s = torch.einsum("bgrsm,bgmd->bgrsd", torch.softmax(logits, dim=-1), v)
+        x = x + torch.einsum("bgrsd,grde->bse", s, self.wo)
+        h = rmsnorm(x, self.n2)
+        m = F.silu(torch.einsum("bse,ef->bsf", h, self.wg)) * torch.einsum("bse,ef->bsf", h, self.wu)
+        return x + torch.einsum("bsf,fe->bse", m, self.wd)
+
+
+class Llama(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        e, vocab = p["embed"], p["vocab"]
+        self.embed = torch.nn.Parameter(torch.rand(vocab, e) * 2 - 1)
+        self.layers = torch.nn.ModuleList(LlamaLayer(p) for _ in range(p["layers"]))
+        self.norm = torch.nn.Parameter(torch.ones(e))
+        self.wout = weight(e, vocab, scale=e ** -0.5)
+        self.p = p
+
+    def batch(self):
+        p = self.p
+        b, s, vocab = p["batch"], p["seq"], p["vocab"]
+        return torch.randint(0, vocab, (b, s)), torch.randint(0, vocab, (b * s,))
+
+    def forward(self, tokens, y):
+        x = F.embedding(tokens, self.embed)
+        for layer in self.layers:
+            x = layer(x)
+        logits = torch.einsum("bse,ev->bsv", rmsnorm(x, self.norm), self.wout)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+
+
 MODELS = {
     "alexnet": (AlexNet, {"batch": 128, "classes": 1024, "image": 227, "width_div": 1}),
     "transformer": (Transformer, {"batch": 64, "vocab": 50000, "seq": 256, "embed": 512,
                                   "heads": 8, "dk": 64, "ff": 2048, "layers": 6}),
+    "llama3-8b": (Llama, {"batch": 512, "seq": 8192, "vocab": 128256, "embed": 4096,
+                          "heads": 32, "kv_heads": 8, "rep": 4, "dk": 128, "ff": 14336,
+                          "layers": 32, "theta": 500000}),
 }
 
 

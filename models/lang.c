@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 #include "ops/ops.h"
@@ -393,12 +394,25 @@ static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nr
     return 0;
 }
 
-/* `model NAME` (NAME may hold `-`: transformer-large). */
+/* `model NAME` (NAME may hold `-`: transformer-large) or `model "NAME"`
+ * (any of letters, digits, `-`, `_`, `.`: "llama3-8b"). */
 static int pass1_model(parser *P, int *pos)
 {
     sb_model *m = P->m;
     char d[96];
     (*pos)++;
+    token *q = &P->t[*pos];
+    if (q->kind == TK_STRING) {
+        if (q->len < 1 || (size_t)q->len >= sizeof m->name)
+            return lang_err(P, q, "a model name has 1 to %d characters", (int)sizeof m->name - 1);
+        for (int i = 0; i < q->len; i++)
+            if (!isalnum((unsigned char)q->s[i]) && !strchr("-_.", q->s[i]))
+                return lang_err(P, q, "model name %s: only letters, digits, '-', '_' and '.'",
+                                tok_desc(q, d, sizeof d));
+        snprintf(m->name, sizeof m->name, "%.*s", q->len, q->s);
+        (*pos)++;
+        return expect_nl(P, pos);
+    }
     if (P->t[*pos].kind != TK_IDENT)
         return lang_err(P, &P->t[*pos], "expected a model name, found %s", tok_desc(&P->t[*pos], d, sizeof d));
     tok_str(&P->t[*pos], m->name, sizeof m->name);

@@ -513,6 +513,42 @@ static void test_error_split_not_divisible(void **state)
                  PATH ":2:14", "dim 'f' of size 10 is not divisible by 3");
 }
 
+/* a quoted model name may hold parts that start with a digit */
+static void test_model_name_quoted(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("model \"llama3-8b\"\ninput x[b=4, f=8]\ny = softmax(x)\n", NULL, 0, &m);
+    assert_string_equal(m.name, "llama3-8b");
+    sb_model_free(&m);
+    expect_error("model \"llama 3\"\n", PATH ":1:7", "model name \"llama 3\": only letters");
+    expect_error("model llama3-8b\n", PATH ":1:14", "expected a number, found '8b'");
+}
+
+/* split into given sizes: parts of those sizes; sizes that do not add up,
+ * or given with n, are errors at the argument */
+static void test_split_sizes(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[b=4, s=197, e=8]\n"
+             "c, rest = split(x, sizes=[1, 196], axis=s)\n",
+             NULL, 0, &m);
+    assert_int_equal(m.ops[0].nout, 2);
+    assert_int_equal(m.tensors[m.ops[0].out[0].tensor].dims[1].size, 1);
+    assert_int_equal(m.tensors[m.ops[0].out[1].tensor].dims[1].size, 196);
+    sb_model_free(&m);
+    expect_error("input x[b=4, s=197]\n"
+                 "c, rest = split(x, sizes=[1, 195], axis=s)\n",
+                 PATH ":2:26", "split: sizes add up to 196, dim 's' has size 197");
+    expect_error("input x[b=4, s=8]\n"
+                 "c, rest = split(x, n=2, sizes=[4, 4], axis=s)\n",
+                 PATH ":2:31", "split: give 'n' or 'sizes', not both");
+    expect_error("input x[b=4, s=8]\n"
+                 "c, rest = split(x, sizes=[8, 0], axis=s)\n",
+                 PATH ":2:26", "'sizes' must be a list of positive integers");
+}
+
 static void test_error_nonpositive_size(void **state)
 {
     (void)state;
@@ -1292,6 +1328,8 @@ int main(void)
         cmocka_unit_test(test_error_einsum_mismatch),
         cmocka_unit_test(test_error_concat_mismatch),
         cmocka_unit_test(test_error_split_not_divisible),
+        cmocka_unit_test(test_split_sizes),
+        cmocka_unit_test(test_model_name_quoted),
         cmocka_unit_test(test_error_nonpositive_size),
         cmocka_unit_test(test_error_unknown_parameter),
         cmocka_unit_test(test_error_unknown_setting),

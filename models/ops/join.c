@@ -24,28 +24,53 @@ static int build_concat(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
 
 const op_rule op_rule_concat = {.names = {"concat"}, .build = build_concat};
 
+/* split(x, n=2, axis=-1) into n equal parts, or split(x, sizes=[a, b, ...],
+ * axis=-1) into parts of the given sizes (they must add up to the axis) */
 static int build_split(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
 {
     int ntarget = u->nlhs > 1 ? u->nlhs : 0;
     const char *nm = "split";
-    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, "n axis"))
+    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, "n sizes axis"))
         return -1;
     const sb_tensor *x = T(P, c->tens[0]);
-    int64_t n;
+    int64_t n, size[SB_MAX_IO];
     if (kw_int(P, c, "n", ntarget ? ntarget : 2, 1, &n) || kw_axis(P, c, "axis", x, -1, &op->axis))
         return -1;
-    if (n > SB_MAX_IO)
-        return lang_err(P, c->callee, "split: at most %d parts", SB_MAX_IO);
-    if (x->dims[op->axis].size % n)
-        return lang_err(P, c->callee, "split: dim '%s' of size %lld is not divisible by %lld",
-                    x->dims[op->axis].name, (long long)x->dims[op->axis].size, (long long)n);
+    const sb_dim *ax = &x->dims[op->axis];
+    kwarg *sz = kw_get(c, "sizes");
+    if (sz) {
+        if (kw_get(c, "n"))
+            return lang_err(P, sz->at, "split: give 'n' or 'sizes', not both");
+        int64_t sum = 0;
+        if (!sz->is_list || sz->str || sz->nitems < 1 || sz->nitems > SB_MAX_IO)
+            return lang_err(P, sz->at, "split: 'sizes' must be a list of 1 to %d positive integers",
+                            SB_MAX_IO);
+        for (int k = 0; k < sz->nitems; k++) {
+            if (!sz->items[k].has_int || sz->items[k].name || sz->items[k].i < 1)
+                return lang_err(P, sz->at, "split: 'sizes' must be a list of positive integers");
+            size[k] = sz->items[k].i;
+            sum += size[k];
+        }
+        if (sum != ax->size)
+            return lang_err(P, sz->at, "split: sizes add up to %lld, dim '%s' has size %lld",
+                            (long long)sum, ax->name, (long long)ax->size);
+        n = sz->nitems;
+    } else {
+        if (n > SB_MAX_IO)
+            return lang_err(P, c->callee, "split: at most %d parts", SB_MAX_IO);
+        if (ax->size % n)
+            return lang_err(P, c->callee, "split: dim '%s' of size %lld is not divisible by %lld",
+                            ax->name, (long long)ax->size, (long long)n);
+        for (int k = 0; k < n; k++)
+            size[k] = ax->size / n;
+    }
     op_same_shape_space(P, op, c, o, 1);
     op->nosplit = 1u << op->axis;
     o->nout = (int)n;
     for (int k = 0; k < n; k++) {
         o->ndims[k] = x->ndims;
         memcpy(o->dims[k], x->dims, sizeof x->dims);
-        o->dims[k][op->axis].size = x->dims[op->axis].size / n;
+        o->dims[k][op->axis].size = size[k];
         identity_map(o->maps[k], x->ndims);
     }
     return 0;
