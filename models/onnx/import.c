@@ -71,7 +71,7 @@ static const ox_op k_ops[] = {
     {"Sub", ox_node_binary, 0, NULL},
     {"Mul", ox_node_binary, 0, ox_match_gelu},
     {"Div", ox_node_binary, 0, ox_match_gelu},
-    {"Pow", ox_node_binary, 0, NULL},
+    {"Pow", ox_node_binary, 0, ox_match_rmsnorm},
     {"Relu", ox_node_pointwise, 0, NULL},
     {"Clip", ox_node_pointwise, 0, NULL},
     {"Sigmoid", ox_node_pointwise, 0, NULL},
@@ -155,7 +155,7 @@ static int weight_slot(const Onnx__NodeProto *n, size_t slot)
 {
     if (!n->op_type)
         return 0;
-    if (op_is(n, "Gather"))
+    if (op_is(n, "Gather") || op_is(n, "Expand"))
         return slot == 0;
     if (op_is(n, "MatMul") || op_is(n, "Einsum"))
         return slot == 1;
@@ -293,6 +293,10 @@ static void poison_outputs(ctx *C, const Onnx__NodeProto *n)
 static int do_node(ctx *C, int ni)
 {
     const Onnx__NodeProto *n = C->g->node[ni];
+    int rc = 0;
+    /* the Add of a rotary pattern reads nodes held back from the walk */
+    if (op_is(n, "Add") && ox_match_rope(C, ni, &rc))
+        return rc < 0 ? -1 : 0;
     for (size_t i = 0; i < n->n_input; i++) {
         const char *nm = in_name(n, i);
         if (!nm)
@@ -318,7 +322,7 @@ static int do_node(ctx *C, int ni)
     }
     for (size_t i = 0; i < n->n_input; i++)
         ox_consume(C, ox_in_val(C, n, i));
-    int rc = 0, nl0 = C->nl;
+    int nl0 = C->nl;
     const ox_op *e = find_op(n->op_type);
     if (e && e->match && e->match(C, ni, &rc))
         return rc < 0 ? -1 : 0;
@@ -418,7 +422,7 @@ static int prepass(ctx *C)
     for (size_t ni = 0; ni < g->n_node; ni++)
         if (check_node_static(C, g->node[ni]))
             C->skip[ni] = 2; /* reported; its outputs are unknown */
-    return 0;
+    return ox_hold_rope(C);
 }
 
 static int setup_inputs(ctx *C)
@@ -593,6 +597,7 @@ static void free_ctx(ctx *C)
     free(C->cons);
     free(C->ncons);
     free(C->skip);
+    free(C->ropes);
     free(C->unsup.s);
     if (C->mp)
         onnx__model_proto__free_unpacked(C->mp, NULL);

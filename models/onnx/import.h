@@ -148,6 +148,11 @@ typedef struct {
         int ok;
     } probes[16];       /* ox_have's answers */
     int nprobes;
+    struct {
+        int node[7];     /* Add, Mul(x, cos), Mul(rot, sin), Concat, Neg, Slice(h:), Slice(:h) */
+        const char *x, *cos, *sin;
+    } *ropes;           /* rotary patterns held back from the walk (rope.c) */
+    int nropes, capropes;
     int64_t batch_static; /* a static leading dim made the `batch` param (its value), else 0 */
 } ctx;
 
@@ -299,6 +304,8 @@ int ox_broadcasts_to(const val *b, const val *a);
 int ox_same_shape(const val *a, const val *b);
 int ox_static_name(ctx *C, const char *name);
 int ox_only_consumer(ctx *C, const char *name);
+int ox_scalar_of(ctx *C, const char *name, double *f);
+int ox_refuse_shaped(ctx *C, const Onnx__NodeProto *n, val *y, int nd, const sym *shape, const char *why);
 void ox_absorb(ctx *C, int ni);
 int ox_binop_with_static(ctx *C, const Onnx__NodeProto *k, const char *a);
 int ox_alias(ctx *C, val *x, val *y);
@@ -313,7 +320,15 @@ int ox_have(ctx *C, const char *probe);
 int ox_norm_axis(int64_t a, int nd);
 int ox_match_layernorm(ctx *C, int ni, int *rc);
 int ox_match_masked_softmax(ctx *C, int ni, int *rc);
+int ox_match_rmsnorm(ctx *C, int ni, int *rc);
 int ox_emit_reduce(ctx *C, const Onnx__NodeProto *n, val *x, uint32_t lmask, int keep, val *y);
+
+/* rope.c */
+int ox_hold_rope(ctx *C);
+int ox_match_rope(ctx *C, int ni, int *rc);
+
+/* shape.c */
+int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axis, int64_t *s, int64_t *e);
 
 /* elementwise.c */
 int ox_match_gelu(ctx *C, int ni, int *rc);

@@ -240,10 +240,8 @@ int ox_match_masked_softmax(ctx *C, int ni, int *rc)
     if (!y)
         return *rc = -1, 1;
     if (!ox_have(C, "y = softmax(x, axis=b, causal=a)")) {
-        ox_unsupported(C, n, "a causal mask before Softmax needs the model op softmax(x, axis=D, causal=D), "
-                       "which this build does not have");
-        y->kind = V_POISON;
-        *rc = 0;
+        *rc = ox_refuse_shaped(C, n, y, x->nd, x->shape, "a causal mask before Softmax needs the model op "
+                               "softmax(x, axis=D, causal=D), which this build does not have");
         return 1;
     }
     *rc = op_softmax(C, sm, x, y, x->nd - 2);
@@ -251,6 +249,90 @@ int ox_match_masked_softmax(ctx *C, int ni, int *rc)
         y->kind = V_POISON, *rc = 0;
     if (C->info)
         C->info->nfused++;
+    return 1;
+}
+
+/* The written-out RMSNorm, x * rsqrt(mean(x^2, -1) + eps) [* w]:
+ * Pow(x, 2) -> ReduceMean(last axis) -> Add(eps) -> Sqrt -> Div(1, .) or
+ * Reciprocal -> Mul(x, .) [-> Mul(., w)]. Becomes rmsnorm(x, axis=D) (its
+ * eps is 1e-5; another eps is refused). 1 when matched (emitted or
+ * refused). */
+int ox_match_rmsnorm(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *pw = C->g->node[ni];
+    val *x = ox_in_val(C, pw, 0), *e = ox_in_val(C, pw, 1);
+    if (!x || x->kind != V_ACT || !e || !is_static(e) || !e->has_f || e->f != 2.0 || !out0(pw) || x->nd < 1)
+        return 0;
+    int ir = ox_only_consumer(C, out0(pw));
+    int64_t axes[8];
+    if (ir < 0 || !op_is(C->g->node[ir], "ReduceMean") || !out0(C->g->node[ir])
+        || reduce_axes(C, C->g->node[ir], axes, 8) != 1 || ox_norm_axis(axes[0], x->nd) != x->nd - 1
+        || !ox_attr_i(C->g->node[ir], "keepdims", 1))
+        return 0;
+    int iadd = ox_only_consumer(C, out0(C->g->node[ir]));
+    if (iadd < 0 || !op_is(C->g->node[iadd], "Add") || !ox_binop_with_static(C, C->g->node[iadd], out0(C->g->node[ir]))
+        || !out0(C->g->node[iadd]))
+        return 0;
+    int isq = ox_only_consumer(C, out0(C->g->node[iadd]));
+    if (isq < 0 || !op_is(C->g->node[isq], "Sqrt") || !out0(C->g->node[isq]))
+        return 0;
+    const char *sq = out0(C->g->node[isq]);
+    int idv = ox_only_consumer(C, sq);
+    const Onnx__NodeProto *dv = idv >= 0 ? C->g->node[idv] : NULL;
+    if (!dv || !out0(dv))
+        return 0;
+    if (op_is(dv, "Div")) {
+        val *one = ox_in_val(C, dv, 0);
+        if (dv->n_input != 2 || !in_name(dv, 1) || strcmp(in_name(dv, 1), sq) || !one || !ox_static_name(C, one->name))
+            return 0;
+    } else if (!op_is(dv, "Reciprocal"))
+        return 0;
+    int im = ox_only_consumer(C, out0(dv));
+    const Onnx__NodeProto *m = im >= 0 ? C->g->node[im] : NULL;
+    if (!m || !op_is(m, "Mul") || m->n_input != 2 || !in_name(m, 0) || !in_name(m, 1) || !out0(m))
+        return 0;
+    const char *a = in_name(m, 0), *b = in_name(m, 1);
+    if (!((!strcmp(a, x->name) && !strcmp(b, out0(dv))) || (!strcmp(b, x->name) && !strcmp(a, out0(dv)))))
+        return 0;
+    int chain[8] = {ir, iadd, isq, idv, im}, nc = 5;
+    const char *last = out0(m);
+    int k = ox_only_consumer(C, last);
+    if (k >= 0 && op_is(C->g->node[k], "Mul") && ox_binop_with_static(C, C->g->node[k], last) && out0(C->g->node[k])) {
+        chain[nc++] = k;
+        last = out0(C->g->node[k]);
+    }
+    for (int i = 0; i < nc; i++)
+        ox_absorb(C, chain[i]);
+    val *y = ox_vget(C, last);
+    if (!y)
+        return *rc = -1, 1;
+    *rc = 0;
+    y->kind = V_POISON;
+    /* the eps: a Constant node's value is set when the walk reaches it */
+    const Onnx__NodeProto *ad = C->g->node[iadd];
+    const char *en = strcmp(in_name(ad, 0), out0(C->g->node[ir])) ? in_name(ad, 0) : in_name(ad, 1);
+    double eps;
+    if (ox_scalar_of(C, en, &eps) || fabs(eps - 1e-5) > 1e-9) {
+        ox_unsupported(C, pw, "RMSNorm with eps %g (the model op rmsnorm has eps 1e-5)", ox_scalar_of(C, en, &eps) ? NAN : eps);
+        return 1;
+    }
+    if (!ox_have(C, "y = rmsnorm(x, axis=b)")) {
+        *rc = ox_refuse_shaped(C, pw, y, x->nd, x->shape,
+                               "the RMSNorm pattern needs the model op rmsnorm(x, axis=D), which this build does not have");
+        return 1;
+    }
+    if (x->src[x->nd - 1] < 0) {
+        ox_unsupported(C, pw, "RMSNorm over a size-1 dim");
+        return 1;
+    }
+    mtensor *T = &C->t[x->t];
+    int t = ox_new_tensor(C, node_label(pw), "rmsnorm", T->nd, T->dn, T->sz, C->nl);
+    if (t < 0 || ox_add_line(C, C->t[t].name, "rmsnorm", 0, "%s, axis=%s", C->t[x->t].name,
+                             C->t[x->t].dn[x->src[x->nd - 1]]) < 0)
+        return *rc = -1, 1;
+    ox_bind_view(C, y, t, x->nd, x->src);
+    if (C->info)
+        C->info->nfused += nc;
     return 1;
 }
 

@@ -94,50 +94,69 @@ static int emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const 
     return 0;
 }
 
+/* The `batch` param as a size, when there is one: 1. */
+static int batch_sym(ctx *C, sym *out)
+{
+    for (int i = 0; i < C->nsym; i++)
+        if (!strcmp(C->symname[i], "batch")) {
+            *out = S(1);
+            out->e[i] = 1;
+            return 1;
+        }
+    return 0;
+}
+
 /* With a static batch made the `batch` param (ctx.batch_static), a
- * Reshape's shape still holds the number the export saw: an entry that is
- * a multiple of it becomes batch times the rest, first where x has the
- * batch at the same position, else at the first entry that makes the
- * element counts agree. No-op without a static batch. */
-static void symbolic_batch(ctx *C, const val *x, int nd, sym *sz, int infer)
+ * Reshape's shape still holds the numbers the export saw. One entry becomes
+ * batch times the rest so that the element counts agree as products of
+ * the params: first an entry equal to x's batch dim at the same position,
+ * then an entry equal to the batch, then another multiple of it; entries
+ * that x keeps unchanged at either end are left alone. 0, or -1 when no
+ * such entry makes the counts agree. */
+static int symbolic_batch(ctx *C, const val *x, int nd, sym *sz, int infer)
 {
     int bi = -1;
     for (int i = 0; i < C->nsym; i++)
         if (!strcmp(C->symname[i], "batch"))
             bi = i;
     int64_t B = C->batch_static;
-    if (!B || bi < 0)
-        return;
-    for (int i = 0; i < nd && i < x->nd; i++) {
-        if (i == infer || x->shape[i].e[bi] == 0 || !sym_is_const(sz[i]) || sz[i].c <= 0)
-            continue;
-        if (ox_sym_val(C, x->shape[i]) == sz[i].c) {
-            sz[i] = x->shape[i];
-            return;
-        }
-        if (sz[i].c % B == 0) {
-            sz[i].c /= B;
-            sz[i].e[bi] = 1;
-            return;
-        }
-    }
-    if (infer >= 0)
-        return;
+    if (!B || bi < 0 || infer >= 0)
+        return 0;
     sym tx = S(1), ts = S(1);
     for (int i = 0; i < x->nd; i++)
         if (ox_sym_mul(tx, x->shape[i], &tx))
-            return;
+            return 0;
     for (int i = 0; i < nd; i++)
         if (ox_sym_mul(ts, sz[i], &ts))
-            return;
-    if (sym_eq(tx, ts) || tx.e[bi] != ts.e[bi] + 1)
-        return;
-    for (int i = 0; i < nd; i++)
-        if (sym_is_const(sz[i]) && sz[i].c % B == 0) {
-            sz[i].c /= B;
-            sz[i].e[bi] = 1;
-            return;
+            return 0;
+    if (sym_eq(tx, ts))
+        return 0;
+    int pre = 0, suf = 0;
+    while (pre < nd && pre < x->nd && sym_eq(sz[pre], x->shape[pre]))
+        pre++;
+    while (suf < nd - pre && suf < x->nd - pre && sym_eq(sz[nd - 1 - suf], x->shape[x->nd - 1 - suf]))
+        suf++;
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = pre; i < nd - suf; i++) {
+            if (!sym_is_const(sz[i]) || sz[i].c <= 0 || sz[i].c % B)
+                continue;
+            int ok = pass == 0 ? i < x->nd && x->shape[i].e[bi] > 0 && ox_sym_val(C, x->shape[i]) == sz[i].c
+                     : pass == 1 ? sz[i].c == B
+                                 : 1;
+            if (!ok)
+                continue;
+            sym t = sz[i], tot = S(1);
+            t.c /= B;
+            t.e[bi]++;
+            for (int j = 0; j < nd; j++)
+                if (ox_sym_mul(tot, j == i ? t : sz[j], &tot))
+                    return 0;
+            if (sym_eq(tot, tx)) {
+                sz[i] = t;
+                return 0;
+            }
         }
+    return -1;
 }
 
 /* The target shape of a Reshape (0 copies, -1 is inferred). */
@@ -168,7 +187,9 @@ static int reshape_target(ctx *C, const Onnx__NodeProto *n, val *x, val *s, int 
         if (ox_sym_mul(known, d, &known))
             return ox_unsupported(C, n, "shape too large");
     }
-    symbolic_batch(C, x, s->ndata, sz, infer);
+    if (symbolic_batch(C, x, s->ndata, sz, infer))
+        return ox_unsupported(C, n, "the shape holds the export's batch of %lld where no entry can be made the batch param",
+                              (long long)C->batch_static);
     known = S(1);
     for (int i = 0; i < s->ndata; i++)
         if (i != infer && ox_sym_mul(known, sz[i], &known))
@@ -519,6 +540,22 @@ static int slice_params(ctx *C, const Onnx__NodeProto *n, int64_t *st, int64_t *
     return 0;
 }
 
+static void clamp_range(int64_t d, int64_t *s, int64_t *e);
+
+/* A Slice of one axis with step 1 of a rank-nd value whose sliced dim has
+ * d elements: the axis and the clamped [s, e). 0, or -1 when it is not one. */
+int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axis, int64_t *s, int64_t *e)
+{
+    int64_t st[SB_MAX_DIMS], en[SB_MAX_DIMS], ax[SB_MAX_DIMS], sp[SB_MAX_DIMS];
+    int k;
+    if (slice_params(C, n, st, en, ax, sp, &k) || k != 1 || sp[0] != 1 || (*axis = ox_norm_axis(ax[0], nd)) < 0)
+        return -1;
+    *s = st[0];
+    *e = en[0];
+    clamp_range(d, s, e);
+    return 0;
+}
+
 static void clamp_range(int64_t d, int64_t *s, int64_t *e)
 {
     if (*s < 0)
@@ -584,6 +621,58 @@ static int op_slice(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
     return 0;
 }
 
+/* x[..., k, ...]: one constant index along logical axis a of an activation
+ * (ViT's class token, x[:, 0]): the part of `split(x, sizes=[..], axis=a)`
+ * holding it, without the axis. */
+static int gather_one(ctx *C, const Onnx__NodeProto *n, val *x, int a, int64_t k, val *y)
+{
+    if (a < 0 || x->src[a] < 0 || !sym_is_const(x->shape[a]))
+        return ox_unsupported(C, n, "gather of one index along a size-1, symbolic or out-of-range axis");
+    int64_t d = x->shape[a].c;
+    if (k < 0)
+        k += d;
+    if (k < 0 || k >= d)
+        return ox_unsupported(C, n, "index %lld out of range", (long long)k);
+    if (!ox_have(C, "y, z = split(x, sizes=[1, 3], axis=b)"))
+        return ox_unsupported(C, n, "needs the model op split(x, sizes=[...]), which this build does not have");
+    int64_t sizes[3];
+    int np = 0, part = 0;
+    if (k > 0)
+        sizes[np++] = k;
+    part = np;
+    sizes[np++] = 1;
+    if (k < d - 1)
+        sizes[np++] = d - 1 - k;
+    mtensor *T = &C->t[x->t];
+    int ta = x->src[a];
+    char lhs[SB_NAME_MAX * 17] = "", ss[96] = "";
+    int first = -1;
+    for (int i = 0; i < np; i++) {
+        sym sz[SB_MAX_DIMS];
+        T = &C->t[x->t];
+        memcpy(sz, T->sz, sizeof sz);
+        sz[ta] = S(sizes[i]);
+        char nm[SB_NAME_MAX + 16];
+        snprintf(nm, sizeof nm, "%s_%d", node_label(n), i);
+        int t = ox_new_tensor(C, nm, "part", T->nd, T->dn, sz, C->nl);
+        if (t < 0)
+            return -1;
+        if (first < 0)
+            first = t;
+        snprintf(lhs + strlen(lhs), sizeof lhs - strlen(lhs), "%s%s", i ? ", " : "", C->t[t].name);
+        snprintf(ss + strlen(ss), sizeof ss - strlen(ss), "%s%lld", i ? ", " : "", (long long)sizes[i]);
+    }
+    if (ox_add_line(C, lhs, "split", 0, "%s, sizes=[%s], axis=%d", C->t[x->t].name, ss, ta) < 0)
+        return -1;
+    int8_t src[SB_MAX_DIMS];
+    int q = 0;
+    for (int j = 0; j < x->nd; j++)
+        if (j != a)
+            src[q++] = x->src[j];
+    ox_bind_view(C, y, first + part, q, src);
+    return 0;
+}
+
 static int op_gather(ctx *C, const Onnx__NodeProto *n, val *d, val *ix, val *y)
 {
     int64_t ax = ox_attr_i(n, "axis", 0);
@@ -634,7 +723,10 @@ static int op_gather(ctx *C, const Onnx__NodeProto *n, val *d, val *ix, val *y)
         ox_bind_act(C, y, t);
         return 0;
     }
-    return ox_unsupported(C, n, "gather from an activation (only embedding lookups in a weight, or shape arithmetic)");
+    if (d->kind == V_ACT && ix->kind == V_CONST && ix->nd == 0 && ix->ndata == 1 && sym_is_const(ix->data[0]))
+        return gather_one(C, n, d, ox_norm_axis(ax, d->nd), ix->data[0].c, y);
+    return ox_unsupported(C, n, "gather from an activation by activation indices (only embedding lookups in a "
+                          "weight, one constant index, or shape arithmetic)");
 }
 
 static int op_shape(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
@@ -953,7 +1045,9 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
         int xi = i - (nd - x->nd), si = i - (nd - s->ndata);
         sym xv = xi >= 0 ? x->shape[xi] : S(1), sv = si >= 0 ? s->data[si] : S(1);
         int x1 = sym_is_const(xv) && xv.c == 1, s1 = sym_is_const(sv) && sv.c == 1;
-        if (x1)
+        if (x1 && i == 0 && C->batch_static && sym_is_const(sv) && sv.c == C->batch_static && batch_sym(C, &out[0]))
+            ; /* the leading dim of a static-batch export's shape: the batch param */
+        else if (x1)
             out[i] = sv;
         else if (s1 || sym_eq(xv, sv) || ox_sym_val(C, xv) == ox_sym_val(C, sv))
             out[i] = xv; /* the input's own (symbolic) size wins */
@@ -970,10 +1064,42 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
             d[i] = x->data[0];
         return ox_set_const(C, y, nd, out, (int)cnt, d);
     }
-    if (x->kind != V_ACT)
-        return ox_unsupported(C, n, "expands a weight or a float constant (a weight would need `weight` and `expand`)");
+    if (x->kind != V_ACT && !(x->kind == V_STATIC && x->weight))
+        return ox_unsupported(C, n, "expands a float constant (only activations and weights)");
     if (!ox_have(C, "y = expand(x, shape=[c=2, a=4, b=4])"))
-        return ox_unsupported(C, n, "needs the model op expand(x, shape=[...]), which this build does not have");
+        return ox_refuse_shaped(C, n, y, nd, out, "needs the model op expand(x, shape=[...]), which this build does not have");
+    if (x->kind == V_STATIC) {
+        /* a weight (ViT's class token): declared, then expanded */
+        if (x->wt < 0) {
+            char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[1200] = "";
+            for (int j = 0; j < x->nd; j++) {
+                int64_t v = ox_sym_val(C, x->shape[j]);
+                if (v == 1)
+                    snprintf(dn[j], SB_NAME_MAX, "one");
+                else if (C->embed && v == C->embed)
+                    ox_recog_name(C, "embed", v, dn[j]);
+                else
+                    ox_gen_name(C, v, dn[j]);
+            }
+            ox_uniq_dims(x->nd, dn);
+            int t = ox_new_tensor(C, x->name, "w", x->nd, dn, x->shape, -1);
+            if (t < 0)
+                return -1;
+            for (int j = 0; j < x->nd; j++) {
+                char v[64];
+                ox_sym_str(C, x->shape[j], v, sizeof v);
+                snprintf(decl + strlen(decl), sizeof decl - strlen(decl), "%s%s=%s", j ? ", " : "", C->t[t].dn[j], v);
+            }
+            if (ox_add_line(C, "", "", 0, "weight %s[%s]", C->t[t].name, decl) < 0)
+                return -1;
+            x->wt = t;
+        }
+        val w;
+        memset(&w, 0, sizeof w);
+        w.name = x->name;
+        ox_bind_act(C, &w, x->wt);
+        return emit_expand(C, n, &w, nd, out, y);
+    }
     return emit_expand(C, n, x, nd, out, y);
 }
 

@@ -812,6 +812,46 @@ int ox_static_name(ctx *C, const char *name)
     return x->prod >= 0 && op_is(C->g->node[x->prod], "Constant");
 }
 
+/* A node refused only for a model op this build lacks: y still gets a
+ * value of the right shape (a placeholder tensor no line writes) so that
+ * the walk goes on and lists every other blocking node. The import fails
+ * (the refusal is recorded); returns 0, or -1 on a fatal error. */
+int ox_refuse_shaped(ctx *C, const Onnx__NodeProto *n, val *y, int nd, const sym *shape, const char *why)
+{
+    ox_unsupported(C, n, "%s", why);
+    char dn[SB_MAX_DIMS][SB_NAME_MAX];
+    for (int i = 0; i < nd; i++)
+        snprintf(dn[i], SB_NAME_MAX, "p%d", i);
+    int t = ox_new_tensor(C, node_label(n), "placeholder", nd, dn, shape, -1);
+    if (t < 0)
+        return -1;
+    ox_bind_act(C, y, t);
+    return 0;
+}
+
+/* The float scalar a static value holds, also when it is the output of a
+ * Constant node the walk has not reached yet. 0, or -1 when unknown. */
+int ox_scalar_of(ctx *C, const char *name, double *f)
+{
+    val *x = name ? ox_vfind(C, name) : NULL;
+    if (!x)
+        return -1;
+    if (is_static(x) && x->has_f) {
+        *f = x->f;
+        return 0;
+    }
+    const Onnx__AttributeProto *a;
+    if (x->prod < 0 || !op_is(C->g->node[x->prod], "Constant") || !(a = ox_attr(C->g->node[x->prod], "value")) || !a->t)
+        return -1;
+    val v;
+    memset(&v, 0, sizeof v);
+    int rc = ox_set_from_tensor(C, &v, a->t, 0) || !v.has_f ? -1 : 0;
+    *f = v.f;
+    free(v.data);
+    free(v.fdata);
+    return rc;
+}
+
 /* The single consumer of a value (node index), or -1. */
 int ox_only_consumer(ctx *C, const char *name)
 {
