@@ -60,7 +60,52 @@ static int fold_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
     return ox_set_const(C, y, big->nd, big->shape, nn, out);
 }
 
-/* Gelu as x * (erf(x / sqrt2) + 1) [* 0.5]: one pointwise op on x. */
+/* The model op act(x, fn=FN) where the model language has it (1), else 0:
+ * the caller keeps the documented pw fusion (a cost-only pointwise op). */
+static int have_act(ctx *C)
+{
+    return ox_have(C, "y = act(x, fn=silu)");
+}
+
+/* y = act(x, fn=fn) over x's tensor, keeping x's view. */
+static int emit_act(ctx *C, const Onnx__NodeProto *n, val *x, const char *fn, val *y)
+{
+    mtensor *T = &C->t[x->t];
+    int t = ox_new_tensor(C, node_label(n), "act", T->nd, T->dn, T->sz, C->nl);
+    if (t < 0 || ox_add_line(C, C->t[t].name, "act", 0, "%s, fn=%s", C->t[x->t].name, fn) < 0)
+        return -1;
+    ox_bind_view(C, y, t, x->nd, x->src);
+    return 0;
+}
+
+/* SiLU as x * sigmoid(x): Sigmoid(x) read only by Mul(x, .). act(silu)
+ * where the model language has act; else 0 (Sigmoid and Mul go on as
+ * pointwise ops). */
+int ox_match_silu(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *sg = C->g->node[ni];
+    val *x = ox_in_val(C, sg, 0);
+    if (!x || x->kind != V_ACT || !out0(sg) || !have_act(C))
+        return 0;
+    int im = ox_only_consumer(C, out0(sg));
+    const Onnx__NodeProto *m = im >= 0 ? C->g->node[im] : NULL;
+    if (!m || !op_is(m, "Mul") || m->n_input != 2 || !in_name(m, 0) || !in_name(m, 1) || !out0(m))
+        return 0;
+    const char *a = in_name(m, 0), *b = in_name(m, 1);
+    if (!((!strcmp(a, x->name) && !strcmp(b, out0(sg))) || (!strcmp(b, x->name) && !strcmp(a, out0(sg)))))
+        return 0;
+    ox_absorb(C, im);
+    val *y = ox_vget(C, out0(m));
+    if (!y)
+        return *rc = -1, 1;
+    *rc = emit_act(C, sg, x, "silu", y);
+    if (C->info)
+        C->info->nfused++;
+    return 1;
+}
+
+/* Gelu as x * (erf(x / sqrt2) + 1) [* 0.5]: act(gelu) where the model
+ * language has act, else one pointwise op on x. */
 int ox_match_gelu(ctx *C, int ni, int *rc)
 {
     const Onnx__NodeProto *dv = C->g->node[ni];
@@ -97,7 +142,7 @@ int ox_match_gelu(ctx *C, int ni, int *rc)
     val *y = ox_vget(C, last);
     if (!y)
         return *rc = -1, 1;
-    *rc = ox_emit_pw(C, dv, x, y, 1, 2);
+    *rc = have_act(C) ? emit_act(C, dv, x, "gelu", y) : ox_emit_pw(C, dv, x, y, 1, 2);
     if (C->info)
         C->info->nfused += nc;
     return 1;
@@ -111,6 +156,20 @@ static int op_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
     if (a->kind == V_ACT && b->kind == V_ACT) {
         if (op_is(n, "Pow"))
             return ox_unsupported(C, n, "power of two activations");
+        if (op_is(n, "Mul") && ox_have(C, "y = mul(x, x)")) {
+            if (!ox_same_shape(a, b) && !ox_broadcasts_to(b, a) && !ox_broadcasts_to(a, b))
+                return ox_unsupported(C, n, "operands of shapes that do not broadcast one way");
+            val *big = ox_broadcasts_to(b, a) ? a : b, *small = big == a ? b : a;
+            int ta = ox_materialize(C, big, node_label(n)), tb = ox_materialize(C, small, node_label(n));
+            if (ta < 0 || tb < 0)
+                return -1;
+            mtensor *A = &C->t[ta];
+            int t = ox_new_tensor(C, node_label(n), "mul", A->nd, A->dn, A->sz, C->nl);
+            if (t < 0 || ox_add_line(C, C->t[t].name, "mul", 0, "%s, %s", C->t[ta].name, C->t[tb].name) < 0)
+                return -1;
+            ox_bind_act(C, y, t);
+            return 0;
+        }
         if (ox_same_shape(a, b)) {
             int ta = ox_materialize(C, a, node_label(n)), tb = ox_materialize(C, b, node_label(n));
             if (ta < 0 || tb < 0)
@@ -147,6 +206,11 @@ int ox_node_binary(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 int ox_node_pointwise(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
     (void)x1;
+    if (x->kind == V_ACT && (op_is(n, "Sigmoid") || op_is(n, "Tanh") || op_is(n, "Gelu")) && have_act(C)) {
+        const Onnx__AttributeProto *ap = ox_attr(n, "approximate");
+        int tanh_approx = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
+        return emit_act(C, n, x, op_is(n, "Sigmoid") ? "sigmoid" : op_is(n, "Tanh") ? "tanh" : tanh_approx ? "gelu_tanh" : "gelu", y);
+    }
     if (x->kind == V_ACT)
         return ox_emit_pw(C, n, x, y, 1, 1);
     int rc = ox_alias(C, x, y);

@@ -16,6 +16,12 @@ static void dense_dim(ctx *C, int64_t units, const mtensor *X, char *out)
         ox_recog_name(C, "vocab", units, out);
     else if (C->embed && units == C->embed)
         ox_recog_name(C, "embed", units, out);
+    else if (C->embed && units == 3 * C->embed)
+        ox_recog_name(C, "qkv", units, out); /* packed q, k, v projections */
+    else if (C->embed && units < C->embed && C->embed % units == 0)
+        ox_recog_name(C, "kv_embed", units, out); /* grouped-query k, v projections */
+    else if (C->embed && units > C->embed && X->nd >= 2 && !strcmp(X->dn[X->nd - 1], "embed"))
+        ox_recog_name(C, "ff", units, out); /* an MLP's hidden width */
     else
         ox_gen_name(C, units, out);
     for (int k = 2;; k++) {

@@ -74,7 +74,7 @@ static const ox_op k_ops[] = {
     {"Pow", ox_node_binary, 0, ox_match_rmsnorm},
     {"Relu", ox_node_pointwise, 0, NULL},
     {"Clip", ox_node_pointwise, 0, NULL},
-    {"Sigmoid", ox_node_pointwise, 0, NULL},
+    {"Sigmoid", ox_node_pointwise, 0, ox_match_silu},
     {"Tanh", ox_node_pointwise, 0, NULL},
     {"Gelu", ox_node_pointwise, 0, NULL},
     {"Erf", ox_node_pointwise, 0, NULL},
@@ -262,6 +262,8 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
                 return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d too large", C->path, vi->name, i);
             sz[i] = S(v);
         }
+        if (role && !strcmp(role, "seq") && !C->seq)
+            C->seq = ox_sym_val(C, sz[i]);
         if (role)
             ox_recog_name(C, role, ox_sym_val(C, sz[i]), dn[i]);
         else

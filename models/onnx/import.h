@@ -126,6 +126,7 @@ typedef struct {
     dimrec dims[64];
     int ndims;
     int64_t embed, vocab; /* recognised sizes (0: none yet) */
+    int64_t heads, head_dim, seq; /* attention's head count and width, the token inputs' length (0: none yet) */
     int gen;
 
     int *skip;          /* node absorbed into a pattern */
@@ -332,5 +333,6 @@ int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axi
 
 /* elementwise.c */
 int ox_match_gelu(ctx *C, int ni, int *rc);
+int ox_match_silu(ctx *C, int ni, int *rc);
 
 #endif

@@ -11,6 +11,18 @@
 
 #include "import.h"
 
+/* The `batch` param as a size, when there is one: 1. */
+static int batch_sym(ctx *C, sym *out)
+{
+    for (int i = 0; i < C->nsym; i++)
+        if (!strcmp(C->symname[i], "batch")) {
+            *out = S(1);
+            out->e[i] = 1;
+            return 1;
+        }
+    return 0;
+}
+
 static int is_one(sym s)
 {
     return s.c == 1 && sym_is_const(s);
@@ -31,17 +43,68 @@ static void reshape_names(ctx *C, const mtensor *X, int nd, const sym *sz, char 
     for (int i = 0; i < suf; i++)
         snprintf(dn[nd - 1 - i], SB_NAME_MAX, "%s", X->dn[X->nd - 1 - i]);
     int omid = nd - pre - suf, imid = X->nd - pre - suf;
+    int bi = -1;
+    for (int k = 0; k < C->nsym; k++)
+        if (!strcmp(C->symname[k], "batch"))
+            bi = k;
     for (int i = pre; i < nd - suf; i++) {
         int64_t v = ox_sym_val(C, sz[i]);
+        const char *in0 = imid == 1 ? X->dn[pre] : "";
+        int split2 = omid == 2 && imid == 1 && v > 1 && ox_sym_val(C, sz[pre + 1]) > 1;
+        int64_t c = sz[i].c;
+        int only_batch = bi >= 0 && sz[i].e[bi] == 1;
+        for (int k = 0; k < NSYM; k++)
+            only_batch &= k == bi || sz[i].e[k] == 0;
         if (omid == 1 && C->embed && v == C->embed)
             ox_recog_name(C, "embed", v, dn[i]);
-        else if (omid == 2 && imid == 1 && i == pre && v > 1 && ox_sym_val(C, sz[i + 1]) > 1
-                 && C->embed && ox_sym_val(C, X->sz[pre]) == C->embed)
-            ox_recog_name(C, "heads", v, dn[i]);
+        else if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "kv_heads") && !strcmp(X->dn[pre + 1], "head_dim"))
+            ox_recog_name(C, "kv_embed", v, dn[i]);
+        else if (split2 && C->embed && ox_sym_val(C, X->sz[pre]) == C->embed) {
+            /* embed -> (heads, head_dim) */
+            if (i == pre) {
+                C->heads = v;
+                C->head_dim = ox_sym_val(C, sz[pre + 1]);
+            }
+            ox_recog_name(C, i == pre ? "heads" : "head_dim", v, dn[i]);
+        } else if (split2 && !strcmp(in0, "kv_embed") && C->head_dim && ox_sym_val(C, sz[pre + 1]) == C->head_dim)
+            ox_recog_name(C, i == pre ? "kv_heads" : "head_dim", v, dn[i]); /* kv_embed -> (kv_heads, head_dim) */
+        else if (omid == 2 && imid == 2 && bi >= 0 && X->sz[pre].e[bi] == 1 && X->sz[pre].c == 1 && C->embed
+                 && ox_sym_val(C, X->sz[pre + 1]) == C->embed && sz[pre].e[bi] == 1 && sym_is_const(sz[pre + 1])
+                 && sz[pre].c * sz[pre + 1].c == C->embed) {
+            /* (batch, embed) -> (batch * heads, head_dim): nn.MultiheadAttention */
+            C->heads = sz[pre].c;
+            C->head_dim = sz[pre + 1].c;
+            ox_recog_name(C, i == pre ? "batch_heads" : "head_dim", v, dn[i]);
+        } else if (only_batch && c == 1)
+            ox_recog_name(C, "batch", v, dn[i]);
+        else if (only_batch && C->heads && c == C->heads)
+            ox_recog_name(C, "batch_heads", v, dn[i]); /* nn.MultiheadAttention's (batch * heads) */
+        else if (only_batch && C->seq && c == C->seq)
+            ox_recog_name(C, "tokens", v, dn[i]); /* (batch * seq) */
+        else if (C->seq && sym_is_const(sz[i]) && v == C->seq && imid == 1 && X->sz[pre].e[bi >= 0 ? bi : 0] > 0
+                 && bi >= 0 && X->sz[pre].c == C->seq)
+            ox_recog_name(C, "seq", v, dn[i]); /* (batch * seq) -> (seq, batch) or (batch, seq) */
+        else if (C->head_dim && sym_is_const(sz[i]) && v == C->head_dim && i == nd - suf - 1 && omid >= 2
+                 && C->heads && bi >= 0 && sz[i - 1].e[bi] > 0)
+            ox_recog_name(C, "head_dim", v, dn[i]);
+        else if (C->embed && sym_is_const(sz[i]) && v == C->embed)
+            ox_recog_name(C, "embed", v, dn[i]);
         else if (is_one(sz[i]))
             snprintf(dn[i], SB_NAME_MAX, "one");
         else
             ox_gen_name(C, v, dn[i]);
+    }
+    /* a conv's (channels, height, width) flattened to (channels, patches):
+     * the tokens of a vision transformer, (embed, seq) */
+    if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "height") && !strcmp(X->dn[pre + 1], "width")) {
+        ox_recog_name(C, "patches", ox_sym_val(C, sz[pre]), dn[pre]);
+        for (int i = 0; i < nd; i++)
+            if (!strcmp(dn[i], "channels")) {
+                if (!C->embed)
+                    C->embed = ox_sym_val(C, sz[i]);
+                if (ox_sym_val(C, sz[i]) == C->embed)
+                    ox_recog_name(C, "embed", C->embed, dn[i]);
+            }
     }
     ox_uniq_dims(nd, dn);
 }
@@ -91,18 +154,6 @@ static int emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const 
     if (t < 0 || ox_add_line(C, C->t[t].name, "reshape", 0, "%s, shape=[%s]", C->t[in].name, shape) < 0)
         return -1;
     ox_bind_act(C, y, t);
-    return 0;
-}
-
-/* The `batch` param as a size, when there is one: 1. */
-static int batch_sym(ctx *C, sym *out)
-{
-    for (int i = 0; i < C->nsym; i++)
-        if (!strcmp(C->symname[i], "batch")) {
-            *out = S(1);
-            out->e[i] = 1;
-            return 1;
-        }
     return 0;
 }
 
@@ -409,7 +460,20 @@ static int op_concat(ctx *C, const Onnx__NodeProto *n, val *y)
         sym sz[SB_MAX_DIMS];
         memcpy(sz, C->t[first].sz, sizeof sz);
         sz[a] = total;
-        int t = ox_new_tensor(C, node_label(n), "concat", C->t[first].nd, C->t[first].dn, sz, C->nl);
+        char dn[SB_MAX_DIMS][SB_NAME_MAX];
+        memcpy(dn, C->t[first].dn, sizeof dn);
+        /* the class token's size-1 dim does not name the joined axis */
+        for (int q = 0; q < nin && !strcmp(dn[a], "one"); q++) {
+            val *xq = ox_in_val(C, n, (size_t)q);
+            if (xq->src[a] >= 0 && strcmp(ox_lname(C, xq, a), "one"))
+                snprintf(dn[a], SB_NAME_MAX, "%s", ox_lname(C, xq, a));
+        }
+        if (!strcmp(dn[a], "patches") && (!C->seq || C->seq == ox_sym_val(C, total))) {
+            /* class token + patches: the sequence of a vision transformer */
+            C->seq = ox_sym_val(C, total);
+            ox_recog_name(C, "seq", C->seq, dn[a]);
+        }
+        int t = ox_new_tensor(C, node_label(n), "concat", C->t[first].nd, dn, sz, C->nl);
         if (t < 0 || ox_add_line(C, C->t[t].name, "concat", 0, "%s, axis=%d", args, a) < 0)
             return -1;
         acc = t;
@@ -1015,8 +1079,14 @@ static int emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const s
     char dn[SB_MAX_DIMS][SB_NAME_MAX], shape[1024] = "";
     for (int i = 0; i < nd; i++) {
         int xi = i - (nd - x->nd);
+        sym b;
         if (xi >= 0 && sym_eq(C->t[in].sz[xi], sz[i]))
             snprintf(dn[i], SB_NAME_MAX, "%s", C->t[in].dn[xi]);
+        else if (batch_sym(C, &b) && sym_eq(b, sz[i]))
+            ox_recog_name(C, "batch", ox_sym_val(C, sz[i]), dn[i]);
+        else if (C->heads && C->head_dim && xi >= 0 && !strcmp(C->t[in].dn[xi], "one") && i > 0
+                 && !strcmp(dn[i - 1], "kv_heads"))
+            ox_recog_name(C, "rep", ox_sym_val(C, sz[i]), dn[i]); /* grouped-query: heads per kv head */
         else
             ox_gen_name(C, ox_sym_val(C, sz[i]), dn[i]);
     }

@@ -120,7 +120,7 @@ class LlamaLayer(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab=128, embed=64, heads=4, kv_heads=2, ff=128, seq=16, layers=2):
+    def __init__(self, vocab=100, embed=64, heads=4, kv_heads=2, ff=128, seq=16, layers=2):
         super().__init__()
         self.emb = nn.Embedding(vocab, embed)
         self.layers = nn.ModuleList([LlamaLayer(embed, heads, kv_heads, ff, seq) for _ in range(layers)])
@@ -151,7 +151,7 @@ class GPT2Layer(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, vocab=128, embed=64, heads=4, seq=16, layers=2):
+    def __init__(self, vocab=100, embed=64, heads=4, seq=16, layers=2):
         super().__init__()
         self.wte = nn.Embedding(vocab, embed)
         self.wpe = nn.Parameter(torch.zeros(1, seq, embed))
@@ -170,7 +170,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--outdir", default=HERE)
     a = ap.parse_args()
-    ids = torch.randint(0, 128, (2, 16))
+    ids = torch.randint(0, 100, (2, 16))
     for opset in (13, 17):
         export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}.onnx"), opset)
         export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}.onnx"), opset)
