@@ -274,6 +274,7 @@ void ox_printf(sbuf *b, const char *fmt, ...)
 int ox_oom(ctx *C);
 void ox_sym_str(ctx *C, sym a, char *buf, size_t n);
 int64_t ox_sym_val(ctx *C, sym a);
+int64_t ox_sym_export_val(ctx *C, sym a);
 int ox_name_take(ctx *C, const char *s);
 int ox_make_ident(ctx *C, const char *src, const char *fallback, char *out);
 void ox_dim_name(ctx *C, const char *proposed, int how, int64_t size, char *out);

@@ -191,7 +191,7 @@ static int symbolic_batch(ctx *C, const val *x, int nd, sym *sz, int infer)
         for (int i = pre; i < nd - suf; i++) {
             if (!sym_is_const(sz[i]) || sz[i].c <= 0 || sz[i].c % B)
                 continue;
-            int ok = pass == 0 ? i < x->nd && x->shape[i].e[bi] > 0 && ox_sym_val(C, x->shape[i]) == sz[i].c
+            int ok = pass == 0 ? i < x->nd && x->shape[i].e[bi] > 0 && ox_sym_export_val(C, x->shape[i]) == sz[i].c
                      : pass == 1 ? sz[i].c == B
                                  : 1;
             if (!ok)
@@ -1119,7 +1119,7 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
             ; /* the leading dim of a static-batch export's shape: the batch param */
         else if (x1)
             out[i] = sv;
-        else if (s1 || sym_eq(xv, sv) || ox_sym_val(C, xv) == ox_sym_val(C, sv))
+        else if (s1 || sym_eq(xv, sv) || ox_sym_export_val(C, xv) == ox_sym_export_val(C, sv))
             out[i] = xv; /* the input's own (symbolic) size wins */
         else
             return ox_unsupported(C, n, "dim %d of size %lld does not broadcast to %lld", i,

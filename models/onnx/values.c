@@ -122,6 +122,20 @@ int64_t ox_sym_val(ctx *C, sym a)
     return v;
 }
 
+/* The size as the export saw it: with a static batch made the `batch`
+ * param (ctx.batch_static), the param at the export's value, not --set's. */
+int64_t ox_sym_export_val(ctx *C, sym a)
+{
+    int64_t v = a.c;
+    for (int i = 0; i < C->nsym; i++) {
+        int64_t d = C->batch_static && !strcmp(C->symname[i], "batch") ? C->batch_static : C->symdef[i];
+        for (int k = 0; k < a.e[i]; k++)
+            if (__builtin_mul_overflow(v, d, &v))
+                return INT64_MAX;
+    }
+    return v;
+}
+
 static int name_taken(ctx *C, const char *s)
 {
     for (int i = 0; i < C->nnames; i++)

@@ -14,6 +14,9 @@ still makes `batch` a param. The .onnx files are committed beside it; CI
 does not need torch. The parameter counts the tests check are printed here.
 
 Files:
+  mha17.onnx                  a 1-layer encoder with nn.MultiheadAttention
+                              (no mask) and a GELU MLP, opset 17: imports
+                              with the model ops of any build
   llama13.onnx, llama17.onnx  a 2-layer Llama-style decoder (opset 13, 17):
                               RMSNorm as x * rsqrt(mean(x^2) + eps) * w,
                               rotary embedding with rotate_half
@@ -39,12 +42,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 torch.manual_seed(0)
 
 
+def kept_params(model):
+    """The parameters a model file keeps: all but the biases of Linear and
+    attention projections and the learned positions (the importer fuses
+    them into their producer as pointwise ops); norm scales and shifts
+    stay (norm's gamma and beta, rmsnorm's gamma)."""
+    n = 0
+    for name, p in model.named_parameters():
+        norm = any(k in name for k in ("ln", "norm", ".n1.", ".n2."))
+        if name.endswith("bias") and not norm:
+            continue
+        if name in ("wpe", "encoder.pos_embedding"):
+            continue
+        n += p.numel()
+    return n
+
+
 def export(model, args, path, opset, inputs=("x",)):
     model.eval()
     torch.onnx.export(model, args, path, opset_version=opset, input_names=list(inputs),
                       output_names=["y"], export_params=False, do_constant_folding=True)
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"{path}: {os.path.getsize(path)} bytes, {nparams} parameters")
+    print(f"{path}: {os.path.getsize(path)} bytes, {nparams} parameters, "
+          f"{kept_params(model)} kept by the model file")
 
 
 class RMSNorm(nn.Module):
@@ -166,11 +186,34 @@ class GPT2(nn.Module):
         return self.head(self.ln(h))
 
 
+class MHANet(nn.Module):
+    """A 1-layer pre-norm encoder with nn.MultiheadAttention (no mask) and
+    a GELU MLP: what imports without the newer model ops."""
+
+    def __init__(self, vocab=100, embed=32, heads=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, embed)
+        self.ln1 = nn.LayerNorm(embed)
+        self.attn = nn.MultiheadAttention(embed, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(embed)
+        self.fc = nn.Linear(embed, 2 * embed)
+        self.proj = nn.Linear(2 * embed, embed)
+        self.head = nn.Linear(embed, vocab)
+
+    def forward(self, x):
+        h = self.emb(x)
+        a = self.ln1(h)
+        h = h + self.attn(a, a, a, need_weights=False)[0]
+        h = h + self.proj(F.gelu(self.fc(self.ln2(h))))
+        return self.head(h)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--outdir", default=HERE)
     a = ap.parse_args()
     ids = torch.randint(0, 100, (2, 16))
+    export(MHANet(), (torch.randint(0, 100, (2, 8)),), os.path.join(a.outdir, "mha17.onnx"), 17)
     for opset in (13, 17):
         export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}.onnx"), opset)
         export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}.onnx"), opset)
