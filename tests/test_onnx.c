@@ -526,6 +526,225 @@ static void test_unsupported(void **state)
     assert_null(strstr(strstr(err.msg, "/c1/Conv") + 1, "/c1/Conv"));
 }
 
+/* ---- today's transformer exports (make_llm.py) ------------------------------ */
+
+static int count_kind_name(const sb_model *m, const char *name)
+{
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        n += !strcmp(sb_op_kind_name(m->ops[i].kind), name);
+    return n;
+}
+
+/* Trained parameters of a model: the ops' own weights and declared weights. */
+static int64_t model_weights(const sb_model *m)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->nops; i++)
+        for (int w = 0; w < m->ops[i].nweights; w++) {
+            int64_t k = 1;
+            for (int d = 0; d < m->ops[i].weights[w].ndims; d++)
+                k *= m->ops[i].weights[w].size[d];
+            n += k;
+        }
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].kind == SB_TENSOR_WEIGHT) {
+            int64_t k = 1;
+            for (int d = 0; d < m->tensors[i].ndims; d++)
+                k *= m->tensors[i].dims[d].size;
+            n += k;
+        }
+    return n;
+}
+
+/* Whether this build's model language parses an op call on x[a=4, b=4]
+ * (the newer op kinds come from other branches; the importer asks the
+ * same way). */
+static int have_op(const char *call)
+{
+    char text[256];
+    snprintf(text, sizeof text, "model probe\ninput x[a=4, b=4]\n%s\n", call);
+    sb_model m;
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "probe", NULL, 0, &m, &err))
+        return 0;
+    sb_model_free(&m);
+    return 1;
+}
+
+/* The op of a model whose iteration space starts with these dim names. */
+static const sb_op *find_op_dims(const sb_model *m, sb_op_kind k, const char *d0, const char *d1, const char *d2)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *o = &m->ops[i];
+        if (o->kind == k && o->ndims >= 3 && !strcmp(o->dims[0].name, d0) && !strcmp(o->dims[1].name, d1)
+            && !strcmp(o->dims[2].name, d2))
+            return o;
+    }
+    return NULL;
+}
+
+/* nn.MultiheadAttention with a static batch of 2: `batch` is a param, the
+ * export's literal batch in reshapes follows --set, the heads merged with
+ * the batch are named; the weights are torch's less the biases. */
+static void test_mha_static_batch(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_onnx_info info;
+    load("mha17", NULL, NULL, 0, &m, &info);
+    assert_int_equal(param(&m, "batch"), 2);
+    assert_int_equal(find_input(&m)->dims[0].size, 2);
+    assert_string_equal(find_input(&m)->dims[0].name, "batch");
+    assert_int_equal(count_kind(&m, SB_OP_EMBEDDING), 1);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 5); /* packed qkv, out, fc, proj, head */
+    assert_int_equal(count_kind(&m, SB_OP_EINSUM), 2);
+    assert_int_equal(count_kind(&m, SB_OP_NORM), 2);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 1);
+    assert_int_equal(count_kind(&m, SB_OP_SPLIT), 1);
+    assert_int_equal(model_weights(&m), 14720); /* make_llm.py: "kept by the model file" */
+    const sb_op *q = find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim");
+    assert_non_null(q);
+    assert_int_equal(q->dims[1].size, 8); /* 4 heads x batch 2 */
+    assert_int_equal(q->dims[2].size, 8);
+    search_p4(&m);
+    check_reparse("mha17", &m);
+    sb_model_free(&m);
+    sb_setting set = {.name = "batch", .value = 8};
+    load("mha17", NULL, &set, 1, &m, NULL);
+    q = find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim");
+    assert_non_null(q);
+    assert_int_equal(q->dims[1].size, 32);
+    const sb_op *t = NULL;
+    for (int i = 0; i < m.nops && !t; i++)
+        if (m.ops[i].kind == SB_OP_DENSE && !strcmp(m.ops[i].dims[0].name, "tokens"))
+            t = &m.ops[i];
+    assert_non_null(t);
+    assert_int_equal(t->dims[0].size, 64); /* seq 8 x batch 8 */
+    assert_int_equal(model_weights(&m), 14720);
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
+/* The import of one of today's exports, or (on a build without the model
+ * ops it needs) the one error listing what blocks it. */
+static int load_or_refusal(const char *name, const sb_setting *set, int nset, sb_model *m, char *msg, size_t n)
+{
+    char path[1024];
+    sb_error err = {0};
+    data_path(path, sizeof path, name);
+    int rc = sb_onnx_load(path, NULL, set, nset, m, NULL, &err);
+    if (rc) {
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        snprintf(msg, n, "%s", err.msg);
+    }
+    return rc;
+}
+
+static void check_llama(const char *name, int opset)
+{
+    int full = have_op("y = rmsnorm(x, axis=b)") && have_op("y = rope(x, seq=a, dim=b, theta=10000)")
+               && have_op("y = expand(x, shape=[c=2, a=4, b=4])") && have_op("y = softmax(x, axis=b, causal=a)")
+               && have_op("y = act(x, fn=silu)") && have_op("y = mul(x, x)");
+    sb_model m;
+    char msg[2048], want[256];
+    sb_setting set = {.name = "batch", .value = 4};
+    int rc = load_or_refusal(name, &set, 1, &m, msg, sizeof msg);
+    if (!full) {
+        /* per layer: 2 RMSNorms, rotary on q and k, expand of k and v, the
+         * causal Where; and the final RMSNorm */
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(msg, "15 unsupported nodes"));
+        snprintf(want, sizeof want, "/layers.0/n1/Pow (Pow, opset %d): the RMSNorm pattern needs the model op rmsnorm", opset);
+        assert_non_null(strstr(msg, want));
+        snprintf(want, sizeof want, "/layers.0/attn/Add (Add, opset %d): the rotary pattern needs the model op rope", opset);
+        assert_non_null(strstr(msg, want));
+        snprintf(want, sizeof want, "/layers.0/attn/Expand_1 (Expand, opset %d): needs the model op expand", opset);
+        assert_non_null(strstr(msg, want));
+        snprintf(want, sizeof want, "/layers.0/attn/Where_2 (Where, opset %d): a causal mask before Softmax", opset);
+        assert_non_null(strstr(msg, want));
+        return;
+    }
+    if (rc)
+        fail_msg("%s", msg);
+    assert_int_equal(param(&m, "batch"), 4);
+    assert_int_equal(count_kind_name(&m, "rmsnorm"), 5);
+    assert_int_equal(count_kind_name(&m, "rope"), 4);
+    assert_int_equal(count_kind_name(&m, "expand"), 4);
+    assert_int_equal(count_kind_name(&m, "act"), 2);
+    assert_int_equal(count_kind_name(&m, "mul"), 2);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 2);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 15); /* 2 x (q k v o gate up down) + out */
+    assert_int_equal(count_kind(&m, SB_OP_EINSUM), 4);
+    assert_int_equal(count_kind(&m, SB_OP_EMBEDDING), 1);
+    assert_int_equal(model_weights(&m), 86848); /* make_llm.py: torch's parameters */
+    assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "batch", "seq", "heads"));
+    assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "batch", "seq", "kv_heads"));
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
+static void check_gpt2(const char *name, int opset)
+{
+    sb_model m;
+    char msg[2048], want[256];
+    int rc = load_or_refusal(name, NULL, 0, &m, msg, sizeof msg);
+    if (!have_op("y = softmax(x, axis=b, causal=a)")) {
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(msg, "2 unsupported nodes"));
+        for (int l = 0; l < 2; l++) {
+            snprintf(want, sizeof want, "/layers.%d/attn/Add_2 (Add, opset %d): a causal mask before Softmax needs", l, opset);
+            assert_non_null(strstr(msg, want));
+        }
+        return;
+    }
+    if (rc)
+        fail_msg("%s", msg);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 2);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 9); /* 2 x (qkv out fc proj) + head */
+    assert_int_equal(count_kind(&m, SB_OP_NORM), 5);
+    assert_int_equal(model_weights(&m), 111744); /* make_llm.py: less biases and positions */
+    assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim"));
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
+static void check_vit(const char *name, int opset)
+{
+    sb_model m;
+    char msg[2048], want[256];
+    int rc = load_or_refusal(name, NULL, 0, &m, msg, sizeof msg);
+    if (!have_op("y = expand(x, shape=[c=2, a=4, b=4])")) {
+        /* only the class token's Expand blocks: the shape checks around it
+         * (Equal, Where, ConstantOfShape) fold, x[:, 0] is a split */
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(msg, "1 unsupported node"));
+        snprintf(want, sizeof want, "/Expand (Expand, opset %d): needs the model op expand", opset);
+        assert_non_null(strstr(msg, want));
+        return;
+    }
+    if (rc)
+        fail_msg("%s", msg);
+    assert_int_equal(count_kind(&m, SB_OP_CONV), 1);
+    assert_int_equal(count_kind_name(&m, "expand"), 1);
+    assert_int_equal(count_kind(&m, SB_OP_NORM), 25);
+    assert_int_equal(count_kind(&m, SB_OP_DENSE), 49); /* 12 x (qkv out fc proj) + head */
+    assert_int_equal(model_weights(&m), 86331648); /* make_llm.py: less biases and positions */
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
+static void test_llm_exports(void **state)
+{
+    (void)state;
+    check_llama("llama13", 13);
+    check_llama("llama17", 17);
+    check_gpt2("gpt2_13", 13);
+    check_gpt2("gpt2_17", 17);
+    check_vit("vit13", 13);
+    check_vit("vit17", 17);
+}
+
 static void expect_clean_error(const void *data, size_t size, const char *path)
 {
     char *text = NULL;
@@ -636,7 +855,8 @@ int main(void)
         cmocka_unit_test(test_ops),         cmocka_unit_test(test_fusion_order),
         cmocka_unit_test(test_unsupported), cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_regress),     cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_not_a_file),  cmocka_unit_test(test_mha_static_batch),
+        cmocka_unit_test(test_llm_exports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
