@@ -603,6 +603,16 @@ static void test_mha_static_batch(void **state)
     assert_int_equal(count_kind(&m, SB_OP_SOFTMAX), 1);
     assert_int_equal(count_kind(&m, SB_OP_SPLIT), 1);
     assert_int_equal(model_weights(&m), 14720); /* make_llm.py: "kept by the model file" */
+    /* the tanh Gelu (Mul(x, x) ... Tanh ... Mul(0.5)) is one pointwise op on
+     * fc, beside its bias; without act in the build: 29 ops in all */
+    const sb_op *fc = find_op_dims(&m, SB_OP_DENSE, "batch", "seq", "ff");
+    assert_non_null(fc);
+    if (!have_op("y = act(x, fn=silu)")) {
+        assert_int_equal(fc->pw, 2);
+        assert_int_equal(m.nops, 29);
+    } else {
+        assert_int_equal(count_kind_name(&m, "act"), 1);
+    }
     const sb_op *q = find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim");
     assert_non_null(q);
     assert_int_equal(q->dims[1].size, 8); /* 4 heads x batch 2 */

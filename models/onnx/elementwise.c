@@ -148,6 +148,81 @@ int ox_match_gelu(ctx *C, int ni, int *rc)
     return 1;
 }
 
+/* Node index of the only consumer of `v` if it is of type op (with a
+ * static other operand when want_static), else -1. */
+static int next_of(ctx *C, const char *v, const char *op, int want_static)
+{
+    int k = v ? ox_only_consumer(C, v) : -1;
+    if (k < 0 || !op_is(C->g->node[k], op) || !out0(C->g->node[k]))
+        return -1;
+    if (want_static && !ox_binop_with_static(C, C->g->node[k], v))
+        return -1;
+    return k;
+}
+
+/* Node k reads exactly a and b (in either order). */
+static int reads_pair(ctx *C, int k, const char *a, const char *b)
+{
+    const Onnx__NodeProto *m = C->g->node[k];
+    const char *p = in_name(m, 0), *q = in_name(m, 1);
+    return m->n_input == 2 && p && q && ((!strcmp(p, a) && !strcmp(q, b)) || (!strcmp(p, b) && !strcmp(q, a)));
+}
+
+/* The tanh Gelu as torch 1.13 writes it for opsets before 20:
+ * 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x))), i.e.
+ * Mul(x, x) -> Mul(x, .) -> Mul(k, .) -> Add(x, .) -> Mul(b, .) -> Tanh
+ * -> Add(1, .) -> Mul(x, .) [-> Mul(0.5, .)]. act(gelu_tanh) where the
+ * model language has act, else one pointwise op on x. */
+static int match_gelu_tanh(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *sq = C->g->node[ni];
+    val *x = ox_in_val(C, sq, 0);
+    if (!x || x->kind != V_ACT || sq->n_input != 2 || !in_name(sq, 1) || strcmp(in_name(sq, 1), x->name) || !out0(sq))
+        return 0;
+    int ch[9], nc = 0;
+    const char *v = out0(sq);
+    int k = next_of(C, v, "Mul", 0);
+    if (k < 0 || !reads_pair(C, k, x->name, v))
+        return 0;
+    ch[nc++] = k;
+    if ((k = next_of(C, out0(C->g->node[k]), "Mul", 1)) < 0)
+        return 0;
+    ch[nc++] = k;
+    v = out0(C->g->node[k]);
+    if ((k = next_of(C, v, "Add", 0)) < 0 || !reads_pair(C, k, x->name, v))
+        return 0;
+    ch[nc++] = k;
+    static const char *const rest[3] = {"Mul", "Tanh", "Add"};
+    for (int i = 0; i < 3; i++) {
+        if ((k = next_of(C, out0(C->g->node[k]), rest[i], i != 1)) < 0)
+            return 0;
+        ch[nc++] = k;
+    }
+    v = out0(C->g->node[k]);
+    if ((k = next_of(C, v, "Mul", 0)) < 0 || !reads_pair(C, k, x->name, v))
+        return 0;
+    ch[nc++] = k;
+    int h = next_of(C, out0(C->g->node[k]), "Mul", 1);
+    if (h >= 0)
+        ch[nc++] = h;
+    for (int i = 0; i < nc; i++)
+        ox_absorb(C, ch[i]);
+    val *y = ox_vget(C, out0(C->g->node[ch[nc - 1]]));
+    if (!y)
+        return *rc = -1, 1;
+    /* x is read twice by Mul(x, x) and once by Mul(x, .), Add(x, .) and Mul(x, .) */
+    *rc = have_act(C) ? emit_act(C, sq, x, "gelu_tanh", y) : ox_emit_pw(C, sq, x, y, 1, 5);
+    if (C->info)
+        C->info->nfused += nc;
+    return 1;
+}
+
+/* Mul: the tanh Gelu, the Gelu whose Div is a Mul by 1/sqrt2, or a Mul. */
+int ox_match_mul(ctx *C, int ni, int *rc)
+{
+    return match_gelu_tanh(C, ni, rc) || ox_match_gelu(C, ni, rc);
+}
+
 /* Add, Sub, Mul, Div (and Pow with a constant exponent). */
 static int op_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
 {

@@ -69,7 +69,7 @@ static const ox_op k_ops[] = {
     /* elementwise.c */
     {"Add", ox_node_binary, 0, ox_match_masked_softmax},
     {"Sub", ox_node_binary, 0, NULL},
-    {"Mul", ox_node_binary, 0, ox_match_gelu},
+    {"Mul", ox_node_binary, 0, ox_match_mul},
     {"Div", ox_node_binary, 0, ox_match_gelu},
     {"Pow", ox_node_binary, 0, ox_match_rmsnorm},
     {"Relu", ox_node_pointwise, 0, NULL},

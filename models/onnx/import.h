@@ -335,5 +335,6 @@ int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axi
 /* elementwise.c */
 int ox_match_gelu(ctx *C, int ni, int *rc);
 int ox_match_silu(ctx *C, int ni, int *rc);
+int ox_match_mul(ctx *C, int ni, int *rc);
 
 #endif

@@ -946,6 +946,9 @@ int ox_node_constantofshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, v
     if (a && a->t && ox_set_from_tensor(C, &v, a->t, 0))
         return C->oom ? -1 : ox_unsupported(C, n, "bad value tensor");
     int64_t cnt = ox_shape_numel(C, x->ndata, x->data);
+    for (int i = 0; i < x->ndata; i++)
+        if (!sym_is_const(x->data[i]))
+            cnt = -1; /* over the params: the shape only */
     int rc = 0;
     if (cnt >= 0 && v.kind == V_CONST && v.ndata == 1 && cnt <= MAX_CONST) {
         sym out[MAX_CONST];
@@ -982,7 +985,11 @@ int ox_node_equal(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
     sym out[MAX_CONST];
     for (int i = 0; i < nn; i++) {
         sym p = x->data[x->ndata == 1 ? 0 : i], q = x1->data[x1->ndata == 1 ? 0 : i];
-        if (!sym_eq(p, q) && !(sym_is_const(p) && sym_is_const(q)))
+        /* a size over the params is positive: never equal to 0 or -1 (torch's
+         * expand(n, -1, -1) checks its sizes against -1) */
+        int known = sym_eq(p, q) || (sym_is_const(p) && sym_is_const(q)) || (sym_is_const(p) && p.c <= 0)
+                    || (sym_is_const(q) && q.c <= 0);
+        if (!known)
             return ox_unsupported(C, n, "compares a param with a number (the answer depends on --set)");
         out[i] = S(sym_eq(p, q));
     }
@@ -1045,7 +1052,8 @@ int ox_node_range(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
  * torch.triu / tril): the triangle, kept as data. */
 int ox_node_trilu(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
-    if (x->kind != V_STATIC || !x->fdata || x->nd < 2)
+    if (x->kind != V_STATIC || !x->fdata || x->nd < 2 || !sym_is_const(x->shape[x->nd - 1])
+        || !sym_is_const(x->shape[x->nd - 2]))
         return ox_unsupported(C, n, "applied to %s (only to constants, for masks)",
                               x->kind == V_ACT ? "an activation" : "a constant without data");
     int64_t k = 0;

@@ -15,7 +15,7 @@ does not need torch. The parameter counts the tests check are printed here.
 
 Files:
   mha17.onnx                  a 1-layer encoder with nn.MultiheadAttention
-                              (no mask) and a GELU MLP, opset 17: imports
+                              (no mask) and a tanh-GELU MLP, opset 17: imports
                               with the model ops of any build
   llama13.onnx, llama17.onnx  a 2-layer Llama-style decoder (opset 13, 17):
                               RMSNorm as x * rsqrt(mean(x^2) + eps) * w,
@@ -188,7 +188,7 @@ class GPT2(nn.Module):
 
 class MHANet(nn.Module):
     """A 1-layer pre-norm encoder with nn.MultiheadAttention (no mask) and
-    a GELU MLP: what imports without the newer model ops."""
+    a tanh-GELU MLP: what imports without the newer model ops."""
 
     def __init__(self, vocab=100, embed=32, heads=4):
         super().__init__()
@@ -204,7 +204,7 @@ class MHANet(nn.Module):
         h = self.emb(x)
         a = self.ln1(h)
         h = h + self.attn(a, a, a, need_weights=False)[0]
-        h = h + self.proj(F.gelu(self.fc(self.ln2(h))))
+        h = h + self.proj(F.gelu(self.fc(self.ln2(h)), approximate="tanh"))
         return self.head(h)
 
 
