@@ -231,11 +231,9 @@ static int op_binary(ctx *C, const Onnx__NodeProto *n, val *a, val *b, val *y)
     if (a->kind == V_ACT && b->kind == V_ACT) {
         if (op_is(n, "Pow"))
             return ox_unsupported(C, n, "power of two activations");
-        if (op_is(n, "Mul") && ox_have(C, "y = mul(x, x)")) {
-            if (!ox_same_shape(a, b) && !ox_broadcasts_to(b, a) && !ox_broadcasts_to(a, b))
-                return ox_unsupported(C, n, "operands of shapes that do not broadcast one way");
-            val *big = ox_broadcasts_to(b, a) ? a : b, *small = big == a ? b : a;
-            int ta = ox_materialize(C, big, node_label(n)), tb = ox_materialize(C, small, node_label(n));
+        if (op_is(n, "Mul") && ox_same_shape(a, b) && ox_have(C, "y = mul(x, x)")) {
+            /* the model's mul matches b to a position by position */
+            int ta = ox_materialize(C, a, node_label(n)), tb = ox_materialize(C, b, node_label(n));
             if (ta < 0 || tb < 0)
                 return -1;
             mtensor *A = &C->t[ta];

@@ -57,6 +57,8 @@ static void reshape_names(ctx *C, const mtensor *X, int nd, const sym *sz, char 
             only_batch &= k == bi || sz[i].e[k] == 0;
         if (omid == 1 && C->embed && v == C->embed)
             ox_recog_name(C, "embed", v, dn[i]);
+        else if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "kv_heads") && !strcmp(X->dn[pre + 1], "rep"))
+            ox_recog_name(C, "heads", v, dn[i]); /* grouped-query kv heads repeated to the heads */
         else if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "kv_heads") && !strcmp(X->dn[pre + 1], "head_dim"))
             ox_recog_name(C, "kv_embed", v, dn[i]);
         else if (split2 && C->embed && ox_sym_val(C, X->sz[pre]) == C->embed) {
@@ -1077,23 +1079,44 @@ int ox_node_trilu(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
     return rc;
 }
 
-/* y = expand(x, shape=[...]): x's dims keep their names, new and
- * broadcast ones get names of their size. */
+/* Whether output dim i of an Expand to nd dims broadcasts x (x has size 1
+ * there, or no dim) to a size other than 1. */
+static int expand_bcast(const val *x, int nd, const sym *sz, int i)
+{
+    int xi = i - (nd - x->nd);
+    return xi < 0 || (is_one(x->shape[xi]) && !is_one(sz[i]));
+}
+
+/* y = expand(x, shape=[...]): the model op takes x without the dims it
+ * broadcasts (x's other dims appear in the shape by name, in order), so x
+ * is laid out without them first; new dims get names of their size
+ * (`batch`, `rep` for grouped-query heads). */
 static int emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y)
 {
-    int in = ox_materialize(C, x, node_label(n));
+    val w = *x;
+    int k = 0, kept[SB_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int xi = i - (nd - x->nd);
+        kept[i] = -1;
+        if (!expand_bcast(x, nd, sz, i)) {
+            w.src[k] = x->src[xi];
+            w.shape[k] = x->shape[xi];
+            kept[i] = k++;
+        }
+    }
+    w.nd = k;
+    w.mat = -1;
+    int in = ox_materialize(C, &w, node_label(n));
     if (in < 0)
         return -1;
     char dn[SB_MAX_DIMS][SB_NAME_MAX], shape[1024] = "";
     for (int i = 0; i < nd; i++) {
-        int xi = i - (nd - x->nd);
         sym b;
-        if (xi >= 0 && sym_eq(C->t[in].sz[xi], sz[i]))
-            snprintf(dn[i], SB_NAME_MAX, "%s", C->t[in].dn[xi]);
+        if (kept[i] >= 0)
+            snprintf(dn[i], SB_NAME_MAX, "%s", C->t[in].dn[kept[i]]);
         else if (batch_sym(C, &b) && sym_eq(b, sz[i]))
             ox_recog_name(C, "batch", ox_sym_val(C, sz[i]), dn[i]);
-        else if (C->heads && C->head_dim && xi >= 0 && !strcmp(C->t[in].dn[xi], "one") && i > 0
-                 && !strcmp(dn[i - 1], "kv_heads"))
+        else if (C->heads && i > 0 && !strcmp(dn[i - 1], "kv_heads"))
             ox_recog_name(C, "rep", ox_sym_val(C, sz[i]), dn[i]); /* grouped-query: heads per kv head */
         else
             ox_gen_name(C, ox_sym_val(C, sz[i]), dn[i]);
@@ -1149,6 +1172,14 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
     if (x->kind == V_STATIC) {
         /* a weight (ViT's class token): declared, then expanded */
         if (x->wt < 0) {
+            /* declared without the dims the Expand broadcasts (the class
+             * token's (1, 1, E) is `weight class_token[one=1, embed=E]`) */
+            val d = *x;
+            d.nd = 0;
+            for (int j = 0; j < x->nd; j++)
+                if (!expand_bcast(x, nd, out, j + (nd - x->nd)))
+                    d.shape[d.nd++] = x->shape[j];
+            x = &d;
             char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[1200] = "";
             for (int j = 0; j < x->nd; j++) {
                 int64_t v = ox_sym_val(C, x->shape[j]);
@@ -1170,12 +1201,21 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
             }
             if (ox_add_line(C, "", "", 0, "weight %s[%s]", C->t[t].name, decl) < 0)
                 return -1;
+            x = ox_in_val(C, n, 0);
             x->wt = t;
         }
+        /* the weight as an activation of its declared tensor, with the
+         * broadcast dims as size-1 views */
         val w;
         memset(&w, 0, sizeof w);
         w.name = x->name;
         ox_bind_act(C, &w, x->wt);
+        w.nd = x->nd;
+        for (int j = 0, q = 0; j < x->nd; j++) {
+            int bc = expand_bcast(x, nd, out, j + (nd - x->nd));
+            w.src[j] = (int8_t)(bc ? -1 : q++);
+            w.shape[j] = x->shape[j];
+        }
         return emit_expand(C, n, &w, nd, out, y);
     }
     return emit_expand(C, n, x, nd, out, y);
