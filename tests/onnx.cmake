@@ -7,12 +7,13 @@ if(SB_HAVE_ONNX)
 endif()
 set_tests_properties(test_onnx PROPERTIES TIMEOUT 120)
 
-# onnx_cli: the exports of make_llm.py through `shardbench search -p 8` and
-# `mpirun -np 2 shardbench run --strategy best --steps 2` (tests/onnx_cli.sh).
+# onnx_cli: the exports of make_llm.py through `shardbench search -p 8`,
+# `mpirun -np 2 shardbench run --strategy best --steps 2` and test_equiv on
+# 2 ranks (tests/onnx_cli.sh; test_equiv is built by equiv.cmake).
 if(SB_HAVE_ONNX)
   add_test(NAME onnx_cli
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/onnx_cli.sh $<TARGET_FILE:shardbench>
-            ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
+            $<TARGET_FILE:test_equiv> ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
   set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
 endif()

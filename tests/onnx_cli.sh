@@ -2,14 +2,19 @@
 # tests/onnx_cli.sh: today's transformer exports (tests/data/onnx, written by
 # make_llm.py) through the command line: `shardbench search -m FILE.onnx -p 8`
 # prints a strategy, and for the decoders (and mha17) `mpirun -np 2
-# shardbench run -m FILE.onnx --strategy best --steps 2` trains. An export
+# shardbench run -m FILE.onnx --strategy best --steps 2` trains and
+# test_equiv on 2 ranks (the search's best and random strategies, which
+# split the imported dims: batch_heads, head_dim, seq, embed, ...) computes
+# the losses and weights of one rank, at --set batch=4. An export
 # that needs model ops this build lacks (rmsnorm, rope, expand, act, mul,
 # softmax causal=: other branches) must fail with exit 2 and say so; any
 # other failure fails the test.
 set -u
-SB=${1:?usage: onnx_cli.sh SHARDBENCH DATA_DIR [MPIEXEC]}
-DATA=${2:?usage: onnx_cli.sh SHARDBENCH DATA_DIR [MPIEXEC]}
-MPIEXEC=${3:-mpiexec}
+USAGE="usage: onnx_cli.sh SHARDBENCH TEST_EQUIV DATA_DIR [MPIEXEC]"
+SB=${1:?$USAGE}
+EQUIV=${2:?$USAGE}
+DATA=${3:?$USAGE}
+MPIEXEC=${4:-mpiexec}
 LIMIT=${ONNX_CLI_TIMEOUT:-60}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
@@ -41,6 +46,14 @@ for f in mha17 llama13 llama17 gpt2_13 gpt2_17 vit13 vit17; do
         pass "$f: mpirun -np 2 run --strategy best --steps 2"
     else
         fail "$f: run (exit $rc): $(tail -c 600 "$TMP/$f.rerr")"
+    fi
+    rc=0
+    timeout -k 5 "$LIMIT" "$MPIEXEC" --oversubscribe -np 2 "$EQUIV" "$onnx" --set batch=4 --seed 2 --flops 0.01 \
+        > "$TMP/$f.eq" 2>&1 || rc=$?
+    if [ $rc = 0 ] && grep -q '0 of .* strategies differ from one device' "$TMP/$f.eq"; then
+        pass "$f: test_equiv -np 2: $(grep -c ' ok$' "$TMP/$f.eq") strategies equal one rank"
+    else
+        fail "$f: test_equiv (exit $rc): $(tail -c 800 "$TMP/$f.eq")"
     fi
 done
 echo "# $blocked of 6 exports wait for model ops from other branches"
