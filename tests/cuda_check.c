@@ -486,6 +486,21 @@ static void check_tensor(void)
         gpu->sgd_update(out.d, dout.d, n, 0.1f);
         same("sgd_update", "w", &out, TOL);
         same("sgd_update", "g (zeroed)", &dout, TOL);
+        /* two Adam steps (bias correction of steps 1 and 2) from zero moments */
+        pair am, av;
+        pair_new(&am, n, 0);
+        pair_new(&av, n, 0);
+        for (int t = 1; t <= 2; t++) {
+            for (size_t i = 0; i < n; i++)
+                dout.h[i] = fr();
+            gpu->from_host(dout.d, dout.h, n);
+            cpu->adam_update(out.h, dout.h, am.h, av.h, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            gpu->adam_update(out.d, dout.d, am.d, av.d, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            same("adam_update", "w", &out, TOL);
+            same("adam_update", "m", &am, TOL);
+            same("adam_update", "v", &av, TOL);
+            same("adam_update", "g (zeroed)", &dout, TOL);
+        }
         pairs_free();
 
         /* reduce-mean, permute, box copy in 1-6 dims */

@@ -43,3 +43,19 @@ foreach(case transformer:4 rnnlm:4 alexnet:4 resnet101:2 inception3:2)
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 endforeach()
+
+# Adam instead of SGD (--adam EPS; the one-device reference too): the
+# moments live beside each weight shard, updated after the gradient's
+# all-reduce, so every strategy must still equal one device.
+foreach(case transformer:4 alexnet:2)
+  string(REPLACE ":" ";" mp ${case})
+  list(GET mp 0 model)
+  list(GET mp 1 np)
+  add_test(NAME test_equiv_${model}_np${np}_adam
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
+            --adam 1e-8 --lr 0.001)
+  set_tests_properties(test_equiv_${model}_np${np}_adam PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endforeach()

@@ -12,11 +12,13 @@
  * update is more than noise: a missing or doubled gradient piece fails.
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
- *                          [--backend cpu|cuda] [--flops F] [--bw B]
+ *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
- * itself). The search's best strategy must split at least one op, or the
+ * itself). --adam EPS trains every run (the reference too) with Adam
+ * (epsilon EPS; the learning rate is --lr) instead of SGD. The search's
+ * best strategy must split at least one op, or the
  * test fails: --flops and --bw (the cost model's TFLOP/s and GB/s) set
  * where splitting pays at the test's small sizes. */
 #define _GNU_SOURCE
@@ -56,12 +58,14 @@ static double moved;
 static float lr = 0.2f;
 static const sb_backend *run_be = &sb_backend_cpu; /* the strategies' backend */
 static double tol = TOL;
+static sb_update_rule update = SB_UPDATE_SGD; /* --adam EPS: Adam with that epsilon */
+static float adam_eps;
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
 {
     sb_error err = {0};
     sb_executor *ex;
-    sb_exec_opts eo = {.lr = lr, .seed = 7};
+    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps};
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
@@ -194,6 +198,9 @@ int main(int argc, char **argv)
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
+        } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
+            update = SB_UPDATE_ADAM;
+            adam_eps = (float)atof(argv[++i]);
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }

@@ -1381,6 +1381,37 @@ static void test_sgd(void **state)
     expect_close("sgd zeroes the gradient", g, zero, 3, 0, 0);
 }
 
+/* Two Adam steps against the formulas written out in double: step 1's bias
+ * correction makes the update lr * g / (|g| + eps); step 2 mixes both
+ * gradients with weights b1 (1 - b1) and (1 - b1) over 1 - b1^2. */
+static void test_adam(void **state)
+{
+    (void)state;
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, lr = 0.01f;
+    const double g1[3] = {1, -2, 0.5}, g2[3] = {0.25, 3, -1};
+    float w[3] = {1, 2, 3}, g[3], m[3] = {0}, v[3] = {0}, want[3];
+    const float zero[3] = {0, 0, 0};
+    double wd[3] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        g[i] = (float)g1[i];
+        wd[i] -= lr * g1[i] / (fabs(g1[i]) + eps);
+        want[i] = (float)wd[i];
+    }
+    sb_adam_update(w, g, m, v, 3, lr, b1, b2, eps, 1);
+    expect_close("adam step 1", w, want, 3, 1e-6, 1e-6);
+    expect_close("adam zeroes the gradient", g, zero, 3, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        g[i] = (float)g2[i];
+        double mm = (double)b1 * (1 - b1) * g1[i] + (1 - (double)b1) * g2[i];
+        double vv = (double)b2 * (1 - b2) * g1[i] * g1[i] + (1 - (double)b2) * g2[i] * g2[i];
+        double mh = mm / (1 - (double)b1 * b1), vh = vv / (1 - (double)b2 * b2);
+        wd[i] -= lr * mh / (sqrt(vh) + eps);
+        want[i] = (float)wd[i];
+    }
+    sb_adam_update(w, g, m, v, 3, lr, b1, b2, eps, 2);
+    expect_close("adam step 2", w, want, 3, 1e-6, 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1407,6 +1438,7 @@ int main(void)
         cmocka_unit_test_teardown(test_box_copy, teardown),
         cmocka_unit_test_teardown(test_permute, teardown),
         cmocka_unit_test_teardown(test_sgd, teardown),
+        cmocka_unit_test_teardown(test_adam, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -458,6 +458,13 @@ void sb_permute(float *out, const float *inp, int nd, const int *dims,
  * accumulation): one pass over both. */
 void sb_sgd_update(float *w, float *g, size_t n, float lr);
 
+/* Adam (Kingma & Ba 2015) step t >= 1, with bias correction:
+ *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * then g = 0. All n long. */
+void sb_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                    float beta2, float eps, int t);
+
 #ifdef __cplusplus
 }
 #endif

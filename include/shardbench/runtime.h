@@ -136,6 +136,9 @@ typedef struct sb_backend {
     void (*permute)(float *out, const float *inp, int nd, const int *dims, const int *perm,
                     int accumulate);
     void (*sgd_update)(float *w, float *g, size_t n, float lr); /* also zeroes g */
+    /* Adam step t (1, 2, ...) on w with moments m, v; also zeroes g */
+    void (*adam_update)(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                        float beta2, float eps, int t);
 } sb_backend;
 
 /* The CPU backend (OpenBLAS + plain C, MPI collectives). */
@@ -155,8 +158,14 @@ const sb_backend *sb_backend_get(const char *name, sb_error *err);
 
 typedef struct sb_data_source sb_data_source; /* dtensor.h: a dataset's samples */
 
+/* The update rule of the executor's step (the memory model's sb_optimizer,
+ * memory.h, counts the same state: none for sgd, two fp32 moments for adam). */
+typedef enum { SB_UPDATE_SGD = 0, SB_UPDATE_ADAM = 1 } sb_update_rule;
+
 typedef struct {
-    float lr;          /* SGD learning rate (default 0.01) */
+    float lr;          /* learning rate (default 0.01) */
+    sb_update_rule update; /* plain SGD (default) or Adam */
+    float beta1, beta2, eps; /* Adam's (defaults 0.9, 0.999, 1e-8) */
     uint64_t seed;     /* weights, inputs and labels (default 1) */
     /* Real data instead of the synthetic inputs and labels (NULL: synthetic).
      * The model must have exactly one input tensor, (batch, sample dims...),
@@ -248,6 +257,7 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes);
 int sb_executor_steps_done(const sb_executor *ex);
 void sb_executor_set_steps_done(sb_executor *ex, int steps);
 MPI_Comm sb_executor_comm(const sb_executor *ex);
+sb_update_rule sb_executor_update(const sb_executor *ex);
 const sb_backend *sb_executor_backend(const sb_executor *ex);
 
 void sb_executor_free(sb_executor *ex);

@@ -144,6 +144,7 @@ const sb_backend sb_backend_cpu = {
     .box_copy = sb_strided_box_copy,
     .permute = sb_permute,
     .sgd_update = sb_sgd_update,
+    .adam_update = sb_adam_update,
 };
 
 /* "cpu-devmem": the CPU kernels behind the interface of a backend with its

@@ -802,6 +802,7 @@ static const sb_backend table = {
     .box_copy = sbk_box_copy,
     .permute = sbk_permute,
     .sgd_update = sbk_sgd_update,
+    .adam_update = sbk_adam_update,
 };
 
 static int init_fail(const char *fmt, ...)

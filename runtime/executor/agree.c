@@ -171,6 +171,11 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
             break;
     }
     put(&b, "lr=%s\nseed=%llu\n", lrs, (unsigned long long)(o && o->seed ? o->seed : 1));
+    if (o && o->update == SB_UPDATE_ADAM)
+        put(&b, "update=adam beta1=%.9g beta2=%.9g eps=%.9g\n", (double)o->beta1,
+            (double)o->beta2, (double)o->eps);
+    else
+        put(&b, "update=sgd\n");
     if (o && o->data) {
         char d[1024];
         sb_data_describe(o->data, d, sizeof d);

@@ -118,5 +118,7 @@ void sbk_box_copy(float *dst, const int *dst_dims, const int *dst_lo, const floa
 void sbk_permute(float *out, const float *inp, int nd, const int *dims, const int *perm,
                  int accumulate);
 void sbk_sgd_update(float *w, float *g, size_t n, float lr);
+void sbk_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, int t);
 
 #endif
