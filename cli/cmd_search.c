@@ -235,6 +235,9 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
     if (pb->cp.calibration[0]) /* calibrated costs are multiply-adds at the measured rate */
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
+    else if (pb->cp.machine[0])
+        fprintf(f, "predicted step time %.4g s (machine %s: cost / (F x 1e12))\n",
+                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine);
 }
 
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)

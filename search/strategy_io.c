@@ -327,6 +327,11 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
         json_object_set_new(j, "latency_us", jreal(pb->cp.latency_us));
     }
     json_object_set_new(j, "total_cost", jreal(r->total_cost));
+    /* a calibrated or machine cost is FLOP-equivalents at F: a time */
+    if (pb->cp.calibration[0] || pb->cp.machine[0]) {
+        json_object_set_new(j, "machine", json_string(pb->cp.machine));
+        json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
+    }
     json_object_set_new(j, "search_seconds", jreal(r->seconds));
     json_object_set_new(j, "vertices", json_integer(m->nops));
     json_object_set_new(j, "max_configs", json_integer(r->max_configs));
