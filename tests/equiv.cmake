@@ -32,12 +32,14 @@ endforeach()
 # rmsnorm, rope on q and k, causal softmax, grouped-query attention. Its
 # random strategies split heads (kvh, rep), seq and mem (context
 # parallelism: the causal mask on split seq and mem boxes), the rmsnorm
-# axis and the rope positions; 12 of them rather than 8.
+# axis and the rope positions; 12 of them rather than 8, and --want-split
+# fails the test if the sample stops covering one of these.
 foreach(np 2 4)
   add_test(NAME test_equiv_llama-tiny_np${np}
     COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
             $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/llama-tiny.model
-            --seed ${np} --flops 0.01 --random 12)
+            --seed ${np} --flops 0.01 --random 12
+            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
   set_tests_properties(test_equiv_llama-tiny_np${np} PROPERTIES
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
