@@ -283,6 +283,83 @@ static void check_embedding_lstm(void)
     }
 }
 
+/* ---- RMS norm, causal mask, rotary embedding ---- */
+
+/* a dense box (d0, d1, d2) and one of its dims: stride and extent */
+static void box_dim(const int *d, int k, int64_t *stride, int *ext)
+{
+    *stride = k == 0 ? (int64_t)d[1] * d[2] : k == 1 ? d[2] : 1;
+    *ext = d[k];
+}
+
+static void check_llama(void)
+{
+    for (int it = 0; it < iters; it++) {
+        int M = ri(1, 40), D = ri(1, 300), Dt = D + ri(0, 50), wg = ri(0, 1), wdx = ri(0, 3) != 0;
+        size_t n = (size_t)M * D;
+        pair x, sq, rstd, out, gam, dout, st, dinp, dg;
+        pair_new(&x, n, 1);
+        pair_new(&sq, (size_t)M, 1);
+        pair_new(&rstd, (size_t)M, 1);
+        cpu->rmsnorm_stats(sq.h, x.h, M, D);
+        gpu->rmsnorm_stats(sq.d, x.d, M, D);
+        same("rmsnorm_stats", "sumsq", &sq, TOL);
+        cpu->norm_rstd(rstd.h, sq.h, M, Dt, 1e-5f);
+        gpu->norm_rstd(rstd.d, sq.d, M, Dt, 1e-5f);
+        pair_new(&out, n, 1);
+        pair_new(&gam, (size_t)D, 1);
+        cpu->rmsnorm_apply(out.h, x.h, rstd.h, wg ? gam.h : NULL, M, D);
+        gpu->rmsnorm_apply(out.d, x.d, rstd.d, wg ? gam.d : NULL, M, D);
+        same("rmsnorm_apply", "out", &out, TOL);
+        pair_new(&dout, n, 1);
+        pair_new(&st, (size_t)M, 1);
+        cpu->rmsnorm_backward_stats(st.h, dout.h, x.h, wg ? gam.h : NULL, M, D);
+        gpu->rmsnorm_backward_stats(st.d, dout.d, x.d, wg ? gam.d : NULL, M, D);
+        same("rmsnorm_backward_stats", "s", &st, TOL);
+        pair_new(&dinp, n, 1);
+        pair_new(&dg, (size_t)D, 1);
+        cpu->rmsnorm_backward_apply(wdx ? dinp.h : NULL, dg.h, dout.h, x.h, rstd.h,
+                                    wg ? gam.h : NULL, st.h, M, D, Dt);
+        gpu->rmsnorm_backward_apply(wdx ? dinp.d : NULL, dg.d, dout.d, x.d, rstd.d,
+                                    wg ? gam.d : NULL, st.d, M, D, Dt);
+        same("rmsnorm_backward_apply", "dinp", &dinp, TOL);
+        same("rmsnorm_backward_apply", "dgamma", &dg, TOL);
+        pairs_free();
+
+        /* a box (d0, d1, d2) at random global offsets: the mask's key and
+         * query dims, rope's head and seq dims, in either order */
+        int d[3] = {ri(1, 9), ri(1, 9), ri(1, 9)};
+        int a = ri(0, 2), b = (a + ri(1, 2)) % 3;
+        int64_t sa, sb, lo_a = ri(0, 20), lo_b = ri(0, 20);
+        int ea, eb;
+        box_dim(d, a, &sa, &ea);
+        box_dim(d, b, &sb, &eb);
+        size_t nb = (size_t)d[0] * d[1] * d[2];
+        pair mx, my;
+        pair_new(&mx, nb, 1);
+        pair_new(&my, nb, 1);
+        cpu->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
+        gpu->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
+        same("causal_mask", "out", &my, 0);
+        d[a] = 2 * ri(1, 8); /* an even head dim */
+        box_dim(d, a, &sa, &ea);
+        box_dim(d, b, &sb, &eb);
+        nb = (size_t)d[0] * d[1] * d[2];
+        double theta = ri(0, 1) ? 10000.0 : 500000.0;
+        pair rx, ry, rd;
+        pair_new(&rx, nb, 1);
+        pair_new(&ry, nb, 1);
+        pair_new(&rd, nb, 1);
+        cpu->rope_forward(ry.h, rx.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope_forward(ry.d, rx.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        same("rope_forward", "out", &ry, TOL);
+        cpu->rope_backward(rd.h, ry.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope_backward(rd.d, ry.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        same("rope_backward", "dinp", &rd, TOL);
+        pairs_free();
+    }
+}
+
 /* ---- norms ---- */
 
 static void check_norms(void)
@@ -685,6 +762,7 @@ int main(int argc, char **argv)
     check_pool();
     check_embedding_lstm();
     check_norms();
+    check_llama();
     check_softmax();
     check_tensor();
     double ms = self ? 0 : sb_cuda_timer_stop_ms();

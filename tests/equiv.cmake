@@ -28,6 +28,23 @@ foreach(model alexnet resnet101 inception3 rnnlm transformer transformer-large)
   endforeach()
 endforeach()
 
+# A Llama-style decoder from tests/data/models (a path: read as a file):
+# rmsnorm, rope on q and k, causal softmax, grouped-query attention. Its
+# random strategies split heads (kvh, rep), seq and mem (context
+# parallelism: the causal mask on split seq and mem boxes), the rmsnorm
+# axis and the rope positions; 12 of them rather than 8, and --want-split
+# fails the test if the sample stops covering one of these.
+foreach(np 2 4)
+  add_test(NAME test_equiv_llama-tiny_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/llama-tiny.model
+            --seed ${np} --flops 0.01 --random 12
+            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
+  set_tests_properties(test_equiv_llama-tiny_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endforeach()
+
 # The executor's device-memory paths (inputs and weights staged through
 # to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,
 # as on the cuda backend) on the host, through the "cpu-devmem" backend.

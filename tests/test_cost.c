@@ -352,6 +352,45 @@ static void test_cost_norm(void **state)
     sb_model_free(&m);
 }
 
+/* rmsnorm, rope, and the causal softmax (priced as the plain one). */
+static void test_cost_llama_ops(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[b=8, f=16]\n"
+             "y = rmsnorm(x, axis=f)\n"
+             "input q[b=8, s=4, d=4]\n"
+             "r = rope(q, seq=s, dim=d)\n"
+             "input l[b=2, s=8, m=8]\n"
+             "w = softmax(l, axis=m, causal=s)\n"
+             "v = softmax(l, axis=m)\n",
+             &m);
+    /* rmsnorm, c = (2, 4): e = 16, D'_a = 4, c_a = 4, others = 2
+     *   12 e = 192; 2 AR(e/D'_a = 4, 4) = 2 * 5000*2*3*4/4 = 60000;
+     *   AR(D'_a = 4, 2) = 5000*2*1*4/2 = 20000 */
+    check_cost(&m, 0, (int[]){2, 4}, 192.0 + 60000.0 + 20000.0, "rmsnorm (2,4)");
+    /* c = (8, 1): 12*16 + AR(16, 8) = 192 + 5000*2*7*16/8 */
+    check_cost(&m, 0, (int[]){8, 1}, 192.0 + W * 2 * 7 * 16 / 8, "rmsnorm (8,1)");
+    /* rope, c = (2, 2, 1): e = 4*2*4 = 32: 8 e, no communication */
+    check_cost(&m, 1, (int[]){2, 2, 1}, 256.0, "rope (2,2,1)");
+    /* the head dim d is never split */
+    sb_configs cf;
+    sb_error err = {0};
+    assert_int_equal(sb_enumerate_configs(&m.ops[1], 4, 1, &cf, &err), 0);
+    assert_true(cf.n > 1);
+    for (int k = 0; k < cf.n; k++)
+        assert_int_equal(cf.c[k * 3 + 2], 1);
+    free(cf.c);
+    free(cf.cost);
+    /* causal and plain softmax cost the same (the masked half is computed) */
+    int c[3] = {1, 2, 4};
+    sb_cost_params cp;
+    defaults(&cp);
+    assert_close(sb_op_cost(&m, &m.ops[2], c, &cp), sb_op_cost(&m, &m.ops[3], c, &cp),
+                 "causal softmax");
+    sb_model_free(&m);
+}
+
 static void test_cost_softmax(void **state)
 {
     (void)state;
@@ -974,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_cost_pool),
         cmocka_unit_test(test_cost_norm),
         cmocka_unit_test(test_cost_softmax),
+        cmocka_unit_test(test_cost_llama_ops),
         cmocka_unit_test(test_cost_elementwise_reduce),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),

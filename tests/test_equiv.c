@@ -13,6 +13,7 @@
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
+ *                          [--want-split KIND:DIM,...]
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -20,7 +21,10 @@
  * (epsilon EPS; the learning rate is --lr) instead of SGD. The search's
  * best strategy must split at least one op, or the
  * test fails: --flops and --bw (the cost model's TFLOP/s and GB/s) set
- * where splitting pays at the test's small sizes. */
+ * where splitting pays at the test's small sizes. --want-split fails the
+ * test unless, for each KIND:DIM, some strategy run split dim DIM of an op
+ * of kind KIND (softmax:mem: a split softmax axis), so the cases a model
+ * is there for cannot silently drop out of the random sample. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -142,6 +146,45 @@ static uint64_t next(void)
     return rng;
 }
 
+/* --want-split: kind and dim names, and whether a strategy split them */
+#define MAX_WANT 16
+static struct {
+    char kind[SB_NAME_MAX], dim[SB_NAME_MAX];
+    int seen;
+} want[MAX_WANT];
+static int nwant;
+
+static void parse_want(const char *arg)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon || colon == tok || !colon[1] || nwant == MAX_WANT) {
+            fprintf(stderr, "test_equiv: --want-split takes KIND:DIM,... (at most %d), got '%s'\n",
+                    MAX_WANT, tok);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        *colon = '\0';
+        snprintf(want[nwant].kind, SB_NAME_MAX, "%s", tok);
+        snprintf(want[nwant].dim, SB_NAME_MAX, "%s", colon + 1);
+        nwant++;
+    }
+}
+
+static void note_splits(const sb_problem *pb, const int *choice)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *op = &pb->m->ops[i];
+        const int *c = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->cfg[i].ndims;
+        for (int w = 0; w < nwant; w++)
+            for (int d = 0; d < op->ndims; d++)
+                if (c[d] > 1 && !strcmp(op->dims[d].name, want[w].dim)
+                    && !strcmp(sb_op_kind_name(op->kind), want[w].kind))
+                    want[w].seen = 1;
+    }
+}
+
 static void describe(const sb_problem *pb, const int *choice, char *buf, size_t n)
 {
     size_t used = 0;
@@ -191,6 +234,8 @@ int main(int argc, char **argv)
             flops = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--bw") && i + 1 < argc) {
             bw = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--want-split") && i + 1 < argc) {
+            parse_want(argv[++i]);
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -276,6 +321,7 @@ int main(int argc, char **argv)
                 choice[i] = qa >= qb ? a : b;
             }
         }
+        note_splits(&pb, choice);
         outcome o = {0};
         double t0 = MPI_Wtime();
         train(MPI_COMM_WORLD, &pb, choice, &o, 1);
@@ -321,6 +367,14 @@ int main(int argc, char **argv)
         }
         free_outcome(&o);
     }
+    for (int w = 0; w < nwant; w++)
+        if (!want[w].seen) {
+            if (rank == 0)
+                printf("FAIL: no strategy split dim '%s' of a %s op (--want-split): the test "
+                       "would not cover it (more --random, another --seed)\n", want[w].dim,
+                       want[w].kind);
+            failures++;
+        }
     MPI_Bcast(&failures, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0)
         printf("%s p=%d: %d of %d strategies differ from one device\n", m.name, size, failures, nstrat);

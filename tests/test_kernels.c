@@ -929,6 +929,85 @@ static void test_layernorm_sharded(void **state)
     expect_close("layernorm shards dbeta", db_sh, dbt, (size_t)D, 1e-5, 1e-4);
 }
 
+/* ---- RMS norm ----------------------------------------------------------- */
+
+typedef struct {
+    int M, D;
+    float *inp, *gamma, *out, *rstd, *r;
+} rms_ctx;
+
+// unsharded: stats, rstd, apply (the executor's steps without all-reduce)
+static double rms_loss(void *p)
+{
+    rms_ctx *c = p;
+    float sq[16];
+    assert_true(c->M <= 16);
+    sb_rmsnorm_stats(sq, c->inp, c->M, c->D);
+    sb_norm_rstd(c->rstd, sq, c->M, c->D, 1e-5f);
+    sb_rmsnorm_apply(c->out, c->inp, c->rstd, c->gamma, c->M, c->D);
+    return dotd(c->r, c->out, (size_t)c->M * c->D);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    const int M = 3, D = 8;
+    size_t n = (size_t)M * D;
+    rms_ctx c = {M, D, frandn(n, 1.5f), frandn((size_t)D, 1.0f), fzeros(n),
+                 fzeros((size_t)M), frandn(n, 1.0f)};
+    rms_loss(&c);
+    // forward against the formula x / sqrt(mean x^2 + eps) * gamma, in double
+    for (int m = 0; m < M; m++) {
+        double ms = 0;
+        for (int d = 0; d < D; d++)
+            ms += (double)c.inp[m * D + d] * c.inp[m * D + d];
+        ms /= D;
+        for (int d = 0; d < D; d++) {
+            float want = (float)(c.inp[m * D + d] / sqrt(ms + 1e-5) * c.gamma[d]);
+            expect_close("rmsnorm forward", &c.out[m * D + d], &want, 1, 1e-6, 1e-5);
+        }
+    }
+    float *s = fzeros((size_t)M), *dinp = fzeros(n), *dg = fzeros((size_t)D);
+    sb_rmsnorm_backward_stats(s, c.r, c.inp, c.gamma, M, D);
+    sb_rmsnorm_backward_apply(dinp, dg, c.r, c.inp, c.rstd, c.gamma, s, M, D, D);
+    check_grad("rmsnorm dinp", rms_loss, &c, c.inp, dinp, n, 0);
+    check_grad("rmsnorm dgamma", rms_loss, &c, c.gamma, dg, (size_t)D, 0);
+    rms_loss(&c); // out and rstd of the unperturbed input again
+
+    // D split into 3 uneven column shards, statistics summed over them
+    const int cut[] = {0, 3, 4, 8};
+    int dims[2] = {M, D};
+    float *sq = fzeros((size_t)M), *s_sh = fzeros((size_t)M), *rstd = fzeros((size_t)M);
+    float *lin[3], *lr[3];
+    for (int k = 0; k < 3; k++) {
+        int lo[2] = {0, cut[k]}, sz[2] = {M, cut[k + 1] - cut[k]};
+        lin[k] = fzeros((size_t)M * sz[1]);
+        lr[k] = fzeros((size_t)M * sz[1]);
+        sb_box_pack(lin[k], c.inp, 2, dims, lo, sz);
+        sb_box_pack(lr[k], c.r, 2, dims, lo, sz);
+        float *pq = fzeros((size_t)M), *ps = fzeros((size_t)M);
+        sb_rmsnorm_stats(pq, lin[k], M, sz[1]);
+        sb_rmsnorm_backward_stats(ps, lr[k], lin[k], c.gamma + cut[k], M, sz[1]);
+        for (int m = 0; m < M; m++)
+            sq[m] += pq[m], s_sh[m] += ps[m];
+    }
+    sb_norm_rstd(rstd, sq, M, D, 1e-5f);
+    expect_close("rmsnorm shards rstd", rstd, c.rstd, (size_t)M, 1e-6, 1e-5);
+    float *out_sh = fzeros(n), *dinp_sh = fzeros(n), *dg_sh = fzeros((size_t)D);
+    for (int k = 0; k < 3; k++) {
+        int lo[2] = {0, cut[k]}, sz[2] = {M, cut[k + 1] - cut[k]};
+        float *lout = fzeros((size_t)M * sz[1]), *ldin = fzeros((size_t)M * sz[1]);
+        sb_rmsnorm_apply(lout, lin[k], rstd, c.gamma + cut[k], M, sz[1]);
+        sb_rmsnorm_backward_apply(ldin, dg_sh + cut[k], lr[k], lin[k], rstd, c.gamma + cut[k],
+                                  s_sh, M, sz[1], D);
+        sb_box_unpack(out_sh, 2, dims, lo, sz, lout);
+        sb_box_unpack(dinp_sh, 2, dims, lo, sz, ldin);
+    }
+    expect_close("rmsnorm shards forward", out_sh, c.out, n, 1e-6, 1e-5);
+    expect_close("rmsnorm shards dinp", dinp_sh, dinp, n, 1e-6, 1e-4);
+    expect_close("rmsnorm shards dgamma", dg_sh, dg, (size_t)D, 1e-6, 1e-4);
+}
+
 /* ---- batch norm --------------------------------------------------------- */
 
 typedef struct {
@@ -1100,6 +1179,80 @@ static void test_softmax(void **state)
     }
     expect_close("softmax shards forward", out_sh, out, n, 1e-6, 1e-5);
     expect_close("softmax shards dinp", dinp_sh, dinp, n, 1e-6, 1e-4);
+}
+
+/* Causal softmax over the key dim k of logits (q=Q, k=K) (query dim 0,
+ * key dim 1, inner = 1) or (k=K, q=Q) (key dim 0, inner = Q), the box at
+ * global offsets qlo, klo: against exp over the unmasked keys, then with
+ * the key dim split in two boxes (the second's klo moved). */
+static void causal_case(int key_first)
+{
+    const int Q = 4, K = 6, qlo = 3, klo = 2;
+    size_t n = (size_t)Q * K;
+    float *x = frandn(n, 3.0f), *xm = fzeros(n), *out = fzeros(n);
+    int64_t kstride = key_first ? Q : 1, qstride = key_first ? 1 : K;
+    int outer = key_first ? 1 : Q, inner = key_first ? Q : 1;
+    sb_causal_mask(xm, x, (int64_t)n, kstride, K, klo, qstride, Q, qlo);
+    float *mx = fzeros((size_t)Q), *se = fzeros((size_t)Q);
+    sb_softmax_partial_max(mx, xm, outer, K, inner);
+    sb_softmax_partial_sumexp(se, xm, mx, outer, K, inner);
+    sb_softmax_apply(out, xm, mx, se, outer, K, inner);
+    for (int q = 0; q < Q; q++) {
+        double z = 0;
+        for (int k = 0; k < K; k++)
+            if (klo + k <= qlo + q)
+                z += exp(x[k * kstride + q * qstride]);
+        for (int k = 0; k < K; k++) {
+            size_t e = (size_t)(k * kstride + q * qstride);
+            float want = klo + k <= qlo + q ? (float)(exp(x[e]) / z) : 0.0f;
+            expect_close(key_first ? "causal softmax (key first)" : "causal softmax", &out[e],
+                         &want, 1, 1e-6, 1e-5);
+        }
+    }
+    // key dim split [0,2) [2,6): the second box starts at key klo + 2
+    int dims[2] = {key_first ? K : Q, key_first ? Q : K}, kd = key_first ? 0 : 1;
+    float *gmx = fzeros((size_t)Q), *gse = fzeros((size_t)Q), *lm[2];
+    int cut[] = {0, 2, 6};
+    for (int i = 0; i < Q; i++)
+        gmx[i] = -INFINITY;
+    for (int b = 0; b < 2; b++) {
+        int lo[2] = {0, 0}, sz[2] = {dims[0], dims[1]};
+        lo[kd] = cut[b];
+        sz[kd] = cut[b + 1] - cut[b];
+        size_t ln = (size_t)sz[0] * sz[1];
+        float *lx = fzeros(ln);
+        lm[b] = fzeros(ln);
+        sb_box_pack(lx, x, 2, dims, lo, sz);
+        sb_causal_mask(lm[b], lx, (int64_t)ln, key_first ? Q : 1, sz[kd], klo + cut[b],
+                       key_first ? 1 : sz[kd], Q, qlo);
+        float *pm = fzeros((size_t)Q);
+        sb_softmax_partial_max(pm, lm[b], outer, sz[kd], inner);
+        for (int i = 0; i < Q; i++)
+            gmx[i] = pm[i] > gmx[i] ? pm[i] : gmx[i];
+    }
+    float *out_sh = fzeros(n);
+    for (int b = 0; b < 2; b++) {
+        float *ps = fzeros((size_t)Q);
+        sb_softmax_partial_sumexp(ps, lm[b], gmx, outer, cut[b + 1] - cut[b], inner);
+        for (int i = 0; i < Q; i++)
+            gse[i] += ps[i];
+    }
+    for (int b = 0; b < 2; b++) {
+        int lo[2] = {0, 0}, sz[2] = {dims[0], dims[1]};
+        lo[kd] = cut[b];
+        sz[kd] = cut[b + 1] - cut[b];
+        float *lo_out = fzeros((size_t)sz[0] * sz[1]);
+        sb_softmax_apply(lo_out, lm[b], gmx, gse, outer, sz[kd], inner);
+        sb_box_unpack(out_sh, 2, dims, lo, sz, lo_out);
+    }
+    expect_close("causal softmax shards", out_sh, out, n, 1e-6, 1e-5);
+}
+
+static void test_causal_softmax(void **state)
+{
+    (void)state;
+    causal_case(0);
+    causal_case(1);
 }
 
 typedef struct {
@@ -1294,6 +1447,78 @@ static void test_reduce_mean(void **state)
 
 /* ---- box copies and permute --------------------------------------------- */
 
+/* ---- rotary position embedding ------------------------------------------ */
+
+typedef struct {
+    int64_t n;
+    int D, S;
+    int64_t ds, ss, pos0;
+    float *inp, *out, *r;
+} rope_ctx;
+
+static double rope_loss(void *p)
+{
+    rope_ctx *c = p;
+    sb_rope_forward(c->out, c->inp, c->n, c->D, c->ds, c->S, c->ss, c->pos0, 10000.0);
+    return dotd(c->r, c->out, (size_t)c->n);
+}
+
+/* x (B=2, S=3, H=2, D=6), seq dim 1, head dim last, positions from pos0 =
+ * 5 (a box of a split seq), against the formula; then the head dim before
+ * the seq dim, (D=4, S=5); the backward by finite differences and as the
+ * inverse rotation. */
+static void test_rope(void **state)
+{
+    (void)state;
+    {
+        const int B = 2, S = 3, H = 2, D = 6;
+        const int64_t pos0 = 5;
+        int64_t n = (int64_t)B * S * H * D;
+        rope_ctx c = {n, D, S, 1, (int64_t)H * D, pos0, frandn((size_t)n, 1.0f),
+                      fzeros((size_t)n), frandn((size_t)n, 1.0f)};
+        rope_loss(&c);
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < D; i++) {
+                        size_t base = (((size_t)b * S + s) * H + h) * D;
+                        int j = i % (D / 2);
+                        double ang = (double)(pos0 + s) * pow(10000.0, -2.0 * j / D);
+                        double x1 = c.inp[base + j], x2 = c.inp[base + j + D / 2];
+                        // rotate half: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)
+                        double want = i < D / 2 ? x1 * cos(ang) - x2 * sin(ang)
+                                                : x2 * cos(ang) + x1 * sin(ang);
+                        float w = (float)want;
+                        expect_close("rope forward", &c.out[base + i], &w, 1, 1e-6, 1e-5);
+                    }
+        float *dinp = fzeros((size_t)n);
+        sb_rope_backward(dinp, c.r, n, D, 1, S, (int64_t)H * D, pos0, 10000.0);
+        check_grad("rope dinp", rope_loss, &c, c.inp, dinp, (size_t)n, 0);
+        // the inverse rotation undoes the forward
+        rope_loss(&c);
+        float *back = fzeros((size_t)n);
+        sb_rope_backward(back, c.out, n, D, 1, S, (int64_t)H * D, pos0, 10000.0);
+        expect_close("rope inverse", back, c.inp, (size_t)n, 1e-5, 1e-5);
+    }
+    {
+        const int D = 4, S = 5;
+        const int64_t pos0 = 2;
+        int64_t n = (int64_t)D * S;
+        float *x = frandn((size_t)n, 1.0f), *y = fzeros((size_t)n);
+        sb_rope_forward(y, x, n, D, S, S, 1, pos0, 500000.0);
+        for (int s = 0; s < S; s++)
+            for (int i = 0; i < D / 2; i++) {
+                double ang = (double)(pos0 + s) * pow(500000.0, -2.0 * i / D);
+                double x1 = x[i * S + s], x2 = x[(i + D / 2) * S + s];
+                float w1 = (float)(x1 * cos(ang) - x2 * sin(ang));
+                float w2 = (float)(x2 * cos(ang) + x1 * sin(ang));
+                expect_close("rope forward (head dim first)", &y[i * S + s], &w1, 1, 1e-6, 1e-5);
+                expect_close("rope forward (head dim first)", &y[(i + D / 2) * S + s], &w2, 1,
+                             1e-6, 1e-5);
+            }
+    }
+}
+
 static void test_box_copy(void **state)
 {
     (void)state;
@@ -1429,12 +1654,15 @@ int main(void)
         cmocka_unit_test_teardown(test_lstm, teardown),
         cmocka_unit_test_teardown(test_layernorm, teardown),
         cmocka_unit_test_teardown(test_layernorm_sharded, teardown),
+        cmocka_unit_test_teardown(test_rmsnorm, teardown),
         cmocka_unit_test_teardown(test_batchnorm, teardown),
         cmocka_unit_test_teardown(test_batchnorm_sharded, teardown),
         cmocka_unit_test_teardown(test_softmax, teardown),
+        cmocka_unit_test_teardown(test_causal_softmax, teardown),
         cmocka_unit_test_teardown(test_softmax_xent, teardown),
         cmocka_unit_test_teardown(test_add, teardown),
         cmocka_unit_test_teardown(test_reduce_mean, teardown),
+        cmocka_unit_test_teardown(test_rope, teardown),
         cmocka_unit_test_teardown(test_box_copy, teardown),
         cmocka_unit_test_teardown(test_permute, teardown),
         cmocka_unit_test_teardown(test_sgd, teardown),

@@ -74,6 +74,22 @@ static void weights_come_from_the_rule(void **state)
     assert_int_equal(m.ops[1].stat_dims, 1u << m.ops[1].axis);
     assert_int_equal(m.ops[2].nweights, 0);
     sb_model_free(&m);
+
+    /* rmsnorm: one scale, initialised to 1; rope: none */
+    const char *llama = "model l\n"
+                        "input x[batch=8, seq=4, dk=16]\n"
+                        "h = rmsnorm(x, axis=dk)\n"
+                        "r = rope(h, seq=seq, dim=dk)\n"
+                        "loss = softmax_xent(r)\n";
+    assert_int_equal(sb_model_parse(llama, strlen(llama), "l.model", NULL, 0, &m, &err), 0);
+    assert_int_equal(m.ops[0].nweights, 1);
+    assert_string_equal(m.ops[0].weights[0].suffix, ".gamma");
+    assert_int_equal(m.ops[0].weights[0].size[0], 16);
+    assert_true(m.ops[0].weights[0].init_offset == 1.0 && m.ops[0].weights[0].init_scale == 0.0);
+    assert_int_equal(m.ops[0].stat_dims, 1u << 2);
+    assert_int_equal(m.ops[1].nweights, 0);
+    assert_int_equal(m.ops[1].stat_dims, 0);
+    sb_model_free(&m);
 }
 
 int main(void)

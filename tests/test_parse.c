@@ -743,6 +743,88 @@ static void test_error_dim_twice(void **state)
                  PATH ":2:5", "dim name 'b' appears twice in its iteration space");
 }
 
+/* rmsnorm, rope and the causal softmax of a Llama block: attributes,
+ * the weight, the unsplit head dim. */
+static void test_llama_ops(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=2, kvh=2, seq=8, dk=4]\n"
+             "h = rmsnorm(x, axis=dk)\n"
+             "q = rope(h, seq=seq, dim=dk, theta=500000)\n"
+             "k = rope(x, seq=seq)\n"
+             "l = einsum(\"b h s d, b h m d -> b h s m\", q, k)\n"
+             "w = softmax(l, axis=m, causal=s)\n"
+             "v = softmax(l, axis=m)\n",
+             NULL, 0, &m);
+    const sb_op *h = &m.ops[find_op(&m, "h")], *q = &m.ops[find_op(&m, "q")];
+    const sb_op *k = &m.ops[find_op(&m, "k")], *w = &m.ops[find_op(&m, "w")];
+    const sb_op *v = &m.ops[find_op(&m, "v")];
+    assert_int_equal(h->kind, SB_OP_RMSNORM);
+    assert_int_equal(h->axis, 3);
+    assert_int_equal(h->nweights, 1);
+    assert_string_equal(h->weights[0].suffix, ".gamma");
+    assert_int_equal(h->weights[0].size[0], 4);
+    assert_true(h->weights[0].init_scale == 0.0 && h->weights[0].init_offset == 1.0);
+    assert_int_equal(h->stat_dims, 1u << 3);
+    assert_int_equal(q->kind, SB_OP_ROPE);
+    assert_int_equal(q->pos_axis, 2);
+    assert_int_equal(q->axis, 3);
+    assert_true(q->theta == 500000.0);
+    assert_int_equal(q->nosplit, 1u << 3);
+    assert_int_equal(q->nweights, 0);
+    /* defaults: the head dim is the last, theta 10000 */
+    assert_int_equal(k->axis, 3);
+    assert_true(k->theta == 10000.0);
+    assert_int_equal(w->kind, SB_OP_SOFTMAX);
+    assert_int_equal(w->axis, 3);
+    assert_int_equal(w->causal, 2);
+    assert_int_equal(v->causal, -1);
+    assert_int_equal(h->causal, -1);
+    sb_model_free(&m);
+}
+
+static void test_error_llama_ops(void **state)
+{
+    (void)state;
+    expect_error("input x[b=2, s=8, d=5]\n"
+                 "y = rope(x, seq=s, dim=d)\n",
+                 PATH ":2:24", "head dim 'd' of 'x' has odd size 5");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=t, dim=d)\n",
+                 PATH ":2:17", "tensor 'x' has no dim named 't'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, dim=e)\n",
+                 PATH ":2:24", "tensor 'x' has no dim named 'e'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, dim=d)\n",
+                 PATH ":2:5", "rope needs seq=DIM");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=d, dim=d)\n",
+                 PATH ":2:24", "seq and dim are the same dim 'd'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, theta=1)\n",
+                 PATH ":2:26", "'theta' must be at least 2");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, base=3)\n",
+                 PATH ":2:20", "unknown argument 'base'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rmsnorm(x, axis=e)\n",
+                 PATH ":2:21", "tensor 'x' has no dim named 'e'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rmsnorm(x, axis=d, eps=1)\n",
+                 PATH ":2:24", "unknown argument 'eps'");
+    expect_error("input x[b=2, s=8, m=8]\n"
+                 "y = softmax(x, axis=m, causal=q)\n",
+                 PATH ":2:31", "tensor 'x' has no dim named 'q'");
+    expect_error("input x[b=2, s=8, m=8]\n"
+                 "y = softmax(x, axis=m, causal=m)\n",
+                 PATH ":2:31", "causal=m is the softmax axis itself");
+    expect_error("input x[b=2, c=8]\n"
+                 "y = softmax_xent(x, causal=b)\n",
+                 PATH ":2:21", "unknown argument 'causal'");
+}
+
 static void test_error_misc(void **state)
 {
     (void)state;
@@ -1339,6 +1421,8 @@ int main(void)
         cmocka_unit_test(test_error_names_on_left),
         cmocka_unit_test(test_error_reshape_count),
         cmocka_unit_test(test_error_dim_twice),
+        cmocka_unit_test(test_llama_ops),
+        cmocka_unit_test(test_error_llama_ops),
         cmocka_unit_test(test_error_misc),
         cmocka_unit_test(test_error_int64_min_division),
         cmocka_unit_test(test_error_deep_nesting),

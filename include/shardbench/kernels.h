@@ -346,6 +346,25 @@ void sb_norm_mean(float *mean, const float *sum, int n, long count);
 void sb_norm_rstd(float *rstd, const float *sq, int n, long count, float eps);
 void sb_layernorm_centered(float *sq, const float *inp, const float *mean, int M, int D);
 void sb_batchnorm_centered(float *sq, const float *inp, const float *mean, int B, int C, int HW);
+/* RMS norm (Llama) over the last axis of inp (M,D); D may be a shard of
+ * D_total columns; gamma (D) this shard's (NULL: 1). rstd (M) =
+ * 1 / sqrt(sumsq / D_total + eps) from the global sumsq, by sb_norm_rstd. */
+
+/* sumsq (M): this box's partial sum of x^2 per row. */
+void sb_rmsnorm_stats(float *sumsq, const float *inp, int M, int D);
+/* out (M,D) = inp * rstd * gamma with the global rstd (M). */
+void sb_rmsnorm_apply(float *out, const float *inp, const float *rstd,
+                      const float *gamma, int M, int D);
+/* s (M): partial sum_d dout*gamma*inp per row. */
+void sb_rmsnorm_backward_stats(float *s, const float *dout, const float *inp,
+                               const float *gamma, int M, int D);
+/* dinp (M,D) += rstd * (dout*gamma - inp * rstd^2 * s / D_total) with the
+ * global s (M); dgamma (D) += sum_m dout*inp*rstd. */
+void sb_rmsnorm_backward_apply(float *dinp, float *dgamma, const float *dout,
+                               const float *inp, const float *rstd,
+                               const float *gamma, const float *s, int M,
+                               int D, int D_total);
+
 /* ---- softmax ------------------------------------------------------------ */
 
 /* Softmax over the middle axis of (outer,A,inner): for the last axis use
@@ -375,6 +394,16 @@ void sb_softmax_backward_apply(float *dinp, const float *dout,
                                const float *out, const float *dot, int outer,
                                int A, int inner);
 
+/* Causal mask of a softmax, in front of the partial statistics: out (n)
+ * = inp, except -FLT_MAX (probability 0 after the softmax) where the key
+ * index exceeds the query index. The box of n elements is dense; key index
+ * of element e = key_lo + (e / key_stride) % key_ext, query index =
+ * query_lo + (e / query_stride) % query_ext (global indices: lo is the
+ * box's offset along the dim). */
+void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
+                    int key_ext, int64_t key_lo, int64_t query_stride,
+                    int query_ext, int64_t query_lo);
+
 /* Softmax cross-entropy over the last axis of logits (M,V), which hold
  * classes [v0, v0+V) of the full class axis; labels (M) are global class
  * ids, a negative label marks a row to ignore (loss 0, no gradient).
@@ -400,6 +429,21 @@ void sb_softmax_xent_backward(float *dlogits, const float *dloss,
                               const float *logits, const float *mx,
                               const float *se, const int32_t *labels, int M,
                               int V, int v0);
+
+/* ---- rotary position embedding (runtime/kernels/k_rope.c) ---------------- */
+
+/* Llama's "rotate half" over a head dim of size D (whole, even) and
+ * element stride d_stride in a dense box of n elements: element i < D/2
+ * pairs with i + D/2, both turn by the angle pos * theta^(-2i/D), pos =
+ * pos0 + (e / s_stride) % S the global seq index of element e.
+ * forward: out[i] = x[i] cos - x[i+D/2] sin, out[i+D/2] = x[i+D/2] cos +
+ * x[i] sin. backward: the inverse rotation of dout added into dinp. */
+void sb_rope_forward(float *out, const float *inp, int64_t n, int D,
+                     int64_t d_stride, int S, int64_t s_stride, int64_t pos0,
+                     double theta);
+void sb_rope_backward(float *dinp, const float *dout, int64_t n, int D,
+                      int64_t d_stride, int S, int64_t s_stride, int64_t pos0,
+                      double theta);
 
 /* ---- elementwise -------------------------------------------------------- */
 

@@ -25,13 +25,15 @@ extern "C" {
  * entry does not link. Notes: norm is layer norm over `axis` (batchnorm is
  * norm with per-channel statistics); elementwise is add and other
  * elementwise ops with `pw` fused pointwise ops; flatten is multi-dim -> 1-D
- * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel). */
+ * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel); rmsnorm
+ * is Llama's RMS norm over `axis`; rope is the rotary position embedding
+ * of Llama ("rotate half") over the head dim `axis`. */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
-    X(TRANSPOSE, transpose)
+    X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -111,7 +113,15 @@ typedef struct {
 
     /* attributes (meaning depends on kind) */
     int pw;                   /* fused pointwise ops */
-    int axis;                 /* norm, softmax, concat, split, stack, unstack */
+    int axis;                 /* norm, rmsnorm, softmax, concat, split, stack,
+                                 unstack; rope: the head dim */
+    int causal;               /* softmax: the iteration dim of the causal
+                                 mask's query index (`causal=DIM`): element
+                                 (axis index j, causal index i) is masked
+                                 when global j > global i; -1: no mask */
+    int pos_axis;             /* rope: the iteration dim of the positions
+                                 (`seq=DIM`); -1 for other kinds */
+    double theta;             /* rope: base of the angles (default 10000) */
     uint32_t axes;            /* reduce_mean: bit mask of reduced input dims */
     int kernel[2], stride[2], pad[2]; /* conv, pool */
     int pool_avg;             /* pool: 1 = average, 0 = max */

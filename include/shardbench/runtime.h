@@ -96,6 +96,14 @@ typedef struct sb_backend {
                                      const float *inp, const float *mean, const float *rstd,
                                      const float *gamma, const float *s1, const float *s2, int M,
                                      int D, int D_total);
+    void (*rmsnorm_stats)(float *sumsq, const float *inp, int M, int D);
+    void (*rmsnorm_apply)(float *out, const float *inp, const float *rstd, const float *gamma,
+                          int M, int D);
+    void (*rmsnorm_backward_stats)(float *s, const float *dout, const float *inp,
+                                   const float *gamma, int M, int D);
+    void (*rmsnorm_backward_apply)(float *dinp, float *dgamma, const float *dout,
+                                   const float *inp, const float *rstd, const float *gamma,
+                                   const float *s, int M, int D, int D_total);
     void (*batchnorm_stats)(float *sum, float *sumsq, const float *inp, int B, int C, int HW);
     void (*batchnorm_apply)(float *out, const float *inp, const float *mean, const float *rstd,
                             const float *gamma, const float *beta, int B, int C, int HW,
@@ -116,6 +124,12 @@ typedef struct sb_backend {
                                  int A, int inner);
     void (*softmax_backward_apply)(float *dinp, const float *dout, const float *out,
                                    const float *dot, int outer, int A, int inner);
+    void (*causal_mask)(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
+                        int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo);
+    void (*rope_forward)(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
+                         int64_t s_stride, int64_t pos0, double theta);
+    void (*rope_backward)(float *dinp, const float *dout, int64_t n, int D, int64_t d_stride,
+                          int S, int64_t s_stride, int64_t pos0, double theta);
     void (*xent_partial_picked)(float *picked, const float *logits, const int32_t *labels, int M,
                                 int V, int v0);
     void (*xent_loss)(float *loss, const float *mx, const float *se, const float *picked,

@@ -116,6 +116,10 @@ char *sb_model_text(const sb_model *m)
         put(&b, " avg=%d bn=%d layers=%d", op->pool_avg, op->batchnorm, op->layers);
         if (op->kind == SB_OP_TRANSPOSE)
             put_ints(&b, "perm", op->perm, op->ndims);
+        if (op->causal >= 0)
+            put(&b, " causal=%d", op->causal);
+        if (op->kind == SB_OP_ROPE)
+            put(&b, " seq=%d theta=%a", op->pos_axis, op->theta);
         put(&b, "\n");
     }
     return done(&b);

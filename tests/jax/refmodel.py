@@ -12,8 +12,12 @@ AlexNet:
   conv            cross-correlation NCHW x OIHW, stride, zero pad; pw > 0: relu
   pool            max (or average) over each window
   add             sum of the inputs; pw > 0: relu
-  softmax         over the op's axis
+  softmax         over the op's axis; causal: keys (axis index) beyond the
+                  query (index along the `causal` dim) get probability 0
   norm            layer norm over the op's axis, eps 1e-5, then gamma, beta
+  rmsnorm         x / sqrt(mean of x^2 over the axis + 1e-5) * gamma
+  rope            Hugging Face Llama's rotary embedding (rotate_half) over
+                  the head dim `axis`, positions along the `seq` dim
   softmax_xent    mean over rows of logsumexp - logit of the label
   stack, unstack, flatten, unflatten   moves
 With `prog` given, every op's inputs and outputs are constrained to the
@@ -144,8 +148,40 @@ class Model:
                 y = y + x
             return [relu(y)]
         if kind == "softmax":
+            mp = op["in"][0]["map"]
+            a = mp.index(op["axis"])
+            x = xs[0]
+            if op.get("causal") is not None:
+                q = mp.index(op["causal"])
+                key = np.arange(x.shape[a]).reshape([-1 if i == a else 1 for i in range(x.ndim)])
+                query = np.arange(x.shape[q]).reshape([-1 if i == q else 1 for i in range(x.ndim)])
+                x = jnp.where(key > query, -jnp.inf, x)
+            return [jax.nn.softmax(x, axis=a)]
+        if kind == "rmsnorm":
+            x = xs[0]
             a = op["in"][0]["map"].index(op["axis"])
-            return [jax.nn.softmax(xs[0], axis=a)]
+            ms = jnp.mean(x * x, axis=a, keepdims=True)
+            shape = [1] * x.ndim
+            shape[a] = x.shape[a]
+            return [x * jax.lax.rsqrt(ms + 1e-5) * ws[0].reshape(shape)]
+        if kind == "rope":
+            x = xs[0]
+            mp = op["in"][0]["map"]
+            d, s = mp.index(op["axis"]), mp.index(op["seq"])
+            D, S = x.shape[d], x.shape[s]
+            # as transformers' LlamaRotaryEmbedding: inv_freq over i = 0, 2, ..
+            # D-2, emb = cat(freqs, freqs), q*cos + rotate_half(q)*sin
+            inv_freq = 1.0 / (op["theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D))
+            freqs = np.arange(S, dtype=np.float64)[:, None] * inv_freq[None, :]
+            emb = np.concatenate([freqs, freqs], axis=-1)  # (S, D)
+            if d < s:
+                emb = emb.T
+            shape = [1] * x.ndim
+            shape[s], shape[d] = S, D
+            cos = np.cos(emb).astype(np.float32).reshape(shape)
+            sin = np.sin(emb).astype(np.float32).reshape(shape)
+            x1, x2 = jnp.split(x, 2, axis=d)
+            return [x * cos + jnp.concatenate([-x2, x1], axis=d) * sin]
         if kind == "norm":
             x = xs[0]
             a = op["in"][0]["map"].index(op["axis"])
