@@ -116,6 +116,8 @@ char *sb_model_text(const sb_model *m)
         put(&b, " avg=%d bn=%d layers=%d", op->pool_avg, op->batchnorm, op->layers);
         if (op->kind == SB_OP_TRANSPOSE)
             put_ints(&b, "perm", op->perm, op->ndims);
+        if (op->kind == SB_OP_ACT)
+            put(&b, " fn=%s", sb_act_fn_name(op->fn));
         put(&b, "\n");
     }
     return done(&b);
