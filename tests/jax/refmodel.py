@@ -143,6 +143,18 @@ class Model:
             for x in xs[1:]:
                 y = y + x
             return [relu(y)]
+        if kind == "act":
+            return [self._act(op["fn"], xs[0])]
+        if kind in ("mul", "expand"):
+            # the smaller operand follows its map: put its dims in the output's
+            # places (1 where it lacks one), then broadcast
+            out_shape = self.tensors[op["out"][0]["tensor"]]["shape"]
+            k = 1 if kind == "mul" else 0
+            shape = [1] * len(out_shape)
+            for j, d in enumerate(op["in"][k]["map"]):
+                shape[d] = xs[k].shape[j]
+            s = jnp.broadcast_to(xs[k].reshape(shape), out_shape)
+            return [xs[0] * s if kind == "mul" else s]
         if kind == "softmax":
             a = op["in"][0]["map"].index(op["axis"])
             return [jax.nn.softmax(xs[0], axis=a)]
@@ -176,6 +188,24 @@ class Model:
             return [jax.lax.reduce_window(xs[0], -jnp.inf, jax.lax.max, (1, 1, kh, kw),
                                           (1, 1, sh, sw), pads)]
         raise NotImplementedError("op kind %s (%s)" % (kind, op["name"]))
+
+    @staticmethod
+    def _act(fn, x):
+        if fn == "relu":
+            return jnp.maximum(x, 0.0)
+        if fn == "relu6":
+            return jnp.clip(x, 0.0, 6.0)
+        if fn == "silu":
+            return jax.nn.silu(x)
+        if fn == "gelu":
+            return jax.nn.gelu(x, approximate=False)
+        if fn == "gelu_tanh":
+            return jax.nn.gelu(x, approximate=True)
+        if fn == "sigmoid":
+            return jax.nn.sigmoid(x)
+        if fn == "tanh":
+            return jnp.tanh(x)
+        raise NotImplementedError("act fn %s" % fn)
 
     @staticmethod
     def _xent(op, logits, labels):
