@@ -167,6 +167,14 @@ class Model:
             shape = [1] * x.ndim
             shape[a] = x.shape[a]
             return [y * ws[0].reshape(shape) + ws[1].reshape(shape)]
+        if kind == "reduce_mean":
+            # the reduced dims: the input's that the output does not follow
+            kept = set(op["out"][0]["map"])
+            axes = tuple(i for i in range(xs[0].ndim) if i not in kept)
+            y = jnp.mean(xs[0], axis=axes)
+            return [y.reshape(self.tensors[op["out"][0]["tensor"]]["shape"])]
+        if kind == "concat":
+            return [jnp.concatenate(xs, axis=op["axis"])]
         if kind == "unstack":
             return [jnp.take(xs[0], k, axis=op["axis"]) for k in range(len(op["out"]))]
         if kind == "stack":
