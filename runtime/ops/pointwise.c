@@ -32,7 +32,8 @@ static unsigned pw_geometry(const sb_executor *ex, const opx *o, int slot, int *
         dims[i] = (int)ops_ext(o, i);
     unsigned has = 0;
     for (int j = 0; j < t->ndims; j++)
-        has |= 1u << op->in[slot].map[j];
+        if (op->in[slot].map[j] >= 0) /* always, as the rules of models/ops/pointwise.c map */
+            has |= 1u << op->in[slot].map[j];
     return has;
 }
 
