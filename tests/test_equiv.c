@@ -13,6 +13,9 @@
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--split OP=DIM ...]
+ *                          [--best-splits OP=DIM ...]
+ * --best-splits fails the test unless the search's best strategy splits
+ * op OP along DIM (what the model is there to test).
  * --split adds a strategy: the search's best with op OP's config replaced by
  * the one that splits its iteration dim DIM the most (an unknown op or dim,
  * or a dim no config splits, fails the test), so a split the best and the
@@ -142,6 +145,24 @@ static uint64_t next(void)
     return rng;
 }
 
+/* The split of iteration dim `dim` of the op named `op` under choice; 0
+ * (with a message on rank 0) when there is no such op or dim. */
+static int split_of(const sb_problem *pb, const int *choice, const char *op, const char *dim)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *o = &pb->m->ops[i];
+        if (strcmp(o->name, op) != 0)
+            continue;
+        for (int d = 0; d < o->ndims; d++)
+            if (!strcmp(o->dims[d].name, dim))
+                return pb->cfg[i].c[(size_t)choice[i] * (size_t)pb->cfg[i].ndims + (size_t)d];
+        break;
+    }
+    if (rank == 0)
+        printf("FAIL: no op '%s' with a dim '%s'\n", op, dim);
+    return 0;
+}
+
 /* choice[i] of the op named `op` := its config splitting `dim` the most
  * (then using the most ranks); 0, or -1 with a message on rank 0. */
 static int force_split(const sb_problem *pb, int *choice, const char *op, const char *dim)
@@ -208,7 +229,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
-                            "[--flops F] [--bw B] [--split OP=DIM ...]\n");
+                            "[--flops F] [--bw B] [--split OP=DIM ...] [--best-splits OP=DIM ...]\n");
         MPI_Finalize();
         return 2;
     }
@@ -220,8 +241,9 @@ int main(int argc, char **argv)
     }
     double flops = 0, bw = 0;
     sb_setting set[32];
-    int nset = 0, nrandom = 8, nsplit = 0;
+    int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
     char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
+    char best_op[16][SB_NAME_MAX], best_dim[16][SB_NAME_MAX];
     for (int i = 2; i < argc; i++) {
         sb_error err = {0};
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
@@ -240,17 +262,19 @@ int main(int argc, char **argv)
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
-        } else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
+        } else if ((!strcmp(argv[i], "--split") || !strcmp(argv[i], "--best-splits")) && i + 1 < argc) {
+            int best = argv[i][2] == 'b', *n = best ? &nbest : &nsplit;
             const char *eq = strchr(argv[++i], '=');
-            if (!eq || eq == argv[i] || !eq[1] || nsplit == 16 || eq - argv[i] >= SB_NAME_MAX
+            if (!eq || eq == argv[i] || !eq[1] || *n == 16 || eq - argv[i] >= SB_NAME_MAX
                 || strlen(eq + 1) >= SB_NAME_MAX) {
                 if (rank == 0)
-                    fprintf(stderr, "test_equiv: --split takes OP=DIM (at most 16), got '%s'\n", argv[i]);
+                    fprintf(stderr, "test_equiv: %s takes OP=DIM (at most 16), got '%s'\n",
+                            argv[i - 1], argv[i]);
                 MPI_Finalize();
                 return 2;
             }
-            snprintf(split_op[nsplit], SB_NAME_MAX, "%.*s", (int)(eq - argv[i]), argv[i]);
-            snprintf(split_dim[nsplit++], SB_NAME_MAX, "%s", eq + 1);
+            snprintf((best ? best_op : split_op)[*n], SB_NAME_MAX, "%.*s", (int)(eq - argv[i]), argv[i]);
+            snprintf((best ? best_dim : split_dim)[(*n)++], SB_NAME_MAX, "%s", eq + 1);
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -315,6 +339,13 @@ int main(int argc, char **argv)
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
                 failures++;
             }
+            for (int b = 0; b < nbest; b++)
+                if (split_of(&pb, choice, best_op[b], best_dim[b]) < 2) {
+                    if (rank == 0)
+                        printf("FAIL: best %s p=%d does not split op '%s' along '%s'\n", m.name,
+                               size, best_op[b], best_dim[b]);
+                    failures++;
+                }
         } else if (k < 2 + nsplit) {
             kind = "split";
             memcpy(choice, best, (size_t)m.nops * sizeof *choice);
