@@ -509,6 +509,15 @@ static void test_error_pointwise(void **state)
                  "input s[ch=6, b=4]\n"
                  "y = mul(x, s)\n",
                  "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    /* a's sizes, but 'b' names a's first dim in b's second place */
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, b=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, g=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'g' of 's' is not a dim of 'x' [b, f]");
     expect_error("input x[b=4, f=8]\n"
                  "y = mul(x)\n",
                  "t.model:2:5", "mul takes 2 input tensors, got 1");

@@ -85,7 +85,8 @@ static int map_by_name(parser *P, const token *at, const char *nm, const sb_tens
 }
 
 /* y = mul(a, b): iteration space = a's dims; b has a's dims, or a subset of
- * them by name (in a's order), or a's shape position by position. */
+ * them by name (in a's order), or a's shape position by position (when no
+ * name of b names another position of a). */
 static int build_mul(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
 {
     (void)u;
@@ -97,13 +98,17 @@ static int build_mul(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
     int same_shape = a->ndims == b->ndims;
     for (int i = 0; same_shape && i < a->ndims; i++)
         same_shape = a->dims[i].size == b->dims[i].size;
-    int by_name = 1;
-    for (int j = 0; j < b->ndims && by_name; j++) {
-        by_name = 0;
+    int by_name = 1, positional = same_shape;
+    for (int j = 0; j < b->ndims; j++) {
+        int found = 0;
         for (int i = 0; i < a->ndims; i++)
-            by_name |= strcmp(a->dims[i].name, b->dims[j].name) == 0;
+            if (strcmp(a->dims[i].name, b->dims[j].name) == 0) {
+                found = 1;
+                positional &= i == j;
+            }
+        by_name &= found;
     }
-    if (same_shape && !by_name) {
+    if (positional && !by_name) {
         identity_map(map, b->ndims);
     } else {
         char an[SB_NAME_MAX + 2];
