@@ -725,6 +725,7 @@ static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, in
     json_object_set_new(j, "causal", op->causal >= 0 ? json_integer(op->causal) : json_null());
     json_object_set_new(j, "seq", op->kind == SB_OP_ROPE ? json_integer(op->pos_axis) : json_null());
     json_object_set_new(j, "theta", op->kind == SB_OP_ROPE ? json_real(op->theta) : json_null());
+    json_object_set_new(j, "fn", op->kind == SB_OP_ACT ? json_string(sb_act_fn_name(op->fn)) : json_null());
     return j;
 }
 

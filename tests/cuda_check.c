@@ -631,6 +631,63 @@ static void check_tensor(void)
     }
 }
 
+/* ---- pointwise: act, mul, expand ---- */
+
+static void check_pointwise(void)
+{
+    for (int it = 0; it < iters; it++) {
+        size_t n = (size_t)ri(1, 5000);
+        pair x, y, dy, dx;
+        pair_new(&x, n, 1);
+        for (size_t i = 0; i < n; i++) /* beyond [-1, 1): relu6's kink, saturation */
+            x.h[i] *= 8.0f;
+        gpu->from_host(x.d, x.h, n);
+        pair_new(&y, n, 0);
+        pair_new(&dy, n, 1);
+        pair_new(&dx, n, 1);
+        for (int fn = 0; fn < SB_ACT_FN_COUNT; fn++) {
+            cpu->act_forward(y.h, x.h, n, fn);
+            gpu->act_forward(y.d, x.d, n, fn);
+            same("act_forward", sb_act_fn_name(fn), &y, TOL);
+            cpu->act_backward(dx.h, dy.h, x.h, n, fn);
+            gpu->act_backward(dx.d, dy.d, x.d, n, fn);
+            same("act_backward", sb_act_fn_name(fn), &dx, TOL);
+        }
+        pairs_free();
+
+        /* b (expand's x) on a random subset of 1-6 dims */
+        int nd = ri(1, 6), dims[SB_MAX_DIMS];
+        size_t tot = 1, nb = 1;
+        unsigned has = rnd() & ((1u << nd) - 1);
+        for (int d = 0; d < nd; d++) {
+            dims[d] = ri(1, 5);
+            tot *= (size_t)dims[d];
+            nb *= (has >> d) & 1 ? (size_t)dims[d] : 1;
+        }
+        pair a, b, out, g, da, db;
+        pair_new(&a, tot, 1);
+        pair_new(&b, nb, 1);
+        pair_new(&out, tot, 0);
+        pair_new(&g, tot, 1);
+        pair_new(&da, tot, 1);
+        pair_new(&db, nb, 1);
+        cpu->mul_forward(out.h, a.h, b.h, nd, dims, has);
+        gpu->mul_forward(out.d, a.d, b.d, nd, dims, has);
+        same("mul_forward", "out", &out, TOL);
+        cpu->mul_backward(da.h, db.h, g.h, a.h, b.h, nd, dims, has);
+        gpu->mul_backward(da.d, db.d, g.d, a.d, b.d, nd, dims, has);
+        same("mul_backward", "da", &da, TOL);
+        same("mul_backward", "db", &db, TOL);
+        cpu->expand_forward(out.h, b.h, nd, dims, has);
+        gpu->expand_forward(out.d, b.d, nd, dims, has);
+        same("expand_forward", "out", &out, TOL);
+        cpu->expand_backward(db.h, g.h, nd, dims, has);
+        gpu->expand_backward(db.d, g.d, nd, dims, has);
+        same("expand_backward", "dinp", &db, TOL);
+        pairs_free();
+    }
+}
+
 /* ---- memory, all-reduce ---- */
 
 static void check_memory(void)
@@ -765,6 +822,7 @@ int main(int argc, char **argv)
     check_llama();
     check_softmax();
     check_tensor();
+    check_pointwise();
     double ms = self ? 0 : sb_cuda_timer_stop_ms();
     sb_cuda_stats st;
     if (!self && !sb_cuda_stats_get(&st))

@@ -4,7 +4,8 @@
  * under random traffic), the cuDNN algorithm cache, the conv window
  * mapping onto cuDNN's symmetric padding (a cuDNN-style naive conv on the
  * mapped input against the CPU kernels), the box-copy / permute /
- * reduce-mean plans the kernels walk (against the CPU kernels), rank ->
+ * reduce-mean plans the kernels walk and the broadcasts of mul and expand
+ * over the reduce plan (against the CPU kernels), rank ->
  * GPU mapping and the communicator cache with MPI attribute eviction. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -510,6 +511,75 @@ static void test_reduce_plan(void **state)
     }
 }
 
+/* offset in the full array of element (o, r) of a reduce plan */
+static int64_t plan_offset(const sbc_reduce_plan *p, int64_t o, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = p->nk - 1; d >= 0; d--) {
+        off += (o % p->kdims[d]) * p->kstride[d];
+        o /= p->kdims[d];
+    }
+    for (int d = p->nr - 1; d >= 0; d--) {
+        off += (r % p->rdims[d]) * p->rstride[d];
+        r /= p->rdims[d];
+    }
+    return off;
+}
+
+/* The broadcasts of mul and expand as kernels/cuda/k_pointwise.cu walks
+ * them (the reduce plan of the dims the small operand lacks, count 1:
+ * element (o, r) reads the operand at o; its gradient sums over r in
+ * order) against the CPU kernels. */
+static void test_bcast_plan(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 300; it++) {
+        int nd = rint_in(1, 5), dims[SB_MAX_DIMS];
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) {
+            dims[d] = rint_in(1, 4);
+            n *= (size_t)dims[d];
+        }
+        unsigned has = rnd() & ((1u << nd) - 1);
+        sbc_reduce_plan p;
+        sbc_reduce_plan_make(&p, nd, dims, ((1u << nd) - 1) & ~has, 1);
+        size_t nb = (size_t)p.n_out;
+        float *a = frandv(n), *b = frandv(nb), *dy = frandv(n);
+        float *ref = calloc(n, sizeof *ref), *got = calloc(n, sizeof *got);
+        float *da_ref = calloc(n, sizeof *ref), *da_got = calloc(n, sizeof *ref);
+        float *db_ref = calloc(nb, sizeof *ref), *db_got = calloc(nb, sizeof *ref);
+        float *dx_ref = calloc(nb, sizeof *ref), *dx_got = calloc(nb, sizeof *ref);
+        float *ex_ref = calloc(n, sizeof *ref), *ex_got = calloc(n, sizeof *ref);
+        sb_mul_forward(ref, a, b, nd, dims, has);
+        sb_mul_backward(da_ref, db_ref, dy, a, b, nd, dims, has);
+        sb_expand_forward(ex_ref, b, nd, dims, has);
+        sb_expand_backward(dx_ref, dy, nd, dims, has);
+        for (int64_t i = 0; i < p.n_out * p.n_red; i++) {
+            int64_t o = i / p.n_red, off = plan_offset(&p, o, i % p.n_red);
+            got[off] = a[off] * b[o];
+            da_got[off] += dy[off] * b[o];
+            ex_got[off] = b[o];
+        }
+        for (int64_t o = 0; o < p.n_out; o++) {
+            float s = 0.0f, t = 0.0f;
+            for (int64_t r = 0; r < p.n_red; r++) {
+                int64_t off = plan_offset(&p, o, r);
+                s += dy[off] * a[off];
+                t += dy[off];
+            }
+            db_got[o] += s;
+            dx_got[o] += t;
+        }
+        assert_true(max_abs_diff(ref, got, n) == 0.0f);
+        assert_true(max_abs_diff(da_ref, da_got, n) == 0.0f);
+        assert_true(max_abs_diff(ex_ref, ex_got, n) == 0.0f);
+        assert_true(max_abs_diff(db_ref, db_got, nb) < 1e-5f);
+        assert_true(max_abs_diff(dx_ref, dx_got, nb) < 1e-5f);
+        free(a), free(b), free(dy), free(ref), free(got), free(da_ref), free(da_got);
+        free(db_ref), free(db_got), free(dx_ref), free(dx_got), free(ex_ref), free(ex_got);
+    }
+}
+
 /* ---- ranks and GPUs ---- */
 
 static const char *const *fake_env;
@@ -695,7 +765,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool_basics), cmocka_unit_test(test_pool_random),
         cmocka_unit_test(test_algo_cache),  cmocka_unit_test(test_conv_window),
         cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
-        cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_local_rank),
+        cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions),
     };

@@ -44,6 +44,34 @@ foreach(np 2 4)
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
 endforeach()
+# The pointwise ops (act, mul, expand: tests/data/models/swiglu-mlp.model,
+# read as a file). Beside best and random, --split forces the splits where a
+# broadcast operand's gradient must be summed across ranks: the
+# squeeze-excitation mul `se` split along h and w, which its gate `sg`
+# lacks (an activation: summed by the accumulating relayout), `gs` along
+# seq, which its scale weight lacks (summed with the weight's replicas),
+# the expands `p` and `c` along batch, and the SwiGLU product along ff.
+# The search's best must split the SwiGLU product along batch (and at P = 4
+# along ff too).
+set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff")
+set(SB_EQUIV_BEST_2 "--best-splits;h1/h=batch")
+set(SB_EQUIV_BEST_4 "--best-splits;h1/h=batch;--best-splits;h1/h=ff;--best-splits;h2/a=ff")
+foreach(np 2 4)
+  add_test(NAME test_equiv_swiglu-mlp_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
+            ${SB_EQUIV_SPLITS} ${SB_EQUIV_BEST_${np}} --seed ${np} --flops 0.01)
+  set_tests_properties(test_equiv_swiglu-mlp_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endforeach()
+add_test(NAME test_equiv_swiglu-mlp_np4_devmem
+  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
+          ${SB_EQUIV_SPLITS} --seed 4 --flops 0.01 --backend cpu-devmem)
+set_tests_properties(test_equiv_swiglu-mlp_np4_devmem PROPERTIES
+  TIMEOUT 600
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 
 # The executor's device-memory paths (inputs and weights staged through
 # to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,

@@ -449,6 +449,44 @@ static void test_cost_elementwise_reduce(void **state)
     sb_model_free(&m);
 }
 
+/* act: act_units(fn) e (1 for relu, relu6; 2 for the others); mul: 2e plus
+ * the all-reduce of b's gradient over the splits of the dims b lacks;
+ * expand: e plus the same for x over the new dims */
+static void test_cost_pointwise(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input a[b=8, f=16]\n"
+             "r = act(a, fn=relu)\n"
+             "g = act(a, fn=gelu)\n"
+             "input a2[b=8, f=16]\n"
+             "y = mul(a, a2)\n"
+             "input x[b=8, c=4, h=4, w=4]\n"
+             "input s[b=8, c=4]\n"
+             "se = mul(x, s)\n"
+             "weight sc[f=16]\n"
+             "ws = mul(a, sc)\n"
+             "weight cls[seq=1, e=8]\n"
+             "t = expand(cls, shape=[b=4, seq=1, e=8])\n",
+             &m);
+    /* c = (2, 2): e = 4*8 = 32 */
+    check_cost(&m, 0, (int[]){2, 2}, 32.0, "act relu");
+    check_cost(&m, 1, (int[]){2, 2}, 64.0, "act gelu");
+    check_cost(&m, 2, (int[]){2, 2}, 64.0, "mul same shape");
+    check_cost(&m, 2, (int[]){8, 2}, 2.0 * 8, "mul same shape (8, 2)");
+    /* se, c = (2, 1, 2, 2): e = 4*4*2*2 = 64 -> 128; s's block 4*4 = 16
+     * summed over c_h c_w = 4 ranks: 5000*2*3*16/4 */
+    check_cost(&m, 3, (int[]){2, 1, 2, 2}, 128.0 + W * 2 * 3 * 16 / 4, "mul broadcast over split h, w");
+    /* only dims s has are split: no all-reduce */
+    check_cost(&m, 3, (int[]){2, 4, 1, 1}, 2.0 * 4 * 1 * 4 * 4, "mul broadcast, h, w unsplit");
+    /* a weight b: c = (4, 2): e = 16 -> 32; sc's block 8 over c_b = 4: 5000*2*3*8/4 */
+    check_cost(&m, 4, (int[]){4, 2}, 32.0 + W * 2 * 3 * 8 / 4, "mul by a weight");
+    /* expand, c = (2, 1, 2): e = 2*1*4 = 8; cls's block 4 over c_b = 2: 5000*2*1*4/2 */
+    check_cost(&m, 5, (int[]){2, 1, 2}, 8.0 + W * 2 * 1 * 4 / 2, "expand over split batch");
+    check_cost(&m, 5, (int[]){1, 1, 8}, 4.0, "expand, new dims unsplit");
+    sb_model_free(&m);
+}
+
 static void test_cost_free_ops(void **state)
 {
     (void)state;
@@ -1015,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_cost_softmax),
         cmocka_unit_test(test_cost_llama_ops),
         cmocka_unit_test(test_cost_elementwise_reduce),
+        cmocka_unit_test(test_cost_pointwise),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),
         cmocka_unit_test(test_strategy_cost_by_hand),

@@ -13,7 +13,14 @@
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
- *                          [--want-split KIND:DIM,...]
+ *                          [--want-split KIND:DIM,...] [--split OP=DIM ...]
+ *                          [--best-splits OP=DIM ...]
+ * --best-splits fails the test unless the search's best strategy splits
+ * op OP along DIM (what the model is there to test).
+ * --split adds a strategy: the search's best with op OP's config replaced by
+ * the one that splits its iteration dim DIM the most (an unknown op or dim,
+ * or a dim no config splits, fails the test), so a split the best and the
+ * random strategies may miss (a dim a broadcast operand lacks) always runs.
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -185,6 +192,65 @@ static void note_splits(const sb_problem *pb, const int *choice)
     }
 }
 
+/* The split of iteration dim `dim` of the op named `op` under choice; 0
+ * (with a message on rank 0) when there is no such op or dim. */
+static int split_of(const sb_problem *pb, const int *choice, const char *op, const char *dim)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *o = &pb->m->ops[i];
+        if (strcmp(o->name, op) != 0)
+            continue;
+        for (int d = 0; d < o->ndims; d++)
+            if (!strcmp(o->dims[d].name, dim))
+                return pb->cfg[i].c[(size_t)choice[i] * (size_t)pb->cfg[i].ndims + (size_t)d];
+        break;
+    }
+    if (rank == 0)
+        printf("FAIL: no op '%s' with a dim '%s'\n", op, dim);
+    return 0;
+}
+
+/* choice[i] of the op named `op` := its config splitting `dim` the most
+ * (then using the most ranks); 0, or -1 with a message on rank 0. */
+static int force_split(const sb_problem *pb, int *choice, const char *op, const char *dim)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *o = &pb->m->ops[i];
+        if (strcmp(o->name, op) != 0)
+            continue;
+        int d = 0;
+        while (d < o->ndims && strcmp(o->dims[d].name, dim) != 0)
+            d++;
+        if (d == o->ndims) {
+            if (rank == 0)
+                printf("FAIL: --split %s=%s: op '%s' has no dim '%s'\n", op, dim, op, dim);
+            return -1;
+        }
+        int nd = pb->cfg[i].ndims, bestk = -1, bestc = 1, bestq = 0;
+        for (int k = 0; k < pb->cfg[i].n; k++) {
+            const int *c = pb->cfg[i].c + (size_t)k * (size_t)nd;
+            int q = 1;
+            for (int j = 0; j < nd; j++)
+                q *= c[j];
+            if (c[d] > bestc || (c[d] == bestc && bestk >= 0 && q > bestq)) {
+                bestk = k;
+                bestc = c[d];
+                bestq = q;
+            }
+        }
+        if (bestk < 0) {
+            if (rank == 0)
+                printf("FAIL: --split %s=%s: no config of '%s' splits '%s'\n", op, dim, op, dim);
+            return -1;
+        }
+        choice[i] = bestk;
+        return 0;
+    }
+    if (rank == 0)
+        printf("FAIL: --split %s=%s: no op '%s'\n", op, dim, op);
+    return -1;
+}
+
 static void describe(const sb_problem *pb, const int *choice, char *buf, size_t n)
 {
     size_t used = 0;
@@ -210,7 +276,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
-                            "[--flops F] [--bw B]\n");
+                            "[--flops F] [--bw B] [--split OP=DIM ...] [--best-splits OP=DIM ...]\n");
         MPI_Finalize();
         return 2;
     }
@@ -222,7 +288,9 @@ int main(int argc, char **argv)
     }
     double flops = 0, bw = 0;
     sb_setting set[32];
-    int nset = 0, nrandom = 8;
+    int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
+    char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
+    char best_op[16][SB_NAME_MAX], best_dim[16][SB_NAME_MAX];
     for (int i = 2; i < argc; i++) {
         sb_error err = {0};
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
@@ -246,6 +314,19 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
             update = SB_UPDATE_ADAM;
             adam_eps = (float)atof(argv[++i]);
+        } else if ((!strcmp(argv[i], "--split") || !strcmp(argv[i], "--best-splits")) && i + 1 < argc) {
+            int best = argv[i][2] == 'b', *n = best ? &nbest : &nsplit;
+            const char *eq = strchr(argv[++i], '=');
+            if (!eq || eq == argv[i] || !eq[1] || *n == 16 || eq - argv[i] >= SB_NAME_MAX
+                || strlen(eq + 1) >= SB_NAME_MAX) {
+                if (rank == 0)
+                    fprintf(stderr, "test_equiv: %s takes OP=DIM (at most 16), got '%s'\n",
+                            argv[i - 1], argv[i]);
+                MPI_Finalize();
+                return 2;
+            }
+            snprintf((best ? best_op : split_op)[*n], SB_NAME_MAX, "%.*s", (int)(eq - argv[i]), argv[i]);
+            snprintf((best ? best_dim : split_dim)[(*n)++], SB_NAME_MAX, "%s", eq + 1);
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -285,8 +366,9 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nrandom, failures = 0;
+    int nstrat = 2 + nsplit + nrandom, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
+    int *best = calloc((size_t)m.nops, sizeof *best);
     for (int k = 0; k < nstrat; k++) {
         const char *kind;
         if (k == 0) {
@@ -299,6 +381,7 @@ int main(int argc, char **argv)
             if (sb_search(&pb, &so, &r, &err))
                 die("search", &err);
             memcpy(choice, r.choice, (size_t)m.nops * sizeof *choice);
+            memcpy(best, r.choice, (size_t)m.nops * sizeof *best);
             sb_result_free(&r);
             char desc[4096];
             describe(&pb, choice, desc, sizeof desc);
@@ -307,6 +390,20 @@ int main(int argc, char **argv)
                     printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
                 failures++;
+            }
+            for (int b = 0; b < nbest; b++)
+                if (split_of(&pb, choice, best_op[b], best_dim[b]) < 2) {
+                    if (rank == 0)
+                        printf("FAIL: best %s p=%d does not split op '%s' along '%s'\n", m.name,
+                               size, best_op[b], best_dim[b]);
+                    failures++;
+                }
+        } else if (k < 2 + nsplit) {
+            kind = "split";
+            memcpy(choice, best, (size_t)m.nops * sizeof *choice);
+            if (force_split(&pb, choice, split_op[k - 2], split_dim[k - 2])) {
+                failures++;
+                continue;
             }
         } else {
             kind = "random";
@@ -379,6 +476,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("%s p=%d: %d of %d strategies differ from one device\n", m.name, size, failures, nstrat);
     free(choice);
+    free(best);
     free_outcome(&ref);
     sb_problem_free(&pb);
     sb_model_free(&m);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "shardbench/kernels.h"
+#include "shardbench/model.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -1366,6 +1367,158 @@ static void test_add(void **state)
     }
 }
 
+/* ---- pointwise: act, mul, expand --------------------------------------- */
+
+/* the act functions in double, written out from their definitions */
+static double act_ref(int fn, double x)
+{
+    switch (fn) {
+    case SB_ACT_RELU: return x > 0 ? x : 0;
+    case SB_ACT_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case SB_ACT_SILU: return x / (1.0 + exp(-x));
+    case SB_ACT_GELU: return x * 0.5 * erfc(-x / sqrt(2.0));
+    case SB_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case SB_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case SB_ACT_TANH: return tanh(x);
+    default: fail_msg("act fn %d", fn); return 0;
+    }
+}
+
+typedef struct {
+    int fn;
+    size_t n;
+    float *x, *out, *r;
+} act_ctx;
+
+static double act_loss(void *p)
+{
+    act_ctx *k = p;
+    sb_act_forward(k->out, k->x, k->n, k->fn);
+    return dotd(k->r, k->out, k->n);
+}
+
+static void test_act(void **state)
+{
+    (void)state;
+    const size_t n = 64;
+    for (int fn = 0; fn < SB_ACT_FN_COUNT; fn++) {
+        /* inputs over [-8, 8) (relu6's upper kink, sigmoid's and tanh's
+         * saturation) plus the extremes where exp overflows in float */
+        act_ctx k = {fn, n, frandn(n, 8.0f), fzeros(n), frandn(n, 1.0f)};
+        k.x[0] = -100.0f;
+        k.x[1] = 100.0f;
+        k.x[2] = 0.5f;
+        act_loss(&k);
+        for (size_t i = 0; i < n; i++) {
+            float want = (float)act_ref(fn, k.x[i]);
+            if (!isfinite(k.out[i]))
+                fail_msg("act %s(%g) is %g", sb_act_fn_name(fn), k.x[i], k.out[i]);
+            expect_close(sb_act_fn_name(fn), &k.out[i], &want, 1, 1e-6, 1e-5);
+        }
+        /* backward accumulates: start from 1 and take it off again */
+        float *dx = fzeros(n);
+        for (size_t i = 0; i < n; i++)
+            dx[i] = 1.0f;
+        sb_act_backward(dx, k.r, k.x, n, fn);
+        for (size_t i = 0; i < n; i++) {
+            dx[i] -= 1.0f;
+            if (!isfinite(dx[i]))
+                fail_msg("act %s'(%g) is %g", sb_act_fn_name(fn), k.x[i], dx[i]);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "act %s dx", sb_act_fn_name(fn));
+        check_grad(what, act_loss, &k, k.x + 3, dx + 3, n - 3, fn == SB_ACT_RELU || fn == SB_ACT_RELU6);
+        /* the closed form of the derivative at x = 0.5 */
+        double x = 0.5, h = 1e-6;
+        float want = (float)((act_ref(fn, x + h) - act_ref(fn, x - h)) / (2 * h) * k.r[2]);
+        expect_close(what, &dx[2], &want, 1, 1e-5, 1e-4);
+    }
+}
+
+/* offset in an operand holding the dims of mask `has` (row-major over
+ * them) of element ix of a 4-d array */
+static size_t bcast_off(const int *dims, unsigned has, const int *ix)
+{
+    size_t o = 0;
+    for (int d = 0; d < 4; d++)
+        if (has & (1u << d))
+            o = o * (size_t)dims[d] + (size_t)ix[d];
+    return o;
+}
+
+static size_t bcast_n(const int *dims, unsigned has)
+{
+    size_t n = 1;
+    for (int d = 0; d < 4; d++)
+        if (has & (1u << d))
+            n *= (size_t)dims[d];
+    return n;
+}
+
+typedef struct {
+    const int *dims;
+    unsigned has;
+    size_t n;
+    float *a, *b, *out, *r;
+} mul_ctx;
+
+static double mul_loss(void *p)
+{
+    mul_ctx *k = p;
+    if (k->a)
+        sb_mul_forward(k->out, k->a, k->b, 4, k->dims, k->has);
+    else
+        sb_expand_forward(k->out, k->b, 4, k->dims, k->has);
+    return dotd(k->r, k->out, k->n);
+}
+
+/* mul and expand with b (expand's x) on every subset of the dims of a 4-d
+ * array: forward against index loops, backward against finite differences,
+ * both accumulating */
+static void test_mul_expand(void **state)
+{
+    (void)state;
+    const int dims[4] = {2, 3, 4, 5};
+    const size_t n = 120;
+    for (unsigned has = 0; has < 16; has++) {
+        size_t nb = bcast_n(dims, has);
+        mul_ctx k = {dims, has, n, frandn(n, 1.0f), frandn(nb, 1.0f), fzeros(n), frandn(n, 1.0f)};
+        mul_loss(&k);
+        float *ex = fzeros(n);
+        sb_expand_forward(ex, k.b, 4, dims, has);
+        size_t i = 0;
+        for (int p = 0; p < dims[0]; p++)
+            for (int q = 0; q < dims[1]; q++)
+                for (int s = 0; s < dims[2]; s++)
+                    for (int t = 0; t < dims[3]; t++, i++) {
+                        const int ix[4] = {p, q, s, t};
+                        float bv = k.b[bcast_off(dims, has, ix)], want = k.a[i] * bv;
+                        expect_close("mul forward", &k.out[i], &want, 1, 0, 0);
+                        expect_close("expand forward", &ex[i], &bv, 1, 0, 0);
+                    }
+        float *da = fzeros(n), *db = fzeros(nb), *dx = fzeros(nb);
+        for (size_t j = 0; j < nb; j++)
+            db[j] = dx[j] = 2.0f;
+        sb_mul_backward(da, db, k.r, k.a, k.b, 4, dims, has);
+        sb_expand_backward(dx, k.r, 4, dims, has);
+        for (size_t j = 0; j < nb; j++) {
+            db[j] -= 2.0f;
+            dx[j] -= 2.0f;
+        }
+        check_grad("mul da", mul_loss, &k, k.a, da, n, 0);
+        check_grad("mul db", mul_loss, &k, k.b, db, nb, 0);
+        float *a = k.a;
+        k.a = NULL; /* expand */
+        check_grad("expand dx", mul_loss, &k, k.b, dx, nb, 0);
+        k.a = a;
+        /* NULL gradients are skipped */
+        float *da2 = fzeros(n);
+        sb_mul_backward(da2, NULL, k.r, k.a, k.b, 4, dims, has);
+        expect_close("mul da alone", da2, da, n, 0, 0);
+    }
+}
+
 /* ---- reduce-mean -------------------------------------------------------- */
 
 static void reduce_naive(float *out, const float *inp, const int *dims,
@@ -1661,6 +1814,8 @@ int main(void)
         cmocka_unit_test_teardown(test_causal_softmax, teardown),
         cmocka_unit_test_teardown(test_softmax_xent, teardown),
         cmocka_unit_test_teardown(test_add, teardown),
+        cmocka_unit_test_teardown(test_act, teardown),
+        cmocka_unit_test_teardown(test_mul_expand, teardown),
         cmocka_unit_test_teardown(test_reduce_mean, teardown),
         cmocka_unit_test_teardown(test_rope, teardown),
         cmocka_unit_test_teardown(test_box_copy, teardown),

@@ -420,6 +420,124 @@ static void test_settings_override(void **state)
 
 /* ------------------------------------------------------------- errors -- */
 
+/* act, mul (same shape, broadcast by name, same shape by position) and
+ * expand: iteration spaces, operand maps, fn */
+static void test_pointwise_ops(void **state)
+{
+    (void)state;
+    const char *text = "input x[batch=4, ch=6, h=3, w=5]\n"
+                       "input t[batch=4, seq=7, embed=8]\n"
+                       "weight s[batch=4, ch=6]\n"
+                       "weight cls[seq=1, embed=8]\n"
+                       "weight y2[p=4, q=6, r=3, u=5]\n"
+                       "g = act(x, fn=gelu_tanh)\n"
+                       "se = mul(g, s)\n"
+                       "pos = mul(x, y2)\n"
+                       "full = mul(g, pos)\n"
+                       "c = expand(cls, shape=[batch=4, seq=1, embed=8])\n"
+                       "tt = concat(c, t, axis=seq)\n";
+    sb_model m;
+    parse_ok(text, NULL, 0, &m);
+    check_model_invariants(&m);
+    const sb_op *g = &m.ops[find_op(&m, "g")];
+    assert_int_equal(g->kind, SB_OP_ACT);
+    assert_int_equal(g->fn, SB_ACT_GELU_TANH);
+    assert_string_equal(sb_act_fn_name(g->fn), "gelu_tanh");
+    assert_string_equal(sb_op_kind_name(g->kind), "act");
+    assert_int_equal(g->ndims, 4);
+    assert_int_equal(g->nin, 1);
+    const sb_op *se = &m.ops[find_op(&m, "se")];
+    assert_int_equal(se->kind, SB_OP_MUL);
+    assert_int_equal(se->ndims, 4);
+    assert_int_equal(se->nin, 2);
+    assert_int_equal(se->in[1].map[0], 0); /* s's batch: dim 0 */
+    assert_int_equal(se->in[1].map[1], 1); /* s's ch: dim 1 */
+    assert_int_equal(se->nosplit, 0);
+    const sb_op *pos = &m.ops[find_op(&m, "pos")]; /* a's shape, other names: position */
+    for (int j = 0; j < 4; j++)
+        assert_int_equal(pos->in[1].map[j], j);
+    const sb_op *c = &m.ops[find_op(&m, "c")];
+    assert_int_equal(c->kind, SB_OP_EXPAND);
+    assert_int_equal(c->ndims, 3);
+    assert_string_equal(c->dims[0].name, "batch");
+    assert_int_equal(c->dims[0].size, 4);
+    assert_int_equal(c->in[0].map[0], 1); /* seq */
+    assert_int_equal(c->in[0].map[1], 2); /* embed */
+    const sb_tensor *ct = &m.tensors[c->out[0].tensor];
+    assert_int_equal(ct->ndims, 3);
+    assert_int_equal(ct->dims[2].size, 8);
+    assert_int_equal(m.tensors[m.ops[find_op(&m, "tt")].out[0].tensor].dims[1].size, 8);
+    sb_model_free(&m);
+
+    /* every fn by name */
+    for (int f = 0; f < SB_ACT_FN_COUNT; f++) {
+        char t[256];
+        snprintf(t, sizeof t, "input x[b=4, f=8]\ny = act(x, fn=%s)\n", sb_act_fn_name(f));
+        parse_ok(t, NULL, 0, &m);
+        assert_int_equal(m.ops[0].fn, f);
+        sb_model_free(&m);
+    }
+    assert_int_equal(sb_act_fn_lookup("silu", 4), SB_ACT_SILU);
+    assert_int_equal(sb_act_fn_lookup("gelu_tanh", 4), SB_ACT_GELU);
+    assert_int_equal(sb_act_fn_lookup("swish", 5), -1);
+}
+
+static void test_error_pointwise(void **state)
+{
+    (void)state;
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=swish)\n",
+                 "t.model:2:15", "act: unknown fn 'swish' (one of: relu, relu6, silu, gelu, gelu_tanh, sigmoid, tanh)");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x)\n",
+                 "t.model:2:5", "act: missing fn=NAME");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=[relu])\n",
+                 "t.model:2:15", "act: fn must be a function name");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=relu, pw=1)\n",
+                 "t.model:2:21", "unknown argument 'pw'");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[b=4, c=6]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'c' of 's' is not a dim of 'x' [b, ch, h]");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[b=4, ch=5]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'ch' has size 5 in 's' but 6 in 'x'");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[ch=6, b=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    /* a's sizes, but 'b' names a's first dim in b's second place */
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, b=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, g=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'g' of 's' is not a dim of 'x' [b, f]");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = mul(x)\n",
+                 "t.model:2:5", "mul takes 2 input tensors, got 1");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=4, e=8])\n",
+                 "t.model:2:12", "expand: dim 'one' of 'w' is not a dim of the shape [b, e]");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=4, one=1, e=7])\n",
+                 "t.model:2:12", "expand: dim 'e' has size 8 in 'w' but 7 in the shape");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w)\n",
+                 "t.model:2:5", "expand: missing shape=[name=size, ...]");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=0, one=1, e=8])\n",
+                 "t.model:2:21", "expand: dim 'b' has non-positive size 0");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[4, 1, 8])\n",
+                 "t.model:2:21", "expand: each dim of the shape needs a name and a size");
+}
+
 static void test_error_unknown_op(void **state)
 {
     (void)state;
@@ -1434,6 +1552,8 @@ int main(void)
         cmocka_unit_test(test_many_blocks_and_params),
         cmocka_unit_test(test_op_limit),
         cmocka_unit_test(test_step_limit),
+        cmocka_unit_test(test_pointwise_ops),
+        cmocka_unit_test(test_error_pointwise),
         cmocka_unit_test(test_load_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -474,6 +474,28 @@ void sb_reduce_mean_forward(float *out, const float *inp, int nd,
 void sb_reduce_mean_backward(float *dinp, const float *dout, int nd,
                              const int *dims, unsigned axes, long count);
 
+/* ---- pointwise: act, mul, expand (k_pointwise.c) ------------------------ */
+
+/* out (n) = f(inp) for the act function fn (sb_act_fn of model.h: relu,
+ * relu6, silu, gelu with erf, gelu_tanh, sigmoid, tanh). out may alias inp. */
+void sb_act_forward(float *out, const float *inp, size_t n, int fn);
+/* dinp (n) += dout * f'(inp); relu and relu6 take 0 at their kinks. */
+void sb_act_backward(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+/* out (dims) = a (dims) * b, where b holds only the dims of the bit mask
+ * bdims (in order, row-major) and broadcasts over the others; bdims with
+ * every bit of the nd dims set is a plain elementwise product. */
+void sb_mul_forward(float *out, const float *a, const float *b, int nd, const int *dims,
+                    unsigned bdims);
+/* da (dims) += dout * b; db (bdims) += sum over the dims b lacks of
+ * dout * a. NULL da or db: not wanted. */
+void sb_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                     int nd, const int *dims, unsigned bdims);
+/* out (dims) = inp broadcast, inp holding the dims of the mask xdims (in
+ * order, row-major). */
+void sb_expand_forward(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+/* dinp (xdims) += sum over the dims inp lacks of dout (dims). */
+void sb_expand_backward(float *dinp, const float *dout, int nd, const int *dims, unsigned xdims);
+
 /* ---- box copies (concat, split, stack, unstack, transpose, relayout) ---- */
 
 /* The box [dst_lo, dst_lo+size) of dst (dst_dims) = (accumulate: +=) the box

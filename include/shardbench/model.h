@@ -27,13 +27,16 @@ extern "C" {
  * elementwise ops with `pw` fused pointwise ops; flatten is multi-dim -> 1-D
  * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel); rmsnorm
  * is Llama's RMS norm over `axis`; rope is the rotary position embedding
- * of Llama ("rotate half") over the head dim `axis`. */
+ * of Llama ("rotate half") over the head dim `axis`; act is a unary
+ * activation (`fn`), mul an elementwise product whose second input may
+ * broadcast, expand a broadcast to a larger shape (family "pointwise"). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
-    X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope)
+    X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope) X(ACT, act) X(MUL, mul)          \
+    X(EXPAND, expand)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -44,6 +47,23 @@ typedef enum {
 
 /* Name of an op kind as written in model files ("conv", "dense", ...). */
 const char *sb_op_kind_name(sb_op_kind k);
+
+/* The functions of act (sb_op.fn), in one list: X(ENUM, name as written). */
+#define SB_ACT_FNS(X)                                                                              \
+    X(RELU, relu) X(RELU6, relu6) X(SILU, silu) X(GELU, gelu) X(GELU_TANH, gelu_tanh)              \
+    X(SIGMOID, sigmoid) X(TANH, tanh)
+
+typedef enum {
+#define SB_ACT_ENUM_(E, name) SB_ACT_##E,
+    SB_ACT_FNS(SB_ACT_ENUM_)
+#undef SB_ACT_ENUM_
+    SB_ACT_FN_COUNT
+} sb_act_fn;
+
+/* Name of an act function ("silu"), or "?" out of range. */
+const char *sb_act_fn_name(int fn);
+/* The function named `name` (its first n chars), or -1. */
+int sb_act_fn_lookup(const char *name, size_t n);
 
 typedef struct {
     char name[SB_NAME_MAX];
@@ -130,6 +150,7 @@ typedef struct {
                                  uses axis 0 as the prototype does) */
     int layers;               /* lstm */
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
+    int fn;                   /* act: the function (sb_act_fn) */
 } sb_op;
 
 typedef struct {

@@ -144,6 +144,15 @@ typedef struct sb_backend {
                                 unsigned axes, long count);
     void (*reduce_mean_backward)(float *dinp, const float *dout, int nd, const int *dims,
                                  unsigned axes, long count);
+    void (*act_forward)(float *out, const float *inp, size_t n, int fn);
+    void (*act_backward)(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+    void (*mul_forward)(float *out, const float *a, const float *b, int nd, const int *dims,
+                        unsigned bdims);
+    void (*mul_backward)(float *da, float *db, const float *dout, const float *a, const float *b,
+                         int nd, const int *dims, unsigned bdims);
+    void (*expand_forward)(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+    void (*expand_backward)(float *dinp, const float *dout, int nd, const int *dims,
+                            unsigned xdims);
     void (*box_copy)(float *dst, const int *dst_dims, const int *dst_lo, const float *src,
                      const int *src_dims, const int *src_lo, const int *size, int nd,
                      int accumulate);

@@ -120,6 +120,8 @@ char *sb_model_text(const sb_model *m)
             put(&b, " causal=%d", op->causal);
         if (op->kind == SB_OP_ROPE)
             put(&b, " seq=%d theta=%a", op->pos_axis, op->theta);
+        if (op->kind == SB_OP_ACT)
+            put(&b, " fn=%s", sb_act_fn_name(op->fn));
         put(&b, "\n");
     }
     return done(&b);

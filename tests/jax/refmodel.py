@@ -147,6 +147,18 @@ class Model:
             for x in xs[1:]:
                 y = y + x
             return [relu(y)]
+        if kind == "act":
+            return [self._act(op["fn"], xs[0])]
+        if kind in ("mul", "expand"):
+            # the smaller operand follows its map: put its dims in the output's
+            # places (1 where it lacks one), then broadcast
+            out_shape = self.tensors[op["out"][0]["tensor"]]["shape"]
+            k = 1 if kind == "mul" else 0
+            shape = [1] * len(out_shape)
+            for j, d in enumerate(op["in"][k]["map"]):
+                shape[d] = xs[k].shape[j]
+            s = jnp.broadcast_to(xs[k].reshape(shape), out_shape)
+            return [xs[0] * s if kind == "mul" else s]
         if kind == "softmax":
             mp = op["in"][0]["map"]
             a = mp.index(op["axis"])
@@ -191,6 +203,14 @@ class Model:
             shape = [1] * x.ndim
             shape[a] = x.shape[a]
             return [y * ws[0].reshape(shape) + ws[1].reshape(shape)]
+        if kind == "reduce_mean":
+            # the reduced dims: the input's that the output does not follow
+            kept = set(op["out"][0]["map"])
+            axes = tuple(i for i in range(xs[0].ndim) if i not in kept)
+            y = jnp.mean(xs[0], axis=axes)
+            return [y.reshape(self.tensors[op["out"][0]["tensor"]]["shape"])]
+        if kind == "concat":
+            return [jnp.concatenate(xs, axis=op["axis"])]
         if kind == "unstack":
             return [jnp.take(xs[0], k, axis=op["axis"]) for k in range(len(op["out"]))]
         if kind == "stack":
@@ -212,6 +232,24 @@ class Model:
             return [jax.lax.reduce_window(xs[0], -jnp.inf, jax.lax.max, (1, 1, kh, kw),
                                           (1, 1, sh, sw), pads)]
         raise NotImplementedError("op kind %s (%s)" % (kind, op["name"]))
+
+    @staticmethod
+    def _act(fn, x):
+        if fn == "relu":
+            return jnp.maximum(x, 0.0)
+        if fn == "relu6":
+            return jnp.clip(x, 0.0, 6.0)
+        if fn == "silu":
+            return jax.nn.silu(x)
+        if fn == "gelu":
+            return jax.nn.gelu(x, approximate=False)
+        if fn == "gelu_tanh":
+            return jax.nn.gelu(x, approximate=True)
+        if fn == "sigmoid":
+            return jax.nn.sigmoid(x)
+        if fn == "tanh":
+            return jnp.tanh(x)
+        raise NotImplementedError("act fn %s" % fn)
 
     @staticmethod
     def _xent(op, logits, labels):

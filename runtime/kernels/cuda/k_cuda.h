@@ -122,6 +122,14 @@ void sbk_softmax_xent_backward(float *dlogits, const float *dloss, const float *
                                int V, int v0);
 void sbk_add_forward(float *out, const float *const *inps, int k, size_t n, int relu);
 void sbk_add_backward(float *const *dinps, const float *dout, const float *out, int k, size_t n);
+void sbk_act_forward(float *out, const float *inp, size_t n, int fn);
+void sbk_act_backward(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+void sbk_mul_forward(float *out, const float *a, const float *b, int nd, const int *dims,
+                     unsigned bdims);
+void sbk_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                      int nd, const int *dims, unsigned bdims);
+void sbk_expand_forward(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+void sbk_expand_backward(float *dinp, const float *dout, int nd, const int *dims, unsigned xdims);
 void sbk_reduce_mean_forward(float *out, const float *inp, int nd, const int *dims,
                              unsigned axes, long count);
 void sbk_reduce_mean_backward(float *dinp, const float *dout, int nd, const int *dims,
