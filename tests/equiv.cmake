@@ -43,3 +43,17 @@ foreach(case transformer:4 rnnlm:4 alexnet:4 resnet101:2 inception3:2)
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 endforeach()
+
+# Mixture of experts (moe_gate and the expert einsums): a file model of
+# tests/data/models/; --split-dim expert adds the expert-parallel strategy
+# (every op splitting `expert` as far as it can) beside the search's best
+# and the random ones.
+foreach(np 2 4)
+  add_test(NAME test_equiv_moe-tiny_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
+            --seed ${np} --flops 0.01 --split-dim expert)
+  set_tests_properties(test_equiv_moe-tiny_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endforeach()

@@ -12,7 +12,11 @@
  * update is more than noise: a missing or doubled gradient piece fails.
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
- *                          [--backend cpu|cuda] [--flops F] [--bw B]
+ *                          [--backend cpu|cuda] [--flops F] [--bw B] [--split-dim NAME]
+ * --split-dim adds one strategy where every op takes its config of the
+ * largest split of the iteration dim NAME (then of the most ranks), and
+ * fails when that strategy splits NAME nowhere (the mixture of experts'
+ * `expert`: expert parallelism is tested whatever the search prefers).
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -174,6 +178,7 @@ int main(int argc, char **argv)
         return 2;
     }
     double flops = 0, bw = 0;
+    const char *split_dim = NULL;
     sb_setting set[32];
     int nset = 0, nrandom = 8;
     for (int i = 2; i < argc; i++) {
@@ -187,6 +192,8 @@ int main(int argc, char **argv)
             flops = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--bw") && i + 1 < argc) {
             bw = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--split-dim") && i + 1 < argc) {
+            split_dim = argv[++i];
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -233,7 +240,7 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nrandom, failures = 0;
+    int nstrat = 2 + nrandom + (split_dim != NULL), failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     for (int k = 0; k < nstrat; k++) {
         const char *kind;
@@ -254,6 +261,36 @@ int main(int argc, char **argv)
                 if (rank == 0)
                     printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
+                failures++;
+            }
+        } else if (split_dim && k == 2) {
+            kind = "dim";
+            int splits = 0;
+            for (int i = 0; i < m.nops; i++) {
+                const sb_op *op = &m.ops[i];
+                int d = -1, nd = pb.cfg[i].ndims, best_s = 0, best_q = 0;
+                for (int j = 0; j < op->ndims; j++)
+                    if (!strcmp(op->dims[j].name, split_dim))
+                        d = j;
+                choice[i] = 0;
+                for (int a = 0; a < pb.cfg[i].n; a++) {
+                    const int *c = pb.cfg[i].c + (size_t)a * (size_t)nd;
+                    int q = 1;
+                    for (int j = 0; j < nd; j++)
+                        q *= c[j];
+                    int sp = d >= 0 ? c[d] : 1;
+                    if (sp > best_s || (sp == best_s && q > best_q)) {
+                        best_s = sp;
+                        best_q = q;
+                        choice[i] = a;
+                    }
+                }
+                splits += best_s > 1;
+            }
+            if (!splits) {
+                if (rank == 0)
+                    printf("FAIL: no op of %s can split a dim '%s' on %d ranks\n", m.name, split_dim,
+                           size);
                 failures++;
             }
         } else {

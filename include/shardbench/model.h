@@ -25,13 +25,15 @@ extern "C" {
  * entry does not link. Notes: norm is layer norm over `axis` (batchnorm is
  * norm with per-channel statistics); elementwise is add and other
  * elementwise ops with `pw` fused pointwise ops; flatten is multi-dim -> 1-D
- * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel). */
+ * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel); moe_gate
+ * is the top-k router of a mixture of experts (GShard-style dense combine
+ * and dispatch tensors). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
-    X(TRANSPOSE, transpose)
+    X(TRANSPOSE, transpose) X(MOE_GATE, moe_gate)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -120,6 +122,8 @@ typedef struct {
                                  uses axis 0 as the prototype does) */
     int layers;               /* lstm */
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
+    int topk;                 /* moe_gate: experts chosen per token (the
+                                 capacity is the size of its cap dim, 3) */
 } sb_op;
 
 typedef struct {
