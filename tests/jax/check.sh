@@ -1,5 +1,6 @@
 #!/bin/bash
-# check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer and AlexNet at
+# check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer, AlexNet and
+# the mixture of experts of tests/data/models/moe-tiny.model at
 # reduced sizes under pase-best, data parallel and MCMC at p = 4 and 8 as
 # JAX modules (`export --to jax --format py`), runs them on 8 host CPU
 # devices (check.py: shardings read back, losses against the unsharded
@@ -25,6 +26,8 @@ export JAX_PLATFORMS=cpu
 
 TRANSFORMER="-m transformer --set layers=1 --set batch=8 --set seq=16 --set embed=32 --set heads=4 --set dk=8 --set ff=64 --set vocab=64"
 ALEXNET="-m alexnet --set batch=8 --set image=67 --set width_div=16 --set classes=16"
+MOE_FILE=$HERE/../data/models/moe-tiny.model
+MOE="-m $MOE_FILE --set batch=8"
 # --flops 0.001: compute priced high against communication, so that the
 # search splits these small models the way it splits the full-size ones
 SEARCH="--db none --flops 0.001"
@@ -32,8 +35,15 @@ SEARCH="--db none --flops 0.001"
 mods=()
 echo "{" > run_losses.json
 sep=""
-for name in transformer alexnet; do
-    if [ $name = transformer ]; then M=$TRANSFORMER; else M=$ALEXNET; fi
+for name in transformer alexnet moe; do
+    case $name in
+        transformer) M=$TRANSFORMER ;;
+        alexnet) M=$ALEXNET ;;
+        *) M=$MOE ;;
+    esac
+    # export finds a shipped model by the strategy's model name, a file by -m
+    X=()
+    if [ $name = moe ]; then X=(-m "$MOE_FILE"); fi
     # shardbench's own run (every strategy trains the same numbers; the
     # equivalence tests hold the runtime to that): 1 rank, and the pase
     # strategy at p = 4 on 4 ranks
@@ -42,7 +52,7 @@ for name in transformer alexnet; do
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
     l4=$("$MPIRUN" -np 4 "$SB" run $M --strategy $name-pase-p4.strategy --warmup 0 --steps 3 --format json --db none \
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
-    key=$("$SB" export $name-pase-p4.strategy --to jax --format json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["model"]+" "+d["params"])')
+    key=$("$SB" export $name-pase-p4.strategy "${X[@]}" --to jax --format json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["model"]+" "+d["params"])')
     "$PY" - "$l1" "$l4" <<'PYEOF'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -57,7 +67,7 @@ PYEOF
         "$SB" search $M -p $p $SEARCH --algo mcmc --budget 20000 --seed 1 --save $name-mcmc-p$p.strategy > /dev/null
         for algo in pase dp mcmc; do
             s=$name-$algo-p$p
-            "$SB" export $s.strategy --to jax --format py -o ${s//-/_}.py
+            "$SB" export $s.strategy "${X[@]}" --to jax --format py -o ${s//-/_}.py
             mods+=("${s//-/_}.py")
         done
     done
