@@ -720,6 +720,7 @@ static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, in
     json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
     json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));
     json_object_set_new(j, "topk", json_integer(op->topk));
+    json_object_set_new(j, "moe_aux", json_real(op->moe_aux));
     return j;
 }
 

@@ -472,7 +472,7 @@ static void test_moe_plan(void **state)
         int64_t T = (int64_t)G * S, n = T * E * C, nk = T * k;
         float *logits = frandv((size_t)(T * E)), *dcomb = frandv((size_t)n);
         size_t nw = sb_moe_gate_work_floats(G, S, E, k);
-        assert_int_equal(nw, (size_t)(3 * nk + (int64_t)G * E));
+        assert_int_equal(nw, (size_t)(3 * nk + 2 * (int64_t)G * E));
         float *work = calloc(nw, sizeof *work), *w2 = calloc(nw, sizeof *w2);
         float *comb = calloc((size_t)n, sizeof *comb), *disp = calloc((size_t)n, sizeof *disp);
         float *gc = calloc((size_t)n, sizeof *gc), *gd = calloc((size_t)n, sizeof *gd);
@@ -481,16 +481,26 @@ static void test_moe_plan(void **state)
         int32_t *idx = (int32_t *)(void *)w2, *slot = (int32_t *)(void *)(w2 + nk);
         float *wt = w2 + 2 * nk;
         int32_t *count = (int32_t *)(void *)(w2 + 3 * nk);
+        float *dens = w2 + 3 * nk + (int64_t)G * E, aw = t == 1 ? 0.0f : 0.75f;
+        float *aux = calloc((size_t)G, sizeof *aux), *gaux = calloc((size_t)G, sizeof *gaux);
         for (int64_t i = 0; i < T; i++)
             sb_moe_topk_at(i, logits, E, k, idx, wt);
         for (int64_t g = 0; g < G; g++)
             sb_moe_assign_at(g, idx, slot, count, S, E, C, k);
         for (int64_t i = 0; i < T; i++)
             sb_moe_scatter_at(i, comb, disp, idx, slot, wt, E, C, k);
+        for (int64_t g = 0; g < G; g++) {
+            sb_moe_density_at(g, idx, dens, S, E, k);
+            aux[g] = sb_moe_aux_at(g, logits, dens, S, E);
+        }
         for (int64_t i = 0; i < T; i++)
             sb_moe_grad_at(i, dl, dcomb, idx, slot, wt, E, C, k);
-        sb_moe_gate_forward(gc, gd, work, logits, G, S, E, C, k);
-        sb_moe_gate_backward(gdl, work, dcomb, logits, G, S, E, C, k);
+        if (aw != 0.0f)
+            for (int64_t i = 0; i < T; i++)
+                sb_moe_aux_grad_at(i, dl, logits, dens, aw, S, E);
+        sb_moe_gate_forward(gc, gd, gaux, work, logits, G, S, E, C, k);
+        sb_moe_gate_backward(gdl, work, dcomb, logits, aw, G, S, E, C, k);
+        assert_true(max_abs_diff(aux, gaux, (size_t)G) == 0);
         assert_true(max_abs_diff(comb, gc, (size_t)n) == 0);
         assert_true(max_abs_diff(disp, gd, (size_t)n) == 0);
         assert_true(max_abs_diff(dl, gdl, (size_t)(T * E)) == 0);
@@ -504,7 +514,7 @@ static void test_moe_plan(void **state)
                     assert_true(taken <= 1.0f);
                 }
         free(logits), free(dcomb), free(work), free(w2), free(comb), free(disp), free(gc), free(gd);
-        free(dl), free(gdl);
+        free(dl), free(gdl), free(aux), free(gaux);
     }
 }
 

@@ -109,8 +109,16 @@ static void moe_gate_splits_only_groups(void **state)
     sb_mem mem;
     sb_op_memory(&m, op, c2, SB_OPTIM_SGD, &mem);
     assert_true(fabs(mem.activations - 4.0 * (l + 2 * e)) < 1e-9);
-    assert_true(fabs(mem.scratch - 4.0 * (2 * e + 3 * 4 * 6 * 2 + 4 * 4)) < 1e-9);
+    assert_true(fabs(mem.scratch - 4.0 * (2 * e + 3 * 4 * 6 * 2 + 2 * 4 * 4 + 4)) < 1e-9);
     assert_true(mem.weights == 0);
+    sb_model_free(&m);
+    /* the load-balancing loss adds its value and gradient, 6 per logit */
+    const char *aux = "model g\n"
+                      "input l[batch=8, seq=6, expert=4]\n"
+                      "c, d = moe_gate(l, k=2, capacity=3, aux=10)\n";
+    assert_int_equal(sb_model_parse(aux, strlen(aux), "g.model", NULL, 0, &m, &err), 0);
+    assert_true(m.ops[0].moe_aux == 0.01);
+    assert_true(fabs(sb_op_cost(&m, &m.ops[0], c2, &cp) - ((8.0 + 2 * 2 + 6) * l + 3 * e) * 2.0) < 1e-9);
     sb_model_free(&m);
 }
 

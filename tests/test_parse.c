@@ -817,6 +817,11 @@ static void test_moe_gate(void **state)
     parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1)\n", NULL, 0, &m);
     assert_int_equal(m.ops[0].topk, 2);
     assert_string_equal(m.ops[0].dims[3].name, "cap");
+    assert_true(m.ops[0].moe_aux == 0.0);
+    sb_model_free(&m);
+    /* the load-balancing loss's weight, in thousandths */
+    parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1, aux=25)\n", NULL, 0, &m);
+    assert_true(m.ops[0].moe_aux == 0.025);
     sb_model_free(&m);
 }
 
@@ -838,7 +843,11 @@ static void test_error_moe_gate(void **state)
     expect_error("input x[b=2, s=4, e=4]\nc = moe_gate(x, capacity=2)\n", PATH ":2:5",
                  "moe_gate gives 2 outputs (combine, dispatch), but 1 name is on the left");
     expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, cap=3)\n", PATH ":2:32",
-                 "moe_gate: unknown argument 'cap' (expected one of: axis k capacity dim)");
+                 "moe_gate: unknown argument 'cap' (expected one of: axis k capacity dim aux)");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=-1)\n", PATH ":2:36",
+                 "'aux' must be at least 0, got -1");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=2000000)\n",
+                 PATH ":2:36", "aux is the loss weight in thousandths, at most 1000000, got 2000000");
     expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, dim=e)\n", PATH ":2:36",
                  "dim name 'e' appears twice");
     expect_error("input x[b=2, s=4, e=4]\ny = add(x, x)\nc, d = moe_gate(x, y, capacity=2)\n",

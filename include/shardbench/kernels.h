@@ -410,18 +410,24 @@ void sb_softmax_xent_backward(float *dlogits, const float *dloss,
  * expert in order of choice rank, then token: all first choices in seq
  * order, then all second ones, ...; a choice whose expert is full is
  * dropped. combine (G,S,E,C) = the weight at (token, expert, slot) of each
- * kept choice, dispatch (G,S,E,C) = 1 there; both 0 elsewhere. work holds
- * sb_moe_gate_work_floats(G, S, E, k) floats (the routing). */
+ * kept choice, dispatch (G,S,E,C) = 1 there; both 0 elsewhere. aux (G) =
+ * each group's load-balancing loss, E · sum_e f_e · P_e, f_e the share of
+ * its tokens whose first choice is e (before drops), P_e the mean of p_e
+ * over its tokens. work holds sb_moe_gate_work_floats(G, S, E, k) floats
+ * (the routing). */
 size_t sb_moe_gate_work_floats(int G, int S, int E, int k);
-void sb_moe_gate_forward(float *combine, float *dispatch, float *work, const float *logits,
-                         int G, int S, int E, int C, int k);
+void sb_moe_gate_forward(float *combine, float *dispatch, float *aux, float *work,
+                         const float *logits, int G, int S, int E, int C, int k);
 /* dlogits (G,S,E) += the gradient of the combine weights: the routing is
  * redone from logits and held constant; per token, chosen experts i get
  * w_i (g_i - sum_j w_j g_j), g_j the combine gradient at choice j's slot
  * (0 for a dropped choice, whose logit still takes gradient through the
- * normaliser); the other experts get none. dispatch has no gradient. */
+ * normaliser); the other experts get none. dispatch has no gradient.
+ * aux_weight != 0 adds the gradient of aux_weight times every group's aux
+ * (f constant): aux_weight·E/S · p_e (f_e - sum_e' p_e' f_e'). */
 void sb_moe_gate_backward(float *dlogits, float *work, const float *dcombine,
-                          const float *logits, int G, int S, int E, int C, int k);
+                          const float *logits, float aux_weight, int G, int S, int E, int C,
+                          int k);
 
 /* ---- elementwise -------------------------------------------------------- */
 

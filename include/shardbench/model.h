@@ -124,6 +124,8 @@ typedef struct {
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
     int topk;                 /* moe_gate: experts chosen per token (the
                                  capacity is the size of its cap dim, 3) */
+    double moe_aux;           /* moe_gate: weight of its load-balancing loss
+                                 (0: none) */
 } sb_op;
 
 typedef struct {

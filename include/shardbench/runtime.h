@@ -124,10 +124,11 @@ typedef struct sb_backend {
                                   const float *mx, const float *se, const int32_t *labels, int M,
                                   int V, int v0);
     size_t (*moe_gate_work_floats)(int G, int S, int E, int k);
-    void (*moe_gate_forward)(float *combine, float *dispatch, float *work, const float *logits,
-                             int G, int S, int E, int C, int k);
+    void (*moe_gate_forward)(float *combine, float *dispatch, float *aux, float *work,
+                             const float *logits, int G, int S, int E, int C, int k);
     void (*moe_gate_backward)(float *dlogits, float *work, const float *dcombine,
-                              const float *logits, int G, int S, int E, int C, int k);
+                              const float *logits, float aux_weight, int G, int S, int E, int C,
+                              int k);
     void (*add_forward)(float *out, const float *const *inps, int k, size_t n, int relu);
     void (*add_backward)(float *const *dinps, const float *dout, const float *out, int k,
                          size_t n);

@@ -1,13 +1,14 @@
 /* ops/moe.c: the router of a mixture of experts, moe_gate (GShard-style
  * dense dispatch: the experts themselves are einsums over an `expert` dim).
  *
- *   combine, dispatch = moe_gate(logits, axis=expert, k=2, capacity=C, dim=cap)
+ *   combine, dispatch = moe_gate(logits, axis=expert, k=2, capacity=C, dim=cap, aux=0)
  *
  * logits (group, seq, expert) -> combine, dispatch (group, seq, expert, cap):
  * per group, each token's top-k experts, their softmax weights renormalised
  * over the k, and a slot in [0, C) of each chosen expert (first choices of
  * all tokens in seq order, then second choices, ...; a choice whose expert
- * is full is dropped). Only the group dim may be split: the slots of one
+ * is full is dropped). aux = N adds N/1000 times the load-balancing loss
+ * to the training loss. Only the group dim may be split: the slots of one
  * group are assigned in sequence and top-k needs every expert. */
 #define _GNU_SOURCE
 #include "ops.h"
@@ -15,7 +16,7 @@
 static int build_moe_gate(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
 {
     const char *nm = "moe_gate";
-    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, "axis k capacity dim"))
+    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, "axis k capacity dim aux"))
         return -1;
     if (u->nlhs != 2)
         return lang_err(P, c->callee,
@@ -33,7 +34,7 @@ static int build_moe_gate(parser *P, sb_op *op, call *c, outs *o, const op_use *
         return lang_err(P, kw_get(c, "axis") ? kw_get(c, "axis")->at : c->callee,
                         "moe_gate: the expert axis must be the last dim of '%s' (got dim %d, '%s')",
                         x->name, axis, x->dims[axis].name);
-    int64_t k, cap;
+    int64_t k, cap, aux;
     if (kw_int(P, c, "k", 2, 1, &k))
         return -1;
     if (k > x->dims[2].size)
@@ -43,6 +44,13 @@ static int build_moe_gate(parser *P, sb_op *op, call *c, outs *o, const op_use *
         return lang_err(P, c->callee, "moe_gate: missing 'capacity' (slots per expert and group)");
     if (kw_int(P, c, "capacity", 0, 1, &cap))
         return -1;
+    if (kw_int(P, c, "aux", 0, 0, &aux))
+        return -1;
+    if (aux > 1000000)
+        return lang_err(P, kw_get(c, "aux")->at,
+                        "moe_gate: aux is the loss weight in thousandths, at most 1000000, got %lld",
+                        (long long)aux);
+    op->moe_aux = (double)aux / 1000.0;
     char cap_name[SB_NAME_MAX];
     if (kw_name(P, c, "dim", "cap", cap_name))
         return -1;

@@ -7,7 +7,8 @@
  *
  * Work arrays, over all G·S tokens t = g·S + s and their k choices j:
  * idx[t·k + j] (the chosen expert), wt[t·k + j] (its renormalised weight),
- * slot[t·k + j] (its slot in [0, C), or -1 when dropped); count[g·E + e]. */
+ * slot[t·k + j] (its slot in [0, C), or -1 when dropped); count[g·E + e];
+ * dens[g·E + e] (the share of group g's tokens whose first choice is e). */
 #ifndef SB_RUNTIME_KERNELS_MOE_ROUTE_H
 #define SB_RUNTIME_KERNELS_MOE_ROUTE_H
 
@@ -99,6 +100,60 @@ SB_MOE_FN void sb_moe_grad_at(int64_t t, float *dlogits, const float *dcombine, 
         float g = slot[q] >= 0 ? dcombine[(t * E + idx[q]) * C + slot[q]] : 0.0f;
         dlogits[t * E + idx[q]] += wt[q] * (g - dot);
     }
+}
+
+/* Group g's load balance (GShard's auxiliary loss): dens (E) = the share
+ * of its S tokens whose first choice is each expert (before drops). */
+SB_MOE_FN void sb_moe_density_at(int64_t g, const int32_t *idx, float *dens, int S, int E, int k)
+{
+    float *d = dens + g * E;
+    for (int e = 0; e < E; e++)
+        d[e] = 0.0f;
+    for (int s = 0; s < S; s++)
+        d[idx[(g * S + s) * k]] += 1.0f / (float)S;
+}
+
+/* Its loss, E · sum_e dens_e · mean over the tokens of p_e (p the softmax
+ * over the experts): 1 when the first choices and the probabilities are
+ * uniform, up to E when one expert takes everything. */
+SB_MOE_FN float sb_moe_aux_at(int64_t g, const float *logits, const float *dens, int S, int E)
+{
+    const float *d = dens + g * E;
+    float acc = 0.0f;
+    for (int s = 0; s < S; s++) {
+        const float *l = logits + (g * S + s) * E;
+        float mx = l[0], z = 0.0f, dot = 0.0f;
+        for (int e = 1; e < E; e++)
+            mx = l[e] > mx ? l[e] : mx;
+        for (int e = 0; e < E; e++) {
+            float x = expf(l[e] - mx);
+            z += x;
+            dot += d[e] * x;
+        }
+        acc += dot / z;
+    }
+    return (float)E * acc / (float)S;
+}
+
+/* Token t of a group of S: dlogits (E) += the gradient of weight times its
+ * group's loss, weight·E/S · p_e (dens_e - sum_e' p_e' dens_e') (the
+ * densities are constants). */
+SB_MOE_FN void sb_moe_aux_grad_at(int64_t t, float *dlogits, const float *logits, const float *dens,
+                                  float weight, int S, int E)
+{
+    const float *l = logits + t * E, *d = dens + (t / S) * E;
+    float mx = l[0], z = 0.0f, dot = 0.0f;
+    for (int e = 1; e < E; e++)
+        mx = l[e] > mx ? l[e] : mx;
+    for (int e = 0; e < E; e++) {
+        float x = expf(l[e] - mx);
+        z += x;
+        dot += d[e] * x;
+    }
+    dot /= z;
+    float c = weight * (float)E / (float)S;
+    for (int e = 0; e < E; e++)
+        dlogits[t * E + e] += c * expf(l[e] - mx) / z * (d[e] - dot);
 }
 
 #endif

@@ -15,7 +15,8 @@ AlexNet:
   softmax         over the op's axis
   norm            layer norm over the op's axis, eps 1e-5, then gamma, beta
   softmax_xent    mean over rows of logsumexp - logit of the label
-  moe_gate        top-k router (runtime/kernels/moe_route.h): combine, dispatch
+  moe_gate        top-k router (runtime/kernels/moe_route.h): combine, dispatch;
+                  its load-balancing loss (moe_aux > 0) joins the loss
   stack, unstack, flatten, unflatten   moves
 With `prog` given, every op's inputs and outputs are constrained to the
 exported shardings (prog.constrain) inside jax.named_scope(op name).
@@ -114,6 +115,8 @@ class Model:
                 if op["kind"] == "softmax_xent":
                     loss = loss + self._xent(op, xs[0], env["labels:" + name])
                     continue
+                if op["kind"] == "moe_gate" and op["moe_aux"] > 0:
+                    loss = loss + op["moe_aux"] * self._moe_aux(xs[0])
                 ys = self._op(op, xs, ws)
                 for k, o in enumerate(op["out"]):
                     y = ys[k]
@@ -199,6 +202,16 @@ class Model:
         disp = jnp.einsum("gske,gskc->gsec", onehot.astype(jnp.float32), slot_oh)
         comb = jnp.einsum("gsk,gske,gskc->gsec", w, onehot.astype(jnp.float32), slot_oh)
         return [comb, jax.lax.stop_gradient(disp)]
+
+    @staticmethod
+    def _moe_aux(logits):
+        """GShard's balance loss, mean over groups of E · sum_e f_e · P_e: f
+        the share of first choices (constant), P the mean probability."""
+        E = logits.shape[-1]
+        first = jax.nn.one_hot(jnp.argmax(jax.lax.stop_gradient(logits), axis=-1), E)
+        f = jnp.mean(first, axis=1)
+        P = jnp.mean(jax.nn.softmax(logits, axis=-1), axis=1)
+        return jnp.mean(E * jnp.sum(f * P, axis=-1))
 
     @staticmethod
     def _xent(op, logits, labels):
