@@ -528,6 +528,39 @@ static void check_softmax(void)
     }
 }
 
+/* ---- mixture of experts: moe_gate ---- */
+
+static void check_moe(void)
+{
+    for (int it = 0; it < iters; it++) {
+        int G = ri(1, 6), S = it == 0 ? 512 : ri(1, 40), E = ri(1, 16), k = ri(1, E < 4 ? E : 4);
+        int C = ri(1, S * k / E + 2);
+        size_t nl = (size_t)G * S * E, n = nl * C;
+        size_t nw = cpu->moe_gate_work_floats(G, S, E, k);
+        float aw = it % 2 ? 0.0f : 0.5f * (float)ri(1, 4); /* the balance loss's weight */
+        pair lg, comb, disp, aux, work, dcomb, dl;
+        pair_new(&lg, nl, 1);
+        for (size_t i = 0; i < nl; i++)
+            lg.h[i] *= 4;
+        gpu->from_host(lg.d, lg.h, nl);
+        pair_new(&comb, n, 1);
+        pair_new(&disp, n, 1);
+        pair_new(&aux, (size_t)G, 1);
+        pair_new(&work, nw, 0);
+        cpu->moe_gate_forward(comb.h, disp.h, aux.h, work.h, lg.h, G, S, E, C, k);
+        gpu->moe_gate_forward(comb.d, disp.d, aux.d, work.d, lg.d, G, S, E, C, k);
+        same("moe_gate_forward", "aux", &aux, TOL);
+        same("moe_gate_forward", "dispatch", &disp, 0);
+        same("moe_gate_forward", "combine", &comb, TOL);
+        pair_new(&dcomb, n, 1);
+        pair_new(&dl, nl, 1);
+        cpu->moe_gate_backward(dl.h, work.h, dcomb.h, lg.h, aw, G, S, E, C, k);
+        gpu->moe_gate_backward(dl.d, work.d, dcomb.d, lg.d, aw, G, S, E, C, k);
+        same("moe_gate_backward", "dlogits", &dl, TOL);
+        pairs_free();
+    }
+}
+
 /* ---- elementwise, reduce, copies, SGD ---- */
 
 static void check_tensor(void)
@@ -821,6 +854,7 @@ int main(int argc, char **argv)
     check_norms();
     check_llama();
     check_softmax();
+    check_moe();
     check_tensor();
     check_pointwise();
     double ms = self ? 0 : sb_cuda_timer_stop_ms();

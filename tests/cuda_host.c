@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/kernels/moe_route.h"
 #include "cuda_host.h"
 #include "shardbench/kernels.h"
 
@@ -456,6 +457,68 @@ static void test_perm_plan(void **state)
     }
 }
 
+/* moe_gate as the cuda kernels (kernels/cuda/k_moe.cu) run it: top-k for
+ * every token of every group (one launch), then the slots of each group
+ * (one thread a group), then the outputs or the gradient per token, on
+ * the work layout of k_moe.c, in stale scratch (the backend's pool does
+ * not zero it); against the CPU kernels, which route group by group in
+ * zeroed scratch. */
+static void test_moe_plan(void **state)
+{
+    (void)state;
+    const int shapes[][5] = {{3, 7, 5, 2, 2}, {2, 9, 4, 3, 3}, {1, 4, 8, 1, 1}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int G = shapes[t][0], S = shapes[t][1], E = shapes[t][2], C = shapes[t][3],
+            k = shapes[t][4];
+        int64_t T = (int64_t)G * S, n = T * E * C, nk = T * k;
+        float *logits = frandv((size_t)(T * E)), *dcomb = frandv((size_t)n);
+        size_t nw = sb_moe_gate_work_floats(G, S, E, k);
+        assert_int_equal(nw, (size_t)(3 * nk + 2 * (int64_t)G * E));
+        float *work = calloc(nw, sizeof *work), *w2 = calloc(nw, sizeof *w2);
+        float *comb = calloc((size_t)n, sizeof *comb), *disp = calloc((size_t)n, sizeof *disp);
+        float *gc = calloc((size_t)n, sizeof *gc), *gd = calloc((size_t)n, sizeof *gd);
+        float *dl = calloc((size_t)(T * E), sizeof *dl), *gdl = calloc((size_t)(T * E), sizeof *dl);
+        memset(w2, 0x5a, nw * sizeof *w2); /* scratch from the pool: stale */
+        int32_t *idx = (int32_t *)(void *)w2, *slot = (int32_t *)(void *)(w2 + nk);
+        float *wt = w2 + 2 * nk;
+        int32_t *count = (int32_t *)(void *)(w2 + 3 * nk);
+        float *dens = w2 + 3 * nk + (int64_t)G * E, aw = t == 1 ? 0.0f : 0.75f;
+        float *aux = calloc((size_t)G, sizeof *aux), *gaux = calloc((size_t)G, sizeof *gaux);
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_topk_at(i, logits, E, k, idx, wt);
+        for (int64_t g = 0; g < G; g++)
+            sb_moe_assign_at(g, idx, slot, count, S, E, C, k);
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_scatter_at(i, comb, disp, idx, slot, wt, E, C, k);
+        for (int64_t g = 0; g < G; g++) {
+            sb_moe_density_at(g, idx, dens, S, E, k);
+            aux[g] = sb_moe_aux_at(g, logits, dens, S, E);
+        }
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_grad_at(i, dl, dcomb, idx, slot, wt, E, C, k);
+        if (aw != 0.0f)
+            for (int64_t i = 0; i < T; i++)
+                sb_moe_aux_grad_at(i, dl, logits, dens, aw, S, E);
+        sb_moe_gate_forward(gc, gd, gaux, work, logits, G, S, E, C, k);
+        sb_moe_gate_backward(gdl, work, dcomb, logits, aw, G, S, E, C, k);
+        assert_true(max_abs_diff(aux, gaux, (size_t)G) == 0);
+        assert_true(max_abs_diff(comb, gc, (size_t)n) == 0);
+        assert_true(max_abs_diff(disp, gd, (size_t)n) == 0);
+        assert_true(max_abs_diff(dl, gdl, (size_t)(T * E)) == 0);
+        /* every token holds at most k kept choices, each in a distinct slot */
+        for (int64_t g = 0; g < G; g++)
+            for (int e = 0; e < E; e++)
+                for (int c = 0; c < C; c++) {
+                    float taken = 0;
+                    for (int s2 = 0; s2 < S; s2++)
+                        taken += gd[(((g * S) + s2) * E + e) * C + c];
+                    assert_true(taken <= 1.0f);
+                }
+        free(logits), free(dcomb), free(work), free(w2), free(comb), free(disp), free(gc), free(gd);
+        free(dl), free(gdl), free(aux), free(gaux);
+    }
+}
+
 static void test_reduce_plan(void **state)
 {
     (void)state;
@@ -767,7 +830,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
         cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
-        cmocka_unit_test(test_math_versions),
+        cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

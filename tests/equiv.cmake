@@ -104,3 +104,25 @@ foreach(case transformer:4 alexnet:2)
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 endforeach()
+
+# Mixture of experts (moe_gate and the expert einsums): a file model of
+# tests/data/models/; --split-dim expert adds the expert-parallel strategy
+# (every op splitting `expert` as far as it can) beside the search's best
+# and the random ones; at np 4 also on the cpu-devmem backend (the cuda
+# backend's staging and relayout paths, above).
+foreach(np 2 4)
+  add_test(NAME test_equiv_moe-tiny_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
+            --seed ${np} --flops 0.01 --split-dim expert)
+  set_tests_properties(test_equiv_moe-tiny_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endforeach()
+add_test(NAME test_equiv_moe-tiny_np4_devmem
+  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
+          --seed 4 --flops 0.01 --split-dim expert --backend cpu-devmem)
+set_tests_properties(test_equiv_moe-tiny_np4_devmem PROPERTIES
+  TIMEOUT 600
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")

@@ -529,6 +529,49 @@ static void test_cost_free_ops(void **state)
 
 /* -------------------------------------------------------------- edges -- */
 
+/* Expert parallelism: the dispatch einsum split on batch, the expert
+ * einsums on expert, the combine einsum on batch again. The edges between
+ * them are relayouts (expert, batch/P) -> (expert/P, batch) and back, and
+ * the edge cost prices each as one exchange of what a device receives,
+ * N/P · (1 - 1/P) words forward and as much backward (N: the tensor's
+ * elements): the per-device volume of an all-to-all. */
+static void test_cost_moe_all_to_all(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=8, seq=6, embed=4]\n"
+             "weight wr[embed=4, expert=4]\n"
+             "weight w1[expert=4, embed=4, ff=8]\n"
+             "l = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+             "c, d = moe_gate(l, k=2, capacity=3)\n"
+             "xe = einsum(\"batch seq expert cap, batch seq embed -> expert batch cap embed\", d, x)\n"
+             "h = einsum(\"expert batch cap embed, expert embed ff -> expert batch cap ff\", xe, w1)\n"
+             "y = einsum(\"batch seq expert cap, expert batch cap ff -> batch seq ff\", c, h)\n",
+             &m);
+    sb_cost_params cp;
+    defaults(&cp);
+    const sb_op *xe = &m.ops[2], *h = &m.ops[3], *y = &m.ops[4];
+    assert_string_equal(xe->name, "xe");
+    for (int P = 2; P <= 4; P *= 2) {
+        /* xe (expert, batch, cap, embed, seq) on batch; h (expert, batch,
+         * cap, ff, embed) on expert; y (batch, seq, ff, expert, cap) on batch */
+        int cxe[5] = {1, P, 1, 1, 1}, ch[5] = {P, 1, 1, 1, 1}, cy[5] = {P, 1, 1, 1, 1};
+        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
+        const sb_tensor *t = &m.tensors[xe->out[0].tensor];
+        double n = 4.0 * 8 * 3 * 4, want = W * 2.0 * n / P * (1.0 - 1.0 / P);
+        sb_operand_layout(xe, &xe->out[0], t->ndims, cxe, ls);
+        sb_operand_layout(h, &h->in[0], t->ndims, ch, ld);
+        assert_close(sb_edge_cost(&cp, t, ls, ld), want, "dispatch -> experts");
+        t = &m.tensors[h->out[0].tensor];
+        n = 4.0 * 8 * 3 * 8;
+        want = W * 2.0 * n / P * (1.0 - 1.0 / P);
+        sb_operand_layout(h, &h->out[0], t->ndims, ch, ls);
+        sb_operand_layout(y, &y->in[1], t->ndims, cy, ld);
+        assert_close(sb_edge_cost(&cp, t, ls, ld), want, "experts -> combine");
+    }
+    sb_model_free(&m);
+}
+
 static void test_edge_cost(void **state)
 {
     (void)state;
@@ -1056,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_cost_pointwise),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),
+        cmocka_unit_test(test_cost_moe_all_to_all),
         cmocka_unit_test(test_strategy_cost_by_hand),
         cmocka_unit_test(test_enumerate_configs),
         cmocka_unit_test(test_prototype_config_counts),

@@ -14,13 +14,17 @@
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
  *                          [--want-split KIND:DIM,...] [--split OP=DIM ...]
- *                          [--best-splits OP=DIM ...]
+ *                          [--best-splits OP=DIM ...] [--split-dim NAME]
  * --best-splits fails the test unless the search's best strategy splits
  * op OP along DIM (what the model is there to test).
  * --split adds a strategy: the search's best with op OP's config replaced by
  * the one that splits its iteration dim DIM the most (an unknown op or dim,
  * or a dim no config splits, fails the test), so a split the best and the
  * random strategies may miss (a dim a broadcast operand lacks) always runs.
+ * --split-dim adds one strategy where every op takes its config of the
+ * largest split of the iteration dim NAME (then of the most ranks), and
+ * fails when that strategy splits NAME nowhere (the mixture of experts'
+ * `expert`: expert parallelism is tested whatever the search prefers).
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -287,6 +291,7 @@ int main(int argc, char **argv)
         return 2;
     }
     double flops = 0, bw = 0;
+    const char *all_split_dim = NULL; /* --split-dim */
     sb_setting set[32];
     int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
     char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
@@ -304,6 +309,8 @@ int main(int argc, char **argv)
             bw = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--want-split") && i + 1 < argc) {
             parse_want(argv[++i]);
+        } else if (!strcmp(argv[i], "--split-dim") && i + 1 < argc) {
+            all_split_dim = argv[++i];
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -366,7 +373,7 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nsplit + nrandom, failures = 0;
+    int nstrat = 2 + nsplit + (all_split_dim != NULL) + nrandom, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     int *best = calloc((size_t)m.nops, sizeof *best);
     for (int k = 0; k < nstrat; k++) {
@@ -404,6 +411,36 @@ int main(int argc, char **argv)
             if (force_split(&pb, choice, split_op[k - 2], split_dim[k - 2])) {
                 failures++;
                 continue;
+            }
+        } else if (all_split_dim && k == 2 + nsplit) {
+            kind = "dim";
+            int splits = 0;
+            for (int i = 0; i < m.nops; i++) {
+                const sb_op *op = &m.ops[i];
+                int d = -1, nd = pb.cfg[i].ndims, best_s = 0, best_q = 0;
+                for (int j = 0; j < op->ndims; j++)
+                    if (!strcmp(op->dims[j].name, all_split_dim))
+                        d = j;
+                choice[i] = 0;
+                for (int a = 0; a < pb.cfg[i].n; a++) {
+                    const int *c = pb.cfg[i].c + (size_t)a * (size_t)nd;
+                    int q = 1;
+                    for (int j = 0; j < nd; j++)
+                        q *= c[j];
+                    int sp = d >= 0 ? c[d] : 1;
+                    if (sp > best_s || (sp == best_s && q > best_q)) {
+                        best_s = sp;
+                        best_q = q;
+                        choice[i] = a;
+                    }
+                }
+                splits += best_s > 1;
+            }
+            if (!splits) {
+                if (rank == 0)
+                    printf("FAIL: no op of %s can split a dim '%s' on %d ranks\n", m.name, all_split_dim,
+                           size);
+                failures++;
             }
         } else {
             kind = "random";

@@ -1329,6 +1329,168 @@ static void test_softmax_xent(void **state)
     expect_close("xent shards dlogits", dlog_sh, dlog, n, 1e-6, 1e-5);
 }
 
+/* ---- mixture of experts: moe_gate --------------------------------------- */
+
+typedef struct {
+    int G, S, E, C, k;
+    float *logits, *combine, *dispatch, *work, *r, *aux;
+    float aw; /* weight of the groups' balance losses in the loss */
+} moe_ctx;
+
+/* sum of r · combine + aw · sum of the groups' balance losses */
+static double moe_loss(void *p)
+{
+    moe_ctx *c = p;
+    sb_moe_gate_forward(c->combine, c->dispatch, c->aux, c->work, c->logits, c->G, c->S, c->E,
+                        c->C, c->k);
+    double a = 0;
+    for (int g = 0; g < c->G; g++)
+        a += c->aux[g];
+    return dotd(c->r, c->combine, (size_t)c->G * c->S * c->E * c->C) + c->aw * a;
+}
+
+static moe_ctx moe_new(int G, int S, int E, int C, int k, float scale)
+{
+    size_t n = (size_t)G * S * E * C;
+    moe_ctx c = {G, S, E, C, k, frandn((size_t)G * S * E, scale), fzeros(n), fzeros(n),
+                 fzeros(sb_moe_gate_work_floats(G, S, E, k)), frandn(n, 1.0f),
+                 fzeros((size_t)G), 0.0f};
+    return c;
+}
+
+/* The routing written plainly: probabilities, top-k by repeated arg max
+ * (ties to the lower expert), weights p / (sum of the chosen p), slots
+ * first choices of all tokens, then second ones. */
+static void moe_naive(const moe_ctx *c, float *combine, float *dispatch, float *aux,
+                      int *dropped)
+{
+    int S = c->S, E = c->E, C = c->C, k = c->k;
+    memset(combine, 0, (size_t)c->G * S * E * C * sizeof *combine);
+    memset(dispatch, 0, (size_t)c->G * S * E * C * sizeof *dispatch);
+    int ch[64][8], cnt[16];
+    double w[64][8];
+    assert_true(S <= 64 && k <= 8 && E <= 16);
+    *dropped = 0;
+    for (int g = 0; g < c->G; g++) {
+        double first[16] = {0}, mean_p[16] = {0};
+        for (int s = 0; s < S; s++) {
+            const float *l = c->logits + ((size_t)g * S + s) * E;
+            double z = 0, p[16], sum = 0;
+            for (int e = 0; e < E; e++)
+                z += exp(l[e]);
+            for (int e = 0; e < E; e++) {
+                p[e] = exp(l[e]) / z;
+                mean_p[e] += p[e] / S;
+            }
+            for (int j = 0; j < k; j++) {
+                int b = -1;
+                for (int e = 0; e < E; e++) {
+                    int used = 0;
+                    for (int i = 0; i < j; i++)
+                        used |= ch[s][i] == e;
+                    if (!used && (b < 0 || p[e] > p[b]))
+                        b = e;
+                }
+                ch[s][j] = b;
+                sum += p[b];
+            }
+            for (int j = 0; j < k; j++)
+                w[s][j] = p[ch[s][j]] / sum;
+            first[ch[s][0]] += 1.0 / S;
+        }
+        double a = 0;
+        for (int e = 0; e < E; e++)
+            a += first[e] * mean_p[e];
+        aux[g] = (float)(E * a);
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < k; j++)
+            for (int s = 0; s < S; s++) {
+                int e = ch[s][j];
+                if (cnt[e] == C) {
+                    (*dropped)++;
+                    continue;
+                }
+                size_t o = (((size_t)g * S + s) * E + e) * C + cnt[e]++;
+                combine[o] = (float)w[s][j];
+                dispatch[o] = 1.0f;
+            }
+    }
+}
+
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    /* by hand: 2 groups of 4 tokens, 3 experts, top-2, 2 slots each */
+    enum { G = 2, S = 4, E = 3, C = 2, K = 2 };
+    moe_ctx c = moe_new(G, S, E, C, K, 1.0f);
+    const float lg[G * S * E] = {
+        2, 1, 0,  2, 0, 1,  3, 1, 1,  1, 1, 0,  /* group 0: ties in tokens 2 and 3 */
+        0, 5, 4,  0, 4, 5,  5, 0, 4,  0, 5, 0}; /* group 1: slot order decides */
+    memcpy(c.logits, lg, sizeof lg);
+    moe_loss(&c);
+    float *want = fzeros((size_t)G * S * E * C), *mask = fzeros((size_t)G * S * E * C);
+    const double w1 = 1.0 / (1.0 + exp(-1.0)), w2 = 1.0 / (1.0 + exp(-2.0)),
+                 w5 = 1.0 / (1.0 + exp(-5.0));
+    /* (group, token, expert, slot, weight). Group 0: first choices e0 e0,
+     * then e0 full (tokens 2 and 3, e0 by its tie with e1, dropped); second
+     * choices e1 e2 e1 (token 2's tie e1/e2), then e1 full (token 3's
+     * dropped). Group 1: first choices e1 e2 e0 e1; second choices e2 (slot
+     * 1), e1 and e2 full (dropped), e0 (token 3's tie e0/e2). A token-major
+     * order would give token 0 both slots 0 and drop token 1's first. */
+    const struct { int g, s, e, c; double w; } hit[] = {
+        {0, 0, 0, 0, w1}, {0, 1, 0, 1, w1}, {0, 0, 1, 0, 1 - w1}, {0, 1, 2, 0, 1 - w1},
+        {0, 2, 1, 1, 1 - w2},
+        {1, 0, 1, 0, w1}, {1, 1, 2, 0, w1}, {1, 2, 0, 0, w1}, {1, 3, 1, 1, w5},
+        {1, 0, 2, 1, 1 - w1}, {1, 3, 0, 1, 1 - w5}};
+    for (size_t i = 0; i < sizeof hit / sizeof hit[0]; i++) {
+        size_t o = (((size_t)hit[i].g * S + hit[i].s) * E + hit[i].e) * C + hit[i].c;
+        want[o] = (float)hit[i].w;
+        mask[o] = 1.0f;
+    }
+    expect_close("moe combine (by hand)", c.combine, want, (size_t)G * S * E * C, 1e-6, 1e-6);
+    expect_close("moe dispatch (by hand)", c.dispatch, mask, (size_t)G * S * E * C, 0, 0);
+    /* balance: group 0 sends every first choice to e0, group 1 two to e1,
+     * one each to e0 and e2: E · sum_e f_e · mean p_e */
+    double mp[G][E] = {{0}};
+    for (int g = 0; g < G; g++)
+        for (int s = 0; s < S; s++) {
+            const float *l = lg + (g * S + s) * E;
+            double z = exp(l[0]) + exp(l[1]) + exp(l[2]);
+            for (int e = 0; e < E; e++)
+                mp[g][e] += exp(l[e]) / z / S;
+        }
+    const float aux_want[G] = {(float)(3 * mp[0][0]),
+                               (float)(3 * (0.25 * mp[1][0] + 0.5 * mp[1][1] + 0.25 * mp[1][2]))};
+    expect_close("moe balance loss (by hand)", c.aux, aux_want, G, 1e-6, 1e-6);
+
+    /* random, against the plain routing, with drops, and the gradient by
+     * finite differences (dropped choices take gradient as normalisers) */
+    const int shapes[][5] = {{3, 6, 5, 2, 3}, {2, 8, 4, 3, 2}, {1, 5, 6, 5, 1}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *h = shapes[t];
+        moe_ctx r = moe_new(h[0], h[1], h[2], h[3], h[4], 2.0f);
+        size_t n = (size_t)r.G * r.S * r.E * r.C, nl = (size_t)r.G * r.S * r.E;
+        float *nc = fzeros(n), *nd = fzeros(n), *na = fzeros((size_t)r.G);
+        int dropped;
+        moe_naive(&r, nc, nd, na, &dropped);
+        moe_loss(&r);
+        expect_close("moe combine", r.combine, nc, n, 1e-6, 1e-5);
+        expect_close("moe dispatch", r.dispatch, nd, n, 0, 0);
+        expect_close("moe balance loss", r.aux, na, (size_t)r.G, 1e-6, 1e-5);
+        if (t < 2)
+            assert_true(dropped > 0); /* the capacity binds */
+        for (int with_aux = 0; with_aux < 2; with_aux++) {
+            r.aw = with_aux ? 0.7f : 0.0f;
+            float *dl = frandn(nl, 1.0f), *dl0 = fcopy(dl, nl);
+            sb_moe_gate_backward(dl, r.work, r.r, r.logits, r.aw, r.G, r.S, r.E, r.C, r.k);
+            for (size_t i = 0; i < nl; i++)
+                dl[i] -= dl0[i]; /* it adds into dlogits */
+            check_grad(with_aux ? "moe dlogits (with the balance loss)" : "moe dlogits", moe_loss,
+                       &r, r.logits, dl, nl, 1);
+        }
+    }
+}
+
 /* ---- elementwise -------------------------------------------------------- */
 
 typedef struct {
@@ -1813,6 +1975,7 @@ int main(void)
         cmocka_unit_test_teardown(test_softmax, teardown),
         cmocka_unit_test_teardown(test_causal_softmax, teardown),
         cmocka_unit_test_teardown(test_softmax_xent, teardown),
+        cmocka_unit_test_teardown(test_moe_gate, teardown),
         cmocka_unit_test_teardown(test_add, teardown),
         cmocka_unit_test_teardown(test_act, teardown),
         cmocka_unit_test_teardown(test_mul_expand, teardown),

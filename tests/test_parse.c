@@ -1012,6 +1012,84 @@ static void test_error_deep_nesting(void **state)
 
 /* ------------------------------------------------- blocks and repeat -- */
 
+/* moe_gate: logits (group, seq, expert) -> combine, dispatch (group, seq,
+ * expert, cap); only the group dim may split; k in sb_op.topk. */
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=2, seq=4, embed=8]\n"
+             "weight wr[embed=8, expert=4]\n"
+             "l = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+             "c, d = moe_gate(l, axis=expert, k=3, capacity=5, dim=slot)\n",
+             NULL, 0, &m);
+    check_model_invariants(&m);
+    const sb_op *g = &m.ops[find_op(&m, "c")];
+    assert_int_equal(g->kind, SB_OP_MOE_GATE);
+    assert_string_equal(sb_op_kind_name(g->kind), "moe_gate");
+    assert_int_equal(g->topk, 3);
+    assert_int_equal(g->ndims, 4);
+    const char *names[] = {"batch", "seq", "expert", "slot"};
+    const int64_t sizes[] = {2, 4, 4, 5};
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(g->dims[i].name, names[i]);
+        assert_int_equal(g->dims[i].size, sizes[i]);
+    }
+    assert_int_equal(g->nosplit, 0xeu); /* seq, expert, cap */
+    assert_int_equal(g->stat_dims, 1u << 2);
+    assert_int_equal(g->nin, 1);
+    assert_int_equal(g->nout, 2);
+    assert_int_equal(g->nweights, 0);
+    for (int k = 0; k < 2; k++) {
+        const sb_tensor *t = &m.tensors[g->out[k].tensor];
+        assert_int_equal(t->ndims, 4);
+        assert_int_equal(t->dims[3].size, 5);
+        assert_string_equal(t->dims[3].name, "slot");
+        assert_int_equal(t->producer_slot, k);
+    }
+    assert_string_equal(m.tensors[g->out[1].tensor].name, "d");
+    sb_model_free(&m);
+    /* defaults: the last axis, k = 2, dim cap */
+    parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1)\n", NULL, 0, &m);
+    assert_int_equal(m.ops[0].topk, 2);
+    assert_string_equal(m.ops[0].dims[3].name, "cap");
+    assert_true(m.ops[0].moe_aux == 0.0);
+    sb_model_free(&m);
+    /* the load-balancing loss's weight, in thousandths */
+    parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1, aux=25)\n", NULL, 0, &m);
+    assert_true(m.ops[0].moe_aux == 0.025);
+    sb_model_free(&m);
+}
+
+static void test_error_moe_gate(void **state)
+{
+    (void)state;
+    expect_error("input x[b=4, e=4]\nc, d = moe_gate(x, capacity=2)\n", PATH ":2:17",
+                 "moe_gate needs logits (group, seq, expert) of rank 3, 'x' has rank 2");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, axis=s, capacity=2)\n", PATH ":2:25",
+                 "the expert axis must be the last dim of 'x' (got dim 1, 's')");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, k=5, capacity=2)\n", PATH ":2:22",
+                 "k = 5 is more than the 4 experts of 'x'");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, k=0, capacity=2)\n", PATH ":2:22",
+                 "'k' must be at least 1, got 0");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x)\n", PATH ":2:8",
+                 "moe_gate: missing 'capacity'");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=0)\n", PATH ":2:29",
+                 "'capacity' must be at least 1, got 0");
+    expect_error("input x[b=2, s=4, e=4]\nc = moe_gate(x, capacity=2)\n", PATH ":2:5",
+                 "moe_gate gives 2 outputs (combine, dispatch), but 1 name is on the left");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, cap=3)\n", PATH ":2:32",
+                 "moe_gate: unknown argument 'cap' (expected one of: axis k capacity dim aux)");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=-1)\n", PATH ":2:36",
+                 "'aux' must be at least 0, got -1");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=2000000)\n",
+                 PATH ":2:36", "aux is the loss weight in thousandths, at most 1000000, got 2000000");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, dim=e)\n", PATH ":2:36",
+                 "dim name 'e' appears twice");
+    expect_error("input x[b=2, s=4, e=4]\ny = add(x, x)\nc, d = moe_gate(x, y, capacity=2)\n",
+                 PATH ":3:8", "moe_gate takes 1 input tensor, got 2");
+}
+
 static void test_blocks_and_repeat(void **state)
 {
     (void)state;
@@ -1520,6 +1598,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_models_parse),
+        cmocka_unit_test(test_moe_gate),
+        cmocka_unit_test(test_error_moe_gate),
         cmocka_unit_test(test_shipped_model_details),
         cmocka_unit_test(test_settings_override),
         cmocka_unit_test(test_error_unknown_op),

@@ -445,6 +445,34 @@ void sb_rope_backward(float *dinp, const float *dout, int64_t n, int D,
                       int64_t d_stride, int S, int64_t s_stride, int64_t pos0,
                       double theta);
 
+/* ---- mixture of experts: the router (moe_gate) ------------------------- */
+
+/* logits (G,S,E): G groups of S tokens over E experts. Per token: p =
+ * softmax over the E experts; its top-k experts (largest first, a tie to
+ * the lower index) with weights p_e / (sum of p over the k), i.e. the
+ * softmax of the k chosen logits. Per group, slots in [0, C) of each
+ * expert in order of choice rank, then token: all first choices in seq
+ * order, then all second ones, ...; a choice whose expert is full is
+ * dropped. combine (G,S,E,C) = the weight at (token, expert, slot) of each
+ * kept choice, dispatch (G,S,E,C) = 1 there; both 0 elsewhere. aux (G) =
+ * each group's load-balancing loss, E · sum_e f_e · P_e, f_e the share of
+ * its tokens whose first choice is e (before drops), P_e the mean of p_e
+ * over its tokens. work holds sb_moe_gate_work_floats(G, S, E, k) floats
+ * (the routing). */
+size_t sb_moe_gate_work_floats(int G, int S, int E, int k);
+void sb_moe_gate_forward(float *combine, float *dispatch, float *aux, float *work,
+                         const float *logits, int G, int S, int E, int C, int k);
+/* dlogits (G,S,E) += the gradient of the combine weights: the routing is
+ * redone from logits and held constant; per token, chosen experts i get
+ * w_i (g_i - sum_j w_j g_j), g_j the combine gradient at choice j's slot
+ * (0 for a dropped choice, whose logit still takes gradient through the
+ * normaliser); the other experts get none. dispatch has no gradient.
+ * aux_weight != 0 adds the gradient of aux_weight times every group's aux
+ * (f constant): aux_weight·E/S · p_e (f_e - sum_e' p_e' f_e'). */
+void sb_moe_gate_backward(float *dlogits, float *work, const float *dcombine,
+                          const float *logits, float aux_weight, int G, int S, int E, int C,
+                          int k);
+
 /* ---- elementwise -------------------------------------------------------- */
 
 /* out (n) = sum of the k inputs inps[i] (n), then relu if relu. out may

@@ -29,14 +29,16 @@ extern "C" {
  * is Llama's RMS norm over `axis`; rope is the rotary position embedding
  * of Llama ("rotate half") over the head dim `axis`; act is a unary
  * activation (`fn`), mul an elementwise product whose second input may
- * broadcast, expand a broadcast to a larger shape (family "pointwise"). */
+ * broadcast, expand a broadcast to a larger shape (family "pointwise");
+ * moe_gate is the top-k router of a mixture of experts (GShard-style dense
+ * combine and dispatch tensors). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
     X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope) X(ACT, act) X(MUL, mul)          \
-    X(EXPAND, expand)
+    X(EXPAND, expand) X(MOE_GATE, moe_gate)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -151,6 +153,10 @@ typedef struct {
     int layers;               /* lstm */
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
     int fn;                   /* act: the function (sb_act_fn) */
+    int topk;                 /* moe_gate: experts chosen per token (the
+                                 capacity is the size of its cap dim, 3) */
+    double moe_aux;           /* moe_gate: weight of its load-balancing loss
+                                 (0: none) */
 } sb_op;
 
 typedef struct {

@@ -137,6 +137,12 @@ typedef struct sb_backend {
     void (*softmax_xent_backward)(float *dlogits, const float *dloss, const float *logits,
                                   const float *mx, const float *se, const int32_t *labels, int M,
                                   int V, int v0);
+    size_t (*moe_gate_work_floats)(int G, int S, int E, int k);
+    void (*moe_gate_forward)(float *combine, float *dispatch, float *aux, float *work,
+                             const float *logits, int G, int S, int E, int C, int k);
+    void (*moe_gate_backward)(float *dlogits, float *work, const float *dcombine,
+                              const float *logits, float aux_weight, int G, int S, int E, int C,
+                              int k);
     void (*add_forward)(float *out, const float *const *inps, int k, size_t n, int relu);
     void (*add_backward)(float *const *dinps, const float *dout, const float *out, int k,
                          size_t n);

@@ -1,9 +1,10 @@
 #!/bin/bash
 # check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer, AlexNet and
-# the Llama-style decoder of tests/data/models/llama-tiny.model and the
-# pointwise ops' test model (swiglu-mlp) at reduced sizes under pase-best,
-# data parallel and MCMC at p = 4 and 8 as JAX modules (`export --to jax
-# --format py`), runs them on 8 host CPU
+# the Llama-style decoder of tests/data/models/llama-tiny.model, the
+# pointwise ops' test model (swiglu-mlp) and the mixture of experts of
+# moe-tiny at reduced sizes under pase-best, data parallel and MCMC at
+# p = 4 and 8 as JAX modules (`export --to jax --format py`), runs them on
+# 8 host CPU
 # devices (check.py: shardings read back, losses against the unsharded
 # model and shardbench's own run, XLA's collectives beside the cost
 # model's), and checks the JSON and PyTorch forms' syntax and structure.
@@ -32,6 +33,8 @@ LLAMA="-m $LLAMA_FILE"
 # act, mul (broadcast by name), expand: tests/data/models/swiglu-mlp.model
 SWIGLU_FILE="$HERE/../data/models/swiglu-mlp.model"
 SWIGLU="-m $SWIGLU_FILE --set batch=8"
+MOE_FILE=$HERE/../data/models/moe-tiny.model
+MOE="-m $MOE_FILE --set batch=8"
 # --flops 0.001: compute priced high against communication, so that the
 # search splits these small models the way it splits the full-size ones
 SEARCH="--db none --flops 0.001"
@@ -39,7 +42,7 @@ SEARCH="--db none --flops 0.001"
 mods=()
 echo "{" > run_losses.json
 sep=""
-for name in transformer alexnet llama swiglu; do
+for name in transformer alexnet llama swiglu moe; do
     # XM: export's -m, for a model read from a file (a strategy names its
     # model, and only shipped ones are found by name)
     XM=""
@@ -48,6 +51,7 @@ for name in transformer alexnet llama swiglu; do
     alexnet) M=$ALEXNET ;;
     llama) M=$LLAMA XM="-m $LLAMA_FILE" ;;
     swiglu) M=$SWIGLU XM="-m $SWIGLU_FILE" ;;
+    moe) M=$MOE XM="-m $MOE_FILE" ;;
     esac
     # shardbench's own run (every strategy trains the same numbers; the
     # equivalence tests hold the runtime to that): 1 rank, and the pase

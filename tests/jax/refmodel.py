@@ -19,6 +19,8 @@ AlexNet:
   rope            Hugging Face Llama's rotary embedding (rotate_half) over
                   the head dim `axis`, positions along the `seq` dim
   softmax_xent    mean over rows of logsumexp - logit of the label
+  moe_gate        top-k router (runtime/kernels/moe_route.h): combine, dispatch;
+                  its load-balancing loss (moe_aux > 0) joins the loss
   stack, unstack, flatten, unflatten   moves
 With `prog` given, every op's inputs and outputs are constrained to the
 exported shardings (prog.constrain) inside jax.named_scope(op name).
@@ -117,6 +119,8 @@ class Model:
                 if op["kind"] == "softmax_xent":
                     loss = loss + self._xent(op, xs[0], env["labels:" + name])
                     continue
+                if op["kind"] == "moe_gate" and op["moe_aux"] > 0:
+                    loss = loss + op["moe_aux"] * self._moe_aux(xs[0])
                 ys = self._op(op, xs, ws)
                 for k, o in enumerate(op["out"]):
                     y = ys[k]
@@ -231,6 +235,8 @@ class Model:
                 return [s / (kh * kw)]
             return [jax.lax.reduce_window(xs[0], -jnp.inf, jax.lax.max, (1, 1, kh, kw),
                                           (1, 1, sh, sw), pads)]
+        if kind == "moe_gate":
+            return self._moe_gate(op, xs[0])
         raise NotImplementedError("op kind %s (%s)" % (kind, op["name"]))
 
     @staticmethod
@@ -250,6 +256,36 @@ class Model:
         if fn == "tanh":
             return jnp.tanh(x)
         raise NotImplementedError("act fn %s" % fn)
+
+    @staticmethod
+    def _moe_gate(op, logits):
+        """logits (group, seq, expert) -> combine, dispatch (group, seq,
+        expert, cap): each token's top-k experts (ties to the lower index),
+        weights the softmax of the chosen logits, slots by choice rank then
+        token, choices past the capacity dropped. The routing is constant;
+        gradient flows through the weights only."""
+        k, cap = op["topk"], op["dims"][3]["size"]
+        G, S, E = logits.shape
+        _, idx = jax.lax.top_k(jax.lax.stop_gradient(logits), k)        # (G, S, k)
+        w = jax.nn.softmax(jnp.take_along_axis(logits, idx, axis=-1), axis=-1)
+        onehot = jax.nn.one_hot(idx, E, dtype=jnp.int32)                # (G, S, k, E)
+        order = onehot.transpose(0, 2, 1, 3).reshape(G, k * S, E)      # choice rank, then token
+        before = jnp.cumsum(order, axis=1) - order
+        slot = (before * order).sum(-1).reshape(G, k, S).transpose(0, 2, 1)
+        slot_oh = jax.nn.one_hot(jnp.where(slot < cap, slot, cap), cap + 1)[..., :cap]
+        disp = jnp.einsum("gske,gskc->gsec", onehot.astype(jnp.float32), slot_oh)
+        comb = jnp.einsum("gsk,gske,gskc->gsec", w, onehot.astype(jnp.float32), slot_oh)
+        return [comb, jax.lax.stop_gradient(disp)]
+
+    @staticmethod
+    def _moe_aux(logits):
+        """GShard's balance loss, mean over groups of E · sum_e f_e · P_e: f
+        the share of first choices (constant), P the mean probability."""
+        E = logits.shape[-1]
+        first = jax.nn.one_hot(jnp.argmax(jax.lax.stop_gradient(logits), axis=-1), E)
+        f = jnp.mean(first, axis=1)
+        P = jnp.mean(jax.nn.softmax(logits, axis=-1), axis=1)
+        return jnp.mean(E * jnp.sum(f * P, axis=-1))
 
     @staticmethod
     def _xent(op, logits, labels):

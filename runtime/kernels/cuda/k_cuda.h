@@ -120,6 +120,11 @@ void sbk_xent_loss(float *loss, const float *mx, const float *se, const float *p
 void sbk_softmax_xent_backward(float *dlogits, const float *dloss, const float *logits,
                                const float *mx, const float *se, const int32_t *labels, int M,
                                int V, int v0);
+void sbk_moe_gate_forward(float *combine, float *dispatch, float *aux, float *work,
+                          const float *logits, int G, int S, int E, int C, int k);
+void sbk_moe_gate_backward(float *dlogits, float *work, const float *dcombine,
+                           const float *logits, float aux_weight, int G, int S, int E, int C,
+                           int k);
 void sbk_add_forward(float *out, const float *const *inps, int k, size_t n, int relu);
 void sbk_add_backward(float *const *dinps, const float *dout, const float *out, int k, size_t n);
 void sbk_act_forward(float *out, const float *inp, size_t n, int fn);
