@@ -123,7 +123,11 @@ int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r
     memset(r, 0, sizeof *r);
     if (!strcmp(algo, "pase") || !strcmp(algo, "bf")) {
         ao->dp.algo = !strcmp(algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
-        return sb_search(pb, &ao->dp, r, err) ? -1 : finite_total(pb, r, err);
+        int rc = ao->mem_bound ? sb_search_within(pb, &ao->dp, ao->mem_limit, ao->opt, r, NULL, err)
+                               : sb_search(pb, &ao->dp, r, err);
+        if (!rc && ao->mem_bound)
+            r->mem_limit_bytes = ao->mem_limit;
+        return rc ? -1 : finite_total(pb, r, err);
     }
     if (!algo_known(algo))
         return sb_fail(err, SB_EXIT_INPUT, "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates",
@@ -181,6 +185,10 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case 'H': so->machine = arg; break;
     case 'G':
         rc = parse_pos_double(arg, "--device-mem", &so->device_gib, err), so->mem_given = 1;
+        break;
+    case 'L':
+        rc = parse_mem_size(arg, "--memory", &so->device_gib, err);
+        so->mem_given = so->mem_bound = 1;
         break;
     case 'o': rc = sb_optimizer_parse(arg, &ao->opt, err); break;
     case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;

@@ -14,6 +14,7 @@ typedef struct {
     sb_optimizer opt;       /* memory model */
     long max_rule_sets;     /* candidates */
     double mem_limit;       /* candidates: bytes per device; the best that fits wins */
+    int mem_bound;          /* pase, bf: mem_limit is a constraint of the DP (--memory) */
     char *note;             /* out: lines to print after the table (malloc'd, may be NULL) */
 } algo_opts;
 
@@ -32,7 +33,7 @@ int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r
  * algorithms' knobs (--budget, --time-limit, --seed, --temperature,
  * --max-table-mb, --max-rule-sets). Each command lists in its own getopt
  * table which of them it takes, with these short codes. */
-#define SHARED_OPT_CODES "mpsFBcKHGonteTMR"
+#define SHARED_OPT_CODES "mpsFBcKHGonteTMRL"
 typedef struct {
     const char *model;           /* -m */
     int p;                       /* -p (0: not given) */
@@ -42,8 +43,9 @@ typedef struct {
     const char *calibration;     /* --calibration FILE, or NULL */
     int fb_given;                /* --flops or --bw given */
     const char *machine;         /* --machine NAME|FILE (code 'H'), or NULL */
-    double device_gib;           /* --device-mem (default: the machine's memory) */
-    int mem_given;               /* --device-mem given */
+    double device_gib;           /* --memory / --device-mem (default: the machine's memory) */
+    int mem_given;               /* --memory or --device-mem given */
+    int mem_bound;               /* --memory given: search within it (code 'L') */
     algo_opts ao;                /* dp, mcmc, opt, max_rule_sets */
 } shared_opts;
 
@@ -62,6 +64,9 @@ int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *
 /* Option parsing shared by search, candidates, prune and export
  * (cmd_search.c); each fails with SB_EXIT_INPUT naming the option and value. */
 int parse_pos_double(const char *s, const char *what, double *out, sb_error *err);
+/* A memory size: a number and a unit (B, KB, MB, GB, TB: powers of 1000;
+ * KiB, MiB, GiB, TiB: of 1024; no unit: GiB), into GiB. */
+int parse_mem_size(const char *s, const char *what, double *gib, sb_error *err);
 int parse_int_opt(const char *s, const char *what, int lo, int hi, int *out, sb_error *err);
 int parse_long_opt(const char *s, const char *what, long *out, sb_error *err);
 int parse_seed(const char *s, uint64_t *out, sb_error *err);

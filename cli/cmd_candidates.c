@@ -24,6 +24,7 @@ static void usage(FILE *f)
                "      --set NAME=VALUE   override a model parameter (repeatable)\n"
                "      --top K            print the best K (default 20; 0 for all)\n"
                "      --format table|json\n"
+               "      --memory LIMIT     device memory (80GiB, 141GB, 512MiB; bare number: GiB)\n"
                "      --device-mem GIB   device memory (default 80): over it is marked\n"
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
                "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
@@ -37,7 +38,7 @@ int cmd_candidates(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"procs", required_argument, 0, 'p'},
         {"set", required_argument, 0, 's'},       {"top", required_argument, 0, 'k'},
-        {"format", required_argument, 0, 'f'},    {"device-mem", required_argument, 0, 'G'},
+        {"format", required_argument, 0, 'f'},    {"device-mem", required_argument, 0, 'G'}, {"memory", required_argument, 0, 'L'},
         {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "threads.h"
 #include "shardbench/dtensor.h"
+#include "shardbench/memory.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 
@@ -31,6 +32,9 @@ typedef struct {
     int adopt_db;     /* --adopt-db */
     int save_every, keep;
     double lr;
+    int lr_given;
+    sb_optimizer optimizer;           /* --optimizer sgd|adam */
+    double beta1, beta2, eps;         /* Adam's */
     unsigned long long seed;
 } run_args;
 
@@ -54,9 +58,13 @@ static void run_usage(FILE *f)
             "      --comm C           cuda backend: auto (default: NCCL when every rank has\n"
             "                         its own GPU), nccl, or mpi (host-staged; ranks may\n"
             "                         share a GPU)\n"
-            "      --lr X             SGD learning rate (default 0.01; 1e-37 to 3e38); a loss\n"
-            "                         that becomes NaN or infinite stops the run: recorded\n"
-            "                         as diverged, exit status 1\n"
+            "      --optimizer sgd|adam  the update (default sgd; adam keeps two fp32 moments\n"
+            "                         per weight, as `search --optimizer adam` counts them)\n"
+            "      --lr X             learning rate (default 0.01 for sgd, 0.001 for adam;\n"
+            "                         1e-37 to 3e38); a loss that becomes NaN or infinite\n"
+            "                         stops the run: recorded as diverged, exit status 1\n"
+            "      --beta1 B, --beta2 B  Adam's moment decays (default 0.9, 0.999; in [0, 1))\n"
+            "      --eps E            Adam's epsilon (default 1e-8; 1e-30 to 1)\n"
             "      --seed N           weights, inputs and labels (default 1)\n"
             "      --data FILE        train on a record file (runtime/README.md) instead of\n"
             "                         synthetic inputs and labels\n"
@@ -92,7 +100,9 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
         {"precision", required_argument, 0, 'P'}, {"comm", required_argument, 0, 'G'},
         {"keep-binding", no_argument, 0, 'k'},  {"adopt-db", no_argument, 0, 'A'},
-        {"restore-partial", no_argument, 0, 1000},
+        {"restore-partial", no_argument, 0, 1000}, {"optimizer", required_argument, 0, 1001},
+        {"beta1", required_argument, 0, 1002},   {"beta2", required_argument, 0, 1003},
+        {"eps", required_argument, 0, 1004},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -102,6 +112,9 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
     a->steps = 5;
     a->warmup = 1;
     a->lr = 0.01;
+    a->beta1 = 0.9;
+    a->beta2 = 0.999;
+    a->eps = 1e-8;
     a->seed = 1;
     a->data_seed = 1;
     optind = 1;
@@ -133,6 +146,23 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         case 'C': a->checkpoint = optarg; break;
         case 'R': a->restore = optarg; break;
         case 1000: a->restore_partial = 1; break;
+        case 1001:
+            if (sb_optimizer_parse(optarg, &a->optimizer, err))
+                return -1;
+            break;
+        case 1002:
+        case 1003:
+        case 1004: {
+            double v = strtod(optarg, &end);
+            int ok = !*end && end != optarg && isfinite(v)
+                     && (c == 1004 ? v >= 1e-30 && v <= 1.0 : v >= 0.0 && v < 1.0);
+            const char *nm = c == 1002 ? "beta1" : c == 1003 ? "beta2" : "eps";
+            if (!ok)
+                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a number %s", nm, optarg,
+                               c == 1004 ? "from 1e-30 to 1" : "in [0, 1)");
+            *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
+            break;
+        }
         case 'E':
         case 'K': {
             long v = strtol(optarg, &end, 10);
@@ -169,6 +199,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             if (*end || end == optarg || !isfinite(a->lr) || !(a->lr >= 1e-37) || a->lr > 3e38)
                 return sb_fail(err, SB_EXIT_INPUT,
                                "--lr: '%s' is not a number from 1e-37 to 3e38 (a float)", optarg);
+            a->lr_given = 1;
             break;
         case 'r':
             a->seed = strtoull(optarg, &end, 10);
@@ -199,6 +230,14 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
     if (a->restore_partial && !a->restore)
         return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
+    if (a->optimizer == SB_OPTIM_ADAM && !a->lr_given)
+        a->lr = 0.001;
+    /* a checkpoint holds the weights only: resuming Adam without its moments
+     * would silently change the training */
+    if (a->optimizer == SB_OPTIM_ADAM && (a->checkpoint || a->restore))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--optimizer adam with --%s: checkpoints do not hold Adam's moments yet "
+                       "(use --optimizer sgd to checkpoint)", a->checkpoint ? "checkpoint" : "restore");
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
@@ -232,10 +271,12 @@ static void run_options_text(const run_args *a, char *buf, size_t cap)
     const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
     snprintf(buf, cap,
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
+             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g\n"
              "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
              "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n",
              a->strategy, a->steps, a->warmup, a->backend, a->precision,
-             strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr, a->seed,
+             strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr,
+             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->seed,
              a->data ? a->data : "none", a->data_seed, a->format,
              a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
              a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding);
@@ -468,7 +509,9 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     if ((status = agree(R->comm, R->rank, R->be ? 0 : -1, err)))
         return status;
     sb_exec_opts eo = {.lr = (float)a->lr, .seed = a->seed, .data_seed = a->data_seed,
-                       .agree = opts_text};
+                       .agree = opts_text,
+                       .update = a->optimizer == SB_OPTIM_ADAM ? SB_UPDATE_ADAM : SB_UPDATE_SGD,
+                       .beta1 = (float)a->beta1, .beta2 = (float)a->beta2, .eps = (float)a->eps};
     if (a->data) {
         int rc = sb_data_open_records(a->data, &R->data, err);
         if ((status = agree(R->comm, R->rank, rc, err)))

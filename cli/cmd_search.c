@@ -130,6 +130,29 @@ int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calib
     return 0;
 }
 
+int parse_mem_size(const char *s, const char *what, double *gib, sb_error *err)
+{
+    static const struct {
+        const char *unit;
+        double bytes;
+    } units[] = {{"", 1073741824.0},   {"B", 1.0},           {"KB", 1e3},
+                 {"MB", 1e6},          {"GB", 1e9},          {"TB", 1e12},
+                 {"KiB", 1024.0},      {"MiB", 1048576.0},   {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end != s && !errno && isfinite(v) && v > 0)
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (!strcmp(end, units[i].unit) && v * units[i].bytes >= 1.0) {
+                *gib = v * units[i].bytes / 1073741824.0;
+                return 0;
+            }
+    return sb_fail(err, SB_EXIT_INPUT,
+                   "%s: '%s' is not a memory size (a positive number and B, KB, MB, GB, TB, KiB, "
+                   "MiB, GiB or TiB; no unit: GiB)", what, s);
+}
+
 int parse_seed(const char *s, uint64_t *out, sb_error *err)
 {
     char *end;
@@ -206,9 +229,15 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
                "max dependent set %d; peak table memory %.2f MB\n",
             r->total_cost, r->seconds, m->nops, r->max_configs, r->max_dep_set,
             r->peak_table_bytes / 1e6);
+    if (r->mem_limit_bytes > 0)
+        fprintf(f, "predicted peak memory %.4g GiB per device, within --memory %.4g GiB\n",
+                r->peak_bytes_per_device / 1073741824.0, r->mem_limit_bytes / 1073741824.0);
     if (pb->cp.calibration[0]) /* calibrated costs are multiply-adds at the measured rate */
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
+    else if (pb->cp.machine[0])
+        fprintf(f, "predicted step time %.4g s (machine %s: cost / (F x 1e12))\n",
+                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine);
 }
 
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)
@@ -300,7 +329,12 @@ static void search_usage(FILE *f)
             "      --time-limit S     mcmc: seconds at most (default 60)\n"
             "      --seed N           mcmc: random seed (default 1)\n"
             "      --temperature T    mcmc: relative temperature (default 0.005)\n"
-            "      --device-mem GIB   device memory; a strategy over it is reported (default 80)\n"
+            "      --memory LIMIT     device memory (80GiB, 141GB, 512MiB; a bare number is\n"
+            "                         GiB): pase and bf find the least-cost strategy whose\n"
+            "                         predicted peak fits, or say that none does and the\n"
+            "                         least memory of any\n"
+            "      --device-mem GIB   device memory; a strategy over it is only reported\n"
+            "                         (default 80, or the machine file's)\n"
             "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
@@ -333,6 +367,7 @@ int cmd_search(int argc, char **argv)
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
         {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
+        {"memory", required_argument, 0, 'L'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -391,10 +426,19 @@ int cmd_search(int argc, char **argv)
     algo_opts ao = so.ao;
     double device_gib = so.device_gib;
     ao.mem_limit = device_gib * 1073741824.0;
+    ao.mem_bound = so.mem_bound;
+    if (so.mem_bound && strcmp(algo, "pase") && strcmp(algo, "bf") && strcmp(algo, "candidates")) {
+        sb_fail(&err, SB_EXIT_INPUT,
+                "--memory: --algo %s does not search within a memory limit (pase, bf and "
+                "candidates do; --device-mem reports one)", algo);
+        status = cli_fail(&err);
+        goto out;
+    }
     if (run_algo(&pb, algo, &ao, &r, &err)) {
         status = cli_fail(&err);
         goto out;
     }
+    r.peak_bytes_per_device = sb_strategy_memory(&pb, r.choice, ao.opt, NULL);
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
         fputc('\n', stdout);

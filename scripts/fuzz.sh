@@ -6,7 +6,8 @@
 #
 # Configures build-fuzz/ with clang (-DSHARDBENCH_FUZZ=ON), builds the
 # fuzz_parse, fuzz_calibration and fuzz_strategy targets, and runs each on
-# its seed corpus (models/*.model; tests/data/calibration/*;
+# its seed corpus (models/*.model and the test models tests/data/models/*.model;
+# tests/data/calibration/*;
 # tests/data/strategy/*.strategy) in a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
 # timeout or an out-of-memory input; the reproducer is kept under
 # build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/ and replay
@@ -31,7 +32,7 @@ cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration fuzz_
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy"
-cp models/*.model "$corpus/model/"
+cp models/*.model tests/data/models/*.model "$corpus/model/"
 cp tests/data/calibration/* "$corpus/calibration/"
 cp tests/data/strategy/*.strategy "$corpus/strategy/"
 cal_secs=$((secs / 4))

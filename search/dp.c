@@ -8,7 +8,7 @@
  * the paper, written as min-sum variable elimination: a table ("factor")
  * over D(v) replaces every table that mentioned v. Backtracking over the
  * stored argmins gives the whole strategy. Exact: equals brute force. */
-#include "shardbench/search.h"
+#include "dp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -111,21 +111,20 @@ static int layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd
 }
 
 /* Adds the cost table of edge e into the pair table t (rows: lower op id). */
-static int add_edge_table(engine *E, const sb_edge *e, double *t)
+int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err)
 {
-    const sb_problem *pb = E->pb;
     const sb_model *m = pb->m;
     const sb_tensor *ten = &m->tensors[e->tensor];
-    int ns = dom(E, e->src), nd = dom(E, e->dst), rc = -1;
-    int *ids_s = sb_malloc((size_t)ns * sizeof *ids_s, E->err);
-    int *ids_d = sb_malloc((size_t)nd * sizeof *ids_d, E->err);
+    int ns = pb->cfg[e->src].n, nd = pb->cfg[e->dst].n, rc = -1;
+    int *ids_s = sb_malloc((size_t)ns * sizeof *ids_s, err);
+    int *ids_d = sb_malloc((size_t)nd * sizeof *ids_d, err);
     int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
     double *M = NULL;
     if (!ids_s || !ids_d
-        || layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, E->err)
-        || layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, E->err))
+        || layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
+        || layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
         goto out;
-    M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, E->err);
+    M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
     if (!M)
         goto out;
     for (int i = 0; i < nls; i++)
@@ -201,7 +200,7 @@ static int init_factors(engine *E)
             break;
         }
         for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi && !rc; k++)
-            rc = add_edge_table(E, &pb->edges[pairs[3 * k + 2]], f.t);
+            rc = sb_edge_table_add(pb, &pb->edges[pairs[3 * k + 2]], f.t, E->err);
         if (rc || add_factor(E, &f)) {
             free(f.t);
             rc = -1;

@@ -652,6 +652,7 @@ static const char *torch_style(const sb_model *m, const sb_op *op, const op_mesh
         return NULL;
     }
     case SB_OP_NORM:
+    case SB_OP_RMSNORM:
         return !op->batchnorm && (!strcmp(dn, "seq") || !strcmp(dn, "sequence"))
                    ? "SequenceParallel()"
                    : NULL;
@@ -719,6 +720,14 @@ static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, in
     json_object_set_new(j, "batchnorm", json_integer(op->batchnorm));
     json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
     json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));
+    /* softmax's causal mask: the iteration dim of the query index (null: none);
+     * rope: the dim of the positions and the base of the angles */
+    json_object_set_new(j, "causal", op->causal >= 0 ? json_integer(op->causal) : json_null());
+    json_object_set_new(j, "seq", op->kind == SB_OP_ROPE ? json_integer(op->pos_axis) : json_null());
+    json_object_set_new(j, "theta", op->kind == SB_OP_ROPE ? json_real(op->theta) : json_null());
+    json_object_set_new(j, "fn", op->kind == SB_OP_ACT ? json_string(sb_act_fn_name(op->fn)) : json_null());
+    json_object_set_new(j, "topk", json_integer(op->topk));
+    json_object_set_new(j, "moe_aux", json_real(op->moe_aux));
     return j;
 }
 

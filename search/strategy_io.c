@@ -327,11 +327,19 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
         json_object_set_new(j, "latency_us", jreal(pb->cp.latency_us));
     }
     json_object_set_new(j, "total_cost", jreal(r->total_cost));
+    /* a calibrated or machine cost is FLOP-equivalents at F: a time */
+    if (pb->cp.calibration[0] || pb->cp.machine[0]) {
+        json_object_set_new(j, "machine", json_string(pb->cp.machine));
+        json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
+    }
     json_object_set_new(j, "search_seconds", jreal(r->seconds));
     json_object_set_new(j, "vertices", json_integer(m->nops));
     json_object_set_new(j, "max_configs", json_integer(r->max_configs));
     json_object_set_new(j, "max_dep_set", json_integer(r->max_dep_set));
     json_object_set_new(j, "peak_table_bytes", json_integer((json_int_t)r->peak_table_bytes));
+    if (r->peak_bytes_per_device > 0)
+        json_object_set_new(j, "peak_bytes_per_device",
+                            json_integer((json_int_t)r->peak_bytes_per_device));
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         const int *c = pb->cfg[i].c + (size_t)r->choice[i] * (size_t)op->ndims;

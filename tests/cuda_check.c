@@ -283,6 +283,83 @@ static void check_embedding_lstm(void)
     }
 }
 
+/* ---- RMS norm, causal mask, rotary embedding ---- */
+
+/* a dense box (d0, d1, d2) and one of its dims: stride and extent */
+static void box_dim(const int *d, int k, int64_t *stride, int *ext)
+{
+    *stride = k == 0 ? (int64_t)d[1] * d[2] : k == 1 ? d[2] : 1;
+    *ext = d[k];
+}
+
+static void check_llama(void)
+{
+    for (int it = 0; it < iters; it++) {
+        int M = ri(1, 40), D = ri(1, 300), Dt = D + ri(0, 50), wg = ri(0, 1), wdx = ri(0, 3) != 0;
+        size_t n = (size_t)M * D;
+        pair x, sq, rstd, out, gam, dout, st, dinp, dg;
+        pair_new(&x, n, 1);
+        pair_new(&sq, (size_t)M, 1);
+        pair_new(&rstd, (size_t)M, 1);
+        cpu->rmsnorm_stats(sq.h, x.h, M, D);
+        gpu->rmsnorm_stats(sq.d, x.d, M, D);
+        same("rmsnorm_stats", "sumsq", &sq, TOL);
+        cpu->norm_rstd(rstd.h, sq.h, M, Dt, 1e-5f);
+        gpu->norm_rstd(rstd.d, sq.d, M, Dt, 1e-5f);
+        pair_new(&out, n, 1);
+        pair_new(&gam, (size_t)D, 1);
+        cpu->rmsnorm_apply(out.h, x.h, rstd.h, wg ? gam.h : NULL, M, D);
+        gpu->rmsnorm_apply(out.d, x.d, rstd.d, wg ? gam.d : NULL, M, D);
+        same("rmsnorm_apply", "out", &out, TOL);
+        pair_new(&dout, n, 1);
+        pair_new(&st, (size_t)M, 1);
+        cpu->rmsnorm_backward_stats(st.h, dout.h, x.h, wg ? gam.h : NULL, M, D);
+        gpu->rmsnorm_backward_stats(st.d, dout.d, x.d, wg ? gam.d : NULL, M, D);
+        same("rmsnorm_backward_stats", "s", &st, TOL);
+        pair_new(&dinp, n, 1);
+        pair_new(&dg, (size_t)D, 1);
+        cpu->rmsnorm_backward_apply(wdx ? dinp.h : NULL, dg.h, dout.h, x.h, rstd.h,
+                                    wg ? gam.h : NULL, st.h, M, D, Dt);
+        gpu->rmsnorm_backward_apply(wdx ? dinp.d : NULL, dg.d, dout.d, x.d, rstd.d,
+                                    wg ? gam.d : NULL, st.d, M, D, Dt);
+        same("rmsnorm_backward_apply", "dinp", &dinp, TOL);
+        same("rmsnorm_backward_apply", "dgamma", &dg, TOL);
+        pairs_free();
+
+        /* a box (d0, d1, d2) at random global offsets: the mask's key and
+         * query dims, rope's head and seq dims, in either order */
+        int d[3] = {ri(1, 9), ri(1, 9), ri(1, 9)};
+        int a = ri(0, 2), b = (a + ri(1, 2)) % 3;
+        int64_t sa, sb, lo_a = ri(0, 20), lo_b = ri(0, 20);
+        int ea, eb;
+        box_dim(d, a, &sa, &ea);
+        box_dim(d, b, &sb, &eb);
+        size_t nb = (size_t)d[0] * d[1] * d[2];
+        pair mx, my;
+        pair_new(&mx, nb, 1);
+        pair_new(&my, nb, 1);
+        cpu->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
+        gpu->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
+        same("causal_mask", "out", &my, 0);
+        d[a] = 2 * ri(1, 8); /* an even head dim */
+        box_dim(d, a, &sa, &ea);
+        box_dim(d, b, &sb, &eb);
+        nb = (size_t)d[0] * d[1] * d[2];
+        double theta = ri(0, 1) ? 10000.0 : 500000.0;
+        pair rx, ry, rd;
+        pair_new(&rx, nb, 1);
+        pair_new(&ry, nb, 1);
+        pair_new(&rd, nb, 1);
+        cpu->rope_forward(ry.h, rx.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope_forward(ry.d, rx.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        same("rope_forward", "out", &ry, TOL);
+        cpu->rope_backward(rd.h, ry.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope_backward(rd.d, ry.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        same("rope_backward", "dinp", &rd, TOL);
+        pairs_free();
+    }
+}
+
 /* ---- norms ---- */
 
 static void check_norms(void)
@@ -451,6 +528,39 @@ static void check_softmax(void)
     }
 }
 
+/* ---- mixture of experts: moe_gate ---- */
+
+static void check_moe(void)
+{
+    for (int it = 0; it < iters; it++) {
+        int G = ri(1, 6), S = it == 0 ? 512 : ri(1, 40), E = ri(1, 16), k = ri(1, E < 4 ? E : 4);
+        int C = ri(1, S * k / E + 2);
+        size_t nl = (size_t)G * S * E, n = nl * C;
+        size_t nw = cpu->moe_gate_work_floats(G, S, E, k);
+        float aw = it % 2 ? 0.0f : 0.5f * (float)ri(1, 4); /* the balance loss's weight */
+        pair lg, comb, disp, aux, work, dcomb, dl;
+        pair_new(&lg, nl, 1);
+        for (size_t i = 0; i < nl; i++)
+            lg.h[i] *= 4;
+        gpu->from_host(lg.d, lg.h, nl);
+        pair_new(&comb, n, 1);
+        pair_new(&disp, n, 1);
+        pair_new(&aux, (size_t)G, 1);
+        pair_new(&work, nw, 0);
+        cpu->moe_gate_forward(comb.h, disp.h, aux.h, work.h, lg.h, G, S, E, C, k);
+        gpu->moe_gate_forward(comb.d, disp.d, aux.d, work.d, lg.d, G, S, E, C, k);
+        same("moe_gate_forward", "aux", &aux, TOL);
+        same("moe_gate_forward", "dispatch", &disp, 0);
+        same("moe_gate_forward", "combine", &comb, TOL);
+        pair_new(&dcomb, n, 1);
+        pair_new(&dl, nl, 1);
+        cpu->moe_gate_backward(dl.h, work.h, dcomb.h, lg.h, aw, G, S, E, C, k);
+        gpu->moe_gate_backward(dl.d, work.d, dcomb.d, lg.d, aw, G, S, E, C, k);
+        same("moe_gate_backward", "dlogits", &dl, TOL);
+        pairs_free();
+    }
+}
+
 /* ---- elementwise, reduce, copies, SGD ---- */
 
 static void check_tensor(void)
@@ -486,6 +596,21 @@ static void check_tensor(void)
         gpu->sgd_update(out.d, dout.d, n, 0.1f);
         same("sgd_update", "w", &out, TOL);
         same("sgd_update", "g (zeroed)", &dout, TOL);
+        /* two Adam steps (bias correction of steps 1 and 2) from zero moments */
+        pair am, av;
+        pair_new(&am, n, 0);
+        pair_new(&av, n, 0);
+        for (int t = 1; t <= 2; t++) {
+            for (size_t i = 0; i < n; i++)
+                dout.h[i] = fr();
+            gpu->from_host(dout.d, dout.h, n);
+            cpu->adam_update(out.h, dout.h, am.h, av.h, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            gpu->adam_update(out.d, dout.d, am.d, av.d, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            same("adam_update", "w", &out, TOL);
+            same("adam_update", "m", &am, TOL);
+            same("adam_update", "v", &av, TOL);
+            same("adam_update", "g (zeroed)", &dout, TOL);
+        }
         pairs_free();
 
         /* reduce-mean, permute, box copy in 1-6 dims */
@@ -535,6 +660,63 @@ static void check_tensor(void)
         cpu->box_copy(bd.h, dd2, dl, x.h, dims, sl, sz, nd, acc);
         gpu->box_copy(bd.d, dd2, dl, x.d, dims, sl, sz, nd, acc);
         same("box_copy", acc ? "+=" : "=", &bd, TOL);
+        pairs_free();
+    }
+}
+
+/* ---- pointwise: act, mul, expand ---- */
+
+static void check_pointwise(void)
+{
+    for (int it = 0; it < iters; it++) {
+        size_t n = (size_t)ri(1, 5000);
+        pair x, y, dy, dx;
+        pair_new(&x, n, 1);
+        for (size_t i = 0; i < n; i++) /* beyond [-1, 1): relu6's kink, saturation */
+            x.h[i] *= 8.0f;
+        gpu->from_host(x.d, x.h, n);
+        pair_new(&y, n, 0);
+        pair_new(&dy, n, 1);
+        pair_new(&dx, n, 1);
+        for (int fn = 0; fn < SB_ACT_FN_COUNT; fn++) {
+            cpu->act_forward(y.h, x.h, n, fn);
+            gpu->act_forward(y.d, x.d, n, fn);
+            same("act_forward", sb_act_fn_name(fn), &y, TOL);
+            cpu->act_backward(dx.h, dy.h, x.h, n, fn);
+            gpu->act_backward(dx.d, dy.d, x.d, n, fn);
+            same("act_backward", sb_act_fn_name(fn), &dx, TOL);
+        }
+        pairs_free();
+
+        /* b (expand's x) on a random subset of 1-6 dims */
+        int nd = ri(1, 6), dims[SB_MAX_DIMS];
+        size_t tot = 1, nb = 1;
+        unsigned has = rnd() & ((1u << nd) - 1);
+        for (int d = 0; d < nd; d++) {
+            dims[d] = ri(1, 5);
+            tot *= (size_t)dims[d];
+            nb *= (has >> d) & 1 ? (size_t)dims[d] : 1;
+        }
+        pair a, b, out, g, da, db;
+        pair_new(&a, tot, 1);
+        pair_new(&b, nb, 1);
+        pair_new(&out, tot, 0);
+        pair_new(&g, tot, 1);
+        pair_new(&da, tot, 1);
+        pair_new(&db, nb, 1);
+        cpu->mul_forward(out.h, a.h, b.h, nd, dims, has);
+        gpu->mul_forward(out.d, a.d, b.d, nd, dims, has);
+        same("mul_forward", "out", &out, TOL);
+        cpu->mul_backward(da.h, db.h, g.h, a.h, b.h, nd, dims, has);
+        gpu->mul_backward(da.d, db.d, g.d, a.d, b.d, nd, dims, has);
+        same("mul_backward", "da", &da, TOL);
+        same("mul_backward", "db", &db, TOL);
+        cpu->expand_forward(out.h, b.h, nd, dims, has);
+        gpu->expand_forward(out.d, b.d, nd, dims, has);
+        same("expand_forward", "out", &out, TOL);
+        cpu->expand_backward(db.h, g.h, nd, dims, has);
+        gpu->expand_backward(db.d, g.d, nd, dims, has);
+        same("expand_backward", "dinp", &db, TOL);
         pairs_free();
     }
 }
@@ -670,8 +852,11 @@ int main(int argc, char **argv)
     check_pool();
     check_embedding_lstm();
     check_norms();
+    check_llama();
     check_softmax();
+    check_moe();
     check_tensor();
+    check_pointwise();
     double ms = self ? 0 : sb_cuda_timer_stop_ms();
     sb_cuda_stats st;
     if (!self && !sb_cuda_stats_get(&st))

@@ -4,7 +4,8 @@
  * under random traffic), the cuDNN algorithm cache, the conv window
  * mapping onto cuDNN's symmetric padding (a cuDNN-style naive conv on the
  * mapped input against the CPU kernels), the box-copy / permute /
- * reduce-mean plans the kernels walk (against the CPU kernels), rank ->
+ * reduce-mean plans the kernels walk and the broadcasts of mul and expand
+ * over the reduce plan (against the CPU kernels), rank ->
  * GPU mapping and the communicator cache with MPI attribute eviction. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/kernels/moe_route.h"
 #include "cuda_host.h"
 #include "shardbench/kernels.h"
 
@@ -455,6 +457,68 @@ static void test_perm_plan(void **state)
     }
 }
 
+/* moe_gate as the cuda kernels (kernels/cuda/k_moe.cu) run it: top-k for
+ * every token of every group (one launch), then the slots of each group
+ * (one thread a group), then the outputs or the gradient per token, on
+ * the work layout of k_moe.c, in stale scratch (the backend's pool does
+ * not zero it); against the CPU kernels, which route group by group in
+ * zeroed scratch. */
+static void test_moe_plan(void **state)
+{
+    (void)state;
+    const int shapes[][5] = {{3, 7, 5, 2, 2}, {2, 9, 4, 3, 3}, {1, 4, 8, 1, 1}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int G = shapes[t][0], S = shapes[t][1], E = shapes[t][2], C = shapes[t][3],
+            k = shapes[t][4];
+        int64_t T = (int64_t)G * S, n = T * E * C, nk = T * k;
+        float *logits = frandv((size_t)(T * E)), *dcomb = frandv((size_t)n);
+        size_t nw = sb_moe_gate_work_floats(G, S, E, k);
+        assert_int_equal(nw, (size_t)(3 * nk + 2 * (int64_t)G * E));
+        float *work = calloc(nw, sizeof *work), *w2 = calloc(nw, sizeof *w2);
+        float *comb = calloc((size_t)n, sizeof *comb), *disp = calloc((size_t)n, sizeof *disp);
+        float *gc = calloc((size_t)n, sizeof *gc), *gd = calloc((size_t)n, sizeof *gd);
+        float *dl = calloc((size_t)(T * E), sizeof *dl), *gdl = calloc((size_t)(T * E), sizeof *dl);
+        memset(w2, 0x5a, nw * sizeof *w2); /* scratch from the pool: stale */
+        int32_t *idx = (int32_t *)(void *)w2, *slot = (int32_t *)(void *)(w2 + nk);
+        float *wt = w2 + 2 * nk;
+        int32_t *count = (int32_t *)(void *)(w2 + 3 * nk);
+        float *dens = w2 + 3 * nk + (int64_t)G * E, aw = t == 1 ? 0.0f : 0.75f;
+        float *aux = calloc((size_t)G, sizeof *aux), *gaux = calloc((size_t)G, sizeof *gaux);
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_topk_at(i, logits, E, k, idx, wt);
+        for (int64_t g = 0; g < G; g++)
+            sb_moe_assign_at(g, idx, slot, count, S, E, C, k);
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_scatter_at(i, comb, disp, idx, slot, wt, E, C, k);
+        for (int64_t g = 0; g < G; g++) {
+            sb_moe_density_at(g, idx, dens, S, E, k);
+            aux[g] = sb_moe_aux_at(g, logits, dens, S, E);
+        }
+        for (int64_t i = 0; i < T; i++)
+            sb_moe_grad_at(i, dl, dcomb, idx, slot, wt, E, C, k);
+        if (aw != 0.0f)
+            for (int64_t i = 0; i < T; i++)
+                sb_moe_aux_grad_at(i, dl, logits, dens, aw, S, E);
+        sb_moe_gate_forward(gc, gd, gaux, work, logits, G, S, E, C, k);
+        sb_moe_gate_backward(gdl, work, dcomb, logits, aw, G, S, E, C, k);
+        assert_true(max_abs_diff(aux, gaux, (size_t)G) == 0);
+        assert_true(max_abs_diff(comb, gc, (size_t)n) == 0);
+        assert_true(max_abs_diff(disp, gd, (size_t)n) == 0);
+        assert_true(max_abs_diff(dl, gdl, (size_t)(T * E)) == 0);
+        /* every token holds at most k kept choices, each in a distinct slot */
+        for (int64_t g = 0; g < G; g++)
+            for (int e = 0; e < E; e++)
+                for (int c = 0; c < C; c++) {
+                    float taken = 0;
+                    for (int s2 = 0; s2 < S; s2++)
+                        taken += gd[(((g * S) + s2) * E + e) * C + c];
+                    assert_true(taken <= 1.0f);
+                }
+        free(logits), free(dcomb), free(work), free(w2), free(comb), free(disp), free(gc), free(gd);
+        free(dl), free(gdl), free(aux), free(gaux);
+    }
+}
+
 static void test_reduce_plan(void **state)
 {
     (void)state;
@@ -507,6 +571,75 @@ static void test_reduce_plan(void **state)
         }
         assert_true(max_abs_diff(dref, dgot, n) < 1e-5f);
         free(inp), free(ref), free(got), free(dref), free(dgot);
+    }
+}
+
+/* offset in the full array of element (o, r) of a reduce plan */
+static int64_t plan_offset(const sbc_reduce_plan *p, int64_t o, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = p->nk - 1; d >= 0; d--) {
+        off += (o % p->kdims[d]) * p->kstride[d];
+        o /= p->kdims[d];
+    }
+    for (int d = p->nr - 1; d >= 0; d--) {
+        off += (r % p->rdims[d]) * p->rstride[d];
+        r /= p->rdims[d];
+    }
+    return off;
+}
+
+/* The broadcasts of mul and expand as kernels/cuda/k_pointwise.cu walks
+ * them (the reduce plan of the dims the small operand lacks, count 1:
+ * element (o, r) reads the operand at o; its gradient sums over r in
+ * order) against the CPU kernels. */
+static void test_bcast_plan(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 300; it++) {
+        int nd = rint_in(1, 5), dims[SB_MAX_DIMS];
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) {
+            dims[d] = rint_in(1, 4);
+            n *= (size_t)dims[d];
+        }
+        unsigned has = rnd() & ((1u << nd) - 1);
+        sbc_reduce_plan p;
+        sbc_reduce_plan_make(&p, nd, dims, ((1u << nd) - 1) & ~has, 1);
+        size_t nb = (size_t)p.n_out;
+        float *a = frandv(n), *b = frandv(nb), *dy = frandv(n);
+        float *ref = calloc(n, sizeof *ref), *got = calloc(n, sizeof *got);
+        float *da_ref = calloc(n, sizeof *ref), *da_got = calloc(n, sizeof *ref);
+        float *db_ref = calloc(nb, sizeof *ref), *db_got = calloc(nb, sizeof *ref);
+        float *dx_ref = calloc(nb, sizeof *ref), *dx_got = calloc(nb, sizeof *ref);
+        float *ex_ref = calloc(n, sizeof *ref), *ex_got = calloc(n, sizeof *ref);
+        sb_mul_forward(ref, a, b, nd, dims, has);
+        sb_mul_backward(da_ref, db_ref, dy, a, b, nd, dims, has);
+        sb_expand_forward(ex_ref, b, nd, dims, has);
+        sb_expand_backward(dx_ref, dy, nd, dims, has);
+        for (int64_t i = 0; i < p.n_out * p.n_red; i++) {
+            int64_t o = i / p.n_red, off = plan_offset(&p, o, i % p.n_red);
+            got[off] = a[off] * b[o];
+            da_got[off] += dy[off] * b[o];
+            ex_got[off] = b[o];
+        }
+        for (int64_t o = 0; o < p.n_out; o++) {
+            float s = 0.0f, t = 0.0f;
+            for (int64_t r = 0; r < p.n_red; r++) {
+                int64_t off = plan_offset(&p, o, r);
+                s += dy[off] * a[off];
+                t += dy[off];
+            }
+            db_got[o] += s;
+            dx_got[o] += t;
+        }
+        assert_true(max_abs_diff(ref, got, n) == 0.0f);
+        assert_true(max_abs_diff(da_ref, da_got, n) == 0.0f);
+        assert_true(max_abs_diff(ex_ref, ex_got, n) == 0.0f);
+        assert_true(max_abs_diff(db_ref, db_got, nb) < 1e-5f);
+        assert_true(max_abs_diff(dx_ref, dx_got, nb) < 1e-5f);
+        free(a), free(b), free(dy), free(ref), free(got), free(da_ref), free(da_got);
+        free(db_ref), free(db_got), free(dx_ref), free(dx_got), free(ex_ref), free(ex_got);
     }
 }
 
@@ -695,9 +828,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool_basics), cmocka_unit_test(test_pool_random),
         cmocka_unit_test(test_algo_cache),  cmocka_unit_test(test_conv_window),
         cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
-        cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_local_rank),
+        cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
-        cmocka_unit_test(test_math_versions),
+        cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

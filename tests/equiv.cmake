@@ -28,6 +28,51 @@ foreach(model alexnet resnet101 inception3 rnnlm transformer transformer-large)
   endforeach()
 endforeach()
 
+# A Llama-style decoder from tests/data/models (a path: read as a file):
+# rmsnorm, rope on q and k, causal softmax, grouped-query attention. Its
+# random strategies split heads (kvh, rep), seq and mem (context
+# parallelism: the causal mask on split seq and mem boxes), the rmsnorm
+# axis and the rope positions; 12 of them rather than 8, and --want-split
+# fails the test if the sample stops covering one of these.
+foreach(np 2 4)
+  add_test(NAME test_equiv_llama-tiny_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/llama-tiny.model
+            --seed ${np} --flops 0.01 --random 12
+            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
+  set_tests_properties(test_equiv_llama-tiny_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endforeach()
+# The pointwise ops (act, mul, expand: tests/data/models/swiglu-mlp.model,
+# read as a file). Beside best and random, --split forces the splits where a
+# broadcast operand's gradient must be summed across ranks: the
+# squeeze-excitation mul `se` split along h and w, which its gate `sg`
+# lacks (an activation: summed by the accumulating relayout), `gs` along
+# seq, which its scale weight lacks (summed with the weight's replicas),
+# the expands `p` and `c` along batch, and the SwiGLU product along ff.
+# The search's best must split the SwiGLU product along batch (and at P = 4
+# along ff too).
+set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff")
+set(SB_EQUIV_BEST_2 "--best-splits;h1/h=batch")
+set(SB_EQUIV_BEST_4 "--best-splits;h1/h=batch;--best-splits;h1/h=ff;--best-splits;h2/a=ff")
+foreach(np 2 4)
+  add_test(NAME test_equiv_swiglu-mlp_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
+            ${SB_EQUIV_SPLITS} ${SB_EQUIV_BEST_${np}} --seed ${np} --flops 0.01)
+  set_tests_properties(test_equiv_swiglu-mlp_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endforeach()
+add_test(NAME test_equiv_swiglu-mlp_np4_devmem
+  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
+          ${SB_EQUIV_SPLITS} --seed 4 --flops 0.01 --backend cpu-devmem)
+set_tests_properties(test_equiv_swiglu-mlp_np4_devmem PROPERTIES
+  TIMEOUT 600
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
 # The executor's device-memory paths (inputs and weights staged through
 # to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,
 # as on the cuda backend) on the host, through the "cpu-devmem" backend.
@@ -43,3 +88,41 @@ foreach(case transformer:4 rnnlm:4 alexnet:4 resnet101:2 inception3:2)
     TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 endforeach()
+
+# Adam instead of SGD (--adam EPS; the one-device reference too): the
+# moments live beside each weight shard, updated after the gradient's
+# all-reduce, so every strategy must still equal one device.
+foreach(case transformer:4 alexnet:2)
+  string(REPLACE ":" ";" mp ${case})
+  list(GET mp 0 model)
+  list(GET mp 1 np)
+  add_test(NAME test_equiv_${model}_np${np}_adam
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
+            --adam 1e-8 --lr 0.001)
+  set_tests_properties(test_equiv_${model}_np${np}_adam PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endforeach()
+
+# Mixture of experts (moe_gate and the expert einsums): a file model of
+# tests/data/models/; --split-dim expert adds the expert-parallel strategy
+# (every op splitting `expert` as far as it can) beside the search's best
+# and the random ones; at np 4 also on the cpu-devmem backend (the cuda
+# backend's staging and relayout paths, above).
+foreach(np 2 4)
+  add_test(NAME test_equiv_moe-tiny_np${np}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
+            --seed ${np} --flops 0.01 --split-dim expert)
+  set_tests_properties(test_equiv_moe-tiny_np${np} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endforeach()
+add_test(NAME test_equiv_moe-tiny_np4_devmem
+  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
+          --seed 4 --flops 0.01 --split-dim expert --backend cpu-devmem)
+set_tests_properties(test_equiv_moe-tiny_np4_devmem PROPERTIES
+  TIMEOUT 600
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")

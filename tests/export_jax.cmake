@@ -1,5 +1,6 @@
 # The exported JAX programs run in JAX on 8 host CPU devices
-# (tests/jax/check.sh): Transformer and AlexNet at reduced sizes under
+# (tests/jax/check.sh): Transformer, AlexNet and swiglu-mlp (act, mul,
+# expand: tests/data/models/) at reduced sizes under
 # pase-best, data parallel and MCMC at p = 4 and 8; shardings read back
 # from the compiled step, losses against unsharded JAX and `shardbench
 # run`, XLA's collectives beside the predicted communication; the JSON

@@ -57,5 +57,15 @@ printf 'devices_per_node 8\nnodes 0\n' > "$TMP/bad.machine"
 refused "bad machine file" "bad.machine:2: nodes 0 is out of range" \
     search -m alexnet -p 4 --db none --machine "$TMP/bad.machine"
 
+# --format json: a time and the peak per device; time = total cost / F
+"$SB" search -m alexnet -p 16 --machine h200-sxm --db none --format json > "$TMP/m.json"
+check "search --machine --format json has predicted_step_seconds = total_cost / F" \
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); t=d['predicted_step_seconds']; \
+assert t > 0 and abs(t - d['total_cost'] / (d['flops_tflops'] * 1e12)) <= 1e-9 * t; \
+assert d['peak_bytes_per_device'] > 0" "$TMP/m.json"
+"$SB" search -m alexnet -p 16 --db none --format json > "$TMP/ref.json"
+check "the reference model's JSON has no predicted_step_seconds (its cost is FLOP)" \
+    python3 -c "import json,sys; assert 'predicted_step_seconds' not in json.load(open(sys.argv[1]))" "$TMP/ref.json"
+
 echo "$fails failed"
 test "$fails" -eq 0

@@ -156,6 +156,25 @@ mpi 2 run -m no-such-model --strategy dp --db none > /dev/null 2>&1
 rc=$?
 check "mpirun exits non-zero on an error (got $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 
+# ---- --optimizer adam: trains, and differs from sgd; bad values refused ---------
+
+mpi 2 run -m alexnet "${SMALL[@]}" --strategy dp --steps 2 --format json --db none \
+    --optimizer adam > "$TMP/adam.json" 2> "$TMP/adam.err"
+rc=$?
+check "run --optimizer adam exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/adam.err"
+check "adam's last loss differs from sgd's (same seed, same first loss)" test \
+    "$(sql :memory: "SELECT json_extract(readfile('$TMP/adam.json'), '$.losses[0]') =
+                            json_extract(readfile('$TMP/dp.json'), '$.losses[0]')
+                        AND json_extract(readfile('$TMP/adam.json'), '$.losses[2]') <>
+                            json_extract(readfile('$TMP/dp.json'), '$.losses[2]');")" = 1
+expect_error "adam with a beta2 of 1" 2 "--beta2: '1' is not a number in \[0, 1)" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --optimizer adam --beta2 1 --db none
+expect_error "an unknown optimizer" 2 "--optimizer: 'lion' is not sgd or adam" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --optimizer lion --db none
+expect_error "adam with checkpoints" 2 "checkpoints do not hold Adam's moments" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --optimizer adam --checkpoint "$TMP/ck" --db none
+
 # ---- --strategy best on 3 ranks ----------------------------------------------------
 
 mpi 3 run -m alexnet "${SMALL[@]}" --strategy best --steps 1 --format json --db "$db" \

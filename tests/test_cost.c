@@ -352,6 +352,45 @@ static void test_cost_norm(void **state)
     sb_model_free(&m);
 }
 
+/* rmsnorm, rope, and the causal softmax (priced as the plain one). */
+static void test_cost_llama_ops(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[b=8, f=16]\n"
+             "y = rmsnorm(x, axis=f)\n"
+             "input q[b=8, s=4, d=4]\n"
+             "r = rope(q, seq=s, dim=d)\n"
+             "input l[b=2, s=8, m=8]\n"
+             "w = softmax(l, axis=m, causal=s)\n"
+             "v = softmax(l, axis=m)\n",
+             &m);
+    /* rmsnorm, c = (2, 4): e = 16, D'_a = 4, c_a = 4, others = 2
+     *   12 e = 192; 2 AR(e/D'_a = 4, 4) = 2 * 5000*2*3*4/4 = 60000;
+     *   AR(D'_a = 4, 2) = 5000*2*1*4/2 = 20000 */
+    check_cost(&m, 0, (int[]){2, 4}, 192.0 + 60000.0 + 20000.0, "rmsnorm (2,4)");
+    /* c = (8, 1): 12*16 + AR(16, 8) = 192 + 5000*2*7*16/8 */
+    check_cost(&m, 0, (int[]){8, 1}, 192.0 + W * 2 * 7 * 16 / 8, "rmsnorm (8,1)");
+    /* rope, c = (2, 2, 1): e = 4*2*4 = 32: 8 e, no communication */
+    check_cost(&m, 1, (int[]){2, 2, 1}, 256.0, "rope (2,2,1)");
+    /* the head dim d is never split */
+    sb_configs cf;
+    sb_error err = {0};
+    assert_int_equal(sb_enumerate_configs(&m.ops[1], 4, 1, &cf, &err), 0);
+    assert_true(cf.n > 1);
+    for (int k = 0; k < cf.n; k++)
+        assert_int_equal(cf.c[k * 3 + 2], 1);
+    free(cf.c);
+    free(cf.cost);
+    /* causal and plain softmax cost the same (the masked half is computed) */
+    int c[3] = {1, 2, 4};
+    sb_cost_params cp;
+    defaults(&cp);
+    assert_close(sb_op_cost(&m, &m.ops[2], c, &cp), sb_op_cost(&m, &m.ops[3], c, &cp),
+                 "causal softmax");
+    sb_model_free(&m);
+}
+
 static void test_cost_softmax(void **state)
 {
     (void)state;
@@ -410,6 +449,44 @@ static void test_cost_elementwise_reduce(void **state)
     sb_model_free(&m);
 }
 
+/* act: act_units(fn) e (1 for relu, relu6; 2 for the others); mul: 2e plus
+ * the all-reduce of b's gradient over the splits of the dims b lacks;
+ * expand: e plus the same for x over the new dims */
+static void test_cost_pointwise(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input a[b=8, f=16]\n"
+             "r = act(a, fn=relu)\n"
+             "g = act(a, fn=gelu)\n"
+             "input a2[b=8, f=16]\n"
+             "y = mul(a, a2)\n"
+             "input x[b=8, c=4, h=4, w=4]\n"
+             "input s[b=8, c=4]\n"
+             "se = mul(x, s)\n"
+             "weight sc[f=16]\n"
+             "ws = mul(a, sc)\n"
+             "weight cls[seq=1, e=8]\n"
+             "t = expand(cls, shape=[b=4, seq=1, e=8])\n",
+             &m);
+    /* c = (2, 2): e = 4*8 = 32 */
+    check_cost(&m, 0, (int[]){2, 2}, 32.0, "act relu");
+    check_cost(&m, 1, (int[]){2, 2}, 64.0, "act gelu");
+    check_cost(&m, 2, (int[]){2, 2}, 64.0, "mul same shape");
+    check_cost(&m, 2, (int[]){8, 2}, 2.0 * 8, "mul same shape (8, 2)");
+    /* se, c = (2, 1, 2, 2): e = 4*4*2*2 = 64 -> 128; s's block 4*4 = 16
+     * summed over c_h c_w = 4 ranks: 5000*2*3*16/4 */
+    check_cost(&m, 3, (int[]){2, 1, 2, 2}, 128.0 + W * 2 * 3 * 16 / 4, "mul broadcast over split h, w");
+    /* only dims s has are split: no all-reduce */
+    check_cost(&m, 3, (int[]){2, 4, 1, 1}, 2.0 * 4 * 1 * 4 * 4, "mul broadcast, h, w unsplit");
+    /* a weight b: c = (4, 2): e = 16 -> 32; sc's block 8 over c_b = 4: 5000*2*3*8/4 */
+    check_cost(&m, 4, (int[]){4, 2}, 32.0 + W * 2 * 3 * 8 / 4, "mul by a weight");
+    /* expand, c = (2, 1, 2): e = 2*1*4 = 8; cls's block 4 over c_b = 2: 5000*2*1*4/2 */
+    check_cost(&m, 5, (int[]){2, 1, 2}, 8.0 + W * 2 * 1 * 4 / 2, "expand over split batch");
+    check_cost(&m, 5, (int[]){1, 1, 8}, 4.0, "expand, new dims unsplit");
+    sb_model_free(&m);
+}
+
 static void test_cost_free_ops(void **state)
 {
     (void)state;
@@ -451,6 +528,49 @@ static void test_cost_free_ops(void **state)
 }
 
 /* -------------------------------------------------------------- edges -- */
+
+/* Expert parallelism: the dispatch einsum split on batch, the expert
+ * einsums on expert, the combine einsum on batch again. The edges between
+ * them are relayouts (expert, batch/P) -> (expert/P, batch) and back, and
+ * the edge cost prices each as one exchange of what a device receives,
+ * N/P · (1 - 1/P) words forward and as much backward (N: the tensor's
+ * elements): the per-device volume of an all-to-all. */
+static void test_cost_moe_all_to_all(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=8, seq=6, embed=4]\n"
+             "weight wr[embed=4, expert=4]\n"
+             "weight w1[expert=4, embed=4, ff=8]\n"
+             "l = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+             "c, d = moe_gate(l, k=2, capacity=3)\n"
+             "xe = einsum(\"batch seq expert cap, batch seq embed -> expert batch cap embed\", d, x)\n"
+             "h = einsum(\"expert batch cap embed, expert embed ff -> expert batch cap ff\", xe, w1)\n"
+             "y = einsum(\"batch seq expert cap, expert batch cap ff -> batch seq ff\", c, h)\n",
+             &m);
+    sb_cost_params cp;
+    defaults(&cp);
+    const sb_op *xe = &m.ops[2], *h = &m.ops[3], *y = &m.ops[4];
+    assert_string_equal(xe->name, "xe");
+    for (int P = 2; P <= 4; P *= 2) {
+        /* xe (expert, batch, cap, embed, seq) on batch; h (expert, batch,
+         * cap, ff, embed) on expert; y (batch, seq, ff, expert, cap) on batch */
+        int cxe[5] = {1, P, 1, 1, 1}, ch[5] = {P, 1, 1, 1, 1}, cy[5] = {P, 1, 1, 1, 1};
+        int ls[SB_MAX_DIMS], ld[SB_MAX_DIMS];
+        const sb_tensor *t = &m.tensors[xe->out[0].tensor];
+        double n = 4.0 * 8 * 3 * 4, want = W * 2.0 * n / P * (1.0 - 1.0 / P);
+        sb_operand_layout(xe, &xe->out[0], t->ndims, cxe, ls);
+        sb_operand_layout(h, &h->in[0], t->ndims, ch, ld);
+        assert_close(sb_edge_cost(&cp, t, ls, ld), want, "dispatch -> experts");
+        t = &m.tensors[h->out[0].tensor];
+        n = 4.0 * 8 * 3 * 8;
+        want = W * 2.0 * n / P * (1.0 - 1.0 / P);
+        sb_operand_layout(h, &h->out[0], t->ndims, ch, ls);
+        sb_operand_layout(y, &y->in[1], t->ndims, cy, ld);
+        assert_close(sb_edge_cost(&cp, t, ls, ld), want, "experts -> combine");
+    }
+    sb_model_free(&m);
+}
 
 static void test_edge_cost(void **state)
 {
@@ -974,9 +1094,12 @@ int main(void)
         cmocka_unit_test(test_cost_pool),
         cmocka_unit_test(test_cost_norm),
         cmocka_unit_test(test_cost_softmax),
+        cmocka_unit_test(test_cost_llama_ops),
         cmocka_unit_test(test_cost_elementwise_reduce),
+        cmocka_unit_test(test_cost_pointwise),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),
+        cmocka_unit_test(test_cost_moe_all_to_all),
         cmocka_unit_test(test_strategy_cost_by_hand),
         cmocka_unit_test(test_enumerate_configs),
         cmocka_unit_test(test_prototype_config_counts),

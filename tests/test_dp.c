@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "shardbench/memory.h"
 #include "shardbench/model.h"
 #include "shardbench/search.h"
 
@@ -832,6 +833,125 @@ static void test_dp_equals_brute_force(void **state)
     report_bf_crashes(bf_crashes, isolated);
 }
 
+/* ---- the search under a memory limit against brute force ------------------ */
+
+/* Every strategy's cost and memory (space <= MAX_SPACE2), by odometer. */
+static int64_t enumerate_all(const sb_problem *pb, sb_optimizer opt, double **cost, double **mem)
+{
+    int n = pb->m->nops;
+    int64_t total = 1;
+    for (int i = 0; i < n; i++)
+        total *= pb->cfg[i].n;
+    *cost = malloc((size_t)total * sizeof **cost);
+    *mem = malloc((size_t)total * sizeof **mem);
+    int *cur = calloc(n > 0 ? (size_t)n : 1u, sizeof *cur);
+    assert_true(*cost && *mem && cur);
+    for (int64_t k = 0; k < total; k++) {
+        (*cost)[k] = sb_strategy_cost(pb, cur);
+        (*mem)[k] = sb_strategy_memory(pb, cur, opt, NULL);
+        for (int i = n - 1; i >= 0 && ++cur[i] == pb->cfg[i].n; i--)
+            cur[i] = 0;
+    }
+    free(cur);
+    return total;
+}
+
+/* For one problem and one limit: sb_search_within equals the least cost of
+ * the strategies that fit (and its strategy fits), or fails with the least
+ * memory of all when none fits. Returns 1 if the limit bound (the
+ * unconstrained optimum did not fit), else 0. */
+static int check_within(const sb_problem *pb, sb_optimizer opt, double limit, const double *cost,
+                        const double *mem, int64_t total, const char *text)
+{
+    double best = INFINITY, least = INFINITY, free_best = INFINITY, free_mem = 0;
+    for (int64_t k = 0; k < total; k++) {
+        if (mem[k] <= limit && cost[k] < best)
+            best = cost[k];
+        if (mem[k] < least)
+            least = mem[k];
+        if (cost[k] < free_best || (cost[k] == free_best && mem[k] < free_mem))
+            free_best = cost[k], free_mem = mem[k];
+    }
+    sb_search_opts so = {.algo = SB_ALGO_PASE};
+    sb_result r;
+    sb_error err = {0};
+    double got_least;
+    int rc = sb_search_within(pb, &so, limit, opt, &r, &got_least, &err);
+    if (!isfinite(best)) {
+        if (rc == 0 || err.code != SB_EXIT_INPUT || rel_diff(got_least, least) > 1e-9) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? limit %.17g: nothing fits (least memory %.17g) but the search "
+                     "said rc %d, least %.17g: %s", limit, least, rc, got_least, err.msg);
+        }
+        return 1;
+    }
+    if (rc != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("limit %.17g: search failed: %s (brute force: %.17g fits)", limit, err.msg, best);
+    }
+    double m = sb_strategy_memory(pb, r.choice, opt, NULL);
+    if (m > limit || rel_diff(r.total_cost, best) > 1e-9) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("LIBRARY BUG? limit %.17g: search %.17g at %.17g bytes, brute force %.17g", limit,
+                 r.total_cost, m, best);
+    }
+    sb_result_free(&r);
+    return free_mem > limit;
+}
+
+static void test_within_equals_brute_force(void **state)
+{
+    (void)state;
+    g_rng = 0x9E3779B97F4A7C15ULL;
+    int checked = 0, bound = 0, none = 0;
+    double t0 = sb_now();
+    gen *g = malloc(sizeof *g);
+    assert_non_null(g);
+    for (int gi = 0; gi < NGRAPHS / 2; gi++) {
+        int p, cutoff;
+        gen_model(g, &p, &cutoff);
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.gbs = 16.0 * pow(10.0, 1 + rn(4)); /* compute and communication trade off */
+        sb_problem pb;
+        assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
+        double space = 1;
+        for (int i = 0; i < m.nops; i++)
+            space *= pb.cfg[i].n;
+        if (space <= MAX_SPACE2) {
+            sb_optimizer opt = rn(2) ? SB_OPTIM_ADAM : SB_OPTIM_SGD;
+            double *cost, *mem;
+            int64_t total = enumerate_all(&pb, opt, &cost, &mem);
+            double lo = INFINITY, hi = 0;
+            for (int64_t k = 0; k < total; k++) {
+                lo = mem[k] < lo ? mem[k] : lo;
+                hi = mem[k] > hi ? mem[k] : hi;
+            }
+            /* limits: below the least (nothing fits), the least, and between */
+            double limits[5] = {lo * 0.999, lo, lo + 0.25 * (hi - lo), lo + 0.5 * (hi - lo), hi};
+            for (int j = 0; j < 5; j++) {
+                int b = check_within(&pb, opt, limits[j], cost, mem, total, g->text);
+                bound += b && j > 0;
+                none += j == 0;
+                checked++;
+            }
+            free(cost);
+            free(mem);
+        }
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    free(g);
+    print_message("search within a memory limit vs brute force: %d (graph, limit) pairs, %d where "
+                  "the limit excluded the unconstrained optimum, %d with nothing fitting, %.1fs\n",
+                  checked, bound, none, sb_now() - t0);
+    assert_true(checked >= 400);
+    assert_true(bound >= 50); /* the constraint really decides, often */
+}
+
 /* Hand-written graphs the generator may not hit exactly. */
 static void test_dp_fixed_graphs(void **state)
 {
@@ -1245,6 +1365,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf_isolated_op), /* first: the others rely on its verdict */
         cmocka_unit_test(test_dp_equals_brute_force),
+        cmocka_unit_test(test_within_equals_brute_force),
         cmocka_unit_test(test_dp_fixed_graphs),
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),

@@ -12,13 +12,30 @@
  * update is more than noise: a missing or doubled gradient piece fails.
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
- *                          [--backend cpu|cuda] [--flops F] [--bw B]
+ *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
+ *                          [--want-split KIND:DIM,...] [--split OP=DIM ...]
+ *                          [--best-splits OP=DIM ...] [--split-dim NAME]
+ * --best-splits fails the test unless the search's best strategy splits
+ * op OP along DIM (what the model is there to test).
+ * --split adds a strategy: the search's best with op OP's config replaced by
+ * the one that splits its iteration dim DIM the most (an unknown op or dim,
+ * or a dim no config splits, fails the test), so a split the best and the
+ * random strategies may miss (a dim a broadcast operand lacks) always runs.
+ * --split-dim adds one strategy where every op takes its config of the
+ * largest split of the iteration dim NAME (then of the most ranks), and
+ * fails when that strategy splits NAME nowhere (the mixture of experts'
+ * `expert`: expert parallelism is tested whatever the search prefers).
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
- * itself). The search's best strategy must split at least one op, or the
+ * itself). --adam EPS trains every run (the reference too) with Adam
+ * (epsilon EPS; the learning rate is --lr) instead of SGD. The search's
+ * best strategy must split at least one op, or the
  * test fails: --flops and --bw (the cost model's TFLOP/s and GB/s) set
- * where splitting pays at the test's small sizes. */
+ * where splitting pays at the test's small sizes. --want-split fails the
+ * test unless, for each KIND:DIM, some strategy run split dim DIM of an op
+ * of kind KIND (softmax:mem: a split softmax axis), so the cases a model
+ * is there for cannot silently drop out of the random sample. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -56,12 +73,14 @@ static double moved;
 static float lr = 0.2f;
 static const sb_backend *run_be = &sb_backend_cpu; /* the strategies' backend */
 static double tol = TOL;
+static sb_update_rule update = SB_UPDATE_SGD; /* --adam EPS: Adam with that epsilon */
+static float adam_eps;
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
 {
     sb_error err = {0};
     sb_executor *ex;
-    sb_exec_opts eo = {.lr = lr, .seed = 7};
+    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps};
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
@@ -138,6 +157,104 @@ static uint64_t next(void)
     return rng;
 }
 
+/* --want-split: kind and dim names, and whether a strategy split them */
+#define MAX_WANT 16
+static struct {
+    char kind[SB_NAME_MAX], dim[SB_NAME_MAX];
+    int seen;
+} want[MAX_WANT];
+static int nwant;
+
+static void parse_want(const char *arg)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon || colon == tok || !colon[1] || nwant == MAX_WANT) {
+            fprintf(stderr, "test_equiv: --want-split takes KIND:DIM,... (at most %d), got '%s'\n",
+                    MAX_WANT, tok);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        *colon = '\0';
+        snprintf(want[nwant].kind, SB_NAME_MAX, "%s", tok);
+        snprintf(want[nwant].dim, SB_NAME_MAX, "%s", colon + 1);
+        nwant++;
+    }
+}
+
+static void note_splits(const sb_problem *pb, const int *choice)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *op = &pb->m->ops[i];
+        const int *c = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->cfg[i].ndims;
+        for (int w = 0; w < nwant; w++)
+            for (int d = 0; d < op->ndims; d++)
+                if (c[d] > 1 && !strcmp(op->dims[d].name, want[w].dim)
+                    && !strcmp(sb_op_kind_name(op->kind), want[w].kind))
+                    want[w].seen = 1;
+    }
+}
+
+/* The split of iteration dim `dim` of the op named `op` under choice; 0
+ * (with a message on rank 0) when there is no such op or dim. */
+static int split_of(const sb_problem *pb, const int *choice, const char *op, const char *dim)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *o = &pb->m->ops[i];
+        if (strcmp(o->name, op) != 0)
+            continue;
+        for (int d = 0; d < o->ndims; d++)
+            if (!strcmp(o->dims[d].name, dim))
+                return pb->cfg[i].c[(size_t)choice[i] * (size_t)pb->cfg[i].ndims + (size_t)d];
+        break;
+    }
+    if (rank == 0)
+        printf("FAIL: no op '%s' with a dim '%s'\n", op, dim);
+    return 0;
+}
+
+/* choice[i] of the op named `op` := its config splitting `dim` the most
+ * (then using the most ranks); 0, or -1 with a message on rank 0. */
+static int force_split(const sb_problem *pb, int *choice, const char *op, const char *dim)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *o = &pb->m->ops[i];
+        if (strcmp(o->name, op) != 0)
+            continue;
+        int d = 0;
+        while (d < o->ndims && strcmp(o->dims[d].name, dim) != 0)
+            d++;
+        if (d == o->ndims) {
+            if (rank == 0)
+                printf("FAIL: --split %s=%s: op '%s' has no dim '%s'\n", op, dim, op, dim);
+            return -1;
+        }
+        int nd = pb->cfg[i].ndims, bestk = -1, bestc = 1, bestq = 0;
+        for (int k = 0; k < pb->cfg[i].n; k++) {
+            const int *c = pb->cfg[i].c + (size_t)k * (size_t)nd;
+            int q = 1;
+            for (int j = 0; j < nd; j++)
+                q *= c[j];
+            if (c[d] > bestc || (c[d] == bestc && bestk >= 0 && q > bestq)) {
+                bestk = k;
+                bestc = c[d];
+                bestq = q;
+            }
+        }
+        if (bestk < 0) {
+            if (rank == 0)
+                printf("FAIL: --split %s=%s: no config of '%s' splits '%s'\n", op, dim, op, dim);
+            return -1;
+        }
+        choice[i] = bestk;
+        return 0;
+    }
+    if (rank == 0)
+        printf("FAIL: --split %s=%s: no op '%s'\n", op, dim, op);
+    return -1;
+}
+
 static void describe(const sb_problem *pb, const int *choice, char *buf, size_t n)
 {
     size_t used = 0;
@@ -163,7 +280,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
-                            "[--flops F] [--bw B]\n");
+                            "[--flops F] [--bw B] [--split OP=DIM ...] [--best-splits OP=DIM ...]\n");
         MPI_Finalize();
         return 2;
     }
@@ -174,8 +291,11 @@ int main(int argc, char **argv)
         return 2;
     }
     double flops = 0, bw = 0;
+    const char *all_split_dim = NULL; /* --split-dim */
     sb_setting set[32];
-    int nset = 0, nrandom = 8;
+    int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
+    char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
+    char best_op[16][SB_NAME_MAX], best_dim[16][SB_NAME_MAX];
     for (int i = 2; i < argc; i++) {
         sb_error err = {0};
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
@@ -187,6 +307,10 @@ int main(int argc, char **argv)
             flops = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--bw") && i + 1 < argc) {
             bw = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--want-split") && i + 1 < argc) {
+            parse_want(argv[++i]);
+        } else if (!strcmp(argv[i], "--split-dim") && i + 1 < argc) {
+            all_split_dim = argv[++i];
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -194,6 +318,22 @@ int main(int argc, char **argv)
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
+        } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
+            update = SB_UPDATE_ADAM;
+            adam_eps = (float)atof(argv[++i]);
+        } else if ((!strcmp(argv[i], "--split") || !strcmp(argv[i], "--best-splits")) && i + 1 < argc) {
+            int best = argv[i][2] == 'b', *n = best ? &nbest : &nsplit;
+            const char *eq = strchr(argv[++i], '=');
+            if (!eq || eq == argv[i] || !eq[1] || *n == 16 || eq - argv[i] >= SB_NAME_MAX
+                || strlen(eq + 1) >= SB_NAME_MAX) {
+                if (rank == 0)
+                    fprintf(stderr, "test_equiv: %s takes OP=DIM (at most 16), got '%s'\n",
+                            argv[i - 1], argv[i]);
+                MPI_Finalize();
+                return 2;
+            }
+            snprintf((best ? best_op : split_op)[*n], SB_NAME_MAX, "%.*s", (int)(eq - argv[i]), argv[i]);
+            snprintf((best ? best_dim : split_dim)[(*n)++], SB_NAME_MAX, "%s", eq + 1);
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -233,8 +373,9 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nrandom, failures = 0;
+    int nstrat = 2 + nsplit + (all_split_dim != NULL) + nrandom, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
+    int *best = calloc((size_t)m.nops, sizeof *best);
     for (int k = 0; k < nstrat; k++) {
         const char *kind;
         if (k == 0) {
@@ -247,6 +388,7 @@ int main(int argc, char **argv)
             if (sb_search(&pb, &so, &r, &err))
                 die("search", &err);
             memcpy(choice, r.choice, (size_t)m.nops * sizeof *choice);
+            memcpy(best, r.choice, (size_t)m.nops * sizeof *best);
             sb_result_free(&r);
             char desc[4096];
             describe(&pb, choice, desc, sizeof desc);
@@ -254,6 +396,50 @@ int main(int argc, char **argv)
                 if (rank == 0)
                     printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
+                failures++;
+            }
+            for (int b = 0; b < nbest; b++)
+                if (split_of(&pb, choice, best_op[b], best_dim[b]) < 2) {
+                    if (rank == 0)
+                        printf("FAIL: best %s p=%d does not split op '%s' along '%s'\n", m.name,
+                               size, best_op[b], best_dim[b]);
+                    failures++;
+                }
+        } else if (k < 2 + nsplit) {
+            kind = "split";
+            memcpy(choice, best, (size_t)m.nops * sizeof *choice);
+            if (force_split(&pb, choice, split_op[k - 2], split_dim[k - 2])) {
+                failures++;
+                continue;
+            }
+        } else if (all_split_dim && k == 2 + nsplit) {
+            kind = "dim";
+            int splits = 0;
+            for (int i = 0; i < m.nops; i++) {
+                const sb_op *op = &m.ops[i];
+                int d = -1, nd = pb.cfg[i].ndims, best_s = 0, best_q = 0;
+                for (int j = 0; j < op->ndims; j++)
+                    if (!strcmp(op->dims[j].name, all_split_dim))
+                        d = j;
+                choice[i] = 0;
+                for (int a = 0; a < pb.cfg[i].n; a++) {
+                    const int *c = pb.cfg[i].c + (size_t)a * (size_t)nd;
+                    int q = 1;
+                    for (int j = 0; j < nd; j++)
+                        q *= c[j];
+                    int sp = d >= 0 ? c[d] : 1;
+                    if (sp > best_s || (sp == best_s && q > best_q)) {
+                        best_s = sp;
+                        best_q = q;
+                        choice[i] = a;
+                    }
+                }
+                splits += best_s > 1;
+            }
+            if (!splits) {
+                if (rank == 0)
+                    printf("FAIL: no op of %s can split a dim '%s' on %d ranks\n", m.name, all_split_dim,
+                           size);
                 failures++;
             }
         } else {
@@ -269,6 +455,7 @@ int main(int argc, char **argv)
                 choice[i] = qa >= qb ? a : b;
             }
         }
+        note_splits(&pb, choice);
         outcome o = {0};
         double t0 = MPI_Wtime();
         train(MPI_COMM_WORLD, &pb, choice, &o, 1);
@@ -314,10 +501,19 @@ int main(int argc, char **argv)
         }
         free_outcome(&o);
     }
+    for (int w = 0; w < nwant; w++)
+        if (!want[w].seen) {
+            if (rank == 0)
+                printf("FAIL: no strategy split dim '%s' of a %s op (--want-split): the test "
+                       "would not cover it (more --random, another --seed)\n", want[w].dim,
+                       want[w].kind);
+            failures++;
+        }
     MPI_Bcast(&failures, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0)
         printf("%s p=%d: %d of %d strategies differ from one device\n", m.name, size, failures, nstrat);
     free(choice);
+    free(best);
     free_outcome(&ref);
     sb_problem_free(&pb);
     sb_model_free(&m);

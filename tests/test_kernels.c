@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "shardbench/kernels.h"
+#include "shardbench/model.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -929,6 +930,85 @@ static void test_layernorm_sharded(void **state)
     expect_close("layernorm shards dbeta", db_sh, dbt, (size_t)D, 1e-5, 1e-4);
 }
 
+/* ---- RMS norm ----------------------------------------------------------- */
+
+typedef struct {
+    int M, D;
+    float *inp, *gamma, *out, *rstd, *r;
+} rms_ctx;
+
+// unsharded: stats, rstd, apply (the executor's steps without all-reduce)
+static double rms_loss(void *p)
+{
+    rms_ctx *c = p;
+    float sq[16];
+    assert_true(c->M <= 16);
+    sb_rmsnorm_stats(sq, c->inp, c->M, c->D);
+    sb_norm_rstd(c->rstd, sq, c->M, c->D, 1e-5f);
+    sb_rmsnorm_apply(c->out, c->inp, c->rstd, c->gamma, c->M, c->D);
+    return dotd(c->r, c->out, (size_t)c->M * c->D);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    const int M = 3, D = 8;
+    size_t n = (size_t)M * D;
+    rms_ctx c = {M, D, frandn(n, 1.5f), frandn((size_t)D, 1.0f), fzeros(n),
+                 fzeros((size_t)M), frandn(n, 1.0f)};
+    rms_loss(&c);
+    // forward against the formula x / sqrt(mean x^2 + eps) * gamma, in double
+    for (int m = 0; m < M; m++) {
+        double ms = 0;
+        for (int d = 0; d < D; d++)
+            ms += (double)c.inp[m * D + d] * c.inp[m * D + d];
+        ms /= D;
+        for (int d = 0; d < D; d++) {
+            float want = (float)(c.inp[m * D + d] / sqrt(ms + 1e-5) * c.gamma[d]);
+            expect_close("rmsnorm forward", &c.out[m * D + d], &want, 1, 1e-6, 1e-5);
+        }
+    }
+    float *s = fzeros((size_t)M), *dinp = fzeros(n), *dg = fzeros((size_t)D);
+    sb_rmsnorm_backward_stats(s, c.r, c.inp, c.gamma, M, D);
+    sb_rmsnorm_backward_apply(dinp, dg, c.r, c.inp, c.rstd, c.gamma, s, M, D, D);
+    check_grad("rmsnorm dinp", rms_loss, &c, c.inp, dinp, n, 0);
+    check_grad("rmsnorm dgamma", rms_loss, &c, c.gamma, dg, (size_t)D, 0);
+    rms_loss(&c); // out and rstd of the unperturbed input again
+
+    // D split into 3 uneven column shards, statistics summed over them
+    const int cut[] = {0, 3, 4, 8};
+    int dims[2] = {M, D};
+    float *sq = fzeros((size_t)M), *s_sh = fzeros((size_t)M), *rstd = fzeros((size_t)M);
+    float *lin[3], *lr[3];
+    for (int k = 0; k < 3; k++) {
+        int lo[2] = {0, cut[k]}, sz[2] = {M, cut[k + 1] - cut[k]};
+        lin[k] = fzeros((size_t)M * sz[1]);
+        lr[k] = fzeros((size_t)M * sz[1]);
+        sb_box_pack(lin[k], c.inp, 2, dims, lo, sz);
+        sb_box_pack(lr[k], c.r, 2, dims, lo, sz);
+        float *pq = fzeros((size_t)M), *ps = fzeros((size_t)M);
+        sb_rmsnorm_stats(pq, lin[k], M, sz[1]);
+        sb_rmsnorm_backward_stats(ps, lr[k], lin[k], c.gamma + cut[k], M, sz[1]);
+        for (int m = 0; m < M; m++)
+            sq[m] += pq[m], s_sh[m] += ps[m];
+    }
+    sb_norm_rstd(rstd, sq, M, D, 1e-5f);
+    expect_close("rmsnorm shards rstd", rstd, c.rstd, (size_t)M, 1e-6, 1e-5);
+    float *out_sh = fzeros(n), *dinp_sh = fzeros(n), *dg_sh = fzeros((size_t)D);
+    for (int k = 0; k < 3; k++) {
+        int lo[2] = {0, cut[k]}, sz[2] = {M, cut[k + 1] - cut[k]};
+        float *lout = fzeros((size_t)M * sz[1]), *ldin = fzeros((size_t)M * sz[1]);
+        sb_rmsnorm_apply(lout, lin[k], rstd, c.gamma + cut[k], M, sz[1]);
+        sb_rmsnorm_backward_apply(ldin, dg_sh + cut[k], lr[k], lin[k], rstd, c.gamma + cut[k],
+                                  s_sh, M, sz[1], D);
+        sb_box_unpack(out_sh, 2, dims, lo, sz, lout);
+        sb_box_unpack(dinp_sh, 2, dims, lo, sz, ldin);
+    }
+    expect_close("rmsnorm shards forward", out_sh, c.out, n, 1e-6, 1e-5);
+    expect_close("rmsnorm shards dinp", dinp_sh, dinp, n, 1e-6, 1e-4);
+    expect_close("rmsnorm shards dgamma", dg_sh, dg, (size_t)D, 1e-6, 1e-4);
+}
+
 /* ---- batch norm --------------------------------------------------------- */
 
 typedef struct {
@@ -1102,6 +1182,80 @@ static void test_softmax(void **state)
     expect_close("softmax shards dinp", dinp_sh, dinp, n, 1e-6, 1e-4);
 }
 
+/* Causal softmax over the key dim k of logits (q=Q, k=K) (query dim 0,
+ * key dim 1, inner = 1) or (k=K, q=Q) (key dim 0, inner = Q), the box at
+ * global offsets qlo, klo: against exp over the unmasked keys, then with
+ * the key dim split in two boxes (the second's klo moved). */
+static void causal_case(int key_first)
+{
+    const int Q = 4, K = 6, qlo = 3, klo = 2;
+    size_t n = (size_t)Q * K;
+    float *x = frandn(n, 3.0f), *xm = fzeros(n), *out = fzeros(n);
+    int64_t kstride = key_first ? Q : 1, qstride = key_first ? 1 : K;
+    int outer = key_first ? 1 : Q, inner = key_first ? Q : 1;
+    sb_causal_mask(xm, x, (int64_t)n, kstride, K, klo, qstride, Q, qlo);
+    float *mx = fzeros((size_t)Q), *se = fzeros((size_t)Q);
+    sb_softmax_partial_max(mx, xm, outer, K, inner);
+    sb_softmax_partial_sumexp(se, xm, mx, outer, K, inner);
+    sb_softmax_apply(out, xm, mx, se, outer, K, inner);
+    for (int q = 0; q < Q; q++) {
+        double z = 0;
+        for (int k = 0; k < K; k++)
+            if (klo + k <= qlo + q)
+                z += exp(x[k * kstride + q * qstride]);
+        for (int k = 0; k < K; k++) {
+            size_t e = (size_t)(k * kstride + q * qstride);
+            float want = klo + k <= qlo + q ? (float)(exp(x[e]) / z) : 0.0f;
+            expect_close(key_first ? "causal softmax (key first)" : "causal softmax", &out[e],
+                         &want, 1, 1e-6, 1e-5);
+        }
+    }
+    // key dim split [0,2) [2,6): the second box starts at key klo + 2
+    int dims[2] = {key_first ? K : Q, key_first ? Q : K}, kd = key_first ? 0 : 1;
+    float *gmx = fzeros((size_t)Q), *gse = fzeros((size_t)Q), *lm[2];
+    int cut[] = {0, 2, 6};
+    for (int i = 0; i < Q; i++)
+        gmx[i] = -INFINITY;
+    for (int b = 0; b < 2; b++) {
+        int lo[2] = {0, 0}, sz[2] = {dims[0], dims[1]};
+        lo[kd] = cut[b];
+        sz[kd] = cut[b + 1] - cut[b];
+        size_t ln = (size_t)sz[0] * sz[1];
+        float *lx = fzeros(ln);
+        lm[b] = fzeros(ln);
+        sb_box_pack(lx, x, 2, dims, lo, sz);
+        sb_causal_mask(lm[b], lx, (int64_t)ln, key_first ? Q : 1, sz[kd], klo + cut[b],
+                       key_first ? 1 : sz[kd], Q, qlo);
+        float *pm = fzeros((size_t)Q);
+        sb_softmax_partial_max(pm, lm[b], outer, sz[kd], inner);
+        for (int i = 0; i < Q; i++)
+            gmx[i] = pm[i] > gmx[i] ? pm[i] : gmx[i];
+    }
+    float *out_sh = fzeros(n);
+    for (int b = 0; b < 2; b++) {
+        float *ps = fzeros((size_t)Q);
+        sb_softmax_partial_sumexp(ps, lm[b], gmx, outer, cut[b + 1] - cut[b], inner);
+        for (int i = 0; i < Q; i++)
+            gse[i] += ps[i];
+    }
+    for (int b = 0; b < 2; b++) {
+        int lo[2] = {0, 0}, sz[2] = {dims[0], dims[1]};
+        lo[kd] = cut[b];
+        sz[kd] = cut[b + 1] - cut[b];
+        float *lo_out = fzeros((size_t)sz[0] * sz[1]);
+        sb_softmax_apply(lo_out, lm[b], gmx, gse, outer, sz[kd], inner);
+        sb_box_unpack(out_sh, 2, dims, lo, sz, lo_out);
+    }
+    expect_close("causal softmax shards", out_sh, out, n, 1e-6, 1e-5);
+}
+
+static void test_causal_softmax(void **state)
+{
+    (void)state;
+    causal_case(0);
+    causal_case(1);
+}
+
 typedef struct {
     int M, V;
     const int32_t *labels;
@@ -1175,6 +1329,168 @@ static void test_softmax_xent(void **state)
     expect_close("xent shards dlogits", dlog_sh, dlog, n, 1e-6, 1e-5);
 }
 
+/* ---- mixture of experts: moe_gate --------------------------------------- */
+
+typedef struct {
+    int G, S, E, C, k;
+    float *logits, *combine, *dispatch, *work, *r, *aux;
+    float aw; /* weight of the groups' balance losses in the loss */
+} moe_ctx;
+
+/* sum of r · combine + aw · sum of the groups' balance losses */
+static double moe_loss(void *p)
+{
+    moe_ctx *c = p;
+    sb_moe_gate_forward(c->combine, c->dispatch, c->aux, c->work, c->logits, c->G, c->S, c->E,
+                        c->C, c->k);
+    double a = 0;
+    for (int g = 0; g < c->G; g++)
+        a += c->aux[g];
+    return dotd(c->r, c->combine, (size_t)c->G * c->S * c->E * c->C) + c->aw * a;
+}
+
+static moe_ctx moe_new(int G, int S, int E, int C, int k, float scale)
+{
+    size_t n = (size_t)G * S * E * C;
+    moe_ctx c = {G, S, E, C, k, frandn((size_t)G * S * E, scale), fzeros(n), fzeros(n),
+                 fzeros(sb_moe_gate_work_floats(G, S, E, k)), frandn(n, 1.0f),
+                 fzeros((size_t)G), 0.0f};
+    return c;
+}
+
+/* The routing written plainly: probabilities, top-k by repeated arg max
+ * (ties to the lower expert), weights p / (sum of the chosen p), slots
+ * first choices of all tokens, then second ones. */
+static void moe_naive(const moe_ctx *c, float *combine, float *dispatch, float *aux,
+                      int *dropped)
+{
+    int S = c->S, E = c->E, C = c->C, k = c->k;
+    memset(combine, 0, (size_t)c->G * S * E * C * sizeof *combine);
+    memset(dispatch, 0, (size_t)c->G * S * E * C * sizeof *dispatch);
+    int ch[64][8], cnt[16];
+    double w[64][8];
+    assert_true(S <= 64 && k <= 8 && E <= 16);
+    *dropped = 0;
+    for (int g = 0; g < c->G; g++) {
+        double first[16] = {0}, mean_p[16] = {0};
+        for (int s = 0; s < S; s++) {
+            const float *l = c->logits + ((size_t)g * S + s) * E;
+            double z = 0, p[16], sum = 0;
+            for (int e = 0; e < E; e++)
+                z += exp(l[e]);
+            for (int e = 0; e < E; e++) {
+                p[e] = exp(l[e]) / z;
+                mean_p[e] += p[e] / S;
+            }
+            for (int j = 0; j < k; j++) {
+                int b = -1;
+                for (int e = 0; e < E; e++) {
+                    int used = 0;
+                    for (int i = 0; i < j; i++)
+                        used |= ch[s][i] == e;
+                    if (!used && (b < 0 || p[e] > p[b]))
+                        b = e;
+                }
+                ch[s][j] = b;
+                sum += p[b];
+            }
+            for (int j = 0; j < k; j++)
+                w[s][j] = p[ch[s][j]] / sum;
+            first[ch[s][0]] += 1.0 / S;
+        }
+        double a = 0;
+        for (int e = 0; e < E; e++)
+            a += first[e] * mean_p[e];
+        aux[g] = (float)(E * a);
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < k; j++)
+            for (int s = 0; s < S; s++) {
+                int e = ch[s][j];
+                if (cnt[e] == C) {
+                    (*dropped)++;
+                    continue;
+                }
+                size_t o = (((size_t)g * S + s) * E + e) * C + cnt[e]++;
+                combine[o] = (float)w[s][j];
+                dispatch[o] = 1.0f;
+            }
+    }
+}
+
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    /* by hand: 2 groups of 4 tokens, 3 experts, top-2, 2 slots each */
+    enum { G = 2, S = 4, E = 3, C = 2, K = 2 };
+    moe_ctx c = moe_new(G, S, E, C, K, 1.0f);
+    const float lg[G * S * E] = {
+        2, 1, 0,  2, 0, 1,  3, 1, 1,  1, 1, 0,  /* group 0: ties in tokens 2 and 3 */
+        0, 5, 4,  0, 4, 5,  5, 0, 4,  0, 5, 0}; /* group 1: slot order decides */
+    memcpy(c.logits, lg, sizeof lg);
+    moe_loss(&c);
+    float *want = fzeros((size_t)G * S * E * C), *mask = fzeros((size_t)G * S * E * C);
+    const double w1 = 1.0 / (1.0 + exp(-1.0)), w2 = 1.0 / (1.0 + exp(-2.0)),
+                 w5 = 1.0 / (1.0 + exp(-5.0));
+    /* (group, token, expert, slot, weight). Group 0: first choices e0 e0,
+     * then e0 full (tokens 2 and 3, e0 by its tie with e1, dropped); second
+     * choices e1 e2 e1 (token 2's tie e1/e2), then e1 full (token 3's
+     * dropped). Group 1: first choices e1 e2 e0 e1; second choices e2 (slot
+     * 1), e1 and e2 full (dropped), e0 (token 3's tie e0/e2). A token-major
+     * order would give token 0 both slots 0 and drop token 1's first. */
+    const struct { int g, s, e, c; double w; } hit[] = {
+        {0, 0, 0, 0, w1}, {0, 1, 0, 1, w1}, {0, 0, 1, 0, 1 - w1}, {0, 1, 2, 0, 1 - w1},
+        {0, 2, 1, 1, 1 - w2},
+        {1, 0, 1, 0, w1}, {1, 1, 2, 0, w1}, {1, 2, 0, 0, w1}, {1, 3, 1, 1, w5},
+        {1, 0, 2, 1, 1 - w1}, {1, 3, 0, 1, 1 - w5}};
+    for (size_t i = 0; i < sizeof hit / sizeof hit[0]; i++) {
+        size_t o = (((size_t)hit[i].g * S + hit[i].s) * E + hit[i].e) * C + hit[i].c;
+        want[o] = (float)hit[i].w;
+        mask[o] = 1.0f;
+    }
+    expect_close("moe combine (by hand)", c.combine, want, (size_t)G * S * E * C, 1e-6, 1e-6);
+    expect_close("moe dispatch (by hand)", c.dispatch, mask, (size_t)G * S * E * C, 0, 0);
+    /* balance: group 0 sends every first choice to e0, group 1 two to e1,
+     * one each to e0 and e2: E · sum_e f_e · mean p_e */
+    double mp[G][E] = {{0}};
+    for (int g = 0; g < G; g++)
+        for (int s = 0; s < S; s++) {
+            const float *l = lg + (g * S + s) * E;
+            double z = exp(l[0]) + exp(l[1]) + exp(l[2]);
+            for (int e = 0; e < E; e++)
+                mp[g][e] += exp(l[e]) / z / S;
+        }
+    const float aux_want[G] = {(float)(3 * mp[0][0]),
+                               (float)(3 * (0.25 * mp[1][0] + 0.5 * mp[1][1] + 0.25 * mp[1][2]))};
+    expect_close("moe balance loss (by hand)", c.aux, aux_want, G, 1e-6, 1e-6);
+
+    /* random, against the plain routing, with drops, and the gradient by
+     * finite differences (dropped choices take gradient as normalisers) */
+    const int shapes[][5] = {{3, 6, 5, 2, 3}, {2, 8, 4, 3, 2}, {1, 5, 6, 5, 1}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int *h = shapes[t];
+        moe_ctx r = moe_new(h[0], h[1], h[2], h[3], h[4], 2.0f);
+        size_t n = (size_t)r.G * r.S * r.E * r.C, nl = (size_t)r.G * r.S * r.E;
+        float *nc = fzeros(n), *nd = fzeros(n), *na = fzeros((size_t)r.G);
+        int dropped;
+        moe_naive(&r, nc, nd, na, &dropped);
+        moe_loss(&r);
+        expect_close("moe combine", r.combine, nc, n, 1e-6, 1e-5);
+        expect_close("moe dispatch", r.dispatch, nd, n, 0, 0);
+        expect_close("moe balance loss", r.aux, na, (size_t)r.G, 1e-6, 1e-5);
+        if (t < 2)
+            assert_true(dropped > 0); /* the capacity binds */
+        for (int with_aux = 0; with_aux < 2; with_aux++) {
+            r.aw = with_aux ? 0.7f : 0.0f;
+            float *dl = frandn(nl, 1.0f), *dl0 = fcopy(dl, nl);
+            sb_moe_gate_backward(dl, r.work, r.r, r.logits, r.aw, r.G, r.S, r.E, r.C, r.k);
+            for (size_t i = 0; i < nl; i++)
+                dl[i] -= dl0[i]; /* it adds into dlogits */
+            check_grad(with_aux ? "moe dlogits (with the balance loss)" : "moe dlogits", moe_loss,
+                       &r, r.logits, dl, nl, 1);
+        }
+    }
+}
+
 /* ---- elementwise -------------------------------------------------------- */
 
 typedef struct {
@@ -1210,6 +1526,158 @@ static void test_add(void **state)
         sb_add_backward(d, k.r, relu ? out : NULL, 3, n);
         check_grad("add da", add_loss, &k, k.a, da, n, relu);
         check_grad("add dc", add_loss, &k, k.c, dc, n, relu);
+    }
+}
+
+/* ---- pointwise: act, mul, expand --------------------------------------- */
+
+/* the act functions in double, written out from their definitions */
+static double act_ref(int fn, double x)
+{
+    switch (fn) {
+    case SB_ACT_RELU: return x > 0 ? x : 0;
+    case SB_ACT_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case SB_ACT_SILU: return x / (1.0 + exp(-x));
+    case SB_ACT_GELU: return x * 0.5 * erfc(-x / sqrt(2.0));
+    case SB_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case SB_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case SB_ACT_TANH: return tanh(x);
+    default: fail_msg("act fn %d", fn); return 0;
+    }
+}
+
+typedef struct {
+    int fn;
+    size_t n;
+    float *x, *out, *r;
+} act_ctx;
+
+static double act_loss(void *p)
+{
+    act_ctx *k = p;
+    sb_act_forward(k->out, k->x, k->n, k->fn);
+    return dotd(k->r, k->out, k->n);
+}
+
+static void test_act(void **state)
+{
+    (void)state;
+    const size_t n = 64;
+    for (int fn = 0; fn < SB_ACT_FN_COUNT; fn++) {
+        /* inputs over [-8, 8) (relu6's upper kink, sigmoid's and tanh's
+         * saturation) plus the extremes where exp overflows in float */
+        act_ctx k = {fn, n, frandn(n, 8.0f), fzeros(n), frandn(n, 1.0f)};
+        k.x[0] = -100.0f;
+        k.x[1] = 100.0f;
+        k.x[2] = 0.5f;
+        act_loss(&k);
+        for (size_t i = 0; i < n; i++) {
+            float want = (float)act_ref(fn, k.x[i]);
+            if (!isfinite(k.out[i]))
+                fail_msg("act %s(%g) is %g", sb_act_fn_name(fn), k.x[i], k.out[i]);
+            expect_close(sb_act_fn_name(fn), &k.out[i], &want, 1, 1e-6, 1e-5);
+        }
+        /* backward accumulates: start from 1 and take it off again */
+        float *dx = fzeros(n);
+        for (size_t i = 0; i < n; i++)
+            dx[i] = 1.0f;
+        sb_act_backward(dx, k.r, k.x, n, fn);
+        for (size_t i = 0; i < n; i++) {
+            dx[i] -= 1.0f;
+            if (!isfinite(dx[i]))
+                fail_msg("act %s'(%g) is %g", sb_act_fn_name(fn), k.x[i], dx[i]);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "act %s dx", sb_act_fn_name(fn));
+        check_grad(what, act_loss, &k, k.x + 3, dx + 3, n - 3, fn == SB_ACT_RELU || fn == SB_ACT_RELU6);
+        /* the closed form of the derivative at x = 0.5 */
+        double x = 0.5, h = 1e-6;
+        float want = (float)((act_ref(fn, x + h) - act_ref(fn, x - h)) / (2 * h) * k.r[2]);
+        expect_close(what, &dx[2], &want, 1, 1e-5, 1e-4);
+    }
+}
+
+/* offset in an operand holding the dims of mask `has` (row-major over
+ * them) of element ix of a 4-d array */
+static size_t bcast_off(const int *dims, unsigned has, const int *ix)
+{
+    size_t o = 0;
+    for (int d = 0; d < 4; d++)
+        if (has & (1u << d))
+            o = o * (size_t)dims[d] + (size_t)ix[d];
+    return o;
+}
+
+static size_t bcast_n(const int *dims, unsigned has)
+{
+    size_t n = 1;
+    for (int d = 0; d < 4; d++)
+        if (has & (1u << d))
+            n *= (size_t)dims[d];
+    return n;
+}
+
+typedef struct {
+    const int *dims;
+    unsigned has;
+    size_t n;
+    float *a, *b, *out, *r;
+} mul_ctx;
+
+static double mul_loss(void *p)
+{
+    mul_ctx *k = p;
+    if (k->a)
+        sb_mul_forward(k->out, k->a, k->b, 4, k->dims, k->has);
+    else
+        sb_expand_forward(k->out, k->b, 4, k->dims, k->has);
+    return dotd(k->r, k->out, k->n);
+}
+
+/* mul and expand with b (expand's x) on every subset of the dims of a 4-d
+ * array: forward against index loops, backward against finite differences,
+ * both accumulating */
+static void test_mul_expand(void **state)
+{
+    (void)state;
+    const int dims[4] = {2, 3, 4, 5};
+    const size_t n = 120;
+    for (unsigned has = 0; has < 16; has++) {
+        size_t nb = bcast_n(dims, has);
+        mul_ctx k = {dims, has, n, frandn(n, 1.0f), frandn(nb, 1.0f), fzeros(n), frandn(n, 1.0f)};
+        mul_loss(&k);
+        float *ex = fzeros(n);
+        sb_expand_forward(ex, k.b, 4, dims, has);
+        size_t i = 0;
+        for (int p = 0; p < dims[0]; p++)
+            for (int q = 0; q < dims[1]; q++)
+                for (int s = 0; s < dims[2]; s++)
+                    for (int t = 0; t < dims[3]; t++, i++) {
+                        const int ix[4] = {p, q, s, t};
+                        float bv = k.b[bcast_off(dims, has, ix)], want = k.a[i] * bv;
+                        expect_close("mul forward", &k.out[i], &want, 1, 0, 0);
+                        expect_close("expand forward", &ex[i], &bv, 1, 0, 0);
+                    }
+        float *da = fzeros(n), *db = fzeros(nb), *dx = fzeros(nb);
+        for (size_t j = 0; j < nb; j++)
+            db[j] = dx[j] = 2.0f;
+        sb_mul_backward(da, db, k.r, k.a, k.b, 4, dims, has);
+        sb_expand_backward(dx, k.r, 4, dims, has);
+        for (size_t j = 0; j < nb; j++) {
+            db[j] -= 2.0f;
+            dx[j] -= 2.0f;
+        }
+        check_grad("mul da", mul_loss, &k, k.a, da, n, 0);
+        check_grad("mul db", mul_loss, &k, k.b, db, nb, 0);
+        float *a = k.a;
+        k.a = NULL; /* expand */
+        check_grad("expand dx", mul_loss, &k, k.b, dx, nb, 0);
+        k.a = a;
+        /* NULL gradients are skipped */
+        float *da2 = fzeros(n);
+        sb_mul_backward(da2, NULL, k.r, k.a, k.b, 4, dims, has);
+        expect_close("mul da alone", da2, da, n, 0, 0);
     }
 }
 
@@ -1293,6 +1761,78 @@ static void test_reduce_mean(void **state)
 }
 
 /* ---- box copies and permute --------------------------------------------- */
+
+/* ---- rotary position embedding ------------------------------------------ */
+
+typedef struct {
+    int64_t n;
+    int D, S;
+    int64_t ds, ss, pos0;
+    float *inp, *out, *r;
+} rope_ctx;
+
+static double rope_loss(void *p)
+{
+    rope_ctx *c = p;
+    sb_rope_forward(c->out, c->inp, c->n, c->D, c->ds, c->S, c->ss, c->pos0, 10000.0);
+    return dotd(c->r, c->out, (size_t)c->n);
+}
+
+/* x (B=2, S=3, H=2, D=6), seq dim 1, head dim last, positions from pos0 =
+ * 5 (a box of a split seq), against the formula; then the head dim before
+ * the seq dim, (D=4, S=5); the backward by finite differences and as the
+ * inverse rotation. */
+static void test_rope(void **state)
+{
+    (void)state;
+    {
+        const int B = 2, S = 3, H = 2, D = 6;
+        const int64_t pos0 = 5;
+        int64_t n = (int64_t)B * S * H * D;
+        rope_ctx c = {n, D, S, 1, (int64_t)H * D, pos0, frandn((size_t)n, 1.0f),
+                      fzeros((size_t)n), frandn((size_t)n, 1.0f)};
+        rope_loss(&c);
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < D; i++) {
+                        size_t base = (((size_t)b * S + s) * H + h) * D;
+                        int j = i % (D / 2);
+                        double ang = (double)(pos0 + s) * pow(10000.0, -2.0 * j / D);
+                        double x1 = c.inp[base + j], x2 = c.inp[base + j + D / 2];
+                        // rotate half: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)
+                        double want = i < D / 2 ? x1 * cos(ang) - x2 * sin(ang)
+                                                : x2 * cos(ang) + x1 * sin(ang);
+                        float w = (float)want;
+                        expect_close("rope forward", &c.out[base + i], &w, 1, 1e-6, 1e-5);
+                    }
+        float *dinp = fzeros((size_t)n);
+        sb_rope_backward(dinp, c.r, n, D, 1, S, (int64_t)H * D, pos0, 10000.0);
+        check_grad("rope dinp", rope_loss, &c, c.inp, dinp, (size_t)n, 0);
+        // the inverse rotation undoes the forward
+        rope_loss(&c);
+        float *back = fzeros((size_t)n);
+        sb_rope_backward(back, c.out, n, D, 1, S, (int64_t)H * D, pos0, 10000.0);
+        expect_close("rope inverse", back, c.inp, (size_t)n, 1e-5, 1e-5);
+    }
+    {
+        const int D = 4, S = 5;
+        const int64_t pos0 = 2;
+        int64_t n = (int64_t)D * S;
+        float *x = frandn((size_t)n, 1.0f), *y = fzeros((size_t)n);
+        sb_rope_forward(y, x, n, D, S, S, 1, pos0, 500000.0);
+        for (int s = 0; s < S; s++)
+            for (int i = 0; i < D / 2; i++) {
+                double ang = (double)(pos0 + s) * pow(500000.0, -2.0 * i / D);
+                double x1 = x[i * S + s], x2 = x[(i + D / 2) * S + s];
+                float w1 = (float)(x1 * cos(ang) - x2 * sin(ang));
+                float w2 = (float)(x2 * cos(ang) + x1 * sin(ang));
+                expect_close("rope forward (head dim first)", &y[i * S + s], &w1, 1, 1e-6, 1e-5);
+                expect_close("rope forward (head dim first)", &y[(i + D / 2) * S + s], &w2, 1,
+                             1e-6, 1e-5);
+            }
+    }
+}
 
 static void test_box_copy(void **state)
 {
@@ -1381,6 +1921,37 @@ static void test_sgd(void **state)
     expect_close("sgd zeroes the gradient", g, zero, 3, 0, 0);
 }
 
+/* Two Adam steps against the formulas written out in double: step 1's bias
+ * correction makes the update lr * g / (|g| + eps); step 2 mixes both
+ * gradients with weights b1 (1 - b1) and (1 - b1) over 1 - b1^2. */
+static void test_adam(void **state)
+{
+    (void)state;
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, lr = 0.01f;
+    const double g1[3] = {1, -2, 0.5}, g2[3] = {0.25, 3, -1};
+    float w[3] = {1, 2, 3}, g[3], m[3] = {0}, v[3] = {0}, want[3];
+    const float zero[3] = {0, 0, 0};
+    double wd[3] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        g[i] = (float)g1[i];
+        wd[i] -= lr * g1[i] / (fabs(g1[i]) + eps);
+        want[i] = (float)wd[i];
+    }
+    sb_adam_update(w, g, m, v, 3, lr, b1, b2, eps, 1);
+    expect_close("adam step 1", w, want, 3, 1e-6, 1e-6);
+    expect_close("adam zeroes the gradient", g, zero, 3, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        g[i] = (float)g2[i];
+        double mm = (double)b1 * (1 - b1) * g1[i] + (1 - (double)b1) * g2[i];
+        double vv = (double)b2 * (1 - b2) * g1[i] * g1[i] + (1 - (double)b2) * g2[i] * g2[i];
+        double mh = mm / (1 - (double)b1 * b1), vh = vv / (1 - (double)b2 * b2);
+        wd[i] -= lr * mh / (sqrt(vh) + eps);
+        want[i] = (float)wd[i];
+    }
+    sb_adam_update(w, g, m, v, 3, lr, b1, b2, eps, 2);
+    expect_close("adam step 2", w, want, 3, 1e-6, 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1398,15 +1969,22 @@ int main(void)
         cmocka_unit_test_teardown(test_lstm, teardown),
         cmocka_unit_test_teardown(test_layernorm, teardown),
         cmocka_unit_test_teardown(test_layernorm_sharded, teardown),
+        cmocka_unit_test_teardown(test_rmsnorm, teardown),
         cmocka_unit_test_teardown(test_batchnorm, teardown),
         cmocka_unit_test_teardown(test_batchnorm_sharded, teardown),
         cmocka_unit_test_teardown(test_softmax, teardown),
+        cmocka_unit_test_teardown(test_causal_softmax, teardown),
         cmocka_unit_test_teardown(test_softmax_xent, teardown),
+        cmocka_unit_test_teardown(test_moe_gate, teardown),
         cmocka_unit_test_teardown(test_add, teardown),
+        cmocka_unit_test_teardown(test_act, teardown),
+        cmocka_unit_test_teardown(test_mul_expand, teardown),
         cmocka_unit_test_teardown(test_reduce_mean, teardown),
+        cmocka_unit_test_teardown(test_rope, teardown),
         cmocka_unit_test_teardown(test_box_copy, teardown),
         cmocka_unit_test_teardown(test_permute, teardown),
         cmocka_unit_test_teardown(test_sgd, teardown),
+        cmocka_unit_test_teardown(test_adam, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -117,6 +117,36 @@ static void hand_pool(void)
     sb_model_free(&m);
 }
 
+/* rmsnorm saves one inverse RMS per row; a causal softmax holds the
+ * masked copy of its input beside the output's worth. */
+static void hand_llama_ops(void)
+{
+    static const char *text = "model r\ncutoff 1\ninput x[batch=8, seq=4, embed=16]\n"
+                              "y = rmsnorm(x, axis=embed)\n"
+                              "l = einsum(\"b s e, b m e -> b s m\", y, y)\n"
+                              "w = softmax(l, axis=m, causal=s)\n"
+                              "v = softmax(l, axis=m)\n";
+    sb_model m;
+    load_text(text, &m);
+    int c[3] = {2, 2, 4};
+    sb_mem x;
+    sb_op_memory(&m, &m.ops[0], c, SB_OPTIM_SGD, &x);
+    double blk = 4.0 * 2 * 4, rows = 4.0 * 2;
+    CHECK(x.weights == 4.0 * 4, "rmsnorm gamma shard %g != 16", x.weights);
+    CHECK(x.activations == (2 * blk + rows) * 4, "rmsnorm activations %g != %g", x.activations,
+          (2 * blk + rows) * 4);
+    CHECK(x.scratch == blk * 4, "rmsnorm scratch %g != %g", x.scratch, blk * 4);
+    sb_mem cw, pv;
+    sb_op_memory(&m, &m.ops[2], c, SB_OPTIM_SGD, &cw);
+    sb_op_memory(&m, &m.ops[3], c, SB_OPTIM_SGD, &pv);
+    double sblk = 4.0 * 2 * 1 * 4; /* (8/2) x (4/2) x (4/4) floats, in bytes */
+    CHECK(pv.scratch == sblk && cw.scratch == 2 * sblk, "softmax scratch %g, causal %g", pv.scratch,
+          cw.scratch);
+    CHECK(cw.activations == pv.activations, "causal softmax activations %g != %g", cw.activations,
+          pv.activations);
+    sb_model_free(&m);
+}
+
 /* A conv's scratch is the im2col workspace of min(16, ceil(1536/hw))
  * images plus its output block. */
 static void hand_conv(void)
@@ -229,6 +259,7 @@ int main(int argc, char **argv)
     rng += (uint64_t)size;
     if (rank == 0) {
         hand_dense();
+        hand_llama_ops();
         hand_pool();
         hand_conv();
     }

@@ -420,6 +420,124 @@ static void test_settings_override(void **state)
 
 /* ------------------------------------------------------------- errors -- */
 
+/* act, mul (same shape, broadcast by name, same shape by position) and
+ * expand: iteration spaces, operand maps, fn */
+static void test_pointwise_ops(void **state)
+{
+    (void)state;
+    const char *text = "input x[batch=4, ch=6, h=3, w=5]\n"
+                       "input t[batch=4, seq=7, embed=8]\n"
+                       "weight s[batch=4, ch=6]\n"
+                       "weight cls[seq=1, embed=8]\n"
+                       "weight y2[p=4, q=6, r=3, u=5]\n"
+                       "g = act(x, fn=gelu_tanh)\n"
+                       "se = mul(g, s)\n"
+                       "pos = mul(x, y2)\n"
+                       "full = mul(g, pos)\n"
+                       "c = expand(cls, shape=[batch=4, seq=1, embed=8])\n"
+                       "tt = concat(c, t, axis=seq)\n";
+    sb_model m;
+    parse_ok(text, NULL, 0, &m);
+    check_model_invariants(&m);
+    const sb_op *g = &m.ops[find_op(&m, "g")];
+    assert_int_equal(g->kind, SB_OP_ACT);
+    assert_int_equal(g->fn, SB_ACT_GELU_TANH);
+    assert_string_equal(sb_act_fn_name(g->fn), "gelu_tanh");
+    assert_string_equal(sb_op_kind_name(g->kind), "act");
+    assert_int_equal(g->ndims, 4);
+    assert_int_equal(g->nin, 1);
+    const sb_op *se = &m.ops[find_op(&m, "se")];
+    assert_int_equal(se->kind, SB_OP_MUL);
+    assert_int_equal(se->ndims, 4);
+    assert_int_equal(se->nin, 2);
+    assert_int_equal(se->in[1].map[0], 0); /* s's batch: dim 0 */
+    assert_int_equal(se->in[1].map[1], 1); /* s's ch: dim 1 */
+    assert_int_equal(se->nosplit, 0);
+    const sb_op *pos = &m.ops[find_op(&m, "pos")]; /* a's shape, other names: position */
+    for (int j = 0; j < 4; j++)
+        assert_int_equal(pos->in[1].map[j], j);
+    const sb_op *c = &m.ops[find_op(&m, "c")];
+    assert_int_equal(c->kind, SB_OP_EXPAND);
+    assert_int_equal(c->ndims, 3);
+    assert_string_equal(c->dims[0].name, "batch");
+    assert_int_equal(c->dims[0].size, 4);
+    assert_int_equal(c->in[0].map[0], 1); /* seq */
+    assert_int_equal(c->in[0].map[1], 2); /* embed */
+    const sb_tensor *ct = &m.tensors[c->out[0].tensor];
+    assert_int_equal(ct->ndims, 3);
+    assert_int_equal(ct->dims[2].size, 8);
+    assert_int_equal(m.tensors[m.ops[find_op(&m, "tt")].out[0].tensor].dims[1].size, 8);
+    sb_model_free(&m);
+
+    /* every fn by name */
+    for (int f = 0; f < SB_ACT_FN_COUNT; f++) {
+        char t[256];
+        snprintf(t, sizeof t, "input x[b=4, f=8]\ny = act(x, fn=%s)\n", sb_act_fn_name(f));
+        parse_ok(t, NULL, 0, &m);
+        assert_int_equal(m.ops[0].fn, f);
+        sb_model_free(&m);
+    }
+    assert_int_equal(sb_act_fn_lookup("silu", 4), SB_ACT_SILU);
+    assert_int_equal(sb_act_fn_lookup("gelu_tanh", 4), SB_ACT_GELU);
+    assert_int_equal(sb_act_fn_lookup("swish", 5), -1);
+}
+
+static void test_error_pointwise(void **state)
+{
+    (void)state;
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=swish)\n",
+                 "t.model:2:15", "act: unknown fn 'swish' (one of: relu, relu6, silu, gelu, gelu_tanh, sigmoid, tanh)");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x)\n",
+                 "t.model:2:5", "act: missing fn=NAME");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=[relu])\n",
+                 "t.model:2:15", "act: fn must be a function name");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = act(x, fn=relu, pw=1)\n",
+                 "t.model:2:21", "unknown argument 'pw'");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[b=4, c=6]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'c' of 's' is not a dim of 'x' [b, ch, h]");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[b=4, ch=5]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'ch' has size 5 in 's' but 6 in 'x'");
+    expect_error("input x[b=4, ch=6, h=3]\n"
+                 "input s[ch=6, b=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    /* a's sizes, but 'b' names a's first dim in b's second place */
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, b=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: the dims of 's' must come in the order of 'x'");
+    expect_error("input x[b=4, f=4]\n"
+                 "input s[f=4, g=4]\n"
+                 "y = mul(x, s)\n",
+                 "t.model:3:12", "mul: dim 'g' of 's' is not a dim of 'x' [b, f]");
+    expect_error("input x[b=4, f=8]\n"
+                 "y = mul(x)\n",
+                 "t.model:2:5", "mul takes 2 input tensors, got 1");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=4, e=8])\n",
+                 "t.model:2:12", "expand: dim 'one' of 'w' is not a dim of the shape [b, e]");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=4, one=1, e=7])\n",
+                 "t.model:2:12", "expand: dim 'e' has size 8 in 'w' but 7 in the shape");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w)\n",
+                 "t.model:2:5", "expand: missing shape=[name=size, ...]");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[b=0, one=1, e=8])\n",
+                 "t.model:2:21", "expand: dim 'b' has non-positive size 0");
+    expect_error("weight w[one=1, e=8]\n"
+                 "y = expand(w, shape=[4, 1, 8])\n",
+                 "t.model:2:21", "expand: each dim of the shape needs a name and a size");
+}
+
 static void test_error_unknown_op(void **state)
 {
     (void)state;
@@ -743,6 +861,88 @@ static void test_error_dim_twice(void **state)
                  PATH ":2:5", "dim name 'b' appears twice in its iteration space");
 }
 
+/* rmsnorm, rope and the causal softmax of a Llama block: attributes,
+ * the weight, the unsplit head dim. */
+static void test_llama_ops(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=2, kvh=2, seq=8, dk=4]\n"
+             "h = rmsnorm(x, axis=dk)\n"
+             "q = rope(h, seq=seq, dim=dk, theta=500000)\n"
+             "k = rope(x, seq=seq)\n"
+             "l = einsum(\"b h s d, b h m d -> b h s m\", q, k)\n"
+             "w = softmax(l, axis=m, causal=s)\n"
+             "v = softmax(l, axis=m)\n",
+             NULL, 0, &m);
+    const sb_op *h = &m.ops[find_op(&m, "h")], *q = &m.ops[find_op(&m, "q")];
+    const sb_op *k = &m.ops[find_op(&m, "k")], *w = &m.ops[find_op(&m, "w")];
+    const sb_op *v = &m.ops[find_op(&m, "v")];
+    assert_int_equal(h->kind, SB_OP_RMSNORM);
+    assert_int_equal(h->axis, 3);
+    assert_int_equal(h->nweights, 1);
+    assert_string_equal(h->weights[0].suffix, ".gamma");
+    assert_int_equal(h->weights[0].size[0], 4);
+    assert_true(h->weights[0].init_scale == 0.0 && h->weights[0].init_offset == 1.0);
+    assert_int_equal(h->stat_dims, 1u << 3);
+    assert_int_equal(q->kind, SB_OP_ROPE);
+    assert_int_equal(q->pos_axis, 2);
+    assert_int_equal(q->axis, 3);
+    assert_true(q->theta == 500000.0);
+    assert_int_equal(q->nosplit, 1u << 3);
+    assert_int_equal(q->nweights, 0);
+    /* defaults: the head dim is the last, theta 10000 */
+    assert_int_equal(k->axis, 3);
+    assert_true(k->theta == 10000.0);
+    assert_int_equal(w->kind, SB_OP_SOFTMAX);
+    assert_int_equal(w->axis, 3);
+    assert_int_equal(w->causal, 2);
+    assert_int_equal(v->causal, -1);
+    assert_int_equal(h->causal, -1);
+    sb_model_free(&m);
+}
+
+static void test_error_llama_ops(void **state)
+{
+    (void)state;
+    expect_error("input x[b=2, s=8, d=5]\n"
+                 "y = rope(x, seq=s, dim=d)\n",
+                 PATH ":2:24", "head dim 'd' of 'x' has odd size 5");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=t, dim=d)\n",
+                 PATH ":2:17", "tensor 'x' has no dim named 't'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, dim=e)\n",
+                 PATH ":2:24", "tensor 'x' has no dim named 'e'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, dim=d)\n",
+                 PATH ":2:5", "rope needs seq=DIM");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=d, dim=d)\n",
+                 PATH ":2:24", "seq and dim are the same dim 'd'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, theta=1)\n",
+                 PATH ":2:26", "'theta' must be at least 2");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rope(x, seq=s, base=3)\n",
+                 PATH ":2:20", "unknown argument 'base'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rmsnorm(x, axis=e)\n",
+                 PATH ":2:21", "tensor 'x' has no dim named 'e'");
+    expect_error("input x[b=2, s=8, d=4]\n"
+                 "y = rmsnorm(x, axis=d, eps=1)\n",
+                 PATH ":2:24", "unknown argument 'eps'");
+    expect_error("input x[b=2, s=8, m=8]\n"
+                 "y = softmax(x, axis=m, causal=q)\n",
+                 PATH ":2:31", "tensor 'x' has no dim named 'q'");
+    expect_error("input x[b=2, s=8, m=8]\n"
+                 "y = softmax(x, axis=m, causal=m)\n",
+                 PATH ":2:31", "causal=m is the softmax axis itself");
+    expect_error("input x[b=2, c=8]\n"
+                 "y = softmax_xent(x, causal=b)\n",
+                 PATH ":2:21", "unknown argument 'causal'");
+}
+
 static void test_error_misc(void **state)
 {
     (void)state;
@@ -811,6 +1011,84 @@ static void test_error_deep_nesting(void **state)
 }
 
 /* ------------------------------------------------- blocks and repeat -- */
+
+/* moe_gate: logits (group, seq, expert) -> combine, dispatch (group, seq,
+ * expert, cap); only the group dim may split; k in sb_op.topk. */
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=2, seq=4, embed=8]\n"
+             "weight wr[embed=8, expert=4]\n"
+             "l = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+             "c, d = moe_gate(l, axis=expert, k=3, capacity=5, dim=slot)\n",
+             NULL, 0, &m);
+    check_model_invariants(&m);
+    const sb_op *g = &m.ops[find_op(&m, "c")];
+    assert_int_equal(g->kind, SB_OP_MOE_GATE);
+    assert_string_equal(sb_op_kind_name(g->kind), "moe_gate");
+    assert_int_equal(g->topk, 3);
+    assert_int_equal(g->ndims, 4);
+    const char *names[] = {"batch", "seq", "expert", "slot"};
+    const int64_t sizes[] = {2, 4, 4, 5};
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(g->dims[i].name, names[i]);
+        assert_int_equal(g->dims[i].size, sizes[i]);
+    }
+    assert_int_equal(g->nosplit, 0xeu); /* seq, expert, cap */
+    assert_int_equal(g->stat_dims, 1u << 2);
+    assert_int_equal(g->nin, 1);
+    assert_int_equal(g->nout, 2);
+    assert_int_equal(g->nweights, 0);
+    for (int k = 0; k < 2; k++) {
+        const sb_tensor *t = &m.tensors[g->out[k].tensor];
+        assert_int_equal(t->ndims, 4);
+        assert_int_equal(t->dims[3].size, 5);
+        assert_string_equal(t->dims[3].name, "slot");
+        assert_int_equal(t->producer_slot, k);
+    }
+    assert_string_equal(m.tensors[g->out[1].tensor].name, "d");
+    sb_model_free(&m);
+    /* defaults: the last axis, k = 2, dim cap */
+    parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1)\n", NULL, 0, &m);
+    assert_int_equal(m.ops[0].topk, 2);
+    assert_string_equal(m.ops[0].dims[3].name, "cap");
+    assert_true(m.ops[0].moe_aux == 0.0);
+    sb_model_free(&m);
+    /* the load-balancing loss's weight, in thousandths */
+    parse_ok("input l[b=2, s=4, e=3]\nc, d = moe_gate(l, capacity=1, aux=25)\n", NULL, 0, &m);
+    assert_true(m.ops[0].moe_aux == 0.025);
+    sb_model_free(&m);
+}
+
+static void test_error_moe_gate(void **state)
+{
+    (void)state;
+    expect_error("input x[b=4, e=4]\nc, d = moe_gate(x, capacity=2)\n", PATH ":2:17",
+                 "moe_gate needs logits (group, seq, expert) of rank 3, 'x' has rank 2");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, axis=s, capacity=2)\n", PATH ":2:25",
+                 "the expert axis must be the last dim of 'x' (got dim 1, 's')");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, k=5, capacity=2)\n", PATH ":2:22",
+                 "k = 5 is more than the 4 experts of 'x'");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, k=0, capacity=2)\n", PATH ":2:22",
+                 "'k' must be at least 1, got 0");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x)\n", PATH ":2:8",
+                 "moe_gate: missing 'capacity'");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=0)\n", PATH ":2:29",
+                 "'capacity' must be at least 1, got 0");
+    expect_error("input x[b=2, s=4, e=4]\nc = moe_gate(x, capacity=2)\n", PATH ":2:5",
+                 "moe_gate gives 2 outputs (combine, dispatch), but 1 name is on the left");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, cap=3)\n", PATH ":2:32",
+                 "moe_gate: unknown argument 'cap' (expected one of: axis k capacity dim aux)");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=-1)\n", PATH ":2:36",
+                 "'aux' must be at least 0, got -1");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, aux=2000000)\n",
+                 PATH ":2:36", "aux is the loss weight in thousandths, at most 1000000, got 2000000");
+    expect_error("input x[b=2, s=4, e=4]\nc, d = moe_gate(x, capacity=2, dim=e)\n", PATH ":2:36",
+                 "dim name 'e' appears twice");
+    expect_error("input x[b=2, s=4, e=4]\ny = add(x, x)\nc, d = moe_gate(x, y, capacity=2)\n",
+                 PATH ":3:8", "moe_gate takes 1 input tensor, got 2");
+}
 
 static void test_blocks_and_repeat(void **state)
 {
@@ -1320,6 +1598,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_models_parse),
+        cmocka_unit_test(test_moe_gate),
+        cmocka_unit_test(test_error_moe_gate),
         cmocka_unit_test(test_shipped_model_details),
         cmocka_unit_test(test_settings_override),
         cmocka_unit_test(test_error_unknown_op),
@@ -1339,6 +1619,8 @@ int main(void)
         cmocka_unit_test(test_error_names_on_left),
         cmocka_unit_test(test_error_reshape_count),
         cmocka_unit_test(test_error_dim_twice),
+        cmocka_unit_test(test_llama_ops),
+        cmocka_unit_test(test_error_llama_ops),
         cmocka_unit_test(test_error_misc),
         cmocka_unit_test(test_error_int64_min_division),
         cmocka_unit_test(test_error_deep_nesting),
@@ -1350,6 +1632,8 @@ int main(void)
         cmocka_unit_test(test_many_blocks_and_params),
         cmocka_unit_test(test_op_limit),
         cmocka_unit_test(test_step_limit),
+        cmocka_unit_test(test_pointwise_ops),
+        cmocka_unit_test(test_error_pointwise),
         cmocka_unit_test(test_load_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -346,6 +346,25 @@ void sb_norm_mean(float *mean, const float *sum, int n, long count);
 void sb_norm_rstd(float *rstd, const float *sq, int n, long count, float eps);
 void sb_layernorm_centered(float *sq, const float *inp, const float *mean, int M, int D);
 void sb_batchnorm_centered(float *sq, const float *inp, const float *mean, int B, int C, int HW);
+/* RMS norm (Llama) over the last axis of inp (M,D); D may be a shard of
+ * D_total columns; gamma (D) this shard's (NULL: 1). rstd (M) =
+ * 1 / sqrt(sumsq / D_total + eps) from the global sumsq, by sb_norm_rstd. */
+
+/* sumsq (M): this box's partial sum of x^2 per row. */
+void sb_rmsnorm_stats(float *sumsq, const float *inp, int M, int D);
+/* out (M,D) = inp * rstd * gamma with the global rstd (M). */
+void sb_rmsnorm_apply(float *out, const float *inp, const float *rstd,
+                      const float *gamma, int M, int D);
+/* s (M): partial sum_d dout*gamma*inp per row. */
+void sb_rmsnorm_backward_stats(float *s, const float *dout, const float *inp,
+                               const float *gamma, int M, int D);
+/* dinp (M,D) += rstd * (dout*gamma - inp * rstd^2 * s / D_total) with the
+ * global s (M); dgamma (D) += sum_m dout*inp*rstd. */
+void sb_rmsnorm_backward_apply(float *dinp, float *dgamma, const float *dout,
+                               const float *inp, const float *rstd,
+                               const float *gamma, const float *s, int M,
+                               int D, int D_total);
+
 /* ---- softmax ------------------------------------------------------------ */
 
 /* Softmax over the middle axis of (outer,A,inner): for the last axis use
@@ -375,6 +394,16 @@ void sb_softmax_backward_apply(float *dinp, const float *dout,
                                const float *out, const float *dot, int outer,
                                int A, int inner);
 
+/* Causal mask of a softmax, in front of the partial statistics: out (n)
+ * = inp, except -FLT_MAX (probability 0 after the softmax) where the key
+ * index exceeds the query index. The box of n elements is dense; key index
+ * of element e = key_lo + (e / key_stride) % key_ext, query index =
+ * query_lo + (e / query_stride) % query_ext (global indices: lo is the
+ * box's offset along the dim). */
+void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
+                    int key_ext, int64_t key_lo, int64_t query_stride,
+                    int query_ext, int64_t query_lo);
+
 /* Softmax cross-entropy over the last axis of logits (M,V), which hold
  * classes [v0, v0+V) of the full class axis; labels (M) are global class
  * ids, a negative label marks a row to ignore (loss 0, no gradient).
@@ -400,6 +429,49 @@ void sb_softmax_xent_backward(float *dlogits, const float *dloss,
                               const float *logits, const float *mx,
                               const float *se, const int32_t *labels, int M,
                               int V, int v0);
+
+/* ---- rotary position embedding (runtime/kernels/k_rope.c) ---------------- */
+
+/* Llama's "rotate half" over a head dim of size D (whole, even) and
+ * element stride d_stride in a dense box of n elements: element i < D/2
+ * pairs with i + D/2, both turn by the angle pos * theta^(-2i/D), pos =
+ * pos0 + (e / s_stride) % S the global seq index of element e.
+ * forward: out[i] = x[i] cos - x[i+D/2] sin, out[i+D/2] = x[i+D/2] cos +
+ * x[i] sin. backward: the inverse rotation of dout added into dinp. */
+void sb_rope_forward(float *out, const float *inp, int64_t n, int D,
+                     int64_t d_stride, int S, int64_t s_stride, int64_t pos0,
+                     double theta);
+void sb_rope_backward(float *dinp, const float *dout, int64_t n, int D,
+                      int64_t d_stride, int S, int64_t s_stride, int64_t pos0,
+                      double theta);
+
+/* ---- mixture of experts: the router (moe_gate) ------------------------- */
+
+/* logits (G,S,E): G groups of S tokens over E experts. Per token: p =
+ * softmax over the E experts; its top-k experts (largest first, a tie to
+ * the lower index) with weights p_e / (sum of p over the k), i.e. the
+ * softmax of the k chosen logits. Per group, slots in [0, C) of each
+ * expert in order of choice rank, then token: all first choices in seq
+ * order, then all second ones, ...; a choice whose expert is full is
+ * dropped. combine (G,S,E,C) = the weight at (token, expert, slot) of each
+ * kept choice, dispatch (G,S,E,C) = 1 there; both 0 elsewhere. aux (G) =
+ * each group's load-balancing loss, E · sum_e f_e · P_e, f_e the share of
+ * its tokens whose first choice is e (before drops), P_e the mean of p_e
+ * over its tokens. work holds sb_moe_gate_work_floats(G, S, E, k) floats
+ * (the routing). */
+size_t sb_moe_gate_work_floats(int G, int S, int E, int k);
+void sb_moe_gate_forward(float *combine, float *dispatch, float *aux, float *work,
+                         const float *logits, int G, int S, int E, int C, int k);
+/* dlogits (G,S,E) += the gradient of the combine weights: the routing is
+ * redone from logits and held constant; per token, chosen experts i get
+ * w_i (g_i - sum_j w_j g_j), g_j the combine gradient at choice j's slot
+ * (0 for a dropped choice, whose logit still takes gradient through the
+ * normaliser); the other experts get none. dispatch has no gradient.
+ * aux_weight != 0 adds the gradient of aux_weight times every group's aux
+ * (f constant): aux_weight·E/S · p_e (f_e - sum_e' p_e' f_e'). */
+void sb_moe_gate_backward(float *dlogits, float *work, const float *dcombine,
+                          const float *logits, float aux_weight, int G, int S, int E, int C,
+                          int k);
 
 /* ---- elementwise -------------------------------------------------------- */
 
@@ -430,6 +502,28 @@ void sb_reduce_mean_forward(float *out, const float *inp, int nd,
 void sb_reduce_mean_backward(float *dinp, const float *dout, int nd,
                              const int *dims, unsigned axes, long count);
 
+/* ---- pointwise: act, mul, expand (k_pointwise.c) ------------------------ */
+
+/* out (n) = f(inp) for the act function fn (sb_act_fn of model.h: relu,
+ * relu6, silu, gelu with erf, gelu_tanh, sigmoid, tanh). out may alias inp. */
+void sb_act_forward(float *out, const float *inp, size_t n, int fn);
+/* dinp (n) += dout * f'(inp); relu and relu6 take 0 at their kinks. */
+void sb_act_backward(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+/* out (dims) = a (dims) * b, where b holds only the dims of the bit mask
+ * bdims (in order, row-major) and broadcasts over the others; bdims with
+ * every bit of the nd dims set is a plain elementwise product. */
+void sb_mul_forward(float *out, const float *a, const float *b, int nd, const int *dims,
+                    unsigned bdims);
+/* da (dims) += dout * b; db (bdims) += sum over the dims b lacks of
+ * dout * a. NULL da or db: not wanted. */
+void sb_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                     int nd, const int *dims, unsigned bdims);
+/* out (dims) = inp broadcast, inp holding the dims of the mask xdims (in
+ * order, row-major). */
+void sb_expand_forward(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+/* dinp (xdims) += sum over the dims inp lacks of dout (dims). */
+void sb_expand_backward(float *dinp, const float *dout, int nd, const int *dims, unsigned xdims);
+
 /* ---- box copies (concat, split, stack, unstack, transpose, relayout) ---- */
 
 /* The box [dst_lo, dst_lo+size) of dst (dst_dims) = (accumulate: +=) the box
@@ -457,6 +551,13 @@ void sb_permute(float *out, const float *inp, int nd, const int *dims,
 /* w (n) -= lr * g (n), then g = 0 (ready for the next step's gradient
  * accumulation): one pass over both. */
 void sb_sgd_update(float *w, float *g, size_t n, float lr);
+
+/* Adam (Kingma & Ba 2015) step t >= 1, with bias correction:
+ *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * then g = 0. All n long. */
+void sb_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                    float beta2, float eps, int t);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,14 @@ void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt,
                           sb_mem *sum);
 
+/* The least-cost strategy whose sb_strategy_memory is at most limit_bytes
+ * (exact: search/dp_mem.c). When the unconstrained optimum fits it is the
+ * answer. When nothing fits: SB_EXIT_INPUT, the message gives the least
+ * memory of any strategy, also put in *least_bytes (if not NULL; NAN
+ * otherwise). opts as for sb_search (the vertex order is its algo's). */
+int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                     sb_optimizer opt, sb_result *out, double *least_bytes, sb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,13 +25,20 @@ extern "C" {
  * entry does not link. Notes: norm is layer norm over `axis` (batchnorm is
  * norm with per-channel statistics); elementwise is add and other
  * elementwise ops with `pw` fused pointwise ops; flatten is multi-dim -> 1-D
- * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel). */
+ * (the prototype's Ravel), unflatten 1-D -> multi-dim (Unravel); rmsnorm
+ * is Llama's RMS norm over `axis`; rope is the rotary position embedding
+ * of Llama ("rotate half") over the head dim `axis`; act is a unary
+ * activation (`fn`), mul an elementwise product whose second input may
+ * broadcast, expand a broadcast to a larger shape (family "pointwise");
+ * moe_gate is the top-k router of a mixture of experts (GShard-style dense
+ * combine and dispatch tensors). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
-    X(TRANSPOSE, transpose)
+    X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope) X(ACT, act) X(MUL, mul)          \
+    X(EXPAND, expand) X(MOE_GATE, moe_gate)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -42,6 +49,23 @@ typedef enum {
 
 /* Name of an op kind as written in model files ("conv", "dense", ...). */
 const char *sb_op_kind_name(sb_op_kind k);
+
+/* The functions of act (sb_op.fn), in one list: X(ENUM, name as written). */
+#define SB_ACT_FNS(X)                                                                              \
+    X(RELU, relu) X(RELU6, relu6) X(SILU, silu) X(GELU, gelu) X(GELU_TANH, gelu_tanh)              \
+    X(SIGMOID, sigmoid) X(TANH, tanh)
+
+typedef enum {
+#define SB_ACT_ENUM_(E, name) SB_ACT_##E,
+    SB_ACT_FNS(SB_ACT_ENUM_)
+#undef SB_ACT_ENUM_
+    SB_ACT_FN_COUNT
+} sb_act_fn;
+
+/* Name of an act function ("silu"), or "?" out of range. */
+const char *sb_act_fn_name(int fn);
+/* The function named `name` (its first n chars), or -1. */
+int sb_act_fn_lookup(const char *name, size_t n);
 
 typedef struct {
     char name[SB_NAME_MAX];
@@ -111,7 +135,15 @@ typedef struct {
 
     /* attributes (meaning depends on kind) */
     int pw;                   /* fused pointwise ops */
-    int axis;                 /* norm, softmax, concat, split, stack, unstack */
+    int axis;                 /* norm, rmsnorm, softmax, concat, split, stack,
+                                 unstack; rope: the head dim */
+    int causal;               /* softmax: the iteration dim of the causal
+                                 mask's query index (`causal=DIM`): element
+                                 (axis index j, causal index i) is masked
+                                 when global j > global i; -1: no mask */
+    int pos_axis;             /* rope: the iteration dim of the positions
+                                 (`seq=DIM`); -1 for other kinds */
+    double theta;             /* rope: base of the angles (default 10000) */
     uint32_t axes;            /* reduce_mean: bit mask of reduced input dims */
     int kernel[2], stride[2], pad[2]; /* conv, pool */
     int pool_avg;             /* pool: 1 = average, 0 = max */
@@ -120,6 +152,11 @@ typedef struct {
                                  uses axis 0 as the prototype does) */
     int layers;               /* lstm */
     int perm[SB_MAX_DIMS];    /* transpose: out dim j = in dim perm[j] */
+    int fn;                   /* act: the function (sb_act_fn) */
+    int topk;                 /* moe_gate: experts chosen per token (the
+                                 capacity is the size of its cap dim, 3) */
+    double moe_aux;           /* moe_gate: weight of its load-balancing loss
+                                 (0: none) */
 } sb_op;
 
 typedef struct {

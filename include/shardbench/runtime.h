@@ -96,6 +96,14 @@ typedef struct sb_backend {
                                      const float *inp, const float *mean, const float *rstd,
                                      const float *gamma, const float *s1, const float *s2, int M,
                                      int D, int D_total);
+    void (*rmsnorm_stats)(float *sumsq, const float *inp, int M, int D);
+    void (*rmsnorm_apply)(float *out, const float *inp, const float *rstd, const float *gamma,
+                          int M, int D);
+    void (*rmsnorm_backward_stats)(float *s, const float *dout, const float *inp,
+                                   const float *gamma, int M, int D);
+    void (*rmsnorm_backward_apply)(float *dinp, float *dgamma, const float *dout,
+                                   const float *inp, const float *rstd, const float *gamma,
+                                   const float *s, int M, int D, int D_total);
     void (*batchnorm_stats)(float *sum, float *sumsq, const float *inp, int B, int C, int HW);
     void (*batchnorm_apply)(float *out, const float *inp, const float *mean, const float *rstd,
                             const float *gamma, const float *beta, int B, int C, int HW,
@@ -116,6 +124,12 @@ typedef struct sb_backend {
                                  int A, int inner);
     void (*softmax_backward_apply)(float *dinp, const float *dout, const float *out,
                                    const float *dot, int outer, int A, int inner);
+    void (*causal_mask)(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
+                        int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo);
+    void (*rope_forward)(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
+                         int64_t s_stride, int64_t pos0, double theta);
+    void (*rope_backward)(float *dinp, const float *dout, int64_t n, int D, int64_t d_stride,
+                          int S, int64_t s_stride, int64_t pos0, double theta);
     void (*xent_partial_picked)(float *picked, const float *logits, const int32_t *labels, int M,
                                 int V, int v0);
     void (*xent_loss)(float *loss, const float *mx, const float *se, const float *picked,
@@ -123,6 +137,12 @@ typedef struct sb_backend {
     void (*softmax_xent_backward)(float *dlogits, const float *dloss, const float *logits,
                                   const float *mx, const float *se, const int32_t *labels, int M,
                                   int V, int v0);
+    size_t (*moe_gate_work_floats)(int G, int S, int E, int k);
+    void (*moe_gate_forward)(float *combine, float *dispatch, float *aux, float *work,
+                             const float *logits, int G, int S, int E, int C, int k);
+    void (*moe_gate_backward)(float *dlogits, float *work, const float *dcombine,
+                              const float *logits, float aux_weight, int G, int S, int E, int C,
+                              int k);
     void (*add_forward)(float *out, const float *const *inps, int k, size_t n, int relu);
     void (*add_backward)(float *const *dinps, const float *dout, const float *out, int k,
                          size_t n);
@@ -130,12 +150,24 @@ typedef struct sb_backend {
                                 unsigned axes, long count);
     void (*reduce_mean_backward)(float *dinp, const float *dout, int nd, const int *dims,
                                  unsigned axes, long count);
+    void (*act_forward)(float *out, const float *inp, size_t n, int fn);
+    void (*act_backward)(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+    void (*mul_forward)(float *out, const float *a, const float *b, int nd, const int *dims,
+                        unsigned bdims);
+    void (*mul_backward)(float *da, float *db, const float *dout, const float *a, const float *b,
+                         int nd, const int *dims, unsigned bdims);
+    void (*expand_forward)(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+    void (*expand_backward)(float *dinp, const float *dout, int nd, const int *dims,
+                            unsigned xdims);
     void (*box_copy)(float *dst, const int *dst_dims, const int *dst_lo, const float *src,
                      const int *src_dims, const int *src_lo, const int *size, int nd,
                      int accumulate);
     void (*permute)(float *out, const float *inp, int nd, const int *dims, const int *perm,
                     int accumulate);
     void (*sgd_update)(float *w, float *g, size_t n, float lr); /* also zeroes g */
+    /* Adam step t (1, 2, ...) on w with moments m, v; also zeroes g */
+    void (*adam_update)(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                        float beta2, float eps, int t);
 } sb_backend;
 
 /* The CPU backend (OpenBLAS + plain C, MPI collectives). */
@@ -155,8 +187,14 @@ const sb_backend *sb_backend_get(const char *name, sb_error *err);
 
 typedef struct sb_data_source sb_data_source; /* dtensor.h: a dataset's samples */
 
+/* The update rule of the executor's step (the memory model's sb_optimizer,
+ * memory.h, counts the same state: none for sgd, two fp32 moments for adam). */
+typedef enum { SB_UPDATE_SGD = 0, SB_UPDATE_ADAM = 1 } sb_update_rule;
+
 typedef struct {
-    float lr;          /* SGD learning rate (default 0.01) */
+    float lr;          /* learning rate (default 0.01) */
+    sb_update_rule update; /* plain SGD (default) or Adam */
+    float beta1, beta2, eps; /* Adam's (defaults 0.9, 0.999, 1e-8) */
     uint64_t seed;     /* weights, inputs and labels (default 1) */
     /* Real data instead of the synthetic inputs and labels (NULL: synthetic).
      * The model must have exactly one input tensor, (batch, sample dims...),
@@ -248,6 +286,7 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes);
 int sb_executor_steps_done(const sb_executor *ex);
 void sb_executor_set_steps_done(sb_executor *ex, int steps);
 MPI_Comm sb_executor_comm(const sb_executor *ex);
+sb_update_rule sb_executor_update(const sb_executor *ex);
 const sb_backend *sb_executor_backend(const sb_executor *ex);
 
 void sb_executor_free(sb_executor *ex);

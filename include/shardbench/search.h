@@ -112,6 +112,9 @@ typedef struct {
     double seconds;
     int max_configs;      /* largest config count of any op */
     int max_dep_set;      /* largest dependent set met by the DP */
+    double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
+                                     sets it (0: not computed) */
+    double mem_limit_bytes;       /* the limit it was searched within (0: none) */
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
 } sb_result;

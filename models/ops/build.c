@@ -207,6 +207,8 @@ sb_op *op_new(parser *P, const token *at, sb_op_kind kind, const char *name)
     op->line = at->line;
     for (int i = 0; i < SB_MAX_DIMS; i++)
         op->perm[i] = i;
+    op->causal = -1;
+    op->pos_axis = -1;
     return op;
 }
 

@@ -1,6 +1,6 @@
 /* ops/norm.c: the ops that reduce over some dims: norm and batchnorm,
- * softmax, softmax_xent, reduce_mean. Each says which dims its statistics
- * cover (sb_op.stat_dims). */
+ * rmsnorm, softmax (optionally causal), softmax_xent, reduce_mean. Each
+ * says which dims its statistics cover (sb_op.stat_dims). */
 #define _GNU_SOURCE
 #include "ops.h"
 
@@ -38,10 +38,33 @@ static void norm_weights(sb_op *op)
 
 const op_rule op_rule_norm = {.names = {"norm", "batchnorm"}, .build = build_norm, .weights = norm_weights};
 
+/* y = rmsnorm(x, axis=DIM): x / sqrt(mean over axis of x^2 + 1e-5) * gamma. */
+static int build_rmsnorm(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
+{
+    (void)u;
+    if (op_want_tensors(P, c, "rmsnorm", 1, 1) || kw_check(P, c, "rmsnorm", "axis"))
+        return -1;
+    if (kw_axis(P, c, "axis", T(P, c->tens[0]), -1, &op->axis))
+        return -1;
+    op_same_shape_space(P, op, c, o, 1);
+    return 0;
+}
+
+/* One scale along the axis, initialised to 1 (Llama's). */
+static void rmsnorm_weights(sb_op *op)
+{
+    const int64_t none[SB_MAX_DIMS] = {0};
+    int map[1] = {op->axis};
+    op_add_weight(op, ".gamma", 1, map, none, 0.0, 1.0);
+    op->stat_dims = 1u << op->axis;
+}
+
+const op_rule op_rule_rmsnorm = {.names = {"rmsnorm"}, .build = build_rmsnorm, .weights = rmsnorm_weights};
+
 static int build_softmax(parser *P, sb_op *op, call *c, outs *o, int xent)
 {
     const char *nm = xent ? "softmax_xent" : "softmax";
-    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, xent ? "" : "axis"))
+    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, xent ? "" : "axis causal"))
         return -1;
     const sb_tensor *x = T(P, c->tens[0]);
     if (xent && x->ndims < 2)
@@ -49,6 +72,14 @@ static int build_softmax(parser *P, sb_op *op, call *c, outs *o, int xent)
                     x->name, x->ndims);
     if (kw_axis(P, c, "axis", x, xent ? -1 : 1 < x->ndims ? 1 : 0, &op->axis))
         return -1;
+    kwarg *ck = kw_get(c, "causal");
+    if (ck) {
+        if (kw_axis(P, c, "causal", x, 0, &op->causal))
+            return -1;
+        if (op->causal == op->axis)
+            return lang_err(P, ck->at, "softmax: causal=%s is the softmax axis itself; it names "
+                            "the query dim (seq) beside the axis (mem)", x->dims[op->axis].name);
+    }
     op_same_shape_space(P, op, c, o, 1);
     return 0;
 }

@@ -62,8 +62,22 @@ static int exw_get(sb_executor *ex, ex_weights *w, int read, sb_error *err)
     return 0;
 }
 
+/* Checkpoints hold weights and the step count only: an executor with more
+ * state (Adam's moments) is refused, on every rank alike, rather than saved
+ * or restored without it. */
+static int refuse_state(const sb_executor *ex, const char *what, sb_error *err)
+{
+    if (sb_executor_update(ex) == SB_UPDATE_ADAM)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "checkpoint: %s: Adam's moments are not part of a checkpoint yet "
+                       "(an executor with the adam update cannot be checkpointed)", what);
+    return 0;
+}
+
 int sb_checkpoint_save_executor(sb_executor *ex, const char *prefix, sb_error *err)
 {
+    if (refuse_state(ex, "save", err))
+        return -1;
     MPI_Comm comm = sb_executor_comm(ex);
     int size, rank;
     MPI_Comm_size(comm, &size);
@@ -186,6 +200,8 @@ int sb_checkpoint_restore_executor(sb_executor *ex, const char *prefix, sb_error
 int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int partial,
                                       char *skipped, size_t cap, sb_error *err)
 {
+    if (refuse_state(ex, "restore", err))
+        return -1;
     MPI_Comm comm = sb_executor_comm(ex);
     int size, rank;
     MPI_Comm_size(comm, &size);

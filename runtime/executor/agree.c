@@ -113,9 +113,16 @@ char *sb_model_text(const sb_model *m)
         put_ints(&b, "kernel", op->kernel, 2);
         put_ints(&b, "stride", op->stride, 2);
         put_ints(&b, "pad", op->pad, 2);
-        put(&b, " avg=%d bn=%d layers=%d", op->pool_avg, op->batchnorm, op->layers);
+        put(&b, " avg=%d bn=%d layers=%d topk=%d aux=%a", op->pool_avg, op->batchnorm, op->layers,
+            op->topk, op->moe_aux);
         if (op->kind == SB_OP_TRANSPOSE)
             put_ints(&b, "perm", op->perm, op->ndims);
+        if (op->causal >= 0)
+            put(&b, " causal=%d", op->causal);
+        if (op->kind == SB_OP_ROPE)
+            put(&b, " seq=%d theta=%a", op->pos_axis, op->theta);
+        if (op->kind == SB_OP_ACT)
+            put(&b, " fn=%s", sb_act_fn_name(op->fn));
         put(&b, "\n");
     }
     return done(&b);
@@ -171,6 +178,11 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
             break;
     }
     put(&b, "lr=%s\nseed=%llu\n", lrs, (unsigned long long)(o && o->seed ? o->seed : 1));
+    if (o && o->update == SB_UPDATE_ADAM)
+        put(&b, "update=adam beta1=%.9g beta2=%.9g eps=%.9g\n", (double)o->beta1,
+            (double)o->beta2, (double)o->eps);
+    else
+        put(&b, "update=sgd\n");
     if (o && o->data) {
         char d[1024];
         sb_data_describe(o->data, d, sizeof d);

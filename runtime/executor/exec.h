@@ -29,6 +29,7 @@ typedef struct {
     uint32_t grad_free; /* iteration dims its gradient is all-reduced over */
     MPI_Comm gcomm;
     tbuf w, dw;
+    tbuf m, v;          /* Adam's moments (update rule adam only) */
 } param;
 
 #define SB_EXEC_MAX_OP_PARAMS 8
@@ -61,6 +62,8 @@ struct sb_executor {
     const sb_model *m;
     const sb_backend *be;
     float lr;
+    sb_update_rule update;
+    float beta1, beta2, eps;
     uint64_t seed;
     int step;
     opx *ops;

@@ -233,6 +233,10 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
         ex->m = st->m;
         ex->be = be;
         ex->lr = opts && opts->lr > 0 ? opts->lr : 0.01f;
+        ex->update = opts ? opts->update : SB_UPDATE_SGD;
+        ex->beta1 = opts && opts->beta1 > 0 ? opts->beta1 : 0.9f;
+        ex->beta2 = opts && opts->beta2 > 0 ? opts->beta2 : 0.999f;
+        ex->eps = opts && opts->eps > 0 ? opts->eps : 1e-8f;
         ex->seed = opts && opts->seed ? opts->seed : 1;
         MPI_Comm_rank(comm, &ex->rank);
         MPI_Comm_size(comm, &ex->size);
@@ -392,7 +396,12 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     /* update, then drop the step's activations and gradients */
     for (int pi = 0; pi < ex->nparams; pi++) {
         param *pa = &ex->params[pi];
-        if (pa->w.n)
+        if (!pa->w.n)
+            continue;
+        if (ex->update == SB_UPDATE_ADAM) /* step ex->step + 1 of Adam's bias correction */
+            ex->be->adam_update(pa->w.p, pa->dw.p, pa->m.p, pa->v.p, (size_t)pa->w.n, ex->lr,
+                                ex->beta1, ex->beta2, ex->eps, ex->step + 1);
+        else
             ex->be->sgd_update(pa->w.p, pa->dw.p, (size_t)pa->w.n, ex->lr); /* zeroes dw */
     }
     for (int i = 0; i < m->nops; i++)
@@ -417,6 +426,7 @@ int sb_executor_nweights(const sb_executor *ex) { return ex->nparams; }
 int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
 void sb_executor_set_steps_done(sb_executor *ex, int steps) { ex->step = steps; }
 MPI_Comm sb_executor_comm(const sb_executor *ex) { return ex->comm; }
+sb_update_rule sb_executor_update(const sb_executor *ex) { return ex->update; }
 const sb_backend *sb_executor_backend(const sb_executor *ex) { return ex->be; }
 
 void sb_executor_free(sb_executor *ex)
@@ -438,6 +448,8 @@ void sb_executor_free(sb_executor *ex)
         for (int pi = 0; pi < ex->nparams; pi++) {
             exec_tb_free(ex, &ex->params[pi].w);
             exec_tb_free(ex, &ex->params[pi].dw);
+            exec_tb_free(ex, &ex->params[pi].m);
+            exec_tb_free(ex, &ex->params[pi].v);
         }
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);

@@ -118,6 +118,9 @@ int exec_init_params(sb_executor *ex, sb_error *err)
         exec_param_box(ex, pa, o->c, o->g, &box);
         if (exec_tb_alloc(ex, &pa->w, &box, err) || exec_tb_zeros(ex, &pa->dw, &box, err))
             return -1;
+        if (ex->update == SB_UPDATE_ADAM
+            && (exec_tb_zeros(ex, &pa->m, &box, err) || exec_tb_zeros(ex, &pa->v, &box, err)))
+            return -1;
         float *h = malloc((size_t)(pa->w.n ? pa->w.n : 1) * sizeof(float));
         if (!h)
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");

@@ -1,5 +1,5 @@
-/* runtime/kernels/k_norm.c: layer norm, batch norm, softmax and softmax
- * cross-entropy, each split into partial-statistics and apply steps so the
+/* runtime/kernels/k_norm.c: layer norm, RMS norm, batch norm, softmax
+ * (with its causal mask) and softmax cross-entropy, each split into partial-statistics and apply steps so the
  * caller can all-reduce the statistics when the normalized axis is sharded.
  * Not here: the all-reduces themselves, running averages for inference. */
 #include "shardbench/kernels.h"
@@ -251,6 +251,67 @@ void sb_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
                                     dout + off, inp + off, mean + m, rstd + m,
                                     gamma, &s1, &s2, 1, D, D);
     }
+}
+
+/* ---- RMS norm ---- */
+
+void sb_rmsnorm_stats(float *sumsq, const float *inp, int M, int D)
+{
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        double q = 0.0;
+        for (int d = 0; d < D; d++)
+            q += (double)x[d] * x[d];
+        sumsq[m] = (float)q;
+    }
+}
+
+void sb_rmsnorm_apply(float *out, const float *inp, const float *rstd,
+                      const float *gamma, int M, int D)
+{
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
+    for (int m = 0; m < M; m++) {
+        size_t off = (size_t)m * D;
+        for (int d = 0; d < D; d++)
+            out[off + d] = inp[off + d] * rstd[m] * (gamma ? gamma[d] : 1.0f);
+    }
+}
+
+void sb_rmsnorm_backward_stats(float *s, const float *dout, const float *inp,
+                               const float *gamma, int M, int D)
+{
+    SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
+    for (int m = 0; m < M; m++) {
+        size_t off = (size_t)m * D;
+        double a = 0.0;
+        for (int d = 0; d < D; d++)
+            a += (double)dout[off + d] * (gamma ? gamma[d] : 1.0f) * inp[off + d];
+        s[m] = (float)a;
+    }
+}
+
+void sb_rmsnorm_backward_apply(float *dinp, float *dgamma, const float *dout,
+                               const float *inp, const float *rstd,
+                               const float *gamma, const float *s, int M,
+                               int D, int D_total)
+{
+    if (dinp) {
+        SB_PAR(if ((size_t)M * D > SB_PAR_MIN))
+        for (int m = 0; m < M; m++) {
+            size_t off = (size_t)m * D;
+            float r = rstd[m], c = r * r * s[m] / (float)D_total;
+            for (int d = 0; d < D; d++)
+                dinp[off + d] += r * (dout[off + d] * (gamma ? gamma[d] : 1.0f) - inp[off + d] * c);
+        }
+    }
+    if (dgamma)
+        for (int d = 0; d < D; d++) {
+            double g = 0.0;
+            for (int m = 0; m < M; m++)
+                g += (double)dout[(size_t)m * D + d] * inp[(size_t)m * D + d] * rstd[m];
+            dgamma[d] += (float)g;
+        }
 }
 
 /* ---- batch norm ---- */
@@ -511,6 +572,18 @@ void sb_softmax_backward(float *dinp, const float *dout, const float *out,
             dinp[e] += out[e] * (dout[e] - d);
         }
     })
+}
+
+void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
+                    int key_ext, int64_t key_lo, int64_t query_stride,
+                    int query_ext, int64_t query_lo)
+{
+    SB_PAR(if ((size_t)n > SB_PAR_MIN))
+    for (int64_t e = 0; e < n; e++) {
+        int64_t key = key_lo + (e / key_stride) % key_ext;
+        int64_t query = query_lo + (e / query_stride) % query_ext;
+        out[e] = key > query ? -FLT_MAX : inp[e];
+    }
 }
 
 /* ---- softmax cross-entropy over the last axis ---- */

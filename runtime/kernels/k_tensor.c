@@ -1,10 +1,11 @@
 /* runtime/kernels/k_tensor.c: elementwise add/relu, reduce-mean over axes, box
  * copies between N-d row-major arrays (pack, unpack, accumulate-unpack) and
  * axis permutation: the data movement behind concat, split, stack, unstack,
- * transpose and relayout; plus the SGD update.
+ * transpose and relayout; plus the SGD and Adam updates.
  * Not here: moving boxes between ranks (the executor's relayout). */
 #include "shardbench/kernels.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "box_runs.h"
@@ -62,6 +63,20 @@ void sb_sgd_update(float *w, float *g, size_t n, float lr)
     SB_PAR(if (n > SB_PAR_MIN))
     for (size_t i = 0; i < n; i++) {
         w[i] -= lr * g[i];
+        g[i] = 0.0f;
+    }
+}
+
+void sb_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                    float beta2, float eps, int t)
+{
+    /* bias corrections in double: 1 - b^t loses digits in float for b near 1 */
+    float c1 = (float)(1.0 - pow(beta1, t)), c2 = (float)(1.0 - pow(beta2, t));
+    SB_PAR(if (n > SB_PAR_MIN))
+    for (size_t i = 0; i < n; i++) {
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+        w[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
         g[i] = 0.0f;
     }
 }

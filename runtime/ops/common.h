@@ -10,6 +10,15 @@
 /* extent of iteration dim i in this rank's box */
 static inline int64_t ops_ext(const opx *o, int i) { return o->hi[i] - o->lo[i]; }
 
+/* element stride of iteration dim d in this rank's (dense) box of nd dims */
+static inline int64_t ops_stride(const opx *o, int nd, int d)
+{
+    int64_t s = 1;
+    for (int i = d + 1; i < nd; i++)
+        s *= ops_ext(o, i);
+    return s;
+}
+
 /* a box's extents as ints */
 static inline void ops_box_dims(const sb_box *b, int *d)
 {

@@ -1,7 +1,8 @@
-/* norm.c: layer norm (over `axis`, moved last when it is not) and batch
- * norm (per channel over N, H, W). Two passes, the mean, then the centered
- * sum of squares, each all-reduced over acomm, the ranks that split the
- * normalized dims. */
+/* norm.c: layer norm (over `axis`, moved last when it is not), RMS norm
+ * (the same, one pass: the sum of squares) and batch norm (per channel over
+ * N, H, W). Layer and batch norm take two passes, the mean, then the
+ * centered sum of squares, each all-reduced over acomm, the ranks that
+ * split the normalized dims. */
 #include "common.h"
 
 #define EPS 1e-5f
@@ -156,3 +157,113 @@ static int norm_backward(sb_executor *ex, opx *o, sb_error *err)
 
 const sb_op_runtime sb_op_runtime_norm = {
     .setup_groups = norm_setup_groups, .forward = norm_forward, .backward = norm_backward};
+
+/* ---- RMS norm: x * rstd * gamma, rstd = 1 / sqrt(mean of x^2 + EPS) ---- */
+
+static int rmsnorm_setup_groups(sb_executor *ex, opx *o, sb_error *err)
+{
+    const sb_op *op = &ex->m->ops[o->idx];
+    return exec_make_group(ex, o->c, op->ndims, 1u << op->axis, &o->acomm, err);
+}
+
+/* Moves the axis last: x (and dy) into permuted copies when it is not.
+ * dims: the box's extents; pd: the permuted extents. */
+typedef struct {
+    int nd, last, perm[SB_MAX_DIMS], inv[SB_MAX_DIMS], dims[SB_MAX_DIMS], pd[SB_MAX_DIMS];
+    int M, D;
+} axis_view;
+
+static void axis_view_of(const sb_op *op, const opx *o, axis_view *v)
+{
+    v->nd = op->ndims;
+    v->last = axis_last_perm(v->nd, op->axis, v->perm, v->inv);
+    ops_box_dims(&o->in[0].box, v->dims);
+    for (int i = 0; i < v->nd; i++)
+        v->pd[i] = v->dims[v->perm[i]];
+    v->D = v->dims[op->axis];
+    v->M = (int)(o->in[0].n / (v->D ? v->D : 1));
+}
+
+/* src as (M, D) rows: src itself, or its permuted copy in buf */
+static int rows_of(sb_executor *ex, const axis_view *v, const float *src, int64_t n, tbuf *buf,
+                   const float **rows, sb_error *err)
+{
+    *rows = src;
+    if (v->last)
+        return 0;
+    if (exec_tb_alloc_n(ex, buf, n, err))
+        return -1;
+    ex->be->permute(buf->p, src, v->nd, v->dims, v->perm, 0);
+    *rows = buf->p;
+    return 0;
+}
+
+static int rmsnorm_forward(sb_executor *ex, opx *o, sb_error *err)
+{
+    const sb_op *op = &ex->m->ops[o->idx];
+    const float *gamma = ex->params[o->params[0]].w.p;
+    axis_view v;
+    axis_view_of(op, o, &v);
+    tbuf xp = {0}, yp = {0}, st = {0};
+    const float *x;
+    float *y = o->out[0].p;
+    if (rows_of(ex, &v, o->in[0].p, o->in[0].n, &xp, &x, err))
+        return -1;
+    if (!v.last) {
+        if (exec_tb_alloc_n(ex, &yp, o->in[0].n, err))
+            return -1;
+        y = yp.p;
+    }
+    /* save[0]: rstd (M) */
+    if (exec_tb_alloc_n(ex, &st, v.M, err) || exec_tb_alloc_n(ex, &o->save[0], v.M, err))
+        return -1;
+    ex->be->rmsnorm_stats(st.p, x, v.M, v.D);
+    if (exec_allreduce(ex, o, st.p, (size_t)v.M, MPI_SUM, o->acomm, err))
+        return -1;
+    ex->be->norm_rstd(o->save[0].p, st.p, v.M, (long)op->dims[op->axis].size, EPS);
+    ex->be->rmsnorm_apply(y, x, o->save[0].p, gamma, v.M, v.D);
+    if (!v.last)
+        ex->be->permute(o->out[0].p, y, v.nd, v.pd, v.inv, 0);
+    exec_tb_free(ex, &st);
+    exec_tb_free(ex, &xp);
+    exec_tb_free(ex, &yp);
+    return 0;
+}
+
+static int rmsnorm_backward(sb_executor *ex, opx *o, sb_error *err)
+{
+    const sb_op *op = &ex->m->ops[o->idx];
+    param *pg = &ex->params[o->params[0]];
+    int want_dx = !ops_is_model_input(ex, op, 0);
+    axis_view v;
+    axis_view_of(op, o, &v);
+    tbuf xp = {0}, dyp = {0}, dxp = {0}, st = {0};
+    const float *x, *dy;
+    float *dx = o->din[0].p;
+    if (rows_of(ex, &v, o->in[0].p, o->in[0].n, &xp, &x, err)
+        || rows_of(ex, &v, o->dout[0].p, o->in[0].n, &dyp, &dy, err))
+        return -1;
+    if (!v.last && want_dx) {
+        if (exec_tb_alloc_n(ex, &dxp, o->in[0].n, err))
+            return -1;
+        ex->be->zero(dxp.p, (size_t)dxp.n);
+        dx = dxp.p;
+    }
+    if (exec_tb_alloc_n(ex, &st, v.M, err))
+        return -1;
+    ex->be->rmsnorm_backward_stats(st.p, dy, x, pg->w.p, v.M, v.D);
+    if (exec_allreduce(ex, o, st.p, (size_t)v.M, MPI_SUM, o->acomm, err))
+        return -1;
+    ex->be->rmsnorm_backward_apply(want_dx ? dx : NULL, pg->dw.p, dy, x, o->save[0].p, pg->w.p,
+                                   st.p, v.M, v.D, (int)op->dims[op->axis].size);
+    if (!v.last && want_dx)
+        ex->be->permute(o->din[0].p, dx, v.nd, v.pd, v.inv, 1);
+    exec_tb_free(ex, &st);
+    exec_tb_free(ex, &xp);
+    exec_tb_free(ex, &dyp);
+    exec_tb_free(ex, &dxp);
+    return 0;
+}
+
+const sb_op_runtime sb_op_runtime_rmsnorm = {
+    .setup_groups = rmsnorm_setup_groups, .forward = rmsnorm_forward, .backward = rmsnorm_backward};

@@ -1,7 +1,8 @@
-/* softmax.c: softmax over any axis, and the loss (softmax cross-entropy
- * over the last axis, labels from inputs.c). Max, sum of exponentials and
- * the picked logit are all-reduced over acomm, the ranks that split the
- * axis; the loss is the mean over all rows. */
+/* softmax.c: softmax over any axis (causal: masked first, from the
+ * box's global offsets along the axis and the query dim), and the loss
+ * (softmax cross-entropy over the last axis, labels from inputs.c). Max,
+ * sum of exponentials and the picked logit are all-reduced over acomm,
+ * the ranks that split the axis; the loss is the mean over all rows. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -28,24 +29,43 @@ static void outer_inner(const opx *o, int nd, int a, int *outer, int *A, int *in
     *A = (int)ops_ext(o, a);
 }
 
+/* The causal mask into buf: the key index is the axis's, the query index
+ * the causal dim's, both global (the box's lo plus the local index). */
+static int masked_logits(sb_executor *ex, opx *o, const sb_op *op, tbuf *buf, sb_error *err)
+{
+    int nd = op->ndims, a = op->axis, q = op->causal;
+    if (exec_tb_alloc_n(ex, buf, o->in[0].n, err))
+        return -1;
+    ex->be->causal_mask(buf->p, o->in[0].p, o->in[0].n, ops_stride(o, nd, a), (int)ops_ext(o, a),
+                        o->lo[a], ops_stride(o, nd, q), (int)ops_ext(o, q), o->lo[q]);
+    return 0;
+}
+
 static int softmax_forward(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
     int outer, A, inner;
     outer_inner(o, op->ndims, op->axis, &outer, &A, &inner);
-    tbuf mx = {0}, se = {0};
+    tbuf mx = {0}, se = {0}, xm = {0};
+    const float *x = o->in[0].p;
     int64_t rows = (int64_t)outer * inner;
+    if (op->causal >= 0 && o->in[0].n) {
+        if (masked_logits(ex, o, op, &xm, err))
+            return -1;
+        x = xm.p;
+    }
     if (exec_tb_alloc_n(ex, &mx, rows, err) || exec_tb_alloc_n(ex, &se, rows, err))
         return -1;
-    ex->be->softmax_partial_max(mx.p, o->in[0].p, outer, A, inner);
+    ex->be->softmax_partial_max(mx.p, x, outer, A, inner);
     if (exec_allreduce(ex, o, mx.p, (size_t)rows, MPI_MAX, o->acomm, err))
         return -1;
-    ex->be->softmax_partial_sumexp(se.p, o->in[0].p, mx.p, outer, A, inner);
+    ex->be->softmax_partial_sumexp(se.p, x, mx.p, outer, A, inner);
     if (exec_allreduce(ex, o, se.p, (size_t)rows, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->softmax_apply(o->out[0].p, o->in[0].p, mx.p, se.p, outer, A, inner);
+    ex->be->softmax_apply(o->out[0].p, x, mx.p, se.p, outer, A, inner);
     exec_tb_free(ex, &mx);
     exec_tb_free(ex, &se);
+    exec_tb_free(ex, &xm);
     return 0;
 }
 

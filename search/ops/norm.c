@@ -1,5 +1,5 @@
 /* ops/norm.c: the search stage's facts of normalisation: layer norm over
- * `axis`, and batch norm (the cost model treats it as norm over axis 0, as
+ * `axis`, RMS norm over `axis`, and batch norm (the cost model treats it as norm over axis 0, as
  * the prototype does; memory follows the runtime's per-channel statistics). */
 #include "../kinds.h"
 
@@ -40,3 +40,39 @@ static void memory_norm(const sb_model *m, const sb_op *op, const int *c, sb_mem
 }
 
 const sb_kind_search sb_search_norm = {.cost = cost_norm, .memory = memory_norm};
+
+/* 12 passes over the elements (forward: squares, scale; backward: the
+ * row statistic, the input gradient, the gamma gradient), the all-reduces
+ * of the row statistic (sum of squares forward, sum of dy*gamma*x backward)
+ * over the splits of the axis, and of the gamma gradient over the other
+ * splits. */
+static double cost_rmsnorm(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    int a = op->axis;
+    double e = sb_per_device_elems(op, c);
+    double da = (double)op->dims[a].size / c[a];
+    double others = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (i != a)
+            others *= c[i];
+    double cost = (2 * 6.0) * e * cp->elem_ratio;
+    cost += 2.0 * sb_allreduce_cost(cp, e / da, c[a]);
+    cost += sb_allreduce_cost(cp, da, others);
+    return cost;
+}
+
+/* Saved: the inverse RMS per row; scratch: the axis-last copies (an
+ * output's worth), as norm. */
+static void memory_rmsnorm(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    double rows = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (i != op->axis)
+            rows *= sb_per_dev(op, c, i);
+    e->saved = rows;
+    e->scratch = e->outs;
+}
+
+const sb_kind_search sb_search_rmsnorm = {.cost = cost_rmsnorm, .memory = memory_rmsnorm};

@@ -13,6 +13,8 @@ static double rows_but(const sb_op *op, const int *c, int axis)
     return r;
 }
 
+/* A causal softmax costs the same: the masked elements (about half) are
+ * still computed, masked first and exponentiated to 0. */
 static double cost_softmax(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
@@ -47,10 +49,12 @@ static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c
     return cost;
 }
 
+/* Scratch: an output's worth, and under a causal mask the masked copy of
+ * the input. */
 static void memory_softmax(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
 {
     sb_mem_operands(m, op, c, e);
-    e->scratch = e->outs;
+    e->scratch = e->outs + (op->causal >= 0 ? e->outs : 0.0);
 }
 
 /* The loss keeps no output tensor; it saves labels, row max and row sum. */

@@ -1,7 +1,10 @@
 #!/bin/bash
-# check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer and AlexNet at
-# reduced sizes under pase-best, data parallel and MCMC at p = 4 and 8 as
-# JAX modules (`export --to jax --format py`), runs them on 8 host CPU
+# check.sh SHARDBENCH PYTHON [MPIRUN]: exports the Transformer, AlexNet and
+# the Llama-style decoder of tests/data/models/llama-tiny.model, the
+# pointwise ops' test model (swiglu-mlp) and the mixture of experts of
+# moe-tiny at reduced sizes under pase-best, data parallel and MCMC at
+# p = 4 and 8 as JAX modules (`export --to jax --format py`), runs them on
+# 8 host CPU
 # devices (check.py: shardings read back, losses against the unsharded
 # model and shardbench's own run, XLA's collectives beside the cost
 # model's), and checks the JSON and PyTorch forms' syntax and structure.
@@ -25,6 +28,13 @@ export JAX_PLATFORMS=cpu
 
 TRANSFORMER="-m transformer --set layers=1 --set batch=8 --set seq=16 --set embed=32 --set heads=4 --set dk=8 --set ff=64 --set vocab=64"
 ALEXNET="-m alexnet --set batch=8 --set image=67 --set width_div=16 --set classes=16"
+LLAMA_FILE="$HERE/../data/models/llama-tiny.model"
+LLAMA="-m $LLAMA_FILE"
+# act, mul (broadcast by name), expand: tests/data/models/swiglu-mlp.model
+SWIGLU_FILE="$HERE/../data/models/swiglu-mlp.model"
+SWIGLU="-m $SWIGLU_FILE --set batch=8"
+MOE_FILE=$HERE/../data/models/moe-tiny.model
+MOE="-m $MOE_FILE --set batch=8"
 # --flops 0.001: compute priced high against communication, so that the
 # search splits these small models the way it splits the full-size ones
 SEARCH="--db none --flops 0.001"
@@ -32,8 +42,17 @@ SEARCH="--db none --flops 0.001"
 mods=()
 echo "{" > run_losses.json
 sep=""
-for name in transformer alexnet; do
-    if [ $name = transformer ]; then M=$TRANSFORMER; else M=$ALEXNET; fi
+for name in transformer alexnet llama swiglu moe; do
+    # XM: export's -m, for a model read from a file (a strategy names its
+    # model, and only shipped ones are found by name)
+    XM=""
+    case $name in
+    transformer) M=$TRANSFORMER ;;
+    alexnet) M=$ALEXNET ;;
+    llama) M=$LLAMA XM="-m $LLAMA_FILE" ;;
+    swiglu) M=$SWIGLU XM="-m $SWIGLU_FILE" ;;
+    moe) M=$MOE XM="-m $MOE_FILE" ;;
+    esac
     # shardbench's own run (every strategy trains the same numbers; the
     # equivalence tests hold the runtime to that): 1 rank, and the pase
     # strategy at p = 4 on 4 ranks
@@ -42,7 +61,7 @@ for name in transformer alexnet; do
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
     l4=$("$MPIRUN" -np 4 "$SB" run $M --strategy $name-pase-p4.strategy --warmup 0 --steps 3 --format json --db none \
          | "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["losses"]))')
-    key=$("$SB" export $name-pase-p4.strategy --to jax --format json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["model"]+" "+d["params"])')
+    key=$("$SB" export $name-pase-p4.strategy $XM --to jax --format json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["model"]+" "+d["params"])')
     "$PY" - "$l1" "$l4" <<'PYEOF'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -57,7 +76,7 @@ PYEOF
         "$SB" search $M -p $p $SEARCH --algo mcmc --budget 20000 --seed 1 --save $name-mcmc-p$p.strategy > /dev/null
         for algo in pase dp mcmc; do
             s=$name-$algo-p$p
-            "$SB" export $s.strategy --to jax --format py -o ${s//-/_}.py
+            "$SB" export $s.strategy $XM --to jax --format py -o ${s//-/_}.py
             mods+=("${s//-/_}.py")
         done
     done

@@ -12,9 +12,15 @@ AlexNet:
   conv            cross-correlation NCHW x OIHW, stride, zero pad; pw > 0: relu
   pool            max (or average) over each window
   add             sum of the inputs; pw > 0: relu
-  softmax         over the op's axis
+  softmax         over the op's axis; causal: keys (axis index) beyond the
+                  query (index along the `causal` dim) get probability 0
   norm            layer norm over the op's axis, eps 1e-5, then gamma, beta
+  rmsnorm         x / sqrt(mean of x^2 over the axis + 1e-5) * gamma
+  rope            Hugging Face Llama's rotary embedding (rotate_half) over
+                  the head dim `axis`, positions along the `seq` dim
   softmax_xent    mean over rows of logsumexp - logit of the label
+  moe_gate        top-k router (runtime/kernels/moe_route.h): combine, dispatch;
+                  its load-balancing loss (moe_aux > 0) joins the loss
   stack, unstack, flatten, unflatten   moves
 With `prog` given, every op's inputs and outputs are constrained to the
 exported shardings (prog.constrain) inside jax.named_scope(op name).
@@ -113,6 +119,8 @@ class Model:
                 if op["kind"] == "softmax_xent":
                     loss = loss + self._xent(op, xs[0], env["labels:" + name])
                     continue
+                if op["kind"] == "moe_gate" and op["moe_aux"] > 0:
+                    loss = loss + op["moe_aux"] * self._moe_aux(xs[0])
                 ys = self._op(op, xs, ws)
                 for k, o in enumerate(op["out"]):
                     y = ys[k]
@@ -143,9 +151,53 @@ class Model:
             for x in xs[1:]:
                 y = y + x
             return [relu(y)]
+        if kind == "act":
+            return [self._act(op["fn"], xs[0])]
+        if kind in ("mul", "expand"):
+            # the smaller operand follows its map: put its dims in the output's
+            # places (1 where it lacks one), then broadcast
+            out_shape = self.tensors[op["out"][0]["tensor"]]["shape"]
+            k = 1 if kind == "mul" else 0
+            shape = [1] * len(out_shape)
+            for j, d in enumerate(op["in"][k]["map"]):
+                shape[d] = xs[k].shape[j]
+            s = jnp.broadcast_to(xs[k].reshape(shape), out_shape)
+            return [xs[0] * s if kind == "mul" else s]
         if kind == "softmax":
+            mp = op["in"][0]["map"]
+            a = mp.index(op["axis"])
+            x = xs[0]
+            if op.get("causal") is not None:
+                q = mp.index(op["causal"])
+                key = np.arange(x.shape[a]).reshape([-1 if i == a else 1 for i in range(x.ndim)])
+                query = np.arange(x.shape[q]).reshape([-1 if i == q else 1 for i in range(x.ndim)])
+                x = jnp.where(key > query, -jnp.inf, x)
+            return [jax.nn.softmax(x, axis=a)]
+        if kind == "rmsnorm":
+            x = xs[0]
             a = op["in"][0]["map"].index(op["axis"])
-            return [jax.nn.softmax(xs[0], axis=a)]
+            ms = jnp.mean(x * x, axis=a, keepdims=True)
+            shape = [1] * x.ndim
+            shape[a] = x.shape[a]
+            return [x * jax.lax.rsqrt(ms + 1e-5) * ws[0].reshape(shape)]
+        if kind == "rope":
+            x = xs[0]
+            mp = op["in"][0]["map"]
+            d, s = mp.index(op["axis"]), mp.index(op["seq"])
+            D, S = x.shape[d], x.shape[s]
+            # as transformers' LlamaRotaryEmbedding: inv_freq over i = 0, 2, ..
+            # D-2, emb = cat(freqs, freqs), q*cos + rotate_half(q)*sin
+            inv_freq = 1.0 / (op["theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D))
+            freqs = np.arange(S, dtype=np.float64)[:, None] * inv_freq[None, :]
+            emb = np.concatenate([freqs, freqs], axis=-1)  # (S, D)
+            if d < s:
+                emb = emb.T
+            shape = [1] * x.ndim
+            shape[s], shape[d] = S, D
+            cos = np.cos(emb).astype(np.float32).reshape(shape)
+            sin = np.sin(emb).astype(np.float32).reshape(shape)
+            x1, x2 = jnp.split(x, 2, axis=d)
+            return [x * cos + jnp.concatenate([-x2, x1], axis=d) * sin]
         if kind == "norm":
             x = xs[0]
             a = op["in"][0]["map"].index(op["axis"])
@@ -155,6 +207,14 @@ class Model:
             shape = [1] * x.ndim
             shape[a] = x.shape[a]
             return [y * ws[0].reshape(shape) + ws[1].reshape(shape)]
+        if kind == "reduce_mean":
+            # the reduced dims: the input's that the output does not follow
+            kept = set(op["out"][0]["map"])
+            axes = tuple(i for i in range(xs[0].ndim) if i not in kept)
+            y = jnp.mean(xs[0], axis=axes)
+            return [y.reshape(self.tensors[op["out"][0]["tensor"]]["shape"])]
+        if kind == "concat":
+            return [jnp.concatenate(xs, axis=op["axis"])]
         if kind == "unstack":
             return [jnp.take(xs[0], k, axis=op["axis"]) for k in range(len(op["out"]))]
         if kind == "stack":
@@ -175,7 +235,57 @@ class Model:
                 return [s / (kh * kw)]
             return [jax.lax.reduce_window(xs[0], -jnp.inf, jax.lax.max, (1, 1, kh, kw),
                                           (1, 1, sh, sw), pads)]
+        if kind == "moe_gate":
+            return self._moe_gate(op, xs[0])
         raise NotImplementedError("op kind %s (%s)" % (kind, op["name"]))
+
+    @staticmethod
+    def _act(fn, x):
+        if fn == "relu":
+            return jnp.maximum(x, 0.0)
+        if fn == "relu6":
+            return jnp.clip(x, 0.0, 6.0)
+        if fn == "silu":
+            return jax.nn.silu(x)
+        if fn == "gelu":
+            return jax.nn.gelu(x, approximate=False)
+        if fn == "gelu_tanh":
+            return jax.nn.gelu(x, approximate=True)
+        if fn == "sigmoid":
+            return jax.nn.sigmoid(x)
+        if fn == "tanh":
+            return jnp.tanh(x)
+        raise NotImplementedError("act fn %s" % fn)
+
+    @staticmethod
+    def _moe_gate(op, logits):
+        """logits (group, seq, expert) -> combine, dispatch (group, seq,
+        expert, cap): each token's top-k experts (ties to the lower index),
+        weights the softmax of the chosen logits, slots by choice rank then
+        token, choices past the capacity dropped. The routing is constant;
+        gradient flows through the weights only."""
+        k, cap = op["topk"], op["dims"][3]["size"]
+        G, S, E = logits.shape
+        _, idx = jax.lax.top_k(jax.lax.stop_gradient(logits), k)        # (G, S, k)
+        w = jax.nn.softmax(jnp.take_along_axis(logits, idx, axis=-1), axis=-1)
+        onehot = jax.nn.one_hot(idx, E, dtype=jnp.int32)                # (G, S, k, E)
+        order = onehot.transpose(0, 2, 1, 3).reshape(G, k * S, E)      # choice rank, then token
+        before = jnp.cumsum(order, axis=1) - order
+        slot = (before * order).sum(-1).reshape(G, k, S).transpose(0, 2, 1)
+        slot_oh = jax.nn.one_hot(jnp.where(slot < cap, slot, cap), cap + 1)[..., :cap]
+        disp = jnp.einsum("gske,gskc->gsec", onehot.astype(jnp.float32), slot_oh)
+        comb = jnp.einsum("gsk,gske,gskc->gsec", w, onehot.astype(jnp.float32), slot_oh)
+        return [comb, jax.lax.stop_gradient(disp)]
+
+    @staticmethod
+    def _moe_aux(logits):
+        """GShard's balance loss, mean over groups of E · sum_e f_e · P_e: f
+        the share of first choices (constant), P the mean probability."""
+        E = logits.shape[-1]
+        first = jax.nn.one_hot(jnp.argmax(jax.lax.stop_gradient(logits), axis=-1), E)
+        f = jnp.mean(first, axis=1)
+        P = jnp.mean(jax.nn.softmax(logits, axis=-1), axis=1)
+        return jnp.mean(E * jnp.sum(f * P, axis=-1))
 
     @staticmethod
     def _xent(op, logits, labels):

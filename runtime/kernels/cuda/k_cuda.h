@@ -80,6 +80,14 @@ void sbk_layernorm_backward_apply(float *dinp, float *dgamma, float *dbeta, cons
                                   const float *inp, const float *mean, const float *rstd,
                                   const float *gamma, const float *s1, const float *s2, int M,
                                   int D, int D_total);
+void sbk_rmsnorm_stats(float *sumsq, const float *inp, int M, int D);
+void sbk_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *gamma, int M,
+                       int D);
+void sbk_rmsnorm_backward_stats(float *s, const float *dout, const float *inp, const float *gamma,
+                                int M, int D);
+void sbk_rmsnorm_backward_apply(float *dinp, float *dgamma, const float *dout, const float *inp,
+                                const float *rstd, const float *gamma, const float *s, int M,
+                                int D, int D_total);
 void sbk_batchnorm_stats(float *sum, float *sumsq, const float *inp, int B, int C, int HW);
 void sbk_batchnorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
                          const float *gamma, const float *beta, int B, int C, int HW, int relu);
@@ -99,6 +107,12 @@ void sbk_softmax_backward_dot(float *dot, const float *dout, const float *out, i
                               int inner);
 void sbk_softmax_backward_apply(float *dinp, const float *dout, const float *out,
                                 const float *dot, int outer, int A, int inner);
+void sbk_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
+                     int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo);
+void sbk_rope_forward(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
+                      int64_t s_stride, int64_t pos0, double theta);
+void sbk_rope_backward(float *dinp, const float *dout, int64_t n, int D, int64_t d_stride, int S,
+                       int64_t s_stride, int64_t pos0, double theta);
 void sbk_xent_partial_picked(float *picked, const float *logits, const int32_t *labels, int M,
                              int V, int v0);
 void sbk_xent_loss(float *loss, const float *mx, const float *se, const float *picked,
@@ -106,8 +120,21 @@ void sbk_xent_loss(float *loss, const float *mx, const float *se, const float *p
 void sbk_softmax_xent_backward(float *dlogits, const float *dloss, const float *logits,
                                const float *mx, const float *se, const int32_t *labels, int M,
                                int V, int v0);
+void sbk_moe_gate_forward(float *combine, float *dispatch, float *aux, float *work,
+                          const float *logits, int G, int S, int E, int C, int k);
+void sbk_moe_gate_backward(float *dlogits, float *work, const float *dcombine,
+                           const float *logits, float aux_weight, int G, int S, int E, int C,
+                           int k);
 void sbk_add_forward(float *out, const float *const *inps, int k, size_t n, int relu);
 void sbk_add_backward(float *const *dinps, const float *dout, const float *out, int k, size_t n);
+void sbk_act_forward(float *out, const float *inp, size_t n, int fn);
+void sbk_act_backward(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+void sbk_mul_forward(float *out, const float *a, const float *b, int nd, const int *dims,
+                     unsigned bdims);
+void sbk_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                      int nd, const int *dims, unsigned bdims);
+void sbk_expand_forward(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
+void sbk_expand_backward(float *dinp, const float *dout, int nd, const int *dims, unsigned xdims);
 void sbk_reduce_mean_forward(float *out, const float *inp, int nd, const int *dims,
                              unsigned axes, long count);
 void sbk_reduce_mean_backward(float *dinp, const float *dout, int nd, const int *dims,
@@ -118,5 +145,7 @@ void sbk_box_copy(float *dst, const int *dst_dims, const int *dst_lo, const floa
 void sbk_permute(float *out, const float *inp, int nd, const int *dims, const int *perm,
                  int accumulate);
 void sbk_sgd_update(float *w, float *g, size_t n, float lr);
+void sbk_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, int t);
 
 #endif

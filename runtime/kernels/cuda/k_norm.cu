@@ -1,6 +1,6 @@
 /* k_norm.cu: the cuda kernels of the k_norm.c family: split norm
- * statistics, layer and batch norm, softmax over any axis, softmax
- * cross-entropy. Sums accumulate in double, like the references. */
+ * statistics, layer, RMS and batch norm, softmax over any axis and its
+ * causal mask, softmax cross-entropy. Sums accumulate in double, like the references. */
 #include <float.h>
 #include <math.h>
 
@@ -201,6 +201,95 @@ void sbk_layernorm_backward_apply(float *dinp, float *dgamma, float *dbeta, cons
             dgamma, dbeta, dout, inp, mean, rstd, M, D);
         SBC_LAUNCHED();
     }
+}
+
+/* RMS norm: one block per row m for the statistics */
+__global__ static void rms_stats_k(float *sumsq, const float *inp, int D)
+{
+    const float *x = inp + (int64_t)blockIdx.x * D;
+    double q = 0.0;
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        q += (double)x[d] * x[d];
+    q = block_sum(q);
+    if (threadIdx.x == 0)
+        sumsq[blockIdx.x] = (float)q;
+}
+
+void sbk_rmsnorm_stats(float *sumsq, const float *inp, int M, int D)
+{
+    ROWS_LAUNCH(rms_stats_k, M, sumsq, inp, D);
+}
+
+__global__ static void rms_apply_k(float *out, const float *inp, const float *rstd,
+                                   const float *gamma, int D, int64_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        int64_t m = i / D, d = i % D;
+        out[i] = inp[i] * rstd[m] * (gamma ? gamma[d] : 1.0f);
+    }
+}
+
+void sbk_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *gamma, int M,
+                       int D)
+{
+    int64_t n = (int64_t)M * D;
+    LAUNCH(rms_apply_k, n, out, inp, rstd, gamma, D, n);
+}
+
+__global__ static void rms_bwd_stats_k(float *s, const float *dout, const float *inp,
+                                       const float *gamma, int D)
+{
+    int64_t m = blockIdx.x;
+    const float *x = inp + m * D, *dy = dout + m * D;
+    double a = 0.0;
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        a += (double)dy[d] * (gamma ? gamma[d] : 1.0f) * x[d];
+    a = block_sum(a);
+    if (threadIdx.x == 0)
+        s[m] = (float)a;
+}
+
+void sbk_rmsnorm_backward_stats(float *s, const float *dout, const float *inp, const float *gamma,
+                                int M, int D)
+{
+    ROWS_LAUNCH(rms_bwd_stats_k, M, s, dout, inp, gamma, D);
+}
+
+__global__ static void rms_bwd_dx_k(float *dinp, const float *dout, const float *inp,
+                                    const float *rstd, const float *gamma, const float *s, int D,
+                                    int D_total, int64_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        int64_t m = i / D, d = i % D;
+        float r = rstd[m], c = r * r * s[m] / (float)D_total;
+        dinp[i] += r * (dout[i] * (gamma ? gamma[d] : 1.0f) - inp[i] * c);
+    }
+}
+
+/* dgamma[d] += sum_m dout*inp*rstd: one thread per column */
+__global__ static void rms_bwd_dg_k(float *dgamma, const float *dout, const float *inp,
+                                    const float *rstd, int M, int D)
+{
+    GRID_STRIDE(d, D)
+    {
+        double g = 0.0;
+        for (int64_t m = 0; m < M; m++)
+            g += (double)dout[m * D + d] * inp[m * D + d] * rstd[m];
+        dgamma[d] += (float)g;
+    }
+}
+
+void sbk_rmsnorm_backward_apply(float *dinp, float *dgamma, const float *dout, const float *inp,
+                                const float *rstd, const float *gamma, const float *s, int M,
+                                int D, int D_total)
+{
+    int64_t n = (int64_t)M * D;
+    if (dinp)
+        LAUNCH(rms_bwd_dx_k, n, dinp, dout, inp, rstd, gamma, s, D, D_total, n);
+    if (dgamma && M > 0)
+        LAUNCH(rms_bwd_dg_k, D, dgamma, dout, inp, rstd, M, D);
 }
 
 /* batch norm: one block per channel c over (B, HW) */
@@ -434,6 +523,25 @@ void sbk_softmax_backward_apply(float *dinp, const float *dout, const float *out
 {
     int64_t n = (int64_t)outer * A * inner;
     LAUNCH(sm_bwd_apply_k, n, dinp, dout, out, dot, A, inner, n);
+}
+
+__global__ static void causal_mask_k(float *out, const float *inp, int64_t n, int64_t key_stride,
+                                     int key_ext, int64_t key_lo, int64_t query_stride,
+                                     int query_ext, int64_t query_lo)
+{
+    GRID_STRIDE(e, n)
+    {
+        int64_t key = key_lo + (e / key_stride) % key_ext;
+        int64_t query = query_lo + (e / query_stride) % query_ext;
+        out[e] = key > query ? -FLT_MAX : inp[e];
+    }
+}
+
+void sbk_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
+                     int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo)
+{
+    LAUNCH(causal_mask_k, n, out, inp, n, key_stride, key_ext, key_lo, query_stride, query_ext,
+           query_lo);
 }
 
 /* ---- softmax cross-entropy ---- */

@@ -4,6 +4,8 @@
  * geometry planned on the host by cuda/cuda_host.c). */
 #include <cuda_bf16.h>
 
+#include <math.h>
+
 #include "launch.cuh"
 
 /* ---- small helpers ---- */
@@ -141,6 +143,30 @@ __global__ static void sgd_k(float *w, float *g, int64_t n, float lr)
 void sbk_sgd_update(float *w, float *g, size_t n, float lr)
 {
     LAUNCH(sgd_k, n, w, g, (int64_t)n, lr);
+}
+
+/* Adam with bias correction (c1 = 1 - b1^t, c2 = 1 - b2^t from the host, in
+ * double as the CPU reference sb_adam_update computes them); zeroes g */
+__global__ static void adam_k(float *w, float *g, float *m, float *v, int64_t n, float lr,
+                              float b1, float b2, float eps, float c1, float c2)
+{
+    GRID_STRIDE(i, n)
+    {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] -= lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+        g[i] = 0.0f;
+    }
+}
+
+void sbk_adam_update(float *w, float *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, int t)
+{
+    float c1 = (float)(1.0 - pow((double)beta1, t)), c2 = (float)(1.0 - pow((double)beta2, t));
+    LAUNCH(adam_k, n, w, g, m, v, (int64_t)n, lr, beta1, beta2, eps, c1, c2);
 }
 
 /* ---- reduce-mean ---- */

@@ -1,0 +1,513 @@
+/* dp_mem.c: the exact search under a per-device memory limit.
+ *
+ * The least-cost strategy whose predicted peak per device (memory.h: the
+ * sum over ops of their resident bytes plus the largest scratch of any op)
+ * is at most the limit. The limit is a constraint of the optimisation, not
+ * a filter of the unconstrained optimum: a strategy that costs a little
+ * more and fits is found even when the cheapest one does not fit.
+ *
+ * Method: the variable elimination of dp.c (same vertex order, same
+ * tables over dependent sets), but each table entry holds a Pareto set of
+ * labels (cost, resident, scratch) instead of one least cost: combining
+ * two partial strategies adds cost and resident bytes and takes the larger
+ * scratch, so a label dominated in all three (or already over the limit:
+ * resident + scratch only grows) can never become the best one and is
+ * dropped; nothing else is. Each label keeps the config of the eliminated
+ * vertex and, per table it was combined from, the label it used, so the
+ * strategy is read back by following them. Exact: equal to brute force
+ * over the strategies that fit (tests/test_dp.c).
+ *
+ * Fast path: when the unconstrained optimum (dp.c) fits, it is the answer.
+ * Pareto sets grow with the graph: past a budget of labels the search
+ * stops with an error that says so (nothing is guessed). */
+#include "dp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardbench/memory.h"
+
+#define MAX_SCOPE 32
+#define LABEL_BUDGET 20000000 /* labels alive at once, all tables together */
+
+typedef struct {
+    double c, r, s;  /* cost; resident bytes (summed); scratch bytes (largest) */
+    int x;           /* config of the eliminated vertex (-1: a leaf table) */
+    int64_t parts;   /* index into the table's parts pool: one label per inflow table */
+} label;
+
+typedef struct {
+    int nv;
+    int vars[MAX_SCOPE];  /* ascending; the last varies fastest */
+    int64_t size;
+    int64_t *start;       /* size + 1 offsets into lab */
+    label *lab;
+    int64_t nlab;
+    int nin;              /* inflow tables it was made from */
+    int *in;              /* their ids */
+    int32_t *parts;       /* nlab * nin label indices */
+    int elim;             /* the vertex eliminated to make it, -1 for a leaf */
+    int alive;
+} ptable;
+
+typedef struct {
+    const sb_problem *pb;
+    double limit;          /* bytes; INFINITY when minimising memory */
+    int by_memory;         /* 1: minimise memory (cost ignored in dominance) */
+    ptable *t;
+    int nt, capt;
+    int64_t live_labels;
+    sb_error *err;
+} pengine;
+
+/* A growable list of labels under construction, each with nparts parts. */
+typedef struct {
+    label *l;
+    int32_t *p;
+    int64_t n, cap;
+    int np;
+} lbuf;
+
+static int lbuf_push(pengine *E, lbuf *b, const label *l, const int32_t *parts)
+{
+    if (b->n == b->cap) {
+        int64_t nc = b->cap ? 2 * b->cap : 16;
+        label *nl = sb_realloc(b->l, (size_t)nc * sizeof *nl, E->err);
+        if (!nl)
+            return -1;
+        b->l = nl;
+        int32_t *np = sb_realloc(b->p, (size_t)(nc * (b->np ? b->np : 1)) * sizeof *np, E->err);
+        if (!np)
+            return -1;
+        b->p = np;
+        b->cap = nc;
+    }
+    b->l[b->n] = *l;
+    if (b->np)
+        memcpy(b->p + b->n * b->np, parts, (size_t)b->np * sizeof *parts);
+    b->n++;
+    return 0;
+}
+
+static int dominates(const pengine *E, const label *a, const label *b)
+{
+    return (E->by_memory || a->c <= b->c) && a->r <= b->r && a->s <= b->s;
+}
+
+typedef struct {
+    double k0, k1, k2; /* sort key: (cost, resident, scratch), or (0, resident, scratch) */
+    int64_t at;        /* position in the buffer */
+} lkey;
+
+static int cmp_lkey(const void *x, const void *y)
+{
+    const lkey *a = x, *b = y;
+    if (a->k0 != b->k0)
+        return a->k0 < b->k0 ? -1 : 1;
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2)
+        return a->k2 < b->k2 ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+/* Keeps the Pareto set of b. In key order a label can only be dominated by
+ * one before it (or an equal one), so each is checked against those kept. */
+static int pareto(pengine *E, lbuf *b)
+{
+    if (b->n < 2)
+        return 0;
+    int64_t n = b->n;
+    lkey *key = sb_malloc((size_t)n * sizeof *key, E->err);
+    lbuf o = {.np = b->np};
+    if (!key)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        key[i] = (lkey){E->by_memory ? 0.0 : b->l[i].c, b->l[i].r, b->l[i].s, i};
+    qsort(key, (size_t)n, sizeof *key, cmp_lkey);
+    for (int64_t i = 0; i < n; i++) {
+        const label *cand = &b->l[key[i].at];
+        int dom = 0;
+        for (int64_t j = 0; j < o.n && !dom; j++)
+            dom = dominates(E, &o.l[j], cand);
+        if (!dom && lbuf_push(E, &o, cand, b->p + key[i].at * b->np)) {
+            free(key);
+            free(o.l);
+            free(o.p);
+            return -1;
+        }
+    }
+    free(key);
+    free(b->l);
+    free(b->p);
+    b->l = o.l;
+    b->p = o.p;
+    b->n = o.n;
+    b->cap = o.cap;
+    return 0;
+}
+
+/* Appends a table (E owns it then, also when the label budget is passed:
+ * -1 with err set). -1 without adding it when out of memory. */
+static int add_table(pengine *E, ptable *src, int *added)
+{
+    *added = 0;
+    if (E->nt == E->capt) {
+        int nc = E->capt ? 2 * E->capt : 256;
+        ptable *nt = sb_realloc(E->t, (size_t)nc * sizeof *nt, E->err);
+        if (!nt)
+            return -1;
+        E->t = nt;
+        E->capt = nc;
+    }
+    src->alive = 1;
+    E->t[E->nt++] = *src;
+    *added = 1;
+    E->live_labels += src->nlab;
+    if (E->live_labels > LABEL_BUDGET)
+        return sb_fail(E->err, SB_EXIT_INPUT,
+                       "memory-limited search of '%s' at p=%d: more than %d (cost, memory) "
+                       "labels alive at once; too large for the exact search under a limit",
+                       E->pb->m->name, E->pb->p, LABEL_BUDGET);
+    return 0;
+}
+
+static void table_free(ptable *t)
+{
+    free(t->start);
+    free(t->lab);
+    free(t->in);
+    free(t->parts);
+    memset(t, 0, sizeof *t);
+}
+
+/* A leaf table over vars (1 or 2) with one label per entry. */
+static int leaf(pengine *E, int nv, const int *vars, const double *c, const double *r,
+                const double *s)
+{
+    ptable t = {.nv = nv, .elim = -1};
+    t.size = 1;
+    for (int i = 0; i < nv; i++) {
+        t.vars[i] = vars[i];
+        t.size *= E->pb->cfg[vars[i]].n;
+    }
+    t.start = sb_malloc((size_t)(t.size + 1) * sizeof *t.start, E->err);
+    t.lab = sb_malloc((size_t)t.size * sizeof *t.lab, E->err);
+    if (!t.start || !t.lab) {
+        table_free(&t);
+        return -1;
+    }
+    for (int64_t k = 0; k < t.size; k++) {
+        t.start[k] = k;
+        t.lab[k] = (label){.c = c[k], .r = r ? r[k] : 0, .s = s ? s[k] : 0, .x = -1};
+    }
+    t.start[t.size] = t.nlab = t.size;
+    int added;
+    if (add_table(E, &t, &added)) {
+        if (!added)
+            table_free(&t);
+        return -1;
+    }
+    return 0;
+}
+
+static int init_tables(pengine *E, sb_optimizer opt)
+{
+    const sb_problem *pb = E->pb;
+    const sb_model *m = pb->m;
+    for (int v = 0; v < m->nops; v++) {
+        int n = pb->cfg[v].n;
+        double *r = sb_malloc((size_t)n * sizeof *r, E->err), *s = sb_malloc((size_t)n * sizeof *s, E->err);
+        double *c = sb_malloc((size_t)n * sizeof *c, E->err);
+        if (!r || !s || !c) {
+            free(r), free(s), free(c);
+            return -1;
+        }
+        for (int k = 0; k < n; k++) {
+            sb_mem x;
+            sb_op_memory(m, &m->ops[v], pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims, opt, &x);
+            r[k] = sb_mem_resident(&x);
+            s[k] = x.scratch;
+            c[k] = pb->cfg[v].cost[k];
+        }
+        int rc = leaf(E, 1, &v, c, r, s);
+        free(r), free(s), free(c);
+        if (rc)
+            return -1;
+    }
+    /* one table per pair of ops joined by edges */
+    for (int k = 0; k < pb->nedges; k++) {
+        int a = pb->edges[k].src, b = pb->edges[k].dst;
+        int lo = a < b ? a : b, hi = a < b ? b : a, seen = 0;
+        for (int j = 0; j < k && !seen; j++) {
+            int a2 = pb->edges[j].src, b2 = pb->edges[j].dst;
+            seen = (a2 < b2 ? a2 : b2) == lo && (a2 < b2 ? b2 : a2) == hi;
+        }
+        if (seen)
+            continue;
+        if (lo == hi)
+            return sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output", m->ops[lo].name);
+        size_t n = (size_t)pb->cfg[lo].n * (size_t)pb->cfg[hi].n;
+        double *c = sb_calloc(n, sizeof *c, E->err);
+        if (!c)
+            return -1;
+        int rc = 0;
+        for (int j = k; j < pb->nedges && !rc; j++) {
+            int a2 = pb->edges[j].src, b2 = pb->edges[j].dst;
+            if ((a2 < b2 ? a2 : b2) == lo && (a2 < b2 ? b2 : a2) == hi)
+                rc = sb_edge_table_add(pb, &pb->edges[j], c, E->err);
+        }
+        int vars[2] = {lo, hi};
+        rc = rc || leaf(E, 2, vars, c, NULL, NULL);
+        free(c);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+/* entry of table t for the assignment val[] (indexed by vertex) */
+static int64_t entry_of(const pengine *E, const ptable *t, const int *val)
+{
+    int64_t e = 0;
+    for (int i = 0; i < t->nv; i++)
+        e = e * E->pb->cfg[t->vars[i]].n + val[t->vars[i]];
+    return e;
+}
+
+/* Eliminates v (v < 0: combines every table left into one over no vertex). */
+static int eliminate(pengine *E, int v, int *val, int *out_table)
+{
+    const sb_problem *pb = E->pb;
+    int nF = 0, cap = 16, S[MAX_SCOPE], k = 0;
+    int *F = malloc((size_t)cap * sizeof *F);
+    if (!F)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    for (int i = 0; i < E->nt; i++) {
+        ptable *t = &E->t[i];
+        int has = v < 0;
+        for (int j = 0; j < t->nv && !has; j++)
+            has = t->vars[j] == v;
+        if (!t->alive || !has)
+            continue;
+        if (nF == cap) {
+            int *nf = realloc(F, (size_t)(cap *= 2) * sizeof *F);
+            if (!nf) {
+                free(F);
+                return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+            }
+            F = nf;
+        }
+        F[nF++] = i;
+        for (int j = 0; j < t->nv; j++) {
+            int u = t->vars[j], seen = u == v;
+            for (int q = 0; q < k && !seen; q++)
+                seen = S[q] == u;
+            if (!seen) {
+                if (k == MAX_SCOPE) {
+                    free(F);
+                    return sb_fail(E->err, SB_EXIT_INTERNAL, "dependent set of '%s' exceeds %d vertices",
+                                   pb->m->ops[v].name, MAX_SCOPE);
+                }
+                S[k++] = u;
+            }
+        }
+    }
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && S[j - 1] > S[j]; j--) {
+            int tt = S[j];
+            S[j] = S[j - 1];
+            S[j - 1] = tt;
+        }
+    ptable g = {.nv = k, .elim = v, .nin = nF, .in = F};
+    memcpy(g.vars, S, (size_t)k * sizeof *S);
+    g.size = 1;
+    for (int i = 0; i < k; i++)
+        g.size *= pb->cfg[S[i]].n;
+    int nx = v < 0 ? 1 : pb->cfg[v].n;
+    g.start = sb_malloc((size_t)(g.size + 1) * sizeof *g.start, E->err);
+    lbuf out = {.np = nF}, cur = {.np = nF}, nxt = {.np = nF}, all = {.np = nF};
+    int32_t *pp = malloc((size_t)(nF ? nF : 1) * sizeof *pp);
+    int rc = -1;
+    if (!g.start || !pp) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < k; i++)
+        val[S[i]] = 0;
+    for (int64_t a = 0; a < g.size; a++) {
+        g.start[a] = out.n;
+        all.n = 0;
+        for (int x = 0; x < nx; x++) {
+            if (v >= 0)
+                val[v] = x;
+            cur.n = 0;
+            memset(pp, 0, (size_t)(nF ? nF : 1) * sizeof *pp);
+            label zero = {.x = x};
+            if (lbuf_push(E, &cur, &zero, pp))
+                goto done;
+            for (int q = 0; q < nF; q++) {
+                const ptable *t = &E->t[F[q]];
+                int64_t e = entry_of(E, t, val);
+                nxt.n = 0;
+                for (int64_t i = 0; i < cur.n; i++)
+                    for (int64_t j = t->start[e]; j < t->start[e + 1]; j++) {
+                        const label *l2 = &t->lab[j];
+                        label l = cur.l[i];
+                        l.c += l2->c;
+                        l.r += l2->r;
+                        l.s = l.s > l2->s ? l.s : l2->s;
+                        if (l.r + l.s > E->limit)
+                            continue;
+                        memcpy(pp, cur.p + i * nF, (size_t)nF * sizeof *pp);
+                        pp[q] = (int32_t)(j - t->start[e]);
+                        if (lbuf_push(E, &nxt, &l, pp))
+                            goto done;
+                    }
+                if (pareto(E, &nxt))
+                    goto done;
+                lbuf sw = cur;
+                cur = nxt;
+                nxt = sw;
+            }
+            for (int64_t i = 0; i < cur.n; i++)
+                if (lbuf_push(E, &all, &cur.l[i], cur.p + i * nF))
+                    goto done;
+        }
+        if (pareto(E, &all))
+            goto done;
+        for (int64_t i = 0; i < all.n; i++)
+            if (lbuf_push(E, &out, &all.l[i], all.p + i * nF))
+                goto done;
+        /* next assignment of S, last fastest */
+        for (int i = k - 1; i >= 0; i--) {
+            if (++val[S[i]] < pb->cfg[S[i]].n)
+                break;
+            val[S[i]] = 0;
+        }
+    }
+    g.start[g.size] = out.n;
+    g.nlab = out.n;
+    g.lab = out.l;
+    g.parts = out.p;
+    for (int64_t i = 0; i < g.nlab; i++)
+        g.lab[i].parts = i * nF;
+    out.l = NULL;
+    out.p = NULL;
+    for (int q = 0; q < nF; q++) { /* inputs stay for the read-back, no longer in play */
+        E->t[F[q]].alive = 0;
+        E->live_labels -= E->t[F[q]].nlab;
+    }
+    F = NULL; /* owned by g */
+    int added;
+    if (add_table(E, &g, &added)) {
+        if (!added)
+            table_free(&g);
+        goto done_nog;
+    }
+    *out_table = E->nt - 1;
+    rc = 0;
+    goto done_nog;
+done:
+    free(g.start);
+    free(F);
+done_nog:
+    free(out.l), free(out.p), free(cur.l), free(cur.p), free(nxt.l), free(nxt.p);
+    free(all.l), free(all.p), free(pp);
+    return rc;
+}
+
+/* Sets the configs of table ti's label li and of everything it came from
+ * (the table's own vertices are already set in choice). */
+static void read_back(const pengine *E, int ti, int64_t li, int *choice)
+{
+    const ptable *t = &E->t[ti];
+    if (t->elim < 0 && t->nin == 0)
+        return; /* a leaf */
+    const label *l = &t->lab[li];
+    if (t->elim >= 0)
+        choice[t->elim] = l->x;
+    for (int q = 0; q < t->nin; q++) {
+        const ptable *u = &E->t[t->in[q]];
+        int64_t e = entry_of(E, u, choice);
+        read_back(E, t->in[q], u->start[e] + t->parts[l->parts + q], choice);
+    }
+}
+
+/* The whole elimination under E's limit; on success the root table (over no
+ * vertex) is E->t[*root]. */
+static int run(pengine *E, sb_optimizer opt, const int *order, int *root)
+{
+    int n = E->pb->m->nops;
+    int *val = calloc((size_t)n, sizeof *val);
+    if (!val)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    int rc = init_tables(E, opt);
+    for (int i = 0; i < n && !rc; i++)
+        rc = eliminate(E, order[i], val, root);
+    rc = rc || eliminate(E, -1, val, root);
+    free(val);
+    return rc;
+}
+
+static void engine_free(pengine *E)
+{
+    for (int i = 0; i < E->nt; i++)
+        table_free(&E->t[i]);
+    free(E->t);
+    E->t = NULL;
+    E->nt = E->capt = 0;
+}
+
+int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                     sb_optimizer opt, sb_result *out, double *least_bytes, sb_error *err)
+{
+    double t0 = sb_now();
+    if (least_bytes)
+        *least_bytes = NAN;
+    if (sb_search(pb, opts, out, err))
+        return -1;
+    if (sb_strategy_memory(pb, out->choice, opt, NULL) <= limit_bytes)
+        return 0; /* the least-cost strategy fits: nothing cheaper can */
+    int n = pb->m->nops;
+    pengine E = {.pb = pb, .limit = limit_bytes, .err = err};
+    int root = -1, rc = run(&E, opt, out->order, &root);
+    if (!rc) {
+        const ptable *t = &E.t[root];
+        int64_t best = -1;
+        for (int64_t i = 0; i < t->nlab; i++)
+            if (best < 0 || t->lab[i].c < t->lab[best].c)
+                best = i;
+        if (best >= 0) {
+            for (int i = 0; i < n; i++)
+                out->choice[i] = 0;
+            read_back(&E, root, best, out->choice);
+            out->total_cost = sb_strategy_cost(pb, out->choice);
+            out->seconds = sb_now() - t0;
+            engine_free(&E);
+            return 0;
+        }
+        /* nothing fits: the least memory of any strategy, exactly */
+        engine_free(&E);
+        E = (pengine){.pb = pb, .limit = INFINITY, .by_memory = 1, .err = err};
+        rc = run(&E, opt, out->order, &root);
+        if (!rc) {
+            t = &E.t[root];
+            double least = INFINITY;
+            for (int64_t i = 0; i < t->nlab; i++)
+                if (t->lab[i].r + t->lab[i].s < least)
+                    least = t->lab[i].r + t->lab[i].s;
+            if (least_bytes)
+                *least_bytes = least;
+            rc = sb_fail(err, SB_EXIT_INPUT,
+                         "no strategy of '%s' at p=%d fits %.4g GiB per device: the least "
+                         "memory of any strategy is %.4g GiB",
+                         pb->m->name, pb->p, limit_bytes / 1073741824.0, least / 1073741824.0);
+        }
+    }
+    engine_free(&E);
+    sb_result_free(out);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* ops/pointwise.c: the search stage's facts of the pointwise family: act,
+ * mul and expand (docs/cost-model.md, "Pointwise ops"). Every config is
+ * allowed (no config_ok). */
+#include "../kinds.h"
+
+/* Elementwise units of an act element, forward and backward together: 1
+ * for the piecewise-linear relu and relu6, 2 for the functions that call
+ * exp, erf or tanh. */
+static double act_units(int fn)
+{
+    return fn == SB_ACT_RELU || fn == SB_ACT_RELU6 ? 1.0 : 2.0;
+}
+
+/* act: e elements per device, act_units(fn) each; no communication. */
+static double cost_act(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    return act_units(op->fn) * sb_per_device_elems(op, c) * cp->elem_ratio;
+}
+
+/* Product of the splits of the iteration dims that operand o lacks: the
+ * ranks whose partial gradients of o are summed. */
+static double missing_splits(const sb_op *op, const sb_operand *o, int ndims, const int *c)
+{
+    uint32_t has = 0;
+    for (int j = 0; j < ndims; j++)
+        if (o->map[j] >= 0)
+            has |= 1u << o->map[j];
+    double q = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (!(has & (1u << i)))
+            q *= c[i];
+    return q;
+}
+
+/* The all-reduce of a broadcast operand's gradient (slot k) over the ranks
+ * that split the dims it lacks; 0 when none does. */
+static double broadcast_grad_cost(const sb_model *m, const sb_op *op, int k, const int *c,
+                                  const sb_cost_params *cp)
+{
+    const sb_operand *o = &op->in[k];
+    double q = missing_splits(op, o, m->tensors[o->tensor].ndims, c);
+    return q > 1.0 ? sb_allreduce_cost(cp, sb_operand_elems(m, op, o, c), q) : 0.0;
+}
+
+/* mul: forward y = a·b and backward da = dy·b, db = Σ dy·a: 2 units per
+ * element, plus b's gradient all-reduce when b broadcasts over split dims. */
+static double cost_mul(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    return 2.0 * sb_per_device_elems(op, c) * cp->elem_ratio + broadcast_grad_cost(m, op, 1, c, cp);
+}
+
+/* expand: forward copy and backward sum, 1 unit per output element, plus
+ * x's gradient all-reduce over the ranks that split the new dims. */
+static double cost_expand(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    return sb_per_device_elems(op, c) * cp->elem_ratio + broadcast_grad_cost(m, op, 0, c, cp);
+}
+
+/* Inputs (kept for backward: act's x, mul's a and b) and outputs; one
+ * output-sized buffer sums the consumers' gradients. */
+static void memory_pointwise(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
+{
+    sb_mem_operands(m, op, c, e);
+    e->scratch = e->outs;
+}
+
+const sb_kind_search sb_search_act = {.cost = cost_act, .memory = memory_pointwise};
+const sb_kind_search sb_search_mul = {.cost = cost_mul, .memory = memory_pointwise};
+const sb_kind_search sb_search_expand = {.cost = cost_expand, .memory = memory_pointwise};
