@@ -1038,6 +1038,9 @@ int ox_node_range(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
         || !sym_is_const(d->data[0]) || d->data[0].c == 0)
         return ox_unsupported(C, n, "start, limit and delta are not integer constants");
     int64_t s = x->data[0].c, e = x1->data[0].c, st = d->data[0].c;
+    const int64_t lim = (int64_t)1 << 40;
+    if (s < -lim || s > lim || e < -lim || e > lim || st < -lim || st > lim)
+        return ox_unsupported(C, n, "start, limit or delta beyond 2^40");
     int64_t cnt = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / -st;
     if (cnt < 0)
         cnt = 0;

@@ -561,7 +561,7 @@ static int classify_mask(const val *x)
         if (x->shape[i].c != 1)
             return MASK_NONE;
     int64_t r = x->shape[x->nd - 2].c, c = x->shape[x->nd - 1].c;
-    if (r != c || r < 2 || r * c != x->nf)
+    if (r != c || r < 2 || r > MAX_FCONST || r * c != x->nf)
         return MASK_NONE;
     int keep = 1, add = 1;
     for (int64_t i = 0; i < r; i++)
