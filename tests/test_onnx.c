@@ -575,6 +575,27 @@ static void test_unsupported(void **state)
 
 /* ---- today's transformer exports (make_llm.py) ------------------------------ */
 
+/* Every softmax of a model is causal with the query dim `q`, the key dim `k`. */
+static void check_causal(const sb_model *m, const char *q, const char *k)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *o = &m->ops[i];
+        if (o->kind != SB_OP_SOFTMAX)
+            continue;
+        assert_true(o->causal >= 0);
+        assert_string_equal(o->dims[o->causal].name, q);
+        assert_string_equal(o->dims[o->axis].name, k);
+    }
+}
+
+/* Every act of a model has function fn. */
+static void check_act_fn(const sb_model *m, const char *fn)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (!strcmp(sb_op_kind_name(m->ops[i].kind), "act"))
+            assert_string_equal(sb_act_fn_name(m->ops[i].fn), fn);
+}
+
 /* The op of a model whose iteration space starts with these dim names. */
 static const sb_op *find_op_dims(const sb_model *m, sb_op_kind k, const char *d0, const char *d1, const char *d2)
 {
@@ -615,6 +636,7 @@ static void test_mha_static_batch(void **state)
         assert_int_equal(m.nops, 29);
     } else {
         assert_int_equal(count_kind_name(&m, "act"), 1);
+        check_act_fn(&m, "gelu_tanh");
     }
     const sb_op *q = find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim");
     assert_non_null(q);
@@ -707,6 +729,26 @@ static void check_llama(const char *name, int opset)
     assert_int_equal(model_weights(&m), 86848); /* make_llm.py: torch's parameters */
     assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "batch", "seq", "heads"));
     assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "batch", "seq", "kv_heads"));
+    assert_int_equal(m.nops, 72); /* the rotary's Slice/Neg/Concat/Mul leave no op of their own */
+    check_causal(&m, "seq", "seq_2");
+    for (int i = 0; i < m.nops; i++) {
+        const sb_op *o = &m.ops[i];
+        const char *k = sb_op_kind_name(o->kind);
+        if (!strcmp(k, "rope")) {
+            assert_true(o->theta == 10000);
+            assert_string_equal(o->dims[o->pos_axis].name, "seq");
+            assert_string_equal(o->dims[o->axis].name, "head_dim");
+        } else if (!strcmp(k, "rmsnorm")) {
+            assert_string_equal(o->dims[o->axis].name, "embed");
+        } else if (!strcmp(k, "expand")) {
+            assert_int_equal(o->ndims, 5); /* batch, kv_heads, rep, seq, head_dim */
+            assert_string_equal(o->dims[1].name, "kv_heads");
+            assert_string_equal(o->dims[2].name, "rep");
+            assert_int_equal(o->dims[2].size, 2);
+        }
+    }
+    if (have_op("y = act(x, fn=silu)"))
+        check_act_fn(&m, "silu");
     search_p4(&m);
     sb_model_free(&m);
 }
@@ -732,6 +774,11 @@ static void check_gpt2(const char *name, int opset)
     assert_int_equal(count_kind(&m, SB_OP_NORM), 5);
     assert_int_equal(model_weights(&m), 111744); /* make_llm.py: less biases and positions */
     assert_non_null(find_op_dims(&m, SB_OP_UNFLATTEN, "seq", "batch_heads", "head_dim"));
+    check_causal(&m, "seq", "seq_2");
+    if (have_op("y = act(x, fn=silu)")) {
+        assert_int_equal(count_kind_name(&m, "act"), 2);
+        check_act_fn(&m, "gelu");
+    }
     search_p4(&m);
     sb_model_free(&m);
 }
@@ -757,6 +804,18 @@ static void check_vit(const char *name, int opset)
     assert_int_equal(count_kind(&m, SB_OP_NORM), 25);
     assert_int_equal(count_kind(&m, SB_OP_DENSE), 49); /* 12 x (qkv out fc proj) + head */
     assert_int_equal(model_weights(&m), 86331648); /* make_llm.py: less biases and positions */
+    /* class token + 4 patches: the sequence of 5 */
+    const sb_op *cat = NULL;
+    for (int i = 0; i < m.nops && !cat; i++)
+        if (m.ops[i].kind == SB_OP_CONCAT)
+            cat = &m.ops[i];
+    assert_non_null(cat);
+    assert_string_equal(cat->dims[1].name, "seq");
+    assert_int_equal(cat->dims[1].size, 5);
+    if (have_op("y = act(x, fn=silu)")) {
+        assert_int_equal(count_kind_name(&m, "act"), 12);
+        check_act_fn(&m, "gelu");
+    }
     search_p4(&m);
     sb_model_free(&m);
 }

@@ -1137,6 +1137,29 @@ static int emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const s
     return 0;
 }
 
+/* The name for size-1 dim a of value y (of rank nd, not yet bound) when
+ * its only reader is a Concat along a: the other inputs' name there
+ * (`patches` joined by a class token make the `seq`). 1 when named. */
+static int joined_name(ctx *C, const val *y, int nd, int a, char *out)
+{
+    int k = ox_only_consumer(C, y->name);
+    const Onnx__NodeProto *c = k >= 0 ? C->g->node[k] : NULL;
+    if (!c || !op_is(c, "Concat") || ox_norm_axis(ox_attr_i(c, "axis", 0), nd) != a)
+        return 0;
+    for (size_t i = 0; i < c->n_input; i++) {
+        val *o = ox_in_val(C, c, i);
+        if (!o || o == y || o->kind != V_ACT || o->nd != nd || o->src[a] < 0)
+            continue;
+        const char *nm = ox_lname(C, o, a);
+        if (!strcmp(nm, "patches"))
+            ox_recog_name(C, "seq", 1, out);
+        else
+            snprintf(out, SB_NAME_MAX, "%s", nm);
+        return 1;
+    }
+    return 0;
+}
+
 /* Expand: of integer constants, folded; of an activation or a weight, the
  * `expand` op where the model language has it. */
 int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
@@ -1178,15 +1201,20 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
             /* declared without the dims the Expand broadcasts (the class
              * token's (1, 1, E) is `weight class_token[one=1, embed=E]`) */
             val d = *x;
+            int opos[SB_MAX_DIMS];
             d.nd = 0;
             for (int j = 0; j < x->nd; j++)
-                if (!expand_bcast(x, nd, out, j + (nd - x->nd)))
+                if (!expand_bcast(x, nd, out, j + (nd - x->nd))) {
+                    opos[d.nd] = j + (nd - x->nd);
                     d.shape[d.nd++] = x->shape[j];
+                }
             x = &d;
             char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[1200] = "";
             for (int j = 0; j < x->nd; j++) {
                 int64_t v = ox_sym_val(C, x->shape[j]);
-                if (v == 1)
+                if (v == 1 && joined_name(C, y, nd, opos[j], dn[j]))
+                    ; /* the class token's place in the sequence it joins */
+                else if (v == 1)
                     snprintf(dn[j], SB_NAME_MAX, "one");
                 else if (C->embed && v == C->embed)
                     ox_recog_name(C, "embed", v, dn[j]);
