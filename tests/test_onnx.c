@@ -820,6 +820,32 @@ static void check_vit(const char *name, int opset)
     sb_model_free(&m);
 }
 
+/* The rotary tables are read, not assumed: Llama 3's theta comes back as
+ * 500000; tables that are not rotary angles are refused by name. */
+static void test_rope_tables(void **state)
+{
+    (void)state;
+    sb_model m;
+    char msg[2048];
+    if (!have_op("y = rope(x, seq=a, dim=b, theta=10000)"))
+        skip();
+    int rc = load_or_refusal("llama_theta", NULL, 0, &m, msg, sizeof msg);
+    if (rc)
+        fail_msg("%s", msg);
+    int n = 0;
+    for (int i = 0; i < m.nops; i++)
+        if (!strcmp(sb_op_kind_name(m.ops[i].kind), "rope")) {
+            assert_true(m.ops[i].theta == 500000);
+            n++;
+        }
+    assert_int_equal(n, 2);
+    sb_model_free(&m);
+    assert_int_equal(load_or_refusal("llama_badrope", NULL, 0, &m, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "2 unsupported nodes"));
+    assert_non_null(strstr(msg, "/layers.0/attn/Add (Add, opset 17): rotary tables that are not constant cos/sin"));
+    assert_non_null(strstr(msg, "/layers.0/attn/Add_1 (Add, opset 17): rotary tables"));
+}
+
 static void test_llm_exports(void **state)
 {
     (void)state;
@@ -942,7 +968,7 @@ int main(void)
         cmocka_unit_test(test_unsupported), cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_regress),     cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_not_a_file),  cmocka_unit_test(test_mha_static_batch),
-        cmocka_unit_test(test_llm_exports),
+        cmocka_unit_test(test_llm_exports),        cmocka_unit_test(test_rope_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

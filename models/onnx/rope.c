@@ -91,30 +91,34 @@ int ox_hold_rope(ctx *C)
     return 0;
 }
 
-/* The theta of a (.., S, D) cos or sin table of rotary angles, or 0 when
- * the table is not cos/sin(p * theta^(-2i/D)) for p < S, i < D/2,
- * repeated over both halves. */
-static double table_theta(const val *t, int64_t S, int64_t D, int want_sin)
+/* The theta of (.., S, D) cos and sin tables of rotary angles, or 0 when
+ * they are not cos/sin(p * theta^(-2i/D)) for p < S, i < D/2, repeated
+ * over both halves, with an integer theta. The angle theta^(-2/D) of i = 1
+ * is read at the largest position where it stays below 3 (atan2 of sin and
+ * cos: float tables give theta to a few parts in 10^7, Llama 3's 500000
+ * exactly once rounded). */
+static double table_theta(const val *tc, const val *ts, int64_t S, int64_t D)
 {
-    if (!t->fdata || t->nf != S * D || S < 2 || D < 4 || D % 2)
+    if (!tc->fdata || !ts->fdata || tc->nf != S * D || ts->nf != S * D || S < 2 || D < 4 || D % 2)
         return 0;
     int64_t h = D / 2;
-    /* at p = 1, i = 1: the angle theta^(-2/D) < 1, so acos/asin read it back */
-    double a1 = want_sin ? asin(t->fdata[D + 1]) : acos(t->fdata[D + 1]);
+    double a1 = atan2(ts->fdata[D + 1], tc->fdata[D + 1]);
     if (!(a1 > 0 && a1 < 1))
         return 0;
-    double theta = pow(a1, -(double)D / 2.0);
-    double r = round(theta);
-    if (fabs(theta - r) / r < 1e-3)
-        theta = r;
-    for (int64_t p = 0; p < S; p++)
+    int64_t p = (int64_t)(3.0 / a1);
+    if (p > S - 1)
+        p = S - 1;
+    a1 = atan2(ts->fdata[p * D + 1], tc->fdata[p * D + 1]) / (double)p;
+    double theta = pow(a1, -(double)D / 2.0), r = round(theta);
+    if (!(r >= 2) || fabs(theta - r) / r > 1e-4)
+        return 0;
+    for (int64_t q = 0; q < S; q++)
         for (int64_t i = 0; i < D; i++) {
-            double ang = (double)p * pow(theta, -2.0 * (double)(i % h) / (double)D);
-            double want = want_sin ? sin(ang) : cos(ang);
-            if (fabs(t->fdata[p * D + i] - want) > 1e-3)
+            double ang = (double)q * pow(r, -2.0 * (double)(i % h) / (double)D);
+            if (fabs(tc->fdata[q * D + i] - cos(ang)) > 1e-3 || fabs(ts->fdata[q * D + i] - sin(ang)) > 1e-3)
                 return 0;
         }
-    return theta;
+    return r;
 }
 
 int ox_match_rope(ctx *C, int ni, int *rc)
@@ -156,9 +160,10 @@ int ox_match_rope(ctx *C, int ni, int *rc)
     }
     double th = tc && ts && tc->kind == V_STATIC && ts->kind == V_STATIC && ox_broadcasts_to(tc, x)
                         && ox_broadcasts_to(ts, x) && tc->nd >= 2 && sym_eq(tc->shape[tc->nd - 2], Ss)
-                    ? table_theta(tc, S, D, 0)
+                        && ts->nd >= 2 && sym_eq(ts->shape[ts->nd - 2], Ss)
+                    ? table_theta(tc, ts, S, D)
                     : 0;
-    if (!th || table_theta(ts, S, D, 1) != th || th != round(th)) {
+    if (!th) {
         ox_unsupported(C, ad, "rotary tables that are not constant cos/sin(position * theta^(-2i/d)) of an integer theta");
         return 1;
     }

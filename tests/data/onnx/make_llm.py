@@ -24,6 +24,9 @@ Files:
                               grouped-query attention (4 heads, 2 kv heads,
                               expand+reshape of the kv heads), a causal mask
                               (Where on a constant lower triangle), SwiGLU MLP
+  llama_theta.onnx            1 layer of it with Llama 3's theta 500000 (opset 17)
+  llama_badrope.onnx          1 layer with tables that are not rotary (the last
+                              position off by one): the rotary pattern is refused
   gpt2_13.onnx, gpt2_17.onnx  a 2-layer GPT-2-style decoder:
                               nn.MultiheadAttention with a causal attn_mask,
                               LayerNorm, GELU (Erf), learned positions
@@ -83,7 +86,7 @@ def rotate_half(x):
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, embed, heads, kv_heads, seq, theta=10000.0):
+    def __init__(self, embed, heads, kv_heads, seq, theta=10000.0, shifted=False):
         super().__init__()
         self.h, self.kvh, self.hd = heads, kv_heads, embed // heads
         self.q = nn.Linear(embed, heads * self.hd, bias=False)
@@ -93,6 +96,8 @@ class LlamaAttention(nn.Module):
         inv = 1.0 / (theta ** (torch.arange(0, self.hd, 2).float() / self.hd))
         f = torch.outer(torch.arange(seq).float(), inv)
         emb = torch.cat((f, f), dim=-1)
+        if shifted:  # not a rotary table: the last position off by one
+            emb[-1] += inv.repeat(2)
         self.register_buffer("cos", emb.cos(), persistent=False)
         self.register_buffer("sin", emb.sin(), persistent=False)
         self.register_buffer("causal", torch.ones(seq, seq, dtype=torch.bool).tril(), persistent=False)
@@ -127,10 +132,10 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaLayer(nn.Module):
-    def __init__(self, embed, heads, kv_heads, ff, seq):
+    def __init__(self, embed, heads, kv_heads, ff, seq, theta=10000.0, shifted=False):
         super().__init__()
         self.n1 = RMSNorm(embed)
-        self.attn = LlamaAttention(embed, heads, kv_heads, seq)
+        self.attn = LlamaAttention(embed, heads, kv_heads, seq, theta, shifted)
         self.n2 = RMSNorm(embed)
         self.mlp = LlamaMLP(embed, ff)
 
@@ -140,10 +145,12 @@ class LlamaLayer(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab=100, embed=64, heads=4, kv_heads=2, ff=128, seq=16, layers=2):
+    def __init__(self, vocab=100, embed=64, heads=4, kv_heads=2, ff=128, seq=16, layers=2, theta=10000.0,
+                 shifted=False):
         super().__init__()
         self.emb = nn.Embedding(vocab, embed)
-        self.layers = nn.ModuleList([LlamaLayer(embed, heads, kv_heads, ff, seq) for _ in range(layers)])
+        self.layers = nn.ModuleList([LlamaLayer(embed, heads, kv_heads, ff, seq, theta, shifted)
+                                     for _ in range(layers)])
         self.norm = RMSNorm(embed)
         self.out = nn.Linear(embed, vocab, bias=False)
 
@@ -214,6 +221,8 @@ def main():
     a = ap.parse_args()
     ids = torch.randint(0, 100, (2, 16))
     export(MHANet(), (torch.randint(0, 100, (2, 8)),), os.path.join(a.outdir, "mha17.onnx"), 17)
+    export(Llama(layers=1, theta=500000.0), (ids,), os.path.join(a.outdir, "llama_theta.onnx"), 17)
+    export(Llama(layers=1, shifted=True), (ids,), os.path.join(a.outdir, "llama_badrope.onnx"), 17)
     for opset in (13, 17):
         export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}.onnx"), opset)
         export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}.onnx"), opset)
