@@ -254,6 +254,8 @@ static void test_shipped_models_parse(void **state)
     } expected[] = {
         {"alexnet", 14}, {"rnnlm", 4}, {"inception3", 219},
         {"resnet101", 245}, {"transformer", 204}, {"transformer-large", 204},
+        {"llama3-8b", 580}, {"llama3-70b", 1444}, {"llama2-7b", 580}, {"gpt2", 162},
+        {"gpt3-175b", 1254}, {"mixtral-8x7b", 708}, {"vit-b16", 170},
     };
     int parsed = 0;
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
