@@ -175,9 +175,9 @@ static void check_conv(void)
         pair_new(&wh, nwork, 0);
         pair_new(&wd, gwork, 0);
         cpu->conv2d_forward(out.h, inp.h, w.h, use_bias ? bias.h : NULL, wh.h, B, C, Hin, Win, N,
-                            R, S, sh, sw, pt, pl, Ho, Wo, relu);
+                            R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1, relu);
         gpu->conv2d_forward(out.d, inp.d, w.d, use_bias ? bias.d : NULL, gwork ? wd.d : NULL, B, C,
-                            Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, relu);
+                            Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1, relu);
         same("conv2d_forward", "out", &out, tol);
         /* backward from the same relu output on both sides */
         gpu->from_host(out.d, out.h, nout);
@@ -187,15 +187,15 @@ static void check_conv(void)
         pair_new(&dbias, (size_t)N, 1);
         const float *oh = relu ? out.h : NULL, *od = relu ? out.d : NULL;
         cpu->conv2d_backward_data(dinp.h, wh.h, dout.h, oh, w.h, B, C, Hin, Win, N, R, S, sh, sw,
-                                  pt, pl, Ho, Wo);
+                                  pt, pl, Ho, Wo, 1, 1, 1);
         gpu->conv2d_backward_data(dinp.d, gwork ? wd.d : NULL, dout.d, od, w.d, B, C, Hin, Win, N,
-                                  R, S, sh, sw, pt, pl, Ho, Wo);
+                                  R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1);
         same("conv2d_backward_data", "dinp", &dinp, tol_mm * sqrt((double)N * R * S));
         int wb = ri(0, 1);
         cpu->conv2d_backward_filter(dw.h, wb ? dbias.h : NULL, wh.h, dout.h, oh, inp.h, B, C, Hin,
-                                    Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+                                    Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1);
         gpu->conv2d_backward_filter(dw.d, wb ? dbias.d : NULL, gwork ? wd.d : NULL, dout.d, od,
-                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1);
         same("conv2d_backward_filter", "dw", &dw, tol_mm * sqrt((double)B * Ho * Wo));
         same("conv2d_backward_filter", "dbias", &dbias, TOL * B * Ho * Wo);
         pairs_free();
@@ -595,13 +595,13 @@ static void run_conv(void *p)
     conv_arg *k = p;
     if (k->pass == 0)
         gpu->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, 3, 3, 1, 1,
-                            1, 1, k->H, k->H, 0);
+                            1, 1, k->H, k->H, 1, 1, 1, 0);
     else if (k->pass == 1)
         gpu->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N, 3, 3,
-                                  1, 1, 1, 1, k->H, k->H);
+                                  1, 1, 1, 1, k->H, k->H, 1, 1, 1);
     else
         gpu->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H, k->H,
-                                    k->N, 3, 3, 1, 1, 1, 1, k->H, k->H);
+                                    k->N, 3, 3, 1, 1, 1, 1, k->H, k->H, 1, 1, 1);
 }
 
 static void bench(void)

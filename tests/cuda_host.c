@@ -204,7 +204,7 @@ static void test_algo_cache(void **state)
     (void)state;
     sbc_algo_cache c = {0};
     sbc_conv_algo v, got;
-    sbc_conv_key k = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
+    sbc_conv_key k = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
     assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 0);
     v = (sbc_conv_algo){.algo = 6, .math = 1, .workspace = 12345};
     assert_int_equal(sbc_algo_cache_put(&c, &k, &v), 0);
@@ -212,19 +212,19 @@ static void test_algo_cache(void **state)
     assert_int_equal(got.algo, 6);
     assert_int_equal(got.workspace, 12345);
     /* same sizes, other pass or precision: other keys */
-    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
-    sbc_conv_key kp = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1);
+    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
+    sbc_conv_key kp = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 1);
     assert_int_equal(sbc_algo_cache_get(&c, &kb, &got), 0);
     assert_int_equal(sbc_algo_cache_get(&c, &kp, &got), 0);
     /* many shapes: growth keeps every entry */
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1, 1, i % 2);
         sbc_conv_algo vi = {.algo = i % 7, .math = i % 3, .workspace = (size_t)i * 10};
         assert_int_equal(sbc_algo_cache_put(&c, &ki, &vi), 0);
     }
     assert_int_equal(c.n, 3001);
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1, 1, i % 2);
         assert_int_equal(sbc_algo_cache_get(&c, &ki, &got), 1);
         assert_int_equal(got.algo, i % 7);
         assert_int_equal(got.workspace, (size_t)i * 10);
@@ -345,7 +345,7 @@ static void test_conv_window(void **state)
         assert_int_equal(dw, Wo);
         assert_true(g.ph >= 0 && g.pw >= 0);
         naive_cudnn_fwd(got, x, w, B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo);
-        sb_conv2d_forward(ref, inp, w, NULL, work, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 0);
+        sb_conv2d_forward(ref, inp, w, NULL, work, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1, 0);
         assert_true(max_abs_diff(ref, got, nout) < 1e-4f);
         /* backward data: cuDNN into X', then the unstaging add */
         float *dy = frandv(nout), *dx = malloc(nx * sizeof *dx);
@@ -358,7 +358,7 @@ static void test_conv_window(void **state)
                     if (sy >= 0 && sy < g.xh && sx >= 0 && sx < g.xw)
                         dgot[((size_t)p * Hin + y) * Win + xx] += dx[((size_t)p * g.xh + sy) * g.xw + sx];
                 }
-        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 1, 1, 1);
         assert_true(max_abs_diff(dref, dgot, nin) < 1e-4f);
         free(inp), free(w), free(x), free(ref), free(got), free(work), free(dy), free(dx);
         free(dref), free(dgot);
