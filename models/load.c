@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 
 const char *const sb_shipped_models[] = {
-    "alexnet", "resnet101", "inception3", "rnnlm", "transformer", "transformer-large", NULL,
+    "alexnet",      "resnet101", "inception3", "rnnlm", "transformer", "transformer-large",
+    "mobilenet-v2", "resnext50", NULL,
 };
 
 int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)

@@ -39,12 +39,11 @@ static int build_conv(parser *P, sb_op *op, call *c, outs *o, const op_use *u)
     int64_t win = x->dims[3].size + 2 * op->pad[1] - ew;
     if (hin < 0 || win < 0)
         return lang_err(P, c->callee,
-                        "conv: kernel %dx%d (extent %lldx%lld with dilation %dx%d) larger than "
-                        "padded input %lldx%lld of '%s'",
-                        op->kernel[0], op->kernel[1], (long long)eh, (long long)ew,
-                        op->dilation[0], op->dilation[1],
-                        (long long)(x->dims[2].size + 2 * op->pad[0]),
-                        (long long)(x->dims[3].size + 2 * op->pad[1]), x->name);
+                        "conv: kernel %dx%d larger than padded input %lldx%lld of '%s' (dilation "
+                        "%dx%d: the kernel spans %lldx%lld)",
+                        op->kernel[0], op->kernel[1], (long long)(x->dims[2].size + 2 * op->pad[0]),
+                        (long long)(x->dims[3].size + 2 * op->pad[1]), x->name, op->dilation[0],
+                        op->dilation[1], (long long)eh, (long long)ew);
     ho = hin / op->stride[0] + 1;
     wo = win / op->stride[1] + 1;
     k_name(cname, x->dims[1].name, oname);
