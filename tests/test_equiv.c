@@ -12,7 +12,10 @@
  * update is more than noise: a missing or doubled gradient piece fails.
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
- *                          [--backend cpu|cuda] [--flops F] [--bw B]
+ *                          [--backend cpu|cuda] [--flops F] [--bw B] [--split DIM]
+ * --split DIM adds a strategy that splits the iteration dim named DIM of
+ * every op that has one as far as P allows (data parallel elsewhere); the
+ * test fails if no op splits it (a grouped conv's `group`, say).
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/candidates.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
 
@@ -138,6 +142,31 @@ static uint64_t next(void)
     return rng;
 }
 
+/* Data parallel, then every op with a dim named `dim` splits it p ways (the
+ * nearest valid config); returns how many ops split it. */
+static int split_named(const sb_problem *pb, const char *dim, int *choice)
+{
+    sb_error err = {0};
+    if (sb_strategy_data_parallel(pb, choice, &err))
+        die("data parallel", &err);
+    int nsplit = 0;
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *op = &pb->m->ops[i];
+        int want[SB_MAX_DIMS], d = -1;
+        for (int j = 0; j < op->ndims; j++) {
+            want[j] = 1;
+            if (!strcmp(op->dims[j].name, dim))
+                d = j;
+        }
+        if (d < 0)
+            continue;
+        want[d] = pb->p;
+        choice[i] = sb_config_nearest(pb, i, want, NULL);
+        nsplit += pb->cfg[i].c[(size_t)choice[i] * (size_t)op->ndims + (size_t)d] > 1;
+    }
+    return nsplit;
+}
+
 static void describe(const sb_problem *pb, const int *choice, char *buf, size_t n)
 {
     size_t used = 0;
@@ -176,6 +205,7 @@ int main(int argc, char **argv)
     double flops = 0, bw = 0;
     sb_setting set[32];
     int nset = 0, nrandom = 8;
+    const char *split_dim = NULL;
     for (int i = 2; i < argc; i++) {
         sb_error err = {0};
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
@@ -194,6 +224,8 @@ int main(int argc, char **argv)
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
+        } else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
+            split_dim = argv[++i];
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -233,7 +265,7 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nrandom, failures = 0;
+    int nstrat = 2 + nrandom + (split_dim != NULL), failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     for (int k = 0; k < nstrat; k++) {
         const char *kind;
@@ -254,6 +286,17 @@ int main(int argc, char **argv)
                 if (rank == 0)
                     printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
+                failures++;
+            }
+        } else if (k == 2 && split_dim) {
+            kind = "split";
+            int n = split_named(&pb, split_dim, choice);
+            if (rank == 0)
+                printf("split: %d ops split '%s'\n", n, split_dim);
+            if (n == 0) {
+                if (rank == 0)
+                    printf("FAIL: no op of %s p=%d splits a dim named '%s'\n", m.name, size,
+                           split_dim);
                 failures++;
             }
         } else {

@@ -68,8 +68,13 @@ void plan_operand_box(const sb_model *m, const sb_op *op, const sb_operand *o, c
             box->lo[j] = 0;
             box->hi[j] = t->dims[j].size;
         } else if (mp >= 0) {
-            box->lo[j] = lo[mp];
-            box->hi[j] = hi[mp];
+            /* a grouped conv's channels (group-major, G groups of k) follow
+             * its `group` dim (7) in blocks of k */
+            int64_t k = op->kind == SB_OP_CONV && op->groups > 1 && mp == 7
+                            ? t->dims[j].size / op->dims[7].size
+                            : 1;
+            box->lo[j] = lo[mp] * k;
+            box->hi[j] = hi[mp] * k;
         } else if (mp == SB_MAP_ALL) {
             /* flat side of a contiguous config: one range of the flat index */
             int64_t start = 0, vol = 1;
