@@ -198,7 +198,8 @@ static void check_conv(void)
         cpu->conv2d_backward_filter(dw.h, wb ? dbias.h : NULL, wh.h, dout.h, oh, inp.h, B, C, Hin,
                                     Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
         gpu->conv2d_backward_filter(dw.d, wb ? dbias.d : NULL, gwork ? wd.d : NULL, dout.d, od,
-                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
+                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h,
+                                    dil_w, G);
         same("conv2d_backward_filter", "dw", &dw, tol_mm * sqrt((double)B * Ho * Wo));
         same("conv2d_backward_filter", "dbias", &dbias, TOL * B * Ho * Wo);
         pairs_free();

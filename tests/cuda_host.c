@@ -204,7 +204,8 @@ static void test_algo_cache(void **state)
     (void)state;
     sbc_algo_cache c = {0};
     sbc_conv_algo v, got;
-    sbc_conv_key k = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
+    sbc_conv_key k =
+        sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
     assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 0);
     v = (sbc_conv_algo){.algo = 6, .math = 1, .workspace = 12345};
     assert_int_equal(sbc_algo_cache_put(&c, &k, &v), 0);
@@ -212,8 +213,10 @@ static void test_algo_cache(void **state)
     assert_int_equal(got.algo, 6);
     assert_int_equal(got.workspace, 12345);
     /* same sizes, other pass or precision: other keys */
-    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
-    sbc_conv_key kp = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 1);
+    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56,
+                                        56, 1, 1, 1, 0);
+    sbc_conv_key kp =
+        sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 1);
     assert_int_equal(sbc_algo_cache_get(&c, &kb, &got), 0);
     assert_int_equal(sbc_algo_cache_get(&c, &kp, &got), 0);
     /* same sizes, other dilation or groups: other keys (another cuDNN problem) */
@@ -225,13 +228,15 @@ static void test_algo_cache(void **state)
     assert_int_equal(sbc_algo_cache_get(&c, &kg, &got), 0);
     /* many shapes: growth keeps every entry */
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1, 1, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1,
+                                            1, i % 2);
         sbc_conv_algo vi = {.algo = i % 7, .math = i % 3, .workspace = (size_t)i * 10};
         assert_int_equal(sbc_algo_cache_put(&c, &ki, &vi), 0);
     }
     assert_int_equal(c.n, 3001);
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1, 1, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1,
+                                            1, i % 2);
         assert_int_equal(sbc_algo_cache_get(&c, &ki, &got), 1);
         assert_int_equal(got.algo, i % 7);
         assert_int_equal(got.workspace, (size_t)i * 10);
@@ -327,7 +332,8 @@ static void test_conv_window(void **state)
         int pt = rint_in(-3, 3), pl = rint_in(-3, 3), Ho = rint_in(1, 6), Wo = rint_in(1, 6);
         if (it % 3 == 0) { /* the sizes cuDNN itself derives: must go direct */
             pt = rint_in(0, 2), pl = rint_in(0, 2);
-            R = (rint_in(1, Hin + 2 * pt) - 1) / dh + 1, S = (rint_in(1, Win + 2 * pl) - 1) / dw + 1;
+            R = (rint_in(1, Hin + 2 * pt) - 1) / dh + 1;
+            S = (rint_in(1, Win + 2 * pl) - 1) / dw + 1;
         }
         int RE = dh * (R - 1) + 1, SE = dw * (S - 1) + 1; /* the window's extent */
         if (it % 3 == 0)
@@ -374,8 +380,8 @@ static void test_conv_window(void **state)
                     if (sy >= 0 && sy < g.xh && sx >= 0 && sx < g.xw)
                         dgot[((size_t)p * Hin + y) * Win + xx] += dx[((size_t)p * g.xh + sy) * g.xw + sx];
                 }
-        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho,
-                                Wo, dh, dw, G);
+        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl,
+                                Ho, Wo, dh, dw, G);
         assert_true(max_abs_diff(dref, dgot, nin) < 1e-4f);
         free(inp), free(w), free(x), free(ref), free(got), free(work), free(dy), free(dx);
         free(dref), free(dgot);

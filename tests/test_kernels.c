@@ -289,8 +289,8 @@ static void test_conv_dnnl(void **state)
         for (size_t i = 0; i < conv_out(g); i++)
             got[i] = 777.0f; /* overwritten */
         assert_int_equal(sb_dnnl_conv2d_forward(got, inp, w, g->B, g->C, g->H, g->W, g->N, g->R,
-                                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1,
-                                                g->relu),
+                                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1,
+                                                1, 1, g->relu),
                          0);
         expect_close("dnnl conv2d_forward", got, want, conv_out(g), 1e-4, 1e-4);
         /* backward: dout (masked by the caller), accumulate into prefilled buffers */
@@ -298,9 +298,11 @@ static void test_conv_dnnl(void **state)
         float *di_want = frandn(conv_in(g), 1.0f), *di_got = fcopy(di_want, conv_in(g));
         float *dw_want = frandn(conv_w(g), 1.0f), *dw_got = fcopy(dw_want, conv_w(g));
         sb_conv2d_backward_data(di_want, conv_work(g), dout, NULL, w, g->B, g->C, g->H, g->W,
-                                g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1);
+                                g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1,
+                                1);
         sb_conv2d_backward_filter(dw_want, NULL, conv_work(g), dout, NULL, inp, g->B, g->C, g->H,
-                                  g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1);
+                                  g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo,
+                                  1, 1, 1);
         assert_int_equal(sb_dnnl_conv2d_backward_data(di_got, dout, w, g->B, g->C, g->H, g->W,
                                                       g->N, g->R, g->S, g->sh, g->sw, g->pt,
                                                       g->pl, g->Ho, g->Wo, 1, 1, 1),

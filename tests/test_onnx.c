@@ -373,7 +373,8 @@ static int count_grouped(const sb_model *m, int64_t g, int64_t cg)
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         if (op->kind == SB_OP_CONV && op->ndims == 8 && !strcmp(op->dims[7].name, "group")
-            && (!g || op->dims[7].size == g) && (!cg || (op->dims[1].size == cg && op->dims[6].size == cg)))
+            && (!g || op->dims[7].size == g)
+            && (!cg || (op->dims[1].size == cg && op->dims[6].size == cg)))
             n++;
     }
     return n;

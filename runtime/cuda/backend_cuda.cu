@@ -346,8 +346,8 @@ static int conv_shape_of(conv_shape *s, int B, int C, int H_in, int W_in, int N,
     if (B <= 0 || C <= 0 || N <= 0)
         return -1;
     if (dh < 1 || dw < 1 || G < 1 || C % G || N % G)
-        sbc_die(__FILE__, __LINE__, "conv geometry: dilation %dx%d, %d groups of %d and %d channels",
-                dh, dw, G, C, N);
+        sbc_die(__FILE__, __LINE__,
+                "conv geometry: dilation %dx%d, %d groups of %d and %d channels", dh, dw, G, C, N);
     /* the window's extent: dilated taps span dil * (R - 1) + 1 rows */
     return sbc_conv_window(H_in, W_in, dh * (R - 1) + 1, dw * (S - 1) + 1, sh, sw, pt, pl, H_out,
                            W_out, &s->w);
