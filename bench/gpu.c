@@ -328,13 +328,13 @@ static void conv_table(void *p)
     conv_case *k = p;
     if (k->pass == 0)
         gpu->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, k->R, k->R,
-                            1, 1, k->pad, k->pad, k->Ho, k->Ho, 0);
+                            1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1, 0);
     else if (k->pass == 1)
         gpu->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N,
-                                  k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho);
+                                  k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1);
     else
         gpu->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H, k->H,
-                                    k->N, k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho);
+                                    k->N, k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1);
 }
 
 static void conv_lib(void *p)
@@ -459,27 +459,28 @@ static void c_gemm(int ta, int tb, int M, int N, int K, float alpha, const float
 }
 static void c_conv_f(float *out, const float *inp, const float *w, const float *bias, float *work,
                      int B, int C, int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                     int pl, int H_out, int W_out, int relu)
+                     int pl, int H_out, int W_out, int dil_h, int dil_w, int groups, int relu)
 {
-    step_flop += 2.0 * B * N * H_out * (double)W_out * C * R * S;
+    step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
     gpu->conv2d_forward(out, inp, w, bias, work, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out,
-                        W_out, relu);
+                        W_out, dil_h, dil_w, groups, relu);
 }
 static void c_conv_d(float *dinp, float *work, const float *dout, const float *out, const float *w,
                      int B, int C, int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                     int pl, int H_out, int W_out)
+                     int pl, int H_out, int W_out, int dil_h, int dil_w, int groups)
 {
-    step_flop += 2.0 * B * N * H_out * (double)W_out * C * R * S;
+    step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
     gpu->conv2d_backward_data(dinp, work, dout, out, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
-                              H_out, W_out);
+                              H_out, W_out, dil_h, dil_w, groups);
 }
 static void c_conv_w(float *dw, float *dbias, float *work, const float *dout, const float *out,
                      const float *inp, int B, int C, int H_in, int W_in, int N, int R, int S, int sh,
-                     int sw, int pt, int pl, int H_out, int W_out)
+                     int sw, int pt, int pl, int H_out, int W_out, int dil_h, int dil_w,
+                     int groups)
 {
-    step_flop += 2.0 * B * N * H_out * (double)W_out * C * R * S;
+    step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
     gpu->conv2d_backward_filter(dw, dbias, work, dout, out, inp, B, C, H_in, W_in, N, R, S, sh, sw,
-                                pt, pl, H_out, W_out);
+                                pt, pl, H_out, W_out, dil_h, dil_w, groups);
 }
 
 static int cmp_double(const void *a, const void *b)

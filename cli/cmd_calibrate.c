@@ -216,11 +216,12 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
     for (int r = 0; r <= a->reps; r++) {
         MPI_Barrier(comm);
         double t0 = now(be);
-        be->conv2d_forward(cy, cx, cwt, NULL, cwk, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1, CH, CW, 0);
+        be->conv2d_forward(cy, cx, cwt, NULL, cwk, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1, CH, CW,
+                           1, 1, 1, 0);
         be->conv2d_backward_data(cdx, cwk, cdy, NULL, cwt, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1,
-                                 CH, CW);
+                                 CH, CW, 1, 1, 1);
         be->conv2d_backward_filter(cdw, NULL, cwk, cdy, NULL, cx, CB, CC, CH, CW, CN, CR, CR, 1, 1,
-                                   1, 1, CH, CW);
+                                   1, 1, CH, CW, 1, 1, 1);
         t[r] = now(be) - t0;
     }
     out->conv_s = median(t + 1, a->reps);

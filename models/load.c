@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 
 const char *const sb_shipped_models[] = {
-    "alexnet", "resnet101", "inception3", "rnnlm", "transformer", "transformer-large", NULL,
+    "alexnet",   "resnet101",  "inception3", "rnnlm",        "transformer", "transformer-large",
+    "llama3-8b", "llama3-70b", "llama2-7b",  "gpt2",         "gpt3-175b",   "mixtral-8x7b",
+    "vit-b16",   "mobilenet-v2", "resnext50", NULL,
 };
 
 int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)

@@ -717,6 +717,11 @@ static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, in
     json_object_set_new(j, "kernel", int_array(op->kernel, 2));
     json_object_set_new(j, "stride", int_array(op->stride, 2));
     json_object_set_new(j, "pad", int_array(op->pad, 2));
+    if (op->kind == SB_OP_CONV && (op->groups > 1 || op->dilation[0] > 1 || op->dilation[1] > 1)) {
+        /* only where they are not the plain conv's, so plain programs read as before */
+        json_object_set_new(j, "dilation", int_array(op->dilation, 2));
+        json_object_set_new(j, "groups", json_integer(op->groups));
+    }
     json_object_set_new(j, "batchnorm", json_integer(op->batchnorm));
     json_object_set_new(j, "pool_avg", json_integer(op->pool_avg));
     json_object_set_new(j, "perm", int_array(op->perm, op->kind == SB_OP_TRANSPOSE ? op->ndims : 0));

@@ -158,13 +158,16 @@ static void check_conv(void)
     for (int it = 0; it < iters * 2; it++) {
         int B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo;
         conv_geometry(&B, &C, &Hin, &Win, &N, &R, &S, &sh, &sw, &pt, &pl, &Ho, &Wo);
+        /* groups dividing both channel counts, taps 1 or 2 apart */
+        int G = ri(1, 3), dil_h = ri(1, 2), dil_w = ri(1, 2);
+        C = G * ((C + G - 1) / G), N = G * ((N + G - 1) / G);
         if (it % 4 == 0) { /* a plain "same" conv: cuDNN reads the input directly */
-            R = S = 3, sh = sw = 1, pt = pl = 1, Ho = Hin, Wo = Win;
+            R = S = 3, sh = sw = 1, pt = pl = 1, Ho = Hin, Wo = Win, dil_h = dil_w = 1;
         }
         size_t nin = (size_t)B * C * Hin * Win, nout = (size_t)B * N * Ho * Wo,
-               nw = (size_t)N * C * R * S;
+               nw = (size_t)N * (C / G) * R * S;
         int relu = ri(0, 1), use_bias = ri(0, 1);
-        double tol = tol_mm * sqrt((double)C * R * S);
+        double tol = tol_mm * sqrt((double)(C / G) * R * S);
         pair inp, w, bias, out, wh, wd, dout, dinp, dw, dbias;
         pair_new(&inp, nin, 1);
         pair_new(&w, nw, 1);
@@ -175,9 +178,9 @@ static void check_conv(void)
         pair_new(&wh, nwork, 0);
         pair_new(&wd, gwork, 0);
         cpu->conv2d_forward(out.h, inp.h, w.h, use_bias ? bias.h : NULL, wh.h, B, C, Hin, Win, N,
-                            R, S, sh, sw, pt, pl, Ho, Wo, relu);
+                            R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G, relu);
         gpu->conv2d_forward(out.d, inp.d, w.d, use_bias ? bias.d : NULL, gwork ? wd.d : NULL, B, C,
-                            Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, relu);
+                            Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G, relu);
         same("conv2d_forward", "out", &out, tol);
         /* backward from the same relu output on both sides */
         gpu->from_host(out.d, out.h, nout);
@@ -187,15 +190,16 @@ static void check_conv(void)
         pair_new(&dbias, (size_t)N, 1);
         const float *oh = relu ? out.h : NULL, *od = relu ? out.d : NULL;
         cpu->conv2d_backward_data(dinp.h, wh.h, dout.h, oh, w.h, B, C, Hin, Win, N, R, S, sh, sw,
-                                  pt, pl, Ho, Wo);
+                                  pt, pl, Ho, Wo, dil_h, dil_w, G);
         gpu->conv2d_backward_data(dinp.d, gwork ? wd.d : NULL, dout.d, od, w.d, B, C, Hin, Win, N,
-                                  R, S, sh, sw, pt, pl, Ho, Wo);
+                                  R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
         same("conv2d_backward_data", "dinp", &dinp, tol_mm * sqrt((double)N * R * S));
         int wb = ri(0, 1);
         cpu->conv2d_backward_filter(dw.h, wb ? dbias.h : NULL, wh.h, dout.h, oh, inp.h, B, C, Hin,
-                                    Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+                                    Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
         gpu->conv2d_backward_filter(dw.d, wb ? dbias.d : NULL, gwork ? wd.d : NULL, dout.d, od,
-                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h,
+                                    dil_w, G);
         same("conv2d_backward_filter", "dw", &dw, tol_mm * sqrt((double)B * Ho * Wo));
         same("conv2d_backward_filter", "dbias", &dbias, TOL * B * Ho * Wo);
         pairs_free();
@@ -777,13 +781,13 @@ static void run_conv(void *p)
     conv_arg *k = p;
     if (k->pass == 0)
         gpu->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, 3, 3, 1, 1,
-                            1, 1, k->H, k->H, 0);
+                            1, 1, k->H, k->H, 1, 1, 1, 0);
     else if (k->pass == 1)
         gpu->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N, 3, 3,
-                                  1, 1, 1, 1, k->H, k->H);
+                                  1, 1, 1, 1, k->H, k->H, 1, 1, 1);
     else
         gpu->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H, k->H,
-                                    k->N, 3, 3, 1, 1, 1, 1, k->H, k->H);
+                                    k->N, 3, 3, 1, 1, 1, 1, k->H, k->H, 1, 1, 1);
 }
 
 static void bench(void)

@@ -206,7 +206,8 @@ static void test_algo_cache(void **state)
     (void)state;
     sbc_algo_cache c = {0};
     sbc_conv_algo v, got;
-    sbc_conv_key k = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
+    sbc_conv_key k =
+        sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 0);
     assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 0);
     v = (sbc_conv_algo){.algo = 6, .math = 1, .workspace = 12345};
     assert_int_equal(sbc_algo_cache_put(&c, &k, &v), 0);
@@ -214,19 +215,30 @@ static void test_algo_cache(void **state)
     assert_int_equal(got.algo, 6);
     assert_int_equal(got.workspace, 12345);
     /* same sizes, other pass or precision: other keys */
-    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 0);
-    sbc_conv_key kp = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1);
+    sbc_conv_key kb = sbc_conv_key_make(SBC_CONV_BWD_DATA, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56,
+                                        56, 1, 1, 1, 0);
+    sbc_conv_key kp =
+        sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56, 1, 1, 1, 1);
     assert_int_equal(sbc_algo_cache_get(&c, &kb, &got), 0);
     assert_int_equal(sbc_algo_cache_get(&c, &kp, &got), 0);
+    /* same sizes, other dilation or groups: other keys (another cuDNN problem) */
+    sbc_conv_key kd = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56,
+                                        2, 1, 1, 0);
+    sbc_conv_key kg = sbc_conv_key_make(SBC_CONV_FWD, 8, 64, 56, 56, 128, 3, 3, 1, 1, 1, 1, 56, 56,
+                                        1, 1, 32, 0);
+    assert_int_equal(sbc_algo_cache_get(&c, &kd, &got), 0);
+    assert_int_equal(sbc_algo_cache_get(&c, &kg, &got), 0);
     /* many shapes: growth keeps every entry */
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1,
+                                            1, i % 2);
         sbc_conv_algo vi = {.algo = i % 7, .math = i % 3, .workspace = (size_t)i * 10};
         assert_int_equal(sbc_algo_cache_put(&c, &ki, &vi), 0);
     }
     assert_int_equal(c.n, 3001);
     for (int i = 0; i < 3000; i++) {
-        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, i % 2);
+        sbc_conv_key ki = sbc_conv_key_make(i % 3, i, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 32, 32, 1, 1,
+                                            1, i % 2);
         assert_int_equal(sbc_algo_cache_get(&c, &ki, &got), 1);
         assert_int_equal(got.algo, i % 7);
         assert_int_equal(got.workspace, (size_t)i * 10);
@@ -238,52 +250,51 @@ static void test_algo_cache(void **state)
     assert_int_equal(sbc_algo_cache_get(&c, &k, &got), 1);
     assert_int_equal(got.algo, 2);
     assert_int_equal(c.hits, 3002);
-    assert_int_equal(c.misses, 3);
+    assert_int_equal(c.misses, 5);
     sbc_algo_cache_free(&c);
 }
 
 /* ---- conv window ---- */
 
 /* cuDNN's semantics: x (B,C,xh,xw) with symmetric pads (ph,pw), output size
- * derived from them; cross-correlation. */
-static void naive_cudnn_fwd(float *y, const float *x, const float *w, int B, int C, int xh, int xw,
-                            int N, int R, int S, int sh, int sw, int ph, int pw, int Ho, int Wo)
-{
-    for (int b = 0; b < B; b++)
-        for (int n = 0; n < N; n++)
-            for (int oy = 0; oy < Ho; oy++)
-                for (int ox = 0; ox < Wo; ox++) {
-                    double s = 0;
-                    for (int c = 0; c < C; c++)
-                        for (int r = 0; r < R; r++)
-                            for (int q = 0; q < S; q++) {
-                                int iy = oy * sh - ph + r, ix = ox * sw - pw + q;
-                                if (iy >= 0 && iy < xh && ix >= 0 && ix < xw)
-                                    s += (double)x[((size_t)(b * C + c) * xh + iy) * xw + ix]
-                                         * w[((size_t)(n * C + c) * R + r) * S + q];
-                            }
-                    y[((size_t)(b * N + n) * Ho + oy) * Wo + ox] = (float)s;
-                }
-}
+ * derived from them; cross-correlation with taps dh, dw apart and G groups
+ * (filter (N, C/G, R, S), output channel n reads input channels of group
+ * n / (N/G)), as cudnnSetConvolution2dDescriptor and
+ * cudnnSetConvolutionGroupCount set it. */
+typedef struct {
+    int B, C, xh, xw, N, R, S, sh, sw, ph, pw, Ho, Wo, dh, dw, G;
+} cudnn_geom;
 
-static void naive_cudnn_bwd_data(float *dx, const float *dy, const float *w, int B, int C, int xh,
-                                 int xw, int N, int R, int S, int sh, int sw, int ph, int pw,
-                                 int Ho, int Wo)
+static void naive_cudnn(const cudnn_geom *k, const float *x, const float *w, float *y,
+                        const float *dy, float *dx)
 {
-    memset(dx, 0, (size_t)B * C * xh * xw * sizeof *dx);
-    for (int b = 0; b < B; b++)
-        for (int n = 0; n < N; n++)
-            for (int oy = 0; oy < Ho; oy++)
-                for (int ox = 0; ox < Wo; ox++)
-                    for (int c = 0; c < C; c++)
-                        for (int r = 0; r < R; r++)
-                            for (int q = 0; q < S; q++) {
-                                int iy = oy * sh - ph + r, ix = ox * sw - pw + q;
-                                if (iy >= 0 && iy < xh && ix >= 0 && ix < xw)
-                                    dx[((size_t)(b * C + c) * xh + iy) * xw + ix] +=
-                                        dy[((size_t)(b * N + n) * Ho + oy) * Wo + ox]
-                                        * w[((size_t)(n * C + c) * R + r) * S + q];
+    int Cg = k->C / k->G, Ng = k->N / k->G;
+    if (dx)
+        memset(dx, 0, (size_t)k->B * k->C * k->xh * k->xw * sizeof *dx);
+    for (int b = 0; b < k->B; b++)
+        for (int n = 0; n < k->N; n++)
+            for (int oy = 0; oy < k->Ho; oy++)
+                for (int ox = 0; ox < k->Wo; ox++) {
+                    size_t oi = ((size_t)(b * k->N + n) * k->Ho + oy) * k->Wo + ox;
+                    double s = 0;
+                    for (int c = 0; c < Cg; c++)
+                        for (int r = 0; r < k->R; r++)
+                            for (int q = 0; q < k->S; q++) {
+                                int iy = oy * k->sh - k->ph + r * k->dh;
+                                int ix = ox * k->sw - k->pw + q * k->dw;
+                                if (iy < 0 || iy >= k->xh || ix < 0 || ix >= k->xw)
+                                    continue;
+                                int ci = n / Ng * Cg + c;
+                                size_t xi = ((size_t)(b * k->C + ci) * k->xh + iy) * k->xw + ix;
+                                size_t wi = ((size_t)(n * Cg + c) * k->R + r) * k->S + q;
+                                if (y)
+                                    s += (double)x[xi] * w[wi];
+                                if (dx)
+                                    dx[xi] += dy[oi] * w[wi];
                             }
+                    if (y)
+                        y[oi] = (float)s;
+                }
 }
 
 static void test_conv_window(void **state)
@@ -309,26 +320,35 @@ static void test_conv_window(void **state)
     assert_int_equal(sbc_conv_window(10, 10, 3, 3, 1, 1, 1, 1, 5, 10, &g), 0);
     assert_false(g.direct);
     assert_int_equal(sbc_conv_window(0, 10, 3, 3, 1, 1, 1, 1, 5, 10, &g), -1);
-    /* random geometry: cuDNN semantics on the mapped input = the CPU kernels */
+    /* a dilated window is passed by its extent: 3 taps 2 apart span 5 */
+    assert_int_equal(sbc_conv_window(9, 9, 5, 5, 1, 1, 2, 2, 9, 9, &g), 0);
+    assert_true(g.direct);
+    /* random geometry (dilated, grouped too): cuDNN semantics on the mapped
+     * input = the CPU kernels */
     int direct = 0, staged = 0;
     for (int it = 0; it < 300; it++) {
-        int B = rint_in(1, 2), C = rint_in(1, 3), N = rint_in(1, 3);
+        int G = rint_in(1, 3), dh = rint_in(1, 2), dw = rint_in(1, 2);
+        int B = rint_in(1, 2), C = G * rint_in(1, 2), N = G * rint_in(1, 2);
         int R = rint_in(1, 4), S = rint_in(1, 4), sh = rint_in(1, 3), sw = rint_in(1, 3);
         int Hin = rint_in(1, 9), Win = rint_in(1, 9);
         int pt = rint_in(-3, 3), pl = rint_in(-3, 3), Ho = rint_in(1, 6), Wo = rint_in(1, 6);
         if (it % 3 == 0) { /* the sizes cuDNN itself derives: must go direct */
             pt = rint_in(0, 2), pl = rint_in(0, 2);
-            R = rint_in(1, Hin + 2 * pt), S = rint_in(1, Win + 2 * pl);
-            Ho = (Hin + 2 * pt - R) / sh + 1, Wo = (Win + 2 * pl - S) / sw + 1;
+            R = (rint_in(1, Hin + 2 * pt) - 1) / dh + 1;
+            S = (rint_in(1, Win + 2 * pl) - 1) / dw + 1;
         }
-        assert_int_equal(sbc_conv_window(Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, &g), 0);
-        if (it % 3 == 0 && pt < R && pl < S)
+        int RE = dh * (R - 1) + 1, SE = dw * (S - 1) + 1; /* the window's extent */
+        if (it % 3 == 0)
+            Ho = (Hin + 2 * pt - RE) / sh + 1, Wo = (Win + 2 * pl - SE) / sw + 1;
+        assert_int_equal(sbc_conv_window(Hin, Win, RE, SE, sh, sw, pt, pl, Ho, Wo, &g), 0);
+        if (it % 3 == 0 && pt < RE && pl < SE)
             assert_true(g.direct);
         direct += g.direct;
         staged += !g.direct;
         size_t nin = (size_t)B * C * Hin * Win, nout = (size_t)B * N * Ho * Wo;
         size_t nx = (size_t)B * C * g.xh * g.xw;
-        float *inp = frandv(nin), *w = frandv((size_t)N * C * R * S), *x = malloc(nx * sizeof *x);
+        float *inp = frandv(nin), *w = frandv((size_t)N * (C / G) * R * S);
+        float *x = malloc(nx * sizeof *x);
         float *ref = calloc(nout, sizeof *ref), *got = calloc(nout, sizeof *got);
         float *work = malloc(sb_conv2d_work_floats(C, R, S, N, Ho, Wo) * sizeof(float) + 4);
         /* the staging the kernel does (direct: inp itself) */
@@ -341,18 +361,20 @@ static void test_conv_window(void **state)
                             ? inp[((size_t)p * Hin + iy) * Win + ix] : 0.0f;
                 }
         /* cuDNN's derived output size equals the wanted one */
-        int dh = (g.xh + 2 * g.ph - R) < 0 ? 0 : (g.xh + 2 * g.ph - R) / sh + 1;
-        int dw = (g.xw + 2 * g.pw - S) < 0 ? 0 : (g.xw + 2 * g.pw - S) / sw + 1;
-        assert_int_equal(dh, Ho);
-        assert_int_equal(dw, Wo);
+        int oh = (g.xh + 2 * g.ph - RE) < 0 ? 0 : (g.xh + 2 * g.ph - RE) / sh + 1;
+        int ow = (g.xw + 2 * g.pw - SE) < 0 ? 0 : (g.xw + 2 * g.pw - SE) / sw + 1;
+        assert_int_equal(oh, Ho);
+        assert_int_equal(ow, Wo);
         assert_true(g.ph >= 0 && g.pw >= 0);
-        naive_cudnn_fwd(got, x, w, B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo);
-        sb_conv2d_forward(ref, inp, w, NULL, work, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, 0);
+        cudnn_geom k = {B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo, dh, dw, G};
+        naive_cudnn(&k, x, w, got, NULL, NULL);
+        sb_conv2d_forward(ref, inp, w, NULL, work, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo,
+                          dh, dw, G, 0);
         assert_true(max_abs_diff(ref, got, nout) < 1e-4f);
         /* backward data: cuDNN into X', then the unstaging add */
         float *dy = frandv(nout), *dx = malloc(nx * sizeof *dx);
         float *dref = calloc(nin, sizeof *dref), *dgot = calloc(nin, sizeof *dgot);
-        naive_cudnn_bwd_data(dx, dy, w, B, C, g.xh, g.xw, N, R, S, sh, sw, g.ph, g.pw, Ho, Wo);
+        naive_cudnn(&k, NULL, w, NULL, dy, dx);
         for (int p = 0; p < B * C; p++)
             for (int y = 0; y < Hin; y++)
                 for (int xx = 0; xx < Win; xx++) {
@@ -360,7 +382,8 @@ static void test_conv_window(void **state)
                     if (sy >= 0 && sy < g.xh && sx >= 0 && sx < g.xw)
                         dgot[((size_t)p * Hin + y) * Win + xx] += dx[((size_t)p * g.xh + sy) * g.xw + sx];
                 }
-        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo);
+        sb_conv2d_backward_data(dref, work, dy, NULL, w, B, C, Hin, Win, N, R, S, sh, sw, pt, pl,
+                                Ho, Wo, dh, dw, G);
         assert_true(max_abs_diff(dref, dgot, nin) < 1e-4f);
         free(inp), free(w), free(x), free(ref), free(got), free(work), free(dy), free(dx);
         free(dref), free(dgot);

@@ -72,6 +72,32 @@ add_test(NAME test_equiv_swiglu-mlp_np4_devmem
 set_tests_properties(test_equiv_swiglu-mlp_np4_devmem PROPERTIES
   TIMEOUT 600
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+# The grouped-conv CNNs and the conv variants: every strategy as above plus
+# one that splits the grouped convs' `group` dim as far as P allows
+# (--split-dim group: the test fails when no op splits it). resnext50: 64 x 64
+# images, 4 groups of 1, 2, 4, 8 channels, batch 8 (at batch 4 its batch
+# norms over a few elements make training chaotic: rounding, not the
+# strategy, then decides the weights); mobilenet-v2 with 1/8 of its
+# channels (its depthwise convs keep groups = channels); conv-variants
+# (tests/data/models): patch embedding, dilated, grouped and depthwise
+# convs, whose random strategies split the dilated kernels' kh and kw too.
+set(SB_EQUIV_resnext50 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=16;--set;groups=4;--set;group_width=1;--lr;0.000001;--split-dim;group")
+set(SB_EQUIV_mobilenet-v2 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=8;--lr;0.00001;--split-dim;group")
+set(SB_EQUIV_conv-variants "--split-dim;group;--random;12")
+set(SB_EQUIV_MODEL_resnext50 resnext50)
+set(SB_EQUIV_MODEL_mobilenet-v2 mobilenet-v2)
+set(SB_EQUIV_MODEL_conv-variants ${CMAKE_CURRENT_SOURCE_DIR}/data/models/conv-variants.model)
+foreach(model resnext50 mobilenet-v2 conv-variants)
+  foreach(np 2 4)
+    add_test(NAME test_equiv_${model}_np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+              $<TARGET_FILE:test_equiv> ${SB_EQUIV_MODEL_${model}} ${SB_EQUIV_${model}} --seed ${np}
+              --flops 0.01)
+    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
+      TIMEOUT 600
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  endforeach()
+endforeach()
 
 # The executor's device-memory paths (inputs and weights staged through
 # to_host/from_host, relayouts packed and exchanged by sb_relayout_run_mem,
@@ -126,3 +152,26 @@ add_test(NAME test_equiv_moe-tiny_np4_devmem
 set_tests_properties(test_equiv_moe-tiny_np4_devmem PROPERTIES
   TIMEOUT 600
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+
+# Today's shipped models at reduced sizes (every split dim kept >= 2):
+# Llama 3 (GQA: kvh x rep heads, rope, causal softmax, SwiGLU), GPT-2
+# (multi-head causal attention, gelu_tanh, position weights expanded over
+# the batch), Mixtral (moe_gate and expert-parallel einsums: --split-dim
+# expert adds the strategy splitting `expert` everywhere) and ViT-B/16
+# (patch conv, class token expanded and concatenated, split off for the
+# head; its sequence, 16 patches + 1, is odd: not split). --want-split
+# fails a run whose strategies never split the dims the model is there for.
+set(SB_EQUIV_llama3-8b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_heads=2;--set;ff=24;--set;vocab=32;--set;seq=8;--set;batch=2;--want-split;softmax:seq,rope:seq,einsum:kvh,einsum:rep,act:ff")
+set(SB_EQUIV_gpt2 "--set;layers=1;--set;embed=16;--set;heads=2;--set;ff=32;--set;vocab=64;--set;seq=8;--set;batch=2;--want-split;softmax:seq,einsum:heads,act:ff")
+set(SB_EQUIV_mixtral-8x7b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_heads=2;--set;ff=24;--set;vocab=32;--set;seq=8;--set;batch=2;--set;experts=4;--split-dim;expert;--want-split;einsum:expert,moe_gate:batch")
+set(SB_EQUIV_vit-b16 "--set;layers=1;--set;image=32;--set;patch=8;--set;embed=16;--set;heads=2;--set;ff=32;--set;classes=10;--set;batch=2;--want-split;einsum:heads,act:ff,conv:batch")
+foreach(model llama3-8b gpt2 mixtral-8x7b vit-b16)
+  foreach(np 2 4)
+    add_test(NAME test_equiv_${model}_np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+              $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01)
+    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
+      TIMEOUT 600
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  endforeach()
+endforeach()

@@ -251,6 +251,54 @@ static void test_cost_conv(void **state)
     sb_model_free(&m);
 }
 
+/* groups=4, dilation=2: four convs of 2 to 4 channels over a group dim,
+ * split like a batch; the channel dims of x and y follow the group. */
+static void test_cost_conv_grouped(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[b=8, c=8, h=8, w=8]\n"
+             "y = conv(x, out=16, kernel=3, pad=1, dilation=2, groups=4)\n",
+             &m);
+    /* (b, c/G, h_out, w_out, r, s, n/G, group); h_out = (8 + 2 - 5)/1 + 1 = 6 */
+    check_dims(&m.ops[0], 8, (int64_t[]){8, 2, 6, 6, 3, 3, 4, 4});
+    assert_string_equal(m.ops[0].dims[7].name, "group");
+    assert_int_equal(m.ops[0].role[7], SB_ROLE_BATCH);
+    /* h, w and a group's channels are never split */
+    assert_int_equal(m.ops[0].nosplit, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 6));
+    /* the filter (group, n/G, c/G, r, s) */
+    assert_int_equal(m.ops[0].nweights, 1);
+    assert_int_equal(m.ops[0].weights[0].ndims, 5);
+    const int64_t wsize[5] = {4, 4, 2, 3, 3};
+    for (int d = 0; d < 5; d++)
+        assert_int_equal(m.ops[0].weights[0].size[d], wsize[d]);
+    /* c = (2, 1, 1, 1, 1, 1, 1, 2): β' = G/2 = 2; m' = 8*6*6/2 = 144, n' = 4,
+     * k' = 2*3*3 = 18; c_m = 2, c_n = c_k = 1
+     *   per group: compute = 3*144*4*18 = 31104, comm = AR(n'k' = 72, 2) = 5000*72
+     *   cost = 2 * (31104 + 360000) */
+    check_cost(&m, 0, (int[]){2, 1, 1, 1, 1, 1, 1, 2}, 2.0 * (31104.0 + 360000.0),
+               "grouped conv (2,1,1,1,1,1,1,2)");
+    /* the group split alone: no communication, a quarter of the work per device */
+    check_cost(&m, 0, (int[]){1, 1, 1, 1, 1, 1, 1, 4}, 1.0 * 3 * 288 * 4 * 18,
+               "grouped conv group split");
+    /* dilation costs nothing: the same taps (dilation 1 gives h_out 8, not 6) */
+    sb_model m1;
+    parse_ok("input x[b=8, c=8, h=6, w=6]\n"
+             "y = conv(x, out=16, kernel=3, pad=1, groups=4)\n",
+             &m1);
+    check_cost(&m1, 0, (int[]){1, 1, 1, 1, 1, 1, 1, 4}, 1.0 * 3 * 288 * 4 * 18,
+               "grouped conv without dilation, same output size");
+    sb_model_free(&m1);
+    /* layouts: x (b, c, h, w) <- dims 0, group, 2, 3; y (b, n, h, w) the same */
+    int c[8] = {2, 1, 1, 1, 1, 1, 1, 4}, lay[4];
+    sb_operand_layout(&m.ops[0], &m.ops[0].in[0], 4, c, lay);
+    assert_int_equal(lay[0], 2);
+    assert_int_equal(lay[1], 4);
+    sb_operand_layout(&m.ops[0], &m.ops[0].out[0], 4, c, lay);
+    assert_int_equal(lay[1], 4);
+    sb_model_free(&m);
+}
+
 static void test_cost_lstm(void **state)
 {
     (void)state;
@@ -1090,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_cost_einsum),
         cmocka_unit_test(test_cost_embedding),
         cmocka_unit_test(test_cost_conv),
+        cmocka_unit_test(test_cost_conv_grouped),
         cmocka_unit_test(test_cost_lstm),
         cmocka_unit_test(test_cost_pool),
         cmocka_unit_test(test_cost_norm),

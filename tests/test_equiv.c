@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/candidates.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
 

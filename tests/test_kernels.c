@@ -234,7 +234,7 @@ static void conv_fwd(float *out, const float *inp, const float *w,
                      const float *bias, float *work, const conv_geom *g)
 {
     sb_conv2d_forward(out, inp, w, bias, work, g->B, g->C, g->H, g->W, g->N,
-                      g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo,
+                      g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1,
                       g->relu);
 }
 
@@ -290,8 +290,8 @@ static void test_conv_dnnl(void **state)
         for (size_t i = 0; i < conv_out(g); i++)
             got[i] = 777.0f; /* overwritten */
         assert_int_equal(sb_dnnl_conv2d_forward(got, inp, w, g->B, g->C, g->H, g->W, g->N, g->R,
-                                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo,
-                                                g->relu),
+                                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1,
+                                                1, 1, g->relu),
                          0);
         expect_close("dnnl conv2d_forward", got, want, conv_out(g), 1e-4, 1e-4);
         /* backward: dout (masked by the caller), accumulate into prefilled buffers */
@@ -299,16 +299,18 @@ static void test_conv_dnnl(void **state)
         float *di_want = frandn(conv_in(g), 1.0f), *di_got = fcopy(di_want, conv_in(g));
         float *dw_want = frandn(conv_w(g), 1.0f), *dw_got = fcopy(dw_want, conv_w(g));
         sb_conv2d_backward_data(di_want, conv_work(g), dout, NULL, w, g->B, g->C, g->H, g->W,
-                                g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo);
+                                g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, 1, 1,
+                                1);
         sb_conv2d_backward_filter(dw_want, NULL, conv_work(g), dout, NULL, inp, g->B, g->C, g->H,
-                                  g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo);
+                                  g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo,
+                                  1, 1, 1);
         assert_int_equal(sb_dnnl_conv2d_backward_data(di_got, dout, w, g->B, g->C, g->H, g->W,
                                                       g->N, g->R, g->S, g->sh, g->sw, g->pt,
-                                                      g->pl, g->Ho, g->Wo),
+                                                      g->pl, g->Ho, g->Wo, 1, 1, 1),
                          0);
         assert_int_equal(sb_dnnl_conv2d_backward_filter(dw_got, dout, inp, g->B, g->C, g->H,
                                                         g->W, g->N, g->R, g->S, g->sh, g->sw,
-                                                        g->pt, g->pl, g->Ho, g->Wo),
+                                                        g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1),
                          0);
         expect_close("dnnl conv2d_backward_data (accumulated)", di_got, di_want, conv_in(g), 1e-4,
                      1e-4);
@@ -320,10 +322,122 @@ static void test_conv_dnnl(void **state)
     float *inp = frandn(conv_in(&h), 1.0f), *w = frandn(conv_w(&h), 0.5f);
     float *out = fzeros(conv_out(&h));
     assert_int_equal(sb_dnnl_conv2d_forward(out, inp, w, h.B, h.C, h.H, h.W, h.N, h.R, h.S, h.sh,
-                                            h.sw, h.pt, h.pl, h.Ho, h.Wo, h.relu),
+                                            h.sw, h.pt, h.pl, h.Ho, h.Wo, 1, 1, 1, h.relu),
                      -1);
     for (size_t i = 0; i < conv_out(&h); i++)
         assert_true(out[i] == 0.0f);
+}
+
+/* ---- grouped, depthwise, dilated conv and patch embedding ---------------- */
+
+typedef struct {
+    int B, C, H, W, N, R, S, sh, sw, pt, pl, Ho, Wo, dh, dw, G;
+    int dnnl; /* 1: oneDNN takes it (no halo padding) */
+} gconv_geom;
+
+static size_t gconv_in(const gconv_geom *g) { return (size_t)g->B * g->C * g->H * g->W; }
+static size_t gconv_out(const gconv_geom *g) { return (size_t)g->B * g->N * g->Ho * g->Wo; }
+static size_t gconv_w(const gconv_geom *g) { return (size_t)g->N * (g->C / g->G) * g->R * g->S; }
+
+/* The definition, loop by loop: output channel n of group q = n / (N/G)
+ * reads input channels q*(C/G) + c through filter w[n][c][r][s] (N, C/G, R, S)
+ * at rows y*sh - pt + r*dh, columns x*sw - pl + s*dw. Forward into out
+ * (when out), and the adjoint of dout into dinp and dw (when dout). */
+static void gconv_naive(const gconv_geom *g, const float *inp, const float *w, float *out,
+                        const float *dout, float *dinp, float *dw)
+{
+    int Cg = g->C / g->G, Ng = g->N / g->G;
+    for (int b = 0; b < g->B; b++)
+        for (int n = 0; n < g->N; n++)
+            for (int y = 0; y < g->Ho; y++)
+                for (int x = 0; x < g->Wo; x++) {
+                    size_t oi = ((size_t)(b * g->N + n) * g->Ho + y) * g->Wo + x;
+                    double s = 0.0;
+                    for (int c = 0; c < Cg; c++)
+                        for (int r = 0; r < g->R; r++)
+                            for (int q = 0; q < g->S; q++) {
+                                int iy = y * g->sh - g->pt + r * g->dh;
+                                int ix = x * g->sw - g->pl + q * g->dw;
+                                if (iy < 0 || iy >= g->H || ix < 0 || ix >= g->W)
+                                    continue;
+                                int ci = n / Ng * Cg + c;
+                                size_t ii = ((size_t)(b * g->C + ci) * g->H + iy) * g->W + ix;
+                                size_t wi = ((size_t)(n * Cg + c) * g->R + r) * g->S + q;
+                                s += (double)inp[ii] * w[wi];
+                                if (dout) {
+                                    dinp[ii] += dout[oi] * w[wi];
+                                    dw[wi] += dout[oi] * inp[ii];
+                                }
+                            }
+                    if (out)
+                        out[oi] = (float)s;
+                }
+}
+
+/* The im2col kernels and oneDNN against the definition: grouped, depthwise
+ * (G = C = N), dilated, both with a halo box (negative padding), and patch
+ * embedding (kernel = stride, ViT's 16x16/16 at a small scale). Forward
+ * overwrites; backward data and filter accumulate into prefilled buffers. */
+static void test_conv_grouped_dilated(void **state)
+{
+    (void)state;
+    const gconv_geom geoms[] = {
+        {2, 8, 9, 9, 12, 3, 3, 1, 1, 2, 2, 9, 9, 2, 2, 4, 1},     // grouped, dilated 2, "same"
+        {2, 6, 8, 8, 6, 3, 3, 2, 2, 1, 1, 4, 4, 1, 1, 6, 1},      // depthwise 3x3 / 2
+        {1, 6, 7, 7, 12, 3, 3, 1, 1, 1, 1, 7, 7, 1, 1, 6, 1},     // depthwise, multiplier 2
+        {2, 3, 10, 11, 4, 3, 2, 1, 2, 1, 0, 8, 4, 2, 3, 1, 1},    // dilated [2, 3], not grouped
+        {2, 4, 9, 6, 4, 3, 3, 1, 1, -1, 1, 3, 6, 2, 1, 2, 0},     // grouped + dilated halo box
+        {2, 3, 16, 16, 8, 4, 4, 4, 4, 0, 0, 4, 4, 1, 1, 1, 1},    // patch embedding 4x4/4
+        {1, 3, 32, 32, 16, 16, 16, 16, 16, 0, 0, 2, 2, 1, 1, 1, 1}, // ViT's 16x16/16
+        {3, 8, 5, 5, 8, 1, 1, 1, 1, 0, 0, 5, 5, 1, 1, 4, 1},      // grouped 1x1: the direct path
+    };
+    for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+        const gconv_geom *g = &geoms[k];
+        float *inp = frandn(gconv_in(g), 1.0f), *w = frandn(gconv_w(g), 0.5f);
+        float *dout = frandn(gconv_out(g), 1.0f);
+        float *want = fzeros(gconv_out(g)), *got = fzeros(gconv_out(g));
+        float *di_want = frandn(gconv_in(g), 1.0f), *dw_want = frandn(gconv_w(g), 1.0f);
+        float *di_got = fcopy(di_want, gconv_in(g)), *dw_got = fcopy(dw_want, gconv_w(g));
+        float *di_dnnl = fcopy(di_want, gconv_in(g)), *dw_dnnl = fcopy(dw_want, gconv_w(g));
+        gconv_naive(g, inp, w, want, dout, di_want, dw_want);
+        float *work = fzeros(sb_conv2d_work_floats(g->C, g->R, g->S, g->N, g->Ho, g->Wo));
+        for (size_t i = 0; i < gconv_out(g); i++)
+            got[i] = 777.0f; /* overwritten */
+        sb_conv2d_forward(got, inp, w, NULL, work, g->B, g->C, g->H, g->W, g->N, g->R, g->S,
+                          g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, g->dh, g->dw, g->G, 0);
+        expect_close("grouped/dilated conv2d_forward", got, want, gconv_out(g), 1e-4, 1e-4);
+        sb_conv2d_backward_data(di_got, work, dout, NULL, w, g->B, g->C, g->H, g->W, g->N, g->R,
+                                g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, g->dh, g->dw, g->G);
+        sb_conv2d_backward_filter(dw_got, NULL, work, dout, NULL, inp, g->B, g->C, g->H, g->W,
+                                  g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, g->dh,
+                                  g->dw, g->G);
+        expect_close("grouped/dilated conv2d_backward_data", di_got, di_want, gconv_in(g), 1e-4,
+                     1e-4);
+        expect_close("grouped/dilated conv2d_backward_filter", dw_got, dw_want, gconv_w(g), 1e-3,
+                     1e-4);
+        if (!sb_dnnl_available())
+            continue;
+        int rc = sb_dnnl_conv2d_forward(got, inp, w, g->B, g->C, g->H, g->W, g->N, g->R, g->S,
+                                        g->sh, g->sw, g->pt, g->pl, g->Ho, g->Wo, g->dh, g->dw,
+                                        g->G, 0);
+        assert_int_equal(rc, g->dnnl ? 0 : -1);
+        if (!g->dnnl)
+            continue;
+        expect_close("dnnl grouped/dilated conv2d_forward", got, want, gconv_out(g), 1e-4, 1e-4);
+        assert_int_equal(sb_dnnl_conv2d_backward_data(di_dnnl, dout, w, g->B, g->C, g->H, g->W,
+                                                      g->N, g->R, g->S, g->sh, g->sw, g->pt,
+                                                      g->pl, g->Ho, g->Wo, g->dh, g->dw, g->G),
+                         0);
+        assert_int_equal(sb_dnnl_conv2d_backward_filter(dw_dnnl, dout, inp, g->B, g->C, g->H,
+                                                        g->W, g->N, g->R, g->S, g->sh, g->sw,
+                                                        g->pt, g->pl, g->Ho, g->Wo, g->dh, g->dw,
+                                                        g->G),
+                         0);
+        expect_close("dnnl grouped/dilated conv2d_backward_data", di_dnnl, di_want, gconv_in(g),
+                     1e-4, 1e-4);
+        expect_close("dnnl grouped/dilated conv2d_backward_filter", dw_dnnl, dw_want, gconv_w(g),
+                     1e-3, 1e-4);
+    }
 }
 
 typedef struct {
@@ -358,10 +472,10 @@ static void test_conv_backward_fd(void **state)
         float *db = fzeros((size_t)g->N);
         sb_conv2d_backward_data(dinp, c.work, c.r, mask, c.w, g->B, g->C, g->H,
                                 g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt,
-                                g->pl, g->Ho, g->Wo);
+                                g->pl, g->Ho, g->Wo, 1, 1, 1);
         sb_conv2d_backward_filter(dw, db, c.work, c.r, mask, c.inp, g->B, g->C,
                                   g->H, g->W, g->N, g->R, g->S, g->sh, g->sw,
-                                  g->pt, g->pl, g->Ho, g->Wo);
+                                  g->pt, g->pl, g->Ho, g->Wo, 1, 1, 1);
         check_grad("conv dinp", conv_loss, &c, c.inp, dinp, conv_in(g), g->relu);
         check_grad("conv dw", conv_loss, &c, c.w, dw, conv_w(g), g->relu);
         check_grad("conv dbias", conv_loss, &c, c.bias, db, (size_t)g->N, g->relu);
@@ -399,10 +513,10 @@ static void test_conv_halo(void **state)
         float *db = fzeros((size_t)g->N);
         sb_conv2d_backward_data(dinp, work, r, mask, w, g->B, g->C, g->H, g->W,
                                 g->N, g->R, g->S, g->sh, g->sw, g->pt, g->pl,
-                                g->Ho, g->Wo);
+                                g->Ho, g->Wo, 1, 1, 1);
         sb_conv2d_backward_filter(dw, db, work, r, mask, inp, g->B, g->C, g->H,
                                   g->W, g->N, g->R, g->S, g->sh, g->sw, g->pt,
-                                  g->pl, g->Ho, g->Wo);
+                                  g->pl, g->Ho, g->Wo, 1, 1, 1);
         float *dinp_sum = fzeros(conv_in(g)), *dw_sum = fzeros(conv_w(g));
         float *db_sum = fzeros((size_t)g->N);
         int ycut[] = {0, g->Ho / 3, (2 * g->Ho) / 3 + 1, g->Ho};
@@ -441,11 +555,11 @@ static void test_conv_halo(void **state)
                 const float *lmask = g->relu ? lout : NULL;
                 sb_conv2d_backward_data(ldinp, lwork, lr, lmask, w, l.B, l.C,
                                         l.H, l.W, l.N, l.R, l.S, l.sh, l.sw,
-                                        l.pt, l.pl, l.Ho, l.Wo);
+                                        l.pt, l.pl, l.Ho, l.Wo, 1, 1, 1);
                 sb_conv2d_backward_filter(dw_sum, db_sum, lwork, lr, lmask,
                                           lin, l.B, l.C, l.H, l.W, l.N, l.R,
                                           l.S, l.sh, l.sw, l.pt, l.pl, l.Ho,
-                                          l.Wo);
+                                          l.Wo, 1, 1, 1);
                 sb_box_unpack_add(dinp_sum, 4, full_in, ilo, isz, ldinp);
             }
         expect_close("conv tiles dinp", dinp_sum, dinp, conv_in(g), 1e-5, 1e-4);
@@ -1958,6 +2072,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gemm, teardown),
         cmocka_unit_test_teardown(test_conv_forward_naive, teardown),
         cmocka_unit_test_teardown(test_conv_dnnl, teardown),
+        cmocka_unit_test_teardown(test_conv_grouped_dilated, teardown),
         cmocka_unit_test_teardown(test_conv_backward_fd, teardown),
         cmocka_unit_test_teardown(test_conv_halo, teardown),
         cmocka_unit_test_teardown(test_window_input_range, teardown),

@@ -254,6 +254,9 @@ static void test_shipped_models_parse(void **state)
     } expected[] = {
         {"alexnet", 14}, {"rnnlm", 4}, {"inception3", 219},
         {"resnet101", 245}, {"transformer", 204}, {"transformer-large", 204},
+        {"llama3-8b", 580}, {"llama3-70b", 1444}, {"llama2-7b", 580}, {"gpt2", 162},
+        {"gpt3-175b", 1254}, {"mixtral-8x7b", 708}, {"vit-b16", 170},
+        {"mobilenet-v2", 152}, {"resnext50", 159},
     };
     int parsed = 0;
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
@@ -674,6 +677,23 @@ static void test_error_nonpositive_size(void **state)
     expect_error("input x[b=4, c=3, h=4, w=4]\n"
                  "y = conv(x, out=8, kernel=5)\n",
                  PATH ":2:5", "conv: kernel 5x5 larger than padded input 4x4");
+    /* a dilated kernel spans dilation * (kernel - 1) + 1: 3 taps 2 apart span 5 */
+    expect_error("input x[b=4, c=3, h=6, w=4]\n"
+                 "y = conv(x, out=8, kernel=3, dilation=[1, 2])\n",
+                 PATH ":2:5",
+                 "conv: kernel 3x3 larger than padded input 6x4 of 'x' (dilation 1x2: the kernel "
+                 "spans 3x5)");
+    /* groups must divide both channel counts; the error points at groups= */
+    expect_error("input x[b=4, c=6, h=6, w=6]\n"
+                 "y = conv(x, out=8, kernel=3, groups=3)\n",
+                 PATH ":2:37",
+                 "conv: groups=3 must divide the input channels (6 of 'x') and out=8");
+    expect_error("input x[b=4, c=6, h=6, w=6]\n"
+                 "y = conv(x, out=6, groups=0)\n",
+                 PATH ":2:27", "'groups' must be at least 1, got 0");
+    expect_error("input x[b=4, c=6, h=6, w=6]\n"
+                 "y = conv(x, out=6, dilation=0)\n",
+                 PATH ":2:29", "'dilation' out of range: 0");
     /* pooling window too */
     expect_error("input x[b=4, c=3, h=4, w=4]\n"
                  "y = pool(x, kernel=[2, 6])\n",

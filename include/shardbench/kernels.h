@@ -104,31 +104,36 @@ void sb_window_input_range(int out_lo, int out_hi, int window, int stride,
  * this build): then the caller runs sb_conv2d_*. k_conv_dnnl.c. */
 int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, int C, int H_in,
                            int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
-                           int H_out, int W_out, int relu);
+                           int H_out, int W_out, int dil_h, int dil_w, int groups, int relu);
 int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w, int B, int C,
                                  int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                 int pl, int H_out, int W_out);
+                                 int pl, int H_out, int W_out, int dil_h, int dil_w, int groups);
 int sb_dnnl_conv2d_backward_filter(float *dw, const float *dout, const float *inp, int B, int C,
                                    int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                   int pl, int H_out, int W_out);
+                                   int pl, int H_out, int W_out, int dil_h, int dil_w,
+                                   int groups);
 int sb_dnnl_available(void);   /* built with oneDNN and its CPU engine starts */
 void sb_dnnl_release(void);    /* drops the cached primitives */
 
 /* ---- conv2d (im2col + OpenBLAS sgemm) ----------------------------------- */
 
-/* Floats of `work` the three conv2d functions need. */
+/* Floats of `work` the three conv2d functions need (C, N: all channels,
+ * whatever the groups; the kernels' geometry otherwise). */
 size_t sb_conv2d_work_floats(int C, int R, int S, int N, int H_out, int W_out);
 
-/* out (B,N,H_out,W_out) = conv(inp (B,C,H_in,W_in), w (N,C,R,S))
- *   + bias (N, or NULL), then relu if relu.
- * out[b,n,y,x] = sum_{c,r,s} inp[b,c, y*stride_h - pad_top + r,
- *                                      x*stride_w - pad_left + s] w[n,c,r,s],
- * input positions outside (H_in,W_in) reading as 0. */
+/* out (B,N,H_out,W_out) = conv(inp (B,C,H_in,W_in), w (N,C/G,R,S))
+ *   + bias (N, or NULL), then relu if relu. G = groups divides C and N;
+ * output channel n belongs to group q = n / (N/G) and reads input channels
+ * q*(C/G) + c, c < C/G (depthwise: G = C); kernel taps are dil_h, dil_w apart:
+ * out[b,n,y,x] = sum_{c,r,s} inp[b, q*(C/G) + c, y*stride_h - pad_top + r*dil_h,
+ *                                      x*stride_w - pad_left + s*dil_w] w[n,c,r,s],
+ * input positions outside (H_in,W_in) reading as 0. groups = dil = 1 is
+ * the plain convolution. */
 void sb_conv2d_forward(float *out, const float *inp, const float *w,
                        const float *bias, float *work, int B, int C, int H_in,
                        int W_in, int N, int R, int S, int stride_h,
                        int stride_w, int pad_top, int pad_left, int H_out,
-                       int W_out, int relu);
+                       int W_out, int dil_h, int dil_w, int groups, int relu);
 
 /* dinp (B,C,H_in,W_in) += d(out)/d(inp)^T dout (B,N,H_out,W_out); halo
  * positions of dinp receive their gradient too (the caller returns it to
@@ -137,16 +142,18 @@ void sb_conv2d_backward_data(float *dinp, float *work, const float *dout,
                              const float *out, const float *w, int B, int C,
                              int H_in, int W_in, int N, int R, int S,
                              int stride_h, int stride_w, int pad_top,
-                             int pad_left, int H_out, int W_out);
+                             int pad_left, int H_out, int W_out, int dil_h,
+                             int dil_w, int groups);
 
-/* dw (N,C,R,S) += gradient of w; dbias (N, or NULL) += sum_{b,y,x} dout';
+/* dw (N,C/G,R,S) += gradient of w; dbias (N, or NULL) += sum_{b,y,x} dout';
  * inp (B,C,H_in,W_in); dout (B,N,H_out,W_out); out: relu output or NULL. */
 void sb_conv2d_backward_filter(float *dw, float *dbias, float *work,
                                const float *dout, const float *out,
                                const float *inp, int B, int C, int H_in,
                                int W_in, int N, int R, int S, int stride_h,
                                int stride_w, int pad_top, int pad_left,
-                               int H_out, int W_out);
+                               int H_out, int W_out, int dil_h, int dil_w,
+                               int groups);
 
 /* ---- pooling ------------------------------------------------------------ */
 

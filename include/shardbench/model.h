@@ -146,6 +146,9 @@ typedef struct {
     double theta;             /* rope: base of the angles (default 10000) */
     uint32_t axes;            /* reduce_mean: bit mask of reduced input dims */
     int kernel[2], stride[2], pad[2]; /* conv, pool */
+    int dilation[2];          /* conv: kernel taps this far apart (1: dense) */
+    int groups;               /* conv: filter groups (1: plain; > 1: iteration
+                                 dim 7 is `group`, dims 1 and 6 per group) */
     int pool_avg;             /* pool: 1 = average, 0 = max */
     int batchnorm;            /* norm: 1 = batch norm (runtime: per-channel
                                  statistics over dims 0, 2, 3; the cost model

@@ -51,14 +51,16 @@ typedef struct sb_backend {
     size_t (*conv2d_work_floats)(int C, int R, int S, int N, int H_out, int W_out);
     void (*conv2d_forward)(float *out, const float *inp, const float *w, const float *bias,
                            float *work, int B, int C, int H_in, int W_in, int N, int R, int S,
-                           int sh, int sw, int pt, int pl, int H_out, int W_out, int relu);
+                           int sh, int sw, int pt, int pl, int H_out, int W_out, int dil_h,
+                           int dil_w, int groups, int relu);
     void (*conv2d_backward_data)(float *dinp, float *work, const float *dout, const float *out,
                                  const float *w, int B, int C, int H_in, int W_in, int N, int R,
-                                 int S, int sh, int sw, int pt, int pl, int H_out, int W_out);
+                                 int S, int sh, int sw, int pt, int pl, int H_out, int W_out,
+                                 int dil_h, int dil_w, int groups);
     void (*conv2d_backward_filter)(float *dw, float *dbias, float *work, const float *dout,
                                    const float *out, const float *inp, int B, int C, int H_in,
                                    int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
-                                   int H_out, int W_out);
+                                   int H_out, int W_out, int dil_h, int dil_w, int groups);
     void (*maxpool2d_forward)(float *out, const float *inp, int B, int C, int H_in, int W_in,
                               int R, int S, int sh, int sw, int pt, int pl, int H_out, int W_out);
     void (*maxpool2d_backward)(float *dinp, const float *dout, const float *inp, int B, int C,

@@ -1,5 +1,6 @@
 /* onnx/conv.c: Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and
- * the Pad folded into them: windows, strides and symmetric pads. */
+ * the Pad folded into them: windows, strides and symmetric pads; a Conv's
+ * `group` (grouped and depthwise) and `dilations` too. */
 #define _GNU_SOURCE
 #ifdef SB_HAVE_ONNX
 
@@ -10,6 +11,7 @@
 
 #include "import.h"
 
+/* k: the window's extent (a dilated kernel's: dilation * (kernel - 1) + 1) */
 static int pads_sym(ctx *C, const Onnx__NodeProto *n, const sym *in, const int64_t *k,
                     const int64_t *s, int64_t *p)
 {
@@ -58,20 +60,28 @@ static int spatial_ok(ctx *C, const Onnx__NodeProto *n, const val *x, const char
     return 0;
 }
 
+/* The window's strides s, pads p, output size and (d != NULL: a Conv) its
+ * dilations d; a pool's window is never dilated. */
 static int window(ctx *C, const Onnx__NodeProto *n, const val *x, const int64_t *k, int64_t *s, int64_t *p,
-                  int64_t *ho, int64_t *wo, int ceil_mode)
+                  int64_t *ho, int64_t *wo, int ceil_mode, int64_t *d)
 {
-    int64_t d[2] = {1, 1};
+    int64_t dd[2] = {1, 1};
     s[0] = s[1] = 1;
-    int ns = ox_attr_ints(n, "strides", s, 2), nd = ox_attr_ints(n, "dilations", d, 2);
+    int ns = ox_attr_ints(n, "strides", s, 2), nd = ox_attr_ints(n, "dilations", dd, 2);
     if ((ns >= 0 && ns != 2) || (nd >= 0 && nd != 2))
         return ox_unsupported(C, n, "strides or dilations not of 2 entries");
-    if (d[0] != 1 || d[1] != 1)
-        return ox_unsupported(C, n, "dilations [%lld, %lld] (the model format has no dilated windows)",
-                           (long long)d[0], (long long)d[1]);
-    for (int i = 0; i < 2; i++)
-        if (s[i] < 1 || s[i] > (1 << 20) || k[i] < 1 || k[i] > (1 << 20))
-            return ox_unsupported(C, n, "kernel or stride out of range");
+    if (!d && (dd[0] != 1 || dd[1] != 1))
+        return ox_unsupported(C, n, "dilations [%lld, %lld] of a pooling window (the model format dilates conv kernels only)",
+                           (long long)dd[0], (long long)dd[1]);
+    int64_t ke[2]; /* the window's extent */
+    for (int i = 0; i < 2; i++) {
+        if (s[i] < 1 || s[i] > (1 << 20) || k[i] < 1 || k[i] > (1 << 20) || dd[i] < 1 || dd[i] > (1 << 20))
+            return ox_unsupported(C, n, "kernel, stride or dilation out of range");
+        ke[i] = dd[i] * (k[i] - 1) + 1;
+        if (d)
+            d[i] = dd[i];
+    }
+    k = ke;
     int r = pads_sym(C, n, &x->shape[2], k, s, p);
     if (r)
         return r;
@@ -104,17 +114,18 @@ static int op_conv(ctx *C, const Onnx__NodeProto *n, val *x, val *w, val *y)
         return r;
     if (!is_static(w) || w->nd != 4)
         return ox_unsupported(C, n, "the weight is not a static 4-D tensor");
-    int64_t group = ox_attr_i(n, "group", 1);
-    if (group != 1)
-        return ox_unsupported(C, n, "group=%lld (%s convolution: the model format has no grouped conv)",
-                           (long long)group, group == ox_sym_val(C, x->shape[1]) ? "depthwise" : "grouped");
-    int64_t k[2] = {w->shape[2].c, w->shape[3].c}, s[2], p[2], ho, wo;
+    /* grouped (depthwise: group = channels): weight (out, in/group, kh, kw) */
+    int64_t group = ox_attr_i(n, "group", 1), cin = ox_sym_val(C, x->shape[1]);
+    if (group < 1 || !sym_is_const(x->shape[1]) || cin % group || w->shape[0].c % group)
+        return ox_unsupported(C, n, "group=%lld does not divide the %lld input and %lld output channels",
+                           (long long)group, (long long)cin, (long long)w->shape[0].c);
+    int64_t k[2] = {w->shape[2].c, w->shape[3].c}, s[2], p[2], d[2], ho, wo;
     ox_attr_ints(n, "kernel_shape", k, 2);
-    if ((r = window(C, n, x, k, s, p, &ho, &wo, 0)))
+    if ((r = window(C, n, x, k, s, p, &ho, &wo, 0, d)))
         return r;
-    if (!sym_eq(w->shape[1], x->shape[1]))
-        return ox_unsupported(C, n, "weight has %lld input channels, the input %lld", (long long)w->shape[1].c,
-                           (long long)ox_sym_val(C, x->shape[1]));
+    if (w->shape[1].c * group != cin)
+        return ox_unsupported(C, n, "weight has %lld input channels per group, the input %lld in %lld groups",
+                           (long long)w->shape[1].c, (long long)cin, (long long)group);
     int in = ox_materialize(C, x, node_label(n));
     if (in < 0)
         return -1;
@@ -127,12 +138,17 @@ static int op_conv(ctx *C, const Onnx__NodeProto *n, val *x, val *w, val *y)
     snprintf(dn[3], SB_NAME_MAX, "%s", X->dn[3]);
     if (!strcmp(dn[1], dn[0]) || !strcmp(dn[1], dn[2]) || !strcmp(dn[1], dn[3]))
         return ox_unsupported(C, n, "output channel name '%s' clashes with the input's dims", dn[1]);
-    char outs[64];
+    char outs[64], extra[96] = "";
     ox_sym_str(C, w->shape[0], outs, sizeof outs);
+    /* written only where not 1, so plain convs read as before */
+    if (d[0] != 1 || d[1] != 1)
+        snprintf(extra, sizeof extra, ", dilation=[%lld, %lld]", (long long)d[0], (long long)d[1]);
+    if (group != 1)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", groups=%lld", (long long)group);
     int t = ox_new_tensor(C, node_label(n), "conv", 4, dn, sz, C->nl);
-    if (t < 0 || ox_add_line(C, C->t[t].name, "conv", 1, "%s, out=%s, kernel=[%lld, %lld], stride=[%lld, %lld], pad=[%lld, %lld], dim=%s",
+    if (t < 0 || ox_add_line(C, C->t[t].name, "conv", 1, "%s, out=%s, kernel=[%lld, %lld], stride=[%lld, %lld], pad=[%lld, %lld]%s, dim=%s",
                           C->t[in].name, outs, (long long)k[0], (long long)k[1], (long long)s[0],
-                          (long long)s[1], (long long)p[0], (long long)p[1], dn[1]) < 0)
+                          (long long)s[1], (long long)p[0], (long long)p[1], extra, dn[1]) < 0)
         return -1;
     ox_bind_act(C, y, t);
     return 0;
@@ -146,7 +162,7 @@ static int op_pool(ctx *C, const Onnx__NodeProto *n, val *x, val *y, int avg)
     int64_t k[2] = {1, 1}, s[2], p[2], ho, wo;
     if (ox_attr_ints(n, "kernel_shape", k, 2) != 2)
         return ox_unsupported(C, n, "kernel_shape missing or not 2-D");
-    if ((r = window(C, n, x, k, s, p, &ho, &wo, (int)ox_attr_i(n, "ceil_mode", 0))))
+    if ((r = window(C, n, x, k, s, p, &ho, &wo, (int)ox_attr_i(n, "ceil_mode", 0), NULL)))
         return r;
     int in = ox_materialize(C, x, node_label(n));
     if (in < 0)

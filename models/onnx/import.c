@@ -143,9 +143,6 @@ static int check_node_static(ctx *C, const Onnx__NodeProto *n)
         return ox_unsupported(C, n, "operator domain '%.40s' (only the default ONNX domain)", n->domain);
     if (!n->op_type || !find_op(n->op_type))
         return ox_unsupported(C, n, "operator not supported by the importer");
-    if (op_is(n, "Conv") && ox_attr_i(n, "group", 1) != 1)
-        return ox_unsupported(C, n, "group=%lld (grouped/depthwise conv: no groups in the model format)",
-                           (long long)ox_attr_i(n, "group", 1));
     return 0;
 }
 

@@ -44,40 +44,43 @@ static const float *relu_masked(const float *dout, const float *out, size_t n)
 
 static void cpu_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
                                float *work, int B, int C, int H_in, int W_in, int N, int R, int S,
-                               int sh, int sw, int pt, int pl, int H_out, int W_out, int relu)
+                               int sh, int sw, int pt, int pl, int H_out, int W_out, int dil_h,
+                               int dil_w, int groups, int relu)
 {
     if (!bias && !sb_dnnl_conv2d_forward(out, inp, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
-                                         H_out, W_out, relu))
+                                         H_out, W_out, dil_h, dil_w, groups, relu))
         return;
     sb_conv2d_forward(out, inp, w, bias, work, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out,
-                      W_out, relu);
+                      W_out, dil_h, dil_w, groups, relu);
 }
 
 static void cpu_conv2d_backward_data(float *dinp, float *work, const float *dout, const float *out,
                                      const float *w, int B, int C, int H_in, int W_in, int N, int R,
-                                     int S, int sh, int sw, int pt, int pl, int H_out, int W_out)
+                                     int S, int sh, int sw, int pt, int pl, int H_out, int W_out,
+                                     int dil_h, int dil_w, int groups)
 {
     const float *dy = relu_masked(dout, out, (size_t)B * N * H_out * W_out);
     if (dy && !sb_dnnl_conv2d_backward_data(dinp, dy, w, B, C, H_in, W_in, N, R, S, sh, sw, pt,
-                                            pl, H_out, W_out))
+                                            pl, H_out, W_out, dil_h, dil_w, groups))
         return;
     sb_conv2d_backward_data(dinp, work, dout, out, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
-                            H_out, W_out);
+                            H_out, W_out, dil_h, dil_w, groups);
 }
 
 static void cpu_conv2d_backward_filter(float *dw, float *dbias, float *work, const float *dout,
                                        const float *out, const float *inp, int B, int C, int H_in,
                                        int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                       int pl, int H_out, int W_out)
+                                       int pl, int H_out, int W_out, int dil_h, int dil_w,
+                                       int groups)
 {
     if (!dbias && dw) {
         const float *dy = relu_masked(dout, out, (size_t)B * N * H_out * W_out);
         if (dy && !sb_dnnl_conv2d_backward_filter(dw, dy, inp, B, C, H_in, W_in, N, R, S, sh, sw,
-                                                  pt, pl, H_out, W_out))
+                                                  pt, pl, H_out, W_out, dil_h, dil_w, groups))
             return;
     }
     sb_conv2d_backward_filter(dw, dbias, work, dout, out, inp, B, C, H_in, W_in, N, R, S, sh, sw,
-                              pt, pl, H_out, W_out);
+                              pt, pl, H_out, W_out, dil_h, dil_w, groups);
 }
 
 static int cpu_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)

@@ -228,6 +228,7 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
 
 typedef struct {
     int B, C, N, R, S, sh, sw, Ho, Wo;
+    int dh, dw, G; /* the taps' spacing, filter groups (the filter is (N, C/G, R, S)) */
     sbc_window w;
 } conv_shape;
 
@@ -246,10 +247,11 @@ static void conv_descs(const conv_shape *s, cudnnMathType_t math)
                                        s->w.xh, s->w.xw));
     SBC_DNN(cudnnSetTensor4dDescriptor(g.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->N,
                                        s->Ho, s->Wo));
-    SBC_DNN(cudnnSetFilter4dDescriptor(g.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->N, s->C, s->R,
-                                       s->S));
-    SBC_DNN(cudnnSetConvolution2dDescriptor(g.cd, s->w.ph, s->w.pw, s->sh, s->sw, 1, 1,
+    SBC_DNN(cudnnSetFilter4dDescriptor(g.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->N,
+                                       s->C / s->G, s->R, s->S));
+    SBC_DNN(cudnnSetConvolution2dDescriptor(g.cd, s->w.ph, s->w.pw, s->sh, s->sw, s->dh, s->dw,
                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    SBC_DNN(cudnnSetConvolutionGroupCount(g.cd, s->G));
     SBC_DNN(cudnnSetConvolutionMathType(g.cd, math));
     int n, c, h, w;
     SBC_DNN(cudnnGetConvolution2dForwardOutputDim(g.cd, g.xd, g.wd, &n, &c, &h, &w));
@@ -262,7 +264,8 @@ static void conv_descs(const conv_shape *s, cudnnMathType_t math)
 static sbc_conv_key conv_key(int kind, const conv_shape *s)
 {
     return sbc_conv_key_make(kind, s->B, s->C, s->w.xh, s->w.xw, s->N, s->R, s->S, s->w.ph,
-                             s->w.pw, s->sh, s->sw, s->Ho, s->Wo, (int)g.prec);
+                             s->w.pw, s->sh, s->sw, s->Ho, s->Wo, s->dh, s->dw, s->G,
+                             (int)g.prec);
 }
 
 /* Workspace the search may use: what the pool can spare, at most 1 GiB. */
@@ -320,7 +323,8 @@ static sbc_conv_algo conv_algo(int kind, const conv_shape *s, const float *x, co
         a = pick(perf, got, ws_max, "backward-data");
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        float *dw = (float *)sbc_scratch((size_t)s->N * s->C * s->R * s->S * sizeof(float), "cuDNN search output");
+        float *dw = (float *)sbc_scratch((size_t)s->N * (s->C / s->G) * s->R * s->S * sizeof(float),
+                                         "cuDNN search output");
         SBC_DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             g.dnn, g.xd, x, g.yd, dy, g.cd, g.wd, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
             &got, perf, ws, ws_max));
@@ -335,12 +339,18 @@ static sbc_conv_algo conv_algo(int kind, const conv_shape *s, const float *x, co
 }
 
 static int conv_shape_of(conv_shape *s, int B, int C, int H_in, int W_in, int N, int R, int S,
-                         int sh, int sw, int pt, int pl, int H_out, int W_out)
+                         int sh, int sw, int pt, int pl, int H_out, int W_out, int dh, int dw,
+                         int G)
 {
-    *s = (conv_shape){B, C, N, R, S, sh, sw, H_out, W_out, {}};
+    *s = (conv_shape){B, C, N, R, S, sh, sw, H_out, W_out, dh, dw, G, {}};
     if (B <= 0 || C <= 0 || N <= 0)
         return -1;
-    return sbc_conv_window(H_in, W_in, R, S, sh, sw, pt, pl, H_out, W_out, &s->w);
+    if (dh < 1 || dw < 1 || G < 1 || C % G || N % G)
+        sbc_die(__FILE__, __LINE__,
+                "conv geometry: dilation %dx%d, %d groups of %d and %d channels", dh, dw, G, C, N);
+    /* the window's extent: dilated taps span dil * (R - 1) + 1 rows */
+    return sbc_conv_window(H_in, W_in, dh * (R - 1) + 1, dw * (S - 1) + 1, sh, sw, pt, pl, H_out,
+                           W_out, &s->w);
 }
 
 /* the input cuDNN reads: inp itself, or its staged window copy */
@@ -365,13 +375,14 @@ static size_t cuda_conv2d_work_floats(int C, int R, int S, int N, int H_out, int
 static void cuda_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
                                 float *work, int B, int C, int H_in, int W_in, int N, int R,
                                 int S, int sh, int sw, int pt, int pl, int H_out, int W_out,
-                                int relu)
+                                int dil_h, int dil_w, int groups, int relu)
 {
     (void)work;
     if (B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0)
         return;
     conv_shape s;
-    if (conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out)) {
+    if (conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out, dil_h, dil_w,
+                      groups)) {
         /* no input (C, H_in or W_in empty): the sum is empty */
         cuda_zero(out, (size_t)B * N * H_out * W_out);
     } else {
@@ -408,12 +419,14 @@ static const float *masked_dout(const float *dout, const float *out, size_t n, f
 static void cuda_conv2d_backward_data(float *dinp, float *work, const float *dout,
                                       const float *out, const float *w, int B, int C, int H_in,
                                       int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                      int pl, int H_out, int W_out)
+                                      int pl, int H_out, int W_out, int dil_h, int dil_w,
+                                      int groups)
 {
     (void)work;
     conv_shape s;
     if (!dinp || B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0
-        || conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out))
+        || conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out, dil_h, dil_w,
+                         groups))
         return;
     float *mask;
     const float *dy = masked_dout(dout, out, (size_t)B * N * H_out * W_out, &mask);
@@ -444,7 +457,8 @@ static void cuda_conv2d_backward_data(float *dinp, float *work, const float *dou
 static void cuda_conv2d_backward_filter(float *dw, float *dbias, float *work, const float *dout,
                                         const float *out, const float *inp, int B, int C,
                                         int H_in, int W_in, int N, int R, int S, int sh, int sw,
-                                        int pt, int pl, int H_out, int W_out)
+                                        int pt, int pl, int H_out, int W_out, int dil_h,
+                                        int dil_w, int groups)
 {
     (void)work;
     if (B <= 0 || N <= 0 || H_out <= 0 || W_out <= 0)
@@ -452,7 +466,8 @@ static void cuda_conv2d_backward_filter(float *dw, float *dbias, float *work, co
     float *mask;
     const float *dy = masked_dout(dout, out, (size_t)B * N * H_out * W_out, &mask);
     conv_shape s;
-    if (dw && !conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out)) {
+    if (dw && !conv_shape_of(&s, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out, dil_h,
+                             dil_w, groups)) {
         float *staged;
         const float *x = conv_input(&s, inp, H_in, W_in, &staged);
         conv_descs(&s, conv_math());

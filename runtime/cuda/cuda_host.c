@@ -225,11 +225,13 @@ size_t sbc_pool_size_for(size_t free_bytes, double frac, int sharing, size_t lim
 
 sbc_conv_key sbc_conv_key_make(int kind, int B, int C, int H, int W, int N, int R, int S,
                                int pad_h, int pad_w, int stride_h, int stride_w, int H_out,
-                               int W_out, int precision)
+                               int W_out, int dil_h, int dil_w, int groups, int precision)
 {
     sbc_conv_key k;
     memset(&k, 0, sizeof k);
-    int v[] = {kind, B, C, H, W, N, R, S, pad_h, pad_w, stride_h, stride_w, H_out, W_out, precision};
+    int v[] = {kind,  B,         C,        H,     W,     N,     R,     S,      pad_h,    pad_w,
+               stride_h, stride_w, H_out, W_out, dil_h, dil_w, groups, precision};
+    _Static_assert(sizeof v <= sizeof k.v, "SBC_KEY_INTS holds every field");
     memcpy(k.v, v, sizeof v);
     return k;
 }

@@ -69,7 +69,7 @@ size_t sbc_pool_size_for(size_t free_bytes, double frac, int sharing, size_t lim
 /* ---- cuDNN algorithm cache ------------------------------------------------ */
 
 enum { SBC_CONV_FWD = 0, SBC_CONV_BWD_DATA = 1, SBC_CONV_BWD_FILTER = 2 };
-#define SBC_KEY_INTS 16
+#define SBC_KEY_INTS 20
 
 typedef struct {
     int v[SBC_KEY_INTS];
@@ -89,10 +89,11 @@ typedef struct {
     long hits, misses;
 } sbc_algo_cache;
 
-/* The key of one convolution problem (all sizes as cuDNN sees them). */
+/* The key of one convolution problem (all sizes as cuDNN sees them; dil_h,
+ * dil_w: the taps' spacing, groups: the filter groups). */
 sbc_conv_key sbc_conv_key_make(int kind, int B, int C, int H, int W, int N, int R, int S,
                                int pad_h, int pad_w, int stride_h, int stride_w, int H_out,
-                               int W_out, int precision);
+                               int W_out, int dil_h, int dil_w, int groups, int precision);
 /* 1 and *val on a hit, 0 on a miss (counted). */
 int sbc_algo_cache_get(sbc_algo_cache *c, const sbc_conv_key *k, sbc_conv_algo *val);
 /* Inserts or replaces; 0, or -1 out of host memory. */
@@ -115,7 +116,8 @@ typedef struct {
     int oh, ow;         /* staged: offset of X' in inp (= -pad_top, -pad_left) */
 } sbc_window;
 
-/* 0, or -1 when the geometry is empty or invalid (sizes <= 0). */
+/* 0, or -1 when the geometry is empty or invalid (sizes <= 0). R and S are
+ * the window's extent: a dilated kernel's is dil * (taps - 1) + 1. */
 int sbc_conv_window(int H_in, int W_in, int R, int S, int sh, int sw, int pt, int pl, int H_out,
                     int W_out, sbc_window *g);
 

@@ -113,6 +113,8 @@ char *sb_model_text(const sb_model *m)
         put_ints(&b, "kernel", op->kernel, 2);
         put_ints(&b, "stride", op->stride, 2);
         put_ints(&b, "pad", op->pad, 2);
+        put_ints(&b, "dilation", op->dilation, 2);
+        put(&b, " groups=%d", op->groups);
         put(&b, " avg=%d bn=%d layers=%d topk=%d aux=%a", op->pool_avg, op->batchnorm, op->layers,
             op->topk, op->moe_aux);
         if (op->kind == SB_OP_TRANSPOSE)

@@ -40,12 +40,13 @@ void plan_iter_box(const sb_op *op, const int *c, const int *g, int64_t *lo, int
 }
 
 /* Input rows a window op reads for output rows [olo, ohi) and kernel rows
- * [r0, r1), clipped to [0, n). */
-void plan_window(int64_t olo, int64_t ohi, int stride, int pad, int64_t r0, int64_t r1, int64_t n,
-                 int64_t *lo, int64_t *hi)
+ * [r0, r1) whose taps are dil rows apart, clipped to [0, n): a split output
+ * reads a halo of dil * (r1 - r0 - 1) rows beyond its strided rows. */
+void plan_window(int64_t olo, int64_t ohi, int stride, int pad, int64_t r0, int64_t r1, int dil,
+                 int64_t n, int64_t *lo, int64_t *hi)
 {
-    int64_t a = olo * stride - pad + r0;
-    int64_t b = (ohi - 1) * stride - pad + r1;
+    int64_t a = olo * stride - pad + r0 * dil;
+    int64_t b = (ohi - 1) * stride - pad + (r1 - 1) * dil + 1;
     *lo = a < 0 ? 0 : a;
     *hi = b > n ? n : b;
     if (*hi < *lo)
@@ -67,8 +68,13 @@ void plan_operand_box(const sb_model *m, const sb_op *op, const sb_operand *o, c
             box->lo[j] = 0;
             box->hi[j] = t->dims[j].size;
         } else if (mp >= 0) {
-            box->lo[j] = lo[mp];
-            box->hi[j] = hi[mp];
+            /* a grouped conv's channels (group-major, G groups of k) follow
+             * its `group` dim (7) in blocks of k */
+            int64_t k = op->kind == SB_OP_CONV && op->groups > 1 && mp == 7
+                            ? t->dims[j].size / op->dims[7].size
+                            : 1;
+            box->lo[j] = lo[mp] * k;
+            box->hi[j] = hi[mp] * k;
         } else if (mp == SB_MAP_ALL) {
             /* flat side of a contiguous config: one range of the flat index */
             int64_t start = 0, vol = 1;
@@ -87,11 +93,13 @@ void plan_operand_box(const sb_model *m, const sb_op *op, const sb_operand *o, c
         /* spatial dims: the window rows the output box reads (halo) */
         for (int a = 0; a < 2; a++) {
             int64_t r0 = 0, r1 = op->kernel[a];
+            int dil = 1;
             if (op->kind == SB_OP_CONV) {
                 r0 = lo[4 + a];
                 r1 = hi[4 + a];
+                dil = op->dilation[a];
             }
-            plan_window(lo[2 + a], hi[2 + a], op->stride[a], op->pad[a], r0, r1,
+            plan_window(lo[2 + a], hi[2 + a], op->stride[a], op->pad[a], r0, r1, dil,
                         t->dims[2 + a].size, &box->lo[2 + a], &box->hi[2 + a]);
         }
     }

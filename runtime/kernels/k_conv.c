@@ -1,7 +1,9 @@
 /* runtime/kernels/k_conv.c: conv2d (im2col + OpenBLAS sgemm) and max/avg pooling
  * on NCHW boxes, forward and backward, with the window geometry helper for
  * spatially sharded boxes (halo rows/cols + local padding).
- * Not here: grouped/dilated convolution, oneDNN, GPU kernels. */
+ * Grouped (G groups of C/G input and N/G output channels, filter (N, C/G, R, S)
+ * as PyTorch stores it) and dilated (kernel taps dil apart) convolution: one
+ * im2col GEMM per group. Not here: oneDNN, GPU kernels. */
 #include "shardbench/kernels.h"
 
 #include <float.h>
@@ -67,11 +69,11 @@ static int conv_is_direct(int H_in, int W_in, int R, int S, int sh, int sw,
 }
 
 // Output columns [*x_lo, *x_hi) of a row read input columns inside [0, W_in)
-// for kernel column s: ix = x*sw - pl + s.
-static void valid_cols(int W_out, int W_in, int sw, int pl, int s, int *x_lo,
+// for the kernel column at offset `tap` (s * dilation): ix = x*sw - pl + tap.
+static void valid_cols(int W_out, int W_in, int sw, int pl, int tap, int *x_lo,
                        int *x_hi)
 {
-    int off = s - pl; // ix = x*sw + off
+    int off = tap - pl; // ix = x*sw + off
     int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
     int hi = W_in - off <= 0 ? 0 : (W_in - off + sw - 1) / sw; // ix < W_in
     if (hi > W_out)
@@ -82,11 +84,11 @@ static void valid_cols(int W_out, int W_in, int sw, int pl, int s, int *x_lo,
     *x_hi = hi;
 }
 
-// col (C*R*S, H_out*W_out), rows ld apart, from img (C,H_in,W_in); outside
-// the image reads 0
+// col (C*R*S, H_out*W_out), rows ld apart, from img (C,H_in,W_in) (planes
+// H_in*W_in apart); kernel taps dh, dw apart; outside the image reads 0
 static void im2col(float *col, size_t ld, const float *img, int C, int H_in,
                    int W_in, int R, int S, int sh, int sw, int pt, int pl,
-                   int H_out, int W_out)
+                   int H_out, int W_out, int dh, int dw)
 {
     SB_PAR(collapse(2) if ((size_t)C * R * S * H_out * W_out > SB_PAR_MIN))
     for (int c = 0; c < C; c++)
@@ -94,16 +96,16 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H_in,
             for (int s = 0; s < S; s++) {
                 float *row = col + ((size_t)(c * R + r) * S + s) * ld;
                 int x_lo, x_hi;
-                valid_cols(W_out, W_in, sw, pl, s, &x_lo, &x_hi);
+                valid_cols(W_out, W_in, sw, pl, s * dw, &x_lo, &x_hi);
                 for (int y = 0; y < H_out; y++) {
                     float *dst = row + (size_t)y * W_out;
-                    int iy = y * sh - pt + r;
+                    int iy = y * sh - pt + r * dh;
                     if (iy < 0 || iy >= H_in) {
                         memset(dst, 0, sizeof(float) * (size_t)W_out);
                         continue;
                     }
                     const float *src = img + ((size_t)c * H_in + iy) * W_in;
-                    ptrdiff_t off = s - pl; // ix = x*sw + off
+                    ptrdiff_t off = (ptrdiff_t)s * dw - pl; // ix = x*sw + off
                     for (int x = 0; x < x_lo; x++)
                         dst[x] = 0.0f;
                     if (sw == 1 && x_hi > x_lo)
@@ -118,10 +120,11 @@ static void im2col(float *col, size_t ld, const float *img, int C, int H_in,
             }
 }
 
-// img (C,H_in,W_in) += scatter of col (C*R*S, H_out*W_out), rows ld apart
+// img (C,H_in,W_in) += scatter of col (C*R*S, H_out*W_out), rows ld apart;
+// kernel taps dh, dw apart
 static void col2im_add(float *img, const float *col, size_t ld, int C,
                        int H_in, int W_in, int R, int S, int sh, int sw,
-                       int pt, int pl, int H_out, int W_out)
+                       int pt, int pl, int H_out, int W_out, int dh, int dw)
 {
     /* channel by channel: a channel's plane gets only its own rows */
     SB_PAR(if ((size_t)C * R * S * H_out * W_out > SB_PAR_MIN))
@@ -130,14 +133,14 @@ static void col2im_add(float *img, const float *col, size_t ld, int C,
             for (int s = 0; s < S; s++) {
                 const float *row = col + ((size_t)(c * R + r) * S + s) * ld;
                 int x_lo, x_hi;
-                valid_cols(W_out, W_in, sw, pl, s, &x_lo, &x_hi);
+                valid_cols(W_out, W_in, sw, pl, s * dw, &x_lo, &x_hi);
                 for (int y = 0; y < H_out; y++) {
-                    int iy = y * sh - pt + r;
+                    int iy = y * sh - pt + r * dh;
                     if (iy < 0 || iy >= H_in)
                         continue;
                     const float *src = row + (size_t)y * W_out;
                     float *dst = img + ((size_t)c * H_in + iy) * W_in;
-                    ptrdiff_t off = s - pl; // ix = x*sw + off
+                    ptrdiff_t off = (ptrdiff_t)s * dw - pl; // ix = x*sw + off
                     for (int x = x_lo; x < x_hi; x++)
                         dst[(ptrdiff_t)x * sw + off] += src[x];
                 }
@@ -170,31 +173,42 @@ static void gather_dout(float *dst, const float *dout, const float *out, int g,
         }
 }
 
+/* Images per GEMM (conv_group) and the work layout depend on the totals C and
+ * N only: the columns of one group (C/G R S rows) sit at the start of work,
+ * the gathered dout or the product (N rows) after C R S rows. Group q reads
+ * input channels [q C/G, (q+1) C/G), writes output channels [q N/G, (q+1) N/G)
+ * and uses filter rows [q N/G, (q+1) N/G) of w (N, C/G, R, S). */
 void sb_conv2d_forward(float *out, const float *inp, const float *w,
                        const float *bias, float *work, int B, int C, int H_in,
                        int W_in, int N, int R, int S, int stride_h,
                        int stride_w, int pad_top, int pad_left, int H_out,
-                       int W_out, int relu)
+                       int W_out, int dil_h, int dil_w, int groups, int relu)
 {
-    int crs = C * R * S, hw = H_out * W_out;
+    int Cg = C / groups, Ng = N / groups;
+    int crs = Cg * R * S, hw = H_out * W_out;
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
+    size_t in_grp = (size_t)Cg * H_in * W_in, crs_all = (size_t)C * R * S;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
-    for (int b0 = 0; b0 < B; b0 += G) {
-        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
+    int nimg = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += nimg) {
+        int g = B - b0 < nimg ? B - b0 : nimg, ld = g * hw;
         float *o = out + b0 * out_img;
-        const float *col = inp + b0 * in_img;
-        if (!direct) {
-            for (int j = 0; j < g; j++)
-                im2col(work + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img,
-                       C, H_in, W_in, R, S, stride_h, stride_w, pad_top,
-                       pad_left, H_out, W_out);
-            col = work;
+        // (N, g*HW), group by group: straight into out when g = 1
+        float *res = g == 1 ? o : work + crs_all * ld;
+        for (int q = 0; q < groups; q++) {
+            const float *col = inp + b0 * in_img + q * in_grp;
+            if (!direct) {
+                for (int j = 0; j < g; j++)
+                    im2col(work + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img + q * in_grp,
+                           Cg, H_in, W_in, R, S, stride_h, stride_w, pad_top, pad_left, H_out,
+                           W_out, dil_h, dil_w);
+                col = work;
+            }
+            // res rows of group q (N/G, g*HW) = w_q (N/G, CRS/G) col (CRS/G, g*HW)
+            sb_gemm(0, 0, Ng, ld, crs, 1.0f, w + (size_t)q * Ng * crs, crs, col, ld, 0.0f,
+                    res + (size_t)q * Ng * ld, ld);
         }
-        // (N, g*HW) = w (N,CRS) col (CRS, g*HW): straight into out when g = 1
-        float *res = g == 1 ? o : work + (size_t)crs * ld;
-        sb_gemm(0, 0, N, ld, crs, 1.0f, w, crs, col, ld, 0.0f, res, ld);
         if (g == 1 && !bias && !relu)
             continue;
         SB_PAR(collapse(2) if ((size_t)g * N * hw > SB_PAR_MIN))
@@ -215,31 +229,37 @@ void sb_conv2d_backward_data(float *dinp, float *work, const float *dout,
                              const float *out, const float *w, int B, int C,
                              int H_in, int W_in, int N, int R, int S,
                              int stride_h, int stride_w, int pad_top,
-                             int pad_left, int H_out, int W_out)
+                             int pad_left, int H_out, int W_out, int dil_h,
+                             int dil_w, int groups)
 {
-    int crs = C * R * S, hw = H_out * W_out;
+    int Cg = C / groups, Ng = N / groups;
+    int crs = Cg * R * S, hw = H_out * W_out;
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
+    size_t in_grp = (size_t)Cg * H_in * W_in, crs_all = (size_t)C * R * S;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
-    for (int b0 = 0; b0 < B; b0 += G) {
-        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
-        float *dcol = work, *dy = work + (size_t)crs * ld;
+    int nimg = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += nimg) {
+        int g = B - b0 < nimg ? B - b0 : nimg, ld = g * hw;
+        float *dcol = work, *dy = work + crs_all * ld;
         const float *dyp = dout + b0 * out_img;
         if (g > 1 || out) {
             gather_dout(dy, dyp, out ? out + b0 * out_img : NULL, g, N, (size_t)hw);
             dyp = dy;
         }
         float *di = dinp + b0 * in_img;
-        // dcol (CRS, g*HW) = w^T (CRS,N) dy (N, g*HW)
-        if (direct) {
-            sb_gemm(1, 0, crs, hw, N, 1.0f, w, crs, dyp, hw, 1.0f, di, hw);
-        } else {
-            sb_gemm(1, 0, crs, ld, N, 1.0f, w, crs, dyp, ld, 0.0f, dcol, ld);
+        for (int q = 0; q < groups; q++) {
+            const float *wq = w + (size_t)q * Ng * crs, *dyq = dyp + (size_t)q * Ng * ld;
+            // dcol (CRS/G, g*HW) = w_q^T (CRS/G, N/G) dy_q (N/G, g*HW)
+            if (direct) {
+                sb_gemm(1, 0, crs, hw, Ng, 1.0f, wq, crs, dyq, hw, 1.0f, di + q * in_grp, hw);
+                continue;
+            }
+            sb_gemm(1, 0, crs, ld, Ng, 1.0f, wq, crs, dyq, ld, 0.0f, dcol, ld);
             for (int j = 0; j < g; j++)
-                col2im_add(di + j * in_img, dcol + (size_t)j * hw, (size_t)ld, C,
-                           H_in, W_in, R, S, stride_h, stride_w, pad_top,
-                           pad_left, H_out, W_out);
+                col2im_add(di + j * in_img + q * in_grp, dcol + (size_t)j * hw, (size_t)ld, Cg,
+                           H_in, W_in, R, S, stride_h, stride_w, pad_top, pad_left, H_out, W_out,
+                           dil_h, dil_w);
         }
     }
 }
@@ -249,32 +269,36 @@ void sb_conv2d_backward_filter(float *dw, float *dbias, float *work,
                                const float *inp, int B, int C, int H_in,
                                int W_in, int N, int R, int S, int stride_h,
                                int stride_w, int pad_top, int pad_left,
-                               int H_out, int W_out)
+                               int H_out, int W_out, int dil_h, int dil_w,
+                               int groups)
 {
-    int crs = C * R * S, hw = H_out * W_out;
+    int Cg = C / groups, Ng = N / groups;
+    int crs = Cg * R * S, hw = H_out * W_out;
     size_t in_img = (size_t)C * H_in * W_in, out_img = (size_t)N * hw;
+    size_t in_grp = (size_t)Cg * H_in * W_in, crs_all = (size_t)C * R * S;
     int direct = conv_is_direct(H_in, W_in, R, S, stride_h, stride_w, pad_top,
                                 pad_left, H_out, W_out);
-    int G = direct ? 1 : conv_group(C, R, S, H_out, W_out);
-    for (int b0 = 0; b0 < B; b0 += G) {
-        int g = B - b0 < G ? B - b0 : G, ld = g * hw;
-        float *col = work, *dy = work + (size_t)crs * ld;
+    int nimg = direct ? 1 : conv_group(C, R, S, H_out, W_out);
+    for (int b0 = 0; b0 < B; b0 += nimg) {
+        int g = B - b0 < nimg ? B - b0 : nimg, ld = g * hw;
+        float *col = work, *dy = work + crs_all * ld;
         const float *dyp = dout + b0 * out_img;
         if (g > 1 || out) {
             gather_dout(dy, dyp, out ? out + b0 * out_img : NULL, g, N, (size_t)hw);
             dyp = dy;
         }
-        if (dw) {
-            const float *cm = inp + b0 * in_img;
+        for (int q = 0; dw && q < groups; q++) {
+            const float *cm = inp + b0 * in_img + q * in_grp;
             if (!direct) {
                 for (int j = 0; j < g; j++)
-                    im2col(col + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img,
-                           C, H_in, W_in, R, S, stride_h, stride_w, pad_top,
-                           pad_left, H_out, W_out);
+                    im2col(col + (size_t)j * hw, (size_t)ld, inp + (b0 + j) * in_img + q * in_grp,
+                           Cg, H_in, W_in, R, S, stride_h, stride_w, pad_top, pad_left, H_out,
+                           W_out, dil_h, dil_w);
                 cm = col;
             }
-            // dw (N,CRS) += dy (N, g*HW) col^T (g*HW, CRS)
-            sb_gemm(0, 1, N, crs, ld, 1.0f, dyp, ld, cm, ld, 1.0f, dw, crs);
+            // dw_q (N/G, CRS/G) += dy_q (N/G, g*HW) col^T (g*HW, CRS/G)
+            sb_gemm(0, 1, Ng, crs, ld, 1.0f, dyp + (size_t)q * Ng * ld, ld, cm, ld, 1.0f,
+                    dw + (size_t)q * Ng * crs, crs);
         }
         if (dbias)
             for (int n = 0; n < N; n++) {

@@ -9,7 +9,9 @@
  * and out. Accumulation is a reorder with a sum post-op into the user's
  * buffer. A geometry oneDNN cannot take (negative padding of a halo box, a
  * right/bottom padding that does not match the output size) returns -1
- * and the caller uses the im2col kernels.
+ * and the caller uses the im2col kernels. Groups use oneDNN's grouped
+ * weights (goihw: the same bytes as (N, C/G, R, S)); dilation d is oneDNN's
+ * d - 1.
  *
  * Primitives and their internal buffers are made once per (pass, geometry)
  * and cached (a small table, most recent first). Threads: the library's
@@ -40,7 +42,7 @@ static int pad_hi(int in, int k, int stride, int pad_lo, int out)
 
 typedef struct {
     int pass, relu;
-    int g[14]; /* B C Hin Win N R S sh sw pt pl Hout Wout pr/pb folded below */
+    int g[16]; /* B C Hin Win N R S sh sw pt pl Hout Wout dil_h dil_w groups */
 } conv_key;
 
 typedef struct {
@@ -154,15 +156,22 @@ static conv_entry *entry_make(const conv_key *k)
     const int *g = k->g;
     int B = g[0], C = g[1], Hin = g[2], Win = g[3], N = g[4], R = g[5], S = g[6];
     int sh = g[7], sw = g[8], pt = g[9], pl = g[10], Hout = g[11], Wout = g[12];
-    dnnl_dims_t src_d = {B, C, Hin, Win}, w_d = {N, C, R, S}, dst_d = {B, N, Hout, Wout};
-    dnnl_dims_t strides = {sh, sw}, pad_l = {pt, pl},
-                pad_r = {pad_hi(Hin, R, sh, pt, Hout), pad_hi(Win, S, sw, pl, Wout)};
+    int dh = g[13], dw = g[14], G = g[15];
+    /* plain: (N, C, R, S); grouped: (G, N/G, C/G, R, S) */
+    dnnl_dims_t src_d = {B, C, Hin, Win}, dst_d = {B, N, Hout, Wout};
+    dnnl_dims_t w_d = {N, C, R, S}, wg_d = {G, N / G, C / G, R, S};
+    int w_nd = G > 1 ? 5 : 4;
+    dnnl_format_tag_t w_tag = G > 1 ? dnnl_goihw : dnnl_oihw;
+    dnnl_dims_t strides = {sh, sw}, pad_l = {pt, pl}, dil = {dh - 1, dw - 1},
+                pad_r = {pad_hi(Hin, dh * (R - 1) + 1, sh, pt, Hout),
+                         pad_hi(Win, dw * (S - 1) + 1, sw, pl, Wout)};
     dnnl_memory_desc_t src_u, w_u, dst_u, src_any, w_any, dst_any;
     if (dnnl_memory_desc_init_by_tag(&src_u, 4, src_d, dnnl_f32, dnnl_nchw)
-        || dnnl_memory_desc_init_by_tag(&w_u, 4, w_d, dnnl_f32, dnnl_oihw)
+        || dnnl_memory_desc_init_by_tag(&w_u, w_nd, G > 1 ? wg_d : w_d, dnnl_f32, w_tag)
         || dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_d, dnnl_f32, dnnl_nchw)
         || dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_f32, dnnl_format_tag_any)
-        || dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_f32, dnnl_format_tag_any)
+        || dnnl_memory_desc_init_by_tag(&w_any, w_nd, G > 1 ? wg_d : w_d, dnnl_f32,
+                                        dnnl_format_tag_any)
         || dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32, dnnl_format_tag_any))
         return NULL;
     conv_entry *e = calloc(1, sizeof *e);
@@ -174,9 +183,10 @@ static conv_entry *entry_make(const conv_key *k)
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     int ok = 0;
-    if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                           &src_any, &w_any, NULL, &dst_any, strides, pad_l,
-                                           pad_r) != dnnl_success)
+    if (dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                   dnnl_convolution_direct, &src_any, &w_any, NULL,
+                                                   &dst_any, strides, dil, pad_l, pad_r)
+        != dnnl_success)
         goto done;
     if (k->pass == PASS_FWD && k->relu) {
         if (dnnl_primitive_attr_create(&attr) || dnnl_post_ops_create(&po)
@@ -197,8 +207,9 @@ static conv_entry *entry_make(const conv_key *k)
                       &e->u_c, &e->p_c, &e->r_c, &e->need[2]);
     } else if (k->pass == PASS_BWD_DATA) {
         /* a = diff_dst, b = weights, c = diff_src (accumulated) */
-        if (dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any,
-                                                     &w_any, &dst_any, strides, pad_l, pad_r)
+        if (dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct,
+                                                             &src_any, &w_any, &dst_any, strides,
+                                                             dil, pad_l, pad_r)
                 != dnnl_success
             || dnnl_primitive_desc_create(&pd, &bd, NULL, D.eng, fpd) != dnnl_success)
             goto done;
@@ -210,9 +221,10 @@ static conv_entry *entry_make(const conv_key *k)
                       &e->u_c, &e->p_c, &e->r_c, &e->need[2]);
     } else {
         /* a = src, b = diff_dst, c = diff_weights (accumulated) */
-        if (dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_any,
-                                                        &w_any, NULL, &dst_any, strides, pad_l,
-                                                        pad_r) != dnnl_success
+        if (dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct,
+                                                                &src_any, &w_any, NULL, &dst_any,
+                                                                strides, dil, pad_l, pad_r)
+                != dnnl_success
             || dnnl_primitive_desc_create(&pd, &bd, NULL, D.eng, fpd) != dnnl_success)
             goto done;
         ok = !bind(&src_u, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), 0, 0, &e->u_a,
@@ -307,29 +319,33 @@ static int run(conv_entry *e, const float *a, const float *b, float *c, int arg_
 }
 
 static int key_of(conv_key *k, int pass, int relu, int B, int C, int H_in, int W_in, int N, int R,
-                  int S, int sh, int sw, int pt, int pl, int H_out, int W_out)
+                  int S, int sh, int sw, int pt, int pl, int H_out, int W_out, int dh, int dw,
+                  int G)
 {
     memset(k, 0, sizeof *k);
     k->pass = pass;
     k->relu = relu;
-    int g[13] = {B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out};
+    int g[16] = {B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out, dh, dw, G};
     memcpy(k->g, g, sizeof g);
+    /* extent of the dilated window */
+    int RE = dh * (R - 1) + 1, SE = dw * (S - 1) + 1;
     /* halo boxes carry negative local padding: not oneDNN's */
     if (init() != 1 || B <= 0 || C <= 0 || N <= 0 || H_out <= 0 || W_out <= 0 || pt < 0 || pl < 0
-        || pt >= R || pl >= S)
+        || pt >= RE || pl >= SE || dh < 1 || dw < 1 || G < 1 || C % G || N % G)
         return -1;
-    int pb = pad_hi(H_in, R, sh, pt, H_out), pr = pad_hi(W_in, S, sw, pl, W_out);
-    if (pb < 0 || pr < 0 || pb >= R || pr >= S)
+    int pb = pad_hi(H_in, RE, sh, pt, H_out), pr = pad_hi(W_in, SE, sw, pl, W_out);
+    if (pb < 0 || pr < 0 || pb >= RE || pr >= SE)
         return -1;
     return 0;
 }
 
 int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, int C, int H_in,
                            int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
-                           int H_out, int W_out, int relu)
+                           int H_out, int W_out, int dil_h, int dil_w, int groups, int relu)
 {
     conv_key k;
-    if (key_of(&k, PASS_FWD, relu != 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out))
+    if (key_of(&k, PASS_FWD, relu != 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out,
+               dil_h, dil_w, groups))
         return -1;
     conv_entry *e = entry_get(&k);
     return e ? run(e, inp, w, out, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST) : -1;
@@ -337,10 +353,11 @@ int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, 
 
 int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w, int B, int C,
                                  int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                 int pl, int H_out, int W_out)
+                                 int pl, int H_out, int W_out, int dil_h, int dil_w, int groups)
 {
     conv_key k;
-    if (key_of(&k, PASS_BWD_DATA, 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out))
+    if (key_of(&k, PASS_BWD_DATA, 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out,
+               dil_h, dil_w, groups))
         return -1;
     conv_entry *e = entry_get(&k);
     return e ? run(e, dout, w, dinp, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC) : -1;
@@ -348,10 +365,12 @@ int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w,
 
 int sb_dnnl_conv2d_backward_filter(float *dw, const float *dout, const float *inp, int B, int C,
                                    int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                   int pl, int H_out, int W_out)
+                                   int pl, int H_out, int W_out, int dil_h, int dil_w,
+                                   int groups)
 {
     conv_key k;
-    if (key_of(&k, PASS_BWD_FILTER, 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out))
+    if (key_of(&k, PASS_BWD_FILTER, 0, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out, W_out,
+               dil_h, dil_w, groups))
         return -1;
     conv_entry *e = entry_get(&k);
     return e ? run(e, inp, dout, dw, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS) : -1;
@@ -375,8 +394,9 @@ void sb_dnnl_release(void)
 
 int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, int C, int H_in,
                            int W_in, int N, int R, int S, int sh, int sw, int pt, int pl,
-                           int H_out, int W_out, int relu)
+                           int H_out, int W_out, int dil_h, int dil_w, int groups, int relu)
 {
+    (void)dil_h, (void)dil_w, (void)groups;
     (void)out, (void)inp, (void)w, (void)B, (void)C, (void)H_in, (void)W_in, (void)N, (void)R;
     (void)S, (void)sh, (void)sw, (void)pt, (void)pl, (void)H_out, (void)W_out, (void)relu;
     return -1;
@@ -384,8 +404,9 @@ int sb_dnnl_conv2d_forward(float *out, const float *inp, const float *w, int B, 
 
 int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w, int B, int C,
                                  int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                 int pl, int H_out, int W_out)
+                                 int pl, int H_out, int W_out, int dil_h, int dil_w, int groups)
 {
+    (void)dil_h, (void)dil_w, (void)groups;
     (void)dinp, (void)dout, (void)w, (void)B, (void)C, (void)H_in, (void)W_in, (void)N, (void)R;
     (void)S, (void)sh, (void)sw, (void)pt, (void)pl, (void)H_out, (void)W_out;
     return -1;
@@ -393,8 +414,10 @@ int sb_dnnl_conv2d_backward_data(float *dinp, const float *dout, const float *w,
 
 int sb_dnnl_conv2d_backward_filter(float *dw, const float *dout, const float *inp, int B, int C,
                                    int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
-                                   int pl, int H_out, int W_out)
+                                   int pl, int H_out, int W_out, int dil_h, int dil_w,
+                                   int groups)
 {
+    (void)dil_h, (void)dil_w, (void)groups;
     (void)dw, (void)dout, (void)inp, (void)B, (void)C, (void)H_in, (void)W_in, (void)N, (void)R;
     (void)S, (void)sh, (void)sw, (void)pt, (void)pl, (void)H_out, (void)W_out;
     return -1;

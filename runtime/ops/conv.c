@@ -1,11 +1,14 @@
 /* conv.c: the window kinds, conv and pool, on NCHW boxes whose input may
  * carry halo rows and columns (local padding from the box offsets). A
  * split input-channel or filter-window dim of a conv leaves partial sums,
- * all-reduced over kcomm before the relu. */
+ * all-reduced over kcomm before the relu. A grouped conv's box holds whole
+ * groups (dim 7): its channels are the box's groups times a group's
+ * channels, and a split group needs no communication. */
 #include "common.h"
 
 typedef struct {
     int B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Hout, Wout;
+    int dh, dw, G; /* conv: taps' spacing, the box's groups */
 } window;
 
 static void window_of(const sb_executor *ex, const opx *o, window *w)
@@ -13,20 +16,24 @@ static void window_of(const sb_executor *ex, const opx *o, window *w)
     const sb_op *op = &ex->m->ops[o->idx];
     const sb_box *ib = &o->in[0].box;
     int conv = op->kind == SB_OP_CONV;
+    /* a grouped conv's box: G whole groups of dims 1 and 6 channels each */
+    w->G = conv && op->ndims > 7 ? (int)ops_ext(o, 7) : 1;
+    w->dh = conv ? op->dilation[0] : 1;
+    w->dw = conv ? op->dilation[1] : 1;
     w->B = (int)ops_ext(o, 0);
-    w->C = (int)ops_ext(o, 1);
+    w->C = (int)ops_ext(o, 1) * w->G;
     w->Hin = (int)(ib->hi[2] - ib->lo[2]);
     w->Win = (int)(ib->hi[3] - ib->lo[3]);
     w->Hout = (int)ops_ext(o, 2);
     w->Wout = (int)ops_ext(o, 3);
     w->R = conv ? (int)ops_ext(o, 4) : op->kernel[0];
     w->S = conv ? (int)ops_ext(o, 5) : op->kernel[1];
-    w->N = conv ? (int)ops_ext(o, 6) : w->C;
+    w->N = conv ? (int)ops_ext(o, 6) * w->G : w->C;
     w->sh = op->stride[0];
     w->sw = op->stride[1];
     int64_t r0 = conv ? o->lo[4] : 0, s0 = conv ? o->lo[5] : 0;
-    w->pt = (int)(ib->lo[2] - o->lo[2] * op->stride[0] + op->pad[0] - r0);
-    w->pl = (int)(ib->lo[3] - o->lo[3] * op->stride[1] + op->pad[1] - s0);
+    w->pt = (int)(ib->lo[2] - o->lo[2] * op->stride[0] + op->pad[0] - r0 * w->dh);
+    w->pl = (int)(ib->lo[3] - o->lo[3] * op->stride[1] + op->pad[1] - s0 * w->dw);
 }
 
 static int conv_forward(sb_executor *ex, opx *o, sb_error *err)
@@ -43,7 +50,8 @@ static int conv_forward(sb_executor *ex, opx *o, sb_error *err)
     int fuse_relu = op->pw > 0 && o->kcomm == MPI_COMM_NULL;
     double t0 = exec_tick(ex);
     ex->be->conv2d_forward(o->out[0].p, o->in[0].p, wt, NULL, work.p, w.B, w.C, w.Hin, w.Win, w.N,
-                           w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, fuse_relu);
+                           w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, w.dh, w.dw, w.G,
+                           fuse_relu);
     ex->times[o->idx].compute_s += exec_tick(ex) - t0;
     exec_tb_free(ex, &work);
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
@@ -68,10 +76,10 @@ static int conv_backward(sb_executor *ex, opx *o, sb_error *err)
     if (ex->m->tensors[op->in[0].tensor].kind != SB_TENSOR_INPUT)
         ex->be->conv2d_backward_data(o->din[0].p, work.p, o->dout[0].p, relu_out, pa->w.p, w.B, w.C,
                                      w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
-                                     w.Wout);
+                                     w.Wout, w.dh, w.dw, w.G);
     ex->be->conv2d_backward_filter(pa->dw.p, NULL, work.p, o->dout[0].p, relu_out, o->in[0].p, w.B,
                                    w.C, w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
-                                   w.Wout);
+                                   w.Wout, w.dh, w.dw, w.G);
     ex->times[o->idx].compute_s += exec_tick(ex) - t0;
     exec_tb_free(ex, &work);
     return 0;

@@ -37,11 +37,14 @@ static void memory_gemm(const sb_model *m, const sb_op *op, const int *c, sb_mem
 /* The CPU conv kernels' im2col workspace (runtime/kernels/k_conv.c): the columns
  * of a group of g images, g = ceil(1536 / (h_out w_out)) but at most 16 and
  * at most 8 Mi floats, each image (C' R' S' + N') h_out w_out floats.
- * conv dims: 0 batch, 1 channels_in, 2 h, 3 w, 4 kh, 5 kw, 6 channels. */
+ * conv dims: 0 batch, 1 channels_in, 2 h, 3 w, 4 kh, 5 kw, 6 channels, and
+ * 7 group when grouped (C' and N' count every group of the device's box:
+ * the kernels size the workspace by all channels). */
 static double conv_workspace_elems(const sb_op *op, const int *c)
 {
+    double groups = op->ndims > 7 ? sb_per_dev(op, c, 7) : 1.0;
     double hw = sb_per_dev(op, c, 2) * sb_per_dev(op, c, 3);
-    double crs = sb_per_dev(op, c, 1) * sb_per_dev(op, c, 4) * sb_per_dev(op, c, 5);
+    double crs = groups * sb_per_dev(op, c, 1) * sb_per_dev(op, c, 4) * sb_per_dev(op, c, 5);
     if (hw <= 0)
         return 0.0;
     double g = ceil(1536.0 / hw);
@@ -49,7 +52,7 @@ static double conv_workspace_elems(const sb_op *op, const int *c)
         g = 16;
     while (g > 1 && g * crs * hw > 8388608.0)
         g--;
-    return g * (crs + sb_per_dev(op, c, 6)) * hw;
+    return g * (crs + groups * sb_per_dev(op, c, 6)) * hw;
 }
 
 static void memory_conv(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)

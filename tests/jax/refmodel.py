@@ -223,7 +223,11 @@ class Model:
             return [xs[0].reshape(self.tensors[op["out"][0]["tensor"]]["shape"])]
         if kind == "conv":
             (sh, sw), (ph, pw) = op["stride"], op["pad"]
-            y = jax.lax.conv_general_dilated(xs[0], ws[0], (sh, sw), [(ph, ph), (pw, pw)],
+            groups, dil = op.get("groups", 1), op.get("dilation", [1, 1])
+            # grouped filter (group, out/G, in/G, kh, kw): the bytes of OIHW with I = in/G
+            w = ws[0].reshape((-1,) + ws[0].shape[-3:]) if groups > 1 else ws[0]
+            y = jax.lax.conv_general_dilated(xs[0], w, (sh, sw), [(ph, ph), (pw, pw)],
+                                             rhs_dilation=tuple(dil), feature_group_count=groups,
                                              dimension_numbers=("NCHW", "OIHW", "NCHW"),
                                              precision=jax.lax.Precision.HIGHEST)
             return [relu(y)]

@@ -13,8 +13,9 @@ exported with a symbolic batch dimension (dynamic_axes), so the importer's
 initializers; the others are graph-only (export_params=False: the weights
 become graph inputs without data, as torch writes them).
 
---torchvision DIR also exports graph-only torchvision models into DIR (not
-committed; the note in models/README.md lists which import cleanly).
+--torchvision DIR also exports every classification model of
+torchvision.models (torchvision.models.list_models), graph-only, into DIR
+(not committed): the list of which import is in models/README.md.
 
 Files:
   cnn.onnx, cnn_w.onnx          conv/bn/relu/maxpool/conv/bn/relu/global avg
@@ -29,9 +30,15 @@ Files:
   lstm.onnx, lstm_w.onnx        an LSTM language model: Gather embedding,
                                 LSTM, Linear to the vocabulary, LogSoftmax
   resnet18.onnx                 torchvision ResNet-18, graph-only, 64x64 input
-  unsupported.onnx              depthwise conv, ConvTranspose and an
-                                unsupported op (ArgMax): every node must be
-                                listed in one error
+  resnext50_32x4d.onnx          torchvision ResNeXt-50 32x4d (grouped 3x3
+                                convs, group=32), graph-only, 64x64 input
+  mobilenet_v2.onnx             torchvision MobileNet-V2 (depthwise convs,
+                                Clip as ReLU6), graph-only, 64x64 input,
+                                opset 17
+  unsupported.onnx              a depthwise conv (it imports since groups
+                                are in the model format), ConvTranspose and
+                                an unsupported op (ArgMax): every
+                                unsupported node must be listed in one error
   ops.onnx                      written by make_ops.py (onnx.helper, no torch):
                                 Pad, ceil_mode, Split, Concat of 18, Slice
 """
@@ -169,13 +176,13 @@ def main():
     export(Unsupported(), (torch.randn(2, 4, 8, 8),), "unsupported.onnx")
     import torchvision
     export(torchvision.models.resnet18(), (torch.randn(2, 3, 64, 64),), "resnet18.onnx")
+    export(torchvision.models.resnext50_32x4d(), (torch.randn(2, 3, 64, 64),),
+           "resnext50_32x4d.onnx")
+    export(torchvision.models.mobilenet_v2(), (torch.randn(2, 3, 64, 64),), "mobilenet_v2.onnx",
+           opset=17)
     if a.torchvision:
         os.makedirs(a.torchvision, exist_ok=True)
-        for name in ["alexnet", "vgg11", "resnet18", "resnet50", "resnext50_32x4d",
-                     "wide_resnet50_2", "squeezenet1_0", "densenet121", "googlenet",
-                     "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x1_0",
-                     "mnasnet0_5", "efficientnet_b0", "regnet_y_400mf", "convnext_tiny",
-                     "vit_b_16", "swin_t"]:
+        for name in torchvision.models.list_models(module=torchvision.models):
             try:
                 kw = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
                 m = getattr(torchvision.models, name)(**kw)
