@@ -945,6 +945,30 @@ static void test_rope_tables(void **state)
     assert_non_null(strstr(msg, "/layers.0/attn/Add_1 (Add, opset 17): rotary tables"));
 }
 
+/* masks.onnx: a causal mask built with ConstantOfShape, Trilu, Cast and
+ * Where before a Softmax is softmax(causal=); a reshape's shape through
+ * Range and Gather folds (--set batch still reaches it). */
+static void test_masks(void **state)
+{
+    (void)state;
+    if (!have_op("y = softmax(x, axis=b, causal=a)"))
+        skip();
+    sb_onnx_opts o = {.no_loss = 1};
+    sb_setting set = {.name = "batch", .value = 3};
+    sb_model m;
+    load("masks", &o, &set, 1, &m, NULL);
+    assert_int_equal(m.nops, 3); /* softmax, and the reshape's flatten and unflatten */
+    assert_int_equal(m.ops[0].kind, SB_OP_SOFTMAX);
+    assert_int_equal(m.ops[0].causal, 2); /* rows of the mask: dim 2, columns: dim 3 */
+    assert_int_equal(m.ops[0].axis, 3);
+    const sb_op *r = &m.ops[2];
+    assert_int_equal(r->kind, SB_OP_UNFLATTEN);
+    assert_int_equal(r->ndims, 3);
+    assert_int_equal(r->dims[0].size, 3);
+    assert_int_equal(r->dims[2].size, 64); /* Range(2, 20, 2)[3] squared */
+    sb_model_free(&m);
+}
+
 static void test_llm_exports(void **state)
 {
     (void)state;
@@ -1069,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_not_a_file),  cmocka_unit_test(test_resnext50),
         cmocka_unit_test(test_mobilenet_v2), cmocka_unit_test(test_mha_static_batch),
         cmocka_unit_test(test_llm_exports), cmocka_unit_test(test_rope_tables),
+        cmocka_unit_test(test_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,9 @@ Files:
   llama_theta.onnx            1 layer of it with Llama 3's theta 500000 (opset 17)
   llama_badrope.onnx          1 layer with tables that are not rotary (the last
                               position off by one): the rotary pattern is refused
+  masks.onnx                  onnx.helper, opset 17: a causal mask made with
+                              ConstantOfShape/Trilu/Cast/Where before Softmax,
+                              a Reshape shape through Range and Gather
   gpt2_13.onnx, gpt2_17.onnx  a 2-layer GPT-2-style decoder:
                               nn.MultiheadAttention with a causal attn_mask,
                               LayerNorm, GELU (Erf), learned positions
@@ -215,12 +218,53 @@ class MHANet(nn.Module):
         return self.head(h)
 
 
+def masks(path):
+    """A graph written with onnx.helper (opset 17): the causal mask built
+    the way exporters without constant folding write it (ConstantOfShape of
+    ones, Trilu, Cast to bool, Where(mask, scores, -inf) before Softmax) and
+    a Reshape whose shape comes through Range and Gather."""
+    import onnx
+    from onnx import TensorProto, helper
+    c = lambda name, vals: helper.make_node(  # noqa: E731
+        "Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [len(vals)], vals))
+    nodes = [
+        c("mshape", [8, 8]),
+        helper.make_node("ConstantOfShape", ["mshape"], ["ones"],
+                         value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])),
+        helper.make_node("Trilu", ["ones"], ["tril"], upper=0),
+        helper.make_node("Cast", ["tril"], ["keep"], to=TensorProto.BOOL),
+        helper.make_node("Constant", [], ["ninf"],
+                         value=helper.make_tensor("ninf", TensorProto.FLOAT, [], [float("-inf")])),
+        helper.make_node("Where", ["keep", "x", "ninf"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("Shape", ["p"], ["shp"]),
+        c("s0", [0]), c("s2", [2]),
+        helper.make_node("Slice", ["shp", "s0", "s2"], ["lead"]),
+        c("r0", [2]), c("r1", [20]), c("r2", [2]),
+        helper.make_node("Squeeze", ["r0"], ["rs"]), helper.make_node("Squeeze", ["r1"], ["rl"]),
+        helper.make_node("Squeeze", ["r2"], ["rd"]),
+        helper.make_node("Range", ["rs", "rl", "rd"], ["rng"]),
+        c("i7", [3]),
+        helper.make_node("Gather", ["rng", "i7"], ["eight"]),  # Range(2, 20, 2)[3] = 8
+        helper.make_node("Mul", ["eight", "eight"], ["sixtyfour"]),
+        helper.make_node("Concat", ["lead", "sixtyfour"], ["tshape"], axis=0),
+        helper.make_node("Reshape", ["p", "tshape"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "masks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 64])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_llm.py")
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+    print(f"{path}: {os.path.getsize(path)} bytes")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--outdir", default=HERE)
     a = ap.parse_args()
     ids = torch.randint(0, 100, (2, 16))
     export(MHANet(), (torch.randint(0, 100, (2, 8)),), os.path.join(a.outdir, "mha17.onnx"), 17)
+    masks(os.path.join(a.outdir, "masks.onnx"))
     export(Llama(layers=1, theta=500000.0), (ids,), os.path.join(a.outdir, "llama_theta.onnx"), 17)
     export(Llama(layers=1, shifted=True), (ids,), os.path.join(a.outdir, "llama_badrope.onnx"), 17)
     for opset in (13, 17):
