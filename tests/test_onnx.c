@@ -160,6 +160,27 @@ static int have_op(const char *call)
     return 1;
 }
 
+/* Every softmax of a model is causal with the query dim `q`, the key dim `k`. */
+static void check_causal(const sb_model *m, const char *q, const char *k)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *o = &m->ops[i];
+        if (o->kind != SB_OP_SOFTMAX)
+            continue;
+        assert_true(o->causal >= 0);
+        assert_string_equal(o->dims[o->causal].name, q);
+        assert_string_equal(o->dims[o->axis].name, k);
+    }
+}
+
+/* Every act of a model has function fn. */
+static void check_act_fn(const sb_model *m, const char *fn)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (!strcmp(sb_op_kind_name(m->ops[i].kind), "act"))
+            assert_string_equal(sb_act_fn_name(m->ops[i].fn), fn);
+}
+
 static void load(const char *name, const sb_onnx_opts *o, const sb_setting *set, int nset,
                  sb_model *m, sb_onnx_info *info)
 {
@@ -486,6 +507,11 @@ static void test_mobilenet_v2(void **state)
             k++;
         }
     assert_int_equal(k, 17);
+    /* its 35 ReLU6 (Clip to [0, 6]) are act(relu6) where the build has act */
+    if (have_op("y = act(x, fn=silu)")) {
+        assert_int_equal(count_kind_name(&m, "act"), 35);
+        check_act_fn(&m, "relu6");
+    }
     search_p(&m, 8);
     sb_model_free(&m);
     load("mobilenet_v2", NULL, NULL, 0, &m, NULL);
@@ -673,27 +699,6 @@ static void test_unsupported(void **state)
 }
 
 /* ---- today's transformer exports (make_llm.py) ------------------------------ */
-
-/* Every softmax of a model is causal with the query dim `q`, the key dim `k`. */
-static void check_causal(const sb_model *m, const char *q, const char *k)
-{
-    for (int i = 0; i < m->nops; i++) {
-        const sb_op *o = &m->ops[i];
-        if (o->kind != SB_OP_SOFTMAX)
-            continue;
-        assert_true(o->causal >= 0);
-        assert_string_equal(o->dims[o->causal].name, q);
-        assert_string_equal(o->dims[o->axis].name, k);
-    }
-}
-
-/* Every act of a model has function fn. */
-static void check_act_fn(const sb_model *m, const char *fn)
-{
-    for (int i = 0; i < m->nops; i++)
-        if (!strcmp(sb_op_kind_name(m->ops[i].kind), "act"))
-            assert_string_equal(sb_act_fn_name(m->ops[i].fn), fn);
-}
 
 /* The op of a model whose iteration space starts with these dim names. */
 static const sb_op *find_op_dims(const sb_model *m, sb_op_kind k, const char *d0, const char *d1, const char *d2)

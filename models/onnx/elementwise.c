@@ -275,10 +275,26 @@ int ox_node_binary(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
     return x1 ? op_binary(C, n, x, x1, y) : ox_unsupported(C, n, "needs two inputs");
 }
 
-/* Relu, Sigmoid, ...: one pw fused into the producer, or an elementwise. */
+/* Relu, Sigmoid, ...: one pw fused into the producer, or an elementwise;
+ * Clip to [0, 6], Sigmoid, Tanh and Gelu are act where the model language
+ * has it. */
 int ox_node_pointwise(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
     (void)x1;
+    if (x->kind == V_ACT && op_is(n, "Clip") && have_act(C)) {
+        /* ReLU6 (MobileNet): Clip to [0, 6], bounds as inputs from opset 11 */
+        double lo = NAN, hi = NAN;
+        if (C->opset >= 11) {
+            if (ox_scalar_of(C, in_name(n, 1), &lo) || ox_scalar_of(C, in_name(n, 2), &hi))
+                lo = hi = NAN;
+        } else {
+            const Onnx__AttributeProto *a = ox_attr(n, "min"), *b = ox_attr(n, "max");
+            lo = a && a->has_f ? a->f : NAN;
+            hi = b && b->has_f ? b->f : NAN;
+        }
+        if (lo == 0 && hi == 6)
+            return emit_act(C, n, x, "relu6", y);
+    }
     if (x->kind == V_ACT && (op_is(n, "Sigmoid") || op_is(n, "Tanh") || op_is(n, "Gelu")) && have_act(C)) {
         const Onnx__AttributeProto *ap = ox_attr(n, "approximate");
         int tanh_approx = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
