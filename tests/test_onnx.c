@@ -324,7 +324,7 @@ static void test_cnn_options(void **state)
 {
     (void)state;
     sb_setting set = {.name = "batch", .value = 32};
-    sb_rename ren[2] = {{.from = "d0", .to = "classes"}, {.from = "channels", .to = "chan"}};
+    sb_rename ren[2] = {{.from = "classes", .to = "labels"}, {.from = "channels", .to = "chan"}};
     sb_onnx_opts o = {.renames = ren, .nrenames = 2, .settings = &set, .nsettings = 1, .no_loss = 1};
     sb_model m;
     sb_onnx_info info;
@@ -335,7 +335,7 @@ static void test_cnn_options(void **state)
     assert_int_equal(count_kind(&m, SB_OP_SOFTMAX_XENT), 0);
     const sb_op *fc = &m.ops[m.nops - 1];
     assert_int_equal(fc->kind, SB_OP_DENSE);
-    assert_string_equal(fc->dims[1].name, "classes");
+    assert_string_equal(fc->dims[1].name, "labels"); /* a classifier's output is `classes` */
     int renamed = 0;
     for (int i = 0; i < info.ndims; i++)
         renamed += info.dims[i].how == SB_ONNX_DIM_RENAMED;

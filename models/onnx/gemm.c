@@ -10,10 +10,21 @@
 
 #include "import.h"
 
-static void dense_dim(ctx *C, int64_t units, const mtensor *X, char *out)
+/* Whether value name is one of the graph's outputs. */
+static int graph_output(ctx *C, const char *name)
+{
+    for (size_t i = 0; name && i < C->g->n_output; i++)
+        if (C->g->output[i] && C->g->output[i]->name && !strcmp(C->g->output[i]->name, name))
+            return 1;
+    return 0;
+}
+
+static void dense_dim(ctx *C, int64_t units, const mtensor *X, int logits, char *out)
 {
     if (C->vocab && units == C->vocab)
         ox_recog_name(C, "vocab", units, out);
+    else if (logits)
+        ox_recog_name(C, "classes", units, out); /* a classifier's output */
     else if (C->embed && units == C->embed)
         ox_recog_name(C, "embed", units, out);
     else if (C->embed && units == 3 * C->embed)
@@ -50,7 +61,7 @@ static int emit_dense(ctx *C, const Onnx__NodeProto *n, val *x, sym units, val *
         snprintf(dn[i], SB_NAME_MAX, "%s", X->dn[i]);
         sz[i] = X->sz[i];
     }
-    dense_dim(C, ox_sym_val(C, units), X, dn[X->nd - 1]);
+    dense_dim(C, ox_sym_val(C, units), X, graph_output(C, y->name), dn[X->nd - 1]);
     sz[X->nd - 1] = units;
     char us[64];
     ox_sym_str(C, units, us, sizeof us);

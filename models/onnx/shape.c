@@ -55,7 +55,9 @@ static void reshape_names(ctx *C, const mtensor *X, int nd, const sym *sz, char 
         int only_batch = bi >= 0 && sz[i].e[bi] == 1;
         for (int k = 0; k < NSYM; k++)
             only_batch &= k == bi || sz[i].e[k] == 0;
-        if (omid == 1 && C->embed && v == C->embed)
+        if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "height") && !strcmp(X->dn[pre + 1], "width"))
+            ox_recog_name(C, "patches", v, dn[i]); /* a conv's (height, width) flattened: ViT's patches */
+        else if (omid == 1 && C->embed && v == C->embed)
             ox_recog_name(C, "embed", v, dn[i]);
         else if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "kv_heads") && !strcmp(X->dn[pre + 1], "rep"))
             ox_recog_name(C, "heads", v, dn[i]); /* grouped-query kv heads repeated to the heads */
@@ -99,7 +101,6 @@ static void reshape_names(ctx *C, const mtensor *X, int nd, const sym *sz, char 
     /* a conv's (channels, height, width) flattened to (channels, patches):
      * the tokens of a vision transformer, (embed, seq) */
     if (omid == 1 && imid == 2 && !strcmp(X->dn[pre], "height") && !strcmp(X->dn[pre + 1], "width")) {
-        ox_recog_name(C, "patches", ox_sym_val(C, sz[pre]), dn[pre]);
         for (int i = 0; i < nd; i++)
             if (!strcmp(dn[i], "channels")) {
                 if (!C->embed)
@@ -1151,9 +1152,18 @@ static int joined_name(ctx *C, const val *y, int nd, int a, char *out)
         if (!o || o == y || o->kind != V_ACT || o->nd != nd || o->src[a] < 0)
             continue;
         const char *nm = ox_lname(C, o, a);
-        if (!strcmp(nm, "patches"))
-            ox_recog_name(C, "seq", 1, out);
-        else
+        if (!strcmp(nm, "patches")) {
+            /* the sequence: this size-1 dim and the other inputs' sizes */
+            int64_t total = 1;
+            for (size_t q = 0; q < c->n_input; q++) {
+                val *w = ox_in_val(C, c, q);
+                if (w && w != y && w->kind == V_ACT && w->nd == nd)
+                    total += ox_sym_val(C, w->shape[a]);
+            }
+            if (!C->seq)
+                C->seq = total;
+            ox_recog_name(C, "seq", total, out);
+        } else
             snprintf(out, SB_NAME_MAX, "%s", nm);
         return 1;
     }
