@@ -222,6 +222,8 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
                        const sb_exec_opts *opts, sb_executor **out, sb_error *err)
 {
     *out = NULL;
+    if (opts && (opts->zero < 0 || opts->zero > 3))
+        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", opts->zero);
     /* before anything that depends on them: every rank must run the same
      * plan, or collectives mismatch (a hang) and configs differ */
     if (sb_agree_plan(comm, st, be, opts, err))
@@ -238,6 +240,7 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
         ex->beta2 = opts && opts->beta2 > 0 ? opts->beta2 : 0.999f;
         ex->eps = opts && opts->eps > 0 ? opts->eps : 1e-8f;
         ex->seed = opts && opts->seed ? opts->seed : 1;
+        ex->zero = opts ? opts->zero : 0;
         MPI_Comm_rank(comm, &ex->rank);
         MPI_Comm_size(comm, &ex->size);
         if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
@@ -287,7 +290,11 @@ static int forward_op(sb_executor *ex, int i, sb_error *err)
         if (exec_tb_alloc(ex, &o->out[k], &box, err))
             return -1;
     }
-    return run_op(ex, o, 0, err);
+    if (exec_zero_gather(ex, o, err))
+        return -1;
+    int rc = run_op(ex, o, 0, err);
+    exec_zero_drop(ex, o);
+    return rc;
 }
 
 /* Every consumer's input gradient of op i's output k, summed into that
@@ -344,14 +351,11 @@ static int backward_op(sb_executor *ex, int i, sb_error *err)
     for (int k = 0; k < op->nin; k++)
         if (exec_tb_zeros(ex, &o->din[k], &o->in[k].box, err))
             return -1;
-    if (run_op(ex, o, 1, err))
+    if (exec_zero_gather(ex, o, err) || exec_zero_grad_begin(ex, o, err))
         return -1;
-    for (int q = 0; q < o->nparams; q++) {
-        param *pa = &ex->params[o->params[q]];
-        if (exec_allreduce(ex, o, pa->dw.p, (size_t)pa->dw.n, MPI_SUM, pa->gcomm, err))
-            return -1;
-    }
-    return 0;
+    int rc = run_op(ex, o, 1, err);
+    exec_zero_drop(ex, o);
+    return rc ? rc : exec_zero_grad_end(ex, o, err);
 }
 
 /* Every buffer of op o that lives for one step, back to the pool. */
@@ -394,16 +398,9 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
         if (backward_op(ex, i, err))
             return -1;
     /* update, then drop the step's activations and gradients */
-    for (int pi = 0; pi < ex->nparams; pi++) {
-        param *pa = &ex->params[pi];
-        if (!pa->w.n)
-            continue;
-        if (ex->update == SB_UPDATE_ADAM) /* step ex->step + 1 of Adam's bias correction */
-            ex->be->adam_update(pa->w.p, pa->dw.p, pa->m.p, pa->v.p, (size_t)pa->w.n, ex->lr,
-                                ex->beta1, ex->beta2, ex->eps, ex->step + 1);
-        else
-            ex->be->sgd_update(pa->w.p, pa->dw.p, (size_t)pa->w.n, ex->lr); /* zeroes dw */
-    }
+    for (int pi = 0; pi < ex->nparams; pi++)
+        if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
+            return -1;
     for (int i = 0; i < m->nops; i++)
         release_step_buffers(ex, &ex->ops[i]);
     ex->step++;
@@ -427,6 +424,7 @@ int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
 void sb_executor_set_steps_done(sb_executor *ex, int steps) { ex->step = steps; }
 MPI_Comm sb_executor_comm(const sb_executor *ex) { return ex->comm; }
 sb_update_rule sb_executor_update(const sb_executor *ex) { return ex->update; }
+int sb_executor_zero(const sb_executor *ex) { return ex->zero; }
 const sb_backend *sb_executor_backend(const sb_executor *ex) { return ex->be; }
 
 void sb_executor_free(sb_executor *ex)
@@ -445,12 +443,7 @@ void sb_executor_free(sb_executor *ex)
                 kind_of(ex, i)->release(ex, o);
         }
     if (ex->params)
-        for (int pi = 0; pi < ex->nparams; pi++) {
-            exec_tb_free(ex, &ex->params[pi].w);
-            exec_tb_free(ex, &ex->params[pi].dw);
-            exec_tb_free(ex, &ex->params[pi].m);
-            exec_tb_free(ex, &ex->params[pi].v);
-        }
+        exec_params_free(ex);
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
     free(ex->perm);
