@@ -61,8 +61,8 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
     out->activations = (e.in + e.outs + e.saved) * FLOAT_BYTES;
     out->act_grads = (e.in + e.outs) * FLOAT_BYTES;
     out->scratch = e.scratch * FLOAT_BYTES;
-    if (zero >= 2 && sliced < whole) /* the whole gradient, and at 3 the weight, in use */
-        out->scratch += (zero >= 3 ? 2.0 : 1.0) * whole * FLOAT_BYTES;
+    if (zero >= 3 && sliced < whole) /* the whole weight, gathered for the op */
+        out->scratch += whole * FLOAT_BYTES;
 }
 
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt, sb_mem *sum)
