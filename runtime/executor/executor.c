@@ -4,7 +4,8 @@
  * producer, local kernels, all-reduce of partial sums), softmax cross-entropy
  * loss, backward in reverse (gradients flow back to producers by an
  * accumulating relayout, so halos, replicas and fan-out all sum), all-reduce
- * of weight gradients over data-parallel replicas, SGD.
+ * of weight gradients over data-parallel replicas, SGD or Adam (with ZeRO:
+ * sliced over those replicas, params.c).
  *
  * Backward note: the cost model all-reduces input gradients over the ranks
  * that differ only in dims absent from the input; here those partial sums
@@ -222,12 +223,12 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
                        const sb_exec_opts *opts, sb_executor **out, sb_error *err)
 {
     *out = NULL;
-    if (opts && (opts->zero < 0 || opts->zero > 3))
-        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", opts->zero);
     /* before anything that depends on them: every rank must run the same
      * plan, or collectives mismatch (a hang) and configs differ */
     if (sb_agree_plan(comm, st, be, opts, err))
         return -1;
+    if (opts && (opts->zero < 0 || opts->zero > 3)) /* the same on every rank (agreed) */
+        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", opts->zero);
     sb_executor *ex = calloc(1, sizeof *ex);
     int rc = ex ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (ex) {
