@@ -98,6 +98,7 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &np);
     int nw0 = sb_executor_nweights(ex);
+    float **w0 = calloc((size_t)nw0, sizeof *w0);
     /* weights whose shard two ranks hold alike: what ZeRO slices */
     sb_box *boxes = calloc((size_t)np, sizeof *boxes);
     for (int w = 0; w < nw0; w++) {
@@ -109,7 +110,6 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
         replicated += rep;
     }
     free(boxes);
-    float **w0 = calloc((size_t)nw0, sizeof *w0);
     for (int w = 0; w < nw0 && gather; w++) {
         int64_t n;
         sb_executor_weight_name(ex, w, &n);
