@@ -27,6 +27,7 @@ static void usage(FILE *f)
                "      --memory LIMIT     device memory (80GiB, 141GB, 512MiB; bare number: GiB)\n"
                "      --device-mem GIB   device memory (default 80): over it is marked\n"
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
+               "      --zero 0|1|2|3     ZeRO stage in the memory and cost models (as search)\n"
                "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
                "      --flops F, --bw B, --cutoff N   cost model (as search)\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
@@ -39,7 +40,7 @@ int cmd_candidates(int argc, char **argv)
         {"model", required_argument, 0, 'm'},     {"procs", required_argument, 0, 'p'},
         {"set", required_argument, 0, 's'},       {"top", required_argument, 0, 'k'},
         {"format", required_argument, 0, 'f'},    {"device-mem", required_argument, 0, 'G'}, {"memory", required_argument, 0, 'L'},
-        {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
+        {"zero", required_argument, 0, 'Z'}, {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'},

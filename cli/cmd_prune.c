@@ -36,6 +36,7 @@ static void usage(FILE *f)
                "      --memory LIMIT     device memory (80GiB, 141GB, 512MiB; bare number: GiB)\n"
                "      --device-mem GIB   device memory (default 80)\n"
                "      --optimizer sgd|adam   optimizer state in the memory model\n"
+               "      --zero 0|1|2|3     ZeRO stage in the memory and cost models (as search)\n"
                "      --budget N, --time-limit S, --seed N   mcmc (as search)\n"
                "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
@@ -148,7 +149,7 @@ int cmd_prune(int argc, char **argv)
         {"model", required_argument, 0, 'm'},    {"procs", required_argument, 0, 'p'},
         {"set", required_argument, 0, 's'},      {"within", required_argument, 0, 'w'},
         {"top", required_argument, 0, 'k'},      {"out", required_argument, 0, 'O'},
-        {"device-mem", required_argument, 0, 'G'}, {"memory", required_argument, 0, 'L'}, {"optimizer", required_argument, 0, 'o'},
+        {"device-mem", required_argument, 0, 'G'}, {"memory", required_argument, 0, 'L'}, {"zero", required_argument, 0, 'Z'}, {"optimizer", required_argument, 0, 'o'},
         {"budget", required_argument, 0, 'n'},   {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},     {"flops", required_argument, 0, 'F'},
         {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},

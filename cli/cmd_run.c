@@ -34,6 +34,7 @@ typedef struct {
     double lr;
     int lr_given;
     sb_optimizer optimizer;           /* --optimizer sgd|adam */
+    int zero;                         /* --zero 0..3 */
     double beta1, beta2, eps;         /* Adam's */
     unsigned long long seed;
 } run_args;
@@ -60,6 +61,9 @@ static void run_usage(FILE *f)
             "                         share a GPU)\n"
             "      --optimizer sgd|adam  the update (default sgd; adam keeps two fp32 moments\n"
             "                         per weight, as `search --optimizer adam` counts them)\n"
+            "      --zero 0|1|2|3     ZeRO over each weight's data-parallel replicas (default\n"
+            "                         0): 1 shards the optimizer state, 2 also the gradients,\n"
+            "                         3 also the weights (gathered around each op's use)\n"
             "      --lr X             learning rate (default 0.01 for sgd, 0.001 for adam;\n"
             "                         1e-37 to 3e38); a loss that becomes NaN or infinite\n"
             "                         stops the run: recorded as diverged, exit status 1\n"
@@ -102,7 +106,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"keep-binding", no_argument, 0, 'k'},  {"adopt-db", no_argument, 0, 'A'},
         {"restore-partial", no_argument, 0, 1000}, {"optimizer", required_argument, 0, 1001},
         {"beta1", required_argument, 0, 1002},   {"beta2", required_argument, 0, 1003},
-        {"eps", required_argument, 0, 1004},
+        {"eps", required_argument, 0, 1004},     {"zero", required_argument, 0, 1005},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -161,6 +165,14 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
                 return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a number %s", nm, optarg,
                                c == 1004 ? "from 1e-30 to 1" : "in [0, 1)");
             *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
+            break;
+        }
+        case 1005: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 3)
+                return sb_fail(err, SB_EXIT_INPUT, "--zero: '%s' is not a ZeRO stage 0, 1, 2 or 3",
+                               optarg);
+            a->zero = (int)v;
             break;
         }
         case 'E':
@@ -238,6 +250,12 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--optimizer adam with --%s: checkpoints do not hold Adam's moments yet "
                        "(use --optimizer sgd to checkpoint)", a->checkpoint ? "checkpoint" : "restore");
+    /* stage 3 keeps a slice of each replicated weight between steps */
+    if (a->zero == 3 && (a->checkpoint || a->restore))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--zero 3 with --%s: checkpoints hold whole weight shards, which ZeRO "
+                       "stage 3 keeps sliced between steps (use --zero 0, 1 or 2 to checkpoint)",
+                       a->checkpoint ? "checkpoint" : "restore");
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
@@ -271,12 +289,12 @@ static void run_options_text(const run_args *a, char *buf, size_t cap)
     const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
     snprintf(buf, cap,
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
-             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g\n"
+             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d\n"
              "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
              "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n",
              a->strategy, a->steps, a->warmup, a->backend, a->precision,
              strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr,
-             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->seed,
+             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero, a->seed,
              a->data ? a->data : "none", a->data_seed, a->format,
              a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
              a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding);
@@ -511,7 +529,8 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     sb_exec_opts eo = {.lr = (float)a->lr, .seed = a->seed, .data_seed = a->data_seed,
                        .agree = opts_text,
                        .update = a->optimizer == SB_OPTIM_ADAM ? SB_UPDATE_ADAM : SB_UPDATE_SGD,
-                       .beta1 = (float)a->beta1, .beta2 = (float)a->beta2, .eps = (float)a->eps};
+                       .beta1 = (float)a->beta1, .beta2 = (float)a->beta2, .eps = (float)a->eps,
+                       .zero = a->zero};
     if (a->data) {
         int rc = sb_data_open_records(a->data, &R->data, err);
         if ((status = agree(R->comm, R->rank, rc, err)))

@@ -232,6 +232,8 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
     if (r->mem_limit_bytes > 0)
         fprintf(f, "predicted peak memory %.4g GiB per device, within --memory %.4g GiB\n",
                 r->peak_bytes_per_device / 1073741824.0, r->mem_limit_bytes / 1073741824.0);
+    if (pb->cp.zero) /* the reference model's output stays as it was without --zero */
+        fprintf(f, "ZeRO stage %d in the memory and cost models (--zero)\n", pb->cp.zero);
     if (pb->cp.calibration[0]) /* calibrated costs are multiply-adds at the measured rate */
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
@@ -336,6 +338,8 @@ static void search_usage(FILE *f)
             "      --device-mem GIB   device memory; a strategy over it is only reported\n"
             "                         (default 80, or the machine file's)\n"
             "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
+            "      --zero 0|1|2|3     ZeRO stage (as run --zero) in the memory model, and\n"
+            "                         stage 3's weight all-gather in the cost (default 0)\n"
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
@@ -366,7 +370,7 @@ int cmd_search(int argc, char **argv)
         {"cutoff", required_argument, 0, 'c'}, {"max-table-mb", required_argument, 0, 'M'},
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
-        {"device-mem", required_argument, 0, 'G'}, {"optimizer", required_argument, 0, 'o'},
+        {"device-mem", required_argument, 0, 'G'}, {"zero", required_argument, 0, 'Z'}, {"optimizer", required_argument, 0, 'o'},
         {"memory", required_argument, 0, 'L'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},

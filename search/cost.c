@@ -124,7 +124,8 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    return sb_kind_search_table[op->kind]->cost(m, op, c, cp);
+    /* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights */
+    return sb_kind_search_table[op->kind]->cost(m, op, c, cp) + sb_zero_cost(m, op, c, cp);
 }
 
 /* ---- edges ----------------------------------------------------------------- */

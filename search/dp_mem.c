@@ -227,7 +227,8 @@ static int init_tables(pengine *E, sb_optimizer opt)
         }
         for (int k = 0; k < n; k++) {
             sb_mem x;
-            sb_op_memory(m, &m->ops[v], pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims, opt, &x);
+            sb_op_memory_zero(m, &m->ops[v], pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims, opt,
+                              pb->cp.zero, &x);
             r[k] = sb_mem_resident(&x);
             s[k] = x.scratch;
             c[k] = pb->cfg[v].cost[k];

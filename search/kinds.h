@@ -55,6 +55,19 @@ double sb_per_dev(const sb_op *op, const int *c, int d);
  * hold them: every input and output block, the op's own weights; saved and
  * scratch are 0 (the kind sets them). */
 void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e);
+/* The trained tensors of op under config c (its own weights, then its
+ * weight operands), at most max: elems[w], its shard's elements per device,
+ * and q[w], its replica count (the devices of the op's grid holding the same
+ * shard: the product of the splits of the iteration dims it does not
+ * follow; 1 for batch-norm weights, whose gradients are not summed). Returns
+ * how many. What ZeRO slices (the runtime's gradient groups). */
+int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
+                       double *q, int max);
+/* ZeRO stage 3's extra communication of op under config c: one more
+ * all-gather of each weight over its replicas (the backward's; the
+ * forward's all-gather and the reduce-scatter cost what the gradient
+ * all-reduce costs), as half an all-reduce. 0 below stage 3. */
+double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp);
 /* Elements per device of operand o's block under config c. */
 double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c);
 

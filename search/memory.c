@@ -34,15 +34,35 @@ double sb_mem_resident(const sb_mem *x)
  * one per input and output, weight gradients as weights, Adam two moments. */
 void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt, sb_mem *out)
 {
+    sb_op_memory_zero(m, op, c, opt, 0, out);
+}
+
+/* ZeRO (as the runtime slices): of the W weight elements, each weight's
+ * shard (e elements, q replicas) keeps e / q where its stage slices it:
+ * the optimizer state from stage 1, the gradient from 2 (its whole buffer
+ * lives during the op's backward: scratch), the weight at 3 (gathered
+ * whole for the op's forward and backward: scratch). */
+void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                       int zero, sb_mem *out)
+{
     sb_mem_elems e;
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
-    out->weights = e.weights * FLOAT_BYTES;
-    out->weight_grads = e.weights * FLOAT_BYTES;
-    out->optimizer = opt == SB_OPTIM_ADAM ? 2.0 * e.weights * FLOAT_BYTES : 0.0;
+    double whole = e.weights, sliced = e.weights; /* sliced: the weights with ZeRO's cut */
+    if (zero > 0) {
+        double el[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
+        int n = sb_weight_replicas(m, op, c, el, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
+        for (int w = 0; w < n; w++)
+            sliced -= el[w] - el[w] / q[w];
+    }
+    out->weights = (zero >= 3 ? sliced : whole) * FLOAT_BYTES;
+    out->weight_grads = (zero >= 2 ? sliced : whole) * FLOAT_BYTES;
+    out->optimizer = opt == SB_OPTIM_ADAM ? 2.0 * (zero >= 1 ? sliced : whole) * FLOAT_BYTES : 0.0;
     out->activations = (e.in + e.outs + e.saved) * FLOAT_BYTES;
     out->act_grads = (e.in + e.outs) * FLOAT_BYTES;
     out->scratch = e.scratch * FLOAT_BYTES;
+    if (zero >= 3 && sliced < whole) /* the whole weight, gathered for the op */
+        out->scratch += whole * FLOAT_BYTES;
 }
 
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt, sb_mem *sum)
@@ -52,7 +72,8 @@ double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer 
     for (int i = 0; i < pb->m->nops; i++) {
         const sb_op *op = &pb->m->ops[i];
         sb_mem x;
-        sb_op_memory(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt, &x);
+        sb_op_memory_zero(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt,
+                          pb->cp.zero, &x);
         tot.weights += x.weights;
         tot.weight_grads += x.weight_grads;
         tot.optimizer += x.optimizer;

@@ -147,3 +147,58 @@ void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_el
         e->outs += sb_operand_elems(m, op, &op->out[k], c);
 }
 
+
+/* ---- ZeRO: weights and their replicas --------------------------------------------- */
+
+/* The product of c over the dims of op not in `mapped` (a bit per dim). */
+static double replicas(const sb_op *op, const int *c, uint32_t mapped)
+{
+    double q = 1.0;
+    for (int i = 0; i < op->ndims; i++)
+        if (!(mapped & (1u << i)))
+            q *= c[i];
+    return q;
+}
+
+int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
+                       double *q, int max)
+{
+    int n = 0;
+    int bn = op->kind == SB_OP_NORM && op->batchnorm; /* no gradient sum (runtime) */
+    for (int w = 0; w < op->nweights && n < max; w++, n++) {
+        const sb_weight *wt = &op->weights[w];
+        uint32_t mapped = 0;
+        elems[n] = 1.0;
+        for (int j = 0; j < wt->ndims; j++) {
+            elems[n] *= wt->map[j] >= 0 ? sb_per_dev(op, c, wt->map[j]) : (double)wt->size[j];
+            if (wt->map[j] >= 0)
+                mapped |= 1u << wt->map[j];
+        }
+        q[n] = bn ? 1.0 : replicas(op, c, mapped);
+    }
+    for (int k = 0; k < op->nin && n < max; k++) {
+        const sb_operand *o = &op->in[k];
+        const sb_tensor *t = &m->tensors[o->tensor];
+        if (t->kind != SB_TENSOR_WEIGHT)
+            continue;
+        uint32_t mapped = 0;
+        for (int j = 0; j < t->ndims; j++)
+            mapped |= o->map[j] >= 0 ? 1u << o->map[j] : o->map[j] == SB_MAP_ALL ? ~0u : 0u;
+        elems[n] = sb_operand_elems(m, op, o, c);
+        q[n] = bn ? 1.0 : replicas(op, c, mapped);
+        n++;
+    }
+    return n;
+}
+
+double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    if (cp->zero < 3)
+        return 0.0;
+    double e[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
+    int n = sb_weight_replicas(m, op, c, e, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
+    double cost = 0.0;
+    for (int w = 0; w < n; w++)
+        cost += 0.5 * sb_allreduce_cost(cp, e[w], q[w]);
+    return cost;
+}

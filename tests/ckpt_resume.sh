@@ -2,7 +2,7 @@
 # ckpt_resume.sh SHARDBENCH MPIEXEC: `shardbench run` with checkpoints.
 # 6 steps straight must give the same losses as 3 steps + save, then fresh
 # processes + restore + 3 steps (bit for bit: same P and strategy, CPU).
-# Also: --keep 2 leaves the two newest step folders; a restore from a
+# Also with --zero 1 and 2 (sgd). Also: --keep 2 leaves the two newest step folders; a restore from a
 # folder without checkpoint fails with a clear message and status 2.
 set -euo pipefail
 sb=$1
@@ -44,6 +44,21 @@ else
     echo "resume on another P (dp, p=2 -> p=1): FAIL: [$one], expected about [$want]"
     fail=1
 fi
+# ZeRO stage 1 and 2 (sgd): the weight is all-gathered after each update,
+# so checkpoints hold whole shards; 6 steps straight = 3 + save + restore
+# + 3 (bit for bit), at the same stage
+for zero in 1 2; do
+    straight=$(run 2 --strategy dp --zero $zero --steps 6 --format json | losses)
+    run 2 --strategy dp --zero $zero --steps 3 --checkpoint "$dir/zero$zero" --save-every 3 >/dev/null
+    resumed=$(run 2 --strategy dp --zero $zero --steps 3 --restore "$dir/zero$zero" --format json | losses)
+    want=$(echo "$straight" | cut -d, -f4-6)
+    if [ -n "$want" ] && [ "$resumed" = "$want" ]; then
+        echo "resume (dp, --zero $zero, p=2): ok: losses $resumed"
+    else
+        echo "resume (dp, --zero $zero, p=2): FAIL: straight [$straight], resumed [$resumed]"
+        fail=1
+    fi
+done
 # a rank killed in the middle of the save of step 2 (test hook): step 1
 # restores, step 2 is reported absent. The barrier logs at debug level.
 set +e

@@ -745,6 +745,22 @@ static void check_memory(void)
     if (gpu->sync)
         gpu->sync();
     same("allreduce", "one rank", &a, 0);
+    /* ZeRO's collectives on one rank: the reduce-scatter copies the whole
+     * buffer into the slice, the all-gather leaves it as it is */
+    int cnt[1] = {(int)a.n}, dsp[1] = {0};
+    float *slice = gpu->alloc(a.n * sizeof(float));
+    gpu->zero(slice, a.n);
+    if (gpu->reduce_scatter(a.d, slice, cnt, dsp, MPI_COMM_SELF) != 0
+        || gpu->allgather(a.d, cnt, dsp, MPI_COMM_SELF) != 0) {
+        failures++;
+        printf("FAIL reduce_scatter/allgather on MPI_COMM_SELF returned an error\n");
+    }
+    if (gpu->sync)
+        gpu->sync();
+    same("allgather", "one rank", &a, 0);
+    gpu->to_host(a.h, slice, a.n);
+    gpu->release(slice);
+    same("reduce_scatter", "one rank", &a, 0);
     pairs_free();
 }
 

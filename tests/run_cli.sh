@@ -7,7 +7,9 @@
 # user sees: the JSON report (parsed and checked with SQLite's JSON
 # functions, so no other tool is needed), the results database, and the
 # errors: a strategy saved for another P, a strategy of another model, an
-# unknown --set parameter, a model that does not exist. Each error must
+# unknown --set parameter, a model that does not exist, a ZeRO stage out of
+# range or --zero 3 with checkpoints (--zero 3 must train as --zero 0 does,
+# with a lower peak). Each error must
 # come as one message from rank 0 with every rank exiting 2, within a
 # timeout (no hang). Registered with ctest by tests/run_cli.cmake; about
 # 10-20 s on two cores. Needs sqlite3 (the shell) and bash.
@@ -174,6 +176,31 @@ expect_error "an unknown optimizer" 2 "--optimizer: 'lion' is not sgd or adam" \
     run -m alexnet "${SMALL[@]}" --strategy dp --optimizer lion --db none
 expect_error "adam with checkpoints" 2 "checkpoints do not hold Adam's moments" \
     run -m alexnet "${SMALL[@]}" --strategy dp --optimizer adam --checkpoint "$TMP/ck" --db none
+
+# ---- --zero: the same training, less memory; bad values refused --------------------
+# (batch 16: data parallelism splits it at the model's cutoff, so every
+# weight is replicated on both ranks)
+
+for z in 0 3; do
+    mpi 2 run -m alexnet "${SMALL[@]}" --set batch=16 --strategy dp --steps 2 --format json \
+        --db none --zero $z > "$TMP/zero$z.json" 2> "$TMP/zero$z.err"
+    rc=$?
+    check "run --zero $z exits 0 (got $rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/zero$z.err"
+done
+check "--zero 3: the losses of --zero 0 (within 1e-6)" test "$(sql :memory: "
+    SELECT count(*) FROM json_each(json_extract(readfile('$TMP/zero3.json'), '$.losses')) AS a
+      JOIN json_each(json_extract(readfile('$TMP/zero0.json'), '$.losses')) AS b ON a.key = b.key
+     WHERE abs(a.value - b.value) <= 1e-6 * abs(b.value);")" = 3
+check "--zero 3: a lower peak than --zero 0 on both ranks" test "$(sql :memory: "
+    SELECT count(*) FROM json_each(json_extract(readfile('$TMP/zero3.json'), '$.peak_bytes_per_rank')) AS a
+      JOIN json_each(json_extract(readfile('$TMP/zero0.json'), '$.peak_bytes_per_rank')) AS b
+        ON a.key = b.key
+     WHERE a.value < b.value;")" = 2
+expect_error "a ZeRO stage of 4" 2 "--zero: '4' is not a ZeRO stage 0, 1, 2 or 3" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --zero 4 --db none
+expect_error "zero 3 with checkpoints" 2 "--zero 3 with --checkpoint: checkpoints hold whole weight shards" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --zero 3 --checkpoint "$TMP/ck" --db none
 
 # ---- --strategy best on 3 ranks ----------------------------------------------------
 

@@ -8,7 +8,9 @@
 # P0 - 1 byte must return a strategy that fits and costs at least C0 (the
 # constraint binds: the optimum is excluded); within P0 it must return C0;
 # within 1 byte nothing fits and the message gives the least memory; a bad
-# size and an algorithm that cannot search within a limit exit 2. The
+# size and an algorithm that cannot search within a limit exit 2. --zero:
+# the data-parallel strategy's predicted peak falls with each stage, its
+# cost rises at stage 3 only; a bad stage exits 2. The
 # DP's exactness under a limit is tested against brute force in test_dp.
 set -uo pipefail
 SB=${1:?usage: search_memory.sh SHARDBENCH}
@@ -52,4 +54,32 @@ check "--algo dp with --memory: exit 2 (got $rc)" test "$rc" -eq 2
 "$SB" search "${S[@]}" --memory 80GiB > "$TMP/table.out"
 check "the table gives the predicted peak within the limit" \
     grep -q "^predicted peak memory .* GiB per device, within --memory 80 GiB" "$TMP/table.out"
+# --zero, Adam, data parallel (--algo dp: every weight replicated): the
+# predicted peak shrinks stage by stage; stages 1 and 2 cost what 0 costs,
+# 3 more (the weights' all-gather in backward); a bad stage exits 2 naming it
+"$SB" search "${S[@]}" --algo dp --format json --optimizer adam > "$TMP/adam.json"
+prev=$(jget "$TMP/adam.json" '$.peak_bytes_per_device')
+CD=$(jget "$TMP/adam.json" '$.total_cost')
+for z in 1 2 3; do
+    "$SB" search "${S[@]}" --algo dp --format json --zero $z --optimizer adam > "$TMP/z$z.json"
+    Pz=$(jget "$TMP/z$z.json" '$.peak_bytes_per_device')
+    Cz=$(jget "$TMP/z$z.json" '$.total_cost')
+    check "--zero $z: predicted peak below the last stage's ($Pz < $prev)" test "$Pz" -lt "$prev"
+    prev=$Pz
+    if [ $z -lt 3 ]; then
+        check "--zero $z: the cost of --zero 0" test "$Cz" = "$CD"
+    else
+        check "--zero 3: costs more than --zero 0 ($Cz > $CD)" \
+            awk -v a="$Cz" -v b="$CD" 'BEGIN { exit !(a + 0 > b + 0) }'
+    fi
+done
+"$SB" search "${S[@]}" --format json --zero 0 > "$TMP/z0.json"
+check "--zero 0: the output without --zero" test "$(jget "$TMP/z0.json" '$.total_cost') $(jget "$TMP/z0.json" '$.peak_bytes_per_device')" = "$C0 $P0"
+"$SB" search "${S[@]}" --zero 4 > /dev/null 2> "$TMP/z4.err"
+rc=$?
+check "--zero 4: exit 2 (got $rc)" test "$rc" -eq 2
+check "  ... names the value" grep -q "'4' is not an integer in 0..3" "$TMP/z4.err"
+"$SB" prune -m transformer -p 4 --set layers=1 --zero x > /dev/null 2> "$TMP/zp.err"
+rc=$?
+check "prune --zero x: exit 2 (got $rc)" test "$rc" -eq 2
 [ "$fails" -eq 0 ]

@@ -136,6 +136,17 @@ static void test_plan(void)
     snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has lr=0.1, rank %d has "
              "lr=0.2", last);
     expect_refused(&model, dp, &e2, want, "lr");
+    /* the ZeRO stage (a hang if some ranks sliced and others not), and a
+     * stage out of range on every rank */
+    e2 = eo;
+    if (rank == last)
+        e2.zero = 2;
+    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has zero=0, rank %d has "
+             "zero=2", last);
+    expect_refused(&model, dp, &e2, want, "zero");
+    e2 = eo;
+    e2.zero = 4;
+    expect_refused(&model, dp, &e2, "ZeRO stage 4: not 0, 1, 2 or 3", "zero 4");
     /* the cuda backend's environment, read by each rank (a stand-in
      * table named cuda: only the comparison runs) */
     sb_backend cuda = sb_backend_cpu;

@@ -149,6 +149,55 @@ static void test_cost_dense(void **state)
     sb_model_free(&m);
 }
 
+/* ZeRO (cp.zero, docs/cost-model.md): stages 1 and 2 cost what stage 0
+ * costs (reduce-scatter + all-gather move what the all-reduce moves);
+ * stage 3 adds one all-gather of each weight over its replicas, half an
+ * all-reduce: 0.5 AR(shard, q), q the product of the splits of the dims
+ * the weight does not follow. The op's own weight (dense) and a weight
+ * operand (einsum) alike. */
+static void test_cost_zero(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[b=16, f=32]\n"
+             "y = dense(x, units=64, pw=1)\n",
+             &m);
+    sb_cost_params cp;
+    defaults(&cp);
+    const int c8[3] = {8, 1, 1}, c2[3] = {2, 2, 2}, c1[3] = {1, 1, 1};
+    double base8 = sb_op_cost(&m, &m.ops[0], c8, &cp), base2 = sb_op_cost(&m, &m.ops[0], c2, &cp);
+    for (int z = 1; z <= 2; z++) {
+        cp.zero = z;
+        assert_close(sb_op_cost(&m, &m.ops[0], c8, &cp), base8, "dense (8,1,1) zero 1-2");
+    }
+    cp.zero = 3;
+    /* (8,1,1): w is f x units = 32 x 64 = 2048 per device on 8 replicas:
+     *   0.5 * AR(2048, 8) = 0.5 * 5000 * 2*7*2048/8 = 8960000 */
+    assert_close(sb_op_cost(&m, &m.ops[0], c8, &cp), base8 + 8960000.0, "dense (8,1,1) zero 3");
+    /* (2,2,2): w shard 16 x 32 = 512, 2 replicas (b): 0.5 * 5000 * 512 = 1280000 */
+    assert_close(sb_op_cost(&m, &m.ops[0], c2, &cp), base2 + 1280000.0, "dense (2,2,2) zero 3");
+    /* unsplit: one replica, nothing to gather */
+    cp.zero = 0;
+    double base1 = sb_op_cost(&m, &m.ops[0], c1, &cp);
+    cp.zero = 3;
+    assert_close(sb_op_cost(&m, &m.ops[0], c1, &cp), base1, "dense (1,1,1) zero 3");
+    sb_model_free(&m);
+
+    parse_ok("input a[b=4, i=8, k=16]\n"
+             "weight w[k=16, j=8]\n"
+             "y = einsum(a, w, \"b i k, k j -> b i j\")\n",
+             &m);
+    /* dims (b, i, j, k); c = (2, 2, 1, 2): w (k, j) shard 8 x 8 = 64, its
+     * replicas the splits of b and i: 4. 0.5 * AR(64, 4) = 0.5*5000*2*3*64/4 */
+    const int ce[4] = {2, 2, 1, 2};
+    cp.zero = 0;
+    double basee = sb_op_cost(&m, &m.ops[0], ce, &cp);
+    cp.zero = 3;
+    assert_close(sb_op_cost(&m, &m.ops[0], ce, &cp), basee + 0.5 * W * 2 * 3 * 64 / 4,
+                 "einsum weight operand zero 3");
+    sb_model_free(&m);
+}
+
 static void test_cost_einsum(void **state)
 {
     (void)state;
@@ -1135,6 +1184,7 @@ int main(void)
         cmocka_unit_test(test_calibration_file),
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_cost_dense),
+        cmocka_unit_test(test_cost_zero),
         cmocka_unit_test(test_cost_einsum),
         cmocka_unit_test(test_cost_embedding),
         cmocka_unit_test(test_cost_conv),

@@ -13,7 +13,7 @@
  *
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
- *                          [--want-split KIND:DIM,...] [--split OP=DIM ...]
+ *                          [--zero N] [--want-split KIND:DIM,...] [--split OP=DIM ...]
  *                          [--best-splits OP=DIM ...] [--split-dim NAME]
  * --best-splits fails the test unless the search's best strategy splits
  * op OP along DIM (what the model is there to test).
@@ -29,7 +29,10 @@
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
  * itself). --adam EPS trains every run (the reference too) with Adam
- * (epsilon EPS; the learning rate is --lr) instead of SGD. The search's
+ * (epsilon EPS; the learning rate is --lr) instead of SGD. --zero N runs
+ * the strategies (not the one-rank reference) with ZeRO stage N, and fails
+ * unless some strategy replicates a weight (data parallelism does), so that
+ * something was sliced. The search's
  * best strategy must split at least one op, or the
  * test fails: --flops and --bw (the cost model's TFLOP/s and GB/s) set
  * where splitting pays at the test's small sizes. --want-split fails the
@@ -76,12 +79,15 @@ static const sb_backend *run_be = &sb_backend_cpu; /* the strategies' backend */
 static double tol = TOL;
 static sb_update_rule update = SB_UPDATE_SGD; /* --adam EPS: Adam with that epsilon */
 static float adam_eps;
+static int zero;       /* --zero N: the strategies' ZeRO stage (the reference has one rank) */
+static long replicated; /* weights the strategies run held on 2 ranks or more alike */
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
 {
     sb_error err = {0};
     sb_executor *ex;
-    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps};
+    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps,
+                       .zero = comm == MPI_COMM_SELF ? 0 : zero};
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
@@ -89,10 +95,22 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
                            &err))
         die("create", &err);
-    int me;
+    int me, np;
     MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &np);
     int nw0 = sb_executor_nweights(ex);
     float **w0 = calloc((size_t)nw0, sizeof *w0);
+    /* weights whose shard two ranks hold alike: what ZeRO slices */
+    sb_box *boxes = calloc((size_t)np, sizeof *boxes);
+    for (int w = 0; w < nw0; w++) {
+        sb_executor_weight_boxes(ex, w, boxes);
+        int rep = 0;
+        for (int a = 0; a < np && !rep; a++)
+            for (int b = a + 1; b < np && !rep; b++)
+                rep = boxes[a].nd && sb_box_volume(&boxes[a]) && sb_box_equal(&boxes[a], &boxes[b]);
+        replicated += rep;
+    }
+    free(boxes);
     for (int w = 0; w < nw0 && gather; w++) {
         int64_t n;
         sb_executor_weight_name(ex, w, &n);
@@ -319,6 +337,8 @@ int main(int argc, char **argv)
                 die("--backend", &err);
             /* the same kernels are held to the same tolerance */
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
+        } else if (!strcmp(argv[i], "--zero") && i + 1 < argc) {
+            zero = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
             update = SB_UPDATE_ADAM;
             adam_eps = (float)atof(argv[++i]);
@@ -510,6 +530,16 @@ int main(int argc, char **argv)
                        want[w].kind);
             failures++;
         }
+    if (zero) {
+        if (rank == 0)
+            printf("ZeRO stage %d: %ld replicated weights over the strategies\n", zero, replicated);
+        if (!replicated) {
+            if (rank == 0)
+                printf("FAIL: --zero %d but no strategy replicates a weight (nothing was sliced)\n",
+                       zero);
+            failures++;
+        }
+    }
     MPI_Bcast(&failures, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0)
         printf("%s p=%d: %d of %d strategies differ from one device\n", m.name, size, failures, nstrat);

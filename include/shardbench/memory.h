@@ -38,8 +38,14 @@ double sb_mem_resident(const sb_mem *x);
 
 void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                   sb_mem *out);
+/* The same under ZeRO stage `zero` (0..3, sb_cost_params.zero): weights,
+ * weight_grads and optimizer divided by each weight's replica count for
+ * the stages that slice them; stage 2 and 3 add the op's whole gradient,
+ * 3 also its whole weight, to scratch (search/README.md). */
+void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                       int zero, sb_mem *out);
 
-/* Peak bytes per device of a strategy: the sum over ops of the resident
+/* Peak bytes per device of a strategy (under pb->cp.zero): the sum over ops of the resident
  * bytes plus the largest scratch of any op (device 0 is in every op's grid,
  * so the sum is its figure and the maximum over devices). If sum is not
  * NULL it gets the per-category sums (scratch: the largest). */

@@ -42,6 +42,15 @@ typedef struct sb_backend {
      * unpack with box_copy in backend memory (sb_relayout_run_mem). */
     int (*alltoallv)(const float *sbuf, const int *scount, const int *sdispl, float *rbuf,
                      const int *rcount, const int *rdispl, MPI_Comm comm);
+    /* ZeRO's collectives over comm (q ranks) on an n-float buffer cut into
+     * q contiguous slices in rank order: rank r's slice is count[r] floats
+     * at displ[r] (displ[r + 1] = displ[r] + count[r], counts may be 0).
+     * reduce_scatter: recv (count[me] floats) = the sum over the ranks of
+     * their send's slice me (send: n floats). allgather, in place: every
+     * slice of p from its owner. 0, or an MPI error code. */
+    int (*reduce_scatter)(const float *send, float *recv, const int *count, const int *displ,
+                          MPI_Comm comm);
+    int (*allgather)(float *p, const int *count, const int *displ, MPI_Comm comm);
 
     /* kernels, with the semantics of kernels.h */
     void (*gemm_batched)(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -197,6 +206,15 @@ typedef struct {
     float lr;          /* learning rate (default 0.01) */
     sb_update_rule update; /* plain SGD (default) or Adam */
     float beta1, beta2, eps; /* Adam's (defaults 0.9, 0.999, 1e-8) */
+    /* ZeRO stage over each weight's replica group (the ranks its gradient
+     * is summed over, q of them): 0 none (default); 1: the optimizer state
+     * sharded (each rank updates 1/q of the weight after the gradient's
+     * all-reduce, then the weight is all-gathered); 2: also the gradient
+     * (reduce-scattered instead of all-reduced); 3: also the weight (only
+     * the slice persists; gathered for the op's forward and backward). Rank
+     * r of a group owns [r*ceil(n/q), min(n, (r+1)*ceil(n/q))) of the
+     * flattened shard of n floats. */
+    int zero;
     uint64_t seed;     /* weights, inputs and labels (default 1) */
     /* Real data instead of the synthetic inputs and labels (NULL: synthetic).
      * The model must have exactly one input tensor, (batch, sample dims...),
@@ -289,6 +307,7 @@ int sb_executor_steps_done(const sb_executor *ex);
 void sb_executor_set_steps_done(sb_executor *ex, int steps);
 MPI_Comm sb_executor_comm(const sb_executor *ex);
 sb_update_rule sb_executor_update(const sb_executor *ex);
+int sb_executor_zero(const sb_executor *ex); /* the ZeRO stage */
 const sb_backend *sb_executor_backend(const sb_executor *ex);
 
 void sb_executor_free(sb_executor *ex);

@@ -40,6 +40,12 @@ typedef struct {
     double gbs_inter;        /* inter-node bandwidth per device, GB/s */
     double latency_inter_us; /* inter-node latency per message step, us */
     char machine[256];       /* the machine file these came from, or "" */
+    /* ZeRO stage 0..3 (search --zero; the runtime's sb_exec_opts.zero): the
+     * memory model slices each weight's optimizer state (1), gradients (2)
+     * and weights (3) over its replicas; stage 3 adds one all-gather of the
+     * weight to the op's cost (search/README.md). 0 (the default): the
+     * reference model. */
+    int zero;
 } sb_cost_params;
 
 void sb_cost_params_default(sb_cost_params *cp);

@@ -96,6 +96,24 @@ static int cpu_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
     return 0;
 }
 
+/* ZeRO's collectives (runtime.h): the slices are contiguous in rank order,
+ * as MPI_Reduce_scatter and MPI_Allgatherv lay out their blocks. */
+static int cpu_reduce_scatter(const float *send, float *recv, const int *count, const int *displ,
+                              MPI_Comm comm)
+{
+    (void)displ;
+    static float dummy; /* for NULL buffers, whose counts are 0 */
+    return MPI_Reduce_scatter(send ? send : &dummy, recv ? recv : &dummy, count, MPI_FLOAT,
+                              MPI_SUM, comm);
+}
+
+static int cpu_allgather(float *p, const int *count, const int *displ, MPI_Comm comm)
+{
+    static float dummy;
+    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p ? p : &dummy, count, displ,
+                          MPI_FLOAT, comm);
+}
+
 const sb_backend sb_backend_cpu = {
     .name = "cpu",
     .host_memory = 1,
@@ -106,6 +124,8 @@ const sb_backend sb_backend_cpu = {
     .from_host = cpu_copy,
     .sync = NULL,
     .allreduce = cpu_allreduce,
+    .reduce_scatter = cpu_reduce_scatter,
+    .allgather = cpu_allgather,
     .gemm_batched = sb_gemm_batched,
     .conv2d_work_floats = sb_conv2d_work_floats,
     .conv2d_forward = cpu_conv2d_forward,

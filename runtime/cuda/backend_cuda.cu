@@ -637,6 +637,84 @@ static int cuda_allreduce(float *p, size_t n, MPI_Op op, MPI_Comm comm)
     return staged_allreduce(p, n, op, comm);
 }
 
+/* ZeRO's collectives (runtime.h): ncclReduceScatter / ncclAllGather when
+ * NCCL serves comm and the slices are equal (NCCL's blocks are), else
+ * staged through pinned host memory and MPI_Reduce_scatter /
+ * MPI_Allgatherv (uneven slices, ranks sharing a GPU). */
+static int equal_counts(const int *count, int q)
+{
+    for (int r = 1; r < q; r++)
+        if (count[r] != count[0])
+            return 0;
+    return 1;
+}
+
+static int cuda_reduce_scatter(const float *send, float *recv, const int *count, const int *displ,
+                               MPI_Comm comm)
+{
+    int q, me;
+    MPI_Comm_size(comm, &q);
+    MPI_Comm_rank(comm, &me);
+    size_t n = (size_t)displ[q - 1] + (size_t)count[q - 1];
+    sbc_comm_entry *e = comm_entry(comm, "reduce-scatter");
+    if (!e)
+        return MPI_ERR_OTHER;
+    if (e->use_nccl && equal_counts(count, q)) {
+        if (count[0] == 0)
+            return 0;
+        ncclResult_t res = ncclReduceScatter(send, recv, (size_t)count[0], ncclFloat, ncclSum,
+                                             (ncclComm_t)e->handle, g.stream);
+        if (res != ncclSuccess) {
+            fprintf(stderr, "shardbench: cuda backend: ncclReduceScatter of %zu floats: %s\n", n,
+                    ncclGetErrorString(res));
+            return MPI_ERR_OTHER;
+        }
+        return 0;
+    }
+    float *hs = pinned(&g.a2a_send, &g.a2a_send_n, n);
+    float *hr = pinned(&g.a2a_recv, &g.a2a_recv_n, (size_t)count[me]);
+    if (n)
+        cuda_to_host(hs, send, n);
+    int rc = MPI_Reduce_scatter(hs, hr, count, MPI_FLOAT, MPI_SUM, comm);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (count[me])
+        cuda_from_host(recv, hr, (size_t)count[me]);
+    return 0;
+}
+
+static int cuda_allgather(float *p, const int *count, const int *displ, MPI_Comm comm)
+{
+    int q, me;
+    MPI_Comm_size(comm, &q);
+    MPI_Comm_rank(comm, &me);
+    size_t n = (size_t)displ[q - 1] + (size_t)count[q - 1];
+    sbc_comm_entry *e = comm_entry(comm, "all-gather");
+    if (!e)
+        return MPI_ERR_OTHER;
+    if (e->use_nccl && equal_counts(count, q)) {
+        if (count[0] == 0)
+            return 0;
+        ncclResult_t res = ncclAllGather(p + displ[me], p, (size_t)count[0], ncclFloat,
+                                         (ncclComm_t)e->handle, g.stream);
+        if (res != ncclSuccess) {
+            fprintf(stderr, "shardbench: cuda backend: ncclAllGather of %zu floats: %s\n", n,
+                    ncclGetErrorString(res));
+            return MPI_ERR_OTHER;
+        }
+        return 0;
+    }
+    float *h = pinned(&g.stage, &g.stage_n, n);
+    if (count[me])
+        cuda_to_host(h + displ[me], p + displ[me], (size_t)count[me]);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, count, displ, MPI_FLOAT, comm);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (n)
+        cuda_from_host(p, h, n);
+    return 0;
+}
+
 /* A relayout's exchange of packed overlaps in device memory: NCCL grouped
  * send/recv when every rank of comm has its own GPU, else staged through
  * pinned host memory and MPI_Alltoallv (ranks sharing a GPU). */
@@ -776,6 +854,8 @@ static const sb_backend table = {
     .sync = cuda_sync,
     .allreduce = cuda_allreduce,
     .alltoallv = cuda_alltoallv,
+    .reduce_scatter = cuda_reduce_scatter,
+    .allgather = cuda_allgather,
     .gemm_batched = cuda_gemm_batched,
     .conv2d_work_floats = cuda_conv2d_work_floats,
     .conv2d_forward = cuda_conv2d_forward,

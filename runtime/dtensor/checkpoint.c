@@ -71,6 +71,10 @@ static int refuse_state(const sb_executor *ex, const char *what, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT,
                        "checkpoint: %s: Adam's moments are not part of a checkpoint yet "
                        "(an executor with the adam update cannot be checkpointed)", what);
+    if (sb_executor_zero(ex) == 3)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "checkpoint: %s: ZeRO stage 3 keeps each replicated weight sliced over "
+                       "its replicas between steps (checkpoint with ZeRO stage 0, 1 or 2)", what);
     return 0;
 }
 

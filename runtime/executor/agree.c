@@ -185,6 +185,7 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
             (double)o->beta2, (double)o->eps);
     else
         put(&b, "update=sgd\n");
+    put(&b, "zero=%d\n", o ? o->zero : 0);
     if (o && o->data) {
         char d[1024];
         sb_data_describe(o->data, d, sizeof d);

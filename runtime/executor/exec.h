@@ -29,7 +29,19 @@ typedef struct {
     uint32_t grad_free; /* iteration dims its gradient is all-reduced over */
     MPI_Comm gcomm;
     tbuf w, dw;
-    tbuf m, v;          /* Adam's moments (update rule adam only) */
+    tbuf m, v;          /* Adam's moments (update rule adam only; ZeRO: the slice's) */
+    /* ZeRO (sb_exec_opts.zero >= 1 and gcomm of zq > 1 ranks): the shard
+     * (box, n floats, flattened) is cut into zq contiguous slices, rank r of
+     * gcomm owning zcount[r] floats at zdispl[r]; this rank's is [zlo, zhi).
+     * Stage 2 and 3 keep the summed gradient of the slice in dws (dw is then
+     * a buffer of the op's backward only); stage 3 keeps the weight's slice
+     * in ws and gathers w for the op's forward and backward only. */
+    sb_box box;
+    int64_t n;
+    int zq;
+    int64_t zlo, zhi;
+    int *zcount, *zdispl;
+    tbuf ws, dws;
 } param;
 
 #define SB_EXEC_MAX_OP_PARAMS 8
@@ -64,6 +76,7 @@ struct sb_executor {
     float lr;
     sb_update_rule update;
     float beta1, beta2, eps;
+    int zero;           /* ZeRO stage 0..3 (sb_exec_opts.zero) */
     uint64_t seed;
     int step;
     opx *ops;

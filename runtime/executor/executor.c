@@ -4,7 +4,8 @@
  * producer, local kernels, all-reduce of partial sums), softmax cross-entropy
  * loss, backward in reverse (gradients flow back to producers by an
  * accumulating relayout, so halos, replicas and fan-out all sum), all-reduce
- * of weight gradients over data-parallel replicas, SGD.
+ * of weight gradients over data-parallel replicas, SGD or Adam (with ZeRO:
+ * sliced over those replicas, params.c).
  *
  * Backward note: the cost model all-reduces input gradients over the ranks
  * that differ only in dims absent from the input; here those partial sums
@@ -226,6 +227,8 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
      * plan, or collectives mismatch (a hang) and configs differ */
     if (sb_agree_plan(comm, st, be, opts, err))
         return -1;
+    if (opts && (opts->zero < 0 || opts->zero > 3)) /* the same on every rank (agreed) */
+        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", opts->zero);
     sb_executor *ex = calloc(1, sizeof *ex);
     int rc = ex ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (ex) {
@@ -238,6 +241,7 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
         ex->beta2 = opts && opts->beta2 > 0 ? opts->beta2 : 0.999f;
         ex->eps = opts && opts->eps > 0 ? opts->eps : 1e-8f;
         ex->seed = opts && opts->seed ? opts->seed : 1;
+        ex->zero = opts ? opts->zero : 0;
         MPI_Comm_rank(comm, &ex->rank);
         MPI_Comm_size(comm, &ex->size);
         if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
@@ -287,7 +291,11 @@ static int forward_op(sb_executor *ex, int i, sb_error *err)
         if (exec_tb_alloc(ex, &o->out[k], &box, err))
             return -1;
     }
-    return run_op(ex, o, 0, err);
+    if (exec_zero_gather(ex, o, err))
+        return -1;
+    int rc = run_op(ex, o, 0, err);
+    exec_zero_drop(ex, o);
+    return rc;
 }
 
 /* Every consumer's input gradient of op i's output k, summed into that
@@ -344,14 +352,11 @@ static int backward_op(sb_executor *ex, int i, sb_error *err)
     for (int k = 0; k < op->nin; k++)
         if (exec_tb_zeros(ex, &o->din[k], &o->in[k].box, err))
             return -1;
-    if (run_op(ex, o, 1, err))
+    if (exec_zero_gather(ex, o, err) || exec_zero_grad_begin(ex, o, err))
         return -1;
-    for (int q = 0; q < o->nparams; q++) {
-        param *pa = &ex->params[o->params[q]];
-        if (exec_allreduce(ex, o, pa->dw.p, (size_t)pa->dw.n, MPI_SUM, pa->gcomm, err))
-            return -1;
-    }
-    return 0;
+    int rc = run_op(ex, o, 1, err);
+    exec_zero_drop(ex, o);
+    return rc ? rc : exec_zero_grad_end(ex, o, err);
 }
 
 /* Every buffer of op o that lives for one step, back to the pool. */
@@ -394,16 +399,9 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
         if (backward_op(ex, i, err))
             return -1;
     /* update, then drop the step's activations and gradients */
-    for (int pi = 0; pi < ex->nparams; pi++) {
-        param *pa = &ex->params[pi];
-        if (!pa->w.n)
-            continue;
-        if (ex->update == SB_UPDATE_ADAM) /* step ex->step + 1 of Adam's bias correction */
-            ex->be->adam_update(pa->w.p, pa->dw.p, pa->m.p, pa->v.p, (size_t)pa->w.n, ex->lr,
-                                ex->beta1, ex->beta2, ex->eps, ex->step + 1);
-        else
-            ex->be->sgd_update(pa->w.p, pa->dw.p, (size_t)pa->w.n, ex->lr); /* zeroes dw */
-    }
+    for (int pi = 0; pi < ex->nparams; pi++)
+        if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
+            return -1;
     for (int i = 0; i < m->nops; i++)
         release_step_buffers(ex, &ex->ops[i]);
     ex->step++;
@@ -427,6 +425,7 @@ int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
 void sb_executor_set_steps_done(sb_executor *ex, int steps) { ex->step = steps; }
 MPI_Comm sb_executor_comm(const sb_executor *ex) { return ex->comm; }
 sb_update_rule sb_executor_update(const sb_executor *ex) { return ex->update; }
+int sb_executor_zero(const sb_executor *ex) { return ex->zero; }
 const sb_backend *sb_executor_backend(const sb_executor *ex) { return ex->be; }
 
 void sb_executor_free(sb_executor *ex)
@@ -445,12 +444,7 @@ void sb_executor_free(sb_executor *ex)
                 kind_of(ex, i)->release(ex, o);
         }
     if (ex->params)
-        for (int pi = 0; pi < ex->nparams; pi++) {
-            exec_tb_free(ex, &ex->params[pi].w);
-            exec_tb_free(ex, &ex->params[pi].dw);
-            exec_tb_free(ex, &ex->params[pi].m);
-            exec_tb_free(ex, &ex->params[pi].v);
-        }
+        exec_params_free(ex);
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
     free(ex->perm);

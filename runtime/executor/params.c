@@ -2,6 +2,7 @@
  * accessors of runtime.h that read and write them. */
 #include "params.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,9 @@
 #include "services.h"
 
 /* ---- params ------------------------------------------------------------------- */
+
+static int zeros_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
+static int zero_slices(sb_executor *ex, param *pa, sb_error *err);
 
 static int add_param(sb_executor *ex, opx *o, const char *suffix, int nd, const int64_t *shape,
                      const int *map, double scale, double offset, int slot)
@@ -112,23 +116,194 @@ int exec_init_params(sb_executor *ex, sb_error *err)
     for (int pi = 0; pi < ex->nparams; pi++) {
         param *pa = &ex->params[pi];
         opx *o = &ex->ops[pa->op];
+        pa->zq = 1;
         if (!o->in_grid)
             continue;
-        sb_box box;
-        exec_param_box(ex, pa, o->c, o->g, &box);
-        if (exec_tb_alloc(ex, &pa->w, &box, err) || exec_tb_zeros(ex, &pa->dw, &box, err))
+        exec_param_box(ex, pa, o->c, o->g, &pa->box);
+        pa->n = sb_box_volume(&pa->box);
+        if (zero_slices(ex, pa, err))
+            return -1;
+        int z = zero_on(ex, pa) ? ex->zero : 0;
+        int64_t k = pa->zhi - pa->zlo; /* the slice (the shard without ZeRO) */
+        if (z < 3 ? exec_tb_alloc(ex, &pa->w, &pa->box, err) : exec_tb_alloc_n(ex, &pa->ws, k, err))
+            return -1;
+        if (z < 2 ? exec_tb_zeros(ex, &pa->dw, &pa->box, err) : zeros_n(ex, &pa->dws, k, err))
             return -1;
         if (ex->update == SB_UPDATE_ADAM
-            && (exec_tb_zeros(ex, &pa->m, &box, err) || exec_tb_zeros(ex, &pa->v, &box, err)))
+            && (zeros_n(ex, &pa->m, k, err) || zeros_n(ex, &pa->v, k, err)))
             return -1;
-        float *h = malloc((size_t)(pa->w.n ? pa->w.n : 1) * sizeof(float));
+        float *h = malloc((size_t)(pa->n ? pa->n : 1) * sizeof(float));
         if (!h)
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        exec_gen_box(h, &box, pa->shape, ex->seed, exec_name_tag(pa->name), 0, pa->scale, pa->offset, 0);
-        exec_upload(ex, &pa->w, h);
+        exec_gen_box(h, &pa->box, pa->shape, ex->seed, exec_name_tag(pa->name), 0, pa->scale, pa->offset, 0);
+        if (z < 3)
+            exec_upload(ex, &pa->w, h);
+        else
+            exec_upload(ex, &pa->ws, h + pa->zlo);
         free(h);
     }
     return 0;
+}
+
+/* ---- ZeRO ------------------------------------------------------------------------ */
+
+int zero_on(const sb_executor *ex, const param *pa) { return ex->zero >= 1 && pa->zq > 1; }
+
+/* n zeroed floats (none: p NULL) */
+static int zeros_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err)
+{
+    if (exec_tb_alloc_n(ex, b, n, err))
+        return -1;
+    if (b->n)
+        ex->be->zero(b->p, (size_t)b->n);
+    return 0;
+}
+
+/* The slices of pa's shard over its gradient group (zq = 1, the whole
+ * shard, without ZeRO or group): rank r of q owns
+ * [r*ceil(n/q), min(n, (r+1)*ceil(n/q))). Local. */
+static int zero_slices(sb_executor *ex, param *pa, sb_error *err)
+{
+    pa->zq = 1;
+    pa->zlo = 0;
+    pa->zhi = pa->n;
+    if (ex->zero < 1 || pa->gcomm == MPI_COMM_NULL)
+        return 0;
+    int q, me;
+    MPI_Comm_size(pa->gcomm, &q);
+    MPI_Comm_rank(pa->gcomm, &me);
+    if (q < 2)
+        return 0;
+    if (pa->n > INT_MAX)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "ZeRO: the shard of weight '%s' has %lld floats, more than a collective's "
+                       "int count (%d)", pa->name, (long long)pa->n, INT_MAX);
+    pa->zcount = malloc((size_t)q * sizeof *pa->zcount);
+    pa->zdispl = malloc((size_t)q * sizeof *pa->zdispl);
+    if (!pa->zcount || !pa->zdispl)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int64_t chunk = (pa->n + q - 1) / q;
+    for (int r = 0; r < q; r++) {
+        int64_t lo = r * chunk < pa->n ? r * chunk : pa->n;
+        int64_t hi = (r + 1) * chunk < pa->n ? (r + 1) * chunk : pa->n;
+        pa->zdispl[r] = (int)lo;
+        pa->zcount[r] = (int)(hi - lo);
+    }
+    pa->zq = q;
+    pa->zlo = pa->zdispl[me];
+    pa->zhi = pa->zlo + pa->zcount[me];
+    return 0;
+}
+
+/* Books a ZeRO collective's time to op o and turns its MPI code into err. */
+static int zero_done(sb_executor *ex, int op, double t0, int rc, const char *what, const param *pa,
+                     sb_error *err)
+{
+    ex->times[op].comm_s += exec_tick(ex) - t0;
+    if (rc)
+        return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: ZeRO %s of weight '%s' failed (MPI error %d)",
+                       ex->rank, what, pa->name, rc);
+    return 0;
+}
+
+/* Stage 3: w (the whole shard) from every rank's slice. */
+static int zero_gather_into(sb_executor *ex, param *pa, sb_error *err)
+{
+    if (exec_tb_alloc(ex, &pa->w, &pa->box, err))
+        return -1;
+    int64_t k = pa->zhi - pa->zlo;
+    if (k) {
+        int dd[1] = {(int)pa->n}, dl[1] = {(int)pa->zlo}, sd[1] = {(int)k}, sl[1] = {0};
+        ex->be->box_copy(pa->w.p, dd, dl, pa->ws.p, sd, sl, sd, 1, 0);
+    }
+    double t0 = exec_tick(ex);
+    int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
+    return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
+}
+
+int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
+{
+    for (int q = 0; q < o->nparams; q++) {
+        param *pa = &ex->params[o->params[q]];
+        if (ex->zero == 3 && zero_on(ex, pa) && zero_gather_into(ex, pa, err))
+            return -1;
+    }
+    return 0;
+}
+
+void exec_zero_drop(sb_executor *ex, opx *o)
+{
+    for (int q = 0; q < o->nparams; q++) {
+        param *pa = &ex->params[o->params[q]];
+        if (ex->zero == 3 && zero_on(ex, pa))
+            exec_tb_free(ex, &pa->w);
+    }
+}
+
+int exec_zero_grad_begin(sb_executor *ex, opx *o, sb_error *err)
+{
+    for (int q = 0; q < o->nparams; q++) {
+        param *pa = &ex->params[o->params[q]];
+        if (ex->zero >= 2 && zero_on(ex, pa) && exec_tb_zeros(ex, &pa->dw, &pa->box, err))
+            return -1;
+    }
+    return 0;
+}
+
+int exec_zero_grad_end(sb_executor *ex, opx *o, sb_error *err)
+{
+    for (int q = 0; q < o->nparams; q++) {
+        param *pa = &ex->params[o->params[q]];
+        if (ex->zero < 2 || !zero_on(ex, pa)) {
+            if (exec_allreduce(ex, o, pa->dw.p, (size_t)pa->dw.n, MPI_SUM, pa->gcomm, err))
+                return -1;
+            continue;
+        }
+        double t0 = exec_tick(ex);
+        int rc = ex->be->reduce_scatter(pa->dw.p, pa->dws.p, pa->zcount, pa->zdispl, pa->gcomm);
+        exec_tb_free(ex, &pa->dw);
+        if (zero_done(ex, o->idx, t0, rc, "reduce-scatter", pa, err))
+            return -1;
+    }
+    return 0;
+}
+
+int exec_zero_update(sb_executor *ex, param *pa, sb_error *err)
+{
+    int z = zero_on(ex, pa) ? ex->zero : 0;
+    int64_t k = pa->zhi - pa->zlo;
+    float *w = z == 3 ? pa->ws.p : pa->w.p ? pa->w.p + pa->zlo : NULL;
+    float *g = z >= 2 ? pa->dws.p : pa->dw.p ? pa->dw.p + pa->zlo : NULL;
+    if (k) {
+        if (ex->update == SB_UPDATE_ADAM) /* step ex->step + 1 of Adam's bias correction */
+            ex->be->adam_update(w, g, pa->m.p, pa->v.p, (size_t)k, ex->lr, ex->beta1, ex->beta2,
+                                ex->eps, ex->step + 1);
+        else
+            ex->be->sgd_update(w, g, (size_t)k, ex->lr); /* zeroes g */
+    }
+    if (z == 1 && pa->dw.n) /* the other slices' gradients */
+        ex->be->zero(pa->dw.p, (size_t)pa->dw.n);
+    if (z == 1 || z == 2) {
+        double t0 = exec_tick(ex);
+        int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
+        return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
+    }
+    return 0;
+}
+
+void exec_params_free(sb_executor *ex)
+{
+    for (int pi = 0; pi < ex->nparams; pi++) {
+        param *pa = &ex->params[pi];
+        exec_tb_free(ex, &pa->w);
+        exec_tb_free(ex, &pa->dw);
+        exec_tb_free(ex, &pa->m);
+        exec_tb_free(ex, &pa->v);
+        exec_tb_free(ex, &pa->ws);
+        exec_tb_free(ex, &pa->dws);
+        free(pa->zcount);
+        free(pa->zdispl);
+    }
 }
 const char *sb_executor_weight_name(const sb_executor *ex, int w, int64_t *n)
 {
@@ -165,8 +340,12 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
             }
         }
     }
+    /* ZeRO stage 3: the shard, gathered from the slices for the while */
+    int gathered = ex->zero == 3 && zero_on(ex, pa) && !pa->w.p;
+    int rc = gathered ? zero_gather_into(ex, pa, err) : 0;
     sb_relayout *rl = NULL;
-    int rc = sb_relayout_plan(ex->comm, pa->nd, pa->shape, src, dst, SB_RELAYOUT_COPY, &rl, err);
+    if (!rc)
+        rc = sb_relayout_plan(ex->comm, pa->nd, pa->shape, src, dst, SB_RELAYOUT_COPY, &rl, err);
     if (!rc) {
         float *hs = pa->w.n ? malloc((size_t)pa->w.n * sizeof(float)) : NULL;
         if (pa->w.n)
@@ -175,6 +354,8 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
         free(hs);
     }
     sb_relayout_free(rl);
+    if (gathered)
+        exec_tb_free(ex, &pa->w);
     free(src);
     free(dst);
     return rc;
@@ -190,7 +371,7 @@ int sb_executor_weight_shape(const sb_executor *ex, int w, int64_t *shape)
 
 void sb_executor_weight_box(const sb_executor *ex, int w, sb_box *box)
 {
-    *box = ex->params[w].w.n ? ex->params[w].w.box : (sb_box){0};
+    *box = ex->params[w].n ? ex->params[w].box : (sb_box){0};
 }
 
 void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes)
@@ -206,10 +387,22 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes)
     }
 }
 
+/* ZeRO stage 3 holds a slice of the shard between steps: refused. */
+static int refuse_sliced(const sb_executor *ex, const param *pa, const char *what, sb_error *err)
+{
+    if (ex->zero == 3 && zero_on(ex, pa))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "cannot %s weight '%s' locally under ZeRO stage 3 (each rank keeps 1/%d of "
+                       "its shard between steps; checkpoints need --zero 0, 1 or 2)",
+                       what, pa->name, pa->zq);
+    return 0;
+}
+
 int sb_executor_weight_read(const sb_executor *ex, int w, float *host, sb_error *err)
 {
-    (void)err;
     const param *pa = &ex->params[w];
+    if (refuse_sliced(ex, pa, "read", err))
+        return -1;
     if (pa->w.n)
         ex->be->to_host(host, pa->w.p, (size_t)pa->w.n);
     return 0;
@@ -217,8 +410,9 @@ int sb_executor_weight_read(const sb_executor *ex, int w, float *host, sb_error 
 
 int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error *err)
 {
-    (void)err;
     param *pa = &ex->params[w];
+    if (refuse_sliced(ex, pa, "write", err))
+        return -1;
     if (pa->w.n)
         ex->be->from_host(pa->w.p, host, (size_t)pa->w.n);
     return 0;

@@ -11,6 +11,25 @@ int exec_declare_params(sb_executor *ex, opx *o, sb_error *err);
 /* Allocates and fills the weights (each rank exactly its shard of the same
  * global tensor) and the weight-gradient groups. Collective. */
 int exec_init_params(sb_executor *ex, sb_error *err);
+/* ZeRO (sb_exec_opts.zero): 1 when pa is sharded over its gradient group
+ * (stage >= 1 and a group of 2 ranks or more). */
+int zero_on(const sb_executor *ex, const param *pa);
+/* Stage 3, around op o's forward and backward: its weights gathered from
+ * the slices into whole shards (w), and dropped again. Collective over
+ * each weight's group. */
+int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err);
+void exec_zero_drop(sb_executor *ex, opx *o);
+/* Around op o's backward: stage 2 and 3 give each weight a zeroed gradient
+ * buffer first; after, the gradients are summed over their groups:
+ * all-reduced (stage 0, 1) or reduce-scattered into the slices (2, 3). */
+int exec_zero_grad_begin(sb_executor *ex, opx *o, sb_error *err);
+int exec_zero_grad_end(sb_executor *ex, opx *o, sb_error *err);
+/* The update of pa (SGD or Adam) on this rank's slice (the whole shard
+ * without ZeRO), then, stages 1 and 2, the all-gather of the weight.
+ * Zeroes the gradient. */
+int exec_zero_update(sb_executor *ex, param *pa, sb_error *err);
+/* Every weight's buffers and slices, freed. */
+void exec_params_free(sb_executor *ex);
 /* Box of a param for rank coords g of its op under config c. */
 void exec_param_box(const sb_executor *ex, const param *pa, const int *c, const int *g, sb_box *b);
 
