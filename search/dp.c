@@ -84,8 +84,8 @@ static int charge(engine *E, double bytes, int v, int depset)
 /* ---- initial factors: one per vertex, one per adjacent pair ------------- */
 
 /* Distinct layouts of an operand over an op's configs: id per config. */
-static int layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
-                      int **layouts, int *nlayouts, sb_error *err)
+int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
+                  int **layouts, int *nlayouts, sb_error *err)
 {
     const sb_configs *cf = &pb->cfg[op];
     int *L = sb_malloc((size_t)cf->n * (size_t)tnd * sizeof *L, err);
@@ -121,8 +121,8 @@ int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_erro
     int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
     double *M = NULL;
     if (!ids_s || !ids_d
-        || layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
-        || layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
+        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
+        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
         goto out;
     M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
     if (!M)
@@ -259,8 +259,168 @@ typedef struct {
     int level;          /* deepest position in S of its other vars, -1 if none */
     int nv;
     int pos[MAX_SCOPE]; /* positions in S of its other vars */
+    int v[MAX_SCOPE];   /* those vars */
+    int64_t rows;       /* table size / configs of v */
     int64_t stride[MAX_SCOPE];
 } inflow;
+
+/* Classes of the configs of S[q] (q-th var of the dependent set): configs
+ * whose slices are bitwise equal in every inflow table give equal rows of
+ * the new table, so only the class's first config (its representative) is
+ * computed and the others are copied. rep[i]: the representative of config
+ * i (rep[i] <= i; rep[i] == i for representatives). Hashes group the
+ * candidates; every merge is then checked element by element, so a hash
+ * collision only loses a merge. */
+typedef struct {
+    uint64_t h;
+    int i;
+} hashed;
+
+static int cmp_hashed(const void *x, const void *y)
+{
+    const hashed *a = x, *b = y;
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
+    return a->i - b->i;
+}
+
+/* Blocks of one axis of an inflow table: outer x n x inner, with the axis
+ * in the middle. */
+static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64_t *outer,
+                        int64_t *inner)
+{
+    int64_t total = nvv;
+    for (int a = 0; a < fl->nv; a++)
+        total *= dom(E, fl->v[a]);
+    *inner = fl->stride[j];
+    *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
+}
+
+static int config_classes(engine *E, const inflow *in, int nin, int q, int var, int nvv, int *rep)
+{
+    int n = dom(E, var);
+    hashed *hs = malloc((size_t)n * sizeof *hs);
+    if (!hs)
+        return -1;
+    for (int i = 0; i < n; i++)
+        hs[i] = (hashed){.h = 1469598103934665603ULL, .i = i};
+    for (int f = 0; f < nin; f++)
+        for (int j = 0; j < in[f].nv; j++) {
+            if (in[f].pos[j] != q)
+                continue;
+            int64_t outer, inner;
+            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
+            for (int64_t o = 0; o < outer; o++)
+                for (int i = 0; i < n; i++) {
+                    const double *b = in[f].t + (o * n + i) * inner;
+                    uint64_t h = hs[i].h;
+                    for (int64_t e = 0; e < inner; e++) {
+                        uint64_t bits;
+                        memcpy(&bits, b + e, sizeof bits);
+                        h = (h ^ bits) * 1099511628211ULL;
+                        h ^= h >> 29;
+                    }
+                    hs[i].h = h;
+                }
+        }
+    qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b < n && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+    free(hs);
+    /* check every merge */
+    for (int f = 0; f < nin; f++)
+        for (int j = 0; j < in[f].nv; j++) {
+            if (in[f].pos[j] != q)
+                continue;
+            int64_t outer, inner;
+            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
+            for (int64_t o = 0; o < outer; o++)
+                for (int i = 0; i < n; i++) {
+                    if (rep[i] == i)
+                        continue;
+                    const double *a = in[f].t + (o * n + i) * inner;
+                    const double *b = in[f].t + (o * n + rep[i]) * inner;
+                    if (memcmp(a, b, (size_t)inner * sizeof *a))
+                        rep[i] = i;
+                }
+        }
+    return 0;
+}
+
+/* Configs of the eliminated op v whose columns are bitwise equal in every
+ * inflow table differ only in their own cost (base): of each such class
+ * only the cheapest (lowest index among equals) can be a row's argmin, so
+ * the tables are cut down to those columns. xmap[0..*nx): the kept configs
+ * in increasing order. Merges are checked element by element. */
+static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep);
+    if (!hs || !rep) {
+        free(hs);
+        free(rep);
+        return -1;
+    }
+    for (int x = 0; x < nv; x++)
+        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
+    for (int f = 0; f < nin; f++) {
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++) {
+                uint64_t bits;
+                memcpy(&bits, t + x, sizeof bits);
+                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
+                hs[x].h = h ^ (h >> 29);
+            }
+        }
+    }
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    /* in each run of equal hashes: the least base, lowest index on ties */
+    for (int a = 0; a < nv;) {
+        int b = a, best = hs[a].i;
+        while (b < nv && hs[b].h == hs[a].h) {
+            int x = hs[b++].i;
+            if (base[x] < base[best] || (base[x] == base[best] && x < best))
+                best = x;
+        }
+        for (int c = a; c < b; c++)
+            rep[hs[c].i] = best;
+        a = b;
+    }
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++)
+                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                    rep[x] = x;
+        }
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        if (rep[x] == x)
+            xmap[n++] = x;
+    free(rep);
+    *nx = n;
+    if (n == nv)
+        return 0;
+    for (int f = 0; f < nin; f++) {
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *src = in[f].t + r * nv;
+            double *dst = in[f].t + r * n;
+            for (int i = 0; i < n; i++)
+                dst[i] = src[xmap[i]]; /* dst <= src: in place */
+        }
+        for (int j = 0; j < in[f].nv; j++)
+            in[f].stride[j] = in[f].stride[j] / nv * n;
+    }
+    for (int i = 0; i < n; i++)
+        base[i] = base[xmap[i]];
+    return 0;
+}
 
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
@@ -308,8 +468,10 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     inflow *in = calloc((size_t)nin, sizeof *in);
     double *P = malloc((size_t)(k + 1) * (size_t)nv * sizeof *P);
     double *val = malloc((size_t)nv * sizeof *val);
+    int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
+    int *repbuf = NULL;
     int rc = -1, nfl = 0;
-    if (!g.t || !arg || !in || !P || !val) {
+    if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
                 E->pb->m->ops[v].name, size);
         goto out;
@@ -333,6 +495,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             for (int j = 0; j < f->nv; j++)
                 if (f->vars[j] == S[q]) {
                     order[no] = S[q];
+                    fl->v[no] = S[q];
                     fl->pos[no++] = q;
                     fl->level = q;
                 }
@@ -343,10 +506,16 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             fl->stride[j] = st;
             st *= dom(E, order[j]);
         }
+        fl->rows = st / nv;
         fl->t = transpose(E, f, order);
         if (!fl->t)
             goto out;
     }
+    if (compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
+        goto out;
+    }
+    nv = nx; /* from here: the kept configs of v, xmap[] the original index */
     /* factors by level */
     int idx[MAX_SCOPE] = {0};
     if (k == 0) {
@@ -355,11 +524,45 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             if (base[x] < base[best])
                 best = x;
         g.t[0] = base[best];
-        arg[0] = (uint16_t)best;
+        arg[0] = (uint16_t)xmap[best];
     } else {
-        int lvl = 0;  /* recompute P from this level */
-        int64_t lin = 0;
-        int nlast = dom(E, S[k - 1]);
+        /* per position q of S: rep[q][i] (config_classes) and the
+         * representatives reps[q][0..nrep[q]) in increasing order */
+        int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], r[MAX_SCOPE] = {0};
+        int64_t gstride[MAX_SCOPE], nbuf = 0;
+        for (int q = 0; q < k; q++)
+            nbuf += 2 * (int64_t)dom(E, S[q]);
+        repbuf = malloc((size_t)nbuf * sizeof *repbuf);
+        if (!repbuf) {
+            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
+            goto out;
+        }
+        int *bp = repbuf, all_reps = 1;
+        for (int q = 0; q < k; q++) {
+            rep[q] = bp;
+            reps[q] = bp + dom(E, S[q]);
+            bp += 2 * dom(E, S[q]);
+            if (config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
+                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                        E->pb->m->ops[v].name);
+                goto out;
+            }
+            nrep[q] = 0;
+            for (int i = 0; i < dom(E, S[q]); i++)
+                if (rep[q][i] == i)
+                    reps[q][nrep[q]++] = i;
+            all_reps &= nrep[q] == dom(E, S[q]);
+        }
+        gstride[k - 1] = 1;
+        for (int q = k - 2; q >= 0; q--)
+            gstride[q] = gstride[q + 1] * dom(E, S[q + 1]);
+        int nlast_in = 0, last_in = -1;
+        for (int q = 0; q < nfl; q++)
+            if (in[q].level == k - 1) {
+                nlast_in++;
+                last_in = q;
+            }
+        int lvl = 0; /* recompute P from this level */
         for (;;) {
             for (int l = lvl; l < k - 1; l++) {
                 double *prev = P + (size_t)l * nv, *cur = P + (size_t)(l + 1) * nv;
@@ -376,8 +579,33 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 }
             }
             const double *prev = P + (size_t)(k - 1) * nv;
-            for (int j = 0; j < nlast; j++) {
+            int64_t row = 0;
+            for (int q = 0; q < k - 1; q++)
+                row += idx[q] * gstride[q];
+            for (int jr = 0; jr < nrep[k - 1]; jr++) {
+                int j = reps[k - 1][jr];
                 idx[k - 1] = j;
+                if (nlast_in == 1) {
+                    /* one table at the last level: add and take the least in
+                     * one pass (the same sums as below) */
+                    const inflow *fq = &in[last_in];
+                    int64_t off = 0;
+                    for (int jj = 0; jj < fq->nv; jj++)
+                        off += idx[fq->pos[jj]] * fq->stride[jj];
+                    const double *ft = fq->t + off;
+                    int best = 0;
+                    double bv = prev[0] + ft[0];
+                    for (int x = 1; x < nv; x++) {
+                        double sx = prev[x] + ft[x];
+                        if (sx < bv) {
+                            bv = sx;
+                            best = x;
+                        }
+                    }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
                 memcpy(val, prev, (size_t)nv * sizeof *val);
                 for (int q = 0; q < nfl; q++) {
                     if (in[q].level != k - 1)
@@ -396,18 +624,40 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                         bv = val[x];
                         best = x;
                     }
-                g.t[lin] = bv;
-                arg[lin++] = (uint16_t)best;
+                g.t[row + j] = bv;
+                arg[row + j] = (uint16_t)xmap[best];
             }
             int l = k - 2;
             while (l >= 0) {
-                if (++idx[l] < dom(E, S[l]))
+                if (++r[l] < nrep[l]) {
+                    idx[l] = reps[l][r[l]];
                     break;
-                idx[l--] = 0;
+                }
+                r[l] = 0;
+                idx[l] = reps[l][0];
+                l--;
             }
             if (l < 0)
                 break;
             lvl = l;
+        }
+        /* entries of non-representatives: copies of their representatives' */
+        if (!all_reps) {
+            int id[MAX_SCOPE] = {0};
+            for (int64_t lin = 0; lin < gsize; lin++) {
+                int64_t src = 0;
+                for (int q = 0; q < k; q++)
+                    src += rep[q][id[q]] * gstride[q];
+                if (src != lin) {
+                    g.t[lin] = g.t[src];
+                    arg[lin] = arg[src];
+                }
+                for (int q = k - 1; q >= 0; q--) {
+                    if (++id[q] < dom(E, S[q]))
+                        break;
+                    id[q] = 0;
+                }
+            }
         }
     }
     /* retire v's factors, add g */
@@ -437,6 +687,8 @@ out:
     free(in);
     free(P);
     free(val);
+    free(repbuf);
+    free(xmap);
     free(g.t);
     free(arg);
     return rc;
@@ -455,7 +707,22 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     int n = pb->m->nops;
     memset(out, 0, sizeof *out);
     double t0 = sb_now();
-    engine E = {.pb = pb, .n = n, .err = err};
+    /* the DP runs on sp: pb itself, or pb less its dominated configs */
+    sb_problem red = {0};
+    int **keep = NULL;
+    const sb_problem *sp = pb;
+    if (opts->prune) {
+        keep = sb_calloc((size_t)(n ? n : 1), sizeof *keep, err);
+        if (!keep)
+            return -1;
+        if (sb_prune_dominated(pb, &red, keep, err)) {
+            free(keep);
+            return -1;
+        }
+        sp = &red;
+        out->prune_seconds = sb_now() - t0;
+    }
+    engine E = {.pb = sp, .n = n, .err = err};
     E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     E.vf = calloc((size_t)n, sizeof *E.vf);
     E.nvf = calloc((size_t)n, sizeof *E.nvf);
@@ -468,9 +735,14 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (pb->cfg[i].n > out->max_configs)
             out->max_configs = pb->cfg[i].n;
+        if (sp->cfg[i].n > out->max_configs_kept)
+            out->max_configs_kept = sp->cfg[i].n;
+        out->configs_total += pb->cfg[i].n;
+        out->configs_kept += sp->cfg[i].n;
+    }
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
     else
@@ -496,6 +768,9 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
             lin = lin * dom(&E, s->vars[j]) + out->choice[s->vars[j]];
         out->choice[out->order[i]] = s->arg[lin];
     }
+    if (keep) /* back to pb's config indices */
+        for (int v = 0; v < n; v++)
+            out->choice[v] = keep[v][out->choice[v]];
     out->total_cost = sb_strategy_cost(pb, out->choice);
     out->peak_table_bytes = E.peak_bytes;
     rc = 0;
@@ -512,6 +787,10 @@ done:
     for (int i = 0; i < n && steps; i++)
         free(steps[i].arg);
     free(steps);
+    if (keep) {
+        sb_prune_free(&red, keep);
+        free(keep);
+    }
     if (rc)
         sb_result_free(out);
     return rc;

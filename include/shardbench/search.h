@@ -104,6 +104,8 @@ typedef struct {
     sb_algo algo;
     double max_table_mb;  /* fail cleanly beyond this (default 4096) */
     int progress;         /* print progress to stderr (TTY only) */
+    int prune;            /* 1: drop dominated configs first (dp_prune.c; the same
+                             optimum; pays only where many configs are dominated) */
 } sb_search_opts;
 
 typedef struct {
@@ -112,6 +114,9 @@ typedef struct {
     double seconds;
     int max_configs;      /* largest config count of any op */
     int max_dep_set;      /* largest dependent set met by the DP */
+    int max_configs_kept; /* largest config count of any op after pruning */
+    long configs_total, configs_kept; /* configs over all ops, before and after */
+    double prune_seconds; /* of seconds, the time spent pruning (prune = 1) */
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
