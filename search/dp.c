@@ -34,6 +34,7 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
+    long long entries_copied, configs_merged; /* shortcuts taken (sb_result) */
     sb_error *err;
 } engine;
 
@@ -515,6 +516,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
         goto out;
     }
+    E->configs_merged += nv - nx;
     nv = nx; /* from here: the kept configs of v, xmap[] the original index */
     /* factors by level */
     int idx[MAX_SCOPE] = {0};
@@ -651,6 +653,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 if (src != lin) {
                     g.t[lin] = g.t[src];
                     arg[lin] = arg[src];
+                    E->entries_copied++;
                 }
                 for (int q = k - 1; q >= 0; q--) {
                     if (++id[q] < dom(E, S[q]))
@@ -773,6 +776,8 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
             out->choice[v] = keep[v][out->choice[v]];
     out->total_cost = sb_strategy_cost(pb, out->choice);
     out->peak_table_bytes = E.peak_bytes;
+    out->entries_copied = E.entries_copied;
+    out->configs_merged = E.configs_merged;
     rc = 0;
 done:
     out->seconds = sb_now() - t0;

@@ -117,6 +117,10 @@ typedef struct {
     int max_configs_kept; /* largest config count of any op after pruning */
     long configs_total, configs_kept; /* configs over all ops, before and after */
     double prune_seconds; /* of seconds, the time spent pruning (prune = 1) */
+    /* the DP's shortcuts (dp.c): table entries copied from an equal row
+     * instead of computed, and configs of eliminated ops left out of the
+     * minimum because an equal column with a lower own cost was there */
+    long long entries_copied, configs_merged;
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
