@@ -423,6 +423,31 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
     return 0;
 }
 
+/* Configs of the eliminated op by their accumulated cost, for the bounded
+ * minimum below. */
+typedef struct {
+    double k;
+    int x;
+} keyed;
+
+/* Sorts a[0..n) by k (merge sort, tmp: n entries). */
+static void sort_keyed(keyed *a, keyed *tmp, int n)
+{
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = a[j].k < a[i].k ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[o++] = a[i++];
+            while (j < hi)
+                tmp[o++] = a[j++];
+        }
+        memcpy(a, tmp, (size_t)n * sizeof *a);
+    }
+}
+
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
     int nv = dom(E, v);
@@ -471,6 +496,8 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     double *val = malloc((size_t)nv * sizeof *val);
     int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
     int *repbuf = NULL;
+    keyed *ks = NULL;
+    double *rmbuf = NULL, **rowmin = NULL;
     int rc = -1, nfl = 0;
     if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
@@ -564,6 +591,36 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 nlast_in++;
                 last_in = q;
             }
+        /* the bounded scan when there are enough rows to pay for sorting
+         * (rowmin[q]: least entry of each row of a last-level table) */
+        int bounded = nrep[k - 1] >= 32 && nv >= 64;
+        if (bounded) {
+            int64_t nmin = 0;
+            for (int q = 0; q < nfl; q++)
+                if (in[q].level == k - 1)
+                    nmin += in[q].rows;
+            ks = malloc(2 * (size_t)nv * sizeof *ks);
+            rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
+            rowmin = calloc((size_t)nfl, sizeof *rowmin);
+            if (!ks || !rmbuf || !rowmin) {
+                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                        E->pb->m->ops[v].name);
+                goto out;
+            }
+            double *rp = rmbuf;
+            for (int q = 0; q < nfl; q++) {
+                if (in[q].level != k - 1)
+                    continue;
+                rowmin[q] = rp;
+                for (int64_t r0 = 0; r0 < in[q].rows; r0++) {
+                    const double *t = in[q].t + r0 * nv;
+                    double mn = t[0];
+                    for (int x = 1; x < nv; x++)
+                        mn = t[x] < mn ? t[x] : mn;
+                    *rp++ = mn;
+                }
+            }
+        }
         int lvl = 0; /* recompute P from this level */
         for (;;) {
             for (int l = lvl; l < k - 1; l++) {
@@ -584,9 +641,53 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             int64_t row = 0;
             for (int q = 0; q < k - 1; q++)
                 row += idx[q] * gstride[q];
+            if (bounded) {
+                for (int x = 0; x < nv; x++)
+                    ks[x] = (keyed){.k = prev[x], .x = x};
+                sort_keyed(ks, ks + nv, nv);
+            }
             for (int jr = 0; jr < nrep[k - 1]; jr++) {
                 int j = reps[k - 1][jr];
                 idx[k - 1] = j;
+                if (bounded) {
+                    /* configs of v by increasing prev: prev[x] plus the least
+                     * of each last-level row is a lower bound of x's sum (a
+                     * rounded sum is monotone in each term), so the scan
+                     * stops once that bound exceeds the best sum; ties go to
+                     * the lowest x, as in the plain scan */
+                    const double *fts[MAX_SCOPE + 1];
+                    double mins[MAX_SCOPE + 1];
+                    int nq = 0;
+                    for (int q = 0; q < nfl; q++) {
+                        if (in[q].level != k - 1)
+                            continue;
+                        int64_t off = 0;
+                        for (int jj = 0; jj < in[q].nv; jj++)
+                            off += idx[in[q].pos[jj]] * in[q].stride[jj];
+                        fts[nq] = in[q].t + off;
+                        mins[nq++] = rowmin[q][off / nv];
+                    }
+                    int best = -1;
+                    double bv = INFINITY;
+                    for (int i = 0; i < nv; i++) {
+                        int x = ks[i].x;
+                        double lb = prev[x];
+                        for (int q = 0; q < nq; q++)
+                            lb += mins[q];
+                        if (lb > bv)
+                            break;
+                        double sx = prev[x];
+                        for (int q = 0; q < nq; q++)
+                            sx += fts[q][x];
+                        if (sx < bv || (sx == bv && x < best)) {
+                            bv = sx;
+                            best = x;
+                        }
+                    }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
                 if (nlast_in == 1) {
                     /* one table at the last level: add and take the least in
                      * one pass (the same sums as below) */
@@ -692,6 +793,9 @@ out:
     free(val);
     free(repbuf);
     free(xmap);
+    free(ks);
+    free(rmbuf);
+    free(rowmin);
     free(g.t);
     free(arg);
     return rc;
