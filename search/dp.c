@@ -34,7 +34,8 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged; /* shortcuts taken (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded; /* shortcuts taken (sb_result) */
+    int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
 
@@ -539,7 +540,9 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         if (!fl->t)
             goto out;
     }
-    if (compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
+    for (int x = 0; x < nv; x++)
+        xmap[x] = x;
+    if (!E->plain && compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
         goto out;
     }
@@ -571,7 +574,9 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             rep[q] = bp;
             reps[q] = bp + dom(E, S[q]);
             bp += 2 * dom(E, S[q]);
-            if (config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
+            for (int i = 0; E->plain && i < dom(E, S[q]); i++)
+                rep[q][i] = i;
+            if (!E->plain && config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
                 sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
                         E->pb->m->ops[v].name);
                 goto out;
@@ -593,7 +598,8 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             }
         /* the bounded scan when there are enough rows to pay for sorting
          * (rowmin[q]: least entry of each row of a last-level table) */
-        int bounded = nrep[k - 1] >= 32 && nv >= 64;
+        int bounded = !E->plain && nrep[k - 1] >= 8 && nv >= 8;
+        E->rows_bounded += bounded ? (long long)nrep[k - 1] : 0;
         if (bounded) {
             int64_t nmin = 0;
             for (int q = 0; q < nfl; q++)
@@ -829,7 +835,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
         sp = &red;
         out->prune_seconds = sb_now() - t0;
     }
-    engine E = {.pb = sp, .n = n, .err = err};
+    engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
     E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     E.vf = calloc((size_t)n, sizeof *E.vf);
     E.nvf = calloc((size_t)n, sizeof *E.nvf);
@@ -882,6 +888,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     out->peak_table_bytes = E.peak_bytes;
     out->entries_copied = E.entries_copied;
     out->configs_merged = E.configs_merged;
+    out->rows_bounded = E.rows_bounded;
     rc = 0;
 done:
     out->seconds = sb_now() - t0;

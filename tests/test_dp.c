@@ -658,7 +658,7 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
 /* the DP's shortcuts met on the checked problems (the tests below make sure
  * they are, so that a broken shortcut shows) */
-static long long g_copied, g_merged, g_pruned_problems, g_pruned_configs;
+static long long g_copied, g_merged, g_bounded, g_pruned_problems, g_pruned_configs;
 
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
                              int *bf_crashes)
@@ -684,8 +684,26 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
         fail_msg("LIBRARY BUG? %s (%d ops, p=%d): DP in PaSE order %.17g, brute force %.17g", what,
                  n, pb->p, rp.total_cost, rx.total_cost);
     }
+    /* the shortcuts change nothing: the plain DP picks the same configs */
+    sb_result rr;
+    so.plain = 1;
+    if (sb_search(pb, &so, &rr, &err) != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: plain search failed: %s", what, err.msg);
+    }
+    so.plain = 0;
+    for (int i = 0; i < n; i++)
+        if (rr.choice[i] != rp.choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with the DP's shortcuts, %d without "
+                     "(totals %.17g, %.17g)",
+                     what, i, rp.choice[i], rr.choice[i], rp.total_cost, rr.total_cost);
+        }
+    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0);
+    sb_result_free(&rr);
     g_copied += rp.entries_copied;
     g_merged += rp.configs_merged;
+    g_bounded += rp.rows_bounded;
     /* with dominated configs dropped first: the same optimum */
     sb_result rq;
     so.prune = 1;
@@ -855,13 +873,13 @@ static void test_dp_equals_brute_force(void **state)
     if (big < 20)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
     /* the shortcuts were taken, so the comparisons above cover them */
-    print_message("  shortcuts: %lld entries copied, %lld configs merged; pruning dropped "
-                  "%lld configs in %lld problems\n",
-                  g_copied, g_merged, g_pruned_configs, g_pruned_problems);
-    if (g_copied < 1000 || g_merged < 100 || g_pruned_problems < 50)
+    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima; "
+                  "pruning dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_pruned_configs, g_pruned_problems);
+    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_pruned_problems < 50)
         fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
-                 "%lld problems pruned",
-                 g_copied, g_merged, g_pruned_problems);
+                 "%lld bounded minima, %lld problems pruned",
+                 g_copied, g_merged, g_bounded, g_pruned_problems);
     report_bf_crashes(bf_crashes, isolated);
 }
 
@@ -1193,8 +1211,9 @@ static void test_table_limit(void **state)
 
 /* ------------------------------------- pruning on the shipped models -- */
 
-/* The paper's models at small p: the search with dominated configs dropped
- * gives the same total as without (to 1e-9 relative), and drops some. */
+/* The paper's models at small p: the DP with its shortcuts picks the same
+ * configs as without; with dominated configs dropped it gives the same
+ * total (to 1e-9 relative), and drops some. */
 static void test_prune_shipped(void **state)
 {
     (void)state;
@@ -1203,7 +1222,7 @@ static void test_prune_shipped(void **state)
         int batch;
     } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
              {"rnnlm", 64},    {"transformer", 64}};
-    static const int P[] = {4, 8};
+    static const int P[] = {4, 8, 16};
     long long dropped = 0;
     for (size_t i = 0; i < sizeof M / sizeof *M; i++)
         for (size_t j = 0; j < sizeof P / sizeof *P; j++) {
@@ -1215,6 +1234,17 @@ static void test_prune_shipped(void **state)
             sb_error err = {0};
             if (sb_search(&pb, &so, &r0, &err))
                 fail_msg("%s p=%d: %s", M[i].model, P[j], err.msg);
+            /* the shortcuts: the same configs as the plain DP */
+            sb_result rr;
+            so.plain = 1;
+            if (sb_search(&pb, &so, &rr, &err))
+                fail_msg("%s p=%d, plain: %s", M[i].model, P[j], err.msg);
+            so.plain = 0;
+            for (int v = 0; v < m.nops; v++)
+                if (rr.choice[v] != r0.choice[v])
+                    fail_msg("%s p=%d: op '%s': config %d with the shortcuts, %d without",
+                             M[i].model, P[j], m.ops[v].name, r0.choice[v], rr.choice[v]);
+            sb_result_free(&rr);
             so.prune = 1;
             if (sb_search(&pb, &so, &r1, &err))
                 fail_msg("%s p=%d, pruned: %s", M[i].model, P[j], err.msg);

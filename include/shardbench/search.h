@@ -106,6 +106,9 @@ typedef struct {
     int progress;         /* print progress to stderr (TTY only) */
     int prune;            /* 1: drop dominated configs first (dp_prune.c; the same
                              optimum; pays only where many configs are dominated) */
+    int plain;            /* 1: none of the DP's shortcuts (equal-row classes,
+                             equal columns, bounded scan): the reference
+                             computation the tests hold them to */
 } sb_search_opts;
 
 typedef struct {
@@ -118,9 +121,10 @@ typedef struct {
     long configs_total, configs_kept; /* configs over all ops, before and after */
     double prune_seconds; /* of seconds, the time spent pruning (prune = 1) */
     /* the DP's shortcuts (dp.c): table entries copied from an equal row
-     * instead of computed, and configs of eliminated ops left out of the
-     * minimum because an equal column with a lower own cost was there */
-    long long entries_copied, configs_merged;
+     * instead of computed, configs of eliminated ops left out of the
+     * minimum because an equal column with a lower own cost was there, and
+     * last-level configs given to the bounded scan (once per elimination) */
+    long long entries_copied, configs_merged, rows_bounded;
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
