@@ -22,8 +22,9 @@ typedef struct {
     int nv;
     int vars[MAX_SCOPE]; /* table order: last var fastest */
     int64_t size;
-    double *t;
+    double *t;     /* NULL until built (edge tables: when first used) */
     int alive;
+    int pend, npend; /* edge tables: its edges, pairs[3 * pend ..] of the engine */
 } factor;
 
 typedef struct {
@@ -35,6 +36,7 @@ typedef struct {
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded; /* shortcuts taken (sb_result) */
+    int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -174,11 +176,14 @@ static int init_factors(engine *E)
             return -1;
         }
     }
-    /* group edges by unordered pair (lo, hi, edge index) */
+    /* group edges by unordered pair (lo, hi, edge index); a pair's table is
+     * built when it is first used (build_pending): only the tables of the
+     * vertex being eliminated and the tables it leaves are live at once */
     int ne = pb->nedges;
     int *pairs = sb_malloc((size_t)(ne ? ne : 1) * 3 * sizeof *pairs, E->err);
     if (!pairs)
         return -1;
+    E->pairs = pairs;
     for (int k = 0; k < ne; k++) {
         int a = pb->edges[k].src, b = pb->edges[k].dst;
         pairs[3 * k] = a < b ? a : b;
@@ -186,30 +191,35 @@ static int init_factors(engine *E)
         pairs[3 * k + 2] = k;
     }
     qsort(pairs, (size_t)ne, 3 * sizeof *pairs, cmp_edge_pair);
-    int rc = 0;
-    for (int k = 0; k < ne && !rc;) {
+    for (int k = 0; k < ne;) {
         int lo = pairs[3 * k], hi = pairs[3 * k + 1];
-        if (lo == hi) {
-            rc = sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
-                         pb->m->ops[lo].name);
-            break;
-        }
-        factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi)};
-        f.t = sb_calloc((size_t)f.size, sizeof(double), E->err);
-        if (!f.t || charge(E, (double)f.size * 8, lo, 2)) {
-            free(f.t);
-            rc = -1;
-            break;
-        }
-        for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi && !rc; k++)
-            rc = sb_edge_table_add(pb, &pb->edges[pairs[3 * k + 2]], f.t, E->err);
-        if (rc || add_factor(E, &f)) {
-            free(f.t);
-            rc = -1;
-        }
+        if (lo == hi)
+            return sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
+                           pb->m->ops[lo].name);
+        factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi),
+                    .pend = k};
+        for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi; k++)
+            f.npend++;
+        if (add_factor(E, &f))
+            return -1;
     }
-    free(pairs);
-    return rc;
+    return 0;
+}
+
+/* Builds a pending edge table (the summed costs of its edges). */
+static int build_pending(engine *E, factor *f)
+{
+    if (f->t)
+        return 0;
+    if (charge(E, (double)f->size * 8, f->vars[0], 2))
+        return -1;
+    f->t = sb_calloc((size_t)f->size, sizeof(double), E->err);
+    if (!f->t)
+        return -1;
+    for (int k = f->pend; k < f->pend + f->npend; k++)
+        if (sb_edge_table_add(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, E->err))
+            return -1;
+    return 0;
 }
 
 /* ---- elimination ------------------------------------------------------------ */
@@ -517,6 +527,8 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 base[x] += f->t[x];
             continue;
         }
+        if (build_pending(E, f))
+            goto out;
         inflow *fl = &in[nfl++];
         int order[MAX_SCOPE], no = 0;
         fl->level = -1;
@@ -895,6 +907,7 @@ done:
     for (int i = 0; i < E.nf; i++)
         free(E.f[i].t);
     free(E.f);
+    free(E.pairs);
     for (int i = 0; i < n && E.vf; i++)
         free(E.vf[i]);
     free(E.vf);
