@@ -434,6 +434,70 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
     return 0;
 }
 
+/* Column classes of the last-level tables (the tables that vary with the
+ * last var of the dependent set): configs x of v whose columns are bitwise
+ * equal in all of them. cmem: the configs class by class, each class in
+ * increasing order; cstart[c] its first, cstart[ncls] = nv. Merges are
+ * checked element by element. */
+static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
+                              int *cstart, int *ncls)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
+    if (!hs || !rep || !cid) {
+        free(hs);
+        free(rep);
+        free(cid);
+        return -1;
+    }
+    for (int x = 0; x < nv; x++)
+        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++) {
+                uint64_t bits;
+                memcpy(&bits, t + x, sizeof bits);
+                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
+                hs[x].h = h ^ (h >> 29);
+            }
+        }
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    for (int a = 0; a < nv;) {
+        int b = a;
+        while (b < nv && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++)
+                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                    rep[x] = x;
+        }
+    /* classes numbered by their lowest config (rep[x] <= x, so a class's
+     * number is known before its other members); counting sort into cmem */
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        cid[x] = rep[x] == x ? n++ : cid[rep[x]];
+    for (int c = 0; c <= n; c++)
+        cstart[c] = 0;
+    for (int x = 0; x < nv; x++)
+        cstart[cid[x] + 1]++;
+    for (int c = 0; c < n; c++)
+        cstart[c + 1] += cstart[c];
+    for (int c = 0; c < n; c++)
+        rep[c] = cstart[c]; /* rep reused: next free slot of each class */
+    for (int x = 0; x < nv; x++)
+        cmem[rep[cid[x]]++] = x;
+    *ncls = n;
+    free(rep);
+    free(cid);
+    return 0;
+}
+
 /* Configs of the eliminated op by their accumulated cost, for the bounded
  * minimum below. */
 typedef struct {
@@ -509,6 +573,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     int *repbuf = NULL;
     keyed *ks = NULL;
     double *rmbuf = NULL, **rowmin = NULL;
+    int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
     int rc = -1, nfl = 0;
     if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
@@ -620,7 +685,9 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             ks = malloc(2 * (size_t)nv * sizeof *ks);
             rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
             rowmin = calloc((size_t)nfl, sizeof *rowmin);
-            if (!ks || !rmbuf || !rowmin) {
+            cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
+            if (!ks || !rmbuf || !rowmin || !cbuf
+                || last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls)) {
                 sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
                         E->pb->m->ops[v].name);
                 goto out;
@@ -660,19 +727,30 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             for (int q = 0; q < k - 1; q++)
                 row += idx[q] * gstride[q];
             if (bounded) {
-                for (int x = 0; x < nv; x++)
-                    ks[x] = (keyed){.k = prev[x], .x = x};
-                sort_keyed(ks, ks + nv, nv);
+                /* the classes by their least prev */
+                const int *cmem = cbuf, *cstart = cbuf + nv;
+                for (int c = 0; c < ncls; c++) {
+                    double mn = prev[cmem[cstart[c]]];
+                    for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
+                        mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
+                    ks[c] = (keyed){.k = mn, .x = c};
+                }
+                sort_keyed(ks, ks + ncls, ncls);
             }
             for (int jr = 0; jr < nrep[k - 1]; jr++) {
                 int j = reps[k - 1][jr];
                 idx[k - 1] = j;
                 if (bounded) {
-                    /* configs of v by increasing prev: prev[x] plus the least
-                     * of each last-level row is a lower bound of x's sum (a
-                     * rounded sum is monotone in each term), so the scan
-                     * stops once that bound exceeds the best sum; ties go to
-                     * the lowest x, as in the plain scan */
+                    /* classes of v's configs (equal last-level columns) by
+                     * increasing least prev: that least prev plus the least
+                     * of each last-level row is a lower bound of every
+                     * member's sum (a rounded sum is monotone in each term),
+                     * so the scan stops once it exceeds the best sum; a
+                     * class's least sum is its least prev's. Then, as in the
+                     * plain scan, the lowest config whose sum is the least,
+                     * from the classes that reach it. */
+                    const int *cmem = cbuf, *cstart = cbuf + nv;
+                    int *tie = cbuf + 2 * nv + 1;
                     const double *fts[MAX_SCOPE + 1];
                     double mins[MAX_SCOPE + 1];
                     int nq = 0;
@@ -685,23 +763,37 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                         fts[nq] = in[q].t + off;
                         mins[nq++] = rowmin[q][off / nv];
                     }
-                    int best = -1;
+                    int ntie = 0;
                     double bv = INFINITY;
-                    for (int i = 0; i < nv; i++) {
-                        int x = ks[i].x;
-                        double lb = prev[x];
+                    for (int i = 0; i < ncls; i++) {
+                        double lb = ks[i].k;
                         for (int q = 0; q < nq; q++)
                             lb += mins[q];
                         if (lb > bv)
                             break;
-                        double sx = prev[x];
+                        int x0 = cmem[cstart[ks[i].x]];
+                        double sx = ks[i].k;
                         for (int q = 0; q < nq; q++)
-                            sx += fts[q][x];
-                        if (sx < bv || (sx == bv && x < best)) {
+                            sx += fts[q][x0];
+                        if (sx < bv) {
                             bv = sx;
-                            best = x;
+                            ntie = 0;
                         }
+                        if (sx == bv)
+                            tie[ntie++] = ks[i].x;
                     }
+                    int best = nv;
+                    for (int t = 0; t < ntie; t++)
+                        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
+                            int x = cmem[i];
+                            double sx = prev[x];
+                            for (int q = 0; q < nq; q++)
+                                sx += fts[q][x];
+                            if (sx == bv) {
+                                best = x;
+                                break;
+                            }
+                        }
                     g.t[row + j] = bv;
                     arg[row + j] = (uint16_t)xmap[best];
                     continue;
@@ -814,6 +906,7 @@ out:
     free(ks);
     free(rmbuf);
     free(rowmin);
+    free(cbuf);
     free(g.t);
     free(arg);
     return rc;
