@@ -35,7 +35,7 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged, rows_bounded; /* shortcuts taken (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
@@ -574,6 +574,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     keyed *ks = NULL;
     double *rmbuf = NULL, **rowmin = NULL;
     int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
+    int *rowsort = NULL, threshold = 0; /* the threshold scan: rows' configs by value */
     int rc = -1, nfl = 0;
     if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
@@ -686,12 +687,26 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
             rowmin = calloc((size_t)nfl, sizeof *rowmin);
             cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
-            if (!ks || !rmbuf || !rowmin || !cbuf
-                || last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls)) {
+            /* one last-level table of moderate size: the threshold scan,
+             * with each of its rows sorted once */
+            threshold = nlast_in == 1 && in[last_in].rows * nv <= (1 << 24);
+            if (threshold)
+                rowsort = malloc((size_t)(in[last_in].rows * nv) * sizeof *rowsort);
+            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && !rowsort)
+                || (!threshold && last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls))) {
                 sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
                         E->pb->m->ops[v].name);
                 goto out;
             }
+            for (int64_t r0 = 0; threshold && r0 < in[last_in].rows; r0++) {
+                const double *t = in[last_in].t + r0 * nv;
+                for (int x = 0; x < nv; x++)
+                    ks[x] = (keyed){.k = t[x], .x = x};
+                sort_keyed(ks, ks + nv, nv);
+                for (int x = 0; x < nv; x++)
+                    rowsort[r0 * nv + x] = ks[x].x;
+            }
+            E->rows_threshold += threshold ? (long long)nrep[k - 1] : 0;
             double *rp = rmbuf;
             for (int q = 0; q < nfl; q++) {
                 if (in[q].level != k - 1)
@@ -726,7 +741,11 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             int64_t row = 0;
             for (int q = 0; q < k - 1; q++)
                 row += idx[q] * gstride[q];
-            if (bounded) {
+            if (threshold) {
+                for (int x = 0; x < nv; x++)
+                    ks[x] = (keyed){.k = prev[x], .x = x};
+                sort_keyed(ks, ks + nv, nv);
+            } else if (bounded) {
                 /* the classes by their least prev */
                 const int *cmem = cbuf, *cstart = cbuf + nv;
                 for (int c = 0; c < ncls; c++) {
@@ -740,6 +759,43 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             for (int jr = 0; jr < nrep[k - 1]; jr++) {
                 int j = reps[k - 1][jr];
                 idx[k - 1] = j;
+                if (threshold) {
+                    /* Fagin's threshold scan over two sorted lists, configs
+                     * of v by prev (ks) and by this row's value (rowsort):
+                     * take the next of each in turn; a config not yet met in
+                     * either has a sum of at least the two next values'
+                     * (rounded sums are monotone), so the scan stops once
+                     * that exceeds the best sum. Every config reaching the
+                     * best sum has been met: the lowest of them wins, as in
+                     * the plain scan. */
+                    const inflow *fq = &in[last_in];
+                    int64_t off = 0;
+                    for (int jj = 0; jj < fq->nv; jj++)
+                        off += idx[fq->pos[jj]] * fq->stride[jj];
+                    const double *ft = fq->t + off;
+                    const int *ob = rowsort + off;
+                    int best = nv;
+                    double bv = INFINITY;
+                    for (int i = 0; i < nv; i++) {
+                        int x = ks[i].x;
+                        double sx = prev[x] + ft[x];
+                        if (sx < bv || (sx == bv && x < best)) {
+                            bv = sx;
+                            best = x;
+                        }
+                        x = ob[i];
+                        sx = prev[x] + ft[x];
+                        if (sx < bv || (sx == bv && x < best)) {
+                            bv = sx;
+                            best = x;
+                        }
+                        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
+                            break;
+                    }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
                 if (bounded) {
                     /* classes of v's configs (equal last-level columns) by
                      * increasing least prev: that least prev plus the least
@@ -907,6 +963,7 @@ out:
     free(rmbuf);
     free(rowmin);
     free(cbuf);
+    free(rowsort);
     free(g.t);
     free(arg);
     return rc;
@@ -994,6 +1051,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     out->entries_copied = E.entries_copied;
     out->configs_merged = E.configs_merged;
     out->rows_bounded = E.rows_bounded;
+    out->rows_threshold = E.rows_threshold;
     rc = 0;
 done:
     out->seconds = sb_now() - t0;

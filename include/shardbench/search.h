@@ -123,8 +123,9 @@ typedef struct {
     /* the DP's shortcuts (dp.c): table entries copied from an equal row
      * instead of computed, configs of eliminated ops left out of the
      * minimum because an equal column with a lower own cost was there, and
-     * last-level configs given to the bounded scan (once per elimination) */
-    long long entries_copied, configs_merged, rows_bounded;
+     * last-level configs given to the bounded scan and, of those, to the
+     * threshold scan (once per elimination) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold;
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
