@@ -92,23 +92,39 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
                   int **layouts, int *nlayouts, sb_error *err)
 {
     const sb_configs *cf = &pb->cfg[op];
+    int nh = 16;
+    while (nh < 2 * cf->n)
+        nh *= 2;
     int *L = sb_malloc((size_t)cf->n * (size_t)tnd * sizeof *L, err);
-    if (!L)
+    int *slot = sb_malloc((size_t)nh * sizeof *slot, err); /* layout index + 1, 0: free */
+    if (!L || !slot) {
+        free(L);
+        free(slot);
         return -1;
+    }
+    memset(slot, 0, (size_t)nh * sizeof *slot);
     int nl = 0;
     for (int a = 0; a < cf->n; a++) {
         int lay[SB_MAX_DIMS];
         sb_operand_layout(&pb->m->ops[op], o, tnd, cf->c + (size_t)a * (size_t)cf->ndims, lay);
-        int found = -1;
-        for (int k = nl - 1; k >= 0 && found < 0; k--)
-            if (memcmp(L + (size_t)k * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
-                found = k;
+        uint64_t h = 1469598103934665603ULL;
+        for (int d = 0; d < tnd; d++)
+            h = (h ^ (uint64_t)(uint32_t)lay[d]) * 1099511628211ULL;
+        int s = (int)(h & (uint64_t)(nh - 1)), found = -1;
+        while (slot[s] && found < 0) {
+            if (memcmp(L + (size_t)(slot[s] - 1) * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
+                found = slot[s] - 1;
+            else
+                s = (s + 1) & (nh - 1);
+        }
         if (found < 0) {
             memcpy(L + (size_t)nl * (size_t)tnd, lay, (size_t)tnd * sizeof *lay);
             found = nl++;
+            slot[s] = nl;
         }
         ids[a] = found;
     }
+    free(slot);
     *layouts = L;
     *nlayouts = nl;
     return 0;
@@ -575,6 +591,8 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     double *rmbuf = NULL, **rowmin = NULL;
     int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
     int *rowsort = NULL, threshold = 0; /* the threshold scan: rows' configs by value */
+    char *rowdone = NULL;                /* ... and which rows are sorted */
+    keyed *rks = NULL;                   /* (a row being sorted) */
     int rc = -1, nfl = 0;
     if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
@@ -687,24 +705,19 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
             rowmin = calloc((size_t)nfl, sizeof *rowmin);
             cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
-            /* one last-level table of moderate size: the threshold scan,
-             * with each of its rows sorted once */
+            /* one last-level table of moderate size: the threshold scan, with
+             * each of its rows sorted when first used (rowdone) */
             threshold = nlast_in == 1 && in[last_in].rows * nv <= (1 << 24);
-            if (threshold)
+            if (threshold) {
                 rowsort = malloc((size_t)(in[last_in].rows * nv) * sizeof *rowsort);
-            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && !rowsort)
+                rks = malloc(2 * (size_t)nv * sizeof *rks);
+                rowdone = calloc((size_t)in[last_in].rows, 1);
+            }
+            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && (!rowsort || !rowdone || !rks))
                 || (!threshold && last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls))) {
                 sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
                         E->pb->m->ops[v].name);
                 goto out;
-            }
-            for (int64_t r0 = 0; threshold && r0 < in[last_in].rows; r0++) {
-                const double *t = in[last_in].t + r0 * nv;
-                for (int x = 0; x < nv; x++)
-                    ks[x] = (keyed){.k = t[x], .x = x};
-                sort_keyed(ks, ks + nv, nv);
-                for (int x = 0; x < nv; x++)
-                    rowsort[r0 * nv + x] = ks[x].x;
             }
             E->rows_threshold += threshold ? (long long)nrep[k - 1] : 0;
             double *rp = rmbuf;
@@ -773,7 +786,15 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                     for (int jj = 0; jj < fq->nv; jj++)
                         off += idx[fq->pos[jj]] * fq->stride[jj];
                     const double *ft = fq->t + off;
-                    const int *ob = rowsort + off;
+                    int *ob = rowsort + off;
+                    if (!rowdone[off / nv]) {
+                        for (int x = 0; x < nv; x++)
+                            rks[x] = (keyed){.k = ft[x], .x = x};
+                        sort_keyed(rks, rks + nv, nv);
+                        for (int x = 0; x < nv; x++)
+                            ob[x] = rks[x].x;
+                        rowdone[off / nv] = 1;
+                    }
                     int best = nv;
                     double bv = INFINITY;
                     for (int i = 0; i < nv; i++) {
@@ -964,6 +985,8 @@ out:
     free(rowmin);
     free(cbuf);
     free(rowsort);
+    free(rowdone);
+    free(rks);
     free(g.t);
     free(arg);
     return rc;
