@@ -130,8 +130,10 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
     return 0;
 }
 
-/* Adds the cost table of edge e into the pair table t (rows: lower op id). */
-int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err)
+/* Adds the cost table of edge e into the pair table t, rows the configs of
+ * op rows_op (one of its two ops). */
+static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
+                               sb_error *err)
 {
     const sb_model *m = pb->m;
     const sb_tensor *ten = &m->tensors[e->tensor];
@@ -151,7 +153,7 @@ int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_erro
         for (int j = 0; j < nld; j++)
             M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, ten, Ls + (size_t)i * ten->ndims,
                                                   Ld + (size_t)j * ten->ndims);
-    int src_rows = e->src < e->dst;
+    int src_rows = rows_op == e->src;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nd; b++) {
             double c = M[(size_t)ids_s[a] * nld + ids_d[b]];
@@ -168,6 +170,12 @@ out:
     free(Ld);
     free(M);
     return rc;
+}
+
+/* Adds the cost table of edge e into the pair table t (rows: lower op id). */
+int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err)
+{
+    return edge_table_add_rows(pb, e, t, e->src < e->dst ? e->src : e->dst, err);
 }
 
 static int cmp_edge_pair(const void *x, const void *y)
@@ -222,8 +230,9 @@ static int init_factors(engine *E)
     return 0;
 }
 
-/* Builds a pending edge table (the summed costs of its edges). */
-static int build_pending(engine *E, factor *f)
+/* Builds a pending edge table (the summed costs of its edges), rows the
+ * configs of rows_op (then its order is (rows_op, the other)). */
+static int build_pending(engine *E, factor *f, int rows_op)
 {
     if (f->t)
         return 0;
@@ -233,7 +242,7 @@ static int build_pending(engine *E, factor *f)
     if (!f->t)
         return -1;
     for (int k = f->pend; k < f->pend + f->npend; k++)
-        if (sb_edge_table_add(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, E->err))
+        if (edge_table_add_rows(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, rows_op, E->err))
             return -1;
     return 0;
 }
@@ -611,8 +620,6 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 base[x] += f->t[x];
             continue;
         }
-        if (build_pending(E, f))
-            goto out;
         inflow *fl = &in[nfl++];
         int order[MAX_SCOPE], no = 0;
         fl->level = -1;
@@ -632,9 +639,22 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             st *= dom(E, order[j]);
         }
         fl->rows = st / nv;
-        fl->t = transpose(E, f, order);
-        if (!fl->t)
-            goto out;
+        /* the table in that order: a pending edge table is built so, a
+         * table already so is taken over (its space is still counted as
+         * f's until f is retired below), others are transposed */
+        if (!f->t) {
+            if (build_pending(E, f, order[0]))
+                goto out;
+            fl->t = f->t;
+            f->t = NULL;
+        } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
+            fl->t = f->t;
+            f->t = NULL;
+        } else {
+            fl->t = transpose(E, f, order);
+            if (!fl->t)
+                goto out;
+        }
     }
     for (int x = 0; x < nv; x++)
         xmap[x] = x;
