@@ -37,6 +37,10 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
+    struct memo_entry *memo; /* recent eliminations (memo_*), oldest first */
+    int nmemo;
+    double memo_bytes, memo_cap;
+    long long memo_hits;
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -548,6 +552,165 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
     }
 }
 
+/* ---- repeated eliminations ---------------------------------------------------
+ *
+ * Repeated layers give eliminations whose inputs (v's own costs, the tables
+ * in the order the elimination reads them, the sizes and positions of the
+ * dependent set) are bitwise equal to an earlier one's: their table and
+ * argmins are then equal too, and are copied instead of computed. Recent
+ * eliminations of at least MEMO_MIN_WORK sums are kept, with a copy of
+ * their inputs to compare against (a hash finds the candidates; equality is
+ * checked in full), up to memo_cap bytes, oldest dropped first. */
+#define MEMO_MIN_WORK 1e5
+
+typedef struct memo_entry {
+    uint64_t h;
+    int nv, k, nin;
+    int dom[MAX_SCOPE];
+    double *base;       /* nv */
+    inflow *in;         /* nin, their tables copied */
+    int64_t gsize;
+    double *g;          /* the result: table and argmins */
+    uint16_t *arg;
+    double bytes;
+} memo_entry;
+
+static uint64_t hash_words(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, c + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 32;
+    }
+    for (size_t i = n & ~(size_t)7; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static void memo_free_entry(memo_entry *e)
+{
+    for (int q = 0; q < e->nin; q++)
+        free(e->in[q].t);
+    free(e->in);
+    free(e->base);
+    free(e->g);
+    free(e->arg);
+}
+
+static uint64_t memo_hash(const engine *E, int nv, int k, const int *S, const double *base,
+                          const inflow *in, int nin)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int hdr[3] = {nv, k, nin};
+    h = hash_words(h, hdr, sizeof hdr);
+    for (int q = 0; q < k; q++) {
+        int d = dom(E, S[q]);
+        h = hash_words(h, &d, sizeof d);
+    }
+    h = hash_words(h, base, (size_t)nv * sizeof *base);
+    for (int q = 0; q < nin; q++) {
+        h = hash_words(h, &in[q].level, sizeof in[q].level);
+        h = hash_words(h, in[q].pos, (size_t)in[q].nv * sizeof *in[q].pos);
+        h = hash_words(h, in[q].t, (size_t)(in[q].rows * nv) * sizeof *in[q].t);
+    }
+    return h;
+}
+
+static int memo_same(const engine *E, const memo_entry *e, uint64_t h, int nv, int k, const int *S,
+                     const double *base, const inflow *in, int nin)
+{
+    if (e->h != h || e->nv != nv || e->k != k || e->nin != nin)
+        return 0;
+    for (int q = 0; q < k; q++)
+        if (e->dom[q] != dom(E, S[q]))
+            return 0;
+    if (memcmp(e->base, base, (size_t)nv * sizeof *base))
+        return 0;
+    for (int q = 0; q < nin; q++) {
+        const inflow *a = &e->in[q], *b = &in[q];
+        if (a->nv != b->nv || a->level != b->level || a->rows != b->rows
+            || memcmp(a->pos, b->pos, (size_t)a->nv * sizeof *a->pos)
+            || memcmp(a->t, b->t, (size_t)(a->rows * nv) * sizeof *a->t))
+            return 0;
+    }
+    return 1;
+}
+
+static const memo_entry *memo_find(const engine *E, uint64_t h, int nv, int k, const int *S,
+                                   const double *base, const inflow *in, int nin)
+{
+    for (int i = E->nmemo - 1; i >= 0; i--)
+        if (memo_same(E, &E->memo[i], h, nv, k, S, base, in, nin))
+            return &E->memo[i];
+    return NULL;
+}
+
+/* A copy of the inputs, to be completed by memo_commit; NULL when it would
+ * not fit in memo_cap or memory is short (then nothing is remembered). */
+static memo_entry *memo_prepare(const engine *E, uint64_t h, int nv, int k, const int *S,
+                                const double *base, const inflow *in, int nin, int64_t gsize)
+{
+    double bytes = (double)nv * 8 + (double)gsize * 10;
+    for (int q = 0; q < nin; q++)
+        bytes += (double)(in[q].rows * nv) * 8;
+    if (bytes > E->memo_cap / 4)
+        return NULL;
+    memo_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    *e = (memo_entry){.h = h, .nv = nv, .k = k, .nin = nin, .gsize = gsize, .bytes = bytes};
+    for (int q = 0; q < k; q++)
+        e->dom[q] = dom(E, S[q]);
+    e->base = malloc((size_t)nv * sizeof *e->base);
+    e->in = calloc((size_t)(nin ? nin : 1), sizeof *e->in);
+    int ok = e->base && e->in;
+    for (int q = 0; ok && q < nin; q++) {
+        e->in[q] = in[q];
+        size_t n = (size_t)(in[q].rows * nv) * sizeof *in[q].t;
+        e->in[q].t = malloc(n);
+        ok = e->in[q].t != NULL;
+        if (ok)
+            memcpy(e->in[q].t, in[q].t, n);
+    }
+    if (!ok) {
+        memo_free_entry(e);
+        free(e);
+        return NULL;
+    }
+    memcpy(e->base, base, (size_t)nv * sizeof *base);
+    return e;
+}
+
+/* Adds e (from memo_prepare) with its result; frees e's shell. */
+static void memo_commit(engine *E, memo_entry *e, const double *g, const uint16_t *arg)
+{
+    e->g = malloc((size_t)e->gsize * sizeof *e->g);
+    e->arg = malloc((size_t)e->gsize * sizeof *e->arg);
+    memo_entry *nm = realloc(E->memo, (size_t)(E->nmemo + 1) * sizeof *nm);
+    if (!e->g || !e->arg || !nm) {
+        if (nm)
+            E->memo = nm;
+        memo_free_entry(e);
+        free(e);
+        return;
+    }
+    E->memo = nm;
+    memcpy(e->g, g, (size_t)e->gsize * sizeof *g);
+    memcpy(e->arg, arg, (size_t)e->gsize * sizeof *arg);
+    int drop = 0;
+    while (drop < E->nmemo && E->memo_bytes + e->bytes > E->memo_cap) {
+        E->memo_bytes -= E->memo[drop].bytes;
+        memo_free_entry(&E->memo[drop++]);
+    }
+    memmove(E->memo, E->memo + drop, (size_t)(E->nmemo - drop) * sizeof *E->memo);
+    E->nmemo -= drop;
+    E->memo[E->nmemo++] = *e;
+    E->memo_bytes += e->bytes;
+    free(e);
+}
+
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
     int nv = dom(E, v);
@@ -596,6 +759,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     double *val = malloc((size_t)nv * sizeof *val);
     int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
     int *repbuf = NULL;
+    memo_entry *fresh = NULL; /* this elimination, to be remembered */
     keyed *ks = NULL;
     double *rmbuf = NULL, **rowmin = NULL;
     int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
@@ -655,6 +819,18 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             if (!fl->t)
                 goto out;
         }
+    }
+    /* inputs met before: the same table and argmins */
+    if (!E->plain && k > 0 && size * nv >= MEMO_MIN_WORK && E->memo_cap > 0) {
+        uint64_t h = memo_hash(E, nv, k, S, base, in, nfl);
+        const memo_entry *hit = memo_find(E, h, nv, k, S, base, in, nfl);
+        if (hit) {
+            memcpy(g.t, hit->g, (size_t)gsize * sizeof *g.t);
+            memcpy(arg, hit->arg, (size_t)gsize * sizeof *arg);
+            E->memo_hits++;
+            goto computed;
+        }
+        fresh = memo_prepare(E, h, nv, k, S, base, in, nfl, gsize);
     }
     for (int x = 0; x < nv; x++)
         xmap[x] = x;
@@ -971,6 +1147,11 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             }
         }
     }
+    if (fresh) {
+        memo_commit(E, fresh, g.t, arg);
+        fresh = NULL;
+    }
+computed:
     /* retire v's factors, add g */
     for (int i = 0; i < E->nvf[v]; i++) {
         factor *f = &E->f[E->vf[v][i]];
@@ -993,6 +1174,10 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     arg = NULL;
     rc = 0;
 out:
+    if (fresh) {
+        memo_free_entry(fresh);
+        free(fresh);
+    }
     for (int q = 0; q < nfl; q++)
         free(in[q].t);
     free(in);
@@ -1042,6 +1227,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     }
     engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
     E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
+    E.memo_cap = E.limit_bytes / 4 < 512e6 ? E.limit_bytes / 4 : 512e6;
     E.vf = calloc((size_t)n, sizeof *E.vf);
     E.nvf = calloc((size_t)n, sizeof *E.nvf);
     E.capvf = calloc((size_t)n, sizeof *E.capvf);
@@ -1095,6 +1281,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     out->configs_merged = E.configs_merged;
     out->rows_bounded = E.rows_bounded;
     out->rows_threshold = E.rows_threshold;
+    out->eliminations_reused = E.memo_hits;
     rc = 0;
 done:
     out->seconds = sb_now() - t0;
@@ -1102,6 +1289,9 @@ done:
         free(E.f[i].t);
     free(E.f);
     free(E.pairs);
+    for (int i = 0; i < E.nmemo; i++)
+        memo_free_entry(&E.memo[i]);
+    free(E.memo);
     for (int i = 0; i < n && E.vf; i++)
         free(E.vf[i]);
     free(E.vf);

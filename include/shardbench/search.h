@@ -126,6 +126,8 @@ typedef struct {
      * last-level configs given to the bounded scan and, of those, to the
      * threshold scan (once per elimination) */
     long long entries_copied, configs_merged, rows_bounded, rows_threshold;
+    long long eliminations_reused; /* tables copied from an earlier elimination
+                                      with equal inputs (repeated layers) */
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
