@@ -5,7 +5,8 @@
  * stored in the results database (search_runs, source 'bench'). --prune
  * drops dominated configs first (sb_search_opts.prune); the table then says
  * how many configs the largest op kept and how long pruning took. The
- * "shared" column: DP table entries copied from an equal row (dp.c).
+ * "shared" column: DP table entries copied from an equal row (dp.c);
+ * "reused": eliminations copied from an earlier one with equal inputs.
  *
  *   bench/search [--models a,b] [-p 4,8,16,32,64] [--repeat N] [--prune] [--db FILE] */
 #define _GNU_SOURCE
@@ -23,7 +24,7 @@
 typedef struct {
     int ok;
     int nops, max_configs, max_dep, max_kept;
-    double seconds, cost, table_bytes, prune_seconds, shared;
+    double seconds, cost, table_bytes, prune_seconds, shared, reused;
     char err[1024];
 } row;
 
@@ -60,6 +61,7 @@ static void child(const char *model, int p, int repeat, int fd)
                 r.max_kept = res.max_configs_kept;
                 r.prune_seconds = res.prune_seconds;
                 r.shared = (double)res.entries_copied;
+                r.reused = (double)res.eliminations_reused;
                 sb_result_free(&res);
             }
             r.nops = m.nops;
@@ -134,9 +136,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench/search: %s (figures are printed but not stored)\n", err.msg);
         db = NULL;
     }
-    printf("%-18s %4s %5s %11s %6s %8s %12s %9s %12s %12s %12s %22s\n", "model", "p", "ops",
-           "max_configs", "kept", "max_dep", "seconds", "prune_s", "shared", "peak_rss_MB",
-           "table_MB", "cost_flop");
+    printf("%-18s %4s %5s %11s %6s %8s %12s %9s %12s %7s %12s %12s %22s\n", "model", "p", "ops",
+           "max_configs", "kept", "max_dep", "seconds", "prune_s", "shared", "reused",
+           "peak_rss_MB", "table_MB", "cost_flop");
     char mlist[512];
     snprintf(mlist, sizeof mlist, "%s", models);
     int status = 0;
@@ -159,9 +161,9 @@ int main(int argc, char **argv)
                 status = 1;
                 continue;
             }
-            printf("%-18s %4d %5d %11d %6d %8d %12.6f %9.3f %12.0f %12.1f %12.2f %22.2f\n", model,
-                   p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds, r.prune_seconds,
-                   r.shared, rss / 1e6, r.table_bytes / 1e6, r.cost);
+            printf("%-18s %4d %5d %11d %6d %8d %12.6f %9.3f %12.0f %7.0f %12.1f %12.2f %22.2f\n",
+                   model, p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds,
+                   r.prune_seconds, r.shared, r.reused, rss / 1e6, r.table_bytes / 1e6, r.cost);
             fflush(stdout);
             if (db) {
                 sb_search_record rec = {

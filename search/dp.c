@@ -560,7 +560,8 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
  * argmins are then equal too, and are copied instead of computed. Recent
  * eliminations of at least MEMO_MIN_WORK sums are kept, with a copy of
  * their inputs to compare against (a hash finds the candidates; equality is
- * checked in full), up to memo_cap bytes, oldest dropped first. */
+ * checked in full), up to memo_cap bytes (one entry at most half), oldest
+ * dropped first. */
 #define MEMO_MIN_WORK 1e5
 
 typedef struct memo_entry {
@@ -655,7 +656,7 @@ static memo_entry *memo_prepare(const engine *E, uint64_t h, int nv, int k, cons
     double bytes = (double)nv * 8 + (double)gsize * 10;
     for (int q = 0; q < nin; q++)
         bytes += (double)(in[q].rows * nv) * 8;
-    if (bytes > E->memo_cap / 4)
+    if (bytes > E->memo_cap / 2)
         return NULL;
     memo_entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -1227,7 +1228,12 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     }
     engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
     E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
-    E.memo_cap = E.limit_bytes / 4 < 512e6 ? E.limit_bytes / 4 : 512e6;
+    /* the memo: 128 MB, or room for a few tables over two of the largest
+     * ops at large p; at most a quarter of the table limit */
+    double maxc = 0;
+    for (int i = 0; i < n; i++)
+        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
+    E.memo_cap = fmin(E.limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
     E.vf = calloc((size_t)n, sizeof *E.vf);
     E.nvf = calloc((size_t)n, sizeof *E.nvf);
     E.capvf = calloc((size_t)n, sizeof *E.capvf);
