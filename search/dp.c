@@ -7,7 +7,16 @@
  * the config of v that reaches it. This is the DP over connected subsets of
  * the paper, written as min-sum variable elimination: a table ("factor")
  * over D(v) replaces every table that mentioned v. Backtracking over the
- * stored argmins gives the whole strategy. Exact: equals brute force. */
+ * stored argmins gives the whole strategy. Exact: equals brute force.
+ *
+ * Shortcuts that change how much is computed, never a value or which
+ * config wins (search/README.md, "Exact shortcuts"; off with
+ * sb_search_opts.plain): edge tables built when first used, in the order
+ * they are read; equal-row classes of the dependent set (config_classes);
+ * equal columns of the eliminated op (compact_eliminated); the bounded and
+ * threshold scans for each minimum; eliminations with inputs equal to an
+ * earlier one's copied (memo_*). Optional and separate: dominated configs
+ * dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
 
 #include <math.h>
