@@ -2,9 +2,13 @@
  * count, a child process loads the model, builds the problem and runs the
  * PaSE DP (best of --repeat runs); the parent reads the child's figures
  * through a pipe and its peak RSS from wait4(). One table out, and every row
- * stored in the results database (search_runs, source 'bench').
+ * stored in the results database (search_runs, source 'bench'). --prune
+ * drops dominated configs first (sb_search_opts.prune); the table then says
+ * how many configs the largest op kept and how long pruning took. The
+ * "shared" column: DP table entries copied from an equal row (dp.c);
+ * "reused": eliminations copied from an earlier one with equal inputs.
  *
- *   bench/search [--models a,b] [-p 4,8,16,32,64] [--repeat N] [--db FILE] */
+ *   bench/search [--models a,b] [-p 4,8,16,32,64] [--repeat N] [--prune] [--db FILE] */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -19,10 +23,12 @@
 
 typedef struct {
     int ok;
-    int nops, max_configs, max_dep;
-    double seconds, cost, table_bytes;
+    int nops, max_configs, max_dep, max_kept;
+    double seconds, cost, table_bytes, prune_seconds, shared, reused;
     char err[1024];
 } row;
+
+static int g_prune;
 
 static void child(const char *model, int p, int repeat, int fd)
 {
@@ -37,7 +43,8 @@ static void child(const char *model, int p, int repeat, int fd)
             r.ok = 1;
             r.seconds = 1e30;
             for (int i = 0; i < repeat && r.ok; i++) {
-                sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096};
+                sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096,
+                                     .prune = g_prune};
                 sb_result res;
                 double t0 = sb_now();
                 if (sb_search(&pb, &so, &res, &err)) {
@@ -51,6 +58,10 @@ static void child(const char *model, int p, int repeat, int fd)
                 r.max_configs = res.max_configs;
                 r.max_dep = res.max_dep_set;
                 r.table_bytes = res.peak_table_bytes;
+                r.max_kept = res.max_configs_kept;
+                r.prune_seconds = res.prune_seconds;
+                r.shared = (double)res.entries_copied;
+                r.reused = (double)res.eliminations_reused;
                 sb_result_free(&res);
             }
             r.nops = m.nops;
@@ -101,7 +112,8 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"models", required_argument, 0, 'M'}, {"procs", required_argument, 0, 'p'},
         {"repeat", required_argument, 0, 'r'}, {"db", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+        {"prune", no_argument, 0, 'P'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
@@ -110,8 +122,10 @@ int main(int argc, char **argv)
         case 'p': plist = optarg; break;
         case 'r': repeat = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'd': db_path = optarg; break;
+        case 'P': g_prune = 1; break;
         case 'h':
-            printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--db FILE|none]\n");
+            printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
+                   "[--db FILE|none]\n");
             return 0;
         default: return 2;
         }
@@ -122,8 +136,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench/search: %s (figures are printed but not stored)\n", err.msg);
         db = NULL;
     }
-    printf("%-18s %4s %5s %11s %8s %12s %12s %12s %22s\n", "model", "p", "ops", "max_configs",
-           "max_dep", "seconds", "peak_rss_MB", "table_MB", "cost_flop");
+    printf("%-18s %4s %5s %11s %6s %8s %12s %9s %12s %7s %12s %12s %22s\n", "model", "p", "ops",
+           "max_configs", "kept", "max_dep", "seconds", "prune_s", "shared", "reused",
+           "peak_rss_MB", "table_MB", "cost_flop");
     char mlist[512];
     snprintf(mlist, sizeof mlist, "%s", models);
     int status = 0;
@@ -146,8 +161,9 @@ int main(int argc, char **argv)
                 status = 1;
                 continue;
             }
-            printf("%-18s %4d %5d %11d %8d %12.6f %12.1f %12.2f %22.2f\n", model, p, r.nops,
-                   r.max_configs, r.max_dep, r.seconds, rss / 1e6, r.table_bytes / 1e6, r.cost);
+            printf("%-18s %4d %5d %11d %6d %8d %12.6f %9.3f %12.0f %7.0f %12.1f %12.2f %22.2f\n",
+                   model, p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds,
+                   r.prune_seconds, r.shared, r.reused, rss / 1e6, r.table_bytes / 1e6, r.cost);
             fflush(stdout);
             if (db) {
                 sb_search_record rec = {

@@ -197,6 +197,7 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case 'e': rc = parse_seed(arg, &ao->mcmc.seed, err); break;
     case 'T': rc = parse_pos_double(arg, "--temperature", &ao->mcmc.temperature, err); break;
     case 'M': rc = parse_pos_double(arg, "--max-table-mb", &ao->dp.max_table_mb, err); break;
+    case 'U': ao->dp.prune = 1; break;
     case 'R': rc = parse_long_opt(arg, "--max-rule-sets", &ao->max_rule_sets, err); break;
     default: return 0;
     }

@@ -355,6 +355,8 @@ static void search_usage(FILE *f)
             "                         default --device-mem (docs/machines.md)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
             "      --max-table-mb MB  DP table memory limit (default 4096)\n"
+            "      --prune            pase, bf: drop dominated configs first (the same\n"
+            "                         optimum; search/README.md says when it pays)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -370,8 +372,9 @@ int cmd_search(int argc, char **argv)
         {"cutoff", required_argument, 0, 'c'}, {"max-table-mb", required_argument, 0, 'M'},
         {"budget", required_argument, 0, 'n'}, {"time-limit", required_argument, 0, 't'},
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
-        {"device-mem", required_argument, 0, 'G'}, {"zero", required_argument, 0, 'Z'}, {"optimizer", required_argument, 0, 'o'},
-        {"memory", required_argument, 0, 'L'},
+        {"device-mem", required_argument, 0, 'G'}, {"zero", required_argument, 0, 'Z'},
+        {"optimizer", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'L'},
+        {"prune", no_argument, 0, 'U'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };

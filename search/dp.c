@@ -7,7 +7,16 @@
  * the config of v that reaches it. This is the DP over connected subsets of
  * the paper, written as min-sum variable elimination: a table ("factor")
  * over D(v) replaces every table that mentioned v. Backtracking over the
- * stored argmins gives the whole strategy. Exact: equals brute force. */
+ * stored argmins gives the whole strategy. Exact: equals brute force.
+ *
+ * Shortcuts that change how much is computed, never a value or which
+ * config wins (search/README.md, "Exact shortcuts"; off with
+ * sb_search_opts.plain): edge tables built when first used, in the order
+ * they are read; equal-row classes of the dependent set (config_classes);
+ * equal columns of the eliminated op (compact_eliminated); the bounded and
+ * threshold scans for each minimum; eliminations with inputs equal to an
+ * earlier one's copied (memo_*). Optional and separate: dominated configs
+ * dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
 
 #include <math.h>
@@ -22,8 +31,9 @@ typedef struct {
     int nv;
     int vars[MAX_SCOPE]; /* table order: last var fastest */
     int64_t size;
-    double *t;
+    double *t;     /* NULL until built (edge tables: when first used) */
     int alive;
+    int pend, npend; /* edge tables: its edges, pairs[3 * pend ..] of the engine */
 } factor;
 
 typedef struct {
@@ -34,6 +44,13 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
+    int *pairs; /* edges by (lower op, higher op, edge index), sorted */
+    struct memo_entry *memo; /* recent eliminations (memo_*), oldest first */
+    int nmemo;
+    double memo_bytes, memo_cap;
+    long long memo_hits;
+    int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
 
@@ -84,34 +101,52 @@ static int charge(engine *E, double bytes, int v, int depset)
 /* ---- initial factors: one per vertex, one per adjacent pair ------------- */
 
 /* Distinct layouts of an operand over an op's configs: id per config. */
-static int layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
-                      int **layouts, int *nlayouts, sb_error *err)
+int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
+                  int **layouts, int *nlayouts, sb_error *err)
 {
     const sb_configs *cf = &pb->cfg[op];
+    int nh = 16;
+    while (nh < 2 * cf->n)
+        nh *= 2;
     int *L = sb_malloc((size_t)cf->n * (size_t)tnd * sizeof *L, err);
-    if (!L)
+    int *slot = sb_malloc((size_t)nh * sizeof *slot, err); /* layout index + 1, 0: free */
+    if (!L || !slot) {
+        free(L);
+        free(slot);
         return -1;
+    }
+    memset(slot, 0, (size_t)nh * sizeof *slot);
     int nl = 0;
     for (int a = 0; a < cf->n; a++) {
         int lay[SB_MAX_DIMS];
         sb_operand_layout(&pb->m->ops[op], o, tnd, cf->c + (size_t)a * (size_t)cf->ndims, lay);
-        int found = -1;
-        for (int k = nl - 1; k >= 0 && found < 0; k--)
-            if (memcmp(L + (size_t)k * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
-                found = k;
+        uint64_t h = 1469598103934665603ULL;
+        for (int d = 0; d < tnd; d++)
+            h = (h ^ (uint64_t)(uint32_t)lay[d]) * 1099511628211ULL;
+        int s = (int)(h & (uint64_t)(nh - 1)), found = -1;
+        while (slot[s] && found < 0) {
+            if (memcmp(L + (size_t)(slot[s] - 1) * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
+                found = slot[s] - 1;
+            else
+                s = (s + 1) & (nh - 1);
+        }
         if (found < 0) {
             memcpy(L + (size_t)nl * (size_t)tnd, lay, (size_t)tnd * sizeof *lay);
             found = nl++;
+            slot[s] = nl;
         }
         ids[a] = found;
     }
+    free(slot);
     *layouts = L;
     *nlayouts = nl;
     return 0;
 }
 
-/* Adds the cost table of edge e into the pair table t (rows: lower op id). */
-int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err)
+/* Adds the cost table of edge e into the pair table t, rows the configs of
+ * op rows_op (one of its two ops). */
+static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
+                               sb_error *err)
 {
     const sb_model *m = pb->m;
     const sb_tensor *ten = &m->tensors[e->tensor];
@@ -121,8 +156,8 @@ int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_erro
     int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
     double *M = NULL;
     if (!ids_s || !ids_d
-        || layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
-        || layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
+        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
+        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
         goto out;
     M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
     if (!M)
@@ -131,7 +166,7 @@ int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_erro
         for (int j = 0; j < nld; j++)
             M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, ten, Ls + (size_t)i * ten->ndims,
                                                   Ld + (size_t)j * ten->ndims);
-    int src_rows = e->src < e->dst;
+    int src_rows = rows_op == e->src;
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nd; b++) {
             double c = M[(size_t)ids_s[a] * nld + ids_d[b]];
@@ -148,6 +183,12 @@ out:
     free(Ld);
     free(M);
     return rc;
+}
+
+/* Adds the cost table of edge e into the pair table t (rows: lower op id). */
+int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err)
+{
+    return edge_table_add_rows(pb, e, t, e->src < e->dst ? e->src : e->dst, err);
 }
 
 static int cmp_edge_pair(const void *x, const void *y)
@@ -172,11 +213,14 @@ static int init_factors(engine *E)
             return -1;
         }
     }
-    /* group edges by unordered pair (lo, hi, edge index) */
+    /* group edges by unordered pair (lo, hi, edge index); a pair's table is
+     * built when it is first used (build_pending): only the tables of the
+     * vertex being eliminated and the tables it leaves are live at once */
     int ne = pb->nedges;
     int *pairs = sb_malloc((size_t)(ne ? ne : 1) * 3 * sizeof *pairs, E->err);
     if (!pairs)
         return -1;
+    E->pairs = pairs;
     for (int k = 0; k < ne; k++) {
         int a = pb->edges[k].src, b = pb->edges[k].dst;
         pairs[3 * k] = a < b ? a : b;
@@ -184,30 +228,36 @@ static int init_factors(engine *E)
         pairs[3 * k + 2] = k;
     }
     qsort(pairs, (size_t)ne, 3 * sizeof *pairs, cmp_edge_pair);
-    int rc = 0;
-    for (int k = 0; k < ne && !rc;) {
+    for (int k = 0; k < ne;) {
         int lo = pairs[3 * k], hi = pairs[3 * k + 1];
-        if (lo == hi) {
-            rc = sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
-                         pb->m->ops[lo].name);
-            break;
-        }
-        factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi)};
-        f.t = sb_calloc((size_t)f.size, sizeof(double), E->err);
-        if (!f.t || charge(E, (double)f.size * 8, lo, 2)) {
-            free(f.t);
-            rc = -1;
-            break;
-        }
-        for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi && !rc; k++)
-            rc = sb_edge_table_add(pb, &pb->edges[pairs[3 * k + 2]], f.t, E->err);
-        if (rc || add_factor(E, &f)) {
-            free(f.t);
-            rc = -1;
-        }
+        if (lo == hi)
+            return sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
+                           pb->m->ops[lo].name);
+        factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi),
+                    .pend = k};
+        for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi; k++)
+            f.npend++;
+        if (add_factor(E, &f))
+            return -1;
     }
-    free(pairs);
-    return rc;
+    return 0;
+}
+
+/* Builds a pending edge table (the summed costs of its edges), rows the
+ * configs of rows_op (then its order is (rows_op, the other)). */
+static int build_pending(engine *E, factor *f, int rows_op)
+{
+    if (f->t)
+        return 0;
+    if (charge(E, (double)f->size * 8, f->vars[0], 2))
+        return -1;
+    f->t = sb_calloc((size_t)f->size, sizeof(double), E->err);
+    if (!f->t)
+        return -1;
+    for (int k = f->pend; k < f->pend + f->npend; k++)
+        if (edge_table_add_rows(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, rows_op, E->err))
+            return -1;
+    return 0;
 }
 
 /* ---- elimination ------------------------------------------------------------ */
@@ -259,8 +309,417 @@ typedef struct {
     int level;          /* deepest position in S of its other vars, -1 if none */
     int nv;
     int pos[MAX_SCOPE]; /* positions in S of its other vars */
+    int v[MAX_SCOPE];   /* those vars */
+    int64_t rows;       /* table size / configs of v */
     int64_t stride[MAX_SCOPE];
 } inflow;
+
+/* Classes of the configs of S[q] (q-th var of the dependent set): configs
+ * whose slices are bitwise equal in every inflow table give equal rows of
+ * the new table, so only the class's first config (its representative) is
+ * computed and the others are copied. rep[i]: the representative of config
+ * i (rep[i] <= i; rep[i] == i for representatives). Hashes group the
+ * candidates; every merge is then checked element by element, so a hash
+ * collision only loses a merge. */
+typedef struct {
+    uint64_t h;
+    int i;
+} hashed;
+
+static int cmp_hashed(const void *x, const void *y)
+{
+    const hashed *a = x, *b = y;
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
+    return a->i - b->i;
+}
+
+/* Blocks of one axis of an inflow table: outer x n x inner, with the axis
+ * in the middle. */
+static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64_t *outer,
+                        int64_t *inner)
+{
+    int64_t total = nvv;
+    for (int a = 0; a < fl->nv; a++)
+        total *= dom(E, fl->v[a]);
+    *inner = fl->stride[j];
+    *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
+}
+
+static int config_classes(engine *E, const inflow *in, int nin, int q, int var, int nvv, int *rep)
+{
+    int n = dom(E, var);
+    hashed *hs = malloc((size_t)n * sizeof *hs);
+    if (!hs)
+        return -1;
+    for (int i = 0; i < n; i++)
+        hs[i] = (hashed){.h = 1469598103934665603ULL, .i = i};
+    for (int f = 0; f < nin; f++)
+        for (int j = 0; j < in[f].nv; j++) {
+            if (in[f].pos[j] != q)
+                continue;
+            int64_t outer, inner;
+            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
+            for (int64_t o = 0; o < outer; o++)
+                for (int i = 0; i < n; i++) {
+                    const double *b = in[f].t + (o * n + i) * inner;
+                    uint64_t h = hs[i].h;
+                    for (int64_t e = 0; e < inner; e++) {
+                        uint64_t bits;
+                        memcpy(&bits, b + e, sizeof bits);
+                        h = (h ^ bits) * 1099511628211ULL;
+                        h ^= h >> 29;
+                    }
+                    hs[i].h = h;
+                }
+        }
+    qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b < n && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+    free(hs);
+    /* check every merge */
+    for (int f = 0; f < nin; f++)
+        for (int j = 0; j < in[f].nv; j++) {
+            if (in[f].pos[j] != q)
+                continue;
+            int64_t outer, inner;
+            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
+            for (int64_t o = 0; o < outer; o++)
+                for (int i = 0; i < n; i++) {
+                    if (rep[i] == i)
+                        continue;
+                    const double *a = in[f].t + (o * n + i) * inner;
+                    const double *b = in[f].t + (o * n + rep[i]) * inner;
+                    if (memcmp(a, b, (size_t)inner * sizeof *a))
+                        rep[i] = i;
+                }
+        }
+    return 0;
+}
+
+/* Configs of the eliminated op v whose columns are bitwise equal in every
+ * inflow table differ only in their own cost (base): of each such class
+ * only the cheapest (lowest index among equals) can be a row's argmin, so
+ * the tables are cut down to those columns. xmap[0..*nx): the kept configs
+ * in increasing order. Merges are checked element by element. */
+static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep);
+    if (!hs || !rep) {
+        free(hs);
+        free(rep);
+        return -1;
+    }
+    for (int x = 0; x < nv; x++)
+        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
+    for (int f = 0; f < nin; f++) {
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++) {
+                uint64_t bits;
+                memcpy(&bits, t + x, sizeof bits);
+                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
+                hs[x].h = h ^ (h >> 29);
+            }
+        }
+    }
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    /* in each run of equal hashes: the least base, lowest index on ties */
+    for (int a = 0; a < nv;) {
+        int b = a, best = hs[a].i;
+        while (b < nv && hs[b].h == hs[a].h) {
+            int x = hs[b++].i;
+            if (base[x] < base[best] || (base[x] == base[best] && x < best))
+                best = x;
+        }
+        for (int c = a; c < b; c++)
+            rep[hs[c].i] = best;
+        a = b;
+    }
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++)
+                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                    rep[x] = x;
+        }
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        if (rep[x] == x)
+            xmap[n++] = x;
+    free(rep);
+    *nx = n;
+    if (n == nv)
+        return 0;
+    for (int f = 0; f < nin; f++) {
+        for (int64_t r = 0; r < in[f].rows; r++) {
+            const double *src = in[f].t + r * nv;
+            double *dst = in[f].t + r * n;
+            for (int i = 0; i < n; i++)
+                dst[i] = src[xmap[i]]; /* dst <= src: in place */
+        }
+        for (int j = 0; j < in[f].nv; j++)
+            in[f].stride[j] = in[f].stride[j] / nv * n;
+    }
+    for (int i = 0; i < n; i++)
+        base[i] = base[xmap[i]];
+    return 0;
+}
+
+/* Column classes of the last-level tables (the tables that vary with the
+ * last var of the dependent set): configs x of v whose columns are bitwise
+ * equal in all of them. cmem: the configs class by class, each class in
+ * increasing order; cstart[c] its first, cstart[ncls] = nv. Merges are
+ * checked element by element. */
+static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
+                              int *cstart, int *ncls)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
+    if (!hs || !rep || !cid) {
+        free(hs);
+        free(rep);
+        free(cid);
+        return -1;
+    }
+    for (int x = 0; x < nv; x++)
+        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++) {
+                uint64_t bits;
+                memcpy(&bits, t + x, sizeof bits);
+                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
+                hs[x].h = h ^ (h >> 29);
+            }
+        }
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    for (int a = 0; a < nv;) {
+        int b = a;
+        while (b < nv && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
+            const double *t = in[f].t + r * nv;
+            for (int x = 0; x < nv; x++)
+                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                    rep[x] = x;
+        }
+    /* classes numbered by their lowest config (rep[x] <= x, so a class's
+     * number is known before its other members); counting sort into cmem */
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        cid[x] = rep[x] == x ? n++ : cid[rep[x]];
+    for (int c = 0; c <= n; c++)
+        cstart[c] = 0;
+    for (int x = 0; x < nv; x++)
+        cstart[cid[x] + 1]++;
+    for (int c = 0; c < n; c++)
+        cstart[c + 1] += cstart[c];
+    for (int c = 0; c < n; c++)
+        rep[c] = cstart[c]; /* rep reused: next free slot of each class */
+    for (int x = 0; x < nv; x++)
+        cmem[rep[cid[x]]++] = x;
+    *ncls = n;
+    free(rep);
+    free(cid);
+    return 0;
+}
+
+/* Configs of the eliminated op by their accumulated cost, for the bounded
+ * minimum below. */
+typedef struct {
+    double k;
+    int x;
+} keyed;
+
+/* Sorts a[0..n) by k (merge sort, tmp: n entries). */
+static void sort_keyed(keyed *a, keyed *tmp, int n)
+{
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = a[j].k < a[i].k ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[o++] = a[i++];
+            while (j < hi)
+                tmp[o++] = a[j++];
+        }
+        memcpy(a, tmp, (size_t)n * sizeof *a);
+    }
+}
+
+/* ---- repeated eliminations ---------------------------------------------------
+ *
+ * Repeated layers give eliminations whose inputs (v's own costs, the tables
+ * in the order the elimination reads them, the sizes and positions of the
+ * dependent set) are bitwise equal to an earlier one's: their table and
+ * argmins are then equal too, and are copied instead of computed. Recent
+ * eliminations of at least MEMO_MIN_WORK sums are kept, with a copy of
+ * their inputs to compare against (a hash finds the candidates; equality is
+ * checked in full), up to memo_cap bytes (one entry at most half), oldest
+ * dropped first. */
+#define MEMO_MIN_WORK 1e5
+
+typedef struct memo_entry {
+    uint64_t h;
+    int nv, k, nin;
+    int dom[MAX_SCOPE];
+    double *base;       /* nv */
+    inflow *in;         /* nin, their tables copied */
+    int64_t gsize;
+    double *g;          /* the result: table and argmins */
+    uint16_t *arg;
+    double bytes;
+} memo_entry;
+
+static uint64_t hash_words(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, c + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 32;
+    }
+    for (size_t i = n & ~(size_t)7; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static void memo_free_entry(memo_entry *e)
+{
+    for (int q = 0; q < e->nin; q++)
+        free(e->in[q].t);
+    free(e->in);
+    free(e->base);
+    free(e->g);
+    free(e->arg);
+}
+
+static uint64_t memo_hash(const engine *E, int nv, int k, const int *S, const double *base,
+                          const inflow *in, int nin)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int hdr[3] = {nv, k, nin};
+    h = hash_words(h, hdr, sizeof hdr);
+    for (int q = 0; q < k; q++) {
+        int d = dom(E, S[q]);
+        h = hash_words(h, &d, sizeof d);
+    }
+    h = hash_words(h, base, (size_t)nv * sizeof *base);
+    for (int q = 0; q < nin; q++) {
+        h = hash_words(h, &in[q].level, sizeof in[q].level);
+        h = hash_words(h, in[q].pos, (size_t)in[q].nv * sizeof *in[q].pos);
+        h = hash_words(h, in[q].t, (size_t)(in[q].rows * nv) * sizeof *in[q].t);
+    }
+    return h;
+}
+
+static int memo_same(const engine *E, const memo_entry *e, uint64_t h, int nv, int k, const int *S,
+                     const double *base, const inflow *in, int nin)
+{
+    if (e->h != h || e->nv != nv || e->k != k || e->nin != nin)
+        return 0;
+    for (int q = 0; q < k; q++)
+        if (e->dom[q] != dom(E, S[q]))
+            return 0;
+    if (memcmp(e->base, base, (size_t)nv * sizeof *base))
+        return 0;
+    for (int q = 0; q < nin; q++) {
+        const inflow *a = &e->in[q], *b = &in[q];
+        if (a->nv != b->nv || a->level != b->level || a->rows != b->rows
+            || memcmp(a->pos, b->pos, (size_t)a->nv * sizeof *a->pos)
+            || memcmp(a->t, b->t, (size_t)(a->rows * nv) * sizeof *a->t))
+            return 0;
+    }
+    return 1;
+}
+
+static const memo_entry *memo_find(const engine *E, uint64_t h, int nv, int k, const int *S,
+                                   const double *base, const inflow *in, int nin)
+{
+    for (int i = E->nmemo - 1; i >= 0; i--)
+        if (memo_same(E, &E->memo[i], h, nv, k, S, base, in, nin))
+            return &E->memo[i];
+    return NULL;
+}
+
+/* A copy of the inputs, to be completed by memo_commit; NULL when it would
+ * not fit in memo_cap or memory is short (then nothing is remembered). */
+static memo_entry *memo_prepare(const engine *E, uint64_t h, int nv, int k, const int *S,
+                                const double *base, const inflow *in, int nin, int64_t gsize)
+{
+    double bytes = (double)nv * 8 + (double)gsize * 10;
+    for (int q = 0; q < nin; q++)
+        bytes += (double)(in[q].rows * nv) * 8;
+    if (bytes > E->memo_cap / 2)
+        return NULL;
+    memo_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    *e = (memo_entry){.h = h, .nv = nv, .k = k, .nin = nin, .gsize = gsize, .bytes = bytes};
+    for (int q = 0; q < k; q++)
+        e->dom[q] = dom(E, S[q]);
+    e->base = malloc((size_t)nv * sizeof *e->base);
+    e->in = calloc((size_t)(nin ? nin : 1), sizeof *e->in);
+    int ok = e->base && e->in;
+    for (int q = 0; ok && q < nin; q++) {
+        e->in[q] = in[q];
+        size_t n = (size_t)(in[q].rows * nv) * sizeof *in[q].t;
+        e->in[q].t = malloc(n);
+        ok = e->in[q].t != NULL;
+        if (ok)
+            memcpy(e->in[q].t, in[q].t, n);
+    }
+    if (!ok) {
+        memo_free_entry(e);
+        free(e);
+        return NULL;
+    }
+    memcpy(e->base, base, (size_t)nv * sizeof *base);
+    return e;
+}
+
+/* Adds e (from memo_prepare) with its result; frees e's shell. */
+static void memo_commit(engine *E, memo_entry *e, const double *g, const uint16_t *arg)
+{
+    e->g = malloc((size_t)e->gsize * sizeof *e->g);
+    e->arg = malloc((size_t)e->gsize * sizeof *e->arg);
+    memo_entry *nm = realloc(E->memo, (size_t)(E->nmemo + 1) * sizeof *nm);
+    if (!e->g || !e->arg || !nm) {
+        if (nm)
+            E->memo = nm;
+        memo_free_entry(e);
+        free(e);
+        return;
+    }
+    E->memo = nm;
+    memcpy(e->g, g, (size_t)e->gsize * sizeof *g);
+    memcpy(e->arg, arg, (size_t)e->gsize * sizeof *arg);
+    int drop = 0;
+    while (drop < E->nmemo && E->memo_bytes + e->bytes > E->memo_cap) {
+        E->memo_bytes -= E->memo[drop].bytes;
+        memo_free_entry(&E->memo[drop++]);
+    }
+    memmove(E->memo, E->memo + drop, (size_t)(E->nmemo - drop) * sizeof *E->memo);
+    E->nmemo -= drop;
+    E->memo[E->nmemo++] = *e;
+    E->memo_bytes += e->bytes;
+    free(e);
+}
 
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
@@ -308,8 +767,17 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     inflow *in = calloc((size_t)nin, sizeof *in);
     double *P = malloc((size_t)(k + 1) * (size_t)nv * sizeof *P);
     double *val = malloc((size_t)nv * sizeof *val);
+    int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
+    int *repbuf = NULL;
+    memo_entry *fresh = NULL; /* this elimination, to be remembered */
+    keyed *ks = NULL;
+    double *rmbuf = NULL, **rowmin = NULL;
+    int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
+    int *rowsort = NULL, threshold = 0; /* the threshold scan: rows' configs by value */
+    char *rowdone = NULL;                /* ... and which rows are sorted */
+    keyed *rks = NULL;                   /* (a row being sorted) */
     int rc = -1, nfl = 0;
-    if (!g.t || !arg || !in || !P || !val) {
+    if (!g.t || !arg || !in || !P || !val || !xmap) {
         sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
                 E->pb->m->ops[v].name, size);
         goto out;
@@ -333,6 +801,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             for (int j = 0; j < f->nv; j++)
                 if (f->vars[j] == S[q]) {
                     order[no] = S[q];
+                    fl->v[no] = S[q];
                     fl->pos[no++] = q;
                     fl->level = q;
                 }
@@ -343,10 +812,44 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             fl->stride[j] = st;
             st *= dom(E, order[j]);
         }
-        fl->t = transpose(E, f, order);
-        if (!fl->t)
-            goto out;
+        fl->rows = st / nv;
+        /* the table in that order: a pending edge table is built so, a
+         * table already so is taken over (its space is still counted as
+         * f's until f is retired below), others are transposed */
+        if (!f->t) {
+            if (build_pending(E, f, order[0]))
+                goto out;
+            fl->t = f->t;
+            f->t = NULL;
+        } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
+            fl->t = f->t;
+            f->t = NULL;
+        } else {
+            fl->t = transpose(E, f, order);
+            if (!fl->t)
+                goto out;
+        }
     }
+    /* inputs met before: the same table and argmins */
+    if (!E->plain && k > 0 && size * nv >= MEMO_MIN_WORK && E->memo_cap > 0) {
+        uint64_t h = memo_hash(E, nv, k, S, base, in, nfl);
+        const memo_entry *hit = memo_find(E, h, nv, k, S, base, in, nfl);
+        if (hit) {
+            memcpy(g.t, hit->g, (size_t)gsize * sizeof *g.t);
+            memcpy(arg, hit->arg, (size_t)gsize * sizeof *arg);
+            E->memo_hits++;
+            goto computed;
+        }
+        fresh = memo_prepare(E, h, nv, k, S, base, in, nfl, gsize);
+    }
+    for (int x = 0; x < nv; x++)
+        xmap[x] = x;
+    if (!E->plain && compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
+        goto out;
+    }
+    E->configs_merged += nv - nx;
+    nv = nx; /* from here: the kept configs of v, xmap[] the original index */
     /* factors by level */
     int idx[MAX_SCOPE] = {0};
     if (k == 0) {
@@ -355,11 +858,89 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             if (base[x] < base[best])
                 best = x;
         g.t[0] = base[best];
-        arg[0] = (uint16_t)best;
+        arg[0] = (uint16_t)xmap[best];
     } else {
-        int lvl = 0;  /* recompute P from this level */
-        int64_t lin = 0;
-        int nlast = dom(E, S[k - 1]);
+        /* per position q of S: rep[q][i] (config_classes) and the
+         * representatives reps[q][0..nrep[q]) in increasing order */
+        int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], r[MAX_SCOPE] = {0};
+        int64_t gstride[MAX_SCOPE], nbuf = 0;
+        for (int q = 0; q < k; q++)
+            nbuf += 2 * (int64_t)dom(E, S[q]);
+        repbuf = malloc((size_t)nbuf * sizeof *repbuf);
+        if (!repbuf) {
+            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
+            goto out;
+        }
+        int *bp = repbuf, all_reps = 1;
+        for (int q = 0; q < k; q++) {
+            rep[q] = bp;
+            reps[q] = bp + dom(E, S[q]);
+            bp += 2 * dom(E, S[q]);
+            for (int i = 0; E->plain && i < dom(E, S[q]); i++)
+                rep[q][i] = i;
+            if (!E->plain && config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
+                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                        E->pb->m->ops[v].name);
+                goto out;
+            }
+            nrep[q] = 0;
+            for (int i = 0; i < dom(E, S[q]); i++)
+                if (rep[q][i] == i)
+                    reps[q][nrep[q]++] = i;
+            all_reps &= nrep[q] == dom(E, S[q]);
+        }
+        gstride[k - 1] = 1;
+        for (int q = k - 2; q >= 0; q--)
+            gstride[q] = gstride[q + 1] * dom(E, S[q + 1]);
+        int nlast_in = 0, last_in = -1;
+        for (int q = 0; q < nfl; q++)
+            if (in[q].level == k - 1) {
+                nlast_in++;
+                last_in = q;
+            }
+        /* the bounded scan when there are enough rows to pay for sorting
+         * (rowmin[q]: least entry of each row of a last-level table) */
+        int bounded = !E->plain && nrep[k - 1] >= 8 && nv >= 8;
+        E->rows_bounded += bounded ? (long long)nrep[k - 1] : 0;
+        if (bounded) {
+            int64_t nmin = 0;
+            for (int q = 0; q < nfl; q++)
+                if (in[q].level == k - 1)
+                    nmin += in[q].rows;
+            ks = malloc(2 * (size_t)nv * sizeof *ks);
+            rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
+            rowmin = calloc((size_t)nfl, sizeof *rowmin);
+            cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
+            /* one last-level table of moderate size: the threshold scan, with
+             * each of its rows sorted when first used (rowdone) */
+            threshold = nlast_in == 1 && in[last_in].rows * nv <= (1 << 24);
+            if (threshold) {
+                rowsort = malloc((size_t)(in[last_in].rows * nv) * sizeof *rowsort);
+                rks = malloc(2 * (size_t)nv * sizeof *rks);
+                rowdone = calloc((size_t)in[last_in].rows, 1);
+            }
+            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && (!rowsort || !rowdone || !rks))
+                || (!threshold && last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls))) {
+                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                        E->pb->m->ops[v].name);
+                goto out;
+            }
+            E->rows_threshold += threshold ? (long long)nrep[k - 1] : 0;
+            double *rp = rmbuf;
+            for (int q = 0; q < nfl; q++) {
+                if (in[q].level != k - 1)
+                    continue;
+                rowmin[q] = rp;
+                for (int64_t r0 = 0; r0 < in[q].rows; r0++) {
+                    const double *t = in[q].t + r0 * nv;
+                    double mn = t[0];
+                    for (int x = 1; x < nv; x++)
+                        mn = t[x] < mn ? t[x] : mn;
+                    *rp++ = mn;
+                }
+            }
+        }
+        int lvl = 0; /* recompute P from this level */
         for (;;) {
             for (int l = lvl; l < k - 1; l++) {
                 double *prev = P + (size_t)l * nv, *cur = P + (size_t)(l + 1) * nv;
@@ -376,8 +957,151 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                 }
             }
             const double *prev = P + (size_t)(k - 1) * nv;
-            for (int j = 0; j < nlast; j++) {
+            int64_t row = 0;
+            for (int q = 0; q < k - 1; q++)
+                row += idx[q] * gstride[q];
+            if (threshold) {
+                for (int x = 0; x < nv; x++)
+                    ks[x] = (keyed){.k = prev[x], .x = x};
+                sort_keyed(ks, ks + nv, nv);
+            } else if (bounded) {
+                /* the classes by their least prev */
+                const int *cmem = cbuf, *cstart = cbuf + nv;
+                for (int c = 0; c < ncls; c++) {
+                    double mn = prev[cmem[cstart[c]]];
+                    for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
+                        mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
+                    ks[c] = (keyed){.k = mn, .x = c};
+                }
+                sort_keyed(ks, ks + ncls, ncls);
+            }
+            for (int jr = 0; jr < nrep[k - 1]; jr++) {
+                int j = reps[k - 1][jr];
                 idx[k - 1] = j;
+                if (threshold) {
+                    /* Fagin's threshold scan over two sorted lists, configs
+                     * of v by prev (ks) and by this row's value (rowsort):
+                     * take the next of each in turn; a config not yet met in
+                     * either has a sum of at least the two next values'
+                     * (rounded sums are monotone), so the scan stops once
+                     * that exceeds the best sum. Every config reaching the
+                     * best sum has been met: the lowest of them wins, as in
+                     * the plain scan. */
+                    const inflow *fq = &in[last_in];
+                    int64_t off = 0;
+                    for (int jj = 0; jj < fq->nv; jj++)
+                        off += idx[fq->pos[jj]] * fq->stride[jj];
+                    const double *ft = fq->t + off;
+                    int *ob = rowsort + off;
+                    if (!rowdone[off / nv]) {
+                        for (int x = 0; x < nv; x++)
+                            rks[x] = (keyed){.k = ft[x], .x = x};
+                        sort_keyed(rks, rks + nv, nv);
+                        for (int x = 0; x < nv; x++)
+                            ob[x] = rks[x].x;
+                        rowdone[off / nv] = 1;
+                    }
+                    int best = nv;
+                    double bv = INFINITY;
+                    for (int i = 0; i < nv; i++) {
+                        int x = ks[i].x;
+                        double sx = prev[x] + ft[x];
+                        if (sx < bv || (sx == bv && x < best)) {
+                            bv = sx;
+                            best = x;
+                        }
+                        x = ob[i];
+                        sx = prev[x] + ft[x];
+                        if (sx < bv || (sx == bv && x < best)) {
+                            bv = sx;
+                            best = x;
+                        }
+                        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
+                            break;
+                    }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
+                if (bounded) {
+                    /* classes of v's configs (equal last-level columns) by
+                     * increasing least prev: that least prev plus the least
+                     * of each last-level row is a lower bound of every
+                     * member's sum (a rounded sum is monotone in each term),
+                     * so the scan stops once it exceeds the best sum; a
+                     * class's least sum is its least prev's. Then, as in the
+                     * plain scan, the lowest config whose sum is the least,
+                     * from the classes that reach it. */
+                    const int *cmem = cbuf, *cstart = cbuf + nv;
+                    int *tie = cbuf + 2 * nv + 1;
+                    const double *fts[MAX_SCOPE + 1];
+                    double mins[MAX_SCOPE + 1];
+                    int nq = 0;
+                    for (int q = 0; q < nfl; q++) {
+                        if (in[q].level != k - 1)
+                            continue;
+                        int64_t off = 0;
+                        for (int jj = 0; jj < in[q].nv; jj++)
+                            off += idx[in[q].pos[jj]] * in[q].stride[jj];
+                        fts[nq] = in[q].t + off;
+                        mins[nq++] = rowmin[q][off / nv];
+                    }
+                    int ntie = 0;
+                    double bv = INFINITY;
+                    for (int i = 0; i < ncls; i++) {
+                        double lb = ks[i].k;
+                        for (int q = 0; q < nq; q++)
+                            lb += mins[q];
+                        if (lb > bv)
+                            break;
+                        int x0 = cmem[cstart[ks[i].x]];
+                        double sx = ks[i].k;
+                        for (int q = 0; q < nq; q++)
+                            sx += fts[q][x0];
+                        if (sx < bv) {
+                            bv = sx;
+                            ntie = 0;
+                        }
+                        if (sx == bv)
+                            tie[ntie++] = ks[i].x;
+                    }
+                    int best = nv;
+                    for (int t = 0; t < ntie; t++)
+                        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
+                            int x = cmem[i];
+                            double sx = prev[x];
+                            for (int q = 0; q < nq; q++)
+                                sx += fts[q][x];
+                            if (sx == bv) {
+                                best = x;
+                                break;
+                            }
+                        }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
+                if (nlast_in == 1) {
+                    /* one table at the last level: add and take the least in
+                     * one pass (the same sums as below) */
+                    const inflow *fq = &in[last_in];
+                    int64_t off = 0;
+                    for (int jj = 0; jj < fq->nv; jj++)
+                        off += idx[fq->pos[jj]] * fq->stride[jj];
+                    const double *ft = fq->t + off;
+                    int best = 0;
+                    double bv = prev[0] + ft[0];
+                    for (int x = 1; x < nv; x++) {
+                        double sx = prev[x] + ft[x];
+                        if (sx < bv) {
+                            bv = sx;
+                            best = x;
+                        }
+                    }
+                    g.t[row + j] = bv;
+                    arg[row + j] = (uint16_t)xmap[best];
+                    continue;
+                }
                 memcpy(val, prev, (size_t)nv * sizeof *val);
                 for (int q = 0; q < nfl; q++) {
                     if (in[q].level != k - 1)
@@ -396,20 +1120,48 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                         bv = val[x];
                         best = x;
                     }
-                g.t[lin] = bv;
-                arg[lin++] = (uint16_t)best;
+                g.t[row + j] = bv;
+                arg[row + j] = (uint16_t)xmap[best];
             }
             int l = k - 2;
             while (l >= 0) {
-                if (++idx[l] < dom(E, S[l]))
+                if (++r[l] < nrep[l]) {
+                    idx[l] = reps[l][r[l]];
                     break;
-                idx[l--] = 0;
+                }
+                r[l] = 0;
+                idx[l] = reps[l][0];
+                l--;
             }
             if (l < 0)
                 break;
             lvl = l;
         }
+        /* entries of non-representatives: copies of their representatives' */
+        if (!all_reps) {
+            int id[MAX_SCOPE] = {0};
+            for (int64_t lin = 0; lin < gsize; lin++) {
+                int64_t src = 0;
+                for (int q = 0; q < k; q++)
+                    src += rep[q][id[q]] * gstride[q];
+                if (src != lin) {
+                    g.t[lin] = g.t[src];
+                    arg[lin] = arg[src];
+                    E->entries_copied++;
+                }
+                for (int q = k - 1; q >= 0; q--) {
+                    if (++id[q] < dom(E, S[q]))
+                        break;
+                    id[q] = 0;
+                }
+            }
+        }
     }
+    if (fresh) {
+        memo_commit(E, fresh, g.t, arg);
+        fresh = NULL;
+    }
+computed:
     /* retire v's factors, add g */
     for (int i = 0; i < E->nvf[v]; i++) {
         factor *f = &E->f[E->vf[v][i]];
@@ -432,11 +1184,24 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     arg = NULL;
     rc = 0;
 out:
+    if (fresh) {
+        memo_free_entry(fresh);
+        free(fresh);
+    }
     for (int q = 0; q < nfl; q++)
         free(in[q].t);
     free(in);
     free(P);
     free(val);
+    free(repbuf);
+    free(xmap);
+    free(ks);
+    free(rmbuf);
+    free(rowmin);
+    free(cbuf);
+    free(rowsort);
+    free(rowdone);
+    free(rks);
     free(g.t);
     free(arg);
     return rc;
@@ -455,8 +1220,29 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     int n = pb->m->nops;
     memset(out, 0, sizeof *out);
     double t0 = sb_now();
-    engine E = {.pb = pb, .n = n, .err = err};
+    /* the DP runs on sp: pb itself, or pb less its dominated configs */
+    sb_problem red = {0};
+    int **keep = NULL;
+    const sb_problem *sp = pb;
+    if (opts->prune) {
+        keep = sb_calloc((size_t)(n ? n : 1), sizeof *keep, err);
+        if (!keep)
+            return -1;
+        if (sb_prune_dominated(pb, &red, keep, err)) {
+            free(keep);
+            return -1;
+        }
+        sp = &red;
+        out->prune_seconds = sb_now() - t0;
+    }
+    engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
     E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
+    /* the memo: 128 MB, or room for a few tables over two of the largest
+     * ops at large p; at most a quarter of the table limit */
+    double maxc = 0;
+    for (int i = 0; i < n; i++)
+        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
+    E.memo_cap = fmin(E.limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
     E.vf = calloc((size_t)n, sizeof *E.vf);
     E.nvf = calloc((size_t)n, sizeof *E.nvf);
     E.capvf = calloc((size_t)n, sizeof *E.capvf);
@@ -468,9 +1254,14 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (pb->cfg[i].n > out->max_configs)
             out->max_configs = pb->cfg[i].n;
+        if (sp->cfg[i].n > out->max_configs_kept)
+            out->max_configs_kept = sp->cfg[i].n;
+        out->configs_total += pb->cfg[i].n;
+        out->configs_kept += sp->cfg[i].n;
+    }
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
     else
@@ -496,14 +1287,26 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
             lin = lin * dom(&E, s->vars[j]) + out->choice[s->vars[j]];
         out->choice[out->order[i]] = s->arg[lin];
     }
+    if (keep) /* back to pb's config indices */
+        for (int v = 0; v < n; v++)
+            out->choice[v] = keep[v][out->choice[v]];
     out->total_cost = sb_strategy_cost(pb, out->choice);
     out->peak_table_bytes = E.peak_bytes;
+    out->entries_copied = E.entries_copied;
+    out->configs_merged = E.configs_merged;
+    out->rows_bounded = E.rows_bounded;
+    out->rows_threshold = E.rows_threshold;
+    out->eliminations_reused = E.memo_hits;
     rc = 0;
 done:
     out->seconds = sb_now() - t0;
     for (int i = 0; i < E.nf; i++)
         free(E.f[i].t);
     free(E.f);
+    free(E.pairs);
+    for (int i = 0; i < E.nmemo; i++)
+        memo_free_entry(&E.memo[i]);
+    free(E.memo);
     for (int i = 0; i < n && E.vf; i++)
         free(E.vf[i]);
     free(E.vf);
@@ -512,6 +1315,10 @@ done:
     for (int i = 0; i < n && steps; i++)
         free(steps[i].arg);
     free(steps);
+    if (keep) {
+        sb_prune_free(&red, keep);
+        free(keep);
+    }
     if (rc)
         sb_result_free(out);
     return rc;

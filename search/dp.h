@@ -10,4 +10,17 @@
  * (rows) and b of the other. */
 int sb_edge_table_add(const sb_problem *pb, const sb_edge *e, double *t, sb_error *err);
 
+/* Distinct layouts of operand o (tensor of tnd dims) over op's configs:
+ * ids[config] = layout index; *layouts (malloc'd, nlayouts x tnd) the
+ * layouts in first-seen order. */
+int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
+                  int **layouts, int *nlayouts, sb_error *err);
+
+/* dp_prune.c: red gets pb's graph with only the configs of each op that no
+ * other config dominates (exact: the optimum stays); keep[v] (n slots of
+ * pb->cfg[v].n, malloc'd) the original indices of red->cfg[v]'s configs, in
+ * increasing order. Free with sb_prune_free (also after a failure). */
+int sb_prune_dominated(const sb_problem *pb, sb_problem *red, int **keep, sb_error *err);
+void sb_prune_free(sb_problem *red, int **keep);
+
 #endif

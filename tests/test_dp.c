@@ -656,6 +656,9 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
  * its choice. A breadth-first search that crashes (contained in a child:
  * see test_bf_isolated_op) is counted in *bf_crashes instead. */
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
+/* the DP's shortcuts met on the checked problems (the tests below make sure
+ * they are, so that a broken shortcut shows) */
+static long long g_copied, g_merged, g_bounded, g_pruned_problems, g_pruned_configs;
 
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
                              int *bf_crashes)
@@ -681,6 +684,45 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
         fail_msg("LIBRARY BUG? %s (%d ops, p=%d): DP in PaSE order %.17g, brute force %.17g", what,
                  n, pb->p, rp.total_cost, rx.total_cost);
     }
+    /* the shortcuts change nothing: the plain DP picks the same configs */
+    sb_result rr;
+    so.plain = 1;
+    if (sb_search(pb, &so, &rr, &err) != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: plain search failed: %s", what, err.msg);
+    }
+    so.plain = 0;
+    for (int i = 0; i < n; i++)
+        if (rr.choice[i] != rp.choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with the DP's shortcuts, %d without "
+                     "(totals %.17g, %.17g)",
+                     what, i, rp.choice[i], rr.choice[i], rp.total_cost, rr.total_cost);
+        }
+    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0);
+    sb_result_free(&rr);
+    g_copied += rp.entries_copied;
+    g_merged += rp.configs_merged;
+    g_bounded += rp.rows_bounded;
+    /* with dominated configs dropped first: the same optimum */
+    sb_result rq;
+    so.prune = 1;
+    if (sb_search(pb, &so, &rq, &err) != 0) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("%s: pruned search failed: %s", what, err.msg);
+    }
+    so.prune = 0;
+    check_result(pb, &rq, "PaSE order, pruned", text);
+    assert_true(rq.configs_kept <= rq.configs_total && rq.configs_kept >= n);
+    g_pruned_problems += rq.configs_kept < rq.configs_total;
+    g_pruned_configs += rq.configs_total - rq.configs_kept;
+    if (rel_diff(rq.total_cost, rx.total_cost) > 1e-9) {
+        dump_model(text, pb->p, pb->cp.cutoff);
+        fail_msg("LIBRARY BUG? %s (%d ops, p=%d): pruned DP %.17g (%ld of %ld configs kept), "
+                 "brute force %.17g",
+                 what, n, pb->p, rq.total_cost, rq.configs_kept, rq.configs_total, rx.total_cost);
+    }
+    sb_result_free(&rq);
     so.algo = SB_ALGO_BF;
     if (!g_bf_isolated_ok && has_isolated_op(pb)) {
         int rc, status = search_forked(pb, SB_ALGO_BF, &rc, &rb);
@@ -830,6 +872,14 @@ static void test_dp_equals_brute_force(void **state)
         big += g_dep_hist[k];
     if (big < 20)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
+    /* the shortcuts were taken, so the comparisons above cover them */
+    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima; "
+                  "pruning dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_pruned_configs, g_pruned_problems);
+    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_pruned_problems < 50)
+        fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
+                 "%lld bounded minima, %lld problems pruned",
+                 g_copied, g_merged, g_bounded, g_pruned_problems);
     report_bf_crashes(bf_crashes, isolated);
 }
 
@@ -1160,6 +1210,65 @@ static void test_table_limit(void **state)
     sb_model_free(&m);
 }
 
+/* ------------------------------------- pruning on the shipped models -- */
+
+/* The paper's models at small p: the DP with its shortcuts (reuse of
+ * repeated layers' eliminations included) picks the same configs as
+ * without; with dominated configs dropped it gives the same total (to 1e-9
+ * relative), and drops some. */
+static void test_prune_shipped(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int batch;
+    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
+             {"rnnlm", 64},    {"transformer", 64}};
+    static const int P[] = {4, 8, 16};
+    long long dropped = 0, reused = 0;
+    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+        for (size_t j = 0; j < sizeof P / sizeof *P; j++) {
+            sb_model m;
+            sb_problem pb;
+            load_problem(M[i].model, M[i].batch, P[j], &m, &pb);
+            sb_search_opts so = {.algo = SB_ALGO_PASE};
+            sb_result r0, r1;
+            sb_error err = {0};
+            if (sb_search(&pb, &so, &r0, &err))
+                fail_msg("%s p=%d: %s", M[i].model, P[j], err.msg);
+            /* the shortcuts: the same configs as the plain DP */
+            sb_result rr;
+            so.plain = 1;
+            if (sb_search(&pb, &so, &rr, &err))
+                fail_msg("%s p=%d, plain: %s", M[i].model, P[j], err.msg);
+            so.plain = 0;
+            for (int v = 0; v < m.nops; v++)
+                if (rr.choice[v] != r0.choice[v])
+                    fail_msg("%s p=%d: op '%s': config %d with the shortcuts, %d without",
+                             M[i].model, P[j], m.ops[v].name, r0.choice[v], rr.choice[v]);
+            sb_result_free(&rr);
+            so.prune = 1;
+            if (sb_search(&pb, &so, &r1, &err))
+                fail_msg("%s p=%d, pruned: %s", M[i].model, P[j], err.msg);
+            if (rel_diff(r0.total_cost, r1.total_cost) > 1e-9)
+                fail_msg("%s p=%d: pruned %.17g, unpruned %.17g", M[i].model, P[j], r1.total_cost,
+                         r0.total_cost);
+            if (rel_diff(r1.total_cost, sb_strategy_cost(&pb, r1.choice)) > 1e-12)
+                fail_msg("%s p=%d: pruned total is not F of its choice", M[i].model, P[j]);
+            dropped += r1.configs_total - r1.configs_kept;
+            reused += r0.eliminations_reused;
+            sb_result_free(&r0);
+            sb_result_free(&r1);
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+        }
+    print_message("shipped models: %lld eliminations reused (repeated layers); pruning dropped "
+                  "%lld configs in all\n",
+                  reused, dropped);
+    assert_true(dropped > 0);
+    assert_true(reused > 0); /* so the comparison with the plain DP covers reuse */
+}
+
 /* ------------------------------------------------------- strategy files -- */
 
 static char g_dir[PATH_MAX];
@@ -1369,6 +1478,7 @@ int main(void)
         cmocka_unit_test(test_within_equals_brute_force),
         cmocka_unit_test(test_dp_fixed_graphs),
         cmocka_unit_test(test_table_limit),
+        cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

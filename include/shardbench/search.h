@@ -110,6 +110,11 @@ typedef struct {
     sb_algo algo;
     double max_table_mb;  /* fail cleanly beyond this (default 4096) */
     int progress;         /* print progress to stderr (TTY only) */
+    int prune;            /* 1: drop dominated configs first (dp_prune.c; the same
+                             optimum; pays only where many configs are dominated) */
+    int plain;            /* 1: none of the DP's shortcuts (equal-row classes,
+                             equal columns, bounded scan): the reference
+                             computation the tests hold them to */
 } sb_search_opts;
 
 typedef struct {
@@ -118,6 +123,17 @@ typedef struct {
     double seconds;
     int max_configs;      /* largest config count of any op */
     int max_dep_set;      /* largest dependent set met by the DP */
+    int max_configs_kept; /* largest config count of any op after pruning */
+    long configs_total, configs_kept; /* configs over all ops, before and after */
+    double prune_seconds; /* of seconds, the time spent pruning (prune = 1) */
+    /* the DP's shortcuts (dp.c): table entries copied from an equal row
+     * instead of computed, configs of eliminated ops left out of the
+     * minimum because an equal column with a lower own cost was there, and
+     * last-level configs given to the bounded scan and, of those, to the
+     * threshold scan (once per elimination) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold;
+    long long eliminations_reused; /* tables copied from an earlier elimination
+                                      with equal inputs (repeated layers) */
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
