@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "par.h"
+#include "rope_math.h"
 
 /* One pair (e, e + D/2 * d_stride) per element e of the first half of the
  * head dim: sign +1 turns by +angle (forward), -1 by -angle (backward,
@@ -13,25 +14,9 @@
 static void rope(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
                  int64_t s_stride, int64_t pos0, double theta, int sign)
 {
-    int half = D / 2;
     SB_PAR(if ((size_t)n > SB_PAR_MIN))
-    for (int64_t e = 0; e < n; e++) {
-        int i = (int)((e / d_stride) % D);
-        if (i >= half)
-            continue;
-        int64_t e2 = e + (int64_t)half * d_stride;
-        double pos = (double)(pos0 + (e / s_stride) % S);
-        double ang = pos * pow(theta, -2.0 * i / D);
-        float c = (float)cos(ang), sn = (float)(sign * sin(ang));
-        float a = inp[e], b = inp[e2];
-        if (sign > 0) {
-            out[e] = a * c - b * sn;
-            out[e2] = b * c + a * sn;
-        } else {
-            out[e] += a * c - b * sn;
-            out[e2] += b * c + a * sn;
-        }
-    }
+    for (int64_t e = 0; e < n; e++)
+        sb_rope_pair(out, inp, e, D, d_stride, S, s_stride, pos0, theta, sign);
 }
 
 void sb_rope_forward(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
