@@ -3,12 +3,13 @@
  * the prototype does; memory follows the runtime's per-channel statistics). */
 #include "../kinds.h"
 
-/* 16 passes over the elements, and the all-reduces of the statistics: over
- * the splits of the axis (the row statistics) and over the other splits
- * (the scale and shift gradients), forward and backward. */
-static double cost_norm(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+/* The terms both norms share: `passes` passes over the per-device
+ * elements e, `row_ars` all-reduces of the row statistics (e / D'_a values)
+ * over the splits of the axis and `gamma_ars` of the scale (and shift)
+ * gradients (D'_a values) over the other splits. */
+static double norm_terms(const sb_op *op, const int *c, const sb_cost_params *cp, double passes,
+                         double row_ars, double gamma_ars)
 {
-    (void)m;
     int a = op->axis;
     double e = sb_per_device_elems(op, c);
     double da = (double)op->dims[a].size / c[a];
@@ -16,10 +17,17 @@ static double cost_norm(const sb_model *m, const sb_op *op, const int *c, const 
     for (int i = 0; i < op->ndims; i++)
         if (i != a)
             others *= c[i];
-    double cost = (2 * 8.0) * e * cp->elem_ratio;
-    cost += 4.0 * sb_allreduce_cost(cp, e / da, c[a]);
-    cost += 4.0 * sb_allreduce_cost(cp, da, others);
-    return cost;
+    return passes * e * cp->elem_ratio + row_ars * sb_allreduce_cost(cp, e / da, c[a])
+           + gamma_ars * sb_allreduce_cost(cp, da, others);
+}
+
+/* 16 passes over the elements, and the all-reduces of the statistics: over
+ * the splits of the axis (the row statistics) and over the other splits
+ * (the scale and shift gradients), forward and backward. */
+static double cost_norm(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    (void)m;
+    return norm_terms(op, c, cp, 2 * 8.0, 4.0, 4.0);
 }
 
 /* Saved: mean and inverse deviation per row (layer norm) or per channel
@@ -49,17 +57,7 @@ const sb_kind_search sb_search_norm = {.cost = cost_norm, .memory = memory_norm}
 static double cost_rmsnorm(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
-    int a = op->axis;
-    double e = sb_per_device_elems(op, c);
-    double da = (double)op->dims[a].size / c[a];
-    double others = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (i != a)
-            others *= c[i];
-    double cost = (2 * 6.0) * e * cp->elem_ratio;
-    cost += 2.0 * sb_allreduce_cost(cp, e / da, c[a]);
-    cost += sb_allreduce_cost(cp, da, others);
-    return cost;
+    return norm_terms(op, c, cp, 2 * 6.0, 2.0, 1.0);
 }
 
 /* Saved: the inverse RMS per row; scratch: the axis-last copies (an
