@@ -481,6 +481,13 @@ static int choose_strategy(run_ctx *R, sb_error *err)
     run_args *a = &R->a;
     int rc = sb_model_load(a->model, a->set, a->nset, &R->m, err);
     R->have_model = !rc;
+    if (!rc && R->rank == 0 && R->m.approx_ops)
+        fprintf(stderr,
+                "shardbench: warning: %s: %d ONNX nodes (biases, constant scales, learned "
+                "positions) are fused pointwise ops here, which the cost model prices and the "
+                "runtime computes as a ReLU: this run trains that graph, not the export's exact "
+                "function (models/README.md, ONNX import)\n",
+                a->model, R->m.approx_ops);
     if (!rc) {
         sb_cost_params cp;
         sb_cost_params_default(&cp);

@@ -47,6 +47,12 @@ for f in mha17 llama13 llama17 gpt2_13 gpt2_17 vit13 vit17; do
     else
         fail "$f: run (exit $rc): $(tail -c 600 "$TMP/$f.rerr")"
     fi
+    # the exports have biases or the attention's scale: run says it trains an approximation
+    if grep -q "warning: .*$f.onnx: [0-9]* ONNX nodes .* not the export's exact" "$TMP/$f.rerr"; then
+        pass "$f: run warns that priced-only nodes are not computed as in the export"
+    else
+        fail "$f: run does not warn about the approximated nodes"
+    fi
     rc=0
     timeout -k 5 "$LIMIT" "$MPIEXEC" --oversubscribe -np 2 "$EQUIV" "$onnx" --set batch=4 --seed 2 --flops 0.01 \
         > "$TMP/$f.eq" 2>&1 || rc=$?
@@ -56,6 +62,6 @@ for f in mha17 llama13 llama17 gpt2_13 gpt2_17 vit13 vit17; do
         fail "$f: test_equiv (exit $rc): $(tail -c 800 "$TMP/$f.eq")"
     fi
 done
-echo "# $blocked of 6 exports wait for model ops from other branches"
+echo "# $blocked of 7 exports refused for model ops this build lacks"
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails = 0 ]

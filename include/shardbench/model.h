@@ -173,6 +173,8 @@ typedef struct {
     int cutoff;               /* minimum shard size for config enumeration */
     int nparams;
     sb_param *params;
+    int approx_ops;           /* ONNX import: nodes only priced, not computed as in
+                                 the export (sb_onnx_info.napprox); 0 for model files */
     int nops;
     sb_op *ops;
     int ntensors;

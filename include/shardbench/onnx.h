@@ -48,6 +48,10 @@ typedef struct {
     int nnodes;          /* ONNX nodes in the graph */
     int nfolded;         /* nodes folded to constants or weights */
     int nfused;          /* pointwise nodes fused into a producer's pw */
+    int napprox;         /* of those (and of the elementwise ops made for them), the
+                            nodes a pw only prices: a bias, a constant scale or a
+                            learned position added; the runtime applies ReLU for a
+                            pw, so they are not computed as in the export */
     int nviews;          /* transposes/squeezes/identities that needed no op */
     int ndims;
     sb_onnx_dim dims[64];

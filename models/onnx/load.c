@@ -41,11 +41,16 @@ int sb_onnx_load(const char *path, const sb_onnx_opts *opts, const sb_setting *s
     }
     if (sb_onnx_read_file(path, &data, &size, err))
         return -1;
+    sb_onnx_info mine;
+    if (!info)
+        info = &mine;
     int rc = sb_onnx_to_text(data, size, path, &o, &text, &len, info, err);
     free(data);
     if (rc)
         return -1;
     rc = sb_model_parse(text, len, path, settings, nsettings, out, err);
+    if (!rc)
+        out->approx_ops = info->napprox;
     if (rc && err && strlen(err->msg) < sizeof err->msg - 80)
         strcat(err->msg, " (in the model text imported from ONNX: `shardbench import` writes it)");
     free(text);

@@ -756,6 +756,8 @@ int ox_alias(ctx *C, val *x, val *y)
 int ox_emit_pw(ctx *C, const Onnx__NodeProto *n, val *x, val *y, int count, int own_reads)
 {
     mtensor *T = &C->t[x->t];
+    if (C->info && strcmp(n->op_type, "Relu") != 0) /* a Relu is what the runtime applies */
+        C->info->napprox++;
     if (T->refs == 0 && T->nread == own_reads && !T->out && T->line >= 0 && C->l[T->line].can_pw) {
         C->l[T->line].pw += count;
         T->nread = 0; /* the reads by this pw are now inside the producer */
