@@ -284,154 +284,179 @@ static int64_t entry_of(const pengine *E, const ptable *t, const int *val)
     return e;
 }
 
-/* Eliminates v (v < 0: combines every table left into one over no vertex). */
-static int eliminate(pengine *E, int v, int *val, int *out_table)
+/* The live tables that mention v (every live table when v < 0) into *F
+ * (malloc'd, *nF of them), and the other vertices they mention, ascending,
+ * into S (*k of them). */
+static int gather(pengine *E, int v, int **F, int *nF, int *S, int *k)
 {
-    const sb_problem *pb = E->pb;
-    int nF = 0, cap = 16, S[MAX_SCOPE], k = 0;
-    int *F = malloc((size_t)cap * sizeof *F);
-    if (!F)
+    int cap = 16;
+    *nF = *k = 0;
+    if (!(*F = malloc((size_t)cap * sizeof **F)))
         return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
     for (int i = 0; i < E->nt; i++) {
-        ptable *t = &E->t[i];
+        const ptable *t = &E->t[i];
         int has = v < 0;
         for (int j = 0; j < t->nv && !has; j++)
             has = t->vars[j] == v;
         if (!t->alive || !has)
             continue;
-        if (nF == cap) {
-            int *nf = realloc(F, (size_t)(cap *= 2) * sizeof *F);
-            if (!nf) {
-                free(F);
+        if (*nF == cap) {
+            int *nf = realloc(*F, (size_t)(cap *= 2) * sizeof **F);
+            if (!nf)
                 return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
-            }
-            F = nf;
+            *F = nf;
         }
-        F[nF++] = i;
+        (*F)[(*nF)++] = i;
         for (int j = 0; j < t->nv; j++) {
             int u = t->vars[j], seen = u == v;
-            for (int q = 0; q < k && !seen; q++)
+            for (int q = 0; q < *k && !seen; q++)
                 seen = S[q] == u;
-            if (!seen) {
-                if (k == MAX_SCOPE) {
-                    free(F);
-                    return sb_fail(E->err, SB_EXIT_INTERNAL, "dependent set of '%s' exceeds %d vertices",
-                                   pb->m->ops[v].name, MAX_SCOPE);
-                }
-                S[k++] = u;
-            }
+            if (seen)
+                continue;
+            if (*k == MAX_SCOPE)
+                return sb_fail(E->err, SB_EXIT_INTERNAL, "dependent set of '%s' exceeds %d vertices",
+                               E->pb->m->ops[v].name, MAX_SCOPE);
+            S[(*k)++] = u;
         }
     }
-    for (int i = 1; i < k; i++)
+    for (int i = 1; i < *k; i++)
         for (int j = i; j > 0 && S[j - 1] > S[j]; j--) {
             int tt = S[j];
             S[j] = S[j - 1];
             S[j - 1] = tt;
         }
-    ptable g = {.nv = k, .elim = v, .nin = nF, .in = F};
+    return 0;
+}
+
+/* Work buffers of one elimination: labels of the partial combination (cur,
+ * nxt), of every config of the eliminated vertex (all), of the new table
+ * (out), and one parts vector (pp). */
+typedef struct {
+    lbuf out, cur, nxt, all;
+    int32_t *pp;
+} ework;
+
+/* cur := the Pareto set of cur combined with every label of table t at its
+ * entry for val (slot q of the parts); labels over the limit dropped. */
+static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const int *val, int v)
+{
+    int64_t e = entry_of(E, t, val), lo = t->start[e], hi = t->start[e + 1];
+    E->work += (double)w->cur.n * (double)(hi - lo);
+    if (E->work > WORK_BUDGET)
+        return sb_fail(E->err, SB_EXIT_INPUT,
+                       "memory-limited search of '%s' at p=%d: over %.0e label combinations at op "
+                       "'%s'; too large for the exact search under a limit (search without "
+                       "--memory, or a smaller model or P)",
+                       E->pb->m->name, E->pb->p, WORK_BUDGET,
+                       v >= 0 ? E->pb->m->ops[v].name : "(root)");
+    w->nxt.n = 0;
+    for (int64_t i = 0; i < w->cur.n; i++)
+        for (int64_t j = lo; j < hi; j++) {
+            const label *l2 = &t->lab[j];
+            label l = w->cur.l[i];
+            l.c += l2->c;
+            l.r += l2->r;
+            l.s = l.s > l2->s ? l.s : l2->s;
+            if (l.r + l.s > E->limit)
+                continue;
+            memcpy(w->pp, w->cur.p + i * nF, (size_t)nF * sizeof *w->pp);
+            w->pp[q] = (int32_t)(j - lo);
+            if (lbuf_push(E, &w->nxt, &l, w->pp))
+                return -1;
+        }
+    if (pareto(E, &w->nxt))
+        return -1;
+    lbuf sw = w->cur;
+    w->cur = w->nxt;
+    w->nxt = sw;
+    return 0;
+}
+
+/* The labels of one entry of the new table (its vertices set in val): for
+ * every config x of v, the tables F combined, then the Pareto set over x,
+ * appended to w->out. */
+static int entry_labels(pengine *E, ework *w, int v, const int *F, int nF, int *val)
+{
+    int nx = v < 0 ? 1 : E->pb->cfg[v].n;
+    w->all.n = 0;
+    for (int x = 0; x < nx; x++) {
+        if (v >= 0)
+            val[v] = x;
+        w->cur.n = 0;
+        memset(w->pp, 0, (size_t)(nF ? nF : 1) * sizeof *w->pp);
+        label zero = {.x = x};
+        if (lbuf_push(E, &w->cur, &zero, w->pp))
+            return -1;
+        for (int q = 0; q < nF; q++)
+            if (combine(E, w, &E->t[F[q]], q, nF, val, v))
+                return -1;
+        for (int64_t i = 0; i < w->cur.n; i++)
+            if (lbuf_push(E, &w->all, &w->cur.l[i], w->cur.p + i * nF))
+                return -1;
+    }
+    if (pareto(E, &w->all))
+        return -1;
+    for (int64_t i = 0; i < w->all.n; i++)
+        if (lbuf_push(E, &w->out, &w->all.l[i], w->all.p + i * nF))
+            return -1;
+    return 0;
+}
+
+/* Eliminates v (v < 0: combines every table left into one over no vertex):
+ * a new table over the other vertices of v's tables, whose entry for each
+ * of their assignments holds the Pareto labels over v's configs; v's tables
+ * leave play (they stay for the read-back). */
+static int eliminate(pengine *E, int v, int *val, int *out_table)
+{
+    const sb_problem *pb = E->pb;
+    int nF, k, S[MAX_SCOPE], *F = NULL;
+    if (gather(E, v, &F, &nF, S, &k)) {
+        free(F);
+        return -1;
+    }
+    ptable g = {.nv = k, .elim = v, .nin = nF, .in = F, .size = 1};
     memcpy(g.vars, S, (size_t)k * sizeof *S);
-    g.size = 1;
     for (int i = 0; i < k; i++)
         g.size *= pb->cfg[S[i]].n;
-    int nx = v < 0 ? 1 : pb->cfg[v].n;
     g.start = sb_malloc((size_t)(g.size + 1) * sizeof *g.start, E->err);
-    lbuf out = {.np = nF}, cur = {.np = nF}, nxt = {.np = nF}, all = {.np = nF};
-    int32_t *pp = malloc((size_t)(nF ? nF : 1) * sizeof *pp);
-    int rc = -1;
-    if (!g.start || !pp) {
-        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
-        goto done;
-    }
+    ework w = {.out = {.np = nF}, .cur = {.np = nF}, .nxt = {.np = nF}, .all = {.np = nF}};
+    w.pp = malloc((size_t)(nF ? nF : 1) * sizeof *w.pp);
+    int rc = g.start && w.pp ? 0 : sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
     for (int i = 0; i < k; i++)
         val[S[i]] = 0;
-    for (int64_t a = 0; a < g.size; a++) {
-        g.start[a] = out.n;
-        all.n = 0;
-        for (int x = 0; x < nx; x++) {
-            if (v >= 0)
-                val[v] = x;
-            cur.n = 0;
-            memset(pp, 0, (size_t)(nF ? nF : 1) * sizeof *pp);
-            label zero = {.x = x};
-            if (lbuf_push(E, &cur, &zero, pp))
-                goto done;
-            for (int q = 0; q < nF; q++) {
-                const ptable *t = &E->t[F[q]];
-                int64_t e = entry_of(E, t, val);
-                nxt.n = 0;
-                E->work += (double)cur.n * (double)(t->start[e + 1] - t->start[e]);
-                if (E->work > WORK_BUDGET) {
-                    sb_fail(E->err, SB_EXIT_INPUT,
-                            "memory-limited search of '%s' at p=%d: over %.0e label combinations "
-                            "at op '%s'; too large for the exact search under a limit (search "
-                            "without --memory, or a smaller model or P)",
-                            pb->m->name, pb->p, WORK_BUDGET, v >= 0 ? pb->m->ops[v].name : "(root)");
-                    goto done;
-                }
-                for (int64_t i = 0; i < cur.n; i++)
-                    for (int64_t j = t->start[e]; j < t->start[e + 1]; j++) {
-                        const label *l2 = &t->lab[j];
-                        label l = cur.l[i];
-                        l.c += l2->c;
-                        l.r += l2->r;
-                        l.s = l.s > l2->s ? l.s : l2->s;
-                        if (l.r + l.s > E->limit)
-                            continue;
-                        memcpy(pp, cur.p + i * nF, (size_t)nF * sizeof *pp);
-                        pp[q] = (int32_t)(j - t->start[e]);
-                        if (lbuf_push(E, &nxt, &l, pp))
-                            goto done;
-                    }
-                if (pareto(E, &nxt))
-                    goto done;
-                lbuf sw = cur;
-                cur = nxt;
-                nxt = sw;
-            }
-            for (int64_t i = 0; i < cur.n; i++)
-                if (lbuf_push(E, &all, &cur.l[i], cur.p + i * nF))
-                    goto done;
-        }
-        if (pareto(E, &all))
-            goto done;
-        for (int64_t i = 0; i < all.n; i++)
-            if (lbuf_push(E, &out, &all.l[i], all.p + i * nF))
-                goto done;
-        /* next assignment of S, last fastest */
-        for (int i = k - 1; i >= 0; i--) {
+    for (int64_t a = 0; a < g.size && !rc; a++) {
+        g.start[a] = w.out.n;
+        rc = entry_labels(E, &w, v, F, nF, val);
+        for (int i = k - 1; i >= 0; i--) { /* next assignment of S, last fastest */
             if (++val[S[i]] < pb->cfg[S[i]].n)
                 break;
             val[S[i]] = 0;
         }
     }
-    g.start[g.size] = out.n;
-    g.nlab = out.n;
-    g.lab = out.l;
-    g.parts = out.p;
-    for (int64_t i = 0; i < g.nlab; i++)
-        g.lab[i].parts = i * nF;
-    out.l = NULL;
-    out.p = NULL;
-    for (int q = 0; q < nF; q++) { /* inputs stay for the read-back, no longer in play */
-        E->t[F[q]].alive = 0;
-        E->live_labels -= E->t[F[q]].nlab;
-    }
-    F = NULL; /* owned by g */
-    int added;
-    if (add_table(E, &g, &added)) {
-        if (!added)
+    if (!rc) {
+        g.start[g.size] = g.nlab = w.out.n;
+        g.lab = w.out.l;
+        g.parts = w.out.p;
+        for (int64_t i = 0; i < g.nlab; i++)
+            g.lab[i].parts = i * nF;
+        w.out.l = NULL;
+        w.out.p = NULL;
+        for (int q = 0; q < nF; q++) {
+            E->t[F[q]].alive = 0;
+            E->live_labels -= E->t[F[q]].nlab;
+        }
+        int added;
+        rc = add_table(E, &g, &added); /* g (and F) belong to E once added */
+        if (rc && !added)
             table_free(&g);
-        goto done_nog;
+        if (!rc)
+            *out_table = E->nt - 1;
+    } else {
+        free(g.start);
+        free(F);
     }
-    *out_table = E->nt - 1;
-    rc = 0;
-    goto done_nog;
-done:
-    free(g.start);
-    free(F);
-done_nog:
-    free(out.l), free(out.p), free(cur.l), free(cur.p), free(nxt.l), free(nxt.p);
-    free(all.l), free(all.p), free(pp);
+    free(w.out.l), free(w.out.p), free(w.cur.l), free(w.cur.p), free(w.nxt.l), free(w.nxt.p);
+    free(w.all.l), free(w.all.p), free(w.pp);
     return rc;
 }
 
