@@ -721,450 +721,626 @@ static void memo_commit(engine *E, memo_entry *e, const double *g, const uint16_
     free(e);
 }
 
-static int eliminate(engine *E, int v, step *out, int *max_dep)
+/* ---- one elimination ---------------------------------------------------------
+ *
+ * eliminate(v) gathers v's live factors and its dependent set S, loads the
+ * factors as inflow tables, computes the new table g over S (copied from an
+ * earlier elimination when the inputs are equal, else row by row through
+ * the shortcuts), then retires v's factors and adds g in their place. */
+
+/* The state of one elimination of v. */
+typedef struct {
+    engine *E;
+    int v;
+    int nv;                  /* configs of v in play: all, then those compact_eliminated keeps */
+    int k, S[MAX_SCOPE];     /* the dependent set, by increasing id */
+    int nin;                 /* v's live factors */
+    double size;             /* entries of g (as the charge counts them) */
+    int64_t gsize;
+    double *g;               /* gsize: the new table over S, last var fastest */
+    uint16_t *arg;           /* gsize: v's (original) config reaching each entry */
+    inflow *in;              /* nfl of the nin factors: those with vars besides v */
+    int nfl;
+    double *P;               /* (k + 1) x nv: P[0] v's own costs (base), P[l + 1] plus the
+                              * inflows of levels 0..l at the current assignment */
+    double *val;             /* nv: the sums of one entry (plain scan) */
+    int *xmap;               /* nv: kept config -> v's original config */
+    memo_entry *fresh;       /* this elimination's inputs, to be remembered */
+    /* equal rows: per position q of S, rep[q][i] (config_classes) and the
+     * representatives reps[q][0..nrep[q]) in increasing order */
+    int *repbuf;
+    int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], all_reps;
+    int64_t gstride[MAX_SCOPE];
+    int idx[MAX_SCOPE], r[MAX_SCOPE]; /* current assignment of S; its rank among the reps */
+    int nlast_in, last_in;   /* inflows at the last level: how many, the last of them */
+    /* bounded minima */
+    int bounded, threshold;
+    keyed *ks;               /* 2 nv: v's configs (threshold) or the classes (bounded) by prev */
+    double *rmbuf, **rowmin; /* rowmin[q][row]: least entry of each row of last-level inflow q */
+    int *cbuf, ncls;         /* last-level column classes: members (nv), starts (ncls + 1), ties */
+    int *rowsort;            /* threshold: rows x nv, each row's configs by value */
+    char *rowdone;           /* threshold: which rows are sorted */
+    keyed *rks;              /* 2 nv: a row being sorted */
+} elim;
+
+static int elim_oom(const elim *el)
 {
-    int nv = dom(E, v);
-    /* gather factors and the dependent set */
-    int S[MAX_SCOPE], k = 0;
-    int nin = 0;
+    return sb_fail(el->E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                   el->E->pb->m->ops[el->v].name);
+}
+
+/* S: the vars other than v of v's live factors, sorted by id; nin: the
+ * number of those factors. */
+static int gather_depset(elim *el)
+{
+    const engine *E = el->E;
+    int v = el->v;
     for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+        const factor *f = &E->f[E->vf[v][i]];
         if (!f->alive)
             continue;
-        nin++;
+        el->nin++;
         for (int j = 0; j < f->nv; j++) {
             int u = f->vars[j], seen = u == v;
-            for (int q = 0; q < k && !seen; q++)
-                seen = S[q] == u;
-            if (!seen) {
-                if (k == MAX_SCOPE)
-                    return sb_fail(E->err, SB_EXIT_INTERNAL,
-                                   "dependent set of '%s' exceeds %d vertices",
-                                   E->pb->m->ops[v].name, MAX_SCOPE);
-                S[k++] = u;
-            }
+            for (int q = 0; q < el->k && !seen; q++)
+                seen = el->S[q] == u;
+            if (seen)
+                continue;
+            if (el->k == MAX_SCOPE)
+                return sb_fail(E->err, SB_EXIT_INTERNAL, "dependent set of '%s' exceeds %d vertices",
+                               E->pb->m->ops[v].name, MAX_SCOPE);
+            el->S[el->k++] = u;
         }
     }
-    /* sort S by id */
-    for (int i = 1; i < k; i++)
+    int *S = el->S;
+    for (int i = 1; i < el->k; i++)
         for (int j = i; j > 0 && S[j - 1] > S[j]; j--) {
             int t = S[j];
             S[j] = S[j - 1];
             S[j - 1] = t;
         }
-    if (k > *max_dep)
-        *max_dep = k;
-    double size = 1.0;
-    for (int i = 0; i < k; i++)
-        size *= dom(E, S[i]);
-    if (charge(E, size * (8.0 + 2.0), v, k))
+    return 0;
+}
+
+/* Charges g and its argmins (10 bytes an entry) and allocates the
+ * elimination's buffers. */
+static int elim_alloc(elim *el)
+{
+    engine *E = el->E;
+    int nv = el->nv;
+    el->size = 1.0;
+    for (int i = 0; i < el->k; i++)
+        el->size *= dom(E, el->S[i]);
+    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
         return -1;
-    int64_t gsize = (int64_t)size;
-    factor g = {.nv = k, .size = gsize};
-    memcpy(g.vars, S, (size_t)k * sizeof *S);
-    g.t = malloc((size_t)gsize * sizeof(double));
-    uint16_t *arg = malloc((size_t)gsize * sizeof(uint16_t));
-    inflow *in = calloc((size_t)nin, sizeof *in);
-    double *P = malloc((size_t)(k + 1) * (size_t)nv * sizeof *P);
-    double *val = malloc((size_t)nv * sizeof *val);
-    int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
-    int *repbuf = NULL;
-    memo_entry *fresh = NULL; /* this elimination, to be remembered */
-    keyed *ks = NULL;
-    double *rmbuf = NULL, **rowmin = NULL;
-    int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
-    int *rowsort = NULL, threshold = 0; /* the threshold scan: rows' configs by value */
-    char *rowdone = NULL;                /* ... and which rows are sorted */
-    keyed *rks = NULL;                   /* (a row being sorted) */
-    int rc = -1, nfl = 0;
-    if (!g.t || !arg || !in || !P || !val || !xmap) {
-        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
-                E->pb->m->ops[v].name, size);
-        goto out;
+    el->gsize = (int64_t)el->size;
+    el->g = malloc((size_t)el->gsize * sizeof(double));
+    el->arg = malloc((size_t)el->gsize * sizeof(uint16_t));
+    el->in = calloc((size_t)el->nin, sizeof *el->in);
+    el->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *el->P);
+    el->val = malloc((size_t)nv * sizeof *el->val);
+    el->xmap = malloc((size_t)nv * sizeof *el->xmap);
+    if (!el->g || !el->arg || !el->in || !el->P || !el->val || !el->xmap)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
+                       E->pb->m->ops[el->v].name, el->size);
+    return 0;
+}
+
+/* Factor f (over v and part of S) as inflow fl: its vars in S's order, v
+ * innermost. A pending edge table is built so, a table already so is taken
+ * over (its space is still counted as f's until f is retired), others are
+ * transposed. */
+static int load_inflow(elim *el, factor *f, inflow *fl)
+{
+    engine *E = el->E;
+    int order[MAX_SCOPE], no = 0, nv = el->nv;
+    fl->level = -1;
+    for (int q = 0; q < el->k; q++)
+        for (int j = 0; j < f->nv; j++)
+            if (f->vars[j] == el->S[q]) {
+                order[no] = el->S[q];
+                fl->v[no] = el->S[q];
+                fl->pos[no++] = q;
+                fl->level = q;
+            }
+    order[no] = el->v;
+    fl->nv = no;
+    int64_t st = nv;
+    for (int j = no - 1; j >= 0; j--) {
+        fl->stride[j] = st;
+        st *= dom(E, order[j]);
     }
-    double *base = P; /* P[0]: sum of factors over v alone; P[l+1]: through level l */
-    for (int x = 0; x < nv; x++)
+    fl->rows = st / nv;
+    if (!f->t) {
+        if (build_pending(E, f, order[0]))
+            return -1;
+        fl->t = f->t;
+        f->t = NULL;
+    } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
+        fl->t = f->t;
+        f->t = NULL;
+    } else {
+        fl->t = transpose(E, f, order);
+        if (!fl->t)
+            return -1;
+    }
+    return 0;
+}
+
+/* P[0] (base, nv): the sum of v's one-var factors; the others become the
+ * inflows in[0..nfl). */
+static int load_inflows(elim *el)
+{
+    const engine *E = el->E;
+    double *base = el->P;
+    for (int x = 0; x < el->nv; x++)
         base[x] = 0.0;
-    for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
         if (!f->alive)
             continue;
         if (f->nv == 1) {
-            for (int x = 0; x < nv; x++)
+            for (int x = 0; x < el->nv; x++)
                 base[x] += f->t[x];
             continue;
         }
-        inflow *fl = &in[nfl++];
-        int order[MAX_SCOPE], no = 0;
-        fl->level = -1;
-        for (int q = 0; q < k; q++)
-            for (int j = 0; j < f->nv; j++)
-                if (f->vars[j] == S[q]) {
-                    order[no] = S[q];
-                    fl->v[no] = S[q];
-                    fl->pos[no++] = q;
-                    fl->level = q;
-                }
-        order[no] = v;
-        fl->nv = no;
-        int64_t st = nv;
-        for (int j = no - 1; j >= 0; j--) {
-            fl->stride[j] = st;
-            st *= dom(E, order[j]);
+        if (load_inflow(el, f, &el->in[el->nfl++]))
+            return -1;
+    }
+    return 0;
+}
+
+/* Inputs met before: g and arg copied from that elimination (returns 1).
+ * Else 0, with fresh a copy of the inputs when the elimination is large
+ * enough to remember. */
+static int memo_lookup(elim *el)
+{
+    engine *E = el->E;
+    if (!(!E->plain && el->k > 0 && el->size * el->nv >= MEMO_MIN_WORK && E->memo_cap > 0))
+        return 0;
+    uint64_t h = memo_hash(E, el->nv, el->k, el->S, el->P, el->in, el->nfl);
+    const memo_entry *hit = memo_find(E, h, el->nv, el->k, el->S, el->P, el->in, el->nfl);
+    if (hit) {
+        memcpy(el->g, hit->g, (size_t)el->gsize * sizeof *el->g);
+        memcpy(el->arg, hit->arg, (size_t)el->gsize * sizeof *el->arg);
+        E->memo_hits++;
+        return 1;
+    }
+    el->fresh = memo_prepare(E, h, el->nv, el->k, el->S, el->P, el->in, el->nfl, el->gsize);
+    return 0;
+}
+
+/* Equal columns of v (compact_eliminated): from here nv counts the kept
+ * configs and xmap maps them back. */
+static int keep_distinct_columns(elim *el)
+{
+    int nx = el->nv;
+    for (int x = 0; x < el->nv; x++)
+        el->xmap[x] = x;
+    if (!el->E->plain && compact_eliminated(el->in, el->nfl, el->P, el->nv, el->xmap, &nx))
+        return elim_oom(el);
+    el->E->configs_merged += el->nv - nx;
+    el->nv = nx;
+    return 0;
+}
+
+/* An empty dependent set: g is the single least base (lowest config on
+ * ties). */
+static void min_over_v(elim *el)
+{
+    const double *base = el->P;
+    int best = 0;
+    for (int x = 1; x < el->nv; x++)
+        if (base[x] < base[best])
+            best = x;
+    el->g[0] = base[best];
+    el->arg[0] = (uint16_t)el->xmap[best];
+}
+
+/* rep, reps, nrep and all_reps of every position of S (plain: every config
+ * its own representative); gstride: g's strides; the last-level inflows. */
+static int row_classes(elim *el)
+{
+    const engine *E = el->E;
+    int k = el->k;
+    int64_t nbuf = 0;
+    for (int q = 0; q < k; q++)
+        nbuf += 2 * (int64_t)dom(E, el->S[q]);
+    el->repbuf = malloc((size_t)nbuf * sizeof *el->repbuf);
+    if (!el->repbuf)
+        return elim_oom(el);
+    int *bp = el->repbuf;
+    el->all_reps = 1;
+    for (int q = 0; q < k; q++) {
+        int n = dom(E, el->S[q]);
+        el->rep[q] = bp;
+        el->reps[q] = bp + n;
+        bp += 2 * n;
+        for (int i = 0; E->plain && i < n; i++)
+            el->rep[q][i] = i;
+        if (!E->plain && config_classes(el->E, el->in, el->nfl, q, el->S[q], el->nv, el->rep[q]))
+            return elim_oom(el);
+        el->nrep[q] = 0;
+        for (int i = 0; i < n; i++)
+            if (el->rep[q][i] == i)
+                el->reps[q][el->nrep[q]++] = i;
+        el->all_reps &= el->nrep[q] == n;
+    }
+    el->gstride[k - 1] = 1;
+    for (int q = k - 2; q >= 0; q--)
+        el->gstride[q] = el->gstride[q + 1] * dom(E, el->S[q + 1]);
+    el->nlast_in = 0;
+    el->last_in = -1;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1) {
+            el->nlast_in++;
+            el->last_in = q;
         }
-        fl->rows = st / nv;
-        /* the table in that order: a pending edge table is built so, a
-         * table already so is taken over (its space is still counted as
-         * f's until f is retired below), others are transposed */
-        if (!f->t) {
-            if (build_pending(E, f, order[0]))
-                goto out;
-            fl->t = f->t;
-            f->t = NULL;
-        } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
-            fl->t = f->t;
-            f->t = NULL;
-        } else {
-            fl->t = transpose(E, f, order);
-            if (!fl->t)
-                goto out;
+    return 0;
+}
+
+/* rowmin: the least entry of each row of every last-level inflow. */
+static void fill_rowmin(elim *el)
+{
+    int nv = el->nv;
+    double *rp = el->rmbuf;
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        el->rowmin[q] = rp;
+        for (int64_t r0 = 0; r0 < el->in[q].rows; r0++) {
+            const double *t = el->in[q].t + r0 * nv;
+            double mn = t[0];
+            for (int x = 1; x < nv; x++)
+                mn = t[x] < mn ? t[x] : mn;
+            *rp++ = mn;
         }
     }
-    /* inputs met before: the same table and argmins */
-    if (!E->plain && k > 0 && size * nv >= MEMO_MIN_WORK && E->memo_cap > 0) {
-        uint64_t h = memo_hash(E, nv, k, S, base, in, nfl);
-        const memo_entry *hit = memo_find(E, h, nv, k, S, base, in, nfl);
-        if (hit) {
-            memcpy(g.t, hit->g, (size_t)gsize * sizeof *g.t);
-            memcpy(arg, hit->arg, (size_t)gsize * sizeof *arg);
-            E->memo_hits++;
-            goto computed;
+}
+
+/* Chooses the bounded scan when there are enough rows to pay for sorting,
+ * the threshold scan when one last-level inflow of moderate size (its rows
+ * sorted when first used), and allocates their buffers. */
+static int bounded_setup(elim *el)
+{
+    int nv = el->nv, k = el->k;
+    el->bounded = !el->E->plain && el->nrep[k - 1] >= 8 && nv >= 8;
+    el->E->rows_bounded += el->bounded ? (long long)el->nrep[k - 1] : 0;
+    if (!el->bounded)
+        return 0;
+    int64_t nmin = 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1)
+            nmin += el->in[q].rows;
+    el->ks = malloc(2 * (size_t)nv * sizeof *el->ks);
+    el->rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *el->rmbuf);
+    el->rowmin = calloc((size_t)el->nfl, sizeof *el->rowmin);
+    el->cbuf = malloc((3 * (size_t)nv + 1) * sizeof *el->cbuf);
+    el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
+    if (el->threshold) {
+        el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
+        el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
+        el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
+    }
+    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf
+        || (el->threshold && (!el->rowsort || !el->rowdone || !el->rks))
+        || (!el->threshold
+            && last_level_classes(el->in, el->nfl, k - 1, nv, el->cbuf, el->cbuf + nv, &el->ncls)))
+        return elim_oom(el);
+    el->E->rows_threshold += el->threshold ? (long long)el->nrep[k - 1] : 0;
+    fill_rowmin(el);
+    return 0;
+}
+
+/* Offset in fl's table of the row (over v) at the current assignment. */
+static int64_t row_offset(const inflow *fl, const int *idx)
+{
+    int64_t off = 0;
+    for (int j = 0; j < fl->nv; j++)
+        off += idx[fl->pos[j]] * fl->stride[j];
+    return off;
+}
+
+/* P[l + 1] = P[l] + the inflows of level l at the current assignment, for
+ * the levels from lvl up to k - 2. */
+static void fill_prefix(elim *el, int lvl)
+{
+    int nv = el->nv;
+    for (int l = lvl; l < el->k - 1; l++) {
+        double *prev = el->P + (size_t)l * nv, *cur = el->P + (size_t)(l + 1) * nv;
+        memcpy(cur, prev, (size_t)nv * sizeof *cur);
+        for (int q = 0; q < el->nfl; q++) {
+            if (el->in[q].level != l)
+                continue;
+            const double *ft = el->in[q].t + row_offset(&el->in[q], el->idx);
+            for (int x = 0; x < nv; x++)
+                cur[x] += ft[x];
         }
-        fresh = memo_prepare(E, h, nv, k, S, base, in, nfl, gsize);
     }
-    for (int x = 0; x < nv; x++)
-        xmap[x] = x;
-    if (!E->plain && compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
-        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
-        goto out;
+}
+
+/* ks for the current prefix: v's configs by prev (threshold scan), or the
+ * last-level column classes by their least prev (bounded scan). */
+static void order_by_prev(elim *el, const double *prev)
+{
+    int nv = el->nv;
+    keyed *ks = el->ks;
+    if (el->threshold) {
+        for (int x = 0; x < nv; x++)
+            ks[x] = (keyed){.k = prev[x], .x = x};
+        sort_keyed(ks, ks + nv, nv);
+    } else if (el->bounded) {
+        const int *cmem = el->cbuf, *cstart = el->cbuf + nv;
+        for (int c = 0; c < el->ncls; c++) {
+            double mn = prev[cmem[cstart[c]]];
+            for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
+                mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
+            ks[c] = (keyed){.k = mn, .x = c};
+        }
+        sort_keyed(ks, ks + el->ncls, el->ncls);
     }
-    E->configs_merged += nv - nx;
-    nv = nx; /* from here: the kept configs of v, xmap[] the original index */
-    /* factors by level */
-    int idx[MAX_SCOPE] = {0};
-    if (k == 0) {
-        int best = 0;
-        for (int x = 1; x < nv; x++)
-            if (base[x] < base[best])
+}
+
+/* The threshold scan's order of the row at off of the last-level inflow:
+ * its configs by value (sorted when first used). */
+static const int *sorted_row(elim *el, const double *ft, int64_t off)
+{
+    int nv = el->nv;
+    int *ob = el->rowsort + off;
+    if (!el->rowdone[off / nv]) {
+        for (int x = 0; x < nv; x++)
+            el->rks[x] = (keyed){.k = ft[x], .x = x};
+        sort_keyed(el->rks, el->rks + nv, nv);
+        for (int x = 0; x < nv; x++)
+            ob[x] = el->rks[x].x;
+        el->rowdone[off / nv] = 1;
+    }
+    return ob;
+}
+
+/* Fagin's threshold scan over two sorted lists, configs of v by prev (ks)
+ * and by the one last-level row's value: take the next of each in turn; a
+ * config not yet met in either has a sum of at least the two next values'
+ * (rounded sums are monotone), so the scan stops once that exceeds the
+ * best sum. Every config reaching the best sum has been met: the lowest of
+ * them wins, as in the plain scan. */
+static void min_threshold(elim *el, const double *prev, int64_t at)
+{
+    int nv = el->nv;
+    const keyed *ks = el->ks;
+    int64_t off = row_offset(&el->in[el->last_in], el->idx);
+    const double *ft = el->in[el->last_in].t + off;
+    const int *ob = sorted_row(el, ft, off);
+    int best = nv;
+    double bv = INFINITY;
+    for (int i = 0; i < nv; i++) {
+        int x = ks[i].x;
+        double sx = prev[x] + ft[x];
+        if (sx < bv || (sx == bv && x < best)) {
+            bv = sx;
+            best = x;
+        }
+        x = ob[i];
+        sx = prev[x] + ft[x];
+        if (sx < bv || (sx == bv && x < best)) {
+            bv = sx;
+            best = x;
+        }
+        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
+            break;
+    }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The lowest config of the tied classes tie[0..ntie) whose sum is bv. */
+static int lowest_reaching(const elim *el, const double *prev, const double *const *fts, int nq,
+                           const int *tie, int ntie, double bv)
+{
+    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
+    int best = el->nv;
+    for (int t = 0; t < ntie; t++)
+        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
+            int x = cmem[i];
+            double sx = prev[x];
+            for (int q = 0; q < nq; q++)
+                sx += fts[q][x];
+            if (sx == bv) {
                 best = x;
-        g.t[0] = base[best];
-        arg[0] = (uint16_t)xmap[best];
-    } else {
-        /* per position q of S: rep[q][i] (config_classes) and the
-         * representatives reps[q][0..nrep[q]) in increasing order */
-        int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], r[MAX_SCOPE] = {0};
-        int64_t gstride[MAX_SCOPE], nbuf = 0;
-        for (int q = 0; q < k; q++)
-            nbuf += 2 * (int64_t)dom(E, S[q]);
-        repbuf = malloc((size_t)nbuf * sizeof *repbuf);
-        if (!repbuf) {
-            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
-            goto out;
-        }
-        int *bp = repbuf, all_reps = 1;
-        for (int q = 0; q < k; q++) {
-            rep[q] = bp;
-            reps[q] = bp + dom(E, S[q]);
-            bp += 2 * dom(E, S[q]);
-            for (int i = 0; E->plain && i < dom(E, S[q]); i++)
-                rep[q][i] = i;
-            if (!E->plain && config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
-                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
-                        E->pb->m->ops[v].name);
-                goto out;
-            }
-            nrep[q] = 0;
-            for (int i = 0; i < dom(E, S[q]); i++)
-                if (rep[q][i] == i)
-                    reps[q][nrep[q]++] = i;
-            all_reps &= nrep[q] == dom(E, S[q]);
-        }
-        gstride[k - 1] = 1;
-        for (int q = k - 2; q >= 0; q--)
-            gstride[q] = gstride[q + 1] * dom(E, S[q + 1]);
-        int nlast_in = 0, last_in = -1;
-        for (int q = 0; q < nfl; q++)
-            if (in[q].level == k - 1) {
-                nlast_in++;
-                last_in = q;
-            }
-        /* the bounded scan when there are enough rows to pay for sorting
-         * (rowmin[q]: least entry of each row of a last-level table) */
-        int bounded = !E->plain && nrep[k - 1] >= 8 && nv >= 8;
-        E->rows_bounded += bounded ? (long long)nrep[k - 1] : 0;
-        if (bounded) {
-            int64_t nmin = 0;
-            for (int q = 0; q < nfl; q++)
-                if (in[q].level == k - 1)
-                    nmin += in[q].rows;
-            ks = malloc(2 * (size_t)nv * sizeof *ks);
-            rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
-            rowmin = calloc((size_t)nfl, sizeof *rowmin);
-            cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
-            /* one last-level table of moderate size: the threshold scan, with
-             * each of its rows sorted when first used (rowdone) */
-            threshold = nlast_in == 1 && in[last_in].rows * nv <= (1 << 24);
-            if (threshold) {
-                rowsort = malloc((size_t)(in[last_in].rows * nv) * sizeof *rowsort);
-                rks = malloc(2 * (size_t)nv * sizeof *rks);
-                rowdone = calloc((size_t)in[last_in].rows, 1);
-            }
-            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && (!rowsort || !rowdone || !rks))
-                || (!threshold && last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls))) {
-                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
-                        E->pb->m->ops[v].name);
-                goto out;
-            }
-            E->rows_threshold += threshold ? (long long)nrep[k - 1] : 0;
-            double *rp = rmbuf;
-            for (int q = 0; q < nfl; q++) {
-                if (in[q].level != k - 1)
-                    continue;
-                rowmin[q] = rp;
-                for (int64_t r0 = 0; r0 < in[q].rows; r0++) {
-                    const double *t = in[q].t + r0 * nv;
-                    double mn = t[0];
-                    for (int x = 1; x < nv; x++)
-                        mn = t[x] < mn ? t[x] : mn;
-                    *rp++ = mn;
-                }
-            }
-        }
-        int lvl = 0; /* recompute P from this level */
-        for (;;) {
-            for (int l = lvl; l < k - 1; l++) {
-                double *prev = P + (size_t)l * nv, *cur = P + (size_t)(l + 1) * nv;
-                memcpy(cur, prev, (size_t)nv * sizeof *cur);
-                for (int q = 0; q < nfl; q++) {
-                    if (in[q].level != l)
-                        continue;
-                    int64_t off = 0;
-                    for (int j = 0; j < in[q].nv; j++)
-                        off += idx[in[q].pos[j]] * in[q].stride[j];
-                    const double *ft = in[q].t + off;
-                    for (int x = 0; x < nv; x++)
-                        cur[x] += ft[x];
-                }
-            }
-            const double *prev = P + (size_t)(k - 1) * nv;
-            int64_t row = 0;
-            for (int q = 0; q < k - 1; q++)
-                row += idx[q] * gstride[q];
-            if (threshold) {
-                for (int x = 0; x < nv; x++)
-                    ks[x] = (keyed){.k = prev[x], .x = x};
-                sort_keyed(ks, ks + nv, nv);
-            } else if (bounded) {
-                /* the classes by their least prev */
-                const int *cmem = cbuf, *cstart = cbuf + nv;
-                for (int c = 0; c < ncls; c++) {
-                    double mn = prev[cmem[cstart[c]]];
-                    for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
-                        mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
-                    ks[c] = (keyed){.k = mn, .x = c};
-                }
-                sort_keyed(ks, ks + ncls, ncls);
-            }
-            for (int jr = 0; jr < nrep[k - 1]; jr++) {
-                int j = reps[k - 1][jr];
-                idx[k - 1] = j;
-                if (threshold) {
-                    /* Fagin's threshold scan over two sorted lists, configs
-                     * of v by prev (ks) and by this row's value (rowsort):
-                     * take the next of each in turn; a config not yet met in
-                     * either has a sum of at least the two next values'
-                     * (rounded sums are monotone), so the scan stops once
-                     * that exceeds the best sum. Every config reaching the
-                     * best sum has been met: the lowest of them wins, as in
-                     * the plain scan. */
-                    const inflow *fq = &in[last_in];
-                    int64_t off = 0;
-                    for (int jj = 0; jj < fq->nv; jj++)
-                        off += idx[fq->pos[jj]] * fq->stride[jj];
-                    const double *ft = fq->t + off;
-                    int *ob = rowsort + off;
-                    if (!rowdone[off / nv]) {
-                        for (int x = 0; x < nv; x++)
-                            rks[x] = (keyed){.k = ft[x], .x = x};
-                        sort_keyed(rks, rks + nv, nv);
-                        for (int x = 0; x < nv; x++)
-                            ob[x] = rks[x].x;
-                        rowdone[off / nv] = 1;
-                    }
-                    int best = nv;
-                    double bv = INFINITY;
-                    for (int i = 0; i < nv; i++) {
-                        int x = ks[i].x;
-                        double sx = prev[x] + ft[x];
-                        if (sx < bv || (sx == bv && x < best)) {
-                            bv = sx;
-                            best = x;
-                        }
-                        x = ob[i];
-                        sx = prev[x] + ft[x];
-                        if (sx < bv || (sx == bv && x < best)) {
-                            bv = sx;
-                            best = x;
-                        }
-                        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
-                            break;
-                    }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                if (bounded) {
-                    /* classes of v's configs (equal last-level columns) by
-                     * increasing least prev: that least prev plus the least
-                     * of each last-level row is a lower bound of every
-                     * member's sum (a rounded sum is monotone in each term),
-                     * so the scan stops once it exceeds the best sum; a
-                     * class's least sum is its least prev's. Then, as in the
-                     * plain scan, the lowest config whose sum is the least,
-                     * from the classes that reach it. */
-                    const int *cmem = cbuf, *cstart = cbuf + nv;
-                    int *tie = cbuf + 2 * nv + 1;
-                    const double *fts[MAX_SCOPE + 1];
-                    double mins[MAX_SCOPE + 1];
-                    int nq = 0;
-                    for (int q = 0; q < nfl; q++) {
-                        if (in[q].level != k - 1)
-                            continue;
-                        int64_t off = 0;
-                        for (int jj = 0; jj < in[q].nv; jj++)
-                            off += idx[in[q].pos[jj]] * in[q].stride[jj];
-                        fts[nq] = in[q].t + off;
-                        mins[nq++] = rowmin[q][off / nv];
-                    }
-                    int ntie = 0;
-                    double bv = INFINITY;
-                    for (int i = 0; i < ncls; i++) {
-                        double lb = ks[i].k;
-                        for (int q = 0; q < nq; q++)
-                            lb += mins[q];
-                        if (lb > bv)
-                            break;
-                        int x0 = cmem[cstart[ks[i].x]];
-                        double sx = ks[i].k;
-                        for (int q = 0; q < nq; q++)
-                            sx += fts[q][x0];
-                        if (sx < bv) {
-                            bv = sx;
-                            ntie = 0;
-                        }
-                        if (sx == bv)
-                            tie[ntie++] = ks[i].x;
-                    }
-                    int best = nv;
-                    for (int t = 0; t < ntie; t++)
-                        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
-                            int x = cmem[i];
-                            double sx = prev[x];
-                            for (int q = 0; q < nq; q++)
-                                sx += fts[q][x];
-                            if (sx == bv) {
-                                best = x;
-                                break;
-                            }
-                        }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                if (nlast_in == 1) {
-                    /* one table at the last level: add and take the least in
-                     * one pass (the same sums as below) */
-                    const inflow *fq = &in[last_in];
-                    int64_t off = 0;
-                    for (int jj = 0; jj < fq->nv; jj++)
-                        off += idx[fq->pos[jj]] * fq->stride[jj];
-                    const double *ft = fq->t + off;
-                    int best = 0;
-                    double bv = prev[0] + ft[0];
-                    for (int x = 1; x < nv; x++) {
-                        double sx = prev[x] + ft[x];
-                        if (sx < bv) {
-                            bv = sx;
-                            best = x;
-                        }
-                    }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                memcpy(val, prev, (size_t)nv * sizeof *val);
-                for (int q = 0; q < nfl; q++) {
-                    if (in[q].level != k - 1)
-                        continue;
-                    int64_t off = 0;
-                    for (int jj = 0; jj < in[q].nv; jj++)
-                        off += idx[in[q].pos[jj]] * in[q].stride[jj];
-                    const double *ft = in[q].t + off;
-                    for (int x = 0; x < nv; x++)
-                        val[x] += ft[x];
-                }
-                int best = 0;
-                double bv = val[0];
-                for (int x = 1; x < nv; x++)
-                    if (val[x] < bv) {
-                        bv = val[x];
-                        best = x;
-                    }
-                g.t[row + j] = bv;
-                arg[row + j] = (uint16_t)xmap[best];
-            }
-            int l = k - 2;
-            while (l >= 0) {
-                if (++r[l] < nrep[l]) {
-                    idx[l] = reps[l][r[l]];
-                    break;
-                }
-                r[l] = 0;
-                idx[l] = reps[l][0];
-                l--;
-            }
-            if (l < 0)
                 break;
-            lvl = l;
-        }
-        /* entries of non-representatives: copies of their representatives' */
-        if (!all_reps) {
-            int id[MAX_SCOPE] = {0};
-            for (int64_t lin = 0; lin < gsize; lin++) {
-                int64_t src = 0;
-                for (int q = 0; q < k; q++)
-                    src += rep[q][id[q]] * gstride[q];
-                if (src != lin) {
-                    g.t[lin] = g.t[src];
-                    arg[lin] = arg[src];
-                    E->entries_copied++;
-                }
-                for (int q = k - 1; q >= 0; q--) {
-                    if (++id[q] < dom(E, S[q]))
-                        break;
-                    id[q] = 0;
-                }
             }
         }
+    return best;
+}
+
+/* The bounded scan: classes of v's configs (equal last-level columns) by
+ * increasing least prev (ks): that least prev plus the least of each
+ * last-level row is a lower bound of every member's sum (a rounded sum is
+ * monotone in each term), so the scan stops once it exceeds the best sum;
+ * a class's least sum is its least prev's. Then, as in the plain scan, the
+ * lowest config whose sum is the least, from the classes that reach it. */
+static void min_bounded(elim *el, const double *prev, int64_t at)
+{
+    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
+    int *tie = el->cbuf + 2 * el->nv + 1;
+    const double *fts[MAX_SCOPE + 1];
+    double mins[MAX_SCOPE + 1];
+    int nq = 0;
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        int64_t off = row_offset(&el->in[q], el->idx);
+        fts[nq] = el->in[q].t + off;
+        mins[nq++] = el->rowmin[q][off / el->nv];
     }
-    if (fresh) {
-        memo_commit(E, fresh, g.t, arg);
-        fresh = NULL;
+    int ntie = 0;
+    double bv = INFINITY;
+    for (int i = 0; i < el->ncls; i++) {
+        double lb = el->ks[i].k;
+        for (int q = 0; q < nq; q++)
+            lb += mins[q];
+        if (lb > bv)
+            break;
+        int x0 = cmem[cstart[el->ks[i].x]];
+        double sx = el->ks[i].k;
+        for (int q = 0; q < nq; q++)
+            sx += fts[q][x0];
+        if (sx < bv) {
+            bv = sx;
+            ntie = 0;
+        }
+        if (sx == bv)
+            tie[ntie++] = el->ks[i].x;
     }
-computed:
-    /* retire v's factors, add g */
-    for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
+}
+
+/* One inflow at the last level: add and take the least in one pass (the
+ * same sums as min_plain). */
+static void min_one_table(elim *el, const double *prev, int64_t at)
+{
+    const inflow *fq = &el->in[el->last_in];
+    const double *ft = fq->t + row_offset(fq, el->idx);
+    int best = 0;
+    double bv = prev[0] + ft[0];
+    for (int x = 1; x < el->nv; x++) {
+        double sx = prev[x] + ft[x];
+        if (sx < bv) {
+            bv = sx;
+            best = x;
+        }
+    }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The plain scan: prev plus every last-level row, then the least (lowest
+ * config on ties). */
+static void min_plain(elim *el, const double *prev, int64_t at)
+{
+    int nv = el->nv;
+    double *val = el->val;
+    memcpy(val, prev, (size_t)nv * sizeof *val);
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        const double *ft = el->in[q].t + row_offset(&el->in[q], el->idx);
+        for (int x = 0; x < nv; x++)
+            val[x] += ft[x];
+    }
+    int best = 0;
+    double bv = val[0];
+    for (int x = 1; x < nv; x++)
+        if (val[x] < bv) {
+            bv = val[x];
+            best = x;
+        }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The next assignment of S less its last var, over the representatives
+ * (an odometer, the deepest position fastest): the lowest position that
+ * changed, -1 after the last. */
+static int next_prefix(elim *el)
+{
+    int l = el->k - 2;
+    while (l >= 0) {
+        if (++el->r[l] < el->nrep[l]) {
+            el->idx[l] = el->reps[l][el->r[l]];
+            break;
+        }
+        el->r[l] = 0;
+        el->idx[l] = el->reps[l][0];
+        l--;
+    }
+    return l;
+}
+
+/* g and arg at every assignment of representatives: for each prefix (S
+ * less its last var) the sums through level k - 2 (P), then each entry of
+ * the last var by the scan that applies. */
+static void scan_rows(elim *el)
+{
+    int k = el->k, lvl = 0; /* lvl: recompute P from this level */
+    for (;;) {
+        fill_prefix(el, lvl);
+        const double *prev = el->P + (size_t)(k - 1) * el->nv;
+        int64_t row = 0;
+        for (int q = 0; q < k - 1; q++)
+            row += el->idx[q] * el->gstride[q];
+        order_by_prev(el, prev);
+        for (int jr = 0; jr < el->nrep[k - 1]; jr++) {
+            int j = el->reps[k - 1][jr];
+            el->idx[k - 1] = j;
+            if (el->threshold)
+                min_threshold(el, prev, row + j);
+            else if (el->bounded)
+                min_bounded(el, prev, row + j);
+            else if (el->nlast_in == 1)
+                min_one_table(el, prev, row + j);
+            else
+                min_plain(el, prev, row + j);
+        }
+        lvl = next_prefix(el);
+        if (lvl < 0)
+            break;
+    }
+}
+
+/* Entries of non-representatives: copies of their representatives'. */
+static void copy_equal_rows(elim *el)
+{
+    int id[MAX_SCOPE] = {0};
+    for (int64_t lin = 0; lin < el->gsize; lin++) {
+        int64_t src = 0;
+        for (int q = 0; q < el->k; q++)
+            src += el->rep[q][id[q]] * el->gstride[q];
+        if (src != lin) {
+            el->g[lin] = el->g[src];
+            el->arg[lin] = el->arg[src];
+            el->E->entries_copied++;
+        }
+        for (int q = el->k - 1; q >= 0; q--) {
+            if (++id[q] < dom(el->E, el->S[q]))
+                break;
+            id[q] = 0;
+        }
+    }
+}
+
+/* g and arg: copied from an equal earlier elimination, or computed (and
+ * then remembered when fresh). */
+static int compute_table(elim *el)
+{
+    if (memo_lookup(el))
+        return 0;
+    if (keep_distinct_columns(el))
+        return -1;
+    if (el->k == 0) {
+        min_over_v(el);
+    } else {
+        if (row_classes(el) || bounded_setup(el))
+            return -1;
+        scan_rows(el);
+        if (!el->all_reps)
+            copy_equal_rows(el);
+    }
+    if (el->fresh) {
+        memo_commit(el->E, el->fresh, el->g, el->arg);
+        el->fresh = NULL;
+    }
+    return 0;
+}
+
+/* Retires v's factors, adds g in their place (charged as a live table) and
+ * hands the argmins to out. */
+static int replace_factors(elim *el, step *out)
+{
+    engine *E = el->E;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
         if (!f->alive)
             continue;
         f->alive = 0;
@@ -1172,38 +1348,58 @@ computed:
         free(f->t);
         f->t = NULL;
     }
-    E->live_bytes -= size * 8.0; /* g is re-charged below as a live table */
-    if (charge(E, size * 8.0, v, k))
-        goto out;
+    E->live_bytes -= el->size * 8.0; /* g is re-charged below as a live table */
+    if (charge(E, el->size * 8.0, el->v, el->k))
+        return -1;
+    factor g = {.nv = el->k, .size = el->gsize, .t = el->g};
+    memcpy(g.vars, el->S, (size_t)el->k * sizeof *el->S);
     if (add_factor(E, &g))
-        goto out;
-    g.t = NULL;
-    out->nv = k;
-    memcpy(out->vars, S, (size_t)k * sizeof *S);
-    out->arg = arg;
-    arg = NULL;
-    rc = 0;
-out:
-    if (fresh) {
-        memo_free_entry(fresh);
-        free(fresh);
+        return -1;
+    el->g = NULL;
+    out->nv = el->k;
+    memcpy(out->vars, el->S, (size_t)el->k * sizeof *el->S);
+    out->arg = el->arg;
+    el->arg = NULL;
+    return 0;
+}
+
+static void elim_free(elim *el)
+{
+    if (el->fresh) {
+        memo_free_entry(el->fresh);
+        free(el->fresh);
     }
-    for (int q = 0; q < nfl; q++)
-        free(in[q].t);
-    free(in);
-    free(P);
-    free(val);
-    free(repbuf);
-    free(xmap);
-    free(ks);
-    free(rmbuf);
-    free(rowmin);
-    free(cbuf);
-    free(rowsort);
-    free(rowdone);
-    free(rks);
-    free(g.t);
-    free(arg);
+    for (int q = 0; q < el->nfl; q++)
+        free(el->in[q].t);
+    free(el->in);
+    free(el->P);
+    free(el->val);
+    free(el->repbuf);
+    free(el->xmap);
+    free(el->ks);
+    free(el->rmbuf);
+    free(el->rowmin);
+    free(el->cbuf);
+    free(el->rowsort);
+    free(el->rowdone);
+    free(el->rks);
+    free(el->g);
+    free(el->arg);
+}
+
+/* Eliminates v: out gets its dependent set and argmins; *max_dep the
+ * largest dependent set so far. */
+static int eliminate(engine *E, int v, step *out, int *max_dep)
+{
+    elim el = {.E = E, .v = v, .nv = dom(E, v)};
+    if (gather_depset(&el))
+        return -1;
+    if (el.k > *max_dep)
+        *max_dep = el.k;
+    int rc = elim_alloc(&el) || load_inflows(&el) || compute_table(&el) || replace_factors(&el, out)
+                 ? -1
+                 : 0;
+    elim_free(&el);
     return rc;
 }
 
