@@ -314,17 +314,18 @@ typedef struct {
     int64_t stride[MAX_SCOPE];
 } inflow;
 
-/* Classes of the configs of S[q] (q-th var of the dependent set): configs
- * whose slices are bitwise equal in every inflow table give equal rows of
- * the new table, so only the class's first config (its representative) is
- * computed and the others are copied. rep[i]: the representative of config
- * i (rep[i] <= i; rep[i] == i for representatives). Hashes group the
- * candidates; every merge is then checked element by element, so a hash
- * collision only loses a merge. */
+/* ---- classes of equal slices (equal rows, equal columns) ---------------------
+ *
+ * Configs are grouped by a hash of their slices in the inflow tables
+ * (sorted by hash, then index), and every merge is then checked element by
+ * element, so a hash collision only loses a merge. */
 typedef struct {
     uint64_t h;
     int i;
 } hashed;
+
+#define HASH_SEED 1469598103934665603ULL
+#define HASH_PRIME 1099511628211ULL
 
 static int cmp_hashed(const void *x, const void *y)
 {
@@ -332,6 +333,48 @@ static int cmp_hashed(const void *x, const void *y)
     if (a->h != b->h)
         return a->h < b->h ? -1 : 1;
     return a->i - b->i;
+}
+
+/* hs[i] = (seed, i) for i < n. */
+static void hashed_init(hashed *hs, int n)
+{
+    for (int i = 0; i < n; i++)
+        hs[i] = (hashed){.h = HASH_SEED, .i = i};
+}
+
+/* hs (n, sorted by hash): rep[i] = the lowest config of i's run of equal
+ * hashes. */
+static void first_of_runs(const hashed *hs, int n, int *rep)
+{
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b < n && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+}
+
+/* Mixes each column x of table t (rows x nv) into hs[x].h (hs in config
+ * order, not yet sorted). */
+static void hash_columns(hashed *hs, const double *t, int64_t rows, int nv)
+{
+    for (int64_t r = 0; r < rows; r++, t += nv)
+        for (int x = 0; x < nv; x++) {
+            uint64_t bits;
+            memcpy(&bits, t + x, sizeof bits);
+            uint64_t h = (hs[x].h ^ bits) * HASH_PRIME;
+            hs[x].h = h ^ (h >> 29);
+        }
+}
+
+/* Undoes each merge x -> rep[x] whose columns differ somewhere in t
+ * (rows x nv). */
+static void unmerge_columns(int *rep, const double *t, int64_t rows, int nv)
+{
+    for (int64_t r = 0; r < rows; r++, t += nv)
+        for (int x = 0; x < nv; x++)
+            if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                rep[x] = x;
 }
 
 /* Blocks of one axis of an inflow table: outer x n x inner, with the axis
@@ -346,90 +389,73 @@ static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64
     *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
 }
 
+/* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
+ * hs[i].h (hs in config order). */
+static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
+{
+    int64_t outer, inner;
+    axis_blocks(E, fl, j, nvv, &outer, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int i = 0; i < n; i++) {
+            const double *b = fl->t + (o * n + i) * inner;
+            uint64_t h = hs[i].h;
+            for (int64_t e = 0; e < inner; e++) {
+                uint64_t bits;
+                memcpy(&bits, b + e, sizeof bits);
+                h = (h ^ bits) * HASH_PRIME;
+                h ^= h >> 29;
+            }
+            hs[i].h = h;
+        }
+}
+
+/* Undoes each merge i -> rep[i] whose slices of fl's axis j differ. */
+static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, int *rep, int n)
+{
+    int64_t outer, inner;
+    axis_blocks(E, fl, j, nvv, &outer, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int i = 0; i < n; i++) {
+            if (rep[i] == i)
+                continue;
+            const double *a = fl->t + (o * n + i) * inner;
+            const double *b = fl->t + (o * n + rep[i]) * inner;
+            if (memcmp(a, b, (size_t)inner * sizeof *a))
+                rep[i] = i;
+        }
+}
+
+/* Classes of the configs of S[q] (q-th var of the dependent set, var; nvv:
+ * v's configs): configs whose slices are bitwise equal in every inflow
+ * table give equal rows of the new table, so only the class's first config
+ * (its representative) is computed and the others are copied. rep[i]: the
+ * representative of config i (rep[i] <= i; rep[i] == i for
+ * representatives). */
 static int config_classes(engine *E, const inflow *in, int nin, int q, int var, int nvv, int *rep)
 {
     int n = dom(E, var);
     hashed *hs = malloc((size_t)n * sizeof *hs);
     if (!hs)
         return -1;
-    for (int i = 0; i < n; i++)
-        hs[i] = (hashed){.h = 1469598103934665603ULL, .i = i};
+    hashed_init(hs, n);
     for (int f = 0; f < nin; f++)
-        for (int j = 0; j < in[f].nv; j++) {
-            if (in[f].pos[j] != q)
-                continue;
-            int64_t outer, inner;
-            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
-            for (int64_t o = 0; o < outer; o++)
-                for (int i = 0; i < n; i++) {
-                    const double *b = in[f].t + (o * n + i) * inner;
-                    uint64_t h = hs[i].h;
-                    for (int64_t e = 0; e < inner; e++) {
-                        uint64_t bits;
-                        memcpy(&bits, b + e, sizeof bits);
-                        h = (h ^ bits) * 1099511628211ULL;
-                        h ^= h >> 29;
-                    }
-                    hs[i].h = h;
-                }
-        }
+        for (int j = 0; j < in[f].nv; j++)
+            if (in[f].pos[j] == q)
+                hash_slices(E, &in[f], j, nvv, hs, n);
     qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
-    for (int a = 0; a < n;) {
-        int b = a;
-        while (b < n && hs[b].h == hs[a].h)
-            rep[hs[b++].i] = hs[a].i;
-        a = b;
-    }
+    first_of_runs(hs, n, rep);
     free(hs);
-    /* check every merge */
     for (int f = 0; f < nin; f++)
-        for (int j = 0; j < in[f].nv; j++) {
-            if (in[f].pos[j] != q)
-                continue;
-            int64_t outer, inner;
-            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
-            for (int64_t o = 0; o < outer; o++)
-                for (int i = 0; i < n; i++) {
-                    if (rep[i] == i)
-                        continue;
-                    const double *a = in[f].t + (o * n + i) * inner;
-                    const double *b = in[f].t + (o * n + rep[i]) * inner;
-                    if (memcmp(a, b, (size_t)inner * sizeof *a))
-                        rep[i] = i;
-                }
-        }
+        for (int j = 0; j < in[f].nv; j++)
+            if (in[f].pos[j] == q)
+                unmerge_slices(E, &in[f], j, nvv, rep, n);
     return 0;
 }
 
-/* Configs of the eliminated op v whose columns are bitwise equal in every
- * inflow table differ only in their own cost (base): of each such class
- * only the cheapest (lowest index among equals) can be a row's argmin, so
- * the tables are cut down to those columns. xmap[0..*nx): the kept configs
- * in increasing order. Merges are checked element by element. */
-static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+/* hs (nv, sorted by hash): rep[x] = the config of least base in x's run of
+ * equal hashes, lowest index on ties. */
+static void cheapest_of_runs(const hashed *hs, int nv, const double *base, int *rep)
 {
-    hashed *hs = malloc((size_t)nv * sizeof *hs);
-    int *rep = malloc((size_t)nv * sizeof *rep);
-    if (!hs || !rep) {
-        free(hs);
-        free(rep);
-        return -1;
-    }
-    for (int x = 0; x < nv; x++)
-        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
-    for (int f = 0; f < nin; f++) {
-        for (int64_t r = 0; r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++) {
-                uint64_t bits;
-                memcpy(&bits, t + x, sizeof bits);
-                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
-                hs[x].h = h ^ (h >> 29);
-            }
-        }
-    }
-    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
-    /* in each run of equal hashes: the least base, lowest index on ties */
     for (int a = 0; a < nv;) {
         int b = a, best = hs[a].i;
         while (b < nv && hs[b].h == hs[a].h) {
@@ -441,22 +467,12 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
             rep[hs[c].i] = best;
         a = b;
     }
-    free(hs);
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++)
-                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
-                    rep[x] = x;
-        }
-    int n = 0;
-    for (int x = 0; x < nv; x++)
-        if (rep[x] == x)
-            xmap[n++] = x;
-    free(rep);
-    *nx = n;
-    if (n == nv)
-        return 0;
+}
+
+/* Cuts the inflow tables (rows x nv, in place) and base down to the n
+ * columns xmap[0..n). */
+static void keep_columns(inflow *in, int nin, double *base, int nv, const int *xmap, int n)
+{
     for (int f = 0; f < nin; f++) {
         for (int64_t r = 0; r < in[f].rows; r++) {
             const double *src = in[f].t + r * nv;
@@ -469,54 +485,47 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
     }
     for (int i = 0; i < n; i++)
         base[i] = base[xmap[i]];
+}
+
+/* Configs of the eliminated op v whose columns are bitwise equal in every
+ * inflow table differ only in their own cost (base): of each such class
+ * only the cheapest (lowest index among equals) can be a row's argmin, so
+ * the tables are cut down to those columns. xmap[0..*nx): the kept configs
+ * in increasing order. */
+static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep);
+    if (!hs || !rep) {
+        free(hs);
+        free(rep);
+        return -1;
+    }
+    hashed_init(hs, nv);
+    for (int f = 0; f < nin; f++)
+        hash_columns(hs, in[f].t, in[f].rows, nv);
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    cheapest_of_runs(hs, nv, base, rep);
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        unmerge_columns(rep, in[f].t, in[f].rows, nv);
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        if (rep[x] == x)
+            xmap[n++] = x;
+    free(rep);
+    *nx = n;
+    if (n < nv)
+        keep_columns(in, nin, base, nv, xmap, n);
     return 0;
 }
 
-/* Column classes of the last-level tables (the tables that vary with the
- * last var of the dependent set): configs x of v whose columns are bitwise
- * equal in all of them. cmem: the configs class by class, each class in
- * increasing order; cstart[c] its first, cstart[ncls] = nv. Merges are
- * checked element by element. */
-static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
-                              int *cstart, int *ncls)
+/* The classes of rep (rep[x] <= x) as lists: cmem the configs class by
+ * class, each class in increasing order; cstart[c] its first, cstart[n] =
+ * nv. Classes are numbered by their lowest config (known before the
+ * class's other members); a counting sort into cmem. rep is overwritten. */
+static void class_lists(int *rep, int *cid, int nv, int *cmem, int *cstart, int *ncls)
 {
-    hashed *hs = malloc((size_t)nv * sizeof *hs);
-    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
-    if (!hs || !rep || !cid) {
-        free(hs);
-        free(rep);
-        free(cid);
-        return -1;
-    }
-    for (int x = 0; x < nv; x++)
-        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++) {
-                uint64_t bits;
-                memcpy(&bits, t + x, sizeof bits);
-                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
-                hs[x].h = h ^ (h >> 29);
-            }
-        }
-    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
-    for (int a = 0; a < nv;) {
-        int b = a;
-        while (b < nv && hs[b].h == hs[a].h)
-            rep[hs[b++].i] = hs[a].i;
-        a = b;
-    }
-    free(hs);
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++)
-                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
-                    rep[x] = x;
-        }
-    /* classes numbered by their lowest config (rep[x] <= x, so a class's
-     * number is known before its other members); counting sort into cmem */
     int n = 0;
     for (int x = 0; x < nv; x++)
         cid[x] = rep[x] == x ? n++ : cid[rep[x]];
@@ -531,6 +540,33 @@ static int last_level_classes(const inflow *in, int nin, int level, int nv, int 
     for (int x = 0; x < nv; x++)
         cmem[rep[cid[x]]++] = x;
     *ncls = n;
+}
+
+/* Column classes of the last-level tables (the tables that vary with the
+ * last var of the dependent set): configs x of v whose columns are bitwise
+ * equal in all of them, as lists (class_lists: cmem, cstart, ncls). */
+static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
+                              int *cstart, int *ncls)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
+    if (!hs || !rep || !cid) {
+        free(hs);
+        free(rep);
+        free(cid);
+        return -1;
+    }
+    hashed_init(hs, nv);
+    for (int f = 0; f < nin; f++)
+        if (in[f].level == level)
+            hash_columns(hs, in[f].t, in[f].rows, nv);
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    first_of_runs(hs, nv, rep);
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        if (in[f].level == level)
+            unmerge_columns(rep, in[f].t, in[f].rows, nv);
+    class_lists(rep, cid, nv, cmem, cstart, ncls);
     free(rep);
     free(cid);
     return 0;
@@ -1411,6 +1447,112 @@ static void progress(int done, int n, double t0)
     fflush(stderr);
 }
 
+/* The engine over problem sp: the table limit, the memo's capacity (128 MB,
+ * or room for a few tables over two of the largest ops at large p; at most
+ * a quarter of the table limit) and the per-var factor lists (NULL when
+ * memory is short: the caller checks). */
+static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *opts, int n,
+                        sb_error *err)
+{
+    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain};
+    E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
+    double maxc = 0;
+    for (int i = 0; i < n; i++)
+        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
+    E->memo_cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->vf = calloc((size_t)n, sizeof *E->vf);
+    E->nvf = calloc((size_t)n, sizeof *E->nvf);
+    E->capvf = calloc((size_t)n, sizeof *E->capvf);
+}
+
+static void engine_close(engine *E)
+{
+    for (int i = 0; i < E->nf; i++)
+        free(E->f[i].t);
+    free(E->f);
+    free(E->pairs);
+    for (int i = 0; i < E->nmemo; i++)
+        memo_free_entry(&E->memo[i]);
+    free(E->memo);
+    for (int i = 0; i < E->n && E->vf; i++)
+        free(E->vf[i]);
+    free(E->vf);
+    free(E->nvf);
+    free(E->capvf);
+}
+
+/* Config counts of the problem (pb) and of what the DP searches (sp). */
+static void count_configs(const sb_problem *pb, const sb_problem *sp, sb_result *out)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        if (pb->cfg[i].n > out->max_configs)
+            out->max_configs = pb->cfg[i].n;
+        if (sp->cfg[i].n > out->max_configs_kept)
+            out->max_configs_kept = sp->cfg[i].n;
+        out->configs_total += pb->cfg[i].n;
+        out->configs_kept += sp->cfg[i].n;
+    }
+}
+
+/* Eliminates the ops in out->order, steps[i] for the i-th; progress on a
+ * terminal. */
+static int eliminate_all(engine *E, int show, double t0, step *steps, sb_result *out)
+{
+    double last = sb_now();
+    for (int i = 0; i < E->n; i++) {
+        if (eliminate(E, out->order[i], &steps[i], &out->max_dep_set))
+            return -1;
+        if (show && sb_now() - last > 0.25) {
+            progress(i + 1, E->n, t0);
+            last = sb_now();
+        }
+    }
+    if (show && sb_now() - t0 > 0.25)
+        progress(E->n, E->n, t0);
+    return 0;
+}
+
+/* out->choice from the argmins: later-eliminated vertices are fixed first. */
+static void backtrack(const engine *E, const step *steps, sb_result *out)
+{
+    for (int i = E->n - 1; i >= 0; i--) {
+        const step *s = &steps[i];
+        int64_t lin = 0;
+        for (int j = 0; j < s->nv; j++)
+            lin = lin * dom(E, s->vars[j]) + out->choice[s->vars[j]];
+        out->choice[out->order[i]] = s->arg[lin];
+    }
+}
+
+/* The shortcuts' counters and the peak table memory into out. */
+static void report_counters(const engine *E, sb_result *out)
+{
+    out->peak_table_bytes = E->peak_bytes;
+    out->entries_copied = E->entries_copied;
+    out->configs_merged = E->configs_merged;
+    out->rows_bounded = E->rows_bounded;
+    out->rows_threshold = E->rows_threshold;
+    out->eliminations_reused = E->memo_hits;
+}
+
+/* With opts->prune, red gets pb less its dominated configs and *keep their
+ * original indices (sb_prune_dominated); prune_seconds since t0. */
+static int prune_first(const sb_problem *pb, sb_problem *red, int ***keep, double t0,
+                       sb_result *out, sb_error *err)
+{
+    int n = pb->m->nops;
+    *keep = sb_calloc((size_t)(n ? n : 1), sizeof **keep, err);
+    if (!*keep)
+        return -1;
+    if (sb_prune_dominated(pb, red, *keep, err)) {
+        free(*keep);
+        *keep = NULL;
+        return -1;
+    }
+    out->prune_seconds = sb_now() - t0;
+    return 0;
+}
+
 int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, sb_error *err)
 {
     int n = pb->m->nops;
@@ -1419,29 +1561,11 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     /* the DP runs on sp: pb itself, or pb less its dominated configs */
     sb_problem red = {0};
     int **keep = NULL;
-    const sb_problem *sp = pb;
-    if (opts->prune) {
-        keep = sb_calloc((size_t)(n ? n : 1), sizeof *keep, err);
-        if (!keep)
-            return -1;
-        if (sb_prune_dominated(pb, &red, keep, err)) {
-            free(keep);
-            return -1;
-        }
-        sp = &red;
-        out->prune_seconds = sb_now() - t0;
-    }
-    engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
-    E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
-    /* the memo: 128 MB, or room for a few tables over two of the largest
-     * ops at large p; at most a quarter of the table limit */
-    double maxc = 0;
-    for (int i = 0; i < n; i++)
-        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
-    E.memo_cap = fmin(E.limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
-    E.vf = calloc((size_t)n, sizeof *E.vf);
-    E.nvf = calloc((size_t)n, sizeof *E.nvf);
-    E.capvf = calloc((size_t)n, sizeof *E.capvf);
+    if (opts->prune && prune_first(pb, &red, &keep, t0, out, err))
+        return -1;
+    const sb_problem *sp = keep ? &red : pb;
+    engine E;
+    engine_open(&E, sp, opts, n, err);
     step *steps = calloc((size_t)n, sizeof *steps);
     out->choice = calloc((size_t)n, sizeof *out->choice);
     out->order = calloc((size_t)n, sizeof *out->order);
@@ -1450,64 +1574,23 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        if (pb->cfg[i].n > out->max_configs)
-            out->max_configs = pb->cfg[i].n;
-        if (sp->cfg[i].n > out->max_configs_kept)
-            out->max_configs_kept = sp->cfg[i].n;
-        out->configs_total += pb->cfg[i].n;
-        out->configs_kept += sp->cfg[i].n;
-    }
+    count_configs(pb, sp, out);
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
     else
         sb_order_pase(pb, out->order);
-    if (init_factors(&E))
+    if (init_factors(&E) || eliminate_all(&E, show, t0, steps, out))
         goto done;
-    double last = sb_now();
-    for (int i = 0; i < n; i++) {
-        if (eliminate(&E, out->order[i], &steps[i], &out->max_dep_set))
-            goto done;
-        if (show && sb_now() - last > 0.25) {
-            progress(i + 1, n, t0);
-            last = sb_now();
-        }
-    }
-    if (show && sb_now() - t0 > 0.25)
-        progress(n, n, t0);
-    /* backtrack: later-eliminated vertices are fixed first */
-    for (int i = n - 1; i >= 0; i--) {
-        step *s = &steps[i];
-        int64_t lin = 0;
-        for (int j = 0; j < s->nv; j++)
-            lin = lin * dom(&E, s->vars[j]) + out->choice[s->vars[j]];
-        out->choice[out->order[i]] = s->arg[lin];
-    }
+    backtrack(&E, steps, out);
     if (keep) /* back to pb's config indices */
         for (int v = 0; v < n; v++)
             out->choice[v] = keep[v][out->choice[v]];
     out->total_cost = sb_strategy_cost(pb, out->choice);
-    out->peak_table_bytes = E.peak_bytes;
-    out->entries_copied = E.entries_copied;
-    out->configs_merged = E.configs_merged;
-    out->rows_bounded = E.rows_bounded;
-    out->rows_threshold = E.rows_threshold;
-    out->eliminations_reused = E.memo_hits;
+    report_counters(&E, out);
     rc = 0;
 done:
     out->seconds = sb_now() - t0;
-    for (int i = 0; i < E.nf; i++)
-        free(E.f[i].t);
-    free(E.f);
-    free(E.pairs);
-    for (int i = 0; i < E.nmemo; i++)
-        memo_free_entry(&E.memo[i]);
-    free(E.memo);
-    for (int i = 0; i < n && E.vf; i++)
-        free(E.vf[i]);
-    free(E.vf);
-    free(E.nvf);
-    free(E.capvf);
+    engine_close(&E);
     for (int i = 0; i < n && steps; i++)
         free(steps[i].arg);
     free(steps);
