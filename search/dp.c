@@ -15,9 +15,10 @@
  * they are read; equal-row classes of the dependent set (config_classes);
  * equal columns of the eliminated op (compact_eliminated); the bounded and
  * threshold scans for each minimum; eliminations with inputs equal to an
- * earlier one's copied (memo_*). Optional and separate: dominated configs
+ * earlier one's copied (dp_reuse.c). Optional and separate: dominated configs
  * dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
+#include "dp_reuse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_SCOPE 32
+#define MAX_SCOPE DP_MAX_SCOPE
 
 typedef struct {
     int nv;
@@ -46,10 +47,7 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
-    struct memo_entry *memo; /* recent eliminations (memo_*), oldest first */
-    int nmemo;
-    double memo_bytes, memo_cap;
-    long long memo_hits;
+    dp_memo memo; /* recent eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -304,15 +302,9 @@ static double *transpose(engine *E, const factor *f, const int *order)
     return out;
 }
 
-typedef struct {
-    double *t;          /* v innermost */
-    int level;          /* deepest position in S of its other vars, -1 if none */
-    int nv;
-    int pos[MAX_SCOPE]; /* positions in S of its other vars */
-    int v[MAX_SCOPE];   /* those vars */
-    int64_t rows;       /* table size / configs of v */
-    int64_t stride[MAX_SCOPE];
-} inflow;
+/* A table an elimination of v reads, over v and part of its dependent set
+ * (dp_reuse.h). */
+typedef dp_inflow inflow;
 
 /* ---- classes of equal slices (equal rows, equal columns) ---------------------
  *
@@ -597,166 +589,6 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
     }
 }
 
-/* ---- repeated eliminations ---------------------------------------------------
- *
- * Repeated layers give eliminations whose inputs (v's own costs, the tables
- * in the order the elimination reads them, the sizes and positions of the
- * dependent set) are bitwise equal to an earlier one's: their table and
- * argmins are then equal too, and are copied instead of computed. Recent
- * eliminations of at least MEMO_MIN_WORK sums are kept, with a copy of
- * their inputs to compare against (a hash finds the candidates; equality is
- * checked in full), up to memo_cap bytes (one entry at most half), oldest
- * dropped first. */
-#define MEMO_MIN_WORK 1e5
-
-typedef struct memo_entry {
-    uint64_t h;
-    int nv, k, nin;
-    int dom[MAX_SCOPE];
-    double *base;       /* nv */
-    inflow *in;         /* nin, their tables copied */
-    int64_t gsize;
-    double *g;          /* the result: table and argmins */
-    uint16_t *arg;
-    double bytes;
-} memo_entry;
-
-static uint64_t hash_words(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, c + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 32;
-    }
-    for (size_t i = n & ~(size_t)7; i < n; i++)
-        h = (h ^ c[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static void memo_free_entry(memo_entry *e)
-{
-    for (int q = 0; q < e->nin; q++)
-        free(e->in[q].t);
-    free(e->in);
-    free(e->base);
-    free(e->g);
-    free(e->arg);
-}
-
-static uint64_t memo_hash(const engine *E, int nv, int k, const int *S, const double *base,
-                          const inflow *in, int nin)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    int hdr[3] = {nv, k, nin};
-    h = hash_words(h, hdr, sizeof hdr);
-    for (int q = 0; q < k; q++) {
-        int d = dom(E, S[q]);
-        h = hash_words(h, &d, sizeof d);
-    }
-    h = hash_words(h, base, (size_t)nv * sizeof *base);
-    for (int q = 0; q < nin; q++) {
-        h = hash_words(h, &in[q].level, sizeof in[q].level);
-        h = hash_words(h, in[q].pos, (size_t)in[q].nv * sizeof *in[q].pos);
-        h = hash_words(h, in[q].t, (size_t)(in[q].rows * nv) * sizeof *in[q].t);
-    }
-    return h;
-}
-
-static int memo_same(const engine *E, const memo_entry *e, uint64_t h, int nv, int k, const int *S,
-                     const double *base, const inflow *in, int nin)
-{
-    if (e->h != h || e->nv != nv || e->k != k || e->nin != nin)
-        return 0;
-    for (int q = 0; q < k; q++)
-        if (e->dom[q] != dom(E, S[q]))
-            return 0;
-    if (memcmp(e->base, base, (size_t)nv * sizeof *base))
-        return 0;
-    for (int q = 0; q < nin; q++) {
-        const inflow *a = &e->in[q], *b = &in[q];
-        if (a->nv != b->nv || a->level != b->level || a->rows != b->rows
-            || memcmp(a->pos, b->pos, (size_t)a->nv * sizeof *a->pos)
-            || memcmp(a->t, b->t, (size_t)(a->rows * nv) * sizeof *a->t))
-            return 0;
-    }
-    return 1;
-}
-
-static const memo_entry *memo_find(const engine *E, uint64_t h, int nv, int k, const int *S,
-                                   const double *base, const inflow *in, int nin)
-{
-    for (int i = E->nmemo - 1; i >= 0; i--)
-        if (memo_same(E, &E->memo[i], h, nv, k, S, base, in, nin))
-            return &E->memo[i];
-    return NULL;
-}
-
-/* A copy of the inputs, to be completed by memo_commit; NULL when it would
- * not fit in memo_cap or memory is short (then nothing is remembered). */
-static memo_entry *memo_prepare(const engine *E, uint64_t h, int nv, int k, const int *S,
-                                const double *base, const inflow *in, int nin, int64_t gsize)
-{
-    double bytes = (double)nv * 8 + (double)gsize * 10;
-    for (int q = 0; q < nin; q++)
-        bytes += (double)(in[q].rows * nv) * 8;
-    if (bytes > E->memo_cap / 2)
-        return NULL;
-    memo_entry *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    *e = (memo_entry){.h = h, .nv = nv, .k = k, .nin = nin, .gsize = gsize, .bytes = bytes};
-    for (int q = 0; q < k; q++)
-        e->dom[q] = dom(E, S[q]);
-    e->base = malloc((size_t)nv * sizeof *e->base);
-    e->in = calloc((size_t)(nin ? nin : 1), sizeof *e->in);
-    int ok = e->base && e->in;
-    for (int q = 0; ok && q < nin; q++) {
-        e->in[q] = in[q];
-        size_t n = (size_t)(in[q].rows * nv) * sizeof *in[q].t;
-        e->in[q].t = malloc(n);
-        ok = e->in[q].t != NULL;
-        if (ok)
-            memcpy(e->in[q].t, in[q].t, n);
-    }
-    if (!ok) {
-        memo_free_entry(e);
-        free(e);
-        return NULL;
-    }
-    memcpy(e->base, base, (size_t)nv * sizeof *base);
-    return e;
-}
-
-/* Adds e (from memo_prepare) with its result; frees e's shell. */
-static void memo_commit(engine *E, memo_entry *e, const double *g, const uint16_t *arg)
-{
-    e->g = malloc((size_t)e->gsize * sizeof *e->g);
-    e->arg = malloc((size_t)e->gsize * sizeof *e->arg);
-    memo_entry *nm = realloc(E->memo, (size_t)(E->nmemo + 1) * sizeof *nm);
-    if (!e->g || !e->arg || !nm) {
-        if (nm)
-            E->memo = nm;
-        memo_free_entry(e);
-        free(e);
-        return;
-    }
-    E->memo = nm;
-    memcpy(e->g, g, (size_t)e->gsize * sizeof *g);
-    memcpy(e->arg, arg, (size_t)e->gsize * sizeof *arg);
-    int drop = 0;
-    while (drop < E->nmemo && E->memo_bytes + e->bytes > E->memo_cap) {
-        E->memo_bytes -= E->memo[drop].bytes;
-        memo_free_entry(&E->memo[drop++]);
-    }
-    memmove(E->memo, E->memo + drop, (size_t)(E->nmemo - drop) * sizeof *E->memo);
-    E->nmemo -= drop;
-    E->memo[E->nmemo++] = *e;
-    E->memo_bytes += e->bytes;
-    free(e);
-}
-
 /* ---- one elimination ---------------------------------------------------------
  *
  * eliminate(v) gathers v's live factors and its dependent set S, loads the
@@ -781,7 +613,7 @@ typedef struct {
                               * inflows of levels 0..l at the current assignment */
     double *val;             /* nv: the sums of one entry (plain scan) */
     int *xmap;               /* nv: kept config -> v's original config */
-    memo_entry *fresh;       /* this elimination's inputs, to be remembered */
+    dp_memo_entry *fresh;     /* this elimination's inputs, to be remembered */
     /* equal rows: per position q of S, rep[q][i] (config_classes) and the
      * representatives reps[q][0..nrep[q]) in increasing order */
     int *repbuf;
@@ -932,17 +764,17 @@ static int load_inflows(elim *el)
 static int memo_lookup(elim *el)
 {
     engine *E = el->E;
-    if (!(!E->plain && el->k > 0 && el->size * el->nv >= MEMO_MIN_WORK && E->memo_cap > 0))
+    if (!(!E->plain && el->k > 0 && el->size * el->nv >= DP_MEMO_MIN_WORK && E->memo.cap > 0))
         return 0;
-    uint64_t h = memo_hash(E, el->nv, el->k, el->S, el->P, el->in, el->nfl);
-    const memo_entry *hit = memo_find(E, h, el->nv, el->k, el->S, el->P, el->in, el->nfl);
-    if (hit) {
-        memcpy(el->g, hit->g, (size_t)el->gsize * sizeof *el->g);
-        memcpy(el->arg, hit->arg, (size_t)el->gsize * sizeof *el->arg);
-        E->memo_hits++;
+    int doms[MAX_SCOPE];
+    for (int q = 0; q < el->k; q++)
+        doms[q] = dom(E, el->S[q]);
+    dp_elim_inputs x = {.nv = el->nv, .k = el->k, .dom = doms, .base = el->P, .in = el->in,
+                        .nin = el->nfl};
+    uint64_t h = dp_memo_hash(&x);
+    if (dp_memo_take(&E->memo, h, &x, el->g, el->arg, el->gsize))
         return 1;
-    }
-    el->fresh = memo_prepare(E, h, el->nv, el->k, el->S, el->P, el->in, el->nfl, el->gsize);
+    el->fresh = dp_memo_prepare(&E->memo, h, &x, el->gsize);
     return 0;
 }
 
@@ -1364,7 +1196,7 @@ static int compute_table(elim *el)
             copy_equal_rows(el);
     }
     if (el->fresh) {
-        memo_commit(el->E, el->fresh, el->g, el->arg);
+        dp_memo_commit(&el->E->memo, el->fresh, el->g, el->arg);
         el->fresh = NULL;
     }
     return 0;
@@ -1401,10 +1233,8 @@ static int replace_factors(elim *el, step *out)
 
 static void elim_free(elim *el)
 {
-    if (el->fresh) {
-        memo_free_entry(el->fresh);
-        free(el->fresh);
-    }
+    if (el->fresh)
+        dp_memo_discard(el->fresh);
     for (int q = 0; q < el->nfl; q++)
         free(el->in[q].t);
     free(el->in);
@@ -1459,7 +1289,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
     double maxc = 0;
     for (int i = 0; i < n; i++)
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
-    E->memo_cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
     E->capvf = calloc((size_t)n, sizeof *E->capvf);
@@ -1471,9 +1301,7 @@ static void engine_close(engine *E)
         free(E->f[i].t);
     free(E->f);
     free(E->pairs);
-    for (int i = 0; i < E->nmemo; i++)
-        memo_free_entry(&E->memo[i]);
-    free(E->memo);
+    dp_memo_free(&E->memo);
     for (int i = 0; i < E->n && E->vf; i++)
         free(E->vf[i]);
     free(E->vf);
@@ -1532,7 +1360,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->configs_merged = E->configs_merged;
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
-    out->eliminations_reused = E->memo_hits;
+    out->eliminations_reused = E->memo.hits;
 }
 
 /* With opts->prune, red gets pb less its dominated configs and *keep their
