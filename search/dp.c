@@ -1041,16 +1041,17 @@ static void min_bounded(elim *el, const double *prev, int64_t at)
         fts[nq] = el->in[q].t + off;
         mins[nq++] = el->rowmin[q][off / el->nv];
     }
-    int ntie = 0;
+    const keyed *ks = el->ks; /* locals: the stores to tie[] may alias el's fields */
+    int ntie = 0, ncls = el->ncls;
     double bv = INFINITY;
-    for (int i = 0; i < el->ncls; i++) {
-        double lb = el->ks[i].k;
+    for (int i = 0; i < ncls; i++) {
+        double lb = ks[i].k;
         for (int q = 0; q < nq; q++)
             lb += mins[q];
         if (lb > bv)
             break;
-        int x0 = cmem[cstart[el->ks[i].x]];
-        double sx = el->ks[i].k;
+        int x0 = cmem[cstart[ks[i].x]];
+        double sx = ks[i].k;
         for (int q = 0; q < nq; q++)
             sx += fts[q][x0];
         if (sx < bv) {
@@ -1058,7 +1059,7 @@ static void min_bounded(elim *el, const double *prev, int64_t at)
             ntie = 0;
         }
         if (sx == bv)
-            tie[ntie++] = el->ks[i].x;
+            tie[ntie++] = ks[i].x;
     }
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
@@ -1139,8 +1140,9 @@ static void scan_rows(elim *el)
         for (int q = 0; q < k - 1; q++)
             row += el->idx[q] * el->gstride[q];
         order_by_prev(el, prev);
-        for (int jr = 0; jr < el->nrep[k - 1]; jr++) {
-            int j = el->reps[k - 1][jr];
+        const int *reps = el->reps[k - 1];
+        for (int jr = 0, nrep = el->nrep[k - 1]; jr < nrep; jr++) {
+            int j = reps[jr];
             el->idx[k - 1] = j;
             if (el->threshold)
                 min_threshold(el, prev, row + j);
