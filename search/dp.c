@@ -15,9 +15,10 @@
  * they are read; equal-row classes of the dependent set (config_classes);
  * equal columns of the eliminated op (compact_eliminated); the bounded and
  * threshold scans for each minimum; eliminations with inputs equal to an
- * earlier one's copied (memo_*). Optional and separate: dominated configs
+ * earlier one's copied (dp_reuse.c). Optional and separate: dominated configs
  * dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
+#include "dp_reuse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_SCOPE 32
+#define MAX_SCOPE DP_MAX_SCOPE
 
 typedef struct {
     int nv;
@@ -46,10 +47,7 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
-    struct memo_entry *memo; /* recent eliminations (memo_*), oldest first */
-    int nmemo;
-    double memo_bytes, memo_cap;
-    long long memo_hits;
+    dp_memo memo; /* recent eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -304,27 +302,22 @@ static double *transpose(engine *E, const factor *f, const int *order)
     return out;
 }
 
-typedef struct {
-    double *t;          /* v innermost */
-    int level;          /* deepest position in S of its other vars, -1 if none */
-    int nv;
-    int pos[MAX_SCOPE]; /* positions in S of its other vars */
-    int v[MAX_SCOPE];   /* those vars */
-    int64_t rows;       /* table size / configs of v */
-    int64_t stride[MAX_SCOPE];
-} inflow;
+/* A table an elimination of v reads, over v and part of its dependent set
+ * (dp_reuse.h). */
+typedef dp_inflow inflow;
 
-/* Classes of the configs of S[q] (q-th var of the dependent set): configs
- * whose slices are bitwise equal in every inflow table give equal rows of
- * the new table, so only the class's first config (its representative) is
- * computed and the others are copied. rep[i]: the representative of config
- * i (rep[i] <= i; rep[i] == i for representatives). Hashes group the
- * candidates; every merge is then checked element by element, so a hash
- * collision only loses a merge. */
+/* ---- classes of equal slices (equal rows, equal columns) ---------------------
+ *
+ * Configs are grouped by a hash of their slices in the inflow tables
+ * (sorted by hash, then index), and every merge is then checked element by
+ * element, so a hash collision only loses a merge. */
 typedef struct {
     uint64_t h;
     int i;
 } hashed;
+
+#define HASH_SEED 1469598103934665603ULL
+#define HASH_PRIME 1099511628211ULL
 
 static int cmp_hashed(const void *x, const void *y)
 {
@@ -332,6 +325,48 @@ static int cmp_hashed(const void *x, const void *y)
     if (a->h != b->h)
         return a->h < b->h ? -1 : 1;
     return a->i - b->i;
+}
+
+/* hs[i] = (seed, i) for i < n. */
+static void hashed_init(hashed *hs, int n)
+{
+    for (int i = 0; i < n; i++)
+        hs[i] = (hashed){.h = HASH_SEED, .i = i};
+}
+
+/* hs (n, sorted by hash): rep[i] = the lowest config of i's run of equal
+ * hashes. */
+static void first_of_runs(const hashed *hs, int n, int *rep)
+{
+    for (int a = 0; a < n;) {
+        int b = a;
+        while (b < n && hs[b].h == hs[a].h)
+            rep[hs[b++].i] = hs[a].i;
+        a = b;
+    }
+}
+
+/* Mixes each column x of table t (rows x nv) into hs[x].h (hs in config
+ * order, not yet sorted). */
+static void hash_columns(hashed *hs, const double *t, int64_t rows, int nv)
+{
+    for (int64_t r = 0; r < rows; r++, t += nv)
+        for (int x = 0; x < nv; x++) {
+            uint64_t bits;
+            memcpy(&bits, t + x, sizeof bits);
+            uint64_t h = (hs[x].h ^ bits) * HASH_PRIME;
+            hs[x].h = h ^ (h >> 29);
+        }
+}
+
+/* Undoes each merge x -> rep[x] whose columns differ somewhere in t
+ * (rows x nv). */
+static void unmerge_columns(int *rep, const double *t, int64_t rows, int nv)
+{
+    for (int64_t r = 0; r < rows; r++, t += nv)
+        for (int x = 0; x < nv; x++)
+            if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
+                rep[x] = x;
 }
 
 /* Blocks of one axis of an inflow table: outer x n x inner, with the axis
@@ -346,90 +381,73 @@ static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64
     *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
 }
 
+/* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
+ * hs[i].h (hs in config order). */
+static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
+{
+    int64_t outer, inner;
+    axis_blocks(E, fl, j, nvv, &outer, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int i = 0; i < n; i++) {
+            const double *b = fl->t + (o * n + i) * inner;
+            uint64_t h = hs[i].h;
+            for (int64_t e = 0; e < inner; e++) {
+                uint64_t bits;
+                memcpy(&bits, b + e, sizeof bits);
+                h = (h ^ bits) * HASH_PRIME;
+                h ^= h >> 29;
+            }
+            hs[i].h = h;
+        }
+}
+
+/* Undoes each merge i -> rep[i] whose slices of fl's axis j differ. */
+static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, int *rep, int n)
+{
+    int64_t outer, inner;
+    axis_blocks(E, fl, j, nvv, &outer, &inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int i = 0; i < n; i++) {
+            if (rep[i] == i)
+                continue;
+            const double *a = fl->t + (o * n + i) * inner;
+            const double *b = fl->t + (o * n + rep[i]) * inner;
+            if (memcmp(a, b, (size_t)inner * sizeof *a))
+                rep[i] = i;
+        }
+}
+
+/* Classes of the configs of S[q] (q-th var of the dependent set, var; nvv:
+ * v's configs): configs whose slices are bitwise equal in every inflow
+ * table give equal rows of the new table, so only the class's first config
+ * (its representative) is computed and the others are copied. rep[i]: the
+ * representative of config i (rep[i] <= i; rep[i] == i for
+ * representatives). */
 static int config_classes(engine *E, const inflow *in, int nin, int q, int var, int nvv, int *rep)
 {
     int n = dom(E, var);
     hashed *hs = malloc((size_t)n * sizeof *hs);
     if (!hs)
         return -1;
-    for (int i = 0; i < n; i++)
-        hs[i] = (hashed){.h = 1469598103934665603ULL, .i = i};
+    hashed_init(hs, n);
     for (int f = 0; f < nin; f++)
-        for (int j = 0; j < in[f].nv; j++) {
-            if (in[f].pos[j] != q)
-                continue;
-            int64_t outer, inner;
-            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
-            for (int64_t o = 0; o < outer; o++)
-                for (int i = 0; i < n; i++) {
-                    const double *b = in[f].t + (o * n + i) * inner;
-                    uint64_t h = hs[i].h;
-                    for (int64_t e = 0; e < inner; e++) {
-                        uint64_t bits;
-                        memcpy(&bits, b + e, sizeof bits);
-                        h = (h ^ bits) * 1099511628211ULL;
-                        h ^= h >> 29;
-                    }
-                    hs[i].h = h;
-                }
-        }
+        for (int j = 0; j < in[f].nv; j++)
+            if (in[f].pos[j] == q)
+                hash_slices(E, &in[f], j, nvv, hs, n);
     qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
-    for (int a = 0; a < n;) {
-        int b = a;
-        while (b < n && hs[b].h == hs[a].h)
-            rep[hs[b++].i] = hs[a].i;
-        a = b;
-    }
+    first_of_runs(hs, n, rep);
     free(hs);
-    /* check every merge */
     for (int f = 0; f < nin; f++)
-        for (int j = 0; j < in[f].nv; j++) {
-            if (in[f].pos[j] != q)
-                continue;
-            int64_t outer, inner;
-            axis_blocks(E, &in[f], j, nvv, &outer, &inner);
-            for (int64_t o = 0; o < outer; o++)
-                for (int i = 0; i < n; i++) {
-                    if (rep[i] == i)
-                        continue;
-                    const double *a = in[f].t + (o * n + i) * inner;
-                    const double *b = in[f].t + (o * n + rep[i]) * inner;
-                    if (memcmp(a, b, (size_t)inner * sizeof *a))
-                        rep[i] = i;
-                }
-        }
+        for (int j = 0; j < in[f].nv; j++)
+            if (in[f].pos[j] == q)
+                unmerge_slices(E, &in[f], j, nvv, rep, n);
     return 0;
 }
 
-/* Configs of the eliminated op v whose columns are bitwise equal in every
- * inflow table differ only in their own cost (base): of each such class
- * only the cheapest (lowest index among equals) can be a row's argmin, so
- * the tables are cut down to those columns. xmap[0..*nx): the kept configs
- * in increasing order. Merges are checked element by element. */
-static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+/* hs (nv, sorted by hash): rep[x] = the config of least base in x's run of
+ * equal hashes, lowest index on ties. */
+static void cheapest_of_runs(const hashed *hs, int nv, const double *base, int *rep)
 {
-    hashed *hs = malloc((size_t)nv * sizeof *hs);
-    int *rep = malloc((size_t)nv * sizeof *rep);
-    if (!hs || !rep) {
-        free(hs);
-        free(rep);
-        return -1;
-    }
-    for (int x = 0; x < nv; x++)
-        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
-    for (int f = 0; f < nin; f++) {
-        for (int64_t r = 0; r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++) {
-                uint64_t bits;
-                memcpy(&bits, t + x, sizeof bits);
-                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
-                hs[x].h = h ^ (h >> 29);
-            }
-        }
-    }
-    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
-    /* in each run of equal hashes: the least base, lowest index on ties */
     for (int a = 0; a < nv;) {
         int b = a, best = hs[a].i;
         while (b < nv && hs[b].h == hs[a].h) {
@@ -441,22 +459,12 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
             rep[hs[c].i] = best;
         a = b;
     }
-    free(hs);
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++)
-                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
-                    rep[x] = x;
-        }
-    int n = 0;
-    for (int x = 0; x < nv; x++)
-        if (rep[x] == x)
-            xmap[n++] = x;
-    free(rep);
-    *nx = n;
-    if (n == nv)
-        return 0;
+}
+
+/* Cuts the inflow tables (rows x nv, in place) and base down to the n
+ * columns xmap[0..n). */
+static void keep_columns(inflow *in, int nin, double *base, int nv, const int *xmap, int n)
+{
     for (int f = 0; f < nin; f++) {
         for (int64_t r = 0; r < in[f].rows; r++) {
             const double *src = in[f].t + r * nv;
@@ -469,54 +477,47 @@ static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xm
     }
     for (int i = 0; i < n; i++)
         base[i] = base[xmap[i]];
+}
+
+/* Configs of the eliminated op v whose columns are bitwise equal in every
+ * inflow table differ only in their own cost (base): of each such class
+ * only the cheapest (lowest index among equals) can be a row's argmin, so
+ * the tables are cut down to those columns. xmap[0..*nx): the kept configs
+ * in increasing order. */
+static int compact_eliminated(inflow *in, int nin, double *base, int nv, int *xmap, int *nx)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep);
+    if (!hs || !rep) {
+        free(hs);
+        free(rep);
+        return -1;
+    }
+    hashed_init(hs, nv);
+    for (int f = 0; f < nin; f++)
+        hash_columns(hs, in[f].t, in[f].rows, nv);
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    cheapest_of_runs(hs, nv, base, rep);
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        unmerge_columns(rep, in[f].t, in[f].rows, nv);
+    int n = 0;
+    for (int x = 0; x < nv; x++)
+        if (rep[x] == x)
+            xmap[n++] = x;
+    free(rep);
+    *nx = n;
+    if (n < nv)
+        keep_columns(in, nin, base, nv, xmap, n);
     return 0;
 }
 
-/* Column classes of the last-level tables (the tables that vary with the
- * last var of the dependent set): configs x of v whose columns are bitwise
- * equal in all of them. cmem: the configs class by class, each class in
- * increasing order; cstart[c] its first, cstart[ncls] = nv. Merges are
- * checked element by element. */
-static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
-                              int *cstart, int *ncls)
+/* The classes of rep (rep[x] <= x) as lists: cmem the configs class by
+ * class, each class in increasing order; cstart[c] its first, cstart[n] =
+ * nv. Classes are numbered by their lowest config (known before the
+ * class's other members); a counting sort into cmem. rep is overwritten. */
+static void class_lists(int *rep, int *cid, int nv, int *cmem, int *cstart, int *ncls)
 {
-    hashed *hs = malloc((size_t)nv * sizeof *hs);
-    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
-    if (!hs || !rep || !cid) {
-        free(hs);
-        free(rep);
-        free(cid);
-        return -1;
-    }
-    for (int x = 0; x < nv; x++)
-        hs[x] = (hashed){.h = 1469598103934665603ULL, .i = x};
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++) {
-                uint64_t bits;
-                memcpy(&bits, t + x, sizeof bits);
-                uint64_t h = (hs[x].h ^ bits) * 1099511628211ULL;
-                hs[x].h = h ^ (h >> 29);
-            }
-        }
-    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
-    for (int a = 0; a < nv;) {
-        int b = a;
-        while (b < nv && hs[b].h == hs[a].h)
-            rep[hs[b++].i] = hs[a].i;
-        a = b;
-    }
-    free(hs);
-    for (int f = 0; f < nin; f++)
-        for (int64_t r = 0; in[f].level == level && r < in[f].rows; r++) {
-            const double *t = in[f].t + r * nv;
-            for (int x = 0; x < nv; x++)
-                if (rep[x] != x && memcmp(t + x, t + rep[x], sizeof *t))
-                    rep[x] = x;
-        }
-    /* classes numbered by their lowest config (rep[x] <= x, so a class's
-     * number is known before its other members); counting sort into cmem */
     int n = 0;
     for (int x = 0; x < nv; x++)
         cid[x] = rep[x] == x ? n++ : cid[rep[x]];
@@ -531,6 +532,33 @@ static int last_level_classes(const inflow *in, int nin, int level, int nv, int 
     for (int x = 0; x < nv; x++)
         cmem[rep[cid[x]]++] = x;
     *ncls = n;
+}
+
+/* Column classes of the last-level tables (the tables that vary with the
+ * last var of the dependent set): configs x of v whose columns are bitwise
+ * equal in all of them, as lists (class_lists: cmem, cstart, ncls). */
+static int last_level_classes(const inflow *in, int nin, int level, int nv, int *cmem,
+                              int *cstart, int *ncls)
+{
+    hashed *hs = malloc((size_t)nv * sizeof *hs);
+    int *rep = malloc((size_t)nv * sizeof *rep), *cid = malloc((size_t)nv * sizeof *cid);
+    if (!hs || !rep || !cid) {
+        free(hs);
+        free(rep);
+        free(cid);
+        return -1;
+    }
+    hashed_init(hs, nv);
+    for (int f = 0; f < nin; f++)
+        if (in[f].level == level)
+            hash_columns(hs, in[f].t, in[f].rows, nv);
+    qsort(hs, (size_t)nv, sizeof *hs, cmp_hashed);
+    first_of_runs(hs, nv, rep);
+    free(hs);
+    for (int f = 0; f < nin; f++)
+        if (in[f].level == level)
+            unmerge_columns(rep, in[f].t, in[f].rows, nv);
+    class_lists(rep, cid, nv, cmem, cstart, ncls);
     free(rep);
     free(cid);
     return 0;
@@ -561,610 +589,628 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
     }
 }
 
-/* ---- repeated eliminations ---------------------------------------------------
+/* ---- one elimination ---------------------------------------------------------
  *
- * Repeated layers give eliminations whose inputs (v's own costs, the tables
- * in the order the elimination reads them, the sizes and positions of the
- * dependent set) are bitwise equal to an earlier one's: their table and
- * argmins are then equal too, and are copied instead of computed. Recent
- * eliminations of at least MEMO_MIN_WORK sums are kept, with a copy of
- * their inputs to compare against (a hash finds the candidates; equality is
- * checked in full), up to memo_cap bytes (one entry at most half), oldest
- * dropped first. */
-#define MEMO_MIN_WORK 1e5
+ * eliminate(v) gathers v's live factors and its dependent set S, loads the
+ * factors as inflow tables, computes the new table g over S (copied from an
+ * earlier elimination when the inputs are equal, else row by row through
+ * the shortcuts), then retires v's factors and adds g in their place. */
 
-typedef struct memo_entry {
-    uint64_t h;
-    int nv, k, nin;
-    int dom[MAX_SCOPE];
-    double *base;       /* nv */
-    inflow *in;         /* nin, their tables copied */
+/* The state of one elimination of v. */
+typedef struct {
+    engine *E;
+    int v;
+    int nv;                  /* configs of v in play: all, then those compact_eliminated keeps */
+    int k, S[MAX_SCOPE];     /* the dependent set, by increasing id */
+    int nin;                 /* v's live factors */
+    double size;             /* entries of g (as the charge counts them) */
     int64_t gsize;
-    double *g;          /* the result: table and argmins */
-    uint16_t *arg;
-    double bytes;
-} memo_entry;
+    double *g;               /* gsize: the new table over S, last var fastest */
+    uint16_t *arg;           /* gsize: v's (original) config reaching each entry */
+    inflow *in;              /* nfl of the nin factors: those with vars besides v */
+    int nfl;
+    double *P;               /* (k + 1) x nv: P[0] v's own costs (base), P[l + 1] plus the
+                              * inflows of levels 0..l at the current assignment */
+    double *val;             /* nv: the sums of one entry (plain scan) */
+    int *xmap;               /* nv: kept config -> v's original config */
+    dp_memo_entry *fresh;     /* this elimination's inputs, to be remembered */
+    /* equal rows: per position q of S, rep[q][i] (config_classes) and the
+     * representatives reps[q][0..nrep[q]) in increasing order */
+    int *repbuf;
+    int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], all_reps;
+    int64_t gstride[MAX_SCOPE];
+    int idx[MAX_SCOPE], r[MAX_SCOPE]; /* current assignment of S; its rank among the reps */
+    int nlast_in, last_in;   /* inflows at the last level: how many, the last of them */
+    /* bounded minima */
+    int bounded, threshold;
+    keyed *ks;               /* 2 nv: v's configs (threshold) or the classes (bounded) by prev */
+    double *rmbuf, **rowmin; /* rowmin[q][row]: least entry of each row of last-level inflow q */
+    int *cbuf, ncls;         /* last-level column classes: members (nv), starts (ncls + 1), ties */
+    int *rowsort;            /* threshold: rows x nv, each row's configs by value */
+    char *rowdone;           /* threshold: which rows are sorted */
+    keyed *rks;              /* 2 nv: a row being sorted */
+} elim;
 
-static uint64_t hash_words(uint64_t h, const void *p, size_t n)
+static int elim_oom(const elim *el)
 {
-    const unsigned char *c = p;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, c + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 32;
-    }
-    for (size_t i = n & ~(size_t)7; i < n; i++)
-        h = (h ^ c[i]) * 0x100000001b3ULL;
-    return h;
+    return sb_fail(el->E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
+                   el->E->pb->m->ops[el->v].name);
 }
 
-static void memo_free_entry(memo_entry *e)
+/* S: the vars other than v of v's live factors, sorted by id; nin: the
+ * number of those factors. */
+static int gather_depset(elim *el)
 {
-    for (int q = 0; q < e->nin; q++)
-        free(e->in[q].t);
-    free(e->in);
-    free(e->base);
-    free(e->g);
-    free(e->arg);
-}
-
-static uint64_t memo_hash(const engine *E, int nv, int k, const int *S, const double *base,
-                          const inflow *in, int nin)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    int hdr[3] = {nv, k, nin};
-    h = hash_words(h, hdr, sizeof hdr);
-    for (int q = 0; q < k; q++) {
-        int d = dom(E, S[q]);
-        h = hash_words(h, &d, sizeof d);
-    }
-    h = hash_words(h, base, (size_t)nv * sizeof *base);
-    for (int q = 0; q < nin; q++) {
-        h = hash_words(h, &in[q].level, sizeof in[q].level);
-        h = hash_words(h, in[q].pos, (size_t)in[q].nv * sizeof *in[q].pos);
-        h = hash_words(h, in[q].t, (size_t)(in[q].rows * nv) * sizeof *in[q].t);
-    }
-    return h;
-}
-
-static int memo_same(const engine *E, const memo_entry *e, uint64_t h, int nv, int k, const int *S,
-                     const double *base, const inflow *in, int nin)
-{
-    if (e->h != h || e->nv != nv || e->k != k || e->nin != nin)
-        return 0;
-    for (int q = 0; q < k; q++)
-        if (e->dom[q] != dom(E, S[q]))
-            return 0;
-    if (memcmp(e->base, base, (size_t)nv * sizeof *base))
-        return 0;
-    for (int q = 0; q < nin; q++) {
-        const inflow *a = &e->in[q], *b = &in[q];
-        if (a->nv != b->nv || a->level != b->level || a->rows != b->rows
-            || memcmp(a->pos, b->pos, (size_t)a->nv * sizeof *a->pos)
-            || memcmp(a->t, b->t, (size_t)(a->rows * nv) * sizeof *a->t))
-            return 0;
-    }
-    return 1;
-}
-
-static const memo_entry *memo_find(const engine *E, uint64_t h, int nv, int k, const int *S,
-                                   const double *base, const inflow *in, int nin)
-{
-    for (int i = E->nmemo - 1; i >= 0; i--)
-        if (memo_same(E, &E->memo[i], h, nv, k, S, base, in, nin))
-            return &E->memo[i];
-    return NULL;
-}
-
-/* A copy of the inputs, to be completed by memo_commit; NULL when it would
- * not fit in memo_cap or memory is short (then nothing is remembered). */
-static memo_entry *memo_prepare(const engine *E, uint64_t h, int nv, int k, const int *S,
-                                const double *base, const inflow *in, int nin, int64_t gsize)
-{
-    double bytes = (double)nv * 8 + (double)gsize * 10;
-    for (int q = 0; q < nin; q++)
-        bytes += (double)(in[q].rows * nv) * 8;
-    if (bytes > E->memo_cap / 2)
-        return NULL;
-    memo_entry *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    *e = (memo_entry){.h = h, .nv = nv, .k = k, .nin = nin, .gsize = gsize, .bytes = bytes};
-    for (int q = 0; q < k; q++)
-        e->dom[q] = dom(E, S[q]);
-    e->base = malloc((size_t)nv * sizeof *e->base);
-    e->in = calloc((size_t)(nin ? nin : 1), sizeof *e->in);
-    int ok = e->base && e->in;
-    for (int q = 0; ok && q < nin; q++) {
-        e->in[q] = in[q];
-        size_t n = (size_t)(in[q].rows * nv) * sizeof *in[q].t;
-        e->in[q].t = malloc(n);
-        ok = e->in[q].t != NULL;
-        if (ok)
-            memcpy(e->in[q].t, in[q].t, n);
-    }
-    if (!ok) {
-        memo_free_entry(e);
-        free(e);
-        return NULL;
-    }
-    memcpy(e->base, base, (size_t)nv * sizeof *base);
-    return e;
-}
-
-/* Adds e (from memo_prepare) with its result; frees e's shell. */
-static void memo_commit(engine *E, memo_entry *e, const double *g, const uint16_t *arg)
-{
-    e->g = malloc((size_t)e->gsize * sizeof *e->g);
-    e->arg = malloc((size_t)e->gsize * sizeof *e->arg);
-    memo_entry *nm = realloc(E->memo, (size_t)(E->nmemo + 1) * sizeof *nm);
-    if (!e->g || !e->arg || !nm) {
-        if (nm)
-            E->memo = nm;
-        memo_free_entry(e);
-        free(e);
-        return;
-    }
-    E->memo = nm;
-    memcpy(e->g, g, (size_t)e->gsize * sizeof *g);
-    memcpy(e->arg, arg, (size_t)e->gsize * sizeof *arg);
-    int drop = 0;
-    while (drop < E->nmemo && E->memo_bytes + e->bytes > E->memo_cap) {
-        E->memo_bytes -= E->memo[drop].bytes;
-        memo_free_entry(&E->memo[drop++]);
-    }
-    memmove(E->memo, E->memo + drop, (size_t)(E->nmemo - drop) * sizeof *E->memo);
-    E->nmemo -= drop;
-    E->memo[E->nmemo++] = *e;
-    E->memo_bytes += e->bytes;
-    free(e);
-}
-
-static int eliminate(engine *E, int v, step *out, int *max_dep)
-{
-    int nv = dom(E, v);
-    /* gather factors and the dependent set */
-    int S[MAX_SCOPE], k = 0;
-    int nin = 0;
+    const engine *E = el->E;
+    int v = el->v;
     for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+        const factor *f = &E->f[E->vf[v][i]];
         if (!f->alive)
             continue;
-        nin++;
+        el->nin++;
         for (int j = 0; j < f->nv; j++) {
             int u = f->vars[j], seen = u == v;
-            for (int q = 0; q < k && !seen; q++)
-                seen = S[q] == u;
-            if (!seen) {
-                if (k == MAX_SCOPE)
-                    return sb_fail(E->err, SB_EXIT_INTERNAL,
-                                   "dependent set of '%s' exceeds %d vertices",
-                                   E->pb->m->ops[v].name, MAX_SCOPE);
-                S[k++] = u;
-            }
+            for (int q = 0; q < el->k && !seen; q++)
+                seen = el->S[q] == u;
+            if (seen)
+                continue;
+            if (el->k == MAX_SCOPE)
+                return sb_fail(E->err, SB_EXIT_INTERNAL, "dependent set of '%s' exceeds %d vertices",
+                               E->pb->m->ops[v].name, MAX_SCOPE);
+            el->S[el->k++] = u;
         }
     }
-    /* sort S by id */
-    for (int i = 1; i < k; i++)
+    int *S = el->S;
+    for (int i = 1; i < el->k; i++)
         for (int j = i; j > 0 && S[j - 1] > S[j]; j--) {
             int t = S[j];
             S[j] = S[j - 1];
             S[j - 1] = t;
         }
-    if (k > *max_dep)
-        *max_dep = k;
-    double size = 1.0;
-    for (int i = 0; i < k; i++)
-        size *= dom(E, S[i]);
-    if (charge(E, size * (8.0 + 2.0), v, k))
+    return 0;
+}
+
+/* Charges g and its argmins (10 bytes an entry) and allocates the
+ * elimination's buffers. */
+static int elim_alloc(elim *el)
+{
+    engine *E = el->E;
+    int nv = el->nv;
+    el->size = 1.0;
+    for (int i = 0; i < el->k; i++)
+        el->size *= dom(E, el->S[i]);
+    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
         return -1;
-    int64_t gsize = (int64_t)size;
-    factor g = {.nv = k, .size = gsize};
-    memcpy(g.vars, S, (size_t)k * sizeof *S);
-    g.t = malloc((size_t)gsize * sizeof(double));
-    uint16_t *arg = malloc((size_t)gsize * sizeof(uint16_t));
-    inflow *in = calloc((size_t)nin, sizeof *in);
-    double *P = malloc((size_t)(k + 1) * (size_t)nv * sizeof *P);
-    double *val = malloc((size_t)nv * sizeof *val);
-    int *xmap = malloc((size_t)nv * sizeof *xmap), nx = nv;
-    int *repbuf = NULL;
-    memo_entry *fresh = NULL; /* this elimination, to be remembered */
-    keyed *ks = NULL;
-    double *rmbuf = NULL, **rowmin = NULL;
-    int *cbuf = NULL, ncls = 0; /* last-level column classes: members, then starts */
-    int *rowsort = NULL, threshold = 0; /* the threshold scan: rows' configs by value */
-    char *rowdone = NULL;                /* ... and which rows are sorted */
-    keyed *rks = NULL;                   /* (a row being sorted) */
-    int rc = -1, nfl = 0;
-    if (!g.t || !arg || !in || !P || !val || !xmap) {
-        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
-                E->pb->m->ops[v].name, size);
-        goto out;
+    el->gsize = (int64_t)el->size;
+    el->g = malloc((size_t)el->gsize * sizeof(double));
+    el->arg = malloc((size_t)el->gsize * sizeof(uint16_t));
+    el->in = calloc((size_t)el->nin, sizeof *el->in);
+    el->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *el->P);
+    el->val = malloc((size_t)nv * sizeof *el->val);
+    el->xmap = malloc((size_t)nv * sizeof *el->xmap);
+    if (!el->g || !el->arg || !el->in || !el->P || !el->val || !el->xmap)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
+                       E->pb->m->ops[el->v].name, el->size);
+    return 0;
+}
+
+/* Factor f (over v and part of S) as inflow fl: its vars in S's order, v
+ * innermost. A pending edge table is built so, a table already so is taken
+ * over (its space is still counted as f's until f is retired), others are
+ * transposed. */
+static int load_inflow(elim *el, factor *f, inflow *fl)
+{
+    engine *E = el->E;
+    int order[MAX_SCOPE], no = 0, nv = el->nv;
+    fl->level = -1;
+    for (int q = 0; q < el->k; q++)
+        for (int j = 0; j < f->nv; j++)
+            if (f->vars[j] == el->S[q]) {
+                order[no] = el->S[q];
+                fl->v[no] = el->S[q];
+                fl->pos[no++] = q;
+                fl->level = q;
+            }
+    order[no] = el->v;
+    fl->nv = no;
+    int64_t st = nv;
+    for (int j = no - 1; j >= 0; j--) {
+        fl->stride[j] = st;
+        st *= dom(E, order[j]);
     }
-    double *base = P; /* P[0]: sum of factors over v alone; P[l+1]: through level l */
-    for (int x = 0; x < nv; x++)
+    fl->rows = st / nv;
+    if (!f->t) {
+        if (build_pending(E, f, order[0]))
+            return -1;
+        fl->t = f->t;
+        f->t = NULL;
+    } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
+        fl->t = f->t;
+        f->t = NULL;
+    } else {
+        fl->t = transpose(E, f, order);
+        if (!fl->t)
+            return -1;
+    }
+    return 0;
+}
+
+/* P[0] (base, nv): the sum of v's one-var factors; the others become the
+ * inflows in[0..nfl). */
+static int load_inflows(elim *el)
+{
+    const engine *E = el->E;
+    double *base = el->P;
+    for (int x = 0; x < el->nv; x++)
         base[x] = 0.0;
-    for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
         if (!f->alive)
             continue;
         if (f->nv == 1) {
-            for (int x = 0; x < nv; x++)
+            for (int x = 0; x < el->nv; x++)
                 base[x] += f->t[x];
             continue;
         }
-        inflow *fl = &in[nfl++];
-        int order[MAX_SCOPE], no = 0;
-        fl->level = -1;
-        for (int q = 0; q < k; q++)
-            for (int j = 0; j < f->nv; j++)
-                if (f->vars[j] == S[q]) {
-                    order[no] = S[q];
-                    fl->v[no] = S[q];
-                    fl->pos[no++] = q;
-                    fl->level = q;
-                }
-        order[no] = v;
-        fl->nv = no;
-        int64_t st = nv;
-        for (int j = no - 1; j >= 0; j--) {
-            fl->stride[j] = st;
-            st *= dom(E, order[j]);
+        if (load_inflow(el, f, &el->in[el->nfl++]))
+            return -1;
+    }
+    return 0;
+}
+
+/* Inputs met before: g and arg copied from that elimination (returns 1).
+ * Else 0, with fresh a copy of the inputs when the elimination is large
+ * enough to remember. */
+static int memo_lookup(elim *el)
+{
+    engine *E = el->E;
+    if (!(!E->plain && el->k > 0 && el->size * el->nv >= DP_MEMO_MIN_WORK && E->memo.cap > 0))
+        return 0;
+    int doms[MAX_SCOPE];
+    for (int q = 0; q < el->k; q++)
+        doms[q] = dom(E, el->S[q]);
+    dp_elim_inputs x = {.nv = el->nv, .k = el->k, .dom = doms, .base = el->P, .in = el->in,
+                        .nin = el->nfl};
+    uint64_t h = dp_memo_hash(&x);
+    if (dp_memo_take(&E->memo, h, &x, el->g, el->arg, el->gsize))
+        return 1;
+    el->fresh = dp_memo_prepare(&E->memo, h, &x, el->gsize);
+    return 0;
+}
+
+/* Equal columns of v (compact_eliminated): from here nv counts the kept
+ * configs and xmap maps them back. */
+static int keep_distinct_columns(elim *el)
+{
+    int nx = el->nv;
+    for (int x = 0; x < el->nv; x++)
+        el->xmap[x] = x;
+    if (!el->E->plain && compact_eliminated(el->in, el->nfl, el->P, el->nv, el->xmap, &nx))
+        return elim_oom(el);
+    el->E->configs_merged += el->nv - nx;
+    el->nv = nx;
+    return 0;
+}
+
+/* An empty dependent set: g is the single least base (lowest config on
+ * ties). */
+static void min_over_v(elim *el)
+{
+    const double *base = el->P;
+    int best = 0;
+    for (int x = 1; x < el->nv; x++)
+        if (base[x] < base[best])
+            best = x;
+    el->g[0] = base[best];
+    el->arg[0] = (uint16_t)el->xmap[best];
+}
+
+/* rep, reps, nrep and all_reps of every position of S (plain: every config
+ * its own representative); gstride: g's strides; the last-level inflows. */
+static int row_classes(elim *el)
+{
+    const engine *E = el->E;
+    int k = el->k;
+    int64_t nbuf = 0;
+    for (int q = 0; q < k; q++)
+        nbuf += 2 * (int64_t)dom(E, el->S[q]);
+    el->repbuf = malloc((size_t)nbuf * sizeof *el->repbuf);
+    if (!el->repbuf)
+        return elim_oom(el);
+    int *bp = el->repbuf;
+    el->all_reps = 1;
+    for (int q = 0; q < k; q++) {
+        int n = dom(E, el->S[q]);
+        el->rep[q] = bp;
+        el->reps[q] = bp + n;
+        bp += 2 * n;
+        for (int i = 0; E->plain && i < n; i++)
+            el->rep[q][i] = i;
+        if (!E->plain && config_classes(el->E, el->in, el->nfl, q, el->S[q], el->nv, el->rep[q]))
+            return elim_oom(el);
+        el->nrep[q] = 0;
+        for (int i = 0; i < n; i++)
+            if (el->rep[q][i] == i)
+                el->reps[q][el->nrep[q]++] = i;
+        el->all_reps &= el->nrep[q] == n;
+    }
+    el->gstride[k - 1] = 1;
+    for (int q = k - 2; q >= 0; q--)
+        el->gstride[q] = el->gstride[q + 1] * dom(E, el->S[q + 1]);
+    el->nlast_in = 0;
+    el->last_in = -1;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1) {
+            el->nlast_in++;
+            el->last_in = q;
         }
-        fl->rows = st / nv;
-        /* the table in that order: a pending edge table is built so, a
-         * table already so is taken over (its space is still counted as
-         * f's until f is retired below), others are transposed */
-        if (!f->t) {
-            if (build_pending(E, f, order[0]))
-                goto out;
-            fl->t = f->t;
-            f->t = NULL;
-        } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
-            fl->t = f->t;
-            f->t = NULL;
-        } else {
-            fl->t = transpose(E, f, order);
-            if (!fl->t)
-                goto out;
+    return 0;
+}
+
+/* rowmin: the least entry of each row of every last-level inflow. */
+static void fill_rowmin(elim *el)
+{
+    int nv = el->nv;
+    double *rp = el->rmbuf;
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        el->rowmin[q] = rp;
+        for (int64_t r0 = 0; r0 < el->in[q].rows; r0++) {
+            const double *t = el->in[q].t + r0 * nv;
+            double mn = t[0];
+            for (int x = 1; x < nv; x++)
+                mn = t[x] < mn ? t[x] : mn;
+            *rp++ = mn;
         }
     }
-    /* inputs met before: the same table and argmins */
-    if (!E->plain && k > 0 && size * nv >= MEMO_MIN_WORK && E->memo_cap > 0) {
-        uint64_t h = memo_hash(E, nv, k, S, base, in, nfl);
-        const memo_entry *hit = memo_find(E, h, nv, k, S, base, in, nfl);
-        if (hit) {
-            memcpy(g.t, hit->g, (size_t)gsize * sizeof *g.t);
-            memcpy(arg, hit->arg, (size_t)gsize * sizeof *arg);
-            E->memo_hits++;
-            goto computed;
+}
+
+/* Chooses the bounded scan when there are enough rows to pay for sorting,
+ * the threshold scan when one last-level inflow of moderate size (its rows
+ * sorted when first used), and allocates their buffers. */
+static int bounded_setup(elim *el)
+{
+    int nv = el->nv, k = el->k;
+    el->bounded = !el->E->plain && el->nrep[k - 1] >= 8 && nv >= 8;
+    el->E->rows_bounded += el->bounded ? (long long)el->nrep[k - 1] : 0;
+    if (!el->bounded)
+        return 0;
+    int64_t nmin = 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1)
+            nmin += el->in[q].rows;
+    el->ks = malloc(2 * (size_t)nv * sizeof *el->ks);
+    el->rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *el->rmbuf);
+    el->rowmin = calloc((size_t)el->nfl, sizeof *el->rowmin);
+    el->cbuf = malloc((3 * (size_t)nv + 1) * sizeof *el->cbuf);
+    el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
+    if (el->threshold) {
+        el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
+        el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
+        el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
+    }
+    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf
+        || (el->threshold && (!el->rowsort || !el->rowdone || !el->rks))
+        || (!el->threshold
+            && last_level_classes(el->in, el->nfl, k - 1, nv, el->cbuf, el->cbuf + nv, &el->ncls)))
+        return elim_oom(el);
+    el->E->rows_threshold += el->threshold ? (long long)el->nrep[k - 1] : 0;
+    fill_rowmin(el);
+    return 0;
+}
+
+/* Offset in fl's table of the row (over v) at the current assignment. */
+static int64_t row_offset(const inflow *fl, const int *idx)
+{
+    int64_t off = 0;
+    for (int j = 0; j < fl->nv; j++)
+        off += idx[fl->pos[j]] * fl->stride[j];
+    return off;
+}
+
+/* P[l + 1] = P[l] + the inflows of level l at the current assignment, for
+ * the levels from lvl up to k - 2. */
+static void fill_prefix(elim *el, int lvl)
+{
+    int nv = el->nv;
+    for (int l = lvl; l < el->k - 1; l++) {
+        double *prev = el->P + (size_t)l * nv, *cur = el->P + (size_t)(l + 1) * nv;
+        memcpy(cur, prev, (size_t)nv * sizeof *cur);
+        for (int q = 0; q < el->nfl; q++) {
+            if (el->in[q].level != l)
+                continue;
+            const double *ft = el->in[q].t + row_offset(&el->in[q], el->idx);
+            for (int x = 0; x < nv; x++)
+                cur[x] += ft[x];
         }
-        fresh = memo_prepare(E, h, nv, k, S, base, in, nfl, gsize);
     }
-    for (int x = 0; x < nv; x++)
-        xmap[x] = x;
-    if (!E->plain && compact_eliminated(in, nfl, base, nv, xmap, &nx)) {
-        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
-        goto out;
+}
+
+/* ks for the current prefix: v's configs by prev (threshold scan), or the
+ * last-level column classes by their least prev (bounded scan). */
+static void order_by_prev(elim *el, const double *prev)
+{
+    int nv = el->nv;
+    keyed *ks = el->ks;
+    if (el->threshold) {
+        for (int x = 0; x < nv; x++)
+            ks[x] = (keyed){.k = prev[x], .x = x};
+        sort_keyed(ks, ks + nv, nv);
+    } else if (el->bounded) {
+        const int *cmem = el->cbuf, *cstart = el->cbuf + nv;
+        for (int c = 0; c < el->ncls; c++) {
+            double mn = prev[cmem[cstart[c]]];
+            for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
+                mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
+            ks[c] = (keyed){.k = mn, .x = c};
+        }
+        sort_keyed(ks, ks + el->ncls, el->ncls);
     }
-    E->configs_merged += nv - nx;
-    nv = nx; /* from here: the kept configs of v, xmap[] the original index */
-    /* factors by level */
-    int idx[MAX_SCOPE] = {0};
-    if (k == 0) {
-        int best = 0;
-        for (int x = 1; x < nv; x++)
-            if (base[x] < base[best])
+}
+
+/* The threshold scan's order of the row at off of the last-level inflow:
+ * its configs by value (sorted when first used). */
+static const int *sorted_row(elim *el, const double *ft, int64_t off)
+{
+    int nv = el->nv;
+    int *ob = el->rowsort + off;
+    if (!el->rowdone[off / nv]) {
+        for (int x = 0; x < nv; x++)
+            el->rks[x] = (keyed){.k = ft[x], .x = x};
+        sort_keyed(el->rks, el->rks + nv, nv);
+        for (int x = 0; x < nv; x++)
+            ob[x] = el->rks[x].x;
+        el->rowdone[off / nv] = 1;
+    }
+    return ob;
+}
+
+/* Fagin's threshold scan over two sorted lists, configs of v by prev (ks)
+ * and by the one last-level row's value: take the next of each in turn; a
+ * config not yet met in either has a sum of at least the two next values'
+ * (rounded sums are monotone), so the scan stops once that exceeds the
+ * best sum. Every config reaching the best sum has been met: the lowest of
+ * them wins, as in the plain scan. */
+static void min_threshold(elim *el, const double *prev, int64_t at)
+{
+    int nv = el->nv;
+    const keyed *ks = el->ks;
+    int64_t off = row_offset(&el->in[el->last_in], el->idx);
+    const double *ft = el->in[el->last_in].t + off;
+    const int *ob = sorted_row(el, ft, off);
+    int best = nv;
+    double bv = INFINITY;
+    for (int i = 0; i < nv; i++) {
+        int x = ks[i].x;
+        double sx = prev[x] + ft[x];
+        if (sx < bv || (sx == bv && x < best)) {
+            bv = sx;
+            best = x;
+        }
+        x = ob[i];
+        sx = prev[x] + ft[x];
+        if (sx < bv || (sx == bv && x < best)) {
+            bv = sx;
+            best = x;
+        }
+        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
+            break;
+    }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The lowest config of the tied classes tie[0..ntie) whose sum is bv. */
+static int lowest_reaching(const elim *el, const double *prev, const double *const *fts, int nq,
+                           const int *tie, int ntie, double bv)
+{
+    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
+    int best = el->nv;
+    for (int t = 0; t < ntie; t++)
+        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
+            int x = cmem[i];
+            double sx = prev[x];
+            for (int q = 0; q < nq; q++)
+                sx += fts[q][x];
+            if (sx == bv) {
                 best = x;
-        g.t[0] = base[best];
-        arg[0] = (uint16_t)xmap[best];
-    } else {
-        /* per position q of S: rep[q][i] (config_classes) and the
-         * representatives reps[q][0..nrep[q]) in increasing order */
-        int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], r[MAX_SCOPE] = {0};
-        int64_t gstride[MAX_SCOPE], nbuf = 0;
-        for (int q = 0; q < k; q++)
-            nbuf += 2 * (int64_t)dom(E, S[q]);
-        repbuf = malloc((size_t)nbuf * sizeof *repbuf);
-        if (!repbuf) {
-            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'", E->pb->m->ops[v].name);
-            goto out;
-        }
-        int *bp = repbuf, all_reps = 1;
-        for (int q = 0; q < k; q++) {
-            rep[q] = bp;
-            reps[q] = bp + dom(E, S[q]);
-            bp += 2 * dom(E, S[q]);
-            for (int i = 0; E->plain && i < dom(E, S[q]); i++)
-                rep[q][i] = i;
-            if (!E->plain && config_classes(E, in, nfl, q, S[q], nv, rep[q])) {
-                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
-                        E->pb->m->ops[v].name);
-                goto out;
-            }
-            nrep[q] = 0;
-            for (int i = 0; i < dom(E, S[q]); i++)
-                if (rep[q][i] == i)
-                    reps[q][nrep[q]++] = i;
-            all_reps &= nrep[q] == dom(E, S[q]);
-        }
-        gstride[k - 1] = 1;
-        for (int q = k - 2; q >= 0; q--)
-            gstride[q] = gstride[q + 1] * dom(E, S[q + 1]);
-        int nlast_in = 0, last_in = -1;
-        for (int q = 0; q < nfl; q++)
-            if (in[q].level == k - 1) {
-                nlast_in++;
-                last_in = q;
-            }
-        /* the bounded scan when there are enough rows to pay for sorting
-         * (rowmin[q]: least entry of each row of a last-level table) */
-        int bounded = !E->plain && nrep[k - 1] >= 8 && nv >= 8;
-        E->rows_bounded += bounded ? (long long)nrep[k - 1] : 0;
-        if (bounded) {
-            int64_t nmin = 0;
-            for (int q = 0; q < nfl; q++)
-                if (in[q].level == k - 1)
-                    nmin += in[q].rows;
-            ks = malloc(2 * (size_t)nv * sizeof *ks);
-            rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *rmbuf);
-            rowmin = calloc((size_t)nfl, sizeof *rowmin);
-            cbuf = malloc((3 * (size_t)nv + 1) * sizeof *cbuf);
-            /* one last-level table of moderate size: the threshold scan, with
-             * each of its rows sorted when first used (rowdone) */
-            threshold = nlast_in == 1 && in[last_in].rows * nv <= (1 << 24);
-            if (threshold) {
-                rowsort = malloc((size_t)(in[last_in].rows * nv) * sizeof *rowsort);
-                rks = malloc(2 * (size_t)nv * sizeof *rks);
-                rowdone = calloc((size_t)in[last_in].rows, 1);
-            }
-            if (!ks || !rmbuf || !rowmin || !cbuf || (threshold && (!rowsort || !rowdone || !rks))
-                || (!threshold && last_level_classes(in, nfl, k - 1, nv, cbuf, cbuf + nv, &ncls))) {
-                sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s'",
-                        E->pb->m->ops[v].name);
-                goto out;
-            }
-            E->rows_threshold += threshold ? (long long)nrep[k - 1] : 0;
-            double *rp = rmbuf;
-            for (int q = 0; q < nfl; q++) {
-                if (in[q].level != k - 1)
-                    continue;
-                rowmin[q] = rp;
-                for (int64_t r0 = 0; r0 < in[q].rows; r0++) {
-                    const double *t = in[q].t + r0 * nv;
-                    double mn = t[0];
-                    for (int x = 1; x < nv; x++)
-                        mn = t[x] < mn ? t[x] : mn;
-                    *rp++ = mn;
-                }
-            }
-        }
-        int lvl = 0; /* recompute P from this level */
-        for (;;) {
-            for (int l = lvl; l < k - 1; l++) {
-                double *prev = P + (size_t)l * nv, *cur = P + (size_t)(l + 1) * nv;
-                memcpy(cur, prev, (size_t)nv * sizeof *cur);
-                for (int q = 0; q < nfl; q++) {
-                    if (in[q].level != l)
-                        continue;
-                    int64_t off = 0;
-                    for (int j = 0; j < in[q].nv; j++)
-                        off += idx[in[q].pos[j]] * in[q].stride[j];
-                    const double *ft = in[q].t + off;
-                    for (int x = 0; x < nv; x++)
-                        cur[x] += ft[x];
-                }
-            }
-            const double *prev = P + (size_t)(k - 1) * nv;
-            int64_t row = 0;
-            for (int q = 0; q < k - 1; q++)
-                row += idx[q] * gstride[q];
-            if (threshold) {
-                for (int x = 0; x < nv; x++)
-                    ks[x] = (keyed){.k = prev[x], .x = x};
-                sort_keyed(ks, ks + nv, nv);
-            } else if (bounded) {
-                /* the classes by their least prev */
-                const int *cmem = cbuf, *cstart = cbuf + nv;
-                for (int c = 0; c < ncls; c++) {
-                    double mn = prev[cmem[cstart[c]]];
-                    for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
-                        mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
-                    ks[c] = (keyed){.k = mn, .x = c};
-                }
-                sort_keyed(ks, ks + ncls, ncls);
-            }
-            for (int jr = 0; jr < nrep[k - 1]; jr++) {
-                int j = reps[k - 1][jr];
-                idx[k - 1] = j;
-                if (threshold) {
-                    /* Fagin's threshold scan over two sorted lists, configs
-                     * of v by prev (ks) and by this row's value (rowsort):
-                     * take the next of each in turn; a config not yet met in
-                     * either has a sum of at least the two next values'
-                     * (rounded sums are monotone), so the scan stops once
-                     * that exceeds the best sum. Every config reaching the
-                     * best sum has been met: the lowest of them wins, as in
-                     * the plain scan. */
-                    const inflow *fq = &in[last_in];
-                    int64_t off = 0;
-                    for (int jj = 0; jj < fq->nv; jj++)
-                        off += idx[fq->pos[jj]] * fq->stride[jj];
-                    const double *ft = fq->t + off;
-                    int *ob = rowsort + off;
-                    if (!rowdone[off / nv]) {
-                        for (int x = 0; x < nv; x++)
-                            rks[x] = (keyed){.k = ft[x], .x = x};
-                        sort_keyed(rks, rks + nv, nv);
-                        for (int x = 0; x < nv; x++)
-                            ob[x] = rks[x].x;
-                        rowdone[off / nv] = 1;
-                    }
-                    int best = nv;
-                    double bv = INFINITY;
-                    for (int i = 0; i < nv; i++) {
-                        int x = ks[i].x;
-                        double sx = prev[x] + ft[x];
-                        if (sx < bv || (sx == bv && x < best)) {
-                            bv = sx;
-                            best = x;
-                        }
-                        x = ob[i];
-                        sx = prev[x] + ft[x];
-                        if (sx < bv || (sx == bv && x < best)) {
-                            bv = sx;
-                            best = x;
-                        }
-                        if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
-                            break;
-                    }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                if (bounded) {
-                    /* classes of v's configs (equal last-level columns) by
-                     * increasing least prev: that least prev plus the least
-                     * of each last-level row is a lower bound of every
-                     * member's sum (a rounded sum is monotone in each term),
-                     * so the scan stops once it exceeds the best sum; a
-                     * class's least sum is its least prev's. Then, as in the
-                     * plain scan, the lowest config whose sum is the least,
-                     * from the classes that reach it. */
-                    const int *cmem = cbuf, *cstart = cbuf + nv;
-                    int *tie = cbuf + 2 * nv + 1;
-                    const double *fts[MAX_SCOPE + 1];
-                    double mins[MAX_SCOPE + 1];
-                    int nq = 0;
-                    for (int q = 0; q < nfl; q++) {
-                        if (in[q].level != k - 1)
-                            continue;
-                        int64_t off = 0;
-                        for (int jj = 0; jj < in[q].nv; jj++)
-                            off += idx[in[q].pos[jj]] * in[q].stride[jj];
-                        fts[nq] = in[q].t + off;
-                        mins[nq++] = rowmin[q][off / nv];
-                    }
-                    int ntie = 0;
-                    double bv = INFINITY;
-                    for (int i = 0; i < ncls; i++) {
-                        double lb = ks[i].k;
-                        for (int q = 0; q < nq; q++)
-                            lb += mins[q];
-                        if (lb > bv)
-                            break;
-                        int x0 = cmem[cstart[ks[i].x]];
-                        double sx = ks[i].k;
-                        for (int q = 0; q < nq; q++)
-                            sx += fts[q][x0];
-                        if (sx < bv) {
-                            bv = sx;
-                            ntie = 0;
-                        }
-                        if (sx == bv)
-                            tie[ntie++] = ks[i].x;
-                    }
-                    int best = nv;
-                    for (int t = 0; t < ntie; t++)
-                        for (int i = cstart[tie[t]]; i < cstart[tie[t] + 1] && cmem[i] < best; i++) {
-                            int x = cmem[i];
-                            double sx = prev[x];
-                            for (int q = 0; q < nq; q++)
-                                sx += fts[q][x];
-                            if (sx == bv) {
-                                best = x;
-                                break;
-                            }
-                        }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                if (nlast_in == 1) {
-                    /* one table at the last level: add and take the least in
-                     * one pass (the same sums as below) */
-                    const inflow *fq = &in[last_in];
-                    int64_t off = 0;
-                    for (int jj = 0; jj < fq->nv; jj++)
-                        off += idx[fq->pos[jj]] * fq->stride[jj];
-                    const double *ft = fq->t + off;
-                    int best = 0;
-                    double bv = prev[0] + ft[0];
-                    for (int x = 1; x < nv; x++) {
-                        double sx = prev[x] + ft[x];
-                        if (sx < bv) {
-                            bv = sx;
-                            best = x;
-                        }
-                    }
-                    g.t[row + j] = bv;
-                    arg[row + j] = (uint16_t)xmap[best];
-                    continue;
-                }
-                memcpy(val, prev, (size_t)nv * sizeof *val);
-                for (int q = 0; q < nfl; q++) {
-                    if (in[q].level != k - 1)
-                        continue;
-                    int64_t off = 0;
-                    for (int jj = 0; jj < in[q].nv; jj++)
-                        off += idx[in[q].pos[jj]] * in[q].stride[jj];
-                    const double *ft = in[q].t + off;
-                    for (int x = 0; x < nv; x++)
-                        val[x] += ft[x];
-                }
-                int best = 0;
-                double bv = val[0];
-                for (int x = 1; x < nv; x++)
-                    if (val[x] < bv) {
-                        bv = val[x];
-                        best = x;
-                    }
-                g.t[row + j] = bv;
-                arg[row + j] = (uint16_t)xmap[best];
-            }
-            int l = k - 2;
-            while (l >= 0) {
-                if (++r[l] < nrep[l]) {
-                    idx[l] = reps[l][r[l]];
-                    break;
-                }
-                r[l] = 0;
-                idx[l] = reps[l][0];
-                l--;
-            }
-            if (l < 0)
                 break;
-            lvl = l;
-        }
-        /* entries of non-representatives: copies of their representatives' */
-        if (!all_reps) {
-            int id[MAX_SCOPE] = {0};
-            for (int64_t lin = 0; lin < gsize; lin++) {
-                int64_t src = 0;
-                for (int q = 0; q < k; q++)
-                    src += rep[q][id[q]] * gstride[q];
-                if (src != lin) {
-                    g.t[lin] = g.t[src];
-                    arg[lin] = arg[src];
-                    E->entries_copied++;
-                }
-                for (int q = k - 1; q >= 0; q--) {
-                    if (++id[q] < dom(E, S[q]))
-                        break;
-                    id[q] = 0;
-                }
             }
         }
+    return best;
+}
+
+/* The bounded scan: classes of v's configs (equal last-level columns) by
+ * increasing least prev (ks): that least prev plus the least of each
+ * last-level row is a lower bound of every member's sum (a rounded sum is
+ * monotone in each term), so the scan stops once it exceeds the best sum;
+ * a class's least sum is its least prev's. Then, as in the plain scan, the
+ * lowest config whose sum is the least, from the classes that reach it. */
+static void min_bounded(elim *el, const double *prev, int64_t at)
+{
+    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
+    int *tie = el->cbuf + 2 * el->nv + 1;
+    const double *fts[MAX_SCOPE + 1];
+    double mins[MAX_SCOPE + 1];
+    int nq = 0;
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        int64_t off = row_offset(&el->in[q], el->idx);
+        fts[nq] = el->in[q].t + off;
+        mins[nq++] = el->rowmin[q][off / el->nv];
     }
-    if (fresh) {
-        memo_commit(E, fresh, g.t, arg);
-        fresh = NULL;
+    const keyed *ks = el->ks; /* locals: the stores to tie[] may alias el's fields */
+    int ntie = 0, ncls = el->ncls;
+    double bv = INFINITY;
+    for (int i = 0; i < ncls; i++) {
+        double lb = ks[i].k;
+        for (int q = 0; q < nq; q++)
+            lb += mins[q];
+        if (lb > bv)
+            break;
+        int x0 = cmem[cstart[ks[i].x]];
+        double sx = ks[i].k;
+        for (int q = 0; q < nq; q++)
+            sx += fts[q][x0];
+        if (sx < bv) {
+            bv = sx;
+            ntie = 0;
+        }
+        if (sx == bv)
+            tie[ntie++] = ks[i].x;
     }
-computed:
-    /* retire v's factors, add g */
-    for (int i = 0; i < E->nvf[v]; i++) {
-        factor *f = &E->f[E->vf[v][i]];
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
+}
+
+/* One inflow at the last level: add and take the least in one pass (the
+ * same sums as min_plain). */
+static void min_one_table(elim *el, const double *prev, int64_t at)
+{
+    const inflow *fq = &el->in[el->last_in];
+    const double *ft = fq->t + row_offset(fq, el->idx);
+    int best = 0;
+    double bv = prev[0] + ft[0];
+    for (int x = 1; x < el->nv; x++) {
+        double sx = prev[x] + ft[x];
+        if (sx < bv) {
+            bv = sx;
+            best = x;
+        }
+    }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The plain scan: prev plus every last-level row, then the least (lowest
+ * config on ties). */
+static void min_plain(elim *el, const double *prev, int64_t at)
+{
+    int nv = el->nv;
+    double *val = el->val;
+    memcpy(val, prev, (size_t)nv * sizeof *val);
+    for (int q = 0; q < el->nfl; q++) {
+        if (el->in[q].level != el->k - 1)
+            continue;
+        const double *ft = el->in[q].t + row_offset(&el->in[q], el->idx);
+        for (int x = 0; x < nv; x++)
+            val[x] += ft[x];
+    }
+    int best = 0;
+    double bv = val[0];
+    for (int x = 1; x < nv; x++)
+        if (val[x] < bv) {
+            bv = val[x];
+            best = x;
+        }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* The next assignment of S less its last var, over the representatives
+ * (an odometer, the deepest position fastest): the lowest position that
+ * changed, -1 after the last. */
+static int next_prefix(elim *el)
+{
+    int l = el->k - 2;
+    while (l >= 0) {
+        if (++el->r[l] < el->nrep[l]) {
+            el->idx[l] = el->reps[l][el->r[l]];
+            break;
+        }
+        el->r[l] = 0;
+        el->idx[l] = el->reps[l][0];
+        l--;
+    }
+    return l;
+}
+
+/* g and arg at every assignment of representatives: for each prefix (S
+ * less its last var) the sums through level k - 2 (P), then each entry of
+ * the last var by the scan that applies. */
+static void scan_rows(elim *el)
+{
+    int k = el->k, lvl = 0; /* lvl: recompute P from this level */
+    for (;;) {
+        fill_prefix(el, lvl);
+        const double *prev = el->P + (size_t)(k - 1) * el->nv;
+        int64_t row = 0;
+        for (int q = 0; q < k - 1; q++)
+            row += el->idx[q] * el->gstride[q];
+        order_by_prev(el, prev);
+        const int *reps = el->reps[k - 1];
+        for (int jr = 0, nrep = el->nrep[k - 1]; jr < nrep; jr++) {
+            int j = reps[jr];
+            el->idx[k - 1] = j;
+            if (el->threshold)
+                min_threshold(el, prev, row + j);
+            else if (el->bounded)
+                min_bounded(el, prev, row + j);
+            else if (el->nlast_in == 1)
+                min_one_table(el, prev, row + j);
+            else
+                min_plain(el, prev, row + j);
+        }
+        lvl = next_prefix(el);
+        if (lvl < 0)
+            break;
+    }
+}
+
+/* Entries of non-representatives: copies of their representatives'. */
+static void copy_equal_rows(elim *el)
+{
+    int id[MAX_SCOPE] = {0};
+    for (int64_t lin = 0; lin < el->gsize; lin++) {
+        int64_t src = 0;
+        for (int q = 0; q < el->k; q++)
+            src += el->rep[q][id[q]] * el->gstride[q];
+        if (src != lin) {
+            el->g[lin] = el->g[src];
+            el->arg[lin] = el->arg[src];
+            el->E->entries_copied++;
+        }
+        for (int q = el->k - 1; q >= 0; q--) {
+            if (++id[q] < dom(el->E, el->S[q]))
+                break;
+            id[q] = 0;
+        }
+    }
+}
+
+/* g and arg: copied from an equal earlier elimination, or computed (and
+ * then remembered when fresh). */
+static int compute_table(elim *el)
+{
+    if (memo_lookup(el))
+        return 0;
+    if (keep_distinct_columns(el))
+        return -1;
+    if (el->k == 0) {
+        min_over_v(el);
+    } else {
+        if (row_classes(el) || bounded_setup(el))
+            return -1;
+        scan_rows(el);
+        if (!el->all_reps)
+            copy_equal_rows(el);
+    }
+    if (el->fresh) {
+        dp_memo_commit(&el->E->memo, el->fresh, el->g, el->arg);
+        el->fresh = NULL;
+    }
+    return 0;
+}
+
+/* Retires v's factors, adds g in their place (charged as a live table) and
+ * hands the argmins to out. */
+static int replace_factors(elim *el, step *out)
+{
+    engine *E = el->E;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
         if (!f->alive)
             continue;
         f->alive = 0;
@@ -1172,38 +1218,56 @@ computed:
         free(f->t);
         f->t = NULL;
     }
-    E->live_bytes -= size * 8.0; /* g is re-charged below as a live table */
-    if (charge(E, size * 8.0, v, k))
-        goto out;
+    E->live_bytes -= el->size * 8.0; /* g is re-charged below as a live table */
+    if (charge(E, el->size * 8.0, el->v, el->k))
+        return -1;
+    factor g = {.nv = el->k, .size = el->gsize, .t = el->g};
+    memcpy(g.vars, el->S, (size_t)el->k * sizeof *el->S);
     if (add_factor(E, &g))
-        goto out;
-    g.t = NULL;
-    out->nv = k;
-    memcpy(out->vars, S, (size_t)k * sizeof *S);
-    out->arg = arg;
-    arg = NULL;
-    rc = 0;
-out:
-    if (fresh) {
-        memo_free_entry(fresh);
-        free(fresh);
-    }
-    for (int q = 0; q < nfl; q++)
-        free(in[q].t);
-    free(in);
-    free(P);
-    free(val);
-    free(repbuf);
-    free(xmap);
-    free(ks);
-    free(rmbuf);
-    free(rowmin);
-    free(cbuf);
-    free(rowsort);
-    free(rowdone);
-    free(rks);
-    free(g.t);
-    free(arg);
+        return -1;
+    el->g = NULL;
+    out->nv = el->k;
+    memcpy(out->vars, el->S, (size_t)el->k * sizeof *el->S);
+    out->arg = el->arg;
+    el->arg = NULL;
+    return 0;
+}
+
+static void elim_free(elim *el)
+{
+    if (el->fresh)
+        dp_memo_discard(el->fresh);
+    for (int q = 0; q < el->nfl; q++)
+        free(el->in[q].t);
+    free(el->in);
+    free(el->P);
+    free(el->val);
+    free(el->repbuf);
+    free(el->xmap);
+    free(el->ks);
+    free(el->rmbuf);
+    free(el->rowmin);
+    free(el->cbuf);
+    free(el->rowsort);
+    free(el->rowdone);
+    free(el->rks);
+    free(el->g);
+    free(el->arg);
+}
+
+/* Eliminates v: out gets its dependent set and argmins; *max_dep the
+ * largest dependent set so far. */
+static int eliminate(engine *E, int v, step *out, int *max_dep)
+{
+    elim el = {.E = E, .v = v, .nv = dom(E, v)};
+    if (gather_depset(&el))
+        return -1;
+    if (el.k > *max_dep)
+        *max_dep = el.k;
+    int rc = elim_alloc(&el) || load_inflows(&el) || compute_table(&el) || replace_factors(&el, out)
+                 ? -1
+                 : 0;
+    elim_free(&el);
     return rc;
 }
 
@@ -1215,6 +1279,110 @@ static void progress(int done, int n, double t0)
     fflush(stderr);
 }
 
+/* The engine over problem sp: the table limit, the memo's capacity (128 MB,
+ * or room for a few tables over two of the largest ops at large p; at most
+ * a quarter of the table limit) and the per-var factor lists (NULL when
+ * memory is short: the caller checks). */
+static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *opts, int n,
+                        sb_error *err)
+{
+    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain};
+    E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
+    double maxc = 0;
+    for (int i = 0; i < n; i++)
+        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
+    E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->vf = calloc((size_t)n, sizeof *E->vf);
+    E->nvf = calloc((size_t)n, sizeof *E->nvf);
+    E->capvf = calloc((size_t)n, sizeof *E->capvf);
+}
+
+static void engine_close(engine *E)
+{
+    for (int i = 0; i < E->nf; i++)
+        free(E->f[i].t);
+    free(E->f);
+    free(E->pairs);
+    dp_memo_free(&E->memo);
+    for (int i = 0; i < E->n && E->vf; i++)
+        free(E->vf[i]);
+    free(E->vf);
+    free(E->nvf);
+    free(E->capvf);
+}
+
+/* Config counts of the problem (pb) and of what the DP searches (sp). */
+static void count_configs(const sb_problem *pb, const sb_problem *sp, sb_result *out)
+{
+    for (int i = 0; i < pb->m->nops; i++) {
+        if (pb->cfg[i].n > out->max_configs)
+            out->max_configs = pb->cfg[i].n;
+        if (sp->cfg[i].n > out->max_configs_kept)
+            out->max_configs_kept = sp->cfg[i].n;
+        out->configs_total += pb->cfg[i].n;
+        out->configs_kept += sp->cfg[i].n;
+    }
+}
+
+/* Eliminates the ops in out->order, steps[i] for the i-th; progress on a
+ * terminal. */
+static int eliminate_all(engine *E, int show, double t0, step *steps, sb_result *out)
+{
+    double last = sb_now();
+    for (int i = 0; i < E->n; i++) {
+        if (eliminate(E, out->order[i], &steps[i], &out->max_dep_set))
+            return -1;
+        if (show && sb_now() - last > 0.25) {
+            progress(i + 1, E->n, t0);
+            last = sb_now();
+        }
+    }
+    if (show && sb_now() - t0 > 0.25)
+        progress(E->n, E->n, t0);
+    return 0;
+}
+
+/* out->choice from the argmins: later-eliminated vertices are fixed first. */
+static void backtrack(const engine *E, const step *steps, sb_result *out)
+{
+    for (int i = E->n - 1; i >= 0; i--) {
+        const step *s = &steps[i];
+        int64_t lin = 0;
+        for (int j = 0; j < s->nv; j++)
+            lin = lin * dom(E, s->vars[j]) + out->choice[s->vars[j]];
+        out->choice[out->order[i]] = s->arg[lin];
+    }
+}
+
+/* The shortcuts' counters and the peak table memory into out. */
+static void report_counters(const engine *E, sb_result *out)
+{
+    out->peak_table_bytes = E->peak_bytes;
+    out->entries_copied = E->entries_copied;
+    out->configs_merged = E->configs_merged;
+    out->rows_bounded = E->rows_bounded;
+    out->rows_threshold = E->rows_threshold;
+    out->eliminations_reused = E->memo.hits;
+}
+
+/* With opts->prune, red gets pb less its dominated configs and *keep their
+ * original indices (sb_prune_dominated); prune_seconds since t0. */
+static int prune_first(const sb_problem *pb, sb_problem *red, int ***keep, double t0,
+                       sb_result *out, sb_error *err)
+{
+    int n = pb->m->nops;
+    *keep = sb_calloc((size_t)(n ? n : 1), sizeof **keep, err);
+    if (!*keep)
+        return -1;
+    if (sb_prune_dominated(pb, red, *keep, err)) {
+        free(*keep);
+        *keep = NULL;
+        return -1;
+    }
+    out->prune_seconds = sb_now() - t0;
+    return 0;
+}
+
 int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, sb_error *err)
 {
     int n = pb->m->nops;
@@ -1223,29 +1391,11 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     /* the DP runs on sp: pb itself, or pb less its dominated configs */
     sb_problem red = {0};
     int **keep = NULL;
-    const sb_problem *sp = pb;
-    if (opts->prune) {
-        keep = sb_calloc((size_t)(n ? n : 1), sizeof *keep, err);
-        if (!keep)
-            return -1;
-        if (sb_prune_dominated(pb, &red, keep, err)) {
-            free(keep);
-            return -1;
-        }
-        sp = &red;
-        out->prune_seconds = sb_now() - t0;
-    }
-    engine E = {.pb = sp, .n = n, .err = err, .plain = opts->plain};
-    E.limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
-    /* the memo: 128 MB, or room for a few tables over two of the largest
-     * ops at large p; at most a quarter of the table limit */
-    double maxc = 0;
-    for (int i = 0; i < n; i++)
-        maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
-    E.memo_cap = fmin(E.limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
-    E.vf = calloc((size_t)n, sizeof *E.vf);
-    E.nvf = calloc((size_t)n, sizeof *E.nvf);
-    E.capvf = calloc((size_t)n, sizeof *E.capvf);
+    if (opts->prune && prune_first(pb, &red, &keep, t0, out, err))
+        return -1;
+    const sb_problem *sp = keep ? &red : pb;
+    engine E;
+    engine_open(&E, sp, opts, n, err);
     step *steps = calloc((size_t)n, sizeof *steps);
     out->choice = calloc((size_t)n, sizeof *out->choice);
     out->order = calloc((size_t)n, sizeof *out->order);
@@ -1254,64 +1404,23 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        if (pb->cfg[i].n > out->max_configs)
-            out->max_configs = pb->cfg[i].n;
-        if (sp->cfg[i].n > out->max_configs_kept)
-            out->max_configs_kept = sp->cfg[i].n;
-        out->configs_total += pb->cfg[i].n;
-        out->configs_kept += sp->cfg[i].n;
-    }
+    count_configs(pb, sp, out);
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
     else
         sb_order_pase(pb, out->order);
-    if (init_factors(&E))
+    if (init_factors(&E) || eliminate_all(&E, show, t0, steps, out))
         goto done;
-    double last = sb_now();
-    for (int i = 0; i < n; i++) {
-        if (eliminate(&E, out->order[i], &steps[i], &out->max_dep_set))
-            goto done;
-        if (show && sb_now() - last > 0.25) {
-            progress(i + 1, n, t0);
-            last = sb_now();
-        }
-    }
-    if (show && sb_now() - t0 > 0.25)
-        progress(n, n, t0);
-    /* backtrack: later-eliminated vertices are fixed first */
-    for (int i = n - 1; i >= 0; i--) {
-        step *s = &steps[i];
-        int64_t lin = 0;
-        for (int j = 0; j < s->nv; j++)
-            lin = lin * dom(&E, s->vars[j]) + out->choice[s->vars[j]];
-        out->choice[out->order[i]] = s->arg[lin];
-    }
+    backtrack(&E, steps, out);
     if (keep) /* back to pb's config indices */
         for (int v = 0; v < n; v++)
             out->choice[v] = keep[v][out->choice[v]];
     out->total_cost = sb_strategy_cost(pb, out->choice);
-    out->peak_table_bytes = E.peak_bytes;
-    out->entries_copied = E.entries_copied;
-    out->configs_merged = E.configs_merged;
-    out->rows_bounded = E.rows_bounded;
-    out->rows_threshold = E.rows_threshold;
-    out->eliminations_reused = E.memo_hits;
+    report_counters(&E, out);
     rc = 0;
 done:
     out->seconds = sb_now() - t0;
-    for (int i = 0; i < E.nf; i++)
-        free(E.f[i].t);
-    free(E.f);
-    free(E.pairs);
-    for (int i = 0; i < E.nmemo; i++)
-        memo_free_entry(&E.memo[i]);
-    free(E.memo);
-    for (int i = 0; i < n && E.vf; i++)
-        free(E.vf[i]);
-    free(E.vf);
-    free(E.nvf);
-    free(E.capvf);
+    engine_close(&E);
     for (int i = 0; i < n && steps; i++)
         free(steps[i].arg);
     free(steps);
