@@ -54,8 +54,22 @@ typedef struct {
 
 static int dom(const engine *E, int v) { return E->pb->cfg[v].n; }
 
+/* Appends src to the factor list and to each of its vars' lists. Every
+ * allocation comes first: on failure (-1) nothing refers to src, so the
+ * caller still owns (and frees) its table. */
 static int add_factor(engine *E, factor *src)
 {
+    for (int i = 0; i < src->nv; i++) {
+        int v = src->vars[i];
+        if (E->nvf[v] == E->capvf[v]) {
+            int nc = E->capvf[v] ? E->capvf[v] * 2 : 8;
+            int *nl = sb_realloc(E->vf[v], (size_t)nc * sizeof *nl, E->err);
+            if (!nl)
+                return -1;
+            E->vf[v] = nl;
+            E->capvf[v] = nc;
+        }
+    }
     if (E->nf == E->capf) {
         int nc = E->capf ? E->capf * 2 : 256;
         factor *nf = sb_realloc(E->f, (size_t)nc * sizeof *nf, E->err);
@@ -69,14 +83,6 @@ static int add_factor(engine *E, factor *src)
     E->f[id].alive = 1;
     for (int i = 0; i < src->nv; i++) {
         int v = src->vars[i];
-        if (E->nvf[v] == E->capvf[v]) {
-            int nc = E->capvf[v] ? E->capvf[v] * 2 : 8;
-            int *nl = sb_realloc(E->vf[v], (size_t)nc * sizeof *nl, E->err);
-            if (!nl)
-                return -1;
-            E->vf[v] = nl;
-            E->capvf[v] = nc;
-        }
         E->vf[v][E->nvf[v]++] = id;
     }
     return 0;
