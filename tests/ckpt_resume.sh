@@ -2,7 +2,8 @@
 # ckpt_resume.sh SHARDBENCH MPIEXEC: `shardbench run` with checkpoints.
 # 6 steps straight must give the same losses as 3 steps + save, then fresh
 # processes + restore + 3 steps (bit for bit: same P and strategy, CPU).
-# Also with --zero 1 and 2 (sgd). Also: --keep 2 leaves the two newest step folders; a restore from a
+# Also with --zero 1 and 2 (sgd), and with Adam (its moments saved and
+# resharded; an sgd checkpoint refused for an adam run). Also: --keep 2 leaves the two newest step folders; a restore from a
 # folder without checkpoint fails with a clear message and status 2.
 set -euo pipefail
 sb=$1
@@ -59,6 +60,45 @@ for zero in 1 2; do
         fail=1
     fi
 done
+# Adam: its moments are in the checkpoint (W#adam_m, W#adam_v) with the step
+# count of its bias correction; 6 steps straight = 3 + save + restore + 3,
+# bit for bit at the same P (best: a strategy that splits), and up to float
+# rounding on another P (p=2 -> p=1: the moments reshard like the weights)
+for strategy in dp best; do
+    straight=$(run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 6 --format json | losses)
+    run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 3 --checkpoint "$dir/adam$strategy" \
+        --save-every 3 >/dev/null
+    resumed=$(run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 3 --restore "$dir/adam$strategy" \
+        --format json | losses)
+    want=$(echo "$straight" | cut -d, -f4-6)
+    [ $strategy = dp ] && want_adam=$want
+    if [ -n "$want" ] && [ "$resumed" = "$want" ]; then
+        echo "resume (adam, $strategy, p=2): ok: losses $resumed"
+    else
+        echo "resume (adam, $strategy, p=2): FAIL: straight [$straight], resumed [$resumed]"
+        fail=1
+    fi
+done
+one=$(run 1 --strategy dp --optimizer adam --lr 0.01 --steps 3 --restore "$dir/adamdp" --format json | losses)
+if awk -v a="$one" -v b="$want_adam" 'BEGIN { n = split(a, x, ","); split(b, y, ",");
+        if (n != 3) exit 1;
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * y[i]) exit 1 }
+        exit 0 }'; then
+    echo "resume adam on another P (dp, p=2 -> p=1): ok: losses $one"
+else
+    echo "resume adam on another P (dp, p=2 -> p=1): FAIL: [$one], expected about [$want_adam]"
+    fail=1
+fi
+# an sgd checkpoint has no moments: restoring it into an adam run names them
+set +e
+nomom=$(run 2 --strategy dp --optimizer adam --steps 1 --restore "$dir/dp" 2>&1 >/dev/null | grep '^shardbench:')
+set -e
+if echo "$nomom" | grep -q "not in the checkpoint (.*#adam_m"; then
+    echo "adam from an sgd checkpoint: ok: refused, naming the moments"
+else
+    echo "adam from an sgd checkpoint: FAIL: [$nomom]"
+    fail=1
+fi
 # a rank killed in the middle of the save of step 2 (test hook): step 1
 # restores, step 2 is reported absent. The barrier logs at debug level.
 set +e

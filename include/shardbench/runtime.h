@@ -306,6 +306,12 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes);
 int sb_executor_steps_done(const sb_executor *ex);
 void sb_executor_set_steps_done(sb_executor *ex, int steps);
 MPI_Comm sb_executor_comm(const sb_executor *ex);
+/* Adam's moments of weight w (which: 1 the first, 2 the second), this
+ * rank's shard, laid out as the weight's (sb_executor_weight_box): -1 with
+ * err when the executor has no Adam moments or keeps them sliced (ZeRO
+ * stage 1 or more). */
+int sb_executor_moment_read(const sb_executor *ex, int w, int which, float *host, sb_error *err);
+int sb_executor_moment_write(sb_executor *ex, int w, int which, const float *host, sb_error *err);
 sb_update_rule sb_executor_update(const sb_executor *ex);
 int sb_executor_zero(const sb_executor *ex); /* the ZeRO stage */
 const sb_backend *sb_executor_backend(const sb_executor *ex);

@@ -18,10 +18,15 @@
 
 #include "shardbench/runtime.h"
 
-/* ---- the executor's weights ---------------------------------------------------------------- */
+/* ---- the executor's state: its weights, and Adam's two moments of each ------------------- */
 
+/* Tensor i of the state is part i / nw (0: the weight, 1 and 2: Adam's m
+ * and v, named "W#adam_m", "W#adam_v") of weight i % nw; a moment has its
+ * weight's shape and boxes. */
 typedef struct {
-    int n;
+    int n, nw;
+    char (*names)[SB_NAME_MAX + 16];
+    int *nd;
     int64_t (*shape)[SB_BOX_MAX_DIMS];
     sb_box *boxes;   /* n * nranks */
     float **data;
@@ -32,45 +37,71 @@ static void exw_free(ex_weights *w)
     for (int i = 0; w->data && i < w->n; i++)
         free(w->data[i]);
     free(w->data);
+    free(w->names);
+    free(w->nd);
     free(w->shape);
     free(w->boxes);
 }
 
-/* Shapes, every rank's boxes and this rank's shards (read when `read`). */
+static int exw_read(sb_executor *ex, const ex_weights *w, int i, sb_error *err)
+{
+    int part = i / w->nw, p = i % w->nw;
+    return part ? sb_executor_moment_read(ex, p, part, w->data[i], err)
+                : sb_executor_weight_read(ex, p, w->data[i], err);
+}
+
+static int exw_write(sb_executor *ex, const ex_weights *w, int i, sb_error *err)
+{
+    int part = i / w->nw, p = i % w->nw;
+    return part ? sb_executor_moment_write(ex, p, part, w->data[i], err)
+                : sb_executor_weight_write(ex, p, w->data[i], err);
+}
+
+/* Names, shapes, every rank's boxes and this rank's shards (read when
+ * `read`) of every tensor of the state. */
 static int exw_get(sb_executor *ex, ex_weights *w, int read, sb_error *err)
 {
     int size;
     MPI_Comm_size(sb_executor_comm(ex), &size);
     memset(w, 0, sizeof *w);
-    w->n = sb_executor_nweights(ex);
+    w->nw = sb_executor_nweights(ex);
+    w->n = w->nw * (sb_executor_update(ex) == SB_UPDATE_ADAM ? 3 : 1);
+    w->names = sb_calloc((size_t)w->n + 1, sizeof *w->names, err);
+    w->nd = sb_calloc((size_t)w->n + 1, sizeof *w->nd, err);
     w->shape = sb_calloc((size_t)w->n + 1, sizeof *w->shape, err);
     w->boxes = sb_calloc((size_t)w->n * (size_t)size + 1, sizeof *w->boxes, err);
     w->data = sb_calloc((size_t)w->n + 1, sizeof *w->data, err);
-    if (!w->shape || !w->boxes || !w->data)
+    if (!w->names || !w->nd || !w->shape || !w->boxes || !w->data)
         return -1;
+    static const char *const suffix[3] = {"", "#adam_m", "#adam_v"};
     for (int i = 0; i < w->n; i++) {
-        sb_executor_weight_shape(ex, i, w->shape[i]);
-        sb_executor_weight_boxes(ex, i, &w->boxes[(size_t)i * (size_t)size]);
+        int p = i % w->nw;
+        snprintf(w->names[i], sizeof w->names[i], "%s%s", sb_executor_weight_name(ex, p, NULL),
+                 suffix[i / w->nw]);
+        w->nd[i] = sb_executor_weight_shape(ex, p, w->shape[i]);
+        sb_executor_weight_boxes(ex, p, &w->boxes[(size_t)i * (size_t)size]);
         sb_box b;
-        sb_executor_weight_box(ex, i, &b);
+        sb_executor_weight_box(ex, p, &b);
         int64_t v = b.nd ? sb_box_volume(&b) : 0;
         if (!(w->data[i] = sb_malloc((size_t)v * sizeof(float), err)))
             return -1;
-        if (read && v && sb_executor_weight_read(ex, i, w->data[i], err))
+        if (read && v && exw_read(ex, w, i, err))
             return -1;
     }
     return 0;
 }
 
-/* Checkpoints hold weights and the step count only: an executor with more
- * state (Adam's moments) is refused, on every rank alike, rather than saved
- * or restored without it. */
+/* Checkpoints hold the weights, Adam's moments and the step count: an
+ * executor that keeps part of that sliced between steps (ZeRO stage 3's
+ * weights, the moments under any ZeRO stage) is refused, on every rank
+ * alike, rather than saved or restored without it. */
 static int refuse_state(const sb_executor *ex, const char *what, sb_error *err)
 {
-    if (sb_executor_update(ex) == SB_UPDATE_ADAM)
+    if (sb_executor_update(ex) == SB_UPDATE_ADAM && sb_executor_zero(ex) > 0)
         return sb_fail(err, SB_EXIT_INPUT,
-                       "checkpoint: %s: Adam's moments are not part of a checkpoint yet "
-                       "(an executor with the adam update cannot be checkpointed)", what);
+                       "checkpoint: %s: ZeRO stage %d keeps Adam's moments sliced over each "
+                       "weight's replicas (checkpoint Adam with ZeRO stage 0)", what,
+                       sb_executor_zero(ex));
     if (sb_executor_zero(ex) == 3)
         return sb_fail(err, SB_EXIT_INPUT,
                        "checkpoint: %s: ZeRO stage 3 keeps each replicated weight sliced over "
@@ -101,8 +132,8 @@ int sb_checkpoint_save_executor(sb_executor *ex, const char *prefix, sb_error *e
         return -1;
     }
     for (int i = 0; i < w.n; i++) {
-        t[i].name = sb_executor_weight_name(ex, i, NULL);
-        t[i].nd = sb_executor_weight_shape(ex, i, w.shape[i]);
+        t[i].name = w.names[i];
+        t[i].nd = w.nd[i];
         t[i].shape = w.shape[i];
         t[i].boxes = &w.boxes[(size_t)i * (size_t)size];
         t[i].data = w.data[i];
@@ -139,12 +170,12 @@ static void shape_text(int nd, const int64_t *s, char *out, size_t cap)
         snprintf(out + k, cap - k, ")");
 }
 
-/* Accounts for every tensor of the checkpoint and every weight of the
- * executor (local; the same verdict on every rank that reads the same
- * index): keep[i] says whether weight i is in the checkpoint with its
- * shape; *what describes every difference ("" when none). */
-static int match_index(sb_executor *ex, const char *prefix, const ex_weights *w, int *keep,
-                       char *what, size_t cap, sb_error *err)
+/* Accounts for every tensor of the checkpoint and every tensor of the
+ * executor's state (local; the same verdict on every rank that reads the
+ * same index): keep[i] says whether state tensor i is in the checkpoint with
+ * its shape; *what describes every difference ("" when none). */
+static int match_index(const char *prefix, const ex_weights *w, int *keep, char *what, size_t cap,
+                       sb_error *err)
 {
     ck_index x;
     if (ck_index_load(prefix, &x, err)) {
@@ -153,8 +184,8 @@ static int match_index(sb_executor *ex, const char *prefix, const ex_weights *w,
     }
     name_list extra = {0}, missing = {0}, shape = {0};
     for (int i = 0; i < w->n; i++) {
-        const char *name = sb_executor_weight_name(ex, i, NULL);
-        int nd = sb_executor_weight_shape(ex, i, w->shape[i]);
+        const char *name = w->names[i];
+        int nd = w->nd[i];
         const ck_tensor *t = NULL;
         for (int k = 0; k < x.ntensors && !t; k++)
             if (!strcmp(x.t[k].name, name))
@@ -176,7 +207,7 @@ static int match_index(sb_executor *ex, const char *prefix, const ex_weights *w,
     for (int k = 0; k < x.ntensors; k++) {
         int found = 0;
         for (int i = 0; i < w->n && !found; i++)
-            found = !strcmp(x.t[k].name, sb_executor_weight_name(ex, i, NULL));
+            found = !strcmp(x.t[k].name, w->names[i]);
         if (!found)
             names_add(&extra, "%s'%s'%s", x.t[k].name, "");
     }
@@ -220,7 +251,7 @@ int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int p
     if (!rc && (!g || !keep || !(which = sb_calloc((size_t)w.n + 1, sizeof *which, err))))
         rc = -1;
     if (!rc)
-        rc = match_index(ex, prefix, &w, keep, what, sizeof what, err);
+        rc = match_index(prefix, &w, keep, what, sizeof what, err);
     if (!rc && what[0] && !partial)
         rc = sb_fail(err, SB_EXIT_INPUT, "checkpoint '%s' does not match the model: %s "
                      "(--restore-partial restores only the weights both hold)", prefix, what);
@@ -236,8 +267,8 @@ int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int p
         if (!keep[i])
             continue;
         which[ng] = i;
-        g[ng].name = sb_executor_weight_name(ex, i, NULL);
-        g[ng].nd = sb_executor_weight_shape(ex, i, w.shape[i]);
+        g[ng].name = w.names[i];
+        g[ng].nd = w.nd[i];
         g[ng].shape = w.shape[i];
         g[ng].box = w.boxes[(size_t)i * (size_t)size + (size_t)rank];
         g[ng].data = w.data[i];
@@ -251,7 +282,7 @@ int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int p
                      (long long)step);
     for (int j = 0; !rc && j < ng; j++)
         if (g[j].box.nd && sb_box_volume(&g[j].box))
-            rc = sb_executor_weight_write(ex, which[j], w.data[which[j]], err);
+            rc = exw_write(ex, &w, which[j], err);
     if (!rc)
         sb_executor_set_steps_done(ex, (int)step); /* inputs and labels continue from there */
     if (!rc && skipped && cap)

@@ -387,6 +387,45 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes)
     }
 }
 
+/* Adam's moment `which` (1: m, 2: v) of weight w, when it covers the
+ * weight's whole shard (no ZeRO slicing). */
+static tbuf *moment_of(const sb_executor *ex, int w, int which, const char *what, sb_error *err)
+{
+    param *pa = &((sb_executor *)ex)->params[w];
+    if (ex->update != SB_UPDATE_ADAM || (which != 1 && which != 2)) {
+        sb_fail(err, SB_EXIT_INPUT, "cannot %s moment %d of weight '%s': the executor has no "
+                "Adam moments", what, which, pa->name);
+        return NULL;
+    }
+    tbuf *t = which == 1 ? &pa->m : &pa->v;
+    if (t->n != pa->w.n) {
+        sb_fail(err, SB_EXIT_INPUT, "cannot %s Adam's moments of weight '%s' whole: ZeRO keeps "
+                "them sliced over its replicas (checkpoint Adam with --zero 0)", what, pa->name);
+        return NULL;
+    }
+    return t;
+}
+
+int sb_executor_moment_read(const sb_executor *ex, int w, int which, float *host, sb_error *err)
+{
+    const tbuf *t = moment_of(ex, w, which, "read", err);
+    if (!t)
+        return -1;
+    if (t->n)
+        ex->be->to_host(host, t->p, (size_t)t->n);
+    return 0;
+}
+
+int sb_executor_moment_write(sb_executor *ex, int w, int which, const float *host, sb_error *err)
+{
+    tbuf *t = moment_of(ex, w, which, "write", err);
+    if (!t)
+        return -1;
+    if (t->n)
+        ex->be->from_host(t->p, host, (size_t)t->n);
+    return 0;
+}
+
 /* ZeRO stage 3 holds a slice of the shard between steps: refused. */
 static int refuse_sliced(const sb_executor *ex, const param *pa, const char *what, sb_error *err)
 {
