@@ -11,6 +11,18 @@
 add_executable(test_equiv ${CMAKE_CURRENT_SOURCE_DIR}/test_equiv.c)
 target_link_libraries(test_equiv PRIVATE shardbench_static)
 
+# sb_equiv(NAME NP ARGS...): the ctest NAME, test_equiv on NP ranks with
+# ARGS (a model and its options), in the environment every run shares.
+set(SB_EQUIV_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/models)
+function(sb_equiv name np)
+  add_test(NAME ${name}
+    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
+            $<TARGET_FILE:test_equiv> ${ARGN})
+  set_tests_properties(${name} PROPERTIES
+    TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+endfunction()
+
 set(SB_EQUIV_alexnet "--set;batch=4;--set;image=67;--set;classes=16;--set;width_div=16")
 set(SB_EQUIV_resnet101 "--set;batch=4;--set;image=64;--set;classes=10;--set;width_div=16;--lr;0.0001")
 set(SB_EQUIV_inception3 "--set;batch=4;--set;image=107;--set;classes=10;--set;width_div=16;--lr;0.0001")
@@ -19,12 +31,7 @@ set(SB_EQUIV_transformer "--set;batch=2;--set;vocab=16;--set;seq=4;--set;embed=8
 set(SB_EQUIV_transformer-large "--set;batch=2;--set;vocab=16;--set;seq=4;--set;embed=16;--set;heads=4;--set;dk=4;--set;ff=32;--set;layers=1")
 foreach(model alexnet resnet101 inception3 rnnlm transformer transformer-large)
   foreach(np 2 4)
-    add_test(NAME test_equiv_${model}_np${np}
-      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-              $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01)
-    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
-      TIMEOUT 600
-      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+    sb_equiv(test_equiv_${model}_np${np} ${np} ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01)
   endforeach()
 endforeach()
 
@@ -35,14 +42,9 @@ endforeach()
 # axis and the rope positions; 12 of them rather than 8, and --want-split
 # fails the test if the sample stops covering one of these.
 foreach(np 2 4)
-  add_test(NAME test_equiv_llama-tiny_np${np}
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/llama-tiny.model
-            --seed ${np} --flops 0.01 --random 12
-            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
-  set_tests_properties(test_equiv_llama-tiny_np${np} PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+  sb_equiv(test_equiv_llama-tiny_np${np} ${np} ${SB_EQUIV_DATA}/llama-tiny.model
+           --seed ${np} --flops 0.01 --random 12
+           --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
 endforeach()
 # The pointwise ops (act, mul, expand: tests/data/models/swiglu-mlp.model,
 # read as a file). Beside best and random, --split forces the splits where a
@@ -57,21 +59,11 @@ set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--
 set(SB_EQUIV_BEST_2 "--best-splits;h1/h=batch")
 set(SB_EQUIV_BEST_4 "--best-splits;h1/h=batch;--best-splits;h1/h=ff;--best-splits;h2/a=ff")
 foreach(np 2 4)
-  add_test(NAME test_equiv_swiglu-mlp_np${np}
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
-            ${SB_EQUIV_SPLITS} ${SB_EQUIV_BEST_${np}} --seed ${np} --flops 0.01)
-  set_tests_properties(test_equiv_swiglu-mlp_np${np} PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  sb_equiv(test_equiv_swiglu-mlp_np${np} ${np} ${SB_EQUIV_DATA}/swiglu-mlp.model
+           ${SB_EQUIV_SPLITS} ${SB_EQUIV_BEST_${np}} --seed ${np} --flops 0.01)
 endforeach()
-add_test(NAME test_equiv_swiglu-mlp_np4_devmem
-  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
-          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/swiglu-mlp.model
-          ${SB_EQUIV_SPLITS} --seed 4 --flops 0.01 --backend cpu-devmem)
-set_tests_properties(test_equiv_swiglu-mlp_np4_devmem PROPERTIES
-  TIMEOUT 600
-  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+sb_equiv(test_equiv_swiglu-mlp_np4_devmem 4 ${SB_EQUIV_DATA}/swiglu-mlp.model
+         ${SB_EQUIV_SPLITS} --seed 4 --flops 0.01 --backend cpu-devmem)
 # The grouped-conv CNNs and the conv variants: every strategy as above plus
 # one that splits the grouped convs' `group` dim as far as P allows
 # (--split-dim group: the test fails when no op splits it). resnext50: 64 x 64
@@ -86,16 +78,11 @@ set(SB_EQUIV_mobilenet-v2 "--set;batch=8;--set;image=64;--set;classes=10;--set;w
 set(SB_EQUIV_conv-variants "--split-dim;group;--random;12")
 set(SB_EQUIV_MODEL_resnext50 resnext50)
 set(SB_EQUIV_MODEL_mobilenet-v2 mobilenet-v2)
-set(SB_EQUIV_MODEL_conv-variants ${CMAKE_CURRENT_SOURCE_DIR}/data/models/conv-variants.model)
+set(SB_EQUIV_MODEL_conv-variants ${SB_EQUIV_DATA}/conv-variants.model)
 foreach(model resnext50 mobilenet-v2 conv-variants)
   foreach(np 2 4)
-    add_test(NAME test_equiv_${model}_np${np}
-      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-              $<TARGET_FILE:test_equiv> ${SB_EQUIV_MODEL_${model}} ${SB_EQUIV_${model}} --seed ${np}
-              --flops 0.01)
-    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
-      TIMEOUT 600
-      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+    sb_equiv(test_equiv_${model}_np${np} ${np} ${SB_EQUIV_MODEL_${model}} ${SB_EQUIV_${model}}
+             --seed ${np} --flops 0.01)
   endforeach()
 endforeach()
 
@@ -106,13 +93,8 @@ foreach(case transformer:4 rnnlm:4 alexnet:4 resnet101:2 inception3:2)
   string(REPLACE ":" ";" mp ${case})
   list(GET mp 0 model)
   list(GET mp 1 np)
-  add_test(NAME test_equiv_${model}_np${np}_devmem
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
-            --backend cpu-devmem)
-  set_tests_properties(test_equiv_${model}_np${np}_devmem PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  sb_equiv(test_equiv_${model}_np${np}_devmem ${np} ${model} ${SB_EQUIV_${model}} --seed ${np}
+           --flops 0.01 --backend cpu-devmem)
 endforeach()
 
 # Adam instead of SGD (--adam EPS; the one-device reference too): the
@@ -122,13 +104,8 @@ foreach(case transformer:4 alexnet:2)
   string(REPLACE ":" ";" mp ${case})
   list(GET mp 0 model)
   list(GET mp 1 np)
-  add_test(NAME test_equiv_${model}_np${np}_adam
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-            $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
-            --adam 1e-8 --lr 0.001)
-  set_tests_properties(test_equiv_${model}_np${np}_adam PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  sb_equiv(test_equiv_${model}_np${np}_adam ${np} ${model} ${SB_EQUIV_${model}} --seed ${np}
+           --flops 0.01 --adam 1e-8 --lr 0.001)
 endforeach()
 
 # Mixture of experts (moe_gate and the expert einsums): a file model of
@@ -137,21 +114,11 @@ endforeach()
 # and the random ones; at np 4 also on the cpu-devmem backend (the cuda
 # backend's staging and relayout paths, above).
 foreach(np 2 4)
-  add_test(NAME test_equiv_moe-tiny_np${np}
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-            $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
-            --seed ${np} --flops 0.01 --split-dim expert)
-  set_tests_properties(test_equiv_moe-tiny_np${np} PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+  sb_equiv(test_equiv_moe-tiny_np${np} ${np} ${SB_EQUIV_DATA}/moe-tiny.model
+           --seed ${np} --flops 0.01 --split-dim expert)
 endforeach()
-add_test(NAME test_equiv_moe-tiny_np4_devmem
-  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
-          $<TARGET_FILE:test_equiv> ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model
-          --seed 4 --flops 0.01 --split-dim expert --backend cpu-devmem)
-set_tests_properties(test_equiv_moe-tiny_np4_devmem PROPERTIES
-  TIMEOUT 600
-  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+sb_equiv(test_equiv_moe-tiny_np4_devmem 4 ${SB_EQUIV_DATA}/moe-tiny.model
+         --seed 4 --flops 0.01 --split-dim expert --backend cpu-devmem)
 
 # Today's shipped models at reduced sizes (every split dim kept >= 2):
 # Llama 3 (GQA: kvh x rep heads, rope, causal softmax, SwiGLU), GPT-2
@@ -167,12 +134,7 @@ set(SB_EQUIV_mixtral-8x7b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_
 set(SB_EQUIV_vit-b16 "--set;layers=1;--set;image=32;--set;patch=8;--set;embed=16;--set;heads=2;--set;ff=32;--set;classes=10;--set;batch=2;--want-split;einsum:heads,act:ff,conv:batch")
 foreach(model llama3-8b gpt2 mixtral-8x7b vit-b16)
   foreach(np 2 4)
-    add_test(NAME test_equiv_${model}_np${np}
-      COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-              $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01)
-    set_tests_properties(test_equiv_${model}_np${np} PROPERTIES
-      TIMEOUT 600
-      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+    sb_equiv(test_equiv_${model}_np${np} ${np} ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01)
   endforeach()
 endforeach()
 
@@ -186,17 +148,10 @@ endforeach()
 foreach(model transformer alexnet)
   foreach(np 2 4)
     foreach(stage 1 2 3)
-      add_test(NAME test_equiv_${model}_np${np}_zero${stage}
-        COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-                $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
-                --zero ${stage} --random 4)
-      add_test(NAME test_equiv_${model}_np${np}_zero${stage}_adam
-        COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np ${np}
-                $<TARGET_FILE:test_equiv> ${model} ${SB_EQUIV_${model}} --seed ${np} --flops 0.01
-                --zero ${stage} --random 4 --adam 1e-8 --lr 0.001)
-      set_tests_properties(test_equiv_${model}_np${np}_zero${stage} test_equiv_${model}_np${np}_zero${stage}_adam
-        PROPERTIES TIMEOUT 600
-        ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+      sb_equiv(test_equiv_${model}_np${np}_zero${stage} ${np} ${model} ${SB_EQUIV_${model}}
+               --seed ${np} --flops 0.01 --zero ${stage} --random 4)
+      sb_equiv(test_equiv_${model}_np${np}_zero${stage}_adam ${np} ${model} ${SB_EQUIV_${model}}
+               --seed ${np} --flops 0.01 --zero ${stage} --random 4 --adam 1e-8 --lr 0.001)
     endforeach()
   endforeach()
 endforeach()
@@ -205,23 +160,13 @@ endforeach()
 # sum), rmsnorm, rope and GQA einsums, and the experts' weights. Adam,
 # but ResNet with SGD: Adam on its batch-norm shifts (gradients near 0,
 # whose sign rounding decides) differs from one device without ZeRO too.
-set(SB_EQUIV_ZERO_llama-tiny ${CMAKE_CURRENT_SOURCE_DIR}/data/models/llama-tiny.model --adam 1e-8 --lr 0.001)
-set(SB_EQUIV_ZERO_moe-tiny ${CMAKE_CURRENT_SOURCE_DIR}/data/models/moe-tiny.model --split-dim expert --adam 1e-8 --lr 0.001)
+set(SB_EQUIV_ZERO_llama-tiny ${SB_EQUIV_DATA}/llama-tiny.model --adam 1e-8 --lr 0.001)
+set(SB_EQUIV_ZERO_moe-tiny ${SB_EQUIV_DATA}/moe-tiny.model --split-dim expert --adam 1e-8 --lr 0.001)
 set(SB_EQUIV_ZERO_rnnlm rnnlm ${SB_EQUIV_rnnlm} --adam 1e-8 --lr 0.001)
 set(SB_EQUIV_ZERO_resnet101 resnet101 ${SB_EQUIV_resnet101})
 foreach(model rnnlm resnet101 llama-tiny moe-tiny)
-  add_test(NAME test_equiv_${model}_np4_zero3
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
-            $<TARGET_FILE:test_equiv> ${SB_EQUIV_ZERO_${model}} --seed 4 --flops 0.01
-            --zero 3 --random 4)
-  set_tests_properties(test_equiv_${model}_np4_zero3 PROPERTIES
-    TIMEOUT 600
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+  sb_equiv(test_equiv_${model}_np4_zero3 4 ${SB_EQUIV_ZERO_${model}} --seed 4 --flops 0.01
+           --zero 3 --random 4)
 endforeach()
-add_test(NAME test_equiv_transformer_np4_zero3_devmem
-  COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
-          $<TARGET_FILE:test_equiv> transformer ${SB_EQUIV_transformer} --seed 4 --flops 0.01
-          --zero 3 --random 4 --adam 1e-8 --lr 0.001 --backend cpu-devmem)
-set_tests_properties(test_equiv_transformer_np4_zero3_devmem PROPERTIES
-  TIMEOUT 600
-  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+sb_equiv(test_equiv_transformer_np4_zero3_devmem 4 transformer ${SB_EQUIV_transformer} --seed 4
+         --flops 0.01 --zero 3 --random 4 --adam 1e-8 --lr 0.001 --backend cpu-devmem)
