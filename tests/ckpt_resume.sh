@@ -19,76 +19,55 @@ run() {
 }
 losses() { sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p'; }
 fail=0
-for strategy in dp best; do
-    straight=$(run 2 --strategy $strategy --steps 6 --format json | losses)
-    run 2 --strategy $strategy --steps 3 --checkpoint "$dir/$strategy" --save-every 3 >/dev/null
-    resumed=$(run 2 --strategy $strategy --steps 3 --restore "$dir/$strategy" --format json | losses)
+# resume LABEL DIR ARGS...: 6 steps straight must give the same losses as 3
+# steps + save into DIR, then fresh processes + restore + 3 steps (bit for
+# bit: same P and strategy, CPU); the resumed losses go to $want.
+resume() {
+    local label=$1 ck=$2
+    shift 2
+    local straight resumed
+    straight=$(run 2 "$@" --steps 6 --format json | losses)
+    run 2 "$@" --steps 3 --checkpoint "$ck" --save-every 3 >/dev/null
+    resumed=$(run 2 "$@" --steps 3 --restore "$ck" --format json | losses)
     want=$(echo "$straight" | cut -d, -f4-6)
-    [ $strategy = dp ] && want_dp=$want
     if [ -n "$want" ] && [ "$resumed" = "$want" ]; then
-        echo "resume ($strategy, p=2): ok: losses $resumed"
+        echo "resume ($label, p=2): ok: losses $resumed"
     else
-        echo "resume ($strategy, p=2): FAIL: straight [$straight], resumed [$resumed]"
+        echo "resume ($label, p=2): FAIL: straight [$straight], resumed [$resumed]"
         fail=1
     fi
-done
-# another P: the p=2 data-parallel checkpoint resumed on 1 rank (same
-# losses up to float rounding: the sums run in another order)
-one=$(run 1 --strategy dp --steps 3 --restore "$dir/dp" --format json | losses)
-want=$want_dp
-if awk -v a="$one" -v b="$want" 'BEGIN { n = split(a, x, ","); split(b, y, ",");
-        if (n != 3) exit 1;
-        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * y[i]) exit 1 }
-        exit 0 }'; then
-    echo "resume on another P (dp, p=2 -> p=1): ok: losses $one"
-else
-    echo "resume on another P (dp, p=2 -> p=1): FAIL: [$one], expected about [$want]"
-    fail=1
-fi
+}
+# another_p LABEL CKPT WANT ARGS...: the p=2 checkpoint resumed on 1 rank
+# gives WANT up to float rounding (the sums run in another order)
+another_p() {
+    local label=$1 ck=$2 expect=$3 one
+    shift 3
+    one=$(run 1 "$@" --steps 3 --restore "$ck" --format json | losses)
+    if awk -v a="$one" -v b="$expect" 'BEGIN { n = split(a, x, ","); split(b, y, ",");
+            if (n != 3) exit 1;
+            for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * y[i]) exit 1 }
+            exit 0 }'; then
+        echo "resume $label on another P (dp, p=2 -> p=1): ok: losses $one"
+    else
+        echo "resume $label on another P (dp, p=2 -> p=1): FAIL: [$one], expected about [$expect]"
+        fail=1
+    fi
+}
+resume "best" "$dir/best" --strategy best
+resume "dp" "$dir/dp" --strategy dp
+another_p sgd "$dir/dp" "$want" --strategy dp
 # ZeRO stage 1 and 2 (sgd): the weight is all-gathered after each update,
-# so checkpoints hold whole shards; 6 steps straight = 3 + save + restore
-# + 3 (bit for bit), at the same stage
+# so checkpoints hold whole shards (bit for bit, at the same stage)
 for zero in 1 2; do
-    straight=$(run 2 --strategy dp --zero $zero --steps 6 --format json | losses)
-    run 2 --strategy dp --zero $zero --steps 3 --checkpoint "$dir/zero$zero" --save-every 3 >/dev/null
-    resumed=$(run 2 --strategy dp --zero $zero --steps 3 --restore "$dir/zero$zero" --format json | losses)
-    want=$(echo "$straight" | cut -d, -f4-6)
-    if [ -n "$want" ] && [ "$resumed" = "$want" ]; then
-        echo "resume (dp, --zero $zero, p=2): ok: losses $resumed"
-    else
-        echo "resume (dp, --zero $zero, p=2): FAIL: straight [$straight], resumed [$resumed]"
-        fail=1
-    fi
+    resume "dp, --zero $zero" "$dir/zero$zero" --strategy dp --zero $zero
 done
 # Adam: its moments are in the checkpoint (W#adam_m, W#adam_v) with the step
-# count of its bias correction; 6 steps straight = 3 + save + restore + 3,
-# bit for bit at the same P (best: a strategy that splits), and up to float
-# rounding on another P (p=2 -> p=1: the moments reshard like the weights)
-for strategy in dp best; do
-    straight=$(run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 6 --format json | losses)
-    run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 3 --checkpoint "$dir/adam$strategy" \
-        --save-every 3 >/dev/null
-    resumed=$(run 2 --strategy $strategy --optimizer adam --lr 0.01 --steps 3 --restore "$dir/adam$strategy" \
-        --format json | losses)
-    want=$(echo "$straight" | cut -d, -f4-6)
-    [ $strategy = dp ] && want_adam=$want
-    if [ -n "$want" ] && [ "$resumed" = "$want" ]; then
-        echo "resume (adam, $strategy, p=2): ok: losses $resumed"
-    else
-        echo "resume (adam, $strategy, p=2): FAIL: straight [$straight], resumed [$resumed]"
-        fail=1
-    fi
-done
-one=$(run 1 --strategy dp --optimizer adam --lr 0.01 --steps 3 --restore "$dir/adamdp" --format json | losses)
-if awk -v a="$one" -v b="$want_adam" 'BEGIN { n = split(a, x, ","); split(b, y, ",");
-        if (n != 3) exit 1;
-        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * y[i]) exit 1 }
-        exit 0 }'; then
-    echo "resume adam on another P (dp, p=2 -> p=1): ok: losses $one"
-else
-    echo "resume adam on another P (dp, p=2 -> p=1): FAIL: [$one], expected about [$want_adam]"
-    fail=1
-fi
+# count of its bias correction: bit for bit at the same P (best: a strategy
+# that splits), up to rounding on another P (the moments reshard like the
+# weights)
+resume "adam, best" "$dir/adambest" --strategy best --optimizer adam --lr 0.01
+resume "adam, dp" "$dir/adamdp" --strategy dp --optimizer adam --lr 0.01
+another_p adam "$dir/adamdp" "$want" --strategy dp --optimizer adam --lr 0.01
 # an sgd checkpoint has no moments: restoring it into an adam run names them
 set +e
 nomom=$(run 2 --strategy dp --optimizer adam --steps 1 --restore "$dir/dp" 2>&1 >/dev/null | grep '^shardbench:')
