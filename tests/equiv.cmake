@@ -66,16 +66,16 @@ sb_equiv(test_equiv_swiglu-mlp_np4_devmem 4 ${SB_EQUIV_DATA}/swiglu-mlp.model
          ${SB_EQUIV_SPLITS} --seed 4 --flops 0.01 --backend cpu-devmem)
 # The grouped-conv CNNs and the conv variants: every strategy as above plus
 # one that splits the grouped convs' `group` dim as far as P allows
-# (--split-dim group: the test fails when no op splits it). resnext50: 64 x 64
+# (--split *=group: the test fails when no op splits it). resnext50: 64 x 64
 # images, 4 groups of 1, 2, 4, 8 channels, batch 8 (at batch 4 its batch
 # norms over a few elements make training chaotic: rounding, not the
 # strategy, then decides the weights); mobilenet-v2 with 1/8 of its
 # channels (its depthwise convs keep groups = channels); conv-variants
 # (tests/data/models): patch embedding, dilated, grouped and depthwise
 # convs, whose random strategies split the dilated kernels' kh and kw too.
-set(SB_EQUIV_resnext50 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=16;--set;groups=4;--set;group_width=1;--lr;0.000001;--split-dim;group")
-set(SB_EQUIV_mobilenet-v2 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=8;--lr;0.00001;--split-dim;group")
-set(SB_EQUIV_conv-variants "--split-dim;group;--random;12")
+set(SB_EQUIV_resnext50 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=16;--set;groups=4;--set;group_width=1;--lr;0.000001;--split;*=group")
+set(SB_EQUIV_mobilenet-v2 "--set;batch=8;--set;image=64;--set;classes=10;--set;width_div=8;--lr;0.00001;--split;*=group")
+set(SB_EQUIV_conv-variants "--split;*=group;--random;12")
 set(SB_EQUIV_MODEL_resnext50 resnext50)
 set(SB_EQUIV_MODEL_mobilenet-v2 mobilenet-v2)
 set(SB_EQUIV_MODEL_conv-variants ${SB_EQUIV_DATA}/conv-variants.model)
@@ -109,28 +109,28 @@ foreach(case transformer:4 alexnet:2)
 endforeach()
 
 # Mixture of experts (moe_gate and the expert einsums): a file model of
-# tests/data/models/; --split-dim expert adds the expert-parallel strategy
+# tests/data/models/; --split *=expert adds the expert-parallel strategy
 # (every op splitting `expert` as far as it can) beside the search's best
 # and the random ones; at np 4 also on the cpu-devmem backend (the cuda
 # backend's staging and relayout paths, above).
 foreach(np 2 4)
   sb_equiv(test_equiv_moe-tiny_np${np} ${np} ${SB_EQUIV_DATA}/moe-tiny.model
-           --seed ${np} --flops 0.01 --split-dim expert)
+           --seed ${np} --flops 0.01 --split *=expert)
 endforeach()
 sb_equiv(test_equiv_moe-tiny_np4_devmem 4 ${SB_EQUIV_DATA}/moe-tiny.model
-         --seed 4 --flops 0.01 --split-dim expert --backend cpu-devmem)
+         --seed 4 --flops 0.01 --split *=expert --backend cpu-devmem)
 
 # Today's shipped models at reduced sizes (every split dim kept >= 2):
 # Llama 3 (GQA: kvh x rep heads, rope, causal softmax, SwiGLU), GPT-2
 # (multi-head causal attention, gelu_tanh, position weights expanded over
-# the batch), Mixtral (moe_gate and expert-parallel einsums: --split-dim
-# expert adds the strategy splitting `expert` everywhere) and ViT-B/16
+# the batch), Mixtral (moe_gate and expert-parallel einsums: --split
+# *=expert adds the strategy splitting `expert` everywhere) and ViT-B/16
 # (patch conv, class token expanded and concatenated, split off for the
 # head; its sequence, 16 patches + 1, is odd: not split). --want-split
 # fails a run whose strategies never split the dims the model is there for.
 set(SB_EQUIV_llama3-8b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_heads=2;--set;ff=24;--set;vocab=32;--set;seq=8;--set;batch=2;--want-split;softmax:seq,rope:seq,einsum:kvh,einsum:rep,act:ff")
 set(SB_EQUIV_gpt2 "--set;layers=1;--set;embed=16;--set;heads=2;--set;ff=32;--set;vocab=64;--set;seq=8;--set;batch=2;--want-split;softmax:seq,einsum:heads,act:ff")
-set(SB_EQUIV_mixtral-8x7b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_heads=2;--set;ff=24;--set;vocab=32;--set;seq=8;--set;batch=2;--set;experts=4;--split-dim;expert;--want-split;einsum:expert,moe_gate:batch")
+set(SB_EQUIV_mixtral-8x7b "--set;layers=2;--set;embed=16;--set;heads=4;--set;kv_heads=2;--set;ff=24;--set;vocab=32;--set;seq=8;--set;batch=2;--set;experts=4;--split;*=expert;--want-split;einsum:expert,moe_gate:batch")
 set(SB_EQUIV_vit-b16 "--set;layers=1;--set;image=32;--set;patch=8;--set;embed=16;--set;heads=2;--set;ff=32;--set;classes=10;--set;batch=2;--want-split;einsum:heads,act:ff,conv:batch")
 foreach(model llama3-8b gpt2 mixtral-8x7b vit-b16)
   foreach(np 2 4)
@@ -161,7 +161,7 @@ endforeach()
 # but ResNet with SGD: Adam on its batch-norm shifts (gradients near 0,
 # whose sign rounding decides) differs from one device without ZeRO too.
 set(SB_EQUIV_ZERO_llama-tiny ${SB_EQUIV_DATA}/llama-tiny.model --adam 1e-8 --lr 0.001)
-set(SB_EQUIV_ZERO_moe-tiny ${SB_EQUIV_DATA}/moe-tiny.model --split-dim expert --adam 1e-8 --lr 0.001)
+set(SB_EQUIV_ZERO_moe-tiny ${SB_EQUIV_DATA}/moe-tiny.model --split *=expert --adam 1e-8 --lr 0.001)
 set(SB_EQUIV_ZERO_rnnlm rnnlm ${SB_EQUIV_rnnlm} --adam 1e-8 --lr 0.001)
 set(SB_EQUIV_ZERO_resnet101 resnet101 ${SB_EQUIV_resnet101})
 foreach(model rnnlm resnet101 llama-tiny moe-tiny)

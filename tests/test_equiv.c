@@ -14,17 +14,16 @@
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
  *                          [--zero N] [--want-split KIND:DIM,...] [--split OP=DIM ...]
- *                          [--best-splits OP=DIM ...] [--split-dim NAME]
+ *                          [--best-splits OP=DIM ...]
  * --best-splits fails the test unless the search's best strategy splits
  * op OP along DIM (what the model is there to test).
  * --split adds a strategy: the search's best with op OP's config replaced by
  * the one that splits its iteration dim DIM the most (an unknown op or dim,
  * or a dim no config splits, fails the test), so a split the best and the
  * random strategies may miss (a dim a broadcast operand lacks) always runs.
- * --split-dim adds one strategy where every op takes its config of the
- * largest split of the iteration dim NAME (then of the most ranks), and
- * fails when that strategy splits NAME nowhere (the mixture of experts'
- * `expert`: expert parallelism is tested whatever the search prefers).
+ * OP `*` forces every op that has the dim DIM (the mixture of experts'
+ * `expert`, a grouped conv's `group`: expert or group parallelism is tested
+ * whatever the search prefers), and fails when no op can split it.
  * --backend runs the strategies on that backend (the one-device reference
  * stays on the CPU); a backend other than cpu is held to 1e-3. P must be at
  * least 2 (one rank cannot split anything: it would compare a run with
@@ -233,45 +232,63 @@ static int split_of(const sb_problem *pb, const int *choice, const char *op, con
     return 0;
 }
 
-/* choice[i] of the op named `op` := its config splitting `dim` the most
- * (then using the most ranks); 0, or -1 with a message on rank 0. */
+/* The config of op i splitting its iteration dim d the most (then using
+ * the most ranks), or -1 when none splits it. */
+static int most_split(const sb_problem *pb, int i, int d)
+{
+    int nd = pb->cfg[i].ndims, bestk = -1, bestc = 1, bestq = 0;
+    for (int k = 0; k < pb->cfg[i].n; k++) {
+        const int *c = pb->cfg[i].c + (size_t)k * (size_t)nd;
+        int q = 1;
+        for (int j = 0; j < nd; j++)
+            q *= c[j];
+        if (c[d] > bestc || (c[d] == bestc && bestk >= 0 && q > bestq)) {
+            bestk = k;
+            bestc = c[d];
+            bestq = q;
+        }
+    }
+    return bestk;
+}
+
+/* The index of op i's iteration dim named dim, or -1. */
+static int dim_of(const sb_op *o, const char *dim)
+{
+    for (int d = 0; d < o->ndims; d++)
+        if (!strcmp(o->dims[d].name, dim))
+            return d;
+    return -1;
+}
+
+/* choice[i] := most_split for the op named `op`, or, with op "*", for every
+ * op that has a dim `dim` (expert or group parallelism everywhere); 0, or
+ * -1 with a message on rank 0 when nothing could be split that way. */
 static int force_split(const sb_problem *pb, int *choice, const char *op, const char *dim)
 {
+    int all = !strcmp(op, "*"), found = 0, split = 0;
     for (int i = 0; i < pb->m->nops; i++) {
         const sb_op *o = &pb->m->ops[i];
-        if (strcmp(o->name, op) != 0)
+        if (!all && strcmp(o->name, op) != 0)
             continue;
-        int d = 0;
-        while (d < o->ndims && strcmp(o->dims[d].name, dim) != 0)
-            d++;
-        if (d == o->ndims) {
+        found = 1;
+        int d = dim_of(o, dim), k = d >= 0 ? most_split(pb, i, d) : -1;
+        if (k >= 0) {
+            choice[i] = k;
+            split++;
+        } else if (!all) {
             if (rank == 0)
-                printf("FAIL: --split %s=%s: op '%s' has no dim '%s'\n", op, dim, op, dim);
+                printf("FAIL: --split %s=%s: op '%s' %s '%s'\n", op, dim, op,
+                       d < 0 ? "has no dim" : "has no config that splits", dim);
             return -1;
         }
-        int nd = pb->cfg[i].ndims, bestk = -1, bestc = 1, bestq = 0;
-        for (int k = 0; k < pb->cfg[i].n; k++) {
-            const int *c = pb->cfg[i].c + (size_t)k * (size_t)nd;
-            int q = 1;
-            for (int j = 0; j < nd; j++)
-                q *= c[j];
-            if (c[d] > bestc || (c[d] == bestc && bestk >= 0 && q > bestq)) {
-                bestk = k;
-                bestc = c[d];
-                bestq = q;
-            }
-        }
-        if (bestk < 0) {
-            if (rank == 0)
-                printf("FAIL: --split %s=%s: no config of '%s' splits '%s'\n", op, dim, op, dim);
-            return -1;
-        }
-        choice[i] = bestk;
-        return 0;
     }
-    if (rank == 0)
-        printf("FAIL: --split %s=%s: no op '%s'\n", op, dim, op);
-    return -1;
+    if (!found || !split) {
+        if (rank == 0)
+            printf("FAIL: --split %s=%s: %s\n", op, dim,
+                   !found ? "no such op" : "no op can split that dim on these ranks");
+        return -1;
+    }
+    return 0;
 }
 
 static void describe(const sb_problem *pb, const int *choice, char *buf, size_t n)
@@ -310,7 +327,6 @@ int main(int argc, char **argv)
         return 2;
     }
     double flops = 0, bw = 0;
-    const char *all_split_dim = NULL; /* --split-dim */
     sb_setting set[32];
     int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
     char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
@@ -328,8 +344,6 @@ int main(int argc, char **argv)
             bw = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--want-split") && i + 1 < argc) {
             parse_want(argv[++i]);
-        } else if (!strcmp(argv[i], "--split-dim") && i + 1 < argc) {
-            all_split_dim = argv[++i];
         } else if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             nrandom = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -394,7 +408,7 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nsplit + (all_split_dim != NULL) + nrandom, failures = 0;
+    int nstrat = 2 + nsplit + nrandom, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     int *best = calloc((size_t)m.nops, sizeof *best);
     for (int k = 0; k < nstrat; k++) {
@@ -432,36 +446,6 @@ int main(int argc, char **argv)
             if (force_split(&pb, choice, split_op[k - 2], split_dim[k - 2])) {
                 failures++;
                 continue;
-            }
-        } else if (all_split_dim && k == 2 + nsplit) {
-            kind = "dim";
-            int splits = 0;
-            for (int i = 0; i < m.nops; i++) {
-                const sb_op *op = &m.ops[i];
-                int d = -1, nd = pb.cfg[i].ndims, best_s = 0, best_q = 0;
-                for (int j = 0; j < op->ndims; j++)
-                    if (!strcmp(op->dims[j].name, all_split_dim))
-                        d = j;
-                choice[i] = 0;
-                for (int a = 0; a < pb.cfg[i].n; a++) {
-                    const int *c = pb.cfg[i].c + (size_t)a * (size_t)nd;
-                    int q = 1;
-                    for (int j = 0; j < nd; j++)
-                        q *= c[j];
-                    int sp = d >= 0 ? c[d] : 1;
-                    if (sp > best_s || (sp == best_s && q > best_q)) {
-                        best_s = sp;
-                        best_q = q;
-                        choice[i] = a;
-                    }
-                }
-                splits += best_s > 1;
-            }
-            if (!splits) {
-                if (rank == 0)
-                    printf("FAIL: no op of %s can split a dim '%s' on %d ranks\n", m.name, all_split_dim,
-                           size);
-                failures++;
             }
         } else {
             kind = "random";
