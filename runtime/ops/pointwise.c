@@ -59,17 +59,32 @@ static int act_backward(sb_executor *ex, opx *o, sb_error *err)
     return 0;
 }
 
+/* What mul and expand read: operand x (slot 0) and, for mul, b (slot 1),
+ * their gradients, the box's extents and the dims of the smaller operand
+ * (mul's b, expand's x). */
+typedef struct {
+    float *x, *dx, *b, *db;
+    int dims[SB_MAX_DIMS];
+    unsigned has;
+} pw_args;
+
+static void pw_args_get(sb_executor *ex, opx *o, int two, pw_args *g)
+{
+    pw_operand(ex, o, 0, &g->x, &g->dx);
+    g->b = g->db = NULL;
+    if (two)
+        pw_operand(ex, o, 1, &g->b, &g->db);
+    g->has = pw_geometry(ex, o, two ? 1 : 0, g->dims);
+}
+
 static int mul_forward(sb_executor *ex, opx *o, sb_error *err)
 {
     (void)err;
     const sb_op *op = &ex->m->ops[o->idx];
-    float *a, *da, *b, *db;
-    pw_operand(ex, o, 0, &a, &da);
-    pw_operand(ex, o, 1, &b, &db);
-    int dims[SB_MAX_DIMS];
-    unsigned has = pw_geometry(ex, o, 1, dims);
+    pw_args g;
+    pw_args_get(ex, o, 1, &g);
     if (o->out[0].n)
-        ex->be->mul_forward(o->out[0].p, a, b, op->ndims, dims, has);
+        ex->be->mul_forward(o->out[0].p, g.x, g.b, op->ndims, g.dims, g.has);
     return 0;
 }
 
@@ -78,13 +93,10 @@ static int mul_backward(sb_executor *ex, opx *o, sb_error *err)
 {
     (void)err;
     const sb_op *op = &ex->m->ops[o->idx];
-    float *a, *da, *b, *db;
-    pw_operand(ex, o, 0, &a, &da);
-    pw_operand(ex, o, 1, &b, &db);
-    int dims[SB_MAX_DIMS];
-    unsigned has = pw_geometry(ex, o, 1, dims);
-    if (o->out[0].n && (da || db))
-        ex->be->mul_backward(da, db, o->dout[0].p, a, b, op->ndims, dims, has);
+    pw_args g;
+    pw_args_get(ex, o, 1, &g);
+    if (o->out[0].n && (g.dx || g.db))
+        ex->be->mul_backward(g.dx, g.db, o->dout[0].p, g.x, g.b, op->ndims, g.dims, g.has);
     return 0;
 }
 
@@ -92,12 +104,10 @@ static int expand_forward(sb_executor *ex, opx *o, sb_error *err)
 {
     (void)err;
     const sb_op *op = &ex->m->ops[o->idx];
-    float *x, *dx;
-    pw_operand(ex, o, 0, &x, &dx);
-    int dims[SB_MAX_DIMS];
-    unsigned has = pw_geometry(ex, o, 0, dims);
+    pw_args g;
+    pw_args_get(ex, o, 0, &g);
     if (o->out[0].n)
-        ex->be->expand_forward(o->out[0].p, x, op->ndims, dims, has);
+        ex->be->expand_forward(o->out[0].p, g.x, op->ndims, g.dims, g.has);
     return 0;
 }
 
@@ -106,12 +116,10 @@ static int expand_backward(sb_executor *ex, opx *o, sb_error *err)
 {
     (void)err;
     const sb_op *op = &ex->m->ops[o->idx];
-    float *x, *dx;
-    pw_operand(ex, o, 0, &x, &dx);
-    int dims[SB_MAX_DIMS];
-    unsigned has = pw_geometry(ex, o, 0, dims);
-    if (o->out[0].n && dx)
-        ex->be->expand_backward(dx, o->dout[0].p, op->ndims, dims, has);
+    pw_args g;
+    pw_args_get(ex, o, 0, &g);
+    if (o->out[0].n && g.dx)
+        ex->be->expand_backward(g.dx, o->dout[0].p, op->ndims, g.dims, g.has);
     return 0;
 }
 
