@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "shardbench/search.h"
+#include "shardbench/pipeline.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -141,42 +142,216 @@ static char *comment_start(char *line)
     return NULL;
 }
 
-int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
-                     sb_error *err)
+/* ---- writing ------------------------------------------------------------------ */
+
+/* Config of op i: sf->cfg + i * SB_MAX_DIMS. */
+static const int *sf_config(const sb_strategy_file *sf, int i)
+{
+    return sf->cfg + (size_t)i * SB_MAX_DIMS;
+}
+
+static int has_extras(const sb_model *m, const sb_strategy_file *sf)
+{
+    if (sf->zero || (sf->pipe.nstages && !sb_pipeline_is_none(&sf->pipe)))
+        return 1;
+    for (int i = 0; sf->recompute && i < m->nops; i++)
+        if (sf->recompute[i])
+            return 1;
+    return 0;
+}
+
+int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy_file *sf,
+                          sb_error *err)
 {
     char tmp[4200];
     FILE *f = sb_out_open(path, "strategy file", tmp, sizeof tmp, err);
     if (!f)
         return -1;
-    const sb_model *m = pb->m;
     char params[4096];
     sb_params_str(m, params, sizeof params);
-    fprintf(f, "shardbench-strategy 1\n");
+    int v2 = has_extras(m, sf);
+    fprintf(f, "shardbench-strategy %d\n", v2 ? 2 : 1);
     fprintf(f, "# written by shardbench %s; one config (split count per iteration dim) per op\n",
             sb_version());
     fputs("model ", f);
     quote_word(f, m->name);
-    fprintf(f, "\nparams %s\np %d\nalgo %s\ncost %.17g\n", params, pb->p, algo, r->total_cost);
+    fprintf(f, "\nparams %s\np %d\nalgo %s\ncost %.17g\n", params, sf->p, sf->algo, sf->cost);
+    if (v2) {
+        const sb_pipeline *pl = &sf->pipe;
+        if (pl->nstages && !sb_pipeline_is_none(pl)) {
+            fprintf(f, "pipeline %d %d %s  # stages, micro-batches, schedule\n", pl->nstages,
+                    pl->microbatches, sb_schedule_name(pl->schedule));
+            for (int s = 0; s < pl->nstages; s++)
+                fprintf(f, "stage %d %d %s %s  # devices, first op, last op\n", s, pl->devices[s],
+                        m->ops[pl->first_op[s]].name, m->ops[pl->first_op[s + 1] - 1].name);
+        }
+        if (sf->zero)
+            fprintf(f, "zero %d\n", sf->zero);
+        for (int i = 0; sf->recompute && i < m->nops; i++)
+            if (sf->recompute[i])
+                fprintf(f, "recompute %s\n", m->ops[i].name);
+    }
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         char cfg[256], dims[1024];
-        sb_config_str(pb->cfg[i].c + (size_t)r->choice[i] * (size_t)op->ndims, op->ndims, cfg,
-                      sizeof cfg);
+        sb_config_str(sf_config(sf, i), op->ndims, cfg, sizeof cfg);
         sb_op_dims_str(op, dims, sizeof dims);
         fprintf(f, "op %s %s %s  # %s\n", op->name, sb_op_kind_name(op->kind), cfg, dims);
     }
     return sb_out_commit(f, tmp, path, "strategy file", err);
 }
 
-int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_error *err)
+int sb_strategy_file_init(sb_strategy_file *sf, const sb_model *m, int p)
 {
+    memset(sf, 0, sizeof *sf);
+    sf->p = p;
+    snprintf(sf->algo, sizeof sf->algo, "%s", "none");
+    sf->cfg = calloc((size_t)(m->nops ? m->nops : 1) * SB_MAX_DIMS, sizeof *sf->cfg);
+    sf->recompute = calloc((size_t)(m->nops ? m->nops : 1), 1);
+    sf->op_line = calloc((size_t)(m->nops ? m->nops : 1), sizeof *sf->op_line);
+    sb_pipeline_none(&sf->pipe, m->nops, p);
+    return sf->cfg && sf->recompute && sf->op_line ? 0 : -1;
+}
+
+void sb_strategy_file_free(sb_strategy_file *sf)
+{
+    free(sf->cfg);
+    free(sf->recompute);
+    free(sf->op_line);
+    sf->op_line = NULL;
+    sf->cfg = NULL;
+    sf->recompute = NULL;
+}
+
+int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
+                     sb_error *err)
+{
+    const sb_model *m = pb->m;
+    sb_strategy_file sf;
+    if (sb_strategy_file_init(&sf, m, pb->p))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    snprintf(sf.algo, sizeof sf.algo, "%s", algo);
+    sf.cost = r->total_cost;
+    for (int i = 0; i < m->nops; i++)
+        memcpy(sf.cfg + (size_t)i * SB_MAX_DIMS,
+               pb->cfg[i].c + (size_t)r->choice[i] * (size_t)m->ops[i].ndims,
+               (size_t)m->ops[i].ndims * sizeof(int));
+    int rc = sb_strategy_file_save(path, m, &sf, err);
+    sb_strategy_file_free(&sf);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* The op named `name`, or -1. */
+static int op_index(const sb_model *m, const char *name)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (!strcmp(m->ops[i].name, name))
+            return i;
+    return -1;
+}
+
+/* A whole number in [lo, hi] from word w, or -1 with *ok = 0. */
+static long whole(const char *w, long lo, long hi, int *ok)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (end == w || *end || errno || v < lo || v > hi) {
+        *ok = 0;
+        return -1;
+    }
+    return v;
+}
+
+/* The pipeline, zero and recompute lines of a version-2 file. 1 when the
+ * line was one of them, 0 when not, -1 on an error. */
+static int read_extra(const char *path, int lineno, const char *line, const sb_model *m,
+                      sb_strategy_file *sf, int *nstage_lines, sb_error *err)
+{
+    char key[64], w[4][SB_NAME_MAX * 2];
+    int n = sscanf(line, "%63s %191s %191s %191s %191s", key, w[0], w[1], w[2], w[3]);
+    int ok = 1;
+    sb_pipeline *pl = &sf->pipe;
+    if (!strcmp(key, "pipeline")) {
+        if (n != 4)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'pipeline STAGES MICROBATCHES "
+                           "SCHEDULE'", path, lineno);
+        pl->nstages = (int)whole(w[0], 1, SB_MAX_STAGES, &ok);
+        pl->microbatches = (int)whole(w[1], 1, 1 << 20, &ok);
+        if (!ok)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stages '%s' (1 .. %d) or micro-batches "
+                           "'%s' (>= 1) is not a valid count", path, lineno, w[0], SB_MAX_STAGES,
+                           w[1]);
+        if (sb_schedule_parse(w[2], &pl->schedule))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: schedule '%s' unknown (gpipe or 1f1b)",
+                           path, lineno, w[2]);
+        return 1;
+    }
+    if (!strcmp(key, "stage")) {
+        if (n != 5)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'stage K DEVICES FIRST_OP "
+                           "LAST_OP'", path, lineno);
+        int k = (int)whole(w[0], 0, SB_MAX_STAGES - 1, &ok);
+        int dev = (int)whole(w[1], 1, 1 << 20, &ok);
+        if (!ok || k != *nstage_lines || k >= pl->nstages)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stage '%s' with %s devices: stages are "
+                           "numbered 0 .. STAGES-1 in order after the pipeline line", path,
+                           lineno, w[0], w[1]);
+        int first = op_index(m, w[2]), last = op_index(m, w[3]);
+        if (first < 0 || last < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stage %d: op '%s' is not in model '%s'",
+                           path, lineno, k, first < 0 ? w[2] : w[3], m->name);
+        if (k > 0 && first != pl->first_op[k])
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stage %d must start at op '%s', after "
+                           "the last op of stage %d", path, lineno, k,
+                           pl->first_op[k] < m->nops ? m->ops[pl->first_op[k]].name : "(none)",
+                           k - 1);
+        if (k == 0 && first != 0)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stage 0 must start at the first op '%s'",
+                           path, lineno, m->ops[0].name);
+        if (last < first)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: stage %d: op '%s' comes before '%s'",
+                           path, lineno, k, w[3], w[2]);
+        pl->first_op[k] = first;
+        pl->first_op[k + 1] = last + 1;
+        pl->devices[k] = dev;
+        (*nstage_lines)++;
+        return 1;
+    }
+    if (!strcmp(key, "zero")) {
+        sf->zero = (int)whole(n >= 2 ? w[0] : "", 0, 3, &ok);
+        if (!ok || n != 2)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'zero 0..3'", path, lineno);
+        return 1;
+    }
+    if (!strcmp(key, "recompute")) {
+        int i = n == 2 ? op_index(m, w[0]) : -1;
+        if (i < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'recompute OP' with an op of "
+                           "model '%s'%s%s", path, lineno, m->name, n >= 2 ? ", not " : "",
+                           n >= 2 ? w[0] : "");
+        sf->recompute[i] = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strategy_file *sf,
+                          sb_error *err)
+{
+    if (sb_strategy_file_init(sf, m, p))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    sf->pipe.nstages = 0; /* set by a pipeline line, or to none at the end */
     char *text;
     size_t len;
-    if (sb_read_file(path, "strategy file", SB_STRATEGY_MAX_BYTES, &text, &len, err))
+    if (sb_read_file(path, "strategy file", SB_STRATEGY_MAX_BYTES, &text, &len, err)) {
+        sb_strategy_file_free(sf);
         return -1;
-    const sb_model *m = pb->m;
+    }
     char *line, *next = text;
-    int lineno = 0, version = 0, nop = 0, rc = -1, p = -1;
+    int lineno = 0, version = 0, nop = 0, rc = -1, nstage_lines = 0;
     while (next < text + len) { /* each line in place, its '\n' made a NUL */
         line = next;
         char *eol = memchr(line, '\n', (size_t)(text + len - line));
@@ -200,8 +375,8 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
                 goto out;
             }
             version = atoi(a);
-            if (version != 1) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy format version %s not supported (this build reads 1)",
+            if (version != 1 && version != 2) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy format version %s not supported (this build reads 1 and 2)",
                         path, lineno, a);
                 goto out;
             }
@@ -234,12 +409,23 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
             }
         }
         if (strcmp(key, "p") == 0 && n >= 2) {
-            p = atoi(a);
-            if (p != pb->p) {
+            int fp = atoi(a);
+            if (fp != p) {
                 sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for p=%d, running with p=%d", path,
-                        lineno, p, pb->p);
+                        lineno, fp, p);
                 goto out;
             }
+        }
+        if (strcmp(key, "algo") == 0 && n >= 2)
+            snprintf(sf->algo, sizeof sf->algo, "%.63s", a);
+        if (strcmp(key, "cost") == 0 && n >= 2)
+            sf->cost = strtod(a, NULL);
+        if (version >= 2) {
+            int x = read_extra(path, lineno, line, m, sf, &nstage_lines, err);
+            if (x < 0)
+                goto out;
+            if (x)
+                continue;
         }
         if (strcmp(key, "op") != 0)
             continue;
@@ -253,7 +439,7 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
             goto out;
         }
         const sb_op *op = &m->ops[nop];
-        int cfg[SB_MAX_DIMS], nd = 0;
+        int *cfg = sf->cfg + (size_t)nop * SB_MAX_DIMS, nd = 0;
         char *s = c;
         while (*s && nd < SB_MAX_DIMS) {
             char *end;
@@ -270,16 +456,7 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
                     lineno, a, c, op->ndims);
             goto out;
         }
-        int found = -1;
-        for (int k = 0; k < pb->cfg[nop].n && found < 0; k++)
-            if (!memcmp(pb->cfg[nop].c + (size_t)k * (size_t)op->ndims, cfg, (size_t)nd * sizeof(int)))
-                found = k;
-        if (found < 0) {
-            sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config %s is not a valid config at p=%d",
-                    path, lineno, a, c, pb->p);
-            goto out;
-        }
-        choice[nop++] = found;
+        sf->op_line[nop++] = lineno;
     }
     if (!version) {
         sb_fail(err, SB_EXIT_INPUT, "%s: empty or not a strategy file", path);
@@ -289,9 +466,74 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
         sb_fail(err, SB_EXIT_INPUT, "%s: has %d ops, the model has %d", path, nop, m->nops);
         goto out;
     }
+    if (!sf->pipe.nstages) {
+        sb_pipeline_none(&sf->pipe, m->nops, p);
+    } else {
+        if (nstage_lines != sf->pipe.nstages) {
+            sb_fail(err, SB_EXIT_INPUT, "%s: pipeline of %d stages has %d stage lines", path,
+                    sf->pipe.nstages, nstage_lines);
+            goto out;
+        }
+        sb_error e2;
+        if (sb_pipeline_check(&sf->pipe, m, p, &e2)) {
+            sb_fail(err, SB_EXIT_INPUT, "%s: %s", path, e2.msg);
+            goto out;
+        }
+    }
+    /* each op's config fits its stage's devices */
+    for (int i = 0; i < m->nops; i++) {
+        int s = sb_pipeline_stage_of(&sf->pipe, i), prod = 1;
+        const int *cf = sf->cfg + (size_t)i * SB_MAX_DIMS;
+        for (int d = 0; d < m->ops[i].ndims; d++) {
+            if (cf[d] > m->ops[i].dims[d].size) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': splits dim %s (size %lld) %d ways",
+                        path, sf->op_line[i], m->ops[i].name, m->ops[i].dims[d].name,
+                        (long long)m->ops[i].dims[d].size, cf[d]);
+                goto out;
+            }
+            prod *= cf[d];
+            if (prod > sf->pipe.devices[s]) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config needs more than the %d "
+                        "devices of its stage %d", path, sf->op_line[i], m->ops[i].name, sf->pipe.devices[s], s);
+                goto out;
+            }
+        }
+    }
     rc = 0;
 out:
     free(text);
+    if (rc)
+        sb_strategy_file_free(sf);
+    return rc;
+}
+
+int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_error *err)
+{
+    const sb_model *m = pb->m;
+    sb_strategy_file sf;
+    if (sb_strategy_file_load(path, m, pb->p, &sf, err))
+        return -1;
+    int rc = 0;
+    if (has_extras(m, &sf))
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage or recomputation, "
+                     "which this command does not take (shardbench run does)", path);
+    for (int i = 0; i < m->nops && !rc; i++) {
+        const sb_op *op = &m->ops[i];
+        const int *cf = sf.cfg + (size_t)i * SB_MAX_DIMS;
+        int found = -1;
+        for (int k = 0; k < pb->cfg[i].n && found < 0; k++)
+            if (!memcmp(pb->cfg[i].c + (size_t)k * (size_t)op->ndims, cf,
+                        (size_t)op->ndims * sizeof(int)))
+                found = k;
+        if (found < 0) {
+            char cs[256];
+            sb_config_str(cf, op->ndims, cs, sizeof cs);
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config %s is not a valid config at p=%d",
+                         path, sf.op_line[i], op->name, cs, pb->p);
+        }
+        choice[i] = found;
+    }
+    sb_strategy_file_free(&sf);
     return rc;
 }
 

@@ -156,12 +156,128 @@ static void test_special_files(void **state)
     sb_model_free(&m);
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Version 2: a pipeline, a ZeRO stage and recomputed ops are written and
+ * read back; a plain strategy is still written as version 1; damaged
+ * version-2 lines are refused naming the file and line; the index loader
+ * (sb_strategy_load, for commands that take no pipeline) refuses them. */
+static void test_version2(void **state)
+{
+    (void)state;
+    sb_setting set[1];
+    sb_error err = {0};
+    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
+    sb_model m;
+    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
+        fail_msg("%s", err.msg);
+    char dir[] = "/tmp/sb_strategy_v2_XXXXXX", path[PATH_MAX], bad[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s.strategy", dir);
+    snprintf(bad, sizeof bad, "%s/bad.strategy", dir);
+
+    sb_strategy_file sf, back;
+    assert_int_equal(sb_strategy_file_init(&sf, &m, 4), 0);
+    for (int i = 0; i < m.nops; i++)
+        for (int d = 0; d < m.ops[i].ndims; d++)
+            sf.cfg[i * SB_MAX_DIMS + d] = 1;
+    sf.cfg[0] = 2; /* op 0 splits its first dim over its stage's 2 devices */
+    /* plain: version 1 */
+    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
+    assert_non_null(strstr(text, "shardbench-strategy 1\n"));
+    free(text);
+    /* two stages of 2 devices, 4 micro-batches, 1f1b; zero 2; one op recomputed */
+    assert_int_equal(sb_pipeline_even(&sf.pipe, &m, 4, 2, 4, SB_SCHEDULE_1F1B, &err), 0);
+    sf.zero = 2;
+    sf.recompute[1] = 1;
+    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
+    if (sb_strategy_file_load(path, &m, 4, &back, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.pipe.nstages, 2);
+    assert_int_equal(back.pipe.microbatches, 4);
+    assert_int_equal(back.pipe.schedule, SB_SCHEDULE_1F1B);
+    assert_memory_equal(back.pipe.first_op, sf.pipe.first_op, 3 * sizeof(int));
+    assert_memory_equal(back.pipe.devices, sf.pipe.devices, 2 * sizeof(int));
+    assert_int_equal(back.zero, 2);
+    assert_memory_equal(back.recompute, sf.recompute, (size_t)m.nops);
+    assert_memory_equal(back.cfg, sf.cfg, (size_t)m.nops * SB_MAX_DIMS * sizeof(int));
+    sb_strategy_file_free(&back);
+
+    /* the index loader refuses what it cannot carry */
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    assert_int_equal(sb_problem_build(&m, 4, &cp, &pb, &err), 0);
+    int *choice = calloc((size_t)m.nops, sizeof *choice);
+    assert_non_null(choice);
+    assert_int_equal(sb_strategy_load(path, &pb, choice, &err), -1);
+    assert_non_null(strstr(err.msg, "pipeline, ZeRO stage or recomputation"));
+
+    /* damaged lines: each names the file and line */
+    assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
+    struct { const char *from, *to, *says; } cases[] = {
+        {"pipeline 2 4 1f1b", "pipeline 2 4 zigzag", "schedule 'zigzag' unknown"},
+        {"pipeline 2 4 1f1b", "pipeline 0 4 1f1b", "not a valid count"},
+        {"stage 1 2", "stage 1 3", "hold 5 devices in all, not p = 4"},
+        {"stage 1 2", "stage 0 2", "numbered 0 .. STAGES-1"},
+        {"zero 2", "zero 4", "expected 'zero 0..3'"},
+        {"recompute ", "recompute nosuchop #", "expected 'recompute OP'"},
+        {"pipeline 2 4 1f1b", "pipeline 2 3 1f1b", "microbatches 3: does not divide"},
+        {"op ", "op ", ""},
+    };
+    for (size_t k = 0; k + 1 < sizeof cases / sizeof cases[0]; k++) {
+        char *at = strstr(text, cases[k].from);
+        assert_non_null(at);
+        FILE *f = fopen(bad, "w");
+        assert_non_null(f);
+        fwrite(text, 1, (size_t)(at - text), f);
+        fputs(cases[k].to, f);
+        fputs(at + strlen(cases[k].from), f);
+        fclose(f);
+        memset(&err, 0, sizeof err);
+        assert_int_equal(sb_strategy_file_load(bad, &m, 4, &back, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        if (!strstr(err.msg, cases[k].says) || !strstr(err.msg, bad))
+            fail_msg("case %zu: unclear message: %s", k, err.msg);
+    }
+    /* a config wider than its stage: op 0 split 4 ways on a 2-device stage */
+    char *c0 = strstr(text, "op ");
+    assert_non_null(c0);
+    char *comma = strchr(c0, ' ');
+    comma = strchr(comma + 1, ' ');
+    comma = strchr(comma + 1, ' ');
+    assert_int_equal(comma[1], '2');
+    comma[1] = '4';
+    write_text(bad, text);
+    assert_int_equal(sb_strategy_file_load(bad, &m, 4, &back, &err), -1);
+    if (!strstr(err.msg, "more than the 2 devices of its stage 0"))
+        fail_msg("unclear message: %s", err.msg);
+    free(text);
+    free(choice);
+    sb_problem_free(&pb);
+    sb_strategy_file_free(&sf);
+    sb_model_free(&m);
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_word),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_version2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

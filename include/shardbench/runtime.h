@@ -236,6 +236,14 @@ typedef struct {
 typedef struct {
     const sb_model *m;
     const int *const *configs; /* m->nops pointers */
+    /* The pipeline (shardbench/pipeline.h: stages on consecutive ranks,
+     * micro-batches, schedule), or NULL: one stage on every rank, one
+     * micro-batch (every config's product <= P). With a pipeline, op i's
+     * config is for its stage's devices. */
+    const sb_pipeline *pipe;
+    /* m->nops flags: op i's activations are dropped after its forward and
+     * computed again before its backward; NULL: none. */
+    const unsigned char *recompute;
 } sb_plan_strategy;
 
 typedef struct sb_executor sb_executor;

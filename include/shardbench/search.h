@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "shardbench/model.h"
+#include "shardbench/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,9 +158,39 @@ void sb_order_bf(const sb_problem *pb, int *order);
 int sb_strategy_save(const char *path, const sb_problem *pb,
                      const sb_result *r, const char *algo, sb_error *err);
 /* Reads a strategy file back against a problem: choice[i] gets the index of
- * the saved config of op i. Mismatched model or unknown config: error. */
+ * the saved config of op i. Mismatched model or unknown config: error; a
+ * file holding a pipeline, ZeRO stage or recomputation: error (those are
+ * read by sb_strategy_file_load). */
 int sb_strategy_load(const char *path, const sb_problem *pb, int *choice,
                      sb_error *err);
+/* A strategy file as written: one config per op (split counts, op i's at
+ * cfg + i * SB_MAX_DIMS), and, in version 2, a pipeline (pipeline.h), a
+ * ZeRO stage and the recomputed ops. A file with none of them is written
+ * as version 1, byte for byte as before. */
+typedef struct {
+    int p;
+    char algo[64];
+    double cost;
+    int *cfg;                 /* nops * SB_MAX_DIMS */
+    int *op_line;             /* nops: the line of each op (0: not read from a file) */
+    sb_pipeline pipe;         /* sb_pipeline_none when the file has none */
+    int zero;                 /* 0..3 */
+    unsigned char *recompute; /* nops flags */
+} sb_strategy_file;
+
+/* Allocates an empty one (every config 0, no pipeline) for m on p devices:
+ * 0, or -1 when out of memory. */
+int sb_strategy_file_init(sb_strategy_file *sf, const sb_model *m, int p);
+void sb_strategy_file_free(sb_strategy_file *sf);
+/* Writes sf (through a temporary file and a rename). */
+int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy_file *sf,
+                          sb_error *err);
+/* Reads a version 1 or 2 file for m on p devices: each op's config must fit
+ * its stage's devices (and its dims); errors name the file and line. On
+ * success sf is allocated (free with sb_strategy_file_free). */
+int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strategy_file *sf,
+                          sb_error *err);
+
 /* One value of a strategy-file line at s (blanks skipped): a bare word (up
  * to a blank or '#'), or a double-quoted one with \" \\ \n \t \r \xHH
  * escapes (how `model` is written when the name needs it). 0 with the value
