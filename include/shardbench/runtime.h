@@ -19,6 +19,7 @@
 
 #include "shardbench/kernels.h"
 #include "shardbench/model.h"
+#include "shardbench/pipeline.h"
 #include "shardbench/relayout.h"
 
 #ifdef __cplusplus
