@@ -522,7 +522,7 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
         const int *cfg[pb.m->nops]; /* op i's chosen config */
         for (int i = 0; i < pb.m->nops; i++)
             cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
-        sb_plan_strategy st = {pb.m, cfg};
+        sb_plan_strategy st = {.m = pb.m, .configs = cfg};
         created = !sb_executor_create(MPI_COMM_WORLD, &st, &counted, &eo, &ex, &err);
     }
     if (!created)

@@ -547,7 +547,7 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     const int *cfg[R->m.nops]; /* op i's chosen config */
     for (int i = 0; i < R->m.nops; i++)
         cfg[i] = R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
-    sb_plan_strategy st = {&R->m, cfg};
+    sb_plan_strategy st = {.m = &R->m, .configs = cfg};
     int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;

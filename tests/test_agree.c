@@ -86,7 +86,7 @@ static void expect_refused(const sb_model *m, const int *choice, const sb_exec_o
     const int *cfg[m->nops];
     for (int i = 0; i < m->nops; i++)
         cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m->ops[i].ndims;
-    sb_plan_strategy st = {m, cfg};
+    sb_plan_strategy st = {.m = m, .configs = cfg};
     int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, eo, &ex, &err);
     CHECK(rc == -1 && !ex && err.code == SB_EXIT_INPUT && strstr(err.msg, want),
           "%s: rc %d, [%s], expected [%s]", what, rc, err.msg, want);
@@ -156,7 +156,7 @@ static void test_plan(void)
     const int *dpc[model.nops];
     for (int i = 0; i < model.nops; i++)
         dpc[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
-    sb_plan_strategy dps = {&model, dpc};
+    sb_plan_strategy dps = {.m = &model, .configs = dpc};
     err = (sb_error){0};
     int rc0 = sb_agree_plan(MPI_COMM_WORLD, &dps, &cuda, &eo, &err);
     unsetenv("SHARDBENCH_COMM");
@@ -206,7 +206,7 @@ static void test_plan(void)
     const int *cfg[model.nops];
     for (int i = 0; i < model.nops; i++)
         cfg[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
-    sb_plan_strategy st = {&model, cfg};
+    sb_plan_strategy st = {.m = &model, .configs = cfg};
     sb_executor *ex = NULL;
     int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
     CHECK(rc == 0, "agreeing ranks: %s", err.msg);

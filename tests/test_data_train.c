@@ -44,7 +44,7 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, const 
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {pb->m, cfg};
+    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
     if (sb_executor_create(comm, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
     for (int s = 0; s < 3; s++)
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     const int *cfg[pb.m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb.m->nops; i++)
         cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
-    sb_plan_strategy st = {pb.m, cfg};
+    sb_plan_strategy st = {.m = pb.m, .configs = cfg};
     int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &e2);
     check(rc != 0 && e2.code == SB_EXIT_INPUT && strstr(e2.msg, "--data") && strstr(e2.msg, "67x67"),
           "wrong sample shape refused naming the shapes");

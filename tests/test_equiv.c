@@ -90,7 +90,7 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {pb->m, cfg};
+    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
     if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
                            &err))
         die("create", &err);

@@ -218,7 +218,7 @@ static void measure_opt(const sb_problem *pb, const int *choice, const char *wha
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {pb->m, cfg};
+    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
     if (sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
     double loss;
