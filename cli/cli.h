@@ -8,6 +8,7 @@
 
 int cmd_search(int argc, char **argv);
 int cmd_paper(int argc, char **argv);
+int cmd_paper_table2(int argc, char **argv); /* paper --table2 (cmd_paper_table2.c) */
 int cmd_run(int argc, char **argv);
 int cmd_candidates(int argc, char **argv);
 int cmd_prune(int argc, char **argv);

@@ -495,6 +495,9 @@ static void paper_usage(FILE *f)
 
 int cmd_paper(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--table2"))
+            return cmd_paper_table2(argc, argv);
     static const struct option opts[] = {
         {"procs", required_argument, 0, 'p'}, {"models", required_argument, 0, 'M'},
         {"db", required_argument, 0, 'd'},    {"quiet", no_argument, 0, 'q'},
