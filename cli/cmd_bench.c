@@ -38,6 +38,9 @@ static void bench_usage(FILE *f)
             "      --machine NAME|FILE predict (and prune) with a machine file's cost model\n"
             "                         (docs/machines.md); not with --calibration\n"
             "      --top K            prune: keep at most K (default 8)\n"
+            "      --paper            also measure the paper's Table II strategy (kind paper,\n"
+            "                         docs/paper-table2.md) of alexnet, inception3, rnnlm and\n"
+            "                         transformer, mapped onto the sizes and P benched\n"
             "      --survivors DIR    use DIR/MODEL-pP/index.tsv instead of running prune\n"
             "      --workdir DIR      where prune writes survivors (default: a temporary\n"
             "                         folder, removed at the end)\n"
@@ -81,7 +84,7 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
         {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"paper", no_argument, 0, 'P'},          {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
     optind = 1;
@@ -91,6 +94,7 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         double v;
         switch (c) {
         case 'm': a->models = optarg; break;
+        case 'P': a->paper = 1; break;
         case 'p':
             if ((a->np = parse_p_list(optarg, a->ps, SB_BENCH_MAX_P, err)) < 0)
                 return -1;

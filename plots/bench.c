@@ -27,6 +27,7 @@
 
 #include "shardbench/machine.h"
 #include "shardbench/plots.h"
+#include "shardbench/paper.h"
 #include "shardbench/search.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
@@ -394,7 +395,29 @@ static int time_searches(bench *b, const sb_problem *pb, const char *params, sb_
     return 0;
 }
 
-/* Writes a data-parallel strategy file into dir and appends it to the list. */
+/* Writes choice as DIR/bench-KIND-pP.strategy and appends it to the list. */
+static int add_strategy(const sb_problem *pb, const char *dir, const char *kind, const int *choice,
+                        survivor **sv, int *n, sb_error *err)
+{
+    survivor *nv = sb_realloc(*sv, (size_t)(*n + 1) * sizeof **sv, err);
+    if (!nv)
+        return -1;
+    *sv = nv;
+    survivor *d = &nv[*n];
+    memset(d, 0, sizeof *d);
+    if (snprintf(d->file, sizeof d->file, "%s/bench-%s-p%d.strategy", dir, kind, pb->p) >=
+        (int)sizeof d->file)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
+    snprintf(d->kind, sizeof d->kind, "%s", kind);
+    sb_result r = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
+    d->cost = r.total_cost;
+    if (sb_strategy_save(d->file, pb, &r, kind, err))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+/* The data-parallel strategy, unless prune gave it already. */
 static int add_data_parallel(const sb_problem *pb, const char *dir, survivor **sv, int *n,
                              sb_error *err)
 {
@@ -405,26 +428,43 @@ static int add_data_parallel(const sb_problem *pb, const char *dir, survivor **s
     if (!choice)
         return -1;
     int rc = sb_strategy_data_parallel(pb, choice, err);
-    survivor *nv = rc ? NULL : sb_realloc(*sv, (size_t)(*n + 1) * sizeof **sv, err);
-    if (nv) {
-        *sv = nv;
-        survivor *d = &nv[*n];
-        memset(d, 0, sizeof *d);
-        if (snprintf(d->file, sizeof d->file, "%s/bench-dp-p%d.strategy", dir, pb->p) >=
-            (int)sizeof d->file) {
-            free(choice);
-            return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
-        }
-        snprintf(d->kind, sizeof d->kind, "dp");
-        sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(pb, choice)};
-        d->cost = r.total_cost;
-        rc = sb_strategy_save(d->file, pb, &r, "dp", err);
-        if (!rc)
-            (*n)++;
-    } else {
-        rc = -1;
-    }
+    if (!rc)
+        rc = add_strategy(pb, dir, "dp", choice, sv, n, err);
     free(choice);
+    return rc;
+}
+
+/* The paper's Table II strategy (paper.h) for this model, sizes and P, when
+ * the table has the model (bench --paper); a note when it does not. */
+static int add_paper(const sb_problem *pb, const char *dir, survivor **sv, int *n, sb_error *err)
+{
+    sb_paper_table t;
+    if (sb_paper_table_load(NULL, &t, err))
+        return -1;
+    if (!sb_paper_has_model(&t, pb->m->name)) {
+        printf("%s p=%d: the paper's Table II has no row for this model: no paper strategy\n",
+               pb->m->name, pb->p);
+        sb_paper_table_free(&t);
+        return 0;
+    }
+    size_t nops = (size_t)pb->m->nops;
+    int *choice = sb_calloc(nops, sizeof *choice, err), *row_of = sb_calloc(nops, sizeof(int), err);
+    int *nearest = sb_calloc(nops, sizeof(int), err);
+    int rc = choice && row_of && nearest ? 0 : -1;
+    if (!rc)
+        rc = sb_paper_strategy(pb, &t, choice, row_of, nearest, err);
+    int near = 0;
+    for (size_t i = 0; !rc && i < nops; i++)
+        near += nearest[i];
+    if (!rc && near)
+        printf("%s p=%d: paper strategy: %d op%s take the nearest of our configs to the paper's "
+               "(docs/paper-table2.md)\n", pb->m->name, pb->p, near, near == 1 ? "" : "s");
+    if (!rc)
+        rc = add_strategy(pb, dir, "paper", choice, sv, n, err);
+    free(choice);
+    free(row_of);
+    free(nearest);
+    sb_paper_table_free(&t);
     return rc;
 }
 
@@ -737,7 +777,8 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
     int n = 0, rc = 0;
     if (get_survivors(b, model_arg, m->name, set_argv, nset_argv, p, workdir, dir, sizeof dir,
                       &sv, &n, &perr) ||
-        add_data_parallel(&pb, dir, &sv, &n, &perr)) {
+        add_data_parallel(&pb, dir, &sv, &n, &perr) ||
+        (b->a->paper && add_paper(&pb, dir, &sv, &n, &perr))) {
         fprintf(stderr, "shardbench: %s\n", perr.msg);
         rc = interrupted ? -1 : 1;
         if (interrupted)

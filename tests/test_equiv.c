@@ -14,7 +14,9 @@
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
  *                          [--zero N] [--want-split KIND:DIM,...] [--split OP=DIM ...]
- *                          [--best-splits OP=DIM ...]
+ *                          [--best-splits OP=DIM ...] [--paper]
+ * --paper adds the PaSE paper's Table II strategy mapped onto this model,
+ * sizes and P (paper.h, docs/paper-table2.md).
  * --best-splits fails the test unless the search's best strategy splits
  * op OP along DIM (what the model is there to test).
  * --split adds a strategy: the search's best with op OP's config replaced by
@@ -47,6 +49,7 @@
 #include "shardbench/candidates.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/paper.h"
 
 #define STEPS 3
 #define TOL 1e-4
@@ -79,6 +82,7 @@ static double tol = TOL;
 static sb_update_rule update = SB_UPDATE_SGD; /* --adam EPS: Adam with that epsilon */
 static float adam_eps;
 static int zero;       /* --zero N: the strategies' ZeRO stage (the reference has one rank) */
+static int paper;      /* --paper: add the paper's Table II strategy (paper.h) at this P */
 static long replicated; /* weights the strategies run held on 2 ranks or more alike */
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
@@ -369,6 +373,8 @@ int main(int argc, char **argv)
             }
             snprintf((best ? best_op : split_op)[*n], SB_NAME_MAX, "%.*s", (int)(eq - argv[i]), argv[i]);
             snprintf((best ? best_dim : split_dim)[(*n)++], SB_NAME_MAX, "%s", eq + 1);
+        } else if (!strcmp(argv[i], "--paper")) {
+            paper = 1;
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -408,7 +414,7 @@ int main(int argc, char **argv)
         cp.gbs = bw;
     if (sb_problem_build(&m, size, &cp, &pb, &err))
         die("problem", &err);
-    int nstrat = 2 + nsplit + nrandom, failures = 0;
+    int nstrat = 2 + nsplit + nrandom + paper, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     int *best = calloc((size_t)m.nops, sizeof *best);
     for (int k = 0; k < nstrat; k++) {
@@ -447,6 +453,17 @@ int main(int argc, char **argv)
                 failures++;
                 continue;
             }
+        } else if (paper && k == nstrat - 1) {
+            kind = "paper";
+            sb_paper_table t;
+            int *row_of = calloc((size_t)m.nops, sizeof *row_of);
+            int *nearest = calloc((size_t)m.nops, sizeof *nearest);
+            if (sb_paper_table_load(NULL, &t, &err) ||
+                sb_paper_strategy(&pb, &t, choice, row_of, nearest, &err))
+                die("paper strategy", &err);
+            sb_paper_table_free(&t);
+            free(row_of);
+            free(nearest);
         } else {
             kind = "random";
             /* bias towards configs using many ranks, so splits are common */

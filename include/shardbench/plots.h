@@ -51,6 +51,8 @@ typedef struct {
                                 interleaved: trial t of every strategy before trial t+1 */
     int again;               /* with resume: measure again what the run holds (more trials) */
     const char *only;        /* NULL, or "MODEL/P/KIND,..." : measure only these survivors */
+    int paper;               /* 1: add the paper's Table II strategy (kind "paper",
+                                paper.h) for the models it has */
     int64_t *run_id_out;     /* NULL, or where the run id goes once the run is open */
     const char *runner;      /* NULL, or the shardbench binary that trains the strategies
                                 (another build: nightly's A/B baseline); prune stays ours */
