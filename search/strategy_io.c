@@ -507,6 +507,34 @@ out:
     return rc;
 }
 
+int sb_strategy_file_choice(const char *path, const sb_strategy_file *sf, const sb_problem *pb,
+                            int *choice, sb_error *err)
+{
+    const sb_model *m = pb->m;
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *op = &m->ops[i];
+        const int *cf = sf->cfg + (size_t)i * SB_MAX_DIMS;
+        int found = -1;
+        for (int k = 0; k < pb->cfg[i].n && found < 0; k++)
+            if (!memcmp(pb->cfg[i].c + (size_t)k * (size_t)op->ndims, cf,
+                        (size_t)op->ndims * sizeof(int)))
+                found = k;
+        if (found < 0) {
+            char cs[256];
+            sb_config_str(cf, op->ndims, cs, sizeof cs);
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config %s is not a valid config "
+                           "at p=%d", path, sf->op_line[i], op->name, cs, pb->p);
+        }
+        choice[i] = found;
+    }
+    return 0;
+}
+
+int sb_strategy_file_has_extras(const sb_model *m, const sb_strategy_file *sf)
+{
+    return has_extras(m, sf);
+}
+
 int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_error *err)
 {
     const sb_model *m = pb->m;
@@ -517,22 +545,8 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
     if (has_extras(m, &sf))
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage or recomputation, "
                      "which this command does not take (shardbench run does)", path);
-    for (int i = 0; i < m->nops && !rc; i++) {
-        const sb_op *op = &m->ops[i];
-        const int *cf = sf.cfg + (size_t)i * SB_MAX_DIMS;
-        int found = -1;
-        for (int k = 0; k < pb->cfg[i].n && found < 0; k++)
-            if (!memcmp(pb->cfg[i].c + (size_t)k * (size_t)op->ndims, cf,
-                        (size_t)op->ndims * sizeof(int)))
-                found = k;
-        if (found < 0) {
-            char cs[256];
-            sb_config_str(cf, op->ndims, cs, sizeof cs);
-            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config %s is not a valid config at p=%d",
-                         path, sf.op_line[i], op->name, cs, pb->p);
-        }
-        choice[i] = found;
-    }
+    if (!rc)
+        rc = sb_strategy_file_choice(path, &sf, pb, choice, err);
     sb_strategy_file_free(&sf);
     return rc;
 }

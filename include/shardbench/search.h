@@ -191,6 +191,14 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
 int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strategy_file *sf,
                           sb_error *err);
 
+/* The config index in pb of each op's config in sf (choice[nops]); an
+ * error naming path:line when one is not a config of pb. */
+int sb_strategy_file_choice(const char *path, const sb_strategy_file *sf, const sb_problem *pb,
+                            int *choice, sb_error *err);
+/* 1 when sf holds a pipeline (S > 1 or M > 1), a ZeRO stage or a
+ * recomputed op: what a version-2 file adds. */
+int sb_strategy_file_has_extras(const sb_model *m, const sb_strategy_file *sf);
+
 /* One value of a strategy-file line at s (blanks skipped): a bare word (up
  * to a blank or '#'), or a double-quoted one with \" \\ \n \t \r \xHH
  * escapes (how `model` is written when the name needs it). 0 with the value
