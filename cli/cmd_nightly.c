@@ -38,6 +38,7 @@ static void nightly_usage(FILE *f)
             "                         baseline; the machine's slow and fast phases then hit both\n"
             "                         (no history band then: both builds saw tonight's load)\n"
             "      --out DIR          report and figures folder\n"
+            "      --raw              compare plain step times, not step times over each launch's probe\n"
             "      --trials N         launches per strategy (default 5)\n"
             "      --extra N          launches more per suspect (default 6; 0: no re-measure)\n"
             "      --threshold X      least relative slowdown that counts (default 0.05)\n"
@@ -108,6 +109,8 @@ int cmd_nightly(int argc, char **argv)
             NEEDV;
             o.baseline_build = v;
             i++;
+        } else if (!strcmp(a, "--raw")) {
+            o.rule.raw = 1;
         } else if (!strcmp(a, "--out")) {
             NEEDV;
             o.out = v;

@@ -20,7 +20,7 @@ static void regress_usage(FILE *f)
     fprintf(f,
             "usage: shardbench regress --baseline RUN --candidate RUN [--db FILE] "
             "[--threshold X]\n"
-            "       [--conf C] [--alpha A] [--min-launches N] [--history N] [--figures DIR]\n"
+            "       [--conf C] [--alpha A] [--min-launches N] [--history N] [--figures DIR] [--raw]\n"
             "\n"
             "Compares the step times of two runs per (model, P, strategy), one sample per\n"
             "launch (bench --trials N stores each launch): ratio of medians with a bootstrap\n"
@@ -40,6 +40,9 @@ static void regress_usage(FILE *f)
             "      --min-launches N   least launches per side (default 3)\n"
             "      --history N        earlier runs read for the band (default 7; 0: none)\n"
             "      --figures DIR      one trend figure per strategy (PNG, SVG) into DIR\n"
+            "      --raw              plain step times (default: each launch's median divided\n"
+            "                         by its probe, the fixed work `run` times beside each step,\n"
+            "                         times the baseline's median probe, when all launches have one)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -62,7 +65,7 @@ int cmd_regress(int argc, char **argv)
         {"candidate", required_argument, 0, 'c'}, {"threshold", required_argument, 0, 't'},
         {"conf", required_argument, 0, 'C'},      {"alpha", required_argument, 0, 'a'},
         {"min-launches", required_argument, 0, 'n'}, {"history", required_argument, 0, 'H'},
-        {"figures", required_argument, 0, 'F'},
+        {"figures", required_argument, 0, 'F'},  {"raw", no_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
     };
     sb_regress_opts ro = {.db = SB_DB_DEFAULT_PATH, .threshold = 0.05, .history = 7};
@@ -114,6 +117,7 @@ int cmd_regress(int argc, char **argv)
             break;
         }
         case 'F': ro.figures = optarg; break;
+        case 'R': ro.raw = 1; break;
         case 'h': regress_usage(stdout); return 0;
         default:
             fprintf(stderr, "shardbench: regress: unknown or incomplete option '%s'\n\n",

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "probe.h"
 #include "threads.h"
 #include "shardbench/dtensor.h"
 #include "shardbench/memory.h"
@@ -311,7 +312,7 @@ static int cmp_double(const void *a, const void *b)
 static void print_run_json(const sb_model *m, int size, const char *backend, const char *strategy,
                            const double *losses, int total, int warmup, double med, double lo,
                            double hi, double samples_per_s, const long long *peaks,
-                           const double *maxs)
+                           const double *maxs, double probe)
 {
     json_t *jl = json_array(), *jp = json_array(), *jo = json_array();
     for (int s = 0; s < total; s++)
@@ -328,6 +329,8 @@ static void print_run_json(const sb_model *m, int size, const char *backend, con
                           "losses", jl, "warmup", warmup, "step_seconds", "median", cli_jreal(med),
                           "min", cli_jreal(lo), "max", cli_jreal(hi), "samples_per_second",
                           cli_jreal(samples_per_s), "peak_bytes_per_rank", jp, "ops", jo);
+    if (j && probe > 0) /* the median probe over the timed steps (probe.c) */
+        json_object_set_new(j, "probe_seconds", cli_jreal(probe));
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     printf("%s\n", text ? text : "{}");
     free(text);
@@ -471,6 +474,7 @@ typedef struct {
     sb_data_source *data;
     sb_executor *ex;
     double *losses, *times; /* per step, warm-up included */
+    double *probes;         /* per step: the probe's seconds (probe.c), slowest rank */
     int total, start, json;
 } run_ctx;
 
@@ -565,6 +569,8 @@ static int train(run_ctx *R, int *diverged, sb_error *err)
     for (int s = 0; s < R->total; s++) {
         if (s == a->warmup)
             sb_executor_reset_times(R->ex);
+        double pt = cli_probe_seconds(); /* outside the step's time */
+        MPI_Allreduce(&pt, &R->probes[s], 1, MPI_DOUBLE, MPI_MAX, R->comm);
         MPI_Barrier(R->comm);
         double t0 = MPI_Wtime();
         int rc = sb_executor_step(R->ex, &R->losses[s], err);
@@ -646,6 +652,9 @@ static int summarize(run_ctx *R)
         double *tt = R->times + a->warmup;
         qsort(tt, (size_t)a->steps, sizeof *tt, cmp_double);
         double med = tt[a->steps / 2], lo = tt[0], hi = tt[a->steps - 1];
+        double *pp = R->probes + a->warmup;
+        qsort(pp, (size_t)a->steps, sizeof *pp, cmp_double);
+        double probe = pp[a->steps / 2];
         int64_t batch = model_param(&R->m, "batch", 1);
         long long maxpeak = 0;
         for (int r = 0; r < R->size; r++)
@@ -653,7 +662,7 @@ static int summarize(run_ctx *R)
                 maxpeak = peaks[r];
         if (R->json) {
             print_run_json(&R->m, R->size, R->be->name, a->strategy, R->losses, R->total, a->warmup,
-                           med, lo, hi, (double)batch / med, peaks, maxs);
+                           med, lo, hi, (double)batch / med, peaks, maxs, probe);
         } else {
             printf("step time  median %.4f s  min %.4f s  max %.4f s  (%d steps after %d warm-up)\n",
                    med, lo, hi, a->steps, a->warmup);
@@ -707,7 +716,8 @@ int cmd_run(int argc, char **argv)
     R.total = R.a.warmup + R.a.steps;
     R.losses = calloc((size_t)R.total, sizeof *R.losses);
     R.times = calloc((size_t)R.total, sizeof *R.times);
-    if (!R.losses || !R.times) {
+    R.probes = calloc((size_t)R.total, sizeof *R.probes);
+    if (!R.losses || !R.times || !R.probes) {
         fprintf(stderr, "shardbench: out of memory\n");
         MPI_Abort(R.comm, 1);
     }
@@ -725,6 +735,7 @@ int cmd_run(int argc, char **argv)
 done:
     free(R.losses);
     free(R.times);
+    free(R.probes);
     sb_executor_free(R.ex);
     sb_data_free(R.data);
     free(R.choice);

@@ -541,6 +541,7 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
         if (sb_json_num(sb_json_at(peaks, i), 0) > peak)
             peak = sb_json_num(sb_json_at(peaks, i), 0);
     rec->peak_mem_bytes = peak;
+    rec->probe_s = sb_json_num(sb_json_get(j, "probe_seconds"), NAN);
     int bad = !isfinite(rec->step_median_s) || rec->steps < 1;
     sb_json_free(j);
     if (bad)

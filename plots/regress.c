@@ -31,6 +31,47 @@
 
 #define MAX_HISTORY 64
 
+/* How a launch becomes a sample: its median step time, or (probe0 > 0)
+ * that time divided by the launch's probe and multiplied by probe0 (the
+ * baseline's median probe): the time it would have taken on the machine as
+ * fast as during the baseline. A machine slowed by other work slows the
+ * probe measured beside each step as much as the step. */
+static double probe0;
+
+static double sample(const sb_qmeas *r)
+{
+    return probe0 > 0 ? r->median / r->probe_s * probe0 : r->median;
+}
+
+/* Whether a row can be a sample: ok, timed, and with a probe when the
+ * samples are normalised. */
+static int usable(const sb_qmeas *r)
+{
+    return !strcmp(r->status, "ok") && isfinite(r->median) &&
+           (probe0 <= 0 || (isfinite(r->probe_s) && r->probe_s > 0));
+}
+
+/* probe0 for the comparison of rb with rc: the median probe of the
+ * baseline's ok launches when every ok launch of both has one, else 0
+ * (plain step times). */
+static double probe_reference(const sb_qmeas *rb, int nb, const sb_qmeas *rc, int nc)
+{
+    double *v = malloc(sizeof *v * (size_t)(nb + 1));
+    int k = 0, all = v != NULL;
+    for (int side = 0; side < 2 && all; side++)
+        for (int i = 0; i < (side ? nc : nb) && all; i++) {
+            const sb_qmeas *r = side ? &rc[i] : &rb[i];
+            if (strcmp(r->status, "ok") || !isfinite(r->median))
+                continue;
+            all = isfinite(r->probe_s) && r->probe_s > 0;
+            if (all && !side)
+                v[k++] = r->probe_s;
+        }
+    double p = all && k ? sb_stat_median(v, k) : 0;
+    free(v);
+    return p;
+}
+
 typedef struct {
     int64_t strategy_id;     /* the first strategies row of this key met */
     const char *key;         /* what is compared: model, p and per-op configs */
@@ -173,9 +214,9 @@ static int fill(cmp_row *c, const sb_qmeas *rows, const char **keys, int n, int 
             c->why[side] = rows[i].message[0] ? rows[i].message : rows[i].status;
             continue;
         }
-        c->s[side][c->n[side]++] = rows[i].median;
+        c->s[side][c->n[side]++] = sample(&rows[i]);
         if (side && first_last > 0 && rows[i].measurement_id > first_last)
-            c->re[c->nre++] = rows[i].median;
+            c->re[c->nre++] = sample(&rows[i]);
     }
     return 0;
 }
@@ -205,7 +246,7 @@ static int read_history(sb_dbq *q, const sb_regress_opts *o, key_cache *kc, cmp_
             cmp_row *c = &cmp[r];
             int k = 0;
             for (int i = 0; i < n; i++) {
-                if (strcmp(rows[i].status, "ok") || !isfinite(rows[i].median))
+                if (!usable(&rows[i])) /* history without a probe: not in a normalised band */
                     continue;
                 const char *key = cached_key(q, kc, rows[i].strategy_id, err);
                 if (!key) {
@@ -215,7 +256,7 @@ static int read_history(sb_dbq *q, const sb_regress_opts *o, key_cache *kc, cmp_
                 }
                 if (strcmp(key, c->key))
                     continue;
-                v[k++] = rows[i].median;
+                v[k++] = sample(&rows[i]);
                 if (c->nhist + 2 > c->caphist) {
                     int cap = c->caphist ? 2 * c->caphist : 64;
                     double *nh = realloc(c->hist, sizeof *nh * (size_t)cap);
@@ -228,7 +269,7 @@ static int read_history(sb_dbq *q, const sb_regress_opts *o, key_cache *kc, cmp_
                     c->caphist = cap;
                 }
                 c->hist[c->nhist++] = c->nnights;
-                c->hist[c->nhist++] = rows[i].median;
+                c->hist[c->nhist++] = sample(&rows[i]);
             }
             if (k) {
                 c->night_run[c->nnights] = ids[h];
@@ -322,6 +363,13 @@ static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_st
             o->remeasure ? " A strategy slower at first is measured again; the regression is "
                            "confirmed only when the new launches alone show it too (at alpha)."
                          : "");
+    if (probe0 > 0)
+        fprintf(out, "- samples normalised by load: each launch's median step time / its probe "
+                "(a fixed 134 MFLOP of GEMMs timed beside every step) x the baseline's median "
+                "probe, %.3f ms (`--raw`: the plain step times)\n\n", probe0 * 1e3);
+    else
+        fprintf(out, "- samples are the plain step times (%s)\n\n",
+                o->raw ? "--raw" : "a launch compared has no probe: measured before probes");
     fprintf(out, "| model | params | p | kind | strategy | baseline n, median s | candidate n, "
                  "median s | ratio [interval] | p | band (nights) | verdict |\n");
     fprintf(out, "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|\n");
@@ -458,6 +506,7 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
                 (long long)(nb ? cand : base), db);
         goto out;
     }
+    probe0 = o->raw ? 0 : probe_reference(rb, nb, rc, nc);
     cmp = calloc((size_t)(nb + nc), sizeof *cmp);
     kb = calloc((size_t)nb, sizeof *kb);
     kc = calloc((size_t)nc, sizeof *kc);

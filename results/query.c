@@ -404,14 +404,17 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
     *rows = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (sb_dbq_query(q,
-                     "SELECT x.id, s.id, m.id, m.name, m.params, s.p, s.kind, s.predicted_cost, "
-                     "x.status, x.step_median_s, x.step_min_s, x.step_max_s, x.steps, "
-                     "x.peak_mem_bytes, x.message "
-                     "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
-                     "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
-                     "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
-                     &st, doing, err, "I", run_id))
+    /* probe_s from schema version 5 on (a file read as it is may be older) */
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT x.id, s.id, m.id, m.name, m.params, s.p, s.kind, s.predicted_cost, "
+             "x.status, x.step_median_s, x.step_min_s, x.step_max_s, x.steps, "
+             "x.peak_mem_bytes, x.message, %s "
+             "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
+             "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
+             "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
+             q->version >= 5 ? "x.probe_s" : "NULL");
+    if (sb_dbq_query(q, sql, &st, doing, err, "I", run_id))
         return -1;
     int cap = 0, r;
     sb_qmeas *v = NULL;
@@ -443,6 +446,7 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
         m->steps = sqlite3_column_int(st, 12);
         m->peak_mem_bytes = sb_dbq_real(st, 13);
         copy_text(m->message, sizeof m->message, st, 14);
+        m->probe_s = sb_dbq_real(st, 15);
     }
     if (r < 0) {
         free(v);

@@ -173,3 +173,13 @@ CREATE TABLE nightly_verdicts (
 CREATE INDEX nightly_verdicts_by_baseline ON nightly_verdicts (baseline_run_id);
 
 PRAGMA user_version = 4;
+
+-- ------------------------------------------------------------ version 5 --
+
+-- The seconds of a fixed amount of work (`run`'s probe: 32 GEMMs of 128^3
+-- on each rank, the slowest rank, median over the timed steps) measured
+-- beside the launch's steps, so a comparison can divide out a machine that
+-- was slower at the time (plots/regress.c). NULL: not measured (older runs).
+ALTER TABLE measurements ADD COLUMN probe_s REAL;
+
+PRAGMA user_version = 5;

@@ -1,10 +1,11 @@
 /* tests/test_nightly_db.c: the nightly's reads and writes of the results
  * database (results/queries.c): a version-3 file (made by the released
  * blocks of schema.sql) read as it is (history: every earlier ended run of
- * the host; no last good night), then migrated to version 4 with its rows
+ * the host; no last good night), then migrated to the current version with its rows
  * kept; verdicts stored and replaced; the last good night skips a night
  * with a confirmed regression and other hosts; the history leaves out runs
- * with a confirmed regression. */
+ * with a confirmed regression; regress divides each launch by its probe
+ * (a loaded machine is not a regression) unless --raw. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 
 #include <sqlite3.h>
 
+#include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
@@ -90,7 +92,7 @@ static void test_migrate_and_verdicts(void **state)
     sb_db *db;
     sb_error err = {0};
     assert_int_equal(sb_db_open(path, 0, &db, &err), 0);
-    assert_int_equal(sb_db_schema_version(db), 4);
+    assert_int_equal(sb_db_schema_version(db), SB_DB_SCHEMA_VERSION);
     sb_db_close(db);
     sb_dbq *q;
     assert_int_equal(sb_dbq_open(path, 1, 0, &q, &err), 0);
@@ -112,6 +114,77 @@ static void test_migrate_and_verdicts(void **state)
     sb_dbq_close(q);
 }
 
+/* One run of 6 launches of one strategy: medians med * (1 + small spread),
+ * probes probe * (the same spread when `with_load`: a machine slowed as a
+ * whole slows both). */
+static int64_t launches(sb_db *db, double med, double probe)
+{
+    sb_error err = {0};
+    sb_run_meta meta = {.host = "h", .backend = "cpu"};
+    int64_t run;
+    if (sb_db_begin_run(db, &meta, &run, &err))
+        fail_msg("%s", err.msg);
+    static const double jitter[6] = {1.00, 1.01, 0.99, 1.02, 0.98, 1.005};
+    for (int i = 0; i < 6; i++) {
+        sb_measurement_record r = {
+            .run_id = run, .model = "tiny", .params = "batch=4", .nops = 3, .p = 2,
+            .kind = "dp", .predicted_cost = 1, .configs_json = "{\"c\":1}",
+            .step_median_s = med * jitter[i], .step_min_s = med * jitter[i],
+            .step_max_s = med * jitter[i], .steps = 3, .status = "ok",
+            .probe_s = probe > 0 ? probe * jitter[i] : 0,
+        };
+        if (sb_db_record_measurement(db, &r, NULL, &err))
+            fail_msg("%s", err.msg);
+    }
+    if (sb_db_end_run(db, run, &err))
+        fail_msg("%s", err.msg);
+    return run;
+}
+
+/* regress on (base, cand): its status, the report in buf. */
+static int judge_runs(const char *path, int64_t base, int64_t cand, int raw_times, char *buf,
+                      size_t n)
+{
+    sb_error err = {0};
+    FILE *f = fmemopen(buf, n, "w");
+    assert_non_null(f);
+    sb_regress_opts o = {.db = path, .baseline = base, .candidate = cand, .threshold = 0.05,
+                         .out = f, .raw = raw_times};
+    int rc = sb_regress(&o, &err);
+    fclose(f);
+    if (rc < 0)
+        fail_msg("%s", err.msg);
+    return rc;
+}
+
+/* Load normalisation: a candidate 40% slower with probes 40% slower too (a
+ * loaded machine) is no regression; --raw calls it one; 40% slower with
+ * the probes of the baseline is a regression either way; a run without
+ * probes compares plain times and says so. */
+static void test_probe_normalisation(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/probe.db", dir);
+    sb_db *db;
+    sb_error err = {0};
+    assert_int_equal(sb_db_open(path, 0, &db, &err), 0);
+    int64_t base = launches(db, 0.100, 0.004);
+    int64_t loaded = launches(db, 0.140, 0.0056);
+    int64_t slower = launches(db, 0.140, 0.004);
+    int64_t old = launches(db, 0.100, 0);
+    sb_db_close(db);
+    char buf[65536];
+    assert_int_equal(judge_runs(path, base, loaded, 0, buf, sizeof buf), 0);
+    assert_non_null(strstr(buf, "samples normalised by load"));
+    assert_int_equal(judge_runs(path, base, loaded, 1, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "plain step times (--raw)"));
+    assert_int_equal(judge_runs(path, base, slower, 0, buf, sizeof buf), 1);
+    assert_int_equal(judge_runs(path, base, slower, 1, buf, sizeof buf), 1);
+    assert_int_equal(judge_runs(path, old, loaded, 0, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "has no probe"));
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -121,6 +194,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_3_read_as_is),
         cmocka_unit_test(test_migrate_and_verdicts),
+        cmocka_unit_test(test_probe_normalisation),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 16];

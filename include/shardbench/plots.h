@@ -175,6 +175,9 @@ typedef struct {
     const char *figures; /* NULL, or a folder for one trend figure per strategy */
     const char *scripts; /* gnuplot scripts folder, or NULL: looked up */
     sb_regress_summary *sum; /* NULL, or filled */
+    int raw;           /* 1: plain step times; 0 (default): each launch's median divided
+                          by its probe (`run`'s fixed work, measurements.probe_s) times
+                          the baseline's median probe, when every launch compared has one */
 } sb_regress_opts;
 
 /* Prints the Markdown comparison (every strategy: launches per side, ratio

@@ -106,6 +106,7 @@ typedef struct {
     int steps;
     double peak_mem_bytes;          /* NaN if unknown */
     char message[256];              /* "" if none */
+    double probe_s;                 /* the launch's probe seconds; NaN if unknown */
 } sb_qmeas;
 
 /* Every measurement of run_id, ordered by model name, params, p, kind,

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define SB_DB_DEFAULT_PATH "results/shardbench.db"
-#define SB_DB_SCHEMA_VERSION 4
+#define SB_DB_SCHEMA_VERSION 5
 
 typedef struct sb_db sb_db;
 
@@ -90,6 +90,7 @@ typedef struct {
     const char *status;            /* ok, oom, error, timeout, diverged */
     const char *message;           /* NULL when ok */
     double peak_mem_bytes;         /* largest over ranks; <= 0 if unknown */
+    double probe_s;                /* run's probe (JSON probe_seconds); <= 0 if unknown */
 } sb_measurement_record;
 
 int sb_db_record_measurement(sb_db *db, const sb_measurement_record *rec, int64_t *id,
