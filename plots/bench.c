@@ -633,7 +633,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         .run_id = b->run_id, .model = pb->m->name, .model_path = pb->m->path, .params = params,
         .nops = nops, .p = pb->p, .kind = sv->kind, .predicted_cost = sv->cost,
         .predicted_mem_bytes = sv->mem, .step_median_s = NAN, .step_min_s = NAN,
-        .step_max_s = NAN,
+        .step_max_s = NAN, .predicted_s = NAN,
     };
     char *json = NULL, msg[1024] = "";
     sb_error lerr = {0};
@@ -642,6 +642,9 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(pb, choice)};
         if (!isfinite(rec.predicted_cost))
             rec.predicted_cost = r.total_cost;
+        /* a calibrated or machine cost is FLOP-equivalents at F: a time */
+        if (pb->cp.calibration[0] || pb->cp.machine[0])
+            rec.predicted_s = rec.predicted_cost / (pb->cp.tflops * 1e12);
         json = sb_strategy_json_str(pb, &r, sv->kind);
     } else {
         const char *base = strrchr(sv->file, '/');

@@ -335,22 +335,29 @@ static void table_speedup(const sb_qkind *k, int nk, out_fmt *o)
 
 static void table_fidelity(const sb_qfidelity *f, int nf, out_fmt *o)
 {
-    static const char *const cols[] = {"model", "params", "p", "strategies ranked",
-                                       "Spearman rho", "source"};
+    static const char *const csv_cols[] = {"model", "params", "p", "strategies", "spearman",
+                                           "mape", "max_error", "source"};
+    static const char *const md_cols[] = {"model", "params", "p", "strategies ranked",
+                                          "Spearman rho", "MAPE", "max error", "source"};
     table_begin(o, "fidelity", "Cost-model fidelity",
                 "Spearman's rank correlation between the predicted cost and the measured "
                 "median step time over the strategies of each model and P that ran ok (1: the "
-                "cost model orders them exactly as measured; '-': fewer than 2, or no spread).",
-                6, cols, "llrrrl");
+                "cost model orders them exactly as measured; '-': fewer than 2, or no spread); "
+                "where the cost model predicts times (a calibration or a machine file), the mean "
+                "and the largest |predicted - measured| / measured step time over those "
+                "strategies ('-': the reference model, whose FLOP are not seconds).",
+                8, o->csv ? csv_cols : md_cols, "llrrrrrl");
     for (int i = 0; i < nf; i++) {
-        char c[6][256];
+        char c[8][256];
         snprintf(c[0], 256, "%s", f[i].model);
         snprintf(c[1], 256, "%.250s", f[i].params);
         snprintf(c[2], 256, "%d", f[i].p);
         snprintf(c[3], 256, "%d", f[i].n);
         num(c[4], f[i].rho, "%.3f");
-        snprintf(c[5], 256, "%s", f[i].stored ? "stored by bench" : "computed now");
-        table_row(o, 6, c);
+        num(c[5], f[i].mape, "%.3f");
+        num(c[6], f[i].max_error, "%.3f");
+        snprintf(c[7], 256, "%s", f[i].stored ? "stored by bench" : "computed now");
+        table_row(o, 8, c);
     }
     table_end(o);
 }

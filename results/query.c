@@ -413,7 +413,7 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
              "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
              "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
              "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
-             q->version >= 5 ? "x.probe_s" : "NULL");
+             q->version >= 5 ? "x.probe_s, x.predicted_s" : "NULL, NULL");
     if (sb_dbq_query(q, sql, &st, doing, err, "I", run_id))
         return -1;
     int cap = 0, r;
@@ -447,6 +447,7 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
         m->peak_mem_bytes = sb_dbq_real(st, 13);
         copy_text(m->message, sizeof m->message, st, 14);
         m->probe_s = sb_dbq_real(st, 15);
+        m->predicted_s = sb_dbq_real(st, 16);
     }
     if (r < 0) {
         free(v);
@@ -598,6 +599,21 @@ int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfi
             if (sb_spearman(x, y, g->n, &g->rho))
                 g->rho = NAN;
         }
+        /* prediction error in seconds, at each strategy's least median */
+        int np = sb_q_points(rows, n, g->model_id, g->p, x, y, idx);
+        double sum = 0, worst = 0;
+        g->timed = 0;
+        for (int k = 0; k < np; k++) {
+            double pred = rows[idx[k]].predicted_s;
+            if (!isfinite(pred) || !(y[k] > 0))
+                continue;
+            double e = fabs(pred - y[k]) / y[k];
+            sum += e;
+            worst = e > worst ? e : worst;
+            g->timed++;
+        }
+        g->mape = g->timed ? sum / g->timed : NAN;
+        g->max_error = g->timed ? worst : NAN;
     }
     rc = 0;
 out:

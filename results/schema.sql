@@ -181,5 +181,9 @@ PRAGMA user_version = 4;
 -- beside the launch's steps, so a comparison can divide out a machine that
 -- was slower at the time (plots/regress.c). NULL: not measured (older runs).
 ALTER TABLE measurements ADD COLUMN probe_s REAL;
+-- The step time the cost model predicted for the strategy, in seconds:
+-- its cost over F when the cost is a time (a calibration or a machine
+-- file); NULL under the reference model, whose FLOP are not seconds.
+ALTER TABLE measurements ADD COLUMN predicted_s REAL;
 
 PRAGMA user_version = 5;

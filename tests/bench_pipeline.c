@@ -408,6 +408,61 @@ static void test_bind_and_named_reads(void **state)
     sb_dbq_close(q);
 }
 
+/* MAPE and max error of the fidelity table: over the strategies with a
+ * predicted time, at each one's least median; none (the reference model):
+ * NaN. Predicted 0.1 and 0.2 s against 0.125 and 0.16 s measured: errors
+ * 0.2 and 0.25. */
+static void test_mape(void **state)
+{
+    (void)state;
+    char path[PATH_MAX];
+    path_in(path, sizeof path, "mape.db");
+    sb_error err = {0};
+    sb_db *db;
+    if (sb_db_open(path, 0, &db, &err))
+        fail_msg("%s", err.msg);
+    sb_run_meta meta = {.backend = "cpu"};
+    int64_t run, ref;
+    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    const double pred[3] = {0.1, 0.2, 0.2}, med[3] = {0.125, 0.2, 0.16};
+    const char *cfg[3] = {"{\"a\":1}", "{\"a\":2}", "{\"a\":2}"}; /* the second twice */
+    for (int i = 0; i < 3; i++) {
+        sb_measurement_record r = {
+            .run_id = run, .model = "tiny", .params = "batch=4", .nops = 3, .p = 2,
+            .kind = "pase", .predicted_cost = pred[i] * 1e13, .configs_json = cfg[i],
+            .step_median_s = med[i], .step_min_s = med[i], .step_max_s = med[i], .steps = 3,
+            .status = "ok", .predicted_s = pred[i],
+        };
+        assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), 0);
+    }
+    assert_int_equal(sb_db_begin_run(db, &meta, &ref, &err), 0);
+    record(db, ref, "dp", "{\"a\":1}", 300, 0.30);
+    record(db, ref, "pase", "{\"a\":2}", 100, 0.10);
+    sb_db_close(db);
+    sb_dbq *q;
+    if (sb_dbq_open(path, 1, 0, &q, &err))
+        fail_msg("%s", err.msg);
+    for (int k = 0; k < 2; k++) {
+        sb_qmeas *rows;
+        int n, nf;
+        sb_qfidelity *f;
+        assert_int_equal(sb_dbq_run_measurements(q, k ? ref : run, &rows, &n, &err), 0);
+        assert_int_equal(sb_q_fidelity(q, k ? ref : run, rows, n, &f, &nf, &err), 0);
+        assert_int_equal(nf, 1);
+        if (k) {
+            assert_true(isnan(f[0].mape) && isnan(f[0].max_error));
+            assert_int_equal(f[0].timed, 0);
+        } else {
+            assert_int_equal(f[0].timed, 2);
+            assert_true(fabs(f[0].mape - 0.225) < 1e-12);
+            assert_true(fabs(f[0].max_error - 0.25) < 1e-12);
+        }
+        free(f);
+        free(rows);
+    }
+    sb_dbq_close(q);
+}
+
 static void test_locked(void **state)
 {
     (void)state;
@@ -493,7 +548,7 @@ int main(void)
         cmocka_unit_test(test_spearman),         cmocka_unit_test(test_median),
         cmocka_unit_test(test_migrate_v1_to_v2), cmocka_unit_test(test_stored_rho_and_kinds),
         cmocka_unit_test(test_locked),           cmocka_unit_test(test_refused_files),
-        cmocka_unit_test(test_bind_and_named_reads),
+        cmocka_unit_test(test_bind_and_named_reads), cmocka_unit_test(test_mape),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);

@@ -107,6 +107,7 @@ typedef struct {
     double peak_mem_bytes;          /* NaN if unknown */
     char message[256];              /* "" if none */
     double probe_s;                 /* the launch's probe seconds; NaN if unknown */
+    double predicted_s;             /* predicted step seconds; NaN if unknown */
 } sb_qmeas;
 
 /* Every measurement of run_id, ordered by model name, params, p, kind,
@@ -145,6 +146,11 @@ typedef struct {
     int n;            /* strategies ranked */
     double rho;       /* NaN when undefined */
     int stored;       /* 1: read from the correlations table; 0: computed now */
+    /* |predicted - measured| / measured seconds over the strategies with a
+     * predicted time (a calibrated or machine cost model): the mean (MAPE)
+     * and the largest; NaN when none has one (the reference model). */
+    double mape, max_error;
+    int timed;        /* strategies with a predicted time */
 } sb_qfidelity;
 
 /* Spearman's rho of predicted cost against measured median over the ok

@@ -91,6 +91,7 @@ typedef struct {
     const char *message;           /* NULL when ok */
     double peak_mem_bytes;         /* largest over ranks; <= 0 if unknown */
     double probe_s;                /* run's probe (JSON probe_seconds); <= 0 if unknown */
+    double predicted_s;            /* predicted step seconds; NaN under the reference model */
 } sb_measurement_record;
 
 int sb_db_record_measurement(sb_db *db, const sb_measurement_record *rec, int64_t *id,
