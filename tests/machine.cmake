@@ -10,3 +10,8 @@ add_test(NAME machine_cli
           ${CMAKE_SOURCE_DIR})
 set_tests_properties(machine_cli PROPERTIES TIMEOUT 300
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# - test_collectives: the placement of a group of an op's grid on nodes (by
+#   hand, against a rank-by-rank count of every group of power-of-two grids,
+#   a grid that does not line up), each collective's pricing function by
+#   hand-computed figures, and the reference terms unchanged without nodes.
+sb_unit_test(test_collectives test_collectives.c)

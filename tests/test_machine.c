@@ -134,7 +134,15 @@ static void test_allreduce_by_hand(void **state)
      * plus 14 steps of 10 us at 67e12 FLOP/s */
     double want8 = (w / 8 * 14) * (67e3 / (450.0 / 4)) + 14 * 10e-6 * 67e12;
     assert_true(fabs(sb_allreduce_cost(&cp, w, 8) - want8) <= 1e-9 * want8);
-    double want16 = (w / 16 * 30) * (67e3 / (50.0 / 4)) + 30 * 20e-6 * 67e12;
+    /* q = 16, ranks 0..15 on two nodes: the flat ring over InfiniBand (30
+     * steps of w/16) costs more than the hierarchical all-reduce: a
+     * reduce-scatter and an all-gather inside each node (7 steps of w/8
+     * each) and an all-reduce of w/8 between the two nodes (2 steps of
+     * w/16) */
+    double flat16 = (w / 16 * 30) * (67e3 / (50.0 / 4)) + 30 * 20e-6 * 67e12;
+    double want16 = 2 * ((w / 8 * 7) * (67e3 / (450.0 / 4)) + 7 * 10e-6 * 67e12)
+                    + (w / 16 * 2) * (67e3 / (50.0 / 4)) + 2 * 20e-6 * 67e12;
+    assert_true(want16 < flat16);
     assert_true(fabs(sb_allreduce_cost(&cp, w, 16) - want16) <= 1e-9 * want16);
     assert_true(sb_allreduce_cost(&cp, w, 1) == 0);
 }
