@@ -109,6 +109,25 @@ int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_param
     return sb_calibration_load(path, cp, err);
 }
 
+int cli_is_machine_file(const char *path)
+{
+    char *text;
+    size_t len;
+    sb_error err = {0};
+    if (sb_read_file(path, "calibration file", 1 << 20, &text, &len, &err))
+        return 0; /* the calibration reader says what is wrong */
+    int found = 0;
+    for (const char *p = text; *p && !found;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        found = !strncmp(p, "devices_per_node", 16) && (p[16] == ' ' || p[16] == '\t');
+        const char *nl = strchr(p, '\n');
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    free(text);
+    return found;
+}
+
 int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calibration,
                       int mem_given, double *device_gib, sb_cost_params *cp, sb_error *err)
 {

@@ -69,6 +69,13 @@ assert d['peak_bytes_per_device'] > 0" "$TMP/m.json"
 check "the reference model's JSON has no predicted_step_seconds (its cost is FLOP)" \
     python3 -c "import json,sys; assert 'predicted_step_seconds' not in json.load(open(sys.argv[1]))" "$TMP/ref.json"
 
+# --calibration FILE with a machine file is --machine FILE
+"$SB" search -m transformer -p 64 --db none --calibration "$SRC/machines/h200-sxm.machine" \
+    > "$TMP/alias" 2>&1
+check "--calibration MACHINE-FILE gives --machine's total" test "$(total "$TMP/alias")" = "$h"
+refused "--calibration MACHINE-FILE --flops" "give it or --flops/--bw, not both" \
+    search -m alexnet -p 4 --db none --calibration "$SRC/machines/h200-sxm.machine" --flops 5
+
 # mesh_to_nodes: one relu over a x b, split a x b ways on 16 devices (the
 # only 16-way config), ranks row-major (b fastest), 8 a node on h200-sxm
 printf 'model grid\nparam a = 16\nparam b = 1\ncutoff 1\ninput x[a=a, b=b]\ny = act(x, fn=relu)\n' \

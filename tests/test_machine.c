@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardbench/candidates.h"
 #include "shardbench/machine.h"
@@ -191,6 +192,55 @@ static void test_intra_only(void **state)
     sb_model_free(&m);
 }
 
+/* A calibration as a machine file (what `calibrate --machine-out` writes):
+ * saved, loaded back, the same cost parameters; an elementwise ratio below
+ * 1 moves into eff_gemm; one no efficiency can express is refused. */
+static void test_from_calibration(void **state)
+{
+    (void)state;
+    sb_cost_params cal;
+    sb_cost_params_default(&cal);
+    cal.tflops = 0.0412;
+    cal.gbs = 2.31;
+    cal.word_bytes = 4;
+    cal.elem_ratio = 21.5;
+    cal.latency_us = 31.2;
+    cal.conv_ratio = 0.61;
+    char dir[] = "/tmp/test_machine.XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/here.machine", dir);
+    for (int round = 0; round < 2; round++) {
+        if (round)
+            cal.elem_ratio = 0.25; /* cheaper than a multiply-add */
+        sb_machine mc, back;
+        sb_error err = {0};
+        assert_int_equal(sb_machine_from_cost_params(&cal, 2, 7.5, 20, &mc, &err), 0);
+        assert_true(mc.eff_gemm <= 1 && mc.eff_conv <= 1 && mc.eff_elementwise <= 1);
+        assert_int_equal(sb_machine_save(path, &mc, "a test", &err), 0);
+        if (sb_machine_load(path, &back, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(back.devices_per_node, 2);
+        assert_int_equal(back.nodes, 1);
+        assert_true(back.mem_gib == 7.5 && back.mem_gbs == 20);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_machine_cost_params(&back, &cp);
+        double fig[5][2] = {{cal.tflops, cp.tflops}, {cal.gbs, cp.gbs}, {cal.latency_us, cp.latency_us},
+                            {cal.elem_ratio, cp.elem_ratio}, {cal.conv_ratio, cp.conv_ratio}};
+        for (int k = 0; k < 5; k++)
+            if (fabs(fig[k][0] - fig[k][1]) > 1e-8 * fig[k][0])
+                fail_msg("round %d figure %d: %.17g back as %.17g", round, k, fig[k][0], fig[k][1]);
+        assert_true(cp.gbs_inter == cp.gbs && cp.latency_inter_us == cp.latency_us);
+    }
+    cal.elem_ratio = 1e7;
+    sb_machine mc;
+    sb_error err = {0};
+    assert_int_equal(sb_machine_from_cost_params(&cal, 2, 7.5, 20, &mc, &err), -1);
+    assert_non_null(strstr(err.msg, "eff_elementwise"));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_shipped),
         cmocka_unit_test(test_allreduce_by_hand),
         cmocka_unit_test(test_intra_only),
+        cmocka_unit_test(test_from_calibration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
