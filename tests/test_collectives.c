@@ -225,10 +225,10 @@ static void test_reference_terms(void **state)
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     cp.latency_us = 1.5;
-    int c[3] = {4, 2, 8};
+    int c[3] = {3, 5, 7};
     for (uint32_t dims = 0; dims < 8; dims++) {
         sb_coll_group g = sb_coll_group_of(&cp, c, 3, dims);
-        double q = g.q, w = 12345.0;
+        double q = g.q, w = 12345.678;
         double fpw = (cp.tflops * 1000.0) / (cp.gbs / cp.word_bytes);
         double steps = 2.0 * (q - 1.0);
         double ar = fpw * ((w / q) * steps) + (steps > 0 ? steps * 1.5 * cp.tflops * 1e6 : 0.0);
