@@ -36,6 +36,10 @@ extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
 
 /* ---- terms the kinds share (search/terms.c) ---------------------------------------------- */
 
+/* A point-to-point exchange of `words` whose ranks are not known: over the
+ * inter-node link when the problem's p spans nodes (sb_coll_p2p; kept for
+ * callers that have no group; the op kinds use sb_op_exchange). */
+double sb_exchange_cost(const sb_cost_params *cp, double words);
 /* The group of op's ranks under config c that differ in the dims of `dims`
  * (sb_coll_group_of over the op's grid). */
 sb_coll_group sb_op_group(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims);

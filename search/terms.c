@@ -1,7 +1,8 @@
 /* terms.c: the terms of the reference cost and memory models that every op
- * kind shares (search/kinds.h): words as FLOP, latencies, exchanges,
- * all-reduces, GEMMs, per-device extents, operand layouts and the operand
- * part of an op's memory. It calls nothing else in search/: the kinds'
+ * kind shares (search/kinds.h): words as FLOP, latencies, the groups of
+ * ranks a collective spans on a machine's nodes and one pricing function
+ * per collective kind (sb_coll_*, docs/machines.md), GEMMs, per-device
+ * extents, operand layouts and the operand part of an op's memory. It calls nothing else in search/: the kinds'
  * entries (search/ops/) call it, and cost.c and memory.c call the kinds
  * through their table, so the files depend one way. */
 #include "kinds.h"
@@ -200,6 +201,11 @@ double sb_coll_relayout(const sb_cost_params *cp, double words, double q)
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
 {
     return sb_coll_allreduce(cp, words, sb_coll_group_first(cp, q));
+}
+
+double sb_exchange_cost(const sb_cost_params *cp, double words)
+{
+    return sb_coll_p2p(cp, words, cp->node_devices > 0 && cp->devices > cp->node_devices);
 }
 
 sb_coll_group sb_op_group(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims)
