@@ -209,6 +209,9 @@ int shared_opts_calibrate(shared_opts *so, sb_error *err)
     if (so->machine)
         return cli_apply_machine(so->machine, so->fb_given, so->calibration, so->mem_given,
                                  &so->device_gib, &so->cp, err);
+    if (so->calibration && cli_is_machine_file(so->calibration)) /* an alias of --machine FILE */
+        return cli_apply_machine(so->calibration, so->fb_given, NULL, so->mem_given,
+                                 &so->device_gib, &so->cp, err);
     return cli_apply_calibration(so->calibration, so->fb_given, &so->cp, err);
 }
 

@@ -76,6 +76,9 @@ int parse_seed(const char *s, uint64_t *out, sb_error *err);
  * is an error (path NULL: nothing to do). */
 int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_params *cp,
                           sb_error *err);
+/* 1 when the file at path reads as a machine file (a `devices_per_node`
+ * line): --calibration FILE then means --machine FILE. */
+int cli_is_machine_file(const char *path);
 /* --machine NAME|FILE after the options: the machine's cost parameters
  * (sb_machine_cost_params) replace the reference ones; with --flops, --bw or
  * --calibration as well it is an error (name NULL: nothing to do). Its

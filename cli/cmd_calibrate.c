@@ -2,7 +2,8 @@
  * calibrated cost model's constants on this machine, through the backend
  * table the runtime uses (so the same program calibrates the cpu and the
  * cuda backend), and writes them as a calibration file for `search`,
- * `prune`, `candidates` and `bench --calibration FILE`.
+ * `prune`, `candidates` and `bench --calibration FILE`, and as a machine
+ * file (docs/machines.md) of one node of P devices for `--machine FILE`.
  *
  * Every rank measures at once, as in a training step where all devices
  * compute together (on a shared CPU they also contend, as they do then):
@@ -30,10 +31,11 @@
 
 #include "cli.h"
 #include "threads.h"
+#include "shardbench/machine.h"
 #include "shardbench/runtime.h"
 
 typedef struct {
-    const char *backend, *out;
+    const char *backend, *out, *machine_out;
     int size, reps, quiet, keep_binding;
     long elems, words;
 } cal_args;
@@ -49,6 +51,10 @@ static void calibrate_usage(FILE *f)
             "\n"
             "      --backend B     cpu (default) or cuda\n"
             "      --out FILE      calibration file (default results/calibration-BACKEND.txt)\n"
+            "      --machine-out FILE  the same figures as a machine file of one node of P\n"
+            "                      devices (default machines/cpu-here.machine for the cpu\n"
+            "                      backend, machines/BACKEND-here.machine else; 'none': no\n"
+            "                      machine file): search --machine FILE\n"
             "      --size N        GEMM size n (n x n x n; default 1024 cpu, 8192 cuda)\n"
             "      --elems N       elementwise add length (default 4194304)\n"
             "      --words N       all-reduce length in floats (default 4194304)\n"
@@ -75,7 +81,7 @@ static int parse_cal_args(int argc, char **argv, cal_args *a, sb_error *err)
         {"size", required_argument, 0, 'n'},    {"elems", required_argument, 0, 'e'},
         {"words", required_argument, 0, 'w'},   {"reps", required_argument, 0, 'r'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
-        {"keep-binding", no_argument, 0, 'k'},
+        {"keep-binding", no_argument, 0, 'k'}, {"machine-out", required_argument, 0, 'M'},
         {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -91,6 +97,7 @@ static int parse_cal_args(int argc, char **argv, cal_args *a, sb_error *err)
         switch (c) {
         case 'b': a->backend = optarg; break;
         case 'o': a->out = optarg; break;
+        case 'M': a->machine_out = optarg; break;
         case 'n':
             if (parse_long(optarg, "--size", 16, 65536, &v, err))
                 return -1;
@@ -263,6 +270,50 @@ static double mean_over_ranks(double v, MPI_Comm comm)
     return s / n;
 }
 
+/* A missing folder of a default output path, made (a failure shows when
+ * the file is written). */
+static void make_parent(char *path)
+{
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    if (access(path, F_OK))
+        (void)mkdir(path, 0777);
+    *slash = '/';
+}
+
+/* The machine file of the calibration cp (rank 0): one node of `ranks`
+ * devices, each with its share of the host's memory, and the add's
+ * traffic (3 floats an element at eps elements/s) as memory bandwidth.
+ * mpath gets the path written, "" for none. */
+static int write_machine(const cal_args *a, const char *backend, const sb_cost_params *cp,
+                         int ranks, double eps, const char *comment, char *mpath, size_t n,
+                         sb_error *err)
+{
+    mpath[0] = '\0';
+    if (a->machine_out && !strcmp(a->machine_out, "none"))
+        return 0;
+    if (a->machine_out)
+        snprintf(mpath, n, "%s", a->machine_out);
+    else
+        snprintf(mpath, n, "machines/%s-here.machine", backend);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double mem_gib = pages > 0 && page > 0 ? (double)pages * (double)page / ranks / 1073741824.0
+                                           : 1.0;
+    sb_machine mc;
+    if (sb_machine_from_cost_params(cp, ranks, mem_gib, eps * 12.0 / 1e9, &mc, err))
+        return -1;
+    if (!a->machine_out)
+        make_parent(mpath);
+    char text[1200];
+    snprintf(text, sizeof text,
+             "%s. Peaks are the measured GEMM rate in multiply-adds (the unit of the cost "
+             "model), as the calibration file's tflops; one node, the inter-node link is the "
+             "measured one", comment);
+    return sb_machine_save(mpath, &mc, text, err);
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     int provided;
@@ -340,16 +391,11 @@ int cmd_calibrate(int argc, char **argv)
                  "shardbench calibrate: %s backend, %d ranks on %s, %s; gemm %d^3, add %ld, "
                  "all-reduce %ld floats, median of %d",
                  be->name, size, host, when, a.size, a.elems, a.words, a.reps);
-        if (!a.out) {
-            char *slash = strrchr(path, '/');
-            if (slash) { /* results/ may not exist yet */
-                *slash = '\0';
-                if (access(path, F_OK))
-                    (void)mkdir(path, 0777); /* a failure shows when the file is written */
-                *slash = '/';
-            }
-        }
-        if (sb_calibration_save(path, &cp, comment, &err)) {
+        if (!a.out)
+            make_parent(path); /* results/ may not exist yet */
+        char mpath[4096] = "";
+        if (sb_calibration_save(path, &cp, comment, &err)
+            || write_machine(&a, be->name, &cp, size, eps, comment, mpath, sizeof mpath, &err)) {
             status = cli_fail(&err);
         } else if (!a.quiet) {
             printf("# calibration of the %s backend on %d ranks (%s)\n", be->name, size, host);
@@ -369,6 +415,8 @@ int cmd_calibrate(int argc, char **argv)
                    "conv_ratio", cp.conv_ratio, 2.0 * conv_rate / 1e9, t.conv_s * 1e3);
             printf("%-12s %14.4g\n", "word_bytes", cp.word_bytes);
             printf("wrote %s (search --calibration %s)\n", path, path);
+            if (mpath[0])
+                printf("wrote %s (search --machine %s)\n", mpath, mpath);
         }
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, comm);

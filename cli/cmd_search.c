@@ -109,6 +109,25 @@ int cli_apply_calibration(const char *path, int flops_or_bw_given, sb_cost_param
     return sb_calibration_load(path, cp, err);
 }
 
+int cli_is_machine_file(const char *path)
+{
+    char *text;
+    size_t len;
+    sb_error err = {0};
+    if (sb_read_file(path, "calibration file", 1 << 20, &text, &len, &err))
+        return 0; /* the calibration reader says what is wrong */
+    int found = 0;
+    for (const char *p = text; *p && !found;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        found = !strncmp(p, "devices_per_node", 16) && (p[16] == ' ' || p[16] == '\t');
+        const char *nl = strchr(p, '\n');
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    free(text);
+    return found;
+}
+
 int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calibration,
                       int mem_given, double *device_gib, sb_cost_params *cp, sb_error *err)
 {
@@ -192,6 +211,28 @@ static int same_row(const sb_problem *pb, const sb_result *r, int a, int b)
     return !memcmp(cfg_of(pb, r, a), cfg_of(pb, r, b), (size_t)x->ndims * sizeof(int));
 }
 
+/* One line: where the strategy's split dims lie on the machine's nodes
+ * (the JSON's mesh_to_nodes summed over the ops). */
+static void print_mesh_to_nodes(FILE *f, const sb_problem *pb, const sb_result *r)
+{
+    int n[3] = {0, 0, 0}, inside = 0;
+    for (int i = 0; i < pb->m->nops; i++) {
+        const sb_op *op = &pb->m->ops[i];
+        const int *c = cfg_of(pb, r, i);
+        uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+        inside += sb_coll_group_of(&pb->cp, c, op->ndims, all).nodes <= 1;
+        for (int d = 0; d < op->ndims; d++) {
+            if (c[d] <= 1)
+                continue;
+            const char *w = sb_coll_group_word(sb_coll_group_of(&pb->cp, c, op->ndims, 1u << d));
+            n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        }
+    }
+    fprintf(f, "mesh to nodes (%d devices a node): split dims intra %d, inter %d, both %d; "
+               "%d of %d ops inside one node\n",
+            pb->cp.node_devices, n[0], n[1], n[2], inside, pb->m->nops);
+}
+
 void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
 {
     const sb_model *m = pb->m;
@@ -240,6 +281,8 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
     else if (pb->cp.machine[0])
         fprintf(f, "predicted step time %.4g s (machine %s: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine);
+    if (pb->cp.node_devices > 0)
+        print_mesh_to_nodes(f, pb, r);
 }
 
 void print_strategy_tsv(FILE *f, const sb_problem *pb, const sb_result *r)

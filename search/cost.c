@@ -140,5 +140,5 @@ double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src
         qs *= src_layout[i];
         qd *= dst_layout[i];
     }
-    return sb_exchange_cost(cp, sb_area_needed(s, d, t->ndims, qs, qd) * 2.0);
+    return sb_coll_relayout(cp, sb_area_needed(s, d, t->ndims, qs, qd) * 2.0, qs > qd ? qs : qd);
 }

@@ -36,16 +36,27 @@ extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
 
 /* ---- terms the kinds share (search/terms.c) ---------------------------------------------- */
 
-/* A point-to-point exchange of `words`: bandwidth, plus one latency when
- * anything moves. */
+/* A point-to-point exchange of `words` whose ranks are not known: over the
+ * inter-node link when the problem's p spans nodes (sb_coll_p2p; kept for
+ * callers that have no group; the op kinds use sb_op_exchange). */
 double sb_exchange_cost(const sb_cost_params *cp, double words);
+/* The group of op's ranks under config c that differ in the dims of `dims`
+ * (sb_coll_group_of over the op's grid). */
+sb_coll_group sb_op_group(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims);
+/* An exchange of `words` between neighbours along the dims of `dims`: a
+ * point-to-point message over the inter-node link when that group spans
+ * nodes. */
+double sb_op_exchange(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims,
+                      double words);
 /* Words a device must receive to turn a block `src` (on qs devices) into a
  * block `tgt` (on qt devices), both of rank n. */
 double sb_area_needed(const double *src, const double *tgt, int n, double qs, double qt);
-/* GEMM of (m x k)(k x n) per batch element on cm x cn x ck devices: compute
- * 3mnk·mac_ratio (+3·pw·mn elementwise) and the three all-reduces. */
+/* GEMM of (m x k)(k x n) per batch element, m, n and k split over the
+ * groups g[0], g[1], g[2] of ranks (their q: cm, cn, ck): compute
+ * 3mnk·mac_ratio (+3·pw·mn elementwise) and the three all-reduces (of mn
+ * over g[2], mk over g[1], nk over g[0]). */
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
-                    double cm, double cn, double ck, int pw, double mac_ratio);
+                    const sb_coll_group *g, int pw, double mac_ratio);
 /* Elements of an op's iteration space per device, in dim order. */
 double sb_per_device_elems(const sb_op *op, const int *c);
 /* dims[d] / c[d] */
@@ -66,7 +77,8 @@ int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double 
 /* ZeRO stage 3's extra communication of op under config c: one more
  * all-gather of each weight over its replicas (the backward's; the
  * forward's all-gather and the reduce-scatter cost what the gradient
- * all-reduce costs), as half an all-reduce. 0 below stage 3. */
+ * all-reduce costs): sb_coll_allgather over the group of its replicas.
+ * 0 below stage 3. */
 double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp);
 /* Elements per device of operand o's block under config c. */
 double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c);

@@ -34,18 +34,18 @@ typedef struct {
 static const mkey keys[] = {
     {"devices_per_node", D(devices_per_node), 1, 0, 1, 1024, "devices"},
     {"nodes", D(nodes), 1, 0, 1, 65536, "nodes"},
-    {"tflops_fp32", D(tflops_fp32), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
-    {"tflops_tf32", D(tflops_tf32), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
-    {"tflops_bf16", D(tflops_bf16), 0, 0, 1e-3, 1e5, "TFLOP/s per device"},
+    {"tflops_fp32", D(tflops_fp32), 0, 0, 1e-6, 1e5, "TFLOP/s per device"},
+    {"tflops_tf32", D(tflops_tf32), 0, 0, 1e-6, 1e5, "TFLOP/s per device"},
+    {"tflops_bf16", D(tflops_bf16), 0, 0, 1e-6, 1e5, "TFLOP/s per device"},
     {"mem_gib", D(mem_gib), 0, 0, 1e-3, 1e5, "GiB per device"},
-    {"mem_gbs", D(mem_gbs), 0, 0, 1e-3, 1e6, "GB/s per device"},
-    {"intra_gbs", D(intra_gbs), 0, 0, 1e-3, 1e5, "GB/s per device"},
-    {"intra_latency_us", D(intra_latency_us), 0, 0, 0, 1e6, "microseconds"},
-    {"inter_gbs", D(inter_gbs), 0, 0, 1e-3, 1e5, "GB/s per device"},
-    {"inter_latency_us", D(inter_latency_us), 0, 0, 0, 1e6, "microseconds"},
-    {"eff_gemm", D(eff_gemm), 0, 1, 1e-3, 1, "of peak"},
-    {"eff_conv", D(eff_conv), 0, 1, 1e-3, 1, "of peak"},
-    {"eff_elementwise", D(eff_elementwise), 0, 1, 1e-3, 1, "of peak"},
+    {"mem_gbs", D(mem_gbs), 0, 0, 1e-6, 1e6, "GB/s per device"},
+    {"intra_gbs", D(intra_gbs), 0, 0, 1e-6, 1e5, "GB/s per device"},
+    {"intra_latency_us", D(intra_latency_us), 0, 0, 0, 1e7, "microseconds"},
+    {"inter_gbs", D(inter_gbs), 0, 0, 1e-6, 1e5, "GB/s per device"},
+    {"inter_latency_us", D(inter_latency_us), 0, 0, 0, 1e7, "microseconds"},
+    {"eff_gemm", D(eff_gemm), 0, 1, 1e-6, 1, "of peak"},
+    {"eff_conv", D(eff_conv), 0, 1, 1e-6, 1, "of peak"},
+    {"eff_elementwise", D(eff_elementwise), 0, 1, 1e-6, 1, "of peak"},
 };
 #undef D
 enum { NKEYS = sizeof keys / sizeof keys[0] };
@@ -160,4 +160,55 @@ void sb_machine_cost_params(const sb_machine *mc, sb_cost_params *cp)
     cp->gbs_inter = mc->inter_gbs;
     cp->latency_inter_us = mc->inter_latency_us;
     snprintf(cp->machine, sizeof cp->machine, "%s", mc->path);
+}
+
+int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double mem_gib,
+                                double mem_gbs, sb_machine *mc, sb_error *err)
+{
+    sb_machine m;
+    memset(&m, 0, sizeof m);
+    double eff = 1.0;
+    if (cp->elem_ratio < eff)
+        eff = cp->elem_ratio;
+    if (cp->conv_ratio < eff)
+        eff = cp->conv_ratio;
+    m.devices_per_node = devices;
+    m.nodes = 1;
+    m.eff_gemm = eff;
+    m.eff_elementwise = eff / cp->elem_ratio;
+    m.eff_conv = eff / cp->conv_ratio;
+    m.tflops_fp32 = m.tflops_tf32 = m.tflops_bf16 = cp->tflops / eff;
+    m.mem_gib = mem_gib;
+    m.mem_gbs = mem_gbs;
+    m.intra_gbs = m.inter_gbs = cp->gbs;
+    m.intra_latency_us = m.inter_latency_us = cp->latency_us;
+    /* every value within its key's range, as a load would check */
+    for (int k = 0; k < NKEYS; k++) {
+        const char *at = (const char *)&m + keys[k].off;
+        double v = keys[k].is_int ? *(const int *)at : *(const double *)at;
+        if (!(v >= keys[k].lo && v <= keys[k].hi))
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "machine from a calibration: %s %g is out of range: %g..%g %s",
+                           keys[k].key, v, keys[k].lo, keys[k].hi, keys[k].unit);
+    }
+    *mc = m;
+    return 0;
+}
+
+int sb_machine_save(const char *path, const sb_machine *mc, const char *comment, sb_error *err)
+{
+    char tmp[4096];
+    FILE *f = sb_out_open(path, "machine file", tmp, sizeof tmp, err);
+    if (!f)
+        return -1;
+    if (comment)
+        fprintf(f, "# %s\n", comment);
+    for (int k = 0; k < NKEYS; k++) {
+        const char *at = (const char *)mc + keys[k].off;
+        if (keys[k].is_int)
+            fprintf(f, "%-18s %d  # %s\n", keys[k].key, *(const int *)at, keys[k].unit);
+        else
+            fprintf(f, "%-18s %.9g  # %s\n", keys[k].key, *(const double *)at, keys[k].unit);
+    }
+    return sb_out_commit(f, tmp, path, "machine file", err);
 }

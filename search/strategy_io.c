@@ -563,6 +563,22 @@ static json_t *jreal(double v)
     return json_real(v);
 }
 
+/* Per split iteration dim of op under config c, where the group of ranks
+ * along it lies: "intra", "inter" or "both" (sb_coll_group_word); counts
+ * them in n[0..2] in that order. */
+static json_t *mesh_to_nodes_json(const sb_problem *pb, const sb_op *op, const int *c, int *n)
+{
+    json_t *o = json_object();
+    for (int d = 0; d < op->ndims; d++) {
+        if (c[d] <= 1)
+            continue;
+        const char *w = sb_coll_group_word(sb_coll_group_of(&pb->cp, c, op->ndims, 1u << d));
+        n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        json_object_set_new(o, op->dims[d].name, json_string(w));
+    }
+    return o;
+}
+
 static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const char *algo)
 {
     const sb_model *m = pb->m;
@@ -596,6 +612,8 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     if (r->peak_bytes_per_device > 0)
         json_object_set_new(j, "peak_bytes_per_device",
                             json_integer((json_int_t)r->peak_bytes_per_device));
+    int nodes = pb->cp.node_devices > 0; /* mesh_to_nodes with a machine file only */
+    int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         const int *c = pb->cfg[i].c + (size_t)r->choice[i] * (size_t)op->ndims;
@@ -605,11 +623,22 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
                                                   (json_int_t)op->dims[d].size));
             json_array_append_new(config, json_integer(c[d]));
         }
-        json_array_append_new(ops, json_pack("{s:s, s:s, s:o, s:o, s:o}", "name", op->name,
-                                             "type", sb_op_kind_name(op->kind), "dims", dims,
-                                             "config", config, "cost",
-                                             jreal(pb->cfg[i].cost[r->choice[i]])));
+        json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:o}", "name", op->name, "type",
+                              sb_op_kind_name(op->kind), "dims", dims, "config", config, "cost",
+                              jreal(pb->cfg[i].cost[r->choice[i]]));
+        if (o && nodes) {
+            uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+            inside += sb_coll_group_of(&pb->cp, c, op->ndims, all).nodes <= 1;
+            json_object_set_new(o, "mesh_to_nodes", mesh_to_nodes_json(pb, op, c, placed));
+        }
+        json_array_append_new(ops, o);
     }
+    if (nodes)
+        json_object_set_new(j, "mesh_to_nodes",
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
+                                      pb->cp.node_devices, "intra", placed[0], "inter", placed[1],
+                                      "both", placed[2], "ops_inside_one_node", inside,
+                                      "ops_across_nodes", m->nops - inside));
     json_object_set_new(j, "ops", ops);
     return j;
 }

@@ -1,25 +1,15 @@
 /* terms.c: the terms of the reference cost and memory models that every op
- * kind shares (search/kinds.h): words as FLOP, latencies, exchanges,
- * all-reduces, GEMMs, per-device extents, operand layouts and the operand
- * part of an op's memory. It calls nothing else in search/: the kinds'
+ * kind shares (search/kinds.h): words as FLOP, latencies, the groups of
+ * ranks a collective spans on a machine's nodes and one pricing function
+ * per collective kind (sb_coll_*, docs/machines.md), GEMMs, per-device
+ * extents, operand layouts and the operand part of an op's memory. It calls nothing else in search/: the kinds'
  * entries (search/ops/) call it, and cost.c and memory.c call the kinds
  * through their table, so the files depend one way. */
 #include "kinds.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
-
-/* The link a collective over q devices (or an exchange, q = 0: the
- * problem's p) uses: the inter-node one when a machine file gave two and
- * the group does not fit one node (docs/machines.md), else the only one. */
-static int inter_node(const sb_cost_params *cp, double q)
-{
-    if (cp->node_devices <= 0)
-        return 0;
-    if (q <= 0)
-        q = cp->devices;
-    return q > cp->node_devices;
-}
 
 /* FLOP per word moved: peak (GFLOP/s) over bandwidth (GWords/s). */
 static double flops_per_word(const sb_cost_params *cp, double gbs)
@@ -38,33 +28,208 @@ static double latency_flops(const sb_cost_params *cp, double lat_us, double step
     return lat_us > 0 ? steps * lat_us * cp->tflops * 1e6 : 0.0;
 }
 
-double sb_exchange_cost(const sb_cost_params *cp, double words)
+/* ---- groups of ranks on nodes ------------------------------------------------- */
+
+static sb_coll_group group_one_node(double q)
 {
-    int x = inter_node(cp, 0);
+    sb_coll_group g = {q, q, 1.0};
+    return g;
+}
+
+sb_coll_group sb_coll_group_first(const sb_cost_params *cp, double q)
+{
+    double n = cp->node_devices;
+    if (n <= 0 || q <= n)
+        return group_one_node(q);
+    sb_coll_group g = {q, n, ceil(q / n)};
+    return g;
+}
+
+/* Rank 0's group counted rank by rank: the nodes it meets and the most of
+ * its ranks on one of them (grids whose splits do not line up with the node
+ * size). */
+static sb_coll_group group_counted(const int *c, int nd, uint32_t dims, long n, long total)
+{
+    long q = 1, nnodes = (total + n - 1) / n;
+    int idx[SB_MAX_DIMS] = {0};
+    long stride[SB_MAX_DIMS];
+    for (int d = nd - 1, s = 1; d >= 0; s *= c[d], d--)
+        stride[d] = s;
+    for (int d = 0; d < nd; d++)
+        if (dims & (1u << d))
+            q *= c[d];
+    int *count = calloc((size_t)nnodes, sizeof *count);
+    if (!count) /* no memory for the count: the flat placement */
+        return (sb_coll_group){(double)q, (double)(q < n ? q : n), ceil((double)q / n)};
+    double most = 0, met = 0;
+    for (long k = 0; k < q; k++) {
+        long r = 0;
+        for (int d = 0; d < nd; d++)
+            r += idx[d] * stride[d];
+        int *cnt = &count[r / n];
+        if (!*cnt)
+            met++;
+        if (++*cnt > most)
+            most = *cnt;
+        for (int d = nd - 1; d >= 0; d--) { /* next index over the group's dims */
+            if (!(dims & (1u << d)))
+                continue;
+            if (++idx[d] < c[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    free(count);
+    sb_coll_group g = {(double)q, most, met};
+    return g;
+}
+
+sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
+{
+    double q = 1.0;
+    long total = 1;
+    for (int d = 0; d < nd; d++) {
+        total *= c[d];
+        if (dims & (1u << d))
+            q *= c[d];
+    }
+    long n = cp->node_devices;
+    if (n <= 0 || total <= n) /* every rank of the grid on node 0 */
+        return group_one_node(q);
+    /* dim d of stride s (the product of the splits after it) and split c[d]
+     * keeps its whole range in one node when s c[d] divides n, moves a rank
+     * to another node at each step when n divides s, and else, when n / s
+     * divides c[d], is n / s ranks inside a node times c[d] s / n nodes */
+    double in = 1.0, across = 1.0;
+    long s = 1;
+    for (int d = nd - 1; d >= 0; s *= c[d], d--) {
+        if (!(dims & (1u << d)) || c[d] == 1)
+            continue;
+        if (n % (s * c[d]) == 0) {
+            in *= c[d];
+        } else if (s % n == 0) {
+            across *= c[d];
+        } else if (n % s == 0 && c[d] % (n / s) == 0) {
+            in *= (double)(n / s);
+            across *= (double)(c[d] / (n / s));
+        } else {
+            return group_counted(c, nd, dims, n, total);
+        }
+    }
+    sb_coll_group g = {q, in, across};
+    return g;
+}
+
+const char *sb_coll_group_word(sb_coll_group g)
+{
+    if (g.nodes <= 1)
+        return "intra";
+    return g.per_node <= 1 ? "inter" : "both";
+}
+
+/* ---- collectives ---------------------------------------------------------------- */
+
+/* A ring of `steps` steps moving `chunk` words each over one link: the
+ * intra-node one, or the inter-node one when x. */
+static double ring(const sb_cost_params *cp, int x, double chunk, double steps)
+{
+    double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * (chunk * steps);
+    return steps > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, steps) : c;
+}
+
+/* The three collectives differ in the ring's passes: 2 for an all-reduce
+ * (a reduce-scatter then an all-gather), 1 for either half. Inside a node:
+ * passes (q-1) steps of words/q. Across nodes: the flat ring over the
+ * inter-node link, or inside each node (k ranks, words/k chunks), across
+ * the nodes on the node's 1/k of the data (m nodes), and inside again for
+ * an all-reduce (a reduce-scatter or all-gather has one intra phase). */
+static double ring_collective(const sb_cost_params *cp, double words, sb_coll_group g,
+                              double passes)
+{
+    double q = g.q;
+    if (g.nodes <= 1)
+        return ring(cp, 0, words / q, passes * (q - 1.0));
+    double flat = ring(cp, 1, words / q, passes * (q - 1.0));
+    double k = g.per_node, m = g.nodes;
+    double intra = ring(cp, 0, words / k, k - 1.0);
+    double hier = (passes > 1 ? 2.0 : 1.0) * intra + ring(cp, 1, words / k / m, passes * (m - 1.0));
+    return hier < flat ? hier : flat;
+}
+
+double sb_coll_allreduce(const sb_cost_params *cp, double words, sb_coll_group g)
+{
+    return ring_collective(cp, words, g, 2.0);
+}
+
+double sb_coll_reduce_scatter(const sb_cost_params *cp, double words, sb_coll_group g)
+{
+    return ring_collective(cp, words, g, 1.0);
+}
+
+double sb_coll_allgather(const sb_cost_params *cp, double words, sb_coll_group g)
+{
+    return ring_collective(cp, words, g, 1.0);
+}
+
+double sb_coll_p2p(const sb_cost_params *cp, double words, int inter)
+{
+    int x = inter && cp->node_devices > 0;
     double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * words;
     return words > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, 1.0) : c;
 }
 
+/* The received words come evenly from the group's other ranks: (k-1)/(q-1)
+ * of them over the intra-node link and (q-k)/(q-1) over the inter-node
+ * link at once (the two links are separate), then one latency of the
+ * slower link. */
+double sb_coll_alltoall(const sb_cost_params *cp, double words, sb_coll_group g)
+{
+    if (g.nodes <= 1 || g.q <= 1)
+        return sb_coll_p2p(cp, words, 0);
+    double k = g.per_node < g.q ? g.per_node : g.q;
+    double wi = words * (k - 1.0) / (g.q - 1.0), wx = words * (g.q - k) / (g.q - 1.0);
+    double ti = flops_per_word(cp, cp->gbs) * wi, tx = flops_per_word(cp, cp->gbs_inter) * wx;
+    double c = ti > tx ? ti : tx;
+    return words > 0 ? c + latency_flops(cp, cp->latency_inter_us, 1.0) : c;
+}
+
+double sb_coll_relayout(const sb_cost_params *cp, double words, double q)
+{
+    return sb_coll_alltoall(cp, words, sb_coll_group_first(cp, q));
+}
+
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q)
 {
-    int x = inter_node(cp, q);
-    double chunks = words / q;
-    double steps = 2.0 * (q - 1.0);
-    double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * (chunks * steps);
-    return steps > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, steps) : c;
+    return sb_coll_allreduce(cp, words, sb_coll_group_first(cp, q));
+}
+
+double sb_exchange_cost(const sb_cost_params *cp, double words)
+{
+    return sb_coll_p2p(cp, words, cp->node_devices > 0 && cp->devices > cp->node_devices);
+}
+
+sb_coll_group sb_op_group(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims)
+{
+    return sb_coll_group_of(cp, c, op->ndims, dims);
+}
+
+double sb_op_exchange(const sb_cost_params *cp, const sb_op *op, const int *c, uint32_t dims,
+                      double words)
+{
+    return sb_coll_p2p(cp, words, sb_op_group(cp, op, c, dims).nodes > 1);
 }
 
 /* ---- GEMMs and extents ------------------------------------------------------ */
 
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
-                    double cm, double cn, double ck, int pw, double mac_ratio)
+                    const sb_coll_group *g, int pw, double mac_ratio)
 {
     double comp = m * n * k * 3.0 * mac_ratio;
     if (pw > 0)
         comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
-    double comm = sb_allreduce_cost(cp, m * n, ck);
-    comm += sb_allreduce_cost(cp, m * k, cn);
-    comm += sb_allreduce_cost(cp, n * k, cm);
+    double comm = sb_coll_allreduce(cp, m * n, g[2]);
+    comm += sb_coll_allreduce(cp, m * k, g[1]);
+    comm += sb_coll_allreduce(cp, n * k, g[0]);
     return batch * (comp + comm);
 }
 
@@ -160,11 +325,14 @@ static double replicas(const sb_op *op, const int *c, uint32_t mapped)
     return q;
 }
 
-int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
-                       double *q, int max)
+/* sb_weight_replicas, with the dims each weight's replicas differ in
+ * (dims[w], a bit per dim; may be NULL). */
+static int weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
+                           double *q, uint32_t *dims, int max)
 {
     int n = 0;
     int bn = op->kind == SB_OP_NORM && op->batchnorm; /* no gradient sum (runtime) */
+    uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
     for (int w = 0; w < op->nweights && n < max; w++, n++) {
         const sb_weight *wt = &op->weights[w];
         uint32_t mapped = 0;
@@ -175,6 +343,8 @@ int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double 
                 mapped |= 1u << wt->map[j];
         }
         q[n] = bn ? 1.0 : replicas(op, c, mapped);
+        if (dims)
+            dims[n] = bn ? 0u : all & ~mapped;
     }
     for (int k = 0; k < op->nin && n < max; k++) {
         const sb_operand *o = &op->in[k];
@@ -186,9 +356,17 @@ int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double 
             mapped |= o->map[j] >= 0 ? 1u << o->map[j] : o->map[j] == SB_MAP_ALL ? ~0u : 0u;
         elems[n] = sb_operand_elems(m, op, o, c);
         q[n] = bn ? 1.0 : replicas(op, c, mapped);
+        if (dims)
+            dims[n] = bn ? 0u : all & ~mapped;
         n++;
     }
     return n;
+}
+
+int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
+                       double *q, int max)
+{
+    return weight_replicas(m, op, c, elems, q, NULL, max);
 }
 
 double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
@@ -196,9 +374,10 @@ double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_c
     if (cp->zero < 3)
         return 0.0;
     double e[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
-    int n = sb_weight_replicas(m, op, c, e, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
+    uint32_t dims[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
+    int n = weight_replicas(m, op, c, e, q, dims, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
     double cost = 0.0;
     for (int w = 0; w < n; w++)
-        cost += 0.5 * sb_allreduce_cost(cp, e[w], q[w]);
+        cost += sb_coll_allgather(cp, e[w], sb_coll_group_of(cp, c, op->ndims, dims[w]));
     return cost;
 }

@@ -13,7 +13,9 @@
  * the reference runs in this process and one forked copy at once. The machine may be loaded by others: each
  * round times the reference just before and just after calibrate (best of
  * 5 each, the better kept), and up to 3 rounds run; one round within
- * bounds passes. Exit 0 pass, 1 fail. */
+ * bounds passes. The machine file calibrate writes (--machine-out) must load
+ * and give the calibration file's figures back (one node of 2 devices).
+ * Exit 0 pass, 1 fail. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <math.h>
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "shardbench/machine.h"
 #include "shardbench/search.h"
 
 enum { RANKS = 2, N = 256, ELEMS = 1 << 20, WORDS = 4096, BEST_OF = 5, ROUNDS = 3 };
@@ -100,13 +103,14 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/calibrate_rate.XXXXXX";
     if (!mkdtemp(dir))
         return 1;
-    char cal[128], out[128], cmd[2048];
+    char cal[128], out[128], mach[128], cmd[2048];
     snprintf(cal, sizeof cal, "%s/cal.txt", dir);
+    snprintf(mach, sizeof mach, "%s/here.machine", dir);
     snprintf(out, sizeof out, "%s/out.txt", dir);
     snprintf(cmd, sizeof cmd,
              "timeout -k 5 120 %s --oversubscribe -np %d %s calibrate --out %s --size %d "
-             "--elems %d --words %d --reps 5 > %s 2>&1",
-             argv[2], RANKS, argv[1], cal, N, ELEMS, WORDS, out);
+             "--elems %d --words %d --reps 5 --machine-out %s > %s 2>&1",
+             argv[2], RANKS, argv[1], cal, N, ELEMS, WORDS, mach, out);
     int ok = 0;
     for (int round = 1; round <= ROUNDS && !ok; round++) {
         if (system(cmd) != 0) {
@@ -137,6 +141,24 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s\n", err.msg);
             break;
         }
+        sb_machine mc;
+        sb_cost_params mp;
+        sb_cost_params_default(&mp);
+        if (sb_machine_load(mach, &mc, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            break;
+        }
+        sb_machine_cost_params(&mc, &mp);
+        double fig[5][2] = {{cp.tflops, mp.tflops}, {cp.gbs, mp.gbs}, {cp.latency_us, mp.latency_us},
+                            {cp.elem_ratio, mp.elem_ratio}, {cp.conv_ratio, mp.conv_ratio}};
+        int same = mc.devices_per_node == RANKS && mc.nodes == 1 && mp.word_bytes == cp.word_bytes;
+        for (int k = 0; k < 5; k++)
+            same = same && fabs(fig[k][0] - fig[k][1]) <= 2e-5 * fabs(fig[k][0]);
+        if (!same) {
+            fprintf(stderr, "the machine file %s does not give the calibration's figures back\n",
+                    mach);
+            break;
+        }
         reference(a, b, c, x, y, z, RANKS - 1, &m2, &e2);
         double macs = fmax(m1, m2), eps = fmax(e1, e2);
         double gemm_ratio = cp.tflops * 1e12 / macs;
@@ -148,6 +170,7 @@ int main(int argc, char **argv)
                cp.elem_ratio, macs / eps, elem_ratio, ok ? "ok" : "out of bounds");
     }
     unlink(cal);
+    unlink(mach);
     unlink(out);
     rmdir(dir);
     free(a), free(b), free(c), free(x), free(y), free(z);

@@ -10,6 +10,11 @@ add_test(NAME machine_cli
           ${CMAKE_SOURCE_DIR})
 set_tests_properties(machine_cli PROPERTIES TIMEOUT 300
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# - test_collectives: the placement of a group of an op's grid on nodes (by
+#   hand, against a rank-by-rank count of every group of power-of-two grids,
+#   a grid that does not line up), each collective's pricing function by
+#   hand-computed figures, and the reference terms unchanged without nodes.
+sb_unit_test(test_collectives test_collectives.c)
 
 # paper_table2: `paper --table2` (strategies/paper-table2.tsv): the shipped
 # paper strategies are what the table gives, every row printed, the

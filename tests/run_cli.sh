@@ -226,7 +226,8 @@ check "best: first loss equals the dp run's (same data, any strategy)" test "$(s
 # ---- calibrate: the calibrated cost model's constants, then search with them --
 
 cal="$TMP/cal.txt"
-mpi 2 calibrate --out "$cal" --size 64 --elems 4096 --words 4096 --reps 2 > "$TMP/cal.out" 2>&1
+mpi 2 calibrate --out "$cal" --machine-out "$TMP/cal.machine" --size 64 --elems 4096 --words 4096 \
+    --reps 2 > "$TMP/cal.out" 2>&1
 rc=$?
 check "calibrate on 2 ranks exits 0 (got $rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/cal.out"
@@ -239,6 +240,9 @@ rc=$?
 check "search --calibration exits 0 (got $rc)" test "$rc" -eq 0
 check "search --calibration says calibrated and predicts a step time" \
     grep -q "predicted step time" "$TMP/calsearch.out"
+"$SB" search -m alexnet -p 4 "${SMALL[@]}" --machine "$TMP/cal.machine" --db none > "$TMP/calmachine.out" 2>&1
+check "search --machine of calibrate's machine file exits 0 and predicts a step time" \
+    grep -q "predicted step time" "$TMP/calmachine.out"
 "$SB" search -m alexnet -p 4 "${SMALL[@]}" --calibration "$cal" --flops 3 --db none > /dev/null 2> "$TMP/calboth.err"
 rc=$?
 check "search --calibration with --flops: exit 2 (got $rc)" test "$rc" -eq 2

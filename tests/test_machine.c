@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardbench/candidates.h"
 #include "shardbench/machine.h"
@@ -134,7 +135,15 @@ static void test_allreduce_by_hand(void **state)
      * plus 14 steps of 10 us at 67e12 FLOP/s */
     double want8 = (w / 8 * 14) * (67e3 / (450.0 / 4)) + 14 * 10e-6 * 67e12;
     assert_true(fabs(sb_allreduce_cost(&cp, w, 8) - want8) <= 1e-9 * want8);
-    double want16 = (w / 16 * 30) * (67e3 / (50.0 / 4)) + 30 * 20e-6 * 67e12;
+    /* q = 16, ranks 0..15 on two nodes: the flat ring over InfiniBand (30
+     * steps of w/16) costs more than the hierarchical all-reduce: a
+     * reduce-scatter and an all-gather inside each node (7 steps of w/8
+     * each) and an all-reduce of w/8 between the two nodes (2 steps of
+     * w/16) */
+    double flat16 = (w / 16 * 30) * (67e3 / (50.0 / 4)) + 30 * 20e-6 * 67e12;
+    double want16 = 2 * ((w / 8 * 7) * (67e3 / (450.0 / 4)) + 7 * 10e-6 * 67e12)
+                    + (w / 16 * 2) * (67e3 / (50.0 / 4)) + 2 * 20e-6 * 67e12;
+    assert_true(want16 < flat16);
     assert_true(fabs(sb_allreduce_cost(&cp, w, 16) - want16) <= 1e-9 * want16);
     assert_true(sb_allreduce_cost(&cp, w, 1) == 0);
 }
@@ -183,6 +192,58 @@ static void test_intra_only(void **state)
     sb_model_free(&m);
 }
 
+/* A calibration as a machine file (what `calibrate --machine-out` writes):
+ * saved, loaded back, the same cost parameters; an elementwise ratio below
+ * 1 moves into eff_gemm, a link under 1 MB/s is kept; one no efficiency
+ * can express is refused. */
+static void test_from_calibration(void **state)
+{
+    (void)state;
+    sb_cost_params cal;
+    sb_cost_params_default(&cal);
+    cal.tflops = 0.0412;
+    cal.gbs = 2.31;
+    cal.word_bytes = 4;
+    cal.elem_ratio = 21.5;
+    cal.latency_us = 31.2;
+    cal.conv_ratio = 0.61;
+    char dir[] = "/tmp/test_machine.XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/here.machine", dir);
+    for (int round = 0; round < 2; round++) {
+        if (round) {
+            cal.elem_ratio = 0.25; /* cheaper than a multiply-add */
+            cal.gbs = 6e-4;        /* a tiny all-reduce on a loaded machine */
+        }
+        sb_machine mc, back;
+        sb_error err = {0};
+        assert_int_equal(sb_machine_from_cost_params(&cal, 2, 7.5, 20, &mc, &err), 0);
+        assert_true(mc.eff_gemm <= 1 && mc.eff_conv <= 1 && mc.eff_elementwise <= 1);
+        assert_int_equal(sb_machine_save(path, &mc, "a test", &err), 0);
+        if (sb_machine_load(path, &back, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(back.devices_per_node, 2);
+        assert_int_equal(back.nodes, 1);
+        assert_true(back.mem_gib == 7.5 && back.mem_gbs == 20);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_machine_cost_params(&back, &cp);
+        double fig[5][2] = {{cal.tflops, cp.tflops}, {cal.gbs, cp.gbs}, {cal.latency_us, cp.latency_us},
+                            {cal.elem_ratio, cp.elem_ratio}, {cal.conv_ratio, cp.conv_ratio}};
+        for (int k = 0; k < 5; k++)
+            if (fabs(fig[k][0] - fig[k][1]) > 1e-8 * fig[k][0])
+                fail_msg("round %d figure %d: %.17g back as %.17g", round, k, fig[k][0], fig[k][1]);
+        assert_true(cp.gbs_inter == cp.gbs && cp.latency_inter_us == cp.latency_us);
+    }
+    cal.elem_ratio = 1e7;
+    sb_machine mc;
+    sb_error err = {0};
+    assert_int_equal(sb_machine_from_cost_params(&cal, 2, 7.5, 20, &mc, &err), -1);
+    assert_non_null(strstr(err.msg, "eff_elementwise"));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_shipped),
         cmocka_unit_test(test_allreduce_by_hand),
         cmocka_unit_test(test_intra_only),
+        cmocka_unit_test(test_from_calibration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,19 @@ int sb_machine_load(const char *name, sb_machine *mc, sb_error *err);
 /* The cost parameters of a machine at fp32 (the cutoff of cp is kept). */
 void sb_machine_cost_params(const sb_machine *mc, sb_cost_params *cp);
 
+/* A machine of one node of `devices` devices whose cost parameters are cp
+ * (a calibration: sb_machine_cost_params of it gives cp's tflops, gbs,
+ * latency_us, elem_ratio and conv_ratio back; the inter-node link is the
+ * intra-node one), with mem_gib and mem_gbs as given. The peak is cp's
+ * rate over eff_gemm = min(1, elem_ratio, conv_ratio), so that every
+ * efficiency factor lies in its range. -1 (SB_EXIT_INPUT) when one does not
+ * even so (an elementwise element over 10^6 GEMM multiply-adds). */
+int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double mem_gib,
+                                double mem_gbs, sb_machine *mc, sb_error *err);
+/* Writes mc as a machine file (whole or not at all); `comment` (may be
+ * NULL) goes on its first line. */
+int sb_machine_save(const char *path, const sb_machine *mc, const char *comment, sb_error *err);
+
 /* Names of the shipped machines, NULL-terminated. */
 extern const char *const sb_shipped_machines[];
 

@@ -32,10 +32,10 @@ typedef struct {
                           (its kernels are not a plain GEMM; reference 1) */
     char calibration[256]; /* the calibration file these came from, or "" */
     /* Two links (a machine file, --machine; docs/machines.md): a collective
-     * over q devices uses gbs and latency_us while q <= node_devices, else
-     * gbs_inter and latency_inter_us; an exchange uses the inter-node link
-     * when the problem's p exceeds node_devices. node_devices 0 (the
-     * default): one link, gbs and latency_us, everywhere. */
+     * whose group of ranks lies in one node uses gbs and latency_us, one
+     * spanning nodes gbs_inter and latency_inter_us (sb_coll_*, below).
+     * node_devices 0 (the default): one link, gbs and latency_us,
+     * everywhere. */
     int node_devices;        /* devices per node, or 0 */
     int devices;             /* the problem's p (set by sb_problem_build) */
     double gbs_inter;        /* inter-node bandwidth per device, GB/s */
@@ -62,8 +62,55 @@ int sb_calibration_save(const char *path, const sb_cost_params *cp, const char *
 
 /* FLOP that moving `words` words costs. */
 double sb_words_to_flops(const sb_cost_params *cp, double words);
-/* All-reduce of `words` words per device over q devices. */
+/* All-reduce of `words` words per device over q devices: the group of q
+ * consecutive ranks 0..q-1 (sb_coll_group_first). */
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q);
+
+/* ---- collectives priced by the links their group spans (search/terms.c) ----
+ * Ranks lie on nodes in order: with N = cp->node_devices, ranks 0..N-1 on
+ * node 0, N..2N-1 on node 1, ... An op's rank r holds the block at the
+ * row-major coordinates of r in its config grid c (last dim fastest; the
+ * runtime's plan_coords). A group is the set of ranks that differ only in
+ * some dims of the grid. N = 0 (no machine file): one node, one link, and
+ * every function below is the reference model's term exactly
+ * (docs/machines.md). */
+typedef struct {
+    double q;        /* ranks in the group */
+    double per_node; /* of them on one node (the most on any of its nodes) */
+    double nodes;    /* nodes it spans (q = per_node x nodes when even) */
+} sb_coll_group;
+
+/* The group of the ranks of grid c (nd split counts) that differ only in the
+ * dims of `dims` (bit d: dim d): q = the product of those splits. Exact when
+ * the node size and the grid line up (every split dim lies inside a node,
+ * across nodes, or one factor of it each; powers of two always do); else
+ * the group of rank 0, counted rank by rank. */
+sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims);
+/* The group of the first q ranks (ranks 0..q-1). */
+sb_coll_group sb_coll_group_first(const sb_cost_params *cp, double q);
+/* "intra" (one node), "inter" (one rank per node) or "both". */
+const char *sb_coll_group_word(sb_coll_group g);
+
+/* FLOP of each collective over group g, alpha-beta with ring step counts:
+ * a group on one node uses the intra-node link (gbs, latency_us); a group
+ * over several nodes the cheaper of the flat ring over the inter-node link
+ * (gbs_inter, latency_inter_us) and the hierarchical algorithm (inside each
+ * node, then across nodes on 1/per_node of the data, then inside again).
+ * `words` is the full buffer per device for all-reduce, reduce-scatter
+ * (its input) and all-gather (its output); for all-to-all, the words a
+ * device receives from the others. */
+double sb_coll_allreduce(const sb_cost_params *cp, double words, sb_coll_group g);
+double sb_coll_reduce_scatter(const sb_cost_params *cp, double words, sb_coll_group g);
+double sb_coll_allgather(const sb_cost_params *cp, double words, sb_coll_group g);
+double sb_coll_alltoall(const sb_cost_params *cp, double words, sb_coll_group g);
+/* `words` sent between two ranks, over the inter-node link when inter is
+ * non-zero (and a machine file gave one), else the intra-node one: one
+ * latency plus the words at the link's bandwidth (0 when nothing moves). */
+double sb_coll_p2p(const sb_cost_params *cp, double words, int inter);
+/* A relayout in which each device receives `words` from the first q ranks
+ * (an edge between two ops: q the larger of their device counts): an
+ * all-to-all over sb_coll_group_first(q). */
+double sb_coll_relayout(const sb_cost_params *cp, double words, double q);
 
 /* Configs of one op: n rows of ndims split counts, row-major. */
 typedef struct {

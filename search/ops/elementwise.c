@@ -13,11 +13,7 @@ static double cost_elementwise(const sb_model *m, const sb_op *op, const int *c,
 static double cost_reduce_mean(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
-    double q = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (op->axes & (1u << i))
-            q *= c[i];
-    return sb_allreduce_cost(cp, sb_per_device_elems(op, c), q);
+    return sb_coll_allreduce(cp, sb_per_device_elems(op, c), sb_op_group(cp, op, c, op->axes));
 }
 
 /* Inputs and outputs; one output-sized buffer sums the consumers' gradients. */

@@ -12,17 +12,20 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
     (void)m;
     double batch = 1.0;
     double dm = 1, dn = 1, dk = 1, cm = 1, cn = 1, ck = 1;
+    uint32_t in_m = 0, in_n = 0, in_k = 0; /* the dims of each role */
     for (int i = 0; i < op->ndims; i++) {
         double d = (double)op->dims[i].size;
         switch (op->role[i]) {
         case SB_ROLE_BATCH: batch *= d / c[i]; break;
-        case SB_ROLE_M: dm *= d; cm *= c[i]; break;
-        case SB_ROLE_N: dn *= d; cn *= c[i]; break;
-        case SB_ROLE_K: dk *= d; ck *= c[i]; break;
+        case SB_ROLE_M: dm *= d; cm *= c[i]; in_m |= 1u << i; break;
+        case SB_ROLE_N: dn *= d; cn *= c[i]; in_n |= 1u << i; break;
+        case SB_ROLE_K: dk *= d; ck *= c[i]; in_k |= 1u << i; break;
         default: break; /* SB_ROLE_NONE: a dim outside the product */
         }
     }
-    return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, cm, cn, ck, op->pw,
+    sb_coll_group g[3] = {sb_op_group(cp, op, c, in_m), sb_op_group(cp, op, c, in_n),
+                          sb_op_group(cp, op, c, in_k)};
+    return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw,
                         op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
 }
 

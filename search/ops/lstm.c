@@ -10,11 +10,15 @@ static double cost_lstm(const sb_model *m, const sb_op *op, const int *c, const 
     (void)m;
     double L = (double)op->dims[0].size, S = (double)op->dims[1].size;
     double B = (double)op->dims[2].size, N = (double)op->dims[3].size, K = (double)op->dims[4].size;
+    /* m: seq and batch (dims 1, 2), n: the gates (3), k: the input (4) */
+    sb_coll_group g[3] = {sb_op_group(cp, op, c, 3u << 1), sb_op_group(cp, op, c, 1u << 3),
+                          sb_op_group(cp, op, c, 1u << 4)};
     double cost = sb_gemm_cost(cp, L / c[0], (S * B) / ((double)c[1] * c[2]), (4.0 * N) / c[3],
-                               (2.0 * K) / c[4], (double)c[1] * c[2], c[3], c[4], 3, 1.0);
+                               (2.0 * K) / c[4], g, 3, 1.0);
     double src[2] = {B / c[2], N / c[3]}, tgt[2] = {B / c[2], K / c[4]};
     double words = sb_area_needed(src, tgt, 2, (double)c[2] * c[3], (double)c[2] * c[4]);
-    return cost + (L * S) * sb_exchange_cost(cp, words);
+    /* h moves among the ranks that differ in dims 3 and 4: an all-to-all */
+    return cost + (L * S) * sb_coll_alltoall(cp, words, sb_op_group(cp, op, c, 3u << 3));
 }
 
 /* Per layer held: its input (S,B,K), gates (S,B,4N), cell and h in the N

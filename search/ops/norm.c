@@ -13,12 +13,11 @@ static double norm_terms(const sb_op *op, const int *c, const sb_cost_params *cp
     int a = op->axis;
     double e = sb_per_device_elems(op, c);
     double da = (double)op->dims[a].size / c[a];
-    double others = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (i != a)
-            others *= c[i];
-    return passes * e * cp->elem_ratio + row_ars * sb_allreduce_cost(cp, e / da, c[a])
-           + gamma_ars * sb_allreduce_cost(cp, da, others);
+    uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+    sb_coll_group rows = sb_op_group(cp, op, c, 1u << a);
+    sb_coll_group others = sb_op_group(cp, op, c, all & ~(1u << a));
+    return passes * e * cp->elem_ratio + row_ars * sb_coll_allreduce(cp, e / da, rows)
+           + gamma_ars * sb_coll_allreduce(cp, da, others);
 }
 
 /* 16 passes over the elements, and the all-reduces of the statistics: over

@@ -18,19 +18,16 @@ static double cost_act(const sb_model *m, const sb_op *op, const int *c, const s
     return act_units(op->fn) * sb_per_device_elems(op, c) * cp->elem_ratio;
 }
 
-/* Product of the splits of the iteration dims that operand o lacks: the
- * ranks whose partial gradients of o are summed. */
-static double missing_splits(const sb_op *op, const sb_operand *o, int ndims, const int *c)
+/* The iteration dims that operand o lacks: its partial gradients are
+ * summed over the ranks that differ in them. */
+static uint32_t missing_dims(const sb_op *op, const sb_operand *o, int ndims)
 {
     uint32_t has = 0;
     for (int j = 0; j < ndims; j++)
         if (o->map[j] >= 0)
             has |= 1u << o->map[j];
-    double q = 1.0;
-    for (int i = 0; i < op->ndims; i++)
-        if (!(has & (1u << i)))
-            q *= c[i];
-    return q;
+    uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+    return all & ~has;
 }
 
 /* The all-reduce of a broadcast operand's gradient (slot k) over the ranks
@@ -39,8 +36,8 @@ static double broadcast_grad_cost(const sb_model *m, const sb_op *op, int k, con
                                   const sb_cost_params *cp)
 {
     const sb_operand *o = &op->in[k];
-    double q = missing_splits(op, o, m->tensors[o->tensor].ndims, c);
-    return q > 1.0 ? sb_allreduce_cost(cp, sb_operand_elems(m, op, o, c), q) : 0.0;
+    sb_coll_group g = sb_op_group(cp, op, c, missing_dims(op, o, m->tensors[o->tensor].ndims));
+    return g.q > 1.0 ? sb_coll_allreduce(cp, sb_operand_elems(m, op, o, c), g) : 0.0;
 }
 
 /* mul: forward y = a·b and backward da = dy·b, db = Σ dy·a: 2 units per

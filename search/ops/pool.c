@@ -14,7 +14,7 @@ static double cost_pool(const sb_model *m, const sb_op *op, const int *c, const 
     double ghost = hg * wg - h * w;
     ghost *= b;
     ghost *= ch;
-    return cost + sb_exchange_cost(cp, ghost);
+    return cost + sb_op_exchange(cp, op, c, 3u << 2, ghost); /* neighbours along h, w */
 }
 
 /* Input block with its halo: a split spatial dim reads (rows - 1) * stride

@@ -27,9 +27,10 @@ static double cost_softmax(const sb_model *m, const sb_op *op, const int *c, con
     double cost = 0.0;
     cost += (3.0 + 1) * e * cp->elem_ratio;
     cost += e * (double)op->dims[a].size * cp->elem_ratio;
-    cost += sb_allreduce_cost(cp, rows, c[a]);
-    cost += sb_allreduce_cost(cp, rows * (double)op->dims[a].size, c[a]);
-    cost += sb_allreduce_cost(cp, rows, c[a]);
+    sb_coll_group g = sb_op_group(cp, op, c, 1u << a);
+    cost += sb_coll_allreduce(cp, rows, g);
+    cost += sb_coll_allreduce(cp, rows * (double)op->dims[a].size, g);
+    cost += sb_coll_allreduce(cp, rows, g);
     return cost;
 }
 
@@ -45,7 +46,7 @@ static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c
     cost += batch * cp->elem_ratio;
     cost += batch * cp->elem_ratio;
     if (c[last] > 1)
-        cost += sb_exchange_cost(cp, 2.0 * batch);
+        cost += sb_op_exchange(cp, op, c, 1u << last, 2.0 * batch);
     return cost;
 }
 
