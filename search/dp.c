@@ -48,6 +48,7 @@ typedef struct {
     long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo memo; /* recent eliminations (dp_reuse.h) */
+    dp_pair_cache pairs_kept; /* recent pair tables (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -147,45 +148,76 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
     return 0;
 }
 
-/* Adds the cost table of edge e into the pair table t, rows the configs of
- * op rows_op (one of its two ops). */
-static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
-                               sb_error *err)
+/* One edge seen through layouts: each op's distinct layouts of the tensor
+ * and the layout id of each of its configs. */
+typedef struct {
+    const sb_tensor *ten;
+    int ns, nd, nls, nld;
+    int *ids_s, *ids_d, *Ls, *Ld;
+} edge_layouts;
+
+static void edge_layouts_free(edge_layouts *el)
+{
+    free(el->ids_s);
+    free(el->ids_d);
+    free(el->Ls);
+    free(el->Ld);
+}
+
+static int edge_layouts_get(const sb_problem *pb, const sb_edge *e, edge_layouts *el,
+                            sb_error *err)
 {
     const sb_model *m = pb->m;
-    const sb_tensor *ten = &m->tensors[e->tensor];
-    int ns = pb->cfg[e->src].n, nd = pb->cfg[e->dst].n, rc = -1;
-    int *ids_s = sb_malloc((size_t)ns * sizeof *ids_s, err);
-    int *ids_d = sb_malloc((size_t)nd * sizeof *ids_d, err);
-    int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
-    double *M = NULL;
-    if (!ids_s || !ids_d
-        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
-        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
-        goto out;
-    M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
+    *el = (edge_layouts){.ten = &m->tensors[e->tensor], .ns = pb->cfg[e->src].n,
+                         .nd = pb->cfg[e->dst].n};
+    el->ids_s = sb_malloc((size_t)el->ns * sizeof *el->ids_s, err);
+    el->ids_d = sb_malloc((size_t)el->nd * sizeof *el->ids_d, err);
+    if (!el->ids_s || !el->ids_d
+        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], el->ten->ndims, el->ids_s,
+                         &el->Ls, &el->nls, err)
+        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], el->ten->ndims, el->ids_d,
+                         &el->Ld, &el->nld, err)) {
+        edge_layouts_free(el);
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds the edge's costs into the pair table t, rows the source's configs
+ * when src_rows, else the destination's. */
+static int edge_layouts_add(const sb_problem *pb, const edge_layouts *el, double *t, int src_rows,
+                            sb_error *err)
+{
+    int nls = el->nls, nld = el->nld, ns = el->ns, nd = el->nd, tnd = el->ten->ndims;
+    double *M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
     if (!M)
-        goto out;
+        return -1;
     for (int i = 0; i < nls; i++)
         for (int j = 0; j < nld; j++)
-            M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, ten, Ls + (size_t)i * ten->ndims,
-                                                  Ld + (size_t)j * ten->ndims);
-    int src_rows = rows_op == e->src;
+            M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, el->ten, el->Ls + (size_t)i * tnd,
+                                                  el->Ld + (size_t)j * tnd);
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nd; b++) {
-            double c = M[(size_t)ids_s[a] * nld + ids_d[b]];
+            double c = M[(size_t)el->ids_s[a] * nld + el->ids_d[b]];
             if (src_rows)
                 t[(size_t)a * nd + b] += c;
             else
                 t[(size_t)b * ns + a] += c;
         }
-    rc = 0;
-out:
-    free(ids_s);
-    free(ids_d);
-    free(Ls);
-    free(Ld);
     free(M);
+    return 0;
+}
+
+/* Adds the cost table of edge e into the pair table t, rows the configs of
+ * op rows_op (one of its two ops). */
+static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
+                               sb_error *err)
+{
+    edge_layouts el;
+    if (edge_layouts_get(pb, e, &el, err))
+        return -1;
+    int rc = edge_layouts_add(pb, &el, t, rows_op == e->src, err);
+    edge_layouts_free(&el);
     return rc;
 }
 
@@ -247,6 +279,98 @@ static int init_factors(engine *E)
     return 0;
 }
 
+/* Appends n bytes to the key buffer (*key, *len, *cap); -1 when out of
+ * memory. */
+static int key_add(unsigned char **key, size_t *len, size_t *cap, const void *p, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n)
+            nc *= 2;
+        unsigned char *nk = realloc(*key, nc);
+        if (!nk)
+            return -1;
+        *key = nk;
+        *cap = nc;
+    }
+    memcpy(*key + *len, p, n);
+    *len += n;
+    return 0;
+}
+
+/* The key of a pair table (dp_reuse.h): per edge, the orientation, the
+ * tensor's sizes, both operands' distinct layouts and each config's layout
+ * id: everything its entries are computed from. */
+static int pair_key(const edge_layouts *els, const int *src_rows, int n, unsigned char **key,
+                    size_t *len)
+{
+    size_t cap = 0;
+    int rc = 0;
+    *key = NULL;
+    *len = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const edge_layouts *el = &els[i];
+        int tnd = el->ten->ndims;
+        int hdr[6] = {src_rows[i], tnd, el->ns, el->nd, el->nls, el->nld};
+        int64_t sizes[SB_MAX_DIMS];
+        for (int d = 0; d < tnd; d++)
+            sizes[d] = el->ten->dims[d].size;
+        rc = key_add(key, len, &cap, hdr, sizeof hdr)
+             || key_add(key, len, &cap, sizes, (size_t)tnd * sizeof *sizes)
+             || key_add(key, len, &cap, el->Ls, (size_t)el->nls * (size_t)tnd * sizeof *el->Ls)
+             || key_add(key, len, &cap, el->Ld, (size_t)el->nld * (size_t)tnd * sizeof *el->Ld)
+             || key_add(key, len, &cap, el->ids_s, (size_t)el->ns * sizeof *el->ids_s)
+             || key_add(key, len, &cap, el->ids_d, (size_t)el->nd * sizeof *el->ids_d);
+    }
+    return rc ? -1 : 0;
+}
+
+/* The summed costs of a pair's edges into t (zeroed), rows the configs of
+ * rows_op: copied from an equal pair table built before (E->pairs_kept,
+ * not in plain mode), else computed and kept. */
+static int pair_table_fill(engine *E, const factor *f, int rows_op, double *t)
+{
+    const sb_problem *pb = E->pb;
+    int n = f->npend, rc = -1;
+    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    int *src_rows = calloc((size_t)n, sizeof *src_rows);
+    unsigned char *key = NULL;
+    size_t klen = 0;
+    int got = 0;
+    if (!els || !src_rows) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (; got < n; got++) {
+        const sb_edge *e = &pb->edges[E->pairs[3 * (f->pend + got) + 2]];
+        src_rows[got] = rows_op == e->src;
+        if (edge_layouts_get(pb, e, &els[got], E->err))
+            goto out;
+    }
+    uint64_t h = 0;
+    int keyed = !E->plain && pair_key(els, src_rows, n, &key, &klen) == 0;
+    if (keyed) {
+        h = dp_pair_hash(key, klen);
+        if (dp_pair_take(&E->pairs_kept, h, key, klen, t, f->size)) {
+            rc = 0;
+            goto out;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
+            goto out;
+    if (keyed)
+        dp_pair_put(&E->pairs_kept, h, key, klen, t, f->size);
+    rc = 0;
+out:
+    for (int i = 0; i < got && els; i++)
+        edge_layouts_free(&els[i]);
+    free(els);
+    free(src_rows);
+    free(key);
+    return rc;
+}
+
 /* Builds a pending edge table (the summed costs of its edges), rows the
  * configs of rows_op (then its order is (rows_op, the other)). */
 static int build_pending(engine *E, factor *f, int rows_op)
@@ -258,10 +382,7 @@ static int build_pending(engine *E, factor *f, int rows_op)
     f->t = sb_calloc((size_t)f->size, sizeof(double), E->err);
     if (!f->t)
         return -1;
-    for (int k = f->pend; k < f->pend + f->npend; k++)
-        if (edge_table_add_rows(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, rows_op, E->err))
-            return -1;
-    return 0;
+    return pair_table_fill(E, f, rows_op, f->t);
 }
 
 /* ---- elimination ------------------------------------------------------------ */
@@ -1270,9 +1391,15 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         return -1;
     if (el.k > *max_dep)
         *max_dep = el.k;
+    double T0 = sb_now();
     int rc = elim_alloc(&el) || load_inflows(&el) || compute_table(&el) || replace_factors(&el, out)
                  ? -1
                  : 0;
+    if (getenv("DPTRACE")) {
+        fprintf(stderr, "TRACE v=%d %s nv=%d kept=%d k=%d", v, E->pb->m->ops[v].name, dom(E, v), el.nv, el.k);
+        for (int q = 0; q < el.k; q++) fprintf(stderr, " %s:%d/%d", E->pb->m->ops[el.S[q]].name, el.nrep[q], dom(E, el.S[q]));
+        fprintf(stderr, " nfl=%d thr=%d bnd=%d hits=%lld t=%.4f\n", el.nfl, el.threshold, el.bounded, E->memo.hits, sb_now() - T0);
+    }
     elim_free(&el);
     return rc;
 }
@@ -1298,6 +1425,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
     for (int i = 0; i < n; i++)
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
     E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->pairs_kept.cap = E->memo.cap / 2;
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
     E->capvf = calloc((size_t)n, sizeof *E->capvf);
@@ -1310,6 +1438,7 @@ static void engine_close(engine *E)
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->memo);
+    dp_pair_free(&E->pairs_kept);
     for (int i = 0; i < E->n && E->vf; i++)
         free(E->vf[i]);
     free(E->vf);
@@ -1413,8 +1542,10 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     count_configs(pb, sp, out);
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
-    else
+    else if (opts->plain || getenv("DPNOBLOCK"))
         sb_order_pase(pb, out->order);
+    else
+        sb_order_blocks(pb, out->order);
     if (init_factors(&E) || eliminate_all(&E, show, t0, steps, out))
         goto done;
     backtrack(&E, steps, out);

@@ -41,6 +41,19 @@ static void free_entry(dp_memo_entry *e)
     free(e->arg);
 }
 
+/* Mixes n doubles into h: all of them when few, else an even sample of
+ * HASH_SAMPLE (the hash only finds candidates: equality is checked in full). */
+#define HASH_SAMPLE 4096
+static uint64_t hash_table(uint64_t h, const double *t, int64_t n)
+{
+    if (n <= 2 * HASH_SAMPLE)
+        return hash_words(h, t, (size_t)n * sizeof *t);
+    int64_t step = n / HASH_SAMPLE;
+    for (int64_t i = 0; i < n; i += step)
+        h = hash_words(h, t + i, sizeof *t);
+    return hash_words(h, t + n - 1, sizeof *t);
+}
+
 uint64_t dp_memo_hash(const dp_elim_inputs *x)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -53,7 +66,7 @@ uint64_t dp_memo_hash(const dp_elim_inputs *x)
         const dp_inflow *fl = &x->in[q];
         h = hash_words(h, &fl->level, sizeof fl->level);
         h = hash_words(h, fl->pos, (size_t)fl->nv * sizeof *fl->pos);
-        h = hash_words(h, fl->t, (size_t)(fl->rows * x->nv) * sizeof *fl->t);
+        h = hash_table(h, fl->t, fl->rows * x->nv);
     }
     return h;
 }
@@ -160,4 +173,74 @@ void dp_memo_free(dp_memo *m)
     for (int i = 0; i < m->n; i++)
         free_entry(&m->e[i]);
     free(m->e);
+}
+
+/* ---- pair tables ---------------------------------------------------------- */
+
+struct dp_pair_entry {
+    uint64_t h;
+    size_t klen;
+    unsigned char *key;
+    int64_t size;
+    double *t;
+    double bytes;
+};
+
+uint64_t dp_pair_hash(const void *key, size_t klen)
+{
+    return hash_words(0xcbf29ce484222325ULL, key, klen);
+}
+
+int dp_pair_take(dp_pair_cache *c, uint64_t h, const void *key, size_t klen, double *t,
+                 int64_t size)
+{
+    for (int i = c->n - 1; i >= 0; i--) {
+        const dp_pair_entry *e = &c->e[i];
+        if (e->h == h && e->klen == klen && e->size == size && memcmp(e->key, key, klen) == 0) {
+            memcpy(t, e->t, (size_t)size * sizeof *t);
+            c->hits++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void dp_pair_put(dp_pair_cache *c, uint64_t h, const void *key, size_t klen, const double *t,
+                 int64_t size)
+{
+    double bytes = (double)klen + (double)size * sizeof *t;
+    if (bytes > c->cap / 2)
+        return;
+    dp_pair_entry e = {.h = h, .klen = klen, .size = size, .bytes = bytes};
+    e.key = malloc(klen ? klen : 1);
+    e.t = malloc((size_t)size * sizeof *t);
+    dp_pair_entry *ne = realloc(c->e, (size_t)(c->n + 1) * sizeof *ne);
+    if (ne)
+        c->e = ne;
+    if (!e.key || !e.t || !ne) {
+        free(e.key);
+        free(e.t);
+        return;
+    }
+    memcpy(e.key, key, klen);
+    memcpy(e.t, t, (size_t)size * sizeof *t);
+    int drop = 0;
+    while (drop < c->n && c->bytes + bytes > c->cap) {
+        c->bytes -= c->e[drop].bytes;
+        free(c->e[drop].key);
+        free(c->e[drop++].t);
+    }
+    memmove(c->e, c->e + drop, (size_t)(c->n - drop) * sizeof *c->e);
+    c->n -= drop;
+    c->e[c->n++] = e;
+    c->bytes += bytes;
+}
+
+void dp_pair_free(dp_pair_cache *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->e[i].key);
+        free(c->e[i].t);
+    }
+    free(c->e);
 }

@@ -12,6 +12,7 @@
 #ifndef SB_SEARCH_DP_REUSE_H
 #define SB_SEARCH_DP_REUSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DP_MAX_SCOPE 32
@@ -68,5 +69,31 @@ void dp_memo_commit(dp_memo *m, dp_memo_entry *e, const double *g, const uint16_
 void dp_memo_discard(dp_memo_entry *e);
 
 void dp_memo_free(dp_memo *m);
+
+/* Pair tables (the summed edge costs between two ops) of repeated layers are
+ * equal when everything they are computed from is: the key (dp.c: per edge
+ * the tensor's sizes, both operands' distinct layouts and each config's
+ * layout id). Recent tables are kept with their keys, compared in full, up
+ * to cap bytes (one at most half), oldest dropped first. */
+typedef struct dp_pair_entry dp_pair_entry;
+typedef struct {
+    dp_pair_entry *e; /* n, oldest first */
+    int n;
+    double bytes, cap;
+    long long hits;
+} dp_pair_cache;
+
+uint64_t dp_pair_hash(const void *key, size_t klen);
+
+/* When a kept table has key (klen bytes, hash h) and size entries: copied
+ * into t, a hit counted, 1. Else 0. */
+int dp_pair_take(dp_pair_cache *c, uint64_t h, const void *key, size_t klen, double *t,
+                 int64_t size);
+
+/* Keeps a copy of key and t (dropped silently when memory is short). */
+void dp_pair_put(dp_pair_cache *c, uint64_t h, const void *key, size_t klen, const double *t,
+                 int64_t size);
+
+void dp_pair_free(dp_pair_cache *c);
 
 #endif

@@ -153,6 +153,15 @@ int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err);
 void sb_order_pase(const sb_problem *pb, int *order);
 void sb_order_bf(const sb_problem *pb, int *order);
 
+/* Repeated blocks (`repeat N` layers, ops named "NAME.I/..."): interior[v]
+ * = 1 for ops of an instance whose outputs are read only inside it; returns
+ * how many. sb_order_blocks: GenerateSeq over those ops first, then over
+ * the rest, so that every instance's interior is eliminated before the
+ * tables that carry the other layers' costs reach it (equal instances give
+ * equal eliminations, computed once: search/README.md). */
+int sb_block_interior(const sb_problem *pb, char *interior);
+void sb_order_blocks(const sb_problem *pb, int *order);
+
 /* Strategy files (versioned text, see search/README.md). */
 int sb_strategy_save(const char *path, const sb_problem *pb,
                      const sb_result *r, const char *algo, sb_error *err);
