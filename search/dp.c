@@ -1427,6 +1427,20 @@ static void copy_equal_rows(elim *el)
     }
 }
 
+/* A reused elimination does not build v's pending pair tables; they are
+ * charged as if built, so that the peak table memory (and --max-table-mb)
+ * does not depend on what was reused. */
+static int charge_unbuilt(elim *el)
+{
+    engine *E = el->E;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        const factor *f = &E->f[E->vf[el->v][i]];
+        if (f->alive && !f->t && charge(E, (double)f->size * 8, f->vars[0], 2))
+            return -1;
+    }
+    return 0;
+}
+
 /* g and arg: copied from an earlier elimination with the same key
  * (dp_reuse.h; not in plain mode), or computed from the inflows (and then
  * remembered); el->id the result's content id. */
@@ -1442,7 +1456,7 @@ static int compute_table(elim *el)
         }
         if (dp_memo_take(&E->memo, &key, &el->g, &el->arg, el->gsize, &el->id)) {
             dp_key_free(&key);
-            return 0;
+            return charge_unbuilt(el);
         }
     }
     int rc = -1;
@@ -1525,15 +1539,9 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         return -1;
     if (el.k > *max_dep)
         *max_dep = el.k;
-    double T0 = sb_now();
     int rc = elim_alloc(&el) || compute_table(&el) || replace_factors(&el, out)
                  ? -1
                  : 0;
-    if (getenv("DPTRACE")) {
-        fprintf(stderr, "TRACE v=%d %s nv=%d kept=%d k=%d", v, E->pb->m->ops[v].name, dom(E, v), el.nv, el.k);
-        for (int q = 0; q < el.k; q++) fprintf(stderr, " %s:%d/%d", E->pb->m->ops[el.S[q]].name, el.nrep[q], dom(E, el.S[q]));
-        fprintf(stderr, " nfl=%d thr=%d bnd=%d hits=%lld t=%.4f\n", el.nfl, el.threshold, el.bounded, E->memo.hits, sb_now() - T0);
-    }
     elim_free(&el);
     return rc;
 }
@@ -1675,7 +1683,7 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     count_configs(pb, sp, out);
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
-    else if (opts->plain || getenv("DPNOBLOCK"))
+    else if (opts->plain)
         sb_order_pase(pb, out->order);
     else
         sb_order_blocks(pb, out->order);

@@ -1,5 +1,8 @@
 /* order.c: vertex orders for the DP.
  *
+ * Block-first (the DP's default, sb_order_blocks): GenerateSeq over the
+ * interiors of repeated layers first, then over the rest (below).
+ *
  * GenerateSeq (PaSE): repeatedly take the unprocessed vertex whose dependent
  * set is smallest (ties: lowest op index), where a vertex's dependent set is
  * its unprocessed neighbours plus those of every processed vertex it is
@@ -72,8 +75,17 @@ static void free_sets(set *s, int n)
     free(s);
 }
 
+/* The first vertices are taken while the least dependent set among them
+ * has at most this many vertices (a repeated layer's interior, with the
+ * layer's inputs and outputs still open, has dependent sets of 1 or 2 in
+ * the shipped transformers; taking larger ones first makes tables over
+ * three 161-config ops at p = 256 in the transformer's decoder). */
+#define FIRST_MAX_DEP 2
+
 /* GenerateSeq; with first != NULL, the vertices with first[v] set come
- * before all others (GenerateSeq among them, then among the rest). */
+ * before all others (GenerateSeq among them while their least dependent
+ * set has at most FIRST_MAX_DEP vertices, then one GenerateSeq over all
+ * that are left). */
 static void generate_seq(const sb_problem *pb, const char *first, int *order)
 {
     int n = pb->m->nops;
@@ -89,7 +101,7 @@ static void generate_seq(const sb_problem *pb, const char *first, int *order)
         for (int v = 0; v < n; v++)
             if (!done[v] && (i >= nfirst || first[v]) && (best < 0 || nb[v].n < nb[best].n))
                 best = v;
-        if (i < nfirst && nb[best].n > (getenv("DPTH") ? atoi(getenv("DPTH")) : 2)) {
+        if (i < nfirst && nb[best].n > FIRST_MAX_DEP) {
             nfirst = 0; /* the rest in one GenerateSeq */
             best = -1;
             for (int v = 0; v < n; v++)
