@@ -1320,7 +1320,9 @@ static void gen_layers(char *buf, size_t n, int *p)
  * their equal eliminations reused; the scan on two threads) against the
  * plain DP (GenerateSeq order, no shortcuts): the same total cost, exactly,
  * and the same config for every op, on random models of repeated layers
- * and on the paper's models at p = 32 and 64 (p = 4..16: test_prune_shipped). */
+ * (fast links, so that ops split) and on the paper's models at p = 32 and
+ * 64 (the transformer at 32 only: its plain DP at 64 is too slow for the
+ * sanitizer build; p = 4..16: test_prune_shipped). */
 static void test_blocks_equal_plain(void **state)
 {
     (void)state;
@@ -1384,6 +1386,8 @@ static void test_blocks_equal_plain(void **state)
              {"rnnlm", 64},    {"transformer", 64}};
     for (size_t i = 0; i < sizeof M / sizeof *M; i++)
         for (int p = 32; p <= 64; p *= 2) {
+            if (p == 64 && !strcmp(M[i].model, "transformer"))
+                continue; /* the plain DP takes seconds there, more under ASan (bench/search) */
             sb_model m;
             sb_problem pb;
             sb_error err = {0};
@@ -1409,8 +1413,8 @@ static void test_blocks_equal_plain(void **state)
             sb_model_free(&m);
         }
     print_message("repeated layers: %d random models (%d with layer interiors, %d in another "
-                  "order than GenerateSeq, %d ops split) and 5 paper models at p = 32, 64 equal "
-                  "the plain DP; %lld eliminations reused\n",
+                  "order than GenerateSeq, %d ops split) and the paper models at p = 32, 64 "
+                  "equal the plain DP; %lld eliminations reused\n",
                   models, with_interior, differ_order, split_ops, reused);
     assert_true(with_interior == models);
     assert_true(differ_order > models / 2);
