@@ -15,8 +15,12 @@
  * address space capped at M MB, and the row says so in one line; the
  * larger p of that model are then not run.
  *
+ * --check runs the plain DP too (sb_search_opts.plain, in its own child,
+ * under the same limits) and says whether it gives the same cost and
+ * configs. --scale: the large models at p = 64 .. 16384, one search each.
+ *
  *   bench/search [--models a,b] [-p 4,8,16,32,64] [--repeat N] [--prune]
- *                [--limit-s S] [--limit-mb M] [--db FILE] */
+ *                [--limit-s S] [--limit-mb M] [--check] [--scale] [--db FILE] */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -38,7 +42,7 @@ typedef struct {
     char err[1024];
 } row;
 
-static int g_prune;
+static int g_prune, g_check;
 static double g_limit_s = 600, g_limit_mb = 8000;
 
 static double cpu_now(void)
@@ -48,8 +52,11 @@ static double cpu_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void child(const char *model, int p, int repeat, int fd)
+/* Searches model at p (plain: the plain DP, once) and writes the row, then
+ * when it succeeded the config of every op (nops ints), to fd. */
+static void child(const char *model, int p, int repeat, int plain, int fd)
 {
+    int *choice = NULL;
     row r = {0};
     sb_error err = {0};
     struct rlimit rl = {.rlim_cur = (rlim_t)(g_limit_mb * 1e6), .rlim_max = (rlim_t)(g_limit_mb * 1e6)};
@@ -65,7 +72,7 @@ static void child(const char *model, int p, int repeat, int fd)
             r.seconds = 1e30;
             for (int i = 0; i < repeat && r.ok; i++) {
                 sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096,
-                                     .prune = g_prune};
+                                     .prune = g_prune && !plain, .plain = plain};
                 sb_result res;
                 double t0 = sb_now(), c0 = cpu_now();
                 if (sb_search(&pb, &so, &res, &err)) {
@@ -85,9 +92,14 @@ static void child(const char *model, int p, int repeat, int fd)
                 r.prune_seconds = res.prune_seconds;
                 r.shared = (double)res.entries_copied;
                 r.reused = (double)res.eliminations_reused;
+                free(choice);
+                choice = res.choice; /* taken over */
+                res.choice = NULL;
                 sb_result_free(&res);
             }
             r.nops = m.nops;
+            if (plain)
+                repeat = 1;
             sb_problem_free(&pb);
         }
         sb_model_free(&m);
@@ -96,11 +108,31 @@ static void child(const char *model, int p, int repeat, int fd)
         snprintf(r.err, sizeof r.err, "%s", err.msg);
     if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
         _exit(3);
+    size_t cb = (size_t)r.nops * sizeof *choice;
+    if (r.ok && choice && write(fd, choice, cb) != (ssize_t)cb)
+        _exit(3);
     _exit(0);
 }
 
-static int measure(const char *model, int p, int repeat, row *r, double *rss)
+/* Reads n bytes (a pipe may return them in parts); the count read. */
+static size_t read_all(int fd, void *buf, size_t n)
 {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char *)buf + got, n - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+/* One row in a child process; *choice (malloc'd, nops) the configs when it
+ * succeeded, else NULL. */
+static int measure(const char *model, int p, int repeat, int plain, row *r, double *rss,
+                   int **choice)
+{
+    *choice = NULL;
     int fds[2];
     if (pipe(fds))
         return -1;
@@ -110,17 +142,25 @@ static int measure(const char *model, int p, int repeat, row *r, double *rss)
         return -1;
     if (pid == 0) {
         close(fds[0]);
-        child(model, p, repeat, fds[1]);
+        child(model, p, repeat, plain, fds[1]);
     }
     close(fds[1]);
-    ssize_t got = read(fds[0], r, sizeof *r);
+    size_t got = read_all(fds[0], r, sizeof *r);
+    if (got == sizeof *r && r->ok && r->nops > 0) {
+        *choice = malloc((size_t)r->nops * sizeof **choice);
+        size_t cb = (size_t)r->nops * sizeof **choice;
+        if (*choice && read_all(fds[0], *choice, cb) != cb) {
+            free(*choice);
+            *choice = NULL;
+        }
+    }
     close(fds[0]);
     int status;
     struct rusage ru;
     if (wait4(pid, &status, 0, &ru) < 0)
         return -1;
     *rss = (double)ru.ru_maxrss * 1024.0;
-    if (got != (ssize_t)sizeof *r) {
+    if (got != sizeof *r) {
         memset(r, 0, sizeof *r);
         if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
             snprintf(r->err, sizeof r->err, "stopped: over the time limit of %.0f s (--limit-s)",
@@ -134,6 +174,37 @@ static int measure(const char *model, int p, int repeat, row *r, double *rss)
     return 0;
 }
 
+/* --check: the plain DP (no shortcuts, GenerateSeq order) in its own
+ * child, under the same limits; one line: the same cost and configs, or
+ * where they differ (status 1), or that it was stopped. */
+static int check_plain(const char *model, int p, const row *r, const int *choice)
+{
+    row pr;
+    double rss = 0;
+    int *pc = NULL, rc = 0;
+    if (measure(model, p, 1, 1, &pr, &rss, &pc) || !pr.ok || !pc || !choice) {
+        printf("%-18s %5d  check: the plain DP %s\n", model, p,
+               pr.ok ? "could not be compared" : pr.err);
+        free(pc);
+        return 0;
+    }
+    int diff = 0;
+    for (int v = 0; v < r->nops; v++)
+        diff += pc[v] != choice[v];
+    if (pr.cost == r->cost && diff == 0)
+        printf("%-18s %5d  check: the plain DP gives the same cost and every op's config "
+               "(%.1f s, %.0f MB)\n",
+               model, p, pr.seconds, rss / 1e6);
+    else {
+        printf("%-18s %5d  check: DIFFERS from the plain DP: cost %.17g, plain %.17g; %d ops "
+               "with another config\n",
+               model, p, r->cost, pr.cost, diff);
+        rc = 1;
+    }
+    free(pc);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *models = "alexnet,inception3,resnet101,rnnlm,transformer,transformer-large";
@@ -144,6 +215,7 @@ int main(int argc, char **argv)
         {"repeat", required_argument, 0, 'r'}, {"db", required_argument, 0, 'd'},
         {"prune", no_argument, 0, 'P'},        {"help", no_argument, 0, 'h'},
         {"limit-s", required_argument, 0, 'L'}, {"limit-mb", required_argument, 0, 'm'},
+        {"check", no_argument, 0, 'C'},         {"scale", no_argument, 0, 'S'},
         {0, 0, 0, 0},
     };
     int c;
@@ -154,11 +226,17 @@ int main(int argc, char **argv)
         case 'r': repeat = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'd': db_path = optarg; break;
         case 'P': g_prune = 1; break;
+        case 'C': g_check = 1; break;
+        case 'S':
+            models = "transformer,llama3-70b,mixtral-8x7b,gpt3-175b";
+            plist = "64,128,256,512,1024,2048,4096,8192,16384";
+            repeat = 1;
+            break;
         case 'L': g_limit_s = atof(optarg) > 0 ? atof(optarg) : 600; break;
         case 'm': g_limit_mb = atof(optarg) > 0 ? atof(optarg) : 8000; break;
         case 'h':
             printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
-                   "[--limit-s S] [--limit-mb MB] [--db FILE|none]\n");
+                   "[--limit-s S] [--limit-mb MB] [--check] [--scale] [--db FILE|none]\n");
             return 0;
         default: return 2;
         }
@@ -185,11 +263,12 @@ int main(int argc, char **argv)
             int p = atoi(ps);
             row r;
             double rss = 0;
+            int *choice = NULL;
             if (stopped && p >= 1) {
                 printf("%-18s %5d  not run: a smaller p was already stopped\n", model, p);
                 continue;
             }
-            if (p < 1 || measure(model, p, repeat, &r, &rss)) {
+            if (p < 1 || measure(model, p, repeat, 0, &r, &rss, &choice)) {
                 fprintf(stderr, "bench/search: cannot run %s at p=%s\n", model, ps);
                 status = 1;
                 continue;
@@ -200,6 +279,7 @@ int main(int argc, char **argv)
                 stopped = !strncmp(r.err, "stopped", 7) || strstr(r.err, "limit exceeded");
                 printf("%-18s %5d  %s%s\n", model, p, stopped ? "" : "failed: ", r.err);
                 status |= !stopped;
+                free(choice);
                 continue;
             }
             printf("%-18s %5d %5d %11d %6d %8d %12.6f %9.3f %9.3f %12.0f %7.0f %12.1f %12.2f "
@@ -208,6 +288,9 @@ int main(int argc, char **argv)
                    r.cpu_seconds, r.prune_seconds, r.shared, r.reused, rss / 1e6,
                    r.table_bytes / 1e6, r.cost);
             fflush(stdout);
+            if (g_check)
+                status |= check_plain(model, p, &r, choice);
+            free(choice);
             if (db) {
                 sb_search_record rec = {
                     .source = "bench", .model = model, .model_path = model, .params = "",
