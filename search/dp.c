@@ -14,9 +14,12 @@
  * sb_search_opts.plain): edge tables built when first used, in the order
  * they are read; equal-row classes of the dependent set (config_classes);
  * equal columns of the eliminated op (compact_eliminated); the bounded and
- * threshold scans for each minimum; eliminations with inputs equal to an
- * earlier one's copied (dp_reuse.c). Optional and separate: dominated configs
- * dropped first (dp_prune.c, sb_search_opts.prune). */
+ * threshold scans for each minimum; pair tables and eliminations whose keys
+ * were met before taken from the earlier ones (content ids, dp_reuse.c);
+ * the table fill split over two threads (scan_rows). With them the order
+ * is block-first (order.c: repeated layers' interiors first), so that
+ * equal layers give equal eliminations. Optional and separate: dominated
+ * configs dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
 #include "dp_reuse.h"
 

@@ -113,8 +113,10 @@ typedef struct {
     int prune;            /* 1: drop dominated configs first (dp_prune.c; the same
                              optimum; pays only where many configs are dominated) */
     int plain;            /* 1: none of the DP's shortcuts (equal-row classes,
-                             equal columns, bounded scan): the reference
-                             computation the tests hold them to */
+                             equal columns, bounded scan, reuse of repeated
+                             work, two threads) and GenerateSeq's own order
+                             (not block-first): the reference computation
+                             the tests hold them to */
 } sb_search_opts;
 
 typedef struct {
