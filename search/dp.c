@@ -14,9 +14,12 @@
  * sb_search_opts.plain): edge tables built when first used, in the order
  * they are read; equal-row classes of the dependent set (config_classes);
  * equal columns of the eliminated op (compact_eliminated); the bounded and
- * threshold scans for each minimum; eliminations with inputs equal to an
- * earlier one's copied (dp_reuse.c). Optional and separate: dominated configs
- * dropped first (dp_prune.c, sb_search_opts.prune). */
+ * threshold scans for each minimum; pair tables and eliminations whose keys
+ * were met before taken from the earlier ones (content ids, dp_reuse.c);
+ * the table fill split over two threads (scan_rows). With them the order
+ * is block-first (order.c: repeated layers' interiors first), so that
+ * equal layers give equal eliminations. Optional and separate: dominated
+ * configs dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
 #include "dp_reuse.h"
 
@@ -25,8 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define MAX_SCOPE DP_MAX_SCOPE
+#define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
 
 typedef struct {
     int nv;
@@ -35,6 +42,7 @@ typedef struct {
     double *t;     /* NULL until built (edge tables: when first used) */
     int alive;
     int pend, npend; /* edge tables: its edges, pairs[3 * pend ..] of the engine */
+    uint64_t id;     /* content id (dp_reuse.h); 0: none yet (plain: always) */
 } factor;
 
 typedef struct {
@@ -47,7 +55,7 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
-    dp_memo memo; /* recent eliminations (dp_reuse.h) */
+    dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
     sb_error *err;
 } engine;
@@ -147,45 +155,76 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
     return 0;
 }
 
-/* Adds the cost table of edge e into the pair table t, rows the configs of
- * op rows_op (one of its two ops). */
-static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
-                               sb_error *err)
+/* One edge seen through layouts: each op's distinct layouts of the tensor
+ * and the layout id of each of its configs. */
+typedef struct {
+    const sb_tensor *ten;
+    int ns, nd, nls, nld;
+    int *ids_s, *ids_d, *Ls, *Ld;
+} edge_layouts;
+
+static void edge_layouts_free(edge_layouts *el)
+{
+    free(el->ids_s);
+    free(el->ids_d);
+    free(el->Ls);
+    free(el->Ld);
+}
+
+static int edge_layouts_get(const sb_problem *pb, const sb_edge *e, edge_layouts *el,
+                            sb_error *err)
 {
     const sb_model *m = pb->m;
-    const sb_tensor *ten = &m->tensors[e->tensor];
-    int ns = pb->cfg[e->src].n, nd = pb->cfg[e->dst].n, rc = -1;
-    int *ids_s = sb_malloc((size_t)ns * sizeof *ids_s, err);
-    int *ids_d = sb_malloc((size_t)nd * sizeof *ids_d, err);
-    int *Ls = NULL, *Ld = NULL, nls = 0, nld = 0;
-    double *M = NULL;
-    if (!ids_s || !ids_d
-        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], ten->ndims, ids_s, &Ls, &nls, err)
-        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], ten->ndims, ids_d, &Ld, &nld, err))
-        goto out;
-    M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
+    *el = (edge_layouts){.ten = &m->tensors[e->tensor], .ns = pb->cfg[e->src].n,
+                         .nd = pb->cfg[e->dst].n};
+    el->ids_s = sb_malloc((size_t)el->ns * sizeof *el->ids_s, err);
+    el->ids_d = sb_malloc((size_t)el->nd * sizeof *el->ids_d, err);
+    if (!el->ids_s || !el->ids_d
+        || sb_layout_ids(pb, e->src, &m->ops[e->src].out[e->src_slot], el->ten->ndims, el->ids_s,
+                         &el->Ls, &el->nls, err)
+        || sb_layout_ids(pb, e->dst, &m->ops[e->dst].in[e->dst_slot], el->ten->ndims, el->ids_d,
+                         &el->Ld, &el->nld, err)) {
+        edge_layouts_free(el);
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds the edge's costs into the pair table t, rows the source's configs
+ * when src_rows, else the destination's. */
+static int edge_layouts_add(const sb_problem *pb, const edge_layouts *el, double *t, int src_rows,
+                            sb_error *err)
+{
+    int nls = el->nls, nld = el->nld, ns = el->ns, nd = el->nd, tnd = el->ten->ndims;
+    double *M = sb_malloc((size_t)nls * (size_t)nld * sizeof *M, err);
     if (!M)
-        goto out;
+        return -1;
     for (int i = 0; i < nls; i++)
         for (int j = 0; j < nld; j++)
-            M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, ten, Ls + (size_t)i * ten->ndims,
-                                                  Ld + (size_t)j * ten->ndims);
-    int src_rows = rows_op == e->src;
+            M[(size_t)i * nld + j] = sb_edge_cost(&pb->cp, el->ten, el->Ls + (size_t)i * tnd,
+                                                  el->Ld + (size_t)j * tnd);
     for (int a = 0; a < ns; a++)
         for (int b = 0; b < nd; b++) {
-            double c = M[(size_t)ids_s[a] * nld + ids_d[b]];
+            double c = M[(size_t)el->ids_s[a] * nld + el->ids_d[b]];
             if (src_rows)
                 t[(size_t)a * nd + b] += c;
             else
                 t[(size_t)b * ns + a] += c;
         }
-    rc = 0;
-out:
-    free(ids_s);
-    free(ids_d);
-    free(Ls);
-    free(Ld);
     free(M);
+    return 0;
+}
+
+/* Adds the cost table of edge e into the pair table t, rows the configs of
+ * op rows_op (one of its two ops). */
+static int edge_table_add_rows(const sb_problem *pb, const sb_edge *e, double *t, int rows_op,
+                               sb_error *err)
+{
+    edge_layouts el;
+    if (edge_layouts_get(pb, e, &el, err))
+        return -1;
+    int rc = edge_layouts_add(pb, &el, t, rows_op == e->src, err);
+    edge_layouts_free(&el);
     return rc;
 }
 
@@ -208,12 +247,12 @@ static int init_factors(engine *E)
     const sb_problem *pb = E->pb;
     for (int v = 0; v < E->n; v++) {
         factor f = {.nv = 1, .vars = {v}, .size = dom(E, v)};
-        f.t = sb_malloc((size_t)f.size * sizeof(double), E->err);
+        f.t = dp_buf_alloc((size_t)f.size * sizeof(double));
         if (!f.t)
-            return -1;
+            return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
         memcpy(f.t, pb->cfg[v].cost, (size_t)f.size * sizeof(double));
         if (charge(E, (double)f.size * 8, v, 1) || add_factor(E, &f)) {
-            free(f.t);
+            dp_buf_free(f.t);
             return -1;
         }
     }
@@ -247,6 +286,66 @@ static int init_factors(engine *E)
     return 0;
 }
 
+/* The key of a pair table (dp_reuse.h): per edge, the orientation, the
+ * tensor's sizes, both operands' distinct layouts and each config's layout
+ * id: everything its entries are computed from. */
+static void pair_key(const edge_layouts *els, const int *src_rows, int n, dp_key *key)
+{
+    for (int i = 0; i < n; i++) {
+        const edge_layouts *el = &els[i];
+        int tnd = el->ten->ndims;
+        int hdr[6] = {src_rows[i], tnd, el->ns, el->nd, el->nls, el->nld};
+        int64_t sizes[SB_MAX_DIMS];
+        for (int d = 0; d < tnd; d++)
+            sizes[d] = el->ten->dims[d].size;
+        dp_key_add(key, hdr, sizeof hdr);
+        dp_key_add(key, sizes, (size_t)tnd * sizeof *sizes);
+        dp_key_add(key, el->Ls, (size_t)el->nls * (size_t)tnd * sizeof *el->Ls);
+        dp_key_add(key, el->Ld, (size_t)el->nld * (size_t)tnd * sizeof *el->Ld);
+        dp_key_add(key, el->ids_s, (size_t)el->ns * sizeof *el->ids_s);
+        dp_key_add(key, el->ids_d, (size_t)el->nd * sizeof *el->ids_d);
+    }
+}
+
+/* A pending pair table with rows the configs of rows_op: f->id from its key
+ * (not in plain mode), and with t (zeroed, f->size entries) its entries:
+ * copied when remembered, else computed (and remembered). */
+static int pair_table(engine *E, factor *f, int rows_op, double *t)
+{
+    const sb_problem *pb = E->pb;
+    int n = f->npend, rc = -1, got = 0, have = 0;
+    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    int *src_rows = calloc((size_t)n, sizeof *src_rows);
+    dp_key key = {0};
+    if (!els || !src_rows) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (; got < n; got++) {
+        const sb_edge *e = &pb->edges[E->pairs[3 * (f->pend + got) + 2]];
+        src_rows[got] = rows_op == e->src;
+        if (edge_layouts_get(pb, e, &els[got], E->err))
+            goto out;
+    }
+    if (!E->plain) {
+        pair_key(els, src_rows, n, &key);
+        f->id = dp_memo_pair(&E->memo, &key, t, f->size, &have);
+    }
+    for (int i = 0; t && !have && i < n; i++)
+        if (edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
+            goto out;
+    if (t && !have && !E->plain)
+        dp_memo_pair_put(&E->memo, f->id, t, f->size);
+    rc = 0;
+out:
+    for (int i = 0; i < got && els; i++)
+        edge_layouts_free(&els[i]);
+    free(els);
+    free(src_rows);
+    dp_key_free(&key);
+    return rc;
+}
+
 /* Builds a pending edge table (the summed costs of its edges), rows the
  * configs of rows_op (then its order is (rows_op, the other)). */
 static int build_pending(engine *E, factor *f, int rows_op)
@@ -255,13 +354,11 @@ static int build_pending(engine *E, factor *f, int rows_op)
         return 0;
     if (charge(E, (double)f->size * 8, f->vars[0], 2))
         return -1;
-    f->t = sb_calloc((size_t)f->size, sizeof(double), E->err);
+    f->t = dp_buf_alloc((size_t)f->size * sizeof(double));
     if (!f->t)
-        return -1;
-    for (int k = f->pend; k < f->pend + f->npend; k++)
-        if (edge_table_add_rows(E->pb, &E->pb->edges[E->pairs[3 * k + 2]], f->t, rows_op, E->err))
-            return -1;
-    return 0;
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    memset(f->t, 0, (size_t)f->size * sizeof(double));
+    return pair_table(E, f, rows_op, f->t);
 }
 
 /* ---- elimination ------------------------------------------------------------ */
@@ -276,9 +373,11 @@ typedef struct {
  * of f's vars). */
 static double *transpose(engine *E, const factor *f, const int *order)
 {
-    double *out = sb_malloc((size_t)f->size * sizeof *out, E->err);
-    if (!out)
+    double *out = dp_buf_alloc((size_t)f->size * sizeof *out);
+    if (!out) {
+        sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
         return NULL;
+    }
     int64_t sstride[MAX_SCOPE], nstride[MAX_SCOPE], size[MAX_SCOPE];
     int64_t st = 1;
     for (int i = f->nv - 1; i >= 0; i--) {
@@ -619,7 +718,7 @@ typedef struct {
                               * inflows of levels 0..l at the current assignment */
     double *val;             /* nv: the sums of one entry (plain scan) */
     int *xmap;               /* nv: kept config -> v's original config */
-    dp_memo_entry *fresh;     /* this elimination's inputs, to be remembered */
+    uint64_t id;             /* content id of g (dp_reuse.h) */
     /* equal rows: per position q of S, rep[q][i] (config_classes) and the
      * representatives reps[q][0..nrep[q]) in increasing order */
     int *repbuf;
@@ -635,6 +734,7 @@ typedef struct {
     int *rowsort;            /* threshold: rows x nv, each row's configs by value */
     char *rowdone;           /* threshold: which rows are sorted */
     keyed *rks;              /* 2 nv: a row being sorted */
+    int *tie;                /* nv: tied classes (bounded scan) */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -688,8 +788,8 @@ static int elim_alloc(elim *el)
     if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
         return -1;
     el->gsize = (int64_t)el->size;
-    el->g = malloc((size_t)el->gsize * sizeof(double));
-    el->arg = malloc((size_t)el->gsize * sizeof(uint16_t));
+    el->g = dp_buf_alloc((size_t)el->gsize * sizeof(double));
+    el->arg = dp_buf_alloc((size_t)el->gsize * sizeof(uint16_t));
     el->in = calloc((size_t)el->nin, sizeof *el->in);
     el->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *el->P);
     el->val = malloc((size_t)nv * sizeof *el->val);
@@ -730,7 +830,8 @@ static int load_inflow(elim *el, factor *f, inflow *fl)
             return -1;
         fl->t = f->t;
         f->t = NULL;
-    } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0) {
+    } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0
+               && !dp_buf_shared(f->t)) {
         fl->t = f->t;
         f->t = NULL;
     } else {
@@ -741,46 +842,71 @@ static int load_inflow(elim *el, factor *f, inflow *fl)
     return 0;
 }
 
-/* P[0] (base, nv): the sum of v's one-var factors; the others become the
- * inflows in[0..nfl). */
-static int load_inflows(elim *el)
+/* P[0] (base, nv): the sum of v's one-var factors. */
+static void load_base(elim *el)
 {
     const engine *E = el->E;
     double *base = el->P;
     for (int x = 0; x < el->nv; x++)
         base[x] = 0.0;
     for (int i = 0; i < E->nvf[el->v]; i++) {
-        factor *f = &E->f[E->vf[el->v][i]];
-        if (!f->alive)
-            continue;
-        if (f->nv == 1) {
+        const factor *f = &E->f[E->vf[el->v][i]];
+        if (f->alive && f->nv == 1)
             for (int x = 0; x < el->nv; x++)
                 base[x] += f->t[x];
-            continue;
-        }
-        if (load_inflow(el, f, &el->in[el->nfl++]))
+    }
+}
+
+/* v's live factors over more vars than v become the inflows in[0..nfl). */
+static int load_inflows(elim *el)
+{
+    const engine *E = el->E;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
+        if (f->alive && f->nv > 1 && load_inflow(el, f, &el->in[el->nfl++]))
             return -1;
     }
     return 0;
 }
 
-/* Inputs met before: g and arg copied from that elimination (returns 1).
- * Else 0, with fresh a copy of the inputs when the elimination is large
- * enough to remember. */
-static int memo_lookup(elim *el)
+/* The rows op of a pending pair table read by v's elimination: its other
+ * op (load_inflow puts it first). */
+static int pending_rows_op(const elim *el, const factor *f)
+{
+    return f->vars[0] == el->v ? f->vars[1] : f->vars[0];
+}
+
+/* The elimination's key (dp_reuse.h): v's config count and own costs, the
+ * dependent set's sizes, and per table v reads (in the order it reads
+ * them) its content id and the position in S of each of its vars (-1: v).
+ * Pending pair tables get their ids here. */
+static int elim_key(elim *el, dp_key *key)
 {
     engine *E = el->E;
-    if (!(!E->plain && el->k > 0 && el->size * el->nv >= DP_MEMO_MIN_WORK && E->memo.cap > 0))
-        return 0;
-    int doms[MAX_SCOPE];
-    for (int q = 0; q < el->k; q++)
-        doms[q] = dom(E, el->S[q]);
-    dp_elim_inputs x = {.nv = el->nv, .k = el->k, .dom = doms, .base = el->P, .in = el->in,
-                        .nin = el->nfl};
-    uint64_t h = dp_memo_hash(&x);
-    if (dp_memo_take(&E->memo, h, &x, el->g, el->arg, el->gsize))
-        return 1;
-    el->fresh = dp_memo_prepare(&E->memo, h, &x, el->gsize);
+    int hdr[2] = {el->nv, el->k};
+    dp_key_add(key, hdr, sizeof hdr);
+    for (int q = 0; q < el->k; q++) {
+        int d = dom(E, el->S[q]);
+        dp_key_add(key, &d, sizeof d);
+    }
+    dp_key_add(key, el->P, (size_t)el->nv * sizeof *el->P);
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        factor *f = &E->f[E->vf[el->v][i]];
+        if (!f->alive || f->nv == 1)
+            continue;
+        if (!f->t && !f->id && pair_table(E, f, pending_rows_op(el, f), NULL))
+            return -1;
+        int pos[MAX_SCOPE];
+        for (int j = 0; j < f->nv; j++) {
+            pos[j] = -1;
+            for (int q = 0; q < el->k; q++)
+                if (el->S[q] == f->vars[j])
+                    pos[j] = q;
+        }
+        dp_key_add(key, &f->id, sizeof f->id);
+        dp_key_add(key, &f->nv, sizeof f->nv);
+        dp_key_add(key, pos, (size_t)f->nv * sizeof *pos);
+    }
     return 0;
 }
 
@@ -889,14 +1015,15 @@ static int bounded_setup(elim *el)
     el->ks = malloc(2 * (size_t)nv * sizeof *el->ks);
     el->rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *el->rmbuf);
     el->rowmin = calloc((size_t)el->nfl, sizeof *el->rowmin);
-    el->cbuf = malloc((3 * (size_t)nv + 1) * sizeof *el->cbuf);
+    el->cbuf = malloc((2 * (size_t)nv + 1) * sizeof *el->cbuf);
+    el->tie = malloc((size_t)nv * sizeof *el->tie);
     el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
     if (el->threshold) {
         el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
         el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
         el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
     }
-    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf
+    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf || !el->tie
         || (el->threshold && (!el->rowsort || !el->rowdone || !el->rks))
         || (!el->threshold
             && last_level_classes(el->in, el->nfl, k - 1, nv, el->cbuf, el->cbuf + nv, &el->ncls)))
@@ -1036,7 +1163,7 @@ static int lowest_reaching(const elim *el, const double *prev, const double *con
 static void min_bounded(elim *el, const double *prev, int64_t at)
 {
     const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
-    int *tie = el->cbuf + 2 * el->nv + 1;
+    int *tie = el->tie;
     const double *fts[MAX_SCOPE + 1];
     double mins[MAX_SCOPE + 1];
     int nq = 0;
@@ -1133,13 +1260,21 @@ static int next_prefix(elim *el)
     return l;
 }
 
-/* g and arg at every assignment of representatives: for each prefix (S
- * less its last var) the sums through level k - 2 (P), then each entry of
- * the last var by the scan that applies. */
-static void scan_rows(elim *el)
+/* g and arg at the assignments of representatives whose prefix (S less its
+ * last var, numbered in odometer order) is in [plo, phi) and whose last
+ * var is the jlo-th to the (jhi - 1)-th representative: for each prefix
+ * the sums through level k - 2 (P), then each entry of the last var by the
+ * scan that applies. */
+static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
 {
     int k = el->k, lvl = 0; /* lvl: recompute P from this level */
-    for (;;) {
+    int64_t rest = plo;
+    for (int q = k - 2; q >= 0; q--) {
+        el->r[q] = (int)(rest % el->nrep[q]);
+        rest /= el->nrep[q];
+        el->idx[q] = el->reps[q][el->r[q]];
+    }
+    for (int64_t pi = plo; pi < phi; pi++) {
         fill_prefix(el, lvl);
         const double *prev = el->P + (size_t)(k - 1) * el->nv;
         int64_t row = 0;
@@ -1147,7 +1282,7 @@ static void scan_rows(elim *el)
             row += el->idx[q] * el->gstride[q];
         order_by_prev(el, prev);
         const int *reps = el->reps[k - 1];
-        for (int jr = 0, nrep = el->nrep[k - 1]; jr < nrep; jr++) {
+        for (int jr = jlo; jr < jhi; jr++) {
             int j = reps[jr];
             el->idx[k - 1] = j;
             if (el->threshold)
@@ -1160,9 +1295,118 @@ static void scan_rows(elim *el)
                 min_plain(el, prev, row + j);
         }
         lvl = next_prefix(el);
-        if (lvl < 0)
-            break;
     }
+}
+
+/* The number of threads for the scan (1 without OpenMP, or when small). */
+static int scan_threads(const elim *el, int64_t nprefix)
+{
+#ifdef _OPENMP
+    double work = (double)nprefix * el->nrep[el->k - 1] * el->nv;
+    int t = omp_get_max_threads();
+    return work >= 1e6 && !el->E->plain ? (t > DP_MAX_THREADS ? DP_MAX_THREADS : t) : 1;
+#else
+    (void)el;
+    (void)nprefix;
+    return 1;
+#endif
+}
+
+/* A thread's copy of el: the same tables, its own scan buffers (P, val,
+ * ks, rks, tie); -1 when out of memory. */
+static int worker_open(const elim *el, elim *w)
+{
+    int nv = el->nv;
+    *w = *el;
+    w->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *w->P);
+    w->val = malloc((size_t)nv * sizeof *w->val);
+    w->ks = malloc(2 * (size_t)nv * sizeof *w->ks);
+    w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
+    w->tie = malloc((size_t)nv * sizeof *w->tie);
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie)
+        return -1;
+    memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
+    return 0;
+}
+
+static void worker_close(elim *w)
+{
+    free(w->P);
+    free(w->val);
+    free(w->ks);
+    free(w->rks);
+    free(w->tie);
+}
+
+/* The threshold scan's rows at representative assignments, sorted before
+ * the threads start (they then only read rowsort). */
+static void presort_rows(elim *el, int nt)
+{
+    const inflow *fl = &el->in[el->last_in];
+    int nv = el->nv;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+        keyed *rks = malloc(2 * (size_t)nv * sizeof *rks);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 64)
+#endif
+        for (int64_t r0 = 0; r0 < fl->rows; r0++) {
+            int ok = rks != NULL;
+            for (int j = 0; j < fl->nv && ok; j++) {
+                int i = (int)(r0 * nv / fl->stride[j] % dom(el->E, fl->v[j]));
+                ok = el->rep[fl->pos[j]][i] == i;
+            }
+            if (!ok)
+                continue;
+            const double *ft = fl->t + r0 * nv;
+            for (int x = 0; x < nv; x++)
+                rks[x] = (keyed){.k = ft[x], .x = x};
+            sort_keyed(rks, rks + nv, nv);
+            for (int x = 0; x < nv; x++)
+                el->rowsort[r0 * nv + x] = rks[x].x;
+            el->rowdone[r0] = 1;
+        }
+        free(rks);
+    }
+}
+
+/* g and arg at every assignment of representatives (scan_part), split
+ * over threads by prefix, or by entries when there are few prefixes. */
+static int scan_rows(elim *el)
+{
+    int k = el->k;
+    int64_t nprefix = 1;
+    for (int q = 0; q < k - 1; q++)
+        nprefix *= el->nrep[q];
+    int nt = scan_threads(el, nprefix), nlast = el->nrep[k - 1];
+    if (nt <= 1) {
+        scan_part(el, 0, nprefix, 0, nlast);
+        return 0;
+    }
+    if (el->threshold)
+        presort_rows(el, nt);
+    int by_prefix = nprefix >= 4 * nt, failed = 0;
+    (void)by_prefix;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) reduction(| : failed)
+    {
+        elim w;
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (worker_open(el, &w))
+            failed = 1;
+        else if (by_prefix)
+            scan_part(&w, nprefix * t / n, nprefix * (t + 1) / n, 0, nlast);
+        else
+            for (int64_t pi = 0; pi < nprefix; pi++)
+                scan_part(&w, pi, pi + 1, (int)((int64_t)nlast * t / n),
+                          (int)((int64_t)nlast * (t + 1) / n));
+        worker_close(&w);
+    }
+#endif
+    return failed ? elim_oom(el) : 0;
 }
 
 /* Entries of non-representatives: copies of their representatives'. */
@@ -1186,28 +1430,57 @@ static void copy_equal_rows(elim *el)
     }
 }
 
-/* g and arg: copied from an equal earlier elimination, or computed (and
- * then remembered when fresh). */
+/* A reused elimination does not build v's pending pair tables; they are
+ * charged as if built, so that the peak table memory (and --max-table-mb)
+ * does not depend on what was reused. */
+static int charge_unbuilt(elim *el)
+{
+    engine *E = el->E;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        const factor *f = &E->f[E->vf[el->v][i]];
+        if (f->alive && !f->t && charge(E, (double)f->size * 8, f->vars[0], 2))
+            return -1;
+    }
+    return 0;
+}
+
+/* g and arg: copied from an earlier elimination with the same key
+ * (dp_reuse.h; not in plain mode), or computed from the inflows (and then
+ * remembered); el->id the result's content id. */
 static int compute_table(elim *el)
 {
-    if (memo_lookup(el))
-        return 0;
-    if (keep_distinct_columns(el))
-        return -1;
+    engine *E = el->E;
+    dp_key key = {0};
+    load_base(el);
+    if (!E->plain) {
+        if (elim_key(el, &key)) {
+            dp_key_free(&key);
+            return -1;
+        }
+        if (dp_memo_take(&E->memo, &key, &el->g, &el->arg, el->gsize, &el->id)) {
+            dp_key_free(&key);
+            return charge_unbuilt(el);
+        }
+    }
+    int rc = -1;
+    if (load_inflows(el) || keep_distinct_columns(el))
+        goto out;
     if (el->k == 0) {
         min_over_v(el);
     } else {
         if (row_classes(el) || bounded_setup(el))
-            return -1;
-        scan_rows(el);
+            goto out;
+        if (scan_rows(el))
+            goto out;
         if (!el->all_reps)
             copy_equal_rows(el);
     }
-    if (el->fresh) {
-        dp_memo_commit(&el->E->memo, el->fresh, el->g, el->arg);
-        el->fresh = NULL;
-    }
-    return 0;
+    if (!E->plain)
+        el->id = dp_memo_put(&E->memo, &key, el->g, el->arg, el->gsize);
+    rc = 0;
+out:
+    dp_key_free(&key);
+    return rc;
 }
 
 /* Retires v's factors, adds g in their place (charged as a live table) and
@@ -1221,13 +1494,13 @@ static int replace_factors(elim *el, step *out)
             continue;
         f->alive = 0;
         E->live_bytes -= (double)f->size * 8;
-        free(f->t);
+        dp_buf_free(f->t);
         f->t = NULL;
     }
     E->live_bytes -= el->size * 8.0; /* g is re-charged below as a live table */
     if (charge(E, el->size * 8.0, el->v, el->k))
         return -1;
-    factor g = {.nv = el->k, .size = el->gsize, .t = el->g};
+    factor g = {.nv = el->k, .size = el->gsize, .t = el->g, .id = el->id};
     memcpy(g.vars, el->S, (size_t)el->k * sizeof *el->S);
     if (add_factor(E, &g))
         return -1;
@@ -1241,10 +1514,8 @@ static int replace_factors(elim *el, step *out)
 
 static void elim_free(elim *el)
 {
-    if (el->fresh)
-        dp_memo_discard(el->fresh);
     for (int q = 0; q < el->nfl; q++)
-        free(el->in[q].t);
+        dp_buf_free(el->in[q].t);
     free(el->in);
     free(el->P);
     free(el->val);
@@ -1257,8 +1528,9 @@ static void elim_free(elim *el)
     free(el->rowsort);
     free(el->rowdone);
     free(el->rks);
-    free(el->g);
-    free(el->arg);
+    free(el->tie);
+    dp_buf_free(el->g);
+    dp_buf_free(el->arg);
 }
 
 /* Eliminates v: out gets its dependent set and argmins; *max_dep the
@@ -1270,7 +1542,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         return -1;
     if (el.k > *max_dep)
         *max_dep = el.k;
-    int rc = elim_alloc(&el) || load_inflows(&el) || compute_table(&el) || replace_factors(&el, out)
+    int rc = elim_alloc(&el) || compute_table(&el) || replace_factors(&el, out)
                  ? -1
                  : 0;
     elim_free(&el);
@@ -1298,6 +1570,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
     for (int i = 0; i < n; i++)
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
     E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->memo.next_id = 1;
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
     E->capvf = calloc((size_t)n, sizeof *E->capvf);
@@ -1306,7 +1579,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
 static void engine_close(engine *E)
 {
     for (int i = 0; i < E->nf; i++)
-        free(E->f[i].t);
+        dp_buf_free(E->f[i].t);
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->memo);
@@ -1413,8 +1686,10 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     count_configs(pb, sp, out);
     if (opts->algo == SB_ALGO_BF)
         sb_order_bf(pb, out->order);
-    else
+    else if (opts->plain)
         sb_order_pase(pb, out->order);
+    else
+        sb_order_blocks(pb, out->order);
     if (init_factors(&E) || eliminate_all(&E, show, t0, steps, out))
         goto done;
     backtrack(&E, steps, out);
@@ -1428,7 +1703,7 @@ done:
     out->seconds = sb_now() - t0;
     engine_close(&E);
     for (int i = 0; i < n && steps; i++)
-        free(steps[i].arg);
+        dp_buf_free(steps[i].arg);
     free(steps);
     if (keep) {
         sb_prune_free(&red, keep);

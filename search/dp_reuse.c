@@ -1,25 +1,85 @@
-/* dp_reuse.c: repeated eliminations of the exact DP, copied instead of
- * computed (dp_reuse.h says when; search/README.md, "Exact shortcuts"). */
+/* dp_reuse.c: repeated work of the exact DP, copied instead of computed
+ * (dp_reuse.h says when; search/README.md, "Exact shortcuts"). */
 #include "dp_reuse.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* One remembered key: a pair table (its id, and its table while kept) or an
+ * elimination (its result and the result's id). */
 struct dp_memo_entry {
     uint64_t h;
-    int nv, k, nin;
-    int dom[DP_MAX_SCOPE];
-    double *base;  /* nv */
-    dp_inflow *in; /* nin, their tables copied */
-    int64_t gsize;
-    double *g;     /* the result: table and argmins */
+    int pair;       /* 1: a pair table's key */
+    unsigned char *key;
+    size_t klen;
+    uint64_t id;
+    int64_t size;   /* entries of t (pair table) or g and arg (elimination) */
+    double *t;      /* pair table or elimination table (dp_bufs); NULL: not kept */
     uint16_t *arg;
     double bytes;
 };
 
-static uint64_t hash_words(uint64_t h, const void *p, size_t n)
+/* The reference count sits in a header before the table. */
+typedef struct {
+    int64_t refs;
+    int64_t pad; /* keeps the table 16-byte aligned */
+} buf_head;
+
+void *dp_buf_alloc(size_t bytes)
 {
-    const unsigned char *c = p;
+    buf_head *h = malloc(sizeof *h + (bytes ? bytes : 1));
+    if (!h)
+        return NULL;
+    h->refs = 1;
+    return h + 1;
+}
+
+void *dp_buf_ref(void *p)
+{
+    ((buf_head *)p - 1)->refs++;
+    return p;
+}
+
+void dp_buf_free(void *p)
+{
+    if (p && --((buf_head *)p - 1)->refs == 0)
+        free((buf_head *)p - 1);
+}
+
+int dp_buf_shared(const void *p)
+{
+    return ((const buf_head *)p - 1)->refs > 1;
+}
+
+void dp_key_add(dp_key *k, const void *p, size_t n)
+{
+    if (k->failed)
+        return;
+    if (k->len + n > k->cap) {
+        size_t nc = k->cap ? k->cap : 256;
+        while (nc < k->len + n)
+            nc *= 2;
+        unsigned char *nb = realloc(k->b, nc);
+        if (!nb) {
+            k->failed = 1;
+            return;
+        }
+        k->b = nb;
+        k->cap = nc;
+    }
+    memcpy(k->b + k->len, p, n);
+    k->len += n;
+}
+
+void dp_key_free(dp_key *k)
+{
+    free(k->b);
+    *k = (dp_key){0};
+}
+
+static uint64_t hash_bytes(const unsigned char *c, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, c + i, 8);
@@ -31,133 +91,145 @@ static uint64_t hash_words(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static void free_entry(dp_memo_entry *e)
+static dp_memo_entry *find(dp_memo *m, int pair, const dp_key *k, uint64_t h)
 {
-    for (int q = 0; q < e->nin; q++)
-        free(e->in[q].t);
-    free(e->in);
-    free(e->base);
-    free(e->g);
-    free(e->arg);
-}
-
-uint64_t dp_memo_hash(const dp_elim_inputs *x)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    int hdr[3] = {x->nv, x->k, x->nin};
-    h = hash_words(h, hdr, sizeof hdr);
-    for (int q = 0; q < x->k; q++)
-        h = hash_words(h, &x->dom[q], sizeof x->dom[q]);
-    h = hash_words(h, x->base, (size_t)x->nv * sizeof *x->base);
-    for (int q = 0; q < x->nin; q++) {
-        const dp_inflow *fl = &x->in[q];
-        h = hash_words(h, &fl->level, sizeof fl->level);
-        h = hash_words(h, fl->pos, (size_t)fl->nv * sizeof *fl->pos);
-        h = hash_words(h, fl->t, (size_t)(fl->rows * x->nv) * sizeof *fl->t);
+    for (int i = m->n - 1; i >= 0; i--) {
+        dp_memo_entry *e = &m->e[i];
+        if (e->h == h && e->pair == pair && e->klen == k->len && memcmp(e->key, k->b, k->len) == 0)
+            return e;
     }
-    return h;
+    return NULL;
 }
 
-/* Whether e's inputs are x's (hash h), compared in full. */
-static int same_inputs(const dp_memo_entry *e, uint64_t h, const dp_elim_inputs *x)
+static void drop_table(dp_memo *m, dp_memo_entry *e)
 {
-    if (e->h != h || e->nv != x->nv || e->k != x->k || e->nin != x->nin)
-        return 0;
-    if (memcmp(e->dom, x->dom, (size_t)x->k * sizeof *x->dom))
-        return 0;
-    if (memcmp(e->base, x->base, (size_t)x->nv * sizeof *x->base))
-        return 0;
-    for (int q = 0; q < x->nin; q++) {
-        const dp_inflow *a = &e->in[q], *b = &x->in[q];
-        if (a->nv != b->nv || a->level != b->level || a->rows != b->rows
-            || memcmp(a->pos, b->pos, (size_t)a->nv * sizeof *a->pos)
-            || memcmp(a->t, b->t, (size_t)(a->rows * x->nv) * sizeof *a->t))
-            return 0;
+    m->bytes -= e->bytes - (double)e->klen;
+    e->bytes = (double)e->klen;
+    dp_buf_free(e->t);
+    dp_buf_free(e->arg);
+    e->t = NULL;
+    e->arg = NULL;
+}
+
+/* Adds an entry (key copied; t and arg taken over, may be NULL), dropping
+ * the oldest entries' tables, then the oldest entries, beyond the cap.
+ * NULL when memory is short. */
+static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uint64_t id,
+                          int64_t size, double *t, uint16_t *arg)
+{
+    double bytes = (double)k->len + (t ? (double)size * 8 : 0) + (arg ? (double)size * 2 : 0);
+    if (bytes > m->cap / 2) { /* too large to keep: the key only */
+        dp_buf_free(t);
+        dp_buf_free(arg);
+        t = NULL;
+        arg = NULL;
+        bytes = (double)k->len;
     }
-    return 1;
-}
-
-int dp_memo_take(dp_memo *m, uint64_t h, const dp_elim_inputs *x, double *g, uint16_t *arg,
-                 int64_t gsize)
-{
-    for (int i = m->n - 1; i >= 0; i--)
-        if (same_inputs(&m->e[i], h, x)) {
-            memcpy(g, m->e[i].g, (size_t)gsize * sizeof *g);
-            memcpy(arg, m->e[i].arg, (size_t)gsize * sizeof *arg);
-            m->hits++;
-            return 1;
-        }
-    return 0;
-}
-
-dp_memo_entry *dp_memo_prepare(const dp_memo *m, uint64_t h, const dp_elim_inputs *x,
-                               int64_t gsize)
-{
-    int nv = x->nv, nin = x->nin;
-    double bytes = (double)nv * 8 + (double)gsize * 10;
-    for (int q = 0; q < nin; q++)
-        bytes += (double)(x->in[q].rows * nv) * 8;
-    if (bytes > m->cap / 2)
-        return NULL;
-    dp_memo_entry *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    *e = (dp_memo_entry){.h = h, .nv = nv, .k = x->k, .nin = nin, .gsize = gsize, .bytes = bytes};
-    memcpy(e->dom, x->dom, (size_t)x->k * sizeof *x->dom);
-    e->base = malloc((size_t)nv * sizeof *e->base);
-    e->in = calloc((size_t)(nin ? nin : 1), sizeof *e->in);
-    int ok = e->base && e->in;
-    for (int q = 0; ok && q < nin; q++) {
-        e->in[q] = x->in[q];
-        size_t n = (size_t)(x->in[q].rows * nv) * sizeof *x->in[q].t;
-        e->in[q].t = malloc(n);
-        ok = e->in[q].t != NULL;
-        if (ok)
-            memcpy(e->in[q].t, x->in[q].t, n);
-    }
-    if (!ok) {
-        dp_memo_discard(e);
-        return NULL;
-    }
-    memcpy(e->base, x->base, (size_t)nv * sizeof *x->base);
-    return e;
-}
-
-void dp_memo_commit(dp_memo *m, dp_memo_entry *e, const double *g, const uint16_t *arg)
-{
-    e->g = malloc((size_t)e->gsize * sizeof *e->g);
-    e->arg = malloc((size_t)e->gsize * sizeof *e->arg);
+    dp_memo_entry e = {.h = h, .pair = pair, .klen = k->len, .id = id, .size = size, .t = t,
+                       .arg = arg, .bytes = bytes};
+    e.key = malloc(k->len ? k->len : 1);
     dp_memo_entry *ne = realloc(m->e, (size_t)(m->n + 1) * sizeof *ne);
-    if (!e->g || !e->arg || !ne) {
-        if (ne)
-            m->e = ne;
-        dp_memo_discard(e);
-        return;
+    if (ne)
+        m->e = ne;
+    if (!e.key || !ne) {
+        free(e.key);
+        dp_buf_free(t);
+        dp_buf_free(arg);
+        return NULL;
     }
-    m->e = ne;
-    memcpy(e->g, g, (size_t)e->gsize * sizeof *g);
-    memcpy(e->arg, arg, (size_t)e->gsize * sizeof *arg);
+    memcpy(e.key, k->b, k->len);
+    for (int i = 0; i < m->n && m->bytes + bytes > m->cap; i++)
+        if (m->e[i].t)
+            drop_table(m, &m->e[i]);
     int drop = 0;
-    while (drop < m->n && m->bytes + e->bytes > m->cap) {
+    while (drop < m->n && m->bytes + bytes > m->cap) {
         m->bytes -= m->e[drop].bytes;
-        free_entry(&m->e[drop++]);
+        dp_buf_free(m->e[drop].t);
+        dp_buf_free(m->e[drop].arg);
+        free(m->e[drop++].key);
     }
     memmove(m->e, m->e + drop, (size_t)(m->n - drop) * sizeof *m->e);
     m->n -= drop;
-    m->e[m->n++] = *e;
-    m->bytes += e->bytes;
-    free(e);
+    m->e[m->n++] = e;
+    m->bytes += bytes;
+    return &m->e[m->n - 1];
 }
 
-void dp_memo_discard(dp_memo_entry *e)
+uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int *have)
 {
-    free_entry(e);
-    free(e);
+    *have = 0;
+    if (k->failed)
+        return m->next_id++;
+    uint64_t h = hash_bytes(k->b, k->len);
+    dp_memo_entry *e = find(m, 1, k, h);
+    if (e) {
+        if (t && e->t && e->size == size) {
+            memcpy(t, e->t, (size_t)size * sizeof *t);
+            *have = 1;
+            m->pair_hits++;
+        }
+        return e->id;
+    }
+    uint64_t id = m->next_id++;
+    add(m, 1, k, h, id, size, NULL, NULL);
+    return id;
+}
+
+void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size)
+{
+    for (int i = m->n - 1; i >= 0; i--) {
+        dp_memo_entry *e = &m->e[i];
+        if (!e->pair || e->id != id)
+            continue;
+        if (e->t || (double)size * 8 > m->cap / 2)
+            return;
+        double *c = dp_buf_alloc((size_t)size * sizeof *c);
+        if (!c)
+            return;
+        memcpy(c, t, (size_t)size * sizeof *c);
+        for (int j = 0; j < m->n && m->bytes + (double)size * 8 > m->cap; j++)
+            if (m->e[j].t && j != i)
+                drop_table(m, &m->e[j]);
+        e->t = c;
+        e->size = size;
+        e->bytes += (double)size * 8;
+        m->bytes += (double)size * 8;
+        return;
+    }
+}
+
+int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_t gsize,
+                 uint64_t *id)
+{
+    if (k->failed)
+        return 0;
+    dp_memo_entry *e = find(m, 0, k, hash_bytes(k->b, k->len));
+    if (!e || !e->t || e->size != gsize)
+        return 0;
+    dp_buf_free(*g);
+    dp_buf_free(*arg);
+    *g = dp_buf_ref(e->t);
+    *arg = dp_buf_ref(e->arg);
+    *id = e->id;
+    m->hits++;
+    return 1;
+}
+
+uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize)
+{
+    uint64_t id = m->next_id++;
+    if (!k->failed)
+        add(m, 0, k, hash_bytes(k->b, k->len), id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
+    return id;
 }
 
 void dp_memo_free(dp_memo *m)
 {
-    for (int i = 0; i < m->n; i++)
-        free_entry(&m->e[i]);
+    for (int i = 0; i < m->n; i++) {
+        free(m->e[i].key);
+        dp_buf_free(m->e[i].t);
+        dp_buf_free(m->e[i].arg);
+    }
     free(m->e);
+    *m = (dp_memo){0};
 }

@@ -1,21 +1,25 @@
-/* dp_reuse.h: repeated eliminations of the exact DP (dp.c; the code in
- * dp_reuse.c). Internal to search/.
+/* dp_reuse.h: repeated work of the exact DP (dp.c; the code in dp_reuse.c),
+ * found by content ids. Internal to search/.
  *
- * Repeated layers give eliminations whose inputs (v's own costs, the tables
- * in the order the elimination reads them, the sizes and positions of the
- * dependent set) are bitwise equal to an earlier one's: their table and
- * argmins are then equal too, and are copied instead of computed. Recent
- * eliminations of at least DP_MEMO_MIN_WORK sums are kept, with a copy of
- * their inputs to compare against (a hash finds the candidates; equality is
- * checked in full), up to cap bytes (one entry at most half), oldest
- * dropped first. */
+ * Every table the DP holds gets a content id: equal ids mean bitwise equal
+ * tables (in the table's own var order). A pair table's id comes from its
+ * key (per edge: the tensor's sizes, both operands' distinct layouts and
+ * each config's layout id: everything its entries are computed from),
+ * compared in full: equal keys, one id. An elimination's result is a
+ * function of its inputs (v's own costs, and per table it reads: its id,
+ * which vars of the dependent set it spans, in which order, and the
+ * dependent set's sizes): when those equal an earlier elimination's, its
+ * table and argmins are copied from it and its result keeps that one's id;
+ * else the result gets a new id. Repeated layers thus reuse whole chains
+ * of eliminations without reading the tables they would compare.
+ * Remembered results are dropped oldest first beyond a byte cap. */
 #ifndef SB_SEARCH_DP_REUSE_H
 #define SB_SEARCH_DP_REUSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DP_MAX_SCOPE 32
-#define DP_MEMO_MIN_WORK 1e5
 
 /* A table an elimination of v reads: over v and some vars of its dependent
  * set S (sorted by id). */
@@ -29,43 +33,58 @@ typedef struct {
     int64_t stride[DP_MAX_SCOPE];
 } dp_inflow;
 
-/* Everything one elimination's result depends on. */
+/* Reference-counted tables: the DP's tables and argmins, shared between
+ * the remembered eliminations and the eliminations that reuse them
+ * (never written while shared: dp.c copies a shared table before changing
+ * it). dp_buf_alloc: one reference, NULL when out of memory; dp_buf_free
+ * drops one (NULL: nothing), freeing the table with the last. */
+void *dp_buf_alloc(size_t bytes);
+void *dp_buf_ref(void *p);
+void dp_buf_free(void *p);
+int dp_buf_shared(const void *p);
+
+/* A byte string built up key_add by key_add (an elimination's or a pair
+ * table's key). */
 typedef struct {
-    int nv;              /* configs of v */
-    int k;               /* size of the dependent set S */
-    const int *dom;      /* k: configs of each var of S */
-    const double *base;  /* nv: v's own costs */
-    const dp_inflow *in; /* nin tables */
-    int nin;
-} dp_elim_inputs;
+    unsigned char *b;
+    size_t len, cap;
+    int failed; /* out of memory: the key is unusable */
+} dp_key;
+
+void dp_key_add(dp_key *k, const void *p, size_t n);
+void dp_key_free(dp_key *k);
 
 typedef struct dp_memo_entry dp_memo_entry;
 
-/* The remembered eliminations. */
+/* Remembered keys: pair-table keys with their ids and tables, elimination
+ * keys with their results. */
 typedef struct {
     dp_memo_entry *e; /* n, oldest first */
     int n;
     double bytes, cap;
-    long long hits;
+    uint64_t next_id;  /* the next new content id (ids start at 1) */
+    long long hits;    /* elimination results copied */
+    long long pair_hits; /* pair tables copied */
 } dp_memo;
 
-uint64_t dp_memo_hash(const dp_elim_inputs *x);
+/* The id of the pair table with key k (a new one when k is new or
+ * unusable); when its table is remembered, *t (size entries) gets a copy
+ * and *have 1. */
+uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int *have);
 
-/* When an entry's inputs equal x's (hash h): its table and argmins (gsize
- * entries) into g and arg, a hit counted, 1. Else 0. */
-int dp_memo_take(dp_memo *m, uint64_t h, const dp_elim_inputs *x, double *g, uint16_t *arg,
-                 int64_t gsize);
+/* Remembers the table (size entries) of the pair table with id id. */
+void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size);
 
-/* A copy of x, to be completed by dp_memo_commit; NULL when it would not
- * fit in the cap or memory is short (then nothing is remembered). */
-dp_memo_entry *dp_memo_prepare(const dp_memo *m, uint64_t h, const dp_elim_inputs *x,
-                               int64_t gsize);
+/* When an elimination with key k was remembered: *g and *arg (dp_bufs of
+ * gsize entries) replaced by references to its table and argmins, its
+ * result's id into *id, a hit counted, 1. Else 0. */
+int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_t gsize,
+                 uint64_t *id);
 
-/* Adds e (from dp_memo_prepare) with its result g and arg. */
-void dp_memo_commit(dp_memo *m, dp_memo_entry *e, const double *g, const uint16_t *arg);
-
-/* Frees e (from dp_memo_prepare) without adding it. */
-void dp_memo_discard(dp_memo_entry *e);
+/* Remembers the result (g, arg: dp_bufs of gsize entries, referenced, not
+ * copied) of the elimination with key k and gives it a new id (returned;
+ * 0 never). */
+uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize);
 
 void dp_memo_free(dp_memo *m);
 

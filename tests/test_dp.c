@@ -1269,6 +1269,158 @@ static void test_prune_shipped(void **state)
     assert_true(reused > 0); /* so the comparison with the plain DP covers reuse */
 }
 
+/* ------------------------------------------- repeated layers -- */
+
+/* A random model of `layers` equal layers (a `repeat` of one block): an
+ * FF part (optionally gated, pre- or post-norm) with a residual add, and
+ * optionally attention over a second input shared by every layer (as the
+ * transformer's decoder reads the encoder's output). */
+static void gen_layers(char *buf, size_t n, int *p)
+{
+    int b = pick((const int[]){8, 16, 32}, 3), sq = pick((const int[]){8, 16}, 2);
+    int e = pick((const int[]){16, 32, 64}, 3), f = pick((const int[]){32, 64}, 2);
+    int layers = 2 + rn(4), gated = rn(2), prenorm = rn(2), shared = rn(3) == 0;
+    int attn = rn(2);
+    *p = pick((const int[]){2, 4, 8, 16}, 4);
+    size_t o = 0;
+#define OUT(...) o += (size_t)snprintf(buf + o, o < n ? n - o : 0, __VA_ARGS__)
+    OUT("model layers\ncutoff %d\n", 1 + rn(2));
+    OUT("block layer(x%s)\n", shared ? ", mem" : "");
+    OUT("  %s\n", prenorm ? "n = rmsnorm(x, axis=e)" : "n = add(x, x)");
+    if (attn) {
+        OUT("  c = einsum(\"b s e, b m e -> b s m\", n, %s)\n", shared ? "mem" : "n");
+        OUT("  w = softmax(c, axis=m)\n");
+        OUT("  z = einsum(\"b s m, b m e -> b s e\", w, %s)\n", shared ? "mem" : "n");
+        OUT("  n2 = add(n, z)\n");
+    } else if (shared) {
+        OUT("  n2 = add(n, mem)\n");
+    } else {
+        OUT("  n2 = act(n, fn=relu)\n");
+    }
+    OUT("  weight w1[e=%d, f=%d]\n  weight w2[f=%d, e=%d]\n", e, f, f, e);
+    OUT("  h = einsum(\"b s e, e f -> b s f\", n2, w1)\n");
+    if (gated) {
+        OUT("  weight w3[e=%d, f=%d]\n", e, f);
+        OUT("  u = einsum(\"b s e, e f -> b s f\", n2, w3)\n  a = act(h, fn=silu)\n  g = mul(a, u)\n");
+    } else {
+        OUT("  g = act(h, fn=relu)\n");
+    }
+    OUT("  o = einsum(\"b s f, f e -> b s e\", g, w2)\n  r = add(x, o)\n");
+    OUT("  %s\n  return y\nend\n", prenorm ? "y = add(r, r)" : "y = norm(r, axis=e)");
+    OUT("input x[b=%d, s=%d, e=%d]\n", b, sq, e);
+    if (shared)
+        OUT("mem = act(x, fn=relu)\n");
+    OUT("repeat %d\n  x = layer(x%s)\nend\n", layers, shared ? ", mem" : "");
+    OUT("weight wout[e=%d, v=%d]\n", e, pick((const int[]){8, 16}, 2));
+    OUT("logits = einsum(\"b s e, e v -> b s v\", x, wout)\nloss = softmax_xent(logits)\n");
+#undef OUT
+}
+
+/* The DP's default path (repeated layers' interiors eliminated first, and
+ * their equal eliminations reused; the scan on two threads) against the
+ * plain DP (GenerateSeq order, no shortcuts): the same total cost, exactly,
+ * and the same config for every op, on random models of repeated layers
+ * (fast links, so that ops split) and on the paper's models at p = 32 and
+ * 64 (the transformer at 32 only: its plain DP at 64 is too slow for the
+ * sanitizer build; p = 4..16: test_prune_shipped). */
+static void test_blocks_equal_plain(void **state)
+{
+    (void)state;
+    g_rng = 0x5eed0b10c5ULL;
+    int models = 0, with_interior = 0, differ_order = 0, split_ops = 0;
+    long long reused = 0;
+    for (int i = 0; i < 60; i++) {
+        char text[4096];
+        int p;
+        gen_layers(text, sizeof text, &p);
+        sb_model m;
+        sb_problem pb;
+        sb_error err = {0};
+        if (sb_model_parse(text, strlen(text), "layers.model", NULL, 0, &m, &err))
+            fail_msg("generated model does not parse: %s\n%s", err.msg, text);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        static const double BW[] = {16, 1e3, 1e5}; /* fast links: splits that pay */
+        cp.gbs = BW[rn(3)];
+        if (sb_problem_build(&m, p, &cp, &pb, &err))
+            fail_msg("problem: %s\n%s", err.msg, text);
+        char *interior = calloc((size_t)m.nops, 1);
+        int *o1 = calloc((size_t)m.nops, sizeof *o1), *o2 = calloc((size_t)m.nops, sizeof *o2);
+        assert_non_null(interior);
+        assert_non_null(o1);
+        assert_non_null(o2);
+        with_interior += sb_block_interior(&pb, interior) > 0;
+        sb_order_blocks(&pb, o1);
+        sb_order_pase(&pb, o2);
+        differ_order += memcmp(o1, o2, (size_t)m.nops * sizeof *o1) != 0;
+        sb_search_opts so = {.algo = SB_ALGO_PASE};
+        sb_result r0, r1;
+        if (sb_search(&pb, &so, &r0, &err))
+            fail_msg("%s", err.msg);
+        so.plain = 1;
+        if (sb_search(&pb, &so, &r1, &err))
+            fail_msg("plain: %s", err.msg);
+        if (r0.total_cost != r1.total_cost)
+            fail_msg("p=%d, %g GB/s: %.17g with the block order and reuse, %.17g plain\n%s", p,
+                     cp.gbs, r0.total_cost, r1.total_cost, text);
+        for (int v = 0; v < m.nops; v++)
+            if (r0.choice[v] != r1.choice[v])
+                fail_msg("p=%d: op '%s': config %d, plain %d\n%s", p, m.ops[v].name,
+                         r0.choice[v], r1.choice[v], text);
+        reused += r0.eliminations_reused;
+        for (int v = 0; v < m.nops; v++)
+            split_ops += r0.choice[v] != 0;
+        models++;
+        free(interior);
+        free(o1);
+        free(o2);
+        sb_result_free(&r0);
+        sb_result_free(&r1);
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    static const struct {
+        const char *model;
+        int batch;
+    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
+             {"rnnlm", 64},    {"transformer", 64}};
+    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+        for (int p = 32; p <= 64; p *= 2) {
+            if (p == 64 && !strcmp(M[i].model, "transformer"))
+                continue; /* the plain DP takes seconds there, more under ASan (bench/search) */
+            sb_model m;
+            sb_problem pb;
+            sb_error err = {0};
+            load_problem(M[i].model, M[i].batch, p, &m, &pb);
+            sb_search_opts so = {.algo = SB_ALGO_PASE};
+            sb_result r0, r1;
+            if (sb_search(&pb, &so, &r0, &err))
+                fail_msg("%s p=%d: %s", M[i].model, p, err.msg);
+            so.plain = 1;
+            if (sb_search(&pb, &so, &r1, &err))
+                fail_msg("%s p=%d, plain: %s", M[i].model, p, err.msg);
+            if (r0.total_cost != r1.total_cost)
+                fail_msg("%s p=%d: %.17g, plain %.17g", M[i].model, p, r0.total_cost,
+                         r1.total_cost);
+            for (int v = 0; v < m.nops; v++)
+                if (r0.choice[v] != r1.choice[v])
+                    fail_msg("%s p=%d: op '%s': config %d, plain %d", M[i].model, p,
+                             m.ops[v].name, r0.choice[v], r1.choice[v]);
+            reused += r0.eliminations_reused;
+            sb_result_free(&r0);
+            sb_result_free(&r1);
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+        }
+    print_message("repeated layers: %d random models (%d with layer interiors, %d in another "
+                  "order than GenerateSeq, %d ops split) and the paper models at p = 32, 64 "
+                  "equal the plain DP; %lld eliminations reused\n",
+                  models, with_interior, differ_order, split_ops, reused);
+    assert_true(with_interior == models);
+    assert_true(differ_order > models / 2);
+    assert_true(reused > 0);
+}
+
 /* ------------------------------------------------------- strategy files -- */
 
 static char g_dir[PATH_MAX];
@@ -1479,6 +1631,7 @@ int main(void)
         cmocka_unit_test(test_dp_fixed_graphs),
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),
+        cmocka_unit_test(test_blocks_equal_plain),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -161,8 +161,10 @@ typedef struct {
     int prune;            /* 1: drop dominated configs first (dp_prune.c; the same
                              optimum; pays only where many configs are dominated) */
     int plain;            /* 1: none of the DP's shortcuts (equal-row classes,
-                             equal columns, bounded scan): the reference
-                             computation the tests hold them to */
+                             equal columns, bounded scan, reuse of repeated
+                             work, two threads) and GenerateSeq's own order
+                             (not block-first): the reference computation
+                             the tests hold them to */
 } sb_search_opts;
 
 typedef struct {
@@ -200,6 +202,15 @@ int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err);
  * breadth-first ordering, written into order[nops]. */
 void sb_order_pase(const sb_problem *pb, int *order);
 void sb_order_bf(const sb_problem *pb, int *order);
+
+/* Repeated blocks (`repeat N` layers, ops named "NAME.I/..."): interior[v]
+ * = 1 for ops of an instance whose outputs are read only inside it; returns
+ * how many. sb_order_blocks: GenerateSeq over those ops first, then over
+ * the rest, so that every instance's interior is eliminated before the
+ * tables that carry the other layers' costs reach it (equal instances give
+ * equal eliminations, computed once: search/README.md). */
+int sb_block_interior(const sb_problem *pb, char *interior);
+void sb_order_blocks(const sb_problem *pb, int *order);
 
 /* Strategy files (versioned text, see search/README.md). */
 int sb_strategy_save(const char *path, const sb_problem *pb,
