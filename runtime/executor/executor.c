@@ -262,6 +262,12 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
             return sb_fail(err, SB_EXIT_INPUT,
                            "op '%s' needs %d ranks under its config but only %d are running%s",
                            op->name, o->q, o->nr, ex->pipe.nstages > 1 ? " its stage" : "");
+        for (int d = 0; d < op->ndims && ex->nmb > 1; d++)
+            if (op->dims[d].size % o->c[d])
+                return sb_fail(err, SB_EXIT_INPUT,
+                               "op '%s' splits %s %d ways, but each of the %d micro-batches has %lld",
+                               op->name, op->dims[d].name, o->c[d], ex->nmb,
+                               (long long)op->dims[d].size);
         o->in_grid = exec_coords(ex, o, ex->rank, o->g);
         if (o->in_grid)
             plan_iter_box(op, o->c, o->g, o->lo, o->hi);
