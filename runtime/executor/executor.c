@@ -7,6 +7,12 @@
  * of weight gradients over data-parallel replicas, SGD or Adam (with ZeRO:
  * sliced over those replicas, params.c).
  *
+ * Pipeline (sb_plan_strategy.pipe): ops run on their stage's ranks, each
+ * rank runs its stage's events of the step (GPipe or 1F1B over the
+ * micro-batches, run_schedule), relayouts across stages go point to point,
+ * and weight gradients are summed over the micro-batches before their
+ * all-reduce and the update.
+ *
  * Backward note: the cost model all-reduces input gradients over the ranks
  * that differ only in dims absent from the input; here those partial sums
  * are summed by the accumulating relayout that returns them to the producer
