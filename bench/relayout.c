@@ -9,7 +9,11 @@
  * time. The relayout's result is checked against the expected values after
  * its first run (#wrong, summed over ranks: must be 0).
  *
- *   mpirun -np 4 bench/relayout [-n iters (20)] [-w warm-ups (3)]
+ *   mpirun -np 4 bench/relayout [-n iters (20)] [-w warm-ups (3)] [--p2p]
+ *
+ * --p2p times sb_relayout_run_p2p (point-to-point sends and receives with
+ * only the peers that share data, as a pipeline's stages run them; the
+ * sends waited for before the clock stops) instead of sb_relayout_run.
  *
  * Bytes are what the busiest rank sends to other ranks per run (its local
  * copy excluded); GB/s = those bytes / time; ratio = raw time / relayout
@@ -34,6 +38,7 @@ static fig figs[16];
 static int nfigs;
 
 static int P, me;
+static int p2p; /* --p2p */
 
 static void die(const char *what)
 {
@@ -131,7 +136,10 @@ static void row(const char *tensor, int nd, const int64_t *shape, const layout *
         D[r] = box_of(to, nd, shape, r);
     }
     sb_relayout *rl;
+    sb_relayout_pending *pend = NULL;
     sb_error err = {0};
+    if (sb_relayout_pending_new(&pend, &err))
+        die(err.msg);
     if (sb_relayout_plan(MPI_COMM_WORLD, nd, shape, S, D, SB_RELAYOUT_COPY, &rl, &err))
         die(err.msg);
     float *src = xmalloc(sizeof(float) * (size_t)sb_box_volume(&S[me]));
@@ -164,7 +172,9 @@ static void row(const char *tensor, int nd, const int64_t *shape, const layout *
     for (int i = 0; i < warm + iters; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        if (sb_relayout_run(rl, src, dst, &err))
+        if (p2p ? sb_relayout_run_p2p(rl, src, dst, 0, pend, &err)
+                      || sb_relayout_pending_wait(pend, &err)
+                : sb_relayout_run(rl, src, dst, &err))
             die(err.msg);
         double dt = slowest(MPI_Wtime() - t0);
         if (i == 0)
@@ -221,6 +231,7 @@ static void row(const char *tensor, int nd, const int64_t *shape, const layout *
     free(S);
     free(D);
     sb_relayout_free(rl);
+    sb_relayout_pending_free(pend);
 }
 
 /* Rows of the table as measurements of one run: kind `relayout` and
@@ -258,7 +269,7 @@ static void store(const char *dbpath, const char *lib, int iters, int argc, char
                 continue;
             sb_measurement_record rec = {
                 .run_id = run, .model = "relayout-synthetic", .params = params, .nops = 1,
-                .p = P, .kind = k ? "raw-alltoallv" : "relayout", .predicted_cost = NAN,
+                .p = P, .kind = k ? "raw-alltoallv" : p2p ? "relayout-p2p" : "relayout", .predicted_cost = NAN,
                 .configs_json = json, .step_median_s = k ? f->raw_med : f->rel_med,
                 .step_min_s = k ? f->raw_min : f->rel_min, .step_max_s = k ? f->raw_max : f->rel_max,
                 .steps = iters, .status = "ok",
@@ -282,6 +293,7 @@ int main(int argc, char **argv)
     int iters = 20, warm = 3, c;
     const char *dbpath = SB_DB_DEFAULT_PATH;
     static const struct option lopts[] = {{"db", required_argument, 0, 'd'},
+                                          {"p2p", no_argument, 0, 'p'},
                                           {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     while ((c = getopt_long(argc, argv, "n:w:h", lopts, NULL)) != -1) {
         if (c == 'n')
@@ -290,9 +302,11 @@ int main(int argc, char **argv)
             warm = atoi(optarg);
         else if (c == 'd')
             dbpath = optarg;
+        else if (c == 'p')
+            p2p = 1;
         else {
             if (me == 0)
-                fprintf(stderr, "usage: mpirun -np P %s [-n iters] [-w warm-ups] [--db FILE|none]\n",
+                fprintf(stderr, "usage: mpirun -np P %s [-n iters] [-w warm-ups] [--p2p] [--db FILE|none]\n",
                         argv[0]);
             MPI_Finalize();
             return c == 'h' ? 0 : 2;
@@ -312,8 +326,8 @@ int main(int argc, char **argv)
     if (nl)
         *nl = 0;
     if (me == 0) {
-        printf("# relayout vs raw MPI_Alltoallv: %d ranks, median of %d after %d warm-ups, %s\n",
-               P, iters, warm, lib);
+        printf("# relayout%s vs raw MPI_Alltoallv: %d ranks, median of %d after %d warm-ups, %s\n",
+               p2p ? " (point to point)" : "", P, iters, warm, lib);
         printf("%-38s %12s %11s %9s %11s %9s %6s %7s\n", "transition", "bytes/rank",
                "relayout ms", "GB/s", "raw ms", "GB/s", "ratio", "#wrong");
     }

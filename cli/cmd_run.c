@@ -19,6 +19,7 @@
 #include "shardbench/memory.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
+#include "shardbench/search.h"
 
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
@@ -36,6 +37,9 @@ typedef struct {
     int lr_given;
     sb_optimizer optimizer;           /* --optimizer sgd|adam */
     int zero;                         /* --zero 0..3 */
+    int zero_given;
+    int stages, microbatches;         /* --stages, --microbatches (0: not given) */
+    const char *schedule;             /* --schedule gpipe|1f1b, or NULL */
     double beta1, beta2, eps;         /* Adam's */
     unsigned long long seed;
 } run_args;
@@ -63,8 +67,17 @@ static void run_usage(FILE *f)
             "      --optimizer sgd|adam  the update (default sgd; adam keeps two fp32 moments\n"
             "                         per weight, as `search --optimizer adam` counts them)\n"
             "      --zero 0|1|2|3     ZeRO over each weight's data-parallel replicas (default\n"
-            "                         0): 1 shards the optimizer state, 2 also the gradients,\n"
-            "                         3 also the weights (gathered around each op's use)\n"
+            "                         0, or the strategy file's): 1 shards the optimizer\n"
+            "                         state, 2 also the gradients, 3 also the weights\n"
+            "                         (gathered around each op's use)\n"
+            "      --stages S         pipeline: the ops cut into S stages of equal op counts,\n"
+            "                         each on P/S consecutive ranks (dp and best choose each\n"
+            "                         op's config for P/S devices; a strategy file holds its\n"
+            "                         own stages)\n"
+            "      --microbatches M   the batch cut into M micro-batches, gradients summed\n"
+            "                         over them, one update per step (default 1)\n"
+            "      --schedule gpipe|1f1b  pipeline schedule (default gpipe; 1f1b keeps fewer\n"
+            "                         micro-batches' activations)\n"
             "      --lr X             learning rate (default 0.01 for sgd, 0.001 for adam;\n"
             "                         1e-37 to 3e38); a loss that becomes NaN or infinite\n"
             "                         stops the run: recorded as diverged, exit status 1\n"
@@ -108,6 +121,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"restore-partial", no_argument, 0, 1000}, {"optimizer", required_argument, 0, 1001},
         {"beta1", required_argument, 0, 1002},   {"beta2", required_argument, 0, 1003},
         {"eps", required_argument, 0, 1004},     {"zero", required_argument, 0, 1005},
+        {"stages", required_argument, 0, 1006},  {"microbatches", required_argument, 0, 1007},
+        {"schedule", required_argument, 0, 1008},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -174,6 +189,24 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
                 return sb_fail(err, SB_EXIT_INPUT, "--zero: '%s' is not a ZeRO stage 0, 1, 2 or 3",
                                optarg);
             a->zero = (int)v;
+            a->zero_given = 1;
+            break;
+        }
+        case 1006:
+        case 1007: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 1 || v > (c == 1006 ? SB_MAX_STAGES : 1000000))
+                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count from 1 to %d",
+                               c == 1006 ? "stages" : "microbatches", optarg,
+                               c == 1006 ? SB_MAX_STAGES : 1000000);
+            *(c == 1006 ? &a->stages : &a->microbatches) = (int)v;
+            break;
+        }
+        case 1008: {
+            sb_schedule sc;
+            if (sb_schedule_parse(optarg, &sc))
+                return sb_fail(err, SB_EXIT_INPUT, "--schedule: '%s' is not gpipe or 1f1b", optarg);
+            a->schedule = optarg;
             break;
         }
         case 'E':
@@ -292,13 +325,15 @@ static void run_options_text(const run_args *a, char *buf, size_t cap)
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
              "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d\n"
              "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
-             "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n",
+             "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n"
+             "stages=%d microbatches=%d schedule=%s\n",
              a->strategy, a->steps, a->warmup, a->backend, a->precision,
              strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr,
              sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero, a->seed,
              a->data ? a->data : "none", a->data_seed, a->format,
              a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
-             a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding);
+             a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding,
+             a->stages, a->microbatches, a->schedule ? a->schedule : "none");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -310,9 +345,9 @@ static int cmp_double(const void *a, const void *b)
 /* Rank 0's `--format json` report: one line, every string escaped
  * (jansson); a number that is not finite (a diverged loss) is null. */
 static void print_run_json(const sb_model *m, int size, const char *backend, const char *strategy,
-                           const double *losses, int total, int warmup, double med, double lo,
-                           double hi, double samples_per_s, const long long *peaks,
-                           const double *maxs, double probe)
+                           const sb_pipeline *pl, int zero, const double *losses, int total,
+                           int warmup, double med, double lo, double hi, double samples_per_s,
+                           const long long *peaks, const double *maxs, double probe)
 {
     json_t *jl = json_array(), *jp = json_array(), *jo = json_array();
     for (int s = 0; s < total; s++)
@@ -329,6 +364,12 @@ static void print_run_json(const sb_model *m, int size, const char *backend, con
                           "losses", jl, "warmup", warmup, "step_seconds", "median", cli_jreal(med),
                           "min", cli_jreal(lo), "max", cli_jreal(hi), "samples_per_second",
                           cli_jreal(samples_per_s), "peak_bytes_per_rank", jp, "ops", jo);
+    if (j) {
+        json_object_set_new(j, "stages", json_integer(pl->nstages));
+        json_object_set_new(j, "microbatches", json_integer(pl->microbatches));
+        json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
+        json_object_set_new(j, "zero", json_integer(zero));
+    }
     if (j && probe > 0) /* the median probe over the timed steps (probe.c) */
         json_object_set_new(j, "probe_seconds", cli_jreal(probe));
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
@@ -469,6 +510,9 @@ typedef struct {
     sb_problem pb;
     int have_model, have_pb;
     int *choice;         /* config index per op */
+    sb_pipeline pipe;    /* --stages/--microbatches/--schedule, or the strategy file's */
+    sb_strategy_file sf; /* a strategy file with a pipeline, ZeRO stage or recomputation */
+    int have_sf;
     const char *kind;    /* "file", "dp" or "pase": how the strategy was chosen */
     const sb_backend *be;
     sb_data_source *data;
@@ -478,8 +522,63 @@ typedef struct {
     int total, start, json;
 } run_ctx;
 
-/* The model, its problem on `size` devices and the strategy's configs, the
- * same on every rank. Returns an exit status (0: go on). */
+/* The index of config c among op i's enumerated configs, or 0 (the
+ * record's predicted cost only) when the enumeration lacks it. */
+static int config_index(const sb_problem *pb, int i, const int *c)
+{
+    int nd = pb->cfg[i].ndims;
+    for (int k = 0; k < pb->cfg[i].n; k++)
+        if (!memcmp(pb->cfg[i].c + (size_t)k * (size_t)nd, c, (size_t)nd * sizeof *c))
+            return k;
+    return 0;
+}
+
+/* A strategy file: a plain one (one config per op on P devices) as before;
+ * one with a pipeline, a ZeRO stage or recomputation (version 2) whole,
+ * its pipeline and ZeRO stage checked against the command line's. */
+static int load_strategy_file(run_ctx *R, const sb_pipeline *cli_pipe, sb_error *err)
+{
+    run_args *a = &R->a;
+    sb_strategy_file sf;
+    if (sb_strategy_file_load(a->strategy, &R->m, R->size, &sf, err))
+        return sb_strategy_load(a->strategy, &R->pb, R->choice, err); /* its message, as before */
+    int plain = sb_pipeline_is_none(&sf.pipe) && !sf.zero;
+    for (int i = 0; i < R->m.nops && plain; i++)
+        plain = !sf.recompute || !sf.recompute[i];
+    if (plain) {
+        sb_strategy_file_free(&sf);
+        if (cli_pipe->nstages > 1)
+            return sb_fail(err, SB_EXIT_INPUT, "--stages %d: strategy file '%s' holds one config "
+                           "per op for %d devices and no stages (search --stages S --save FILE "
+                           "writes a pipeline)", cli_pipe->nstages, a->strategy, R->size);
+        R->pipe = *cli_pipe;
+        return sb_strategy_load(a->strategy, &R->pb, R->choice, err);
+    }
+    R->sf = sf;
+    R->have_sf = 1;
+    const sb_pipeline *fp = &sf.pipe;
+    if (a->stages && a->stages != fp->nstages)
+        return sb_fail(err, SB_EXIT_INPUT, "--stages %d: strategy file '%s' has %d", a->stages,
+                       a->strategy, fp->nstages);
+    if (a->microbatches && a->microbatches != fp->microbatches)
+        return sb_fail(err, SB_EXIT_INPUT, "--microbatches %d: strategy file '%s' has %d",
+                       a->microbatches, a->strategy, fp->microbatches);
+    if (a->schedule && strcmp(a->schedule, sb_schedule_name(fp->schedule)))
+        return sb_fail(err, SB_EXIT_INPUT, "--schedule %s: strategy file '%s' has %s", a->schedule,
+                       a->strategy, sb_schedule_name(fp->schedule));
+    if (a->zero_given && a->zero != sf.zero)
+        return sb_fail(err, SB_EXIT_INPUT, "--zero %d: strategy file '%s' has zero %d", a->zero,
+                       a->strategy, sf.zero);
+    a->zero = sf.zero;
+    R->pipe = *fp;
+    for (int i = 0; i < R->m.nops; i++)
+        R->choice[i] = config_index(&R->pb, i, sf.cfg + (size_t)i * SB_MAX_DIMS);
+    return 0;
+}
+
+/* The model, its problem on `size` devices (a stage's, with --stages) and
+ * the strategy's configs, the same on every rank. Returns an exit status
+ * (0: go on). */
 static int choose_strategy(run_ctx *R, sb_error *err)
 {
     run_args *a = &R->a;
@@ -492,10 +591,20 @@ static int choose_strategy(run_ctx *R, sb_error *err)
                 "runtime computes as a ReLU: this run trains that graph, not the export's exact "
                 "function (models/README.md, ONNX import)\n",
                 a->model, R->m.approx_ops);
+    int file = strcmp(a->strategy, "dp") && strcmp(a->strategy, "best");
+    sb_pipeline cli_pipe;
+    sb_schedule sched = SB_SCHEDULE_GPIPE;
+    if (a->schedule)
+        sb_schedule_parse(a->schedule, &sched);
+    if (!rc)
+        rc = sb_pipeline_even(&cli_pipe, &R->m, R->size, a->stages ? a->stages : 1,
+                              a->microbatches ? a->microbatches : 1, sched, err);
     if (!rc) {
+        R->pipe = cli_pipe;
         sb_cost_params cp;
         sb_cost_params_default(&cp);
-        rc = sb_problem_build(&R->m, R->size, &cp, &R->pb, err);
+        /* dp and best choose configs for a stage's devices */
+        rc = sb_problem_build(&R->m, file ? R->size : cli_pipe.devices[0], &cp, &R->pb, err);
         R->have_pb = !rc;
     }
     if (!rc && !(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice)))
@@ -514,7 +623,7 @@ static int choose_strategy(run_ctx *R, sb_error *err)
                 sb_result_free(&r);
             }
         } else {
-            rc = sb_strategy_load(a->strategy, &R->pb, R->choice, err);
+            rc = load_strategy_file(R, &cli_pipe, err);
         }
     }
     int status;
@@ -550,8 +659,10 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     }
     const int *cfg[R->m.nops]; /* op i's chosen config */
     for (int i = 0; i < R->m.nops; i++)
-        cfg[i] = R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
-    sb_plan_strategy st = {.m = &R->m, .configs = cfg};
+        cfg[i] = R->have_sf ? R->sf.cfg + (size_t)i * SB_MAX_DIMS
+                            : R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
+    sb_plan_strategy st = {.m = &R->m, .configs = cfg, .pipe = &R->pipe,
+                           .recompute = R->have_sf ? R->sf.recompute : NULL};
     int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
@@ -661,8 +772,8 @@ static int summarize(run_ctx *R)
             if (peaks[r] > maxpeak)
                 maxpeak = peaks[r];
         if (R->json) {
-            print_run_json(&R->m, R->size, R->be->name, a->strategy, R->losses, R->total, a->warmup,
-                           med, lo, hi, (double)batch / med, peaks, maxs, probe);
+            print_run_json(&R->m, R->size, R->be->name, a->strategy, &R->pipe, a->zero, R->losses,
+                           R->total, a->warmup, med, lo, hi, (double)batch / med, peaks, maxs, probe);
         } else {
             printf("step time  median %.4f s  min %.4f s  max %.4f s  (%d steps after %d warm-up)\n",
                    med, lo, hi, a->steps, a->warmup);
@@ -726,6 +837,9 @@ int cmd_run(int argc, char **argv)
         printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
                R.m.name, R.size, R.size == 1 ? "" : "s", R.be->name, R.a.precision, R.a.strategy,
                sb_strategy_cost(&R.pb, R.choice));
+    if (R.rank == 0 && !R.json && !sb_pipeline_is_none(&R.pipe))
+        printf("# pipeline: %d stages, %d micro-batches, %s schedule\n", R.pipe.nstages,
+               R.pipe.microbatches, sb_schedule_name(R.pipe.schedule));
     if (!R.json)
         cli_cpu_report(R.comm, &cpus, stdout);
     int diverged;
@@ -739,6 +853,8 @@ done:
     sb_executor_free(R.ex);
     sb_data_free(R.data);
     free(R.choice);
+    if (R.have_sf)
+        sb_strategy_file_free(&R.sf);
     if (R.have_pb)
         sb_problem_free(&R.pb);
     if (R.have_model)

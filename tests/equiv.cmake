@@ -171,6 +171,58 @@ endforeach()
 sb_equiv(test_equiv_transformer_np4_zero3_devmem 4 transformer ${SB_EQUIV_transformer} --seed 4
          --flops 0.01 --zero 3 --random 4 --adam 1e-8 --lr 0.001 --backend cpu-devmem)
 
+# Pipelines (--stages S --microbatches M --schedule X, runtime/README.md):
+# S even stages of P/S consecutive ranks, each op's config drawn for its
+# stage's ranks (at P = 4, S = 2 they split: data parallel, the search's
+# best and random ones), the batch cut into M micro-batches whose
+# gradients add up before one update; GPipe and 1F1B; SGD, Adam and ZeRO.
+# The reference stays one rank on the whole batch (ZeRO needs replicas:
+# S < P). Batches are large
+# enough that a micro-batch still splits over a stage's ranks.
+set(SB_PIPE_transformer transformer --set batch=8 --set vocab=16 --set seq=4 --set embed=8
+    --set heads=2 --set dk=4 --set ff=16 --set layers=1)
+set(SB_PIPE_llama-tiny ${SB_EQUIV_DATA}/llama-tiny.model --set batch=4)
+set(SB_PIPE_alexnet alexnet --set batch=4 --set image=67 --set classes=16 --set width_div=16)
+# name:P:S:M:schedule:extra (extra: sgd, adam, zero1, zero2adam)
+foreach(case
+    transformer:2:2:2:gpipe:sgd transformer:2:1:4:1f1b:sgd transformer:4:2:2:1f1b:sgd
+    transformer:4:2:4:gpipe:zero2adam transformer:4:4:2:1f1b:adam transformer:4:4:4:gpipe:sgd
+    llama-tiny:2:2:2:1f1b:adam llama-tiny:4:2:2:gpipe:zero1 llama-tiny:4:4:2:1f1b:sgd
+    alexnet:2:2:2:gpipe:sgd alexnet:4:2:2:1f1b:adam alexnet:4:2:2:gpipe:zero1
+    alexnet:4:4:2:1f1b:sgd)
+  string(REPLACE ":" ";" f ${case})
+  list(GET f 0 model)
+  list(GET f 1 np)
+  list(GET f 2 s)
+  list(GET f 3 mb)
+  list(GET f 4 sched)
+  list(GET f 5 extra)
+  set(more "")
+  if(extra STREQUAL "adam")
+    set(more --adam 1e-8 --lr 0.001)
+  elseif(extra STREQUAL "zero1")
+    set(more --zero 1)
+  elseif(extra STREQUAL "zero2adam")
+    set(more --zero 2 --adam 1e-8 --lr 0.001)
+  endif()
+  sb_equiv(test_equiv_pipe_${model}_np${np}_s${s}m${mb}_${sched}_${extra} ${np}
+           ${SB_PIPE_${model}} --seed ${np} --flops 0.01 --random 3
+           --stages ${s} --microbatches ${mb} --schedule ${sched} ${more})
+endforeach()
+# The staging path of a backend whose memory is not the host's.
+sb_equiv(test_equiv_pipe_transformer_np4_s2m2_1f1b_devmem 4 ${SB_PIPE_transformer} --seed 4
+         --flops 0.01 --random 2 --stages 2 --microbatches 2 --schedule 1f1b --backend cpu-devmem)
+
+# `run` as a pipeline from a hand-written version-2 strategy file and from
+# --stages/--microbatches/--schedule, against a one-rank run; a pipeline's
+# checkpoint resumed without one; refusals (tests/pipeline_run.sh).
+add_test(NAME test_pipeline_run
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/pipeline_run.sh $<TARGET_FILE:shardbench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_pipeline_run PROPERTIES
+  TIMEOUT 120
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
 # The paper's Table II strategy (--paper, docs/paper-table2.md) mapped onto
 # the transformer at P = 4 (its 16- and 32-way splits taken to the nearest
 # configs at 4): the mapping's strategy runs and equals one rank. The

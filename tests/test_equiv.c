@@ -83,6 +83,11 @@ static sb_update_rule update = SB_UPDATE_SGD; /* --adam EPS: Adam with that epsi
 static float adam_eps;
 static int zero;       /* --zero N: the strategies' ZeRO stage (the reference has one rank) */
 static int paper;      /* --paper: add the paper's Table II strategy (paper.h) at this P */
+/* --stages S --microbatches M --schedule X: the strategies run as a pipeline
+ * (S even stages of P/S ranks, configs for a stage's ranks); the reference
+ * stays one rank on the whole batch */
+static sb_pipeline pipe;
+static int use_pipe;
 static long replicated; /* weights the strategies run held on 2 ranks or more alike */
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
@@ -94,7 +99,8 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
+    sb_plan_strategy st = {.m = pb->m, .configs = cfg,
+                           .pipe = use_pipe && comm != MPI_COMM_SELF ? &pipe : NULL};
     if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
                            &err))
         die("create", &err);
@@ -320,7 +326,8 @@ int main(int argc, char **argv)
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
-                            "[--flops F] [--bw B] [--split OP=DIM ...] [--best-splits OP=DIM ...]\n");
+                            "[--flops F] [--bw B] [--split OP=DIM ...] [--best-splits OP=DIM ...] "
+                            "[--stages S] [--microbatches M] [--schedule gpipe|1f1b]\n");
         MPI_Finalize();
         return 2;
     }
@@ -332,7 +339,8 @@ int main(int argc, char **argv)
     }
     double flops = 0, bw = 0;
     sb_setting set[32];
-    int nset = 0, nrandom = 8, nsplit = 0, nbest = 0;
+    int nset = 0, nrandom = 8, nsplit = 0, nbest = 0, stages = 1, micro = 1;
+    sb_schedule sched = SB_SCHEDULE_GPIPE;
     char split_op[16][SB_NAME_MAX], split_dim[16][SB_NAME_MAX];
     char best_op[16][SB_NAME_MAX], best_dim[16][SB_NAME_MAX];
     for (int i = 2; i < argc; i++) {
@@ -375,6 +383,17 @@ int main(int argc, char **argv)
             snprintf((best ? best_dim : split_dim)[(*n)++], SB_NAME_MAX, "%s", eq + 1);
         } else if (!strcmp(argv[i], "--paper")) {
             paper = 1;
+        } else if (!strcmp(argv[i], "--stages") && i + 1 < argc) {
+            stages = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--microbatches") && i + 1 < argc) {
+            micro = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
+            if (sb_schedule_parse(argv[++i], &sched)) {
+                if (rank == 0)
+                    fprintf(stderr, "test_equiv: --schedule gpipe|1f1b, got '%s'\n", argv[i]);
+                MPI_Finalize();
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng = strtoull(argv[++i], NULL, 10) * 2654435761ULL + 1;
         }
@@ -383,6 +402,10 @@ int main(int argc, char **argv)
     sb_model m;
     if (sb_model_load(argv[1], set, nset, &m, &err))
         die("model", &err);
+    use_pipe = stages > 1 || micro > 1;
+    if (use_pipe && sb_pipeline_even(&pipe, &m, size, stages, micro, sched, &err))
+        die("pipeline", &err);
+    int dev = size / stages; /* the ranks of a stage: what each op's config is for */
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     /* reference: one rank, every op unsplit (config 0 is all ones) */
@@ -412,8 +435,11 @@ int main(int argc, char **argv)
         cp.tflops = flops;
     if (bw > 0)
         cp.gbs = bw;
-    if (sb_problem_build(&m, size, &cp, &pb, &err))
+    if (sb_problem_build(&m, dev, &cp, &pb, &err))
         die("problem", &err);
+    if (rank == 0 && use_pipe)
+        printf("pipeline: %d stages of %d ranks, %d micro-batches, %s\n", stages, dev, micro,
+               sb_schedule_name(sched));
     int nstrat = 2 + nsplit + nrandom + paper, failures = 0;
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     int *best = calloc((size_t)m.nops, sizeof *best);
@@ -433,7 +459,7 @@ int main(int argc, char **argv)
             sb_result_free(&r);
             char desc[4096];
             describe(&pb, choice, desc, sizeof desc);
-            if (!desc[0]) {
+            if (!desc[0] && dev > 1) {
                 if (rank == 0)
                     printf("FAIL: best %s p=%d splits no op: it would compare unsplit runs (choose "
                            "sizes or --flops/--bw where splitting pays)\n", m.name, size);
@@ -512,8 +538,11 @@ int main(int argc, char **argv)
             int bad = worst_loss > tol || worst_w > tol || worst_upd > UPD_TOL;
             char desc[4096];
             describe(&pb, choice, desc, sizeof desc);
-            printf("%-6s %s p=%d: loss rel err %.2e, worst weight rel err %.2e (%s; %.2e of the update), %.2fs %s\n",
-                   kind, m.name, size, worst_loss, worst_w, worst_name ? worst_name : "-", worst_upd,
+            char pdesc[64] = "";
+            if (use_pipe)
+                snprintf(pdesc, sizeof pdesc, " S=%d M=%d %s", stages, micro, sb_schedule_name(sched));
+            printf("%-6s %s p=%d%s: loss rel err %.2e, worst weight rel err %.2e (%s; %.2e of the update), %.2fs %s\n",
+                   kind, m.name, size, pdesc, worst_loss, worst_w, worst_name ? worst_name : "-", worst_upd,
                    MPI_Wtime() - t0, bad ? "FAIL" : "ok");
             printf("  losses %.9f %.9f %.9f\n", o.loss[0], o.loss[1], o.loss[2]);
             printf("  splits:%s\n", desc[0] ? desc : " none");

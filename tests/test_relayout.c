@@ -611,6 +611,21 @@ static void run_case(int cs, sb_relayout_mode mode, int nd, const int64_t *shape
         CHECKF(vd == 0 || !memcmp(dst, dst2, sizeof(float) * (size_t)vd),
                "run_mem's dst differs from run's");
         free(dst2);
+        /* and point to point: the same bits, no collective */
+        float *dst3 = vd ? malloc(sizeof(float) * (size_t)vd) : NULL;
+        for (int64_t i = 0; i < vd; i++)
+            dst3[i] = -3333.0f;
+        sb_relayout_pending *pend = NULL;
+        CHECK(sb_relayout_pending_new(&pend, &err) == 0);
+        long a2a3 = n_alltoallv;
+        int rc3 = sb_relayout_run_p2p(rl, src, dst3, cs % 32768, pend, &err);
+        CHECKF(rc3 == 0, "run_p2p failed: %s", err.msg);
+        CHECK(sb_relayout_pending_wait(pend, &err) == 0);
+        CHECK(n_alltoallv == a2a3);
+        CHECKF(vd == 0 || !memcmp(dst, dst3, sizeof(float) * (size_t)vd),
+               "run_p2p's dst differs from run's");
+        sb_relayout_pending_free(pend);
+        free(dst3);
     }
     if (vd) {
         int64_t idx[SB_BOX_MAX_DIMS], k = 0, wrong = 0;
@@ -720,6 +735,81 @@ static void test_relayout_accum_random(void **state)
     }
     free(S);
     free(D);
+    agree();
+}
+
+/* ---- point to point ------------------------------------------------------ */
+
+/* Plans between the halves of the ranks, run point to point in different
+ * orders on the two sides (what a pipeline's stages do): the lower half
+ * sends A and C, then needs B; the upper half sends B, then needs C, then
+ * A. The sends stay in flight (messages of 64 KiB and more: not sent
+ * eagerly), so neither side waits for the other, and the tags keep A's and
+ * C's messages (same sizes, same peers) apart. Only ranks with a part
+ * call; no collective. */
+static void test_relayout_p2p_orders(void **state)
+{
+    (void)state;
+    const int n = g_n, me = g_me, h = n / 2;
+    if (n < 2) {
+        agree();
+        return;
+    }
+    const int64_t rows = 16 * n, cols = 2048, shape[2] = {rows, cols};
+    sb_box *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
+    for (int r = 0; r < n; r++) {
+        if (r < h) /* the lower half holds the rows in h blocks */
+            lo[r] = (sb_box){.nd = 2, .lo = {rows * r / h, 0}, .hi = {rows * (r + 1) / h, cols}};
+        else /* the upper half in n - h blocks */
+            hi[r] = (sb_box){.nd = 2, .lo = {rows * (r - h) / (n - h), 0},
+                             .hi = {rows * (r - h + 1) / (n - h), cols}};
+    }
+    sb_relayout *a = NULL, *b = NULL, *c = NULL;
+    sb_relayout_pending *pend = NULL;
+    sb_error err = {0};
+    CHECK(sb_relayout_plan(MPI_COMM_WORLD, 2, shape, lo, hi, SB_RELAYOUT_COPY, &a, &err) == 0);
+    CHECK(sb_relayout_plan(MPI_COMM_WORLD, 2, shape, hi, lo, SB_RELAYOUT_ACCUM, &b, &err) == 0);
+    CHECK(sb_relayout_plan(MPI_COMM_WORLD, 2, shape, lo, hi, SB_RELAYOUT_COPY, &c, &err) == 0);
+    CHECK(sb_relayout_pending_new(&pend, &err) == 0);
+    const sb_box *mine = me < h ? &lo[me] : &hi[me];
+    float *src = fill_box(mine, 2, shape);
+    int64_t v = sb_box_volume(mine);
+    float *src2 = malloc(sizeof(float) * (size_t)v), *dst = malloc(sizeof(float) * (size_t)v),
+          *dst2 = malloc(sizeof(float) * (size_t)v);
+    for (int64_t i = 0; i < v; i++)
+        src2[i] = 2 * src[i];
+    long a2a = n_alltoallv;
+    for (int round = 0; round < 3 && a && b && c && pend; round++) {
+        for (int64_t i = 0; i < v; i++)
+            dst[i] = dst2[i] = -1.0f;
+        int rc = me < h ? sb_relayout_run_p2p(a, src, NULL, 1, pend, &err)
+                              || sb_relayout_run_p2p(c, src2, NULL, 3, pend, &err)
+                              || sb_relayout_run_p2p(b, NULL, dst, 2, pend, &err)
+                        : sb_relayout_run_p2p(b, src, NULL, 2, pend, &err)
+                              || sb_relayout_run_p2p(c, NULL, dst2, 3, pend, &err)
+                              || sb_relayout_run_p2p(a, NULL, dst, 1, pend, &err);
+        CHECKF(rc == 0, "run_p2p: %s", err.msg);
+        int64_t idx[2] = {mine->lo[0], mine->lo[1]}, k = 0, wrong = 0;
+        do {
+            float want = fval(lin_index(2, shape, idx));
+            wrong += dst[k] != want || (me >= h && dst2[k] != 2 * want);
+            k++;
+        } while (next_index(mine, idx));
+        CHECKF(wrong == 0, "round %d: %lld of %lld elements wrong", round, (long long)wrong,
+               (long long)v);
+    }
+    CHECK(sb_relayout_pending_wait(pend, &err) == 0);
+    CHECK(n_alltoallv == a2a);
+    sb_relayout_pending_free(pend);
+    sb_relayout_free(a);
+    sb_relayout_free(b);
+    sb_relayout_free(c);
+    free(src);
+    free(src2);
+    free(dst);
+    free(dst2);
+    free(lo);
+    free(hi);
     agree();
 }
 
@@ -1045,6 +1135,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relayout_replica_choice),
         cmocka_unit_test(test_relayout_copy_random),
         cmocka_unit_test(test_relayout_accum_random),
+        cmocka_unit_test(test_relayout_p2p_orders),
         cmocka_unit_test(test_relayout_errors),
         cmocka_unit_test(test_relayout_null_buffer),
         cmocka_unit_test(test_group_cache),

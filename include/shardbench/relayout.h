@@ -87,6 +87,24 @@ typedef struct {
 int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
                         const sb_relayout_mem *mem, sb_error *err);
 
+/* Point to point, for ranks that do not move in step (a pipeline's
+ * stages): sb_relayout_run_p2p runs this rank's part alone. It posts its
+ * receives (MPI_Irecv), sends each of its overlaps from a packed buffer of
+ * its own (MPI_Isend, left in flight in `pend`), copies its own overlap,
+ * waits for its receives and unpacks them (dst_buf as sb_relayout_run
+ * leaves it). A rank with no part need not call it; the ranks that hold
+ * and the ranks that need call it when each gets to it. Runs of one plan
+ * between two ranks match in the order they are made; `tag` (0 .. 32767)
+ * tells plans apart, so runs of different plans may come in another order
+ * on each side. Host memory. Sends are reaped by later runs;
+ * sb_relayout_pending_wait waits for all of them. */
+typedef struct sb_relayout_pending sb_relayout_pending;
+int sb_relayout_pending_new(sb_relayout_pending **out, sb_error *err);
+int sb_relayout_run_p2p(sb_relayout *r, const float *src_buf, float *dst_buf, int tag,
+                        sb_relayout_pending *pend, sb_error *err);
+int sb_relayout_pending_wait(sb_relayout_pending *pend, sb_error *err);
+void sb_relayout_pending_free(sb_relayout_pending *pend); /* waits first */
+
 /* Bytes this rank sends / receives per run (excluding its local copy). */
 int64_t sb_relayout_bytes_sent(const sb_relayout *r);
 int64_t sb_relayout_bytes_received(const sb_relayout *r);

@@ -250,7 +250,9 @@ typedef struct {
 typedef struct sb_executor sb_executor;
 
 /* Builds the plan on comm (its size is the device count P; the strategy's
- * configs must have products <= P). Collective over comm. First checks
+ * configs must have products <= P, or with a pipeline <= their stage's
+ * devices, and split every dim of a micro-batch evenly). Collective over
+ * comm. First checks
  * that every rank holds the same model, strategy and options
  * (sb_agree_plan), then that every rank reaches the same verdict before
  * any communication that could hang. The
@@ -274,8 +276,11 @@ int sb_agree_model(MPI_Comm comm, const sb_model *m, sb_error *err);
 int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
                   const sb_exec_opts *opts, sb_error *err);
 
-/* One training step: forward, loss, backward, SGD. *loss (every rank) is
- * the mean softmax cross-entropy of the step. Collective. Returns 0; -1 on
+/* One training step: forward, loss, backward, SGD (with a pipeline: each
+ * rank runs its stage's forwards and backwards of the M micro-batches in
+ * the schedule's order, then one update on the summed gradients). *loss
+ * (every rank) is the mean softmax cross-entropy of the step's whole
+ * batch. Collective. Returns 0; -1 on
  * a failure of this rank alone (the others may wait in collectives: end
  * the job); -2 when every rank stopped together with the same err (a
  * dataset record that a rank could not read, or a label out of range: no

@@ -139,6 +139,14 @@ char *sb_strategy_text(const sb_plan_strategy *st)
             put(&b, "%s%d", d ? "," : "", st->configs[i][d]);
         put(&b, "\n");
     }
+    if (st->pipe && !sb_pipeline_is_none(st->pipe)) {
+        const sb_pipeline *pl = st->pipe;
+        put(&b, "pipeline stages=%d microbatches=%d schedule=%s\n", pl->nstages, pl->microbatches,
+            sb_schedule_name(pl->schedule));
+        for (int s = 0; s < pl->nstages; s++)
+            put(&b, "stage %d ops=%d..%d devices=%d\n", s, pl->first_op[s], pl->first_op[s + 1] - 1,
+                pl->devices[s]);
+    }
     return done(&b);
 }
 

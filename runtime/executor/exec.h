@@ -46,16 +46,32 @@ typedef struct {
 
 #define SB_EXEC_MAX_OP_PARAMS 8
 
+/* The buffers of one micro-batch of an op: activations, gradients and
+ * statistics that live from its forward to its backward. */
+#define SB_EXEC_STEP_BUFFERS                                                                        \
+    tbuf in[SB_MAX_IO], din[SB_MAX_IO];                                                            \
+    tbuf out[SB_MAX_IO], dout[SB_MAX_IO];                                                          \
+    tbuf save[4]; /* statistics kept for the backward */                                           \
+    tbuf ids;     /* int32 token ids or labels (backend memory) */
+typedef struct {
+    SB_EXEC_STEP_BUFFERS
+} opx_bufs;
+
 typedef struct {
     int idx;
     int c[SB_MAX_DIMS];
     int q, in_grid;
+    int r0, nr;         /* the ranks of the op's stage: [r0, r0 + nr) (no pipeline: 0, P) */
     int g[SB_MAX_DIMS];
     int64_t lo[SB_MAX_DIMS], hi[SB_MAX_DIMS];
-    tbuf in[SB_MAX_IO], din[SB_MAX_IO];
-    tbuf out[SB_MAX_IO], dout[SB_MAX_IO];
-    tbuf save[4];       /* statistics kept for the backward */
-    tbuf ids;           /* int32 token ids or labels (backend memory) */
+    /* the micro-batch being run; the executor keeps the others in mb[] */
+    union {
+        opx_bufs bufs;
+        struct {
+            SB_EXEC_STEP_BUFFERS
+        };
+    };
+    opx_bufs *mb;       /* M micro-batches' buffers (mb[j] while j is not running) */
     sb_relayout *fwd[SB_MAX_IO], *bwd[SB_MAX_IO];
     int param_of_slot[SB_MAX_IO];
     int params[SB_EXEC_MAX_OP_PARAMS], nparams;
@@ -71,7 +87,8 @@ typedef struct {
 struct sb_executor {
     MPI_Comm comm;
     int rank, size;
-    const sb_model *m;
+    const sb_model *m;  /* the model one micro-batch sees (batch cut M ways), or full */
+    const sb_model *full; /* the caller's model (the global batch) */
     const sb_backend *be;
     float lr;
     sb_update_rule update;
@@ -99,6 +116,14 @@ struct sb_executor {
     sb_error data_err;
     struct { float *p; int64_t n; } *pool; /* freed buffers kept for reuse */
     int npool, cap_pool;
+    /* pipeline (sb_plan_strategy.pipe): stages, micro-batches, schedule */
+    sb_pipeline pipe;
+    int stage;          /* this rank's stage */
+    int nmb, cur_mb;    /* M micro-batches; the one being run */
+    int p2p;            /* relayouts run point to point (stages progress on their own) */
+    sb_model micro;     /* M > 1: the model with every batch dim cut M ways */
+    int *mb_dim;        /* M > 1: per tensor, its dim that follows batch, or -1 */
+    sb_relayout_pending *pending; /* sends still in flight (p2p) */
 };
 
 #endif

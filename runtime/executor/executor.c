@@ -7,6 +7,12 @@
  * of weight gradients over data-parallel replicas, SGD or Adam (with ZeRO:
  * sliced over those replicas, params.c).
  *
+ * Pipeline (sb_plan_strategy.pipe): ops run on their stage's ranks, each
+ * rank runs its stage's events of the step (GPipe or 1F1B over the
+ * micro-batches, run_schedule), relayouts across stages go point to point,
+ * and weight gradients are summed over the micro-batches before their
+ * all-reduce and the update.
+ *
  * Backward note: the cost model all-reduces input gradients over the ranks
  * that differ only in dims absent from the input; here those partial sums
  * are summed by the accumulating relayout that returns them to the producer
@@ -33,12 +39,20 @@ static int operand_box_of_rank(const sb_executor *ex, int opi, int r, int is_inp
     const opx *o = &ex->ops[opi];
     const sb_op *op = &ex->m->ops[opi];
     int g[SB_MAX_DIMS];
-    if (!plan_coords(o->c, op->ndims, r, g)) {
+    if (!exec_coords(ex, o, r, g)) {
         b->nd = 0;
         return 0;
     }
     plan_operand_box(ex->m, op, is_input ? &op->in[slot] : &op->out[slot], o->c, g, is_input, b);
     return 0;
+}
+
+/* Point-to-point tags of the relayouts into op i's input slot k (forward)
+ * and back (backward): runs of different edges between two ranks may come
+ * in different orders on the two sides (a pipeline's schedule). */
+static int tag_of(int i, int k, int backward)
+{
+    return (int)(((long long)i * SB_MAX_IO + k) * 2 + backward) % 32768;
 }
 
 static int build_relayouts(sb_executor *ex, sb_error *err)
@@ -182,6 +196,46 @@ static int test_hook_create_fail(int rank, sb_error *err)
     return 0;
 }
 
+/* The pipeline (stages, micro-batches) and the model a micro-batch sees.
+ * Local; the same verdict on every rank. */
+static int setup_pipeline(sb_executor *ex, const sb_plan_strategy *st, const sb_exec_opts *opts,
+                          sb_error *err)
+{
+    const sb_model *m = st->m;
+    if (st->pipe)
+        ex->pipe = *st->pipe;
+    else
+        sb_pipeline_none(&ex->pipe, m->nops, ex->size);
+    if (sb_pipeline_check(&ex->pipe, m, ex->size, err))
+        return -1;
+    ex->full = ex->m = m;
+    ex->nmb = ex->pipe.microbatches;
+    int S = ex->pipe.nstages;
+    for (int s = 0; s < S; s++) {
+        int r0 = sb_pipeline_first_rank(&ex->pipe, s);
+        if (ex->rank >= r0 && ex->rank < r0 + ex->pipe.devices[s])
+            ex->stage = s;
+    }
+    if (sb_pipeline_is_none(&ex->pipe))
+        return 0;
+    if (opts && opts->data)
+        return sb_fail(err, SB_EXIT_INPUT, "--data: not with a pipeline (%d stages, %d "
+                       "micro-batches) yet; train on real data without one", S, ex->nmb);
+    for (int i = 0; i < m->nops; i++)
+        if (S > 1 && sb_op_runtime_table[m->ops[i].kind]->every_rank)
+            return sb_fail(err, SB_EXIT_INPUT, "pipeline stages: op '%s' (%s) runs on every rank "
+                           "and cannot be one stage's", m->ops[i].name,
+                           sb_op_kind_name(m->ops[i].kind));
+    if (ex->nmb > 1) {
+        if (exec_micro_model(ex, m, ex->nmb, err))
+            return -1;
+        ex->m = &ex->micro;
+    }
+    /* stages move on their own: relayouts point to point */
+    ex->p2p = S > 1;
+    return ex->p2p ? sb_relayout_pending_new(&ex->pending, err) : 0;
+}
+
 /* What sb_executor_create does on this rank alone: the op grids and boxes,
  * the weights' declarations, the dataset, the relayout plans. */
 static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_exec_opts *opts,
@@ -190,6 +244,9 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
     const sb_model *m = st->m;
     if (check_model(m, err))
         return -1;
+    if (setup_pipeline(ex, st, opts, err))
+        return -1;
+    m = ex->m;
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);
     ex->params = calloc(SB_EXEC_MAX_PARAMS_TOTAL, sizeof *ex->params);
@@ -202,11 +259,22 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         memcpy(o->c, st->configs[i], (size_t)op->ndims * sizeof(int));
         o->kcomm = o->acomm = MPI_COMM_NULL;
         o->q = plan_grid_size(o->c, op->ndims);
-        if (o->q > ex->size)
+        int s = sb_pipeline_stage_of(&ex->pipe, i);
+        o->r0 = sb_pipeline_first_rank(&ex->pipe, s);
+        o->nr = ex->pipe.devices[s];
+        if (!(o->mb = calloc((size_t)ex->nmb, sizeof *o->mb)))
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        if (o->q > o->nr)
             return sb_fail(err, SB_EXIT_INPUT,
-                           "op '%s' needs %d ranks under its config but only %d are running",
-                           op->name, o->q, ex->size);
-        o->in_grid = plan_coords(o->c, op->ndims, ex->rank, o->g);
+                           "op '%s' needs %d ranks under its config but only %d are running%s",
+                           op->name, o->q, o->nr, ex->pipe.nstages > 1 ? " its stage" : "");
+        for (int d = 0; d < op->ndims && ex->nmb > 1; d++)
+            if (op->dims[d].size % o->c[d])
+                return sb_fail(err, SB_EXIT_INPUT,
+                               "op '%s' splits %s %d ways, but each of the %d micro-batches has %lld",
+                               op->name, op->dims[d].name, o->c[d], ex->nmb,
+                               (long long)op->dims[d].size);
+        o->in_grid = exec_coords(ex, o, ex->rank, o->g);
         if (o->in_grid)
             plan_iter_box(op, o->c, o->g, o->lo, o->hi);
         if (exec_declare_params(ex, o, err))
@@ -259,6 +327,21 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
     return 0;
 }
 
+/* Micro-batches: op o's buffers of the running micro-batch are in o's
+ * fields (what the op kinds see) while it runs, in o->mb[] otherwise. */
+static void mb_enter(sb_executor *ex, opx *o)
+{
+    o->bufs = o->mb[ex->cur_mb];
+}
+
+static void mb_leave(sb_executor *ex, opx *o)
+{
+    o->mb[ex->cur_mb] = o->bufs;
+    memset(&o->bufs, 0, sizeof o->bufs);
+}
+
+static int stage_of(const sb_executor *ex, int i) { return sb_pipeline_stage_of(&ex->pipe, i); }
+
 /* Op i's inputs (generated, or relayouted from their producers' outputs)
  * and output buffers, then its forward. */
 static int forward_op(sb_executor *ex, int i, sb_error *err)
@@ -280,7 +363,8 @@ static int forward_op(sb_executor *ex, int i, sb_error *err)
                 return -1;
         } else {
             opx *pr = &ex->ops[t->producer];
-            if (exec_run_relayout(ex, o, o->fwd[k], &pr->out[t->producer_slot], &o->in[k], err))
+            if (exec_move(ex, o, o->fwd[k], tag_of(i, k, 0),
+                          &pr->mb[ex->cur_mb].out[t->producer_slot], &o->in[k], err))
                 return -1;
         }
     }
@@ -296,6 +380,27 @@ static int forward_op(sb_executor *ex, int i, sb_error *err)
     int rc = run_op(ex, o, 0, err);
     exec_zero_drop(ex, o);
     return rc;
+}
+
+/* Pipeline: op i's outputs (this micro-batch's), sent to their consumers
+ * on later stages (the sending half of their input relayouts). */
+static int send_outputs(sb_executor *ex, int i, sb_error *err)
+{
+    const sb_model *m = ex->m;
+    const sb_op *op = &m->ops[i];
+    tbuf none = {0};
+    for (int j = i + 1; j < m->nops; j++) {
+        if (stage_of(ex, j) == stage_of(ex, i))
+            continue;
+        const sb_op *cop = &m->ops[j];
+        for (int s = 0; s < cop->nin; s++)
+            for (int k = 0; k < op->nout; k++)
+                if (cop->in[s].tensor == op->out[k].tensor
+                    && exec_move(ex, &ex->ops[i], ex->ops[j].fwd[s], tag_of(j, s, 0),
+                                 &ex->ops[i].mb[ex->cur_mb].out[k], &none, err))
+                    return -1;
+    }
+    return 0;
 }
 
 /* Every consumer's input gradient of op i's output k, summed into that
@@ -314,17 +419,18 @@ static int gather_output_grad(sb_executor *ex, int i, int k, sb_error *err)
         for (int s = 0; s < cop->nin; s++) {
             if (cop->in[s].tensor != op->out[k].tensor)
                 continue;
+            const tbuf *src = &cx->mb[ex->cur_mb].din[s];
             if (first) {
                 first = 0;
                 if (exec_tb_alloc(ex, &o->dout[k], &o->out[k].box, err)
-                    || exec_run_relayout(ex, o, cx->bwd[s], &cx->din[s], &o->dout[k], err))
+                    || exec_move(ex, o, cx->bwd[s], tag_of(j, s, 1), src, &o->dout[k], err))
                     return -1;
                 continue;
             }
             tbuf tmp = {0};
             if (exec_tb_alloc(ex, &tmp, &o->out[k].box, err))
                 return -1;
-            if (exec_run_relayout(ex, o, cx->bwd[s], &cx->din[s], &tmp, err)) {
+            if (exec_move(ex, o, cx->bwd[s], tag_of(j, s, 1), src, &tmp, err)) {
                 exec_tb_free(ex, &tmp);
                 return -1;
             }
@@ -340,8 +446,9 @@ static int gather_output_grad(sb_executor *ex, int i, int k, sb_error *err)
     return 0;
 }
 
-/* Op i's output gradients, its backward, then the all-reduce of its weight
- * gradients over their data-parallel replicas. */
+/* Op i's output gradients, its backward, then (after the last
+ * micro-batch) the all-reduce of its weight gradients over their
+ * data-parallel replicas: the micro-batches' gradients add up in between. */
 static int backward_op(sb_executor *ex, int i, sb_error *err)
 {
     opx *o = &ex->ops[i];
@@ -352,58 +459,141 @@ static int backward_op(sb_executor *ex, int i, sb_error *err)
     for (int k = 0; k < op->nin; k++)
         if (exec_tb_zeros(ex, &o->din[k], &o->in[k].box, err))
             return -1;
-    if (exec_zero_gather(ex, o, err) || exec_zero_grad_begin(ex, o, err))
+    if (exec_zero_gather(ex, o, err) || (ex->cur_mb == 0 && exec_zero_grad_begin(ex, o, err)))
         return -1;
     int rc = run_op(ex, o, 1, err);
     exec_zero_drop(ex, o);
-    return rc ? rc : exec_zero_grad_end(ex, o, err);
+    if (rc || ex->cur_mb < ex->nmb - 1)
+        return rc;
+    return exec_zero_grad_end(ex, o, err);
 }
 
-/* Every buffer of op o that lives for one step, back to the pool. */
-static void release_step_buffers(sb_executor *ex, opx *o)
+/* Pipeline: op i's input gradients (this micro-batch's), sent back to
+ * their producers on earlier stages. */
+static int send_input_grads(sb_executor *ex, int i, sb_error *err)
+{
+    const sb_model *m = ex->m;
+    const sb_op *op = &m->ops[i];
+    tbuf none = {0};
+    for (int k = 0; k < op->nin; k++) {
+        const sb_tensor *t = &m->tensors[op->in[k].tensor];
+        if (t->producer < 0 || stage_of(ex, t->producer) == stage_of(ex, i))
+            continue;
+        if (exec_move(ex, &ex->ops[i], ex->ops[i].bwd[k], tag_of(i, k, 1),
+                      &ex->ops[i].mb[ex->cur_mb].din[k], &none, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* Every buffer that lives for one micro-batch, back to the pool. */
+static void release_buffers(sb_executor *ex, opx_bufs *b)
 {
     for (int k = 0; k < SB_MAX_IO; k++) {
-        exec_tb_free(ex, &o->in[k]);
-        exec_tb_free(ex, &o->din[k]);
-        exec_tb_free(ex, &o->out[k]);
-        exec_tb_free(ex, &o->dout[k]);
+        exec_tb_free(ex, &b->in[k]);
+        exec_tb_free(ex, &b->din[k]);
+        exec_tb_free(ex, &b->out[k]);
+        exec_tb_free(ex, &b->dout[k]);
     }
     for (int k = 0; k < 4; k++)
-        exec_tb_free(ex, &o->save[k]);
-    exec_tb_free(ex, &o->ids);
+        exec_tb_free(ex, &b->save[k]);
+    exec_tb_free(ex, &b->ids);
+}
+
+static void release_step_buffers(sb_executor *ex, opx *o)
+{
+    release_buffers(ex, &o->bufs);
+    for (int j = 0; o->mb && j < ex->nmb; j++)
+        release_buffers(ex, &o->mb[j]);
+}
+
+/* One event of this rank's schedule: the forward or the backward of
+ * micro-batch mb through the ops of its stage (every op without a
+ * pipeline). After a backward the micro-batch's buffers go back to the
+ * pool. */
+static int run_event(sb_executor *ex, int backward, int mb, sb_error *err)
+{
+    const sb_pipeline *pl = &ex->pipe;
+    int a = pl->first_op[ex->stage], b = pl->first_op[ex->stage + 1];
+    ex->cur_mb = mb;
+    for (int n = 0; n < b - a; n++) {
+        int i = backward ? b - 1 - n : a + n;
+        opx *o = &ex->ops[i];
+        mb_enter(ex, o);
+        int rc = backward ? backward_op(ex, i, err) : forward_op(ex, i, err);
+        mb_leave(ex, o);
+        if (rc || (ex->p2p && (backward ? send_input_grads(ex, i, err) : send_outputs(ex, i, err))))
+            return -1;
+    }
+    if (backward)
+        for (int i = a; i < b; i++)
+            release_buffers(ex, &ex->ops[i].mb[mb]);
+    return 0;
+}
+
+/* This rank's events of a step: GPipe runs every forward, then every
+ * backward; 1F1B runs S-s-1 forwards on stage s (fewer when M is smaller),
+ * then one forward and one backward in turn, then the backwards left, so
+ * stage s holds at most S-s micro-batches' activations. */
+static int run_schedule(sb_executor *ex, sb_error *err)
+{
+    int M = ex->nmb, S = ex->pipe.nstages;
+    if (ex->pipe.schedule == SB_SCHEDULE_GPIPE) {
+        for (int j = 0; j < M; j++)
+            if (run_event(ex, 0, j, err))
+                return -1;
+        for (int j = 0; j < M; j++)
+            if (run_event(ex, 1, j, err))
+                return -1;
+        return 0;
+    }
+    int w = S - ex->stage - 1 < M ? S - ex->stage - 1 : M;
+    for (int j = 0; j < w; j++)
+        if (run_event(ex, 0, j, err))
+            return -1;
+    for (int k = 0; k < M - w; k++)
+        if (run_event(ex, 0, w + k, err) || run_event(ex, 1, k, err))
+            return -1;
+    for (int k = M - w; k < M; k++)
+        if (run_event(ex, 1, k, err))
+            return -1;
+    return 0;
 }
 
 int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
 {
     const sb_model *m = ex->m;
     ex->loss_sum = 0;
-    for (int i = 0; i < m->nops; i++)
-        if (forward_op(ex, i, err))
-            return -1;
     double total = 0;
-    MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
-    *loss = total;
-    if (ex->data) {
-        /* a record one rank could not read: every rank stops here, together */
-        sb_error e = ex->data_failed ? ex->data_err : (sb_error){0};
-        int bad = ex->data_failed;
-        ex->data_failed = 0;
-        if (sb_agree(ex->comm, bad ? -1 : 0, &e, NULL)) {
-            *err = e;
-            for (int i = 0; i < m->nops; i++)
-                release_step_buffers(ex, &ex->ops[i]);
-            return -2;
-        }
-    }
-    for (int i = m->nops - 1; i >= 0; i--)
-        if (backward_op(ex, i, err))
+    if (sb_pipeline_is_none(&ex->pipe)) {
+        if (run_event(ex, 0, 0, err))
             return -1;
-    /* update, then drop the step's activations and gradients */
+        MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
+        if (ex->data) {
+            /* a record one rank could not read: every rank stops here, together */
+            sb_error e = ex->data_failed ? ex->data_err : (sb_error){0};
+            int bad = ex->data_failed;
+            ex->data_failed = 0;
+            if (sb_agree(ex->comm, bad ? -1 : 0, &e, NULL)) {
+                *err = e;
+                for (int i = 0; i < m->nops; i++)
+                    release_step_buffers(ex, &ex->ops[i]);
+                return -2;
+            }
+        }
+        if (run_event(ex, 1, 0, err))
+            return -1;
+    } else {
+        /* the loss op's stage adds the micro-batches' shares of the mean */
+        if (run_schedule(ex, err) || sb_relayout_pending_wait(ex->pending, err))
+            return -1;
+        MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
+    }
+    *loss = total;
+    /* update once per step, on the micro-batches' summed gradients */
     for (int pi = 0; pi < ex->nparams; pi++)
         if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
             return -1;
-    for (int i = 0; i < m->nops; i++)
-        release_step_buffers(ex, &ex->ops[i]);
     ex->step++;
     return 0;
 }
@@ -440,6 +630,7 @@ void sb_executor_free(sb_executor *ex)
                 sb_relayout_free(o->bwd[k]);
             }
             release_step_buffers(ex, o);
+            free(o->mb);
             if (kind_of(ex, i)->release)
                 kind_of(ex, i)->release(ex, o);
         }
@@ -447,6 +638,9 @@ void sb_executor_free(sb_executor *ex)
         exec_params_free(ex);
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
+    sb_relayout_pending_free(ex->pending);
+    sb_model_free(&ex->micro);
+    free(ex->mb_dim);
     free(ex->perm);
     free(ex->ops);
     free(ex->times);

@@ -178,7 +178,31 @@ static int data_box(sb_executor *ex, const sb_box *box, float *h, sb_error *err)
 }
 
 
-/* Fills an input operand box with the model's (synthetic) data. */
+/* Micro-batches (exec.h): a box of tensor `tensor` (or, tensor -1, of
+ * op `op`'s iteration space) in the micro-batch model, moved along its
+ * batch dim to where the running micro-batch lies in the caller's model. */
+static void to_full(const sb_executor *ex, int tensor, int op, int64_t *lo, int64_t *hi)
+{
+    if (ex->nmb <= 1)
+        return;
+    int d = -1;
+    int64_t size = 0;
+    if (tensor >= 0) {
+        d = ex->mb_dim[tensor];
+        size = d >= 0 ? ex->m->tensors[tensor].dims[d].size : 0;
+    } else {
+        const sb_op *o = &ex->m->ops[op];
+        for (int i = 0; i < o->ndims && d < 0; i++)
+            if (!strcmp(o->dims[i].name, "batch"))
+                d = i;
+        size = d >= 0 ? o->dims[d].size : 0;
+    }
+    if (d >= 0) {
+        lo[d] += ex->cur_mb * size;
+        hi[d] += ex->cur_mb * size;
+    }
+}
+
 /* Keeps this rank's first dataset fault of the step (exec.h). */
 static void data_fault(sb_executor *ex, const sb_error *err)
 {
@@ -191,10 +215,13 @@ static void data_fault(sb_executor *ex, const sb_error *err)
 int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    const sb_tensor *t = &ex->m->tensors[op->in[slot].tensor];
+    const sb_tensor *t = &ex->full->tensors[op->in[slot].tensor];
     tbuf *b = &o->in[slot];
     if (!b->n)
         return 0;
+    sb_box box = b->box; /* where it lies in the global batch */
+    if (box.nd)
+        to_full(ex, op->in[slot].tensor, -1, box.lo, box.hi);
     int64_t shape[SB_MAX_DIMS];
     for (int d = 0; d < t->ndims; d++)
         shape[d] = t->dims[d].size;
@@ -206,14 +233,14 @@ int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
     int tokens = op->kind == SB_OP_EMBEDDING;
     int64_t vocab = tokens ? op->dims[op->ndims - 1].size : 0;
     if (ex->data && op->in[slot].tensor == ex->data_tensor) {
-        if (data_box(ex, &b->box, h, err)) {
+        if (data_box(ex, &box, h, err)) {
             /* go on with zeros: every rank learns of it after the forward */
             data_fault(ex, err);
             memset(h, 0, (size_t)b->n * sizeof(float));
         }
     } else {
-        exec_gen_box(h, &b->box, shape, ex->seed + (uint64_t)ex->step, exec_name_tag(t->name), tokens, 1.0,
-                0.0, vocab);
+        exec_gen_box(h, &box, shape, ex->seed + (uint64_t)ex->step, exec_name_tag(t->name), tokens,
+                     1.0, 0.0, vocab);
     }
     if (staged)
         exec_upload(ex, b, h);
@@ -244,17 +271,22 @@ int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err)
 /* Labels of a loss op's local rows (global row index -> class). */
 int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err)
 {
-    const sb_op *op = &ex->m->ops[o->idx];
+    const sb_op *op = &ex->full->ops[o->idx]; /* global indices */
     int nd = op->ndims;
-    int64_t rows = 1;
+    int64_t rows = 1, olo[SB_MAX_DIMS], ohi[SB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        olo[d] = o->lo[d];
+        ohi[d] = o->hi[d];
+    }
+    to_full(ex, -1, o->idx, olo, ohi);
     for (int d = 0; d < nd - 1; d++)
-        rows *= o->hi[d] - o->lo[d];
+        rows *= ohi[d] - olo[d];
     int32_t *lab = malloc((size_t)(rows ? rows : 1) * sizeof *lab);
     if (!lab)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     int64_t idx[SB_MAX_DIMS];
     for (int d = 0; d < nd - 1; d++)
-        idx[d] = o->lo[d];
+        idx[d] = olo[d];
     int64_t classes = op->dims[nd - 1].size;
     for (int64_t k = 0; k < rows; k++) {
         int64_t lin = 0;
@@ -286,9 +318,9 @@ int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err)
                                     * (double)classes);
         }
         for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < o->hi[d])
+            if (++idx[d] < ohi[d])
                 break;
-            idx[d] = o->lo[d];
+            idx[d] = olo[d];
         }
     }
     if (!o->ids.p && exec_tb_alloc_n(ex, &o->ids, rows, err)) {

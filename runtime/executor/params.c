@@ -108,7 +108,7 @@ int exec_init_params(sb_executor *ex, sb_error *err)
         /* batch norm statistics are already global: no gradient all-reduce */
         if (op->kind == SB_OP_NORM && op->batchnorm)
             pa->grad_free = 0;
-        if (exec_make_group(ex, o->c, op->ndims, pa->grad_free, &pa->gcomm, err))
+        if (exec_make_group(ex, o, pa->grad_free, &pa->gcomm, err))
             return -1;
     }
     /* ... then this rank's shards, with no collective between them: a rank
@@ -320,7 +320,6 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
 {
     param *pa = &ex->params[w];
     opx *o = &ex->ops[pa->op];
-    const sb_op *op = &ex->m->ops[pa->op];
     int n = ex->size;
     sb_box *src = calloc((size_t)n, sizeof *src), *dst = calloc((size_t)n, sizeof *dst);
     if (!src || !dst) {
@@ -330,7 +329,7 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
     }
     for (int r = 0; r < n; r++) {
         int g[SB_MAX_DIMS];
-        if (plan_coords(o->c, op->ndims, r, g))
+        if (exec_coords(ex, o, r, g))
             exec_param_box(ex, pa, o->c, g, &src[r]);
         if (r == root) {
             dst[r].nd = pa->nd;
@@ -378,11 +377,10 @@ void sb_executor_weight_boxes(const sb_executor *ex, int w, sb_box *boxes)
 {
     const param *pa = &ex->params[w];
     const opx *o = &ex->ops[pa->op];
-    const sb_op *op = &ex->m->ops[pa->op];
     for (int r = 0; r < ex->size; r++) {
         int g[SB_MAX_DIMS];
         boxes[r].nd = 0;
-        if (plan_coords(o->c, op->ndims, r, g))
+        if (exec_coords(ex, o, r, g))
             exec_param_box(ex, pa, o->c, g, &boxes[r]);
     }
 }

@@ -115,19 +115,28 @@ double exec_tick(sb_executor *ex)
 
 /* ---- groups ---------------------------------------------------------------- */
 
-/* Sub-communicator of the ranks of op's grid that differ only in the dims of
- * free_mask; MPI_COMM_NULL when that group has one member. Collective. */
-int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
-                      sb_error *err)
+int exec_coords(const sb_executor *ex, const opx *o, int r, int *g)
+{
+    if (r < o->r0 || r >= o->r0 + o->nr)
+        return 0;
+    return plan_coords(o->c, ex->m->ops[o->idx].ndims, r - o->r0, g);
+}
+
+int exec_make_group(sb_executor *ex, const opx *o, uint32_t free_mask, MPI_Comm *out,
+                    sb_error *err)
 {
     *out = MPI_COMM_NULL;
-    if (plan_group_size(c, nd, free_mask) <= 1)
+    int nd = ex->m->ops[o->idx].ndims;
+    if (plan_group_size(o->c, nd, free_mask) <= 1)
         return 0;
     int *color = malloc((size_t)ex->size * sizeof *color);
     if (!color)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    for (int r = 0; r < ex->size; r++)
-        color[r] = plan_group_color(c, nd, r, free_mask);
+    for (int r = 0; r < ex->size; r++) {
+        int g[SB_MAX_DIMS];
+        color[r] = exec_coords(ex, o, r, g) ? plan_group_color(o->c, nd, r - o->r0, free_mask)
+                                            : -1;
+    }
     int rc = sb_group_get(ex->groups, color, out, err);
     free(color);
     return rc;
@@ -183,3 +192,33 @@ int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, 
     return rc;
 }
 
+
+int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src, tbuf *dst,
+              sb_error *err)
+{
+    if (!ex->p2p)
+        return exec_run_relayout(ex, o, r, src, dst, err);
+    double t0 = exec_tick(ex);
+    int rc;
+    if (ex->be->host_memory) {
+        rc = sb_relayout_run_p2p(r, src->p, dst->p, tag, ex->pending, err);
+    } else {
+        float *hs = src->n ? malloc((size_t)src->n * sizeof(float)) : NULL;
+        float *hd = dst->n ? malloc((size_t)dst->n * sizeof(float)) : NULL;
+        if ((src->n && !hs) || (dst->n && !hd)) {
+            free(hs);
+            free(hd);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory staging a relayout");
+        }
+        if (src->n)
+            ex->be->to_host(hs, src->p, (size_t)src->n);
+        rc = sb_relayout_run_p2p(r, hs, hd, tag, ex->pending, err);
+        if (!rc && dst->n)
+            ex->be->from_host(dst->p, hd, (size_t)dst->n);
+        free(hs);
+        free(hd);
+    }
+    if (o)
+        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+    return rc;
+}

@@ -28,10 +28,14 @@ int exec_upload(sb_executor *ex, tbuf *b, const float *host);
 
 /* Seconds, after the backend's queued work is done. */
 double exec_tick(sb_executor *ex);
-/* Sub-communicator of the ranks of a grid c (nd dims) that differ only in
- * the dims of free_mask; MPI_COMM_NULL when that group has one member.
+/* Grid coordinates g of global rank r under op o's config, whose grid
+ * lies on the ranks of the op's stage ([o->r0, o->r0 + o->nr), local rank
+ * r - o->r0); 0 when r is outside the grid. */
+int exec_coords(const sb_executor *ex, const opx *o, int r, int *g);
+/* Sub-communicator of the ranks of op o's grid that differ only in the
+ * dims of free_mask; MPI_COMM_NULL when that group has one member.
  * Collective over the executor's communicator. */
-int exec_make_group(sb_executor *ex, const int *c, int nd, uint32_t free_mask, MPI_Comm *out,
+int exec_make_group(sb_executor *ex, const opx *o, uint32_t free_mask, MPI_Comm *out,
                     sb_error *err);
 /* In-place all-reduce over comm (nothing for MPI_COMM_NULL), its time
  * booked as op o's communication (o may be NULL). */
@@ -41,6 +45,12 @@ int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_C
  * the host when the backend has no alltoallv), its time booked to o. */
 int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
                       sb_error *err);
+/* The same for the executor's edges: with ex->p2p (a pipeline) this rank's
+ * part alone, point to point under `tag` (sb_relayout_run_p2p; staged
+ * through the host when the backend's memory is not), else
+ * exec_run_relayout. */
+int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src, tbuf *dst,
+              sb_error *err);
 
 /* ---- inputs and labels (inputs.c) ---- */
 
@@ -59,5 +69,14 @@ int exec_setup_data(sb_executor *ex, const sb_exec_opts *opts, sb_error *err);
 int exec_gen_input(sb_executor *ex, opx *o, int slot, sb_error *err);
 /* Labels of a loss op's local rows for the current step, into o->ids. */
 int exec_gen_labels(sb_executor *ex, opx *o, sb_error *err);
+
+/* ---- micro-batches (micro.c) ---- */
+
+/* ex->micro: model m with every op's "batch" dim and every tensor dim
+ * that follows it cut M ways; ex->mb_dim[t]: tensor t's cut dim, or -1.
+ * -1 with err naming the op where a micro-batch would not compute a part
+ * of the global batch (batch norm, the router's loss, a mean over the
+ * batch, the LSTM) or a tensor is cut inconsistently. */
+int exec_micro_model(sb_executor *ex, const sb_model *m, int M, sb_error *err);
 
 #endif

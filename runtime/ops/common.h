@@ -56,7 +56,7 @@ static inline int ops_relu_inplace(sb_executor *ex, float *p, int64_t n)
 static inline int ops_setup_kcomm(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    return exec_make_group(ex, o->c, op->ndims, ops_role_mask(op, SB_ROLE_K), &o->kcomm, err);
+    return exec_make_group(ex, o, ops_role_mask(op, SB_ROLE_K), &o->kcomm, err);
 }
 
 #endif

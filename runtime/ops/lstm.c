@@ -76,7 +76,7 @@ static int lstm_setup(sb_executor *ex, opx *o, sb_error *err)
     if (!st)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     o->lstm = st;
-    if (exec_make_group(ex, o->c, nd, 1u << 4, &o->kcomm, err))
+    if (exec_make_group(ex, o, 1u << 4, &o->kcomm, err))
         return -1;
     /* layer group: all ranks with my layer coordinate (a group even of one) */
     int *color = malloc((size_t)ex->size * sizeof *color);

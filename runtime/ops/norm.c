@@ -11,7 +11,7 @@ static int norm_setup_groups(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
     int nd = op->ndims;
-    return exec_make_group(ex, o->c, nd, op->batchnorm ? ((1u << nd) - 1) & ~2u : 1u << op->axis,
+    return exec_make_group(ex, o, op->batchnorm ? ((1u << nd) - 1) & ~2u : 1u << op->axis,
                            &o->acomm, err);
 }
 
@@ -163,7 +163,7 @@ const sb_op_runtime sb_op_runtime_norm = {
 static int rmsnorm_setup_groups(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    return exec_make_group(ex, o->c, op->ndims, 1u << op->axis, &o->acomm, err);
+    return exec_make_group(ex, o, 1u << op->axis, &o->acomm, err);
 }
 
 /* Moves the axis last: x (and dy) into permuted copies when it is not.

@@ -16,7 +16,7 @@ static long reduced_count(const sb_op *op)
 static int reduce_mean_setup_groups(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    return exec_make_group(ex, o->c, op->ndims, op->axes, &o->acomm, err);
+    return exec_make_group(ex, o, op->axes, &o->acomm, err);
 }
 
 static int reduce_mean_forward(sb_executor *ex, opx *o, sb_error *err)

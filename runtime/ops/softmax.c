@@ -10,13 +10,13 @@
 static int softmax_setup_groups(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    return exec_make_group(ex, o->c, op->ndims, 1u << op->axis, &o->acomm, err);
+    return exec_make_group(ex, o, 1u << op->axis, &o->acomm, err);
 }
 
 static int xent_setup_groups(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
-    return exec_make_group(ex, o->c, op->ndims, 1u << (op->ndims - 1), &o->acomm, err);
+    return exec_make_group(ex, o, 1u << (op->ndims - 1), &o->acomm, err);
 }
 
 static void outer_inner(const opx *o, int nd, int a, int *outer, int *A, int *inner)
@@ -88,7 +88,7 @@ static int softmax_backward(sb_executor *ex, opx *o, sb_error *err)
 
 static int xent_forward(sb_executor *ex, opx *o, sb_error *err)
 {
-    const sb_op *op = &ex->m->ops[o->idx];
+    const sb_op *op = &ex->full->ops[o->idx]; /* the global batch's rows (micro-batches) */
     int nd = op->ndims, M = 1, V = (int)ops_ext(o, nd - 1), v0 = (int)o->lo[nd - 1];
     double total_rows = 1;
     for (int i = 0; i < nd - 1; i++) {

@@ -609,6 +609,8 @@ static int packing_buffers(sb_relayout *r, const run_ops *o)
     return 0;
 }
 
+static void unpack(sb_relayout *r, const float *src_buf, float *dst_buf, const run_ops *o);
+
 static int run_ops_impl(sb_relayout *r, const float *src_buf, float *dst_buf, const run_ops *o,
                         sb_error *err)
 {
@@ -654,29 +656,8 @@ static int run_ops_impl(sb_relayout *r, const float *src_buf, float *dst_buf, co
         rc = sb_fail(err, SB_EXIT_INPUT,
                      "relayout: rank %d passed a NULL %s buffer for a non-empty box", r->me,
                      no_src ? "src" : "dst");
-    if (!rc && need_dst) {
-        if (r->mode == SB_RELAYOUT_ACCUM) {
-            /* Zero, then add every contribution in rank order (self
-             * included), so the sum does not depend on arrival order. */
-            ops_zero(o, dst_buf, (size_t)vd);
-            int i = 0;
-            for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
-                ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                         &r->dst, &r->recv[i].box, 1);
-            if (r->has_self)
-                ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
-            for (; i < r->n_recv; i++)
-                ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                         &r->dst, &r->recv[i].box, 1);
-        } else {
-            if (r->has_self)
-                ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
-            if (!r->recv_direct)
-                for (int i = 0; i < r->n_recv; i++)
-                    ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
-                             &r->dst, &r->recv[i].box, 0);
-        }
-    }
+    if (!rc && need_dst)
+        unpack(r, src_buf, dst_buf, o);
     ops_release(o, scratch_src);
     ops_release(o, scratch_dst);
     return rc;
@@ -685,6 +666,34 @@ oom:
     fprintf(stderr, "relayout: rank %d: out of memory for relayout buffers; aborting\n", r->me);
     MPI_Abort(r->comm, SB_EXIT_INTERNAL);
     return -1;
+}
+
+/* The received overlaps (in rbuf, or already in dst_buf when recv_direct)
+ * and the self overlap into dst_buf. */
+static void unpack(sb_relayout *r, const float *src_buf, float *dst_buf, const run_ops *o)
+{
+    const int64_t vd = sb_box_volume(&r->dst);
+    if (r->mode == SB_RELAYOUT_ACCUM) {
+        /* Zero, then add every contribution in rank order (self
+         * included), so the sum does not depend on arrival order. */
+        ops_zero(o, dst_buf, (size_t)vd);
+        int i = 0;
+        for (; i < r->n_recv && r->recv[i].peer < r->me; i++)
+            ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                     &r->dst, &r->recv[i].box, 1);
+        if (r->has_self)
+            ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 1);
+        for (; i < r->n_recv; i++)
+            ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                     &r->dst, &r->recv[i].box, 1);
+    } else {
+        if (r->has_self)
+            ops_copy(o, src_buf, &r->src, dst_buf, &r->dst, &r->self, 0);
+        if (!r->recv_direct)
+            for (int i = 0; i < r->n_recv; i++)
+                ops_copy(o, r->rbuf + r->rdispl[r->recv[i].peer], &r->recv[i].box, dst_buf,
+                         &r->dst, &r->recv[i].box, 0);
+    }
 }
 
 int sb_relayout_run(sb_relayout *r, const float *src_buf, float *dst_buf, sb_error *err)
@@ -698,4 +707,121 @@ int sb_relayout_run_mem(sb_relayout *r, const float *src_buf, float *dst_buf,
 {
     const run_ops dev = {mem};
     return run_ops_impl(r, src_buf, dst_buf, &dev, err);
+}
+
+/* ---- point to point -------------------------------------------------------- */
+
+/* Sends in flight: each request with the packed buffer it reads. */
+struct sb_relayout_pending {
+    MPI_Request *req;
+    float **buf;
+    int n, cap;
+};
+
+int sb_relayout_pending_new(sb_relayout_pending **out, sb_error *err)
+{
+    *out = sb_calloc(1, sizeof **out, err);
+    return *out ? 0 : -1;
+}
+
+/* Frees the buffers of the sends that are done (all of them with wait). */
+static int pending_reap(sb_relayout_pending *p, int wait)
+{
+    int k = 0, rc = MPI_SUCCESS;
+    for (int i = 0; i < p->n; i++) {
+        int done = 0;
+        int x = wait ? MPI_Wait(&p->req[i], MPI_STATUS_IGNORE)
+                     : MPI_Test(&p->req[i], &done, MPI_STATUS_IGNORE);
+        if (x != MPI_SUCCESS)
+            rc = x;
+        if (wait || done || x != MPI_SUCCESS) {
+            free(p->buf[i]);
+            continue;
+        }
+        p->req[k] = p->req[i];
+        p->buf[k++] = p->buf[i];
+    }
+    p->n = k;
+    return rc;
+}
+
+int sb_relayout_pending_wait(sb_relayout_pending *p, sb_error *err)
+{
+    if (p && pending_reap(p, 1) != MPI_SUCCESS)
+        return sb_fail(err, SB_EXIT_INTERNAL, "relayout: a point-to-point send failed");
+    return 0;
+}
+
+void sb_relayout_pending_free(sb_relayout_pending *p)
+{
+    if (!p)
+        return;
+    pending_reap(p, 1);
+    free(p->req);
+    free(p->buf);
+    free(p);
+}
+
+static int pending_push(sb_relayout_pending *p, float *buf, MPI_Request **req, sb_error *err)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        MPI_Request *q = sb_realloc(p->req, sizeof *q * (size_t)cap, err);
+        if (!q)
+            return -1;
+        p->req = q;
+        float **b = sb_realloc(p->buf, sizeof *b * (size_t)cap, err);
+        if (!b)
+            return -1;
+        p->buf = b;
+        p->cap = cap;
+    }
+    p->buf[p->n] = buf;
+    *req = &p->req[p->n++];
+    return 0;
+}
+
+int sb_relayout_run_p2p(sb_relayout *r, const float *src_buf, float *dst_buf, int tag,
+                        sb_relayout_pending *pend, sb_error *err)
+{
+    const run_ops host = {NULL};
+    if (((r->n_send > 0 || r->has_self) && !src_buf) || (r->dst.nd != 0 && !dst_buf))
+        return sb_fail(err, SB_EXIT_INPUT, "relayout: rank %d passed a NULL buffer for a "
+                       "non-empty box", r->me);
+    pending_reap(pend, 0);
+    int rc = 0;
+    MPI_Request *rr = NULL;
+    if (r->n_recv > 0) {
+        if (packing_buffers(r, &host) || !(rr = sb_malloc(sizeof *rr * (size_t)r->n_recv, err)))
+            return sb_fail(err, SB_EXIT_INTERNAL, "relayout: rank %d: out of memory", r->me);
+        float *base = r->recv_direct ? dst_buf : r->rbuf;
+        for (int i = 0; i < r->n_recv && !rc; i++) {
+            int p = r->recv[i].peer;
+            if (MPI_Irecv(base + r->rdispl[p], r->rcount[p], MPI_FLOAT, p, tag, r->comm, &rr[i])
+                != MPI_SUCCESS)
+                rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: a receive failed on rank %d", r->me);
+        }
+    }
+    /* each send from a buffer of its own: the caller may reuse src_buf at
+     * once, and a plan runs again (the next micro-batch) before its sends
+     * are done */
+    for (int i = 0; i < r->n_send && !rc; i++) {
+        const overlap *ov = &r->send[i];
+        float *buf = malloc((size_t)(ov->count ? ov->count : 1) * sizeof *buf);
+        MPI_Request *req;
+        if (!buf || pending_push(pend, buf, &req, err)) {
+            free(buf);
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: rank %d: out of memory", r->me);
+            break;
+        }
+        sb_box_copy(src_buf, &r->src, buf, &ov->box, &ov->box, 0);
+        if (MPI_Isend(buf, (int)ov->count, MPI_FLOAT, ov->peer, tag, r->comm, req) != MPI_SUCCESS)
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: a send failed on rank %d", r->me);
+    }
+    if (r->n_recv > 0 && MPI_Waitall(r->n_recv, rr, MPI_STATUSES_IGNORE) != MPI_SUCCESS && !rc)
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "relayout: a receive failed on rank %d", r->me);
+    free(rr);
+    if (!rc && r->dst.nd != 0)
+        unpack(r, src_buf, dst_buf, &host);
+    return rc;
 }
