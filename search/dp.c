@@ -743,8 +743,39 @@ static int elim_oom(const elim *el)
                    el->E->pb->m->ops[el->v].name);
 }
 
-/* S: the vars other than v of v's live factors, sorted by id; nin: the
- * number of those factors. */
+/* The number of v's live tables over more vars than v that read u. */
+static int tables_with(const elim *el, int u)
+{
+    const engine *E = el->E;
+    int n = 0;
+    for (int i = 0; i < E->nvf[el->v]; i++) {
+        const factor *f = &E->f[E->vf[el->v][i]];
+        for (int j = 0; f->alive && f->nv > 1 && j < f->nv; j++)
+            n += f->vars[j] == u;
+    }
+    return n;
+}
+
+/* When more than one table reads the last var of S and exactly one reads
+ * another, that one (the highest id of them) moves last, so that the
+ * threshold scan applies (bounded_setup). The rest stay by id. Only the
+ * order in which an entry's tables are added changes (not plain). */
+static void last_in_one_table(elim *el)
+{
+    int k = el->k, *S = el->S;
+    if (k < 2 || tables_with(el, S[k - 1]) <= 1)
+        return;
+    for (int q = k - 2; q >= 0; q--)
+        if (tables_with(el, S[q]) == 1) {
+            int u = S[q];
+            memmove(S + q, S + q + 1, (size_t)(k - 1 - q) * sizeof *S);
+            S[k - 1] = u;
+            return;
+        }
+}
+
+/* S: the vars other than v of v's live factors, sorted by id (but
+ * last_in_one_table); nin: the number of those factors. */
 static int gather_depset(elim *el)
 {
     const engine *E = el->E;
@@ -773,6 +804,8 @@ static int gather_depset(elim *el)
             S[j] = S[j - 1];
             S[j - 1] = t;
         }
+    if (!E->plain)
+        last_in_one_table(el);
     return 0;
 }
 

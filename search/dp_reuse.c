@@ -217,9 +217,14 @@ int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_
 
 uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize)
 {
+    if (k->failed)
+        return m->next_id++;
+    uint64_t h = hash_bytes(k->b, k->len);
+    dp_memo_entry *e = find(m, 0, k, h);
+    if (e) /* its table was too large to keep or dropped: the same result, the same id */
+        return e->id;
     uint64_t id = m->next_id++;
-    if (!k->failed)
-        add(m, 0, k, hash_bytes(k->b, k->len), id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
+    add(m, 0, k, h, id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
     return id;
 }
 

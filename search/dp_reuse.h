@@ -83,7 +83,8 @@ int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_
 
 /* Remembers the result (g, arg: dp_bufs of gsize entries, referenced, not
  * copied) of the elimination with key k and gives it a new id (returned;
- * 0 never). */
+ * 0 never); when k is remembered without its table (too large to keep, or
+ * dropped), its id: equal keys, equal results. */
 uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize);
 
 void dp_memo_free(dp_memo *m);
