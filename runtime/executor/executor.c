@@ -23,6 +23,7 @@
 #include "shardbench/dtensor.h"
 #include "params.h"
 #include "plan.h"
+#include "recompute.h"
 #include "services.h"
 
 /* ---- plan --------------------------------------------------------------------- */
@@ -212,6 +213,8 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         if (exec_declare_params(ex, o, err))
             return -1;
     }
+    if (exec_recompute_setup(ex, st, err))
+        return -1;
     if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
     if (sb_group_cache_new(ex->comm, &ex->groups, err) || build_relayouts(ex, err))
@@ -377,9 +380,11 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
 {
     const sb_model *m = ex->m;
     ex->loss_sum = 0;
-    for (int i = 0; i < m->nops; i++)
+    for (int i = 0; i < m->nops; i++) {
         if (forward_op(ex, i, err))
             return -1;
+        exec_recompute_drop(ex, i);
+    }
     double total = 0;
     MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
     *loss = total;
@@ -395,9 +400,11 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
             return -2;
         }
     }
-    for (int i = m->nops - 1; i >= 0; i--)
-        if (backward_op(ex, i, err))
+    for (int i = m->nops - 1; i >= 0; i--) {
+        if (exec_recompute_forward(ex, i, forward_op, err) || backward_op(ex, i, err))
             return -1;
+        exec_recompute_release(ex, i);
+    }
     /* update, then drop the step's activations and gradients */
     for (int pi = 0; pi < ex->nparams; pi++)
         if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
@@ -448,6 +455,7 @@ void sb_executor_free(sb_executor *ex)
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
     free(ex->perm);
+    free(ex->recompute);
     free(ex->ops);
     free(ex->times);
     free(ex->params);

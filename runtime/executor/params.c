@@ -225,7 +225,8 @@ int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 {
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
-        if (ex->zero == 3 && zero_on(ex, pa) && zero_gather_into(ex, pa, err))
+        /* w already whole: kept from a recomputed forward (recompute.c) */
+        if (ex->zero == 3 && zero_on(ex, pa) && !pa->w.p && zero_gather_into(ex, pa, err))
             return -1;
     }
     return 0;
@@ -233,6 +234,8 @@ int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 
 void exec_zero_drop(sb_executor *ex, opx *o)
 {
+    if (ex->recomputing) /* a recomputed forward: the backward right after uses w */
+        return;
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
         if (ex->zero == 3 && zero_on(ex, pa))
