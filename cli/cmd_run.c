@@ -35,6 +35,7 @@ typedef struct {
     int lr_given;
     sb_optimizer optimizer;           /* --optimizer sgd|adam */
     int zero;                         /* --zero 0..3 */
+    const char *recompute;            /* --recompute none|all|OP,... (NULL: the file's lines) */
     double beta1, beta2, eps;         /* Adam's */
     unsigned long long seed;
 } run_args;
@@ -64,6 +65,10 @@ static void run_usage(FILE *f)
             "      --zero 0|1|2|3     ZeRO over each weight's data-parallel replicas (default\n"
             "                         0): 1 shards the optimizer state, 2 also the gradients,\n"
             "                         3 also the weights (gathered around each op's use)\n"
+            "      --recompute R      none, all, or OP,OP,...: those ops' activations are\n"
+            "                         dropped after the forward and computed again before\n"
+            "                         the backward (default: a strategy file's recompute\n"
+            "                         lines, else none)\n"
             "      --lr X             learning rate (default 0.01 for sgd, 0.001 for adam;\n"
             "                         1e-37 to 3e38); a loss that becomes NaN or infinite\n"
             "                         stops the run: recorded as diverged, exit status 1\n"
@@ -107,6 +112,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"restore-partial", no_argument, 0, 1000}, {"optimizer", required_argument, 0, 1001},
         {"beta1", required_argument, 0, 1002},   {"beta2", required_argument, 0, 1003},
         {"eps", required_argument, 0, 1004},     {"zero", required_argument, 0, 1005},
+        {"recompute", required_argument, 0, 1006},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -167,6 +173,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
             break;
         }
+        case 1006: a->recompute = optarg; break;
         case 1005: {
             long v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > 3)
@@ -289,12 +296,13 @@ static void run_options_text(const run_args *a, char *buf, size_t cap)
     const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
     snprintf(buf, cap,
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
-             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d\n"
+             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d recompute=%s\n"
              "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
              "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n",
              a->strategy, a->steps, a->warmup, a->backend, a->precision,
              strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr,
-             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero, a->seed,
+             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero,
+             a->recompute ? a->recompute : "(file)", a->seed,
              a->data ? a->data : "none", a->data_seed, a->format,
              a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
              a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding);
@@ -466,6 +474,7 @@ typedef struct {
     sb_problem pb;
     int have_model, have_pb;
     int *choice;         /* config index per op */
+    unsigned char *recompute; /* recomputed ops (--recompute, or the file's lines) */
     const char *kind;    /* "file", "dp" or "pase": how the strategy was chosen */
     const sb_backend *be;
     sb_data_source *data;
@@ -473,6 +482,39 @@ typedef struct {
     double *losses, *times; /* per step, warm-up included */
     int total, start, json;
 } run_ctx;
+
+/* A strategy file: its configs as indices into R->pb's, its recompute lines
+ * into R->recompute. A pipeline or a ZeRO line is refused (run takes
+ * --zero). */
+static int load_strategy_file(run_ctx *R, sb_error *err)
+{
+    const sb_model *m = &R->m;
+    sb_strategy_file sf;
+    if (sb_strategy_file_load(R->a.strategy, m, R->size, &sf, err))
+        return -1;
+    int rc = 0;
+    if (sf.zero || !sb_pipeline_is_none(&sf.pipe))
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline or a ZeRO stage, which run does "
+                     "not take from a file (--zero sets the stage)", R->a.strategy);
+    for (int i = 0; i < m->nops && !rc; i++) {
+        const sb_op *op = &m->ops[i];
+        const int *cf = sf.cfg + (size_t)i * SB_MAX_DIMS;
+        R->choice[i] = -1;
+        for (int k = 0; k < R->pb.cfg[i].n && R->choice[i] < 0; k++)
+            if (!memcmp(R->pb.cfg[i].c + (size_t)k * (size_t)op->ndims, cf,
+                        (size_t)op->ndims * sizeof(int)))
+                R->choice[i] = k;
+        if (R->choice[i] < 0) {
+            char cs[256];
+            sb_config_str(cf, op->ndims, cs, sizeof cs);
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config %s is not a valid config "
+                         "at p=%d", R->a.strategy, sf.op_line[i], op->name, cs, R->size);
+        }
+        R->recompute[i] = (unsigned char)(sf.recompute[i] && sb_op_recomputable(op));
+    }
+    sb_strategy_file_free(&sf);
+    return rc;
+}
 
 /* The model, its problem on `size` devices and the strategy's configs, the
  * same on every rank. Returns an exit status (0: go on). */
@@ -494,7 +536,8 @@ static int choose_strategy(run_ctx *R, sb_error *err)
         rc = sb_problem_build(&R->m, R->size, &cp, &R->pb, err);
         R->have_pb = !rc;
     }
-    if (!rc && !(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice)))
+    if (!rc && (!(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice))
+                || !(R->recompute = calloc((size_t)R->m.nops, 1))))
         rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (!rc) {
         if (!strcmp(a->strategy, "dp")) {
@@ -510,9 +553,11 @@ static int choose_strategy(run_ctx *R, sb_error *err)
                 sb_result_free(&r);
             }
         } else {
-            rc = sb_strategy_load(a->strategy, &R->pb, R->choice, err);
+            rc = load_strategy_file(R, err);
         }
     }
+    if (!rc && a->recompute)
+        rc = sb_recompute_parse(&R->m, a->recompute, R->recompute, err);
     int status;
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
@@ -547,7 +592,7 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     const int *cfg[R->m.nops]; /* op i's chosen config */
     for (int i = 0; i < R->m.nops; i++)
         cfg[i] = R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
-    sb_plan_strategy st = {.m = &R->m, .configs = cfg};
+    sb_plan_strategy st = {.m = &R->m, .configs = cfg, .recompute = R->recompute};
     int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
@@ -728,6 +773,7 @@ done:
     sb_executor_free(R.ex);
     sb_data_free(R.data);
     free(R.choice);
+    free(R.recompute);
     if (R.have_pb)
         sb_problem_free(&R.pb);
     if (R.have_model)
