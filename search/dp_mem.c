@@ -12,9 +12,11 @@
  * two partial strategies adds cost and resident bytes and takes the larger
  * scratch, so a label dominated in all three (or already over the limit:
  * resident + scratch only grows) can never become the best one and is
- * dropped; nothing else is. Each label keeps the config of the eliminated
- * vertex and, per table it was combined from, the label it used, so the
- * strategy is read back by following them. Exact: equal to brute force
+ * dropped; nothing else is. "Over the limit" counts what the vertices
+ * outside the label's table add at least: the sum of their least resident
+ * bytes. Each label keeps the config of the eliminated vertex and, per
+ * table it was combined from, the label it used, so the strategy is read
+ * back by following them. Exact: equal to brute force
  * over the strategies that fit (tests/test_dp.c).
  *
  * Recomputation (pb->cp.recompute auto): a recomputable op's leaf table
@@ -59,11 +61,14 @@ typedef struct {
     int32_t *parts;       /* nlab * nin label indices */
     int elim;             /* the vertex eliminated to make it, -1 for a leaf */
     int alive;
+    double minr;          /* the least resident bytes of the vertices it covers */
 } ptable;
 
 typedef struct {
     const sb_problem *pb;
     double limit;          /* bytes; INFINITY when minimising memory */
+    double minr_all;       /* the least resident bytes of every vertex, summed */
+    double rest;           /* of it, the vertices outside the table being made */
     int by_memory;         /* 1: minimise memory (cost ignored in dominance) */
     ptable *t;
     int nt, capt;
@@ -223,6 +228,10 @@ static int vertex_leaf(pengine *E, int v, sb_optimizer opt)
         }
     }
     t.start[n] = t.nlab;
+    t.minr = INFINITY;
+    for (int64_t i = 0; i < t.nlab; i++)
+        t.minr = t.lab[i].r < t.minr ? t.lab[i].r : t.minr;
+    E->minr_all += t.minr;
     int added;
     if (add_table(E, &t, &added)) {
         if (!added)
@@ -382,7 +391,7 @@ static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const i
             l.c += l2->c;
             l.r += l2->r;
             l.s = l.s > l2->s ? l.s : l2->s;
-            if (l.r + l.s > E->limit)
+            if (l.r + l.s + E->rest > E->limit) /* the other vertices add at least rest */
                 continue;
             memcpy(w->pp, w->cur.p + i * nF, (size_t)nF * sizeof *w->pp);
             w->pp[q] = (int32_t)(j - lo);
@@ -440,6 +449,11 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
         return -1;
     }
     ptable g = {.nv = k, .elim = v, .nin = nF, .in = F, .size = 1};
+    for (int q = 0; q < nF; q++)
+        g.minr += E->t[F[q]].minr;
+    E->rest = E->minr_all - g.minr - 1e-9 * E->minr_all; /* less a margin for rounding */
+    if (E->rest < 0)
+        E->rest = 0;
     memcpy(g.vars, S, (size_t)k * sizeof *S);
     for (int i = 0; i < k; i++)
         g.size *= pb->cfg[S[i]].n;
