@@ -251,18 +251,6 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
     if (a->optimizer == SB_OPTIM_ADAM && !a->lr_given)
         a->lr = 0.001;
-    /* a checkpoint holds Adam's moments whole; ZeRO keeps them sliced */
-    if (a->optimizer == SB_OPTIM_ADAM && a->zero > 0 && (a->checkpoint || a->restore))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--optimizer adam --zero %d with --%s: ZeRO keeps Adam's moments sliced "
-                       "over each weight's replicas, checkpoints hold them whole (use --zero 0 "
-                       "to checkpoint Adam)", a->zero, a->checkpoint ? "checkpoint" : "restore");
-    /* stage 3 keeps a slice of each replicated weight between steps */
-    if (a->zero == 3 && (a->checkpoint || a->restore))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--zero 3 with --%s: checkpoints hold whole weight shards, which ZeRO "
-                       "stage 3 keeps sliced between steps (use --zero 0, 1 or 2 to checkpoint)",
-                       a->checkpoint ? "checkpoint" : "restore");
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
