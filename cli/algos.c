@@ -192,6 +192,7 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
         break;
     case 'o': rc = sb_optimizer_parse(arg, &ao->opt, err); break;
     case 'Z': rc = parse_int_opt(arg, "--zero", 0, 3, &so->cp.zero, err); break;
+    case SB_OPT_RECOMPUTE: rc = sb_recompute_mode_parse(arg, &so->cp.recompute, err); break;
     case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;
     case 't': rc = parse_pos_double(arg, "--time-limit", &ao->mcmc.time_limit, err); break;
     case 'e': rc = parse_seed(arg, &ao->mcmc.seed, err); break;

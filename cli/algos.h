@@ -54,6 +54,8 @@ void shared_opts_default(shared_opts *so);
  * options and is stored, 0 if it is not one of them, -1 (err) if its value
  * is bad. */
 int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err);
+/* getopt_long code of --recompute none|auto|all (cp.recompute) */
+#define SB_OPT_RECOMPUTE 1100
 /* After the options: --calibration applied (cli_apply_calibration), or
  * --machine (cli_apply_machine). */
 int shared_opts_calibrate(shared_opts *so, sb_error *err);

@@ -40,6 +40,7 @@ typedef struct {
     int zero_given;
     int stages, microbatches;         /* --stages, --microbatches (0: not given) */
     const char *schedule;             /* --schedule gpipe|1f1b, or NULL */
+    const char *recompute;            /* --recompute none|all|OP,... (NULL: the file's lines) */
     double beta1, beta2, eps;         /* Adam's */
     unsigned long long seed;
 } run_args;
@@ -78,6 +79,10 @@ static void run_usage(FILE *f)
             "                         over them, one update per step (default 1)\n"
             "      --schedule gpipe|1f1b  pipeline schedule (default gpipe; 1f1b keeps fewer\n"
             "                         micro-batches' activations)\n"
+            "      --recompute R      none, all, or OP,OP,...: those ops' activations are\n"
+            "                         dropped after the forward and computed again before\n"
+            "                         the backward (default: a strategy file's recompute\n"
+            "                         lines, else none)\n"
             "      --lr X             learning rate (default 0.01 for sgd, 0.001 for adam;\n"
             "                         1e-37 to 3e38); a loss that becomes NaN or infinite\n"
             "                         stops the run: recorded as diverged, exit status 1\n"
@@ -123,6 +128,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"eps", required_argument, 0, 1004},     {"zero", required_argument, 0, 1005},
         {"stages", required_argument, 0, 1006},  {"microbatches", required_argument, 0, 1007},
         {"schedule", required_argument, 0, 1008},
+        {"recompute", required_argument, 0, 1009},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -183,6 +189,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
             break;
         }
+        case 1009: a->recompute = optarg; break;
         case 1005: {
             long v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > 3)
@@ -278,18 +285,6 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
     if (a->optimizer == SB_OPTIM_ADAM && !a->lr_given)
         a->lr = 0.001;
-    /* a checkpoint holds Adam's moments whole; ZeRO keeps them sliced */
-    if (a->optimizer == SB_OPTIM_ADAM && a->zero > 0 && (a->checkpoint || a->restore))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--optimizer adam --zero %d with --%s: ZeRO keeps Adam's moments sliced "
-                       "over each weight's replicas, checkpoints hold them whole (use --zero 0 "
-                       "to checkpoint Adam)", a->zero, a->checkpoint ? "checkpoint" : "restore");
-    /* stage 3 keeps a slice of each replicated weight between steps */
-    if (a->zero == 3 && (a->checkpoint || a->restore))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--zero 3 with --%s: checkpoints hold whole weight shards, which ZeRO "
-                       "stage 3 keeps sliced between steps (use --zero 0, 1 or 2 to checkpoint)",
-                       a->checkpoint ? "checkpoint" : "restore");
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
@@ -323,13 +318,14 @@ static void run_options_text(const run_args *a, char *buf, size_t cap)
     const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
     snprintf(buf, cap,
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
-             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d\n"
+             "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d recompute=%s\n"
              "seed=%llu\ndata=%s\ndata-seed=%llu\nformat=%s\ncheckpoint=%s\nsave-every=%d\n"
              "keep=%d\nrestore=%s\nrestore-partial=%d\ndb=%s\nkeep-binding=%d\n"
              "stages=%d microbatches=%d schedule=%s\n",
              a->strategy, a->steps, a->warmup, a->backend, a->precision,
              strcmp(a->backend, "cuda") ? "mpi" : comm && *comm ? comm : "auto", a->lr,
-             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero, a->seed,
+             sb_optimizer_name(a->optimizer), a->beta1, a->beta2, a->eps, a->zero,
+             a->recompute ? a->recompute : "(file)", a->seed,
              a->data ? a->data : "none", a->data_seed, a->format,
              a->checkpoint ? a->checkpoint : "none", a->save_every, a->keep,
              a->restore ? a->restore : "none", a->restore_partial, a->db, a->keep_binding,
@@ -513,6 +509,7 @@ typedef struct {
     sb_pipeline pipe;    /* --stages/--microbatches/--schedule, or the strategy file's */
     sb_strategy_file sf; /* a strategy file with a pipeline, ZeRO stage or recomputation */
     int have_sf;
+    unsigned char *recompute; /* recomputed ops (--recompute, or the file's lines) */
     const char *kind;    /* "file", "dp" or "pase": how the strategy was chosen */
     const sb_backend *be;
     sb_data_source *data;
@@ -556,6 +553,8 @@ static int load_strategy_file(run_ctx *R, const sb_pipeline *cli_pipe, sb_error 
     }
     R->sf = sf;
     R->have_sf = 1;
+    for (int i = 0; i < R->m.nops; i++) /* the file's recompute lines (--recompute overrides) */
+        R->recompute[i] = (unsigned char)(sf.recompute[i] && sb_op_recomputable(&R->m.ops[i]));
     const sb_pipeline *fp = &sf.pipe;
     if (a->stages && a->stages != fp->nstages)
         return sb_fail(err, SB_EXIT_INPUT, "--stages %d: strategy file '%s' has %d", a->stages,
@@ -607,7 +606,8 @@ static int choose_strategy(run_ctx *R, sb_error *err)
         rc = sb_problem_build(&R->m, file ? R->size : cli_pipe.devices[0], &cp, &R->pb, err);
         R->have_pb = !rc;
     }
-    if (!rc && !(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice)))
+    if (!rc && (!(R->choice = calloc((size_t)R->m.nops, sizeof *R->choice))
+                || !(R->recompute = calloc((size_t)R->m.nops, 1))))
         rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (!rc) {
         if (!strcmp(a->strategy, "dp")) {
@@ -626,6 +626,8 @@ static int choose_strategy(run_ctx *R, sb_error *err)
             rc = load_strategy_file(R, &cli_pipe, err);
         }
     }
+    if (!rc && a->recompute)
+        rc = sb_recompute_parse(&R->m, a->recompute, R->recompute, err);
     int status;
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
@@ -662,7 +664,7 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
         cfg[i] = R->have_sf ? R->sf.cfg + (size_t)i * SB_MAX_DIMS
                             : R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
     sb_plan_strategy st = {.m = &R->m, .configs = cfg, .pipe = &R->pipe,
-                           .recompute = R->have_sf ? R->sf.recompute : NULL};
+                           .recompute = R->recompute};
     int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
@@ -855,6 +857,7 @@ done:
     free(R.choice);
     if (R.have_sf)
         sb_strategy_file_free(&R.sf);
+    free(R.recompute);
     if (R.have_pb)
         sb_problem_free(&R.pb);
     if (R.have_model)

@@ -187,7 +187,7 @@ int parse_seed(const char *s, uint64_t *out, sb_error *err)
  * (the search's cost model ignores memory; prune drops such strategies). */
 static void warn_memory(const sb_problem *pb, const sb_result *r, sb_optimizer opt, double gib)
 {
-    double mem = sb_strategy_memory(pb, r->choice, opt, NULL);
+    double mem = sb_strategy_memory_rc(pb, r->choice, r->recompute, opt, NULL);
     if (mem > gib * 1073741824.0)
         fprintf(stderr, "shardbench: warning: predicted peak memory %.2f GiB per device is over "
                         "--device-mem %g GiB\n", mem / 1073741824.0, gib);
@@ -233,6 +233,26 @@ static void print_mesh_to_nodes(FILE *f, const sb_problem *pb, const sb_result *
             pb->cp.node_devices, n[0], n[1], n[2], inside, pb->m->nops);
 }
 
+/* "recompute (--recompute MODE): N of M ops: a, b, ..." (names up to a
+ * line's worth, then a count) */
+static void print_recomputed(FILE *f, const sb_problem *pb, const sb_result *r)
+{
+    int n = 0, shown = 0;
+    size_t width = 0;
+    for (int i = 0; i < pb->m->nops; i++)
+        n += sb_result_recomputed(pb, r, i);
+    fprintf(f, "recompute (--recompute %s): %d of %d ops%s", sb_recompute_mode_name(pb->cp.recompute),
+            n, pb->m->nops, n ? ":" : "");
+    for (int i = 0; i < pb->m->nops; i++)
+        if (sb_result_recomputed(pb, r, i) && width < 400) {
+            width += strlen(pb->m->ops[i].name) + 2;
+            fprintf(f, "%s %s", shown++ ? "," : "", pb->m->ops[i].name);
+        }
+    if (shown < n)
+        fprintf(f, " and %d more", n - shown);
+    fputc('\n', f);
+}
+
 void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
 {
     const sb_model *m = pb->m;
@@ -275,6 +295,8 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
                 r->peak_bytes_per_device / 1073741824.0, r->mem_limit_bytes / 1073741824.0);
     if (pb->cp.zero) /* the reference model's output stays as it was without --zero */
         fprintf(f, "ZeRO stage %d in the memory and cost models (--zero)\n", pb->cp.zero);
+    if (pb->cp.recompute) /* likewise without --recompute */
+        print_recomputed(f, pb, r);
     if (pb->cp.calibration[0]) /* calibrated costs are multiply-adds at the measured rate */
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
@@ -382,6 +404,12 @@ static void search_usage(FILE *f)
             "      --device-mem GIB   device memory; a strategy over it is only reported\n"
             "                         (default 80, or the machine file's)\n"
             "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
+            "      --recompute none|auto|all  activation recomputation in the memory and\n"
+            "                         cost models (default none): all recomputes every op\n"
+            "                         but the loss and LSTMs (one more forward each, a third\n"
+            "                         of its cost; only outputs and input gradients kept);\n"
+            "                         auto lets the search within --memory (default 80GiB)\n"
+            "                         choose per op\n"
             "      --zero 0|1|2|3     ZeRO stage (as run --zero) in the memory model, and\n"
             "                         stage 3's weight all-gather in the cost (default 0)\n"
             "      --format table|json|tsv   output (default table)\n"
@@ -418,6 +446,7 @@ int cmd_search(int argc, char **argv)
         {"seed", required_argument, 0, 'e'},   {"temperature", required_argument, 0, 'T'},
         {"device-mem", required_argument, 0, 'G'}, {"zero", required_argument, 0, 'Z'},
         {"optimizer", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'L'},
+        {"recompute", required_argument, 0, SB_OPT_RECOMPUTE},
         {"prune", no_argument, 0, 'U'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
@@ -477,7 +506,13 @@ int cmd_search(int argc, char **argv)
     algo_opts ao = so.ao;
     double device_gib = so.device_gib;
     ao.mem_limit = device_gib * 1073741824.0;
-    ao.mem_bound = so.mem_bound;
+    ao.mem_bound = so.mem_bound || pb.cp.recompute == SB_RECOMPUTE_AUTO;
+    if (pb.cp.recompute == SB_RECOMPUTE_AUTO && strcmp(algo, "pase") && strcmp(algo, "bf")) {
+        sb_fail(&err, SB_EXIT_INPUT, "--recompute auto: --algo %s does not choose what to "
+                "recompute (pase and bf do; --recompute all works with every algorithm)", algo);
+        status = cli_fail(&err);
+        goto out;
+    }
     if (so.mem_bound && strcmp(algo, "pase") && strcmp(algo, "bf") && strcmp(algo, "candidates")) {
         sb_fail(&err, SB_EXIT_INPUT,
                 "--memory: --algo %s does not search within a memory limit (pase, bf and "
@@ -489,7 +524,7 @@ int cmd_search(int argc, char **argv)
         status = cli_fail(&err);
         goto out;
     }
-    r.peak_bytes_per_device = sb_strategy_memory(&pb, r.choice, ao.opt, NULL);
+    r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, NULL);
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
         fputc('\n', stdout);

@@ -33,3 +33,12 @@ if(SHARDBENCH_CUDA)
   set_target_properties(bench_gpu PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME gpu)
 endif()
+
+# bench/memory: the memory model's peak per rank against the executor's
+# measured peak, ZeRO 0-3 and recomputation off/on (bench/README.md). A
+# benchmark, not a test; llama-tiny is read from the source tree.
+add_executable(bench_memory ${CMAKE_SOURCE_DIR}/bench/memory.c)
+target_link_libraries(bench_memory PRIVATE shardbench_static)
+target_compile_definitions(bench_memory PRIVATE SB_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+set_target_properties(bench_memory PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME memory)

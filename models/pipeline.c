@@ -123,3 +123,40 @@ int sb_schedule_parse(const char *s, sb_schedule *out)
         return -1;
     return 0;
 }
+
+int sb_op_recomputable(const sb_op *op)
+{
+    return op->kind != SB_OP_SOFTMAX_XENT && op->kind != SB_OP_LSTM;
+}
+
+int sb_recompute_parse(const sb_model *m, const char *spec, unsigned char *flags, sb_error *err)
+{
+    memset(flags, 0, (size_t)m->nops);
+    if (!strcmp(spec, "none"))
+        return 0;
+    if (!strcmp(spec, "all")) {
+        for (int i = 0; i < m->nops; i++)
+            flags[i] = (unsigned char)sb_op_recomputable(&m->ops[i]);
+        return 0;
+    }
+    for (const char *s = spec; *s;) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        int found = -1;
+        for (int i = 0; i < m->nops && found < 0; i++)
+            if (strlen(m->ops[i].name) == n && !strncmp(m->ops[i].name, s, n))
+                found = i;
+        if (found < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "--recompute: '%.*s' is not an op of model '%s' "
+                           "(none, all, or op names separated by commas)", (int)n, s, m->name);
+        if (!sb_op_recomputable(&m->ops[found]))
+            return sb_fail(err, SB_EXIT_INPUT, "--recompute: op '%s' (%s) cannot be recomputed "
+                           "(the loss and the LSTM are not)", m->ops[found].name,
+                           sb_op_kind_name(m->ops[found].kind));
+        flags[found] = 1;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return 0;
+}

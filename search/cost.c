@@ -125,7 +125,41 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     /* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights */
-    return sb_kind_search_table[op->kind]->cost(m, op, c, cp) + sb_zero_cost(m, op, c, cp);
+    return sb_kind_search_table[op->kind]->cost(m, op, c, cp) + sb_zero_cost(m, op, c, cp)
+           + (cp->recompute == SB_RECOMPUTE_ALL ? sb_recompute_cost(m, op, c, cp) : 0.0);
+}
+
+double sb_recompute_cost(const sb_model *m, const sb_op *op, const int *c,
+                         const sb_cost_params *cp)
+{
+    if (!sb_op_recomputable(op))
+        return 0.0;
+    return sb_kind_search_table[op->kind]->cost(m, op, c, cp) / 3.0;
+}
+
+int sb_recompute_mode_parse(const char *s, int *out, sb_error *err)
+{
+    if (!strcmp(s, "none"))
+        *out = SB_RECOMPUTE_NONE;
+    else if (!strcmp(s, "all"))
+        *out = SB_RECOMPUTE_ALL;
+    else if (!strcmp(s, "auto"))
+        *out = SB_RECOMPUTE_AUTO;
+    else
+        return sb_fail(err, SB_EXIT_INPUT, "--recompute: '%s' is not none, auto or all", s);
+    return 0;
+}
+
+const char *sb_recompute_mode_name(int mode)
+{
+    return mode == SB_RECOMPUTE_ALL ? "all" : mode == SB_RECOMPUTE_AUTO ? "auto" : "none";
+}
+
+int sb_result_recomputed(const sb_problem *pb, const sb_result *r, int i)
+{
+    if (r->recompute)
+        return r->recompute[i] != 0;
+    return pb->cp.recompute == SB_RECOMPUTE_ALL && sb_op_recomputable(&pb->m->ops[i]);
 }
 
 /* ---- edges ----------------------------------------------------------------- */

@@ -1751,8 +1751,10 @@ void sb_result_free(sb_result *r)
 {
     free(r->choice);
     free(r->order);
+    free(r->recompute);
     r->choice = NULL;
     r->order = NULL;
+    r->recompute = NULL;
 }
 
 int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err)

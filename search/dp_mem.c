@@ -12,10 +12,18 @@
  * two partial strategies adds cost and resident bytes and takes the larger
  * scratch, so a label dominated in all three (or already over the limit:
  * resident + scratch only grows) can never become the best one and is
- * dropped; nothing else is. Each label keeps the config of the eliminated
- * vertex and, per table it was combined from, the label it used, so the
- * strategy is read back by following them. Exact: equal to brute force
+ * dropped; nothing else is. "Over the limit" counts what the vertices
+ * outside the label's table add at least: the sum of their least resident
+ * bytes. Each label keeps the config of the eliminated vertex and, per
+ * table it was combined from, the label it used, so the strategy is read
+ * back by following them. Exact: equal to brute force
  * over the strategies that fit (tests/test_dp.c).
+ *
+ * Recomputation (pb->cp.recompute auto): a recomputable op's leaf table
+ * holds two labels per config, kept (x = 0) and recomputed (x = 1: cost
+ * plus sb_recompute_cost, memory as sb_op_memory_rc), so the choice is a
+ * second option per op carried through the same elimination; the read-back
+ * finds it in the leaf's label.
  *
  * Fast path: when the unconstrained optimum (dp.c) fits, it is the answer.
  * Pareto sets grow with the graph: past a budget of labels the search
@@ -53,11 +61,14 @@ typedef struct {
     int32_t *parts;       /* nlab * nin label indices */
     int elim;             /* the vertex eliminated to make it, -1 for a leaf */
     int alive;
+    double minr;          /* the least resident bytes of the vertices it covers */
 } ptable;
 
 typedef struct {
     const sb_problem *pb;
     double limit;          /* bytes; INFINITY when minimising memory */
+    double minr_all;       /* the least resident bytes of every vertex, summed */
+    double rest;           /* of it, the vertices outside the table being made */
     int by_memory;         /* 1: minimise memory (cost ignored in dominance) */
     ptable *t;
     int nt, capt;
@@ -189,6 +200,47 @@ static void table_free(ptable *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Vertex v's leaf table: per config k, the label kept (x = 0) and, under
+ * --recompute auto for a recomputable op, the label recomputed (x = 1). */
+static int vertex_leaf(pengine *E, int v, sb_optimizer opt)
+{
+    const sb_problem *pb = E->pb;
+    const sb_op *op = &pb->m->ops[v];
+    int n = pb->cfg[v].n;
+    int two = pb->cp.recompute == SB_RECOMPUTE_AUTO && sb_op_recomputable(op);
+    ptable t = {.nv = 1, .elim = -1, .size = n};
+    t.vars[0] = v;
+    t.start = sb_malloc((size_t)(n + 1) * sizeof *t.start, E->err);
+    t.lab = sb_malloc((size_t)n * (size_t)(two ? 2 : 1) * sizeof *t.lab, E->err);
+    if (!t.start || !t.lab) {
+        table_free(&t);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        const int *c = pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims;
+        t.start[k] = t.nlab;
+        for (int x = 0; x <= two; x++) {
+            sb_mem m;
+            sb_op_memory_rc(pb->m, op, c, opt, pb->cp.zero,
+                            x || pb->cp.recompute == SB_RECOMPUTE_ALL, &m);
+            double cost = pb->cfg[v].cost[k] + (x ? sb_recompute_cost(pb->m, op, c, &pb->cp) : 0);
+            t.lab[t.nlab++] = (label){.c = cost, .r = sb_mem_resident(&m), .s = m.scratch, .x = x};
+        }
+    }
+    t.start[n] = t.nlab;
+    t.minr = INFINITY;
+    for (int64_t i = 0; i < t.nlab; i++)
+        t.minr = t.lab[i].r < t.minr ? t.lab[i].r : t.minr;
+    E->minr_all += t.minr;
+    int added;
+    if (add_table(E, &t, &added)) {
+        if (!added)
+            table_free(&t);
+        return -1;
+    }
+    return 0;
+}
+
 /* A leaf table over vars (1 or 2) with one label per entry. */
 static int leaf(pengine *E, int nv, const int *vars, const double *c, const double *r,
                 const double *s)
@@ -223,27 +275,9 @@ static int init_tables(pengine *E, sb_optimizer opt)
 {
     const sb_problem *pb = E->pb;
     const sb_model *m = pb->m;
-    for (int v = 0; v < m->nops; v++) {
-        int n = pb->cfg[v].n;
-        double *r = sb_malloc((size_t)n * sizeof *r, E->err), *s = sb_malloc((size_t)n * sizeof *s, E->err);
-        double *c = sb_malloc((size_t)n * sizeof *c, E->err);
-        if (!r || !s || !c) {
-            free(r), free(s), free(c);
+    for (int v = 0; v < m->nops; v++)
+        if (vertex_leaf(E, v, opt))
             return -1;
-        }
-        for (int k = 0; k < n; k++) {
-            sb_mem x;
-            sb_op_memory_zero(m, &m->ops[v], pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims, opt,
-                              pb->cp.zero, &x);
-            r[k] = sb_mem_resident(&x);
-            s[k] = x.scratch;
-            c[k] = pb->cfg[v].cost[k];
-        }
-        int rc = leaf(E, 1, &v, c, r, s);
-        free(r), free(s), free(c);
-        if (rc)
-            return -1;
-    }
     /* one table per pair of ops joined by edges */
     for (int k = 0; k < pb->nedges; k++) {
         int a = pb->edges[k].src, b = pb->edges[k].dst;
@@ -357,7 +391,7 @@ static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const i
             l.c += l2->c;
             l.r += l2->r;
             l.s = l.s > l2->s ? l.s : l2->s;
-            if (l.r + l.s > E->limit)
+            if (l.r + l.s + E->rest > E->limit) /* the other vertices add at least rest */
                 continue;
             memcpy(w->pp, w->cur.p + i * nF, (size_t)nF * sizeof *w->pp);
             w->pp[q] = (int32_t)(j - lo);
@@ -415,6 +449,11 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
         return -1;
     }
     ptable g = {.nv = k, .elim = v, .nin = nF, .in = F, .size = 1};
+    for (int q = 0; q < nF; q++)
+        g.minr += E->t[F[q]].minr;
+    E->rest = E->minr_all - g.minr - 1e-9 * E->minr_all; /* less a margin for rounding */
+    if (E->rest < 0)
+        E->rest = 0;
     memcpy(g.vars, S, (size_t)k * sizeof *S);
     for (int i = 0; i < k; i++)
         g.size *= pb->cfg[S[i]].n;
@@ -461,19 +500,23 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
 }
 
 /* Sets the configs of table ti's label li and of everything it came from
- * (the table's own vertices are already set in choice). */
-static void read_back(const pengine *E, int ti, int64_t li, int *choice)
+ * (the table's own vertices are already set in choice), and the recomputed
+ * ops (a vertex leaf's label x) in rec. */
+static void read_back(const pengine *E, int ti, int64_t li, int *choice, unsigned char *rec)
 {
     const ptable *t = &E->t[ti];
-    if (t->elim < 0 && t->nin == 0)
-        return; /* a leaf */
+    if (t->elim < 0 && t->nin == 0) { /* a leaf */
+        if (t->nv == 1 && t->lab[li].x > 0)
+            rec[t->vars[0]] = 1;
+        return;
+    }
     const label *l = &t->lab[li];
     if (t->elim >= 0)
         choice[t->elim] = l->x;
     for (int q = 0; q < t->nin; q++) {
         const ptable *u = &E->t[t->in[q]];
         int64_t e = entry_of(E, u, choice);
-        read_back(E, t->in[q], u->start[e] + t->parts[l->parts + q], choice);
+        read_back(E, t->in[q], u->start[e] + t->parts[l->parts + q], choice, rec);
     }
 }
 
@@ -531,11 +574,27 @@ int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double li
         for (int64_t i = 0; i < t->nlab; i++)
             if (best < 0 || t->lab[i].c < t->lab[best].c)
                 best = i;
+        unsigned char *rec = best >= 0 ? calloc((size_t)n, 1) : NULL;
+        if (best >= 0 && !rec) {
+            engine_free(&E);
+            sb_result_free(out);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        }
         if (best >= 0) {
             for (int i = 0; i < n; i++)
                 out->choice[i] = 0;
-            read_back(&E, root, best, out->choice);
+            read_back(&E, root, best, out->choice, rec);
             out->total_cost = sb_strategy_cost(pb, out->choice);
+            for (int i = 0; i < n; i++)
+                if (rec[i])
+                    out->total_cost += sb_recompute_cost(pb->m, &pb->m->ops[i],
+                                                         pb->cfg[i].c + (size_t)out->choice[i]
+                                                                            * (size_t)pb->cfg[i].ndims,
+                                                         &pb->cp);
+            if (pb->cp.recompute == SB_RECOMPUTE_AUTO)
+                out->recompute = rec;
+            else
+                free(rec);
             out->seconds = sb_now() - t0;
             engine_free(&E);
             return 0;

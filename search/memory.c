@@ -45,6 +45,17 @@ void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer
 void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                        int zero, sb_mem *out)
 {
+    sb_op_memory_rc(m, op, c, opt, zero, 0, out);
+}
+
+/* Recomputed (runtime/executor/recompute.c): the outputs stay from the
+ * forward to the op's backward, the input gradients until the producers'
+ * backward; the input copies, saved state and output gradients are
+ * allocated again by the recomputed forward and the backward, and freed
+ * after it. */
+void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                     int zero, int recompute, sb_mem *out)
+{
     sb_mem_elems e;
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
@@ -63,17 +74,29 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
     out->scratch = e.scratch * FLOAT_BYTES;
     if (zero >= 3 && sliced < whole) /* the whole weight, gathered for the op */
         out->scratch += whole * FLOAT_BYTES;
+    if (recompute && sb_op_recomputable(op)) {
+        out->activations = e.outs * FLOAT_BYTES;
+        out->act_grads = e.in * FLOAT_BYTES;
+        out->scratch += (e.in + e.saved + e.outs) * FLOAT_BYTES;
+    }
 }
 
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt, sb_mem *sum)
+{
+    return sb_strategy_memory_rc(pb, choice, NULL, opt, sum);
+}
+
+double sb_strategy_memory_rc(const sb_problem *pb, const int *choice,
+                             const unsigned char *recompute, sb_optimizer opt, sb_mem *sum)
 {
     sb_mem tot = {0};
     double resident = 0.0;
     for (int i = 0; i < pb->m->nops; i++) {
         const sb_op *op = &pb->m->ops[i];
         sb_mem x;
-        sb_op_memory_zero(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt,
-                          pb->cp.zero, &x);
+        int rc = recompute ? recompute[i] != 0 : pb->cp.recompute == SB_RECOMPUTE_ALL;
+        sb_op_memory_rc(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt,
+                        pb->cp.zero, rc, &x);
         tot.weights += x.weights;
         tot.weight_grads += x.weight_grads;
         tot.optimizer += x.optimizer;

@@ -236,6 +236,8 @@ int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r,
         memcpy(sf.cfg + (size_t)i * SB_MAX_DIMS,
                pb->cfg[i].c + (size_t)r->choice[i] * (size_t)m->ops[i].ndims,
                (size_t)m->ops[i].ndims * sizeof(int));
+    for (int i = 0; i < m->nops; i++)
+        sf.recompute[i] = (unsigned char)sb_result_recomputed(pb, r, i);
     int rc = sb_strategy_file_save(path, m, &sf, err);
     sb_strategy_file_free(&sf);
     return rc;
@@ -640,6 +642,13 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
                                       "both", placed[2], "ops_inside_one_node", inside,
                                       "ops_across_nodes", m->nops - inside));
     json_object_set_new(j, "ops", ops);
+    if (pb->cp.recompute) { /* plain searches' JSON stays as it was */
+        json_t *rec = json_array();
+        for (int i = 0; i < m->nops; i++)
+            if (sb_result_recomputed(pb, r, i))
+                json_array_append_new(rec, json_string(m->ops[i].name));
+        json_object_set_new(j, "recompute", rec);
+    }
     return j;
 }
 

@@ -21,3 +21,13 @@ add_test(NAME test_ckpt_resume
 set_tests_properties(test_ckpt_resume PROPERTIES
   TIMEOUT 120
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
+# Checkpoints of ZeRO-sliced state (tests/ckpt_zero.sh): Adam's moments at
+# stages 1 and 3 and stage 3's weights, resumed at the same stage and
+# resharded into another stage and P.
+add_test(NAME test_ckpt_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ckpt_zero.sh $<TARGET_FILE:shardbench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_ckpt_zero PROPERTIES
+  TIMEOUT 120
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")

@@ -3,7 +3,8 @@
 # 6 steps straight must give the same losses as 3 steps + save, then fresh
 # processes + restore + 3 steps (bit for bit: same P and strategy, CPU).
 # Also with --zero 1 and 2 (sgd), and with Adam (its moments saved and
-# resharded; an sgd checkpoint refused for an adam run). Also: --keep 2 leaves the two newest step folders; a restore from a
+# resharded; an sgd checkpoint refused for an adam run); ZeRO-sliced state:
+# ckpt_zero.sh. Also: --keep 2 leaves the two newest step folders; a restore from a
 # folder without checkpoint fails with a clear message and status 2.
 set -euo pipefail
 sb=$1

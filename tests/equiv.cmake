@@ -230,3 +230,25 @@ set_tests_properties(test_pipeline_run PROPERTIES
 # cores); docs/paper-table2.md gives their figures.
 sb_equiv(test_equiv_paper_transformer_np4 4 transformer ${SB_EQUIV_transformer} --paper --random 0 --flops 0.01)
 set_property(TEST test_equiv_paper_transformer_np4 APPEND PROPERTY ENVIRONMENT "SHARDBENCH_STRATEGIES=${CMAKE_SOURCE_DIR}/strategies")
+
+# Activation recomputation (--recompute, runtime/executor/recompute.c): the
+# strategies run with every recomputable op's (or the listed ops')
+# activations dropped after the forward and computed again before the
+# backward; every strategy must still equal one device, and data parallel
+# and the best strategy must hold fewer peak bytes per rank than without
+# recomputation. Also with ZeRO stage 3 (the recomputed forward's gathered
+# weight kept for the backward) and Adam.
+foreach(np 2 4)
+  sb_equiv(test_equiv_transformer_np${np}_recompute ${np} transformer ${SB_EQUIV_transformer}
+           --seed ${np} --flops 0.01 --random 4 --recompute all)
+  sb_equiv(test_equiv_llama-tiny_np${np}_recompute ${np} ${SB_EQUIV_DATA}/llama-tiny.model
+           --seed ${np} --flops 0.01 --random 4 --recompute all)
+  sb_equiv(test_equiv_alexnet_np${np}_recompute ${np} alexnet ${SB_EQUIV_alexnet}
+           --seed ${np} --flops 0.01 --random 4 --recompute all)
+endforeach()
+sb_equiv(test_equiv_transformer_np4_recompute_list 4 transformer ${SB_EQUIV_transformer}
+         --seed 4 --flops 0.01 --random 4 --recompute x.1/a/o/w,x.1/y/h,y.1/c/y,logits)
+sb_equiv(test_equiv_transformer_np4_recompute_zero3 4 transformer ${SB_EQUIV_transformer}
+         --seed 4 --flops 0.01 --random 4 --recompute all --zero 3 --adam 1e-8 --lr 0.001)
+sb_equiv(test_equiv_alexnet_np4_recompute_devmem 4 alexnet ${SB_EQUIV_alexnet}
+         --seed 4 --flops 0.01 --random 2 --recompute all --backend cpu-devmem)

@@ -1003,6 +1003,143 @@ static void test_within_equals_brute_force(void **state)
     assert_true(bound >= 50); /* the constraint really decides, often */
 }
 
+/* --recompute: "all" prices and sizes every recomputable op recomputed
+ * (check_within as above, its brute force through sb_strategy_cost and
+ * sb_strategy_memory, which follow cp.recompute); "auto" lets the search
+ * choose per op, a second option beside the config: its result equals
+ * brute force over every (strategy, recomputed ops) pair, cost
+ * sb_strategy_cost plus sb_recompute_cost of each recomputed op, memory
+ * sb_strategy_memory_rc. */
+static void test_within_recompute_equals_brute_force(void **state)
+{
+    (void)state;
+    g_rng = 0xC2B2AE3D27D4EB4FULL;
+    int checked = 0, bound = 0, chosen = 0, all_checked = 0;
+    double t0 = sb_now();
+    gen *g = malloc(sizeof *g);
+    assert_non_null(g);
+    for (int gi = 0; gi < NGRAPHS / 2; gi++) {
+        int p, cutoff;
+        gen_model(g, &p, &cutoff);
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.gbs = 16.0 * pow(10.0, 1 + rn(4));
+        cp.zero = gi % 4;
+        cp.recompute = gi % 3 == 2 ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_AUTO;
+        sb_problem pb;
+        assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
+        int n = m.nops, nrec = 0, idx[64];
+        double space = 1;
+        for (int i = 0; i < n; i++) {
+            space *= pb.cfg[i].n;
+            if (sb_op_recomputable(&m.ops[i]) && nrec < 64)
+                idx[nrec++] = i;
+        }
+        sb_optimizer opt = rn(2) ? SB_OPTIM_ADAM : SB_OPTIM_SGD;
+        if (cp.recompute == SB_RECOMPUTE_ALL && space <= MAX_SPACE2) {
+            double *cost, *mem;
+            int64_t total = enumerate_all(&pb, opt, &cost, &mem);
+            double lo = INFINITY, hi = 0;
+            for (int64_t k = 0; k < total; k++) {
+                lo = mem[k] < lo ? mem[k] : lo;
+                hi = mem[k] > hi ? mem[k] : hi;
+            }
+            double limits[3] = {lo * 0.999, lo + 0.25 * (hi - lo), lo + 0.5 * (hi - lo)};
+            for (int j = 0; j < 3; j++)
+                all_checked += 1 + 0 * check_within(&pb, opt, limits[j], cost, mem, total, g->text);
+            free(cost);
+            free(mem);
+        }
+        if (cp.recompute == SB_RECOMPUTE_AUTO && nrec <= 16 && space * (double)(1 << nrec) <= MAX_SPACE2) {
+            int64_t total = (int64_t)space << nrec;
+            double *cost = malloc((size_t)total * sizeof *cost), *mem = malloc((size_t)total * sizeof *mem);
+            int *cur = calloc((size_t)n, sizeof *cur);
+            unsigned char *rec = calloc((size_t)n, 1);
+            assert_true(cost && mem && cur && rec);
+            for (int64_t k = 0, a = 0; a < (int64_t)space; a++) {
+                double base = sb_strategy_cost(&pb, cur);
+                for (int mask = 0; mask < (1 << nrec); mask++, k++) {
+                    cost[k] = base;
+                    for (int b = 0; b < nrec; b++) {
+                        int i = idx[b];
+                        rec[i] = (unsigned char)((mask >> b) & 1);
+                        if (rec[i])
+                            cost[k] += sb_recompute_cost(&m, &m.ops[i],
+                                                         pb.cfg[i].c + (size_t)cur[i] * (size_t)pb.cfg[i].ndims, &cp);
+                    }
+                    mem[k] = sb_strategy_memory_rc(&pb, cur, rec, opt, NULL);
+                }
+                for (int i = n - 1; i >= 0 && ++cur[i] == pb.cfg[i].n; i--)
+                    cur[i] = 0;
+            }
+            double lo = INFINITY, hi = 0, plain_best = INFINITY, plain_mem = 0;
+            for (int64_t k = 0; k < total; k++) {
+                lo = mem[k] < lo ? mem[k] : lo;
+                hi = mem[k] > hi ? mem[k] : hi;
+                if (k % (1 << nrec) == 0 && cost[k] < plain_best) /* mask 0: nothing recomputed */
+                    plain_best = cost[k], plain_mem = mem[k];
+            }
+            double limits[4] = {lo * 0.999, lo, lo + 0.25 * (hi - lo), lo + 0.5 * (hi - lo)};
+            for (int j = 0; j < 4; j++) {
+                double limit = limits[j], best = INFINITY, least = INFINITY;
+                for (int64_t k = 0; k < total; k++) {
+                    if (mem[k] <= limit && cost[k] < best)
+                        best = cost[k];
+                    least = mem[k] < least ? mem[k] : least;
+                }
+                sb_search_opts so = {.algo = SB_ALGO_PASE};
+                sb_result r;
+                double got_least;
+                int rc = sb_search_within(&pb, &so, limit, opt, &r, &got_least, &err);
+                checked++;
+                if (!isfinite(best)) {
+                    if (rc == 0 || rel_diff(got_least, least) > 1e-9) {
+                        dump_model(g->text, pb.p, pb.cp.cutoff);
+                        fail_msg("recompute auto, limit %.17g: nothing fits (least %.17g) but the "
+                                 "search said rc %d, least %.17g", limit, least, rc, got_least);
+                    }
+                    continue;
+                }
+                if (rc) {
+                    dump_model(g->text, pb.p, pb.cp.cutoff);
+                    fail_msg("recompute auto, limit %.17g: %s (brute force: %.17g fits)", limit,
+                             err.msg, best);
+                }
+                double got_mem = sb_strategy_memory_rc(&pb, r.choice, r.recompute, opt, NULL);
+                if (got_mem > limit || rel_diff(r.total_cost, best) > 1e-9) {
+                    dump_model(g->text, pb.p, pb.cp.cutoff);
+                    fail_msg("recompute auto, limit %.17g: search %.17g at %.17g bytes, brute "
+                             "force %.17g", limit, r.total_cost, got_mem, best);
+                }
+                bound += plain_mem > limit;
+                for (int i = 0; r.recompute && i < n; i++)
+                    if (r.recompute[i]) {
+                        chosen++;
+                        break;
+                    }
+                sb_result_free(&r);
+            }
+            free(cost);
+            free(mem);
+            free(cur);
+            free(rec);
+        }
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    free(g);
+    print_message("search within a memory limit, --recompute auto vs brute force: %d (graph, "
+                  "limit) pairs, %d where the limit excluded the plain optimum, %d choosing to "
+                  "recompute; --recompute all: %d pairs; %.1fs\n",
+                  checked, bound, chosen, all_checked, sb_now() - t0);
+    assert_true(checked >= 100);
+    assert_true(chosen >= 20); /* recomputing really decides, often */
+    assert_true(all_checked >= 50);
+}
+
 /* Hand-written graphs the generator may not hit exactly. */
 static void test_dp_fixed_graphs(void **state)
 {
@@ -1628,6 +1765,7 @@ int main(void)
         cmocka_unit_test(test_bf_isolated_op), /* first: the others rely on its verdict */
         cmocka_unit_test(test_dp_equals_brute_force),
         cmocka_unit_test(test_within_equals_brute_force),
+        cmocka_unit_test(test_within_recompute_equals_brute_force),
         cmocka_unit_test(test_dp_fixed_graphs),
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),

@@ -14,7 +14,7 @@
  *   mpirun -np P test_equiv MODEL [--set k=v ...] [--random N] [--seed S] [--lr X]
  *                          [--backend cpu|cuda] [--flops F] [--bw B] [--adam EPS]
  *                          [--zero N] [--want-split KIND:DIM,...] [--split OP=DIM ...]
- *                          [--best-splits OP=DIM ...] [--paper]
+ *                          [--best-splits OP=DIM ...] [--paper] [--recompute all|OP,OP,...]
  * --paper adds the PaSE paper's Table II strategy mapped onto this model,
  * sizes and P (paper.h, docs/paper-table2.md).
  * --best-splits fails the test unless the search's best strategy splits
@@ -39,7 +39,12 @@
  * where splitting pays at the test's small sizes. --want-split fails the
  * test unless, for each KIND:DIM, some strategy run split dim DIM of an op
  * of kind KIND (softmax:mem: a split softmax axis), so the cases a model
- * is there for cannot silently drop out of the random sample. */
+ * is there for cannot silently drop out of the random sample. --recompute
+ * runs the strategies (not the reference) with those ops' activations
+ * dropped after their forward and recomputed before their backward, and
+ * also runs data parallel and the best strategy without it: the test
+ * fails unless recomputation lowers the peak tensor bytes (the largest over
+ * the ranks) of both. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +76,7 @@ typedef struct {
     int64_t *n;
     char (*names)[SB_NAME_MAX];
     float **w0;   /* initial weights (rank 0) */
+    int64_t peak; /* peak tensor bytes, the largest over the ranks */
 } outcome;
 
 /* Largest relative change of any weight over the training (the test is
@@ -89,6 +95,8 @@ static int paper;      /* --paper: add the paper's Table II strategy (paper.h) a
 static sb_pipeline pipe;
 static int use_pipe;
 static long replicated; /* weights the strategies run held on 2 ranks or more alike */
+static const char *recompute_spec; /* --recompute: the strategies' recomputed ops */
+static int recompute_on = 1;       /* 0: this run without them (the peak comparison) */
 
 static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcome *o, int gather)
 {
@@ -99,7 +107,13 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
+    unsigned char rec[pb->m->nops];
+    if (recompute_spec && recompute_on && comm != MPI_COMM_SELF
+        && sb_recompute_parse(pb->m, recompute_spec, rec, &err))
+        die("--recompute", &err);
     sb_plan_strategy st = {.m = pb->m, .configs = cfg,
+                           .recompute = recompute_spec && recompute_on && comm != MPI_COMM_SELF
+                                            ? rec : NULL,
                            .pipe = use_pipe && comm != MPI_COMM_SELF ? &pipe : NULL};
     if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
                            &err))
@@ -155,6 +169,8 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
         }
     }
     o->w0 = w0;
+    int64_t peak = sb_executor_peak_bytes(ex);
+    MPI_Allreduce(&peak, &o->peak, 1, MPI_INT64_T, MPI_MAX, comm);
     sb_executor_free(ex);
 }
 
@@ -365,6 +381,8 @@ int main(int argc, char **argv)
             tol = run_be == &sb_backend_cpu || run_be == sb_backend_cpu_devmem() ? TOL : 1e-3;
         } else if (!strcmp(argv[i], "--zero") && i + 1 < argc) {
             zero = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--recompute") && i + 1 < argc) {
+            recompute_spec = argv[++i];
         } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
             update = SB_UPDATE_ADAM;
             adam_eps = (float)atof(argv[++i]);
@@ -549,6 +567,20 @@ int main(int argc, char **argv)
             if (bad)
                 failures++;
             fflush(stdout);
+        }
+        if (recompute_spec && k < 2) {
+            /* the same strategy without recomputation: its peak must be higher */
+            outcome plain = {0};
+            recompute_on = 0;
+            train(MPI_COMM_WORLD, &pb, choice, &plain, 0);
+            recompute_on = 1;
+            int worse = !(o.peak < plain.peak);
+            if (rank == 0)
+                printf("  peak bytes per rank: %lld recomputing %s, %lld without (%+.1f%%) %s\n",
+                       (long long)o.peak, recompute_spec, (long long)plain.peak,
+                       100.0 * ((double)o.peak / (double)plain.peak - 1.0), worse ? "FAIL" : "ok");
+            failures += worse && rank == 0;
+            free_outcome(&plain);
         }
         free_outcome(&o);
     }

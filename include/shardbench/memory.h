@@ -44,6 +44,14 @@ void sb_op_memory(const sb_model *m, const sb_op *op, const int *c, sb_optimizer
  * 3 also its whole weight, to scratch (search/README.md). */
 void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                        int zero, sb_mem *out);
+/* The same, the op recomputed when recompute != 0 and the op is
+ * recomputable (sb_op_recomputable), as the runtime does it: only its
+ * outputs (read by the next ops) and its input gradients (read by its
+ * producers' backward) stay (activations: outputs; act_grads: inputs); its
+ * inputs, saved state and output gradients live only from its recomputed
+ * forward to the end of its backward (scratch). */
+void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                     int zero, int recompute, sb_mem *out);
 
 /* Peak bytes per device of a strategy (under pb->cp.zero): the sum over ops of the resident
  * bytes plus the largest scratch of any op (device 0 is in every op's grid,
@@ -51,9 +59,17 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
  * NULL it gets the per-category sums (scratch: the largest). */
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt,
                           sb_mem *sum);
+/* The same with the recomputed ops given (m->nops flags; NULL: as
+ * pb->cp.recompute says, all or none; sb_strategy_memory is this with
+ * NULL). */
+double sb_strategy_memory_rc(const sb_problem *pb, const int *choice,
+                             const unsigned char *recompute, sb_optimizer opt, sb_mem *sum);
 
 /* The least-cost strategy whose sb_strategy_memory is at most limit_bytes
- * (exact: search/dp_mem.c). When the unconstrained optimum fits it is the
+ * (exact: search/dp_mem.c). With pb->cp.recompute auto, each op may also be
+ * recomputed (its sb_recompute_cost added, its memory as sb_op_memory_rc):
+ * the least-cost (strategy, recomputed ops) pair that fits, the ops in
+ * out->recompute (NULL when the least-cost strategy fits without any). When the unconstrained optimum fits it is the
  * answer. When nothing fits: SB_EXIT_INPUT, the message gives the least
  * memory of any strategy, also put in *least_bytes (if not NULL; NAN
  * otherwise). opts as for sb_search (the vertex order is its algo's). */

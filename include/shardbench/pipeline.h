@@ -52,6 +52,16 @@ int sb_pipeline_first_rank(const sb_pipeline *pl, int s);
 /* 1 for S = 1 and M = 1 (what a plain strategy is). */
 int sb_pipeline_is_none(const sb_pipeline *pl);
 
+/* Recomputation: 1 when op can be recomputed (every kind but the loss,
+ * softmax_xent, whose backward follows its forward at once, and the LSTM,
+ * which keeps its own per-step state); recompute flags of other ops are
+ * ignored by the runtime and the memory and cost models. */
+int sb_op_recomputable(const sb_op *op);
+/* Recompute flags (m->nops) from "none", "all" (every recomputable op) or
+ * a comma-separated list of op names (each must be recomputable). 0, or -1
+ * with a message naming the unknown or unrecomputable op. */
+int sb_recompute_parse(const sb_model *m, const char *spec, unsigned char *flags, sb_error *err);
+
 const char *sb_schedule_name(sb_schedule s);     /* "gpipe", "1f1b" */
 int sb_schedule_parse(const char *s, sb_schedule *out); /* 0, or -1 if unknown */
 

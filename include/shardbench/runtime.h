@@ -326,6 +326,15 @@ MPI_Comm sb_executor_comm(const sb_executor *ex);
  * stage 1 or more). */
 int sb_executor_moment_read(const sb_executor *ex, int w, int which, float *host, sb_error *err);
 int sb_executor_moment_write(sb_executor *ex, int w, int which, const float *host, sb_error *err);
+/* The state a checkpoint holds of weight w, as this rank's whole shard
+ * (laid out as sb_executor_weight_box) under any ZeRO stage: part 0 the
+ * weight, 1 and 2 Adam's moments. Read is collective over the weight's
+ * replica group where ZeRO slices that part (the slices all-gathered into
+ * host; every rank of the executor reads the same weights and parts in the
+ * same order); write is local (each rank keeps its slice of host). -1 with
+ * err for a part the executor does not have. */
+int sb_executor_state_read(sb_executor *ex, int w, int part, float *host, sb_error *err);
+int sb_executor_state_write(sb_executor *ex, int w, int part, const float *host, sb_error *err);
 sb_update_rule sb_executor_update(const sb_executor *ex);
 int sb_executor_zero(const sb_executor *ex); /* the ZeRO stage */
 const sb_backend *sb_executor_backend(const sb_executor *ex);

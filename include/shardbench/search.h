@@ -47,7 +47,18 @@ typedef struct {
      * weight to the op's cost (search/README.md). 0 (the default): the
      * reference model. */
     int zero;
+    /* Activation recomputation (search --recompute; sb_recompute_mode):
+     * none (the default: the reference model), all (every recomputable op,
+     * sb_op_recomputable: its vertex cost gains sb_recompute_cost, its
+     * memory keeps only its outputs and input gradients), or auto (the
+     * memory-limited search, sb_search_within, chooses per op). */
+    int recompute;
 } sb_cost_params;
+
+typedef enum { SB_RECOMPUTE_NONE = 0, SB_RECOMPUTE_ALL = 1, SB_RECOMPUTE_AUTO = 2 } sb_recompute_mode;
+/* "none", "all", "auto"; anything else an input error naming the value. */
+int sb_recompute_mode_parse(const char *s, int *out, sb_error *err);
+const char *sb_recompute_mode_name(int mode);
 
 void sb_cost_params_default(sb_cost_params *cp);
 
@@ -124,9 +135,17 @@ typedef struct {
 int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out,
                          sb_error *err);
 
-/* Vertex cost of op under config c (ndims split counts). */
+/* Vertex cost of op under config c (ndims split counts); with
+ * cp->recompute all, sb_recompute_cost added for a recomputable op. */
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c,
                   const sb_cost_params *cp);
+/* What recomputing op under config c adds: one more forward, priced as a
+ * third of the kind's vertex cost (the reference prices forward and
+ * backward as three equal passes: a GEMM's 3·m'n'k' is one forward and two
+ * backward GEMMs), its communication included (the runtime runs the
+ * forward's collectives again). 0 for an op that is not recomputable. */
+double sb_recompute_cost(const sb_model *m, const sb_op *op, const int *c,
+                         const sb_cost_params *cp);
 
 /* Split counts of an operand's tensor dims under its op's config `c`. */
 void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims,
@@ -189,7 +208,15 @@ typedef struct {
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
+    /* ops the search chose to recompute (--recompute auto: nops flags,
+     * malloc'd, freed by sb_result_free), or NULL: as cp.recompute says
+     * (sb_result_recomputed) */
+    unsigned char *recompute;
 } sb_result;
+
+/* 1 when op i is recomputed in r: r->recompute's flag, else every
+ * recomputable op under cp.recompute all. */
+int sb_result_recomputed(const sb_problem *pb, const sb_result *r, int i);
 
 int sb_search(const sb_problem *pb, const sb_search_opts *opts,
               sb_result *out, sb_error *err);

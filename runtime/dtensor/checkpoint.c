@@ -45,16 +45,12 @@ static void exw_free(ex_weights *w)
 
 static int exw_read(sb_executor *ex, const ex_weights *w, int i, sb_error *err)
 {
-    int part = i / w->nw, p = i % w->nw;
-    return part ? sb_executor_moment_read(ex, p, part, w->data[i], err)
-                : sb_executor_weight_read(ex, p, w->data[i], err);
+    return sb_executor_state_read(ex, i % w->nw, i / w->nw, w->data[i], err);
 }
 
 static int exw_write(sb_executor *ex, const ex_weights *w, int i, sb_error *err)
 {
-    int part = i / w->nw, p = i % w->nw;
-    return part ? sb_executor_moment_write(ex, p, part, w->data[i], err)
-                : sb_executor_weight_write(ex, p, w->data[i], err);
+    return sb_executor_state_write(ex, i % w->nw, i / w->nw, w->data[i], err);
 }
 
 /* Names, shapes, every rank's boxes and this rank's shards (read when
@@ -91,28 +87,8 @@ static int exw_get(sb_executor *ex, ex_weights *w, int read, sb_error *err)
     return 0;
 }
 
-/* Checkpoints hold the weights, Adam's moments and the step count: an
- * executor that keeps part of that sliced between steps (ZeRO stage 3's
- * weights, the moments under any ZeRO stage) is refused, on every rank
- * alike, rather than saved or restored without it. */
-static int refuse_state(const sb_executor *ex, const char *what, sb_error *err)
-{
-    if (sb_executor_update(ex) == SB_UPDATE_ADAM && sb_executor_zero(ex) > 0)
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "checkpoint: %s: ZeRO stage %d keeps Adam's moments sliced over each "
-                       "weight's replicas (checkpoint Adam with ZeRO stage 0)", what,
-                       sb_executor_zero(ex));
-    if (sb_executor_zero(ex) == 3)
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "checkpoint: %s: ZeRO stage 3 keeps each replicated weight sliced over "
-                       "its replicas between steps (checkpoint with ZeRO stage 0, 1 or 2)", what);
-    return 0;
-}
-
 int sb_checkpoint_save_executor(sb_executor *ex, const char *prefix, sb_error *err)
 {
-    if (refuse_state(ex, "save", err))
-        return -1;
     MPI_Comm comm = sb_executor_comm(ex);
     int size, rank;
     MPI_Comm_size(comm, &size);
@@ -235,8 +211,6 @@ int sb_checkpoint_restore_executor(sb_executor *ex, const char *prefix, sb_error
 int sb_checkpoint_restore_executor_ex(sb_executor *ex, const char *prefix, int partial,
                                       char *skipped, size_t cap, sb_error *err)
 {
-    if (refuse_state(ex, "restore", err))
-        return -1;
     MPI_Comm comm = sb_executor_comm(ex);
     int size, rank;
     MPI_Comm_size(comm, &size);

@@ -137,7 +137,7 @@ char *sb_strategy_text(const sb_plan_strategy *st)
         put(&b, "op %s config=", st->m->ops[i].name);
         for (int d = 0; d < st->m->ops[i].ndims; d++)
             put(&b, "%s%d", d ? "," : "", st->configs[i][d]);
-        put(&b, "\n");
+        put(&b, "%s\n", st->recompute && st->recompute[i] ? " recompute" : "");
     }
     if (st->pipe && !sb_pipeline_is_none(st->pipe)) {
         const sb_pipeline *pl = st->pipe;

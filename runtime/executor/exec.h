@@ -94,6 +94,11 @@ struct sb_executor {
     sb_update_rule update;
     float beta1, beta2, eps;
     int zero;           /* ZeRO stage 0..3 (sb_exec_opts.zero) */
+    /* recomputation (recompute.c): m->nops flags, NULL when no op is
+     * recomputed; 1 while a recomputed op's forward runs again before its
+     * backward (stage 3 then keeps the gathered weight for the backward) */
+    unsigned char *recompute;
+    int recomputing;
     uint64_t seed;
     int step;
     opx *ops;

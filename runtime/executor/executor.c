@@ -29,6 +29,7 @@
 #include "shardbench/dtensor.h"
 #include "params.h"
 #include "plan.h"
+#include "recompute.h"
 #include "services.h"
 
 /* ---- plan --------------------------------------------------------------------- */
@@ -280,6 +281,12 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         if (exec_declare_params(ex, o, err))
             return -1;
     }
+    if (exec_recompute_setup(ex, st, err))
+        return -1;
+    if (ex->recompute && !sb_pipeline_is_none(&ex->pipe))
+        return sb_fail(err, SB_EXIT_INPUT, "recomputation inside a pipeline is not supported yet "
+                       "(a recomputed forward would receive its stage inputs again): run the "
+                       "pipeline without recompute, or recompute without stages");
     if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
     if (sb_group_cache_new(ex->comm, &ex->groups, err) || build_relayouts(ex, err))
@@ -520,7 +527,14 @@ static int run_event(sb_executor *ex, int backward, int mb, sb_error *err)
         int i = backward ? b - 1 - n : a + n;
         opx *o = &ex->ops[i];
         mb_enter(ex, o);
-        int rc = backward ? backward_op(ex, i, err) : forward_op(ex, i, err);
+        int rc = backward ? exec_recompute_forward(ex, i, forward_op, err) || backward_op(ex, i, err)
+                          : forward_op(ex, i, err);
+        if (!rc) { /* recomputation (recompute.c): no-ops for an op not flagged */
+            if (backward)
+                exec_recompute_release(ex, i);
+            else
+                exec_recompute_drop(ex, i);
+        }
         mb_leave(ex, o);
         if (rc || (ex->p2p && (backward ? send_input_grads(ex, i, err) : send_outputs(ex, i, err))))
             return -1;
@@ -642,6 +656,7 @@ void sb_executor_free(sb_executor *ex)
     sb_model_free(&ex->micro);
     free(ex->mb_dim);
     free(ex->perm);
+    free(ex->recompute);
     free(ex->ops);
     free(ex->times);
     free(ex->params);

@@ -225,7 +225,8 @@ int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 {
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
-        if (ex->zero == 3 && zero_on(ex, pa) && zero_gather_into(ex, pa, err))
+        /* w already whole: kept from a recomputed forward (recompute.c) */
+        if (ex->zero == 3 && zero_on(ex, pa) && !pa->w.p && zero_gather_into(ex, pa, err))
             return -1;
     }
     return 0;
@@ -233,6 +234,8 @@ int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 
 void exec_zero_drop(sb_executor *ex, opx *o)
 {
+    if (ex->recomputing) /* a recomputed forward: the backward right after uses w */
+        return;
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
         if (ex->zero == 3 && zero_on(ex, pa))
@@ -455,3 +458,59 @@ int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error
     return 0;
 }
 
+
+/* ---- checkpoint state, whole shards under any ZeRO stage --------------------------------- */
+
+/* The buffer part (0: the weight, 1, 2: Adam's moments) of pa keeps between
+ * steps, and whether it is pa's ZeRO slice (else the whole shard). */
+static const tbuf *state_buf(const sb_executor *ex, const param *pa, int part, int *sliced)
+{
+    int on = zero_on(ex, pa);
+    *sliced = part ? on : on && ex->zero == 3;
+    return part == 0 ? (*sliced ? &pa->ws : &pa->w) : part == 1 ? &pa->m : &pa->v;
+}
+
+static int state_check(const sb_executor *ex, int w, int part, const char *what, sb_error *err)
+{
+    if (part == 0 || (ex->update == SB_UPDATE_ADAM && (part == 1 || part == 2)))
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT, "cannot %s part %d of weight '%s': the executor has no "
+                   "such state (0: the weight; 1, 2: Adam's moments)", what, part,
+                   ex->params[w].name);
+}
+
+int sb_executor_state_read(sb_executor *ex, int w, int part, float *host, sb_error *err)
+{
+    param *pa = &ex->params[w];
+    int sliced;
+    if (state_check(ex, w, part, "read", err))
+        return -1;
+    const tbuf *t = state_buf(ex, pa, part, &sliced);
+    if (!sliced) {
+        if (pa->n)
+            ex->be->to_host(host, t->p, (size_t)pa->n);
+        return 0;
+    }
+    if (t->n)
+        ex->be->to_host(host + pa->zlo, t->p, (size_t)t->n);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, pa->zcount, pa->zdispl,
+                            MPI_FLOAT, pa->gcomm);
+    if (rc != MPI_SUCCESS)
+        return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: gathering the ZeRO slices of weight '%s' "
+                       "failed (MPI error %d)", ex->rank, pa->name, rc);
+    return 0;
+}
+
+int sb_executor_state_write(sb_executor *ex, int w, int part, const float *host, sb_error *err)
+{
+    param *pa = &ex->params[w];
+    int sliced;
+    if (state_check(ex, w, part, "write", err))
+        return -1;
+    const tbuf *t = state_buf(ex, pa, part, &sliced);
+    if (!sliced && pa->n)
+        ex->be->from_host(t->p, host, (size_t)pa->n);
+    else if (sliced && t->n)
+        ex->be->from_host(t->p, host + pa->zlo, (size_t)t->n);
+    return 0;
+}

@@ -1,0 +1,47 @@
+#!/bin/bash
+# recompute_cli.sh SHARDBENCH MPIEXEC: activation recomputation end to end.
+# search --recompute all lists every op but the loss (text and JSON); a
+# plain search's JSON has no recompute key; within a limit that no
+# strategy fits without recomputation (60 KiB: the least is 76.8 KB) auto
+# fits by recomputing and none fails; the saved strategy's recompute lines
+# reach run, whose losses equal the same strategy's without recomputation
+# and whose peak per rank is lower; run --recompute refuses the loss.
+set -uo pipefail
+sb=$1
+mpiexec=$2
+dir=$(mktemp -d /tmp/sb_recompute_XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+S=(-m transformer --set batch=4 --set vocab=16 --set seq=4 --set embed=8 --set heads=2
+   --set dk=4 --set ff=16 --set layers=1)
+fail=0
+check() { if eval "$2"; then echo "$1: ok"; else echo "$1: FAIL"; fail=1; fi; }
+
+json=$("$sb" search "${S[@]}" -p 2 --db none --recompute all --format json)
+n=$(echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["recompute"]), len(d["ops"]), "loss" in d["recompute"])')
+check "search --recompute all: every op but the loss in the JSON ($n)" '[ "$n" = "38 39 False" ]'
+text=$("$sb" search "${S[@]}" -p 2 --db none --recompute all)
+check "search --recompute all: the table says so" 'echo "$text" | grep -q "^recompute (--recompute all): 38 of 39 ops: src_embed, "'
+plain=$("$sb" search "${S[@]}" -p 2 --db none --format json)
+check "plain search: no recompute key" '! echo "$plain" | grep -q recompute'
+none=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB 2>&1)
+check "--memory 60KiB without recomputation: nothing fits" 'echo "$none" | grep -q "no strategy of .transformer. at p=2 fits"'
+auto=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --recompute auto --save "$dir/a.strategy")
+check "--memory 60KiB --recompute auto: fits by recomputing" 'echo "$auto" | grep -q "^recompute (--recompute auto): [1-9][0-9]* of 39 ops" && echo "$auto" | grep -q "within --memory"'
+check "the saved strategy has recompute lines" 'grep -q "^recompute " "$dir/a.strategy"'
+run() {
+    "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$sb" run "${S[@]}" --db none --steps 3 \
+        --warmup 0 --strategy "$dir/a.strategy" "$@"
+}
+with=$(run --format json 2>&1)
+without=$(run --recompute none --format json 2>&1)
+field() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(*d[sys.argv[1]])' "$1"; }
+lw=$(echo "$with" | field losses)
+lo=$(echo "$without" | field losses)
+check "run of the saved strategy: the same losses as without recomputation [$lw]" '[ -n "$lw" ] && [ "$lw" = "$lo" ]'
+pw=$(echo "$with" | field peak_bytes_per_rank)
+po=$(echo "$without" | field peak_bytes_per_rank)
+check "run: lower peak per rank ([$pw] < [$po] bytes)" 'python3 -c "import sys; a=list(map(int, sys.argv[1].split())); b=list(map(int, sys.argv[2].split())); sys.exit(not (a and max(a) < max(b)))" "$pw" "$po"'
+bad=$(run --recompute loss 2>&1)
+rc=$?
+check "run --recompute loss: refused (status $rc)" '[ $rc -eq 2 ] && echo "$bad" | grep -q "op .loss. (softmax_xent) cannot be recomputed"'
+exit $fail
