@@ -233,8 +233,7 @@ static int init_tables(pengine *E, sb_optimizer opt)
         }
         for (int k = 0; k < n; k++) {
             sb_mem x;
-            sb_op_memory_zero(m, &m->ops[v], pb->cfg[v].c + (size_t)k * (size_t)pb->cfg[v].ndims, opt,
-                              pb->cp.zero, &x);
+            sb_problem_op_memory(pb, v, k, opt, &x);
             r[k] = sb_mem_resident(&x);
             s[k] = x.scratch;
             c[k] = pb->cfg[v].cost[k];

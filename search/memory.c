@@ -65,15 +65,22 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
         out->scratch += whole * FLOAT_BYTES;
 }
 
+void sb_problem_op_memory(const sb_problem *pb, int v, int k, sb_optimizer opt, sb_mem *out)
+{
+    const sb_op *op = &pb->m->ops[v];
+    sb_op_memory_zero(pb->m, op, pb->cfg[v].c + (size_t)k * (size_t)op->ndims, opt, pb->cp.zero,
+                      out);
+    if (pb->cp.act_copies > 1) /* a pipeline stage: activations of that many micro-batches */
+        out->activations *= pb->cp.act_copies;
+}
+
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt, sb_mem *sum)
 {
     sb_mem tot = {0};
     double resident = 0.0;
     for (int i = 0; i < pb->m->nops; i++) {
-        const sb_op *op = &pb->m->ops[i];
         sb_mem x;
-        sb_op_memory_zero(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt,
-                          pb->cp.zero, &x);
+        sb_problem_op_memory(pb, i, choice[i], opt, &x);
         tot.weights += x.weights;
         tot.weight_grads += x.weight_grads;
         tot.optimizer += x.optimizer;

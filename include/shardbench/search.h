@@ -47,6 +47,10 @@ typedef struct {
      * weight to the op's cost (search/README.md). 0 (the default): the
      * reference model. */
     int zero;
+    /* Pipeline stages (search/pipeline.c): the memory model counts each op's
+     * activations this many times (the micro-batches a stage holds in
+     * flight); 0 or 1: once (every plain strategy). */
+    int act_copies;
 } sb_cost_params;
 
 void sb_cost_params_default(sb_cost_params *cp);
