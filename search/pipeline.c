@@ -718,6 +718,34 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A first partition, so that the bounds have a step to beat: cuts where
+ * the bound's prefix sums pass s / S of the total (each stage at least one
+ * segment). Lowers *best to its step when it fits. */
+static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
+                     const double *p2p, double *best)
+{
+    int n = X->nseg, a = 0;
+    double sum = 0.0, mx = 0.0;
+    for (int s = 0; s < S; s++) {
+        int b = s == S - 1 ? n : a + 1;
+        while (s < S - 1 && b < n - (S - 1 - s) && pc[b] < pc[n] * (s + 1) / S)
+            b++;
+        int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
+        stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
+        if (!e)
+            return -1;
+        if (!isfinite(e->t))
+            return 0;
+        sum += e->t + p2p[b];
+        mx = fmax(mx, e->t + p2p[b]);
+        a = b;
+    }
+    double T = sum + (double)(M - 1) * mx;
+    if (T < *best)
+        *best = T * (1.0 + 1e-12); /* the search itself finds and reports it (ties kept) */
+    return 0;
+}
+
 /* sb_pipe_brute: every partition into S stages, one range per stage from
  * R[s] starting where the last ended; the first least T wins. */
 static void enumerate(int S, int M, srange *const *R, const int *nR, int s, int a, double sum,
@@ -778,6 +806,8 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         int inter = X->cp.node_devices > 0 && d >= X->cp.node_devices;
         p2p[b] = 2.0 * sb_pipe_p2p_cost(&X->cp, crossing_words(mb, X->last, X->seg[b], d), inter);
     }
+    if (!X->brute && incumbent(X, S, M, sched, d, pc, p2p, best))
+        goto out;
     size_t nvals = 0, capv = 0;
     for (int s = 0; s < S; s++) {
         int k = limited ? inflight(X->o, S, M, sched, s) : -1;
