@@ -126,10 +126,11 @@ int sb_model_microbatch(const sb_model *m, int M, sb_model *out, sb_error *err)
         sb_op *op = &out->ops[i];
         int bd = batch_dim(op);
         if (bd < 0 || op->dims[bd].size % M) {
+            sb_fail(err, SB_EXIT_INPUT, "microbatches %d: op '%s' has no dim named batch that %d "
+                    "divides", M, m->ops[i].name, M);
             free(mark);
             sb_model_free(out);
-            return sb_fail(err, SB_EXIT_INPUT, "microbatches %d: op '%s' has no dim named batch "
-                           "that %d divides", M, op->name, M);
+            return -1;
         }
         op->dims[bd].size /= M;
         for (int k = 0; k < op->nin + op->nout; k++) {
