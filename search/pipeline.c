@@ -422,6 +422,7 @@ typedef struct {
     int *seg;           /* nseg + 1 op positions */
     sb_model *mb;       /* per M (index: position in Ms) */
     int *Ms, nM;
+    uint64_t *hseg;     /* (nseg + 1)^2: hash of segments [a, b), 0: not yet */
     stage_entry **tab;  /* open addressing; entries stay where they are */
     size_t cap, used;
     uint64_t serial;    /* brute: every stage its own key */
@@ -498,6 +499,14 @@ static stage_entry *tab_put(pctx *X, const stage_entry *e)
     return ne;
 }
 
+static long configs_total(const sb_problem *pb)
+{
+    long n = 0;
+    for (int v = 0; v < pb->m->nops; v++)
+        n += pb->cfg[v].n;
+    return n;
+}
+
 /* Exhaustive intra-op search of a stage problem (sb_pipe_brute): the least
  * cost whose memory fits, every config combination. */
 static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int *best,
@@ -524,9 +533,126 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
     return 0;
 }
 
+/* Stage problems with more configs than this (over all their ops) are
+ * solved under a memory limit by Lagrangian relaxation, not by the exact
+ * Pareto search (sb_search_within), whose labels take minutes there (one
+ * GPT-3 stage of 24 ops on 16 devices: over a minute). */
+#define EXACT_MEM_CONFIGS 512
+
+/* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
+ * relaxation of the resident bytes (additive over ops, so the exact DP
+ * minimises cost + lambda x resident for any lambda): the least lambda
+ * whose optimum fits, by doubling and bisection; every strategy met that
+ * fits is a candidate. The dual bound min(cost + lambda res) - lambda (limit
+ * - s) (s: the least possible scratch) bounds the optimum from below: *gap
+ * gets the relative distance of the answer to it (0: proven optimal). No
+ * lambda fits: *t INFINITY, *least the least memory met. */
+static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, double *t,
+                    double *least, double *gap)
+{
+    int n = pb->m->nops, rc = -1;
+    double **orig = sb_calloc((size_t)n, sizeof *orig, X->err);
+    double **res = sb_calloc((size_t)n, sizeof *res, X->err);
+    double **scr = sb_calloc((size_t)n, sizeof *scr, X->err);
+    double s_lb = 0.0, best = INFINITY, lb = -INFINITY;
+    *t = INFINITY;
+    *least = INFINITY;
+    *gap = INFINITY;
+    if (!orig || !res || !scr)
+        goto out;
+    for (int v = 0; v < n; v++) {
+        int nc = pb->cfg[v].n;
+        orig[v] = sb_malloc((size_t)nc * sizeof **orig, X->err);
+        res[v] = sb_malloc((size_t)nc * sizeof **res, X->err);
+        scr[v] = sb_malloc((size_t)nc * sizeof **scr, X->err);
+        if (!orig[v] || !res[v] || !scr[v])
+            goto out;
+        memcpy(orig[v], pb->cfg[v].cost, (size_t)nc * sizeof **orig);
+        double smin = INFINITY;
+        for (int x = 0; x < nc; x++) {
+            sb_mem mm;
+            sb_problem_op_memory(pb, v, x, X->o->opt, &mm);
+            res[v][x] = sb_mem_resident(&mm);
+            scr[v][x] = mm.scratch;
+            smin = fmin(smin, mm.scratch);
+        }
+        s_lb = fmax(s_lb, smin);
+    }
+    (void)k;
+    /* lambda in FLOP per byte: first the least resident memory (cost only
+     * breaking ties), then up from the scale of cost per byte until one
+     * fits, then bisection in log scale */
+    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0;
+    for (int it = 0; it < 24; it++) {
+        for (int v = 0; v < n; v++)
+            for (int x = 0; x < pb->cfg[v].n; x++)
+                pb->cfg[v].cost[x] = lam < 0 ? res[v][x] + 1e-9 * orig[v][x]
+                                             : orig[v][x] + lam * res[v][x];
+        sb_result r;
+        if (sb_search(pb, &X->o->dp, &r, X->err))
+            goto out;
+        double sres = 0.0, smax = 0.0;
+        for (int v = 0; v < n; v++)
+            sres += res[v][r.choice[v]], smax = fmax(smax, scr[v][r.choice[v]]);
+        if (lam >= 0)
+            lb = fmax(lb, r.total_cost - lam * (limit - s_lb));
+        for (int v = 0; v < n; v++)
+            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
+        double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
+        *least = fmin(*least, mem);
+        int fits = mem <= limit;
+        if (fits && cost < best) {
+            best = cost;
+            memcpy(choice, r.choice, (size_t)n * sizeof *choice);
+        }
+        sb_result_free(&r);
+        if (lam < 0) { /* the least resident strategy */
+            if (!fits)
+                break; /* nothing of this kind fits */
+            scale = cost / fmax(mem, 1.0);
+            lam = scale;
+            continue;
+        }
+        if (fits)
+            hi = lam;
+        else
+            lo = lam;
+        if (hi < 0) {
+            if (lam > scale * 1e12)
+                break;
+            lam *= 16.0;
+        } else if (lo <= 0) {
+            lam = hi / 16.0;
+            if (lam < scale * 1e-12)
+                break;
+        } else {
+            if (hi / lo < 1.02)
+                break;
+            lam = sqrt(lo * hi);
+        }
+    }
+    *t = best;
+    *gap = isfinite(best) ? fmax(0.0, best - lb) / fmax(best, 1e-300) : INFINITY;
+    rc = 0;
+out:
+    for (int v = 0; v < n; v++) {
+        if (orig && orig[v])
+            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
+        if (orig)
+            free(orig[v]);
+        if (res)
+            free(res[v]);
+        if (scr)
+            free(scr[v]);
+    }
+    free(orig), free(res), free(scr);
+    return rc;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
+    double ts = sb_now();
     sb_model sub;
     sb_problem pb;
     if (sub_model(mb, e->i, e->j, &sub, X->err))
@@ -551,6 +677,15 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             rc = -1;
             goto out;
         }
+    } else if (limit > 0 && configs_total(&pb) > EXACT_MEM_CONFIGS) {
+        double gap;
+        if (lagrange(X, &pb, limit, k, choice, &e->t, &e->least, &gap)) {
+            rc = -1;
+            goto out;
+        }
+        X->r->lagrange_stages++;
+        if (isfinite(e->t) && gap > X->r->lagrange_gap)
+            X->r->lagrange_gap = gap;
     } else {
         sb_result res;
         sb_error e2 = {0};
@@ -576,6 +711,9 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             e->cost[v] = pb.cfg[v].cost[choice[v]];
         }
 out:
+    if (getenv("SB_PIPE_TRACE"))
+        fprintf(stderr, "stage ops %d..%d d=%d M=%d k=%d: t=%.6e least=%.4g GiB, %.3f s\n", e->i,
+                e->j, e->d, e->M, e->k, e->t, e->least / 1073741824.0, sb_now() - ts);
     if (!isfinite(e->t) && e->cfg) {
         free(e->cfg), free(e->cost);
         e->cfg = NULL, e->cost = NULL;
@@ -591,9 +729,20 @@ out:
 static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
 {
     sb_model *mb = micro(X, M);
+    uint64_t rh = 0;
+    if (!X->brute) { /* stages start and end at segment bounds */
+        int a = 0, b = 0;
+        while (X->seg[a] < i)
+            a++;
+        while (X->seg[b] < j)
+            b++;
+        uint64_t *slot = &X->hseg[(size_t)a * (size_t)(X->nseg + 1) + (size_t)b];
+        if (!*slot)
+            *slot = range_hash(X, X->m, i, j) | 1;
+        rh = *slot;
+    }
     uint64_t key = X->brute ? ++X->serial
-                            : mix(mix(mix(range_hash(X, mb, i, j), (uint64_t)d), (uint64_t)M),
-                                  (uint64_t)(int64_t)k);
+                            : mix(mix(mix(rh, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
     if (!X->cap && tab_grow(X))
         return NULL;
     for (size_t h = key & (X->cap - 1); !X->brute && X->tab[h]; h = (h + 1) & (X->cap - 1)) {
@@ -707,6 +856,26 @@ static double min_sum(const pctx *X, int S, srange *const *R, const int *nR, dou
                 if (parent)
                     parent[s * (n + 1) + x->b] = q;
             }
+        }
+        memcpy(f, g, (size_t)(n + 1) * sizeof *f);
+    }
+    return f[n];
+}
+
+/* The least max_s t_s over partitions into S stages (INFINITY: none). */
+static double min_max(const pctx *X, int S, srange *const *R, const int *nR, double *f, double *g)
+{
+    int n = X->nseg;
+    for (int a = 0; a <= n; a++)
+        f[a] = a ? INFINITY : 0.0;
+    for (int s = 0; s < S; s++) {
+        for (int b = 0; b <= n; b++)
+            g[b] = INFINITY;
+        for (int q = 0; q < nR[s]; q++) {
+            const srange *x = &R[s][q];
+            double v = fmax(f[x->a], x->t);
+            if (v < g[x->b])
+                g[x->b] = v;
         }
         memcpy(f, g, (size_t)(n + 1) * sizeof *f);
     }
@@ -859,8 +1028,13 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         if (!isfinite(free_sum))
             goto out; /* no partition fits */
         qsort(vals, nvals, sizeof *vals, cmp_double);
+        /* no cap under the least max of any partition gives one */
+        double tmin = min_max(X, S, R, nR, f, g);
+        size_t q0 = 0;
+        while (q0 < nvals && vals[q0] < tmin)
+            q0++;
         double best_cap = 0.0;
-        for (size_t q = 0; q < nvals; q++) {
+        for (size_t q = q0; q < nvals; q++) {
             if (q && vals[q] == vals[q - 1])
                 continue;
             if ((double)(M - 1) * vals[q] + free_sum >= best_here)
@@ -948,6 +1122,7 @@ static void ctx_free(pctx *X)
     for (int q = 0; q < X->nM; q++)
         sb_model_free(&X->mb[q]);
     free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
+    free(X->hseg);
 }
 
 static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
@@ -989,6 +1164,9 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     for (int q = 0; q < ncut; q++)
         X.seg[q + 1] = cuts[q];
     X.seg[X.nseg] = m->nops;
+    X.hseg = sb_calloc((size_t)(X.nseg + 1) * (size_t)(X.nseg + 1), sizeof *X.hseg, err);
+    if (!X.hseg)
+        goto out;
     /* the micro-batch counts: divisors of the batch (all ops' batch dims) */
     int64_t B = batch_of(m);
     X.Ms = sb_malloc(64 * sizeof *X.Ms, err);

@@ -44,6 +44,10 @@ typedef struct {
     long subproblems, cache_hits;     /* stage DPs run; stage costs found in the cache */
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
     long ranges_given_up;             /* stage DPs that failed (label budget): not used */
+    long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation
+                                         (too large for the exact Pareto search) */
+    double lagrange_gap;              /* the largest relative gap of those to their dual bound
+                                         (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
 } sb_pipe_result;
 
