@@ -14,6 +14,7 @@
 #include "shardbench/candidates.h"
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
+#include "shardbench/pipesearch.h"
 #include "shardbench/results.h"
 
 int cli_fail(const sb_error *err)
@@ -376,6 +377,237 @@ static int record(const char *db_path, int adopt, const char *source, const sb_p
     return rc;
 }
 
+/* ---- the full space: pipeline strategies ------------------------------------------ */
+
+static const int *pcfg(const sb_pipe_result *r, int i) { return r->cfg + (size_t)i * SB_MAX_DIMS; }
+
+static double pipe_seconds(const sb_cost_params *cp, double cost)
+{
+    return cost / (cp->tflops * 1e12);
+}
+
+static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
+
+static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_params *cp,
+                             const sb_pipe_opts *po, const sb_pipe_result *r, const char *algo)
+{
+    char params[2048];
+    sb_params_str(m, params, sizeof params);
+    const sb_pipeline *pl = &r->pipe;
+    int S = pl->nstages, M = pl->microbatches;
+    fprintf(f, "# %s  p=%d  algo=%s  space=full  (F=%g TFLOP/s, B=%g GB/s, cutoff %d)  %s\n",
+            m->name, p, algo, cp->tflops, cp->gbs, cp->cutoff > 0 ? cp->cutoff : m->cutoff, params);
+    fprintf(f, "pipeline: %d stage%s of %d devices, %d micro-batch%s of batch/%d, schedule %s; "
+               "cut points: %d (where %d tensor%s cross)\n",
+            S, S == 1 ? "" : "s", pl->devices[0], M, M == 1 ? "" : "es", M,
+            sb_schedule_name(pl->schedule), r->cuts, r->crossing, r->crossing == 1 ? "" : "s");
+    fprintf(f, "%-5s %-11s %-44s %5s %14s %12s %9s %12s\n", "stage", "ranks", "ops", "count",
+            "t (FLOP/mb)", "p2p (FLOP)", "in flight", "peak GiB");
+    for (int s = 0; s < S; s++) {
+        int i = pl->first_op[s], j = pl->first_op[s + 1] - 1, r0 = sb_pipeline_first_rank(pl, s);
+        char ranks[32], ops[256];
+        snprintf(ranks, sizeof ranks, "%d-%d", r0, r0 + pl->devices[s] - 1);
+        snprintf(ops, sizeof ops, "%s .. %s", m->ops[i].name, m->ops[j].name);
+        fprintf(f, "%-5d %-11s %-44s %5d %14.6e %12.4e %9d %12.4f\n", s, ranks, ops, j - i + 1,
+                r->stage_time[s], r->stage_p2p[s], r->inflight[s], r->stage_mem[s] / 1073741824.0);
+    }
+    fprintf(f, "%-5s %-36s %-12s %-44s %-22s %14s\n", "stage", "ops", "type", "iteration dims",
+            "config", "cost (FLOP/mb)");
+    for (int i = 0; i < m->nops;) {
+        int st = sb_pipeline_stage_of(pl, i), j = i + 1;
+        double cost = r->op_cost[i];
+        while (j < m->nops && sb_pipeline_stage_of(pl, j) == st && m->ops[j].kind == m->ops[i].kind
+               && m->ops[j].ndims == m->ops[i].ndims
+               && !memcmp(pcfg(r, i), pcfg(r, j), (size_t)m->ops[i].ndims * sizeof(int))) {
+            int same = 1;
+            for (int d = 0; d < m->ops[i].ndims; d++)
+                same = same && !strcmp(m->ops[i].dims[d].name, m->ops[j].dims[d].name);
+            if (!same)
+                break;
+            cost += r->op_cost[j++];
+        }
+        char name[256], dims[1024], cfg[256];
+        if (j - i == 1)
+            snprintf(name, sizeof name, "%s", m->ops[i].name);
+        else
+            snprintf(name, sizeof name, "%s .. %s (%d)", m->ops[i].name, m->ops[j - 1].name, j - i);
+        sb_op_dims_str(&m->ops[i], dims, sizeof dims);
+        sb_config_str(pcfg(r, i), m->ops[i].ndims, cfg, sizeof cfg);
+        fprintf(f, "%-5d %-36s %-12s %-44s %-22s %14.6e\n", st, name, sb_op_kind_name(m->ops[i].kind),
+                dims, cfg, cost);
+        i = j;
+    }
+    double sum = 0.0, mx = 0.0;
+    for (int s = 0; s < S; s++)
+        sum += r->stage_time[s], mx = fmax(mx, r->stage_time[s]);
+    fprintf(f, "step cost %.6e FLOP = sum_s t_s %.6e + (M-1) x max_s t_s %.6e (bubble %.1f%% of "
+               "the step)\n", r->step_cost, sum, (M - 1) * mx,
+            r->step_cost > 0 ? 100.0 * (r->step_cost - M * sum / S) / r->step_cost : 0.0);
+    fprintf(f, "search %.4f s; %ld (S, M, schedule) tried, %ld skipped by the cost bound; %ld stage "
+               "DPs, %ld stage costs from the cache, %ld stage ranges bounded out%s\n",
+            r->seconds, r->combos, r->combos_skipped, r->subproblems, r->cache_hits,
+            r->ranges_bounded, r->ranges_given_up ? " (some stage DPs over their label budget)" : "");
+    if (po->mem_limit > 0)
+        fprintf(f, "predicted peak memory %.4g GiB per device, within --memory %.4g GiB\n",
+                r->peak_bytes / 1073741824.0, po->mem_limit / 1073741824.0);
+    else
+        fprintf(f, "predicted peak memory %.4g GiB per device\n", r->peak_bytes / 1073741824.0);
+    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: none\n", cp->zero,
+            sb_optimizer_name(po->opt));
+    if (has_time(cp))
+        fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
+                pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
+}
+
+static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
+                         const sb_pipe_opts *po, const sb_pipe_result *r, const char *algo)
+{
+    const sb_pipeline *pl = &r->pipe;
+    json_t *params = json_object(), *ops = json_array(), *stages = json_array();
+    for (int i = 0; i < m->nparams; i++)
+        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
+    json_t *j = json_pack("{s:s, s:o, s:i, s:s, s:s, s:o, s:o, s:i}", "model", m->name, "params",
+                          params, "p", p, "algo", algo, "space", "full", "flops_tflops",
+                          cli_jreal(cp->tflops), "bw_gbs", cli_jreal(cp->gbs), "cutoff",
+                          cp->cutoff > 0 ? cp->cutoff : m->cutoff);
+    if (!j) {
+        json_decref(ops), json_decref(stages);
+        return NULL;
+    }
+    json_object_set_new(j, "total_cost", cli_jreal(r->step_cost));
+    if (has_time(cp)) {
+        json_object_set_new(j, "machine", json_string(cp->machine));
+        json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
+    }
+    json_object_set_new(j, "search_seconds", cli_jreal(r->seconds));
+    for (int s = 0; s < pl->nstages; s++) {
+        json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
+        for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
+            json_array_append_new(names, json_string(m->ops[i].name));
+        for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
+            json_array_append_new(ranks, json_integer(r0 + q));
+        json_array_append_new(mesh, json_integer(pl->devices[s]));
+        json_array_append_new(stages, json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I}", "ops", names,
+                                                "devices", ranks, "mesh", mesh, "time_per_microbatch",
+                                                cli_jreal(r->stage_time[s]), "p2p_cost",
+                                                cli_jreal(r->stage_p2p[s]), "in_flight",
+                                                r->inflight[s], "peak_bytes",
+                                                (json_int_t)r->stage_mem[s]));
+    }
+    json_object_set_new(j, "stages", stages);
+    json_object_set_new(j, "microbatches", json_integer(pl->microbatches));
+    json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
+    json_object_set_new(j, "zero", json_integer(cp->zero));
+    json_object_set_new(j, "optimizer", json_string(sb_optimizer_name(po->opt)));
+    json_object_set_new(j, "recompute", json_array());
+    json_object_set_new(j, "peak_bytes_per_device", json_integer((json_int_t)r->peak_bytes));
+    if (po->mem_limit > 0)
+        json_object_set_new(j, "memory_limit_bytes", cli_jreal(po->mem_limit));
+    for (int i = 0; i < m->nops; i++) {
+        const sb_op *op = &m->ops[i];
+        json_t *dims = json_array(), *config = json_array();
+        for (int d = 0; d < op->ndims; d++) {
+            json_array_append_new(dims, json_pack("{s:s, s:I}", "name", op->dims[d].name, "size",
+                                                  (json_int_t)op->dims[d].size));
+            json_array_append_new(config, json_integer(pcfg(r, i)[d]));
+        }
+        json_array_append_new(ops, json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "name", op->name,
+                                             "type", sb_op_kind_name(op->kind), "stage",
+                                             sb_pipeline_stage_of(pl, i), "dims", dims, "config",
+                                             config, "cost", cli_jreal(r->op_cost[i])));
+    }
+    json_object_set_new(j, "ops", ops);
+    return j;
+}
+
+static int pipe_save(const char *path, const sb_model *m, int p, const sb_cost_params *cp,
+                     const sb_pipe_result *r, const char *algo, sb_error *err)
+{
+    sb_strategy_file sf;
+    if (sb_strategy_file_init(&sf, m, p))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    snprintf(sf.algo, sizeof sf.algo, "%s", algo);
+    sf.cost = r->step_cost;
+    memcpy(sf.cfg, r->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof *sf.cfg);
+    sf.pipe = r->pipe;
+    sf.zero = cp->zero;
+    int rc = sb_strategy_file_save(path, m, &sf, err);
+    sb_strategy_file_free(&sf);
+    return rc;
+}
+
+static int pipe_record(const char *db_path, int adopt, const sb_model *m, int p,
+                       const sb_cost_params *cp, const char *algo, const sb_pipe_result *r,
+                       const char *json, sb_error *err)
+{
+    if (!db_path || !strcmp(db_path, "none"))
+        return 0;
+    sb_db *db;
+    if (sb_db_open_flags(db_path, 0, adopt ? SB_DB_ADOPT : 0, &db, err))
+        return -1;
+    char params[4096];
+    sb_params_str(m, params, sizeof params);
+    sb_search_record rec = {
+        .source = "cli", .model = m->name, .model_path = m->path, .params = params, .p = p,
+        .algo = algo, .tflops = cp->tflops, .gbs = cp->gbs,
+        .cutoff = cp->cutoff > 0 ? cp->cutoff : m->cutoff, .total_cost = r->step_cost,
+        .seconds = r->seconds, .nops = m->nops, .peak_rss_bytes = (double)sb_peak_rss(),
+        .strategy_json = json ? json : "{}",
+    };
+    int rc = sb_db_record_search(db, &rec, NULL, err);
+    sb_db_close(db);
+    return rc;
+}
+
+/* search --space full: the pipeline search (search/pipeline.c) and its output. */
+static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char *algo,
+                       const char *format, const char *save, const char *db, int adopt_db)
+{
+    sb_error err = {0};
+    sb_model m;
+    if (sb_model_load(so->model, so->set, so->nset, &m, &err))
+        return cli_fail(&err);
+    sb_pipe_result r;
+    int status = 0;
+    if (sb_pipe_search(&m, so->p, &so->cp, po, &r, &err)) {
+        status = cli_fail(&err);
+        sb_model_free(&m);
+        return status;
+    }
+    json_t *j = pipe_json(&m, so->p, &so->cp, po, &r, algo);
+    char *js = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!strcmp(format, "json")) {
+        if (js)
+            fputs(js, stdout);
+        fputc('\n', stdout);
+    } else if (!strcmp(format, "tsv")) {
+        printf("op\ttype\tdims\tconfig\tcost\tstage\n");
+        for (int i = 0; i < m.nops; i++) {
+            char dims[1024], cfg[256];
+            sb_op_dims_str(&m.ops[i], dims, sizeof dims);
+            sb_config_str(pcfg(&r, i), m.ops[i].ndims, cfg, sizeof cfg);
+            printf("%s\t%s\t%s\t%s\t%.17g\t%d\n", m.ops[i].name, sb_op_kind_name(m.ops[i].kind),
+                   dims, cfg, r.op_cost[i], sb_pipeline_stage_of(&r.pipe, i));
+        }
+        printf("#total\t\t\t\t%.17g\n", r.step_cost);
+    } else {
+        print_pipe_table(stdout, &m, so->p, &so->cp, po, &r, algo);
+    }
+    fflush(stdout);
+    if (save && pipe_save(save, &m, so->p, &so->cp, &r, algo, &err))
+        status = cli_fail(&err);
+    if (pipe_record(db, adopt_db, &m, so->p, &so->cp, algo, &r, js, &err)) {
+        int s2 = cli_fail(&err);
+        if (!status)
+            status = s2;
+    }
+    free(js);
+    json_decref(j);
+    sb_pipe_result_free(&r);
+    sb_model_free(&m);
+    return status;
+}
+
 /* ---- search ------------------------------------------------------------------ */
 
 static void search_usage(FILE *f)
@@ -429,6 +661,15 @@ static void search_usage(FILE *f)
             "      --max-table-mb MB  DP table memory limit (default 4096)\n"
             "      --prune            pase, bf: drop dominated configs first (the same\n"
             "                         optimum; search/README.md says when it pays)\n"
+            "      --space plain|full plain: one config per op on all P devices (PaSE's space);\n"
+            "                         full: also pipeline stages, micro-batches and schedule\n"
+            "                         (implied by --stages, --microbatches, --schedule, --zero\n"
+            "                         and --memory)\n"
+            "      --stages S         full: force S pipeline stages of P/S devices\n"
+            "      --microbatches M   full: force M micro-batches (M divides the batch)\n"
+            "      --schedule gpipe|1f1b   full: force the schedule\n"
+            "      --max-stage-devices N   full: searched S only with P/S <= N (default 64:\n"
+            "                         the intra-op DP of larger stages takes minutes)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -448,6 +689,9 @@ int cmd_search(int argc, char **argv)
         {"optimizer", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'L'},
         {"recompute", required_argument, 0, SB_OPT_RECOMPUTE},
         {"prune", no_argument, 0, 'U'},
+        {"space", required_argument, 0, 1001}, {"stages", required_argument, 0, 1002},
+        {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
+        {"max-stage-devices", required_argument, 0, 1005},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -457,10 +701,16 @@ int cmd_search(int argc, char **argv)
     const char *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int adopt_db = 0;
+    int space = -1, zero_given = 0; /* space: -1 as implied, 0 plain, 1 full */
+    sb_pipe_opts po;
+    sb_pipe_opts_default(&po);
+    po.max_stage_devices = 64;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
         int rc = shared_opt(&so, c, optarg, &err);
+        if (c == 'Z')
+            zero_given = 1;
         if (rc == 0) /* not a shared option */
             switch (c) {
             case 'a':
@@ -480,6 +730,25 @@ int cmd_search(int argc, char **argv)
             case 'D': dot = optarg; break;
             case 'd': db = optarg; break;
             case 'O': adopt_db = 1; break;
+            case 1001:
+                if (strcmp(optarg, "plain") && strcmp(optarg, "full"))
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--space: '%s' is not plain or full", optarg);
+                space = !strcmp(optarg, "full");
+                break;
+            case 1002: rc = parse_int_opt(optarg, "--stages", 1, SB_MAX_STAGES, &po.stages, &err); break;
+            case 1003:
+                rc = parse_int_opt(optarg, "--microbatches", 1, 1 << 20, &po.microbatches, &err);
+                break;
+            case 1004: {
+                sb_schedule sc;
+                if (sb_schedule_parse(optarg, &sc))
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--schedule: '%s' is not gpipe or 1f1b", optarg);
+                po.schedule = (int)sc;
+                break;
+            }
+            case 1005:
+                rc = parse_int_opt(optarg, "--max-stage-devices", 1, 65536, &po.max_stage_devices, &err);
+                break;
             case 'h': search_usage(stdout); return 0;
             default: search_usage(stderr); return 2;
             }
@@ -496,6 +765,32 @@ int cmd_search(int argc, char **argv)
         fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
         search_usage(stderr);
         return 2;
+    }
+    int pipe_given = po.stages || po.microbatches || po.schedule >= 0;
+    if (space < 0)
+        space = pipe_given || zero_given || so.mem_bound;
+    if (!space && pipe_given) {
+        fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
+                        "full\n");
+        return 2;
+    }
+    if (space) {
+        if (strcmp(algo, "pase") && strcmp(algo, "bf")) {
+            fprintf(stderr, "shardbench search: --space full searches with pase or bf, not "
+                            "--algo %s (give --space plain)\n", algo);
+            return 2;
+        }
+        if (dot) {
+            fprintf(stderr, "shardbench search: --dot draws a plain strategy (give --space "
+                            "plain)\n");
+            return 2;
+        }
+        po.dp = so.ao.dp;
+        po.dp.algo = !strcmp(algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
+        po.dp.progress = 0;
+        po.opt = so.ao.opt;
+        po.mem_limit = so.mem_bound ? so.device_gib * 1073741824.0 : 0.0;
+        return search_full(&so, &po, algo, format, save, db, adopt_db);
     }
     sb_model m;
     sb_problem pb;

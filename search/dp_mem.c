@@ -221,8 +221,7 @@ static int vertex_leaf(pengine *E, int v, sb_optimizer opt)
         t.start[k] = t.nlab;
         for (int x = 0; x <= two; x++) {
             sb_mem m;
-            sb_op_memory_rc(pb->m, op, c, opt, pb->cp.zero,
-                            x || pb->cp.recompute == SB_RECOMPUTE_ALL, &m);
+            sb_problem_op_memory_rc(pb, v, k, opt, x || pb->cp.recompute == SB_RECOMPUTE_ALL, &m);
             double cost = pb->cfg[v].cost[k] + (x ? sb_recompute_cost(pb->m, op, c, &pb->cp) : 0);
             t.lab[t.nlab++] = (label){.c = cost, .r = sb_mem_resident(&m), .s = m.scratch, .x = x};
         }

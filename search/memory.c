@@ -81,6 +81,21 @@ void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimi
     }
 }
 
+void sb_problem_op_memory_rc(const sb_problem *pb, int v, int k, sb_optimizer opt, int rc,
+                             sb_mem *out)
+{
+    const sb_op *op = &pb->m->ops[v];
+    sb_op_memory_rc(pb->m, op, pb->cfg[v].c + (size_t)k * (size_t)op->ndims, opt, pb->cp.zero,
+                    rc, out);
+    if (pb->cp.act_copies > 1) /* a pipeline stage: activations of that many micro-batches */
+        out->activations *= pb->cp.act_copies;
+}
+
+void sb_problem_op_memory(const sb_problem *pb, int v, int k, sb_optimizer opt, sb_mem *out)
+{
+    sb_problem_op_memory_rc(pb, v, k, opt, pb->cp.recompute == SB_RECOMPUTE_ALL, out);
+}
+
 double sb_strategy_memory(const sb_problem *pb, const int *choice, sb_optimizer opt, sb_mem *sum)
 {
     return sb_strategy_memory_rc(pb, choice, NULL, opt, sum);
@@ -92,11 +107,9 @@ double sb_strategy_memory_rc(const sb_problem *pb, const int *choice,
     sb_mem tot = {0};
     double resident = 0.0;
     for (int i = 0; i < pb->m->nops; i++) {
-        const sb_op *op = &pb->m->ops[i];
         sb_mem x;
         int rc = recompute ? recompute[i] != 0 : pb->cp.recompute == SB_RECOMPUTE_ALL;
-        sb_op_memory_rc(pb->m, op, pb->cfg[i].c + (size_t)choice[i] * (size_t)op->ndims, opt,
-                        pb->cp.zero, rc, &x);
+        sb_problem_op_memory_rc(pb, i, choice[i], opt, rc, &x);
         tot.weights += x.weights;
         tot.weight_grads += x.weight_grads;
         tot.optimizer += x.optimizer;

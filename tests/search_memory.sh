@@ -16,7 +16,9 @@ set -uo pipefail
 SB=${1:?usage: search_memory.sh SHARDBENCH}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/search_memory.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-S=(-m transformer -p 4 --set layers=1 --set batch=8 --set seq=16 --set vocab=64 --db none)
+# --space plain: the intra-op DP within the limit (--memory and --zero alone
+# imply --space full, the pipeline search: tests/search_pipeline.sh)
+S=(-m transformer -p 4 --set layers=1 --set batch=8 --set seq=16 --set vocab=64 --db none --space plain)
 fails=0
 check() { local name=$1; shift; if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi; }
 jget() { sqlite3 -batch -noheader :memory: "SELECT json_extract(readfile('$1'), '$2');"; }

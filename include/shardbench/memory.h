@@ -53,7 +53,16 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
 void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                      int zero, int recompute, sb_mem *out);
 
-/* Peak bytes per device of a strategy (under pb->cp.zero): the sum over ops of the resident
+/* sb_op_memory_zero of op v under its config k in pb (pb->cp.zero), with
+ * the activations counted pb->cp.act_copies times when that is above 1 (a
+ * pipeline stage holding several micro-batches in flight). */
+void sb_problem_op_memory(const sb_problem *pb, int v, int k, sb_optimizer opt, sb_mem *out);
+/* The same with recomputation of op v on (rc = 1) or off, whatever the
+ * problem's mode (the memory-limited search's per-op choice). */
+void sb_problem_op_memory_rc(const sb_problem *pb, int v, int k, sb_optimizer opt, int rc,
+                             sb_mem *out);
+
+/* Peak bytes per device of a strategy (under pb->cp.zero and act_copies): the sum over ops of the resident
  * bytes plus the largest scratch of any op (device 0 is in every op's grid,
  * so the sum is its figure and the maximum over devices). If sum is not
  * NULL it gets the per-category sums (scratch: the largest). */

@@ -53,6 +53,10 @@ typedef struct {
      * memory keeps only its outputs and input gradients), or auto (the
      * memory-limited search, sb_search_within, chooses per op). */
     int recompute;
+    /* Pipeline stages (search/pipeline.c): the memory model counts each op's
+     * activations this many times (the micro-batches a stage holds in
+     * flight); 0 or 1: once (every plain strategy). */
+    int act_copies;
 } sb_cost_params;
 
 typedef enum { SB_RECOMPUTE_NONE = 0, SB_RECOMPUTE_ALL = 1, SB_RECOMPUTE_AUTO = 2 } sb_recompute_mode;

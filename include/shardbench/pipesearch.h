@@ -1,0 +1,90 @@
+/* shardbench/pipesearch.h: the pipeline layer of the search (`search
+ * --space full`): stage count S, micro-batch count M, schedule and stage
+ * boundaries, each stage's ops given their least-cost intra-op configs by
+ * the exact DP (sb_search, or sb_search_within under a memory limit) on
+ * P/S devices at the micro-batch size. Cost and memory of a pipeline step:
+ * search/README.md, "Pipeline search", and docs/cost-model.md. */
+#ifndef SHARDBENCH_PIPESEARCH_H
+#define SHARDBENCH_PIPESEARCH_H
+
+#include "shardbench/memory.h"
+#include "shardbench/pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int stages;            /* forced S, or 0: searched over the divisors of p */
+    int microbatches;      /* forced M, or 0: searched over the divisors of the batch (>= S) */
+    int schedule;          /* forced sb_schedule, or -1: both */
+    int max_stage_devices; /* searched S only: p / S at most this (0: no bound) */
+    double mem_limit;      /* bytes per device, or 0: none */
+    sb_optimizer opt;
+    sb_search_opts dp;     /* the intra-op DP of each stage */
+} sb_pipe_opts;
+
+void sb_pipe_opts_default(sb_pipe_opts *o);
+
+typedef struct {
+    sb_pipeline pipe;
+    int *cfg;                         /* nops * SB_MAX_DIMS: op i's config (its stage's devices) */
+    double *op_cost;                  /* nops: op i's vertex cost per micro-batch (weight-gradient
+                                         all-reduce spread over the M micro-batches) */
+    double step_cost;                 /* FLOP: sum_s t_s + (M - 1) max_s t_s */
+    double stage_time[SB_MAX_STAGES]; /* t_s: per micro-batch, intra-op optimum + p2p */
+    double stage_p2p[SB_MAX_STAGES];  /* of t_s, the send to stage s + 1 (forward + backward) */
+    double stage_mem[SB_MAX_STAGES];  /* predicted peak bytes per device of stage s */
+    int inflight[SB_MAX_STAGES];      /* micro-batches whose activations stage s holds */
+    double peak_bytes;                /* max_s stage_mem */
+    double seconds;
+    int cuts;                         /* allowed cut positions (between ops) */
+    int crossing;                     /* tensors crossing each allowed cut */
+    long combos, combos_skipped;      /* (S, M, schedule) tried; of those, skipped by bounds */
+    long subproblems, cache_hits;     /* stage DPs run; stage costs found in the cache */
+    long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
+    long ranges_given_up;             /* stage DPs that failed (label budget): not used */
+    long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation
+                                         (too large for the exact Pareto search) */
+    double lagrange_gap;              /* the largest relative gap of those to their dual bound
+                                         (0: each proven optimal) */
+    double least_bytes;               /* when nothing fits: the least peak found (else 0) */
+} sb_pipe_result;
+
+/* The least-cost pipeline strategy of m on p devices (exact over the space
+ * of search/README.md: S, M, schedule, cut points at the positions where
+ * fewest tensors cross, per-stage intra-op configs). Nothing fits the
+ * memory limit: SB_EXIT_INPUT naming the least memory found (also in
+ * r->least_bytes). Free with sb_pipe_result_free. */
+int sb_pipe_search(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
+                   sb_pipe_result *r, sb_error *err);
+/* The same space by brute force (tests: every cut and every config of
+ * every stage; only for tiny models). */
+int sb_pipe_brute(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
+                  sb_pipe_result *r, sb_error *err);
+void sb_pipe_result_free(sb_pipe_result *r);
+
+/* The allowed cut positions of m: positions k (a cut before op k, 0 < k <
+ * nops) where the number of activation tensors produced before k and read
+ * at or after k is least. Writes up to max of them to pos; returns their
+ * count, and the crossing count in *crossing. */
+int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing);
+
+/* The micro-batch model: a copy of m with every op's dim named "batch"
+ * (and every tensor dim following one) divided by M. -1 when M does not
+ * divide one. Free with sb_model_free. */
+int sb_model_microbatch(const sb_model *m, int M, sb_model *out, sb_error *err);
+
+/* The weight-gradient all-reduce of op under config c as the cost model
+ * prices it: each trained tensor's shard over its replicas. */
+double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,
+                           const sb_cost_params *cp);
+
+/* A point-to-point send of `words` words between two stages; inter: over
+ * the inter-node link. */
+double sb_pipe_p2p_cost(const sb_cost_params *cp, double words, int inter);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1260 @@
+/* pipeline.c: the pipeline layer of the search (shardbench/pipesearch.h).
+ *
+ * A strategy in the full space is S stages of consecutive ops, each on
+ * d = p / S devices, M micro-batches and a schedule; each stage's ops take
+ * the least-cost intra-op configs of the exact DP run on the stage alone
+ * (a sub-model of its ops whose inputs from earlier stages are model
+ * inputs) at the micro-batch size, on d devices.
+ *
+ * Cost of a step (FLOP, as the rest of the model): stage s takes t_s per
+ * micro-batch (its intra-op optimum, with each op's weight-gradient
+ * all-reduce counted once per step, i.e. 1/M of it per micro-batch, plus
+ * the point-to-point send of the activations crossing to stage s + 1 and
+ * of their gradients back); the step is
+ *     T = sum_s t_s + (M - 1) max_s t_s,
+ * the schedule's makespan when every micro-batch takes t_s on stage s
+ * (the first micro-batch crosses every stage, the other M - 1 follow at
+ * the pace of the slowest): S = 1 gives M t, and S = M = 1 the plain
+ * cost exactly. GPipe and 1F1B take the same time in this model; they
+ * differ in memory: stage s holds the activations of M micro-batches
+ * (GPipe) or of min(M, S - s) (1F1B), and the activation gradients,
+ * weights, gradients and optimizer state of its ops once.
+ *
+ * Search, exact over its space: for each (S, M, schedule) the cut points
+ * minimise T. T is non-decreasing in each t_s, so each stage takes its
+ * own least t_s (under the memory limit: sb_search_within on the stage);
+ * over cut points, for each candidate cap tau on max t_s (the stage costs
+ * in increasing order) a DP over cut points gives the least sum with every
+ * t_s <= tau, and T = min over tau of sum + (M - 1) tau. Shortcuts, none of
+ * which changes the optimum:
+ *   - cut points only where fewest tensors cross (a Transformer: between
+ *     layers, where only the residual stream crosses);
+ *   - stage costs cached by the stage's structure (op kinds, sizes and
+ *     wiring relative to the stage), so equal stages of repeated layers
+ *     are solved once;
+ *   - lower bounds: an op's least cost over its configs, summed, bounds a
+ *     stage's cost, and its least memory bounds the stage's; a stage range
+ *     whose bound cannot beat the best step found, and an (S, M) whose
+ *     bound cannot, are never solved. */
+#define _GNU_SOURCE
+#include "shardbench/pipesearch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinds.h"
+
+void sb_pipe_opts_default(sb_pipe_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->schedule = -1;
+    o->max_stage_devices = 0;
+    o->opt = SB_OPTIM_SGD;
+    o->dp = (sb_search_opts){.algo = SB_ALGO_PASE, .max_table_mb = 4096};
+}
+
+void sb_pipe_result_free(sb_pipe_result *r)
+{
+    if (!r)
+        return;
+    free(r->cfg);
+    free(r->op_cost);
+    r->cfg = NULL;
+    r->op_cost = NULL;
+}
+
+/* ---- prices ------------------------------------------------------------------ */
+
+double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,
+                           const sb_cost_params *cp)
+{
+    double e[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
+    int n = sb_weight_replicas(m, op, c, e, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
+    double cost = 0.0;
+    for (int w = 0; w < n; w++)
+        if (q[w] > 1.0)
+            cost += sb_allreduce_cost(cp, e[w], q[w]);
+    return cost;
+}
+
+/* The one place a stage-to-stage send is priced: latency plus words at the
+ * link's bandwidth (to become terms.c's point-to-point price). */
+double sb_pipe_p2p_cost(const sb_cost_params *cp, double words, int inter)
+{
+    if (!(words > 0))
+        return 0.0;
+    int two = inter && cp->node_devices > 0;
+    double gbs = two ? cp->gbs_inter : cp->gbs;
+    double lat = two ? cp->latency_inter_us : cp->latency_us;
+    return (cp->tflops * 1000.0) / (gbs / cp->word_bytes) * words
+           + (lat > 0 ? lat * cp->tflops * 1e6 : 0.0);
+}
+
+/* ---- models: micro-batch, cut points, stage sub-models ----------------------- */
+
+static int batch_dim(const sb_op *op)
+{
+    for (int d = 0; d < op->ndims; d++)
+        if (!strcmp(op->dims[d].name, "batch"))
+            return d;
+    return -1;
+}
+
+int sb_model_microbatch(const sb_model *m, int M, sb_model *out, sb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    *out = *m;
+    out->params = NULL, out->ops = NULL, out->tensors = NULL, out->nparams = 0;
+    out->ops = sb_malloc((size_t)m->nops * sizeof *out->ops, err);
+    out->tensors = sb_malloc((size_t)m->ntensors * sizeof *out->tensors, err);
+    unsigned char *mark = sb_calloc((size_t)m->ntensors * SB_MAX_DIMS, 1, err);
+    if (m->nparams)
+        out->params = sb_malloc((size_t)m->nparams * sizeof *out->params, err);
+    if (!out->ops || !out->tensors || !mark || (m->nparams && !out->params)) {
+        free(mark);
+        sb_model_free(out);
+        return -1;
+    }
+    memcpy(out->ops, m->ops, (size_t)m->nops * sizeof *out->ops);
+    memcpy(out->tensors, m->tensors, (size_t)m->ntensors * sizeof *out->tensors);
+    if (m->nparams)
+        memcpy(out->params, m->params, (size_t)m->nparams * sizeof *out->params);
+    out->nparams = m->nparams;
+    for (int i = 0; i < m->nops && M > 1; i++) {
+        sb_op *op = &out->ops[i];
+        int bd = batch_dim(op);
+        if (bd < 0 || op->dims[bd].size % M) {
+            sb_fail(err, SB_EXIT_INPUT, "microbatches %d: op '%s' has no dim named batch that %d "
+                    "divides", M, m->ops[i].name, M);
+            free(mark);
+            sb_model_free(out);
+            return -1;
+        }
+        op->dims[bd].size /= M;
+        for (int k = 0; k < op->nin + op->nout; k++) {
+            const sb_operand *o = k < op->nin ? &op->in[k] : &op->out[k - op->nin];
+            for (int j = 0; j < m->tensors[o->tensor].ndims; j++)
+                if (o->map[j] == bd || o->map[j] == SB_MAP_ALL)
+                    mark[(size_t)o->tensor * SB_MAX_DIMS + (size_t)j] = 1;
+        }
+    }
+    for (int t = 0; t < m->ntensors; t++)
+        for (int j = 0; j < m->tensors[t].ndims; j++)
+            if (mark[(size_t)t * SB_MAX_DIMS + (size_t)j]) {
+                if (out->tensors[t].dims[j].size % M) {
+                    free(mark);
+                    int64_t sz = out->tensors[t].dims[j].size;
+                    sb_model_free(out);
+                    return sb_fail(err, SB_EXIT_INPUT, "microbatches %d: does not divide dim %d "
+                                   "(%lld) of tensor '%s'", M, j, (long long)sz, m->tensors[t].name);
+                }
+                out->tensors[t].dims[j].size /= M;
+            }
+    free(mark);
+    return 0;
+}
+
+/* last[t]: the last op reading tensor t (-1: none). */
+static int *last_use(const sb_model *m, sb_error *err)
+{
+    int *last = sb_malloc((size_t)(m->ntensors ? m->ntensors : 1) * sizeof *last, err);
+    if (!last)
+        return NULL;
+    for (int t = 0; t < m->ntensors; t++)
+        last[t] = -1;
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++)
+            last[m->ops[i].in[k].tensor] = i;
+    return last;
+}
+
+int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing)
+{
+    int *last = last_use(m, NULL);
+    if (!last)
+        return 0;
+    int best = -1, n = 0;
+    /* cross[k] for k = 1 .. nops-1, counted by a sweep over producers */
+    int *cross = calloc((size_t)m->nops + 1, sizeof *cross);
+    if (!cross) {
+        free(last);
+        return 0;
+    }
+    for (int t = 0; t < m->ntensors; t++) {
+        int pr = m->tensors[t].producer;
+        if (pr < 0 || last[t] <= pr)
+            continue;
+        cross[pr + 1]++; /* crosses every cut k with pr < k <= last */
+        cross[last[t] + 1]--;
+    }
+    for (int k = 1, run = cross[0]; k < m->nops; k++) {
+        run += cross[k];
+        cross[k] = run;
+        if (best < 0 || run < best)
+            best = run;
+    }
+    for (int k = 1; k < m->nops; k++)
+        if (cross[k] == best && n < max)
+            pos[n++] = k;
+    if (crossing)
+        *crossing = best < 0 ? 0 : best;
+    free(cross);
+    free(last);
+    return n;
+}
+
+/* The stage of ops [i, j) of mb as a model of its own: the ops, every
+ * tensor, those produced outside the range as inputs. Shares nothing it
+ * frees with mb: free out->ops and out->tensors. */
+static int sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->name, mb->name, sizeof out->name);
+    memcpy(out->path, mb->path, sizeof out->path);
+    out->cutoff = mb->cutoff;
+    out->nops = j - i;
+    out->ntensors = mb->ntensors;
+    out->ops = sb_malloc((size_t)(j - i) * sizeof *out->ops, err);
+    out->tensors = sb_malloc((size_t)mb->ntensors * sizeof *out->tensors, err);
+    if (!out->ops || !out->tensors) {
+        free(out->ops), free(out->tensors);
+        return -1;
+    }
+    memcpy(out->ops, mb->ops + i, (size_t)(j - i) * sizeof *out->ops);
+    memcpy(out->tensors, mb->tensors, (size_t)mb->ntensors * sizeof *out->tensors);
+    for (int t = 0; t < mb->ntensors; t++) {
+        sb_tensor *x = &out->tensors[t];
+        if (x->producer >= i && x->producer < j) {
+            x->producer -= i;
+        } else if (x->producer >= 0) {
+            x->producer = -1;
+            x->kind = SB_TENSOR_INPUT;
+        }
+    }
+    return 0;
+}
+
+/* The stage's problem on d devices: vertex costs with the weight-gradient
+ * all-reduce counted 1/M times (once per step over M micro-batches). */
+static int stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
+                         sb_problem *pb, sb_error *err)
+{
+    sb_cost_params c2 = *cp;
+    c2.act_copies = k;
+    if (sb_problem_build(sub, d, &c2, pb, err))
+        return -1;
+    if (M > 1)
+        for (int v = 0; v < sub->nops; v++)
+            for (int x = 0; x < pb->cfg[v].n; x++)
+                pb->cfg[v].cost[x] -= (double)(M - 1) / M
+                    * sb_weight_grad_cost(sub, &sub->ops[v],
+                                          pb->cfg[v].c + (size_t)x * (size_t)pb->cfg[v].ndims, &pb->cp);
+    return 0;
+}
+
+/* Bytes per device of ops [i, j) of mb under configs cfg (SB_MAX_DIMS
+ * apart) with k micro-batches of activations in flight. */
+static double stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
+                           int zero, int k)
+{
+    double res = 0.0, scr = 0.0;
+    for (int v = i; v < j; v++) {
+        sb_mem x;
+        sb_op_memory_zero(mb, &mb->ops[v], cfg + (size_t)(v - i) * SB_MAX_DIMS, opt, zero, &x);
+        x.activations *= k > 1 ? k : 1;
+        res += sb_mem_resident(&x);
+        if (x.scratch > scr)
+            scr = x.scratch;
+    }
+    return res + scr;
+}
+
+/* Words of the activations crossing the cut before op b (tensors produced
+ * before b and read at or after it), per device of a stage of d devices. */
+static double crossing_words(const sb_model *mb, const int *last, int b, int d)
+{
+    double w = 0.0;
+    for (int t = 0; t < mb->ntensors; t++) {
+        const sb_tensor *x = &mb->tensors[t];
+        if (x->producer < 0 || x->producer >= b || last[t] < b)
+            continue;
+        double e = 1.0;
+        for (int j = 0; j < x->ndims; j++)
+            e *= (double)x->dims[j].size;
+        w += e;
+    }
+    return w / d;
+}
+
+/* ---- stage structure: equal stages cost the same -------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t mixd(uint64_t h, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return mix(h, u);
+}
+
+/* Everything of an op the cost and memory models read, bar names and
+ * tensor identities (the wiring is compared separately). */
+static uint64_t op_hash(const sb_model *m, const sb_op *op)
+{
+    uint64_t h = mix(0, (uint64_t)op->kind);
+    h = mix(h, (uint64_t)op->ndims);
+    for (int d = 0; d < op->ndims; d++) {
+        h = mix(h, (uint64_t)op->dims[d].size);
+        for (const char *s = op->dims[d].name; *s; s++)
+            h = mix(h, (uint64_t)(unsigned char)*s);
+        h = mix(h, (uint64_t)op->role[d]);
+    }
+    h = mix(h, op->nosplit);
+    h = mix(h, (uint64_t)(op->nin * 64 + op->nout));
+    for (int k = 0; k < op->nin + op->nout; k++) {
+        const sb_operand *o = k < op->nin ? &op->in[k] : &op->out[k - op->nin];
+        const sb_tensor *t = &m->tensors[o->tensor];
+        h = mix(h, (uint64_t)(t->kind * 64 + t->ndims));
+        for (int j = 0; j < t->ndims; j++)
+            h = mix(mix(h, (uint64_t)t->dims[j].size), (uint64_t)(int64_t)o->map[j]);
+    }
+    h = mix(h, (uint64_t)op->nweights);
+    for (int w = 0; w < op->nweights; w++)
+        for (int j = 0; j < op->weights[w].ndims; j++)
+            h = mix(mix(h, (uint64_t)op->weights[w].size[j]), (uint64_t)(int64_t)op->weights[w].map[j]);
+    h = mix(h, op->stat_dims);
+    int attrs[] = {op->pw, op->axis, op->causal, op->pos_axis, (int)op->axes, op->kernel[0],
+                   op->kernel[1], op->stride[0], op->stride[1], op->pad[0], op->pad[1],
+                   op->dilation[0], op->dilation[1], op->groups, op->pool_avg, op->batchnorm,
+                   op->layers, op->fn, op->topk};
+    for (size_t a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
+        h = mix(h, (uint64_t)(int64_t)attrs[a]);
+    for (int d = 0; d < SB_MAX_DIMS; d++)
+        h = mix(h, (uint64_t)(int64_t)op->perm[d]);
+    return mixd(mixd(h, op->theta), op->moe_aux);
+}
+
+static int operands_same(const sb_model *m, const sb_operand *a, const sb_operand *b)
+{
+    const sb_tensor *x = &m->tensors[a->tensor], *y = &m->tensors[b->tensor];
+    if (x->kind != y->kind || x->ndims != y->ndims)
+        return 0;
+    for (int j = 0; j < x->ndims; j++)
+        if (x->dims[j].size != y->dims[j].size || a->map[j] != b->map[j])
+            return 0;
+    return 1;
+}
+
+/* Ops a and b of m are equal for the cost and memory models. */
+static int ops_same(const sb_model *m, const sb_op *a, const sb_op *b)
+{
+    if (a->kind != b->kind || a->ndims != b->ndims || a->nosplit != b->nosplit
+        || a->nin != b->nin || a->nout != b->nout || a->nweights != b->nweights
+        || a->stat_dims != b->stat_dims || a->pw != b->pw || a->axis != b->axis
+        || a->causal != b->causal || a->pos_axis != b->pos_axis || a->theta != b->theta
+        || a->axes != b->axes || a->groups != b->groups || a->pool_avg != b->pool_avg
+        || a->batchnorm != b->batchnorm || a->layers != b->layers || a->fn != b->fn
+        || a->topk != b->topk || a->moe_aux != b->moe_aux
+        || memcmp(a->kernel, b->kernel, sizeof a->kernel) || memcmp(a->stride, b->stride, sizeof a->stride)
+        || memcmp(a->pad, b->pad, sizeof a->pad) || memcmp(a->dilation, b->dilation, sizeof a->dilation)
+        || memcmp(a->perm, b->perm, sizeof a->perm) || memcmp(a->role, b->role, sizeof a->role))
+        return 0;
+    for (int d = 0; d < a->ndims; d++)
+        if (a->dims[d].size != b->dims[d].size || strcmp(a->dims[d].name, b->dims[d].name))
+            return 0;
+    for (int k = 0; k < a->nin; k++)
+        if (!operands_same(m, &a->in[k], &b->in[k]))
+            return 0;
+    for (int k = 0; k < a->nout; k++)
+        if (!operands_same(m, &a->out[k], &b->out[k]))
+            return 0;
+    for (int w = 0; w < a->nweights; w++) {
+        const sb_weight *x = &a->weights[w], *y = &b->weights[w];
+        if (x->ndims != y->ndims || memcmp(x->map, y->map, sizeof x->map)
+            || memcmp(x->size, y->size, (size_t)x->ndims * sizeof x->size[0]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Where input k of op v comes from, relative to a stage starting at op i:
+ * the producing op's offset and slot, or -1 for outside the stage. */
+static int64_t wire(const sb_model *m, int i, int v, int k)
+{
+    const sb_tensor *t = &m->tensors[m->ops[v].in[k].tensor];
+    if (t->producer < i || t->producer >= v)
+        return -1;
+    return (int64_t)(t->producer - i) * 64 + t->producer_slot;
+}
+
+/* ---- the search's state --------------------------------------------------------- */
+
+typedef struct {
+    uint64_t key;
+    int i, j, d, M, k; /* the first stage with this structure: ops [i, j), k act copies (-1: no limit) */
+    double t;          /* intra-op optimum per micro-batch; INFINITY: nothing fits or given up */
+    double least;      /* nothing fits: the least memory of the stage */
+    int *cfg;          /* (j - i) * SB_MAX_DIMS */
+    double *cost;      /* (j - i) */
+} stage_entry;
+
+typedef struct {
+    double c;          /* least cost' over configs */
+    double wg, a, s;   /* least (weights + grads + optimizer + act grads), activations, scratch */
+} op_bound;
+
+typedef struct {
+    const sb_model *m;
+    int p;
+    sb_cost_params cp;
+    const sb_pipe_opts *o;
+    sb_error *err;
+    uint64_t *hop;      /* nops: op_hash */
+    int *rep;           /* nops: the first op equal to op i */
+    int *last;          /* ntensors: last reader */
+    int nseg;           /* segments between allowed cuts */
+    int *seg;           /* nseg + 1 op positions */
+    sb_model *mb;       /* per M (index: position in Ms) */
+    int *Ms, nM;
+    uint64_t *hseg;     /* (nseg + 1)^2: hash of segments [a, b), 0: not yet */
+    stage_entry **tab;  /* open addressing; entries stay where they are */
+    size_t cap, used;
+    uint64_t serial;    /* brute: every stage its own key */
+    sb_pipe_result *r;
+    int brute;          /* sb_pipe_brute: every stage by enumeration */
+} pctx;
+
+static sb_model *micro(pctx *X, int M)
+{
+    for (int q = 0; q < X->nM; q++)
+        if (X->Ms[q] == M)
+            return &X->mb[q];
+    return NULL;
+}
+
+static uint64_t range_hash(const pctx *X, const sb_model *mb, int i, int j)
+{
+    uint64_t h = mix(0, (uint64_t)(j - i));
+    for (int v = i; v < j; v++) {
+        h = mix(h, X->hop[v]);
+        for (int k = 0; k < mb->ops[v].nin; k++)
+            h = mix(h, (uint64_t)wire(mb, i, v, k));
+    }
+    return h;
+}
+
+static int ranges_same(const pctx *X, const sb_model *mb, int i, int j, int i2, int j2)
+{
+    if (j - i != j2 - i2)
+        return 0;
+    for (int v = i, w = i2; v < j; v++, w++) {
+        if (X->rep[v] != X->rep[w] && !ops_same(X->m, &X->m->ops[v], &X->m->ops[w]))
+            return 0;
+        for (int k = 0; k < mb->ops[v].nin; k++)
+            if (wire(mb, i, v, k) != wire(mb, i2, w, k))
+                return 0;
+    }
+    return 1;
+}
+
+static int tab_grow(pctx *X)
+{
+    size_t ncap = X->cap ? X->cap * 2 : 1024;
+    stage_entry **nt = sb_calloc(ncap, sizeof *nt, X->err);
+    if (!nt)
+        return -1;
+    for (size_t q = 0; q < X->cap; q++)
+        if (X->tab[q]) {
+            size_t h = X->tab[q]->key & (ncap - 1);
+            while (nt[h])
+                h = (h + 1) & (ncap - 1);
+            nt[h] = X->tab[q];
+        }
+    free(X->tab);
+    X->tab = nt;
+    X->cap = ncap;
+    return 0;
+}
+
+/* Stores a new entry (a copy of e) in a free slot. */
+static stage_entry *tab_put(pctx *X, const stage_entry *e)
+{
+    if ((X->used + 1) * 2 >= X->cap && tab_grow(X))
+        return NULL;
+    stage_entry *ne = sb_malloc(sizeof *ne, X->err);
+    if (!ne)
+        return NULL;
+    *ne = *e;
+    size_t h = e->key & (X->cap - 1);
+    while (X->tab[h])
+        h = (h + 1) & (X->cap - 1);
+    X->tab[h] = ne;
+    X->used++;
+    return ne;
+}
+
+static long configs_total(const sb_problem *pb)
+{
+    long n = 0;
+    for (int v = 0; v < pb->m->nops; v++)
+        n += pb->cfg[v].n;
+    return n;
+}
+
+/* Exhaustive intra-op search of a stage problem (sb_pipe_brute): the least
+ * cost whose memory fits, every config combination. */
+static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int *best,
+                       double *bestc, sb_error *err)
+{
+    int n = pb->m->nops;
+    int *x = sb_calloc((size_t)n, sizeof *x, err);
+    if (!x)
+        return -1;
+    *bestc = INFINITY;
+    for (;;) {
+        double c = sb_strategy_cost(pb, x);
+        if (c < *bestc && (!(limit > 0) || sb_strategy_memory(pb, x, opt, NULL) <= limit)) {
+            *bestc = c;
+            memcpy(best, x, (size_t)n * sizeof *x);
+        }
+        int v = 0;
+        while (v < n && ++x[v] == pb->cfg[v].n)
+            x[v++] = 0;
+        if (v == n)
+            break;
+    }
+    free(x);
+    return 0;
+}
+
+/* Stage problems with more configs than this (over all their ops) are
+ * solved under a memory limit by Lagrangian relaxation, not by the exact
+ * Pareto search (sb_search_within), whose labels take minutes there (one
+ * GPT-3 stage of 24 ops on 16 devices: over a minute). */
+#define EXACT_MEM_CONFIGS 512
+
+/* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
+ * relaxation of the resident bytes (additive over ops, so the exact DP
+ * minimises cost + lambda x resident for any lambda): the least lambda
+ * whose optimum fits, by doubling and bisection; every strategy met that
+ * fits is a candidate. The dual bound min(cost + lambda res) - lambda (limit
+ * - s) (s: the least possible scratch) bounds the optimum from below: *gap
+ * gets the relative distance of the answer to it (0: proven optimal). No
+ * lambda fits: *t INFINITY, *least the least memory met. */
+static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, double *t,
+                    double *least, double *gap)
+{
+    int n = pb->m->nops, rc = -1;
+    double **orig = sb_calloc((size_t)n, sizeof *orig, X->err);
+    double **res = sb_calloc((size_t)n, sizeof *res, X->err);
+    double **scr = sb_calloc((size_t)n, sizeof *scr, X->err);
+    double s_lb = 0.0, best = INFINITY, lb = -INFINITY;
+    *t = INFINITY;
+    *least = INFINITY;
+    *gap = INFINITY;
+    if (!orig || !res || !scr)
+        goto out;
+    for (int v = 0; v < n; v++) {
+        int nc = pb->cfg[v].n;
+        orig[v] = sb_malloc((size_t)nc * sizeof **orig, X->err);
+        res[v] = sb_malloc((size_t)nc * sizeof **res, X->err);
+        scr[v] = sb_malloc((size_t)nc * sizeof **scr, X->err);
+        if (!orig[v] || !res[v] || !scr[v])
+            goto out;
+        memcpy(orig[v], pb->cfg[v].cost, (size_t)nc * sizeof **orig);
+        double smin = INFINITY;
+        for (int x = 0; x < nc; x++) {
+            sb_mem mm;
+            sb_problem_op_memory(pb, v, x, X->o->opt, &mm);
+            res[v][x] = sb_mem_resident(&mm);
+            scr[v][x] = mm.scratch;
+            smin = fmin(smin, mm.scratch);
+        }
+        s_lb = fmax(s_lb, smin);
+    }
+    (void)k;
+    /* lambda in FLOP per byte: first the least resident memory (cost only
+     * breaking ties), then up from the scale of cost per byte until one
+     * fits, then bisection in log scale */
+    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0;
+    for (int it = 0; it < 24; it++) {
+        for (int v = 0; v < n; v++)
+            for (int x = 0; x < pb->cfg[v].n; x++)
+                pb->cfg[v].cost[x] = lam < 0 ? res[v][x] + 1e-9 * orig[v][x]
+                                             : orig[v][x] + lam * res[v][x];
+        sb_result r;
+        if (sb_search(pb, &X->o->dp, &r, X->err))
+            goto out;
+        double sres = 0.0, smax = 0.0;
+        for (int v = 0; v < n; v++)
+            sres += res[v][r.choice[v]], smax = fmax(smax, scr[v][r.choice[v]]);
+        if (lam >= 0)
+            lb = fmax(lb, r.total_cost - lam * (limit - s_lb));
+        for (int v = 0; v < n; v++)
+            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
+        double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
+        *least = fmin(*least, mem);
+        int fits = mem <= limit;
+        if (fits && cost < best) {
+            best = cost;
+            memcpy(choice, r.choice, (size_t)n * sizeof *choice);
+        }
+        sb_result_free(&r);
+        if (lam < 0) { /* the least resident strategy */
+            if (!fits)
+                break; /* nothing of this kind fits */
+            scale = cost / fmax(mem, 1.0);
+            lam = scale;
+            continue;
+        }
+        if (fits)
+            hi = lam;
+        else
+            lo = lam;
+        if (hi < 0) {
+            if (lam > scale * 1e12)
+                break;
+            lam *= 16.0;
+        } else if (lo <= 0) {
+            lam = hi / 16.0;
+            if (lam < scale * 1e-12)
+                break;
+        } else {
+            if (hi / lo < 1.02)
+                break;
+            lam = sqrt(lo * hi);
+        }
+    }
+    *t = best;
+    *gap = isfinite(best) ? fmax(0.0, best - lb) / fmax(best, 1e-300) : INFINITY;
+    rc = 0;
+out:
+    for (int v = 0; v < n; v++) {
+        if (orig && orig[v])
+            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
+        if (orig)
+            free(orig[v]);
+        if (res)
+            free(res[v]);
+        if (scr)
+            free(scr[v]);
+    }
+    free(orig), free(res), free(scr);
+    return rc;
+}
+
+/* Runs the DP of one stage into e. */
+static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
+{
+    double ts = sb_now();
+    sb_model sub;
+    sb_problem pb;
+    if (sub_model(mb, e->i, e->j, &sub, X->err))
+        return -1;
+    int k = e->k < 0 ? 0 : e->k;
+    if (stage_problem(&sub, e->d, e->M, &X->cp, k, &pb, X->err)) {
+        free(sub.ops), free(sub.tensors);
+        return -1;
+    }
+    int n = e->j - e->i, rc = 0;
+    e->cfg = sb_calloc((size_t)n * SB_MAX_DIMS, sizeof *e->cfg, X->err);
+    e->cost = sb_calloc((size_t)n, sizeof *e->cost, X->err);
+    int *choice = sb_calloc((size_t)n, sizeof *choice, X->err);
+    if (!e->cfg || !e->cost || !choice) {
+        rc = -1;
+        goto out;
+    }
+    double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
+    X->r->subproblems++;
+    if (X->brute) {
+        if (brute_stage(&pb, limit, X->o->opt, choice, &e->t, X->err)) {
+            rc = -1;
+            goto out;
+        }
+    } else if (limit > 0 && configs_total(&pb) > EXACT_MEM_CONFIGS) {
+        double gap;
+        if (lagrange(X, &pb, limit, k, choice, &e->t, &e->least, &gap)) {
+            rc = -1;
+            goto out;
+        }
+        X->r->lagrange_stages++;
+        if (isfinite(e->t) && gap > X->r->lagrange_gap)
+            X->r->lagrange_gap = gap;
+    } else {
+        sb_result res;
+        sb_error e2 = {0};
+        double least = NAN;
+        int src = limit > 0 ? sb_search_within(&pb, &X->o->dp, limit, X->o->opt, &res, &least, &e2)
+                            : sb_search(&pb, &X->o->dp, &res, &e2);
+        if (src) {
+            e->t = INFINITY;
+            e->least = isfinite(least) ? least : INFINITY;
+            if (!isfinite(least))
+                X->r->ranges_given_up++; /* a budget, not "nothing fits" */
+            goto out;
+        }
+        e->t = res.total_cost;
+        memcpy(choice, res.choice, (size_t)n * sizeof *choice);
+        sb_result_free(&res);
+    }
+    if (isfinite(e->t))
+        for (int v = 0; v < n; v++) {
+            memcpy(e->cfg + (size_t)v * SB_MAX_DIMS,
+                   pb.cfg[v].c + (size_t)choice[v] * (size_t)pb.cfg[v].ndims,
+                   (size_t)pb.cfg[v].ndims * sizeof(int));
+            e->cost[v] = pb.cfg[v].cost[choice[v]];
+        }
+out:
+    if (getenv("SB_PIPE_TRACE"))
+        fprintf(stderr, "stage ops %d..%d d=%d M=%d k=%d: t=%.6e least=%.4g GiB, %.3f s\n", e->i,
+                e->j, e->d, e->M, e->k, e->t, e->least / 1073741824.0, sb_now() - ts);
+    if (!isfinite(e->t) && e->cfg) {
+        free(e->cfg), free(e->cost);
+        e->cfg = NULL, e->cost = NULL;
+    }
+    free(choice);
+    sb_problem_free(&pb);
+    free(sub.ops), free(sub.tensors);
+    return rc;
+}
+
+/* The stage of ops [i, j) on d devices at M micro-batches with k act
+ * copies (-1: no memory limit): from the cache, or solved. NULL on error. */
+static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
+{
+    sb_model *mb = micro(X, M);
+    uint64_t rh = 0;
+    if (!X->brute) { /* stages start and end at segment bounds */
+        int a = 0, b = 0;
+        while (X->seg[a] < i)
+            a++;
+        while (X->seg[b] < j)
+            b++;
+        uint64_t *slot = &X->hseg[(size_t)a * (size_t)(X->nseg + 1) + (size_t)b];
+        if (!*slot)
+            *slot = range_hash(X, X->m, i, j) | 1;
+        rh = *slot;
+    }
+    uint64_t key = X->brute ? ++X->serial
+                            : mix(mix(mix(rh, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
+    if (!X->cap && tab_grow(X))
+        return NULL;
+    for (size_t h = key & (X->cap - 1); !X->brute && X->tab[h]; h = (h + 1) & (X->cap - 1)) {
+        stage_entry *e = X->tab[h];
+        if (e->key == key && e->d == d && e->M == M && e->k == k && ranges_same(X, mb, i, j, e->i, e->j)) {
+            X->r->cache_hits++;
+            return e;
+        }
+    }
+    stage_entry ne = {.key = key, .i = i, .j = j, .d = d, .M = M, .k = k};
+    if (k >= 0 && !X->brute) { /* under a limit: the unconstrained optimum, when it fits */
+        stage_entry *u = stage(X, i, j, d, M, -1);
+        if (!u)
+            return NULL;
+        if (u->cfg && stage_memory(mb, i, j, u->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
+            ne.t = u->t;
+            ne.cfg = sb_malloc((size_t)(j - i) * SB_MAX_DIMS * sizeof *ne.cfg, X->err);
+            ne.cost = sb_malloc((size_t)(j - i) * sizeof *ne.cost, X->err);
+            if (!ne.cfg || !ne.cost) {
+                free(ne.cfg), free(ne.cost);
+                return NULL;
+            }
+            memcpy(ne.cfg, u->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof *ne.cfg);
+            memcpy(ne.cost, u->cost, (size_t)(j - i) * sizeof *ne.cost);
+            stage_entry *e = tab_put(X, &ne);
+            if (!e)
+                free(ne.cfg), free(ne.cost);
+            return e;
+        }
+    }
+    if (solve_stage(X, mb, &ne))
+        return NULL;
+    stage_entry *e = tab_put(X, &ne);
+    if (!e)
+        free(ne.cfg), free(ne.cost);
+    return e;
+}
+
+/* ---- bounds ------------------------------------------------------------------------ */
+
+/* Per op of the micro model at d devices: least cost' and least memory
+ * terms over its configs (equal ops computed once). */
+static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
+{
+    for (int v = 0; v < mb->nops; v++) {
+        if (X->rep[v] != v) {
+            b[v] = b[X->rep[v]];
+            continue;
+        }
+        const sb_op *op = &mb->ops[v];
+        sb_configs cf;
+        int cutoff = X->cp.cutoff > 0 ? X->cp.cutoff : X->m->cutoff;
+        if (sb_enumerate_configs(op, d, cutoff, &cf, X->err))
+            return -1;
+        sb_cost_params c2 = X->cp;
+        c2.devices = d;
+        b[v] = (op_bound){INFINITY, INFINITY, INFINITY, INFINITY};
+        for (int x = 0; x < cf.n; x++) {
+            const int *c = cf.c + (size_t)x * (size_t)cf.ndims;
+            double cost = sb_op_cost(mb, op, c, &c2);
+            if (M > 1)
+                cost -= (double)(M - 1) / M * sb_weight_grad_cost(mb, op, c, &c2);
+            sb_mem mm;
+            sb_op_memory_zero(mb, op, c, X->o->opt, X->cp.zero, &mm);
+            double wg = mm.weights + mm.weight_grads + mm.optimizer + mm.act_grads;
+            b[v].c = fmin(b[v].c, cost);
+            b[v].wg = fmin(b[v].wg, wg);
+            b[v].a = fmin(b[v].a, mm.activations);
+            b[v].s = fmin(b[v].s, mm.scratch);
+        }
+        free(cf.c);
+        free(cf.cost);
+    }
+    return 0;
+}
+
+/* ---- one (S, M, schedule) ------------------------------------------------------- */
+
+typedef struct {
+    int a, b;     /* segments [a, b) */
+    double t;     /* t_s: intra-op optimum + p2p */
+    stage_entry *e;
+} srange;
+
+static int inflight(const sb_pipe_opts *o, int S, int M, int sched, int s)
+{
+    (void)o;
+    if (sched == SB_SCHEDULE_GPIPE)
+        return M;
+    return M < S - s ? M : S - s;
+}
+
+/* The least sum over partitions into S stages using, for stage s, the
+ * ranges in R[s] with t <= cap; parent (if not NULL) gets the argmins. */
+static double min_sum(const pctx *X, int S, srange *const *R, const int *nR, double cap,
+                      double *f, double *g, int *parent)
+{
+    int n = X->nseg;
+    for (int a = 0; a <= n; a++)
+        f[a] = a ? INFINITY : 0.0;
+    for (int s = 0; s < S; s++) {
+        for (int b = 0; b <= n; b++)
+            g[b] = INFINITY;
+        for (int q = 0; q < nR[s]; q++) {
+            const srange *x = &R[s][q];
+            if (x->t > cap || !isfinite(f[x->a]))
+                continue;
+            double v = f[x->a] + x->t;
+            if (v < g[x->b]) {
+                g[x->b] = v;
+                if (parent)
+                    parent[s * (n + 1) + x->b] = q;
+            }
+        }
+        memcpy(f, g, (size_t)(n + 1) * sizeof *f);
+    }
+    return f[n];
+}
+
+/* The least max_s t_s over partitions into S stages (INFINITY: none). */
+static double min_max(const pctx *X, int S, srange *const *R, const int *nR, double *f, double *g)
+{
+    int n = X->nseg;
+    for (int a = 0; a <= n; a++)
+        f[a] = a ? INFINITY : 0.0;
+    for (int s = 0; s < S; s++) {
+        for (int b = 0; b <= n; b++)
+            g[b] = INFINITY;
+        for (int q = 0; q < nR[s]; q++) {
+            const srange *x = &R[s][q];
+            double v = fmax(f[x->a], x->t);
+            if (v < g[x->b])
+                g[x->b] = v;
+        }
+        memcpy(f, g, (size_t)(n + 1) * sizeof *f);
+    }
+    return f[n];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A first partition, so that the bounds have a step to beat: cuts where
+ * the bound's prefix sums pass s / S of the total (each stage at least one
+ * segment). Lowers *best to its step when it fits. */
+static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
+                     const double *p2p, double *best)
+{
+    int n = X->nseg, a = 0;
+    double sum = 0.0, mx = 0.0;
+    for (int s = 0; s < S; s++) {
+        int b = s == S - 1 ? n : a + 1;
+        while (s < S - 1 && b < n - (S - 1 - s) && pc[b] < pc[n] * (s + 1) / S)
+            b++;
+        int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
+        stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
+        if (!e)
+            return -1;
+        if (!isfinite(e->t))
+            return 0;
+        sum += e->t + p2p[b];
+        mx = fmax(mx, e->t + p2p[b]);
+        a = b;
+    }
+    double T = sum + (double)(M - 1) * mx;
+    if (T < *best)
+        *best = T * (1.0 + 1e-12); /* the search itself finds and reports it (ties kept) */
+    return 0;
+}
+
+/* sb_pipe_brute: every partition into S stages, one range per stage from
+ * R[s] starting where the last ended; the first least T wins. */
+static void enumerate(int S, int M, srange *const *R, const int *nR, int s, int a, double sum,
+                      double mx, int *cur, int *pick, double *best, int n)
+{
+    if (s == S) {
+        double T = sum + (double)(M - 1) * mx;
+        if (a == n && T < *best) {
+            *best = T;
+            memcpy(pick, cur, (size_t)S * sizeof *pick);
+        }
+        return;
+    }
+    for (int q = 0; q < nR[s]; q++)
+        if (R[s][q].a == a) {
+            cur[s] = q;
+            enumerate(S, M, R, nR, s + 1, R[s][q].b, sum + R[s][q].t, fmax(mx, R[s][q].t), cur,
+                      pick, best, n);
+        }
+}
+
+/* The best partition of one (S, M, schedule) into X->r when it beats
+ * *best. */
+static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, double *best,
+                     double *least)
+{
+    const sb_model *mb = micro(X, M);
+    int d = X->p / S, n = X->nseg, limited = X->o->mem_limit > 0;
+    double lbsum = 0.0;
+    for (int v = 0; v < mb->nops; v++)
+        lbsum += ob[v].c;
+    if (!X->brute && lbsum * (1.0 + (double)(M - 1) / S) > *best) {
+        X->r->combos_skipped++;
+        return 0;
+    }
+    /* prefix sums of the bounds over segments */
+    double *pc = calloc((size_t)n + 1, sizeof *pc), *pw = calloc((size_t)n + 1, sizeof *pw);
+    double *pa = calloc((size_t)n + 1, sizeof *pa), *ps = calloc((size_t)n, sizeof *ps);
+    double *p2p = calloc((size_t)n + 1, sizeof *p2p);
+    srange **R = calloc((size_t)S, sizeof *R);
+    int *nR = calloc((size_t)S, sizeof *nR);
+    double *f = calloc((size_t)n + 1, sizeof *f), *g = calloc((size_t)n + 1, sizeof *g);
+    double *vals = NULL;
+    int *parent = NULL;
+    int rc = -1;
+    if (!pc || !pw || !pa || !ps || !p2p || !R || !nR || !f || !g) {
+        sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (int a = 0; a < n; a++) {
+        double c = 0, w = 0, ac = 0, sc = 0;
+        for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
+            c += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
+        pc[a + 1] = pc[a] + c, pw[a + 1] = pw[a] + w, pa[a + 1] = pa[a] + ac, ps[a] = sc;
+    }
+    for (int b = 1; b < n; b++) {
+        /* the stage before the cut sends on its own node or across nodes */
+        int inter = X->cp.node_devices > 0 && d >= X->cp.node_devices;
+        p2p[b] = 2.0 * sb_pipe_p2p_cost(&X->cp, crossing_words(mb, X->last, X->seg[b], d), inter);
+    }
+    if (!X->brute && incumbent(X, S, M, sched, d, pc, p2p, best))
+        goto out;
+    size_t nvals = 0, capv = 0;
+    for (int s = 0; s < S; s++) {
+        int k = limited ? inflight(X->o, S, M, sched, s) : -1;
+        for (int a = s; a <= n - (S - s); a++) {
+            double smax = 0.0;
+            for (int b = a + 1; b <= n - (S - 1 - s); b++) {
+                if (s == 0 && a > 0)
+                    break;
+                if (s == S - 1 && b < n)
+                    continue;
+                smax = fmax(smax, ps[b - 1]);
+                double lbt = pc[b] - pc[a] + p2p[b];
+                double lbm = pw[b] - pw[a] + (k > 1 ? k : 1) * (pa[b] - pa[a]) + smax;
+                if (!X->brute && ((limited && lbm > X->o->mem_limit)
+                                  || (double)(M - 1) * lbt + lbsum > *best)) {
+                    X->r->ranges_bounded++;
+                    continue;
+                }
+                stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
+                if (!e)
+                    goto out;
+                if (!isfinite(e->t)) {
+                    if (e->least < *least)
+                        *least = e->least;
+                    continue;
+                }
+                srange *nr = realloc(R[s], (size_t)(nR[s] + 1) * sizeof *nr);
+                if (!nr || (nvals == capv && !(vals = realloc(vals, (capv = capv * 2 + 64) * sizeof *vals)))) {
+                    if (nr)
+                        R[s] = nr;
+                    sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+                    goto out;
+                }
+                R[s] = nr;
+                R[s][nR[s]++] = (srange){.a = a, .b = b, .t = e->t + p2p[b], .e = e};
+                vals[nvals++] = e->t + p2p[b];
+            }
+        }
+    }
+    rc = 0;
+    int pick[SB_MAX_STAGES];
+    double best_here = INFINITY;
+    if (X->brute) {
+        int cur[SB_MAX_STAGES];
+        enumerate(S, M, R, nR, 0, 0, 0.0, 0.0, cur, pick, &best_here, n);
+    } else {
+        double free_sum = min_sum(X, S, R, nR, INFINITY, f, g, NULL);
+        if (!isfinite(free_sum))
+            goto out; /* no partition fits */
+        qsort(vals, nvals, sizeof *vals, cmp_double);
+        /* no cap under the least max of any partition gives one */
+        double tmin = min_max(X, S, R, nR, f, g);
+        size_t q0 = 0;
+        while (q0 < nvals && vals[q0] < tmin)
+            q0++;
+        double best_cap = 0.0;
+        for (size_t q = q0; q < nvals; q++) {
+            if (q && vals[q] == vals[q - 1])
+                continue;
+            if ((double)(M - 1) * vals[q] + free_sum >= best_here)
+                break;
+            double sum = min_sum(X, S, R, nR, vals[q], f, g, NULL);
+            if (isfinite(sum) && sum + (double)(M - 1) * vals[q] < best_here) {
+                best_here = sum + (double)(M - 1) * vals[q];
+                best_cap = vals[q];
+            }
+        }
+        if (best_here < *best) {
+            parent = malloc((size_t)S * (size_t)(n + 1) * sizeof *parent);
+            if (!parent) {
+                rc = sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+                goto out;
+            }
+            min_sum(X, S, R, nR, best_cap, f, g, parent);
+            for (int s = S - 1, b = n; s >= 0; s--) {
+                pick[s] = parent[s * (n + 1) + b];
+                b = R[s][pick[s]].a;
+            }
+        }
+    }
+    if (!(best_here < *best))
+        goto out;
+    sb_pipe_result *r = X->r;
+    *best = best_here;
+    r->step_cost = best_here;
+    memset(&r->pipe, 0, sizeof r->pipe);
+    r->pipe.nstages = S;
+    r->pipe.microbatches = M;
+    r->pipe.schedule = (sb_schedule)sched;
+    r->peak_bytes = 0.0;
+    for (int s = 0; s < S; s++) {
+        const srange *x = &R[s][pick[s]];
+        int i = X->seg[x->a], j = X->seg[x->b];
+        r->pipe.first_op[s] = i;
+        r->pipe.first_op[s + 1] = j;
+        r->pipe.devices[s] = d;
+        r->stage_time[s] = x->t;
+        r->stage_p2p[s] = p2p[x->b];
+        r->inflight[s] = inflight(X->o, S, M, sched, s);
+        memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
+        memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
+        r->stage_mem[s] = stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s]);
+        r->peak_bytes = fmax(r->peak_bytes, r->stage_mem[s]);
+    }
+out:
+    for (int s = 0; R && s < S; s++)
+        free(R[s]);
+    free(pc), free(pw), free(pa), free(ps), free(p2p), free(R), free(nR), free(f), free(g);
+    free(vals), free(parent);
+    return rc;
+}
+
+/* ---- the whole search ------------------------------------------------------------ */
+
+static int64_t batch_of(const sb_model *m)
+{
+    int64_t g = 0;
+    for (int i = 0; i < m->nops; i++) {
+        int d = batch_dim(&m->ops[i]);
+        if (d < 0)
+            return 0;
+        int64_t a = g, b = m->ops[i].dims[d].size;
+        while (b) {
+            int64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        g = a;
+    }
+    return g;
+}
+
+static void ctx_free(pctx *X)
+{
+    for (size_t q = 0; q < X->cap; q++)
+        if (X->tab[q]) {
+            free(X->tab[q]->cfg);
+            free(X->tab[q]->cost);
+            free(X->tab[q]);
+        }
+    free(X->tab);
+    for (int q = 0; q < X->nM; q++)
+        sb_model_free(&X->mb[q]);
+    free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
+    free(X->hseg);
+}
+
+static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
+               sb_pipe_result *r, int brute, sb_error *err)
+{
+    double t0 = sb_now();
+    memset(r, 0, sizeof *r);
+    pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute};
+    X.cp.devices = p;
+    int rc = -1;
+    int *cuts = NULL;
+    op_bound *ob = NULL;
+    if (o->stages && (o->stages < 1 || o->stages > SB_MAX_STAGES || p % o->stages))
+        return sb_fail(err, SB_EXIT_INPUT, "--stages %d: must divide p = %d (and be at most %d)",
+                       o->stages, p, SB_MAX_STAGES);
+    r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
+    r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
+    X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);
+    X.rep = sb_malloc((size_t)m->nops * sizeof *X.rep, err);
+    X.last = last_use(m, err);
+    cuts = sb_malloc((size_t)m->nops * sizeof *cuts, err);
+    X.seg = sb_malloc(((size_t)m->nops + 1) * sizeof *X.seg, err);
+    ob = sb_malloc((size_t)m->nops * sizeof *ob, err);
+    if (!r->cfg || !r->op_cost || !X.hop || !X.rep || !X.last || !cuts || !X.seg || !ob)
+        goto out;
+    for (int v = 0; v < m->nops; v++) {
+        X.hop[v] = op_hash(m, &m->ops[v]);
+        X.rep[v] = v;
+        for (int w = 0; w < v; w++)
+            if (X.rep[w] == w && X.hop[w] == X.hop[v] && ops_same(m, &m->ops[w], &m->ops[v])) {
+                X.rep[v] = w;
+                break;
+            }
+    }
+    int ncut = sb_pipe_cuts(m, cuts, m->nops, &r->crossing);
+    r->cuts = ncut;
+    X.nseg = ncut + 1;
+    X.seg[0] = 0;
+    for (int q = 0; q < ncut; q++)
+        X.seg[q + 1] = cuts[q];
+    X.seg[X.nseg] = m->nops;
+    X.hseg = sb_calloc((size_t)(X.nseg + 1) * (size_t)(X.nseg + 1), sizeof *X.hseg, err);
+    if (!X.hseg)
+        goto out;
+    /* the micro-batch counts: divisors of the batch (all ops' batch dims) */
+    int64_t B = batch_of(m);
+    X.Ms = sb_malloc(64 * sizeof *X.Ms, err);
+    X.mb = sb_calloc(64, sizeof *X.mb, err);
+    if (!X.Ms || !X.mb)
+        goto out;
+    if (o->microbatches) {
+        X.Ms[X.nM] = o->microbatches;
+        if (sb_model_microbatch(m, o->microbatches, &X.mb[X.nM], err))
+            goto out;
+        X.nM++;
+    } else {
+        for (int64_t M = 1; M <= (B > 0 ? B : 1) && X.nM < 64; M++)
+            if (M == 1 || (B % M) == 0) {
+                X.Ms[X.nM] = (int)M;
+                if (sb_model_microbatch(m, (int)M, &X.mb[X.nM], err))
+                    goto out;
+                X.nM++;
+            }
+    }
+    double best = INFINITY, least = INFINITY;
+    int Ss[64], nS = 0;
+    for (int S = 1; S <= p && S <= SB_MAX_STAGES && nS < 64; S++) {
+        if (p % S || S > X.nseg)
+            continue;
+        if (o->stages ? S != o->stages
+                      : (o->max_stage_devices > 0 && p / S > o->max_stage_devices))
+            continue;
+        Ss[nS++] = S;
+    }
+    if (nS == 0) {
+        rc = sb_fail(err, SB_EXIT_INPUT, "no stage count to search: %d stages need %d cut points "
+                     "(model '%s' has %d where fewest tensors cross) and must divide p = %d",
+                     o->stages ? o->stages : p, (o->stages ? o->stages : p) - 1, m->name, ncut, p);
+        goto out;
+    }
+    /* larger S first: their stages are small and cheap to solve, and give
+     * the bound that skips the rest */
+    for (int si = nS - 1; si >= 0; si--) {
+        int S = Ss[si], d = p / S;
+        for (int q = X.nM - 1; q >= 0; q--) {
+            int M = X.Ms[q];
+            if (S > 1 && M < S && !o->microbatches)
+                continue;
+            if (op_bounds(&X, &X.mb[q], d, M, ob))
+                goto out;
+            for (int sched = SB_SCHEDULE_1F1B; sched >= SB_SCHEDULE_GPIPE; sched--) {
+                if (o->schedule >= 0 && sched != o->schedule)
+                    continue;
+                if (o->schedule < 0 && sched == SB_SCHEDULE_GPIPE && !(o->mem_limit > 0))
+                    continue; /* the same cost and more memory than 1F1B without a limit */
+                r->combos++;
+                if (try_combo(&X, S, M, sched, ob, &best, &least))
+                    goto out;
+            }
+        }
+    }
+    if (!isfinite(best)) {
+        r->least_bytes = least;
+        if (o->mem_limit > 0)
+            rc = sb_fail(err, SB_EXIT_INPUT,
+                         "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
+                         "least memory of a stage found is %.4g GiB", m->name, p,
+                         o->mem_limit / 1073741824.0, least / 1073741824.0);
+        else
+            rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d (%ld stage "
+                         "DPs given up)", m->name, p, r->ranges_given_up);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(cuts);
+    free(ob);
+    ctx_free(&X);
+    r->seconds = sb_now() - t0;
+    if (rc)
+        sb_pipe_result_free(r);
+    return rc;
+}
+
+int sb_pipe_search(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
+                   sb_pipe_result *r, sb_error *err)
+{
+    return run(m, p, cp, o, r, 0, err);
+}
+
+int sb_pipe_brute(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
+                  sb_pipe_result *r, sb_error *err)
+{
+    return run(m, p, cp, o, r, 1, err);
+}

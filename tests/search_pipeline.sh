@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/search_pipeline.sh: `search --space full` end to end.
+#
+#   tests/search_pipeline.sh SHARDBENCH
+#
+# On a 2-layer Transformer at p = 4: forced --stages 2 --microbatches 4
+# --schedule gpipe prints the stage table and gives the JSON fields
+# (stages with ops, devices, mesh; microbatches, schedule, zero, recompute,
+# peak_bytes_per_device); --save writes a version-2 strategy file with the
+# pipeline line; --stages 1 --microbatches 1 costs what a plain search
+# costs; a searched --memory limit is respected, and one that nothing fits
+# exits 2 naming the least memory; bad values exit 2.
+set -uo pipefail
+SB=${1:?usage: search_pipeline.sh SHARDBENCH}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/search_pipeline.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+S=(-m transformer -p 4 --set layers=2 --set batch=8 --set seq=16 --set vocab=64 --db none)
+fails=0
+check() { local name=$1; shift; if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi; }
+jget() { sqlite3 -batch -noheader :memory: "SELECT json_extract(readfile('$1'), '$2');"; }
+
+"$SB" search "${S[@]}" --stages 2 --microbatches 4 --schedule gpipe > "$TMP/t.out"
+check "table: the pipeline line" grep -q "^pipeline: 2 stages of 2 devices, 4 micro-batches of batch/4, schedule gpipe" "$TMP/t.out"
+check "table: stage 1 on ranks 2-3" grep -q "^1     2-3 " "$TMP/t.out"
+check "table: the step line" grep -q "^step cost .* FLOP = sum_s t_s" "$TMP/t.out"
+"$SB" search "${S[@]}" --stages 2 --microbatches 4 --schedule gpipe --format json --save "$TMP/s.strategy" > "$TMP/t.json"
+check "json: 2 stages" test -n "$(jget "$TMP/t.json" '$.stages[1].ops[0]')" -a -z "$(jget "$TMP/t.json" '$.stages[2]')"
+check "json: stages[1].devices = [2,3]" test "$(jget "$TMP/t.json" '$.stages[1].devices')" = "[2,3]"
+check "json: stages[0].mesh = [2]" test "$(jget "$TMP/t.json" '$.stages[0].mesh')" = "[2]"
+check "json: stages[0].ops[0] is the first op" test "$(jget "$TMP/t.json" '$.stages[0].ops[0]')" = "$(jget "$TMP/t.json" '$.ops[0].name')"
+check "json: microbatches 4" test "$(jget "$TMP/t.json" '$.microbatches')" = 4
+check "json: schedule gpipe" test "$(jget "$TMP/t.json" '$.schedule')" = gpipe
+check "json: zero 0" test "$(jget "$TMP/t.json" '$.zero')" = 0
+check "json: recompute []" test "$(jget "$TMP/t.json" '$.recompute')" = "[]"
+check "json: peak_bytes_per_device > 0" test "$(jget "$TMP/t.json" '$.peak_bytes_per_device')" -gt 0
+check "json: no predicted_step_seconds without --machine" test -z "$(jget "$TMP/t.json" '$.predicted_step_seconds')"
+check "saved: version 2" grep -q "^shardbench-strategy 2" "$TMP/s.strategy"
+check "saved: the pipeline line" grep -q "^pipeline 2 4 gpipe" "$TMP/s.strategy"
+check "saved: two stage lines" test "$(grep -c '^stage ' "$TMP/s.strategy")" = 2
+"$SB" search "${S[@]}" --stages 2 --microbatches 4 --machine h200-sxm --format json > "$TMP/m.json"
+check "json: predicted_step_seconds with --machine" test -n "$(jget "$TMP/m.json" '$.predicted_step_seconds')"
+
+"$SB" search "${S[@]}" --format json > "$TMP/plain.json"
+"$SB" search "${S[@]}" --stages 1 --microbatches 1 --format json > "$TMP/one.json"
+check "S=1 M=1: the plain optimum" test "$(jget "$TMP/one.json" '$.total_cost')" = "$(jget "$TMP/plain.json" '$.total_cost')"
+check "S=1 M=1: the plain peak" test "$(jget "$TMP/one.json" '$.peak_bytes_per_device')" = "$(jget "$TMP/plain.json" '$.peak_bytes_per_device')"
+
+P0=$(jget "$TMP/plain.json" '$.peak_bytes_per_device')
+LIM=$((P0 / 2))
+"$SB" search "${S[@]}" --memory "${LIM}B" --format json > "$TMP/lim.json" 2> "$TMP/lim.err"
+rc=$?
+check "--memory P0/2: found (rc $rc)" test "$rc" -eq 0
+check "--memory P0/2: within the limit" test "$(jget "$TMP/lim.json" '$.peak_bytes_per_device')" -le "$LIM"
+"$SB" search "${S[@]}" --memory 2B > /dev/null 2> "$TMP/none.err"
+rc=$?
+check "--memory 2B: exit 2 (got $rc)" test "$rc" -eq 2
+check "  ... names the least memory found" grep -q "fits .* per device: the least memory" "$TMP/none.err"
+for bad in "--stages 3" "--microbatches 3" "--schedule zigzag" "--space odd"; do
+    "$SB" search "${S[@]}" $bad > /dev/null 2>&1
+    rc=$?
+    check "$bad: exit 2 (got $rc)" test "$rc" -eq 2
+done
+"$SB" search "${S[@]}" --space plain --stages 2 > /dev/null 2>&1
+rc=$?
+check "--space plain --stages 2: exit 2 (got $rc)" test "$rc" -eq 2
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all checks passed"

@@ -1,0 +1,268 @@
+/* test_pipesearch.c: the pipeline search (search/pipeline.c) against brute
+ * force over the same space (S, M, schedule, every cut at the allowed
+ * positions, every config of every stage), with and without a memory
+ * limit, on small random models with residual adds and repeated blocks;
+ * forced values; S = M = 1 equals the plain DP. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shardbench/pipesearch.h"
+
+static unsigned long long rs = 12345;
+static int rn(int n)
+{
+    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+    return (int)((rs >> 33) % (unsigned long long)n);
+}
+
+/* A random model: x[batch, f] through ops that keep the shape (dense to f
+ * units, norm, act, residual add of an earlier tensor), the last block
+ * repeated, so equal stages occur. */
+static void gen(char *buf, size_t n, int *nops)
+{
+    int B = rn(2) ? 4 : 8, F = rn(2) ? 4 : 8;
+    size_t u = (size_t)snprintf(buf, n, "model r\ncutoff 1\ninput t0[batch=%d, f=%d]\n", B, F);
+    int nt = 1, ops = 0, len = 2 + rn(2), blocks = 1 + rn(2);
+    int kinds[8];
+    for (int k = 0; k < len; k++)
+        kinds[k] = rn(4);
+    for (int b = 0; b < blocks; b++)
+        for (int k = 0; k < len; k++) {
+            int x = nt - 1;
+            switch (kinds[k]) {
+            case 0:
+                u += (size_t)snprintf(buf + u, n - u, "t%d = dense(t%d, units=%d, dim=f)\n", nt, x, F);
+                break;
+            case 1: u += (size_t)snprintf(buf + u, n - u, "t%d = norm(t%d)\n", nt, x); break;
+            case 2: u += (size_t)snprintf(buf + u, n - u, "t%d = act(t%d, fn=relu)\n", nt, x); break;
+            default:
+                u += (size_t)snprintf(buf + u, n - u, "t%d = add(t%d, t%d)\n", nt, x,
+                                      x >= 2 ? x - 1 - rn(2) : x);
+                break;
+            }
+            nt++, ops++;
+        }
+    *nops = ops;
+}
+
+static void check_same(const char *text, int p, double limit, int sched, int S, int M)
+{
+    sb_model m;
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err)) {
+        fail_msg("parse: %s\n%s", err.msg, text);
+    }
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.mem_limit = limit;
+    o.schedule = sched;
+    o.stages = S;
+    o.microbatches = M;
+    sb_pipe_result a, b;
+    sb_error e1 = {0}, e2 = {0};
+    int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+    int rb = sb_pipe_brute(&m, p, &cp, &o, &b, &e2);
+    if (ra != rb)
+        fail_msg("p=%d limit=%g: search rc %d (%s), brute rc %d (%s)\n%s", p, limit, ra, e1.msg, rb,
+                 e2.msg, text);
+    if (ra == 0) {
+        double d = fabs(a.step_cost - b.step_cost) / fmax(1.0, fabs(b.step_cost));
+        if (d > 1e-9)
+            fail_msg("p=%d limit=%g: search %.17g (S=%d M=%d), brute %.17g (S=%d M=%d)\n%s", p, limit,
+                     a.step_cost, a.pipe.nstages, a.pipe.microbatches, b.step_cost,
+                     b.pipe.nstages, b.pipe.microbatches, text);
+        if (limit > 0 && a.peak_bytes > limit)
+            fail_msg("peak %g over the limit %g", a.peak_bytes, limit);
+        assert_int_equal(sb_pipeline_check(&a.pipe, &m, p, &err), 0);
+        sb_pipe_result_free(&a);
+        sb_pipe_result_free(&b);
+    }
+    sb_model_free(&m);
+}
+
+static void test_brute(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0, limited = 0;
+    for (int g = 0; g < 60; g++) {
+        int nops;
+        gen(text, sizeof text, &nops);
+        int p = (int[]){1, 2, 4}[rn(3)];
+        check_same(text, p, 0.0, -1, 0, 0);
+        /* a limit under the unconstrained optimum's peak */
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        sb_pipe_result r;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &r, &err), 0);
+        double peak = r.peak_bytes;
+        sb_pipe_result_free(&r);
+        sb_model_free(&m);
+        for (int k = 0; k < 3; k++) {
+            double f = (double[]){0.9, 0.6, 0.3}[k];
+            check_same(text, p, peak * f, -1, 0, 0);
+            check_same(text, p, peak * f, rn(2), 0, 0);
+            limited++;
+        }
+        cases++;
+    }
+    print_message("%d random models, %d limited searches, each equal to brute force\n", cases,
+                  limited);
+}
+
+static const char *chain =
+    "model c\ncutoff 1\ninput x[batch=8, f=8]\n"
+    "a = dense(x, units=8, dim=f)\nb = norm(a)\nc = add(b, a)\n"
+    "d = dense(c, units=8, dim=f)\ne = norm(d)\nf = add(e, d)\n"
+    "g = dense(f, units=8, dim=f)\nh = norm(g)\ni = add(h, g)\n";
+
+static void test_forced(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(chain, strlen(chain), "c.model", NULL, 0, &m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.stages = 2;
+    o.microbatches = 4;
+    o.schedule = SB_SCHEDULE_GPIPE;
+    sb_pipe_result r;
+    assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), 0);
+    assert_int_equal(r.pipe.nstages, 2);
+    assert_int_equal(r.pipe.microbatches, 4);
+    assert_int_equal(r.pipe.schedule, SB_SCHEDULE_GPIPE);
+    assert_int_equal(r.pipe.devices[0], 2);
+    assert_int_equal(r.inflight[0], 4); /* GPipe: every micro-batch */
+    /* the step: sum + (M - 1) max of the stage times */
+    double sum = r.stage_time[0] + r.stage_time[1];
+    double mx = fmax(r.stage_time[0], r.stage_time[1]);
+    assert_true(fabs(r.step_cost - (sum + 3 * mx)) <= 1e-9 * r.step_cost);
+    /* stage 0 sends its crossing activation and receives its gradient */
+    assert_true(r.stage_p2p[0] > 0 && r.stage_p2p[1] == 0);
+    sb_pipe_result_free(&r);
+    o.schedule = SB_SCHEDULE_1F1B;
+    assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), 0);
+    assert_int_equal(r.inflight[0], 2); /* 1F1B: S - s */
+    assert_int_equal(r.inflight[1], 1);
+    sb_pipe_result_free(&r);
+    /* cut points: where one tensor crosses (after each dense and after
+     * each block; not between norm and add, where two do) */
+    int pos[16], crossing = 0;
+    assert_int_equal(sb_pipe_cuts(&m, pos, 16, &crossing), 5);
+    assert_int_equal(crossing, 1);
+    int want[5] = {1, 3, 4, 6, 7};
+    for (int k = 0; k < 5; k++)
+        assert_int_equal(pos[k], want[k]);
+    /* bad forced values */
+    o.stages = 3;
+    assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), -1);
+    o.stages = 2;
+    o.microbatches = 3;
+    assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), -1);
+    sb_model_free(&m);
+}
+
+/* S = M = 1 is the plain search: the same optimum; and one stage at M
+ * micro-batches counts the weight-gradient all-reduce once, not M times. */
+static void test_plain(void **state)
+{
+    (void)state;
+    const char *names[] = {"transformer", "alexnet"};
+    for (int k = 0; k < 2; k++) {
+        sb_model m;
+        sb_error err = {0};
+        sb_setting set[2];
+        int nset = 0;
+        if (k == 0) {
+            sb_setting_parse("layers=1", &set[nset++], &err);
+            sb_setting_parse("batch=8", &set[nset++], &err);
+        } else {
+            sb_setting_parse("batch=8", &set[nset++], &err);
+        }
+        assert_int_equal(sb_model_load(names[k], set, nset, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_problem pb;
+        assert_int_equal(sb_problem_build(&m, 4, &cp, &pb, &err), 0);
+        sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096};
+        sb_result plain;
+        assert_int_equal(sb_search(&pb, &so, &plain, &err), 0);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.stages = 1;
+        o.microbatches = 1;
+        sb_pipe_result r;
+        assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), 0);
+        assert_true(fabs(r.step_cost - plain.total_cost) <= 1e-12 * plain.total_cost);
+        assert_true(fabs(r.peak_bytes - sb_strategy_memory(&pb, plain.choice, SB_OPTIM_SGD, NULL))
+                    <= 1e-9 * r.peak_bytes);
+        /* data parallel at M = 2: the step costs the plain data-parallel
+         * cost less one weight-gradient all-reduce... never more than M
+         * all-reduces: at most the plain cost of the half batch twice */
+        sb_pipe_result_free(&r);
+        sb_result_free(&plain);
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+}
+
+/* The weight-gradient all-reduce is counted once per step: one dense op,
+ * data parallel on 4 devices (the only config the cutoff leaves), M = 2:
+ * the step is 2 x (the half batch's cost) - 1 x (the all-reduce). */
+static void test_allreduce_once(void **state)
+{
+    (void)state;
+    const char *one = "model d\ncutoff 1\ninput x[batch=8, f=64]\n"
+                      "a = dense(x, units=64, dim=u)\n";
+    const char *half = "model d\ncutoff 1\ninput x[batch=4, f=64]\n"
+                       "a = dense(x, units=64, dim=u)\n";
+    sb_model m, h;
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(one, strlen(one), "d.model", NULL, 0, &m, &err), 0);
+    assert_int_equal(sb_model_parse(half, strlen(half), "h.model", NULL, 0, &h, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.stages = 1;
+    o.microbatches = 2;
+    sb_pipe_result r;
+    assert_int_equal(sb_pipe_search(&m, 4, &cp, &o, &r, &err), 0);
+    const int *c = r.cfg; /* the chosen config, priced on the half batch */
+    double ch = sb_op_cost(&h, &h.ops[0], c, &cp);
+    double wg = sb_weight_grad_cost(&h, &h.ops[0], c, &cp);
+    assert_true(fabs(r.step_cost - (2 * ch - wg)) <= 1e-9 * r.step_cost);
+    if (c[0] > 1) /* split batch: there is an all-reduce to count once */
+        assert_true(wg > 0);
+    sb_pipe_result_free(&r);
+    sb_model_free(&m);
+    sb_model_free(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_brute),
+        cmocka_unit_test(test_forced),
+        cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_allreduce_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
