@@ -767,8 +767,18 @@ int cmd_search(int argc, char **argv)
         return 2;
     }
     int pipe_given = po.stages || po.microbatches || po.schedule >= 0;
+    /* recomputation is searched in the plain space (the pipeline search does
+     * not choose it yet): --memory with --recompute stays plain */
+    int rc_given = so.cp.recompute != SB_RECOMPUTE_NONE;
     if (space < 0)
-        space = pipe_given || zero_given || so.mem_bound;
+        space = pipe_given || zero_given || (so.mem_bound && !rc_given);
+    if (space && rc_given) {
+        fprintf(stderr, "shardbench search: --recompute %s is searched in the plain space only "
+                        "(the pipeline search of --space full, --stages, --microbatches, "
+                        "--schedule and --zero does not choose recomputation yet)\n",
+                sb_recompute_mode_name(so.cp.recompute));
+        return 2;
+    }
     if (!space && pipe_given) {
         fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
                         "full\n");

@@ -23,8 +23,11 @@ text=$("$sb" search "${S[@]}" -p 2 --db none --recompute all)
 check "search --recompute all: the table says so" 'echo "$text" | grep -q "^recompute (--recompute all): 38 of 39 ops: src_embed, "'
 plain=$("$sb" search "${S[@]}" -p 2 --db none --format json)
 check "plain search: no recompute key" '! echo "$plain" | grep -q recompute'
-none=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB 2>&1)
-check "--memory 60KiB without recomputation: nothing fits" 'echo "$none" | grep -q "no strategy of .transformer. at p=2 fits"'
+"$sb" search "${S[@]}" -p 2 --db none --recompute auto --stages 2 > /dev/null 2> "$dir/rs.err"
+rs=$?
+check "--recompute with --stages: refused (exit 2), says why" '[ $rs -eq 2 ] && grep -q "plain space only" "$dir/rs.err"'
+none=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --space plain 2>&1)
+check "--memory 60KiB --space plain without recomputation: nothing fits" 'echo "$none" | grep -q "no strategy of .transformer. at p=2 fits"'
 auto=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --recompute auto --save "$dir/a.strategy")
 check "--memory 60KiB --recompute auto: fits by recomputing" 'echo "$auto" | grep -q "^recompute (--recompute auto): [1-9][0-9]* of 39 ops" && echo "$auto" | grep -q "within --memory"'
 check "the saved strategy has recompute lines" 'grep -q "^recompute " "$dir/a.strategy"'
