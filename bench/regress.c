@@ -36,7 +36,7 @@ typedef struct {
     int64_t run;
     double factor;           /* 0: the build itself */
     int64_t sid[MAXS];       /* strategies, launches of each */
-    double *med[MAXS], *min[MAXS];
+    double *med[MAXS], *min[MAXS], *probe[MAXS]; /* per launch; probe NaN: none */
     int n[MAXS];
     int ns;
 } run_data;
@@ -77,8 +77,10 @@ static int load(sb_dbq *q, int64_t id, double factor, sb_error *err)
             r->sid[r->ns] = rows[i].strategy_id;
             r->med[s] = calloc((size_t)n, sizeof(double));
             r->min[s] = calloc((size_t)n, sizeof(double));
+            r->probe[s] = calloc((size_t)n, sizeof(double));
             r->ns++;
         }
+        r->probe[s][r->n[s]] = rows[i].probe_s;
         r->med[s][r->n[s]] = rows[i].median;
         r->min[s][r->n[s]++] = isfinite(rows[i].min) ? rows[i].min : rows[i].median;
     }
@@ -124,32 +126,95 @@ static int take(const double *v, const int *idx, int nidx, int from, int k, doub
 }
 
 typedef struct {
-    int trials, extra, use_band, remeasure, bonferroni;
+    int trials, extra, use_band, remeasure;
+    int family; /* 1: the first look's alpha over the strategies (sb_stat_family, as the
+                   nightly); 0: each strategy at alpha */
+    int probe;  /* 1: launches over the probe cut set aside (sb_stat_probe_cut, as the
+                   nightly without --raw) */
+    int pooled; /* 1: the build as a whole judged too (sb_stat_pooled), as the nightly */
     sb_stat_rule rule;
 } variant;
 
-/* One simulated night of candidate run c against baseline run b: 1 when
- * some strategy is confirmed slower; flagged_s and total_s count strategies. */
+/* A night's sample of one strategy: launch indexes drawn (distinct) and the
+ * values, the probe cut applied afterwards. */
+typedef struct {
+    int idx[512], nidx;
+    double v[256], probe[256];
+    int n;
+} draw;
+
+static void draw_from(uint64_t *rng, const run_data *R, int s, int par, int from, int k, draw *d)
+{
+    if (from == 0)
+        d->nidx = order(rng, R->n[s] < 512 ? R->n[s] : 512, par, d->idx);
+    d->n = 0;
+    for (int i = from; i < d->nidx && d->n < k; i++) {
+        d->v[d->n] = R->med[s][d->idx[i]];
+        d->probe[d->n++] = R->probe[s][d->idx[i]];
+    }
+}
+
+/* Drops the launches of d whose probe is over cut (cut 0: none). */
+static void apply_cut(draw *d, double cut)
+{
+    int k = 0;
+    for (int i = 0; i < d->n; i++)
+        if (!(cut > 0) || !isfinite(d->probe[i]) || d->probe[i] <= cut) {
+            d->v[k] = d->v[i];
+            d->probe[k++] = d->probe[i];
+        }
+    d->n = k;
+}
+
+/* One simulated night of candidate run c against baseline run b, by the
+ * nightly's rule (plots/regress.c: sb_stat_compare per strategy,
+ * sb_stat_family over them, the suspects' re-measures judged one by one):
+ * 1 when some strategy is confirmed slower; flagged_s and total_s count
+ * strategies. */
 static int night(uint64_t *rng, const variant *v, int b, int c, int *flagged_s, int *total_s)
 {
-    double bs[256], cs[256], re[256], nights[MAXRUNS], tmp[256];
-    int any = 0, m = 0;
+    static draw db[MAXS], dc[MAXS], dr[MAXS];
+    static sb_stat_cmp st[MAXS];
+    static double hist[MAXS][MAXRUNS];
+    double nights[MAXRUNS], band[MAXS], tmp[256];
+    int sidx[MAXS], m = 0;
     const run_data *B = &runs[b], *C = &runs[c];
-    for (int s = 0; s < B->ns; s++)
-        m += find_s(C, B->sid[s]) >= 0;
-    sb_stat_rule first = v->rule; /* as sb_regress: alpha shared by the first look */
-    if (m > 1 && v->bonferroni)
-        first.alpha /= m;
     for (int s = 0; s < B->ns; s++) {
-        int cs_i = find_s(C, B->sid[s]);
-        if (cs_i < 0)
+        int k = find_s(C, B->sid[s]);
+        if (k < 0)
             continue;
-        int ib[512], ic[512];
-        int nib = order(rng, B->n[s] < 512 ? B->n[s] : 512, b == c ? 1 : 0, ib);
-        int nic = order(rng, C->n[cs_i] < 512 ? C->n[cs_i] : 512, b == c ? 2 : 0, ic);
-        int nb = take(B->med[s], ib, nib, 0, v->trials, bs);
-        int nc = take(C->med[cs_i], ic, nic, 0, v->trials, cs);
-        int nn = 0;
+        sidx[m] = s;
+        draw_from(rng, B, s, b == c ? 1 : 0, 0, v->trials, &db[m]);
+        draw_from(rng, C, k, b == c ? 2 : 0, 0, v->trials, &dc[m]);
+        dr[m].n = 0;
+        if (v->remeasure) { /* the candidate's other launches; too few: its launches again */
+            dr[m].nidx = dc[m].nidx;
+            memcpy(dr[m].idx, dc[m].idx, sizeof dr[m].idx);
+            draw_from(rng, C, k, 0, dc[m].n, v->extra, &dr[m]);
+            if (dr[m].n < v->rule.min_n)
+                draw_from(rng, C, k, b == c ? 2 : 0, 0, v->extra, &dr[m]);
+        }
+        m++;
+    }
+    double cut = 0;
+    if (v->probe) { /* over every launch of the night, as regress does */
+        static double pr[MAXS * 3 * 256];
+        int np = 0;
+        for (int i = 0; i < m; i++) {
+            const draw *d3[3] = {&db[i], &dc[i], &dr[i]};
+            for (int j = 0; j < 3; j++)
+                for (int l = 0; l < d3[j]->n; l++)
+                    pr[np++] = d3[j]->probe[l];
+        }
+        cut = sb_stat_probe_cut(pr, np);
+    }
+    for (int i = 0; i < m; i++) {
+        apply_cut(&db[i], cut);
+        apply_cut(&dc[i], cut);
+        apply_cut(&dr[i], cut);
+        int s = sidx[i], nn = 0;
+        for (int h = 0; h < nruns; h++)
+            hist[i][h] = NAN;
         for (int h = 0; v->use_band && h < nruns; h++) { /* the history: other runs of the build */
             if (h == c || runs[h].factor != 0)
                 continue;
@@ -157,25 +222,43 @@ static int night(uint64_t *rng, const variant *v, int b, int c, int *flagged_s, 
             if (hs < 0)
                 continue;
             if (h == b) {
-                nights[nn++] = sb_stat_median(bs, nb);
+                hist[i][h] = nights[nn++] = sb_stat_median(db[i].v, db[i].n);
                 continue;
             }
             int ih[512];
             int nih = order(rng, runs[h].n[hs] < 512 ? runs[h].n[hs] : 512, 0, ih);
             int nt = take(runs[h].med[hs], ih, nih, 0, v->trials, tmp);
-            nights[nn++] = sb_stat_median(tmp, nt);
+            hist[i][h] = nights[nn++] = sb_stat_median(tmp, nt);
         }
-        double band = sb_stat_band(nights, nn);
-        sb_stat_cmp st;
-        int verdict = sb_stat_compare(&first, bs, nb, cs, nc, band, &st);
+        band[i] = sb_stat_band(nights, nn);
+        sb_stat_compare(&v->rule, db[i].v, db[i].n, dc[i].v, dc[i].n, band[i], &st[i]);
+    }
+    if (v->family)
+        sb_stat_family(&v->rule, st, m);
+    int any = 0;
+    if (v->pooled) { /* the build as a whole, its suspects' re-measures to confirm it */
+        const double *pb[MAXS], *pc[MAXS], *ph[MAXS];
+        int nb[MAXS], nc[MAXS], k = 0;
+        for (int i = 0; i < m; i++) {
+            pb[i] = db[i].v, nb[i] = db[i].n, pc[i] = dc[i].v, nc[i] = dc[i].n, ph[i] = hist[i];
+        }
+        double pband = v->use_band ? sb_stat_pooled_band(m, ph, nruns) : NAN;
+        sb_stat_cmp whole;
+        if (sb_stat_pooled(&v->rule, m, pb, nb, pc, nc, pband, &whole) == SB_VERDICT_REGRESSION) {
+            for (int i = 0; i < m; i++) /* re-measured: the strategies that looked slower */
+                if (st[i].ratio > 1 && dr[i].n >= v->rule.min_n) {
+                    pb[k] = db[i].v, nb[k] = db[i].n, pc[k] = dr[i].v, nc[k++] = dr[i].n;
+                }
+            if (!v->remeasure ||
+                sb_stat_pooled(&v->rule, k, pb, nb, pc, nc, pband, &whole) == SB_VERDICT_REGRESSION)
+                any = 1;
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        int verdict = st[i].verdict;
         if (verdict == SB_VERDICT_REGRESSION && v->remeasure) {
-            /* the candidate's other launches; too few left: its launches again, reshuffled */
-            int nr = take(C->med[cs_i], ic, nic, nc, v->extra, re);
-            if (nr < v->rule.min_n) {
-                nic = order(rng, C->n[cs_i] < 512 ? C->n[cs_i] : 512, b == c ? 2 : 0, ic);
-                nr = take(C->med[cs_i], ic, nic, 0, v->extra, re);
-            }
-            verdict = sb_stat_compare(&v->rule, bs, nb, re, nr, band, &st);
+            sb_stat_cmp fresh;
+            verdict = sb_stat_compare(&v->rule, db[i].v, db[i].n, dr[i].v, dr[i].n, band[i], &fresh);
         }
         (*total_s)++;
         if (verdict == SB_VERDICT_REGRESSION) {
@@ -340,7 +423,8 @@ int main(int argc, char **argv)
     const char *data = NULL, *dbpath = SB_DB_DEFAULT_PATH, *same = NULL;
     const char *slowed[16], *abdata = NULL, *abspec[32];
     int nslowed = 0, ncmp = 200, nab = 0;
-    variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1, .bonferroni = 1};
+    variant v = {.trials = 5, .extra = 6, .use_band = 1, .remeasure = 1, .family = 1, .probe = 1,
+                 .pooled = 1};
     sb_stat_rule_default(&v.rule);
     v.rule.boot = 1000;
     static const struct option lo[] = {
@@ -437,17 +521,21 @@ int main(int argc, char **argv)
     printf("|---|---:|---:|---:|---|---:|\n");
     static const struct {
         const char *name;
-        int band, remeasure, old, ab, bonf;
-    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0},
-                 {"launches, no re-measure", 0, 0, 0, 0, 0},
-                 {"launches + re-measure", 0, 1, 0, 0, 0},
-                 {"nightly (+ band, shared alpha)", 1, 1, 0, 0, 1}};
+        int band, remeasure, old, ab, family, probe, pooled;
+    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0, 0, 0},
+                 {"launches, no re-measure", 0, 0, 0, 0, 0, 0, 0},
+                 {"launches + re-measure", 0, 1, 0, 0, 0, 0, 0},
+                 {"+ band, BH over strategies", 1, 1, 0, 0, 1, 0, 0},
+                 {"nightly: + probe cut", 1, 1, 0, 0, 1, 1, 0},
+                 {"+ whole build (A/B only)", 1, 1, 0, 0, 1, 1, 1}};
     uint64_t rng = 12345;
     for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
         variant w = v;
         w.use_band = rules[ri].band;
         w.remeasure = rules[ri].remeasure;
-        w.bonferroni = rules[ri].bonf;
+        w.family = rules[ri].family;
+        w.probe = rules[ri].probe;
+        w.pooled = rules[ri].pooled;
         int k = 0, ks = 0, ns = 0;
         for (int t = 0; t < ncmp; t++) {
             int b = sb_stat_randint(&rng, nsame), cc = sb_stat_randint(&rng, nsame - 1);
@@ -479,8 +567,10 @@ int main(int argc, char **argv)
         int k = 0, ks = 0, ns = 0;
         for (int t = 0; t < ncmp; t++) {
             int b = sb_stat_randint(&rng, nsame), cc = idx[sb_stat_randint(&rng, ni)];
-            v.rule.seed = sb_stat_rand(&rng);
-            k += night(&rng, &v, b, cc, &ks, &ns);
+            variant w = v;
+            w.pooled = 0; /* across nights the whole build is not judged (nightly.c) */
+            w.rule.seed = sb_stat_rand(&rng);
+            k += night(&rng, &w, b, cc, &ks, &ns);
         }
         char kind[64];
         double slow = measured_slowdown(factors[i]);
@@ -538,7 +628,7 @@ int main(int argc, char **argv)
         }
     }
     printf("\ntargets: false alarms (nightly) <= 1 in 20: %s; ",
-           rows_out[3].rate <= 0.05 ? "met" : "MISSED");
+           rows_out[4].rate <= 0.05 ? "met" : "MISSED");
     if (isfinite(smallest))
         printf("smallest measured step slowdown detected in >= 19 of 20 nights: %+.1f%%\n",
                smallest * 100);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,31 +15,44 @@
 static void nightly_usage(FILE *f)
 {
     fprintf(f,
-            "usage: shardbench nightly [--db FILE] [--baseline RUN|auto|--baseline-build BIN]\n"
+            "usage: shardbench nightly [--db FILE] [--baseline RUN|auto]\n"
+            "                          [--baseline-build BIN|auto|none] [--keep-builds DIR|none]\n"
             "                          [--out DIR]\n"
             "                          [--trials N] [--extra N] [--threshold X] [--conf C]\n"
             "                          [--alpha A] [--history N] [BENCH OPTIONS]\n"
             "\n"
             "Benches this build (every strategy in N launches, interleaved), compares each\n"
             "strategy with the baseline: the latest nightly run of this host, compiler, backend\n"
-            "and devices with no confirmed regression (auto), or the given run. One sample per\n"
-            "launch; ratio of medians with a bootstrap interval, one-sided Mann-Whitney U, and\n"
-            "a threshold widened to the band of the strategy's own history. Strategies that\n"
-            "look slower are measured again (--extra launches); only a regression the new\n"
-            "launches show on their own too is confirmed. Writes DIR/report.md and one trend\n"
-            "figure per strategy (default DIR: results/nightly-RUN), stores the verdict.\n"
+            "and devices with no confirmed regression (auto), or the given run. When that night\n"
+            "kept its build (--keep-builds), the build is measured again now, launch for launch\n"
+            "with this one (A/B/A/B), so the machine's slow and fast phases hit both; else the\n"
+            "night's stored launches are the baseline, with a threshold widened to the band of\n"
+            "each strategy's own history. One sample per launch; ratio of medians with a\n"
+            "bootstrap interval, one-sided Mann-Whitney U, alpha over the strategies by\n"
+            "Benjamini-Hochberg. Strategies that look slower are measured again (--extra\n"
+            "launches); only a regression the new launches show on their own too is confirmed.\n"
+            "Writes DIR/report.md and one trend figure per strategy (default DIR:\n"
+            "results/nightly-RUN), stores the verdict and keeps a copy of this build.\n"
             "Exit status 1 on a confirmed regression, 0 if none, 2 if it could not run.\n"
             "\n"
             "      --db FILE          results database (default %s)\n"
             "      --baseline RUN     run to compare with, or auto (default)\n"
-            "      --baseline-build SHARDBENCH\n"
+            "      --baseline-build SHARDBENCH|auto|none\n"
             "                         a shardbench binary of the baseline (e.g. the last good\n"
             "                         commit's build): measured now, launch for launch with\n"
             "                         this build (A/B/A/B), into a run of its own that is the\n"
-            "                         baseline; the machine's slow and fast phases then hit both\n"
-            "                         (no history band then: both builds saw tonight's load)\n"
+            "                         baseline (no history band then: both builds saw tonight's\n"
+            "                         load); auto (default): the baseline night's kept build if\n"
+            "                         it kept one that is still there, else its stored launches;\n"
+            "                         none: always the stored launches\n"
+            "      --keep-builds DIR  where a copy of this binary goes (DIR/DB-run-N/shardbench,\n"
+            "                         DB the database's name), recorded with the verdict, for\n"
+            "                         later nights' A/B (default: nightly-builds beside the\n"
+            "                         database; none: not kept)\n"
             "      --out DIR          report and figures folder\n"
-            "      --raw              compare plain step times, not step times over each launch's probe\n"
+            "      --raw              keep every launch (default: a launch whose probe, the fixed work\n"
+            "                         `run` times beside each step, took over 1.5 x the median\n"
+            "                         probe ran on a busier machine and is set aside)\n"
             "      --trials N         launches per strategy (default 5)\n"
             "      --extra N          launches more per suspect (default 6; 0: no re-measure)\n"
             "      --threshold X      least relative slowdown that counts (default 0.05)\n"
@@ -107,7 +121,17 @@ int cmd_nightly(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--baseline-build")) {
             NEEDV;
+            if (strcmp(v, "auto") && strcmp(v, "none") && access(v, X_OK)) {
+                fprintf(stderr, "shardbench: --baseline-build: '%s' is not an executable "
+                        "(a shardbench binary, auto or none)\n", v);
+                free(bargv);
+                return 2;
+            }
             o.baseline_build = v;
+            i++;
+        } else if (!strcmp(a, "--keep-builds")) {
+            NEEDV;
+            o.keep_builds = v;
             i++;
         } else if (!strcmp(a, "--raw")) {
             o.rule.raw = 1;

@@ -20,7 +20,7 @@ static void regress_usage(FILE *f)
     fprintf(f,
             "usage: shardbench regress --baseline RUN --candidate RUN [--db FILE] "
             "[--threshold X]\n"
-            "       [--conf C] [--alpha A] [--min-launches N] [--history N] [--figures DIR] [--raw]\n"
+            "       [--conf C] [--alpha A] [--min-launches N] [--history N] [--figures DIR] [--whole] [--raw]\n"
             "\n"
             "Compares the step times of two runs per (model, P, strategy), one sample per\n"
             "launch (bench --trials N stores each launch): ratio of medians with a bootstrap\n"
@@ -40,9 +40,13 @@ static void regress_usage(FILE *f)
             "      --min-launches N   least launches per side (default 3)\n"
             "      --history N        earlier runs read for the band (default 7; 0: none)\n"
             "      --figures DIR      one trend figure per strategy (PNG, SVG) into DIR\n"
-            "      --raw              plain step times (default: each launch's median divided\n"
-            "                         by its probe, the fixed work `run` times beside each step,\n"
-            "                         times the baseline's median probe, when all launches have one)\n"
+            "      --whole            judge the build as a whole too (exp of the median of the\n"
+            "                         strategies' log ratios, with a bootstrap interval), for\n"
+            "                         runs measured launch for launch (nightly --baseline-build)\n"
+            "      --raw              keep every launch (default: a launch whose probe, the fixed work\n"
+            "                         `run` times beside each step, took over 1.5 x the median\n"
+            "                         probe ran on a busier machine and is set aside, when all\n"
+            "                         launches have one)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -66,6 +70,7 @@ int cmd_regress(int argc, char **argv)
         {"conf", required_argument, 0, 'C'},      {"alpha", required_argument, 0, 'a'},
         {"min-launches", required_argument, 0, 'n'}, {"history", required_argument, 0, 'H'},
         {"figures", required_argument, 0, 'F'},  {"raw", no_argument, 0, 'R'},
+        {"whole", no_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
     };
     sb_regress_opts ro = {.db = SB_DB_DEFAULT_PATH, .threshold = 0.05, .history = 7};
@@ -118,6 +123,7 @@ int cmd_regress(int argc, char **argv)
         }
         case 'F': ro.figures = optarg; break;
         case 'R': ro.raw = 1; break;
+        case 'W': ro.whole = 1; break;
         case 'h': regress_usage(stdout); return 0;
         default:
             fprintf(stderr, "shardbench: regress: unknown or incomplete option '%s'\n\n",

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "shardbench/plots.h"
 #include "shardbench/query.h"
@@ -30,6 +31,7 @@ void sb_nightly_opts_default(sb_nightly_opts *o)
     o->bench.timeout = 300;
     o->trials = 5;
     o->extra = 6;
+    o->baseline_build = "auto";
     o->rule.threshold = 0.05;
     o->rule.history = 7;
 }
@@ -102,6 +104,25 @@ static int ab_rounds(const sb_nightly_opts *o, int64_t run, int64_t *base, const
     return 0;
 }
 
+/* n more launches of every strategy into run `run`, by this build. */
+static int more_rounds(const sb_nightly_opts *o, int64_t run, int n, const char *work, int argc,
+                       char **argv)
+{
+    sb_bench_opts a = o->bench;
+    a.trials = n;
+    a.resume = run;
+    a.again = 1;
+    a.survivors = o->bench.survivors ? o->bench.survivors : work;
+    a.workdir = NULL;
+    a.run_id_out = NULL;
+    int rc = sb_bench(&a, argc, argv);
+    if (rc == 130 || rc == 2) {
+        fprintf(stderr, "shardbench: nightly: the bench failed (exit %d)\n", rc);
+        return -1;
+    }
+    return 0;
+}
+
 /* The baseline: the given run (checked), or the last good night of this
  * machine and build options (0 when there is none). Returns 0 or an exit
  * status. */
@@ -119,7 +140,7 @@ static int find_baseline(const char *db, int64_t run, int64_t *baseline)
 
 /* The first night: nothing to compare with; a report saying so, and the
  * verdict stored so that this run is the next night's baseline. */
-static int first_night(const char *db, int64_t run, const char *report)
+static int first_night(const char *db, int64_t run, const char *report, const char *kept)
 {
     sb_error err = {0};
     char tmp[PATH_MAX + 32];
@@ -135,7 +156,7 @@ static int first_night(const char *db, int64_t run, const char *report)
     printf("nightly: run %lld is the first night (no baseline); report %s\n", (long long)run,
            report);
     sb_dbq *q = NULL;
-    int rc = sb_dbq_open(db, 1, 0, &q, &err) || sb_dbq_record_nightly(q, run, 0, 0, 0, &err);
+    int rc = sb_dbq_open(db, 1, 0, &q, &err) || sb_dbq_record_nightly(q, run, 0, 0, 0, kept, &err);
     sb_dbq_close(q);
     return rc ? fail(&err) : 0;
 }
@@ -206,7 +227,7 @@ static int remeasure(const sb_nightly_opts *o, int64_t run, int64_t baseline,
  * `out`, the verdict stored, the report on stdout. Returns 0 or an exit
  * status. */
 static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char *report,
-                   sb_regress_summary *sum)
+                   sb_regress_summary *sum, const char *kept)
 {
     sb_error err = {0};
     char tmp[PATH_MAX + 32];
@@ -224,7 +245,8 @@ static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char 
         return fail(&err);
     sb_dbq *q = NULL;
     int rc = sb_dbq_open(r->db, 1, 0, &q, &err) ||
-             sb_dbq_record_nightly(q, run, r->baseline, sum->regressions, sum->improvements, &err);
+             sb_dbq_record_nightly(q, run, r->baseline, sum->regressions, sum->improvements,
+                                   kept, &err);
     sb_dbq_close(q);
     if (rc)
         return fail(&err);
@@ -236,6 +258,100 @@ static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char 
         fclose(rf);
     }
     return 0;
+}
+
+/* A copy of this binary (/proc/self/exe) at DIR/DB-run-RUN/shardbench (DB:
+ * the database file's name without .db, so that the nights of two databases
+ * in one folder keep apart; DIR NULL: nightly-builds beside the database),
+ * written whole or not at all, so that a later night can measure this build
+ * beside its own (A/B). Fills path; returns 0, or -1 with the reason
+ * printed (the night's verdict stands; the next night then compares with
+ * the stored launches). */
+static int keep_build(const char *dir, const char *db, int64_t run, char *path, size_t n)
+{
+    char sub[PATH_MAX], tmp[PATH_MAX + 32], home[PATH_MAX], stem[256];
+    sb_error err = {0};
+    path[0] = '\0';
+    const char *slash = strrchr(db, '/');
+    snprintf(stem, sizeof stem, "%s", slash ? slash + 1 : db);
+    size_t sl = strlen(stem);
+    if (sl > 3 && !strcmp(stem + sl - 3, ".db"))
+        stem[sl - 3] = '\0';
+    if (!dir) {
+        int dl = slash ? (int)(slash - db) : 1;
+        snprintf(home, sizeof home, "%.*s/nightly-builds", dl, slash ? db : ".");
+        dir = home;
+    }
+    if (snprintf(sub, sizeof sub, "%s/%s-run-%lld", dir, stem, (long long)run) >= (int)sizeof sub ||
+        snprintf(path, n, "%s/shardbench", sub) >= (int)n) {
+        fprintf(stderr, "shardbench: nightly: cannot keep this build: %s: path too long\n", dir);
+        path[0] = '\0';
+        return -1;
+    }
+    if (mkdir_p(sub)) {
+        fprintf(stderr, "shardbench: nightly: cannot keep this build: %s: %s\n", sub,
+                strerror(errno));
+        path[0] = '\0';
+        return -1;
+    }
+    FILE *in = fopen("/proc/self/exe", "rb");
+    FILE *out = in ? sb_out_open(path, "kept build", tmp, sizeof tmp, &err) : NULL;
+    if (!in || !out) {
+        fprintf(stderr, "shardbench: nightly: cannot keep this build: %s\n",
+                in ? err.msg : strerror(errno));
+        if (in)
+            fclose(in);
+        path[0] = '\0';
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t k;
+    int bad = 0;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0)
+        bad |= fwrite(buf, 1, k, out) != k;
+    bad |= ferror(in);
+    fclose(in);
+    if (bad || chmod(tmp, 0755)) {
+        fprintf(stderr, "shardbench: nightly: cannot keep this build: %s: write failed\n", path);
+        sb_out_abort(out, tmp);
+        path[0] = '\0';
+        return -1;
+    }
+    if (sb_out_commit(out, tmp, path, "kept build", &err)) {
+        fprintf(stderr, "shardbench: nightly: cannot keep this build: %s\n", err.msg);
+        path[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* --baseline-build auto: the kept build of the baseline night `baseline`
+ * (0: none), when it kept one that is still there and runs. Returns a
+ * malloc'd path or NULL, and says which on stdout. */
+static char *auto_build(const char *db, int64_t baseline)
+{
+    if (!baseline) {
+        printf("== nightly: no earlier good night: nothing to measure beside this build\n");
+        return NULL;
+    }
+    sb_error err = {0};
+    sb_dbq *q = NULL;
+    char *path = NULL;
+    if (sb_dbq_open(db, 0, 0, &q, &err) || sb_dbq_nightly_build(q, baseline, &path, &err)) {
+        fprintf(stderr, "shardbench: nightly: %s\n", err.msg);
+        path = NULL;
+    }
+    sb_dbq_close(q);
+    if (path && access(path, X_OK) == 0) {
+        printf("== nightly: A/B with the last good night's build (run %lld: %s), launch for "
+               "launch\n", (long long)baseline, path);
+        return path;
+    }
+    printf("== nightly: the last good night (run %lld) %s: compared with its stored launches "
+           "and the history band\n", (long long)baseline,
+           path ? "kept a build that is gone" : "kept no build");
+    free(path);
+    return NULL;
 }
 
 int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
@@ -250,24 +366,43 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     }
     double t0 = sb_now();
     int status = 2;
+    /* the baseline build resolved: a binary, or NULL (stored launches) */
+    sb_nightly_opts ab = *o;
+    int is_auto = o->baseline_build && !strcmp(o->baseline_build, "auto");
+    if (o->baseline_build && (is_auto || !strcmp(o->baseline_build, "none")))
+        ab.baseline_build = NULL;
+    char *autopath = NULL, kept[PATH_MAX] = "";
+    int found = 0;
 
     /* 1. the bench: trials launches per strategy, interleaved; with a
      * baseline build, launch for launch with it (A/B/A/B, the order swapped
-     * every round), into a run of its own */
+     * every round), into a run of its own; for auto, the first round tells
+     * which (the last good night is of this run's host and build options) */
     sb_bench_opts b = o->bench;
-    b.trials = o->baseline_build ? 1 : o->trials;
+    b.trials = ab.baseline_build || is_auto ? 1 : o->trials;
     b.run_id_out = &run;
     if (!b.survivors)
         b.workdir = work; /* kept: the re-measures read the same survivors */
     printf("== nightly: bench, %d launches per strategy%s\n", o->trials,
-           o->baseline_build ? ", A/B with the baseline build" : "");
+           ab.baseline_build ? ", A/B with the baseline build" : "");
     fflush(stdout);
     int brc = sb_bench(&b, argc, argv);
     if (!run || brc == 130 || brc == 2) {
         fprintf(stderr, "shardbench: nightly: the bench failed (exit %d)\n", brc);
         goto out;
     }
-    if (o->baseline_build && ab_rounds(o, run, &baseline, work, argc, argv))
+    if (is_auto) {
+        if ((status = find_baseline(b.db, run, &baseline)))
+            goto out;
+        status = 2;
+        found = 1;
+        ab.baseline_build = autopath = auto_build(b.db, baseline);
+        fflush(stdout);
+        if (!ab.baseline_build && o->trials > 1 &&
+            more_rounds(o, run, o->trials - 1, work, argc, argv))
+            goto out;
+    }
+    if (ab.baseline_build && ab_rounds(&ab, run, &baseline, work, argc, argv))
         goto out;
     if (o->out)
         snprintf(out, sizeof out, "%s", o->out);
@@ -278,12 +413,14 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
         goto out;
     }
     snprintf(report, sizeof report, "%s/report.md", out);
+    if (!o->keep_builds || strcmp(o->keep_builds, "none"))
+        keep_build(o->keep_builds, b.db, run, kept, sizeof kept);
 
     /* 2. the baseline: given, or the last good night of this machine */
-    if ((status = find_baseline(b.db, run, &baseline)))
+    if (!found && !ab.baseline_build && (status = find_baseline(b.db, run, &baseline)))
         goto out;
     if (!baseline) {
-        status = first_night(b.db, run, report);
+        status = first_night(b.db, run, report, kept[0] ? kept : NULL);
         goto out;
     }
     status = 2;
@@ -292,8 +429,10 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     /* 3. first look; the suspects measured again */
     sb_regress_summary sum;
     sb_regress_opts r = o->rule;
-    if (o->baseline_build)
+    if (ab.baseline_build) {
         r.history = 0; /* A/B: both builds saw the same load; no band from other nights */
+        r.whole = 1;   /* and a slowdown every strategy shares is judged over them all */
+    }
     r.db = b.db;
     r.baseline = baseline;
     r.candidate = run;
@@ -302,11 +441,11 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
         goto out;
     status = 2;
     int suspects = sum.suspects;
-    if (sum.suspects && o->extra > 0 && remeasure(o, run, baseline, &sum, work, argc, argv))
+    if (sum.suspects && o->extra > 0 && remeasure(&ab, run, baseline, &sum, work, argc, argv))
         goto out;
 
     /* 4. the verdict, the report, the figures */
-    if ((status = verdict(&r, run, out, report, &sum)))
+    if ((status = verdict(&r, run, out, report, &sum, kept[0] ? kept : NULL)))
         goto out;
     printf("\nnightly: run %lld against run %lld: %d confirmed regression%s, %d improvement%s, "
            "%d suspect%s measured again; %.0f s; report %s\n",
@@ -315,6 +454,7 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
            suspects == 1 ? "" : "s", sb_now() - t0, report);
     status = sum.regressions ? 1 : 0;
 out:
+    free(autopath);
     nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     fflush(stdout);
     return status;

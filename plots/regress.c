@@ -40,7 +40,7 @@
  * (dividing by it doubled the spread), but leaving out the launches with a
  * slow probe halved it (robust CV 0.148 -> 0.076). probe_cut 0: no cut
  * (--raw, or a launch without a probe). */
-#define PROBE_CUT 1.5
+#define PROBE_CUT SB_STAT_PROBE_CUT
 static double probe_cut;
 
 static double sample(const sb_qmeas *r) { return r->median; }
@@ -53,21 +53,21 @@ static int usable(const sb_qmeas *r)
            (probe_cut <= 0 || !isfinite(r->probe_s) || r->probe_s <= probe_cut);
 }
 
-/* probe_cut for the comparison of rb with rc: PROBE_CUT times the median
- * probe of their ok launches when every one has a probe, else 0. */
+/* probe_cut for the comparison of rb with rc: sb_stat_probe_cut over the
+ * probes of their ok launches. */
 static double probe_reference(const sb_qmeas *rb, int nb, const sb_qmeas *rc, int nc)
 {
     double *v = malloc(sizeof *v * (size_t)(nb + nc + 1));
-    int k = 0, all = v != NULL;
-    for (int side = 0; side < 2 && all; side++)
-        for (int i = 0; i < (side ? nc : nb) && all; i++) {
+    int k = 0;
+    if (!v)
+        return 0;
+    for (int side = 0; side < 2; side++)
+        for (int i = 0; i < (side ? nc : nb); i++) {
             const sb_qmeas *r = side ? &rc[i] : &rb[i];
-            if (strcmp(r->status, "ok") || !isfinite(r->median))
-                continue;
-            all = isfinite(r->probe_s) && r->probe_s > 0;
-            v[k++] = r->probe_s;
+            if (!strcmp(r->status, "ok") && isfinite(r->median))
+                v[k++] = r->probe_s;
         }
-    double p = all && k ? PROBE_CUT * sb_stat_median(v, k) : 0;
+    double p = sb_stat_probe_cut(v, k);
     free(v);
     return p;
 }
@@ -299,9 +299,10 @@ static void add_suspect(sb_regress_summary *sum, const cmp_row *r)
              r->any->model, r->any->p, r->any->kind);
 }
 
-/* Sets r->verdict (the rule at the top of this file); returns its class. */
-static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_stat_rule *first,
-                 const sb_regress_opts *o)
+/* Sets r->verdict for what needs no statistics and returns its class, or
+ * returns -1 with r->st computed (its verdict set again over the family by
+ * sb_stat_family, then finished by judge_stats). */
+static int judge_plain(cmp_row *r, const sb_stat_rule *rule)
 {
     /* ok: ran ok at least once (a launch set aside under load ran ok) */
     int okb = r->n[0] + r->loaded[0] > 0, okc = r->n[1] + r->loaded[1] > 0;
@@ -319,12 +320,21 @@ static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_stat_rule *first
         return r->verdict = "fails in both", OTHER;
     if (!r->n[0] || !r->n[1])
         return r->verdict = "not enough data (launches under load set aside)", FEW;
-    int v = sb_stat_compare(first, r->s[0], r->n[0], r->s[1], r->n[1], r->st.band, &r->st);
-    if (v == SB_VERDICT_NOT_ENOUGH)
+    if (sb_stat_compare(rule, r->s[0], r->n[0], r->s[1], r->n[1], r->st.band, &r->st) ==
+        SB_VERDICT_NOT_ENOUGH)
         return r->verdict = "not enough data", FEW;
+    return -1;
+}
+
+/* The rest of the rule for a row whose first look (r->st.verdict, over the
+ * family) is known: a slower one is a suspect until its re-measures alone
+ * show the regression too (at alpha, the suspects judged one by one). */
+static int judge_stats(cmp_row *r, const sb_stat_rule *rule, const sb_regress_opts *o)
+{
+    int v = r->st.verdict;
     if (v == SB_VERDICT_IMPROVEMENT)
         return r->verdict = "improvement", FASTER;
-    if (v == SB_VERDICT_NOISE)
+    if (v != SB_VERDICT_REGRESSION)
         return r->verdict = "within noise", NOISE;
     if (!o->remeasure)
         return r->verdict = "**REGRESSION**", SLOWER;
@@ -337,6 +347,67 @@ static int judge(cmp_row *r, const sb_stat_rule *rule, const sb_stat_rule *first
     return r->verdict = "within noise (slower at first, not confirmed by the re-measures)", NOISE;
 }
 
+/* The build as a whole (o->whole): its first look, the suspects it adds
+ * (every strategy that looked slower and is not one already) and, once
+ * they were measured again, its confirmation. */
+typedef struct {
+    sb_stat_cmp first, fresh; /* first look; pooled re-measures (fresh.nb 0: none) */
+    int verdict;              /* 1 confirmed slower, 0 not, -1 not judged */
+    int suspects;             /* strategies it made suspects */
+    const char *what;         /* the verdict in words */
+} whole_t;
+
+static int judge_whole(cmp_row *cmp, const int *rows, int m, const sb_stat_rule *rule,
+                       const sb_regress_opts *o, whole_t *w, sb_error *err)
+{
+    const double **b = calloc((size_t)m + 1, sizeof *b), **c = calloc((size_t)m + 1, sizeof *c);
+    int *nb = calloc((size_t)m + 1, sizeof *nb), *nc = calloc((size_t)m + 1, sizeof *nc);
+    if (!b || !c || !nb || !nc) {
+        free(b), free(c), free(nb), free(nc);
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    for (int k = 0; k < m; k++) {
+        const cmp_row *r = &cmp[rows[k]];
+        b[k] = r->s[0], nb[k] = r->n[0], c[k] = r->s[1], nc[k] = r->n[1];
+    }
+    int v = sb_stat_pooled(rule, m, b, nb, c, nc, NAN, &w->first);
+    w->verdict = 0;
+    w->what = v == SB_VERDICT_NOT_ENOUGH ? "not enough data (fewer than 3 strategies judged)"
+              : v == SB_VERDICT_IMPROVEMENT ? "improvement"
+                                            : "within noise";
+    if (v == SB_VERDICT_REGRESSION && !o->remeasure) {
+        w->verdict = 1;
+        w->what = "**REGRESSION**";
+    } else if (v == SB_VERDICT_REGRESSION) {
+        int k = 0, any_re = 0;
+        for (int j = 0; j < m; j++) {
+            cmp_row *r = &cmp[rows[j]];
+            any_re |= r->nre > 0;
+            if (r->st.ratio > 1 && r->nre >= rule->min_n) {
+                b[k] = r->s[0], nb[k] = r->n[0], c[k] = r->re, nc[k++] = r->nre;
+            }
+        }
+        if (!any_re) { /* the first look: what looked slower is measured again */
+            for (int j = 0; j < m; j++) {
+                cmp_row *r = &cmp[rows[j]];
+                if (r->st.ratio > 1 && r->cls != SUSPECT) {
+                    add_suspect(o->sum, r);
+                    w->suspects++;
+                }
+            }
+            w->what = "suspect (slower at first; what looked slower to be measured again)";
+        } else if (sb_stat_pooled(rule, k, b, nb, c, nc, NAN, &w->fresh) ==
+                   SB_VERDICT_REGRESSION) {
+            w->verdict = 1;
+            w->what = "**REGRESSION** (confirmed by the re-measures)";
+        } else {
+            w->what = "within noise (slower at first, not confirmed by the re-measures)";
+        }
+    }
+    free(b), free(c), free(nb), free(nc);
+    return 0;
+}
+
 static void cell_num(FILE *f, const char *fmt, double v)
 {
     if (isfinite(v))
@@ -347,7 +418,8 @@ static void cell_num(FILE *f, const char *fmt, double v)
 
 /* The Markdown: title, the rule, one row per strategy, the counts. */
 static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_stat_rule *rule,
-                     double alpha1, const cmp_row *cmp, int n, const int *count)
+                     int judged, const cmp_row *cmp, int n, const int *count,
+                     const whole_t *w)
 {
     char lb[512], lc[512];
     run_label(q, o->baseline, lb, sizeof lb);
@@ -362,11 +434,13 @@ static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_st
             "\n- rule: one sample per launch (its median step time). Ratio = candidate median / "
             "baseline median, with its %.0f%% bootstrap interval (%d resamples); p = one-sided "
             "Mann-Whitney U (candidate slower). Regression: ratio > 1 + t, interval above 1 and "
-            "p < %.3g (alpha %.3g shared among the strategies judged), where t = max(threshold "
+            "p passing Benjamini-Hochberg at alpha %.3g over the %d strategies judged (the "
+            "chance of any false call in a night when nothing changed stays at most alpha), "
+            "where t = max(threshold "
             "%.3g%%, the band of the strategy's history: 2 x 1.4826 x MAD of its earlier "
             "nights' medians, from %d earlier runs at most); improvement the other way round; "
             "fewer than %d launches on a side: not enough data.%s\n\n",
-            rule->conf * 100, rule->boot, alpha1, rule->alpha, rule->threshold * 100,
+            rule->conf * 100, rule->boot, rule->alpha, judged, rule->threshold * 100,
             o->history, rule->min_n,
             o->remeasure ? " A strategy slower at first is measured again; the regression is "
                            "confirmed only when the new launches alone show it too (at alpha)."
@@ -419,12 +493,26 @@ static void print_md(FILE *out, sb_dbq *q, const sb_regress_opts *o, const sb_st
         }
         fprintf(out, " |\n");
     }
-    int reg = count[SLOWER] + count[BROKE];
+    if (w->verdict >= 0) {
+        fprintf(out, "\n**The build as a whole** (%d strategies; ratio = exp(median of the "
+                     "strategies' log ratios), %.0f%% bootstrap interval over their launches; "
+                     "launch for launch, so no history band): ",
+                w->first.nb, rule->conf * 100);
+        cell_num(out, "%.3f", w->first.ratio);
+        if (isfinite(w->first.lo))
+            fprintf(out, " [%.3f, %.3f]", w->first.lo, w->first.hi);
+        if (w->fresh.nb > 0 && isfinite(w->fresh.ratio))
+            fprintf(out, "; re-measures (%d strategies) %.3f [%.3f, %.3f]", w->fresh.nb,
+                    w->fresh.ratio, w->fresh.lo, w->fresh.hi);
+        fprintf(out, ", threshold %.3g%%: %s\n", w->first.thr * 100, w->what);
+    }
+    int reg = count[SLOWER] + count[BROKE] + (w->verdict == 1);
     fprintf(out,
-            "\n**%d confirmed regression%s** (%d slower, %d now failing), %d improvement%s, %d "
+            "\n**%d confirmed regression%s** (%d slower, %d now failing, %d the whole build), "
+            "%d improvement%s, %d "
             "within noise, %d suspect%s not measured again, %d with not enough data, %d not "
             "comparable.\n",
-            reg, reg == 1 ? "" : "s", count[SLOWER], count[BROKE], count[FASTER],
+            reg, reg == 1 ? "" : "s", count[SLOWER], count[BROKE], w->verdict == 1, count[FASTER],
             count[FASTER] == 1 ? "" : "s", count[NOISE], count[SUSPECT],
             count[SUSPECT] == 1 ? "" : "s", count[FEW], count[OTHER]);
     if (!reg)
@@ -506,6 +594,7 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
     int nb = 0, nc = 0, status = -1, n = 0;
     cmp_row *cmp = NULL;
     const char **kb = NULL, **kc = NULL;
+    int *famrow = NULL;
     key_cache kcache = {0};
     if (o->sum)
         memset(o->sum, 0, sizeof *o->sum);
@@ -550,36 +639,58 @@ int sb_regress(const sb_regress_opts *o, sb_error *err)
             goto out;
     if (read_history(q, o, &kcache, cmp, n, err))
         goto out;
-    /* the first look shares alpha among the strategies it judges (Bonferroni):
-     * a night's chance of any false suspect stays near alpha */
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        m += cmp[i].n[0] >= rule.min_n && cmp[i].n[1] >= rule.min_n;
-    sb_stat_rule first = rule;
-    if (m > 1)
-        first.alpha = rule.alpha / m;
-    int count[NCLASS] = {0};
+    /* the first look: every row's statistics, then alpha over the family
+     * (sb_stat_family, Benjamini-Hochberg) */
+    int count[NCLASS] = {0}, m = 0;
+    sb_stat_cmp *fam = calloc((size_t)n + 1, sizeof *fam);
+    famrow = calloc((size_t)n + 1, sizeof *famrow);
+    if (!fam || !famrow) {
+        free(fam);
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        cmp[i].cls = judge_plain(&cmp[i], &rule);
+        if (cmp[i].cls < 0) {
+            famrow[m] = i;
+            fam[m++] = cmp[i].st;
+        }
+    }
+    sb_stat_family(&rule, fam, m);
+    for (int k = 0; k < m; k++) {
+        cmp[famrow[k]].st = fam[k];
+        cmp[famrow[k]].cls = judge_stats(&cmp[famrow[k]], &rule, o);
+    }
+    free(fam);
     for (int i = 0; i < n; i++) {
         cmp_row *r = &cmp[i];
-        r->cls = judge(r, &rule, &first, o);
         count[r->cls]++;
         if (r->cls == SUSPECT)
             add_suspect(o->sum, r);
     }
-    print_md(out, q, o, &rule, first.alpha, cmp, n, count);
+    whole_t w = {.verdict = -1};
+    if (o->whole && judge_whole(cmp, famrow, m, &rule, o, &w, err))
+        goto out;
+    if (w.suspects)
+        count[SUSPECT] += w.suspects;
+    print_md(out, q, o, &rule, m, cmp, n, count, &w);
     for (int i = 0; o->figures && i < n; i++)
         if (figure(o, &cmp[i], err))
             goto out;
+    free(famrow);
+    famrow = NULL;
     if (o->sum) {
-        o->sum->regressions = count[SLOWER] + count[BROKE];
+        o->sum->whole = w.verdict;
+        o->sum->regressions = count[SLOWER] + count[BROKE] + (w.verdict == 1);
         o->sum->improvements = count[FASTER];
         o->sum->noise = count[NOISE];
         o->sum->not_enough = count[FEW];
         o->sum->other = count[OTHER];
         o->sum->suspects = count[SUSPECT];
     }
-    status = count[SLOWER] + count[BROKE] ? 1 : 0;
+    status = count[SLOWER] + count[BROKE] + (w.verdict == 1) ? 1 : 0;
 out:
+    free(famrow);
     for (int i = 0; cmp && i < n; i++) {
         free(cmp[i].s[0]);
         free(cmp[i].s[1]);

@@ -230,3 +230,175 @@ int sb_stat_compare(const sb_stat_rule *r, const double *b, int nb, const double
         return out->verdict = SB_VERDICT_IMPROVEMENT;
     return out->verdict = SB_VERDICT_NOISE;
 }
+
+/* Benjamini-Hochberg over the finite p[i]: pass[i] for those that pass at
+ * level alpha. */
+static void bh_pass(const double *p, int m, double alpha, unsigned char *pass)
+{
+    int k = 0;
+    double *v = malloc(sizeof *v * (size_t)(m + 1));
+    memset(pass, 0, (size_t)m);
+    if (!v)
+        return;
+    for (int i = 0; i < m; i++)
+        if (isfinite(p[i]))
+            v[k++] = p[i];
+    qsort(v, (size_t)k, sizeof *v, cmp_dbl);
+    double cut = -1; /* the largest p_(j) with p_(j) <= j alpha / k */
+    for (int j = k; j >= 1; j--)
+        if (v[j - 1] <= j * alpha / k) {
+            cut = v[j - 1];
+            break;
+        }
+    for (int i = 0; i < m; i++)
+        pass[i] = isfinite(p[i]) && p[i] <= cut;
+    free(v);
+}
+
+int sb_stat_family(const sb_stat_rule *r, sb_stat_cmp *c, int m)
+{
+    if (m < 1)
+        return 0;
+    double *ps = malloc(sizeof *ps * (size_t)m), *pf = malloc(sizeof *pf * (size_t)m);
+    unsigned char *slow = malloc((size_t)m), *fast = malloc((size_t)m);
+    int reg = 0;
+    if (!ps || !pf || !slow || !fast) {
+        free(ps);
+        free(pf);
+        free(slow);
+        free(fast);
+        return -1;
+    }
+    for (int i = 0; i < m; i++) {
+        int judged = c[i].verdict != SB_VERDICT_NOT_ENOUGH;
+        ps[i] = judged ? c[i].p_slower : NAN;
+        pf[i] = judged ? c[i].p_faster : NAN;
+    }
+    bh_pass(ps, m, r->alpha, slow);
+    bh_pass(pf, m, r->alpha, fast);
+    for (int i = 0; i < m; i++) {
+        sb_stat_cmp *x = &c[i];
+        if (x->verdict == SB_VERDICT_NOT_ENOUGH)
+            continue;
+        if (x->ratio > 1 + x->thr && x->lo > 1 && slow[i])
+            x->verdict = SB_VERDICT_REGRESSION, reg++;
+        else if (x->ratio < 1 / (1 + x->thr) && x->hi < 1 && fast[i])
+            x->verdict = SB_VERDICT_IMPROVEMENT;
+        else
+            x->verdict = SB_VERDICT_NOISE;
+    }
+    free(ps);
+    free(pf);
+    free(slow);
+    free(fast);
+    return reg;
+}
+
+double sb_stat_probe_cut(const double *probe, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(probe[i]) || !(probe[i] > 0))
+            return 0;
+    return n ? SB_STAT_PROBE_CUT * sb_stat_median(probe, n) : 0;
+}
+
+/* exp of the median over i of log(median(c[i]) / median(b[i])); tb/tc:
+ * scratch of the largest sample's size, or NULL to use b and c as they are
+ * (else one bootstrap draw of each). */
+static double pooled_ratio(int m, const double *const *b, const int *nb, const double *const *c,
+                           const int *nc, const unsigned char *use, double *tb, double *tc,
+                           double *lr, uint64_t *seed)
+{
+    int k = 0;
+    for (int i = 0; i < m; i++) {
+        if (!use[i])
+            continue;
+        const double *x = b[i], *y = c[i];
+        if (tb) {
+            for (int j = 0; j < nb[i]; j++)
+                tb[j] = b[i][sb_stat_randint(seed, nb[i])];
+            for (int j = 0; j < nc[i]; j++)
+                tc[j] = c[i][sb_stat_randint(seed, nc[i])];
+            x = tb, y = tc;
+        }
+        lr[k++] = log(sb_stat_median(y, nc[i]) / sb_stat_median(x, nb[i]));
+    }
+    return exp(sb_stat_median(lr, k));
+}
+
+int sb_stat_pooled(const sb_stat_rule *r, int m, const double *const *b, const int *nb,
+                   const double *const *c, const int *nc, double band, sb_stat_cmp *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ratio = out->lo = out->hi = out->p_slower = out->p_faster = NAN;
+    out->band = band;
+    out->thr = r->threshold;
+    if (isfinite(band) && band > out->thr)
+        out->thr = band;
+    unsigned char *use = calloc((size_t)m + 1, 1);
+    int k = 0, most = 1;
+    for (int i = 0; use && i < m; i++) {
+        use[i] = nb[i] >= r->min_n && nc[i] >= r->min_n;
+        k += use[i];
+        if (use[i] && nb[i] > most)
+            most = nb[i];
+        if (use[i] && nc[i] > most)
+            most = nc[i];
+    }
+    out->nb = out->nc = k;
+    if (!use || k < 3) {
+        free(use);
+        return out->verdict = SB_VERDICT_NOT_ENOUGH;
+    }
+    double *tb = malloc(sizeof *tb * (size_t)most), *tc = malloc(sizeof *tc * (size_t)most);
+    double *lr = malloc(sizeof *lr * (size_t)k), *rs = malloc(sizeof *rs * (size_t)r->boot);
+    if (!tb || !tc || !lr || !rs || r->boot < 10) {
+        free(use), free(tb), free(tc), free(lr), free(rs);
+        return out->verdict = SB_VERDICT_NOT_ENOUGH;
+    }
+    uint64_t seed = r->seed ^ 0x9001ULL;
+    out->ratio = pooled_ratio(m, b, nb, c, nc, use, NULL, NULL, lr, &seed);
+    for (int t = 0; t < r->boot; t++)
+        rs[t] = pooled_ratio(m, b, nb, c, nc, use, tb, tc, lr, &seed);
+    qsort(rs, (size_t)r->boot, sizeof *rs, cmp_dbl);
+    double a = (1 - r->conf) / 2;
+    out->lo = rs[(int)floor(a * (r->boot - 1))];
+    out->hi = rs[(int)ceil((1 - a) * (r->boot - 1))];
+    free(use), free(tb), free(tc), free(lr), free(rs);
+    if (out->ratio > 1 + out->thr && out->lo > 1)
+        return out->verdict = SB_VERDICT_REGRESSION;
+    if (out->ratio < 1 / (1 + out->thr) && out->hi < 1)
+        return out->verdict = SB_VERDICT_IMPROVEMENT;
+    return out->verdict = SB_VERDICT_NOISE;
+}
+
+double sb_stat_pooled_band(int m, const double *const *night, int nights)
+{
+    if (nights < 3 || m < 1)
+        return NAN;
+    double *idx = malloc(sizeof *idx * (size_t)nights), *v = malloc(sizeof *v * (size_t)nights);
+    double *lr = malloc(sizeof *lr * (size_t)m), *mid = malloc(sizeof *mid * (size_t)m);
+    double band = NAN;
+    if (!idx || !v || !lr || !mid)
+        goto out;
+    for (int i = 0; i < m; i++) { /* each strategy's median night */
+        int n = 0;
+        for (int k = 0; k < nights; k++)
+            if (isfinite(night[i][k]) && night[i][k] > 0)
+                v[n++] = night[i][k];
+        mid[i] = n ? sb_stat_median(v, n) : NAN;
+    }
+    int ni = 0;
+    for (int k = 0; k < nights; k++) {
+        int n = 0;
+        for (int i = 0; i < m; i++)
+            if (isfinite(mid[i]) && isfinite(night[i][k]) && night[i][k] > 0)
+                lr[n++] = log(night[i][k] / mid[i]);
+        if (n >= 3)
+            idx[ni++] = exp(sb_stat_median(lr, n));
+    }
+    band = sb_stat_band(idx, ni);
+out:
+    free(idx), free(v), free(lr), free(mid);
+    return band;
+}

@@ -349,19 +349,45 @@ int sb_dbq_last_good_nightly(sb_dbq *q, int64_t cand, int64_t *id, sb_error *err
 }
 
 int sb_dbq_record_nightly(sb_dbq *q, int64_t run_id, int64_t baseline, int regressions,
-                          int improvements, sb_error *err)
+                          int improvements, const char *build_path, sb_error *err)
 {
     const char *doing = "recording the nightly's verdict";
     sqlite3_stmt *st;
     if (sb_dbq_query(q,
                      "INSERT INTO nightly_verdicts (run_id, baseline_run_id, regressions, "
-                     "improvements) VALUES (?1, nullif(?2, 0), ?3, ?4) "
+                     "improvements, build_path) VALUES (?1, nullif(?2, 0), ?3, ?4, ?5) "
                      "ON CONFLICT (run_id) DO UPDATE SET baseline_run_id = excluded.baseline_run_id, "
-                     "regressions = excluded.regressions, improvements = excluded.improvements",
-                     &st, doing, err, "IIii", run_id, baseline, regressions, improvements))
+                     "regressions = excluded.regressions, improvements = excluded.improvements, "
+                     "build_path = excluded.build_path",
+                     &st, doing, err, "IIiit", run_id, baseline, regressions, improvements,
+                     build_path))
         return -1;
     if (sb_dbq_step(q, st, doing, err) < 0)
         return -1;
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int sb_dbq_nightly_build(sb_dbq *q, int64_t run, char **path, sb_error *err)
+{
+    const char *doing = "reading a nightly's kept build";
+    sqlite3_stmt *st;
+    *path = NULL;
+    if (sb_dbq_version(q) < 6)
+        return 0;
+    if (sb_dbq_query(q, "SELECT build_path FROM nightly_verdicts WHERE run_id = ?1", &st, doing,
+                     err, "I", run))
+        return -1;
+    int rc = sb_dbq_step(q, st, doing, err);
+    if (rc < 0)
+        return -1;
+    if (rc > 0 && sqlite3_column_type(st, 0) == SQLITE_TEXT) {
+        *path = strdup((const char *)sqlite3_column_text(st, 0));
+        if (!*path) {
+            sqlite3_finalize(st);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        }
+    }
     sqlite3_finalize(st);
     return 0;
 }

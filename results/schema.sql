@@ -187,3 +187,13 @@ ALTER TABLE measurements ADD COLUMN probe_s REAL;
 ALTER TABLE measurements ADD COLUMN predicted_s REAL;
 
 PRAGMA user_version = 5;
+
+-- ------------------------------------------------------------ version 6 --
+
+-- Where a nightly kept a copy of the shardbench binary it measured
+-- (`nightly --keep-builds DIR`, default results/nightly-builds), so that a
+-- later night measures the last good night's build launch for launch with
+-- its own (A/B: the machine's slow and fast phases hit both). NULL: not kept.
+ALTER TABLE nightly_verdicts ADD COLUMN build_path TEXT;
+
+PRAGMA user_version = 6;

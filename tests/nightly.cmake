@@ -1,7 +1,8 @@
 # The nightly regression check: the statistics of plots/stats.c on fixed
 # synthetic samples (test_stats), and `shardbench nightly` end to end on a
-# tiny AlexNet at p = 1 (tests/nightly.sh: real launches twice on the same
-# build, then a fake launcher whose step times make a deterministic slowdown;
+# tiny AlexNet at p = 1 (tests/nightly.sh: real launches, three nights of the
+# same build: kept build, auto A/B with it, stored launches; then a fake
+# launcher whose step times make a deterministic slowdown;
 # needs mpirun, gnuplot and sqlite3).
 sb_unit_test(test_stats test_stats.c)
 sb_unit_test(test_nightly_db test_nightly_db.c)

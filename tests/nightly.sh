@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tests/nightly.sh SHARDBENCH SOURCE_DIR: `shardbench nightly` end to end on a
 # tiny AlexNet at p = 1, into a temporary database:
-#   1. real launches, twice on the same build: the first night has no
-#      baseline; the second is held to it (auto) and exits 0, "no regression"
-#      (a wide --threshold: this checks the plumbing, not the machine's noise);
+#   1. real launches, three nights of the same build: the first has no
+#      baseline and keeps a copy of its binary (--keep-builds); the second
+#      measures that kept build launch for launch beside itself (auto A/B)
+#      and exits 0, "no regression"; the third, with --baseline-build none,
+#      is held to the stored launches of the last good night (a wide
+#      --threshold: this checks the plumbing, not the machine's noise);
 #   2. a fake launcher printing `run --format json` with fixed step times (a
 #      slowdown made deterministic): 30% slower against the last good night
 #      is confirmed after the re-measure and exits 1; the same times again
@@ -28,20 +31,38 @@ ARGS=(-m alexnet -p 1 --set batch=4 --set image=67 --set classes=16 --set width_
 fail() { echo "FAIL: $*" >&2; exit 1; }
 q() { sqlite3 -batch -noheader "$DB" "$1"; }
 
-echo "--- 1. the same build twice"
+echo "--- 1. the same build, three nights"
+K=$T/builds
 "$SB" nightly "${ARGS[@]}" --db "$DB" --launcher "$MPI" --trials 3 --extra 3 --threshold 1 \
-    --out "$T/n1" >"$T/n1.log" 2>&1 || { cat "$T/n1.log"; fail "first night: exit $?"; }
+    --keep-builds "$K" --out "$T/n1" >"$T/n1.log" 2>&1 || { cat "$T/n1.log"; fail "first night: exit $?"; }
 grep -q "first night (no baseline)" "$T/n1.log" || fail "first night not said"
+[ -x "$K/t-run-1/shardbench" ] || fail "the first night kept no build in $K/t-run-1"
+cmp -s "$K/t-run-1/shardbench" "$SB" || fail "the kept build is not this binary"
+[ "$(q 'SELECT build_path FROM nightly_verdicts WHERE run_id = 1')" = "$K/t-run-1/shardbench" ] ||
+    fail "kept build not recorded with the verdict"
 set +e
 "$SB" nightly "${ARGS[@]}" --db "$DB" --launcher "$MPI" --trials 3 --extra 3 --threshold 1 \
-    --out "$T/n2" >"$T/n2.log" 2>&1; r=$?
+    --keep-builds "$K" --out "$T/n2" >"$T/n2.log" 2>&1; r=$?
 set -e
 [ $r = 0 ] || { cat "$T/n2.log"; fail "same build: exit 0 expected, got $r"; }
 grep -q "^no regression$" "$T/n2/report.md" || fail "no 'no regression' in the report"
-grep -q "run 2 against run 1" "$T/n2.log" || fail "auto baseline is not run 1"
+grep -q "A/B with the last good night's build (run 1: $K/t-run-1/shardbench)" "$T/n2.log" ||
+    { cat "$T/n2.log"; fail "auto did not measure the kept build of run 1"; }
+grep -q "run 2 against run 3" "$T/n2.log" || fail "A/B: run 2 not held to the kept build's run 3"
+[ "$(q 'SELECT count(*) FROM measurements WHERE run_id = 3')" -ge 3 ] || fail "A/B launches not stored"
 ls "$T/n2"/trend-alexnet-p1-*.png >/dev/null || fail "no trend figure"
-[ "$(q 'SELECT count(*) FROM nightly_verdicts WHERE regressions = 0')" = 2 ] || fail "verdicts"
-[ "$(q 'SELECT count(*) FROM measurements WHERE run_id = 2')" -ge 3 ] || fail "launches not stored"
+set +e
+"$SB" nightly "${ARGS[@]}" --db "$DB" --launcher "$MPI" --trials 3 --extra 3 --threshold 1 \
+    --keep-builds none --baseline-build none --out "$T/n3" >"$T/n3.log" 2>&1; r=$?
+set -e
+[ $r = 0 ] || { cat "$T/n3.log"; fail "stored launches: exit 0 expected, got $r"; }
+grep -q "run 4 against run 2" "$T/n3.log" || { cat "$T/n3.log"; fail "auto baseline is not run 2"; }
+[ "$(q 'SELECT count(*) FROM nightly_verdicts WHERE regressions = 0')" = 3 ] || fail "verdicts"
+[ "$(q 'SELECT count(*) FROM nightly_verdicts WHERE run_id = 4 AND build_path IS NULL')" = 1 ] ||
+    fail "--keep-builds none kept a build"
+[ "$(q 'SELECT count(*) FROM measurements WHERE run_id = 4')" -ge 3 ] || fail "launches not stored"
+"$SB" nightly "${ARGS[@]}" --db "$DB" --baseline-build "$T/no-such" >"$T/bad.log" 2>&1 && fail "a missing --baseline-build ran"
+grep -q "is not an executable" "$T/bad.log" || fail "a missing --baseline-build not named"
 
 echo "--- 2. a fake launcher: fixed step times, in a database of their own"
 DB=$T/fake.db
@@ -58,7 +79,8 @@ export FAKE_COUNT=$T/count
 night() { # STEP OUT [options]
     local step=$1 out=$2; shift 2
     set +e
-    FAKE_STEP=$step "$SB" nightly "${ARGS[@]}" --db "$DB" --launcher "$T/fake.sh" --out "$T/$out" "$@" \
+    FAKE_STEP=$step "$SB" nightly "${ARGS[@]}" --db "$DB" --launcher "$T/fake.sh" --out "$T/$out" \
+        --keep-builds none --baseline-build none "$@" \
         >"$T/$out.log" 2>&1
     r=$?
     set -e

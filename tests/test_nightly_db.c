@@ -97,10 +97,10 @@ static void test_migrate_and_verdicts(void **state)
     sb_dbq *q;
     assert_int_equal(sb_dbq_open(path, 1, 0, &q, &err), 0);
     /* run 1 good, run 2 a confirmed regression (first 0, then replaced), run 4 another host */
-    assert_int_equal(sb_dbq_record_nightly(q, 1, 0, 0, 0, &err), 0);
-    assert_int_equal(sb_dbq_record_nightly(q, 2, 1, 0, 0, &err), 0);
-    assert_int_equal(sb_dbq_record_nightly(q, 2, 1, 2, 1, &err), 0);
-    assert_int_equal(sb_dbq_record_nightly(q, 4, 0, 0, 0, &err), 0);
+    assert_int_equal(sb_dbq_record_nightly(q, 1, 0, 0, 0, NULL, &err), 0);
+    assert_int_equal(sb_dbq_record_nightly(q, 2, 1, 0, 0, NULL, &err), 0);
+    assert_int_equal(sb_dbq_record_nightly(q, 2, 1, 2, 1, NULL, &err), 0);
+    assert_int_equal(sb_dbq_record_nightly(q, 4, 0, 0, 0, NULL, &err), 0);
     int64_t id = 0, ids[8];
     int n = 0;
     assert_int_equal(sb_dbq_last_good_nightly(q, 5, &id, &err), 1);
@@ -109,8 +109,19 @@ static void test_migrate_and_verdicts(void **state)
     assert_int_equal(sb_dbq_history_runs(q, 5, ids, 8, &n, &err), 0);
     assert_int_equal(n, 2); /* 3 and 1: 2 had a confirmed regression */
     assert_true(ids[0] == 3 && ids[1] == 1);
+    /* a kept build is stored with the verdict and read back; none: NULL */
+    assert_int_equal(sb_dbq_record_nightly(q, 1, 0, 0, 0, "/k/run-1/shardbench", &err), 0);
+    char *kept = NULL;
+    assert_int_equal(sb_dbq_nightly_build(q, 1, &kept, &err), 0);
+    assert_non_null(kept);
+    assert_string_equal(kept, "/k/run-1/shardbench");
+    free(kept);
+    assert_int_equal(sb_dbq_nightly_build(q, 4, &kept, &err), 0);
+    assert_null(kept);
+    assert_int_equal(sb_dbq_nightly_build(q, 3, &kept, &err), 0); /* no verdict */
+    assert_null(kept);
     /* a verdict of an unknown run is refused (foreign key) */
-    assert_int_not_equal(sb_dbq_record_nightly(q, 99, 0, 0, 0, &err), 0);
+    assert_int_not_equal(sb_dbq_record_nightly(q, 99, 0, 0, 0, NULL, &err), 0);
     sb_dbq_close(q);
 }
 

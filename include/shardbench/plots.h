@@ -136,6 +136,46 @@ const char *sb_stat_verdict_name(int v);
 /* Judges c against b as said above; returns and stores the verdict. */
 int sb_stat_compare(const sb_stat_rule *r, const double *b, int nb, const double *c, int nc,
                     double band, sb_stat_cmp *out);
+/* The first look of a night at a family of m strategies (regress,
+ * nightly, bench/regress: one rule, one place). Each c[i] comes from
+ * sb_stat_compare; its verdict is set again with alpha controlled over the
+ * family by the Benjamini-Hochberg step-up rule (each direction apart): the
+ * i-th smallest of the k p-values compared passes when some j >= i has
+ * p_(j) <= j alpha / k. When no strategy changed (a build against itself)
+ * the chance that any is called changed stays at most alpha, as with
+ * Bonferroni (alpha / k each), but a change that many strategies share,
+ * the usual kind, is seen with far fewer launches: with 5 launches a side
+ * the least one-sided Mann-Whitney p is 1 / 252 = 0.004, above Bonferroni's
+ * 0.05 / 23 for the nightly's 23 strategies, so no strategy could ever be
+ * a suspect. Returns the number of regressions. */
+int sb_stat_family(const sb_stat_rule *r, sb_stat_cmp *c, int m);
+/* The build as a whole (regress, nightly, bench/regress): over the m
+ * strategies judged, b[i] and c[i] their baseline and candidate launches,
+ * ratio = exp(median_i log(median(c[i]) / median(b[i]))), the typical
+ * strategy's change, with a percentile bootstrap interval at r->conf (each
+ * strategy's launches resampled on both sides, the strategies kept: they
+ * are the family, not a sample of one). thr = max(r->threshold, band):
+ * band the history's band of the same pooled ratio night by night
+ * (sb_stat_pooled_band; NaN: none, as in A/B nights). Regression: ratio >
+ * 1 + thr and interval above 1; improvement the other way; fewer than 3
+ * strategies with min_n launches a side: not enough data. A slowdown that
+ * every strategy shares (one kernel slower in every step) moves the pooled
+ * ratio by as much as each strategy's but with the noise of 23 of them
+ * averaged out. Sets out (nb, nc: strategies, launches are per strategy)
+ * and returns its verdict. */
+int sb_stat_pooled(const sb_stat_rule *r, int m, const double *const *b, const int *nb,
+                   const double *const *c, const int *nc, double band, sb_stat_cmp *out);
+/* The band of the pooled ratio over history nights: night[i][k] the median
+ * of strategy i in history night k (NaN: not measured that night), k <
+ * nights; each night's index is exp(median_i log(night[i][k] / median_k
+ * night[i][k])), and the band is sb_stat_band of the indices. */
+double sb_stat_pooled_band(int m, const double *const *night, int nights);
+/* The probe cut of a comparison: PROBE_CUT (1.5) times the median of the
+ * launches' probes (`run`'s fixed work timed beside every step) when every
+ * one has a probe, else 0 (no cut). A launch whose probe is over the cut
+ * ran on a busier machine than the others and is set aside. */
+#define SB_STAT_PROBE_CUT 1.5
+double sb_stat_probe_cut(const double *probe, int n);
 double sb_stat_median(const double *x, int n);
 /* One-sided Mann-Whitney U: the p-value of "y tends to be greater than x". */
 double sb_stat_mwu_greater(const double *x, int nx, const double *y, int ny);
@@ -154,7 +194,8 @@ int sb_stat_randint(uint64_t *s, int n);
 
 /* What a comparison found (regress, nightly). */
 typedef struct {
-    int regressions;       /* confirmed: slower, or now failing */
+    int regressions;       /* confirmed: slower, or now failing (the whole build: one) */
+    int whole;             /* the whole build: 1 confirmed slower, 0 not, -1 not judged */
     int improvements, noise, not_enough, other;
     int suspects;          /* looked slower at first, to be measured again */
     char suspect_list[4096]; /* "MODEL/P/KIND,..." of the suspects (bench's `only`) */
@@ -175,9 +216,13 @@ typedef struct {
     const char *figures; /* NULL, or a folder for one trend figure per strategy */
     const char *scripts; /* gnuplot scripts folder, or NULL: looked up */
     sb_regress_summary *sum; /* NULL, or filled */
-    int raw;           /* 1: plain step times; 0 (default): each launch's median divided
-                          by its probe (`run`'s fixed work, measurements.probe_s) times
-                          the baseline's median probe, when every launch compared has one */
+    int whole;         /* 1: the build as a whole judged too (sb_stat_pooled; for runs
+                          measured launch for launch, A/B: nightly sets it there); with
+                          remeasure, a whole-build slowdown makes every strategy that
+                          looked slower a suspect, and it is confirmed only when their
+                          re-measures, pooled, show it too */
+    int raw;           /* 1: every launch kept; 0 (default): launches over the probe cut
+                          (sb_stat_probe_cut) set aside */
 } sb_regress_opts;
 
 /* Prints the Markdown comparison (every strategy: launches per side, ratio
@@ -191,8 +236,15 @@ int sb_regress(const sb_regress_opts *o, sb_error *err);
 typedef struct {
     sb_bench_opts bench;   /* what is benched (db, models, ps, sets, steps, ...) */
     int64_t baseline;      /* a run id, or 0: the last good night (auto) */
-    const char *baseline_build; /* NULL, or a shardbench binary of the baseline: measured
-                                   now, launch for launch with this build (A/B/A/B) */
+    const char *baseline_build; /* a shardbench binary of the baseline: measured now,
+                                   launch for launch with this build (A/B/A/B); "auto"
+                                   (default): the last good night's kept build when it
+                                   kept one, else its stored launches; NULL or "none":
+                                   the stored launches */
+    const char *keep_builds; /* folder for a copy of this binary (DIR/DB-run-N/shardbench,
+                                DB the database's file name without .db), recorded with
+                                the verdict; NULL: nightly-builds beside the database;
+                                "none": not kept */
     int trials;            /* launches per strategy (default 5) */
     int extra;             /* launches more for each suspect (default 6) */
     const char *out;       /* report folder, or NULL: results/nightly-RUN */

@@ -194,9 +194,13 @@ int sb_dbq_history_runs(sb_dbq *q, int64_t before, int64_t *ids, int max, int *n
 /* The latest nightly run before cand with no confirmed regression, of the
  * same host, compiler, backend and devices: 1 (*id set), 0 none, -1. */
 int sb_dbq_last_good_nightly(sb_dbq *q, int64_t cand, int64_t *id, sb_error *err);
-/* Stores (or replaces) a nightly's verdict; needs a writable handle. */
+/* Stores (or replaces) a nightly's verdict, with the path of the copy of
+ * its binary (NULL: none kept); needs a writable handle. */
 int sb_dbq_record_nightly(sb_dbq *q, int64_t run_id, int64_t baseline, int regressions,
-                          int improvements, sb_error *err);
+                          int improvements, const char *build_path, sb_error *err);
+/* The kept binary of nightly run `run` (malloc'd into *path, NULL when none
+ * was kept or the schema predates kept builds): 0, or -1 (err set). */
+int sb_dbq_nightly_build(sb_dbq *q, int64_t run, char **path, sb_error *err);
 int sb_dbq_run_has_search(sb_dbq *q, int64_t run_id, const char *model, const char *params, int p,
                           const char *algo, sb_error *err);
 
