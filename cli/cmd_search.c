@@ -452,6 +452,14 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                 r->peak_bytes / 1073741824.0, po->mem_limit / 1073741824.0);
     else
         fprintf(f, "predicted peak memory %.4g GiB per device\n", r->peak_bytes / 1073741824.0);
+    if (r->copies_reused || r->lazy_rounds)
+        fprintf(f, "stage optima taken from fewer micro-batches in flight: %ld; partitions over "
+                   "bounds solved: %ld\n", r->copies_reused, r->lazy_rounds);
+    if (r->lagrange_stages)
+        fprintf(f, "approximate: %ld stage DPs under the limit by Lagrangian relaxation (too large "
+                   "for the exact Pareto search): the least step is at most %.4g%% below this "
+                   "one (the largest gap of those to their dual bound)\n", r->lagrange_stages,
+                100.0 * r->lagrange_gap);
     fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: none\n", cp->zero,
             sb_optimizer_name(po->opt));
     if (has_time(cp))
@@ -479,7 +487,6 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "machine", json_string(cp->machine));
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
     }
-    json_object_set_new(j, "search_seconds", cli_jreal(r->seconds));
     for (int s = 0; s < pl->nstages; s++) {
         json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
         for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
@@ -503,6 +510,10 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     json_object_set_new(j, "peak_bytes_per_device", json_integer((json_int_t)r->peak_bytes));
     if (po->mem_limit > 0)
         json_object_set_new(j, "memory_limit_bytes", cli_jreal(po->mem_limit));
+    if (r->lagrange_stages) { /* approximate: the step's gap to the optimum at most this */
+        json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
+        json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
+    }
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         json_t *dims = json_array(), *config = json_array();

@@ -397,12 +397,16 @@ static int64_t wire(const sb_model *m, int i, int v, int k)
 
 typedef struct {
     uint64_t key;
+    int what;          /* ENTRY_STAGE: a stage's optimum; ENTRY_LEAST_MEM: t is its least memory */
     int i, j, d, M, k; /* the first stage with this structure: ops [i, j), k act copies (-1: no limit) */
     double t;          /* intra-op optimum per micro-batch; INFINITY: nothing fits or given up */
     double least;      /* nothing fits: the least memory of the stage */
+    double gap;        /* Lagrangian relaxation: the relative gap of t to its dual bound (else 0) */
     int *cfg;          /* (j - i) * SB_MAX_DIMS */
     double *cost;      /* (j - i) */
 } stage_entry;
+
+enum { ENTRY_STAGE = 0, ENTRY_LEAST_MEM = 1 };
 
 typedef struct {
     double c;          /* least cost' over configs */
@@ -428,7 +432,24 @@ typedef struct {
     uint64_t serial;    /* brute: every stage its own key */
     sb_pipe_result *r;
     int brute;          /* sb_pipe_brute: every stage by enumeration */
+    /* op_bounds' (d, M): per op equal to no earlier one (rep[v] == v), its
+     * configs' memory terms cm[cm_off[v] .. cm_off[v + 1]) (3 doubles each:
+     * weights + grads + optimizer + act grads, activations, scratch) */
+    double *cm;
+    int *cm_off;        /* nops + 1 */
+    /* least_mem's work arrays */
+    int *cnt;           /* nops: ops of the range equal to op u (u a rep) */
+    double *cur;        /* nops */
+    size_t cm_cap;
+    struct mem_item *items;
+    size_t items_cap;
 } pctx;
+
+/* One config of one op in least_mem's sweep. */
+struct mem_item {
+    double s, val;      /* scratch; weights + grads + optimizer + act grads + k x activations */
+    int u;              /* the op (a rep) */
+};
 
 static sb_model *micro(pctx *X, int M)
 {
@@ -684,8 +705,11 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             goto out;
         }
         X->r->lagrange_stages++;
-        if (isfinite(e->t) && gap > X->r->lagrange_gap)
-            X->r->lagrange_gap = gap;
+        if (isfinite(e->t)) {
+            e->gap = gap;
+            if (gap > X->r->lagrange_gap)
+                X->r->lagrange_gap = gap;
+        }
     } else {
         sb_result res;
         sb_error e2 = {0};
@@ -724,53 +748,110 @@ out:
     return rc;
 }
 
+/* The cache key of ops [i, j) on d devices at M micro-batches with k act
+ * copies, for an entry of kind `what`. */
+static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k)
+{
+    if (X->brute)
+        return ++X->serial;
+    int a = 0, b = 0; /* stages start and end at segment bounds */
+    while (X->seg[a] < i)
+        a++;
+    while (X->seg[b] < j)
+        b++;
+    uint64_t *slot = &X->hseg[(size_t)a * (size_t)(X->nseg + 1) + (size_t)b];
+    if (!*slot)
+        *slot = range_hash(X, X->m, i, j) | 1;
+    uint64_t key = mix(mix(mix(*slot, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
+    return what == ENTRY_STAGE ? key : mix(key, 0x6c65617374ull);
+}
+
+/* The cached entry of kind `what` equal in structure to ops [i, j) (d, M,
+ * k), or NULL. */
+static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, int d, int M, int k)
+{
+    if (X->brute || !X->cap)
+        return NULL;
+    sb_model *mb = micro(X, M);
+    for (size_t h = key & (X->cap - 1); X->tab[h]; h = (h + 1) & (X->cap - 1)) {
+        stage_entry *e = X->tab[h];
+        if (e->key == key && e->what == what && e->d == d && e->M == M && e->k == k
+            && ranges_same(X, mb, i, j, e->i, e->j))
+            return e;
+    }
+    return NULL;
+}
+
+/* A new entry for ops [i, j) that takes the configs and costs of u. */
+static stage_entry *entry_copy(pctx *X, stage_entry *ne, const stage_entry *u)
+{
+    int n = ne->j - ne->i;
+    ne->t = u->t;
+    ne->gap = u->gap;
+    ne->cfg = sb_malloc((size_t)n * SB_MAX_DIMS * sizeof *ne->cfg, X->err);
+    ne->cost = sb_malloc((size_t)n * sizeof *ne->cost, X->err);
+    if (!ne->cfg || !ne->cost) {
+        free(ne->cfg), free(ne->cost);
+        return NULL;
+    }
+    memcpy(ne->cfg, u->cfg, (size_t)n * SB_MAX_DIMS * sizeof *ne->cfg);
+    memcpy(ne->cost, u->cost, (size_t)n * sizeof *ne->cost);
+    stage_entry *e = tab_put(X, ne);
+    if (!e)
+        free(ne->cfg), free(ne->cost);
+    return e;
+}
+
 /* The stage of ops [i, j) on d devices at M micro-batches with k act
- * copies (-1: no memory limit): from the cache, or solved. NULL on error. */
+ * copies (-1: no memory limit): from the cache, or solved. NULL on error.
+ * Under a limit, before any DP (each exact): the unconstrained optimum,
+ * when it fits at k; the optimum at fewer copies k' < k, when it fits at k
+ * (its memory only grows with the copies, so t(k) >= t(k'): it is optimal at
+ * k, within the same gap to the same bound when Lagrangian); at k > 1 the
+ * optimum at k' = 1 is solved first for that test, and when nothing fits
+ * at 1 copy nothing fits at k. */
 static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
 {
     sb_model *mb = micro(X, M);
-    uint64_t rh = 0;
-    if (!X->brute) { /* stages start and end at segment bounds */
-        int a = 0, b = 0;
-        while (X->seg[a] < i)
-            a++;
-        while (X->seg[b] < j)
-            b++;
-        uint64_t *slot = &X->hseg[(size_t)a * (size_t)(X->nseg + 1) + (size_t)b];
-        if (!*slot)
-            *slot = range_hash(X, X->m, i, j) | 1;
-        rh = *slot;
-    }
-    uint64_t key = X->brute ? ++X->serial
-                            : mix(mix(mix(rh, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
+    uint64_t key = entry_key(X, ENTRY_STAGE, i, j, d, M, k);
     if (!X->cap && tab_grow(X))
         return NULL;
-    for (size_t h = key & (X->cap - 1); !X->brute && X->tab[h]; h = (h + 1) & (X->cap - 1)) {
-        stage_entry *e = X->tab[h];
-        if (e->key == key && e->d == d && e->M == M && e->k == k && ranges_same(X, mb, i, j, e->i, e->j)) {
-            X->r->cache_hits++;
-            return e;
-        }
+    stage_entry *hit = entry_find(X, ENTRY_STAGE, key, i, j, d, M, k);
+    if (hit) {
+        X->r->cache_hits++;
+        return hit;
     }
-    stage_entry ne = {.key = key, .i = i, .j = j, .d = d, .M = M, .k = k};
-    if (k >= 0 && !X->brute) { /* under a limit: the unconstrained optimum, when it fits */
+    stage_entry ne = {.key = key, .what = ENTRY_STAGE, .i = i, .j = j, .d = d, .M = M, .k = k};
+    if (k >= 0 && !X->brute) {
         stage_entry *u = stage(X, i, j, d, M, -1);
         if (!u)
             return NULL;
-        if (u->cfg && stage_memory(mb, i, j, u->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
-            ne.t = u->t;
-            ne.cfg = sb_malloc((size_t)(j - i) * SB_MAX_DIMS * sizeof *ne.cfg, X->err);
-            ne.cost = sb_malloc((size_t)(j - i) * sizeof *ne.cost, X->err);
-            if (!ne.cfg || !ne.cost) {
-                free(ne.cfg), free(ne.cost);
-                return NULL;
+        if (u->cfg && stage_memory(mb, i, j, u->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit)
+            return entry_copy(X, &ne, u);
+        for (int kk = X->o->no_shortcuts ? 0 : k - 1; kk >= 1; kk--) {
+            stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, i, j, d, M, kk),
+                                        i, j, d, M, kk);
+            if (w && w->cfg
+                && stage_memory(mb, i, j, w->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
+                X->r->copies_reused++;
+                return entry_copy(X, &ne, w);
             }
-            memcpy(ne.cfg, u->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof *ne.cfg);
-            memcpy(ne.cost, u->cost, (size_t)(j - i) * sizeof *ne.cost);
-            stage_entry *e = tab_put(X, &ne);
-            if (!e)
-                free(ne.cfg), free(ne.cost);
-            return e;
+        }
+        if (k > 1 && !X->o->no_shortcuts) {
+            stage_entry *w = stage(X, i, j, d, M, 1);
+            if (!w)
+                return NULL;
+            if (w->cfg
+                && stage_memory(mb, i, j, w->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
+                X->r->copies_reused++;
+                return entry_copy(X, &ne, w);
+            }
+            if (!isfinite(w->t) && isfinite(w->least)) { /* nothing fits at 1 copy */
+                ne.t = INFINITY;
+                ne.least = w->least;
+                X->r->copies_reused++;
+                return tab_put(X, &ne);
+            }
         }
     }
     if (solve_stage(X, mb, &ne))
@@ -787,7 +868,9 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
  * terms over its configs (equal ops computed once). */
 static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
 {
+    size_t ncm = 0;
     for (int v = 0; v < mb->nops; v++) {
+        X->cm_off[v] = (int)(ncm / 3);
         if (X->rep[v] != v) {
             b[v] = b[X->rep[v]];
             continue;
@@ -800,6 +883,15 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
         sb_cost_params c2 = X->cp;
         c2.devices = d;
         b[v] = (op_bound){INFINITY, INFINITY, INFINITY, INFINITY};
+        if (ncm + 3 * (size_t)cf.n > X->cm_cap) {
+            size_t nc = 2 * (ncm + 3 * (size_t)cf.n);
+            double *q = realloc(X->cm, nc * sizeof *q);
+            if (!q) {
+                free(cf.c), free(cf.cost);
+                return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+            }
+            X->cm = q, X->cm_cap = nc;
+        }
         for (int x = 0; x < cf.n; x++) {
             const int *c = cf.c + (size_t)x * (size_t)cf.ndims;
             double cost = sb_op_cost(mb, op, c, &c2);
@@ -812,10 +904,88 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
             b[v].wg = fmin(b[v].wg, wg);
             b[v].a = fmin(b[v].a, mm.activations);
             b[v].s = fmin(b[v].s, mm.scratch);
+            X->cm[ncm++] = wg, X->cm[ncm++] = mm.activations, X->cm[ncm++] = mm.scratch;
         }
         free(cf.c);
         free(cf.cost);
     }
+    X->cm_off[mb->nops] = (int)(ncm / 3);
+    return 0;
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+    double x = ((const struct mem_item *)a)->s, y = ((const struct mem_item *)b)->s;
+    return x < y ? -1 : x > y;
+}
+
+/* The least memory per device of ops [i, j) with k act copies over every
+ * config choice (stage_memory's model: each op's resident bytes, plus the
+ * largest scratch), exactly: memory is per op, so for each scratch level
+ * sigma (the ops' scratch values, ascending) each op takes its least
+ * resident bytes among configs with scratch <= sigma; the least over sigma
+ * of sigma + their sum. Cached by structure; needs op_bounds of (d, M). */
+static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
+{
+    uint64_t key = entry_key(X, ENTRY_LEAST_MEM, i, j, d, M, k);
+    stage_entry *hit = entry_find(X, ENTRY_LEAST_MEM, key, i, j, d, M, k);
+    if (hit) {
+        *out = hit->t;
+        return 0;
+    }
+    double kk = k > 1 ? k : 1;
+    size_t n = 0;
+    int nreps = 0;
+    for (int v = i; v < j; v++)
+        if (X->cnt[X->rep[v]]++ == 0) {
+            int u = X->rep[v];
+            nreps++;
+            X->cur[u] = INFINITY;
+            n += (size_t)(X->cm_off[u + 1] - X->cm_off[u]);
+        }
+    if (n > X->items_cap) {
+        struct mem_item *q = realloc(X->items, 2 * n * sizeof *q);
+        if (!q) {
+            for (int v = i; v < j; v++)
+                X->cnt[X->rep[v]] = 0;
+            return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        }
+        X->items = q, X->items_cap = 2 * n;
+    }
+    n = 0;
+    for (int v = i; v < j; v++) {
+        int u = X->rep[v];
+        if (X->cnt[u] < 0)
+            continue;
+        for (int x = X->cm_off[u]; x < X->cm_off[u + 1]; x++)
+            X->items[n++] = (struct mem_item){.s = X->cm[3 * (size_t)x + 2],
+                                              .val = X->cm[3 * (size_t)x] + kk * X->cm[3 * (size_t)x + 1],
+                                              .u = u};
+        X->cnt[u] = -X->cnt[u]; /* listed */
+    }
+    qsort(X->items, n, sizeof *X->items, cmp_item);
+    double best = INFINITY, sum = 0.0;
+    int open = nreps;
+    for (size_t q = 0; q < n; q++) {
+        const struct mem_item *it = &X->items[q];
+        double c = -(double)X->cnt[it->u];
+        if (it->val < X->cur[it->u]) {
+            if (X->cur[it->u] == INFINITY)
+                open--, sum += c * it->val;
+            else
+                sum += c * (it->val - X->cur[it->u]);
+            X->cur[it->u] = it->val;
+        }
+        if (!open && (q + 1 == n || X->items[q + 1].s != it->s))
+            best = fmin(best, sum + it->s);
+    }
+    for (int v = i; v < j; v++)
+        X->cnt[X->rep[v]] = 0;
+    stage_entry ne = {.key = key, .what = ENTRY_LEAST_MEM, .i = i, .j = j, .d = d, .M = M, .k = k,
+                      .t = best};
+    if (!tab_put(X, &ne))
+        return -1;
+    *out = best;
     return 0;
 }
 
@@ -937,13 +1107,81 @@ static void enumerate(int S, int M, srange *const *R, const int *nR, int s, int 
         }
 }
 
+/* The least T over partitions into S stages, one range per stage from
+ * R[s] (t INFINITY: left out), by the cap DP: for each cap tau (the values
+ * ascending) the least sum with every t_s <= tau. *T_out INFINITY when
+ * no partition; else pick[s] the range of stage s. */
+static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR, double *f,
+                          double *g, double *T_out, int *pick)
+{
+    int n = X->nseg;
+    *T_out = INFINITY;
+    double free_sum = min_sum(X, S, R, nR, INFINITY, f, g, NULL);
+    if (!isfinite(free_sum))
+        return 0;
+    size_t nvals = 0;
+    for (int s = 0; s < S; s++)
+        nvals += (size_t)nR[s];
+    double *vals = malloc((nvals ? nvals : 1) * sizeof *vals);
+    int *parent = malloc((size_t)S * (size_t)(n + 1) * sizeof *parent);
+    if (!vals || !parent) {
+        free(vals), free(parent);
+        return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    nvals = 0;
+    for (int s = 0; s < S; s++)
+        for (int q = 0; q < nR[s]; q++)
+            if (isfinite(R[s][q].t))
+                vals[nvals++] = R[s][q].t;
+    qsort(vals, nvals, sizeof *vals, cmp_double);
+    /* no cap under the least max of any partition gives one */
+    double tmin = min_max(X, S, R, nR, f, g), best_here = INFINITY, best_cap = 0.0;
+    size_t q0 = 0;
+    while (q0 < nvals && vals[q0] < tmin)
+        q0++;
+    for (size_t q = q0; q < nvals; q++) {
+        if (q && vals[q] == vals[q - 1])
+            continue;
+        if ((double)(M - 1) * vals[q] + free_sum >= best_here)
+            break;
+        double sum = min_sum(X, S, R, nR, vals[q], f, g, NULL);
+        if (isfinite(sum) && sum + (double)(M - 1) * vals[q] < best_here) {
+            best_here = sum + (double)(M - 1) * vals[q];
+            best_cap = vals[q];
+        }
+    }
+    if (isfinite(best_here)) {
+        min_sum(X, S, R, nR, best_cap, f, g, parent);
+        for (int s = S - 1, b = n; s >= 0; s--) {
+            pick[s] = parent[s * (n + 1) + b];
+            b = R[s][pick[s]].a;
+        }
+    }
+    *T_out = best_here;
+    free(vals), free(parent);
+    return 0;
+}
+
+/* Bounds are sums in another order than the DP's: this factor keeps a
+ * bound under the value it bounds despite rounding. */
+#define BOUND_SLACK (1.0 - 1e-12)
+
 /* The best partition of one (S, M, schedule) into X->r when it beats
- * *best. */
+ * *best. Brute force: every range's stage solved, every partition. Else
+ * lazily, exact: every range that the bounds allow starts with its cost
+ * bound (the sum over its segments of their unconstrained optima, each
+ * segment solved alone: a stage's optimum restricted to a segment is one of
+ * its strategies, edges cost >= 0, and the limit only raises it; plus the
+ * p2p); the best partition over these values is found, its stages not yet
+ * solved are solved (their values only rise), and again, until the best
+ * partition has only solved stages: every other partition's T is at least
+ * its value over bounds, so it is the least T. */
 static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, double *best,
                      double *least)
 {
     const sb_model *mb = micro(X, M);
     int d = X->p / S, n = X->nseg, limited = X->o->mem_limit > 0;
+    int lazy = !X->brute && !X->o->no_shortcuts;
     double lbsum = 0.0;
     for (int v = 0; v < mb->nops; v++)
         lbsum += ob[v].c;
@@ -956,12 +1194,10 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
     double *pa = calloc((size_t)n + 1, sizeof *pa), *ps = calloc((size_t)n, sizeof *ps);
     double *p2p = calloc((size_t)n + 1, sizeof *p2p);
     srange **R = calloc((size_t)S, sizeof *R);
-    int *nR = calloc((size_t)S, sizeof *nR);
+    int *nR = calloc((size_t)S, sizeof *nR), *capR = calloc((size_t)S, sizeof *capR);
     double *f = calloc((size_t)n + 1, sizeof *f), *g = calloc((size_t)n + 1, sizeof *g);
-    double *vals = NULL;
-    int *parent = NULL;
     int rc = -1;
-    if (!pc || !pw || !pa || !ps || !p2p || !R || !nR || !f || !g) {
+    if (!pc || !pw || !pa || !ps || !p2p || !R || !nR || !capR || !f || !g) {
         sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
         goto out;
     }
@@ -969,7 +1205,21 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         double c = 0, w = 0, ac = 0, sc = 0;
         for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
             c += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
+        if (lazy) { /* the segment's own optimum bounds it better */
+            stage_entry *e = stage(X, X->seg[a], X->seg[a + 1], d, M, -1);
+            if (!e)
+                goto out;
+            if (isfinite(e->t))
+                c = fmax(c, e->t * BOUND_SLACK);
+        }
         pc[a + 1] = pc[a] + c, pw[a + 1] = pw[a] + w, pa[a + 1] = pa[a] + ac, ps[a] = sc;
+    }
+    if (lazy)
+        lbsum = fmax(lbsum, pc[n] * BOUND_SLACK);
+    if (lazy && lbsum * (1.0 + (double)(M - 1) / S) > *best) {
+        X->r->combos_skipped++;
+        rc = 0;
+        goto out;
     }
     for (int b = 1; b < n; b++) {
         /* the stage before the cut sends on its own node or across nodes */
@@ -978,7 +1228,6 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
     }
     if (!X->brute && incumbent(X, S, M, sched, d, pc, p2p, best))
         goto out;
-    size_t nvals = 0, capv = 0;
     for (int s = 0; s < S; s++) {
         int k = limited ? inflight(X->o, S, M, sched, s) : -1;
         for (int a = s; a <= n - (S - s); a++) {
@@ -996,24 +1245,38 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                     X->r->ranges_bounded++;
                     continue;
                 }
-                stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
-                if (!e)
-                    goto out;
-                if (!isfinite(e->t)) {
-                    if (e->least < *least)
-                        *least = e->least;
-                    continue;
+                if (lazy && limited) { /* the exact least memory, non-decreasing in b */
+                    double lm = 0.0;
+                    if (least_mem(X, X->seg[a], X->seg[b], d, M, k, &lm))
+                        goto out;
+                    if (lm * BOUND_SLACK > X->o->mem_limit) {
+                        *least = fmin(*least, lm);
+                        X->r->ranges_bounded++;
+                        break;
+                    }
                 }
-                srange *nr = realloc(R[s], (size_t)(nR[s] + 1) * sizeof *nr);
-                if (!nr || (nvals == capv && !(vals = realloc(vals, (capv = capv * 2 + 64) * sizeof *vals)))) {
-                    if (nr)
-                        R[s] = nr;
-                    sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
-                    goto out;
+                stage_entry *e = NULL;
+                double t = lbt * BOUND_SLACK;
+                if (!lazy) {
+                    e = stage(X, X->seg[a], X->seg[b], d, M, k);
+                    if (!e)
+                        goto out;
+                    if (!isfinite(e->t)) {
+                        if (e->least < *least)
+                            *least = e->least;
+                        continue;
+                    }
+                    t = e->t + p2p[b];
                 }
-                R[s] = nr;
-                R[s][nR[s]++] = (srange){.a = a, .b = b, .t = e->t + p2p[b], .e = e};
-                vals[nvals++] = e->t + p2p[b];
+                if (nR[s] == capR[s]) {
+                    srange *nr = realloc(R[s], (size_t)(capR[s] = capR[s] * 2 + 16) * sizeof *nr);
+                    if (!nr) {
+                        sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+                        goto out;
+                    }
+                    R[s] = nr;
+                }
+                R[s][nR[s]++] = (srange){.a = a, .b = b, .t = t, .e = e};
             }
         }
     }
@@ -1024,38 +1287,31 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         int cur[SB_MAX_STAGES];
         enumerate(S, M, R, nR, 0, 0, 0.0, 0.0, cur, pick, &best_here, n);
     } else {
-        double free_sum = min_sum(X, S, R, nR, INFINITY, f, g, NULL);
-        if (!isfinite(free_sum))
-            goto out; /* no partition fits */
-        qsort(vals, nvals, sizeof *vals, cmp_double);
-        /* no cap under the least max of any partition gives one */
-        double tmin = min_max(X, S, R, nR, f, g);
-        size_t q0 = 0;
-        while (q0 < nvals && vals[q0] < tmin)
-            q0++;
-        double best_cap = 0.0;
-        for (size_t q = q0; q < nvals; q++) {
-            if (q && vals[q] == vals[q - 1])
-                continue;
-            if ((double)(M - 1) * vals[q] + free_sum >= best_here)
-                break;
-            double sum = min_sum(X, S, R, nR, vals[q], f, g, NULL);
-            if (isfinite(sum) && sum + (double)(M - 1) * vals[q] < best_here) {
-                best_here = sum + (double)(M - 1) * vals[q];
-                best_cap = vals[q];
-            }
-        }
-        if (best_here < *best) {
-            parent = malloc((size_t)S * (size_t)(n + 1) * sizeof *parent);
-            if (!parent) {
-                rc = sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        for (;;) {
+            if ((rc = best_partition(X, S, M, R, nR, f, g, &best_here, pick)))
                 goto out;
+            if (!(best_here < *best))
+                break; /* the bounds say this combination cannot win */
+            int solved = 0;
+            for (int s = 0; s < S; s++) {
+                srange *x = &R[s][pick[s]];
+                if (x->e)
+                    continue;
+                int k = limited ? inflight(X->o, S, M, sched, s) : -1;
+                stage_entry *e = stage(X, X->seg[x->a], X->seg[x->b], d, M, k);
+                if (!e) {
+                    rc = -1;
+                    goto out;
+                }
+                x->e = e;
+                x->t = isfinite(e->t) ? e->t + p2p[x->b] : INFINITY;
+                if (!isfinite(e->t) && e->least < *least)
+                    *least = e->least;
+                solved++;
             }
-            min_sum(X, S, R, nR, best_cap, f, g, parent);
-            for (int s = S - 1, b = n; s >= 0; s--) {
-                pick[s] = parent[s * (n + 1) + b];
-                b = R[s][pick[s]].a;
-            }
+            if (!solved)
+                break; /* every stage of the best partition solved: the least T */
+            X->r->lazy_rounds++;
         }
     }
     if (!(best_here < *best))
@@ -1085,8 +1341,7 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
 out:
     for (int s = 0; R && s < S; s++)
         free(R[s]);
-    free(pc), free(pw), free(pa), free(ps), free(p2p), free(R), free(nR), free(f), free(g);
-    free(vals), free(parent);
+    free(pc), free(pw), free(pa), free(ps), free(p2p), free(R), free(nR), free(capR), free(f), free(g);
     return rc;
 }
 
@@ -1122,7 +1377,7 @@ static void ctx_free(pctx *X)
     for (int q = 0; q < X->nM; q++)
         sb_model_free(&X->mb[q]);
     free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
-    free(X->hseg);
+    free(X->hseg), free(X->cm), free(X->cm_off), free(X->cnt), free(X->cur), free(X->items);
 }
 
 static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
@@ -1146,7 +1401,11 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     cuts = sb_malloc((size_t)m->nops * sizeof *cuts, err);
     X.seg = sb_malloc(((size_t)m->nops + 1) * sizeof *X.seg, err);
     ob = sb_malloc((size_t)m->nops * sizeof *ob, err);
-    if (!r->cfg || !r->op_cost || !X.hop || !X.rep || !X.last || !cuts || !X.seg || !ob)
+    X.cm_off = sb_malloc(((size_t)m->nops + 1) * sizeof *X.cm_off, err);
+    X.cnt = sb_calloc((size_t)m->nops, sizeof *X.cnt, err);
+    X.cur = sb_malloc((size_t)m->nops * sizeof *X.cur, err);
+    if (!r->cfg || !r->op_cost || !X.hop || !X.rep || !X.last || !cuts || !X.seg || !ob
+        || !X.cm_off || !X.cnt || !X.cur)
         goto out;
     for (int v = 0; v < m->nops; v++) {
         X.hop[v] = op_hash(m, &m->ops[v]);
@@ -1219,8 +1478,15 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
                 if (o->schedule < 0 && sched == SB_SCHEDULE_GPIPE && !(o->mem_limit > 0))
                     continue; /* the same cost and more memory than 1F1B without a limit */
                 r->combos++;
+                double tc = sb_now();
+                long sp0 = r->subproblems, sk0 = r->combos_skipped;
                 if (try_combo(&X, S, M, sched, ob, &best, &least))
                     goto out;
+                if (getenv("SB_PIPE_TRACE"))
+                    fprintf(stderr, "combo S=%d M=%d %s: %s%ld stage DPs, %.3f s; best %.6e\n", S, M,
+                            sb_schedule_name((sb_schedule)sched),
+                            r->combos_skipped > sk0 ? "skipped, " : "", r->subproblems - sp0,
+                            sb_now() - tc, best);
             }
         }
     }

@@ -256,6 +256,61 @@ static void test_allreduce_once(void **state)
     sb_model_free(&h);
 }
 
+/* The lazy partition search and its shortcuts (segment bounds, exact
+ * least memory, optima reused from fewer micro-batches in flight) against
+ * the same search with them off (o.no_shortcuts: every range the plain
+ * bounds allow solved), on a reduced GPT-3 175B within a limit that forces
+ * several stages: the same step, within the limit, with fewer stage DPs.
+ * (Its larger stages are solved by Lagrangian relaxation, the same
+ * relaxation in both searches.) */
+static void test_gpt3_shortcuts(void **state)
+{
+    (void)state;
+    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+                          "vocab=512"};
+    sb_setting set[8];
+    sb_error err = {0};
+    for (int q = 0; q < 7; q++)
+        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
+    sb_model m;
+    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    int p = 8;
+    sb_pipe_result u, a, b;
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+    double limits[] = {0.5, 0.3};
+    int forced = 0;
+    for (int q = 0; q < 2; q++) {
+        o.mem_limit = u.peak_bytes * limits[q];
+        o.no_shortcuts = 0;
+        int ra = sb_pipe_search(&m, p, &cp, &o, &a, &err);
+        o.no_shortcuts = 1;
+        sb_error e2 = {0};
+        int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+        assert_int_equal(ra, rb);
+        if (ra)
+            continue;
+        print_message("limit %.3g x peak: S=%d M=%d %s, step %.17g (%ld stage DPs, %ld reused, "
+                      "%ld rounds), without shortcuts %.17g (%ld stage DPs)\n", limits[q],
+                      a.pipe.nstages, a.pipe.microbatches, sb_schedule_name(a.pipe.schedule),
+                      a.step_cost, a.subproblems, a.copies_reused, a.lazy_rounds, b.step_cost,
+                      b.subproblems);
+        assert_true(fabs(a.step_cost - b.step_cost) <= 1e-9 * b.step_cost);
+        assert_true(a.peak_bytes <= o.mem_limit && b.peak_bytes <= o.mem_limit);
+        assert_true(a.subproblems <= b.subproblems);
+        assert_int_equal(sb_pipeline_check(&a.pipe, &m, p, &err), 0);
+        forced += a.pipe.nstages > 1;
+        sb_pipe_result_free(&a);
+        sb_pipe_result_free(&b);
+    }
+    assert_true(forced > 0); /* the limits force a pipeline */
+    sb_pipe_result_free(&u);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_forced),
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_allreduce_once),
+        cmocka_unit_test(test_gpt3_shortcuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,10 @@ typedef struct {
     int schedule;          /* forced sb_schedule, or -1: both */
     int max_stage_devices; /* searched S only: p / S at most this (0: no bound) */
     double mem_limit;      /* bytes per device, or 0: none */
+    int no_shortcuts;      /* 1: none of the exact shortcuts of the lazy partition search (segment
+                              bounds, exact least memory, optima reused from fewer copies,
+                              partitions over bounds): every range the plain bounds allow solved
+                              (tests hold the search to it) */
     sb_optimizer opt;
     sb_search_opts dp;     /* the intra-op DP of each stage */
 } sb_pipe_opts;
@@ -44,6 +48,9 @@ typedef struct {
     long subproblems, cache_hits;     /* stage DPs run; stage costs found in the cache */
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
     long ranges_given_up;             /* stage DPs that failed (label budget): not used */
+    long copies_reused;               /* stage optima under the limit taken from the same stage at
+                                         fewer micro-batches in flight (fits there: optimal) */
+    long lazy_rounds;                 /* partitions over bounds whose stages were then solved */
     long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation
                                          (too large for the exact Pareto search) */
     double lagrange_gap;              /* the largest relative gap of those to their dual bound
