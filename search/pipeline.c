@@ -35,7 +35,13 @@
  *   - lower bounds: an op's least cost over its configs, summed, bounds a
  *     stage's cost, and its least memory bounds the stage's; a stage range
  *     whose bound cannot beat the best step found, and an (S, M) whose
- *     bound cannot, are never solved. */
+ *     bound cannot, are never solved.
+ *
+ * Recomputation (cp->recompute all): each stage problem is built with it
+ * (vertex costs with sb_recompute_cost, memory by sb_op_memory_rc on the
+ * stage's sub-model, whose inputs from earlier stages are marked
+ * stage_input: the runtime keeps those per micro-batch in flight for the
+ * recomputed forward); auto is refused (run). */
 #define _GNU_SOURCE
 #include "shardbench/pipesearch.h"
 
