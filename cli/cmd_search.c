@@ -235,23 +235,48 @@ static void print_mesh_to_nodes(FILE *f, const sb_problem *pb, const sb_result *
 }
 
 /* "recompute (--recompute MODE): N of M ops: a, b, ..." (names up to a
- * line's worth, then a count) */
-static void print_recomputed(FILE *f, const sb_problem *pb, const sb_result *r)
+ * line's worth, then a count); rec(i, ctx): 1 when op i is recomputed */
+static void print_recompute_line(FILE *f, const sb_model *m, int mode,
+                                 int (*rec)(int i, const void *ctx), const void *ctx)
 {
     int n = 0, shown = 0;
     size_t width = 0;
-    for (int i = 0; i < pb->m->nops; i++)
-        n += sb_result_recomputed(pb, r, i);
-    fprintf(f, "recompute (--recompute %s): %d of %d ops%s", sb_recompute_mode_name(pb->cp.recompute),
-            n, pb->m->nops, n ? ":" : "");
-    for (int i = 0; i < pb->m->nops; i++)
-        if (sb_result_recomputed(pb, r, i) && width < 400) {
-            width += strlen(pb->m->ops[i].name) + 2;
-            fprintf(f, "%s %s", shown++ ? "," : "", pb->m->ops[i].name);
+    for (int i = 0; i < m->nops; i++)
+        n += rec(i, ctx);
+    fprintf(f, "recompute (--recompute %s): %d of %d ops%s", sb_recompute_mode_name(mode), n,
+            m->nops, n ? ":" : "");
+    for (int i = 0; i < m->nops; i++)
+        if (rec(i, ctx) && width < 400) {
+            width += strlen(m->ops[i].name) + 2;
+            fprintf(f, "%s %s", shown++ ? "," : "", m->ops[i].name);
         }
     if (shown < n)
         fprintf(f, " and %d more", n - shown);
     fputc('\n', f);
+}
+
+typedef struct {
+    const sb_problem *pb;
+    const sb_result *r;
+} plain_rec;
+
+static int plain_recomputed(int i, const void *ctx)
+{
+    const plain_rec *x = ctx;
+    return sb_result_recomputed(x->pb, x->r, i);
+}
+
+static void print_recomputed(FILE *f, const sb_problem *pb, const sb_result *r)
+{
+    plain_rec x = {pb, r};
+    print_recompute_line(f, pb->m, pb->cp.recompute, plain_recomputed, &x);
+}
+
+/* a pipeline result's recomputed ops (sb_pipe_result.recompute, NULL: none) */
+static int pipe_recomputed(int i, const void *ctx)
+{
+    const unsigned char *flags = ctx;
+    return flags && flags[i];
 }
 
 void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
@@ -460,8 +485,13 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                    "for the exact Pareto search): the least step is at most %.4g%% below this "
                    "one (the largest gap of those to their dual bound)\n", r->lagrange_stages,
                 100.0 * r->lagrange_gap);
-    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: none\n", cp->zero,
-            sb_optimizer_name(po->opt));
+    int nrec = 0;
+    for (int i = 0; r->recompute && i < m->nops; i++)
+        nrec += r->recompute[i] != 0;
+    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: %d\n", cp->zero,
+            sb_optimizer_name(po->opt), nrec);
+    if (cp->recompute) /* every stage's, as the stage DPs priced them */
+        print_recompute_line(f, m, cp->recompute, pipe_recomputed, r->recompute);
     if (has_time(cp))
         fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
                 pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
@@ -506,7 +536,11 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
     json_object_set_new(j, "zero", json_integer(cp->zero));
     json_object_set_new(j, "optimizer", json_string(sb_optimizer_name(po->opt)));
-    json_object_set_new(j, "recompute", json_array());
+    json_t *rec = json_array();
+    for (int i = 0; r->recompute && i < m->nops; i++)
+        if (r->recompute[i])
+            json_array_append_new(rec, json_string(m->ops[i].name));
+    json_object_set_new(j, "recompute", rec);
     json_object_set_new(j, "peak_bytes_per_device", json_integer((json_int_t)r->peak_bytes));
     if (po->mem_limit > 0)
         json_object_set_new(j, "memory_limit_bytes", cli_jreal(po->mem_limit));
@@ -542,6 +576,8 @@ static int pipe_save(const char *path, const sb_model *m, int p, const sb_cost_p
     memcpy(sf.cfg, r->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof *sf.cfg);
     sf.pipe = r->pipe;
     sf.zero = cp->zero;
+    for (int i = 0; r->recompute && i < m->nops; i++) /* `recompute OP` lines */
+        sf.recompute[i] = r->recompute[i];
     int rc = sb_strategy_file_save(path, m, &sf, err);
     sb_strategy_file_free(&sf);
     return rc;
@@ -652,7 +688,9 @@ static void search_usage(FILE *f)
             "                         but the loss and LSTMs (one more forward each, a third\n"
             "                         of its cost; only outputs and input gradients kept);\n"
             "                         auto lets the search within --memory (default 80GiB)\n"
-            "                         choose per op\n"
+            "                         choose per op (plain space only); with --space full\n"
+            "                         all recomputes every op of every stage, each stage\n"
+            "                         keeping the inputs it received\n"
             "      --zero 0|1|2|3     ZeRO stage (as run --zero) in the memory model, and\n"
             "                         stage 3's weight all-gather in the cost (default 0)\n"
             "      --format table|json|tsv   output (default table)\n"
@@ -778,18 +816,12 @@ int cmd_search(int argc, char **argv)
         return 2;
     }
     int pipe_given = po.stages || po.microbatches || po.schedule >= 0;
-    /* recomputation is searched in the plain space (the pipeline search does
-     * not choose it yet): --memory with --recompute stays plain */
+    /* --memory with --recompute stays plain (where auto chooses per op);
+     * the full space takes --recompute all (every stage recomputes every
+     * op) and refuses auto (sb_pipe_search says why) */
     int rc_given = so.cp.recompute != SB_RECOMPUTE_NONE;
     if (space < 0)
         space = pipe_given || zero_given || (so.mem_bound && !rc_given);
-    if (space && rc_given) {
-        fprintf(stderr, "shardbench search: --recompute %s is searched in the plain space only "
-                        "(the pipeline search of --space full, --stages, --microbatches, "
-                        "--schedule and --zero does not choose recomputation yet)\n",
-                sb_recompute_mode_name(so.cp.recompute));
-        return 2;
-    }
     if (!space && pipe_given) {
         fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
                         "full\n");

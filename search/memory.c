@@ -52,7 +52,9 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
  * forward to the op's backward, the input gradients until the producers'
  * backward; the input copies, saved state and output gradients are
  * allocated again by the recomputed forward and the backward, and freed
- * after it. */
+ * after it. In a pipeline stage (sub-models of search/pipeline.c) the
+ * inputs received from an earlier stage (sb_tensor.stage_input) stay too:
+ * activations, counted once per micro-batch in flight. */
 void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                      int zero, int recompute, sb_mem *out)
 {
@@ -75,9 +77,17 @@ void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimi
     if (zero >= 3 && sliced < whole) /* the whole weight, gathered for the op */
         out->scratch += whole * FLOAT_BYTES;
     if (recompute && sb_op_recomputable(op)) {
-        out->activations = e.outs * FLOAT_BYTES;
+        /* a pipeline stage's received inputs stay per micro-batch in flight
+         * (the recomputed forward reads them, nobody sends them again) */
+        double kept = 0.0;
+        for (int k = 0; k < op->nin; k++) {
+            const sb_tensor *t = &m->tensors[op->in[k].tensor];
+            if (t->stage_input && t->kind != SB_TENSOR_WEIGHT)
+                kept += sb_operand_elems(m, op, &op->in[k], c);
+        }
+        out->activations = (e.outs + kept) * FLOAT_BYTES;
         out->act_grads = e.in * FLOAT_BYTES;
-        out->scratch += (e.in + e.saved + e.outs) * FLOAT_BYTES;
+        out->scratch += (e.in - kept + e.saved + e.outs) * FLOAT_BYTES;
     }
 }
 

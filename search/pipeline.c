@@ -35,7 +35,13 @@
  *   - lower bounds: an op's least cost over its configs, summed, bounds a
  *     stage's cost, and its least memory bounds the stage's; a stage range
  *     whose bound cannot beat the best step found, and an (S, M) whose
- *     bound cannot, are never solved. */
+ *     bound cannot, are never solved.
+ *
+ * Recomputation (cp->recompute all): each stage problem is built with it
+ * (vertex costs with sb_recompute_cost, memory by sb_op_memory_rc on the
+ * stage's sub-model, whose inputs from earlier stages are marked
+ * stage_input: the runtime keeps those per micro-batch in flight for the
+ * recomputed forward); auto is refused (run). */
 #define _GNU_SOURCE
 #include "shardbench/pipesearch.h"
 
@@ -61,8 +67,10 @@ void sb_pipe_result_free(sb_pipe_result *r)
         return;
     free(r->cfg);
     free(r->op_cost);
+    free(r->recompute);
     r->cfg = NULL;
     r->op_cost = NULL;
+    r->recompute = NULL;
 }
 
 /* ---- prices ------------------------------------------------------------------ */
@@ -206,8 +214,10 @@ int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing)
 }
 
 /* The stage of ops [i, j) of mb as a model of its own: the ops, every
- * tensor, those produced outside the range as inputs. Shares nothing it
- * frees with mb: free out->ops and out->tensors. */
+ * tensor, those produced outside the range as inputs (stage_input: sent by
+ * an earlier stage, which the memory model keeps for a recomputed
+ * consumer). Shares nothing it frees with mb: free out->ops and
+ * out->tensors. */
 static int sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -231,6 +241,7 @@ static int sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *
         } else if (x->producer >= 0) {
             x->producer = -1;
             x->kind = SB_TENSOR_INPUT;
+            x->stage_input = 1;
         }
     }
     return 0;
@@ -255,20 +266,27 @@ static int stage_problem(const sb_model *sub, int d, int M, const sb_cost_params
 }
 
 /* Bytes per device of ops [i, j) of mb under configs cfg (SB_MAX_DIMS
- * apart) with k micro-batches of activations in flight. */
-static double stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
-                           int zero, int k)
+ * apart) with k micro-batches of activations in flight, every recomputable
+ * op recomputed when rc (sb_op_memory_rc on the stage's sub-model: its
+ * inputs from earlier stages kept), into *bytes. */
+static int stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
+                        int zero, int k, int rc, double *bytes, sb_error *err)
 {
+    sb_model sub;
+    if (sub_model(mb, i, j, &sub, err))
+        return -1;
     double res = 0.0, scr = 0.0;
-    for (int v = i; v < j; v++) {
+    for (int v = 0; v < j - i; v++) {
         sb_mem x;
-        sb_op_memory_zero(mb, &mb->ops[v], cfg + (size_t)(v - i) * SB_MAX_DIMS, opt, zero, &x);
+        sb_op_memory_rc(&sub, &sub.ops[v], cfg + (size_t)v * SB_MAX_DIMS, opt, zero, rc, &x);
         x.activations *= k > 1 ? k : 1;
         res += sb_mem_resident(&x);
         if (x.scratch > scr)
             scr = x.scratch;
     }
-    return res + scr;
+    free(sub.ops), free(sub.tensors);
+    *bytes = res + scr;
+    return 0;
 }
 
 /* Words of the activations crossing the cut before op b (tensors produced
@@ -450,6 +468,20 @@ struct mem_item {
     double s, val;      /* scratch; weights + grads + optimizer + act grads + k x activations */
     int u;              /* the op (a rep) */
 };
+
+/* --recompute all: every recomputable op of every stage recomputed (its
+ * vertex cost has sb_recompute_cost through the stage problem's cp) */
+static int rc_all(const pctx *X) { return X->cp.recompute == SB_RECOMPUTE_ALL; }
+
+/* Whether configs cfg of ops [i, j) fit the limit with k act copies:
+ * 1 yes, 0 no, -1 error (X->err). */
+static int fits_at(pctx *X, const sb_model *mb, int i, int j, const int *cfg, int k)
+{
+    double m = INFINITY;
+    if (stage_memory(mb, i, j, cfg, X->o->opt, X->cp.zero, k, rc_all(X), &m, X->err))
+        return -1;
+    return m <= X->o->mem_limit;
+}
 
 static sb_model *micro(pctx *X, int M)
 {
@@ -826,13 +858,18 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
         stage_entry *u = stage(X, i, j, d, M, -1);
         if (!u)
             return NULL;
-        if (u->cfg && stage_memory(mb, i, j, u->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit)
+        int f = u->cfg ? fits_at(X, mb, i, j, u->cfg, k) : 0;
+        if (f < 0)
+            return NULL;
+        if (f)
             return entry_copy(X, &ne, u);
         for (int kk = X->o->no_shortcuts ? 0 : k - 1; kk >= 1; kk--) {
             stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, i, j, d, M, kk),
                                         i, j, d, M, kk);
-            if (w && w->cfg
-                && stage_memory(mb, i, j, w->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
+            f = w && w->cfg ? fits_at(X, mb, i, j, w->cfg, k) : 0;
+            if (f < 0)
+                return NULL;
+            if (f) {
                 X->r->copies_reused++;
                 return entry_copy(X, &ne, w);
             }
@@ -841,8 +878,10 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
             stage_entry *w = stage(X, i, j, d, M, 1);
             if (!w)
                 return NULL;
-            if (w->cfg
-                && stage_memory(mb, i, j, w->cfg, X->o->opt, X->cp.zero, k) <= X->o->mem_limit) {
+            f = w->cfg ? fits_at(X, mb, i, j, w->cfg, k) : 0;
+            if (f < 0)
+                return NULL;
+            if (f) {
                 X->r->copies_reused++;
                 return entry_copy(X, &ne, w);
             }
@@ -897,8 +936,10 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
             double cost = sb_op_cost(mb, op, c, &c2);
             if (M > 1)
                 cost -= (double)(M - 1) / M * sb_weight_grad_cost(mb, op, c, &c2);
-            sb_mem mm;
-            sb_op_memory_zero(mb, op, c, X->o->opt, X->cp.zero, &mm);
+            sb_mem mm; /* recomputed: the op's least memory without its stage's
+                        * kept inputs, still a bound (they move scratch to
+                        * activations held at least once) */
+            sb_op_memory_rc(mb, op, c, X->o->opt, X->cp.zero, rc_all(X), &mm);
             double wg = mm.weights + mm.weight_grads + mm.optimizer + mm.act_grads;
             b[v].c = fmin(b[v].c, cost);
             b[v].wg = fmin(b[v].wg, wg);
@@ -1335,7 +1376,11 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         r->inflight[s] = inflight(X->o, S, M, sched, s);
         memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
         memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
-        r->stage_mem[s] = stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s]);
+        if (stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s], rc_all(X),
+                         &r->stage_mem[s], X->err)) {
+            rc = -1;
+            goto out;
+        }
         r->peak_bytes = fmax(r->peak_bytes, r->stage_mem[s]);
     }
 out:
@@ -1393,6 +1438,15 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     if (o->stages && (o->stages < 1 || o->stages > SB_MAX_STAGES || p % o->stages))
         return sb_fail(err, SB_EXIT_INPUT, "--stages %d: must divide p = %d (and be at most %d)",
                        o->stages, p, SB_MAX_STAGES);
+    if (cp->recompute == SB_RECOMPUTE_AUTO)
+        return sb_fail(err, SB_EXIT_INPUT, "--recompute auto: not chosen inside a pipeline (--space "
+                       "full): every stage DP of every cut and (S, M) would carry two labels per op "
+                       "(kept, recomputed), and the plain auto search alone takes minutes on real "
+                       "models; give --recompute all (every stage recomputes every op) or none, or "
+                       "--space plain --recompute auto");
+    if (cp->recompute != SB_RECOMPUTE_NONE && cp->recompute != SB_RECOMPUTE_ALL)
+        return sb_fail(err, SB_EXIT_INPUT, "recompute mode %d: not none, all or auto",
+                       cp->recompute);
     r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
     r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
     X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);
@@ -1501,6 +1555,12 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
             rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d (%ld stage "
                          "DPs given up)", m->name, p, r->ranges_given_up);
         goto out;
+    }
+    if (rc_all(&X)) {
+        if (!(r->recompute = sb_calloc((size_t)m->nops, 1, err)))
+            goto out;
+        for (int i = 0; i < m->nops; i++)
+            r->recompute[i] = (unsigned char)sb_op_recomputable(&m->ops[i]);
     }
     rc = 0;
 out:

@@ -183,13 +183,28 @@ set(SB_PIPE_transformer transformer --set batch=8 --set vocab=16 --set seq=4 --s
     --set heads=2 --set dk=4 --set ff=16 --set layers=1)
 set(SB_PIPE_llama-tiny ${SB_EQUIV_DATA}/llama-tiny.model --set batch=4)
 set(SB_PIPE_alexnet alexnet --set batch=4 --set image=67 --set classes=16 --set width_div=16)
-# name:P:S:M:schedule:extra (extra: sgd, adam, zero1, zero2adam)
+# Recomputation inside the pipeline (extra rc...: --recompute all, every op
+# but the loss; runtime/executor/recompute.c): each stage drops a
+# recomputed op's activations after its forward and computes them again in
+# the backward of the same micro-batch, from the inputs it received from
+# the stage before (kept per micro-batch in flight, never received twice).
+# These cases hold the run to one rank doing the same micro-batch
+# accumulation (--ref-microbatches; one rank a stage then gives the same
+# bits), and test_equiv fails unless some recomputed op reads an input
+# from an earlier stage and unless data parallel and the best strategy
+# hold fewer peak bytes per rank than without recomputation. Each model at
+# P = 2, S = 2 and at P = 4, S = 2 and 4; SGD, Adam, ZeRO 1, 2 and 3.
+# name:P:S:M:schedule:extra (extra: sgd, adam, zero1, zero2adam; rc, rcadam,
+# rczero1, rczero2, rczero3adam: the same, recomputing)
 foreach(case
     transformer:2:2:2:gpipe:sgd transformer:2:1:4:1f1b:sgd transformer:4:2:2:1f1b:sgd
     transformer:4:2:4:gpipe:zero2adam transformer:4:4:2:1f1b:adam transformer:4:4:4:gpipe:sgd
     llama-tiny:2:2:2:1f1b:adam llama-tiny:4:2:2:gpipe:zero1 llama-tiny:4:4:2:1f1b:sgd
     alexnet:2:2:2:gpipe:sgd alexnet:4:2:2:1f1b:adam alexnet:4:2:2:gpipe:zero1
-    alexnet:4:4:2:1f1b:sgd)
+    alexnet:4:4:2:1f1b:sgd
+    transformer:2:2:2:gpipe:rc transformer:4:2:4:gpipe:rczero2 transformer:4:4:4:1f1b:rcadam
+    llama-tiny:2:2:2:1f1b:rcadam llama-tiny:4:2:2:1f1b:rczero3adam llama-tiny:4:4:2:gpipe:rc
+    alexnet:2:2:2:gpipe:rcadam alexnet:4:2:2:1f1b:rczero1 alexnet:4:4:2:1f1b:rc)
   string(REPLACE ":" ";" f ${case})
   list(GET f 0 model)
   list(GET f 1 np)
@@ -198,12 +213,22 @@ foreach(case
   list(GET f 4 sched)
   list(GET f 5 extra)
   set(more "")
-  if(extra STREQUAL "adam")
-    set(more --adam 1e-8 --lr 0.001)
-  elseif(extra STREQUAL "zero1")
-    set(more --zero 1)
-  elseif(extra STREQUAL "zero2adam")
-    set(more --zero 2 --adam 1e-8 --lr 0.001)
+  set(opt ${extra})
+  if(extra MATCHES "^rc")
+    string(REGEX REPLACE "^rc" "" opt "${extra}")
+    set(more --recompute all --ref-microbatches)
+  endif()
+  if(opt STREQUAL "adam")
+    list(APPEND more --adam 1e-8 --lr 0.001)
+  elseif(opt STREQUAL "zero1")
+    list(APPEND more --zero 1)
+  elseif(opt STREQUAL "zero2")
+    list(APPEND more --zero 2)
+  elseif(opt STREQUAL "zero2adam" OR opt STREQUAL "zero3adam")
+    string(SUBSTRING ${opt} 4 1 zs)
+    list(APPEND more --zero ${zs} --adam 1e-8 --lr 0.001)
+  elseif(NOT opt STREQUAL "sgd" AND NOT opt STREQUAL "")
+    message(FATAL_ERROR "equiv.cmake: pipeline case ${case}: unknown extra '${extra}'")
   endif()
   sb_equiv(test_equiv_pipe_${model}_np${np}_s${s}m${mb}_${sched}_${extra} ${np}
            ${SB_PIPE_${model}} --seed ${np} --flops 0.01 --random 3

@@ -6,6 +6,10 @@
 # fits by recomputing and none fails; the saved strategy's recompute lines
 # reach run, whose losses equal the same strategy's without recomputation
 # and whose peak per rank is lower; run --recompute refuses the loss.
+# In the full space: search --stages 2 --recompute all saves a pipeline
+# with a recompute line per op, run runs it on 2 ranks (one a stage) with
+# the losses of the same pipeline without recomputation and a lower peak
+# on every rank; --recompute auto with a pipeline is refused, saying why.
 set -uo pipefail
 sb=$1
 mpiexec=$2
@@ -25,7 +29,7 @@ plain=$("$sb" search "${S[@]}" -p 2 --db none --format json)
 check "plain search: no recompute key" '! echo "$plain" | grep -q recompute'
 "$sb" search "${S[@]}" -p 2 --db none --recompute auto --stages 2 > /dev/null 2> "$dir/rs.err"
 rs=$?
-check "--recompute with --stages: refused (exit 2), says why" '[ $rs -eq 2 ] && grep -q "plain space only" "$dir/rs.err"'
+check "--recompute auto with --stages: refused (exit 2), says why" '[ $rs -eq 2 ] && grep -q "recompute auto: not chosen inside a pipeline" "$dir/rs.err"'
 none=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --space plain 2>&1)
 check "--memory 60KiB --space plain without recomputation: nothing fits" 'echo "$none" | grep -q "no strategy of .transformer. at p=2 fits"'
 auto=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --recompute auto --save "$dir/a.strategy")
@@ -47,4 +51,30 @@ check "run: lower peak per rank ([$pw] < [$po] bytes)" 'python3 -c "import sys; 
 bad=$(run --recompute loss 2>&1)
 rc=$?
 check "run --recompute loss: refused (status $rc)" '[ $rc -eq 2 ] && echo "$bad" | grep -q "op .loss. (softmax_xent) cannot be recomputed"'
+
+# the full space: a pipeline of 2 stages, every op but the loss recomputed
+pj=$("$sb" search "${S[@]}" -p 2 --db none --stages 2 --microbatches 2 --schedule gpipe \
+     --recompute all --format json --save "$dir/p.strategy")
+n=$(echo "$pj" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["recompute"]), len(d["stages"]), "loss" in d["recompute"])')
+check "search --stages 2 --recompute all: 38 ops recomputed over 2 stages ($n)" '[ "$n" = "38 2 False" ]'
+check "the saved pipeline: version 2, the pipeline line, 38 recompute lines" 'grep -q "^shardbench-strategy 2" "$dir/p.strategy" && grep -q "^pipeline 2 2 gpipe" "$dir/p.strategy" && [ "$(grep -c "^recompute " "$dir/p.strategy")" = 38 ]'
+pt=$("$sb" search "${S[@]}" -p 2 --db none --stages 2 --microbatches 2 --schedule gpipe --recompute all)
+check "the table lists the recomputed ops" 'echo "$pt" | grep -q "^recompute (--recompute all): 38 of 39 ops: src_embed, "'
+pn=$("$sb" search "${S[@]}" -p 2 --db none --stages 2 --microbatches 2 --schedule gpipe --format json)
+prc=$(echo "$pj" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes_per_device"])')
+pnone=$(echo "$pn" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes_per_device"])')
+check "predicted peak lower with recomputation ($prc < $pnone bytes)" '[ "$prc" -lt "$pnone" ]'
+runp() {
+    "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$sb" run "${S[@]}" --db none --steps 3 \
+        --warmup 0 --strategy "$dir/p.strategy" --format json "$@" 2>&1
+}
+pwith=$(runp)
+pwithout=$(runp --recompute none)
+lw=$(echo "$pwith" | field losses)
+lo=$(echo "$pwithout" | field losses)
+check "run of the saved pipeline: the losses without recomputation [$lw]" '[ -n "$lw" ] && [ "$lw" = "$lo" ]'
+pw=$(echo "$pwith" | field peak_bytes_per_rank)
+po=$(echo "$pwithout" | field peak_bytes_per_rank)
+echo "pipeline peak per rank: predicted $prc (recomputing) / $pnone bytes; measured [$pw] / [$po]"
+check "run of the saved pipeline: lower peak on every rank ([$pw] < [$po] bytes)" 'python3 -c "import sys; a=list(map(int, sys.argv[1].split())); b=list(map(int, sys.argv[2].split())); sys.exit(not (len(a) == 2 and all(x < y for x, y in zip(a, b))))" "$pw" "$po"'
 exit $fail

@@ -44,7 +44,11 @@
  * dropped after their forward and recomputed before their backward, and
  * also runs data parallel and the best strategy without it: the test
  * fails unless recomputation lowers the peak tensor bytes (the largest over
- * the ranks) of both. */
+ * the ranks) of both, and unless some op is recomputed; with --stages S > 1
+ * also unless some recomputed op reads an input from an earlier stage (the
+ * input the stage keeps for the recomputed forward). --ref-microbatches
+ * runs the one-rank reference as M micro-batches too (S = 1: the same
+ * micro-batch accumulation, on one rank), instead of the whole batch. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +98,8 @@ static int paper;      /* --paper: add the paper's Table II strategy (paper.h) a
  * stays one rank on the whole batch */
 static sb_pipeline pipe;
 static int use_pipe;
+static sb_pipeline ref_pipe; /* --ref-microbatches: 1 stage, M micro-batches, one rank */
+static int ref_micro;
 static long replicated; /* weights the strategies run held on 2 ranks or more alike */
 static const char *recompute_spec; /* --recompute: the strategies' recomputed ops */
 static int recompute_on = 1;       /* 0: this run without them (the peak comparison) */
@@ -114,7 +120,8 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     sb_plan_strategy st = {.m = pb->m, .configs = cfg,
                            .recompute = recompute_spec && recompute_on && comm != MPI_COMM_SELF
                                             ? rec : NULL,
-                           .pipe = use_pipe && comm != MPI_COMM_SELF ? &pipe : NULL};
+                           .pipe = comm != MPI_COMM_SELF ? (use_pipe ? &pipe : NULL)
+                                                         : (ref_micro ? &ref_pipe : NULL)};
     if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
                            &err))
         die("create", &err);
@@ -383,6 +390,8 @@ int main(int argc, char **argv)
             zero = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--recompute") && i + 1 < argc) {
             recompute_spec = argv[++i];
+        } else if (!strcmp(argv[i], "--ref-microbatches")) {
+            ref_micro = 1;
         } else if (!strcmp(argv[i], "--adam") && i + 1 < argc) {
             update = SB_UPDATE_ADAM;
             adam_eps = (float)atof(argv[++i]);
@@ -423,6 +432,39 @@ int main(int argc, char **argv)
     use_pipe = stages > 1 || micro > 1;
     if (use_pipe && sb_pipeline_even(&pipe, &m, size, stages, micro, sched, &err))
         die("pipeline", &err);
+    if (ref_micro && (micro < 2 || sb_pipeline_even(&ref_pipe, &m, 1, 1, micro, sched, &err))) {
+        if (rank == 0)
+            printf("FAIL: --ref-microbatches needs --microbatches M > 1 that fits the model (%s)\n",
+                   err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (recompute_spec) {
+        /* the test means something only if ops are recomputed, and in a
+         * pipeline only if one of them reads what an earlier stage sent */
+        unsigned char *rec = calloc((size_t)m.nops, 1);
+        if (sb_recompute_parse(&m, recompute_spec, rec, &err))
+            die("--recompute", &err);
+        int nrec = 0, nrecv = 0;
+        for (int i = 0; i < m.nops; i++) {
+            nrec += rec[i] != 0;
+            int recv = 0;
+            for (int k = 0; rec[i] && use_pipe && k < m.ops[i].nin; k++) {
+                int pr = m.tensors[m.ops[i].in[k].tensor].producer;
+                recv |= pr >= 0 && sb_pipeline_stage_of(&pipe, pr) != sb_pipeline_stage_of(&pipe, i);
+            }
+            nrecv += recv;
+        }
+        free(rec);
+        if (rank == 0)
+            printf("recompute %s: %d of %d ops, %d of them reading an input from an earlier "
+                   "stage\n", recompute_spec, nrec, m.nops, nrecv);
+        if (!nrec || (stages > 1 && !nrecv)) {
+            if (rank == 0)
+                printf("FAIL: --recompute %s recomputes %s\n", recompute_spec,
+                       !nrec ? "no op" : "no op that reads a stage's received input");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
     int dev = size / stages; /* the ranks of a stage: what each op's config is for */
     sb_cost_params cp;
     sb_cost_params_default(&cp);
@@ -439,8 +481,9 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(ref.loss, STEPS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("reference %s: losses %.9f %.9f %.9f; weights moved by up to %.3g (relative)\n",
-               m.name, ref.loss[0], ref.loss[1], ref.loss[2], moved);
+        printf("reference %s%s: losses %.9f %.9f %.9f; weights moved by up to %.3g (relative)\n",
+               m.name, ref_micro ? " (one rank, the same micro-batches)" : "", ref.loss[0],
+               ref.loss[1], ref.loss[2], moved);
         if (moved < 1e-3) {
             printf("FAIL: training does not move the weights; the comparison would prove nothing\n");
             MPI_Abort(MPI_COMM_WORLD, 1);

@@ -1,8 +1,10 @@
 /* test_pipesearch.c: the pipeline search (search/pipeline.c) against brute
  * force over the same space (S, M, schedule, every cut at the allowed
  * positions, every config of every stage), with and without a memory
- * limit, on small random models with residual adds and repeated blocks;
- * forced values; S = M = 1 equals the plain DP. */
+ * limit, on small random models with residual adds and repeated blocks,
+ * also with every op recomputed (--recompute all: each stage's costs and
+ * memory with recomputation, its received inputs kept); forced values;
+ * S = M = 1 equals the plain DP; --recompute auto refused. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,6 +54,8 @@ static void gen(char *buf, size_t n, int *nops)
     *nops = ops;
 }
 
+static int check_recompute; /* sb_recompute_mode of check_same's searches */
+
 static void check_same(const char *text, int p, double limit, int sched, int S, int M)
 {
     sb_model m;
@@ -61,6 +65,7 @@ static void check_same(const char *text, int p, double limit, int sched, int S, 
     }
     sb_cost_params cp;
     sb_cost_params_default(&cp);
+    cp.recompute = check_recompute;
     sb_pipe_opts o;
     sb_pipe_opts_default(&o);
     o.mem_limit = limit;
@@ -82,6 +87,18 @@ static void check_same(const char *text, int p, double limit, int sched, int S, 
                      b.pipe.nstages, b.pipe.microbatches, text);
         if (limit > 0 && a.peak_bytes > limit)
             fail_msg("peak %g over the limit %g", a.peak_bytes, limit);
+        if (fabs(a.peak_bytes - b.peak_bytes) > 1e-9 * b.peak_bytes
+            && fabs(a.step_cost - b.step_cost) == 0.0 && a.pipe.nstages == b.pipe.nstages
+            && !memcmp(a.pipe.first_op, b.pipe.first_op, sizeof a.pipe.first_op)
+            && !memcmp(a.cfg, b.cfg, (size_t)m.nops * SB_MAX_DIMS * sizeof(int))
+            && a.pipe.microbatches == b.pipe.microbatches && a.pipe.schedule == b.pipe.schedule)
+            fail_msg("the same strategy, peaks %g and %g", a.peak_bytes, b.peak_bytes);
+        for (int i = 0; i < m.nops; i++) {
+            int want = check_recompute == SB_RECOMPUTE_ALL && sb_op_recomputable(&m.ops[i]);
+            if ((a.recompute && a.recompute[i]) != want || (b.recompute && b.recompute[i]) != want)
+                fail_msg("op %d: recomputed %d / %d, want %d", i, a.recompute && a.recompute[i],
+                         b.recompute && b.recompute[i], want);
+        }
         assert_int_equal(sb_pipeline_check(&a.pipe, &m, p, &err), 0);
         sb_pipe_result_free(&a);
         sb_pipe_result_free(&b);
@@ -122,6 +139,52 @@ static void test_brute(void **state)
     }
     print_message("%d random models, %d limited searches, each equal to brute force\n", cases,
                   limited);
+}
+
+/* --recompute all in the full space: the search equals brute force (each
+ * stage's intra-op optimum over every config with recomputation's cost and
+ * memory, every cut), unconstrained and under limits taken from the
+ * recomputing optimum's own peak (so that recomputation's lower memory is
+ * what the limits test). */
+static void test_brute_recompute(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0, lower = 0;
+    check_recompute = SB_RECOMPUTE_ALL;
+    for (int g = 0; g < 30; g++) {
+        int nops;
+        gen(text, sizeof text, &nops);
+        int p = (int[]){2, 4}[rn(2)];
+        check_same(text, p, 0.0, -1, 0, 0);
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.schedule = SB_SCHEDULE_GPIPE;
+        sb_pipe_result plain, rc;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &plain, &err), 0);
+        cp.recompute = SB_RECOMPUTE_ALL;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &rc, &err), 0);
+        lower += rc.peak_bytes < plain.peak_bytes;
+        double peak = rc.peak_bytes;
+        sb_pipe_result_free(&plain);
+        sb_pipe_result_free(&rc);
+        sb_model_free(&m);
+        for (int k = 0; k < 2; k++) {
+            double f = (double[]){0.9, 0.5}[k];
+            check_same(text, p, peak * f, rn(2), 0, 0);
+        }
+        cases++;
+    }
+    check_recompute = SB_RECOMPUTE_NONE;
+    print_message("--recompute all: %d random models, each equal to brute force (unconstrained "
+                  "and at 2 limits); %d of them with a lower GPipe peak than without\n", cases,
+                  lower);
+    assert_true(lower > 0);
 }
 
 static const char *chain =
@@ -311,10 +374,69 @@ static void test_gpt3_shortcuts(void **state)
     sb_model_free(&m);
 }
 
+/* The memory of a recomputing stage: p = 2, S = 2 (one device a stage:
+ * every config all ones), M = 2, GPipe (2 micro-batches in flight). Each
+ * op of stage 1 keeps only its outputs per micro-batch, and its inputs
+ * received from stage 0 (the runtime keeps them for the recomputed
+ * forward: recompute.c); its other inputs, statistics and output gradients
+ * are transient. --recompute auto is refused, saying why. */
+static void test_recompute_stage_memory(void **state)
+{
+    (void)state;
+    sb_model m, mb;
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(chain, strlen(chain), "c.model", NULL, 0, &m, &err), 0);
+    assert_int_equal(sb_model_microbatch(&m, 2, &mb, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    cp.recompute = SB_RECOMPUTE_ALL;
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.stages = 2;
+    o.microbatches = 2;
+    o.schedule = SB_SCHEDULE_GPIPE;
+    sb_pipe_result r;
+    assert_int_equal(sb_pipe_search(&m, 2, &cp, &o, &r, &err), 0);
+    assert_int_equal(r.inflight[1], 2);
+    assert_non_null(r.recompute);
+    int ones[SB_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int a = r.pipe.first_op[1], k = 2;
+    double res = 0.0, scr = 0.0, kept_all = 0.0;
+    for (int v = a; v < m.nops; v++) {
+        sb_mem x;
+        sb_op_memory_rc(&mb, &mb.ops[v], ones, SB_OPTIM_SGD, 0, 1, &x);
+        double kept = 0.0; /* elements received from stage 0 */
+        for (int q = 0; q < mb.ops[v].nin; q++) {
+            const sb_tensor *t = &mb.tensors[mb.ops[v].in[q].tensor];
+            double e = 1.0;
+            for (int j = 0; j < t->ndims; j++)
+                e *= (double)t->dims[j].size;
+            if (t->producer >= 0 && t->producer < a)
+                kept += 4.0 * e;
+        }
+        kept_all += kept;
+        res += x.weights + x.weight_grads + x.optimizer + k * (x.activations + kept) + x.act_grads;
+        scr = fmax(scr, x.scratch - kept);
+    }
+    assert_true(kept_all > 0);
+    if (fabs(r.stage_mem[1] - (res + scr)) > 1e-9 * (res + scr))
+        fail_msg("stage 1 (ops %d..): predicted %.17g bytes, expected %.17g", a, r.stage_mem[1],
+                 res + scr);
+    sb_pipe_result_free(&r);
+    cp.recompute = SB_RECOMPUTE_AUTO;
+    assert_int_equal(sb_pipe_search(&m, 2, &cp, &o, &r, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "--recompute auto: not chosen inside a pipeline"));
+    sb_model_free(&mb);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_brute),
+        cmocka_unit_test(test_brute_recompute),
+        cmocka_unit_test(test_recompute_stage_memory),
         cmocka_unit_test(test_forced),
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_allreduce_once),

@@ -49,7 +49,9 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
  * outputs (read by the next ops) and its input gradients (read by its
  * producers' backward) stay (activations: outputs; act_grads: inputs); its
  * inputs, saved state and output gradients live only from its recomputed
- * forward to the end of its backward (scratch). */
+ * forward to the end of its backward (scratch), but for the inputs an
+ * earlier pipeline stage sent (sb_tensor.stage_input), which stay
+ * (activations). */
 void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                      int zero, int recompute, sb_mem *out);
 

@@ -85,6 +85,11 @@ typedef struct {
     sb_dim dims[SB_MAX_DIMS];
     int producer;      /* op index, or -1 for inputs and weights */
     int producer_slot; /* output slot of the producer */
+    /* 1 in the search's stage sub-models (search/pipeline.c) for an input
+     * an earlier pipeline stage produced: the runtime receives it once per
+     * micro-batch and keeps it for a recomputed consumer (memory.c); 0 in
+     * every model a file gives */
+    int stage_input;
 } sb_tensor;
 
 /* How a tensor dim takes its split count from an op config. */

@@ -56,13 +56,17 @@ typedef struct {
     double lagrange_gap;              /* the largest relative gap of those to their dual bound
                                          (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
+    unsigned char *recompute;         /* nops: op i recomputed (cp->recompute all: every
+                                         recomputable op of every stage), or NULL: none */
 } sb_pipe_result;
 
 /* The least-cost pipeline strategy of m on p devices (exact over the space
  * of search/README.md: S, M, schedule, cut points at the positions where
  * fewest tensors cross, per-stage intra-op configs). Nothing fits the
  * memory limit: SB_EXIT_INPUT naming the least memory found (also in
- * r->least_bytes). Free with sb_pipe_result_free. */
+ * r->least_bytes). cp->recompute all: every stage's ops recomputed (the
+ * stage DPs' costs and memory with it); auto: SB_EXIT_INPUT (not chosen
+ * per op inside a pipeline). Free with sb_pipe_result_free. */
 int sb_pipe_search(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
                    sb_pipe_result *r, sb_error *err);
 /* The same space by brute force (tests: every cut and every config of

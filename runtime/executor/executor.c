@@ -283,10 +283,6 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
     }
     if (exec_recompute_setup(ex, st, err))
         return -1;
-    if (ex->recompute && !sb_pipeline_is_none(&ex->pipe))
-        return sb_fail(err, SB_EXIT_INPUT, "recomputation inside a pipeline is not supported yet "
-                       "(a recomputed forward would receive its stage inputs again): run the "
-                       "pipeline without recompute, or recompute without stages");
     if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
     if (sb_group_cache_new(ex->comm, &ex->groups, err) || build_relayouts(ex, err))
@@ -350,7 +346,9 @@ static void mb_leave(sb_executor *ex, opx *o)
 static int stage_of(const sb_executor *ex, int i) { return sb_pipeline_stage_of(&ex->pipe, i); }
 
 /* Op i's inputs (generated, or relayouted from their producers' outputs)
- * and output buffers, then its forward. */
+ * and output buffers, then its forward. A recomputed forward (recompute.c)
+ * reads an input received from an earlier stage where it was kept: that
+ * stage sent it once and sends nothing again. */
 static int forward_op(sb_executor *ex, int i, sb_error *err)
 {
     const sb_model *m = ex->m;
@@ -359,6 +357,8 @@ static int forward_op(sb_executor *ex, int i, sb_error *err)
     for (int k = 0; k < op->nin; k++) {
         const sb_tensor *t = &m->tensors[op->in[k].tensor];
         if (t->kind == SB_TENSOR_WEIGHT)
+            continue;
+        if (ex->recomputing && exec_recompute_kept_input(ex, i, k))
             continue;
         sb_box box = {0};
         if (o->in_grid)
