@@ -33,12 +33,6 @@
 #endif
 
 #define MAX_SCOPE DP_MAX_SCOPE
-/* The threshold scan sorts each row of its last-level table by config (2
- * bytes an entry): at most this many entries (sb_search_opts.threshold_max
- * for tests). The class threshold scan sorts each row by column class:
- * at most CLASS_MAX_SORTED entries (128 MB). */
-#define THRESHOLD_MAX_SORTED ((int64_t)1 << 24)
-#define CLASS_MAX_SORTED ((int64_t)1 << 26)
 #define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
 
 typedef struct {
@@ -63,7 +57,6 @@ typedef struct {
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
-    int64_t threshold_max; /* entries the threshold scan may sort by config */
     sb_error *err;
 } engine;
 
@@ -734,17 +727,14 @@ typedef struct {
     int idx[MAX_SCOPE], r[MAX_SCOPE]; /* current assignment of S; its rank among the reps */
     int nlast_in, last_in;   /* inflows at the last level: how many, the last of them */
     /* bounded minima */
-    int bounded, threshold, cthreshold;
+    int bounded, threshold;
     keyed *ks;               /* 2 nv: v's configs (threshold) or the classes (bounded) by prev */
     double *rmbuf, **rowmin; /* rowmin[q][row]: least entry of each row of last-level inflow q */
     int *cbuf, ncls;         /* last-level column classes: members (nv), starts (ncls + 1), ties */
-    uint16_t *rowsort;       /* threshold: rows x nv, each row's configs by value */
+    int *rowsort;            /* threshold: rows x nv, each row's configs by value */
     char *rowdone;           /* threshold: which rows are sorted */
     keyed *rks;              /* 2 nv: a row being sorted */
-    int *tie;                /* 2 nv: tied classes (bounded and class threshold scans) */
-    double *cmin;            /* ncls: each last-level column class's least prev */
-    uint16_t *crowsort;      /* class threshold: rows x ncls, each row's classes by value */
-    char *crowdone;          /* class threshold: which rows are sorted */
+    int *tie;                /* nv: tied classes (bounded scan) */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -1059,32 +1049,19 @@ static int bounded_setup(elim *el)
     el->rmbuf = malloc((size_t)(nmin ? nmin : 1) * sizeof *el->rmbuf);
     el->rowmin = calloc((size_t)el->nfl, sizeof *el->rowmin);
     el->cbuf = malloc((2 * (size_t)nv + 1) * sizeof *el->cbuf);
-    el->tie = malloc(2 * (size_t)nv * sizeof *el->tie);
-    el->cmin = malloc((size_t)nv * sizeof *el->cmin);
-    el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= el->E->threshold_max;
+    el->tie = malloc((size_t)nv * sizeof *el->tie);
+    el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
     if (el->threshold) {
         el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
         el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
         el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
     }
-    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf || !el->tie || !el->cmin
+    if (!el->ks || !el->rmbuf || !el->rowmin || !el->cbuf || !el->tie
         || (el->threshold && (!el->rowsort || !el->rowdone || !el->rks))
         || (!el->threshold
             && last_level_classes(el->in, el->nfl, k - 1, nv, el->cbuf, el->cbuf + nv, &el->ncls)))
         return elim_oom(el);
-    /* too large to sort every row by config: one last-level inflow's rows
-     * sorted by column class instead (class threshold scan) */
-    int64_t lrows = el->nlast_in == 1 ? el->in[el->last_in].rows : 0;
-    el->cthreshold = !el->threshold && el->nlast_in == 1
-                     && lrows * el->ncls <= CLASS_MAX_SORTED;
-    if (el->cthreshold) {
-        el->crowsort = malloc((size_t)(lrows * el->ncls) * sizeof *el->crowsort);
-        el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
-        el->crowdone = calloc((size_t)lrows, 1);
-        if (!el->crowsort || !el->rks || !el->crowdone)
-            return elim_oom(el);
-    }
-    el->E->rows_threshold += el->threshold || el->cthreshold ? (long long)el->nrep[k - 1] : 0;
+    el->E->rows_threshold += el->threshold ? (long long)el->nrep[k - 1] : 0;
     fill_rowmin(el);
     return 0;
 }
@@ -1133,7 +1110,6 @@ static void order_by_prev(elim *el, const double *prev)
             for (int i = cstart[c] + 1; i < cstart[c + 1]; i++)
                 mn = prev[cmem[i]] < mn ? prev[cmem[i]] : mn;
             ks[c] = (keyed){.k = mn, .x = c};
-            el->cmin[c] = mn;
         }
         sort_keyed(ks, ks + el->ncls, el->ncls);
     }
@@ -1141,16 +1117,16 @@ static void order_by_prev(elim *el, const double *prev)
 
 /* The threshold scan's order of the row at off of the last-level inflow:
  * its configs by value (sorted when first used). */
-static const uint16_t *sorted_row(elim *el, const double *ft, int64_t off)
+static const int *sorted_row(elim *el, const double *ft, int64_t off)
 {
     int nv = el->nv;
-    uint16_t *ob = el->rowsort + off;
+    int *ob = el->rowsort + off;
     if (!el->rowdone[off / nv]) {
         for (int x = 0; x < nv; x++)
             el->rks[x] = (keyed){.k = ft[x], .x = x};
         sort_keyed(el->rks, el->rks + nv, nv);
         for (int x = 0; x < nv; x++)
-            ob[x] = (uint16_t)el->rks[x].x;
+            ob[x] = el->rks[x].x;
         el->rowdone[off / nv] = 1;
     }
     return ob;
@@ -1168,7 +1144,7 @@ static void min_threshold(elim *el, const double *prev, int64_t at)
     const keyed *ks = el->ks;
     int64_t off = row_offset(&el->in[el->last_in], el->idx);
     const double *ft = el->in[el->last_in].t + off;
-    const uint16_t *ob = sorted_row(el, ft, off);
+    const int *ob = sorted_row(el, ft, off);
     int best = nv;
     double bv = INFINITY;
     for (int i = 0; i < nv; i++) {
@@ -1253,70 +1229,6 @@ static void min_bounded(elim *el, const double *prev, int64_t at)
     }
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
-}
-
-/* The class threshold scan's order of the row at off of the one
- * last-level inflow: its column classes by value (all of a class's members
- * hold the same value in it), sorted when first used. */
-static const uint16_t *sorted_class_row(elim *el, const double *ft, int64_t off)
-{
-    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
-    int ncls = el->ncls;
-    int64_t row = off / el->nv;
-    uint16_t *ob = el->crowsort + row * ncls;
-    if (!el->crowdone[row]) {
-        for (int c = 0; c < ncls; c++)
-            el->rks[c] = (keyed){.k = ft[cmem[cstart[c]]], .x = c};
-        sort_keyed(el->rks, el->rks + ncls, ncls);
-        for (int c = 0; c < ncls; c++)
-            ob[c] = (uint16_t)el->rks[c].x;
-        el->crowdone[row] = 1;
-    }
-    return ob;
-}
-
-/* Fagin's threshold scan over column classes (one last-level inflow t,
- * whose columns are equal within a class): the classes by least prev (ks)
- * and by their value in t's row (sorted_class_row), the next of each in
- * turn. A class's least sum is its least prev plus its value (a rounded
- * sum is monotone in each term); a class not yet met in either list has
- * a sum of at least the two next keys', so the scan stops once that
- * exceeds the best sum. Then, as in min_bounded, the lowest config whose
- * sum is the least, from the classes that reach it. */
-static void min_class_threshold(elim *el, const double *prev, int64_t at)
-{
-    const inflow *fq = &el->in[el->last_in];
-    int64_t off = row_offset(fq, el->idx);
-    const double *ft = fq->t + off;
-    const uint16_t *ob = sorted_class_row(el, ft, off);
-    const int *cmem = el->cbuf, *cstart = el->cbuf + el->nv;
-    const keyed *ks = el->ks;
-    const double *cmin = el->cmin;
-    int *tie = el->tie, ntie = 0, ncls = el->ncls;
-    double bv = INFINITY;
-    for (int i = 0; i < ncls; i++) {
-        int c = ks[i].x;
-        double sx = ks[i].k + ft[cmem[cstart[c]]];
-        if (sx < bv) {
-            bv = sx;
-            ntie = 0;
-        }
-        if (sx == bv)
-            tie[ntie++] = c;
-        c = ob[i];
-        sx = cmin[c] + ft[cmem[cstart[c]]];
-        if (sx < bv) {
-            bv = sx;
-            ntie = 0;
-        }
-        if (sx == bv)
-            tie[ntie++] = c;
-        if (i + 1 < ncls && ks[i + 1].k + ft[cmem[cstart[ob[i + 1]]]] > bv)
-            break;
-    }
-    const double *fts[1] = {ft};
-    el->g[at] = bv;
-    el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, 1, tie, ntie, bv)];
 }
 
 /* One inflow at the last level: add and take the least in one pass (the
@@ -1408,8 +1320,6 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
             el->idx[k - 1] = j;
             if (el->threshold)
                 min_threshold(el, prev, row + j);
-            else if (el->cthreshold)
-                min_class_threshold(el, prev, row + j);
             else if (el->bounded)
                 min_bounded(el, prev, row + j);
             else if (el->nlast_in == 1)
@@ -1445,9 +1355,8 @@ static int worker_open(const elim *el, elim *w)
     w->val = malloc((size_t)nv * sizeof *w->val);
     w->ks = malloc(2 * (size_t)nv * sizeof *w->ks);
     w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
-    w->tie = malloc(2 * (size_t)nv * sizeof *w->tie);
-    w->cmin = malloc((size_t)nv * sizeof *w->cmin);
-    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || !w->cmin)
+    w->tie = malloc((size_t)nv * sizeof *w->tie);
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie)
         return -1;
     memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
     return 0;
@@ -1460,12 +1369,10 @@ static void worker_close(elim *w)
     free(w->ks);
     free(w->rks);
     free(w->tie);
-    free(w->cmin);
 }
 
-/* The threshold scans' rows at representative assignments, sorted (by
- * config, or by column class) before the threads start (they then only
- * read rowsort, crowsort). */
+/* The threshold scan's rows at representative assignments, sorted before
+ * the threads start (they then only read rowsort). */
 static void presort_rows(elim *el, int nt)
 {
     const inflow *fl = &el->in[el->last_in];
@@ -1488,21 +1395,11 @@ static void presort_rows(elim *el, int nt)
             if (!ok)
                 continue;
             const double *ft = fl->t + r0 * nv;
-            if (el->cthreshold) { /* by column class */
-                const int *cmem = el->cbuf, *cstart = el->cbuf + nv;
-                for (int c = 0; c < el->ncls; c++)
-                    rks[c] = (keyed){.k = ft[cmem[cstart[c]]], .x = c};
-                sort_keyed(rks, rks + el->ncls, el->ncls);
-                for (int c = 0; c < el->ncls; c++)
-                    el->crowsort[r0 * el->ncls + c] = (uint16_t)rks[c].x;
-                el->crowdone[r0] = 1;
-                continue;
-            }
             for (int x = 0; x < nv; x++)
                 rks[x] = (keyed){.k = ft[x], .x = x};
             sort_keyed(rks, rks + nv, nv);
             for (int x = 0; x < nv; x++)
-                el->rowsort[r0 * nv + x] = (uint16_t)rks[x].x;
+                el->rowsort[r0 * nv + x] = rks[x].x;
             el->rowdone[r0] = 1;
         }
         free(rks);
@@ -1522,7 +1419,7 @@ static int scan_rows(elim *el)
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
     }
-    if (el->threshold || el->cthreshold)
+    if (el->threshold)
         presort_rows(el, nt);
     int by_prefix = nprefix >= 4 * nt, failed = 0;
     (void)by_prefix;
@@ -1665,9 +1562,6 @@ static void elim_free(elim *el)
     free(el->rowdone);
     free(el->rks);
     free(el->tie);
-    free(el->cmin);
-    free(el->crowsort);
-    free(el->crowdone);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -1704,7 +1598,6 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
                         sb_error *err)
 {
     *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain};
-    E->threshold_max = opts->threshold_max > 0 ? opts->threshold_max : THRESHOLD_MAX_SORTED;
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     double maxc = 0;
     for (int i = 0; i < n; i++)

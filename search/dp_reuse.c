@@ -2,12 +2,8 @@
  * (dp_reuse.h says when; search/README.md, "Exact shortcuts"). */
 #include "dp_reuse.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 /* One remembered key: a pair table (its id, and its table while kept) or an
  * elimination (its result and the result's id). */
@@ -29,24 +25,11 @@ typedef struct {
     int64_t pad; /* keeps the table 16-byte aligned */
 } buf_head;
 
-/* Tables from this size on ask for transparent huge pages: a fresh table
- * of 100 MB then takes 50 page faults instead of 25000 (on a 2-core
- * machine the faults were a quarter of the search's CPU time at p = 1024). */
-#define HUGE_PAGE_BYTES ((size_t)4 << 20)
-
 void *dp_buf_alloc(size_t bytes)
 {
     buf_head *h = malloc(sizeof *h + (bytes ? bytes : 1));
     if (!h)
         return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (bytes >= HUGE_PAGE_BYTES) { /* a hint: its failure changes nothing */
-        uintptr_t lo = ((uintptr_t)h + 4095) & ~(uintptr_t)4095;
-        uintptr_t hi = ((uintptr_t)(h + 1) + bytes) & ~(uintptr_t)4095;
-        if (hi > lo)
-            madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-#endif
     h->refs = 1;
     return h + 1;
 }

@@ -188,9 +188,6 @@ typedef struct {
                              work, two threads) and GenerateSeq's own order
                              (not block-first): the reference computation
                              the tests hold them to */
-    long long threshold_max; /* tests: entries the threshold scan may sort by
-                                config (0: 2^24); past it the class threshold
-                                scan (sorted by column class) takes over */
 } sb_search_opts;
 
 typedef struct {
