@@ -101,6 +101,18 @@ static dp_memo_entry *find(dp_memo *m, int pair, const dp_key *k, uint64_t h)
     return NULL;
 }
 
+/* Moves e to the newest end (entries are dropped oldest first, so a key
+ * used again stays): least recently used, not least recently added. The
+ * entry's new address. */
+static dp_memo_entry *touch(dp_memo *m, dp_memo_entry *e)
+{
+    dp_memo_entry keep = *e;
+    int i = (int)(e - m->e);
+    memmove(m->e + i, m->e + i + 1, (size_t)(m->n - 1 - i) * sizeof *m->e);
+    m->e[m->n - 1] = keep;
+    return &m->e[m->n - 1];
+}
+
 static void drop_table(dp_memo *m, dp_memo_entry *e)
 {
     m->bytes -= e->bytes - (double)e->klen;
@@ -163,6 +175,7 @@ uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int 
     uint64_t h = hash_bytes(k->b, k->len);
     dp_memo_entry *e = find(m, 1, k, h);
     if (e) {
+        e = touch(m, e);
         if (t && e->t && e->size == size) {
             memcpy(t, e->t, (size_t)size * sizeof *t);
             *have = 1;
@@ -204,7 +217,10 @@ int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_
     if (k->failed)
         return 0;
     dp_memo_entry *e = find(m, 0, k, hash_bytes(k->b, k->len));
-    if (!e || !e->t || e->size != gsize)
+    if (!e)
+        return 0;
+    e = touch(m, e);
+    if (!e->t || e->size != gsize)
         return 0;
     dp_buf_free(*g);
     dp_buf_free(*arg);
@@ -221,8 +237,21 @@ uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int6
         return m->next_id++;
     uint64_t h = hash_bytes(k->b, k->len);
     dp_memo_entry *e = find(m, 0, k, h);
-    if (e) /* its table was too large to keep or dropped: the same result, the same id */
+    if (e) { /* its table was too large to keep or dropped: the same result, the same id */
+        double bytes = (double)gsize * (8 + 2);
+        if (e->t || bytes > m->cap / 2)
+            return e->id;
+        e = touch(m, e); /* kept again (the newest), dropping the oldest tables */
+        for (int j = 0; j < m->n - 1 && m->bytes + bytes > m->cap; j++)
+            if (m->e[j].t)
+                drop_table(m, &m->e[j]);
+        e->t = dp_buf_ref(g);
+        e->arg = dp_buf_ref(arg);
+        e->size = gsize;
+        e->bytes += bytes;
+        m->bytes += bytes;
         return e->id;
+    }
     uint64_t id = m->next_id++;
     add(m, 0, k, h, id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
     return id;

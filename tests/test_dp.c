@@ -15,6 +15,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "../search/dp_reuse.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -1558,6 +1560,63 @@ static void test_blocks_equal_plain(void **state)
     assert_true(reused > 0);
 }
 
+/* The memo of eliminations (dp_reuse.c) drops the least recently used
+ * table first: a key taken again between the puts of others stays (by age
+ * it was dropped: llama3-70b's q0 was computed again in every layer), and
+ * a key whose table was dropped keeps the table put again, with its id. */
+static uint64_t memo_put(dp_memo *m, int key, int64_t n)
+{
+    dp_key k = {0};
+    dp_key_add(&k, &key, sizeof key);
+    double *g = dp_buf_alloc((size_t)n * sizeof *g);
+    uint16_t *arg = dp_buf_alloc((size_t)n * sizeof *arg);
+    assert_non_null(g);
+    assert_non_null(arg);
+    for (int64_t i = 0; i < n; i++) {
+        g[i] = key;
+        arg[i] = (uint16_t)key;
+    }
+    uint64_t id = dp_memo_put(m, &k, g, arg, n);
+    dp_buf_free(g);
+    dp_buf_free(arg);
+    dp_key_free(&k);
+    return id;
+}
+
+static int memo_take(dp_memo *m, int key, int64_t n, uint64_t *id)
+{
+    dp_key k = {0};
+    dp_key_add(&k, &key, sizeof key);
+    double *g = NULL;
+    uint16_t *arg = NULL;
+    int hit = dp_memo_take(m, &k, &g, &arg, n, id);
+    if (hit)
+        assert_true(g[n - 1] == key && arg[0] == key);
+    dp_buf_free(g);
+    dp_buf_free(arg);
+    dp_key_free(&k);
+    return hit;
+}
+
+static void test_memo_lru(void **state)
+{
+    (void)state;
+    const int64_t n = 1000; /* 10000 bytes a result: the memo holds four */
+    dp_memo m = {.cap = 45000, .next_id = 1};
+    uint64_t id, a = memo_put(&m, 1, n);
+    for (int key = 2; key < 12; key++) {
+        memo_put(&m, key, n);
+        assert_true(memo_take(&m, 1, n, &id)); /* used again: kept */
+        assert_true(id == a);
+    }
+    assert_false(memo_take(&m, 2, n, &id)); /* not used again: dropped */
+    uint64_t b = memo_put(&m, 2, n);        /* computed again: the same id, kept again */
+    assert_true(memo_take(&m, 2, n, &id));
+    assert_true(id == b);
+    assert_true(memo_take(&m, 1, n, &id));
+    dp_memo_free(&m);
+}
+
 /* ------------------------------------------------------- strategy files -- */
 
 static char g_dir[PATH_MAX];
@@ -1770,6 +1829,7 @@ int main(void)
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
+        cmocka_unit_test(test_memo_lru),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
