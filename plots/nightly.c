@@ -104,12 +104,14 @@ static int ab_rounds(const sb_nightly_opts *o, int64_t run, int64_t *base, const
     return 0;
 }
 
-/* n more launches of every strategy into run `run`, by this build. */
-static int more_rounds(const sb_nightly_opts *o, int64_t run, int n, const char *work, int argc,
-                       char **argv)
+/* n more launches of every strategy (or of `only`) into run `run`, by this
+ * build. */
+static int more_rounds(const sb_nightly_opts *o, int64_t run, int n, const char *only,
+                       const char *work, int argc, char **argv)
 {
     sb_bench_opts a = o->bench;
     a.trials = n;
+    a.only = only;
     a.resume = run;
     a.again = 1;
     a.survivors = o->bench.survivors ? o->bench.survivors : work;
@@ -207,20 +209,7 @@ static int remeasure(const sb_nightly_opts *o, int64_t run, int64_t baseline,
                 return -1;
         return 0;
     }
-    sb_bench_opts again = o->bench;
-    again.resume = run;
-    again.again = 1;
-    again.only = sum->suspect_list;
-    again.trials = o->extra;
-    again.survivors = o->bench.survivors ? o->bench.survivors : work;
-    again.workdir = NULL;
-    again.run_id_out = NULL;
-    int arc = sb_bench(&again, argc, argv);
-    if (arc == 130 || arc == 2) {
-        fprintf(stderr, "shardbench: nightly: the re-measure failed (exit %d)\n", arc);
-        return -1;
-    }
-    return 0;
+    return more_rounds(o, run, o->extra, sum->suspect_list, work, argc, argv);
 }
 
 /* The verdict: the report (written whole or not at all) with its figures in
@@ -399,7 +388,7 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
         ab.baseline_build = autopath = auto_build(b.db, baseline);
         fflush(stdout);
         if (!ab.baseline_build && o->trials > 1 &&
-            more_rounds(o, run, o->trials - 1, work, argc, argv))
+            more_rounds(o, run, o->trials - 1, NULL, work, argc, argv))
             goto out;
     }
     if (ab.baseline_build && ab_rounds(&ab, run, &baseline, work, argc, argv))
