@@ -2,6 +2,7 @@
  * strategy in an sb_result (see algos.h). Not the algorithms themselves. */
 #define _GNU_SOURCE
 #include "algos.h"
+#include "shardbench/profile.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -183,6 +184,7 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case 'c': rc = parse_int_opt(arg, "--cutoff", 1, 1 << 30, &so->cp.cutoff, err); break;
     case 'K': so->calibration = arg; break;
     case 'H': so->machine = arg; break;
+    case 'Q': so->profiles = arg; break;
     case 'G':
         rc = parse_pos_double(arg, "--device-mem", &so->device_gib, err), so->mem_given = 1;
         break;
@@ -223,6 +225,16 @@ int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *
     if (sb_problem_build(m, so->p, &so->cp, pb, err)) {
         sb_model_free(m);
         return -1;
+    }
+    /* with a machine file, its profiles when the database has them */
+    const char *db = so->profiles ? so->profiles : "results/shardbench.db";
+    if (so->cp.machine[0] && strcmp(db, "none")) {
+        if (sb_profile_use(pb, db, so->cost_model, sizeof so->cost_model, err) < 0) {
+            sb_problem_free(pb);
+            sb_model_free(m);
+            return -1;
+        }
+        note_add(&so->ao, "%s", so->cost_model);
     }
     return 0;
 }

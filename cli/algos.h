@@ -33,7 +33,7 @@ int run_algo(const sb_problem *pb, const char *algo, algo_opts *ao, sb_result *r
  * algorithms' knobs (--budget, --time-limit, --seed, --temperature,
  * --max-table-mb, --max-rule-sets). Each command lists in its own getopt
  * table which of them it takes, with these short codes. */
-#define SHARED_OPT_CODES "mpsFBcKHGonteTMRL"
+#define SHARED_OPT_CODES "mpsFBcKHGonteTMRLQ"
 typedef struct {
     const char *model;           /* -m */
     int p;                       /* -p (0: not given) */
@@ -47,6 +47,10 @@ typedef struct {
     int mem_given;               /* --memory or --device-mem given */
     int mem_bound;               /* --memory given: search within it (code 'L') */
     algo_opts ao;                /* dp, mcmc, opt, max_rule_sets */
+    /* --profiles DB|none (code 'Q'): where the predictive cost model's
+     * profiles are read with --machine (default results/shardbench.db) */
+    const char *profiles;
+    char cost_model[1024];       /* out: which cost model prices the problem, one line */
 } shared_opts;
 
 void shared_opts_default(shared_opts *so);

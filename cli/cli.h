@@ -20,6 +20,7 @@ int cmd_nightly(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 /* `bench`'s options into a (cmd_bench.c; also read by `nightly`): 0, 1 for
  * --help, -1 with err set. */

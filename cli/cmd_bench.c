@@ -38,6 +38,11 @@ static void bench_usage(FILE *f)
             "      --machine NAME|FILE predict (and prune) with a machine file's cost model\n"
             "                         (docs/machines.md); not with --calibration\n"
             "      --top K            prune: keep at most K (default 8)\n"
+            "      --profile N        with --machine: N launches of `shardbench profile` of\n"
+            "                         each model at each P first (the predictive model's\n"
+            "                         figures of the machine as it is now; docs/cost-model.md)\n"
+            "      --random N         also measure N random valid strategies per (model, P > 1),\n"
+            "                         kinds rand1..randN (the same ones every run)\n"
             "      --paper            also measure the paper's Table II strategy (kind paper,\n"
             "                         docs/paper-table2.md) of alexnet, inception3, rnnlm and\n"
             "                         transformer, mapped onto the sizes and P benched\n"
@@ -84,7 +89,9 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
         {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'},
-        {"paper", no_argument, 0, 'P'},          {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"paper", no_argument, 0, 'P'},          {"random", required_argument, 0, 'X'},
+        {"profile", required_argument, 0, 'Y'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
     optind = 1;
@@ -125,6 +132,20 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
             if (v != (int)v)
                 return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
             *(c == 'n' ? &a->steps : c == 'w' ? &a->warmup : &a->top) = (int)v;
+            break;
+        case 'Y':
+            if (parse_num(optarg, "--profile", 0, 100, &v, err))
+                return -1;
+            if (v != (int)v)
+                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
+            a->profile = (int)v;
+            break;
+        case 'X':
+            if (parse_num(optarg, "--random", 0, 1000, &v, err))
+                return -1;
+            if (v != (int)v)
+                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
+            a->random = (int)v;
             break;
         case 'T':
             if (parse_num(optarg, "--trials", 1, 1000, &v, err))
@@ -184,6 +205,9 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
                        "--calibration %s, not both", a->machine, a->calibration);
     if (!a->models || !a->np)
         return sb_fail(err, SB_EXIT_INPUT, "bench: -m MODELS and -p LIST are required");
+    if (a->profile && !a->machine)
+        return sb_fail(err, SB_EXIT_INPUT, "bench: --profile %d: profiles belong to a machine: "
+                       "give --machine NAME|FILE", a->profile);
     if (!strcmp(a->db, "none"))
         return sb_fail(err, SB_EXIT_INPUT, "bench: --db none: a bench needs a database");
     return 0;

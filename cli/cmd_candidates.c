@@ -31,7 +31,8 @@ static void usage(FILE *f)
                "      --max-rule-sets N  stop enumerating after N rule sets (default 2000000)\n"
                "      --flops F, --bw B, --cutoff N   cost model (as search)\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
-               "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n");
+               "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n"
+               "      --profiles DB|none   the predictive model's profiles (as search)\n");
 }
 
 int cmd_candidates(int argc, char **argv)
@@ -43,7 +44,7 @@ int cmd_candidates(int argc, char **argv)
         {"zero", required_argument, 0, 'Z'}, {"optimizer", required_argument, 0, 'o'}, {"max-rule-sets", required_argument, 0, 'R'},
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
-        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};

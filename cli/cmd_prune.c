@@ -40,7 +40,8 @@ static void usage(FILE *f)
                "      --budget N, --time-limit S, --seed N   mcmc (as search)\n"
                "      --flops F, --bw B, --cutoff N, --max-table-mb MB   as search\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
-               "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n");
+               "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n"
+               "      --profiles DB|none   the predictive model's profiles (as search)\n");
 }
 
 static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, const int *choice,
@@ -154,7 +155,7 @@ int cmd_prune(int argc, char **argv)
         {"seed", required_argument, 0, 'e'},     {"flops", required_argument, 0, 'F'},
         {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},
         {"max-table-mb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
-        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};

@@ -705,7 +705,11 @@ static void search_usage(FILE *f)
             "                         cost and latency measured by `shardbench calibrate`\n"
             "      --machine NAME|FILE  a machine file (h200-sxm, h100-sxm, a100-sxm-80g, or a\n"
             "                         path): fp32 peak, intra- and inter-node links, and the\n"
-            "                         default --device-mem (docs/machines.md)\n"
+            "                         default --device-mem (docs/machines.md); with profiles\n"
+            "                         of it in the database (shardbench profile), the\n"
+            "                         predictive model: measured seconds per op config\n"
+            "      --profiles DB|none where --machine's profiles are read (default\n"
+            "                         results/shardbench.db; none: the analytic terms)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
             "      --max-table-mb MB  DP table memory limit (default 4096)\n"
             "      --prune            pase, bf: drop dominated configs first (the same\n"
@@ -741,7 +745,7 @@ int cmd_search(int argc, char **argv)
         {"space", required_argument, 0, 1001}, {"stages", required_argument, 0, 1002},
         {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
         {"max-stage-devices", required_argument, 0, 1005},
-        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"adopt-db", no_argument, 0, 'O'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};

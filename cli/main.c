@@ -34,6 +34,7 @@ static const struct {
     {"plot", cmd_plot, "gnuplot figures (PNG, SVG) of a run from the database: speedups, fidelity, search time, trend"},
     {"import", cmd_import, "convert an ONNX model into a model file (-m FILE.onnx also imports on the fly)"},
     {"calibrate", cmd_calibrate, "measure this machine's GEMM, elementwise, link and latency figures (mpirun -np P)"},
+    {"profile", cmd_profile, "measure every op config's seconds, relayouts and collectives for the predictive cost model (mpirun -np P)"},
 };
 
 static void usage(FILE *f)
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "run") || !strcmp(cmd, "calibrate")) {
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "calibrate") || !strcmp(cmd, "profile")) {
         /* the commands that run the CPU kernels: widen a default binding to
          * the rank's share of the cores, then one re-execution sets both
          * that affinity and the passive wait policy for every library */

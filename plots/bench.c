@@ -27,6 +27,7 @@
 
 #include "shardbench/machine.h"
 #include "shardbench/plots.h"
+#include "shardbench/profile.h"
 #include "shardbench/paper.h"
 #include "shardbench/search.h"
 #include "shardbench/query.h"
@@ -434,6 +435,36 @@ static int add_data_parallel(const sb_problem *pb, const char *dir, survivor **s
     return rc;
 }
 
+/* --random N: N strategies whose every op takes a config drawn uniformly
+ * (xorshift seeded by the seed, the model's name and P: the same strategies
+ * in every run of the same bench), kinds rand1..randN; none at P = 1. */
+static int add_random(const sb_problem *pb, const char *dir, int count, uint64_t seed,
+                      survivor **sv, int *n, sb_error *err)
+{
+    if (pb->p < 2 || count < 1)
+        return 0;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)pb->p * 7919u + 1;
+    for (const char *c = pb->m->name; *c; c++)
+        s = s * 131 + (unsigned char)*c;
+    int *choice = sb_calloc((size_t)pb->m->nops, sizeof *choice, err);
+    if (!choice)
+        return -1;
+    int rc = 0;
+    for (int k = 0; k < count && !rc; k++) {
+        for (int i = 0; i < pb->m->nops; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            choice[i] = (int)(s % (uint64_t)pb->cfg[i].n);
+        }
+        char kind[16];
+        snprintf(kind, sizeof kind, "rand%d", k + 1);
+        rc = add_strategy(pb, dir, kind, choice, sv, n, err);
+    }
+    free(choice);
+    return rc;
+}
+
 /* The paper's Table II strategy (paper.h) for this model, sizes and P, when
  * the table has the model (bench --paper); a note when it does not. */
 static int add_paper(const sb_problem *pb, const char *dir, survivor **sv, int *n, sb_error *err)
@@ -619,6 +650,65 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     return 0;
 }
 
+/* bench --profile N: N launches of `shardbench profile` of this model at P
+ * (the bench's launcher, the bench's database, seeds 1..N) right before
+ * its strategies are pruned and measured, so the predictive model's figures
+ * are of the machine as it is now. Returns -1 only on interruption or a
+ * failed launch (err says which). */
+static int run_profiles(bench *b, const char *model_arg, char **set_argv, int nset_argv, int p,
+                        const char *machine_name, int *stop, sb_error *err)
+{
+    const bench_args *a = b->a;
+    for (int rep = 1; rep <= a->profile; rep++) {
+        char pbuf[16], seed[16];
+        snprintf(pbuf, sizeof pbuf, "%d", p);
+        snprintf(seed, sizeof seed, "%d", rep);
+        char *tail[] = {b->self, "profile", "-m", (char *)model_arg, "--machine",
+                        (char *)machine_name, "--db", (char *)a->db, "--backend",
+                        (char *)a->backend, "--seed", seed, "--quiet"};
+        enum { NTAIL = sizeof tail / sizeof tail[0] };
+        char *argv[SB_LAUNCHER_MAX_WORDS + 2 + NTAIL + 2 * BENCH_MAX_SET + 1];
+        char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
+        int k = 0;
+        if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET)
+            return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
+        for (int i = 0; i < b->launch.n; i++)
+            argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], p))
+                                        : b->launch.words[i];
+        if (!b->launch.has_p) {
+            argv[k++] = "-np";
+            argv[k++] = pbuf;
+        }
+        for (size_t i = 0; i < NTAIL; i++)
+            argv[k++] = tail[i];
+        for (int i = 0; i < nset_argv; i++)
+            argv[k++] = set_argv[i];
+        argv[k] = NULL;
+        proc_result pr = {0};
+        int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
+        for (int i = 0; i < b->launch.n; i++)
+            free(subst[i]);
+        if (rc)
+            return -1;
+        if (pr.stopped) {
+            sb_proc_result_free(&pr);
+            *stop = 1;
+            return -1;
+        }
+        if (pr.code != 0 || pr.timed_out) {
+            char why[512];
+            sb_failure_line(pr.errs, why, sizeof why);
+            sb_proc_result_free(&pr);
+            return sb_fail(err, SB_EXIT_INTERNAL, "bench: `shardbench profile -m %s` on %d ranks "
+                           "failed: %s", model_arg, p, pr.timed_out ? "timed out" : why);
+        }
+        sb_proc_result_free(&pr);
+    }
+    printf("%s p=%d: profiled (%d launch%s of shardbench profile, machine %s)\n", model_arg, p,
+           a->profile, a->profile == 1 ? "" : "es", machine_name);
+    return 0;
+}
+
 /* Measures one survivor and records it. Returns -1 only on a database error
  * (or interruption: *stop set), never for the strategy's own failure. */
 static int measure(bench *b, const char *model_arg, char **set_argv, int nset_argv,
@@ -729,6 +819,8 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
     if (a->machine) {
         argv[k++] = "--machine";
         argv[k++] = (char *)a->machine;
+        argv[k++] = "--profiles"; /* the predictive model's profiles, where it has them */
+        argv[k++] = (char *)a->db;
     }
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
@@ -777,11 +869,32 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
         return 1;
     }
+    /* a machine's profiles in the bench's database: the predictive model
+     * (prune is given the same database); fresh ones first with --profile */
+    if (b->a->profile && cp.machine[0]) {
+        char mname[300];
+        sb_machine_name(cp.machine, mname, sizeof mname);
+        if (run_profiles(b, model_arg, set_argv, nset_argv, p, mname, stop, &perr)) {
+            fprintf(stderr, "shardbench: %s\n", perr.msg);
+            sb_problem_free(&pb);
+            return *stop ? -1 : 1;
+        }
+    }
+    char cmodel[1024];
+    int prc = sb_profile_use_q(&pb, b->q, cmodel, sizeof cmodel, &perr);
+    if (prc < 0) {
+        fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
+        sb_problem_free(&pb);
+        return 1;
+    }
+    if (cmodel[0])
+        printf("%s p=%d: %s\n", m->name, p, cmodel);
     survivor *sv = NULL;
     int n = 0, rc = 0;
     if (get_survivors(b, model_arg, m->name, set_argv, nset_argv, p, workdir, dir, sizeof dir,
                       &sv, &n, &perr) ||
         add_data_parallel(&pb, dir, &sv, &n, &perr) ||
+        add_random(&pb, dir, b->a->random, b->a->random_seed, &sv, &n, &perr) ||
         (b->a->paper && add_paper(&pb, dir, &sv, &n, &perr))) {
         fprintf(stderr, "shardbench: %s\n", perr.msg);
         rc = interrupted ? -1 : 1;
@@ -859,6 +972,7 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->within = 2;
     o->timeout = 600;
     o->trials = 1;
+    o->random_seed = 1;
 }
 
 /* The run: the resumed one (checked), or a new runs row; says which. */

@@ -138,9 +138,7 @@ static int errno_code(int e)
  * empty database, as SQLite itself treats it. */
 static int inspect_file(const char *path, int *existed, sb_error *err)
 {
-    static const char magic[16] = "SQLite format 3";  /* with its NUL */
     struct stat st;
-    char head[16];
 
     *existed = 0;
     if (stat(path, &st) != 0) {
@@ -156,21 +154,12 @@ static int inspect_file(const char *path, int *existed, sb_error *err)
     if (!S_ISREG(st.st_mode))
         return sb_fail(err, SB_EXIT_INPUT, "%s: not a regular file, so not a "
                        "database", path);
-    if (st.st_size == 0)
-        return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sb_fail(err, errno_code(errno), "%s: cannot read the file: %s",
-                       path, strerror(errno));
-    ssize_t n = read(fd, head, sizeof head);
-    int read_errno = errno;
-    close(fd);
-    if (n < 0)
-        return sb_fail(err, errno_code(read_errno), "%s: cannot read the "
-                       "file: %s", path, strerror(read_errno));
-    if ((size_t)n < sizeof head || memcmp(head, magic, sizeof magic) != 0)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: file is not a database "
-                       "(damaged or not SQLite); left untouched", path);
+    /* The header is not read here: an open()/close() of the file would drop
+     * every POSIX lock this process's SQLite connections hold on it (fcntl
+     * locks belong to the process, and any close of the file releases
+     * them), and another process could then reset the WAL under them and
+     * damage the file. SQLite itself refuses a file that is not a database
+     * (SQLITE_NOTADB, db_fail) at the first read, without writing to it. */
     return 0;
 }
 

@@ -197,3 +197,55 @@ PRAGMA user_version = 5;
 ALTER TABLE nightly_verdicts ADD COLUMN build_path TEXT;
 
 PRAGMA user_version = 6;
+
+-- ------------------------------------------------------------ version 7 --
+
+-- The predictive cost model's measurements (`shardbench profile`,
+-- shardbench/profile.h): one profiles row per launch of it, for one
+-- backend, machine (the --machine name it was measured for) and rank count,
+-- with the fits of that launch: seconds per relayout that moves data and
+-- per word it moves, the step's fixed part, the SGD update per element.
+CREATE TABLE profiles (
+    id                INTEGER PRIMARY KEY,
+    backend           TEXT NOT NULL,
+    machine           TEXT NOT NULL,
+    ranks             INTEGER NOT NULL CHECK (ranks >= 1),
+    precision         TEXT NOT NULL,
+    model             TEXT NOT NULL,   -- the model profiled and its sizes
+    params            TEXT NOT NULL,
+    strategies        INTEGER NOT NULL CHECK (strategies >= 1),
+    steps             INTEGER NOT NULL CHECK (steps >= 1),
+    relay_msg_s       REAL NOT NULL CHECK (relay_msg_s >= 0),
+    relay_word_s      REAL NOT NULL CHECK (relay_word_s >= 0),
+    fixed_s           REAL NOT NULL,
+    update_s_per_elem REAL NOT NULL CHECK (update_s_per_elem >= 0),
+    command_line      TEXT,
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX profiles_by_machine ON profiles (backend, machine, ranks);
+-- One op config measured: kind, local shard shape, config, signature of the
+-- rest (sb_prof_sig); per step, its kernels' seconds and its own collectives'.
+CREATE TABLE op_profiles (
+    profile_id INTEGER NOT NULL REFERENCES profiles (id),
+    kind       TEXT NOT NULL,
+    shape      TEXT NOT NULL,
+    config     TEXT NOT NULL,
+    sig        TEXT NOT NULL,
+    compute_s  REAL NOT NULL CHECK (compute_s >= 0),
+    coll_s     REAL NOT NULL CHECK (coll_s >= 0),
+    ref_cost   REAL NOT NULL,   -- the reference model's vertex cost, FLOP
+    samples    INTEGER NOT NULL CHECK (samples >= 1),
+    PRIMARY KEY (profile_id, kind, shape, config, sig)
+);
+-- alpha + beta * bytes of a collective over the first `grp` ranks.
+CREATE TABLE coll_profiles (
+    profile_id      INTEGER NOT NULL REFERENCES profiles (id),
+    kind            TEXT NOT NULL,
+    grp             INTEGER NOT NULL CHECK (grp >= 1),
+    alpha_s         REAL NOT NULL,
+    beta_s_per_byte REAL NOT NULL,
+    points          INTEGER NOT NULL CHECK (points >= 1),
+    PRIMARY KEY (profile_id, kind, grp)
+);
+
+PRAGMA user_version = 7;

@@ -35,15 +35,20 @@ build/shardbench paper --quiet --db "$db"
 
 procs=${SB_MAIN_PROCS:-1,2,4}
 pmax=$(tr ',' '\n' <<<"$procs" | sort -n | tail -n 1)
-printf '\n== 2. calibrate the cost model on %s ranks, then the end-to-end bench on the CPU backend (reduced sizes)\n' "$((pmax > 1 ? pmax : 2))"
+printf '\n== 2. calibrate and profile on this machine, then the end-to-end bench on the CPU backend (reduced sizes)\n'
 # the cost model's constants measured here (GEMM, elementwise, all-reduce,
-# latency): the bench prunes and predicts with them, not the paper's F, B
-mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate --out "$out/calibration-cpu.txt"
-build/shardbench bench -m alexnet,transformer -p "$procs" --calibration "$out/calibration-cpu.txt" \
+# latency), written as the machine file cpu-here
+mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate --out "$out/calibration-cpu.txt" \
+    --machine-out "$out/cpu-here.machine" --quiet
+# every (model, P): 3 launches of `shardbench profile` (every op config's
+# seconds, the relayouts, the collectives), then the survivors of prune plus
+# 4 random valid strategies, 3 launches each (interleaved), predicted by the
+# profiles (the predictive cost model)
+build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-here.machine" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \
     --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
-    --set transformer:ff=512 --set transformer:layers=2 \
+    --set transformer:ff=512 --set transformer:layers=2 --profile 3 --random 4 --trials 3 \
     --steps 3 --warmup 1 --top 3 --within 4 --timeout 300 --db "$db" | tee "$out/bench.log"
 run=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$out/bench.log" | head -n 1)
 [ -n "$run" ] || { echo "main.sh: could not find the bench's run id in $out/bench.log" >&2; exit 1; }

@@ -164,8 +164,8 @@ int sb_result_recomputed(const sb_problem *pb, const sb_result *r, int i)
 
 /* ---- edges ----------------------------------------------------------------- */
 
-double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src_layout,
-                    const int *dst_layout)
+static double edge_words(const sb_tensor *t, const int *src_layout, const int *dst_layout,
+                         double *q)
 {
     double s[SB_MAX_DIMS], d[SB_MAX_DIMS], qs = 1.0, qd = 1.0;
     for (int i = 0; i < t->ndims; i++) {
@@ -174,5 +174,19 @@ double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src
         qs *= src_layout[i];
         qd *= dst_layout[i];
     }
-    return sb_coll_relayout(cp, sb_area_needed(s, d, t->ndims, qs, qd) * 2.0, qs > qd ? qs : qd);
+    *q = qs > qd ? qs : qd;
+    return sb_area_needed(s, d, t->ndims, qs, qd) * 2.0;
+}
+
+double sb_edge_words(const sb_tensor *t, const int *src_layout, const int *dst_layout)
+{
+    double q;
+    return edge_words(t, src_layout, dst_layout, &q);
+}
+
+double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src_layout,
+                    const int *dst_layout)
+{
+    double q, w = edge_words(t, src_layout, dst_layout, &q);
+    return sb_coll_relayout(cp, w, q);
 }

@@ -53,6 +53,11 @@ typedef struct {
     const char *only;        /* NULL, or "MODEL/P/KIND,..." : measure only these survivors */
     int paper;               /* 1: add the paper's Table II strategy (kind "paper",
                                 paper.h) for the models it has */
+    int random;              /* random valid strategies added per (model, P > 1), kinds
+                                rand1.. (--random N; seeded by random_seed) */
+    uint64_t random_seed;
+    int profile;             /* with machine: launches of `shardbench profile` per (model,
+                                P) before its bench (--profile N; 0: none) */
     int64_t *run_id_out;     /* NULL, or where the run id goes once the run is open */
     const char *runner;      /* NULL, or the shardbench binary that trains the strategies
                                 (another build: nightly's A/B baseline); prune stays ours */

@@ -201,6 +201,20 @@ int sb_dbq_record_nightly(sb_dbq *q, int64_t run_id, int64_t baseline, int regre
 /* The kept binary of nightly run `run` (malloc'd into *path, NULL when none
  * was kept or the schema predates kept builds): 0, or -1 (err set). */
 int sb_dbq_nightly_build(sb_dbq *q, int64_t run, char **path, sb_error *err);
+struct sb_profile_s; /* shardbench/profile.h */
+/* The predictive cost model's profiles (shardbench/profile.h; schema 7).
+ * Stores pf whole (one transaction; a writable handle): its fits, every op
+ * entry and collective figure, under a new profiles row (*id). */
+int sb_dbq_record_profile(sb_dbq *q, const struct sb_profile_s *pf, const char *model,
+                          const char *params, int strategies, int steps, const char *command_line,
+                          int64_t *id, sb_error *err);
+/* Reads the profile of (backend, machine, ranks): the newest entry of every
+ * op key and collective, the fits of the newest profile of `model` with
+ * `params` if there is one, else of the newest. *found 0 (pf empty) when
+ * there is none, or the schema predates profiles. */
+int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                        const char *model, const char *params, struct sb_profile_s *pf,
+                        int *found, sb_error *err);
 int sb_dbq_run_has_search(sb_dbq *q, int64_t run_id, const char *model, const char *params, int p,
                           const char *algo, sb_error *err);
 

@@ -288,10 +288,15 @@ int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *b
  * normally). */
 int sb_executor_step(sb_executor *ex, double *loss, sb_error *err);
 
-/* Per-op seconds of the last steps, summed since the last reset: compute
- * and communication (this rank). */
+/* Per-op seconds of the last steps, summed since the last reset (this
+ * rank): compute; communication (comm_s: everything the op waits on, its
+ * own collectives and relayouts included); and relayout_s, the part of
+ * comm_s spent in the relayouts between ops booked to it (its inputs'
+ * forward relayouts, its outputs' gradient relayouts), which depend on the
+ * neighbours' configs, not on its own alone (the predictive cost model,
+ * shardbench/profile.h, prices them apart). */
 typedef struct {
-    double compute_s, comm_s;
+    double compute_s, comm_s, relayout_s;
 } sb_op_time;
 const sb_op_time *sb_executor_op_times(const sb_executor *ex);
 void sb_executor_reset_times(sb_executor *ex);

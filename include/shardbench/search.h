@@ -57,6 +57,13 @@ typedef struct {
      * activations this many times (the micro-batches a stage holds in
      * flight); 0 or 1: once (every plain strategy). */
     int act_copies;
+    /* The predictive model (shardbench/profile.h, sb_profile_apply): 1 when
+     * the vertex costs are a profile's measured seconds; sb_coll_relayout
+     * then prices an edge's relayout by the fitted seconds per edge that
+     * moves data (relay_msg_s) and per word it moves (relay_word_s). 0 (the
+     * default): the analytic terms. */
+    int profiled;
+    double relay_msg_s, relay_word_s;
 } sb_cost_params;
 
 typedef enum { SB_RECOMPUTE_NONE = 0, SB_RECOMPUTE_ALL = 1, SB_RECOMPUTE_AUTO = 2 } sb_recompute_mode;
@@ -154,6 +161,11 @@ double sb_recompute_cost(const sb_model *m, const sb_op *op, const int *c,
 /* Split counts of an operand's tensor dims under its op's config `c`. */
 void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims,
                        const int *c, int *layout);
+
+/* Words a relayout of tensor t from the producer's layout to the
+ * consumer's moves per device, forward and backward (what sb_edge_cost
+ * prices). */
+double sb_edge_words(const sb_tensor *t, const int *src_layout, const int *dst_layout);
 
 /* Edge cost between a tensor's producer layout and consumer layout. */
 double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t,

@@ -196,9 +196,13 @@ int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, 
 int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src, tbuf *dst,
               sb_error *err)
 {
-    if (!ex->p2p)
-        return exec_run_relayout(ex, o, r, src, dst, err);
     double t0 = exec_tick(ex);
+    if (!ex->p2p) {
+        int rc1 = exec_run_relayout(ex, o, r, src, dst, err);
+        if (o)
+            ex->times[o->idx].relayout_s += exec_tick(ex) - t0;
+        return rc1;
+    }
     int rc;
     if (ex->be->host_memory) {
         rc = sb_relayout_run_p2p(r, src->p, dst->p, tag, ex->pending, err);
@@ -218,7 +222,10 @@ int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src,
         free(hs);
         free(hd);
     }
-    if (o)
-        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+    if (o) {
+        double dt = exec_tick(ex) - t0;
+        ex->times[o->idx].comm_s += dt;
+        ex->times[o->idx].relayout_s += dt;
+    }
     return rc;
 }

@@ -1,0 +1,143 @@
+/* shardbench/profile.h: the predictive cost model (docs/cost-model.md,
+ * "The predictive model"): per-op profiles measured by `shardbench
+ * profile` through the backend table, at the local shard shapes of each op
+ * config, and measured alpha-beta figures of the collectives and of the
+ * relayouts between ops, kept in the results database and turned into a
+ * problem's costs in seconds.
+ *
+ * A profile belongs to (backend, machine, ranks): the same op config costs
+ * another time on 4 ranks sharing 2 cores than on 2. Costs stay in the
+ * problem's unit, FLOP-equivalents at the problem's F (seconds times
+ * tflops * 1e12), so that every caller's cost / (F * 1e12) is the
+ * predicted step time. */
+#ifndef SHARDBENCH_PROFILE_H
+#define SHARDBENCH_PROFILE_H
+
+#include "shardbench/search.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every figure read back is taken over its newest SB_PROFILE_KEEP
+ * measurements (one per `profile` launch that measured it): a launch is a
+ * random effect on this kind of machine (the same strategy's step moves
+ * +-15% from one process to the next). An op config's seconds are the
+ * least of them (a bench's measured step is its fastest launch's, report
+ * and plot's fidelity), the fits their median. */
+#define SB_PROFILE_KEEP 3
+
+/* The collectives measured (coll_profiles.kind). */
+typedef enum {
+    SB_PCOLL_ALLREDUCE = 0, SB_PCOLL_REDUCE_SCATTER, SB_PCOLL_ALLGATHER, SB_PCOLL_ALLTOALL,
+    SB_PCOLL_P2P, SB_PCOLL_COUNT
+} sb_pcoll_kind;
+const char *sb_pcoll_name(int kind); /* "allreduce", ...; NULL out of range */
+
+/* One op config measured: the op kind, its local shard shape (the
+ * iteration dims' sizes over the config's splits), the config, and a hash
+ * of everything else the op's kernels depend on (global dims, attributes,
+ * operand maps, weights: sb_prof_sig); per step: the op's compute (its
+ * forward and backward kernels) and its own collectives (partial sums,
+ * statistics, weight gradients; not the relayouts between ops). */
+typedef struct {
+    char kind[24], shape[160], config[64], sig[20];
+    double compute_s, coll_s;
+    double ref_cost; /* the reference model's vertex cost of it, FLOP */
+    int samples;     /* launches x ops that measured it */
+} sb_prof_op;
+
+/* alpha + beta * bytes, fitted over message sizes, for one collective
+ * kind over the first `group` ranks. */
+typedef struct {
+    int kind, group;
+    double alpha_s, beta_s_per_byte;
+    int points;
+} sb_prof_coll;
+
+typedef struct sb_profile_s {
+    char backend[16], machine[128], precision[8];
+    int ranks;
+    /* the fits' source: the newest SB_PROFILE_KEEP profiles of the same
+     * model and sizes (fits_same_model 1), or the newest of any (0) */
+    char fits_model[256];
+    int fits_launches, fits_same_model;
+    /* relayouts between ops: seconds per edge, per edge that moves data,
+     * per word moved (the reference model's relayout words of the edge) */
+    double relay_edge_s, relay_msg_s, relay_word_s;
+    double fixed_s;          /* per step outside the ops: loss, update calls, ... */
+    double update_s_per_elem; /* SGD update per weight element of the rank */
+    int nops;
+    sb_prof_op *ops;         /* sorted by (kind, shape, config, sig) */
+    int ncoll;
+    sb_prof_coll *coll;
+    int64_t profile_id;      /* the newest profile read */
+} sb_profile;
+
+void sb_profile_free(sb_profile *pf);
+
+/* The local shard shape "8x16x128" (each iteration dim's size over its
+ * split), the config "1,2,1" and the signature hash of op under config c. */
+void sb_prof_shape(const sb_op *op, const int *c, char *buf, size_t n);
+void sb_prof_config(const sb_op *op, const int *c, char *buf, size_t n);
+void sb_prof_sig(const sb_model *m, const sb_op *op, char *buf, size_t n);
+
+/* The weight elements a rank of op's config c updates: the op's own
+ * weights and the weights the file declares as its inputs, each over its
+ * split. */
+double sb_prof_weight_elems(const sb_model *m, const sb_op *op, const int *c);
+
+/* The measured entry of op under config c, or NULL. */
+const sb_prof_op *sb_profile_find(const sb_profile *pf, const sb_model *m, const sb_op *op,
+                                  const int *c);
+
+/* What sb_profile_apply did. */
+typedef struct {
+    int configs;    /* op configs priced */
+    int measured;   /* of which measured (exact key) */
+    int estimated;  /* of which estimated from the kind's other entries */
+    int analytic;   /* of which left to the analytic model (kind never measured) */
+    int fits_same_model; /* the fixed/relayout fits came from this model and sizes */
+    int fits_launches;   /* the profiles (launches) they are the median of */
+} sb_profile_stats;
+
+/* Replaces pb's vertex costs by the profile's seconds (compute + own
+ * collectives + the SGD update of the op's weight shard; the step's fixed
+ * part on the first op, so every strategy's total gains it once) and makes
+ * pb's relayout pricing (sb_coll_relayout) the fitted one, all in
+ * FLOP-equivalents at pb->cp.tflops. A config that was not measured is
+ * estimated from the measured entries of the same kind: the nearest one in
+ * reference cost, scaled by the reference costs' ratio (st->estimated);
+ * an op kind with no entry at all keeps the analytic cost (st->analytic).
+ * pb->cp.profiled is set. */
+int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st, sb_error *err);
+
+/* The name profiles know a machine file by: its file name without the
+ * folder and ".machine" ("machines/cpu-here.machine" -> "cpu-here"). */
+void sb_machine_name(const char *path, char *buf, size_t n);
+
+/* The predictive model for pb when pb's cost parameters come from a
+ * machine file (pb->cp.machine) and the results database at db_path holds
+ * a profile of that machine (its file name without .machine) at pb->p
+ * ranks, any backend: applied (sb_profile_apply), returns 1. 0 when there
+ * is none (pb unchanged), -1 on a database error. msg says which model
+ * prices pb and from what, in one line. */
+int sb_profile_use(sb_problem *pb, const char *db_path, char *msg, size_t n, sb_error *err);
+/* The same over an open database handle (query.h). */
+struct sb_dbq;
+int sb_profile_use_q(sb_problem *pb, struct sb_dbq *q, char *msg, size_t n, sb_error *err);
+
+/* Least-squares fit of y ~ x * beta over n rows of k features (k <= 4),
+ * each coefficient kept >= 0 (a feature whose coefficient would be negative
+ * is dropped and the rest refitted). Returns 0; beta[k]. */
+int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta);
+
+/* The relayout features of edge e of pb under a choice of configs: 1, [words > 0],
+ * words (the reference model's relayout words, both directions). */
+void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f3);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,356 @@
+/* results/profiles.c: the predictive cost model's tables (schema version 7:
+ * profiles, op_profiles, coll_profiles): a profile stored whole in one
+ * transaction, and read back as the newest figure of every key for one
+ * backend, machine and rank count (shardbench/profile.h, query.h). */
+#define _GNU_SOURCE
+#include "shardbench/query.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "shardbench/profile.h"
+
+static int exec_sql(sb_dbq *q, const char *sql, const char *doing, sb_error *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(sb_dbq_handle(q), sql, NULL, NULL, &msg);
+    sqlite3_free(msg);
+    return rc == SQLITE_OK ? 0 : sb_dbq_fail(q, rc, doing, err);
+}
+
+static int step_done(sb_dbq *q, sqlite3_stmt *st, const char *doing, sb_error *err)
+{
+    if (sb_dbq_step(q, st, doing, err) < 0)
+        return -1;
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, const char *params,
+                          int strategies, int steps, const char *command_line, int64_t *id,
+                          sb_error *err)
+{
+    const char *doing = "recording a profile";
+    if (sb_dbq_version(q) < 7)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d has no profiles table (open it "
+                       "with a current shardbench first)", sb_dbq_path(q), sb_dbq_version(q));
+    if (exec_sql(q, "BEGIN IMMEDIATE", doing, err))
+        return -1;
+    sqlite3_stmt *st;
+    if (sb_dbq_query(q,
+                     "INSERT INTO profiles (backend, machine, ranks, precision, model, params, "
+                     "strategies, steps, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
+                     "command_line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                     &st, doing, err, "ttitttiiddddt", pf->backend, pf->machine, pf->ranks,
+                     pf->precision, model, params, strategies, steps, pf->relay_msg_s,
+                     pf->relay_word_s, pf->fixed_s, pf->update_s_per_elem, command_line)
+        || step_done(q, st, doing, err))
+        goto fail;
+    int64_t pid = sqlite3_last_insert_rowid(sb_dbq_handle(q));
+    for (int i = 0; i < pf->nops; i++) {
+        const sb_prof_op *e = &pf->ops[i];
+        if (sb_dbq_query(q,
+                         "INSERT INTO op_profiles (profile_id, kind, shape, config, sig, "
+                         "compute_s, coll_s, ref_cost, samples) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                         "?7, ?8, ?9)",
+                         &st, doing, err, "Ittttdddi", pid, e->kind, e->shape, e->config,
+                         e->sig, e->compute_s, e->coll_s, e->ref_cost, e->samples)
+            || step_done(q, st, doing, err))
+            goto fail;
+    }
+    for (int i = 0; i < pf->ncoll; i++) {
+        const sb_prof_coll *c = &pf->coll[i];
+        if (sb_dbq_query(q,
+                         "INSERT INTO coll_profiles (profile_id, kind, grp, alpha_s, "
+                         "beta_s_per_byte, points) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                         &st, doing, err, "Itiddi", pid, sb_pcoll_name(c->kind), c->group,
+                         c->alpha_s, c->beta_s_per_byte, c->points)
+            || step_done(q, st, doing, err))
+            goto fail;
+    }
+    if (exec_sql(q, "COMMIT", doing, err))
+        goto fail;
+    if (id)
+        *id = pid;
+    return 0;
+fail:
+    sqlite3_exec(sb_dbq_handle(q), "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+static int cmp_op(const void *a, const void *b)
+{
+    const sb_prof_op *x = a, *y = b;
+    int c = strcmp(x->kind, y->kind);
+    if (!c)
+        c = strcmp(x->shape, y->shape);
+    if (!c)
+        c = strcmp(x->config, y->config);
+    if (!c)
+        c = strcmp(x->sig, y->sig);
+    return c;
+}
+
+static void copy_text(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src); }
+
+/* The median of n <= SB_PROFILE_KEEP values (sorted in place). */
+static double med(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double least(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static int grow(void **p, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int c = *cap ? 2 * *cap : 64;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                        const char *model, const char *params, sb_profile *pf, int *found,
+                        sb_error *err)
+{
+    const char *doing = "reading the profiles";
+    memset(pf, 0, sizeof *pf);
+    if (!backend)
+        backend = "";
+    *found = 0;
+    if (sb_dbq_version(q) < 7)
+        return 0;
+    sqlite3_stmt *st;
+    /* the fits: the newest SB_PROFILE_KEEP profiles of this model and sizes
+     * (each fit their median), else the newest profile of any model */
+    int same = 0;
+    for (int pass = 0; pass < 2 && !same; pass++) {
+        if (sb_dbq_query(q,
+                         pass == 0
+                             ? "SELECT id, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
+                               "model, params, precision FROM profiles WHERE (backend = ?1 OR ?1 "
+                               "= '') AND machine = ?2 AND ranks = ?3 AND model = ?4 AND params = "
+                               "?5 ORDER BY id DESC LIMIT ?6"
+                             : "SELECT id, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
+                               "model, params, precision FROM profiles WHERE (backend = ?1 OR ?1 "
+                               "= '') AND machine = ?2 AND ranks = ?3 AND ?4 = ?4 AND ?5 = ?5 AND ?6 = ?6 "
+                               "ORDER BY id DESC LIMIT 1",
+                         &st, doing, err, "ttitti", backend, machine, ranks, model ? model : "",
+                         params ? params : "", SB_PROFILE_KEEP))
+            return -1;
+        double f[4][SB_PROFILE_KEEP];
+        int n = 0, rc;
+        while ((rc = sb_dbq_step(q, st, doing, err)) > 0 && n < SB_PROFILE_KEEP) {
+            if (n == 0) {
+                pf->profile_id = sqlite3_column_int64(st, 0);
+                snprintf(pf->fits_model, sizeof pf->fits_model, "%s (%s)", sb_dbq_text(st, 5),
+                         sb_dbq_text(st, 6));
+                copy_text(pf->precision, sizeof pf->precision, sb_dbq_text(st, 7));
+            }
+            for (int j = 0; j < 4; j++)
+                f[j][n] = sb_dbq_real(st, 1 + j);
+            n++;
+        }
+        if (rc < 0)
+            return -1;
+        sqlite3_finalize(st);
+        if (n == 0)
+            continue;
+        same = pass == 0;
+        pf->fits_launches = n;
+        pf->relay_msg_s = med(f[0], n);
+        pf->relay_word_s = med(f[1], n);
+        pf->fixed_s = med(f[2], n);
+        pf->update_s_per_elem = med(f[3], n);
+        break;
+    }
+    if (!pf->fits_launches)
+        return 0; /* no profile of this machine and rank count */
+    pf->fits_same_model = same;
+    copy_text(pf->backend, sizeof pf->backend, backend);
+    copy_text(pf->machine, sizeof pf->machine, machine);
+    pf->ranks = ranks;
+    /* every key: the least of its newest SB_PROFILE_KEEP measurements */
+    if (sb_dbq_query(q,
+                     "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, o.ref_cost, "
+                     "o.samples FROM op_profiles o JOIN profiles p ON p.id = o.profile_id WHERE "
+                     "(p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND p.ranks = ?3 "
+                     "ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
+                     &st, doing, err, "tti", backend, machine, ranks))
+        return -1;
+    int cap = 0, rc, kept = 0;
+    double comp[SB_PROFILE_KEEP], coll[SB_PROFILE_KEEP];
+    sb_prof_op cur;
+    memset(&cur, 0, sizeof cur);
+    for (;;) {
+        rc = sb_dbq_step(q, st, doing, err);
+        if (rc < 0) {
+            sb_profile_free(pf);
+            return -1;
+        }
+        sb_prof_op e;
+        memset(&e, 0, sizeof e);
+        if (rc > 0) {
+            copy_text(e.kind, sizeof e.kind, sb_dbq_text(st, 0));
+            copy_text(e.shape, sizeof e.shape, sb_dbq_text(st, 1));
+            copy_text(e.config, sizeof e.config, sb_dbq_text(st, 2));
+            copy_text(e.sig, sizeof e.sig, sb_dbq_text(st, 3));
+        }
+        int same_key = rc > 0 && kept && !strcmp(e.kind, cur.kind) && !strcmp(e.shape, cur.shape)
+                       && !strcmp(e.config, cur.config) && !strcmp(e.sig, cur.sig);
+        if (!same_key && kept) { /* the previous key is complete */
+            if (grow((void **)&pf->ops, &cap, pf->nops, sizeof *pf->ops)) {
+                sqlite3_finalize(st);
+                sb_profile_free(pf);
+                return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
+            }
+            /* the fastest launch's: a bench's measured figure is its
+             * strategy's fastest launch too (report, fidelity) */
+            cur.compute_s = least(comp, kept);
+            cur.coll_s = least(coll, kept);
+            pf->ops[pf->nops++] = cur;
+            kept = 0;
+        }
+        if (rc == 0)
+            break;
+        if (same_key && kept == SB_PROFILE_KEEP)
+            continue;
+        if (!kept) {
+            cur = e;
+            cur.ref_cost = sb_dbq_real(st, 6);
+            cur.samples = 0;
+        }
+        comp[kept] = sb_dbq_real(st, 4);
+        coll[kept] = sb_dbq_real(st, 5);
+        cur.samples += sqlite3_column_int(st, 7);
+        kept++;
+    }
+    sqlite3_finalize(st);
+    if (pf->nops)
+        qsort(pf->ops, (size_t)pf->nops, sizeof *pf->ops, cmp_op);
+    /* the collectives: the median of the newest SB_PROFILE_KEEP per (kind, group) */
+    if (sb_dbq_query(q,
+                     "SELECT c.kind, c.grp, c.alpha_s, c.beta_s_per_byte, c.points FROM "
+                     "coll_profiles c JOIN profiles p ON p.id = c.profile_id WHERE (p.backend = "
+                     "?1 OR ?1 = '') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY c.kind, c.grp, "
+                     "c.profile_id DESC",
+                     &st, doing, err, "tti", backend, machine, ranks)) {
+        sb_profile_free(pf);
+        return -1;
+    }
+    cap = 0;
+    double al[SB_PROFILE_KEEP], be[SB_PROFILE_KEEP];
+    int ck = -1, cg = -1, cn = 0, cpts = 0;
+    for (;;) {
+        rc = sb_dbq_step(q, st, doing, err);
+        if (rc < 0) {
+            sb_profile_free(pf);
+            return -1;
+        }
+        int kind = -1, grp = -1;
+        if (rc > 0) {
+            for (int k = 0; k < SB_PCOLL_COUNT; k++)
+                if (!strcmp(sb_dbq_text(st, 0), sb_pcoll_name(k)))
+                    kind = k;
+            grp = sqlite3_column_int(st, 1);
+        }
+        if (cn && (rc == 0 || kind != ck || grp != cg)) {
+            if (grow((void **)&pf->coll, &cap, pf->ncoll, sizeof *pf->coll)) {
+                sqlite3_finalize(st);
+                sb_profile_free(pf);
+                return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
+            }
+            pf->coll[pf->ncoll++] = (sb_prof_coll){.kind = ck, .group = cg, .alpha_s = med(al, cn),
+                                                   .beta_s_per_byte = med(be, cn), .points = cpts};
+            cn = cpts = 0;
+        }
+        if (rc == 0)
+            break;
+        if (kind < 0 || cn == SB_PROFILE_KEEP)
+            continue;
+        ck = kind;
+        cg = grp;
+        al[cn] = sb_dbq_real(st, 2);
+        be[cn] = sb_dbq_real(st, 3);
+        cpts += sqlite3_column_int(st, 4);
+        cn++;
+    }
+    sqlite3_finalize(st);
+    *found = 1;
+    return 0;
+}
+
+int sb_profile_use_q(sb_problem *pb, sb_dbq *q, char *msg, size_t n, sb_error *err)
+{
+    msg[0] = '\0';
+    if (!pb->cp.machine[0])
+        return 0;
+    char name[300];
+    sb_machine_name(pb->cp.machine, name, sizeof name);
+    const char *db_path = sb_dbq_path(q);
+    sb_profile pf;
+    int found = 0;
+    char params[2048];
+    sb_params_str(pb->m, params, sizeof params);
+    if (sb_dbq_load_profile(q, "", name, pb->p, pb->m->name, params, &pf, &found, err))
+        return -1;
+    if (!found) {
+        snprintf(msg, n, "cost model: %s's analytic terms (no profile of %s at %d ranks in %s: "
+                 "mpirun -np %d shardbench profile -m %s --machine %s)", name, name, pb->p,
+                 db_path, pb->p, pb->m->name, name);
+        return 0;
+    }
+    sb_profile_stats st;
+    int rc = sb_profile_apply(pb, &pf, &st, err);
+    if (!rc)
+        snprintf(msg, n, "cost model: predictive, profiles of %s at %d ranks (%s, newest profile "
+                 "%lld; fits: median of %d launch%s of %s%s): %d of %d op configs measured, %d "
+                 "estimated from their kind, %d analytic", name, pb->p, db_path,
+                 (long long)pf.profile_id, pf.fits_launches, pf.fits_launches == 1 ? "" : "es",
+                 pf.fits_model, pf.fits_same_model ? "" : ", another model", st.measured,
+                 st.configs, st.estimated, st.analytic);
+    sb_profile_free(&pf);
+    return rc ? -1 : 1;
+}
+
+int sb_profile_use(sb_problem *pb, const char *db_path, char *msg, size_t n, sb_error *err)
+{
+    msg[0] = '\0';
+    if (!pb->cp.machine[0])
+        return 0;
+    if (access(db_path, F_OK)) {
+        char name[300];
+        sb_machine_name(pb->cp.machine, name, sizeof name);
+        snprintf(msg, n, "cost model: %s's analytic terms (no results database %s to hold "
+                 "profiles)", name, db_path);
+        return 0;
+    }
+    sb_dbq *q = NULL;
+    if (sb_dbq_open(db_path, 0, 0, &q, err))
+        return -1;
+    int rc = sb_profile_use_q(pb, q, msg, n, err);
+    sb_dbq_close(q);
+    return rc;
+}
