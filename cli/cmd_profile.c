@@ -8,9 +8,10 @@
  *               configs at P (strategy k gives op i config perm_i[k mod
  *               n_i], perm_i a seeded shuffle), each trained for --steps
  *               timed steps as `run` trains (the same probe and barrier
- *               before each step): per op, rank 0's kernel seconds and its
- *               own collectives (comm less the relayouts between ops),
- *               median over the steps, averaged over the ops and
+ *               before each step): per op, the slowest rank's kernel
+ *               seconds and the least waiting rank's own collectives (comm
+ *               less the relayouts between ops), median over the steps,
+ *               averaged over the ops and
  *               strategies that share a key (kind, local shape, config,
  *               signature);
  *   relayouts   the relayout seconds booked to each op against its edges'
@@ -19,11 +20,12 @@
  *               data and per word;
  *   update      the backend's SGD update of 2^20 floats: seconds per
  *               element;
- *   fixed       per strategy, the step's median less its ops' measured
- *               seconds (relayouts included) and the update: the median
- *               over the strategies (the loss, the update calls, the
- *               step's own bookkeeping; the fitted relayouts' per-edge
- *               constant is dropped: it is the same for every strategy);
+ *   fixed       per strategy, the step's median less its ops' compute and
+ *               own collectives, the fitted relayouts and the update: the
+ *               median over the strategies (the loss, the update calls,
+ *               the step's bookkeeping, and the relayouts' constant part,
+ *               the same for every strategy: an edge whose layouts agree
+ *               still copies);
  *   collectives all-reduce, reduce-scatter, all-gather and all-to-all
  *               over the first q ranks (q = 2..P), and point-to-point
  *               between two ranks, at 4 sizes: alpha + beta * bytes.
@@ -355,8 +357,8 @@ static double time_update(const sb_backend *be)
 
 /* What one strategy's launch measured, for the fits (rank 0). */
 typedef struct {
-    double step_s, ops_s, words_msgs[2]; /* step median; its ops' seconds, relayouts
-                                            included; its edges' features */
+    double step_s, ops_s, words_msgs[2]; /* step median; its ops' compute and own
+                                            collectives; its edges' features */
     double weight_elems;
 } strat_meas;
 
@@ -416,7 +418,9 @@ int cmd_profile(int argc, char **argv)
     strat_meas *sm = calloc((size_t)K, sizeof *sm);
     double *rx = calloc((size_t)K * nops * 3, sizeof *rx), *ry = calloc((size_t)K * nops, sizeof *ry);
     acc_table acc = {0};
-    int oom = !perm || !choice || !cm || !sm || !rx || !ry;
+    double *sendv = calloc((size_t)nops * 3, sizeof *sendv);
+    double *recvv = calloc((size_t)nops * 3, sizeof *recvv);
+    int oom = !perm || !choice || !cm || !sm || !rx || !ry || !sendv || !recvv;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -464,25 +468,29 @@ int cmd_profile(int argc, char **argv)
             }
             double t = MPI_Wtime() - t0, tmax;
             MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
-            if (getenv("SB_PROFILE_DEBUG")) {
-                const sb_op_time *ot = sb_executor_op_times(ex);
-                double sum = 0;
-                for (int i = 0; i < nops; i++)
-                    sum += ot[i].compute_s + ot[i].comm_s;
-                fprintf(stderr, "  rank %d step %d: %.4f s (max %.4f), ops %.4f\n", rank, s, t,
-                        tmax, sum);
-            }
             if (s < a.warmup)
                 continue;
             int si = s - a.warmup;
             steps[si] = tmax;
+            /* per op: the slowest rank's kernels, and the collectives and
+             * relayouts of the rank that waited least among those that took
+             * part (its time is the transfer, not a wait for a slower rank,
+             * which depends on the neighbours' configs) */
             const sb_op_time *ot = sb_executor_op_times(ex);
             for (int i = 0; i < nops; i++) {
+                int took_part = ot[i].compute_s > 0 || ot[i].comm_s > 0;
+                double coll = ot[i].comm_s - ot[i].relayout_s;
+                sendv[i] = ot[i].compute_s;
+                sendv[nops + i] = took_part ? (coll > 0 ? coll : 0.0) : INFINITY;
+                sendv[2 * nops + i] = took_part ? ot[i].relayout_s : INFINITY;
+            }
+            MPI_Allreduce(sendv, recvv, nops, MPI_DOUBLE, MPI_MAX, comm);
+            MPI_Allreduce(sendv + nops, recvv + nops, 2 * nops, MPI_DOUBLE, MPI_MIN, comm);
+            for (int i = 0; i < nops; i++) {
                 double *v = cm + ((size_t)i * 3) * (size_t)a.steps;
-                v[si] = ot[i].compute_s;
-                v[a.steps + si] = ot[i].comm_s - ot[i].relayout_s > 0
-                                      ? ot[i].comm_s - ot[i].relayout_s : 0.0;
-                v[2 * a.steps + si] = ot[i].relayout_s;
+                v[si] = recvv[i];
+                v[a.steps + si] = isfinite(recvv[nops + i]) ? recvv[nops + i] : 0.0;
+                v[2 * a.steps + si] = isfinite(recvv[2 * nops + i]) ? recvv[2 * nops + i] : 0.0;
             }
         }
         sb_executor_free(ex);
@@ -507,7 +515,7 @@ int cmd_profile(int argc, char **argv)
                 ao->sum_compute += comp;
                 ao->sum_coll += coll;
                 ao->e.samples++;
-                sm[k].ops_s += comp + coll + relay;
+                sm[k].ops_s += comp + coll;
                 ry[nrows] = relay;
                 rx[nrows * 3] = rx[nrows * 3 + 1] = rx[nrows * 3 + 2] = 0.0;
                 nrows++;
@@ -526,9 +534,6 @@ int cmd_profile(int argc, char **argv)
                 sm[k].words_msgs[1] += f[2];
             }
         }
-        if (rank == 0 && getenv("SB_PROFILE_DEBUG"))
-            fprintf(stderr, "strategy %d: step %.4f s, ops %.4f s, msgs %.0f, words %.4g\n", k,
-                    sm[k].step_s, sm[k].ops_s, sm[k].words_msgs[0], sm[k].words_msgs[1]);
         if (tty)
             fprintf(stderr, "\rprofile: strategy %d/%d (%.0f s)", k + 1, K, MPI_Wtime() - t_start);
     }
@@ -576,9 +581,17 @@ int cmd_profile(int argc, char **argv)
                 wel += sb_prof_weight_elems(&m, &m.ops[i],
                                             pb.cfg[i].c + (size_t)cidx * (size_t)m.ops[i].ndims);
             }
-            res[k] = sm[k].step_s - sm[k].ops_s - wel * pf.update_s_per_elem;
+            /* less the fitted relayouts, not the measured ones: what a
+             * prediction adds back (sb_coll_relayout) is the fit, and the
+             * relayouts' constant part (an edge whose layouts agree still
+             * copies) belongs here, the same for every strategy */
+            res[k] = sm[k].step_s - sm[k].ops_s - sm[k].words_msgs[0] * pf.relay_msg_s
+                     - sm[k].words_msgs[1] * pf.relay_word_s - wel * pf.update_s_per_elem;
         }
         pf.fixed_s = median_of(res, K);
+        pf.seed = a.seed;
+        for (int k = 0; k < K; k++)
+            pf.total_s += sm[k].step_s;
         free(res);
         char params[512];
         sb_params_str(&m, params, sizeof params);
@@ -623,6 +636,8 @@ int cmd_profile(int argc, char **argv)
     free(perm);
     free(choice);
     free(cm);
+    free(sendv);
+    free(recvv);
     free(sm);
     free(rx);
     free(ry);

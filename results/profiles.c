@@ -45,10 +45,12 @@ int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, co
     if (sb_dbq_query(q,
                      "INSERT INTO profiles (backend, machine, ranks, precision, model, params, "
                      "strategies, steps, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
-                     "command_line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                     &st, doing, err, "ttitttiiddddt", pf->backend, pf->machine, pf->ranks,
+                     "command_line, seed, total_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                     "?10, ?11, ?12, ?13, ?14, ?15)",
+                     &st, doing, err, "ttitttiiddddtId", pf->backend, pf->machine, pf->ranks,
                      pf->precision, model, params, strategies, steps, pf->relay_msg_s,
-                     pf->relay_word_s, pf->fixed_s, pf->update_s_per_elem, command_line)
+                     pf->relay_word_s, pf->fixed_s, pf->update_s_per_elem, command_line,
+                     (int64_t)pf->seed, pf->total_s)
         || step_done(q, st, doing, err))
         goto fail;
     int64_t pid = sqlite3_last_insert_rowid(sb_dbq_handle(q));
@@ -110,14 +112,6 @@ static double med(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static double least(const double *v, int n)
-{
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        m = v[i] < m ? v[i] : m;
-    return m;
-}
-
 static int grow(void **p, int *cap, int n, size_t size)
 {
     if (n < *cap)
@@ -129,6 +123,26 @@ static int grow(void **p, int *cap, int n, size_t size)
     *p = q;
     *cap = c;
     return 0;
+}
+
+/* A profile launch of (machine, ranks): its id, group (model, params,
+ * strategies' seed) and speed: its total over its group's median total
+ * (1: typical; below 1: a fast launch). */
+typedef struct {
+    int64_t id;
+    char model[128], params[512];
+    int64_t seed;
+    double total, speed;
+    double fits[4];
+    char precision[8];
+} launch;
+
+static const launch *find_launch(const launch *l, int n, int64_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (l[i].id == id)
+            return &l[i];
+    return NULL;
 }
 
 int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int ranks,
@@ -143,70 +157,96 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     if (sb_dbq_version(q) < 7)
         return 0;
     sqlite3_stmt *st;
-    /* the fits: the newest SB_PROFILE_KEEP profiles of this model and sizes
-     * (each fit their median), else the newest profile of any model */
-    int same = 0;
-    for (int pass = 0; pass < 2 && !same; pass++) {
-        if (sb_dbq_query(q,
-                         pass == 0
-                             ? "SELECT id, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
-                               "model, params, precision FROM profiles WHERE (backend = ?1 OR ?1 "
-                               "= '') AND machine = ?2 AND ranks = ?3 AND model = ?4 AND params = "
-                               "?5 ORDER BY id DESC LIMIT ?6"
-                             : "SELECT id, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
-                               "model, params, precision FROM profiles WHERE (backend = ?1 OR ?1 "
-                               "= '') AND machine = ?2 AND ranks = ?3 AND ?4 = ?4 AND ?5 = ?5 AND ?6 = ?6 "
-                               "ORDER BY id DESC LIMIT 1",
-                         &st, doing, err, "ttitti", backend, machine, ranks, model ? model : "",
-                         params ? params : "", SB_PROFILE_KEEP))
-            return -1;
-        double f[4][SB_PROFILE_KEEP];
-        int n = 0, rc;
-        while ((rc = sb_dbq_step(q, st, doing, err)) > 0 && n < SB_PROFILE_KEEP) {
-            if (n == 0) {
-                pf->profile_id = sqlite3_column_int64(st, 0);
-                snprintf(pf->fits_model, sizeof pf->fits_model, "%s (%s)", sb_dbq_text(st, 5),
-                         sb_dbq_text(st, 6));
-                copy_text(pf->precision, sizeof pf->precision, sb_dbq_text(st, 7));
-            }
-            for (int j = 0; j < 4; j++)
-                f[j][n] = sb_dbq_real(st, 1 + j);
-            n++;
+    /* every launch of (machine, ranks), newest first */
+    if (sb_dbq_query(q,
+                     "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, fixed_s, "
+                     "update_s_per_elem, precision FROM profiles WHERE (backend = ?1 OR ?1 = '') "
+                     "AND machine = ?2 AND ranks = ?3 ORDER BY id DESC",
+                     &st, doing, err, "tti", backend, machine, ranks))
+        return -1;
+    launch *L = NULL;
+    int nl = 0, capl = 0, rc;
+    while ((rc = sb_dbq_step(q, st, doing, err)) > 0) {
+        if (grow((void **)&L, &capl, nl, sizeof *L)) {
+            sqlite3_finalize(st);
+            free(L);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
         }
-        if (rc < 0)
-            return -1;
-        sqlite3_finalize(st);
-        if (n == 0)
-            continue;
-        same = pass == 0;
-        pf->fits_launches = n;
-        pf->relay_msg_s = med(f[0], n);
-        pf->relay_word_s = med(f[1], n);
-        pf->fixed_s = med(f[2], n);
-        pf->update_s_per_elem = med(f[3], n);
-        break;
+        launch *l = &L[nl++];
+        memset(l, 0, sizeof *l);
+        l->id = sqlite3_column_int64(st, 0);
+        copy_text(l->model, sizeof l->model, sb_dbq_text(st, 1));
+        copy_text(l->params, sizeof l->params, sb_dbq_text(st, 2));
+        l->seed = sqlite3_column_int64(st, 3);
+        l->total = sb_dbq_real(st, 4);
+        for (int j = 0; j < 4; j++)
+            l->fits[j] = sb_dbq_real(st, 5 + j);
+        copy_text(l->precision, sizeof l->precision, sb_dbq_text(st, 9));
     }
-    if (!pf->fits_launches)
+    if (rc < 0) {
+        free(L);
+        return -1;
+    }
+    if (nl == 0) {
+        free(L);
         return 0; /* no profile of this machine and rank count */
-    pf->fits_same_model = same;
+    }
+    /* each launch's speed against the median total of the newest
+     * SB_PROFILE_KEEP launches of its group */
+    for (int i = 0; i < nl; i++) {
+        double t[SB_PROFILE_KEEP];
+        int k = 0;
+        for (int j = 0; j < nl && k < SB_PROFILE_KEEP; j++)
+            if (!strcmp(L[j].model, L[i].model) && !strcmp(L[j].params, L[i].params)
+                && L[j].seed == L[i].seed)
+                t[k++] = L[j].total;
+        double m = k ? med(t, k) : L[i].total;
+        L[i].speed = m > 0 ? L[i].total / m : 1.0;
+    }
+    /* the fits: the fastest of the newest SB_PROFILE_KEEP launches of this
+     * model and sizes, else the newest launch of any */
+    const launch *fit = NULL;
+    int kept = 0;
+    for (int i = 0; i < nl && kept < SB_PROFILE_KEEP; i++)
+        if (model && params && !strcmp(L[i].model, model) && !strcmp(L[i].params, params)) {
+            kept++;
+            if (!fit || L[i].speed < fit->speed)
+                fit = &L[i];
+        }
+    pf->fits_same_model = fit != NULL;
+    pf->fits_launches = kept ? kept : 1;
+    if (!fit)
+        fit = &L[0];
+    pf->profile_id = fit->id;
+    snprintf(pf->fits_model, sizeof pf->fits_model, "%s (%s)", fit->model, fit->params);
+    copy_text(pf->precision, sizeof pf->precision, fit->precision);
+    pf->relay_msg_s = fit->fits[0];
+    pf->relay_word_s = fit->fits[1];
+    pf->fixed_s = fit->fits[2];
+    pf->update_s_per_elem = fit->fits[3];
     copy_text(pf->backend, sizeof pf->backend, backend);
     copy_text(pf->machine, sizeof pf->machine, machine);
     pf->ranks = ranks;
-    /* every key: the least of its newest SB_PROFILE_KEEP measurements */
+    /* every key: of its newest SB_PROFILE_KEEP measurements, the one of the
+     * fastest launch */
     if (sb_dbq_query(q,
                      "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, o.ref_cost, "
-                     "o.samples FROM op_profiles o JOIN profiles p ON p.id = o.profile_id WHERE "
-                     "(p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND p.ranks = ?3 "
-                     "ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
-                     &st, doing, err, "tti", backend, machine, ranks))
+                     "o.samples, o.profile_id FROM op_profiles o JOIN profiles p ON p.id = "
+                     "o.profile_id WHERE (p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND "
+                     "p.ranks = ?3 ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
+                     &st, doing, err, "tti", backend, machine, ranks)) {
+        free(L);
         return -1;
-    int cap = 0, rc, kept = 0;
-    double comp[SB_PROFILE_KEEP], coll[SB_PROFILE_KEEP];
+    }
+    int cap = 0;
+    kept = 0;
+    double best_speed = 0;
     sb_prof_op cur;
     memset(&cur, 0, sizeof cur);
     for (;;) {
         rc = sb_dbq_step(q, st, doing, err);
         if (rc < 0) {
+            free(L);
             sb_profile_free(pf);
             return -1;
         }
@@ -223,13 +263,10 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         if (!same_key && kept) { /* the previous key is complete */
             if (grow((void **)&pf->ops, &cap, pf->nops, sizeof *pf->ops)) {
                 sqlite3_finalize(st);
+                free(L);
                 sb_profile_free(pf);
                 return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
             }
-            /* the fastest launch's: a bench's measured figure is its
-             * strategy's fastest launch too (report, fidelity) */
-            cur.compute_s = least(comp, kept);
-            cur.coll_s = least(coll, kept);
             pf->ops[pf->nops++] = cur;
             kept = 0;
         }
@@ -237,17 +274,22 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
             break;
         if (same_key && kept == SB_PROFILE_KEEP)
             continue;
-        if (!kept) {
+        const launch *l = find_launch(L, nl, sqlite3_column_int64(st, 8));
+        double speed = l ? l->speed : 1.0;
+        if (!kept || speed < best_speed) {
+            int samples = kept ? cur.samples : 0;
             cur = e;
+            cur.compute_s = sb_dbq_real(st, 4);
+            cur.coll_s = sb_dbq_real(st, 5);
             cur.ref_cost = sb_dbq_real(st, 6);
-            cur.samples = 0;
+            cur.samples = samples;
+            best_speed = speed;
         }
-        comp[kept] = sb_dbq_real(st, 4);
-        coll[kept] = sb_dbq_real(st, 5);
         cur.samples += sqlite3_column_int(st, 7);
         kept++;
     }
     sqlite3_finalize(st);
+    free(L);
     if (pf->nops)
         qsort(pf->ops, (size_t)pf->nops, sizeof *pf->ops, cmp_op);
     /* the collectives: the median of the newest SB_PROFILE_KEEP per (kind, group) */
@@ -326,7 +368,7 @@ int sb_profile_use_q(sb_problem *pb, sb_dbq *q, char *msg, size_t n, sb_error *e
     int rc = sb_profile_apply(pb, &pf, &st, err);
     if (!rc)
         snprintf(msg, n, "cost model: predictive, profiles of %s at %d ranks (%s, newest profile "
-                 "%lld; fits: median of %d launch%s of %s%s): %d of %d op configs measured, %d "
+                 "%lld; fits and op configs: the fastest of %d launch%s of %s%s): %d of %d op configs measured, %d "
                  "estimated from their kind, %d analytic", name, pb->p, db_path,
                  (long long)pf.profile_id, pf.fits_launches, pf.fits_launches == 1 ? "" : "es",
                  pf.fits_model, pf.fits_same_model ? "" : ", another model", st.measured,

@@ -204,7 +204,8 @@ PRAGMA user_version = 6;
 -- shardbench/profile.h): one profiles row per launch of it, for one
 -- backend, machine (the --machine name it was measured for) and rank count,
 -- with the fits of that launch: seconds per relayout that moves data and
--- per word it moves, the step's fixed part, the SGD update per element.
+-- per word it moves, the step's fixed part, the SGD update per element;
+-- total_s tells the fastest of several launches of the same strategies.
 CREATE TABLE profiles (
     id                INTEGER PRIMARY KEY,
     backend           TEXT NOT NULL,
@@ -215,6 +216,8 @@ CREATE TABLE profiles (
     params            TEXT NOT NULL,
     strategies        INTEGER NOT NULL CHECK (strategies >= 1),
     steps             INTEGER NOT NULL CHECK (steps >= 1),
+    seed              INTEGER NOT NULL,  -- the strategies' seed: launches of one seed ran the same ones
+    total_s           REAL NOT NULL CHECK (total_s >= 0), -- the sum of their median steps
     relay_msg_s       REAL NOT NULL CHECK (relay_msg_s >= 0),
     relay_word_s      REAL NOT NULL CHECK (relay_word_s >= 0),
     fixed_s           REAL NOT NULL,

@@ -21,7 +21,11 @@ cd "$root"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 sb_install_deps
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# one kernel thread per rank (OpenBLAS and the OpenMP loops): a device is a
+# core, and one process runs within +-5% of the next (two threads at P = 1
+# moved a step +-15% from one launch to the next, which no prediction can
+# follow)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSHARDBENCH_TESTS=OFF
 cmake --build build -j"$(nproc)"

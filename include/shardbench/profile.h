@@ -19,12 +19,14 @@
 extern "C" {
 #endif
 
-/* Every figure read back is taken over its newest SB_PROFILE_KEEP
- * measurements (one per `profile` launch that measured it): a launch is a
- * random effect on this kind of machine (the same strategy's step moves
- * +-15% from one process to the next). An op config's seconds are the
- * least of them (a bench's measured step is its fastest launch's, report
- * and plot's fidelity), the fits their median. */
+/* Figures are read back from the newest SB_PROFILE_KEEP launches of
+ * `profile` that measured them: a launch is a random effect on this kind of
+ * machine (the same strategy's step moves +-15% from one process to the
+ * next), and a bench's measured step of a strategy is its fastest launch's
+ * (report and plot's fidelity). So an op config's seconds and the fits come
+ * from the fastest of those launches (the least total over its group's
+ * median: launches of one model, sizes and seed ran the same strategies);
+ * the collectives' figures are their median. */
 #define SB_PROFILE_KEEP 3
 
 /* The collectives measured (coll_profiles.kind). */
@@ -59,8 +61,9 @@ typedef struct sb_profile_s {
     char backend[16], machine[128], precision[8];
     int ranks;
     /* the fits' source: the newest SB_PROFILE_KEEP profiles of the same
-     * model and sizes (fits_same_model 1), or the newest of any (0) */
-    char fits_model[256];
+     * model and sizes (fits_same_model 1), or the newest of any (0), and
+     * how many launches it was the fastest of */
+    char fits_model[700];
     int fits_launches, fits_same_model;
     /* relayouts between ops: seconds per edge, per edge that moves data,
      * per word moved (the reference model's relayout words of the edge) */
@@ -71,7 +74,9 @@ typedef struct sb_profile_s {
     sb_prof_op *ops;         /* sorted by (kind, shape, config, sig) */
     int ncoll;
     sb_prof_coll *coll;
-    int64_t profile_id;      /* the newest profile read */
+    int64_t profile_id;      /* the launch the fits came from */
+    uint64_t seed;           /* written: the strategies' seed of the launch */
+    double total_s;          /* written: the sum of its strategies' median steps */
 } sb_profile;
 
 void sb_profile_free(sb_profile *pf);

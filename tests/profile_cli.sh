@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# tests/profile_cli.sh: the predictive cost model end to end.
+# - `profile`'s refusals (no model, an unknown option) exit 2 with a message;
+# - `mpirun -np 2 shardbench profile` stores a profile (op configs, fits,
+#   collectives) for its machine name and rank count;
+# - search --machine FILE then prices with it ("cost model: predictive",
+#   predicted_step_seconds in the JSON, another total than the analytic one),
+#   --profiles none and another P fall back to the analytic terms, said so;
+# - bench --profile 1 --random 2: profiles again while it holds the database
+#   open, measures the random strategies with predicted seconds, and leaves
+#   the database intact (a bench whose own open()/close() of the file
+#   dropped its SQLite locks let the profile reset the WAL under it);
+# - bench --profile without --machine: exit 2.
+#
+#   tests/profile_cli.sh SHARDBENCH MPIEXEC SOURCE_DIR
+set -uo pipefail
+
+SB=${1:?usage: profile_cli.sh SHARDBENCH MPIEXEC SOURCE_DIR}
+MPI=${2:?usage}
+SRC=${3:?usage}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+T=$(mktemp -d "${TMPDIR:-/tmp}/profile_cli.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+SMALL=(--set batch=4 --set image=67 --set classes=16 --set width_div=16)
+fails=0
+check() { # check NAME COMMAND...
+    local name=$1
+    shift
+    if "$@"; then echo "ok   $name"; else fails=$((fails + 1)); echo "FAIL $name"; fi
+}
+
+"$SB" profile > "$T/o" 2> "$T/e"
+check "profile without -m: exit 2 ($?)" test $? -eq 2
+check "profile without -m: says -m is required" grep -q -- "-m MODEL is required" "$T/e"
+"$SB" profile -m alexnet --bogus > "$T/o" 2> "$T/e"
+check "profile --bogus: exit 2" test $? -eq 2
+check "profile --bogus: names the option" grep -q -- "--bogus" "$T/e"
+
+cp "$SRC/machines/h200-sxm.machine" "$T/box.machine"
+DB=$T/r.db
+"$MPI" -np 2 --bind-to none "$SB" profile -m alexnet "${SMALL[@]}" --machine box --db "$DB" \
+    --steps 2 > "$T/o" 2> "$T/e"
+rc=$?
+check "profile on 2 ranks: exit 0 ($rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$T/e"
+check "profile: prints what it stored" grep -q "^profile 1: alexnet on 2 ranks, machine box" "$T/o"
+check "profile: one profiles row for box at 2 ranks" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM profiles WHERE machine='box' AND ranks=2")" = 1
+check "profile: every op config of the strategies stored, with seconds" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM op_profiles WHERE compute_s > 0")" -ge 10
+check "profile: the all-reduce's alpha-beta over 2 ranks" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM coll_profiles WHERE kind='allreduce' AND grp=2")" = 1
+
+"$SB" search -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profiles "$DB" --db none \
+    > "$T/s" 2> "$T/e"
+check "search with the profile: exit 0" test $? -eq 0
+check "search with the profile: says predictive" grep -q "cost model: predictive, profiles of box at 2 ranks" "$T/s"
+"$SB" search -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profiles "$DB" --db none \
+    --format json > "$T/j" 2> "$T/e"
+pred=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted_step_seconds"])' "$T/j")
+check "search JSON: predicted_step_seconds $pred is a time of this machine (1e-4..10 s)" \
+    python3 -c "import sys; sys.exit(not 1e-4 < $pred < 10)"
+"$SB" search -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profiles none --db none \
+    --format json > "$T/j0" 2> "$T/e"
+pred0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted_step_seconds"])' "$T/j0")
+check "search --profiles none: the analytic h200 time ($pred0) is not the profile's ($pred)" \
+    python3 -c "import sys; sys.exit(not abs($pred0 - $pred) > 1e-3 * $pred)"
+"$SB" search -m alexnet -p 4 "${SMALL[@]}" --machine "$T/box.machine" --profiles "$DB" --db none \
+    > "$T/s4" 2> "$T/e"
+check "search at P=4 (no profile there): the analytic terms, said so" \
+    grep -q "analytic terms (no profile of box at 4 ranks" "$T/s4"
+
+"$SB" bench -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profile 1 --random 2 \
+    --steps 1 --warmup 1 --top 2 --search-algos none --db "$DB" > "$T/b" 2> "$T/e"
+rc=$?
+check "bench --profile 1 --random 2: exit 0 ($rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$T/e"
+check "bench: profiled before measuring" grep -q "alexnet p=2: profiled (1 launch" "$T/b"
+check "bench: priced by the profiles" grep -q "alexnet p=2: cost model: predictive" "$T/b"
+check "bench: the database is intact (integrity_check)" \
+    test "$(sqlite3 "$DB" "PRAGMA integrity_check")" = ok
+check "bench: two profiles of box at 2 ranks now" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM profiles WHERE ranks=2")" = 2
+check "bench: rand1 and rand2 measured with predicted seconds" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM measurements x JOIN strategies s ON s.id = x.strategy_id WHERE s.kind IN ('rand1','rand2') AND x.predicted_s > 0 AND x.status = 'ok'")" = 2
+
+"$SB" bench -m alexnet -p 2 "${SMALL[@]}" --profile 1 --db "$T/x.db" > "$T/o" 2> "$T/e"
+check "bench --profile without --machine: exit 2" test $? -eq 2
+check "bench --profile without --machine: says why" grep -q "give --machine" "$T/e"
+
+echo "profile_cli: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,321 @@
+/* test_profile.c: the predictive cost model's arithmetic and storage
+ * (shardbench/profile.h, results/profiles.c):
+ * - sb_fit_nonneg recovers known coefficients and drops a negative one;
+ * - keys: shape and config strings, signatures that tell ops apart;
+ * - sb_profile_apply: a measured config costs its seconds (plus update and,
+ *   on the first op, the fixed part) in FLOP-equivalents at F, an unmeasured
+ *   one is estimated from its kind's nearest entry by the reference ratio,
+ *   a kind never measured keeps the analytic cost; edges are priced by the
+ *   relayout fit;
+ * - the database: a profile stored and read back, and of three launches of
+ *   the same strategies the fastest one's figures chosen. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shardbench/profile.h"
+#include "shardbench/query.h"
+#include "shardbench/results.h"
+
+static const char *tiny =
+    "model tiny\n"
+    "cutoff 1\n"
+    "param batch = 8\n"
+    "input x[batch=batch, feat=16]\n"
+    "h = dense(x, units=32, dim=units)\n"
+    "a = act(h, fn=relu)\n"
+    "y = dense(a, units=10, dim=out)\n"
+    "l = softmax_xent(y)\n";
+
+static void load_tiny(sb_model *m)
+{
+    sb_error err = {0};
+    int rc = sb_model_parse(tiny, strlen(tiny), "tiny.model", NULL, 0, m, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+}
+
+static void test_fit(void **state)
+{
+    (void)state;
+    /* y = 2 + 3 a + 0.5 b exactly */
+    double x[6 * 3], y[6], b[3];
+    for (int i = 0; i < 6; i++) {
+        x[i * 3] = 1;
+        x[i * 3 + 1] = i;
+        x[i * 3 + 2] = (i * 7) % 5;
+        y[i] = 2 + 3 * i + 0.5 * ((i * 7) % 5);
+    }
+    assert_int_equal(sb_fit_nonneg(x, y, 6, 3, b), 0);
+    assert_true(fabs(b[0] - 2) < 1e-9 && fabs(b[1] - 3) < 1e-9 && fabs(b[2] - 0.5) < 1e-9);
+    /* y = 5 - a: the slope would be negative, so it is dropped: the mean */
+    double x2[4 * 2], y2[4];
+    for (int i = 0; i < 4; i++) {
+        x2[i * 2] = 1;
+        x2[i * 2 + 1] = i;
+        y2[i] = 5 - i;
+    }
+    assert_int_equal(sb_fit_nonneg(x2, y2, 4, 2, b), 0);
+    assert_true(b[1] == 0.0);
+    assert_true(fabs(b[0] - 3.5) < 1e-9);
+}
+
+static void test_keys(void **state)
+{
+    (void)state;
+    sb_model m;
+    load_tiny(&m);
+    const sb_op *h = &m.ops[0], *y = &m.ops[2];
+    int c[SB_MAX_DIMS] = {2, 1, 2};
+    char shape[160], cfg[64], s1[20], s2[20];
+    sb_prof_shape(h, c, shape, sizeof shape);
+    sb_prof_config(h, c, cfg, sizeof cfg);
+    assert_string_equal(shape, "4x32x8"); /* batch, units, in over 2, 1, 2 */
+    assert_string_equal(cfg, "2,1,2");
+    sb_prof_sig(&m, h, s1, sizeof s1);
+    sb_prof_sig(&m, y, s2, sizeof s2);
+    assert_string_not_equal(s1, s2); /* other dims, another op */
+    assert_int_equal(strlen(s1), 16);
+    char name[64];
+    sb_machine_name("machines/cpu-here.machine", name, sizeof name);
+    assert_string_equal(name, "cpu-here");
+    sb_machine_name("h200-sxm", name, sizeof name);
+    assert_string_equal(name, "h200-sxm");
+    sb_model_free(&m);
+}
+
+/* A profile of tiny at 2 ranks: dense h's configs measured except one;
+ * act measured at one config; dense y only at config 0; softmax_xent never. */
+static void fill_profile(const sb_problem *pb, sb_profile *pf, int skip_h)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->ops = calloc(64, sizeof *pf->ops);
+    assert_non_null(pf->ops);
+    sb_cost_params ref;
+    sb_cost_params_default(&ref);
+    ref.cutoff = pb->cp.cutoff;
+    for (int i = 0; i < 3; i++) {
+        const sb_op *op = &pb->m->ops[i];
+        for (int k = 0; k < pb->cfg[i].n; k++) {
+            if ((i == 0 && k == skip_h) || (i == 1 && k > 0) || (i == 2 && k > 0))
+                continue;
+            const int *c = pb->cfg[i].c + (size_t)k * (size_t)op->ndims;
+            sb_prof_op *e = &pf->ops[pf->nops++];
+            snprintf(e->kind, sizeof e->kind, "%s", sb_op_kind_name(op->kind));
+            sb_prof_shape(op, c, e->shape, sizeof e->shape);
+            sb_prof_config(op, c, e->config, sizeof e->config);
+            sb_prof_sig(pb->m, op, e->sig, sizeof e->sig);
+            e->compute_s = 0.001 * (i + 1) * (k + 1);
+            e->coll_s = 0.0001 * k;
+            e->ref_cost = sb_op_cost(pb->m, op, c, &ref);
+            e->samples = 1;
+        }
+    }
+    /* sorted as the loader sorts */
+    for (int a = 0; a < pf->nops; a++)
+        for (int b = a + 1; b < pf->nops; b++) {
+            sb_prof_op *x = &pf->ops[a], *y = &pf->ops[b];
+            char kx[400], ky[400];
+            snprintf(kx, sizeof kx, "%s|%s|%s|%s", x->kind, x->shape, x->config, x->sig);
+            snprintf(ky, sizeof ky, "%s|%s|%s|%s", y->kind, y->shape, y->config, y->sig);
+            int cmp = strcmp(x->kind, y->kind);
+            if (!cmp)
+                cmp = strcmp(x->shape, y->shape);
+            if (!cmp)
+                cmp = strcmp(x->config, y->config);
+            if (!cmp)
+                cmp = strcmp(x->sig, y->sig);
+            if (cmp > 0) {
+                sb_prof_op t = *x;
+                *x = *y;
+                *y = t;
+            }
+        }
+    pf->relay_msg_s = 0.002;
+    pf->relay_word_s = 1e-6;
+    pf->fixed_s = 0.01;
+    pf->update_s_per_elem = 1e-7;
+}
+
+static void test_apply(void **state)
+{
+    (void)state;
+    sb_model m;
+    load_tiny(&m);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    cp.tflops = 0.5;
+    snprintf(cp.machine, sizeof cp.machine, "machines/cpu-here.machine");
+    sb_problem pb, ana;
+    sb_error err = {0};
+    assert_int_equal(sb_problem_build(&m, 2, &cp, &pb, &err), 0);
+    assert_int_equal(sb_problem_build(&m, 2, &cp, &ana, &err), 0);
+    sb_profile pf;
+    int skip = 1;
+    fill_profile(&pb, &pf, skip);
+    sb_profile_stats st;
+    assert_int_equal(sb_profile_apply(&pb, &pf, &st, &err), 0);
+    double S = cp.tflops * 1e12;
+    int total = 0;
+    for (int i = 0; i < m.nops; i++)
+        total += pb.cfg[i].n;
+    assert_int_equal(st.configs, total);
+    assert_int_equal(st.analytic, pb.cfg[3].n); /* softmax_xent: never measured */
+    assert_int_equal(st.measured + st.estimated + st.analytic, total);
+    assert_true(st.estimated >= 1 + (pb.cfg[1].n - 1) + (pb.cfg[2].n - 1));
+    assert_true(pb.cp.profiled);
+    /* op h, config 0: measured 1 ms + 0 coll, its weight shard's update,
+     * and the fixed part (the first op) */
+    const sb_op *h = &m.ops[0];
+    const int *c0 = pb.cfg[0].c;
+    const sb_prof_op *e = sb_profile_find(&pf, &m, h, c0);
+    assert_non_null(e);
+    double want = e->compute_s + e->coll_s + sb_prof_weight_elems(&m, h, c0) * 1e-7 + 0.01;
+    assert_true(fabs(pb.cfg[0].cost[0] / S - want) < 1e-12);
+    /* the skipped config: the nearest measured entry scaled by the
+     * reference costs' ratio (checked against its bounds) */
+    const int *cs = pb.cfg[0].c + (size_t)skip * (size_t)h->ndims;
+    assert_null(sb_profile_find(&pf, &m, h, cs));
+    double est = pb.cfg[0].cost[skip] / S - sb_prof_weight_elems(&m, h, cs) * 1e-7 - 0.01;
+    assert_true(est > 0 && isfinite(est));
+    /* softmax_xent keeps the analytic cost */
+    for (int k = 0; k < pb.cfg[3].n; k++)
+        assert_true(pb.cfg[3].cost[k] == ana.cfg[3].cost[k]);
+    /* an edge's relayout: the fit (0 for one that moves nothing) */
+    const sb_tensor *t = &m.tensors[m.ops[1].in[0].tensor];
+    int l1[SB_MAX_DIMS] = {1, 1, 1}, l2[SB_MAX_DIMS] = {2, 1, 1};
+    assert_true(sb_edge_cost(&pb.cp, t, l1, l1) == 0.0);
+    double w = sb_edge_words(t, l1, l2);
+    assert_true(w > 0);
+    assert_true(fabs(sb_edge_cost(&pb.cp, t, l1, l2) / S - (0.002 + w * 1e-6)) < 1e-12);
+    /* the analytic problem prices the same edge otherwise */
+    assert_true(sb_edge_cost(&ana.cp, t, l1, l2) != sb_edge_cost(&pb.cp, t, l1, l2));
+    sb_profile_free(&pf);
+    sb_problem_free(&pb);
+    sb_problem_free(&ana);
+    sb_model_free(&m);
+}
+
+static void db_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/test_profile-%d-%s", SB_BINARY_DIR, (int)getpid(), name);
+    char side[600];
+    unlink(buf);
+    snprintf(side, sizeof side, "%s-wal", buf);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", buf);
+    unlink(side);
+}
+
+static void store(const char *path, sb_profile *pf, double total, double compute)
+{
+    sb_error err = {0};
+    sb_db *db = NULL;
+    assert_int_equal(sb_db_open(path, 0, &db, &err), 0);
+    sb_db_close(db);
+    sb_dbq *q = NULL;
+    assert_int_equal(sb_dbq_open(path, 1, 0, &q, &err), 0);
+    pf->total_s = total;
+    for (int i = 0; i < pf->nops; i++)
+        pf->ops[i].compute_s = compute;
+    int64_t id = 0;
+    int rc = sb_dbq_record_profile(q, pf, "tiny", "batch=8", 4, 3, "test", &id, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    assert_true(id > 0);
+    sb_dbq_close(q);
+}
+
+static void test_db(void **state)
+{
+    (void)state;
+    sb_model m;
+    load_tiny(&m);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    sb_error err = {0};
+    assert_int_equal(sb_problem_build(&m, 2, &cp, &pb, &err), 0);
+    sb_profile pf;
+    fill_profile(&pb, &pf, -1);
+    snprintf(pf.backend, sizeof pf.backend, "cpu");
+    snprintf(pf.machine, sizeof pf.machine, "box");
+    snprintf(pf.precision, sizeof pf.precision, "fp32");
+    pf.ranks = 2;
+    pf.seed = 1;
+    pf.coll = calloc(1, sizeof *pf.coll);
+    assert_non_null(pf.coll);
+    pf.coll[0] = (sb_prof_coll){.kind = SB_PCOLL_ALLREDUCE, .group = 2, .alpha_s = 1e-5,
+                                .beta_s_per_byte = 2e-10, .points = 4};
+    pf.ncoll = 1;
+    char path[512];
+    db_path(path, sizeof path, "p.db");
+    /* three launches of the same strategies: the second is the fastest */
+    store(path, &pf, 0.30, 0.003);
+    store(path, &pf, 0.20, 0.002);
+    store(path, &pf, 0.35, 0.004);
+    sb_dbq *q = NULL;
+    assert_int_equal(sb_dbq_open(path, 0, 0, &q, &err), 0);
+    sb_profile got;
+    int found = 0;
+    assert_int_equal(sb_dbq_load_profile(q, "", "box", 2, "tiny", "batch=8", &got, &found, &err),
+                     0);
+    assert_int_equal(found, 1);
+    assert_int_equal(got.nops, pf.nops);
+    assert_int_equal(got.profile_id, 2);
+    assert_int_equal(got.fits_launches, 3);
+    assert_int_equal(got.fits_same_model, 1);
+    for (int i = 0; i < got.nops; i++) {
+        assert_true(got.ops[i].compute_s == 0.002); /* the fastest launch's */
+        assert_int_equal(got.ops[i].samples, 3);
+    }
+    assert_true(got.relay_msg_s == pf.relay_msg_s && got.fixed_s == pf.fixed_s);
+    assert_int_equal(got.ncoll, 1);
+    assert_true(got.coll[0].alpha_s == 1e-5 && got.coll[0].group == 2);
+    sb_profile_free(&got);
+    /* another machine or rank count: none */
+    assert_int_equal(sb_dbq_load_profile(q, "", "box", 4, "tiny", "batch=8", &got, &found, &err),
+                     0);
+    assert_int_equal(found, 0);
+    assert_int_equal(sb_dbq_load_profile(q, "", "other", 2, "tiny", "batch=8", &got, &found, &err),
+                     0);
+    assert_int_equal(found, 0);
+    /* another model: the fits of the newest launch, said so */
+    assert_int_equal(sb_dbq_load_profile(q, "", "box", 2, "big", "batch=1", &got, &found, &err), 0);
+    assert_int_equal(found, 1);
+    assert_int_equal(got.fits_same_model, 0);
+    assert_int_equal(got.profile_id, 3);
+    sb_profile_free(&got);
+    sb_dbq_close(q);
+    /* sb_profile_use names the model it used */
+    snprintf(pb.cp.machine, sizeof pb.cp.machine, "/x/box.machine");
+    char msg[1024];
+    assert_int_equal(sb_profile_use(&pb, path, msg, sizeof msg, &err), 1);
+    assert_non_null(strstr(msg, "predictive"));
+    assert_non_null(strstr(msg, "profiles of box at 2 ranks"));
+    db_path(path, sizeof path, "p.db"); /* removes it */
+    sb_profile_free(&pf);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_db),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
