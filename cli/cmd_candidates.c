@@ -94,23 +94,35 @@ int cmd_candidates(int argc, char **argv)
     double limit = gib * 1073741824.0;
     int json = !strcmp(format, "json");
     json_t *jc = json ? json_array() : NULL;
-    if (!json)
+    /* a calibrated, machine or profiled cost is FLOP-equivalents at F: a time */
+    int timed = pb.cp.calibration[0] || pb.cp.machine[0];
+    double F = pb.cp.tflops * 1e12;
+    if (!json) {
+        if (so.cost_model[0])
+            printf("# %s\n", so.cost_model);
         printf("# %s  p=%d  %d distinct strategies from %ld rule sets over %d mesh shapes in "
-               "%.3f s%s\n%-5s %-16s %-60s %16s %12s %9s %s\n",
+               "%.3f s%s\n%-5s %-16s %-60s %16s %12s %9s %s%s\n",
                m.name, p, cs.ncand, cs.rule_sets, cs.nmeshes, cs.seconds,
                cs.truncated ? "  (TRUNCATED at --max-rule-sets)" : "", "rank", "mesh", "rules",
-               "cost (FLOP)", "mem (GiB)", "fallbacks", "fits");
+               "cost (FLOP)", "mem (GiB)", "fallbacks", "fits", timed ? "  predicted s" : "");
+    }
     for (int i = 0; i < n; i++) {
         const sb_candidate *k = &cs.cand[i];
         char mesh[64], rules[2048];
         sb_cand_mesh_str(&k->mesh, mesh, sizeof mesh);
         sb_candidate_rules_str(&cs, k, rules, sizeof rules);
         if (json) {
-            json_array_append_new(jc, json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}",
-                                                "rank", i + 1, "mesh", mesh, "rules", rules,
-                                                "cost", cli_jreal(k->cost), "mem_bytes",
-                                                (json_int_t)k->mem, "fallbacks", k->fallbacks,
-                                                "fits", k->mem <= limit));
+            json_t *o = json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}", "rank", i + 1, "mesh",
+                                  mesh, "rules", rules, "cost", cli_jreal(k->cost), "mem_bytes",
+                                  (json_int_t)k->mem, "fallbacks", k->fallbacks, "fits",
+                                  k->mem <= limit);
+            if (o && timed)
+                json_object_set_new(o, "predicted_step_seconds", cli_jreal(k->cost / F));
+            json_array_append_new(jc, o);
+        } else if (timed) {
+            printf("%-5d %-16s %-60s %16.6e %12.3f %9d %-4s %12.4g\n", i + 1, mesh,
+                   rules[0] ? rules : "(none)", k->cost, k->mem / 1073741824.0, k->fallbacks,
+                   k->mem <= limit ? "yes" : "no", k->cost / F);
         } else {
             printf("%-5d %-16s %-60s %16.6e %12.3f %9d %s\n", i + 1, mesh,
                    rules[0] ? rules : "(none)", k->cost, k->mem / 1073741824.0, k->fallbacks,

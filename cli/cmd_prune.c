@@ -111,8 +111,10 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
     if (!idx)
         return -1;
     fprintf(idx, "file\tkind\tpredicted_cost\tpredicted_mem_bytes\n");
-    printf("%-4s %-8s %18s %8s %12s %s\n", "rank", "kind", "cost (FLOP)", "x best", "mem (GiB)",
-           "verdict");
+    /* a calibrated, machine or profiled cost is FLOP-equivalents at F: a time */
+    double F = pb->cp.calibration[0] || pb->cp.machine[0] ? pb->cp.tflops * 1e12 : 0.0;
+    printf("%-4s %-8s %18s %8s %12s %s%s\n", "rank", "kind", "cost (FLOP)", "x best", "mem (GiB)",
+           F > 0 ? "predicted s  " : "", "verdict");
     int kept = 0, rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         const char *verdict = "kept";
@@ -120,8 +122,12 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
             verdict = "dropped: cost over --within";
         else if (e[i].mem > limit)
             verdict = "dropped: over --device-mem";
-        printf("%-4d %-8s %18.6e %8.3f %12.3f %s\n", i + 1, e[i].kind, e[i].cost, e[i].cost / best,
-               e[i].mem / 1073741824.0, verdict);
+        if (F > 0)
+            printf("%-4d %-8s %18.6e %8.3f %12.3f %11.4g  %s\n", i + 1, e[i].kind, e[i].cost,
+                   e[i].cost / best, e[i].mem / 1073741824.0, e[i].cost / F, verdict);
+        else
+            printf("%-4d %-8s %18.6e %8.3f %12.3f %s\n", i + 1, e[i].kind, e[i].cost,
+                   e[i].cost / best, e[i].mem / 1073741824.0, verdict);
         if (strcmp(verdict, "kept"))
             continue;
         kept++;
@@ -206,6 +212,8 @@ int cmd_prune(int argc, char **argv)
         goto done;
     }
     qsort(e, (size_t)n, sizeof *e, by_cost);
+    if (so.cost_model[0])
+        printf("# %s\n", so.cost_model);
     printf("# %s  p=%d  within %g of the best, device memory %g GiB (%s)\n", m.name, p, within, gib,
            sb_optimizer_name(ao.opt));
     if (write_out(out ? out : dflt, &pb, e, n, e[0].cost, within, gib * 1073741824.0, &err))

@@ -5,12 +5,14 @@
 # Installs missing Debian packages, builds Release in build/, then
 #  1. searches the paper's five models at p = 4..64 (PaSE's exact DP) and
 #     prints the summary table (`shardbench paper --quiet`);
-#  2. calibrates the cost model to this machine (`shardbench calibrate`),
-#     then runs a small end-to-end bench on the CPU backend: AlexNet and the
-#     Transformer at reduced sizes on P = 1, 2, 4 MPI ranks, each survivor of
-#     `shardbench prune --calibration` (pase-best, data parallel, expert,
-#     MCMC, the top mesh x layout candidates) trained for a few real steps
-#     and measured;
+#  2. calibrates the cost model to this machine (`shardbench calibrate`,
+#     the machine file cpu-here), then runs a small end-to-end bench on the
+#     CPU backend: AlexNet and the Transformer at reduced sizes on P = 1, 2,
+#     4 MPI ranks, each (model, P) profiled first (`bench --profile 3`: the
+#     predictive cost model's figures), then each survivor of `shardbench
+#     prune` (pase-best, data parallel, expert, MCMC, the top mesh x layout
+#     candidates) and 4 random valid strategies trained for a few real
+#     steps, 3 launches each, predicted in seconds by the profiles;
 #  3. writes the figures (gnuplot) and the Markdown report from the database.
 # About 1 to 3 minutes on 2 cores once the packages are installed. Prints where the figures and the
 # database are. SB_MAIN_PROCS overrides the device counts (default 1,2,4).
