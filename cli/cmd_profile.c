@@ -5,8 +5,9 @@
  * machine, P):
  *
  *   op configs  K strategies that together give every op each of its
- *               configs at P (strategy k gives op i config perm_i[k mod
- *               n_i], perm_i a seeded shuffle), each trained for --steps
+ *               configs at P (at P > 1 data parallel first, then strategy
+ *               k gives op i config perm_i[k mod n_i], perm_i a seeded
+ *               shuffle), each trained for --steps
  *               timed steps as `run` trains (the same probe and barrier
  *               before each step): per op, the slowest rank's kernel
  *               seconds and the least waiting rank's own collectives (comm
@@ -404,7 +405,13 @@ int cmd_profile(int argc, char **argv)
     for (int i = 0; i < nops; i++)
         if (pb.cfg[i].n > kmax)
             kmax = pb.cfg[i].n;
-    int K = kmax;
+    /* at P > 1, strategy 0 is data parallel (its edges mostly move
+     * nothing: what tells a relayout's per-message cost from the copy every
+     * edge makes), then the seeded ones */
+    int *dpc = calloc((size_t)nops, sizeof *dpc);
+    sb_error dperr = {0};
+    int have_dp = P > 1 && dpc && !sb_strategy_data_parallel(&pb, dpc, &dperr);
+    int K = kmax + have_dp;
     if (P > 1 && K < 4)
         K = 4;
     if (K > 64)
@@ -446,7 +453,8 @@ int cmd_profile(int argc, char **argv)
     for (int k = 0; k < K && !status; k++) {
         const int *cfg[nops];
         for (int i = 0; i < nops; i++) {
-            choice[i] = perm[i][k % pb.cfg[i].n];
+            choice[i] = have_dp ? (k == 0 ? dpc[i] : perm[i][(k - 1) % pb.cfg[i].n])
+                                : perm[i][k % pb.cfg[i].n];
             cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
         }
         sb_plan_strategy st = {.m = &m, .configs = cfg};
@@ -577,7 +585,8 @@ int cmd_profile(int argc, char **argv)
         for (int k = 0; k < K; k++) {
             double wel = 0.0;
             for (int i = 0; i < nops; i++) {
-                int cidx = perm[i][k % pb.cfg[i].n];
+                int cidx = have_dp ? (k == 0 ? dpc[i] : perm[i][(k - 1) % pb.cfg[i].n])
+                                   : perm[i][k % pb.cfg[i].n];
                 wel += sb_prof_weight_elems(&m, &m.ops[i],
                                             pb.cfg[i].c + (size_t)cidx * (size_t)m.ops[i].ndims);
             }
@@ -634,6 +643,7 @@ int cmd_profile(int argc, char **argv)
     for (int i = 0; i < nops; i++)
         free(perm[i]);
     free(perm);
+    free(dpc);
     free(choice);
     free(cm);
     free(sendv);
