@@ -187,6 +187,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         free(L);
         return -1;
     }
+    sqlite3_finalize(st);
     if (nl == 0) {
         free(L);
         return 0; /* no profile of this machine and rank count */
