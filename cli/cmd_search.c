@@ -413,6 +413,18 @@ static double pipe_seconds(const sb_cost_params *cp, double cost)
 
 static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
 
+/* the search chose recomputation per stage, or the ZeRO stage (sb_pipe_search: only under a
+ * limit) */
+static int chooses_rc(const sb_pipe_opts *po, const sb_cost_params *cp)
+{
+    return po->choose_recompute || cp->recompute == SB_RECOMPUTE_AUTO;
+}
+
+static int chosen(const sb_pipe_opts *po, const sb_cost_params *cp)
+{
+    return po->mem_limit > 0 && (po->choose_zero || chooses_rc(po, cp));
+}
+
 static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_params *cp,
                              const sb_pipe_opts *po, const sb_pipe_result *r, const char *algo)
 {
@@ -485,13 +497,32 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                    "for the exact Pareto search): the least step is at most %.4g%% below this "
                    "one (the largest gap of those to their dual bound)\n", r->lagrange_stages,
                 100.0 * r->lagrange_gap);
-    int nrec = 0;
+    int nrec = 0, nst = 0;
     for (int i = 0; r->recompute && i < m->nops; i++)
         nrec += r->recompute[i] != 0;
-    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: %d\n", cp->zero,
+    for (int s = 0; s < S; s++)
+        nst += r->stage_recompute[s] != 0;
+    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: %d\n", r->zero,
             sb_optimizer_name(po->opt), nrec);
-    if (cp->recompute) /* every stage's, as the stage DPs priced them */
-        print_recompute_line(f, m, cp->recompute, pipe_recomputed, r->recompute);
+    if (cp->recompute || nrec) /* every stage's, as the stage DPs priced them */
+        print_recompute_line(f, m, chooses_rc(po, cp) ? SB_RECOMPUTE_AUTO : cp->recompute,
+                             pipe_recomputed, r->recompute);
+    if (chosen(po, cp)) { /* said only where the search chose (under a limit) */
+        fprintf(f, "chosen within --memory:");
+        if (po->choose_zero)
+            fprintf(f, " ZeRO stage %d (of 0-3; searched %d: 0 and 1 cost what 2 costs and need no "
+                       "less memory)%s", r->zero, r->zero_searched,
+                    chooses_rc(po, cp) ? ";" : "");
+        if (chooses_rc(po, cp)) {
+            fprintf(f, " recomputing stages %d of %d", nst, S);
+            for (int s = 0, k = 0; s < S; s++)
+                if (r->stage_recompute[s])
+                    fprintf(f, "%s%d", k++ ? "," : " (", s);
+            fprintf(f, "%s; %ld stage DPs recomputing, %ld not needed (kept at most its least "
+                       "cost)", nst ? ")" : "", r->rc_solved, r->rc_dominated);
+        }
+        fputc('\n', f);
+    }
     if (has_time(cp))
         fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
                 pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
@@ -524,17 +555,22 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
             json_array_append_new(ranks, json_integer(r0 + q));
         json_array_append_new(mesh, json_integer(pl->devices[s]));
-        json_array_append_new(stages, json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I}", "ops", names,
-                                                "devices", ranks, "mesh", mesh, "time_per_microbatch",
-                                                cli_jreal(r->stage_time[s]), "p2p_cost",
-                                                cli_jreal(r->stage_p2p[s]), "in_flight",
-                                                r->inflight[s], "peak_bytes",
-                                                (json_int_t)r->stage_mem[s]));
+        json_t *st = json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I, s:b}", "ops", names, "devices",
+                               ranks, "mesh", mesh, "time_per_microbatch",
+                               cli_jreal(r->stage_time[s]), "p2p_cost", cli_jreal(r->stage_p2p[s]),
+                               "in_flight", r->inflight[s], "peak_bytes",
+                               (json_int_t)r->stage_mem[s], "recompute",
+                               (int)r->stage_recompute[s]);
+        json_array_append_new(stages, st);
     }
     json_object_set_new(j, "stages", stages);
     json_object_set_new(j, "microbatches", json_integer(pl->microbatches));
     json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
-    json_object_set_new(j, "zero", json_integer(cp->zero));
+    json_object_set_new(j, "zero", json_integer(r->zero));
+    if (chosen(po, cp)) { /* what the search chose rather than was given */
+        json_object_set_new(j, "zero_searched", json_boolean(po->choose_zero));
+        json_object_set_new(j, "recompute_searched", json_boolean(chooses_rc(po, cp)));
+    }
     json_object_set_new(j, "optimizer", json_string(sb_optimizer_name(po->opt)));
     json_t *rec = json_array();
     for (int i = 0; r->recompute && i < m->nops; i++)
@@ -575,7 +611,8 @@ static int pipe_save(const char *path, const sb_model *m, int p, const sb_cost_p
     sf.cost = r->step_cost;
     memcpy(sf.cfg, r->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof *sf.cfg);
     sf.pipe = r->pipe;
-    sf.zero = cp->zero;
+    sf.zero = r->zero;
+    (void)cp;
     for (int i = 0; r->recompute && i < m->nops; i++) /* `recompute OP` lines */
         sf.recompute[i] = r->recompute[i];
     int rc = sb_strategy_file_save(path, m, &sf, err);
@@ -690,9 +727,12 @@ static void search_usage(FILE *f)
             "                         auto lets the search within --memory (default 80GiB)\n"
             "                         choose per op (plain space only); with --space full\n"
             "                         all recomputes every op of every stage, each stage\n"
-            "                         keeping the inputs it received\n"
+            "                         keeping the inputs it received, none recomputes\n"
+            "                         nothing, and auto (or no --recompute) lets the search\n"
+            "                         choose none or all per stage within --memory\n"
             "      --zero 0|1|2|3     ZeRO stage (as run --zero) in the memory model, and\n"
-            "                         stage 3's weight all-gather in the cost (default 0)\n"
+            "                         stage 3's weight all-gather in the cost (default 0;\n"
+            "                         --space full with --memory: searched when not given)\n"
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
@@ -750,7 +790,7 @@ int cmd_search(int argc, char **argv)
     const char *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int adopt_db = 0;
-    int space = -1, zero_given = 0; /* space: -1 as implied, 0 plain, 1 full */
+    int space = -1, zero_given = 0, rc_opt_given = 0; /* space: -1 as implied, 0 plain, 1 full */
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
@@ -760,6 +800,8 @@ int cmd_search(int argc, char **argv)
         int rc = shared_opt(&so, c, optarg, &err);
         if (c == 'Z')
             zero_given = 1;
+        if (c == SB_OPT_RECOMPUTE)
+            rc_opt_given = 1;
         if (rc == 0) /* not a shared option */
             switch (c) {
             case 'a':
@@ -843,6 +885,10 @@ int cmd_search(int argc, char **argv)
         po.dp.progress = 0;
         po.opt = so.ao.opt;
         po.mem_limit = so.mem_bound ? so.device_gib * 1073741824.0 : 0.0;
+        /* not forced: chosen (under a limit; without one ZeRO 0 and nothing
+         * recomputed are optimal and what the search returns) */
+        po.choose_zero = !zero_given;
+        po.choose_recompute = !rc_opt_given || so.cp.recompute == SB_RECOMPUTE_AUTO;
         return search_full(&so, &po, algo, format, save, db, adopt_db);
     }
     sb_model m;
