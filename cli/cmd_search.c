@@ -413,6 +413,48 @@ static double pipe_seconds(const sb_cost_params *cp, double cost)
 
 static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
 
+/* Where stage s's sub-mesh (its ranks, one axis) lies on the nodes: its
+ * ranks first .. first + d - 1 as placed, "intra" (one node), "inter" (one
+ * rank a node) or "both". */
+static const char *stage_mesh_word(const sb_cost_params *cp, const sb_pipeline *pl, int s)
+{
+    int n = cp->node_devices, r0 = sb_pipeline_first_rank(pl, s), d = pl->devices[s];
+    if (n <= 0 || d <= 1)
+        return "intra";
+    int first = r0 / n, last = (r0 + d - 1) / n, most = 0;
+    for (int k = first; k <= last; k++) { /* ranks of the stage on node k */
+        int lo = k * n > r0 ? k * n : r0, hi = (k + 1) * n < r0 + d ? (k + 1) * n : r0 + d;
+        if (hi - lo > most)
+            most = hi - lo;
+    }
+    sb_coll_group g = {(double)d, (double)most, (double)(last - first + 1)};
+    return sb_coll_group_word(g);
+}
+
+/* Op i's split dims on the nodes, as the cost model prices its stage:
+ * the stage's ranks counted from its first (the same placement as the
+ * ranks themselves when the stage size divides the node size or the node
+ * size divides it, as for every power of two); counts into n[0..2]
+ * (intra, inter, both), and into *inside when the op's grid is on one node.
+ * Object {dim: word}. */
+static json_t *pipe_op_mesh(const sb_model *m, const sb_cost_params *cp, const sb_pipe_result *r,
+                            int i, int *n, int *inside)
+{
+    const sb_op *op = &m->ops[i];
+    const int *c = r->cfg + (size_t)i * SB_MAX_DIMS;
+    json_t *o = json_object();
+    uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+    *inside += sb_coll_group_of(cp, c, op->ndims, all).nodes <= 1;
+    for (int d = 0; d < op->ndims; d++) {
+        if (c[d] <= 1)
+            continue;
+        const char *w = sb_coll_group_word(sb_coll_group_of(cp, c, op->ndims, 1u << d));
+        n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        json_object_set_new(o, op->dims[d].name, json_string(w));
+    }
+    return o;
+}
+
 /* the search chose recomputation per stage, or the ZeRO stage (sb_pipe_search: only under a
  * limit) */
 static int chooses_rc(const sb_pipe_opts *po, const sb_cost_params *cp)
@@ -526,6 +568,18 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
     if (has_time(cp))
         fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
                 pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
+    if (cp->node_devices > 0) { /* the JSON's mesh_to_nodes summed */
+        int n[3] = {0, 0, 0}, inside = 0, sw[3] = {0, 0, 0};
+        for (int i = 0; i < m->nops; i++)
+            json_decref(pipe_op_mesh(m, cp, r, i, n, &inside));
+        for (int s = 0; s < S; s++) {
+            const char *w = stage_mesh_word(cp, pl, s);
+            sw[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        }
+        fprintf(f, "mesh to nodes (%d devices a node): stages intra %d, inter %d, both %d; split "
+                   "dims intra %d, inter %d, both %d; %d of %d ops inside one node\n",
+                cp->node_devices, sw[0], sw[1], sw[2], n[0], n[1], n[2], inside, m->nops);
+    }
 }
 
 static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
@@ -561,6 +615,11 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
                                "in_flight", r->inflight[s], "peak_bytes",
                                (json_int_t)r->stage_mem[s], "recompute",
                                (int)r->stage_recompute[s]);
+        if (st && cp->node_devices > 0) { /* the stage's one mesh axis on the nodes */
+            json_t *axes = json_array();
+            json_array_append_new(axes, json_string(stage_mesh_word(cp, pl, s)));
+            json_object_set_new(st, "mesh_to_nodes", axes);
+        }
         json_array_append_new(stages, st);
     }
     json_object_set_new(j, "stages", stages);
@@ -584,6 +643,7 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
         json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
     }
+    int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         json_t *dims = json_array(), *config = json_array();
@@ -592,11 +652,19 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
                                                   (json_int_t)op->dims[d].size));
             json_array_append_new(config, json_integer(pcfg(r, i)[d]));
         }
-        json_array_append_new(ops, json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "name", op->name,
-                                             "type", sb_op_kind_name(op->kind), "stage",
-                                             sb_pipeline_stage_of(pl, i), "dims", dims, "config",
-                                             config, "cost", cli_jreal(r->op_cost[i])));
+        json_t *o = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "name", op->name, "type",
+                              sb_op_kind_name(op->kind), "stage", sb_pipeline_stage_of(pl, i),
+                              "dims", dims, "config", config, "cost", cli_jreal(r->op_cost[i]));
+        if (o && cp->node_devices > 0) /* as the plain JSON: with a machine file */
+            json_object_set_new(o, "mesh_to_nodes", pipe_op_mesh(m, cp, r, i, placed, &inside));
+        json_array_append_new(ops, o);
     }
+    if (cp->node_devices > 0)
+        json_object_set_new(j, "mesh_to_nodes",
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
+                                      cp->node_devices, "intra", placed[0], "inter", placed[1],
+                                      "both", placed[2], "ops_inside_one_node", inside,
+                                      "ops_across_nodes", m->nops - inside));
     json_object_set_new(j, "ops", ops);
     return j;
 }
