@@ -640,7 +640,7 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
     /* lambda in FLOP per byte: first the least resident memory (cost only
      * breaking ties), then up from the scale of cost per byte until one
      * fits, then bisection in log scale */
-    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0;
+    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0, tl = sb_now();
     for (int it = 0; it < 24; it++) {
         for (int v = 0; v < n; v++)
             for (int x = 0; x < pb->cfg[v].n; x++)
@@ -657,6 +657,10 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
         for (int v = 0; v < n; v++)
             memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
         double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
+        if (getenv("SB_PIPE_TRACE"))
+            fprintf(stderr, "  lagrange it %d lambda %.4g: cost %.6e mem %.4g GiB%s, %.3f s\n", it,
+                    lam, cost, mem / 1073741824.0, mem <= limit ? " fits" : "", sb_now() - tl);
+        tl = sb_now();
         *least = fmin(*least, mem);
         int fits = mem <= limit;
         if (fits && cost < best) {
@@ -1100,6 +1104,7 @@ static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
 
 typedef struct {
     int a, b;     /* segments [a, b) */
+    int unc;      /* t is the unconstrained optimum + p2p (a bound under the limit) */
     double t;     /* t_s: intra-op optimum + p2p */
     stage_entry *e;
 } srange;
@@ -1411,6 +1416,23 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                 if (x->e)
                     continue;
                 int k = limited ? inflight(X->o, S, M, sched, s) : -1;
+                if (limited && !x->unc) {
+                    /* first the range's unconstrained optimum (a plain DP, cheap
+                     * beside one under the limit, and kept in the cache): the
+                     * stage under the limit costs at least that, so it is the
+                     * range's value until the best partition still picks it */
+                    x->unc = 1;
+                    stage_entry *u = stage(X, X->seg[x->a], X->seg[x->b], d, M, -1);
+                    if (!u) {
+                        rc = -1;
+                        goto out;
+                    }
+                    if (isfinite(u->t)) {
+                        x->t = fmax(x->t, u->t + p2p[x->b]);
+                        solved++;
+                        continue;
+                    }
+                }
                 stage_entry *e = stage(X, X->seg[x->a], X->seg[x->b], d, M, k);
                 if (!e) {
                     rc = -1;
