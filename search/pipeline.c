@@ -453,6 +453,7 @@ typedef struct {
     int brute;          /* sb_pipe_brute: every stage by enumeration */
     int rc_choose;      /* each stage chooses to recompute or not (under a limit, or brute) */
     int rc_fixed;       /* else: every stage recomputes (1) or none does (0) */
+    double least_lb;    /* the least lower bound of a stage range's memory met (the bounds) */
     /* op_bounds' (d, M): per op equal to no earlier one (rep[v] == v), its
      * configs' memory terms cm[cm_off[v] .. cm_off[v + 1]) (3 doubles each:
      * weights + grads + optimizer + act grads, activations, scratch) */
@@ -1352,6 +1353,8 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                 smax = fmax(smax, ps[b - 1]);
                 double lbt = pc[b] - pc[a] + p2p[b];
                 double lbm = pw[b] - pw[a] + (k > 1 ? k : 1) * (pa[b] - pa[a]) + smax;
+                if (limited && lbm > X->o->mem_limit)
+                    X->least_lb = fmin(X->least_lb, lbm);
                 if (!X->brute && ((limited && lbm > X->o->mem_limit)
                                   || (double)(M - 1) * lbt + lbsum > *best)) {
                     X->r->ranges_bounded++;
@@ -1363,6 +1366,7 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                         goto out;
                     if (lm * BOUND_SLACK > X->o->mem_limit) {
                         *least = fmin(*least, lm);
+                        X->least_lb = fmin(X->least_lb, lm);
                         X->r->ranges_bounded++;
                         break;
                     }
@@ -1526,7 +1530,8 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
 {
     double t0 = sb_now();
     memset(r, 0, sizeof *r);
-    pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute};
+    pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute,
+              .least_lb = INFINITY};
     X.cp.devices = p;
     int rc = -1;
     int *cuts = NULL;
@@ -1666,7 +1671,13 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     }
     if (!isfinite(best)) {
         r->least_bytes = least;
-        if (o->mem_limit > 0)
+        if (o->mem_limit > 0 && !isfinite(least))
+            rc = sb_fail(err, SB_EXIT_INPUT,
+                         "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
+                         "least memory of a stage is at least %.4g GiB (by the bounds: weights, "
+                         "activations and scratch at their least over the configs; none solved)",
+                         m->name, p, o->mem_limit / 1073741824.0, X.least_lb / 1073741824.0);
+        else if (o->mem_limit > 0)
             rc = sb_fail(err, SB_EXIT_INPUT,
                          "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
                          "least memory of a stage found is %.4g GiB", m->name, p,

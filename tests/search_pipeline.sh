@@ -88,6 +88,7 @@ check "--memory P0/2: within the limit" test "$(jget "$TMP/lim.json" '$.peak_byt
 rc=$?
 check "--memory 2B: exit 2 (got $rc)" test "$rc" -eq 2
 check "  ... names the least memory found" grep -q "fits .* per device: the least memory" "$TMP/none.err"
+check "  ... as a number (not inf)" grep -qE "the least memory of a stage (found )?is (at least )?[0-9.e+-]+ GiB" "$TMP/none.err"
 for bad in "--stages 3" "--microbatches 3" "--schedule zigzag" "--space odd"; do
     "$SB" search "${S[@]}" $bad > /dev/null 2>&1
     rc=$?

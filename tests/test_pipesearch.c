@@ -241,7 +241,7 @@ static void test_brute_choose(void **state)
     check_choose = 1;
     chose_zero = chose_rc = chose_better = 0;
     int zero3 = 0;
-    for (int g = 0; g < 16; g++) {
+    for (int g = 0; g < 12; g++) {
         int nops;
         gen_wide = g % 2;
         gen(text, sizeof text, &nops);
@@ -266,9 +266,9 @@ static void test_brute_choose(void **state)
         double peak = r.peak_bytes;
         sb_pipe_result_free(&r);
         sb_model_free(&m);
-        const double *fs = gen_wide ? (const double[]){0.95, 0.9, 0.85, 0.8, 0.5}
+        const double *fs = gen_wide ? (const double[]){0.95, 0.9, 0.85, 0.6}
                                     : (const double[]){0.8, 0.5, 0.3};
-        for (int k = 0; k < (gen_wide ? 5 : 3); k++) {
+        for (int k = 0; k < (gen_wide ? 4 : 3); k++) {
             int z = chose_zero;
             check_same(text, p, peak * fs[k], rn(2), S, 0);
             zero3 += chose_zero > z && last_zero == 3;
@@ -279,7 +279,7 @@ static void test_brute_choose(void **state)
     check_choose = 0;
     check_opt = SB_OPTIM_SGD;
     print_message("ZeRO and recomputation chosen: %d random models, each equal to brute force "
-                  "(unconstrained and at 3 or 5 limits); %d results with ZeRO > 0 (%d of them 3), %d "
+                  "(unconstrained and at 3 or 4 limits); %d results with ZeRO > 0 (%d of them 3), %d "
                   "recomputing a stage, %d cheaper than (or found where nothing fits at) ZeRO 0 "
                   "kept\n", cases, chose_zero, zero3, chose_rc, chose_better);
     assert_true(chose_zero > zero3 && zero3 > 0 && chose_rc > 0 && chose_better > 0);
