@@ -41,7 +41,10 @@
  * (vertex costs with sb_recompute_cost, memory by sb_op_memory_rc on the
  * stage's sub-model, whose inputs from earlier stages are marked
  * stage_input: the runtime keeps those per micro-batch in flight for the
- * recomputed forward); auto is refused (run). */
+ * recomputed forward). Chosen (o->choose_recompute, or auto): each stage
+ * recomputes all its ops or none, the better (stage()); the ZeRO stage
+ * chosen (o->choose_zero): 2 and 3 searched in turn, 0 and 1 dominated by
+ * 2 (run(); search/README.md gives both arguments). */
 #define _GNU_SOURCE
 #include "shardbench/pipesearch.h"
 
