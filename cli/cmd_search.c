@@ -413,6 +413,60 @@ static double pipe_seconds(const sb_cost_params *cp, double cost)
 
 static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
 
+/* Where stage s's sub-mesh (its ranks, one axis) lies on the nodes: its
+ * ranks first .. first + d - 1 as placed, "intra" (one node), "inter" (one
+ * rank a node) or "both". */
+static const char *stage_mesh_word(const sb_cost_params *cp, const sb_pipeline *pl, int s)
+{
+    int n = cp->node_devices, r0 = sb_pipeline_first_rank(pl, s), d = pl->devices[s];
+    if (n <= 0 || d <= 1)
+        return "intra";
+    int first = r0 / n, last = (r0 + d - 1) / n, most = 0;
+    for (int k = first; k <= last; k++) { /* ranks of the stage on node k */
+        int lo = k * n > r0 ? k * n : r0, hi = (k + 1) * n < r0 + d ? (k + 1) * n : r0 + d;
+        if (hi - lo > most)
+            most = hi - lo;
+    }
+    sb_coll_group g = {(double)d, (double)most, (double)(last - first + 1)};
+    return sb_coll_group_word(g);
+}
+
+/* Op i's split dims on the nodes, as the cost model prices its stage:
+ * the stage's ranks counted from its first (the same placement as the
+ * ranks themselves when the stage size divides the node size or the node
+ * size divides it, as for every power of two); counts into n[0..2]
+ * (intra, inter, both), and into *inside when the op's grid is on one node.
+ * Object {dim: word}. */
+static json_t *pipe_op_mesh(const sb_model *m, const sb_cost_params *cp, const sb_pipe_result *r,
+                            int i, int *n, int *inside)
+{
+    const sb_op *op = &m->ops[i];
+    const int *c = r->cfg + (size_t)i * SB_MAX_DIMS;
+    json_t *o = json_object();
+    uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
+    *inside += sb_coll_group_of(cp, c, op->ndims, all).nodes <= 1;
+    for (int d = 0; d < op->ndims; d++) {
+        if (c[d] <= 1)
+            continue;
+        const char *w = sb_coll_group_word(sb_coll_group_of(cp, c, op->ndims, 1u << d));
+        n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        json_object_set_new(o, op->dims[d].name, json_string(w));
+    }
+    return o;
+}
+
+/* the search chose recomputation per stage, or the ZeRO stage (sb_pipe_search: only under a
+ * limit) */
+static int chooses_rc(const sb_pipe_opts *po, const sb_cost_params *cp)
+{
+    return po->choose_recompute || cp->recompute == SB_RECOMPUTE_AUTO;
+}
+
+static int chosen(const sb_pipe_opts *po, const sb_cost_params *cp)
+{
+    return po->mem_limit > 0 && (po->choose_zero || chooses_rc(po, cp));
+}
+
 static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_params *cp,
                              const sb_pipe_opts *po, const sb_pipe_result *r, const char *algo)
 {
@@ -485,16 +539,47 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                    "for the exact Pareto search): the least step is at most %.4g%% below this "
                    "one (the largest gap of those to their dual bound)\n", r->lagrange_stages,
                 100.0 * r->lagrange_gap);
-    int nrec = 0;
+    int nrec = 0, nst = 0;
     for (int i = 0; r->recompute && i < m->nops; i++)
         nrec += r->recompute[i] != 0;
-    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: %d\n", cp->zero,
+    for (int s = 0; s < S; s++)
+        nst += r->stage_recompute[s] != 0;
+    fprintf(f, "ZeRO stage %d; optimizer %s; recomputed ops: %d\n", r->zero,
             sb_optimizer_name(po->opt), nrec);
-    if (cp->recompute) /* every stage's, as the stage DPs priced them */
-        print_recompute_line(f, m, cp->recompute, pipe_recomputed, r->recompute);
+    if (cp->recompute || nrec) /* every stage's, as the stage DPs priced them */
+        print_recompute_line(f, m, chooses_rc(po, cp) ? SB_RECOMPUTE_AUTO : cp->recompute,
+                             pipe_recomputed, r->recompute);
+    if (chosen(po, cp)) { /* said only where the search chose (under a limit) */
+        fprintf(f, "chosen within --memory:");
+        if (po->choose_zero)
+            fprintf(f, " ZeRO stage %d (of 0-3; searched %d: 0 and 1 cost what 2 costs and need no "
+                       "less memory)%s", r->zero, r->zero_searched,
+                    chooses_rc(po, cp) ? ";" : "");
+        if (chooses_rc(po, cp)) {
+            fprintf(f, " recomputing stages %d of %d", nst, S);
+            for (int s = 0, k = 0; s < S; s++)
+                if (r->stage_recompute[s])
+                    fprintf(f, "%s%d", k++ ? "," : " (", s);
+            fprintf(f, "%s; %ld stage DPs recomputing, %ld not needed (kept at most its least "
+                       "cost)", nst ? ")" : "", r->rc_solved, r->rc_dominated);
+        }
+        fputc('\n', f);
+    }
     if (has_time(cp))
         fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
                 pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
+    if (cp->node_devices > 0) { /* the JSON's mesh_to_nodes summed */
+        int n[3] = {0, 0, 0}, inside = 0, sw[3] = {0, 0, 0};
+        for (int i = 0; i < m->nops; i++)
+            json_decref(pipe_op_mesh(m, cp, r, i, n, &inside));
+        for (int s = 0; s < S; s++) {
+            const char *w = stage_mesh_word(cp, pl, s);
+            sw[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
+        }
+        fprintf(f, "mesh to nodes (%d devices a node): stages intra %d, inter %d, both %d; split "
+                   "dims intra %d, inter %d, both %d; %d of %d ops inside one node\n",
+                cp->node_devices, sw[0], sw[1], sw[2], n[0], n[1], n[2], inside, m->nops);
+    }
 }
 
 static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
@@ -524,17 +609,27 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
             json_array_append_new(ranks, json_integer(r0 + q));
         json_array_append_new(mesh, json_integer(pl->devices[s]));
-        json_array_append_new(stages, json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I}", "ops", names,
-                                                "devices", ranks, "mesh", mesh, "time_per_microbatch",
-                                                cli_jreal(r->stage_time[s]), "p2p_cost",
-                                                cli_jreal(r->stage_p2p[s]), "in_flight",
-                                                r->inflight[s], "peak_bytes",
-                                                (json_int_t)r->stage_mem[s]));
+        json_t *st = json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I, s:b}", "ops", names, "devices",
+                               ranks, "mesh", mesh, "time_per_microbatch",
+                               cli_jreal(r->stage_time[s]), "p2p_cost", cli_jreal(r->stage_p2p[s]),
+                               "in_flight", r->inflight[s], "peak_bytes",
+                               (json_int_t)r->stage_mem[s], "recompute",
+                               (int)r->stage_recompute[s]);
+        if (st && cp->node_devices > 0) { /* the stage's one mesh axis on the nodes */
+            json_t *axes = json_array();
+            json_array_append_new(axes, json_string(stage_mesh_word(cp, pl, s)));
+            json_object_set_new(st, "mesh_to_nodes", axes);
+        }
+        json_array_append_new(stages, st);
     }
     json_object_set_new(j, "stages", stages);
     json_object_set_new(j, "microbatches", json_integer(pl->microbatches));
     json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
-    json_object_set_new(j, "zero", json_integer(cp->zero));
+    json_object_set_new(j, "zero", json_integer(r->zero));
+    if (chosen(po, cp)) { /* what the search chose rather than was given */
+        json_object_set_new(j, "zero_searched", json_boolean(po->choose_zero));
+        json_object_set_new(j, "recompute_searched", json_boolean(chooses_rc(po, cp)));
+    }
     json_object_set_new(j, "optimizer", json_string(sb_optimizer_name(po->opt)));
     json_t *rec = json_array();
     for (int i = 0; r->recompute && i < m->nops; i++)
@@ -548,6 +643,7 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
         json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
     }
+    int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         json_t *dims = json_array(), *config = json_array();
@@ -556,11 +652,19 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
                                                   (json_int_t)op->dims[d].size));
             json_array_append_new(config, json_integer(pcfg(r, i)[d]));
         }
-        json_array_append_new(ops, json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "name", op->name,
-                                             "type", sb_op_kind_name(op->kind), "stage",
-                                             sb_pipeline_stage_of(pl, i), "dims", dims, "config",
-                                             config, "cost", cli_jreal(r->op_cost[i])));
+        json_t *o = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "name", op->name, "type",
+                              sb_op_kind_name(op->kind), "stage", sb_pipeline_stage_of(pl, i),
+                              "dims", dims, "config", config, "cost", cli_jreal(r->op_cost[i]));
+        if (o && cp->node_devices > 0) /* as the plain JSON: with a machine file */
+            json_object_set_new(o, "mesh_to_nodes", pipe_op_mesh(m, cp, r, i, placed, &inside));
+        json_array_append_new(ops, o);
     }
+    if (cp->node_devices > 0)
+        json_object_set_new(j, "mesh_to_nodes",
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
+                                      cp->node_devices, "intra", placed[0], "inter", placed[1],
+                                      "both", placed[2], "ops_inside_one_node", inside,
+                                      "ops_across_nodes", m->nops - inside));
     json_object_set_new(j, "ops", ops);
     return j;
 }
@@ -575,7 +679,8 @@ static int pipe_save(const char *path, const sb_model *m, int p, const sb_cost_p
     sf.cost = r->step_cost;
     memcpy(sf.cfg, r->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof *sf.cfg);
     sf.pipe = r->pipe;
-    sf.zero = cp->zero;
+    sf.zero = r->zero;
+    (void)cp;
     for (int i = 0; r->recompute && i < m->nops; i++) /* `recompute OP` lines */
         sf.recompute[i] = r->recompute[i];
     int rc = sb_strategy_file_save(path, m, &sf, err);
@@ -690,9 +795,12 @@ static void search_usage(FILE *f)
             "                         auto lets the search within --memory (default 80GiB)\n"
             "                         choose per op (plain space only); with --space full\n"
             "                         all recomputes every op of every stage, each stage\n"
-            "                         keeping the inputs it received\n"
+            "                         keeping the inputs it received, none recomputes\n"
+            "                         nothing, and auto (or no --recompute) lets the search\n"
+            "                         choose none or all per stage within --memory\n"
             "      --zero 0|1|2|3     ZeRO stage (as run --zero) in the memory model, and\n"
-            "                         stage 3's weight all-gather in the cost (default 0)\n"
+            "                         stage 3's weight all-gather in the cost (default 0;\n"
+            "                         --space full with --memory: searched when not given)\n"
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
@@ -754,7 +862,7 @@ int cmd_search(int argc, char **argv)
     const char *format = "table", *save = NULL, *dot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int adopt_db = 0;
-    int space = -1, zero_given = 0; /* space: -1 as implied, 0 plain, 1 full */
+    int space = -1, zero_given = 0, rc_opt_given = 0; /* space: -1 as implied, 0 plain, 1 full */
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
@@ -764,6 +872,8 @@ int cmd_search(int argc, char **argv)
         int rc = shared_opt(&so, c, optarg, &err);
         if (c == 'Z')
             zero_given = 1;
+        if (c == SB_OPT_RECOMPUTE)
+            rc_opt_given = 1;
         if (rc == 0) /* not a shared option */
             switch (c) {
             case 'a':
@@ -847,6 +957,10 @@ int cmd_search(int argc, char **argv)
         po.dp.progress = 0;
         po.opt = so.ao.opt;
         po.mem_limit = so.mem_bound ? so.device_gib * 1073741824.0 : 0.0;
+        /* not forced: chosen (under a limit; without one ZeRO 0 and nothing
+         * recomputed are optimal and what the search returns) */
+        po.choose_zero = !zero_given;
+        po.choose_recompute = !rc_opt_given || so.cp.recompute == SB_RECOMPUTE_AUTO;
         return search_full(&so, &po, algo, format, save, db, adopt_db);
     }
     sb_model m;

@@ -732,8 +732,35 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
     };
     char *json = NULL, msg[1024] = "";
     sb_error lerr = {0};
-    int loaded = !sb_strategy_load(sv->file, pb, choice, &lerr);
-    if (loaded) {
+    /* a pipeline, ZeRO stage or recomputation (a version-2 file, which run
+     * takes): stored with them (sb_strategy_file_json_str), priced at the
+     * cost the file gives when the index has none */
+    sb_strategy_file sf;
+    int extras = 0;
+    char desc[128] = ""; /* " S=2 M=4 1f1b zero 1 recompute 38" for the lines below */
+    if (!sb_strategy_file_load(sv->file, pb->m, pb->p, &sf, &lerr)) {
+        extras = sb_strategy_file_has_extras(pb->m, &sf);
+        if (extras) {
+            int nrec = 0;
+            for (int i = 0; sf.recompute && i < nops; i++)
+                nrec += sf.recompute[i] && sb_op_recomputable(&pb->m->ops[i]);
+            snprintf(desc, sizeof desc, "  S=%d M=%d %s zero %d recompute %d", sf.pipe.nstages,
+                     sf.pipe.microbatches, sb_schedule_name(sf.pipe.schedule), sf.zero, nrec);
+            json = sb_strategy_file_json_str(pb->m, &sf, sv->kind);
+            if (!isfinite(rec.predicted_cost) && isfinite(sf.cost) && sf.cost > 0)
+                rec.predicted_cost = sf.cost;
+            if (isfinite(rec.predicted_cost) && (pb->cp.calibration[0] || pb->cp.machine[0]))
+                rec.predicted_s = rec.predicted_cost / (pb->cp.tflops * 1e12);
+        }
+        sb_strategy_file_free(&sf);
+    }
+    int loaded = extras || !sb_strategy_load(sv->file, pb, choice, &lerr);
+    if (extras) {
+        if (!json) {
+            free(choice);
+            return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        }
+    } else if (loaded) {
         sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(pb, choice)};
         if (!isfinite(rec.predicted_cost))
             rec.predicted_cost = r.total_cost;
@@ -788,12 +815,12 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
     if (!strcmp(rec.status, "ok")) {
         b->ok++;
         printf("%s p=%d  %-8s ok       median %.4f s  min %.4f s  max %.4f s  predicted %.4g "
-               "FLOP  %s\n", pb->m->name, pb->p, sv->kind, rec.step_median_s, rec.step_min_s,
-               rec.step_max_s, rec.predicted_cost, sv->file);
+               "FLOP  %s%s\n", pb->m->name, pb->p, sv->kind, rec.step_median_s, rec.step_min_s,
+               rec.step_max_s, rec.predicted_cost, sv->file, desc);
     } else {
         b->failed++;
-        printf("%s p=%d  %-8s %-8s %s  %s\n", pb->m->name, pb->p, sv->kind, rec.status, msg,
-               sv->file);
+        printf("%s p=%d  %-8s %-8s %s  %s%s\n", pb->m->name, pb->p, sv->kind, rec.status, msg,
+               sv->file, desc);
     }
     fflush(stdout);
     return 0;

@@ -196,26 +196,84 @@ static int table_search(sb_dbq *q, int64_t run, out_fmt *o, sb_error *err)
     return 0;
 }
 
-/* The layer groups of a strategy JSON: consecutive ops with the same type,
- * dims and config form one row. */
-static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind, double median,
-                          const char *json)
+/* What a stored strategy has beyond one config per op on all P devices:
+ * pipeline stages and micro-batches, the schedule, the ZeRO stage and the
+ * recomputed ops (the keys of `search --space full --format json`, which
+ * bench also stores for a version-2 strategy file; an older or plain JSON
+ * has none of them: S = M = 1, ZeRO 0, nothing recomputed). */
+typedef struct {
+    int has, S, M, zero, nrec;
+    char sched[16];
+} strat_extras;
+
+static strat_extras extras_of(const char *json)
 {
+    strat_extras x = {0, 1, 1, 0, 0, "-"};
+    sb_error e = {0};
+    sb_json *j = json ? sb_json_parse(json, &e) : NULL;
+    const sb_json *st = sb_json_get(j, "stages"), *rc = sb_json_get(j, "recompute");
+    if (st && st->type == SB_JSON_ARR && st->n > 0)
+        x.S = st->n;
+    x.M = (int)sb_json_num(sb_json_get(j, "microbatches"), 1);
+    x.zero = (int)sb_json_num(sb_json_get(j, "zero"), 0);
+    if (rc && rc->type == SB_JSON_ARR)
+        x.nrec = rc->n;
+    const char *sc = sb_json_str(sb_json_get(j, "schedule"));
+    if (sc && (x.S > 1 || x.M > 1))
+        snprintf(x.sched, sizeof x.sched, "%.15s", sc);
+    x.has = x.S > 1 || x.M > 1 || x.zero > 0 || x.nrec > 0;
+    sb_json_free(j);
+    return x;
+}
+
+#define EXTRA_COLS 5 /* stages, micro-batches, schedule, zero, recompute */
+static const char *const extra_cols[EXTRA_COLS] = {"stages", "micro-batches", "schedule", "zero",
+                                                   "recomputed ops"};
+
+static void extra_cells(const strat_extras *x, char c[][256])
+{
+    snprintf(c[0], 256, "%d", x->S);
+    snprintf(c[1], 256, "%d", x->M);
+    snprintf(c[2], 256, "%s", x->sched);
+    snprintf(c[3], 256, "%d", x->zero);
+    snprintf(c[4], 256, "%d", x->nrec);
+}
+
+/* cols, then the extra columns when extras (into buf, which holds both) */
+static int with_extras(const char *const *cols, int n, int extras, const char **buf)
+{
+    for (int i = 0; i < n; i++)
+        buf[i] = cols[i];
+    for (int i = 0; extras && i < EXTRA_COLS; i++)
+        buf[n + i] = extra_cols[i];
+    return n + (extras ? EXTRA_COLS : 0);
+}
+
+/* The layer groups of a strategy JSON: consecutive ops with the same type,
+ * dims and config form one row; with ex, the strategy's extras after them. */
+static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind, double median,
+                          const char *json, const strat_extras *ex)
+{
+    int nc = 7 + (ex ? EXTRA_COLS : 0);
     sb_error e = {0};
     sb_json *j = sb_json_parse(json, &e);
     const sb_json *ops = sb_json_get(j, "ops");
     if (!ops || ops->type != SB_JSON_ARR) {
-        char c[7][256];
+        char c[7 + EXTRA_COLS][256];
         snprintf(c[0], 256, "%s", model);
         snprintf(c[1], 256, "%d", p);
         snprintf(c[2], 256, "%s", kind);
         snprintf(c[3], 256, "(strategy JSON unreadable: %.200s)", j ? "no ops" : e.msg);
         c[4][0] = c[5][0] = c[6][0] = '\0';
-        table_row(o, 7, c);
+        if (ex)
+            extra_cells(ex, c + 7);
+        table_row(o, nc, c);
         sb_json_free(j);
         return;
     }
-    char prev_key[512] = "", first[128] = "", last[128] = "", row[7][256];
+    char prev_key[512] = "", first[128] = "", last[128] = "", row[7 + EXTRA_COLS][256];
+    if (ex)
+        extra_cells(ex, row + 7);
     int count = 0;
     for (int i = 0; i <= ops->n; i++) {
         const sb_json *op = i < ops->n ? sb_json_at(ops, i) : NULL;
@@ -239,7 +297,7 @@ static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind
                 snprintf(row[3], 256, "%s", first);
             else
                 snprintf(row[3], 256, "%.100s .. %.100s (%d)", first, last, count);
-            table_row(o, 7, row);
+            table_row(o, nc, row);
             count = 0;
         }
         if (!op)
@@ -266,19 +324,23 @@ static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind
 }
 
 /* Table II: per model at P, the strategy with the least measured median of
- * the run (the search's own strategy when none measured ok). */
+ * the run (the search's own strategy when none measured ok); the extra
+ * columns (stages, micro-batches, schedule, zero, recomputed ops) when one
+ * of them has a pipeline, ZeRO or recomputation. */
 static int table_strategies(sb_dbq *q, int64_t run, int p, const sb_qmeas *rows, int n,
                             out_fmt *o, sb_error *err)
 {
     static const char *const cols[] = {"model", "p", "strategy (median step)", "layers", "type",
                                        "iteration dims", "config"};
-    char title[128];
-    snprintf(title, sizeof title, "Best strategy per layer group at p = %d (Table II form)", p);
-    table_begin(o, "strategies", title,
-                "The fastest strategy measured in this run for each model (least median step "
-                "time), its consecutive ops with the same type, dims and config as one row; "
-                "config is the split count per iteration dim.",
-                7, cols, "lrlllll");
+    struct pick {
+        char *json;
+        char kind[64];
+        double median;
+        const char *model;
+    } *pk = calloc((size_t)(n ? n : 1), sizeof *pk);
+    if (!pk)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int np = 0, extras = 0, rc = -1;
     for (int i = 0; i < n; i++) {
         int first = 1;
         for (int j = 0; j < i && first; j++)
@@ -291,22 +353,51 @@ static int table_strategies(sb_dbq *q, int64_t run, int p, const sb_qmeas *rows,
                 !strcmp(rows[j].status, "ok") && isfinite(rows[j].median) &&
                 (best < 0 || rows[j].median < rows[best].median))
                 best = j;
-        char *json = NULL, kind[64];
+        struct pick *x = &pk[np];
         int r = best >= 0 ? sb_dbq_strategy(q, rows[best].strategy_id, "reading a strategy", NULL,
-                                            NULL, &json, err)
-                          : sb_dbq_search_strategy(q, rows[i].model_id, p, run, &json, kind,
-                                                   sizeof kind, err);
+                                            NULL, &x->json, err)
+                          : sb_dbq_search_strategy(q, rows[i].model_id, p, run, &x->json, x->kind,
+                                                   sizeof x->kind, err);
         if (r < 0)
-            return -1;
-        if (r) {
-            if (best >= 0)
-                snprintf(kind, sizeof kind, "%s", rows[best].kind);
-            strategy_rows(o, rows[i].model, p, kind, best >= 0 ? rows[best].median : NAN, json);
+            goto out;
+        if (!r) {
+            free(x->json);
+            x->json = NULL;
+            continue;
         }
-        free(json);
+        if (best >= 0)
+            snprintf(x->kind, sizeof x->kind, "%s", rows[best].kind);
+        x->median = best >= 0 ? rows[best].median : NAN;
+        x->model = rows[i].model;
+        extras |= extras_of(x->json).has;
+        np++;
+    }
+    char title[128];
+    snprintf(title, sizeof title, "Best strategy per layer group at p = %d (Table II form)", p);
+    const char *hdr[7 + EXTRA_COLS];
+    int nc = with_extras(cols, 7, extras, hdr);
+    table_begin(o, "strategies", title,
+                extras ? "The fastest strategy measured in this run for each model (least median "
+                         "step time), its consecutive ops with the same type, dims and config as "
+                         "one row; config is the split count per iteration dim (per device of "
+                         "the op's pipeline stage); stages, micro-batches, schedule, ZeRO stage "
+                         "and the count of recomputed ops are the strategy's."
+                       : "The fastest strategy measured in this run for each model (least median "
+                         "step time), its consecutive ops with the same type, dims and config as "
+                         "one row; config is the split count per iteration dim.",
+                nc, hdr, extras ? "lrlllllrrlrr" : "lrlllll");
+    for (int i = 0; i < np; i++) {
+        strat_extras ex = extras_of(pk[i].json);
+        strategy_rows(o, pk[i].model, p, pk[i].kind, pk[i].median, pk[i].json,
+                      extras ? &ex : NULL);
     }
     table_end(o);
-    return 0;
+    rc = 0;
+out:
+    for (int i = 0; i <= np && i < (n ? n : 1); i++)
+        free(pk[i].json);
+    free(pk);
+    return rc;
 }
 
 static void table_speedup(const sb_qkind *k, int nk, out_fmt *o)
@@ -362,15 +453,33 @@ static void table_fidelity(const sb_qfidelity *f, int nf, out_fmt *o)
     table_end(o);
 }
 
-static void table_measurements(const sb_qmeas *m, int n, out_fmt *o)
+/* Every measurement; the extra columns (stages, micro-batches, schedule,
+ * zero, recomputed ops) when one of the run's strategies has them. */
+static int table_measurements(sb_dbq *q, const sb_qmeas *m, int n, out_fmt *o, sb_error *err)
 {
     static const char *const cols[] = {"model", "p", "kind", "strategy", "predicted FLOP",
                                        "status", "median s", "min s", "max s", "steps",
                                        "peak MB", "message"};
-    table_begin(o, "measurements", "Every measurement of the run", NULL, 12, cols,
-                "lrlrrlrrrrrl");
+    strat_extras *ex = calloc((size_t)(n ? n : 1), sizeof *ex);
+    if (!ex)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int extras = 0;
     for (int i = 0; i < n; i++) {
-        char c[12][256];
+        char *json = NULL;
+        if (sb_dbq_strategy(q, m[i].strategy_id, "reading a strategy", NULL, NULL, &json, err) < 0) {
+            free(ex);
+            return -1;
+        }
+        ex[i] = extras_of(json);
+        extras |= ex[i].has;
+        free(json);
+    }
+    const char *hdr[12 + EXTRA_COLS];
+    int nc = with_extras(cols, 12, extras, hdr);
+    table_begin(o, "measurements", "Every measurement of the run", NULL, nc, hdr,
+                extras ? "lrlrrlrrrrrlrrlrr" : "lrlrrlrrrrrl");
+    for (int i = 0; i < n; i++) {
+        char c[12 + EXTRA_COLS][256];
         snprintf(c[0], 256, "%s", m[i].model);
         snprintf(c[1], 256, "%d", m[i].p);
         snprintf(c[2], 256, "%s", m[i].kind);
@@ -383,9 +492,13 @@ static void table_measurements(const sb_qmeas *m, int n, out_fmt *o)
         snprintf(c[9], 256, "%d", m[i].steps);
         num(c[10], m[i].peak_mem_bytes / 1e6, "%.2f");
         snprintf(c[11], 256, "%.250s", m[i].message);
-        table_row(o, 12, c);
+        if (extras)
+            extra_cells(&ex[i], c + 12);
+        table_row(o, nc, c);
     }
     table_end(o);
+    free(ex);
+    return 0;
 }
 
 int sb_report(const sb_report_opts *opts, sb_error *err)
@@ -412,7 +525,8 @@ int sb_report(const sb_report_opts *opts, sb_error *err)
         goto out;
     table_speedup(kinds, nk, &o);
     table_fidelity(fid, nf, &o);
-    table_measurements(rows, n, &o);
+    if (table_measurements(q, rows, n, &o, err))
+        goto out;
     status = 0;
 out:
     free(rows);

@@ -41,7 +41,10 @@
  * (vertex costs with sb_recompute_cost, memory by sb_op_memory_rc on the
  * stage's sub-model, whose inputs from earlier stages are marked
  * stage_input: the runtime keeps those per micro-batch in flight for the
- * recomputed forward); auto is refused (run). */
+ * recomputed forward). Chosen (o->choose_recompute, or auto): each stage
+ * recomputes all its ops or none, the better (stage()); the ZeRO stage
+ * chosen (o->choose_zero): 2 and 3 searched in turn, 0 and 1 dominated by
+ * 2 (run(); search/README.md gives both arguments). */
 #define _GNU_SOURCE
 #include "shardbench/pipesearch.h"
 
@@ -417,6 +420,7 @@ typedef struct {
     uint64_t key;
     int what;          /* ENTRY_STAGE: a stage's optimum; ENTRY_LEAST_MEM: t is its least memory */
     int i, j, d, M, k; /* the first stage with this structure: ops [i, j), k act copies (-1: no limit) */
+    int rc, zero;      /* recomputes every recomputable op (0 or 1); the ZeRO stage */
     double t;          /* intra-op optimum per micro-batch; INFINITY: nothing fits or given up */
     double least;      /* nothing fits: the least memory of the stage */
     double gap;        /* Lagrangian relaxation: the relative gap of t to its dual bound (else 0) */
@@ -450,6 +454,9 @@ typedef struct {
     uint64_t serial;    /* brute: every stage its own key */
     sb_pipe_result *r;
     int brute;          /* sb_pipe_brute: every stage by enumeration */
+    int rc_choose;      /* each stage chooses to recompute or not (under a limit, or brute) */
+    int rc_fixed;       /* else: every stage recomputes (1) or none does (0) */
+    double least_lb;    /* the least lower bound of a stage range's memory met (the bounds) */
     /* op_bounds' (d, M): per op equal to no earlier one (rep[v] == v), its
      * configs' memory terms cm[cm_off[v] .. cm_off[v + 1]) (3 doubles each:
      * weights + grads + optimizer + act grads, activations, scratch) */
@@ -469,16 +476,18 @@ struct mem_item {
     int u;              /* the op (a rep) */
 };
 
-/* --recompute all: every recomputable op of every stage recomputed (its
- * vertex cost has sb_recompute_cost through the stage problem's cp) */
-static int rc_all(const pctx *X) { return X->cp.recompute == SB_RECOMPUTE_ALL; }
+/* The recompute modes the bounds cover: the fixed one, or both when each
+ * stage chooses (lo..hi, 0 none, 1 every recomputable op; a recomputed op's
+ * vertex cost has sb_recompute_cost through the stage problem's cp). */
+static int rc_lo(const pctx *X) { return X->rc_choose ? 0 : X->rc_fixed; }
+static int rc_hi(const pctx *X) { return X->rc_choose ? 1 : X->rc_fixed; }
 
-/* Whether configs cfg of ops [i, j) fit the limit with k act copies:
- * 1 yes, 0 no, -1 error (X->err). */
-static int fits_at(pctx *X, const sb_model *mb, int i, int j, const int *cfg, int k)
+/* Whether configs cfg of ops [i, j) fit the limit with k act copies,
+ * recomputed when rc: 1 yes, 0 no, -1 error (X->err). */
+static int fits_at(pctx *X, const sb_model *mb, int i, int j, const int *cfg, int k, int rc)
 {
     double m = INFINITY;
-    if (stage_memory(mb, i, j, cfg, X->o->opt, X->cp.zero, k, rc_all(X), &m, X->err))
+    if (stage_memory(mb, i, j, cfg, X->o->opt, X->cp.zero, k, rc, &m, X->err))
         return -1;
     return m <= X->o->mem_limit;
 }
@@ -635,7 +644,7 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
     /* lambda in FLOP per byte: first the least resident memory (cost only
      * breaking ties), then up from the scale of cost per byte until one
      * fits, then bisection in log scale */
-    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0;
+    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0, tl = sb_now();
     for (int it = 0; it < 24; it++) {
         for (int v = 0; v < n; v++)
             for (int x = 0; x < pb->cfg[v].n; x++)
@@ -652,6 +661,10 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
         for (int v = 0; v < n; v++)
             memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
         double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
+        if (getenv("SB_PIPE_TRACE"))
+            fprintf(stderr, "  lagrange it %d lambda %.4g: cost %.6e mem %.4g GiB%s, %.3f s\n", it,
+                    lam, cost, mem / 1073741824.0, mem <= limit ? " fits" : "", sb_now() - tl);
+        tl = sb_now();
         *least = fmin(*least, mem);
         int fits = mem <= limit;
         if (fits && cost < best) {
@@ -711,7 +724,9 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
     if (sub_model(mb, e->i, e->j, &sub, X->err))
         return -1;
     int k = e->k < 0 ? 0 : e->k;
-    if (stage_problem(&sub, e->d, e->M, &X->cp, k, &pb, X->err)) {
+    sb_cost_params c2 = X->cp;
+    c2.recompute = e->rc ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
+    if (stage_problem(&sub, e->d, e->M, &c2, k, &pb, X->err)) {
         free(sub.ops), free(sub.tensors);
         return -1;
     }
@@ -725,6 +740,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
     }
     double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
     X->r->subproblems++;
+    X->r->rc_solved += X->rc_choose && e->rc;
     if (X->brute) {
         if (brute_stage(&pb, limit, X->o->opt, choice, &e->t, X->err)) {
             rc = -1;
@@ -768,8 +784,9 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         }
 out:
     if (getenv("SB_PIPE_TRACE"))
-        fprintf(stderr, "stage ops %d..%d d=%d M=%d k=%d: t=%.6e least=%.4g GiB, %.3f s\n", e->i,
-                e->j, e->d, e->M, e->k, e->t, e->least / 1073741824.0, sb_now() - ts);
+        fprintf(stderr, "stage ops %d..%d d=%d M=%d k=%d zero=%d rc=%d: t=%.6e least=%.4g GiB, "
+                "%.3f s\n", e->i, e->j, e->d, e->M, e->k, e->zero, e->rc, e->t,
+                e->least / 1073741824.0, sb_now() - ts);
     if (!isfinite(e->t) && e->cfg) {
         free(e->cfg), free(e->cost);
         e->cfg = NULL, e->cost = NULL;
@@ -781,8 +798,9 @@ out:
 }
 
 /* The cache key of ops [i, j) on d devices at M micro-batches with k act
- * copies, for an entry of kind `what`. */
-static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k)
+ * copies, recompute mode rc (ENTRY_LEAST_MEM: the modes the bounds cover)
+ * at the current ZeRO stage, for an entry of kind `what`. */
+static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k, int rc)
 {
     if (X->brute)
         return ++X->serial;
@@ -795,12 +813,14 @@ static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k)
     if (!*slot)
         *slot = range_hash(X, X->m, i, j) | 1;
     uint64_t key = mix(mix(mix(*slot, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
+    key = mix(mix(key, (uint64_t)rc), (uint64_t)X->cp.zero);
     return what == ENTRY_STAGE ? key : mix(key, 0x6c65617374ull);
 }
 
 /* The cached entry of kind `what` equal in structure to ops [i, j) (d, M,
- * k), or NULL. */
-static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, int d, int M, int k)
+ * k, rc, the current ZeRO stage), or NULL. */
+static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, int d, int M, int k,
+                               int rc)
 {
     if (X->brute || !X->cap)
         return NULL;
@@ -808,7 +828,7 @@ static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, in
     for (size_t h = key & (X->cap - 1); X->tab[h]; h = (h + 1) & (X->cap - 1)) {
         stage_entry *e = X->tab[h];
         if (e->key == key && e->what == what && e->d == d && e->M == M && e->k == k
-            && ranges_same(X, mb, i, j, e->i, e->j))
+            && e->rc == rc && e->zero == X->cp.zero && ranges_same(X, mb, i, j, e->i, e->j))
             return e;
     }
     return NULL;
@@ -842,31 +862,33 @@ static stage_entry *entry_copy(pctx *X, stage_entry *ne, const stage_entry *u)
  * k, within the same gap to the same bound when Lagrangian); at k > 1 the
  * optimum at k' = 1 is solved first for that test, and when nothing fits
  * at 1 copy nothing fits at k. */
-static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
+static stage_entry *stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc)
 {
     sb_model *mb = micro(X, M);
-    uint64_t key = entry_key(X, ENTRY_STAGE, i, j, d, M, k);
+    uint64_t key = entry_key(X, ENTRY_STAGE, i, j, d, M, k, rc);
     if (!X->cap && tab_grow(X))
         return NULL;
-    stage_entry *hit = entry_find(X, ENTRY_STAGE, key, i, j, d, M, k);
+    stage_entry *hit = entry_find(X, ENTRY_STAGE, key, i, j, d, M, k, rc);
     if (hit) {
         X->r->cache_hits++;
         return hit;
     }
-    stage_entry ne = {.key = key, .what = ENTRY_STAGE, .i = i, .j = j, .d = d, .M = M, .k = k};
+    stage_entry ne = {.key = key, .what = ENTRY_STAGE, .i = i, .j = j, .d = d, .M = M, .k = k,
+                      .rc = rc, .zero = X->cp.zero};
     if (k >= 0 && !X->brute) {
-        stage_entry *u = stage(X, i, j, d, M, -1);
+        stage_entry *u = stage_rc(X, i, j, d, M, -1, rc);
         if (!u)
             return NULL;
-        int f = u->cfg ? fits_at(X, mb, i, j, u->cfg, k) : 0;
+        int f = u->cfg ? fits_at(X, mb, i, j, u->cfg, k, rc) : 0;
         if (f < 0)
             return NULL;
         if (f)
             return entry_copy(X, &ne, u);
         for (int kk = X->o->no_shortcuts ? 0 : k - 1; kk >= 1; kk--) {
-            stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, i, j, d, M, kk),
-                                        i, j, d, M, kk);
-            f = w && w->cfg ? fits_at(X, mb, i, j, w->cfg, k) : 0;
+            stage_entry *w = entry_find(X, ENTRY_STAGE,
+                                        entry_key(X, ENTRY_STAGE, i, j, d, M, kk, rc), i, j, d, M,
+                                        kk, rc);
+            f = w && w->cfg ? fits_at(X, mb, i, j, w->cfg, k, rc) : 0;
             if (f < 0)
                 return NULL;
             if (f) {
@@ -875,10 +897,10 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
             }
         }
         if (k > 1 && !X->o->no_shortcuts) {
-            stage_entry *w = stage(X, i, j, d, M, 1);
+            stage_entry *w = stage_rc(X, i, j, d, M, 1, rc);
             if (!w)
                 return NULL;
-            f = w->cfg ? fits_at(X, mb, i, j, w->cfg, k) : 0;
+            f = w->cfg ? fits_at(X, mb, i, j, w->cfg, k, rc) : 0;
             if (f < 0)
                 return NULL;
             if (f) {
@@ -899,6 +921,48 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
     if (!e)
         free(ne.cfg), free(ne.cost);
     return e;
+}
+
+/* The stage of ops [i, j) (d, M, k as stage_rc) in its recompute mode:
+ * the fixed one, or, when each stage chooses, the better of none and all
+ * (ties: none). Exact shortcut: recomputing adds sb_recompute_cost >= 0 to
+ * every config's vertex cost and leaves the edges as they are, so every
+ * strategy costs at least as much recomputed as kept, and the recomputing
+ * optimum under the limit is at least the kept unconstrained optimum, and
+ * at least the recomputing unconstrained one; when the kept optimum under
+ * the limit is at most either, recomputing cannot win and is not solved
+ * (r->rc_dominated). */
+static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
+{
+    if (!X->rc_choose || k < 0) /* no limit: kept (recomputing costs no less) */
+        return stage_rc(X, i, j, d, M, k, X->rc_choose ? 0 : X->rc_fixed);
+    stage_entry *en = stage_rc(X, i, j, d, M, k, 0);
+    if (!en)
+        return NULL;
+    if (!X->o->no_shortcuts && isfinite(en->t)) {
+        stage_entry *un = stage_rc(X, i, j, d, M, -1, 0);
+        if (!un)
+            return NULL;
+        if (en->t <= un->t) {
+            X->r->rc_dominated++;
+            return en;
+        }
+        stage_entry *ua = stage_rc(X, i, j, d, M, -1, 1);
+        if (!ua)
+            return NULL;
+        if (en->t <= ua->t) {
+            X->r->rc_dominated++;
+            return en;
+        }
+    }
+    stage_entry *ea = stage_rc(X, i, j, d, M, k, 1);
+    if (!ea)
+        return NULL;
+    if (ea->t < en->t)
+        return ea;
+    if (!isfinite(en->t) && !isfinite(ea->t) && ea->least < en->least)
+        return ea; /* nothing fits either way: the lesser least memory */
+    return en;
 }
 
 /* ---- bounds ------------------------------------------------------------------------ */
@@ -922,8 +986,9 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
         sb_cost_params c2 = X->cp;
         c2.devices = d;
         b[v] = (op_bound){INFINITY, INFINITY, INFINITY, INFINITY};
-        if (ncm + 3 * (size_t)cf.n > X->cm_cap) {
-            size_t nc = 2 * (ncm + 3 * (size_t)cf.n);
+        size_t nmodes = (size_t)(rc_hi(X) - rc_lo(X) + 1);
+        if (ncm + 3 * nmodes * (size_t)cf.n > X->cm_cap) {
+            size_t nc = 2 * (ncm + 3 * nmodes * (size_t)cf.n);
             double *q = realloc(X->cm, nc * sizeof *q);
             if (!q) {
                 free(cf.c), free(cf.cost);
@@ -936,16 +1001,20 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
             double cost = sb_op_cost(mb, op, c, &c2);
             if (M > 1)
                 cost -= (double)(M - 1) / M * sb_weight_grad_cost(mb, op, c, &c2);
-            sb_mem mm; /* recomputed: the op's least memory without its stage's
-                        * kept inputs, still a bound (they move scratch to
-                        * activations held at least once) */
-            sb_op_memory_rc(mb, op, c, X->o->opt, X->cp.zero, rc_all(X), &mm);
-            double wg = mm.weights + mm.weight_grads + mm.optimizer + mm.act_grads;
-            b[v].c = fmin(b[v].c, cost);
-            b[v].wg = fmin(b[v].wg, wg);
-            b[v].a = fmin(b[v].a, mm.activations);
-            b[v].s = fmin(b[v].s, mm.scratch);
-            X->cm[ncm++] = wg, X->cm[ncm++] = mm.activations, X->cm[ncm++] = mm.scratch;
+            b[v].c = fmin(b[v].c, cost); /* kept: recomputing only adds cost */
+            for (int rc = rc_lo(X); rc <= rc_hi(X); rc++) {
+                /* recomputed: the op's least memory without its stage's kept
+                 * inputs, still a bound (they move scratch to activations held
+                 * at least once); both modes when each stage chooses: the
+                 * least over them bounds either */
+                sb_mem mm;
+                sb_op_memory_rc(mb, op, c, X->o->opt, X->cp.zero, rc, &mm);
+                double wg = mm.weights + mm.weight_grads + mm.optimizer + mm.act_grads;
+                b[v].wg = fmin(b[v].wg, wg);
+                b[v].a = fmin(b[v].a, mm.activations);
+                b[v].s = fmin(b[v].s, mm.scratch);
+                X->cm[ncm++] = wg, X->cm[ncm++] = mm.activations, X->cm[ncm++] = mm.scratch;
+            }
         }
         free(cf.c);
         free(cf.cost);
@@ -965,11 +1034,16 @@ static int cmp_item(const void *a, const void *b)
  * largest scratch), exactly: memory is per op, so for each scratch level
  * sigma (the ops' scratch values, ascending) each op takes its least
  * resident bytes among configs with scratch <= sigma; the least over sigma
- * of sigma + their sum. Cached by structure; needs op_bounds of (d, M). */
+ * of sigma + their sum. Cached by structure; needs op_bounds of (d, M).
+ * When each stage chooses its recomputation, op_bounds lists every config
+ * in both modes, so each op takes its own mode here: a lower bound of the
+ * stage's least memory in either mode (not always reached), still
+ * non-decreasing as ops are added. */
 static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
 {
-    uint64_t key = entry_key(X, ENTRY_LEAST_MEM, i, j, d, M, k);
-    stage_entry *hit = entry_find(X, ENTRY_LEAST_MEM, key, i, j, d, M, k);
+    int modes = X->rc_choose ? 2 : X->rc_fixed; /* what op_bounds listed */
+    uint64_t key = entry_key(X, ENTRY_LEAST_MEM, i, j, d, M, k, modes);
+    stage_entry *hit = entry_find(X, ENTRY_LEAST_MEM, key, i, j, d, M, k, modes);
     if (hit) {
         *out = hit->t;
         return 0;
@@ -1023,7 +1097,7 @@ static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
     for (int v = i; v < j; v++)
         X->cnt[X->rep[v]] = 0;
     stage_entry ne = {.key = key, .what = ENTRY_LEAST_MEM, .i = i, .j = j, .d = d, .M = M, .k = k,
-                      .t = best};
+                      .rc = modes, .zero = X->cp.zero, .t = best};
     if (!tab_put(X, &ne))
         return -1;
     *out = best;
@@ -1034,6 +1108,7 @@ static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
 
 typedef struct {
     int a, b;     /* segments [a, b) */
+    int unc;      /* t is the unconstrained optimum + p2p (a bound under the limit) */
     double t;     /* t_s: intra-op optimum + p2p */
     stage_entry *e;
 } srange;
@@ -1281,6 +1356,8 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                 smax = fmax(smax, ps[b - 1]);
                 double lbt = pc[b] - pc[a] + p2p[b];
                 double lbm = pw[b] - pw[a] + (k > 1 ? k : 1) * (pa[b] - pa[a]) + smax;
+                if (limited && lbm > X->o->mem_limit)
+                    X->least_lb = fmin(X->least_lb, lbm);
                 if (!X->brute && ((limited && lbm > X->o->mem_limit)
                                   || (double)(M - 1) * lbt + lbsum > *best)) {
                     X->r->ranges_bounded++;
@@ -1292,32 +1369,39 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                         goto out;
                     if (lm * BOUND_SLACK > X->o->mem_limit) {
                         *least = fmin(*least, lm);
+                        X->least_lb = fmin(X->least_lb, lm);
                         X->r->ranges_bounded++;
                         break;
                     }
                 }
-                stage_entry *e = NULL;
-                double t = lbt * BOUND_SLACK;
-                if (!lazy) {
-                    e = stage(X, X->seg[a], X->seg[b], d, M, k);
-                    if (!e)
-                        goto out;
-                    if (!isfinite(e->t)) {
-                        if (e->least < *least)
-                            *least = e->least;
-                        continue;
+                /* brute force with the choice: the range once per mode,
+                 * partitions then enumerate every stage's choice */
+                int nmodes = X->brute && X->rc_choose ? 2 : 1;
+                for (int md = 0; md < nmodes; md++) {
+                    stage_entry *e = NULL;
+                    double t = lbt * BOUND_SLACK;
+                    if (!lazy) {
+                        e = nmodes == 2 ? stage_rc(X, X->seg[a], X->seg[b], d, M, k, md)
+                                        : stage(X, X->seg[a], X->seg[b], d, M, k);
+                        if (!e)
+                            goto out;
+                        if (!isfinite(e->t)) {
+                            if (e->least < *least)
+                                *least = e->least;
+                            continue;
+                        }
+                        t = e->t + p2p[b];
                     }
-                    t = e->t + p2p[b];
-                }
-                if (nR[s] == capR[s]) {
-                    srange *nr = realloc(R[s], (size_t)(capR[s] = capR[s] * 2 + 16) * sizeof *nr);
-                    if (!nr) {
-                        sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
-                        goto out;
+                    if (nR[s] == capR[s]) {
+                        srange *nr = realloc(R[s], (size_t)(capR[s] = capR[s] * 2 + 16) * sizeof *nr);
+                        if (!nr) {
+                            sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+                            goto out;
+                        }
+                        R[s] = nr;
                     }
-                    R[s] = nr;
+                    R[s][nR[s]++] = (srange){.a = a, .b = b, .t = t, .e = e};
                 }
-                R[s][nR[s]++] = (srange){.a = a, .b = b, .t = t, .e = e};
             }
         }
     }
@@ -1339,6 +1423,23 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                 if (x->e)
                     continue;
                 int k = limited ? inflight(X->o, S, M, sched, s) : -1;
+                if (limited && !x->unc) {
+                    /* first the range's unconstrained optimum (a plain DP, cheap
+                     * beside one under the limit, and kept in the cache): the
+                     * stage under the limit costs at least that, so it is the
+                     * range's value until the best partition still picks it */
+                    x->unc = 1;
+                    stage_entry *u = stage(X, X->seg[x->a], X->seg[x->b], d, M, -1);
+                    if (!u) {
+                        rc = -1;
+                        goto out;
+                    }
+                    if (isfinite(u->t)) {
+                        x->t = fmax(x->t, u->t + p2p[x->b]);
+                        solved++;
+                        continue;
+                    }
+                }
                 stage_entry *e = stage(X, X->seg[x->a], X->seg[x->b], d, M, k);
                 if (!e) {
                     rc = -1;
@@ -1364,6 +1465,7 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
     r->pipe.nstages = S;
     r->pipe.microbatches = M;
     r->pipe.schedule = (sb_schedule)sched;
+    r->zero = X->cp.zero;
     r->peak_bytes = 0.0;
     for (int s = 0; s < S; s++) {
         const srange *x = &R[s][pick[s]];
@@ -1374,9 +1476,10 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         r->stage_time[s] = x->t;
         r->stage_p2p[s] = p2p[x->b];
         r->inflight[s] = inflight(X->o, S, M, sched, s);
+        r->stage_recompute[s] = (unsigned char)x->e->rc;
         memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
         memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
-        if (stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s], rc_all(X),
+        if (stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s], x->e->rc,
                          &r->stage_mem[s], X->err)) {
             rc = -1;
             goto out;
@@ -1430,7 +1533,8 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
 {
     double t0 = sb_now();
     memset(r, 0, sizeof *r);
-    pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute};
+    pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute,
+              .least_lb = INFINITY};
     X.cp.devices = p;
     int rc = -1;
     int *cuts = NULL;
@@ -1438,15 +1542,35 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     if (o->stages && (o->stages < 1 || o->stages > SB_MAX_STAGES || p % o->stages))
         return sb_fail(err, SB_EXIT_INPUT, "--stages %d: must divide p = %d (and be at most %d)",
                        o->stages, p, SB_MAX_STAGES);
-    if (cp->recompute == SB_RECOMPUTE_AUTO)
-        return sb_fail(err, SB_EXIT_INPUT, "--recompute auto: not chosen inside a pipeline (--space "
-                       "full): every stage DP of every cut and (S, M) would carry two labels per op "
-                       "(kept, recomputed), and the plain auto search alone takes minutes on real "
-                       "models; give --recompute all (every stage recomputes every op) or none, or "
-                       "--space plain --recompute auto");
-    if (cp->recompute != SB_RECOMPUTE_NONE && cp->recompute != SB_RECOMPUTE_ALL)
+    if (cp->recompute != SB_RECOMPUTE_NONE && cp->recompute != SB_RECOMPUTE_ALL
+        && cp->recompute != SB_RECOMPUTE_AUTO)
         return sb_fail(err, SB_EXIT_INPUT, "recompute mode %d: not none, all or auto",
                        cp->recompute);
+    if (!o->choose_zero && (cp->zero < 0 || cp->zero > 3))
+        return sb_fail(err, SB_EXIT_INPUT, "--zero %d: not 0, 1, 2 or 3", cp->zero);
+    /* recomputation chosen per stage (auto: the same); without a limit
+     * keeping is optimal (recomputing only adds cost), but brute force
+     * tries both anyway */
+    int choose_rc = o->choose_recompute || cp->recompute == SB_RECOMPUTE_AUTO;
+    X.rc_choose = choose_rc && (o->mem_limit > 0 || brute);
+    X.rc_fixed = !choose_rc && cp->recompute == SB_RECOMPUTE_ALL;
+    X.cp.recompute = X.rc_fixed ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
+    /* the ZeRO stages searched: 0, 1 and 2 cost the same per config (only
+     * stage 3 adds a term, sb_zero_cost) and 2 needs no more memory per op
+     * than 1 or 0 (sliced gradients and optimizer state, the rest equal),
+     * so under a limit 2 stands for all three (then reported at the least
+     * stage its strategy fits), and without one 0 for all four (3 only
+     * adds cost); brute force tries every stage */
+    int zs[4], nz = 0;
+    if (!o->choose_zero)
+        zs[nz++] = cp->zero;
+    else if (brute)
+        zs[0] = 0, zs[1] = 1, zs[2] = 2, zs[3] = 3, nz = 4;
+    else if (o->mem_limit > 0)
+        zs[0] = 2, zs[1] = 3, nz = 2;
+    else
+        zs[nz++] = 0;
+    r->zero_searched = nz;
     r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
     r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
     X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);
@@ -1517,36 +1641,46 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         goto out;
     }
     /* larger S first: their stages are small and cheap to solve, and give
-     * the bound that skips the rest */
-    for (int si = nS - 1; si >= 0; si--) {
-        int S = Ss[si], d = p / S;
-        for (int q = X.nM - 1; q >= 0; q--) {
-            int M = X.Ms[q];
-            if (S > 1 && M < S && !o->microbatches)
-                continue;
-            if (op_bounds(&X, &X.mb[q], d, M, ob))
-                goto out;
-            for (int sched = SB_SCHEDULE_1F1B; sched >= SB_SCHEDULE_GPIPE; sched--) {
-                if (o->schedule >= 0 && sched != o->schedule)
+     * the bound that skips the rest; each ZeRO stage in turn, the best step
+     * of the ones before bounding the next */
+    for (int zi = 0; zi < nz; zi++) {
+        X.cp.zero = zs[zi];
+        for (int si = nS - 1; si >= 0; si--) {
+            int S = Ss[si], d = p / S;
+            for (int q = X.nM - 1; q >= 0; q--) {
+                int M = X.Ms[q];
+                if (S > 1 && M < S && !o->microbatches)
                     continue;
-                if (o->schedule < 0 && sched == SB_SCHEDULE_GPIPE && !(o->mem_limit > 0))
-                    continue; /* the same cost and more memory than 1F1B without a limit */
-                r->combos++;
-                double tc = sb_now();
-                long sp0 = r->subproblems, sk0 = r->combos_skipped;
-                if (try_combo(&X, S, M, sched, ob, &best, &least))
+                if (op_bounds(&X, &X.mb[q], d, M, ob))
                     goto out;
-                if (getenv("SB_PIPE_TRACE"))
-                    fprintf(stderr, "combo S=%d M=%d %s: %s%ld stage DPs, %.3f s; best %.6e\n", S, M,
-                            sb_schedule_name((sb_schedule)sched),
-                            r->combos_skipped > sk0 ? "skipped, " : "", r->subproblems - sp0,
-                            sb_now() - tc, best);
+                for (int sched = SB_SCHEDULE_1F1B; sched >= SB_SCHEDULE_GPIPE; sched--) {
+                    if (o->schedule >= 0 && sched != o->schedule)
+                        continue;
+                    if (o->schedule < 0 && sched == SB_SCHEDULE_GPIPE && !(o->mem_limit > 0))
+                        continue; /* the same cost and more memory than 1F1B without a limit */
+                    r->combos++;
+                    double tc = sb_now();
+                    long sp0 = r->subproblems, sk0 = r->combos_skipped;
+                    if (try_combo(&X, S, M, sched, ob, &best, &least))
+                        goto out;
+                    if (getenv("SB_PIPE_TRACE"))
+                        fprintf(stderr, "combo zero=%d S=%d M=%d %s: %s%ld stage DPs, %.3f s; best "
+                                "%.6e\n", X.cp.zero, S, M, sb_schedule_name((sb_schedule)sched),
+                                r->combos_skipped > sk0 ? "skipped, " : "", r->subproblems - sp0,
+                                sb_now() - tc, best);
+                }
             }
         }
     }
     if (!isfinite(best)) {
         r->least_bytes = least;
-        if (o->mem_limit > 0)
+        if (o->mem_limit > 0 && !isfinite(least))
+            rc = sb_fail(err, SB_EXIT_INPUT,
+                         "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
+                         "least memory of a stage is at least %.4g GiB (by the bounds: weights, "
+                         "activations and scratch at their least over the configs; none solved)",
+                         m->name, p, o->mem_limit / 1073741824.0, X.least_lb / 1073741824.0);
+        else if (o->mem_limit > 0)
             rc = sb_fail(err, SB_EXIT_INPUT,
                          "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
                          "least memory of a stage found is %.4g GiB", m->name, p,
@@ -1556,11 +1690,38 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
                          "DPs given up)", m->name, p, r->ranges_given_up);
         goto out;
     }
-    if (rc_all(&X)) {
+    if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0) {
+        /* the same strategy at stage 0 or 1 costs the same: reported at the
+         * least stage where every stage of it fits */
+        const sb_model *mb = micro(&X, r->pipe.microbatches);
+        for (int z = 0; z < 2; z++) {
+            double mem[SB_MAX_STAGES], peak = 0.0;
+            int fit = 1;
+            for (int s = 0; s < r->pipe.nstages && fit; s++) {
+                int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1];
+                if (stage_memory(mb, i, j, r->cfg + (size_t)i * SB_MAX_DIMS, o->opt, z,
+                                 r->inflight[s], r->stage_recompute[s], &mem[s], err))
+                    goto out;
+                fit = mem[s] <= o->mem_limit;
+                peak = fmax(peak, mem[s]);
+            }
+            if (fit) {
+                r->zero = z;
+                r->peak_bytes = peak;
+                memcpy(r->stage_mem, mem, (size_t)r->pipe.nstages * sizeof *mem);
+                break;
+            }
+        }
+    }
+    int any_rc = 0;
+    for (int s = 0; s < r->pipe.nstages; s++)
+        any_rc |= r->stage_recompute[s];
+    if (X.rc_fixed || any_rc) {
         if (!(r->recompute = sb_calloc((size_t)m->nops, 1, err)))
             goto out;
         for (int i = 0; i < m->nops; i++)
-            r->recompute[i] = (unsigned char)sb_op_recomputable(&m->ops[i]);
+            r->recompute[i] = (unsigned char)(sb_op_recomputable(&m->ops[i])
+                                              && r->stage_recompute[sb_pipeline_stage_of(&r->pipe, i)]);
     }
     rc = 0;
 out:

@@ -652,6 +652,57 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     return j;
 }
 
+char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, const char *algo)
+{
+    json_t *params = json_object(), *ops = json_array(), *stages = json_array(), *rec = json_array();
+    for (int i = 0; i < m->nparams; i++)
+        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
+    json_t *j = json_pack("{s:s, s:o, s:i, s:s, s:o}", "model", m->name, "params", params, "p",
+                          sf->p, "algo", algo, "total_cost", jreal(sf->cost));
+    const sb_pipeline *pl = &sf->pipe;
+    int S = pl->nstages > 0 ? pl->nstages : 1;
+    for (int s = 0; j && pl->nstages > 0 && s < S; s++) {
+        json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
+        for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
+            json_array_append_new(names, json_string(m->ops[i].name));
+        for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
+            json_array_append_new(ranks, json_integer(r0 + q));
+        json_array_append_new(mesh, json_integer(pl->devices[s]));
+        json_array_append_new(stages, json_pack("{s:o, s:o, s:o}", "ops", names, "devices", ranks,
+                                                "mesh", mesh));
+    }
+    for (int i = 0; j && i < m->nops; i++) {
+        const sb_op *op = &m->ops[i];
+        const int *c = sf->cfg + (size_t)i * SB_MAX_DIMS;
+        json_t *dims = json_array(), *config = json_array();
+        for (int d = 0; d < op->ndims; d++) {
+            json_array_append_new(dims, json_pack("{s:s, s:I}", "name", op->dims[d].name, "size",
+                                                  (json_int_t)op->dims[d].size));
+            json_array_append_new(config, json_integer(c[d]));
+        }
+        json_array_append_new(ops, json_pack("{s:s, s:s, s:i, s:o, s:o}", "name", op->name, "type",
+                                             sb_op_kind_name(op->kind), "stage",
+                                             pl->nstages > 0 ? sb_pipeline_stage_of(pl, i) : 0,
+                                             "dims", dims, "config", config));
+        if (sf->recompute && sf->recompute[i] && sb_op_recomputable(op))
+            json_array_append_new(rec, json_string(op->name));
+    }
+    char *out = NULL;
+    if (j) {
+        json_object_set_new(j, "stages", stages);
+        json_object_set_new(j, "microbatches", json_integer(pl->microbatches > 0 ? pl->microbatches : 1));
+        json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
+        json_object_set_new(j, "zero", json_integer(sf->zero));
+        json_object_set_new(j, "recompute", rec);
+        json_object_set_new(j, "ops", ops);
+        out = json_dumps(j, JSON_COMPACT);
+    } else {
+        json_decref(stages), json_decref(rec), json_decref(ops);
+    }
+    json_decref(j);
+    return out;
+}
+
 char *sb_strategy_json_str(const sb_problem *pb, const sb_result *r, const char *algo)
 {
     json_t *j = strategy_json(pb, r, algo);

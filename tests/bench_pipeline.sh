@@ -5,7 +5,9 @@
 #   by bench), --resume, a bogus launcher (errors recorded, bench goes on), a
 #   launcher that hangs (timeouts recorded); report (tables, numbers from the
 #   database); plot (PNG and SVG files); regress on synthetic runs (a 20%
-#   slowdown exits 1, 2% noise exits 0); clear errors for bad databases.
+#   slowdown exits 1, 2% noise exits 0); clear errors for bad databases; a
+#   pipelined survivor (stages, micro-batches, schedule, ZeRO, recomputation)
+#   stored, printed and shown by report in extra columns.
 # The bench process runs with leak checking; the MPI ranks without (OpenMPI
 # keeps its allocations), through the launcher's `env`.
 set -euo pipefail
@@ -261,5 +263,47 @@ done
 "$SB" bench -m alexnet -p 2 --survivors "$T/surv" --db "$T/text.db" >/dev/null 2>"$T/err" &&
     fail "bench on a foreign file must fail"
 grep -q "not a database" "$T/err" || fail "bench: unclear error: $(cat "$T/err")"
+
+# ---- a pipelined survivor: stages, micro-batches, schedule, ZeRO and recomputation
+# stored (the search's JSON keys), printed by bench, shown by report as columns;
+# a run of plain strategies (run 1 above) keeps its columns as they were
+step pipeline survivor
+PS=$T/psurv/alexnet-p2
+mkdir -p "$PS"
+"$SB" search -m alexnet -p 2 "${SETS[@]}" --db none --stages 2 --microbatches 2 --schedule gpipe \
+    --zero 1 --recompute all --save "$PS/pipe.strategy" >/dev/null
+printf 'file\tkind\tpredicted_cost\tpredicted_mem_bytes\npipe.strategy\tpipe\t\t\n' >"$PS/index.tsv"
+PDB=$T/pipe.db
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/psurv" --db "$PDB" \
+    --search-algos none --launcher "$MPI" >"$T/bench5.out" 2>&1 || { cat "$T/bench5.out"; fail "pipeline bench"; }
+pq() { sqlite3 -batch -noheader "$PDB" "$1"; }
+[ "$(pq "SELECT count(*) FROM measurements WHERE status = 'ok'")" = 2 ] ||
+    fail "pipe and dp ok expected: $(pq 'SELECT status, message FROM measurements')"
+[ "$(pq "SELECT json_array_length(configs_json, '\$.stages') || ' ' || json_extract(configs_json, '\$.microbatches') || ' ' || json_extract(configs_json, '\$.schedule') || ' ' || json_extract(configs_json, '\$.zero') || ' ' || json_array_length(configs_json, '\$.recompute') FROM strategies WHERE kind = 'pipe'")" = "2 2 gpipe 1 13" ] ||
+    fail "pipe's stored extras: $(pq "SELECT configs_json FROM strategies WHERE kind = 'pipe'")"
+[ "$(pq "SELECT predicted_cost > 0 FROM strategies WHERE kind = 'pipe'")" = 1 ] ||
+    fail "pipe priced at the file's cost"
+grep -q "pipe .*ok .*pipe.strategy  S=2 M=2 gpipe zero 1 recompute 13$" "$T/bench5.out" ||
+    fail "bench's line lacks the pipeline: $(grep pipe "$T/bench5.out")"
+"$SB" report --db "$PDB" --run 1 >"$T/report5.md"
+grep -qF "| peak MB | message | stages | micro-batches | schedule | zero | recomputed ops |" "$T/report5.md" ||
+    fail "report's measurements lack the extra columns"
+grep -qE "^\| alexnet \| 2 \| pipe \| [0-9]+ \| .* \| ok \| .* \| 2 \| 2 \| gpipe \| 1 \| 13 \|$" "$T/report5.md" ||
+    fail "report lacks pipe's S, M, schedule, zero, recompute"
+grep -qE "^\| alexnet \| 2 \| dp \| [0-9]+ \| .* \| ok \| .* \| 1 \| 1 \| - \| 0 \| 0 \|$" "$T/report5.md" ||
+    fail "report lacks dp's plain extras"
+# Table II shows the fastest strategy: with dp's measurement dropped (a copy),
+# the pipeline, whose rows then carry the extra columns
+cp "$PDB" "$T/pipe-only.db"
+sqlite3 "$T/pipe-only.db" "DELETE FROM measurements WHERE strategy_id IN (SELECT id FROM strategies WHERE kind = 'dp')"
+"$SB" report --db "$T/pipe-only.db" --run 1 --table strategies >"$T/report6.md"
+grep -qF "| iteration dims | config | stages | micro-batches | schedule | zero | recomputed ops |" "$T/report6.md" ||
+    fail "report's Table II lacks the extra columns"
+grep -qE "^\| alexnet \| 2 \| pipe \(.*\| 2 \| 2 \| gpipe \| 1 \| 13 \|$" "$T/report6.md" ||
+    fail "report's Table II lacks pipe's S, M, schedule, zero, recompute"
+"$SB" report --db "$PDB" --run 1 --format csv --table measurements | head -1 |
+    grep -qx "model,p,kind,strategy,predicted FLOP,status,median s,min s,max s,steps,peak MB,message,stages,micro-batches,schedule,zero,recomputed ops" ||
+    fail "csv header of the measurements with extras"
+! grep -q "micro-batches" "$T/report.md" || fail "a plain run's report must keep its columns"
 
 step "all passed"

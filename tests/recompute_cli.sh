@@ -9,7 +9,10 @@
 # In the full space: search --stages 2 --recompute all saves a pipeline
 # with a recompute line per op, run runs it on 2 ranks (one a stage) with
 # the losses of the same pipeline without recomputation and a lower peak
-# on every rank; --recompute auto with a pipeline is refused, saying why.
+# on every rank; --recompute auto with a pipeline chooses per stage: within
+# the recomputing pipeline's peak as the limit (none fits it without) it
+# recomputes (JSON stages[].recompute, the table's "chosen" line) and fits,
+# and without a limit it recomputes nothing.
 set -uo pipefail
 sb=$1
 mpiexec=$2
@@ -27,9 +30,6 @@ text=$("$sb" search "${S[@]}" -p 2 --db none --recompute all)
 check "search --recompute all: the table says so" 'echo "$text" | grep -q "^recompute (--recompute all): 38 of 39 ops: src_embed, "'
 plain=$("$sb" search "${S[@]}" -p 2 --db none --format json)
 check "plain search: no recompute key" '! echo "$plain" | grep -q recompute'
-"$sb" search "${S[@]}" -p 2 --db none --recompute auto --stages 2 > /dev/null 2> "$dir/rs.err"
-rs=$?
-check "--recompute auto with --stages: refused (exit 2), says why" '[ $rs -eq 2 ] && grep -q "recompute auto: not chosen inside a pipeline" "$dir/rs.err"'
 none=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --space plain 2>&1)
 check "--memory 60KiB --space plain without recomputation: nothing fits" 'echo "$none" | grep -q "no strategy of .transformer. at p=2 fits"'
 auto=$("$sb" search "${S[@]}" -p 2 --db none --memory 60KiB --recompute auto --save "$dir/a.strategy")
@@ -64,6 +64,18 @@ pn=$("$sb" search "${S[@]}" -p 2 --db none --stages 2 --microbatches 2 --schedul
 prc=$(echo "$pj" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes_per_device"])')
 pnone=$(echo "$pn" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes_per_device"])')
 check "predicted peak lower with recomputation ($prc < $pnone bytes)" '[ "$prc" -lt "$pnone" ]'
+lim=$prc # the recomputing optimum's peak: under the least without recomputation
+PA=(-p 2 --db none --stages 2 --microbatches 2 --schedule gpipe --memory "${lim}B")
+aj=$("$sb" search "${S[@]}" "${PA[@]}" --recompute auto --format json)
+n=$(echo "$aj" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["recompute"]) > 0, any(s["recompute"] for s in d["stages"]), d["peak_bytes_per_device"] <= '"$lim"', d["recompute_searched"])')
+check "--recompute auto --stages 2 within ${lim} B: recomputes a stage, fits ($n)" '[ "$n" = "True True True True" ]'
+at=$("$sb" search "${S[@]}" "${PA[@]}" --recompute auto)
+check "  ... the table says what it chose" 'echo "$at" | grep -q "^chosen within --memory: ZeRO stage [0-3] (of 0-3; .*recomputing stages [12] of 2 ([01]" && echo "$at" | grep -q "^recompute (--recompute auto): [1-9][0-9]* of 39 ops"'
+"$sb" search "${S[@]}" "${PA[@]}" --recompute none > /dev/null 2> "$dir/rn.err"
+rn=$?
+check "  ... --recompute none at that limit: nothing fits (exit $rn)" '[ $rn -eq 2 ] && grep -q "fits .* per device: the least memory" "$dir/rn.err"'
+na=$("$sb" search "${S[@]}" -p 2 --db none --stages 2 --microbatches 2 --schedule gpipe --recompute auto --format json)
+check "--recompute auto --stages 2 without a limit: nothing recomputed, the same as none" '[ "$(echo "$na" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"recompute\"])")" = "[]" ] && [ "$(echo "$na" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"total_cost\"])")" = "$(echo "$pn" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"total_cost\"])")" ]'
 runp() {
     "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$sb" run "${S[@]}" --db none --steps 3 \
         --warmup 0 --strategy "$dir/p.strategy" --format json "$@" 2>&1

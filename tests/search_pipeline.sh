@@ -9,7 +9,9 @@
 # peak_bytes_per_device); --save writes a version-2 strategy file with the
 # pipeline line; --stages 1 --microbatches 1 costs what a plain search
 # costs; a searched --memory limit is respected, and one that nothing fits
-# exits 2 naming the least memory; bad values exit 2.
+# exits 2 naming the least memory; bad values exit 2. With --machine the
+# JSON has mesh_to_nodes per stage, per op and in sum, predicted_step_seconds
+# and peak_bytes_per_device.
 set -uo pipefail
 SB=${1:?usage: search_pipeline.sh SHARDBENCH}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/search_pipeline.XXXXXX")
@@ -40,6 +42,37 @@ check "saved: two stage lines" test "$(grep -c '^stage ' "$TMP/s.strategy")" = 2
 "$SB" search "${S[@]}" --stages 2 --microbatches 4 --machine h200-sxm --format json > "$TMP/m.json"
 check "json: predicted_step_seconds with --machine" test -n "$(jget "$TMP/m.json" '$.predicted_step_seconds')"
 
+check "json: no mesh_to_nodes without --machine" test -z "$(jget "$TMP/t.json" '$.mesh_to_nodes')" -a -z "$(jget "$TMP/t.json" '$.stages[0].mesh_to_nodes')"
+# mesh_to_nodes with a machine file: each stage's sub-mesh (ranks as placed),
+# each op's split dims, the summary; on nodes of 2 a stage of 4 spans two
+# ("both"), on nodes of 8 it is inside one ("intra")
+sed 's/^devices_per_node 8/devices_per_node 2/; s/^nodes 1/nodes 4/' \
+    "$(dirname "$0")/../machines/h200-sxm.machine" > "$TMP/n2.machine"
+G=(-m gpt3-175b -p 8 --set layers=2 --set batch=8 --db none --stages 2 --microbatches 2)
+"$SB" search "${G[@]}" --machine "$TMP/n2.machine" --format json > "$TMP/n2.json"
+"$SB" search "${G[@]}" --machine h200-sxm --format json > "$TMP/n8.json"
+"$SB" search "${G[@]}" --machine "$TMP/n2.machine" > "$TMP/n2.out"
+meshcheck() { # JSON WANT-STAGE-WORD NODE-SIZE
+    python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); want, n = sys.argv[2], int(sys.argv[3])
+assert [s["mesh_to_nodes"] for s in d["stages"]] == [[want]] * len(d["stages"]), d["stages"]
+split = 0
+for o in d["ops"]:
+    dims = [x["name"] for x, c in zip(o["dims"], o["config"]) if c > 1]
+    assert sorted(o["mesh_to_nodes"]) == sorted(dims), (o["name"], o["mesh_to_nodes"], dims)
+    assert all(w in ("intra", "inter", "both") for w in o["mesh_to_nodes"].values())
+    split += len(dims)
+m = d["mesh_to_nodes"]
+assert m["devices_per_node"] == n and m["intra"] + m["inter"] + m["both"] == split > 0, m
+assert m["ops_inside_one_node"] + m["ops_across_nodes"] == len(d["ops"]), m
+assert d["predicted_step_seconds"] > 0 and d["peak_bytes_per_device"] > 0
+PY
+}
+check "json --machine (nodes of 2): stages both, ops' split dims placed, the summary" meshcheck "$TMP/n2.json" both 2
+check "json --machine h200-sxm (nodes of 8): stages intra" meshcheck "$TMP/n8.json" intra 8
+check "table --machine: the mesh to nodes line" grep -q "^mesh to nodes (2 devices a node): stages intra 0, inter 0, both 2; split dims" "$TMP/n2.out"
+
 "$SB" search "${S[@]}" --format json > "$TMP/plain.json"
 "$SB" search "${S[@]}" --stages 1 --microbatches 1 --format json > "$TMP/one.json"
 check "S=1 M=1: the plain optimum" test "$(jget "$TMP/one.json" '$.total_cost')" = "$(jget "$TMP/plain.json" '$.total_cost')"
@@ -55,6 +88,7 @@ check "--memory P0/2: within the limit" test "$(jget "$TMP/lim.json" '$.peak_byt
 rc=$?
 check "--memory 2B: exit 2 (got $rc)" test "$rc" -eq 2
 check "  ... names the least memory found" grep -q "fits .* per device: the least memory" "$TMP/none.err"
+check "  ... as a number (not inf)" grep -qE "the least memory of a stage (found )?is (at least )?[0-9.e+-]+ GiB" "$TMP/none.err"
 for bad in "--stages 3" "--microbatches 3" "--schedule zigzag" "--space odd"; do
     "$SB" search "${S[@]}" $bad > /dev/null 2>&1
     rc=$?

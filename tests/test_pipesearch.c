@@ -4,7 +4,9 @@
  * limit, on small random models with residual adds and repeated blocks,
  * also with every op recomputed (--recompute all: each stage's costs and
  * memory with recomputation, its received inputs kept); forced values;
- * S = M = 1 equals the plain DP; --recompute auto refused. */
+ * the ZeRO stage and each stage's recomputation chosen (brute force over
+ * their product); --recompute auto chooses per stage; S = M = 1 equals the
+ * plain DP. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,17 +26,23 @@ static int rn(int n)
     return (int)((rs >> 33) % (unsigned long long)n);
 }
 
+static int gen_wide; /* gen: batch 32, f = 8, cutoff 8: f is never split, so the weights are
+                        replicated wherever the batch is, and with Adam ZeRO pays (stage 3
+                        the only way to slice the weights themselves) */
+
 /* A random model: x[batch, f] through ops that keep the shape (dense to f
  * units, norm, act, residual add of an earlier tensor), the last block
  * repeated, so equal stages occur. */
 static void gen(char *buf, size_t n, int *nops)
 {
-    int B = rn(2) ? 4 : 8, F = rn(2) ? 4 : 8;
-    size_t u = (size_t)snprintf(buf, n, "model r\ncutoff 1\ninput t0[batch=%d, f=%d]\n", B, F);
-    int nt = 1, ops = 0, len = 2 + rn(2), blocks = 1 + rn(2);
+    int B = rn(2) ? 4 : 8, F = rn(2) ? 4 : 8, cut = 1;
+    if (gen_wide)
+        B = 32, F = 8, cut = 8;
+    size_t u = (size_t)snprintf(buf, n, "model r\ncutoff %d\ninput t0[batch=%d, f=%d]\n", cut, B, F);
+    int nt = 1, ops = 0, len = 2 + rn(2), blocks = gen_wide ? 3 : 1 + rn(2);
     int kinds[8];
     for (int k = 0; k < len; k++)
-        kinds[k] = rn(4);
+        kinds[k] = gen_wide ? 0 : rn(4); /* wide: dense only */
     for (int b = 0; b < blocks; b++)
         for (int k = 0; k < len; k++) {
             int x = nt - 1;
@@ -55,6 +63,10 @@ static void gen(char *buf, size_t n, int *nops)
 }
 
 static int check_recompute; /* sb_recompute_mode of check_same's searches */
+static int check_choose;    /* check_same: ZeRO stage and per-stage recomputation chosen */
+static sb_optimizer check_opt = SB_OPTIM_SGD;
+static int chose_zero, chose_rc, chose_better, last_zero; /* check_choose: results choosing ZeRO > 0,
+                                                  recomputing a stage, beating zero 0 kept */
 
 static void check_same(const char *text, int p, double limit, int sched, int S, int M)
 {
@@ -72,10 +84,33 @@ static void check_same(const char *text, int p, double limit, int sched, int S, 
     o.schedule = sched;
     o.stages = S;
     o.microbatches = M;
+    o.opt = check_opt;
+    o.choose_zero = o.choose_recompute = check_choose;
     sb_pipe_result a, b;
     sb_error e1 = {0}, e2 = {0};
     int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
     int rb = sb_pipe_brute(&m, p, &cp, &o, &b, &e2);
+    if (check_choose && ra == 0) { /* against ZeRO 0, nothing recomputed */
+        sb_pipe_opts f = o;
+        f.choose_zero = f.choose_recompute = 0;
+        sb_pipe_result c;
+        sb_error e3 = {0};
+        if (sb_pipe_search(&m, p, &cp, &f, &c, &e3))
+            chose_better++;
+        else {
+            chose_better += a.step_cost < c.step_cost * (1 - 1e-12);
+            if (a.step_cost > c.step_cost * (1 + 1e-12))
+                fail_msg("choosing %.17g, over ZeRO 0 kept %.17g", a.step_cost, c.step_cost);
+            sb_pipe_result_free(&c);
+        }
+        chose_zero += a.zero > 0;
+        last_zero = a.zero;
+        for (int s = 0, any = 0; s < a.pipe.nstages && !any; s++)
+            if (a.stage_recompute[s])
+                chose_rc++, any = 1;
+        if (!(limit > 0) && (a.zero != 0 || a.recompute))
+            fail_msg("no limit: ZeRO %d, recompute %p (want 0, none)", a.zero, (void *)a.recompute);
+    }
     if (ra != rb)
         fail_msg("p=%d limit=%g: search rc %d (%s), brute rc %d (%s)\n%s", p, limit, ra, e1.msg, rb,
                  e2.msg, text);
@@ -94,11 +129,16 @@ static void check_same(const char *text, int p, double limit, int sched, int S, 
             && a.pipe.microbatches == b.pipe.microbatches && a.pipe.schedule == b.pipe.schedule)
             fail_msg("the same strategy, peaks %g and %g", a.peak_bytes, b.peak_bytes);
         for (int i = 0; i < m.nops; i++) {
-            int want = check_recompute == SB_RECOMPUTE_ALL && sb_op_recomputable(&m.ops[i]);
-            if ((a.recompute && a.recompute[i]) != want || (b.recompute && b.recompute[i]) != want)
-                fail_msg("op %d: recomputed %d / %d, want %d", i, a.recompute && a.recompute[i],
-                         b.recompute && b.recompute[i], want);
+            int rec = sb_op_recomputable(&m.ops[i]);
+            int want = check_recompute == SB_RECOMPUTE_ALL && rec;
+            int wa = check_choose ? rec && a.stage_recompute[sb_pipeline_stage_of(&a.pipe, i)] : want;
+            int wb = check_choose ? rec && b.stage_recompute[sb_pipeline_stage_of(&b.pipe, i)] : want;
+            if ((a.recompute && a.recompute[i]) != wa || (b.recompute && b.recompute[i]) != wb)
+                fail_msg("op %d: recomputed %d / %d, want %d / %d", i, a.recompute && a.recompute[i],
+                         b.recompute && b.recompute[i], wa, wb);
         }
+        if (!check_choose && (a.zero != cp.zero || b.zero != cp.zero))
+            fail_msg("forced ZeRO %d: results %d / %d", cp.zero, a.zero, b.zero);
         assert_int_equal(sb_pipeline_check(&a.pipe, &m, p, &err), 0);
         sb_pipe_result_free(&a);
         sb_pipe_result_free(&b);
@@ -185,6 +225,64 @@ static void test_brute_recompute(void **state)
                   "and at 2 limits); %d of them with a lower GPipe peak than without\n", cases,
                   lower);
     assert_true(lower > 0);
+}
+
+/* The ZeRO stage (0..3) and each stage's recomputation (none or all)
+ * chosen inside the search (o.choose_zero, o.choose_recompute): equal to
+ * brute force over the product (every ZeRO stage, both choices of every
+ * stage of every partition, with no dominance argument), unconstrained
+ * (where both must give ZeRO 0 and nothing recomputed) and at limits under
+ * the ZeRO 0, kept optimum's peak, with SGD and Adam. */
+static void test_brute_choose(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0;
+    check_choose = 1;
+    chose_zero = chose_rc = chose_better = 0;
+    int zero3 = 0;
+    for (int g = 0; g < 12; g++) {
+        int nops;
+        gen_wide = g % 2;
+        gen(text, sizeof text, &nops);
+        int p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
+        /* wide: one stage of 4 devices (more stages of one device each
+         * replicate nothing, and pipelining is what the other models test) */
+        int S = gen_wide ? 1 : 0;
+        check_opt = gen_wide || rn(2) ? SB_OPTIM_ADAM : SB_OPTIM_SGD;
+        check_same(text, p, 0.0, -1, S, 0);
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.opt = check_opt;
+        o.schedule = gen_wide ? SB_SCHEDULE_1F1B : SB_SCHEDULE_GPIPE; /* wide: the tight peak */
+        o.stages = S;
+        sb_pipe_result r;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &r, &err), 0);
+        double peak = r.peak_bytes;
+        sb_pipe_result_free(&r);
+        sb_model_free(&m);
+        const double *fs = gen_wide ? (const double[]){0.95, 0.9, 0.85, 0.6}
+                                    : (const double[]){0.8, 0.5, 0.3};
+        for (int k = 0; k < (gen_wide ? 4 : 3); k++) {
+            int z = chose_zero;
+            check_same(text, p, peak * fs[k], rn(2), S, 0);
+            zero3 += chose_zero > z && last_zero == 3;
+        }
+        cases++;
+    }
+    gen_wide = 0;
+    check_choose = 0;
+    check_opt = SB_OPTIM_SGD;
+    print_message("ZeRO and recomputation chosen: %d random models, each equal to brute force "
+                  "(unconstrained and at 3 or 4 limits); %d results with ZeRO > 0 (%d of them 3), %d "
+                  "recomputing a stage, %d cheaper than (or found where nothing fits at) ZeRO 0 "
+                  "kept\n", cases, chose_zero, zero3, chose_rc, chose_better);
+    assert_true(chose_zero > zero3 && zero3 > 0 && chose_rc > 0 && chose_better > 0);
 }
 
 static const char *chain =
@@ -379,7 +477,10 @@ static void test_gpt3_shortcuts(void **state)
  * op of stage 1 keeps only its outputs per micro-batch, and its inputs
  * received from stage 0 (the runtime keeps them for the recomputed
  * forward: recompute.c); its other inputs, statistics and output gradients
- * are transient. --recompute auto is refused, saying why. */
+ * are transient. --recompute auto chooses per stage: at limits from the
+ * recomputing peak down it costs no more than every stage kept or every
+ * stage recomputing, and recomputes a stage at some limit; without a limit
+ * it recomputes nothing. */
 static void test_recompute_stage_memory(void **state)
 {
     (void)state;
@@ -422,11 +523,50 @@ static void test_recompute_stage_memory(void **state)
     if (fabs(r.stage_mem[1] - (res + scr)) > 1e-9 * (res + scr))
         fail_msg("stage 1 (ops %d..): predicted %.17g bytes, expected %.17g", a, r.stage_mem[1],
                  res + scr);
+    double all_peak = r.peak_bytes;
     sb_pipe_result_free(&r);
-    cp.recompute = SB_RECOMPUTE_AUTO;
-    assert_int_equal(sb_pipe_search(&m, 2, &cp, &o, &r, &err), -1);
-    assert_int_equal(err.code, SB_EXIT_INPUT);
-    assert_non_null(strstr(err.msg, "--recompute auto: not chosen inside a pipeline"));
+    /* --recompute auto: each stage chooses. Kept, the peak is higher; at
+     * limits from the recomputing peak down, auto costs no more than all
+     * stages kept or all recomputing at the same limit (it may mix), is
+     * found when either is, and recomputes a stage at some limit */
+    cp.recompute = SB_RECOMPUTE_NONE;
+    assert_int_equal(sb_pipe_search(&m, 2, &cp, &o, &r, &err), 0);
+    double none_peak = r.peak_bytes;
+    assert_null(r.recompute);
+    sb_pipe_result_free(&r);
+    assert_true(all_peak < none_peak);
+    int recomputing = 0;
+    for (int q = 0; q < 4; q++) {
+        o.mem_limit = all_peak * (double[]){1.0, 0.95, 0.9, 0.8}[q];
+        double c[2];
+        for (int mode = 0; mode < 2; mode++) {
+            cp.recompute = mode ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
+            c[mode] = INFINITY;
+            if (!sb_pipe_search(&m, 2, &cp, &o, &r, &err))
+                c[mode] = r.step_cost;
+            sb_pipe_result_free(&r);
+        }
+        cp.recompute = SB_RECOMPUTE_AUTO;
+        int ra = sb_pipe_search(&m, 2, &cp, &o, &r, &err);
+        if (ra) {
+            assert_true(!isfinite(c[0]) && !isfinite(c[1]));
+            continue;
+        }
+        assert_true(r.peak_bytes <= o.mem_limit);
+        assert_true(r.step_cost <= fmin(c[0], c[1]) * (1 + 1e-12));
+        for (int v = 0; v < m.nops; v++)
+            assert_int_equal(r.recompute && r.recompute[v], sb_op_recomputable(&m.ops[v])
+                             && r.stage_recompute[sb_pipeline_stage_of(&r.pipe, v)]);
+        recomputing += r.recompute != NULL;
+        assert_int_equal(r.zero, 0); /* not chosen: cp.zero */
+        sb_pipe_result_free(&r);
+    }
+    assert_true(recomputing > 0);
+    /* auto without a limit: nothing recomputed (it only adds cost) */
+    o.mem_limit = 0;
+    assert_int_equal(sb_pipe_search(&m, 2, &cp, &o, &r, &err), 0);
+    assert_null(r.recompute);
+    sb_pipe_result_free(&r);
     sb_model_free(&mb);
     sb_model_free(&m);
 }
@@ -436,6 +576,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_brute),
         cmocka_unit_test(test_brute_recompute),
+        cmocka_unit_test(test_brute_choose),
         cmocka_unit_test(test_recompute_stage_memory),
         cmocka_unit_test(test_forced),
         cmocka_unit_test(test_plain),

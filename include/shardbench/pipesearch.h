@@ -24,6 +24,13 @@ typedef struct {
                               bounds, exact least memory, optima reused from fewer copies,
                               partitions over bounds): every range the plain bounds allow solved
                               (tests hold the search to it) */
+    int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
+                              limit 2 and 3 (0 and 1 cost what 2 costs and need no less
+                              memory), the strategy then reported at the least stage it
+                              fits; without a limit 0 (3 only adds cost) */
+    int choose_recompute;  /* 1: each stage recomputes none or all of its recomputable ops,
+                              searched per stage (cp->recompute ignored; also what
+                              cp->recompute auto means here); without a limit none */
     sb_optimizer opt;
     sb_search_opts dp;     /* the intra-op DP of each stage */
 } sb_pipe_opts;
@@ -56,21 +63,30 @@ typedef struct {
     double lagrange_gap;              /* the largest relative gap of those to their dual bound
                                          (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
-    unsigned char *recompute;         /* nops: op i recomputed (cp->recompute all: every
-                                         recomputable op of every stage), or NULL: none */
+    unsigned char *recompute;         /* nops: op i recomputed (its stage recomputes: every
+                                         recomputable op of the stage), or NULL: none */
+    unsigned char stage_recompute[SB_MAX_STAGES]; /* stage s recomputes its ops */
+    int zero;                         /* the ZeRO stage of the strategy (forced or chosen) */
+    int zero_searched;                /* ZeRO stages searched (1 when forced) */
+    long rc_solved;                   /* choose_recompute: stage DPs with recomputation run */
+    long rc_dominated;                /* choose_recompute: stages where recomputing was not
+                                         solved, the kept optimum at most its least cost */
 } sb_pipe_result;
 
 /* The least-cost pipeline strategy of m on p devices (exact over the space
  * of search/README.md: S, M, schedule, cut points at the positions where
- * fewest tensors cross, per-stage intra-op configs). Nothing fits the
- * memory limit: SB_EXIT_INPUT naming the least memory found (also in
- * r->least_bytes). cp->recompute all: every stage's ops recomputed (the
- * stage DPs' costs and memory with it); auto: SB_EXIT_INPUT (not chosen
- * per op inside a pipeline). Free with sb_pipe_result_free. */
+ * fewest tensors cross, per-stage intra-op configs; with o->choose_zero the
+ * ZeRO stage, with o->choose_recompute or cp->recompute auto each stage's
+ * recomputation, none or all). Nothing fits the memory limit: SB_EXIT_INPUT
+ * naming the least memory found (also in r->least_bytes). cp->recompute
+ * all (not chosen): every stage's ops recomputed (the stage DPs' costs and
+ * memory with it). Free with sb_pipe_result_free. */
 int sb_pipe_search(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
                    sb_pipe_result *r, sb_error *err);
 /* The same space by brute force (tests: every cut and every config of
- * every stage; only for tiny models). */
+ * every stage, with choose_zero every ZeRO stage 0..3, with
+ * choose_recompute both choices of every stage, with and without a limit;
+ * only for tiny models). */
 int sb_pipe_brute(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
                   sb_pipe_result *r, sb_error *err);
 void sb_pipe_result_free(sb_pipe_result *r);

@@ -299,6 +299,13 @@ int sb_strategy_file_choice(const char *path, const sb_strategy_file *sf, const 
 /* 1 when sf holds a pipeline (S > 1 or M > 1), a ZeRO stage or a
  * recomputed op: what a version-2 file adds. */
 int sb_strategy_file_has_extras(const sb_model *m, const sb_strategy_file *sf);
+/* The JSON of a strategy file with its extras, in the keys of `search
+ * --space full --format json`: model, params, p, algo, total_cost (the
+ * file's cost), stages (ops, devices, mesh), microbatches, schedule, zero,
+ * recompute (op names) and ops (name, type, stage, dims, config); what
+ * bench stores for a strategy that a plain problem cannot hold. Malloc'd,
+ * NULL when out of memory. */
+char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, const char *algo);
 
 /* One value of a strategy-file line at s (blanks skipped): a bare word (up
  * to a blank or '#'), or a double-quoted one with \" \\ \n \t \r \xHH
