@@ -1052,7 +1052,7 @@ static int bounded_setup(elim *el)
     el->tie = malloc((size_t)nv * sizeof *el->tie);
     el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
     if (el->threshold) {
-        el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
+        el->rowsort = dp_buf_alloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
         el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
         el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
     }
@@ -1407,7 +1407,11 @@ static void presort_rows(elim *el, int nt)
 }
 
 /* g and arg at every assignment of representatives (scan_part), split
- * over threads by prefix, or by entries when there are few prefixes. */
+ * over threads in chunks handed out as the threads free up (the scans'
+ * lengths differ from row to row, so equal halves left one thread idle
+ * for much of an elimination): chunks of prefixes, or when there are few
+ * prefixes, chunks of the last var's entries of each prefix. Each entry
+ * is computed by one thread exactly as with one. */
 static int scan_rows(elim *el)
 {
     int k = el->k;
@@ -1422,20 +1426,26 @@ static int scan_rows(elim *el)
     if (el->threshold)
         presort_rows(el, nt);
     int by_prefix = nprefix >= 4 * nt, failed = 0;
-    (void)by_prefix;
+    /* chunks: of prefixes (by_prefix), else of each prefix's last entries */
+    int64_t per = by_prefix ? nprefix : nlast, nchunk = per < 16 * nt ? per : 16 * nt;
+    int64_t ntask = by_prefix ? nchunk : nprefix * nchunk;
+    (void)ntask;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) reduction(| : failed)
     {
         elim w;
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        if (worker_open(el, &w))
-            failed = 1;
-        else if (by_prefix)
-            scan_part(&w, nprefix * t / n, nprefix * (t + 1) / n, 0, nlast);
-        else
-            for (int64_t pi = 0; pi < nprefix; pi++)
-                scan_part(&w, pi, pi + 1, (int)((int64_t)nlast * t / n),
-                          (int)((int64_t)nlast * (t + 1) / n));
+        int ok = !worker_open(el, &w);
+        failed = !ok;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!ok)
+                continue;
+            int64_t c = t % nchunk, pi = t / nchunk;
+            if (by_prefix)
+                scan_part(&w, per * c / nchunk, per * (c + 1) / nchunk, 0, nlast);
+            else
+                scan_part(&w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
+        }
         worker_close(&w);
     }
 #endif
@@ -1558,7 +1568,7 @@ static void elim_free(elim *el)
     free(el->rmbuf);
     free(el->rowmin);
     free(el->cbuf);
-    free(el->rowsort);
+    dp_buf_free(el->rowsort);
     free(el->rowdone);
     free(el->rks);
     free(el->tie);
@@ -1604,6 +1614,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
     E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
     E->memo.next_id = 1;
+    dp_buf_pool_limit((size_t)fmin(512e6, E->limit_bytes / 8));
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
     E->capvf = calloc((size_t)n, sizeof *E->capvf);
@@ -1616,6 +1627,8 @@ static void engine_close(engine *E)
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->memo);
+    dp_buf_pool_drain();
+    dp_buf_pool_limit(0);
     for (int i = 0; i < E->n && E->vf; i++)
         free(E->vf[i]);
     free(E->vf);

@@ -43,6 +43,11 @@ void *dp_buf_ref(void *p);
 void dp_buf_free(void *p);
 int dp_buf_shared(const void *p);
 
+/* Freed large tables are kept for reuse (dp_reuse.c), at most bytes of
+ * them (0, the start: none); drain frees them all (the end of a search). */
+void dp_buf_pool_limit(size_t bytes);
+void dp_buf_pool_drain(void);
+
 /* A byte string built up key_add by key_add (an elimination's or a pair
  * table's key). */
 typedef struct {
