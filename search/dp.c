@@ -43,6 +43,8 @@ typedef struct {
     int alive;
     int pend, npend; /* edge tables: its edges, pairs[3 * pend ..] of the engine */
     uint64_t id;     /* content id (dp_reuse.h); 0: none yet (plain: always) */
+    int dim[MAX_SCOPE]; /* extent of each var's axis: its configs, or its classes */
+    int *cm[MAX_SCOPE]; /* per var: config -> class (dp_buf), NULL: configs themselves */
 } factor;
 
 typedef struct {
@@ -246,7 +248,7 @@ static int init_factors(engine *E)
 {
     const sb_problem *pb = E->pb;
     for (int v = 0; v < E->n; v++) {
-        factor f = {.nv = 1, .vars = {v}, .size = dom(E, v)};
+        factor f = {.nv = 1, .vars = {v}, .size = dom(E, v), .dim = {dom(E, v)}};
         f.t = dp_buf_alloc((size_t)f.size * sizeof(double));
         if (!f.t)
             return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
@@ -277,7 +279,7 @@ static int init_factors(engine *E)
             return sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
                            pb->m->ops[lo].name);
         factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi),
-                    .pend = k};
+                    .pend = k, .dim = {dom(E, lo), dom(E, hi)}};
         for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi; k++)
             f.npend++;
         if (add_factor(E, &f))
@@ -366,7 +368,9 @@ static int build_pending(engine *E, factor *f, int rows_op)
 typedef struct {
     int nv;            /* dependent set size */
     int vars[MAX_SCOPE];
-    uint16_t *arg;     /* argmin of v for every assignment of vars */
+    uint16_t *arg;     /* argmin of v for every assignment of vars (by their classes) */
+    int dim[MAX_SCOPE];
+    int *cm[MAX_SCOPE]; /* per var: config -> class (dp_buf), NULL: none */
 } step;
 
 /* Copies factor f into a table whose scope order is `order` (a permutation
@@ -382,14 +386,14 @@ static double *transpose(engine *E, const factor *f, const int *order)
     int64_t st = 1;
     for (int i = f->nv - 1; i >= 0; i--) {
         sstride[i] = st;
-        st *= dom(E, f->vars[i]);
+        st *= f->dim[i];
     }
-    for (int j = 0; j < f->nv; j++) {
+    for (int j = 0; j < f->nv; j++)
         for (int i = 0; i < f->nv; i++)
-            if (f->vars[i] == order[j])
+            if (f->vars[i] == order[j]) {
                 nstride[j] = sstride[i];
-        size[j] = dom(E, order[j]);
-    }
+                size[j] = f->dim[i];
+            }
     int64_t idx[MAX_SCOPE] = {0}, off = 0;
     for (int64_t k = 0; k < f->size; k++) {
         out[k] = f->t[off];
@@ -479,11 +483,12 @@ static void unmerge_columns(int *rep, const double *t, int64_t rows, int nv)
 static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64_t *outer,
                         int64_t *inner)
 {
+    (void)E;
     int64_t total = nvv;
     for (int a = 0; a < fl->nv; a++)
-        total *= dom(E, fl->v[a]);
+        total *= fl->dim[a];
     *inner = fl->stride[j];
-    *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
+    *outer = total / (fl->stride[j] * fl->dim[j]);
 }
 
 /* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
@@ -492,9 +497,11 @@ static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashe
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
+    const int *cm = fl->cm[j];
+    int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
-            const double *b = fl->t + (o * n + i) * inner;
+            const double *b = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
             uint64_t h = hs[i].h;
             for (int64_t e = 0; e < inner; e++) {
                 uint64_t bits;
@@ -511,12 +518,14 @@ static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, in
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
+    const int *cm = fl->cm[j];
+    int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
             if (rep[i] == i)
                 continue;
-            const double *a = fl->t + (o * n + i) * inner;
-            const double *b = fl->t + (o * n + rep[i]) * inner;
+            const double *a = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
+            const double *b = fl->t + (o * d + (cm ? cm[rep[i]] : rep[i])) * inner;
             if (memcmp(a, b, (size_t)inner * sizeof *a))
                 rep[i] = i;
         }
@@ -706,6 +715,7 @@ typedef struct {
     engine *E;
     int v;
     int nv;                  /* configs of v in play: all, then those compact_eliminated keeps */
+    double full;             /* entries of a table over every config of S */
     int k, S[MAX_SCOPE];     /* the dependent set, by increasing id */
     int nin;                 /* v's live factors */
     double size;             /* entries of g (as the charge counts them) */
@@ -723,7 +733,8 @@ typedef struct {
      * representatives reps[q][0..nrep[q]) in increasing order */
     int *repbuf;
     int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], all_reps;
-    int64_t gstride[MAX_SCOPE];
+    int64_t gstride[MAX_SCOPE];      /* g is over the representatives: nrep[q] along q */
+    int *gcm[MAX_SCOPE];             /* g's classes along q (dp_buf; NULL: all reps) */
     int idx[MAX_SCOPE], r[MAX_SCOPE]; /* current assignment of S; its rank among the reps */
     int nlast_in, last_in;   /* inflows at the last level: how many, the last of them */
     /* bounded minima */
@@ -809,25 +820,32 @@ static int gather_depset(elim *el)
     return 0;
 }
 
-/* Charges g and its argmins (10 bytes an entry) and allocates the
- * elimination's buffers. */
+/* Allocates the elimination's buffers (g and its argmins come with the
+ * size of g: result_alloc). */
 static int elim_alloc(elim *el)
 {
-    engine *E = el->E;
     int nv = el->nv;
-    el->size = 1.0;
-    for (int i = 0; i < el->k; i++)
-        el->size *= dom(E, el->S[i]);
-    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
-        return -1;
-    el->gsize = (int64_t)el->size;
-    el->g = dp_buf_alloc((size_t)el->gsize * sizeof(double));
-    el->arg = dp_buf_alloc((size_t)el->gsize * sizeof(uint16_t));
-    el->in = calloc((size_t)el->nin, sizeof *el->in);
+    el->in = calloc((size_t)(el->nin ? el->nin : 1), sizeof *el->in);
     el->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *el->P);
     el->val = malloc((size_t)nv * sizeof *el->val);
     el->xmap = malloc((size_t)nv * sizeof *el->xmap);
-    if (!el->g || !el->arg || !el->in || !el->P || !el->val || !el->xmap)
+    if (!el->in || !el->P || !el->val || !el->xmap)
+        return elim_oom(el);
+    return 0;
+}
+
+/* Charges g and its argmins (10 bytes an entry, gsize entries) and
+ * allocates them. */
+static int result_alloc(elim *el, int64_t gsize)
+{
+    engine *E = el->E;
+    el->gsize = gsize;
+    el->size = (double)gsize;
+    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
+        return -1;
+    el->g = dp_buf_alloc((size_t)el->gsize * sizeof(double));
+    el->arg = dp_buf_alloc((size_t)el->gsize * sizeof(uint16_t));
+    if (!el->g || !el->arg)
         return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
                        E->pb->m->ops[el->v].name, el->size);
     return 0;
@@ -841,37 +859,61 @@ static int load_inflow(elim *el, factor *f, inflow *fl)
 {
     engine *E = el->E;
     int order[MAX_SCOPE], no = 0, nv = el->nv;
+    const int *cmv = NULL; /* f's classes of v: expanded to v's configs below */
+    int dimv = nv;
     fl->level = -1;
     for (int q = 0; q < el->k; q++)
         for (int j = 0; j < f->nv; j++)
             if (f->vars[j] == el->S[q]) {
                 order[no] = el->S[q];
                 fl->v[no] = el->S[q];
+                fl->dim[no] = f->dim[j];
+                fl->cm[no] = f->cm[j] ? dp_buf_ref(f->cm[j]) : NULL;
                 fl->pos[no++] = q;
                 fl->level = q;
             }
+    for (int j = 0; j < f->nv; j++)
+        if (f->vars[j] == el->v) {
+            cmv = f->cm[j];
+            dimv = f->dim[j];
+        }
     order[no] = el->v;
     fl->nv = no;
     int64_t st = nv;
     for (int j = no - 1; j >= 0; j--) {
         fl->stride[j] = st;
-        st *= dom(E, order[j]);
+        st *= fl->dim[j];
     }
     fl->rows = st / nv;
+    double *t;
     if (!f->t) {
         if (build_pending(E, f, order[0]))
             return -1;
-        fl->t = f->t;
+        t = f->t;
         f->t = NULL;
     } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0
                && !dp_buf_shared(f->t)) {
-        fl->t = f->t;
+        t = f->t;
         f->t = NULL;
     } else {
-        fl->t = transpose(E, f, order);
-        if (!fl->t)
+        t = transpose(E, f, order);
+        if (!t)
             return -1;
     }
+    if (!cmv) {
+        fl->t = t;
+        return 0;
+    }
+    /* v's axis by classes: one column per config of v (v innermost) */
+    fl->t = dp_buf_alloc((size_t)fl->rows * (size_t)nv * sizeof *fl->t);
+    if (!fl->t) {
+        dp_buf_free(t);
+        return elim_oom(el);
+    }
+    for (int64_t r = 0; r < fl->rows; r++)
+        for (int x = 0; x < nv; x++)
+            fl->t[r * nv + x] = t[r * dimv + cmv[x]];
+    dp_buf_free(t);
     return 0;
 }
 
@@ -886,7 +928,7 @@ static void load_base(elim *el)
         const factor *f = &E->f[E->vf[el->v][i]];
         if (f->alive && f->nv == 1)
             for (int x = 0; x < el->nv; x++)
-                base[x] += f->t[x];
+                base[x] += f->t[f->cm[0] ? f->cm[0][x] : x];
     }
 }
 
@@ -999,9 +1041,31 @@ static int row_classes(elim *el)
                 el->reps[q][el->nrep[q]++] = i;
         el->all_reps &= el->nrep[q] == n;
     }
+    /* g holds one entry per assignment of representatives; along each q
+     * with fewer representatives than configs, gcm[q] maps a config to its
+     * representative's rank (equal rows, never copied) */
+    int64_t gsize = 1;
+    for (int q = 0; q < k; q++)
+        gsize *= el->nrep[q];
     el->gstride[k - 1] = 1;
     for (int q = k - 2; q >= 0; q--)
-        el->gstride[q] = el->gstride[q + 1] * dom(E, el->S[q + 1]);
+        el->gstride[q] = el->gstride[q + 1] * el->nrep[q + 1];
+    for (int q = 0; q < k; q++) {
+        int n = dom(E, el->S[q]);
+        if (el->nrep[q] == n)
+            continue;
+        el->gcm[q] = dp_buf_alloc((size_t)n * sizeof(int));
+        if (!el->gcm[q])
+            return elim_oom(el);
+        int *rank = el->gcm[q];
+        for (int r = 0; r < el->nrep[q]; r++)
+            rank[el->reps[q][r]] = r;
+        for (int i = 0; i < n; i++)
+            rank[i] = rank[el->rep[q][i]]; /* rep[i] <= i: its rank is set */
+    }
+    el->E->entries_copied += (long long)(el->full - (double)gsize);
+    if (result_alloc(el, gsize))
+        return -1;
     el->nlast_in = 0;
     el->last_in = -1;
     for (int q = 0; q < el->nfl; q++)
@@ -1070,8 +1134,10 @@ static int bounded_setup(elim *el)
 static int64_t row_offset(const inflow *fl, const int *idx)
 {
     int64_t off = 0;
-    for (int j = 0; j < fl->nv; j++)
-        off += idx[fl->pos[j]] * fl->stride[j];
+    for (int j = 0; j < fl->nv; j++) {
+        int i = idx[fl->pos[j]];
+        off += (fl->cm[j] ? fl->cm[j][i] : i) * fl->stride[j];
+    }
     return off;
 }
 
@@ -1312,20 +1378,19 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
         const double *prev = el->P + (size_t)(k - 1) * el->nv;
         int64_t row = 0;
         for (int q = 0; q < k - 1; q++)
-            row += el->idx[q] * el->gstride[q];
+            row += el->r[q] * el->gstride[q];
         order_by_prev(el, prev);
         const int *reps = el->reps[k - 1];
         for (int jr = jlo; jr < jhi; jr++) {
-            int j = reps[jr];
-            el->idx[k - 1] = j;
+            el->idx[k - 1] = reps[jr];
             if (el->threshold)
-                min_threshold(el, prev, row + j);
+                min_threshold(el, prev, row + jr);
             else if (el->bounded)
-                min_bounded(el, prev, row + j);
+                min_bounded(el, prev, row + jr);
             else if (el->nlast_in == 1)
-                min_one_table(el, prev, row + j);
+                min_one_table(el, prev, row + jr);
             else
-                min_plain(el, prev, row + j);
+                min_plain(el, prev, row + jr);
         }
         lvl = next_prefix(el);
     }
@@ -1389,8 +1454,8 @@ static void presort_rows(elim *el, int nt)
         for (int64_t r0 = 0; r0 < fl->rows; r0++) {
             int ok = rks != NULL;
             for (int j = 0; j < fl->nv && ok; j++) {
-                int i = (int)(r0 * nv / fl->stride[j] % dom(el->E, fl->v[j]));
-                ok = el->rep[fl->pos[j]][i] == i;
+                int i = (int)(r0 * nv / fl->stride[j] % fl->dim[j]);
+                ok = fl->cm[j] || el->rep[fl->pos[j]][i] == i; /* classes: every row */
             }
             if (!ok)
                 continue;
@@ -1452,27 +1517,6 @@ static int scan_rows(elim *el)
     return failed ? elim_oom(el) : 0;
 }
 
-/* Entries of non-representatives: copies of their representatives'. */
-static void copy_equal_rows(elim *el)
-{
-    int id[MAX_SCOPE] = {0};
-    for (int64_t lin = 0; lin < el->gsize; lin++) {
-        int64_t src = 0;
-        for (int q = 0; q < el->k; q++)
-            src += el->rep[q][id[q]] * el->gstride[q];
-        if (src != lin) {
-            el->g[lin] = el->g[src];
-            el->arg[lin] = el->arg[src];
-            el->E->entries_copied++;
-        }
-        for (int q = el->k - 1; q >= 0; q--) {
-            if (++id[q] < dom(el->E, el->S[q]))
-                break;
-            id[q] = 0;
-        }
-    }
-}
-
 /* A reused elimination does not build v's pending pair tables; they are
  * charged as if built, so that the peak table memory (and --max-table-mb)
  * does not depend on what was reused. */
@@ -1500,26 +1544,37 @@ static int compute_table(elim *el)
             dp_key_free(&key);
             return -1;
         }
-        if (dp_memo_take(&E->memo, &key, &el->g, &el->arg, el->gsize, &el->id)) {
+        dp_result got = {0};
+        if (dp_memo_take(&E->memo, &key, &got, &el->id)) {
             dp_key_free(&key);
-            return charge_unbuilt(el);
+            el->g = got.g;
+            el->arg = got.arg;
+            for (int q = 0; q < el->k; q++)
+                el->gcm[q] = got.cm[q];
+            el->E->entries_copied += (long long)(el->full - (double)got.size);
+            el->gsize = got.size;
+            el->size = (double)got.size;
+            return charge(E, el->size * (8.0 + 2.0), el->v, el->k) || charge_unbuilt(el) ? -1 : 0;
         }
     }
     int rc = -1;
     if (load_inflows(el) || keep_distinct_columns(el))
         goto out;
     if (el->k == 0) {
+        if (result_alloc(el, 1))
+            goto out;
         min_over_v(el);
     } else {
         if (row_classes(el) || bounded_setup(el))
             goto out;
         if (scan_rows(el))
             goto out;
-        if (!el->all_reps)
-            copy_equal_rows(el);
     }
-    if (!E->plain)
-        el->id = dp_memo_put(&E->memo, &key, el->g, el->arg, el->gsize);
+    if (!E->plain) {
+        dp_result res = {.g = el->g, .arg = el->arg, .size = el->gsize, .ncm = el->k};
+        memcpy(res.cm, el->gcm, sizeof res.cm);
+        el->id = dp_memo_put(&E->memo, &key, &res);
+    }
     rc = 0;
 out:
     dp_key_free(&key);
@@ -1539,17 +1594,34 @@ static int replace_factors(elim *el, step *out)
         E->live_bytes -= (double)f->size * 8;
         dp_buf_free(f->t);
         f->t = NULL;
+        for (int j = 0; j < f->nv; j++) {
+            dp_buf_free(f->cm[j]);
+            f->cm[j] = NULL;
+        }
     }
     E->live_bytes -= el->size * 8.0; /* g is re-charged below as a live table */
     if (charge(E, el->size * 8.0, el->v, el->k))
         return -1;
     factor g = {.nv = el->k, .size = el->gsize, .t = el->g, .id = el->id};
     memcpy(g.vars, el->S, (size_t)el->k * sizeof *el->S);
+    for (int q = 0; q < el->k; q++) {
+        g.dim[q] = el->gcm[q] ? 0 : dom(E, el->S[q]);
+        g.cm[q] = el->gcm[q];
+    }
+    /* the extents along classes: the largest class + 1 */
+    for (int q = 0; q < el->k; q++)
+        for (int i = 0; g.cm[q] && i < dom(E, el->S[q]); i++)
+            g.dim[q] = g.cm[q][i] + 1 > g.dim[q] ? g.cm[q][i] + 1 : g.dim[q];
     if (add_factor(E, &g))
         return -1;
     el->g = NULL;
     out->nv = el->k;
     memcpy(out->vars, el->S, (size_t)el->k * sizeof *el->S);
+    memcpy(out->dim, g.dim, sizeof out->dim);
+    for (int q = 0; q < el->k; q++) {
+        out->cm[q] = g.cm[q] ? dp_buf_ref(g.cm[q]) : NULL;
+        el->gcm[q] = NULL; /* the factor's now */
+    }
     out->arg = el->arg;
     el->arg = NULL;
     return 0;
@@ -1557,8 +1629,13 @@ static int replace_factors(elim *el, step *out)
 
 static void elim_free(elim *el)
 {
-    for (int q = 0; q < el->nfl; q++)
+    for (int q = 0; q < el->nfl; q++) {
         dp_buf_free(el->in[q].t);
+        for (int j = 0; j < el->in[q].nv; j++)
+            dp_buf_free(el->in[q].cm[j]);
+    }
+    for (int q = 0; q < el->k; q++)
+        dp_buf_free(el->gcm[q]);
     free(el->in);
     free(el->P);
     free(el->val);
@@ -1580,9 +1657,11 @@ static void elim_free(elim *el)
  * largest dependent set so far. */
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
-    elim el = {.E = E, .v = v, .nv = dom(E, v)};
+    elim el = {.E = E, .v = v, .nv = dom(E, v), .full = 1};
     if (gather_depset(&el))
         return -1;
+    for (int q = 0; q < el.k; q++)
+        el.full *= dom(E, el.S[q]);
     if (el.k > *max_dep)
         *max_dep = el.k;
     int rc = elim_alloc(&el) || compute_table(&el) || replace_factors(&el, out)
@@ -1622,8 +1701,11 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
 
 static void engine_close(engine *E)
 {
-    for (int i = 0; i < E->nf; i++)
+    for (int i = 0; i < E->nf; i++) {
         dp_buf_free(E->f[i].t);
+        for (int j = 0; j < E->f[i].nv; j++)
+            dp_buf_free(E->f[i].cm[j]);
+    }
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->memo);
@@ -1673,8 +1755,10 @@ static void backtrack(const engine *E, const step *steps, sb_result *out)
     for (int i = E->n - 1; i >= 0; i--) {
         const step *s = &steps[i];
         int64_t lin = 0;
-        for (int j = 0; j < s->nv; j++)
-            lin = lin * dom(E, s->vars[j]) + out->choice[s->vars[j]];
+        for (int j = 0; j < s->nv; j++) {
+            int c = out->choice[s->vars[j]];
+            lin = lin * s->dim[j] + (s->cm[j] ? s->cm[j][c] : c);
+        }
         out->choice[out->order[i]] = s->arg[lin];
     }
 }
@@ -1748,8 +1832,11 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
 done:
     out->seconds = sb_now() - t0;
     engine_close(&E);
-    for (int i = 0; i < n && steps; i++)
+    for (int i = 0; i < n && steps; i++) {
         dp_buf_free(steps[i].arg);
+        for (int j = 0; j < steps[i].nv; j++)
+            dp_buf_free(steps[i].cm[j]);
+    }
     free(steps);
     if (keep) {
         sb_prune_free(&red, keep);

@@ -20,8 +20,18 @@ struct dp_memo_entry {
     int64_t size;   /* entries of t (pair table) or g and arg (elimination) */
     double *t;      /* pair table or elimination table (dp_bufs); NULL: not kept */
     uint16_t *arg;
+    int ncm;
+    int *cm[DP_MAX_SCOPE]; /* elimination: the result's classes (dp_result) */
     double bytes;
 };
+
+static void free_cms(dp_memo_entry *e)
+{
+    for (int i = 0; i < e->ncm; i++) {
+        dp_buf_free(e->cm[i]);
+        e->cm[i] = NULL;
+    }
+}
 
 /* The reference count and the capacity sit in a header before the table. */
 typedef struct {
@@ -209,6 +219,7 @@ static void drop_table(dp_memo *m, dp_memo_entry *e)
     e->bytes = (double)e->klen;
     dp_buf_free(e->t);
     dp_buf_free(e->arg);
+    free_cms(e);
     e->t = NULL;
     e->arg = NULL;
 }
@@ -217,18 +228,25 @@ static void drop_table(dp_memo *m, dp_memo_entry *e)
  * the oldest entries' tables, then the oldest entries, beyond the cap.
  * NULL when memory is short. */
 static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uint64_t id,
-                          int64_t size, double *t, uint16_t *arg)
+                          int64_t size, double *t, uint16_t *arg, const dp_result *r)
 {
     double bytes = (double)k->len + (t ? (double)size * 8 : 0) + (arg ? (double)size * 2 : 0);
+    dp_memo_entry e = {.h = h, .pair = pair, .klen = k->len, .id = id, .size = size, .t = t,
+                       .arg = arg};
+    for (int i = 0; r && t && i < r->ncm; i++)
+        e.cm[i] = r->cm[i] ? dp_buf_ref(r->cm[i]) : NULL;
+    e.ncm = r && t ? r->ncm : 0;
     if (bytes > m->cap / 2) { /* too large to keep: the key only */
-        dp_buf_free(t);
-        dp_buf_free(arg);
+        dp_buf_free(e.t);
+        dp_buf_free(e.arg);
+        free_cms(&e);
         t = NULL;
         arg = NULL;
+        e.t = NULL;
+        e.arg = NULL;
         bytes = (double)k->len;
     }
-    dp_memo_entry e = {.h = h, .pair = pair, .klen = k->len, .id = id, .size = size, .t = t,
-                       .arg = arg, .bytes = bytes};
+    e.bytes = bytes;
     e.key = malloc(k->len ? k->len : 1);
     dp_memo_entry *ne = realloc(m->e, (size_t)(m->n + 1) * sizeof *ne);
     if (ne)
@@ -237,6 +255,7 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
         free(e.key);
         dp_buf_free(t);
         dp_buf_free(arg);
+        free_cms(&e);
         return NULL;
     }
     memcpy(e.key, k->b, k->len);
@@ -248,6 +267,7 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
         m->bytes -= m->e[drop].bytes;
         dp_buf_free(m->e[drop].t);
         dp_buf_free(m->e[drop].arg);
+        free_cms(&m->e[drop]);
         free(m->e[drop++].key);
     }
     memmove(m->e, m->e + drop, (size_t)(m->n - drop) * sizeof *m->e);
@@ -274,7 +294,7 @@ uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int 
         return e->id;
     }
     uint64_t id = m->next_id++;
-    add(m, 1, k, h, id, size, NULL, NULL);
+    add(m, 1, k, h, id, size, NULL, NULL, NULL);
     return id;
 }
 
@@ -301,8 +321,7 @@ void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size)
     }
 }
 
-int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_t gsize,
-                 uint64_t *id)
+int dp_memo_take(dp_memo *m, const dp_key *k, dp_result *r, uint64_t *id)
 {
     if (k->failed)
         return 0;
@@ -310,40 +329,45 @@ int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_
     if (!e)
         return 0;
     e = touch(m, e);
-    if (!e->t || e->size != gsize)
+    if (!e->t)
         return 0;
-    dp_buf_free(*g);
-    dp_buf_free(*arg);
-    *g = dp_buf_ref(e->t);
-    *arg = dp_buf_ref(e->arg);
+    r->g = dp_buf_ref(e->t);
+    r->arg = dp_buf_ref(e->arg);
+    r->size = e->size;
+    r->ncm = e->ncm;
+    for (int i = 0; i < e->ncm; i++)
+        r->cm[i] = e->cm[i] ? dp_buf_ref(e->cm[i]) : NULL;
     *id = e->id;
     m->hits++;
     return 1;
 }
 
-uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize)
+uint64_t dp_memo_put(dp_memo *m, const dp_key *k, const dp_result *r)
 {
     if (k->failed)
         return m->next_id++;
     uint64_t h = hash_bytes(k->b, k->len);
     dp_memo_entry *e = find(m, 0, k, h);
     if (e) { /* its table was too large to keep or dropped: the same result, the same id */
-        double bytes = (double)gsize * (8 + 2);
+        double bytes = (double)r->size * (8 + 2);
         if (e->t || bytes > m->cap / 2)
             return e->id;
         e = touch(m, e); /* kept again (the newest), dropping the oldest tables */
         for (int j = 0; j < m->n - 1 && m->bytes + bytes > m->cap; j++)
             if (m->e[j].t)
                 drop_table(m, &m->e[j]);
-        e->t = dp_buf_ref(g);
-        e->arg = dp_buf_ref(arg);
-        e->size = gsize;
+        e->t = dp_buf_ref(r->g);
+        e->arg = dp_buf_ref(r->arg);
+        e->ncm = r->ncm;
+        for (int i = 0; i < r->ncm; i++)
+            e->cm[i] = r->cm[i] ? dp_buf_ref(r->cm[i]) : NULL;
+        e->size = r->size;
         e->bytes += bytes;
         m->bytes += bytes;
         return e->id;
     }
     uint64_t id = m->next_id++;
-    add(m, 0, k, h, id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
+    add(m, 0, k, h, id, r->size, dp_buf_ref(r->g), dp_buf_ref(r->arg), r);
     return id;
 }
 
@@ -353,6 +377,7 @@ void dp_memo_free(dp_memo *m)
         free(m->e[i].key);
         dp_buf_free(m->e[i].t);
         dp_buf_free(m->e[i].arg);
+        free_cms(&m->e[i]);
     }
     free(m->e);
     *m = (dp_memo){0};

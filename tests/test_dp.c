@@ -1576,7 +1576,8 @@ static uint64_t memo_put(dp_memo *m, int key, int64_t n)
         g[i] = key;
         arg[i] = (uint16_t)key;
     }
-    uint64_t id = dp_memo_put(m, &k, g, arg, n);
+    dp_result r = {.g = g, .arg = arg, .size = n};
+    uint64_t id = dp_memo_put(m, &k, &r);
     dp_buf_free(g);
     dp_buf_free(arg);
     dp_key_free(&k);
@@ -1587,13 +1588,12 @@ static int memo_take(dp_memo *m, int key, int64_t n, uint64_t *id)
 {
     dp_key k = {0};
     dp_key_add(&k, &key, sizeof key);
-    double *g = NULL;
-    uint16_t *arg = NULL;
-    int hit = dp_memo_take(m, &k, &g, &arg, n, id);
+    dp_result r = {0};
+    int hit = dp_memo_take(m, &k, &r, id);
     if (hit)
-        assert_true(g[n - 1] == key && arg[0] == key);
-    dp_buf_free(g);
-    dp_buf_free(arg);
+        assert_true(r.size == n && r.g[n - 1] == key && r.arg[0] == key);
+    dp_buf_free(r.g);
+    dp_buf_free(r.arg);
     dp_key_free(&k);
     return hit;
 }
