@@ -34,6 +34,9 @@
 
 #define MAX_SCOPE DP_MAX_SCOPE
 #define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
+#ifndef VEC_MAX_NV
+#define VEC_MAX_NV 1024 /* the vector scan for at most this many configs of v */
+#endif
 
 typedef struct {
     int nv;
@@ -55,10 +58,11 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
+    int scan;  /* sb_search_opts.scan */
     sb_error *err;
 } engine;
 
@@ -710,6 +714,9 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
  * earlier elimination when the inputs are equal, else row by row through
  * the shortcuts), then retires v's factors and adds g in their place. */
 
+typedef int (*vec_scan_fn)(const double *, const double *const *, int, int, double *);
+static vec_scan_fn vec_scan_pick(void);
+
 /* The state of one elimination of v. */
 typedef struct {
     engine *E;
@@ -746,6 +753,7 @@ typedef struct {
     char *rowdone;           /* threshold: which rows are sorted */
     keyed *rks;              /* 2 nv: a row being sorted */
     int *tie;                /* nv: tied classes (bounded scan) */
+    vec_scan_fn vscan;       /* the vector scan (min_vec) when not NULL */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -1101,6 +1109,12 @@ static void fill_rowmin(elim *el)
 static int bounded_setup(elim *el)
 {
     int nv = el->nv, k = el->k;
+    const engine *E = el->E;
+    if (!E->plain && E->scan != 1 && (E->scan == 2 || nv <= VEC_MAX_NV)) {
+        el->vscan = vec_scan_pick();
+        el->E->rows_vector += el->nrep[k - 1];
+        return 0;
+    }
     el->bounded = !el->E->plain && el->nrep[k - 1] >= 8 && nv >= 8;
     el->E->rows_bounded += el->bounded ? (long long)el->nrep[k - 1] : 0;
     if (!el->bounded)
@@ -1341,6 +1355,96 @@ static void min_plain(elim *el, const double *prev, int64_t at)
     el->arg[at] = (uint16_t)el->xmap[best];
 }
 
+/* ---- the vector scan -------------------------------------------------------
+ *
+ * The plain scan's sums, four configs at a time: lane l keeps the least
+ * sum over the configs x = l mod 4 met so far and the first x reaching it
+ * (a later x replaces it only when strictly less), so the lowest x of the
+ * least sum is the lowest among the lanes holding it. Each sum is added in
+ * the plain scan's order (prev, then the last-level rows in inflow order),
+ * so every value and argmin is min_plain's. With few configs of v this
+ * beats the bounded and threshold scans (their sorting and random access
+ * cost more than reading every config): the transformer's decoder chain. */
+typedef double vd4 __attribute__((vector_size(32)));
+typedef long long vl4 __attribute__((vector_size(32)));
+
+#define VEC_SCAN_BODY                                                                      \
+    {                                                                                      \
+        vd4 m = {INFINITY, INFINITY, INFINITY, INFINITY};                                  \
+        vl4 mi = {0, 0, 0, 0}, xi = {0, 1, 2, 3}, four = {4, 4, 4, 4};                     \
+        int x = 0;                                                                         \
+        for (; x + 4 <= nv; x += 4, xi += four) {                                          \
+            vd4 sv;                                                                        \
+            memcpy(&sv, prev + x, sizeof sv);                                              \
+            for (int q = 0; q < nq; q++) {                                                 \
+                vd4 f;                                                                     \
+                memcpy(&f, fts[q] + x, sizeof f);                                          \
+                sv += f;                                                                   \
+            }                                                                              \
+            vl4 lt = sv < m;                                                               \
+            m = (vd4)(((vl4)sv & lt) | ((vl4)m & ~lt));                                    \
+            mi = (xi & lt) | (mi & ~lt);                                                   \
+        }                                                                                  \
+        double bv = INFINITY;                                                              \
+        int best = nv;                                                                     \
+        for (int l = 0; l < 4; l++)                                                        \
+            if (m[l] < bv || (m[l] == bv && (int)mi[l] < best)) {                          \
+                bv = m[l];                                                                 \
+                best = (int)mi[l];                                                         \
+            }                                                                              \
+        for (; x < nv; x++) {                                                              \
+            double sx = prev[x];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][x];                                                           \
+            if (sx < bv) {                                                                 \
+                bv = sx;                                                                   \
+                best = x;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        if (best == nv) { /* every sum infinite (or NaN): the plain scan's x = 0 */        \
+            best = 0;                                                                      \
+            bv = prev[0];                                                                  \
+            for (int q = 0; q < nq; q++)                                                   \
+                bv += fts[q][0];                                                           \
+        }                                                                                  \
+        *bvp = bv;                                                                         \
+        return best;                                                                       \
+    }
+
+static int vec_scan_generic(const double *prev, const double *const *fts, int nq, int nv,
+                            double *bvp)
+    VEC_SCAN_BODY
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int vec_scan_avx2(const double *prev,
+                                                          const double *const *fts, int nq,
+                                                          int nv, double *bvp)
+    VEC_SCAN_BODY
+#endif
+
+static vec_scan_fn vec_scan_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2"))
+        return vec_scan_avx2;
+#endif
+    return vec_scan_generic;
+}
+
+/* The vector scan of one entry: g and arg at `at`. */
+static void min_vec(elim *el, const double *prev, int64_t at)
+{
+    const double *fts[MAX_SCOPE + 1];
+    int nq = 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == el->k - 1)
+            fts[nq++] = el->in[q].t + row_offset(&el->in[q], el->idx);
+    double bv;
+    int best = el->vscan(prev, fts, nq, el->nv, &bv);
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
 /* The next assignment of S less its last var, over the representatives
  * (an odometer, the deepest position fastest): the lowest position that
  * changed, -1 after the last. */
@@ -1383,7 +1487,9 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
         const int *reps = el->reps[k - 1];
         for (int jr = jlo; jr < jhi; jr++) {
             el->idx[k - 1] = reps[jr];
-            if (el->threshold)
+            if (el->vscan)
+                min_vec(el, prev, row + jr);
+            else if (el->threshold)
                 min_threshold(el, prev, row + jr);
             else if (el->bounded)
                 min_bounded(el, prev, row + jr);
@@ -1686,7 +1792,7 @@ static void progress(int done, int n, double t0)
 static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *opts, int n,
                         sb_error *err)
 {
-    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain};
+    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan};
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     double maxc = 0;
     for (int i = 0; i < n; i++)
@@ -1771,6 +1877,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->configs_merged = E->configs_merged;
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
+    out->rows_vector = E->rows_vector;
     out->eliminations_reused = E->memo.hits;
 }
 

@@ -660,7 +660,8 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
 /* the DP's shortcuts met on the checked problems (the tests below make sure
  * they are, so that a broken shortcut shows) */
-static long long g_copied, g_merged, g_bounded, g_pruned_problems, g_pruned_configs;
+static long long g_copied, g_merged, g_bounded, g_vector, g_pruned_problems, g_pruned_configs;
+static int g_checks; /* problems checked: every other one without the vector scan */
 
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
                              int *bf_crashes)
@@ -668,7 +669,9 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
     int n = pb->m->nops;
     sb_result rp, rb, rx;
     sb_error err = {0};
-    sb_search_opts so = {.algo = SB_ALGO_PASE};
+    /* the DP's own choice of scan (on these small problems the vector scan)
+     * and, every other problem, the bounded and threshold scans */
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = g_checks++ % 2};
     if (sb_search(pb, &so, &rp, &err) != 0) {
         dump_model(text, pb->p, pb->cp.cutoff);
         fail_msg("%s: PaSE-order search failed: %s", what, err.msg);
@@ -701,11 +704,13 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
                      "(totals %.17g, %.17g)",
                      what, i, rp.choice[i], rr.choice[i], rp.total_cost, rr.total_cost);
         }
-    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0);
+    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0
+                && rr.rows_vector == 0);
     sb_result_free(&rr);
     g_copied += rp.entries_copied;
     g_merged += rp.configs_merged;
     g_bounded += rp.rows_bounded;
+    g_vector += rp.rows_vector;
     /* with dominated configs dropped first: the same optimum */
     sb_result rq;
     so.prune = 1;
@@ -875,13 +880,14 @@ static void test_dp_equals_brute_force(void **state)
     if (big < 20)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
     /* the shortcuts were taken, so the comparisons above cover them */
-    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima; "
-                  "pruning dropped %lld configs in %lld problems\n",
-                  g_copied, g_merged, g_bounded, g_pruned_configs, g_pruned_problems);
-    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_pruned_problems < 50)
+    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima, "
+                  "%lld vector minima; pruning dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_vector, g_pruned_configs, g_pruned_problems);
+    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_vector < 200
+        || g_pruned_problems < 50)
         fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
-                 "%lld bounded minima, %lld problems pruned",
-                 g_copied, g_merged, g_bounded, g_pruned_problems);
+                 "%lld bounded minima, %lld vector minima, %lld problems pruned",
+                 g_copied, g_merged, g_bounded, g_vector, g_pruned_problems);
     report_bf_crashes(bf_crashes, isolated);
 }
 
@@ -1492,7 +1498,7 @@ static void test_blocks_equal_plain(void **state)
         sb_order_blocks(&pb, o1);
         sb_order_pase(&pb, o2);
         differ_order += memcmp(o1, o2, (size_t)m.nops * sizeof *o1) != 0;
-        sb_search_opts so = {.algo = SB_ALGO_PASE};
+        sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = i % 2}; /* 1: no vector scan */
         sb_result r0, r1;
         if (sb_search(&pb, &so, &r0, &err))
             fail_msg("%s", err.msg);
@@ -1545,9 +1551,20 @@ static void test_blocks_equal_plain(void **state)
                 if (r0.choice[v] != r1.choice[v])
                     fail_msg("%s p=%d: op '%s': config %d, plain %d", M[i].model, p,
                              m.ops[v].name, r0.choice[v], r1.choice[v]);
+            /* the bounded and threshold scans where the vector scan was taken */
+            sb_result r2;
+            so = (sb_search_opts){.algo = SB_ALGO_PASE, .scan = 1};
+            if (sb_search(&pb, &so, &r2, &err))
+                fail_msg("%s p=%d, no vector scan: %s", M[i].model, p, err.msg);
+            assert_true(r2.rows_vector == 0 && r0.rows_vector > 0);
+            for (int v = 0; v < m.nops; v++)
+                if (r2.choice[v] != r1.choice[v])
+                    fail_msg("%s p=%d, no vector scan: op '%s': config %d, plain %d",
+                             M[i].model, p, m.ops[v].name, r2.choice[v], r1.choice[v]);
             reused += r0.eliminations_reused;
             sb_result_free(&r0);
             sb_result_free(&r1);
+            sb_result_free(&r2);
             sb_problem_free(&pb);
             sb_model_free(&m);
         }
