@@ -25,8 +25,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,6 +38,11 @@
 
 #define MAX_SCOPE DP_MAX_SCOPE
 #define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
+#define VEC_BLOCK 8 /* prefixes per block of the vector scan */
+#define VEC_SAMPLE 64 /* entries of the other scans sampled before choosing */
+#ifndef VEC_STEP_COST
+#define VEC_STEP_COST 16 /* a sampled step against a config read by the vector scan */
+#endif
 #ifndef VEC_MAX_NV
 #define VEC_MAX_NV 1024 /* the vector scan for at most this many configs of v */
 #endif
@@ -62,11 +71,20 @@ typedef struct {
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
+    int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
     sb_error *err;
 } engine;
 
 static int dom(const engine *E, int v) { return E->pb->cfg[v].n; }
+
+/* The process's CPU time (all threads; SB_DP_TRACE). */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Appends src to the factor list and to each of its vars' lists. Every
  * allocation comes first: on failure (-1) nothing refers to src, so the
@@ -715,7 +733,7 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
  * the shortcuts), then retires v's factors and adds g in their place. */
 
 typedef int (*vec_scan_fn)(const double *, const double *const *, int, int, double *);
-static vec_scan_fn vec_scan_pick(void);
+static vec_scan_fn vec_scan_pick(int forced);
 
 /* The state of one elimination of v. */
 typedef struct {
@@ -754,6 +772,9 @@ typedef struct {
     keyed *rks;              /* 2 nv: a row being sorted */
     int *tie;                /* nv: tied classes (bounded scan) */
     vec_scan_fn vscan;       /* the vector scan (min_vec) when not NULL */
+    vec_scan_fn vlater;      /* the vector scan, if a sample of the other scans is slower */
+    long long steps;         /* configs (threshold) or classes (bounded) the scans met */
+    double *Pblk;            /* VEC_BLOCK x nv: the prefixes of a block (vector scan) */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -1110,11 +1131,14 @@ static int bounded_setup(elim *el)
 {
     int nv = el->nv, k = el->k;
     const engine *E = el->E;
-    if (!E->plain && E->scan != 1 && (E->scan == 2 || nv <= VEC_MAX_NV)) {
-        el->vscan = vec_scan_pick();
+    if (!E->plain && E->scan != 1 && (E->scan == 2 || nv <= VEC_MAX_NV))
+        el->vscan = vec_scan_pick(E->scan == 2);
+    if (el->vscan) {
         el->E->rows_vector += el->nrep[k - 1];
         return 0;
     }
+    if (!E->plain && E->scan != 1)
+        el->vlater = vec_scan_pick(0); /* scan_rows samples the others first */
     el->bounded = !el->E->plain && el->nrep[k - 1] >= 8 && nv >= 8;
     el->E->rows_bounded += el->bounded ? (long long)el->nrep[k - 1] : 0;
     if (!el->bounded)
@@ -1225,9 +1249,9 @@ static void min_threshold(elim *el, const double *prev, int64_t at)
     int64_t off = row_offset(&el->in[el->last_in], el->idx);
     const double *ft = el->in[el->last_in].t + off;
     const int *ob = sorted_row(el, ft, off);
-    int best = nv;
+    int best = nv, i = 0;
     double bv = INFINITY;
-    for (int i = 0; i < nv; i++) {
+    for (; i < nv; i++) {
         int x = ks[i].x;
         double sx = prev[x] + ft[x];
         if (sx < bv || (sx == bv && x < best)) {
@@ -1243,6 +1267,7 @@ static void min_threshold(elim *el, const double *prev, int64_t at)
         if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
             break;
     }
+    el->steps += 2 * (i < nv ? i + 1 : nv);
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[best];
 }
@@ -1306,6 +1331,7 @@ static void min_bounded(elim *el, const double *prev, int64_t at)
         }
         if (sx == bv)
             tie[ntie++] = ks[i].x;
+        el->steps++;
     }
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
@@ -1416,29 +1442,108 @@ static int vec_scan_generic(const double *prev, const double *const *fts, int nq
     VEC_SCAN_BODY
 
 #if defined(__x86_64__) && defined(__GNUC__)
+/* With the x86 vector units: two passes, the least sum (vminpd), then the
+ * first config whose sum (added again, in the same order: the same bits)
+ * equals it. W doubles a vector; LOAD, ADD, MIN, EQ (a lane mask as bits)
+ * the unit's operations. */
+#define VEC_TWO_PASS(W, VT, LOAD, ADD, MIN, EQ, SET1, HMIN)                                  \
+    {                                                                                      \
+        VT m = SET1(INFINITY);                                                             \
+        int x = 0;                                                                         \
+        if (nq == 1) {                                                                     \
+            const double *f0 = fts[0];                                                     \
+            for (; x + W <= nv; x += W)                                                    \
+                m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
+        } else {                                                                           \
+            for (; x + W <= nv; x += W) {                                                  \
+                VT sv = LOAD(prev + x);                                                    \
+                for (int q = 0; q < nq; q++)                                               \
+                    sv = ADD(sv, LOAD(fts[q] + x));                                        \
+                m = MIN(m, sv);                                                            \
+            }                                                                              \
+        }                                                                                  \
+        double bv = HMIN(m);                                                               \
+        for (int y = x; y < nv; y++) {                                                     \
+            double sx = prev[y];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][y];                                                           \
+            bv = sx < bv ? sx : bv;                                                        \
+        }                                                                                  \
+        VT b = SET1(bv);                                                                   \
+        for (x = 0; x + W <= nv; x += W) {                                                 \
+            VT sv = LOAD(prev + x);                                                        \
+            for (int q = 0; q < nq; q++)                                                   \
+                sv = ADD(sv, LOAD(fts[q] + x));                                            \
+            unsigned eq = EQ(sv, b);                                                       \
+            if (eq) {                                                                      \
+                *bvp = bv;                                                                 \
+                return x + __builtin_ctz(eq);                                              \
+            }                                                                              \
+        }                                                                                  \
+        for (; x < nv; x++) {                                                              \
+            double sx = prev[x];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][x];                                                           \
+            if (sx == bv) {                                                                \
+                *bvp = bv;                                                                 \
+                return x;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        /* no sum equals the least (a NaN): the plain scan's rule */                       \
+        return vec_scan_generic(prev, fts, nq, nv, bvp);                                   \
+    }
+
+__attribute__((target("avx2"))) static double hmin_avx2(__m256d m)
+{
+    __m128d lo = _mm256_castpd256_pd128(m), hi = _mm256_extractf128_pd(m, 1);
+    lo = _mm_min_pd(lo, hi);
+    return _mm_cvtsd_f64(_mm_min_sd(lo, _mm_unpackhi_pd(lo, lo)));
+}
+#define EQ_AVX2(a, b) ((unsigned)_mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ)))
+
 __attribute__((target("avx2"))) static int vec_scan_avx2(const double *prev,
                                                           const double *const *fts, int nq,
                                                           int nv, double *bvp)
-    VEC_SCAN_BODY
+    VEC_TWO_PASS(4, __m256d, _mm256_loadu_pd, _mm256_add_pd, _mm256_min_pd, EQ_AVX2,
+                 _mm256_set1_pd, hmin_avx2)
+
+#define EQ_AVX512(a, b) ((unsigned)_mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ))
+__attribute__((target("avx512f"))) static int vec_scan_avx512(const double *prev,
+                                                              const double *const *fts,
+                                                              int nq, int nv, double *bvp)
+    VEC_TWO_PASS(8, __m512d, _mm512_loadu_pd, _mm512_add_pd, _mm512_min_pd, EQ_AVX512,
+                 _mm512_set1_pd, _mm512_reduce_min_pd)
 #endif
 
-static vec_scan_fn vec_scan_pick(void)
+/* The vector scan for this CPU: AVX-512, AVX2, or (forced: 1; else NULL,
+ * where the bounded and threshold scans are faster) the generic one.
+ * SB_DP_ISA=avx2 or generic picks a narrower one (tests). */
+static vec_scan_fn vec_scan_pick(int forced)
 {
+    (void)forced;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2"))
+    const char *isa = getenv("SB_DP_ISA");
+    if (__builtin_cpu_supports("avx512f") && !(isa && (!strcmp(isa, "avx2") || !strcmp(isa, "generic"))))
+        return vec_scan_avx512;
+    if (__builtin_cpu_supports("avx2") && !(isa && !strcmp(isa, "generic")))
         return vec_scan_avx2;
 #endif
-    return vec_scan_generic;
+    return forced ? vec_scan_generic : NULL;
 }
 
-/* The vector scan of one entry: g and arg at `at`. */
-static void min_vec(elim *el, const double *prev, int64_t at)
+int sb_dp_vec_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv)
+{
+    return vec_scan_pick(1)(prev, fts, nq, nv, bv);
+}
+
+/* The vector scan of one entry (the assignment idx): g and arg at `at`. */
+static void min_vec(elim *el, const double *prev, const int *idx, int64_t at)
 {
     const double *fts[MAX_SCOPE + 1];
     int nq = 0;
     for (int q = 0; q < el->nfl; q++)
         if (el->in[q].level == el->k - 1)
-            fts[nq++] = el->in[q].t + row_offset(&el->in[q], el->idx);
+            fts[nq++] = el->in[q].t + row_offset(&el->in[q], idx);
     double bv;
     int best = el->vscan(prev, fts, nq, el->nv, &bv);
     el->g[at] = bv;
@@ -1477,6 +1582,32 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
         rest /= el->nrep[q];
         el->idx[q] = el->reps[q][el->r[q]];
     }
+    if (el->vscan) {
+        /* VEC_BLOCK prefixes at a time, so that each last-level row is read
+         * from memory once per block, not once per prefix */
+        int nv = el->nv, ix[VEC_BLOCK][MAX_SCOPE];
+        int64_t row[VEC_BLOCK];
+        const int *reps = el->reps[k - 1];
+        for (int64_t pi = plo; pi < phi;) {
+            int nb = 0;
+            for (; nb < VEC_BLOCK && pi < phi; nb++, pi++) {
+                fill_prefix(el, lvl);
+                memcpy(el->Pblk + (size_t)nb * nv, el->P + (size_t)(k - 1) * nv,
+                       (size_t)nv * sizeof *el->P);
+                memcpy(ix[nb], el->idx, (size_t)k * sizeof *el->idx);
+                row[nb] = 0;
+                for (int q = 0; q < k - 1; q++)
+                    row[nb] += el->r[q] * el->gstride[q];
+                lvl = next_prefix(el);
+            }
+            for (int jr = jlo; jr < jhi; jr++)
+                for (int b = 0; b < nb; b++) {
+                    ix[b][k - 1] = reps[jr];
+                    min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
+                }
+        }
+        return;
+    }
     for (int64_t pi = plo; pi < phi; pi++) {
         fill_prefix(el, lvl);
         const double *prev = el->P + (size_t)(k - 1) * el->nv;
@@ -1487,9 +1618,7 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
         const int *reps = el->reps[k - 1];
         for (int jr = jlo; jr < jhi; jr++) {
             el->idx[k - 1] = reps[jr];
-            if (el->vscan)
-                min_vec(el, prev, row + jr);
-            else if (el->threshold)
+            if (el->threshold)
                 min_threshold(el, prev, row + jr);
             else if (el->bounded)
                 min_bounded(el, prev, row + jr);
@@ -1527,7 +1656,8 @@ static int worker_open(const elim *el, elim *w)
     w->ks = malloc(2 * (size_t)nv * sizeof *w->ks);
     w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
     w->tie = malloc((size_t)nv * sizeof *w->tie);
-    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie)
+    w->Pblk = el->vscan ? malloc((size_t)VEC_BLOCK * (size_t)nv * sizeof *w->Pblk) : NULL;
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk))
         return -1;
     memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
     return 0;
@@ -1535,6 +1665,7 @@ static int worker_open(const elim *el, elim *w)
 
 static void worker_close(elim *w)
 {
+    free(w->Pblk);
     free(w->P);
     free(w->val);
     free(w->ks);
@@ -1590,6 +1721,24 @@ static int scan_rows(elim *el)
     for (int q = 0; q < k - 1; q++)
         nprefix *= el->nrep[q];
     int nt = scan_threads(el, nprefix), nlast = el->nrep[k - 1];
+    if (el->vlater) {
+        /* a sample of the bounded or threshold scan: when the configs (or
+         * classes) it meets per entry cost more than reading all of them
+         * four at a time, the vector scan does the whole table (the sampled
+         * entries again: the same values) */
+        int ns = nlast < VEC_SAMPLE ? nlast : VEC_SAMPLE;
+        el->steps = 0;
+        scan_part(el, 0, 1, 0, ns);
+        if ((double)el->steps * VEC_STEP_COST > (double)ns * el->nv) {
+            el->vscan = el->vlater;
+            el->E->rows_vector += nlast;
+        }
+    }
+    if (el->vscan && !el->Pblk) {
+        el->Pblk = malloc((size_t)VEC_BLOCK * (size_t)el->nv * sizeof *el->Pblk);
+        if (!el->Pblk)
+            return elim_oom(el);
+    }
     if (nt <= 1) {
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
@@ -1755,6 +1904,7 @@ static void elim_free(elim *el)
     free(el->rowdone);
     free(el->rks);
     free(el->tie);
+    free(el->Pblk);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -1764,6 +1914,8 @@ static void elim_free(elim *el)
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
     elim el = {.E = E, .v = v, .nv = dom(E, v), .full = 1};
+    double t0 = E->trace ? sb_now() : 0, c0 = E->trace ? cpu_seconds() : 0;
+    long long hits = E->memo.hits;
     if (gather_depset(&el))
         return -1;
     for (int q = 0; q < el.k; q++)
@@ -1773,6 +1925,20 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
     int rc = elim_alloc(&el) || compute_table(&el) || replace_factors(&el, out)
                  ? -1
                  : 0;
+    if (E->trace) {
+        fprintf(stderr, "[dp] %-32s configs %5d kept %5d dep", E->pb->m->ops[v].name, dom(E, v),
+                el.nv);
+        for (int q = 0; q < el.k; q++)
+            fprintf(stderr, " %s:%d/%d", E->pb->m->ops[el.S[q]].name, el.nrep[q],
+                    dom(E, el.S[q]));
+        fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
+                E->memo.hits > hits ? "reused"
+                : el.vscan      ? "vector"
+                : el.threshold  ? "threshold"
+                : el.bounded    ? "bounded"
+                                : "plain",
+                cpu_seconds() - c0, sb_now() - t0);
+    }
     elim_free(&el);
     return rc;
 }
@@ -1793,6 +1959,8 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
                         sb_error *err)
 {
     *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan};
+    const char *tr = getenv("SB_DP_TRACE");
+    E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     double maxc = 0;
     for (int i = 0; i < n; i++)

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "../search/dp.h"
 #include "../search/dp_reuse.h"
 
 #include <fcntl.h>
@@ -669,9 +670,14 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
     int n = pb->m->nops;
     sb_result rp, rb, rx;
     sb_error err = {0};
-    /* the DP's own choice of scan (on these small problems the vector scan)
-     * and, every other problem, the bounded and threshold scans */
-    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = g_checks++ % 2};
+    /* in turn: the DP's own choice of scan (on these small problems the
+     * vector scan of this CPU), the bounded and threshold scans, and the
+     * vector scan forced with AVX2 and with the generic kernel */
+    int turn = g_checks++ % 6;
+    static const int SCAN[] = {0, 1, 1, 2, 1, 2};
+    static const char *const ISA[] = {"", "", "", "avx2", "", "generic"};
+    setenv("SB_DP_ISA", ISA[turn], 1);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = SCAN[turn]};
     if (sb_search(pb, &so, &rp, &err) != 0) {
         dump_model(text, pb->p, pb->cp.cutoff);
         fail_msg("%s: PaSE-order search failed: %s", what, err.msg);
@@ -706,6 +712,7 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
         }
     assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0
                 && rr.rows_vector == 0);
+    unsetenv("SB_DP_ISA");
     sb_result_free(&rr);
     g_copied += rp.entries_copied;
     g_merged += rp.configs_merged;
@@ -1577,6 +1584,50 @@ static void test_blocks_equal_plain(void **state)
     assert_true(reused > 0);
 }
 
+/* The vector scan's kernels (AVX-512, AVX2, generic) against the plain
+ * scan, on sums with many ties (entries from a few small integers, some
+ * infinite): the same least sum and the lowest config reaching it, for
+ * every length (the vectors' tails) and 1 to 3 tables. */
+static void test_vec_scan_kernels(void **state)
+{
+    (void)state;
+    static const char *const ISA[] = {"", "avx2", "generic"};
+    g_rng = 0x7ec5ca11ULL;
+    double prev[200], t[3][200];
+    int checked = 0;
+    for (int a = 0; a < 3; a++) {
+        setenv("SB_DP_ISA", ISA[a], 1);
+        for (int rep = 0; rep < 400; rep++) {
+            int nv = 1 + rn(200), nq = 1 + rn(3), vals = 1 + rn(4);
+            for (int x = 0; x < nv; x++) {
+                prev[x] = rn(vals) + (rn(50) == 0 ? INFINITY : 0);
+                for (int q = 0; q < nq; q++)
+                    t[q][x] = rn(vals) * 0.5;
+            }
+            const double *fts[3] = {t[0], t[1], t[2]};
+            int best = 0;
+            double bv = INFINITY;
+            for (int x = 0; x < nv; x++) {
+                double sx = prev[x];
+                for (int q = 0; q < nq; q++)
+                    sx += fts[q][x];
+                if (x == 0 || sx < bv) {
+                    bv = sx;
+                    best = x;
+                }
+            }
+            double got;
+            int x = sb_dp_vec_scan(prev, fts, nq, nv, &got);
+            if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
+                fail_msg("vector scan (%s): nv %d, %d tables: config %d sum %g, plain %d sum %g",
+                         ISA[a][0] ? ISA[a] : "native", nv, nq, x, got, best, bv);
+            checked++;
+        }
+    }
+    unsetenv("SB_DP_ISA");
+    assert_true(checked == 1200);
+}
+
 /* The memo of eliminations (dp_reuse.c) drops the least recently used
  * table first: a key taken again between the puts of others stays (by age
  * it was dropped: llama3-70b's q0 was computed again in every layer), and
@@ -1847,6 +1898,7 @@ int main(void)
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
         cmocka_unit_test(test_memo_lru),
+        cmocka_unit_test(test_vec_scan_kernels),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
