@@ -191,16 +191,21 @@ static int measure(const char *model, int p, int repeat, int plain, row *r, doub
  * child, under the same limits; one line: the same cost and configs, or
  * where they differ (status 1), or that it was stopped. */
 static int check_plain(const char *model, int p, const row *r, const int *choice,
-                       const char **verdict, double *plain_s)
+                       const char **verdict, double *plain_s, int *plain_stopped)
 {
     row pr;
     double rss = 0;
     int *pc = NULL, rc = 0;
     *verdict = "plain DP did not finish";
     *plain_s = -1;
+    if (*plain_stopped) {
+        printf("%-24s %5d  check: not run (the plain DP was stopped at a smaller p)\n", model, p);
+        return 0;
+    }
     if (measure(model, p, 1, 1, &pr, &rss, &pc) || !pr.ok || !pc || !choice) {
         printf("%-24s %5d  check: the plain DP %s\n", model, p,
                pr.ok ? "could not be compared" : pr.err);
+        *plain_stopped = !pr.ok;
         free(pc);
         return 0;
     }
@@ -331,7 +336,7 @@ int main(int argc, char **argv)
         char pl[256];
         snprintf(pl, sizeof pl, "%s", plist);
         char *s2;
-        int stopped = 0;
+        int stopped = 0, plain_stopped = 0;
         for (char *ps = strtok_r(pl, ",", &s2); ps; ps = strtok_r(NULL, ",", &s2)) {
             int p = atoi(ps);
             row r;
@@ -372,7 +377,7 @@ int main(int argc, char **argv)
             const char *verdict = "not checked";
             double plain_cpu = -1;
             if (g_check)
-                status |= check_plain(model, p, &r, choice, &verdict, &plain_cpu);
+                status |= check_plain(model, p, &r, choice, &verdict, &plain_cpu, &plain_stopped);
             if (cell)
                 snprintf(cell, sizeof sr->cell[0], "%.2f/%.2f s %.0f MB %s", r.seconds,
                          r.cpu_seconds, rss / 1e6,
