@@ -38,6 +38,7 @@
 
 #define MAX_SCOPE DP_MAX_SCOPE
 #define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
+#define HASH_SEED0 1469598103934665603ULL
 #define VEC_BLOCK 8 /* prefixes per block of the vector scan */
 #define VEC_SAMPLE 64 /* entries of the other scans sampled before choosing */
 #ifndef VEC_STEP_COST
@@ -266,6 +267,74 @@ static int cmp_edge_pair(const void *x, const void *y)
     return a[1] - b[1];
 }
 
+/* The classes of a pair table's two ops (not plain): configs of an op
+ * whose operands have the same layout on every edge of the pair give equal
+ * rows (columns) of the table, so it is stored over those classes (first
+ * seen, first numbered), with a class map per op where there are fewer
+ * classes than configs; f->dim and f->size follow. */
+static int pair_classes(engine *E, factor *f)
+{
+    const sb_problem *pb = E->pb;
+    int n = f->npend, rc = -1;
+    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    int got = 0;
+    if (!els)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    for (; got < n; got++)
+        if (edge_layouts_get(pb, &pb->edges[E->pairs[3 * (f->pend + got) + 2]], &els[got], E->err))
+            goto out;
+    for (int side = 0; side < 2; side++) {
+        int op = f->vars[side], nc = dom(E, op), ncls = 0, nh = 16;
+        while (nh < 2 * nc)
+            nh *= 2;
+        int *cm = dp_buf_alloc((size_t)nc * sizeof *cm), *slot = calloc((size_t)nh, sizeof *slot);
+        const int *ids[DP_MAX_SCOPE * 4];
+        for (int i = 0; i < n; i++)
+            ids[i] = op == pb->edges[E->pairs[3 * (f->pend + i) + 2]].src ? els[i].ids_s
+                                                                           : els[i].ids_d;
+        if (!cm || !slot || n > DP_MAX_SCOPE * 4) {
+            dp_buf_free(cm);
+            free(slot);
+            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+        int *first = slot; /* slot: first config of the class + 1 */
+        for (int a = 0; a < nc; a++) {
+            uint64_t h = HASH_SEED0;
+            for (int i = 0; i < n; i++)
+                h = (h ^ (uint64_t)(uint32_t)ids[i][a]) * 1099511628211ULL;
+            int sl = (int)(h & (uint64_t)(nh - 1)), found = -1;
+            while (first[sl] && found < 0) {
+                int b = first[sl] - 1, same = 1;
+                for (int i = 0; i < n && same; i++)
+                    same = ids[i][a] == ids[i][b];
+                if (same)
+                    found = cm[b];
+                else
+                    sl = (sl + 1) & (nh - 1);
+            }
+            if (found < 0) {
+                first[sl] = a + 1;
+                found = ncls++;
+            }
+            cm[a] = found;
+        }
+        free(slot);
+        f->dim[side] = ncls;
+        if (ncls < nc)
+            f->cm[side] = cm;
+        else
+            dp_buf_free(cm); /* first seen, first numbered: the identity */
+    }
+    f->size = (int64_t)f->dim[0] * f->dim[1];
+    rc = 0;
+out:
+    for (int i = 0; i < got; i++)
+        edge_layouts_free(&els[i]);
+    free(els);
+    return rc;
+}
+
 static int init_factors(engine *E)
 {
     const sb_problem *pb = E->pb;
@@ -304,8 +373,13 @@ static int init_factors(engine *E)
                     .pend = k, .dim = {dom(E, lo), dom(E, hi)}};
         for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi; k++)
             f.npend++;
-        if (add_factor(E, &f))
+        if (!E->plain && pair_classes(E, &f))
             return -1;
+        if (add_factor(E, &f)) {
+            dp_buf_free(f.cm[0]);
+            dp_buf_free(f.cm[1]);
+            return -1;
+        }
     }
     return 0;
 }
@@ -329,6 +403,45 @@ static void pair_key(const edge_layouts *els, const int *src_rows, int n, dp_key
         dp_key_add(key, el->ids_s, (size_t)el->ns * sizeof *el->ids_s);
         dp_key_add(key, el->ids_d, (size_t)el->nd * sizeof *el->ids_d);
     }
+}
+
+/* edge_layouts_add into a pair table stored over classes (pair_classes):
+ * rows the classes of rows_op, each entry the edge's cost at the first
+ * config of each class (every config of a class has the same layouts). */
+static int edge_layouts_add_classes(engine *E, const factor *f, int rows_op, const edge_layouts *el,
+                                    double *t, int src_rows)
+{
+    const sb_problem *pb = E->pb;
+    int r = f->vars[0] == rows_op ? 0 : 1, c = 1 - r;
+    int nr = f->dim[r], ncl = f->dim[c], tnd = el->ten->ndims;
+    int *rrep = malloc((size_t)nr * sizeof *rrep), *crep = malloc((size_t)ncl * sizeof *crep);
+    double *M = malloc((size_t)el->nls * (size_t)el->nld * sizeof *M);
+    if (!rrep || !crep || !M) {
+        free(rrep);
+        free(crep);
+        free(M);
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    for (int side = 0; side < 2; side++) {
+        int *rp = side == r ? rrep : crep, nd = f->dim[side];
+        for (int i = 0; i < nd; i++)
+            rp[i] = -1;
+        for (int a = dom(E, f->vars[side]) - 1; a >= 0; a--)
+            rp[f->cm[side] ? f->cm[side][a] : a] = a; /* the lowest config of each class */
+    }
+    for (int i = 0; i < el->nls; i++)
+        for (int j = 0; j < el->nld; j++)
+            M[(size_t)i * el->nld + j] = sb_edge_cost(&pb->cp, el->ten, el->Ls + (size_t)i * tnd,
+                                                     el->Ld + (size_t)j * tnd);
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < ncl; b++) {
+            int xs = src_rows ? rrep[a] : crep[b], xd = src_rows ? crep[b] : rrep[a];
+            t[(size_t)a * ncl + b] += M[(size_t)el->ids_s[xs] * el->nld + el->ids_d[xd]];
+        }
+    free(rrep);
+    free(crep);
+    free(M);
+    return 0;
 }
 
 /* A pending pair table with rows the configs of rows_op: f->id from its key
@@ -356,7 +469,8 @@ static int pair_table(engine *E, factor *f, int rows_op, double *t)
         f->id = dp_memo_pair(&E->memo, &key, t, f->size, &have);
     }
     for (int i = 0; t && !have && i < n; i++)
-        if (edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
+        if (f->cm[0] || f->cm[1] ? edge_layouts_add_classes(E, f, rows_op, &els[i], t, src_rows[i])
+                                 : edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
             goto out;
     if (t && !have && !E->plain)
         dp_memo_pair_put(&E->memo, f->id, t, f->size);
