@@ -16,11 +16,16 @@
  * larger p of that model are then not run.
  *
  * --check runs the plain DP too (sb_search_opts.plain, in its own child,
- * under the same limits) and says whether it gives the same cost and
- * configs. --scale: the large models at p = 64 .. 16384, one search each.
+ * under the same limits, or --check-limit-s) and says whether it gives the
+ * same cost and configs, or that it did not finish. --scale: the paper's
+ * Transformer (reference model) and llama3-70b and gpt3-175b on h200-sxm
+ * at p = 64 .. 16384, one search each, checked against the plain DP where
+ * it finishes within 120 s, then a table of seconds and peak memory by p.
+ * A model may name its machine (MODEL@MACHINE; --machine: the default).
  *
- *   bench/search [--models a,b] [-p 4,8,16,32,64] [--repeat N] [--prune]
- *                [--limit-s S] [--limit-mb M] [--check] [--scale] [--db FILE] */
+ *   bench/search [--models a,b@h200-sxm] [-p 4,8,16,32,64] [--repeat N] [--prune]
+ *                [--machine NAME|FILE] [--limit-s S] [--limit-mb M] [--check]
+ *                [--check-limit-s S] [--scale] [--db FILE] */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -32,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shardbench/machine.h"
 #include "shardbench/results.h"
 #include "shardbench/search.h"
 
@@ -43,7 +49,8 @@ typedef struct {
 } row;
 
 static int g_prune, g_check;
-static double g_limit_s = 600, g_limit_mb = 8000;
+static double g_limit_s = 600, g_limit_mb = 8000, g_check_limit_s = 0;
+static const char *g_machine; /* of the row being measured: NULL, the reference model */
 
 static double cpu_now(void)
 {
@@ -61,12 +68,17 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
     sb_error err = {0};
     struct rlimit rl = {.rlim_cur = (rlim_t)(g_limit_mb * 1e6), .rlim_max = (rlim_t)(g_limit_mb * 1e6)};
     setrlimit(RLIMIT_AS, &rl);
-    alarm((unsigned)(g_limit_s > 1 ? g_limit_s : 1));
+    double lim = plain && g_check_limit_s > 0 ? g_check_limit_s : g_limit_s;
+    alarm((unsigned)(lim > 1 ? lim : 1));
     sb_model m;
     sb_problem pb;
-    if (sb_model_load(model, NULL, 0, &m, &err) == 0) {
-        sb_cost_params cp;
-        sb_cost_params_default(&cp);
+    sb_machine mc;
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    int ok = !g_machine || sb_machine_load(g_machine, &mc, &err) == 0;
+    if (ok && g_machine)
+        sb_machine_cost_params(&mc, &cp);
+    if (ok && sb_model_load(model, NULL, 0, &m, &err) == 0) {
         if (sb_problem_build(&m, p, &cp, &pb, &err) == 0) {
             r.ok = 1;
             r.seconds = 1e30;
@@ -163,8 +175,9 @@ static int measure(const char *model, int p, int repeat, int plain, row *r, doub
     if (got != sizeof *r) {
         memset(r, 0, sizeof *r);
         if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-            snprintf(r->err, sizeof r->err, "stopped: over the time limit of %.0f s (--limit-s)",
-                     g_limit_s);
+            snprintf(r->err, sizeof r->err, "stopped: over the time limit of %.0f s (%s)",
+                     plain && g_check_limit_s > 0 ? g_check_limit_s : g_limit_s,
+                     plain && g_check_limit_s > 0 ? "--check-limit-s" : "--limit-s");
         else
             snprintf(r->err, sizeof r->err,
                      "stopped: the search died (status %d; over the memory limit of %.0f MB, "
@@ -177,26 +190,37 @@ static int measure(const char *model, int p, int repeat, int plain, row *r, doub
 /* --check: the plain DP (no shortcuts, GenerateSeq order) in its own
  * child, under the same limits; one line: the same cost and configs, or
  * where they differ (status 1), or that it was stopped. */
-static int check_plain(const char *model, int p, const row *r, const int *choice)
+static int check_plain(const char *model, int p, const row *r, const int *choice,
+                       const char **verdict, double *plain_s, int *plain_stopped)
 {
     row pr;
     double rss = 0;
     int *pc = NULL, rc = 0;
+    *verdict = "plain DP did not finish";
+    *plain_s = -1;
+    if (*plain_stopped) {
+        printf("%-24s %5d  check: not run (the plain DP was stopped at a smaller p)\n", model, p);
+        return 0;
+    }
     if (measure(model, p, 1, 1, &pr, &rss, &pc) || !pr.ok || !pc || !choice) {
-        printf("%-18s %5d  check: the plain DP %s\n", model, p,
+        printf("%-24s %5d  check: the plain DP %s\n", model, p,
                pr.ok ? "could not be compared" : pr.err);
+        *plain_stopped = !pr.ok;
         free(pc);
         return 0;
     }
+    *plain_s = pr.cpu_seconds;
     int diff = 0;
     for (int v = 0; v < r->nops; v++)
         diff += pc[v] != choice[v];
-    if (pr.cost == r->cost && diff == 0)
-        printf("%-18s %5d  check: the plain DP gives the same cost and every op's config "
-               "(%.1f s, %.0f MB)\n",
-               model, p, pr.seconds, rss / 1e6);
-    else {
-        printf("%-18s %5d  check: DIFFERS from the plain DP: cost %.17g, plain %.17g; %d ops "
+    if (pr.cost == r->cost && diff == 0) {
+        printf("%-24s %5d  check: the plain DP gives the same cost and every op's config "
+               "(%.1f s, %.1f s CPU, %.0f MB)\n",
+               model, p, pr.seconds, pr.cpu_seconds, rss / 1e6);
+        *verdict = "same as the plain DP";
+    } else {
+        *verdict = "DIFFERS from the plain DP";
+        printf("%-24s %5d  check: DIFFERS from the plain DP: cost %.17g, plain %.17g; %d ops "
                "with another config\n",
                model, p, r->cost, pr.cost, diff);
         rc = 1;
@@ -205,17 +229,41 @@ static int check_plain(const char *model, int p, const row *r, const int *choice
     return rc;
 }
 
+/* The summary table: one row per model, one column per p. */
+#define MAX_MODELS 16
+#define MAX_PS 24
+typedef struct {
+    char name[128];
+    int np, p[MAX_PS];
+    char cell[MAX_PS][48];
+} summary;
+
+static void summary_print(const summary *sm, int nm)
+{
+    if (nm == 0)
+        return;
+    printf("\nseconds (wall / CPU, both threads) and peak RSS of each search; "
+           "=: same cost and configs as the plain DP, ~: plain DP not finished or not run\n");
+    for (int i = 0; i < nm; i++) {
+        printf("%-24s", sm[i].name);
+        for (int j = 0; j < sm[i].np; j++)
+            printf(" | p=%-5d %-22s", sm[i].p[j], sm[i].cell[j]);
+        printf("\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *models = "alexnet,inception3,resnet101,rnnlm,transformer,transformer-large";
-    const char *plist = "4,8,16,32,64", *db_path = SB_DB_DEFAULT_PATH;
-    int repeat = 3;
+    const char *plist = "4,8,16,32,64", *db_path = SB_DB_DEFAULT_PATH, *machine = NULL;
+    int repeat = 3, limit_given = 0, check_limit_given = 0, scale = 0;
     static const struct option opts[] = {
         {"models", required_argument, 0, 'M'}, {"procs", required_argument, 0, 'p'},
         {"repeat", required_argument, 0, 'r'}, {"db", required_argument, 0, 'd'},
         {"prune", no_argument, 0, 'P'},        {"help", no_argument, 0, 'h'},
         {"limit-s", required_argument, 0, 'L'}, {"limit-mb", required_argument, 0, 'm'},
         {"check", no_argument, 0, 'C'},         {"scale", no_argument, 0, 'S'},
+        {"machine", required_argument, 0, 'H'}, {"check-limit-s", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     int c;
@@ -227,45 +275,81 @@ int main(int argc, char **argv)
         case 'd': db_path = optarg; break;
         case 'P': g_prune = 1; break;
         case 'C': g_check = 1; break;
+        case 'H': machine = optarg; break;
         case 'S':
-            models = "transformer,llama3-70b,mixtral-8x7b,gpt3-175b";
+            models = "transformer,llama3-70b@h200-sxm,gpt3-175b@h200-sxm";
             plist = "64,128,256,512,1024,2048,4096,8192,16384";
             repeat = 1;
+            scale = 1;
+            g_check = 1;
             break;
-        case 'L': g_limit_s = atof(optarg) > 0 ? atof(optarg) : 600; break;
+        case 'L':
+            g_limit_s = atof(optarg) > 0 ? atof(optarg) : 600;
+            limit_given = 1;
+            break;
+        case 'K':
+            g_check_limit_s = atof(optarg) > 0 ? atof(optarg) : 0;
+            check_limit_given = 1;
+            break;
         case 'm': g_limit_mb = atof(optarg) > 0 ? atof(optarg) : 8000; break;
         case 'h':
             printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
-                   "[--limit-s S] [--limit-mb MB] [--check] [--scale] [--db FILE|none]\n");
+                   "[--machine NAME|FILE] [--limit-s S] [--limit-mb MB] [--check] "
+                   "[--check-limit-s S] [--scale] [--db FILE|none]\n"
+                   "  a model may name its machine: llama3-70b@h200-sxm\n");
             return 0;
         default: return 2;
         }
     }
+    if (scale && !limit_given)
+        g_limit_s = 120; /* a row over 2 minutes is far from the 10 s */
+    if (scale && !check_limit_given)
+        g_check_limit_s = 120;
     sb_error err = {0};
     sb_db *db = NULL;
     if (strcmp(db_path, "none") && sb_db_open(db_path, 0, &db, &err)) {
         fprintf(stderr, "bench/search: %s (figures are printed but not stored)\n", err.msg);
         db = NULL;
     }
-    printf("%-18s %5s %5s %11s %6s %8s %12s %9s %9s %12s %7s %12s %12s %22s\n", "model", "p",
+    printf("%-24s %5s %5s %11s %6s %8s %12s %9s %9s %12s %7s %12s %12s %22s\n", "model", "p",
            "ops", "max_configs", "kept", "max_dep", "seconds", "cpu_s", "prune_s", "shared",
            "reused", "peak_rss_MB", "table_MB", "cost_flop");
     char mlist[512];
     snprintf(mlist, sizeof mlist, "%s", models);
-    int status = 0;
+    int status = 0, nm = 0;
+    static summary sm[MAX_MODELS];
     char *s1;
-    for (char *model = strtok_r(mlist, ",", &s1); model; model = strtok_r(NULL, ",", &s1)) {
+    for (char *spec = strtok_r(mlist, ",", &s1); spec; spec = strtok_r(NULL, ",", &s1)) {
+        char model[256];
+        snprintf(model, sizeof model, "%s", spec);
+        char *at = strchr(model, '@');
+        g_machine = machine;
+        if (at) {
+            *at = 0;
+            g_machine = at + 1;
+        }
+        summary *sr = nm < MAX_MODELS ? &sm[nm++] : NULL;
+        if (sr) {
+            snprintf(sr->name, sizeof sr->name, "%s", spec);
+            sr->np = 0;
+        }
         char pl[256];
         snprintf(pl, sizeof pl, "%s", plist);
         char *s2;
-        int stopped = 0;
+        int stopped = 0, plain_stopped = 0;
         for (char *ps = strtok_r(pl, ",", &s2); ps; ps = strtok_r(NULL, ",", &s2)) {
             int p = atoi(ps);
             row r;
             double rss = 0;
             int *choice = NULL;
+            char *cell = NULL;
+            if (sr && sr->np < MAX_PS) {
+                sr->p[sr->np] = p;
+                cell = sr->cell[sr->np++];
+                snprintf(cell, sizeof sr->cell[0], "not run");
+            }
             if (stopped && p >= 1) {
-                printf("%-18s %5d  not run: a smaller p was already stopped\n", model, p);
+                printf("%-24s %5d  not run: a smaller p was already stopped\n", spec, p);
                 continue;
             }
             if (p < 1 || measure(model, p, repeat, 0, &r, &rss, &choice)) {
@@ -277,28 +361,50 @@ int main(int argc, char **argv)
                 /* over a limit (this bench's, or the search's table limit) is a
                  * clean stop; anything else a failure */
                 stopped = !strncmp(r.err, "stopped", 7) || strstr(r.err, "limit exceeded");
-                printf("%-18s %5d  %s%s\n", model, p, stopped ? "" : "failed: ", r.err);
+                printf("%-24s %5d  %s%s\n", spec, p, stopped ? "" : "failed: ", r.err);
+                if (cell)
+                    snprintf(cell, sizeof sr->cell[0], "%s", stopped ? "stopped" : "failed");
                 status |= !stopped;
                 free(choice);
                 continue;
             }
-            printf("%-18s %5d %5d %11d %6d %8d %12.6f %9.3f %9.3f %12.0f %7.0f %12.1f %12.2f "
+            printf("%-24s %5d %5d %11d %6d %8d %12.6f %9.3f %9.3f %12.0f %7.0f %12.1f %12.2f "
                    "%22.2f\n",
-                   model, p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds,
+                   spec, p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds,
                    r.cpu_seconds, r.prune_seconds, r.shared, r.reused, rss / 1e6,
                    r.table_bytes / 1e6, r.cost);
             fflush(stdout);
+            const char *verdict = "not checked";
+            double plain_cpu = -1;
             if (g_check)
-                status |= check_plain(model, p, &r, choice);
+                status |= check_plain(model, p, &r, choice, &verdict, &plain_cpu, &plain_stopped);
+            if (cell)
+                snprintf(cell, sizeof sr->cell[0], "%.2f/%.2f s %.0f MB %s", r.seconds,
+                         r.cpu_seconds, rss / 1e6,
+                         !strcmp(verdict, "same as the plain DP") ? "="
+                         : !strncmp(verdict, "DIFFERS", 7)         ? "DIFFERS"
+                                                                   : "~");
             free(choice);
             if (db) {
+                char params[300], js[600];
+                snprintf(params, sizeof params, "%s%s", g_machine ? "machine=" : "",
+                         g_machine ? g_machine : "");
+                snprintf(js, sizeof js,
+                         "{\"bench\":\"search\",\"cpu_seconds\":%.6f,\"machine\":\"%s\","
+                         "\"check\":\"%s\",\"plain_cpu_seconds\":%.6f}",
+                         r.cpu_seconds, g_machine ? g_machine : "", verdict, plain_cpu);
+                sb_cost_params cp;
+                sb_cost_params_default(&cp);
+                sb_machine mc;
+                if (g_machine && sb_machine_load(g_machine, &mc, &err) == 0)
+                    sb_machine_cost_params(&mc, &cp);
                 sb_search_record rec = {
-                    .source = "bench", .model = model, .model_path = model, .params = "",
-                    .p = p, .algo = "pase", .tflops = 10, .gbs = 16, .cutoff = 0,
+                    .source = "bench", .model = model, .model_path = model, .params = params,
+                    .p = p, .algo = "pase", .tflops = cp.tflops, .gbs = cp.gbs, .cutoff = 0,
                     .total_cost = r.cost, .seconds = r.seconds, .nops = r.nops,
                     .max_configs = r.max_configs, .max_dep_set = r.max_dep,
                     .peak_table_bytes = r.table_bytes, .peak_rss_bytes = rss,
-                    .strategy_json = "{}",
+                    .strategy_json = js,
                 };
                 if (sb_db_record_search(db, &rec, NULL, &err)) {
                     fprintf(stderr, "bench/search: %s\n", err.msg);
@@ -307,6 +413,7 @@ int main(int argc, char **argv)
             }
         }
     }
+    summary_print(sm, nm);
     if (db)
         sb_db_close(db);
     return status;

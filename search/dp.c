@@ -25,8 +25,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,6 +38,15 @@
 
 #define MAX_SCOPE DP_MAX_SCOPE
 #define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
+#define HASH_SEED0 1469598103934665603ULL
+#define VEC_BLOCK 8 /* prefixes per block of the vector scan */
+#define VEC_SAMPLE 64 /* entries of the other scans sampled before choosing */
+#ifndef VEC_STEP_COST
+#define VEC_STEP_COST 16 /* a sampled step against a config read by the vector scan */
+#endif
+#ifndef VEC_MAX_NV
+#define VEC_MAX_NV 1024 /* the vector scan for at most this many configs of v */
+#endif
 
 typedef struct {
     int nv;
@@ -43,6 +56,8 @@ typedef struct {
     int alive;
     int pend, npend; /* edge tables: its edges, pairs[3 * pend ..] of the engine */
     uint64_t id;     /* content id (dp_reuse.h); 0: none yet (plain: always) */
+    int dim[MAX_SCOPE]; /* extent of each var's axis: its configs, or its classes */
+    int *cm[MAX_SCOPE]; /* per var: config -> class (dp_buf), NULL: configs themselves */
 } factor;
 
 typedef struct {
@@ -53,14 +68,24 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged, rows_bounded, rows_threshold; /* shortcuts (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
     int plain; /* sb_search_opts.plain: take none */
+    int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
+    int scan;  /* sb_search_opts.scan */
     sb_error *err;
 } engine;
 
 static int dom(const engine *E, int v) { return E->pb->cfg[v].n; }
+
+/* The process's CPU time (all threads; SB_DP_TRACE). */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Appends src to the factor list and to each of its vars' lists. Every
  * allocation comes first: on failure (-1) nothing refers to src, so the
@@ -242,11 +267,79 @@ static int cmp_edge_pair(const void *x, const void *y)
     return a[1] - b[1];
 }
 
+/* The classes of a pair table's two ops (not plain): configs of an op
+ * whose operands have the same layout on every edge of the pair give equal
+ * rows (columns) of the table, so it is stored over those classes (first
+ * seen, first numbered), with a class map per op where there are fewer
+ * classes than configs; f->dim and f->size follow. */
+static int pair_classes(engine *E, factor *f)
+{
+    const sb_problem *pb = E->pb;
+    int n = f->npend, rc = -1;
+    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    int got = 0;
+    if (!els)
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    for (; got < n; got++)
+        if (edge_layouts_get(pb, &pb->edges[E->pairs[3 * (f->pend + got) + 2]], &els[got], E->err))
+            goto out;
+    for (int side = 0; side < 2; side++) {
+        int op = f->vars[side], nc = dom(E, op), ncls = 0, nh = 16;
+        while (nh < 2 * nc)
+            nh *= 2;
+        int *cm = dp_buf_alloc((size_t)nc * sizeof *cm), *slot = calloc((size_t)nh, sizeof *slot);
+        const int *ids[DP_MAX_SCOPE * 4];
+        for (int i = 0; i < n; i++)
+            ids[i] = op == pb->edges[E->pairs[3 * (f->pend + i) + 2]].src ? els[i].ids_s
+                                                                           : els[i].ids_d;
+        if (!cm || !slot || n > DP_MAX_SCOPE * 4) {
+            dp_buf_free(cm);
+            free(slot);
+            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+        int *first = slot; /* slot: first config of the class + 1 */
+        for (int a = 0; a < nc; a++) {
+            uint64_t h = HASH_SEED0;
+            for (int i = 0; i < n; i++)
+                h = (h ^ (uint64_t)(uint32_t)ids[i][a]) * 1099511628211ULL;
+            int sl = (int)(h & (uint64_t)(nh - 1)), found = -1;
+            while (first[sl] && found < 0) {
+                int b = first[sl] - 1, same = 1;
+                for (int i = 0; i < n && same; i++)
+                    same = ids[i][a] == ids[i][b];
+                if (same)
+                    found = cm[b];
+                else
+                    sl = (sl + 1) & (nh - 1);
+            }
+            if (found < 0) {
+                first[sl] = a + 1;
+                found = ncls++;
+            }
+            cm[a] = found;
+        }
+        free(slot);
+        f->dim[side] = ncls;
+        if (ncls < nc)
+            f->cm[side] = cm;
+        else
+            dp_buf_free(cm); /* first seen, first numbered: the identity */
+    }
+    f->size = (int64_t)f->dim[0] * f->dim[1];
+    rc = 0;
+out:
+    for (int i = 0; i < got; i++)
+        edge_layouts_free(&els[i]);
+    free(els);
+    return rc;
+}
+
 static int init_factors(engine *E)
 {
     const sb_problem *pb = E->pb;
     for (int v = 0; v < E->n; v++) {
-        factor f = {.nv = 1, .vars = {v}, .size = dom(E, v)};
+        factor f = {.nv = 1, .vars = {v}, .size = dom(E, v), .dim = {dom(E, v)}};
         f.t = dp_buf_alloc((size_t)f.size * sizeof(double));
         if (!f.t)
             return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
@@ -277,11 +370,16 @@ static int init_factors(engine *E)
             return sb_fail(E->err, SB_EXIT_INPUT, "op '%s' consumes its own output",
                            pb->m->ops[lo].name);
         factor f = {.nv = 2, .vars = {lo, hi}, .size = (int64_t)dom(E, lo) * dom(E, hi),
-                    .pend = k};
+                    .pend = k, .dim = {dom(E, lo), dom(E, hi)}};
         for (; k < ne && pairs[3 * k] == lo && pairs[3 * k + 1] == hi; k++)
             f.npend++;
-        if (add_factor(E, &f))
+        if (!E->plain && pair_classes(E, &f))
             return -1;
+        if (add_factor(E, &f)) {
+            dp_buf_free(f.cm[0]);
+            dp_buf_free(f.cm[1]);
+            return -1;
+        }
     }
     return 0;
 }
@@ -305,6 +403,45 @@ static void pair_key(const edge_layouts *els, const int *src_rows, int n, dp_key
         dp_key_add(key, el->ids_s, (size_t)el->ns * sizeof *el->ids_s);
         dp_key_add(key, el->ids_d, (size_t)el->nd * sizeof *el->ids_d);
     }
+}
+
+/* edge_layouts_add into a pair table stored over classes (pair_classes):
+ * rows the classes of rows_op, each entry the edge's cost at the first
+ * config of each class (every config of a class has the same layouts). */
+static int edge_layouts_add_classes(engine *E, const factor *f, int rows_op, const edge_layouts *el,
+                                    double *t, int src_rows)
+{
+    const sb_problem *pb = E->pb;
+    int r = f->vars[0] == rows_op ? 0 : 1, c = 1 - r;
+    int nr = f->dim[r], ncl = f->dim[c], tnd = el->ten->ndims;
+    int *rrep = malloc((size_t)nr * sizeof *rrep), *crep = malloc((size_t)ncl * sizeof *crep);
+    double *M = malloc((size_t)el->nls * (size_t)el->nld * sizeof *M);
+    if (!rrep || !crep || !M) {
+        free(rrep);
+        free(crep);
+        free(M);
+        return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    }
+    for (int side = 0; side < 2; side++) {
+        int *rp = side == r ? rrep : crep, nd = f->dim[side];
+        for (int i = 0; i < nd; i++)
+            rp[i] = -1;
+        for (int a = dom(E, f->vars[side]) - 1; a >= 0; a--)
+            rp[f->cm[side] ? f->cm[side][a] : a] = a; /* the lowest config of each class */
+    }
+    for (int i = 0; i < el->nls; i++)
+        for (int j = 0; j < el->nld; j++)
+            M[(size_t)i * el->nld + j] = sb_edge_cost(&pb->cp, el->ten, el->Ls + (size_t)i * tnd,
+                                                     el->Ld + (size_t)j * tnd);
+    for (int a = 0; a < nr; a++)
+        for (int b = 0; b < ncl; b++) {
+            int xs = src_rows ? rrep[a] : crep[b], xd = src_rows ? crep[b] : rrep[a];
+            t[(size_t)a * ncl + b] += M[(size_t)el->ids_s[xs] * el->nld + el->ids_d[xd]];
+        }
+    free(rrep);
+    free(crep);
+    free(M);
+    return 0;
 }
 
 /* A pending pair table with rows the configs of rows_op: f->id from its key
@@ -332,7 +469,8 @@ static int pair_table(engine *E, factor *f, int rows_op, double *t)
         f->id = dp_memo_pair(&E->memo, &key, t, f->size, &have);
     }
     for (int i = 0; t && !have && i < n; i++)
-        if (edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
+        if (f->cm[0] || f->cm[1] ? edge_layouts_add_classes(E, f, rows_op, &els[i], t, src_rows[i])
+                                 : edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
             goto out;
     if (t && !have && !E->plain)
         dp_memo_pair_put(&E->memo, f->id, t, f->size);
@@ -366,7 +504,9 @@ static int build_pending(engine *E, factor *f, int rows_op)
 typedef struct {
     int nv;            /* dependent set size */
     int vars[MAX_SCOPE];
-    uint16_t *arg;     /* argmin of v for every assignment of vars */
+    uint16_t *arg;     /* argmin of v for every assignment of vars (by their classes) */
+    int dim[MAX_SCOPE];
+    int *cm[MAX_SCOPE]; /* per var: config -> class (dp_buf), NULL: none */
 } step;
 
 /* Copies factor f into a table whose scope order is `order` (a permutation
@@ -382,14 +522,14 @@ static double *transpose(engine *E, const factor *f, const int *order)
     int64_t st = 1;
     for (int i = f->nv - 1; i >= 0; i--) {
         sstride[i] = st;
-        st *= dom(E, f->vars[i]);
+        st *= f->dim[i];
     }
-    for (int j = 0; j < f->nv; j++) {
+    for (int j = 0; j < f->nv; j++)
         for (int i = 0; i < f->nv; i++)
-            if (f->vars[i] == order[j])
+            if (f->vars[i] == order[j]) {
                 nstride[j] = sstride[i];
-        size[j] = dom(E, order[j]);
-    }
+                size[j] = f->dim[i];
+            }
     int64_t idx[MAX_SCOPE] = {0}, off = 0;
     for (int64_t k = 0; k < f->size; k++) {
         out[k] = f->t[off];
@@ -479,11 +619,12 @@ static void unmerge_columns(int *rep, const double *t, int64_t rows, int nv)
 static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64_t *outer,
                         int64_t *inner)
 {
+    (void)E;
     int64_t total = nvv;
     for (int a = 0; a < fl->nv; a++)
-        total *= dom(E, fl->v[a]);
+        total *= fl->dim[a];
     *inner = fl->stride[j];
-    *outer = total / (fl->stride[j] * dom(E, fl->v[j]));
+    *outer = total / (fl->stride[j] * fl->dim[j]);
 }
 
 /* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
@@ -492,9 +633,11 @@ static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashe
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
+    const int *cm = fl->cm[j];
+    int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
-            const double *b = fl->t + (o * n + i) * inner;
+            const double *b = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
             uint64_t h = hs[i].h;
             for (int64_t e = 0; e < inner; e++) {
                 uint64_t bits;
@@ -511,12 +654,14 @@ static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, in
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
+    const int *cm = fl->cm[j];
+    int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
             if (rep[i] == i)
                 continue;
-            const double *a = fl->t + (o * n + i) * inner;
-            const double *b = fl->t + (o * n + rep[i]) * inner;
+            const double *a = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
+            const double *b = fl->t + (o * d + (cm ? cm[rep[i]] : rep[i])) * inner;
             if (memcmp(a, b, (size_t)inner * sizeof *a))
                 rep[i] = i;
         }
@@ -701,11 +846,15 @@ static void sort_keyed(keyed *a, keyed *tmp, int n)
  * earlier elimination when the inputs are equal, else row by row through
  * the shortcuts), then retires v's factors and adds g in their place. */
 
+typedef int (*vec_scan_fn)(const double *, const double *const *, int, int, double *);
+static vec_scan_fn vec_scan_pick(int forced);
+
 /* The state of one elimination of v. */
 typedef struct {
     engine *E;
     int v;
     int nv;                  /* configs of v in play: all, then those compact_eliminated keeps */
+    double full;             /* entries of a table over every config of S */
     int k, S[MAX_SCOPE];     /* the dependent set, by increasing id */
     int nin;                 /* v's live factors */
     double size;             /* entries of g (as the charge counts them) */
@@ -723,7 +872,8 @@ typedef struct {
      * representatives reps[q][0..nrep[q]) in increasing order */
     int *repbuf;
     int *rep[MAX_SCOPE], *reps[MAX_SCOPE], nrep[MAX_SCOPE], all_reps;
-    int64_t gstride[MAX_SCOPE];
+    int64_t gstride[MAX_SCOPE];      /* g is over the representatives: nrep[q] along q */
+    int *gcm[MAX_SCOPE];             /* g's classes along q (dp_buf; NULL: all reps) */
     int idx[MAX_SCOPE], r[MAX_SCOPE]; /* current assignment of S; its rank among the reps */
     int nlast_in, last_in;   /* inflows at the last level: how many, the last of them */
     /* bounded minima */
@@ -735,6 +885,10 @@ typedef struct {
     char *rowdone;           /* threshold: which rows are sorted */
     keyed *rks;              /* 2 nv: a row being sorted */
     int *tie;                /* nv: tied classes (bounded scan) */
+    vec_scan_fn vscan;       /* the vector scan (min_vec) when not NULL */
+    vec_scan_fn vlater;      /* the vector scan, if a sample of the other scans is slower */
+    long long steps;         /* configs (threshold) or classes (bounded) the scans met */
+    double *Pblk;            /* VEC_BLOCK x nv: the prefixes of a block (vector scan) */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -809,25 +963,32 @@ static int gather_depset(elim *el)
     return 0;
 }
 
-/* Charges g and its argmins (10 bytes an entry) and allocates the
- * elimination's buffers. */
+/* Allocates the elimination's buffers (g and its argmins come with the
+ * size of g: result_alloc). */
 static int elim_alloc(elim *el)
 {
-    engine *E = el->E;
     int nv = el->nv;
-    el->size = 1.0;
-    for (int i = 0; i < el->k; i++)
-        el->size *= dom(E, el->S[i]);
-    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
-        return -1;
-    el->gsize = (int64_t)el->size;
-    el->g = dp_buf_alloc((size_t)el->gsize * sizeof(double));
-    el->arg = dp_buf_alloc((size_t)el->gsize * sizeof(uint16_t));
-    el->in = calloc((size_t)el->nin, sizeof *el->in);
+    el->in = calloc((size_t)(el->nin ? el->nin : 1), sizeof *el->in);
     el->P = malloc((size_t)(el->k + 1) * (size_t)nv * sizeof *el->P);
     el->val = malloc((size_t)nv * sizeof *el->val);
     el->xmap = malloc((size_t)nv * sizeof *el->xmap);
-    if (!el->g || !el->arg || !el->in || !el->P || !el->val || !el->xmap)
+    if (!el->in || !el->P || !el->val || !el->xmap)
+        return elim_oom(el);
+    return 0;
+}
+
+/* Charges g and its argmins (10 bytes an entry, gsize entries) and
+ * allocates them. */
+static int result_alloc(elim *el, int64_t gsize)
+{
+    engine *E = el->E;
+    el->gsize = gsize;
+    el->size = (double)gsize;
+    if (charge(E, el->size * (8.0 + 2.0), el->v, el->k))
+        return -1;
+    el->g = dp_buf_alloc((size_t)el->gsize * sizeof(double));
+    el->arg = dp_buf_alloc((size_t)el->gsize * sizeof(uint16_t));
+    if (!el->g || !el->arg)
         return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory at vertex '%s' (table of %.0f entries)",
                        E->pb->m->ops[el->v].name, el->size);
     return 0;
@@ -841,37 +1002,61 @@ static int load_inflow(elim *el, factor *f, inflow *fl)
 {
     engine *E = el->E;
     int order[MAX_SCOPE], no = 0, nv = el->nv;
+    const int *cmv = NULL; /* f's classes of v: expanded to v's configs below */
+    int dimv = nv;
     fl->level = -1;
     for (int q = 0; q < el->k; q++)
         for (int j = 0; j < f->nv; j++)
             if (f->vars[j] == el->S[q]) {
                 order[no] = el->S[q];
                 fl->v[no] = el->S[q];
+                fl->dim[no] = f->dim[j];
+                fl->cm[no] = f->cm[j] ? dp_buf_ref(f->cm[j]) : NULL;
                 fl->pos[no++] = q;
                 fl->level = q;
             }
+    for (int j = 0; j < f->nv; j++)
+        if (f->vars[j] == el->v) {
+            cmv = f->cm[j];
+            dimv = f->dim[j];
+        }
     order[no] = el->v;
     fl->nv = no;
     int64_t st = nv;
     for (int j = no - 1; j >= 0; j--) {
         fl->stride[j] = st;
-        st *= dom(E, order[j]);
+        st *= fl->dim[j];
     }
     fl->rows = st / nv;
+    double *t;
     if (!f->t) {
         if (build_pending(E, f, order[0]))
             return -1;
-        fl->t = f->t;
+        t = f->t;
         f->t = NULL;
     } else if (memcmp(order, f->vars, (size_t)f->nv * sizeof *order) == 0
                && !dp_buf_shared(f->t)) {
-        fl->t = f->t;
+        t = f->t;
         f->t = NULL;
     } else {
-        fl->t = transpose(E, f, order);
-        if (!fl->t)
+        t = transpose(E, f, order);
+        if (!t)
             return -1;
     }
+    if (!cmv) {
+        fl->t = t;
+        return 0;
+    }
+    /* v's axis by classes: one column per config of v (v innermost) */
+    fl->t = dp_buf_alloc((size_t)fl->rows * (size_t)nv * sizeof *fl->t);
+    if (!fl->t) {
+        dp_buf_free(t);
+        return elim_oom(el);
+    }
+    for (int64_t r = 0; r < fl->rows; r++)
+        for (int x = 0; x < nv; x++)
+            fl->t[r * nv + x] = t[r * dimv + cmv[x]];
+    dp_buf_free(t);
     return 0;
 }
 
@@ -886,7 +1071,7 @@ static void load_base(elim *el)
         const factor *f = &E->f[E->vf[el->v][i]];
         if (f->alive && f->nv == 1)
             for (int x = 0; x < el->nv; x++)
-                base[x] += f->t[x];
+                base[x] += f->t[f->cm[0] ? f->cm[0][x] : x];
     }
 }
 
@@ -999,9 +1184,31 @@ static int row_classes(elim *el)
                 el->reps[q][el->nrep[q]++] = i;
         el->all_reps &= el->nrep[q] == n;
     }
+    /* g holds one entry per assignment of representatives; along each q
+     * with fewer representatives than configs, gcm[q] maps a config to its
+     * representative's rank (equal rows, never copied) */
+    int64_t gsize = 1;
+    for (int q = 0; q < k; q++)
+        gsize *= el->nrep[q];
     el->gstride[k - 1] = 1;
     for (int q = k - 2; q >= 0; q--)
-        el->gstride[q] = el->gstride[q + 1] * dom(E, el->S[q + 1]);
+        el->gstride[q] = el->gstride[q + 1] * el->nrep[q + 1];
+    for (int q = 0; q < k; q++) {
+        int n = dom(E, el->S[q]);
+        if (el->nrep[q] == n)
+            continue;
+        el->gcm[q] = dp_buf_alloc((size_t)n * sizeof(int));
+        if (!el->gcm[q])
+            return elim_oom(el);
+        int *rank = el->gcm[q];
+        for (int r = 0; r < el->nrep[q]; r++)
+            rank[el->reps[q][r]] = r;
+        for (int i = 0; i < n; i++)
+            rank[i] = rank[el->rep[q][i]]; /* rep[i] <= i: its rank is set */
+    }
+    el->E->entries_copied += (long long)(el->full - (double)gsize);
+    if (result_alloc(el, gsize))
+        return -1;
     el->nlast_in = 0;
     el->last_in = -1;
     for (int q = 0; q < el->nfl; q++)
@@ -1037,6 +1244,15 @@ static void fill_rowmin(elim *el)
 static int bounded_setup(elim *el)
 {
     int nv = el->nv, k = el->k;
+    const engine *E = el->E;
+    if (!E->plain && E->scan != 1 && (E->scan == 2 || nv <= VEC_MAX_NV))
+        el->vscan = vec_scan_pick(E->scan == 2);
+    if (el->vscan) {
+        el->E->rows_vector += el->nrep[k - 1];
+        return 0;
+    }
+    if (!E->plain && E->scan != 1)
+        el->vlater = vec_scan_pick(0); /* scan_rows samples the others first */
     el->bounded = !el->E->plain && el->nrep[k - 1] >= 8 && nv >= 8;
     el->E->rows_bounded += el->bounded ? (long long)el->nrep[k - 1] : 0;
     if (!el->bounded)
@@ -1052,7 +1268,7 @@ static int bounded_setup(elim *el)
     el->tie = malloc((size_t)nv * sizeof *el->tie);
     el->threshold = el->nlast_in == 1 && el->in[el->last_in].rows * nv <= (1 << 24);
     if (el->threshold) {
-        el->rowsort = malloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
+        el->rowsort = dp_buf_alloc((size_t)(el->in[el->last_in].rows * nv) * sizeof *el->rowsort);
         el->rks = malloc(2 * (size_t)nv * sizeof *el->rks);
         el->rowdone = calloc((size_t)el->in[el->last_in].rows, 1);
     }
@@ -1070,8 +1286,10 @@ static int bounded_setup(elim *el)
 static int64_t row_offset(const inflow *fl, const int *idx)
 {
     int64_t off = 0;
-    for (int j = 0; j < fl->nv; j++)
-        off += idx[fl->pos[j]] * fl->stride[j];
+    for (int j = 0; j < fl->nv; j++) {
+        int i = idx[fl->pos[j]];
+        off += (fl->cm[j] ? fl->cm[j][i] : i) * fl->stride[j];
+    }
     return off;
 }
 
@@ -1145,9 +1363,9 @@ static void min_threshold(elim *el, const double *prev, int64_t at)
     int64_t off = row_offset(&el->in[el->last_in], el->idx);
     const double *ft = el->in[el->last_in].t + off;
     const int *ob = sorted_row(el, ft, off);
-    int best = nv;
+    int best = nv, i = 0;
     double bv = INFINITY;
-    for (int i = 0; i < nv; i++) {
+    for (; i < nv; i++) {
         int x = ks[i].x;
         double sx = prev[x] + ft[x];
         if (sx < bv || (sx == bv && x < best)) {
@@ -1163,6 +1381,7 @@ static void min_threshold(elim *el, const double *prev, int64_t at)
         if (i + 1 < nv && ks[i + 1].k + ft[ob[i + 1]] > bv)
             break;
     }
+    el->steps += 2 * (i < nv ? i + 1 : nv);
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[best];
 }
@@ -1226,6 +1445,7 @@ static void min_bounded(elim *el, const double *prev, int64_t at)
         }
         if (sx == bv)
             tie[ntie++] = ks[i].x;
+        el->steps++;
     }
     el->g[at] = bv;
     el->arg[at] = (uint16_t)el->xmap[lowest_reaching(el, prev, fts, nq, tie, ntie, bv)];
@@ -1275,6 +1495,175 @@ static void min_plain(elim *el, const double *prev, int64_t at)
     el->arg[at] = (uint16_t)el->xmap[best];
 }
 
+/* ---- the vector scan -------------------------------------------------------
+ *
+ * The plain scan's sums, four configs at a time: lane l keeps the least
+ * sum over the configs x = l mod 4 met so far and the first x reaching it
+ * (a later x replaces it only when strictly less), so the lowest x of the
+ * least sum is the lowest among the lanes holding it. Each sum is added in
+ * the plain scan's order (prev, then the last-level rows in inflow order),
+ * so every value and argmin is min_plain's. With few configs of v this
+ * beats the bounded and threshold scans (their sorting and random access
+ * cost more than reading every config): the transformer's decoder chain. */
+typedef double vd4 __attribute__((vector_size(32)));
+typedef long long vl4 __attribute__((vector_size(32)));
+
+#define VEC_SCAN_BODY                                                                      \
+    {                                                                                      \
+        vd4 m = {INFINITY, INFINITY, INFINITY, INFINITY};                                  \
+        vl4 mi = {0, 0, 0, 0}, xi = {0, 1, 2, 3}, four = {4, 4, 4, 4};                     \
+        int x = 0;                                                                         \
+        for (; x + 4 <= nv; x += 4, xi += four) {                                          \
+            vd4 sv;                                                                        \
+            memcpy(&sv, prev + x, sizeof sv);                                              \
+            for (int q = 0; q < nq; q++) {                                                 \
+                vd4 f;                                                                     \
+                memcpy(&f, fts[q] + x, sizeof f);                                          \
+                sv += f;                                                                   \
+            }                                                                              \
+            vl4 lt = sv < m;                                                               \
+            m = (vd4)(((vl4)sv & lt) | ((vl4)m & ~lt));                                    \
+            mi = (xi & lt) | (mi & ~lt);                                                   \
+        }                                                                                  \
+        double bv = INFINITY;                                                              \
+        int best = nv;                                                                     \
+        for (int l = 0; l < 4; l++)                                                        \
+            if (m[l] < bv || (m[l] == bv && (int)mi[l] < best)) {                          \
+                bv = m[l];                                                                 \
+                best = (int)mi[l];                                                         \
+            }                                                                              \
+        for (; x < nv; x++) {                                                              \
+            double sx = prev[x];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][x];                                                           \
+            if (sx < bv) {                                                                 \
+                bv = sx;                                                                   \
+                best = x;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        if (best == nv) { /* every sum infinite (or NaN): the plain scan's x = 0 */        \
+            best = 0;                                                                      \
+            bv = prev[0];                                                                  \
+            for (int q = 0; q < nq; q++)                                                   \
+                bv += fts[q][0];                                                           \
+        }                                                                                  \
+        *bvp = bv;                                                                         \
+        return best;                                                                       \
+    }
+
+static int vec_scan_generic(const double *prev, const double *const *fts, int nq, int nv,
+                            double *bvp)
+    VEC_SCAN_BODY
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* With the x86 vector units: two passes, the least sum (vminpd), then the
+ * first config whose sum (added again, in the same order: the same bits)
+ * equals it. W doubles a vector; LOAD, ADD, MIN, EQ (a lane mask as bits)
+ * the unit's operations. */
+#define VEC_TWO_PASS(W, VT, LOAD, ADD, MIN, EQ, SET1, HMIN)                                  \
+    {                                                                                      \
+        VT m = SET1(INFINITY);                                                             \
+        int x = 0;                                                                         \
+        if (nq == 1) {                                                                     \
+            const double *f0 = fts[0];                                                     \
+            for (; x + W <= nv; x += W)                                                    \
+                m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
+        } else {                                                                           \
+            for (; x + W <= nv; x += W) {                                                  \
+                VT sv = LOAD(prev + x);                                                    \
+                for (int q = 0; q < nq; q++)                                               \
+                    sv = ADD(sv, LOAD(fts[q] + x));                                        \
+                m = MIN(m, sv);                                                            \
+            }                                                                              \
+        }                                                                                  \
+        double bv = HMIN(m);                                                               \
+        for (int y = x; y < nv; y++) {                                                     \
+            double sx = prev[y];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][y];                                                           \
+            bv = sx < bv ? sx : bv;                                                        \
+        }                                                                                  \
+        VT b = SET1(bv);                                                                   \
+        for (x = 0; x + W <= nv; x += W) {                                                 \
+            VT sv = LOAD(prev + x);                                                        \
+            for (int q = 0; q < nq; q++)                                                   \
+                sv = ADD(sv, LOAD(fts[q] + x));                                            \
+            unsigned eq = EQ(sv, b);                                                       \
+            if (eq) {                                                                      \
+                *bvp = bv;                                                                 \
+                return x + __builtin_ctz(eq);                                              \
+            }                                                                              \
+        }                                                                                  \
+        for (; x < nv; x++) {                                                              \
+            double sx = prev[x];                                                           \
+            for (int q = 0; q < nq; q++)                                                   \
+                sx += fts[q][x];                                                           \
+            if (sx == bv) {                                                                \
+                *bvp = bv;                                                                 \
+                return x;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        /* no sum equals the least (a NaN): the plain scan's rule */                       \
+        return vec_scan_generic(prev, fts, nq, nv, bvp);                                   \
+    }
+
+__attribute__((target("avx2"))) static double hmin_avx2(__m256d m)
+{
+    __m128d lo = _mm256_castpd256_pd128(m), hi = _mm256_extractf128_pd(m, 1);
+    lo = _mm_min_pd(lo, hi);
+    return _mm_cvtsd_f64(_mm_min_sd(lo, _mm_unpackhi_pd(lo, lo)));
+}
+#define EQ_AVX2(a, b) ((unsigned)_mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ)))
+
+__attribute__((target("avx2"))) static int vec_scan_avx2(const double *prev,
+                                                          const double *const *fts, int nq,
+                                                          int nv, double *bvp)
+    VEC_TWO_PASS(4, __m256d, _mm256_loadu_pd, _mm256_add_pd, _mm256_min_pd, EQ_AVX2,
+                 _mm256_set1_pd, hmin_avx2)
+
+#define EQ_AVX512(a, b) ((unsigned)_mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ))
+__attribute__((target("avx512f"))) static int vec_scan_avx512(const double *prev,
+                                                              const double *const *fts,
+                                                              int nq, int nv, double *bvp)
+    VEC_TWO_PASS(8, __m512d, _mm512_loadu_pd, _mm512_add_pd, _mm512_min_pd, EQ_AVX512,
+                 _mm512_set1_pd, _mm512_reduce_min_pd)
+#endif
+
+/* The vector scan for this CPU: AVX-512, AVX2, or (forced: 1; else NULL,
+ * where the bounded and threshold scans are faster) the generic one.
+ * SB_DP_ISA=avx2 or generic picks a narrower one (tests). */
+static vec_scan_fn vec_scan_pick(int forced)
+{
+    (void)forced;
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *isa = getenv("SB_DP_ISA");
+    if (__builtin_cpu_supports("avx512f") && !(isa && (!strcmp(isa, "avx2") || !strcmp(isa, "generic"))))
+        return vec_scan_avx512;
+    if (__builtin_cpu_supports("avx2") && !(isa && !strcmp(isa, "generic")))
+        return vec_scan_avx2;
+#endif
+    return forced ? vec_scan_generic : NULL;
+}
+
+int sb_dp_vec_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv)
+{
+    return vec_scan_pick(1)(prev, fts, nq, nv, bv);
+}
+
+/* The vector scan of one entry (the assignment idx): g and arg at `at`. */
+static void min_vec(elim *el, const double *prev, const int *idx, int64_t at)
+{
+    const double *fts[MAX_SCOPE + 1];
+    int nq = 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == el->k - 1)
+            fts[nq++] = el->in[q].t + row_offset(&el->in[q], idx);
+    double bv;
+    int best = el->vscan(prev, fts, nq, el->nv, &bv);
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
 /* The next assignment of S less its last var, over the representatives
  * (an odometer, the deepest position fastest): the lowest position that
  * changed, -1 after the last. */
@@ -1307,25 +1696,50 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
         rest /= el->nrep[q];
         el->idx[q] = el->reps[q][el->r[q]];
     }
+    if (el->vscan) {
+        /* VEC_BLOCK prefixes at a time, so that each last-level row is read
+         * from memory once per block, not once per prefix */
+        int nv = el->nv, ix[VEC_BLOCK][MAX_SCOPE];
+        int64_t row[VEC_BLOCK];
+        const int *reps = el->reps[k - 1];
+        for (int64_t pi = plo; pi < phi;) {
+            int nb = 0;
+            for (; nb < VEC_BLOCK && pi < phi; nb++, pi++) {
+                fill_prefix(el, lvl);
+                memcpy(el->Pblk + (size_t)nb * nv, el->P + (size_t)(k - 1) * nv,
+                       (size_t)nv * sizeof *el->P);
+                memcpy(ix[nb], el->idx, (size_t)k * sizeof *el->idx);
+                row[nb] = 0;
+                for (int q = 0; q < k - 1; q++)
+                    row[nb] += el->r[q] * el->gstride[q];
+                lvl = next_prefix(el);
+            }
+            for (int jr = jlo; jr < jhi; jr++)
+                for (int b = 0; b < nb; b++) {
+                    ix[b][k - 1] = reps[jr];
+                    min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
+                }
+        }
+        return;
+    }
     for (int64_t pi = plo; pi < phi; pi++) {
         fill_prefix(el, lvl);
         const double *prev = el->P + (size_t)(k - 1) * el->nv;
         int64_t row = 0;
         for (int q = 0; q < k - 1; q++)
-            row += el->idx[q] * el->gstride[q];
+            row += el->r[q] * el->gstride[q];
         order_by_prev(el, prev);
         const int *reps = el->reps[k - 1];
         for (int jr = jlo; jr < jhi; jr++) {
-            int j = reps[jr];
-            el->idx[k - 1] = j;
+            el->idx[k - 1] = reps[jr];
             if (el->threshold)
-                min_threshold(el, prev, row + j);
+                min_threshold(el, prev, row + jr);
             else if (el->bounded)
-                min_bounded(el, prev, row + j);
+                min_bounded(el, prev, row + jr);
             else if (el->nlast_in == 1)
-                min_one_table(el, prev, row + j);
+                min_one_table(el, prev, row + jr);
             else
-                min_plain(el, prev, row + j);
+                min_plain(el, prev, row + jr);
         }
         lvl = next_prefix(el);
     }
@@ -1356,7 +1770,8 @@ static int worker_open(const elim *el, elim *w)
     w->ks = malloc(2 * (size_t)nv * sizeof *w->ks);
     w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
     w->tie = malloc((size_t)nv * sizeof *w->tie);
-    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie)
+    w->Pblk = el->vscan ? malloc((size_t)VEC_BLOCK * (size_t)nv * sizeof *w->Pblk) : NULL;
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk))
         return -1;
     memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
     return 0;
@@ -1364,6 +1779,7 @@ static int worker_open(const elim *el, elim *w)
 
 static void worker_close(elim *w)
 {
+    free(w->Pblk);
     free(w->P);
     free(w->val);
     free(w->ks);
@@ -1389,8 +1805,8 @@ static void presort_rows(elim *el, int nt)
         for (int64_t r0 = 0; r0 < fl->rows; r0++) {
             int ok = rks != NULL;
             for (int j = 0; j < fl->nv && ok; j++) {
-                int i = (int)(r0 * nv / fl->stride[j] % dom(el->E, fl->v[j]));
-                ok = el->rep[fl->pos[j]][i] == i;
+                int i = (int)(r0 * nv / fl->stride[j] % fl->dim[j]);
+                ok = fl->cm[j] || el->rep[fl->pos[j]][i] == i; /* classes: every row */
             }
             if (!ok)
                 continue;
@@ -1407,7 +1823,11 @@ static void presort_rows(elim *el, int nt)
 }
 
 /* g and arg at every assignment of representatives (scan_part), split
- * over threads by prefix, or by entries when there are few prefixes. */
+ * over threads in chunks handed out as the threads free up (the scans'
+ * lengths differ from row to row, so equal halves left one thread idle
+ * for much of an elimination): chunks of prefixes, or when there are few
+ * prefixes, chunks of the last var's entries of each prefix. Each entry
+ * is computed by one thread exactly as with one. */
 static int scan_rows(elim *el)
 {
     int k = el->k;
@@ -1415,6 +1835,24 @@ static int scan_rows(elim *el)
     for (int q = 0; q < k - 1; q++)
         nprefix *= el->nrep[q];
     int nt = scan_threads(el, nprefix), nlast = el->nrep[k - 1];
+    if (el->vlater) {
+        /* a sample of the bounded or threshold scan: when the configs (or
+         * classes) it meets per entry cost more than reading all of them
+         * four at a time, the vector scan does the whole table (the sampled
+         * entries again: the same values) */
+        int ns = nlast < VEC_SAMPLE ? nlast : VEC_SAMPLE;
+        el->steps = 0;
+        scan_part(el, 0, 1, 0, ns);
+        if ((double)el->steps * VEC_STEP_COST > (double)ns * el->nv) {
+            el->vscan = el->vlater;
+            el->E->rows_vector += nlast;
+        }
+    }
+    if (el->vscan && !el->Pblk) {
+        el->Pblk = malloc((size_t)VEC_BLOCK * (size_t)el->nv * sizeof *el->Pblk);
+        if (!el->Pblk)
+            return elim_oom(el);
+    }
     if (nt <= 1) {
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
@@ -1422,45 +1860,30 @@ static int scan_rows(elim *el)
     if (el->threshold)
         presort_rows(el, nt);
     int by_prefix = nprefix >= 4 * nt, failed = 0;
-    (void)by_prefix;
+    /* chunks: of prefixes (by_prefix), else of each prefix's last entries */
+    int64_t per = by_prefix ? nprefix : nlast, nchunk = per < 16 * nt ? per : 16 * nt;
+    int64_t ntask = by_prefix ? nchunk : nprefix * nchunk;
+    (void)ntask;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) reduction(| : failed)
     {
         elim w;
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        if (worker_open(el, &w))
-            failed = 1;
-        else if (by_prefix)
-            scan_part(&w, nprefix * t / n, nprefix * (t + 1) / n, 0, nlast);
-        else
-            for (int64_t pi = 0; pi < nprefix; pi++)
-                scan_part(&w, pi, pi + 1, (int)((int64_t)nlast * t / n),
-                          (int)((int64_t)nlast * (t + 1) / n));
+        int ok = !worker_open(el, &w);
+        failed = !ok;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!ok)
+                continue;
+            int64_t c = t % nchunk, pi = t / nchunk;
+            if (by_prefix)
+                scan_part(&w, per * c / nchunk, per * (c + 1) / nchunk, 0, nlast);
+            else
+                scan_part(&w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
+        }
         worker_close(&w);
     }
 #endif
     return failed ? elim_oom(el) : 0;
-}
-
-/* Entries of non-representatives: copies of their representatives'. */
-static void copy_equal_rows(elim *el)
-{
-    int id[MAX_SCOPE] = {0};
-    for (int64_t lin = 0; lin < el->gsize; lin++) {
-        int64_t src = 0;
-        for (int q = 0; q < el->k; q++)
-            src += el->rep[q][id[q]] * el->gstride[q];
-        if (src != lin) {
-            el->g[lin] = el->g[src];
-            el->arg[lin] = el->arg[src];
-            el->E->entries_copied++;
-        }
-        for (int q = el->k - 1; q >= 0; q--) {
-            if (++id[q] < dom(el->E, el->S[q]))
-                break;
-            id[q] = 0;
-        }
-    }
 }
 
 /* A reused elimination does not build v's pending pair tables; they are
@@ -1490,26 +1913,37 @@ static int compute_table(elim *el)
             dp_key_free(&key);
             return -1;
         }
-        if (dp_memo_take(&E->memo, &key, &el->g, &el->arg, el->gsize, &el->id)) {
+        dp_result got = {0};
+        if (dp_memo_take(&E->memo, &key, &got, &el->id)) {
             dp_key_free(&key);
-            return charge_unbuilt(el);
+            el->g = got.g;
+            el->arg = got.arg;
+            for (int q = 0; q < el->k; q++)
+                el->gcm[q] = got.cm[q];
+            el->E->entries_copied += (long long)(el->full - (double)got.size);
+            el->gsize = got.size;
+            el->size = (double)got.size;
+            return charge(E, el->size * (8.0 + 2.0), el->v, el->k) || charge_unbuilt(el) ? -1 : 0;
         }
     }
     int rc = -1;
     if (load_inflows(el) || keep_distinct_columns(el))
         goto out;
     if (el->k == 0) {
+        if (result_alloc(el, 1))
+            goto out;
         min_over_v(el);
     } else {
         if (row_classes(el) || bounded_setup(el))
             goto out;
         if (scan_rows(el))
             goto out;
-        if (!el->all_reps)
-            copy_equal_rows(el);
     }
-    if (!E->plain)
-        el->id = dp_memo_put(&E->memo, &key, el->g, el->arg, el->gsize);
+    if (!E->plain) {
+        dp_result res = {.g = el->g, .arg = el->arg, .size = el->gsize, .ncm = el->k};
+        memcpy(res.cm, el->gcm, sizeof res.cm);
+        el->id = dp_memo_put(&E->memo, &key, &res);
+    }
     rc = 0;
 out:
     dp_key_free(&key);
@@ -1529,17 +1963,34 @@ static int replace_factors(elim *el, step *out)
         E->live_bytes -= (double)f->size * 8;
         dp_buf_free(f->t);
         f->t = NULL;
+        for (int j = 0; j < f->nv; j++) {
+            dp_buf_free(f->cm[j]);
+            f->cm[j] = NULL;
+        }
     }
     E->live_bytes -= el->size * 8.0; /* g is re-charged below as a live table */
     if (charge(E, el->size * 8.0, el->v, el->k))
         return -1;
     factor g = {.nv = el->k, .size = el->gsize, .t = el->g, .id = el->id};
     memcpy(g.vars, el->S, (size_t)el->k * sizeof *el->S);
+    for (int q = 0; q < el->k; q++) {
+        g.dim[q] = el->gcm[q] ? 0 : dom(E, el->S[q]);
+        g.cm[q] = el->gcm[q];
+    }
+    /* the extents along classes: the largest class + 1 */
+    for (int q = 0; q < el->k; q++)
+        for (int i = 0; g.cm[q] && i < dom(E, el->S[q]); i++)
+            g.dim[q] = g.cm[q][i] + 1 > g.dim[q] ? g.cm[q][i] + 1 : g.dim[q];
     if (add_factor(E, &g))
         return -1;
     el->g = NULL;
     out->nv = el->k;
     memcpy(out->vars, el->S, (size_t)el->k * sizeof *el->S);
+    memcpy(out->dim, g.dim, sizeof out->dim);
+    for (int q = 0; q < el->k; q++) {
+        out->cm[q] = g.cm[q] ? dp_buf_ref(g.cm[q]) : NULL;
+        el->gcm[q] = NULL; /* the factor's now */
+    }
     out->arg = el->arg;
     el->arg = NULL;
     return 0;
@@ -1547,8 +1998,13 @@ static int replace_factors(elim *el, step *out)
 
 static void elim_free(elim *el)
 {
-    for (int q = 0; q < el->nfl; q++)
+    for (int q = 0; q < el->nfl; q++) {
         dp_buf_free(el->in[q].t);
+        for (int j = 0; j < el->in[q].nv; j++)
+            dp_buf_free(el->in[q].cm[j]);
+    }
+    for (int q = 0; q < el->k; q++)
+        dp_buf_free(el->gcm[q]);
     free(el->in);
     free(el->P);
     free(el->val);
@@ -1558,10 +2014,11 @@ static void elim_free(elim *el)
     free(el->rmbuf);
     free(el->rowmin);
     free(el->cbuf);
-    free(el->rowsort);
+    dp_buf_free(el->rowsort);
     free(el->rowdone);
     free(el->rks);
     free(el->tie);
+    free(el->Pblk);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -1570,14 +2027,32 @@ static void elim_free(elim *el)
  * largest dependent set so far. */
 static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
-    elim el = {.E = E, .v = v, .nv = dom(E, v)};
+    elim el = {.E = E, .v = v, .nv = dom(E, v), .full = 1};
+    double t0 = E->trace ? sb_now() : 0, c0 = E->trace ? cpu_seconds() : 0;
+    long long hits = E->memo.hits;
     if (gather_depset(&el))
         return -1;
+    for (int q = 0; q < el.k; q++)
+        el.full *= dom(E, el.S[q]);
     if (el.k > *max_dep)
         *max_dep = el.k;
     int rc = elim_alloc(&el) || compute_table(&el) || replace_factors(&el, out)
                  ? -1
                  : 0;
+    if (E->trace) {
+        fprintf(stderr, "[dp] %-32s configs %5d kept %5d dep", E->pb->m->ops[v].name, dom(E, v),
+                el.nv);
+        for (int q = 0; q < el.k; q++)
+            fprintf(stderr, " %s:%d/%d", E->pb->m->ops[el.S[q]].name, el.nrep[q],
+                    dom(E, el.S[q]));
+        fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
+                E->memo.hits > hits ? "reused"
+                : el.vscan      ? "vector"
+                : el.threshold  ? "threshold"
+                : el.bounded    ? "bounded"
+                                : "plain",
+                cpu_seconds() - c0, sb_now() - t0);
+    }
     elim_free(&el);
     return rc;
 }
@@ -1597,13 +2072,16 @@ static void progress(int done, int n, double t0)
 static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *opts, int n,
                         sb_error *err)
 {
-    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain};
+    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan};
+    const char *tr = getenv("SB_DP_TRACE");
+    E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
     double maxc = 0;
     for (int i = 0; i < n; i++)
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
     E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
     E->memo.next_id = 1;
+    dp_buf_pool_limit((size_t)fmin(512e6, E->limit_bytes / 8));
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
     E->capvf = calloc((size_t)n, sizeof *E->capvf);
@@ -1611,11 +2089,16 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
 
 static void engine_close(engine *E)
 {
-    for (int i = 0; i < E->nf; i++)
+    for (int i = 0; i < E->nf; i++) {
         dp_buf_free(E->f[i].t);
+        for (int j = 0; j < E->f[i].nv; j++)
+            dp_buf_free(E->f[i].cm[j]);
+    }
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->memo);
+    dp_buf_pool_drain();
+    dp_buf_pool_limit(0);
     for (int i = 0; i < E->n && E->vf; i++)
         free(E->vf[i]);
     free(E->vf);
@@ -1660,8 +2143,10 @@ static void backtrack(const engine *E, const step *steps, sb_result *out)
     for (int i = E->n - 1; i >= 0; i--) {
         const step *s = &steps[i];
         int64_t lin = 0;
-        for (int j = 0; j < s->nv; j++)
-            lin = lin * dom(E, s->vars[j]) + out->choice[s->vars[j]];
+        for (int j = 0; j < s->nv; j++) {
+            int c = out->choice[s->vars[j]];
+            lin = lin * s->dim[j] + (s->cm[j] ? s->cm[j][c] : c);
+        }
         out->choice[out->order[i]] = s->arg[lin];
     }
 }
@@ -1674,6 +2159,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->configs_merged = E->configs_merged;
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
+    out->rows_vector = E->rows_vector;
     out->eliminations_reused = E->memo.hits;
 }
 
@@ -1735,8 +2221,11 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
 done:
     out->seconds = sb_now() - t0;
     engine_close(&E);
-    for (int i = 0; i < n && steps; i++)
+    for (int i = 0; i < n && steps; i++) {
         dp_buf_free(steps[i].arg);
+        for (int j = 0; j < steps[i].nv; j++)
+            dp_buf_free(steps[i].cm[j]);
+    }
     free(steps);
     if (keep) {
         sb_prune_free(&red, keep);

@@ -23,4 +23,10 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
 int sb_prune_dominated(const sb_problem *pb, sb_problem *red, int **keep, sb_error *err);
 void sb_prune_free(sb_problem *red, int **keep);
 
+/* dp.c: the vector scan of one entry: the lowest x of the least
+ * prev[x] + fts[0][x] + ... + fts[nq - 1][x] (added in that order), its sum
+ * into *bv; the kernel for this CPU, or the one SB_DP_ISA (avx2, generic)
+ * names (tests hold it to the plain scan). */
+int sb_dp_vec_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv);
+
 #endif

@@ -2,8 +2,12 @@
  * (dp_reuse.h says when; search/README.md, "Exact shortcuts"). */
 #include "dp_reuse.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* One remembered key: a pair table (its id, and its table while kept) or an
  * elimination (its result and the result's id). */
@@ -16,21 +20,108 @@ struct dp_memo_entry {
     int64_t size;   /* entries of t (pair table) or g and arg (elimination) */
     double *t;      /* pair table or elimination table (dp_bufs); NULL: not kept */
     uint16_t *arg;
+    int ncm;
+    int *cm[DP_MAX_SCOPE]; /* elimination: the result's classes (dp_result) */
     double bytes;
 };
 
-/* The reference count sits in a header before the table. */
+static void free_cms(dp_memo_entry *e)
+{
+    for (int i = 0; i < e->ncm; i++) {
+        dp_buf_free(e->cm[i]);
+        e->cm[i] = NULL;
+    }
+}
+
+/* The reference count and the capacity sit in a header before the table. */
 typedef struct {
     int64_t refs;
-    int64_t pad; /* keeps the table 16-byte aligned */
+    size_t cap; /* bytes after the header (keeps the table 16-byte aligned) */
 } buf_head;
+
+/* Freed tables of at least POOL_MIN bytes are kept (up to POOL_SLOTS of
+ * them and pool_limit bytes, oldest dropped first) and handed out again
+ * for a request they fit without wasting more than a quarter: a fresh
+ * large block costs a page fault and a zeroed page per 4 KiB on first
+ * touch (a quarter of the transformer's CPU time at p = 1024 before).
+ * Per thread (a search allocates on one thread), emptied by
+ * dp_buf_pool_drain. */
+#define POOL_MIN ((size_t)1 << 20)
+#define POOL_SLOTS 16
+
+static _Thread_local struct {
+    buf_head *h[POOL_SLOTS]; /* oldest first */
+    int n;
+    size_t bytes, limit;
+} pool;
+
+static void pool_drop(int i)
+{
+    pool.bytes -= pool.h[i]->cap;
+    free(pool.h[i]);
+    memmove(pool.h + i, pool.h + i + 1, (size_t)(pool.n - 1 - i) * sizeof *pool.h);
+    pool.n--;
+}
+
+void dp_buf_pool_limit(size_t bytes)
+{
+    pool.limit = bytes;
+    while (pool.n && pool.bytes > pool.limit)
+        pool_drop(0);
+}
+
+void dp_buf_pool_drain(void)
+{
+    while (pool.n)
+        pool_drop(0);
+}
+
+/* Large blocks backed by transparent huge pages where the kernel offers
+ * them on request (one fault per 2 MiB instead of per 4 KiB). */
+static void advise_huge(buf_head *h, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    if (bytes < ((size_t)4 << 20))
+        return;
+    uintptr_t lo = ((uintptr_t)(h + 1) + 4095) & ~(uintptr_t)4095;
+    uintptr_t hi = ((uintptr_t)(h + 1) + bytes) & ~(uintptr_t)4095;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)h;
+    (void)bytes;
+#endif
+}
 
 void *dp_buf_alloc(size_t bytes)
 {
-    buf_head *h = malloc(sizeof *h + (bytes ? bytes : 1));
+    bytes = bytes ? bytes : 1;
+    if (bytes >= POOL_MIN) {
+        int best = -1;
+        for (int i = 0; i < pool.n; i++)
+            if (pool.h[i]->cap >= bytes && pool.h[i]->cap - bytes <= bytes / 4
+                && (best < 0 || pool.h[i]->cap < pool.h[best]->cap))
+                best = i;
+        if (best >= 0) {
+            buf_head *h = pool.h[best];
+            pool.bytes -= h->cap;
+            memmove(pool.h + best, pool.h + best + 1,
+                    (size_t)(pool.n - 1 - best) * sizeof *pool.h);
+            pool.n--;
+            h->refs = 1;
+            return h + 1;
+        }
+        /* a miss: the pool makes room first, so that it never adds more
+         * than its limit to the memory live at once */
+        while (pool.n && pool.bytes + bytes > pool.limit)
+            pool_drop(0);
+    }
+    buf_head *h = malloc(sizeof *h + bytes);
     if (!h)
         return NULL;
     h->refs = 1;
+    h->cap = bytes;
+    (void)advise_huge;
     return h + 1;
 }
 
@@ -42,8 +133,17 @@ void *dp_buf_ref(void *p)
 
 void dp_buf_free(void *p)
 {
-    if (p && --((buf_head *)p - 1)->refs == 0)
-        free((buf_head *)p - 1);
+    if (!p || --((buf_head *)p - 1)->refs)
+        return;
+    buf_head *h = (buf_head *)p - 1;
+    if (h->cap < POOL_MIN || h->cap > pool.limit) {
+        free(h);
+        return;
+    }
+    while (pool.n && (pool.n == POOL_SLOTS || pool.bytes + h->cap > pool.limit))
+        pool_drop(0);
+    pool.h[pool.n++] = h;
+    pool.bytes += h->cap;
 }
 
 int dp_buf_shared(const void *p)
@@ -119,6 +219,7 @@ static void drop_table(dp_memo *m, dp_memo_entry *e)
     e->bytes = (double)e->klen;
     dp_buf_free(e->t);
     dp_buf_free(e->arg);
+    free_cms(e);
     e->t = NULL;
     e->arg = NULL;
 }
@@ -127,18 +228,25 @@ static void drop_table(dp_memo *m, dp_memo_entry *e)
  * the oldest entries' tables, then the oldest entries, beyond the cap.
  * NULL when memory is short. */
 static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uint64_t id,
-                          int64_t size, double *t, uint16_t *arg)
+                          int64_t size, double *t, uint16_t *arg, const dp_result *r)
 {
     double bytes = (double)k->len + (t ? (double)size * 8 : 0) + (arg ? (double)size * 2 : 0);
+    dp_memo_entry e = {.h = h, .pair = pair, .klen = k->len, .id = id, .size = size, .t = t,
+                       .arg = arg};
+    for (int i = 0; r && t && i < r->ncm; i++)
+        e.cm[i] = r->cm[i] ? dp_buf_ref(r->cm[i]) : NULL;
+    e.ncm = r && t ? r->ncm : 0;
     if (bytes > m->cap / 2) { /* too large to keep: the key only */
-        dp_buf_free(t);
-        dp_buf_free(arg);
+        dp_buf_free(e.t);
+        dp_buf_free(e.arg);
+        free_cms(&e);
         t = NULL;
         arg = NULL;
+        e.t = NULL;
+        e.arg = NULL;
         bytes = (double)k->len;
     }
-    dp_memo_entry e = {.h = h, .pair = pair, .klen = k->len, .id = id, .size = size, .t = t,
-                       .arg = arg, .bytes = bytes};
+    e.bytes = bytes;
     e.key = malloc(k->len ? k->len : 1);
     dp_memo_entry *ne = realloc(m->e, (size_t)(m->n + 1) * sizeof *ne);
     if (ne)
@@ -147,6 +255,7 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
         free(e.key);
         dp_buf_free(t);
         dp_buf_free(arg);
+        free_cms(&e);
         return NULL;
     }
     memcpy(e.key, k->b, k->len);
@@ -158,6 +267,7 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
         m->bytes -= m->e[drop].bytes;
         dp_buf_free(m->e[drop].t);
         dp_buf_free(m->e[drop].arg);
+        free_cms(&m->e[drop]);
         free(m->e[drop++].key);
     }
     memmove(m->e, m->e + drop, (size_t)(m->n - drop) * sizeof *m->e);
@@ -184,7 +294,7 @@ uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int 
         return e->id;
     }
     uint64_t id = m->next_id++;
-    add(m, 1, k, h, id, size, NULL, NULL);
+    add(m, 1, k, h, id, size, NULL, NULL, NULL);
     return id;
 }
 
@@ -194,7 +304,11 @@ void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size)
         dp_memo_entry *e = &m->e[i];
         if (!e->pair || e->id != id)
             continue;
-        if (e->t || (double)size * 8 > m->cap / 2)
+        /* a pair table is kept only up to an eighth of the cap: it is
+         * cheap to build again, and larger ones (12532 x 3719 doubles,
+         * 373 MB, in llama3-70b at p = 4096) would push out the
+         * eliminations of the layer before, which are not */
+        if (e->t || (double)size * 8 > m->cap / 8)
             return;
         double *c = dp_buf_alloc((size_t)size * sizeof *c);
         if (!c)
@@ -211,8 +325,7 @@ void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size)
     }
 }
 
-int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_t gsize,
-                 uint64_t *id)
+int dp_memo_take(dp_memo *m, const dp_key *k, dp_result *r, uint64_t *id)
 {
     if (k->failed)
         return 0;
@@ -220,40 +333,45 @@ int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_
     if (!e)
         return 0;
     e = touch(m, e);
-    if (!e->t || e->size != gsize)
+    if (!e->t)
         return 0;
-    dp_buf_free(*g);
-    dp_buf_free(*arg);
-    *g = dp_buf_ref(e->t);
-    *arg = dp_buf_ref(e->arg);
+    r->g = dp_buf_ref(e->t);
+    r->arg = dp_buf_ref(e->arg);
+    r->size = e->size;
+    r->ncm = e->ncm;
+    for (int i = 0; i < e->ncm; i++)
+        r->cm[i] = e->cm[i] ? dp_buf_ref(e->cm[i]) : NULL;
     *id = e->id;
     m->hits++;
     return 1;
 }
 
-uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize)
+uint64_t dp_memo_put(dp_memo *m, const dp_key *k, const dp_result *r)
 {
     if (k->failed)
         return m->next_id++;
     uint64_t h = hash_bytes(k->b, k->len);
     dp_memo_entry *e = find(m, 0, k, h);
     if (e) { /* its table was too large to keep or dropped: the same result, the same id */
-        double bytes = (double)gsize * (8 + 2);
+        double bytes = (double)r->size * (8 + 2);
         if (e->t || bytes > m->cap / 2)
             return e->id;
         e = touch(m, e); /* kept again (the newest), dropping the oldest tables */
         for (int j = 0; j < m->n - 1 && m->bytes + bytes > m->cap; j++)
             if (m->e[j].t)
                 drop_table(m, &m->e[j]);
-        e->t = dp_buf_ref(g);
-        e->arg = dp_buf_ref(arg);
-        e->size = gsize;
+        e->t = dp_buf_ref(r->g);
+        e->arg = dp_buf_ref(r->arg);
+        e->ncm = r->ncm;
+        for (int i = 0; i < r->ncm; i++)
+            e->cm[i] = r->cm[i] ? dp_buf_ref(r->cm[i]) : NULL;
+        e->size = r->size;
         e->bytes += bytes;
         m->bytes += bytes;
         return e->id;
     }
     uint64_t id = m->next_id++;
-    add(m, 0, k, h, id, gsize, dp_buf_ref(g), dp_buf_ref(arg));
+    add(m, 0, k, h, id, r->size, dp_buf_ref(r->g), dp_buf_ref(r->arg), r);
     return id;
 }
 
@@ -263,6 +381,7 @@ void dp_memo_free(dp_memo *m)
         free(m->e[i].key);
         dp_buf_free(m->e[i].t);
         dp_buf_free(m->e[i].arg);
+        free_cms(&m->e[i]);
     }
     free(m->e);
     *m = (dp_memo){0};

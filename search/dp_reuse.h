@@ -31,6 +31,8 @@ typedef struct {
     int v[DP_MAX_SCOPE];   /* those vars */
     int64_t rows;          /* table size / configs of v */
     int64_t stride[DP_MAX_SCOPE];
+    int dim[DP_MAX_SCOPE]; /* extent of each of those axes: classes, or configs */
+    int *cm[DP_MAX_SCOPE]; /* config -> class along each axis (dp_buf), NULL: none */
 } dp_inflow;
 
 /* Reference-counted tables: the DP's tables and argmins, shared between
@@ -42,6 +44,11 @@ void *dp_buf_alloc(size_t bytes);
 void *dp_buf_ref(void *p);
 void dp_buf_free(void *p);
 int dp_buf_shared(const void *p);
+
+/* Freed large tables are kept for reuse (dp_reuse.c), at most bytes of
+ * them (0, the start: none); drain frees them all (the end of a search). */
+void dp_buf_pool_limit(size_t bytes);
+void dp_buf_pool_drain(void);
 
 /* A byte string built up key_add by key_add (an elimination's or a pair
  * table's key). */
@@ -75,17 +82,28 @@ uint64_t dp_memo_pair(dp_memo *m, const dp_key *k, double *t, int64_t size, int 
 /* Remembers the table (size entries) of the pair table with id id. */
 void dp_memo_pair_put(dp_memo *m, uint64_t id, const double *t, int64_t size);
 
-/* When an elimination with key k was remembered: *g and *arg (dp_bufs of
- * gsize entries) replaced by references to its table and argmins, its
- * result's id into *id, a hit counted, 1. Else 0. */
-int dp_memo_take(dp_memo *m, const dp_key *k, double **g, uint16_t **arg, int64_t gsize,
-                 uint64_t *id);
+/* An elimination's result: its table and argmins (dp_bufs of size
+ * entries) over its ncm vars, and per var its classes (a dp_buf of the
+ * var's configs: config -> index along that axis; NULL: every config its
+ * own). */
+typedef struct {
+    double *g;
+    uint16_t *arg;
+    int64_t size;
+    int ncm;
+    int *cm[DP_MAX_SCOPE];
+} dp_result;
 
-/* Remembers the result (g, arg: dp_bufs of gsize entries, referenced, not
- * copied) of the elimination with key k and gives it a new id (returned;
- * 0 never); when k is remembered without its table (too large to keep, or
- * dropped), its id: equal keys, equal results. */
-uint64_t dp_memo_put(dp_memo *m, const dp_key *k, double *g, uint16_t *arg, int64_t gsize);
+/* When an elimination with key k was remembered: *r gets references to
+ * its result (r's own fields are not freed: the caller's are empty), its
+ * id into *id, a hit counted, 1. Else 0. */
+int dp_memo_take(dp_memo *m, const dp_key *k, dp_result *r, uint64_t *id);
+
+/* Remembers the result r (referenced, not copied) of the elimination with
+ * key k and gives it a new id (returned; 0 never); when k is remembered
+ * without its table (too large to keep, or dropped), its id: equal keys,
+ * equal results. */
+uint64_t dp_memo_put(dp_memo *m, const dp_key *k, const dp_result *r);
 
 void dp_memo_free(dp_memo *m);
 

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "../search/dp.h"
 #include "../search/dp_reuse.h"
 
 #include <fcntl.h>
@@ -660,7 +661,8 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
 /* the DP's shortcuts met on the checked problems (the tests below make sure
  * they are, so that a broken shortcut shows) */
-static long long g_copied, g_merged, g_bounded, g_pruned_problems, g_pruned_configs;
+static long long g_copied, g_merged, g_bounded, g_vector, g_pruned_problems, g_pruned_configs;
+static int g_checks; /* problems checked: every other one without the vector scan */
 
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
                              int *bf_crashes)
@@ -668,7 +670,14 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
     int n = pb->m->nops;
     sb_result rp, rb, rx;
     sb_error err = {0};
-    sb_search_opts so = {.algo = SB_ALGO_PASE};
+    /* in turn: the DP's own choice of scan (on these small problems the
+     * vector scan of this CPU), the bounded and threshold scans, and the
+     * vector scan forced with AVX2 and with the generic kernel */
+    int turn = g_checks++ % 6;
+    static const int SCAN[] = {0, 1, 1, 2, 1, 2};
+    static const char *const ISA[] = {"", "", "", "avx2", "", "generic"};
+    setenv("SB_DP_ISA", ISA[turn], 1);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = SCAN[turn]};
     if (sb_search(pb, &so, &rp, &err) != 0) {
         dump_model(text, pb->p, pb->cp.cutoff);
         fail_msg("%s: PaSE-order search failed: %s", what, err.msg);
@@ -701,11 +710,14 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
                      "(totals %.17g, %.17g)",
                      what, i, rp.choice[i], rr.choice[i], rp.total_cost, rr.total_cost);
         }
-    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0);
+    assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0
+                && rr.rows_vector == 0);
+    unsetenv("SB_DP_ISA");
     sb_result_free(&rr);
     g_copied += rp.entries_copied;
     g_merged += rp.configs_merged;
     g_bounded += rp.rows_bounded;
+    g_vector += rp.rows_vector;
     /* with dominated configs dropped first: the same optimum */
     sb_result rq;
     so.prune = 1;
@@ -875,13 +887,14 @@ static void test_dp_equals_brute_force(void **state)
     if (big < 20)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
     /* the shortcuts were taken, so the comparisons above cover them */
-    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima; "
-                  "pruning dropped %lld configs in %lld problems\n",
-                  g_copied, g_merged, g_bounded, g_pruned_configs, g_pruned_problems);
-    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_pruned_problems < 50)
+    print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima, "
+                  "%lld vector minima; pruning dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_vector, g_pruned_configs, g_pruned_problems);
+    if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_vector < 200
+        || g_pruned_problems < 50)
         fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
-                 "%lld bounded minima, %lld problems pruned",
-                 g_copied, g_merged, g_bounded, g_pruned_problems);
+                 "%lld bounded minima, %lld vector minima, %lld problems pruned",
+                 g_copied, g_merged, g_bounded, g_vector, g_pruned_problems);
     report_bf_crashes(bf_crashes, isolated);
 }
 
@@ -1492,7 +1505,7 @@ static void test_blocks_equal_plain(void **state)
         sb_order_blocks(&pb, o1);
         sb_order_pase(&pb, o2);
         differ_order += memcmp(o1, o2, (size_t)m.nops * sizeof *o1) != 0;
-        sb_search_opts so = {.algo = SB_ALGO_PASE};
+        sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = i % 2}; /* 1: no vector scan */
         sb_result r0, r1;
         if (sb_search(&pb, &so, &r0, &err))
             fail_msg("%s", err.msg);
@@ -1545,9 +1558,20 @@ static void test_blocks_equal_plain(void **state)
                 if (r0.choice[v] != r1.choice[v])
                     fail_msg("%s p=%d: op '%s': config %d, plain %d", M[i].model, p,
                              m.ops[v].name, r0.choice[v], r1.choice[v]);
+            /* the bounded and threshold scans where the vector scan was taken */
+            sb_result r2;
+            so = (sb_search_opts){.algo = SB_ALGO_PASE, .scan = 1};
+            if (sb_search(&pb, &so, &r2, &err))
+                fail_msg("%s p=%d, no vector scan: %s", M[i].model, p, err.msg);
+            assert_true(r2.rows_vector == 0 && r0.rows_vector > 0);
+            for (int v = 0; v < m.nops; v++)
+                if (r2.choice[v] != r1.choice[v])
+                    fail_msg("%s p=%d, no vector scan: op '%s': config %d, plain %d",
+                             M[i].model, p, m.ops[v].name, r2.choice[v], r1.choice[v]);
             reused += r0.eliminations_reused;
             sb_result_free(&r0);
             sb_result_free(&r1);
+            sb_result_free(&r2);
             sb_problem_free(&pb);
             sb_model_free(&m);
         }
@@ -1558,6 +1582,50 @@ static void test_blocks_equal_plain(void **state)
     assert_true(with_interior == models);
     assert_true(differ_order > models / 2);
     assert_true(reused > 0);
+}
+
+/* The vector scan's kernels (AVX-512, AVX2, generic) against the plain
+ * scan, on sums with many ties (entries from a few small integers, some
+ * infinite): the same least sum and the lowest config reaching it, for
+ * every length (the vectors' tails) and 1 to 3 tables. */
+static void test_vec_scan_kernels(void **state)
+{
+    (void)state;
+    static const char *const ISA[] = {"", "avx2", "generic"};
+    g_rng = 0x7ec5ca11ULL;
+    double prev[200], t[3][200];
+    int checked = 0;
+    for (int a = 0; a < 3; a++) {
+        setenv("SB_DP_ISA", ISA[a], 1);
+        for (int rep = 0; rep < 400; rep++) {
+            int nv = 1 + rn(200), nq = 1 + rn(3), vals = 1 + rn(4);
+            for (int x = 0; x < nv; x++) {
+                prev[x] = rn(vals) + (rn(50) == 0 ? INFINITY : 0);
+                for (int q = 0; q < nq; q++)
+                    t[q][x] = rn(vals) * 0.5;
+            }
+            const double *fts[3] = {t[0], t[1], t[2]};
+            int best = 0;
+            double bv = INFINITY;
+            for (int x = 0; x < nv; x++) {
+                double sx = prev[x];
+                for (int q = 0; q < nq; q++)
+                    sx += fts[q][x];
+                if (x == 0 || sx < bv) {
+                    bv = sx;
+                    best = x;
+                }
+            }
+            double got;
+            int x = sb_dp_vec_scan(prev, fts, nq, nv, &got);
+            if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
+                fail_msg("vector scan (%s): nv %d, %d tables: config %d sum %g, plain %d sum %g",
+                         ISA[a][0] ? ISA[a] : "native", nv, nq, x, got, best, bv);
+            checked++;
+        }
+    }
+    unsetenv("SB_DP_ISA");
+    assert_true(checked == 1200);
 }
 
 /* The memo of eliminations (dp_reuse.c) drops the least recently used
@@ -1576,7 +1644,8 @@ static uint64_t memo_put(dp_memo *m, int key, int64_t n)
         g[i] = key;
         arg[i] = (uint16_t)key;
     }
-    uint64_t id = dp_memo_put(m, &k, g, arg, n);
+    dp_result r = {.g = g, .arg = arg, .size = n};
+    uint64_t id = dp_memo_put(m, &k, &r);
     dp_buf_free(g);
     dp_buf_free(arg);
     dp_key_free(&k);
@@ -1587,13 +1656,12 @@ static int memo_take(dp_memo *m, int key, int64_t n, uint64_t *id)
 {
     dp_key k = {0};
     dp_key_add(&k, &key, sizeof key);
-    double *g = NULL;
-    uint16_t *arg = NULL;
-    int hit = dp_memo_take(m, &k, &g, &arg, n, id);
+    dp_result r = {0};
+    int hit = dp_memo_take(m, &k, &r, id);
     if (hit)
-        assert_true(g[n - 1] == key && arg[0] == key);
-    dp_buf_free(g);
-    dp_buf_free(arg);
+        assert_true(r.size == n && r.g[n - 1] == key && r.arg[0] == key);
+    dp_buf_free(r.g);
+    dp_buf_free(r.arg);
     dp_key_free(&k);
     return hit;
 }
@@ -1830,6 +1898,7 @@ int main(void)
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
         cmocka_unit_test(test_memo_lru),
+        cmocka_unit_test(test_vec_scan_kernels),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

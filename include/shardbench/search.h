@@ -200,6 +200,12 @@ typedef struct {
                              work, two threads) and GenerateSeq's own order
                              (not block-first): the reference computation
                              the tests hold them to */
+    int scan;             /* the minimum of each entry (not plain): 0 the DP's
+                             choice (the vector scan for at most 1024 configs
+                             of the eliminated op, else the bounded and
+                             threshold scans), 1 never the vector scan, 2
+                             always; the same result (tests hold each to the
+                             plain DP) */
 } sb_search_opts;
 
 typedef struct {
@@ -215,8 +221,10 @@ typedef struct {
      * instead of computed, configs of eliminated ops left out of the
      * minimum because an equal column with a lower own cost was there, and
      * last-level configs given to the bounded scan and, of those, to the
-     * threshold scan (once per elimination) */
-    long long entries_copied, configs_merged, rows_bounded, rows_threshold;
+     * threshold scan (once per elimination), or to the vector scan;
+     * entries_copied counts the entries of equal rows a table over every
+     * config would hold, which the DP stores once (class maps, dp.c) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector;
     long long eliminations_reused; /* tables copied from an earlier elimination
                                       with equal inputs (repeated layers) */
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
