@@ -76,6 +76,18 @@ static int parse_num(const char *s, const char *what, double lo, double hi, doub
     return 0;
 }
 
+/* A whole number in lo..hi (parse_num, then no fraction). */
+static int parse_whole(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
+{
+    double v;
+    if (parse_num(s, what, lo, hi, &v, err))
+        return -1;
+    if (v != (int)v)
+        return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", s);
+    *out = (int)v;
+    return 0;
+}
+
 int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
 {
     static const struct option opts[] = {
@@ -98,7 +110,6 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
-        double v;
         switch (c) {
         case 'm': a->models = optarg; break;
         case 'P': a->paper = 1; break;
@@ -126,33 +137,22 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         case 'n':
         case 'w':
         case 'k':
-            if (parse_num(optarg, c == 'n' ? "--steps" : c == 'w' ? "--warmup" : "--top",
-                          c == 'w' ? 0 : 1, 1e6, &v, err))
+            if (parse_whole(optarg, c == 'n' ? "--steps" : c == 'w' ? "--warmup" : "--top",
+                            c == 'w' ? 0 : 1, 1000000,
+                            c == 'n' ? &a->steps : c == 'w' ? &a->warmup : &a->top, err))
                 return -1;
-            if (v != (int)v)
-                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
-            *(c == 'n' ? &a->steps : c == 'w' ? &a->warmup : &a->top) = (int)v;
             break;
         case 'Y':
-            if (parse_num(optarg, "--profile", 0, 100, &v, err))
+            if (parse_whole(optarg, "--profile", 0, 100, &a->profile, err))
                 return -1;
-            if (v != (int)v)
-                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
-            a->profile = (int)v;
             break;
         case 'X':
-            if (parse_num(optarg, "--random", 0, 1000, &v, err))
+            if (parse_whole(optarg, "--random", 0, 1000, &a->random, err))
                 return -1;
-            if (v != (int)v)
-                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
-            a->random = (int)v;
             break;
         case 'T':
-            if (parse_num(optarg, "--trials", 1, 1000, &v, err))
+            if (parse_whole(optarg, "--trials", 1, 1000, &a->trials, err))
                 return -1;
-            if (v != (int)v)
-                return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", optarg);
-            a->trials = (int)v;
             break;
         case 'W':
             if (parse_num(optarg, "--within", 1, 1e12, &a->within, err))

@@ -179,18 +179,6 @@ static uint64_t next_rand(uint64_t *s)
     return *s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* An op key's measurements while they are gathered (rank 0). */
 typedef struct {
     sb_prof_op e;
@@ -255,7 +243,7 @@ static double time_coll(const sb_backend *be, int kind, MPI_Comm comm, float *bu
         if (k >= 0)
             t[k] = mx;
     }
-    return median_of(t, reps);
+    return sb_median(t, reps);
 }
 
 /* The collectives' alpha-beta figures over the first q ranks, q = 2..P
@@ -353,7 +341,7 @@ static double time_update(const sb_backend *be)
     }
     be->release(w);
     be->release(g);
-    return median_of(t, 7) / (double)n;
+    return sb_median(t, 7) / (double)n;
 }
 
 /* What one strategy's launch measured, for the fits (rank 0). */
@@ -503,12 +491,12 @@ int cmd_profile(int argc, char **argv)
         }
         sb_executor_free(ex);
         if (rank == 0) {
-            sm[k].step_s = median_of(steps, a.steps);
+            sm[k].step_s = sb_median(steps, a.steps);
             for (int i = 0; i < nops; i++) {
                 const sb_op *op = &m.ops[i];
                 double *v = cm + ((size_t)i * 3) * (size_t)a.steps;
-                double comp = median_of(v, a.steps), coll = median_of(v + a.steps, a.steps),
-                       relay = median_of(v + 2 * a.steps, a.steps);
+                double comp = sb_median(v, a.steps), coll = sb_median(v + a.steps, a.steps),
+                       relay = sb_median(v + 2 * a.steps, a.steps);
                 sb_prof_op key = {0};
                 snprintf(key.kind, sizeof key.kind, "%s", sb_op_kind_name(op->kind));
                 sb_prof_shape(op, cfg[i], key.shape, sizeof key.shape);
@@ -597,7 +585,7 @@ int cmd_profile(int argc, char **argv)
             res[k] = sm[k].step_s - sm[k].ops_s - sm[k].words_msgs[0] * pf.relay_msg_s
                      - sm[k].words_msgs[1] * pf.relay_word_s - wel * pf.update_s_per_elem;
         }
-        pf.fixed_s = median_of(res, K);
+        pf.fixed_s = sb_median(res, K);
         pf.seed = a.seed;
         for (int k = 0; k < K; k++)
             pf.total_s += sm[k].step_s;

@@ -603,18 +603,14 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
     }
     for (int s = 0; s < pl->nstages; s++) {
-        json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
-        for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
-            json_array_append_new(names, json_string(m->ops[i].name));
-        for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
-            json_array_append_new(ranks, json_integer(r0 + q));
-        json_array_append_new(mesh, json_integer(pl->devices[s]));
-        json_t *st = json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:I, s:b}", "ops", names, "devices",
-                               ranks, "mesh", mesh, "time_per_microbatch",
-                               cli_jreal(r->stage_time[s]), "p2p_cost", cli_jreal(r->stage_p2p[s]),
-                               "in_flight", r->inflight[s], "peak_bytes",
-                               (json_int_t)r->stage_mem[s], "recompute",
-                               (int)r->stage_recompute[s]);
+        json_t *st = sb_stage_json(m, pl, s);
+        if (st) {
+            json_object_set_new(st, "time_per_microbatch", cli_jreal(r->stage_time[s]));
+            json_object_set_new(st, "p2p_cost", cli_jreal(r->stage_p2p[s]));
+            json_object_set_new(st, "in_flight", json_integer(r->inflight[s]));
+            json_object_set_new(st, "peak_bytes", json_integer((json_int_t)r->stage_mem[s]));
+            json_object_set_new(st, "recompute", json_boolean(r->stage_recompute[s]));
+        }
         if (st && cp->node_devices > 0) { /* the stage's one mesh axis on the nodes */
             json_t *axes = json_array();
             json_array_append_new(axes, json_string(stage_mesh_word(cp, pl, s)));

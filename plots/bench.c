@@ -583,6 +583,38 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
 /* Trains one loaded survivor (LAUNCHER -np P shardbench run ... --format
  * json) and fills rec's status and step times, msg the reason of a
  * failure. -1 only when the child could not be run; *stop on interruption. */
+/* Runs `LAUNCHER -np P TAIL... SET...` (the launcher's words, with {P}
+ * substituted where it has it) under the bench's time limit: the one way a
+ * bench starts ranks (run_survivor, run_profiles). Returns sb_proc_run's
+ * status; *pr holds the outcome. */
+static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv, int nset_argv,
+                  proc_result *pr, sb_error *err)
+{
+    enum { MAX_TAIL = 32 };
+    if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET || ntail > MAX_TAIL)
+        return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
+    char *argv[SB_LAUNCHER_MAX_WORDS + 2 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
+    char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
+    int k = 0;
+    for (int i = 0; i < b->launch.n; i++)
+        argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], p))
+                                    : b->launch.words[i];
+    snprintf(pbuf, sizeof pbuf, "%d", p);
+    if (!b->launch.has_p) {
+        argv[k++] = "-np";
+        argv[k++] = pbuf;
+    }
+    for (int i = 0; i < ntail; i++)
+        argv[k++] = tail[i];
+    for (int i = 0; i < nset_argv; i++)
+        argv[k++] = set_argv[i];
+    argv[k] = NULL;
+    int rc = sb_proc_run(argv, b->a->timeout, &interrupted, tick, pr, err);
+    for (int i = 0; i < b->launch.n; i++)
+        free(subst[i]);
+    return rc;
+}
+
 static int run_survivor(bench *b, const char *model_arg, char **set_argv, int nset_argv,
                         const sb_problem *pb, const survivor *sv, sb_measurement_record *rec,
                         char *msg, size_t nmsg, int *stop, sb_error *err)
@@ -592,33 +624,13 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     char *tail[] = {a->runner ? (char *)a->runner : b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
                     "--steps", NULL, "--warmup", NULL, "--backend", (char *)a->backend,
                     "--format", "json", "--db", "none"};
-    /* launcher words, -np P, the tail, the --set pairs, NULL */
     enum { NTAIL = sizeof tail / sizeof tail[0] };
-    char *argv[SB_LAUNCHER_MAX_WORDS + 2 + NTAIL + 2 * BENCH_MAX_SET + 1], pbuf[16], steps[16], warm[16];
-    int k = 0;
-    char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
-    if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET)
-        return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
-    for (int i = 0; i < b->launch.n; i++)
-        argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], pb->p))
-                                    : b->launch.words[i];
-    snprintf(pbuf, sizeof pbuf, "%d", pb->p);
+    char steps[16], warm[16];
     snprintf(steps, sizeof steps, "%d", a->steps);
     snprintf(warm, sizeof warm, "%d", a->warmup);
-    if (!b->launch.has_p) {
-        argv[k++] = "-np";
-        argv[k++] = pbuf;
-    }
     tail[7] = steps;
     tail[9] = warm;
-    for (size_t i = 0; i < NTAIL; i++)
-        argv[k++] = tail[i];
-    for (int i = 0; i < nset_argv; i++)
-        argv[k++] = set_argv[i];
-    argv[k] = NULL;
-    int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
-    for (int i = 0; i < b->launch.n; i++)
-        free(subst[i]);
+    int rc = launch(b, pb->p, tail, NTAIL, set_argv, nset_argv, &pr, err);
     if (rc)
         return -1;
     if (pr.stopped) {
@@ -660,8 +672,7 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
 {
     const bench_args *a = b->a;
     for (int rep = 1; rep <= a->profile; rep++) {
-        char pbuf[16], seed[16];
-        snprintf(pbuf, sizeof pbuf, "%d", p);
+        char seed[16];
         snprintf(seed, sizeof seed, "%d", 1);
         /* one seed: every launch runs the same strategies, so the fastest
          * launch can be told (profile.h) */
@@ -672,27 +683,8 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
                         (char *)a->backend, "--seed", seed, "--steps", steps, "--warmup", "1",
                         "--strategies", "16", "--quiet"};
         enum { NTAIL = sizeof tail / sizeof tail[0] };
-        char *argv[SB_LAUNCHER_MAX_WORDS + 2 + NTAIL + 2 * BENCH_MAX_SET + 1];
-        char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
-        int k = 0;
-        if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET)
-            return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
-        for (int i = 0; i < b->launch.n; i++)
-            argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], p))
-                                        : b->launch.words[i];
-        if (!b->launch.has_p) {
-            argv[k++] = "-np";
-            argv[k++] = pbuf;
-        }
-        for (size_t i = 0; i < NTAIL; i++)
-            argv[k++] = tail[i];
-        for (int i = 0; i < nset_argv; i++)
-            argv[k++] = set_argv[i];
-        argv[k] = NULL;
         proc_result pr = {0};
-        int rc = sb_proc_run(argv, a->timeout, &interrupted, tick, &pr, err);
-        for (int i = 0; i < b->launch.n; i++)
-            free(subst[i]);
+        int rc = launch(b, p, tail, NTAIL, set_argv, nset_argv, &pr, err);
         if (rc)
             return -1;
         if (pr.stopped) {

@@ -100,18 +100,6 @@ static int cmp_op(const void *a, const void *b)
 
 static void copy_text(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src); }
 
-/* The median of n <= SB_PROFILE_KEEP values (sorted in place). */
-static double med(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int grow(void **p, int *cap, int n, size_t size)
 {
     if (n < *cap)
@@ -201,7 +189,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
             if (!strcmp(L[j].model, L[i].model) && !strcmp(L[j].params, L[i].params)
                 && L[j].seed == L[i].seed)
                 t[k++] = L[j].total;
-        double m = k ? med(t, k) : L[i].total;
+        double m = k ? sb_median(t, k) : L[i].total;
         L[i].speed = m > 0 ? L[i].total / m : 1.0;
     }
     /* the fits: the fastest of the newest SB_PROFILE_KEEP launches of this
@@ -325,8 +313,8 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
                 sb_profile_free(pf);
                 return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
             }
-            pf->coll[pf->ncoll++] = (sb_prof_coll){.kind = ck, .group = cg, .alpha_s = med(al, cn),
-                                                   .beta_s_per_byte = med(be, cn), .points = cpts};
+            pf->coll[pf->ncoll++] = (sb_prof_coll){.kind = ck, .group = cg, .alpha_s = sb_median(al, cn),
+                                                   .beta_s_per_byte = sb_median(be, cn), .points = cpts};
             cn = cpts = 0;
         }
         if (rc == 0)

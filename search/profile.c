@@ -246,8 +246,6 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
             cf->cost[k] = secs * S;
         }
     }
-    st->fits_same_model = pf->fits_same_model;
-    st->fits_launches = pf->fits_launches;
     pb->cp.profiled = 1;
     pb->cp.relay_msg_s = pf->relay_msg_s;
     pb->cp.relay_word_s = pf->relay_word_s;

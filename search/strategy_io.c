@@ -652,6 +652,17 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     return j;
 }
 
+json_t *sb_stage_json(const sb_model *m, const sb_pipeline *pl, int s)
+{
+    json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
+    for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
+        json_array_append_new(names, json_string(m->ops[i].name));
+    for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
+        json_array_append_new(ranks, json_integer(r0 + q));
+    json_array_append_new(mesh, json_integer(pl->devices[s]));
+    return json_pack("{s:o, s:o, s:o}", "ops", names, "devices", ranks, "mesh", mesh);
+}
+
 char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, const char *algo)
 {
     json_t *params = json_object(), *ops = json_array(), *stages = json_array(), *rec = json_array();
@@ -661,16 +672,8 @@ char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, c
                           sf->p, "algo", algo, "total_cost", jreal(sf->cost));
     const sb_pipeline *pl = &sf->pipe;
     int S = pl->nstages > 0 ? pl->nstages : 1;
-    for (int s = 0; j && pl->nstages > 0 && s < S; s++) {
-        json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
-        for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
-            json_array_append_new(names, json_string(m->ops[i].name));
-        for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
-            json_array_append_new(ranks, json_integer(r0 + q));
-        json_array_append_new(mesh, json_integer(pl->devices[s]));
-        json_array_append_new(stages, json_pack("{s:o, s:o, s:o}", "ops", names, "devices", ranks,
-                                                "mesh", mesh));
-    }
+    for (int s = 0; j && pl->nstages > 0 && s < S; s++)
+        json_array_append_new(stages, sb_stage_json(m, pl, s));
     for (int i = 0; j && i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         const int *c = sf->cfg + (size_t)i * SB_MAX_DIMS;

@@ -102,8 +102,6 @@ typedef struct {
     int measured;   /* of which measured (exact key) */
     int estimated;  /* of which estimated from the kind's other entries */
     int analytic;   /* of which left to the analytic model (kind never measured) */
-    int fits_same_model; /* the fixed/relayout fits came from this model and sizes */
-    int fits_launches;   /* the profiles (launches) they are the median of */
 } sb_profile_stats;
 
 /* Replaces pb's vertex costs by the profile's seconds (compute + own

@@ -314,6 +314,10 @@ int sb_strategy_file_has_extras(const sb_model *m, const sb_strategy_file *sf);
  * bench stores for a strategy that a plain problem cannot hold. Malloc'd,
  * NULL when out of memory. */
 char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, const char *algo);
+/* Stage s of pipeline pl as the JSON object both strategy JSONs share
+ * (jansson's json_t): {"ops": names, "devices": ranks, "mesh": [devices]}. */
+struct json_t;
+struct json_t *sb_stage_json(const sb_model *m, const sb_pipeline *pl, int s);
 
 /* One value of a strategy-file line at s (blanks skipped): a bare word (up
  * to a blank or '#'), or a double-quoted one with \" \\ \n \t \r \xHH
