@@ -54,7 +54,8 @@
 typedef struct {
     const char *model, *machine, *db, *backend;
     sb_setting set[64];
-    int nset, steps, warmup, max_strategies, quiet, keep_binding, no_coll;
+    const char *strategy[16]; /* --strategy FILE: profiled after the seeded ones */
+    int nset, nstrategy, steps, warmup, max_strategies, quiet, keep_binding, no_coll;
     uint64_t seed;
 } prof_args;
 
@@ -81,6 +82,8 @@ static void profile_usage(FILE *f)
             "      --strategies K  at most K strategies (default: the most configs of an\n"
             "                      op, at least 4 when P > 1, at most 64)\n"
             "      --seed N        the configs' order (default 1)\n"
+            "      --strategy FILE also profile this strategy file (repeatable, up to 16;\n"
+            "                      plain configs only), after the seeded ones\n"
             "      --no-collectives  skip the collectives' alpha-beta figures\n"
             "      --quiet         no table, just the database rows\n"
             "      --keep-binding  keep the launcher's default binding (as run's)\n");
@@ -95,6 +98,7 @@ static int parse_args(int argc, char **argv, prof_args *a, sb_error *err)
         {"warmup", required_argument, 0, 'w'},  {"strategies", required_argument, 0, 'K'},
         {"seed", required_argument, 0, 'S'},    {"quiet", no_argument, 0, 'q'},
         {"keep-binding", no_argument, 0, 'k'},  {"no-collectives", no_argument, 0, 'C'},
+        {"strategy", required_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     memset(a, 0, sizeof *a);
@@ -138,6 +142,11 @@ static int parse_args(int argc, char **argv, prof_args *a, sb_error *err)
         case 'q': a->quiet = 1; break;
         case 'k': a->keep_binding = 1; break;
         case 'C': a->no_coll = 1; break;
+        case 'f':
+            if (a->nstrategy == (int)(sizeof a->strategy / sizeof a->strategy[0]))
+                return sb_fail(err, SB_EXIT_INPUT, "profile: more than 16 --strategy files");
+            a->strategy[a->nstrategy++] = optarg;
+            break;
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "profile: unknown option or missing value '%s' "
@@ -346,10 +355,18 @@ static double time_update(const sb_backend *be)
 
 /* What one strategy's launch measured, for the fits (rank 0). */
 typedef struct {
-    double step_s, ops_s, words_msgs[2]; /* step median; its ops' compute and own
-                                            collectives; its edges' features */
-    double weight_elems;
+    double step_s, ops_s;            /* step median; its ops' compute and own collectives */
+    double feat[SB_PROF_EDGE_FEATURES]; /* its edges' relayout features, summed */
+    double relay_s, resid_s; /* its relayouts as measured; the step less the model */
 } strat_meas;
+
+/* The fitted relayout seconds of a strategy's summed edge features, less
+ * the per-edge constant (the same for every strategy: in fixed_s), as
+ * sb_edge_cost prices them. */
+static double relay_fit(const sb_profile *pf, const double *feat)
+{
+    return feat[1] * pf->relay_msg_s + feat[2] * pf->relay_word_s + feat[3] * pf->relay_local_s;
+}
 
 int cmd_profile(int argc, char **argv)
 {
@@ -406,16 +423,20 @@ int cmd_profile(int argc, char **argv)
         K = 64;
     if (a.max_strategies && K > a.max_strategies)
         K = a.max_strategies;
+    int Kseeded = K;
+    K += a.nstrategy;
     /* perm[i]: op i's configs in a seeded order (the same on every rank) */
     int **perm = calloc((size_t)nops, sizeof *perm);
     int *choice = calloc((size_t)nops, sizeof *choice);
+    int *choices = calloc((size_t)K * nops, sizeof *choices); /* [k][i]: op i's config */
     double *cm = calloc((size_t)nops * 3 * (size_t)a.steps, sizeof *cm);
     strat_meas *sm = calloc((size_t)K, sizeof *sm);
-    double *rx = calloc((size_t)K * nops * 3, sizeof *rx), *ry = calloc((size_t)K * nops, sizeof *ry);
+    const int NF = SB_PROF_EDGE_FEATURES;
+    double *rx = calloc((size_t)K * nops * NF, sizeof *rx), *ry = calloc((size_t)K * nops, sizeof *ry);
     acc_table acc = {0};
     double *sendv = calloc((size_t)nops * 3, sizeof *sendv);
     double *recvv = calloc((size_t)nops * 3, sizeof *recvv);
-    int oom = !perm || !choice || !cm || !sm || !rx || !ry || !sendv || !recvv;
+    int oom = !perm || !choice || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -435,14 +456,21 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "shardbench: profile: out of memory\n");
         MPI_Abort(comm, 1);
     }
+    for (int k = 0; k < Kseeded; k++)
+        for (int i = 0; i < nops; i++)
+            choices[(size_t)k * nops + i] = have_dp ? (k == 0 ? dpc[i] : perm[i][(k - 1) % pb.cfg[i].n])
+                                                    : perm[i][k % pb.cfg[i].n];
+    int frc = 0;
+    for (int f = 0; f < a.nstrategy && !frc; f++)
+        frc = sb_strategy_load(a.strategy[f], &pb, choices + (size_t)(Kseeded + f) * nops, &err);
+    status = agree_rc(comm, rank, frc, &err); /* nothing measured yet: the same exit everywhere */
     int tty = rank == 0 && !a.quiet && isatty(2);
     double t_start = MPI_Wtime();
     int nrows = 0;
     for (int k = 0; k < K && !status; k++) {
         const int *cfg[nops];
         for (int i = 0; i < nops; i++) {
-            choice[i] = have_dp ? (k == 0 ? dpc[i] : perm[i][(k - 1) % pb.cfg[i].n])
-                                : perm[i][k % pb.cfg[i].n];
+            choice[i] = choices[(size_t)k * nops + i];
             cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
         }
         sb_plan_strategy st = {.m = &m, .configs = cfg};
@@ -476,7 +504,7 @@ int cmd_profile(int argc, char **argv)
             for (int i = 0; i < nops; i++) {
                 int took_part = ot[i].compute_s > 0 || ot[i].comm_s > 0;
                 double coll = ot[i].comm_s - ot[i].relayout_s;
-                sendv[i] = ot[i].compute_s;
+                sendv[i] = ot[i].compute_s + ot[i].other_s; /* the executor's work around it too */
                 sendv[nops + i] = took_part ? (coll > 0 ? coll : 0.0) : INFINITY;
                 sendv[2 * nops + i] = took_part ? ot[i].relayout_s : INFINITY;
             }
@@ -513,21 +541,22 @@ int cmd_profile(int argc, char **argv)
                 ao->e.samples++;
                 sm[k].ops_s += comp + coll;
                 ry[nrows] = relay;
-                rx[nrows * 3] = rx[nrows * 3 + 1] = rx[nrows * 3 + 2] = 0.0;
+                sm[k].relay_s += relay;
+                for (int j = 0; j < NF; j++)
+                    rx[nrows * NF + j] = 0.0;
                 nrows++;
             }
             /* each edge's relayouts: half booked to its consumer (forward),
              * half to its producer (the gradient) */
             int row0 = nrows - nops;
             for (int e = 0; e < pb.nedges; e++) {
-                double f[3];
+                double f[SB_PROF_EDGE_FEATURES];
                 sb_prof_edge_features(&pb, e, choice, f);
-                for (int j = 0; j < 3; j++) {
-                    rx[(row0 + pb.edges[e].dst) * 3 + j] += 0.5 * f[j];
-                    rx[(row0 + pb.edges[e].src) * 3 + j] += 0.5 * f[j];
+                for (int j = 0; j < NF; j++) {
+                    rx[(row0 + pb.edges[e].dst) * NF + j] += 0.5 * f[j];
+                    rx[(row0 + pb.edges[e].src) * NF + j] += 0.5 * f[j];
+                    sm[k].feat[j] += f[j];
                 }
-                sm[k].words_msgs[0] += f[1];
-                sm[k].words_msgs[1] += f[2];
             }
         }
         if (tty)
@@ -548,10 +577,12 @@ int cmd_profile(int argc, char **argv)
         snprintf(pf.machine, sizeof pf.machine, "%s", a.machine);
         snprintf(pf.precision, sizeof pf.precision, "fp32");
         pf.ranks = P;
-        double beta[3] = {0, 0, 0};
-        sb_fit_nonneg(rx, ry, nrows, 3, beta);
+        double beta[SB_PROF_EDGE_FEATURES] = {0};
+        sb_fit_nonneg(rx, ry, nrows, NF, beta);
+        pf.relay_edge_s = beta[0]; /* part of the fixed part below, printed */
         pf.relay_msg_s = beta[1];
         pf.relay_word_s = beta[2];
+        pf.relay_local_s = beta[3];
         pf.nops = acc.n;
         pf.ops = calloc((size_t)(acc.n ? acc.n : 1), sizeof *pf.ops);
         if (!pf.ops) {
@@ -565,27 +596,41 @@ int cmd_profile(int argc, char **argv)
         }
         /* the fixed part: each strategy's step less its ops (as averaged),
          * relayouts and update; the median over the strategies */
-        double *res = calloc((size_t)K, sizeof *res);
-        if (!res) {
+        double *res = calloc((size_t)K, sizeof *res), *sx = calloc((size_t)K * 2, sizeof *sx);
+        if (!res || !sx) {
             fprintf(stderr, "shardbench: profile: out of memory\n");
             MPI_Abort(comm, 1);
         }
         for (int k = 0; k < K; k++) {
             double wel = 0.0;
             for (int i = 0; i < nops; i++) {
-                int cidx = have_dp ? (k == 0 ? dpc[i] : perm[i][(k - 1) % pb.cfg[i].n])
-                                   : perm[i][k % pb.cfg[i].n];
+                int cidx = choices[(size_t)k * nops + i];
                 wel += sb_prof_weight_elems(&m, &m.ops[i],
                                             pb.cfg[i].c + (size_t)cidx * (size_t)m.ops[i].ndims);
             }
-            /* less the fitted relayouts, not the measured ones: what a
-             * prediction adds back (sb_coll_relayout) is the fit, and the
-             * relayouts' constant part (an edge whose layouts agree still
-             * copies) belongs here, the same for every strategy */
-            res[k] = sm[k].step_s - sm[k].ops_s - sm[k].words_msgs[0] * pf.relay_msg_s
-                     - sm[k].words_msgs[1] * pf.relay_word_s - wel * pf.update_s_per_elem;
+            /* what the relayouts leave: the step less its ops and update */
+            res[k] = sm[k].step_s - sm[k].ops_s - wel * pf.update_s_per_elem;
+            sx[2 * k + 1] = relay_fit(&pf, sm[k].feat);
+        }
+        /* the per-op relayouts are the least waiting rank's; the steps
+         * pay those on their critical path (sb_prof_relay_scale) */
+        for (int k = 0; k < K; k++)
+            sx[k] = sx[2 * k + 1];
+        double g = sb_prof_relay_scale(res, sx, K);
+        pf.relay_scale = g;
+        pf.relay_msg_s *= g;
+        pf.relay_word_s *= g;
+        pf.relay_local_s *= g;
+        /* less the fitted relayouts, not the measured ones: what a
+         * prediction adds back (sb_edge_cost) is the fit, and the
+         * relayouts' constant part (a per-edge cost) belongs here, the
+         * same for every strategy */
+        for (int k = 0; k < K; k++) {
+            res[k] -= relay_fit(&pf, sm[k].feat);
+            sm[k].resid_s = res[k];
         }
         pf.fixed_s = sb_median(res, K);
+        free(sx);
         pf.seed = a.seed;
         for (int k = 0; k < K; k++)
             pf.total_s += sm[k].step_s;
@@ -615,10 +660,34 @@ int cmd_profile(int argc, char **argv)
             printf("%-14s %12.4g  s per relayout that moves data\n", "relay_msg_s",
                    pf.relay_msg_s);
             printf("%-14s %12.4g  s per word a relayout moves\n", "relay_word_s", pf.relay_word_s);
+            printf("%-14s %12.4g  s per word of the local shards a relayout copies\n",
+                   "relay_local_s", pf.relay_local_s);
+            printf("%-14s %12.4g  s per edge (in fixed_s)\n", "relay_edge_s", pf.relay_edge_s);
+            printf("%-14s %12.4g  the relayout fits' scale to the steps (in the three above)\n",
+                   "relay_scale", pf.relay_scale);
             printf("%-14s %12.4g  s per step outside the ops (median over strategies)\n",
                    "fixed_s", pf.fixed_s);
             printf("%-14s %12.4g  s per weight element (SGD update)\n", "update_s",
                    pf.update_s_per_elem);
+            /* how well the fits explain each strategy profiled: what is
+             * left beyond the median is what a prediction gets wrong */
+            printf("%-24s %10s %10s %10s %10s %10s\n", "strategy", "step s", "ops s",
+                   "relay s", "relay fit", "rest s");
+            for (int k = 0; k < K; k++) {
+                char name[32];
+                if (k >= Kseeded) {
+                    const char *f = a.strategy[k - Kseeded], *sl = strrchr(f, '/');
+                    snprintf(name, sizeof name, "%.24s", sl ? sl + 1 : f);
+                }
+                else if (have_dp && k == 0)
+                    snprintf(name, sizeof name, "dp");
+                else
+                    snprintf(name, sizeof name, "seeded %d", k);
+                printf("%-24s %10.5f %10.5f %10.5f %10.5f %10.5f\n", name, sm[k].step_s, sm[k].ops_s,
+                       sm[k].relay_s,
+                       relay_fit(&pf, sm[k].feat),
+                       sm[k].resid_s);
+            }
             for (int i = 0; i < pf.ncoll; i++)
                 printf("%-14s %12.4g  s + %.4g s/byte over %d ranks\n",
                        sb_pcoll_name(pf.coll[i].kind), pf.coll[i].alpha_s,
@@ -633,6 +702,7 @@ int cmd_profile(int argc, char **argv)
     free(perm);
     free(dpc);
     free(choice);
+    free(choices);
     free(cm);
     free(sendv);
     free(recvv);

@@ -352,10 +352,11 @@ static void print_run_json(const sb_model *m, int size, const char *backend, con
     for (int r = 0; r < size; r++)
         json_array_append_new(jp, json_integer(peaks[r]));
     for (int i = 0; i < m->nops; i++)
-        json_array_append_new(jo, json_pack("{s:s, s:s, s:o, s:o}", "name", m->ops[i].name, "type",
-                                            sb_op_kind_name(m->ops[i].kind), "compute_seconds",
-                                            cli_jreal(maxs[2 * i]), "comm_seconds",
-                                            cli_jreal(maxs[2 * i + 1])));
+        json_array_append_new(jo, json_pack("{s:s, s:s, s:o, s:o, s:o}", "name", m->ops[i].name,
+                                            "type", sb_op_kind_name(m->ops[i].kind),
+                                            "compute_seconds", cli_jreal(maxs[3 * i]),
+                                            "comm_seconds", cli_jreal(maxs[3 * i + 1]),
+                                            "other_seconds", cli_jreal(maxs[3 * i + 2])));
     json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:o, s:i, s:{s:o, s:o, s:o}, s:o, s:o, s:o}",
                           "model", m->name, "p", size, "backend", backend, "strategy", strategy,
                           "losses", jl, "warmup", warmup, "step_seconds", "median", cli_jreal(med),
@@ -749,17 +750,18 @@ static int summarize(run_ctx *R)
     run_args *a = &R->a;
     int nops = R->m.nops, status = 0;
     const sb_op_time *ot = sb_executor_op_times(R->ex);
-    double *mine = calloc((size_t)nops * 2, sizeof *mine), *maxs = calloc((size_t)nops * 2, sizeof *maxs);
+    double *mine = calloc((size_t)nops * 3, sizeof *mine), *maxs = calloc((size_t)nops * 3, sizeof *maxs);
     long long *peaks = calloc((size_t)R->size, sizeof *peaks);
     if (!mine || !maxs || !peaks) {
         fprintf(stderr, "shardbench: out of memory\n");
         MPI_Abort(R->comm, 1);
     }
     for (int i = 0; i < nops; i++) {
-        mine[2 * i] = ot[i].compute_s;
-        mine[2 * i + 1] = ot[i].comm_s;
+        mine[3 * i] = ot[i].compute_s;
+        mine[3 * i + 1] = ot[i].comm_s;
+        mine[3 * i + 2] = ot[i].other_s;
     }
-    MPI_Reduce(mine, maxs, 2 * nops, MPI_DOUBLE, MPI_MAX, 0, R->comm);
+    MPI_Reduce(mine, maxs, 3 * nops, MPI_DOUBLE, MPI_MAX, 0, R->comm);
     long long peak = (long long)sb_executor_peak_bytes(R->ex);
     MPI_Gather(&peak, 1, MPI_LONG_LONG, peaks, 1, MPI_LONG_LONG, 0, R->comm);
     if (R->rank == 0) {
@@ -784,10 +786,11 @@ static int summarize(run_ctx *R)
             printf("peak tensor memory per rank:");
             for (int r = 0; r < R->size; r++)
                 printf(" %.1f MB", (double)peaks[r] / 1e6);
-            printf("\n%-40s %-12s %12s %12s\n", "op", "type", "compute s", "comm s");
+            printf("\n%-40s %-12s %12s %12s %12s\n", "op", "type", "compute s", "comm s", "other s");
             for (int i = 0; i < nops; i++)
-                printf("%-40s %-12s %12.6f %12.6f\n", R->m.ops[i].name,
-                       sb_op_kind_name(R->m.ops[i].kind), maxs[2 * i], maxs[2 * i + 1]);
+                printf("%-40s %-12s %12.6f %12.6f %12.6f\n", R->m.ops[i].name,
+                       sb_op_kind_name(R->m.ops[i].kind), maxs[3 * i], maxs[3 * i + 1],
+                       maxs[3 * i + 2]);
         }
         status = record_run(a, &R->pb, R->choice, R->kind, tt, a->steps, (double)maxpeak, "ok", NULL,
                             R->argc, R->argv);

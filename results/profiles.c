@@ -36,7 +36,7 @@ int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, co
                           sb_error *err)
 {
     const char *doing = "recording a profile";
-    if (sb_dbq_version(q) < 7)
+    if (sb_dbq_version(q) < 8)
         return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d has no profiles table (open it "
                        "with a current shardbench first)", sb_dbq_path(q), sb_dbq_version(q));
     if (exec_sql(q, "BEGIN IMMEDIATE", doing, err))
@@ -45,12 +45,12 @@ int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, co
     if (sb_dbq_query(q,
                      "INSERT INTO profiles (backend, machine, ranks, precision, model, params, "
                      "strategies, steps, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
-                     "command_line, seed, total_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                     "?10, ?11, ?12, ?13, ?14, ?15)",
-                     &st, doing, err, "ttitttiiddddtId", pf->backend, pf->machine, pf->ranks,
+                     "command_line, seed, total_s, relay_local_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                     "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                     &st, doing, err, "ttitttiiddddtIdd", pf->backend, pf->machine, pf->ranks,
                      pf->precision, model, params, strategies, steps, pf->relay_msg_s,
                      pf->relay_word_s, pf->fixed_s, pf->update_s_per_elem, command_line,
-                     (int64_t)pf->seed, pf->total_s)
+                     (int64_t)pf->seed, pf->total_s, pf->relay_local_s)
         || step_done(q, st, doing, err))
         goto fail;
     int64_t pid = sqlite3_last_insert_rowid(sb_dbq_handle(q));
@@ -121,7 +121,7 @@ typedef struct {
     char model[128], params[512];
     int64_t seed;
     double total, speed;
-    double fits[4];
+    double fits[4], relay_local; /* relay_local: 0 before schema 8 */
     char precision[8];
 } launch;
 
@@ -145,11 +145,18 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     if (sb_dbq_version(q) < 7)
         return 0;
     sqlite3_stmt *st;
-    /* every launch of (machine, ranks), newest first */
+    /* every launch of (machine, ranks), newest first (schema 7 had no
+     * relay_local_s: 0, as those launches were fitted) */
     if (sb_dbq_query(q,
-                     "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, fixed_s, "
-                     "update_s_per_elem, precision FROM profiles WHERE (backend = ?1 OR ?1 = '') "
-                     "AND machine = ?2 AND ranks = ?3 ORDER BY id DESC",
+                     sb_dbq_version(q) >= 8
+                         ? "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, "
+                           "fixed_s, update_s_per_elem, precision, relay_local_s FROM profiles "
+                           "WHERE (backend = ?1 OR ?1 = '') AND machine = ?2 AND ranks = ?3 "
+                           "ORDER BY id DESC"
+                         : "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, "
+                           "fixed_s, update_s_per_elem, precision, 0.0 FROM profiles "
+                           "WHERE (backend = ?1 OR ?1 = '') AND machine = ?2 AND ranks = ?3 "
+                           "ORDER BY id DESC",
                      &st, doing, err, "tti", backend, machine, ranks))
         return -1;
     launch *L = NULL;
@@ -170,6 +177,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         for (int j = 0; j < 4; j++)
             l->fits[j] = sb_dbq_real(st, 5 + j);
         copy_text(l->precision, sizeof l->precision, sb_dbq_text(st, 9));
+        l->relay_local = sb_dbq_real(st, 10);
     }
     if (rc < 0) {
         free(L);
@@ -213,6 +221,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     pf->relay_word_s = fit->fits[1];
     pf->fixed_s = fit->fits[2];
     pf->update_s_per_elem = fit->fits[3];
+    pf->relay_local_s = fit->relay_local;
     copy_text(pf->backend, sizeof pf->backend, backend);
     copy_text(pf->machine, sizeof pf->machine, machine);
     pf->ranks = ranks;

@@ -252,3 +252,13 @@ CREATE TABLE coll_profiles (
 );
 
 PRAGMA user_version = 7;
+
+-- ------------------------------------------------------------ version 8 --
+
+-- The relayouts' local copy (shardbench/profile.h): seconds per word of the
+-- local shards an edge copies on a rank, fitted beside relay_msg_s and
+-- relay_word_s. Launches before it have 0 here: their fixed_s holds that
+-- copy as a constant, as they were fitted.
+ALTER TABLE profiles ADD COLUMN relay_local_s REAL NOT NULL DEFAULT 0 CHECK (relay_local_s >= 0);
+
+PRAGMA user_version = 8;

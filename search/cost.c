@@ -184,9 +184,23 @@ double sb_edge_words(const sb_tensor *t, const int *src_layout, const int *dst_l
     return edge_words(t, src_layout, dst_layout, &q);
 }
 
+double sb_edge_local_words(const sb_tensor *t, const int *src_layout, const int *dst_layout)
+{
+    double s = 1.0, d = 1.0;
+    for (int i = 0; i < t->ndims; i++) {
+        s *= (double)t->dims[i].size / src_layout[i];
+        d *= (double)t->dims[i].size / dst_layout[i];
+    }
+    return s + d;
+}
+
 double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src_layout,
                     const int *dst_layout)
 {
     double q, w = edge_words(t, src_layout, dst_layout, &q);
+    if (cp->profiled) /* the predictive model's fit (profile.h) */
+        return sb_coll_relayout(cp, w, q)
+               + sb_edge_local_words(t, src_layout, dst_layout) * cp->relay_local_s * cp->tflops
+                     * 1e12;
     return sb_coll_relayout(cp, w, q);
 }

@@ -249,6 +249,7 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
     pb->cp.profiled = 1;
     pb->cp.relay_msg_s = pf->relay_msg_s;
     pb->cp.relay_word_s = pf->relay_word_s;
+    pb->cp.relay_local_s = pf->relay_local_s;
     return 0;
 }
 
@@ -330,7 +331,28 @@ int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta)
     return 0;
 }
 
-void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f3)
+double sb_prof_relay_scale(const double *rest, const double *relay, int K)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < K; k++) {
+        lo = relay[k] < lo ? relay[k] : lo;
+        hi = relay[k] > hi ? relay[k] : hi;
+    }
+    if (K < 3 || !(hi > 0) || !(hi - lo > 0.1 * hi))
+        return 1.0;
+    double *x = malloc((size_t)K * 2 * sizeof *x), cg[2] = {0, 0};
+    if (!x)
+        return 1.0;
+    for (int k = 0; k < K; k++) {
+        x[2 * k] = 1.0;
+        x[2 * k + 1] = relay[k];
+    }
+    sb_fit_nonneg(x, rest, K, 2, cg);
+    free(x);
+    return cg[1] > 0 && isfinite(cg[1]) ? cg[1] : 1.0;
+}
+
+void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f)
 {
     const sb_model *m = pb->m;
     const sb_edge *ed = &pb->edges[e];
@@ -342,9 +364,10 @@ void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, doubl
     sb_operand_layout(dst, &dst->in[ed->dst_slot], t->ndims,
                       pb->cfg[ed->dst].c + (size_t)choice[ed->dst] * (size_t)dst->ndims, ld);
     double w = sb_edge_words(t, ls, ld);
-    f3[0] = 1.0;
-    f3[1] = w > 0 ? 1.0 : 0.0;
-    f3[2] = w;
+    f[0] = 1.0;
+    f[1] = w > 0 ? 1.0 : 0.0;
+    f[2] = w;
+    f[3] = sb_edge_local_words(t, ls, ld);
 }
 
 void sb_machine_name(const char *path, char *buf, size_t n)

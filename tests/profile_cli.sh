@@ -10,6 +10,8 @@
 #   open, measures the random strategies with predicted seconds, and leaves
 #   the database intact (a bench whose own open()/close() of the file
 #   dropped its SQLite locks let the profile reset the WAL under it);
+# - `profile --strategy FILE` profiles a strategy of one's own too, and a
+#   file that is no strategy fails naming it, with nothing stored;
 # - bench --profile without --machine: exit 2.
 #
 #   tests/profile_cli.sh SHARDBENCH MPIEXEC SOURCE_DIR
@@ -51,6 +53,26 @@ check "profile: every op config of the strategies stored, with seconds" \
     test "$(sqlite3 "$DB" "SELECT count(*) FROM op_profiles WHERE compute_s > 0")" -ge 10
 check "profile: the all-reduce's alpha-beta over 2 ranks" \
     test "$(sqlite3 "$DB" "SELECT count(*) FROM coll_profiles WHERE kind='allreduce' AND grp=2")" = 1
+check "profile: prints each strategy's step and what the fits leave (dp first)" \
+    grep -q "^dp  *[0-9.]* " "$T/o"
+check "profile: the relayouts' local copy fitted and stored (relay_local_s >= 0)" \
+    test "$(sqlite3 "$DB" "SELECT count(*) FROM profiles WHERE relay_local_s >= 0")" = 1
+
+# --strategy FILE: a strategy of one's own, profiled after the seeded ones
+"$SB" search -m alexnet -p 2 "${SMALL[@]}" --db none --save "$T/mine.strategy" > /dev/null 2>&1
+"$MPI" -np 2 --bind-to none "$SB" profile -m alexnet "${SMALL[@]}" --machine other --db "$T/o.db" \
+    --steps 1 --strategies 2 --no-collectives --strategy "$T/mine.strategy" > "$T/o2" 2> "$T/e"
+check "profile --strategy FILE: exit 0" test $? -eq 0
+check "profile --strategy FILE: 3 strategies (2 seeded, then the file)" \
+    test "$(sqlite3 "$T/o.db" "SELECT strategies FROM profiles")" = 3
+check "profile --strategy FILE: its row in the table" grep -q "mine.strategy" "$T/o2"
+echo "not a strategy" > "$T/bad.strategy"
+"$MPI" -np 2 --bind-to none "$SB" profile -m alexnet "${SMALL[@]}" --machine other --db "$T/o.db" \
+    --steps 1 --strategies 2 --no-collectives --strategy "$T/bad.strategy" > "$T/o3" 2> "$T/e"
+rc=$?
+check "profile --strategy BAD: fails ($rc), nothing stored" \
+    test "$rc" -ne 0 -a "$(sqlite3 "$T/o.db" "SELECT count(*) FROM profiles")" = 1
+check "profile --strategy BAD: names the file" grep -q "bad.strategy" "$T/e"
 
 "$SB" search -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profiles "$DB" --db none \
     > "$T/s" 2> "$T/e"

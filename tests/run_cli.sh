@@ -77,11 +77,18 @@ check "peak_bytes_per_rank: 2 entries, rank 0's positive" test "$(sql :memory: \
      SELECT json_array_length(v, '$.peak_bytes_per_rank') = 2
         AND json_extract(v, '$.peak_bytes_per_rank[0]') > 0
         AND json_extract(v, '$.peak_bytes_per_rank[1]') >= 0 FROM j;")" = 1
-check "ops: 14 entries with compute and comm seconds" test "$(sql :memory: \
+check "ops: 14 entries with compute, comm and other seconds" test "$(sql :memory: \
     "SELECT count(*) FROM json_each(json_extract(readfile('$TMP/dp.json'), '$.ops'))
      WHERE json_type(value, '$.compute_seconds') IN ('real', 'integer')
        AND json_type(value, '$.comm_seconds') IN ('real', 'integer')
-       AND json_extract(value, '$.compute_seconds') >= 0;")" = 14
+       AND json_type(value, '$.other_seconds') IN ('real', 'integer')
+       AND json_extract(value, '$.compute_seconds') >= 0
+       AND json_extract(value, '$.other_seconds') >= 0;")" = 14
+# the executor's own work around the ops (buffers taken and zeroed, inputs
+# generated) is booked to them: some of it on rank 0, which runs every op
+check "ops: the executor's work around them is booked (other_seconds > 0)" test "$(sql :memory: \
+    "SELECT sum(json_extract(value, '$.other_seconds')) > 0
+     FROM json_each(json_extract(readfile('$TMP/dp.json'), '$.ops'));")" = 1
 check "the database has the run, ended" \
     test "$(sql "$db" "SELECT count(*) FROM runs WHERE ended_at IS NOT NULL;")" = 1
 check "the database has one 'ok' measurement of 2 steps for alexnet, p=2, dp" test "$(sql "$db" \

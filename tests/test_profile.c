@@ -69,6 +69,24 @@ static void test_fit(void **state)
     assert_true(fabs(b[0] - 3.5) < 1e-9);
 }
 
+/* the relayout fits' scale to whole steps: rest = c + g relay */
+static void test_relay_scale(void **state)
+{
+    (void)state;
+    double relay[6] = {0.002, 0.003, 0.006, 0.0055, 0.005, 0.0025}, rest[6];
+    for (int k = 0; k < 6; k++)
+        rest[k] = 0.0004 + 1.4 * relay[k] + (k % 2 ? 1e-5 : -1e-5);
+    double g = sb_prof_relay_scale(rest, relay, 6);
+    assert_true(fabs(g - 1.4) < 0.02);
+    /* too few strategies, or relayouts that do not differ: 1 */
+    assert_true(sb_prof_relay_scale(rest, relay, 2) == 1.0);
+    double same[4] = {0.003, 0.003, 0.00301, 0.003};
+    assert_true(sb_prof_relay_scale(rest, same, 4) == 1.0);
+    /* steps that fall as the relayouts grow: no negative scale, 1 */
+    double fall[4] = {0.01, 0.008, 0.006, 0.004}, r4[4] = {0.001, 0.002, 0.003, 0.004};
+    assert_true(sb_prof_relay_scale(fall, r4, 4) == 1.0);
+}
+
 static void test_keys(void **state)
 {
     (void)state;
@@ -142,6 +160,7 @@ static void fill_profile(const sb_problem *pb, sb_profile *pf, int skip_h)
         }
     pf->relay_msg_s = 0.002;
     pf->relay_word_s = 1e-6;
+    pf->relay_local_s = 3e-7;
     pf->fixed_s = 0.01;
     pf->update_s_per_elem = 1e-7;
 }
@@ -190,13 +209,27 @@ static void test_apply(void **state)
     /* softmax_xent keeps the analytic cost */
     for (int k = 0; k < pb.cfg[3].n; k++)
         assert_true(pb.cfg[3].cost[k] == ana.cfg[3].cost[k]);
-    /* an edge's relayout: the fit (0 for one that moves nothing) */
+    /* an edge's relayout: the fit; one that moves nothing still copies
+     * its two local shards */
     const sb_tensor *t = &m.tensors[m.ops[1].in[0].tensor];
     int l1[SB_MAX_DIMS] = {1, 1, 1}, l2[SB_MAX_DIMS] = {2, 1, 1};
-    assert_true(sb_edge_cost(&pb.cp, t, l1, l1) == 0.0);
+    double whole = 1.0;
+    for (int d = 0; d < t->ndims; d++)
+        whole *= (double)t->dims[d].size;
+    assert_true(sb_edge_local_words(t, l1, l1) == 2 * whole);
+    assert_true(sb_edge_local_words(t, l1, l2) == whole + whole / 2);
+    assert_true(fabs(sb_edge_cost(&pb.cp, t, l1, l1) / S - 2 * whole * 3e-7) < 1e-12);
     double w = sb_edge_words(t, l1, l2);
     assert_true(w > 0);
-    assert_true(fabs(sb_edge_cost(&pb.cp, t, l1, l2) / S - (0.002 + w * 1e-6)) < 1e-12);
+    assert_true(fabs(sb_edge_cost(&pb.cp, t, l1, l2) / S
+                     - (0.002 + w * 1e-6 + 1.5 * whole * 3e-7)) < 1e-12);
+    /* the features the profile fits them with: 1, moves, words, local */
+    for (int e = 0; e < pb.nedges; e++) {
+        int choice[8] = {0};
+        double f[SB_PROF_EDGE_FEATURES];
+        sb_prof_edge_features(&pb, e, choice, f);
+        assert_true(f[0] == 1.0 && f[1] == (f[2] > 0 ? 1.0 : 0.0) && f[3] > 0);
+    }
     /* the analytic problem prices the same edge otherwise */
     assert_true(sb_edge_cost(&ana.cp, t, l1, l2) != sb_edge_cost(&pb.cp, t, l1, l2));
     sb_profile_free(&pf);
@@ -280,6 +313,7 @@ static void test_db(void **state)
         assert_int_equal(got.ops[i].samples, 3);
     }
     assert_true(got.relay_msg_s == pf.relay_msg_s && got.fixed_s == pf.fixed_s);
+    assert_true(got.relay_local_s == pf.relay_local_s && got.relay_local_s > 0);
     assert_int_equal(got.ncoll, 1);
     assert_true(got.coll[0].alpha_s == 1e-5 && got.coll[0].group == 2);
     sb_profile_free(&got);
@@ -313,6 +347,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_relay_scale),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_db),

@@ -66,8 +66,13 @@ typedef struct sb_profile_s {
     char fits_model[700];
     int fits_launches, fits_same_model;
     /* relayouts between ops: seconds per edge, per edge that moves data,
-     * per word moved (the reference model's relayout words of the edge) */
-    double relay_edge_s, relay_msg_s, relay_word_s;
+     * per word moved (the reference model's relayout words of the edge),
+     * and per word of the local shards the edge copies on a rank (its
+     * source's and its destination's boxes: an edge whose layouts agree
+     * still copies its shard, and a replicated shard is P times a split
+     * one) */
+    double relay_edge_s, relay_msg_s, relay_word_s, relay_local_s;
+    double relay_scale; /* written: the per-op fits' scale to the steps (cmd_profile.c) */
     double fixed_s;          /* per step outside the ops: loss, update calls, ... */
     double update_s_per_elem; /* SGD update per weight element of the rank */
     int nops;
@@ -135,9 +140,20 @@ int sb_profile_use_q(sb_problem *pb, struct sb_dbq *q, char *msg, size_t n, sb_e
  * is dropped and the rest refitted). Returns 0; beta[k]. */
 int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta);
 
+/* The scale of the per-op relayout fit to whole steps. The per-op fit is
+ * of the relayouts of the rank that waited least, op by op; a step pays
+ * those on its critical path. Over K strategies, rest[k] (the step less
+ * its ops and update) is fitted as c + g * relay[k] (relay[k]: its fitted
+ * relayouts); returns g > 0, or 1 when the relayouts do not differ enough
+ * to tell (fewer than 3 strategies, or a spread under 10% of the
+ * largest: every strategy at P = 1). */
+double sb_prof_relay_scale(const double *rest, const double *relay, int K);
+
 /* The relayout features of edge e of pb under a choice of configs: 1, [words > 0],
- * words (the reference model's relayout words, both directions). */
-void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f3);
+ * words (the reference model's relayout words, both directions), and the
+ * words of the local shards it copies (sb_edge_local_words). */
+#define SB_PROF_EDGE_FEATURES 4
+void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f);
 
 #ifdef __cplusplus
 }

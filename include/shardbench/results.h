@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define SB_DB_DEFAULT_PATH "results/shardbench.db"
-#define SB_DB_SCHEMA_VERSION 7
+#define SB_DB_SCHEMA_VERSION 8
 
 typedef struct sb_db sb_db;
 

@@ -294,9 +294,11 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err);
  * comm_s spent in the relayouts between ops booked to it (its inputs'
  * forward relayouts, its outputs' gradient relayouts), which depend on the
  * neighbours' configs, not on its own alone (the predictive cost model,
- * shardbench/profile.h, prices them apart). */
+ * shardbench/profile.h, prices them apart); and other_s, the executor's
+ * own work around the op outside both (buffers taken and zeroed, inputs
+ * generated, the gradients of an output's consumers summed). */
 typedef struct {
-    double compute_s, comm_s, relayout_s;
+    double compute_s, comm_s, relayout_s, other_s;
 } sb_op_time;
 const sb_op_time *sb_executor_op_times(const sb_executor *ex);
 void sb_executor_reset_times(sb_executor *ex);

@@ -60,10 +60,12 @@ typedef struct {
     /* The predictive model (shardbench/profile.h, sb_profile_apply): 1 when
      * the vertex costs are a profile's measured seconds; sb_coll_relayout
      * then prices an edge's relayout by the fitted seconds per edge that
-     * moves data (relay_msg_s) and per word it moves (relay_word_s). 0 (the
-     * default): the analytic terms. */
+     * moves data (relay_msg_s) and per word it moves (relay_word_s), and
+     * sb_edge_cost adds the local copy of the edge's two shards
+     * (relay_local_s per word, sb_edge_local_words). 0 (the default): the
+     * analytic terms. */
     int profiled;
-    double relay_msg_s, relay_word_s;
+    double relay_msg_s, relay_word_s, relay_local_s;
 } sb_cost_params;
 
 typedef enum { SB_RECOMPUTE_NONE = 0, SB_RECOMPUTE_ALL = 1, SB_RECOMPUTE_AUTO = 2 } sb_recompute_mode;
@@ -166,6 +168,11 @@ void sb_operand_layout(const sb_op *op, const sb_operand *o, int tensor_ndims,
  * consumer's moves per device, forward and backward (what sb_edge_cost
  * prices). */
 double sb_edge_words(const sb_tensor *t, const int *src_layout, const int *dst_layout);
+
+/* Words of tensor t's local shards a relayout copies on a rank whatever
+ * it moves: the producer's box (the gradient, backward) plus the
+ * consumer's (forward). */
+double sb_edge_local_words(const sb_tensor *t, const int *src_layout, const int *dst_layout);
 
 /* Edge cost between a tensor's producer layout and consumer layout. */
 double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t,

@@ -349,7 +349,7 @@ static int stage_of(const sb_executor *ex, int i) { return sb_pipeline_stage_of(
  * and output buffers, then its forward. A recomputed forward (recompute.c)
  * reads an input received from an earlier stage where it was kept: that
  * stage sent it once and sends nothing again. */
-static int forward_op(sb_executor *ex, int i, sb_error *err)
+static int forward_op_body(sb_executor *ex, int i, sb_error *err)
 {
     const sb_model *m = ex->m;
     opx *o = &ex->ops[i];
@@ -456,7 +456,7 @@ static int gather_output_grad(sb_executor *ex, int i, int k, sb_error *err)
 /* Op i's output gradients, its backward, then (after the last
  * micro-batch) the all-reduce of its weight gradients over their
  * data-parallel replicas: the micro-batches' gradients add up in between. */
-static int backward_op(sb_executor *ex, int i, sb_error *err)
+static int backward_op_body(sb_executor *ex, int i, sb_error *err)
 {
     opx *o = &ex->ops[i];
     const sb_op *op = &ex->m->ops[i];
@@ -474,6 +474,25 @@ static int backward_op(sb_executor *ex, int i, sb_error *err)
         return rc;
     return exec_zero_grad_end(ex, o, err);
 }
+
+/* An op's forward or backward with the executor's own work around its
+ * kernels and communication booked to it as other_s: its buffers taken
+ * and zeroed, inputs generated, consumers' gradients summed. That work
+ * follows the op's local shapes, so the predictive model prices it per op
+ * config (cmd_profile.c) instead of leaving it to the step's fixed part. */
+static int timed_op(sb_executor *ex, int i, int backward, sb_error *err)
+{
+    sb_op_time *t = &ex->times[i];
+    double t0 = exec_tick(ex), in0 = t->compute_s + t->comm_s;
+    int rc = backward ? backward_op_body(ex, i, err) : forward_op_body(ex, i, err);
+    double other = (exec_tick(ex) - t0) - (t->compute_s + t->comm_s - in0);
+    if (other > 0)
+        t->other_s += other;
+    return rc;
+}
+
+static int forward_op(sb_executor *ex, int i, sb_error *err) { return timed_op(ex, i, 0, err); }
+static int backward_op(sb_executor *ex, int i, sb_error *err) { return timed_op(ex, i, 1, err); }
 
 /* Pipeline: op i's input gradients (this micro-batch's), sent back to
  * their producers on earlier stages. */
