@@ -13,17 +13,23 @@
 #include "cli.h"
 #include "shardbench/machine.h"
 #include "shardbench/paper.h"
+#include "shardbench/profile.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: shardbench paper --table2 [-m MODEL[,MODEL...]] [--machine NAME|FILE]\n"
-            "                        [--table FILE] [--save-dir DIR] [--format text|json]\n"
+            "                        [--profiles DB|none] [--table FILE] [--save-dir DIR]\n"
+            "                        [--format text|json]\n"
             "The paper's Table II strategies (p = 32) beside this search's, row by row, and\n"
             "the total cost of each under the reference model and a machine file's.\n"
             "  -m, --models LIST  models (default: alexnet,inception3,rnnlm,transformer)\n"
             "  -p P               devices (default 32, the paper's)\n"
-            "      --machine M    the second cost model (default h200-sxm)\n"
+            "      --machine M    the second cost model (default h200-sxm): its profiles at\n"
+            "                     P when the database has them (the predictive model,\n"
+            "                     docs/cost-model.md), else its analytic terms\n"
+            "      --profiles DB|none  where the machine's profiles are read (default\n"
+            "                     results/shardbench.db; none: the analytic terms)\n"
             "      --table FILE   the mapped table (default: the shipped paper-table2.tsv)\n"
             "      --save-dir DIR write MODEL-pP.strategy, the paper's strategy, for each model\n"
             "      --format F     text (default) or json\n");
@@ -84,14 +90,19 @@ typedef struct {
     sb_result ours;
     int *paper, *row_of, *nearest;
     double paper_cost;
+    char cost_model[1024]; /* which model priced it (profiles), or "" */
 } side;
 
-/* Builds the problem under cp, the search's best and the paper's strategy. */
-static int side_build(sb_model *m, int p, const sb_cost_params *cp, const sb_paper_table *t,
-                      side *s, sb_error *err)
+/* Builds the problem under cp (with a machine's profiles from db when it
+ * has them), the search's best and the paper's strategy. */
+static int side_build(sb_model *m, int p, const sb_cost_params *cp, const char *db,
+                      const sb_paper_table *t, side *s, sb_error *err)
 {
     memset(s, 0, sizeof *s);
     if (sb_problem_build(m, p, cp, &s->pb, err))
+        return -1;
+    if (db && cp->machine[0] && strcmp(db, "none")
+        && sb_profile_use(&s->pb, db, s->cost_model, sizeof s->cost_model, err) < 0)
         return -1;
     sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 4096, .progress = 1};
     size_t n = (size_t)m->nops;
@@ -128,7 +139,8 @@ static int save_paper(const char *dir, const side *s, sb_error *err)
 
 /* One model: the table rows and the totals (text), or a JSON object. */
 static int one_model(const char *name, int p, const sb_paper_table *t, const sb_cost_params *mcp,
-                     const char *mname, const char *save_dir, json_t *jout, sb_error *err)
+                     const char *mname, const char *db, const char *save_dir, json_t *jout,
+                     sb_error *err)
 {
     sb_model m;
     if (sb_model_load(name, NULL, 0, &m, err))
@@ -136,9 +148,9 @@ static int one_model(const char *name, int p, const sb_paper_table *t, const sb_
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     side ref, mach;
-    int rc = side_build(&m, p, &cp, t, &ref, err);
+    int rc = side_build(&m, p, &cp, NULL, t, &ref, err);
     if (!rc)
-        rc = side_build(&m, p, mcp, t, &mach, err);
+        rc = side_build(&m, p, mcp, db, t, &mach, err);
     else
         memset(&mach, 0, sizeof mach);
     if (!rc && save_dir)
@@ -151,6 +163,8 @@ static int one_model(const char *name, int p, const sb_paper_table *t, const sb_
         char params[1024];
         sb_params_str(&m, params, sizeof params);
         printf("# %s  p=%d  %s\n", m.name, p, params);
+        if (mach.cost_model[0])
+            printf("machine file column: %s\n", mach.cost_model);
         printf("%-22s %-8s %-18s %-30s %s\n", "layers (paper)", "dims", "paper", "ours (reference)",
                "ours (machine file)");
     }
@@ -187,6 +201,8 @@ static int one_model(const char *name, int p, const sb_paper_table *t, const sb_
             cli_jreal(ref.paper_cost), "ours", cli_jreal(ref.ours.total_cost), "machine",
             "machine", mname, "paper_seconds", cli_jreal(mach.paper_cost * mach_s),
             "ours_seconds", cli_jreal(mach.ours.total_cost * mach_s)));
+        json_object_set_new(json_object_get(json_object_get(jout, m.name), "machine"),
+                            "predictive", json_boolean(mach.pb.cp.profiled));
     } else {
         json_decref(jrows);
         printf("%d of %d ops are in no row of the paper's table (pools, reshapes, adds outside a "
@@ -212,10 +228,11 @@ int cmd_paper_table2(int argc, char **argv)
         {"table2", no_argument, 0, '2'},      {"models", required_argument, 0, 'm'},
         {"machine", required_argument, 0, 'H'}, {"table", required_argument, 0, 'T'},
         {"save-dir", required_argument, 0, 'S'}, {"format", required_argument, 0, 'f'},
+        {"profiles", required_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     const char *models = "alexnet,inception3,rnnlm,transformer", *machine = "h200-sxm";
-    const char *table = NULL, *save_dir = NULL, *format = "text";
+    const char *table = NULL, *save_dir = NULL, *format = "text", *db = "results/shardbench.db";
     int p = 32, c;
     sb_error err = {0};
     optind = 1;
@@ -237,6 +254,7 @@ int cmd_paper_table2(int argc, char **argv)
         case 'T': table = optarg; break;
         case 'S': save_dir = optarg; break;
         case 'f': format = optarg; break;
+        case 'Q': db = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -271,7 +289,7 @@ int cmd_paper_table2(int argc, char **argv)
     int rc = 0;
     char *save = NULL;
     for (char *name = strtok_r(list, ",", &save); name && !rc; name = strtok_r(NULL, ",", &save))
-        rc = one_model(name, p, &t, &mcp, machine, save_dir, jout, &err);
+        rc = one_model(name, p, &t, &mcp, machine, db, save_dir, jout, &err);
     if (!rc && jout) {
         char *s = json_dumps(jout, JSON_COMPACT);
         printf("%s\n", s ? s : "{}");

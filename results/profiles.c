@@ -201,7 +201,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         L[i].speed = m > 0 ? L[i].total / m : 1.0;
     }
     /* the fits: the fastest of the newest SB_PROFILE_KEEP launches of this
-     * model and sizes, else the newest launch of any */
+     * model and sizes, else the newest launch of this model, else of any */
     const launch *fit = NULL;
     int kept = 0;
     for (int i = 0; i < nl && kept < SB_PROFILE_KEEP; i++)
@@ -212,6 +212,9 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         }
     pf->fits_same_model = fit != NULL;
     pf->fits_launches = kept ? kept : 1;
+    for (int i = 0; i < nl && !fit && model; i++) /* the newest of this model at other sizes */
+        if (!strcmp(L[i].model, model))
+            fit = &L[i];
     if (!fit)
         fit = &L[0];
     pf->profile_id = fit->id;
@@ -364,12 +367,17 @@ int sb_profile_use_q(sb_problem *pb, sb_dbq *q, char *msg, size_t n, sb_error *e
     }
     sb_profile_stats st;
     int rc = sb_profile_apply(pb, &pf, &st, err);
+    size_t ml = strlen(pb->m->name);
+    const char *other = pf.fits_same_model ? ""
+                        : !strncmp(pf.fits_model, pb->m->name, ml) && pf.fits_model[ml] == ' '
+                            ? ", other sizes"
+                            : ", another model";
     if (!rc)
         snprintf(msg, n, "cost model: predictive, profiles of %s at %d ranks (%s, newest profile "
                  "%lld; fits and op configs: the fastest of %d launch%s of %s%s): %d of %d op configs measured, %d "
                  "estimated from their kind, %d analytic", name, pb->p, db_path,
                  (long long)pf.profile_id, pf.fits_launches, pf.fits_launches == 1 ? "" : "es",
-                 pf.fits_model, pf.fits_same_model ? "" : ", another model", st.measured,
+                 pf.fits_model, other, st.measured,
                  st.configs, st.estimated, st.analytic);
     sb_profile_free(&pf);
     return rc ? -1 : 1;

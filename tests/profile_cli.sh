@@ -93,6 +93,22 @@ check "search --profiles none: the analytic h200 time ($pred0) is not the profil
 check "search at P=4 (no profile there): the analytic terms, said so" \
     grep -q "analytic terms (no profile of box at 4 ranks" "$T/s4"
 
+# paper --table2 prices its machine column with the profiles too (the paper's
+# sizes: every config estimated from the small ones, the fits of alexnet at
+# other sizes), and says so; --profiles none keeps the analytic terms
+"$SB" paper --table2 -m alexnet -p 2 --machine "$T/box.machine" --profiles "$DB" > "$T/t2" 2> "$T/e"
+check "paper --table2 with profiles: exit 0" test $? -eq 0
+check "paper --table2: its machine column is the predictive model, fits at other sizes" \
+    grep -q "machine file column: cost model: predictive, profiles of box at 2 ranks.*other sizes" "$T/t2"
+"$SB" paper --table2 -m alexnet -p 2 --machine "$T/box.machine" --profiles "$DB" --format json \
+    > "$T/t2j" 2> "$T/e"
+check "paper --table2 JSON: machine.predictive true" python3 -c \
+    'import json,sys; sys.exit(not json.load(open(sys.argv[1]))["alexnet"]["machine"]["predictive"])' "$T/t2j"
+"$SB" paper --table2 -m alexnet -p 2 --machine "$T/box.machine" --profiles none --format json \
+    > "$T/t2n" 2> "$T/e"
+check "paper --table2 --profiles none: machine.predictive false" python3 -c \
+    'import json,sys; sys.exit(json.load(open(sys.argv[1]))["alexnet"]["machine"]["predictive"])' "$T/t2n"
+
 "$SB" bench -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profile 1 --random 2 \
     --steps 1 --warmup 1 --top 2 --search-algos none --db "$DB" > "$T/b" 2> "$T/e"
 rc=$?

@@ -61,7 +61,8 @@ typedef struct sb_profile_s {
     char backend[16], machine[128], precision[8];
     int ranks;
     /* the fits' source: the newest SB_PROFILE_KEEP profiles of the same
-     * model and sizes (fits_same_model 1), or the newest of any (0), and
+     * model and sizes (fits_same_model 1), or the newest of the same model
+     * at other sizes, else of any (0), and
      * how many launches it was the fastest of */
     char fits_model[700];
     int fits_launches, fits_same_model;
