@@ -434,8 +434,8 @@ int cmd_profile(int argc, char **argv)
     const int NF = SB_PROF_EDGE_FEATURES;
     double *rx = calloc((size_t)K * nops * NF, sizeof *rx), *ry = calloc((size_t)K * nops, sizeof *ry);
     acc_table acc = {0};
-    double *sendv = calloc((size_t)nops * 3, sizeof *sendv);
-    double *recvv = calloc((size_t)nops * 3, sizeof *recvv);
+    double *sendv = calloc((size_t)nops * 4, sizeof *sendv);
+    double *recvv = calloc((size_t)nops * 4, sizeof *recvv);
     int oom = !perm || !choice || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
@@ -499,21 +499,30 @@ int cmd_profile(int argc, char **argv)
             /* per op: the slowest rank's kernels, and the collectives and
              * relayouts of the rank that waited least among those that took
              * part (its time is the transfer, not a wait for a slower rank,
-             * which depends on the neighbours' configs) */
+             * which depends on the neighbours' configs); and the least time
+             * any of them spent in the op outside the relayouts: the rank
+             * that entered last, whose time is the op's own when its ranks
+             * wait on one another inside it (an LSTM whose layers are
+             * split hands each step on), which the first two miss */
             const sb_op_time *ot = sb_executor_op_times(ex);
             for (int i = 0; i < nops; i++) {
                 int took_part = ot[i].compute_s > 0 || ot[i].comm_s > 0;
                 double coll = ot[i].comm_s - ot[i].relayout_s;
+                coll = coll > 0 ? coll : 0.0;
                 sendv[i] = ot[i].compute_s + ot[i].other_s; /* the executor's work around it too */
-                sendv[nops + i] = took_part ? (coll > 0 ? coll : 0.0) : INFINITY;
+                sendv[nops + i] = took_part ? coll : INFINITY;
                 sendv[2 * nops + i] = took_part ? ot[i].relayout_s : INFINITY;
+                sendv[3 * nops + i] = took_part ? sendv[i] + coll : INFINITY;
             }
             MPI_Allreduce(sendv, recvv, nops, MPI_DOUBLE, MPI_MAX, comm);
-            MPI_Allreduce(sendv + nops, recvv + nops, 2 * nops, MPI_DOUBLE, MPI_MIN, comm);
+            MPI_Allreduce(sendv + nops, recvv + nops, 3 * nops, MPI_DOUBLE, MPI_MIN, comm);
             for (int i = 0; i < nops; i++) {
                 double *v = cm + ((size_t)i * 3) * (size_t)a.steps;
+                double own = isfinite(recvv[nops + i]) ? recvv[nops + i] : 0.0;
+                if (isfinite(recvv[3 * nops + i]) && recvv[3 * nops + i] - recvv[i] > own)
+                    own = recvv[3 * nops + i] - recvv[i];
                 v[si] = recvv[i];
-                v[a.steps + si] = isfinite(recvv[nops + i]) ? recvv[nops + i] : 0.0;
+                v[a.steps + si] = own;
                 v[2 * a.steps + si] = isfinite(recvv[2 * nops + i]) ? recvv[2 * nops + i] : 0.0;
             }
         }
