@@ -406,6 +406,8 @@ int cmd_profile(int argc, char **argv)
     }
     sb_cpuset cpus;
     cli_cpu_setup(comm, a.keep_binding, &cpus);
+    sb_cost_params ref_free = ref; /* the reference costs without collectives */
+    ref_free.coll_mode = SB_COLL_FREE;
     int nops = m.nops, kmax = 1;
     for (int i = 0; i < nops; i++)
         if (pb.cfg[i].n > kmax)
@@ -540,6 +542,7 @@ int cmd_profile(int argc, char **argv)
                 sb_prof_config(op, cfg[i], key.config, sizeof key.config);
                 sb_prof_sig(&m, op, key.sig, sizeof key.sig);
                 key.ref_cost = pb.cfg[i].cost[choice[i]];
+                key.ref_compute = sb_op_cost(&m, op, cfg[i], &ref_free);
                 acc_op *ao = acc_get(&acc, &key);
                 if (!ao) {
                     fprintf(stderr, "shardbench: profile: out of memory\n");

@@ -58,10 +58,10 @@ int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, co
         const sb_prof_op *e = &pf->ops[i];
         if (sb_dbq_query(q,
                          "INSERT INTO op_profiles (profile_id, kind, shape, config, sig, "
-                         "compute_s, coll_s, ref_cost, samples) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                         "?7, ?8, ?9)",
-                         &st, doing, err, "Ittttdddi", pid, e->kind, e->shape, e->config,
-                         e->sig, e->compute_s, e->coll_s, e->ref_cost, e->samples)
+                         "compute_s, coll_s, ref_cost, samples, ref_compute) VALUES (?1, ?2, ?3, "
+                         "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                         &st, doing, err, "Ittttdddid", pid, e->kind, e->shape, e->config,
+                         e->sig, e->compute_s, e->coll_s, e->ref_cost, e->samples, e->ref_compute)
             || step_done(q, st, doing, err))
             goto fail;
     }
@@ -231,10 +231,17 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     /* every key: of its newest SB_PROFILE_KEEP measurements, the one of the
      * fastest launch */
     if (sb_dbq_query(q,
-                     "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, o.ref_cost, "
-                     "o.samples, o.profile_id FROM op_profiles o JOIN profiles p ON p.id = "
-                     "o.profile_id WHERE (p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND "
-                     "p.ranks = ?3 ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
+                     sb_dbq_version(q) >= 8
+                         ? "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, "
+                           "o.ref_cost, o.samples, o.profile_id, o.ref_compute FROM op_profiles o "
+                           "JOIN profiles p ON p.id = o.profile_id WHERE (p.backend = ?1 OR ?1 = "
+                           "'') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY o.kind, o.shape, "
+                           "o.config, o.sig, o.profile_id DESC"
+                         : "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, "
+                           "o.ref_cost, o.samples, o.profile_id, 0.0 FROM op_profiles o "
+                           "JOIN profiles p ON p.id = o.profile_id WHERE (p.backend = ?1 OR ?1 = "
+                           "'') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY o.kind, o.shape, "
+                           "o.config, o.sig, o.profile_id DESC",
                      &st, doing, err, "tti", backend, machine, ranks)) {
         free(L);
         return -1;
@@ -283,6 +290,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
             cur.compute_s = sb_dbq_real(st, 4);
             cur.coll_s = sb_dbq_real(st, 5);
             cur.ref_cost = sb_dbq_real(st, 6);
+            cur.ref_compute = sb_dbq_real(st, 9);
             cur.samples = samples;
             best_speed = speed;
         }

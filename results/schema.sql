@@ -260,5 +260,10 @@ PRAGMA user_version = 7;
 -- relay_word_s. Launches before it have 0 here: their fixed_s holds that
 -- copy as a constant, as they were fitted.
 ALTER TABLE profiles ADD COLUMN relay_local_s REAL NOT NULL DEFAULT 0 CHECK (relay_local_s >= 0);
+-- An op config's reference cost without its collectives (FLOP): an
+-- unmeasured config is estimated from a measured one by the ratio of these
+-- for its kernels, and its collectives are priced by the measured
+-- alpha-beta (coll_profiles). 0 before version 8: the whole ref_cost ratio.
+ALTER TABLE op_profiles ADD COLUMN ref_compute REAL NOT NULL DEFAULT 0 CHECK (ref_compute >= 0);
 
 PRAGMA user_version = 8;

@@ -204,6 +204,20 @@ static const sb_prof_op *nearest(const sb_profile *pf, const char *kind, const c
     return best;
 }
 
+void sb_profile_coll_params(const sb_profile *pf, sb_cost_params *cp)
+{
+    cp->coll_mode = SB_COLL_MEASURED;
+    memset(cp->coll_alpha_s, 0, sizeof cp->coll_alpha_s);
+    memset(cp->coll_beta_s, 0, sizeof cp->coll_beta_s);
+    for (int i = 0; i < pf->ncoll; i++) {
+        const sb_prof_coll *c = &pf->coll[i];
+        if (c->kind < 0 || c->kind >= SB_COLL_KINDS || c->group < 2 || c->group > SB_COLL_MAXQ)
+            continue;
+        cp->coll_alpha_s[c->kind][c->group] = c->alpha_s > 0 ? c->alpha_s : 0.0;
+        cp->coll_beta_s[c->kind][c->group] = c->beta_s_per_byte > 0 ? c->beta_s_per_byte : 0.0;
+    }
+}
+
 int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st, sb_error *err)
 {
     memset(st, 0, sizeof *st);
@@ -215,6 +229,14 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
     sb_cost_params_default(&ref);
     ref.cutoff = pb->cp.cutoff;
     ref.devices = pb->p;
+    /* an estimate's parts: its kernels scaled from the nearest measured
+     * entry by the reference costs without collectives, and its
+     * collectives priced by the profile's alpha-beta (the machine's links
+     * for a kind or group size it did not measure) */
+    sb_cost_params ref_free = ref, ab = pb->cp, free_cp = pb->cp;
+    ref_free.coll_mode = SB_COLL_FREE;
+    free_cp.coll_mode = SB_COLL_FREE;
+    sb_profile_coll_params(pf, &ab);
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         const char *kind = sb_op_kind_name(op->kind);
@@ -232,7 +254,12 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
             } else {
                 double r = sb_op_cost(m, op, c, &ref);
                 const sb_prof_op *n = nearest(pf, kind, sig, r);
-                if (n) {
+                if (n && n->ref_compute > 0) {
+                    double rc = sb_op_cost(m, op, c, &ref_free);
+                    double coll = (sb_op_cost(m, op, c, &ab) - sb_op_cost(m, op, c, &free_cp)) / S;
+                    secs = n->compute_s * (rc / n->ref_compute) + (coll > 0 ? coll : 0.0);
+                    st->estimated++;
+                } else if (n) { /* a profile from before ref_compute: the whole ratio */
                     secs = (n->compute_s + n->coll_s) * (r > 0 ? r / n->ref_cost : 1.0);
                     st->estimated++;
                 } else {

@@ -156,23 +156,53 @@ static double ring_collective(const sb_cost_params *cp, double words, sb_coll_gr
     return hier < flat ? hier : flat;
 }
 
+/* A collective of `kind` (the order of sb_pcoll_kind) over q ranks
+ * under cp->coll_mode: 1 with *out its FLOP-equivalents when the mode
+ * prices it (measured alpha + beta * bytes where the profile has that
+ * group size; 0 when free), 0 for the analytic terms. The words are
+ * those the analytic term is given: the buffer every rank holds (p2p: the
+ * words sent), as the profile timed them (cmd_profile.c). */
+static int coll_priced(const sb_cost_params *cp, int kind, double words, double q, double *out)
+{
+    if (cp->coll_mode == SB_COLL_FREE) {
+        *out = 0.0;
+        return 1;
+    }
+    int iq = (int)q;
+    if (cp->coll_mode != SB_COLL_MEASURED || kind < 0 || kind >= SB_COLL_KINDS || iq < 2
+        || iq > SB_COLL_MAXQ || (double)iq != q
+        || !(cp->coll_alpha_s[kind][iq] > 0 || cp->coll_beta_s[kind][iq] > 0))
+        return 0;
+    /* the profile timed fp32 buffers: 4 bytes a word */
+    *out = words > 0 ? (cp->coll_alpha_s[kind][iq] + words * 4.0 * cp->coll_beta_s[kind][iq])
+                           * cp->tflops * 1e12
+                     : 0.0;
+    return 1;
+}
+
 double sb_coll_allreduce(const sb_cost_params *cp, double words, sb_coll_group g)
 {
-    return ring_collective(cp, words, g, 2.0);
+    double c;
+    return coll_priced(cp, 0, words, g.q, &c) ? c : ring_collective(cp, words, g, 2.0);
 }
 
 double sb_coll_reduce_scatter(const sb_cost_params *cp, double words, sb_coll_group g)
 {
-    return ring_collective(cp, words, g, 1.0);
+    double c;
+    return coll_priced(cp, 1, words, g.q, &c) ? c : ring_collective(cp, words, g, 1.0);
 }
 
 double sb_coll_allgather(const sb_cost_params *cp, double words, sb_coll_group g)
 {
-    return ring_collective(cp, words, g, 1.0);
+    double c;
+    return coll_priced(cp, 2, words, g.q, &c) ? c : ring_collective(cp, words, g, 1.0);
 }
 
 double sb_coll_p2p(const sb_cost_params *cp, double words, int inter)
 {
+    double pc;
+    if (coll_priced(cp, 4, words, 2.0, &pc))
+        return pc;
     int x = inter && cp->node_devices > 0;
     double c = flops_per_word(cp, x ? cp->gbs_inter : cp->gbs) * words;
     return words > 0 ? c + latency_flops(cp, x ? cp->latency_inter_us : cp->latency_us, 1.0) : c;
@@ -184,6 +214,9 @@ double sb_coll_p2p(const sb_cost_params *cp, double words, int inter)
  * slower link. */
 double sb_coll_alltoall(const sb_cost_params *cp, double words, sb_coll_group g)
 {
+    double pc;
+    if (coll_priced(cp, 3, words, g.q, &pc))
+        return pc;
     if (g.nodes <= 1 || g.q <= 1)
         return sb_coll_p2p(cp, words, 0);
     double k = g.per_node < g.q ? g.per_node : g.q;

@@ -69,6 +69,28 @@ static void test_fit(void **state)
     assert_true(fabs(b[0] - 3.5) < 1e-9);
 }
 
+/* collectives priced by measured alpha-beta where the profile has them */
+static void test_coll_measured(void **state)
+{
+    (void)state;
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    cp.tflops = 0.5;
+    sb_coll_group g2 = {2, 2, 1}, g4 = {4, 4, 1};
+    double ana2 = sb_coll_allreduce(&cp, 1000, g2), ana4 = sb_coll_allreduce(&cp, 1000, g4);
+    cp.coll_mode = SB_COLL_MEASURED;
+    cp.coll_alpha_s[SB_PCOLL_ALLREDUCE][2] = 1e-5;
+    cp.coll_beta_s[SB_PCOLL_ALLREDUCE][2] = 2e-9;
+    double S = cp.tflops * 1e12;
+    assert_true(fabs(sb_coll_allreduce(&cp, 1000, g2) / S - (1e-5 + 4000 * 2e-9)) < 1e-15);
+    assert_true(sb_coll_allreduce(&cp, 0, g2) == 0.0);
+    assert_true(sb_coll_allreduce(&cp, 1000, g4) == ana4); /* not measured at 4: the link */
+    assert_true(sb_coll_allgather(&cp, 1000, g2) == sb_coll_reduce_scatter(&cp, 1000, g2));
+    cp.coll_mode = SB_COLL_FREE;
+    assert_true(sb_coll_allreduce(&cp, 1000, g4) == 0.0 && sb_coll_p2p(&cp, 1000, 0) == 0.0);
+    assert_true(ana2 > 0);
+}
+
 /* the relayout fits' scale to whole steps: rest = c + g relay */
 static void test_relay_scale(void **state)
 {
@@ -135,9 +157,18 @@ static void fill_profile(const sb_problem *pb, sb_profile *pf, int skip_h)
             e->compute_s = 0.001 * (i + 1) * (k + 1);
             e->coll_s = 0.0001 * k;
             e->ref_cost = sb_op_cost(pb->m, op, c, &ref);
+            sb_cost_params ref_free = ref;
+            ref_free.coll_mode = SB_COLL_FREE;
+            e->ref_compute = sb_op_cost(pb->m, op, c, &ref_free);
             e->samples = 1;
         }
     }
+    /* an all-reduce over 2 ranks measured: 50 us + 1 ns a byte */
+    pf->coll = calloc(1, sizeof *pf->coll);
+    assert_non_null(pf->coll);
+    pf->coll[0] = (sb_prof_coll){.kind = SB_PCOLL_ALLREDUCE, .group = 2, .alpha_s = 5e-5,
+                                 .beta_s_per_byte = 1e-9, .points = 4};
+    pf->ncoll = 1;
     /* sorted as the loader sorts */
     for (int a = 0; a < pf->nops; a++)
         for (int b = a + 1; b < pf->nops; b++) {
@@ -206,6 +237,29 @@ static void test_apply(void **state)
     assert_null(sb_profile_find(&pf, &m, h, cs));
     double est = pb.cfg[0].cost[skip] / S - sb_prof_weight_elems(&m, h, cs) * 1e-7 - 0.01;
     assert_true(est > 0 && isfinite(est));
+    /* dense y, measured at config 0 only: every other config of it is that
+     * entry's kernels scaled by the reference costs without collectives,
+     * plus its collectives priced by the measured all-reduce */
+    const sb_op *yo = &m.ops[2];
+    const sb_prof_op *ey = sb_profile_find(&pf, &m, yo, pb.cfg[2].c);
+    assert_non_null(ey);
+    sb_cost_params ref_free, ab = ana.cp, fr = ana.cp;
+    sb_cost_params_default(&ref_free);
+    ref_free.cutoff = pb.cp.cutoff;
+    ref_free.devices = pb.p;
+    ref_free.coll_mode = SB_COLL_FREE;
+    fr.coll_mode = SB_COLL_FREE;
+    sb_profile_coll_params(&pf, &ab);
+    int with_coll = 0;
+    for (int k = 1; k < pb.cfg[2].n; k++) {
+        const int *ck = pb.cfg[2].c + (size_t)k * (size_t)yo->ndims;
+        double coll = (sb_op_cost(&m, yo, ck, &ab) - sb_op_cost(&m, yo, ck, &fr)) / S;
+        double want_k = ey->compute_s * sb_op_cost(&m, yo, ck, &ref_free) / ey->ref_compute + coll
+                        + sb_prof_weight_elems(&m, yo, ck) * 1e-7;
+        assert_true(fabs(pb.cfg[2].cost[k] / S - want_k) < 1e-12 * (1 + want_k));
+        with_coll += coll > 0;
+    }
+    assert_true(with_coll > 0); /* some config of y all-reduces its partial sums */
     /* softmax_xent keeps the analytic cost */
     for (int k = 0; k < pb.cfg[3].n; k++)
         assert_true(pb.cfg[3].cost[k] == ana.cfg[3].cost[k]);
@@ -286,8 +340,6 @@ static void test_db(void **state)
     snprintf(pf.precision, sizeof pf.precision, "fp32");
     pf.ranks = 2;
     pf.seed = 1;
-    pf.coll = calloc(1, sizeof *pf.coll);
-    assert_non_null(pf.coll);
     pf.coll[0] = (sb_prof_coll){.kind = SB_PCOLL_ALLREDUCE, .group = 2, .alpha_s = 1e-5,
                                 .beta_s_per_byte = 2e-10, .points = 4};
     pf.ncoll = 1;
@@ -311,6 +363,7 @@ static void test_db(void **state)
     for (int i = 0; i < got.nops; i++) {
         assert_true(got.ops[i].compute_s == 0.002); /* the fastest launch's */
         assert_int_equal(got.ops[i].samples, 3);
+        assert_true(got.ops[i].ref_compute == pf.ops[i].ref_compute && got.ops[i].ref_compute > 0);
     }
     assert_true(got.relay_msg_s == pf.relay_msg_s && got.fixed_s == pf.fixed_s);
     assert_true(got.relay_local_s == pf.relay_local_s && got.relay_local_s > 0);
@@ -348,6 +401,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_relay_scale),
+        cmocka_unit_test(test_coll_measured),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_db),

@@ -46,6 +46,7 @@ typedef struct {
     char kind[24], shape[160], config[64], sig[20];
     double compute_s, coll_s;
     double ref_cost; /* the reference model's vertex cost of it, FLOP */
+    double ref_compute; /* the same without its collectives (0: not stored) */
     int samples;     /* launches x ops that measured it */
 } sb_prof_op;
 
@@ -110,13 +111,20 @@ typedef struct {
     int analytic;   /* of which left to the analytic model (kind never measured) */
 } sb_profile_stats;
 
+/* cp priced with the profile's collectives (SB_COLL_MEASURED: each
+ * kind and group size it measured by alpha + beta * bytes; the rest by
+ * cp's links). */
+void sb_profile_coll_params(const sb_profile *pf, sb_cost_params *cp);
+
 /* Replaces pb's vertex costs by the profile's seconds (compute + own
  * collectives + the SGD update of the op's weight shard; the step's fixed
  * part on the first op, so every strategy's total gains it once) and makes
  * pb's relayout pricing (sb_coll_relayout) the fitted one, all in
  * FLOP-equivalents at pb->cp.tflops. A config that was not measured is
  * estimated from the measured entries of the same kind: the nearest one in
- * reference cost, scaled by the reference costs' ratio (st->estimated);
+ * reference cost, its kernels scaled by the reference costs' ratio without
+ * collectives, its collectives priced by the profile's alpha-beta
+ * (sb_profile_coll_params; st->estimated);
  * an op kind with no entry at all keeps the analytic cost (st->analytic).
  * pb->cp.profiled is set. */
 int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st, sb_error *err);

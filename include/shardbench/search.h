@@ -16,6 +16,12 @@
 extern "C" {
 #endif
 
+/* Collective kinds and the largest group whose measured alpha-beta a
+ * cost model keeps (sb_cost_params.coll_*; shardbench profile measures
+ * groups of 2..P ranks). */
+#define SB_COLL_KINDS 5
+#define SB_COLL_MAXQ 64
+
 typedef struct {
     double tflops;  /* peak F per device, TFLOP/s (default 10) */
     double gbs;     /* link bandwidth B, GB/s (default 16) */
@@ -66,7 +72,17 @@ typedef struct {
      * analytic terms. */
     int profiled;
     double relay_msg_s, relay_word_s, relay_local_s;
+    /* How the collectives are priced (sb_coll_*): SB_COLL_ANALYTIC (0, the
+     * default: the links above), SB_COLL_MEASURED (a profile's alpha +
+     * beta * bytes per kind and group size where coll_beta_s[kind][q] > 0
+     * or coll_alpha_s[kind][q] > 0, the links elsewhere; kinds as
+     * sb_pcoll_kind in profile.h) or SB_COLL_FREE (0: an op's compute
+     * alone, sb_profile_apply's split of an estimate). */
+    int coll_mode;
+    double coll_alpha_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1];
+    double coll_beta_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1]; /* per byte */
 } sb_cost_params;
+enum { SB_COLL_ANALYTIC = 0, SB_COLL_MEASURED = 1, SB_COLL_FREE = 2 };
 
 typedef enum { SB_RECOMPUTE_NONE = 0, SB_RECOMPUTE_ALL = 1, SB_RECOMPUTE_AUTO = 2 } sb_recompute_mode;
 /* "none", "all", "auto"; anything else an input error naming the value. */
