@@ -429,7 +429,6 @@ int cmd_profile(int argc, char **argv)
     K += a.nstrategy;
     /* perm[i]: op i's configs in a seeded order (the same on every rank) */
     int **perm = calloc((size_t)nops, sizeof *perm);
-    int *choice = calloc((size_t)nops, sizeof *choice);
     int *choices = calloc((size_t)K * nops, sizeof *choices); /* [k][i]: op i's config */
     double *cm = calloc((size_t)nops * 3 * (size_t)a.steps, sizeof *cm);
     strat_meas *sm = calloc((size_t)K, sizeof *sm);
@@ -438,7 +437,7 @@ int cmd_profile(int argc, char **argv)
     acc_table acc = {0};
     double *sendv = calloc((size_t)nops * 4, sizeof *sendv);
     double *recvv = calloc((size_t)nops * 4, sizeof *recvv);
-    int oom = !perm || !choice || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv;
+    int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -470,9 +469,8 @@ int cmd_profile(int argc, char **argv)
     double t_start = MPI_Wtime();
     int nrows = 0;
     for (int k = 0; k < K && !status; k++) {
-        const int *cfg[nops];
+        const int *cfg[nops], *choice = choices + (size_t)k * nops;
         for (int i = 0; i < nops; i++) {
-            choice[i] = choices[(size_t)k * nops + i];
             cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
         }
         sb_plan_strategy st = {.m = &m, .configs = cfg};
@@ -608,7 +606,7 @@ int cmd_profile(int argc, char **argv)
         }
         /* the fixed part: each strategy's step less its ops (as averaged),
          * relayouts and update; the median over the strategies */
-        double *res = calloc((size_t)K, sizeof *res), *sx = calloc((size_t)K * 2, sizeof *sx);
+        double *res = calloc((size_t)K, sizeof *res), *sx = calloc((size_t)K, sizeof *sx);
         if (!res || !sx) {
             fprintf(stderr, "shardbench: profile: out of memory\n");
             MPI_Abort(comm, 1);
@@ -622,12 +620,10 @@ int cmd_profile(int argc, char **argv)
             }
             /* what the relayouts leave: the step less its ops and update */
             res[k] = sm[k].step_s - sm[k].ops_s - wel * pf.update_s_per_elem;
-            sx[2 * k + 1] = relay_fit(&pf, sm[k].feat);
+            sx[k] = relay_fit(&pf, sm[k].feat); /* its fitted relayouts */
         }
         /* the per-op relayouts are the least waiting rank's; the steps
          * pay those on their critical path (sb_prof_relay_scale) */
-        for (int k = 0; k < K; k++)
-            sx[k] = sx[2 * k + 1];
         double g = sb_prof_relay_scale(res, sx, K);
         pf.relay_scale = g;
         pf.relay_msg_s *= g;
@@ -713,7 +709,6 @@ int cmd_profile(int argc, char **argv)
         free(perm[i]);
     free(perm);
     free(dpc);
-    free(choice);
     free(choices);
     free(cm);
     free(sendv);

@@ -145,19 +145,16 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     if (sb_dbq_version(q) < 7)
         return 0;
     sqlite3_stmt *st;
-    /* every launch of (machine, ranks), newest first (schema 7 had no
-     * relay_local_s: 0, as those launches were fitted) */
-    if (sb_dbq_query(q,
-                     sb_dbq_version(q) >= 8
-                         ? "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, "
-                           "fixed_s, update_s_per_elem, precision, relay_local_s FROM profiles "
-                           "WHERE (backend = ?1 OR ?1 = '') AND machine = ?2 AND ranks = ?3 "
-                           "ORDER BY id DESC"
-                         : "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, "
-                           "fixed_s, update_s_per_elem, precision, 0.0 FROM profiles "
-                           "WHERE (backend = ?1 OR ?1 = '') AND machine = ?2 AND ranks = ?3 "
-                           "ORDER BY id DESC",
-                     &st, doing, err, "tti", backend, machine, ranks))
+    /* every launch of (machine, ranks), newest first; schema 7 had no
+     * relay_local_s (0, as those launches were fitted) nor ref_compute */
+    int v8 = sb_dbq_version(q) >= 8;
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, fixed_s, "
+             "update_s_per_elem, precision, %s FROM profiles WHERE (backend = ?1 OR ?1 = '') "
+             "AND machine = ?2 AND ranks = ?3 ORDER BY id DESC",
+             v8 ? "relay_local_s" : "0.0");
+    if (sb_dbq_query(q, sql, &st, doing, err, "tti", backend, machine, ranks))
         return -1;
     launch *L = NULL;
     int nl = 0, capl = 0, rc;
@@ -213,8 +210,10 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     pf->fits_same_model = fit != NULL;
     pf->fits_launches = kept ? kept : 1;
     for (int i = 0; i < nl && !fit && model; i++) /* the newest of this model at other sizes */
-        if (!strcmp(L[i].model, model))
+        if (!strcmp(L[i].model, model)) {
             fit = &L[i];
+            pf->fits_other_sizes = 1;
+        }
     if (!fit)
         fit = &L[0];
     pf->profile_id = fit->id;
@@ -230,19 +229,13 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     pf->ranks = ranks;
     /* every key: of its newest SB_PROFILE_KEEP measurements, the one of the
      * fastest launch */
-    if (sb_dbq_query(q,
-                     sb_dbq_version(q) >= 8
-                         ? "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, "
-                           "o.ref_cost, o.samples, o.profile_id, o.ref_compute FROM op_profiles o "
-                           "JOIN profiles p ON p.id = o.profile_id WHERE (p.backend = ?1 OR ?1 = "
-                           "'') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY o.kind, o.shape, "
-                           "o.config, o.sig, o.profile_id DESC"
-                         : "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, "
-                           "o.ref_cost, o.samples, o.profile_id, 0.0 FROM op_profiles o "
-                           "JOIN profiles p ON p.id = o.profile_id WHERE (p.backend = ?1 OR ?1 = "
-                           "'') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY o.kind, o.shape, "
-                           "o.config, o.sig, o.profile_id DESC",
-                     &st, doing, err, "tti", backend, machine, ranks)) {
+    snprintf(sql, sizeof sql,
+             "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, o.ref_cost, "
+             "o.samples, o.profile_id, %s FROM op_profiles o JOIN profiles p ON p.id = "
+             "o.profile_id WHERE (p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND "
+             "p.ranks = ?3 ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
+             v8 ? "o.ref_compute" : "0.0");
+    if (sb_dbq_query(q, sql, &st, doing, err, "tti", backend, machine, ranks)) {
         free(L);
         return -1;
     }
@@ -375,11 +368,9 @@ int sb_profile_use_q(sb_problem *pb, sb_dbq *q, char *msg, size_t n, sb_error *e
     }
     sb_profile_stats st;
     int rc = sb_profile_apply(pb, &pf, &st, err);
-    size_t ml = strlen(pb->m->name);
-    const char *other = pf.fits_same_model ? ""
-                        : !strncmp(pf.fits_model, pb->m->name, ml) && pf.fits_model[ml] == ' '
-                            ? ", other sizes"
-                            : ", another model";
+    const char *other = pf.fits_same_model    ? ""
+                        : pf.fits_other_sizes ? ", other sizes"
+                                              : ", another model";
     if (!rc)
         snprintf(msg, n, "cost model: predictive, profiles of %s at %d ranks (%s, newest profile "
                  "%lld; fits and op configs: the fastest of %d launch%s of %s%s): %d of %d op configs measured, %d "

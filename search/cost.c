@@ -198,9 +198,6 @@ double sb_edge_cost(const sb_cost_params *cp, const sb_tensor *t, const int *src
                     const int *dst_layout)
 {
     double q, w = edge_words(t, src_layout, dst_layout, &q);
-    if (cp->profiled) /* the predictive model's fit (profile.h) */
-        return sb_coll_relayout(cp, w, q)
-               + sb_edge_local_words(t, src_layout, dst_layout) * cp->relay_local_s * cp->tflops
-                     * 1e12;
-    return sb_coll_relayout(cp, w, q);
+    return sb_coll_relayout(cp, w, q, cp->profiled ? sb_edge_local_words(t, src_layout, dst_layout)
+                                                   : 0.0);
 }

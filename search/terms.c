@@ -226,11 +226,13 @@ double sb_coll_alltoall(const sb_cost_params *cp, double words, sb_coll_group g)
     return words > 0 ? c + latency_flops(cp, cp->latency_inter_us, 1.0) : c;
 }
 
-double sb_coll_relayout(const sb_cost_params *cp, double words, double q)
+double sb_coll_relayout(const sb_cost_params *cp, double words, double q, double local)
 {
     if (cp->profiled) /* the predictive model's fit (profile.h); the per-edge constant is in
                          the step's fixed part, the same for every strategy */
-        return words > 0 ? (cp->relay_msg_s + words * cp->relay_word_s) * cp->tflops * 1e12 : 0.0;
+        return ((words > 0 ? cp->relay_msg_s + words * cp->relay_word_s : 0.0)
+                + local * cp->relay_local_s)
+               * cp->tflops * 1e12;
     return sb_coll_alltoall(cp, words, sb_coll_group_first(cp, q));
 }
 

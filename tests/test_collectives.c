@@ -210,8 +210,8 @@ static void test_pricing_by_hand(void **state)
     close_to(sb_coll_p2p(&cp, 100, 0), 1000.0 * 100 + 1e6, "p2p intra");
     close_to(sb_coll_p2p(&cp, 100, 1), 4000.0 * 100 + 2e6, "p2p inter");
     close_to(sb_coll_p2p(&cp, 0, 1), 0.0, "p2p of nothing");
-    close_to(sb_coll_relayout(&cp, 150, 16), 4000.0 * 80 + 2e6, "relayout over 16");
-    close_to(sb_coll_relayout(&cp, 150, 8), 1000.0 * 150 + 1e6, "relayout over 8");
+    close_to(sb_coll_relayout(&cp, 150, 16, 0), 4000.0 * 80 + 2e6, "relayout over 16");
+    close_to(sb_coll_relayout(&cp, 150, 8, 0), 1000.0 * 150 + 1e6, "relayout over 8");
     sb_cost_params one_link = cp;
     one_link.node_devices = 0;
     close_to(sb_coll_p2p(&one_link, 100, 1), 1000.0 * 100 + 1e6, "p2p inter without nodes");

@@ -66,7 +66,7 @@ typedef struct sb_profile_s {
      * at other sizes, else of any (0), and
      * how many launches it was the fastest of */
     char fits_model[700];
-    int fits_launches, fits_same_model;
+    int fits_launches, fits_same_model, fits_other_sizes; /* other sizes: same model */
     /* relayouts between ops: seconds per edge, per edge that moves data,
      * per word moved (the reference model's relayout words of the edge),
      * and per word of the local shards the edge copies on a rank (its

@@ -66,10 +66,9 @@ typedef struct {
     /* The predictive model (shardbench/profile.h, sb_profile_apply): 1 when
      * the vertex costs are a profile's measured seconds; sb_coll_relayout
      * then prices an edge's relayout by the fitted seconds per edge that
-     * moves data (relay_msg_s) and per word it moves (relay_word_s), and
-     * sb_edge_cost adds the local copy of the edge's two shards
-     * (relay_local_s per word, sb_edge_local_words). 0 (the default): the
-     * analytic terms. */
+     * moves data (relay_msg_s), per word it moves (relay_word_s) and per
+     * word of the two local shards it copies (relay_local_s,
+     * sb_edge_local_words). 0 (the default): the analytic terms. */
     int profiled;
     double relay_msg_s, relay_word_s, relay_local_s;
     /* How the collectives are priced (sb_coll_*): SB_COLL_ANALYTIC (0, the
@@ -149,8 +148,10 @@ double sb_coll_alltoall(const sb_cost_params *cp, double words, sb_coll_group g)
 double sb_coll_p2p(const sb_cost_params *cp, double words, int inter);
 /* A relayout in which each device receives `words` from the first q ranks
  * (an edge between two ops: q the larger of their device counts): an
- * all-to-all over sb_coll_group_first(q). */
-double sb_coll_relayout(const sb_cost_params *cp, double words, double q);
+ * all-to-all over sb_coll_group_first(q); under a profile (cp->profiled)
+ * the fit, which also prices the `local` words of the shards it copies on
+ * a rank (sb_edge_local_words; the analytic terms ignore them). */
+double sb_coll_relayout(const sb_cost_params *cp, double words, double q, double local);
 
 /* Configs of one op: n rows of ndims split counts, row-major. */
 typedef struct {
