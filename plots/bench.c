@@ -44,6 +44,8 @@ typedef struct {
     char file[PATH_MAX];
     char kind[32];
     double cost, mem; /* NaN / 0 when not given */
+    int64_t meas_id; /* its latest measurements row as a plain strategy (one
+                      * that bench can price again: reprice), else 0 */
 } survivor;
 
 static volatile sig_atomic_t interrupted;
@@ -117,6 +119,7 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
             v = nv;
         }
         survivor *sv = &v[(*n)++];
+        memset(sv, 0, sizeof *sv);
         if (cols[0][0] == '/')
             snprintf(sv->file, sizeof sv->file, "%s", cols[0]);
         else
@@ -662,25 +665,25 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     return 0;
 }
 
-/* bench --profile N: N launches of `shardbench profile` of this model at P
- * (the bench's launcher, the bench's database, seeds 1..N) right before
- * its strategies are pruned and measured, so the predictive model's figures
- * are of the machine as it is now. Returns -1 only on interruption or a
- * failed launch (err says which). */
+/* bench --profile N: launches first..last (1-based, of N) of `shardbench
+ * profile` of this model at P (the bench's launcher, the bench's database,
+ * seed 1: every launch runs the same strategies, so that the fastest launch
+ * can be told, profile.h). Launch 1 runs right before the pair is priced and
+ * pruned; with --trials T > 1 launch k runs right before trial round k (the
+ * rest before the last), so that the profiles and the trials sample the
+ * same phases of the machine, and the strategies are priced again after the
+ * last (reprice). Returns -1 only on interruption or a failed launch (err
+ * says which). */
 static int run_profiles(bench *b, const char *model_arg, char **set_argv, int nset_argv, int p,
-                        const char *machine_name, int *stop, sb_error *err)
+                        const char *machine_name, int first, int last, int *stop, sb_error *err)
 {
     const bench_args *a = b->a;
-    for (int rep = 1; rep <= a->profile; rep++) {
-        char seed[16];
-        snprintf(seed, sizeof seed, "%d", 1);
-        /* one seed: every launch runs the same strategies, so the fastest
-         * launch can be told (profile.h) */
+    for (int rep = first; rep <= last; rep++) {
         char steps[16];
         snprintf(steps, sizeof steps, "%d", a->steps);
         char *tail[] = {b->self, "profile", "-m", (char *)model_arg, "--machine",
                         (char *)machine_name, "--db", (char *)a->db, "--backend",
-                        (char *)a->backend, "--seed", seed, "--steps", steps, "--warmup", "1",
+                        (char *)a->backend, "--seed", "1", "--steps", steps, "--warmup", "1",
                         "--strategies", "16", "--quiet"};
         enum { NTAIL = sizeof tail / sizeof tail[0] };
         proc_result pr = {0};
@@ -701,15 +704,104 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
         }
         sb_proc_result_free(&pr);
     }
-    printf("%s p=%d: profiled (%d launch%s of shardbench profile, machine %s)\n", model_arg, p,
-           a->profile, a->profile == 1 ? "" : "es", machine_name);
+    if (first <= last) {
+        clear_progress(b);
+        if (first == last)
+            printf("%s p=%d: profiled (launch %d of %d of shardbench profile, machine %s)\n",
+                   model_arg, p, first, a->profile, machine_name);
+        else
+            printf("%s p=%d: profiled (launches %d-%d of %d of shardbench profile, machine %s)\n",
+                   model_arg, p, first, last, a->profile, machine_name);
+    }
+    return 0;
+}
+
+/* The profile launches that run before trial round t (0-based) of T; launch
+ * k (1-based, of N) runs before round min(k - 1, T - 1). *first > *last:
+ * none. */
+static void profile_launches(int n, int trials, int t, int *first, int *last)
+{
+    if (trials <= 1) {
+        *first = t == 0 ? 1 : n + 1;
+        *last = t == 0 ? n : n;
+        return;
+    }
+    *first = t + 1;
+    *last = t < trials - 1 ? t + 1 : n;
+    if (*last > n)
+        *last = n;
+}
+
+/* The cost model of (m, p) as bench_pair prices it: the machine file or
+ * calibration, then the machine's profiles in the bench's database (cmodel
+ * says which); 1 when it cannot be built (reported), -1 on a database
+ * error. */
+static int price_problem(bench *b, const sb_model *m, int p, sb_problem *pb, char *cmodel,
+                         size_t ncmodel, sb_error *perr)
+{
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_machine mc;
+    cmodel[0] = 0;
+    if (b->a->machine && !sb_machine_load(b->a->machine, &mc, perr))
+        sb_machine_cost_params(&mc, &cp);
+    if (perr->code || (b->a->calibration && sb_calibration_load(b->a->calibration, &cp, perr))
+        || sb_problem_build(m, p, &cp, pb, perr))
+        return 1;
+    if (sb_profile_use_q(pb, b->q, cmodel, ncmodel, perr) < 0) {
+        sb_problem_free(pb);
+        return 1;
+    }
+    return 0;
+}
+
+/* After the last profile launch: every plain strategy measured in this pair
+ * priced by the profiles as they are now, its rows updated (sb_dbq_reprice),
+ * one line with the largest change. */
+static int reprice(bench *b, const sb_model *m, int p, survivor *sv, int n, sb_error *err)
+{
+    sb_problem pb;
+    sb_error perr = {0};
+    char cmodel[1024];
+    if (price_problem(b, m, p, &pb, cmodel, sizeof cmodel, &perr)) {
+        fprintf(stderr, "shardbench: %s p=%d: pricing again: %s\n", m->name, p, perr.msg);
+        return 0; /* the first prices stay */
+    }
+    int *choice = sb_calloc((size_t)m->nops, sizeof *choice, err);
+    if (!choice) {
+        sb_problem_free(&pb);
+        return -1;
+    }
+    int count = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sv[i].meas_id || sb_strategy_load(sv[i].file, &pb, choice, &perr))
+            continue;
+        double cost = sb_strategy_cost(&pb, choice);
+        double sec = pb.cp.calibration[0] || pb.cp.machine[0] ? cost / (pb.cp.tflops * 1e12)
+                                                             : NAN;
+        if (sb_dbq_reprice(b->q, b->run_id, sv[i].meas_id, cost, sec, err)) {
+            free(choice);
+            sb_problem_free(&pb);
+            return -1;
+        }
+        double ch = isfinite(sv[i].cost) && sv[i].cost > 0 ? fabs(cost / sv[i].cost - 1) : 0;
+        worst = ch > worst ? ch : worst;
+        sv[i].cost = cost;
+        count++;
+    }
+    free(choice);
+    sb_problem_free(&pb);
+    clear_progress(b);
+    printf("%s p=%d: %d strateg%s priced again after the last profile launch; the largest "
+           "change %.1f%%\n", m->name, p, count, count == 1 ? "y" : "ies", 100.0 * worst);
     return 0;
 }
 
 /* Measures one survivor and records it. Returns -1 only on a database error
  * (or interruption: *stop set), never for the strategy's own failure. */
 static int measure(bench *b, const char *model_arg, char **set_argv, int nset_argv,
-                   const sb_problem *pb, const char *params, const survivor *sv, int trial,
+                   const sb_problem *pb, const char *params, survivor *sv, int trial,
                    int *skip, int *stop, sb_error *err)
 {
     int nops = pb->m->nops;
@@ -796,10 +888,13 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         rec.message = msg;
         rec.peak_mem_bytes = 0;
     }
-    int rc = sb_db_record_measurement(b->db, &rec, NULL, err);
+    int64_t meas_id = 0;
+    int rc = sb_db_record_measurement(b->db, &rec, &meas_id, err);
     free(json);
     if (rc)
         return -1;
+    if (loaded && !extras)
+        sv->meas_id = meas_id;
     b->measured++;
     clear_progress(b);
     if (b->a->trials > 1)
@@ -881,34 +976,32 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
 {
     char params[2048], dir[PATH_MAX];
     sb_params_str(m, params, sizeof params);
-    sb_cost_params cp;
-    sb_cost_params_default(&cp);
     sb_problem pb;
     sb_error perr = {0};
-    sb_machine mc;
-    if (b->a->machine && !sb_machine_load(b->a->machine, &mc, &perr))
-        sb_machine_cost_params(&mc, &cp);
-    if (perr.code || (b->a->calibration && sb_calibration_load(b->a->calibration, &cp, &perr))
-        || sb_problem_build(m, p, &cp, &pb, &perr)) {
-        fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
-        return 1;
-    }
+    char cmodel[1024], mname[300] = "";
     /* a machine's profiles in the bench's database: the predictive model
-     * (prune is given the same database); fresh ones first with --profile */
-    if (b->a->profile && cp.machine[0]) {
-        char mname[300];
-        sb_machine_name(cp.machine, mname, sizeof mname);
-        if (run_profiles(b, model_arg, set_argv, nset_argv, p, mname, stop, &perr)) {
+     * (prune is given the same database); with --profile the first fresh
+     * launches first (run_profiles) */
+    int trials = b->a->trials > 1 ? b->a->trials : 1, first, last;
+    int profiling = b->a->profile && b->a->machine;
+    if (profiling) {
+        sb_machine mc;
+        if (sb_machine_load(b->a->machine, &mc, &perr)) {
+            fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
+            return 1;
+        }
+        sb_cost_params mcp;
+        sb_cost_params_default(&mcp);
+        sb_machine_cost_params(&mc, &mcp);
+        sb_machine_name(mcp.machine, mname, sizeof mname);
+        profile_launches(b->a->profile, trials, 0, &first, &last);
+        if (run_profiles(b, model_arg, set_argv, nset_argv, p, mname, first, last, stop, &perr)) {
             fprintf(stderr, "shardbench: %s\n", perr.msg);
-            sb_problem_free(&pb);
             return *stop ? -1 : 1;
         }
     }
-    char cmodel[1024];
-    int prc = sb_profile_use_q(&pb, b->q, cmodel, sizeof cmodel, &perr);
-    if (prc < 0) {
+    if (price_problem(b, m, p, &pb, cmodel, sizeof cmodel, &perr)) {
         fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
-        sb_problem_free(&pb);
         return 1;
     }
     if (cmodel[0])
@@ -932,7 +1025,7 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         goto out;
     }
     double g0 = sb_now();
-    int done = 0, trials = b->a->trials > 1 ? b->a->trials : 1;
+    int done = 0, later_profiles = 0;
     int *skip = calloc((size_t)n + 1, sizeof *skip);
     if (!skip) {
         rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
@@ -951,7 +1044,18 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         }
     /* trial t of every strategy before trial t + 1: slow phases of the
      * machine spread over all strategies instead of hitting one */
-    for (int t = 0; t < trials && !*stop; t++)
+    for (int t = 0; t < trials && !*stop; t++) {
+        if (profiling && t > 0) {
+            profile_launches(b->a->profile, trials, t, &first, &last);
+            later_profiles += last >= first;
+            if (run_profiles(b, model_arg, set_argv, nset_argv, p, mname, first, last, stop,
+                             &perr)) {
+                fprintf(stderr, "shardbench: %s\n", perr.msg);
+                free(skip);
+                rc = *stop ? -1 : 1;
+                goto out;
+            }
+        }
         for (int i = 0; i < n && !*stop; i++) {
             if (skip[i])
                 continue;
@@ -969,8 +1073,11 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
             if (interrupted)
                 *stop = 1;
         }
+    }
     free(skip);
-    if (!*stop && correlate(b, m->name, params, p, err))
+    if (!*stop && later_profiles && reprice(b, m, p, sv, n, err))
+        rc = -1;
+    else if (!*stop && correlate(b, m->name, params, p, err))
         rc = -1;
 out:
     free(sv);

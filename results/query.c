@@ -668,6 +668,68 @@ fail:
     return -1;
 }
 
+/* One statement with no rows, or the first column of its one row into *v. */
+static int step_one(sb_dbq *q, sqlite3_stmt *st, const char *doing, int64_t *v, sb_error *err)
+{
+    int r = sb_dbq_step(q, st, doing, err);
+    if (r > 0 && v)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return r;
+}
+
+int sb_dbq_reprice(sb_dbq *q, int64_t run_id, int64_t meas_id, double cost, double seconds,
+                   sb_error *err)
+{
+    const char *doing = "pricing a measured strategy again";
+    sqlite3_stmt *st;
+    int64_t sid = 0, shared = 0;
+    if (exec(q, "BEGIN IMMEDIATE", doing, err))
+        return -1;
+    if (sb_dbq_query(q, "SELECT strategy_id FROM measurements WHERE id = ?1 AND run_id = ?2",
+                     &st, doing, err, "II", meas_id, run_id))
+        goto fail;
+    int r = step_one(q, st, doing, &sid, err);
+    if (r < 0)
+        goto fail;
+    if (r == 0) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: %s: no measurement %lld in run %lld", q->path, doing,
+                (long long)meas_id, (long long)run_id);
+        goto fail;
+    }
+    if (sb_dbq_query(q, "SELECT EXISTS (SELECT 1 FROM measurements WHERE strategy_id = ?1 AND "
+                     "run_id != ?2)", &st, doing, err, "II", sid, run_id) ||
+        step_one(q, st, doing, &shared, err) < 0)
+        goto fail;
+    if (shared) { /* this run's own copy of the row */
+        if (sb_dbq_query(q, "INSERT INTO strategies (model_id, p, kind, predicted_cost, "
+                         "predicted_mem_bytes, configs_json, mesh_layout) SELECT model_id, p, "
+                         "kind, predicted_cost, predicted_mem_bytes, configs_json, mesh_layout "
+                         "FROM strategies WHERE id = ?1", &st, doing, err, "I", sid) ||
+            step_one(q, st, doing, NULL, err) < 0)
+            goto fail;
+        int64_t copy = sqlite3_last_insert_rowid(q->h);
+        if (sb_dbq_query(q, "UPDATE measurements SET strategy_id = ?1 WHERE strategy_id = ?2 AND "
+                         "run_id = ?3", &st, doing, err, "III", copy, sid, run_id) ||
+            step_one(q, st, doing, NULL, err) < 0)
+            goto fail;
+        sid = copy;
+    }
+    if (sb_dbq_query(q, "UPDATE strategies SET predicted_cost = ?2, configs_json = CASE WHEN "
+                     "json_valid(configs_json) THEN json_replace(configs_json, '$.total_cost', "
+                     "?2, '$.predicted_step_seconds', ?3) ELSE configs_json END WHERE id = ?1",
+                     &st, doing, err, "IDD", sid, cost, seconds) ||
+        step_one(q, st, doing, NULL, err) < 0 ||
+        sb_dbq_query(q, "UPDATE measurements SET predicted_s = ?1 WHERE strategy_id = ?2 AND "
+                     "run_id = ?3", &st, doing, err, "DII", seconds, sid, run_id) ||
+        step_one(q, st, doing, NULL, err) < 0 || exec(q, "COMMIT", doing, err))
+        goto fail;
+    return 0;
+fail:
+    rollback(q);
+    return -1;
+}
+
 int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *err)
 {
     const char *doing = "linking a search to its run";

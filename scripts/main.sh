@@ -8,7 +8,7 @@
 #  2. calibrates the cost model to this machine (`shardbench calibrate`,
 #     the machine file cpu-here), then runs a small end-to-end bench on the
 #     CPU backend: AlexNet and the Transformer at reduced sizes on P = 1, 2,
-#     4 MPI ranks, each (model, P) profiled first (`bench --profile 3`: the
+#     4 MPI ranks, each (model, P) profiled (`bench --profile 3`, one launch before each trial round: the
 #     predictive cost model's figures), then each survivor of `shardbench
 #     prune` (pase-best, data parallel, expert, MCMC, the top mesh x layout
 #     candidates) and 4 random valid strategies trained for a few real
@@ -47,9 +47,9 @@ printf '\n== 2. calibrate and profile on this machine, then the end-to-end bench
 mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate --out "$out/calibration-cpu.txt" \
     --machine-out "$out/cpu-here.machine" --quiet
 # every (model, P): 3 launches of `shardbench profile` (every op config's
-# seconds, the relayouts, the collectives), then the survivors of prune plus
-# 4 random valid strategies, 3 launches each (interleaved), predicted by the
-# profiles (the predictive cost model)
+# seconds, the relayouts, the collectives), one before each of the 3 trial
+# rounds of the survivors of prune plus 4 random valid strategies, which are
+# then predicted by the profiles of all three (the predictive cost model)
 build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-here.machine" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \

@@ -114,7 +114,7 @@ check "paper --table2 --profiles none: machine.predictive false" python3 -c \
 rc=$?
 check "bench --profile 1 --random 2: exit 0 ($rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$T/e"
-check "bench: profiled before measuring" grep -q "alexnet p=2: profiled (1 launch" "$T/b"
+check "bench: profiled before measuring" grep -q "alexnet p=2: profiled (launch 1 of 1 of" "$T/b"
 check "bench: priced by the profiles" grep -q "alexnet p=2: cost model: predictive" "$T/b"
 check "bench: the database is intact (integrity_check)" \
     test "$(sqlite3 "$DB" "PRAGMA integrity_check")" = ok
@@ -122,6 +122,36 @@ check "bench: two profiles of box at 2 ranks now" \
     test "$(sqlite3 "$DB" "SELECT count(*) FROM profiles WHERE ranks=2")" = 2
 check "bench: rand1 and rand2 measured with predicted seconds" \
     test "$(sqlite3 "$DB" "SELECT count(*) FROM measurements x JOIN strategies s ON s.id = x.strategy_id WHERE s.kind IN ('rand1','rand2') AND x.predicted_s > 0 AND x.status = 'ok'")" = 2
+
+# --profile 2 --trials 2: launch 2 between the trial rounds, then every
+# strategy priced again by the profiles as they are after it
+"$SB" bench -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profile 2 --trials 2 \
+    --steps 1 --warmup 1 --top 2 --search-algos none --db "$DB" > "$T/b2" 2> "$T/e"
+rc=$?
+check "bench --profile 2 --trials 2: exit 0 ($rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$T/e"
+check "bench: launch 1, trial round 1, launch 2, trial round 2, in that order" python3 -c '
+import sys
+t = open(sys.argv[1]).read()
+i = [t.find(s) for s in ("profiled (launch 1 of 2 of", "[trial 1/2]", "profiled (launch 2 of 2 of",
+                         "[trial 2/2]", "priced again after the last profile launch")]
+sys.exit(not (min(i) >= 0 and i == sorted(i)))' "$T/b2"
+run2=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$T/b2" | head -n 1)
+"$SB" prune -m alexnet -p 2 "${SMALL[@]}" --machine "$T/box.machine" --profiles "$DB" --top 2 \
+    --out "$T/pr2" > /dev/null 2> "$T/e"
+# data parallel is one fixed strategy: prune run now prices it by the same
+# profiles as the bench's last pricing
+check "bench: dp's stored price is the profiles' price after the last launch (as prune gives it now)" \
+    python3 -c '
+import sqlite3, sys
+db, run, idx = sys.argv[1:4]
+now = [float(l.split("\t")[2]) for l in open(idx) if l.split("\t")[1] == "dp"][0]
+c = sqlite3.connect(db)
+rows = c.execute("SELECT DISTINCT s.predicted_cost, x.predicted_s FROM measurements x JOIN strategies s "
+                 "ON s.id = x.strategy_id WHERE x.run_id = ? AND s.kind = ?", (run, "dp")).fetchall()
+ok = len(rows) == 1 and abs(rows[0][0] / now - 1) < 1e-9 and rows[0][1] > 0
+print(rows, now) if not ok else None
+sys.exit(not ok)' "$DB" "$run2" "$T/pr2/index.tsv"
 
 "$SB" bench -m alexnet -p 2 "${SMALL[@]}" --profile 1 --db "$T/x.db" > "$T/o" 2> "$T/e"
 check "bench --profile without --machine: exit 2" test $? -eq 2

@@ -280,6 +280,16 @@ int sb_dbq_search_strategy(sb_dbq *q, int64_t model_id, int p, int64_t prefer_ru
 int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model,
                               const char *params, int p, int n, double rho, sb_error *err);
 
+/* Prices the strategy of measurement meas_id (of run_id) again: its
+ * strategies row gets predicted_cost = cost (and the total_cost and
+ * predicted_step_seconds of its configs JSON, where it has them), and every
+ * measurement of that strategy in run_id predicted_s = seconds (NaN: NULL).
+ * A strategies row that measurements of other runs share is copied first
+ * and this run's measurements moved to the copy, so that the other runs'
+ * predictions stay as they were. One transaction. */
+int sb_dbq_reprice(sb_dbq *q, int64_t run_id, int64_t meas_id, double cost, double seconds,
+                   sb_error *err);
+
 /* Sets search_runs.run_id of one search row (a bench's own searches). */
 int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *err);
 
