@@ -723,7 +723,7 @@ static void profile_launches(int n, int trials, int t, int *first, int *last)
 {
     if (trials <= 1) {
         *first = t == 0 ? 1 : n + 1;
-        *last = t == 0 ? n : n;
+        *last = n;
         return;
     }
     *first = t + 1;
@@ -734,8 +734,8 @@ static void profile_launches(int n, int trials, int t, int *first, int *last)
 
 /* The cost model of (m, p) as bench_pair prices it: the machine file or
  * calibration, then the machine's profiles in the bench's database (cmodel
- * says which); 1 when it cannot be built (reported), -1 on a database
- * error. */
+ * says which); 1 when it cannot be built or its profiles not read (perr
+ * says why). */
 static int price_problem(bench *b, const sb_model *m, int p, sb_problem *pb, char *cmodel,
                          size_t ncmodel, sb_error *perr)
 {
