@@ -601,6 +601,10 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
  * GPT-3 stage of 24 ops on 16 devices: over a minute). */
 #define EXACT_MEM_CONFIGS 512
 
+/* Bounds are sums in another order than the DP's: this factor keeps a
+ * bound under the value it bounds despite rounding. */
+#define BOUND_SLACK (1.0 - 1e-12)
+
 /* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
  * relaxation of the resident bytes (additive over ops, so the exact DP
  * minimises cost + lambda x resident for any lambda): the least lambda
@@ -923,6 +927,22 @@ static stage_entry *stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc)
     return e;
 }
 
+/* Memory skip (exact): 1 when each stage chooses its recomputation and the
+ * exact least memory of ops [i, j) kept (every config choice, k copies) is
+ * over the limit, so no kept strategy fits and its DP need not run; 0 else
+ * (also with o->no_skips or brute force: the DP decides); -1 on error. */
+static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, double *out);
+
+static int kept_over(pctx *X, int i, int j, int d, int M, int k)
+{
+    double lm = 0.0;
+    if (!X->rc_choose || k < 0 || X->brute || X->o->no_shortcuts || X->o->no_skips)
+        return 0;
+    if (least_mem_mode(X, i, j, d, M, k, 0, &lm))
+        return -1;
+    return lm * BOUND_SLACK > X->o->mem_limit;
+}
+
 /* The stage of ops [i, j) (d, M, k as stage_rc) in its recompute mode:
  * the fixed one, or, when each stage chooses, the better of none and all
  * (ties: none). Exact shortcut: recomputing adds sb_recompute_cost >= 0 to
@@ -936,6 +956,15 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
 {
     if (!X->rc_choose || k < 0) /* no limit: kept (recomputing costs no less) */
         return stage_rc(X, i, j, d, M, k, X->rc_choose ? 0 : X->rc_fixed);
+    int over = kept_over(X, i, j, d, M, k);
+    if (over < 0)
+        return NULL;
+    if (over) { /* kept fits no config choice: recomputed, unless that fails too (then as
+                   below, which reports the lesser least memory) */
+        stage_entry *ea = stage_rc(X, i, j, d, M, k, 1);
+        if (!ea || isfinite(ea->t))
+            return ea;
+    }
     stage_entry *en = stage_rc(X, i, j, d, M, k, 0);
     if (!en)
         return NULL;
@@ -1041,7 +1070,16 @@ static int cmp_item(const void *a, const void *b)
  * non-decreasing as ops are added. */
 static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
 {
-    int modes = X->rc_choose ? 2 : X->rc_fixed; /* what op_bounds listed */
+    return least_mem_mode(X, i, j, d, M, k, -1, out);
+}
+
+/* least_mem of one recompute mode (0 kept, 1 recomputed) when each stage
+ * chooses (op_bounds listed both, mode by mode per config: only that
+ * mode's entries taken); mode -1: the modes op_bounds listed. */
+static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, double *out)
+{
+    int both = X->rc_choose && mode >= 0;             /* entries x of mode: x % 2 == mode */
+    int modes = both ? 3 + mode : X->rc_choose ? 2 : X->rc_fixed; /* the cache's key */
     uint64_t key = entry_key(X, ENTRY_LEAST_MEM, i, j, d, M, k, modes);
     stage_entry *hit = entry_find(X, ENTRY_LEAST_MEM, key, i, j, d, M, k, modes);
     if (hit) {
@@ -1073,7 +1111,8 @@ static int least_mem(pctx *X, int i, int j, int d, int M, int k, double *out)
         if (X->cnt[u] < 0)
             continue;
         for (int x = X->cm_off[u]; x < X->cm_off[u + 1]; x++)
-            X->items[n++] = (struct mem_item){.s = X->cm[3 * (size_t)x + 2],
+            if (!both || (x - X->cm_off[u]) % 2 == mode)
+                X->items[n++] = (struct mem_item){.s = X->cm[3 * (size_t)x + 2],
                                               .val = X->cm[3 * (size_t)x] + kk * X->cm[3 * (size_t)x + 1],
                                               .u = u};
         X->cnt[u] = -X->cnt[u]; /* listed */
@@ -1278,9 +1317,6 @@ static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR
     return 0;
 }
 
-/* Bounds are sums in another order than the DP's: this factor keeps a
- * bound under the value it bounds despite rounding. */
-#define BOUND_SLACK (1.0 - 1e-12)
 
 /* The best partition of one (S, M, schedule) into X->r when it beats
  * *best. Brute force: every range's stage solved, every partition. Else
@@ -1436,6 +1472,19 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                     }
                     if (isfinite(u->t)) {
                         x->t = fmax(x->t, u->t + p2p[x->b]);
+                        /* only recomputed strategies fit: they cost at least the
+                         * recomputed unconstrained optimum (recomputing adds cost
+                         * per config), a higher bound */
+                        int over = kept_over(X, X->seg[x->a], X->seg[x->b], d, M, k);
+                        stage_entry *ua = over > 0 ? stage_rc(X, X->seg[x->a], X->seg[x->b], d,
+                                                              M, -1, 1)
+                                                   : u;
+                        if (over < 0 || !ua) {
+                            rc = -1;
+                            goto out;
+                        }
+                        if (isfinite(ua->t))
+                            x->t = fmax(x->t, ua->t + p2p[x->b]);
                         solved++;
                         continue;
                     }

@@ -571,6 +571,114 @@ static void test_recompute_stage_memory(void **state)
     sb_model_free(&m);
 }
 
+/* Two pipeline results equal: return code, step, cuts, schedule, ZeRO,
+ * each stage's recomputation and every op's config. */
+static void same_result(const sb_model *m, int ra, const sb_pipe_result *a, int rb,
+                        const sb_pipe_result *b)
+{
+    assert_int_equal(ra, rb);
+    if (ra)
+        return;
+    assert_true(a->step_cost == b->step_cost);
+    assert_int_equal(a->pipe.nstages, b->pipe.nstages);
+    assert_int_equal(a->pipe.microbatches, b->pipe.microbatches);
+    assert_int_equal(a->pipe.schedule, b->pipe.schedule);
+    assert_int_equal(a->zero, b->zero);
+    for (int s = 0; s <= a->pipe.nstages; s++)
+        assert_int_equal(a->pipe.first_op[s], b->pipe.first_op[s]);
+    for (int s = 0; s < a->pipe.nstages; s++)
+        assert_int_equal(a->stage_recompute[s], b->stage_recompute[s]);
+    assert_memory_equal(a->cfg, b->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof(int));
+}
+
+/* The memory skips (a range's kept DP not run when its exact least memory
+ * kept is over the limit; its bound then the recomputed unconstrained
+ * optimum) against the same search without them (o.no_skips): the same
+ * result, on random models and the reduced GPT-3 at several limits, each
+ * stage choosing its recomputation. */
+static void test_skips_equal(void **state)
+{
+    (void)state;
+    char text[8192];
+    long dps_a = 0, dps_b = 0;
+    int cases = 0, rc_any = 0;
+    for (int g = 0; g < 10; g++) {
+        int nops;
+        gen_wide = g % 2;
+        gen(text, sizeof text, &nops);
+        int p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1;
+        sb_pipe_result u, a, b;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        const double fs[] = {0.9, 0.7, 0.5, 0.35, 0.25};
+        for (int k = 0; k < 5; k++) {
+            o.mem_limit = u.peak_bytes * fs[k];
+            o.no_skips = 0;
+            sb_error e1 = {0}, e2 = {0};
+            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+            o.no_skips = 1;
+            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+            same_result(&m, ra, &a, rb, &b);
+            if (!ra) {
+                dps_a += a.subproblems, dps_b += b.subproblems, cases++;
+                for (int s = 0; s < a.pipe.nstages; s++)
+                    rc_any += a.stage_recompute[s];
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    gen_wide = 0;
+    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+                          "vocab=512"};
+    sb_setting set[8];
+    sb_error err = {0};
+    for (int q = 0; q < 7; q++)
+        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
+    sb_model m;
+    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.choose_recompute = 1;
+    int p = 8;
+    sb_pipe_result u, a, b;
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+    const double limits[] = {0.6, 0.4, 0.3, 0.2};
+    for (int q = 0; q < 4; q++) {
+        o.mem_limit = u.peak_bytes * limits[q];
+        o.no_skips = 0;
+        sb_error e1 = {0}, e2 = {0};
+        int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+        o.no_skips = 1;
+        int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+        same_result(&m, ra, &a, rb, &b);
+        if (!ra) {
+            dps_a += a.subproblems, dps_b += b.subproblems, cases++;
+            for (int s = 0; s < a.pipe.nstages; s++)
+                rc_any += a.stage_recompute[s];
+            sb_pipe_result_free(&a);
+            sb_pipe_result_free(&b);
+        }
+    }
+    sb_pipe_result_free(&u);
+    sb_model_free(&m);
+    print_message("memory skips: %d results equal to the search without them (%d stages "
+                  "recomputing); %ld stage DPs with the skips, %ld without\n", cases, rc_any,
+                  dps_a, dps_b);
+    assert_true(cases > 0 && rc_any > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_allreduce_once),
         cmocka_unit_test(test_gpt3_shortcuts),
+        cmocka_unit_test(test_skips_equal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
