@@ -671,6 +671,8 @@ void sb_executor_free(sb_executor *ex)
         exec_params_free(ex);
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
+    if (ex->be && ex->be->comm_release)
+        ex->be->comm_release(); /* NCCL comms of the freed groups, outside MPI's callbacks */
     sb_relayout_pending_free(ex->pending);
     sb_model_free(&ex->micro);
     free(ex->mb_dim);
