@@ -861,6 +861,11 @@ static void test_comm_cache(void **state)
     assert_int_equal(e->use_nccl, 1);
     assert_int_equal(sbc_comm_cache_find(c, b)->use_nccl, 0);
     assert_ptr_equal(sbc_comm_cache_at(c, 0), e);
+    /* ncclCommSplit's color: a group's color, or no-color outside every group */
+    assert_int_equal(sbc_nccl_split_color(3), 3);
+    assert_int_equal(sbc_nccl_split_color(0), 0);
+    assert_int_equal(sbc_nccl_split_color(-1), SBC_SPLIT_NOCOLOR);
+    assert_int_equal(sbc_nccl_split_color(-7), SBC_SPLIT_NOCOLOR);
     assert_null(sbc_comm_cache_at(c, 3));
     /* MPI frees a communicator: its entry goes, its NCCL handle waits for
      * the reap (not destroyed inside MPI's attribute callback) */

@@ -981,6 +981,39 @@ extern "C" int sb_cuda_nccl_selftest(char *msg, size_t len)
     return rc;
 }
 
+static_assert(SBC_SPLIT_NOCOLOR == NCCL_SPLIT_NOCOLOR, "cuda_host.h's no-color is NCCL's");
+
+/* After the executor's MPI_Comm_split of parent (collective over parent):
+ * when NCCL serves parent, child's NCCL communicator is ncclCommSplit from
+ * parent's with the same color and key (so NCCL ranks are MPI ranks), not
+ * a fresh ncclCommInitRank at child's first collective. Ranks outside
+ * every group take part with NCCL_SPLIT_NOCOLOR. On the MPI path child is
+ * set up at its first use as before. */
+static void cuda_comm_split(MPI_Comm parent, int color, int key, MPI_Comm child)
+{
+    sbc_comm_entry *pe = comm_entry(parent, "communicator split");
+    if (!pe)
+        sbc_die(__FILE__, __LINE__, "cannot set up the parent communicator of a split");
+    if (!pe->use_nccl || !pe->handle)
+        return;
+    ncclComm_t nc = NULL;
+    ncclResult_t r = ncclCommSplit((ncclComm_t)pe->handle, sbc_nccl_split_color(color), key, &nc,
+                                   NULL);
+    if (r != ncclSuccess)
+        sbc_die(__FILE__, __LINE__, "ncclCommSplit (color %d, key %d): %s", color, key,
+                ncclGetErrorString(r));
+    if (child == MPI_COMM_NULL) {
+        if (nc)
+            ncclCommDestroy(nc);
+        return;
+    }
+    if (!nc)
+        sbc_die(__FILE__, __LINE__, "ncclCommSplit gave no communicator for color %d", color);
+    if (!sbc_comm_cache_add(g.comms, child, 1, nc))
+        sbc_die(__FILE__, __LINE__, "out of host memory (communicator cache)");
+    g.nccl_comms++;
+}
+
 /* Destroys the NCCL communicators of MPI communicators freed since the last
  * lookup (the executor calls it after freeing its groups). */
 static void cuda_comm_release(void)
@@ -1015,6 +1048,7 @@ static const sb_backend table = {
     .from_host = cuda_from_host,
     .sync = cuda_sync,
     .comm_release = cuda_comm_release,
+    .comm_split = cuda_comm_split,
     .allreduce = cuda_allreduce,
     .alltoallv = cuda_alltoallv,
     .reduce_scatter = cuda_reduce_scatter,

@@ -686,6 +686,8 @@ static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
     return MPI_SUCCESS;
 }
 
+int sbc_nccl_split_color(int mpi_color) { return mpi_color < 0 ? SBC_SPLIT_NOCOLOR : mpi_color; }
+
 int sbc_comm_cache_reap(sbc_comm_cache *c)
 {
     int k = c->npending;

@@ -263,6 +263,10 @@ sbc_comm_entry *sbc_comm_cache_find(sbc_comm_cache *c, MPI_Comm comm);
  * attribute. */
 sbc_comm_entry *sbc_comm_cache_add(sbc_comm_cache *c, MPI_Comm comm, int use_nccl, void *handle);
 int sbc_comm_cache_size(const sbc_comm_cache *c);
+/* ncclCommSplit's color for an MPI_Comm_split color: itself, or
+ * SBC_SPLIT_NOCOLOR (NCCL_SPLIT_NOCOLOR) for a rank in no group (< 0). */
+enum { SBC_SPLIT_NOCOLOR = -1 };
+int sbc_nccl_split_color(int mpi_color);
 /* Entry i (0 <= i < size), else NULL: for polling every live handle. */
 sbc_comm_entry *sbc_comm_cache_at(sbc_comm_cache *c, int i);
 /* When MPI frees a communicator its entry goes at once but its handle is
