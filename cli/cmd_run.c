@@ -20,6 +20,9 @@
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#ifdef SB_HAVE_CUDA
+#include "../runtime/cuda/cuda_backend.h"
+#endif
 
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
@@ -866,6 +869,9 @@ done:
         sb_problem_free(&R.pb);
     if (R.have_model)
         sb_model_free(&R.m);
+#ifdef SB_HAVE_CUDA
+    sb_cuda_finalize(); /* NCCL communicators, before MPI_Finalize and outside its callbacks */
+#endif
     MPI_Finalize();
     return status;
 }

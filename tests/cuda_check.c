@@ -878,6 +878,15 @@ int main(int argc, char **argv)
     check_tensor();
     check_pointwise();
     double ms = self ? 0 : sb_cuda_timer_stop_ms();
+    if (!self) { /* NCCL for real at P = 1 */
+        char nmsg[256];
+        checks++;
+        if (sb_cuda_nccl_selftest(nmsg, sizeof nmsg)) {
+            failures++;
+            printf("cuda_check: NCCL self-test FAILED: %s\n", nmsg);
+        } else
+            printf("cuda_check: NCCL self-test (1-rank all-reduce, grouped send/recv to itself): ok\n");
+    }
     sb_cuda_stats st;
     if (!self && !sb_cuda_stats_get(&st))
         printf("cuda_check: device %d, %s, pool %zu MiB, peak %.1f MiB, cuDNN algo cache %ld hits "

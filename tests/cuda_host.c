@@ -201,6 +201,43 @@ static void test_pool_random(void **state)
 
 /* ---- algorithm cache ---- */
 
+/* workspace fallback: the first candidate, in the search's order, that fits */
+static void test_conv_fit(void **state)
+{
+    (void)state;
+    sbc_conv_algo a, run;
+    /* the search's order: 7 (1 MiB), 1 (64 KiB), 6 (4 MiB), 0 (none) */
+    sbc_conv_algo_add(&a, 0, 7, SBC_MATH_TENSOR_OP, 1 << 20);
+    sbc_conv_algo_add(&a, 1, 1, SBC_MATH_TENSOR_OP, 64 << 10);
+    sbc_conv_algo_add(&a, 2, 6, SBC_MATH_DEFAULT, 4 << 20);
+    sbc_conv_algo_add(&a, 3, 0, SBC_MATH_FMA, 0);
+    assert_int_equal(a.algo, 7);
+    assert_int_equal(a.nalt, 3);
+    /* room for the choice: the choice */
+    assert_int_equal(sbc_conv_algo_fit(&a, 1 << 20, &run), 0);
+    assert_int_equal(run.algo, 7);
+    assert_int_equal(run.workspace, 1 << 20);
+    assert_int_equal(run.nalt, 0);
+    /* less: the next that fits in order, not the smallest */
+    assert_int_equal(sbc_conv_algo_fit(&a, (1 << 20) - 1, &run), 1);
+    assert_int_equal(run.algo, 1);
+    assert_int_equal(run.math, SBC_MATH_TENSOR_OP);
+    assert_int_equal(run.workspace, 64 << 10);
+    /* nothing free: the one without workspace */
+    assert_int_equal(sbc_conv_algo_fit(&a, 0, &run), 3);
+    assert_int_equal(run.algo, 0);
+    assert_int_equal(run.math, SBC_MATH_FMA);
+    /* no candidate fits */
+    sbc_conv_algo b;
+    sbc_conv_algo_add(&b, 0, 2, SBC_MATH_FMA, 4096);
+    assert_int_equal(sbc_conv_algo_fit(&b, 4095, &run), -1);
+    /* beyond SBC_CONV_ALTS alternatives: dropped */
+    for (int i = 1; i < SBC_CONV_ALTS + 4; i++)
+        sbc_conv_algo_add(&b, i, 100 + i, SBC_MATH_FMA, 8192);
+    assert_int_equal(b.nalt, SBC_CONV_ALTS);
+    assert_int_equal(b.alt_algo[SBC_CONV_ALTS - 1], 100 + SBC_CONV_ALTS);
+}
+
 static void test_algo_cache(void **state)
 {
     (void)state;
@@ -776,7 +813,8 @@ static void test_math_versions(void **state)
 {
     (void)state;
     assert_int_equal(sbc_conv_math_for(SBC_FP32), SBC_MATH_FMA);
-    assert_int_equal(sbc_conv_math_for(SBC_TF32), SBC_MATH_DEFAULT);
+    assert_int_equal(sbc_conv_math_for(SBC_TF32), SBC_MATH_TENSOR_OP);
+    assert_int_equal(sbc_conv_math_for(SBC_BF16), SBC_MATH_TENSOR_OP);
     assert_true(sbc_conv_math_ok(SBC_FP32, SBC_MATH_FMA));
     assert_false(sbc_conv_math_ok(SBC_FP32, SBC_MATH_DEFAULT));
     assert_false(sbc_conv_math_ok(SBC_FP32, SBC_MATH_TENSOR_OP));
@@ -822,13 +860,26 @@ static void test_comm_cache(void **state)
     assert_non_null(e);
     assert_int_equal(e->use_nccl, 1);
     assert_int_equal(sbc_comm_cache_find(c, b)->use_nccl, 0);
-    /* MPI frees a communicator: its entry goes, its NCCL handle is destroyed */
+    assert_ptr_equal(sbc_comm_cache_at(c, 0), e);
+    /* ncclCommSplit's color: a group's color, or no-color outside every group */
+    assert_int_equal(sbc_nccl_split_color(3), 3);
+    assert_int_equal(sbc_nccl_split_color(0), 0);
+    assert_int_equal(sbc_nccl_split_color(-1), SBC_SPLIT_NOCOLOR);
+    assert_int_equal(sbc_nccl_split_color(-7), SBC_SPLIT_NOCOLOR);
+    assert_null(sbc_comm_cache_at(c, 3));
+    /* MPI frees a communicator: its entry goes, its NCCL handle waits for
+     * the reap (not destroyed inside MPI's attribute callback) */
     MPI_Comm_free(&a);
     assert_int_equal(sbc_comm_cache_size(c), 2);
+    assert_int_equal(ndestroyed, 0);
+    assert_int_equal(sbc_comm_cache_pending(c), 1);
+    assert_int_equal(sbc_comm_cache_reap(c), 1);
     assert_int_equal(ndestroyed, 1);
     assert_int_equal(destroyed[0], 1);
+    assert_int_equal(sbc_comm_cache_reap(c), 0);
     MPI_Comm_free(&b); /* MPI path: nothing to destroy */
     assert_int_equal(sbc_comm_cache_size(c), 1);
+    assert_int_equal(sbc_comm_cache_pending(c), 0);
     assert_int_equal(ndestroyed, 1);
     /* a new communicator (whatever handle MPI reuses) starts with no entry */
     MPI_Comm a2;
@@ -849,7 +900,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_precision),   cmocka_unit_test(test_comm_mode),
         cmocka_unit_test(test_pool_basics), cmocka_unit_test(test_pool_random),
-        cmocka_unit_test(test_algo_cache),  cmocka_unit_test(test_conv_window),
+        cmocka_unit_test(test_algo_cache), cmocka_unit_test(test_conv_fit),  cmocka_unit_test(test_conv_window),
         cmocka_unit_test(test_box_plan),    cmocka_unit_test(test_perm_plan),
         cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),

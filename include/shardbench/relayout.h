@@ -127,6 +127,13 @@ int sb_group_cache_new(MPI_Comm comm, sb_group_cache **out, sb_error *err);
 int sb_group_get(sb_group_cache *gc, const int *color, MPI_Comm *out, sb_error *err);
 int sb_group_cache_size(const sb_group_cache *gc); /* distinct groupings made */
 void sb_group_cache_free(sb_group_cache *gc);
+/* Optional: called right after each MPI_Comm_split the cache makes,
+ * collective over the parent (every rank, color -1 included, child
+ * MPI_COMM_NULL there), with the split's color and key (the rank in the
+ * parent): the cuda backend splits its NCCL communicator alongside. */
+void sb_group_cache_set_split_hook(sb_group_cache *gc,
+                                   void (*hook)(MPI_Comm parent, int color, int key,
+                                                MPI_Comm child));
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,14 @@ typedef struct sb_backend {
     void (*to_host)(float *host, const float *dev, size_t n);
     void (*from_host)(float *dev, const float *host, size_t n);
     void (*sync)(void);         /* wait for queued work */
+    /* Optional: releases backend state (NCCL communicators) of MPI
+     * communicators freed since; the executor calls it after freeing its
+     * rank groups, outside MPI's attribute callbacks. */
+    void (*comm_release)(void);
+    /* Optional: the executor's rank groups were split (collective over
+     * parent; sb_group_cache_set_split_hook): the backend derives child's
+     * communicator state from parent's (ncclCommSplit). */
+    void (*comm_split)(MPI_Comm parent, int color, int key, MPI_Comm child);
     /* allreduce in place over a communicator: op is MPI_SUM or MPI_MAX */
     int (*allreduce)(float *p, size_t n, MPI_Op op, MPI_Comm comm);
     /* Optional (NULL: relayouts of backend memory are staged whole through

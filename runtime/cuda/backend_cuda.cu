@@ -60,6 +60,7 @@ static struct {
     cudaEvent_t ev0, ev1;
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
+    long conv_fallbacks; /* convolutions run with a fallback algorithm (workspace did not fit) */
 } g;
 
 /* ---- errors (sbc_die: cuda_host.c) ---------------------------------------------- */
@@ -163,7 +164,43 @@ static void cuda_zero(float *p, size_t n)
         SBC_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), g.stream));
 }
 
-static void cuda_sync(void) { SBC_CUDA(cudaStreamSynchronize(g.stream)); }
+/* Waits for the stream. With NCCL communicators live it polls instead of
+ * blocking: a collective whose peer failed never completes, so each poll
+ * also asks every communicator for its asynchronous error and ends the job
+ * with NCCL's message (after ncclCommAbort) rather than hanging. */
+static void cuda_sync(void)
+{
+    if (!g.comms || !g.nccl_comms) {
+        SBC_CUDA(cudaStreamSynchronize(g.stream));
+        return;
+    }
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(g.stream);
+        if (q == cudaSuccess)
+            return;
+        if (q != cudaErrorNotReady)
+            SBC_CUDA(q);
+        sbc_comm_entry *e;
+        for (int i = 0; (e = sbc_comm_cache_at(g.comms, i)) != NULL; i++) {
+            ncclResult_t st = ncclSuccess;
+            if (!e->use_nccl || !e->handle)
+                continue;
+            ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)e->handle, &st);
+            if (r == ncclSuccess && st == ncclInProgress)
+                continue;
+            if (r != ncclSuccess || st != ncclSuccess) {
+                const char *why = ncclGetErrorString(r != ncclSuccess ? r : st);
+                const char *last = ncclGetLastError((ncclComm_t)e->handle);
+                ncclCommAbort((ncclComm_t)e->handle);
+                e->handle = NULL;
+                sbc_die(__FILE__, __LINE__,
+                        "NCCL communicator failed while waiting (a peer failed or left?): %s%s%s",
+                        why, last && *last ? ": " : "", last ? last : "");
+            }
+        }
+        usleep(50);
+    }
+}
 
 static void cuda_to_host(float *host, const float *dev, size_t n)
 {
@@ -277,22 +314,39 @@ static size_t find_ws_bytes(void)
 }
 
 /* cuDNN's own search (timed runs on scratch outputs) once per shape; the
- * fastest algorithm that succeeded, fits the pool and runs in a math type
- * the precision allows (fp32: FMA only, sbc_conv_math_ok) is cached. */
+ * algorithms that succeeded, fit the search's workspace and run in a math
+ * type the precision allows (fp32: FMA only, sbc_conv_math_ok) are cached,
+ * fastest first: the first becomes the choice, the next SBC_CONV_ALTS its
+ * fallbacks when the pool cannot spare its workspace at run time. */
 template <typename Perf>
 static sbc_conv_algo pick(const Perf *perf, int n, size_t ws_max, const char *what)
 {
+    sbc_conv_algo a = {};
+    int k = 0;
     for (int i = 0; i < n; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_max &&
-            sbc_conv_math_ok(g.prec, (int)perf[i].mathType)) {
-            sbc_conv_algo a;
-            a.algo = (int)perf[i].algo;
-            a.math = (int)perf[i].mathType;
-            a.workspace = perf[i].memory;
-            return a;
-        }
+            sbc_conv_math_ok(g.prec, (int)perf[i].mathType))
+            sbc_conv_algo_add(&a, k++, (int)perf[i].algo, (int)perf[i].mathType, perf[i].memory);
+    if (k)
+        return a;
     sbc_die(__FILE__, __LINE__, "cuDNN found no %s algorithm for this shape within %zu MiB in %s math",
             what, ws_max >> 20, g.prec == SBC_FP32 ? "FMA (fp32)" : "non-converting");
+}
+
+/* What runs now: the cached choice, or the first fallback whose workspace
+ * the pool can spare (sbc_conv_algo_fit); ends the job when none fits. */
+static sbc_conv_algo conv_fit(const sbc_conv_algo *cached, const char *what)
+{
+    sbc_conv_algo run;
+    size_t avail = sbc_pool_largest_free(&g.pool);
+    int i = sbc_conv_algo_fit(cached, avail, &run);
+    if (i < 0)
+        sbc_die(__FILE__, __LINE__,
+                "cuDNN %s: none of the %d cached algorithms' workspaces fits the pool (%zu KiB free)",
+                what, cached->nalt + 1, avail >> 10);
+    if (i > 0)
+        g.conv_fallbacks++;
+    return run;
 }
 
 static sbc_conv_algo conv_algo(int kind, const conv_shape *s, const float *x, const float *w,
@@ -389,7 +443,7 @@ static void cuda_conv2d_forward(float *out, const float *inp, const float *w, co
         float *staged;
         const float *x = conv_input(&s, inp, H_in, W_in, &staged);
         conv_descs(&s, conv_math());
-        sbc_conv_algo a = conv_algo(SBC_CONV_FWD, &s, x, w, NULL);
+        sbc_conv_algo c = conv_algo(SBC_CONV_FWD, &s, x, w, NULL), a = conv_fit(&c, "forward");
         SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
         void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
         float one = 1.0f, zero = 0.0f;
@@ -431,7 +485,7 @@ static void cuda_conv2d_backward_data(float *dinp, float *work, const float *dou
     float *mask;
     const float *dy = masked_dout(dout, out, (size_t)B * N * H_out * W_out, &mask);
     conv_descs(&s, conv_math());
-    sbc_conv_algo a = conv_algo(SBC_CONV_BWD_DATA, &s, NULL, w, dy);
+    sbc_conv_algo c = conv_algo(SBC_CONV_BWD_DATA, &s, NULL, w, dy), a = conv_fit(&c, "backward-data");
     SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
     void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
     float one = 1.0f, zero = 0.0f;
@@ -471,7 +525,8 @@ static void cuda_conv2d_backward_filter(float *dw, float *dbias, float *work, co
         float *staged;
         const float *x = conv_input(&s, inp, H_in, W_in, &staged);
         conv_descs(&s, conv_math());
-        sbc_conv_algo a = conv_algo(SBC_CONV_BWD_FILTER, &s, x, NULL, dy);
+        sbc_conv_algo c = conv_algo(SBC_CONV_BWD_FILTER, &s, x, NULL, dy),
+                      a = conv_fit(&c, "backward-filter");
         SBC_DNN(cudnnSetConvolutionMathType(g.cd, (cudnnMathType_t)a.math));
         void *ws = a.workspace ? sbc_scratch(a.workspace, "cuDNN workspace") : NULL;
         float one = 1.0f;
@@ -557,6 +612,7 @@ static sbc_comm_entry *comm_entry(MPI_Comm comm, const char *what)
         fprintf(stderr, "shardbench: cuda backend: cannot create the communicator cache\n");
         return NULL;
     }
+    sbc_comm_cache_reap(g.comms); /* NCCL comms of freed MPI comms, out of MPI's callbacks */
     sbc_comm_entry *e = sbc_comm_cache_find(g.comms, comm);
     if (!e) {
         char msg[512] = "";
@@ -815,6 +871,7 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->algo_misses = g.algos.misses;
     s->nccl_comms = g.nccl_comms;
     s->mpi_comms = g.mpi_comms;
+    s->conv_fallbacks = g.conv_fallbacks;
     return 0;
 }
 
@@ -836,9 +893,147 @@ static void report_at_exit(void)
         return;
     fprintf(stderr,
             "cuda backend: device %d (%d rank(s)), %s, pool %zu MiB, peak %.1f MiB, %ld allocs "
-            "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %d NCCL + %d MPI comms\n",
+            "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
-            s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.nccl_comms, s.mpi_comms);
+            s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms);
+}
+
+/* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator
+ * (ncclCommInitAll), an all-reduce (sum, then max) and a grouped
+ * send/recv to itself, on the backend's stream, each result checked
+ * against its expected value. 0, or -1 with the cause in msg. */
+extern "C" int sb_cuda_nccl_selftest(char *msg, size_t len)
+{
+    enum { N = 4099 }; /* not a multiple of NCCL's chunking */
+    snprintf(msg, len, "ok");
+    if (!g.ready) {
+        snprintf(msg, len, "the cuda backend is not started");
+        return -1;
+    }
+    ncclComm_t nc = NULL;
+    int dev = g.device;
+    ncclResult_t r = ncclCommInitAll(&nc, 1, &dev);
+    if (r != ncclSuccess) {
+        snprintf(msg, len, "ncclCommInitAll (1 rank, device %d): %s", dev, ncclGetErrorString(r));
+        return -1;
+    }
+    float *h = (float *)malloc(2 * N * sizeof(float)), *d = NULL;
+    if (!h) {
+        ncclCommDestroy(nc);
+        snprintf(msg, len, "out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < N; i++)
+        h[i] = (float)(i % 97) - 40.0f; /* a: N floats, b: N floats */
+    SBC_CUDA(cudaMalloc((void **)&d, 2 * N * sizeof(float)));
+    SBC_CUDA(cudaMemcpyAsync(d, h, N * sizeof(float), cudaMemcpyHostToDevice, g.stream));
+    SBC_CUDA(cudaMemsetAsync(d + N, 0, N * sizeof(float), g.stream));
+    int rc = 0;
+    const char *step = "";
+    /* 1 rank: sum and max of one contribution are the contribution */
+    if ((r = ncclAllReduce(d, d, N, ncclFloat, ncclSum, nc, g.stream)) != ncclSuccess)
+        step = "ncclAllReduce (sum)";
+    else if ((r = ncclAllReduce(d, d, N, ncclFloat, ncclMax, nc, g.stream)) != ncclSuccess)
+        step = "ncclAllReduce (max)";
+    else {
+        /* grouped send/recv to itself: b (d + N) becomes a */
+        ncclResult_t e;
+        r = ncclGroupStart();
+        if (r == ncclSuccess)
+            r = ncclSend(d, N, ncclFloat, 0, nc, g.stream);
+        if (r == ncclSuccess)
+            r = ncclRecv(d + N, N, ncclFloat, 0, nc, g.stream);
+        e = ncclGroupEnd();
+        if (r == ncclSuccess)
+            r = e;
+        if (r != ncclSuccess)
+            step = "grouped ncclSend/ncclRecv to itself";
+    }
+    if (r != ncclSuccess) {
+        snprintf(msg, len, "%s: %s", step, ncclGetErrorString(r));
+        rc = -1;
+    }
+    SBC_CUDA(cudaStreamSynchronize(g.stream));
+    ncclResult_t st = ncclSuccess;
+    if (!rc && (ncclCommGetAsyncError(nc, &st) != ncclSuccess || st != ncclSuccess)) {
+        snprintf(msg, len, "NCCL asynchronous error: %s", ncclGetErrorString(st));
+        rc = -1;
+    }
+    if (!rc) {
+        float *got = h + N;
+        SBC_CUDA(cudaMemcpy(got, d, N * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int k = 0; k < 2 && !rc; k++) {
+            if (k)
+                SBC_CUDA(cudaMemcpy(got, d + N, N * sizeof(float), cudaMemcpyDeviceToHost));
+            for (int i = 0; i < N; i++)
+                if (got[i] != (float)(i % 97) - 40.0f) {
+                    snprintf(msg, len, "%s: element %d is %g, expected %g",
+                             k ? "send/recv to itself" : "all-reduce", i, (double)got[i],
+                             (double)((float)(i % 97) - 40.0f));
+                    rc = -1;
+                    break;
+                }
+        }
+    }
+    SBC_CUDA(cudaFree(d));
+    free(h);
+    ncclCommDestroy(nc);
+    return rc;
+}
+
+static_assert(SBC_SPLIT_NOCOLOR == NCCL_SPLIT_NOCOLOR, "cuda_host.h's no-color is NCCL's");
+
+/* After the executor's MPI_Comm_split of parent (collective over parent):
+ * when NCCL serves parent, child's NCCL communicator is ncclCommSplit from
+ * parent's with the same color and key (so NCCL ranks are MPI ranks), not
+ * a fresh ncclCommInitRank at child's first collective. Ranks outside
+ * every group take part with NCCL_SPLIT_NOCOLOR. On the MPI path child is
+ * set up at its first use as before. */
+static void cuda_comm_split(MPI_Comm parent, int color, int key, MPI_Comm child)
+{
+    sbc_comm_entry *pe = comm_entry(parent, "communicator split");
+    if (!pe)
+        sbc_die(__FILE__, __LINE__, "cannot set up the parent communicator of a split");
+    if (!pe->use_nccl || !pe->handle)
+        return;
+    ncclComm_t nc = NULL;
+    ncclResult_t r = ncclCommSplit((ncclComm_t)pe->handle, sbc_nccl_split_color(color), key, &nc,
+                                   NULL);
+    if (r != ncclSuccess)
+        sbc_die(__FILE__, __LINE__, "ncclCommSplit (color %d, key %d): %s", color, key,
+                ncclGetErrorString(r));
+    if (child == MPI_COMM_NULL) {
+        if (nc)
+            ncclCommDestroy(nc);
+        return;
+    }
+    if (!nc)
+        sbc_die(__FILE__, __LINE__, "ncclCommSplit gave no communicator for color %d", color);
+    if (!sbc_comm_cache_add(g.comms, child, 1, nc))
+        sbc_die(__FILE__, __LINE__, "out of host memory (communicator cache)");
+    g.nccl_comms++;
+}
+
+/* Destroys the NCCL communicators of MPI communicators freed since the last
+ * lookup (the executor calls it after freeing its groups). */
+static void cuda_comm_release(void)
+{
+    if (g.comms)
+        sbc_comm_cache_reap(g.comms);
+}
+
+/* Explicit teardown, before MPI_Finalize: every NCCL communicator destroyed
+ * here, none inside MPI's attribute callbacks. The backend stays usable
+ * (communicators are set up again at their next use). */
+extern "C" void sb_cuda_finalize(void)
+{
+    if (!g.ready)
+        return;
+    if (g.comms) {
+        SBC_CUDA(cudaStreamSynchronize(g.stream));
+        sbc_comm_cache_free(g.comms);
+        g.comms = NULL;
+    }
 }
 
 /* ---- the table ------------------------------------------------------------------------- */
@@ -852,6 +1047,8 @@ static const sb_backend table = {
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .sync = cuda_sync,
+    .comm_release = cuda_comm_release,
+    .comm_split = cuda_comm_split,
     .allreduce = cuda_allreduce,
     .alltoallv = cuda_alltoallv,
     .reduce_scatter = cuda_reduce_scatter,

@@ -21,6 +21,7 @@ typedef struct {
     long allocs, failed_allocs;
     long algo_hits, algo_misses; /* cuDNN algorithm cache */
     int nccl_comms, mpi_comms;   /* communicators seen, by path */
+    long conv_fallbacks;         /* convolutions run with a fallback algorithm (workspace) */
 } sb_cuda_stats;
 
 /* 0 and *s when the backend is initialized; -1 otherwise. */
@@ -31,6 +32,16 @@ int sb_cuda_stats_get(sb_cuda_stats *s);
  * driver)" without one); needs no GPU and does not start the backend.
  * Returns buf. */
 const char *sb_cuda_versions(char *buf, size_t len);
+
+/* NCCL on this rank's GPU, no MPI: a 1-rank communicator's all-reduce and
+ * grouped send/recv to itself, results checked. 0, or -1 with the cause in
+ * msg. Needs the backend started (sb_backend_cuda_get). */
+int sb_cuda_nccl_selftest(char *msg, size_t len);
+
+/* Explicit teardown before MPI_Finalize: destroys every NCCL communicator
+ * (none is destroyed inside MPI's attribute callbacks). No-op when the
+ * backend never started. */
+void sb_cuda_finalize(void);
 
 /* CUDA events on the backend's stream: start, then the milliseconds of
  * the work queued since (waits for it). */

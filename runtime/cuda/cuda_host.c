@@ -545,7 +545,36 @@ int sbc_conv_math_ok(sbc_precision p, int math)
     return math == SBC_MATH_DEFAULT || math == SBC_MATH_TENSOR_OP || math == SBC_MATH_FMA;
 }
 
-int sbc_conv_math_for(sbc_precision p) { return p == SBC_FP32 ? SBC_MATH_FMA : SBC_MATH_DEFAULT; }
+void sbc_conv_algo_add(sbc_conv_algo *a, int n_before, int algo, int math, size_t ws)
+{
+    if (n_before == 0) {
+        *a = (sbc_conv_algo){.algo = algo, .math = math, .workspace = ws};
+        return;
+    }
+    if (a->nalt >= SBC_CONV_ALTS)
+        return;
+    a->alt_algo[a->nalt] = algo;
+    a->alt_math[a->nalt] = math;
+    a->alt_ws[a->nalt] = ws;
+    a->nalt++;
+}
+
+int sbc_conv_algo_fit(const sbc_conv_algo *a, size_t avail, sbc_conv_algo *run)
+{
+    if (a->workspace <= avail) {
+        *run = (sbc_conv_algo){.algo = a->algo, .math = a->math, .workspace = a->workspace};
+        return 0;
+    }
+    for (int i = 0; i < a->nalt && i < SBC_CONV_ALTS; i++)
+        if (a->alt_ws[i] <= avail) {
+            *run = (sbc_conv_algo){.algo = a->alt_algo[i], .math = a->alt_math[i],
+                                   .workspace = a->alt_ws[i]};
+            return i + 1;
+        }
+    return -1;
+}
+
+int sbc_conv_math_for(sbc_precision p) { return p == SBC_FP32 ? SBC_MATH_FMA : SBC_MATH_TENSOR_OP; }
 
 const char *sbc_cuda_version_str(int v, char *buf, size_t len)
 {
@@ -616,16 +645,34 @@ struct sbc_comm_cache {
     int n, cap;
     int keyval;
     void (*destroy)(void *handle);
+    void **pending; /* handles of freed communicators, destroyed by sbc_comm_cache_reap */
+    int npending, cappending;
 };
 
+/* Drops comm's entry; its handle waits in pending (destroying an NCCL
+ * communicator inside MPI's attribute callback, i.e. inside MPI_Comm_free
+ * or MPI_Finalize, is what this avoids). -1 when out of host memory for
+ * pending: then the handle is destroyed at once. */
 static void cache_evict(sbc_comm_cache *c, MPI_Comm comm)
 {
     for (int i = 0; i < c->n; i++)
         if (c->e[i]->comm == comm) {
-            if (c->e[i]->handle && c->destroy)
-                c->destroy(c->e[i]->handle);
+            void *h = c->e[i]->handle;
             free(c->e[i]);
             c->e[i] = c->e[--c->n];
+            if (!h || !c->destroy)
+                return;
+            if (c->npending == c->cappending) {
+                int nc = c->cappending ? 2 * c->cappending : 8;
+                void **np = realloc(c->pending, (size_t)nc * sizeof *np);
+                if (!np) {
+                    c->destroy(h);
+                    return;
+                }
+                c->pending = np;
+                c->cappending = nc;
+            }
+            c->pending[c->npending++] = h;
             return;
         }
 }
@@ -637,6 +684,24 @@ static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)attr;
     cache_evict((sbc_comm_cache *)extra, comm);
     return MPI_SUCCESS;
+}
+
+int sbc_nccl_split_color(int mpi_color) { return mpi_color < 0 ? SBC_SPLIT_NOCOLOR : mpi_color; }
+
+int sbc_comm_cache_reap(sbc_comm_cache *c)
+{
+    int k = c->npending;
+    for (int i = 0; i < k; i++)
+        c->destroy(c->pending[i]);
+    c->npending = 0;
+    return k;
+}
+
+int sbc_comm_cache_pending(const sbc_comm_cache *c) { return c->npending; }
+
+sbc_comm_entry *sbc_comm_cache_at(sbc_comm_cache *c, int i)
+{
+    return i >= 0 && i < c->n ? c->e[i] : NULL;
 }
 
 sbc_comm_cache *sbc_comm_cache_new(void (*destroy)(void *handle))
@@ -700,6 +765,8 @@ void sbc_comm_cache_free(sbc_comm_cache *c)
         if (c->n > 0 && c->e[c->n - 1]->comm == comm)
             cache_evict(c, comm);
     }
+    sbc_comm_cache_reap(c);
+    free(c->pending);
     if (!fin)
         MPI_Comm_free_keyval(&c->keyval);
     free(c->e);

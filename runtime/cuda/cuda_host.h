@@ -75,10 +75,17 @@ typedef struct {
     int v[SBC_KEY_INTS];
 } sbc_conv_key;
 
+#define SBC_CONV_ALTS 7 /* further algorithms kept per shape, fastest first */
+
 typedef struct {
     int algo;           /* cudnn*Algo_t value */
     int math;           /* cudnnMathType_t value */
     size_t workspace;   /* bytes */
+    /* the search's next choices (status success, math allowed), fastest
+     * first: what runs when the pool cannot spare `workspace` bytes */
+    int nalt;
+    int alt_algo[SBC_CONV_ALTS], alt_math[SBC_CONV_ALTS];
+    size_t alt_ws[SBC_CONV_ALTS];
 } sbc_conv_algo;
 
 typedef struct {
@@ -99,6 +106,15 @@ int sbc_algo_cache_get(sbc_algo_cache *c, const sbc_conv_key *k, sbc_conv_algo *
 /* Inserts or replaces; 0, or -1 out of host memory. */
 int sbc_algo_cache_put(sbc_algo_cache *c, const sbc_conv_key *k, const sbc_conv_algo *val);
 void sbc_algo_cache_free(sbc_algo_cache *c);
+/* Appends (algo, math, ws) to a's candidates: the first call sets the
+ * primary, later ones the alternatives (beyond SBC_CONV_ALTS: dropped).
+ * Call in the search's order (fastest first). */
+void sbc_conv_algo_add(sbc_conv_algo *a, int n_before, int algo, int math, size_t ws);
+/* The candidate to run when `avail` bytes of workspace can be had: the
+ * first of the primary and its alternatives, in order, whose workspace is
+ * at most avail, copied to *run (its alternatives cleared). Returns its
+ * index (0 the primary, i + 1 alternative i), or -1 when none fits. */
+int sbc_conv_algo_fit(const sbc_conv_algo *a, size_t avail, sbc_conv_algo *run);
 
 /* ---- conv window geometry -------------------------------------------------- */
 
@@ -191,7 +207,8 @@ enum { SBC_MATH_DEFAULT = 0, SBC_MATH_TENSOR_OP = 1, SBC_MATH_TENSOR_OP_CONVERSI
  * math, which cuDNN's default math allows on Ampere and later); tf32 and
  * bf16 take any but TENSOR_OP_CONVERSION (fp32 data rounded to fp16). */
 int sbc_conv_math_ok(sbc_precision p, int math);
-/* The math type the descriptor asks cuDNN's search for: FMA in fp32, else DEFAULT. */
+/* The math type the descriptor asks cuDNN's search for: FMA in fp32 (never
+ * tensor cores), tensor-op math chosen explicitly in tf32 and bf16. */
 int sbc_conv_math_for(sbc_precision p);
 
 /* ---- versions ---------------------------------------------------------------------- */
@@ -246,7 +263,20 @@ sbc_comm_entry *sbc_comm_cache_find(sbc_comm_cache *c, MPI_Comm comm);
  * attribute. */
 sbc_comm_entry *sbc_comm_cache_add(sbc_comm_cache *c, MPI_Comm comm, int use_nccl, void *handle);
 int sbc_comm_cache_size(const sbc_comm_cache *c);
-/* Destroys every handle and the cache (the attributes become inert). */
+/* ncclCommSplit's color for an MPI_Comm_split color: itself, or
+ * SBC_SPLIT_NOCOLOR (NCCL_SPLIT_NOCOLOR) for a rank in no group (< 0). */
+enum { SBC_SPLIT_NOCOLOR = -1 };
+int sbc_nccl_split_color(int mpi_color);
+/* Entry i (0 <= i < size), else NULL: for polling every live handle. */
+sbc_comm_entry *sbc_comm_cache_at(sbc_comm_cache *c, int i);
+/* When MPI frees a communicator its entry goes at once but its handle is
+ * only queued: handles are destroyed here, outside MPI's attribute
+ * callbacks (the backend reaps at its next communicator lookup and at its
+ * explicit teardown). Returns how many were destroyed. */
+int sbc_comm_cache_reap(sbc_comm_cache *c);
+int sbc_comm_cache_pending(const sbc_comm_cache *c);
+/* Destroys every handle, queued or live, and the cache (the attributes
+ * become inert). Call before MPI_Finalize to keep it out of callbacks. */
 void sbc_comm_cache_free(sbc_comm_cache *c);
 
 #ifdef __cplusplus

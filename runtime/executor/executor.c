@@ -285,7 +285,11 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         return -1;
     if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
-    if (sb_group_cache_new(ex->comm, &ex->groups, err) || build_relayouts(ex, err))
+    if (sb_group_cache_new(ex->comm, &ex->groups, err))
+        return -1;
+    if (ex->be->comm_split) /* NCCL communicators split alongside the groups' */
+        sb_group_cache_set_split_hook(ex->groups, ex->be->comm_split);
+    if (build_relayouts(ex, err))
         return -1;
     return test_hook_create_fail(ex->rank, err);
 }
@@ -671,6 +675,8 @@ void sb_executor_free(sb_executor *ex)
         exec_params_free(ex);
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
+    if (ex->be && ex->be->comm_release)
+        ex->be->comm_release(); /* NCCL comms of the freed groups, outside MPI's callbacks */
     sb_relayout_pending_free(ex->pending);
     sb_model_free(&ex->micro);
     free(ex->mb_dim);

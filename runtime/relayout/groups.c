@@ -23,7 +23,15 @@ struct sb_group_cache {
     int n, me;
     group_entry *e;
     int count, cap;
+    void (*split_hook)(MPI_Comm parent, int color, int key, MPI_Comm child);
 };
+
+void sb_group_cache_set_split_hook(sb_group_cache *gc,
+                                   void (*hook)(MPI_Comm parent, int color, int key,
+                                                MPI_Comm child))
+{
+    gc->split_hook = hook;
+}
 
 int sb_group_cache_new(MPI_Comm comm, sb_group_cache **out, sb_error *err)
 {
@@ -80,6 +88,8 @@ int sb_group_get(sb_group_cache *gc, const int *color, MPI_Comm *out, sb_error *
         return sb_fail(err, SB_EXIT_INTERNAL, "group cache: MPI_Comm_split failed on rank %d",
                        gc->me);
     }
+    if (gc->split_hook)
+        gc->split_hook(gc->parent, c < 0 ? -1 : c, gc->me, comm);
     gc->e[gc->count].color = key;
     gc->e[gc->count].comm = comm;
     gc->count++;
