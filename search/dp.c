@@ -1621,6 +1621,66 @@ __attribute__((target("avx2"))) static int vec_scan_avx2(const double *prev,
     VEC_TWO_PASS(4, __m256d, _mm256_loadu_pd, _mm256_add_pd, _mm256_min_pd, EQ_AVX2,
                  _mm256_set1_pd, hmin_avx2)
 
+/* One pass with AVX2: lane l keeps the least sum over the configs
+ * x = l mod 4 met so far and the first x reaching it (replaced only when
+ * strictly less: vcmppd LT, vblendvpd; the config numbers as doubles,
+ * exact below 2^53), then the lowest x among the lanes holding the least,
+ * the tail, and the plain scan's x = 0 when no sum is finite: the generic
+ * kernel's rule, one read of the rows instead of the two passes' up to
+ * two. Each sum is added in the plain scan's order. */
+__attribute__((target("avx2"))) static int vec_scan_avx2_1p(const double *prev,
+                                                             const double *const *fts, int nq,
+                                                             int nv, double *bvp)
+{
+    __m256d m = _mm256_set1_pd(INFINITY), mi = _mm256_setzero_pd();
+    __m256d xi = _mm256_setr_pd(0, 1, 2, 3), four = _mm256_set1_pd(4);
+    int x = 0;
+    if (nq == 1) {
+        const double *f0 = fts[0];
+        for (; x + 4 <= nv; x += 4, xi = _mm256_add_pd(xi, four)) {
+            __m256d sv = _mm256_add_pd(_mm256_loadu_pd(prev + x), _mm256_loadu_pd(f0 + x));
+            __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
+            m = _mm256_blendv_pd(m, sv, lt);
+            mi = _mm256_blendv_pd(mi, xi, lt);
+        }
+    } else {
+        for (; x + 4 <= nv; x += 4, xi = _mm256_add_pd(xi, four)) {
+            __m256d sv = _mm256_loadu_pd(prev + x);
+            for (int q = 0; q < nq; q++)
+                sv = _mm256_add_pd(sv, _mm256_loadu_pd(fts[q] + x));
+            __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
+            m = _mm256_blendv_pd(m, sv, lt);
+            mi = _mm256_blendv_pd(mi, xi, lt);
+        }
+    }
+    double mv[4], iv[4], bv = INFINITY;
+    _mm256_storeu_pd(mv, m);
+    _mm256_storeu_pd(iv, mi);
+    int best = nv;
+    for (int l = 0; l < 4; l++)
+        if (mv[l] < bv || (mv[l] == bv && (int)iv[l] < best)) {
+            bv = mv[l];
+            best = (int)iv[l];
+        }
+    for (; x < nv; x++) {
+        double sx = prev[x];
+        for (int q = 0; q < nq; q++)
+            sx += fts[q][x];
+        if (sx < bv) {
+            bv = sx;
+            best = x;
+        }
+    }
+    if (best == nv) { /* every sum infinite (or NaN): the plain scan's x = 0 */
+        best = 0;
+        bv = prev[0];
+        for (int q = 0; q < nq; q++)
+            bv += fts[q][0];
+    }
+    *bvp = bv;
+    return best;
+}
+
 #define EQ_AVX512(a, b) ((unsigned)_mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ))
 __attribute__((target("avx512f"))) static int vec_scan_avx512(const double *prev,
                                                               const double *const *fts,
@@ -1631,16 +1691,18 @@ __attribute__((target("avx512f"))) static int vec_scan_avx512(const double *prev
 
 /* The vector scan for this CPU: AVX-512, AVX2, or (forced: 1; else NULL,
  * where the bounded and threshold scans are faster) the generic one.
- * SB_DP_ISA=avx2 or generic picks a narrower one (tests). */
+ * SB_DP_ISA=avx2 (one pass), avx2-2pass (the two passes) or generic picks
+ * a narrower one (tests, bench). */
 static vec_scan_fn vec_scan_pick(int forced)
 {
     (void)forced;
 #if defined(__x86_64__) && defined(__GNUC__)
     const char *isa = getenv("SB_DP_ISA");
-    if (__builtin_cpu_supports("avx512f") && !(isa && (!strcmp(isa, "avx2") || !strcmp(isa, "generic"))))
+    if (__builtin_cpu_supports("avx512f") &&
+        !(isa && (!strncmp(isa, "avx2", 4) || !strcmp(isa, "generic"))))
         return vec_scan_avx512;
     if (__builtin_cpu_supports("avx2") && !(isa && !strcmp(isa, "generic")))
-        return vec_scan_avx2;
+        return isa && !strcmp(isa, "avx2-2pass") ? vec_scan_avx2 : vec_scan_avx2_1p;
 #endif
     return forced ? vec_scan_generic : NULL;
 }
