@@ -827,6 +827,8 @@ static void search_usage(FILE *f)
             "      --schedule gpipe|1f1b   full: force the schedule\n"
             "      --max-stage-devices N   full: searched S only with P/S <= N (default 64:\n"
             "                         the intra-op DP of larger stages takes minutes)\n"
+            "      --stage-threads N   full: each stage DP's threads at most (0: the DP's\n"
+            "                         choice, up to two; default 1: less CPU and wall time)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -849,6 +851,7 @@ int cmd_search(int argc, char **argv)
         {"space", required_argument, 0, 1001}, {"stages", required_argument, 0, 1002},
         {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
         {"max-stage-devices", required_argument, 0, 1005},
+        {"stage-threads", required_argument, 0, 1006},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -862,6 +865,7 @@ int cmd_search(int argc, char **argv)
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
+    po.threads = 1; /* one thread per stage DP: less CPU and wall time (search/README.md) */
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
@@ -907,6 +911,9 @@ int cmd_search(int argc, char **argv)
             }
             case 1005:
                 rc = parse_int_opt(optarg, "--max-stage-devices", 1, 65536, &po.max_stage_devices, &err);
+                break;
+            case 1006:
+                rc = parse_int_opt(optarg, "--stage-threads", 0, 64, &po.threads, &err);
                 break;
             case 'h': search_usage(stdout); return 0;
             default: search_usage(stderr); return 2;

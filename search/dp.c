@@ -74,6 +74,7 @@ typedef struct {
     int plain; /* sb_search_opts.plain: take none */
     int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
+    int threads; /* sb_search_opts.threads: the scan's threads at most (0: DP_MAX_THREADS) */
     sb_error *err;
 } engine;
 
@@ -1812,8 +1813,10 @@ static int scan_threads(const elim *el, int64_t nprefix)
 {
 #ifdef _OPENMP
     double work = (double)nprefix * el->nrep[el->k - 1] * el->nv;
-    int t = omp_get_max_threads();
-    return work >= 1e6 && !el->E->plain ? (t > DP_MAX_THREADS ? DP_MAX_THREADS : t) : 1;
+    int t = omp_get_max_threads(), cap = el->E->threads > 0 ? el->E->threads : DP_MAX_THREADS;
+    if (cap > DP_MAX_THREADS)
+        cap = DP_MAX_THREADS;
+    return work >= 1e6 && !el->E->plain ? (t > cap ? cap : t) : 1;
 #else
     (void)el;
     (void)nprefix;
@@ -2134,7 +2137,8 @@ static void progress(int done, int n, double t0)
 static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *opts, int n,
                         sb_error *err)
 {
-    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan};
+    *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan,
+                  .threads = opts->threads};
     const char *tr = getenv("SB_DP_TRACE");
     E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;

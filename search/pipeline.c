@@ -1786,7 +1786,10 @@ out:
 int sb_pipe_search(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
                    sb_pipe_result *r, sb_error *err)
 {
-    return run(m, p, cp, o, r, 0, err);
+    sb_pipe_opts oo = *o;
+    if (oo.threads > 0)
+        oo.dp.threads = oo.threads; /* each stage DP's threads (sb_search, sb_search_within) */
+    return run(m, p, cp, &oo, r, 0, err);
 }
 
 int sb_pipe_brute(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,

@@ -679,6 +679,46 @@ static void test_skips_equal(void **state)
     assert_true(cases > 0 && rc_any > 0);
 }
 
+/* Stage DPs on one thread (o.threads = 1, the CLI's default) against the
+ * DP's own choice (0): the same result on the reduced GPT-3, with and
+ * without a limit. */
+static void test_threads_equal(void **state)
+{
+    (void)state;
+    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+                          "vocab=512"};
+    sb_setting set[8];
+    sb_error err = {0};
+    for (int q = 0; q < 7; q++)
+        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
+    sb_model m;
+    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.choose_recompute = 1;
+    int p = 8;
+    sb_pipe_result u, a, b;
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+    const double limits[] = {0.0, 0.6, 0.3};
+    for (int q = 0; q < 3; q++) {
+        o.mem_limit = u.peak_bytes * limits[q];
+        sb_error e1 = {0}, e2 = {0};
+        o.threads = 1;
+        int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+        o.threads = 0;
+        int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+        same_result(&m, ra, &a, rb, &b);
+        if (!ra) {
+            sb_pipe_result_free(&a);
+            sb_pipe_result_free(&b);
+        }
+    }
+    sb_pipe_result_free(&u);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -691,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_once),
         cmocka_unit_test(test_gpt3_shortcuts),
         cmocka_unit_test(test_skips_equal),
+        cmocka_unit_test(test_threads_equal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,8 @@ typedef struct {
     int choose_recompute;  /* 1: each stage recomputes none or all of its recomputable ops,
                               searched per stage (cp->recompute ignored; also what
                               cp->recompute auto means here); without a limit none */
+    int threads;           /* each stage DP's threads at most (dp.threads), or 0: dp.threads as
+                              set (the DP's choice by default); the same result */
     sb_optimizer opt;
     sb_search_opts dp;     /* the intra-op DP of each stage */
 } sb_pipe_opts;

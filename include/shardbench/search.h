@@ -230,6 +230,8 @@ typedef struct {
                              threshold scans), 1 never the vector scan, 2
                              always; the same result (tests hold each to the
                              plain DP) */
+    int threads;          /* the table fill's threads at most (not plain): 0 the DP's
+                             choice (up to two), 1 one; the same result */
 } sb_search_opts;
 
 typedef struct {
