@@ -635,6 +635,10 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     json_object_set_new(j, "peak_bytes_per_device", json_integer((json_int_t)r->peak_bytes));
     if (po->mem_limit > 0)
         json_object_set_new(j, "memory_limit_bytes", cli_jreal(po->mem_limit));
+    if (r->stage_cap_fallback) { /* only this S searched: no S had P/S within the cap */
+        json_object_set_new(j, "stage_cap_fallback", json_integer(r->stage_cap_fallback));
+        json_object_set_new(j, "max_stage_devices", json_integer(po->max_stage_devices));
+    }
     if (r->lagrange_stages) { /* approximate: the step's gap to the optimum at most this */
         json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
         json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
@@ -722,6 +726,11 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         sb_model_free(&m);
         return status;
     }
+    if (r.stage_cap_fallback)
+        fprintf(stderr, "shardbench: no stage count S has P/S <= --max-stage-devices %d (%d cut "
+                        "segments, at most %d stages): searched S = %d alone, stages of %d devices\n",
+                po->max_stage_devices, r.cuts + 1, SB_MAX_STAGES, r.stage_cap_fallback,
+                so->p / r.stage_cap_fallback);
     json_t *j = pipe_json(&m, so->p, &so->cp, po, &r, algo);
     char *js = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (!strcmp(format, "json")) {
@@ -826,7 +835,8 @@ static void search_usage(FILE *f)
             "      --microbatches M   full: force M micro-batches (M divides the batch)\n"
             "      --schedule gpipe|1f1b   full: force the schedule\n"
             "      --max-stage-devices N   full: searched S only with P/S <= N (default 64:\n"
-            "                         the intra-op DP of larger stages takes minutes)\n"
+            "                         the intra-op DP of larger stages takes minutes;\n"
+            "                         no S within it: the largest S possible, said so)\n"
             "      --stage-threads N   full: each stage DP's threads at most (0: the DP's\n"
             "                         choice, up to two; default 1: less CPU and wall time)\n"
             "  -h, --help\n",

@@ -1683,6 +1683,14 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
             continue;
         Ss[nS++] = S;
     }
+    /* searched S, none with P/S within the cap (large P, few cut segments):
+     * the largest S possible alone (its stages the smallest there are) */
+    for (int S = 1; nS == 0 && !o->stages && o->max_stage_devices > 0 && S <= p
+                    && S <= SB_MAX_STAGES && S <= X.nseg; S++)
+        if (p % S == 0)
+            r->stage_cap_fallback = S;
+    if (r->stage_cap_fallback)
+        Ss[nS++] = r->stage_cap_fallback;
     if (nS == 0) {
         rc = sb_fail(err, SB_EXIT_INPUT, "no stage count to search: %d stages need %d cut points "
                      "(model '%s' has %d where fewest tensors cross) and must divide p = %d",

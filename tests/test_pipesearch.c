@@ -719,6 +719,48 @@ static void test_threads_equal(void **state)
     sb_model_free(&m);
 }
 
+/* No searched S with P/S within max_stage_devices (few cut segments):
+ * the largest S possible searched alone (stage_cap_fallback), the same
+ * result as forcing it; within the cap nothing falls back. */
+static void test_stage_cap_fallback(void **state)
+{
+    (void)state;
+    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+                          "vocab=512"};
+    sb_setting set[8];
+    sb_error err = {0};
+    for (int q = 0; q < 7; q++)
+        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
+    sb_model m;
+    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    int p = 16;
+    o.max_stage_devices = 1; /* S = 16: more stages than cut segments */
+    sb_pipe_result a, b;
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &a, &err), 0);
+    int S = a.stage_cap_fallback, nseg = a.cuts + 1;
+    assert_true(S > 1 && S < p && p % S == 0 && S <= nseg);
+    for (int T = S + 1; T <= nseg && T <= SB_MAX_STAGES; T++)
+        assert_true(p % T != 0); /* the largest possible */
+    assert_int_equal(a.pipe.nstages, S);
+    o.max_stage_devices = 0;
+    o.stages = S;
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &b, &err), 0);
+    assert_int_equal(b.stage_cap_fallback, 0);
+    same_result(&m, 0, &a, 0, &b);
+    sb_pipe_result_free(&a);
+    sb_pipe_result_free(&b);
+    o.stages = 0;
+    o.max_stage_devices = p / S; /* S within the cap: no fallback */
+    assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &a, &err), 0);
+    assert_int_equal(a.stage_cap_fallback, 0);
+    sb_pipe_result_free(&a);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -732,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_gpt3_shortcuts),
         cmocka_unit_test(test_skips_equal),
         cmocka_unit_test(test_threads_equal),
+        cmocka_unit_test(test_stage_cap_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,8 @@ typedef struct {
     int stages;            /* forced S, or 0: searched over the divisors of p */
     int microbatches;      /* forced M, or 0: searched over the divisors of the batch (>= S) */
     int schedule;          /* forced sb_schedule, or -1: both */
-    int max_stage_devices; /* searched S only: p / S at most this (0: no bound) */
+    int max_stage_devices; /* searched S only: p / S at most this (0: no bound); no S within it:
+                              the largest S possible alone (r->stage_cap_fallback) */
     double mem_limit;      /* bytes per device, or 0: none */
     int no_shortcuts;      /* 1: none of the exact shortcuts of the lazy partition search (segment
                               bounds, exact least memory, optima reused from fewer copies,
@@ -76,6 +77,9 @@ typedef struct {
     long rc_solved;                   /* choose_recompute: stage DPs with recomputation run */
     long rc_dominated;                /* choose_recompute: stages where recomputing was not
                                          solved, the kept optimum at most its least cost */
+    int stage_cap_fallback;           /* S searched (not forced) and no S with p / S <= max_stage_
+                                         devices: the largest S possible, searched alone (its
+                                         stages over the cap); else 0 */
 } sb_pipe_result;
 
 /* The least-cost pipeline strategy of m on p devices (exact over the space
