@@ -1687,8 +1687,8 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
      * the largest S possible alone (its stages the smallest there are) */
     for (int S = 1; nS == 0 && !o->stages && o->max_stage_devices > 0 && S <= p
                     && S <= SB_MAX_STAGES && S <= X.nseg; S++)
-        if (p % S == 0)
-            r->stage_cap_fallback = S;
+        if (p % S == 0 && (S == 1 || o->microbatches || X.Ms[X.nM - 1] >= S))
+            r->stage_cap_fallback = S; /* with an M >= S (one is needed; largest last) */
     if (r->stage_cap_fallback)
         Ss[nS++] = r->stage_cap_fallback;
     if (nS == 0) {

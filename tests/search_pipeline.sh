@@ -97,5 +97,14 @@ done
 "$SB" search "${S[@]}" --space plain --stages 2 > /dev/null 2>&1
 rc=$?
 check "--space plain --stages 2: exit 2 (got $rc)" test "$rc" -eq 2
+# no S with P/S within --max-stage-devices (16 cut segments, S = 32 needed):
+# the largest S possible alone, said on stderr and in the JSON
+"$SB" search -m transformer -p 32 --set layers=2 --set batch=32 --set seq=16 --set vocab=64 \
+    --db none --space full --max-stage-devices 1 --format json > "$TMP/cap.json" 2> "$TMP/cap.err"
+rc=$?
+check "--max-stage-devices 1 at p=32: found (rc $rc)" test "$rc" -eq 0
+check "  ... says it fell back" grep -q "no stage count S has P/S <= --max-stage-devices 1 .*searched S = 16 alone" "$TMP/cap.err"
+check "  ... stage_cap_fallback 16 in the JSON" test "$(jget "$TMP/cap.json" '$.stage_cap_fallback')" = 16
+check "  ... 16 stages" test "$(sqlite3 -batch -noheader :memory: "SELECT json_array_length(readfile('$TMP/cap.json'), '\$.stages');")" = 16
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"
