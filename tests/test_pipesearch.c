@@ -417,6 +417,19 @@ static void test_allreduce_once(void **state)
     sb_model_free(&h);
 }
 
+/* A reduced GPT-3 175B (4 layers, small sizes): the shared model of the
+ * shortcut tests below. */
+static void load_small_gpt3(sb_model *m)
+{
+    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+                          "vocab=512"};
+    sb_setting set[8];
+    sb_error err = {0};
+    for (int q = 0; q < 7; q++)
+        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
+    assert_int_equal(sb_model_load("gpt3-175b", set, 7, m, &err), 0);
+}
+
 /* The lazy partition search and its shortcuts (segment bounds, exact
  * least memory, optima reused from fewer micro-batches in flight) against
  * the same search with them off (o.no_shortcuts: every range the plain
@@ -427,14 +440,9 @@ static void test_allreduce_once(void **state)
 static void test_gpt3_shortcuts(void **state)
 {
     (void)state;
-    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
-                          "vocab=512"};
-    sb_setting set[8];
     sb_error err = {0};
-    for (int q = 0; q < 7; q++)
-        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
     sb_model m;
-    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    load_small_gpt3(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_pipe_opts o;
@@ -638,14 +646,9 @@ static void test_skips_equal(void **state)
         sb_model_free(&m);
     }
     gen_wide = 0;
-    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
-                          "vocab=512"};
-    sb_setting set[8];
     sb_error err = {0};
-    for (int q = 0; q < 7; q++)
-        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
     sb_model m;
-    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    load_small_gpt3(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_pipe_opts o;
@@ -685,14 +688,9 @@ static void test_skips_equal(void **state)
 static void test_threads_equal(void **state)
 {
     (void)state;
-    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
-                          "vocab=512"};
-    sb_setting set[8];
     sb_error err = {0};
-    for (int q = 0; q < 7; q++)
-        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
     sb_model m;
-    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    load_small_gpt3(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_pipe_opts o;
@@ -725,14 +723,9 @@ static void test_threads_equal(void **state)
 static void test_stage_cap_fallback(void **state)
 {
     (void)state;
-    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
-                          "vocab=512"};
-    sb_setting set[8];
     sb_error err = {0};
-    for (int q = 0; q < 7; q++)
-        assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
     sb_model m;
-    assert_int_equal(sb_model_load("gpt3-175b", set, 7, &m, &err), 0);
+    load_small_gpt3(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_pipe_opts o;
