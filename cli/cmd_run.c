@@ -24,8 +24,14 @@
 #include "../runtime/cuda/cuda_backend.h"
 #endif
 
+/* --strategy given more than once: trained one after another in this one
+ * launch (bench's trial rounds: one launch a round, not one a strategy) */
+#define RUN_MAX_STRATEGIES 64
+
 typedef struct {
     const char *model, *strategy, *db, *format, *backend;
+    const char *strategies[RUN_MAX_STRATEGIES]; /* every --strategy, in order */
+    int nstrategies;
     const char *precision, *comm;     /* cuda backend: --precision, --comm */
     const char *checkpoint, *restore; /* checkpoint folders */
     int restore_partial;              /* --restore-partial */
@@ -59,7 +65,10 @@ static void run_usage(FILE *f)
             "  -m, --model MODEL      shipped model name or model file\n"
             "      --set NAME=VALUE   override a model parameter (repeatable)\n"
             "  -s, --strategy S       a strategy file (from search --save), 'dp' (data\n"
-            "                         parallel) or 'best' (PaSE search in-process)\n"
+            "                         parallel) or 'best' (PaSE search in-process); given\n"
+            "                         more than once, each is trained in turn in this one\n"
+            "                         launch, with a report (a JSON line) each; the first\n"
+            "                         failure ends the launch\n"
             "      --steps N          timed steps (default 5)\n"
             "      --warmup W         untimed steps first (default 1)\n"
             "      --backend B        cpu (default) or cuda\n"
@@ -154,7 +163,13 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         char *end;
         switch (c) {
         case 'm': a->model = optarg; break;
-        case 's': a->strategy = optarg; break;
+        case 's':
+            if (a->nstrategies == RUN_MAX_STRATEGIES)
+                return sb_fail(err, SB_EXIT_INPUT, "more than %d --strategy options",
+                               RUN_MAX_STRATEGIES);
+            a->strategies[a->nstrategies++] = optarg;
+            a->strategy = a->strategies[0];
+            break;
         case 'S':
             if (a->nset == 64)
                 return sb_fail(err, SB_EXIT_INPUT, "too many --set options");
@@ -281,6 +296,10 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "run: unexpected argument '%s'", argv[optind]);
     if (!a->model || !a->strategy)
         return sb_fail(err, SB_EXIT_INPUT, "run: -m MODEL and --strategy are required");
+    if (a->nstrategies > 1 && (a->checkpoint || a->restore))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--checkpoint and --restore take one --strategy (%d given)",
+                       a->nstrategies);
     if (a->steps < 1)
         return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
     if ((a->save_every || a->keep) && !a->checkpoint)
@@ -320,6 +339,12 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
 static void run_options_text(const run_args *a, char *buf, size_t cap)
 {
     const char *comm = a->comm ? a->comm : getenv("SHARDBENCH_COMM");
+    size_t u = 0;
+    for (int k = 1; k < a->nstrategies && u < cap; k++) /* the first: in the line below */
+        u += (size_t)snprintf(buf + u, cap - u, "strategy %d=%s\n", k + 1, a->strategies[k]);
+    if (u >= cap)
+        u = cap - 1;
+    buf += u, cap -= u;
     snprintf(buf, cap,
              "strategy=%s\nsteps=%d\nwarmup=%d\nbackend=%s\nprecision=%s\ncomm=%s\nlr=%.17g\n"
              "optimizer=%s beta1=%.17g beta2=%.17g eps=%.17g zero=%d recompute=%s\n"
@@ -522,6 +547,7 @@ typedef struct {
     double *losses, *times; /* per step, warm-up included */
     double *probes;         /* per step: the probe's seconds (probe.c), slowest rank */
     int total, start, json;
+    const sb_cpuset *cpus; /* printed after the first strategy's header, then NULL */
 } run_ctx;
 
 /* The index of config c among op i's enumerated configs, or 0 (the
@@ -806,6 +832,64 @@ static int summarize(run_ctx *R)
     return status;
 }
 
+/* One strategy of the launch: chosen, set up, trained and summarized.
+ * Returns an exit status. */
+static int run_one(run_ctx *R, const char *opts_text, sb_error *err)
+{
+    int status;
+    if ((status = choose_strategy(R, err)) || (status = setup_executor(R, opts_text, err)))
+        return status;
+    R->start = sb_executor_steps_done(R->ex);
+    R->total = R->a.warmup + R->a.steps;
+    R->losses = calloc((size_t)R->total, sizeof *R->losses);
+    R->times = calloc((size_t)R->total, sizeof *R->times);
+    R->probes = calloc((size_t)R->total, sizeof *R->probes);
+    if (!R->losses || !R->times || !R->probes) {
+        fprintf(stderr, "shardbench: out of memory\n");
+        MPI_Abort(R->comm, 1);
+    }
+    if (R->rank == 0 && !R->json)
+        printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
+               R->m.name, R->size, R->size == 1 ? "" : "s", R->be->name, R->a.precision,
+               R->a.strategy, sb_strategy_cost(&R->pb, R->choice));
+    if (R->rank == 0 && !R->json && !sb_pipeline_is_none(&R->pipe))
+        printf("# pipeline: %d stages, %d micro-batches, %s schedule\n", R->pipe.nstages,
+               R->pipe.microbatches, sb_schedule_name(R->pipe.schedule));
+    if (!R->json && R->cpus)
+        cli_cpu_report(R->comm, R->cpus, stdout);
+    R->cpus = NULL;
+    int diverged;
+    if ((status = train(R, &diverged, err)))
+        return status;
+    return diverged >= 0 ? report_diverged(R, diverged) : summarize(R);
+}
+
+/* Frees what run_one made, ready for the next strategy. */
+static void free_one(run_ctx *R)
+{
+    free(R->losses);
+    free(R->times);
+    free(R->probes);
+    sb_executor_free(R->ex);
+    sb_data_free(R->data);
+    free(R->choice);
+    if (R->have_sf)
+        sb_strategy_file_free(&R->sf);
+    free(R->recompute);
+    if (R->have_pb)
+        sb_problem_free(&R->pb);
+    if (R->have_model)
+        sb_model_free(&R->m);
+    R->losses = R->times = R->probes = NULL;
+    R->ex = NULL;
+    R->data = NULL;
+    R->choice = NULL;
+    R->recompute = NULL;
+    R->have_sf = R->have_pb = R->have_model = 0;
+    R->kind = "file";
+    R->be = NULL;
+}
+
 int cmd_run(int argc, char **argv)
 {
     int provided;
@@ -824,51 +908,26 @@ int cmd_run(int argc, char **argv)
     }
     if ((status = agree(R.comm, R.rank, rc, &err)))
         goto done;
-    char opts_text[8192]; /* before any collective that depends on the options */
+    static char opts_text[1 << 18]; /* before any collective that depends on the options */
     run_options_text(&R.a, opts_text, sizeof opts_text);
     if ((status = agree(R.comm, R.rank, sb_agree_text(R.comm, "options", opts_text, &err), &err)))
         goto done;
     sb_cpuset cpus; /* before the executor: it takes the kernels' thread count */
     cli_cpu_setup(R.comm, R.a.keep_binding, &cpus);
-    if ((status = choose_strategy(&R, &err)) || (status = setup_executor(&R, opts_text, &err)))
-        goto done;
-    R.start = sb_executor_steps_done(R.ex);
-    R.total = R.a.warmup + R.a.steps;
-    R.losses = calloc((size_t)R.total, sizeof *R.losses);
-    R.times = calloc((size_t)R.total, sizeof *R.times);
-    R.probes = calloc((size_t)R.total, sizeof *R.probes);
-    if (!R.losses || !R.times || !R.probes) {
-        fprintf(stderr, "shardbench: out of memory\n");
-        MPI_Abort(R.comm, 1);
-    }
     R.json = !strcmp(R.a.format, "json");
-    if (R.rank == 0 && !R.json)
-        printf("# %s on %d rank%s (%s backend, %s), strategy %s, predicted cost %.4g FLOP\n",
-               R.m.name, R.size, R.size == 1 ? "" : "s", R.be->name, R.a.precision, R.a.strategy,
-               sb_strategy_cost(&R.pb, R.choice));
-    if (R.rank == 0 && !R.json && !sb_pipeline_is_none(&R.pipe))
-        printf("# pipeline: %d stages, %d micro-batches, %s schedule\n", R.pipe.nstages,
-               R.pipe.microbatches, sb_schedule_name(R.pipe.schedule));
-    if (!R.json)
-        cli_cpu_report(R.comm, &cpus, stdout);
-    int diverged;
-    if ((status = train(&R, &diverged, &err)))
-        goto done;
-    status = diverged >= 0 ? report_diverged(&R, diverged) : summarize(&R);
+    R.cpus = &cpus;
+    /* each strategy in turn, from the same options (a strategy file may set
+     * its own ZeRO stage and pipeline into them); the first failure ends
+     * the launch with its status */
+    run_args base = R.a;
+    for (int k = 0; k < base.nstrategies && !status; k++) {
+        R.a = base;
+        R.a.strategy = base.strategies[k];
+        status = run_one(&R, opts_text, &err);
+        free_one(&R);
+    }
 done:
-    free(R.losses);
-    free(R.times);
-    free(R.probes);
-    sb_executor_free(R.ex);
-    sb_data_free(R.data);
-    free(R.choice);
-    if (R.have_sf)
-        sb_strategy_file_free(&R.sf);
-    free(R.recompute);
-    if (R.have_pb)
-        sb_problem_free(&R.pb);
-    if (R.have_model)
-        sb_model_free(&R.m);
+    free_one(&R);
 #ifdef SB_HAVE_CUDA
     sb_cuda_finalize(); /* NCCL communicators, before MPI_Finalize and outside its callbacks */
 #endif

@@ -36,6 +36,7 @@
 #include "proc.h"
 
 #define BENCH_MAX_SET SB_BENCH_MAX_SET
+#define ROUND_MAX 64 /* strategies in one launch of a trial round: run's limit */
 
 typedef sb_bench_set bench_set;
 typedef sb_bench_opts bench_args;
@@ -46,6 +47,8 @@ typedef struct {
     double cost, mem; /* NaN / 0 when not given */
     int64_t meas_id; /* its latest measurements row as a plain strategy (one
                       * that bench can price again: reprice), else 0 */
+    int got;         /* this trial round's launch trained it: got holds its figures (run_round) */
+    sb_measurement_record res;
 } survivor;
 
 static volatile sig_atomic_t interrupted;
@@ -542,19 +545,11 @@ out:
 }
 
 /* Reads the run's JSON (last line of stdout that starts with '{'). */
-static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error *err)
+/* One line of run's --format json (from '{' to the end of the line) into
+ * rec; *strategy: the "strategy" it names (malloc'd; NULL if none). */
+static int parse_run_line(const char *line, sb_measurement_record *rec, char **strategy,
+                          sb_error *err)
 {
-    const char *line = NULL;
-    for (const char *s = out; *s;) {
-        if (*s == '{')
-            line = s;
-        const char *e = strchr(s, '\n');
-        if (!e)
-            break;
-        s = e + 1;
-    }
-    if (!line)
-        return sb_fail(err, SB_EXIT_INTERNAL, "run printed no JSON");
     size_t len = strcspn(line, "\n");
     char *text = strndup(line, len);
     if (!text)
@@ -563,6 +558,10 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
     free(text);
     if (!j)
         return -1;
+    if (strategy) {
+        const sb_json *js = sb_json_get(j, "strategy");
+        *strategy = js && js->type == SB_JSON_STR ? strdup(js->str) : NULL;
+    }
     const sb_json *st = sb_json_get(j, "step_seconds"), *losses = sb_json_get(j, "losses");
     const sb_json *peaks = sb_json_get(j, "peak_bytes_per_rank");
     rec->step_median_s = sb_json_num(sb_json_get(st, "median"), NAN);
@@ -578,9 +577,31 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
     rec->probe_s = sb_json_num(sb_json_get(j, "probe_seconds"), NAN);
     int bad = !isfinite(rec->step_median_s) || rec->steps < 1;
     sb_json_free(j);
-    if (bad)
+    if (bad) {
+        if (strategy) {
+            free(*strategy);
+            *strategy = NULL;
+        }
         return sb_fail(err, SB_EXIT_INTERNAL, "run's JSON has no step times");
+    }
     return 0;
+}
+
+/* run's report: its last JSON line. */
+static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error *err)
+{
+    const char *line = NULL;
+    for (const char *s = out; *s;) {
+        if (*s == '{')
+            line = s;
+        const char *e = strchr(s, '\n');
+        if (!e)
+            break;
+        s = e + 1;
+    }
+    if (!line)
+        return sb_fail(err, SB_EXIT_INTERNAL, "run printed no JSON");
+    return parse_run_line(line, rec, NULL, err);
 }
 
 /* Trains one loaded survivor (LAUNCHER -np P shardbench run ... --format
@@ -591,9 +612,9 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
  * bench starts ranks (run_survivor, run_profiles). Returns sb_proc_run's
  * status; *pr holds the outcome. */
 static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv, int nset_argv,
-                  proc_result *pr, sb_error *err)
+                  double timeout, proc_result *pr, sb_error *err)
 {
-    enum { MAX_TAIL = 32 };
+    enum { MAX_TAIL = 32 + 2 * ROUND_MAX };
     if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET || ntail > MAX_TAIL)
         return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
     char *argv[SB_LAUNCHER_MAX_WORDS + 2 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
@@ -612,7 +633,7 @@ static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
     argv[k] = NULL;
-    int rc = sb_proc_run(argv, b->a->timeout, &interrupted, tick, pr, err);
+    int rc = sb_proc_run(argv, timeout, &interrupted, tick, pr, err);
     for (int i = 0; i < b->launch.n; i++)
         free(subst[i]);
     return rc;
@@ -633,7 +654,17 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     snprintf(warm, sizeof warm, "%d", a->warmup);
     tail[7] = steps;
     tail[9] = warm;
-    int rc = launch(b, pb->p, tail, NTAIL, set_argv, nset_argv, &pr, err);
+    if (sv->got) { /* trained by this round's launch (run_round) */
+        rec->step_median_s = sv->res.step_median_s;
+        rec->step_min_s = sv->res.step_min_s;
+        rec->step_max_s = sv->res.step_max_s;
+        rec->steps = sv->res.steps;
+        rec->peak_mem_bytes = sv->res.peak_mem_bytes;
+        rec->probe_s = sv->res.probe_s;
+        rec->status = "ok";
+        return 0;
+    }
+    int rc = launch(b, pb->p, tail, NTAIL, set_argv, nset_argv, a->timeout, &pr, err);
     if (rc)
         return -1;
     if (pr.stopped) {
@@ -665,6 +696,76 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
     return 0;
 }
 
+/* Trial round t's strategies (those not skipped) trained in turn by one
+ * launch of `run --strategy A --strategy B ...` (ROUND_MAX a launch): the
+ * launcher's start-up, a second or more, once a round instead of once a
+ * strategy. Each JSON line it prints (in order, naming its strategy) goes
+ * to sv[i].res with sv[i].got set; a strategy without one (the launch
+ * failed or timed out at it, and so stopped) is run alone by measure
+ * (run_survivor), which gives it its own status, and so is every one after
+ * it. The launch's time limit: --timeout for each strategy in it. Returns
+ * -1 only when the child could not be run. */
+static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_argv,
+                     const sb_problem *pb, survivor *sv, int n, const int *skip, int *stop,
+                     sb_error *err)
+{
+    const bench_args *a = b->a;
+    for (int i = 0; i < n; i++)
+        sv[i].got = 0;
+    for (int i0 = 0; i0 < n && !*stop;) {
+        int idx[ROUND_MAX], k = 0, i = i0;
+        for (; i < n && k < ROUND_MAX; i++)
+            if (!skip[i])
+                idx[k++] = i;
+        i0 = i;
+        if (k < 2)
+            continue; /* one alone: measure launches it as before */
+        char *tail[16 + 2 * ROUND_MAX], steps[16], warm[16];
+        int nt = 0;
+        tail[nt++] = a->runner ? (char *)a->runner : b->self;
+        tail[nt++] = "run";
+        tail[nt++] = "-m";
+        tail[nt++] = (char *)model_arg;
+        for (int j = 0; j < k; j++) {
+            tail[nt++] = "--strategy";
+            tail[nt++] = sv[idx[j]].file;
+        }
+        snprintf(steps, sizeof steps, "%d", a->steps);
+        snprintf(warm, sizeof warm, "%d", a->warmup);
+        char *rest[] = {"--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
+                        "--format", "json", "--db", "none"};
+        for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++)
+            tail[nt++] = rest[j];
+        proc_result pr = {0};
+        if (launch(b, pb->p, tail, nt, set_argv, nset_argv, a->timeout * k, &pr, err))
+            return -1;
+        if (pr.stopped)
+            *stop = 1;
+        /* its JSON lines, in order; the first that is missing or names
+         * another strategy ends the match */
+        int j = 0;
+        for (const char *l = pr.out; l && *l && j < k && !pr.stopped;) {
+            if (*l == '{') {
+                sb_error perr = {0};
+                char *name = NULL;
+                survivor *v = &sv[idx[j]];
+                memset(&v->res, 0, sizeof v->res);
+                if (parse_run_line(l, &v->res, &name, &perr) || !name || strcmp(name, v->file)) {
+                    free(name);
+                    break;
+                }
+                free(name);
+                v->got = 1;
+                j++;
+            }
+            const char *e = strchr(l, '\n');
+            l = e ? e + 1 : NULL;
+        }
+        sb_proc_result_free(&pr);
+    }
+    return 0;
+}
+
 /* bench --profile N: launches first..last (1-based, of N) of `shardbench
  * profile` of this model at P (the bench's launcher, the bench's database,
  * seed 1: every launch runs the same strategies, so that the fastest launch
@@ -687,7 +788,7 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
                         "--strategies", "16", "--quiet"};
         enum { NTAIL = sizeof tail / sizeof tail[0] };
         proc_result pr = {0};
-        int rc = launch(b, p, tail, NTAIL, set_argv, nset_argv, &pr, err);
+        int rc = launch(b, p, tail, NTAIL, set_argv, nset_argv, a->timeout, &pr, err);
         if (rc)
             return -1;
         if (pr.stopped) {
@@ -1055,6 +1156,14 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
                 rc = *stop ? -1 : 1;
                 goto out;
             }
+        }
+        progress(b, m->name, p, t * n + 1, n * trials, "round", g0, done);
+        int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, skip, stop, err);
+        clear_progress(b);
+        if (r0 || *stop) {
+            free(skip);
+            rc = r0 ? -1 : 0;
+            goto out;
         }
         for (int i = 0; i < n && !*stop; i++) {
             if (skip[i])

@@ -46,9 +46,14 @@ printf 'mp.strategy\tmp\t\t\n' >>"$S/index.tsv"
 
 # ---- bench ------------------------------------------------------------------------
 step bench
+# the launcher through a script that counts its launches: the 3 strategies
+# of the one trial round train in one launch
+printf '#!/bin/sh\necho launch >> "%s"\nexec %s "$@"\n' "$T/launches" "$MPI" >"$T/count.sh"
+chmod +x "$T/count.sh"
 "$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 2 --survivors "$T/surv" --db "$DB" \
-    --launcher "$MPI" >"$T/bench1.out" 2>&1 || { cat "$T/bench1.out"; fail "bench exited $?"; }
+    --launcher "$T/count.sh" >"$T/bench1.out" 2>&1 || { cat "$T/bench1.out"; fail "bench exited $?"; }
 cat "$T/bench1.out"
+[ "$(wc -l <"$T/launches")" = 1 ] || fail "one launch for the round expected, $(wc -l <"$T/launches") made"
 [ "$(q 'SELECT count(*) FROM runs')" = 1 ] || fail "one run expected"
 [ "$(q 'SELECT ended_at IS NOT NULL FROM runs WHERE id = 1')" = 1 ] || fail "run 1 not ended"
 [ "$(q "SELECT count(*) FROM measurements WHERE run_id = 1 AND status = 'ok'")" = 3 ] ||

@@ -237,6 +237,34 @@ check "best: first loss equals the dp run's (same data, any strategy)" test "$(s
     "SELECT abs(json_extract(readfile('$TMP/best.json'), '$.losses[0]')
               - json_extract(readfile('$TMP/dp.json'), '$.losses[0]')) < 1e-4;")" = 1
 
+# ---- several --strategy in one launch (bench's trial rounds) ---------------------
+
+"$SB" search -m alexnet -p 2 "${SMALL[@]}" --flops 0.01 --db none --save "$TMP/two.strategy" > /dev/null
+mpi 2 run -m alexnet "${SMALL[@]}" --strategy dp --strategy "$TMP/two.strategy" --steps 2 \
+    --format json --db none > "$TMP/multi.json" 2> "$TMP/multi.err"
+rc=$?
+check "two strategies in one launch exit 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/    /' "$TMP/multi.err"
+check "  ... one JSON line each, in order" test "$(sed -n 's/.*"strategy":"\([^"]*\)".*/\1/p' "$TMP/multi.json" | tr '\n' ' ')" = "dp $TMP/two.strategy "
+sed -n 1p "$TMP/multi.json" > "$TMP/multi1.json"
+sed -n 2p "$TMP/multi.json" > "$TMP/multi2.json"
+check "  ... the dp line's losses equal the dp run's alone" test "$(sql :memory: \
+    "SELECT abs(json_extract(readfile('$TMP/multi1.json'), '$.losses[2]')
+              - json_extract(readfile('$TMP/dp.json'), '$.losses[2]')) < 1e-6;")" = 1
+mpi 2 run -m alexnet "${SMALL[@]}" --strategy "$TMP/two.strategy" --steps 2 --format json \
+    --db none > "$TMP/two.json" 2> /dev/null
+check "  ... the file's line's losses equal its run alone" test "$(sql :memory: \
+    "SELECT abs(json_extract(readfile('$TMP/multi2.json'), '$.losses[2]')
+              - json_extract(readfile('$TMP/two.json'), '$.losses[2]')) < 1e-6;")" = 1
+mpi 2 run -m alexnet "${SMALL[@]}" --strategy dp --strategy "$TMP/none.strategy" --strategy dp \
+    --steps 1 --format json --db none > "$TMP/multibad.json" 2> "$TMP/multibad.err"
+rc=$?
+check "a missing second strategy: exit 2 (got $rc)" test "$rc" -eq 2
+check "  ... after the first one's line, and no third" test "$(grep -c '"strategy"' "$TMP/multibad.json")" -eq 1
+check "  ... names the file" grep -q "none.strategy" "$TMP/multibad.err"
+expect_error "--checkpoint with two strategies" 2 "take one --strategy" run -m alexnet "${SMALL[@]}" \
+    --strategy dp --strategy dp --checkpoint "$TMP/ck2"
+
 # ---- calibrate: the calibrated cost model's constants, then search with them --
 
 cal="$TMP/cal.txt"
