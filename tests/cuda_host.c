@@ -6,7 +6,8 @@
  * mapped input against the CPU kernels), the box-copy / permute /
  * reduce-mean plans the kernels walk and the broadcasts of mul and expand
  * over the reduce plan (against the CPU kernels), rank ->
- * GPU mapping and the communicator cache with MPI attribute eviction. */
+ * GPU mapping and the communicator cache with MPI attribute eviction; the
+ * timing events' count. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -894,6 +895,17 @@ static void test_comm_cache(void **state)
     assert_int_equal(ndestroyed, 2);
 }
 
+static void test_grow_count(void **state)
+{
+    (void)state;
+    assert_int_equal(sbc_grow_count(0, 1, 256), 256);
+    assert_int_equal(sbc_grow_count(256, 256, 256), 256);
+    assert_int_equal(sbc_grow_count(256, 257, 256), 512);
+    assert_int_equal(sbc_grow_count(0, 1000, 256), 1024);
+    assert_int_equal(sbc_grow_count(300, 301, 256), 600);
+    assert_int_equal(sbc_grow_count(0, 3, 0), 4);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -905,6 +917,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
+        cmocka_unit_test(test_grow_count),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

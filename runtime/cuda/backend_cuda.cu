@@ -8,7 +8,9 @@
  * every rank has its own GPU, else host-staged MPI; relayouts pack and
  * unpack on the device, sb_relayout_run_mem). The other kernels are
  * in runtime/kernels/cuda/. What it is not: a second executor, or a user of
- * managed memory. One stream carries everything; `sync` waits for it.
+ * managed memory. One stream carries everything; `sync` waits for it; the
+ * executor's step marks are CUDA events on it, read once per step
+ * (cuda_mark, cuda_marks_read).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 storage of
@@ -58,6 +60,8 @@ static struct {
     float *a2a_send, *a2a_recv; /* pinned staging of relayout exchanges (MPI path) */
     size_t a2a_send_n, a2a_recv_n;
     cudaEvent_t ev0, ev1;
+    cudaEvent_t *marks;     /* the executor's step marks (cuda_mark), created as needed */
+    int nmarks;
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
     long conv_fallbacks; /* convolutions run with a fallback algorithm (workspace did not fit) */
@@ -822,6 +826,44 @@ static int cuda_alltoallv(const float *sbuf, const int *scount, const int *sdisp
 
 /* ---- stats, timing --------------------------------------------------------------------- */
 
+/* The executor's step marks: event k recorded on the stream, no wait; the
+ * events are created at a mark number's first use and recorded again in
+ * later steps. */
+static void cuda_mark(int k)
+{
+    if (k < 0)
+        return;
+    if (k >= g.nmarks) {
+        int n = sbc_grow_count(g.nmarks, k + 1, 256);
+        cudaEvent_t *p = (cudaEvent_t *)realloc(g.marks, (size_t)n * sizeof *p);
+        if (!p)
+            sbc_die(__FILE__, __LINE__, "out of host memory (%d timing events)", n);
+        g.marks = p;
+        for (int i = g.nmarks; i < n; i++)
+            SBC_CUDA(cudaEventCreate(&g.marks[i]));
+        g.nmarks = n;
+    }
+    SBC_CUDA(cudaEventRecord(g.marks[k], g.stream));
+}
+
+/* One wait for the stream (cuda_sync: NCCL failures end the job rather
+ * than hang), then each mark's seconds after mark 0. */
+static int cuda_marks_read(int n, double *t)
+{
+    if (n <= 0)
+        return 0;
+    if (n > g.nmarks)
+        return -1;
+    cuda_sync();
+    t[0] = 0;
+    for (int k = 1; k < n; k++) {
+        float ms = 0;
+        SBC_CUDA(cudaEventElapsedTime(&ms, g.marks[0], g.marks[k]));
+        t[k] = ms * 1e-3;
+    }
+    return 0;
+}
+
 extern "C" const char *sb_cuda_versions(char *buf, size_t len)
 {
     char a[5][32], b[5][32];
@@ -1047,8 +1089,11 @@ static const sb_backend table = {
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .sync = cuda_sync,
+    .mark = cuda_mark,
+    .marks_read = cuda_marks_read,
     .comm_release = cuda_comm_release,
     .comm_split = cuda_comm_split,
+    .finalize = sb_cuda_finalize,
     .allreduce = cuda_allreduce,
     .alltoallv = cuda_alltoallv,
     .reduce_scatter = cuda_reduce_scatter,

@@ -772,3 +772,14 @@ void sbc_comm_cache_free(sbc_comm_cache *c)
     free(c->e);
     free(c);
 }
+
+int sbc_grow_count(int have, int need, int first)
+{
+    if (need <= have)
+        return have;
+    int n = have > first ? have : first > 0 ? first : 1;
+    while (n < need)
+        n *= 2;
+    return n;
+}
+

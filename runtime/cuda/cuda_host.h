@@ -2,8 +2,9 @@
  * plain C with no CUDA header, so CI (no GPU) unit-tests it
  * (tests/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
  * algorithm cache, precision parsing, conv window / box-copy / permute /
- * reduce-mean geometry handed to the kernels, the rank -> GPU mapping and
- * the communicator cache (NCCL or host-staged MPI per MPI communicator).
+ * reduce-mean geometry handed to the kernels, the rank -> GPU mapping, the
+ * communicator cache (NCCL or host-staged MPI per MPI communicator) and
+ * the count of step timing events.
  * What it is not: anything that calls CUDA, cuBLAS, cuDNN or NCCL
  * (backend_cuda.cu, comm_cuda.cu do). */
 #ifndef SB_RUNTIME_CUDA_HOST_H
@@ -240,6 +241,12 @@ int sbc_comm_mode_parse(const char *s, sbc_comm_mode *out, char *msg, size_t msg
  * but ranks share a GPU (NCCL cannot hold two ranks on one GPU). */
 int sbc_comm_choose(sbc_comm_mode mode, int gpus_distinct, int nranks, char *msg,
                     size_t msg_len);
+
+/* ---- step timing events ---------------------------------------------------------- */
+
+/* How many timing events to hold for `need` marks when `have` exist:
+ * have when enough, else doubled from max(have, first) until >= need. */
+int sbc_grow_count(int have, int need, int first);
 
 /* ---- communicator cache ---------------------------------------------------------- */
 

@@ -196,10 +196,10 @@ static int zero_slices(sb_executor *ex, param *pa, sb_error *err)
 }
 
 /* Books a ZeRO collective's time to op o and turns its MPI code into err. */
-static int zero_done(sb_executor *ex, int op, double t0, int rc, const char *what, const param *pa,
+static int zero_done(sb_executor *ex, int op, int t0, int rc, const char *what, const param *pa,
                      sb_error *err)
 {
-    ex->times[op].comm_s += exec_tick(ex) - t0;
+    exec_book(ex, op, EXEC_T_COMM, t0);
     if (rc)
         return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: ZeRO %s of weight '%s' failed (MPI error %d)",
                        ex->rank, what, pa->name, rc);
@@ -216,7 +216,7 @@ static int zero_gather_into(sb_executor *ex, param *pa, sb_error *err)
         int dd[1] = {(int)pa->n}, dl[1] = {(int)pa->zlo}, sd[1] = {(int)k}, sl[1] = {0};
         ex->be->box_copy(pa->w.p, dd, dl, pa->ws.p, sd, sl, sd, 1, 0);
     }
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
     return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
 }
@@ -262,7 +262,7 @@ int exec_zero_grad_end(sb_executor *ex, opx *o, sb_error *err)
                 return -1;
             continue;
         }
-        double t0 = exec_tick(ex);
+        int t0 = exec_mark(ex);
         int rc = ex->be->reduce_scatter(pa->dw.p, pa->dws.p, pa->zcount, pa->zdispl, pa->gcomm);
         exec_tb_free(ex, &pa->dw);
         if (zero_done(ex, o->idx, t0, rc, "reduce-scatter", pa, err))
@@ -287,7 +287,7 @@ int exec_zero_update(sb_executor *ex, param *pa, sb_error *err)
     if (z == 1 && pa->dw.n) /* the other slices' gradients */
         ex->be->zero(pa->dw.p, (size_t)pa->dw.n);
     if (z == 1 || z == 2) {
-        double t0 = exec_tick(ex);
+        int t0 = exec_mark(ex);
         int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
         return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
     }
