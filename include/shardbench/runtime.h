@@ -45,6 +45,13 @@ typedef struct sb_backend {
      * dropped). The executor reads its marks once per step. */
     void (*mark)(int k);
     int (*marks_read)(int n, double *t);
+    /* Optional: w (n floats of backend memory) is a weight's buffer and now
+     * holds its current values (after its upload, update, gather or a
+     * checkpoint's write); n == 0: w stops being a weight buffer (about to
+     * be released or reused). A backend that keeps the weights in another
+     * form as well (the cuda backend's bf16 copies for its GEMMs) refreshes
+     * it here. The executor calls it after every change of a weight. */
+    void (*weight_set)(const float *w, size_t n);
     /* Optional: releases backend state (NCCL communicators) of MPI
      * communicators freed since; the executor calls it after freeing its
      * rank groups, outside MPI's attribute callbacks. */

@@ -783,3 +783,102 @@ int sbc_grow_count(int have, int need, int first)
     return n;
 }
 
+/* ---- bf16 shadows of weights ---- */
+
+/* index of the first entry whose base is > p */
+static int shadow_upper(const sbc_shadow_map *m, uintptr_t p)
+{
+    int lo = 0, hi = m->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (m->e[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+sbc_shadow *sbc_shadow_find(const sbc_shadow_map *m, uintptr_t p, size_t bytes)
+{
+    int i = shadow_upper(m, p) - 1; /* the last entry starting at or before p */
+    if (i < 0)
+        return NULL;
+    sbc_shadow *e = &m->e[i];
+    size_t off = (size_t)(p - e->base);
+    if (off >= e->bytes || bytes > e->bytes - off)
+        return NULL;
+    return e;
+}
+
+sbc_shadow *sbc_shadow_at(const sbc_shadow_map *m, uintptr_t base)
+{
+    int i = shadow_upper(m, base) - 1;
+    return i >= 0 && m->e[i].base == base ? &m->e[i] : NULL;
+}
+
+int sbc_shadow_add(sbc_shadow_map *m, uintptr_t base, size_t bytes, void *shadow)
+{
+    if (!bytes || base + bytes < base)
+        return -1;
+    int i = shadow_upper(m, base);
+    if (i > 0 && m->e[i - 1].base + m->e[i - 1].bytes > base)
+        return -1; /* the one before reaches into it (or starts at base) */
+    if (i < m->n && m->e[i].base < base + bytes)
+        return -1; /* it reaches into the next */
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 64;
+        sbc_shadow *e = realloc(m->e, (size_t)cap * sizeof *e);
+        if (!e)
+            return -1;
+        m->e = e;
+        m->cap = cap;
+    }
+    memmove(&m->e[i + 1], &m->e[i], (size_t)(m->n - i) * sizeof *m->e);
+    m->e[i] = (sbc_shadow){base, bytes, NULL, 0};
+    m->n++;
+    sbc_shadow_attach(m, &m->e[i], shadow);
+    return 0;
+}
+
+void *sbc_shadow_attach(sbc_shadow_map *m, sbc_shadow *e, void *shadow)
+{
+    void *old = e->shadow;
+    if (old)
+        m->shadow_bytes -= e->bytes / 2;
+    e->shadow = shadow;
+    if (shadow)
+        m->shadow_bytes += e->bytes / 2;
+    return old;
+}
+
+void *sbc_shadow_remove(sbc_shadow_map *m, uintptr_t base)
+{
+    sbc_shadow *e = sbc_shadow_at(m, base);
+    if (!e)
+        return NULL;
+    void *s = sbc_shadow_attach(m, e, NULL);
+    int i = (int)(e - m->e);
+    memmove(&m->e[i], &m->e[i + 1], (size_t)(m->n - i - 1) * sizeof *m->e);
+    m->n--;
+    return s;
+}
+
+int sbc_shadow_stale(sbc_shadow_map *m, uintptr_t p, size_t bytes)
+{
+    int k = 0, i = shadow_upper(m, p) - 1; /* the last entry starting at or before p */
+    /* entries that start before p + bytes and end after p */
+    for (i = i < 0 ? 0 : i; bytes && i < m->n && m->e[i].base < p + bytes; i++)
+        if (m->e[i].base + m->e[i].bytes > p && m->e[i].fresh) {
+            m->e[i].fresh = 0;
+            k++;
+        }
+    return k;
+}
+
+void sbc_shadow_map_free(sbc_shadow_map *m)
+{
+    free(m->e);
+    *m = (sbc_shadow_map){0};
+}
+

@@ -3,8 +3,8 @@
  * (tests/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
  * algorithm cache, precision parsing, conv window / box-copy / permute /
  * reduce-mean geometry handed to the kernels, the rank -> GPU mapping, the
- * communicator cache (NCCL or host-staged MPI per MPI communicator) and
- * the count of step timing events.
+ * communicator cache (NCCL or host-staged MPI per MPI communicator), the
+ * map of the weights' bf16 copies and the count of step timing events.
  * What it is not: anything that calls CUDA, cuBLAS, cuDNN or NCCL
  * (backend_cuda.cu, comm_cuda.cu do). */
 #ifndef SB_RUNTIME_CUDA_HOST_H
@@ -241,6 +241,46 @@ int sbc_comm_mode_parse(const char *s, sbc_comm_mode *out, char *msg, size_t msg
  * but ranks share a GPU (NCCL cannot hold two ranks on one GPU). */
 int sbc_comm_choose(sbc_comm_mode mode, int gpus_distinct, int nranks, char *msg,
                     size_t msg_len);
+
+/* ---- bf16 shadows of weights ------------------------------------------------------ */
+
+/* In bf16 the backend keeps a bf16 copy ("shadow") of the weight buffers
+ * the executor declares (sb_backend.weight_set) that GEMMs read: made at
+ * the first GEMM that reads the weight after it changed (once per update),
+ * then read by every GEMM until the weight changes again; the GEMM's other
+ * operand is converted as before. The map: buffers by address (device
+ * pointers as integers), sorted, never overlapping. `fresh` is 0 from the
+ * weight's change (weight_set, or the backend's own writes into it:
+ * from_host, zero, the updates, the all-gather) until the copy is made
+ * again. */
+typedef struct {
+    uintptr_t base;
+    size_t bytes;       /* the fp32 buffer's */
+    void *shadow;       /* bytes / 2 of bf16, from the pool; NULL until a GEMM reads it */
+    int fresh;          /* 1: shadow holds the buffer's values */
+} sbc_shadow;
+
+typedef struct {
+    sbc_shadow *e;
+    int n, cap;
+    size_t shadow_bytes; /* held by the entries' shadows */
+} sbc_shadow_map;
+
+/* The entry whose buffer holds [p, p + bytes) (bytes 0: holds p), or NULL. */
+sbc_shadow *sbc_shadow_find(const sbc_shadow_map *m, uintptr_t p, size_t bytes);
+/* The entry of the buffer starting at base, or NULL. */
+sbc_shadow *sbc_shadow_at(const sbc_shadow_map *m, uintptr_t base);
+/* Adds an entry (stale, shadow as given, may be NULL); 0, or -1 when it
+ * overlaps an entry, bytes is 0 or out of host memory (nothing added). */
+int sbc_shadow_add(sbc_shadow_map *m, uintptr_t base, size_t bytes, void *shadow);
+/* Gives entry e its shadow (bytes / 2 counted in shadow_bytes); the one it
+ * had, or NULL. */
+void *sbc_shadow_attach(sbc_shadow_map *m, sbc_shadow *e, void *shadow);
+/* Removes the entry starting at base; its shadow (to free), or NULL. */
+void *sbc_shadow_remove(sbc_shadow_map *m, uintptr_t base);
+/* Marks every entry that overlaps [p, p + bytes) stale; how many. */
+int sbc_shadow_stale(sbc_shadow_map *m, uintptr_t p, size_t bytes);
+void sbc_shadow_map_free(sbc_shadow_map *m);
 
 /* ---- step timing events ---------------------------------------------------------- */
 

@@ -23,7 +23,9 @@
 # 3. cuda_host, then cuda_check (every kernel of the cuda table against the
 #    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
-#    report), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
+#    report), the same in bf16 (the report must show bf16 weight copies
+#    read by GEMMs; the per-op times, from CUDA events read once per step,
+#    must be > 0 and fit in the steps' wall time), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
 #    SB_GPU_BENCH_PREC (default "fp32 tf32 bf16"); the others run after
 #    the equivalence suite, as time allows;
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
@@ -283,6 +285,29 @@ done
 run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
     env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
     --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db"
+# bf16 weight copies and per-op times from CUDA events, checked in the output
+# shellcheck disable=SC2317  # run through run_step
+bf16_events() {
+    local o="$work/run-bf16.txt"
+    env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
+        --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$o" 2>&1 || { cat "$o"; return 1; }
+    cat "$o"
+    # the report: weights copied to bf16 once per update, GEMMs reading them
+    local copies hits
+    copies=$(sed -n 's/.*bf16 weight copies \([0-9]*\) .*/\1/p' "$o")
+    hits=$(sed -n 's/.* times, \([0-9]*\) GEMM operands read from them.*/\1/p' "$o")
+    echo "bf16 weight copies: ${copies:-none}, GEMM operands read from them: ${hits:-none}"
+    if [ "${copies:-0}" -eq 0 ] || [ "${hits:-0}" -eq 0 ]; then
+        echo "FAIL: no bf16 weight copy was used"
+        return 1
+    fi
+    # per-op times (event marks, read once per step) fit in the steps' wall time
+    awk '/^step +[0-9]+ +loss/ && !/warm-up/ { wall += $5 } /^op +type/ { on = 1; next }
+         on && NF == 5 { sum += $3 + $4 + $5 }
+         END { printf "per-op seconds %.4f in steps of %.4f s\n", sum, wall;
+               if (!(sum > 0) || sum > wall * 1.02 + 1e-4) { print "FAIL: per-op times"; exit 1 } }' "$o"
+}
+run_step "shardbench run: alexnet bf16 (weight copies, event timing), 1 rank" 20 bf16_events
 bench_gpu() { # PRECISION
     run_step "bench/gpu $1" 45 \
         env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
