@@ -8,7 +8,8 @@
  * over the reduce plan (against the CPU kernels), rank ->
  * GPU mapping and the communicator cache with MPI attribute eviction; the
  * map of bf16 weight copies (hand cases, then random traffic against a
- * byte-owner model) and the timing events' count. */
+ * byte-owner model), the timing events' count, and the estimate of NCCL's
+ * buffers with the pool's reserve for them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1023,6 +1024,66 @@ static void test_grow_count(void **state)
     assert_int_equal(sbc_grow_count(0, 3, 0), 4);
 }
 
+/* ---- NCCL's own buffers ---- */
+
+static const char *const *fake_env;
+static const char *fake_getenv(const char *k)
+{
+    for (int i = 0; fake_env && fake_env[i]; i += 2)
+        if (!strcmp(fake_env[i], k))
+            return fake_env[i + 1];
+    return NULL;
+}
+
+static void test_nccl_estimate(void **state)
+{
+    (void)state;
+    static const char *const none[] = {NULL};
+    fake_env = none;
+    sbc_nccl_estimate e;
+    assert_int_equal(sbc_nccl_comm_bytes(1, fake_getenv, &e), 0);
+    assert_int_equal(e.channels, 0);
+    /* NCCL's defaults: 4 MiB + 512 KiB + 4.6875 MiB a connection */
+    size_t per = ((size_t)4 << 20) + 524288 + 4915200;
+    size_t two = sbc_nccl_comm_bytes(2, fake_getenv, &e);
+    assert_int_equal(e.per_conn, per);
+    assert_int_equal(e.channels, SBC_NCCL_CHANNELS);
+    assert_int_equal(e.conns, 1);
+    assert_int_equal(e.p2p_bytes, (size_t)1 << 22); /* 1 peer x 512 KiB x 8 steps */
+    assert_int_equal(two, SBC_NCCL_CHANNELS * per + ((size_t)1 << 22));
+    size_t four = sbc_nccl_comm_bytes(4, fake_getenv, &e);
+    assert_int_equal(e.conns, 2); /* ring and tree */
+    assert_int_equal(four, 2 * SBC_NCCL_CHANNELS * per + 3 * ((size_t)1 << 22));
+    /* NCCL's variables change it; bad values keep the defaults */
+    static const char *const env[] = {"NCCL_BUFFSIZE", "1048576", "NCCL_LL_BUFFSIZE", "x",
+                                      "NCCL_LL128_BUFFSIZE", "0", "NCCL_MAX_NCHANNELS", "4",
+                                      "NCCL_P2P_NVL_CHUNKSIZE", "131072", NULL};
+    fake_env = env;
+    size_t b = sbc_nccl_comm_bytes(2, fake_getenv, &e);
+    assert_int_equal(e.per_conn, 1048576 + 524288 + 4915200);
+    assert_int_equal(e.channels, 4);
+    assert_int_equal(b, 4 * e.per_conn + 131072 * 8);
+    /* the reserve: only where NCCL may serve the rank */
+    fake_env = none;
+    assert_int_equal(sbc_nccl_reserve(1, 1, 1, fake_getenv), 0);
+    assert_int_equal(sbc_nccl_reserve(4, 2, 1, fake_getenv), 0); /* ranks share the GPU */
+    assert_int_equal(sbc_nccl_reserve(4, 1, 0, fake_getenv), 0); /* --comm mpi */
+    assert_int_equal(sbc_nccl_reserve(4, 1, 1, fake_getenv), SBC_NCCL_RESERVE_COMMS * four);
+    static const char *const mb[] = {"SHARDBENCH_CUDA_NCCL_MB", "300", NULL};
+    fake_env = mb;
+    assert_int_equal(sbc_nccl_reserve(4, 1, 1, fake_getenv), (size_t)300 << 20);
+    fake_env = NULL;
+    /* the pool leaves the reserve free */
+    size_t G = (size_t)1 << 30;
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 0, G, 256),
+                     sbc_pool_size_for(10 * G, 0.85, 1, 0, 256)); /* 15% > 1 GiB: as before */
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 0, 3 * G, 256), 7 * G);
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 9 * G, 3 * G, 256), 7 * G);
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 2 * G, 3 * G, 256), 2 * G);
+    assert_int_equal(sbc_pool_size_reserving(G, 0.85, 1, 0, 2 * G, 256), 0);
+    assert_int_equal(sbc_pool_size_reserving(G + 300, 0.85, 1, 0, 100, 256) % 256, 0);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -1035,7 +1096,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
         cmocka_unit_test(test_shadow_basics), cmocka_unit_test(test_shadow_random),
-        cmocka_unit_test(test_grow_count),
+        cmocka_unit_test(test_grow_count), cmocka_unit_test(test_nccl_estimate),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -11,7 +11,8 @@
  * managed memory. One stream carries everything; `sync` waits for it; the
  * executor's step marks are CUDA events on it, read once per step
  * (cuda_mark, cuda_marks_read). In bf16 each weight buffer the executor
- * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs.
+ * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs. The
+ * pool leaves room for NCCL's own buffers (sbc_nccl_reserve).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 GEMM operands:
@@ -21,6 +22,8 @@
  *   SHARDBENCH_COMM       auto (default) | nccl | mpi
  *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
  *                         memory, shared evenly by the ranks on the GPU)
+ *   SHARDBENCH_CUDA_NCCL_MB   device memory the pool leaves for NCCL's
+ *                         buffers (default: an estimate, sbc_nccl_reserve)
  *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -69,6 +72,9 @@ static struct {
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
+    size_t nccl_reserve;    /* device memory kept out of the pool for NCCL (sbc_nccl_reserve) */
+    size_t nccl_est;        /* NCCL's estimated buffers of the communicators made (sbc_nccl_comm_bytes) */
+    int nccl_warned;
     long conv_fallbacks; /* convolutions run with a fallback algorithm (workspace did not fit) */
 } g;
 
@@ -102,12 +108,20 @@ static void pool_init(void)
     const char *mb = getenv("SHARDBENCH_CUDA_POOL_MB");
     if (mb && *mb)
         limit = (size_t)strtoull(mb, NULL, 10) << 20;
-    size_t bytes = sbc_pool_size_for(free_b, 0.85, g.sharing, limit, POOL_ALIGN);
+    /* NCCL's own buffers (cudaMalloc'd by NCCL, outside the pool) stay out of it */
+    int world = 1, mpi_on = 0;
+    MPI_Initialized(&mpi_on);
+    if (mpi_on)
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+    g.nccl_reserve = sbc_nccl_reserve(world, g.sharing, g.comm_mode != SBC_COMM_MPI, NULL);
+    size_t bytes = sbc_pool_size_reserving(free_b, 0.85, g.sharing, limit, g.nccl_reserve,
+                                           POOL_ALIGN);
     if (bytes < ((size_t)64 << 20))
         sbc_die(__FILE__, __LINE__,
                 "device %d: only %zu MiB free of %zu MiB for the memory pool (%d rank(s) share "
-                "the GPU); free memory or set SHARDBENCH_CUDA_POOL_MB",
-                g.device, free_b >> 20, total_b >> 20, g.sharing);
+                "the GPU, %zu MiB kept for NCCL's buffers); free memory or set "
+                "SHARDBENCH_CUDA_POOL_MB (SHARDBENCH_CUDA_NCCL_MB: NCCL's share)",
+                g.device, free_b >> 20, total_b >> 20, g.sharing, g.nccl_reserve >> 20);
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess)
@@ -646,6 +660,24 @@ static void comm_fail(char *msg, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A new NCCL communicator of n ranks: its buffers' estimate counted, and
+ * one warning when the estimates pass what the pool left for NCCL. */
+static void nccl_count(int n)
+{
+    g.nccl_comms++;
+    g.nccl_est += sbc_nccl_comm_bytes(n, NULL, NULL);
+    if (g.pool_ready && !g.nccl_warned && g.nccl_est > g.nccl_reserve) {
+        g.nccl_warned = 1;
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        fprintf(stderr,
+                "shardbench: cuda backend: rank %d: NCCL's buffers of %d communicators, about "
+                "%zu MiB, pass the %zu MiB kept out of the memory pool for them "
+                "(SHARDBENCH_CUDA_NCCL_MB)\n",
+                rank, g.nccl_comms, g.nccl_est >> 20, g.nccl_reserve >> 20);
+    }
+}
+
 /* First all-reduce over comm (collective over it): learn which GPUs its
  * ranks drive, choose the path, make the NCCL communicator. */
 static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
@@ -688,7 +720,7 @@ static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
         return NULL;
     }
     if (use)
-        g.nccl_comms++;
+        nccl_count(n);
     else
         g.mpi_comms++;
     return e;
@@ -1001,6 +1033,11 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->nccl_comms = g.nccl_comms;
     s->mpi_comms = g.mpi_comms;
     s->conv_fallbacks = g.conv_fallbacks;
+    s->nccl_reserve_bytes = g.nccl_reserve;
+    s->nccl_est_bytes = g.nccl_est;
+    size_t fb = 0, tb = 0;
+    if (cudaMemGetInfo(&fb, &tb) == cudaSuccess)
+        s->device_free_bytes = fb;
     s->bf16_copies = 0;
     for (int i = 0; i < g.shadows.n; i++)
         s->bf16_copies += g.shadows.e[i].shadow != NULL;
@@ -1030,9 +1067,11 @@ static void report_at_exit(void)
     fprintf(stderr,
             "cuda backend: device %d (%d rank(s)), %s, pool %zu MiB, peak %.1f MiB, %ld allocs "
             "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms, "
+            "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
             "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
             s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
+            s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
             s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
             s.bf16_copy_hits, s.bf16_conversions);
 }
@@ -1150,7 +1189,9 @@ static void cuda_comm_split(MPI_Comm parent, int color, int key, MPI_Comm child)
         sbc_die(__FILE__, __LINE__, "ncclCommSplit gave no communicator for color %d", color);
     if (!sbc_comm_cache_add(g.comms, child, 1, nc))
         sbc_die(__FILE__, __LINE__, "out of host memory (communicator cache)");
-    g.nccl_comms++;
+    int cn = 1;
+    MPI_Comm_size(child, &cn);
+    nccl_count(cn);
 }
 
 /* Destroys the NCCL communicators of MPI communicators freed since the last

@@ -882,3 +882,62 @@ void sbc_shadow_map_free(sbc_shadow_map *m)
     *m = (sbc_shadow_map){0};
 }
 
+/* ---- NCCL's own device memory ---- */
+
+/* a positive size from the environment, else def */
+static size_t env_size(const char *(*get)(const char *), const char *name, size_t def)
+{
+    const char *v = get(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end || x <= 0 ? def : (size_t)x;
+}
+
+size_t sbc_nccl_comm_bytes(int nranks, const char *(*get)(const char *), sbc_nccl_estimate *e)
+{
+    sbc_nccl_estimate z = {0};
+    if (!get)
+        get = plain_getenv;
+    if (nranks >= 2) {
+        z.per_conn = env_size(get, "NCCL_BUFFSIZE", (size_t)1 << 22) +
+                     env_size(get, "NCCL_LL_BUFFSIZE", (size_t)8 * 512 * 8 * 16) +
+                     env_size(get, "NCCL_LL128_BUFFSIZE", (size_t)120 * 640 * 8 * 8);
+        z.channels = (int)env_size(get, "NCCL_MAX_NCHANNELS", SBC_NCCL_CHANNELS);
+        z.conns = nranks > 2 ? 2 : 1;
+        z.coll_bytes = (size_t)z.channels * (size_t)z.conns * z.per_conn;
+        z.p2p_bytes = (size_t)(nranks - 1) * env_size(get, "NCCL_P2P_NVL_CHUNKSIZE", (size_t)1 << 19) * 8;
+        z.bytes = z.coll_bytes + z.p2p_bytes;
+    }
+    if (e)
+        *e = z;
+    return z.bytes;
+}
+
+size_t sbc_nccl_reserve(int world, int sharing, int nccl_possible,
+                        const char *(*get)(const char *))
+{
+    if (!get)
+        get = plain_getenv;
+    if (world < 2 || sharing > 1 || !nccl_possible)
+        return 0;
+    const char *mb = get("SHARDBENCH_CUDA_NCCL_MB");
+    if (mb && *mb) {
+        char *end;
+        long long v = strtoll(mb, &end, 10);
+        if (!*end && v >= 0)
+            return (size_t)v << 20;
+    }
+    return SBC_NCCL_RESERVE_COMMS * sbc_nccl_comm_bytes(world, get, NULL);
+}
+
+size_t sbc_pool_size_reserving(size_t free_bytes, double frac, int sharing, size_t limit_bytes,
+                               size_t reserve, size_t align)
+{
+    size_t b = sbc_pool_size_for(free_bytes, frac, sharing, limit_bytes, align);
+    size_t room = free_bytes > reserve ? free_bytes - reserve : 0;
+    if (b > room)
+        b = align ? room & ~(align - 1) : room;
+    return b;
+}

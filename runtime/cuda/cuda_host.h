@@ -4,7 +4,8 @@
  * algorithm cache, precision parsing, conv window / box-copy / permute /
  * reduce-mean geometry handed to the kernels, the rank -> GPU mapping, the
  * communicator cache (NCCL or host-staged MPI per MPI communicator), the
- * map of the weights' bf16 copies and the count of step timing events.
+ * estimate of NCCL's own buffers, the map of the weights' bf16 copies and
+ * the count of step timing events.
  * What it is not: anything that calls CUDA, cuBLAS, cuDNN or NCCL
  * (backend_cuda.cu, comm_cuda.cu do). */
 #ifndef SB_RUNTIME_CUDA_HOST_H
@@ -241,6 +242,48 @@ int sbc_comm_mode_parse(const char *s, sbc_comm_mode *out, char *msg, size_t msg
  * but ranks share a GPU (NCCL cannot hold two ranks on one GPU). */
 int sbc_comm_choose(sbc_comm_mode mode, int gpus_distinct, int nranks, char *msg,
                     size_t msg_len);
+
+/* ---- NCCL's own device memory ------------------------------------------------------ */
+
+/* NCCL allocates buffers of its own (cudaMalloc, outside the pool) for each
+ * communicator; this estimates them from NCCL's documented environment
+ * variables and their defaults (NCCL 2.x, src/init.cc and env docs):
+ *   per connection = NCCL_BUFFSIZE (Simple, default 4 MiB)
+ *                  + NCCL_LL_BUFFSIZE (default 8 lines x 512 threads x
+ *                    8 steps x 16 B = 512 KiB)
+ *                  + NCCL_LL128_BUFFSIZE (default 120 elements x 640
+ *                    threads x 8 steps x 8 B = 4.6875 MiB)
+ *   collectives    = channels x conns x per connection, channels =
+ *                    NCCL_MAX_NCHANNELS when set, else SBC_NCCL_CHANNELS
+ *                    (NCCL picks by topology; 32 is its most on NVSwitch
+ *                    machines, so this errs high), conns = 1 (the ring's
+ *                    receive side) + 1 for the tree when nranks > 2
+ *   send/recv      = (nranks - 1) peers x NCCL_P2P_NVL_CHUNKSIZE (default
+ *                    512 KiB) x 8 steps (relayouts' grouped send/recv)
+ * and 0 for one rank. An estimate: NVLS (NVLink SHARP) buffers, proxy and
+ * host memory are left out, and NCCL >= 2.22 connects lazily (only what a
+ * collective uses). get is getenv for the tests (NULL: getenv). */
+#define SBC_NCCL_CHANNELS 32
+typedef struct {
+    size_t per_conn;    /* bytes of one connection's three protocol buffers */
+    int channels, conns;
+    size_t coll_bytes, p2p_bytes, bytes; /* bytes = coll_bytes + p2p_bytes */
+} sbc_nccl_estimate;
+
+size_t sbc_nccl_comm_bytes(int nranks, const char *(*get)(const char *), sbc_nccl_estimate *e);
+
+/* The device memory kept out of the pool for NCCL (bytes): 0 unless NCCL
+ * may serve this rank (world > 1 ranks, its GPU its own, comm mode not
+ * mpi); then SHARDBENCH_CUDA_NCCL_MB when set (MiB), else
+ * SBC_NCCL_RESERVE_COMMS communicators of the world's size
+ * (sbc_nccl_comm_bytes). */
+#define SBC_NCCL_RESERVE_COMMS 8
+size_t sbc_nccl_reserve(int world, int sharing, int nccl_possible,
+                        const char *(*get)(const char *));
+/* sbc_pool_size_for, then no more than free_bytes - reserve (0 when the
+ * reserve takes it all), rounded down to align. */
+size_t sbc_pool_size_reserving(size_t free_bytes, double frac, int sharing, size_t limit_bytes,
+                               size_t reserve, size_t align);
 
 /* ---- bf16 shadows of weights ------------------------------------------------------ */
 

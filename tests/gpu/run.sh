@@ -34,7 +34,9 @@
 #    against a one-rank reference within 1e-3) at P = 2, then 4 as the
 #    budget allows (test_equiv refuses one rank: nothing to split; P = 1
 #    on the GPU is the `shardbench run` of step 4); more ranks than GPUs
-#    go over the host-staged MPI path (SHARDBENCH_COMM=mpi);
+#    go over the host-staged MPI path (SHARDBENCH_COMM=mpi); each rank's
+#    exit report gives NCCL's estimated buffers, the pool's reserve for
+#    them and the device's free memory, to hold the estimate to;
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -338,7 +340,7 @@ for np in $nps; do
         fi
         # shellcheck disable=SC2086  # the settings are words
         run_step "$name, SHARDBENCH_COMM=$comm" $((8 + 6 * np)) \
-            env SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 mpirun --oversubscribe -np "$np" \
+            env SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 SHARDBENCH_CUDA_REPORT=1 mpirun --oversubscribe -np "$np" \
             "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" \
             --flops 0.01 --backend cuda
     done
