@@ -24,6 +24,8 @@
  *                         memory, shared evenly by the ranks on the GPU)
  *   SHARDBENCH_CUDA_NCCL_MB   device memory the pool leaves for NCCL's
  *                         buffers (default: an estimate, sbc_nccl_reserve)
+ *   SHARDBENCH_CUDA_BF16_COPIES=0  bf16: no weight copies, both GEMM
+ *                         operands converted per GEMM (to compare against)
  *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -70,6 +72,7 @@ static struct {
     sbc_shadow_map shadows; /* bf16: the weights' bf16 copies (cuda_weight_set) */
     long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
+    int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
     size_t nccl_reserve;    /* device memory kept out of the pool for NCCL (sbc_nccl_reserve) */
@@ -167,9 +170,15 @@ void *sbc_scratch(size_t bytes, const char *what)
 
 void sbc_scratch_free(void *p) { pool_put(p); }
 
+static void shadows_release(void);
+
 static void *cuda_alloc(size_t bytes)
 {
     void *p = pool_get(bytes);
+    if (!p && g.shadows.shadow_bytes) { /* tensors before bf16 copies: they are made again */
+        shadows_release();
+        p = pool_get(bytes);
+    }
     if (!p) /* the caller reports the failure; say why */
         fprintf(stderr,
                 "shardbench: cuda backend: device %d: memory pool exhausted: %zu bytes wanted, "
@@ -186,6 +195,19 @@ static void shadow_drop(const void *base)
     void *s = sbc_shadow_remove(&g.shadows, (uintptr_t)base);
     if (s)
         pool_put(s);
+}
+
+/* Every bf16 copy back to the pool (entries kept, stale): for a tensor the
+ * pool has no room for otherwise. Between ops only (cuda_alloc), never
+ * inside a GEMM that holds a copy's pointer. */
+static void shadows_release(void)
+{
+    for (int i = 0; i < g.shadows.n; i++) {
+        void *s = sbc_shadow_attach(&g.shadows, &g.shadows.e[i], NULL);
+        g.shadows.e[i].fresh = 0;
+        if (s)
+            pool_put(s);
+    }
 }
 
 /* The backend itself wrote n floats at p: a bf16 copy there is stale until
@@ -217,7 +239,7 @@ static void cuda_zero(float *p, size_t n)
  * n == 0: the entry and its copy go. */
 static void cuda_weight_set(const float *w, size_t n)
 {
-    if (g.prec != SBC_BF16 || !w)
+    if (g.prec != SBC_BF16 || g.no_shadows || !w)
         return;
     sbc_shadow *e = sbc_shadow_at(&g.shadows, (uintptr_t)w);
     if (e && (n == 0 || e->bytes != n * sizeof(float))) {
@@ -1369,6 +1391,8 @@ static int init(void)
     gethostname(host, sizeof host - 1);
     g.me.node = sbc_hash_bytes(host, strlen(host));
     g.me.gpu = sbc_hash_bytes(&prop.uuid, sizeof prop.uuid);
+    const char *cp = getenv("SHARDBENCH_CUDA_BF16_COPIES");
+    g.no_shadows = cp && !strcmp(cp, "0");
     const char *rep = getenv("SHARDBENCH_CUDA_REPORT");
     if (rep && *rep && strcmp(rep, "0"))
         atexit(report_at_exit);

@@ -27,7 +27,8 @@ typedef struct {
      * them, estimated for the communicators made (sbc_nccl_comm_bytes);
      * the device's free memory now (cudaMemGetInfo) */
     size_t nccl_reserve_bytes, nccl_est_bytes, device_free_bytes;
-    /* bf16: the weights' bf16 copies (buffers, bytes, in the pool), how
+    /* bf16: the weights' bf16 copies held now (buffers, bytes, in the
+     * pool; none once the executor is freed), how
      * often one was made (once per change of a weight a GEMM reads), GEMM
      * operands read from one, GEMM operands converted at the GEMM */
     int bf16_copies;
