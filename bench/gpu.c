@@ -714,6 +714,7 @@ int main(int argc, char **argv)
     cudaEventDestroy(ev0);
     cudaEventDestroy(ev1);
     cudaStreamDestroy(stream);
+    sb_backend_finalize(gpu); /* NCCL communicators, before MPI_Finalize */
     MPI_Finalize();
     return failed ? 1 : 0;
 }

@@ -348,6 +348,7 @@ int cmd_calibrate(int argc, char **argv)
             status = bad && err.code ? err.code : SB_EXIT_INPUT;
         if (rank == 0 && first != 0)
             fprintf(stderr, "shardbench: calibrate: rank %d failed to start\n", first);
+        sb_backend_finalize(be); /* NCCL communicators, before MPI_Finalize */
         MPI_Finalize();
         return status;
     }
@@ -358,6 +359,7 @@ int cmd_calibrate(int argc, char **argv)
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MIN, comm);
     if (rc || any) {
         status = rc ? cli_fail(&err) : SB_EXIT_INTERNAL;
+        sb_backend_finalize(be); /* NCCL communicators, before MPI_Finalize */
         MPI_Finalize();
         return status;
     }
@@ -420,6 +422,7 @@ int cmd_calibrate(int argc, char **argv)
         }
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, comm);
+    sb_backend_finalize(be); /* NCCL communicators, before MPI_Finalize */
     MPI_Finalize();
     return status;
 }

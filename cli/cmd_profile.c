@@ -401,6 +401,7 @@ int cmd_profile(int argc, char **argv)
             sb_problem_free(&pb);
             sb_model_free(&m);
         }
+        sb_backend_finalize(be); /* NCCL communicators, before MPI_Finalize */
         MPI_Finalize();
         return status;
     }
@@ -720,6 +721,7 @@ int cmd_profile(int argc, char **argv)
     sb_profile_free(&pf);
     sb_problem_free(&pb);
     sb_model_free(&m);
+    sb_backend_finalize(be); /* NCCL communicators, before MPI_Finalize */
     MPI_Finalize();
     return status;
 }

@@ -6,7 +6,10 @@
  * mapped input against the CPU kernels), the box-copy / permute /
  * reduce-mean plans the kernels walk and the broadcasts of mul and expand
  * over the reduce plan (against the CPU kernels), rank ->
- * GPU mapping and the communicator cache with MPI attribute eviction. */
+ * GPU mapping and the communicator cache with MPI attribute eviction; the
+ * map of bf16 weight copies (hand cases, then random traffic against a
+ * byte-owner model), the timing events' count, and the estimate of NCCL's
+ * buffers with the pool's reserve for them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -894,6 +897,193 @@ static void test_comm_cache(void **state)
     assert_int_equal(ndestroyed, 2);
 }
 
+/* ---- bf16 weight shadows ---- */
+
+static void test_shadow_basics(void **state)
+{
+    (void)state;
+    sbc_shadow_map m = {0};
+    int s1, s2, s3;
+    assert_int_equal(sbc_shadow_add(&m, 1000, 400, &s1), 0);
+    assert_int_equal(sbc_shadow_add(&m, 2000, 100, &s2), 0);
+    assert_int_equal(sbc_shadow_add(&m, 1400, 600, NULL), 0); /* exactly between, no copy yet */
+    assert_int_equal(m.shadow_bytes, 250);
+    assert_null(sbc_shadow_attach(&m, sbc_shadow_at(&m, 1400), &s3));
+    assert_int_equal(m.shadow_bytes, 550);
+    for (int i = 0; i < m.n; i++) {
+        assert_false(m.e[i].fresh); /* entries start stale */
+        m.e[i].fresh = 1;           /* as the backend after converting */
+    }
+    assert_int_equal(sbc_shadow_add(&m, 1000, 4, &s1), -1);  /* same base */
+    assert_int_equal(sbc_shadow_add(&m, 1399, 1, &s1), -1);  /* inside the first */
+    assert_int_equal(sbc_shadow_add(&m, 900, 101, &s1), -1); /* reaches into the first */
+    assert_int_equal(sbc_shadow_add(&m, 900, 0, &s1), -1);   /* empty */
+    assert_int_equal(m.n, 3);
+    /* containment: the whole span inside one buffer */
+    assert_ptr_equal(sbc_shadow_find(&m, 1000, 400)->shadow, &s1);
+    assert_ptr_equal(sbc_shadow_find(&m, 1396, 4)->shadow, &s1);
+    assert_null(sbc_shadow_find(&m, 1396, 8)); /* runs into the next buffer */
+    assert_ptr_equal(sbc_shadow_find(&m, 1400, 0)->shadow, &s3);
+    assert_null(sbc_shadow_find(&m, 999, 4));
+    assert_null(sbc_shadow_find(&m, 2100, 4));
+    assert_ptr_equal(sbc_shadow_at(&m, 2000)->shadow, &s2);
+    assert_null(sbc_shadow_at(&m, 2004));
+    /* writes make the buffers they touch stale */
+    assert_int_equal(sbc_shadow_stale(&m, 1396, 8), 2);
+    assert_false(sbc_shadow_at(&m, 1000)->fresh);
+    assert_false(sbc_shadow_at(&m, 1400)->fresh);
+    assert_true(sbc_shadow_at(&m, 2000)->fresh);
+    assert_int_equal(sbc_shadow_stale(&m, 0, 1000), 0); /* ends where the first starts */
+    assert_int_equal(sbc_shadow_stale(&m, 2100, 50), 0);
+    assert_int_equal(sbc_shadow_stale(&m, 0, 5000), 1);
+    assert_ptr_equal(sbc_shadow_remove(&m, 1400), &s3);
+    assert_null(sbc_shadow_remove(&m, 1400));
+    assert_int_equal(m.shadow_bytes, 250);
+    assert_int_equal(sbc_shadow_add(&m, 1400, 600, &s3), 0); /* the gap again */
+    sbc_shadow_map_free(&m);
+    assert_int_equal(m.n, 0);
+}
+
+/* random traffic against a byte-owner model */
+static void test_shadow_random(void **state)
+{
+    (void)state;
+    enum { SPACE = 4096 };
+    static int owner[SPACE], fresh[SPACE]; /* entry id (base + 1) owning each byte, 0: none */
+    memset(owner, 0, sizeof owner);
+    sbc_shadow_map m = {0};
+    for (int it = 0; it < 20000; it++) {
+        int op = rint_in(0, 4);
+        uintptr_t p = (uintptr_t)rint_in(0, SPACE - 1);
+        size_t n = (size_t)rint_in(1, 128);
+        if (p + n > SPACE)
+            n = SPACE - p;
+        int free_all = 1;
+        for (size_t k = 0; k < n; k++)
+            free_all &= owner[p + k] == 0;
+        if (op == 0) {
+            int rc = sbc_shadow_add(&m, p, n, (void *)(p + 1));
+            assert_int_equal(rc, free_all ? 0 : -1);
+            for (size_t k = 0; !rc && k < n; k++) {
+                owner[p + k] = (int)p + 1;
+                fresh[p + k] = 0;
+            }
+        } else if (op == 1) {
+            int was = owner[p] == (int)p + 1 && (p == 0 || owner[p - 1] != (int)p + 1);
+            void *s = sbc_shadow_remove(&m, p);
+            assert_true(was ? s == (void *)(p + 1) : s == NULL);
+            for (size_t k = p; was && k < SPACE && owner[k] == (int)p + 1; k++)
+                owner[k] = 0;
+        } else if (op == 2) {
+            sbc_shadow *e = sbc_shadow_find(&m, p, n);
+            int own = owner[p], whole = own != 0;
+            for (size_t k = 0; k < n; k++)
+                whole &= owner[p + k] == own;
+            assert_true(whole ? e && e->base == (uintptr_t)own - 1 : e == NULL);
+            if (e)
+                assert_int_equal(e->fresh, fresh[p]);
+        } else if (op == 4) { /* a GEMM made the copy of the buffer holding p */
+            sbc_shadow *e = sbc_shadow_find(&m, p, 0);
+            assert_true(owner[p] ? e && e->base == (uintptr_t)owner[p] - 1 : e == NULL);
+            if (e) {
+                e->fresh = 1;
+                for (int j = owner[p] - 1; j < SPACE && owner[j] == owner[p]; j++)
+                    fresh[j] = 1;
+            }
+        } else {
+            int want = 0, last = 0;
+            for (size_t k = 0; k < n; k++)
+                if (owner[p + k] && owner[p + k] != last) {
+                    last = owner[p + k];
+                    want += fresh[p + k];
+                }
+            assert_int_equal(sbc_shadow_stale(&m, p, n), want);
+            for (size_t k = 0; k < n; k++)
+                if (owner[p + k])
+                    for (int j = owner[p + k] - 1; j < SPACE && owner[j] == owner[p + k]; j++)
+                        fresh[j] = 0;
+        }
+    }
+    size_t held = 0;
+    for (int i = 0; i < m.n; i++) {
+        held += m.e[i].bytes / 2;
+        assert_true(i == 0 || m.e[i - 1].base + m.e[i - 1].bytes <= m.e[i].base);
+    }
+    assert_int_equal(held, m.shadow_bytes);
+    sbc_shadow_map_free(&m);
+}
+
+static void test_grow_count(void **state)
+{
+    (void)state;
+    assert_int_equal(sbc_grow_count(0, 1, 256), 256);
+    assert_int_equal(sbc_grow_count(256, 256, 256), 256);
+    assert_int_equal(sbc_grow_count(256, 257, 256), 512);
+    assert_int_equal(sbc_grow_count(0, 1000, 256), 1024);
+    assert_int_equal(sbc_grow_count(300, 301, 256), 600);
+    assert_int_equal(sbc_grow_count(0, 3, 0), 4);
+}
+
+/* ---- NCCL's own buffers ---- */
+
+static const char *const *fake_env;
+static const char *fake_getenv(const char *k)
+{
+    for (int i = 0; fake_env && fake_env[i]; i += 2)
+        if (!strcmp(fake_env[i], k))
+            return fake_env[i + 1];
+    return NULL;
+}
+
+static void test_nccl_estimate(void **state)
+{
+    (void)state;
+    static const char *const none[] = {NULL};
+    fake_env = none;
+    sbc_nccl_estimate e;
+    assert_int_equal(sbc_nccl_comm_bytes(1, fake_getenv, &e), 0);
+    assert_int_equal(e.channels, 0);
+    /* NCCL's defaults: 4 MiB + 512 KiB + 4.6875 MiB a connection */
+    size_t per = ((size_t)4 << 20) + 524288 + 4915200;
+    size_t two = sbc_nccl_comm_bytes(2, fake_getenv, &e);
+    assert_int_equal(e.per_conn, per);
+    assert_int_equal(e.channels, SBC_NCCL_CHANNELS);
+    assert_int_equal(e.conns, 1);
+    assert_int_equal(e.p2p_bytes, (size_t)1 << 22); /* 1 peer x 512 KiB x 8 steps */
+    assert_int_equal(two, SBC_NCCL_CHANNELS * per + ((size_t)1 << 22));
+    size_t four = sbc_nccl_comm_bytes(4, fake_getenv, &e);
+    assert_int_equal(e.conns, 2); /* ring and tree */
+    assert_int_equal(four, 2 * SBC_NCCL_CHANNELS * per + 3 * ((size_t)1 << 22));
+    /* NCCL's variables change it; bad values keep the defaults */
+    static const char *const env[] = {"NCCL_BUFFSIZE", "1048576", "NCCL_LL_BUFFSIZE", "x",
+                                      "NCCL_LL128_BUFFSIZE", "0", "NCCL_MAX_NCHANNELS", "4",
+                                      "NCCL_P2P_NVL_CHUNKSIZE", "131072", NULL};
+    fake_env = env;
+    size_t b = sbc_nccl_comm_bytes(2, fake_getenv, &e);
+    assert_int_equal(e.per_conn, 1048576 + 524288 + 4915200);
+    assert_int_equal(e.channels, 4);
+    assert_int_equal(b, 4 * e.per_conn + 131072 * 8);
+    /* the reserve: only where NCCL may serve the rank */
+    fake_env = none;
+    assert_int_equal(sbc_nccl_reserve(1, 1, 1, fake_getenv), 0);
+    assert_int_equal(sbc_nccl_reserve(4, 2, 1, fake_getenv), 0); /* ranks share the GPU */
+    assert_int_equal(sbc_nccl_reserve(4, 1, 0, fake_getenv), 0); /* --comm mpi */
+    assert_int_equal(sbc_nccl_reserve(4, 1, 1, fake_getenv), SBC_NCCL_RESERVE_COMMS * four);
+    static const char *const mb[] = {"SHARDBENCH_CUDA_NCCL_MB", "300", NULL};
+    fake_env = mb;
+    assert_int_equal(sbc_nccl_reserve(4, 1, 1, fake_getenv), (size_t)300 << 20);
+    fake_env = NULL;
+    /* the pool leaves the reserve free */
+    size_t G = (size_t)1 << 30;
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 0, G, 256),
+                     sbc_pool_size_for(10 * G, 0.85, 1, 0, 256)); /* 15% > 1 GiB: as before */
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 0, 3 * G, 256), 7 * G);
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 9 * G, 3 * G, 256), 7 * G);
+    assert_int_equal(sbc_pool_size_reserving(10 * G, 0.85, 1, 2 * G, 3 * G, 256), 2 * G);
+    assert_int_equal(sbc_pool_size_reserving(G, 0.85, 1, 0, 2 * G, 256), 0);
+    assert_int_equal(sbc_pool_size_reserving(G + 300, 0.85, 1, 0, 100, 256) % 256, 0);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -905,6 +1095,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reduce_plan), cmocka_unit_test(test_bcast_plan), cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
+        cmocka_unit_test(test_shadow_basics), cmocka_unit_test(test_shadow_random),
+        cmocka_unit_test(test_grow_count), cmocka_unit_test(test_nccl_estimate),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -35,6 +35,23 @@ typedef struct sb_backend {
     void (*to_host)(float *host, const float *dev, size_t n);
     void (*from_host)(float *dev, const float *host, size_t n);
     void (*sync)(void);         /* wait for queued work */
+    /* Optional step timing on the backend's queue of work, without waiting
+     * (NULL: the executor reads the host clock, after sync when there is
+     * one). mark(k) records mark k when the work queued before it is done
+     * (within a step k = 0, 1, ..., the executor's count; a mark number is
+     * recorded again in later steps); marks_read(n, t) waits once for the
+     * queued work and sets t[k], k < n, to mark k's seconds on one clock
+     * (any origin). 0, or -1 with t unset (the step's times are then
+     * dropped). The executor reads its marks once per step. */
+    void (*mark)(int k);
+    int (*marks_read)(int n, double *t);
+    /* Optional: w (n floats of backend memory) is a weight's buffer and now
+     * holds its current values (after its upload, update, gather or a
+     * checkpoint's write); n == 0: w stops being a weight buffer (about to
+     * be released or reused). A backend that keeps the weights in another
+     * form as well (the cuda backend's bf16 copies for its GEMMs) refreshes
+     * it here. The executor calls it after every change of a weight. */
+    void (*weight_set)(const float *w, size_t n);
     /* Optional: releases backend state (NCCL communicators) of MPI
      * communicators freed since; the executor calls it after freeing its
      * rank groups, outside MPI's attribute callbacks. */
@@ -43,6 +60,11 @@ typedef struct sb_backend {
      * parent; sb_group_cache_set_split_hook): the backend derives child's
      * communicator state from parent's (ncclCommSplit). */
     void (*comm_split)(MPI_Comm parent, int color, int key, MPI_Comm child);
+    /* Optional: tears down what the backend holds on MPI communicators
+     * (the cuda backend's NCCL communicators) before MPI_Finalize, outside
+     * MPI's attribute callbacks; the backend stays usable. Call it through
+     * sb_backend_finalize. */
+    void (*finalize)(void);
     /* allreduce in place over a communicator: op is MPI_SUM or MPI_MAX */
     int (*allreduce)(float *p, size_t n, MPI_Op op, MPI_Comm comm);
     /* Optional (NULL: relayouts of backend memory are staged whole through
@@ -204,6 +226,10 @@ const sb_backend *sb_backend_cuda_get(sb_error *err);
 /* Looks a backend up by name ("cpu", "cuda"); NULL with err set if it is
  * not compiled in or cannot run here. */
 const sb_backend *sb_backend_get(const char *name, sb_error *err);
+
+/* be->finalize when be has one (be may be NULL): every command that used a
+ * backend calls it right before MPI_Finalize. */
+void sb_backend_finalize(const sb_backend *be);
 
 typedef struct sb_data_source sb_data_source; /* dtensor.h: a dataset's samples */
 

@@ -200,6 +200,43 @@ static int cpu_alltoallv(const float *sbuf, const int *scount, const int *sdispl
                          rcount, rdispl, MPI_FLOAT, comm);
 }
 
+/* cpu-devmem's step timing takes the executor's path for a backend that
+ * records marks on its own queue (sb_backend.mark, read once per step),
+ * the marks being host clock readings kept here: the same numbers as
+ * "cpu". A mark that finds no memory fails the step's read (its times
+ * are dropped). */
+static struct {
+    double *t;
+    int cap, lost;
+} devmem_marks;
+
+static void devmem_mark(int k)
+{
+    if (k >= devmem_marks.cap) {
+        int cap = devmem_marks.cap ? devmem_marks.cap : 256;
+        while (cap <= k)
+            cap *= 2;
+        double *t = realloc(devmem_marks.t, (size_t)cap * sizeof *t);
+        if (!t) {
+            devmem_marks.lost = 1;
+            return;
+        }
+        devmem_marks.t = t;
+        devmem_marks.cap = cap;
+    }
+    devmem_marks.t[k] = MPI_Wtime();
+}
+
+static int devmem_marks_read(int n, double *t)
+{
+    int lost = devmem_marks.lost || n > devmem_marks.cap;
+    devmem_marks.lost = 0;
+    if (lost)
+        return -1;
+    memcpy(t, devmem_marks.t, (size_t)n * sizeof *t);
+    return 0;
+}
+
 const sb_backend *sb_backend_cpu_devmem(void)
 {
     static sb_backend t;
@@ -208,8 +245,16 @@ const sb_backend *sb_backend_cpu_devmem(void)
         t.name = "cpu-devmem";
         t.host_memory = 0;
         t.alltoallv = cpu_alltoallv;
+        t.mark = devmem_mark;
+        t.marks_read = devmem_marks_read;
     }
     return &t;
+}
+
+void sb_backend_finalize(const sb_backend *be)
+{
+    if (be && be->finalize)
+        be->finalize();
 }
 
 const sb_backend *sb_backend_get(const char *name, sb_error *err)

@@ -8,15 +8,24 @@
  * every rank has its own GPU, else host-staged MPI; relayouts pack and
  * unpack on the device, sb_relayout_run_mem). The other kernels are
  * in runtime/kernels/cuda/. What it is not: a second executor, or a user of
- * managed memory. One stream carries everything; `sync` waits for it.
+ * managed memory. One stream carries everything; `sync` waits for it; the
+ * executor's step marks are CUDA events on it, read once per step
+ * (cuda_mark, cuda_marks_read). In bf16 each weight buffer the executor
+ * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs. The
+ * pool leaves room for NCCL's own buffers (sbc_nccl_reserve).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
- *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 storage of
- *                         GEMM operands, fp32 accumulation; convolutions
- *                         then use tf32)
+ *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 GEMM operands:
+ *                         weights from their bf16 copies, the other operand
+ *                         converted per GEMM; fp32 accumulation;
+ *                         convolutions then use tf32)
  *   SHARDBENCH_COMM       auto (default) | nccl | mpi
  *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
  *                         memory, shared evenly by the ranks on the GPU)
+ *   SHARDBENCH_CUDA_NCCL_MB   device memory the pool leaves for NCCL's
+ *                         buffers (default: an estimate, sbc_nccl_reserve)
+ *   SHARDBENCH_CUDA_BF16_COPIES=0  bf16: no weight copies, both GEMM
+ *                         operands converted per GEMM (to compare against)
  *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -58,8 +67,17 @@ static struct {
     float *a2a_send, *a2a_recv; /* pinned staging of relayout exchanges (MPI path) */
     size_t a2a_send_n, a2a_recv_n;
     cudaEvent_t ev0, ev1;
+    cudaEvent_t *marks;     /* the executor's step marks (cuda_mark), created as needed */
+    int nmarks;
+    sbc_shadow_map shadows; /* bf16: the weights' bf16 copies (cuda_weight_set) */
+    long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
+    long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
+    int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
     sbc_gpu_id me;
     int nccl_comms, mpi_comms;
+    size_t nccl_reserve;    /* device memory kept out of the pool for NCCL (sbc_nccl_reserve) */
+    size_t nccl_est;        /* NCCL's estimated buffers of the communicators made (sbc_nccl_comm_bytes) */
+    int nccl_warned;
     long conv_fallbacks; /* convolutions run with a fallback algorithm (workspace did not fit) */
 } g;
 
@@ -93,12 +111,20 @@ static void pool_init(void)
     const char *mb = getenv("SHARDBENCH_CUDA_POOL_MB");
     if (mb && *mb)
         limit = (size_t)strtoull(mb, NULL, 10) << 20;
-    size_t bytes = sbc_pool_size_for(free_b, 0.85, g.sharing, limit, POOL_ALIGN);
+    /* NCCL's own buffers (cudaMalloc'd by NCCL, outside the pool) stay out of it */
+    int world = 1, mpi_on = 0;
+    MPI_Initialized(&mpi_on);
+    if (mpi_on)
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+    g.nccl_reserve = sbc_nccl_reserve(world, g.sharing, g.comm_mode != SBC_COMM_MPI, NULL);
+    size_t bytes = sbc_pool_size_reserving(free_b, 0.85, g.sharing, limit, g.nccl_reserve,
+                                           POOL_ALIGN);
     if (bytes < ((size_t)64 << 20))
         sbc_die(__FILE__, __LINE__,
                 "device %d: only %zu MiB free of %zu MiB for the memory pool (%d rank(s) share "
-                "the GPU); free memory or set SHARDBENCH_CUDA_POOL_MB",
-                g.device, free_b >> 20, total_b >> 20, g.sharing);
+                "the GPU, %zu MiB kept for NCCL's buffers); free memory or set "
+                "SHARDBENCH_CUDA_POOL_MB (SHARDBENCH_CUDA_NCCL_MB: NCCL's share)",
+                g.device, free_b >> 20, total_b >> 20, g.sharing, g.nccl_reserve >> 20);
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess)
@@ -144,9 +170,15 @@ void *sbc_scratch(size_t bytes, const char *what)
 
 void sbc_scratch_free(void *p) { pool_put(p); }
 
+static void shadows_release(void);
+
 static void *cuda_alloc(size_t bytes)
 {
     void *p = pool_get(bytes);
+    if (!p && g.shadows.shadow_bytes) { /* tensors before bf16 copies: they are made again */
+        shadows_release();
+        p = pool_get(bytes);
+    }
     if (!p) /* the caller reports the failure; say why */
         fprintf(stderr,
                 "shardbench: cuda backend: device %d: memory pool exhausted: %zu bytes wanted, "
@@ -156,12 +188,101 @@ static void *cuda_alloc(size_t bytes)
                 sbc_pool_largest_free(&g.pool) >> 20);
     return p;
 }
-static void cuda_release(void *p) { pool_put(p); }
+/* The bf16 copy of a weight buffer dropped (a buffer released or no more
+ * a weight), back to the pool. */
+static void shadow_drop(const void *base)
+{
+    void *s = sbc_shadow_remove(&g.shadows, (uintptr_t)base);
+    if (s)
+        pool_put(s);
+}
+
+/* Every bf16 copy back to the pool (entries kept, stale): for a tensor the
+ * pool has no room for otherwise. Between ops only (cuda_alloc), never
+ * inside a GEMM that holds a copy's pointer. */
+static void shadows_release(void)
+{
+    for (int i = 0; i < g.shadows.n; i++) {
+        void *s = sbc_shadow_attach(&g.shadows, &g.shadows.e[i], NULL);
+        g.shadows.e[i].fresh = 0;
+        if (s)
+            pool_put(s);
+    }
+}
+
+/* The backend itself wrote n floats at p: a bf16 copy there is stale until
+ * the executor's next weight_set. */
+static void shadow_written(const float *p, size_t n)
+{
+    if (g.shadows.n && n)
+        sbc_shadow_stale(&g.shadows, (uintptr_t)p, n * sizeof(float));
+}
+
+static void cuda_release(void *p)
+{
+    if (p && g.shadows.n)
+        shadow_drop(p);
+    pool_put(p);
+}
 
 static void cuda_zero(float *p, size_t n)
 {
+    shadow_written(p, n);
     if (n)
         SBC_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), g.stream));
+}
+
+/* sb_backend.weight_set: in bf16 the weight buffer w (n floats) is entered
+ * in the map (or its entry marked stale: the values changed); the bf16
+ * copy is made by the first GEMM that reads it (bf16_operand), so weights
+ * no GEMM reads (convolutions') get none. fp32 and tf32 keep no copies.
+ * n == 0: the entry and its copy go. */
+static void cuda_weight_set(const float *w, size_t n)
+{
+    if (g.prec != SBC_BF16 || g.no_shadows || !w)
+        return;
+    sbc_shadow *e = sbc_shadow_at(&g.shadows, (uintptr_t)w);
+    if (e && (n == 0 || e->bytes != n * sizeof(float))) {
+        shadow_drop(w);
+        e = NULL;
+    }
+    if (n == 0)
+        return;
+    if (e)
+        e->fresh = 0;
+    else if (sbc_shadow_add(&g.shadows, (uintptr_t)w, n * sizeof(float), NULL))
+        return; /* overlaps a buffer entered already, or no host memory: converted per GEMM */
+}
+
+/* A bf16 GEMM operand (a span of `n` floats at p): read from its weight
+ * buffer's bf16 copy, made (converted, once per change of the weight) when
+ * stale; else (not a weight, no room in the pool for a copy) converted
+ * into scratch (*tmp set, to free after the GEMM). */
+static const void *bf16_operand(const float *p, size_t n, void **tmp, const char *what)
+{
+    *tmp = NULL;
+    sbc_shadow *e = g.shadows.n ? sbc_shadow_find(&g.shadows, (uintptr_t)p, n * sizeof(float))
+                                : NULL;
+    if (e && !e->fresh) {
+        if (!e->shadow) {
+            void *b16 = pool_get(e->bytes / 2);
+            if (b16)
+                sbc_shadow_attach(&g.shadows, e, b16);
+        }
+        if (e->shadow) { /* the whole buffer: the stream orders it after its last write */
+            sbk_to_bf16(e->shadow, (const float *)e->base, e->bytes / sizeof(float));
+            e->fresh = 1;
+            g.shadow_refreshes++;
+        }
+    }
+    if (e && e->fresh) {
+        g.shadow_hits++;
+        return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
+    }
+    g.shadow_misses++;
+    *tmp = sbc_scratch(n * 2, what);
+    sbk_to_bf16(*tmp, p, n);
+    return *tmp;
 }
 
 /* Waits for the stream. With NCCL communicators live it polls instead of
@@ -214,6 +335,7 @@ static void cuda_from_host(float *dev, const float *host, size_t n)
 {
     if (!n)
         return;
+    shadow_written(dev, n);
     SBC_CUDA(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, g.stream));
     cuda_sync(); /* the caller may free host right away */
 }
@@ -240,18 +362,22 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
     }
     cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (g.prec == SBC_BF16) {
+        /* a weight operand from its bf16 copy (cuda_weight_set), the
+         * other converted here */
         size_t na = span_floats(ta ? K : M, ta ? M : K, lda, sa, batch),
                nb = span_floats(tb ? N : K, tb ? K : N, ldb, sb, batch);
-        void *a16 = sbc_scratch(na * 2, "bf16 GEMM operand A"), *b16 = sbc_scratch(nb * 2, "bf16 GEMM operand B");
-        sbk_to_bf16(a16, A, na);
-        sbk_to_bf16(b16, B, nb);
+        void *ta16, *tb16;
+        const void *a16 = bf16_operand(A, na, &ta16, "bf16 GEMM operand A"),
+                   *b16 = bf16_operand(B, nb, &tb16, "bf16 GEMM operand B");
         SBC_BLAS(cublasGemmStridedBatchedEx(g.blas, opB, opA, N, M, K, &alpha, b16, CUDA_R_16BF,
                                             ldb, (long long)sb, a16, CUDA_R_16BF, lda,
                                             (long long)sa, &beta, C, CUDA_R_32F, ldc,
                                             (long long)sc, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
-        sbc_scratch_free(a16);
-        sbc_scratch_free(b16);
+        if (ta16)
+            sbc_scratch_free(ta16);
+        if (tb16)
+            sbc_scratch_free(tb16);
         return;
     }
     cublasComputeType_t ct = g.prec == SBC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -556,6 +682,24 @@ static void comm_fail(char *msg, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A new NCCL communicator of n ranks: its buffers' estimate counted, and
+ * one warning when the estimates pass what the pool left for NCCL. */
+static void nccl_count(int n)
+{
+    g.nccl_comms++;
+    g.nccl_est += sbc_nccl_comm_bytes(n, NULL, NULL);
+    if (g.pool_ready && !g.nccl_warned && g.nccl_est > g.nccl_reserve) {
+        g.nccl_warned = 1;
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        fprintf(stderr,
+                "shardbench: cuda backend: rank %d: NCCL's buffers of %d communicators, about "
+                "%zu MiB, pass the %zu MiB kept out of the memory pool for them "
+                "(SHARDBENCH_CUDA_NCCL_MB)\n",
+                rank, g.nccl_comms, g.nccl_est >> 20, g.nccl_reserve >> 20);
+    }
+}
+
 /* First all-reduce over comm (collective over it): learn which GPUs its
  * ranks drive, choose the path, make the NCCL communicator. */
 static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
@@ -598,7 +742,7 @@ static sbc_comm_entry *comm_setup(MPI_Comm comm, char *msg)
         return NULL;
     }
     if (use)
-        g.nccl_comms++;
+        nccl_count(n);
     else
         g.mpi_comms++;
     return e;
@@ -745,6 +889,7 @@ static int cuda_allgather(float *p, const int *count, const int *displ, MPI_Comm
     MPI_Comm_size(comm, &q);
     MPI_Comm_rank(comm, &me);
     size_t n = (size_t)displ[q - 1] + (size_t)count[q - 1];
+    shadow_written(p, n);
     sbc_comm_entry *e = comm_entry(comm, "all-gather");
     if (!e)
         return MPI_ERR_OTHER;
@@ -822,6 +967,44 @@ static int cuda_alltoallv(const float *sbuf, const int *scount, const int *sdisp
 
 /* ---- stats, timing --------------------------------------------------------------------- */
 
+/* The executor's step marks: event k recorded on the stream, no wait; the
+ * events are created at a mark number's first use and recorded again in
+ * later steps. */
+static void cuda_mark(int k)
+{
+    if (k < 0)
+        return;
+    if (k >= g.nmarks) {
+        int n = sbc_grow_count(g.nmarks, k + 1, 256);
+        cudaEvent_t *p = (cudaEvent_t *)realloc(g.marks, (size_t)n * sizeof *p);
+        if (!p)
+            sbc_die(__FILE__, __LINE__, "out of host memory (%d timing events)", n);
+        g.marks = p;
+        for (int i = g.nmarks; i < n; i++)
+            SBC_CUDA(cudaEventCreate(&g.marks[i]));
+        g.nmarks = n;
+    }
+    SBC_CUDA(cudaEventRecord(g.marks[k], g.stream));
+}
+
+/* One wait for the stream (cuda_sync: NCCL failures end the job rather
+ * than hang), then each mark's seconds after mark 0. */
+static int cuda_marks_read(int n, double *t)
+{
+    if (n <= 0)
+        return 0;
+    if (n > g.nmarks)
+        return -1;
+    cuda_sync();
+    t[0] = 0;
+    for (int k = 1; k < n; k++) {
+        float ms = 0;
+        SBC_CUDA(cudaEventElapsedTime(&ms, g.marks[0], g.marks[k]));
+        t[k] = ms * 1e-3;
+    }
+    return 0;
+}
+
 extern "C" const char *sb_cuda_versions(char *buf, size_t len)
 {
     char a[5][32], b[5][32];
@@ -872,6 +1055,18 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->nccl_comms = g.nccl_comms;
     s->mpi_comms = g.mpi_comms;
     s->conv_fallbacks = g.conv_fallbacks;
+    s->nccl_reserve_bytes = g.nccl_reserve;
+    s->nccl_est_bytes = g.nccl_est;
+    size_t fb = 0, tb = 0;
+    if (cudaMemGetInfo(&fb, &tb) == cudaSuccess)
+        s->device_free_bytes = fb;
+    s->bf16_copies = 0;
+    for (int i = 0; i < g.shadows.n; i++)
+        s->bf16_copies += g.shadows.e[i].shadow != NULL;
+    s->bf16_copy_bytes = g.shadows.shadow_bytes;
+    s->bf16_copy_hits = g.shadow_hits;
+    s->bf16_conversions = g.shadow_misses;
+    s->bf16_copy_refreshes = g.shadow_refreshes;
     return 0;
 }
 
@@ -893,9 +1088,14 @@ static void report_at_exit(void)
         return;
     fprintf(stderr,
             "cuda backend: device %d (%d rank(s)), %s, pool %zu MiB, peak %.1f MiB, %ld allocs "
-            "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms\n",
+            "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms, "
+            "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
+            "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
-            s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms);
+            s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
+            s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
+            s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
+            s.bf16_copy_hits, s.bf16_conversions);
 }
 
 /* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator
@@ -1011,7 +1211,9 @@ static void cuda_comm_split(MPI_Comm parent, int color, int key, MPI_Comm child)
         sbc_die(__FILE__, __LINE__, "ncclCommSplit gave no communicator for color %d", color);
     if (!sbc_comm_cache_add(g.comms, child, 1, nc))
         sbc_die(__FILE__, __LINE__, "out of host memory (communicator cache)");
-    g.nccl_comms++;
+    int cn = 1;
+    MPI_Comm_size(child, &cn);
+    nccl_count(cn);
 }
 
 /* Destroys the NCCL communicators of MPI communicators freed since the last
@@ -1036,6 +1238,21 @@ extern "C" void sb_cuda_finalize(void)
     }
 }
 
+/* The optimizer updates write their weight: its bf16 copy goes stale
+ * until the executor's weight_set after the update. */
+static void cuda_sgd_update(float *w, float *g_, size_t n, float lr)
+{
+    shadow_written(w, n);
+    sbk_sgd_update(w, g_, n, lr);
+}
+
+static void cuda_adam_update(float *w, float *g_, float *m, float *v, size_t n, float lr,
+                             float beta1, float beta2, float eps, int t)
+{
+    shadow_written(w, n);
+    sbk_adam_update(w, g_, m, v, n, lr, beta1, beta2, eps, t);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const sb_backend table = {
@@ -1047,8 +1264,12 @@ static const sb_backend table = {
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .sync = cuda_sync,
+    .mark = cuda_mark,
+    .marks_read = cuda_marks_read,
+    .weight_set = cuda_weight_set,
     .comm_release = cuda_comm_release,
     .comm_split = cuda_comm_split,
+    .finalize = sb_cuda_finalize,
     .allreduce = cuda_allreduce,
     .alltoallv = cuda_alltoallv,
     .reduce_scatter = cuda_reduce_scatter,
@@ -1109,8 +1330,8 @@ static const sb_backend table = {
     .expand_backward = sbk_expand_backward,
     .box_copy = sbk_box_copy,
     .permute = sbk_permute,
-    .sgd_update = sbk_sgd_update,
-    .adam_update = sbk_adam_update,
+    .sgd_update = cuda_sgd_update,
+    .adam_update = cuda_adam_update,
 };
 
 static int init_fail(const char *fmt, ...)
@@ -1170,6 +1391,8 @@ static int init(void)
     gethostname(host, sizeof host - 1);
     g.me.node = sbc_hash_bytes(host, strlen(host));
     g.me.gpu = sbc_hash_bytes(&prop.uuid, sizeof prop.uuid);
+    const char *cp = getenv("SHARDBENCH_CUDA_BF16_COPIES");
+    g.no_shadows = cp && !strcmp(cp, "0");
     const char *rep = getenv("SHARDBENCH_CUDA_REPORT");
     if (rep && *rep && strcmp(rep, "0"))
         atexit(report_at_exit);

@@ -1,7 +1,8 @@
 /* runtime/cuda/cuda_backend.h: what the cuda backend offers beyond the
  * sb_backend table (runtime.h): its statistics (pool size, peak device
- * memory, cuDNN algorithm cache, communicators) and CUDA-event timing on
- * its stream. Only in builds with SB_HAVE_CUDA. */
+ * memory, cuDNN algorithm cache, communicators, NCCL's buffers, bf16
+ * weight copies) and CUDA-event timing on its stream. Only in builds with
+ * SB_HAVE_CUDA. */
 #ifndef SB_RUNTIME_CUDA_BACKEND_H
 #define SB_RUNTIME_CUDA_BACKEND_H
 
@@ -22,6 +23,17 @@ typedef struct {
     long algo_hits, algo_misses; /* cuDNN algorithm cache */
     int nccl_comms, mpi_comms;   /* communicators seen, by path */
     long conv_fallbacks;         /* convolutions run with a fallback algorithm (workspace) */
+    /* NCCL's own buffers (outside the pool): kept out of the pool for
+     * them, estimated for the communicators made (sbc_nccl_comm_bytes);
+     * the device's free memory now (cudaMemGetInfo) */
+    size_t nccl_reserve_bytes, nccl_est_bytes, device_free_bytes;
+    /* bf16: the weights' bf16 copies held now (buffers, bytes, in the
+     * pool; none once the executor is freed), how
+     * often one was made (once per change of a weight a GEMM reads), GEMM
+     * operands read from one, GEMM operands converted at the GEMM */
+    int bf16_copies;
+    size_t bf16_copy_bytes;
+    long bf16_copy_refreshes, bf16_copy_hits, bf16_conversions;
 } sb_cuda_stats;
 
 /* 0 and *s when the backend is initialized; -1 otherwise. */

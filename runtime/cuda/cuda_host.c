@@ -772,3 +772,172 @@ void sbc_comm_cache_free(sbc_comm_cache *c)
     free(c->e);
     free(c);
 }
+
+int sbc_grow_count(int have, int need, int first)
+{
+    if (need <= have)
+        return have;
+    int n = have > first ? have : first > 0 ? first : 1;
+    while (n < need)
+        n *= 2;
+    return n;
+}
+
+/* ---- bf16 shadows of weights ---- */
+
+/* index of the first entry whose base is > p */
+static int shadow_upper(const sbc_shadow_map *m, uintptr_t p)
+{
+    int lo = 0, hi = m->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (m->e[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+sbc_shadow *sbc_shadow_find(const sbc_shadow_map *m, uintptr_t p, size_t bytes)
+{
+    int i = shadow_upper(m, p) - 1; /* the last entry starting at or before p */
+    if (i < 0)
+        return NULL;
+    sbc_shadow *e = &m->e[i];
+    size_t off = (size_t)(p - e->base);
+    if (off >= e->bytes || bytes > e->bytes - off)
+        return NULL;
+    return e;
+}
+
+sbc_shadow *sbc_shadow_at(const sbc_shadow_map *m, uintptr_t base)
+{
+    int i = shadow_upper(m, base) - 1;
+    return i >= 0 && m->e[i].base == base ? &m->e[i] : NULL;
+}
+
+int sbc_shadow_add(sbc_shadow_map *m, uintptr_t base, size_t bytes, void *shadow)
+{
+    if (!bytes || base + bytes < base)
+        return -1;
+    int i = shadow_upper(m, base);
+    if (i > 0 && m->e[i - 1].base + m->e[i - 1].bytes > base)
+        return -1; /* the one before reaches into it (or starts at base) */
+    if (i < m->n && m->e[i].base < base + bytes)
+        return -1; /* it reaches into the next */
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 64;
+        sbc_shadow *e = realloc(m->e, (size_t)cap * sizeof *e);
+        if (!e)
+            return -1;
+        m->e = e;
+        m->cap = cap;
+    }
+    memmove(&m->e[i + 1], &m->e[i], (size_t)(m->n - i) * sizeof *m->e);
+    m->e[i] = (sbc_shadow){base, bytes, NULL, 0};
+    m->n++;
+    sbc_shadow_attach(m, &m->e[i], shadow);
+    return 0;
+}
+
+void *sbc_shadow_attach(sbc_shadow_map *m, sbc_shadow *e, void *shadow)
+{
+    void *old = e->shadow;
+    if (old)
+        m->shadow_bytes -= e->bytes / 2;
+    e->shadow = shadow;
+    if (shadow)
+        m->shadow_bytes += e->bytes / 2;
+    return old;
+}
+
+void *sbc_shadow_remove(sbc_shadow_map *m, uintptr_t base)
+{
+    sbc_shadow *e = sbc_shadow_at(m, base);
+    if (!e)
+        return NULL;
+    void *s = sbc_shadow_attach(m, e, NULL);
+    int i = (int)(e - m->e);
+    memmove(&m->e[i], &m->e[i + 1], (size_t)(m->n - i - 1) * sizeof *m->e);
+    m->n--;
+    return s;
+}
+
+int sbc_shadow_stale(sbc_shadow_map *m, uintptr_t p, size_t bytes)
+{
+    int k = 0, i = shadow_upper(m, p) - 1; /* the last entry starting at or before p */
+    /* entries that start before p + bytes and end after p */
+    for (i = i < 0 ? 0 : i; bytes && i < m->n && m->e[i].base < p + bytes; i++)
+        if (m->e[i].base + m->e[i].bytes > p && m->e[i].fresh) {
+            m->e[i].fresh = 0;
+            k++;
+        }
+    return k;
+}
+
+void sbc_shadow_map_free(sbc_shadow_map *m)
+{
+    free(m->e);
+    *m = (sbc_shadow_map){0};
+}
+
+/* ---- NCCL's own device memory ---- */
+
+/* a positive size from the environment, else def */
+static size_t env_size(const char *(*get)(const char *), const char *name, size_t def)
+{
+    const char *v = get(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end || x <= 0 ? def : (size_t)x;
+}
+
+size_t sbc_nccl_comm_bytes(int nranks, const char *(*get)(const char *), sbc_nccl_estimate *e)
+{
+    sbc_nccl_estimate z = {0};
+    if (!get)
+        get = plain_getenv;
+    if (nranks >= 2) {
+        z.per_conn = env_size(get, "NCCL_BUFFSIZE", (size_t)1 << 22) +
+                     env_size(get, "NCCL_LL_BUFFSIZE", (size_t)8 * 512 * 8 * 16) +
+                     env_size(get, "NCCL_LL128_BUFFSIZE", (size_t)120 * 640 * 8 * 8);
+        z.channels = (int)env_size(get, "NCCL_MAX_NCHANNELS", SBC_NCCL_CHANNELS);
+        z.conns = nranks > 2 ? 2 : 1;
+        z.coll_bytes = (size_t)z.channels * (size_t)z.conns * z.per_conn;
+        z.p2p_bytes = (size_t)(nranks - 1) * env_size(get, "NCCL_P2P_NVL_CHUNKSIZE", (size_t)1 << 19) * 8;
+        z.bytes = z.coll_bytes + z.p2p_bytes;
+    }
+    if (e)
+        *e = z;
+    return z.bytes;
+}
+
+size_t sbc_nccl_reserve(int world, int sharing, int nccl_possible,
+                        const char *(*get)(const char *))
+{
+    if (!get)
+        get = plain_getenv;
+    if (world < 2 || sharing > 1 || !nccl_possible)
+        return 0;
+    const char *mb = get("SHARDBENCH_CUDA_NCCL_MB");
+    if (mb && *mb) {
+        char *end;
+        long long v = strtoll(mb, &end, 10);
+        if (!*end && v >= 0)
+            return (size_t)v << 20;
+    }
+    return SBC_NCCL_RESERVE_COMMS * sbc_nccl_comm_bytes(world, get, NULL);
+}
+
+size_t sbc_pool_size_reserving(size_t free_bytes, double frac, int sharing, size_t limit_bytes,
+                               size_t reserve, size_t align)
+{
+    size_t b = sbc_pool_size_for(free_bytes, frac, sharing, limit_bytes, align);
+    size_t room = free_bytes > reserve ? free_bytes - reserve : 0;
+    if (b > room)
+        b = align ? room & ~(align - 1) : room;
+    return b;
+}

@@ -2,8 +2,10 @@
  * plain C with no CUDA header, so CI (no GPU) unit-tests it
  * (tests/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
  * algorithm cache, precision parsing, conv window / box-copy / permute /
- * reduce-mean geometry handed to the kernels, the rank -> GPU mapping and
- * the communicator cache (NCCL or host-staged MPI per MPI communicator).
+ * reduce-mean geometry handed to the kernels, the rank -> GPU mapping, the
+ * communicator cache (NCCL or host-staged MPI per MPI communicator), the
+ * estimate of NCCL's own buffers, the map of the weights' bf16 copies and
+ * the count of step timing events.
  * What it is not: anything that calls CUDA, cuBLAS, cuDNN or NCCL
  * (backend_cuda.cu, comm_cuda.cu do). */
 #ifndef SB_RUNTIME_CUDA_HOST_H
@@ -240,6 +242,94 @@ int sbc_comm_mode_parse(const char *s, sbc_comm_mode *out, char *msg, size_t msg
  * but ranks share a GPU (NCCL cannot hold two ranks on one GPU). */
 int sbc_comm_choose(sbc_comm_mode mode, int gpus_distinct, int nranks, char *msg,
                     size_t msg_len);
+
+/* ---- NCCL's own device memory ------------------------------------------------------ */
+
+/* NCCL allocates buffers of its own (cudaMalloc, outside the pool) for each
+ * communicator; this estimates them from NCCL's documented environment
+ * variables and their defaults (NCCL 2.x, src/init.cc and env docs):
+ *   per connection = NCCL_BUFFSIZE (Simple, default 4 MiB)
+ *                  + NCCL_LL_BUFFSIZE (default 8 lines x 512 threads x
+ *                    8 steps x 16 B = 512 KiB)
+ *                  + NCCL_LL128_BUFFSIZE (default 120 elements x 640
+ *                    threads x 8 steps x 8 B = 4.6875 MiB)
+ *   collectives    = channels x conns x per connection, channels =
+ *                    NCCL_MAX_NCHANNELS when set, else SBC_NCCL_CHANNELS
+ *                    (NCCL picks by topology; 32 is its most on NVSwitch
+ *                    machines, so this errs high), conns = 1 (the ring's
+ *                    receive side) + 1 for the tree when nranks > 2
+ *   send/recv      = (nranks - 1) peers x NCCL_P2P_NVL_CHUNKSIZE (default
+ *                    512 KiB) x 8 steps (relayouts' grouped send/recv)
+ * and 0 for one rank. An estimate: NVLS (NVLink SHARP) buffers, proxy and
+ * host memory are left out, and NCCL >= 2.22 connects lazily (only what a
+ * collective uses). get is getenv for the tests (NULL: getenv). */
+#define SBC_NCCL_CHANNELS 32
+typedef struct {
+    size_t per_conn;    /* bytes of one connection's three protocol buffers */
+    int channels, conns;
+    size_t coll_bytes, p2p_bytes, bytes; /* bytes = coll_bytes + p2p_bytes */
+} sbc_nccl_estimate;
+
+size_t sbc_nccl_comm_bytes(int nranks, const char *(*get)(const char *), sbc_nccl_estimate *e);
+
+/* The device memory kept out of the pool for NCCL (bytes): 0 unless NCCL
+ * may serve this rank (world > 1 ranks, its GPU its own, comm mode not
+ * mpi); then SHARDBENCH_CUDA_NCCL_MB when set (MiB), else
+ * SBC_NCCL_RESERVE_COMMS communicators of the world's size
+ * (sbc_nccl_comm_bytes). */
+#define SBC_NCCL_RESERVE_COMMS 8
+size_t sbc_nccl_reserve(int world, int sharing, int nccl_possible,
+                        const char *(*get)(const char *));
+/* sbc_pool_size_for, then no more than free_bytes - reserve (0 when the
+ * reserve takes it all), rounded down to align. */
+size_t sbc_pool_size_reserving(size_t free_bytes, double frac, int sharing, size_t limit_bytes,
+                               size_t reserve, size_t align);
+
+/* ---- bf16 shadows of weights ------------------------------------------------------ */
+
+/* In bf16 the backend keeps a bf16 copy ("shadow") of the weight buffers
+ * the executor declares (sb_backend.weight_set) that GEMMs read: made at
+ * the first GEMM that reads the weight after it changed (once per update),
+ * then read by every GEMM until the weight changes again; the GEMM's other
+ * operand is converted as before. The map: buffers by address (device
+ * pointers as integers), sorted, never overlapping. `fresh` is 0 from the
+ * weight's change (weight_set, or the backend's own writes into it:
+ * from_host, zero, the updates, the all-gather) until the copy is made
+ * again. */
+typedef struct {
+    uintptr_t base;
+    size_t bytes;       /* the fp32 buffer's */
+    void *shadow;       /* bytes / 2 of bf16, from the pool; NULL until a GEMM reads it */
+    int fresh;          /* 1: shadow holds the buffer's values */
+} sbc_shadow;
+
+typedef struct {
+    sbc_shadow *e;
+    int n, cap;
+    size_t shadow_bytes; /* held by the entries' shadows */
+} sbc_shadow_map;
+
+/* The entry whose buffer holds [p, p + bytes) (bytes 0: holds p), or NULL. */
+sbc_shadow *sbc_shadow_find(const sbc_shadow_map *m, uintptr_t p, size_t bytes);
+/* The entry of the buffer starting at base, or NULL. */
+sbc_shadow *sbc_shadow_at(const sbc_shadow_map *m, uintptr_t base);
+/* Adds an entry (stale, shadow as given, may be NULL); 0, or -1 when it
+ * overlaps an entry, bytes is 0 or out of host memory (nothing added). */
+int sbc_shadow_add(sbc_shadow_map *m, uintptr_t base, size_t bytes, void *shadow);
+/* Gives entry e its shadow (bytes / 2 counted in shadow_bytes); the one it
+ * had, or NULL. */
+void *sbc_shadow_attach(sbc_shadow_map *m, sbc_shadow *e, void *shadow);
+/* Removes the entry starting at base; its shadow (to free), or NULL. */
+void *sbc_shadow_remove(sbc_shadow_map *m, uintptr_t base);
+/* Marks every entry that overlaps [p, p + bytes) stale; how many. */
+int sbc_shadow_stale(sbc_shadow_map *m, uintptr_t p, size_t bytes);
+void sbc_shadow_map_free(sbc_shadow_map *m);
+
+/* ---- step timing events ---------------------------------------------------------- */
+
+/* How many timing events to hold for `need` marks when `have` exist:
+ * have when enough, else doubled from max(have, first) until >= need. */
+int sbc_grow_count(int have, int need, int first);
 
 /* ---- communicator cache ---------------------------------------------------------- */
 

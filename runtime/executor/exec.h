@@ -7,6 +7,7 @@
 
 #include "shardbench/relayout.h"
 #include "shardbench/runtime.h"
+#include "timing.h"
 
 /* a buffer of backend memory holding one box of a tensor */
 typedef struct {
@@ -102,7 +103,8 @@ struct sb_executor {
     uint64_t seed;
     int step;
     opx *ops;
-    sb_op_time *times;
+    sb_op_time *times;  /* booked from `ledger` once per step (services.c) */
+    exec_ledger ledger; /* this step's timing marks and bookings (timing.h) */
     param *params;
     int nparams;
     sb_group_cache *groups;

@@ -173,15 +173,14 @@ static int run_op(sb_executor *ex, opx *o, int backward, sb_error *err)
         return fn(ex, o, err);
     if (!o->in_grid)
         return 0;
-    sb_op_time *t = &ex->times[o->idx];
-    double t0 = exec_tick(ex), c0 = t->comm_s, k0 = t->compute_s;
+    int t0 = exec_mark(ex), n0 = exec_nbooked(ex);
     int rc = fn(ex, o, err);
 #ifdef SB_TEST_SLOWDOWN
     sb_test_slowdown(sb_op_kind_name(ex->m->ops[o->idx].kind),
-                     (exec_tick(ex) - t0) - (t->comm_s - c0)); /* its compute only */
+                     exec_rest_now(ex, o->idx, t0, n0, EXEC_T_COMM)); /* its compute only */
 #endif
-    if (t->compute_s == k0)
-        t->compute_s += (exec_tick(ex) - t0) - (t->comm_s - c0);
+    if (!exec_booked_since(ex, n0, o->idx, EXEC_T_COMPUTE)) /* the span less its communication */
+        exec_book_rest(ex, o->idx, EXEC_T_COMPUTE, t0, n0, EXEC_T_COMM, 0);
     return rc;
 }
 /* ---- the step ------------------------------------------------------------------ */
@@ -486,12 +485,10 @@ static int backward_op_body(sb_executor *ex, int i, sb_error *err)
  * config (cmd_profile.c) instead of leaving it to the step's fixed part. */
 static int timed_op(sb_executor *ex, int i, int backward, sb_error *err)
 {
-    sb_op_time *t = &ex->times[i];
-    double t0 = exec_tick(ex), in0 = t->compute_s + t->comm_s;
+    int t0 = exec_mark(ex), n0 = exec_nbooked(ex);
     int rc = backward ? backward_op_body(ex, i, err) : forward_op_body(ex, i, err);
-    double other = (exec_tick(ex) - t0) - (t->compute_s + t->comm_s - in0);
-    if (other > 0)
-        t->other_s += other;
+    /* the span less the op's compute and communication, when positive */
+    exec_book_rest(ex, i, EXEC_T_OTHER, t0, n0, EXEC_T_COMPUTE | EXEC_T_COMM, 1);
     return rc;
 }
 
@@ -602,6 +599,7 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     const sb_model *m = ex->m;
     ex->loss_sum = 0;
     double total = 0;
+    exec_times_settle(ex); /* anything booked since the last step (a failed one) */
     if (sb_pipeline_is_none(&ex->pipe)) {
         if (run_event(ex, 0, 0, err))
             return -1;
@@ -615,6 +613,7 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
                 *err = e;
                 for (int i = 0; i < m->nops; i++)
                     release_step_buffers(ex, &ex->ops[i]);
+                exec_times_settle(ex);
                 return -2;
             }
         }
@@ -632,6 +631,7 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
         if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
             return -1;
     ex->step++;
+    exec_times_settle(ex); /* the step's marks read once, its times booked */
     return 0;
 }
 
@@ -641,6 +641,7 @@ const sb_op_time *sb_executor_op_times(const sb_executor *ex) { return ex->times
 
 void sb_executor_reset_times(sb_executor *ex)
 {
+    exec_ledger_clear(&ex->ledger);
     memset(ex->times, 0, (size_t)ex->m->nops * sizeof *ex->times);
 }
 
@@ -684,6 +685,7 @@ void sb_executor_free(sb_executor *ex)
     free(ex->recompute);
     free(ex->ops);
     free(ex->times);
+    exec_ledger_free(&ex->ledger);
     free(ex->params);
     free(ex);
 }

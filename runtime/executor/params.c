@@ -16,6 +16,22 @@
 static int zeros_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
 static int zero_slices(sb_executor *ex, param *pa, sb_error *err);
 
+/* The backend told that pa's whole shard (w) holds new values
+ * (sb_backend.weight_set: the cuda backend's bf16 copy is refreshed). */
+static void weight_changed(sb_executor *ex, const param *pa)
+{
+    if (ex->be->weight_set && pa->w.p && pa->w.n)
+        ex->be->weight_set(pa->w.p, (size_t)pa->w.n);
+}
+
+/* pa's whole shard back to the pool, the backend told first. */
+static void weight_free(sb_executor *ex, param *pa)
+{
+    if (ex->be->weight_set && pa->w.p)
+        ex->be->weight_set(pa->w.p, 0);
+    exec_tb_free(ex, &pa->w);
+}
+
 static int add_param(sb_executor *ex, opx *o, const char *suffix, int nd, const int64_t *shape,
                      const int *map, double scale, double offset, int slot)
 {
@@ -136,9 +152,10 @@ int exec_init_params(sb_executor *ex, sb_error *err)
         if (!h)
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         exec_gen_box(h, &pa->box, pa->shape, ex->seed, exec_name_tag(pa->name), 0, pa->scale, pa->offset, 0);
-        if (z < 3)
+        if (z < 3) {
             exec_upload(ex, &pa->w, h);
-        else
+            weight_changed(ex, pa);
+        } else
             exec_upload(ex, &pa->ws, h + pa->zlo);
         free(h);
     }
@@ -196,10 +213,10 @@ static int zero_slices(sb_executor *ex, param *pa, sb_error *err)
 }
 
 /* Books a ZeRO collective's time to op o and turns its MPI code into err. */
-static int zero_done(sb_executor *ex, int op, double t0, int rc, const char *what, const param *pa,
+static int zero_done(sb_executor *ex, int op, int t0, int rc, const char *what, const param *pa,
                      sb_error *err)
 {
-    ex->times[op].comm_s += exec_tick(ex) - t0;
+    exec_book(ex, op, EXEC_T_COMM, t0);
     if (rc)
         return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: ZeRO %s of weight '%s' failed (MPI error %d)",
                        ex->rank, what, pa->name, rc);
@@ -216,8 +233,10 @@ static int zero_gather_into(sb_executor *ex, param *pa, sb_error *err)
         int dd[1] = {(int)pa->n}, dl[1] = {(int)pa->zlo}, sd[1] = {(int)k}, sl[1] = {0};
         ex->be->box_copy(pa->w.p, dd, dl, pa->ws.p, sd, sl, sd, 1, 0);
     }
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
+    if (!rc)
+        weight_changed(ex, pa);
     return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
 }
 
@@ -239,7 +258,7 @@ void exec_zero_drop(sb_executor *ex, opx *o)
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
         if (ex->zero == 3 && zero_on(ex, pa))
-            exec_tb_free(ex, &pa->w);
+            weight_free(ex, pa);
     }
 }
 
@@ -262,7 +281,7 @@ int exec_zero_grad_end(sb_executor *ex, opx *o, sb_error *err)
                 return -1;
             continue;
         }
-        double t0 = exec_tick(ex);
+        int t0 = exec_mark(ex);
         int rc = ex->be->reduce_scatter(pa->dw.p, pa->dws.p, pa->zcount, pa->zdispl, pa->gcomm);
         exec_tb_free(ex, &pa->dw);
         if (zero_done(ex, o->idx, t0, rc, "reduce-scatter", pa, err))
@@ -287,10 +306,14 @@ int exec_zero_update(sb_executor *ex, param *pa, sb_error *err)
     if (z == 1 && pa->dw.n) /* the other slices' gradients */
         ex->be->zero(pa->dw.p, (size_t)pa->dw.n);
     if (z == 1 || z == 2) {
-        double t0 = exec_tick(ex);
+        int t0 = exec_mark(ex);
         int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
+        if (!rc)
+            weight_changed(ex, pa);
         return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
     }
+    if (z < 3)
+        weight_changed(ex, pa);
     return 0;
 }
 
@@ -298,7 +321,7 @@ void exec_params_free(sb_executor *ex)
 {
     for (int pi = 0; pi < ex->nparams; pi++) {
         param *pa = &ex->params[pi];
-        exec_tb_free(ex, &pa->w);
+        weight_free(ex, pa);
         exec_tb_free(ex, &pa->dw);
         exec_tb_free(ex, &pa->m);
         exec_tb_free(ex, &pa->v);
@@ -357,7 +380,7 @@ int sb_executor_gather_weight(sb_executor *ex, int w, int root, float *out, sb_e
     }
     sb_relayout_free(rl);
     if (gathered)
-        exec_tb_free(ex, &pa->w);
+        weight_free(ex, pa);
     free(src);
     free(dst);
     return rc;
@@ -455,6 +478,7 @@ int sb_executor_weight_write(sb_executor *ex, int w, const float *host, sb_error
         return -1;
     if (pa->w.n)
         ex->be->from_host(pa->w.p, host, (size_t)pa->w.n);
+    weight_changed(ex, pa);
     return 0;
 }
 
@@ -512,5 +536,7 @@ int sb_executor_state_write(sb_executor *ex, int w, int part, const float *host,
         ex->be->from_host(t->p, host, (size_t)pa->n);
     else if (sliced && t->n)
         ex->be->from_host(t->p, host + pa->zlo, (size_t)t->n);
+    if (part == 0)
+        weight_changed(ex, pa);
     return 0;
 }

@@ -106,11 +106,73 @@ int exec_upload(sb_executor *ex, tbuf *b, const float *host)
 
 /* ---- timing -------------------------------------------------------------- */
 
-double exec_tick(sb_executor *ex)
+int exec_mark(sb_executor *ex)
 {
+    int k = exec_ledger_mark(&ex->ledger);
+    if (k < 0)
+        return -1;
+    if (ex->be->mark) {
+        ex->be->mark(k);
+        return k;
+    }
     if (ex->be->sync)
         ex->be->sync();
-    return MPI_Wtime();
+    ex->ledger.t[k] = MPI_Wtime();
+    return k;
+}
+
+void exec_book_span(sb_executor *ex, int op, unsigned field, int m0, int m1)
+{
+    exec_booking b = {.op = op, .field = field, .m0 = m0, .m1 = m1};
+    exec_ledger_book(&ex->ledger, &b); /* out of memory: this span goes unbooked */
+}
+
+int exec_book(sb_executor *ex, int op, unsigned field, int m0)
+{
+    int m1 = exec_mark(ex);
+    exec_book_span(ex, op, field, m0, m1);
+    return m1;
+}
+
+int exec_nbooked(const sb_executor *ex) { return ex->ledger.nb; }
+
+void exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
+                    int clamp)
+{
+    int to = ex->ledger.nb, m1 = exec_mark(ex);
+    exec_booking b = {.op = op, .field = field, .m0 = m0, .m1 = m1, .from = n0, .to = to,
+                      .net = net, .clamp = clamp};
+    exec_ledger_book(&ex->ledger, &b);
+}
+
+int exec_booked_since(const sb_executor *ex, int n0, int op, unsigned field)
+{
+    return exec_ledger_booked(&ex->ledger, n0, op, field);
+}
+
+/* the marks' times from the backend (host marks are set when taken) */
+static int read_marks(sb_executor *ex)
+{
+    exec_ledger *l = &ex->ledger;
+    if (!ex->be->marks_read || !l->nmarks)
+        return 0;
+    return ex->be->marks_read(l->nmarks, l->t);
+}
+
+double exec_rest_now(sb_executor *ex, int op, int m0, int n0, unsigned net)
+{
+    int m1 = exec_mark(ex);
+    if (m0 < 0 || m1 < 0 || read_marks(ex))
+        return 0;
+    return exec_ledger_net(&ex->ledger, m0, m1, n0, ex->ledger.nb, op, net);
+}
+
+void exec_times_settle(sb_executor *ex)
+{
+    if (read_marks(ex))
+        exec_ledger_clear(&ex->ledger); /* no times this step */
+    else
+        exec_ledger_settle(&ex->ledger, ex->times);
 }
 
 /* ---- groups ---------------------------------------------------------------- */
@@ -147,10 +209,10 @@ int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_C
 {
     if (comm == MPI_COMM_NULL || n == 0)
         return 0;
-    double t0 = exec_tick(ex);
+    int t0 = o ? exec_mark(ex) : -1;
     int rc = ex->be->allreduce(p, n, op, comm);
     if (o)
-        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+        exec_book(ex, o->idx, EXEC_T_COMM, t0);
     if (rc)
         return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: all-reduce failed (MPI error %d)",
                        ex->rank, rc);
@@ -162,7 +224,7 @@ int exec_allreduce(sb_executor *ex, opx *o, float *p, size_t n, MPI_Op op, MPI_C
 int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, tbuf *dst,
                         sb_error *err)
 {
-    double t0 = exec_tick(ex);
+    int t0 = o ? exec_mark(ex) : -1;
     int rc;
     if (ex->be->host_memory) {
         rc = sb_relayout_run(r, src->p, dst->p, err);
@@ -188,7 +250,7 @@ int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, 
         free(hd);
     }
     if (o)
-        ex->times[o->idx].comm_s += exec_tick(ex) - t0;
+        exec_book(ex, o->idx, EXEC_T_COMM, t0);
     return rc;
 }
 
@@ -196,11 +258,11 @@ int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, 
 int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src, tbuf *dst,
               sb_error *err)
 {
-    double t0 = exec_tick(ex);
+    int t0 = o ? exec_mark(ex) : -1;
     if (!ex->p2p) {
         int rc1 = exec_run_relayout(ex, o, r, src, dst, err);
         if (o)
-            ex->times[o->idx].relayout_s += exec_tick(ex) - t0;
+            exec_book(ex, o->idx, EXEC_T_RELAYOUT, t0);
         return rc1;
     }
     int rc;
@@ -223,9 +285,8 @@ int exec_move(sb_executor *ex, opx *o, sb_relayout *r, int tag, const tbuf *src,
         free(hd);
     }
     if (o) {
-        double dt = exec_tick(ex) - t0;
-        ex->times[o->idx].comm_s += dt;
-        ex->times[o->idx].relayout_s += dt;
+        int t1 = exec_book(ex, o->idx, EXEC_T_COMM, t0);
+        exec_book_span(ex, o->idx, EXEC_T_RELAYOUT, t0, t1);
     }
     return rc;
 }

@@ -26,8 +26,30 @@ int exec_upload(sb_executor *ex, tbuf *b, const float *host);
 
 /* ---- time and communication (services.c) ---- */
 
-/* Seconds, after the backend's queued work is done. */
-double exec_tick(sb_executor *ex);
+/* Timing (timing.h): a mark now, its number (-1: out of memory, what
+ * names it is dropped): the host clock (MPI_Wtime, after the backend's
+ * sync when it has one, as for the CPU backend), or a point on the
+ * backend's queue (be->mark) read at exec_times_settle. */
+int exec_mark(sb_executor *ex);
+/* Books to `field` (EXEC_T_*) of op the seconds from mark m0 to a mark
+ * taken now, and returns that mark. */
+int exec_book(sb_executor *ex, int op, unsigned field, int m0);
+/* Books the span m0..m1 to `field` of op. */
+void exec_book_span(sb_executor *ex, int op, unsigned field, int m0, int m1);
+/* The ledger's count of bookings, to name a point for exec_book_rest. */
+int exec_nbooked(const sb_executor *ex);
+/* Books to `field` of op the seconds from m0 to a mark taken now less what
+ * op booked to `net` fields since point n0; clamp: only when positive. */
+void exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
+                    int clamp);
+/* 1 when op booked `field` since point n0. */
+int exec_booked_since(const sb_executor *ex, int n0, int op, unsigned field);
+/* The seconds exec_book_rest would book now (reads the marks first: with
+ * a backend's marks that waits for its queue; for test hooks only). */
+double exec_rest_now(sb_executor *ex, int op, int m0, int n0, unsigned net);
+/* Once per step: the marks' times (be->marks_read, one wait), every
+ * booking added to ex->times, the ledger emptied. */
+void exec_times_settle(sb_executor *ex);
 /* Grid coordinates g of global rank r under op o's config, whose grid
  * lies on the ranks of the op's stage ([o->r0, o->r0 + o->nr), local rank
  * r - o->r0); 0 when r is outside the grid. */

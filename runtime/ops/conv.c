@@ -48,11 +48,11 @@ static int conv_forward(sb_executor *ex, opx *o, sb_error *err)
         return -1;
     /* the relu follows the partial-sum all-reduce; with none, the kernel fuses it */
     int fuse_relu = op->pw > 0 && o->kcomm == MPI_COMM_NULL;
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     ex->be->conv2d_forward(o->out[0].p, o->in[0].p, wt, NULL, work.p, w.B, w.C, w.Hin, w.Win, w.N,
                            w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, w.dh, w.dw, w.G,
                            fuse_relu);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &work);
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
         return -1;
@@ -72,7 +72,7 @@ static int conv_backward(sb_executor *ex, opx *o, sb_error *err)
     if (exec_tb_alloc_n(ex, &work,
                         (int64_t)ex->be->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
         return -1;
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     if (ex->m->tensors[op->in[0].tensor].kind != SB_TENSOR_INPUT)
         ex->be->conv2d_backward_data(o->din[0].p, work.p, o->dout[0].p, relu_out, pa->w.p, w.B, w.C,
                                      w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
@@ -80,7 +80,7 @@ static int conv_backward(sb_executor *ex, opx *o, sb_error *err)
     ex->be->conv2d_backward_filter(pa->dw.p, NULL, work.p, o->dout[0].p, relu_out, o->in[0].p, w.B,
                                    w.C, w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
                                    w.Wout, w.dh, w.dw, w.G);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &work);
     return 0;
 }
@@ -91,14 +91,14 @@ static int pool_forward(sb_executor *ex, opx *o, sb_error *err)
     const sb_op *op = &ex->m->ops[o->idx];
     window w;
     window_of(ex, o, &w);
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     if (op->pool_avg)
         ex->be->avgpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S, w.sh,
                                   w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
     else
         ex->be->maxpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S, w.sh,
                                   w.sw, w.pt, w.pl, w.Hout, w.Wout);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return 0;
 }
 
@@ -110,14 +110,14 @@ static int pool_backward(sb_executor *ex, opx *o, sb_error *err)
     window_of(ex, o, &w);
     if (ex->m->tensors[op->in[0].tensor].kind == SB_TENSOR_INPUT)
         return 0;
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     if (op->pool_avg)
         ex->be->avgpool2d_backward(o->din[0].p, o->dout[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S,
                                    w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
     else
         ex->be->maxpool2d_backward(o->din[0].p, o->dout[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win,
                                    w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return 0;
 }
 

@@ -178,13 +178,13 @@ static int gemm_forward(sb_executor *ex, opx *o, sb_error *err)
         || canonical(ex, b.p, &b.box, b.map, s.cb, &tb, &B, err)
         || (!c_direct && exec_tb_alloc_n(ex, &tc, (int64_t)s.batch * s.M * s.N, err)))
         goto out;
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     float *C = c_direct ? o->out[0].p : tc.p;
     ex->be->gemm_batched(0, 0, s.M, s.N, s.K, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, B, s.N,
                          (ptrdiff_t)s.K * s.N, 0.0f, C, s.N, (ptrdiff_t)s.M * s.N, s.batch);
     if (!c_direct)
         from_canonical(ex, o->out[0].p, tc.p, &o->out[0].box, op->out[0].map, s.cc, 0);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
         goto out;
     if (op->pw > 0)
@@ -244,7 +244,7 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
         || canonical(ex, a.p, &a.box, a.map, s.ca, &ta, &A, err)
         || canonical(ex, b.p, &b.box, b.map, s.cb, &tb, &B, err))
         goto out;
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     /* a gradient already in canonical order takes the GEMM's sum directly
      * (beta 1); otherwise a temporary, permuted and added */
     if (a.grad) {
@@ -269,7 +269,7 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
             from_canonical(ex, b.grad, g.p, &b.box, b.map, s.cb, 1);
         exec_tb_free(ex, &g);
     }
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     rc = 0;
 out:
     exec_tb_free(ex, &ta);
@@ -312,10 +312,10 @@ static int embedding_forward(sb_executor *ex, opx *o, sb_error *err)
     for (int i = 0; i < nd - 2; i++)
         M *= (int)ops_ext(o, i);
     param *pa = &ex->params[o->params[0]];
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     ex->be->embedding_forward(o->out[0].p, (const int32_t *)o->ids.p, pa->w.p, M, (int)ops_ext(o, nd - 2),
                               (int)o->lo[nd - 1], (int)o->hi[nd - 1]);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err);
 }
 

@@ -229,23 +229,23 @@ static int layer_forward(sb_executor *ex, opx *o, struct lstm_state *st, int l, 
         return -1;
     float *G = st->gates[l].p;
     /* x part of every step at once: (S*B, K) x (K, 4N) */
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     ex->be->gemm_batched(0, 0, S * B, 4 * N, K, 1.0f, st->xin[l].p, K, 0, wx(ex, o, st, l, 0), 4 * N,
                          0, 0.0f, G, 4 * N, 0, 1);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     for (int t = 0; t < S; t++) {
         float *gt = G + (size_t)t * B * 4 * N;
-        t0 = exec_tick(ex);
+        t0 = exec_mark(ex);
         if (t > 0)
             ex->be->gemm_batched(0, 0, B, 4 * N, K, 1.0f, st->hK[l].p + (size_t)(t - 1) * B * K, K, 0,
                                  wx(ex, o, st, l, 1), 4 * N, 0, 1.0f, gt, 4 * N, 0, 1);
-        ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+        exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         if (exec_allreduce(ex, o, gt, (size_t)B * 4 * N, MPI_SUM, o->kcomm, err))
             return -1;
-        t0 = exec_tick(ex);
+        t0 = exec_mark(ex);
         ex->be->lstm_pointwise_forward(st->hN[l].p + (size_t)t * B * N, st->cst[l].p + (size_t)t * B * N,
                                        gt, gt, t > 0 ? st->cst[l].p + (size_t)(t - 1) * B * N : NULL, B, N);
-        ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+        exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         tbuf hs = {.p = st->hN[l].p + (size_t)t * B * N, .n = (int64_t)B * N};
         tbuf hd = {.p = st->hK[l].p + (size_t)t * B * K, .n = (int64_t)B * K};
         if (exec_run_relayout(ex, o, st->h_fwd, &hs, &hd, err))
@@ -324,7 +324,7 @@ static int layer_backward(sb_executor *ex, opx *o, struct lstm_state *st, int l,
         ex->be->add_forward(dh.p, ins, 2, (size_t)B * N, 0);
         ex->be->zero(dcp.p, (size_t)B * N);
         float *dp = dpre.p + (size_t)t * B * 4 * N;
-        double t0 = exec_tick(ex);
+        int t0 = exec_mark(ex);
         ex->be->lstm_pointwise_backward(dp, t > 0 ? dcp.p : NULL, dh.p, dc.p,
                                         st->gates[l].p + (size_t)t * B * 4 * N,
                                         st->cst[l].p + (size_t)t * B * N,
@@ -339,17 +339,17 @@ static int layer_backward(sb_executor *ex, opx *o, struct lstm_state *st, int l,
             ex->be->gemm_batched(0, 1, B, K, 4 * N, 1.0f, dp, 4 * N, 0, wx(ex, o, st, l, 1), 4 * N, 0,
                                  0.0f, dhK.p, K, 0, 1);
         }
-        ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+        exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         if (t > 0 && exec_run_relayout(ex, o, st->h_bwd, &dhK, &dhN, err))
             return -1;
     }
-    double t0 = exec_tick(ex);
+    int t0 = exec_mark(ex);
     /* dX (S*B, K) = dpre (S*B, 4N) Wx^T ; dWx += X^T dpre */
     ex->be->gemm_batched(0, 1, S * B, K, 4 * N, 1.0f, dpre.p, 4 * N, 0, wx(ex, o, st, l, 0), 4 * N, 0,
                          0.0f, dX, K, 0, 1);
     ex->be->gemm_batched(1, 0, K, 4 * N, S * B, 1.0f, st->xin[l].p, K, 0, dpre.p, 4 * N, 0, 1.0f,
                          dwx(ex, o, st, l, 0), 4 * N, 0, 1);
-    ex->times[o->idx].compute_s += exec_tick(ex) - t0;
+    exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &dpre);
     exec_tb_free(ex, &dh);
     exec_tb_free(ex, &dc);

@@ -23,7 +23,10 @@
 # 3. cuda_host, then cuda_check (every kernel of the cuda table against the
 #    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
-#    report), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
+#    report), the same in bf16 (the report must show bf16 weight copies
+#    read by GEMMs, the losses must be those of a run without the copies,
+#    SHARDBENCH_CUDA_BF16_COPIES=0; the per-op times, from CUDA events read
+#    once per step, must be > 0 and fit in the steps' wall time), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
 #    SB_GPU_BENCH_PREC (default "fp32 tf32 bf16"); the others run after
 #    the equivalence suite, as time allows;
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
@@ -32,7 +35,9 @@
 #    against a one-rank reference within 1e-3) at P = 2, then 4 as the
 #    budget allows (test_equiv refuses one rank: nothing to split; P = 1
 #    on the GPU is the `shardbench run` of step 4); more ranks than GPUs
-#    go over the host-staged MPI path (SHARDBENCH_COMM=mpi);
+#    go over the host-staged MPI path (SHARDBENCH_COMM=mpi); each rank's
+#    exit report gives NCCL's estimated buffers, the pool's reserve for
+#    them and the device's free memory, to hold the estimate to;
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -283,6 +288,37 @@ done
 run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
     env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
     --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db"
+# bf16 weight copies and per-op times from CUDA events, checked in the output
+# shellcheck disable=SC2317  # run through run_step
+bf16_events() {
+    local o="$work/run-bf16.txt"
+    env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
+        --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$o" 2>&1 || { cat "$o"; return 1; }
+    cat "$o"
+    # the report: weights copied to bf16 once per update, GEMMs reading them
+    local copies hits
+    copies=$(sed -n 's/.*bf16 weight copies [0-9]* ([0-9.]* MiB, made \([0-9]*\) times.*/\1/p' "$o")
+    hits=$(sed -n 's/.* times, \([0-9]*\) GEMM operands read from them.*/\1/p' "$o")
+    echo "bf16 weight copies made: ${copies:-none} times, GEMM operands read from them: ${hits:-none}"
+    if [ "${copies:-0}" -eq 0 ] || [ "${hits:-0}" -eq 0 ]; then
+        echo "FAIL: no bf16 weight copy was used"
+        return 1
+    fi
+    # the copies change no number: the same losses with them off
+    env SHARDBENCH_CUDA_BF16_COPIES=0 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
+        --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$o.off" 2>&1 || { cat "$o.off"; return 1; }
+    if ! diff <(grep -o 'loss [0-9.e+-]*' "$o") <(grep -o 'loss [0-9.e+-]*' "$o.off"); then
+        echo "FAIL: bf16 losses differ with and without the weight copies"
+        return 1
+    fi
+    echo "bf16 losses: the same with and without the weight copies"
+    # per-op times (event marks, read once per step) fit in the steps' wall time
+    awk '/^step +[0-9]+ +loss/ && !/warm-up/ { wall += $5 } /^op +type/ { on = 1; next }
+         on && NF == 5 { sum += $3 + $4 + $5 }
+         END { printf "per-op seconds %.4f in steps of %.4f s\n", sum, wall;
+               if (!(sum > 0) || sum > wall * 1.02 + 1e-4) { print "FAIL: per-op times"; exit 1 } }' "$o"
+}
+run_step "shardbench run: alexnet bf16 (weight copies, event timing), 1 rank, twice" 30 bf16_events
 bench_gpu() { # PRECISION
     run_step "bench/gpu $1" 45 \
         env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
@@ -313,7 +349,7 @@ for np in $nps; do
         fi
         # shellcheck disable=SC2086  # the settings are words
         run_step "$name, SHARDBENCH_COMM=$comm" $((8 + 6 * np)) \
-            env SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 mpirun --oversubscribe -np "$np" \
+            env SHARDBENCH_COMM=$comm SHARDBENCH_PRECISION=fp32 SHARDBENCH_CUDA_REPORT=1 mpirun --oversubscribe -np "$np" \
             "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" \
             --flops 0.01 --backend cuda
     done

@@ -1,0 +1,97 @@
+/* timing.c: the executor's per-step timing ledger (timing.h). */
+#include "timing.h"
+
+#include <stdlib.h>
+
+int exec_ledger_mark(exec_ledger *l)
+{
+    if (l->nmarks == l->cap_marks) {
+        int cap = l->cap_marks ? 2 * l->cap_marks : 256;
+        double *t = realloc(l->t, (size_t)cap * sizeof *t);
+        if (!t)
+            return -1;
+        l->t = t;
+        l->cap_marks = cap;
+    }
+    l->t[l->nmarks] = 0;
+    return l->nmarks++;
+}
+
+int exec_ledger_book(exec_ledger *l, const exec_booking *b)
+{
+    if (b->m0 < 0 || b->m1 < 0)
+        return 0;
+    if (l->nb == l->cap_b) {
+        int cap = l->cap_b ? 2 * l->cap_b : 256;
+        exec_booking *p = realloc(l->b, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->b = p;
+        l->cap_b = cap;
+    }
+    l->b[l->nb++] = *b;
+    return 0;
+}
+
+int exec_ledger_booked(const exec_ledger *l, int from, int op, unsigned field)
+{
+    for (int j = from < 0 ? 0 : from; j < l->nb; j++)
+        if (l->b[j].op == op && l->b[j].field == field)
+            return 1;
+    return 0;
+}
+
+double exec_ledger_net(const exec_ledger *l, int m0, int m1, int from, int to, int op,
+                       unsigned net)
+{
+    double v = l->t[m1] - l->t[m0];
+    if (to > l->nb)
+        to = l->nb;
+    for (int j = from < 0 ? 0 : from; net && j < to; j++)
+        if (l->b[j].op == op && (l->b[j].field & net))
+            v -= exec_ledger_value(l, j);
+    return v;
+}
+
+/* A booking nets out only bookings before it, so the recursion ends. */
+double exec_ledger_value(const exec_ledger *l, int i)
+{
+    const exec_booking *b = &l->b[i];
+    int to = b->to < i ? b->to : i;
+    double v = exec_ledger_net(l, b->m0, b->m1, b->from, to, b->op, b->net);
+    return b->clamp && !(v > 0) ? 0 : v;
+}
+
+static double *field_of(sb_op_time *t, unsigned f)
+{
+    switch (f) {
+    case EXEC_T_COMPUTE: return &t->compute_s;
+    case EXEC_T_COMM: return &t->comm_s;
+    case EXEC_T_RELAYOUT: return &t->relayout_s;
+    default: return &t->other_s;
+    }
+}
+
+void exec_ledger_settle(exec_ledger *l, sb_op_time *times)
+{
+    for (int i = 0; i < l->nb; i++) {
+        const exec_booking *b = &l->b[i];
+        double v = exec_ledger_value(l, i);
+        if (!b->clamp || v > 0)
+            *field_of(&times[b->op], b->field) += v;
+    }
+    exec_ledger_clear(l);
+}
+
+void exec_ledger_clear(exec_ledger *l)
+{
+    l->nmarks = 0;
+    l->nb = 0;
+}
+
+void exec_ledger_free(exec_ledger *l)
+{
+    free(l->t);
+    free(l->b);
+    *l = (exec_ledger){0};
+}
