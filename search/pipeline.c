@@ -1213,18 +1213,95 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A first partition, so that the bounds have a step to beat: cuts where
- * the bound's prefix sums pass s / S of the total (each stage at least one
- * segment). Lowers *best to its step when it fits. */
-static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
-                     const double *p2p, double *best)
+/* A lower bound of the stage of ops [i, j) with k act copies (-1: no
+ * limit) as stage() would find it, from its unconstrained optima only
+ * (cheap beside a DP under the limit, and cached): at least the kept one
+ * (a limit only raises an optimum, recomputing only adds cost), and the
+ * recomputed one when no kept strategy fits (kept_over). INFINITY when
+ * the kept unconstrained DP gave up; -1 on error. */
+static int stage_lower(pctx *X, int i, int j, int d, int M, int k, double *lb)
+{
+    stage_entry *u = stage(X, i, j, d, M, -1);
+    if (!u)
+        return -1;
+    *lb = u->t;
+    if (k < 0 || !isfinite(u->t))
+        return 0;
+    int over = kept_over(X, i, j, d, M, k);
+    if (over < 0)
+        return -1;
+    if (over) {
+        stage_entry *ua = stage_rc(X, i, j, d, M, -1, 1);
+        if (!ua)
+            return -1;
+        if (isfinite(ua->t))
+            *lb = fmax(*lb, ua->t);
+    }
+    return 0;
+}
+
+/* The first partition's cuts: where the bound's prefix sums pass s / S of
+ * the total (each stage at least one segment); cut[s] is the segment stage
+ * s starts at, cut[S] = nseg. */
+static void incumbent_cuts(const pctx *X, int S, const double *pc, int *cut)
 {
     int n = X->nseg, a = 0;
-    double sum = 0.0, mx = 0.0;
+    cut[0] = 0;
     for (int s = 0; s < S; s++) {
         int b = s == S - 1 ? n : a + 1;
         while (s < S - 1 && b < n - (S - 1 - s) && pc[b] < pc[n] * (s + 1) / S)
             b++;
+        cut[s + 1] = b;
+        a = b;
+    }
+}
+
+/* Whether the first partition cannot beat *best (exact): its step over
+ * lower bounds of its stages (the segment bounds, then stage_lower, in
+ * turn until one proves it) is already over *best, so solving its stages
+ * under the limit could not lower *best. 1 yes, 0 no, -1 error. Off with
+ * o->no_incumbent_bound, brute force or no best yet. */
+static int incumbent_beaten(pctx *X, int S, int M, int sched, int d, const double *pc,
+                            const double *p2p, const int *cut, double best)
+{
+    if (X->o->no_incumbent_bound || X->o->no_shortcuts || X->brute || !isfinite(best))
+        return 0;
+    double lb[SB_MAX_STAGES];
+    for (int s = 0; s < S; s++)
+        lb[s] = (pc[cut[s + 1]] - pc[cut[s]]) * BOUND_SLACK + p2p[cut[s + 1]];
+    for (int s = -1; s < S; s++) {
+        if (s >= 0) {
+            int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
+            double t = 0.0;
+            if (stage_lower(X, X->seg[cut[s]], X->seg[cut[s + 1]], d, M, k, &t))
+                return -1;
+            if (!isfinite(t))
+                return 0; /* a DP given up: no bound, the partition solved as before */
+            lb[s] = fmax(lb[s], t * BOUND_SLACK + p2p[cut[s + 1]]);
+        }
+        double sum = 0.0, mx = 0.0;
+        for (int q = 0; q < S; q++)
+            sum += lb[q], mx = fmax(mx, lb[q]);
+        if ((sum + (double)(M - 1) * mx) * BOUND_SLACK > best)
+            return 1;
+    }
+    return 0;
+}
+
+/* A first partition, so that the bounds have a step to beat (cuts by
+ * incumbent_cuts). Lowers *best to its step when it fits; not solved when
+ * its bound shows it cannot (incumbent_beaten). */
+static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
+                     const double *p2p, double *best)
+{
+    int cut[SB_MAX_STAGES + 1];
+    incumbent_cuts(X, S, pc, cut);
+    int beaten = incumbent_beaten(X, S, M, sched, d, pc, p2p, cut, *best);
+    if (beaten)
+        return beaten < 0 ? -1 : 0;
+    double sum = 0.0, mx = 0.0;
+    for (int s = 0; s < S; s++) {
+        int a = cut[s], b = cut[s + 1];
         int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
         stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
         if (!e)
@@ -1233,7 +1310,6 @@ static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
             return 0;
         sum += e->t + p2p[b];
         mx = fmax(mx, e->t + p2p[b]);
-        a = b;
     }
     double T = sum + (double)(M - 1) * mx;
     if (T < *best)

@@ -28,6 +28,9 @@ typedef struct {
     int no_skips;          /* 1: none of the memory skips (a range's kept DP not run when its
                               exact least memory kept is over the limit; its bound raised to the
                               recomputed unconstrained optimum then): tests compare */
+    int no_incumbent_bound; /* 1: the first partition of each (S, M, schedule) solved even when
+                              a step is known and its bound (its stages' unconstrained optima)
+                              shows it cannot beat it: tests compare */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
