@@ -440,6 +440,8 @@ typedef struct {
     int p;
     sb_cost_params cp;
     const sb_pipe_opts *o;
+    sb_search_opts dp;  /* o->dp, with the DP memo every stage DP shares (o->no_shared_memo:
+                           none) */
     sb_error *err;
     uint64_t *hop;      /* nops: op_hash */
     int *rep;           /* nops: the first op equal to op i */
@@ -609,6 +611,10 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
  * bound under the value it bounds despite rounding. */
 #define BOUND_SLACK (1.0 - 1e-12)
 
+/* The DP memo the stage DPs share: at most this many bytes (and a quarter
+ * of --max-table-mb) of remembered tables and eliminations. */
+#define SHARED_MEMO_BYTES 256e6
+
 /* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
  * relaxation of the resident bytes (additive over ops, so the exact DP
  * minimises cost + lambda x resident for any lambda): the least lambda
@@ -660,7 +666,7 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
                 pb->cfg[v].cost[x] = lam < 0 ? res[v][x] + 1e-9 * orig[v][x]
                                              : orig[v][x] + lam * res[v][x];
         sb_result r;
-        if (sb_search(pb, &X->o->dp, &r, X->err))
+        if (sb_search(pb, &X->dp, &r, X->err))
             goto out;
         double sres = 0.0, smax = 0.0;
         for (int v = 0; v < n; v++)
@@ -808,8 +814,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         sb_result res;
         sb_error e2 = {0};
         double least = NAN;
-        int src = limit > 0 ? sb_search_within(&pb, &X->o->dp, limit, X->o->opt, &res, &least, &e2)
-                            : sb_search(&pb, &X->o->dp, &res, &e2);
+        int src = limit > 0 ? sb_search_within(&pb, &X->dp, limit, X->o->opt, &res, &least, &e2)
+                            : sb_search(&pb, &X->dp, &res, &e2);
         if (src) {
             e->t = INFINITY;
             e->least = isfinite(least) ? least : INFINITY;
@@ -1073,7 +1079,7 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
         s_lb = fmax(s_lb, smin);
     }
     sb_result r;
-    int rc2 = sb_search(&pb, &X->o->dp, &r, X->err);
+    int rc2 = sb_search(&pb, &X->dp, &r, X->err);
     if (!rc2) {
         /* the DP's sums and the strategies' costs are added in other
          * orders: slack on both terms keeps the bound under */
@@ -1792,6 +1798,8 @@ static int64_t batch_of(const sb_model *m)
 
 static void ctx_free(pctx *X)
 {
+    sb_dp_memo_free(X->dp.memo);
+    X->dp.memo = NULL;
     for (size_t q = 0; q < X->cap; q++)
         if (X->tab[q]) {
             free(X->tab[q]->cfg);
@@ -1813,6 +1821,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute,
               .least_lb = INFINITY};
     X.cp.devices = p;
+    X.dp = o->dp;
     int rc = -1;
     int *cuts = NULL;
     op_bound *ob = NULL;
@@ -1848,6 +1857,17 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     else
         zs[nz++] = 0;
     r->zero_searched = nz;
+    if (!o->no_shared_memo && !o->dp.plain && !brute) {
+        /* the stage DPs' equal eliminations (repeated layers in stages of
+         * other lengths and places, the same micro-batch and devices)
+         * computed once: content-keyed, so every value and argmin is the one
+         * a fresh DP computes (search/README.md) */
+        double mb = o->dp.max_table_mb > 0 ? o->dp.max_table_mb : 4096;
+        if (!(X.dp.memo = sb_dp_memo_new(fmin(mb * 1e6 / 4, SHARED_MEMO_BYTES)))) {
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+    }
     r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
     r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
     X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);

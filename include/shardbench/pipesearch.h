@@ -34,6 +34,8 @@ typedef struct {
     int no_dual_bound;     /* 1: a picked range under the limit solved at once after its
                               unconstrained optimum, without first its one-DP dual bound at a
                               multiplier borrowed from a Lagrangian stage like it: tests compare */
+    int no_shared_memo;    /* 1: each stage DP its own DP memo, none shared between them
+                              (sb_search_opts.memo): tests compare */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
