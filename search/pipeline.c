@@ -1440,8 +1440,12 @@ static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
     int cut[SB_MAX_STAGES + 1];
     incumbent_cuts(X, S, pc, cut);
     int beaten = incumbent_beaten(X, S, M, sched, d, pc, p2p, cut, *best);
-    if (beaten)
-        return beaten < 0 ? -1 : 0;
+    if (beaten < 0)
+        return -1;
+    if (beaten) {
+        X->r->incumbents_skipped++;
+        return 0;
+    }
     double sum = 0.0, mx = 0.0;
     for (int s = 0; s < S; s++) {
         int a = cut[s], b = cut[s + 1];

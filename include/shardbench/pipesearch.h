@@ -70,6 +70,7 @@ typedef struct {
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
     long ranges_given_up;             /* stage DPs that failed (label budget): not used */
     long dual_bounds;                 /* one-DP Lagrangian dual bounds of picked ranges */
+    long incumbents_skipped;          /* first partitions not solved: their bound cannot win */
     long copies_reused;               /* stage optima under the limit taken from the same stage at
                                          fewer micro-batches in flight (fits there: optimal) */
     long lazy_rounds;                 /* partitions over bounds whose stages were then solved */
