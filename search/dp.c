@@ -70,7 +70,10 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
-    dp_memo memo; /* content ids, recent pair tables and eliminations (dp_reuse.h) */
+    dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
+                      or the one shared by the caller (sb_search_opts.memo) */
+    dp_memo own_memo;
+    long long hits0; /* memo->hits at the start */
     int plain; /* sb_search_opts.plain: take none */
     int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
@@ -388,8 +391,22 @@ static int init_factors(engine *E)
 /* The key of a pair table (dp_reuse.h): per edge, the orientation, the
  * tensor's sizes, both operands' distinct layouts and each config's layout
  * id: everything its entries are computed from. */
-static void pair_key(const edge_layouts *els, const int *src_rows, int n, dp_key *key)
+static void pair_key(const sb_cost_params *cp, const edge_layouts *els, const int *src_rows, int n,
+                     dp_key *key)
 {
+    /* the cost parameters an edge's price reads (sb_edge_cost): one
+     * problem has one set, but a memo shared between searches
+     * (sb_search_opts.memo) sees problems on other devices and links */
+    double pd[] = {cp->tflops, cp->gbs, cp->word_bytes, cp->elem_ratio, cp->latency_us,
+                   cp->conv_ratio, cp->gbs_inter, cp->latency_inter_us, cp->relay_msg_s,
+                   cp->relay_word_s, cp->relay_local_s};
+    int pi[] = {cp->cutoff, cp->node_devices, cp->devices, cp->profiled, cp->coll_mode};
+    dp_key_add(key, pd, sizeof pd);
+    dp_key_add(key, pi, sizeof pi);
+    if (cp->coll_mode) {
+        dp_key_add(key, cp->coll_alpha_s, sizeof cp->coll_alpha_s);
+        dp_key_add(key, cp->coll_beta_s, sizeof cp->coll_beta_s);
+    }
     for (int i = 0; i < n; i++) {
         const edge_layouts *el = &els[i];
         int tnd = el->ten->ndims;
@@ -466,15 +483,15 @@ static int pair_table(engine *E, factor *f, int rows_op, double *t)
             goto out;
     }
     if (!E->plain) {
-        pair_key(els, src_rows, n, &key);
-        f->id = dp_memo_pair(&E->memo, &key, t, f->size, &have);
+        pair_key(&pb->cp, els, src_rows, n, &key);
+        f->id = dp_memo_pair(E->memo, &key, t, f->size, &have);
     }
     for (int i = 0; t && !have && i < n; i++)
         if (f->cm[0] || f->cm[1] ? edge_layouts_add_classes(E, f, rows_op, &els[i], t, src_rows[i])
                                  : edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
             goto out;
     if (t && !have && !E->plain)
-        dp_memo_pair_put(&E->memo, f->id, t, f->size);
+        dp_memo_pair_put(E->memo, f->id, t, f->size);
     rc = 0;
 out:
     for (int i = 0; i < got && els; i++)
@@ -1979,7 +1996,7 @@ static int compute_table(elim *el)
             return -1;
         }
         dp_result got = {0};
-        if (dp_memo_take(&E->memo, &key, &got, &el->id)) {
+        if (dp_memo_take(E->memo, &key, &got, &el->id)) {
             dp_key_free(&key);
             el->g = got.g;
             el->arg = got.arg;
@@ -2007,7 +2024,7 @@ static int compute_table(elim *el)
     if (!E->plain) {
         dp_result res = {.g = el->g, .arg = el->arg, .size = el->gsize, .ncm = el->k};
         memcpy(res.cm, el->gcm, sizeof res.cm);
-        el->id = dp_memo_put(&E->memo, &key, &res);
+        el->id = dp_memo_put(E->memo, &key, &res);
     }
     rc = 0;
 out:
@@ -2094,7 +2111,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
 {
     elim el = {.E = E, .v = v, .nv = dom(E, v), .full = 1};
     double t0 = E->trace ? sb_now() : 0, c0 = E->trace ? cpu_seconds() : 0;
-    long long hits = E->memo.hits;
+    long long hits = E->memo->hits;
     if (gather_depset(&el))
         return -1;
     for (int q = 0; q < el.k; q++)
@@ -2111,7 +2128,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
             fprintf(stderr, " %s:%d/%d", E->pb->m->ops[el.S[q]].name, el.nrep[q],
                     dom(E, el.S[q]));
         fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
-                E->memo.hits > hits ? "reused"
+                E->memo->hits > hits ? "reused"
                 : el.vscan      ? "vector"
                 : el.threshold  ? "threshold"
                 : el.bounded    ? "bounded"
@@ -2130,6 +2147,28 @@ static void progress(int done, int n, double t0)
     fflush(stderr);
 }
 
+struct sb_dp_memo {
+    dp_memo m;
+};
+
+sb_dp_memo *sb_dp_memo_new(double cap_bytes)
+{
+    sb_dp_memo *m = calloc(1, sizeof *m);
+    if (m) {
+        m->m.cap = cap_bytes;
+        m->m.next_id = 1;
+    }
+    return m;
+}
+
+void sb_dp_memo_free(sb_dp_memo *m)
+{
+    if (!m)
+        return;
+    dp_memo_free(&m->m);
+    free(m);
+}
+
 /* The engine over problem sp: the table limit, the memo's capacity (128 MB,
  * or room for a few tables over two of the largest ops at large p; at most
  * a quarter of the table limit) and the per-var factor lists (NULL when
@@ -2145,8 +2184,10 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
     double maxc = 0;
     for (int i = 0; i < n; i++)
         maxc = sp->cfg[i].n > maxc ? sp->cfg[i].n : maxc;
-    E->memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
-    E->memo.next_id = 1;
+    E->own_memo.cap = fmin(E->limit_bytes / 4, fmax(128e6, 64 * maxc * maxc));
+    E->own_memo.next_id = 1;
+    E->memo = opts->memo ? &opts->memo->m : &E->own_memo;
+    E->hits0 = E->memo->hits;
     dp_buf_pool_limit((size_t)fmin(512e6, E->limit_bytes / 8));
     E->vf = calloc((size_t)n, sizeof *E->vf);
     E->nvf = calloc((size_t)n, sizeof *E->nvf);
@@ -2162,7 +2203,7 @@ static void engine_close(engine *E)
     }
     free(E->f);
     free(E->pairs);
-    dp_memo_free(&E->memo);
+    dp_memo_free(&E->own_memo);
     dp_buf_pool_drain();
     dp_buf_pool_limit(0);
     for (int i = 0; i < E->n && E->vf; i++)
@@ -2226,7 +2267,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
     out->rows_vector = E->rows_vector;
-    out->eliminations_reused = E->memo.hits;
+    out->eliminations_reused = E->memo->hits - E->hits0;
 }
 
 /* With opts->prune, red gets pb less its dominated configs and *keep their

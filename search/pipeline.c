@@ -428,7 +428,7 @@ typedef struct {
     double *cost;      /* (j - i) */
 } stage_entry;
 
-enum { ENTRY_STAGE = 0, ENTRY_LEAST_MEM = 1 };
+enum { ENTRY_STAGE = 0, ENTRY_LEAST_MEM = 1, ENTRY_DUAL = 2 };
 
 typedef struct {
     double c;          /* least cost' over configs */
@@ -440,6 +440,8 @@ typedef struct {
     int p;
     sb_cost_params cp;
     const sb_pipe_opts *o;
+    sb_search_opts dp;  /* o->dp, with the DP memo every stage DP shares (o->no_shared_memo:
+                           none) */
     sb_error *err;
     uint64_t *hop;      /* nops: op_hash */
     int *rep;           /* nops: the first op equal to op i */
@@ -468,6 +470,10 @@ typedef struct {
     size_t cm_cap;
     struct mem_item *items;
     size_t items_cap;
+    /* dual bounds: the multiplier of the latest Lagrangian stage solved per
+     * (d, M, k, rc, zero), replaced in turn when full */
+    struct lam_hint { int d, M, k, rc, zero; double lam; } hints[64];
+    int nhints, hint_next;
 } pctx;
 
 /* One config of one op in least_mem's sweep. */
@@ -605,6 +611,10 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
  * bound under the value it bounds despite rounding. */
 #define BOUND_SLACK (1.0 - 1e-12)
 
+/* The DP memo the stage DPs share: at most this many bytes (and a quarter
+ * of --max-table-mb) of remembered tables and eliminations. */
+#define SHARED_MEMO_BYTES 256e6
+
 /* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
  * relaxation of the resident bytes (additive over ops, so the exact DP
  * minimises cost + lambda x resident for any lambda): the least lambda
@@ -614,9 +624,10 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
  * gets the relative distance of the answer to it (0: proven optimal). No
  * lambda fits: *t INFINITY, *least the least memory met. */
 static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, double *t,
-                    double *least, double *gap)
+                    double *least, double *gap, double *lam_lb)
 {
     int n = pb->m->nops, rc = -1;
+    *lam_lb = -1.0;
     double **orig = sb_calloc((size_t)n, sizeof *orig, X->err);
     double **res = sb_calloc((size_t)n, sizeof *res, X->err);
     double **scr = sb_calloc((size_t)n, sizeof *scr, X->err);
@@ -655,13 +666,15 @@ static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, d
                 pb->cfg[v].cost[x] = lam < 0 ? res[v][x] + 1e-9 * orig[v][x]
                                              : orig[v][x] + lam * res[v][x];
         sb_result r;
-        if (sb_search(pb, &X->o->dp, &r, X->err))
+        if (sb_search(pb, &X->dp, &r, X->err))
             goto out;
         double sres = 0.0, smax = 0.0;
         for (int v = 0; v < n; v++)
             sres += res[v][r.choice[v]], smax = fmax(smax, scr[v][r.choice[v]]);
-        if (lam >= 0)
-            lb = fmax(lb, r.total_cost - lam * (limit - s_lb));
+        if (lam >= 0 && r.total_cost - lam * (limit - s_lb) > lb) {
+            lb = r.total_cost - lam * (limit - s_lb);
+            *lam_lb = lam;
+        }
         for (int v = 0; v < n; v++)
             memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
         double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
@@ -719,6 +732,39 @@ out:
     return rc;
 }
 
+/* The multiplier of a Lagrangian stage like e (its d, M, k, rc, ZeRO
+ * stage) kept for dual bounds of others. */
+static void hint_put(pctx *X, const stage_entry *e, double lam)
+{
+    struct lam_hint h = {e->d, e->M, e->k, e->rc, e->zero, lam};
+    for (int q = 0; q < X->nhints; q++)
+        if (X->hints[q].d == h.d && X->hints[q].M == h.M && X->hints[q].k == h.k
+            && X->hints[q].rc == h.rc && X->hints[q].zero == h.zero) {
+            X->hints[q] = h;
+            return;
+        }
+    int n = (int)(sizeof X->hints / sizeof X->hints[0]);
+    X->hints[X->nhints < n ? X->nhints++ : X->hint_next++ % n] = h;
+}
+
+/* A multiplier for a stage at (d, M, k, rc): the one kept for the same
+ * copies k, else for the nearest k; -1 when none (only a guess: any
+ * multiplier >= 0 gives a valid bound). */
+static double hint_get(const pctx *X, int d, int M, int k, int rc)
+{
+    double lam = -1.0;
+    int dk = -1;
+    for (int q = 0; q < X->nhints; q++) {
+        const struct lam_hint *h = &X->hints[q];
+        if (h->d != d || h->M != M || h->rc != rc || h->zero != X->cp.zero)
+            continue;
+        int dist = abs(h->k - k);
+        if (dk < 0 || dist < dk)
+            dk = dist, lam = h->lam;
+    }
+    return lam;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -751,11 +797,13 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             goto out;
         }
     } else if (limit > 0 && configs_total(&pb) > EXACT_MEM_CONFIGS) {
-        double gap;
-        if (lagrange(X, &pb, limit, k, choice, &e->t, &e->least, &gap)) {
+        double gap, lam = -1.0;
+        if (lagrange(X, &pb, limit, k, choice, &e->t, &e->least, &gap, &lam)) {
             rc = -1;
             goto out;
         }
+        if (lam > 0)
+            hint_put(X, e, lam);
         X->r->lagrange_stages++;
         if (isfinite(e->t)) {
             e->gap = gap;
@@ -766,8 +814,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         sb_result res;
         sb_error e2 = {0};
         double least = NAN;
-        int src = limit > 0 ? sb_search_within(&pb, &X->o->dp, limit, X->o->opt, &res, &least, &e2)
-                            : sb_search(&pb, &X->o->dp, &res, &e2);
+        int src = limit > 0 ? sb_search_within(&pb, &X->dp, limit, X->o->opt, &res, &least, &e2)
+                            : sb_search(&pb, &X->dp, &res, &e2);
         if (src) {
             e->t = INFINITY;
             e->least = isfinite(least) ? least : INFINITY;
@@ -818,7 +866,7 @@ static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k, 
         *slot = range_hash(X, X->m, i, j) | 1;
     uint64_t key = mix(mix(mix(*slot, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
     key = mix(mix(key, (uint64_t)rc), (uint64_t)X->cp.zero);
-    return what == ENTRY_STAGE ? key : mix(key, 0x6c65617374ull);
+    return what == ENTRY_STAGE ? key : mix(key, 0x6c65617374ull + (uint64_t)what);
 }
 
 /* The cached entry of kind `what` equal in structure to ops [i, j) (d, M,
@@ -994,6 +1042,101 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
     return en;
 }
 
+/* A lower bound of every value stage_rc can give ops [i, j) under the
+ * limit with k copies in mode rc (every strategy it returns fits:
+ * resident bytes plus its largest scratch, at least the least scratch
+ * s_lb, within the limit), by one DP at multiplier lam >= 0: such a
+ * strategy costs at least min over strategies of (cost + lam resident) -
+ * lam (limit - s_lb), the Lagrangian dual at lam. Cached by structure. */
+static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double lam, double *lb)
+{
+    uint64_t key = entry_key(X, ENTRY_DUAL, i, j, d, M, k, rc);
+    stage_entry *hit = entry_find(X, ENTRY_DUAL, key, i, j, d, M, k, rc);
+    if (hit) {
+        *lb = hit->t;
+        return 0;
+    }
+    double ts = sb_now(), limit = X->o->mem_limit;
+    sb_model sub;
+    sb_problem pb;
+    if (sub_model(micro(X, M), i, j, &sub, X->err))
+        return -1;
+    sb_cost_params c2 = X->cp;
+    c2.recompute = rc ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
+    if (stage_problem(&sub, d, M, &c2, k, &pb, X->err)) {
+        free(sub.ops), free(sub.tensors);
+        return -1;
+    }
+    double s_lb = 0.0;
+    for (int v = 0; v < pb.m->nops; v++) {
+        double smin = INFINITY;
+        for (int x = 0; x < pb.cfg[v].n; x++) {
+            sb_mem mm;
+            sb_problem_op_memory(&pb, v, x, X->o->opt, &mm);
+            pb.cfg[v].cost[x] += lam * sb_mem_resident(&mm);
+            smin = fmin(smin, mm.scratch);
+        }
+        s_lb = fmax(s_lb, smin);
+    }
+    sb_result r;
+    int rc2 = sb_search(&pb, &X->dp, &r, X->err);
+    if (!rc2) {
+        /* the DP's sums and the strategies' costs are added in other
+         * orders: slack on both terms keeps the bound under */
+        *lb = r.total_cost * BOUND_SLACK - lam * (limit - s_lb) / BOUND_SLACK;
+        sb_result_free(&r);
+    }
+    sb_problem_free(&pb);
+    free(sub.ops), free(sub.tensors);
+    if (rc2)
+        return -1;
+    X->r->dual_bounds++;
+    if (getenv("SB_PIPE_TRACE"))
+        fprintf(stderr, "dual ops %d..%d d=%d M=%d k=%d zero=%d rc=%d lambda %.4g: %.6e, %.3f s\n",
+                i, j, d, M, k, X->cp.zero, rc, lam, *lb, sb_now() - ts);
+    stage_entry ne = {.key = key, .what = ENTRY_DUAL, .i = i, .j = j, .d = d, .M = M, .k = k,
+                      .rc = rc, .zero = X->cp.zero, .t = *lb};
+    return tab_put(X, &ne) ? 0 : -1;
+}
+
+
+/* A lower bound of the stage of ops [i, j) under the limit with k copies
+ * as stage() gives it (either mode when each stage chooses: the lesser of
+ * the two bounds, only the recomputed one when no kept strategy fits),
+ * each mode's bound the larger of its unconstrained optimum and its dual
+ * bound at the multiplier of a Lagrangian stage like it (hint_get; none:
+ * the unconstrained optimum alone). -1 on error. */
+static int stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *lb)
+{
+    int over = 0;
+    if (X->rc_choose && (over = kept_over(X, i, j, d, M, k)) < 0)
+        return -1;
+    double lbm[2] = {INFINITY, INFINITY};
+    for (int rc = rc_lo(X); rc <= rc_hi(X); rc++) {
+        if (rc == 0 && over)
+            continue;
+        if (rc == 1 && X->rc_choose && lbm[0] < INFINITY) {
+            /* the recomputed mode costs at least its unconstrained optimum,
+             * which is at least the kept one: no DP when that already says it */
+            stage_entry *ua = stage_rc(X, i, j, d, M, -1, 1);
+            if (!ua)
+                return -1;
+            if (ua->t * BOUND_SLACK >= lbm[0])
+                break;
+        }
+        stage_entry *u = stage_rc(X, i, j, d, M, -1, rc);
+        if (!u)
+            return -1;
+        lbm[rc] = isfinite(u->t) ? u->t * BOUND_SLACK : -INFINITY;
+        double lam = hint_get(X, d, M, k, rc), du = -INFINITY;
+        if (lam > 0 && dual_bound(X, i, j, d, M, k, rc, lam, &du))
+            return -1;
+        lbm[rc] = fmax(lbm[rc], du);
+    }
+    *lb = fmin(lbm[0], lbm[1]);
+    return 0;
+}
+
 /* ---- bounds ------------------------------------------------------------------------ */
 
 /* Per op of the micro model at d devices: least cost' and least memory
@@ -1147,7 +1290,7 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
 
 typedef struct {
     int a, b;     /* segments [a, b) */
-    int unc;      /* t is the unconstrained optimum + p2p (a bound under the limit) */
+    int unc;      /* t is the unconstrained optimum + p2p (1), then the dual bound (2) */
     double t;     /* t_s: intra-op optimum + p2p */
     stage_entry *e;
 } srange;
@@ -1213,18 +1356,99 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A first partition, so that the bounds have a step to beat: cuts where
- * the bound's prefix sums pass s / S of the total (each stage at least one
- * segment). Lowers *best to its step when it fits. */
-static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
-                     const double *p2p, double *best)
+/* A lower bound of the stage of ops [i, j) with k act copies (-1: no
+ * limit) as stage() would find it, from its unconstrained optima only
+ * (cheap beside a DP under the limit, and cached): at least the kept one
+ * (a limit only raises an optimum, recomputing only adds cost), and the
+ * recomputed one when no kept strategy fits (kept_over). INFINITY when
+ * the kept unconstrained DP gave up; -1 on error. */
+static int stage_lower(pctx *X, int i, int j, int d, int M, int k, double *lb)
+{
+    stage_entry *u = stage(X, i, j, d, M, -1);
+    if (!u)
+        return -1;
+    *lb = u->t;
+    if (k < 0 || !isfinite(u->t))
+        return 0;
+    int over = kept_over(X, i, j, d, M, k);
+    if (over < 0)
+        return -1;
+    if (over) {
+        stage_entry *ua = stage_rc(X, i, j, d, M, -1, 1);
+        if (!ua)
+            return -1;
+        if (isfinite(ua->t))
+            *lb = fmax(*lb, ua->t);
+    }
+    return 0;
+}
+
+/* The first partition's cuts: where the bound's prefix sums pass s / S of
+ * the total (each stage at least one segment); cut[s] is the segment stage
+ * s starts at, cut[S] = nseg. */
+static void incumbent_cuts(const pctx *X, int S, const double *pc, int *cut)
 {
     int n = X->nseg, a = 0;
-    double sum = 0.0, mx = 0.0;
+    cut[0] = 0;
     for (int s = 0; s < S; s++) {
         int b = s == S - 1 ? n : a + 1;
         while (s < S - 1 && b < n - (S - 1 - s) && pc[b] < pc[n] * (s + 1) / S)
             b++;
+        cut[s + 1] = b;
+        a = b;
+    }
+}
+
+/* Whether the first partition cannot beat *best (exact): its step over
+ * lower bounds of its stages (the segment bounds, then stage_lower, in
+ * turn until one proves it) is already over *best, so solving its stages
+ * under the limit could not lower *best. 1 yes, 0 no, -1 error. Off with
+ * o->no_incumbent_bound, brute force or no best yet. */
+static int incumbent_beaten(pctx *X, int S, int M, int sched, int d, const double *pc,
+                            const double *p2p, const int *cut, double best)
+{
+    if (X->o->no_incumbent_bound || X->o->no_shortcuts || X->brute || !isfinite(best))
+        return 0;
+    double lb[SB_MAX_STAGES];
+    for (int s = 0; s < S; s++)
+        lb[s] = (pc[cut[s + 1]] - pc[cut[s]]) * BOUND_SLACK + p2p[cut[s + 1]];
+    for (int s = -1; s < S; s++) {
+        if (s >= 0) {
+            int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
+            double t = 0.0;
+            if (stage_lower(X, X->seg[cut[s]], X->seg[cut[s + 1]], d, M, k, &t))
+                return -1;
+            if (!isfinite(t))
+                return 0; /* a DP given up: no bound, the partition solved as before */
+            lb[s] = fmax(lb[s], t * BOUND_SLACK + p2p[cut[s + 1]]);
+        }
+        double sum = 0.0, mx = 0.0;
+        for (int q = 0; q < S; q++)
+            sum += lb[q], mx = fmax(mx, lb[q]);
+        if ((sum + (double)(M - 1) * mx) * BOUND_SLACK > best)
+            return 1;
+    }
+    return 0;
+}
+
+/* A first partition, so that the bounds have a step to beat (cuts by
+ * incumbent_cuts). Lowers *best to its step when it fits; not solved when
+ * its bound shows it cannot (incumbent_beaten). */
+static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
+                     const double *p2p, double *best)
+{
+    int cut[SB_MAX_STAGES + 1];
+    incumbent_cuts(X, S, pc, cut);
+    int beaten = incumbent_beaten(X, S, M, sched, d, pc, p2p, cut, *best);
+    if (beaten < 0)
+        return -1;
+    if (beaten) {
+        X->r->incumbents_skipped++;
+        return 0;
+    }
+    double sum = 0.0, mx = 0.0;
+    for (int s = 0; s < S; s++) {
+        int a = cut[s], b = cut[s + 1];
         int k = X->o->mem_limit > 0 ? inflight(X->o, S, M, sched, s) : -1;
         stage_entry *e = stage(X, X->seg[a], X->seg[b], d, M, k);
         if (!e)
@@ -1233,7 +1457,6 @@ static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
             return 0;
         sum += e->t + p2p[b];
         mx = fmax(mx, e->t + p2p[b]);
-        a = b;
     }
     double T = sum + (double)(M - 1) * mx;
     if (T < *best)
@@ -1489,6 +1712,21 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                         continue;
                     }
                 }
+                if (limited && x->unc == 1 && !X->o->no_dual_bound) {
+                    /* then its dual bound (one DP): solved only when the best
+                     * partition still picks it */
+                    x->unc = 2;
+                    double lb = -INFINITY;
+                    if (stage_dual_lower(X, X->seg[x->a], X->seg[x->b], d, M, k, &lb)) {
+                        rc = -1;
+                        goto out;
+                    }
+                    if (lb + p2p[x->b] > x->t) {
+                        x->t = lb + p2p[x->b];
+                        solved++;
+                        continue;
+                    }
+                }
                 stage_entry *e = stage(X, X->seg[x->a], X->seg[x->b], d, M, k);
                 if (!e) {
                     rc = -1;
@@ -1564,6 +1802,8 @@ static int64_t batch_of(const sb_model *m)
 
 static void ctx_free(pctx *X)
 {
+    sb_dp_memo_free(X->dp.memo);
+    X->dp.memo = NULL;
     for (size_t q = 0; q < X->cap; q++)
         if (X->tab[q]) {
             free(X->tab[q]->cfg);
@@ -1585,6 +1825,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     pctx X = {.m = m, .p = p, .cp = *cp, .o = o, .err = err, .r = r, .brute = brute,
               .least_lb = INFINITY};
     X.cp.devices = p;
+    X.dp = o->dp;
     int rc = -1;
     int *cuts = NULL;
     op_bound *ob = NULL;
@@ -1620,6 +1861,17 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     else
         zs[nz++] = 0;
     r->zero_searched = nz;
+    if (!o->no_shared_memo && !o->dp.plain && !brute) {
+        /* the stage DPs' equal eliminations (repeated layers in stages of
+         * other lengths and places, the same micro-batch and devices)
+         * computed once: content-keyed, so every value and argmin is the one
+         * a fresh DP computes (search/README.md) */
+        double mb = o->dp.max_table_mb > 0 ? o->dp.max_table_mb : 4096;
+        if (!(X.dp.memo = sb_dp_memo_new(fmin(mb * 1e6 / 4, SHARED_MEMO_BYTES)))) {
+            rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+            goto out;
+        }
+    }
     r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
     r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
     X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);

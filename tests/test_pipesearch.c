@@ -434,15 +434,20 @@ static void test_allreduce_once(void **state)
 
 /* A reduced GPT-3 175B (4 layers, small sizes): the shared model of the
  * shortcut tests below. */
-static void load_small_gpt3(sb_model *m)
+static void load_gpt3_layers(sb_model *m, const char *layers)
 {
-    const char *sets[] = {"layers=4", "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
+    const char *sets[] = {layers, "batch=8", "seq=32", "embed=64", "heads=4", "ff=256",
                           "vocab=512"};
     sb_setting set[8];
     sb_error err = {0};
     for (int q = 0; q < 7; q++)
         assert_int_equal(sb_setting_parse(sets[q], &set[q], &err), 0);
     assert_int_equal(sb_model_load("gpt3-175b", set, 7, m, &err), 0);
+}
+
+static void load_small_gpt3(sb_model *m)
+{
+    load_gpt3_layers(m, "layers=4");
 }
 
 /* The lazy partition search and its shortcuts (segment bounds, exact
@@ -697,6 +702,75 @@ static void test_skips_equal(void **state)
     assert_true(cases > 0 && rc_any > 0);
 }
 
+/* The search's scale shortcuts (the first partition left unsolved when its
+ * bound cannot win, the one-DP dual bound of a picked range, the DP memo
+ * shared by the stage DPs) against the same search without them: the same
+ * result on random models and on a reduced GPT-3 of 2 layers (whose larger
+ * stages are Lagrangian: the dual bounds run there), each stage choosing its
+ * recomputation. */
+static void set_scale(sb_pipe_opts *o, int off)
+{
+    o->no_incumbent_bound = off;
+    o->no_dual_bound = off;
+    o->no_shared_memo = off;
+}
+
+static void test_scale_equal(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0;
+    long duals = 0, skipped = 0;
+    for (int g = 0; g < 5; g++) {
+        sb_model m;
+        sb_error err = {0};
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1;
+        int p = 8, last = g == 4;
+        if (!last) {
+            int nops;
+            gen_wide = g % 2;
+            gen(text, sizeof text, &nops);
+            p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
+            assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        } else {
+            gen_wide = 0;
+            load_gpt3_layers(&m, "layers=2"); /* its stages Lagrangian, as the 4 layers' */
+        }
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.node_devices = 2; /* two links: an edge's price depends on the stage's devices */
+        cp.gbs_inter = cp.gbs / 4;
+        cp.latency_inter_us = 2.0;
+        sb_pipe_result u, a, b;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        const double fs[] = {0.6, 0.3, 0.4};
+        for (int k = last ? 2 : 0; k < (last ? 3 : 2); k++) {
+            o.mem_limit = u.peak_bytes * fs[k];
+            sb_error e1 = {0}, e2 = {0};
+            set_scale(&o, 0);
+            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+            set_scale(&o, 1);
+            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+            same_result(&m, ra, &a, rb, &b);
+            if (!ra) {
+                cases++;
+                duals += a.dual_bounds;
+                skipped += a.incumbents_skipped;
+                assert_int_equal(b.dual_bounds + b.incumbents_skipped, 0);
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    print_message("scale shortcuts: %d results equal to the search without them; %ld dual "
+                  "bounds, %ld first partitions skipped\n", cases, duals, skipped);
+    assert_true(cases > 0 && duals > 0 && skipped > 0);
+}
+
 /* Stage DPs on one thread (o.threads = 1, the CLI's default) against the
  * DP's own choice (0): the same result on the reduced GPT-3, with and
  * without a limit. */
@@ -782,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_gpt3_shortcuts),
         cmocka_unit_test(test_skips_equal),
         cmocka_unit_test(test_threads_equal),
+        cmocka_unit_test(test_scale_equal),
         cmocka_unit_test(test_stage_cap_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,14 @@ typedef struct {
     int no_skips;          /* 1: none of the memory skips (a range's kept DP not run when its
                               exact least memory kept is over the limit; its bound raised to the
                               recomputed unconstrained optimum then): tests compare */
+    int no_incumbent_bound; /* 1: the first partition of each (S, M, schedule) solved even when
+                              a step is known and its bound (its stages' unconstrained optima)
+                              shows it cannot beat it: tests compare */
+    int no_dual_bound;     /* 1: a picked range under the limit solved at once after its
+                              unconstrained optimum, without first its one-DP dual bound at a
+                              multiplier borrowed from a Lagrangian stage like it: tests compare */
+    int no_shared_memo;    /* 1: each stage DP its own DP memo, none shared between them
+                              (sb_search_opts.memo): tests compare */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
@@ -61,6 +69,8 @@ typedef struct {
     long subproblems, cache_hits;     /* stage DPs run; stage costs found in the cache */
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
     long ranges_given_up;             /* stage DPs that failed (label budget): not used */
+    long dual_bounds;                 /* one-DP Lagrangian dual bounds of picked ranges */
+    long incumbents_skipped;          /* first partitions not solved: their bound cannot win */
     long copies_reused;               /* stage optima under the limit taken from the same stage at
                                          fewer micro-batches in flight (fits there: optimal) */
     long lazy_rounds;                 /* partitions over bounds whose stages were then solved */

@@ -232,7 +232,18 @@ typedef struct {
                              plain DP) */
     int threads;          /* the table fill's threads at most (not plain): 0 the DP's
                              choice (up to two), 1 one; the same result */
+    struct sb_dp_memo *memo; /* not plain: the DP's remembered tables and eliminations
+                             (content ids, search/dp_reuse.h) shared by every search given
+                             it, so equal eliminations of different problems are computed
+                             once (sb_dp_memo_new); NULL: each search its own */
 } sb_search_opts;
+
+/* A DP memo shared between searches (sb_search_opts.memo): remembered
+ * pair tables and eliminations up to cap_bytes, least recently used
+ * dropped first. NULL when out of memory. */
+typedef struct sb_dp_memo sb_dp_memo;
+sb_dp_memo *sb_dp_memo_new(double cap_bytes);
+void sb_dp_memo_free(sb_dp_memo *m);
 
 typedef struct {
     int *choice;          /* nops config indices */
