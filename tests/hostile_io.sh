@@ -259,6 +259,7 @@ left() { ps -eo pid=,args= | grep -F -- "$T/" | grep -v -e grep -e "^ *$bench " 
 ranks() { ps -eo args= | awk -v sb="$SB run " -v m="$T/hostile-rnn.model" 'index($0, sb) == 1 && index($0, m)'; }
 for _ in $(seq 600); do [ -n "$(ranks)" ] && break; sleep 0.2; done # up to 120 s on a loaded machine
 check "the bench started its ranks" test -n "$(ranks)"
+[ -n "$(ranks)" ] || { echo "    the bench's output:"; sed 's/^/    /' "$T/bench.out"; ps -eo pid=,args= | grep -F -- "$T/" | grep -v grep | sed 's/^/    ps: /'; }
 sleep 0.5
 kill -9 "$bench"
 wait "$bench" 2>/dev/null
