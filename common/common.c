@@ -44,6 +44,19 @@ void *sb_calloc(size_t n, size_t size, sb_error *err)
     return p;
 }
 
+int sb_grow(void **p, int *cap, int n, size_t size, int first)
+{
+    if (n < *cap)
+        return 0;
+    int c = *cap ? 2 * *cap : first;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
 void *sb_realloc(void *p, size_t n, sb_error *err)
 {
     void *q = realloc(p, n ? n : 1);

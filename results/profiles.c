@@ -100,18 +100,7 @@ static int cmp_op(const void *a, const void *b)
 
 static void copy_text(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src); }
 
-static int grow(void **p, int *cap, int n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    int c = *cap ? 2 * *cap : 64;
-    void *q = realloc(*p, (size_t)c * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
+static int grow(void **p, int *cap, int n, size_t size) { return sb_grow(p, cap, n, size, 64); }
 
 /* A profile launch of (machine, ranks): its id, group (model, params,
  * strategies' seed) and speed: its total over its group's median total

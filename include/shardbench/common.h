@@ -34,6 +34,10 @@ int sb_fail(sb_error *err, int code, const char *fmt, ...)
 void *sb_malloc(size_t n, sb_error *err);
 void *sb_calloc(size_t n, size_t size, sb_error *err);
 void *sb_realloc(void *p, size_t n, sb_error *err);
+/* Room for item n of the array *p of *cap items of `size` bytes: when n has
+ * reached *cap, *cap doubles (from `first`) and *p is reallocated. Returns
+ * -1, with *p and *cap as they were, when out of memory. */
+int sb_grow(void **p, int *cap, int n, size_t size, int first);
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated; *size without
  * the NUL). `what` names the file's kind in messages ("model file"); files

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "../kernels/box_runs.h"
+#include "shardbench/common.h"
 
 /* ---- errors ------------------------------------------------------------------- */
 
@@ -826,14 +827,8 @@ int sbc_shadow_add(sbc_shadow_map *m, uintptr_t base, size_t bytes, void *shadow
         return -1; /* the one before reaches into it (or starts at base) */
     if (i < m->n && m->e[i].base < base + bytes)
         return -1; /* it reaches into the next */
-    if (m->n == m->cap) {
-        int cap = m->cap ? 2 * m->cap : 64;
-        sbc_shadow *e = realloc(m->e, (size_t)cap * sizeof *e);
-        if (!e)
-            return -1;
-        m->e = e;
-        m->cap = cap;
-    }
+    if (sb_grow((void **)&m->e, &m->cap, m->n, sizeof *m->e, 64))
+        return -1;
     memmove(&m->e[i + 1], &m->e[i], (size_t)(m->n - i) * sizeof *m->e);
     m->e[i] = (sbc_shadow){base, bytes, NULL, 0};
     m->n++;

@@ -1,18 +1,14 @@
 /* timing.c: the executor's per-step timing ledger (timing.h). */
 #include "timing.h"
 
+#include "shardbench/common.h"
+
 #include <stdlib.h>
 
 int exec_ledger_mark(exec_ledger *l)
 {
-    if (l->nmarks == l->cap_marks) {
-        int cap = l->cap_marks ? 2 * l->cap_marks : 256;
-        double *t = realloc(l->t, (size_t)cap * sizeof *t);
-        if (!t)
-            return -1;
-        l->t = t;
-        l->cap_marks = cap;
-    }
+    if (sb_grow((void **)&l->t, &l->cap_marks, l->nmarks, sizeof *l->t, 256))
+        return -1;
     l->t[l->nmarks] = 0;
     return l->nmarks++;
 }
@@ -21,14 +17,8 @@ int exec_ledger_book(exec_ledger *l, const exec_booking *b)
 {
     if (b->m0 < 0 || b->m1 < 0)
         return 0;
-    if (l->nb == l->cap_b) {
-        int cap = l->cap_b ? 2 * l->cap_b : 256;
-        exec_booking *p = realloc(l->b, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        l->b = p;
-        l->cap_b = cap;
-    }
+    if (sb_grow((void **)&l->b, &l->cap_b, l->nb, sizeof *l->b, 256))
+        return -1;
     l->b[l->nb++] = *b;
     return 0;
 }
