@@ -37,6 +37,7 @@
 
 #define BENCH_MAX_SET SB_BENCH_MAX_SET
 #define ROUND_MAX 64 /* strategies in one launch of a trial round: run's limit */
+#define RUN_TAIL_MAX (14 + 2 * ROUND_MAX) /* words after the launcher's (run_tail, profile) */
 
 typedef sb_bench_set bench_set;
 typedef sb_bench_opts bench_args;
@@ -614,7 +615,7 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
 static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv, int nset_argv,
                   double timeout, proc_result *pr, sb_error *err)
 {
-    enum { MAX_TAIL = 32 + 2 * ROUND_MAX };
+    enum { MAX_TAIL = RUN_TAIL_MAX };
     if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET || ntail > MAX_TAIL)
         return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
     char *argv[SB_LAUNCHER_MAX_WORDS + 2 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
@@ -639,21 +640,39 @@ static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv
     return rc;
 }
 
+/* The words after the launcher's of `shardbench run` training the k
+ * strategy files in turn (tail: room for RUN_TAIL_MAX words; steps and
+ * warm: 16 chars each, the numbers' text). Returns the number of words. */
+static int run_tail(bench *b, const char *model_arg, char *const *files, int k,
+                    char **tail, char *steps, char *warm)
+{
+    const bench_args *a = b->a;
+    int nt = 0;
+    tail[nt++] = a->runner ? (char *)a->runner : b->self;
+    tail[nt++] = "run";
+    tail[nt++] = "-m";
+    tail[nt++] = (char *)model_arg;
+    for (int j = 0; j < k; j++) {
+        tail[nt++] = "--strategy";
+        tail[nt++] = files[j];
+    }
+    snprintf(steps, 16, "%d", a->steps);
+    snprintf(warm, 16, "%d", a->warmup);
+    char *rest[] = {"--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
+                    "--format", "json", "--db", "none"};
+    for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++)
+        tail[nt++] = rest[j];
+    return nt;
+}
+
 static int run_survivor(bench *b, const char *model_arg, char **set_argv, int nset_argv,
                         const sb_problem *pb, const survivor *sv, sb_measurement_record *rec,
                         char *msg, size_t nmsg, int *stop, sb_error *err)
 {
     const bench_args *a = b->a;
     proc_result pr = {0};
-    char *tail[] = {a->runner ? (char *)a->runner : b->self, "run", "-m", (char *)model_arg, "--strategy", (char *)sv->file,
-                    "--steps", NULL, "--warmup", NULL, "--backend", (char *)a->backend,
-                    "--format", "json", "--db", "none"};
-    enum { NTAIL = sizeof tail / sizeof tail[0] };
-    char steps[16], warm[16];
-    snprintf(steps, sizeof steps, "%d", a->steps);
-    snprintf(warm, sizeof warm, "%d", a->warmup);
-    tail[7] = steps;
-    tail[9] = warm;
+    char *tail[RUN_TAIL_MAX], steps[16], warm[16], *file = (char *)sv->file;
+    int nt = run_tail(b, model_arg, &file, 1, tail, steps, warm);
     if (sv->got) { /* trained by this round's launch (run_round) */
         rec->step_median_s = sv->res.step_median_s;
         rec->step_min_s = sv->res.step_min_s;
@@ -664,7 +683,7 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
         rec->status = "ok";
         return 0;
     }
-    int rc = launch(b, pb->p, tail, NTAIL, set_argv, nset_argv, a->timeout, &pr, err);
+    int rc = launch(b, pb->p, tail, nt, set_argv, nset_argv, a->timeout, &pr, err);
     if (rc)
         return -1;
     if (pr.stopped) {
@@ -720,22 +739,10 @@ static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_
         i0 = i;
         if (k < 2)
             continue; /* one alone: measure launches it as before */
-        char *tail[16 + 2 * ROUND_MAX], steps[16], warm[16];
-        int nt = 0;
-        tail[nt++] = a->runner ? (char *)a->runner : b->self;
-        tail[nt++] = "run";
-        tail[nt++] = "-m";
-        tail[nt++] = (char *)model_arg;
-        for (int j = 0; j < k; j++) {
-            tail[nt++] = "--strategy";
-            tail[nt++] = sv[idx[j]].file;
-        }
-        snprintf(steps, sizeof steps, "%d", a->steps);
-        snprintf(warm, sizeof warm, "%d", a->warmup);
-        char *rest[] = {"--steps", steps, "--warmup", warm, "--backend", (char *)a->backend,
-                        "--format", "json", "--db", "none"};
-        for (size_t j = 0; j < sizeof rest / sizeof rest[0]; j++)
-            tail[nt++] = rest[j];
+        char *tail[RUN_TAIL_MAX], steps[16], warm[16], *files[ROUND_MAX];
+        for (int j = 0; j < k; j++)
+            files[j] = sv[idx[j]].file;
+        int nt = run_tail(b, model_arg, files, k, tail, steps, warm);
         proc_result pr = {0};
         if (launch(b, pb->p, tail, nt, set_argv, nset_argv, a->timeout * k, &pr, err))
             return -1;
