@@ -619,6 +619,35 @@ static void same_result(const sb_model *m, int ra, const sb_pipe_result *a, int 
     assert_memory_equal(a->cfg, b->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof(int));
 }
 
+/* test_skips_equal's tally over its comparisons. */
+typedef struct {
+    long dps_a, dps_b; /* stage DPs with the skips, without */
+    int cases, rc_any; /* results found; stages recomputing in them */
+} skips_tally;
+
+/* One comparison of test_skips_equal: the search at mem_limit with the
+ * memory skips and without (o->no_skips), the same result. */
+static void skips_pair(const sb_model *m, int p, const sb_cost_params *cp, sb_pipe_opts *o,
+                       double mem_limit, skips_tally *t)
+{
+    sb_pipe_result a, b;
+    sb_error e1 = {0}, e2 = {0};
+    o->mem_limit = mem_limit;
+    o->no_skips = 0;
+    int ra = sb_pipe_search(m, p, cp, o, &a, &e1);
+    o->no_skips = 1;
+    int rb = sb_pipe_search(m, p, cp, o, &b, &e2);
+    o->no_skips = 0;
+    same_result(m, ra, &a, rb, &b);
+    if (!ra) {
+        t->dps_a += a.subproblems, t->dps_b += b.subproblems, t->cases++;
+        for (int s = 0; s < a.pipe.nstages; s++)
+            t->rc_any += a.stage_recompute[s];
+        sb_pipe_result_free(&a);
+        sb_pipe_result_free(&b);
+    }
+}
+
 /* The memory skips (a range's kept DP not run when its exact least memory
  * kept is over the limit; its bound then the recomputed unconstrained
  * optimum) against the same search without them (o.no_skips): the same
@@ -628,8 +657,7 @@ static void test_skips_equal(void **state)
 {
     (void)state;
     char text[8192];
-    long dps_a = 0, dps_b = 0;
-    int cases = 0, rc_any = 0;
+    skips_tally sk = {0};
     for (int g = 0; g < (SANITIZED ? 6 : 10); g++) {
         int nops;
         gen_wide = g % 2;
@@ -643,25 +671,11 @@ static void test_skips_equal(void **state)
         sb_pipe_opts o;
         sb_pipe_opts_default(&o);
         o.choose_recompute = 1;
-        sb_pipe_result u, a, b;
+        sb_pipe_result u;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
         const double fs[] = {0.9, 0.7, 0.5, 0.35, 0.25};
-        for (int k = 0; k < 5; k++) {
-            o.mem_limit = u.peak_bytes * fs[k];
-            o.no_skips = 0;
-            sb_error e1 = {0}, e2 = {0};
-            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
-            o.no_skips = 1;
-            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
-            same_result(&m, ra, &a, rb, &b);
-            if (!ra) {
-                dps_a += a.subproblems, dps_b += b.subproblems, cases++;
-                for (int s = 0; s < a.pipe.nstages; s++)
-                    rc_any += a.stage_recompute[s];
-                sb_pipe_result_free(&a);
-                sb_pipe_result_free(&b);
-            }
-        }
+        for (int k = 0; k < 5; k++)
+            skips_pair(&m, p, &cp, &o, u.peak_bytes * fs[k], &sk);
         sb_pipe_result_free(&u);
         sb_model_free(&m);
     }
@@ -675,31 +689,17 @@ static void test_skips_equal(void **state)
     sb_pipe_opts_default(&o);
     o.choose_recompute = 1;
     int p = 8;
-    sb_pipe_result u, a, b;
+    sb_pipe_result u;
     assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
     const double limits[] = {0.2, 0.4, 0.6, 0.3};
-    for (int q = 0; q < (SANITIZED ? 1 : 4); q++) {
-        o.mem_limit = u.peak_bytes * limits[q];
-        o.no_skips = 0;
-        sb_error e1 = {0}, e2 = {0};
-        int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
-        o.no_skips = 1;
-        int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
-        same_result(&m, ra, &a, rb, &b);
-        if (!ra) {
-            dps_a += a.subproblems, dps_b += b.subproblems, cases++;
-            for (int s = 0; s < a.pipe.nstages; s++)
-                rc_any += a.stage_recompute[s];
-            sb_pipe_result_free(&a);
-            sb_pipe_result_free(&b);
-        }
-    }
+    for (int q = 0; q < (SANITIZED ? 1 : 4); q++)
+        skips_pair(&m, p, &cp, &o, u.peak_bytes * limits[q], &sk);
     sb_pipe_result_free(&u);
     sb_model_free(&m);
     print_message("memory skips: %d results equal to the search without them (%d stages "
-                  "recomputing); %ld stage DPs with the skips, %ld without\n", cases, rc_any,
-                  dps_a, dps_b);
-    assert_true(cases > 0 && rc_any > 0);
+                  "recomputing); %ld stage DPs with the skips, %ld without\n", sk.cases, sk.rc_any,
+                  sk.dps_a, sk.dps_b);
+    assert_true(sk.cases > 0 && sk.rc_any > 0);
 }
 
 /* The search's scale shortcuts (the first partition left unsolved when its
