@@ -438,7 +438,9 @@ int cmd_profile(int argc, char **argv)
     acc_table acc = {0};
     double *sendv = calloc((size_t)nops * 4, sizeof *sendv);
     double *recvv = calloc((size_t)nops * 4, sizeof *recvv);
-    int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv;
+    /* every timed step's probe (the slowest rank's, cli/probe.c), K x steps */
+    double *probes = calloc((size_t)K * (size_t)a.steps, sizeof *probes);
+    int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv || !probes;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -482,8 +484,8 @@ int cmd_profile(int argc, char **argv)
             break;
         double steps[1000];
         for (int s = 0; s < a.warmup + a.steps; s++) {
-            double pt = cli_probe_seconds(), dummy;
-            MPI_Allreduce(&pt, &dummy, 1, MPI_DOUBLE, MPI_MAX, comm);
+            double pt = cli_probe_seconds(), ptmax;
+            MPI_Allreduce(&pt, &ptmax, 1, MPI_DOUBLE, MPI_MAX, comm);
             MPI_Barrier(comm);
             sb_executor_reset_times(ex);
             double t0 = MPI_Wtime(), loss;
@@ -497,6 +499,7 @@ int cmd_profile(int argc, char **argv)
                 continue;
             int si = s - a.warmup;
             steps[si] = tmax;
+            probes[(size_t)k * (size_t)a.steps + (size_t)si] = ptmax; /* as `run` reports it */
             /* per op: the slowest rank's kernels, and the collectives and
              * relayouts of the rank that waited least among those that took
              * part (its time is the transfer, not a wait for a slower rank,
@@ -643,6 +646,9 @@ int cmd_profile(int argc, char **argv)
         pf.seed = a.seed;
         for (int k = 0; k < K; k++)
             pf.total_s += sm[k].step_s;
+        /* the machine's speed during this launch: a prediction from its
+         * figures can be scaled to a trial's own probe (results/query.c) */
+        pf.probe_s = sb_median(probes, K * a.steps);
         free(res);
         char params[512];
         sb_params_str(&m, params, sizeof params);
@@ -678,6 +684,8 @@ int cmd_profile(int argc, char **argv)
                    "fixed_s", pf.fixed_s);
             printf("%-14s %12.4g  s per weight element (SGD update)\n", "update_s",
                    pf.update_s_per_elem);
+            printf("%-14s %12.4g  s of the probe's fixed work beside each step (median)\n",
+                   "probe_s", pf.probe_s);
             /* how well the fits explain each strategy profiled: what is
              * left beyond the median is what a prediction gets wrong */
             printf("%-24s %10s %10s %10s %10s %10s\n", "strategy", "step s", "ops s",
@@ -714,6 +722,7 @@ int cmd_profile(int argc, char **argv)
     free(cm);
     free(sendv);
     free(recvv);
+    free(probes);
     free(sm);
     free(rx);
     free(ry);

@@ -888,7 +888,8 @@ static int reprice(bench *b, const sb_model *m, int p, survivor *sv, int n, sb_e
         double cost = sb_strategy_cost(&pb, choice);
         double sec = pb.cp.calibration[0] || pb.cp.machine[0] ? cost / (pb.cp.tflops * 1e12)
                                                              : NAN;
-        if (sb_dbq_reprice(b->q, b->run_id, sv[i].meas_id, cost, sec, err)) {
+        if (sb_dbq_reprice(b->q, b->run_id, sv[i].meas_id, cost, sec, pb.cp.profile_probe_s,
+                           err)) {
             free(choice);
             sb_problem_free(&pb);
             return -1;
@@ -920,7 +921,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         .run_id = b->run_id, .model = pb->m->name, .model_path = pb->m->path, .params = params,
         .nops = nops, .p = pb->p, .kind = sv->kind, .predicted_cost = sv->cost,
         .predicted_mem_bytes = sv->mem, .step_median_s = NAN, .step_min_s = NAN,
-        .step_max_s = NAN, .predicted_s = NAN,
+        .step_max_s = NAN, .predicted_s = NAN, .profile_probe_s = pb->cp.profile_probe_s,
     };
     char *json = NULL, msg[1024] = "";
     sb_error lerr = {0};

@@ -436,19 +436,29 @@ static void table_fidelity(const sb_qfidelity *f, int nf, out_fmt *o)
                 "cost model orders them exactly as measured; '-': fewer than 2, or no spread); "
                 "where the cost model predicts times (a calibration or a machine file), the mean "
                 "and the largest |predicted - measured| / measured step time over those "
-                "strategies ('-': the reference model, whose FLOP are not seconds).",
+                "strategies ('-': the reference model, whose FLOP are not seconds). A "
+                "'probe-scaled' row below a predicted one: each prediction from profiles "
+                "scaled by the probe of its measurement over the probe of the profile launch "
+                "it came from (the machine's speed then and there: a diagnostic beside the "
+                "raw figures, not instead of them).",
                 8, o->csv ? csv_cols : md_cols, "llrrrrrl");
     for (int i = 0; i < nf; i++) {
-        char c[8][256];
-        snprintf(c[0], 256, "%s", f[i].model);
-        snprintf(c[1], 256, "%.250s", f[i].params);
-        snprintf(c[2], 256, "%d", f[i].p);
-        snprintf(c[3], 256, "%d", f[i].n);
-        num(c[4], f[i].rho, "%.3f");
-        num(c[5], f[i].mape, "%.3f");
-        num(c[6], f[i].max_error, "%.3f");
-        snprintf(c[7], 256, "%s", f[i].stored ? "stored by bench" : "computed now");
-        table_row(o, 8, c);
+        for (int scaled = 0; scaled < 2; scaled++) {
+            if (scaled && !f[i].probed)
+                break;
+            char c[8][256];
+            snprintf(c[0], 256, "%s", f[i].model);
+            snprintf(c[1], 256, "%.250s", f[i].params);
+            snprintf(c[2], 256, "%d", f[i].p);
+            snprintf(c[3], 256, "%d", scaled ? f[i].probed : f[i].n);
+            num(c[4], scaled ? f[i].rho_probe : f[i].rho, "%.3f");
+            num(c[5], scaled ? f[i].mape_probe : f[i].mape, "%.3f");
+            num(c[6], scaled ? f[i].max_error_probe : f[i].max_error, "%.3f");
+            snprintf(c[7], 256, "%s", scaled     ? "probe-scaled"
+                                      : f[i].stored ? "stored by bench"
+                                                    : "computed now");
+            table_row(o, 8, c);
+        }
     }
     table_end(o);
 }

@@ -887,13 +887,15 @@ static int insert_measurement(sb_db *db, const sb_measurement_record *r,
     sqlite3_stmt *st;
     if (db_query(db, "INSERT INTO measurements (run_id, strategy_id, "
                  "step_median_s, step_min_s, step_max_s, steps, status, "
-                 "message, peak_mem_bytes, probe_s, predicted_s) VALUES (?1, ?2, ?3, ?4, ?5, "
-                 "?6, ?7, ?8, ?9, ?10, ?11)", &st, doing, err, "IIDDDittBDD", r->run_id,
+                 "message, peak_mem_bytes, probe_s, predicted_s, profile_probe_s) VALUES (?1, "
+                 "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)", &st, doing, err,
+                 "IIDDDittBDDD", r->run_id,
                  strategy_id,
                  step_time(r->step_median_s, r->steps), step_time(r->step_min_s, r->steps),
                  step_time(r->step_max_s, r->steps), r->steps, r->status, r->message,
                  r->peak_mem_bytes, r->probe_s > 0 && isfinite(r->probe_s) ? r->probe_s : NAN,
-                 r->predicted_s > 0 && isfinite(r->predicted_s) ? r->predicted_s : NAN))
+                 r->predicted_s > 0 && isfinite(r->predicted_s) ? r->predicted_s : NAN,
+                 r->profile_probe_s > 0 && isfinite(r->profile_probe_s) ? r->profile_probe_s : NAN))
         return -1;
     if (db_step(db, st, SQLITE_DONE, doing, err))
         return -1;

@@ -36,21 +36,23 @@ int sb_dbq_record_profile(sb_dbq *q, const sb_profile *pf, const char *model, co
                           sb_error *err)
 {
     const char *doing = "recording a profile";
-    if (sb_dbq_version(q) < 8)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d has no profiles table (open it "
-                       "with a current shardbench first)", sb_dbq_path(q), sb_dbq_version(q));
+    if (sb_dbq_version(q) < 9)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: schema version %d is older than profiles need "
+                       "(9; open it with a current shardbench first)", sb_dbq_path(q),
+                       sb_dbq_version(q));
     if (exec_sql(q, "BEGIN IMMEDIATE", doing, err))
         return -1;
     sqlite3_stmt *st;
     if (sb_dbq_query(q,
                      "INSERT INTO profiles (backend, machine, ranks, precision, model, params, "
                      "strategies, steps, relay_msg_s, relay_word_s, fixed_s, update_s_per_elem, "
-                     "command_line, seed, total_s, relay_local_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                     "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                     &st, doing, err, "ttitttiiddddtIdd", pf->backend, pf->machine, pf->ranks,
+                     "command_line, seed, total_s, relay_local_s, probe_s) VALUES (?1, ?2, ?3, "
+                     "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                     &st, doing, err, "ttitttiiddddtIddD", pf->backend, pf->machine, pf->ranks,
                      pf->precision, model, params, strategies, steps, pf->relay_msg_s,
                      pf->relay_word_s, pf->fixed_s, pf->update_s_per_elem, command_line,
-                     (int64_t)pf->seed, pf->total_s, pf->relay_local_s)
+                     (int64_t)pf->seed, pf->total_s, pf->relay_local_s,
+                     pf->probe_s > 0 ? pf->probe_s : NAN)
         || step_done(q, st, doing, err))
         goto fail;
     int64_t pid = sqlite3_last_insert_rowid(sb_dbq_handle(q));
@@ -111,6 +113,7 @@ typedef struct {
     int64_t seed;
     double total, speed;
     double fits[4], relay_local; /* relay_local: 0 before schema 8 */
+    double probe;                /* NaN before schema 9 */
     char precision[8];
 } launch;
 
@@ -136,13 +139,13 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     sqlite3_stmt *st;
     /* every launch of (machine, ranks), newest first; schema 7 had no
      * relay_local_s (0, as those launches were fitted) nor ref_compute */
-    int v8 = sb_dbq_version(q) >= 8;
+    int v8 = sb_dbq_version(q) >= 8, v9 = sb_dbq_version(q) >= 9;
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT id, model, params, seed, total_s, relay_msg_s, relay_word_s, fixed_s, "
-             "update_s_per_elem, precision, %s FROM profiles WHERE (backend = ?1 OR ?1 = '') "
+             "update_s_per_elem, precision, %s, %s FROM profiles WHERE (backend = ?1 OR ?1 = '') "
              "AND machine = ?2 AND ranks = ?3 ORDER BY id DESC",
-             v8 ? "relay_local_s" : "0.0");
+             v8 ? "relay_local_s" : "0.0", v9 ? "probe_s" : "NULL");
     if (sb_dbq_query(q, sql, &st, doing, err, "tti", backend, machine, ranks))
         return -1;
     launch *L = NULL;
@@ -164,6 +167,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
             l->fits[j] = sb_dbq_real(st, 5 + j);
         copy_text(l->precision, sizeof l->precision, sb_dbq_text(st, 9));
         l->relay_local = sb_dbq_real(st, 10);
+        l->probe = sb_dbq_real(st, 11);
     }
     if (rc < 0) {
         free(L);
@@ -213,6 +217,7 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     pf->fixed_s = fit->fits[2];
     pf->update_s_per_elem = fit->fits[3];
     pf->relay_local_s = fit->relay_local;
+    pf->probe_s = fit->probe;
     copy_text(pf->backend, sizeof pf->backend, backend);
     copy_text(pf->machine, sizeof pf->machine, machine);
     pf->ranks = ranks;

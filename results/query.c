@@ -408,7 +408,9 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
              "FROM measurements x JOIN strategies s ON s.id = x.strategy_id "
              "JOIN models m ON m.id = s.model_id WHERE x.run_id = ?1 "
              "ORDER BY m.name, m.params, s.p, s.kind, s.id, x.id",
-             q->version >= 5 ? "x.probe_s, x.predicted_s" : "NULL, NULL");
+             q->version >= 9   ? "x.probe_s, x.predicted_s, x.profile_probe_s"
+             : q->version >= 5 ? "x.probe_s, x.predicted_s, NULL"
+                               : "NULL, NULL, NULL");
     if (sb_dbq_query(q, sql, &st, doing, err, "I", run_id))
         return -1;
     int cap = 0, r;
@@ -443,6 +445,7 @@ int sb_dbq_run_measurements(sb_dbq *q, int64_t run_id, sb_qmeas **rows, int *n, 
         copy_text(m->message, sizeof m->message, st, 14);
         m->probe_s = sb_dbq_real(st, 15);
         m->predicted_s = sb_dbq_real(st, 16);
+        m->profile_probe_s = sb_dbq_real(st, 17);
     }
     if (r < 0) {
         free(v);
@@ -561,6 +564,33 @@ static int stored_rho(sb_dbq *q, int64_t run_id, int64_t model_id, int p, double
     return r;
 }
 
+/* g's probe-scaled figures over the np points of sb_q_points (idx: each
+ * strategy's least-median row, y: that median): each prediction times that
+ * row's probe over its pricing profile launch's; x is overwritten. */
+static void probe_scaled(const sb_qmeas *rows, const int *idx, double *y, int np, double *x,
+                         sb_qfidelity *g)
+{
+    double sum = 0, worst = 0;
+    int k2 = 0;
+    for (int k = 0; k < np; k++) {
+        const sb_qmeas *r = &rows[idx[k]];
+        double s = r->predicted_s * r->probe_s / r->profile_probe_s;
+        if (!isfinite(s) || !(s > 0) || !(y[k] > 0))
+            continue;
+        double e = fabs(s - y[k]) / y[k];
+        sum += e;
+        worst = e > worst ? e : worst;
+        x[k2] = s;
+        y[k2++] = y[k]; /* k2 <= k: the points still to read are untouched */
+    }
+    g->probed = k2;
+    g->mape_probe = k2 ? sum / k2 : NAN;
+    g->max_error_probe = k2 ? worst : NAN;
+    /* no rank where the raw predictions have none (equal, or too few) */
+    if (!isfinite(g->rho) || sb_spearman(x, y, k2, &g->rho_probe))
+        g->rho_probe = NAN;
+}
+
 int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfidelity **out,
                   int *nout, sb_error *err)
 {
@@ -609,6 +639,7 @@ int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfi
         }
         g->mape = g->timed ? sum / g->timed : NAN;
         g->max_error = g->timed ? worst : NAN;
+        probe_scaled(rows, idx, y, np, x, g);
     }
     rc = 0;
 out:
@@ -679,7 +710,7 @@ static int step_one(sb_dbq *q, sqlite3_stmt *st, const char *doing, int64_t *v, 
 }
 
 int sb_dbq_reprice(sb_dbq *q, int64_t run_id, int64_t meas_id, double cost, double seconds,
-                   sb_error *err)
+                   double profile_probe_s, sb_error *err)
 {
     const char *doing = "pricing a measured strategy again";
     sqlite3_stmt *st;
@@ -720,8 +751,9 @@ int sb_dbq_reprice(sb_dbq *q, int64_t run_id, int64_t meas_id, double cost, doub
                      "?2, '$.predicted_step_seconds', ?3) ELSE configs_json END WHERE id = ?1",
                      &st, doing, err, "IDD", sid, cost, seconds) ||
         step_one(q, st, doing, NULL, err) < 0 ||
-        sb_dbq_query(q, "UPDATE measurements SET predicted_s = ?1 WHERE strategy_id = ?2 AND "
-                     "run_id = ?3", &st, doing, err, "DII", seconds, sid, run_id) ||
+        sb_dbq_query(q, "UPDATE measurements SET predicted_s = ?1, profile_probe_s = ?4 WHERE "
+                     "strategy_id = ?2 AND run_id = ?3", &st, doing, err, "DIID", seconds, sid,
+                     run_id, profile_probe_s > 0 ? profile_probe_s : NAN) ||
         step_one(q, st, doing, NULL, err) < 0 || exec(q, "COMMIT", doing, err))
         goto fail;
     return 0;

@@ -267,3 +267,18 @@ ALTER TABLE profiles ADD COLUMN relay_local_s REAL NOT NULL DEFAULT 0 CHECK (rel
 ALTER TABLE op_profiles ADD COLUMN ref_compute REAL NOT NULL DEFAULT 0 CHECK (ref_compute >= 0);
 
 PRAGMA user_version = 8;
+
+-- ------------------------------------------------------------ version 9 --
+
+-- The machine's speed during a profile launch: `run`'s probe (the same
+-- fixed GEMMs, the slowest rank's, median over the launch's timed steps).
+-- NULL: a launch before version 9.
+ALTER TABLE profiles ADD COLUMN probe_s REAL;
+-- The probe of the profile launch whose figures priced a measurement's
+-- predicted_s: predicted_s x probe_s / profile_probe_s is the prediction
+-- scaled to the machine's speed during the measurement (the fidelity
+-- table's probe-scaled rows, beside the raw ones). NULL: not priced by
+-- profiles, or by a launch before version 9.
+ALTER TABLE measurements ADD COLUMN profile_probe_s REAL;
+
+PRAGMA user_version = 9;

@@ -277,6 +277,7 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
     pb->cp.relay_msg_s = pf->relay_msg_s;
     pb->cp.relay_word_s = pf->relay_word_s;
     pb->cp.relay_local_s = pf->relay_local_s;
+    pb->cp.profile_probe_s = pf->probe_s > 0 ? pf->probe_s : 0.0;
     return 0;
 }
 

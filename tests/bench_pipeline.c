@@ -463,6 +463,59 @@ static void test_mape(void **state)
     sb_dbq_close(q);
 }
 
+/* The probe-scaled figures: each prediction times its measurement's probe
+ * over its profile launch's. Three strategies measured on probes 1.25, 0.8
+ * and 0.3 times their profile launch's are predicted exactly once scaled
+ * (and in the measured order); a fourth has no profile probe and counts in
+ * the raw figures only. */
+static void test_probe_scaled(void **state)
+{
+    (void)state;
+    char path[PATH_MAX];
+    path_in(path, sizeof path, "probe.db");
+    sb_error err = {0};
+    sb_db *db;
+    if (sb_db_open(path, 0, &db, &err))
+        fail_msg("%s", err.msg);
+    sb_run_meta meta = {.backend = "cpu"};
+    int64_t run;
+    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    const double pred[4] = {0.1, 0.2, 0.4, 0.05}, med[4] = {0.125, 0.16, 0.12, 0.5};
+    const double probe[4] = {0.0025, 0.0016, 0.0006, 0.002}, pprobe[4] = {0.002, 0.002, 0.002, 0};
+    const char *cfg[4] = {"{\"a\":1}", "{\"a\":2}", "{\"a\":3}", "{\"a\":4}"};
+    for (int i = 0; i < 4; i++) {
+        sb_measurement_record r = {
+            .run_id = run, .model = "tiny", .params = "batch=4", .nops = 3, .p = 2,
+            .kind = "pase", .predicted_cost = pred[i] * 1e13, .configs_json = cfg[i],
+            .step_median_s = med[i], .step_min_s = med[i], .step_max_s = med[i], .steps = 3,
+            .status = "ok", .predicted_s = pred[i], .probe_s = probe[i],
+            .profile_probe_s = pprobe[i],
+        };
+        assert_int_equal(sb_db_record_measurement(db, &r, NULL, &err), 0);
+    }
+    sb_db_close(db);
+    sb_dbq *q;
+    if (sb_dbq_open(path, 1, 0, &q, &err))
+        fail_msg("%s", err.msg);
+    sb_qmeas *rows;
+    int n, nf;
+    sb_qfidelity *f;
+    assert_int_equal(sb_dbq_run_measurements(q, run, &rows, &n, &err), 0);
+    assert_int_equal(sb_q_fidelity(q, run, rows, n, &f, &nf, &err), 0);
+    assert_int_equal(nf, 1);
+    /* raw: predicted 0.05 < 0.1 < 0.2 < 0.4 against measured 0.5, 0.125,
+     * 0.16, 0.12: errors 0.9, 0.2, 0.25, 2.333 */
+    assert_int_equal(f[0].timed, 4);
+    assert_true(fabs(f[0].mape - (0.9 + 0.2 + 0.25 + 0.4 / 0.12 - 1) / 4) < 1e-12);
+    /* scaled: 0.125, 0.16, 0.12 against 0.125, 0.16, 0.12: exact, in order */
+    assert_int_equal(f[0].probed, 3);
+    assert_true(fabs(f[0].mape_probe) < 1e-12 && fabs(f[0].max_error_probe) < 1e-12);
+    assert_true(fabs(f[0].rho_probe - 1.0) < 1e-12);
+    free(f);
+    free(rows);
+    sb_dbq_close(q);
+}
+
 static void test_locked(void **state)
 {
     (void)state;
@@ -549,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_migrate_v1_to_v2), cmocka_unit_test(test_stored_rho_and_kinds),
         cmocka_unit_test(test_locked),           cmocka_unit_test(test_refused_files),
         cmocka_unit_test(test_bind_and_named_reads), cmocka_unit_test(test_mape),
+        cmocka_unit_test(test_probe_scaled),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);

@@ -305,6 +305,7 @@ static void db_path(char *buf, size_t n, const char *name)
 
 static void store(const char *path, sb_profile *pf, double total, double compute)
 {
+    pf->probe_s = total / 100; /* each launch its own probe */
     sb_error err = {0};
     sb_db *db = NULL;
     assert_int_equal(sb_db_open(path, 0, &db, &err), 0);
@@ -367,6 +368,7 @@ static void test_db(void **state)
     }
     assert_true(got.relay_msg_s == pf.relay_msg_s && got.fixed_s == pf.fixed_s);
     assert_true(got.relay_local_s == pf.relay_local_s && got.relay_local_s > 0);
+    assert_true(got.probe_s == 0.20 / 100); /* the fits' launch's probe */
     assert_int_equal(got.ncoll, 1);
     assert_true(got.coll[0].alpha_s == 1e-5 && got.coll[0].group == 2);
     sb_profile_free(&got);
@@ -390,6 +392,7 @@ static void test_db(void **state)
     assert_int_equal(sb_profile_use(&pb, path, msg, sizeof msg, &err), 1);
     assert_non_null(strstr(msg, "predictive"));
     assert_non_null(strstr(msg, "profiles of box at 2 ranks"));
+    assert_true(pb.cp.profile_probe_s == 0.20 / 100); /* what bench stores beside predicted_s */
     db_path(path, sizeof path, "p.db"); /* removes it */
     sb_profile_free(&pf);
     sb_problem_free(&pb);

@@ -649,6 +649,43 @@ static void test_migrate_2_to_3_diverged(void **state)
     assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 }
 
+/* A version-8 file with a profile launch and a priced measurement
+ * migrates to 9: both kept, their new probe columns NULL. */
+static void test_migrate_8_to_9_probes(void **state)
+{
+    (void)state;
+    char path[PATH_MAX + 64];
+    path_in(path, sizeof path, "v8.db");
+    size_t n;
+    char *schema = (char *)read_file(SB_SOURCE_DIR "/results/schema.sql", &n);
+    schema[n] = '\0';
+    char *end = strstr(schema, "PRAGMA user_version = 8;");
+    assert_non_null(end);
+    end[strlen("PRAGMA user_version = 8;")] = '\0';
+    sqlite3 *h = raw_open(path);
+    raw_exec(h, schema);
+    raw_exec(h, "INSERT INTO runs (id, started_at, host, git_commit, backend) VALUES "
+             "(1, '2026-01-01T00:00:00Z', 'h', 'abc', 'cpu');"
+             "INSERT INTO models (id, name, params, nops) VALUES (1, 'm', '', 1);"
+             "INSERT INTO strategies (id, model_id, p, kind, configs_json) "
+             "VALUES (1, 1, 2, 'dp', '{}');"
+             "INSERT INTO measurements (run_id, strategy_id, steps, status, predicted_s) "
+             "VALUES (1, 1, 3, 'ok', 0.5);"
+             "INSERT INTO profiles (backend, machine, ranks, precision, model, params, "
+             "strategies, steps, seed, total_s, relay_msg_s, relay_word_s, fixed_s, "
+             "update_s_per_elem) VALUES ('cpu', 'box', 2, 'fp32', 'm', '', 4, 3, 1, 0.2, 0, "
+             "0, 0, 0);");
+    sqlite3_close(h);
+    free(schema);
+    sb_db *db = open_ok(path, 0);
+    assert_int_equal(sb_db_schema_version(db), SB_DB_SCHEMA_VERSION);
+    sb_db_close(db);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM profiles WHERE total_s = 0.2 AND "
+                             "probe_s IS NULL"), 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM measurements WHERE predicted_s = 0.5 "
+                             "AND profile_probe_s IS NULL"), 1);
+}
+
 static void test_bad_paths(void **state)
 {
     (void)state;
@@ -941,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_foreign_database_refused),
         cmocka_unit_test(test_readonly_folder),
         cmocka_unit_test(test_migrate_2_to_3_diverged),
+        cmocka_unit_test(test_migrate_8_to_9_probes),
         cmocka_unit_test(test_bad_paths),
         cmocka_unit_test(test_begin_end_run),
         cmocka_unit_test(test_measurements_share_strategy),

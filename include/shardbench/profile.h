@@ -84,6 +84,10 @@ typedef struct sb_profile_s {
     int64_t profile_id;      /* the launch the fits came from */
     uint64_t seed;           /* written: the strategies' seed of the launch */
     double total_s;          /* written: the sum of its strategies' median steps */
+    /* the launch's probe (cli/probe.c: fixed GEMMs timed beside each step,
+     * the slowest rank's, median over its timed steps); read: the fits'
+     * launch's. NaN: not measured (a launch before schema 9) */
+    double probe_s;
 } sb_profile;
 
 void sb_profile_free(sb_profile *pf);

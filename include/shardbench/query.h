@@ -108,6 +108,7 @@ typedef struct {
     char message[256];              /* "" if none */
     double probe_s;                 /* the launch's probe seconds; NaN if unknown */
     double predicted_s;             /* predicted step seconds; NaN if unknown */
+    double profile_probe_s;         /* the pricing profile launch's probe; NaN if unknown */
 } sb_qmeas;
 
 /* Every measurement of run_id, ordered by model name, params, p, kind,
@@ -151,6 +152,12 @@ typedef struct {
      * and the largest; NaN when none has one (the reference model). */
     double mape, max_error;
     int timed;        /* strategies with a predicted time */
+    /* the same with each prediction scaled to the machine's speed at its
+     * measurement: predicted_s x probe_s / profile_probe_s (schema 9), over
+     * the strategies that have both probes (probed; 0: NaN here), rho
+     * computed now */
+    double rho_probe, mape_probe, max_error_probe;
+    int probed;
 } sb_qfidelity;
 
 /* Spearman's rho of predicted cost against measured median over the ok
@@ -283,12 +290,14 @@ int sb_dbq_record_correlation(sb_dbq *q, int64_t run_id, const char *model,
 /* Prices the strategy of measurement meas_id (of run_id) again: its
  * strategies row gets predicted_cost = cost (and the total_cost and
  * predicted_step_seconds of its configs JSON, where it has them), and every
- * measurement of that strategy in run_id predicted_s = seconds (NaN: NULL).
+ * measurement of that strategy in run_id predicted_s = seconds (NaN: NULL)
+ * and profile_probe_s = profile_probe_s (the pricing profile launch's
+ * probe; <= 0: NULL).
  * A strategies row that measurements of other runs share is copied first
  * and this run's measurements moved to the copy, so that the other runs'
  * predictions stay as they were. One transaction. */
 int sb_dbq_reprice(sb_dbq *q, int64_t run_id, int64_t meas_id, double cost, double seconds,
-                   sb_error *err);
+                   double profile_probe_s, sb_error *err);
 
 /* Sets search_runs.run_id of one search row (a bench's own searches). */
 int sb_dbq_link_search(sb_dbq *q, int64_t search_id, int64_t run_id, sb_error *err);

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define SB_DB_DEFAULT_PATH "results/shardbench.db"
-#define SB_DB_SCHEMA_VERSION 8
+#define SB_DB_SCHEMA_VERSION 9
 
 typedef struct sb_db sb_db;
 
@@ -92,6 +92,7 @@ typedef struct {
     double peak_mem_bytes;         /* largest over ranks; <= 0 if unknown */
     double probe_s;                /* run's probe (JSON probe_seconds); <= 0 if unknown */
     double predicted_s;            /* predicted step seconds; NaN under the reference model */
+    double profile_probe_s;        /* the pricing profile launch's probe; <= 0 if none */
 } sb_measurement_record;
 
 int sb_db_record_measurement(sb_db *db, const sb_measurement_record *rec, int64_t *id,

@@ -71,6 +71,11 @@ typedef struct {
      * sb_edge_local_words). 0 (the default): the analytic terms. */
     int profiled;
     double relay_msg_s, relay_word_s, relay_local_s;
+    /* the probe seconds of the profile launch the figures came from
+     * (sb_profile.probe_s): a prediction times a measurement's own probe
+     * over this is scaled to the machine's speed at the measurement. 0:
+     * not profiled, or a launch without one */
+    double profile_probe_s;
     /* How the collectives are priced (sb_coll_*): SB_COLL_ANALYTIC (0, the
      * default: the links above), SB_COLL_MEASURED (a profile's alpha +
      * beta * bytes per kind and group size where coll_beta_s[kind][q] > 0
