@@ -722,21 +722,30 @@ static int run_survivor(bench *b, const char *model_arg, char **set_argv, int ns
  * to sv[i].res with sv[i].got set; a strategy without one (the launch
  * failed or timed out at it, and so stopped) is run alone by measure
  * (run_survivor), which gives it its own status, and so is every one after
- * it. The launch's time limit: --timeout for each strategy in it. Returns
- * -1 only when the child could not be run. */
+ * it. The launch's time limit: --timeout for each strategy in it. Round t
+ * of T starts its order t/T of the way through the strategies (a rotation),
+ * so that no strategy always runs first in its launch or at the same point
+ * of it: a phase of the machine or of the process tied to a position in the
+ * launch spreads over the strategies. Returns -1 only when the child could
+ * not be run. */
 static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_argv,
-                     const sb_problem *pb, survivor *sv, int n, const int *skip, int *stop,
-                     sb_error *err)
+                     const sb_problem *pb, survivor *sv, int n, const int *skip, int round,
+                     int rounds, int *stop, sb_error *err)
 {
     const bench_args *a = b->a;
-    for (int i = 0; i < n; i++)
+    int *order = sb_calloc((size_t)n + 1, sizeof *order, err), no = 0;
+    if (!order)
+        return -1;
+    for (int i = 0; i < n; i++) {
         sv[i].got = 0;
-    for (int i0 = 0; i0 < n && !*stop;) {
-        int idx[ROUND_MAX], k = 0, i = i0;
-        for (; i < n && k < ROUND_MAX; i++)
-            if (!skip[i])
-                idx[k++] = i;
-        i0 = i;
+        if (!skip[i])
+            order[no++] = i;
+    }
+    int off = rounds > 0 ? (int)((long)round * no / rounds) : 0;
+    for (int i0 = 0; i0 < no && !*stop;) {
+        int idx[ROUND_MAX], k = 0;
+        for (; i0 < no && k < ROUND_MAX; i0++)
+            idx[k++] = order[(i0 + off) % no];
         if (k < 2)
             continue; /* one alone: measure launches it as before */
         char *tail[RUN_TAIL_MAX], steps[16], warm[16], *files[ROUND_MAX];
@@ -744,8 +753,10 @@ static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_
             files[j] = sv[idx[j]].file;
         int nt = run_tail(b, model_arg, files, k, tail, steps, warm);
         proc_result pr = {0};
-        if (launch(b, pb->p, tail, nt, set_argv, nset_argv, a->timeout * k, &pr, err))
+        if (launch(b, pb->p, tail, nt, set_argv, nset_argv, a->timeout * k, &pr, err)) {
+            free(order);
             return -1;
+        }
         if (pr.stopped)
             *stop = 1;
         /* its JSON lines, in order; the first that is missing or names
@@ -770,6 +781,7 @@ static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_
         }
         sb_proc_result_free(&pr);
     }
+    free(order);
     return 0;
 }
 
@@ -1166,7 +1178,8 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
             }
         }
         progress(b, m->name, p, t * n + 1, n * trials, "round", g0, done);
-        int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, skip, stop, err);
+        int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, skip, t, trials, stop,
+                           err);
         clear_progress(b);
         if (r0 || *stop) {
             free(skip);

@@ -311,4 +311,21 @@ grep -qE "^\| alexnet \| 2 \| pipe \(.*\| 2 \| 2 \| gpipe \| 1 \| 13 \|$" "$T/re
     fail "csv header of the measurements with extras"
 ! grep -q "micro-batches" "$T/report.md" || fail "a plain run's report must keep its columns"
 
+# ---- trial rounds in rotated orders ----------------------------------------------------
+step rotated rounds
+# 3 rounds of the first bench's survivors, each one launch: round t starts
+# t/3 of the way through round 1's order (n strategies: by floor(t n / 3))
+printf '#!/bin/sh\nfor w in "$@"; do case $w in *.strategy) printf "%%s " "${w##*/}";; esac; done >> "%s"\necho >> "%s"\nexec %s "$@"\n' \
+    "$T/orders" "$T/orders" "$MPI" >"$T/order.sh"
+chmod +x "$T/order.sh"
+"$SB" bench -m alexnet -p 2 "${SETS[@]}" --steps 1 --trials 3 --survivors "$T/surv" \
+    --search-algos none --db "$T/rot.db" --launcher "$T/order.sh" >"$T/bench7.out" 2>&1 ||
+    { cat "$T/bench7.out"; fail "rotated bench"; }
+[ "$(wc -l <"$T/orders")" = 3 ] || { cat "$T/orders"; fail "3 round launches expected"; }
+awk 'NR == 1 { n = NF; for (i = 1; i <= n; i++) w[i - 1] = $i; if (n < 3) bad = 1; next }
+     { off = int((NR - 1) * n / 3); for (i = 0; i < n; i++) if ($(i + 1) != w[(i + off) % n]) bad = 1 }
+     END { exit bad }' "$T/orders" || { cat "$T/orders"; fail "rounds 2 and 3 must be round 1 rotated"; }
+[ "$(sqlite3 -batch -noheader "$T/rot.db" "SELECT count(*) FROM measurements WHERE status = 'ok'")" = \
+    "$(($(awk 'NR == 1 { print NF }' "$T/orders") * 3))" ] || fail "every strategy measured in each round"
+
 step "all passed"
