@@ -23,7 +23,7 @@ static void report_usage(FILE *f)
             "      --run ID         the run (shardbench bench prints it)\n"
             "      --format md|csv  Markdown (default) or CSV (one block per table)\n"
             "      --p P            device count of the strategy table (default: the largest)\n"
-            "      --table NAME     only one of: search, strategies, speedup, fidelity,\n"
+            "      --table NAME     only one of: search, strategies, speedup, fidelity, best,\n"
             "                       measurements\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
@@ -70,9 +70,9 @@ int cmd_report(int argc, char **argv)
         case 't':
             if (strcmp(optarg, "search") && strcmp(optarg, "strategies") &&
                 strcmp(optarg, "speedup") && strcmp(optarg, "fidelity") &&
-                strcmp(optarg, "measurements")) {
+                strcmp(optarg, "best") && strcmp(optarg, "measurements")) {
                 fprintf(stderr, "shardbench: --table: '%s' is not search, strategies, speedup, "
-                                "fidelity or measurements\n", optarg);
+                                "fidelity, best or measurements\n", optarg);
                 return 2;
             }
             ro.only = optarg;

@@ -463,6 +463,44 @@ static void table_fidelity(const sb_qfidelity *f, int nf, out_fmt *o)
     table_end(o);
 }
 
+/* Per (model, P): the predicted best (least predicted cost, ties taken
+ * together) against the fastest measured. */
+static void table_best(const sb_qfidelity *f, int nf, out_fmt *o)
+{
+    static const char *const csv_cols[] = {"model", "params", "p", "predicted_best", "tied",
+                                           "best_median_s", "fastest", "fastest_median_s",
+                                           "gap"};
+    static const char *const md_cols[] = {"model", "params", "p", "predicted best", "tied",
+                                          "its median s", "fastest", "fastest median s",
+                                          "behind the fastest"};
+    table_begin(o, "best", "Predicted best against the fastest",
+                "Per model and P: the strategy the cost model predicts fastest (the least "
+                "predicted cost; 'tied': how many share it, such as pase and dp when they are "
+                "one strategy, whose least median is taken) against the fastest measured (least "
+                "median step time over its launches), and how far behind the fastest it ran "
+                "(0: it was the fastest).",
+                9, o->csv ? csv_cols : md_cols, "llrlrrlrr");
+    for (int i = 0; i < nf; i++) {
+        if (!isfinite(f[i].best_median))
+            continue;
+        char c[9][256];
+        snprintf(c[0], 256, "%s", f[i].model);
+        snprintf(c[1], 256, "%.250s", f[i].params);
+        snprintf(c[2], 256, "%d", f[i].p);
+        snprintf(c[3], 256, "%s", f[i].best_kind);
+        snprintf(c[4], 256, "%d", f[i].best_tied);
+        num(c[5], f[i].best_median, "%.4f");
+        snprintf(c[6], 256, "%s", f[i].fastest_kind);
+        num(c[7], f[i].fastest_median, "%.4f");
+        if (o->csv)
+            num(c[8], f[i].best_gap, "%.4f");
+        else
+            num(c[8], 100 * f[i].best_gap, "%.1f%%");
+        table_row(o, 9, c);
+    }
+    table_end(o);
+}
+
 /* Every measurement; the extra columns (stages, micro-batches, schedule,
  * zero, recomputed ops) when one of the run's strategies has them. */
 static int table_measurements(sb_dbq *q, const sb_qmeas *m, int n, out_fmt *o, sb_error *err)
@@ -535,6 +573,7 @@ int sb_report(const sb_report_opts *opts, sb_error *err)
         goto out;
     table_speedup(kinds, nk, &o);
     table_fidelity(fid, nf, &o);
+    table_best(fid, nf, &o);
     if (table_measurements(q, rows, n, &o, err))
         goto out;
     status = 0;

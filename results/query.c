@@ -591,6 +591,36 @@ static void probe_scaled(const sb_qmeas *rows, const int *idx, double *y, int np
         g->rho_probe = NAN;
 }
 
+/* g's predicted best against its fastest over the np points of sb_q_points
+ * (x: predicted cost, y: least median, idx: its row). */
+static void best_vs_fastest(const sb_qmeas *rows, const int *idx, const double *x,
+                            const double *y, int np, sb_qfidelity *g)
+{
+    g->best_median = g->fastest_median = g->best_gap = NAN;
+    g->best_tied = 0;
+    int lo = -1, fa = -1;
+    for (int k = 0; k < np; k++) {
+        if (lo < 0 || x[k] < x[lo])
+            lo = k;
+        if (fa < 0 || y[k] < y[fa])
+            fa = k;
+    }
+    if (lo < 0)
+        return;
+    int bk = lo;
+    for (int k = 0; k < np; k++)
+        if (x[k] <= x[lo] * (1 + 1e-12)) { /* tied in cost: one strategy under two kinds */
+            g->best_tied++;
+            if (y[k] < y[bk])
+                bk = k;
+        }
+    g->best_median = y[bk];
+    g->fastest_median = y[fa];
+    g->best_gap = y[bk] / y[fa] - 1;
+    snprintf(g->best_kind, sizeof g->best_kind, "%s", rows[idx[bk]].kind);
+    snprintf(g->fastest_kind, sizeof g->fastest_kind, "%s", rows[idx[fa]].kind);
+}
+
 int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfidelity **out,
                   int *nout, sb_error *err)
 {
@@ -626,6 +656,7 @@ int sb_q_fidelity(sb_dbq *q, int64_t run_id, const sb_qmeas *rows, int n, sb_qfi
         }
         /* prediction error in seconds, at each strategy's least median */
         int np = sb_q_points(rows, n, g->model_id, g->p, x, y, idx);
+        best_vs_fastest(rows, idx, x, y, np, g);
         double sum = 0, worst = 0;
         g->timed = 0;
         for (int k = 0; k < np; k++) {

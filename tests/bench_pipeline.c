@@ -466,8 +466,10 @@ static void test_mape(void **state)
 /* The probe-scaled figures: each prediction times its measurement's probe
  * over its profile launch's. Three strategies measured on probes 1.25, 0.8
  * and 0.3 times their profile launch's are predicted exactly once scaled
- * (and in the measured order); a fourth has no profile probe and counts in
- * the raw figures only. */
+ * (and in the measured order); a fourth and a fifth have no profile probe
+ * and count in the raw figures only. The fourth and fifth tie for the
+ * least predicted cost: the predicted best is the faster of the two, 0.2 s,
+ * 0.2 / 0.12 - 1 behind the fastest (the third). */
 static void test_probe_scaled(void **state)
 {
     (void)state;
@@ -480,13 +482,15 @@ static void test_probe_scaled(void **state)
     sb_run_meta meta = {.backend = "cpu"};
     int64_t run;
     assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
-    const double pred[4] = {0.1, 0.2, 0.4, 0.05}, med[4] = {0.125, 0.16, 0.12, 0.5};
-    const double probe[4] = {0.0025, 0.0016, 0.0006, 0.002}, pprobe[4] = {0.002, 0.002, 0.002, 0};
-    const char *cfg[4] = {"{\"a\":1}", "{\"a\":2}", "{\"a\":3}", "{\"a\":4}"};
-    for (int i = 0; i < 4; i++) {
+    const double pred[5] = {0.1, 0.2, 0.4, 0.05, 0.05}, med[5] = {0.125, 0.16, 0.12, 0.5, 0.2};
+    const double probe[5] = {0.0025, 0.0016, 0.0006, 0.002, 0.002};
+    const double pprobe[5] = {0.002, 0.002, 0.002, 0, 0};
+    const char *cfg[5] = {"{\"a\":1}", "{\"a\":2}", "{\"a\":3}", "{\"a\":4}", "{\"a\":5}"};
+    const char *kind[5] = {"pase", "mcmc", "expert", "dp", "rand1"}; /* dp read first */
+    for (int i = 0; i < 5; i++) {
         sb_measurement_record r = {
             .run_id = run, .model = "tiny", .params = "batch=4", .nops = 3, .p = 2,
-            .kind = "pase", .predicted_cost = pred[i] * 1e13, .configs_json = cfg[i],
+            .kind = kind[i], .predicted_cost = pred[i] * 1e13, .configs_json = cfg[i],
             .step_median_s = med[i], .step_min_s = med[i], .step_max_s = med[i], .steps = 3,
             .status = "ok", .predicted_s = pred[i], .probe_s = probe[i],
             .profile_probe_s = pprobe[i],
@@ -503,10 +507,15 @@ static void test_probe_scaled(void **state)
     assert_int_equal(sb_dbq_run_measurements(q, run, &rows, &n, &err), 0);
     assert_int_equal(sb_q_fidelity(q, run, rows, n, &f, &nf, &err), 0);
     assert_int_equal(nf, 1);
-    /* raw: predicted 0.05 < 0.1 < 0.2 < 0.4 against measured 0.5, 0.125,
-     * 0.16, 0.12: errors 0.9, 0.2, 0.25, 2.333 */
-    assert_int_equal(f[0].timed, 4);
-    assert_true(fabs(f[0].mape - (0.9 + 0.2 + 0.25 + 0.4 / 0.12 - 1) / 4) < 1e-12);
+    /* raw: predicted 0.05, 0.05 < 0.1 < 0.2 < 0.4 against measured 0.5,
+     * 0.2, 0.125, 0.16, 0.12: errors 0.9, 0.75, 0.2, 0.25, 2.333 */
+    assert_int_equal(f[0].timed, 5);
+    assert_true(fabs(f[0].mape - (0.9 + 0.75 + 0.2 + 0.25 + 0.4 / 0.12 - 1) / 5) < 1e-12);
+    assert_int_equal(f[0].best_tied, 2);
+    assert_string_equal(f[0].best_kind, "rand1");
+    assert_string_equal(f[0].fastest_kind, "expert");
+    assert_true(fabs(f[0].best_median - 0.2) < 1e-12 && fabs(f[0].fastest_median - 0.12) < 1e-12);
+    assert_true(fabs(f[0].best_gap - (0.2 / 0.12 - 1)) < 1e-12);
     /* scaled: 0.125, 0.16, 0.12 against 0.125, 0.16, 0.12: exact, in order */
     assert_int_equal(f[0].probed, 3);
     assert_true(fabs(f[0].mape_probe) < 1e-12 && fabs(f[0].max_error_probe) < 1e-12);

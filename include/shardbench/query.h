@@ -158,6 +158,15 @@ typedef struct {
      * computed now */
     double rho_probe, mape_probe, max_error_probe;
     int probed;
+    /* the predicted best against the fastest: of the strategies with the
+     * least predicted cost (best_tied of them: equal costs, such as pase
+     * and dp when they are one strategy), the least median (best_median,
+     * best_kind); the least median of all (fastest_median, fastest_kind);
+     * best_gap = best_median / fastest_median - 1 (0: measured fastest;
+     * NaN: no point) */
+    char best_kind[32], fastest_kind[32];
+    double best_median, fastest_median, best_gap;
+    int best_tied;
 } sb_qfidelity;
 
 /* Spearman's rho of predicted cost against measured median over the ok
