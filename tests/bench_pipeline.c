@@ -36,6 +36,19 @@ static void path_in(char *buf, size_t n, const char *name)
     assert_true(len > 0 && (size_t)len < n);
 }
 
+/* A new database (dir/name into path) with one run begun (*run). */
+static sb_db *new_run(char *path, size_t n, const char *name, int64_t *run)
+{
+    path_in(path, n, name);
+    sb_error err = {0};
+    sb_db *db;
+    if (sb_db_open(path, 0, &db, &err))
+        fail_msg("%s", err.msg);
+    sb_run_meta meta = {.backend = "cpu"};
+    assert_int_equal(sb_db_begin_run(db, &meta, run, &err), 0);
+    return db;
+}
+
 static void raw_exec(const char *path, const char *sql)
 {
     sqlite3 *h;
@@ -260,14 +273,9 @@ static void test_stored_rho_and_kinds(void **state)
 {
     (void)state;
     char path[PATH_MAX];
-    path_in(path, sizeof path, "new.db");
     sb_error err = {0};
-    sb_db *db;
-    if (sb_db_open(path, 0, &db, &err))
-        fail_msg("%s", err.msg);
-    sb_run_meta meta = {.backend = "cpu"};
     int64_t run;
-    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    sb_db *db = new_run(path, sizeof path, "new.db", &run);
     record(db, run, "dp", "{\"a\":1}", 300, 0.30);
     record(db, run, "pase", "{\"a\":2}", 100, 0.10);
     record(db, run, "cand", "{\"a\":3}", 200, 0.40);
@@ -474,14 +482,9 @@ static void test_probe_scaled(void **state)
 {
     (void)state;
     char path[PATH_MAX];
-    path_in(path, sizeof path, "probe.db");
     sb_error err = {0};
-    sb_db *db;
-    if (sb_db_open(path, 0, &db, &err))
-        fail_msg("%s", err.msg);
-    sb_run_meta meta = {.backend = "cpu"};
     int64_t run;
-    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    sb_db *db = new_run(path, sizeof path, "probe.db", &run);
     const double pred[5] = {0.1, 0.2, 0.4, 0.05, 0.05}, med[5] = {0.125, 0.16, 0.12, 0.5, 0.2};
     const double probe[5] = {0.0025, 0.0016, 0.0006, 0.002, 0.002};
     const double pprobe[5] = {0.002, 0.002, 0.002, 0, 0};
@@ -529,14 +532,9 @@ static void test_locked(void **state)
 {
     (void)state;
     char path[PATH_MAX];
-    path_in(path, sizeof path, "locked.db");
     sb_error err = {0};
-    sb_db *db;
-    if (sb_db_open(path, 0, &db, &err))
-        fail_msg("%s", err.msg);
-    sb_run_meta meta = {.backend = "cpu"};
     int64_t run;
-    assert_int_equal(sb_db_begin_run(db, &meta, &run, &err), 0);
+    sb_db *db = new_run(path, sizeof path, "locked.db", &run);
     record(db, run, "dp", "{}", 1, 0.1);
     sb_db_close(db);
     /* another writer holds the file */

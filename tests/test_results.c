@@ -605,6 +605,23 @@ static void test_readonly_folder(void **state)
     assert_false(exists(path));
 }
 
+/* A new file at path made by schema.sql's blocks up to version v (as a
+ * shardbench of that version made it), open raw. */
+static sqlite3 *open_at_version(const char *path, int v)
+{
+    size_t n;
+    char *schema = (char *)read_file(SB_SOURCE_DIR "/results/schema.sql", &n), key[64];
+    schema[n] = '\0';
+    snprintf(key, sizeof key, "PRAGMA user_version = %d;", v);
+    char *end = strstr(schema, key);
+    assert_non_null(end);
+    end[strlen(key)] = '\0';
+    sqlite3 *h = raw_open(path);
+    raw_exec(h, schema);
+    free(schema);
+    return h;
+}
+
 /* A version-2 file (made by the released blocks of schema.sql) migrates
  * to 3 and on: its measurements kept, 'diverged' accepted afterwards. */
 static void test_migrate_2_to_3_diverged(void **state)
@@ -612,14 +629,7 @@ static void test_migrate_2_to_3_diverged(void **state)
     (void)state;
     char path[PATH_MAX + 64];
     path_in(path, sizeof path, "v2.db");
-    size_t n;
-    char *schema = (char *)read_file(SB_SOURCE_DIR "/results/schema.sql", &n);
-    schema[n] = '\0';
-    char *end = strstr(schema, "PRAGMA user_version = 2;");
-    assert_non_null(end);
-    end[strlen("PRAGMA user_version = 2;")] = '\0';
-    sqlite3 *h = raw_open(path);
-    raw_exec(h, schema);
+    sqlite3 *h = open_at_version(path, 2);
     raw_exec(h, "INSERT INTO runs (id, started_at, host, git_commit, backend) VALUES "
              "(1, '2026-01-01T00:00:00Z', 'h', 'abc', 'cpu');"
              "INSERT INTO models (id, name, params, nops) VALUES (1, 'm', '', 1);"
@@ -628,7 +638,6 @@ static void test_migrate_2_to_3_diverged(void **state)
              "INSERT INTO measurements (run_id, strategy_id, steps, status) "
              "VALUES (1, 1, 3, 'ok');");
     sqlite3_close(h);
-    free(schema);
     assert_int_equal(raw_int(path, "PRAGMA user_version"), 2);
 
     sb_db *db = open_ok(path, 0);
@@ -656,14 +665,7 @@ static void test_migrate_8_to_9_probes(void **state)
     (void)state;
     char path[PATH_MAX + 64];
     path_in(path, sizeof path, "v8.db");
-    size_t n;
-    char *schema = (char *)read_file(SB_SOURCE_DIR "/results/schema.sql", &n);
-    schema[n] = '\0';
-    char *end = strstr(schema, "PRAGMA user_version = 8;");
-    assert_non_null(end);
-    end[strlen("PRAGMA user_version = 8;")] = '\0';
-    sqlite3 *h = raw_open(path);
-    raw_exec(h, schema);
+    sqlite3 *h = open_at_version(path, 8);
     raw_exec(h, "INSERT INTO runs (id, started_at, host, git_commit, backend) VALUES "
              "(1, '2026-01-01T00:00:00Z', 'h', 'abc', 'cpu');"
              "INSERT INTO models (id, name, params, nops) VALUES (1, 'm', '', 1);"
@@ -676,7 +678,6 @@ static void test_migrate_8_to_9_probes(void **state)
              "update_s_per_elem) VALUES ('cpu', 'box', 2, 'fp32', 'm', '', 4, 3, 1, 0.2, 0, "
              "0, 0, 0);");
     sqlite3_close(h);
-    free(schema);
     sb_db *db = open_ok(path, 0);
     assert_int_equal(sb_db_schema_version(db), SB_DB_SCHEMA_VERSION);
     sb_db_close(db);
