@@ -438,9 +438,13 @@ int cmd_profile(int argc, char **argv)
     acc_table acc = {0};
     double *sendv = calloc((size_t)nops * 4, sizeof *sendv);
     double *recvv = calloc((size_t)nops * 4, sizeof *recvv);
+    /* each op's phase entries and exits (sb_executor_op_phase_times) of the
+     * ranks that took part, the latest over them */
+    double *phs = calloc((size_t)nops * 4, sizeof *phs), *phr = calloc((size_t)nops * 4, sizeof *phr);
     /* every timed step's probe (the slowest rank's, cli/probe.c), K x steps */
     double *probes = calloc((size_t)K * (size_t)a.steps, sizeof *probes);
-    int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv || !probes;
+    int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv || !probes || !phs ||
+              !phr;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -507,7 +511,8 @@ int cmd_profile(int argc, char **argv)
              * any of them spent in the op outside the relayouts: the rank
              * that entered last, whose time is the op's own when its ranks
              * wait on one another inside it (an LSTM whose layers are
-             * split hands each step on), which the first two miss */
+             * split hands each step on), which the first two miss; and
+             * the op's critical path over its ranks (sb_prof_own_s) */
             const sb_op_time *ot = sb_executor_op_times(ex);
             for (int i = 0; i < nops; i++) {
                 int took_part = ot[i].compute_s > 0 || ot[i].comm_s > 0;
@@ -520,13 +525,17 @@ int cmd_profile(int argc, char **argv)
             }
             MPI_Allreduce(sendv, recvv, nops, MPI_DOUBLE, MPI_MAX, comm);
             MPI_Allreduce(sendv + nops, recvv + nops, 3 * nops, MPI_DOUBLE, MPI_MIN, comm);
+            const double *ph = sb_executor_op_phase_times(ex);
+            for (int i = 0; i < 4 * nops; i++)
+                phs[i] = isfinite(sendv[nops + i / 4]) && isfinite(ph[i]) ? ph[i] : -INFINITY;
+            MPI_Allreduce(phs, phr, 4 * nops, MPI_DOUBLE, MPI_MAX, comm);
             for (int i = 0; i < nops; i++) {
                 double *v = cm + ((size_t)i * 3) * (size_t)a.steps;
-                double own = isfinite(recvv[nops + i]) ? recvv[nops + i] : 0.0;
-                if (isfinite(recvv[3 * nops + i]) && recvv[3 * nops + i] - recvv[i] > own)
-                    own = recvv[3 * nops + i] - recvv[i];
+                const double *q = phr + 4 * i; /* latest entries and exits */
+                double span = (q[1] - q[0]) + (q[3] - q[2]);
                 v[si] = recvv[i];
-                v[a.steps + si] = own;
+                v[a.steps + si] = sb_prof_own_s(recvv[nops + i], recvv[3 * nops + i], recvv[i],
+                                                span, recvv[2 * nops + i]);
                 v[2 * a.steps + si] = isfinite(recvv[2 * nops + i]) ? recvv[2 * nops + i] : 0.0;
             }
         }
@@ -723,6 +732,8 @@ int cmd_profile(int argc, char **argv)
     free(sendv);
     free(recvv);
     free(probes);
+    free(phs);
+    free(phr);
     free(sm);
     free(rx);
     free(ry);

@@ -359,6 +359,16 @@ int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta)
     return 0;
 }
 
+double sb_prof_own_s(double coll, double in_op, double kernels, double span, double relay)
+{
+    double own = isfinite(coll) && coll > 0 ? coll : 0.0;
+    if (isfinite(in_op) && in_op - kernels > own)
+        own = in_op - kernels;
+    if (isfinite(span) && isfinite(relay) && span - relay - kernels > own)
+        own = span - relay - kernels;
+    return own;
+}
+
 double sb_prof_relay_scale(const double *rest, const double *relay, int K)
 {
     double lo = INFINITY, hi = -INFINITY;

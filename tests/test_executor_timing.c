@@ -210,6 +210,20 @@ static void step_times(const sb_backend *be)
             sum += t[i].compute_s + t[i].comm_s + t[i].other_s;
             compute += t[i].compute_s;
         }
+        /* each op's phases: forward entry <= exit <= the backward's entry
+         * <= exit, inside the step; forward in op order, backward in
+         * reverse; an op's span at least its booked time */
+        const double *ph = sb_executor_op_phase_times(ex);
+        for (int i = 0; i < m.nops; i++) {
+            const double *q = ph + 4 * i;
+            for (int k = 0; k < 4; k++)
+                assert_true(isfinite(q[k]) && q[k] >= w0 && q[k] <= w0 + wall);
+            assert_true(q[0] <= q[1] && q[1] <= q[2] && q[2] <= q[3]);
+            if (i)
+                assert_true(ph[4 * (i - 1) + 1] <= q[0] && q[3] <= ph[4 * (i - 1) + 2]);
+            assert_true((q[1] - q[0]) + (q[3] - q[2]) >=
+                        (t[i].compute_s + t[i].comm_s + t[i].other_s) * (1 - 1e-9) - 1e-9);
+        }
         printf("%s step %d: wall %.6f s, booked %.6f s (compute %.6f s)\n", be->name, s, wall,
                sum, compute);
         assert_true(compute > 0);

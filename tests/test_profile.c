@@ -399,11 +399,31 @@ static void test_db(void **state)
     sb_model_free(&m);
 }
 
+/* sb_prof_own_s: the largest of the three, never negative. An LSTM of two
+ * layers on two ranks, one after the other: kernels 18 ms on the slowest
+ * rank, 8 ms waited inside it by the least waiting, 26 ms in the op by the
+ * rank that entered last, but 36 ms from the latest entry to the latest
+ * exit (0.5 ms of relayouts): 17.5 ms its own. */
+static void test_own(void **state)
+{
+    (void)state;
+    assert_true(fabs(sb_prof_own_s(0.008, 0.026, 0.018, 0.036, 0.0005) - 0.0175) < 1e-12);
+    /* a balanced op: its collectives */
+    assert_true(fabs(sb_prof_own_s(0.002, 0.011, 0.010, 0.0115, 0.0) - 0.002) < 1e-12);
+    /* the rank that entered last */
+    assert_true(fabs(sb_prof_own_s(0.001, 0.015, 0.010, 0.0152, 0.001) - 0.005) < 1e-12);
+    /* nothing took part, or every figure below the kernels */
+    assert_true(sb_prof_own_s(NAN, NAN, NAN, NAN, NAN) == 0.0);
+    assert_true(sb_prof_own_s(-1, 0.005, 0.010, 0.009, 0.0) == 0.0);
+    assert_true(fabs(sb_prof_own_s(0.001, NAN, 0.010, 0.013, NAN) - 0.001) < 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_relay_scale),
+        cmocka_unit_test(test_own),
         cmocka_unit_test(test_coll_measured),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_apply),

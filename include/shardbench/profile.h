@@ -162,6 +162,24 @@ int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta);
  * largest: every strategy at P = 1). */
 double sb_prof_relay_scale(const double *rest, const double *relay, int K);
 
+/* An op's own collectives' seconds in one profiled step (what the model
+ * adds to its kernels), from the figures of the ranks that took part
+ * (cmd_profile.c; NaN: none took part): the largest of
+ *  - coll: the collectives (comm less relayouts) of the rank that waited
+ *    least;
+ *  - in_op - kernels: the least time a rank spent in the op outside its
+ *    relayouts (the rank that entered last) less the slowest kernels;
+ *  - span - relay - kernels: the op's critical path, from the latest entry
+ *    to the latest exit over its ranks, forward plus backward
+ *    (sb_executor_op_phase_times), less the least relayouts in it and the
+ *    slowest kernels. Where the op's ranks run one after another (an LSTM
+ *    whose layers are split: one rank's layer waits for the other's), a
+ *    rank's time in the op ends before the op does, and without this the
+ *    wait would land in a neighbour's relayout, which is priced as data
+ *    moved;
+ * and 0 when all are undefined or negative. */
+double sb_prof_own_s(double coll, double in_op, double kernels, double span, double relay);
+
 /* The relayout features of edge e of pb under a choice of configs: 1, [words > 0],
  * words (the reference model's relayout words, both directions), and the
  * words of the local shards it copies (sb_edge_local_words). */

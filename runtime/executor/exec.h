@@ -104,6 +104,12 @@ struct sb_executor {
     int step;
     opx *ops;
     sb_op_time *times;  /* booked from `ledger` once per step (services.c) */
+    /* [4 i + k], k = forward entry, forward exit, backward entry, backward
+     * exit of op i in this step: its first entry and last exit of that
+     * phase as marks (-1: none yet), and after the step as seconds on the
+     * marks' clock (NaN: none) */
+    int *phase_marks;
+    double *phase_t;
     exec_ledger ledger; /* this step's timing marks and bookings (timing.h) */
     param *params;
     int nparams;

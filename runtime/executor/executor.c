@@ -249,9 +249,15 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
     m = ex->m;
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
     ex->times = calloc((size_t)m->nops, sizeof *ex->times);
+    ex->phase_marks = malloc((size_t)m->nops * 4 * sizeof *ex->phase_marks);
+    ex->phase_t = malloc((size_t)m->nops * 4 * sizeof *ex->phase_t);
     ex->params = calloc(SB_EXEC_MAX_PARAMS_TOTAL, sizeof *ex->params);
-    if (!ex->ops || !ex->times || !ex->params)
+    if (!ex->ops || !ex->times || !ex->phase_marks || !ex->phase_t || !ex->params)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    for (int k = 0; k < 4 * m->nops; k++) {
+        ex->phase_marks[k] = -1;
+        ex->phase_t[k] = NAN;
+    }
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         opx *o = &ex->ops[i];
@@ -488,7 +494,11 @@ static int timed_op(sb_executor *ex, int i, int backward, sb_error *err)
     int t0 = exec_mark(ex), n0 = exec_nbooked(ex);
     int rc = backward ? backward_op_body(ex, i, err) : forward_op_body(ex, i, err);
     /* the span less the op's compute and communication, when positive */
-    exec_book_rest(ex, i, EXEC_T_OTHER, t0, n0, EXEC_T_COMPUTE | EXEC_T_COMM, 1);
+    int t1 = exec_book_rest(ex, i, EXEC_T_OTHER, t0, n0, EXEC_T_COMPUTE | EXEC_T_COMM, 1);
+    int *pm = ex->phase_marks + 4 * i + 2 * backward; /* first entry, last exit */
+    if (pm[0] < 0)
+        pm[0] = t0;
+    pm[1] = t1;
     return rc;
 }
 
@@ -639,9 +649,13 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
 
 const sb_op_time *sb_executor_op_times(const sb_executor *ex) { return ex->times; }
 
+const double *sb_executor_op_phase_times(const sb_executor *ex) { return ex->phase_t; }
+
 void sb_executor_reset_times(sb_executor *ex)
 {
     exec_ledger_clear(&ex->ledger);
+    for (int k = 0; k < 4 * ex->m->nops; k++)
+        ex->phase_marks[k] = -1;
     memset(ex->times, 0, (size_t)ex->m->nops * sizeof *ex->times);
 }
 
@@ -685,6 +699,8 @@ void sb_executor_free(sb_executor *ex)
     free(ex->recompute);
     free(ex->ops);
     free(ex->times);
+    free(ex->phase_marks);
+    free(ex->phase_t);
     exec_ledger_free(&ex->ledger);
     free(ex->params);
     free(ex);

@@ -2,6 +2,8 @@
  * buffer pool, timing, rank groups, all-reduce and the relayout wrapper. */
 #include "services.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 
 #include "plan.h"
@@ -136,13 +138,14 @@ int exec_book(sb_executor *ex, int op, unsigned field, int m0)
 
 int exec_nbooked(const sb_executor *ex) { return ex->ledger.nb; }
 
-void exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
-                    int clamp)
+int exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
+                   int clamp)
 {
     int to = ex->ledger.nb, m1 = exec_mark(ex);
     exec_booking b = {.op = op, .field = field, .m0 = m0, .m1 = m1, .from = n0, .to = to,
                       .net = net, .clamp = clamp};
     exec_ledger_book(&ex->ledger, &b);
+    return m1;
 }
 
 int exec_booked_since(const sb_executor *ex, int n0, int op, unsigned field)
@@ -169,7 +172,14 @@ double exec_rest_now(sb_executor *ex, int op, int m0, int n0, unsigned net)
 
 void exec_times_settle(sb_executor *ex)
 {
-    if (read_marks(ex))
+    int ok = !read_marks(ex);
+    /* the ops' phase entries and exits as seconds, before the marks go */
+    for (int k = 0; k < 4 * ex->m->nops; k++) {
+        int mk = ex->phase_marks[k];
+        ex->phase_t[k] = ok && mk >= 0 && mk < ex->ledger.nmarks ? ex->ledger.t[mk] : NAN;
+        ex->phase_marks[k] = -1;
+    }
+    if (!ok)
         exec_ledger_clear(&ex->ledger); /* no times this step */
     else
         exec_ledger_settle(&ex->ledger, ex->times);

@@ -40,8 +40,8 @@ void exec_book_span(sb_executor *ex, int op, unsigned field, int m0, int m1);
 int exec_nbooked(const sb_executor *ex);
 /* Books to `field` of op the seconds from m0 to a mark taken now less what
  * op booked to `net` fields since point n0; clamp: only when positive. */
-void exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
-                    int clamp);
+int exec_book_rest(sb_executor *ex, int op, unsigned field, int m0, int n0, unsigned net,
+                   int clamp); /* returns the mark taken now */
 /* 1 when op booked `field` since point n0. */
 int exec_booked_since(const sb_executor *ex, int n0, int op, unsigned field);
 /* The seconds exec_book_rest would book now (reads the marks first: with
