@@ -68,7 +68,8 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector; /* shortcuts (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector,
+        rows_colclass; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
                       or the one shared by the caller (sb_search_opts.memo) */
@@ -78,6 +79,7 @@ typedef struct {
     int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
     int threads; /* sb_search_opts.threads: the scan's threads at most (0: DP_MAX_THREADS) */
+    int colclass; /* sb_search_opts.colclass */
     sb_error *err;
 } engine;
 
@@ -907,6 +909,15 @@ typedef struct {
     vec_scan_fn vlater;      /* the vector scan, if a sample of the other scans is slower */
     long long steps;         /* configs (threshold) or classes (bounded) the scans met */
     double *Pblk;            /* VEC_BLOCK x nv: the prefixes of a block (vector scan) */
+    /* the column-class scan (class_scan_setup): the vector scan over the
+     * ncc classes of v's configs with equal last-level columns */
+    int cscan, ncc;
+    int *cc;                 /* members class by class (nv), starts (ncc + 1), each config's
+                              * class (nv), the classes whose lowest config is below x (nv) */
+    double **ct;             /* nfl: a last-level inflow's rows over the classes (rows x ncc) */
+    double *Cm, *Ce;         /* VEC_BLOCK x ncc: per prefix of a block, each class's least
+                              * prev, and the least prev of its members below Ca's */
+    int *Ca;                 /* VEC_BLOCK x ncc: the first member reaching the least prev */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -1744,6 +1755,227 @@ static void min_vec(elim *el, const double *prev, const int *idx, int64_t at)
     el->arg[at] = (uint16_t)el->xmap[best];
 }
 
+/* ---- the column-class scan ------------------------------------------------
+ *
+ * Configs x of v whose columns are bitwise equal in every last-level table
+ * (last_level_classes) differ, within one entry, only in prev(x). A sum
+ * prev(x) + t_1 + ... + t_n, rounded at each step, is monotone in prev(x),
+ * so a class's least sum is the sum at its least prev (m_c, first reached
+ * at config a_c): the vector scan runs over the classes' (m_c, columns)
+ * instead of every config. The plain scan's argmin is the lowest config
+ * whose sum is the least, bv: in a class reaching bv it is a_c unless a
+ * member below a_c also reaches bv, which needs the least prev of those
+ * members (e_c) to reach it; and only classes whose lowest config is below
+ * the best config so far can hold a lower one (classes are numbered by
+ * their lowest config). */
+
+/* The column-class scan for an elimination of at least this many sums,
+ * with at most nv / CLASS_GAIN classes. */
+#define CLASS_MIN_SUMS 1e5
+#define CLASS_GAIN 2
+
+/* cc's parts (class_scan_setup). */
+static const int *cc_members(const elim *el) { return el->cc; }
+static const int *cc_starts(const elim *el) { return el->cc + el->nv; }
+static const int *cc_class(const elim *el) { return el->cc + 2 * el->nv + 1; }
+static const int *cc_below(const elim *el) { return el->cc + 3 * el->nv + 1; }
+
+/* Each config's class and, per config x, the classes whose lowest config
+ * is below x (cc's last two parts, from the lists). */
+static void class_index(elim *el)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    int *cid = el->cc + 2 * nv + 1, *below = el->cc + 3 * nv + 1;
+    for (int c = 0; c < ncc; c++)
+        for (int i = cst[c]; i < cst[c + 1]; i++)
+            cid[cmem[i]] = c;
+    for (int x = 0, nb = 0; x < nv; x++) {
+        while (nb < ncc && cmem[cst[nb]] < x)
+            nb++;
+        below[x] = nb;
+    }
+}
+
+/* ct[q]: last-level inflow q's rows over the classes (rows x ncc), each
+ * class's column taken at its lowest config (all members' are equal). */
+static int class_tables(elim *el)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    el->ct = calloc((size_t)el->nfl, sizeof *el->ct);
+    if (!el->ct)
+        return -1;
+    for (int q = 0; q < el->nfl; q++) {
+        const inflow *fl = &el->in[q];
+        if (fl->level != el->k - 1)
+            continue;
+        el->ct[q] = malloc((size_t)fl->rows * (size_t)ncc * sizeof **el->ct);
+        if (!el->ct[q])
+            return -1;
+        for (int64_t r = 0; r < fl->rows; r++)
+            for (int c = 0; c < ncc; c++)
+                el->ct[q][r * ncc + c] = fl->t[r * nv + cmem[cst[c]]];
+    }
+    return 0;
+}
+
+/* The block buffers of the class scan (one set per thread). */
+static int class_buffers(elim *el)
+{
+    size_t n = (size_t)VEC_BLOCK * (size_t)el->ncc;
+    el->Cm = malloc(n * sizeof *el->Cm);
+    el->Ce = malloc(n * sizeof *el->Ce);
+    el->Ca = malloc(n * sizeof *el->Ca);
+    return el->Cm && el->Ce && el->Ca ? 0 : -1;
+}
+
+/* Takes the column-class scan for a vector-scanned elimination of enough
+ * sums whose last-level columns fall into few classes (sb_search_opts
+ * colclass 0; 2: any with fewer classes than configs, 1: none). */
+static int class_scan_setup(elim *el, int64_t nprefix)
+{
+    int nv = el->nv, k = el->k;
+    const engine *E = el->E;
+    double sums = (double)nprefix * el->nrep[k - 1] * nv;
+    int always = E->colclass == 2;
+    if (!el->vscan || E->plain || E->colclass == 1 || (!always && sums < CLASS_MIN_SUMS))
+        return 0;
+    el->cc = malloc((4 * (size_t)nv + 1) * sizeof *el->cc);
+    if (!el->cc
+        || last_level_classes(el->in, el->nfl, k - 1, nv, el->cc, el->cc + nv, &el->ncc))
+        return elim_oom(el);
+    if (always ? el->ncc == nv : (int64_t)el->ncc * CLASS_GAIN > nv)
+        return 0;
+    class_index(el);
+    if (class_tables(el) || class_buffers(el))
+        return elim_oom(el);
+    el->cscan = 1;
+    el->E->rows_colclass += el->nrep[k - 1];
+    return 0;
+}
+
+/* The b-th prefix of a block (prev: its sums through level k - 2): per
+ * class c, m_c = its members' least prev, a_c the first member reaching it
+ * (the lowest member when all are infinite), e_c the least prev of the
+ * members below a_c (infinite when none). */
+static void class_stats(elim *el, int b)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const double *prev = el->Pblk + (size_t)b * nv;
+    double *m = el->Cm + (size_t)b * ncc, *e = el->Ce + (size_t)b * ncc;
+    int *a = el->Ca + (size_t)b * ncc;
+    const int *cid = cc_class(el), *cmem = cc_members(el), *cst = cc_starts(el);
+    for (int c = 0; c < ncc; c++) {
+        m[c] = INFINITY;
+        e[c] = INFINITY;
+        a[c] = cmem[cst[c]];
+    }
+    for (int x = 0; x < nv; x++) {
+        int c = cid[x];
+        if (prev[x] < m[c]) {
+            e[c] = m[c]; /* the least over the members before x */
+            m[c] = prev[x];
+            a[c] = x;
+        }
+    }
+}
+
+/* The lowest member of class c whose sum is bv (it reaches bv at a_c or
+ * not at all; fts: the rows over the classes). */
+static int class_lowest(const elim *el, int b, const double *const *fts, int nq, int c,
+                        double bv)
+{
+    int nv = el->nv, ncc = el->ncc;
+    size_t o = (size_t)b * ncc + (size_t)c;
+    int a = el->Ca[o];
+    double se = el->Ce[o];
+    for (int q = 0; q < nq; q++)
+        se += fts[q][c];
+    if (se > bv) /* no member below a_c reaches bv (monotone sums) */
+        return a;
+    const double *prev = el->Pblk + (size_t)b * nv;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    for (int i = cst[c]; i < cst[c + 1] && cmem[i] < a; i++) {
+        double sx = prev[cmem[i]];
+        for (int q = 0; q < nq; q++)
+            sx += fts[q][c];
+        if (sx == bv)
+            return cmem[i];
+    }
+    return a;
+}
+
+/* The class scan of one entry (the assignment idx, the b-th prefix of its
+ * block): the least sum over the classes (the vector scan over m_c and the
+ * rows over the classes: the first class reaching it), then the lowest
+ * config reaching it, from that class and the tied classes whose lowest
+ * config is below the best so far. */
+static void min_class(elim *el, int b, const int *idx, int64_t at)
+{
+    const double *fts[MAX_SCOPE + 1];
+    int nq = 0, ncc = el->ncc;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == el->k - 1)
+            fts[nq++] = el->ct[q] + row_offset(&el->in[q], idx) / el->nv * ncc;
+    const double *m = el->Cm + (size_t)b * ncc;
+    const int *below = cc_below(el);
+    double bv;
+    int c0 = el->vscan(m, fts, nq, ncc, &bv);
+    int best = class_lowest(el, b, fts, nq, c0, bv);
+    for (int c = c0 + 1; c < below[best]; c++) {
+        double sc = m[c];
+        for (int q = 0; q < nq; q++)
+            sc += fts[q][c];
+        if (sc == bv) {
+            int x = class_lowest(el, b, fts, nq, c, bv);
+            best = x < best ? x : best;
+        }
+    }
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[best];
+}
+
+/* One entry by the column-class scan (tests): v's nv configs with sums
+ * prev + fts[0] + ... + fts[nq - 1], as one-row last-level tables; the
+ * least sum in *bv, the lowest config reaching it returned; -1 when out of
+ * memory. */
+int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv)
+{
+    inflow in[MAX_SCOPE + 1] = {0};
+    double g = 0;
+    uint16_t arg = 0;
+    int *xmap = malloc((size_t)nv * sizeof *xmap), rc = -1, idx[1] = {0};
+    elim el = {.nv = nv, .k = 1, .nfl = nq, .in = in, .xmap = xmap, .g = &g, .arg = &arg,
+               .vscan = vec_scan_pick(1)};
+    for (int q = 0; q < nq; q++)
+        in[q] = (inflow){.t = (double *)fts[q], .rows = 1, .level = 0};
+    el.cc = malloc((4 * (size_t)nv + 1) * sizeof *el.cc);
+    el.Pblk = malloc((size_t)nv * sizeof *el.Pblk);
+    if (xmap && el.cc && el.Pblk
+        && !last_level_classes(in, nq, 0, nv, el.cc, el.cc + nv, &el.ncc)
+        && !class_tables(&el) && !class_buffers(&el)) {
+        for (int x = 0; x < nv; x++)
+            xmap[x] = x;
+        memcpy(el.Pblk, prev, (size_t)nv * sizeof *prev);
+        class_index(&el);
+        class_stats(&el, 0);
+        min_class(&el, 0, idx, 0);
+        *bv = g;
+        rc = arg;
+    }
+    for (int q = 0; el.ct && q < nq; q++)
+        free(el.ct[q]);
+    free(el.ct);
+    free(el.cc);
+    free(el.Pblk);
+    free(el.Cm);
+    free(el.Ce);
+    free(el.Ca);
+    free(xmap);
+    return rc;
+}
+
 /* The next assignment of S less its last var, over the representatives
  * (an odometer, the deepest position fastest): the lowest position that
  * changed, -1 after the last. */
@@ -1789,6 +2021,8 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
                 memcpy(el->Pblk + (size_t)nb * nv, el->P + (size_t)(k - 1) * nv,
                        (size_t)nv * sizeof *el->P);
                 memcpy(ix[nb], el->idx, (size_t)k * sizeof *el->idx);
+                if (el->cscan)
+                    class_stats(el, nb);
                 row[nb] = 0;
                 for (int q = 0; q < k - 1; q++)
                     row[nb] += el->r[q] * el->gstride[q];
@@ -1797,7 +2031,10 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
             for (int jr = jlo; jr < jhi; jr++)
                 for (int b = 0; b < nb; b++) {
                     ix[b][k - 1] = reps[jr];
-                    min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
+                    if (el->cscan)
+                        min_class(el, b, ix[b], row[b] + jr);
+                    else
+                        min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
                 }
         }
         return;
@@ -1853,7 +2090,10 @@ static int worker_open(const elim *el, elim *w)
     w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
     w->tie = malloc((size_t)nv * sizeof *w->tie);
     w->Pblk = el->vscan ? malloc((size_t)VEC_BLOCK * (size_t)nv * sizeof *w->Pblk) : NULL;
-    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk))
+    w->Cm = w->Ce = NULL;
+    w->Ca = NULL;
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk)
+        || (el->cscan && class_buffers(w)))
         return -1;
     memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
     return 0;
@@ -1861,6 +2101,9 @@ static int worker_open(const elim *el, elim *w)
 
 static void worker_close(elim *w)
 {
+    free(w->Cm);
+    free(w->Ce);
+    free(w->Ca);
     free(w->Pblk);
     free(w->P);
     free(w->val);
@@ -1935,6 +2178,8 @@ static int scan_rows(elim *el)
         if (!el->Pblk)
             return elim_oom(el);
     }
+    if (class_scan_setup(el, nprefix))
+        return -1;
     if (nt <= 1) {
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
@@ -2101,6 +2346,13 @@ static void elim_free(elim *el)
     free(el->rks);
     free(el->tie);
     free(el->Pblk);
+    free(el->cc);
+    for (int q = 0; el->ct && q < el->nfl; q++)
+        free(el->ct[q]);
+    free(el->ct);
+    free(el->Cm);
+    free(el->Ce);
+    free(el->Ca);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -2129,11 +2381,14 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                     dom(E, el.S[q]));
         fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
                 E->memo->hits > hits ? "reused"
+                : el.cscan      ? "classes"
                 : el.vscan      ? "vector"
                 : el.threshold  ? "threshold"
                 : el.bounded    ? "bounded"
                                 : "plain",
                 cpu_seconds() - c0, sb_now() - t0);
+        if (el.cscan)
+            fprintf(stderr, "[dp]   %d column classes of %d configs\n", el.ncc, el.nv);
     }
     elim_free(&el);
     return rc;
@@ -2177,7 +2432,7 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
                         sb_error *err)
 {
     *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan,
-                  .threads = opts->threads};
+                  .threads = opts->threads, .colclass = opts->colclass};
     const char *tr = getenv("SB_DP_TRACE");
     E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
@@ -2267,6 +2522,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
     out->rows_vector = E->rows_vector;
+    out->rows_colclass = E->rows_colclass;
     out->eliminations_reused = E->memo->hits - E->hits0;
 }
 
