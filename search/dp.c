@@ -32,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -2112,38 +2114,136 @@ static void worker_close(elim *w)
     free(w->tie);
 }
 
-/* The threshold scan's rows at representative assignments, sorted before
- * the threads start (they then only read rowsort). */
-static void presort_rows(elim *el, int nt)
+/* ---- the fill's threads -----------------------------------------------------
+ *
+ * A parallel part of an elimination runs on nt threads: the caller and
+ * nt - 1 started for it (pthreads), each taking the next task from one
+ * atomic counter until none is left, then joined. No thread outlives the
+ * part, so none spins between parts (OpenMP's idle workers did: a sixth of
+ * the CPU time at p = 256, and more wall time than they saved on a loaded
+ * machine). */
+
+typedef struct par_job par_job;
+struct par_job {
+    void (*run)(par_job *j, void *ctx); /* one thread's share: takes tasks until none left */
+    void *(*open)(par_job *j);          /* a thread's context (NULL: out of memory) */
+    void (*close)(void *ctx);
+    elim *el;
+    int64_t ntask;
+    atomic_llong next;
+    atomic_int failed;
+    int64_t nchunk, per; /* scan_rows: chunks per prefix or in all, prefixes or entries */
+    int by_prefix, nlast;
+};
+
+/* The next task of j, -1 after the last. */
+static int64_t par_next(par_job *j)
 {
+    int64_t t = atomic_fetch_add(&j->next, 1);
+    return t < j->ntask ? t : -1;
+}
+
+static void *par_thread(void *arg)
+{
+    par_job *j = arg;
+    void *ctx = j->open(j);
+    if (!ctx)
+        atomic_store(&j->failed, 1);
+    else
+        j->run(j, ctx);
+    j->close(ctx);
+    return NULL;
+}
+
+/* Runs j on nt threads (fewer when a thread cannot be started: the others
+ * take its tasks); -1 when a thread ran out of memory. */
+static int par_run(par_job *j, int nt)
+{
+    pthread_t th[DP_MAX_THREADS];
+    int started = 0;
+    for (int i = 1; i < nt && i < DP_MAX_THREADS; i++)
+        if (!pthread_create(&th[started], NULL, par_thread, j))
+            started++;
+    par_thread(j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&j->failed) ? -1 : 0;
+}
+
+/* presort_rows' thread context: a row being sorted. */
+static void *presort_open(par_job *j)
+{
+    return malloc(2 * (size_t)j->el->nv * sizeof(keyed));
+}
+
+static void presort_close(void *ctx) { free(ctx); }
+
+/* Sorts the threshold scan's rows r0 (tasks) at representative
+ * assignments. */
+static void presort_run(par_job *j, void *ctx)
+{
+    elim *el = j->el;
     const inflow *fl = &el->in[el->last_in];
     int nv = el->nv;
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-    {
-        keyed *rks = malloc(2 * (size_t)nv * sizeof *rks);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 64)
-#endif
-        for (int64_t r0 = 0; r0 < fl->rows; r0++) {
-            int ok = rks != NULL;
-            for (int j = 0; j < fl->nv && ok; j++) {
-                int i = (int)(r0 * nv / fl->stride[j] % fl->dim[j]);
-                ok = fl->cm[j] || el->rep[fl->pos[j]][i] == i; /* classes: every row */
-            }
-            if (!ok)
-                continue;
-            const double *ft = fl->t + r0 * nv;
-            for (int x = 0; x < nv; x++)
-                rks[x] = (keyed){.k = ft[x], .x = x};
-            sort_keyed(rks, rks + nv, nv);
-            for (int x = 0; x < nv; x++)
-                el->rowsort[r0 * nv + x] = rks[x].x;
-            el->rowdone[r0] = 1;
+    keyed *rks = ctx;
+    for (int64_t r0; (r0 = par_next(j)) >= 0;) {
+        int ok = 1;
+        for (int jj = 0; jj < fl->nv && ok; jj++) {
+            int i = (int)(r0 * nv / fl->stride[jj] % fl->dim[jj]);
+            ok = fl->cm[jj] || el->rep[fl->pos[jj]][i] == i; /* classes: every row */
         }
-        free(rks);
+        if (!ok)
+            continue;
+        const double *ft = fl->t + r0 * nv;
+        for (int x = 0; x < nv; x++)
+            rks[x] = (keyed){.k = ft[x], .x = x};
+        sort_keyed(rks, rks + nv, nv);
+        for (int x = 0; x < nv; x++)
+            el->rowsort[r0 * nv + x] = rks[x].x;
+        el->rowdone[r0] = 1;
+    }
+}
+
+/* The threshold scan's rows at representative assignments, sorted before
+ * the threads start (they then only read rowsort); -1 when out of memory. */
+static int presort_rows(elim *el, int nt)
+{
+    par_job j = {.run = presort_run, .open = presort_open, .close = presort_close, .el = el,
+                 .ntask = el->in[el->last_in].rows};
+    return par_run(&j, nt);
+}
+
+/* scan_rows' thread context: a copy of el with its own scan buffers. */
+static void *fill_open(par_job *j)
+{
+    elim *w = malloc(sizeof *w);
+    if (w && worker_open(j->el, w)) {
+        worker_close(w);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void fill_close(void *ctx)
+{
+    if (ctx)
+        worker_close(ctx);
+    free(ctx);
+}
+
+/* scan_rows' tasks: chunk c of the prefixes (by_prefix), or of one
+ * prefix's last-var entries. */
+static void fill_run(par_job *j, void *ctx)
+{
+    elim *w = ctx;
+    int64_t per = j->per, nchunk = j->nchunk;
+    for (int64_t t; (t = par_next(j)) >= 0;) {
+        int64_t c = t % nchunk, pi = t / nchunk;
+        if (j->by_prefix)
+            scan_part(w, per * c / nchunk, per * (c + 1) / nchunk, 0, j->nlast);
+        else
+            scan_part(w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
     }
 }
 
@@ -2184,33 +2284,15 @@ static int scan_rows(elim *el)
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
     }
-    if (el->threshold)
-        presort_rows(el, nt);
-    int by_prefix = nprefix >= 4 * nt, failed = 0;
+    if (el->threshold && !el->vscan && presort_rows(el, nt))
+        return elim_oom(el);
+    int by_prefix = nprefix >= 4 * nt;
     /* chunks: of prefixes (by_prefix), else of each prefix's last entries */
     int64_t per = by_prefix ? nprefix : nlast, nchunk = per < 16 * nt ? per : 16 * nt;
-    int64_t ntask = by_prefix ? nchunk : nprefix * nchunk;
-    (void)ntask;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) reduction(| : failed)
-    {
-        elim w;
-        int ok = !worker_open(el, &w);
-        failed = !ok;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < ntask; t++) {
-            if (!ok)
-                continue;
-            int64_t c = t % nchunk, pi = t / nchunk;
-            if (by_prefix)
-                scan_part(&w, per * c / nchunk, per * (c + 1) / nchunk, 0, nlast);
-            else
-                scan_part(&w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
-        }
-        worker_close(&w);
-    }
-#endif
-    return failed ? elim_oom(el) : 0;
+    par_job j = {.run = fill_run, .open = fill_open, .close = fill_close, .el = el,
+                 .ntask = by_prefix ? nchunk : nprefix * nchunk, .nchunk = nchunk,
+                 .per = per, .by_prefix = by_prefix, .nlast = nlast};
+    return par_run(&j, nt) ? elim_oom(el) : 0;
 }
 
 /* A reused elimination does not build v's pending pair tables; they are
