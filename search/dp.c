@@ -1593,10 +1593,17 @@ static int vec_scan_generic(const double *prev, const double *const *fts, int nq
  * the unit's operations. */
 #define VEC_TWO_PASS(W, VT, LOAD, ADD, MIN, EQ, SET1, HMIN)                                  \
     {                                                                                      \
-        VT m = SET1(INFINITY);                                                             \
+        /* two running minima (even and odd vectors): the least of a set  \
+         * does not depend on the order it is taken in, and the two chains \
+         * of vminpd overlap */                                            \
+        VT m = SET1(INFINITY), m1 = SET1(INFINITY);                                        \
         int x = 0;                                                                         \
         if (nq == 1) {                                                                     \
             const double *f0 = fts[0];                                                     \
+            for (; x + 2 * W <= nv; x += 2 * W) {                                          \
+                m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
+                m1 = MIN(m1, ADD(LOAD(prev + x + W), LOAD(f0 + x + W)));                   \
+            }                                                                              \
             for (; x + W <= nv; x += W)                                                    \
                 m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
         } else {                                                                           \
@@ -1607,7 +1614,7 @@ static int vec_scan_generic(const double *prev, const double *const *fts, int nq
                 m = MIN(m, sv);                                                            \
             }                                                                              \
         }                                                                                  \
-        double bv = HMIN(m);                                                               \
+        double bv = HMIN(MIN(m, m1));                                                      \
         for (int y = x; y < nv; y++) {                                                     \
             double sx = prev[y];                                                           \
             for (int q = 0; q < nq; q++)                                                   \
@@ -1664,10 +1671,25 @@ __attribute__((target("avx2"))) static int vec_scan_avx2_1p(const double *prev,
                                                              int nv, double *bvp)
 {
     __m256d m = _mm256_set1_pd(INFINITY), mi = _mm256_setzero_pd();
+    __m256d m1 = m, mi1 = mi; /* odd blocks of 4 (one table): two chains overlap */
     __m256d xi = _mm256_setr_pd(0, 1, 2, 3), four = _mm256_set1_pd(4);
     int x = 0;
     if (nq == 1) {
         const double *f0 = fts[0];
+        __m256d xi1 = _mm256_add_pd(xi, four), eight = _mm256_set1_pd(8);
+        for (; x + 8 <= nv; x += 8) {
+            __m256d sv = _mm256_add_pd(_mm256_loadu_pd(prev + x), _mm256_loadu_pd(f0 + x));
+            __m256d sv1 =
+                _mm256_add_pd(_mm256_loadu_pd(prev + x + 4), _mm256_loadu_pd(f0 + x + 4));
+            __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
+            __m256d lt1 = _mm256_cmp_pd(sv1, m1, _CMP_LT_OQ);
+            m = _mm256_blendv_pd(m, sv, lt);
+            mi = _mm256_blendv_pd(mi, xi, lt);
+            m1 = _mm256_blendv_pd(m1, sv1, lt1);
+            mi1 = _mm256_blendv_pd(mi1, xi1, lt1);
+            xi = _mm256_add_pd(xi, eight);
+            xi1 = _mm256_add_pd(xi1, eight);
+        }
         for (; x + 4 <= nv; x += 4, xi = _mm256_add_pd(xi, four)) {
             __m256d sv = _mm256_add_pd(_mm256_loadu_pd(prev + x), _mm256_loadu_pd(f0 + x));
             __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
@@ -1684,11 +1706,13 @@ __attribute__((target("avx2"))) static int vec_scan_avx2_1p(const double *prev,
             mi = _mm256_blendv_pd(mi, xi, lt);
         }
     }
-    double mv[4], iv[4], bv = INFINITY;
+    double mv[8], iv[8], bv = INFINITY;
     _mm256_storeu_pd(mv, m);
     _mm256_storeu_pd(iv, mi);
+    _mm256_storeu_pd(mv + 4, m1);
+    _mm256_storeu_pd(iv + 4, mi1);
     int best = nv;
-    for (int l = 0; l < 4; l++)
+    for (int l = 0; l < 8; l++) /* the least, the lowest config among the lanes holding it */
         if (mv[l] < bv || (mv[l] == bv && (int)iv[l] < best)) {
             bv = mv[l];
             best = (int)iv[l];
