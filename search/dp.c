@@ -649,6 +649,34 @@ static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64
     *outer = total / (fl->stride[j] * fl->dim[j]);
 }
 
+/* h with the n doubles at b mixed in: four interleaved chains (their
+ * multiplies overlap; one chain was bound by its latency), then folded.
+ * A function of h and the bits alone, so equal slices mix equally. */
+static uint64_t hash_slice(uint64_t h, const double *b, int64_t n)
+{
+    uint64_t l[4] = {h, h ^ 0x9e3779b97f4a7c15ULL, h ^ 0xc2b2ae3d27d4eb4fULL,
+                     h ^ 0x165667b19e3779f9ULL};
+    int64_t e = 0;
+    for (; e + 4 <= n; e += 4)
+        for (int j = 0; j < 4; j++) {
+            uint64_t bits;
+            memcpy(&bits, b + e + j, sizeof bits);
+            l[j] = (l[j] ^ bits) * HASH_PRIME;
+            l[j] ^= l[j] >> 29;
+        }
+    for (; e < n; e++) {
+        uint64_t bits;
+        memcpy(&bits, b + e, sizeof bits);
+        l[0] = (l[0] ^ bits) * HASH_PRIME;
+        l[0] ^= l[0] >> 29;
+    }
+    for (int j = 1; j < 4; j++) {
+        l[0] = (l[0] ^ l[j]) * HASH_PRIME;
+        l[0] ^= l[0] >> 29;
+    }
+    return l[0];
+}
+
 /* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
  * hs[i].h (hs in config order). */
 static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
@@ -660,14 +688,7 @@ static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashe
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
             const double *b = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
-            uint64_t h = hs[i].h;
-            for (int64_t e = 0; e < inner; e++) {
-                uint64_t bits;
-                memcpy(&bits, b + e, sizeof bits);
-                h = (h ^ bits) * HASH_PRIME;
-                h ^= h >> 29;
-            }
-            hs[i].h = h;
+            hs[i].h = hash_slice(hs[i].h, b, inner);
         }
 }
 
