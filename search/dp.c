@@ -552,10 +552,13 @@ static double *transpose(engine *E, const factor *f, const int *order)
                 nstride[j] = sstride[i];
                 size[j] = f->dim[i];
             }
-    int64_t idx[MAX_SCOPE] = {0}, off = 0;
-    for (int64_t k = 0; k < f->size; k++) {
-        out[k] = f->t[off];
-        int j = f->nv - 1;
+    /* the innermost axis of out in one loop, an odometer over the others */
+    int64_t idx[MAX_SCOPE] = {0}, off = 0, n = f->nv ? size[f->nv - 1] : 1;
+    int64_t ns = f->nv ? nstride[f->nv - 1] : 1;
+    for (int64_t k = 0; k < f->size; k += n) {
+        for (int64_t i = 0; i < n; i++)
+            out[k + i] = f->t[off + i * ns];
+        int j = f->nv - 2;
         while (j >= 0) {
             idx[j]++;
             off += nstride[j];
@@ -679,17 +682,33 @@ static uint64_t hash_slice(uint64_t h, const double *b, int64_t n)
 
 /* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
  * hs[i].h (hs in config order). */
-static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
+static int hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
     const int *cm = fl->cm[j];
     int64_t d = fl->dim[j];
-    for (int64_t o = 0; o < outer; o++)
+    if (!cm) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int i = 0; i < n; i++)
+                hs[i].h = hash_slice(hs[i].h, fl->t + (o * d + i) * inner, inner);
+        return 0;
+    }
+    /* along classes: each class's slice hashed once, then mixed into its
+     * configs' hashes (equal slices, equal hashes still) */
+    uint64_t *hc = malloc((size_t)d * sizeof *hc);
+    if (!hc)
+        return -1;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t c = 0; c < d; c++)
+            hc[c] = hash_slice(HASH_SEED, fl->t + (o * d + c) * inner, inner);
         for (int i = 0; i < n; i++) {
-            const double *b = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
-            hs[i].h = hash_slice(hs[i].h, b, inner);
+            uint64_t h = (hs[i].h ^ hc[cm[i]]) * HASH_PRIME;
+            hs[i].h = h ^ (h >> 29);
         }
+    }
+    free(hc);
+    return 0;
 }
 
 /* Undoes each merge i -> rep[i] whose slices of fl's axis j differ. */
@@ -701,7 +720,7 @@ static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, in
     int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
-            if (rep[i] == i)
+            if (rep[i] == i || (cm && cm[i] == cm[rep[i]])) /* one slice: equal */
                 continue;
             const double *a = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
             const double *b = fl->t + (o * d + (cm ? cm[rep[i]] : rep[i])) * inner;
@@ -725,8 +744,10 @@ static int config_classes(engine *E, const inflow *in, int nin, int q, int var, 
     hashed_init(hs, n);
     for (int f = 0; f < nin; f++)
         for (int j = 0; j < in[f].nv; j++)
-            if (in[f].pos[j] == q)
-                hash_slices(E, &in[f], j, nvv, hs, n);
+            if (in[f].pos[j] == q && hash_slices(E, &in[f], j, nvv, hs, n)) {
+                free(hs);
+                return -1;
+            }
     qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
     first_of_runs(hs, n, rep);
     free(hs);
