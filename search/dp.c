@@ -71,7 +71,7 @@ typedef struct {
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector,
-        rows_colclass; /* shortcuts (sb_result) */
+        rows_colclass, rows_entwise; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
                       or the one shared by the caller (sb_search_opts.memo) */
@@ -82,6 +82,7 @@ typedef struct {
     int scan;  /* sb_search_opts.scan */
     int threads; /* sb_search_opts.threads: the scan's threads at most (0: DP_MAX_THREADS) */
     int colclass; /* sb_search_opts.colclass */
+    int entwise; /* sb_search_opts.entwise */
     sb_error *err;
 } engine;
 
@@ -962,6 +963,10 @@ typedef struct {
     double *Cm, *Ce;         /* VEC_BLOCK x ncc: per prefix of a block, each class's least
                               * prev, and the least prev of its members below Ca's */
     int *Ca;                 /* VEC_BLOCK x ncc: the first member reaching the least prev */
+    /* the entry-wise scan (entwise_setup): ENT_W entries at once */
+    int (*ekern)(const double *, const double *const *, int, int, int64_t, double *, int *);
+    int64_t eld;             /* entries per row of et (the last var's reps, padded) */
+    double **et;             /* nfl: a last-level inflow as nv rows over the last var's reps */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -2044,6 +2049,179 @@ int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int n
     return rc;
 }
 
+/* ---- the entry-wise scan ----------------------------------------------------
+ *
+ * When every last-level table is over (last var, v) alone, the entries of
+ * one prefix differ only in the last var's row. The entry-wise scan takes
+ * ENT_W of them at once, one vector lane an entry: for x = 0, 1, ... it
+ * adds prev[x] (broadcast) and each table's entries at x (the tables
+ * stored as nv rows over the last var, et) in the plain scan's order, and
+ * a lane keeps its sum and x when strictly less than its least so far.
+ * So each lane ends with its entry's least sum and the first (lowest) x
+ * reaching it: the plain scan's, bit for bit (no sum finite: x = 0, as
+ * the plain scan). No horizontal minimum, no second pass and no tail per
+ * entry: the decoder chain's 161 to 261 configs paid for those as much
+ * as for the sums. */
+
+#define ENT_W 32 /* entries per kernel call: four vectors of eight */
+#define ENT_MIN_SUMS 1e5
+#define ENT_MAX_TABLE (1 << 24) /* et's entries at most (per table) */
+
+typedef double vd8 __attribute__((vector_size(64)));
+typedef long long vl8 __attribute__((vector_size(64)));
+
+/* ENT_W entries: lane l of entry column l of the et rows (tt[q] at the
+ * block's first entry, ld entries a row): its least sum into gm[l], the
+ * first x reaching it into gi[l]. */
+/* One vector of lanes (entries OFF .. OFF + 7 of the block) at config x. */
+#define ENT_LANES(M, MI, OFF)                                                              \
+    {                                                                                      \
+        vd8 sv;                                                                            \
+        memcpy(&sv, tt[0] + xo + (OFF), sizeof sv);                                        \
+        sv = px + sv;                                                                      \
+        for (int q = 1; q < nq; q++) {                                                     \
+            vd8 t;                                                                         \
+            memcpy(&t, tt[q] + xo + (OFF), sizeof t);                                      \
+            sv += t;                                                                       \
+        }                                                                                  \
+        vl8 lt = sv < M;                                                                   \
+        M = (vd8)(((vl8)sv & lt) | ((vl8)M & ~lt));                                        \
+        MI = (xv & lt) | (MI & ~lt);                                                       \
+    }
+
+static inline __attribute__((always_inline)) int
+ent_body(const double *prev, const double *const *tt, int nq, int nv, int64_t ld, double *gm,
+         int *gi)
+{
+    const vd8 inf = {INFINITY, INFINITY, INFINITY, INFINITY,
+                     INFINITY, INFINITY, INFINITY, INFINITY};
+    const vl8 zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    vd8 m0 = inf, m1 = inf, m2 = inf, m3 = inf; /* four chains in registers */
+    vl8 i0 = zero, i1 = zero, i2 = zero, i3 = zero;
+    for (int x = 0; x < nv; x++) {
+        double p = prev[x];
+        vd8 px = {p, p, p, p, p, p, p, p};
+        vl8 xv = zero + x;
+        int64_t xo = x * ld;
+        ENT_LANES(m0, i0, 0)
+        ENT_LANES(m1, i1, 8)
+        ENT_LANES(m2, i2, 16)
+        ENT_LANES(m3, i3, 24)
+    }
+    for (int j = 0; j < 8; j++) {
+        gm[j] = m0[j], gm[8 + j] = m1[j], gm[16 + j] = m2[j], gm[24 + j] = m3[j];
+        gi[j] = (int)i0[j], gi[8 + j] = (int)i1[j], gi[16 + j] = (int)i2[j];
+        gi[24 + j] = (int)i3[j];
+    }
+    return 0;
+}
+
+static int ent_generic(const double *prev, const double *const *tt, int nq, int nv, int64_t ld,
+                       double *gm, int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int ent_avx2(const double *prev,
+                                                     const double *const *tt, int nq, int nv,
+                                                     int64_t ld, double *gm, int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+
+__attribute__((target("avx512f"))) static int ent_avx512(const double *prev,
+                                                          const double *const *tt, int nq,
+                                                          int nv, int64_t ld, double *gm,
+                                                          int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+#endif
+
+/* The entry-wise kernel of the vector scan's unit (vscan). */
+static void ent_pick(elim *el)
+{
+    el->ekern = ent_generic;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (el->vscan == vec_scan_avx512)
+        el->ekern = ent_avx512;
+    else if (el->vscan == vec_scan_avx2 || el->vscan == vec_scan_avx2_1p)
+        el->ekern = ent_avx2;
+#endif
+}
+
+/* et[q]: last-level inflow q as nv rows over the last var's reps (eld a
+ * row, the padding 0). */
+static int ent_tables(elim *el)
+{
+    int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
+    const int *reps = el->reps[k - 1];
+    el->et = calloc((size_t)el->nfl, sizeof *el->et);
+    if (!el->et)
+        return -1;
+    for (int q = 0; q < el->nfl; q++) {
+        const inflow *fl = &el->in[q];
+        if (fl->level != k - 1)
+            continue;
+        el->et[q] = calloc((size_t)(nv * el->eld), sizeof **el->et);
+        if (!el->et[q])
+            return -1;
+        for (int jr = 0; jr < nlast; jr++) {
+            int i = reps[jr];
+            const double *row = fl->t + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * nv;
+            for (int x = 0; x < nv; x++)
+                el->et[q][x * el->eld + jr] = row[x];
+        }
+    }
+    return 0;
+}
+
+/* Takes the entry-wise scan for a vector-scanned elimination (not by
+ * classes) of enough sums whose last-level tables are all over (last var,
+ * v) (sb_search_opts entwise 0; 2: any such, 1: none). */
+static int entwise_setup(elim *el, int64_t nprefix)
+{
+    int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
+    const engine *E = el->E;
+    double sums = (double)nprefix * nlast * nv;
+    if (!el->vscan || el->cscan || E->plain || E->entwise == 1
+        || (E->entwise != 2 && sums < ENT_MIN_SUMS))
+        return 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1 && el->in[q].nv != 1)
+            return 0;
+    el->eld = (nlast + ENT_W - 1) / ENT_W * ENT_W;
+    if ((double)nv * el->eld > ENT_MAX_TABLE)
+        return 0;
+    if (ent_tables(el))
+        return elim_oom(el);
+    ent_pick(el);
+    el->E->rows_entwise += nlast;
+    return 0;
+}
+
+/* The entries jlo .. jhi - 1 (ranks of the last var's reps) of the prefix
+ * whose sums are prev, at row of g: ENT_W at a time. */
+static void min_entwise(elim *el, const double *prev, int64_t row, int jlo, int jhi)
+{
+    const double *tt[MAX_SCOPE + 1];
+    double gm[ENT_W];
+    int gi[ENT_W], nq = 0;
+    for (int jb = jlo; jb < jhi; jb += ENT_W) {
+        nq = 0;
+        for (int q = 0; q < el->nfl; q++)
+            if (el->in[q].level == el->k - 1)
+                tt[nq++] = el->et[q] + jb;
+        el->ekern(prev, tt, nq, el->nv, el->eld, gm, gi);
+        int n = jhi - jb < ENT_W ? jhi - jb : ENT_W;
+        for (int l = 0; l < n; l++) {
+            el->g[row + jb + l] = gm[l];
+            el->arg[row + jb + l] = (uint16_t)el->xmap[gi[l]];
+        }
+    }
+}
+
 /* The next assignment of S less its last var, over the representatives
  * (an odometer, the deepest position fastest): the lowest position that
  * changed, -1 after the last. */
@@ -2096,7 +2274,9 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
                     row[nb] += el->r[q] * el->gstride[q];
                 lvl = next_prefix(el);
             }
-            for (int jr = jlo; jr < jhi; jr++)
+            for (int b = 0; el->et && b < nb; b++)
+                min_entwise(el, el->Pblk + (size_t)b * nv, row[b], jlo, jhi);
+            for (int jr = jlo; !el->et && jr < jhi; jr++)
                 for (int b = 0; b < nb; b++) {
                     ix[b][k - 1] = reps[jr];
                     if (el->cscan)
@@ -2344,7 +2524,7 @@ static int scan_rows(elim *el)
         if (!el->Pblk)
             return elim_oom(el);
     }
-    if (class_scan_setup(el, nprefix))
+    if (class_scan_setup(el, nprefix) || entwise_setup(el, nprefix))
         return -1;
     if (nt <= 1) {
         scan_part(el, 0, nprefix, 0, nlast);
@@ -2501,6 +2681,9 @@ static void elim_free(elim *el)
     free(el->Cm);
     free(el->Ce);
     free(el->Ca);
+    for (int q = 0; el->et && q < el->nfl; q++)
+        free(el->et[q]);
+    free(el->et);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -2530,6 +2713,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
         fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
                 E->memo->hits > hits ? "reused"
                 : el.cscan      ? "classes"
+                : el.et         ? "entrywise"
                 : el.vscan      ? "vector"
                 : el.threshold  ? "threshold"
                 : el.bounded    ? "bounded"
@@ -2580,7 +2764,8 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
                         sb_error *err)
 {
     *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan,
-                  .threads = opts->threads, .colclass = opts->colclass};
+                  .threads = opts->threads, .colclass = opts->colclass,
+                  .entwise = opts->entwise};
     const char *tr = getenv("SB_DP_TRACE");
     E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
@@ -2671,6 +2856,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->rows_threshold = E->rows_threshold;
     out->rows_vector = E->rows_vector;
     out->rows_colclass = E->rows_colclass;
+    out->rows_entwise = E->rows_entwise;
     out->eliminations_reused = E->memo->hits - E->hits0;
 }
 

@@ -661,7 +661,7 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
 /* the DP's shortcuts met on the checked problems (the tests below make sure
  * they are, so that a broken shortcut shows) */
-static long long g_copied, g_merged, g_bounded, g_vector, g_colclass, g_pruned_problems,
+static long long g_copied, g_merged, g_bounded, g_vector, g_colclass, g_entwise, g_pruned_problems,
     g_pruned_configs;
 static int g_checks; /* problems checked: every other one without the vector scan */
 
@@ -727,6 +727,19 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
                      what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
         }
     g_colclass += rc.rows_colclass;
+    sb_result_free(&rc);
+    /* the entry-wise scan wherever it applies (no column classes) */
+    sc = (sb_search_opts){.algo = SB_ALGO_PASE, .scan = 2, .colclass = 1, .entwise = 2};
+    if (sb_search(pb, &sc, &rc, &err) != 0)
+        fail_msg("%s: entry-wise search failed: %s", what, err.msg);
+    for (int i = 0; i < n; i++)
+        if (rc.choice[i] != rr.choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with the entry-wise scan, %d plain "
+                     "(totals %.17g, %.17g)",
+                     what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
+        }
+    g_entwise += rc.rows_entwise;
     sb_result_free(&rc);
     unsetenv("SB_DP_ISA");
     sb_result_free(&rr);
@@ -904,12 +917,12 @@ static void test_dp_equals_brute_force(void **state)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
     /* the shortcuts were taken, so the comparisons above cover them */
     print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima, "
-                  "%lld vector minima (column-class scan forced: %lld); pruning dropped %lld "
-                  "configs in %lld problems\n",
-                  g_copied, g_merged, g_bounded, g_vector, g_colclass, g_pruned_configs,
-                  g_pruned_problems);
+                  "%lld vector minima (forced: column-class %lld, entry-wise %lld); pruning "
+                  "dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_vector, g_colclass, g_entwise,
+                  g_pruned_configs, g_pruned_problems);
     if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_vector < 200
-        || g_colclass < 100 || g_pruned_problems < 50)
+        || g_colclass < 100 || g_entwise < 100 || g_pruned_problems < 50)
         fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
                  "%lld bounded minima, %lld vector minima, %lld column-class minima, %lld "
                  "problems pruned",
@@ -1603,43 +1616,47 @@ static void test_blocks_equal_plain(void **state)
     assert_true(reused > 0);
 }
 
-/* Two searches of pb, the second with the column-class scan taken as
- * `colclass` says: the same total, bit for bit, and every op's config. */
-static long long colclass_pair(const sb_problem *pb, int colclass, int scan, const char *what)
+/* Two searches of pb, without the vector scan's column-class and
+ * entry-wise shortcuts and with them as `colclass` and `entwise` say: the
+ * same total, bit for bit, and every op's config. *used gets the last-var
+ * entries each took. */
+static void shortcut_pair(const sb_problem *pb, int colclass, int entwise, int scan,
+                          const char *what, long long used[2])
 {
-    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = scan, .colclass = 1};
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = scan, .colclass = 1, .entwise = 1};
     sb_result r0, r1;
     sb_error err = {0};
     if (sb_search(pb, &so, &r0, &err))
         fail_msg("%s: %s", what, err.msg);
     so.colclass = colclass;
+    so.entwise = entwise;
     if (sb_search(pb, &so, &r1, &err))
-        fail_msg("%s, colclass %d: %s", what, colclass, err.msg);
-    assert_true(r0.rows_colclass == 0);
+        fail_msg("%s, colclass %d entwise %d: %s", what, colclass, entwise, err.msg);
+    assert_true(r0.rows_colclass == 0 && r0.rows_entwise == 0);
     if (r0.total_cost != r1.total_cost)
-        fail_msg("%s: %.17g without the column-class scan, %.17g with (colclass %d)", what,
-                 r0.total_cost, r1.total_cost, colclass);
+        fail_msg("%s: %.17g without the shortcuts, %.17g with (colclass %d, entwise %d)", what,
+                 r0.total_cost, r1.total_cost, colclass, entwise);
     for (int v = 0; v < pb->m->nops; v++)
         if (r0.choice[v] != r1.choice[v])
-            fail_msg("%s: op '%s': config %d without the column-class scan, %d with "
-                     "(colclass %d)",
-                     what, pb->m->ops[v].name, r0.choice[v], r1.choice[v], colclass);
-    long long used = r1.rows_colclass;
+            fail_msg("%s: op '%s': config %d without the shortcuts, %d with (colclass %d, "
+                     "entwise %d)",
+                     what, pb->m->ops[v].name, r0.choice[v], r1.choice[v], colclass, entwise);
+    used[0] += r1.rows_colclass;
+    used[1] += r1.rows_entwise;
     sb_result_free(&r0);
     sb_result_free(&r1);
-    return used;
 }
 
-/* The column-class scan (sb_search_opts.colclass) on and off: the same
- * total and configs on random models of repeated layers (forced wherever
- * it applies) and on the paper's models at p = 4 .. 64 (the DP's own
- * choice, and forced). Against the plain DP and brute force on random
- * graphs: test_dp_equals_brute_force. */
-static void test_colclass_equal(void **state)
+/* The vector scan's shortcuts (sb_search_opts.colclass, .entwise) on
+ * and off: the same total and configs on random models of repeated layers
+ * (each forced wherever it applies) and on the paper's models at
+ * p = 4 .. 64 (the DP's own choice, and each forced). Against the plain
+ * DP and brute force on random graphs: test_dp_equals_brute_force. */
+static void test_scan_shortcuts_equal(void **state)
 {
     (void)state;
     g_rng = 0xc01c1a55ULL;
-    long long forced = 0, chosen = 0;
+    long long forced[2] = {0, 0}, chosen[2] = {0, 0};
     for (int i = 0; i < 40; i++) {
         char text[4096], what[64];
         int p;
@@ -1655,7 +1672,8 @@ static void test_colclass_equal(void **state)
         if (sb_problem_build(&m, p, &cp, &pb, &err))
             fail_msg("problem: %s\n%s", err.msg, text);
         snprintf(what, sizeof what, "layers model %d (p=%d)", i, p);
-        forced += colclass_pair(&pb, 2, 2 * (i % 2), what);
+        shortcut_pair(&pb, 2, 1, 2 * (i % 2), what, forced);
+        shortcut_pair(&pb, 1, 2, 2 * (i % 2), what, forced);
         sb_problem_free(&pb);
         sb_model_free(&m);
     }
@@ -1671,15 +1689,18 @@ static void test_colclass_equal(void **state)
             sb_problem pb;
             load_problem(M[i].model, M[i].batch, p, &m, &pb);
             snprintf(what, sizeof what, "%s p=%d", M[i].model, p);
-            chosen += colclass_pair(&pb, 0, 0, what);
-            forced += colclass_pair(&pb, 2, 0, what);
+            shortcut_pair(&pb, 0, 0, 0, what, chosen);
+            shortcut_pair(&pb, 2, 1, 0, what, forced);
+            shortcut_pair(&pb, 1, 2, 0, what, forced);
             sb_problem_free(&pb);
             sb_model_free(&m);
         }
-    print_message("column-class scan: %lld last-var entries by the DP's choice, %lld forced; "
-                  "the same configs as without it\n",
-                  chosen, forced);
-    assert_true(chosen > 0 && forced > chosen);
+    print_message("vector scan shortcuts: column-class %lld and entry-wise %lld last-var "
+                  "entries by the DP's choice, %lld and %lld forced; the same configs as "
+                  "without them\n",
+                  chosen[0], chosen[1], forced[0], forced[1]);
+    assert_true(chosen[0] > 0 && forced[0] > chosen[0]);
+    assert_true(chosen[1] > 0 && forced[1] > chosen[1]);
 }
 
 /* The vector scan's kernels (AVX-512, AVX2 one pass and two passes, generic), and the
@@ -2006,7 +2027,7 @@ int main(void)
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
-        cmocka_unit_test(test_colclass_equal),
+        cmocka_unit_test(test_scan_shortcuts_equal),
         cmocka_unit_test(test_memo_lru),
         cmocka_unit_test(test_vec_scan_kernels),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
