@@ -1979,6 +1979,28 @@ static int class_lowest(const elim *el, int b, const double *const *fts, int nq,
     return a;
 }
 
+/* The lowest config whose sum is bv, the least sum, of the b-th prefix's
+ * entry whose rows over the classes are fts, c0 the first class reaching
+ * bv: from c0 and the tied classes whose lowest config is below the best
+ * so far. */
+static int class_resolve(const elim *el, int b, const double *const *fts, int nq, int c0,
+                         double bv)
+{
+    const double *m = el->Cm + (size_t)b * el->ncc;
+    const int *below = cc_below(el);
+    int best = class_lowest(el, b, fts, nq, c0, bv);
+    for (int c = c0 + 1; c < below[best]; c++) {
+        double sc = m[c];
+        for (int q = 0; q < nq; q++)
+            sc += fts[q][c];
+        if (sc == bv) {
+            int x = class_lowest(el, b, fts, nq, c, bv);
+            best = x < best ? x : best;
+        }
+    }
+    return best;
+}
+
 /* The class scan of one entry (the assignment idx, the b-th prefix of its
  * block): the least sum over the classes (the vector scan over m_c and the
  * rows over the classes: the first class reaching it), then the lowest
@@ -1991,62 +2013,10 @@ static void min_class(elim *el, int b, const int *idx, int64_t at)
     for (int q = 0; q < el->nfl; q++)
         if (el->in[q].level == el->k - 1)
             fts[nq++] = el->ct[q] + row_offset(&el->in[q], idx) / el->nv * ncc;
-    const double *m = el->Cm + (size_t)b * ncc;
-    const int *below = cc_below(el);
     double bv;
-    int c0 = el->vscan(m, fts, nq, ncc, &bv);
-    int best = class_lowest(el, b, fts, nq, c0, bv);
-    for (int c = c0 + 1; c < below[best]; c++) {
-        double sc = m[c];
-        for (int q = 0; q < nq; q++)
-            sc += fts[q][c];
-        if (sc == bv) {
-            int x = class_lowest(el, b, fts, nq, c, bv);
-            best = x < best ? x : best;
-        }
-    }
+    int c0 = el->vscan(el->Cm + (size_t)b * ncc, fts, nq, ncc, &bv);
     el->g[at] = bv;
-    el->arg[at] = (uint16_t)el->xmap[best];
-}
-
-/* One entry by the column-class scan (tests): v's nv configs with sums
- * prev + fts[0] + ... + fts[nq - 1], as one-row last-level tables; the
- * least sum in *bv, the lowest config reaching it returned; -1 when out of
- * memory. */
-int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv)
-{
-    inflow in[MAX_SCOPE + 1] = {0};
-    double g = 0;
-    uint16_t arg = 0;
-    int *xmap = malloc((size_t)nv * sizeof *xmap), rc = -1, idx[1] = {0};
-    elim el = {.nv = nv, .k = 1, .nfl = nq, .in = in, .xmap = xmap, .g = &g, .arg = &arg,
-               .vscan = vec_scan_pick(1)};
-    for (int q = 0; q < nq; q++)
-        in[q] = (inflow){.t = (double *)fts[q], .rows = 1, .level = 0};
-    el.cc = malloc((4 * (size_t)nv + 1) * sizeof *el.cc);
-    el.Pblk = malloc((size_t)nv * sizeof *el.Pblk);
-    if (xmap && el.cc && el.Pblk
-        && !last_level_classes(in, nq, 0, nv, el.cc, el.cc + nv, &el.ncc)
-        && !class_tables(&el) && !class_buffers(&el)) {
-        for (int x = 0; x < nv; x++)
-            xmap[x] = x;
-        memcpy(el.Pblk, prev, (size_t)nv * sizeof *prev);
-        class_index(&el);
-        class_stats(&el, 0);
-        min_class(&el, 0, idx, 0);
-        *bv = g;
-        rc = arg;
-    }
-    for (int q = 0; el.ct && q < nq; q++)
-        free(el.ct[q]);
-    free(el.ct);
-    free(el.cc);
-    free(el.Pblk);
-    free(el.Cm);
-    free(el.Ce);
-    free(el.Ca);
-    free(xmap);
-    return rc;
+    el->arg[at] = (uint16_t)el->xmap[class_resolve(el, b, fts, nq, c0, bv)];
 }
 
 /* ---- the entry-wise scan ----------------------------------------------------
@@ -2151,8 +2121,8 @@ static void ent_pick(elim *el)
 #endif
 }
 
-/* et[q]: last-level inflow q as nv rows over the last var's reps (eld a
- * row, the padding 0). */
+/* et[q]: last-level inflow q as nv rows (ncc over classes: its ct) over
+ * the last var's reps (eld a row, the padding 0). */
 static int ent_tables(elim *el)
 {
     int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
@@ -2160,39 +2130,42 @@ static int ent_tables(elim *el)
     el->et = calloc((size_t)el->nfl, sizeof *el->et);
     if (!el->et)
         return -1;
+    int w = el->cscan ? el->ncc : nv; /* columns: configs, or classes (ct) */
     for (int q = 0; q < el->nfl; q++) {
         const inflow *fl = &el->in[q];
         if (fl->level != k - 1)
             continue;
-        el->et[q] = calloc((size_t)(nv * el->eld), sizeof **el->et);
+        el->et[q] = calloc((size_t)(w * el->eld), sizeof **el->et);
         if (!el->et[q])
             return -1;
+        const double *src = el->cscan ? el->ct[q] : fl->t;
         for (int jr = 0; jr < nlast; jr++) {
             int i = reps[jr];
-            const double *row = fl->t + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * nv;
-            for (int x = 0; x < nv; x++)
+            const double *row = src + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * w;
+            for (int x = 0; x < w; x++)
                 el->et[q][x * el->eld + jr] = row[x];
         }
     }
     return 0;
 }
 
-/* Takes the entry-wise scan for a vector-scanned elimination (not by
- * classes) of enough sums whose last-level tables are all over (last var,
- * v) (sb_search_opts entwise 0; 2: any such, 1: none). */
+/* Takes the entry-wise scan for a vector-scanned elimination (over
+ * configs or column classes) of enough sums whose last-level tables are
+ * all over (last var, v) (sb_search_opts entwise 0; 2: any such, 1:
+ * none). */
 static int entwise_setup(elim *el, int64_t nprefix)
 {
     int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
     const engine *E = el->E;
     double sums = (double)nprefix * nlast * nv;
-    if (!el->vscan || el->cscan || E->plain || E->entwise == 1
+    if (!el->vscan || E->plain || E->entwise == 1
         || (E->entwise != 2 && sums < ENT_MIN_SUMS))
         return 0;
     for (int q = 0; q < el->nfl; q++)
         if (el->in[q].level == k - 1 && el->in[q].nv != 1)
             return 0;
     el->eld = (nlast + ENT_W - 1) / ENT_W * ENT_W;
-    if ((double)nv * el->eld > ENT_MAX_TABLE)
+    if ((double)(el->cscan ? el->ncc : nv) * el->eld > ENT_MAX_TABLE)
         return 0;
     if (ent_tables(el))
         return elim_oom(el);
@@ -2201,25 +2174,93 @@ static int entwise_setup(elim *el, int64_t nprefix)
     return 0;
 }
 
-/* The entries jlo .. jhi - 1 (ranks of the last var's reps) of the prefix
- * whose sums are prev, at row of g: ENT_W at a time. */
-static void min_entwise(elim *el, const double *prev, int64_t row, int jlo, int jhi)
+/* The entries jlo .. jhi - 1 (ranks of the last var's reps) of the b-th
+ * prefix of a block, at row of g: ENT_W at a time. Over configs each
+ * lane's first x is the argmin; over classes it is the first class
+ * reaching the least, and class_resolve finds the lowest config (the
+ * class scan's rule, min_class). */
+static void min_entwise(elim *el, int b, int64_t row, int jlo, int jhi)
 {
-    const double *tt[MAX_SCOPE + 1];
+    const double *tt[MAX_SCOPE + 1], *prev = el->cscan ? el->Cm + (size_t)b * el->ncc
+                                                       : el->Pblk + (size_t)b * el->nv;
     double gm[ENT_W];
-    int gi[ENT_W], nq = 0;
+    int gi[ENT_W], nq = 0, w = el->cscan ? el->ncc : el->nv;
     for (int jb = jlo; jb < jhi; jb += ENT_W) {
         nq = 0;
         for (int q = 0; q < el->nfl; q++)
             if (el->in[q].level == el->k - 1)
                 tt[nq++] = el->et[q] + jb;
-        el->ekern(prev, tt, nq, el->nv, el->eld, gm, gi);
+        el->ekern(prev, tt, nq, w, el->eld, gm, gi);
         int n = jhi - jb < ENT_W ? jhi - jb : ENT_W;
         for (int l = 0; l < n; l++) {
+            int x = gi[l];
+            if (el->cscan) {
+                const double *fts[MAX_SCOPE + 1];
+                int i = el->reps[el->k - 1][jb + l], nf = 0;
+                for (int q = 0; q < el->nfl; q++) {
+                    const inflow *fl = &el->in[q];
+                    if (fl->level == el->k - 1)
+                        fts[nf++] = el->ct[q] + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * w;
+                }
+                x = class_resolve(el, b, fts, nf, x, gm[l]);
+            }
             el->g[row + jb + l] = gm[l];
-            el->arg[row + jb + l] = (uint16_t)el->xmap[gi[l]];
+            el->arg[row + jb + l] = (uint16_t)el->xmap[x];
         }
     }
+}
+
+/* One entry by the column-class scan (tests): v's nv configs with sums
+ * prev + fts[0] + ... + fts[nq - 1], as one-row last-level tables over
+ * (u, v) for a one-config u; entwise: through the entry-wise kernel. The
+ * least sum in *bv, the lowest config reaching it returned; -1 when out
+ * of memory. */
+int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, int entwise,
+                     double *bv)
+{
+    inflow in[MAX_SCOPE + 1] = {0};
+    double g = 0;
+    uint16_t arg = 0;
+    int *xmap = malloc((size_t)nv * sizeof *xmap), rc = -1, idx[1] = {0}, rep0[1] = {0};
+    elim el = {.nv = nv, .k = 1, .nfl = nq, .in = in, .xmap = xmap, .g = &g, .arg = &arg,
+               .vscan = vec_scan_pick(1), .cscan = 1, .eld = ENT_W};
+    el.reps[0] = rep0;
+    el.nrep[0] = 1;
+    for (int q = 0; q < nq && q <= MAX_SCOPE; q++)
+        in[q] = (inflow){.t = (double *)fts[q], .rows = 1, .level = 0, .nv = 1,
+                         .stride = {nv}, .dim = {1}};
+    el.cc = malloc((4 * (size_t)nv + 1) * sizeof *el.cc);
+    el.Pblk = malloc((size_t)nv * sizeof *el.Pblk);
+    if (nq <= MAX_SCOPE && xmap && el.cc && el.Pblk
+        && !last_level_classes(in, nq, 0, nv, el.cc, el.cc + nv, &el.ncc)
+        && !class_tables(&el) && !class_buffers(&el) && !(entwise && ent_tables(&el))) {
+        for (int x = 0; x < nv; x++)
+            xmap[x] = x;
+        memcpy(el.Pblk, prev, (size_t)nv * sizeof *prev);
+        class_index(&el);
+        class_stats(&el, 0);
+        if (entwise) {
+            ent_pick(&el);
+            min_entwise(&el, 0, 0, 0, 1);
+        } else {
+            min_class(&el, 0, idx, 0);
+        }
+        *bv = g;
+        rc = arg;
+    }
+    for (int q = 0; q < nq && q <= MAX_SCOPE; q++) {
+        free(el.ct ? el.ct[q] : NULL);
+        free(el.et ? el.et[q] : NULL);
+    }
+    free(el.ct);
+    free(el.et);
+    free(el.cc);
+    free(el.Pblk);
+    free(el.Cm);
+    free(el.Ce);
+    free(el.Ca);
+    free(xmap);
+    return rc;
 }
 
 /* The next assignment of S less its last var, over the representatives
@@ -2275,7 +2316,7 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
                 lvl = next_prefix(el);
             }
             for (int b = 0; el->et && b < nb; b++)
-                min_entwise(el, el->Pblk + (size_t)b * nv, row[b], jlo, jhi);
+                min_entwise(el, b, row[b], jlo, jhi);
             for (int jr = jlo; !el->et && jr < jhi; jr++)
                 for (int b = 0; b < nb; b++) {
                     ix[b][k - 1] = reps[jr];
@@ -2712,6 +2753,7 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                     dom(E, el.S[q]));
         fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
                 E->memo->hits > hits ? "reused"
+                : el.cscan && el.et ? "classes/entrywise"
                 : el.cscan      ? "classes"
                 : el.et         ? "entrywise"
                 : el.vscan      ? "vector"

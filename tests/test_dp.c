@@ -716,7 +716,8 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
     /* the column-class scan wherever it applies (this turn's kernel, the
      * vector scan forced): the plain DP's configs too */
     sb_result rc;
-    sb_search_opts sc = {.algo = SB_ALGO_PASE, .scan = 2, .colclass = 2};
+    sb_search_opts sc = {.algo = SB_ALGO_PASE, .scan = 2, .colclass = 2,
+                         .entwise = turn % 2 ? 2 : 1}; /* with and without entry-wise */
     if (sb_search(pb, &sc, &rc, &err) != 0)
         fail_msg("%s: column-class search failed: %s", what, err.msg);
     for (int i = 0; i < n; i++)
@@ -1674,6 +1675,7 @@ static void test_scan_shortcuts_equal(void **state)
         snprintf(what, sizeof what, "layers model %d (p=%d)", i, p);
         shortcut_pair(&pb, 2, 1, 2 * (i % 2), what, forced);
         shortcut_pair(&pb, 1, 2, 2 * (i % 2), what, forced);
+        shortcut_pair(&pb, 2, 2, 2 * (i % 2), what, forced);
         sb_problem_free(&pb);
         sb_model_free(&m);
     }
@@ -1692,6 +1694,7 @@ static void test_scan_shortcuts_equal(void **state)
             shortcut_pair(&pb, 0, 0, 0, what, chosen);
             shortcut_pair(&pb, 2, 1, 0, what, forced);
             shortcut_pair(&pb, 1, 2, 0, what, forced);
+            shortcut_pair(&pb, 2, 2, 0, what, forced);
             sb_problem_free(&pb);
             sb_model_free(&m);
         }
@@ -1746,11 +1749,14 @@ static void test_vec_scan_kernels(void **state)
             if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
                 fail_msg("vector scan (%s): nv %d, %d tables: config %d sum %g, plain %d sum %g",
                          ISA[a][0] ? ISA[a] : "native", nv, nq, x, got, best, bv);
-            x = sb_dp_class_scan(prev, fts, nq, nv, &got);
-            if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
-                fail_msg("column-class scan (%s): nv %d, %d tables: config %d sum %g, plain %d "
-                         "sum %g",
-                         ISA[a][0] ? ISA[a] : "native", nv, nq, x, got, best, bv);
+            for (int ew = 0; ew < 2; ew++) {
+                x = sb_dp_class_scan(prev, fts, nq, nv, ew, &got);
+                if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
+                    fail_msg("column-class scan (%s%s): nv %d, %d tables: config %d sum %g, "
+                             "plain %d sum %g",
+                             ISA[a][0] ? ISA[a] : "native", ew ? ", entry-wise" : "", nv, nq, x,
+                             got, best, bv);
+            }
             checked++;
         }
     }
