@@ -2135,7 +2135,8 @@ static int ent_tables(elim *el)
         const inflow *fl = &el->in[q];
         if (fl->level != k - 1)
             continue;
-        el->et[q] = calloc((size_t)(w * el->eld), sizeof **el->et);
+        /* ENT_W more: a block may start at any entry (threads' chunks) */
+        el->et[q] = calloc((size_t)(w * el->eld + ENT_W), sizeof **el->et);
         if (!el->et[q])
             return -1;
         const double *src = el->cscan ? el->ct[q] : fl->t;
@@ -2315,8 +2316,12 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
                     row[nb] += el->r[q] * el->gstride[q];
                 lvl = next_prefix(el);
             }
-            for (int b = 0; el->et && b < nb; b++)
-                min_entwise(el, b, row[b], jlo, jhi);
+            /* entry-wise: a block of ENT_W entries for every prefix of the
+             * block in turn, so that its et columns (w x ENT_W) are read
+             * from L2 once per prefix block, not each prefix from memory */
+            for (int jb = jlo; el->et && jb < jhi; jb += ENT_W)
+                for (int b = 0; b < nb; b++)
+                    min_entwise(el, b, row[b], jb, jb + ENT_W < jhi ? jb + ENT_W : jhi);
             for (int jr = jlo; !el->et && jr < jhi; jr++)
                 for (int b = 0; b < nb; b++) {
                     ix[b][k - 1] = reps[jr];
