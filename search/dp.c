@@ -32,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -68,7 +70,8 @@ typedef struct {
     int **vf;     /* per var: factor ids */
     int *nvf, *capvf;
     double live_bytes, peak_bytes, limit_bytes;
-    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector; /* shortcuts (sb_result) */
+    long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector,
+        rows_colclass, rows_entwise; /* shortcuts (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
                       or the one shared by the caller (sb_search_opts.memo) */
@@ -78,6 +81,8 @@ typedef struct {
     int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
     int threads; /* sb_search_opts.threads: the scan's threads at most (0: DP_MAX_THREADS) */
+    int colclass; /* sb_search_opts.colclass */
+    int entwise; /* sb_search_opts.entwise */
     sb_error *err;
 } engine;
 
@@ -548,10 +553,13 @@ static double *transpose(engine *E, const factor *f, const int *order)
                 nstride[j] = sstride[i];
                 size[j] = f->dim[i];
             }
-    int64_t idx[MAX_SCOPE] = {0}, off = 0;
-    for (int64_t k = 0; k < f->size; k++) {
-        out[k] = f->t[off];
-        int j = f->nv - 1;
+    /* the innermost axis of out in one loop, an odometer over the others */
+    int64_t idx[MAX_SCOPE] = {0}, off = 0, n = f->nv ? size[f->nv - 1] : 1;
+    int64_t ns = f->nv ? nstride[f->nv - 1] : 1;
+    for (int64_t k = 0; k < f->size; k += n) {
+        for (int64_t i = 0; i < n; i++)
+            out[k + i] = f->t[off + i * ns];
+        int j = f->nv - 2;
         while (j >= 0) {
             idx[j]++;
             off += nstride[j];
@@ -645,26 +653,63 @@ static void axis_blocks(const engine *E, const inflow *fl, int j, int nvv, int64
     *outer = total / (fl->stride[j] * fl->dim[j]);
 }
 
+/* h with the n doubles at b mixed in: four interleaved chains (their
+ * multiplies overlap; one chain was bound by its latency), then folded.
+ * A function of h and the bits alone, so equal slices mix equally. */
+static uint64_t hash_slice(uint64_t h, const double *b, int64_t n)
+{
+    uint64_t l[4] = {h, h ^ 0x9e3779b97f4a7c15ULL, h ^ 0xc2b2ae3d27d4eb4fULL,
+                     h ^ 0x165667b19e3779f9ULL};
+    int64_t e = 0;
+    for (; e + 4 <= n; e += 4)
+        for (int j = 0; j < 4; j++) {
+            uint64_t bits;
+            memcpy(&bits, b + e + j, sizeof bits);
+            l[j] = (l[j] ^ bits) * HASH_PRIME;
+            l[j] ^= l[j] >> 29;
+        }
+    for (; e < n; e++) {
+        uint64_t bits;
+        memcpy(&bits, b + e, sizeof bits);
+        l[0] = (l[0] ^ bits) * HASH_PRIME;
+        l[0] ^= l[0] >> 29;
+    }
+    for (int j = 1; j < 4; j++) {
+        l[0] = (l[0] ^ l[j]) * HASH_PRIME;
+        l[0] ^= l[0] >> 29;
+    }
+    return l[0];
+}
+
 /* Mixes the slices of fl's axis j (n configs; nvv: v's configs) into
  * hs[i].h (hs in config order). */
-static void hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
+static int hash_slices(const engine *E, const inflow *fl, int j, int nvv, hashed *hs, int n)
 {
     int64_t outer, inner;
     axis_blocks(E, fl, j, nvv, &outer, &inner);
     const int *cm = fl->cm[j];
     int64_t d = fl->dim[j];
-    for (int64_t o = 0; o < outer; o++)
+    if (!cm) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int i = 0; i < n; i++)
+                hs[i].h = hash_slice(hs[i].h, fl->t + (o * d + i) * inner, inner);
+        return 0;
+    }
+    /* along classes: each class's slice hashed once, then mixed into its
+     * configs' hashes (equal slices, equal hashes still) */
+    uint64_t *hc = malloc((size_t)d * sizeof *hc);
+    if (!hc)
+        return -1;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t c = 0; c < d; c++)
+            hc[c] = hash_slice(HASH_SEED, fl->t + (o * d + c) * inner, inner);
         for (int i = 0; i < n; i++) {
-            const double *b = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
-            uint64_t h = hs[i].h;
-            for (int64_t e = 0; e < inner; e++) {
-                uint64_t bits;
-                memcpy(&bits, b + e, sizeof bits);
-                h = (h ^ bits) * HASH_PRIME;
-                h ^= h >> 29;
-            }
-            hs[i].h = h;
+            uint64_t h = (hs[i].h ^ hc[cm[i]]) * HASH_PRIME;
+            hs[i].h = h ^ (h >> 29);
         }
+    }
+    free(hc);
+    return 0;
 }
 
 /* Undoes each merge i -> rep[i] whose slices of fl's axis j differ. */
@@ -676,7 +721,7 @@ static void unmerge_slices(const engine *E, const inflow *fl, int j, int nvv, in
     int64_t d = fl->dim[j];
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < n; i++) {
-            if (rep[i] == i)
+            if (rep[i] == i || (cm && cm[i] == cm[rep[i]])) /* one slice: equal */
                 continue;
             const double *a = fl->t + (o * d + (cm ? cm[i] : i)) * inner;
             const double *b = fl->t + (o * d + (cm ? cm[rep[i]] : rep[i])) * inner;
@@ -700,8 +745,10 @@ static int config_classes(engine *E, const inflow *in, int nin, int q, int var, 
     hashed_init(hs, n);
     for (int f = 0; f < nin; f++)
         for (int j = 0; j < in[f].nv; j++)
-            if (in[f].pos[j] == q)
-                hash_slices(E, &in[f], j, nvv, hs, n);
+            if (in[f].pos[j] == q && hash_slices(E, &in[f], j, nvv, hs, n)) {
+                free(hs);
+                return -1;
+            }
     qsort(hs, (size_t)n, sizeof *hs, cmp_hashed);
     first_of_runs(hs, n, rep);
     free(hs);
@@ -907,6 +954,19 @@ typedef struct {
     vec_scan_fn vlater;      /* the vector scan, if a sample of the other scans is slower */
     long long steps;         /* configs (threshold) or classes (bounded) the scans met */
     double *Pblk;            /* VEC_BLOCK x nv: the prefixes of a block (vector scan) */
+    /* the column-class scan (class_scan_setup): the vector scan over the
+     * ncc classes of v's configs with equal last-level columns */
+    int cscan, ncc;
+    int *cc;                 /* members class by class (nv), starts (ncc + 1), each config's
+                              * class (nv), the classes whose lowest config is below x (nv) */
+    double **ct;             /* nfl: a last-level inflow's rows over the classes (rows x ncc) */
+    double *Cm, *Ce;         /* VEC_BLOCK x ncc: per prefix of a block, each class's least
+                              * prev, and the least prev of its members below Ca's */
+    int *Ca;                 /* VEC_BLOCK x ncc: the first member reaching the least prev */
+    /* the entry-wise scan (entwise_setup): ENT_W entries at once */
+    int (*ekern)(const double *, const double *const *, int, int, int64_t, double *, int *);
+    int64_t eld;             /* entries per row of et (the last var's reps, padded) */
+    double **et;             /* nfl: a last-level inflow as nv rows over the last var's reps */
 } elim;
 
 static int elim_oom(const elim *el)
@@ -1580,10 +1640,17 @@ static int vec_scan_generic(const double *prev, const double *const *fts, int nq
  * the unit's operations. */
 #define VEC_TWO_PASS(W, VT, LOAD, ADD, MIN, EQ, SET1, HMIN)                                  \
     {                                                                                      \
-        VT m = SET1(INFINITY);                                                             \
+        /* two running minima (even and odd vectors): the least of a set  \
+         * does not depend on the order it is taken in, and the two chains \
+         * of vminpd overlap */                                            \
+        VT m = SET1(INFINITY), m1 = SET1(INFINITY);                                        \
         int x = 0;                                                                         \
         if (nq == 1) {                                                                     \
             const double *f0 = fts[0];                                                     \
+            for (; x + 2 * W <= nv; x += 2 * W) {                                          \
+                m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
+                m1 = MIN(m1, ADD(LOAD(prev + x + W), LOAD(f0 + x + W)));                   \
+            }                                                                              \
             for (; x + W <= nv; x += W)                                                    \
                 m = MIN(m, ADD(LOAD(prev + x), LOAD(f0 + x)));                             \
         } else {                                                                           \
@@ -1594,7 +1661,7 @@ static int vec_scan_generic(const double *prev, const double *const *fts, int nq
                 m = MIN(m, sv);                                                            \
             }                                                                              \
         }                                                                                  \
-        double bv = HMIN(m);                                                               \
+        double bv = HMIN(MIN(m, m1));                                                      \
         for (int y = x; y < nv; y++) {                                                     \
             double sx = prev[y];                                                           \
             for (int q = 0; q < nq; q++)                                                   \
@@ -1651,10 +1718,25 @@ __attribute__((target("avx2"))) static int vec_scan_avx2_1p(const double *prev,
                                                              int nv, double *bvp)
 {
     __m256d m = _mm256_set1_pd(INFINITY), mi = _mm256_setzero_pd();
+    __m256d m1 = m, mi1 = mi; /* odd blocks of 4 (one table): two chains overlap */
     __m256d xi = _mm256_setr_pd(0, 1, 2, 3), four = _mm256_set1_pd(4);
     int x = 0;
     if (nq == 1) {
         const double *f0 = fts[0];
+        __m256d xi1 = _mm256_add_pd(xi, four), eight = _mm256_set1_pd(8);
+        for (; x + 8 <= nv; x += 8) {
+            __m256d sv = _mm256_add_pd(_mm256_loadu_pd(prev + x), _mm256_loadu_pd(f0 + x));
+            __m256d sv1 =
+                _mm256_add_pd(_mm256_loadu_pd(prev + x + 4), _mm256_loadu_pd(f0 + x + 4));
+            __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
+            __m256d lt1 = _mm256_cmp_pd(sv1, m1, _CMP_LT_OQ);
+            m = _mm256_blendv_pd(m, sv, lt);
+            mi = _mm256_blendv_pd(mi, xi, lt);
+            m1 = _mm256_blendv_pd(m1, sv1, lt1);
+            mi1 = _mm256_blendv_pd(mi1, xi1, lt1);
+            xi = _mm256_add_pd(xi, eight);
+            xi1 = _mm256_add_pd(xi1, eight);
+        }
         for (; x + 4 <= nv; x += 4, xi = _mm256_add_pd(xi, four)) {
             __m256d sv = _mm256_add_pd(_mm256_loadu_pd(prev + x), _mm256_loadu_pd(f0 + x));
             __m256d lt = _mm256_cmp_pd(sv, m, _CMP_LT_OQ);
@@ -1671,11 +1753,13 @@ __attribute__((target("avx2"))) static int vec_scan_avx2_1p(const double *prev,
             mi = _mm256_blendv_pd(mi, xi, lt);
         }
     }
-    double mv[4], iv[4], bv = INFINITY;
+    double mv[8], iv[8], bv = INFINITY;
     _mm256_storeu_pd(mv, m);
     _mm256_storeu_pd(iv, mi);
+    _mm256_storeu_pd(mv + 4, m1);
+    _mm256_storeu_pd(iv + 4, mi1);
     int best = nv;
-    for (int l = 0; l < 4; l++)
+    for (int l = 0; l < 8; l++) /* the least, the lowest config among the lanes holding it */
         if (mv[l] < bv || (mv[l] == bv && (int)iv[l] < best)) {
             bv = mv[l];
             best = (int)iv[l];
@@ -1744,6 +1828,442 @@ static void min_vec(elim *el, const double *prev, const int *idx, int64_t at)
     el->arg[at] = (uint16_t)el->xmap[best];
 }
 
+/* ---- the column-class scan ------------------------------------------------
+ *
+ * Configs x of v whose columns are bitwise equal in every last-level table
+ * (last_level_classes) differ, within one entry, only in prev(x). A sum
+ * prev(x) + t_1 + ... + t_n, rounded at each step, is monotone in prev(x),
+ * so a class's least sum is the sum at its least prev (m_c, first reached
+ * at config a_c): the vector scan runs over the classes' (m_c, columns)
+ * instead of every config. The plain scan's argmin is the lowest config
+ * whose sum is the least, bv: in a class reaching bv it is a_c unless a
+ * member below a_c also reaches bv, which needs the least prev of those
+ * members (e_c) to reach it; and only classes whose lowest config is below
+ * the best config so far can hold a lower one (classes are numbered by
+ * their lowest config). */
+
+/* The column-class scan for an elimination of at least this many sums,
+ * with at most nv / CLASS_GAIN classes. */
+#define CLASS_MIN_SUMS 1e5
+#define CLASS_GAIN 2
+
+/* cc's parts (class_scan_setup). */
+static const int *cc_members(const elim *el) { return el->cc; }
+static const int *cc_starts(const elim *el) { return el->cc + el->nv; }
+static const int *cc_class(const elim *el) { return el->cc + 2 * el->nv + 1; }
+static const int *cc_below(const elim *el) { return el->cc + 3 * el->nv + 1; }
+
+/* Each config's class and, per config x, the classes whose lowest config
+ * is below x (cc's last two parts, from the lists). */
+static void class_index(elim *el)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    int *cid = el->cc + 2 * nv + 1, *below = el->cc + 3 * nv + 1;
+    for (int c = 0; c < ncc; c++)
+        for (int i = cst[c]; i < cst[c + 1]; i++)
+            cid[cmem[i]] = c;
+    for (int x = 0, nb = 0; x < nv; x++) {
+        while (nb < ncc && cmem[cst[nb]] < x)
+            nb++;
+        below[x] = nb;
+    }
+}
+
+/* ct[q]: last-level inflow q's rows over the classes (rows x ncc), each
+ * class's column taken at its lowest config (all members' are equal). */
+static int class_tables(elim *el)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    el->ct = calloc((size_t)el->nfl, sizeof *el->ct);
+    if (!el->ct)
+        return -1;
+    for (int q = 0; q < el->nfl; q++) {
+        const inflow *fl = &el->in[q];
+        if (fl->level != el->k - 1)
+            continue;
+        el->ct[q] = malloc((size_t)fl->rows * (size_t)ncc * sizeof **el->ct);
+        if (!el->ct[q])
+            return -1;
+        for (int64_t r = 0; r < fl->rows; r++)
+            for (int c = 0; c < ncc; c++)
+                el->ct[q][r * ncc + c] = fl->t[r * nv + cmem[cst[c]]];
+    }
+    return 0;
+}
+
+/* The block buffers of the class scan (one set per thread). */
+static int class_buffers(elim *el)
+{
+    size_t n = (size_t)VEC_BLOCK * (size_t)el->ncc;
+    el->Cm = malloc(n * sizeof *el->Cm);
+    el->Ce = malloc(n * sizeof *el->Ce);
+    el->Ca = malloc(n * sizeof *el->Ca);
+    return el->Cm && el->Ce && el->Ca ? 0 : -1;
+}
+
+/* Takes the column-class scan for a vector-scanned elimination of enough
+ * sums whose last-level columns fall into few classes (sb_search_opts
+ * colclass 0; 2: any with fewer classes than configs, 1: none). */
+static int class_scan_setup(elim *el, int64_t nprefix)
+{
+    int nv = el->nv, k = el->k;
+    const engine *E = el->E;
+    double sums = (double)nprefix * el->nrep[k - 1] * nv;
+    int always = E->colclass == 2;
+    if (!el->vscan || E->plain || E->colclass == 1 || (!always && sums < CLASS_MIN_SUMS))
+        return 0;
+    el->cc = malloc((4 * (size_t)nv + 1) * sizeof *el->cc);
+    if (!el->cc
+        || last_level_classes(el->in, el->nfl, k - 1, nv, el->cc, el->cc + nv, &el->ncc))
+        return elim_oom(el);
+    if (always ? el->ncc == nv : (int64_t)el->ncc * CLASS_GAIN > nv)
+        return 0;
+    class_index(el);
+    if (class_tables(el) || class_buffers(el))
+        return elim_oom(el);
+    el->cscan = 1;
+    el->E->rows_colclass += el->nrep[k - 1];
+    return 0;
+}
+
+/* The b-th prefix of a block (prev: its sums through level k - 2): per
+ * class c, m_c = its members' least prev, a_c the first member reaching it
+ * (the lowest member when all are infinite), e_c the least prev of the
+ * members below a_c (infinite when none). */
+static void class_stats(elim *el, int b)
+{
+    int nv = el->nv, ncc = el->ncc;
+    const double *prev = el->Pblk + (size_t)b * nv;
+    double *m = el->Cm + (size_t)b * ncc, *e = el->Ce + (size_t)b * ncc;
+    int *a = el->Ca + (size_t)b * ncc;
+    const int *cid = cc_class(el), *cmem = cc_members(el), *cst = cc_starts(el);
+    for (int c = 0; c < ncc; c++) {
+        m[c] = INFINITY;
+        e[c] = INFINITY;
+        a[c] = cmem[cst[c]];
+    }
+    for (int x = 0; x < nv; x++) {
+        int c = cid[x];
+        if (prev[x] < m[c]) {
+            e[c] = m[c]; /* the least over the members before x */
+            m[c] = prev[x];
+            a[c] = x;
+        }
+    }
+}
+
+/* The lowest member of class c whose sum is bv (it reaches bv at a_c or
+ * not at all; fts: the rows over the classes). */
+static int class_lowest(const elim *el, int b, const double *const *fts, int nq, int c,
+                        double bv)
+{
+    int nv = el->nv, ncc = el->ncc;
+    size_t o = (size_t)b * ncc + (size_t)c;
+    int a = el->Ca[o];
+    double se = el->Ce[o];
+    for (int q = 0; q < nq; q++)
+        se += fts[q][c];
+    if (se > bv) /* no member below a_c reaches bv (monotone sums) */
+        return a;
+    const double *prev = el->Pblk + (size_t)b * nv;
+    const int *cmem = cc_members(el), *cst = cc_starts(el);
+    for (int i = cst[c]; i < cst[c + 1] && cmem[i] < a; i++) {
+        double sx = prev[cmem[i]];
+        for (int q = 0; q < nq; q++)
+            sx += fts[q][c];
+        if (sx == bv)
+            return cmem[i];
+    }
+    return a;
+}
+
+/* The lowest config whose sum is bv, the least sum, of the b-th prefix's
+ * entry whose rows over the classes are fts, c0 the first class reaching
+ * bv: from c0 and the tied classes whose lowest config is below the best
+ * so far. */
+static int class_resolve(const elim *el, int b, const double *const *fts, int nq, int c0,
+                         double bv)
+{
+    const double *m = el->Cm + (size_t)b * el->ncc;
+    const int *below = cc_below(el);
+    int best = class_lowest(el, b, fts, nq, c0, bv);
+    for (int c = c0 + 1; c < below[best]; c++) {
+        double sc = m[c];
+        for (int q = 0; q < nq; q++)
+            sc += fts[q][c];
+        if (sc == bv) {
+            int x = class_lowest(el, b, fts, nq, c, bv);
+            best = x < best ? x : best;
+        }
+    }
+    return best;
+}
+
+/* The class scan of one entry (the assignment idx, the b-th prefix of its
+ * block): the least sum over the classes (the vector scan over m_c and the
+ * rows over the classes: the first class reaching it), then the lowest
+ * config reaching it, from that class and the tied classes whose lowest
+ * config is below the best so far. */
+static void min_class(elim *el, int b, const int *idx, int64_t at)
+{
+    const double *fts[MAX_SCOPE + 1];
+    int nq = 0, ncc = el->ncc;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == el->k - 1)
+            fts[nq++] = el->ct[q] + row_offset(&el->in[q], idx) / el->nv * ncc;
+    double bv;
+    int c0 = el->vscan(el->Cm + (size_t)b * ncc, fts, nq, ncc, &bv);
+    el->g[at] = bv;
+    el->arg[at] = (uint16_t)el->xmap[class_resolve(el, b, fts, nq, c0, bv)];
+}
+
+/* ---- the entry-wise scan ----------------------------------------------------
+ *
+ * When every last-level table is over (last var, v) alone, the entries of
+ * one prefix differ only in the last var's row. The entry-wise scan takes
+ * ENT_W of them at once, one vector lane an entry: for x = 0, 1, ... it
+ * adds prev[x] (broadcast) and each table's entries at x (the tables
+ * stored as nv rows over the last var, et) in the plain scan's order, and
+ * a lane keeps its sum and x when strictly less than its least so far.
+ * So each lane ends with its entry's least sum and the first (lowest) x
+ * reaching it: the plain scan's, bit for bit (no sum finite: x = 0, as
+ * the plain scan). No horizontal minimum, no second pass and no tail per
+ * entry: the decoder chain's 161 to 261 configs paid for those as much
+ * as for the sums. */
+
+#define ENT_W 32 /* entries per kernel call: four vectors of eight */
+#define ENT_MIN_SUMS 1e5
+#define ENT_MAX_TABLE (1 << 24) /* et's entries at most (per table) */
+
+typedef double vd8 __attribute__((vector_size(64)));
+typedef long long vl8 __attribute__((vector_size(64)));
+
+/* ENT_W entries: lane l of entry column l of the et rows (tt[q] at the
+ * block's first entry, ld entries a row): its least sum into gm[l], the
+ * first x reaching it into gi[l]. */
+/* One vector of lanes (entries OFF .. OFF + 7 of the block) at config x. */
+#define ENT_LANES(M, MI, OFF)                                                              \
+    {                                                                                      \
+        vd8 sv;                                                                            \
+        memcpy(&sv, tt[0] + xo + (OFF), sizeof sv);                                        \
+        sv = px + sv;                                                                      \
+        for (int q = 1; q < nq; q++) {                                                     \
+            vd8 t;                                                                         \
+            memcpy(&t, tt[q] + xo + (OFF), sizeof t);                                      \
+            sv += t;                                                                       \
+        }                                                                                  \
+        vl8 lt = sv < M;                                                                   \
+        M = (vd8)(((vl8)sv & lt) | ((vl8)M & ~lt));                                        \
+        MI = (xv & lt) | (MI & ~lt);                                                       \
+    }
+
+static inline __attribute__((always_inline)) int
+ent_body(const double *prev, const double *const *tt, int nq, int nv, int64_t ld, double *gm,
+         int *gi)
+{
+    const vd8 inf = {INFINITY, INFINITY, INFINITY, INFINITY,
+                     INFINITY, INFINITY, INFINITY, INFINITY};
+    const vl8 zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    vd8 m0 = inf, m1 = inf, m2 = inf, m3 = inf; /* four chains in registers */
+    vl8 i0 = zero, i1 = zero, i2 = zero, i3 = zero;
+    for (int x = 0; x < nv; x++) {
+        double p = prev[x];
+        vd8 px = {p, p, p, p, p, p, p, p};
+        vl8 xv = zero + x;
+        int64_t xo = x * ld;
+        ENT_LANES(m0, i0, 0)
+        ENT_LANES(m1, i1, 8)
+        ENT_LANES(m2, i2, 16)
+        ENT_LANES(m3, i3, 24)
+    }
+    for (int j = 0; j < 8; j++) {
+        gm[j] = m0[j], gm[8 + j] = m1[j], gm[16 + j] = m2[j], gm[24 + j] = m3[j];
+        gi[j] = (int)i0[j], gi[8 + j] = (int)i1[j], gi[16 + j] = (int)i2[j];
+        gi[24 + j] = (int)i3[j];
+    }
+    return 0;
+}
+
+static int ent_generic(const double *prev, const double *const *tt, int nq, int nv, int64_t ld,
+                       double *gm, int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int ent_avx2(const double *prev,
+                                                     const double *const *tt, int nq, int nv,
+                                                     int64_t ld, double *gm, int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+
+__attribute__((target("avx512f"))) static int ent_avx512(const double *prev,
+                                                          const double *const *tt, int nq,
+                                                          int nv, int64_t ld, double *gm,
+                                                          int *gi)
+{
+    return ent_body(prev, tt, nq, nv, ld, gm, gi);
+}
+#endif
+
+/* The entry-wise kernel of the vector scan's unit (vscan). */
+static void ent_pick(elim *el)
+{
+    el->ekern = ent_generic;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (el->vscan == vec_scan_avx512)
+        el->ekern = ent_avx512;
+    else if (el->vscan == vec_scan_avx2 || el->vscan == vec_scan_avx2_1p)
+        el->ekern = ent_avx2;
+#endif
+}
+
+/* et[q]: last-level inflow q as nv rows (ncc over classes: its ct) over
+ * the last var's reps (eld a row, the padding 0). */
+static int ent_tables(elim *el)
+{
+    int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
+    const int *reps = el->reps[k - 1];
+    el->et = calloc((size_t)el->nfl, sizeof *el->et);
+    if (!el->et)
+        return -1;
+    int w = el->cscan ? el->ncc : nv; /* columns: configs, or classes (ct) */
+    for (int q = 0; q < el->nfl; q++) {
+        const inflow *fl = &el->in[q];
+        if (fl->level != k - 1)
+            continue;
+        /* ENT_W more: a block may start at any entry (threads' chunks) */
+        el->et[q] = calloc((size_t)(w * el->eld + ENT_W), sizeof **el->et);
+        if (!el->et[q])
+            return -1;
+        const double *src = el->cscan ? el->ct[q] : fl->t;
+        for (int jr = 0; jr < nlast; jr++) {
+            int i = reps[jr];
+            const double *row = src + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * w;
+            for (int x = 0; x < w; x++)
+                el->et[q][x * el->eld + jr] = row[x];
+        }
+    }
+    return 0;
+}
+
+/* Takes the entry-wise scan for a vector-scanned elimination (over
+ * configs or column classes) of enough sums whose last-level tables are
+ * all over (last var, v) (sb_search_opts entwise 0; 2: any such, 1:
+ * none). */
+static int entwise_setup(elim *el, int64_t nprefix)
+{
+    int nv = el->nv, k = el->k, nlast = el->nrep[k - 1];
+    const engine *E = el->E;
+    double sums = (double)nprefix * nlast * nv;
+    if (!el->vscan || E->plain || E->entwise == 1
+        || (E->entwise != 2 && sums < ENT_MIN_SUMS))
+        return 0;
+    for (int q = 0; q < el->nfl; q++)
+        if (el->in[q].level == k - 1 && el->in[q].nv != 1)
+            return 0;
+    el->eld = (nlast + ENT_W - 1) / ENT_W * ENT_W;
+    if ((double)(el->cscan ? el->ncc : nv) * el->eld > ENT_MAX_TABLE)
+        return 0;
+    if (ent_tables(el))
+        return elim_oom(el);
+    ent_pick(el);
+    el->E->rows_entwise += nlast;
+    return 0;
+}
+
+/* The entries jlo .. jhi - 1 (ranks of the last var's reps) of the b-th
+ * prefix of a block, at row of g: ENT_W at a time. Over configs each
+ * lane's first x is the argmin; over classes it is the first class
+ * reaching the least, and class_resolve finds the lowest config (the
+ * class scan's rule, min_class). */
+static void min_entwise(elim *el, int b, int64_t row, int jlo, int jhi)
+{
+    const double *tt[MAX_SCOPE + 1], *prev = el->cscan ? el->Cm + (size_t)b * el->ncc
+                                                       : el->Pblk + (size_t)b * el->nv;
+    double gm[ENT_W];
+    int gi[ENT_W], nq = 0, w = el->cscan ? el->ncc : el->nv;
+    for (int jb = jlo; jb < jhi; jb += ENT_W) {
+        nq = 0;
+        for (int q = 0; q < el->nfl; q++)
+            if (el->in[q].level == el->k - 1)
+                tt[nq++] = el->et[q] + jb;
+        el->ekern(prev, tt, nq, w, el->eld, gm, gi);
+        int n = jhi - jb < ENT_W ? jhi - jb : ENT_W;
+        for (int l = 0; l < n; l++) {
+            int x = gi[l];
+            if (el->cscan) {
+                const double *fts[MAX_SCOPE + 1];
+                int i = el->reps[el->k - 1][jb + l], nf = 0;
+                for (int q = 0; q < el->nfl; q++) {
+                    const inflow *fl = &el->in[q];
+                    if (fl->level == el->k - 1)
+                        fts[nf++] = el->ct[q] + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * w;
+                }
+                x = class_resolve(el, b, fts, nf, x, gm[l]);
+            }
+            el->g[row + jb + l] = gm[l];
+            el->arg[row + jb + l] = (uint16_t)el->xmap[x];
+        }
+    }
+}
+
+/* One entry by the column-class scan (tests): v's nv configs with sums
+ * prev + fts[0] + ... + fts[nq - 1], as one-row last-level tables over
+ * (u, v) for a one-config u; entwise: through the entry-wise kernel. The
+ * least sum in *bv, the lowest config reaching it returned; -1 when out
+ * of memory. */
+int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, int entwise,
+                     double *bv)
+{
+    inflow in[MAX_SCOPE + 1] = {0};
+    double g = 0;
+    uint16_t arg = 0;
+    int *xmap = malloc((size_t)nv * sizeof *xmap), rc = -1, idx[1] = {0}, rep0[1] = {0};
+    elim el = {.nv = nv, .k = 1, .nfl = nq, .in = in, .xmap = xmap, .g = &g, .arg = &arg,
+               .vscan = vec_scan_pick(1), .cscan = 1, .eld = ENT_W};
+    el.reps[0] = rep0;
+    el.nrep[0] = 1;
+    for (int q = 0; q < nq && q <= MAX_SCOPE; q++)
+        in[q] = (inflow){.t = (double *)fts[q], .rows = 1, .level = 0, .nv = 1,
+                         .stride = {nv}, .dim = {1}};
+    el.cc = malloc((4 * (size_t)nv + 1) * sizeof *el.cc);
+    el.Pblk = malloc((size_t)nv * sizeof *el.Pblk);
+    if (nq <= MAX_SCOPE && xmap && el.cc && el.Pblk
+        && !last_level_classes(in, nq, 0, nv, el.cc, el.cc + nv, &el.ncc)
+        && !class_tables(&el) && !class_buffers(&el) && !(entwise && ent_tables(&el))) {
+        for (int x = 0; x < nv; x++)
+            xmap[x] = x;
+        memcpy(el.Pblk, prev, (size_t)nv * sizeof *prev);
+        class_index(&el);
+        class_stats(&el, 0);
+        if (entwise) {
+            ent_pick(&el);
+            min_entwise(&el, 0, 0, 0, 1);
+        } else {
+            min_class(&el, 0, idx, 0);
+        }
+        *bv = g;
+        rc = arg;
+    }
+    for (int q = 0; q < nq && q <= MAX_SCOPE; q++) {
+        free(el.ct ? el.ct[q] : NULL);
+        free(el.et ? el.et[q] : NULL);
+    }
+    free(el.ct);
+    free(el.et);
+    free(el.cc);
+    free(el.Pblk);
+    free(el.Cm);
+    free(el.Ce);
+    free(el.Ca);
+    free(xmap);
+    return rc;
+}
+
 /* The next assignment of S less its last var, over the representatives
  * (an odometer, the deepest position fastest): the lowest position that
  * changed, -1 after the last. */
@@ -1789,15 +2309,26 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
                 memcpy(el->Pblk + (size_t)nb * nv, el->P + (size_t)(k - 1) * nv,
                        (size_t)nv * sizeof *el->P);
                 memcpy(ix[nb], el->idx, (size_t)k * sizeof *el->idx);
+                if (el->cscan)
+                    class_stats(el, nb);
                 row[nb] = 0;
                 for (int q = 0; q < k - 1; q++)
                     row[nb] += el->r[q] * el->gstride[q];
                 lvl = next_prefix(el);
             }
-            for (int jr = jlo; jr < jhi; jr++)
+            /* entry-wise: a block of ENT_W entries for every prefix of the
+             * block in turn, so that its et columns (w x ENT_W) are read
+             * from L2 once per prefix block, not each prefix from memory */
+            for (int jb = jlo; el->et && jb < jhi; jb += ENT_W)
+                for (int b = 0; b < nb; b++)
+                    min_entwise(el, b, row[b], jb, jb + ENT_W < jhi ? jb + ENT_W : jhi);
+            for (int jr = jlo; !el->et && jr < jhi; jr++)
                 for (int b = 0; b < nb; b++) {
                     ix[b][k - 1] = reps[jr];
-                    min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
+                    if (el->cscan)
+                        min_class(el, b, ix[b], row[b] + jr);
+                    else
+                        min_vec(el, el->Pblk + (size_t)b * nv, ix[b], row[b] + jr);
                 }
         }
         return;
@@ -1853,7 +2384,10 @@ static int worker_open(const elim *el, elim *w)
     w->rks = malloc(2 * (size_t)nv * sizeof *w->rks);
     w->tie = malloc((size_t)nv * sizeof *w->tie);
     w->Pblk = el->vscan ? malloc((size_t)VEC_BLOCK * (size_t)nv * sizeof *w->Pblk) : NULL;
-    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk))
+    w->Cm = w->Ce = NULL;
+    w->Ca = NULL;
+    if (!w->P || !w->val || !w->ks || !w->rks || !w->tie || (el->vscan && !w->Pblk)
+        || (el->cscan && class_buffers(w)))
         return -1;
     memcpy(w->P, el->P, (size_t)nv * sizeof *w->P); /* base */
     return 0;
@@ -1861,6 +2395,9 @@ static int worker_open(const elim *el, elim *w)
 
 static void worker_close(elim *w)
 {
+    free(w->Cm);
+    free(w->Ce);
+    free(w->Ca);
     free(w->Pblk);
     free(w->P);
     free(w->val);
@@ -1869,38 +2406,136 @@ static void worker_close(elim *w)
     free(w->tie);
 }
 
-/* The threshold scan's rows at representative assignments, sorted before
- * the threads start (they then only read rowsort). */
-static void presort_rows(elim *el, int nt)
+/* ---- the fill's threads -----------------------------------------------------
+ *
+ * A parallel part of an elimination runs on nt threads: the caller and
+ * nt - 1 started for it (pthreads), each taking the next task from one
+ * atomic counter until none is left, then joined. No thread outlives the
+ * part, so none spins between parts (OpenMP's idle workers did: a sixth of
+ * the CPU time at p = 256, and more wall time than they saved on a loaded
+ * machine). */
+
+typedef struct par_job par_job;
+struct par_job {
+    void (*run)(par_job *j, void *ctx); /* one thread's share: takes tasks until none left */
+    void *(*open)(par_job *j);          /* a thread's context (NULL: out of memory) */
+    void (*close)(void *ctx);
+    elim *el;
+    int64_t ntask;
+    atomic_llong next;
+    atomic_int failed;
+    int64_t nchunk, per; /* scan_rows: chunks per prefix or in all, prefixes or entries */
+    int by_prefix, nlast;
+};
+
+/* The next task of j, -1 after the last. */
+static int64_t par_next(par_job *j)
 {
+    int64_t t = atomic_fetch_add(&j->next, 1);
+    return t < j->ntask ? t : -1;
+}
+
+static void *par_thread(void *arg)
+{
+    par_job *j = arg;
+    void *ctx = j->open(j);
+    if (!ctx)
+        atomic_store(&j->failed, 1);
+    else
+        j->run(j, ctx);
+    j->close(ctx);
+    return NULL;
+}
+
+/* Runs j on nt threads (fewer when a thread cannot be started: the others
+ * take its tasks); -1 when a thread ran out of memory. */
+static int par_run(par_job *j, int nt)
+{
+    pthread_t th[DP_MAX_THREADS];
+    int started = 0;
+    for (int i = 1; i < nt && i < DP_MAX_THREADS; i++)
+        if (!pthread_create(&th[started], NULL, par_thread, j))
+            started++;
+    par_thread(j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&j->failed) ? -1 : 0;
+}
+
+/* presort_rows' thread context: a row being sorted. */
+static void *presort_open(par_job *j)
+{
+    return malloc(2 * (size_t)j->el->nv * sizeof(keyed));
+}
+
+static void presort_close(void *ctx) { free(ctx); }
+
+/* Sorts the threshold scan's rows r0 (tasks) at representative
+ * assignments. */
+static void presort_run(par_job *j, void *ctx)
+{
+    elim *el = j->el;
     const inflow *fl = &el->in[el->last_in];
     int nv = el->nv;
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-    {
-        keyed *rks = malloc(2 * (size_t)nv * sizeof *rks);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 64)
-#endif
-        for (int64_t r0 = 0; r0 < fl->rows; r0++) {
-            int ok = rks != NULL;
-            for (int j = 0; j < fl->nv && ok; j++) {
-                int i = (int)(r0 * nv / fl->stride[j] % fl->dim[j]);
-                ok = fl->cm[j] || el->rep[fl->pos[j]][i] == i; /* classes: every row */
-            }
-            if (!ok)
-                continue;
-            const double *ft = fl->t + r0 * nv;
-            for (int x = 0; x < nv; x++)
-                rks[x] = (keyed){.k = ft[x], .x = x};
-            sort_keyed(rks, rks + nv, nv);
-            for (int x = 0; x < nv; x++)
-                el->rowsort[r0 * nv + x] = rks[x].x;
-            el->rowdone[r0] = 1;
+    keyed *rks = ctx;
+    for (int64_t r0; (r0 = par_next(j)) >= 0;) {
+        int ok = 1;
+        for (int jj = 0; jj < fl->nv && ok; jj++) {
+            int i = (int)(r0 * nv / fl->stride[jj] % fl->dim[jj]);
+            ok = fl->cm[jj] || el->rep[fl->pos[jj]][i] == i; /* classes: every row */
         }
-        free(rks);
+        if (!ok)
+            continue;
+        const double *ft = fl->t + r0 * nv;
+        for (int x = 0; x < nv; x++)
+            rks[x] = (keyed){.k = ft[x], .x = x};
+        sort_keyed(rks, rks + nv, nv);
+        for (int x = 0; x < nv; x++)
+            el->rowsort[r0 * nv + x] = rks[x].x;
+        el->rowdone[r0] = 1;
+    }
+}
+
+/* The threshold scan's rows at representative assignments, sorted before
+ * the threads start (they then only read rowsort); -1 when out of memory. */
+static int presort_rows(elim *el, int nt)
+{
+    par_job j = {.run = presort_run, .open = presort_open, .close = presort_close, .el = el,
+                 .ntask = el->in[el->last_in].rows};
+    return par_run(&j, nt);
+}
+
+/* scan_rows' thread context: a copy of el with its own scan buffers. */
+static void *fill_open(par_job *j)
+{
+    elim *w = malloc(sizeof *w);
+    if (w && worker_open(j->el, w)) {
+        worker_close(w);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void fill_close(void *ctx)
+{
+    if (ctx)
+        worker_close(ctx);
+    free(ctx);
+}
+
+/* scan_rows' tasks: chunk c of the prefixes (by_prefix), or of one
+ * prefix's last-var entries. */
+static void fill_run(par_job *j, void *ctx)
+{
+    elim *w = ctx;
+    int64_t per = j->per, nchunk = j->nchunk;
+    for (int64_t t; (t = par_next(j)) >= 0;) {
+        int64_t c = t % nchunk, pi = t / nchunk;
+        if (j->by_prefix)
+            scan_part(w, per * c / nchunk, per * (c + 1) / nchunk, 0, j->nlast);
+        else
+            scan_part(w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
     }
 }
 
@@ -1935,37 +2570,21 @@ static int scan_rows(elim *el)
         if (!el->Pblk)
             return elim_oom(el);
     }
+    if (class_scan_setup(el, nprefix) || entwise_setup(el, nprefix))
+        return -1;
     if (nt <= 1) {
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
     }
-    if (el->threshold)
-        presort_rows(el, nt);
-    int by_prefix = nprefix >= 4 * nt, failed = 0;
+    if (el->threshold && !el->vscan && presort_rows(el, nt))
+        return elim_oom(el);
+    int by_prefix = nprefix >= 4 * nt;
     /* chunks: of prefixes (by_prefix), else of each prefix's last entries */
     int64_t per = by_prefix ? nprefix : nlast, nchunk = per < 16 * nt ? per : 16 * nt;
-    int64_t ntask = by_prefix ? nchunk : nprefix * nchunk;
-    (void)ntask;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) reduction(| : failed)
-    {
-        elim w;
-        int ok = !worker_open(el, &w);
-        failed = !ok;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < ntask; t++) {
-            if (!ok)
-                continue;
-            int64_t c = t % nchunk, pi = t / nchunk;
-            if (by_prefix)
-                scan_part(&w, per * c / nchunk, per * (c + 1) / nchunk, 0, nlast);
-            else
-                scan_part(&w, pi, pi + 1, (int)(per * c / nchunk), (int)(per * (c + 1) / nchunk));
-        }
-        worker_close(&w);
-    }
-#endif
-    return failed ? elim_oom(el) : 0;
+    par_job j = {.run = fill_run, .open = fill_open, .close = fill_close, .el = el,
+                 .ntask = by_prefix ? nchunk : nprefix * nchunk, .nchunk = nchunk,
+                 .per = per, .by_prefix = by_prefix, .nlast = nlast};
+    return par_run(&j, nt) ? elim_oom(el) : 0;
 }
 
 /* A reused elimination does not build v's pending pair tables; they are
@@ -2101,6 +2720,16 @@ static void elim_free(elim *el)
     free(el->rks);
     free(el->tie);
     free(el->Pblk);
+    free(el->cc);
+    for (int q = 0; el->ct && q < el->nfl; q++)
+        free(el->ct[q]);
+    free(el->ct);
+    free(el->Cm);
+    free(el->Ce);
+    free(el->Ca);
+    for (int q = 0; el->et && q < el->nfl; q++)
+        free(el->et[q]);
+    free(el->et);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
 }
@@ -2129,11 +2758,16 @@ static int eliminate(engine *E, int v, step *out, int *max_dep)
                     dom(E, el.S[q]));
         fprintf(stderr, " entries %lld %s cpu %.4f s %.4f s\n", (long long)el.gsize,
                 E->memo->hits > hits ? "reused"
+                : el.cscan && el.et ? "classes/entrywise"
+                : el.cscan      ? "classes"
+                : el.et         ? "entrywise"
                 : el.vscan      ? "vector"
                 : el.threshold  ? "threshold"
                 : el.bounded    ? "bounded"
                                 : "plain",
                 cpu_seconds() - c0, sb_now() - t0);
+        if (el.cscan)
+            fprintf(stderr, "[dp]   %d column classes of %d configs\n", el.ncc, el.nv);
     }
     elim_free(&el);
     return rc;
@@ -2177,7 +2811,8 @@ static void engine_open(engine *E, const sb_problem *sp, const sb_search_opts *o
                         sb_error *err)
 {
     *E = (engine){.pb = sp, .n = n, .err = err, .plain = opts->plain, .scan = opts->scan,
-                  .threads = opts->threads};
+                  .threads = opts->threads, .colclass = opts->colclass,
+                  .entwise = opts->entwise};
     const char *tr = getenv("SB_DP_TRACE");
     E->trace = tr && *tr && strcmp(tr, "0");
     E->limit_bytes = (opts->max_table_mb > 0 ? opts->max_table_mb : 4096) * 1e6;
@@ -2267,6 +2902,8 @@ static void report_counters(const engine *E, sb_result *out)
     out->rows_bounded = E->rows_bounded;
     out->rows_threshold = E->rows_threshold;
     out->rows_vector = E->rows_vector;
+    out->rows_colclass = E->rows_colclass;
+    out->rows_entwise = E->rows_entwise;
     out->eliminations_reused = E->memo->hits - E->hits0;
 }
 

@@ -28,5 +28,10 @@ void sb_prune_free(sb_problem *red, int **keep);
  * into *bv; the kernel for this CPU, or the one SB_DP_ISA (avx2, generic)
  * names (tests hold it to the plain scan). */
 int sb_dp_vec_scan(const double *prev, const double *const *fts, int nq, int nv, double *bv);
+/* The same entry by the column-class scan (configs with equal values in
+ * every fts row form one class; entwise: through the entry-wise kernel);
+ * -1 when out of memory. */
+int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, int entwise,
+                     double *bv);
 
 #endif

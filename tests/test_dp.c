@@ -661,7 +661,8 @@ static void check_order(const sb_problem *pb, const int *order, const char *text
 static int g_dep_hist[8]; /* checked problems by the PaSE order's largest dependent set */
 /* the DP's shortcuts met on the checked problems (the tests below make sure
  * they are, so that a broken shortcut shows) */
-static long long g_copied, g_merged, g_bounded, g_vector, g_pruned_problems, g_pruned_configs;
+static long long g_copied, g_merged, g_bounded, g_vector, g_colclass, g_entwise, g_pruned_problems,
+    g_pruned_configs;
 static int g_checks; /* problems checked: every other one without the vector scan */
 
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
@@ -711,7 +712,36 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
                      what, i, rp.choice[i], rr.choice[i], rp.total_cost, rr.total_cost);
         }
     assert_true(rr.entries_copied == 0 && rr.configs_merged == 0 && rr.rows_bounded == 0
-                && rr.rows_vector == 0);
+                && rr.rows_vector == 0 && rr.rows_colclass == 0);
+    /* the column-class scan wherever it applies (this turn's kernel, the
+     * vector scan forced): the plain DP's configs too */
+    sb_result rc;
+    sb_search_opts sc = {.algo = SB_ALGO_PASE, .scan = 2, .colclass = 2,
+                         .entwise = turn % 2 ? 2 : 1}; /* with and without entry-wise */
+    if (sb_search(pb, &sc, &rc, &err) != 0)
+        fail_msg("%s: column-class search failed: %s", what, err.msg);
+    for (int i = 0; i < n; i++)
+        if (rc.choice[i] != rr.choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with the column-class scan, %d plain "
+                     "(totals %.17g, %.17g)",
+                     what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
+        }
+    g_colclass += rc.rows_colclass;
+    sb_result_free(&rc);
+    /* the entry-wise scan wherever it applies (no column classes) */
+    sc = (sb_search_opts){.algo = SB_ALGO_PASE, .scan = 2, .colclass = 1, .entwise = 2};
+    if (sb_search(pb, &sc, &rc, &err) != 0)
+        fail_msg("%s: entry-wise search failed: %s", what, err.msg);
+    for (int i = 0; i < n; i++)
+        if (rc.choice[i] != rr.choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with the entry-wise scan, %d plain "
+                     "(totals %.17g, %.17g)",
+                     what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
+        }
+    g_entwise += rc.rows_entwise;
+    sb_result_free(&rc);
     unsetenv("SB_DP_ISA");
     sb_result_free(&rr);
     g_copied += rp.entries_copied;
@@ -888,13 +918,16 @@ static void test_dp_equals_brute_force(void **state)
         fail_msg("only %d problems with a dependent set of 3 or more", big);
     /* the shortcuts were taken, so the comparisons above cover them */
     print_message("  shortcuts: %lld entries copied, %lld configs merged, %lld bounded minima, "
-                  "%lld vector minima; pruning dropped %lld configs in %lld problems\n",
-                  g_copied, g_merged, g_bounded, g_vector, g_pruned_configs, g_pruned_problems);
+                  "%lld vector minima (forced: column-class %lld, entry-wise %lld); pruning "
+                  "dropped %lld configs in %lld problems\n",
+                  g_copied, g_merged, g_bounded, g_vector, g_colclass, g_entwise,
+                  g_pruned_configs, g_pruned_problems);
     if (g_copied < 1000 || g_merged < 100 || g_bounded < 200 || g_vector < 200
-        || g_pruned_problems < 50)
+        || g_colclass < 100 || g_entwise < 100 || g_pruned_problems < 50)
         fail_msg("too few shortcuts met to test them: %lld entries copied, %lld configs merged, "
-                 "%lld bounded minima, %lld vector minima, %lld problems pruned",
-                 g_copied, g_merged, g_bounded, g_vector, g_pruned_problems);
+                 "%lld bounded minima, %lld vector minima, %lld column-class minima, %lld "
+                 "problems pruned",
+                 g_copied, g_merged, g_bounded, g_vector, g_colclass, g_pruned_problems);
     report_bf_crashes(bf_crashes, isolated);
 }
 
@@ -1584,10 +1617,101 @@ static void test_blocks_equal_plain(void **state)
     assert_true(reused > 0);
 }
 
-/* The vector scan's kernels (AVX-512, AVX2 one pass and two passes, generic) against the plain
- * scan, on sums with many ties (entries from a few small integers, some
- * infinite): the same least sum and the lowest config reaching it, for
- * every length (the vectors' tails) and 1 to 3 tables. */
+/* Two searches of pb, without the vector scan's column-class and
+ * entry-wise shortcuts and with them as `colclass` and `entwise` say: the
+ * same total, bit for bit, and every op's config. *used gets the last-var
+ * entries each took. */
+static void shortcut_pair(const sb_problem *pb, int colclass, int entwise, int scan,
+                          const char *what, long long used[2])
+{
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .scan = scan, .colclass = 1, .entwise = 1};
+    sb_result r0, r1;
+    sb_error err = {0};
+    if (sb_search(pb, &so, &r0, &err))
+        fail_msg("%s: %s", what, err.msg);
+    so.colclass = colclass;
+    so.entwise = entwise;
+    if (sb_search(pb, &so, &r1, &err))
+        fail_msg("%s, colclass %d entwise %d: %s", what, colclass, entwise, err.msg);
+    assert_true(r0.rows_colclass == 0 && r0.rows_entwise == 0);
+    if (r0.total_cost != r1.total_cost)
+        fail_msg("%s: %.17g without the shortcuts, %.17g with (colclass %d, entwise %d)", what,
+                 r0.total_cost, r1.total_cost, colclass, entwise);
+    for (int v = 0; v < pb->m->nops; v++)
+        if (r0.choice[v] != r1.choice[v])
+            fail_msg("%s: op '%s': config %d without the shortcuts, %d with (colclass %d, "
+                     "entwise %d)",
+                     what, pb->m->ops[v].name, r0.choice[v], r1.choice[v], colclass, entwise);
+    used[0] += r1.rows_colclass;
+    used[1] += r1.rows_entwise;
+    sb_result_free(&r0);
+    sb_result_free(&r1);
+}
+
+/* The vector scan's shortcuts (sb_search_opts.colclass, .entwise) on
+ * and off: the same total and configs on random models of repeated layers
+ * (each forced wherever it applies) and on the paper's models at
+ * p = 4 .. 64 (the DP's own choice, and each forced). Against the plain
+ * DP and brute force on random graphs: test_dp_equals_brute_force. */
+static void test_scan_shortcuts_equal(void **state)
+{
+    (void)state;
+    g_rng = 0xc01c1a55ULL;
+    long long forced[2] = {0, 0}, chosen[2] = {0, 0};
+    for (int i = 0; i < 40; i++) {
+        char text[4096], what[64];
+        int p;
+        gen_layers(text, sizeof text, &p);
+        sb_model m;
+        sb_problem pb;
+        sb_error err = {0};
+        if (sb_model_parse(text, strlen(text), "layers.model", NULL, 0, &m, &err))
+            fail_msg("generated model does not parse: %s\n%s", err.msg, text);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.gbs = (const double[]){16, 1e3, 1e5}[rn(3)];
+        if (sb_problem_build(&m, p, &cp, &pb, &err))
+            fail_msg("problem: %s\n%s", err.msg, text);
+        snprintf(what, sizeof what, "layers model %d (p=%d)", i, p);
+        shortcut_pair(&pb, 2, 1, 2 * (i % 2), what, forced);
+        shortcut_pair(&pb, 1, 2, 2 * (i % 2), what, forced);
+        shortcut_pair(&pb, 2, 2, 2 * (i % 2), what, forced);
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    static const struct {
+        const char *model;
+        int batch;
+    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
+             {"rnnlm", 64},    {"transformer", 64}};
+    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+        for (int p = 4; p <= 64; p *= 2) {
+            char what[64];
+            sb_model m;
+            sb_problem pb;
+            load_problem(M[i].model, M[i].batch, p, &m, &pb);
+            snprintf(what, sizeof what, "%s p=%d", M[i].model, p);
+            shortcut_pair(&pb, 0, 0, 0, what, chosen);
+            shortcut_pair(&pb, 2, 1, 0, what, forced);
+            shortcut_pair(&pb, 1, 2, 0, what, forced);
+            shortcut_pair(&pb, 2, 2, 0, what, forced);
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+        }
+    print_message("vector scan shortcuts: column-class %lld and entry-wise %lld last-var "
+                  "entries by the DP's choice, %lld and %lld forced; the same configs as "
+                  "without them\n",
+                  chosen[0], chosen[1], forced[0], forced[1]);
+    assert_true(chosen[0] > 0 && forced[0] > chosen[0]);
+    assert_true(chosen[1] > 0 && forced[1] > chosen[1]);
+}
+
+/* The vector scan's kernels (AVX-512, AVX2 one pass and two passes, generic), and the
+ * column-class scan over each, against the plain scan, on sums with many
+ * ties (entries from a few small integers, some infinite, some large
+ * enough to absorb prev's differences): the same least sum and the lowest
+ * config reaching it, for every length (the vectors' tails) and 1 to 3
+ * tables. */
 static void test_vec_scan_kernels(void **state)
 {
     (void)state;
@@ -1599,10 +1723,14 @@ static void test_vec_scan_kernels(void **state)
         setenv("SB_DP_ISA", ISA[a], 1);
         for (int rep = 0; rep < 400; rep++) {
             int nv = 1 + rn(200), nq = 1 + rn(3), vals = 1 + rn(4);
+            /* every other array: entries of 2^60, which absorb prev's
+             * differences (equal sums from unequal prev: the column-class
+             * scan's ties below a class's least prev) */
+            double unit = rep % 2 ? 0x1p60 : 0.5;
             for (int x = 0; x < nv; x++) {
                 prev[x] = rn(vals) + (rn(50) == 0 ? INFINITY : 0);
                 for (int q = 0; q < nq; q++)
-                    t[q][x] = rn(vals) * 0.5;
+                    t[q][x] = rn(vals) * unit;
             }
             const double *fts[3] = {t[0], t[1], t[2]};
             int best = 0;
@@ -1621,6 +1749,14 @@ static void test_vec_scan_kernels(void **state)
             if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
                 fail_msg("vector scan (%s): nv %d, %d tables: config %d sum %g, plain %d sum %g",
                          ISA[a][0] ? ISA[a] : "native", nv, nq, x, got, best, bv);
+            for (int ew = 0; ew < 2; ew++) {
+                x = sb_dp_class_scan(prev, fts, nq, nv, ew, &got);
+                if (x != best || !(got == bv || (isinf(got) && isinf(bv))))
+                    fail_msg("column-class scan (%s%s): nv %d, %d tables: config %d sum %g, "
+                             "plain %d sum %g",
+                             ISA[a][0] ? ISA[a] : "native", ew ? ", entry-wise" : "", nv, nq, x,
+                             got, best, bv);
+            }
             checked++;
         }
     }
@@ -1897,6 +2033,7 @@ int main(void)
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
+        cmocka_unit_test(test_scan_shortcuts_equal),
         cmocka_unit_test(test_memo_lru),
         cmocka_unit_test(test_vec_scan_kernels),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),

@@ -237,6 +237,17 @@ typedef struct {
                              plain DP) */
     int threads;          /* the table fill's threads at most (not plain): 0 the DP's
                              choice (up to two), 1 one; the same result */
+    int colclass;         /* the column-class scan (not plain: the vector scan over the
+                             classes of the eliminated op's configs with equal
+                             last-level columns, dp.c): 0 the DP's choice (large
+                             tables, at most half as many classes as configs), 1
+                             never, 2 wherever the vector scan runs and there are
+                             fewer classes than configs (tests); the same result */
+    int entwise;          /* the entry-wise scan (not plain: where every last-level
+                             table is over the last var and the eliminated op,
+                             the vector scan over eight entries at once, one a
+                             lane, dp.c): 0 the DP's choice (large tables), 1
+                             never, 2 wherever it applies (tests); the same result */
     struct sb_dp_memo *memo; /* not plain: the DP's remembered tables and eliminations
                              (content ids, search/dp_reuse.h) shared by every search given
                              it, so equal eliminations of different problems are computed
@@ -267,6 +278,8 @@ typedef struct {
      * entries_copied counts the entries of equal rows a table over every
      * config would hold, which the DP stores once (class maps, dp.c) */
     long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector;
+    long long rows_colclass; /* of rows_vector, those the column-class scan took */
+    long long rows_entwise;  /* of rows_vector, those the entry-wise scan took */
     long long eliminations_reused; /* tables copied from an earlier elimination
                                       with equal inputs (repeated layers) */
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
