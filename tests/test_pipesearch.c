@@ -704,7 +704,8 @@ static void test_skips_equal(void **state)
 
 /* The search's scale shortcuts (the first partition left unsolved when its
  * bound cannot win, the one-DP dual bound of a picked range, the DP memo
- * shared by the stage DPs) against the same search without them: the same
+ * shared by the stage DPs, the memory-limited DP's Pareto filter by the
+ * front of the kept labels) against the same search without them: the same
  * result on random models and on a reduced GPT-3 of 2 layers (whose larger
  * stages are Lagrangian: the dual bounds run there), each stage choosing its
  * recomputation. */
@@ -713,6 +714,7 @@ static void set_scale(sb_pipe_opts *o, int off)
     o->no_incumbent_bound = off;
     o->no_dual_bound = off;
     o->no_shared_memo = off;
+    o->dp.plain_pareto = off;
 }
 
 static void test_scale_equal(void **state)
