@@ -62,6 +62,7 @@ typedef struct {
     int elim;             /* the vertex eliminated to make it, -1 for a leaf */
     int alive;
     double minr;          /* the least resident bytes of the vertices it covers */
+    double minc;          /* the least cost of its labels (INFINITY: none) */
 } ptable;
 
 typedef struct {
@@ -71,6 +72,10 @@ typedef struct {
     double rest;           /* of it, the vertices outside the table being made */
     int by_memory;         /* 1: minimise memory (cost ignored in dominance) */
     int plain_pareto;      /* 1: pareto() scans every kept label (opts->plain_pareto) */
+    double cost_ub;        /* a fitting strategy's cost (INFINITY: none): labels that cannot
+                              end at or under it are dropped */
+    double crest;          /* the least cost of the live tables outside the one being made */
+    double *cnext;         /* per inflow slot q of that one: the least cost of slots > q */
     ptable *t;
     int nt, capt;
     int64_t live_labels;
@@ -308,6 +313,9 @@ static int add_table(pengine *E, ptable *src, int *added)
         E->capt = nc;
     }
     src->alive = 1;
+    src->minc = INFINITY;
+    for (int64_t i = 0; i < src->nlab; i++)
+        src->minc = fmin(src->minc, src->lab[i].c);
     E->t[E->nt++] = *src;
     *added = 1;
     E->live_labels += src->nlab;
@@ -497,6 +505,34 @@ typedef struct {
     int32_t *pp;
 } ework;
 
+/* Whether a partial strategy whose cost with everything still to come is
+ * at least c cannot end at or under E->cost_ub: c over it by more than a
+ * relative 1e-9 (the sums are added in other orders). */
+static int over_ub(const pengine *E, double c)
+{
+    return c - E->cost_ub > 1e-9 * (fabs(c) + fabs(E->cost_ub));
+}
+
+/* E->crest and E->cnext for the new table of tables F: the least costs of
+ * the live tables outside F, and per slot q of F those plus the slots
+ * after q (what a label combined up to slot q still adds at least). */
+static void cost_rest(pengine *E, const int *F, int nF)
+{
+    E->crest = 0.0;
+    for (int i = 0; i < E->nt; i++) {
+        int in = 0;
+        for (int q = 0; q < nF && !in; q++)
+            in = F[q] == i;
+        if (E->t[i].alive && !in)
+            E->crest += E->t[i].minc;
+    }
+    double acc = E->crest;
+    for (int q = nF - 1; q >= 0; q--) {
+        E->cnext[q] = acc;
+        acc += E->t[F[q]].minc;
+    }
+}
+
 /* cur := the Pareto set of cur combined with every label of table t at its
  * entry for val (slot q of the parts); labels over the limit dropped. */
 static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const int *val, int v)
@@ -519,6 +555,8 @@ static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const i
             l.r += l2->r;
             l.s = l.s > l2->s ? l.s : l2->s;
             if (l.r + l.s + E->rest > E->limit) /* the other vertices add at least rest */
+                continue;
+            if (over_ub(E, l.c + E->cnext[q]))
                 continue;
             memcpy(w->pp, w->cur.p + i * nF, (size_t)nF * sizeof *w->pp);
             w->pp[q] = (int32_t)(j - lo);
@@ -587,7 +625,13 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
     g.start = sb_malloc((size_t)(g.size + 1) * sizeof *g.start, E->err);
     ework w = {.out = {.np = nF}, .cur = {.np = nF}, .nxt = {.np = nF}, .all = {.np = nF}};
     w.pp = malloc((size_t)(nF ? nF : 1) * sizeof *w.pp);
-    int rc = g.start && w.pp ? 0 : sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    E->cnext = malloc((size_t)(nF ? nF : 1) * sizeof *E->cnext);
+    int rc = g.start && w.pp && E->cnext ? 0 : sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    if (!rc && isfinite(E->cost_ub))
+        cost_rest(E, F, nF);
+    else if (!rc)
+        for (int q = 0; q < nF; q++)
+            E->cnext[q] = 0.0; /* no bound: over_ub never holds */
     for (int i = 0; i < k; i++)
         val[S[i]] = 0;
     for (int64_t a = 0; a < g.size && !rc; a++) {
@@ -623,6 +667,8 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
     }
     free(w.out.l), free(w.out.p), free(w.cur.l), free(w.cur.p), free(w.nxt.l), free(w.nxt.p);
     free(w.all.l), free(w.all.p), free(w.pp);
+    free(E->cnext);
+    E->cnext = NULL;
     return rc;
 }
 
@@ -684,6 +730,13 @@ static void engine_free(pengine *E)
 int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
                      sb_optimizer opt, sb_result *out, double *least_bytes, sb_error *err)
 {
+    return sb_search_within_ub(pb, opts, limit_bytes, opt, INFINITY, out, least_bytes, err);
+}
+
+int sb_search_within_ub(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                        sb_optimizer opt, double cost_ub, sb_result *out, double *least_bytes,
+                        sb_error *err)
+{
     double t0 = sb_now();
     if (least_bytes)
         *least_bytes = NAN;
@@ -694,7 +747,7 @@ int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double li
     int n = pb->m->nops;
     int plain_pareto = opts->plain || opts->plain_pareto;
     pengine E = {.pb = pb, .limit = limit_bytes, .err = err, .t0 = t0, .last = t0,
-                 .plain_pareto = plain_pareto,
+                 .plain_pareto = plain_pareto, .cost_ub = isnan(cost_ub) ? INFINITY : cost_ub,
                  .progress = opts->progress && isatty(2)};
     int root = -1, rc = run(&E, opt, out->order, &root);
     if (!rc) {
@@ -728,10 +781,16 @@ int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double li
             engine_free(&E);
             return 0;
         }
+        if (isfinite(E.cost_ub)) { /* cost_ub fit by another account (rounding): no bound */
+            engine_free(&E);
+            sb_result_free(out);
+            return sb_search_within_ub(pb, opts, limit_bytes, opt, INFINITY, out, least_bytes,
+                                       err);
+        }
         /* nothing fits: the least memory of any strategy, exactly */
         engine_free(&E);
         E = (pengine){.pb = pb, .limit = INFINITY, .by_memory = 1, .err = err, .t0 = t0,
-                      .plain_pareto = plain_pareto,
+                      .plain_pareto = plain_pareto, .cost_ub = INFINITY,
                       .last = t0, .progress = opts->progress && isatty(2)};
         rc = run(&E, opt, out->order, &root);
         if (!rc) {

@@ -765,6 +765,55 @@ static double hint_get(const pctx *X, int d, int M, int k, int rc)
     return lam;
 }
 
+static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k, int rc);
+static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, int d, int M, int k,
+                               int rc);
+
+/* The index of config cfg (ndims split counts) among op v's configs in
+ * pb, or -1. */
+static int config_index(const sb_problem *pb, int v, const int *cfg)
+{
+    const sb_configs *cf = &pb->cfg[v];
+    for (int x = 0; x < cf->n; x++)
+        if (!memcmp(cf->c + (size_t)x * (size_t)cf->ndims, cfg, (size_t)cf->ndims * sizeof *cfg))
+            return x;
+    return -1;
+}
+
+/* An upper bound of the exact stage e (k copies, under limit) for its DP
+ * (sb_search_within_ub): the least cost in pb of the optima of the same
+ * stage at nearby other copies k2 (cached: the same structure, d, M, rc
+ * and ZeRO stage) whose configs fit pb under the limit, with a margin for
+ * the sums' order; INFINITY when none (or o->no_stage_ub). choice: pb's
+ * ops, scratch. */
+static double stage_ub(pctx *X, const stage_entry *e, const sb_problem *pb, double limit,
+                       int *choice)
+{
+    double ub = INFINITY;
+    if (X->o->no_stage_ub || X->brute || X->o->no_shortcuts || e->k < 1)
+        return ub;
+    int n = e->j - e->i;
+    for (int k2 = e->k - 8; k2 <= e->k + 8; k2++) {
+        if (k2 < 1 || k2 == e->k)
+            continue;
+        stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, e->i, e->j, e->d,
+                                                                e->M, k2, e->rc),
+                                    e->i, e->j, e->d, e->M, k2, e->rc);
+        if (!w || !w->cfg)
+            continue;
+        int v = 0;
+        for (; v < n; v++)
+            if ((choice[v] = config_index(pb, v, w->cfg + (size_t)v * SB_MAX_DIMS)) < 0)
+                break;
+        if (v < n || !(sb_strategy_memory(pb, choice, X->o->opt, NULL) <= limit * (1.0 - 1e-9)))
+            continue;
+        ub = fmin(ub, sb_strategy_cost(pb, choice));
+    }
+    if (isfinite(ub))
+        X->r->stage_ubs++;
+    return ub;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -814,7 +863,9 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         sb_result res;
         sb_error e2 = {0};
         double least = NAN;
-        int src = limit > 0 ? sb_search_within(&pb, &X->dp, limit, X->o->opt, &res, &least, &e2)
+        double ub = limit > 0 ? stage_ub(X, e, &pb, limit, choice) : INFINITY;
+        int src = limit > 0 ? sb_search_within_ub(&pb, &X->dp, limit, X->o->opt, ub, &res, &least,
+                                                  &e2)
                             : sb_search(&pb, &X->dp, &res, &e2);
         if (src) {
             e->t = INFINITY;
