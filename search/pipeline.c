@@ -1246,10 +1246,29 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
     return 0;
 }
 
-static int cmp_item(const void *a, const void *b)
+/* Sorts it[0, n) by scratch, stably (equal scratch: the order listed, as
+ * glibc's merge sort behind qsort did, so least_mem adds its sums in the
+ * same order on any C library), by merging runs bottom-up; tmp: n items. */
+static void sort_items(struct mem_item *it, struct mem_item *tmp, size_t n)
 {
-    double x = ((const struct mem_item *)a)->s, y = ((const struct mem_item *)b)->s;
-    return x < y ? -1 : x > y;
+    struct mem_item *src = it, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t a = 0; a < n; a += 2 * w) {
+            size_t m = a + w < n ? a + w : n, b = a + 2 * w < n ? a + 2 * w : n;
+            size_t i = a, j = m, o = a;
+            while (i < m && j < b)
+                dst[o++] = src[j].s < src[i].s ? src[j++] : src[i++];
+            while (i < m)
+                dst[o++] = src[i++];
+            while (j < b)
+                dst[o++] = src[j++];
+        }
+        struct mem_item *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != it)
+        memcpy(it, src, n * sizeof *it);
 }
 
 /* The least memory per device of ops [i, j) with k act copies over every
@@ -1290,14 +1309,14 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
             X->cur[u] = INFINITY;
             n += (size_t)(X->cm_off[u + 1] - X->cm_off[u]);
         }
-    if (n > X->items_cap) {
-        struct mem_item *q = realloc(X->items, 2 * n * sizeof *q);
+    if (2 * n > X->items_cap) { /* the items and sort_items' scratch */
+        struct mem_item *q = realloc(X->items, 4 * n * sizeof *q);
         if (!q) {
             for (int v = i; v < j; v++)
                 X->cnt[X->rep[v]] = 0;
             return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
         }
-        X->items = q, X->items_cap = 2 * n;
+        X->items = q, X->items_cap = 4 * n;
     }
     n = 0;
     for (int v = i; v < j; v++) {
@@ -1311,7 +1330,7 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
                                               .u = u};
         X->cnt[u] = -X->cnt[u]; /* listed */
     }
-    qsort(X->items, n, sizeof *X->items, cmp_item);
+    sort_items(X->items, X->items + n, n);
     double best = INFINITY, sum = 0.0;
     int open = nreps;
     for (size_t q = 0; q < n; q++) {
@@ -1401,10 +1420,28 @@ static double min_max(const pctx *X, int S, srange *const *R, const int *nR, dou
     return f[n];
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Sorts v[0, n) ascending (no NaN) by merging runs bottom-up; tmp: n
+ * doubles. Equal values are equal: any order of them is the same list. */
+static void sort_doubles(double *v, double *tmp, size_t n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    double *src = v, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t a = 0; a < n; a += 2 * w) {
+            size_t m = a + w < n ? a + w : n, b = a + 2 * w < n ? a + 2 * w : n;
+            size_t i = a, j = m, o = a;
+            while (i < m && j < b)
+                dst[o++] = src[j] < src[i] ? src[j++] : src[i++];
+            while (i < m)
+                dst[o++] = src[i++];
+            while (j < b)
+                dst[o++] = src[j++];
+        }
+        double *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
 }
 
 /* A lower bound of the stage of ops [i, j) with k act copies (-1: no
@@ -1551,7 +1588,7 @@ static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR
     size_t nvals = 0;
     for (int s = 0; s < S; s++)
         nvals += (size_t)nR[s];
-    double *vals = malloc((nvals ? nvals : 1) * sizeof *vals);
+    double *vals = malloc((nvals ? 2 * nvals : 1) * sizeof *vals); /* and sort's scratch */
     int *parent = malloc((size_t)S * (size_t)(n + 1) * sizeof *parent);
     if (!vals || !parent) {
         free(vals), free(parent);
@@ -1562,7 +1599,7 @@ static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR
         for (int q = 0; q < nR[s]; q++)
             if (isfinite(R[s][q].t))
                 vals[nvals++] = R[s][q].t;
-    qsort(vals, nvals, sizeof *vals, cmp_double);
+    sort_doubles(vals, vals + nvals, nvals);
     /* no cap under the least max of any partition gives one */
     double tmin = min_max(X, S, R, nR, f, g), best_here = INFINITY, best_cap = 0.0;
     size_t q0 = 0;
