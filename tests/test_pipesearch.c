@@ -779,18 +779,20 @@ static void test_scale_equal(void **state)
 
 /* The exact stage DP's upper bound (the same stage's optimum at other
  * copies in flight that fits, sb_search_within_ub) against the search
- * without it (o.no_stage_ub): the same result on random models and on the
- * reduced GPT-3, whose exact stages at many copies take the bound. */
+ * without it (o.no_stage_ub): the same result on random models (which
+ * seldom meet a bound: small stages fit unconstrained or reuse fewer
+ * copies) and on the reduced GPT-3, whose exact stages at many copies
+ * take it. test_dp holds the bound itself to the search without it. */
 static void test_stage_ub_equal(void **state)
 {
     (void)state;
     char text[8192];
     int cases = 0;
     long ubs = 0;
-    for (int g = 0; g < (SANITIZED ? 3 : 6); g++) {
+    for (int g = SANITIZED ? 4 : 0; g < 5; g++) { /* under ASan the GPT-3 alone */
         sb_model m;
         sb_error err = {0};
-        int p = 8, last = g == (SANITIZED ? 2 : 5);
+        int p = 8, last = g == 4;
         if (!last) {
             int nops;
             gen_wide = g % 2;
@@ -808,8 +810,8 @@ static void test_stage_ub_equal(void **state)
         o.choose_recompute = 1;
         sb_pipe_result u, a, b;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
-        const double fs[] = {0.5, 0.3};
-        for (int k = 0; k < 2; k++) {
+        const double fs[] = {0.5, 0.3}; /* the GPT-3's bounds: 1 at 0.5, 4 at 0.3 */
+        for (int k = SANITIZED ? 1 : 0; k < 2; k++) {
             o.mem_limit = u.peak_bytes * fs[k];
             sb_error e1 = {0}, e2 = {0};
             o.no_stage_ub = 0;
