@@ -993,7 +993,8 @@ static int check_within(const sb_problem *pb, sb_optimizer opt, double limit, co
         fail_msg("LIBRARY BUG? limit %.17g: search %.17g at %.17g bytes, brute force %.17g", limit,
                  r.total_cost, m, best);
     }
-    within_same(pb, opt, limit, best, cost, mem, total, &r, text);
+    if (free_mem > limit) /* else the unconstrained optimum is the answer: no labels */
+        within_same(pb, opt, limit, best, cost, mem, total, &r, text);
     sb_result_free(&r);
     return free_mem > limit;
 }
