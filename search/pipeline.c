@@ -468,6 +468,9 @@ typedef struct {
     int *cnt;           /* nops: ops of the range equal to op u (u a rep) */
     double *cur;        /* nops */
     size_t cm_cap;
+    int *cm_perm;       /* per rep u, its entries cm_off[u] .. cm_off[u + 1] by scratch
+                           ascending, stably (op_bounds) */
+    size_t perm_cap;
     struct mem_item *items;
     size_t items_cap;
     /* dual bounds: the multiplier of the latest Lagrangian stage solved per
@@ -1190,6 +1193,48 @@ static int stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *
 
 /* ---- bounds ------------------------------------------------------------------------ */
 
+/* X->cm_perm for op_bounds' entries: each rep's entries by scratch,
+ * stably (a bottom-up merge of entry indices). */
+static int sort_reps(pctx *X, int nops)
+{
+    size_t n = (size_t)X->cm_off[nops];
+    if (2 * n > X->perm_cap) { /* the permutation and the merge's scratch */
+        int *q = realloc(X->cm_perm, (2 * n + 1) * sizeof *q);
+        if (!q)
+            return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        X->cm_perm = q, X->perm_cap = 2 * n + 1;
+    }
+    int *tmp = X->cm_perm + n;
+    for (int u = 0; u < nops; u++) {
+        int o = X->cm_off[u], e = X->cm_off[u + 1];
+        if (X->rep[u] != u || e <= o)
+            continue;
+        int *src = X->cm_perm + o, *dst = tmp + o;
+        size_t len = (size_t)(e - o);
+        for (size_t x = 0; x < len; x++)
+            src[x] = o + (int)x;
+        for (size_t w = 1; w < len; w *= 2) {
+            for (size_t a = 0; a < len; a += 2 * w) {
+                size_t m = a + w < len ? a + w : len, b = a + 2 * w < len ? a + 2 * w : len;
+                size_t i = a, j = m, k = a;
+                while (i < m && j < b)
+                    dst[k++] = X->cm[3 * (size_t)src[j] + 2] < X->cm[3 * (size_t)src[i] + 2]
+                                   ? src[j++] : src[i++];
+                while (i < m)
+                    dst[k++] = src[i++];
+                while (j < b)
+                    dst[k++] = src[j++];
+            }
+            int *sw = src;
+            src = dst;
+            dst = sw;
+        }
+        if (src != X->cm_perm + o)
+            memcpy(X->cm_perm + o, src, len * sizeof *src);
+    }
+    return 0;
+}
+
 /* Per op of the micro model at d devices: least cost' and least memory
  * terms over its configs (equal ops computed once). */
 static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
@@ -1243,25 +1288,38 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
         free(cf.cost);
     }
     X->cm_off[mb->nops] = (int)(ncm / 3);
-    return 0;
+    return sort_reps(X, mb->nops);
 }
 
 /* Sorts it[0, n) by scratch, stably (equal scratch: the order listed, as
  * glibc's merge sort behind qsort did, so least_mem adds its sums in the
- * same order on any C library), by merging runs bottom-up; tmp: n items. */
+ * same order on any C library), by merging its ascending runs pairwise
+ * (least_mem lists each rep's items as one run, op_bounds' cm_perm: a
+ * stable sort of the runs is the stable sort of the items in config
+ * order, as ties keep the rep's order and then the config's); tmp: n
+ * items. */
 static void sort_items(struct mem_item *it, struct mem_item *tmp, size_t n)
 {
     struct mem_item *src = it, *dst = tmp;
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t a = 0; a < n; a += 2 * w) {
-            size_t m = a + w < n ? a + w : n, b = a + 2 * w < n ? a + 2 * w : n;
-            size_t i = a, j = m, o = a;
+    int again = n > 1;
+    while (again) {
+        again = 0;
+        size_t a = 0, o = 0;
+        while (a < n) {
+            size_t m = a + 1, b;
+            while (m < n && !(src[m].s < src[m - 1].s))
+                m++;
+            for (b = m < n ? m + 1 : m; b < n && !(src[b].s < src[b - 1].s); b++)
+                ;
+            again |= m < n;
+            size_t i = a, j = m;
             while (i < m && j < b)
                 dst[o++] = src[j].s < src[i].s ? src[j++] : src[i++];
             while (i < m)
                 dst[o++] = src[i++];
             while (j < b)
                 dst[o++] = src[j++];
+            a = b;
         }
         struct mem_item *sw = src;
         src = dst;
@@ -1323,11 +1381,13 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
         int u = X->rep[v];
         if (X->cnt[u] < 0)
             continue;
-        for (int x = X->cm_off[u]; x < X->cm_off[u + 1]; x++)
+        for (int xi = X->cm_off[u]; xi < X->cm_off[u + 1]; xi++) {
+            int x = X->cm_perm[xi]; /* by scratch: each rep one sorted run */
             if (!both || (x - X->cm_off[u]) % 2 == mode)
                 X->items[n++] = (struct mem_item){.s = X->cm[3 * (size_t)x + 2],
                                               .val = X->cm[3 * (size_t)x] + kk * X->cm[3 * (size_t)x + 1],
                                               .u = u};
+        }
         X->cnt[u] = -X->cnt[u]; /* listed */
     }
     sort_items(X->items, X->items + n, n);
@@ -1903,6 +1963,7 @@ static void ctx_free(pctx *X)
         sb_model_free(&X->mb[q]);
     free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
     free(X->hseg), free(X->cm), free(X->cm_off), free(X->cnt), free(X->cur), free(X->items);
+    free(X->cm_perm);
 }
 
 static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
