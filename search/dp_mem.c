@@ -62,6 +62,7 @@ typedef struct {
     int elim;             /* the vertex eliminated to make it, -1 for a leaf */
     int alive;
     double minr;          /* the least resident bytes of the vertices it covers */
+    double minc;          /* the least cost of its labels (INFINITY: none) */
 } ptable;
 
 typedef struct {
@@ -70,6 +71,11 @@ typedef struct {
     double minr_all;       /* the least resident bytes of every vertex, summed */
     double rest;           /* of it, the vertices outside the table being made */
     int by_memory;         /* 1: minimise memory (cost ignored in dominance) */
+    int plain_pareto;      /* 1: pareto() scans every kept label (opts->plain_pareto) */
+    double cost_ub;        /* a fitting strategy's cost (INFINITY: none): labels that cannot
+                              end at or under it are dropped */
+    double crest;          /* the least cost of the live tables outside the one being made */
+    double *cnext;         /* per inflow slot q of that one: the least cost of slots > q */
     ptable *t;
     int nt, capt;
     int64_t live_labels;
@@ -118,45 +124,172 @@ typedef struct {
     int64_t at;        /* position in the buffer */
 } lkey;
 
+/* lkey order: (k0, k1, k2), then the position (a total order). */
+static inline int lkey_less(const lkey *a, const lkey *b)
+{
+    if (a->k0 != b->k0)
+        return a->k0 < b->k0;
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1;
+    if (a->k2 != b->k2)
+        return a->k2 < b->k2;
+    return a->at < b->at;
+}
+
 static int cmp_lkey(const void *x, const void *y)
 {
     const lkey *a = x, *b = y;
-    if (a->k0 != b->k0)
-        return a->k0 < b->k0 ? -1 : 1;
-    if (a->k1 != b->k1)
-        return a->k1 < b->k1 ? -1 : 1;
-    if (a->k2 != b->k2)
-        return a->k2 < b->k2 ? -1 : 1;
-    return (a->at > b->at) - (a->at < b->at);
+    return lkey_less(a, b) ? -1 : lkey_less(b, a);
+}
+
+/* Merges the sorted runs a[0, na) and b[0, nb) into out. */
+static void merge_runs(const lkey *a, int64_t na, const lkey *b, int64_t nb, lkey *out)
+{
+    int64_t i = 0, j = 0, o = 0;
+    while (i < na && j < nb)
+        out[o++] = lkey_less(&b[j], &a[i]) ? b[j++] : a[i++];
+    while (i < na)
+        out[o++] = a[i++];
+    while (j < nb)
+        out[o++] = b[j++];
+}
+
+/* Sorts key[0, n) in lkey order (tmp: n more keys) by merging its
+ * ascending runs pairwise: the buffers pareto() sorts are concatenations
+ * or products of sorted sets, a few long runs. run: n + 1 run starts of
+ * scratch. The order is total, so the result is qsort's. */
+static void sort_keys(lkey *key, lkey *tmp, int64_t *run, int64_t n)
+{
+    int64_t nr = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (i == 0 || lkey_less(&key[i], &key[i - 1]))
+            run[nr++] = i;
+    run[nr] = n;
+    lkey *src = key, *dst = tmp;
+    while (nr > 1) {
+        int64_t w = 0;
+        for (int64_t q = 0; q < nr; q += 2) {
+            int64_t a = run[q], m = run[q + 1], b = q + 2 <= nr ? run[q + 2] : m;
+            if (q + 1 < nr)
+                merge_runs(src + a, m - a, src + m, b - m, dst + a);
+            else
+                memcpy(dst + a, src + a, (size_t)(m - a) * sizeof *dst);
+            run[w++] = a;
+        }
+        run[w] = n;
+        nr = w;
+        lkey *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != key)
+        memcpy(key, src, (size_t)n * sizeof *key);
+}
+
+/* The (resident, scratch) front of the labels kept so far by pareto():
+ * n points by resident ascending, scratch strictly descending, each
+ * dominated in those two by none of the kept labels. */
+typedef struct {
+    double *r, *s;
+    int64_t n, cap;
+} stair;
+
+/* The first point of st whose resident is >= r (strict: > r). */
+static int64_t stair_find(const stair *st, double r, int strict)
+{
+    int64_t lo = 0, hi = st->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (strict ? st->r[mid] <= r : st->r[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* 1 when a point of st has resident <= r and scratch <= s: among the
+ * points with resident <= r the last has the least scratch. */
+static int stair_covers(const stair *st, double r, double s)
+{
+    int64_t q = stair_find(st, r, 1);
+    return q > 0 && st->s[q - 1] <= s;
+}
+
+/* Adds (r, s), not covered by st, dropping the points it covers. */
+static int stair_add(pengine *E, stair *st, double r, double s)
+{
+    int64_t lo = stair_find(st, r, 0), hi = lo;
+    while (hi < st->n && st->s[hi] >= s)
+        hi++; /* resident >= r, scratch >= s: covered by the new point */
+    if (hi == lo && st->n == st->cap) {
+        int64_t nc = st->cap ? 2 * st->cap : 64;
+        double *nr = sb_realloc(st->r, (size_t)nc * sizeof *nr, E->err);
+        if (!nr)
+            return -1;
+        st->r = nr;
+        double *ns = sb_realloc(st->s, (size_t)nc * sizeof *ns, E->err);
+        if (!ns)
+            return -1;
+        st->s = ns;
+        st->cap = nc;
+    }
+    if (hi != lo + 1) { /* shift the tail to close the gap or open one slot */
+        memmove(st->r + lo + 1, st->r + hi, (size_t)(st->n - hi) * sizeof *st->r);
+        memmove(st->s + lo + 1, st->s + hi, (size_t)(st->n - hi) * sizeof *st->s);
+        st->n += lo + 1 - hi;
+    }
+    st->r[lo] = r;
+    st->s[lo] = s;
+    return 0;
 }
 
 /* Keeps the Pareto set of b. In key order a label can only be dominated by
- * one before it (or an equal one), so each is checked against those kept. */
+ * one before it (or an equal one), so each is checked against those kept:
+ * every kept label costs no more than the candidate (key order), so it is
+ * dominated exactly when a kept label has resident and scratch no larger,
+ * which the front of the kept (resident, scratch) answers by one binary
+ * search (stair); with E->plain_pareto, by a scan of every kept label (the
+ * reference: the same labels kept, in the same order). */
 static int pareto(pengine *E, lbuf *b)
 {
     if (b->n < 2)
         return 0;
     int64_t n = b->n;
-    lkey *key = sb_malloc((size_t)n * sizeof *key, E->err);
+    lkey *key = sb_malloc((size_t)n * 2 * sizeof *key, E->err);
+    int64_t *run = E->plain_pareto ? NULL : sb_malloc((size_t)(n + 1) * sizeof *run, E->err);
     lbuf o = {.np = b->np};
-    if (!key)
-        return -1;
-    for (int64_t i = 0; i < n; i++)
+    stair st = {0};
+    int rc = key && (run || E->plain_pareto) ? 0 : -1;
+    for (int64_t i = 0; i < n && !rc; i++)
         key[i] = (lkey){E->by_memory ? 0.0 : b->l[i].c, b->l[i].r, b->l[i].s, i};
-    qsort(key, (size_t)n, sizeof *key, cmp_lkey);
-    for (int64_t i = 0; i < n; i++) {
+    if (!rc && E->plain_pareto)
+        qsort(key, (size_t)n, sizeof *key, cmp_lkey);
+    else if (!rc)
+        sort_keys(key, key + n, run, n);
+    free(run);
+    for (int64_t i = 0; i < n && !rc; i++) {
         const label *cand = &b->l[key[i].at];
         int dom = 0;
-        for (int64_t j = 0; j < o.n && !dom; j++)
-            dom = dominates(E, &o.l[j], cand);
-        if (!dom && lbuf_push(E, &o, cand, b->p + key[i].at * b->np)) {
-            free(key);
-            free(o.l);
-            free(o.p);
-            return -1;
-        }
+        if (E->plain_pareto)
+            for (int64_t j = 0; j < o.n && !dom; j++)
+                dom = dominates(E, &o.l[j], cand);
+        else
+            dom = stair_covers(&st, cand->r, cand->s);
+        if (dom)
+            continue;
+        rc = lbuf_push(E, &o, cand, b->p + key[i].at * b->np);
+        if (!rc && !E->plain_pareto)
+            rc = stair_add(E, &st, cand->r, cand->s);
     }
     free(key);
+    free(st.r);
+    free(st.s);
+    if (rc) {
+        free(o.l);
+        free(o.p);
+        return -1;
+    }
     free(b->l);
     free(b->p);
     b->l = o.l;
@@ -180,6 +313,9 @@ static int add_table(pengine *E, ptable *src, int *added)
         E->capt = nc;
     }
     src->alive = 1;
+    src->minc = INFINITY;
+    for (int64_t i = 0; i < src->nlab; i++)
+        src->minc = fmin(src->minc, src->lab[i].c);
     E->t[E->nt++] = *src;
     *added = 1;
     E->live_labels += src->nlab;
@@ -369,6 +505,34 @@ typedef struct {
     int32_t *pp;
 } ework;
 
+/* Whether a partial strategy whose cost with everything still to come is
+ * at least c cannot end at or under E->cost_ub: c over it by more than a
+ * relative 1e-9 (the sums are added in other orders). */
+static int over_ub(const pengine *E, double c)
+{
+    return c - E->cost_ub > 1e-9 * (fabs(c) + fabs(E->cost_ub));
+}
+
+/* E->crest and E->cnext for the new table of tables F: the least costs of
+ * the live tables outside F, and per slot q of F those plus the slots
+ * after q (what a label combined up to slot q still adds at least). */
+static void cost_rest(pengine *E, const int *F, int nF)
+{
+    E->crest = 0.0;
+    for (int i = 0; i < E->nt; i++) {
+        int in = 0;
+        for (int q = 0; q < nF && !in; q++)
+            in = F[q] == i;
+        if (E->t[i].alive && !in)
+            E->crest += E->t[i].minc;
+    }
+    double acc = E->crest;
+    for (int q = nF - 1; q >= 0; q--) {
+        E->cnext[q] = acc;
+        acc += E->t[F[q]].minc;
+    }
+}
+
 /* cur := the Pareto set of cur combined with every label of table t at its
  * entry for val (slot q of the parts); labels over the limit dropped. */
 static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const int *val, int v)
@@ -391,6 +555,8 @@ static int combine(pengine *E, ework *w, const ptable *t, int q, int nF, const i
             l.r += l2->r;
             l.s = l.s > l2->s ? l.s : l2->s;
             if (l.r + l.s + E->rest > E->limit) /* the other vertices add at least rest */
+                continue;
+            if (over_ub(E, l.c + E->cnext[q]))
                 continue;
             memcpy(w->pp, w->cur.p + i * nF, (size_t)nF * sizeof *w->pp);
             w->pp[q] = (int32_t)(j - lo);
@@ -459,7 +625,13 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
     g.start = sb_malloc((size_t)(g.size + 1) * sizeof *g.start, E->err);
     ework w = {.out = {.np = nF}, .cur = {.np = nF}, .nxt = {.np = nF}, .all = {.np = nF}};
     w.pp = malloc((size_t)(nF ? nF : 1) * sizeof *w.pp);
-    int rc = g.start && w.pp ? 0 : sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    E->cnext = malloc((size_t)(nF ? nF : 1) * sizeof *E->cnext);
+    int rc = g.start && w.pp && E->cnext ? 0 : sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+    if (!rc && isfinite(E->cost_ub))
+        cost_rest(E, F, nF);
+    else if (!rc)
+        for (int q = 0; q < nF; q++)
+            E->cnext[q] = 0.0; /* no bound: over_ub never holds */
     for (int i = 0; i < k; i++)
         val[S[i]] = 0;
     for (int64_t a = 0; a < g.size && !rc; a++) {
@@ -495,6 +667,8 @@ static int eliminate(pengine *E, int v, int *val, int *out_table)
     }
     free(w.out.l), free(w.out.p), free(w.cur.l), free(w.cur.p), free(w.nxt.l), free(w.nxt.p);
     free(w.all.l), free(w.all.p), free(w.pp);
+    free(E->cnext);
+    E->cnext = NULL;
     return rc;
 }
 
@@ -556,6 +730,13 @@ static void engine_free(pengine *E)
 int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
                      sb_optimizer opt, sb_result *out, double *least_bytes, sb_error *err)
 {
+    return sb_search_within_ub(pb, opts, limit_bytes, opt, INFINITY, out, least_bytes, err);
+}
+
+int sb_search_within_ub(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                        sb_optimizer opt, double cost_ub, sb_result *out, double *least_bytes,
+                        sb_error *err)
+{
     double t0 = sb_now();
     if (least_bytes)
         *least_bytes = NAN;
@@ -564,7 +745,9 @@ int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double li
     if (sb_strategy_memory(pb, out->choice, opt, NULL) <= limit_bytes)
         return 0; /* the least-cost strategy fits: nothing cheaper can */
     int n = pb->m->nops;
+    int plain_pareto = opts->plain || opts->plain_pareto;
     pengine E = {.pb = pb, .limit = limit_bytes, .err = err, .t0 = t0, .last = t0,
+                 .plain_pareto = plain_pareto, .cost_ub = isnan(cost_ub) ? INFINITY : cost_ub,
                  .progress = opts->progress && isatty(2)};
     int root = -1, rc = run(&E, opt, out->order, &root);
     if (!rc) {
@@ -598,9 +781,16 @@ int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double li
             engine_free(&E);
             return 0;
         }
+        if (isfinite(E.cost_ub)) { /* cost_ub fit by another account (rounding): no bound */
+            engine_free(&E);
+            sb_result_free(out);
+            return sb_search_within_ub(pb, opts, limit_bytes, opt, INFINITY, out, least_bytes,
+                                       err);
+        }
         /* nothing fits: the least memory of any strategy, exactly */
         engine_free(&E);
         E = (pengine){.pb = pb, .limit = INFINITY, .by_memory = 1, .err = err, .t0 = t0,
+                      .plain_pareto = plain_pareto, .cost_ub = INFINITY,
                       .last = t0, .progress = opts->progress && isatty(2)};
         rc = run(&E, opt, out->order, &root);
         if (!rc) {

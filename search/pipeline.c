@@ -468,6 +468,9 @@ typedef struct {
     int *cnt;           /* nops: ops of the range equal to op u (u a rep) */
     double *cur;        /* nops */
     size_t cm_cap;
+    int *cm_perm;       /* per rep u, its entries cm_off[u] .. cm_off[u + 1] by scratch
+                           ascending, stably (op_bounds) */
+    size_t perm_cap;
     struct mem_item *items;
     size_t items_cap;
     /* dual bounds: the multiplier of the latest Lagrangian stage solved per
@@ -765,6 +768,55 @@ static double hint_get(const pctx *X, int d, int M, int k, int rc)
     return lam;
 }
 
+static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k, int rc);
+static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, int d, int M, int k,
+                               int rc);
+
+/* The index of config cfg (ndims split counts) among op v's configs in
+ * pb, or -1. */
+static int config_index(const sb_problem *pb, int v, const int *cfg)
+{
+    const sb_configs *cf = &pb->cfg[v];
+    for (int x = 0; x < cf->n; x++)
+        if (!memcmp(cf->c + (size_t)x * (size_t)cf->ndims, cfg, (size_t)cf->ndims * sizeof *cfg))
+            return x;
+    return -1;
+}
+
+/* An upper bound of the exact stage e (k copies, under limit) for its DP
+ * (sb_search_within_ub): the least cost in pb of the optima of the same
+ * stage at nearby other copies k2 (cached: the same structure, d, M, rc
+ * and ZeRO stage) whose configs fit pb under the limit, with a margin for
+ * the sums' order; INFINITY when none (or o->no_stage_ub). choice: pb's
+ * ops, scratch. */
+static double stage_ub(pctx *X, const stage_entry *e, const sb_problem *pb, double limit,
+                       int *choice)
+{
+    double ub = INFINITY;
+    if (X->o->no_stage_ub || X->brute || X->o->no_shortcuts || e->k < 1)
+        return ub;
+    int n = e->j - e->i;
+    for (int k2 = e->k - 8; k2 <= e->k + 8; k2++) {
+        if (k2 < 1 || k2 == e->k)
+            continue;
+        stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, e->i, e->j, e->d,
+                                                                e->M, k2, e->rc),
+                                    e->i, e->j, e->d, e->M, k2, e->rc);
+        if (!w || !w->cfg)
+            continue;
+        int v = 0;
+        for (; v < n; v++)
+            if ((choice[v] = config_index(pb, v, w->cfg + (size_t)v * SB_MAX_DIMS)) < 0)
+                break;
+        if (v < n || !(sb_strategy_memory(pb, choice, X->o->opt, NULL) <= limit * (1.0 - 1e-9)))
+            continue;
+        ub = fmin(ub, sb_strategy_cost(pb, choice));
+    }
+    if (isfinite(ub))
+        X->r->stage_ubs++;
+    return ub;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -814,7 +866,9 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         sb_result res;
         sb_error e2 = {0};
         double least = NAN;
-        int src = limit > 0 ? sb_search_within(&pb, &X->dp, limit, X->o->opt, &res, &least, &e2)
+        double ub = limit > 0 ? stage_ub(X, e, &pb, limit, choice) : INFINITY;
+        int src = limit > 0 ? sb_search_within_ub(&pb, &X->dp, limit, X->o->opt, ub, &res, &least,
+                                                  &e2)
                             : sb_search(&pb, &X->dp, &res, &e2);
         if (src) {
             e->t = INFINITY;
@@ -1139,6 +1193,48 @@ static int stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *
 
 /* ---- bounds ------------------------------------------------------------------------ */
 
+/* X->cm_perm for op_bounds' entries: each rep's entries by scratch,
+ * stably (a bottom-up merge of entry indices). */
+static int sort_reps(pctx *X, int nops)
+{
+    size_t n = (size_t)X->cm_off[nops];
+    if (2 * n > X->perm_cap) { /* the permutation and the merge's scratch */
+        int *q = realloc(X->cm_perm, (2 * n + 1) * sizeof *q);
+        if (!q)
+            return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        X->cm_perm = q, X->perm_cap = 2 * n + 1;
+    }
+    int *tmp = X->cm_perm + n;
+    for (int u = 0; u < nops; u++) {
+        int o = X->cm_off[u], e = X->cm_off[u + 1];
+        if (X->rep[u] != u || e <= o)
+            continue;
+        int *src = X->cm_perm + o, *dst = tmp + o;
+        size_t len = (size_t)(e - o);
+        for (size_t x = 0; x < len; x++)
+            src[x] = o + (int)x;
+        for (size_t w = 1; w < len; w *= 2) {
+            for (size_t a = 0; a < len; a += 2 * w) {
+                size_t m = a + w < len ? a + w : len, b = a + 2 * w < len ? a + 2 * w : len;
+                size_t i = a, j = m, k = a;
+                while (i < m && j < b)
+                    dst[k++] = X->cm[3 * (size_t)src[j] + 2] < X->cm[3 * (size_t)src[i] + 2]
+                                   ? src[j++] : src[i++];
+                while (i < m)
+                    dst[k++] = src[i++];
+                while (j < b)
+                    dst[k++] = src[j++];
+            }
+            int *sw = src;
+            src = dst;
+            dst = sw;
+        }
+        if (src != X->cm_perm + o)
+            memcpy(X->cm_perm + o, src, len * sizeof *src);
+    }
+    return 0;
+}
+
 /* Per op of the micro model at d devices: least cost' and least memory
  * terms over its configs (equal ops computed once). */
 static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
@@ -1192,13 +1288,45 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
         free(cf.cost);
     }
     X->cm_off[mb->nops] = (int)(ncm / 3);
-    return 0;
+    return sort_reps(X, mb->nops);
 }
 
-static int cmp_item(const void *a, const void *b)
+/* Sorts it[0, n) by scratch, stably (equal scratch: the order listed, as
+ * glibc's merge sort behind qsort did, so least_mem adds its sums in the
+ * same order on any C library), by merging its ascending runs pairwise
+ * (least_mem lists each rep's items as one run, op_bounds' cm_perm: a
+ * stable sort of the runs is the stable sort of the items in config
+ * order, as ties keep the rep's order and then the config's); tmp: n
+ * items. */
+static void sort_items(struct mem_item *it, struct mem_item *tmp, size_t n)
 {
-    double x = ((const struct mem_item *)a)->s, y = ((const struct mem_item *)b)->s;
-    return x < y ? -1 : x > y;
+    struct mem_item *src = it, *dst = tmp;
+    int again = n > 1;
+    while (again) {
+        again = 0;
+        size_t a = 0, o = 0;
+        while (a < n) {
+            size_t m = a + 1, b;
+            while (m < n && !(src[m].s < src[m - 1].s))
+                m++;
+            for (b = m < n ? m + 1 : m; b < n && !(src[b].s < src[b - 1].s); b++)
+                ;
+            again |= m < n;
+            size_t i = a, j = m;
+            while (i < m && j < b)
+                dst[o++] = src[j].s < src[i].s ? src[j++] : src[i++];
+            while (i < m)
+                dst[o++] = src[i++];
+            while (j < b)
+                dst[o++] = src[j++];
+            a = b;
+        }
+        struct mem_item *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != it)
+        memcpy(it, src, n * sizeof *it);
 }
 
 /* The least memory per device of ops [i, j) with k act copies over every
@@ -1239,28 +1367,30 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
             X->cur[u] = INFINITY;
             n += (size_t)(X->cm_off[u + 1] - X->cm_off[u]);
         }
-    if (n > X->items_cap) {
-        struct mem_item *q = realloc(X->items, 2 * n * sizeof *q);
+    if (2 * n > X->items_cap) { /* the items and sort_items' scratch */
+        struct mem_item *q = realloc(X->items, 4 * n * sizeof *q);
         if (!q) {
             for (int v = i; v < j; v++)
                 X->cnt[X->rep[v]] = 0;
             return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
         }
-        X->items = q, X->items_cap = 2 * n;
+        X->items = q, X->items_cap = 4 * n;
     }
     n = 0;
     for (int v = i; v < j; v++) {
         int u = X->rep[v];
         if (X->cnt[u] < 0)
             continue;
-        for (int x = X->cm_off[u]; x < X->cm_off[u + 1]; x++)
+        for (int xi = X->cm_off[u]; xi < X->cm_off[u + 1]; xi++) {
+            int x = X->cm_perm[xi]; /* by scratch: each rep one sorted run */
             if (!both || (x - X->cm_off[u]) % 2 == mode)
                 X->items[n++] = (struct mem_item){.s = X->cm[3 * (size_t)x + 2],
                                               .val = X->cm[3 * (size_t)x] + kk * X->cm[3 * (size_t)x + 1],
                                               .u = u};
+        }
         X->cnt[u] = -X->cnt[u]; /* listed */
     }
-    qsort(X->items, n, sizeof *X->items, cmp_item);
+    sort_items(X->items, X->items + n, n);
     double best = INFINITY, sum = 0.0;
     int open = nreps;
     for (size_t q = 0; q < n; q++) {
@@ -1350,10 +1480,28 @@ static double min_max(const pctx *X, int S, srange *const *R, const int *nR, dou
     return f[n];
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Sorts v[0, n) ascending (no NaN) by merging runs bottom-up; tmp: n
+ * doubles. Equal values are equal: any order of them is the same list. */
+static void sort_doubles(double *v, double *tmp, size_t n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    double *src = v, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t a = 0; a < n; a += 2 * w) {
+            size_t m = a + w < n ? a + w : n, b = a + 2 * w < n ? a + 2 * w : n;
+            size_t i = a, j = m, o = a;
+            while (i < m && j < b)
+                dst[o++] = src[j] < src[i] ? src[j++] : src[i++];
+            while (i < m)
+                dst[o++] = src[i++];
+            while (j < b)
+                dst[o++] = src[j++];
+        }
+        double *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
 }
 
 /* A lower bound of the stage of ops [i, j) with k act copies (-1: no
@@ -1500,7 +1648,7 @@ static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR
     size_t nvals = 0;
     for (int s = 0; s < S; s++)
         nvals += (size_t)nR[s];
-    double *vals = malloc((nvals ? nvals : 1) * sizeof *vals);
+    double *vals = malloc((nvals ? 2 * nvals : 1) * sizeof *vals); /* and sort's scratch */
     int *parent = malloc((size_t)S * (size_t)(n + 1) * sizeof *parent);
     if (!vals || !parent) {
         free(vals), free(parent);
@@ -1511,7 +1659,7 @@ static int best_partition(pctx *X, int S, int M, srange *const *R, const int *nR
         for (int q = 0; q < nR[s]; q++)
             if (isfinite(R[s][q].t))
                 vals[nvals++] = R[s][q].t;
-    qsort(vals, nvals, sizeof *vals, cmp_double);
+    sort_doubles(vals, vals + nvals, nvals);
     /* no cap under the least max of any partition gives one */
     double tmin = min_max(X, S, R, nR, f, g), best_here = INFINITY, best_cap = 0.0;
     size_t q0 = 0;
@@ -1815,6 +1963,7 @@ static void ctx_free(pctx *X)
         sb_model_free(&X->mb[q]);
     free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
     free(X->hseg), free(X->cm), free(X->cm_off), free(X->cnt), free(X->cur), free(X->items);
+    free(X->cm_perm);
 }
 
 static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,

@@ -954,6 +954,39 @@ static int64_t enumerate_all(const sb_problem *pb, sb_optimizer opt, double **co
     return total;
 }
 
+/* The memory-limited search's shortcuts against it (r, its result at
+ * limit, the optimum costing best): the Pareto filter by scan
+ * (plain_pareto), and an upper bound (sb_search_within_ub) at the
+ * optimum's cost, at the costliest strategy that fits and at one under the
+ * optimum (nothing fits under it: the search without the bound again),
+ * each the same strategy and cost. */
+static void within_same(const sb_problem *pb, sb_optimizer opt, double limit, double best,
+                        const double *cost, const double *mem, int64_t total, const sb_result *r,
+                        const char *text)
+{
+    double worst = best;
+    for (int64_t k = 0; k < total; k++)
+        if (mem[k] <= limit && cost[k] > worst)
+            worst = cost[k];
+    const double ubs[4] = {best, worst, 0.5 * best, NAN};
+    for (int q = 0; q < 4; q++) {
+        sb_search_opts so = {.algo = SB_ALGO_PASE, .plain_pareto = q == 3};
+        sb_result r2;
+        sb_error err = {0};
+        double least;
+        int rc = sb_search_within_ub(pb, &so, limit, opt, q == 3 ? INFINITY : ubs[q], &r2, &least,
+                                     &err);
+        if (rc || r2.total_cost != r->total_cost
+            || memcmp(r2.choice, r->choice, (size_t)pb->m->nops * sizeof *r->choice)) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? limit %.17g, %s %.17g: search %.17g, without %.17g (rc %d)",
+                     limit, q == 3 ? "plain Pareto" : "upper bound", ubs[q],
+                     rc ? NAN : r2.total_cost, r->total_cost, rc);
+        }
+        sb_result_free(&r2);
+    }
+}
+
 /* For one problem and one limit: sb_search_within equals the least cost of
  * the strategies that fit (and its strategy fits), or fails with the least
  * memory of all when none fits. Returns 1 if the limit bound (the
@@ -993,6 +1026,8 @@ static int check_within(const sb_problem *pb, sb_optimizer opt, double limit, co
         fail_msg("LIBRARY BUG? limit %.17g: search %.17g at %.17g bytes, brute force %.17g", limit,
                  r.total_cost, m, best);
     }
+    if (free_mem > limit) /* else the unconstrained optimum is the answer: no labels */
+        within_same(pb, opt, limit, best, cost, mem, total, &r, text);
     sb_result_free(&r);
     return free_mem > limit;
 }

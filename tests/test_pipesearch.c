@@ -704,7 +704,9 @@ static void test_skips_equal(void **state)
 
 /* The search's scale shortcuts (the first partition left unsolved when its
  * bound cannot win, the one-DP dual bound of a picked range, the DP memo
- * shared by the stage DPs) against the same search without them: the same
+ * shared by the stage DPs, the memory-limited DP's Pareto filter by the
+ * front of the kept labels, the exact stage DP's upper bound from the same
+ * stage at other copies) against the same search without them: the same
  * result on random models and on a reduced GPT-3 of 2 layers (whose larger
  * stages are Lagrangian: the dual bounds run there), each stage choosing its
  * recomputation. */
@@ -713,6 +715,8 @@ static void set_scale(sb_pipe_opts *o, int off)
     o->no_incumbent_bound = off;
     o->no_dual_bound = off;
     o->no_shared_memo = off;
+    o->dp.plain_pareto = off;
+    o->no_stage_ub = off;
 }
 
 static void test_scale_equal(void **state)
@@ -720,7 +724,7 @@ static void test_scale_equal(void **state)
     (void)state;
     char text[8192];
     int cases = 0;
-    long duals = 0, skipped = 0;
+    long duals = 0, skipped = 0, ubs = 0;
     for (int g = 0; g < 5; g++) {
         sb_model m;
         sb_error err = {0};
@@ -758,7 +762,8 @@ static void test_scale_equal(void **state)
                 cases++;
                 duals += a.dual_bounds;
                 skipped += a.incumbents_skipped;
-                assert_int_equal(b.dual_bounds + b.incumbents_skipped, 0);
+                assert_int_equal(b.dual_bounds + b.incumbents_skipped + b.stage_ubs, 0);
+                ubs += a.stage_ubs;
                 sb_pipe_result_free(&a);
                 sb_pipe_result_free(&b);
             }
@@ -767,8 +772,73 @@ static void test_scale_equal(void **state)
         sb_model_free(&m);
     }
     print_message("scale shortcuts: %d results equal to the search without them; %ld dual "
-                  "bounds, %ld first partitions skipped\n", cases, duals, skipped);
+                  "bounds, %ld first partitions skipped, %ld stage DPs with an upper bound\n",
+                  cases, duals, skipped, ubs);
     assert_true(cases > 0 && duals > 0 && skipped > 0);
+}
+
+/* The exact stage DP's upper bound (the same stage's optimum at other
+ * copies in flight that fits, sb_search_within_ub) against the search
+ * without it (o.no_stage_ub): the same result on random models (which
+ * seldom meet a bound: small stages fit unconstrained or reuse fewer
+ * copies) and on a reduced GPT-3 of 8 layers in 4 stages at 4, 3, 2 and 1
+ * copies, whose exact stages take it. test_dp holds the bound itself to
+ * the search without it (this test does not see a wrong bound: its
+ * bounded stages do not decide the result). */
+static void test_stage_ub_equal(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0;
+    long ubs = 0;
+    for (int g = SANITIZED ? 4 : 0; g < 5; g++) { /* under ASan the GPT-3 alone */
+        sb_model m;
+        sb_error err = {0};
+        int p = 8, last = g == 4;
+        if (!last) {
+            int nops;
+            gen_wide = g % 2;
+            gen(text, sizeof text, &nops);
+            p = 4;
+            assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        } else {
+            gen_wide = 0;
+            load_gpt3_layers(&m, "layers=8");
+        }
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1;
+        o.stages = last ? 4 : 0; /* the GPT-3: 4 stages at 4, 3, 2, 1 copies (1F1B, M = 8) */
+        o.microbatches = last ? 8 : 0;
+        o.schedule = last ? SB_SCHEDULE_1F1B : -1;
+        sb_pipe_result u, a, b;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        const double fs[] = {0.5, 0.3};
+        for (int k = 0; k < (last ? 1 : 2); k++) { /* the GPT-3 at 0.5: 4 bounds */
+            o.mem_limit = u.peak_bytes * fs[k];
+            sb_error e1 = {0}, e2 = {0};
+            o.no_stage_ub = 0;
+            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+            o.no_stage_ub = 1;
+            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+            same_result(&m, ra, &a, rb, &b);
+            if (!ra) {
+                cases++;
+                ubs += a.stage_ubs;
+                assert_int_equal(b.stage_ubs, 0);
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    gen_wide = 0;
+    print_message("stage upper bounds: %d results equal to the search without them; %ld stage "
+                  "DPs with an upper bound\n", cases, ubs);
+    assert_true(cases > 0 && ubs > 0);
 }
 
 /* Stage DPs on one thread (o.threads = 1, the CLI's default) against the
@@ -857,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_skips_equal),
         cmocka_unit_test(test_threads_equal),
         cmocka_unit_test(test_scale_equal),
+        cmocka_unit_test(test_stage_ub_equal),
         cmocka_unit_test(test_stage_cap_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

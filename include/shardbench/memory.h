@@ -87,6 +87,17 @@ double sb_strategy_memory_rc(const sb_problem *pb, const int *choice,
 int sb_search_within(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
                      sb_optimizer opt, sb_result *out, double *least_bytes, sb_error *err);
 
+/* sb_search_within given cost_ub, the cost of a strategy known to fit
+ * (INFINITY: none): partial strategies that cannot end at or under it
+ * (their cost plus the least cost of every table not yet combined, over
+ * it) are dropped early. The same result as sb_search_within: the optimum
+ * costs at most cost_ub, and every label that leads to it, or ties it, is
+ * kept in the same order (docs/dp-exactness.md). cost_ub must be the cost
+ * of a strategy that fits, or the answer may be lost. */
+int sb_search_within_ub(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                        sb_optimizer opt, double cost_ub, sb_result *out, double *least_bytes,
+                        sb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

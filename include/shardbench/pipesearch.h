@@ -36,6 +36,9 @@ typedef struct {
                               multiplier borrowed from a Lagrangian stage like it: tests compare */
     int no_shared_memo;    /* 1: each stage DP its own DP memo, none shared between them
                               (sb_search_opts.memo): tests compare */
+    int no_stage_ub;       /* 1: an exact stage DP under the limit not given the cost of the
+                              same stage's optimum at other copies that fits here as an upper
+                              bound (sb_search_within_ub): tests compare */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
@@ -74,6 +77,8 @@ typedef struct {
     long copies_reused;               /* stage optima under the limit taken from the same stage at
                                          fewer micro-batches in flight (fits there: optimal) */
     long lazy_rounds;                 /* partitions over bounds whose stages were then solved */
+    long stage_ubs;                   /* exact stage DPs under the limit given an upper bound
+                                         (the optimum at other copies that fits) */
     long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation
                                          (too large for the exact Pareto search) */
     double lagrange_gap;              /* the largest relative gap of those to their dual bound

@@ -252,6 +252,10 @@ typedef struct {
                              (content ids, search/dp_reuse.h) shared by every search given
                              it, so equal eliminations of different problems are computed
                              once (sb_dp_memo_new); NULL: each search its own */
+    int plain_pareto;     /* 1: the memory-limited search (sb_search_within) checks each
+                             label against every label kept (the reference); 0 (not
+                             plain): against the front of their (resident, scratch) by a
+                             binary search; the same labels kept (tests compare) */
 } sb_search_opts;
 
 /* A DP memo shared between searches (sb_search_opts.memo): remembered
