@@ -665,6 +665,23 @@ static long long g_copied, g_merged, g_bounded, g_vector, g_colclass, g_entwise,
     g_pruned_configs;
 static int g_checks; /* problems checked: every other one without the vector scan */
 
+/* A search under so (`how` names it) must pick the plain DP's (*plain)
+ * config for every op; its result into *out. */
+static void same_as_plain(const sb_problem *pb, const sb_search_opts *so, const sb_result *plain,
+                          const char *text, const char *what, const char *how, sb_result *out)
+{
+    sb_error err = {0};
+    if (sb_search(pb, so, out, &err) != 0)
+        fail_msg("%s: search with %s failed: %s", what, how, err.msg);
+    for (int i = 0; i < pb->m->nops; i++)
+        if (out->choice[i] != plain->choice[i]) {
+            dump_model(text, pb->p, pb->cp.cutoff);
+            fail_msg("LIBRARY BUG? %s: op %d: config %d with %s, %d plain (totals %.17g, %.17g)",
+                     what, i, out->choice[i], how, plain->choice[i], out->total_cost,
+                     plain->total_cost);
+        }
+}
+
 static void check_three_ways(const sb_problem *pb, const char *text, const char *what,
                              int *bf_crashes)
 {
@@ -718,28 +735,12 @@ static void check_three_ways(const sb_problem *pb, const char *text, const char 
     sb_result rc;
     sb_search_opts sc = {.algo = SB_ALGO_PASE, .scan = 2, .colclass = 2,
                          .entwise = turn % 2 ? 2 : 1}; /* with and without entry-wise */
-    if (sb_search(pb, &sc, &rc, &err) != 0)
-        fail_msg("%s: column-class search failed: %s", what, err.msg);
-    for (int i = 0; i < n; i++)
-        if (rc.choice[i] != rr.choice[i]) {
-            dump_model(text, pb->p, pb->cp.cutoff);
-            fail_msg("LIBRARY BUG? %s: op %d: config %d with the column-class scan, %d plain "
-                     "(totals %.17g, %.17g)",
-                     what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
-        }
+    same_as_plain(pb, &sc, &rr, text, what, "the column-class scan", &rc);
     g_colclass += rc.rows_colclass;
     sb_result_free(&rc);
     /* the entry-wise scan wherever it applies (no column classes) */
     sc = (sb_search_opts){.algo = SB_ALGO_PASE, .scan = 2, .colclass = 1, .entwise = 2};
-    if (sb_search(pb, &sc, &rc, &err) != 0)
-        fail_msg("%s: entry-wise search failed: %s", what, err.msg);
-    for (int i = 0; i < n; i++)
-        if (rc.choice[i] != rr.choice[i]) {
-            dump_model(text, pb->p, pb->cp.cutoff);
-            fail_msg("LIBRARY BUG? %s: op %d: config %d with the entry-wise scan, %d plain "
-                     "(totals %.17g, %.17g)",
-                     what, i, rc.choice[i], rr.choice[i], rc.total_cost, rr.total_cost);
-        }
+    same_as_plain(pb, &sc, &rr, text, what, "the entry-wise scan", &rc);
     g_entwise += rc.rows_entwise;
     sb_result_free(&rc);
     unsetenv("SB_DP_ISA");
@@ -1374,6 +1375,14 @@ static void test_bf_isolated_op(void **state)
 
 /* ---------------------------------------------------------- table limit -- */
 
+/* The paper's models at the batches the tests search them at. */
+static const struct paper_model {
+    const char *model;
+    int batch;
+} PAPER_MODELS[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
+                    {"rnnlm", 64},    {"transformer", 64}};
+enum { N_PAPER_MODELS = sizeof PAPER_MODELS / sizeof *PAPER_MODELS };
+
 static void load_problem(const char *model, int batch, int p, sb_model *m, sb_problem *pb)
 {
     sb_setting set = {.name = "batch", .value = batch};
@@ -1439,14 +1448,10 @@ static void test_table_limit(void **state)
 static void test_prune_shipped(void **state)
 {
     (void)state;
-    static const struct {
-        const char *model;
-        int batch;
-    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
-             {"rnnlm", 64},    {"transformer", 64}};
+    const struct paper_model *M = PAPER_MODELS;
     static const int P[] = {4, 8, 16};
     long long dropped = 0, reused = 0;
-    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+    for (size_t i = 0; i < N_PAPER_MODELS; i++)
         for (size_t j = 0; j < sizeof P / sizeof *P; j++) {
             sb_model m;
             sb_problem pb;
@@ -1599,12 +1604,8 @@ static void test_blocks_equal_plain(void **state)
         sb_problem_free(&pb);
         sb_model_free(&m);
     }
-    static const struct {
-        const char *model;
-        int batch;
-    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
-             {"rnnlm", 64},    {"transformer", 64}};
-    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+    const struct paper_model *M = PAPER_MODELS;
+    for (size_t i = 0; i < N_PAPER_MODELS; i++)
         for (int p = 32; p <= 64; p *= 2) {
             if (p == 64 && !strcmp(M[i].model, "transformer"))
                 continue; /* the plain DP takes seconds there, more under ASan (bench/search) */
@@ -1714,12 +1715,8 @@ static void test_scan_shortcuts_equal(void **state)
         sb_problem_free(&pb);
         sb_model_free(&m);
     }
-    static const struct {
-        const char *model;
-        int batch;
-    } M[] = {{"alexnet", 128}, {"inception3", 128}, {"resnet101", 128},
-             {"rnnlm", 64},    {"transformer", 64}};
-    for (size_t i = 0; i < sizeof M / sizeof *M; i++)
+    const struct paper_model *M = PAPER_MODELS;
+    for (size_t i = 0; i < N_PAPER_MODELS; i++)
         for (int p = 4; p <= 64; p *= 2) {
             char what[64];
             sb_model m;
