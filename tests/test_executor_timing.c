@@ -217,7 +217,7 @@ static void step_times(const sb_backend *be)
         for (int i = 0; i < m.nops; i++) {
             const double *q = ph + 4 * i;
             for (int k = 0; k < 4; k++)
-                assert_true(isfinite(q[k]) && q[k] >= w0 && q[k] <= w0 + wall);
+                assert_true(isfinite(q[k]) && q[k] >= 0 && q[k] <= wall);
             assert_true(q[0] <= q[1] && q[1] <= q[2] && q[2] <= q[3]);
             if (i)
                 assert_true(ph[4 * (i - 1) + 1] <= q[0] && q[3] <= ph[4 * (i - 1) + 2]);

@@ -338,10 +338,11 @@ const sb_op_time *sb_executor_op_times(const sb_executor *ex);
 void sb_executor_reset_times(sb_executor *ex);
 /* The last step's [4 i + k], k = 0..3: op i's first forward entry, last
  * forward exit, first backward entry and last backward exit on this rank,
- * in seconds on the marks' clock (MPI_Wtime on the CPU backend, one clock
- * for every rank of a host; a backend with its own marks: its clock); NaN
- * where the op did not run that phase. The predictive model's profile
- * takes each op's critical-path span from them (cmd_profile.c). */
+ * in seconds since this rank began the step (on every backend's marks: the
+ * host clock, or a backend's queue); NaN where the op did not run that
+ * phase. Ranks that begin a step together (the profile's barrier before
+ * each step) can compare them: the predictive model's profile takes each
+ * op's critical-path span from them (cmd_profile.c). */
 const double *sb_executor_op_phase_times(const sb_executor *ex);
 
 /* Peak bytes of tensor memory this rank held (backend allocations). */

@@ -110,6 +110,7 @@ struct sb_executor {
      * marks' clock (NaN: none) */
     int *phase_marks;
     double *phase_t;
+    int step_mark;      /* the mark the step began with, the phases' origin (-1: none) */
     exec_ledger ledger; /* this step's timing marks and bookings (timing.h) */
     param *params;
     int nparams;

@@ -258,6 +258,7 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         ex->phase_marks[k] = -1;
         ex->phase_t[k] = NAN;
     }
+    ex->step_mark = -1;
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         opx *o = &ex->ops[i];
@@ -610,6 +611,7 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     ex->loss_sum = 0;
     double total = 0;
     exec_times_settle(ex); /* anything booked since the last step (a failed one) */
+    ex->step_mark = exec_mark(ex); /* the origin of the ops' phase times */
     if (sb_pipeline_is_none(&ex->pipe)) {
         if (run_event(ex, 0, 0, err))
             return -1;
@@ -656,6 +658,7 @@ void sb_executor_reset_times(sb_executor *ex)
     exec_ledger_clear(&ex->ledger);
     for (int k = 0; k < 4 * ex->m->nops; k++)
         ex->phase_marks[k] = -1;
+    ex->step_mark = -1;
     memset(ex->times, 0, (size_t)ex->m->nops * sizeof *ex->times);
 }
 

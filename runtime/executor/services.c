@@ -172,14 +172,18 @@ double exec_rest_now(sb_executor *ex, int op, int m0, int n0, unsigned net)
 
 void exec_times_settle(sb_executor *ex)
 {
-    int ok = !read_marks(ex);
-    /* the ops' phase entries and exits as seconds, before the marks go */
+    int read = !read_marks(ex), s0 = ex->step_mark;
+    int ok = read && s0 >= 0 && s0 < ex->ledger.nmarks;
+    /* the ops' phase entries and exits as seconds since the step began,
+     * before the marks go */
     for (int k = 0; k < 4 * ex->m->nops; k++) {
         int mk = ex->phase_marks[k];
-        ex->phase_t[k] = ok && mk >= 0 && mk < ex->ledger.nmarks ? ex->ledger.t[mk] : NAN;
+        ex->phase_t[k] =
+            ok && mk >= 0 && mk < ex->ledger.nmarks ? ex->ledger.t[mk] - ex->ledger.t[s0] : NAN;
         ex->phase_marks[k] = -1;
     }
-    if (!ok)
+    ex->step_mark = -1;
+    if (!read)
         exec_ledger_clear(&ex->ledger); /* no times this step */
     else
         exec_ledger_settle(&ex->ledger, ex->times);
