@@ -21,6 +21,7 @@
  * equal layers give equal eliminations. Optional and separate: dominated
  * configs dropped first (dp_prune.c, sb_search_opts.prune). */
 #include "dp.h"
+#include "msort.h"
 #include "dp_reuse.h"
 
 #include <math.h>
@@ -886,23 +887,10 @@ typedef struct {
     int x;
 } keyed;
 
-/* Sorts a[0..n) by k (merge sort, tmp: n entries). */
-static void sort_keyed(keyed *a, keyed *tmp, int n)
-{
-    for (int w = 1; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = a[j].k < a[i].k ? a[j++] : a[i++];
-            while (i < mid)
-                tmp[o++] = a[i++];
-            while (j < hi)
-                tmp[o++] = a[j++];
-        }
-        memcpy(a, tmp, (size_t)n * sizeof *a);
-    }
-}
+/* Sorts a[0..n) by k, stably (tmp: n entries). */
+#define KEYED_LESS(ctx, x, y) ((x).k < (y).k)
+SB_DEFINE_MSORT(msort_keyed, keyed, KEYED_LESS)
+static void sort_keyed(keyed *a, keyed *tmp, int n) { msort_keyed(a, tmp, (size_t)n, NULL); }
 
 /* ---- one elimination ---------------------------------------------------------
  *

@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "msort.h"
 
 void sb_pipe_opts_default(sb_pipe_opts *o)
 {
@@ -1193,8 +1194,13 @@ static int stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *
 
 /* ---- bounds ------------------------------------------------------------------------ */
 
+/* Entry indices by their scratch (cm[3 i + 2]; ctx: cm), stably. */
+#define SCRATCH_LESS(ctx, x, y) \
+    (((const double *)(ctx))[3 * (size_t)(x) + 2] < ((const double *)(ctx))[3 * (size_t)(y) + 2])
+SB_DEFINE_MSORT(msort_by_scratch, int, SCRATCH_LESS)
+
 /* X->cm_perm for op_bounds' entries: each rep's entries by scratch,
- * stably (a bottom-up merge of entry indices). */
+ * stably. */
 static int sort_reps(pctx *X, int nops)
 {
     size_t n = (size_t)X->cm_off[nops];
@@ -1209,28 +1215,11 @@ static int sort_reps(pctx *X, int nops)
         int o = X->cm_off[u], e = X->cm_off[u + 1];
         if (X->rep[u] != u || e <= o)
             continue;
-        int *src = X->cm_perm + o, *dst = tmp + o;
+        int *idx = X->cm_perm + o;
         size_t len = (size_t)(e - o);
         for (size_t x = 0; x < len; x++)
-            src[x] = o + (int)x;
-        for (size_t w = 1; w < len; w *= 2) {
-            for (size_t a = 0; a < len; a += 2 * w) {
-                size_t m = a + w < len ? a + w : len, b = a + 2 * w < len ? a + 2 * w : len;
-                size_t i = a, j = m, k = a;
-                while (i < m && j < b)
-                    dst[k++] = X->cm[3 * (size_t)src[j] + 2] < X->cm[3 * (size_t)src[i] + 2]
-                                   ? src[j++] : src[i++];
-                while (i < m)
-                    dst[k++] = src[i++];
-                while (j < b)
-                    dst[k++] = src[j++];
-            }
-            int *sw = src;
-            src = dst;
-            dst = sw;
-        }
-        if (src != X->cm_perm + o)
-            memcpy(X->cm_perm + o, src, len * sizeof *src);
+            idx[x] = o + (int)x;
+        msort_by_scratch(idx, tmp + o, len, X->cm);
     }
     return 0;
 }
@@ -1480,29 +1469,10 @@ static double min_max(const pctx *X, int S, srange *const *R, const int *nR, dou
     return f[n];
 }
 
-/* Sorts v[0, n) ascending (no NaN) by merging runs bottom-up; tmp: n
- * doubles. Equal values are equal: any order of them is the same list. */
-static void sort_doubles(double *v, double *tmp, size_t n)
-{
-    double *src = v, *dst = tmp;
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t a = 0; a < n; a += 2 * w) {
-            size_t m = a + w < n ? a + w : n, b = a + 2 * w < n ? a + 2 * w : n;
-            size_t i = a, j = m, o = a;
-            while (i < m && j < b)
-                dst[o++] = src[j] < src[i] ? src[j++] : src[i++];
-            while (i < m)
-                dst[o++] = src[i++];
-            while (j < b)
-                dst[o++] = src[j++];
-        }
-        double *sw = src;
-        src = dst;
-        dst = sw;
-    }
-    if (src != v)
-        memcpy(v, src, n * sizeof *v);
-}
+/* Sorts v[0, n) ascending (no NaN); tmp: n doubles. */
+#define DOUBLE_LESS(ctx, x, y) ((x) < (y))
+SB_DEFINE_MSORT(msort_doubles, double, DOUBLE_LESS)
+static void sort_doubles(double *v, double *tmp, size_t n) { msort_doubles(v, tmp, n, NULL); }
 
 /* A lower bound of the stage of ops [i, j) with k act copies (-1: no
  * limit) as stage() would find it, from its unconstrained optima only

@@ -1548,6 +1548,23 @@ static void gen_layers(char *buf, size_t n, int *p)
  * (fast links, so that ops split) and on the paper's models at p = 32 and
  * 64 (the transformer at 32 only: its plain DP at 64 is too slow for the
  * sanitizer build; p = 4..16: test_prune_shipped). */
+/* A random layers model (gen_layers: text, p) parsed into m and its
+ * problem built into pb, over one of three link speeds (fast links: splits
+ * that pay). */
+static void layers_problem(char *text, size_t n, int *p, sb_model *m, sb_problem *pb)
+{
+    gen_layers(text, n, p);
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "layers.model", NULL, 0, m, &err))
+        fail_msg("generated model does not parse: %s\n%s", err.msg, text);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    static const double BW[] = {16, 1e3, 1e5};
+    cp.gbs = BW[rn(3)];
+    if (sb_problem_build(m, *p, &cp, pb, &err))
+        fail_msg("problem: %s\n%s", err.msg, text);
+}
+
 static void test_blocks_equal_plain(void **state)
 {
     (void)state;
@@ -1557,18 +1574,10 @@ static void test_blocks_equal_plain(void **state)
     for (int i = 0; i < 60; i++) {
         char text[4096];
         int p;
-        gen_layers(text, sizeof text, &p);
         sb_model m;
         sb_problem pb;
+        layers_problem(text, sizeof text, &p, &m, &pb);
         sb_error err = {0};
-        if (sb_model_parse(text, strlen(text), "layers.model", NULL, 0, &m, &err))
-            fail_msg("generated model does not parse: %s\n%s", err.msg, text);
-        sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        static const double BW[] = {16, 1e3, 1e5}; /* fast links: splits that pay */
-        cp.gbs = BW[rn(3)];
-        if (sb_problem_build(&m, p, &cp, &pb, &err))
-            fail_msg("problem: %s\n%s", err.msg, text);
         char *interior = calloc((size_t)m.nops, 1);
         int *o1 = calloc((size_t)m.nops, sizeof *o1), *o2 = calloc((size_t)m.nops, sizeof *o2);
         assert_non_null(interior);
@@ -1587,7 +1596,7 @@ static void test_blocks_equal_plain(void **state)
             fail_msg("plain: %s", err.msg);
         if (r0.total_cost != r1.total_cost)
             fail_msg("p=%d, %g GB/s: %.17g with the block order and reuse, %.17g plain\n%s", p,
-                     cp.gbs, r0.total_cost, r1.total_cost, text);
+                     pb.cp.gbs, r0.total_cost, r1.total_cost, text);
         for (int v = 0; v < m.nops; v++)
             if (r0.choice[v] != r1.choice[v])
                 fail_msg("p=%d: op '%s': config %d, plain %d\n%s", p, m.ops[v].name,
@@ -1697,17 +1706,9 @@ static void test_scan_shortcuts_equal(void **state)
     for (int i = 0; i < 40; i++) {
         char text[4096], what[64];
         int p;
-        gen_layers(text, sizeof text, &p);
         sb_model m;
         sb_problem pb;
-        sb_error err = {0};
-        if (sb_model_parse(text, strlen(text), "layers.model", NULL, 0, &m, &err))
-            fail_msg("generated model does not parse: %s\n%s", err.msg, text);
-        sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        cp.gbs = (const double[]){16, 1e3, 1e5}[rn(3)];
-        if (sb_problem_build(&m, p, &cp, &pb, &err))
-            fail_msg("problem: %s\n%s", err.msg, text);
+        layers_problem(text, sizeof text, &p, &m, &pb);
         snprintf(what, sizeof what, "layers model %d (p=%d)", i, p);
         shortcut_pair(&pb, 2, 1, 2 * (i % 2), what, forced);
         shortcut_pair(&pb, 1, 2, 2 * (i % 2), what, forced);
