@@ -106,8 +106,8 @@ struct sb_executor {
     sb_op_time *times;  /* booked from `ledger` once per step (services.c) */
     /* [4 i + k], k = forward entry, forward exit, backward entry, backward
      * exit of op i in this step: its first entry and last exit of that
-     * phase as marks (-1: none yet), and after the step as seconds on the
-     * marks' clock (NaN: none) */
+     * phase as marks (-1: none yet), and after the step as seconds since
+     * step_mark (NaN: none) */
     int *phase_marks;
     double *phase_t;
     int step_mark;      /* the mark the step began with, the phases' origin (-1: none) */
