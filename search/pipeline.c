@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "lagrange.h"
 #include "msort.h"
 
 void sb_pipe_opts_default(sb_pipe_opts *o)
@@ -425,8 +426,10 @@ typedef struct {
     double t;          /* intra-op optimum per micro-batch; INFINITY: nothing fits or given up */
     double least;      /* nothing fits: the least memory of the stage */
     double gap;        /* Lagrangian relaxation: the relative gap of t to its dual bound (else 0) */
-    int *cfg;          /* (j - i) * SB_MAX_DIMS */
+    int *cfg;          /* (j - i) * SB_MAX_DIMS; ENTRY_DUAL: the bound's minimiser */
     double *cost;      /* (j - i) */
+    int *cfg_b;        /* Lagrangian: the non-fitting end of the hull edge its walk ended on
+                          ((j - i) * SB_MAX_DIMS), or NULL */
 } stage_entry;
 
 enum { ENTRY_STAGE = 0, ENTRY_LEAST_MEM = 1, ENTRY_DUAL = 2 };
@@ -619,123 +622,6 @@ static int brute_stage(const sb_problem *pb, double limit, sb_optimizer opt, int
  * of --max-table-mb) of remembered tables and eliminations. */
 #define SHARED_MEMO_BYTES 256e6
 
-/* The least-cost strategy of pb whose memory fits `limit`, by Lagrangian
- * relaxation of the resident bytes (additive over ops, so the exact DP
- * minimises cost + lambda x resident for any lambda): the least lambda
- * whose optimum fits, by doubling and bisection; every strategy met that
- * fits is a candidate. The dual bound min(cost + lambda res) - lambda (limit
- * - s) (s: the least possible scratch) bounds the optimum from below: *gap
- * gets the relative distance of the answer to it (0: proven optimal). No
- * lambda fits: *t INFINITY, *least the least memory met. */
-static int lagrange(pctx *X, sb_problem *pb, double limit, int k, int *choice, double *t,
-                    double *least, double *gap, double *lam_lb)
-{
-    int n = pb->m->nops, rc = -1;
-    *lam_lb = -1.0;
-    double **orig = sb_calloc((size_t)n, sizeof *orig, X->err);
-    double **res = sb_calloc((size_t)n, sizeof *res, X->err);
-    double **scr = sb_calloc((size_t)n, sizeof *scr, X->err);
-    double s_lb = 0.0, best = INFINITY, lb = -INFINITY;
-    *t = INFINITY;
-    *least = INFINITY;
-    *gap = INFINITY;
-    if (!orig || !res || !scr)
-        goto out;
-    for (int v = 0; v < n; v++) {
-        int nc = pb->cfg[v].n;
-        orig[v] = sb_malloc((size_t)nc * sizeof **orig, X->err);
-        res[v] = sb_malloc((size_t)nc * sizeof **res, X->err);
-        scr[v] = sb_malloc((size_t)nc * sizeof **scr, X->err);
-        if (!orig[v] || !res[v] || !scr[v])
-            goto out;
-        memcpy(orig[v], pb->cfg[v].cost, (size_t)nc * sizeof **orig);
-        double smin = INFINITY;
-        for (int x = 0; x < nc; x++) {
-            sb_mem mm;
-            sb_problem_op_memory(pb, v, x, X->o->opt, &mm);
-            res[v][x] = sb_mem_resident(&mm);
-            scr[v][x] = mm.scratch;
-            smin = fmin(smin, mm.scratch);
-        }
-        s_lb = fmax(s_lb, smin);
-    }
-    (void)k;
-    /* lambda in FLOP per byte: first the least resident memory (cost only
-     * breaking ties), then up from the scale of cost per byte until one
-     * fits, then bisection in log scale */
-    double lo = 0.0, hi = -1.0, lam = -1.0, scale = 0.0, tl = sb_now();
-    for (int it = 0; it < 24; it++) {
-        for (int v = 0; v < n; v++)
-            for (int x = 0; x < pb->cfg[v].n; x++)
-                pb->cfg[v].cost[x] = lam < 0 ? res[v][x] + 1e-9 * orig[v][x]
-                                             : orig[v][x] + lam * res[v][x];
-        sb_result r;
-        if (sb_search(pb, &X->dp, &r, X->err))
-            goto out;
-        double sres = 0.0, smax = 0.0;
-        for (int v = 0; v < n; v++)
-            sres += res[v][r.choice[v]], smax = fmax(smax, scr[v][r.choice[v]]);
-        if (lam >= 0 && r.total_cost - lam * (limit - s_lb) > lb) {
-            lb = r.total_cost - lam * (limit - s_lb);
-            *lam_lb = lam;
-        }
-        for (int v = 0; v < n; v++)
-            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
-        double cost = sb_strategy_cost(pb, r.choice), mem = sres + smax;
-        if (getenv("SB_PIPE_TRACE"))
-            fprintf(stderr, "  lagrange it %d lambda %.4g: cost %.6e mem %.4g GiB%s, %.3f s\n", it,
-                    lam, cost, mem / 1073741824.0, mem <= limit ? " fits" : "", sb_now() - tl);
-        tl = sb_now();
-        *least = fmin(*least, mem);
-        int fits = mem <= limit;
-        if (fits && cost < best) {
-            best = cost;
-            memcpy(choice, r.choice, (size_t)n * sizeof *choice);
-        }
-        sb_result_free(&r);
-        if (lam < 0) { /* the least resident strategy */
-            if (!fits)
-                break; /* nothing of this kind fits */
-            scale = cost / fmax(mem, 1.0);
-            lam = scale;
-            continue;
-        }
-        if (fits)
-            hi = lam;
-        else
-            lo = lam;
-        if (hi < 0) {
-            if (lam > scale * 1e12)
-                break;
-            lam *= 16.0;
-        } else if (lo <= 0) {
-            lam = hi / 16.0;
-            if (lam < scale * 1e-12)
-                break;
-        } else {
-            if (hi / lo < 1.02)
-                break;
-            lam = sqrt(lo * hi);
-        }
-    }
-    *t = best;
-    *gap = isfinite(best) ? fmax(0.0, best - lb) / fmax(best, 1e-300) : INFINITY;
-    rc = 0;
-out:
-    for (int v = 0; v < n; v++) {
-        if (orig && orig[v])
-            memcpy(pb->cfg[v].cost, orig[v], (size_t)pb->cfg[v].n * sizeof **orig);
-        if (orig)
-            free(orig[v]);
-        if (res)
-            free(res[v]);
-        if (scr)
-            free(scr[v]);
-    }
-    free(orig), free(res), free(scr);
-    return rc;
-}
-
 /* The multiplier of a Lagrangian stage like e (its d, M, k, rc, ZeRO
  * stage) kept for dual bounds of others. */
 static void hint_put(pctx *X, const stage_entry *e, double lam)
@@ -818,6 +704,57 @@ static double stage_ub(pctx *X, const stage_entry *e, const sb_problem *pb, doub
     return ub;
 }
 
+/* Strategies of the same stage met before, as starts for e's Lagrangian
+ * walk (sb_lagrange_search_seeded), each mapped to pb's config indices
+ * (malloc'd; *nseeds of them): the minimiser of its dual bound at the
+ * same copies, and both ends of the hull edge of the nearest searches of
+ * the same structure at other copies (k +- 8). None when
+ * o->no_lagrange_seeds. */
+#define LAGRANGE_SEEDS 5
+#define SEED_DIST 128
+static int lagrange_seeds(pctx *X, const stage_entry *e, const sb_problem *pb, int **seeds,
+                          int *nseeds)
+{
+    *nseeds = 0;
+    if (X->o->no_lagrange_seeds || X->o->no_shortcuts || X->brute || e->k < 1)
+        return 0;
+    int n = e->j - e->i;
+    const int *from[LAGRANGE_SEEDS];
+    int nf = 0;
+    stage_entry *du = entry_find(X, ENTRY_DUAL, entry_key(X, ENTRY_DUAL, e->i, e->j, e->d, e->M,
+                                                          e->k, e->rc),
+                                 e->i, e->j, e->d, e->M, e->k, e->rc);
+    if (du && du->cfg)
+        from[nf++] = du->cfg;
+    for (int dist = 1; dist <= SEED_DIST && nf + 2 <= LAGRANGE_SEEDS; dist++)
+        for (int sgn = -1; sgn <= 1 && nf + 2 <= LAGRANGE_SEEDS; sgn += 2) {
+            int k2 = e->k + sgn * dist;
+            if (k2 < 1)
+                continue;
+            stage_entry *w = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, e->i, e->j,
+                                                                  e->d, e->M, k2, e->rc),
+                                        e->i, e->j, e->d, e->M, k2, e->rc);
+            if (!w || !w->cfg || !w->cfg_b)
+                continue;
+            from[nf++] = w->cfg;
+            from[nf++] = w->cfg_b;
+        }
+    for (int q = 0; q < nf; q++) {
+        int *x = sb_malloc((size_t)n * sizeof *x, X->err);
+        if (!x)
+            return -1;
+        int v = 0;
+        for (; v < n; v++)
+            if ((x[v] = config_index(pb, v, from[q] + (size_t)v * SB_MAX_DIMS)) < 0)
+                break;
+        if (v < n)
+            free(x);
+        else
+            seeds[(*nseeds)++] = x;
+    }
+    return 0;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -850,18 +787,44 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             goto out;
         }
     } else if (limit > 0 && configs_total(&pb) > EXACT_MEM_CONFIGS) {
-        double gap, lam = -1.0;
-        if (lagrange(X, &pb, limit, k, choice, &e->t, &e->least, &gap, &lam)) {
+        sb_lagrange_result lr;
+        int nseeds = 0, *seeds[LAGRANGE_SEEDS], *bch = sb_calloc((size_t)n, sizeof *bch, X->err);
+        if (!bch || lagrange_seeds(X, e, &pb, seeds, &nseeds)
+            || sb_lagrange_search_seeded(&pb, &X->dp, limit, X->o->opt,
+                                         (const int *const *)seeds, nseeds, choice, bch, &lr,
+                                         X->err)) {
+            for (int q = 0; q < nseeds; q++)
+                free(seeds[q]);
+            free(bch);
             rc = -1;
             goto out;
         }
-        if (lam > 0)
-            hint_put(X, e, lam);
+        for (int q = 0; q < nseeds; q++)
+            free(seeds[q]);
+        X->r->lagrange_seeded += nseeds > 0;
+        if (lr.lam_edge >= 0 && isfinite(lr.t)) {
+            e->cfg_b = sb_calloc((size_t)n * SB_MAX_DIMS, sizeof *e->cfg_b, X->err);
+            if (!e->cfg_b) {
+                free(bch);
+                rc = -1;
+                goto out;
+            }
+            for (int v = 0; v < n; v++)
+                memcpy(e->cfg_b + (size_t)v * SB_MAX_DIMS,
+                       pb.cfg[v].c + (size_t)bch[v] * (size_t)pb.cfg[v].ndims,
+                       (size_t)pb.cfg[v].ndims * sizeof(int));
+        }
+        free(bch);
+        e->t = lr.t;
+        e->least = lr.least;
+        if (lr.lam > 0)
+            hint_put(X, e, lr.lam);
         X->r->lagrange_stages++;
+        X->r->lagrange_dps += lr.dps;
         if (isfinite(e->t)) {
-            e->gap = gap;
-            if (gap > X->r->lagrange_gap)
-                X->r->lagrange_gap = gap;
+            e->gap = lr.gap;
+            if (lr.gap > X->r->lagrange_gap)
+                X->r->lagrange_gap = lr.gap;
         }
     } else {
         sb_result res;
@@ -895,8 +858,8 @@ out:
                 "%.3f s\n", e->i, e->j, e->d, e->M, e->k, e->zero, e->rc, e->t,
                 e->least / 1073741824.0, sb_now() - ts);
     if (!isfinite(e->t) && e->cfg) {
-        free(e->cfg), free(e->cost);
-        e->cfg = NULL, e->cost = NULL;
+        free(e->cfg), free(e->cost), free(e->cfg_b);
+        e->cfg = NULL, e->cost = NULL, e->cfg_b = NULL;
     }
     free(choice);
     sb_problem_free(&pb);
@@ -1097,12 +1060,12 @@ static stage_entry *stage(pctx *X, int i, int j, int d, int M, int k)
     return en;
 }
 
-/* A lower bound of every value stage_rc can give ops [i, j) under the
- * limit with k copies in mode rc (every strategy it returns fits:
- * resident bytes plus its largest scratch, at least the least scratch
- * s_lb, within the limit), by one DP at multiplier lam >= 0: such a
- * strategy costs at least min over strategies of (cost + lam resident) -
- * lam (limit - s_lb), the Lagrangian dual at lam. Cached by structure. */
+/* The Lagrangian dual bound of ops [i, j) with k copies in mode rc at
+ * multiplier lam >= 0, by one DP: every strategy stage_rc can return fits
+ * (resident bytes plus its largest scratch, at least the least scratch
+ * s_lb, within the limit), so it costs at least min over strategies of
+ * (cost + lam resident) - lam (limit - s_lb). Cached by structure; its
+ * minimiser kept as a start for the range's Lagrangian walk. */
 static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double lam, double *lb)
 {
     uint64_t key = entry_key(X, ENTRY_DUAL, i, j, d, M, k, rc);
@@ -1134,12 +1097,20 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
         s_lb = fmax(s_lb, smin);
     }
     sb_result r;
+    int n = j - i, *cfg = NULL;
     int rc2 = sb_search(&pb, &X->dp, &r, X->err);
     if (!rc2) {
         /* the DP's sums and the strategies' costs are added in other
          * orders: slack on both terms keeps the bound under */
         *lb = r.total_cost * BOUND_SLACK - lam * (limit - s_lb) / BOUND_SLACK;
+        /* its minimiser: a start for the range's Lagrangian walk */
+        cfg = sb_calloc((size_t)n * SB_MAX_DIMS, sizeof *cfg, X->err);
+        for (int v = 0; cfg && v < n; v++)
+            memcpy(cfg + (size_t)v * SB_MAX_DIMS,
+                   pb.cfg[v].c + (size_t)r.choice[v] * (size_t)pb.cfg[v].ndims,
+                   (size_t)pb.cfg[v].ndims * sizeof(int));
         sb_result_free(&r);
+        rc2 = cfg ? 0 : -1;
     }
     sb_problem_free(&pb);
     free(sub.ops), free(sub.tensors);
@@ -1150,10 +1121,35 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
         fprintf(stderr, "dual ops %d..%d d=%d M=%d k=%d zero=%d rc=%d lambda %.4g: %.6e, %.3f s\n",
                 i, j, d, M, k, X->cp.zero, rc, lam, *lb, sb_now() - ts);
     stage_entry ne = {.key = key, .what = ENTRY_DUAL, .i = i, .j = j, .d = d, .M = M, .k = k,
-                      .rc = rc, .zero = X->cp.zero, .t = *lb};
-    return tab_put(X, &ne) ? 0 : -1;
+                      .rc = rc, .zero = X->cp.zero, .t = *lb, .cfg = cfg};
+    if (tab_put(X, &ne))
+        return 0;
+    free(cfg);
+    return -1;
 }
 
+
+
+/* Whether a Lagrangian search of ops [i, j)'s structure at copies within
+ * k +- 8 (either mode) ended on a hull edge: its walk at k then starts
+ * from that edge (lagrange_seeds) and takes about one DP, what a dual
+ * bound takes, so the range is solved rather than bounded. */
+static int seeds_near(pctx *X, int i, int j, int d, int M, int k)
+{
+    if (X->o->no_lagrange_seeds || X->o->no_shortcuts || X->brute)
+        return 0;
+    for (int rc = rc_lo(X); rc <= rc_hi(X); rc++)
+        for (int k2 = k - SEED_DIST; k2 <= k + SEED_DIST; k2++) {
+            if (k2 < 1 || k2 == k)
+                continue;
+            stage_entry *w = entry_find(X, ENTRY_STAGE,
+                                        entry_key(X, ENTRY_STAGE, i, j, d, M, k2, rc), i, j, d,
+                                        M, k2, rc);
+            if (w && w->cfg_b)
+                return 1;
+        }
+    return 0;
+}
 
 /* A lower bound of the stage of ops [i, j) under the limit with k copies
  * as stage() gives it (either mode when each stage chooses: the lesser of
@@ -1830,7 +1826,8 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                         continue;
                     }
                 }
-                if (limited && x->unc == 1 && !X->o->no_dual_bound) {
+                if (limited && x->unc == 1 && X->o->dual_bound
+                    && !seeds_near(X, X->seg[x->a], X->seg[x->b], d, M, k)) {
                     /* then its dual bound (one DP): solved only when the best
                      * partition still picks it */
                     x->unc = 2;
@@ -1926,6 +1923,7 @@ static void ctx_free(pctx *X)
         if (X->tab[q]) {
             free(X->tab[q]->cfg);
             free(X->tab[q]->cost);
+            free(X->tab[q]->cfg_b);
             free(X->tab[q]);
         }
     free(X->tab);

@@ -17,6 +17,7 @@
 
 #include "../search/dp.h"
 #include "../search/dp_reuse.h"
+#include "../search/lagrange.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -1087,6 +1088,284 @@ static void test_within_equals_brute_force(void **state)
     assert_true(bound >= 50); /* the constraint really decides, often */
 }
 
+/* Resident bytes and memory (resident + largest scratch) of every
+ * strategy, in enumerate_all's order: what sb_lagrange_search prices. */
+static void enumerate_res(const sb_problem *pb, sb_optimizer opt, int64_t total, double *res,
+                          double *mem)
+{
+    int n = pb->m->nops;
+    int *cur = calloc(n > 0 ? (size_t)n : 1u, sizeof *cur);
+    assert_non_null(cur);
+    for (int64_t k = 0; k < total; k++) {
+        double r = 0.0, smax = 0.0;
+        for (int v = 0; v < n; v++) {
+            sb_mem mm;
+            sb_problem_op_memory(pb, v, cur[v], opt, &mm);
+            r += sb_mem_resident(&mm);
+            smax = fmax(smax, mm.scratch);
+        }
+        res[k] = r, mem[k] = r + smax;
+        for (int i = n - 1; i >= 0 && ++cur[i] == pb->cfg[i].n; i--)
+            cur[i] = 0;
+    }
+    free(cur);
+}
+
+/* The configs of strategy number k of enumerate_all's order into x. */
+static void strategy_at(const sb_problem *pb, int64_t k, int *x)
+{
+    for (int i = pb->m->nops - 1; i >= 0; i--) {
+        x[i] = (int)(k % pb->cfg[i].n);
+        k /= pb->cfg[i].n;
+    }
+}
+
+typedef struct {
+    double r, c;
+    int fits;
+} hpt;
+
+static int hpt_cmp(const void *a, const void *b)
+{
+    const hpt *x = a, *y = b;
+    if (x->r != y->r)
+        return x->r < y->r ? -1 : 1;
+    if (x->c != y->c)
+        return x->c < y->c ? -1 : 1;
+    return y->fits - x->fits;
+}
+
+/* The Lagrangian walk (sb_lagrange_search) against brute force over every
+ * strategy, on random graphs at limits between their least and largest
+ * memory: its answer fits and costs what it says; its dual bound is under
+ * the optimum under the limit; the unconstrained optimum, when it fits, is
+ * its answer (gap 0); the hull edge it ends on has no strategy under its
+ * line; and where fitting is monotone along the lower hull of (resident,
+ * cost) (every hull point, collinear ones included, fits up to some
+ * resident size and none after), the answer costs no more than the
+ * cheapest strict hull vertex that fits: the best any multiplier reaches
+ * (a point inside a hull edge ties with its ends and is never the DP's
+ * unique minimiser). The
+ * walk started from seeds (random strategies and the cold walk's own
+ * edge) gives the same answer there, or a seed that fits and costs less. */
+static void test_lagrange_walk(void **state)
+{
+    (void)state;
+    g_rng = 0x2545F4914F6CDD1DULL;
+    int checked = 0, monotone = 0, edges = 0, walked = 0, exact = 0;
+    long dps = 0;
+    gen *g = malloc(sizeof *g);
+    assert_non_null(g);
+    for (int gi = 0; gi < NGRAPHS / 2; gi++) {
+        int p, cutoff;
+        gen_model(g, &p, &cutoff);
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.gbs = 16.0 * pow(10.0, 1 + rn(4));
+        cp.zero = gi % 4;
+        sb_problem pb;
+        assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
+        double space = 1;
+        for (int i = 0; i < m.nops; i++)
+            space *= pb.cfg[i].n;
+        if (space > MAX_SPACE2 || space < 4) {
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+            continue;
+        }
+        int n = m.nops;
+        sb_optimizer opt = rn(2) ? SB_OPTIM_ADAM : SB_OPTIM_SGD;
+        double *cost, *mem0;
+        int64_t total = enumerate_all(&pb, opt, &cost, &mem0);
+        double *res = malloc((size_t)total * sizeof *res), *mem = malloc((size_t)total * sizeof *mem);
+        hpt *h = malloc((size_t)total * sizeof *h), *hull = malloc((size_t)total * sizeof *hull);
+        int *choice = malloc((size_t)n * sizeof *choice), *bch = malloc((size_t)n * sizeof *bch);
+        int *sd[7], nprev = 0, have_last = 0; /* sd[4], sd[5]: the previous limit's edge */
+        int *last[2] = {malloc((size_t)n * sizeof(int)), malloc((size_t)n * sizeof(int))};
+        for (int q = 0; q < 7; q++)
+            sd[q] = malloc((size_t)n * sizeof *sd[q]);
+        assert_true(res && mem && h && hull && choice && bch && sd[6] && last[0] && last[1]);
+        enumerate_res(&pb, opt, total, res, mem);
+        double lo = INFINITY, hi = 0;
+        for (int64_t k = 0; k < total; k++)
+            lo = fmin(lo, mem[k]), hi = fmax(hi, mem[k]);
+        const double limits[4] = {lo, lo + 0.1 * (hi - lo), lo + 0.3 * (hi - lo),
+                                  lo + 0.6 * (hi - lo)};
+        for (int j = 0; j < 4; j++) {
+            double limit = limits[j], best = INFINITY, ubest = INFINITY, umem = 0, ures = 0;
+            for (int64_t k = 0; k < total; k++) {
+                if (mem[k] <= limit && cost[k] < best)
+                    best = cost[k];
+                if (cost[k] < ubest)
+                    ubest = cost[k], umem = mem[k], ures = res[k];
+            }
+            sb_search_opts so = {.algo = SB_ALGO_PASE};
+            sb_lagrange_result R;
+            assert_int_equal(sb_lagrange_search(&pb, &so, limit, opt, choice, &R, &err), 0);
+            checked++;
+            dps += R.dps;
+            nprev = have_last ? 2 : 0; /* the previous limit's edge */
+            if (have_last) {
+                memcpy(sd[4], last[0], (size_t)n * sizeof *sd[4]);
+                memcpy(sd[5], last[1], (size_t)n * sizeof *sd[5]);
+            }
+            have_last = 0;
+            if (R.lam_edge >= 0 && isfinite(R.t)) { /* this limit's edge, for the next */
+                sb_lagrange_result R0;
+                assert_int_equal(sb_lagrange_search_seeded(&pb, &so, limit, opt, NULL, 0, last[0],
+                                                           last[1], &R0, &err), 0);
+                have_last = 1;
+            }
+            if (isfinite(R.t)) {
+                double c = sb_strategy_cost(&pb, choice);
+                int64_t k = 0;
+                for (int v = 0; v < n; v++)
+                    k = k * pb.cfg[v].n + choice[v];
+                if (!(mem[k] <= limit) || fabs(c - R.t) > 1e-12 * fabs(c) || R.t < best * (1 - 1e-9))
+                    fail_msg("LIBRARY BUG? limit %.17g: walk %.17g (strategy cost %.17g, memory "
+                             "%.17g), optimum %.17g", limit, R.t, c, mem[k], best);
+            } else if (isfinite(best) && best == ubest) {
+                fail_msg("LIBRARY BUG? limit %.17g: walk found nothing, the optimum %.17g fits",
+                         limit, best);
+            }
+            if (isfinite(best) && R.lb > best * (1 + 1e-9) + 1e-9)
+                fail_msg("LIBRARY BUG? limit %.17g: dual bound %.17g over the optimum %.17g", limit,
+                         R.lb, best);
+            if (umem <= limit) {
+                exact++;
+                if (R.t != ubest || R.gap != 0.0)
+                    fail_msg("LIBRARY BUG? limit %.17g: the unconstrained optimum %.17g fits, "
+                             "walk %.17g gap %g", limit, ubest, R.t, R.gap);
+                continue;
+            }
+            if (R.lam_edge >= 0) {
+                edges++;
+                double line = R.a_cost + R.lam_edge * R.a_res, under = INFINITY;
+                for (int64_t k = 0; k < total; k++)
+                    under = fmin(under, cost[k] + R.lam_edge * res[k]);
+                if (under < line * (1 - 1e-9))
+                    fail_msg("LIBRARY BUG? limit %.17g: the walk's edge at lambda %.17g has a "
+                             "strategy under its line (%.17g < %.17g)", limit, R.lam_edge, under,
+                             line);
+                if (R.t > R.a_cost)
+                    fail_msg("LIBRARY BUG? walk %.17g dearer than its edge's end %.17g", R.t,
+                             R.a_cost);
+            }
+            /* the lower hull of (resident, cost), from the least resident
+             * to the cheapest, collinear points kept */
+            for (int64_t k = 0; k < total; k++)
+                h[k] = (hpt){res[k], cost[k], mem[k] <= limit};
+            qsort(h, (size_t)total, sizeof *h, hpt_cmp);
+            int nh = 0;
+            for (int64_t k = 0; k < total; k++) {
+                if (nh && h[k].r == hull[nh - 1].r)
+                    continue; /* not cheaper at the same bytes */
+                if (nh && h[k].c >= hull[nh - 1].c)
+                    continue; /* on the right of the cheapest so far: not on the lower-left hull */
+                while (nh >= 2) {
+                    const hpt *a = &hull[nh - 2], *b = &hull[nh - 1];
+                    double cross = (b->r - a->r) * (h[k].c - a->c) - (b->c - a->c) * (h[k].r - a->r);
+                    if (cross < 0)
+                        nh--; /* b above the segment a-k */
+                    else
+                        break;
+                }
+                hull[nh++] = h[k];
+            }
+            int mono = 1, seen_out = 0;
+            /* equal (resident, cost) pairs that fit differently break it too */
+            for (int64_t k = 1; k < total; k++)
+                if (h[k].r == h[k - 1].r && h[k].c == h[k - 1].c && h[k].fits != h[k - 1].fits)
+                    mono = 0;
+            double vsecond = INFINITY;
+            double vbest = INFINITY; /* the cheapest strict vertex that fits: a point
+                                        inside an edge is never a unique minimiser */
+            for (int q = 0; q < nh; q++) {
+                if (!hull[q].fits)
+                    seen_out = 1;
+                else if (seen_out)
+                    mono = 0;
+                int strict = q == 0 || q == nh - 1;
+                if (!strict) {
+                    const hpt *a = &hull[q - 1], *b = &hull[q], *c = &hull[q + 1];
+                    strict = (b->r - a->r) * (c->c - a->c) - (b->c - a->c) * (c->r - a->r) != 0;
+                }
+                if (hull[q].fits && strict) {
+                    if (hull[q].c < vbest)
+                        vsecond = vbest, vbest = hull[q].c;
+                    else if (hull[q].c < vsecond)
+                        vsecond = hull[q].c;
+                }
+            }
+            if (!mono)
+                continue;
+            monotone++;
+            if (isfinite(vbest) && !(R.t <= vbest * (1 + 1e-12)))
+                fail_msg("LIBRARY BUG? limit %.17g: walk %.17g, but a hull vertex that fits costs "
+                         "%.17g (fitting monotone along the hull)", limit, R.t, vbest);
+            /* seeded: random strategies, or the cold walk's own edge, and the
+             * previous (lower) limit's edge, as a stage at other copies */
+            int ns = 0, own = rn(2);
+            for (; ns < 2 && !own; ns++)
+                strategy_at(&pb, (int64_t)(rnd() % (uint64_t)total), sd[ns]);
+            if (own && R.lam_edge >= 0 && isfinite(R.t)) {
+                memcpy(sd[ns++], choice, (size_t)n * sizeof *choice);
+                sb_lagrange_result R0;
+                assert_int_equal(sb_lagrange_search_seeded(&pb, &so, limit, opt, NULL, 0, bch,
+                                                           sd[ns], &R0, &err), 0);
+                ns++;
+            }
+            for (int q = 0; q < nprev; q++)
+                memcpy(sd[ns++], sd[4 + q], (size_t)n * sizeof *sd[0]);
+            /* and, as seeds from another micro-batch size can be, one off the
+             * hull: the cheapest that does not fit, with fewer resident bytes
+             * than the unconstrained optimum, dearer than the second
+             * cheapest strict vertex that fits (the walk can pass under it) */
+            int64_t off = -1;
+            for (int64_t k = 0; k < total; k++)
+                if (mem[k] > limit && res[k] < ures && cost[k] > vsecond
+                    && (off < 0 || cost[k] < cost[off]))
+                    off = k;
+            if (off >= 0 && isfinite(vsecond))
+                strategy_at(&pb, off, sd[ns++]);
+            sb_lagrange_result R2;
+            assert_int_equal(sb_lagrange_search_seeded(&pb, &so, limit, opt,
+                                                       (const int *const *)sd, ns, bch, NULL, &R2,
+                                                       &err), 0);
+            walked++;
+            /* the cold walk's answer, or a seed that fits and costs less
+             * (off the hull: under the relaxation's gap) */
+            double want = R.t;
+            for (int q = 0; q < ns; q++) {
+                int64_t k = 0;
+                for (int v = 0; v < n; v++)
+                    k = k * pb.cfg[v].n + sd[q][v];
+                if (mem[k] <= limit && cost[k] < want)
+                    want = cost[k];
+            }
+            if (!(R2.t == want || (isfinite(want) && fabs(R2.t - want) <= 1e-12 * want)))
+                fail_msg("LIBRARY BUG? limit %.17g: seeded walk %.17g (edge %g, %d DPs), cold "
+                         "%.17g (edge %g, %d DPs), expected %.17g", limit, R2.t, R2.lam_edge,
+                         R2.dps, R.t, R.lam_edge, R.dps, want);
+        }
+        for (int q = 0; q < 7; q++)
+            free(sd[q]);
+        free(last[0]), free(last[1]);
+        free(cost), free(mem0), free(res), free(mem), free(h), free(hull), free(choice), free(bch);
+        sb_problem_free(&pb);
+        sb_model_free(&m);
+    }
+    free(g);
+    print_message("Lagrangian walk vs brute force: %d (graph, limit) pairs, %d the unconstrained "
+                  "optimum fitting, %d ending on a hull edge, %d with fitting monotone along the "
+                  "hull (%d seeded walks equal), %.2f DPs a walk\n",
+                  checked, exact, edges, monotone, walked, (double)dps / checked);
+    assert_true(checked >= 300 && edges >= 50 && walked >= 50);
+}
+
 /* --recompute: "all" prices and sizes every recomputable op recomputed
  * (check_within as above, its brute force through sb_strategy_cost and
  * sb_strategy_memory, which follow cp.recompute); "auto" lets the search
@@ -2062,6 +2341,7 @@ int main(void)
         cmocka_unit_test(test_dp_equals_brute_force),
         cmocka_unit_test(test_within_equals_brute_force),
         cmocka_unit_test(test_within_recompute_equals_brute_force),
+        cmocka_unit_test(test_lagrange_walk),
         cmocka_unit_test(test_dp_fixed_graphs),
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),

@@ -713,7 +713,8 @@ static void test_skips_equal(void **state)
 static void set_scale(sb_pipe_opts *o, int off)
 {
     o->no_incumbent_bound = off;
-    o->no_dual_bound = off;
+    o->dual_bound = !off;
+    o->no_lagrange_seeds = off;
     o->no_shared_memo = off;
     o->dp.plain_pareto = off;
     o->no_stage_ub = off;
@@ -724,7 +725,7 @@ static void test_scale_equal(void **state)
     (void)state;
     char text[8192];
     int cases = 0;
-    long duals = 0, skipped = 0, ubs = 0;
+    long duals = 0, skipped = 0, ubs = 0, seeded = 0, walks = 0;
     for (int g = 0; g < 5; g++) {
         sb_model m;
         sb_error err = {0};
@@ -764,6 +765,9 @@ static void test_scale_equal(void **state)
                 skipped += a.incumbents_skipped;
                 assert_int_equal(b.dual_bounds + b.incumbents_skipped + b.stage_ubs, 0);
                 ubs += a.stage_ubs;
+                seeded += a.lagrange_seeded;
+                walks += a.lagrange_stages;
+                assert_int_equal(b.lagrange_seeded, 0);
                 sb_pipe_result_free(&a);
                 sb_pipe_result_free(&b);
             }
@@ -772,9 +776,10 @@ static void test_scale_equal(void **state)
         sb_model_free(&m);
     }
     print_message("scale shortcuts: %d results equal to the search without them; %ld dual "
-                  "bounds, %ld first partitions skipped, %ld stage DPs with an upper bound\n",
-                  cases, duals, skipped, ubs);
-    assert_true(cases > 0 && duals > 0 && skipped > 0);
+                  "bounds, %ld first partitions skipped, %ld stage DPs with an upper bound, %ld "
+                  "of %ld Lagrangian stages seeded\n",
+                  cases, duals, skipped, ubs, seeded, walks);
+    assert_true(cases > 0 && duals > 0 && skipped > 0 && seeded > 0);
 }
 
 /* The exact stage DP's upper bound (the same stage's optimum at other

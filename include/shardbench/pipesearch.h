@@ -31,14 +31,19 @@ typedef struct {
     int no_incumbent_bound; /* 1: the first partition of each (S, M, schedule) solved even when
                               a step is known and its bound (its stages' unconstrained optima)
                               shows it cannot beat it: tests compare */
-    int no_dual_bound;     /* 1: a picked range under the limit solved at once after its
-                              unconstrained optimum, without first its one-DP dual bound at a
-                              multiplier borrowed from a Lagrangian stage like it: tests compare */
+    int dual_bound;        /* 1: a picked range under the limit with no Lagrangian search of
+                              its structure at other copies to start from first gets a
+                              one-DP dual bound at a multiplier borrowed from a Lagrangian
+                              stage like it, and is solved only if the best partition still
+                              picks it (off by default: search/README.md) */
     int no_shared_memo;    /* 1: each stage DP its own DP memo, none shared between them
                               (sb_search_opts.memo): tests compare */
     int no_stage_ub;       /* 1: an exact stage DP under the limit not given the cost of the
                               same stage's optimum at other copies that fits here as an upper
                               bound (sb_search_within_ub): tests compare */
+    int no_lagrange_seeds; /* 1: every Lagrangian stage walk started cold (the unconstrained
+                              optimum and the least resident strategy), not from strategies
+                              of the same stage met before: tests compare */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
@@ -81,6 +86,9 @@ typedef struct {
                                          (the optimum at other copies that fits) */
     long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation
                                          (too large for the exact Pareto search) */
+    long lagrange_dps;                /* the DPs those took (search/lagrange.c) */
+    long lagrange_seeded;             /* of those stages, the ones started from strategies of
+                                         the same stage met before */
     double lagrange_gap;              /* the largest relative gap of those to their dual bound
                                          (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
