@@ -21,6 +21,11 @@
  * Transformer (reference model) and llama3-70b and gpt3-175b on h200-sxm
  * at p = 64 .. 16384, one search each, checked against the plain DP where
  * it finishes within 120 s, then a table of seconds and peak memory by p.
+ * --memory GIB: the full space instead (stages, micro-batches, schedule,
+ * the ZeRO stage and each stage's recomputation chosen within GIB per
+ * device, as `search --memory` searches it); --check then runs the same
+ * search with its Lagrangian walks unseeded (sb_pipe_opts.no_lagrange_seeds)
+ * and compares the step, S, M, ZeRO and every op's config.
  * A model may name its machine (MODEL@MACHINE; --machine: the default).
  *
  *   bench/search [--models a,b@h200-sxm] [-p 4,8,16,32,64] [--repeat N] [--prune]
@@ -38,6 +43,7 @@
 #include <unistd.h>
 
 #include "shardbench/machine.h"
+#include "shardbench/pipesearch.h"
 #include "shardbench/results.h"
 #include "shardbench/search.h"
 
@@ -45,10 +51,16 @@ typedef struct {
     int ok;
     int nops, max_configs, max_dep, max_kept;
     double seconds, cpu_seconds, cost, table_bytes, prune_seconds, shared, reused;
+    int nchoice;         /* ints of the configs sent after the row */
+    /* --memory: the full space's answer */
+    int stages, microbatches, zero;
+    long lagrange_stages, lagrange_dps, lagrange_seeded, stage_dps;
+    double gap, peak_bytes, step_s;
     char err[1024];
 } row;
 
 static int g_prune, g_check;
+static double g_memory_gib; /* --memory: the full space (stages, ZeRO, recomputation) within it */
 static double g_limit_s = 600, g_limit_mb = 8000, g_check_limit_s = 0;
 static const char *g_machine; /* of the row being measured: NULL, the reference model */
 
@@ -78,7 +90,51 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
     int ok = !g_machine || sb_machine_load(g_machine, &mc, &err) == 0;
     if (ok && g_machine)
         sb_machine_cost_params(&mc, &cp);
-    if (ok && sb_model_load(model, NULL, 0, &m, &err) == 0) {
+    if (ok && g_memory_gib > 0 && sb_model_load(model, NULL, 0, &m, &err) == 0) {
+        /* the full space as `search --memory` searches it (cli/cmd_search.c);
+         * plain: the Lagrangian stages' walks unseeded, the check */
+        r.ok = 1;
+        r.seconds = 1e30;
+        for (int i = 0; i < (plain ? 1 : repeat) && r.ok; i++) {
+            sb_pipe_opts po;
+            sb_pipe_opts_default(&po);
+            po.max_stage_devices = 64;
+            po.threads = 1;
+            po.mem_limit = g_memory_gib * 1073741824.0;
+            po.choose_zero = 1;
+            po.choose_recompute = 1;
+            po.no_lagrange_seeds = plain;
+            sb_pipe_result pr;
+            double t0 = sb_now(), c0 = cpu_now();
+            if (sb_pipe_search(&m, p, &cp, &po, &pr, &err)) {
+                r.ok = 0;
+                break;
+            }
+            double t = sb_now() - t0;
+            if (t < r.seconds) {
+                r.seconds = t;
+                r.cpu_seconds = cpu_now() - c0;
+            }
+            r.cost = pr.step_cost;
+            r.stages = pr.pipe.nstages;
+            r.microbatches = pr.pipe.microbatches;
+            r.zero = pr.zero;
+            r.lagrange_stages = pr.lagrange_stages;
+            r.lagrange_dps = pr.lagrange_dps;
+            r.lagrange_seeded = pr.lagrange_seeded;
+            r.stage_dps = pr.subproblems;
+            r.gap = pr.lagrange_gap;
+            r.peak_bytes = pr.peak_bytes;
+            r.step_s = pr.step_cost / (cp.tflops * 1e12);
+            r.nchoice = m.nops * SB_MAX_DIMS;
+            free(choice);
+            choice = pr.cfg; /* taken over */
+            pr.cfg = NULL;
+            sb_pipe_result_free(&pr);
+        }
+        r.nops = m.nops;
+        sb_model_free(&m);
+    } else if (ok && sb_model_load(model, NULL, 0, &m, &err) == 0) {
         if (sb_problem_build(&m, p, &cp, &pb, &err) == 0) {
             r.ok = 1;
             r.seconds = 1e30;
@@ -110,6 +166,7 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
                 sb_result_free(&res);
             }
             r.nops = m.nops;
+            r.nchoice = m.nops;
             if (plain)
                 repeat = 1;
             sb_problem_free(&pb);
@@ -120,7 +177,7 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
         snprintf(r.err, sizeof r.err, "%s", err.msg);
     if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
         _exit(3);
-    size_t cb = (size_t)r.nops * sizeof *choice;
+    size_t cb = (size_t)r.nchoice * sizeof *choice;
     if (r.ok && choice && write(fd, choice, cb) != (ssize_t)cb)
         _exit(3);
     _exit(0);
@@ -158,9 +215,9 @@ static int measure(const char *model, int p, int repeat, int plain, row *r, doub
     }
     close(fds[1]);
     size_t got = read_all(fds[0], r, sizeof *r);
-    if (got == sizeof *r && r->ok && r->nops > 0) {
-        *choice = malloc((size_t)r->nops * sizeof **choice);
-        size_t cb = (size_t)r->nops * sizeof **choice;
+    if (got == sizeof *r && r->ok && r->nchoice > 0) {
+        *choice = malloc((size_t)r->nchoice * sizeof **choice);
+        size_t cb = (size_t)r->nchoice * sizeof **choice;
         if (*choice && read_all(fds[0], *choice, cb) != cb) {
             free(*choice);
             *choice = NULL;
@@ -210,19 +267,23 @@ static int check_plain(const char *model, int p, const row *r, const int *choice
         return 0;
     }
     *plain_s = pr.cpu_seconds;
-    int diff = 0;
+    int diff = 0, w = r->nchoice / (r->nops > 0 ? r->nops : 1);
     for (int v = 0; v < r->nops; v++)
-        diff += pc[v] != choice[v];
+        diff += memcmp(pc + (size_t)v * w, choice + (size_t)v * w, (size_t)w * sizeof *pc) != 0;
+    const char *what = g_memory_gib > 0 ? "the search with its Lagrangian walks unseeded"
+                                        : "the plain DP";
+    diff += g_memory_gib > 0 && (pr.stages != r->stages || pr.microbatches != r->microbatches
+                                 || pr.zero != r->zero);
     if (pr.cost == r->cost && diff == 0) {
-        printf("%-24s %5d  check: the plain DP gives the same cost and every op's config "
+        printf("%-24s %5d  check: %s gives the same cost and every op's config "
                "(%.1f s, %.1f s CPU, %.0f MB)\n",
-               model, p, pr.seconds, pr.cpu_seconds, rss / 1e6);
+               model, p, what, pr.seconds, pr.cpu_seconds, rss / 1e6);
         *verdict = "same as the plain DP";
     } else {
         *verdict = "DIFFERS from the plain DP";
-        printf("%-24s %5d  check: DIFFERS from the plain DP: cost %.17g, plain %.17g; %d ops "
-               "with another config\n",
-               model, p, r->cost, pr.cost, diff);
+        printf("%-24s %5d  check: DIFFERS from %s: cost %.17g, there %.17g; %d ops "
+               "with another config (or S, M, ZeRO)\n",
+               model, p, what, r->cost, pr.cost, diff);
         rc = 1;
     }
     free(pc);
@@ -242,8 +303,13 @@ static void summary_print(const summary *sm, int nm)
 {
     if (nm == 0)
         return;
-    printf("\nseconds (wall / CPU, both threads) and peak RSS of each search; "
-           "=: same cost and configs as the plain DP, ~: plain DP not finished or not run\n");
+    if (g_memory_gib > 0)
+        printf("\nseconds (wall / CPU) and peak RSS of each search of the full space within "
+               "%g GiB; =: same step, S, M, ZeRO and configs as with its Lagrangian walks "
+               "unseeded, ~: that search not finished or not run\n", g_memory_gib);
+    else
+        printf("\nseconds (wall / CPU, both threads) and peak RSS of each search; "
+               "=: same cost and configs as the plain DP, ~: plain DP not finished or not run\n");
     for (int i = 0; i < nm; i++) {
         printf("%-24s", sm[i].name);
         for (int j = 0; j < sm[i].np; j++)
@@ -264,7 +330,7 @@ int main(int argc, char **argv)
         {"limit-s", required_argument, 0, 'L'}, {"limit-mb", required_argument, 0, 'm'},
         {"check", no_argument, 0, 'C'},         {"scale", no_argument, 0, 'S'},
         {"machine", required_argument, 0, 'H'}, {"check-limit-s", required_argument, 0, 'K'},
-        {0, 0, 0, 0},
+        {"memory", required_argument, 0, 'G'},  {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
@@ -276,6 +342,15 @@ int main(int argc, char **argv)
         case 'P': g_prune = 1; break;
         case 'C': g_check = 1; break;
         case 'H': machine = optarg; break;
+        case 'G': {
+            char *end;
+            g_memory_gib = strtod(optarg, &end);
+            if (end == optarg || *end || !(g_memory_gib > 0) || g_memory_gib > 1e6) {
+                fprintf(stderr, "bench/search: --memory %s: not a size in GiB (e.g. 80)\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'S':
             models = "transformer,llama3-70b@h200-sxm,gpt3-175b@h200-sxm";
             plist = "64,128,256,512,1024,2048,4096,8192,16384";
@@ -295,7 +370,7 @@ int main(int argc, char **argv)
         case 'h':
             printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
                    "[--machine NAME|FILE] [--limit-s S] [--limit-mb MB] [--check] "
-                   "[--check-limit-s S] [--scale] [--db FILE|none]\n"
+                   "[--check-limit-s S] [--scale] [--memory GIB] [--db FILE|none]\n"
                    "  a model may name its machine: llama3-70b@h200-sxm\n");
             return 0;
         default: return 2;
@@ -373,6 +448,13 @@ int main(int argc, char **argv)
                    spec, p, r.nops, r.max_configs, r.max_kept, r.max_dep, r.seconds,
                    r.cpu_seconds, r.prune_seconds, r.shared, r.reused, rss / 1e6,
                    r.table_bytes / 1e6, r.cost);
+            if (g_memory_gib > 0)
+                printf("%-24s %5d  within %g GiB: %d stages, %d micro-batches, ZeRO %d, "
+                       "predicted step %.4g s, peak %.4g GiB; %ld stage DPs, %ld Lagrangian "
+                       "(%ld DPs, %ld seeded, gap up to %.3g%%)\n",
+                       spec, p, g_memory_gib, r.stages, r.microbatches, r.zero, r.step_s,
+                       r.peak_bytes / 1073741824.0, r.stage_dps, r.lagrange_stages,
+                       r.lagrange_dps, r.lagrange_seeded, 100.0 * r.gap);
             fflush(stdout);
             const char *verdict = "not checked";
             double plain_cpu = -1;
@@ -386,13 +468,17 @@ int main(int argc, char **argv)
                                                                    : "~");
             free(choice);
             if (db) {
-                char params[300], js[600];
-                snprintf(params, sizeof params, "%s%s", g_machine ? "machine=" : "",
-                         g_machine ? g_machine : "");
+                char params[300], js[800];
+                snprintf(params, sizeof params, "%s%s%s", g_machine ? "machine=" : "",
+                         g_machine ? g_machine : "", g_memory_gib > 0 ? " space=full" : "");
                 snprintf(js, sizeof js,
                          "{\"bench\":\"search\",\"cpu_seconds\":%.6f,\"machine\":\"%s\","
-                         "\"check\":\"%s\",\"plain_cpu_seconds\":%.6f}",
-                         r.cpu_seconds, g_machine ? g_machine : "", verdict, plain_cpu);
+                         "\"check\":\"%s\",\"plain_cpu_seconds\":%.6f,\"memory_gib\":%g,"
+                         "\"stages\":%d,\"microbatches\":%d,\"zero\":%d,"
+                         "\"lagrange_stages\":%ld,\"lagrange_dps\":%ld,\"lagrange_gap\":%.6g}",
+                         r.cpu_seconds, g_machine ? g_machine : "", verdict, plain_cpu,
+                         g_memory_gib, r.stages, r.microbatches, r.zero, r.lagrange_stages,
+                         r.lagrange_dps, r.gap);
                 sb_cost_params cp;
                 sb_cost_params_default(&cp);
                 sb_machine mc;
