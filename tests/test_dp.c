@@ -1034,6 +1034,28 @@ static int check_within(const sb_problem *pb, sb_optimizer opt, double limit, co
     return free_mem > limit;
 }
 
+/* A random graph's model and problem for the memory-limited tests: gen's
+ * next model, links from compute-bound to communication-bound, the ZeRO
+ * stage gi % 4 (the search's tables must follow it) and recomputation rc;
+ * the space (product of config counts) into *space. */
+static void random_problem(gen *g, int gi, sb_recompute_mode rc, sb_model *m, sb_problem *pb,
+                           double *space)
+{
+    int p, cutoff;
+    gen_model(g, &p, &cutoff);
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, m, &err), 0);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    cp.gbs = 16.0 * pow(10.0, 1 + rn(4));
+    cp.zero = gi % 4;
+    cp.recompute = rc;
+    assert_int_equal(sb_problem_build(m, p, &cp, pb, &err), 0);
+    *space = 1;
+    for (int i = 0; i < m->nops; i++)
+        *space *= pb->cfg[i].n;
+}
+
 static void test_within_equals_brute_force(void **state)
 {
     (void)state;
@@ -1043,20 +1065,10 @@ static void test_within_equals_brute_force(void **state)
     gen *g = malloc(sizeof *g);
     assert_non_null(g);
     for (int gi = 0; gi < NGRAPHS / 2; gi++) {
-        int p, cutoff;
-        gen_model(g, &p, &cutoff);
         sb_model m;
-        sb_error err = {0};
-        assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err), 0);
-        sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        cp.gbs = 16.0 * pow(10.0, 1 + rn(4)); /* compute and communication trade off */
-        cp.zero = gi % 4; /* ZeRO stages in turn: the search's tables must follow them */
         sb_problem pb;
-        assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
-        double space = 1;
-        for (int i = 0; i < m.nops; i++)
-            space *= pb.cfg[i].n;
+        double space;
+        random_problem(g, gi, SB_RECOMPUTE_NONE, &m, &pb, &space);
         if (space <= MAX_SPACE2) {
             sb_optimizer opt = rn(2) ? SB_OPTIM_ADAM : SB_OPTIM_SGD;
             double *cost, *mem;
@@ -1157,20 +1169,11 @@ static void test_lagrange_walk(void **state)
     gen *g = malloc(sizeof *g);
     assert_non_null(g);
     for (int gi = 0; gi < NGRAPHS / 2; gi++) {
-        int p, cutoff;
-        gen_model(g, &p, &cutoff);
         sb_model m;
-        sb_error err = {0};
-        assert_int_equal(sb_model_parse(g->text, g->len, "random.model", NULL, 0, &m, &err), 0);
-        sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        cp.gbs = 16.0 * pow(10.0, 1 + rn(4));
-        cp.zero = gi % 4;
         sb_problem pb;
-        assert_int_equal(sb_problem_build(&m, p, &cp, &pb, &err), 0);
-        double space = 1;
-        for (int i = 0; i < m.nops; i++)
-            space *= pb.cfg[i].n;
+        double space;
+        sb_error err = {0};
+        random_problem(g, gi, SB_RECOMPUTE_NONE, &m, &pb, &space);
         if (space > MAX_SPACE2 || space < 4) {
             sb_problem_free(&pb);
             sb_model_free(&m);
