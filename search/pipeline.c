@@ -707,8 +707,8 @@ static double stage_ub(pctx *X, const stage_entry *e, const sb_problem *pb, doub
 /* Strategies of the same stage met before, as starts for e's Lagrangian
  * walk (sb_lagrange_search_seeded), each mapped to pb's config indices
  * (malloc'd; *nseeds of them): the minimiser of its dual bound at the
- * same copies, and both ends of the hull edge of the nearest searches of
- * the same structure at other copies (k +- 8). None when
+ * same copies, and both ends of the hull edge of the nearest two searches
+ * of the same structure at other copies (up to SEED_DIST away). None when
  * o->no_lagrange_seeds. */
 #define LAGRANGE_SEEDS 5
 #define SEED_DIST 128
