@@ -79,7 +79,8 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
     row r = {0};
     sb_error err = {0};
     struct rlimit rl = {.rlim_cur = (rlim_t)(g_limit_mb * 1e6), .rlim_max = (rlim_t)(g_limit_mb * 1e6)};
-    setrlimit(RLIMIT_AS, &rl);
+    if (g_limit_mb > 0) /* 0: none (AddressSanitizer reserves terabytes of address space) */
+        setrlimit(RLIMIT_AS, &rl);
     double lim = plain && g_check_limit_s > 0 ? g_check_limit_s : g_limit_s;
     alarm((unsigned)(lim > 1 ? lim : 1));
     sb_model m;
@@ -366,7 +367,16 @@ int main(int argc, char **argv)
             g_check_limit_s = atof(optarg) > 0 ? atof(optarg) : 0;
             check_limit_given = 1;
             break;
-        case 'm': g_limit_mb = atof(optarg) > 0 ? atof(optarg) : 8000; break;
+        case 'm': {
+            char *end;
+            g_limit_mb = strtod(optarg, &end);
+            if (end == optarg || *end || !(g_limit_mb >= 0)) {
+                fprintf(stderr, "bench/search: --limit-mb %s: not a size in MB (0: none)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'h':
             printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
                    "[--machine NAME|FILE] [--limit-s S] [--limit-mb MB] [--check] "
