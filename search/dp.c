@@ -2123,17 +2123,25 @@ static int ent_tables(elim *el)
         const inflow *fl = &el->in[q];
         if (fl->level != k - 1)
             continue;
-        /* ENT_W more: a block may start at any entry (threads' chunks) */
-        el->et[q] = calloc((size_t)(w * el->eld + ENT_W), sizeof **el->et);
-        if (!el->et[q])
+        /* ENT_W more: a block may start at any entry (threads' chunks).
+         * From the DP's buffer pool (a table of 10-20 MB per elimination,
+         * fresh pages from calloc each time, was a twentieth of the CPU
+         * time of gpt3-175b at p = 16384 in page faults); every entry is
+         * written below, the padding with 0 */
+        size_t n = (size_t)w * (size_t)el->eld + ENT_W;
+        double *et = el->et[q] = dp_buf_alloc(n * sizeof **el->et);
+        if (!et)
             return -1;
         const double *src = el->cscan ? el->ct[q] : fl->t;
         for (int jr = 0; jr < nlast; jr++) {
             int i = reps[jr];
             const double *row = src + (int64_t)(fl->cm[0] ? fl->cm[0][i] : i) * w;
             for (int x = 0; x < w; x++)
-                el->et[q][x * el->eld + jr] = row[x];
+                et[x * el->eld + jr] = row[x];
         }
+        for (int x = 0; nlast < el->eld && x < w; x++)
+            memset(et + (size_t)x * el->eld + nlast, 0, (size_t)(el->eld - nlast) * sizeof *et);
+        memset(et + (size_t)w * el->eld, 0, ENT_W * sizeof *et);
     }
     return 0;
 }
@@ -2239,7 +2247,7 @@ int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int n
     }
     for (int q = 0; q < nq && q <= MAX_SCOPE; q++) {
         free(el.ct ? el.ct[q] : NULL);
-        free(el.et ? el.et[q] : NULL);
+        dp_buf_free(el.et ? el.et[q] : NULL);
     }
     free(el.ct);
     free(el.et);
@@ -2716,7 +2724,7 @@ static void elim_free(elim *el)
     free(el->Ce);
     free(el->Ca);
     for (int q = 0; el->et && q < el->nfl; q++)
-        free(el->et[q]);
+        dp_buf_free(el->et[q]);
     free(el->et);
     dp_buf_free(el->g);
     dp_buf_free(el->arg);
@@ -2789,6 +2797,9 @@ void sb_dp_memo_free(sb_dp_memo *m)
         return;
     dp_memo_free(&m->m);
     free(m);
+    /* the buffer pool the DPs sharing the memo kept between them */
+    dp_buf_pool_drain();
+    dp_buf_pool_limit(0);
 }
 
 /* The engine over problem sp: the table limit, the memo's capacity (128 MB,
@@ -2827,8 +2838,15 @@ static void engine_close(engine *E)
     free(E->f);
     free(E->pairs);
     dp_memo_free(&E->own_memo);
-    dp_buf_pool_drain();
-    dp_buf_pool_limit(0);
+    if (E->memo == &E->own_memo) {
+        /* a DP of its own leaves nothing behind; DPs sharing a memo (the
+         * stage DPs of a pipeline search, thousands of them) keep the pool
+         * of large buffers from one to the next, so that their tables
+         * reuse pages instead of faulting fresh ones in (sb_dp_memo_free
+         * empties it) */
+        dp_buf_pool_drain();
+        dp_buf_pool_limit(0);
+    }
     for (int i = 0; i < E->n && E->vf; i++)
         free(E->vf[i]);
     free(E->vf);

@@ -248,9 +248,15 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
     }
     e.bytes = bytes;
     e.key = malloc(k->len ? k->len : 1);
-    dp_memo_entry *ne = realloc(m->e, (size_t)(m->n + 1) * sizeof *ne);
-    if (ne)
-        m->e = ne;
+    dp_memo_entry *ne = m->e;
+    if (m->n == m->ecap) { /* doubling: one copy per entry on average, not per add */
+        int nc = m->ecap ? 2 * m->ecap : 64;
+        ne = realloc(m->e, (size_t)nc * sizeof *ne);
+        if (ne) {
+            m->e = ne;
+            m->ecap = nc;
+        }
+    }
     if (!e.key || !ne) {
         free(e.key);
         dp_buf_free(t);

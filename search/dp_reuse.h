@@ -67,7 +67,7 @@ typedef struct dp_memo_entry dp_memo_entry;
  * keys with their results. */
 typedef struct {
     dp_memo_entry *e; /* n, oldest first */
-    int n;
+    int n, ecap;      /* entries, and room for ecap */
     double bytes, cap;
     uint64_t next_id;  /* the next new content id (ids start at 1) */
     long long hits;    /* elimination results copied */

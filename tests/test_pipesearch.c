@@ -713,6 +713,7 @@ static void test_skips_equal(void **state)
 static void set_scale(sb_pipe_opts *o, int off)
 {
     o->no_incumbent_bound = off;
+    o->no_middle_first = off;
     o->dual_bound = !off;
     o->no_lagrange_seeds = off;
     o->no_shared_memo = off;

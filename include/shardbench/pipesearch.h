@@ -31,6 +31,9 @@ typedef struct {
     int no_incumbent_bound; /* 1: the first partition of each (S, M, schedule) solved even when
                               a step is known and its bound (its stages' unconstrained optima)
                               shows it cannot beat it: tests compare */
+    int no_middle_first;   /* 1: the stage counts S tried from the largest down, not from the
+                              middle one out (search/pipeline.c, s_order); the same result:
+                              tests compare */
     int dual_bound;        /* 1: a picked range under the limit with no Lagrangian search of
                               its structure at other copies to start from first gets a
                               one-DP dual bound at a multiplier borrowed from a Lagrangian
