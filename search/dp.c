@@ -890,7 +890,76 @@ typedef struct {
 /* Sorts a[0..n) by k, stably (tmp: n entries). */
 #define KEYED_LESS(ctx, x, y) ((x).k < (y).k)
 SB_DEFINE_MSORT(msort_keyed, keyed, KEYED_LESS)
-static void sort_keyed(keyed *a, keyed *tmp, int n) { msort_keyed(a, tmp, (size_t)n, NULL); }
+
+/* k's bits as an unsigned key in the order of k (-0 as +0, which compare
+ * equal): the sign bit flipped for k >= 0, every bit for k < 0. */
+static inline uint64_t keyed_bits(double k)
+{
+    uint64_t u;
+    k = k == 0.0 ? 0.0 : k;
+    memcpy(&u, &k, sizeof u);
+    return u >> 63 ? ~u : u | (UINT64_C(1) << 63);
+}
+
+/* The same order as msort_keyed: a least-significant-digit radix sort on
+ * keyed_bits, a byte a pass, which keeps equal keys in their order (stable)
+ * and orders unequal ones as < does, so the result is the one every stable
+ * sort by k gives. Passes whose byte is the same in every key are skipped
+ * (the exponent's, mostly). The threshold scan sorts a config list per
+ * prefix: the merge sort's compares were a tenth of the CPU time of
+ * gpt3-175b at p = 16384. Short lists, and any with a NaN (which < does not
+ * order), go to the merge sort. */
+static void sort_keyed(keyed *a, keyed *tmp, int n)
+{
+    if (n < 64) {
+        msort_keyed(a, tmp, (size_t)n, NULL);
+        return;
+    }
+    uint32_t cnt[8][256];
+    memset(cnt, 0, sizeof cnt);
+    for (int i = 0; i < n; i++) {
+        if (a[i].k != a[i].k) {
+            msort_keyed(a, tmp, (size_t)n, NULL);
+            return;
+        }
+        uint64_t u = keyed_bits(a[i].k);
+        for (int d = 0; d < 8; d++)
+            cnt[d][(u >> (8 * d)) & 255]++;
+    }
+    keyed *src = a, *dst = tmp;
+    for (int d = 0; d < 8; d++) {
+        uint32_t *c = cnt[d];
+        if (c[(keyed_bits(a[0].k) >> (8 * d)) & 255] == (uint32_t)n)
+            continue; /* one byte value throughout: the order stays */
+        uint32_t at = 0;
+        for (int b = 0; b < 256; b++) {
+            uint32_t m = c[b];
+            c[b] = at;
+            at += m;
+        }
+        for (int i = 0; i < n; i++)
+            dst[c[(keyed_bits(src[i].k) >> (8 * d)) & 255]++] = src[i];
+        keyed *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    if (src != a)
+        memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+int sb_dp_sort_order(const double *k, int n, int *order)
+{
+    keyed *a = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *a);
+    if (!a)
+        return -1;
+    for (int i = 0; i < n; i++)
+        a[i] = (keyed){.k = k[i], .x = i};
+    sort_keyed(a, a + n, n);
+    for (int i = 0; i < n; i++)
+        order[i] = a[i].x;
+    free(a);
+    return 0;
+}
 
 /* ---- one elimination ---------------------------------------------------------
  *

@@ -33,5 +33,9 @@ int sb_dp_vec_scan(const double *prev, const double *const *fts, int nq, int nv,
  * -1 when out of memory. */
 int sb_dp_class_scan(const double *prev, const double *const *fts, int nq, int nv, int entwise,
                      double *bv);
+/* dp.c: the order the DP's sort of a config list by cost gives (the
+ * threshold and bounded scans' sort_keyed): order[i] the index in k of the
+ * i-th; it must be the stable sort by <. -1 when out of memory. */
+int sb_dp_sort_order(const double *k, int n, int *order);
 
 #endif

@@ -2117,6 +2117,63 @@ static int memo_take(dp_memo *m, int key, int64_t n, uint64_t *id)
     return hit;
 }
 
+/* The DP's sort of a config list by cost (a radix sort from 64 entries)
+ * against a stable insertion sort by <: the same order on random lists of
+ * every length class, with many equal costs, -0 beside +0 (equal under <:
+ * their order kept), infinities, negatives, subnormals, costs equal but for
+ * one bit, and a NaN (the merge sort's order then). */
+static void test_sort_order(void **state)
+{
+    (void)state;
+    unsigned s = 12345;
+    int checked = 0;
+    for (int t = 0; t < 400; t++) {
+        int n = t < 100 ? t : t < 300 ? 64 + (t * 37) % 2000 : 3000 + t;
+        double *k = malloc((size_t)(n + 1) * sizeof *k);
+        int *got = malloc((size_t)(n + 1) * sizeof *got), *want = malloc((size_t)(n + 1) * sizeof *want);
+        assert_non_null(k);
+        assert_non_null(got);
+        assert_non_null(want);
+        for (int i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            unsigned r = s >> 8;
+            switch (r % 9) {
+            case 0: k[i] = 0.0; break;
+            case 1: k[i] = -0.0; break;
+            case 2: k[i] = (r % 2 ? 1 : -1) * INFINITY; break;
+            case 3: k[i] = (double)(r % 7); break; /* many equal */
+            case 4: k[i] = -(double)(r % 1000) * 1e9; break;
+            case 5: k[i] = 4.9e-324 * (r % 5); break;
+            case 6: k[i] = nextafter(1e12, r % 2 ? 2e12 : 0); break;
+            case 7: k[i] = 1e12; break;
+            default: k[i] = (double)r * 12345.678; break;
+            }
+        }
+        if (t == 399 && n > 10)
+            k[n / 2] = NAN; /* < orders nothing against it: the merge sort's order */
+        assert_int_equal(sb_dp_sort_order(k, n, got), 0);
+        if (t == 399) {
+            free(k), free(got), free(want);
+            continue;
+        }
+        for (int i = 0; i < n; i++) { /* stable insertion by < */
+            int j = i;
+            while (j > 0 && k[i] < k[want[j - 1]]) {
+                want[j] = want[j - 1];
+                j--;
+            }
+            want[j] = i;
+        }
+        for (int i = 0; i < n; i++)
+            if (got[i] != want[i])
+                fail_msg("n = %d: position %d holds %d (%g), want %d (%g)", n, i, got[i],
+                         k[got[i]], want[i], k[want[i]]);
+        checked++;
+        free(k), free(got), free(want);
+    }
+    assert_int_equal(checked, 399);
+}
+
 static void test_memo_lru(void **state)
 {
     (void)state;
@@ -2351,6 +2408,7 @@ int main(void)
         cmocka_unit_test(test_blocks_equal_plain),
         cmocka_unit_test(test_scan_shortcuts_equal),
         cmocka_unit_test(test_memo_lru),
+        cmocka_unit_test(test_sort_order),
         cmocka_unit_test(test_vec_scan_kernels),
         cmocka_unit_test_setup_teardown(test_strategy_roundtrip, setup_dir, teardown_dir),
     };
