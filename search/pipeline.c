@@ -1687,7 +1687,9 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
     double lbsum = 0.0;
     for (int v = 0; v < mb->nops; v++)
         lbsum += ob[v].c;
-    if (!X->brute && lbsum * (1.0 + (double)(M - 1) / S) > *best) {
+    /* bounds summed in another order than the step (BOUND_SLACK): a
+     * combination whose step ties the best must reach combo_wins */
+    if (!X->brute && lbsum * BOUND_SLACK * (1.0 + (double)(M - 1) / S) > *best) {
         X->r->combos_skipped++;
         return 0;
     }
@@ -1718,7 +1720,7 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
     }
     if (lazy)
         lbsum = fmax(lbsum, pc[n] * BOUND_SLACK);
-    if (lazy && lbsum * (1.0 + (double)(M - 1) / S) > *best) {
+    if (lazy && lbsum * BOUND_SLACK * (1.0 + (double)(M - 1) / S) > *best) {
         X->r->combos_skipped++;
         rc = 0;
         goto out;
@@ -1745,7 +1747,7 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
                 if (limited && lbm > X->o->mem_limit)
                     X->least_lb = fmin(X->least_lb, lbm);
                 if (!X->brute && ((limited && lbm > X->o->mem_limit)
-                                  || (double)(M - 1) * lbt + lbsum > *best)) {
+                                  || ((double)(M - 1) * lbt + lbsum) * BOUND_SLACK > *best)) {
                     X->r->ranges_bounded++;
                     continue;
                 }
@@ -1913,10 +1915,12 @@ out:
 
 /* The order in which the nS searched stage counts (ascending in Ss) are
  * tried: the middle one first, then the larger ones ascending, then the
- * smaller ones descending. Any order gives the same answer (every bound
- * that skips work is against a step already found, and ties go to the
- * canonical order, combo_wins); the order only decides how soon a good
- * step is known. The largest S has a stage at almost every copy count in
+ * smaller ones descending (no_middle_first: the largest down). With every
+ * stage solved exactly any order gives the same answer (every bound that
+ * skips work is against a step already found, and ties go to the
+ * canonical order, combo_wins); Lagrangian stages are seeded by what was
+ * solved before, which can move their answer within their gap
+ * (search/README.md). The order decides how soon a good step is known. The largest S has a stage at almost every copy count in
  * flight (1F1B: S - s), each its own stage DP under the limit, and the
  * smallest S the largest stage DPs: both are slow to give a first step,
  * and the middle is where the optima of the shipped LLMs lie (gpt3-175b

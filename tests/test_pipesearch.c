@@ -783,6 +783,68 @@ static void test_scale_equal(void **state)
     assert_true(cases > 0 && duals > 0 && skipped > 0 && seeded > 0);
 }
 
+/* The order of the stage counts alone (middle out, s_order, against the
+ * largest first, o.no_middle_first), every other shortcut on: the same
+ * result on random models unconstrained and at two limits and on the
+ * reduced GPT-3 of 2 layers (Lagrangian stages, whose seeds and cached
+ * optima depend on what was solved before) at p = 8, each stage
+ * choosing its recomputation, on two links. */
+static void test_order_equal(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0, differ_s = 0;
+    for (int g = 0; g < (SANITIZED ? 5 : 10); g++) {
+        sb_model m;
+        sb_error err = {0};
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1;
+        int p = 8, last = g == (SANITIZED ? 4 : 9);
+        if (!last) {
+            int nops;
+            gen_wide = g % 2;
+            gen(text, sizeof text, &nops);
+            p = gen_wide ? 4 : (int[]){4, 8}[rn(2)];
+            assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        } else {
+            gen_wide = 0;
+            load_gpt3_layers(&m, "layers=2");
+            p = 8;
+        }
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        cp.node_devices = 2;
+        cp.gbs_inter = cp.gbs / 4;
+        cp.latency_inter_us = 2.0;
+        sb_pipe_result u, a, b;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        const double fs[] = {0.0, 0.6, 0.35};
+        for (int k = last ? 1 : 0; k < 3; k++) {
+            o.mem_limit = u.peak_bytes * fs[k];
+            sb_error e1 = {0}, e2 = {0};
+            o.no_middle_first = 0;
+            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+            o.no_middle_first = 1;
+            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
+            o.no_middle_first = 0;
+            same_result(&m, ra, &a, rb, &b);
+            if (!ra) {
+                cases++;
+                differ_s += a.combos_skipped != b.combos_skipped || a.subproblems != b.subproblems;
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    gen_wide = 0;
+    print_message("stage-count order: %d results equal to the largest-first order's (%d "
+                  "with other work done)\n", cases, differ_s);
+    assert_true(cases > 0 && differ_s > 0);
+}
+
 /* The exact stage DP's upper bound (the same stage's optimum at other
  * copies in flight that fits, sb_search_within_ub) against the search
  * without it (o.no_stage_ub): the same result on random models (which
@@ -933,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_skips_equal),
         cmocka_unit_test(test_threads_equal),
         cmocka_unit_test(test_scale_equal),
+        cmocka_unit_test(test_order_equal),
         cmocka_unit_test(test_stage_ub_equal),
         cmocka_unit_test(test_stage_cap_fallback),
     };

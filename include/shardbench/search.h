@@ -251,7 +251,10 @@ typedef struct {
     struct sb_dp_memo *memo; /* not plain: the DP's remembered tables and eliminations
                              (content ids, search/dp_reuse.h) shared by every search given
                              it, so equal eliminations of different problems are computed
-                             once (sb_dp_memo_new); NULL: each search its own */
+                             once (sb_dp_memo_new); NULL: each search its own. The
+                             searches sharing one keep the DP's pool of large buffers
+                             (per thread) between them; sb_dp_memo_free empties the
+                             calling thread's: share a memo within one thread */
     int plain_pareto;     /* 1: the memory-limited search (sb_search_within) checks each
                              label against every label kept (the reference); 0 (not
                              plain): against the front of their (resident, scratch) by a
