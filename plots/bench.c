@@ -674,6 +674,23 @@ static int beside_other(const bench *b, double other)
     return isfinite(other) && other > b->a->other_cores;
 }
 
+/* Whether the machine is free of other work now: its busy cores over 0.4 s
+ * while the bench runs nothing (its children are done) under
+ * --other-cores; *other gets them. A retry is worth a launch only then:
+ * other work here lasts seconds to minutes, and a launch beside it would
+ * only take the same figures again. */
+static int quiet_now(const bench *b, double *other)
+{
+    double b0 = NAN, b1 = NAN, w0 = sb_now();
+    machine_busy(&b0);
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    while (nanosleep(&ts, &ts) && errno == EINTR && !interrupted)
+        ;
+    machine_busy(&b1);
+    *other = sb_bench_other_cores(b0, b1, 0, sb_now() - w0);
+    return !beside_other(b, *other);
+}
+
 /* Runs `LAUNCHER -np P TAIL... SET...` (the launcher's words, with {P}
  * substituted where it has it) under the bench's time limit: the one way a
  * bench starts ranks (run_survivor, run_profiles). Returns sb_proc_run's
@@ -901,15 +918,22 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
                            "failed: %s", model_arg, p, pr.timed_out ? "timed out" : why);
         }
         sb_proc_result_free(&pr);
+        double now;
         if (beside_other(b, b->other) && again < a->retries) {
             /* stored as it is (the loader takes the fastest of the newest
-             * launches, profile.h); one more of the same */
-            again++;
+             * launches, profile.h); one more of the same once the machine
+             * is free of the other work */
+            int quiet = quiet_now(b, &now);
             clear_progress(b);
             printf("%s p=%d: profile launch %d ran beside other work (%.2f cores not its "
-                   "own); launched again (%d of %d)\n", model_arg, p, rep, b->other, again,
-                   a->retries);
-            rep--;
+                   "own); %s (%.2f cores busy now)\n", model_arg, p, rep, b->other,
+                   quiet ? "launched again" : "kept: the other work goes on", now);
+            if (quiet) {
+                again++;
+                rep--;
+            } else {
+                again = a->retries; /* the rest of this pair's launches as they come */
+            }
         }
     }
     if (first <= last) {
@@ -1325,10 +1349,15 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         int k = sb_bench_retry_pick(n, skip, ok, clean, pick);
         if (!k)
             break;
+        double now;
+        int quiet = quiet_now(b, &now);
         clear_progress(b);
         printf("%s p=%d: %d strateg%s ran only beside other work (over %.2g cores not the "
-               "bench's); another round (%d of %d)\n", m->name, p, k, k == 1 ? "y" : "ies",
-               b->a->other_cores, e + 1, b->a->retries);
+               "bench's); %s (%.2f cores busy now)\n", m->name, p, k, k == 1 ? "y" : "ies",
+               b->a->other_cores, quiet ? "another round" : "kept: the other work goes on",
+               now);
+        if (!quiet)
+            break;
         for (int i = 0; i < n; i++)
             pick[i] = !pick[i]; /* run_round's skip: the others */
         int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, pick, e,
