@@ -643,6 +643,20 @@ int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean,
     return k;
 }
 
+int sb_bench_binding(int p, int cpus, const char **words)
+{
+    if (p <= cpus) {
+        words[0] = "--bind-to";
+        words[1] = "none";
+        return 2;
+    }
+    words[0] = "--map-by";
+    words[1] = "core";
+    words[2] = "--bind-to";
+    words[3] = "core:overload-allowed";
+    return 4;
+}
+
 int sb_bench_idle_env(int busy_wait)
 {
     if (busy_wait || getenv("OMPI_MCA_mpi_yield_when_idle"))
@@ -701,12 +715,18 @@ static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv
     enum { MAX_TAIL = RUN_TAIL_MAX };
     if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET || ntail > MAX_TAIL)
         return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
-    char *argv[SB_LAUNCHER_MAX_WORDS + 2 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
+    char *argv[SB_LAUNCHER_MAX_WORDS + 6 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
     char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
     int k = 0;
     for (int i = 0; i < b->launch.n; i++)
         argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], p))
                                     : b->launch.words[i];
+    if (b->launch.is_default) {
+        const char *bind[4];
+        int nb = sb_bench_binding(p, (int)sysconf(_SC_NPROCESSORS_ONLN), bind);
+        for (int i = 0; i < nb; i++)
+            argv[k++] = (char *)bind[i];
+    }
     snprintf(pbuf, sizeof pbuf, "%d", p);
     if (!b->launch.has_p) {
         argv[k++] = "-np";

@@ -54,7 +54,7 @@ build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-he
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \
     --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
-    --set transformer:ff=512 --set transformer:layers=2 --profile 3 --random 4 --trials 3 \
+    --set transformer:ff=512 --set transformer:layers=2 --profile 3 --random 4 --trials 5 \
     --steps 3 --warmup 1 --top 3 --within 4 --timeout 300 --db "$db" | tee "$out/bench.log"
 run=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$out/bench.log" | head -n 1)
 [ -n "$run" ] || { echo "main.sh: could not find the bench's run id in $out/bench.log" >&2; exit 1; }

@@ -1,8 +1,9 @@
 /* tests/test_bench_other.c: cmocka tests of the bench's view of other work
  * on the machine (plots/bench.c, plots.h): the busy seconds of a
  * /proc/stat line, the other cores of a launch, which strategies get
- * another trial round, and the yield-when-idle environment the launches
- * inherit. No timing: fixed numbers. */
+ * another trial round, the yield-when-idle environment the launches
+ * inherit, and the binding of the default launcher. No timing: fixed
+ * numbers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -78,6 +79,25 @@ static void test_idle_env(void **state)
     unsetenv("OMPI_MCA_mpi_yield_when_idle");
 }
 
+static void test_binding(void **state)
+{
+    (void)state;
+    const char *w[4] = {0};
+    /* as many ranks as CPUs or fewer: unbound */
+    assert_int_equal(sb_bench_binding(2, 2, w), 2);
+    assert_string_equal(w[0], "--bind-to");
+    assert_string_equal(w[1], "none");
+    assert_int_equal(sb_bench_binding(1, 2, w), 2);
+    assert_string_equal(w[1], "none");
+    /* more: rank r held on core r mod cores */
+    assert_int_equal(sb_bench_binding(4, 2, w), 4);
+    assert_string_equal(w[0], "--map-by");
+    assert_string_equal(w[1], "core");
+    assert_string_equal(w[2], "--bind-to");
+    assert_string_equal(w[3], "core:overload-allowed");
+    assert_int_equal(sb_bench_binding(3, 2, w), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -85,6 +105,7 @@ int main(void)
         cmocka_unit_test(test_other_cores),
         cmocka_unit_test(test_retry_pick),
         cmocka_unit_test(test_idle_env),
+        cmocka_unit_test(test_binding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,6 +112,19 @@ double sb_bench_other_cores(double busy0, double busy1, double own_cpu_s, double
 int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean, int *pick);
 int sb_bench_idle_env(int busy_wait);
 
+/* The binding the bench's default launcher gives a launch of p ranks on a
+ * node of cpus CPUs (its words into words[0..4), returns their count):
+ * p <= cpus: "--bind-to none" (unbound ranks: each runs its share of the
+ * cores in threads, shardbench/cpuset.h); p > cpus: "--map-by core
+ * --bind-to core:overload-allowed" (rank r on core r mod cores, held
+ * there). Unbound ranks that outnumber the cores pair up on them as the
+ * scheduler places them, launch by launch: an op split over 2 of 4 ranks
+ * on 2 cores ran at full speed when its ranks had a core each and at half
+ * when they shared one, so a strategy's step moved by up to 2x from one
+ * launch to the next, and the profile's figures with it
+ * (docs/cost-model.md, "Ranks that outnumber the cores"). */
+int sb_bench_binding(int p, int cpus, const char **words);
+
 /* -------------------------------------------------------------- plot -- */
 
 typedef struct {
