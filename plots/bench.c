@@ -1440,7 +1440,7 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->timeout = 600;
     o->trials = 1;
     o->random_seed = 1;
-    o->retries = 2;
+    o->retries = 0;
     o->other_cores = 0.25;
 }
 

@@ -64,7 +64,8 @@ typedef struct {
     int retries;             /* a launch beside other processes' work (over other_cores
                                 busy cores not its own): profile launches run again, and
                                 strategies with no trial free of it get another round, up to
-                                this many times (--retries N, default 2; 0: never) */
+                                this many times (--retries N, default 0: never; the
+                                main job: 2) */
     double other_cores;      /* the threshold of that (--other-cores X, default 0.25) */
     int busy_wait;           /* 1: the launches keep OpenMPI's busy polling (--busy-wait);
                                 0: OMPI_MCA_mpi_yield_when_idle=1 unless the environment sets
