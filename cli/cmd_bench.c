@@ -48,6 +48,16 @@ static void bench_usage(FILE *f)
             "                         the machine as it is now; docs/cost-model.md): the first\n"
             "                         before the pair is priced, with --trials T launch k\n"
             "                         before trial round k, then every strategy priced again\n"
+            "      --retries N        a launch beside other processes' work (over --other-cores\n"
+            "                         busy cores that are not the bench's, from /proc/stat):\n"
+            "                         a profile launch runs again, and the strategies none of\n"
+            "                         whose trials ran free of it get another round, up to N\n"
+            "                         times each (default 0: never; it changes how many\n"
+            "                         launches a strategy gets)\n"
+            "      --other-cores X    that threshold (default 0.25)\n"
+            "      --busy-wait        keep OpenMPI's busy polling in the launches (default:\n"
+            "                         OMPI_MCA_mpi_yield_when_idle=1 unless the environment\n"
+            "                         sets it: a waiting rank gives its core up between polls)\n"
             "      --random N         also measure N random valid strategies per (model, P > 1),\n"
             "                         kinds rand1..randN (the same ones every run)\n"
             "      --paper            also measure the paper's Table II strategy (kind paper,\n"
@@ -109,7 +119,8 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
         {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'},
         {"paper", no_argument, 0, 'P'},          {"random", required_argument, 0, 'X'},
-        {"profile", required_argument, 0, 'Y'},
+        {"profile", required_argument, 0, 'Y'},  {"retries", required_argument, 0, 'R'},
+        {"other-cores", required_argument, 0, 'o'}, {"busy-wait", no_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     sb_bench_opts_default(a);
@@ -161,6 +172,15 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
             if (parse_whole(optarg, "--trials", 1, 1000, &a->trials, err))
                 return -1;
             break;
+        case 'R':
+            if (parse_whole(optarg, "--retries", 0, 100, &a->retries, err))
+                return -1;
+            break;
+        case 'o':
+            if (parse_num(optarg, "--other-cores", 0, 1e6, &a->other_cores, err))
+                return -1;
+            break;
+        case 'B': a->busy_wait = 1; break;
         case 'W':
             if (parse_num(optarg, "--within", 1, 1e12, &a->within, err))
                 return -1;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -50,6 +51,9 @@ typedef struct {
                       * that bench can price again: reprice), else 0 */
     int got;         /* this trial round's launch trained it: got holds its figures (run_round) */
     sb_measurement_record res;
+    double other;    /* the other cores busy during the launch that trained it last (NaN:
+                      * unknown, taken as free of other work) */
+    int n_ok, n_clean; /* its trials ok in this pair; of those, free of other work */
 } survivor;
 
 static volatile sig_atomic_t interrupted;
@@ -238,6 +242,7 @@ typedef struct {
     int tty;
     double t0;
     int measured, ok, failed, skipped, group_failures;
+    double other; /* the other cores busy during the last launch (sb_bench_other_cores) */
 } bench;
 
 static void fmt_dur(double s, char *buf, size_t n)
@@ -605,9 +610,101 @@ static int parse_run_json(const char *out, sb_measurement_record *rec, sb_error 
     return parse_run_line(line, rec, NULL, err);
 }
 
-/* Trains one loaded survivor (LAUNCHER -np P shardbench run ... --format
- * json) and fills rec's status and step times, msg the reason of a
- * failure. -1 only when the child could not be run; *stop on interruption. */
+/* ------------------------------------------------- other work on the machine -- */
+
+int sb_proc_stat_busy(const char *line, double hz, double *busy_s)
+{
+    unsigned long long v[8];
+    if (!line || strncmp(line, "cpu ", 4) || !(hz > 0) ||
+        sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) != 8)
+        return -1;
+    /* user nice system idle iowait irq softirq steal: all but idle and iowait */
+    *busy_s = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+    return 0;
+}
+
+double sb_bench_other_cores(double busy0, double busy1, double own_cpu_s, double wall_s)
+{
+    if (!isfinite(busy0) || !isfinite(busy1) || !isfinite(own_cpu_s) || !isfinite(wall_s) ||
+        wall_s <= 0)
+        return NAN;
+    double c = (busy1 - busy0 - own_cpu_s) / wall_s;
+    return c > 0 ? c : 0;
+}
+
+int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean, int *pick)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        pick[i] = !(skip && skip[i]) && ok[i] > 0 && clean[i] == 0;
+        k += pick[i];
+    }
+    return k;
+}
+
+int sb_bench_binding(int p, int cpus, const char **words)
+{
+    if (p <= cpus) {
+        words[0] = "--bind-to";
+        words[1] = "none";
+        return 2;
+    }
+    words[0] = "--map-by";
+    words[1] = "core";
+    words[2] = "--bind-to";
+    words[3] = "core:overload-allowed";
+    return 4;
+}
+
+int sb_bench_idle_env(int busy_wait)
+{
+    if (busy_wait || getenv("OMPI_MCA_mpi_yield_when_idle"))
+        return 0;
+    return setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0) == 0;
+}
+
+/* The machine's busy seconds now (/proc/stat); *s stays NaN without it. */
+static void machine_busy(double *s)
+{
+    char line[512];
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return;
+    if (fgets(line, sizeof line, f) && sb_proc_stat_busy(line, (double)sysconf(_SC_CLK_TCK), s))
+        *s = NAN;
+    fclose(f);
+}
+
+static double rusage_s(const struct rusage *r)
+{
+    return (double)r->ru_utime.tv_sec + 1e-6 * (double)r->ru_utime.tv_usec +
+           (double)r->ru_stime.tv_sec + 1e-6 * (double)r->ru_stime.tv_usec;
+}
+
+/* A launch that ran beside other processes' work: over --other-cores. */
+static int beside_other(const bench *b, double other)
+{
+    return isfinite(other) && other > b->a->other_cores;
+}
+
+/* Whether the machine is free of other work now: its busy cores over 0.4 s
+ * while the bench runs nothing (its children are done) under
+ * --other-cores; *other gets them. A retry is worth a launch only then:
+ * other work here lasts seconds to minutes, and a launch beside it would
+ * only take the same figures again. */
+static int quiet_now(const bench *b, double *other)
+{
+    double b0 = NAN, b1 = NAN, w0 = sb_now();
+    machine_busy(&b0);
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    while (nanosleep(&ts, &ts) && errno == EINTR && !interrupted)
+        ;
+    machine_busy(&b1);
+    *other = sb_bench_other_cores(b0, b1, 0, sb_now() - w0);
+    return !beside_other(b, *other);
+}
+
 /* Runs `LAUNCHER -np P TAIL... SET...` (the launcher's words, with {P}
  * substituted where it has it) under the bench's time limit: the one way a
  * bench starts ranks (run_survivor, run_profiles). Returns sb_proc_run's
@@ -618,12 +715,18 @@ static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv
     enum { MAX_TAIL = RUN_TAIL_MAX };
     if (b->launch.n > SB_LAUNCHER_MAX_WORDS || nset_argv > 2 * BENCH_MAX_SET || ntail > MAX_TAIL)
         return sb_fail(err, SB_EXIT_INPUT, "too many launcher words or --set options");
-    char *argv[SB_LAUNCHER_MAX_WORDS + 2 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
+    char *argv[SB_LAUNCHER_MAX_WORDS + 6 + MAX_TAIL + 2 * BENCH_MAX_SET + 1], pbuf[16];
     char *subst[SB_LAUNCHER_MAX_WORDS] = {0};
     int k = 0;
     for (int i = 0; i < b->launch.n; i++)
         argv[k++] = b->launch.has_p ? (subst[i] = sb_launcher_subst(b->launch.words[i], p))
                                     : b->launch.words[i];
+    if (b->launch.is_default) {
+        const char *bind[4];
+        int nb = sb_bench_binding(p, (int)sysconf(_SC_NPROCESSORS_ONLN), bind);
+        for (int i = 0; i < nb; i++)
+            argv[k++] = (char *)bind[i];
+    }
     snprintf(pbuf, sizeof pbuf, "%d", p);
     if (!b->launch.has_p) {
         argv[k++] = "-np";
@@ -634,7 +737,14 @@ static int launch(bench *b, int p, char *const *tail, int ntail, char **set_argv
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
     argv[k] = NULL;
+    double busy0 = NAN, busy1 = NAN, w0 = sb_now();
+    struct rusage r0, r1;
+    machine_busy(&busy0);
+    getrusage(RUSAGE_CHILDREN, &r0);
     int rc = sb_proc_run(argv, timeout, &interrupted, tick, pr, err);
+    getrusage(RUSAGE_CHILDREN, &r1);
+    machine_busy(&busy1);
+    b->other = sb_bench_other_cores(busy0, busy1, rusage_s(&r1) - rusage_s(&r0), sb_now() - w0);
     for (int i = 0; i < b->launch.n; i++)
         free(subst[i]);
     return rc;
@@ -665,6 +775,9 @@ static int run_tail(bench *b, const char *model_arg, char *const *files, int k,
     return nt;
 }
 
+/* Trains one loaded survivor (LAUNCHER -np P shardbench run ... --format
+ * json) and fills rec's status and step times, msg the reason of a
+ * failure. -1 only when the child could not be run; *stop on interruption. */
 static int run_survivor(bench *b, const char *model_arg, char **set_argv, int nset_argv,
                         const sb_problem *pb, const survivor *sv, sb_measurement_record *rec,
                         char *msg, size_t nmsg, int *stop, sb_error *err)
@@ -774,6 +887,7 @@ static int run_round(bench *b, const char *model_arg, char **set_argv, int nset_
                 }
                 free(name);
                 v->got = 1;
+                v->other = b->other;
                 j++;
             }
             const char *e = strchr(l, '\n');
@@ -798,6 +912,7 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
                         const char *machine_name, int first, int last, int *stop, sb_error *err)
 {
     const bench_args *a = b->a;
+    int again = 0; /* launches run again: they ran beside other work */
     for (int rep = first; rep <= last; rep++) {
         char steps[16];
         snprintf(steps, sizeof steps, "%d", a->steps);
@@ -823,6 +938,23 @@ static int run_profiles(bench *b, const char *model_arg, char **set_argv, int ns
                            "failed: %s", model_arg, p, pr.timed_out ? "timed out" : why);
         }
         sb_proc_result_free(&pr);
+        double now;
+        if (beside_other(b, b->other) && again < a->retries) {
+            /* stored as it is (the loader takes the fastest of the newest
+             * launches, profile.h); one more of the same once the machine
+             * is free of the other work */
+            int quiet = quiet_now(b, &now);
+            clear_progress(b);
+            printf("%s p=%d: profile launch %d ran beside other work (%.2f cores not its "
+                   "own); %s (%.2f cores busy now)\n", model_arg, p, rep, b->other,
+                   quiet ? "launched again" : "kept: the other work goes on", now);
+            if (quiet) {
+                again++;
+                rep--;
+            } else {
+                again = a->retries; /* the rest of this pair's launches as they come */
+            }
+        }
     }
     if (first <= last) {
         clear_progress(b);
@@ -996,6 +1128,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         }
         return before < 0 ? -1 : 0;
     }
+    int solo = !sv->got; /* run_survivor launches it alone: b->other is that launch's */
     if (!loaded) {
         rec.status = "error";
         snprintf(msg, sizeof msg, "strategy file: %.1000s", lerr.msg);
@@ -1018,13 +1151,23 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         sv->meas_id = meas_id;
     b->measured++;
     clear_progress(b);
-    if (b->a->trials > 1)
-        printf("[trial %d/%d] ", trial + 1, b->a->trials);
+    double other = solo ? b->other : sv->other;
+    int trials = b->a->trials > 1 ? b->a->trials : 1;
+    if (trial >= trials)
+        printf("[retry %d/%d] ", trial - trials + 1, b->a->retries);
+    else if (trials > 1)
+        printf("[trial %d/%d] ", trial + 1, trials);
     if (!strcmp(rec.status, "ok")) {
         b->ok++;
+        sv->n_ok++;
+        sv->n_clean += !beside_other(b, other);
+        char oc[48] = "";
+        if (isfinite(other))
+            snprintf(oc, sizeof oc, "  other %.2f cores%s", other,
+                     beside_other(b, other) ? " (beside other work)" : "");
         printf("%s p=%d  %-8s ok       median %.4f s  min %.4f s  max %.4f s  predicted %.4g "
-               "FLOP  %s%s\n", pb->m->name, pb->p, sv->kind, rec.step_median_s, rec.step_min_s,
-               rec.step_max_s, rec.predicted_cost, sv->file, desc);
+               "FLOP%s  %s%s\n", pb->m->name, pb->p, sv->kind, rec.step_median_s,
+               rec.step_min_s, rec.step_max_s, rec.predicted_cost, oc, sv->file, desc);
     } else {
         b->failed++;
         printf("%s p=%d  %-8s %-8s %s  %s%s\n", pb->m->name, pb->p, sv->kind, rec.status, msg,
@@ -1204,6 +1347,69 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
                 *stop = 1;
         }
     }
+    /* a strategy none of whose trials ran free of other processes' work
+     * gets another round (all such in one launch), up to --retries: a
+     * figure taken beside other work is not this machine's speed, and the
+     * fastest of the others' trials is compared with it */
+    int *pick = calloc((size_t)n + 1, sizeof *pick), *ok = calloc((size_t)n + 1, sizeof *ok),
+        *clean = calloc((size_t)n + 1, sizeof *clean);
+    if (!pick || !ok || !clean) {
+        free(pick);
+        free(ok);
+        free(clean);
+        free(skip);
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (int e = 0; e < b->a->retries && !*stop; e++) {
+        for (int i = 0; i < n; i++) {
+            ok[i] = sv[i].n_ok;
+            clean[i] = sv[i].n_clean;
+        }
+        int k = sb_bench_retry_pick(n, skip, ok, clean, pick);
+        if (!k)
+            break;
+        double now;
+        int quiet = quiet_now(b, &now);
+        clear_progress(b);
+        printf("%s p=%d: %d strateg%s ran only beside other work (over %.2g cores not the "
+               "bench's); %s (%.2f cores busy now)\n", m->name, p, k, k == 1 ? "y" : "ies",
+               b->a->other_cores, quiet ? "another round" : "kept: the other work goes on",
+               now);
+        if (!quiet)
+            break;
+        for (int i = 0; i < n; i++)
+            pick[i] = !pick[i]; /* run_round's skip: the others */
+        int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, pick, e,
+                           b->a->retries, stop, err);
+        clear_progress(b);
+        if (r0 || *stop) {
+            rc = r0 ? -1 : 0;
+            break;
+        }
+        for (int i = 0; i < n && !*stop; i++) {
+            if (pick[i])
+                continue;
+            int r = measure(b, model_arg, set_argv, nset_argv, &pb, params, &sv[i], trials + e,
+                            &pick[i], stop, err);
+            clear_progress(b);
+            if (r) {
+                rc = -1;
+                break;
+            }
+            if (interrupted)
+                *stop = 1;
+        }
+        if (rc)
+            break;
+    }
+    free(pick);
+    free(ok);
+    free(clean);
+    if (rc || *stop) {
+        free(skip);
+        goto out;
+    }
     free(skip);
     if (!*stop && later_profiles && reprice(b, m, p, sv, n, err))
         rc = -1;
@@ -1234,6 +1440,8 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->timeout = 600;
     o->trials = 1;
     o->random_seed = 1;
+    o->retries = 0;
+    o->other_cores = 0.25;
 }
 
 /* The run: the resumed one (checked), or a new runs row; says which. */
@@ -1333,6 +1541,7 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
         b.self[sl] = '\0';
     if (sb_launcher_parse(a->launcher, &b.launch, &err))
         return bench_fail(&err);
+    sb_bench_idle_env(a->busy_wait); /* before any launch: they inherit it */
     int status = 0, stop = 0;
     char workdir[PATH_MAX] = "";
     int own_workdir = 0;

@@ -217,11 +217,11 @@ int sb_launcher_parse(const char *cmd, launcher *l, sb_error *err)
     memset(l, 0, sizeof *l);
     char def[128];
     if (!cmd) {
-        /* unbound ranks: each runs its share of the cores in threads
-         * (shardbench/cpuset.h), with no rank held to one core */
-        snprintf(def, sizeof def, "mpirun --oversubscribe --bind-to none%s",
+        /* the binding per launch (sb_bench_binding, bench.c) */
+        snprintf(def, sizeof def, "mpirun --oversubscribe%s",
                  geteuid() == 0 ? " --allow-run-as-root" : "");
         cmd = def;
+        l->is_default = 1;
     }
     char *copy = strdup(cmd), *save = NULL;
     if (!copy)

@@ -35,11 +35,13 @@ void sb_failure_line(const char *errs, char *out, size_t n);
 typedef struct {
     char *words[SB_LAUNCHER_MAX_WORDS];
     int n;
-    int has_p; /* a word holds {P} */
+    int has_p;      /* a word holds {P} */
+    int is_default; /* the bench's own: each launch adds sb_bench_binding's words */
 } launcher;
 
-/* The launcher's words (NULL: mpirun --oversubscribe --bind-to none, plus
- * --allow-run-as-root as root). */
+/* The launcher's words (NULL: mpirun --oversubscribe, plus
+ * --allow-run-as-root as root, and per launch the binding of
+ * sb_bench_binding). */
 int sb_launcher_parse(const char *cmd, launcher *l, sb_error *err);
 void sb_launcher_free(launcher *l);
 /* A word of the launcher with {P} replaced by p (malloc'd). */

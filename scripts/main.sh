@@ -49,13 +49,18 @@ mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate
 # every (model, P): 3 launches of `shardbench profile` (every op config's
 # seconds, the relayouts, the collectives), one before each of the 3 trial
 # rounds of the survivors of prune plus 4 random valid strategies, which are
-# then predicted by the profiles of all three (the predictive cost model)
+# then predicted by the profiles of all three (the predictive cost model);
+# a launch beside other processes' work (another user's, over 0.25 cores)
+# is taken again when the machine is free of it, up to 2 times
+# (--retries 2); the bench's ranks yield their core while they wait, and
+# at P = 4 (more ranks than cores) are bound two to a core
+# (docs/cost-model.md, "Launches beside other work")
 build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-here.machine" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \
     --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
     --set transformer:ff=512 --set transformer:layers=2 --profile 3 --random 4 --trials 3 \
-    --steps 3 --warmup 1 --top 3 --within 4 --timeout 300 --db "$db" | tee "$out/bench.log"
+    --steps 3 --warmup 1 --top 3 --within 4 --retries 2 --timeout 300 --db "$db" | tee "$out/bench.log"
 run=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$out/bench.log" | head -n 1)
 [ -n "$run" ] || { echo "main.sh: could not find the bench's run id in $out/bench.log" >&2; exit 1; }
 

@@ -61,6 +61,15 @@ typedef struct {
     int64_t *run_id_out;     /* NULL, or where the run id goes once the run is open */
     const char *runner;      /* NULL, or the shardbench binary that trains the strategies
                                 (another build: nightly's A/B baseline); prune stays ours */
+    int retries;             /* a launch beside other processes' work (over other_cores
+                                busy cores not its own): profile launches run again, and
+                                strategies with no trial free of it get another round, up to
+                                this many times (--retries N, default 0: never; the
+                                main job: 2) */
+    double other_cores;      /* the threshold of that (--other-cores X, default 0.25) */
+    int busy_wait;           /* 1: the launches keep OpenMPI's busy polling (--busy-wait);
+                                0: OMPI_MCA_mpi_yield_when_idle=1 unless the environment sets
+                                it (sb_bench_idle_env) */
 } sb_bench_opts;
 
 /* Defaults of every field `shardbench bench` leaves unset. */
@@ -73,6 +82,49 @@ void sb_bench_opts_default(sb_bench_opts *o);
  * or on an internal error; 2 on bad input; 130 when interrupted), having
  * printed its errors ("shardbench: ..." on stderr). */
 int sb_bench(const sb_bench_opts *o, int argc, char **argv);
+
+/* The bench's view of the machine around each launch (plots/bench.c).
+ *
+ * sb_proc_stat_busy: the busy seconds in the first line of /proc/stat
+ * ("cpu  user nice system idle iowait irq softirq steal ..." in ticks of hz
+ * per second): user + nice + system + irq + softirq + steal (every CPU's
+ * time not idle, not waiting on I/O; steal: a VM's CPU taken by the host).
+ * 0, or -1 when the line is not such a line.
+ *
+ * sb_bench_other_cores: the cores that processes outside a launch kept busy
+ * during it: the machine's busy seconds over the launch (busy1 - busy0) less
+ * the CPU seconds of the launch's own processes (own_cpu_s: the launcher and
+ * its ranks, getrusage of the children), over the launch's wall seconds;
+ * never below 0; NaN when wall_s <= 0 or an input is not finite.
+ *
+ * sb_bench_retry_pick: of n strategies, those that get another trial round:
+ * not skipped, at least one trial ok, and none of those ok trials free of
+ * other work (clean[i] == 0). pick[i] = 1 for them; returns their count.
+ *
+ * sb_bench_idle_env: unless busy_wait, sets OMPI_MCA_mpi_yield_when_idle=1
+ * in the environment (the bench's launches inherit it) when the
+ * environment does not set it already; returns 1 when it set it. An MPI
+ * rank waiting on another then gives its core up between polls instead of
+ * spinning on it: OpenMPI does so by itself only with more ranks than
+ * cores, and a rank that spins on a core that another process shares takes
+ * the core from it (docs/cost-model.md, "Launches beside other work"). */
+int sb_proc_stat_busy(const char *line, double hz, double *busy_s);
+double sb_bench_other_cores(double busy0, double busy1, double own_cpu_s, double wall_s);
+int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean, int *pick);
+int sb_bench_idle_env(int busy_wait);
+
+/* The binding the bench's default launcher gives a launch of p ranks on a
+ * node of cpus CPUs (its words into words[0..4), returns their count):
+ * p <= cpus: "--bind-to none" (unbound ranks: each runs its share of the
+ * cores in threads, shardbench/cpuset.h); p > cpus: "--map-by core
+ * --bind-to core:overload-allowed" (rank r on core r mod cores, held
+ * there). Unbound ranks that outnumber the cores pair up on them as the
+ * scheduler places them, launch by launch: an op split over 2 of 4 ranks
+ * on 2 cores ran at full speed when its ranks had a core each and at half
+ * when they shared one, so a strategy's step moved by up to 2x from one
+ * launch to the next, and the profile's figures with it
+ * (docs/cost-model.md, "Ranks that outnumber the cores"). */
+int sb_bench_binding(int p, int cpus, const char **words);
 
 /* -------------------------------------------------------------- plot -- */
 
