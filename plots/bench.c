@@ -657,9 +657,9 @@ int sb_bench_binding(int p, int cpus, const char **words)
     return 4;
 }
 
-int sb_bench_idle_env(int busy_wait)
+int sb_bench_idle_env(int yield_idle)
 {
-    if (busy_wait || getenv("OMPI_MCA_mpi_yield_when_idle"))
+    if (!yield_idle || getenv("OMPI_MCA_mpi_yield_when_idle"))
         return 0;
     return setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0) == 0;
 }
@@ -1541,7 +1541,7 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
         b.self[sl] = '\0';
     if (sb_launcher_parse(a->launcher, &b.launch, &err))
         return bench_fail(&err);
-    sb_bench_idle_env(a->busy_wait); /* before any launch: they inherit it */
+    sb_bench_idle_env(a->yield_idle); /* before any launch: they inherit it */
     int status = 0, stop = 0;
     char workdir[PATH_MAX] = "";
     int own_workdir = 0;

@@ -68,13 +68,13 @@ static void test_idle_env(void **state)
 {
     (void)state;
     unsetenv("OMPI_MCA_mpi_yield_when_idle");
-    assert_int_equal(sb_bench_idle_env(1), 0); /* --busy-wait: left alone */
+    assert_int_equal(sb_bench_idle_env(0), 0); /* by default: left alone */
     assert_null(getenv("OMPI_MCA_mpi_yield_when_idle"));
-    assert_int_equal(sb_bench_idle_env(0), 1);
+    assert_int_equal(sb_bench_idle_env(1), 1); /* --yield-when-idle */
     assert_string_equal(getenv("OMPI_MCA_mpi_yield_when_idle"), "1");
     /* the user's word wins */
     setenv("OMPI_MCA_mpi_yield_when_idle", "0", 1);
-    assert_int_equal(sb_bench_idle_env(0), 0);
+    assert_int_equal(sb_bench_idle_env(1), 0);
     assert_string_equal(getenv("OMPI_MCA_mpi_yield_when_idle"), "0");
     unsetenv("OMPI_MCA_mpi_yield_when_idle");
 }

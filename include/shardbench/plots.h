@@ -67,9 +67,10 @@ typedef struct {
                                 this many times (--retries N, default 0: never; the
                                 main job: 2) */
     double other_cores;      /* the threshold of that (--other-cores X, default 0.25) */
-    int busy_wait;           /* 1: the launches keep OpenMPI's busy polling (--busy-wait);
-                                0: OMPI_MCA_mpi_yield_when_idle=1 unless the environment sets
-                                it (sb_bench_idle_env) */
+    int yield_idle;          /* 1: the launches get OMPI_MCA_mpi_yield_when_idle=1 unless
+                                the environment sets it (--yield-when-idle,
+                                sb_bench_idle_env); 0: OpenMPI's own choice (a waiting rank
+                                yields only with more ranks than cores) */
 } sb_bench_opts;
 
 /* Defaults of every field `shardbench bench` leaves unset. */
@@ -101,7 +102,7 @@ int sb_bench(const sb_bench_opts *o, int argc, char **argv);
  * not skipped, at least one trial ok, and none of those ok trials free of
  * other work (clean[i] == 0). pick[i] = 1 for them; returns their count.
  *
- * sb_bench_idle_env: unless busy_wait, sets OMPI_MCA_mpi_yield_when_idle=1
+ * sb_bench_idle_env: when yield_idle, sets OMPI_MCA_mpi_yield_when_idle=1
  * in the environment (the bench's launches inherit it) when the
  * environment does not set it already; returns 1 when it set it. An MPI
  * rank waiting on another then gives its core up between polls instead of
@@ -111,7 +112,7 @@ int sb_bench(const sb_bench_opts *o, int argc, char **argv);
 int sb_proc_stat_busy(const char *line, double hz, double *busy_s);
 double sb_bench_other_cores(double busy0, double busy1, double own_cpu_s, double wall_s);
 int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean, int *pick);
-int sb_bench_idle_env(int busy_wait);
+int sb_bench_idle_env(int yield_idle);
 
 /* The binding the bench's default launcher gives a launch of p ranks on a
  * node of cpus CPUs (its words into words[0..4), returns their count):
