@@ -52,8 +52,8 @@ mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate
 # then predicted by the profiles of all three (the predictive cost model);
 # a launch beside other processes' work (another user's, over 0.25 cores)
 # is taken again when the machine is free of it, up to 2 times
-# (--retries 2); and
-# at P = 4 (more ranks than cores) are bound two to a core
+# (--retries 2); the 4 ranks of P = 4 (more ranks than cores) are bound
+# two to a core
 # (docs/cost-model.md, "Launches beside other work")
 build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-here.machine" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
