@@ -100,7 +100,7 @@ static void child(const char *model, int p, int repeat, int plain, int fd)
             sb_pipe_opts po;
             sb_pipe_opts_default(&po);
             po.max_stage_devices = 64;
-            po.threads = 1;
+            po.threads = 0; /* as search: the DP's choice */
             po.mem_limit = g_memory_gib * 1073741824.0;
             po.choose_zero = 1;
             po.choose_recompute = 1;

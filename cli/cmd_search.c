@@ -838,7 +838,8 @@ static void search_usage(FILE *f)
             "                         the intra-op DP of larger stages takes minutes;\n"
             "                         no S within it: the largest S possible, said so)\n"
             "      --stage-threads N   full: each stage DP's threads at most (0: the DP's\n"
-            "                         choice, up to two; default 1: less CPU and wall time)\n"
+            "                         choice, up to two, the default: less wall time on a\n"
+            "                         quiet machine; 1: less CPU time on a shared one)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -875,7 +876,7 @@ int cmd_search(int argc, char **argv)
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
-    po.threads = 1; /* one thread per stage DP: less CPU and wall time (search/README.md) */
+    po.threads = 0; /* the DP's choice: its large eliminations on both cores (search/README.md) */
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
