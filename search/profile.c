@@ -387,7 +387,12 @@ double sb_prof_relay_scale(const double *rest, const double *relay, int K)
     }
     sb_fit_nonneg(x, rest, K, 2, cg);
     free(x);
-    return cg[1] > 0 && isfinite(cg[1]) ? cg[1] : 1.0;
+    /* at least 1: the fitted relayouts are the least waiting rank's, and a
+     * step waits at least that long in them; a slope under 1 is the fit's
+     * intercept taking them over (AlexNet at P = 4, 2x oversubscribed,
+     * fitted 0.097 and priced the relayout-heavy pase-best at a third of
+     * its measured relayouts) */
+    return cg[1] > 1 && isfinite(cg[1]) ? cg[1] : 1.0;
 }
 
 void sb_prof_edge_features(const sb_problem *pb, int e, const int *choice, double *f)

@@ -107,6 +107,11 @@ static void test_relay_scale(void **state)
     /* steps that fall as the relayouts grow: no negative scale, 1 */
     double fall[4] = {0.01, 0.008, 0.006, 0.004}, r4[4] = {0.001, 0.002, 0.003, 0.004};
     assert_true(sb_prof_relay_scale(fall, r4, 4) == 1.0);
+    /* steps that grow by less than their relayouts (a slope of 0.1): 1 */
+    double flat[4];
+    for (int k = 0; k < 4; k++)
+        flat[k] = 0.01 + 0.1 * r4[k];
+    assert_true(sb_prof_relay_scale(flat, r4, 4) == 1.0);
 }
 
 static void test_keys(void **state)

@@ -157,9 +157,10 @@ int sb_fit_nonneg(const double *x, const double *y, int n, int k, double *beta);
  * of the relayouts of the rank that waited least, op by op; a step pays
  * those on its critical path. Over K strategies, rest[k] (the step less
  * its ops and update) is fitted as c + g * relay[k] (relay[k]: its fitted
- * relayouts); returns g > 0, or 1 when the relayouts do not differ enough
- * to tell (fewer than 3 strategies, or a spread under 10% of the
- * largest: every strategy at P = 1). */
+ * relayouts); returns g >= 1 (a step waits at least the least waiting
+ * rank's relayouts: a fitted slope under 1 gives 1), or 1 when the
+ * relayouts do not differ enough to tell (fewer than 3 strategies, or a
+ * spread under 10% of the largest: every strategy at P = 1). */
 double sb_prof_relay_scale(const double *rest, const double *relay, int K);
 
 /* An op's own collectives' seconds in one profiled step (what the model
