@@ -721,6 +721,33 @@ static void set_scale(sb_pipe_opts *o, int off)
     o->no_stage_ub = off;
 }
 
+/* A case of test_scale_equal and test_order_equal: a random model (wide
+ * when g is odd; p 4 when wide, else one of ps) or, last, the GPT-3 of 2
+ * layers at p = 8 (its stages Lagrangian, as the 4 layers'); the cost
+ * model on two links (nodes of 2: an edge's price depends on the stage's
+ * devices). Returns p. */
+static int two_link_case(char *text, size_t n, int g, int last, const int ps[2], sb_model *m,
+                         sb_cost_params *cp)
+{
+    int p = 8;
+    sb_error err = {0};
+    if (!last) {
+        int nops;
+        gen_wide = g % 2;
+        gen(text, n, &nops);
+        p = gen_wide ? 4 : ps[rn(2)];
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, m, &err), 0);
+    } else {
+        gen_wide = 0;
+        load_gpt3_layers(m, "layers=2");
+    }
+    sb_cost_params_default(cp);
+    cp->node_devices = 2;
+    cp->gbs_inter = cp->gbs / 4;
+    cp->latency_inter_us = 2.0;
+    return p;
+}
+
 static void test_scale_equal(void **state)
 {
     (void)state;
@@ -733,22 +760,9 @@ static void test_scale_equal(void **state)
         sb_pipe_opts o;
         sb_pipe_opts_default(&o);
         o.choose_recompute = 1;
-        int p = 8, last = g == 4;
-        if (!last) {
-            int nops;
-            gen_wide = g % 2;
-            gen(text, sizeof text, &nops);
-            p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
-            assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
-        } else {
-            gen_wide = 0;
-            load_gpt3_layers(&m, "layers=2"); /* its stages Lagrangian, as the 4 layers' */
-        }
+        int last = g == 4;
         sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        cp.node_devices = 2; /* two links: an edge's price depends on the stage's devices */
-        cp.gbs_inter = cp.gbs / 4;
-        cp.latency_inter_us = 2.0;
+        int p = two_link_case(text, sizeof text, g, last, (int[]){2, 4}, &m, &cp);
         sb_pipe_result u, a, b;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
         const double fs[] = {0.6, 0.3, 0.4};
@@ -800,23 +814,9 @@ static void test_order_equal(void **state)
         sb_pipe_opts o;
         sb_pipe_opts_default(&o);
         o.choose_recompute = 1;
-        int p = 8, last = g == (SANITIZED ? 4 : 9);
-        if (!last) {
-            int nops;
-            gen_wide = g % 2;
-            gen(text, sizeof text, &nops);
-            p = gen_wide ? 4 : (int[]){4, 8}[rn(2)];
-            assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
-        } else {
-            gen_wide = 0;
-            load_gpt3_layers(&m, "layers=2");
-            p = 8;
-        }
+        int last = g == (SANITIZED ? 4 : 9);
         sb_cost_params cp;
-        sb_cost_params_default(&cp);
-        cp.node_devices = 2;
-        cp.gbs_inter = cp.gbs / 4;
-        cp.latency_inter_us = 2.0;
+        int p = two_link_case(text, sizeof text, g, last, (int[]){4, 8}, &m, &cp);
         sb_pipe_result u, a, b;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
         const double fs[] = {0.0, 0.6, 0.35};
