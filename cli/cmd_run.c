@@ -528,6 +528,8 @@ static int record_run(const run_args *a, const sb_problem *pb, const int *choice
 /* What one `run` holds from start-up to exit. */
 typedef struct {
     MPI_Comm comm;
+    MPI_Comm world;  /* the launch's communicator; comm is a reordering of it for a strategy
+                        whose ranks lie cyclically on the nodes (ranks_cyclic) */
     int rank, size;
     int argc;
     char **argv;
@@ -561,6 +563,40 @@ static int config_index(const sb_problem *pb, int i, const int *c)
     return 0;
 }
 
+/* A strategy whose ranks lie cyclically on nodes of n devices (a strategy
+ * file's `ranks cyclic n`, search --ranks): the strategy's rank r runs on
+ * node r mod N (N = P / n), slot r / N, where the launcher put ranks in
+ * blocks (launch rank q on node q / n, slot q mod n). So the run's
+ * communicator becomes the launch's reordered, launch rank q taking rank
+ * (q mod n) N + q / n in it; every rank below (the executor's groups,
+ * relayouts, checkpoints) is a strategy rank. Returns an exit status. */
+static int ranks_cyclic(run_ctx *R, sb_error *err)
+{
+    int n = R->sf.node_devices, q = R->rank;
+    if (n < 1 || R->size <= n || R->size % n)
+        return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INPUT, "%s: 'ranks cyclic %d' needs "
+                                               "P a multiple of %d with more than one node, "
+                                               "not P = %d", R->a.strategy, n, n, R->size), err);
+    int key = (q % n) * (R->size / n) + q / n;
+    MPI_Comm c;
+    if (MPI_Comm_split(R->comm, 0, key, &c) != MPI_SUCCESS)
+        return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INTERNAL, "MPI_Comm_split failed"),
+                     err);
+    R->comm = c;
+    MPI_Comm_rank(R->comm, &R->rank);
+    int *launch = R->rank == 0 ? malloc((size_t)R->size * sizeof *launch) : NULL;
+    MPI_Gather(&q, 1, MPI_INT, launch, 1, MPI_INT, 0, R->comm);
+    if (launch) { /* where each strategy rank runs, said once */
+        fprintf(stderr, "shardbench run: ranks cyclic on nodes of %d: strategy rank r on launch "
+                "rank", n);
+        for (int r = 0; r < R->size; r++)
+            fprintf(stderr, " %d", launch[r]);
+        fputc('\n', stderr);
+        free(launch);
+    }
+    return 0;
+}
+
 /* A strategy file: a plain one (one config per op on P devices) as before;
  * one with a pipeline, a ZeRO stage or recomputation (version 2) whole,
  * its pipeline and ZeRO stage checked against the command line's. */
@@ -570,7 +606,7 @@ static int load_strategy_file(run_ctx *R, const sb_pipeline *cli_pipe, sb_error 
     sb_strategy_file sf;
     if (sb_strategy_file_load(a->strategy, &R->m, R->size, &sf, err))
         return sb_strategy_load(a->strategy, &R->pb, R->choice, err); /* its message, as before */
-    int plain = sb_pipeline_is_none(&sf.pipe) && !sf.zero;
+    int plain = sb_pipeline_is_none(&sf.pipe) && !sf.zero && !sf.node_order;
     for (int i = 0; i < R->m.nops && plain; i++)
         plain = !sf.recompute || !sf.recompute[i];
     if (plain) {
@@ -667,6 +703,8 @@ static int choose_strategy(run_ctx *R, sb_error *err)
         return status;
     if (!strcmp(a->strategy, "best")) /* a file or dp: compared by the executor */
         MPI_Bcast(R->choice, R->m.nops, MPI_INT, 0, R->comm);
+    if (R->have_sf && R->sf.node_order) /* the same file everywhere (the executor compares) */
+        return ranks_cyclic(R, err);
     return 0;
 }
 
@@ -886,6 +924,11 @@ static void free_one(run_ctx *R)
     R->choice = NULL;
     R->recompute = NULL;
     R->have_sf = R->have_pb = R->have_model = 0;
+    if (R->comm != R->world) { /* ranks_cyclic's reordering */
+        MPI_Comm_free(&R->comm);
+        R->comm = R->world;
+        MPI_Comm_rank(R->comm, &R->rank);
+    }
     R->kind = "file";
     R->be = NULL;
 }
@@ -894,7 +937,7 @@ int cmd_run(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    run_ctx R = {.comm = MPI_COMM_WORLD, .argc = argc, .argv = argv, .kind = "file"};
+    run_ctx R = {.comm = MPI_COMM_WORLD, .world = MPI_COMM_WORLD, .argc = argc, .argv = argv, .kind = "file"};
     MPI_Comm_rank(R.comm, &R.rank);
     MPI_Comm_size(R.comm, &R.size);
     sb_error err = {0};

@@ -229,9 +229,10 @@ static void print_mesh_to_nodes(FILE *f, const sb_problem *pb, const sb_result *
             n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
         }
     }
-    fprintf(f, "mesh to nodes (%d devices a node): split dims intra %d, inter %d, both %d; "
-               "%d of %d ops inside one node\n",
-            pb->cp.node_devices, n[0], n[1], n[2], inside, pb->m->nops);
+    fprintf(f, "mesh to nodes (%d devices a node, ranks %s): split dims intra %d, inter %d, "
+               "both %d; %d of %d ops inside one node\n",
+            pb->cp.node_devices, pb->cp.node_order == 1 ? "cyclic" : "in blocks", n[0], n[1],
+            n[2], inside, pb->m->nops);
 }
 
 /* "recompute (--recompute MODE): N of M ops: a, b, ..." (names up to a
@@ -410,6 +411,9 @@ static double pipe_seconds(const sb_cost_params *cp, double cost)
 {
     return cost / (cp->tflops * 1e12);
 }
+
+static int choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
+                             algo_opts *ao, sb_result *r, sb_error *err);
 
 static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
 
@@ -837,6 +841,10 @@ static void search_usage(FILE *f)
             "      --max-stage-devices N   full: searched S only with P/S <= N (default 64:\n"
             "                         the intra-op DP of larger stages takes minutes;\n"
             "                         no S within it: the largest S possible, said so)\n"
+            "      --ranks auto|block|cyclic  plain, pase and bf with a machine file of more\n"
+            "                         than one node: where the ranks lie (block: rank r on node\n"
+            "                         r / devices-per-node; cyclic: on node r mod nodes; auto,\n"
+            "                         the default: the search takes the cheaper, block on a tie)\n"
             "      --stage-threads N   full: each stage DP's threads at most (0: the DP's\n"
             "                         choice, up to two, the default: less wall time on a\n"
             "                         quiet machine; 1: less CPU time on a shared one)\n"
@@ -863,6 +871,7 @@ int cmd_search(int argc, char **argv)
         {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006},
+        {"ranks", required_argument, 0, 1007},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -873,6 +882,7 @@ int cmd_search(int argc, char **argv)
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int adopt_db = 0;
     int space = -1, zero_given = 0, rc_opt_given = 0; /* space: -1 as implied, 0 plain, 1 full */
+    int rank_order = -1; /* --ranks: -1 auto (chosen), 0 block, 1 cyclic */
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
@@ -925,6 +935,17 @@ int cmd_search(int argc, char **argv)
                 break;
             case 1006:
                 rc = parse_int_opt(optarg, "--stage-threads", 0, 64, &po.threads, &err);
+                break;
+            case 1007:
+                if (!strcmp(optarg, "auto"))
+                    rank_order = -1;
+                else if (!strcmp(optarg, "block"))
+                    rank_order = 0;
+                else if (!strcmp(optarg, "cyclic"))
+                    rank_order = 1;
+                else
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--ranks: '%s' is not auto, block or "
+                                 "cyclic", optarg);
                 break;
             case 'h': search_usage(stdout); return 0;
             default: search_usage(stderr); return 2;
@@ -979,10 +1000,17 @@ int cmd_search(int argc, char **argv)
     }
     sb_model m;
     sb_problem pb;
+    so.cp.node_order = rank_order == 1;
     if (shared_opts_problem(&so, &m, &pb, &err))
         return cli_fail(&err);
     sb_result r;
     int status = 0;
+    if (rank_order == 1 && !sb_node_order_possible(&pb.cp)) {
+        sb_fail(&err, SB_EXIT_INPUT, "--ranks cyclic: needs a machine file whose nodes p = %d "
+                "fills, more than one (devices per node: %d)", pb.p, pb.cp.node_devices);
+        status = cli_fail(&err);
+        goto out;
+    }
     algo_opts ao = so.ao;
     double device_gib = so.device_gib;
     ao.mem_limit = device_gib * 1073741824.0;
@@ -1004,6 +1032,10 @@ int cmd_search(int argc, char **argv)
         status = cli_fail(&err);
         goto out;
     }
+    if ((!strcmp(algo, "pase") || !strcmp(algo, "bf")) && sb_node_order_possible(&pb.cp)
+        && !pb.cp.profiled && rank_order < 0
+        && (status = choose_rank_order(&m, &pb, algo, &ao, &r, &err)))
+        goto out;
     r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, NULL);
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
@@ -1032,6 +1064,36 @@ out:
     sb_problem_free(&pb);
     sb_model_free(&m);
     return status;
+}
+
+/* The plain search over nodes: the rank order of the 2-D mesh (nodes x
+ * devices per node) chosen too. *pb and *r hold the optimum with ranks in
+ * block order; the same search with ranks cyclic (sb_cost_params
+ * .node_order) replaces them when its optimum is lower (ties: block). 0 or
+ * the exit status. */
+static int choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
+                             algo_opts *ao, sb_result *r, sb_error *err)
+{
+    sb_cost_params cp = pb->cp;
+    cp.node_order = 1;
+    sb_problem pc;
+    sb_result rc;
+    if (sb_problem_build(m, pb->p, &cp, &pc, err))
+        return cli_fail(err);
+    if (run_algo(&pc, algo, ao, &rc, err)) {
+        sb_problem_free(&pc);
+        return cli_fail(err);
+    }
+    if (rc.total_cost < r->total_cost) {
+        sb_problem_free(pb);
+        sb_result_free(r);
+        *pb = pc;
+        *r = rc;
+    } else {
+        sb_problem_free(&pc);
+        sb_result_free(&rc);
+    }
+    return 0;
 }
 
 /* ---- paper: the default main job ---------------------------------------------- */

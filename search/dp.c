@@ -406,7 +406,8 @@ static void pair_key(const sb_cost_params *cp, const edge_layouts *els, const in
     double pd[] = {cp->tflops, cp->gbs, cp->word_bytes, cp->elem_ratio, cp->latency_us,
                    cp->conv_ratio, cp->gbs_inter, cp->latency_inter_us, cp->relay_msg_s,
                    cp->relay_word_s, cp->relay_local_s};
-    int pi[] = {cp->cutoff, cp->node_devices, cp->devices, cp->profiled, cp->coll_mode};
+    int pi[] = {cp->cutoff, cp->node_devices, cp->devices, cp->profiled, cp->coll_mode,
+                cp->node_order};
     dp_key_add(key, pd, sizeof pd);
     dp_key_add(key, pi, sizeof pi);
     if (cp->coll_mode) {

@@ -152,7 +152,7 @@ static const int *sf_config(const sb_strategy_file *sf, int i)
 
 static int has_extras(const sb_model *m, const sb_strategy_file *sf)
 {
-    if (sf->zero || (sf->pipe.nstages && !sb_pipeline_is_none(&sf->pipe)))
+    if (sf->zero || sf->node_order || (sf->pipe.nstages && !sb_pipeline_is_none(&sf->pipe)))
         return 1;
     for (int i = 0; sf->recompute && i < m->nops; i++)
         if (sf->recompute[i])
@@ -187,6 +187,9 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
         }
         if (sf->zero)
             fprintf(f, "zero %d\n", sf->zero);
+        if (sf->node_order)
+            fprintf(f, "ranks cyclic %d  # rank r on node r mod (p / %d)\n", sf->node_devices,
+                    sf->node_devices);
         for (int i = 0; sf->recompute && i < m->nops; i++)
             if (sf->recompute[i])
                 fprintf(f, "recompute %s\n", m->ops[i].name);
@@ -238,6 +241,10 @@ int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r,
                (size_t)m->ops[i].ndims * sizeof(int));
     for (int i = 0; i < m->nops; i++)
         sf.recompute[i] = (unsigned char)sb_result_recomputed(pb, r, i);
+    if (pb->cp.node_order == 1 && sb_node_order_possible(&pb->cp)) {
+        sf.node_order = 1;
+        sf.node_devices = pb->cp.node_devices;
+    }
     int rc = sb_strategy_file_save(path, m, &sf, err);
     sb_strategy_file_free(&sf);
     return rc;
@@ -267,7 +274,7 @@ static long whole(const char *w, long lo, long hi, int *ok)
     return v;
 }
 
-/* The pipeline, zero and recompute lines of a version-2 file. 1 when the
+/* The pipeline, ranks, zero and recompute lines of a version-2 file. 1 when the
  * line was one of them, 0 when not, -1 on an error. */
 static int read_extra(const char *path, int lineno, const char *line, const sb_model *m,
                       sb_strategy_file *sf, int *nstage_lines, sb_error *err)
@@ -320,6 +327,15 @@ static int read_extra(const char *path, int lineno, const char *line, const sb_m
         pl->first_op[k + 1] = last + 1;
         pl->devices[k] = dev;
         (*nstage_lines)++;
+        return 1;
+    }
+    if (!strcmp(key, "ranks")) {
+        int nd = n == 3 && !strcmp(w[0], "cyclic") ? (int)whole(w[1], 1, 1 << 20, &ok) : 0;
+        if (!ok || nd < 1 || sf->p <= nd || sf->p % nd)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'ranks cyclic DEVICES_PER_NODE' "
+                           "with more than one node of p = %d devices", path, lineno, sf->p);
+        sf->node_order = 1;
+        sf->node_devices = nd;
         return 1;
     }
     if (!strcmp(key, "zero")) {
@@ -545,7 +561,8 @@ int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_err
         return -1;
     int rc = 0;
     if (has_extras(m, &sf))
-        rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage or recomputation, "
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage, recomputation or "
+                     "cyclic rank order, "
                      "which this command does not take (shardbench run does)", path);
     if (!rc)
         rc = sb_strategy_file_choice(path, &sf, pb, choice, err);
@@ -637,10 +654,12 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     }
     if (nodes)
         json_object_set_new(j, "mesh_to_nodes",
-                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
-                                      pb->cp.node_devices, "intra", placed[0], "inter", placed[1],
-                                      "both", placed[2], "ops_inside_one_node", inside,
-                                      "ops_across_nodes", m->nops - inside));
+                            json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
+                                      pb->cp.node_devices, "rank_order",
+                                      pb->cp.node_order == 1 ? "cyclic" : "block", "intra",
+                                      placed[0], "inter", placed[1], "both", placed[2],
+                                      "ops_inside_one_node", inside, "ops_across_nodes",
+                                      m->nops - inside));
     json_object_set_new(j, "ops", ops);
     if (pb->cp.recompute) { /* plain searches' JSON stays as it was */
         json_t *rec = json_array();

@@ -36,8 +36,31 @@ static sb_coll_group group_one_node(double q)
     return g;
 }
 
+int sb_node_order_possible(const sb_cost_params *cp)
+{
+    return cp->node_devices > 0 && cp->devices > cp->node_devices
+           && cp->devices % cp->node_devices == 0;
+}
+
+/* cyclic placement in effect */
+static int cyclic(const sb_cost_params *cp) { return cp->node_order == 1 && sb_node_order_possible(cp); }
+
+long sb_node_of(const sb_cost_params *cp, long r)
+{
+    if (cp->node_devices <= 0)
+        return 0;
+    if (cyclic(cp))
+        return r % (cp->devices / cp->node_devices);
+    return r / cp->node_devices;
+}
+
 sb_coll_group sb_coll_group_first(const sb_cost_params *cp, double q)
 {
+    if (cyclic(cp)) { /* ranks 0..q-1 one a node in turn over the N nodes */
+        double N = cp->devices / cp->node_devices;
+        sb_coll_group g = {q, ceil(q / N), q < N ? q : N};
+        return g;
+    }
     double n = cp->node_devices;
     if (n <= 0 || q <= n)
         return group_one_node(q);
@@ -48,9 +71,12 @@ sb_coll_group sb_coll_group_first(const sb_cost_params *cp, double q)
 /* Rank 0's group counted rank by rank: the nodes it meets and the most of
  * its ranks on one of them (grids whose splits do not line up with the node
  * size). */
-static sb_coll_group group_counted(const int *c, int nd, uint32_t dims, long n, long total)
+static sb_coll_group group_counted(const sb_cost_params *cp, const int *c, int nd, uint32_t dims,
+                                   long n, long total)
 {
     long q = 1, nnodes = (total + n - 1) / n;
+    if (cyclic(cp))
+        nnodes = cp->devices / n;
     int idx[SB_MAX_DIMS] = {0};
     long stride[SB_MAX_DIMS];
     for (int d = nd - 1, s = 1; d >= 0; s *= c[d], d--)
@@ -66,7 +92,7 @@ static sb_coll_group group_counted(const int *c, int nd, uint32_t dims, long n, 
         long r = 0;
         for (int d = 0; d < nd; d++)
             r += idx[d] * stride[d];
-        int *cnt = &count[r / n];
+        int *cnt = &count[sb_node_of(cp, r)];
         if (!*cnt)
             met++;
         if (++*cnt > most)
@@ -94,6 +120,33 @@ sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, u
             q *= c[d];
     }
     long n = cp->node_devices;
+    if (cyclic(cp)) {
+        /* rank r on node r mod N: dim d of stride s and split c[d] keeps
+         * its whole range on one node when N divides s, puts each rank on
+         * another node when s c[d] divides N, and else, when s divides N and
+         * N / s divides c[d], is N / s nodes times c[d] s / N ranks a node;
+         * the dims after it (smaller strides) add less than s, so the
+         * factors multiply (powers of two always line up) */
+        long N = cp->devices / n;
+        double in = 1.0, across = 1.0;
+        long s = 1;
+        for (int d = nd - 1; d >= 0; s *= c[d], d--) {
+            if (!(dims & (1u << d)) || c[d] == 1)
+                continue;
+            if (s % N == 0) {
+                in *= c[d];
+            } else if (N % (s * c[d]) == 0) {
+                across *= c[d];
+            } else if (N % s == 0 && c[d] % (N / s) == 0) {
+                across *= (double)(N / s);
+                in *= (double)(c[d] / (N / s));
+            } else {
+                return group_counted(cp, c, nd, dims, n, total);
+            }
+        }
+        sb_coll_group g = {q, in, across};
+        return g;
+    }
     if (n <= 0 || total <= n) /* every rank of the grid on node 0 */
         return group_one_node(q);
     /* dim d of stride s (the product of the splits after it) and split c[d]
@@ -113,7 +166,7 @@ sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, u
             in *= (double)(n / s);
             across *= (double)(c[d] / (n / s));
         } else {
-            return group_counted(c, nd, dims, n, total);
+            return group_counted(cp, c, nd, dims, n, total);
         }
     }
     sb_coll_group g = {q, in, across};

@@ -248,6 +248,17 @@ set_tests_properties(test_pipeline_run PROPERTIES
   TIMEOUT 120
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 
+# Ranks on nodes (search --ranks, a strategy file's `ranks cyclic N`): the
+# search's choice costs the least of the two orders; a cyclic strategy run on
+# 4 ranks equals one rank and is placed as the file says; refusals
+# (tests/ranks_cyclic.sh).
+add_test(NAME test_ranks_cyclic
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ranks_cyclic.sh $<TARGET_FILE:shardbench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(test_ranks_cyclic PROPERTIES
+  TIMEOUT 120
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
 # The paper's Table II strategy (--paper, docs/paper-table2.md) mapped onto
 # the transformer at P = 4 (its 16- and 32-way splits taken to the nearest
 # configs at 4): the mapping's strategy runs and equals one rank. The

@@ -92,14 +92,14 @@ s=d['mesh_to_nodes']; got=json.dumps(s, sort_keys=True); assert got == sys.argv[
         "$TMP/grid.json" "$1" "$2" "$3" "$4"
 }
 mesh 16 1 '{"a": "both"}' \
-    '{"both": 1, "devices_per_node": 8, "inter": 0, "intra": 0, "ops_across_nodes": 1, "ops_inside_one_node": 0}'
+    '{"both": 1, "devices_per_node": 8, "inter": 0, "intra": 0, "ops_across_nodes": 1, "ops_inside_one_node": 0, "rank_order": "block"}'
 mesh 8 2 '{"a": "both", "b": "intra"}' \
-    '{"both": 1, "devices_per_node": 8, "inter": 0, "intra": 1, "ops_across_nodes": 1, "ops_inside_one_node": 0}'
+    '{"both": 1, "devices_per_node": 8, "inter": 0, "intra": 1, "ops_across_nodes": 1, "ops_inside_one_node": 0, "rank_order": "block"}'
 mesh 2 8 '{"a": "inter", "b": "intra"}' \
-    '{"both": 0, "devices_per_node": 8, "inter": 1, "intra": 1, "ops_across_nodes": 1, "ops_inside_one_node": 0}'
+    '{"both": 0, "devices_per_node": 8, "inter": 1, "intra": 1, "ops_across_nodes": 1, "ops_inside_one_node": 0, "rank_order": "block"}'
 "$SB" search -m "$TMP/grid.model" -p 16 --set a=2 --set b=8 --machine h200-sxm --db none > "$TMP/grid.txt"
 check "the table says where the split dims lie" \
-    grep -qF "mesh to nodes (8 devices a node): split dims intra 1, inter 1, both 0; 0 of 1 ops inside one node" "$TMP/grid.txt"
+    grep -qF "mesh to nodes (8 devices a node, ranks in blocks): split dims intra 1, inter 1, both 0; 0 of 1 ops inside one node" "$TMP/grid.txt"
 "$SB" search -m "$TMP/grid.model" -p 16 --set a=2 --set b=8 --db none --format json > "$TMP/grid-ref.json"
 check "the reference model's JSON has no mesh_to_nodes" \
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 'mesh_to_nodes' not in d; \

@@ -90,13 +90,13 @@ static void test_group_by_hand(void **state)
 /* Every group of the grid counted rank by rank (nodes of n ranks): the
  * largest count on a node and the number of nodes, over all groups (the
  * same for every group when the grid lines up with n). */
-static void count_groups(const int *c, int nd, uint32_t dims, int n, double *per_node,
+static void count_groups(const int *c, int nd, uint32_t dims, int n, int ncyc, double *per_node,
                          double *nodes, int *uniform)
 {
     int total = 1;
     for (int d = 0; d < nd; d++)
         total *= c[d];
-    int nnodes = (total + n - 1) / n;
+    int nnodes = ncyc ? ncyc : (total + n - 1) / n; /* ncyc: rank r on node r mod ncyc */
     /* group key: the coords outside dims, row-major */
     int *cnt = calloc((size_t)total * (size_t)nnodes, sizeof *cnt);
     assert_non_null(cnt);
@@ -109,7 +109,7 @@ static void count_groups(const int *c, int nd, uint32_t dims, int n, double *per
         for (int d = 0; d < nd; d++)
             if (!(dims & (1u << d)))
                 key = key * c[d] + g[d];
-        cnt[(size_t)key * (size_t)nnodes + (size_t)(r / n)]++;
+        cnt[(size_t)key * (size_t)nnodes + (size_t)(ncyc ? r % ncyc : r / n)]++;
     }
     double k0 = -1, m0 = -1;
     *uniform = 1;
@@ -135,15 +135,48 @@ static void count_groups(const int *c, int nd, uint32_t dims, int n, double *per
     *nodes = m0;
 }
 
+/* Ranks cyclic on the nodes (cp.node_order 1: rank r on node r mod
+ * (devices / 8)), worked out by hand at 16 devices, two nodes, beside block. */
+static void test_group_cyclic_by_hand(void **state)
+{
+    (void)state;
+    sb_cost_params cp = two_links();
+    cp.devices = 16;
+    int c8x2[2] = {8, 2}; /* dim 0: ranks 0, 2, ..., 14; dim 1: ranks 0, 1 */
+    expect_group(&cp, c8x2, 2, 1u, 8, 4, 2, "both");  /* block: 4 on each node */
+    expect_group(&cp, c8x2, 2, 2u, 2, 2, 1, "intra"); /* block: ranks 0, 1 on node 0 */
+    cp.node_order = 1;
+    expect_group(&cp, c8x2, 2, 1u, 8, 8, 1, "intra"); /* even ranks: all on node 0 */
+    expect_group(&cp, c8x2, 2, 2u, 2, 1, 2, "inter"); /* ranks 0, 1: nodes 0, 1 */
+    int c16[1] = {16};
+    expect_group(&cp, c16, 1, 1u, 16, 8, 2, "both");
+    int c4[1] = {4}; /* a grid of 4 of the 16 ranks: 0..3 over both nodes */
+    expect_group(&cp, c4, 1, 1u, 4, 2, 2, "both");
+    sb_coll_group f = sb_coll_group_first(&cp, 4);
+    assert_true(f.q == 4 && f.per_node == 2 && f.nodes == 2);
+    f = sb_coll_group_first(&cp, 1);
+    assert_true(f.per_node == 1 && f.nodes == 1);
+    assert_int_equal(sb_node_of(&cp, 13), 1);
+    assert_int_equal(sb_node_of(&cp, 14), 0);
+    cp.devices = 12; /* not a multiple of the node: block */
+    assert_false(sb_node_order_possible(&cp));
+    expect_group(&cp, c8x2, 2, 2u, 2, 2, 1, "intra");
+    assert_int_equal(sb_node_of(&cp, 9), 1);
+}
+
 /* Power-of-two grids of 2..4 dims up to 256 ranks, nodes of 1 .. 16, every
- * subset of dims: the placement equals the count of every group. */
+ * subset of dims, ranks in blocks and cyclic (on 256 devices): the
+ * placement equals the count of every group. */
 static void test_group_against_count(void **state)
 {
     (void)state;
     sb_cost_params cp = two_links();
     int checked = 0;
+    for (int cyc = 0; cyc < 2; cyc++)
     for (int n = 1; n <= 16; n *= 2) {
         cp.node_devices = n;
+        cp.node_order = cyc; /* cyclic: ranks r mod (256 / n) on 256 devices */
+        cp.devices = 256;
         for (int code = 0; code < 4 * 4 * 4 * 4; code++) {
             int c[4], nd = 0, total = 1;
             for (int x = code; nd < 4; x /= 4)
@@ -157,19 +190,19 @@ static void test_group_against_count(void **state)
                 for (uint32_t dims = 0; dims < (1u << used); dims++) {
                     double k, m;
                     int uniform;
-                    count_groups(c, used, dims, n, &k, &m, &uniform);
+                    count_groups(c, used, dims, n, cyc ? 256 / n : 0, &k, &m, &uniform);
                     assert_true(uniform);
                     sb_coll_group g = sb_coll_group_of(&cp, c, used, dims);
                     if (g.per_node != k || g.nodes != m)
-                        fail_msg("n %d, grid %d %d %d %d (%d dims), dims 0x%x: got %g a node, %g "
-                                 "nodes; counted %g, %g",
-                                 n, c[0], c[1], c[2], c[3], used, dims, g.per_node, g.nodes, k, m);
+                        fail_msg("n %d%s, grid %d %d %d %d (%d dims), dims 0x%x: got %g a node, "
+                                 "%g nodes; counted %g, %g", n, cyc ? " cyclic" : "", c[0], c[1],
+                                 c[2], c[3], used, dims, g.per_node, g.nodes, k, m);
                     checked++;
                 }
             }
         }
     }
-    assert_true(checked > 1000);
+    assert_true(checked > 2000);
 }
 
 /* Each collective by hand on two_links(). */
@@ -244,6 +277,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_by_hand),
+        cmocka_unit_test(test_group_cyclic_by_hand),
         cmocka_unit_test(test_group_against_count),
         cmocka_unit_test(test_pricing_by_hand),
         cmocka_unit_test(test_reference_terms),

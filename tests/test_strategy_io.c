@@ -220,7 +220,7 @@ static void test_version2(void **state)
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     assert_non_null(choice);
     assert_int_equal(sb_strategy_load(path, &pb, choice, &err), -1);
-    assert_non_null(strstr(err.msg, "pipeline, ZeRO stage or recomputation"));
+    assert_non_null(strstr(err.msg, "pipeline, ZeRO stage, recomputation or cyclic rank order"));
 
     /* damaged lines: each names the file and line */
     assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);

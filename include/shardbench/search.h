@@ -43,6 +43,14 @@ typedef struct {
      * node_devices 0 (the default): one link, gbs and latency_us,
      * everywhere. */
     int node_devices;        /* devices per node, or 0 */
+    /* Where the ranks lie on the nodes (with node_devices > 0 and devices a
+     * multiple of it; sb_node_of): 0, block (the default), rank r on node
+     * r / node_devices, so an op's fastest-varying split dims (the last,
+     * ranks laid out row-major) lie inside a node; 1, cyclic, rank r on
+     * node r mod (devices / node_devices), so its slowest-varying ones do.
+     * The two orders of the 2-D mesh (nodes x devices per node) that the
+     * plain search chooses between (search/README.md, "Ranks on nodes"). */
+    int node_order;
     int devices;             /* the problem's p (set by sb_problem_build) */
     double gbs_inter;        /* inter-node bandwidth per device, GB/s */
     double latency_inter_us; /* inter-node latency per message step, us */
@@ -111,8 +119,9 @@ double sb_words_to_flops(const sb_cost_params *cp, double words);
 double sb_allreduce_cost(const sb_cost_params *cp, double words, double q);
 
 /* ---- collectives priced by the links their group spans (search/terms.c) ----
- * Ranks lie on nodes in order: with N = cp->node_devices, ranks 0..N-1 on
- * node 0, N..2N-1 on node 1, ... An op's rank r holds the block at the
+ * Ranks lie on nodes in order (cp->node_order block, the default): with
+ * N = cp->node_devices, ranks 0..N-1 on node 0, N..2N-1 on node 1, ...;
+ * cyclic: rank r on node r mod (devices / N). An op's rank r holds the block at the
  * row-major coordinates of r in its config grid c (last dim fastest; the
  * runtime's plan_coords). A group is the set of ranks that differ only in
  * some dims of the grid. N = 0 (no machine file): one node, one link, and
@@ -132,6 +141,12 @@ typedef struct {
 sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims);
 /* The group of the first q ranks (ranks 0..q-1). */
 sb_coll_group sb_coll_group_first(const sb_cost_params *cp, double q);
+/* The node of rank r under cp->node_order (block: r / node_devices;
+ * cyclic: r mod (devices / node_devices)); 0 without nodes. */
+long sb_node_of(const sb_cost_params *cp, long r);
+/* Whether cp's ranks can be placed cyclically: nodes (node_devices > 0),
+ * more than one of them, and devices a multiple of node_devices. */
+int sb_node_order_possible(const sb_cost_params *cp);
 /* "intra" (one node), "inter" (one rank per node) or "both". */
 const char *sb_coll_group_word(sb_coll_group g);
 
@@ -347,6 +362,8 @@ typedef struct {
     sb_pipeline pipe;         /* sb_pipeline_none when the file has none */
     int zero;                 /* 0..3 */
     unsigned char *recompute; /* nops flags */
+    int node_order;           /* sb_cost_params.node_order: 1 cyclic (a version-2 line) */
+    int node_devices;         /* with node_order 1: the devices per node it was chosen for */
 } sb_strategy_file;
 
 /* Allocates an empty one (every config 0, no pipeline) for m on p devices:
