@@ -573,6 +573,15 @@ static int config_index(const sb_problem *pb, int i, const int *c)
 static int ranks_cyclic(run_ctx *R, sb_error *err)
 {
     int n = R->sf.node_devices, q = R->rank;
+    /* the same placement on every rank before any of them splits (a stale
+     * copy of the file on one node would leave the others in the split) */
+    int mine[2] = {R->sf.node_order, n}, lo[2], hi[2];
+    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, R->comm);
+    MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, R->comm);
+    if (lo[0] != hi[0] || lo[1] != hi[1])
+        return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INPUT, "%s: the ranks read different "
+                                               "'ranks' lines (nodes of %d to %d devices)",
+                                               R->a.strategy, lo[1], hi[1]), err);
     if (n < 1 || R->size <= n || R->size % n)
         return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INPUT, "%s: 'ranks cyclic %d' needs "
                                                "P a multiple of %d with more than one node, "
@@ -584,16 +593,36 @@ static int ranks_cyclic(run_ctx *R, sb_error *err)
                      err);
     R->comm = c;
     MPI_Comm_rank(R->comm, &R->rank);
-    int *launch = R->rank == 0 ? malloc((size_t)R->size * sizeof *launch) : NULL;
+    /* where each strategy rank runs, said once; and whether the launch's
+     * nodes hold the file's n ranks (the placement assumes a launcher that
+     * fills each node in turn with n ranks) */
+    MPI_Comm local;
+    int on_node = 0;
+    if (MPI_Comm_split_type(R->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local)
+        == MPI_SUCCESS) {
+        MPI_Comm_size(local, &on_node);
+        MPI_Comm_free(&local);
+    }
+    int *launch = malloc((size_t)R->size * sizeof *launch);
+    int status = agree(R->comm, R->rank, launch ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of "
+                                                                "memory"), err);
+    if (status) {
+        free(launch);
+        return status;
+    }
     MPI_Gather(&q, 1, MPI_INT, launch, 1, MPI_INT, 0, R->comm);
-    if (launch) { /* where each strategy rank runs, said once */
+    if (R->rank == 0) {
         fprintf(stderr, "shardbench run: ranks cyclic on nodes of %d: strategy rank r on launch "
                 "rank", n);
         for (int r = 0; r < R->size; r++)
             fprintf(stderr, " %d", launch[r]);
         fputc('\n', stderr);
-        free(launch);
+        if (on_node != n)
+            fprintf(stderr, "shardbench run: warning: %d launch ranks share this node, the "
+                    "strategy's nodes hold %d: its ranks do not lie on the nodes it was "
+                    "priced for\n", on_node, n);
     }
+    free(launch);
     return 0;
 }
 

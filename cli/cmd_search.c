@@ -412,8 +412,8 @@ static double pipe_seconds(const sb_cost_params *cp, double cost)
     return cost / (cp->tflops * 1e12);
 }
 
-static int choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
-                             algo_opts *ao, sb_result *r, sb_error *err);
+static void choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
+                              algo_opts *ao, sb_result *r);
 
 static int has_time(const sb_cost_params *cp) { return cp->calibration[0] || cp->machine[0]; }
 
@@ -996,6 +996,12 @@ int cmd_search(int argc, char **argv)
          * recomputed are optimal and what the search returns) */
         po.choose_zero = !zero_given;
         po.choose_recompute = !rc_opt_given || so.cp.recompute == SB_RECOMPUTE_AUTO;
+        if (rank_order >= 0) {
+            fprintf(stderr, "shardbench search: --ranks: the plain space only (--space full, "
+                            "implied by --memory, --zero and the pipeline options, keeps each "
+                            "stage's ranks consecutive, in blocks)\n");
+            return 2;
+        }
         return search_full(&so, &po, algo, format, save, db, adopt_db);
     }
     sb_model m;
@@ -1033,9 +1039,8 @@ int cmd_search(int argc, char **argv)
         goto out;
     }
     if ((!strcmp(algo, "pase") || !strcmp(algo, "bf")) && sb_node_order_possible(&pb.cp)
-        && !pb.cp.profiled && rank_order < 0
-        && (status = choose_rank_order(&m, &pb, algo, &ao, &r, &err)))
-        goto out;
+        && !pb.cp.profiled && rank_order < 0)
+        choose_rank_order(&m, &pb, algo, &ao, &r);
     r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, NULL);
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
@@ -1069,20 +1074,24 @@ out:
 /* The plain search over nodes: the rank order of the 2-D mesh (nodes x
  * devices per node) chosen too. *pb and *r hold the optimum with ranks in
  * block order; the same search with ranks cyclic (sb_cost_params
- * .node_order) replaces them when its optimum is lower (ties: block). 0 or
- * the exit status. */
-static int choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
-                             algo_opts *ao, sb_result *r, sb_error *err)
+ * .node_order) replaces them when its optimum is lower (ties: block); when
+ * it fails (out of memory, a table limit), block stands and stderr says so. */
+static void choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo,
+                              algo_opts *ao, sb_result *r)
 {
     sb_cost_params cp = pb->cp;
     cp.node_order = 1;
     sb_problem pc;
     sb_result rc;
-    if (sb_problem_build(m, pb->p, &cp, &pc, err))
-        return cli_fail(err);
-    if (run_algo(&pc, algo, ao, &rc, err)) {
-        sb_problem_free(&pc);
-        return cli_fail(err);
+    sb_error e2 = {0};
+    int built = !sb_problem_build(m, pb->p, &cp, &pc, &e2);
+    if (!built || run_algo(&pc, algo, ao, &rc, &e2)) {
+        /* the block optimum stands, and the output says the other was not searched */
+        fprintf(stderr, "shardbench search: ranks cyclic not searched (%s): ranks in blocks\n",
+                e2.msg);
+        if (built)
+            sb_problem_free(&pc);
+        return;
     }
     if (rc.total_cost < r->total_cost) {
         sb_problem_free(pb);
@@ -1093,7 +1102,6 @@ static int choose_rank_order(const sb_model *m, sb_problem *pb, const char *algo
         sb_problem_free(&pc);
         sb_result_free(&rc);
     }
-    return 0;
 }
 
 /* ---- paper: the default main job ---------------------------------------------- */

@@ -284,6 +284,9 @@ static int read_extra(const char *path, int lineno, const char *line, const sb_m
     int ok = 1;
     sb_pipeline *pl = &sf->pipe;
     if (!strcmp(key, "pipeline")) {
+        if (sf->node_order)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: a pipeline after 'ranks cyclic': a "
+                           "pipeline's stages are consecutive ranks", path, lineno);
         if (n != 4)
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'pipeline STAGES MICROBATCHES "
                            "SCHEDULE'", path, lineno);
@@ -334,6 +337,11 @@ static int read_extra(const char *path, int lineno, const char *line, const sb_m
         if (!ok || nd < 1 || sf->p <= nd || sf->p % nd)
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'ranks cyclic DEVICES_PER_NODE' "
                            "with more than one node of p = %d devices", path, lineno, sf->p);
+        if (sf->node_order)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: a second 'ranks' line", path, lineno);
+        if (pl->nstages > 1)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: 'ranks cyclic' with a pipeline: a "
+                           "pipeline's stages are consecutive ranks", path, lineno);
         sf->node_order = 1;
         sf->node_devices = nd;
         return 1;
@@ -716,6 +724,9 @@ char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, c
         json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
         json_object_set_new(j, "zero", json_integer(sf->zero));
         json_object_set_new(j, "recompute", rec);
+        if (sf->node_order) /* two strategies with the same configs apart */
+            json_object_set_new(j, "ranks", json_pack("{s:s, s:i}", "order", "cyclic",
+                                                      "devices_per_node", sf->node_devices));
         json_object_set_new(j, "ops", ops);
         out = json_dumps(j, JSON_COMPACT);
     } else {

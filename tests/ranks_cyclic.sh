@@ -5,11 +5,12 @@
 #  - search --ranks auto costs the least of --ranks block and --ranks cyclic,
 #    and its JSON names the order it took (block on this machine; cyclic on
 #    one whose inter-node link is the faster, where cyclic is cheaper);
-#  - a strategy that splits ops 2 and 4 ways, its ranks cyclic, run on 4
-#    ranks, gives a one-rank run's losses (within 1e-5, relative), and run
-#    places strategy rank r on launch rank (r mod 2) * 2 + r / 2: 0 2 1 3;
-#  - --ranks cyclic without nodes, a file's `ranks cyclic 3` at p = 4, and
-#    export of a cyclic strategy fail with status 2 and say why.
+#  - a strategy that splits, its ranks cyclic in nodes of 2, run on 8 ranks,
+#    gives a one-rank run's losses (within 1e-5, relative), and run places
+#    strategy rank r on launch rank (r mod 4) * 2 + r / 4: 0 2 4 6 1 3 5 7;
+#  - --ranks cyclic without nodes, a file's `ranks cyclic 3` at p = 8,
+#    export of a cyclic strategy and --ranks in the full space fail with
+#    status 2 and say why.
 set -euo pipefail
 sb=$1
 mpiexec=$2
@@ -81,17 +82,18 @@ run() {
         "${set_args[@]}" --db none --warmup 0 --lr 0.2 --format json "$@"
 }
 losses() { sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p'; }
-# a strategy that splits: the search's best at --flops 0.01 (no machine), its ranks cyclic
-"$sb" search -m transformer "${set_args[@]}" -p 4 --flops 0.01 --db none \
+# a strategy that splits: the search's best at --flops 0.01 (no machine), its ranks cyclic,
+# on 8 ranks in nodes of 2 (4 nodes: n and N differ, so the placement is not its own inverse)
+"$sb" search -m transformer "${set_args[@]}" -p 8 --flops 0.01 --db none \
     --save "$dir/s.strategy" >/dev/null
-if ! grep '^op ' "$dir/s.strategy" | awk '{print $4}' | grep -q '[24]'; then
+if ! grep '^op ' "$dir/s.strategy" | awk '{print $4}' | grep -q '[248]'; then
     echo "FAIL: the strategy splits no op"
     fail=1
 fi
 awk '/^shardbench-strategy/ { print "shardbench-strategy 2"; next }
      /^cost/ { print; print "ranks cyclic 2"; next } { print }' "$dir/s.strategy" >"$dir/c.strategy"
 ref=$(run 1 --strategy dp --steps 3 | losses)
-out=$(run 4 --strategy "$dir/c.strategy" --steps 3 2>"$dir/err")
+out=$(run 8 --strategy "$dir/c.strategy" --steps 3 2>"$dir/err")
 got=$(echo "$out" | losses)
 if [ -n "$got" ] && awk -v a="$got" -v b="$ref" 'BEGIN {
         n = split(a, x, ","); m = split(b, y, ",");
@@ -104,10 +106,10 @@ else
     cat "$dir/err"
     fail=1
 fi
-if grep -q "strategy rank r on launch rank 0 2 1 3$" "$dir/err"; then
+if grep -q "strategy rank r on launch rank 0 2 4 6 1 3 5 7$" "$dir/err"; then
     echo "placement: ok: $(grep 'launch rank' "$dir/err")"
 else
-    echo "placement: FAIL: want strategy ranks on launch ranks 0 2 1 3:"
+    echo "placement: FAIL: want strategy ranks on launch ranks 0 2 4 6 1 3 5 7:"
     cat "$dir/err"
     fail=1
 fi
@@ -125,13 +127,13 @@ else
 fi
 sed 's/^ranks cyclic 2/ranks cyclic 3/' "$dir/c.strategy" >"$dir/bad.strategy"
 set +e
-msg=$(run 4 --strategy "$dir/bad.strategy" --steps 1 2>&1 >/dev/null)
+msg=$(run 8 --strategy "$dir/bad.strategy" --steps 1 2>&1 >/dev/null)
 st=$?
 set -e
 if [ $st -eq 2 ] && echo "$msg" | grep -q "bad.strategy:.*ranks cyclic DEVICES_PER_NODE"; then
-    echo "refusal (ranks cyclic 3 at p = 4): ok"
+    echo "refusal (ranks cyclic 3 at p = 8): ok"
 else
-    echo "refusal (ranks cyclic 3 at p = 4): FAIL: status $st: $msg"
+    echo "refusal (ranks cyclic 3 at p = 8): FAIL: status $st: $msg"
     fail=1
 fi
 set +e
@@ -142,6 +144,16 @@ if [ $st -eq 2 ] && echo "$msg" | grep -q "c.strategy: its ranks lie cyclically"
     echo "refusal (export of a cyclic strategy): ok"
 else
     echo "refusal (export of a cyclic strategy): FAIL: status $st: $msg"
+    fail=1
+fi
+set +e
+msg=$(js --memory 1GiB --ranks cyclic 2>&1 >/dev/null)
+st=$?
+set -e
+if [ $st -eq 2 ] && echo "$msg" | grep -q -- "--ranks: the plain space only"; then
+    echo "refusal (--ranks in the full space): ok"
+else
+    echo "refusal (--ranks in the full space): FAIL: status $st: $msg"
     fail=1
 fi
 exit $fail

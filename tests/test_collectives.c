@@ -164,6 +164,32 @@ static void test_group_cyclic_by_hand(void **state)
     assert_int_equal(sb_node_of(&cp, 9), 1);
 }
 
+/* Ranks cyclic on 12 devices in nodes of 4 (3 nodes): grids whose strides
+ * do not line up with the node count, every subset of dims, against the
+ * rank-by-rank count (the group of rank 0). */
+static void test_group_cyclic_uneven(void **state)
+{
+    (void)state;
+    sb_cost_params cp = two_links();
+    cp.node_devices = 4;
+    cp.devices = 12;
+    cp.node_order = 1;
+    static const int grids[][2] = {{3, 4}, {4, 3}, {6, 2}, {2, 6}, {12, 1}, {2, 3}, {3, 2}};
+    int checked = 0;
+    for (size_t k = 0; k < sizeof grids / sizeof *grids; k++)
+        for (uint32_t dims = 1; dims < 4; dims++) {
+            double per, nodes;
+            int uniform;
+            count_groups(grids[k], 2, dims, 4, 3, &per, &nodes, &uniform);
+            sb_coll_group g = sb_coll_group_of(&cp, grids[k], 2, dims);
+            if (g.per_node != per || g.nodes != nodes)
+                fail_msg("grid %d x %d, dims 0x%x: got %g a node, %g nodes; counted %g, %g",
+                         grids[k][0], grids[k][1], dims, g.per_node, g.nodes, per, nodes);
+            checked++;
+        }
+    assert_int_equal(checked, 21);
+}
+
 /* Power-of-two grids of 2..4 dims up to 256 ranks, nodes of 1 .. 16, every
  * subset of dims, ranks in blocks and cyclic (on 256 devices): the
  * placement equals the count of every group. */
@@ -278,6 +304,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_by_hand),
         cmocka_unit_test(test_group_cyclic_by_hand),
+        cmocka_unit_test(test_group_cyclic_uneven),
         cmocka_unit_test(test_group_against_count),
         cmocka_unit_test(test_pricing_by_hand),
         cmocka_unit_test(test_reference_terms),

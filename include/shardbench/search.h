@@ -49,7 +49,7 @@ typedef struct {
      * ranks laid out row-major) lie inside a node; 1, cyclic, rank r on
      * node r mod (devices / node_devices), so its slowest-varying ones do.
      * The two orders of the 2-D mesh (nodes x devices per node) that the
-     * plain search chooses between (search/README.md, "Ranks on nodes"). */
+     * plain search chooses between (docs/machines.md, "Ranks on nodes"). */
     int node_order;
     int devices;             /* the problem's p (set by sb_problem_build) */
     double gbs_inter;        /* inter-node bandwidth per device, GB/s */
