@@ -114,46 +114,27 @@ else
     fail=1
 fi
 
-# refusals
-set +e
-msg=$("$sb" search -m transformer "${set_args[@]}" -p 4 --ranks cyclic --db none 2>&1 >/dev/null)
-st=$?
-set -e
-if [ $st -eq 2 ] && echo "$msg" | grep -q "ranks cyclic: needs a machine file"; then
-    echo "refusal (no nodes): ok"
-else
-    echo "refusal (no nodes): FAIL: status $st: $msg"
-    fail=1
-fi
+# refusals: refuse LABEL PATTERN CMD...: CMD exits 2 and its stderr matches PATTERN
+refuse() {
+    local label=$1 pattern=$2 msg st
+    shift 2
+    set +e
+    msg=$("$@" 2>&1 >/dev/null)
+    st=$?
+    set -e
+    if [ $st -eq 2 ] && echo "$msg" | grep -q -- "$pattern"; then
+        echo "refusal ($label): ok"
+    else
+        echo "refusal ($label): FAIL: status $st: $msg"
+        fail=1
+    fi
+}
+refuse "no nodes" "ranks cyclic: needs a machine file" \
+    "$sb" search -m transformer "${set_args[@]}" -p 4 --ranks cyclic --db none
 sed 's/^ranks cyclic 2/ranks cyclic 3/' "$dir/c.strategy" >"$dir/bad.strategy"
-set +e
-msg=$(run 8 --strategy "$dir/bad.strategy" --steps 1 2>&1 >/dev/null)
-st=$?
-set -e
-if [ $st -eq 2 ] && echo "$msg" | grep -q "bad.strategy:.*ranks cyclic DEVICES_PER_NODE"; then
-    echo "refusal (ranks cyclic 3 at p = 8): ok"
-else
-    echo "refusal (ranks cyclic 3 at p = 8): FAIL: status $st: $msg"
-    fail=1
-fi
-set +e
-msg=$("$sb" export "$dir/c.strategy" --to dtensor 2>&1 >/dev/null)
-st=$?
-set -e
-if [ $st -eq 2 ] && echo "$msg" | grep -q "c.strategy: its ranks lie cyclically"; then
-    echo "refusal (export of a cyclic strategy): ok"
-else
-    echo "refusal (export of a cyclic strategy): FAIL: status $st: $msg"
-    fail=1
-fi
-set +e
-msg=$(js --memory 1GiB --ranks cyclic 2>&1 >/dev/null)
-st=$?
-set -e
-if [ $st -eq 2 ] && echo "$msg" | grep -q -- "--ranks: the plain space only"; then
-    echo "refusal (--ranks in the full space): ok"
-else
-    echo "refusal (--ranks in the full space): FAIL: status $st: $msg"
-    fail=1
-fi
+refuse "ranks cyclic 3 at p = 8" "bad.strategy:.*ranks cyclic DEVICES_PER_NODE" \
+    run 8 --strategy "$dir/bad.strategy" --steps 1
+refuse "export of a cyclic strategy" "c.strategy: its ranks lie cyclically" \
+    "$sb" export "$dir/c.strategy" --to dtensor
+refuse "--ranks in the full space" "--ranks: the plain space only" js --memory 1GiB --ranks cyclic
 exit $fail
