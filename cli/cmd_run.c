@@ -575,13 +575,12 @@ static int ranks_cyclic(run_ctx *R, sb_error *err)
     int n = R->sf.node_devices, q = R->rank;
     /* the same placement on every rank before any of them splits (a stale
      * copy of the file on one node would leave the others in the split) */
-    int mine[2] = {R->sf.node_order, n}, lo[2], hi[2];
-    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, R->comm);
-    MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, R->comm);
-    if (lo[0] != hi[0] || lo[1] != hi[1])
+    int mine[4] = {R->sf.node_order, n, -R->sf.node_order, -n}, hi[4]; /* max, and -min */
+    MPI_Allreduce(mine, hi, 4, MPI_INT, MPI_MAX, R->comm);
+    if (hi[0] != -hi[2] || hi[1] != -hi[3])
         return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INPUT, "%s: the ranks read different "
                                                "'ranks' lines (nodes of %d to %d devices)",
-                                               R->a.strategy, lo[1], hi[1]), err);
+                                               R->a.strategy, -hi[3], hi[1]), err);
     if (n < 1 || R->size <= n || R->size % n)
         return agree(R->comm, R->rank, sb_fail(err, SB_EXIT_INPUT, "%s: 'ranks cyclic %d' needs "
                                                "P a multiple of %d with more than one node, "

@@ -110,6 +110,34 @@ static sb_coll_group group_counted(const sb_cost_params *cp, const int *c, int n
     return g;
 }
 
+/* The group's ranks split by a modulus m: each dim d of `dims` (stride s, the
+ * product of the splits after it, and split c[d]) has its c[d] ranks less
+ * than m apart when s c[d] divides m (a factor of *low), multiples of m
+ * apart when m divides s (a factor of *high), and else, when s divides m
+ * and m / s divides c[d], m / s of the first kind times c[d] s / m of the
+ * second. The dims after d add less than s, so the factors multiply. 0, or
+ * -1 when a dim lines up neither way (powers of two always do). */
+static int split_by(const int *c, int nd, uint32_t dims, long m, double *low, double *high)
+{
+    *low = *high = 1.0;
+    long s = 1;
+    for (int d = nd - 1; d >= 0; s *= c[d], d--) {
+        if (!(dims & (1u << d)) || c[d] == 1)
+            continue;
+        if (m % (s * c[d]) == 0) {
+            *low *= c[d];
+        } else if (s % m == 0) {
+            *high *= c[d];
+        } else if (m % s == 0 && c[d] % (m / s) == 0) {
+            *low *= (double)(m / s);
+            *high *= (double)(c[d] / (m / s));
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
 {
     double q = 1.0;
@@ -120,56 +148,15 @@ sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, u
             q *= c[d];
     }
     long n = cp->node_devices;
-    if (cyclic(cp)) {
-        /* rank r on node r mod N: dim d of stride s and split c[d] keeps
-         * its whole range on one node when N divides s, puts each rank on
-         * another node when s c[d] divides N, and else, when s divides N and
-         * N / s divides c[d], is N / s nodes times c[d] s / N ranks a node;
-         * the dims after it (smaller strides) add less than s, so the
-         * factors multiply (powers of two always line up) */
-        long N = cp->devices / n;
-        double in = 1.0, across = 1.0;
-        long s = 1;
-        for (int d = nd - 1; d >= 0; s *= c[d], d--) {
-            if (!(dims & (1u << d)) || c[d] == 1)
-                continue;
-            if (s % N == 0) {
-                in *= c[d];
-            } else if (N % (s * c[d]) == 0) {
-                across *= c[d];
-            } else if (N % s == 0 && c[d] % (N / s) == 0) {
-                across *= (double)(N / s);
-                in *= (double)(c[d] / (N / s));
-            } else {
-                return group_counted(cp, c, nd, dims, n, total);
-            }
-        }
-        sb_coll_group g = {q, in, across};
-        return g;
-    }
-    if (n <= 0 || total <= n) /* every rank of the grid on node 0 */
+    if (!cyclic(cp) && (n <= 0 || total <= n)) /* every rank of the grid on node 0 */
         return group_one_node(q);
-    /* dim d of stride s (the product of the splits after it) and split c[d]
-     * keeps its whole range in one node when s c[d] divides n, moves a rank
-     * to another node at each step when n divides s, and else, when n / s
-     * divides c[d], is n / s ranks inside a node times c[d] s / n nodes */
-    double in = 1.0, across = 1.0;
-    long s = 1;
-    for (int d = nd - 1; d >= 0; s *= c[d], d--) {
-        if (!(dims & (1u << d)) || c[d] == 1)
-            continue;
-        if (n % (s * c[d]) == 0) {
-            in *= c[d];
-        } else if (s % n == 0) {
-            across *= c[d];
-        } else if (n % s == 0 && c[d] % (n / s) == 0) {
-            in *= (double)(n / s);
-            across *= (double)(c[d] / (n / s));
-        } else {
-            return group_counted(cp, c, nd, dims, n, total);
-        }
-    }
-    sb_coll_group g = {q, in, across};
+    /* block (node r / n): ranks less than n apart share a node, multiples of
+     * n apart do not; cyclic (node r mod N): the other way round, modulo N */
+    double low, high;
+    long m = cyclic(cp) ? cp->devices / n : n;
+    if (split_by(c, nd, dims, m, &low, &high))
+        return group_counted(cp, c, nd, dims, n, total);
+    sb_coll_group g = cyclic(cp) ? (sb_coll_group){q, high, low} : (sb_coll_group){q, low, high};
     return g;
 }
 

@@ -14,28 +14,9 @@ dir=$(mktemp -d /tmp/sb_pipe_XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 set_args=(--set layers=2 --set batch=8 --set seq=8 --set vocab=32 --set embed=16 --set heads=2
           --set dk=8 --set ff=32)
-run() {
-    local np=$1
-    shift
-    "$mpiexec" --oversubscribe --allow-run-as-root -np "$np" "$sb" run -m transformer \
-        "${set_args[@]}" --db none --warmup 0 --lr 0.2 --format json "$@"
-}
-losses() { sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p'; }
 fail=0
-# same LABEL GOT WANT: the loss lists agree within 1e-5 (relative)
-same() {
-    if [ -n "$2" ] && awk -v a="$2" -v b="$3" 'BEGIN {
-            n = split(a, x, ","); m = split(b, y, ",");
-            if (n != m || n == 0) exit 1;
-            for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d;
-                s = y[i] < 0 ? -y[i] : y[i]; if (d > 1e-5 * s) exit 1 }
-        }'; then
-        echo "$1: ok: losses $2"
-    else
-        echo "$1: FAIL: losses [$2], one rank [$3]"
-        fail=1
-    fi
-}
+# shellcheck source=tests/run_losses.sh
+source "$(dirname "${BASH_SOURCE[0]}")/run_losses.sh"
 
 # each stage's configs: the search's best for a stage's 2 devices (splits at --flops 0.01)
 "$sb" search -m transformer "${set_args[@]}" -p 2 --flops 0.01 --save "$dir/s2.strategy" >/dev/null

@@ -75,13 +75,8 @@ else
     fail=1
 fi
 
-run() {
-    local np=$1
-    shift
-    "$mpiexec" --oversubscribe --allow-run-as-root -np "$np" "$sb" run -m transformer \
-        "${set_args[@]}" --db none --warmup 0 --lr 0.2 --format json "$@"
-}
-losses() { sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p'; }
+# shellcheck source=tests/run_losses.sh
+source "$(dirname "${BASH_SOURCE[0]}")/run_losses.sh"
 # a strategy that splits: the search's best at --flops 0.01 (no machine), its ranks cyclic,
 # on 8 ranks in nodes of 2 (4 nodes: n and N differ, so the placement is not its own inverse)
 "$sb" search -m transformer "${set_args[@]}" -p 8 --flops 0.01 --db none \
@@ -94,17 +89,9 @@ awk '/^shardbench-strategy/ { print "shardbench-strategy 2"; next }
      /^cost/ { print; print "ranks cyclic 2"; next } { print }' "$dir/s.strategy" >"$dir/c.strategy"
 ref=$(run 1 --strategy dp --steps 3 | losses)
 out=$(run 8 --strategy "$dir/c.strategy" --steps 3 2>"$dir/err")
-got=$(echo "$out" | losses)
-if [ -n "$got" ] && awk -v a="$got" -v b="$ref" 'BEGIN {
-        n = split(a, x, ","); m = split(b, y, ",");
-        if (n != m || n == 0) exit 1;
-        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d;
-            s = y[i] < 0 ? -y[i] : y[i]; if (d > 1e-5 * s) exit 1 } }'; then
-    echo "run, ranks cyclic: ok: losses $got"
-else
-    echo "run, ranks cyclic: FAIL: losses [$got], one rank [$ref]"
+same "run, ranks cyclic" "$(echo "$out" | losses)" "$ref"
+if [ -z "$(echo "$out" | losses)" ]; then
     cat "$dir/err"
-    fail=1
 fi
 if grep -q "strategy rank r on launch rank 0 2 4 6 1 3 5 7$" "$dir/err"; then
     echo "placement: ok: $(grep 'launch rank' "$dir/err")"

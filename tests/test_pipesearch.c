@@ -909,7 +909,7 @@ static void test_stage_ub_equal(void **state)
     assert_true(cases > 0 && ubs > 0);
 }
 
-/* Stage DPs on one thread (o.threads = 1, the CLI's default) against the
+/* Stage DPs on one thread (o.threads = 1, --stage-threads 1) against the
  * DP's own choice (0): the same result on the reduced GPT-3, with and
  * without a limit. */
 static void test_threads_equal(void **state)
