@@ -407,6 +407,14 @@ int cmd_profile(int argc, char **argv)
     }
     sb_cpuset cpus;
     cli_cpu_setup(comm, a.keep_binding, &cpus);
+    /* ranks bound to one core each, some cores holding more than one (P
+     * over the cores, as bench binds them): an op's ranks on one core take
+     * turns, so the op lasts at least the CPU seconds of its ranks there,
+     * whether they ran side by side (each rank's wall time shows it) or one
+     * after the other (each rank's does not: the wait lands in the next
+     * relayout); see sb_prof_core_s */
+    MPI_Comm corecomm = MPI_COMM_NULL;
+    int shared = cli_core_comm(comm, &corecomm);
     sb_cost_params ref_free = ref; /* the reference costs without collectives */
     ref_free.coll_mode = SB_COLL_FREE;
     int nops = m.nops, kmax = 1;
@@ -438,13 +446,14 @@ int cmd_profile(int argc, char **argv)
     acc_table acc = {0};
     double *sendv = calloc((size_t)nops * 4, sizeof *sendv);
     double *recvv = calloc((size_t)nops * 4, sizeof *recvv);
+    double *corev = calloc((size_t)nops, sizeof *corev); /* per op: CPU seconds on a core */
     /* each op's phase entries and exits (sb_executor_op_phase_times) of the
      * ranks that took part, the latest over them */
     double *phs = calloc((size_t)nops * 4, sizeof *phs), *phr = calloc((size_t)nops * 4, sizeof *phr);
     /* every timed step's probe (the slowest rank's, cli/probe.c), K x steps */
     double *probes = calloc((size_t)K * (size_t)a.steps, sizeof *probes);
     int oom = !perm || !choices || !cm || !sm || !rx || !ry || !sendv || !recvv || !probes || !phs ||
-              !phr;
+              !phr || !corev;
     uint64_t rs = a.seed * 0x9E3779B97F4A7C15ULL + 1;
     for (int i = 0; i < nops && !oom; i++) {
         int n = pb.cfg[i].n;
@@ -481,7 +490,7 @@ int cmd_profile(int argc, char **argv)
             cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
         }
         sb_plan_strategy st = {.m = &m, .configs = cfg};
-        sb_exec_opts eo = {.lr = 0.001f, .seed = 1, .update = SB_UPDATE_SGD};
+        sb_exec_opts eo = {.lr = 0.001f, .seed = 1, .update = SB_UPDATE_SGD, .cpu_times = shared};
         sb_executor *ex = NULL;
         int rc = sb_executor_create(comm, &st, be, &eo, &ex, &err);
         if ((status = agree_rc(comm, rank, rc, &err)))
@@ -524,6 +533,15 @@ int cmd_profile(int argc, char **argv)
                 sendv[3 * nops + i] = took_part ? sendv[i] + coll : INFINITY;
             }
             MPI_Allreduce(sendv, recvv, nops, MPI_DOUBLE, MPI_MAX, comm);
+            if (shared) { /* each op's CPU seconds on its busiest core */
+                for (int i = 0; i < nops; i++)
+                    corev[i] = ot[i].compute_cpu_s + ot[i].other_s;
+                if (corecomm != MPI_COMM_NULL)
+                    MPI_Allreduce(MPI_IN_PLACE, corev, nops, MPI_DOUBLE, MPI_SUM, corecomm);
+                MPI_Allreduce(MPI_IN_PLACE, corev, nops, MPI_DOUBLE, MPI_MAX, comm);
+                for (int i = 0; i < nops; i++)
+                    recvv[i] = sb_prof_core_s(recvv[i], corev[i]);
+            }
             MPI_Allreduce(sendv + nops, recvv + nops, 3 * nops, MPI_DOUBLE, MPI_MIN, comm);
             const double *ph = sb_executor_op_phase_times(ex);
             for (int i = 0; i < 4 * nops; i++)
@@ -731,6 +749,9 @@ int cmd_profile(int argc, char **argv)
     free(cm);
     free(sendv);
     free(recvv);
+    free(corev);
+    if (corecomm != MPI_COMM_NULL)
+        MPI_Comm_free(&corecomm);
     free(probes);
     free(phs);
     free(phr);

@@ -1,6 +1,8 @@
 /* threads.c: a rank's CPUs and kernel threads (threads.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "threads.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "shardbench/kernels.h"
@@ -51,4 +53,29 @@ void cli_cpu_report(MPI_Comm comm, const sb_cpuset *cs, FILE *f)
         if (rank == 0)
             fprintf(f, "# rank %d: %s\n", r, line);
     }
+}
+
+int cli_core_comm(MPI_Comm comm, MPI_Comm *core)
+{
+    cpu_set_t set;
+    int cpu = -1;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+        for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
+            if (CPU_ISSET(c, &set))
+                cpu = c;
+    *core = MPI_COMM_NULL;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        node = MPI_COMM_NULL;
+    if (node != MPI_COMM_NULL) {
+        if (MPI_Comm_split(node, cpu >= 0 ? cpu : MPI_UNDEFINED, 0, core) != MPI_SUCCESS)
+            *core = MPI_COMM_NULL;
+        MPI_Comm_free(&node);
+    }
+    int n = 1, most = 1;
+    if (*core != MPI_COMM_NULL)
+        MPI_Comm_size(*core, &n);
+    MPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, comm);
+    return most > 1;
 }

@@ -21,4 +21,10 @@ void cli_cpu_setup(MPI_Comm comm, int keep, sb_cpuset *cs);
  * `# rank R: cpus ...` line per rank (the first 16 ranks and the last). */
 void cli_cpu_report(MPI_Comm comm, const sb_cpuset *cs, FILE *f);
 
+/* Collective over comm: *core becomes the communicator of the ranks bound
+ * to the same single CPU as this one on its node (MPI_COMM_NULL for a rank
+ * not bound to exactly one CPU); returns 1 when some core holds more than
+ * one rank (ranks take turns on it), else 0. */
+int cli_core_comm(MPI_Comm comm, MPI_Comm *core);
+
 #endif

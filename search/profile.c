@@ -369,6 +369,11 @@ double sb_prof_own_s(double coll, double in_op, double kernels, double span, dou
     return own;
 }
 
+double sb_prof_core_s(double wall, double core)
+{
+    return isfinite(core) && core > wall ? core : wall;
+}
+
 double sb_prof_relay_scale(const double *rest, const double *relay, int K)
 {
     double lo = INFINITY, hi = -INFINITY;

@@ -78,6 +78,36 @@ static void test_hand(void **state)
     exec_ledger_free(&l);
 }
 
+/* the CPU clock: a compute booking is evaluated on the marks' CPU times
+ * too, net of the same op's communication there (a rank that waits on a
+ * shared core spends little CPU), and only with l.cpu */
+static void test_hand_cpu(void **state)
+{
+    (void)state;
+    for (int on = 0; on <= 1; on++) {
+        exec_ledger l = {0};
+        l.cpu = on;
+        sb_op_time t[2] = {{0}};
+        /* wall: 0 .. 1 .. 3 .. 4; CPU: 0 .. 1 .. 1.25 .. 2 (the comm waited 2 s
+         * on the wall clock, 0.25 s on the CPU) */
+        int a = mark_at(&l, 0.0), b = mark_at(&l, 1.0), c = mark_at(&l, 3.0), d = mark_at(&l, 4.0);
+        l.c[a] = 0.0, l.c[b] = 1.0, l.c[c] = 1.25, l.c[d] = 2.0;
+        int n0 = l.nb;
+        book(&l, 0, EXEC_T_COMM, b, c, 0, 0, 0, 0);
+        book(&l, 0, EXEC_T_COMPUTE, a, d, n0, l.nb, EXEC_T_COMM, 0); /* wall 2, CPU 1.75 */
+        /* op 1: one mark without a CPU reading (a device queue's): no CPU */
+        int e = mark_at(&l, 5.0);
+        book(&l, 1, EXEC_T_COMPUTE, d, e, 0, 0, 0, 0);
+        assert_true(fabs(exec_ledger_cpu_value(&l, 1) - 1.75) < 1e-12);
+        assert_true(isnan(exec_ledger_cpu_value(&l, 2)));
+        exec_ledger_settle(&l, t);
+        assert_true(fabs(t[0].compute_s - 2.0) < 1e-12 && fabs(t[1].compute_s - 1.0) < 1e-12);
+        assert_true(fabs(t[0].compute_cpu_s - (on ? 1.75 : 0.0)) < 1e-12);
+        assert_true(t[1].compute_cpu_s == 0.0);
+        exec_ledger_free(&l);
+    }
+}
+
 /* ---- random nesting: the clock read at once (the executor before) vs the ledger ---- */
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
@@ -175,7 +205,7 @@ static void test_random_nesting(void **state)
 
 /* ---- one executor step per backend ---- */
 
-static void step_times(const sb_backend *be)
+static void step_times(const sb_backend *be, int cpu_times)
 {
     sb_error err = {0};
     sb_setting set[4];
@@ -192,7 +222,7 @@ static void step_times(const sb_backend *be)
     for (int i = 0; i < m.nops; i++)
         cfg[i] = ones + (size_t)i * SB_MAX_DIMS;
     sb_plan_strategy st = {.m = &m, .configs = cfg};
-    sb_exec_opts eo = {.lr = 0.01f, .seed = 3};
+    sb_exec_opts eo = {.lr = 0.01f, .seed = 3, .cpu_times = cpu_times};
     sb_executor *ex = NULL;
     if (sb_executor_create(MPI_COMM_WORLD, &st, be, &eo, &ex, &err))
         fail_msg("%s: create: %s", be->name, err.msg);
@@ -202,13 +232,23 @@ static void step_times(const sb_backend *be)
         double w0 = MPI_Wtime();
         if (sb_executor_step(ex, &loss, &err))
             fail_msg("%s: step: %s", be->name, err.msg);
-        double wall = MPI_Wtime() - w0, sum = 0, compute = 0;
+        double wall = MPI_Wtime() - w0, sum = 0, compute = 0, cpu = 0;
         const sb_op_time *t = sb_executor_op_times(ex);
         for (int i = 0; i < m.nops; i++) {
             assert_true(t[i].compute_s >= 0 && t[i].comm_s >= 0 && t[i].relayout_s >= 0 &&
-                        t[i].other_s >= 0);
+                        t[i].other_s >= 0 && t[i].compute_cpu_s >= 0);
             sum += t[i].compute_s + t[i].comm_s + t[i].other_s;
             compute += t[i].compute_s;
+            cpu += t[i].compute_cpu_s;
+        }
+        /* the thread's CPU seconds in the kernels: some, and no more than
+         * their wall seconds (one kernel thread; a clock tick of slack);
+         * none without cpu_times or where the marks are a queue's */
+        if (cpu_times && !be->mark) {
+            assert_true(cpu > 0.2 * compute);
+            assert_true(cpu <= compute + 0.01);
+        } else {
+            assert_true(cpu == 0.0);
         }
         /* each op's phases: forward entry <= exit <= the backward's entry
          * <= exit, inside the step; forward in op order, backward in
@@ -224,8 +264,8 @@ static void step_times(const sb_backend *be)
             assert_true((q[1] - q[0]) + (q[3] - q[2]) >=
                         (t[i].compute_s + t[i].comm_s + t[i].other_s) * (1 - 1e-9) - 1e-9);
         }
-        printf("%s step %d: wall %.6f s, booked %.6f s (compute %.6f s)\n", be->name, s, wall,
-               sum, compute);
+        printf("%s step %d: wall %.6f s, booked %.6f s (compute %.6f s, CPU %.6f s)\n", be->name,
+               s, wall, sum, compute, cpu);
         assert_true(compute > 0);
         assert_true(sum <= wall * 1.001 + 1e-6);
     }
@@ -238,7 +278,8 @@ static void step_times(const sb_backend *be)
 static void test_step_cpu(void **state)
 {
     (void)state;
-    step_times(&sb_backend_cpu);
+    step_times(&sb_backend_cpu, 0);
+    step_times(&sb_backend_cpu, 1);
 }
 
 static void test_step_devmem(void **state)
@@ -247,7 +288,7 @@ static void test_step_devmem(void **state)
     const sb_backend *be = sb_backend_cpu_devmem();
     assert_non_null(be->mark);
     assert_non_null(be->marks_read);
-    step_times(be);
+    step_times(be, 1);
 }
 
 int main(int argc, char **argv)
@@ -255,6 +296,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand),
+        cmocka_unit_test(test_hand_cpu),
         cmocka_unit_test(test_random_nesting),
         cmocka_unit_test(test_step_cpu),
         cmocka_unit_test(test_step_devmem),

@@ -404,6 +404,17 @@ static void test_db(void **state)
     sb_model_free(&m);
 }
 
+/* sb_prof_core_s: the larger of the slowest rank's wall seconds and the
+ * busiest core's CPU seconds; a core figure that is not finite leaves wall */
+static void test_core_s(void **state)
+{
+    (void)state;
+    assert_true(sb_prof_core_s(0.0016, 0.0030) == 0.0030); /* two ranks took turns */
+    assert_true(sb_prof_core_s(0.0030, 0.0028) == 0.0030); /* side by side */
+    assert_true(sb_prof_core_s(0.0016, NAN) == 0.0016);
+    assert_true(sb_prof_core_s(0.0016, INFINITY) == 0.0016);
+}
+
 /* sb_prof_own_s: the largest of the three, never negative. An LSTM of two
  * layers on two ranks, one after the other: kernels 18 ms on the slowest
  * rank, 8 ms waited inside it by the least waiting, 26 ms in the op by the
@@ -428,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_relay_scale),
+        cmocka_unit_test(test_core_s),
         cmocka_unit_test(test_own),
         cmocka_unit_test(test_coll_measured),
         cmocka_unit_test(test_keys),

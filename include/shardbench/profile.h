@@ -181,6 +181,21 @@ double sb_prof_relay_scale(const double *rest, const double *relay, int K);
  * and 0 when all are undefined or negative. */
 double sb_prof_own_s(double coll, double in_op, double kernels, double span, double relay);
 
+/* An op's kernels' seconds in one profiled step where ranks share cores
+ * (ranks bound one to a core, more ranks than cores): the larger of
+ *  - wall: the slowest rank's seconds in them (what is used alone when no
+ *    core is shared), and
+ *  - core: the CPU seconds of the op's ranks on its busiest core (their
+ *    kernels on the thread CPU clock, sb_op_time.compute_cpu_s, plus the
+ *    executor's work around them, summed over the ranks bound to one core,
+ *    the most over the cores).
+ * Two ranks of a 4-way op on one core either run side by side, each
+ * rank's wall time twice its CPU time (wall says so), or one after the
+ * other, each rank's wall time its CPU time alone while the core's is the
+ * sum (core says so; the other rank's turn otherwise lands in the next
+ * relayout, whose fit is per word moved). A non-finite core gives wall. */
+double sb_prof_core_s(double wall, double core);
+
 /* The relayout features of edge e of pb under a choice of configs: 1, [words > 0],
  * words (the reference model's relayout words, both directions), and the
  * words of the local shards it copies (sb_edge_local_words). */

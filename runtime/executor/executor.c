@@ -323,6 +323,7 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
         ex->eps = opts && opts->eps > 0 ? opts->eps : 1e-8f;
         ex->seed = opts && opts->seed ? opts->seed : 1;
         ex->zero = opts ? opts->zero : 0;
+        ex->ledger.cpu = opts && opts->cpu_times && !be->mark; /* host marks only */
         MPI_Comm_rank(comm, &ex->rank);
         MPI_Comm_size(comm, &ex->size);
         if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())

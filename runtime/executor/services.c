@@ -3,6 +3,7 @@
 #include "services.h"
 
 #include <math.h>
+#include <time.h>
 
 #include <stdlib.h>
 
@@ -120,6 +121,11 @@ int exec_mark(sb_executor *ex)
     if (ex->be->sync)
         ex->be->sync();
     ex->ledger.t[k] = MPI_Wtime();
+    if (ex->ledger.cpu) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+            ex->ledger.c[k] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
     return k;
 }
 

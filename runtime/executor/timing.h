@@ -31,13 +31,19 @@ typedef struct {
 
 typedef struct {
     double *t;          /* t[k]: seconds of mark k (any origin), known once read */
-    int nmarks, cap_marks;
+    /* c[k]: this thread's CPU seconds at mark k (exec_mark with the
+     * executor's cpu_times on host marks), NaN where not read; compute
+     * bookings are also evaluated on them (sb_op_time.compute_cpu_s) */
+    double *c;
+    int cpu;            /* 1: the caller reads c[] at its host marks */
+    int nmarks, cap_marks, cap_c;
     exec_booking *b;
     int nb, cap_b;
 } exec_ledger;
 
 /* A new mark's number, its time unset (the caller writes t[k] or has the
- * backend record it); -1 out of memory (bookings that name it are dropped). */
+ * backend record it) and its CPU time NaN (the caller may write c[k]); -1
+ * out of memory (bookings that name it are dropped). */
 int exec_ledger_mark(exec_ledger *l);
 /* Appends a booking; 0, or -1 out of memory (nothing booked). Bookings
  * naming a mark < 0 are dropped (returns 0). */
@@ -50,8 +56,13 @@ double exec_ledger_value(const exec_ledger *l, int i);
 /* The span m0..m1 less what op booked to `net` fields in [from, to). */
 double exec_ledger_net(const exec_ledger *l, int m0, int m1, int from, int to, int op,
                        unsigned net);
-/* Adds every booking to times[op] (the marks' times set), then empties the
- * ledger (its memory kept for the next step). */
+/* Booking i evaluated on the marks' CPU times c[] instead (NaN where a
+ * mark it names has none). */
+double exec_ledger_cpu_value(const exec_ledger *l, int i);
+/* Adds every booking to times[op] (the marks' times set), and with l->cpu
+ * each compute booking's CPU seconds, where its marks have them, to
+ * times[op].compute_cpu_s; then empties the ledger (its memory kept for the
+ * next step). */
 void exec_ledger_settle(exec_ledger *l, sb_op_time *times);
 void exec_ledger_clear(exec_ledger *l);
 void exec_ledger_free(exec_ledger *l);
