@@ -495,6 +495,9 @@ int cmd_profile(int argc, char **argv)
         int rc = sb_executor_create(comm, &st, be, &eo, &ex, &err);
         if ((status = agree_rc(comm, rank, rc, &err)))
             break;
+        /* a backend that records its marks on a queue has no CPU seconds:
+         * the wall figures alone (the same on every rank: one backend) */
+        shared = shared && sb_executor_cpu_times(ex);
         double steps[1000];
         for (int s = 0; s < a.warmup + a.steps; s++) {
             double pt = cli_probe_seconds(), ptmax;
@@ -535,7 +538,7 @@ int cmd_profile(int argc, char **argv)
             MPI_Allreduce(sendv, recvv, nops, MPI_DOUBLE, MPI_MAX, comm);
             if (shared) { /* each op's CPU seconds on its busiest core */
                 for (int i = 0; i < nops; i++)
-                    corev[i] = ot[i].compute_cpu_s + ot[i].other_s;
+                    corev[i] = ot[i].compute_cpu_s + ot[i].other_cpu_s;
                 if (corecomm != MPI_COMM_NULL)
                     MPI_Allreduce(MPI_IN_PLACE, corev, nops, MPI_DOUBLE, MPI_SUM, corecomm);
                 MPI_Allreduce(MPI_IN_PLACE, corev, nops, MPI_DOUBLE, MPI_MAX, comm);

@@ -186,9 +186,9 @@ double sb_prof_own_s(double coll, double in_op, double kernels, double span, dou
  *  - wall: the slowest rank's seconds in them (what is used alone when no
  *    core is shared), and
  *  - core: the CPU seconds of the op's ranks on its busiest core (their
- *    kernels on the thread CPU clock, sb_op_time.compute_cpu_s, plus the
- *    executor's work around them, summed over the ranks bound to one core,
- *    the most over the cores).
+ *    kernels and the executor's work around them on the process CPU
+ *    clock, sb_op_time.compute_cpu_s + other_cpu_s, summed over the ranks
+ *    bound to one core, the most over the cores).
  * Two ranks of a 4-way op on one core either run side by side, each
  * rank's wall time twice its CPU time (wall says so), or one after the
  * other, each rank's wall time its CPU time alone while the core's is the

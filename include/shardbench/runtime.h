@@ -263,9 +263,10 @@ typedef struct {
      * checkpoint folders, ...), as "name=value" lines, or NULL; compared
      * across ranks with the executor's own options at creation. */
     const char *agree;
-    /* 1: also read the thread's CPU clock at every host timing mark, for
-     * sb_op_time.compute_cpu_s (a syscall a mark: `profile` asks for it
-     * only where ranks share a core). Not compared across ranks. */
+    /* 1: also read the process's CPU clock at every host timing mark, for
+     * sb_op_time.compute_cpu_s and other_cpu_s (a syscall a mark: `profile`
+     * asks for it only where ranks share a core). Not compared across
+     * ranks. */
     int cpu_times;
 } sb_exec_opts;
 
@@ -337,13 +338,17 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err);
  * generated, the gradients of an output's consumers summed). */
 typedef struct {
     double compute_s, comm_s, relayout_s, other_s;
-    /* compute_s on this thread's CPU clock: the seconds its kernels ran,
-     * not those it waited for a core shared with other ranks. Only with
-     * sb_exec_opts.cpu_times on a backend whose marks are host clock
-     * readings (the cpu backend); else 0. */
-    double compute_cpu_s;
+    /* compute_s and other_s on the process's CPU clock (all its threads):
+     * the seconds the rank ran in them, not those it waited for a core
+     * shared with other ranks. Only with sb_exec_opts.cpu_times on a
+     * backend whose marks are host clock readings (sb_executor_cpu_times
+     * says so); else 0. */
+    double compute_cpu_s, other_cpu_s;
 } sb_op_time;
 const sb_op_time *sb_executor_op_times(const sb_executor *ex);
+/* 1 when the op times carry CPU seconds (sb_exec_opts.cpu_times on a
+ * backend whose marks are host clock readings), else 0. */
+int sb_executor_cpu_times(const sb_executor *ex);
 void sb_executor_reset_times(sb_executor *ex);
 /* The last step's [4 i + k], k = 0..3: op i's first forward entry, last
  * forward exit, first backward entry and last backward exit on this rank,

@@ -652,6 +652,8 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
 
 const sb_op_time *sb_executor_op_times(const sb_executor *ex) { return ex->times; }
 
+int sb_executor_cpu_times(const sb_executor *ex) { return ex->ledger.cpu; }
+
 const double *sb_executor_op_phase_times(const sb_executor *ex) { return ex->phase_t; }
 
 void sb_executor_reset_times(sb_executor *ex)

@@ -123,7 +123,7 @@ int exec_mark(sb_executor *ex)
     ex->ledger.t[k] = MPI_Wtime();
     if (ex->ledger.cpu) {
         struct timespec ts;
-        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
             ex->ledger.c[k] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     }
     return k;

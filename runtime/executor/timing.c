@@ -90,9 +90,11 @@ void exec_ledger_settle(exec_ledger *l, sb_op_time *times)
         double v = exec_ledger_value(l, i);
         if (!b->clamp || v > 0)
             *field_of(&times[b->op], b->field) += v;
-        double c = l->cpu && b->field == EXEC_T_COMPUTE ? exec_ledger_cpu_value(l, i) : NAN;
+        int on_cpu = l->cpu && (b->field == EXEC_T_COMPUTE || b->field == EXEC_T_OTHER);
+        double c = on_cpu ? exec_ledger_cpu_value(l, i) : NAN;
         if (isfinite(c))
-            times[b->op].compute_cpu_s += c;
+            *(b->field == EXEC_T_COMPUTE ? &times[b->op].compute_cpu_s
+                                         : &times[b->op].other_cpu_s) += c;
     }
     exec_ledger_clear(l);
 }

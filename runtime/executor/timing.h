@@ -31,9 +31,10 @@ typedef struct {
 
 typedef struct {
     double *t;          /* t[k]: seconds of mark k (any origin), known once read */
-    /* c[k]: this thread's CPU seconds at mark k (exec_mark with the
-     * executor's cpu_times on host marks), NaN where not read; compute
-     * bookings are also evaluated on them (sb_op_time.compute_cpu_s) */
+    /* c[k]: the process's CPU seconds at mark k (exec_mark with the
+     * executor's cpu_times on host marks), NaN where not read; compute and
+     * other bookings are also evaluated on them (sb_op_time.compute_cpu_s,
+     * other_cpu_s) */
     double *c;
     int cpu;            /* 1: the caller reads c[] at its host marks */
     int nmarks, cap_marks, cap_c;
@@ -60,9 +61,9 @@ double exec_ledger_net(const exec_ledger *l, int m0, int m1, int from, int to, i
  * mark it names has none). */
 double exec_ledger_cpu_value(const exec_ledger *l, int i);
 /* Adds every booking to times[op] (the marks' times set), and with l->cpu
- * each compute booking's CPU seconds, where its marks have them, to
- * times[op].compute_cpu_s; then empties the ledger (its memory kept for the
- * next step). */
+ * each compute and other booking's CPU seconds, where its marks have them,
+ * to times[op].compute_cpu_s and other_cpu_s; then empties the ledger (its
+ * memory kept for the next step). */
 void exec_ledger_settle(exec_ledger *l, sb_op_time *times);
 void exec_ledger_clear(exec_ledger *l);
 void exec_ledger_free(exec_ledger *l);
