@@ -414,7 +414,7 @@ int cmd_profile(int argc, char **argv)
      * after the other (each rank's does not: the wait lands in the next
      * relayout); see sb_prof_core_s */
     MPI_Comm corecomm = MPI_COMM_NULL;
-    int shared = cli_core_comm(comm, &corecomm);
+    int per_core = cli_core_comm(comm, &corecomm), shared = per_core > 1;
     sb_cost_params ref_free = ref; /* the reference costs without collectives */
     ref_free.coll_mode = SB_COLL_FREE;
     int nops = m.nops, kmax = 1;
@@ -701,6 +701,9 @@ int cmd_profile(int argc, char **argv)
             printf("profile %lld: %s on %d ranks, machine %s, backend %s: %d strategies x %d "
                    "steps, %d op configs, in %.1f s\n", (long long)pid, m.name, P, a.machine,
                    be->name, K, a.steps, acc.n, MPI_Wtime() - t_start);
+            if (shared)
+                printf("shared cores: up to %d ranks a core: each op priced at no less than the "
+                       "CPU seconds of its ranks on its busiest core\n", per_core);
             printf("%-14s %12s  %s\n", "fit", "value", "meaning");
             printf("%-14s %12.4g  s per relayout that moves data\n", "relay_msg_s",
                    pf.relay_msg_s);

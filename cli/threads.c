@@ -77,5 +77,5 @@ int cli_core_comm(MPI_Comm comm, MPI_Comm *core)
     if (*core != MPI_COMM_NULL)
         MPI_Comm_size(*core, &n);
     MPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, comm);
-    return most > 1;
+    return most;
 }

@@ -24,8 +24,8 @@ void cli_cpu_report(MPI_Comm comm, const sb_cpuset *cs, FILE *f);
 /* Collective over comm: *core becomes the communicator of the ranks bound
  * to the same single (logical) CPU as this one on its node; ranks on two
  * hyperthreads of one physical core count as apart (MPI_COMM_NULL for a rank
- * not bound to exactly one CPU); returns 1 when some core holds more than
- * one rank (ranks take turns on it), else 0. */
+ * not bound to exactly one CPU); returns the most ranks any core holds
+ * (more than 1: ranks take turns on it). */
 int cli_core_comm(MPI_Comm comm, MPI_Comm *core);
 
 #endif

@@ -12,7 +12,10 @@
 #   dropped its SQLite locks let the profile reset the WAL under it);
 # - `profile --strategy FILE` profiles a strategy of one's own too, and a
 #   file that is no strategy fails naming it, with nothing stored;
-# - bench --profile without --machine: exit 2.
+# - bench --profile without --machine: exit 2;
+# - ranks that share a core (3 ranks on the one CPU taskset leaves them):
+#   the profile says it prices each op on its busiest core, and stores
+#   op seconds; unbound ranks on their own cores do not say so.
 #
 #   tests/profile_cli.sh SHARDBENCH MPIEXEC SOURCE_DIR
 set -uo pipefail
@@ -57,6 +60,20 @@ check "profile: prints each strategy's step and what the fits leave (dp first)" 
     grep -q "^dp  *[0-9.]* " "$T/o"
 check "profile: the relayouts' local copy fitted and stored (relay_local_s >= 0)" \
     test "$(sqlite3 "$DB" "SELECT count(*) FROM profiles WHERE relay_local_s >= 0")" = 1
+check "profile, unbound ranks: no shared cores" bash -c "! grep -q '^shared cores' '$T/o'"
+
+# 3 ranks bound to one CPU (the first this process may use): they take
+# turns on it, and the op figures come from its CPU seconds
+cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
+taskset -c "$cpu" "$MPI" -np 3 --bind-to none "$SB" profile -m alexnet "${SMALL[@]}" --machine box \
+    --db "$T/shared.db" --steps 2 --strategies 4 --no-collectives > "$T/o" 2> "$T/e"
+rc=$?
+check "profile, 3 ranks on CPU $cpu: exit 0 ($rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$T/e"
+check "profile, 3 ranks on one CPU: says the ops are priced on their core" \
+    grep -q "^shared cores: up to 3 ranks a core" "$T/o"
+check "profile, 3 ranks on one CPU: op configs stored with seconds" \
+    test "$(sqlite3 "$T/shared.db" "SELECT count(*) FROM op_profiles WHERE compute_s > 0")" -ge 10
 
 # --strategy FILE: a strategy of one's own, profiled after the seeded ones
 "$SB" search -m alexnet -p 2 "${SMALL[@]}" --db none --save "$T/mine.strategy" > /dev/null 2>&1
