@@ -965,7 +965,8 @@ int cmd_run(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    run_ctx R = {.comm = MPI_COMM_WORLD, .world = MPI_COMM_WORLD, .argc = argc, .argv = argv, .kind = "file"};
+    run_ctx R = {.comm = MPI_COMM_WORLD, .world = MPI_COMM_WORLD, .argc = argc, .argv = argv,
+                 .kind = "file"};
     MPI_Comm_rank(R.comm, &R.rank);
     MPI_Comm_size(R.comm, &R.size);
     sb_error err = {0};

@@ -2,6 +2,8 @@
  * (dp_reuse.h says when; search/README.md, "Exact shortcuts"). */
 #include "dp_reuse.h"
 
+#include "shardbench/common.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,16 +250,9 @@ static dp_memo_entry *add(dp_memo *m, int pair, const dp_key *k, uint64_t h, uin
     }
     e.bytes = bytes;
     e.key = malloc(k->len ? k->len : 1);
-    dp_memo_entry *ne = m->e;
-    if (m->n == m->ecap) { /* doubling: one copy per entry on average, not per add */
-        int nc = m->ecap ? 2 * m->ecap : 64;
-        ne = realloc(m->e, (size_t)nc * sizeof *ne);
-        if (ne) {
-            m->e = ne;
-            m->ecap = nc;
-        }
-    }
-    if (!e.key || !ne) {
+    /* doubling: one copy per entry on average, not per add */
+    int grown = sb_grow((void **)&m->e, &m->ecap, m->n, sizeof *m->e, 64) == 0;
+    if (!e.key || !grown) {
         free(e.key);
         dp_buf_free(t);
         dp_buf_free(arg);

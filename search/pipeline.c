@@ -1920,9 +1920,10 @@ out:
  * skips work is against a step already found, and ties go to the
  * canonical order, combo_wins); Lagrangian stages are seeded by what was
  * solved before, which can move their answer within their gap
- * (search/README.md). The order decides how soon a good step is known. The largest S has a stage at almost every copy count in
- * flight (1F1B: S - s), each its own stage DP under the limit, and the
- * smallest S the largest stage DPs: both are slow to give a first step,
+ * (search/README.md). The order decides how soon a good step is known.
+ * The largest S has a stage at almost every copy count in flight (1F1B:
+ * S - s), each its own stage DP under the limit, and the smallest S the
+ * largest stage DPs: both are slow to give a first step,
  * and the middle is where the optima of the shipped LLMs lie (gpt3-175b
  * at p = 1024 searches S = 16, 32, 64, 128 and takes 32: its first step
  * from S = 128 cost 2.5 s and was 48% over the optimum). */

@@ -43,7 +43,10 @@ int sb_node_order_possible(const sb_cost_params *cp)
 }
 
 /* cyclic placement in effect */
-static int cyclic(const sb_cost_params *cp) { return cp->node_order == 1 && sb_node_order_possible(cp); }
+static int cyclic(const sb_cost_params *cp)
+{
+    return cp->node_order == 1 && sb_node_order_possible(cp);
+}
 
 long sb_node_of(const sb_cost_params *cp, long r)
 {

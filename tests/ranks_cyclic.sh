@@ -14,7 +14,7 @@
 set -euo pipefail
 sb=$1
 mpiexec=$2
-dir=$(mktemp -d /tmp/sb_ranks_XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ranks_cyclic.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 # nodes of 2 devices, the inter-node link 8x slower than the intra-node one

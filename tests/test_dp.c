@@ -2130,7 +2130,8 @@ static void test_sort_order(void **state)
     for (int t = 0; t < 400; t++) {
         int n = t < 100 ? t : t < 390 ? 64 + (t * 37) % 2000 : 3000 + t; /* 10 long ones */
         double *k = malloc((size_t)(n + 1) * sizeof *k);
-        int *got = malloc((size_t)(n + 1) * sizeof *got), *want = malloc((size_t)(n + 1) * sizeof *want);
+        int *got = malloc((size_t)(n + 1) * sizeof *got);
+        int *want = malloc((size_t)(n + 1) * sizeof *want);
         assert_non_null(k);
         assert_non_null(got);
         assert_non_null(want);

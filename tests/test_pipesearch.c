@@ -619,6 +619,23 @@ static void same_result(const sb_model *m, int ra, const sb_pipe_result *a, int 
     assert_memory_equal(a->cfg, b->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof(int));
 }
 
+/* The search twice on the same problem, *flag first = `first`, then =
+ * `second` (restored to `first` after), held to the same result
+ * (same_result). Returns the first's status; 0: both results are in *a
+ * and *b, for the caller to read and free. */
+static int search_pair(const sb_model *m, int p, const sb_cost_params *cp, sb_pipe_opts *o,
+                       int *flag, int first, int second, sb_pipe_result *a, sb_pipe_result *b)
+{
+    sb_error e1 = {0}, e2 = {0};
+    *flag = first;
+    int ra = sb_pipe_search(m, p, cp, o, a, &e1);
+    *flag = second;
+    int rb = sb_pipe_search(m, p, cp, o, b, &e2);
+    *flag = first;
+    same_result(m, ra, a, rb, b);
+    return ra;
+}
+
 /* test_skips_equal's tally over its comparisons. */
 typedef struct {
     long dps_a, dps_b; /* stage DPs with the skips, without */
@@ -631,15 +648,8 @@ static void skips_pair(const sb_model *m, int p, const sb_cost_params *cp, sb_pi
                        double mem_limit, skips_tally *t)
 {
     sb_pipe_result a, b;
-    sb_error e1 = {0}, e2 = {0};
     o->mem_limit = mem_limit;
-    o->no_skips = 0;
-    int ra = sb_pipe_search(m, p, cp, o, &a, &e1);
-    o->no_skips = 1;
-    int rb = sb_pipe_search(m, p, cp, o, &b, &e2);
-    o->no_skips = 0;
-    same_result(m, ra, &a, rb, &b);
-    if (!ra) {
+    if (!search_pair(m, p, cp, o, &o->no_skips, 0, 1, &a, &b)) {
         t->dps_a += a.subproblems, t->dps_b += b.subproblems, t->cases++;
         for (int s = 0; s < a.pipe.nstages; s++)
             t->rc_any += a.stage_recompute[s];
@@ -822,14 +832,7 @@ static void test_order_equal(void **state)
         const double fs[] = {0.0, 0.6, 0.35};
         for (int k = last ? 1 : 0; k < 3; k++) {
             o.mem_limit = u.peak_bytes * fs[k];
-            sb_error e1 = {0}, e2 = {0};
-            o.no_middle_first = 0;
-            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
-            o.no_middle_first = 1;
-            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
-            o.no_middle_first = 0;
-            same_result(&m, ra, &a, rb, &b);
-            if (!ra) {
+            if (!search_pair(&m, p, &cp, &o, &o.no_middle_first, 0, 1, &a, &b)) {
                 cases++;
                 differ_s += a.combos_skipped != b.combos_skipped || a.subproblems != b.subproblems;
                 sb_pipe_result_free(&a);
@@ -886,13 +889,7 @@ static void test_stage_ub_equal(void **state)
         const double fs[] = {0.5, 0.3};
         for (int k = 0; k < (last ? 1 : 2); k++) { /* the GPT-3 at 0.5: 4 bounds */
             o.mem_limit = u.peak_bytes * fs[k];
-            sb_error e1 = {0}, e2 = {0};
-            o.no_stage_ub = 0;
-            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
-            o.no_stage_ub = 1;
-            int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
-            same_result(&m, ra, &a, rb, &b);
-            if (!ra) {
+            if (!search_pair(&m, p, &cp, &o, &o.no_stage_ub, 0, 1, &a, &b)) {
                 cases++;
                 ubs += a.stage_ubs;
                 assert_int_equal(b.stage_ubs, 0);
@@ -929,13 +926,7 @@ static void test_threads_equal(void **state)
     const double limits[] = {0.0, 0.3, 0.6};
     for (int q = 0; q < (SANITIZED ? 2 : 3); q++) {
         o.mem_limit = u.peak_bytes * limits[q];
-        sb_error e1 = {0}, e2 = {0};
-        o.threads = 1;
-        int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
-        o.threads = 0;
-        int rb = sb_pipe_search(&m, p, &cp, &o, &b, &e2);
-        same_result(&m, ra, &a, rb, &b);
-        if (!ra) {
+        if (!search_pair(&m, p, &cp, &o, &o.threads, 1, 0, &a, &b)) {
             sb_pipe_result_free(&a);
             sb_pipe_result_free(&b);
         }
