@@ -101,7 +101,11 @@ sb search -m alexnet -p 2 "${SMALL[@]}" --db "$locked" >/dev/null 2>&1
 { echo "BEGIN EXCLUSIVE; INSERT INTO models (name, params, nops) VALUES ('lock', '', 1);"; sleep 12; echo "ROLLBACK;"; } |
     sqlite3 "$locked" &
 BGPIDS+=($!)
-sleep 0.5
+# until the lock is held (a probe that wants to write is refused), at most 10 s
+for _ in $(seq 50); do
+    sqlite3 -cmd ".timeout 0" "$locked" "BEGIN IMMEDIATE; ROLLBACK;" >/dev/null 2>&1 || break
+    sleep 0.2
+done
 mpi 1 run -m alexnet "${SMALL[@]}" --strategy dp --steps 1 --db "$locked" >/dev/null 2>"$T/e"
 rc=$?
 check "run --db LOCKED: exit 1 as cli/README says (got $rc)" test "$rc" -eq 1
