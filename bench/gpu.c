@@ -27,7 +27,9 @@
  * whose predicted_cost is its FLOP and step_median_s its seconds (kinds
  * "table-gemm", "cublas", "table-conv-fwd|bwd-data|bwd-filter",
  * "cudnn-fwd|...", "bench-gpu" for a step, "bench-gpu-ops" for the per-op
- * sum of a step). Without a GPU: "no GPU" and exit 77. */
+ * sum of a step; in bf16 "bench-gpu-bf16-convert": a step's conversions of
+ * GEMM operands that are not weights, re-timed alone, predicted_cost their
+ * fp32 bytes). Without a GPU: "no GPU" and exit 77. */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -533,6 +535,8 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
             goto fail;
     sb_executor_reset_times(ex);
     step_flop = 0;
+    sb_cuda_stats st0;
+    int have_st0 = !sb_cuda_stats_get(&st0);
     double sum = 0;
     for (int s = 0; s < o->steps; s++) {
         gpu->sync();
@@ -561,6 +565,29 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
     if (over > 0.1 * mean)
         printf("# %s: executor overhead %.1f%% of the step (target <= 10%%)\n", name,
                100 * over / mean);
+    /* bf16: the GEMM operands that are not weights (activations, their
+     * gradients) are converted at each GEMM; re-timed alone, that is what
+     * keeping activations in bf16 between ops would save at the GEMMs */
+    double conv_floats = 0, conv_ms = 0;
+    long conv_calls = 0;
+    if (have_st0 && !sb_cuda_stats_get(&st)) {
+        conv_calls = (st.bf16_conversions - st0.bf16_conversions) / o->steps;
+        conv_floats = (st.bf16_converted_floats - st0.bf16_converted_floats) / o->steps;
+    }
+    if (conv_calls > 0) {
+        char why[256];
+        conv_ms = sb_cuda_convert_ms(conv_floats, conv_calls, why, sizeof why);
+        if (conv_ms < 0)
+            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32), not "
+                   "re-timed: %s\n",
+                   name, conv_calls, conv_floats * 4 / 1048576.0, why);
+        else
+            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32), %.3f ms "
+                   "re-timed alone = %.1f%% of the step (what activations kept in bf16 would "
+                   "save at the GEMMs)\n",
+                   name, conv_calls, conv_floats * 4 / 1048576.0, conv_ms,
+                   100 * conv_ms / 1e3 / med);
+    }
     if (db) {
         char params[2048];
         sb_params_str(&m, params, sizeof params);
@@ -578,6 +605,13 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
         rec.step_median_s = rec.step_min_s = rec.step_max_s = ops_step;
         if (sb_db_record_measurement(db, &rec, NULL, &err))
             fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+        if (conv_ms > 0) {
+            rec.kind = "bench-gpu-bf16-convert";
+            rec.predicted_cost = conv_floats * 4; /* bytes of fp32 read */
+            rec.step_median_s = rec.step_min_s = rec.step_max_s = conv_ms / 1e3;
+            if (sb_db_record_measurement(db, &rec, NULL, &err))
+                fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+        }
         free(json);
     }
     goto out;

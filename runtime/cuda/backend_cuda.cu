@@ -71,6 +71,7 @@ static struct {
     int nmarks;
     sbc_shadow_map shadows; /* bf16: the weights' bf16 copies (cuda_weight_set) */
     long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
+    double shadow_miss_floats;       /* the floats those conversions read */
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
     int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
     sbc_gpu_id me;
@@ -280,6 +281,7 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
     }
     g.shadow_misses++;
+    g.shadow_miss_floats += (double)n;
     *tmp = sbc_scratch(n * 2, what);
     sbk_to_bf16(*tmp, p, n);
     return *tmp;
@@ -1066,8 +1068,57 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->bf16_copy_bytes = g.shadows.shadow_bytes;
     s->bf16_copy_hits = g.shadow_hits;
     s->bf16_conversions = g.shadow_misses;
+    s->bf16_converted_floats = g.shadow_miss_floats;
     s->bf16_copy_refreshes = g.shadow_refreshes;
     return 0;
+}
+
+/* Re-times a step's per-GEMM bf16 conversions alone (bench/gpu): `calls`
+ * fp32 -> bf16 conversions of n floats in all (n / calls each), from
+ * consecutive slices of a source of at most 64 Mi floats (wrapping), so
+ * that a slice is not read from L2 more often than in the step, on the
+ * backend's stream, timed by CUDA events. Milliseconds, or -1 (with why in
+ * msg) when the backend is not started or the pool has no room. */
+extern "C" double sb_cuda_convert_ms(double n, long calls, char *msg, size_t len)
+{
+    snprintf(msg, len, "ok");
+    if (!g.ready || !g.pool_ready) {
+        snprintf(msg, len, "the cuda backend is not started");
+        return -1;
+    }
+    if (calls <= 0 || !(n >= 1))
+        return 0;
+    size_t each = (size_t)(n / (double)calls), cap = (size_t)64 << 20;
+    if (each < 1)
+        each = 1;
+    size_t total = (size_t)n < cap ? (size_t)n : cap;
+    if (total < each)
+        total = each;
+    float *src = (float *)pool_get(total * sizeof(float));
+    void *dst = src ? pool_get(each * 2) : NULL;
+    if (!dst) {
+        pool_put(src);
+        snprintf(msg, len, "no room in the pool for %zu MiB of fp32 to convert",
+                 (total * sizeof(float)) >> 20);
+        return -1;
+    }
+    sbk_fill(src, total, 1.0f);
+    sbk_to_bf16(dst, src, each); /* warm-up: the kernel loaded */
+    SBC_CUDA(cudaEventRecord(g.ev0, g.stream));
+    size_t at = 0;
+    for (long i = 0; i < calls; i++) {
+        if (at + each > total)
+            at = 0;
+        sbk_to_bf16(dst, src + at, each);
+        at += each;
+    }
+    float ms = 0;
+    SBC_CUDA(cudaEventRecord(g.ev1, g.stream));
+    SBC_CUDA(cudaEventSynchronize(g.ev1));
+    SBC_CUDA(cudaEventElapsedTime(&ms, g.ev0, g.ev1));
+    pool_put(dst);
+    pool_put(src);
+    return ms;
 }
 
 extern "C" void sb_cuda_timer_start(void) { SBC_CUDA(cudaEventRecord(g.ev0, g.stream)); }
@@ -1090,12 +1141,13 @@ static void report_at_exit(void)
             "cuda backend: device %d (%d rank(s)), %s, pool %zu MiB, peak %.1f MiB, %ld allocs "
             "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms, "
             "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
-            "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted)\n",
+            "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted, "
+            "%.1f MiB of fp32 read for those)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
             s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
             s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
             s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
-            s.bf16_copy_hits, s.bf16_conversions);
+            s.bf16_copy_hits, s.bf16_conversions, s.bf16_converted_floats * 4.0 / 1048576.0);
 }
 
 /* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator

@@ -26,9 +26,11 @@
 #    report), the same in bf16 (the report must show bf16 weight copies
 #    read by GEMMs, the losses must be those of a run without the copies,
 #    SHARDBENCH_CUDA_BF16_COPIES=0; the per-op times, from CUDA events read
-#    once per step, must be > 0 and fit in the steps' wall time), then bench/gpu (-n 5 -w 2 -r 10) in the first precision of
-#    SB_GPU_BENCH_PREC (default "fp32 tf32 bf16"); the others run after
-#    the equivalence suite, as time allows;
+#    once per step, must be > 0 and fit in the steps' wall time), then
+#    bench/gpu (-n 5 -w 2 -r 10) in the first precision of
+#    SB_GPU_BENCH_PREC (default "bf16 tf32 fp32": bf16 first, the MFU goal
+#    and the cost of its per-GEMM conversions); the others run after the
+#    equivalence suite, as time allows;
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -65,7 +67,7 @@ build=${SB_GPU_BUILD:-$root/build-gpu}
 random=${SB_EQUIV_RANDOM:-2}
 nps=${SB_EQUIV_NP:-2 4}
 models=${SB_EQUIV_MODELS:-alexnet rnnlm transformer resnet101 inception3 transformer-large}
-bench_precs=${SB_GPU_BENCH_PREC:-fp32 tf32 bf16}
+bench_precs=${SB_GPU_BENCH_PREC:-bf16 tf32 fp32}
 budget=${SB_GPU_BUDGET:-420}
 start=$SECONDS
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
