@@ -56,6 +56,8 @@
 #include <string.h>
 
 #include "shardbench/candidates.h"
+#include "shardbench/cpuset.h"
+#include "shardbench/kernels.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
 #include "shardbench/paper.h"
@@ -346,6 +348,22 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    { /* the kernels' threads: this rank's share of the node's CPUs, as `run`
+       * gives them, unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say (32
+       * ranks on 2 cores with OpenBLAS's own count ran 50 times slower) */
+        MPI_Comm local;
+        int lrank = -1, lsize = -1;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                &local) == MPI_SUCCESS) {
+            MPI_Comm_rank(local, &lrank);
+            MPI_Comm_size(local, &lsize);
+            MPI_Comm_free(&local);
+        }
+        sb_cpuset cs;
+        sb_cpuset_get(&cs, lrank, lsize, 1);
+        if (!strcmp(cs.threads_from, "share"))
+            sb_cpu_threads(cs.threads);
+    }
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "
