@@ -1048,7 +1048,7 @@ static void test_bad_files(void **state)
 static void test_regress(void **state)
 {
     (void)state;
-    const char *files[] = {"unnamed-input", "einsum-weight-realloc"};
+    const char *files[] = {"unnamed-input", "einsum-weight-realloc", "rope-tiny-angle"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[1024], *data;
         size_t size;

@@ -105,9 +105,9 @@ static double table_theta(const val *tc, const val *ts, int64_t S, int64_t D)
     double a1 = atan2(ts->fdata[D + 1], tc->fdata[D + 1]);
     if (!(a1 > 0 && a1 < 1))
         return 0;
-    int64_t p = (int64_t)(3.0 / a1);
-    if (p > S - 1)
-        p = S - 1;
+    /* a tiny a1 (a table that is no rotary table) puts 3 / a1 past int64 */
+    double pd = 3.0 / a1;
+    int64_t p = pd < (double)(S - 1) ? (int64_t)pd : S - 1;
     a1 = atan2(ts->fdata[p * D + 1], tc->fdata[p * D + 1]) / (double)p;
     double theta = pow(a1, -(double)D / 2.0), r = round(theta);
     if (!(r >= 2) || fabs(theta - r) / r > 1e-4)
