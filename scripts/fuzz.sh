@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c),
-# the calibration file reader (tests/fuzz_calibration.c) and the strategy
-# file reader (tests/fuzz_strategy.c) for SECONDS in all (default 60: half
-# to the parser, a quarter to each reader) with libFuzzer, ASan and UBSan.
+# the calibration file reader (tests/fuzz_calibration.c), the strategy
+# file reader (tests/fuzz_strategy.c) and the ONNX importer
+# (tests/fuzz_onnx.c) for SECONDS in all (default 60: a fifth to each
+# reader and the importer, the rest to the parser) with libFuzzer, ASan
+# and UBSan. A build without ONNX support says so and gives the
+# importer's share to the parser.
 #
 # Configures build-fuzz/ with clang (-DSHARDBENCH_FUZZ=ON), builds the
-# fuzz_parse, fuzz_calibration and fuzz_strategy targets, and runs each on
-# its seed corpus (models/*.model and the test models tests/data/models/*.model;
-# tests/data/calibration/*;
-# tests/data/strategy/*.strategy) in a temporary folder. Exits non-zero if the fuzzer finds a crash, a leak, a
-# timeout or an out-of-memory input; the reproducer is kept under
-# build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/ and replay
-# it with `build-fuzz/tests/fuzz_parse FILE`).
+# fuzz targets, and runs each on its seed corpus (models/*.model and the
+# test models tests/data/models/*.model; tests/data/calibration/*;
+# tests/data/strategy/*.strategy; tests/data/onnx/*.onnx and the saved
+# reproducers tests/data/onnx/regress/*.bin) in a temporary folder. Exits
+# non-zero if the fuzzer finds a crash, a leak, a timeout or an
+# out-of-memory input; the reproducer is kept under
+# build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/,
+# or tests/data/onnx/regress/ for the importer, and replay it with
+# `build-fuzz/tests/fuzz_parse FILE`).
 set -euo pipefail
 
 secs=${1:-60}
@@ -28,18 +33,30 @@ sb_install_deps
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release \
     -DSHARDBENCH_FUZZ=ON -DSHARDBENCH_TESTS=ON
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration fuzz_strategy
+onnx=0
+targets=$(cmake --build build-fuzz --target help) # not piped into grep -q: pipefail, SIGPIPE
+if grep -q '\<fuzz_onnx\>' <<<"$targets"; then
+    cmake --build build-fuzz -j"$(nproc)" --target fuzz_onnx
+    onnx=1
+else
+    echo "fuzz.sh: no ONNX support in this build (protobuf-c, libonnx-dev): the importer is not fuzzed"
+fi
 
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy"
+mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy" "$corpus/onnx"
 cp models/*.model tests/data/models/*.model "$corpus/model/"
 cp tests/data/calibration/* "$corpus/calibration/"
 cp tests/data/strategy/*.strategy "$corpus/strategy/"
-cal_secs=$((secs / 4))
+cp tests/data/onnx/*.onnx tests/data/onnx/regress/*.bin "$corpus/onnx/"
+cal_secs=$((secs / 5))
 [ "$cal_secs" -ge 1 ] || cal_secs=1
-strat_secs=$((secs / 4))
+strat_secs=$((secs / 5))
 [ "$strat_secs" -ge 1 ] || strat_secs=1
-parse_secs=$((secs - cal_secs - strat_secs))
+onnx_secs=0
+[ "$onnx" = 0 ] || onnx_secs=$((secs / 5))
+[ "$onnx" = 0 ] || [ "$onnx_secs" -ge 1 ] || onnx_secs=1
+parse_secs=$((secs - cal_secs - strat_secs - onnx_secs))
 [ "$parse_secs" -ge 1 ] || parse_secs=1
 artifacts=$root/build-fuzz/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$artifacts"
@@ -61,6 +78,12 @@ if [ "$rc" -eq 0 ]; then
     build-fuzz/tests/fuzz_strategy -max_total_time="$strat_secs" -max_len=16384 -timeout=30 \
         -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
         "$corpus/strategy" || rc=$?
+fi
+if [ "$rc" -eq 0 ] && [ "$onnx" = 1 ]; then
+    echo "fuzz.sh: fuzzing the ONNX importer for $onnx_secs s"
+    build-fuzz/tests/fuzz_onnx -max_total_time="$onnx_secs" -max_len=262144 -timeout=30 \
+        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+        "$corpus/onnx" || rc=$?
 fi
 if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: FAILED (libFuzzer exit status $rc); reproducers:" >&2
