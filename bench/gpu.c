@@ -571,8 +571,8 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
     double conv_floats = 0, conv_ms = 0;
     long conv_calls = 0;
     if (have_st0 && !sb_cuda_stats_get(&st)) {
-        conv_calls = (st.bf16_conversions - st0.bf16_conversions) / o->steps;
-        conv_floats = (st.bf16_converted_floats - st0.bf16_converted_floats) / o->steps;
+        conv_calls = (st.bf16_act_conversions - st0.bf16_act_conversions) / o->steps;
+        conv_floats = (st.bf16_act_floats - st0.bf16_act_floats) / o->steps;
     }
     if (conv_calls > 0) {
         char why[256];

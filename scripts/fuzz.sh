@@ -15,8 +15,8 @@
 # non-zero if the fuzzer finds a crash, a leak, a timeout or an
 # out-of-memory input; the reproducer is kept under
 # build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/,
-# or tests/data/onnx/regress/ for the importer, and replay it with
-# `build-fuzz/tests/fuzz_parse FILE`).
+# or tests/data/onnx/regress/ for the importer, and replay it with the
+# target that found it: `build-fuzz/tests/fuzz_parse FILE`, fuzz_onnx, ...).
 set -euo pipefail
 
 secs=${1:-60}

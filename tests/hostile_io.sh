@@ -98,14 +98,18 @@ check "run --db NEWER: exit 2 (got $rc)" test "$rc" -eq 2
 check "... says newer" has "$T/e" "schema version 99 is newer"
 locked="$T/locked.db"
 sb search -m alexnet -p 2 "${SMALL[@]}" --db "$locked" >/dev/null 2>&1
-{ echo "BEGIN EXCLUSIVE; INSERT INTO models (name, params, nops) VALUES ('lock', '', 1);"; sleep 12; echo "ROLLBACK;"; } |
-    sqlite3 "$locked" &
+# the holder waits out the probes below (its own busy timeout) and holds the
+# lock 20 s: the probes (up to 10 s) and run's busy wait (5 s) fit inside
+{ echo "BEGIN EXCLUSIVE; INSERT INTO models (name, params, nops) VALUES ('lock', '', 1);"; sleep 20; echo "ROLLBACK;"; } |
+    sqlite3 -cmd ".timeout 5000" "$locked" &
 BGPIDS+=($!)
 # until the lock is held (a probe that wants to write is refused), at most 10 s
+held=0
 for _ in $(seq 50); do
-    sqlite3 -cmd ".timeout 0" "$locked" "BEGIN IMMEDIATE; ROLLBACK;" >/dev/null 2>&1 || break
+    sqlite3 -cmd ".timeout 0" "$locked" "BEGIN IMMEDIATE; ROLLBACK;" >/dev/null 2>&1 || { held=1; break; }
     sleep 0.2
 done
+check "the database is locked by another program" test "$held" -eq 1
 mpi 1 run -m alexnet "${SMALL[@]}" --strategy dp --steps 1 --db "$locked" >/dev/null 2>"$T/e"
 rc=$?
 check "run --db LOCKED: exit 1 as cli/README says (got $rc)" test "$rc" -eq 1

@@ -348,9 +348,10 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    { /* the kernels' threads: this rank's share of the node's CPUs, as `run`
-       * gives them, unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say (32
-       * ranks on 2 cores with OpenBLAS's own count ran 50 times slower) */
+    { /* the kernels' threads: this rank's share of the node's CPUs (as `run`
+       * counts it, but the launcher's binding is kept, not widened), unless
+       * OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say, as ctest's do: 32 ranks
+       * on 2 cores by hand with OpenBLAS's own count ran 50 times slower */
         MPI_Comm local;
         int lrank = -1, lsize = -1;
         if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,

@@ -71,7 +71,8 @@ static struct {
     int nmarks;
     sbc_shadow_map shadows; /* bf16: the weights' bf16 copies (cuda_weight_set) */
     long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
-    double shadow_miss_floats;       /* the floats those conversions read */
+    long act_conversions;            /* of those, operands that are no weight */
+    double act_conversion_floats;    /* the floats those read */
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
     int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
     sbc_gpu_id me;
@@ -281,7 +282,10 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
     }
     g.shadow_misses++;
-    g.shadow_miss_floats += (double)n;
+    if (!e) { /* no weight's span (a weight with no room for its copy is not counted) */
+        g.act_conversions++;
+        g.act_conversion_floats += (double)n;
+    }
     *tmp = sbc_scratch(n * 2, what);
     sbk_to_bf16(*tmp, p, n);
     return *tmp;
@@ -1068,21 +1072,23 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->bf16_copy_bytes = g.shadows.shadow_bytes;
     s->bf16_copy_hits = g.shadow_hits;
     s->bf16_conversions = g.shadow_misses;
-    s->bf16_converted_floats = g.shadow_miss_floats;
+    s->bf16_act_conversions = g.act_conversions;
+    s->bf16_act_floats = g.act_conversion_floats;
     s->bf16_copy_refreshes = g.shadow_refreshes;
     return 0;
 }
 
 /* Re-times a step's per-GEMM bf16 conversions alone (bench/gpu): `calls`
- * fp32 -> bf16 conversions of n floats in all (n / calls each), from
- * consecutive slices of a source of at most 64 Mi floats (wrapping), so
- * that a slice is not read from L2 more often than in the step, on the
- * backend's stream, timed by CUDA events. Milliseconds, or -1 (with why in
- * msg) when the backend is not started or the pool has no room. */
+ * fp32 -> bf16 conversions of n floats in all, each of the mean size
+ * n / calls, from consecutive slices of a source of min(n, 64 Mi) floats
+ * (wrapping: beyond L2's size a slice is not read from L2 more often than
+ * in the step), on the backend's stream, timed by CUDA events.
+ * Milliseconds, or -1 (with why in msg) when the backend is not started or
+ * the pool has no room. */
 extern "C" double sb_cuda_convert_ms(double n, long calls, char *msg, size_t len)
 {
     snprintf(msg, len, "ok");
-    if (!g.ready || !g.pool_ready) {
+    if (g.ready != 1 || !g.pool_ready) {
         snprintf(msg, len, "the cuda backend is not started");
         return -1;
     }
@@ -1142,12 +1148,13 @@ static void report_at_exit(void)
             "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms, "
             "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
             "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted, "
-            "%.1f MiB of fp32 read for those)\n",
+            "%ld of them no weight's, %.1f MiB of fp32 read for those)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
             s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
             s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
             s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
-            s.bf16_copy_hits, s.bf16_conversions, s.bf16_converted_floats * 4.0 / 1048576.0);
+            s.bf16_copy_hits, s.bf16_conversions, s.bf16_act_conversions,
+            s.bf16_act_floats * 4.0 / 1048576.0);
 }
 
 /* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator

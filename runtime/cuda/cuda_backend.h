@@ -30,13 +30,15 @@ typedef struct {
     /* bf16: the weights' bf16 copies held now (buffers, bytes, in the
      * pool; none once the executor is freed), how
      * often one was made (once per change of a weight a GEMM reads), GEMM
-     * operands read from one, GEMM operands converted at the GEMM (not
-     * weights: activations and their gradients) and the floats those
-     * conversions read, in all since the backend started */
+     * operands read from one, GEMM operands converted at the GEMM; of
+     * those, the operands that are no weight's (activations, their
+     * gradients; with SHARDBENCH_CUDA_BF16_COPIES=0 the weights too) and
+     * the floats they read; counts since the backend started */
     int bf16_copies;
     size_t bf16_copy_bytes;
     long bf16_copy_refreshes, bf16_copy_hits, bf16_conversions;
-    double bf16_converted_floats;
+    long bf16_act_conversions;
+    double bf16_act_floats;
 } sb_cuda_stats;
 
 /* 0 and *s when the backend is initialized; -1 otherwise. */
@@ -63,8 +65,8 @@ void sb_cuda_finalize(void);
 void sb_cuda_timer_start(void);
 double sb_cuda_timer_stop_ms(void);
 
-/* bf16: `calls` fp32 -> bf16 conversions of n floats in all, as the GEMMs
- * make them for operands that are not weights, re-timed alone on the
+/* bf16: `calls` fp32 -> bf16 conversions of n floats in all (each of the
+ * mean size), as the GEMMs make them for operands that are no weight's, re-timed alone on the
  * backend's stream (bench/gpu: what keeping activations in bf16 would save
  * at the GEMMs). Milliseconds; 0 for nothing to convert; -1 with the cause
  * in msg when the backend is not started or its pool has no room. */
