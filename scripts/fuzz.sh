@@ -61,30 +61,20 @@ parse_secs=$((secs - cal_secs - strat_secs - onnx_secs))
 artifacts=$root/build-fuzz/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$artifacts"
 
-seeds=("$corpus"/model/*.model)
-echo "fuzz.sh: fuzzing the model parser for $parse_secs s (seeds: ${#seeds[@]} models)"
+# fuzz TARGET SECONDS MAX_LEN CORPUS WHAT: one libFuzzer run; rc keeps the
+# first failure's status, and a failure stops the runs after it
 rc=0
-build-fuzz/tests/fuzz_parse -max_total_time="$parse_secs" -max_len=65536 -timeout=30 \
-    -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-    "$corpus/model" || rc=$?
-if [ "$rc" -eq 0 ]; then
-    echo "fuzz.sh: fuzzing the calibration file reader for $cal_secs s"
-    build-fuzz/tests/fuzz_calibration -max_total_time="$cal_secs" -max_len=4096 -timeout=30 \
-        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-        "$corpus/calibration" || rc=$?
-fi
-if [ "$rc" -eq 0 ]; then
-    echo "fuzz.sh: fuzzing the strategy file reader for $strat_secs s"
-    build-fuzz/tests/fuzz_strategy -max_total_time="$strat_secs" -max_len=16384 -timeout=30 \
-        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-        "$corpus/strategy" || rc=$?
-fi
-if [ "$rc" -eq 0 ] && [ "$onnx" = 1 ]; then
-    echo "fuzz.sh: fuzzing the ONNX importer for $onnx_secs s"
-    build-fuzz/tests/fuzz_onnx -max_total_time="$onnx_secs" -max_len=262144 -timeout=30 \
-        -rss_limit_mb=4096 -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-        "$corpus/onnx" || rc=$?
-fi
+fuzz() {
+    [ "$rc" -eq 0 ] || return 0
+    echo "fuzz.sh: fuzzing $5 for $2 s"
+    build-fuzz/tests/"$1" -max_total_time="$2" -max_len="$3" -timeout=30 -rss_limit_mb=4096 \
+        -verbosity=0 -print_final_stats=1 -artifact_prefix="$artifacts/" "$4" || rc=$?
+}
+seeds=("$corpus"/model/*.model)
+fuzz fuzz_parse "$parse_secs" 65536 "$corpus/model" "the model parser (seeds: ${#seeds[@]} models)"
+fuzz fuzz_calibration "$cal_secs" 4096 "$corpus/calibration" "the calibration file reader"
+fuzz fuzz_strategy "$strat_secs" 16384 "$corpus/strategy" "the strategy file reader"
+[ "$onnx" = 0 ] || fuzz fuzz_onnx "$onnx_secs" 262144 "$corpus/onnx" "the ONNX importer"
 if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: FAILED (libFuzzer exit status $rc); reproducers:" >&2
     ls -l "$artifacts" >&2

@@ -8,7 +8,9 @@
 # train with a small learning rate: batch norm over a handful of elements
 # (tiny test images) makes them chaotic at larger ones, and then float
 # rounding, not the strategy, decides the weights.
-add_executable(test_equiv ${CMAKE_CURRENT_SOURCE_DIR}/test_equiv.c)
+# cli/threads.c: the kernels' threads per rank, set as `run` sets them
+add_executable(test_equiv ${CMAKE_CURRENT_SOURCE_DIR}/test_equiv.c ${CMAKE_SOURCE_DIR}/cli/threads.c)
+target_include_directories(test_equiv PRIVATE ${CMAKE_SOURCE_DIR}/cli)
 target_link_libraries(test_equiv PRIVATE shardbench_static)
 
 # sb_equiv(NAME NP ARGS...): the ctest NAME, test_equiv on NP ranks with

@@ -56,11 +56,10 @@
 #include <string.h>
 
 #include "shardbench/candidates.h"
-#include "shardbench/cpuset.h"
-#include "shardbench/kernels.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
 #include "shardbench/paper.h"
+#include "threads.h"
 
 #define STEPS 3
 #define TOL 1e-4
@@ -348,23 +347,12 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    { /* the kernels' threads: this rank's share of the node's CPUs (as `run`
-       * counts it, but the launcher's binding is kept, not widened), unless
-       * OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say, as ctest's do: 32 ranks
-       * on 2 cores by hand with OpenBLAS's own count ran 50 times slower */
-        MPI_Comm local;
-        int lrank = -1, lsize = -1;
-        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                                &local) == MPI_SUCCESS) {
-            MPI_Comm_rank(local, &lrank);
-            MPI_Comm_size(local, &lsize);
-            MPI_Comm_free(&local);
-        }
-        sb_cpuset cs;
-        sb_cpuset_get(&cs, lrank, lsize, 1);
-        if (!strcmp(cs.threads_from, "share"))
-            sb_cpu_threads(cs.threads);
-    }
+    /* the kernels' threads: this rank's share of the node's CPUs, set as
+     * `run` sets them (the launcher's binding kept, not widened), unless
+     * OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say, as ctest's do: 32 ranks
+     * on 2 cores by hand with OpenBLAS's own count ran 50 times slower */
+    sb_cpuset cpus;
+    cli_cpu_setup(MPI_COMM_WORLD, 1, &cpus);
     if (argc < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: test_equiv MODEL [--set k=v ...] [--random N] [--seed S] "

@@ -1110,7 +1110,7 @@ extern "C" double sb_cuda_convert_ms(double n, long calls, char *msg, size_t len
     }
     sbk_fill(src, total, 1.0f);
     sbk_to_bf16(dst, src, each); /* warm-up: the kernel loaded */
-    SBC_CUDA(cudaEventRecord(g.ev0, g.stream));
+    sb_cuda_timer_start();
     size_t at = 0;
     for (long i = 0; i < calls; i++) {
         if (at + each > total)
@@ -1118,10 +1118,7 @@ extern "C" double sb_cuda_convert_ms(double n, long calls, char *msg, size_t len
         sbk_to_bf16(dst, src + at, each);
         at += each;
     }
-    float ms = 0;
-    SBC_CUDA(cudaEventRecord(g.ev1, g.stream));
-    SBC_CUDA(cudaEventSynchronize(g.ev1));
-    SBC_CUDA(cudaEventElapsedTime(&ms, g.ev0, g.ev1));
+    double ms = sb_cuda_timer_stop_ms();
     pool_put(dst);
     pool_put(src);
     return ms;
