@@ -569,23 +569,24 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
      * gradients) are converted at each GEMM; re-timed alone, that is what
      * keeping activations in bf16 between ops would save at the GEMMs */
     double conv_floats = 0, conv_ms = 0;
-    long conv_calls = 0;
+    long conv_calls = 0, conv_again = 0;
     if (have_st0 && !sb_cuda_stats_get(&st)) {
         conv_calls = (st.bf16_act_conversions - st0.bf16_act_conversions) / o->steps;
         conv_floats = (st.bf16_act_floats - st0.bf16_act_floats) / o->steps;
+        conv_again = (st.bf16_act_reuses - st0.bf16_act_reuses) / o->steps;
     }
     if (conv_calls > 0) {
         char why[256];
         conv_ms = sb_cuda_convert_ms(conv_floats, conv_calls, why, sizeof why);
         if (conv_ms < 0)
-            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32), not "
-                   "re-timed: %s\n",
-                   name, conv_calls, conv_floats * 4 / 1048576.0, why);
+            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32; %ld more "
+                   "operands read a kept one), not re-timed: %s\n",
+                   name, conv_calls, conv_floats * 4 / 1048576.0, conv_again, why);
         else
-            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32), %.3f ms "
-                   "re-timed alone = %.1f%% of the step (what activations kept in bf16 would "
-                   "save at the GEMMs)\n",
-                   name, conv_calls, conv_floats * 4 / 1048576.0, conv_ms,
+            printf("# %s: bf16 conversions at the GEMMs: %ld a step (%.1f MiB of fp32; %ld more "
+                   "operands read a kept one), %.3f ms re-timed alone = %.1f%% of the step (what "
+                   "activations stored in bf16 would save at the GEMMs)\n",
+                   name, conv_calls, conv_floats * 4 / 1048576.0, conv_again, conv_ms,
                    100 * conv_ms / 1e3 / med);
     }
     if (db) {

@@ -944,6 +944,68 @@ static void test_shadow_basics(void **state)
     assert_int_equal(m.n, 0);
 }
 
+/* ---- bf16 conversions kept between GEMMs ---- */
+
+static void *act_put_seen[16];
+static int act_puts;
+static void act_put(void *b16) { act_put_seen[act_puts++ % 16] = b16; }
+
+static void test_act_cache(void **state)
+{
+    (void)state;
+    static char b[8][1024]; /* stand-ins for bf16 buffers */
+    sbc_act_cache c = {0};
+    act_puts = 0;
+    assert_null(sbc_act_find(&c, 1000, 4));
+    assert_null(sbc_act_keep(&c, 1000, 400, b[0])); /* fp32 [1000, 1400) */
+    assert_int_equal(c.bytes, 200);
+    assert_true(c.e[0].pinned);
+    sbc_act_unpin(&c);
+    assert_false(c.e[0].pinned);
+    /* the whole span, a part (the bf16 at half the fp32 offset), not beyond */
+    assert_ptr_equal(sbc_act_find(&c, 1000, 400), b[0]);
+    assert_ptr_equal(sbc_act_find(&c, 1200, 100), b[0] + 100);
+    assert_ptr_equal(sbc_act_find(&c, 1396, 4), b[0] + 198);
+    assert_null(sbc_act_find(&c, 1396, 8));
+    assert_null(sbc_act_find(&c, 996, 8));
+    assert_null(sbc_act_find(&c, 1400, 0 + 4));
+    assert_true(c.e[0].pinned); /* found: pinned until the GEMM is enqueued */
+    sbc_act_unpin(&c);
+    /* four places; the fifth evicts the least recently used unpinned one */
+    assert_null(sbc_act_keep(&c, 2000, 100, b[1]));
+    assert_null(sbc_act_keep(&c, 3000, 100, b[2]));
+    assert_null(sbc_act_keep(&c, 4000, 100, b[3]));
+    sbc_act_unpin(&c);
+    assert_non_null(sbc_act_find(&c, 1000, 4)); /* b[0] used last now, and pinned */
+    assert_ptr_equal(sbc_act_keep(&c, 5000, 100, b[4]), b[1]);
+    assert_null(sbc_act_find(&c, 2000, 4));
+    assert_int_equal(c.bytes, 200 + 3 * 50);
+    /* b[0] and b[4] pinned; b[2] then b[3] go */
+    assert_ptr_equal(sbc_act_keep(&c, 6000, 100, b[5]), b[2]);
+    assert_ptr_equal(sbc_act_keep(&c, 7000, 100, b[6]), b[3]);
+    /* every place pinned: not kept, handed back */
+    assert_ptr_equal(sbc_act_keep(&c, 8000, 100, b[7]), b[7]);
+    assert_int_equal(c.n, SBC_ACT_KEEP);
+    /* under pressure the pinned ones stay */
+    assert_int_equal(sbc_act_drop(&c, 0, 0, 1, act_put), 0);
+    sbc_act_unpin(&c);
+    /* a write over [1390, 5010) reaches b[0] (ends at 1400) and b[4] (starts 5000) */
+    assert_int_equal(sbc_act_drop(&c, 1390, 3620, 0, act_put), 2);
+    assert_int_equal(act_puts, 2);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.bytes, 100);
+    /* touching only: [6100, 6200) and [6900, 7000) overlap nothing */
+    assert_int_equal(sbc_act_drop(&c, 6100, 100, 0, act_put), 0);
+    assert_int_equal(sbc_act_drop(&c, 6900, 100, 0, act_put), 0);
+    assert_non_null(sbc_act_find(&c, 6000, 100));
+    /* any other write: all of them, pinned or not */
+    assert_int_equal(sbc_act_drop(&c, 0, 0, 0, act_put), 2);
+    assert_int_equal(act_puts, 4);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(c.bytes, 0);
+    assert_null(sbc_act_find(&c, 6000, 4));
+}
+
 /* random traffic against a byte-owner model */
 static void test_shadow_random(void **state)
 {
@@ -1096,6 +1158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
         cmocka_unit_test(test_shadow_basics), cmocka_unit_test(test_shadow_random),
+        cmocka_unit_test(test_act_cache),
         cmocka_unit_test(test_grow_count), cmocka_unit_test(test_nccl_estimate),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,21 +11,25 @@
  * managed memory. One stream carries everything; `sync` waits for it; the
  * executor's step marks are CUDA events on it, read once per step
  * (cuda_mark, cuda_marks_read). In bf16 each weight buffer the executor
- * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs. The
- * pool leaves room for NCCL's own buffers (sbc_nccl_reserve).
+ * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs, and
+ * the other operands' conversions are kept for the next GEMMs until
+ * anything may have written device memory (sbc_act_cache: every table
+ * entry that may write is wrapped, WRITES below). The pool leaves room for
+ * NCCL's own buffers (sbc_nccl_reserve).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 GEMM operands:
  *                         weights from their bf16 copies, the other operand
- *                         converted per GEMM; fp32 accumulation;
- *                         convolutions then use tf32)
+ *                         converted and kept for the GEMMs that follow;
+ *                         fp32 accumulation; convolutions then use tf32)
  *   SHARDBENCH_COMM       auto (default) | nccl | mpi
  *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
  *                         memory, shared evenly by the ranks on the GPU)
  *   SHARDBENCH_CUDA_NCCL_MB   device memory the pool leaves for NCCL's
  *                         buffers (default: an estimate, sbc_nccl_reserve)
- *   SHARDBENCH_CUDA_BF16_COPIES=0  bf16: no weight copies, both GEMM
- *                         operands converted per GEMM (to compare against)
+ *   SHARDBENCH_CUDA_BF16_COPIES=0  bf16: no weight copies and no kept
+ *                         conversions, both GEMM operands converted per
+ *                         GEMM (to compare against)
  *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -36,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <type_traits>
 
 #include "cuda_backend.h"
 #include "cuda_internal.h"
@@ -73,6 +79,8 @@ static struct {
     long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
     long act_conversions;            /* of those, operands that are no weight */
     double act_conversion_floats;    /* the floats those read */
+    sbc_act_cache acts;              /* bf16: those conversions, kept for the GEMMs that follow */
+    long act_reuses;                 /* GEMM operands read from a kept conversion */
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
     int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
     sbc_gpu_id me;
@@ -174,9 +182,21 @@ void sbc_scratch_free(void *p) { pool_put(p); }
 
 static void shadows_release(void);
 
+/* Every kept bf16 conversion of a GEMM operand dropped: device memory may
+ * be written (WRITES), or the pool needs the room. */
+static void acts_forget(void)
+{
+    if (g.acts.n)
+        sbc_act_drop(&g.acts, 0, 0, 0, pool_put);
+}
+
 static void *cuda_alloc(size_t bytes)
 {
     void *p = pool_get(bytes);
+    if (!p && g.acts.n) { /* kept conversions first: they are only a saving */
+        acts_forget();
+        p = pool_get(bytes);
+    }
     if (!p && g.shadows.shadow_bytes) { /* tensors before bf16 copies: they are made again */
         shadows_release();
         p = pool_get(bytes);
@@ -258,8 +278,10 @@ static void cuda_weight_set(const float *w, size_t n)
 
 /* A bf16 GEMM operand (a span of `n` floats at p): read from its weight
  * buffer's bf16 copy, made (converted, once per change of the weight) when
- * stale; else (not a weight, no room in the pool for a copy) converted
- * into scratch (*tmp set, to free after the GEMM). */
+ * stale; no weight's: read from a kept conversion that holds it, else
+ * converted and kept (sbc_act_cache; pinned until the GEMM is enqueued);
+ * else (a weight with no room for its copy, keeping off, every place
+ * pinned) converted into scratch (*tmp set, to free after the GEMM). */
 static const void *bf16_operand(const float *p, size_t n, void **tmp, const char *what)
 {
     *tmp = NULL;
@@ -281,14 +303,35 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         g.shadow_hits++;
         return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
     }
+    if (!e && !g.no_shadows) {
+        void *kept = sbc_act_find(&g.acts, (uintptr_t)p, n * sizeof(float));
+        if (kept) {
+            g.act_reuses++;
+            return kept;
+        }
+    }
     g.shadow_misses++;
     if (!e) { /* no weight's span (a weight with no room for its copy is not counted) */
         g.act_conversions++;
         g.act_conversion_floats += (double)n;
     }
-    *tmp = sbc_scratch(n * 2, what);
-    sbk_to_bf16(*tmp, p, n);
-    return *tmp;
+    if (e || g.no_shadows) {
+        *tmp = sbc_scratch(n * 2, what);
+        sbk_to_bf16(*tmp, p, n);
+        return *tmp;
+    }
+    void *b16 = pool_get(n * 2);
+    if (!b16 && sbc_act_drop(&g.acts, 0, 0, 1, pool_put)) /* the unpinned ones make room */
+        b16 = pool_get(n * 2);
+    if (!b16)
+        b16 = sbc_scratch(n * 2, what); /* ends the job, saying why */
+    sbk_to_bf16(b16, p, n);
+    void *gone = sbc_act_keep(&g.acts, (uintptr_t)p, n * sizeof(float), b16);
+    if (gone == b16)
+        *tmp = b16; /* every place pinned: freed after the GEMM */
+    else if (gone)
+        pool_put(gone); /* unpinned: no GEMM being enqueued reads it */
+    return b16;
 }
 
 /* Waits for the stream. With NCCL communicators live it polls instead of
@@ -362,6 +405,9 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
 {
     if (M <= 0 || N <= 0 || batch <= 0)
         return;
+    if (g.acts.n) /* C is written: kept conversions of what it overlaps go */
+        sbc_act_drop(&g.acts, (uintptr_t)C, span_floats(M, N, ldc, sc, batch) * sizeof(float), 0,
+                     pool_put);
     if (K <= 0) { /* empty sum: C = beta C */
         sbk_scale_matrix(C, M, N, ldc, sc, batch, beta);
         return;
@@ -380,6 +426,7 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
                                             (long long)sa, &beta, C, CUDA_R_32F, ldc,
                                             (long long)sc, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
+        sbc_act_unpin(&g.acts); /* enqueued: later pool traffic is ordered after it */
         if (ta16)
             sbc_scratch_free(ta16);
         if (tb16)
@@ -1075,6 +1122,8 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     s->bf16_act_conversions = g.act_conversions;
     s->bf16_act_floats = g.act_conversion_floats;
     s->bf16_copy_refreshes = g.shadow_refreshes;
+    s->bf16_act_reuses = g.act_reuses;
+    s->bf16_act_kept_bytes = g.acts.bytes;
     return 0;
 }
 
@@ -1145,13 +1194,14 @@ static void report_at_exit(void)
             "(%ld failed), cuDNN algo cache %ld hits / %ld searches, %ld fallback(s), %d NCCL + %d MPI comms, "
             "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
             "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted, "
-            "%ld of them no weight's, %.1f MiB of fp32 read for those)\n",
+            "%ld of them no weight's, %.1f MiB of fp32 read for those, %ld read again from a kept "
+            "conversion)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
             s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
             s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
             s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
             s.bf16_copy_hits, s.bf16_conversions, s.bf16_act_conversions,
-            s.bf16_act_floats * 4.0 / 1048576.0);
+            s.bf16_act_floats * 4.0 / 1048576.0, s.bf16_act_reuses);
 }
 
 /* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator
@@ -1311,83 +1361,106 @@ static void cuda_adam_update(float *w, float *g_, float *m, float *v, size_t n, 
 
 /* ---- the table ------------------------------------------------------------------------- */
 
+/* A table entry that may write device memory: every kept bf16 conversion
+ * of a GEMM operand is dropped before it runs (its source may change) and
+ * after (it may have run GEMMs itself). Every entry is one but the GEMM
+ * (which drops what its output overlaps), the allocator, the copy to the
+ * host, sync, the marks, weight_set and the communicator bookkeeping and
+ * size queries below, none of which write device memory. */
+template <auto F> struct writes_dev;
+template <typename R, typename... A, R (*F)(A...)> struct writes_dev<F> {
+    static R call(A... a)
+    {
+        acts_forget();
+        if constexpr (std::is_void_v<R>) {
+            F(a...);
+            acts_forget();
+        } else {
+            R r = F(a...);
+            acts_forget();
+            return r;
+        }
+    }
+};
+#define WRITES(f) writes_dev<f>::call
+
 static const sb_backend table = {
     .name = "cuda",
     .host_memory = 0,
     .alloc = cuda_alloc,
     .release = cuda_release,
-    .zero = cuda_zero,
+    .zero = WRITES(cuda_zero),
     .to_host = cuda_to_host,
-    .from_host = cuda_from_host,
+    .from_host = WRITES(cuda_from_host),
     .sync = cuda_sync,
     .mark = cuda_mark,
     .marks_read = cuda_marks_read,
     .weight_set = cuda_weight_set,
     .comm_release = cuda_comm_release,
     .comm_split = cuda_comm_split,
-    .finalize = sb_cuda_finalize,
-    .allreduce = cuda_allreduce,
-    .alltoallv = cuda_alltoallv,
-    .reduce_scatter = cuda_reduce_scatter,
-    .allgather = cuda_allgather,
+    .finalize = WRITES(sb_cuda_finalize),
+    .allreduce = WRITES(cuda_allreduce),
+    .alltoallv = WRITES(cuda_alltoallv),
+    .reduce_scatter = WRITES(cuda_reduce_scatter),
+    .allgather = WRITES(cuda_allgather),
     .gemm_batched = cuda_gemm_batched,
     .conv2d_work_floats = cuda_conv2d_work_floats,
-    .conv2d_forward = cuda_conv2d_forward,
-    .conv2d_backward_data = cuda_conv2d_backward_data,
-    .conv2d_backward_filter = cuda_conv2d_backward_filter,
-    .maxpool2d_forward = sbk_maxpool2d_forward,
-    .maxpool2d_backward = sbk_maxpool2d_backward,
-    .avgpool2d_forward = sbk_avgpool2d_forward,
-    .avgpool2d_backward = sbk_avgpool2d_backward,
-    .embedding_forward = sbk_embedding_forward,
-    .embedding_backward = sbk_embedding_backward,
-    .lstm_pointwise_forward = sbk_lstm_pointwise_forward,
-    .lstm_pointwise_backward = sbk_lstm_pointwise_backward,
-    .norm_finish_stats = sbk_norm_finish_stats,
-    .norm_mean = sbk_norm_mean,
-    .norm_rstd = sbk_norm_rstd,
-    .layernorm_centered = sbk_layernorm_centered,
-    .batchnorm_centered = sbk_batchnorm_centered,
-    .layernorm_stats = sbk_layernorm_stats,
-    .layernorm_apply = sbk_layernorm_apply,
-    .layernorm_backward_stats = sbk_layernorm_backward_stats,
-    .layernorm_backward_apply = sbk_layernorm_backward_apply,
-    .rmsnorm_stats = sbk_rmsnorm_stats,
-    .rmsnorm_apply = sbk_rmsnorm_apply,
-    .rmsnorm_backward_stats = sbk_rmsnorm_backward_stats,
-    .rmsnorm_backward_apply = sbk_rmsnorm_backward_apply,
-    .batchnorm_stats = sbk_batchnorm_stats,
-    .batchnorm_apply = sbk_batchnorm_apply,
-    .batchnorm_backward_stats = sbk_batchnorm_backward_stats,
-    .batchnorm_backward_apply = sbk_batchnorm_backward_apply,
-    .softmax_partial_max = sbk_softmax_partial_max,
-    .softmax_partial_sumexp = sbk_softmax_partial_sumexp,
-    .softmax_apply = sbk_softmax_apply,
-    .softmax_backward_dot = sbk_softmax_backward_dot,
-    .softmax_backward_apply = sbk_softmax_backward_apply,
-    .causal_mask = sbk_causal_mask,
-    .rope_forward = sbk_rope_forward,
-    .rope_backward = sbk_rope_backward,
-    .xent_partial_picked = sbk_xent_partial_picked,
-    .xent_loss = sbk_xent_loss,
-    .softmax_xent_backward = sbk_softmax_xent_backward,
+    .conv2d_forward = WRITES(cuda_conv2d_forward),
+    .conv2d_backward_data = WRITES(cuda_conv2d_backward_data),
+    .conv2d_backward_filter = WRITES(cuda_conv2d_backward_filter),
+    .maxpool2d_forward = WRITES(sbk_maxpool2d_forward),
+    .maxpool2d_backward = WRITES(sbk_maxpool2d_backward),
+    .avgpool2d_forward = WRITES(sbk_avgpool2d_forward),
+    .avgpool2d_backward = WRITES(sbk_avgpool2d_backward),
+    .embedding_forward = WRITES(sbk_embedding_forward),
+    .embedding_backward = WRITES(sbk_embedding_backward),
+    .lstm_pointwise_forward = WRITES(sbk_lstm_pointwise_forward),
+    .lstm_pointwise_backward = WRITES(sbk_lstm_pointwise_backward),
+    .norm_finish_stats = WRITES(sbk_norm_finish_stats),
+    .norm_mean = WRITES(sbk_norm_mean),
+    .norm_rstd = WRITES(sbk_norm_rstd),
+    .layernorm_centered = WRITES(sbk_layernorm_centered),
+    .batchnorm_centered = WRITES(sbk_batchnorm_centered),
+    .layernorm_stats = WRITES(sbk_layernorm_stats),
+    .layernorm_apply = WRITES(sbk_layernorm_apply),
+    .layernorm_backward_stats = WRITES(sbk_layernorm_backward_stats),
+    .layernorm_backward_apply = WRITES(sbk_layernorm_backward_apply),
+    .rmsnorm_stats = WRITES(sbk_rmsnorm_stats),
+    .rmsnorm_apply = WRITES(sbk_rmsnorm_apply),
+    .rmsnorm_backward_stats = WRITES(sbk_rmsnorm_backward_stats),
+    .rmsnorm_backward_apply = WRITES(sbk_rmsnorm_backward_apply),
+    .batchnorm_stats = WRITES(sbk_batchnorm_stats),
+    .batchnorm_apply = WRITES(sbk_batchnorm_apply),
+    .batchnorm_backward_stats = WRITES(sbk_batchnorm_backward_stats),
+    .batchnorm_backward_apply = WRITES(sbk_batchnorm_backward_apply),
+    .softmax_partial_max = WRITES(sbk_softmax_partial_max),
+    .softmax_partial_sumexp = WRITES(sbk_softmax_partial_sumexp),
+    .softmax_apply = WRITES(sbk_softmax_apply),
+    .softmax_backward_dot = WRITES(sbk_softmax_backward_dot),
+    .softmax_backward_apply = WRITES(sbk_softmax_backward_apply),
+    .causal_mask = WRITES(sbk_causal_mask),
+    .rope_forward = WRITES(sbk_rope_forward),
+    .rope_backward = WRITES(sbk_rope_backward),
+    .xent_partial_picked = WRITES(sbk_xent_partial_picked),
+    .xent_loss = WRITES(sbk_xent_loss),
+    .softmax_xent_backward = WRITES(sbk_softmax_xent_backward),
     .moe_gate_work_floats = sb_moe_gate_work_floats,
-    .moe_gate_forward = sbk_moe_gate_forward,
-    .moe_gate_backward = sbk_moe_gate_backward,
-    .add_forward = sbk_add_forward,
-    .add_backward = sbk_add_backward,
-    .reduce_mean_forward = sbk_reduce_mean_forward,
-    .reduce_mean_backward = sbk_reduce_mean_backward,
-    .act_forward = sbk_act_forward,
-    .act_backward = sbk_act_backward,
-    .mul_forward = sbk_mul_forward,
-    .mul_backward = sbk_mul_backward,
-    .expand_forward = sbk_expand_forward,
-    .expand_backward = sbk_expand_backward,
-    .box_copy = sbk_box_copy,
-    .permute = sbk_permute,
-    .sgd_update = cuda_sgd_update,
-    .adam_update = cuda_adam_update,
+    .moe_gate_forward = WRITES(sbk_moe_gate_forward),
+    .moe_gate_backward = WRITES(sbk_moe_gate_backward),
+    .add_forward = WRITES(sbk_add_forward),
+    .add_backward = WRITES(sbk_add_backward),
+    .reduce_mean_forward = WRITES(sbk_reduce_mean_forward),
+    .reduce_mean_backward = WRITES(sbk_reduce_mean_backward),
+    .act_forward = WRITES(sbk_act_forward),
+    .act_backward = WRITES(sbk_act_backward),
+    .mul_forward = WRITES(sbk_mul_forward),
+    .mul_backward = WRITES(sbk_mul_backward),
+    .expand_forward = WRITES(sbk_expand_forward),
+    .expand_backward = WRITES(sbk_expand_backward),
+    .box_copy = WRITES(sbk_box_copy),
+    .permute = WRITES(sbk_permute),
+    .sgd_update = WRITES(cuda_sgd_update),
+    .adam_update = WRITES(cuda_adam_update),
 };
 
 static int init_fail(const char *fmt, ...)

@@ -39,6 +39,11 @@ typedef struct {
     long bf16_copy_refreshes, bf16_copy_hits, bf16_conversions;
     long bf16_act_conversions;
     double bf16_act_floats;
+    /* bf16: GEMM operands that are no weight's read from a conversion an
+     * earlier GEMM made and kept (no write since; sbc_act_cache), and the
+     * bf16 bytes kept now */
+    long bf16_act_reuses;
+    size_t bf16_act_kept_bytes;
 } sb_cuda_stats;
 
 /* 0 and *s when the backend is initialized; -1 otherwise. */

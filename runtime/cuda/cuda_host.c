@@ -877,6 +877,66 @@ void sbc_shadow_map_free(sbc_shadow_map *m)
     *m = (sbc_shadow_map){0};
 }
 
+/* ---- bf16 conversions of GEMM operands ---- */
+
+void *sbc_act_find(sbc_act_cache *c, uintptr_t p, size_t bytes)
+{
+    for (int i = 0; i < c->n; i++) {
+        sbc_act_conv *e = &c->e[i];
+        if (p < e->base || p - e->base >= e->bytes || bytes > e->bytes - (p - e->base))
+            continue;
+        e->used = ++c->clock;
+        e->pinned = 1;
+        return (char *)e->b16 + (p - e->base) / 2;
+    }
+    return NULL;
+}
+
+void *sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16)
+{
+    void *gone = NULL;
+    int at = c->n;
+    if (c->n == SBC_ACT_KEEP) { /* the least recently used unpinned place */
+        at = -1;
+        for (int i = 0; i < c->n; i++)
+            if (!c->e[i].pinned && (at < 0 || c->e[i].used < c->e[at].used))
+                at = i;
+        if (at < 0)
+            return b16;
+        gone = c->e[at].b16;
+        c->bytes -= c->e[at].bytes / 2;
+    } else
+        c->n++;
+    c->e[at] = (sbc_act_conv){p, bytes, b16, ++c->clock, 1};
+    c->bytes += bytes / 2;
+    return gone;
+}
+
+void sbc_act_unpin(sbc_act_cache *c)
+{
+    for (int i = 0; i < c->n; i++)
+        c->e[i].pinned = 0;
+}
+
+int sbc_act_drop(sbc_act_cache *c, uintptr_t p, size_t bytes, int keep_pinned,
+                 void (*put)(void *))
+{
+    int k = 0;
+    for (int i = 0; i < c->n;) {
+        sbc_act_conv *e = &c->e[i];
+        int hit = bytes == 0 || (e->base < p + bytes && p < e->base + e->bytes);
+        if (!hit || (keep_pinned && e->pinned)) {
+            i++;
+            continue;
+        }
+        put(e->b16);
+        c->bytes -= e->bytes / 2;
+        c->e[i] = c->e[--c->n];
+        k++;
+    }
+    return k;
+}
+
 /* ---- NCCL's own device memory ---- */
 
 /* a positive size from the environment, else def */

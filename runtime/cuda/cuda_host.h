@@ -325,6 +325,56 @@ void *sbc_shadow_remove(sbc_shadow_map *m, uintptr_t base);
 int sbc_shadow_stale(sbc_shadow_map *m, uintptr_t p, size_t bytes);
 void sbc_shadow_map_free(sbc_shadow_map *m);
 
+/* ---- bf16 conversions of GEMM operands that are no weight ------------------------- */
+
+/* In bf16 a GEMM operand that is no weight's (an activation, a gradient)
+ * is converted to bf16 at the GEMM. The backend keeps the last few
+ * conversions and hands them to later GEMMs that read the same span (or a
+ * part of it), as long as nothing may have written the fp32 source since:
+ * every backend table entry that may write device memory other than the
+ * GEMM drops them all (the backend wraps those entries), and a GEMM drops
+ * those its output overlaps. So a kept conversion is never read after its
+ * source changed, without the backend having to know what each kernel
+ * writes. It saves the conversions of operands that GEMMs in a row share:
+ * a dense layer's backward reads dY twice (dX = dY W^T, dW = X^T dY); the
+ * projections of one input read it once each.
+ *
+ * A conversion is `pinned` while a GEMM that read it is being enqueued:
+ * eviction (to make room) and dropping under memory pressure pass over it,
+ * so a buffer the GEMM still reads is not handed to its other operand. */
+enum { SBC_ACT_KEEP = 4 };
+
+typedef struct {
+    uintptr_t base;     /* the fp32 span converted (device pointer as integer) */
+    size_t bytes;       /* its fp32 bytes; the bf16 conversion holds bytes / 2 */
+    void *b16;
+    long used;          /* the cache's clock at its last use (least recent goes first) */
+    int pinned;
+} sbc_act_conv;
+
+typedef struct {
+    sbc_act_conv e[SBC_ACT_KEEP];
+    int n;
+    long clock;
+    size_t bytes;       /* bf16 bytes held */
+} sbc_act_cache;
+
+/* The bf16 of [p, p + bytes) from a kept conversion that holds all of it
+ * (pinned, marked used), or NULL. */
+void *sbc_act_find(sbc_act_cache *c, uintptr_t p, size_t bytes);
+/* Keeps b16 as the conversion of [p, p + bytes), pinned. When all places
+ * are taken the least recently used unpinned conversion goes: its b16 is
+ * returned (to free). NULL when nothing went; b16 itself when every place
+ * is pinned (not kept: the caller frees it after its GEMM). */
+void *sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16);
+/* Unpins every conversion (the GEMM is enqueued). */
+void sbc_act_unpin(sbc_act_cache *c);
+/* Drops the conversions overlapping [p, p + bytes), or every one when
+ * bytes is 0, pinned ones too unless keep_pinned; each b16 goes to
+ * put(b16). How many went. */
+int sbc_act_drop(sbc_act_cache *c, uintptr_t p, size_t bytes, int keep_pinned,
+                 void (*put)(void *));
+
 /* ---- step timing events ---------------------------------------------------------- */
 
 /* How many timing events to hold for `need` marks when `have` exist:

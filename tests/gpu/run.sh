@@ -25,8 +25,10 @@
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
 #    report), the same in bf16 (the report must show bf16 weight copies
 #    read by GEMMs, the losses must be those of a run without the copies,
-#    SHARDBENCH_CUDA_BF16_COPIES=0; the per-op times, from CUDA events read
-#    once per step, must be > 0 and fit in the steps' wall time), then
+#    SHARDBENCH_CUDA_BF16_COPIES=0, within 1e-5; the per-op times, from
+#    CUDA events read once per step, must be > 0 and fit in the steps' wall
+#    time), a small transformer the same way (the report must show GEMM
+#    operands read again from a kept bf16 conversion), then
 #    bench/gpu (-n 5 -w 2 -r 10) in the first precision of
 #    SB_GPU_BENCH_PREC (default "bf16 tf32 fp32": bf16 first, the MFU goal
 #    and the cost of its per-GEMM conversions); the others run after the
@@ -293,12 +295,33 @@ run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
 # bf16 weight copies and per-op times from CUDA events, checked in the output
 # shellcheck disable=SC2317  # run through run_step
 bf16_events() {
-    local o="$work/run-bf16.txt"
-    env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
-        --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$o" 2>&1 || { cat "$o"; return 1; }
-    cat "$o"
+    local o="$work/run-bf16.txt" t="$work/run-bf16-transformer.txt"
+    # MODEL OUT SETS...: one rank, 5 steps in bf16 with SHARDBENCH_CUDA_REPORT=1,
+    # then again with SHARDBENCH_CUDA_BF16_COPIES=0 (no weight copies, no kept
+    # conversions: both operands converted at every GEMM); the losses must be
+    # the same, since the copies and kept conversions hold the same bf16 values
+    bf16_pair() {
+        local model=$1 f=$2
+        shift 2
+        local sets=()
+        for kv in "$@"; do sets+=(--set "$kv"); done
+        env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m "$model" "${sets[@]}" \
+            --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$f" 2>&1 || { cat "$f"; return 1; }
+        cat "$f"
+        env SHARDBENCH_CUDA_BF16_COPIES=0 mpirun -np 1 "$build/shardbench" run -m "$model" "${sets[@]}" \
+            --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$f.off" 2>&1 || { cat "$f.off"; return 1; }
+        # the same bf16 values; cuBLAS may pick another kernel for another
+        # operand alignment (a part of a copy), hence 1e-5, not bit equality
+        paste <(grep -o 'loss [0-9.e+-]*' "$f" | awk '{print $2}') \
+            <(grep -o 'loss [0-9.e+-]*' "$f.off" | awk '{print $2}') |
+            awk -v m="$model" '{ n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2;
+                                 r = d / (s > 1e-30 ? s : 1e-30); if (r > w) w = r }
+                 END { printf "%s bf16 losses with and without the weight copies and kept conversions: %d compared, worst rel. diff %.2g\n", m, n, w;
+                       if (n < 5 || !(w <= 1e-5)) { print "FAIL: " m ": they differ"; exit 1 } }' || return 1
+    }
+    bf16_pair alexnet "$o" batch=16 || return 1
     # the report: weights copied to bf16 once per update, GEMMs reading them
-    local copies hits
+    local copies hits again
     copies=$(sed -n 's/.*bf16 weight copies [0-9]* ([0-9.]* MiB, made \([0-9]*\) times.*/\1/p' "$o")
     hits=$(sed -n 's/.* times, \([0-9]*\) GEMM operands read from them.*/\1/p' "$o")
     echo "bf16 weight copies made: ${copies:-none} times, GEMM operands read from them: ${hits:-none}"
@@ -306,21 +329,22 @@ bf16_events() {
         echo "FAIL: no bf16 weight copy was used"
         return 1
     fi
-    # the copies change no number: the same losses with them off
-    env SHARDBENCH_CUDA_BF16_COPIES=0 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
-        --strategy dp --steps 5 --backend cuda --precision bf16 --db none >"$o.off" 2>&1 || { cat "$o.off"; return 1; }
-    if ! diff <(grep -o 'loss [0-9.e+-]*' "$o") <(grep -o 'loss [0-9.e+-]*' "$o.off"); then
-        echo "FAIL: bf16 losses differ with and without the weight copies"
-        return 1
-    fi
-    echo "bf16 losses: the same with and without the weight copies"
     # per-op times (event marks, read once per step) fit in the steps' wall time
     awk '/^step +[0-9]+ +loss/ && !/warm-up/ { wall += $5 } /^op +type/ { on = 1; next }
          on && NF == 5 { sum += $3 + $4 + $5 }
          END { printf "per-op seconds %.4f in steps of %.4f s\n", sum, wall;
-               if (!(sum > 0) || sum > wall * 1.02 + 1e-4) { print "FAIL: per-op times"; exit 1 } }' "$o"
+               if (!(sum > 0) || sum > wall * 1.02 + 1e-4) { print "FAIL: per-op times"; exit 1 } }' "$o" || return 1
+    # a transformer: activation x activation GEMMs, and backwards reading dC
+    # twice, so conversions kept between GEMMs are read again
+    bf16_pair transformer "$t" batch=4 seq=32 vocab=1000 layers=2 || return 1
+    again=$(sed -n 's/.*, \([0-9]*\) read again from a kept conversion.*/\1/p' "$t")
+    echo "transformer: GEMM operands read again from a kept bf16 conversion: ${again:-none}"
+    if [ "${again:-0}" -eq 0 ]; then
+        echo "FAIL: no kept bf16 conversion was read again"
+        return 1
+    fi
 }
-run_step "shardbench run: alexnet bf16 (weight copies, event timing), 1 rank, twice" 30 bf16_events
+run_step "shardbench run: alexnet and transformer in bf16 (weight copies, kept conversions, event timing), 1 rank, twice each" 45 bf16_events
 bench_gpu() { # PRECISION
     run_step "bench/gpu $1" 45 \
         env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
