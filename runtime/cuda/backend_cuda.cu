@@ -14,7 +14,7 @@
  * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs, and
  * the other operands' conversions are kept for the next GEMMs until
  * anything may have written device memory (sbc_act_cache: every table
- * entry that may write is wrapped, WRITES below). The pool leaves room for
+ * entry that may write is wrapped, writes.hpp). The pool leaves room for
  * NCCL's own buffers (sbc_nccl_reserve).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
@@ -41,10 +41,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <type_traits>
-
 #include "cuda_backend.h"
 #include "cuda_internal.h"
+#include "writes.hpp"
 #include "shardbench/runtime.h"
 
 #define POOL_ALIGN 256
@@ -183,7 +182,7 @@ void sbc_scratch_free(void *p) { pool_put(p); }
 static void shadows_release(void);
 
 /* Every kept bf16 conversion of a GEMM operand dropped: device memory may
- * be written (WRITES), or the pool needs the room. */
+ * be written (a wrapped entry, writes.hpp), or the pool needs the room. */
 static void acts_forget(void)
 {
     if (g.acts.n)
@@ -304,34 +303,26 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
     }
     if (!e && !g.no_shadows) {
-        void *kept = sbc_act_find(&g.acts, (uintptr_t)p, n * sizeof(float));
-        if (kept) {
+        static const sbc_act_mem mem = {pool_get, pool_put, sbc_scratch, sbk_to_bf16};
+        int reused = 0;
+        const void *b16 = sbc_act_operand(&g.acts, &mem, p, n, tmp, &reused, what);
+        if (reused) {
             g.act_reuses++;
-            return kept;
+        } else {
+            g.shadow_misses++;
+            g.act_conversions++;
+            g.act_conversion_floats += (double)n;
         }
+        return b16;
     }
     g.shadow_misses++;
     if (!e) { /* no weight's span (a weight with no room for its copy is not counted) */
         g.act_conversions++;
         g.act_conversion_floats += (double)n;
     }
-    if (e || g.no_shadows) {
-        *tmp = sbc_scratch(n * 2, what);
-        sbk_to_bf16(*tmp, p, n);
-        return *tmp;
-    }
-    void *b16 = pool_get(n * 2);
-    if (!b16 && sbc_act_drop(&g.acts, 0, 0, 1, pool_put)) /* the unpinned ones make room */
-        b16 = pool_get(n * 2);
-    if (!b16)
-        b16 = sbc_scratch(n * 2, what); /* ends the job, saying why */
-    sbk_to_bf16(b16, p, n);
-    void *gone = sbc_act_keep(&g.acts, (uintptr_t)p, n * sizeof(float), b16);
-    if (gone == b16)
-        *tmp = b16; /* every place pinned: freed after the GEMM */
-    else if (gone)
-        pool_put(gone); /* unpinned: no GEMM being enqueued reads it */
-    return b16;
+    *tmp = sbc_scratch(n * 2, what);
+    sbk_to_bf16(*tmp, p, n);
+    return *tmp;
 }
 
 /* Waits for the stream. With NCCL communicators live it polls instead of
@@ -391,13 +382,6 @@ static void cuda_from_host(float *dev, const float *host, size_t n)
 
 /* ---- GEMM (cuBLAS) ------------------------------------------------------------------ */
 
-/* floats a strided batch of stored rows x cols matrices (row stride ld) spans */
-static size_t span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch)
-{
-    size_t one = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-    return (size_t)(batch - 1) * (size_t)(stride > 0 ? stride : 0) + one;
-}
-
 /* Row-major C = alpha op(A) op(B) + beta C as column-major C^T = op(B)^T op(A)^T. */
 static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                               int lda, ptrdiff_t sa, const float *B, int ldb, ptrdiff_t sb,
@@ -406,7 +390,7 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
     if (M <= 0 || N <= 0 || batch <= 0)
         return;
     if (g.acts.n) /* C is written: kept conversions of what it overlaps go */
-        sbc_act_drop(&g.acts, (uintptr_t)C, span_floats(M, N, ldc, sc, batch) * sizeof(float), 0,
+        sbc_act_drop(&g.acts, (uintptr_t)C, sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float), 0,
                      pool_put);
     if (K <= 0) { /* empty sum: C = beta C */
         sbk_scale_matrix(C, M, N, ldc, sc, batch, beta);
@@ -416,8 +400,8 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
     if (g.prec == SBC_BF16) {
         /* a weight operand from its bf16 copy (cuda_weight_set), the
          * other converted here */
-        size_t na = span_floats(ta ? K : M, ta ? M : K, lda, sa, batch),
-               nb = span_floats(tb ? N : K, tb ? K : N, ldb, sb, batch);
+        size_t na = sbc_span_floats(ta ? K : M, ta ? M : K, lda, sa, batch),
+               nb = sbc_span_floats(tb ? N : K, tb ? K : N, ldb, sb, batch);
         void *ta16, *tb16;
         const void *a16 = bf16_operand(A, na, &ta16, "bf16 GEMM operand A"),
                    *b16 = bf16_operand(B, nb, &tb16, "bf16 GEMM operand B");
@@ -1361,107 +1345,89 @@ static void cuda_adam_update(float *w, float *g_, float *m, float *v, size_t n, 
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-/* A table entry that may write device memory: every kept bf16 conversion
- * of a GEMM operand is dropped before it runs (its source may change) and
- * after (it may have run GEMMs itself). Every entry is one but the GEMM
- * (which drops what its output overlaps), the allocator, the copy to the
- * host, sync, the marks, weight_set and the communicator bookkeeping and
- * size queries below, none of which write device memory. */
-template <auto F> struct writes_dev;
-template <typename R, typename... A, R (*F)(A...)> struct writes_dev<F> {
-    static R call(A... a)
-    {
-        acts_forget();
-        if constexpr (std::is_void_v<R>) {
-            F(a...);
-            acts_forget();
-        } else {
-            R r = F(a...);
-            acts_forget();
-            return r;
-        }
-    }
-};
-#define WRITES(f) writes_dev<f>::call
-
-static const sb_backend table = {
+/* The table as written; `table`, handed out, is it with every entry that
+ * may write device memory wrapped to drop the kept bf16 conversions before
+ * and after (writes.hpp), made at init. */
+static const sb_backend raw_table = {
     .name = "cuda",
     .host_memory = 0,
     .alloc = cuda_alloc,
     .release = cuda_release,
-    .zero = WRITES(cuda_zero),
+    .zero = cuda_zero,
     .to_host = cuda_to_host,
-    .from_host = WRITES(cuda_from_host),
+    .from_host = cuda_from_host,
     .sync = cuda_sync,
     .mark = cuda_mark,
     .marks_read = cuda_marks_read,
     .weight_set = cuda_weight_set,
     .comm_release = cuda_comm_release,
     .comm_split = cuda_comm_split,
-    .finalize = WRITES(sb_cuda_finalize),
-    .allreduce = WRITES(cuda_allreduce),
-    .alltoallv = WRITES(cuda_alltoallv),
-    .reduce_scatter = WRITES(cuda_reduce_scatter),
-    .allgather = WRITES(cuda_allgather),
+    .finalize = sb_cuda_finalize,
+    .allreduce = cuda_allreduce,
+    .alltoallv = cuda_alltoallv,
+    .reduce_scatter = cuda_reduce_scatter,
+    .allgather = cuda_allgather,
     .gemm_batched = cuda_gemm_batched,
     .conv2d_work_floats = cuda_conv2d_work_floats,
-    .conv2d_forward = WRITES(cuda_conv2d_forward),
-    .conv2d_backward_data = WRITES(cuda_conv2d_backward_data),
-    .conv2d_backward_filter = WRITES(cuda_conv2d_backward_filter),
-    .maxpool2d_forward = WRITES(sbk_maxpool2d_forward),
-    .maxpool2d_backward = WRITES(sbk_maxpool2d_backward),
-    .avgpool2d_forward = WRITES(sbk_avgpool2d_forward),
-    .avgpool2d_backward = WRITES(sbk_avgpool2d_backward),
-    .embedding_forward = WRITES(sbk_embedding_forward),
-    .embedding_backward = WRITES(sbk_embedding_backward),
-    .lstm_pointwise_forward = WRITES(sbk_lstm_pointwise_forward),
-    .lstm_pointwise_backward = WRITES(sbk_lstm_pointwise_backward),
-    .norm_finish_stats = WRITES(sbk_norm_finish_stats),
-    .norm_mean = WRITES(sbk_norm_mean),
-    .norm_rstd = WRITES(sbk_norm_rstd),
-    .layernorm_centered = WRITES(sbk_layernorm_centered),
-    .batchnorm_centered = WRITES(sbk_batchnorm_centered),
-    .layernorm_stats = WRITES(sbk_layernorm_stats),
-    .layernorm_apply = WRITES(sbk_layernorm_apply),
-    .layernorm_backward_stats = WRITES(sbk_layernorm_backward_stats),
-    .layernorm_backward_apply = WRITES(sbk_layernorm_backward_apply),
-    .rmsnorm_stats = WRITES(sbk_rmsnorm_stats),
-    .rmsnorm_apply = WRITES(sbk_rmsnorm_apply),
-    .rmsnorm_backward_stats = WRITES(sbk_rmsnorm_backward_stats),
-    .rmsnorm_backward_apply = WRITES(sbk_rmsnorm_backward_apply),
-    .batchnorm_stats = WRITES(sbk_batchnorm_stats),
-    .batchnorm_apply = WRITES(sbk_batchnorm_apply),
-    .batchnorm_backward_stats = WRITES(sbk_batchnorm_backward_stats),
-    .batchnorm_backward_apply = WRITES(sbk_batchnorm_backward_apply),
-    .softmax_partial_max = WRITES(sbk_softmax_partial_max),
-    .softmax_partial_sumexp = WRITES(sbk_softmax_partial_sumexp),
-    .softmax_apply = WRITES(sbk_softmax_apply),
-    .softmax_backward_dot = WRITES(sbk_softmax_backward_dot),
-    .softmax_backward_apply = WRITES(sbk_softmax_backward_apply),
-    .causal_mask = WRITES(sbk_causal_mask),
-    .rope_forward = WRITES(sbk_rope_forward),
-    .rope_backward = WRITES(sbk_rope_backward),
-    .xent_partial_picked = WRITES(sbk_xent_partial_picked),
-    .xent_loss = WRITES(sbk_xent_loss),
-    .softmax_xent_backward = WRITES(sbk_softmax_xent_backward),
+    .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_backward_data = cuda_conv2d_backward_data,
+    .conv2d_backward_filter = cuda_conv2d_backward_filter,
+    .maxpool2d_forward = sbk_maxpool2d_forward,
+    .maxpool2d_backward = sbk_maxpool2d_backward,
+    .avgpool2d_forward = sbk_avgpool2d_forward,
+    .avgpool2d_backward = sbk_avgpool2d_backward,
+    .embedding_forward = sbk_embedding_forward,
+    .embedding_backward = sbk_embedding_backward,
+    .lstm_pointwise_forward = sbk_lstm_pointwise_forward,
+    .lstm_pointwise_backward = sbk_lstm_pointwise_backward,
+    .norm_finish_stats = sbk_norm_finish_stats,
+    .norm_mean = sbk_norm_mean,
+    .norm_rstd = sbk_norm_rstd,
+    .layernorm_centered = sbk_layernorm_centered,
+    .batchnorm_centered = sbk_batchnorm_centered,
+    .layernorm_stats = sbk_layernorm_stats,
+    .layernorm_apply = sbk_layernorm_apply,
+    .layernorm_backward_stats = sbk_layernorm_backward_stats,
+    .layernorm_backward_apply = sbk_layernorm_backward_apply,
+    .rmsnorm_stats = sbk_rmsnorm_stats,
+    .rmsnorm_apply = sbk_rmsnorm_apply,
+    .rmsnorm_backward_stats = sbk_rmsnorm_backward_stats,
+    .rmsnorm_backward_apply = sbk_rmsnorm_backward_apply,
+    .batchnorm_stats = sbk_batchnorm_stats,
+    .batchnorm_apply = sbk_batchnorm_apply,
+    .batchnorm_backward_stats = sbk_batchnorm_backward_stats,
+    .batchnorm_backward_apply = sbk_batchnorm_backward_apply,
+    .softmax_partial_max = sbk_softmax_partial_max,
+    .softmax_partial_sumexp = sbk_softmax_partial_sumexp,
+    .softmax_apply = sbk_softmax_apply,
+    .softmax_backward_dot = sbk_softmax_backward_dot,
+    .softmax_backward_apply = sbk_softmax_backward_apply,
+    .causal_mask = sbk_causal_mask,
+    .rope_forward = sbk_rope_forward,
+    .rope_backward = sbk_rope_backward,
+    .xent_partial_picked = sbk_xent_partial_picked,
+    .xent_loss = sbk_xent_loss,
+    .softmax_xent_backward = sbk_softmax_xent_backward,
     .moe_gate_work_floats = sb_moe_gate_work_floats,
-    .moe_gate_forward = WRITES(sbk_moe_gate_forward),
-    .moe_gate_backward = WRITES(sbk_moe_gate_backward),
-    .add_forward = WRITES(sbk_add_forward),
-    .add_backward = WRITES(sbk_add_backward),
-    .reduce_mean_forward = WRITES(sbk_reduce_mean_forward),
-    .reduce_mean_backward = WRITES(sbk_reduce_mean_backward),
-    .act_forward = WRITES(sbk_act_forward),
-    .act_backward = WRITES(sbk_act_backward),
-    .mul_forward = WRITES(sbk_mul_forward),
-    .mul_backward = WRITES(sbk_mul_backward),
-    .expand_forward = WRITES(sbk_expand_forward),
-    .expand_backward = WRITES(sbk_expand_backward),
-    .box_copy = WRITES(sbk_box_copy),
-    .permute = WRITES(sbk_permute),
-    .sgd_update = WRITES(cuda_sgd_update),
-    .adam_update = WRITES(cuda_adam_update),
+    .moe_gate_forward = sbk_moe_gate_forward,
+    .moe_gate_backward = sbk_moe_gate_backward,
+    .add_forward = sbk_add_forward,
+    .add_backward = sbk_add_backward,
+    .reduce_mean_forward = sbk_reduce_mean_forward,
+    .reduce_mean_backward = sbk_reduce_mean_backward,
+    .act_forward = sbk_act_forward,
+    .act_backward = sbk_act_backward,
+    .mul_forward = sbk_mul_forward,
+    .mul_backward = sbk_mul_backward,
+    .expand_forward = sbk_expand_forward,
+    .expand_backward = sbk_expand_backward,
+    .box_copy = sbk_box_copy,
+    .permute = sbk_permute,
+    .sgd_update = cuda_sgd_update,
+    .adam_update = cuda_adam_update,
 };
+static sb_backend table;
+struct cuda_tag;
 
 static int init_fail(const char *fmt, ...)
 {
@@ -1522,6 +1488,7 @@ static int init(void)
     g.me.gpu = sbc_hash_bytes(&prop.uuid, sizeof prop.uuid);
     const char *cp = getenv("SHARDBENCH_CUDA_BF16_COPIES");
     g.no_shadows = cp && !strcmp(cp, "0");
+    sbc_writes<cuda_tag>::table(&raw_table, &table, acts_forget);
     const char *rep = getenv("SHARDBENCH_CUDA_REPORT");
     if (rep && *rep && strcmp(rep, "0"))
         atexit(report_at_exit);

@@ -912,6 +912,34 @@ void *sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16)
     return gone;
 }
 
+size_t sbc_span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch)
+{
+    size_t one = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    return (size_t)(batch - 1) * (size_t)(stride > 0 ? stride : 0) + one;
+}
+
+const void *sbc_act_operand(sbc_act_cache *c, const sbc_act_mem *m, const float *p, size_t n,
+                            void **tmp, int *reused, const char *what)
+{
+    *tmp = NULL;
+    void *kept = sbc_act_find(c, (uintptr_t)p, n * sizeof(float));
+    *reused = kept != NULL;
+    if (kept)
+        return kept;
+    void *b16 = m->get(n * 2);
+    if (!b16 && sbc_act_drop(c, 0, 0, 1, m->put)) /* the unpinned ones make room */
+        b16 = m->get(n * 2);
+    if (!b16)
+        b16 = m->get_or_die(n * 2, what);
+    m->to_bf16(b16, p, n);
+    void *gone = sbc_act_keep(c, (uintptr_t)p, n * sizeof(float), b16);
+    if (gone == b16)
+        *tmp = b16; /* every place pinned */
+    else if (gone)
+        m->put(gone); /* unpinned: no GEMM being enqueued reads it */
+    return b16;
+}
+
 void sbc_act_unpin(sbc_act_cache *c)
 {
     for (int i = 0; i < c->n; i++)
