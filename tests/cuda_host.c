@@ -955,9 +955,10 @@ static void test_act_cache(void **state)
     (void)state;
     static char b[8][1024]; /* stand-ins for bf16 buffers */
     sbc_act_cache c = {0};
+    c.max_bytes = 350; /* bf16 bytes: the first (200) and three of 50 */
     act_puts = 0;
     assert_null(sbc_act_find(&c, 1000, 4));
-    assert_null(sbc_act_keep(&c, 1000, 400, b[0])); /* fp32 [1000, 1400) */
+    assert_int_equal(sbc_act_keep(&c, 1000, 400, b[0], act_put), 0); /* fp32 [1000, 1400) */
     assert_int_equal(c.bytes, 200);
     assert_true(c.e[0].pinned);
     sbc_act_unpin(&c);
@@ -968,42 +969,97 @@ static void test_act_cache(void **state)
     assert_ptr_equal(sbc_act_find(&c, 1396, 4), b[0] + 198);
     assert_null(sbc_act_find(&c, 1396, 8));
     assert_null(sbc_act_find(&c, 996, 8));
-    assert_null(sbc_act_find(&c, 1400, 0 + 4));
+    assert_null(sbc_act_find(&c, 1400, 4));
     assert_true(c.e[0].pinned); /* found: pinned until the GEMM is enqueued */
     sbc_act_unpin(&c);
-    /* four places; the fifth evicts the least recently used unpinned one */
-    assert_null(sbc_act_keep(&c, 2000, 100, b[1]));
-    assert_null(sbc_act_keep(&c, 3000, 100, b[2]));
-    assert_null(sbc_act_keep(&c, 4000, 100, b[3]));
+    /* room for three more of 50; the next evicts the least recently used unpinned one */
+    assert_int_equal(sbc_act_keep(&c, 2000, 100, b[1], act_put), 0);
+    assert_int_equal(sbc_act_keep(&c, 3000, 100, b[2], act_put), 0);
+    assert_int_equal(sbc_act_keep(&c, 4000, 100, b[3], act_put), 0);
+    assert_int_equal(act_puts, 0);
     sbc_act_unpin(&c);
     assert_non_null(sbc_act_find(&c, 1000, 4)); /* b[0] used last now, and pinned */
-    assert_ptr_equal(sbc_act_keep(&c, 5000, 100, b[4]), b[1]);
+    assert_int_equal(sbc_act_keep(&c, 5000, 100, b[4], act_put), 0);
+    assert_int_equal(act_puts, 1);
+    assert_ptr_equal(act_put_seen[0], b[1]);
     assert_null(sbc_act_find(&c, 2000, 4));
     assert_int_equal(c.bytes, 200 + 3 * 50);
     /* b[0] and b[4] pinned; b[2] then b[3] go */
-    assert_ptr_equal(sbc_act_keep(&c, 6000, 100, b[5]), b[2]);
-    assert_ptr_equal(sbc_act_keep(&c, 7000, 100, b[6]), b[3]);
-    /* every place pinned: not kept, handed back */
-    assert_ptr_equal(sbc_act_keep(&c, 8000, 100, b[7]), b[7]);
-    assert_int_equal(c.n, SBC_ACT_KEEP);
-    /* under pressure the pinned ones stay */
-    assert_int_equal(sbc_act_drop(&c, 0, 0, 1, act_put), 0);
+    assert_int_equal(sbc_act_keep(&c, 6000, 100, b[5], act_put), 0);
+    assert_int_equal(sbc_act_keep(&c, 7000, 100, b[6], act_put), 0);
+    assert_ptr_equal(act_put_seen[1], b[2]);
+    assert_ptr_equal(act_put_seen[2], b[3]);
+    /* everything pinned: not kept (the caller frees it), nothing went */
+    assert_int_equal(sbc_act_keep(&c, 8000, 100, b[7], act_put), -1);
+    assert_int_equal(act_puts, 3);
+    assert_int_equal(c.n, 4);
+    /* larger than the limit: not kept, and nothing goes for it */
     sbc_act_unpin(&c);
-    /* a write over [1390, 5010) reaches b[0] (ends at 1400) and b[4] (starts 5000) */
-    assert_int_equal(sbc_act_drop(&c, 1390, 3620, 0, act_put), 2);
-    assert_int_equal(act_puts, 2);
-    assert_int_equal(c.n, 2);
-    assert_int_equal(c.bytes, 100);
-    /* touching only: [6100, 6200) and [6900, 7000) overlap nothing */
-    assert_int_equal(sbc_act_drop(&c, 6100, 100, 0, act_put), 0);
-    assert_int_equal(sbc_act_drop(&c, 6900, 100, 0, act_put), 0);
-    assert_non_null(sbc_act_find(&c, 6000, 100));
-    /* any other write: all of them, pinned or not */
-    assert_int_equal(sbc_act_drop(&c, 0, 0, 0, act_put), 2);
-    assert_int_equal(act_puts, 4);
+    c.max_bytes = 1000;
+    assert_int_equal(sbc_act_keep(&c, 9000, 2004, b[7], act_put), -1);
+    assert_int_equal(c.n, 4);
+    assert_int_equal(act_puts, 3);
+    assert_int_equal(sbc_act_drop(&c, 0, 0, 0, act_put), 4);
+    assert_int_equal(act_puts, 7);
+    assert_int_equal(c.bytes, 0);
+    /* many at once: one evicts several */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sbc_act_keep(&c, 10000 + 1000 * (uintptr_t)i, 400, b[i], act_put), 0);
+    sbc_act_unpin(&c);
+    assert_int_equal(c.bytes, 1000);
+    assert_int_equal(sbc_act_keep(&c, 20000, 1000, b[5], act_put), 0); /* 500: three go */
+    assert_int_equal(act_puts, 10);
+    assert_int_equal(c.bytes, 900);
+    sbc_act_unpin(&c);
+    assert_null(sbc_act_find(&c, 12000, 4));
+    assert_non_null(sbc_act_find(&c, 13000, 4));
+    /* writes over [13390, 13410) and [19990, 20010) reach b[3] (ends at
+     * 13400; pinned: kept under pressure) and b[5] (starts at 20000) */
+    assert_int_equal(sbc_act_drop(&c, 13390, 20, 1, act_put), 0);
+    assert_int_equal(sbc_act_drop(&c, 13390, 20, 0, act_put), 1);
+    assert_int_equal(sbc_act_drop(&c, 19990, 20, 1, act_put), 1);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.bytes, 200);
+    /* touching only: [13800, 14000) and [14400, 14500) overlap nothing */
+    assert_int_equal(sbc_act_drop(&c, 13800, 200, 0, act_put), 0);
+    assert_int_equal(sbc_act_drop(&c, 14400, 100, 0, act_put), 0);
+    assert_non_null(sbc_act_find(&c, 14000, 400));
+    /* any write anywhere: all of them, pinned or not */
+    assert_int_equal(sbc_act_drop(&c, 0, 0, 0, act_put), 1);
+    assert_int_equal(act_puts, 13);
     assert_int_equal(c.n, 0);
     assert_int_equal(c.bytes, 0);
-    assert_null(sbc_act_find(&c, 6000, 4));
+    assert_int_equal(sbc_act_keep(&c, 9000, 4, b[7], act_put), 0);
+    sbc_act_free(&c, act_put);
+    assert_int_equal(act_puts, 14);
+    assert_null(c.e);
+}
+
+/* the block in use that holds an offset */
+static void test_pool_block_at(void **state)
+{
+    (void)state;
+    sbc_pool p;
+    assert_int_equal(sbc_pool_init(&p, 4096, 256), 0);
+    size_t a, b, c, st = 0, sz = 0;
+    assert_int_equal(sbc_pool_alloc(&p, 300, &a), 0); /* 512 */
+    assert_int_equal(sbc_pool_alloc(&p, 256, &b), 0);
+    assert_int_equal(sbc_pool_alloc(&p, 1000, &c), 0); /* 1024 */
+    assert_int_equal(sbc_pool_block_at(&p, a, &st, &sz), 0);
+    assert_int_equal(st, a);
+    assert_int_equal(sz, 512);
+    assert_int_equal(sbc_pool_block_at(&p, b + 255, &st, &sz), 0);
+    assert_int_equal(st, b);
+    assert_int_equal(sz, 256);
+    assert_int_equal(sbc_pool_block_at(&p, c + 1023, &st, &sz), 0);
+    assert_int_equal(st, c);
+    assert_int_equal(sbc_pool_free(&p, b), 0);
+    assert_int_equal(sbc_pool_block_at(&p, b + 10, &st, &sz), -1); /* free now */
+    assert_int_equal(sbc_pool_block_at(&p, 4000, &st, &sz), -1);   /* the free tail */
+    assert_int_equal(sbc_pool_block_at(&p, 4096, &st, &sz), -1);   /* past the end */
+    assert_int_equal(sbc_pool_block_at(&p, a + 511, &st, &sz), 0);
+    assert_int_equal(st, a);
+    sbc_pool_fini(&p);
 }
 
 /* random traffic against a byte-owner model */
@@ -1158,7 +1214,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_comm_cache),  cmocka_unit_test(test_slurm_tasks),
         cmocka_unit_test(test_math_versions), cmocka_unit_test(test_moe_plan),
         cmocka_unit_test(test_shadow_basics), cmocka_unit_test(test_shadow_random),
-        cmocka_unit_test(test_act_cache),
+        cmocka_unit_test(test_act_cache), cmocka_unit_test(test_pool_block_at),
         cmocka_unit_test(test_grow_count), cmocka_unit_test(test_nccl_estimate),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,26 +1,29 @@
 /* tests/test_bf16_keep.cc: the cuda backend's kept bf16 conversions of
  * GEMM operands (sbc_act_cache, sbc_act_operand in runtime/cuda/cuda_host.c)
- * and its list of table entries that may write device memory
+ * and its wrapper of the table entries that may write device memory
  * (runtime/cuda/writes.hpp), checked on the CPU against the executor's
  * real sequence of backend calls.
  *
  * "cpu-bf16" is the cpu-devmem table (runtime.h: the CPU kernels behind a
  * device-memory interface, staging and relayouts as on the cuda backend)
- * with the cuda backend's bf16 GEMM policy: a
- * weight operand (spans entered by weight_set) is converted at every GEMM
- * (the cuda backend reads the same bf16 values from its copies); any other
- * operand goes through sbc_act_operand (kept, read again) or, with keeping
- * off, is converted at every GEMM. Conversions round to nearest even, as
- * the GPU's; the GEMM then runs the CPU kernel on the bf16 values widened
- * back to fp32. The table's writing entries are wrapped by writes.hpp to
- * drop the kept conversions, as in the cuda backend.
+ * with the cuda backend's bf16 GEMM policy: a weight operand (spans
+ * entered by weight_set) is converted at every GEMM (the cuda backend
+ * reads the same bf16 values from its copies); any other operand goes
+ * through sbc_act_operand (kept, read again until its source's allocation
+ * is written or freed) or, with keeping off, is converted at every GEMM.
+ * Conversions round to nearest even, as the GPU's; the GEMM then runs the
+ * CPU kernel on the bf16 values widened back to fp32. The table's writing
+ * entries are wrapped by writes.hpp, whose hook drops the kept conversions
+ * in the allocations an entry may write (recorded at alloc, as the cuda
+ * backend's pool blocks), as in the cuda backend.
  *
  * For each model (test sizes) and strategy (data parallel; the search's
  * best, which must split some op) on the ranks it is launched with:
- * training with keeping on and with keeping off give bit-identical losses
- * and weights (a conversion read after its source changed would differ),
- * keeping on reads some conversions again, and both stay near fp32 (the
- * CPU table). Prints the conversions a step with and without keeping.
+ * training with keeping on (no limit, and a 1 KiB limit that evicts all
+ * the time) and off gives bit-identical losses and weights (a conversion
+ * read after its source changed would differ), keeping reads some
+ * conversions again, and all stay near fp32 (the cpu-devmem table).
+ * Prints the conversions a step with and without keeping.
  *
  *   mpirun -np 2 test_bf16_keep */
 #include <mpi.h>
@@ -42,8 +45,9 @@ enum { STEPS = 3 };
 static struct {
     sbc_act_cache acts;
     sbc_shadow_map weights; /* spans from weight_set (no copies attached) */
+    sbc_shadow_map blocks;  /* the allocations: what a written pointer's block is */
     int keep;
-    long conversions, reuses, weight_conversions;
+    long conversions, reuses, weight_conversions, drop_all;
 } d;
 
 /* ---- the double ---- */
@@ -81,6 +85,55 @@ static void forget(void)
 {
     if (d.acts.n)
         sbc_act_drop(&d.acts, 0, 0, 0, put);
+}
+
+/* as the cuda backend's acts_block_written: the allocation holding p */
+static void block_written(const void *p)
+{
+    if (!d.acts.n || !p)
+        return;
+    sbc_shadow *b = sbc_shadow_find(&d.blocks, (uintptr_t)p, 0);
+    if (!b) {
+        d.drop_all++;
+        forget();
+        return;
+    }
+    sbc_act_drop(&d.acts, b->base, b->bytes, 0, put);
+}
+
+/* writes.hpp's hook */
+static void written(void *const *outs, int n, int all)
+{
+    if (!d.acts.n)
+        return;
+    if (all) {
+        d.drop_all++;
+        forget();
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        block_written(outs[i]);
+}
+
+static void *(*inner_alloc)(size_t);
+static void (*inner_release)(void *);
+
+static void *dbl_alloc(size_t bytes)
+{
+    void *p = inner_alloc(bytes);
+    if (p && sbc_shadow_add(&d.blocks, (uintptr_t)p, bytes ? bytes : 1, NULL)) {
+        fprintf(stderr, "test_bf16_keep: allocation %p (%zu bytes) overlaps another\n", p, bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+static void dbl_release(void *p)
+{
+    block_written(p);
+    if (p)
+        sbc_shadow_remove(&d.blocks, (uintptr_t)p);
+    inner_release(p);
 }
 
 static void weight_set(const float *w, size_t n)
@@ -153,9 +206,13 @@ static void make_table(void)
 {
     sb_backend raw = *sb_backend_cpu_devmem();
     raw.name = "cpu-bf16";
+    inner_alloc = raw.alloc;
+    inner_release = raw.release;
+    raw.alloc = dbl_alloc;
+    raw.release = dbl_release;
     raw.weight_set = weight_set;
     raw.gemm_batched = gemm;
-    sbc_writes<bf16_tag>::table(&raw, &cpu_bf16, forget);
+    sbc_writes<bf16_tag>::table(&raw, &cpu_bf16, written);
 }
 
 /* ---- training ---- */
@@ -168,15 +225,26 @@ static void die(const char *what, const sb_error *err)
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
+static void check(int ok, const char *fmt, const char *model, const char *kind, double x)
+{
+    if (ok || rank)
+        return;
+    printf("FAIL %s %s: ", model, kind);
+    printf(fmt, x);
+    printf("\n");
+    nfail++;
+}
+
 typedef struct {
     double loss[STEPS];
     int nw;
     float **w; /* gathered on rank 0 */
     int64_t *n;
-    long conversions, reuses, weight_conversions; /* this rank's, a step */
+    long conversions, reuses, weight_conversions, drop_all; /* this rank's, a step */
 } outcome;
 
-static void train(const sb_problem *pb, const int *choice, const sb_backend *be, int keep,
+/* keep: 0 off, else the most bf16 bytes the kept conversions hold */
+static void train(const sb_problem *pb, const int *choice, const sb_backend *be, size_t keep,
                   outcome *o)
 {
     sb_error err = {};
@@ -190,8 +258,9 @@ static void train(const sb_problem *pb, const int *choice, const sb_backend *be,
     sb_exec_opts eo = {};
     eo.lr = 0.01f;
     eo.seed = 7;
-    d.keep = keep;
-    d.conversions = d.reuses = d.weight_conversions = 0;
+    d.keep = keep > 0;
+    d.acts.max_bytes = keep;
+    d.conversions = d.reuses = d.weight_conversions = d.drop_all = 0;
     sb_executor *ex = NULL;
     if (sb_executor_create(MPI_COMM_WORLD, &st, be, &eo, &ex, &err))
         die("create", &err);
@@ -201,6 +270,7 @@ static void train(const sb_problem *pb, const int *choice, const sb_backend *be,
     o->conversions = d.conversions / STEPS;
     o->reuses = d.reuses / STEPS;
     o->weight_conversions = d.weight_conversions / STEPS;
+    o->drop_all = d.drop_all / STEPS;
     o->nw = sb_executor_nweights(ex);
     o->w = (float **)calloc((size_t)o->nw, sizeof *o->w);
     o->n = (int64_t *)calloc((size_t)o->nw, sizeof *o->n);
@@ -213,6 +283,7 @@ static void train(const sb_problem *pb, const int *choice, const sb_backend *be,
     }
     sb_executor_free(ex);
     forget();
+    check(d.blocks.n == 0, "%g allocations left after the executor", m->name, "", d.blocks.n);
     free(cfg);
 }
 
@@ -222,16 +293,6 @@ static void outcome_free(outcome *o)
         free(o->w[w]);
     free(o->w);
     free(o->n);
-}
-
-static void check(int ok, const char *fmt, const char *model, const char *kind, double x)
-{
-    if (ok || rank)
-        return;
-    printf("FAIL %s %s: ", model, kind);
-    printf(fmt, x);
-    printf("\n");
-    nfail++;
 }
 
 static void one(const char *name, const char *const *kv, int nkv)
@@ -281,35 +342,43 @@ static void one(const char *name, const char *const *kv, int nkv)
             other += choice[i] != dp[i];
         }
         check(np == 1 || split > 0, "the strategy splits no op (%g)", name, kind, 0);
-        outcome on = {}, off = {}, f32 = {};
-        train(&pb, choice, &cpu_bf16, 1, &on);
+        /* kept without limit, kept in 1 KiB (evicting all the time), not kept */
+        outcome on = {}, tight = {}, off = {}, f32 = {};
+        train(&pb, choice, &cpu_bf16, (size_t)1 << 40, &on);
+        train(&pb, choice, &cpu_bf16, (size_t)1 << 10, &tight);
         train(&pb, choice, &cpu_bf16, 0, &off);
         train(&pb, choice, sb_backend_cpu_devmem(), 0, &f32);
         double worst_f32 = 0;
         for (int s = 0; s < STEPS; s++) {
             check(on.loss[s] == off.loss[s], "losses differ with keeping on and off (step %g)",
                   name, kind, s);
+            check(tight.loss[s] == off.loss[s],
+                  "losses differ with keeping in 1 KiB and off (step %g)", name, kind, s);
             worst_f32 = fmax(worst_f32, fabs(off.loss[s] - f32.loss[s]) / fabs(f32.loss[s]));
         }
         check(worst_f32 < 2e-2, "bf16 losses are %.3g (relative) from fp32's", name, kind,
               worst_f32);
         long differ = 0;
         for (int w = 0; rank == 0 && w < on.nw; w++)
-            differ += memcmp(on.w[w], off.w[w], (size_t)on.n[w] * sizeof(float)) != 0;
+            differ += memcmp(on.w[w], off.w[w], (size_t)on.n[w] * sizeof(float)) != 0
+                      || memcmp(tight.w[w], off.w[w], (size_t)on.n[w] * sizeof(float)) != 0;
         check(differ == 0, "%g weights differ with keeping on and off", name, kind, (double)differ);
-        long sums[4] = {on.conversions, on.reuses, off.conversions, on.weight_conversions}, tot[4];
-        MPI_Reduce(sums, tot, 4, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        long sums[6] = {on.conversions,        on.reuses,       off.conversions,
+                        on.weight_conversions, tight.conversions, on.drop_all},
+             tot[6];
+        MPI_Reduce(sums, tot, 6, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         check(tot[1] > 0, "no conversion was read again (%g)", name, kind, 0);
         check(tot[0] + tot[1] == tot[2], "conversions kept + read again != without keeping (%g)",
               name, kind, (double)(tot[0] + tot[1] - tot[2]));
         if (rank == 0)
             printf("%-12s %-4s p=%d (%d/%d ops split, %d unlike dp)  activation conversions a "
-                   "step: %4ld without keeping, %4ld with (%4.1f%% fewer); weight operands %ld; "
-                   "losses %.6f %.6f %.6f (fp32 %.6f, rel. %.2g)\n",
+                   "step: %4ld without keeping, %4ld with (%4.1f%% fewer), %4ld in 1 KiB; weight "
+                   "operands %ld; drops of all %ld; losses %.6f %.6f %.6f (fp32 %.6f, rel. %.2g)\n",
                    name, kind, np, split, m.nops, other, tot[2], tot[0],
-                   100.0 * (double)tot[1] / (double)tot[2], tot[3], on.loss[0], on.loss[1],
-                   on.loss[2], f32.loss[2], worst_f32);
+                   100.0 * (double)tot[1] / (double)tot[2], tot[4], tot[3], tot[5], on.loss[0],
+                   on.loss[1], on.loss[2], f32.loss[2], worst_f32);
         outcome_free(&on);
+        outcome_free(&tight);
         outcome_free(&off);
         outcome_free(&f32);
     }
@@ -337,7 +406,9 @@ int main(int argc, char **argv)
     one("transformer", transformer, 8);
     one("llama3-8b", llama, 8);
     one("mixtral-8x7b", mixtral, 9);
+    sbc_act_free(&d.acts, put);
     sbc_shadow_map_free(&d.weights);
+    sbc_shadow_map_free(&d.blocks);
     if (rank == 0)
         printf("%s: %d failure(s)\n", nfail ? "FAIL" : "PASS", nfail);
     MPI_Bcast(&nfail, 1, MPI_INT, 0, MPI_COMM_WORLD);

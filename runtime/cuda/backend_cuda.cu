@@ -12,16 +12,17 @@
  * executor's step marks are CUDA events on it, read once per step
  * (cuda_mark, cuda_marks_read). In bf16 each weight buffer the executor
  * declares (weight_set) keeps a bf16 copy in the pool for the GEMMs, and
- * the other operands' conversions are kept for the next GEMMs until
- * anything may have written device memory (sbc_act_cache: every table
- * entry that may write is wrapped, writes.hpp). The pool leaves room for
+ * the other operands' conversions are kept for later GEMMs until their
+ * source's block may have been written (sbc_act_cache: every table entry
+ * that may write is wrapped, writes.hpp) or is freed. The pool leaves room for
  * NCCL's own buffers (sbc_nccl_reserve).
  *
  * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 GEMM operands:
  *                         weights from their bf16 copies, the other operand
- *                         converted and kept for the GEMMs that follow;
- *                         fp32 accumulation; convolutions then use tf32)
+ *                         converted once per write and kept for later
+ *                         GEMMs; fp32 accumulation; convolutions then use
+ *                         tf32)
  *   SHARDBENCH_COMM       auto (default) | nccl | mpi
  *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
  *                         memory, shared evenly by the ranks on the GPU)
@@ -30,6 +31,8 @@
  *   SHARDBENCH_CUDA_BF16_COPIES=0  bf16: no weight copies and no kept
  *                         conversions, both GEMM operands converted per
  *                         GEMM (to compare against)
+ *   SHARDBENCH_CUDA_BF16_KEEP_MB  bf16: the most the kept conversions hold
+ *                         (default a quarter of the pool; 0 keeps none)
  *   SHARDBENCH_CUDA_REPORT=1  print pool and cache figures at exit */
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -78,7 +81,7 @@ static struct {
     long shadow_hits, shadow_misses; /* bf16 GEMM operands read from a copy / converted */
     long act_conversions;            /* of those, operands that are no weight */
     double act_conversion_floats;    /* the floats those read */
-    sbc_act_cache acts;              /* bf16: those conversions, kept for the GEMMs that follow */
+    sbc_act_cache acts;              /* bf16: those conversions, kept for later GEMMs */
     long act_reuses;                 /* GEMM operands read from a kept conversion */
     long shadow_refreshes;  /* bf16 copies made (once per change of a weight read by a GEMM) */
     int no_shadows;         /* SHARDBENCH_CUDA_BF16_COPIES=0: convert every operand per GEMM */
@@ -143,6 +146,18 @@ static void pool_init(void)
     if (sbc_pool_init(&g.pool, bytes, POOL_ALIGN))
         sbc_die(__FILE__, __LINE__, "out of host memory");
     g.pool_ready = 1;
+    /* bf16: the conversions of GEMM operands kept for later GEMMs hold at
+     * most a quarter of the pool (SHARDBENCH_CUDA_BF16_KEEP_MB) */
+    g.acts.max_bytes = bytes / 4;
+    const char *keep = getenv("SHARDBENCH_CUDA_BF16_KEEP_MB");
+    if (keep && *keep) {
+        char *end;
+        unsigned long long v = strtoull(keep, &end, 10);
+        if (*end || keep[0] == '-')
+            sbc_die(__FILE__, __LINE__,
+                    "SHARDBENCH_CUDA_BF16_KEEP_MB=%s: not a number of MiB (0 keeps none)", keep);
+        g.acts.max_bytes = (size_t)v << 20;
+    }
     /* cuBLAS's workspace from the pool too (it would cudaMalloc its own) */
     void *ws = sbc_scratch(CUBLAS_WS_BYTES, "cuBLAS workspace");
     SBC_BLAS(cublasSetWorkspace(g.blas, ws, CUBLAS_WS_BYTES));
@@ -181,12 +196,41 @@ void sbc_scratch_free(void *p) { pool_put(p); }
 
 static void shadows_release(void);
 
-/* Every kept bf16 conversion of a GEMM operand dropped: device memory may
- * be written (a wrapped entry, writes.hpp), or the pool needs the room. */
+/* Every kept bf16 conversion of a GEMM operand dropped: the pool needs the
+ * room, or an entry may write anything. */
 static void acts_forget(void)
 {
     if (g.acts.n)
         sbc_act_drop(&g.acts, 0, 0, 0, pool_put);
+}
+
+/* The kept conversions whose source lies in the pool block holding p
+ * dropped (it is written or freed); all of them for a p outside the pool. */
+static void acts_block_written(const void *p)
+{
+    size_t start, size;
+    if (!g.acts.n || !p)
+        return;
+    if (!g.pool_ready || (const char *)p < g.base
+        || sbc_pool_block_at(&g.pool, (size_t)((const char *)p - g.base), &start, &size)) {
+        acts_forget();
+        return;
+    }
+    sbc_act_drop(&g.acts, (uintptr_t)(g.base + start), size, 0, pool_put);
+}
+
+/* writes.hpp's hook, before and after every entry that may write device
+ * memory: what it may write, or all. */
+static void acts_written(void *const *outs, int n, int all)
+{
+    if (!g.acts.n)
+        return;
+    if (all) {
+        acts_forget();
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        acts_block_written(outs[i]);
 }
 
 static void *cuda_alloc(size_t bytes)
@@ -243,6 +287,7 @@ static void cuda_release(void *p)
 {
     if (p && g.shadows.n)
         shadow_drop(p);
+    acts_block_written(p); /* a block the pool may hand out again */
     pool_put(p);
 }
 
@@ -1488,7 +1533,7 @@ static int init(void)
     g.me.gpu = sbc_hash_bytes(&prop.uuid, sizeof prop.uuid);
     const char *cp = getenv("SHARDBENCH_CUDA_BF16_COPIES");
     g.no_shadows = cp && !strcmp(cp, "0");
-    sbc_writes<cuda_tag>::table(&raw_table, &table, acts_forget);
+    sbc_writes<cuda_tag>::table(&raw_table, &table, acts_written);
     const char *rep = getenv("SHARDBENCH_CUDA_REPORT");
     if (rep && *rep && strcmp(rep, "0"))
         atexit(report_at_exit);

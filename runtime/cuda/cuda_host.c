@@ -200,6 +200,25 @@ int sbc_pool_free(sbc_pool *p, size_t off)
     return 0;
 }
 
+int sbc_pool_block_at(const sbc_pool *p, size_t off, size_t *start, size_t *size)
+{
+    int lo = 0, hi = p->n - 1, i = -1; /* the last block starting at or before off */
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (p->b[mid].off <= off) {
+            i = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (i < 0 || !p->b[i].used || off - p->b[i].off >= p->b[i].size)
+        return -1;
+    *start = p->b[i].off;
+    *size = p->b[i].size;
+    return 0;
+}
+
 size_t sbc_pool_largest_free(const sbc_pool *p)
 {
     size_t m = 0;
@@ -892,24 +911,32 @@ void *sbc_act_find(sbc_act_cache *c, uintptr_t p, size_t bytes)
     return NULL;
 }
 
-void *sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16)
+static void act_remove(sbc_act_cache *c, int i, void (*put)(void *))
 {
-    void *gone = NULL;
-    int at = c->n;
-    if (c->n == SBC_ACT_KEEP) { /* the least recently used unpinned place */
-        at = -1;
+    put(c->e[i].b16);
+    c->bytes -= c->e[i].bytes / 2;
+    c->e[i] = c->e[--c->n];
+}
+
+int sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16, void (*put)(void *))
+{
+    size_t need = bytes / 2;
+    if (need > c->max_bytes)
+        return -1;
+    while (c->bytes + need > c->max_bytes) { /* the least recently used unpinned one goes */
+        int at = -1;
         for (int i = 0; i < c->n; i++)
             if (!c->e[i].pinned && (at < 0 || c->e[i].used < c->e[at].used))
                 at = i;
         if (at < 0)
-            return b16;
-        gone = c->e[at].b16;
-        c->bytes -= c->e[at].bytes / 2;
-    } else
-        c->n++;
-    c->e[at] = (sbc_act_conv){p, bytes, b16, ++c->clock, 1};
-    c->bytes += bytes / 2;
-    return gone;
+            return -1;
+        act_remove(c, at, put);
+    }
+    if (sb_grow((void **)&c->e, &c->cap, c->n, sizeof *c->e, 64))
+        return -1;
+    c->e[c->n++] = (sbc_act_conv){p, bytes, b16, ++c->clock, 1};
+    c->bytes += need;
+    return 0;
 }
 
 size_t sbc_span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch)
@@ -932,11 +959,9 @@ const void *sbc_act_operand(sbc_act_cache *c, const sbc_act_mem *m, const float 
     if (!b16)
         b16 = m->get_or_die(n * 2, what);
     m->to_bf16(b16, p, n);
-    void *gone = sbc_act_keep(c, (uintptr_t)p, n * sizeof(float), b16);
-    if (gone == b16)
-        *tmp = b16; /* every place pinned */
-    else if (gone)
-        m->put(gone); /* unpinned: no GEMM being enqueued reads it */
+    /* those evicted are unpinned: no GEMM being enqueued reads them */
+    if (sbc_act_keep(c, (uintptr_t)p, n * sizeof(float), b16, m->put))
+        *tmp = b16;
     return b16;
 }
 
@@ -957,12 +982,18 @@ int sbc_act_drop(sbc_act_cache *c, uintptr_t p, size_t bytes, int keep_pinned,
             i++;
             continue;
         }
-        put(e->b16);
-        c->bytes -= e->bytes / 2;
-        c->e[i] = c->e[--c->n];
+        act_remove(c, i, put);
         k++;
     }
     return k;
+}
+
+void sbc_act_free(sbc_act_cache *c, void (*put)(void *))
+{
+    sbc_act_drop(c, 0, 0, 0, put);
+    free(c->e);
+    c->e = NULL;
+    c->n = c->cap = 0;
 }
 
 /* ---- NCCL's own device memory ---- */

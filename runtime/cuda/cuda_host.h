@@ -59,6 +59,9 @@ void sbc_pool_fini(sbc_pool *p);
 int sbc_pool_alloc(sbc_pool *p, size_t bytes, size_t *off);
 /* 0, or -1 if off is not the start of a block in use. Merges neighbours. */
 int sbc_pool_free(sbc_pool *p, size_t off);
+/* The block in use that holds offset off: 0 with its start and size, or
+ * -1 (off is in a free block or past the end). */
+int sbc_pool_block_at(const sbc_pool *p, size_t off, size_t *start, size_t *size);
 size_t sbc_pool_largest_free(const sbc_pool *p);
 /* Bytes a request of `bytes` occupies. */
 size_t sbc_pool_rounded(const sbc_pool *p, size_t bytes);
@@ -328,22 +331,24 @@ void sbc_shadow_map_free(sbc_shadow_map *m);
 /* ---- bf16 conversions of GEMM operands that are no weight ------------------------- */
 
 /* In bf16 a GEMM operand that is no weight's (an activation, a gradient)
- * is converted to bf16 at the GEMM. The backend keeps the last few
- * conversions and hands them to later GEMMs that read the same span (or a
- * part of it), as long as nothing may have written the fp32 source since:
- * every backend table entry that may write device memory other than the
- * GEMM drops them all (the backend wraps those entries), and a GEMM drops
- * those its output overlaps. So a kept conversion is never read after its
- * source changed, without the backend having to know what each kernel
- * writes. It saves the conversions of operands that GEMMs in a row share:
- * a dense layer's backward reads dY twice (dX = dY W^T, dW = X^T dY); the
- * projections of one input read it once each.
+ * is converted to bf16 at the GEMM. The backend keeps those conversions
+ * and hands them to later GEMMs that read the same span (or a part of it)
+ * for as long as the fp32 source is unchanged: every backend table entry
+ * that may write device memory is wrapped (writes.hpp) to drop the kept
+ * conversions whose source lies in a pool block it writes (the blocks its
+ * non-const pointer arguments point into; all of them for an entry that
+ * names none, or a pointer outside the pool), a GEMM drops those its
+ * output overlaps, and a released block drops those in it. So a kept
+ * conversion is never read after its source changed, without the backend
+ * knowing how much of a block each kernel writes. It saves the conversions
+ * of operands that several GEMMs read: the forward's input X again in the
+ * backward (dW = X^T dC), dC twice (dX = dC W^T, dW = X^T dC), the
+ * projections of one input.
  *
- * A conversion is `pinned` while a GEMM that read it is being enqueued:
- * eviction (to make room) and dropping under memory pressure pass over it,
- * so a buffer the GEMM still reads is not handed to its other operand. */
-enum { SBC_ACT_KEEP = 4 };
-
+ * The conversions kept hold at most max_bytes of bf16 (least recently used
+ * go first). One is `pinned` while a GEMM that reads it is being enqueued:
+ * eviction passes over it, so a buffer the GEMM still reads is not handed
+ * to its other operand. */
 typedef struct {
     uintptr_t base;     /* the fp32 span converted (device pointer as integer) */
     size_t bytes;       /* its fp32 bytes; the bf16 conversion holds bytes / 2 */
@@ -353,20 +358,22 @@ typedef struct {
 } sbc_act_conv;
 
 typedef struct {
-    sbc_act_conv e[SBC_ACT_KEEP];
-    int n;
+    sbc_act_conv *e;
+    int n, cap;
     long clock;
     size_t bytes;       /* bf16 bytes held */
+    size_t max_bytes;   /* no more kept than this */
 } sbc_act_cache;
 
 /* The bf16 of [p, p + bytes) from a kept conversion that holds all of it
  * (pinned, marked used), or NULL. */
 void *sbc_act_find(sbc_act_cache *c, uintptr_t p, size_t bytes);
-/* Keeps b16 as the conversion of [p, p + bytes), pinned. When all places
- * are taken the least recently used unpinned conversion goes: its b16 is
- * returned (to free). NULL when nothing went; b16 itself when every place
- * is pinned (not kept: the caller frees it after its GEMM). */
-void *sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16);
+/* Keeps b16 as the conversion of [p, p + bytes), pinned, after the least
+ * recently used unpinned ones went (each to put) until it fits max_bytes.
+ * 0, or -1 when it is not kept (larger than max_bytes, no room beside
+ * the pinned ones, or no host memory): the caller frees b16 after its
+ * GEMM. */
+int sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16, void (*put)(void *));
 /* Floats a strided batch of stored rows x cols matrices (row stride ld,
  * batch stride `stride`) spans: what a GEMM operand reads. */
 size_t sbc_span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch);
@@ -391,6 +398,8 @@ void sbc_act_unpin(sbc_act_cache *c);
  * put(b16). How many went. */
 int sbc_act_drop(sbc_act_cache *c, uintptr_t p, size_t bytes, int keep_pinned,
                  void (*put)(void *));
+/* Every conversion to put, and the cache's own memory. */
+void sbc_act_free(sbc_act_cache *c, void (*put)(void *));
 
 /* ---- step timing events ---------------------------------------------------------- */
 

@@ -4,19 +4,24 @@
  * tests/test_bf16_keep.cc).
  *
  * The cuda backend in bf16 keeps the bf16 conversions of GEMM operands
- * that are no weight's for the GEMMs that follow (sbc_act_cache in
- * cuda_host.h); its hook drops them, so a kept conversion is never read
- * after anything may have written its fp32 source. That is only safe if
+ * that are no weight's for later GEMMs (sbc_act_cache in cuda_host.h); its
+ * hook drops those whose source lies in memory an entry may write, so a
+ * kept conversion is never read after its fp32 source changed. The
+ * wrapper finds that memory from the entry's parameter types
+ * (sbc_out_kind): the blocks its non-const pointers to numbers point into,
+ * or everything for a pointer to pointers it may write through, a pointer
+ * to another type, or an entry that names no pointer. That is only safe if
  * every entry that may write is wrapped, so the two lists below name every
  * function member of sb_backend: a member added to runtime.h and to
  * neither list fails the static_assert at the end until it is classified.
  *
  * The quiet ones write no device memory: the allocator, the copy to the
  * host, sync, the timing marks, weight_set (host bookkeeping), the
- * communicator bookkeeping, the size queries, and the GEMM, which drops
- * what its own output overlaps itself. A quiet entry that takes a
- * non-const pointer to numbers, other than those three, fails a
- * static_assert too. tests/test_bf16_keep.cc runs the executor's real
+ * communicator bookkeeping, the size queries; the GEMM, which drops the
+ * conversions of what its output overlaps itself, and release, which
+ * drops those in the block it frees. A quiet entry that takes a pointer
+ * it may write through, other than to_host, marks_read, the GEMM and
+ * release, fails a static_assert too. tests/test_bf16_keep.cc runs the executor's real
  * sequences of calls through a CPU table wrapped the same way. */
 #ifndef SHARDBENCH_CUDA_WRITES_HPP
 #define SHARDBENCH_CUDA_WRITES_HPP
@@ -50,23 +55,63 @@
     X(mul_forward) X(mul_backward) X(expand_forward) X(expand_backward) X(box_copy)      \
     X(permute) X(sgd_update) X(adam_update)
 
+/* What an entry may write through one parameter of type T: 0 nothing (not
+ * a pointer, a pointer to const, an MPI handle), 1 the memory it points
+ * into (a pointer to numbers or void), 2 anything (a pointer to pointers
+ * it may write through, a pointer to some other type). */
+template <typename T> constexpr int sbc_out_kind()
+{
+    if constexpr (std::is_same_v<T, MPI_Comm> || std::is_same_v<T, MPI_Op> ||
+                  std::is_same_v<T, MPI_Datatype> || !std::is_pointer_v<T>) {
+        return 0;
+    } else {
+        using P = std::remove_pointer_t<T>; /* the pointee, with its qualifiers */
+        using U = std::remove_cv_t<P>;
+        if constexpr (std::is_pointer_v<U>)
+            return std::is_const_v<std::remove_pointer_t<U>> ? 0 : 2;
+        else if constexpr (std::is_const_v<P>)
+            return 0;
+        else if constexpr (std::is_arithmetic_v<U> || std::is_void_v<U>)
+            return 1;
+        else
+            return 2;
+    }
+}
+
 /* Tag: one wrapped table per tag type (its entries read the wrapped
- * table's functions from a copy kept here). */
+ * table's functions from a copy kept here). The hook gets the pointers an
+ * entry may write through (NULLs left out) and `all` = 1 when it may
+ * write anything (a kind-2 parameter, or no pointer named at all). */
 template <typename Tag> struct sbc_writes {
     static inline sb_backend inner;
-    static inline void (*hook)(void);
+    static inline void (*hook)(void *const *outs, int n, int all);
+
+    template <typename T> static void collect(T x, void **outs, int *n, int *all)
+    {
+        constexpr int k = sbc_out_kind<T>();
+        if constexpr (k == 1) {
+            if (x)
+                outs[(*n)++] = (void *)x;
+        } else if constexpr (k == 2) {
+            *all = 1;
+        }
+        (void)x, (void)outs, (void)n, (void)all;
+    }
 
     template <auto M, typename F> struct entry;
     template <auto M, typename R, typename... A> struct entry<M, R (*)(A...)> {
         static R call(A... a)
         {
-            hook();
+            void *outs[sizeof...(A) + 1] = {};
+            int n = 0, all = !((sbc_out_kind<A>() != 0) || ... || false);
+            (collect<A>(a, outs, &n, &all), ...);
+            hook(outs, n, all);
             if constexpr (std::is_void_v<R>) {
                 (inner.*M)(a...);
-                hook();
+                hook(outs, n, all);
             } else {
                 R r = (inner.*M)(a...);
-                hook();
+                hook(outs, n, all);
                 return r;
             }
         }
@@ -79,8 +124,9 @@ template <typename Tag> struct sbc_writes {
             out->*M = &entry<M, F>::call;
     }
 
-    /* *out = *in with every writing entry calling h() before and after. */
-    static void table(const sb_backend *in, sb_backend *out, void (*h)(void))
+    /* *out = *in with every writing entry calling h before and after. */
+    static void table(const sb_backend *in, sb_backend *out,
+                      void (*h)(void *const *outs, int n, int all))
     {
         inner = *in;
         hook = h;
@@ -94,15 +140,13 @@ template <typename Tag> struct sbc_writes {
     }
 };
 
-/* An entry with a parameter that is a non-const pointer to numbers may
- * write through it: quiet only where that memory is the host's (to_host,
- * marks_read) or the entry drops what it writes over itself (the GEMM). */
+/* An entry with a parameter it may write through is quiet only where that
+ * memory is the host's (to_host, marks_read) or the entry drops the kept
+ * conversions itself (the GEMM: what its output overlaps; release: those
+ * in the block it frees). */
 template <typename F> struct sbc_takes_out_ptr;
 template <typename R, typename... A> struct sbc_takes_out_ptr<R (*)(A...)> {
-    static constexpr bool value =
-        ((std::is_pointer_v<A> && !std::is_const_v<std::remove_pointer_t<A>> &&
-          std::is_arithmetic_v<std::remove_pointer_t<A>>) ||
-         ...);
+    static constexpr bool value = ((sbc_out_kind<A>() != 0) || ... || false);
 };
 constexpr bool sbc_same(const char *a, const char *b)
 {
@@ -111,7 +155,7 @@ constexpr bool sbc_same(const char *a, const char *b)
 #define SBC_QUIET_OK(m)                                                                  \
     static_assert(!sbc_takes_out_ptr<decltype(sb_backend::m)>::value ||                 \
                       sbc_same(#m, "to_host") || sbc_same(#m, "marks_read") ||           \
-                      sbc_same(#m, "gemm_batched"),                                      \
+                      sbc_same(#m, "gemm_batched") || sbc_same(#m, "release"),           \
                   "sb_backend::" #m " takes a pointer it may write through: list it in " \
                   "SBC_WRITING_ENTRIES");
 SBC_QUIET_ENTRIES(SBC_QUIET_OK)
