@@ -20,9 +20,9 @@
  * Environment (`shardbench run --precision P --comm C` sets the first two):
  *   SHARDBENCH_PRECISION  fp32 (default) | tf32 | bf16 (bf16 GEMM operands:
  *                         weights from their bf16 copies, the other operand
- *                         converted once per write and kept for later
- *                         GEMMs; fp32 accumulation; convolutions then use
- *                         tf32)
+ *                         converted and kept for later GEMMs while its
+ *                         source is unwritten; fp32 accumulation;
+ *                         convolutions then use tf32)
  *   SHARDBENCH_COMM       auto (default) | nccl | mpi
  *   SHARDBENCH_CUDA_POOL_MB   pool size (default: 85% of the free device
  *                         memory, shared evenly by the ranks on the GPU)
@@ -153,7 +153,7 @@ static void pool_init(void)
     if (keep && *keep) {
         char *end;
         unsigned long long v = strtoull(keep, &end, 10);
-        if (*end || keep[0] == '-')
+        if (keep[0] < '0' || keep[0] > '9' || *end || v > (SIZE_MAX >> 20))
             sbc_die(__FILE__, __LINE__,
                     "SHARDBENCH_CUDA_BF16_KEEP_MB=%s: not a number of MiB (0 keeps none)", keep);
         g.acts.max_bytes = (size_t)v << 20;
@@ -163,13 +163,19 @@ static void pool_init(void)
     SBC_BLAS(cublasSetWorkspace(g.blas, ws, CUBLAS_WS_BYTES));
 }
 
+static void pool_put(void *p);
+
+/* NULL when the pool has no room, even after the kept bf16 conversions
+ * that no GEMM being enqueued reads went (they are only a saving). */
 static void *pool_get(size_t bytes)
 {
     pool_init();
     size_t off;
-    if (sbc_pool_alloc(&g.pool, bytes, &off))
-        return NULL;
-    return g.base + off;
+    if (!sbc_pool_alloc(&g.pool, bytes, &off))
+        return g.base + off;
+    if (g.acts.n && sbc_act_drop(&g.acts, 0, 0, 1, pool_put) && !sbc_pool_alloc(&g.pool, bytes, &off))
+        return g.base + off;
+    return NULL;
 }
 
 static void pool_put(void *p)
@@ -219,7 +225,7 @@ static void acts_block_written(const void *p)
     sbc_act_drop(&g.acts, (uintptr_t)(g.base + start), size, 0, pool_put);
 }
 
-/* writes.hpp's hook, before and after every entry that may write device
+/* writes.hpp's hook, after every entry that may write device
  * memory: what it may write, or all. */
 static void acts_written(void *const *outs, int n, int all)
 {
@@ -235,11 +241,7 @@ static void acts_written(void *const *outs, int n, int all)
 
 static void *cuda_alloc(size_t bytes)
 {
-    void *p = pool_get(bytes);
-    if (!p && g.acts.n) { /* kept conversions first: they are only a saving */
-        acts_forget();
-        p = pool_get(bytes);
-    }
+    void *p = pool_get(bytes); /* kept conversions go first (pool_get) */
     if (!p && g.shadows.shadow_bytes) { /* tensors before bf16 copies: they are made again */
         shadows_release();
         p = pool_get(bytes);
@@ -456,6 +458,9 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
                                             (long long)sc, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
         sbc_act_unpin(&g.acts); /* enqueued: later pool traffic is ordered after it */
+        if (g.acts.n) /* an operand converted above from a span C overlaps is stale now */
+            sbc_act_drop(&g.acts, (uintptr_t)C,
+                         sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float), 0, pool_put);
         if (ta16)
             sbc_scratch_free(ta16);
         if (tb16)
@@ -1224,13 +1229,14 @@ static void report_at_exit(void)
             "NCCL buffers about %zu MiB (%zu MiB kept out of the pool), %zu MiB free on the device, "
             "bf16 weight copies %d (%.1f MiB, made %ld times, %ld GEMM operands read from them, %ld converted, "
             "%ld of them no weight's, %.1f MiB of fp32 read for those, %ld read again from a kept "
-            "conversion)\n",
+            "conversion, %.1f MiB kept now)\n",
             s.device, s.sharing, s.precision, s.pool_bytes >> 20, (double)s.peak_bytes / 1048576.0,
             s.allocs, s.failed_allocs, s.algo_hits, s.algo_misses, s.conv_fallbacks, s.nccl_comms, s.mpi_comms,
             s.nccl_est_bytes >> 20, s.nccl_reserve_bytes >> 20, s.device_free_bytes >> 20,
             s.bf16_copies, (double)s.bf16_copy_bytes / 1048576.0, s.bf16_copy_refreshes,
             s.bf16_copy_hits, s.bf16_conversions, s.bf16_act_conversions,
-            s.bf16_act_floats * 4.0 / 1048576.0, s.bf16_act_reuses);
+            s.bf16_act_floats * 4.0 / 1048576.0, s.bf16_act_reuses,
+            (double)s.bf16_act_kept_bytes / 1048576.0);
 }
 
 /* NCCL for real on this rank's GPU with no MPI: a 1-rank communicator
@@ -1371,6 +1377,7 @@ extern "C" void sb_cuda_finalize(void)
         sbc_comm_cache_free(g.comms);
         g.comms = NULL;
     }
+    sbc_act_free(&g.acts, pool_put);
 }
 
 /* The optimizer updates write their weight: its bf16 copy goes stale

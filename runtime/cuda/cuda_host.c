@@ -921,7 +921,7 @@ static void act_remove(sbc_act_cache *c, int i, void (*put)(void *))
 int sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16, void (*put)(void *))
 {
     size_t need = bytes / 2;
-    if (need > c->max_bytes)
+    if (need > c->max_bytes || sb_grow((void **)&c->e, &c->cap, c->n, sizeof *c->e, 64))
         return -1;
     while (c->bytes + need > c->max_bytes) { /* the least recently used unpinned one goes */
         int at = -1;
@@ -932,8 +932,6 @@ int sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16, void (*
             return -1;
         act_remove(c, at, put);
     }
-    if (sb_grow((void **)&c->e, &c->cap, c->n, sizeof *c->e, 64))
-        return -1;
     c->e[c->n++] = (sbc_act_conv){p, bytes, b16, ++c->clock, 1};
     c->bytes += need;
     return 0;

@@ -1,6 +1,6 @@
 /* runtime/cuda/writes.hpp: which entries of an sb_backend table (runtime.h)
  * may write device memory, and a copy of a table with each of those
- * wrapped to call a hook before and after it (C++17; the cuda backend and
+ * wrapped to call a hook after it (C++17; the cuda backend and
  * tests/test_bf16_keep.cc).
  *
  * The cuda backend in bf16 keeps the bf16 conversions of GEMM operands
@@ -105,7 +105,6 @@ template <typename Tag> struct sbc_writes {
             void *outs[sizeof...(A) + 1] = {};
             int n = 0, all = !((sbc_out_kind<A>() != 0) || ... || false);
             (collect<A>(a, outs, &n, &all), ...);
-            hook(outs, n, all);
             if constexpr (std::is_void_v<R>) {
                 (inner.*M)(a...);
                 hook(outs, n, all);
@@ -124,7 +123,8 @@ template <typename Tag> struct sbc_writes {
             out->*M = &entry<M, F>::call;
     }
 
-    /* *out = *in with every writing entry calling h before and after. */
+    /* *out = *in with every writing entry calling h after it: only GEMMs
+     * read kept conversions, and no entry runs one. */
     static void table(const sb_backend *in, sb_backend *out,
                       void (*h)(void *const *outs, int n, int all))
     {

@@ -237,36 +237,38 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
     gemm_shape_of(o, &r, &s);
     gemm_operand a, b;
     gemm_operands(ex, o, &a, &b);
-    tbuf ta = {0}, tb = {0}, dc = {0}, ga = {0}, gb = {0};
+    tbuf ta = {0}, tb = {0}, dc = {0}, g = {0};
     const float *A, *B;
     int rc = -1;
     if (masked_dout_canon(ex, o, &s, &dc, err)
         || canonical(ex, a.p, &a.box, a.map, s.ca, &ta, &A, err)
         || canonical(ex, b.p, &b.box, b.map, s.cb, &tb, &B, err))
         goto out;
-    /* a gradient already in canonical order takes the GEMM's sum directly
-     * (beta 1); otherwise a temporary, permuted and added. Both GEMMs run
-     * before either permutation, one after the other: they read the same
-     * dC, and a backend that converts GEMM operands (cuda in bf16) keeps
-     * the conversion only until something else writes device memory. */
-    int da = a.grad && in_canonical_order(&a.box, a.map, s.ca),
-        db = b.grad && in_canonical_order(&b.box, b.map, s.cb);
-    if ((a.grad && !da && exec_tb_alloc_n(ex, &ga, (int64_t)s.batch * s.M * s.K, err))
-        || (b.grad && !db && exec_tb_alloc_n(ex, &gb, (int64_t)s.batch * s.K * s.N, err)))
-        goto out;
     int t0 = exec_mark(ex);
-    if (a.grad) /* dA = dC B^T: (b, M, N) x (b, N, K) */
+    /* a gradient already in canonical order takes the GEMM's sum directly
+     * (beta 1); otherwise a temporary, permuted and added */
+    if (a.grad) {
+        int direct = in_canonical_order(&a.box, a.map, s.ca);
+        if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.M * s.K, err))
+            goto out;
         ex->be->gemm_batched(0, 1, s.M, s.K, s.N, 1.0f, dc.p, s.N, (ptrdiff_t)s.M * s.N, B, s.N,
-                             (ptrdiff_t)s.K * s.N, da ? 1.0f : 0.0f, da ? a.grad : ga.p, s.K,
-                             (ptrdiff_t)s.M * s.K, s.batch);
-    if (b.grad) /* dB = A^T dC: (b, K, M) x (b, M, N) */
+                             (ptrdiff_t)s.K * s.N, direct ? 1.0f : 0.0f, direct ? a.grad : g.p,
+                             s.K, (ptrdiff_t)s.M * s.K, s.batch);
+        if (!direct)
+            from_canonical(ex, a.grad, g.p, &a.box, a.map, s.ca, 1);
+        exec_tb_free(ex, &g);
+    }
+    if (b.grad) {
+        int direct = in_canonical_order(&b.box, b.map, s.cb);
+        if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.K * s.N, err))
+            goto out;
         ex->be->gemm_batched(1, 0, s.K, s.N, s.M, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, dc.p, s.N,
-                             (ptrdiff_t)s.M * s.N, db ? 1.0f : 0.0f, db ? b.grad : gb.p, s.N,
-                             (ptrdiff_t)s.K * s.N, s.batch);
-    if (a.grad && !da)
-        from_canonical(ex, a.grad, ga.p, &a.box, a.map, s.ca, 1);
-    if (b.grad && !db)
-        from_canonical(ex, b.grad, gb.p, &b.box, b.map, s.cb, 1);
+                             (ptrdiff_t)s.M * s.N, direct ? 1.0f : 0.0f, direct ? b.grad : g.p,
+                             s.N, (ptrdiff_t)s.K * s.N, s.batch);
+        if (!direct)
+            from_canonical(ex, b.grad, g.p, &b.box, b.map, s.cb, 1);
+        exec_tb_free(ex, &g);
+    }
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     rc = 0;
 out:
@@ -274,8 +276,7 @@ out:
     exec_tb_free(ex, &tb);
     if (dc.n >= 0)
         exec_tb_free(ex, &dc);
-    exec_tb_free(ex, &ga);
-    exec_tb_free(ex, &gb);
+    exec_tb_free(ex, &g);
     return rc;
 }
 
