@@ -1398,8 +1398,8 @@ static void cuda_adam_update(float *w, float *g_, float *m, float *v, size_t n, 
 /* ---- the table ------------------------------------------------------------------------- */
 
 /* The table as written; `table`, handed out, is it with every entry that
- * may write device memory wrapped to drop the kept bf16 conversions before
- * and after (writes.hpp), made at init. */
+ * may write device memory wrapped to drop, after it, the kept bf16
+ * conversions of what it may have written (writes.hpp), made at init. */
 static const sb_backend raw_table = {
     .name = "cuda",
     .host_memory = 0,
