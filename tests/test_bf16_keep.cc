@@ -26,7 +26,7 @@
  * and ZeRO) and strategy (data parallel, the search's best, a random one)
  * on the ranks it is launched with: training with keeping on (no limit; a
  * 1 KiB limit that evicts all the time; the conversions' "pool" capped at
- * 2 KiB, so that sbc_act_operand makes room from the unpinned ones) and
+ * 2 KiB, so that it makes room from the unpinned ones, as pool_get does) and
  * off gives bit-identical losses and weights (a conversion read after its
  * source changed would differ), keeping reads some conversions again, and
  * all stay near fp32 (the cpu-devmem table). The double converts both
@@ -80,25 +80,27 @@ static void to_bf16(void *dst, const float *src, size_t n)
         o[i] = to_bf16_one(src[i]);
 }
 
-/* the double's "pool": blocks with their size in front; get() refuses
- * past get_cap bytes outstanding (as a full pool: sbc_act_operand makes
- * room from the unpinned kept conversions), get_or_die never does */
-static void *take(size_t bytes)
-{
-    size_t *h = (size_t *)malloc(sizeof(size_t) * 2 + (bytes ? bytes : 1));
-    if (!h)
-        return NULL;
-    h[0] = bytes;
-    d.got += bytes;
-    return h + 2;
-}
-static void *get(size_t bytes)
+static void put(void *p);
+
+/* the double's "pool": blocks with their size in front. Past get_cap bytes
+ * outstanding it makes room from the unpinned kept conversions, as the
+ * cuda backend's pool_get does when full (counted in `refused`); where the
+ * backend would then end the job, the double goes on past the cap. */
+static void *get(size_t bytes, const char *what)
 {
     if (d.get_cap && d.got + bytes > d.get_cap) {
         d.refused++;
-        return NULL;
+        if (d.acts.n)
+            sbc_act_drop(&d.acts, 0, 0, 1, put);
     }
-    return take(bytes);
+    size_t *h = (size_t *)malloc(sizeof(size_t) * 2 + (bytes ? bytes : 1));
+    if (!h) {
+        fprintf(stderr, "test_bf16_keep: out of memory for %s\n", what);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    h[0] = bytes;
+    d.got += bytes;
+    return h + 2;
 }
 static void put(void *p)
 {
@@ -107,15 +109,6 @@ static void put(void *p)
     size_t *h = (size_t *)p - 2;
     d.got -= h[0];
     free(h);
-}
-static void *get_or_die(size_t bytes, const char *what)
-{
-    void *p = take(bytes);
-    if (!p) {
-        fprintf(stderr, "test_bf16_keep: out of memory for %s\n", what);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return p;
 }
 
 static void forget(void)
@@ -189,7 +182,7 @@ static void weight_set(const float *w, size_t n)
  * same values); *tmp: to put after the GEMM. */
 static const void *bf16_of(const float *p, size_t n, void **tmp)
 {
-    static const sbc_act_mem mem = {get, put, get_or_die, to_bf16};
+    static const sbc_act_mem mem = {get, put, to_bf16};
     *tmp = NULL;
     int weight = sbc_shadow_find(&d.weights, (uintptr_t)p, n * sizeof(float)) != NULL;
     if (!weight && d.keep) {
@@ -199,7 +192,7 @@ static const void *bf16_of(const float *p, size_t n, void **tmp)
         return b16;
     }
     (weight ? d.weight_conversions : d.conversions)++;
-    *tmp = get_or_die(n * 2, "bf16 operand");
+    *tmp = get(n * 2, "bf16 operand");
     to_bf16(*tmp, p, n);
     return *tmp;
 }
@@ -220,9 +213,9 @@ static float *widen(const void *b16, size_t n)
     return f;
 }
 
-/* as the cuda backend's bf16 GEMM: C's span dropped, both operands' bf16
- * (the first pinned while the second is converted: ASan sees a pinned one
- * freed), the product from them, C's span dropped again */
+/* as the cuda backend's bf16 GEMM: both operands' bf16 (the first pinned
+ * while the second is converted: ASan sees a pinned one freed), the
+ * product from them, then the conversions of what C overlaps dropped */
 static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                  ptrdiff_t sa, const float *B, int ldb, ptrdiff_t sb, float beta, float *C,
                  int ldc, ptrdiff_t sc, int batch)
@@ -230,11 +223,11 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *
     if (M <= 0 || N <= 0 || batch <= 0)
         return;
     size_t cbytes = sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float);
-    if (d.acts.n)
-        sbc_act_drop(&d.acts, (uintptr_t)C, cbytes, 0, put);
     if (K <= 0) {
         sb_backend_cpu.gemm_batched(ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc,
                                     sc, batch);
+        if (d.acts.n)
+            sbc_act_drop(&d.acts, (uintptr_t)C, cbytes, 0, put);
         return;
     }
     size_t na = sbc_span_floats(ta ? K : M, ta ? M : K, lda, sa, batch),

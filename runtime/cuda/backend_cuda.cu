@@ -225,6 +225,15 @@ static void acts_block_written(const void *p)
     sbc_act_drop(&g.acts, (uintptr_t)(g.base + start), size, 0, pool_put);
 }
 
+/* A GEMM wrote n floats at C: the kept conversions of what they overlap
+ * go. Once, after it: until then they hold the values it reads (one of its
+ * operands may be one of them). */
+static void acts_written_span(const float *C, size_t n)
+{
+    if (g.acts.n)
+        sbc_act_drop(&g.acts, (uintptr_t)C, n * sizeof(float), 0, pool_put);
+}
+
 /* writes.hpp's hook, after every entry that may write device
  * memory: what it may write, or all. */
 static void acts_written(void *const *outs, int n, int all)
@@ -349,17 +358,17 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         g.shadow_hits++;
         return (const char *)e->shadow + ((uintptr_t)p - e->base) / 2;
     }
+    int reused = 0;
+    const void *b16;
     if (!e && !g.no_shadows) {
-        static const sbc_act_mem mem = {pool_get, pool_put, sbc_scratch, sbk_to_bf16};
-        int reused = 0;
-        const void *b16 = sbc_act_operand(&g.acts, &mem, p, n, tmp, &reused, what);
-        if (reused) {
-            g.act_reuses++;
-        } else {
-            g.shadow_misses++;
-            g.act_conversions++;
-            g.act_conversion_floats += (double)n;
-        }
+        static const sbc_act_mem mem = {sbc_scratch, pool_put, sbk_to_bf16};
+        b16 = sbc_act_operand(&g.acts, &mem, p, n, tmp, &reused, what);
+    } else {
+        b16 = *tmp = sbc_scratch(n * 2, what);
+        sbk_to_bf16(*tmp, p, n);
+    }
+    if (reused) {
+        g.act_reuses++;
         return b16;
     }
     g.shadow_misses++;
@@ -367,9 +376,7 @@ static const void *bf16_operand(const float *p, size_t n, void **tmp, const char
         g.act_conversions++;
         g.act_conversion_floats += (double)n;
     }
-    *tmp = sbc_scratch(n * 2, what);
-    sbk_to_bf16(*tmp, p, n);
-    return *tmp;
+    return b16;
 }
 
 /* Waits for the stream. With NCCL communicators live it polls instead of
@@ -436,11 +443,9 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
 {
     if (M <= 0 || N <= 0 || batch <= 0)
         return;
-    if (g.acts.n) /* C is written: kept conversions of what it overlaps go */
-        sbc_act_drop(&g.acts, (uintptr_t)C, sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float), 0,
-                     pool_put);
     if (K <= 0) { /* empty sum: C = beta C */
         sbk_scale_matrix(C, M, N, ldc, sc, batch, beta);
+        acts_written_span(C, sbc_span_floats(M, N, ldc, sc, batch));
         return;
     }
     cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -458,9 +463,7 @@ static void cuda_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, 
                                             (long long)sc, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
         sbc_act_unpin(&g.acts); /* enqueued: later pool traffic is ordered after it */
-        if (g.acts.n) /* an operand converted above from a span C overlaps is stale now */
-            sbc_act_drop(&g.acts, (uintptr_t)C,
-                         sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float), 0, pool_put);
+        acts_written_span(C, sbc_span_floats(M, N, ldc, sc, batch));
         if (ta16)
             sbc_scratch_free(ta16);
         if (tb16)

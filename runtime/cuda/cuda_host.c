@@ -951,11 +951,7 @@ const void *sbc_act_operand(sbc_act_cache *c, const sbc_act_mem *m, const float 
     *reused = kept != NULL;
     if (kept)
         return kept;
-    void *b16 = m->get(n * 2);
-    if (!b16 && sbc_act_drop(c, 0, 0, 1, m->put)) /* the unpinned ones make room */
-        b16 = m->get(n * 2);
-    if (!b16)
-        b16 = m->get_or_die(n * 2, what);
+    void *b16 = m->get(n * 2, what);
     m->to_bf16(b16, p, n);
     /* those evicted are unpinned: no GEMM being enqueued reads them */
     if (sbc_act_keep(c, (uintptr_t)p, n * sizeof(float), b16, m->put))

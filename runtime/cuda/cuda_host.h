@@ -377,18 +377,18 @@ int sbc_act_keep(sbc_act_cache *c, uintptr_t p, size_t bytes, void *b16, void (*
 /* Floats a strided batch of stored rows x cols matrices (row stride ld,
  * batch stride `stride`) spans: what a GEMM operand reads. */
 size_t sbc_span_floats(int rows, int cols, int ld, ptrdiff_t stride, int batch);
-/* The memory and the conversion kernel sbc_act_operand works with. */
+/* The memory and the conversion kernel sbc_act_operand works with. get
+ * makes what room it can (the unpinned kept conversions go first) and ends
+ * the job when there is none. */
 typedef struct {
-    void *(*get)(size_t bytes);                   /* NULL when there is no room */
+    void *(*get)(size_t bytes, const char *what);
     void (*put)(void *p);
-    void *(*get_or_die)(size_t bytes, const char *what); /* ends the job without room */
     void (*to_bf16)(void *dst, const float *src, size_t n); /* queued after the source's writes */
 } sbc_act_mem;
 /* A GEMM operand that is no weight's, n floats at p, in bf16: from a kept
  * conversion that holds it (*reused 1), else converted into memory from
- * get (room made from the unpinned kept ones when there is none, else
- * get_or_die) and kept (*reused 0). When every place is pinned it is not
- * kept: *tmp is set, to put after the GEMM (else NULL). */
+ * get and kept (*reused 0). When it cannot be kept (sbc_act_keep) *tmp is
+ * set, to put after the GEMM (else NULL). */
 const void *sbc_act_operand(sbc_act_cache *c, const sbc_act_mem *m, const float *p, size_t n,
                             void **tmp, int *reused, const char *what);
 /* Unpins every conversion (the GEMM is enqueued). */
