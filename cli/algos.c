@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "algos.h"
 #include "shardbench/profile.h"
+#include "shardbench/strategy.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -3,8 +3,9 @@
 #ifndef SB_CLI_H
 #define SB_CLI_H
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 int cmd_search(int argc, char **argv);
 int cmd_paper(int argc, char **argv);

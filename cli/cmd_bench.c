@@ -1,4 +1,4 @@
-/* cmd_bench.c: `shardbench bench`: options, then sb_bench (plots/bench.c):
+/* cmd_bench.c: `shardbench bench`: options, then sb_bench (measure/bench.c):
  * for each model and device count, prune to survivors, train each for a
  * few steps on P MPI ranks, and record everything under one run id. */
 #define _GNU_SOURCE
@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "shardbench/machine.h"
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/results.h"
 
 static void bench_usage(FILE *f)

@@ -1,6 +1,6 @@
 /* cmd_export.c: `shardbench export STRATEGY --to dtensor|torch|jax|mtf`:
  * reads a strategy file (its model, params and p), checks it against the
- * model, and prints the layouts (search/export.c). Not a converter back. */
+ * model, and prints the layouts (strategy/export.c). Not a converter back. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>

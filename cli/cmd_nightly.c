@@ -1,6 +1,6 @@
 /* cmd_nightly.c: `shardbench nightly`: its own options, the rest read as
  * `bench` options (with the main job's sizes when no -m is given), then
- * sb_nightly (plots/nightly.c). */
+ * sb_nightly (measure/nightly.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/results.h"
 
 static void nightly_usage(FILE *f)

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "shardbench/machine.h"
+#include "shardbench/strategy.h"
 #include "shardbench/paper.h"
 #include "shardbench/profile.h"
 

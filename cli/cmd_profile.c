@@ -47,6 +47,7 @@
 #include "probe.h"
 #include "threads.h"
 #include "shardbench/profile.h"
+#include "shardbench/strategy.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"

@@ -1,5 +1,5 @@
 /* cmd_regress.c: `shardbench regress`: options, then sb_regress
- * (plots/regress.c): the step times of two runs compared per strategy;
+ * (measure/regress.c): the step times of two runs compared per strategy;
  * exit 1 on a confirmed regression. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/results.h"
 
 /* Exit statuses: 0 no confirmed regression, 1 confirmed regression, 2 the

@@ -20,6 +20,7 @@
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 #ifdef SB_HAVE_CUDA
 #include "../runtime/cuda/cuda_backend.h"
 #endif

@@ -1,6 +1,6 @@
 /* probe.c: a fixed amount of work timed on one rank, beside every timed
  * step of `run` (JSON probe_seconds), so that a nightly comparison can tell
- * a slower build from a slower machine (plots/regress.c: samples divided by
+ * a slower build from a slower machine (measure/regress.c: samples divided by
  * their launch's probe). The work never changes: 32 single-precision GEMMs
  * of 128 x 128 x 128 through the same BLAS and thread count as the ops
  * (about 134 MFLOP, a few milliseconds on one core). */

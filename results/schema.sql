@@ -179,7 +179,7 @@ PRAGMA user_version = 4;
 -- The seconds of a fixed amount of work (`run`'s probe: 32 GEMMs of 128^3
 -- on each rank, the slowest rank, median over the timed steps) measured
 -- beside the launch's steps, so a comparison can divide out a machine that
--- was slower at the time (plots/regress.c). NULL: not measured (older runs).
+-- was slower at the time (measure/regress.c). NULL: not measured (older runs).
 ALTER TABLE measurements ADD COLUMN probe_s REAL;
 -- The step time the cost model predicted for the strategy, in seconds:
 -- its cost over F when the cost is a time (a calibration or a machine

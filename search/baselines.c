@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 int sb_strategy_data_parallel(const sb_problem *pb, int *choice, sb_error *err)
 {

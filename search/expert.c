@@ -4,6 +4,7 @@
  * Transformers. Each op's wanted config goes through sb_config_nearest, so
  * an op that cannot take it gets the nearest valid one. Not the search. */
 #include "shardbench/candidates.h"
+#include "shardbench/strategy.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,6 +18,7 @@
  * same seed and budget give the same result (a time limit that ends the
  * chain early does not). Not exact: the DP is (dp.c). */
 #include "shardbench/candidates.h"
+#include "shardbench/strategy.h"
 
 #include <math.h>
 #include <stdlib.h>

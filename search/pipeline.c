@@ -54,7 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kinds.h"
+#include "shardbench/memory.h"
 #include "lagrange.h"
 #include "msort.h"
 

@@ -1,4 +1,4 @@
-# bench/search --memory (the full space, search/lagrange.c's walks seeded and
+# perf/search --memory (the full space, search/lagrange.c's walks seeded and
 # unseeded): a small Transformer within 0.5 GiB, where stages are solved by
 # the Lagrangian walk, its figures stored; --check fails (exit 1, "DIFFERS")
 # when the seeded and unseeded searches disagree. --limit-mb 0: no

@@ -17,10 +17,10 @@ set(SB_FUZZ_FLAGS -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all)
 file(GLOB SB_FUZZ_LIB_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/common/*.c
   ${CMAKE_SOURCE_DIR}/results/*.c)
-# models/ keeps its op builders and the ONNX importer in subfolders, search/
-# its per-kind cost rules (search/ops/).
+# models/ keeps its op builders and the ONNX importer in subfolders, cost/
+# its per-kind cost rules (cost/ops/).
 file(GLOB_RECURSE SB_FUZZ_MODELS_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/models/*.c
-  ${CMAKE_SOURCE_DIR}/search/*.c)
+  ${CMAKE_SOURCE_DIR}/cost/*.c ${CMAKE_SOURCE_DIR}/search/*.c ${CMAKE_SOURCE_DIR}/strategy/*.c)
 list(APPEND SB_FUZZ_LIB_SOURCES ${SB_FUZZ_MODELS_SOURCES})
 add_library(shardbench_fuzzlib STATIC ${SB_FUZZ_LIB_SOURCES})
 target_include_directories(shardbench_fuzzlib PUBLIC

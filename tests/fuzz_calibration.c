@@ -1,5 +1,5 @@
 /* fuzz_calibration.c: libFuzzer target for the calibration file reader
- * (sb_calibration_load, search/calibration.c).
+ * (sb_calibration_load, cost/calibration.c).
  *
  * Each input is written to a file and read as a calibration file. Besides
  * crashes and sanitizer reports, it aborts on broken contracts: a failure

@@ -1,5 +1,5 @@
 /* fuzz_strategy.c: libFuzzer target for the strategy file reader
- * (sb_strategy_load, search/strategy_io.c).
+ * (sb_strategy_load, strategy/strategy_io.c).
  *
  * Each input is written to a file and read as a strategy of a small fixed
  * model at p = 4. Besides crashes and sanitizer reports, it aborts on broken
@@ -17,6 +17,7 @@
 
 #include "shardbench/model.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 /* tests/data/strategy/fuzzstrat.model: convolution, pooling, reshape,
  * dense layers, the loss */

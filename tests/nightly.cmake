@@ -1,4 +1,4 @@
-# The nightly regression check: the statistics of plots/stats.c on fixed
+# The nightly regression check: the statistics of measure/stats.c on fixed
 # synthetic samples (test_stats), and `shardbench nightly` end to end on a
 # tiny AlexNet at p = 1 (tests/nightly.sh: real launches, three nights of the
 # same build: kept build, auto A/B with it, stored launches; then a fake

@@ -1,6 +1,6 @@
 # Relayout and the group cache (runtime/relayout/relayout.c, groups.c, part of
 # libshardbench): their MPI test, run on 1, 2, 3, 4 and 8 ranks; and the
-# relayout benchmark (bench/relayout).
+# relayout benchmark (perf/relayout).
 add_executable(test_relayout ${CMAKE_CURRENT_SOURCE_DIR}/test_relayout.c)
 target_link_libraries(test_relayout PRIVATE shardbench_static PkgConfig::CMOCKA)
 
@@ -16,7 +16,7 @@ foreach(np 1 2 3 4 8)
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endforeach()
 
-add_executable(bench_relayout ${CMAKE_SOURCE_DIR}/bench/relayout.c)
+add_executable(bench_relayout ${CMAKE_SOURCE_DIR}/perf/relayout.c)
 target_link_libraries(bench_relayout PRIVATE shardbench_static)
 set_target_properties(bench_relayout PROPERTIES
-  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench OUTPUT_NAME relayout)
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/perf OUTPUT_NAME relayout)

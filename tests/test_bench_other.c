@@ -1,5 +1,5 @@
 /* tests/test_bench_other.c: cmocka tests of the bench's view of other work
- * on the machine (plots/bench.c, plots.h): the busy seconds of a
+ * on the machine (measure/bench.c, plots.h): the busy seconds of a
  * /proc/stat line, the other cores of a launch, which strategies get
  * another trial round, the yield-when-idle environment the launches
  * inherit, and the binding of the default launcher. No timing: fixed
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 
 static void test_proc_stat_busy(void **state)
 {

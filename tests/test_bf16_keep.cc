@@ -45,9 +45,10 @@
 
 #include "cuda_host.h"
 #include "shardbench/model.h"
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 #include "writes.hpp"
 
 enum { STEPS = 3 };

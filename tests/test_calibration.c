@@ -1,5 +1,5 @@
 /* tests/test_calibration.c: cmocka tests of the calibration file reader's
- * ranges (search/calibration.c) and of the guards that keep a cost that is
+ * ranges (cost/calibration.c) and of the guards that keep a cost that is
  * not a number out of every result (search/problem.c, search/candidates.c):
  * absurd but finite values are refused naming file:line and the value;
  * the corners of the accepted ranges give finite costs for a shipped

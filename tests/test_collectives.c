@@ -1,5 +1,5 @@
 /* tests/test_collectives.c: cmocka tests of the collectives priced by the
- * links their group spans (search/terms.c, sb_coll_*): the placement of a
+ * links their group spans (cost/terms.c, sb_coll_*): the placement of a
  * group of an op's grid on nodes (by hand, against a rank-by-rank count of
  * every group, and for grids that do not line up with the node size), each
  * pricing function by hand-computed figures, and the reference model's

@@ -1,5 +1,5 @@
 /* tests/test_cost.c: cmocka tests of config enumeration and the reference
- * cost model (search/cost.c, search/problem.c) against docs/cost-model.md.
+ * cost model (cost/cost.c, search/problem.c) against docs/cost-model.md.
  *
  * Every expected cost is worked out by hand in the test from the formulas
  * of cost-model.md at the default machine (F = 10 TFLOP/s, B = 16 GB/s, so

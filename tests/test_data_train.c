@@ -17,6 +17,7 @@
 #include "shardbench/dtensor.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 static int rank, size, failures;
 

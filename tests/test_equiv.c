@@ -58,6 +58,7 @@
 #include "shardbench/candidates.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 #include "shardbench/paper.h"
 #include "threads.h"
 

@@ -1,4 +1,4 @@
-/* test_export.c: cmocka tests of `shardbench export` (search/export.c).
+/* test_export.c: cmocka tests of `shardbench export` (strategy/export.c).
  *
  * Golden files: tests/golden/MODEL-p8.strategy is the PaSE-best strategy of
  * each paper model at p = 8 (checked to still be the optimum) and
@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "shardbench/candidates.h"
+#include "shardbench/strategy.h"
 
 static const char *const models[] = {"alexnet", "inception3", "resnet101", "rnnlm", "transformer"};
 static const char *const formats[] = {"dtensor", "torch", "jax", "mtf"};

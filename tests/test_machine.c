@@ -1,5 +1,5 @@
-/* tests/test_machine.c: cmocka tests of machine files (search/machine.c)
- * and of the two links in the cost model's shared terms (search/terms.c):
+/* tests/test_machine.c: cmocka tests of machine files (cost/machine.c)
+ * and of the two links in the cost model's shared terms (cost/terms.c):
  * a good file, every error class naming file:line, the key and the value,
  * the shipped files loading by name, one all-reduce term computed by hand,
  * and a problem of p <= devices_per_node using only the intra-node link. */
@@ -19,6 +19,7 @@
 #include "shardbench/machine.h"
 #include "shardbench/model.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 static const char good[] = "# a test machine\n"
                            "devices_per_node 8\n"

@@ -1,4 +1,4 @@
-/* test_memory.c: the memory model (search/memory.c) against hand
+/* test_memory.c: the memory model (cost/memory.c) against hand
  * computation for small ops, and against the runtime's measured peak
  * (sb_executor_peak_bytes after one training step on the CPU backend).
  *
@@ -18,6 +18,7 @@
 #include "shardbench/memory.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 #define TOL 0.25
 

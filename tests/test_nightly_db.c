@@ -20,7 +20,7 @@
 
 #include <sqlite3.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 

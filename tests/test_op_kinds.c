@@ -1,6 +1,6 @@
 /* test_op_kinds.c: every op kind has its entry in every stage, none empty:
  * the model language (a rule with a name and a builder, models/ops/), the
- * search (cost and memory, search/ops/) and the runtime (forward and
+ * search (cost and memory, cost/ops/) and the runtime (forward and
  * backward, runtime/ops/). A kind missing from a stage's table does not link
  * (the tables are made from SB_OP_KINDS); this catches an entry left
  * empty. Export needs no entry of its own: it prints the op's weights
@@ -18,7 +18,7 @@
 
 #include "../models/ops/ops.h"
 #include "../runtime/ops/kinds.h"
-#include "../search/kinds.h"
+#include "../cost/kinds.h"
 #include "shardbench/memory.h"
 
 static void every_kind_has_a_model_rule(void **state)

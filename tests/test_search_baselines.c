@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "shardbench/candidates.h"
+#include "shardbench/strategy.h"
 
 static void load(const char *name, const char **kv, int nkv, sb_model *m)
 {

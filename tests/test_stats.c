@@ -1,4 +1,4 @@
-/* tests/test_stats.c: cmocka tests of plots/stats.c, the statistics of
+/* tests/test_stats.c: cmocka tests of measure/stats.c, the statistics of
  * `regress` and `nightly`, on fixed synthetic samples: the exact one-sided
  * Mann-Whitney p-values, the bootstrap interval, the history band, and the
  * verdicts (equal distributions: within noise; 20% slower with low noise:
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 
 static const double base[8] = {0.100, 0.102, 0.099, 0.101, 0.103, 0.098, 0.100, 0.101};
 /* the same distribution, other draws */

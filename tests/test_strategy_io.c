@@ -1,5 +1,5 @@
 /* tests/test_strategy_io.c: cmocka tests of the strategy file's model line
- * (search/strategy_io.c): sb_strategy_word on bare and quoted values, and
+ * (strategy/strategy_io.c): sb_strategy_word on bare and quoted values, and
  * a strategy saved for a model whose name holds a blank, '#', '"', '\' and
  * a control character loads back against the same model and is refused by
  * another. */
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 static void test_word(void **state)
 {

@@ -11,6 +11,7 @@
 
 #include "shardbench/memory.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 #ifdef __cplusplus
 extern "C" {

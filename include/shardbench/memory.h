@@ -98,6 +98,15 @@ int sb_search_within_ub(const sb_problem *pb, const sb_search_opts *opts, double
                         sb_optimizer opt, double cost_ub, sb_result *out, double *least_bytes,
                         sb_error *err);
 
+/* The trained tensors of op under config c (its own weights, then its
+ * weight operands), at most max: elems[w], its shard's elements per device,
+ * and q[w], its replica count (the devices of the op's grid holding the same
+ * shard: the product of the splits of the iteration dims it does not
+ * follow; 1 for batch-norm weights, whose gradients are not summed). Returns
+ * how many. What ZeRO slices (the runtime's gradient groups). */
+int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
+                       double *q, int max);
+
 #ifdef __cplusplus
 }
 #endif

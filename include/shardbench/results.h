@@ -33,7 +33,7 @@ void sb_db_close(sb_db *db);
 /* Schema version of an open database. */
 int sb_db_schema_version(sb_db *db);
 
-/* One search (from `shardbench search` or bench/search). */
+/* One search (from `shardbench search` or perf/search). */
 typedef struct {
     const char *source;        /* "cli" or "bench" */
     const char *model;         /* model name */

@@ -1164,7 +1164,7 @@ extern "C" int sb_cuda_stats_get(sb_cuda_stats *s)
     return 0;
 }
 
-/* Re-times a step's per-GEMM bf16 conversions alone (bench/gpu): `calls`
+/* Re-times a step's per-GEMM bf16 conversions alone (perf/gpu): `calls`
  * fp32 -> bf16 conversions of n floats in all, each of the mean size
  * n / calls, from consecutive slices of a source of min(n, 64 Mi) floats
  * (wrapping: beyond L2's size a slice is not read from L2 more often than

@@ -72,7 +72,7 @@ double sb_cuda_timer_stop_ms(void);
 
 /* bf16: `calls` fp32 -> bf16 conversions of n floats in all (each of the
  * mean size), as the GEMMs make them for operands that are no weight's, re-timed alone on the
- * backend's stream (bench/gpu: what keeping activations in bf16 would save
+ * backend's stream (perf/gpu: what keeping activations in bf16 would save
  * at the GEMMs). Milliseconds; 0 for nothing to convert; -1 with the cause
  * in msg when the backend is not started or its pool has no room. */
 double sb_cuda_convert_ms(double n, long calls, char *msg, size_t len);

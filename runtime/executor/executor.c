@@ -136,7 +136,7 @@ static int setup_groups(sb_executor *ex, sb_error *err)
 
 #ifdef SB_TEST_SLOWDOWN
 /* Only in a build configured with SHARDBENCH_TEST_SLOWDOWN=KIND:FACTOR (for
- * bench/regress): spins FACTOR times the op's own compute time (its
+ * perf/regress): spins FACTOR times the op's own compute time (its
  * communication left out) after each forward and backward of ops of KIND
  * ("all": every op). $SHARDBENCH_TEST_SLOWDOWN (same form) overrides the
  * configured one at run time. */

@@ -30,7 +30,7 @@
 #    steps' wall time), a small transformer with conversions kept on 1 and
 #    2 ranks the same way, within 1e-5 (the report must show GEMM operands
 #    read again from a kept bf16 conversion), then
-#    bench/gpu (-n 5 -w 2 -r 10) in the first precision of
+#    perf/gpu (-n 5 -w 2 -r 10) in the first precision of
 #    SB_GPU_BENCH_PREC (default "bf16 tf32 fp32": bf16 first, the MFU goal
 #    and the cost of its per-GEMM conversions); the others run after the
 #    equivalence suite, as time allows;
@@ -54,7 +54,7 @@
 # step does not stop the later ones (a failed build does).
 #
 # OUTDIR gets at most 6 files: gpu-run.log (everything printed),
-# gpu-results.db (run, bench/gpu and report figures; SQLite), steps.tsv
+# gpu-results.db (run, perf/gpu and report figures; SQLite), steps.tsv
 # (step, status, seconds, exit status), report.md (GPU, versions, steps,
 # `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
 # gnuplot scripts and data when gnuplot is missing), and cmake.log.
@@ -270,7 +270,7 @@ no_build() { # RC STEP: what was not built stops the run
     finish 1
 }
 run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 0 configure || no_build $? configure
-run_step "build shardbench, cuda tests, test_equiv, bench/gpu (-j$(nproc))" 0 \
+run_step "build shardbench, cuda tests, test_equiv, perf/gpu (-j$(nproc))" 0 \
     cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu ||
     no_build $? build
 "$build/shardbench" --version
@@ -289,7 +289,7 @@ for prec in fp32 tf32 bf16; do
     fi
 done
 
-# ---- 4. one run, bench/gpu ---------------------------------------------------------
+# ---- 4. one run, perf/gpu ---------------------------------------------------------
 run_step "shardbench run: alexnet batch 16, dp, 5 steps, cuda, 1 rank" 20 \
     env SHARDBENCH_CUDA_REPORT=1 mpirun -np 1 "$build/shardbench" run -m alexnet --set batch=16 \
     --strategy dp --steps 5 --backend cuda --precision fp32 --db "$db"
@@ -363,8 +363,8 @@ bf16_events() {
 export ngpu shared_ok
 run_step "shardbench run: alexnet and transformer in bf16 (weight copies, kept conversions, event timing), 1 and 2 ranks" 60 bf16_events
 bench_gpu() { # PRECISION
-    run_step "bench/gpu $1" 45 \
-        env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/bench/gpu" -n 5 -w 2 -r 10 --db "$db"
+    run_step "perf/gpu $1" 45 \
+        env SHARDBENCH_PRECISION="$1" mpirun -np 1 "$build/perf/gpu" -n 5 -w 2 -r 10 --db "$db"
 }
 first=${bench_precs%% *}
 [ -z "$first" ] || bench_gpu "$first"
@@ -398,7 +398,7 @@ for np in $nps; do
     done
 done
 
-# the other precisions of bench/gpu, as time allows
+# the other precisions of perf/gpu, as time allows
 for prec in ${bench_precs#"$first"}; do
     bench_gpu "$prec"
 done

@@ -1,9 +1,9 @@
 /* terms.c: the terms of the reference cost and memory models that every op
- * kind shares (search/kinds.h): words as FLOP, latencies, the groups of
+ * kind shares (cost/kinds.h): words as FLOP, latencies, the groups of
  * ranks a collective spans on a machine's nodes and one pricing function
  * per collective kind (sb_coll_*, docs/machines.md), GEMMs, per-device
  * extents, operand layouts and the operand part of an op's memory. It calls nothing else in search/: the kinds'
- * entries (search/ops/) call it, and cost.c and memory.c call the kinds
+ * entries (cost/ops/) call it, and cost.c and memory.c call the kinds
  * through their table, so the files depend one way. */
 #include "kinds.h"
 

@@ -1,4 +1,4 @@
-/* bench/memory.c: predicted against measured peak memory per rank, with
+/* perf/memory.c: predicted against measured peak memory per rank, with
  * ZeRO stages 0-3 and activation recomputation off and on.
  *
  * For each model, each ZeRO stage and recomputation none / all, on the P
@@ -13,7 +13,7 @@
  * replicated, so ZeRO slices all of them) or the search's best at the
  * reference cost model (--strategy best).
  *
- *   mpirun -np P bench/memory [--models transformer,llama-tiny] [--optimizer adam|sgd]
+ *   mpirun -np P perf/memory [--models transformer,llama-tiny] [--optimizer adam|sgd]
  *                             [--strategy dp|best] [--steps N (2)] [--db FILE]
  *
  * Models (sizes fixed here, so that figures compare across runs):
@@ -34,12 +34,13 @@
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 static int P, me;
 
 static void die(const char *what, const sb_error *err)
 {
-    fprintf(stderr, "bench/memory: rank %d: %s: %s\n", me, what, err ? err->msg : "");
+    fprintf(stderr, "perf/memory: rank %d: %s: %s\n", me, what, err ? err->msg : "");
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -99,7 +100,7 @@ static void store(const char *db_path, const row *rows, int n, const char *strat
     sb_db *db;
     sb_error err = {0};
     if (sb_db_open(db_path, 0, &db, &err)) {
-        fprintf(stderr, "bench/memory: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/memory: %s (figures not stored)\n", err.msg);
         return;
     }
     char devices[64];
@@ -107,7 +108,7 @@ static void store(const char *db_path, const row *rows, int n, const char *strat
     sb_run_meta meta = {.backend = "cpu", .devices = devices, .versions = "", .command_line = cmd};
     int64_t run;
     if (sb_db_begin_run(db, &meta, &run, &err)) {
-        fprintf(stderr, "bench/memory: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/memory: %s (figures not stored)\n", err.msg);
         sb_db_close(db);
         return;
     }
@@ -125,10 +126,10 @@ static void store(const char *db_path, const row *rows, int n, const char *strat
             .status = "ok", .peak_mem_bytes = rows[i].measured,
         };
         if (sb_db_record_measurement(db, &rec, NULL, &err))
-            fprintf(stderr, "bench/memory: %s (measurement not stored)\n", err.msg);
+            fprintf(stderr, "perf/memory: %s (measurement not stored)\n", err.msg);
     }
     if (sb_db_end_run(db, run, &err))
-        fprintf(stderr, "bench/memory: %s\n", err.msg);
+        fprintf(stderr, "perf/memory: %s\n", err.msg);
     else
         printf("# stored as run %lld in %s\n", (long long)run, db_path);
     sb_db_close(db);
@@ -183,7 +184,7 @@ int main(int argc, char **argv)
         case 'd': db_path = optarg; break;
         default:
             if (me == 0)
-                fprintf(stderr, "usage: mpirun -np P bench/memory [--models LIST] [--optimizer "
+                fprintf(stderr, "usage: mpirun -np P perf/memory [--models LIST] [--optimizer "
                                 "adam|sgd] [--strategy dp|best] [--steps N] [--db FILE]\n");
             MPI_Finalize();
             return 2;
@@ -194,7 +195,7 @@ int main(int argc, char **argv)
     row rows[64];
     int nrows = 0;
     if (me == 0)
-        printf("# bench/memory: P=%d, %s, strategy %s, %d steps; peak tensor bytes per rank "
+        printf("# perf/memory: P=%d, %s, strategy %s, %d steps; peak tensor bytes per rank "
                "(measured: the largest over the ranks)\n"
                "%-12s %2s %5s %-9s %14s %14s %7s\n",
                P, sb_optimizer_name(opt), strategy, steps, "model", "p", "zero", "recompute",

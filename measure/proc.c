@@ -1,4 +1,4 @@
-/* plots/proc.c: the bench's subprocesses (proc.h): run with captured
+/* measure/proc.c: the bench's subprocesses (proc.h): run with captured
  * output and a time limit in their own process group, the launcher's
  * words, and the failure line of a child's stderr. */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* plots/stats.c: the statistics of `regress` and `nightly` (plots.h,
+/* measure/stats.c: the statistics of `regress` and `nightly` (plots.h,
  * "statistics"): a one-sided Mann-Whitney U test, a percentile bootstrap
  * confidence interval of the ratio of medians, the noise band of a series'
  * history, and the verdict that combines them.
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 
 void sb_stat_rule_default(sb_stat_rule *r)
 {

@@ -1,10 +1,10 @@
-/* bench/step.c: single-rank training-step time of shardbench against
+/* perf/step.c: single-rank training-step time of shardbench against
  * PyTorch on the same model at the same sizes and thread count, side by
  * side in one invocation.
  *
  * shardbench runs in-process: MPI with one rank, the executor under the
  * all-ones strategy (config 0 of every op: nothing split), OpenBLAS with T
- * threads. PyTorch runs in a child process, bench/step_torch.py (Debian's
+ * threads. PyTorch runs in a child process, perf/step_torch.py (Debian's
  * python3-torch, torch.set_num_threads(T), OPENBLAS_NUM_THREADS=T), which
  * builds the same network and trains one step each time it is asked. The
  * two alternate step by step (after warm-up steps of each), the order
@@ -14,7 +14,7 @@
  * the timed steps. A step is forward, softmax
  * cross-entropy, backward and the SGD update, with a fresh synthetic batch.
  *
- *   mpirun -np 1 bench/step [--models alexnet,transformer,llama3-8b] [--threads 2,1]
+ *   mpirun -np 1 perf/step [--models alexnet,transformer,llama3-8b] [--threads 2,1]
  *                           [-n steps (5)] [-w warm-ups (1)] [--set NAME=VALUE]
  *                           [--python PATH] [--peer FILE] [--no-torch] [--db FILE]
  *
@@ -49,11 +49,12 @@
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 extern char **environ;
 
 #ifndef SB_STEP_PEER
-#define SB_STEP_PEER "bench/step_torch.py"
+#define SB_STEP_PEER "perf/step_torch.py"
 #endif
 
 #define MAX_CASES 8
@@ -86,10 +87,10 @@ typedef struct {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -np 1 bench/step [options]\n"
+            "usage: mpirun -np 1 perf/step [options]\n"
             "\n"
             "Step time of shardbench (in-process, all-ones strategy) against PyTorch\n"
-            "(bench/step_torch.py in a child process) on the same model, sizes and\n"
+            "(perf/step_torch.py in a child process) on the same model, sizes and\n"
             "thread count, alternating step by step; prints one row per model and\n"
             "thread count with the ratio shardbench / torch.\n"
             "\n"
@@ -178,7 +179,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         case 'w': {
             long v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < (c == 'n') || v > 100000) {
-                fprintf(stderr, "bench/step: --%s: '%s' is not a valid count\n",
+                fprintf(stderr, "perf/step: --%s: '%s' is not a valid count\n",
                         c == 'n' ? "steps" : "warmup", optarg);
                 return 2;
             }
@@ -188,7 +189,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         case 'S': {
             sb_error err = {0};
             if (o->nextra == MAX_SETS || sb_setting_parse(optarg, &o->extra[o->nextra], &err)) {
-                fprintf(stderr, "bench/step: --set %s: %s\n", optarg,
+                fprintf(stderr, "perf/step: --set %s: %s\n", optarg,
                         err.code ? err.msg : "too many --set options");
                 return 2;
             }
@@ -202,13 +203,13 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         case 'K': o->keep_binding = 1; break;
         case 'h': usage(stdout); return 1;
         default:
-            fprintf(stderr, "bench/step: unknown or incomplete option '%s'\n", argv[optind - 1]);
+            fprintf(stderr, "perf/step: unknown or incomplete option '%s'\n", argv[optind - 1]);
             usage(stderr);
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "bench/step: unexpected argument '%s'\n", argv[optind]);
+        fprintf(stderr, "perf/step: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
     char *copy = strdup(models), *save = NULL;
@@ -218,7 +219,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                            : strcmp(t, "llama3-8b") == 0   ? "llama3-8b"
                                                            : NULL;
         if (!name || o->ncases == MAX_CASES) {
-            fprintf(stderr, "bench/step: --models: '%s' is not alexnet, transformer or llama3-8b\n",
+            fprintf(stderr, "perf/step: --models: '%s' is not alexnet, transformer or llama3-8b\n",
                     t);
             free(copy);
             return 2;
@@ -228,7 +229,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     free(copy);
     o->nthreads = parse_list_int(threads, o->threads, MAX_THREADS);
     if (o->nthreads <= 0 || o->ncases == 0) {
-        fprintf(stderr, "bench/step: --threads '%s' or --models '%s' is empty or invalid\n",
+        fprintf(stderr, "perf/step: --threads '%s' or --models '%s' is empty or invalid\n",
                 threads, models);
         return 2;
     }
@@ -468,7 +469,7 @@ static void record(db_run *r, const sb_problem *pb, const int *choice, const cha
         .message = f->ok ? NULL : f->err, .peak_mem_bytes = f->ok ? (double)f->peak : 0,
     };
     if (sb_db_record_measurement(r->db, &rec, NULL, &err))
-        fprintf(stderr, "bench/step: %s (measurement not stored)\n", err.msg);
+        fprintf(stderr, "perf/step: %s (measurement not stored)\n", err.msg);
     free(json);
 }
 
@@ -614,7 +615,7 @@ static void run_case(const bench_opts *o, const bench_case *c, int threads, db_r
                 rw->th.last_loss = loss;
             }
         }
-        fprintf(stderr, "bench/step: %s, %d thread%s, step %d%s: shardbench %.4f s, torch %.4f s\n",
+        fprintf(stderr, "perf/step: %s, %d thread%s, step %d%s: shardbench %.4f s, torch %.4f s\n",
                 c->name, threads, threads == 1 ? "" : "s", s, s < o->warmup ? " (warm-up)" : "",
                 ts[s], tt[s]);
     }
@@ -661,7 +662,7 @@ int main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc || size != 1) {
         if (!rc)
-            fprintf(stderr, "bench/step: runs on one rank (got %d)\n", size);
+            fprintf(stderr, "perf/step: runs on one rank (got %d)\n", size);
         MPI_Finalize();
         return rc == 1 ? 0 : 2;
     }
@@ -670,7 +671,7 @@ int main(int argc, char **argv)
     sb_cpuset_get(&cs, 0, 1, o.keep_binding);
     for (int t = 0; t < o.nthreads; t++)
         if (o.threads[t] > cs.cpus)
-            fprintf(stderr, "bench/step: %d threads on %d cpu%s (%s): both frameworks' threads "
+            fprintf(stderr, "perf/step: %d threads on %d cpu%s (%s): both frameworks' threads "
                     "share them%s\n", o.threads[t], cs.cpus, cs.cpus == 1 ? "" : "s", cs.list,
                     cs.binding == SB_BIND_DEFAULT ? " (--keep-binding)" : "");
     char cmd[2048] = "";
@@ -682,7 +683,7 @@ int main(int argc, char **argv)
     if (strcmp(o.db, "none")) {
         sb_error err = {0};
         if (sb_db_open(o.db, 0, &db, &err)) {
-            fprintf(stderr, "bench/step: %s\n", err.msg);
+            fprintf(stderr, "perf/step: %s\n", err.msg);
             MPI_Finalize();
             return err.code ? err.code : 1;
         }
@@ -701,7 +702,7 @@ int main(int argc, char **argv)
             sb_run_meta meta = {.backend = "cpu", .devices = devices, .versions = versions,
                                 .command_line = cmd};
             if (sb_db_begin_run(db, &meta, &dbr.run_id, &err)) {
-                fprintf(stderr, "bench/step: %s (figures not stored)\n", err.msg);
+                fprintf(stderr, "perf/step: %s (figures not stored)\n", err.msg);
                 dbr.db = NULL;
             }
         }
@@ -713,10 +714,10 @@ int main(int argc, char **argv)
         if (dbr.db) {
             sb_error err = {0};
             if (sb_db_end_run(db, dbr.run_id, &err))
-                fprintf(stderr, "bench/step: %s\n", err.msg);
+                fprintf(stderr, "perf/step: %s\n", err.msg);
         }
     }
-    printf("# bench/step: one rank, all-ones strategy; shardbench with OpenBLAS %s\n",
+    printf("# perf/step: one rank, all-ones strategy; shardbench with OpenBLAS %s\n",
            openblas_get_config());
     printf("# PyTorch peer (%s %s): %s\n", o.python, o.peer, torch_facts);
     printf("# cpus %s (%d of %d%s%s%s)\n", cs.list, cs.cpus, cs.node_cpus,

@@ -1,4 +1,4 @@
-/* plots/bench.c: the bench (`shardbench bench`): for each model and device count, prune to
+/* measure/bench.c: the bench (`shardbench bench`): for each model and device count, prune to
  * survivors (`shardbench prune` as a subprocess), train each survivor for a
  * few steps (`LAUNCHER -np P shardbench run ... --format json`), and record
  * everything under one run id: one measurement per strategy, each its own
@@ -27,10 +27,11 @@
 #include <unistd.h>
 
 #include "shardbench/machine.h"
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/profile.h"
 #include "shardbench/paper.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 

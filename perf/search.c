@@ -1,4 +1,4 @@
-/* bench/search.c: how fast the exact search is. For each model and device
+/* perf/search.c: how fast the exact search is. For each model and device
  * count, a child process loads the model, builds the problem and runs the
  * PaSE DP (best of --repeat runs); the parent reads the child's figures
  * through a pipe and its peak RSS from wait4(). One table out, and every row
@@ -28,7 +28,7 @@
  * and compares the step, S, M, ZeRO and every op's config.
  * A model may name its machine (MODEL@MACHINE; --machine: the default).
  *
- *   bench/search [--models a,b@h200-sxm] [-p 4,8,16,32,64] [--repeat N] [--prune]
+ *   perf/search [--models a,b@h200-sxm] [-p 4,8,16,32,64] [--repeat N] [--prune]
  *                [--machine NAME|FILE] [--limit-s S] [--limit-mb M] [--check]
  *                [--check-limit-s S] [--scale] [--db FILE] */
 #define _GNU_SOURCE
@@ -347,7 +347,7 @@ int main(int argc, char **argv)
             char *end;
             g_memory_gib = strtod(optarg, &end);
             if (end == optarg || *end || !(g_memory_gib > 0) || g_memory_gib > 1e6) {
-                fprintf(stderr, "bench/search: --memory %s: not a size in GiB (e.g. 80)\n", optarg);
+                fprintf(stderr, "perf/search: --memory %s: not a size in GiB (e.g. 80)\n", optarg);
                 return 2;
             }
             break;
@@ -371,14 +371,14 @@ int main(int argc, char **argv)
             char *end;
             g_limit_mb = strtod(optarg, &end);
             if (end == optarg || *end || !(g_limit_mb >= 0)) {
-                fprintf(stderr, "bench/search: --limit-mb %s: not a size in MB (0: none)\n",
+                fprintf(stderr, "perf/search: --limit-mb %s: not a size in MB (0: none)\n",
                         optarg);
                 return 2;
             }
             break;
         }
         case 'h':
-            printf("usage: bench/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
+            printf("usage: perf/search [--models LIST] [-p LIST] [--repeat N] [--prune] "
                    "[--machine NAME|FILE] [--limit-s S] [--limit-mb MB] [--check] "
                    "[--check-limit-s S] [--scale] [--memory GIB] [--db FILE|none]\n"
                    "  a model may name its machine: llama3-70b@h200-sxm\n");
@@ -393,7 +393,7 @@ int main(int argc, char **argv)
     sb_error err = {0};
     sb_db *db = NULL;
     if (strcmp(db_path, "none") && sb_db_open(db_path, 0, &db, &err)) {
-        fprintf(stderr, "bench/search: %s (figures are printed but not stored)\n", err.msg);
+        fprintf(stderr, "perf/search: %s (figures are printed but not stored)\n", err.msg);
         db = NULL;
     }
     printf("%-24s %5s %5s %11s %6s %8s %12s %9s %9s %12s %7s %12s %12s %22s\n", "model", "p",
@@ -438,7 +438,7 @@ int main(int argc, char **argv)
                 continue;
             }
             if (p < 1 || measure(model, p, repeat, 0, &r, &rss, &choice)) {
-                fprintf(stderr, "bench/search: cannot run %s at p=%s\n", model, ps);
+                fprintf(stderr, "perf/search: cannot run %s at p=%s\n", model, ps);
                 status = 1;
                 continue;
             }
@@ -503,7 +503,7 @@ int main(int argc, char **argv)
                     .strategy_json = js,
                 };
                 if (sb_db_record_search(db, &rec, NULL, &err)) {
-                    fprintf(stderr, "bench/search: %s\n", err.msg);
+                    fprintf(stderr, "perf/search: %s\n", err.msg);
                     status = 1;
                 }
             }

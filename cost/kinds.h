@@ -1,6 +1,6 @@
-/* search/kinds.h: what the search stage knows of each op kind (private to
- * search/). One sb_kind_search entry per kind, written in search/ops/ beside
- * the kind's family, gathered by kind in search/kinds.c. cost.c and memory.c
+/* cost/kinds.h: what the search stage knows of each op kind (private to
+ * search/). One sb_kind_search entry per kind, written in cost/ops/ beside
+ * the kind's family, gathered by kind in cost/kinds.c. cost.c and memory.c
  * dispatch through the table and never fall back to a default. */
 #ifndef SB_SEARCH_KINDS_H
 #define SB_SEARCH_KINDS_H
@@ -9,7 +9,7 @@
 #include "shardbench/search.h"
 
 /* Elements per device of an op under a config, in the memory model's
- * categories (search/memory.c fills the operand terms, the kind the rest). */
+ * categories (cost/memory.c fills the operand terms, the kind the rest). */
 typedef struct {
     double weights;  /* the op's own weights and its weight operands */
     double wmax;     /* the largest weight operand */
@@ -34,7 +34,7 @@ typedef struct {
  * (tests/test_op_kinds.c checks). */
 extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
 
-/* ---- terms the kinds share (search/terms.c) ---------------------------------------------- */
+/* ---- terms the kinds share (cost/terms.c) ---------------------------------------------- */
 
 /* A point-to-point exchange of `words` whose ranks are not known: over the
  * inter-node link when the problem's p spans nodes (sb_coll_p2p; kept for
@@ -66,14 +66,6 @@ double sb_per_dev(const sb_op *op, const int *c, int d);
  * hold them: every input and output block, the op's own weights; saved and
  * scratch are 0 (the kind sets them). */
 void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e);
-/* The trained tensors of op under config c (its own weights, then its
- * weight operands), at most max: elems[w], its shard's elements per device,
- * and q[w], its replica count (the devices of the op's grid holding the same
- * shard: the product of the splits of the iteration dims it does not
- * follow; 1 for batch-norm weights, whose gradients are not summed). Returns
- * how many. What ZeRO slices (the runtime's gradient groups). */
-int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
-                       double *q, int max);
 /* ZeRO stage 3's extra communication of op under config c: one more
  * all-gather of each weight over its replicas (the backward's; the
  * forward's all-gather and the reduce-scatter cost what the gradient
@@ -83,7 +75,7 @@ double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_c
 /* Elements per device of operand o's block under config c. */
 double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c);
 
-/* The kinds' entries (search/ops/): sb_search_conv, sb_search_dense, ... */
+/* The kinds' entries (cost/ops/): sb_search_conv, sb_search_dense, ... */
 #define SB_KIND_DECL_(K, id) extern const sb_kind_search sb_search_##id;
 SB_OP_KINDS(SB_KIND_DECL_)
 #undef SB_KIND_DECL_

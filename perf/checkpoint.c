@@ -1,4 +1,4 @@
-/* bench/checkpoint.c: save and restore bandwidth of sharded checkpoints
+/* perf/checkpoint.c: save and restore bandwidth of sharded checkpoints
  * (sb_checkpoint_save / sb_checkpoint_restore) against the disk's own
  * sequential bandwidth, measured in the same run on the same folder.
  *
@@ -21,7 +21,7 @@
  * repetitions of the slowest rank's time. MB/s = 1e6 bytes per second of
  * the model's bytes; fraction = checkpoint MB/s / disk MB/s (target >= 0.5).
  *
- *   mpirun -np 4 bench/checkpoint [--mib 1024] [--dir DIR ($TMPDIR, /tmp)] [-n reps (3)]
+ *   mpirun -np 4 perf/checkpoint [--mib 1024] [--dir DIR ($TMPDIR, /tmp)] [-n reps (3)]
  *                                 [--db FILE]
  *
  * Not here: other dtypes than f32, async saves, many nodes. */
@@ -47,7 +47,7 @@ static int P, me;
 
 static void die(const char *what)
 {
-    fprintf(stderr, "bench/checkpoint: rank %d: %s\n", me, what);
+    fprintf(stderr, "perf/checkpoint: rank %d: %s\n", me, what);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -130,7 +130,7 @@ static void drop_cache(const char *path)
     }
     int e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (e)
-        fprintf(stderr, "bench/checkpoint: posix_fadvise(DONTNEED) '%s': %s\n", path, strerror(e));
+        fprintf(stderr, "perf/checkpoint: posix_fadvise(DONTNEED) '%s': %s\n", path, strerror(e));
     close(fd);
 }
 
@@ -346,7 +346,7 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mpirun -np P bench/checkpoint [--mib N (1024)] [--dir DIR (/tmp)] "
+    fprintf(f, "usage: mpirun -np P perf/checkpoint [--mib N (1024)] [--dir DIR (/tmp)] "
                "[-n reps (3)] [--db FILE|none]\n");
 }
 
@@ -373,7 +373,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             v = strtoll(optarg, &end, 10);
             if (*end || end == optarg || v < 1 || v > (c == 'm' ? 1 << 20 : 1000)) {
                 if (me == 0)
-                    fprintf(stderr, "bench/checkpoint: --%s: '%s' is not a valid count\n",
+                    fprintf(stderr, "perf/checkpoint: --%s: '%s' is not a valid count\n",
                             c == 'm' ? "mib" : "reps", optarg);
                 return 2;
             }
@@ -390,7 +390,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             return 1;
         default:
             if (me == 0) {
-                fprintf(stderr, "bench/checkpoint: unknown or incomplete option '%s'\n",
+                fprintf(stderr, "perf/checkpoint: unknown or incomplete option '%s'\n",
                         argv[optind - 1]);
                 usage(stderr);
             }
@@ -399,7 +399,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     }
     if (optind < argc) {
         if (me == 0)
-            fprintf(stderr, "bench/checkpoint: unexpected argument '%s'\n", argv[optind]);
+            fprintf(stderr, "perf/checkpoint: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
     return 0;
@@ -419,7 +419,7 @@ static void store(const opts *o, const model *m, const row *rows, int nrows, con
     sb_db *db;
     sb_error err = {0};
     if (sb_db_open(o->db, 0, &db, &err)) {
-        fprintf(stderr, "bench/checkpoint: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/checkpoint: %s (figures not stored)\n", err.msg);
         return;
     }
     char devices[128], versions[512], params[256];
@@ -431,7 +431,7 @@ static void store(const opts *o, const model *m, const row *rows, int nrows, con
                         .command_line = cmd};
     int64_t run;
     if (sb_db_begin_run(db, &meta, &run, &err)) {
-        fprintf(stderr, "bench/checkpoint: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/checkpoint: %s (figures not stored)\n", err.msg);
         sb_db_close(db);
         return;
     }
@@ -447,10 +447,10 @@ static void store(const opts *o, const model *m, const row *rows, int nrows, con
             .status = "ok",
         };
         if (sb_db_record_measurement(db, &rec, NULL, &err))
-            fprintf(stderr, "bench/checkpoint: %s (measurement not stored)\n", err.msg);
+            fprintf(stderr, "perf/checkpoint: %s (measurement not stored)\n", err.msg);
     }
     if (sb_db_end_run(db, run, &err))
-        fprintf(stderr, "bench/checkpoint: %s\n", err.msg);
+        fprintf(stderr, "perf/checkpoint: %s\n", err.msg);
     else
         printf("# stored as run %lld in %s\n", (long long)run, o->db);
     sb_db_close(db);
@@ -470,7 +470,7 @@ int main(int argc, char **argv)
     struct stat st;
     if (stat(o.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         if (me == 0)
-            fprintf(stderr, "bench/checkpoint: --dir '%s' is not a folder\n", o.dir);
+            fprintf(stderr, "perf/checkpoint: --dir '%s' is not a folder\n", o.dir);
         MPI_Finalize();
         return 2;
     }
@@ -549,7 +549,7 @@ int main(int argc, char **argv)
             {"checkpoint save", "checkpoint-save", m.save_layout[0], fs, bw},
             {"checkpoint restore (other layout)", "checkpoint-restore", m.restore_layout[0], fl, br},
         };
-        printf("# bench/checkpoint: %d ranks, %lld bytes (%d weights %lldx%lld f32 + %d biases), "
+        printf("# perf/checkpoint: %d ranks, %lld bytes (%d weights %lldx%lld f32 + %d biases), "
                "dir %s, median of %d, %s\n", P, (long long)m.bytes, NW, (long long)m.rows,
                (long long)m.cols, NW, o.dir, o.reps, lib);
         printf("# save:    weights %s; biases replicated (rank 0 writes)\n", m.save_layout[0]);

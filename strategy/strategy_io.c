@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 #include "shardbench/pipeline.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* bench/relayout.c: how close sb_relayout_run comes to the raw exchange it
+/* perf/relayout.c: how close sb_relayout_run comes to the raw exchange it
  * is built on. For typical layout transitions of a dense layer's input
  * (batch 64, features 4096) and a conv activation (32, 256, 56, 56) on P
  * ranks, it times sb_relayout_run (packing, MPI_Alltoallv, local copy,
@@ -9,7 +9,7 @@
  * time. The relayout's result is checked against the expected values after
  * its first run (#wrong, summed over ranks: must be 0).
  *
- *   mpirun -np 4 bench/relayout [-n iters (20)] [-w warm-ups (3)] [--p2p]
+ *   mpirun -np 4 perf/relayout [-n iters (20)] [-w warm-ups (3)] [--p2p]
  *
  * --p2p times sb_relayout_run_p2p (point-to-point sends and receives with
  * only the peers that share data, as a pipeline's stages run them; the
@@ -42,7 +42,7 @@ static int p2p; /* --p2p */
 
 static void die(const char *what)
 {
-    fprintf(stderr, "bench/relayout: rank %d: %s\n", me, what);
+    fprintf(stderr, "perf/relayout: rank %d: %s\n", me, what);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -242,7 +242,7 @@ static void store(const char *dbpath, const char *lib, int iters, int argc, char
     sb_db *db;
     sb_error err = {0};
     if (sb_db_open(dbpath, 0, &db, &err)) {
-        fprintf(stderr, "bench/relayout: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/relayout: %s (figures not stored)\n", err.msg);
         return;
     }
     char devices[64], versions[512], cmd[1024] = "";
@@ -254,7 +254,7 @@ static void store(const char *dbpath, const char *lib, int iters, int argc, char
                         .command_line = cmd};
     int64_t run;
     if (sb_db_begin_run(db, &meta, &run, &err)) {
-        fprintf(stderr, "bench/relayout: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/relayout: %s (figures not stored)\n", err.msg);
         sb_db_close(db);
         return;
     }
@@ -275,11 +275,11 @@ static void store(const char *dbpath, const char *lib, int iters, int argc, char
                 .steps = iters, .status = "ok",
             };
             if (sb_db_record_measurement(db, &rec, NULL, &err))
-                fprintf(stderr, "bench/relayout: %s (measurement not stored)\n", err.msg);
+                fprintf(stderr, "perf/relayout: %s (measurement not stored)\n", err.msg);
         }
     }
     if (sb_db_end_run(db, run, &err))
-        fprintf(stderr, "bench/relayout: %s\n", err.msg);
+        fprintf(stderr, "perf/relayout: %s\n", err.msg);
     else
         printf("# stored as run %lld in %s\n", (long long)run, dbpath);
     sb_db_close(db);
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
     }
     if (iters < 1 || warm < 0) {
         if (me == 0)
-            fprintf(stderr, "bench/relayout: -n must be >= 1 and -w >= 0\n");
+            fprintf(stderr, "perf/relayout: -n must be >= 1 and -w >= 0\n");
         MPI_Finalize();
         return 2;
     }

@@ -1,6 +1,6 @@
-/* kinds.c: the search stage's per-kind table (search/kinds.h), made from
+/* kinds.c: the search stage's per-kind table (cost/kinds.h), made from
  * the kind list SB_OP_KINDS (shardbench/model.h): a kind without its
- * sb_search_<id> entry in search/ops/ does not link. */
+ * sb_search_<id> entry in cost/ops/ does not link. */
 #include "kinds.h"
 
 #define SB_KIND_ENTRY_(K, id) [SB_OP_##K] = &sb_search_##id,

@@ -1,6 +1,6 @@
-/* bench/regress.c: false-alarm and detection rates of the nightly regression
- * check (`shardbench nightly`, plots/regress.c), from launches stored in a
- * results database (bench/README.md).
+/* perf/regress.c: false-alarm and detection rates of the nightly regression
+ * check (`shardbench nightly`, measure/regress.c), from launches stored in a
+ * results database (perf/README.md).
  *
  * Input: runs of one build (--same, each a `bench --trials N` of the same
  * configuration, taken at different times) and runs of builds slowed on
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
@@ -167,7 +167,7 @@ static void apply_cut(draw *d, double cut)
 }
 
 /* One simulated night of candidate run c against baseline run b, by the
- * nightly's rule (plots/regress.c: sb_stat_compare per strategy,
+ * nightly's rule (measure/regress.c: sb_stat_compare per strategy,
  * sb_stat_family over them, the suspects' re-measures judged one by one):
  * 1 when some strategy is confirmed slower; flagged_s and total_s count
  * strategies. */
@@ -361,7 +361,7 @@ static void store(const char *dbpath, const variant *v, int argc, char **argv)
     sb_db *db;
     sb_error err = {0};
     if (sb_db_open(dbpath, 0, &db, &err)) {
-        fprintf(stderr, "bench/regress: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/regress: %s (figures not stored)\n", err.msg);
         return;
     }
     char cmd[2048] = "", params[256];
@@ -372,7 +372,7 @@ static void store(const char *dbpath, const variant *v, int argc, char **argv)
     sb_run_meta meta = {.backend = "cpu", .devices = "resampled launches", .command_line = cmd};
     int64_t run;
     if (sb_db_begin_run(db, &meta, &run, &err)) {
-        fprintf(stderr, "bench/regress: %s (figures not stored)\n", err.msg);
+        fprintf(stderr, "perf/regress: %s (figures not stored)\n", err.msg);
         sb_db_close(db);
         return;
     }
@@ -390,10 +390,10 @@ static void store(const char *dbpath, const variant *v, int argc, char **argv)
             .status = "ok",
         };
         if (sb_db_record_measurement(db, &rec, NULL, &err))
-            fprintf(stderr, "bench/regress: %s (row not stored)\n", err.msg);
+            fprintf(stderr, "perf/regress: %s (row not stored)\n", err.msg);
     }
     if (sb_db_end_run(db, run, &err))
-        fprintf(stderr, "bench/regress: %s\n", err.msg);
+        fprintf(stderr, "perf/regress: %s\n", err.msg);
     else
         printf("# stored as run %lld in %s\n", (long long)run, dbpath);
     sb_db_close(db);
@@ -464,13 +464,13 @@ int main(int argc, char **argv)
         }
     }
     if (!data || !same || ncmp < 1 || v.trials < 1 || v.trials > 256 || v.extra > 256) {
-        fprintf(stderr, "bench/regress: --data DB and --same RUNS are required\n");
+        fprintf(stderr, "perf/regress: --data DB and --same RUNS are required\n");
         return 2;
     }
     sb_error err = {0};
     sb_dbq *q;
     if (sb_dbq_open(data, 0, 0, &q, &err) || parse_runs(q, same, 0, &err)) {
-        fprintf(stderr, "bench/regress: %s\n", err.msg);
+        fprintf(stderr, "perf/regress: %s\n", err.msg);
         return 2;
     }
     int nsame = nruns;
@@ -479,7 +479,7 @@ int main(int argc, char **argv)
         const char *colon = strchr(slowed[i], ':');
         factors[i] = colon ? atof(slowed[i]) : 0;
         if (!colon || !(factors[i] > 0) || parse_runs(q, colon + 1, factors[i], &err)) {
-            fprintf(stderr, "bench/regress: --slowed %s: %s\n", slowed[i],
+            fprintf(stderr, "perf/regress: --slowed %s: %s\n", slowed[i],
                     err.msg[0] ? err.msg : "F:RUNS expected, F > 0");
             return 2;
         }
@@ -487,7 +487,7 @@ int main(int argc, char **argv)
     sb_dbq_close(q);
     if (nab) {
         if (!abdata || sb_dbq_open(abdata, 0, 0, &q, &err)) {
-            fprintf(stderr, "bench/regress: --ab needs --ab-data DB: %s\n", err.msg);
+            fprintf(stderr, "perf/regress: --ab needs --ab-data DB: %s\n", err.msg);
             return 2;
         }
         for (int i = 0; i < nab; i++) {
@@ -495,7 +495,7 @@ int main(int argc, char **argv)
             long long cr, br;
             if (sscanf(abspec[i], "%lf:%lld:%lld", &f, &cr, &br) != 3 || f < 0 ||
                 load(q, cr, -1, &err) || load(q, br, -1, &err)) {
-                fprintf(stderr, "bench/regress: --ab %s: %s\n", abspec[i],
+                fprintf(stderr, "perf/regress: --ab %s: %s\n", abspec[i],
                         err.msg[0] ? err.msg : "F:CANDIDATE_RUN:BASELINE_RUN expected");
                 return 2;
             }
@@ -504,10 +504,10 @@ int main(int argc, char **argv)
         sb_dbq_close(q);
     }
     if (nsame < 2) {
-        fprintf(stderr, "bench/regress: --same needs two runs at least\n");
+        fprintf(stderr, "perf/regress: --same needs two runs at least\n");
         return 2;
     }
-    printf("# bench/regress: %d comparisons per row; nightly-sized samples of %d launches per "
+    printf("# perf/regress: %d comparisons per row; nightly-sized samples of %d launches per "
            "strategy (distinct launches) from stored launches, %d more for a suspect; "
            "threshold %.3g, %.0f%% bootstrap interval, one-sided Mann-Whitney alpha %.3g; "
            "history band from the other runs of the build\n",

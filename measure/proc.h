@@ -1,4 +1,4 @@
-/* plots/proc.h: the subprocesses of the bench (internal to plots/): a
+/* measure/proc.h: the subprocesses of the bench (internal to plots/): a
  * child run with its output captured under a time limit, the MPI launcher
  * command, and the one line that says why a child failed. */
 #ifndef SB_PLOTS_PROC_H

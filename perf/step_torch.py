@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""bench/step_torch.py: the PyTorch peer of bench/step.
+"""perf/step_torch.py: the PyTorch peer of perf/step.
 
 Builds, in PyTorch (CPU, fp32), the same network as a shardbench model
-file, at the sizes bench/step passes, and trains it one step at a time on
-request, so that bench/step can time shardbench and PyTorch side by side in
+file, at the sizes perf/step passes, and trains it one step at a time on
+request, so that perf/step can time shardbench and PyTorch side by side in
 one invocation. Not a general model-file interpreter: it knows the three
-networks bench/step compares (models/alexnet.model, models/transformer.model,
+networks perf/step compares (models/alexnet.model, models/transformer.model,
 models/llama3-8b.model).
 
 What is the same as shardbench's step (runtime/executor/executor.c):

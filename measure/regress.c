@@ -1,4 +1,4 @@
-/* plots/regress.c: compares the step times of two runs (`shardbench regress`,
+/* measure/regress.c: compares the step times of two runs (`shardbench regress`,
  * and `shardbench nightly` through it) of the results database, strategy by
  * strategy, and says which changes are beyond the noise. Markdown out; exit
  * 1 on a confirmed regression.
@@ -7,7 +7,7 @@
  * of the median step times of its launches (`bench --trials N` stores each
  * launch as its own measurement); the steps of one process are not
  * independent of each other. Per strategy the candidate's launches are
- * judged against the baseline's with the rule of plots/stats.c (ratio of
+ * judged against the baseline's with the rule of measure/stats.c (ratio of
  * medians with a bootstrap interval, one-sided Mann-Whitney U, a threshold
  * widened to the band of the series' own history: the spread of its
  * medians over the earlier runs of the same host that no nightly found a
@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/measure.h"
 #include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"

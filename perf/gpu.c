@@ -1,8 +1,8 @@
-/* bench/gpu.c: the cuda backend's speed on one GPU, against cuBLAS and
+/* perf/gpu.c: the cuda backend's speed on one GPU, against cuBLAS and
  * cuDNN alone on the same shapes, and full training steps with the
- * executor's overhead (target: at most 10% of the step; bench/README.md).
+ * executor's overhead (target: at most 10% of the step; perf/README.md).
  *
- *   mpirun -np 1 bench/gpu [-n steps (10)] [-w warm-ups (3)] [-r kernel reps (20)]
+ *   mpirun -np 1 perf/gpu [-n steps (10)] [-w warm-ups (3)] [-r kernel reps (20)]
  *                          [--models alexnet,transformer] [--quick] [--db FILE|none]
  *
  * Precision: SHARDBENCH_PRECISION=fp32|tf32|bf16 (the backend's; default
@@ -40,6 +40,7 @@
 #include "shardbench/results.h"
 #include "shardbench/runtime.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 #ifdef SB_HAVE_CUDA
 #include <cublas_v2.h>
@@ -55,21 +56,21 @@
 static void check_cuda(cudaError_t e, const char *what, const char *file, int line)
 {
     if (e != cudaSuccess) {
-        fprintf(stderr, "bench/gpu: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
+        fprintf(stderr, "perf/gpu: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
         exit(1);
     }
 }
 static void check_int(int s, const char *lib, const char *what, const char *file, int line)
 {
     if (s) {
-        fprintf(stderr, "bench/gpu: %s:%d: %s: %s status %d\n", file, line, what, lib, s);
+        fprintf(stderr, "perf/gpu: %s:%d: %s: %s status %d\n", file, line, what, lib, s);
         exit(1);
     }
 }
 static void check_dnn(cudnnStatus_t s, const char *what, const char *file, int line)
 {
     if (s != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "bench/gpu: %s:%d: %s: %s\n", file, line, what, cudnnGetErrorString(s));
+        fprintf(stderr, "perf/gpu: %s:%d: %s: %s\n", file, line, what, cudnnGetErrorString(s));
         exit(1);
     }
 }
@@ -106,7 +107,7 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mpirun -np 1 bench/gpu [-n steps (10)] [-w warm-ups (3)] [-r reps (20)]\n"
+    fprintf(f, "usage: mpirun -np 1 perf/gpu [-n steps (10)] [-w warm-ups (3)] [-r reps (20)]\n"
                "                              [--models alexnet,transformer] [--quick] [--db FILE|none]\n"
                "SHARDBENCH_PRECISION=fp32|tf32|bf16 chooses the precision (default fp32).\n");
 }
@@ -126,7 +127,7 @@ static int parse(int argc, char **argv, opts *o)
             char *end;
             long x = strtol(v, &end, 10);
             if (*end || x < (a[1] == 'w' ? 0 : 1) || x > 10000) {
-                fprintf(stderr, "bench/gpu: %s: bad count '%s'\n", a, v);
+                fprintf(stderr, "perf/gpu: %s: bad count '%s'\n", a, v);
                 return 2;
             }
             *(a[1] == 'n' ? &o->steps : a[1] == 'w' ? &o->warmup : &o->reps) = (int)x;
@@ -138,7 +139,7 @@ static int parse(int argc, char **argv, opts *o)
             o->db = v;
             i++;
         } else {
-            fprintf(stderr, "bench/gpu: unknown or incomplete option '%s'\n", a);
+            fprintf(stderr, "perf/gpu: unknown or incomplete option '%s'\n", a);
             usage(stderr);
             return 2;
         }
@@ -166,20 +167,20 @@ static void record(const char *model, const char *params, const char *kind, doub
         return;
     sb_error err = {0};
     sb_measurement_record rec = {
-        .run_id = run_id, .model = model, .model_path = "bench/gpu", .params = params,
+        .run_id = run_id, .model = model, .model_path = "perf/gpu", .params = params,
         .nops = nops, .p = 1, .kind = kind, .predicted_cost = flop, .configs_json = configs,
         .step_median_s = seconds, .step_min_s = seconds, .step_max_s = seconds, .steps = steps,
         .status = isfinite(seconds) ? "ok" : "error",
         .message = isfinite(seconds) ? NULL : "failed"};
     if (sb_db_record_measurement(db, &rec, NULL, &err))
-        fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+        fprintf(stderr, "perf/gpu: %s (figure not stored)\n", err.msg);
 }
 
 static float *dev_random(size_t n, uint64_t seed)
 {
     float *h = malloc(n * sizeof *h), *d = gpu->alloc(n * sizeof *d);
     if (!h || !d) {
-        fprintf(stderr, "bench/gpu: out of memory (%zu floats)\n", n);
+        fprintf(stderr, "perf/gpu: out of memory (%zu floats)\n", n);
         exit(1);
     }
     for (size_t i = 0; i < n; i++) {
@@ -199,7 +200,7 @@ static void *dev_copy(const float *src, size_t n, int bf16)
     float *h = malloc(n * sizeof *h);
     void *d;
     if (!h) {
-        fprintf(stderr, "bench/gpu: out of memory\n");
+        fprintf(stderr, "perf/gpu: out of memory\n");
         exit(1);
     }
     gpu->to_host(h, src, n);
@@ -601,17 +602,17 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
             .step_max_s = t[o->steps - 1], .steps = o->steps, .status = "ok",
             .peak_mem_bytes = peak_mem};
         if (sb_db_record_measurement(db, &rec, NULL, &err))
-            fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+            fprintf(stderr, "perf/gpu: %s (figure not stored)\n", err.msg);
         rec.kind = "bench-gpu-ops";
         rec.step_median_s = rec.step_min_s = rec.step_max_s = ops_step;
         if (sb_db_record_measurement(db, &rec, NULL, &err))
-            fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+            fprintf(stderr, "perf/gpu: %s (figure not stored)\n", err.msg);
         if (conv_ms > 0) {
             rec.kind = "bench-gpu-bf16-convert";
             rec.predicted_cost = conv_floats * 4; /* bytes of fp32 read */
             rec.step_median_s = rec.step_min_s = rec.step_max_s = conv_ms / 1e3;
             if (sb_db_record_measurement(db, &rec, NULL, &err))
-                fprintf(stderr, "bench/gpu: %s (figure not stored)\n", err.msg);
+                fprintf(stderr, "perf/gpu: %s (figure not stored)\n", err.msg);
         }
         free(json);
     }
@@ -629,7 +630,7 @@ fail:
             .status = "error", .message = err.msg};
         sb_error e2 = {0};
         if (sb_db_record_measurement(db, &rec, NULL, &e2))
-            fprintf(stderr, "bench/gpu: %s (figure not stored)\n", e2.msg);
+            fprintf(stderr, "perf/gpu: %s (figure not stored)\n", e2.msg);
     }
 out:
     sb_executor_free(ex);
@@ -650,14 +651,14 @@ int main(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc || size != 1) {
         if (!rc)
-            fprintf(stderr, "bench/gpu: runs on one rank (got %d)\n", size);
+            fprintf(stderr, "perf/gpu: runs on one rank (got %d)\n", size);
         MPI_Finalize();
         return rc == 1 ? 0 : 2;
     }
     sb_error err = {0};
     gpu = sb_backend_cuda_get(&err);
     if (!gpu) {
-        fprintf(stderr, "bench/gpu: %s%s\n", strncmp(err.msg, "no GPU", 6) ? "no GPU: " : "", err.msg);
+        fprintf(stderr, "perf/gpu: %s%s\n", strncmp(err.msg, "no GPU", 6) ? "no GPU: " : "", err.msg);
         MPI_Finalize();
         return 77;
     }
@@ -680,7 +681,7 @@ int main(int argc, char **argv)
 
     if (strcmp(o.db, "none")) {
         if (sb_db_open(o.db, 0, &db, &err)) {
-            fprintf(stderr, "bench/gpu: %s\n", err.msg);
+            fprintf(stderr, "perf/gpu: %s\n", err.msg);
             MPI_Finalize();
             return 1;
         }
@@ -699,13 +700,13 @@ int main(int argc, char **argv)
         sb_run_meta meta = {.backend = "cuda", .devices = devices, .versions = versions,
                             .command_line = cmd};
         if (sb_db_begin_run(db, &meta, &run_id, &err)) {
-            fprintf(stderr, "bench/gpu: %s (figures not stored)\n", err.msg);
+            fprintf(stderr, "perf/gpu: %s (figures not stored)\n", err.msg);
             sb_db_close(db);
             db = NULL;
         }
     }
 
-    printf("# bench/gpu: %s, precision %s, peak %.1f TFLOP/s (dense, from bench/gpu.c's table)\n",
+    printf("# perf/gpu: %s, precision %s, peak %.1f TFLOP/s (dense, from perf/gpu.c's table)\n",
            devname, prec, peak);
     printf("# kernels: mean of %d calls after a warm-up, CUDA events; ratio = table / library\n",
            o.reps);
@@ -730,7 +731,7 @@ int main(int argc, char **argv)
     for (char *sv, *name = strtok_r(models, ",", &sv); name; name = strtok_r(NULL, ",", &sv)) {
         int batch = !strcmp(name, "alexnet") ? 128 : !strcmp(name, "transformer") ? 64 : 0;
         if (!batch) {
-            printf("%-12s failed: bench/gpu knows the paper batch of alexnet and transformer only\n",
+            printf("%-12s failed: perf/gpu knows the paper batch of alexnet and transformer only\n",
                    name);
             failed = 1;
             continue;
@@ -740,7 +741,7 @@ int main(int argc, char **argv)
 
     if (db) {
         if (sb_db_end_run(db, run_id, &err))
-            fprintf(stderr, "bench/gpu: %s\n", err.msg);
+            fprintf(stderr, "perf/gpu: %s\n", err.msg);
         sb_db_close(db);
         printf("# figures stored in %s (run %lld)\n", o.db, (long long)run_id);
     }
@@ -759,7 +760,7 @@ int main(int argc, char **argv)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    fprintf(stderr, "bench/gpu: no GPU: this build has no cuda backend (SHARDBENCH_CUDA=OFF)\n");
+    fprintf(stderr, "perf/gpu: no GPU: this build has no cuda backend (SHARDBENCH_CUDA=OFF)\n");
     MPI_Finalize();
     return 77;
 }

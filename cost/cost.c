@@ -1,6 +1,6 @@
 /* cost.c: config enumeration and the reference cost model of the PaSE paper
  * and prototype (docs/cost-model.md): the vertex cost through the per-kind
- * table (search/kinds.h, search/ops/) and the edge cost; the terms the kinds
+ * table (cost/kinds.h, cost/ops/) and the edge cost; the terms the kinds
  * share are in terms.c. Costs are FLOP in double precision, computed in the prototype's
  * order of operations so that totals agree to the last printed digit. Not
  * the search. */

@@ -1,7 +1,7 @@
-/* plots/nightly.c: `shardbench nightly`: the whole nightly regression check
+/* measure/nightly.c: `shardbench nightly`: the whole nightly regression check
  * in one call. Benches the current build (every strategy in several
  * launches, interleaved), holds it to the last good night (or a given run)
- * with the statistics of plots/regress.c, measures the suspects again,
+ * with the statistics of measure/regress.c, measures the suspects again,
  * writes OUT/report.md and one trend figure per strategy, and stores the
  * verdict (table nightly_verdicts): a night with no confirmed regression
  * becomes the next night's baseline. */
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shardbench/plots.h"
+#include "shardbench/measure.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
