@@ -12,6 +12,7 @@
 #include "algos.h"
 #include "cli.h"
 #include "shardbench/candidates.h"
+#include "shardbench/strategy.h"
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
 #include "shardbench/pipesearch.h"
@@ -845,9 +846,11 @@ static void search_usage(FILE *f)
             "                         than one node: where the ranks lie (block: rank r on node\n"
             "                         r / devices-per-node; cyclic: on node r mod nodes; auto,\n"
             "                         the default: the search takes the cheaper, block on a tie)\n"
-            "      --stage-threads N   full: each stage DP's threads at most (0: the DP's\n"
-            "                         choice, up to two, the default: less wall time on a\n"
-            "                         quiet machine; 1: less CPU time on a shared one)\n"
+            "      --threads N        the DP's threads at most (default 0: the CPUs this\n"
+            "                         process may use; 1: less CPU time on a shared machine);\n"
+            "                         the same strategy for any N\n"
+            "      --stage-threads N   full: each stage DP's threads at most (default 0: as\n"
+            "                         --threads)\n"
             "  -h, --help\n",
             SB_DB_DEFAULT_PATH);
 }
@@ -870,7 +873,7 @@ int cmd_search(int argc, char **argv)
         {"space", required_argument, 0, 1001}, {"stages", required_argument, 0, 1002},
         {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
         {"max-stage-devices", required_argument, 0, 1005},
-        {"stage-threads", required_argument, 0, 1006},
+        {"stage-threads", required_argument, 0, 1006}, {"threads", required_argument, 0, 1008},
         {"ranks", required_argument, 0, 1007},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
@@ -886,7 +889,7 @@ int cmd_search(int argc, char **argv)
     sb_pipe_opts po;
     sb_pipe_opts_default(&po);
     po.max_stage_devices = 64;
-    po.threads = 0; /* the DP's choice: its large eliminations on both cores (search/README.md) */
+    po.threads = 0; /* as --threads: the CPUs this process may use */
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
@@ -934,7 +937,10 @@ int cmd_search(int argc, char **argv)
                 rc = parse_int_opt(optarg, "--max-stage-devices", 1, 65536, &po.max_stage_devices, &err);
                 break;
             case 1006:
-                rc = parse_int_opt(optarg, "--stage-threads", 0, 64, &po.threads, &err);
+                rc = parse_int_opt(optarg, "--stage-threads", 0, 256, &po.threads, &err);
+                break;
+            case 1008:
+                rc = parse_int_opt(optarg, "--threads", 0, 256, &so.ao.dp.threads, &err);
                 break;
             case 1007:
                 if (!strcmp(optarg, "auto"))

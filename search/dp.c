@@ -16,10 +16,11 @@
  * equal columns of the eliminated op (compact_eliminated); the bounded and
  * threshold scans for each minimum; pair tables and eliminations whose keys
  * were met before taken from the earlier ones (content ids, dp_reuse.c);
- * the table fill split over two threads (scan_rows). With them the order
+ * the table fill split over threads (scan_rows: the CPUs the process may use). With them the order
  * is block-first (order.c: repeated layers' interiors first), so that
  * equal layers give equal eliminations. Optional and separate: dominated
  * configs dropped first (dp_prune.c, sb_search_opts.prune). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "dp.h"
 #include "msort.h"
 #include "dp_reuse.h"
@@ -35,12 +36,10 @@
 #include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <sched.h>
 
 #define MAX_SCOPE DP_MAX_SCOPE
-#define DP_MAX_THREADS 2 /* the scan's threads at most (this machine's cores) */
+#define DP_MAX_THREADS 256 /* the most threads one elimination starts (par_run's array) */
 #define HASH_SEED0 1469598103934665603ULL
 #define VEC_BLOCK 8 /* prefixes per block of the vector scan */
 #define VEC_SAMPLE 64 /* entries of the other scans sampled before choosing */
@@ -73,6 +72,7 @@ typedef struct {
     double live_bytes, peak_bytes, limit_bytes;
     long long entries_copied, configs_merged, rows_bounded, rows_threshold, rows_vector,
         rows_colclass, rows_entwise; /* shortcuts (sb_result) */
+    int threads_used; /* the most threads an elimination's scan ran on (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
     dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
                       or the one shared by the caller (sb_search_opts.memo) */
@@ -81,7 +81,7 @@ typedef struct {
     int plain; /* sb_search_opts.plain: take none */
     int trace; /* SB_DP_TRACE set: one line per elimination on stderr */
     int scan;  /* sb_search_opts.scan */
-    int threads; /* sb_search_opts.threads: the scan's threads at most (0: DP_MAX_THREADS) */
+    int threads; /* sb_search_opts.threads: the scan's threads at most (0: sb_dp_default_threads) */
     int colclass; /* sb_search_opts.colclass */
     int entwise; /* sb_search_opts.entwise */
     sb_error *err;
@@ -146,49 +146,6 @@ static int charge(engine *E, double bytes, int v, int depset)
 }
 
 /* ---- initial factors: one per vertex, one per adjacent pair ------------- */
-
-/* Distinct layouts of an operand over an op's configs: id per config. */
-int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, int *ids,
-                  int **layouts, int *nlayouts, sb_error *err)
-{
-    const sb_configs *cf = &pb->cfg[op];
-    int nh = 16;
-    while (nh < 2 * cf->n)
-        nh *= 2;
-    int *L = sb_malloc((size_t)cf->n * (size_t)tnd * sizeof *L, err);
-    int *slot = sb_malloc((size_t)nh * sizeof *slot, err); /* layout index + 1, 0: free */
-    if (!L || !slot) {
-        free(L);
-        free(slot);
-        return -1;
-    }
-    memset(slot, 0, (size_t)nh * sizeof *slot);
-    int nl = 0;
-    for (int a = 0; a < cf->n; a++) {
-        int lay[SB_MAX_DIMS];
-        sb_operand_layout(&pb->m->ops[op], o, tnd, cf->c + (size_t)a * (size_t)cf->ndims, lay);
-        uint64_t h = 1469598103934665603ULL;
-        for (int d = 0; d < tnd; d++)
-            h = (h ^ (uint64_t)(uint32_t)lay[d]) * 1099511628211ULL;
-        int s = (int)(h & (uint64_t)(nh - 1)), found = -1;
-        while (slot[s] && found < 0) {
-            if (memcmp(L + (size_t)(slot[s] - 1) * (size_t)tnd, lay, (size_t)tnd * sizeof *lay) == 0)
-                found = slot[s] - 1;
-            else
-                s = (s + 1) & (nh - 1);
-        }
-        if (found < 0) {
-            memcpy(L + (size_t)nl * (size_t)tnd, lay, (size_t)tnd * sizeof *lay);
-            found = nl++;
-            slot[s] = nl;
-        }
-        ids[a] = found;
-    }
-    free(slot);
-    *layouts = L;
-    *nlayouts = nl;
-    return 0;
-}
 
 /* One edge seen through layouts: each op's distinct layouts of the tensor
  * and the layout id of each of its configs. */
@@ -2422,20 +2379,24 @@ static void scan_part(elim *el, int64_t plo, int64_t phi, int jlo, int jhi)
     }
 }
 
-/* The number of threads for the scan (1 without OpenMP, or when small). */
+/* The CPUs this process may run on (its affinity mask): the DP's threads
+ * when sb_search_opts.threads is 0. At least 1, at most DP_MAX_THREADS. */
+int sb_dp_default_threads(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > DP_MAX_THREADS ? DP_MAX_THREADS : n;
+}
+
+/* The number of threads for the scan: 1 when the work is small or the DP
+ * is plain, else sb_search_opts.threads (0: sb_dp_default_threads). */
 static int scan_threads(const elim *el, int64_t nprefix)
 {
-#ifdef _OPENMP
     double work = (double)nprefix * el->nrep[el->k - 1] * el->nv;
-    int t = omp_get_max_threads(), cap = el->E->threads > 0 ? el->E->threads : DP_MAX_THREADS;
-    if (cap > DP_MAX_THREADS)
-        cap = DP_MAX_THREADS;
-    return work >= 1e6 && !el->E->plain ? (t > cap ? cap : t) : 1;
-#else
-    (void)el;
-    (void)nprefix;
-    return 1;
-#endif
+    if (work < 1e6 || el->E->plain)
+        return 1;
+    int t = el->E->threads > 0 ? el->E->threads : sb_dp_default_threads();
+    return t > DP_MAX_THREADS ? DP_MAX_THREADS : t;
 }
 
 /* A thread's copy of el: the same tables, its own scan buffers (P, val,
@@ -2642,6 +2603,8 @@ static int scan_rows(elim *el)
         scan_part(el, 0, nprefix, 0, nlast);
         return 0;
     }
+    if (nt > el->E->threads_used)
+        el->E->threads_used = nt;
     if (el->threshold && !el->vscan && presort_rows(el, nt))
         return elim_oom(el);
     int by_prefix = nprefix >= 4 * nt;
@@ -2981,6 +2944,7 @@ static void report_counters(const engine *E, sb_result *out)
     out->rows_colclass = E->rows_colclass;
     out->rows_entwise = E->rows_entwise;
     out->eliminations_reused = E->memo->hits - E->hits0;
+    out->threads_used = E->threads_used > 0 ? E->threads_used : 1;
 }
 
 /* With opts->prune, red gets pb less its dominated configs and *keep their

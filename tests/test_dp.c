@@ -1,5 +1,5 @@
 /* tests/test_dp.c: cmocka tests of the exact search (search/dp.c,
- * search/order.c) and of strategy files (search/strategy_io.c).
+ * search/order.c) and of strategy files (strategy/strategy_io.c).
  *
  * Hundreds of random small graphs, written as model TEXT and parsed like any
  * model (chains, diamonds, Inception-like fan-out/fan-in with concat,
@@ -33,6 +33,7 @@
 #include "shardbench/memory.h"
 #include "shardbench/model.h"
 #include "shardbench/search.h"
+#include "shardbench/strategy.h"
 
 #define NGRAPHS 360        /* graphs generated */
 #define MIN_CHECKED 300    /* of which at least this many are small enough */
@@ -1899,7 +1900,7 @@ static void test_blocks_equal_plain(void **state)
     for (size_t i = 0; i < N_PAPER_MODELS; i++)
         for (int p = 32; p <= 64; p *= 2) {
             if (p == 64 && !strcmp(M[i].model, "transformer"))
-                continue; /* the plain DP takes seconds there, more under ASan (bench/search) */
+                continue; /* the plain DP takes seconds there, more under ASan (perf/search) */
             sb_model m;
             sb_problem pb;
             sb_error err = {0};
@@ -1942,6 +1943,57 @@ static void test_blocks_equal_plain(void **state)
     assert_true(with_interior == models);
     assert_true(differ_order > models / 2);
     assert_true(reused > 0);
+}
+
+/* The DP's threads (sb_search_opts.threads, `search --threads`): the same
+ * total, bit for bit, and every op's config on 1, 2, 3 and 8 threads (more
+ * threads than this machine's cores too), on the paper's models at p = 32
+ * and 64 (the transformer at 32); some elimination must have run on the
+ * threads asked for, or the count would not be tested. */
+static void test_threads_equal(void **state)
+{
+    (void)state;
+    static const int T[] = {2, 3, 8};
+    int shared = 0;
+    const struct paper_model *M = PAPER_MODELS;
+    for (size_t i = 0; i < N_PAPER_MODELS; i++)
+        for (int p = 32; p <= 64; p *= 2) {
+            if (p == 64 && !strcmp(M[i].model, "transformer"))
+                continue;
+            sb_model m;
+            sb_problem pb;
+            sb_error err = {0};
+            load_problem(M[i].model, M[i].batch, p, &m, &pb);
+            sb_search_opts so = {.algo = SB_ALGO_PASE, .threads = 1};
+            sb_result r1;
+            if (sb_search(&pb, &so, &r1, &err))
+                fail_msg("%s p=%d, 1 thread: %s", M[i].model, p, err.msg);
+            assert_int_equal(r1.threads_used, 1);
+            for (size_t t = 0; t < sizeof T / sizeof *T; t++) {
+                sb_result rt;
+                so.threads = T[t];
+                if (sb_search(&pb, &so, &rt, &err))
+                    fail_msg("%s p=%d, %d threads: %s", M[i].model, p, T[t], err.msg);
+                if (rt.total_cost != r1.total_cost)
+                    fail_msg("%s p=%d: %.17g on %d threads, %.17g on 1", M[i].model, p,
+                             rt.total_cost, T[t], r1.total_cost);
+                for (int v = 0; v < m.nops; v++)
+                    if (rt.choice[v] != r1.choice[v])
+                        fail_msg("%s p=%d: op '%s': config %d on %d threads, %d on 1",
+                                 M[i].model, p, m.ops[v].name, rt.choice[v], T[t],
+                                 r1.choice[v]);
+                assert_true(rt.threads_used <= T[t]);
+                shared += rt.threads_used == T[t];
+                sb_result_free(&rt);
+            }
+            sb_result_free(&r1);
+            sb_problem_free(&pb);
+            sb_model_free(&m);
+        }
+    print_message("threads: the paper models at p = 32, 64 on 2, 3 and 8 threads equal one "
+                  "thread; %d searches ran an elimination on all the threads asked for\n",
+                  shared);
+    assert_true(shared > 0);
 }
 
 /* Two searches of pb, without the vector scan's column-class and
@@ -2407,6 +2459,7 @@ int main(void)
         cmocka_unit_test(test_table_limit),
         cmocka_unit_test(test_prune_shipped),
         cmocka_unit_test(test_blocks_equal_plain),
+        cmocka_unit_test(test_threads_equal),
         cmocka_unit_test(test_scan_shortcuts_equal),
         cmocka_unit_test(test_memo_lru),
         cmocka_unit_test(test_sort_order),
