@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# tests/figures.sh SHARDBENCH SOURCE_DIR: every figure kind rendered and
+# read back (tests/svg_series.py): gnuplot's exit, PNG and SVG both, the
+# expected series in the legend's fixed order, no colour repeated within a
+# figure, the y = x line and the +-10% band of the fidelity figure, its
+# MAPE; from a small database made here with sqlite3 (one run of the
+# Transformer, 12 strategy kinds at p = 2, two at p = 1, predicted seconds
+# known).
+set -euo pipefail
+
+SB=${1:?usage: figures.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: figures.sh SHARDBENCH SOURCE_DIR}
+T=$(mktemp -d "${TMPDIR:-/tmp}/sb-figures-test-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export SHARDBENCH_MODELS=${SHARDBENCH_MODELS:-$SRC/models}
+export SHARDBENCH_PLOTS=${SHARDBENCH_PLOTS:-$SRC/plots}
+CHECK="python3 $SRC/tests/svg_series.py"
+DB=$T/t.db
+fail() { echo "FAIL: $*" >&2; exit 1; }
+q() { sqlite3 -batch -noheader "$DB" "$1"; }
+both() { # both files of a figure, non-empty
+    for ext in png svg; do [ -s "$1.$ext" ] || fail "no $1.$ext"; done
+}
+
+# ---- a database: the schema from a search, then one run by hand ----------------------
+"$SB" search -m transformer -p 2 --db "$DB" --format json >"$T/tr.json"
+model=$(q "SELECT id FROM models WHERE name = 'transformer';")
+q "INSERT INTO runs (id, host, git_commit, backend) VALUES (1, 'h', 'abc', 'cpu');"
+# kind predicted-s median-s, in an order unlike the legend's
+KINDS="rand5 0.30 0.36
+rand4 0.28 0.27
+rand3 0.26 0.30
+rand2 0.24 0.22
+rand1 0.22 0.25
+cand3 0.20 0.19
+cand2 0.18 0.20
+cand1 0.16 0.17
+pase 0.12 0.13
+mcmc 0.15 0.14
+expert 0.14 0.16
+dp 0.10 0.11"
+sid=0
+while read -r kind pred med; do
+    sid=$((sid + 1))
+    q "INSERT INTO strategies (id, model_id, p, kind, predicted_cost, configs_json)
+       VALUES ($sid, $model, 2, '$kind', ${pred}e9, CAST(readfile('$T/tr.json') AS TEXT));
+       INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, step_max_s,
+                                 steps, status, predicted_s)
+       VALUES (1, $sid, $med, $med, $med, 3, 'ok', $pred);"
+done <<<"$KINDS"
+for kind in dp pase; do
+    sid=$((sid + 1))
+    q "INSERT INTO strategies (id, model_id, p, kind, predicted_cost, configs_json)
+       VALUES ($sid, $model, 1, '$kind', 2e8, '{\"ops\":[]}');
+       INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, step_max_s,
+                                 steps, status, predicted_s)
+       VALUES (1, $sid, 0.2, 0.2, 0.2, 3, 'ok', 0.2);"
+done
+ORDER=(dp expert mcmc pase cand1 cand2 cand3 rand1 rand2 rand3 rand4 rand5)
+
+# ---- the run's figures ---------------------------------------------------------------
+"$SB" plot --db "$DB" --run 1 --out "$T/figs" >"$T/plot.out" || { cat "$T/plot.out"; fail plot; }
+F=$T/figs
+for f in speedup-transformer fidelity-transformer-p2 trend-transformer-p2 fidelity-transformer-p1; do both "$F/$f"; done
+$CHECK "$F/fidelity-transformer-p2.svg" "${ORDER[@]}" --also 'y = x' '±10%' baselines candidates random ||
+    fail "fidelity figure"
+# MAPE of the points above, as the title must say it
+mape=$(awk '{ d = ($2 - $3) / $3; s += d < 0 ? -d : d } END { printf "%.1f%%", 100 * s / NR }' <<<"$KINDS")
+grep -q "MAPE = $mape (n = 12)" "$F/fidelity-transformer-p2.svg" || fail "fidelity title lacks MAPE = $mape"
+grep -q "Spearman ρ = " "$F/fidelity-transformer-p2.svg" || fail "fidelity title lacks rho"
+$CHECK "$F/speedup-transformer.svg" "${ORDER[@]}" || fail "speedup figure"
+$CHECK "$F/trend-transformer-p2.svg" "${ORDER[@]}" || fail "trend figure"
+# the same kind keeps its colour from figure to figure
+c1=$(grep -A12 '<title>rand2</title>' "$F/speedup-transformer.svg" | grep -o "rgb([^)]*)" | head -1)
+c2=$(grep -A12 '<title>rand2</title>' "$F/fidelity-transformer-p2.svg" | grep -o "rgb([^)]*)" | head -1)
+[ -n "$c1" ] && [ "$c1" = "$c2" ] || fail "rand2 in $c1 in speedup, $c2 in fidelity"
+
+# the reference model predicts no seconds: no fidelity figure, said so
+q "UPDATE measurements SET predicted_s = NULL;"
+"$SB" plot --db "$DB" --run 1 --out "$T/figs2" >"$T/plot2.out" || fail "plot without predicted seconds"
+grep -q "fidelity-transformer-p2: no strategy has predicted seconds" "$T/plot2.out" ||
+    fail "no word on the missing fidelity figure: $(cat "$T/plot2.out")"
+[ ! -e "$T/figs2/fidelity-transformer-p2.svg" ] || fail "a fidelity figure without predicted seconds"
+
+echo "figures: ok"
