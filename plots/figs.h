@@ -72,4 +72,26 @@ int sb_series_words(const sb_series *s, char **names, char **colors, sb_error *e
 char *sb_series_vars(const char *path, const char *key, const sb_series *s, const char *title,
                      const char *extra, sb_error *err);
 
+/* ---- a strategy's ops grouped as the paper's Table II (layers.c) ---- */
+
+/* One row: ops with the same type, iteration dims and config that are one
+ * op repeated over consecutive layers (names PRE/B.N/REST with N = k, k+1,
+ * ...: "x.1/a/qkv" .. "x.6/a/qkv" is "x.1 … x.6 / a / qkv"), or else
+ * consecutive ops ("fc6 .. fc7 (2)"); a single op keeps its name. */
+typedef struct {
+    char label[192];
+    char type[40];
+    char dims[256];  /* "batch,seq,embed" */
+    char cfg[256];   /* "4,1,1" */
+    int first;       /* its first op (index into ops) */
+    int count;       /* ops in the row */
+    int layered;     /* 1: a layer group */
+    int stage;       /* the stage of its first op (the op's "stage"; 0 without) */
+} sb_layer_row;
+
+/* The rows of a strategy JSON's "ops" array (each {name, type, dims:
+ * [{name}], config: [..]}), in the order of their first op. *rows
+ * malloc'd; -1 with err set when ops is not such an array. */
+int sb_layer_rows(const sb_json *ops, sb_layer_row **rows, int *n, sb_error *err);
+
 #endif

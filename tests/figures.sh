@@ -5,7 +5,8 @@
 # figure, the y = x line and the +-10% band of the fidelity figure, its
 # MAPE; from a small database made here with sqlite3 (one run of the
 # Transformer, 12 strategy kinds at p = 2, two at p = 1, predicted seconds
-# known).
+# known). Also the report's strategy table in the paper's Table II form:
+# an op repeated over layers one row.
 set -euo pipefail
 
 SB=${1:?usage: figures.sh SHARDBENCH SOURCE_DIR}
@@ -81,5 +82,29 @@ q "UPDATE measurements SET predicted_s = NULL;"
 grep -q "fidelity-transformer-p2: no strategy has predicted seconds" "$T/plot2.out" ||
     fail "no word on the missing fidelity figure: $(cat "$T/plot2.out")"
 [ ! -e "$T/figs2/fidelity-transformer-p2.svg" ] || fail "a fidelity figure without predicted seconds"
+
+# ---- the report's Table II form ---------------------------------------------------------
+# dp (the fastest at p = 2) has the search's strategy: 204 ops, 6 + 6 layers
+"$SB" report --db "$DB" --run 1 --table strategies >"$T/t2.md"
+grep -qF "| transformer | 2 | dp (0.1100 s) | x.1 … x.6 / a / qkv | einsum |" "$T/t2.md" ||
+    fail "Table II lacks the row x.1 … x.6 / a / qkv: $(grep qkv "$T/t2.md")"
+grep -qF "| y.1 … y.6 / c / o / logits |" "$T/t2.md" || fail "Table II lacks y.1 … y.6 / c / o / logits"
+rows=$(grep -c "^| transformer | 2 | dp " "$T/t2.md")
+[ "$rows" -lt 60 ] || fail "Table II has $rows rows for 204 ops: layers not grouped"
+grep -q "x\.2/a/qkv" "$T/t2.md" && fail "Table II lists layer 2's qkv on its own"
+# layer 4's qkv split otherwise: three rows, layers 1-3, 4, 5-6
+python3 - "$T/tr.json" "$T/tr4.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for op in j["ops"]:
+    if op["name"] == "x.4/a/qkv":
+        op["config"] = [1] * (len(op["config"]) - 1) + [2]
+json.dump(j, open(sys.argv[2], "w"))
+PY
+q "UPDATE strategies SET configs_json = CAST(readfile('$T/tr4.json') AS TEXT) WHERE kind = 'dp' AND p = 2;"
+"$SB" report --db "$DB" --run 1 --table strategies >"$T/t2b.md"
+for r in "x.1 … x.3 / a / qkv" "x.4/a/qkv" "x.5 … x.6 / a / qkv"; do
+    grep -qF "| $r |" "$T/t2b.md" || fail "Table II lacks the row $r: $(grep qkv "$T/t2b.md")"
+done
 
 echo "figures: ok"
