@@ -6,7 +6,10 @@
 # MAPE; from a small database made here with sqlite3 (one run of the
 # Transformer, 12 strategy kinds at p = 2, two at p = 1, predicted seconds
 # known). Also the report's strategy table in the paper's Table II form:
-# an op repeated over layers one row.
+# an op repeated over layers one row. Then the figures of a full-space
+# search's JSON (`search --plot`, `plot --search`: memory, step time,
+# schedule, configs), its stage_details against the search's own stage
+# figures, a missing field named, and the scaling figure over searches.
 set -euo pipefail
 
 SB=${1:?usage: figures.sh SHARDBENCH SOURCE_DIR}
@@ -106,5 +109,83 @@ q "UPDATE strategies SET configs_json = CAST(readfile('$T/tr4.json') AS TEXT) WH
 for r in "x.1 … x.3 / a / qkv" "x.4/a/qkv" "x.5 … x.6 / a / qkv"; do
     grep -qF "| $r |" "$T/t2b.md" || fail "Table II lacks the row $r: $(grep qkv "$T/t2b.md")"
 done
+
+# ---- one search's figures ---------------------------------------------------------------
+SJ=$T/s8.json
+"$SB" search -m transformer -p 8 --set layers=2 --space full --stages 2 --microbatches 4 \
+    --format json --db none --plot "$T/sf" >"$SJ" 2>"$T/sf.err" || { cat "$T/sf.err"; fail "search --plot"; }
+for f in memory steptime schedule configs; do both "$T/sf/$f-transformer-p8"; done
+grep -q "^4 figures (8 files) in $T/sf, " "$T/sf.err" || fail "search --plot: no count: $(cat "$T/sf.err")"
+# stage_details: the memory parts sum to each stage's peak, forward + backward
+# to its time per micro-batch (in seconds at F)
+python3 - "$SJ" <<'PY' || fail "stage_details disagree with the search's stages"
+import json, sys
+j = json.load(open(sys.argv[1]))
+d, st, F = j["stage_details"], j["stages"], j["flops_tflops"] * 1e12
+assert len(d) == len(st) == 2, (len(d), len(st))
+assert j["device_memory_bytes"] == 80 * 2**30, j["device_memory_bytes"]
+for x, s in zip(d, st):
+    mem = sum(x["memory_bytes"][k] for k in ("weights", "gradients", "optimizer", "activations", "buffers"))
+    assert abs(mem - s["peak_bytes"]) <= 1e-6 * s["peak_bytes"], (mem, s["peak_bytes"])
+    t = x["forward_seconds"] + x["backward_seconds"]
+    assert abs(t - s["time_per_microbatch"] / F) <= 1e-9 * t, (t, s["time_per_microbatch"] / F)
+    assert 0 < x["forward_seconds"] < x["backward_seconds"], x
+    assert x["first_op"] == s["ops"][0] and x["last_op"] == s["ops"][-1], (x, s["ops"])
+PY
+$CHECK "$T/sf/memory-transformer-p8.svg" weights gradients 'optimizer state' activations buffers \
+    --also 'device memory 80' || fail "memory figure"
+$CHECK "$T/sf/steptime-transformer-p8.svg" forward backward 'idle (bubble)' || fail "step-time figure"
+$CHECK "$T/sf/schedule-transformer-p8.svg" forward backward idle || fail "schedule figure"
+$CHECK "$T/sf/configs-transformer-p8.svg" split || fail "configs figure"
+grep -qF "x.1 … x.2 / a / qkv" "$T/sf/configs-transformer-p8.svg" || fail "configs figure lacks the row x.1 … x.2 / a / qkv"
+# with the whole step's breakdown (issue 36's key): its six causes first
+python3 - "$SJ" "$T/s8b.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["time_breakdown_seconds"] = {"compute": 0.05, "tp_comm": 0.01, "dp_comm": 0.01,
+                               "pp_comm": 0.005, "bubble": 0.03, "optimizer": 0.002}
+json.dump(j, open(sys.argv[2], "w"))
+PY
+"$SB" plot --search "$T/s8b.json" --out "$T/sf2" >"$T/sf2.out" || fail "plot --search"
+$CHECK "$T/sf2/steptime-transformer-p8.svg" compute 'tensor-parallel comm (exposed)' \
+    'data-parallel comm (exposed)' 'pipeline comm (exposed)' bubble optimizer forward backward \
+    'idle (bubble)' || fail "step-time figure with the breakdown"
+# many micro-batches: the schedule in slices of the step
+"$SB" search -m transformer -p 8 --set layers=2 --set batch=256 --space full --stages 2 --microbatches 128 \
+    --format json --db none >"$T/s128.json"
+"$SB" plot --search "$T/s128.json" --out "$T/sf3" >/dev/null || fail "plot --search, M = 128"
+grep -q "the share of each slice of the step" "$T/sf3/schedule-transformer-p8.svg" ||
+    fail "the schedule of 128 micro-batches is not in slices"
+$CHECK "$T/sf3/schedule-transformer-p8.svg" forward backward idle || fail "schedule figure, M = 128"
+# a field missing: named, exit 2, no figure
+python3 -c "
+import json, sys; j = json.load(open('$SJ')); del j['stage_details']; json.dump(j, open('$T/nod.json', 'w'))"
+rc=0; "$SB" plot --search "$T/nod.json" --out "$T/sf4" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "plot --search without stage_details: exit $rc"
+grep -q 'no "stage_details": the memory figure needs it' "$T/err" || fail "unclear: $(cat "$T/err")"
+ls "$T/sf4"/*.png >/dev/null 2>&1 && fail "a figure drawn without stage_details"
+python3 -c "
+import json, sys; j = json.load(open('$SJ')); del j['stage_details'][1]['memory_bytes']['buffers']; json.dump(j, open('$T/nob.json', 'w'))"
+rc=0; "$SB" plot --search "$T/nob.json" --out "$T/sf5" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q 'stage_details\[1\].memory_bytes.buffers' "$T/err" ||
+    fail "a missing memory part not named: $rc $(cat "$T/err")"
+rc=0; "$SB" search -m transformer -p 8 --space plain --db none --plot "$T/sf6" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "plot draws a pipeline strategy" "$T/err" || fail "search --plot plain: $rc"
+
+# ---- scaling over searches of one model ------------------------------------------------
+for p in 2 4 8; do
+    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --memory 80GiB \
+        --format json --db none >"$T/full-$p.json" 2>/dev/null
+    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo dp --format json \
+        --db none >"$T/dp-$p.json" 2>/dev/null
+done
+"$SB" plot --scaling --out "$T/sc" "$T"/full-*.json "$T"/dp-*.json >"$T/sc.out" || fail "plot --scaling"
+both "$T/sc/scaling-transformer"
+$CHECK "$T/sc/scaling-transformer.svg" dp pase-full || fail "scaling figure"
+rc=0; "$SB" plot --scaling --out "$T/sc2" "$T/full-2.json" "$T/full-2.json" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "both pase-full at p = 2" "$T/err" || fail "a point given twice: $rc"
+"$SB" search -m alexnet -p 2 --machine h100-sxm --format json --db none >"$T/alex.json" 2>/dev/null
+rc=0; "$SB" plot --scaling --out "$T/sc3" "$T/full-2.json" "$T/alex.json" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "the scaling figure is of one model" "$T/err" || fail "two models: $rc"
 
 echo "figures: ok"
