@@ -18,7 +18,7 @@ set for [k=int(floor(log(pmin) / log(2) + 0.01)):int(ceil(log(pmax) / log(2) - 0
 set format y '%.0s%c'
 if (mfu) {
     set y2label 'MFU (%)'
-    set y2range [0:*]
+    set y2range [0:100]
     set y2tics
 }
 # points over the device's memory (over = 1): crossed out and labelled
