@@ -157,6 +157,26 @@ $CHECK "$T/sf2/steptime-transformer-p8.svg" compute 'tensor-parallel comm (expos
 grep -q "the share of each slice of the step" "$T/sf3/schedule-transformer-p8.svg" ||
     fail "the schedule of 128 micro-batches is not in slices"
 $CHECK "$T/sf3/schedule-transformer-p8.svg" forward backward idle || fail "schedule figure, M = 128"
+# the schedule by hand: 4 equal stages (forward 1 s, backward 2 s), 8
+# micro-batches: both schedules take (M + S - 1)(f + b) = 33 s, stage 0
+# busy 24 of them (idle 27%)
+for sched in gpipe 1f1b; do
+    python3 - "$T/hand-$sched.json" "$sched" <<'PY'
+import json, sys
+st = [{"stage": s, "devices": 1, "first_op": "a", "last_op": "a", "forward_seconds": 1.0,
+       "backward_seconds": 2.0, "memory_bytes": {"weights": 1, "gradients": 1, "optimizer": 0,
+       "activations": 2, "buffers": 1}} for s in range(4)]
+ops = [{"name": "a", "type": "dense", "dims": [{"name": "batch", "size": 8}], "config": [1]}]
+json.dump({"model": "hand", "p": 4, "microbatches": 8, "schedule": sys.argv[2],
+           "predicted_step_seconds": 33.0, "device_memory_bytes": 2**30, "stage_details": st,
+           "ops": ops}, open(sys.argv[1], "w"))
+PY
+    "$SB" plot --search "$T/hand-$sched.json" --out "$T/hand-$sched" >/dev/null || fail "plot --search $sched"
+    grep -q "one step 33 s as scheduled (cost model 33 s)" "$T/hand-$sched/schedule-hand-p4.svg" ||
+        fail "$sched: the step is not 33 s: $(grep -o 'one step [^(]*' "$T/hand-$sched/schedule-hand-p4.svg")"
+    grep -q "stage 0: idle 27%" "$T/hand-$sched/schedule-hand-p4.svg" || fail "$sched: stage 0 not idle 27%"
+    grep -q "stage 3: idle 27%" "$T/hand-$sched/schedule-hand-p4.svg" || fail "$sched: stage 3 not idle 27%"
+done
 # a field missing: named, exit 2, no figure
 python3 -c "
 import json, sys; j = json.load(open('$SJ')); del j['stage_details']; json.dump(j, open('$T/nod.json', 'w'))"
