@@ -11,6 +11,7 @@
 
 #include "algos.h"
 #include "cli.h"
+#include "search_plot.h"
 #include "shardbench/candidates.h"
 #include "shardbench/strategy.h"
 #include "shardbench/machine.h"
@@ -718,7 +719,8 @@ static int pipe_record(const char *db_path, int adopt, const sb_model *m, int p,
 
 /* search --space full: the pipeline search (search/pipeline.c) and its output. */
 static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char *algo,
-                       const char *format, const char *save, const char *db, int adopt_db)
+                       const char *format, const char *save, const char *db, int adopt_db,
+                       const char *plot)
 {
     sb_error err = {0};
     sb_model m;
@@ -737,6 +739,13 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
                 po->max_stage_devices, r.cuts + 1, SB_MAX_STAGES, r.stage_cap_fallback,
                 so->p / r.stage_cap_fallback);
     json_t *j = pipe_json(&m, so->p, &so->cp, po, &r, algo);
+    if (j && cli_search_details(j, &m, &so->cp, po, &r, so->device_gib, &err)) {
+        status = cli_fail(&err);
+        json_decref(j);
+        sb_pipe_result_free(&r);
+        sb_model_free(&m);
+        return status;
+    }
     char *js = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (!strcmp(format, "json")) {
         if (js)
@@ -758,6 +767,12 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
     fflush(stdout);
     if (save && pipe_save(save, &m, so->p, &so->cp, &r, algo, &err))
         status = cli_fail(&err);
+    if (!status && plot && !js) {
+        sb_fail(&err, SB_EXIT_INTERNAL, "out of memory");
+        status = cli_fail(&err);
+    } else if (!status && plot && cli_search_plot(plot, js, &err)) {
+        status = cli_fail(&err);
+    }
     if (pipe_record(db, adopt_db, &m, so->p, &so->cp, algo, &r, js, &err)) {
         int s2 = cli_fail(&err);
         if (!status)
@@ -814,6 +829,8 @@ static void search_usage(FILE *f)
             "      --format table|json|tsv   output (default table)\n"
             "      --save FILE        write the strategy file (read by run and bench)\n"
             "      --dot FILE         write the graph with chosen configs (Graphviz)\n"
+            "      --plot DIR         full: the figures of `plot --search` (memory per stage,\n"
+            "                         step time, schedule, configs; PNG and SVG) into DIR\n"
             "      --db FILE          results database (default %s; 'none' to skip)\n"
             "      --adopt-db         record into an SQLite file that holds another\n"
             "                         program's tables (refused otherwise)\n"
@@ -874,14 +891,14 @@ int cmd_search(int argc, char **argv)
         {"microbatches", required_argument, 0, 1003}, {"schedule", required_argument, 0, 1004},
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006}, {"threads", required_argument, 0, 1008},
-        {"ranks", required_argument, 0, 1007},
+        {"ranks", required_argument, 0, 1007}, {"plot", required_argument, 0, 1009},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
     shared_opts so;
     shared_opts_default(&so);
-    const char *format = "table", *save = NULL, *dot = NULL;
+    const char *format = "table", *save = NULL, *dot = NULL, *plot = NULL;
     const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
     int adopt_db = 0;
     int space = -1, zero_given = 0, rc_opt_given = 0; /* space: -1 as implied, 0 plain, 1 full */
@@ -914,6 +931,7 @@ int cmd_search(int argc, char **argv)
                                  optarg);
                 break;
             case 'S': save = optarg; break;
+            case 1009: plot = optarg; break;
             case 'D': dot = optarg; break;
             case 'd': db = optarg; break;
             case 'O': adopt_db = 1; break;
@@ -977,6 +995,11 @@ int cmd_search(int argc, char **argv)
     int rc_given = so.cp.recompute != SB_RECOMPUTE_NONE;
     if (space < 0)
         space = pipe_given || zero_given || (so.mem_bound && !rc_given);
+    if (!space && plot) {
+        fprintf(stderr, "shardbench search: --plot draws a pipeline strategy (give --space full, "
+                        "or --memory, which implies it)\n");
+        return 2;
+    }
     if (!space && pipe_given) {
         fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
                         "full\n");
@@ -1008,7 +1031,7 @@ int cmd_search(int argc, char **argv)
                             "stage's ranks consecutive, in blocks)\n");
             return 2;
         }
-        return search_full(&so, &po, algo, format, save, db, adopt_db);
+        return search_full(&so, &po, algo, format, save, db, adopt_db, plot);
     }
     sb_model m;
     sb_problem pb;

@@ -12,5 +12,5 @@ set xrange [-0.5:nruns-0.5]
 set xtics rotate by -30 noenhanced
 plot datafile index 0 using 1:3:4 with filledcurves fc rgb '#cfe2f3' fs solid 0.6 \
          title 'history band', \
-     datafile index 0 using 1:2:xtic(5) with linespoints lw 2 pt 7 ps 1.2 title 'night median', \
-     datafile index 1 using 1:2 with points pt 2 ps 1.0 lc rgb '#555555' title 'launches'
+     datafile index 0 using 1:2:xtic(5) with linespoints lw 2 pt sb_pt(1) ps 1.2 lc rgb sb_lc(1) title 'night median', \
+     datafile index 1 using 1:2 with points pt sb_pt(2) ps 0.8 lc rgb sb_lc(2) title 'launches'

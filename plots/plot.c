@@ -3,8 +3,10 @@
  * database to a temporary TSV file and runs a gnuplot script of plots/
  * (PNG with pngcairo, and SVG) on it; the temporary files are removed.
  * Figures: speedup over data parallel against P per model (Fig. 6 form),
- * predicted cost against measured step time per (model, P) with Spearman's
- * rho, search time against P per algorithm, step time across runs. */
+ * predicted against measured step seconds per (model, P) with Spearman's
+ * rho and MAPE, search time against P per algorithm, step time across runs.
+ * Each kind keeps one place in the legends and one colour over the run's
+ * figures (style.c; the palette: terminal.gp). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
@@ -17,18 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "figs.h"
 #include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
-
-typedef struct {
-    sb_dbq *q;
-    int64_t run;
-    const char *out;
-    char scripts[PATH_MAX];
-    char tmp[PATH_MAX];
-    int figures, files;
-} plotter;
 
 /* Folder of the .gp scripts: --scripts, $SHARDBENCH_PLOTS, then relative to
  * the executable (a build tree inside the source tree: ../plots; installed:
@@ -70,64 +64,10 @@ static int find_scripts(const char *given, char *dir, size_t n, sb_error *err)
                    "or set SHARDBENCH_PLOTS", nc ? cands[0] : "", nc > 1 ? " or next to the binary" : "");
 }
 
-/* A gnuplot string literal: single quotes, '' for a quote. */
-static void gp_str(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', f);
-        if (*s != '\n')
-            fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
-/* The gnuplot variables of a figure: "datafile='PATH'; KEY='LIST';
- * ttl='TITLE'" and then `extra` ("; pmin=4; pmax=64", or ""). malloc'd;
- * NULL (err set) when out of memory. */
-static char *gp_vars(const char *path, const char *key, const char *list, const char *title,
-                     const char *extra, sb_error *err)
-{
-    char *vars = NULL;
-    size_t vl = 0;
-    FILE *v = open_memstream(&vars, &vl);
-    if (!v) {
-        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        return NULL;
-    }
-    fprintf(v, "datafile=");
-    gp_str(v, path);
-    fprintf(v, "; %s=", key);
-    gp_str(v, list);
-    fprintf(v, "; ttl=");
-    gp_str(v, title);
-    fputs(extra, v);
-    if (fclose(v)) {
-        free(vars);
-        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        return NULL;
-    }
-    return vars;
-}
-
-/* A safe file-name piece: letters, digits, '-', '_', '.'; others become '_'. */
-static void safe_name(const char *s, char *out, size_t n)
-{
-    size_t k = 0;
-    for (; *s && k + 1 < n; s++)
-        out[k++] = (char)((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') ||
-                                  (s[0] >= '0' && s[0] <= '9') || s[0] == '-' || s[0] == '_' ||
-                                  s[0] == '.'
-                              ? s[0]
-                              : '_');
-    out[k] = '\0';
-}
-
 /* Runs gnuplot on script with the variables in `vars` (gnuplot statements),
  * once for PNG and once for SVG, into OUT/base.{png,svg}. */
-static int gnuplot(plotter *pl, const char *script, const char *base, const char *vars,
-                   sb_error *err)
+int sb_plot_gnuplot(plotter *pl, const char *script, const char *base, const char *vars,
+                    sb_error *err)
 {
     static const char *const terms[] = {"png", "svg"};
     for (int t = 0; t < 2; t++) {
@@ -143,9 +83,9 @@ static int gnuplot(plotter *pl, const char *script, const char *base, const char
         if (!f)
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         fprintf(f, "plotdir=");
-        gp_str(f, pl->scripts);
+        sb_plot_gp_str(f, pl->scripts);
         fprintf(f, "; term='%s'; outfile=", terms[t]);
-        gp_str(f, partial);
+        sb_plot_gp_str(f, partial);
         fprintf(f, "; %s", vars);
         fclose(f);
         char errfile[PATH_MAX + 32];
@@ -190,14 +130,14 @@ static int gnuplot(plotter *pl, const char *script, const char *base, const char
             return sb_fail(err, SB_EXIT_INTERNAL, "gnuplot %s for %s failed: %s", script, outfile,
                            why[0] ? why : "no output file");
         }
-        printf("%s\n", outfile);
+        fprintf(pl->log ? pl->log : stdout, "%s\n", outfile);
         pl->files++;
     }
     pl->figures++;
     return 0;
 }
 
-static FILE *data_file(plotter *pl, const char *name, char *path, size_t n, sb_error *err)
+FILE *sb_plot_data_file(plotter *pl, const char *name, char *path, size_t n, sb_error *err)
 {
     if (snprintf(path, n, "%s/%s.tsv", pl->tmp, name) >= (int)n) {
         sb_fail(err, SB_EXIT_INTERNAL, "%s: path too long", pl->tmp);
@@ -209,52 +149,65 @@ static FILE *data_file(plotter *pl, const char *name, char *path, size_t n, sb_e
     return f;
 }
 
-/* Kinds of (model, p-any) in first-seen order, space-separated (safe names). */
-static void add_word(char *list, size_t n, const char *w)
+/* The kinds of the run in the fixed order (the palette numbers of every
+ * figure of the run). */
+static int run_kinds(const sb_qmeas *rows, int n, sb_series *all, sb_error *err)
 {
-    char safe[64], padded[80];
-    safe_name(w, safe, sizeof safe);
-    snprintf(padded, sizeof padded, " %s ", safe);
-    char hay[4200];
-    snprintf(hay, sizeof hay, " %s ", list);
-    if (strstr(hay, padded))
-        return;
-    size_t l = strlen(list);
-    snprintf(list + l, n - l, "%s%s", l ? " " : "", safe);
+    all->n = 0;
+    for (int i = 0; i < n; i++)
+        if (sb_series_add(all, rows[i].kind, err))
+            return -1;
+    sb_series_sort(all);
+    return 0;
+}
+
+/* Writes the figure's vars and runs gnuplot; frees nothing of the caller's. */
+static int draw(plotter *pl, const char *script, const char *base, const char *path,
+                const char *key, const sb_series *s, const char *title, const char *extra,
+                sb_error *err)
+{
+    char *vars = sb_series_vars(path, key, s, title, extra, err);
+    if (!vars)
+        return -1;
+    int rc = sb_plot_gnuplot(pl, script, base, vars, err);
+    free(vars);
+    return rc;
 }
 
 /* ---- speedup over data parallel, per model ------------------------------------------ */
 
-static int plot_speedup(plotter *pl, const sb_qkind *k, int nk, int64_t model_id,
-                        const char *fname, sb_error *err)
+static int plot_speedup(plotter *pl, const sb_series *all, const sb_qkind *k, int nk,
+                        int64_t model_id, const char *fname, sb_error *err)
 {
-    char kinds[2048] = "", path[PATH_MAX], title[512] = "";
+    sb_series s = {.n = 0};
+    char path[PATH_MAX], title[512] = "";
+    const char *params = "";
     int pmin = 1 << 30, pmax = 0, points = 0;
     for (int i = 0; i < nk; i++)
         if (k[i].model_id == model_id && isfinite(k[i].speedup)) {
-            add_word(kinds, sizeof kinds, k[i].kind);
+            if (sb_series_add(&s, k[i].kind, err))
+                return -1;
             pmin = k[i].p < pmin ? k[i].p : pmin;
             pmax = k[i].p > pmax ? k[i].p : pmax;
             points++;
-            snprintf(title, sizeof title, "%.60s (%.300s): speedup over data parallel, run %lld",
-                     k[i].model, k[i].params, (long long)pl->run);
+            snprintf(title, sizeof title, "%.60s: speedup over data parallel, run %lld",
+                     k[i].model, (long long)pl->run);
+            params = k[i].params;
         }
     if (!points) {
         printf("(speedup-%s: no data-parallel measurement to compare with; skipped)\n", fname);
         return 0;
     }
-    FILE *f = data_file(pl, "speedup", path, sizeof path, err);
+    sb_series_within(&s, all);
+    FILE *f = sb_plot_data_file(pl, "speedup", path, sizeof path, err);
     if (!f)
         return -1;
-    char list[2048];
-    snprintf(list, sizeof list, "%s", kinds);
-    char *save = NULL;
-    for (char *w = strtok_r(list, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-        fprintf(f, "# kind %s\n", w);
+    for (int w = 0; w < s.n; w++) {
+        fprintf(f, "# kind %s\n", s.name[w]);
         for (int i = 0; i < nk; i++) {
             char safe[64];
-            safe_name(k[i].kind, safe, sizeof safe);
-            if (k[i].model_id == model_id && isfinite(k[i].speedup) && !strcmp(safe, w))
+            sb_plot_safe_name(k[i].kind, safe, sizeof safe);
+            if (k[i].model_id == model_id && isfinite(k[i].speedup) && !strcmp(safe, s.name[w]))
                 fprintf(f, "%d\t%.6g\t%.6g\t%.6g\n", k[i].p, k[i].speedup, k[i].best_median,
                         k[i].dp_median);
         }
@@ -262,49 +215,72 @@ static int plot_speedup(plotter *pl, const sb_qkind *k, int nk, int64_t model_id
     }
     if (fclose(f))
         return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
-    char base[256], extra[64];
-    snprintf(extra, sizeof extra, "; pmin=%d; pmax=%d", pmin, pmax);
-    char *vars = gp_vars(path, "kinds", kinds, title, extra, err);
-    if (!vars)
-        return -1;
+    char base[256], *extra = NULL;
+    size_t el = 0;
+    FILE *e = open_memstream(&extra, &el);
+    if (!e)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    fprintf(e, "; pmin=%d; pmax=%d; sub=", pmin, pmax); /* the parameters: a second line */
+    sb_plot_gp_str(e, params);
+    if (fclose(e)) {
+        free(extra);
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    }
     snprintf(base, sizeof base, "speedup-%s", fname);
-    int rc = gnuplot(pl, "speedup.gp", base, vars, err);
-    free(vars);
+    int rc = draw(pl, "speedup.gp", base, path, "kinds", &s, title, extra, err);
+    free(extra);
     return rc;
 }
 
-/* ---- predicted vs measured, per (model, p) ------------------------------------------- */
+/* ---- predicted vs measured seconds, per (model, p) ------------------------------------ */
 
-static int plot_fidelity(plotter *pl, const sb_qmeas *rows, int n, const sb_qfidelity *fd,
-                         const char *fname, sb_error *err)
+/* One point per strategy that ran ok and has predicted seconds (the model
+ * that priced the bench: a machine file or a calibration): predicted step
+ * seconds against its least median, as report's MAPE takes them. The
+ * reference model predicts FLOP, not seconds: said, no figure. */
+static int plot_fidelity(plotter *pl, const sb_series *all, const sb_qmeas *rows, int n,
+                         const sb_qfidelity *fd, const char *fname, sb_error *err)
 {
     double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y);
-    int *idx = calloc((size_t)n + 1, sizeof *idx), rc = -1;
-    char path[PATH_MAX], kinds[2048] = "", title[600], *vars = NULL;
+    int *idx = calloc((size_t)n + 1, sizeof *idx), rc = -1, timed = 0;
+    char path[PATH_MAX], title[600];
+    sb_series s = {.n = 0};
+    double lo = INFINITY, hi = 0.0;
     FILE *f = NULL;
     if (!x || !y || !idx) {
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         goto out;
     }
     int np = sb_q_points(rows, n, fd->model_id, fd->p, x, y, idx);
-    if (!np) {
-        printf("(fidelity-%s-p%d: no strategy ran ok; skipped)\n", fname, fd->p);
+    for (int i = 0; i < np; i++) {
+        double pred = rows[idx[i]].predicted_s;
+        if (!isfinite(pred) || !(pred > 0))
+            continue;
+        if (sb_series_add(&s, rows[idx[i]].kind, err))
+            goto out;
+        lo = fmin(lo, fmin(pred, y[i]));
+        hi = fmax(hi, fmax(pred, y[i]));
+        timed++;
+    }
+    if (!timed) {
+        printf("(fidelity-%s-p%d: %s; skipped)\n", fname, fd->p,
+               np ? "no strategy has predicted seconds (the reference model priced the bench: "
+                    "bench --machine or --calibration predicts seconds)"
+                  : "no strategy ran ok");
         rc = 0;
         goto out;
     }
-    for (int i = 0; i < np; i++)
-        add_word(kinds, sizeof kinds, rows[idx[i]].kind);
-    if (!(f = data_file(pl, "fidelity", path, sizeof path, err)))
+    sb_series_within(&s, all);
+    if (!(f = sb_plot_data_file(pl, "fidelity", path, sizeof path, err)))
         goto out;
-    char list[2048], *save = NULL;
-    snprintf(list, sizeof list, "%s", kinds);
-    for (char *w = strtok_r(list, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-        fprintf(f, "# kind %s\n", w);
+    for (int w = 0; w < s.n; w++) {
+        fprintf(f, "# kind %s family %d\n", s.name[w], sb_kind_family(s.name[w]));
         for (int i = 0; i < np; i++) {
             char safe[64];
-            safe_name(rows[idx[i]].kind, safe, sizeof safe);
-            if (!strcmp(safe, w))
-                fprintf(f, "%.9g\t%.9g\n", x[i], y[i]);
+            double pred = rows[idx[i]].predicted_s;
+            sb_plot_safe_name(rows[idx[i]].kind, safe, sizeof safe);
+            if (!strcmp(safe, s.name[w]) && isfinite(pred) && pred > 0)
+                fprintf(f, "%.9g\t%.9g\n", pred, y[i]);
         }
         fprintf(f, "\n\n");
     }
@@ -314,21 +290,29 @@ static int plot_fidelity(plotter *pl, const sb_qmeas *rows, int n, const sb_qfid
         goto out;
     }
     f = NULL;
+    char rho[32] = "undefined", mape[32] = "-";
     if (isfinite(fd->rho))
-        snprintf(title, sizeof title, "%.60s p=%d: Spearman ρ = %.3f (n = %d), run %lld",
-                 fd->model, fd->p, fd->rho, fd->n, (long long)pl->run);
-    else
-        snprintf(title, sizeof title, "%.60s p=%d: Spearman ρ undefined (n = %d), run %lld",
-                 fd->model, fd->p, fd->n, (long long)pl->run);
-    if (!(vars = gp_vars(path, "kinds", kinds, title, "", err)))
-        goto out;
+        snprintf(rho, sizeof rho, "%.3f", fd->rho);
+    if (isfinite(fd->mape))
+        snprintf(mape, sizeof mape, "%.1f%%", 100 * fd->mape);
+    snprintf(title, sizeof title, "%.60s p=%d: Spearman ρ = %s, MAPE = %s (n = %d), run %lld",
+             fd->model, fd->p, rho, mape, timed, (long long)pl->run);
+    /* families in the series order (one marker each) */
+    char fams[SB_SERIES_MAX * 2 + 1] = "", extra[SB_SERIES_MAX * 2 + 96];
+    for (int w = 0; w < s.n; w++) { /* "1 2 2 3" */
+        fams[2 * w] = (char)('0' + sb_kind_family(s.name[w]));
+        fams[2 * w + 1] = w + 1 < s.n ? ' ' : '\0';
+    }
+    /* both axes one range, fitted to the points with 8% margins: y = x the diagonal */
+    double pad = 0.08 * (hi - lo > 0 ? hi - lo : hi);
+    snprintf(extra, sizeof extra, "; families='%s'; lo=%.9g; hi=%.9g", fams,
+             fmax(0.0, lo - pad), hi + pad);
     char base[256];
     snprintf(base, sizeof base, "fidelity-%s-p%d", fname, fd->p);
-    rc = gnuplot(pl, "fidelity.gp", base, vars, err);
+    rc = draw(pl, "fidelity.gp", base, path, "kinds", &s, title, extra, err);
 out:
     if (f)
         fclose(f);
-    free(vars);
     free(x);
     free(y);
     free(idx);
@@ -343,71 +327,70 @@ static int plot_search(plotter *pl, int64_t model_id, const char *model, const c
     /* per (p, algo) of this model at the run's device counts: the run's own
      * search, else the latest recorded */
     sb_qsearch_time *t;
-    int nt;
+    int nt, rc = -1;
     if (sb_dbq_search_times(pl->q, pl->run, model_id, &t, &nt, err))
         return -1;
-    char path[PATH_MAX], algos[1024] = "", cur[64] = "";
-    FILE *f = data_file(pl, "search", path, sizeof path, err);
-    if (!f) {
-        free(t);
-        return -1;
-    }
-    int rows = 0, pmin = 1 << 30, pmax = 0;
+    char path[PATH_MAX];
+    sb_series s = {.n = 0};
+    FILE *f = NULL;
+    int pmin = 1 << 30, pmax = 0;
     for (int i = 0; i < nt; i++) {
-        char safe[64];
-        safe_name(t[i].algo, safe, sizeof safe);
-        if (strcmp(safe, cur)) {
-            if (cur[0])
-                fprintf(f, "\n\n");
-            snprintf(cur, sizeof cur, "%s", safe);
-            add_word(algos, sizeof algos, safe);
-            fprintf(f, "# algo %s\n", safe);
-        }
-        int p = t[i].p;
-        double s = t[i].seconds;
-        fprintf(f, "%d\t%.9g\n", p, s > 1e-7 ? s : 1e-7); /* log scale: no zeros */
-        pmin = p < pmin ? p : pmin;
-        pmax = p > pmax ? p : pmax;
-        rows++;
+        if (sb_series_add(&s, t[i].algo, err))
+            goto out;
+        pmin = t[i].p < pmin ? t[i].p : pmin;
+        pmax = t[i].p > pmax ? t[i].p : pmax;
     }
-    free(t);
-    if (fclose(f))
-        return sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
-    if (!rows) {
+    if (!nt) {
         printf("(search-%s: no searches recorded; skipped)\n", fname);
-        return 0;
+        rc = 0;
+        goto out;
     }
+    sb_series_sort(&s);
+    if (!(f = sb_plot_data_file(pl, "search", path, sizeof path, err)))
+        goto out;
+    for (int w = 0; w < s.n; w++) {
+        fprintf(f, "# algo %s\n", s.name[w]);
+        for (int i = 0; i < nt; i++) {
+            char safe[64];
+            sb_plot_safe_name(t[i].algo, safe, sizeof safe);
+            if (!strcmp(safe, s.name[w])) /* log scale: no zeros */
+                fprintf(f, "%d\t%.9g\n", t[i].p, t[i].seconds > 1e-7 ? t[i].seconds : 1e-7);
+        }
+        fprintf(f, "\n\n");
+    }
+    if (fclose(f)) {
+        f = NULL;
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path);
+        goto out;
+    }
+    f = NULL;
     char title[256], base[256], extra[64];
     snprintf(title, sizeof title, "%.60s: search time per algorithm, run %lld", model,
              (long long)pl->run);
     snprintf(extra, sizeof extra, "; pmin=%d; pmax=%d", pmin, pmax);
-    char *vars = gp_vars(path, "algos", algos, title, extra, err);
-    if (!vars)
-        return -1;
     snprintf(base, sizeof base, "search-%s", fname);
-    int rc = gnuplot(pl, "search.gp", base, vars, err);
-    free(vars);
+    rc = draw(pl, "search.gp", base, path, "algos", &s, title, extra, err);
+out:
+    if (f)
+        fclose(f);
+    free(t);
     return rc;
 }
 
 /* ---- step time across runs, per (model, p) ------------------------------------------ */
 
-static int plot_trend(plotter *pl, int64_t model_id, const char *model, int p, const char *fname,
-                      sb_error *err)
+static int plot_trend(plotter *pl, const sb_series *all, int64_t model_id, const char *model,
+                      int p, const char *fname, sb_error *err)
 {
     /* rows first: the ordinal of a run is its place among all runs seen */
     sb_qtrend *t;
     int n;
     if (sb_dbq_trend(pl->q, model_id, p, pl->run, &t, &n, err))
         return -1;
-    for (int i = 0; i < n; i++) {
-        char safe[64];
-        safe_name(t[i].kind, safe, sizeof safe);
-        snprintf(t[i].kind, sizeof t[i].kind, "%s", safe);
-    }
     int64_t *runs = calloc((size_t)n + 1, sizeof *runs);
     int nruns = 0, rc = -1;
-    char path[PATH_MAX], kinds[2048] = "", *vars = NULL;
+    char path[PATH_MAX];
+    sb_series s = {.n = 0};
     FILE *f = NULL;
     if (!runs) {
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
@@ -419,28 +402,37 @@ static int plot_trend(plotter *pl, int64_t model_id, const char *model, int p, c
             j++;
         if (j == nruns)
             runs[nruns++] = t[i].run;
-        add_word(kinds, sizeof kinds, t[i].kind);
+        if (sb_series_add(&s, t[i].kind, err))
+            goto out;
     }
     for (int i = 1; i < nruns; i++) /* insertion sort: few runs */
         for (int j = i; j > 0 && runs[j - 1] > runs[j]; j--) {
-            int64_t s = runs[j];
+            int64_t x = runs[j];
             runs[j] = runs[j - 1];
-            runs[j - 1] = s;
+            runs[j - 1] = x;
         }
     if (!n) {
         printf("(trend-%s-p%d: no ok measurement; skipped)\n", fname, p);
         rc = 0;
         goto out;
     }
-    if (!(f = data_file(pl, "trend", path, sizeof path, err)))
+    sb_series_within(&s, all);
+    if (!(f = sb_plot_data_file(pl, "trend", path, sizeof path, err)))
         goto out;
-    for (int i = 0; i < n; i++) {
-        if (i == 0 || strcmp(t[i].kind, t[i - 1].kind))
-            fprintf(f, "%s# kind %s\n", i ? "\n\n" : "", t[i].kind);
-        int ord = 0;
-        while (runs[ord] != t[i].run)
-            ord++;
-        fprintf(f, "%d\t%.9g\t\"#%lld %s\"\n", ord, t[i].median, (long long)t[i].run, t[i].commit);
+    for (int w = 0; w < s.n; w++) {
+        fprintf(f, "# kind %s\n", s.name[w]);
+        for (int i = 0; i < n; i++) {
+            char safe[64];
+            sb_plot_safe_name(t[i].kind, safe, sizeof safe);
+            if (strcmp(safe, s.name[w]))
+                continue;
+            int ord = 0;
+            while (runs[ord] != t[i].run)
+                ord++;
+            fprintf(f, "%d\t%.9g\t\"#%lld %s\"\n", ord, t[i].median, (long long)t[i].run,
+                    t[i].commit);
+        }
+        fprintf(f, "\n\n");
     }
     if (fclose(f)) {
         f = NULL;
@@ -448,19 +440,15 @@ static int plot_trend(plotter *pl, int64_t model_id, const char *model, int p, c
         goto out;
     }
     f = NULL;
-    char title[256], base[256];
+    char title[256], base[256], extra[32];
     snprintf(title, sizeof title, "%.60s p=%d: best median step time per kind across runs", model,
              p);
-    char extra[32];
     snprintf(extra, sizeof extra, "; nruns=%d", nruns);
-    if (!(vars = gp_vars(path, "kinds", kinds, title, extra, err)))
-        goto out;
     snprintf(base, sizeof base, "trend-%s-p%d", fname, p);
-    rc = gnuplot(pl, "trend.gp", base, vars, err);
+    rc = draw(pl, "trend.gp", base, path, "kinds", &s, title, extra, err);
 out:
     if (f)
         fclose(f);
-    free(vars);
     free(runs);
     free(t);
     return rc;
@@ -472,12 +460,38 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
+int sb_plotter_open(plotter *pl, const char *scripts, const char *out, sb_error *err)
+{
+    pl->tmp[0] = '\0';
+    pl->out = out;
+    if (find_scripts(scripts, pl->scripts, sizeof pl->scripts, err))
+        return -1;
+    if (mkdir(out, 0777) && errno != EEXIST)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", out, strerror(errno));
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pl->tmp, sizeof pl->tmp, "%s/shardbench-plot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(pl->tmp)) {
+        int e = errno;
+        pl->tmp[0] = '\0';
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s/shardbench-plot-XXXXXX: cannot create: %s",
+                       tmp && *tmp ? tmp : "/tmp", strerror(e));
+    }
+    return 0;
+}
+
+void sb_plotter_close(plotter *pl)
+{
+    if (pl->tmp[0])
+        nftw(pl->tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    pl->tmp[0] = '\0';
+}
+
 /* File-name part of a model: its name, plus its id when another model of
  * the run has the same name (other parameters). */
 static void model_fname(const sb_qmeas *rows, int n, int i, char *out, size_t len)
 {
     char safe[64];
-    safe_name(rows[i].model, safe, sizeof safe);
+    sb_plot_safe_name(rows[i].model, safe, sizeof safe);
     int dup = 0;
     for (int j = 0; j < n && !dup; j++)
         dup = rows[j].model_id != rows[i].model_id && !strcmp(rows[j].model, rows[i].model);
@@ -490,16 +504,20 @@ static void model_fname(const sb_qmeas *rows, int n, int i, char *out, size_t le
 int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err)
 {
     plotter pl = {.run = o->run, .out = o->out};
-    const char *db = o->db, *scripts = o->scripts;
+    const char *db = o->db;
     sb_qmeas *rows = NULL;
     sb_qkind *kinds = NULL;
     sb_qfidelity *fid = NULL;
+    sb_series *all = calloc(1, sizeof *all);
     int n = 0, nk = 0, nf = 0, status = 0;
-    if (find_scripts(scripts, pl.scripts, sizeof pl.scripts, err) ||
-        sb_dbq_open(db, 0, 0, &pl.q, err) || sb_dbq_check_run(pl.q, pl.run, err) ||
+    if (!all) {
+        status = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    if (sb_dbq_open(db, 0, 0, &pl.q, err) || sb_dbq_check_run(pl.q, pl.run, err) ||
         sb_dbq_run_measurements(pl.q, pl.run, &rows, &n, err) ||
         sb_q_kinds(rows, n, &kinds, &nk, err) ||
-        sb_q_fidelity(pl.q, pl.run, rows, n, &fid, &nf, err)) {
+        sb_q_fidelity(pl.q, pl.run, rows, n, &fid, &nf, err) || run_kinds(rows, n, all, err)) {
         status = -1;
         goto out;
     }
@@ -508,15 +526,8 @@ int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err)
                          (long long)pl.run, db);
         goto out;
     }
-    if (mkdir(pl.out, 0777) && errno != EEXIST) {
-        status = sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", pl.out, strerror(errno));
-        goto out;
-    }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(pl.tmp, sizeof pl.tmp, "%s/shardbench-plot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(pl.tmp)) {
-        status = sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", pl.tmp, strerror(errno));
-        pl.tmp[0] = '\0';
+    if (sb_plotter_open(&pl, o->scripts, o->out, err)) {
+        status = -1;
         goto out;
     }
     for (int i = 0; i < n && !status; i++) {
@@ -527,13 +538,13 @@ int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err)
             continue;
         char fname[128];
         model_fname(rows, n, i, fname, sizeof fname);
-        if (plot_speedup(&pl, kinds, nk, rows[i].model_id, fname, err) ||
+        if (plot_speedup(&pl, all, kinds, nk, rows[i].model_id, fname, err) ||
             plot_search(&pl, rows[i].model_id, rows[i].model, fname, err))
             status = -1;
         for (int k = 0; k < nf && !status; k++)
             if (fid[k].model_id == rows[i].model_id &&
-                (plot_fidelity(&pl, rows, n, &fid[k], fname, err) ||
-                 plot_trend(&pl, rows[i].model_id, rows[i].model, fid[k].p, fname, err)))
+                (plot_fidelity(&pl, all, rows, n, &fid[k], fname, err) ||
+                 plot_trend(&pl, all, rows[i].model_id, rows[i].model, fid[k].p, fname, err)))
                 status = -1;
     }
     if (figures)
@@ -541,8 +552,8 @@ int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err)
     if (files)
         *files = pl.files;
 out:
-    if (pl.tmp[0])
-        nftw(pl.tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    sb_plotter_close(&pl);
+    free(all);
     free(rows);
     free(kinds);
     free(fid);
@@ -557,15 +568,9 @@ int sb_plot_script(const char *scripts, const char *out, const char *script, con
     char path[PATH_MAX];
     int rc = -1;
     char *all = NULL;
-    if (find_scripts(scripts, pl.scripts, sizeof pl.scripts, err))
-        return -1;
-    if (mkdir(out, 0777) && errno != EEXIST)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", out, strerror(errno));
-    const char *tmp = getenv("TMPDIR");
-    snprintf(pl.tmp, sizeof pl.tmp, "%s/shardbench-plot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(pl.tmp))
-        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", pl.tmp, strerror(errno));
-    FILE *f = data_file(&pl, "data", path, sizeof path, err);
+    if (sb_plotter_open(&pl, scripts, out, err))
+        goto out;
+    FILE *f = sb_plot_data_file(&pl, "data", path, sizeof path, err);
     if (!f)
         goto out;
     fputs(data, f);
@@ -580,14 +585,13 @@ int sb_plot_script(const char *scripts, const char *out, const char *script, con
         goto out;
     }
     fprintf(v, "datafile=");
-    gp_str(v, path);
+    sb_plot_gp_str(v, path);
     fprintf(v, "; %s", vars);
     fclose(v);
-    rc = gnuplot(&pl, script, base, all, err);
+    rc = sb_plot_gnuplot(&pl, script, base, all, err);
 out:
     free(all);
-    nftw(pl.tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    sb_plotter_close(&pl);
     return rc;
 }
 
-void sb_plot_gp_str(FILE *f, const char *s) { gp_str(f, s); }

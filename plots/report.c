@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "figs.h"
 #include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
@@ -249,77 +250,43 @@ static int with_extras(const char *const *cols, int n, int extras, const char **
     return n + (extras ? EXTRA_COLS : 0);
 }
 
-/* The layer groups of a strategy JSON: consecutive ops with the same type,
- * dims and config form one row; with ex, the strategy's extras after them. */
+/* The layer groups of a strategy JSON (layers.c, the paper's Table II
+ * form): an op repeated over consecutive layers with one config is one row
+ * ("x.1 … x.6 / a / qkv"), consecutive ops with the same type, dims and
+ * config one row; with ex, the strategy's extras after them. */
 static void strategy_rows(out_fmt *o, const char *model, int p, const char *kind, double median,
                           const char *json, const strat_extras *ex)
 {
     int nc = 7 + (ex ? EXTRA_COLS : 0);
     sb_error e = {0};
     sb_json *j = sb_json_parse(json, &e);
-    const sb_json *ops = sb_json_get(j, "ops");
-    if (!ops || ops->type != SB_JSON_ARR) {
-        char c[7 + EXTRA_COLS][256];
-        snprintf(c[0], 256, "%s", model);
-        snprintf(c[1], 256, "%d", p);
-        snprintf(c[2], 256, "%s", kind);
-        snprintf(c[3], 256, "(strategy JSON unreadable: %.200s)", j ? "no ops" : e.msg);
-        c[4][0] = c[5][0] = c[6][0] = '\0';
-        if (ex)
-            extra_cells(ex, c + 7);
-        table_row(o, nc, c);
+    sb_layer_row *rows = NULL;
+    int nr = 0;
+    char row[7 + EXTRA_COLS][256];
+    snprintf(row[0], 256, "%s", model);
+    snprintf(row[1], 256, "%d", p);
+    if (isfinite(median))
+        snprintf(row[2], 256, "%s (%.4f s)", kind, median);
+    else
+        snprintf(row[2], 256, "%s (not measured)", kind);
+    if (ex)
+        extra_cells(ex, row + 7);
+    if (!j || sb_layer_rows(sb_json_get(j, "ops"), &rows, &nr, &e)) {
+        snprintf(row[2], 256, "%s", kind);
+        snprintf(row[3], 256, "(strategy JSON unreadable: %.200s)", j ? "no ops" : e.msg);
+        row[4][0] = row[5][0] = row[6][0] = '\0';
+        table_row(o, nc, row);
         sb_json_free(j);
         return;
     }
-    char prev_key[512] = "", first[128] = "", last[128] = "", row[7 + EXTRA_COLS][256];
-    if (ex)
-        extra_cells(ex, row + 7);
-    int count = 0;
-    for (int i = 0; i <= ops->n; i++) {
-        const sb_json *op = i < ops->n ? sb_json_at(ops, i) : NULL;
-        char key[512] = "", dims[256] = "", cfg[256] = "";
-        if (op) {
-            const sb_json *d = sb_json_get(op, "dims"), *cf = sb_json_get(op, "config");
-            size_t u = 0, v = 0;
-            for (int k = 0; d && k < d->n && u < sizeof dims; k++)
-                u += (size_t)snprintf(dims + u, sizeof dims - u, "%s%s", k ? "," : "",
-                                      sb_json_str(sb_json_get(sb_json_at(d, k), "name"))
-                                          ? sb_json_str(sb_json_get(sb_json_at(d, k), "name"))
-                                          : "?");
-            for (int k = 0; cf && k < cf->n && v < sizeof cfg; k++)
-                v += (size_t)snprintf(cfg + v, sizeof cfg - v, "%s%g", k ? "," : "",
-                                      sb_json_num(sb_json_at(cf, k), 0));
-            const char *type = sb_json_str(sb_json_get(op, "type"));
-            snprintf(key, sizeof key, "%.40s|%.230s|%.230s", type ? type : "?", dims, cfg);
-        }
-        if (count && (!op || strcmp(key, prev_key))) {
-            if (count == 1)
-                snprintf(row[3], 256, "%s", first);
-            else
-                snprintf(row[3], 256, "%.100s .. %.100s (%d)", first, last, count);
-            table_row(o, nc, row);
-            count = 0;
-        }
-        if (!op)
-            break;
-        const char *name = sb_json_str(sb_json_get(op, "name"));
-        if (!count) {
-            snprintf(first, sizeof first, "%s", name ? name : "?");
-            snprintf(row[0], 256, "%s", model);
-            snprintf(row[1], 256, "%d", p);
-            if (isfinite(median))
-                snprintf(row[2], 256, "%s (%.4f s)", kind, median);
-            else
-                snprintf(row[2], 256, "%s (not measured)", kind);
-            const char *type = sb_json_str(sb_json_get(op, "type"));
-            snprintf(row[4], 256, "%s", type ? type : "?");
-            snprintf(row[5], 256, "%s", dims);
-            snprintf(row[6], 256, "%s", cfg);
-            snprintf(prev_key, sizeof prev_key, "%s", key);
-        }
-        snprintf(last, sizeof last, "%s", name ? name : "?");
-        count++;
+    for (int r = 0; r < nr; r++) {
+        snprintf(row[3], 256, "%s", rows[r].label);
+        snprintf(row[4], 256, "%s", rows[r].type);
+        snprintf(row[5], 256, "%s", rows[r].dims);
+        snprintf(row[6], 256, "%s", rows[r].cfg);
+        table_row(o, nc, row);
     }
+    free(rows);
     sb_json_free(j);
 }
 
@@ -378,13 +345,15 @@ static int table_strategies(sb_dbq *q, int64_t run, int p, const sb_qmeas *rows,
     int nc = with_extras(cols, 7, extras, hdr);
     table_begin(o, "strategies", title,
                 extras ? "The fastest strategy measured in this run for each model (least median "
-                         "step time), its consecutive ops with the same type, dims and config as "
-                         "one row; config is the split count per iteration dim (per device of "
+                         "step time), an op repeated over consecutive layers with one config as one "
+                         "row (x.1 … x.6 / a / qkv), and consecutive ops with the same type, dims "
+                         "and config as one row; config is the split count per iteration dim (per device of "
                          "the op's pipeline stage); stages, micro-batches, schedule, ZeRO stage "
                          "and the count of recomputed ops are the strategy's."
                        : "The fastest strategy measured in this run for each model (least median "
-                         "step time), its consecutive ops with the same type, dims and config as "
-                         "one row; config is the split count per iteration dim.",
+                         "step time), an op repeated over consecutive layers with one config as one "
+                         "row (x.1 … x.6 / a / qkv), and consecutive ops with the same type, dims "
+                         "and config as one row; config is the split count per iteration dim.",
                 nc, hdr, extras ? "lrlllllrrlrr" : "lrlllll");
     for (int i = 0; i < np; i++) {
         strat_extras ex = extras_of(pk[i].json);

@@ -2214,3 +2214,8 @@ int sb_pipe_brute(const sb_model *m, int p, const sb_cost_params *cp, const sb_p
 {
     return run(m, p, cp, o, r, 1, err);
 }
+
+int sb_pipe_stage_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err)
+{
+    return sub_model(mb, i, j, out, err);
+}

@@ -141,13 +141,16 @@ grep -q '^alexnet,"batch=8,classes=16,image=67,width_div=16",2,dp,1,0,.*,1.000$'
 # ---- plot -------------------------------------------------------------------------------
 step plot
 "$SB" plot --db "$DB" --run 1 --out "$T/figs" >"$T/plot.out" || { cat "$T/plot.out"; fail "plot"; }
-for f in speedup-alexnet fidelity-alexnet-p2 search-alexnet trend-alexnet-p2; do
+for f in speedup-alexnet search-alexnet trend-alexnet-p2; do
     [ -s "$T/figs/$f.png" ] && [ -s "$T/figs/$f.svg" ] || fail "$f.png/.svg missing or empty"
     [ "$(head -c 4 "$T/figs/$f.png" | od -An -tx1 | tr -d ' \n')" = 89504e47 ] ||
         fail "$f.png is not a PNG"
     grep -q "<svg" "$T/figs/$f.svg" || fail "$f.svg is not an SVG"
 done
-grep -q "Spearman" "$T/figs/fidelity-alexnet-p2.svg" || fail "rho not in the fidelity title"
+# the reference model priced this bench: FLOP, no seconds to put against the
+# measured ones (tests/figures.sh draws the fidelity figure)
+grep -q "fidelity-alexnet-p2: no strategy has predicted seconds" "$T/plot.out" ||
+    fail "plot does not say why there is no fidelity figure"
 "$SB" plot --db "$DB" --run 1 --out "$T/figs2" --scripts /nonexistent 2>"$T/err" &&
     fail "plot without scripts must fail"
 grep -q "cannot find the gnuplot scripts" "$T/err" || fail "unclear error: $(cat "$T/err")"

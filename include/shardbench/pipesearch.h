@@ -137,6 +137,11 @@ int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing);
  * divide one. Free with sb_model_free. */
 int sb_model_microbatch(const sb_model *m, int M, sb_model *out, sb_error *err);
 
+/* Ops [i, j) of mb as a model of their own, as the search prices a stage
+ * (tensors from earlier stages become inputs marked stage_input). Free
+ * out->ops and out->tensors (not sb_model_free). */
+int sb_pipe_stage_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err);
+
 /* The weight-gradient all-reduce of op under config c as the cost model
  * prices it: each trained tensor's shard over its replicas. */
 double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,

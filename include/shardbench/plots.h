@@ -31,6 +31,26 @@ typedef struct {
  * *figures and *files (may be NULL) get the counts. */
 int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err);
 
+/* The figures of one full-space search (`plot --search FILE.json`,
+ * `search --plot DIR`; plots/fig_search.c, plots/README.md): OUT/memory-,
+ * steptime-, schedule- and configs-MODEL-pP.{png,svg}. A figure whose
+ * field the JSON lacks fails (SB_EXIT_INPUT) naming the field. */
+typedef struct {
+    const char *json;    /* the search's JSON text */
+    const char *source;  /* its file (messages) */
+    const char *out;     /* folder of the figures (created) */
+    const char *scripts; /* folder of the .gp scripts, or NULL: looked up */
+    FILE *log;           /* where the files written are named; NULL: stdout */
+} sb_plot_search_opts;
+
+int sb_plot_search(const sb_plot_search_opts *o, int *figures, int *files, sb_error *err);
+
+/* Predicted tokens per second (and MFU where the JSONs have it) against
+ * devices over several searches of one model, one line per algorithm
+ * (`plot --scaling FILE.json...`): OUT/scaling-MODEL.{png,svg}. */
+int sb_plot_scaling(const char *const *paths, int n, const char *out, const char *scripts,
+                    int *figures, int *files, sb_error *err);
+
 /* ------------------------------------------------------------ report -- */
 
 typedef struct {

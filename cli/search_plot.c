@@ -1,0 +1,39 @@
+/* cli/search_plot.c: `search --space full`'s stage_details and device
+ * memory in its JSON, and `search --plot DIR`: the figures of
+ * `plot --search` (plots/fig_search.c) drawn from that JSON. */
+#define _GNU_SOURCE
+#include <jansson.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "search_plot.h"
+#include "shardbench/plots.h"
+#include "shardbench/stage_details.h"
+
+int cli_search_details(json_t *j, const sb_model *m, const sb_cost_params *cp,
+                       const sb_pipe_opts *po, const sb_pipe_result *r, double device_gib,
+                       sb_error *err)
+{
+    json_t *d = sb_stage_details_json(m, cp, po, r, err);
+    if (!d)
+        return -1;
+    if (json_object_set_new(j, "stage_details", d) ||
+        json_object_set_new(j, "device_memory_bytes", json_real(device_gib * 1073741824.0)))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    return 0;
+}
+
+int cli_search_plot(const char *dir, const char *json, sb_error *err)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sb_plot_search_opts o = {.json = json, .source = "the search's JSON", .out = dir,
+                             .log = stderr};
+    int figures = 0, files = 0;
+    if (sb_plot_search(&o, &figures, &files, err))
+        return -1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "%d figures (%d files) in %s, %.2f s\n", figures, files, dir,
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return 0;
+}

@@ -1,0 +1,22 @@
+/* cli/search_plot.h: what `search --space full` adds for its figures: the
+ * JSON's stage_details and device_memory_bytes, and `search --plot DIR`
+ * (cli/search_plot.c). */
+#ifndef SB_CLI_SEARCH_PLOT_H
+#define SB_CLI_SEARCH_PLOT_H
+
+#include "shardbench/pipesearch.h"
+
+struct json_t;
+
+/* Sets "stage_details" (shardbench/stage_details.h) and
+ * "device_memory_bytes" (device_gib GiB) in j. 0, or -1 with err set. */
+int cli_search_details(struct json_t *j, const sb_model *m, const sb_cost_params *cp,
+                       const sb_pipe_opts *po, const sb_pipe_result *r, double device_gib,
+                       sb_error *err);
+
+/* The figures of `plot --search` from the search's JSON text into dir
+ * (the files named on stderr: stdout holds the search's own output), and
+ * a line with their count and the seconds they took. 0, or -1. */
+int cli_search_plot(const char *dir, const char *json, sb_error *err);
+
+#endif
