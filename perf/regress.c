@@ -418,6 +418,141 @@ static int parse_runs(sb_dbq *q, const char *list, double factor, sb_error *err)
     return 0;
 }
 
+/* The false-alarm rows: the build against itself, one row per rule. */
+static void false_alarms(const variant *vp, int nsame, int ncmp, uint64_t *rngp)
+{
+    variant v = *vp;
+    uint64_t rng = *rngp;
+    static const struct {
+        const char *name;
+        int band, remeasure, old, ab, family, probe, pooled;
+    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0, 0, 0},
+                 {"launches, no re-measure", 0, 0, 0, 0, 0, 0, 0},
+                 {"launches + re-measure", 0, 1, 0, 0, 0, 0, 0},
+                 {"+ band, BH over strategies", 1, 1, 0, 0, 1, 0, 0},
+                 {"nightly: + probe cut", 1, 1, 0, 0, 1, 1, 0},
+                 {"+ whole build (A/B only)", 1, 1, 0, 0, 1, 1, 1}};
+    for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
+        variant w = v;
+        w.use_band = rules[ri].band;
+        w.remeasure = rules[ri].remeasure;
+        w.family = rules[ri].family;
+        w.probe = rules[ri].probe;
+        w.pooled = rules[ri].pooled;
+        int k = 0, ks = 0, ns = 0;
+        for (int t = 0; t < ncmp; t++) {
+            int b = sb_stat_randint(&rng, nsame), cc = sb_stat_randint(&rng, nsame - 1);
+            if (cc >= b)
+                cc++;
+            if (rules[ri].ab) /* even launches against odd launches of one run */
+                cc = b;
+            w.rule.seed = sb_stat_rand(&rng);
+            k += rules[ri].old ? night_old(&rng, b, cc, &ks, &ns) : night(&rng, &w, b, cc, &ks, &ns);
+        }
+        char kind[64];
+        snprintf(kind, sizeof kind, "false-alarm %s", rules[ri].name);
+        add_row(kind, k, ncmp, ks, ns, 0);
+        print_row(&rows_out[nrows - 1]);
+    }
+    *rngp = rng;
+}
+
+/* The detection rows: the build against each slowed build; returns the
+ * smallest measured slowdown flagged in 95% of the comparisons (NaN: none). */
+static double detections(const variant *vp, int nsame, int ncmp, uint64_t *rngp,
+                         const double *factors, int nslowed)
+{
+    variant v = *vp;
+    uint64_t rng = *rngp;
+    double smallest = NAN;
+    if (nslowed) {
+        printf("\n## Detection: the build against a slowed build (SHARDBENCH_TEST_SLOWDOWN=all:F)"
+               "\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |"
+               "\n|---|---:|---:|---:|---|---:|\n", "F (measured step slowdown)");
+    }
+    for (int i = 0; i < nslowed; i++) {
+        int idx[MAXRUNS], ni = 0;
+        for (int r = 0; r < nruns; r++)
+            if (runs[r].factor == factors[i])
+                idx[ni++] = r;
+        if (!ni)
+            continue;
+        int k = 0, ks = 0, ns = 0;
+        for (int t = 0; t < ncmp; t++) {
+            int b = sb_stat_randint(&rng, nsame), cc = idx[sb_stat_randint(&rng, ni)];
+            variant w = v;
+            w.pooled = 0; /* across nights the whole build is not judged (nightly.c) */
+            w.rule.seed = sb_stat_rand(&rng);
+            k += night(&rng, &w, b, cc, &ks, &ns);
+        }
+        char kind[64];
+        double slow = measured_slowdown(factors[i]);
+        snprintf(kind, sizeof kind, "detect all:%g (%+.1f%%)", factors[i], slow * 100);
+        add_row(kind, k, ncmp, ks, ns, slow);
+        print_row(&rows_out[nrows - 1]);
+        if ((double)k / ncmp >= 0.95 && !(slow >= smallest))
+            smallest = slow;
+    }
+    *rngp = rng;
+    return smallest;
+}
+
+/* The A/B rows (nightly --baseline-build): per slowdown factor, candidate
+ * nights against their baselines; *smallest_ab the smallest measured
+ * slowdown flagged in 95%, *ab_fa the A/B false-alarm rate. */
+static void ab_nights(const variant *vp, int ncmp, uint64_t *rngp, double *smallest_ab,
+                      double *ab_fa)
+{
+    variant v = *vp;
+    uint64_t rng = *rngp;
+    printf("\n## A/B nights (nightly --baseline-build: both builds launch for launch in "
+           "one night)\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | "
+           "strategies flagged |\n|---|---:|---:|---:|---|---:|\n", "F (measured slowdown)");
+    double fs[32];
+    int nf = 0;
+    for (int i = 0; i < npairs; i++) {
+        int seen = 0;
+        for (int j = 0; j < nf; j++)
+            seen |= fs[j] == pairs[i].factor;
+        if (!seen)
+            fs[nf++] = pairs[i].factor;
+    }
+    for (int fi = 0; fi < nf; fi++) {
+        int idx[32], ni = 0;
+        for (int i = 0; i < npairs; i++)
+            if (pairs[i].factor == fs[fi])
+                idx[ni++] = i;
+        variant w = v;
+        w.use_band = 0;
+        int k = 0, ks = 0, ns = 0;
+        double ratio[MAXS];
+        int nr = 0;
+        const ab_pair *p0 = &pairs[idx[0]];
+        for (int s = 0; s < runs[p0->base].ns && nr < MAXS; s++) {
+            int cs = find_s(&runs[p0->cand], runs[p0->base].sid[s]);
+            if (cs >= 0)
+                ratio[nr++] = sb_stat_median(runs[p0->cand].med[cs], runs[p0->cand].n[cs]) /
+                              sb_stat_median(runs[p0->base].med[s], runs[p0->base].n[s]);
+        }
+        double slow = nr ? sb_stat_median(ratio, nr) - 1 : NAN;
+        for (int t = 0; t < ncmp; t++) {
+            const ab_pair *pp = &pairs[idx[sb_stat_randint(&rng, ni)]];
+            w.rule.seed = sb_stat_rand(&rng);
+            k += night(&rng, &w, pp->base, pp->cand, &ks, &ns);
+        }
+        char kind[64];
+        snprintf(kind, sizeof kind, "%s all:%g (%+.1f%%)", fs[fi] > 0 ? "A/B detect" :
+                 "A/B false-alarm", fs[fi], slow * 100);
+        add_row(kind, k, ncmp, ks, ns, slow);
+        print_row(&rows_out[nrows - 1]);
+        if (fs[fi] > 0 && (double)k / ncmp >= 0.95 && !(slow >= *smallest_ab))
+            *smallest_ab = slow;
+        if (fs[fi] == 0)
+            *ab_fa = (double)k / ncmp;
+    }
+    *rngp = rng;
+}
+
 int main(int argc, char **argv)
 {
     const char *data = NULL, *dbpath = SB_DB_DEFAULT_PATH, *same = NULL;
@@ -519,114 +654,12 @@ int main(int argc, char **argv)
     printf("| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |\n",
            "rule");
     printf("|---|---:|---:|---:|---|---:|\n");
-    static const struct {
-        const char *name;
-        int band, remeasure, old, ab, family, probe, pooled;
-    } rules[] = {{"old (min vs median, 1 launch)", 0, 0, 1, 0, 0, 0, 0},
-                 {"launches, no re-measure", 0, 0, 0, 0, 0, 0, 0},
-                 {"launches + re-measure", 0, 1, 0, 0, 0, 0, 0},
-                 {"+ band, BH over strategies", 1, 1, 0, 0, 1, 0, 0},
-                 {"nightly: + probe cut", 1, 1, 0, 0, 1, 1, 0},
-                 {"+ whole build (A/B only)", 1, 1, 0, 0, 1, 1, 1}};
     uint64_t rng = 12345;
-    for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++) {
-        variant w = v;
-        w.use_band = rules[ri].band;
-        w.remeasure = rules[ri].remeasure;
-        w.family = rules[ri].family;
-        w.probe = rules[ri].probe;
-        w.pooled = rules[ri].pooled;
-        int k = 0, ks = 0, ns = 0;
-        for (int t = 0; t < ncmp; t++) {
-            int b = sb_stat_randint(&rng, nsame), cc = sb_stat_randint(&rng, nsame - 1);
-            if (cc >= b)
-                cc++;
-            if (rules[ri].ab) /* even launches against odd launches of one run */
-                cc = b;
-            w.rule.seed = sb_stat_rand(&rng);
-            k += rules[ri].old ? night_old(&rng, b, cc, &ks, &ns) : night(&rng, &w, b, cc, &ks, &ns);
-        }
-        char kind[64];
-        snprintf(kind, sizeof kind, "false-alarm %s", rules[ri].name);
-        add_row(kind, k, ncmp, ks, ns, 0);
-        print_row(&rows_out[nrows - 1]);
-    }
-    if (nslowed) {
-        printf("\n## Detection: the build against a slowed build (SHARDBENCH_TEST_SLOWDOWN=all:F)"
-               "\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | strategies flagged |"
-               "\n|---|---:|---:|---:|---|---:|\n", "F (measured step slowdown)");
-    }
-    double smallest = NAN, smallest_ab = NAN, ab_fa = NAN;
-    for (int i = 0; i < nslowed; i++) {
-        int idx[MAXRUNS], ni = 0;
-        for (int r = 0; r < nruns; r++)
-            if (runs[r].factor == factors[i])
-                idx[ni++] = r;
-        if (!ni)
-            continue;
-        int k = 0, ks = 0, ns = 0;
-        for (int t = 0; t < ncmp; t++) {
-            int b = sb_stat_randint(&rng, nsame), cc = idx[sb_stat_randint(&rng, ni)];
-            variant w = v;
-            w.pooled = 0; /* across nights the whole build is not judged (nightly.c) */
-            w.rule.seed = sb_stat_rand(&rng);
-            k += night(&rng, &w, b, cc, &ks, &ns);
-        }
-        char kind[64];
-        double slow = measured_slowdown(factors[i]);
-        snprintf(kind, sizeof kind, "detect all:%g (%+.1f%%)", factors[i], slow * 100);
-        add_row(kind, k, ncmp, ks, ns, slow);
-        print_row(&rows_out[nrows - 1]);
-        if ((double)k / ncmp >= 0.95 && !(slow >= smallest))
-            smallest = slow;
-    }
-    if (npairs) {
-        printf("\n## A/B nights (nightly --baseline-build: both builds launch for launch in "
-               "one night)\n\n| %-26s | slow  |  n    | flag  | rate [95%% CI]          | "
-               "strategies flagged |\n|---|---:|---:|---:|---|---:|\n", "F (measured slowdown)");
-        double fs[32];
-        int nf = 0;
-        for (int i = 0; i < npairs; i++) {
-            int seen = 0;
-            for (int j = 0; j < nf; j++)
-                seen |= fs[j] == pairs[i].factor;
-            if (!seen)
-                fs[nf++] = pairs[i].factor;
-        }
-        for (int fi = 0; fi < nf; fi++) {
-            int idx[32], ni = 0;
-            for (int i = 0; i < npairs; i++)
-                if (pairs[i].factor == fs[fi])
-                    idx[ni++] = i;
-            variant w = v;
-            w.use_band = 0;
-            int k = 0, ks = 0, ns = 0;
-            double ratio[MAXS];
-            int nr = 0;
-            const ab_pair *p0 = &pairs[idx[0]];
-            for (int s = 0; s < runs[p0->base].ns && nr < MAXS; s++) {
-                int cs = find_s(&runs[p0->cand], runs[p0->base].sid[s]);
-                if (cs >= 0)
-                    ratio[nr++] = sb_stat_median(runs[p0->cand].med[cs], runs[p0->cand].n[cs]) /
-                                  sb_stat_median(runs[p0->base].med[s], runs[p0->base].n[s]);
-            }
-            double slow = nr ? sb_stat_median(ratio, nr) - 1 : NAN;
-            for (int t = 0; t < ncmp; t++) {
-                const ab_pair *pp = &pairs[idx[sb_stat_randint(&rng, ni)]];
-                w.rule.seed = sb_stat_rand(&rng);
-                k += night(&rng, &w, pp->base, pp->cand, &ks, &ns);
-            }
-            char kind[64];
-            snprintf(kind, sizeof kind, "%s all:%g (%+.1f%%)", fs[fi] > 0 ? "A/B detect" :
-                     "A/B false-alarm", fs[fi], slow * 100);
-            add_row(kind, k, ncmp, ks, ns, slow);
-            print_row(&rows_out[nrows - 1]);
-            if (fs[fi] > 0 && (double)k / ncmp >= 0.95 && !(slow >= smallest_ab))
-                smallest_ab = slow;
-            if (fs[fi] == 0)
-                ab_fa = (double)k / ncmp;
-        }
-    }
+    false_alarms(&v, nsame, ncmp, &rng);
+    double smallest = detections(&v, nsame, ncmp, &rng, factors, nslowed);
+    double smallest_ab = NAN, ab_fa = NAN;
+    if (npairs)
+        ab_nights(&v, ncmp, &rng, &smallest_ab, &ab_fa);
     printf("\ntargets: false alarms (nightly) <= 1 in 20: %s; ",
            rows_out[4].rate <= 0.05 ? "met" : "MISSED");
     if (isfinite(smallest))

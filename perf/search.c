@@ -319,11 +319,57 @@ static void summary_print(const summary *sm, int nm)
     }
 }
 
-int main(int argc, char **argv)
+/* One row into the results database (a search record, source "bench"):
+ * 0, or -1 with the error printed. */
+static int record_row(sb_db *db, const char *model, int p, const row *r, double rss,
+                      const char *verdict, double plain_cpu)
 {
-    const char *models = "alexnet,inception3,resnet101,rnnlm,transformer,transformer-large";
-    const char *plist = "4,8,16,32,64", *db_path = SB_DB_DEFAULT_PATH, *machine = NULL;
-    int repeat = 3, limit_given = 0, check_limit_given = 0, scale = 0;
+    sb_error err = {0};
+    char params[300], js[800];
+    snprintf(params, sizeof params, "%s%s%s", g_machine ? "machine=" : "",
+             g_machine ? g_machine : "", g_memory_gib > 0 ? " space=full" : "");
+    snprintf(js, sizeof js,
+             "{\"bench\":\"search\",\"cpu_seconds\":%.6f,\"machine\":\"%s\","
+             "\"check\":\"%s\",\"plain_cpu_seconds\":%.6f,\"memory_gib\":%g,"
+             "\"stages\":%d,\"microbatches\":%d,\"zero\":%d,"
+             "\"lagrange_stages\":%ld,\"lagrange_dps\":%ld,\"lagrange_gap\":%.6g}",
+             r->cpu_seconds, g_machine ? g_machine : "", verdict, plain_cpu, g_memory_gib,
+             r->stages, r->microbatches, r->zero, r->lagrange_stages, r->lagrange_dps, r->gap);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_machine mc;
+    if (g_machine && sb_machine_load(g_machine, &mc, &err) == 0)
+        sb_machine_cost_params(&mc, &cp);
+    sb_search_record rec = {
+        .source = "bench", .model = model, .model_path = model, .params = params,
+        .p = p, .algo = "pase", .tflops = cp.tflops, .gbs = cp.gbs, .cutoff = 0,
+        .total_cost = r->cost, .seconds = r->seconds, .nops = r->nops,
+        .max_configs = r->max_configs, .max_dep_set = r->max_dep,
+        .peak_table_bytes = r->table_bytes, .peak_rss_bytes = rss,
+        .strategy_json = js,
+    };
+    if (sb_db_record_search(db, &rec, NULL, &err)) {
+        fprintf(stderr, "perf/search: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *models, *plist, *db_path, *machine;
+    int repeat;
+} bench_opts;
+
+/* The options into o and the globals (g_*): -1 to go on, else the exit
+ * status (0 after --help, 2 for a bad option, said on stderr). */
+static int parse_opts(int argc, char **argv, bench_opts *o)
+{
+    o->models = "alexnet,inception3,resnet101,rnnlm,transformer,transformer-large";
+    o->plist = "4,8,16,32,64";
+    o->db_path = SB_DB_DEFAULT_PATH;
+    o->machine = NULL;
+    o->repeat = 3;
+    int limit_given = 0, check_limit_given = 0, scale = 0;
     static const struct option opts[] = {
         {"models", required_argument, 0, 'M'}, {"procs", required_argument, 0, 'p'},
         {"repeat", required_argument, 0, 'r'}, {"db", required_argument, 0, 'd'},
@@ -336,13 +382,13 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'M': models = optarg; break;
-        case 'p': plist = optarg; break;
-        case 'r': repeat = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
-        case 'd': db_path = optarg; break;
+        case 'M': o->models = optarg; break;
+        case 'p': o->plist = optarg; break;
+        case 'r': o->repeat = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'd': o->db_path = optarg; break;
         case 'P': g_prune = 1; break;
         case 'C': g_check = 1; break;
-        case 'H': machine = optarg; break;
+        case 'H': o->machine = optarg; break;
         case 'G': {
             char *end;
             g_memory_gib = strtod(optarg, &end);
@@ -353,9 +399,9 @@ int main(int argc, char **argv)
             break;
         }
         case 'S':
-            models = "transformer,llama3-70b@h200-sxm,gpt3-175b@h200-sxm";
-            plist = "64,128,256,512,1024,2048,4096,8192,16384";
-            repeat = 1;
+            o->models = "transformer,llama3-70b@h200-sxm,gpt3-175b@h200-sxm";
+            o->plist = "64,128,256,512,1024,2048,4096,8192,16384";
+            o->repeat = 1;
             scale = 1;
             g_check = 1;
             break;
@@ -390,6 +436,17 @@ int main(int argc, char **argv)
         g_limit_s = 120; /* a row over 2 minutes is far from the 10 s */
     if (scale && !check_limit_given)
         g_check_limit_s = 120;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    const char *models = o.models, *plist = o.plist, *db_path = o.db_path, *machine = o.machine;
+    int repeat = o.repeat;
     sb_error err = {0};
     sb_db *db = NULL;
     if (strcmp(db_path, "none") && sb_db_open(db_path, 0, &db, &err)) {
@@ -477,36 +534,8 @@ int main(int argc, char **argv)
                          : !strncmp(verdict, "DIFFERS", 7)         ? "DIFFERS"
                                                                    : "~");
             free(choice);
-            if (db) {
-                char params[300], js[800];
-                snprintf(params, sizeof params, "%s%s%s", g_machine ? "machine=" : "",
-                         g_machine ? g_machine : "", g_memory_gib > 0 ? " space=full" : "");
-                snprintf(js, sizeof js,
-                         "{\"bench\":\"search\",\"cpu_seconds\":%.6f,\"machine\":\"%s\","
-                         "\"check\":\"%s\",\"plain_cpu_seconds\":%.6f,\"memory_gib\":%g,"
-                         "\"stages\":%d,\"microbatches\":%d,\"zero\":%d,"
-                         "\"lagrange_stages\":%ld,\"lagrange_dps\":%ld,\"lagrange_gap\":%.6g}",
-                         r.cpu_seconds, g_machine ? g_machine : "", verdict, plain_cpu,
-                         g_memory_gib, r.stages, r.microbatches, r.zero, r.lagrange_stages,
-                         r.lagrange_dps, r.gap);
-                sb_cost_params cp;
-                sb_cost_params_default(&cp);
-                sb_machine mc;
-                if (g_machine && sb_machine_load(g_machine, &mc, &err) == 0)
-                    sb_machine_cost_params(&mc, &cp);
-                sb_search_record rec = {
-                    .source = "bench", .model = model, .model_path = model, .params = params,
-                    .p = p, .algo = "pase", .tflops = cp.tflops, .gbs = cp.gbs, .cutoff = 0,
-                    .total_cost = r.cost, .seconds = r.seconds, .nops = r.nops,
-                    .max_configs = r.max_configs, .max_dep_set = r.max_dep,
-                    .peak_table_bytes = r.table_bytes, .peak_rss_bytes = rss,
-                    .strategy_json = js,
-                };
-                if (sb_db_record_search(db, &rec, NULL, &err)) {
-                    fprintf(stderr, "perf/search: %s\n", err.msg);
-                    status = 1;
-                }
-            }
+            if (db && record_row(db, model, p, &r, rss, verdict, plain_cpu))
+                status = 1;
         }
     }
     summary_print(sm, nm);

@@ -125,20 +125,16 @@ static const launch *find_launch(const launch *l, int n, int64_t id)
     return NULL;
 }
 
-int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int ranks,
-                        const char *model, const char *params, sb_profile *pf, int *found,
-                        sb_error *err)
+/* Every launch of (backend, machine, ranks), newest first, into *L (*nl;
+ * malloc'd), each with its speed: its total against the median total of
+ * the newest SB_PROFILE_KEEP launches of its (model, params, seed). */
+static int load_launches(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                         launch **out, int *nl_out, sb_error *err)
 {
     const char *doing = "reading the profiles";
-    memset(pf, 0, sizeof *pf);
-    if (!backend)
-        backend = "";
-    *found = 0;
-    if (sb_dbq_version(q) < 7)
-        return 0;
     sqlite3_stmt *st;
-    /* every launch of (machine, ranks), newest first; schema 7 had no
-     * relay_local_s (0, as those launches were fitted) nor ref_compute */
+    /* schema 7 had no relay_local_s (0, as those launches were fitted) nor
+     * probe_s */
     int v8 = sb_dbq_version(q) >= 8, v9 = sb_dbq_version(q) >= 9;
     char sql[512];
     snprintf(sql, sizeof sql,
@@ -174,12 +170,6 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         return -1;
     }
     sqlite3_finalize(st);
-    if (nl == 0) {
-        free(L);
-        return 0; /* no profile of this machine and rank count */
-    }
-    /* each launch's speed against the median total of the newest
-     * SB_PROFILE_KEEP launches of its group */
     for (int i = 0; i < nl; i++) {
         double t[SB_PROFILE_KEEP];
         int k = 0;
@@ -190,8 +180,17 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         double m = k ? sb_median(t, k) : L[i].total;
         L[i].speed = m > 0 ? L[i].total / m : 1.0;
     }
-    /* the fits: the fastest of the newest SB_PROFILE_KEEP launches of this
-     * model and sizes, else the newest launch of this model, else of any */
+    *out = L;
+    *nl_out = nl;
+    return 0;
+}
+
+/* pf's fits: those of the fastest of the newest SB_PROFILE_KEEP launches of
+ * this model and sizes, else of the newest launch of this model, else of
+ * any (L[0], the newest). */
+static void pick_fits(const launch *L, int nl, const char *model, const char *params,
+                      sb_profile *pf)
+{
     const launch *fit = NULL;
     int kept = 0;
     for (int i = 0; i < nl && kept < SB_PROFILE_KEEP; i++)
@@ -218,33 +217,31 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
     pf->update_s_per_elem = fit->fits[3];
     pf->relay_local_s = fit->relay_local;
     pf->probe_s = fit->probe;
-    copy_text(pf->backend, sizeof pf->backend, backend);
-    copy_text(pf->machine, sizeof pf->machine, machine);
-    pf->ranks = ranks;
-    /* every key: of its newest SB_PROFILE_KEEP measurements, the one of the
-     * fastest launch */
+}
+
+/* pf->ops: every key, of its newest SB_PROFILE_KEEP measurements the one of
+ * the fastest launch (L's speeds), sorted by key. */
+static int load_ops(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                    const launch *L, int nl, sb_profile *pf, sb_error *err)
+{
+    const char *doing = "reading the profiles";
+    sqlite3_stmt *st;
+    char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT o.kind, o.shape, o.config, o.sig, o.compute_s, o.coll_s, o.ref_cost, "
              "o.samples, o.profile_id, %s FROM op_profiles o JOIN profiles p ON p.id = "
              "o.profile_id WHERE (p.backend = ?1 OR ?1 = '') AND p.machine = ?2 AND "
              "p.ranks = ?3 ORDER BY o.kind, o.shape, o.config, o.sig, o.profile_id DESC",
-             v8 ? "o.ref_compute" : "0.0");
-    if (sb_dbq_query(q, sql, &st, doing, err, "tti", backend, machine, ranks)) {
-        free(L);
+             sb_dbq_version(q) >= 8 ? "o.ref_compute" : "0.0");
+    if (sb_dbq_query(q, sql, &st, doing, err, "tti", backend, machine, ranks))
         return -1;
-    }
-    int cap = 0;
-    kept = 0;
+    int cap = 0, kept = 0, rc;
     double best_speed = 0;
     sb_prof_op cur;
     memset(&cur, 0, sizeof cur);
     for (;;) {
-        rc = sb_dbq_step(q, st, doing, err);
-        if (rc < 0) {
-            free(L);
-            sb_profile_free(pf);
+        if ((rc = sb_dbq_step(q, st, doing, err)) < 0)
             return -1;
-        }
         sb_prof_op e;
         memset(&e, 0, sizeof e);
         if (rc > 0) {
@@ -258,8 +255,6 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         if (!same_key && kept) { /* the previous key is complete */
             if (grow((void **)&pf->ops, &cap, pf->nops, sizeof *pf->ops)) {
                 sqlite3_finalize(st);
-                free(L);
-                sb_profile_free(pf);
                 return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
             }
             pf->ops[pf->nops++] = cur;
@@ -285,28 +280,31 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         kept++;
     }
     sqlite3_finalize(st);
-    free(L);
     if (pf->nops)
         qsort(pf->ops, (size_t)pf->nops, sizeof *pf->ops, cmp_op);
-    /* the collectives: the median of the newest SB_PROFILE_KEEP per (kind, group) */
+    return 0;
+}
+
+/* pf->coll: per (kind, group), the median alpha and beta of the newest
+ * SB_PROFILE_KEEP launches. */
+static int load_colls(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                      sb_profile *pf, sb_error *err)
+{
+    const char *doing = "reading the profiles";
+    sqlite3_stmt *st;
     if (sb_dbq_query(q,
                      "SELECT c.kind, c.grp, c.alpha_s, c.beta_s_per_byte, c.points FROM "
                      "coll_profiles c JOIN profiles p ON p.id = c.profile_id WHERE (p.backend = "
                      "?1 OR ?1 = '') AND p.machine = ?2 AND p.ranks = ?3 ORDER BY c.kind, c.grp, "
                      "c.profile_id DESC",
-                     &st, doing, err, "tti", backend, machine, ranks)) {
-        sb_profile_free(pf);
+                     &st, doing, err, "tti", backend, machine, ranks))
         return -1;
-    }
-    cap = 0;
+    int cap = 0, rc;
     double al[SB_PROFILE_KEEP], be[SB_PROFILE_KEEP];
     int ck = -1, cg = -1, cn = 0, cpts = 0;
     for (;;) {
-        rc = sb_dbq_step(q, st, doing, err);
-        if (rc < 0) {
-            sb_profile_free(pf);
+        if ((rc = sb_dbq_step(q, st, doing, err)) < 0)
             return -1;
-        }
         int kind = -1, grp = -1;
         if (rc > 0) {
             for (int k = 0; k < SB_PCOLL_COUNT; k++)
@@ -317,7 +315,6 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         if (cn && (rc == 0 || kind != ck || grp != cg)) {
             if (grow((void **)&pf->coll, &cap, pf->ncoll, sizeof *pf->coll)) {
                 sqlite3_finalize(st);
-                sb_profile_free(pf);
                 return sb_fail(err, SB_EXIT_INTERNAL, "out of memory reading the profiles");
             }
             pf->coll[pf->ncoll++] = (sb_prof_coll){.kind = ck, .group = cg, .alpha_s = sb_median(al, cn),
@@ -336,6 +333,37 @@ int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int
         cn++;
     }
     sqlite3_finalize(st);
+    return 0;
+}
+
+int sb_dbq_load_profile(sb_dbq *q, const char *backend, const char *machine, int ranks,
+                        const char *model, const char *params, sb_profile *pf, int *found,
+                        sb_error *err)
+{
+    memset(pf, 0, sizeof *pf);
+    if (!backend)
+        backend = "";
+    *found = 0;
+    if (sb_dbq_version(q) < 7)
+        return 0;
+    launch *L = NULL;
+    int nl = 0;
+    if (load_launches(q, backend, machine, ranks, &L, &nl, err))
+        return -1;
+    if (nl == 0) {
+        free(L);
+        return 0; /* no profile of this machine and rank count */
+    }
+    pick_fits(L, nl, model, params, pf);
+    copy_text(pf->backend, sizeof pf->backend, backend);
+    copy_text(pf->machine, sizeof pf->machine, machine);
+    pf->ranks = ranks;
+    int rc = load_ops(q, backend, machine, ranks, L, nl, pf, err);
+    free(L);
+    if (rc || load_colls(q, backend, machine, ranks, pf, err)) {
+        sb_profile_free(pf);
+        return -1;
+    }
     *found = 1;
     return 0;
 }
