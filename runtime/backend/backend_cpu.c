@@ -250,21 +250,3 @@ const sb_backend *sb_backend_cpu_devmem(void)
     }
     return &t;
 }
-
-void sb_backend_finalize(const sb_backend *be)
-{
-    if (be && be->finalize)
-        be->finalize();
-}
-
-const sb_backend *sb_backend_get(const char *name, sb_error *err)
-{
-    if (!strcmp(name, "cpu"))
-        return &sb_backend_cpu;
-    if (!strcmp(name, "cpu-devmem"))
-        return sb_backend_cpu_devmem();
-    if (!strcmp(name, "cuda"))
-        return sb_backend_cuda_get(err);
-    sb_fail(err, SB_EXIT_INPUT, "unknown backend '%s' (cpu, cuda; cpu-devmem for tests)", name);
-    return NULL;
-}
