@@ -74,6 +74,47 @@ static int emit_dense(ctx *C, const Onnx__NodeProto *n, val *x, sym units, val *
     return 0;
 }
 
+/* Distinct names for distinct labels: a name met again gets _2, _3, ...
+ * until no other label of `have` holds it. */
+static void distinct_names(char lname_[][SB_NAME_MAX], const int *have, int maxl)
+{
+    for (int L = 0; L < maxl; L++)
+        for (int M = 0; M < L; M++)
+            if (have[L] && have[M] && strcmp(lname_[L], lname_[M]) == 0) {
+                char base[82];
+                snprintf(base, sizeof base, "%.80s", lname_[L]);
+                for (int q = 2;; q++) {
+                    snprintf(lname_[L], SB_NAME_MAX, "%s_%d", base, q);
+                    int clash = 0;
+                    for (int z = 0; z < maxl; z++)
+                        clash |= z != L && have[z] && strcmp(lname_[z], lname_[L]) == 0;
+                    if (!clash)
+                        break;
+                }
+                M = -1;
+            }
+}
+
+/* y read only by a Transpose: order[] gets its permutation, so that the
+ * output is written in that order and the transpose is a view, no op;
+ * order is left as it is otherwise. */
+static void transpose_order(ctx *C, const val *y, int nout, int *order)
+{
+    int tr = y && y->name ? ox_only_consumer(C, y->name) : -1;
+    if (tr < 0 || !op_is(C->g->node[tr], "Transpose"))
+        return;
+    int64_t perm[SB_MAX_DIMS];
+    int np = ox_attr_ints(C->g->node[tr], "perm", perm, SB_MAX_DIMS);
+    uint32_t seen = 0;
+    int ok = np == nout;
+    for (int i = 0; ok && i < np; i++) {
+        ok = perm[i] >= 0 && perm[i] < nout && !(seen & (1u << perm[i]));
+        seen |= ok ? 1u << perm[i] : 0;
+    }
+    for (int i = 0; ok && i < np; i++)
+        order[i] = (int)perm[i];
+}
+
 /* An einsum over two operands. lab[k][j]: the label of operand k's logical
  * dim j; olab: the output's labels in logical order. */
 static int emit_einsum(ctx *C, const Onnx__NodeProto *n, val *op[2], int nlab[2],
@@ -125,22 +166,7 @@ static int emit_einsum(ctx *C, const Onnx__NodeProto *n, val *op[2], int nlab[2]
             inop[k][L] = 1;
         }
     }
-    /* distinct names for distinct labels */
-    for (int L = 0; L < MAXL; L++)
-        for (int M = 0; M < L; M++)
-            if (have[L] && have[M] && strcmp(lname_[L], lname_[M]) == 0) {
-                char base[82];
-                snprintf(base, sizeof base, "%.80s", lname_[L]);
-                for (int q = 2;; q++) {
-                    snprintf(lname_[L], SB_NAME_MAX, "%s_%d", base, q);
-                    int clash = 0;
-                    for (int z = 0; z < MAXL; z++)
-                        clash |= z != L && have[z] && strcmp(lname_[z], lname_[L]) == 0;
-                    if (!clash)
-                        break;
-                }
-                M = -1;
-            }
+    distinct_names(lname_, have, MAXL);
     int onlya = 0, onlyb = 0, inout[MAXL] = {0};
     for (int i = 0; i < nout; i++)
         if (olab[i] >= 0 && olab[i] < MAXL && have[olab[i]]) {
@@ -197,21 +223,8 @@ static int emit_einsum(ctx *C, const Onnx__NodeProto *n, val *op[2], int nlab[2]
         order[i] = i;
         all &= have[olab[i]];
     }
-    /* read only by a Transpose: write the output in that order, so the
-     * transpose is a view and needs no op */
-    int tr = y && y->name ? ox_only_consumer(C, y->name) : -1;
-    if (tr >= 0 && all && op_is(C->g->node[tr], "Transpose")) {
-        int64_t perm[SB_MAX_DIMS];
-        int np = ox_attr_ints(C->g->node[tr], "perm", perm, SB_MAX_DIMS);
-        uint32_t seen = 0;
-        int ok = np == nout;
-        for (int i = 0; ok && i < np; i++) {
-            ok = perm[i] >= 0 && perm[i] < nout && !(seen & (1u << perm[i]));
-            seen |= ok ? 1u << perm[i] : 0;
-        }
-        for (int i = 0; ok && i < np; i++)
-            order[i] = (int)perm[i];
-    }
+    if (all)
+        transpose_order(C, y, nout, order);
     eq[2][0] = '\0';
     for (int i = 0; i < nout; i++)
         src[i] = -1;
