@@ -1,0 +1,335 @@
+/* read.c: the Hugging Face config reader's entry points (include/
+ * shardbench/hf.h): the file (config.json, or a folder holding one) read
+ * through jansson with duplicate keys refused, the checked getters every
+ * architecture reads its keys with, the list of keys not read, and the load
+ * that parses the text the writer (emit.c) makes. */
+#define _GNU_SOURCE
+#include "hf_int.h"
+
+#include "../load.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_CONFIG_BYTES ((size_t)4 << 20)
+
+int sb_hf_is_path(const char *name)
+{
+    return name && strncmp(name, "hf:", 3) == 0;
+}
+
+void hf_note(char *list, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(list);
+    if (n + 3 >= cap)
+        return;
+    if (n)
+        n += (size_t)snprintf(list + n, cap - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(list + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+int hf_fail(hf_reader *R, const char *key, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (key)
+        return sb_fail(R->err, SB_EXIT_INPUT, "%s: key '%s': %s", R->path, key, what);
+    return sb_fail(R->err, SB_EXIT_INPUT, "%s: %s", R->path, what);
+}
+
+static void mark(hf_reader *R, const char *key)
+{
+    for (int i = 0; i < R->nused; i++)
+        if (strcmp(R->used[i], key) == 0)
+            return;
+    if (R->nused < HF_MAX_KEYS)
+        R->used[R->nused++] = key;
+}
+
+json_t *hf_get(hf_reader *R, const char *key)
+{
+    mark(R, key);
+    json_t *v = json_object_get(R->root, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static const char *type_word(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+int64_t hf_setting(hf_reader *R, const char *name, int64_t def)
+{
+    for (int i = R->nsettings - 1; i >= 0; i--)
+        if (strcmp(R->settings[i].name, name) == 0) {
+            for (int j = 0; j < R->nsettings && j < 64; j++)
+                if (strcmp(R->settings[j].name, name) == 0)
+                    R->info->settings_read |= (uint64_t)1 << j;
+            return R->settings[i].value;
+        }
+    return def;
+}
+
+int hf_int(hf_reader *R, const char *key, int required, int64_t def, int64_t min, int64_t *out)
+{
+    json_t *v = hf_get(R, key);
+    if (!v) {
+        if (required)
+            return hf_fail(R, key, "missing (an integer is needed)");
+        *out = hf_setting(R, key, def);
+        return 0;
+    }
+    int64_t x;
+    if (json_is_integer(v))
+        x = (int64_t)json_integer_value(v);
+    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+             fabs(json_real_value(v)) < 9.0e15)
+        x = (int64_t)json_real_value(v);
+    else
+        return hf_fail(R, key, "expected an integer, found %s", type_word(v));
+    if (x < min)
+        return hf_fail(R, key, "%lld: must be at least %lld", (long long)x, (long long)min);
+    if (x > ((int64_t)1 << 40))
+        return hf_fail(R, key, "%lld: too large (at most 2^40)", (long long)x);
+    *out = hf_setting(R, key, x);
+    return 0;
+}
+
+int hf_real(hf_reader *R, const char *key, double def, double *out)
+{
+    json_t *v = hf_get(R, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return hf_fail(R, key, "expected a number, found %s", type_word(v));
+    *out = json_number_value(v);
+    if (!isfinite(*out))
+        return hf_fail(R, key, "not a finite number");
+    return 0;
+}
+
+int hf_bool(hf_reader *R, const char *key, int def, int *out)
+{
+    json_t *v = hf_get(R, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return hf_fail(R, key, "expected true or false, found %s", type_word(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+int hf_str(hf_reader *R, const char *key, const char *def, const char **out)
+{
+    json_t *v = hf_get(R, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return hf_fail(R, key, "expected a string, found %s", type_word(v));
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* The keys of the object that no getter read, in file order. */
+static void list_ignored(hf_reader *R)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(R->root, key, v) {
+        int used = 0;
+        for (int i = 0; i < R->nused && !used; i++)
+            used = strcmp(R->used[i], key) == 0;
+        if (!used)
+            hf_note(R->info->ignored, sizeof R->info->ignored, "%s", key);
+    }
+}
+
+/* The model's name: the folder of a config.json, else the file name up to
+ * ".json"; characters a quoted model name cannot hold become '-'. */
+static void model_name(const char *path, char *out, size_t cap)
+{
+    const char *end = path + strlen(path), *base;
+    if (end - path >= 12 && strcmp(end - 12, "/config.json") == 0)
+        end -= 12;
+    else if (end - path >= 5 && strcmp(end - 5, ".json") == 0)
+        end -= 5;
+    for (base = end; base > path && base[-1] != '/';)
+        base--;
+    size_t n = 0;
+    for (const char *p = base; p < end && n + 1 < cap && n < 80; p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || ch == '.';
+        out[n++] = ok ? ch : '-';
+    }
+    out[n] = '\0';
+    if (!n)
+        snprintf(out, cap, "hf-model");
+}
+
+int sb_hf_text_from_json(const char *json, size_t n, const char *path, const sb_setting *settings,
+                         int nsettings, char **text, size_t *len, sb_hf_info *info, sb_error *err)
+{
+    sb_hf_info local;
+    if (!info)
+        info = &local;
+    memset(info, 0, sizeof *info);
+    snprintf(info->config, sizeof info->config, "%s", path);
+    json_error_t je;
+    json_t *root = json_loadb(json, n, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d:%d: not a JSON config: %s", path, je.line,
+                       je.column, je.text);
+    hf_reader R = {.root = root, .path = path, .settings = settings, .nsettings = nsettings,
+                   .info = info, .err = err};
+    int rc = 0;
+    if (!json_is_object(root))
+        rc = hf_fail(&R, NULL, "not a JSON object (a config.json holds one)");
+    hf_cfg c;
+    if (!rc)
+        rc = hf_read_cfg(&R, &c);
+    if (!rc) {
+        list_ignored(&R);
+        snprintf(info->defaults, sizeof info->defaults, "seq=%lld, batch=%lld (%lld tokens)",
+                 (long long)c.seq, (long long)c.batch, (long long)(c.seq * c.batch));
+        char name[96];
+        model_name(path, name, sizeof name);
+        rc = hf_emit(&c, name, text, len, err);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* PATH or PATH/config.json, whichever is a file. */
+static int config_path(const char *path, char *out, size_t cap, sb_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: no such file or folder", path);
+    if (S_ISDIR(st.st_mode)) {
+        if ((size_t)snprintf(out, cap, "%s/config.json", path) >= cap)
+            return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", path);
+        if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
+            return sb_fail(err, SB_EXIT_INPUT, "%s: a folder without a config.json", path);
+        return 0;
+    }
+    if ((size_t)snprintf(out, cap, "%s", path) >= cap)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", path);
+    return 0;
+}
+
+int sb_hf_to_text(const char *path, const sb_setting *settings, int nsettings, char **text,
+                  size_t *len, sb_hf_info *info, sb_error *err)
+{
+    if (sb_hf_is_path(path))
+        path += 3;
+    if (!*path)
+        return sb_fail(err, SB_EXIT_INPUT, "hf: needs a path (hf:config.json or hf:FOLDER)");
+    char file[1024];
+    if (config_path(path, file, sizeof file, err))
+        return -1;
+    char *data;
+    size_t n;
+    if (sb_read_file(file, "config.json", MAX_CONFIG_BYTES, &data, &n, err))
+        return -1;
+    int rc = sb_hf_text_from_json(data, n, file, settings, nsettings, text, len, info, err);
+    free(data);
+    return rc;
+}
+
+/* The notes once per process and config: the defaults, what is
+ * approximated and the keys not read. */
+static void print_notes(const sb_hf_info *in)
+{
+    static char last[1024];
+    if (strcmp(last, in->config) == 0)
+        return;
+    snprintf(last, sizeof last, "%s", in->config);
+    fprintf(stderr, "hf: %s: %s; %s\n", in->config, in->arch, in->defaults);
+    if (in->approx[0])
+        fprintf(stderr, "hf: approximated: %s\n", in->approx);
+    if (in->ignored[0])
+        fprintf(stderr, "hf: ignored keys: %s\n", in->ignored);
+}
+
+/* 1 when the text declares `param NAME`. */
+static int has_param(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, "\nparam "); p; p = strstr(p + 1, "\nparam "))
+        if (strncmp(p + 7, name, n) == 0 && p[7 + n] == ' ')
+            return 1;
+    return 0;
+}
+
+/* The settings for the parser: those the text has a param for, and those
+ * the reader did not read (the parser names them unknown); a key the
+ * reader read that shapes the graph without a param (first_k_dense_replace,
+ * rotary_pct, ...) has done its work. */
+static int parser_settings(const char *text, const sb_setting *in, int n, uint64_t read,
+                           sb_setting *out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (has_param(text, in[i].name) || i >= 64 || !(read >> i & 1))
+            out[k++] = in[i];
+    return k;
+}
+
+int sb_hf_parse_text(const char *text, size_t len, const sb_hf_info *info,
+                     const sb_setting *settings, int nsettings, sb_model *out, sb_error *err)
+{
+    char gen[1100];
+    snprintf(gen, sizeof gen, "%s (as model text)", info->config);
+    sb_setting *set = malloc(sizeof *set * (size_t)(nsettings + 1));
+    if (!set)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int nset = parser_settings(text, settings, nsettings, info->settings_read, set);
+    int rc = sb_model_parse(text, len, gen, set, nset, out, err);
+    free(set);
+    return rc;
+}
+
+int sb_hf_load(const char *path, const sb_setting *settings, int nsettings, sb_model *out,
+               sb_hf_info *info, sb_error *err)
+{
+    sb_hf_info local;
+    if (!info)
+        info = &local;
+    char *text;
+    size_t len;
+    if (sb_hf_to_text(path, settings, nsettings, &text, &len, info, err))
+        return -1;
+    int rc = sb_hf_parse_text(text, len, info, settings, nsettings, out, err);
+    free(text);
+    if (!rc) /* what a strategy file or a rank loads again: the name given */
+        snprintf(out->path, sizeof out->path, "hf:%s", sb_hf_is_path(path) ? path + 3 : path);
+    if (!rc && !getenv("SHARDBENCH_HF_QUIET"))
+        print_notes(info);
+    return rc;
+}
