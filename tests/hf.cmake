@@ -46,3 +46,34 @@ endforeach()
 add_test(NAME hf_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hf_cli.sh $<TARGET_FILE:shardbench>
          ${CMAKE_CURRENT_SOURCE_DIR}/data/hf)
 set_tests_properties(hf_cli PROPERTIES TIMEOUT 300 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+
+# hf_ref_NAME: the first loss of `run` at one rank on the same reduced
+# configs (and phi-3, mistral) against tests/hf_ref.py, a numpy reference
+# of each architecture written from its published description
+# (tests/hf_ref.sh; 2e-6 relative: the issue asks 1e-4, too loose at these
+# sizes to see a piece broken). Needs a Python with numpy: the JAX
+# venv's (sb_jax_venv) or build-venv-numpy/ (python3 -m venv
+# build-venv-numpy && build-venv-numpy/bin/pip install numpy==1.26.4).
+set(SHARDBENCH_NUMPY_PYTHON "${CMAKE_SOURCE_DIR}/build-venv-numpy/bin/python" CACHE FILEPATH
+    "Python with numpy for the hf_ref tests")
+set(SB_HF_PY "")
+if(EXISTS "${SHARDBENCH_NUMPY_PYTHON}")
+  set(SB_HF_PY "${SHARDBENCH_NUMPY_PYTHON}")
+elseif(EXISTS "${SHARDBENCH_JAX_PYTHON}")
+  set(SB_HF_PY "${SHARDBENCH_JAX_PYTHON}")
+endif()
+set(SB_HF_phi-3-mini-4k-instruct "${SB_HF_L};${SB_HF_K}")
+set(SB_HF_mistral-7b-v0.1 "${SB_HF_L};${SB_HF_K}")
+if(SB_HF_PY)
+  foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
+               qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3
+               phi-3-mini-4k-instruct mistral-7b-v0.1)
+    add_test(NAME hf_ref_${name}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hf_ref.sh $<TARGET_FILE:shardbench>
+              ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/data/hf ${name} ${SB_HF_${name}})
+    set_tests_properties(hf_ref_${name} PROPERTIES TIMEOUT 120
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;HF_REF_PYTHON=${SB_HF_PY}")
+  endforeach()
+else()
+  message(STATUS "no Python with numpy: tests hf_ref_* not registered (tests/hf.cmake)")
+endif()

@@ -283,6 +283,7 @@ static int read_qwen_sparse(hf_reader *R, hf_cfg *c)
     json_t *only = hf_get(R, "mlp_only_layers");
     if (only && !json_is_array(only))
         return hf_fail(R, "mlp_only_layers", "expected a list of layer indices");
+    c->layer_freq = step;
     for (int64_t i = 0; i < c->layers && i < HF_MAX_LAYERS; i++)
         c->sparse[i] = (i + 1) % step == 0;
     size_t k;
@@ -382,6 +383,7 @@ static int read_deepseek(hf_reader *R, hf_cfg *c, hf_arch a)
         NOTE(R, "num_nextn_predict_layers=%lld: the next-token-prediction layers are not built "
                 "(transformers does not build them either)", (long long)nextn);
     c->mla = 1;
+    c->layer_freq = freq;
     c->shared = shared > 0 ? HF_SHARED_PLAIN : HF_SHARED_NONE;
     c->shared_ff = shared * c->moe_ff;
     c->shared_n = shared;

@@ -59,6 +59,13 @@ static void emit_params(FILE *f, const hf_cfg *c, const names *n)
                    "%lld\nparam qk_rope_head_dim = %lld\nparam v_head_dim = %lld\n",
                 (long long)c->q_lora, (long long)c->kv_lora, (long long)c->qk_nope,
                 (long long)c->qk_rope, (long long)c->v_dim);
+    /* keys that shape the graph: params so that a strategy file records
+     * them (a reload passes its params back as settings) */
+    if (c->experts && c->mla)
+        fprintf(f, "param first_k_dense_replace = %lld\nparam moe_layer_freq = %lld\n",
+                (long long)c->first_dense, (long long)c->layer_freq);
+    else if (c->experts && c->layer_freq)
+        fprintf(f, "param decoder_sparse_step = %lld\n", (long long)c->layer_freq);
     fprintf(f, "param seq = %lld\nparam batch = %lld\n", (long long)c->seq, (long long)c->batch);
     if (c->experts) /* ceil(5 k seq / (4 E)): capacity factor 5/4, as mixtral-8x7b */
         fprintf(f, "param cap_x = 5 * %s * seq + 4 * %s - 1\nparam cap = (cap_x - cap_x %% (4 * "
@@ -297,6 +304,10 @@ static void emit_body(FILE *f, const hf_cfg *c, const names *n)
             run++;
         if (done + run == c->layers && done == 0)
             fprintf(f, "repeat %s\n", n->L);
+        else if (done == 0 && !sp && c->mla && run == c->first_dense && c->layer_freq == 1)
+            fprintf(f, "repeat first_k_dense_replace\n");
+        else if (done + run == c->layers && c->mla && done == c->first_dense && c->layer_freq == 1)
+            fprintf(f, "repeat %s - first_k_dense_replace\n", n->L);
         else if (done + run == c->layers)
             fprintf(f, "repeat %s - %lld\n", n->L, (long long)done);
         else

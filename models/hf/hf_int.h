@@ -67,6 +67,7 @@ typedef struct {
     int tie;                 /* output head tied to the token embedding */
     /* mixture of experts */
     int64_t experts, topk, moe_ff, first_dense, dense_ff;
+    int64_t layer_freq;      /* decoder_sparse_step (Qwen), moe_layer_freq (DeepSeek) */
     int shared;              /* HF_SHARED_* */
     int64_t shared_ff;       /* their width (DeepSeek: count x moe_ff) */
     int64_t shared_n;        /* DeepSeek: n_shared_experts */
