@@ -56,8 +56,7 @@ static int parts_move(sb_executor *ex, opx *o, int backward)
             int input_part = many_in && ex->m->tensors[op->in[k].tensor].kind == SB_TENSOR_INPUT;
             if (many_in && !input_part)
                 get(ex, partd, pdims, bigd, bdims, lo, nd, 1);
-            else if (!many_in && partd && /* an output nothing reads has no gradient: 0 */
-                     ex->m->tensors[op->in[0].tensor].kind != SB_TENSOR_INPUT)
+            else if (!many_in && ex->m->tensors[op->in[0].tensor].kind != SB_TENSOR_INPUT)
                 put(ex, bigd, bdims, lo, partd, pdims, nd, 1);
         }
     }
