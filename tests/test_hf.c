@@ -87,6 +87,8 @@ static void test_settings(void **state)
     sb_setting g[1] = {{"n_layer", 1}};
     int64_t gl = 4 * 768 + 768LL * 2304 + 2304 + 768LL * 768 + 768 + 2 * 768LL * 3072 + 3072 + 768;
     assert_int_equal(count_with("gpt2", g, 1), 50257LL * 768 + 1024LL * 768 + gl + 2 * 768);
+    sb_setting ga[1] = {{"num_hidden_layers", 1}}; /* transformers' attribute_map */
+    assert_int_equal(count_with("gpt2", ga, 1), 50257LL * 768 + 1024LL * 768 + gl + 2 * 768);
 }
 
 /* A config held in memory: 0 or the error's message. */

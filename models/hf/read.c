@@ -77,12 +77,34 @@ static const char *type_word(const json_t *v)
     }
 }
 
+/* transformers' attribute_map of GPT-2: the generic names --set also
+ * takes for its keys */
+static const char *const aliases[][2] = {
+    {"hidden_size", "n_embd"},  {"num_hidden_layers", "n_layer"},
+    {"num_attention_heads", "n_head"}, {"intermediate_size", "n_inner"},
+    {"max_position_embeddings", "n_positions"},
+};
+
+/* name, or the key it stands for (GPT-2's n_embd for hidden_size) */
+static const char *alias_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(name, aliases[i][0]) == 0)
+            return aliases[i][1];
+    return name;
+}
+
+static int setting_is(const sb_setting *s, const char *name)
+{
+    return strcmp(s->name, name) == 0 || strcmp(alias_of(s->name), name) == 0;
+}
+
 int64_t hf_setting(hf_reader *R, const char *name, int64_t def)
 {
     for (int i = R->nsettings - 1; i >= 0; i--)
-        if (strcmp(R->settings[i].name, name) == 0) {
+        if (setting_is(&R->settings[i], name)) {
             for (int j = 0; j < R->nsettings && j < 64; j++)
-                if (strcmp(R->settings[j].name, name) == 0)
+                if (setting_is(&R->settings[j], name))
                     R->info->settings_read |= (uint64_t)1 << j;
             return R->settings[i].value;
         }
@@ -295,9 +317,15 @@ static int parser_settings(const char *text, const sb_setting *in, int n, uint64
                            sb_setting *out)
 {
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (has_param(text, in[i].name) || i >= 64 || !(read >> i & 1))
+    for (int i = 0; i < n; i++) {
+        const char *a = alias_of(in[i].name);
+        if (!has_param(text, in[i].name) && a != in[i].name && has_param(text, a)) {
+            out[k] = in[i]; /* hidden_size for GPT-2's n_embd */
+            snprintf(out[k++].name, sizeof out->name, "%s", a);
+        } else if (has_param(text, in[i].name) || i >= 64 || !(read >> i & 1)) {
             out[k++] = in[i];
+        }
+    }
     return k;
 }
 
