@@ -14,7 +14,8 @@ sb_unit_test(test_hf test_hf.c)
 # residual (pythia), learned positions shorter than the table (gpt2), the
 # mixtures (mixtral, qwen3-moe), shared experts (qwen1.5-moe behind its
 # sigmoid gate, deepseek), MLA with and without q_lora_rank and a first
-# dense layer (deepseek-v2-lite, deepseek-v3).
+# dense layer (deepseek-v2-lite, deepseek-v3), a sliding window (mistral,
+# gemma-2).
 set(SB_HF_B "--set;seq=8;--set;batch=4;--set;vocab_size=64")
 set(SB_HF_L "${SB_HF_B};--set;num_hidden_layers=2;--set;hidden_size=32;--set;num_attention_heads=4;--set;intermediate_size=48")
 set(SB_HF_K "--set;num_key_value_heads=2")
@@ -22,7 +23,8 @@ set(SB_HF_MLA "--set;n_routed_experts=4;--set;num_experts_per_tok=2;--set;moe_in
 set(SB_HF_llama-3.2-1b "${SB_HF_L};${SB_HF_K};--set;head_dim=8")
 set(SB_HF_qwen2-0.5b "${SB_HF_L};${SB_HF_K}")
 set(SB_HF_qwen3-0.6b "${SB_HF_L};${SB_HF_K};--set;head_dim=16")
-set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16")
+set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16;--set;sliding_window=3")
+set(SB_HF_mistral-7b-v0.1 "${SB_HF_L};${SB_HF_K};--set;sliding_window=3")
 set(SB_HF_pythia-160m "${SB_HF_L}")
 set(SB_HF_gpt2 "${SB_HF_B};--set;n_layer=2;--set;n_embd=32;--set;n_head=4;--set;n_inner=48;--set;n_positions=16")
 set(SB_HF_mixtral-8x7b-v0.1 "${SB_HF_L};${SB_HF_K};--set;num_local_experts=4;--set;num_experts_per_tok=2")
@@ -30,11 +32,15 @@ set(SB_HF_qwen1.5-moe-a2.7b "${SB_HF_L};${SB_HF_K};--set;num_experts=4;--set;num
 set(SB_HF_qwen3-30b-a3b "${SB_HF_L};${SB_HF_K};--set;head_dim=8;--set;num_experts=4;--set;num_experts_per_tok=2;--set;moe_intermediate_size=16")
 set(SB_HF_deepseek-v2-lite "${SB_HF_L};${SB_HF_MLA}")
 set(SB_HF_deepseek-v3 "${SB_HF_L};${SB_HF_MLA};--set;q_lora_rank=12")
+# mistral: a sliding window of 3 at seq 8 (gemma-2 on every other layer),
+# 12 random strategies that must split the softmax's seq and mem (the
+# window's mask from global offsets under sequence and context splits).
+set(SB_HF_EQ_mistral-7b-v0.1 "--random;12;--want-split;softmax:seq,softmax:mem")
 foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
-             qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3)
+             qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3 mistral-7b-v0.1)
   foreach(np 2 4)
     sb_equiv(test_equiv_hf_${name}_np${np} ${np} hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/${name}
-             ${SB_HF_${name}} --seed ${np} --flops 0.01)
+             ${SB_HF_${name}} --seed ${np} --flops 0.01 ${SB_HF_EQ_${name}})
     set_tests_properties(test_equiv_hf_${name}_np${np} PROPERTIES
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_HF_QUIET=1")
   endforeach()
@@ -62,8 +68,7 @@ if(EXISTS "${SHARDBENCH_NUMPY_PYTHON}")
 elseif(EXISTS "${SHARDBENCH_JAX_PYTHON}")
   set(SB_HF_PY "${SHARDBENCH_JAX_PYTHON}")
 endif()
-set(SB_HF_phi-3-mini-4k-instruct "${SB_HF_L};${SB_HF_K}")
-set(SB_HF_mistral-7b-v0.1 "${SB_HF_L};${SB_HF_K}")
+set(SB_HF_phi-3-mini-4k-instruct "${SB_HF_L};${SB_HF_K};--set;sliding_window=5")
 if(SB_HF_PY)
   foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
                qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3

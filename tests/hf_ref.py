@@ -101,15 +101,19 @@ def softmax(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-def attention(q, k, v):
-    """q (B, nh, S, d), k and v (B, nh, S, d'): causal, no 1/sqrt(d)."""
+def attention(q, k, v, window=0):
+    """q (B, nh, S, d), k and v (B, nh, S, d'): causal, no 1/sqrt(d); with a
+    sliding window, query i sees keys i - window < j <= i (transformers'
+    sliding-window mask)."""
     S = q.shape[2]
     s = q @ k.transpose(0, 1, 3, 2)
-    s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+    i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+    keep = (j <= i) & ((i - j < window) if window else True)
+    s = np.where(keep, s, -np.inf)
     return softmax(s) @ v
 
 
-def gqa(c, w, p, x):
+def gqa(c, w, p, x, window=0):
     """Llama/Qwen/Gemma/NeoX/GPT-2 attention; weights (kvh, rep, H, d)."""
     B, S, H = x.shape
     wq = w(p + "wq")
@@ -129,12 +133,12 @@ def gqa(c, w, p, x):
         q = np.concatenate([rotate(q[..., :r], c["theta"], pos), q[..., r:]], -1)
         k = np.concatenate([rotate(k[..., :r], c["theta"], pos), k[..., r:]], -1)
     k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)  # repeat_kv
-    o = attention(q, k, v).reshape(B, kvh, rep, S, d)
+    o = attention(q, k, v, window).reshape(B, kvh, rep, S, d)
     o = np.einsum("bkrsd,krde->bse", o, w(p + "wo"))
     return o + w(p + "bo") if w.has(p + "bo") else o
 
 
-def mla(c, w, p, x):
+def mla(c, w, p, x, window=0):
     """DeepSeek's multi-head latent attention."""
     B, S, H = x.shape
     nope, rope_d = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
@@ -205,9 +209,9 @@ def norm(c, w, name, x):
     return rms(x, w(name + ".gamma"))
 
 
-def layer(c, w, p, x):
+def layer(c, w, p, x, window=0):
     at = mla if c["mla"] else gqa
-    a = at(c, w, p + "a0/", norm(c, w, p + "n1", x))
+    a = at(c, w, p + "a0/", norm(c, w, p + "n1", x), window)
     if w.has(p + "a.gamma"):  # Gemma 2's post_attention_layernorm
         a = rms(a, w(p + "a.gamma"))
     ffn = moe if w.has(p + "m0/wr") else mlp
@@ -253,8 +257,12 @@ def forward(cfg, params, export):
     pre = [n[:-len("n1.gamma")] for n in export["weights"] if n.endswith("/n1.gamma")]
     pre.sort(key=lambda n: int(n[2:-1] or 0) if n.startswith("x.") else 0)
     assert len(pre) == params.get("num_hidden_layers", params.get("n_layer")), pre
-    for p in pre:
-        x = layer(c, w, p, x)
+    for i, p in enumerate(pre):
+        # Mistral, Phi-3: every layer's window; Gemma 2: layers 0, 2, 4, ...
+        win = params.get("sliding_window", 0)
+        if cfg["architectures"][0] == "Gemma2ForCausalLM" and i % 2:
+            win = 0
+        x = layer(c, w, p, x, win)
     logits = norm(c, w, "y", x) @ w("wout")
     lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
     picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]

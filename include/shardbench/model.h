@@ -146,6 +146,9 @@ typedef struct {
                                  mask's query index (`causal=DIM`): element
                                  (axis index j, causal index i) is masked
                                  when global j > global i; -1: no mask */
+    int64_t window;           /* softmax with causal: a key `window` or more
+                                 before its query is masked too (sliding-window
+                                 attention, Mistral's sliding_window); 0: none */
     int pos_axis;             /* rope: the iteration dim of the positions
                                  (`seq=DIM`); -1 for other kinds */
     double theta;             /* rope: base of the angles (default 10000) */

@@ -203,17 +203,19 @@ static int read_decoder(hf_reader *R, hf_cfg *c, int tie_def, int64_t theta_def)
     return read_eps(R, "rms_norm_eps", 1e-6);
 }
 
-/* A sliding window (Mistral, Phi-3, Gemma 2; Qwen only with
- * use_sliding_window): noted when it is shorter than seq. */
-static int read_window(hf_reader *R, const hf_cfg *c, int applies, const char *which)
+/* A sliding window (Mistral, Phi-3, Gemma 2): the softmax's window=, a key
+ * sliding_window or more before its query masked (transformers' sliding
+ * mask). The attention is priced dense, as the runtime computes it. */
+static int read_window(hf_reader *R, hf_cfg *c, int applies)
 {
     int64_t w;
     if (hf_int(R, "sliding_window", 0, 0, 0, &w))
         return -1;
-    if (applies && w > 0 && w < c->seq)
-        NOTE(R, "sliding_window=%lld < seq=%lld: %s attend over the whole causal prefix (the "
-                "window's mask is not applied; the dense attention priced is what runs)",
-             (long long)w, (long long)c->seq, which);
+    c->window = applies ? w : 0;
+    if (c->window > 0 && c->window < c->seq)
+        NOTE(R, "sliding_window=%lld < seq=%lld: the window's mask is applied, the attention "
+                "priced dense (a windowed kernel would skip (seq - window) / seq of the far "
+                "keys' work)", (long long)w, (long long)c->seq);
     return 0;
 }
 
@@ -239,11 +241,15 @@ static int read_llama_like(hf_reader *R, hf_cfg *c, hf_arch a)
         return -1;
     if (a == A_QWEN2 || a == A_QWEN3 || a == A_QWEN2_MOE || a == A_QWEN3_MOE) {
         int use;
-        if (hf_bool(R, "use_sliding_window", 0, &use) || read_window(R, c, use, "all layers"))
+        if (hf_bool(R, "use_sliding_window", 0, &use) || read_window(R, c, 0))
             return -1;
-    } else if (a != A_LLAMA && read_window(R, c, 1, a == A_GEMMA2 ? "the sliding layers (every "
-                                                   "other)" : "all layers"))
+        if (use)
+            return hf_fail(R, "use_sliding_window", "true: Qwen's windowed layers (from "
+                           "max_window_layers on) are not modelled");
+    } else if (a != A_LLAMA && a != A_DEEPSEEK_V2 && a != A_DEEPSEEK_V3 && read_window(R, c, 1)) {
         return -1;
+    }
+    c->window_alt = a == A_GEMMA2;
     if (a == A_PHI3) {
         double prf;
         if (read_dropout(R, "resid_pdrop") || read_dropout(R, "embd_pdrop") ||

@@ -66,6 +66,8 @@ static void emit_params(FILE *f, const hf_cfg *c, const names *n)
                 (long long)c->first_dense, (long long)c->layer_freq);
     else if (c->experts && c->layer_freq)
         fprintf(f, "param decoder_sparse_step = %lld\n", (long long)c->layer_freq);
+    if (c->window)
+        fprintf(f, "param sliding_window = %lld\n", (long long)c->window);
     fprintf(f, "param seq = %lld\nparam batch = %lld\n", (long long)c->seq, (long long)c->batch);
     if (c->experts) /* ceil(5 k seq / (4 E)): capacity factor 5/4, as mixtral-8x7b */
         fprintf(f, "param cap_x = 5 * %s * seq + 4 * %s - 1\nparam cap = (cap_x - cap_x %% (4 * "
@@ -107,7 +109,8 @@ static void emit_attention(FILE *f, const hf_cfg *c, const names *n)
     snprintf(kf, sizeof kf, "batch=batch, kvh=%s, seq=seq, dk=head_dim", KV);
     snprintf(of, sizeof of, "batch=batch, seq=seq, embed=%s", H);
     snprintf(od, sizeof od, "embed=%s", H);
-    fprintf(f, "# causal grouped-query self-attention of x [batch seq embed]\nblock attention(x)\n");
+    fprintf(f, "# causal grouped-query self-attention of x [batch seq embed]; window > 0: keys\n"
+               "# that far before a query masked too\nblock attention(x, window)\n");
     fprintf(f, "  weight wq[kvh=%s, rep=rep, embed=%s, dk=head_dim]\n", KV, H);
     fprintf(f, "  weight wk[kvh=%s, embed=%s, dk=head_dim]\n", KV, H);
     fprintf(f, "  weight wv[kvh=%s, embed=%s, dk=head_dim]\n", KV, H);
@@ -129,7 +132,7 @@ static void emit_attention(FILE *f, const hf_cfg *c, const names *n)
     emit_rope(f, c, "q", "q2");
     emit_rope(f, c, "k", "k2");
     fprintf(f, "  logits = einsum(\"batch kvh rep seq dk, batch kvh mem dk -> batch kvh rep seq mem\", q, k)\n"
-               "  w = softmax(logits, axis=mem, causal=seq)\n"
+               "  w = softmax(logits, axis=mem, causal=seq, window=window)\n"
                "  s = einsum(\"batch kvh rep seq mem, batch kvh mem dk -> batch kvh rep seq dk\", w, v)\n"
                "  o0 = einsum(\"batch kvh rep seq dk, kvh rep dk embed -> batch seq embed\", s, wo)\n");
     if (c->o_bias)
@@ -146,7 +149,8 @@ static void emit_attention(FILE *f, const hf_cfg *c, const names *n)
 static void emit_mla(FILE *f, const hf_cfg *c, const names *n)
 {
     const char *H = n->H, *NH = n->NH;
-    fprintf(f, "# multi-head latent attention of x [batch seq embed]\nblock attention(x)\n");
+    fprintf(f, "# multi-head latent attention of x [batch seq embed] (no window)\n"
+               "block attention(x, window)\n");
     if (c->q_lora) {
         fprintf(f, "  weight wqa[embed=%s, qr=q_lora_rank]\n"
                    "  weight wqb[heads=%s, qr=q_lora_rank, dq=qk_nope_head_dim + qk_rope_head_dim]\n"
@@ -259,7 +263,8 @@ static void emit_moe(FILE *f, const hf_cfg *c, const names *n)
 static void emit_layer(FILE *f, const hf_cfg *c, const char *name, const char *ffn)
 {
     const char *N = norm_op(c);
-    fprintf(f, "block %s(x)\n  n1 = %s(x, axis=embed)\n  a0 = attention(n1)\n", name, N);
+    fprintf(f, "block %s(x, window=0)\n  n1 = %s(x, axis=embed)\n  a0 = attention(n1, window=window)\n",
+            name, N);
     if (c->sandwich)
         fprintf(f, "  a = %s(a0, axis=embed)\n", N);
     else
@@ -297,6 +302,12 @@ static void emit_body(FILE *f, const hf_cfg *c, const names *n)
         fprintf(f, "x = x0\n");
     }
     int64_t done = 0;
+    if (c->window_alt && c->window) { /* Gemma 2: sliding, global, sliding, ... */
+        fprintf(f, "repeat (%s - %s %% 2) / 2\n  x = layer_dense(x, window=sliding_window)\n"
+                   "  x = layer_dense(x)\nend\nrepeat %s %% 2\n"
+                   "  x = layer_dense(x, window=sliding_window)\nend\n", n->L, n->L, n->L);
+        done = c->layers;
+    }
     while (done < c->layers) {
         int64_t run = 1;
         int sp = c->sparse[done];
@@ -312,7 +323,8 @@ static void emit_body(FILE *f, const hf_cfg *c, const names *n)
             fprintf(f, "repeat %s - %lld\n", n->L, (long long)done);
         else
             fprintf(f, "repeat %lld\n", (long long)run);
-        fprintf(f, "  x = %s(x)\nend\n", sp ? "layer_moe" : "layer_dense");
+        fprintf(f, "  x = %s(x%s)\nend\n", sp ? "layer_moe" : "layer_dense",
+                c->window ? ", window=sliding_window" : "");
         done += run;
     }
     fprintf(f, "y = %s(x, axis=embed)\nweight wout[embed=%s, vocab=%s]\n", norm_op(c), n->H, n->V);

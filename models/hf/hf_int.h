@@ -65,6 +65,8 @@ typedef struct {
     int parallel_residual;   /* GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x)) */
     int sandwich;            /* Gemma 2: norms after attention and MLP too */
     int tie;                 /* output head tied to the token embedding */
+    int64_t window;          /* sliding_window (0: none): keys that far before a query masked */
+    int window_alt;          /* Gemma 2: the window on layers 0, 2, 4, ... only */
     /* mixture of experts */
     int64_t experts, topk, moe_ff, first_dense, dense_ff;
     int64_t layer_freq;      /* decoder_sparse_step (Qwen), moe_layer_freq (DeepSeek) */
