@@ -135,6 +135,11 @@ int cmd_candidates(int argc, char **argv)
                               cs.nmeshes, "distinct", cs.ncand, "truncated", cs.truncated,
                               "seconds", cli_jreal(cs.seconds), "device_mem_bytes",
                               (json_int_t)limit, "candidates", jc);
+        if (j) { /* every weight, tied ones once; and what one token uses (MoE) */
+            int64_t active, total = sb_model_param_count(&m, &active);
+            json_object_set_new(j, "parameter_count", json_integer((json_int_t)total));
+            json_object_set_new(j, "active_parameter_count", json_integer((json_int_t)active));
+        }
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         printf("%s\n", text ? text : "{}");
         free(text);

@@ -9,14 +9,19 @@
 #include <string.h>
 
 #include "cli.h"
+#include "shardbench/hf.h"
 #include "shardbench/onnx.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: shardbench import FILE.onnx [options]\n\n"
+    fprintf(f, "usage: shardbench import FILE.onnx [options]\n"
+               "       shardbench import --from hf PATH -o FILE.model [--set KEY=VALUE]\n\n"
                "Converts an ONNX model into a shardbench model file (models/README.md) and\n"
                "prints a summary. `-m FILE.onnx` imports on the fly wherever -m is accepted.\n\n"
                "options:\n"
+               "      --from hf          PATH is a Hugging Face config.json or a folder holding\n"
+               "                         one (`-m hf:PATH` reads it on the fly); --set takes its\n"
+               "                         keys (hidden_size, ...), seq and batch\n"
                "  -o, --output FILE      write the model file here (default: FILE with .model;\n"
                "                         '-' for stdout, no summary)\n"
                "      --set NAME=VALUE   default of an imported param (batch, other symbolic\n"
@@ -47,19 +52,74 @@ static int parse_rename(const char *arg, sb_rename *r, sb_error *err)
     return 0;
 }
 
+/* Writes text to outpath (stdout for "-") through a temporary file and a
+ * rename. */
+static int write_text(const char *outpath, const char *text, size_t len, sb_error *err)
+{
+    int to_stdout = strcmp(outpath, "-") == 0;
+    char tmp[4200] = "";
+    FILE *f = to_stdout ? stdout : sb_out_open(outpath, "model file", tmp, sizeof tmp, err);
+    if (!f)
+        return -1;
+    int werr = fwrite(text, 1, len, f) != len;
+    if (to_stdout)
+        return werr || fflush(stdout) != 0
+                   ? sb_fail(err, SB_EXIT_INTERNAL, "standard output: write failed") : 0;
+    /* a short write leaves the stream's error set: sb_out_commit fails and
+     * removes the temporary, the old file stays whole */
+    return sb_out_commit(f, tmp, outpath, "model file", err);
+}
+
+/* import --from hf: the config's model text, parsed with the settings
+ * before it is written; the reader's notes and a summary printed. */
+static int import_hf(const char *in, const char *outpath, const sb_setting *set, int nset,
+                     int quiet)
+{
+    sb_error err = {0};
+    char *text;
+    size_t len;
+    sb_hf_info info;
+    if (sb_hf_to_text(in, set, nset, &text, &len, &info, &err))
+        return cli_fail(&err);
+    sb_model m;
+    if (sb_hf_parse_text(text, len, &info, set, nset, &m, &err)) {
+        free(text);
+        return cli_fail(&err);
+    }
+    int rc = write_text(outpath, text, len, &err);
+    free(text);
+    if (rc) {
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
+    if (!quiet && strcmp(outpath, "-") != 0) {
+        int64_t active, total = sb_model_param_count(&m, &active);
+        printf("%s -> %s: model %s (%s), %d ops, %lld parameters (%lld active)\n", info.config,
+               outpath, m.name, info.arch, m.nops, (long long)total, (long long)active);
+        printf("  defaults: %s\n", info.defaults);
+        if (info.approx[0])
+            printf("  approximated: %s\n", info.approx);
+        if (info.ignored[0])
+            printf("  ignored keys: %s\n", info.ignored);
+    }
+    sb_model_free(&m);
+    return 0;
+}
+
 int cmd_import(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'}, {"set", required_argument, 0, 'S'},
         {"rename", required_argument, 0, 'r'}, {"no-loss", no_argument, 0, 'L'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
+        {"from", required_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};
     sb_setting set[64];
     sb_rename ren[64];
     int nset = 0, nren = 0, quiet = 0, no_loss = 0, c;
-    const char *outpath = NULL;
+    const char *outpath = NULL, *from = "onnx";
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
         int rc = 0;
@@ -74,6 +134,11 @@ int cmd_import(int argc, char **argv)
                             : parse_rename(optarg, &ren[nren++], &err);
             break;
         case 'L': no_loss = 1; break;
+        case 'F':
+            from = optarg;
+            if (strcmp(from, "hf") && strcmp(from, "onnx"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--from '%s': expected hf or onnx", from);
+            break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -82,11 +147,23 @@ int cmd_import(int argc, char **argv)
             return cli_fail(&err);
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "shardbench import: one ONNX file is required\n\n");
+        fprintf(stderr, "shardbench import: one %s is required\n\n",
+                strcmp(from, "hf") ? "ONNX file" : "config.json or folder");
         usage(stderr);
         return 2;
     }
     const char *in = argv[optind];
+    if (strcmp(from, "hf") == 0) {
+        if (!outpath) {
+            fprintf(stderr, "shardbench import --from hf: -o FILE.model is required\n");
+            return 2;
+        }
+        if (nren || no_loss) {
+            fprintf(stderr, "shardbench import --from hf: --rename and --no-loss are ONNX options\n");
+            return 2;
+        }
+        return import_hf(in, outpath, set, nset, quiet);
+    }
     char defout[1024];
     if (!outpath) {
         const char *base = strrchr(in, '/');

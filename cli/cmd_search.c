@@ -604,6 +604,11 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         return NULL;
     }
     json_object_set_new(j, "total_cost", cli_jreal(r->step_cost));
+    {   /* every weight, tied ones once; and what one token uses (MoE) */
+        int64_t active, total = sb_model_param_count(m, &active);
+        json_object_set_new(j, "parameter_count", json_integer((json_int_t)total));
+        json_object_set_new(j, "active_parameter_count", json_integer((json_int_t)active));
+    }
     if (has_time(cp)) {
         json_object_set_new(j, "machine", json_string(cp->machine));
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));

@@ -222,6 +222,45 @@ static int exec_decl(parser *P, scope *s, int *pos, sb_tensor_kind kind)
     return expect_nl(P, pos);
 }
 
+/* `tie W = E`: declared weight W (rank 2: embed, vocab) is the table of
+ * the embedding op that made tensor E, transposed (a tied output head).
+ * sb_model_param_count counts it once (sb_model.tied). */
+static int exec_tie(parser *P, scope *s, int *pos)
+{
+    token *wt = &P->t[*pos + 1], *et = &P->t[*pos + 3];
+    char d[96], wn[SB_NAME_MAX], en[SB_NAME_MAX];
+    if (wt->kind != TK_IDENT)
+        return lang_err(P, wt, "expected a weight name after 'tie', found %s", tok_desc(wt, d, sizeof d));
+    *pos += 2;
+    if (lang_expect_punct(P, pos, '='))
+        return -1;
+    if (et->kind != TK_IDENT)
+        return lang_err(P, et, "expected a tensor name after '=', found %s", tok_desc(et, d, sizeof d));
+    (*pos)++;
+    tok_str(wt, wn, sizeof wn);
+    tok_str(et, en, sizeof en);
+    binding *bw = lang_find(s, wn), *be = lang_find(s, en);
+    if (!bw || !bw->is_tensor || P->m->tensors[bw->v].kind != SB_TENSOR_WEIGHT)
+        return lang_err(P, wt, "tie: '%s' is not a declared weight", wn);
+    if (!be || !be->is_tensor || P->m->tensors[be->v].producer < 0 ||
+        P->m->ops[P->m->tensors[be->v].producer].kind != SB_OP_EMBEDDING)
+        return lang_err(P, et, "tie: '%s' is not the output of an embedding", en);
+    const sb_tensor *w = &P->m->tensors[bw->v];
+    const sb_op *e = &P->m->ops[P->m->tensors[be->v].producer];
+    const sb_weight *tab = &e->weights[0];
+    if (w->ndims != 2 || w->dims[0].size != tab->size[1] || w->dims[1].size != tab->size[0])
+        return lang_err(P, wt, "tie: '%s' must be [%lld, %lld], the table of '%s' transposed", wn,
+                        (long long)tab->size[1], (long long)tab->size[0], e->name);
+    for (int i = 0; i < P->m->ntied; i++)
+        if (P->m->tied[i] == (int)bw->v)
+            return lang_err(P, wt, "tie: '%s' is tied already", wn);
+    if (P->m->ntied == 4)
+        return lang_err(P, wt, "tie: at most 4 tied weights");
+    P->m->tied[P->m->ntied] = (int)bw->v;
+    P->m->tied_to[P->m->ntied++] = P->m->tensors[be->v].producer;
+    return expect_nl(P, pos);
+}
+
 /* Nested repeats of statements that make no op (or of nothing) are
  * bounded too: MAX_STEPS statements and repeat rounds in all. */
 static int too_many_steps(parser *P, const token *tk)
@@ -374,6 +413,11 @@ static int exec_range(parser *P, scope *s, int start, int end, int *ret, int *nr
             return lang_err(P, tk, "'end' without 'block' or 'repeat'");
         if (tok_is(tk, "input") || tok_is(tk, "weight")) {
             if (exec_decl(P, s, &pos, tok_is(tk, "input") ? SB_TENSOR_INPUT : SB_TENSOR_WEIGHT))
+                return -1;
+            continue;
+        }
+        if (tok_is(tk, "tie") && P->t[pos + 1].kind == TK_IDENT && tok_punct(&P->t[pos + 2], '=')) {
+            if (exec_tie(P, s, &pos))
                 return -1;
             continue;
         }

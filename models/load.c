@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "load.h"
 
+#include "shardbench/hf.h"
 #include "shardbench/onnx.h"
 
 #include <errno.h>
@@ -40,6 +41,8 @@ int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
 int sb_model_load(const char *name, const sb_setting *settings, int nsettings, sb_model *out,
                   sb_error *err)
 {
+    if (sb_hf_is_path(name)) /* a Hugging Face config.json: model text, then parsed */
+        return sb_hf_load(name, settings, nsettings, out, NULL, err);
     char path[1024];
     const char *dirs[3] = {getenv("SHARDBENCH_MODELS"), SB_MODELS_BUILD_DIR, SB_MODELS_INSTALL_DIR};
     if (!sb_find_shipped(name, "model", dirs, 3, path, sizeof path)) {

@@ -2,7 +2,8 @@
 # scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c),
 # the calibration file reader (tests/fuzz_calibration.c), the strategy
 # file reader (tests/fuzz_strategy.c) and the ONNX importer
-# (tests/fuzz_onnx.c) for SECONDS in all (default 60: a fifth to each
+# (tests/fuzz_onnx.c) and the Hugging Face config reader (tests/fuzz_hf.c,
+# a tenth; seeds tests/data/hf/*/config.json) for SECONDS in all (default 60: a fifth to each
 # reader and the importer, the rest to the parser) with libFuzzer, ASan
 # and UBSan. A build without ONNX support says so and gives the
 # importer's share to the parser.
@@ -32,7 +33,7 @@ sb_install_deps
 
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release \
     -DSHARDBENCH_FUZZ=ON -DSHARDBENCH_TESTS=ON
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration fuzz_strategy
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_parse fuzz_calibration fuzz_strategy fuzz_hf
 onnx=0
 targets=$(cmake --build build-fuzz --target help) # not piped into grep -q: pipefail, SIGPIPE
 if grep -q '\<fuzz_onnx\>' <<<"$targets"; then
@@ -44,11 +45,14 @@ fi
 
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy" "$corpus/onnx"
+mkdir "$corpus/model" "$corpus/calibration" "$corpus/strategy" "$corpus/onnx" "$corpus/hf"
 cp models/*.model tests/data/models/*.model "$corpus/model/"
 cp tests/data/calibration/* "$corpus/calibration/"
 cp tests/data/strategy/*.strategy "$corpus/strategy/"
 cp tests/data/onnx/*.onnx tests/data/onnx/regress/*.bin "$corpus/onnx/"
+for d in tests/data/hf/*/; do cp "$d/config.json" "$corpus/hf/$(basename "$d").json"; done
+hf_secs=$((secs / 10))
+[ "$hf_secs" -ge 1 ] || hf_secs=1
 cal_secs=$((secs / 5))
 [ "$cal_secs" -ge 1 ] || cal_secs=1
 strat_secs=$((secs / 5))
@@ -56,7 +60,7 @@ strat_secs=$((secs / 5))
 onnx_secs=0
 [ "$onnx" = 0 ] || onnx_secs=$((secs / 5))
 [ "$onnx" = 0 ] || [ "$onnx_secs" -ge 1 ] || onnx_secs=1
-parse_secs=$((secs - cal_secs - strat_secs - onnx_secs))
+parse_secs=$((secs - cal_secs - strat_secs - onnx_secs - hf_secs))
 [ "$parse_secs" -ge 1 ] || parse_secs=1
 artifacts=$root/build-fuzz/fuzz-artifacts/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$artifacts"
@@ -74,6 +78,7 @@ seeds=("$corpus"/model/*.model)
 fuzz fuzz_parse "$parse_secs" 65536 "$corpus/model" "the model parser (seeds: ${#seeds[@]} models)"
 fuzz fuzz_calibration "$cal_secs" 4096 "$corpus/calibration" "the calibration file reader"
 fuzz fuzz_strategy "$strat_secs" 16384 "$corpus/strategy" "the strategy file reader"
+fuzz fuzz_hf "$hf_secs" 16384 "$corpus/hf" "the Hugging Face config reader"
 [ "$onnx" = 0 ] || fuzz fuzz_onnx "$onnx_secs" 262144 "$corpus/onnx" "the ONNX importer"
 if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: FAILED (libFuzzer exit status $rc); reproducers:" >&2

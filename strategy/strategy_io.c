@@ -627,6 +627,11 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
         json_object_set_new(j, "latency_us", jreal(pb->cp.latency_us));
     }
     json_object_set_new(j, "total_cost", jreal(r->total_cost));
+    {   /* every weight, tied ones once; and what one token uses (MoE) */
+        int64_t active, total = sb_model_param_count(m, &active);
+        json_object_set_new(j, "parameter_count", json_integer((json_int_t)total));
+        json_object_set_new(j, "active_parameter_count", json_integer((json_int_t)active));
+    }
     /* a calibrated or machine cost is FLOP-equivalents at F: a time */
     if (pb->cp.calibration[0] || pb->cp.machine[0]) {
         json_object_set_new(j, "machine", json_string(pb->cp.machine));

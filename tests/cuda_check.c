@@ -342,8 +342,9 @@ static void check_llama(void)
         pair mx, my;
         pair_new(&mx, nb, 1);
         pair_new(&my, nb, 1);
-        cpu->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
-        gpu->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b);
+        int64_t win = ri(0, 1) ? ri(1, 12) : 0; /* a sliding window, or none */
+        cpu->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
+        gpu->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
         same("causal_mask", "out", &my, 0);
         d[a] = 2 * ri(1, 8); /* an even head dim */
         box_dim(d, a, &sa, &ea);

@@ -64,3 +64,13 @@ target_link_options(fuzz_strategy PRIVATE -fsanitize=fuzzer,address,undefined)
 target_link_libraries(fuzz_strategy PRIVATE shardbench_fuzzlib PkgConfig::JANSSON)
 file(GLOB SB_FUZZ_STRATEGY_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/strategy/*.strategy)
 add_test(NAME fuzz_strategy_replay COMMAND fuzz_strategy ${SB_FUZZ_STRATEGY_SEEDS})
+
+# fuzz_hf: the Hugging Face config reader (models/hf/): a refusal carries a
+# message and status 2, an accepted config's model text parses. Its seeds
+# (tests/data/hf/*/config.json) each run once here.
+add_executable(fuzz_hf fuzz_hf.c)
+target_compile_options(fuzz_hf PRIVATE ${SB_FUZZ_FLAGS} -fsanitize=fuzzer,address,undefined)
+target_link_options(fuzz_hf PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_hf PRIVATE shardbench_fuzzlib PkgConfig::JANSSON)
+file(GLOB SB_FUZZ_HF_SEEDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/data/hf/*/config.json)
+add_test(NAME fuzz_hf_replay COMMAND fuzz_hf ${SB_FUZZ_HF_SEEDS})

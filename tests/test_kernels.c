@@ -1300,14 +1300,14 @@ static void test_softmax(void **state)
  * key dim 1, inner = 1) or (k=K, q=Q) (key dim 0, inner = Q), the box at
  * global offsets qlo, klo: against exp over the unmasked keys, then with
  * the key dim split in two boxes (the second's klo moved). */
-static void causal_case(int key_first)
+static void causal_case(int key_first, int64_t window)
 {
     const int Q = 4, K = 6, qlo = 3, klo = 2;
     size_t n = (size_t)Q * K;
     float *x = frandn(n, 3.0f), *xm = fzeros(n), *out = fzeros(n);
     int64_t kstride = key_first ? Q : 1, qstride = key_first ? 1 : K;
     int outer = key_first ? 1 : Q, inner = key_first ? Q : 1;
-    sb_causal_mask(xm, x, (int64_t)n, kstride, K, klo, qstride, Q, qlo);
+    sb_causal_mask(xm, x, (int64_t)n, kstride, K, klo, qstride, Q, qlo, window);
     float *mx = fzeros((size_t)Q), *se = fzeros((size_t)Q);
     sb_softmax_partial_max(mx, xm, outer, K, inner);
     sb_softmax_partial_sumexp(se, xm, mx, outer, K, inner);
@@ -1315,11 +1315,12 @@ static void causal_case(int key_first)
     for (int q = 0; q < Q; q++) {
         double z = 0;
         for (int k = 0; k < K; k++)
-            if (klo + k <= qlo + q)
+            if (klo + k <= qlo + q && (!window || qlo + q - (klo + k) < window))
                 z += exp(x[k * kstride + q * qstride]);
         for (int k = 0; k < K; k++) {
             size_t e = (size_t)(k * kstride + q * qstride);
-            float want = klo + k <= qlo + q ? (float)(exp(x[e]) / z) : 0.0f;
+            int kept = klo + k <= qlo + q && (!window || qlo + q - (klo + k) < window);
+            float want = kept ? (float)(exp(x[e]) / z) : 0.0f;
             expect_close(key_first ? "causal softmax (key first)" : "causal softmax", &out[e],
                          &want, 1, 1e-6, 1e-5);
         }
@@ -1339,7 +1340,7 @@ static void causal_case(int key_first)
         lm[b] = fzeros(ln);
         sb_box_pack(lx, x, 2, dims, lo, sz);
         sb_causal_mask(lm[b], lx, (int64_t)ln, key_first ? Q : 1, sz[kd], klo + cut[b],
-                       key_first ? 1 : sz[kd], Q, qlo);
+                       key_first ? 1 : sz[kd], Q, qlo, window);
         float *pm = fzeros((size_t)Q);
         sb_softmax_partial_max(pm, lm[b], outer, sz[kd], inner);
         for (int i = 0; i < Q; i++)
@@ -1366,8 +1367,11 @@ static void causal_case(int key_first)
 static void test_causal_softmax(void **state)
 {
     (void)state;
-    causal_case(0);
-    causal_case(1);
+    causal_case(0, 0);
+    causal_case(1, 0);
+    causal_case(0, 3); /* a sliding window: keys 3 or more before the query masked too */
+    causal_case(1, 3);
+    causal_case(0, 1);
 }
 
 typedef struct {

@@ -406,10 +406,11 @@ void sb_softmax_backward_apply(float *dinp, const float *dout,
  * index exceeds the query index. The box of n elements is dense; key index
  * of element e = key_lo + (e / key_stride) % key_ext, query index =
  * query_lo + (e / query_stride) % query_ext (global indices: lo is the
- * box's offset along the dim). */
+ * box's offset along the dim). window > 0: a key `window` or more before
+ * its query (query - key >= window) is masked too (sliding window). */
 void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
                     int key_ext, int64_t key_lo, int64_t query_stride,
-                    int query_ext, int64_t query_lo);
+                    int query_ext, int64_t query_lo, int64_t window);
 
 /* Softmax cross-entropy over the last axis of logits (M,V), which hold
  * classes [v0, v0+V) of the full class axis; labels (M) are global class

@@ -146,6 +146,9 @@ typedef struct {
                                  mask's query index (`causal=DIM`): element
                                  (axis index j, causal index i) is masked
                                  when global j > global i; -1: no mask */
+    int64_t window;           /* softmax with causal: a key `window` or more
+                                 before its query is masked too (sliding-window
+                                 attention, Mistral's sliding_window); 0: none */
     int pos_axis;             /* rope: the iteration dim of the positions
                                  (`seq=DIM`); -1 for other kinds */
     double theta;             /* rope: base of the angles (default 10000) */
@@ -184,7 +187,20 @@ typedef struct {
     sb_op *ops;
     int ntensors;
     sb_tensor *tensors;
+    /* `tie W = E` (model-format.md): declared weight tensors that hold
+     * another weight of the model, the table of embedding op tied_to[i]
+     * transposed (a tied output head). sb_model_param_count counts each
+     * once; the graph still trains and stores W as its own weight. */
+    int ntied;
+    int tied[4];
+    int tied_to[4];
 } sb_model;
+
+/* Trained values of the model as the framework counts them: every op's own
+ * weights and every declared weight, tied weights once. *active (may be
+ * NULL): the values one token uses, a weight with the expert dim of a
+ * moe_gate (size E, top-k) counted k/E of it, except the router's. */
+int64_t sb_model_param_count(const sb_model *m, int64_t *active);
 
 /* An override `name=value` from the command line (--set). */
 typedef struct {

@@ -167,7 +167,8 @@ typedef struct sb_backend {
     void (*softmax_backward_apply)(float *dinp, const float *dout, const float *out,
                                    const float *dot, int outer, int A, int inner);
     void (*causal_mask)(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
-                        int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo);
+                        int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo,
+                        int64_t window);
     void (*rope_forward)(float *out, const float *inp, int64_t n, int D, int64_t d_stride, int S,
                          int64_t s_stride, int64_t pos0, double theta);
     void (*rope_backward)(float *dinp, const float *dout, int64_t n, int D, int64_t d_stride,

@@ -64,7 +64,7 @@ const op_rule op_rule_rmsnorm = {.names = {"rmsnorm"}, .build = build_rmsnorm, .
 static int build_softmax(parser *P, sb_op *op, call *c, outs *o, int xent)
 {
     const char *nm = xent ? "softmax_xent" : "softmax";
-    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, xent ? "" : "axis causal"))
+    if (op_want_tensors(P, c, nm, 1, 1) || kw_check(P, c, nm, xent ? "" : "axis causal window"))
         return -1;
     const sb_tensor *x = T(P, c->tens[0]);
     if (xent && x->ndims < 2)
@@ -80,6 +80,11 @@ static int build_softmax(parser *P, sb_op *op, call *c, outs *o, int xent)
             return lang_err(P, ck->at, "softmax: causal=%s is the softmax axis itself; it names "
                             "the query dim (seq) beside the axis (mem)", x->dims[op->axis].name);
     }
+    kwarg *wk = xent ? NULL : kw_get(c, "window");
+    if (wk && !ck)
+        return lang_err(P, wk->at, "softmax: window= needs causal=");
+    if (wk && kw_int(P, c, "window", 0, 0, &op->window))
+        return -1;
     op_same_shape_space(P, op, c, o, 1);
     return 0;
 }

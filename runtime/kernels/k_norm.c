@@ -576,7 +576,7 @@ void sb_softmax_backward(float *dinp, const float *dout, const float *out,
 
 void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
                     int key_ext, int64_t key_lo, int64_t query_stride,
-                    int query_ext, int64_t query_lo)
+                    int query_ext, int64_t query_lo, int64_t window)
 {
     if (key_stride == 1 && key_ext > 0 && query_stride % key_ext == 0) {
         /* keys innermost: rows of key_ext keys share one query; no divisions
@@ -585,11 +585,15 @@ void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
         SB_PAR(if ((size_t)n > SB_PAR_MIN))
         for (int64_t r = 0; r < rows; r++) {
             int64_t query = query_lo + (r / qs) % query_ext;
-            int64_t keep = query - key_lo + 1; /* keys [0, keep) of the row are kept */
+            /* keys [first, keep) of the row are kept */
+            int64_t keep = query - key_lo + 1, first = window > 0 ? query - window + 1 - key_lo : 0;
             keep = keep < 0 ? 0 : keep > key_ext ? key_ext : keep;
+            first = first < 0 ? 0 : first > keep ? keep : first;
             const float *x = inp + r * key_ext;
             float *y = out + r * key_ext;
-            for (int64_t k = 0; k < keep; k++)
+            for (int64_t k = 0; k < first; k++)
+                y[k] = -FLT_MAX;
+            for (int64_t k = first; k < keep; k++)
                 y[k] = x[k];
             for (int64_t k = keep; k < key_ext; k++)
                 y[k] = -FLT_MAX;
@@ -600,7 +604,7 @@ void sb_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride,
     for (int64_t e = 0; e < n; e++) {
         int64_t key = key_lo + (e / key_stride) % key_ext;
         int64_t query = query_lo + (e / query_stride) % query_ext;
-        out[e] = key > query ? -FLT_MAX : inp[e];
+        out[e] = key > query || (window > 0 && query - key >= window) ? -FLT_MAX : inp[e];
     }
 }
 

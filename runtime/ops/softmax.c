@@ -30,14 +30,15 @@ static void outer_inner(const opx *o, int nd, int a, int *outer, int *A, int *in
 }
 
 /* The causal mask into buf: the key index is the axis's, the query index
- * the causal dim's, both global (the box's lo plus the local index). */
+ * the causal dim's, both global (the box's lo plus the local index); with
+ * a window, keys `window` or more before the query too. */
 static int masked_logits(sb_executor *ex, opx *o, const sb_op *op, tbuf *buf, sb_error *err)
 {
     int nd = op->ndims, a = op->axis, q = op->causal;
     if (exec_tb_alloc_n(ex, buf, o->in[0].n, err))
         return -1;
     ex->be->causal_mask(buf->p, o->in[0].p, o->in[0].n, ops_stride(o, nd, a), (int)ops_ext(o, a),
-                        o->lo[a], ops_stride(o, nd, q), (int)ops_ext(o, q), o->lo[q]);
+                        o->lo[a], ops_stride(o, nd, q), (int)ops_ext(o, q), o->lo[q], op->window);
     return 0;
 }
 

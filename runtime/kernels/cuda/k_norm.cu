@@ -527,21 +527,22 @@ void sbk_softmax_backward_apply(float *dinp, const float *dout, const float *out
 
 __global__ static void causal_mask_k(float *out, const float *inp, int64_t n, int64_t key_stride,
                                      int key_ext, int64_t key_lo, int64_t query_stride,
-                                     int query_ext, int64_t query_lo)
+                                     int query_ext, int64_t query_lo, int64_t window)
 {
     GRID_STRIDE(e, n)
     {
         int64_t key = key_lo + (e / key_stride) % key_ext;
         int64_t query = query_lo + (e / query_stride) % query_ext;
-        out[e] = key > query ? -FLT_MAX : inp[e];
+        out[e] = key > query || (window > 0 && query - key >= window) ? -FLT_MAX : inp[e];
     }
 }
 
 void sbk_causal_mask(float *out, const float *inp, int64_t n, int64_t key_stride, int key_ext,
-                     int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo)
+                     int64_t key_lo, int64_t query_stride, int query_ext, int64_t query_lo,
+                     int64_t window)
 {
     LAUNCH(causal_mask_k, n, out, inp, n, key_stride, key_ext, key_lo, query_stride, query_ext,
-           query_lo);
+           query_lo, window);
 }
 
 /* ---- softmax cross-entropy ---- */
