@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -241,6 +242,67 @@ void sb_join_names(const char *const *names, char *out, size_t n)
     out[0] = '\0';
     for (int i = 0; names[i] && used < n; i++)
         used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **sb_shipped_names(const char *ext, const char *const *dirs, int ndirs)
+{
+    size_t n = 0, cap = 16, el = strlen(ext);
+    char **names = malloc(cap * sizeof *names);
+    if (!names)
+        return NULL;
+    for (int d = 0; d < ndirs; d++) {
+        DIR *dir = dirs[d] && dirs[d][0] ? opendir(dirs[d]) : NULL;
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            size_t len = strlen(e->d_name);
+            if (len <= el + 1 || e->d_name[0] == '.' || e->d_name[len - el - 1] != '.'
+                || strcmp(e->d_name + len - el, ext))
+                continue;
+            char path[4096];
+            if (snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name) >= (int)sizeof path
+                || !is_regular(path))
+                continue;
+            if (n + 1 >= cap) {
+                char **nn = realloc(names, 2 * cap * sizeof *names);
+                if (!nn)
+                    goto oom;
+                names = nn;
+                cap *= 2;
+            }
+            if (!(names[n] = strndup(e->d_name, len - el - 1)))
+                goto oom;
+            n++;
+            continue;
+        oom:
+            closedir(dir);
+            names[n] = NULL;
+            sb_names_free(names);
+            return NULL;
+        }
+        if (dir)
+            closedir(dir);
+    }
+    qsort(names, n, sizeof *names, cmp_name);
+    size_t k = 0; /* each once: the first folder's file wins, the name is the same */
+    for (size_t i = 0; i < n; i++) {
+        if (k && !strcmp(names[k - 1], names[i]))
+            free(names[i]);
+        else
+            names[k++] = names[i];
+    }
+    names[k] = NULL;
+    return names;
+}
+
+void sb_names_free(char **names)
+{
+    for (size_t i = 0; names && names[i]; i++)
+        free(names[i]);
+    free(names);
 }
 
 const char *sb_version(void) { return SB_VERSION; }

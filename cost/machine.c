@@ -20,7 +20,20 @@
 #define SB_MACHINES_INSTALL_DIR ""
 #endif
 
-const char *const sb_shipped_machines[] = {"h200-sxm", "h100-sxm", "a100-sxm-80g", NULL};
+/* The folders shipped machine files are looked up in, in order. */
+static int machine_dirs(const char *dirs[3])
+{
+    dirs[0] = getenv("SHARDBENCH_MACHINES");
+    dirs[1] = SB_MACHINES_BUILD_DIR;
+    dirs[2] = SB_MACHINES_INSTALL_DIR;
+    return 3;
+}
+
+char **sb_shipped_machines(void)
+{
+    const char *dirs[3];
+    return sb_shipped_names("machine", dirs, machine_dirs(dirs));
+}
 
 typedef struct {
     const char *key;
@@ -123,11 +136,13 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
 int sb_machine_load(const char *name, sb_machine *mc, sb_error *err)
 {
     char path[1024];
-    const char *dirs[3] = {getenv("SHARDBENCH_MACHINES"), SB_MACHINES_BUILD_DIR,
-                           SB_MACHINES_INSTALL_DIR};
-    if (!sb_find_shipped(name, "machine", dirs, 3, path, sizeof path)) {
-        char list[256];
-        sb_join_names(sb_shipped_machines, list, sizeof list);
+    const char *dirs[3];
+    if (!sb_find_shipped(name, "machine", dirs, machine_dirs(dirs), path, sizeof path)) {
+        char list[512] = "none found";
+        char **names = sb_shipped_names("machine", dirs, 3);
+        if (names && names[0])
+            sb_join_names((const char *const *)names, list, sizeof list);
+        sb_names_free(names);
         return sb_fail(err, SB_EXIT_INPUT,
                        "unknown machine '%s': not a file, and not a shipped machine (%s)", name,
                        list);

@@ -13,11 +13,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const sb_shipped_models[] = {
-    "alexnet",   "resnet101",  "inception3", "rnnlm",        "transformer", "transformer-large",
-    "llama3-8b", "llama3-70b", "llama2-7b",  "gpt2",         "gpt3-175b",   "mixtral-8x7b",
-    "vit-b16",   "mobilenet-v2", "resnext50", NULL,
-};
+/* The folders shipped models are looked up in, in order. */
+static int model_dirs(const char *dirs[3])
+{
+    dirs[0] = getenv("SHARDBENCH_MODELS");
+    dirs[1] = SB_MODELS_BUILD_DIR;
+    dirs[2] = SB_MODELS_INSTALL_DIR;
+    return 3;
+}
+
+char **sb_shipped_models(void)
+{
+    const char *dirs[3];
+    return sb_shipped_names("model", dirs, model_dirs(dirs));
+}
 
 int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err)
 {
@@ -44,13 +53,16 @@ int sb_model_load(const char *name, const sb_setting *settings, int nsettings, s
     if (sb_hf_is_path(name)) /* a Hugging Face config.json: model text, then parsed */
         return sb_hf_load(name, settings, nsettings, out, NULL, err);
     char path[1024];
-    const char *dirs[3] = {getenv("SHARDBENCH_MODELS"), SB_MODELS_BUILD_DIR, SB_MODELS_INSTALL_DIR};
-    if (!sb_find_shipped(name, "model", dirs, 3, path, sizeof path)) {
+    const char *dirs[3];
+    if (!sb_find_shipped(name, "model", dirs, model_dirs(dirs), path, sizeof path)) {
         struct stat st;
         if (stat(name, &st) == 0 && S_ISDIR(st.st_mode))
             return sb_fail(err, SB_EXIT_INPUT, "%s: is a directory, not a model file", name);
-        char list[256];
-        sb_join_names(sb_shipped_models, list, sizeof list);
+        char list[512] = "none found";
+        char **names = sb_shipped_names("model", dirs, 3);
+        if (names && names[0])
+            sb_join_names((const char *const *)names, list, sizeof list);
+        sb_names_free(names);
         return sb_fail(err, SB_EXIT_INPUT,
                        "unknown model '%s': not a file, and not a shipped model (%s)", name, list);
     }

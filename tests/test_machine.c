@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "shardbench/candidates.h"
 #include "shardbench/machine.h"
@@ -101,18 +102,61 @@ static void test_errors(void **state)
     refused(1, longline, "t.machine:1: line too long", NULL);
 }
 
+/* sb_shipped_names: the regular files NAME.EXT of the folders, each name
+ * once, sorted; not hidden files, other extensions, folders or a bare
+ * ".ext"; missing folders skipped. */
+static void test_shipped_names(void **state)
+{
+    (void)state;
+    char d1[] = "/tmp/sb-names-XXXXXX", d2[] = "/tmp/sb-names-XXXXXX";
+    assert_non_null(mkdtemp(d1));
+    assert_non_null(mkdtemp(d2));
+    const char *files[][2] = {{d1, "b.machine"}, {d1, "a.machine"}, {d1, ".hidden.machine"},
+                              {d1, "c.model"},   {d1, ".machine"},  {d2, "a.machine"},
+                              {d2, "z.machine"}, {d2, "y.machinex"}};
+    char path[512];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/%s", files[i][0], files[i][1]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/dir.machine", d1);
+    assert_int_equal(mkdir(path, 0700), 0);
+    const char *dirs[4] = {d1, NULL, "/nonexistent-sb-dir", d2};
+    char **names = sb_shipped_names("machine", dirs, 4);
+    assert_non_null(names);
+    char list[256];
+    sb_join_names((const char *const *)names, list, sizeof list);
+    assert_string_equal(list, "a, b, z");
+    sb_names_free(names);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d1, d2);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_shipped(void **state)
 {
     (void)state;
     setenv("SHARDBENCH_MACHINES", SB_SOURCE_DIR "/machines", 1);
-    for (int i = 0; sb_shipped_machines[i]; i++) {
+    char **names = sb_shipped_machines();
+    assert_non_null(names);
+    int gpu = 0;
+    for (int i = 0; names[i]; i++) {
+        size_t len = strlen(names[i]);
+        if (len > 5 && !strcmp(names[i] + len - 5, "-here"))
+            continue; /* what calibrate wrote here: a CPU, not a shipped node */
         sb_machine mc;
         sb_error err = {0};
-        if (sb_machine_load(sb_shipped_machines[i], &mc, &err))
-            fail_msg("%s: %s", sb_shipped_machines[i], err.msg);
+        if (sb_machine_load(names[i], &mc, &err))
+            fail_msg("%s: %s", names[i], err.msg);
         assert_int_equal(mc.devices_per_node, 8);
         assert_true(mc.inter_gbs < mc.intra_gbs);
+        gpu += !strcmp(names[i], "h200-sxm") || !strcmp(names[i], "h100-sxm")
+               || !strcmp(names[i], "a100-sxm-80g");
     }
+    sb_names_free(names);
+    assert_int_equal(gpu, 3); /* found by scanning machines/, not from a list */
     sb_machine mc;
     sb_error err = {0};
     assert_int_equal(sb_machine_load("no-such-gpu", &mc, &err), -1);
@@ -250,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_shipped_names),
         cmocka_unit_test(test_shipped),
         cmocka_unit_test(test_allreduce_by_hand),
         cmocka_unit_test(test_intra_only),

@@ -55,6 +55,12 @@ int sb_find_shipped(const char *name, const char *ext, const char *const *dirs, 
                     char *out, size_t n);
 /* "a, b, c" from a NULL-terminated list of names (cut to fit n). */
 void sb_join_names(const char *const *names, char *out, size_t n);
+/* The shipped names of a kind: NAME for every regular file NAME.EXT in the
+ * ndirs folders (NULL, "" or missing ones skipped), each once, sorted. A
+ * NULL-terminated malloc'd array (sb_names_free), NULL when out of memory.
+ * What is shipped is what the folders hold: no list to keep in step. */
+char **sb_shipped_names(const char *ext, const char *const *dirs, int ndirs);
+void sb_names_free(char **names);
 
 /* Writing a file whole or not at all: sb_out_open creates a temporary file
  * PATH.tmp-XXXXXX in the same folder (its name into tmp[n]) and opens it;

@@ -43,8 +43,10 @@ int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double me
  * NULL) goes on its first line. */
 int sb_machine_save(const char *path, const sb_machine *mc, const char *comment, sb_error *err);
 
-/* Names of the shipped machines, NULL-terminated. */
-extern const char *const sb_shipped_machines[];
+/* Names of the shipped machines: the *.machine files of $SHARDBENCH_MACHINES,
+ * the source tree's machines/ and the installed folder (sb_shipped_names;
+ * free with sb_names_free). */
+char **sb_shipped_machines(void);
 
 #ifdef __cplusplus
 }

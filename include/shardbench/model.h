@@ -225,8 +225,10 @@ int sb_model_load(const char *name_or_path, const sb_setting *settings,
 /* Parses "k=v" into a setting. */
 int sb_setting_parse(const char *arg, sb_setting *out, sb_error *err);
 
-/* Names of the shipped models, NULL-terminated. */
-extern const char *const sb_shipped_models[];
+/* Names of the shipped models: the *.model files of $SHARDBENCH_MODELS, the
+ * source tree's models/ and the installed folder (sb_shipped_names; free
+ * with sb_names_free). */
+char **sb_shipped_models(void);
 
 void sb_model_free(sb_model *m);
 
