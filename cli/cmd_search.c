@@ -15,6 +15,7 @@
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
 #include "shardbench/pipesearch.h"
+#include "shardbench/precision.h"
 #include "shardbench/results.h"
 
 int cli_fail(const sb_error *err)
@@ -147,6 +148,34 @@ int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calib
     sb_machine_cost_params(&mc, cp);
     if (!mem_given && device_gib)
         *device_gib = mc.mem_gib;
+    return 0;
+}
+
+int cli_apply_machine_at(const char *name, int flops_or_bw_given, const char *calibration,
+                         int mem_given, double *device_gib, int prec, double grad_bytes,
+                         sb_cost_params *cp, sb_error *err)
+{
+    if (!name) {
+        if (prec > 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--precision %s needs --machine: the reference model and a "
+                           "calibration price fp32",
+                           sb_precision_name(prec));
+        if (grad_bytes > 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--grad-reduce-dtype needs --machine: the reference model and a "
+                           "calibration move one word");
+        return 0;
+    }
+    int cutoff = cp->cutoff, zero = cp->zero, recompute = cp->recompute;
+    if (cli_apply_machine(name, flops_or_bw_given, calibration, mem_given, device_gib, cp, err))
+        return -1;
+    sb_machine mc;
+    if (sb_machine_load(name, &mc, err))
+        return -1;
+    if (sb_machine_cost_params_at(&mc, prec, grad_bytes, cp, err))
+        return -1;
+    cp->cutoff = cutoff, cp->zero = zero, cp->recompute = recompute;
     return 0;
 }
 
@@ -328,8 +357,9 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
     else if (pb->cp.machine[0])
-        fprintf(f, "predicted step time %.4g s (machine %s: cost / (F x 1e12))\n",
-                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine);
+        fprintf(f, "predicted step time %.4g s (machine %s at %s: cost / (F x 1e12))\n",
+                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine,
+                sb_precision_name(pb->cp.precision));
     if (pb->cp.node_devices > 0)
         print_mesh_to_nodes(f, pb, r);
 }
@@ -570,8 +600,9 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
         fputc('\n', f);
     }
     if (has_time(cp))
-        fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
-                pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
+        fprintf(f, "predicted step time %.4g s (%s%s%s: cost / (F x 1e12))\n",
+                pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration,
+                cp->machine[0] ? " at " : "", cp->machine[0] ? sb_precision_name(cp->precision) : "");
     if (cp->node_devices > 0) { /* the JSON's mesh_to_nodes summed */
         int n[3] = {0, 0, 0}, inside = 0, sw[3] = {0, 0, 0};
         for (int i = 0; i < m->nops; i++)
@@ -605,6 +636,8 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     if (has_time(cp)) {
         json_object_set_new(j, "machine", json_string(cp->machine));
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
+        if (cp->machine[0])
+            json_object_set_new(j, "precision", json_string(sb_precision_name(cp->precision)));
     }
     for (int s = 0; s < pl->nstages; s++) {
         json_t *st = sb_stage_json(m, pl, s);
@@ -821,10 +854,11 @@ static void search_usage(FILE *f)
             "      --calibration FILE the calibrated cost model: F, B, word size, elementwise\n"
             "                         cost and latency measured by `shardbench calibrate`\n"
             "      --machine NAME|FILE  a machine file (h200-sxm, h100-sxm, a100-sxm-80g, or a\n"
-            "                         path): fp32 peak, intra- and inter-node links, and the\n"
+            "                         path): the peak of --precision, intra- and inter-node links, and the\n"
             "                         default --device-mem (docs/machines.md); with profiles\n"
             "                         of it in the database (shardbench profile), the\n"
             "                         predictive model: measured seconds per op config\n"
+            CLI_PRECISION_HELP
             "      --profiles DB|none where --machine's profiles are read (default\n"
             "                         results/shardbench.db; none: the analytic terms)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
@@ -872,7 +906,8 @@ int cmd_search(int argc, char **argv)
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006},
         {"ranks", required_argument, 0, 1007},
-        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
+        CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};
@@ -1041,7 +1076,13 @@ int cmd_search(int argc, char **argv)
     if ((!strcmp(algo, "pase") || !strcmp(algo, "bf")) && sb_node_order_possible(&pb.cp)
         && !pb.cp.profiled && rank_order < 0)
         choose_rank_order(&m, &pb, algo, &ao, &r);
-    r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, NULL);
+    {
+        sb_mem parts;
+        r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, &parts);
+        double mp[5] = {parts.weights, parts.weight_grads, parts.optimizer,
+                        parts.activations + parts.act_grads, parts.scratch};
+        memcpy(r.mem_parts, mp, sizeof mp);
+    }
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
         fputc('\n', stdout);

@@ -310,7 +310,9 @@ double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, 
         comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
     double comm = sb_coll_allreduce(cp, m * n, g[2]);
     comm += sb_coll_allreduce(cp, m * k, g[1]);
-    comm += sb_coll_allreduce(cp, n * k, g[0]);
+    /* the weight gradient's words, in the gradient reduction's word */
+    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
+    comm += sb_coll_allreduce(cp, gw, g[0]);
     return batch * (comp + comm);
 }
 

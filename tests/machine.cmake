@@ -24,3 +24,12 @@ add_test(NAME paper_table2
           ${CMAKE_SOURCE_DIR})
 set_tests_properties(paper_table2 PROPERTIES TIMEOUT 300
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines;SHARDBENCH_STRATEGIES=${CMAKE_SOURCE_DIR}/strategies")
+# precision_cli: --precision and --grad-reduce-dtype (docs/cost-model.md,
+# "Precision"): the machine file's default recipe, each recipe's peak and
+# bytes per parameter and activation, the refusals (fp8 on an A100, a
+# precision without --machine), a file without a precision line is fp32.
+add_test(NAME precision_cli
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/precision_cli.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(precision_cli PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")

@@ -93,6 +93,13 @@ typedef struct {
     int coll_mode;
     double coll_alpha_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1];
     double coll_beta_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1]; /* per byte */
+    /* The training's precision (shardbench/precision.h, --precision): 0,
+     * fp32 (the reference). A machine file prices it at its peak and moves
+     * its activation words (word_bytes); the memory model takes its bytes. */
+    int precision;
+    /* Bytes of the word a weight gradient's reduction moves
+     * (--grad-reduce-dtype); 0: word_bytes (the reference). */
+    double grad_word_bytes;
 } sb_cost_params;
 enum { SB_COLL_ANALYTIC = 0, SB_COLL_MEASURED = 1, SB_COLL_FREE = 2 };
 
@@ -307,6 +314,10 @@ typedef struct {
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
+    /* the peak's parts (weights, gradients, optimizer state, activations and
+     * their gradients, the largest transient buffer), when the caller sets
+     * peak_bytes_per_device; printed with a machine file */
+    double mem_parts[5];
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
     /* ops the search chose to recompute (--recompute auto: nops flags,
