@@ -818,7 +818,9 @@ static void search_usage(FILE *f)
             "      --algo ALGO        pase (DP in GenerateSeq order, repeated layers'\n"
             "                         interiors first; default), bf (DP in\n"
             "                         breadth-first order), dp (data parallel), expert,\n"
-            "                         mcmc (FlexFlow-style), candidates (best mesh x layout)\n"
+            "                         mcmc (FlexFlow-style), candidates (best mesh x layout),\n"
+            "                         megatron (Megatron-LM's TP x PP x DP x CP x EP grid on a\n"
+            "                         GPU machine: search --algo megatron --help)\n"
             "      --budget N         mcmc: iterations (default 200000)\n"
             "      --time-limit S     mcmc: seconds at most (default 60)\n"
             "      --seed N           mcmc: random seed (default 1)\n"
@@ -910,6 +912,8 @@ int cmd_search(int argc, char **argv)
         CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
+    if (search_is_megatron(argc, argv)) /* its own options and output (search_megatron.c) */
+        return cmd_search_megatron(argc, argv);
     sb_error err = {0};
     shared_opts so;
     shared_opts_default(&so);
@@ -936,7 +940,7 @@ int cmd_search(int argc, char **argv)
                 algo = optarg;
                 if (!algo_known(optarg))
                     rc = sb_fail(&err, SB_EXIT_INPUT,
-                                 "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates",
+                                 "--algo: '%s' is not pase, bf, dp, expert, mcmc, candidates or megatron",
                                  optarg);
                 break;
             case 'f':
