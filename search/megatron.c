@@ -92,7 +92,12 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
         return sb_fail(err, SB_EXIT_INPUT,
                        "--ep %d must divide the %ld experts and DP x CP = %d (EP lies inside DP)",
                        c->ep, mm->experts, c->dp * c->cp);
-    if (mm->layers % ((long)c->pp * c->vpp))
+    /* uneven stages (Megatron-LM's first/last-stage layer counts) without interleaving;
+     * interleaved chunks must be equal */
+    if (c->pp > mm->layers)
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", c->pp,
+                       mm->layers);
+    if (c->vpp > 1 && mm->layers % ((long)c->pp * c->vpp))
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
                        c->pp, c->vpp, mm->layers);
     if (c->vpp > 1 && c->pp < 2)
@@ -235,7 +240,8 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
-    const double lps = (double)mm->layers / c->pp; /* layers per stage */
+    /* layers of the slowest stage (uneven stages: the most any stage holds) */
+    const double lps = ceil((double)mm->layers / c->pp);
     const int tp_inter = c->tp > g->node_devices;
     /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
     double head_f = sb_gpu_gemm_s(g, 1, T, V / t, h, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
@@ -352,9 +358,12 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->ep > 1 && mm->experts % f->ep)
         return sb_fail(err, SB_EXIT_INPUT, "--ep %d does not divide the %ld experts", f->ep,
                        mm->experts);
-    if (f->pp && mm->layers % ((long)f->pp * (f->vpp ? f->vpp : 1)))
+    if (f->pp && f->pp > mm->layers)
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
+                       mm->layers);
+    if (f->pp && f->vpp > 1 && mm->layers % ((long)f->pp * f->vpp))
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
-                       f->pp, f->vpp ? f->vpp : 1, mm->layers);
+                       f->pp, f->vpp, mm->layers);
     if (f->mbs && mm->global_batch % f->mbs)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--micro-batch-size %d does not divide the batch of %ld sequences", f->mbs,
@@ -368,9 +377,10 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     if (check_fixed(mm, fixed, P, err))
         return -1;
     int tps[64], pps[256], cps[64], eps[64], vps[16], mbs[16];
-    /* TP inside a node unless fixed; PP over the layers; CP over the sequence */
+    /* TP inside a node unless fixed; PP up to the layers (uneven stages allowed
+     * without interleaving); CP over the sequence */
     int ntp = fixed->tp ? (tps[0] = fixed->tp, 1) : divisors(P, g->node_devices, tps, 64);
-    int npp = fixed->pp ? (pps[0] = fixed->pp, 1) : divisors(mm->layers, P, pps, 256);
+    int npp = fixed->pp ? (pps[0] = fixed->pp, 1) : divisors(P, mm->layers, pps, 256);
     int ncp = fixed->cp ? (cps[0] = fixed->cp, 1) : divisors(P, 16, cps, 64);
     int nep = fixed->ep ? (eps[0] = fixed->ep, 1)
                         : (mm->experts > 0 ? divisors(mm->experts, P, eps, 64) : (eps[0] = 1, 1));

@@ -135,7 +135,9 @@ static void test_refusals(void **state)
     c = cfg(8, 2, 32, 1, 4);
     c.ep = 2;
     refused(&c, 512, "no experts");
-    c = cfg(8, 5, 32, 1, 4);
+    c = cfg(1, 64, 8, 1, 4); /* 64 stages of 48 layers */
+    refused(&c, 64 * 8, "more stages than");
+    c = cfg(8, 5, 32, 2, 4); /* interleaved chunks of 48 / 10 layers */
     refused(&c, 8 * 5 * 32, "layers");
     c = cfg(8, 2, 32, 1, 5);
     refused(&c, 512, "micro-batches");
