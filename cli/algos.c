@@ -176,7 +176,7 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     int rc = 0;
     switch (c) {
     case 'm': so->model = arg; break;
-    case 'p': rc = parse_int_opt(arg, "-p", 1, 65536, &so->p, err); break;
+    case 'p': rc = parse_int_opt(arg, "-p", 1, SB_MAX_DEVICES, &so->p, err); break;
     case 's':
         rc = so->nset == 64 ? sb_fail(err, SB_EXIT_INPUT, "too many --set options")
                             : sb_setting_parse(arg, &so->set[so->nset++], err);

@@ -200,6 +200,20 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
     cp->word_bytes = b.act;
     double gw = grad_word_bytes > 0 ? grad_word_bytes : b.grad_word;
     cp->grad_word_bytes = gw == b.act ? 0.0 : gw; /* 0: the activations' word */
+    /* collectives at the bus bandwidth NCCL reaches where the file gives it (the
+     * all-reduce term's 2(q-1)/q words over B is nccl-tests' busbw definition) */
+    if (mc->intra_busbw > 0)
+        cp->gbs = mc->intra_busbw;
+    if (mc->inter_busbw > 0)
+        cp->gbs_inter = mc->inter_busbw;
+    if (mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0) { /* the GPU op model */
+        cp->gpu_sms = mc->sms;
+        cp->gpu_peak_tflops = peak;
+        cp->gpu_gemm_eff = mc->gemm_eff_large;
+        cp->gpu_hbm_gbs = mc->mem_gbs;
+        cp->gpu_hbm_eff = mc->hbm_eff;
+        cp->gpu_kernel_us = mc->kernel_us;
+    }
     return 0;
 }
 
