@@ -88,6 +88,21 @@ refused "a model that is not a transformer" "param" search --algo megatron -m al
 refused "no --machine" "--machine" search --algo megatron -m gpt3-175b -p 8
 refused "nothing fits" "fits" search --algo megatron -m gpt3-175b -p 8 --machine a100-sxm-80g
 
+# the op-level search prices a GEMM by the GPU op model: one einsum at p = 1 on a
+# toy GPU (10 SMs, 100 TFLOP/s bf16, large-GEMM fraction 0.8, 1000 GB/s at 0.5):
+# forward, input and weight gradients, each max(2mnk / (peak eff(shape)), bytes / HBM)
+printf 'model g\nparam m = 1280\nparam n = 2560\nparam k = 2048\ncutoff 1\ninput x[m=m, k=k]\nweight w[k=k, n=n]\ny = einsum("m k, k n -> m n", x, w)\n' > "$TMP/g.model"
+printf 'devices_per_node 8\nnodes 1\ntflops_fp32 10\ntflops_tf32 50\ntflops_bf16 100\nmem_gib 80\nmem_gbs 1000\nintra_gbs 100\nintra_latency_us 0\ninter_gbs 10\ninter_latency_us 0\nprecision bf16\nsms 10\ngemm_eff_large 0.8\nhbm_eff 0.5\nkernel_us 0\nintra_busbw 100\ninter_busbw 10\n' > "$TMP/toy.machine"
+"$SB" search -m "$TMP/g.model" -p 1 --machine "$TMP/toy.machine" --db none --format json > "$TMP/g.json"
+check "search prices a GEMM by the GPU op model (by hand)" python3 -c "
+import json, math; d = json.load(open('$TMP/g.json'))
+def g(M, N, K):
+    tm, tn = math.ceil(M / 128), math.ceil(N / 256); t = tm * tn; w = math.ceil(t / 10)
+    eff = 0.8 * (M * N / (tm * 128 * tn * 256)) * (t / (w * 10)) * min(1, (K / (K + 128)) / (2048 / 2176))
+    return max(2 * M * N * K / (100e12 * eff), (M * K + K * N + M * N) * 2 / (1000e9 * 0.5))
+want = g(1280, 2560, 2048) + g(1280, 2048, 2560) + g(2048, 2560, 1280)
+assert abs(d['predicted_step_seconds'] - want) <= 1e-9 * want, (d['predicted_step_seconds'], want)"
+
 # validate: the shipped runs within the target, and a malformed row
 "$SB" validate > "$TMP/val" 2> "$TMP/val.err"
 rc=$?
