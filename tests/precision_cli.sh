@@ -62,6 +62,16 @@ check "--grad-reduce-dtype bf16 prices data parallel below the recipe's fp32 red
     python3 -c "import json,sys; a, b = (json.load(open(p))['total_cost'] for p in sys.argv[1:]); sys.exit(0 if b < a else 1)" \
     "$TMP/g32.json" "$TMP/g16.json"
 
+# the full space searches within --memory in the recipe's bytes (its stage
+# memory once counted fp32 while the report counted bf16: 1391 MiB "within" 1 GiB)
+for lim in 1GiB 500MiB; do
+    "$SB" search -m transformer --set batch=8 -p 8 --machine h100-sxm --optimizer adam \
+        --memory $lim --space full --db none --format json > "$TMP/pipe.json" 2> /dev/null
+    check "--space full --memory $lim at bf16: the peak is within it" python3 -c "
+import json, sys; d = json.load(open(sys.argv[1])); lim = {'1GiB': 2**30, '500MiB': 500 * 2**20}[sys.argv[2]]
+assert 0 < d['peak_bytes_per_device'] <= lim, d['peak_bytes_per_device']" "$TMP/pipe.json" $lim
+done
+
 refused "fp8 on an A100" "no fp8 peak" search -m transformer -p 8 --db none --machine a100-sxm-80g --precision fp8
 "$SB" search -m transformer -p 8 --db none --machine h100-sxm --precision fp8 > "$TMP/fp8" 2>&1
 check "fp8 on an H100 is priced at fp8" grep -q "at fp8" "$TMP/fp8"
