@@ -127,6 +127,72 @@ static void print_json(const char *model, int P, const sb_mt_model *mm, const sb
 
 #define FAIL(...) (sb_fail(&err, SB_EXIT_INPUT, __VA_ARGS__), cli_fail(&err))
 
+/* After the options: the machine, the model and the pricing or the search. */
+static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format)
+{
+    sb_error err = {0};
+    if (!so->model || !P || !so->machine) {
+        fprintf(stderr, "shardbench search --algo megatron: -m MODEL, -p P and --machine are required\n\n");
+        mt_usage(stderr);
+        return 2;
+    }
+    sb_machine mc;
+    sb_gpu g;
+    sb_model m;
+    sb_mt_model mm;
+    if (sb_machine_load(so->machine, &mc, &err) || sb_gpu_from_machine(&mc, so->precision, &g, &err))
+        return cli_fail(&err);
+    fx->precision = so->precision >= 0 ? so->precision : mc.precision;
+    fx->grad_bytes = so->grad_word_bytes;
+    if (sb_model_load(so->model, so->set, so->nset, &m, &err))
+        return cli_fail(&err);
+    int rcm = sb_mt_model_from(&m, &mm, &err);
+    sb_model_free(&m);
+    if (rcm)
+        return cli_fail(&err);
+    if (micro) { /* a count: the micro-batch size it means over DP */
+        if (!fx->dp)
+            return FAIL("--microbatches %d with --algo megatron needs --dp (or give --micro-batch-size)", micro);
+        long seqs = mm.global_batch / ((long)fx->dp * micro);
+        if (seqs < 1 || seqs * fx->dp * micro != mm.global_batch)
+            return FAIL("--microbatches %d does not divide the batch of %ld over --dp %d", micro, mm.global_batch, fx->dp);
+        if (fx->mbs && fx->mbs != seqs)
+            return FAIL("--microbatches %d (micro-batches of %ld sequences over --dp %d) and --micro-batch-size %d disagree", micro, seqs, fx->dp, fx->mbs);
+        fx->mbs = (int)seqs;
+    }
+    double limit = so->device_gib * 1073741824.0;
+    if (!so->mem_given)
+        limit = g.mem_bytes;
+    sb_mt_config best;
+    sb_mt_result r;
+    double t0 = sb_now();
+    long priced;
+    int all = fx->tp && fx->pp && fx->dp && fx->cp && fx->ep && fx->vpp && fx->mbs && fx->recompute >= 0 &&
+              fx->sp >= 0 && fx->dist_opt >= 0;
+    if (all) { /* a user's setup: exactly that, whatever its memory */
+        if (sb_mt_check(&mm, fx, P, &err))
+            return cli_fail(&err);
+        best = *fx;
+        sb_mt_price(&mm, &best, &g, &r);
+        priced = 1;
+    } else {
+        if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
+            return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);
+        priced = sb_mt_search(&mm, fx, P, &g, limit, &best, &r, &err);
+        if (priced <= 0)
+            return cli_fail(&err);
+    }
+    double secs = sb_now() - t0;
+    if (!strcmp(format, "json"))
+        print_json(so->model, P, &mm, &best, &r, &mc, priced, secs);
+    else
+        print_table(&mm, &best, &r, &mc, priced, secs, limit);
+    if (all && r.mem_total > limit)
+        fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
+                r.mem_total / 1073741824.0, limit / 1073741824.0);
+    return 0;
+}
+
 enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
        O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB };
 
@@ -226,64 +292,5 @@ int cmd_search_megatron(int argc, char **argv)
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (!so.model || !P || !so.machine) {
-        fprintf(stderr, "shardbench search --algo megatron: -m MODEL, -p P and --machine are required\n\n");
-        mt_usage(stderr);
-        return 2;
-    }
-    sb_machine mc;
-    sb_gpu g;
-    sb_model m;
-    sb_mt_model mm;
-    if (sb_machine_load(so.machine, &mc, &err) || sb_gpu_from_machine(&mc, so.precision, &g, &err))
-        return cli_fail(&err);
-    fx.precision = so.precision >= 0 ? so.precision : mc.precision;
-    fx.grad_bytes = so.grad_word_bytes;
-    if (sb_model_load(so.model, so.set, so.nset, &m, &err))
-        return cli_fail(&err);
-    int rcm = sb_mt_model_from(&m, &mm, &err);
-    sb_model_free(&m);
-    if (rcm)
-        return cli_fail(&err);
-    if (micro) { /* a count: the micro-batch size it means over DP */
-        if (!fx.dp)
-            return FAIL("--microbatches %d with --algo megatron needs --dp (or give --micro-batch-size)", micro);
-        long seqs = mm.global_batch / ((long)fx.dp * micro);
-        if (seqs < 1 || seqs * fx.dp * micro != mm.global_batch)
-            return FAIL("--microbatches %d does not divide the batch of %ld over --dp %d", micro, mm.global_batch, fx.dp);
-        if (fx.mbs && fx.mbs != seqs)
-            return FAIL("--microbatches %d (micro-batches of %ld sequences over --dp %d) and --micro-batch-size %d disagree", micro, seqs, fx.dp, fx.mbs);
-        fx.mbs = (int)seqs;
-    }
-    double limit = so.device_gib * 1073741824.0;
-    if (!so.mem_given)
-        limit = g.mem_bytes;
-    sb_mt_config best;
-    sb_mt_result r;
-    double t0 = sb_now();
-    long priced;
-    int all = fx.tp && fx.pp && fx.dp && fx.cp && fx.ep && fx.vpp && fx.mbs && fx.recompute >= 0 &&
-              fx.sp >= 0 && fx.dist_opt >= 0;
-    if (all) { /* a user's setup: exactly that, whatever its memory */
-        if (sb_mt_check(&mm, &fx, P, &err))
-            return cli_fail(&err);
-        best = fx;
-        sb_mt_price(&mm, &best, &g, &r);
-        priced = 1;
-    } else {
-        if ((fx.tp && fx.pp && fx.dp && fx.cp && (long)fx.tp * fx.pp * fx.dp * fx.cp != P))
-            return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx.tp, fx.pp, fx.dp, fx.cp, P);
-        priced = sb_mt_search(&mm, &fx, P, &g, limit, &best, &r, &err);
-        if (priced <= 0)
-            return cli_fail(&err);
-    }
-    double secs = sb_now() - t0;
-    if (!strcmp(format, "json"))
-        print_json(so.model, P, &mm, &best, &r, &mc, priced, secs);
-    else
-        print_table(&mm, &best, &r, &mc, priced, secs, limit);
-    if (all && r.mem_total > limit)
-        fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
-                r.mem_total / 1073741824.0, limit / 1073741824.0);
-    return 0;
+    return mt_run(&so, &fx, P, micro, format);
 }
