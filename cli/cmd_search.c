@@ -14,6 +14,7 @@
 #include "shardbench/candidates.h"
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
+#include "shardbench/megatron.h"
 #include "shardbench/pipesearch.h"
 #include "shardbench/precision.h"
 #include "shardbench/results.h"
@@ -638,6 +639,13 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
         if (cp->machine[0])
             json_object_set_new(j, "precision", json_string(sb_precision_name(cp->precision)));
+        double tps, tfl, mfu;
+        if (cp->machine[0] && sb_mt_throughput(m, p, pipe_seconds(cp, r->step_cost),
+                                               cp->gpu_peak_tflops, &tps, &tfl, &mfu)) {
+            json_object_set_new(j, "predicted_tokens_per_second", cli_jreal(tps));
+            json_object_set_new(j, "predicted_tflops_per_device", cli_jreal(tfl));
+            json_object_set_new(j, "predicted_mfu", cli_jreal(mfu));
+        }
     }
     for (int s = 0; s < pl->nstages; s++) {
         json_t *st = sb_stage_json(m, pl, s);

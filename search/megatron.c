@@ -231,6 +231,29 @@ static void layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
         L->act_bytes = sbh * (lin + attn);
 }
 
+double sb_mt_model_flops(const sb_mt_model *mm)
+{
+    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
+    double kvh = (double)mm->kv_heads * hh / mm->heads;
+    double gemm_p = hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
+    double tokens = (double)mm->global_batch * mm->seq;
+    return tokens * (6.0 * mm->layers * gemm_p + 12.0 * mm->layers * hh * mm->seq +
+                     6.0 * hh * (double)mm->vocab);
+}
+
+int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops,
+                     double *tokens_per_s, double *tflops_per_device, double *mfu)
+{
+    sb_mt_model mm;
+    sb_error err = {0};
+    if (!(step_s > 0) || !(peak_tflops > 0) || P < 1 || sb_mt_model_from(m, &mm, &err))
+        return 0;
+    *tokens_per_s = (double)mm.global_batch * mm.seq / step_s;
+    *tflops_per_device = sb_mt_model_flops(&mm) / step_s / P / 1e12;
+    *mfu = *tflops_per_device / peak_tflops;
+    return 1;
+}
+
 void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -305,13 +328,8 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * full-width tensors (4 of T x h), and 1 GiB of CUDA context, cuBLAS and NCCL buffers */
     r->mem_buffers = 4.0 * T * h * B + 1073741824.0;
     r->mem_total = r->mem_weights + r->mem_grads + r->mem_optimizer + r->mem_activations + r->mem_buffers;
-    /* model FLOPs (no recomputation): 6 per parameter-token of the layers' GEMMs, 12 l h s
-     * per token of attention, 6 h V of the logits */
-    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
-    double kvh = (double)mm->kv_heads * hh / mm->heads;
-    double gemm_p = hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
     double tokens = (double)mm->global_batch * mm->seq;
-    r->model_flops = tokens * (6.0 * mm->layers * gemm_p + 12.0 * mm->layers * hh * mm->seq + 6.0 * hh * V);
+    r->model_flops = sb_mt_model_flops(mm);
     double P = (double)c->tp * c->pp * c->dp * c->cp;
     r->tokens_per_s = tokens / r->step_s;
     r->tflops_per_device = r->model_flops / r->step_s / P / 1e12;

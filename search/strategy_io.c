@@ -12,6 +12,7 @@
  *   op NAME KIND c1,c2,...     (one per op, in model order)
  */
 #define _GNU_SOURCE
+#include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 #include "shardbench/search.h"
 #include "shardbench/pipeline.h"
@@ -633,6 +634,14 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
         json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
         if (pb->cp.machine[0])
             json_object_set_new(j, "precision", json_string(sb_precision_name(pb->cp.precision)));
+        double tps, tfl, mfu, peak = pb->cp.gpu_peak_tflops > 0 ? pb->cp.gpu_peak_tflops : 0.0;
+        if (pb->cp.machine[0] &&
+            sb_mt_throughput(pb->m, pb->cp.devices, r->total_cost / (pb->cp.tflops * 1e12), peak,
+                             &tps, &tfl, &mfu)) {
+            json_object_set_new(j, "predicted_tokens_per_second", jreal(tps));
+            json_object_set_new(j, "predicted_tflops_per_device", jreal(tfl));
+            json_object_set_new(j, "predicted_mfu", jreal(mfu));
+        }
     }
     json_object_set_new(j, "search_seconds", jreal(r->seconds));
     json_object_set_new(j, "vertices", json_integer(m->nops));

@@ -103,6 +103,15 @@ def g(M, N, K):
 want = g(1280, 2560, 2048) + g(1280, 2048, 2560) + g(2048, 2560, 1280)
 assert abs(d['predicted_step_seconds'] - want) <= 1e-9 * want, (d['predicted_step_seconds'], want)"
 
+# the op-level search's JSON gives the same throughput fields for a transformer
+"$SB" search -m llama3-8b -p 8 --machine h100-sxm --db none --format json > "$TMP/l8.json" 2> /dev/null
+check "plain search JSON: tokens/s, TFLOP/s per device and MFU of its predicted step" js "$TMP/l8.json" "
+d['precision'] == 'bf16' and abs(d['predicted_tokens_per_second'] * d['predicted_step_seconds'] - 512 * 8192) < 1e-6 * 512 * 8192
+and abs(d['predicted_mfu'] - d['predicted_tflops_per_device'] / 989.5) < 1e-12 and 0 < d['predicted_mfu'] < 1"
+"$SB" search -m alexnet -p 8 --machine h100-sxm --db none --format json > "$TMP/ax.json" 2> /dev/null
+check "plain search JSON: no throughput fields for a model that is not a transformer" js "$TMP/ax.json" "
+'predicted_mfu' not in d and 'predicted_step_seconds' in d"
+
 # validate: the shipped runs within the target, and a malformed row
 "$SB" validate > "$TMP/val" 2> "$TMP/val.err"
 rc=$?

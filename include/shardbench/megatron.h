@@ -85,6 +85,15 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
  * Returns the number priced; 0 (and err) when none is valid or fits. */
 long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
                   double mem_limit, sb_mt_config *best, sb_mt_result *r, sb_error *err);
+/* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
+ * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
+ * 12 l h s of attention, 6 h V of the logits. */
+double sb_mt_model_flops(const sb_mt_model *mm);
+/* The throughput fields of a predicted step of model m on P devices at peak
+ * TFLOP/s (JSON: predicted_tokens_per_second, predicted_tflops_per_device,
+ * predicted_mfu); 0 when m is not a transformer sb_mt_model_from reads. */
+int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops,
+                     double *tokens_per_s, double *tflops_per_device, double *mfu);
 /* Megatron's recompute names: "none", "selective", "full" (also "all"). */
 int sb_mt_recompute_parse(const char *s, int *out, sb_error *err);
 const char *sb_mt_recompute_name(int rc);
