@@ -2,6 +2,7 @@
  * strategy in an sb_result (see algos.h). Not the algorithms themselves. */
 #define _GNU_SOURCE
 #include "algos.h"
+#include "shardbench/precision.h"
 #include "shardbench/profile.h"
 #include "shardbench/strategy.h"
 
@@ -166,6 +167,7 @@ void shared_opts_default(shared_opts *so)
     memset(so, 0, sizeof *so);
     sb_cost_params_default(&so->cp);
     so->device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
+    so->precision = -1;
     algo_opts_default(&so->ao);
 }
 
@@ -175,7 +177,7 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     int rc = 0;
     switch (c) {
     case 'm': so->model = arg; break;
-    case 'p': rc = parse_int_opt(arg, "-p", 1, 65536, &so->p, err); break;
+    case 'p': rc = parse_int_opt(arg, "-p", 1, SB_MAX_DEVICES, &so->p, err); break;
     case 's':
         rc = so->nset == 64 ? sb_fail(err, SB_EXIT_INPUT, "too many --set options")
                             : sb_setting_parse(arg, &so->set[so->nset++], err);
@@ -196,6 +198,8 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case 'o': rc = sb_optimizer_parse(arg, &ao->opt, err); break;
     case 'Z': rc = parse_int_opt(arg, "--zero", 0, 3, &so->cp.zero, err); break;
     case SB_OPT_RECOMPUTE: rc = sb_recompute_mode_parse(arg, &so->cp.recompute, err); break;
+    case SB_OPT_PRECISION: rc = sb_precision_parse(arg, "--precision", &so->precision, err); break;
+    case SB_OPT_GRAD_DTYPE: rc = sb_grad_dtype_parse(arg, &so->grad_word_bytes, err); break;
     case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;
     case 't': rc = parse_pos_double(arg, "--time-limit", &ao->mcmc.time_limit, err); break;
     case 'e': rc = parse_seed(arg, &ao->mcmc.seed, err); break;
@@ -211,11 +215,16 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
 int shared_opts_calibrate(shared_opts *so, sb_error *err)
 {
     if (so->machine)
-        return cli_apply_machine(so->machine, so->fb_given, so->calibration, so->mem_given,
-                                 &so->device_gib, &so->cp, err);
+        return cli_apply_machine_at(so->machine, so->fb_given, so->calibration, so->mem_given,
+                                    &so->device_gib, so->precision, so->grad_word_bytes,
+                                    &so->cp, err);
     if (so->calibration && cli_is_machine_file(so->calibration)) /* an alias of --machine FILE */
-        return cli_apply_machine(so->calibration, so->fb_given, NULL, so->mem_given,
-                                 &so->device_gib, &so->cp, err);
+        return cli_apply_machine_at(so->calibration, so->fb_given, NULL, so->mem_given,
+                                    &so->device_gib, so->precision, so->grad_word_bytes,
+                                    &so->cp, err);
+    if (cli_apply_machine_at(NULL, 0, NULL, 0, NULL, so->precision, so->grad_word_bytes, &so->cp,
+                             err))
+        return -1;
     return cli_apply_calibration(so->calibration, so->fb_given, &so->cp, err);
 }
 

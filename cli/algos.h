@@ -51,6 +51,8 @@ typedef struct {
      * profiles are read with --machine (default results/shardbench.db) */
     const char *profiles;
     char cost_model[1024];       /* out: which cost model prices the problem, one line */
+    int precision;               /* --precision (sb_precision), or -1: the machine's */
+    double grad_word_bytes;      /* --grad-reduce-dtype's bytes, or 0: the recipe's */
 } shared_opts;
 
 void shared_opts_default(shared_opts *so);
@@ -60,6 +62,10 @@ void shared_opts_default(shared_opts *so);
 int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err);
 /* getopt_long code of --recompute none|auto|all (cp.recompute) */
 #define SB_OPT_RECOMPUTE 1100
+/* getopt_long codes of --precision fp32|tf32|fp16|bf16|fp8 and
+ * --grad-reduce-dtype fp32|bf16|fp16 (with --machine) */
+#define SB_OPT_PRECISION 1101
+#define SB_OPT_GRAD_DTYPE 1102
 /* After the options: --calibration applied (cli_apply_calibration), or
  * --machine (cli_apply_machine). */
 int shared_opts_calibrate(shared_opts *so, sb_error *err);
@@ -91,5 +97,22 @@ int cli_is_machine_file(const char *path);
  * memory goes to *device_gib unless mem_given. */
 int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calibration,
                       int mem_given, double *device_gib, sb_cost_params *cp, sb_error *err);
+/* The same at precision `prec` (< 0: the machine file's) with the gradient
+ * reduction's word of grad_bytes (0: the recipe's); name NULL with a
+ * precision other than fp32 or a grad_bytes given is an input error (the
+ * reference model and a calibration price fp32). */
+int cli_apply_machine_at(const char *name, int flops_or_bw_given, const char *calibration,
+                         int mem_given, double *device_gib, int prec, double grad_bytes,
+                         sb_cost_params *cp, sb_error *err);
+/* The usage lines of --precision and --grad-reduce-dtype. */
+#define CLI_PRECISION_HELP                                                                      \
+    "      --precision P      fp32|tf32|fp16|bf16|fp8: the training recipe a --machine prices\n" \
+    "                         (peak, bytes per parameter and activation; default: the machine\n" \
+    "                         file's, bf16 mixed on the shipped GPUs, fp32 on cpu-here)\n"       \
+    "      --grad-reduce-dtype D  fp32|bf16|fp16: the word the gradient reduction moves\n"      \
+    "                         (default: the recipe's; bf16 mixed reduces in fp32)\n"
+#define CLI_PRECISION_OPTS                                                                      \
+    {"precision", required_argument, 0, SB_OPT_PRECISION},                                      \
+    {"grad-reduce-dtype", required_argument, 0, SB_OPT_GRAD_DTYPE}
 
 #endif

@@ -22,6 +22,10 @@ int cmd_plot(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_validate(int argc, char **argv); /* cmd_validate.c */
+/* search --algo megatron (search_megatron.c): 1 when argv asks for it */
+int search_is_megatron(int argc, char **argv);
+int cmd_search_megatron(int argc, char **argv);
 
 /* `bench`'s options into a (cmd_bench.c; also read by `nightly`): 0, 1 for
  * --help, -1 with err set. */

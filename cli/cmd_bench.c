@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "shardbench/precision.h"
 #include "shardbench/machine.h"
 #include "shardbench/measure.h"
 #include "shardbench/results.h"
@@ -41,6 +42,8 @@ static void bench_usage(FILE *f)
             "      --calibration FILE predict (and prune) with the calibrated cost model of\n"
             "                         `shardbench calibrate` instead of the reference one\n"
             "      --machine NAME|FILE predict (and prune) with a machine file's cost model\n"
+            "      --precision P      with --machine: fp32|tf32|fp16|bf16|fp8, the recipe it prices\n"
+            "                         (default: the machine file's; as search)\n"
             "                         (docs/machines.md); not with --calibration\n"
             "      --top K            prune: keep at most K (default 8)\n"
             "      --profile N        with --machine: N launches of `shardbench profile` of\n"
@@ -120,7 +123,7 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
         {"db", required_argument, 0, 'd'},       {"resume", required_argument, 0, 'r'},
         {"launcher", required_argument, 0, 'L'}, {"timeout", required_argument, 0, 't'},
         {"calibration", required_argument, 0, 'K'}, {"adopt-db", no_argument, 0, 'O'},
-        {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'},
+        {"trials", required_argument, 0, 'T'},   {"machine", required_argument, 0, 'H'}, {"precision", required_argument, 0, 1101},
         {"paper", no_argument, 0, 'P'},          {"random", required_argument, 0, 'X'},
         {"profile", required_argument, 0, 'Y'},  {"retries", required_argument, 0, 'R'},
         {"other-cores", required_argument, 0, 'o'}, {"yield-when-idle", no_argument, 0, 'B'},
@@ -222,6 +225,13 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
             a->machine = optarg;
             break;
         }
+        case 1101: {
+            int prec;
+            if (sb_precision_parse(optarg, "--precision", &prec, err))
+                return -1;
+            a->precision = optarg;
+            break;
+        }
         case 'h': return 1;
         default:
             return sb_fail(err, SB_EXIT_INPUT, "bench: unknown or incomplete option '%s'",
@@ -230,6 +240,10 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
     }
     if (optind < argc)
         return sb_fail(err, SB_EXIT_INPUT, "bench: unexpected argument '%s'", argv[optind]);
+    if (a->precision && !a->machine)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "bench: --precision %s needs --machine (the reference model prices fp32)",
+                       a->precision);
     if (a->machine && a->calibration)
         return sb_fail(err, SB_EXIT_INPUT, "bench: --machine %s sets the cost model: give it or "
                        "--calibration %s, not both", a->machine, a->calibration);

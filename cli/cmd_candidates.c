@@ -32,7 +32,8 @@ static void usage(FILE *f)
                "      --flops F, --bw B, --cutoff N   cost model (as search)\n"
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
                "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n"
-               "      --profiles DB|none   the predictive model's profiles (as search)\n");
+               "      --profiles DB|none   the predictive model's profiles (as search)\n"
+               CLI_PRECISION_HELP);
 }
 
 int cmd_candidates(int argc, char **argv)
@@ -45,6 +46,7 @@ int cmd_candidates(int argc, char **argv)
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
+        CLI_PRECISION_OPTS,
         {0, 0, 0, 0},
     };
     sb_error err = {0};

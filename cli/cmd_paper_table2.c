@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "shardbench/precision.h"
 #include "shardbench/machine.h"
 #include "shardbench/strategy.h"
 #include "shardbench/paper.h"
@@ -31,6 +32,8 @@ static void usage(FILE *f)
             "                     docs/cost-model.md), else its analytic terms\n"
             "      --profiles DB|none  where the machine's profiles are read (default\n"
             "                     results/shardbench.db; none: the analytic terms)\n"
+            "      --precision P  the recipe the machine prices (fp32|tf32|fp16|bf16|fp8;\n"
+            "                     default: the machine file's)\n"
             "      --table FILE   the mapped table (default: the shipped paper-table2.tsv)\n"
             "      --save-dir DIR write MODEL-pP.strategy, the paper's strategy, for each model\n"
             "      --format F     text (default) or json\n");
@@ -229,12 +232,12 @@ int cmd_paper_table2(int argc, char **argv)
         {"table2", no_argument, 0, '2'},      {"models", required_argument, 0, 'm'},
         {"machine", required_argument, 0, 'H'}, {"table", required_argument, 0, 'T'},
         {"save-dir", required_argument, 0, 'S'}, {"format", required_argument, 0, 'f'},
-        {"profiles", required_argument, 0, 'Q'},
+        {"profiles", required_argument, 0, 'Q'}, {"precision", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     const char *models = "alexnet,inception3,rnnlm,transformer", *machine = "h200-sxm";
     const char *table = NULL, *save_dir = NULL, *format = "text", *db = "results/shardbench.db";
-    int p = 32, c;
+    int p = 32, c, prec = -1; /* --precision: the machine file's without it */
     sb_error err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
@@ -256,6 +259,10 @@ int cmd_paper_table2(int argc, char **argv)
         case 'S': save_dir = optarg; break;
         case 'f': format = optarg; break;
         case 'Q': db = optarg; break;
+        case 'P':
+            if (sb_precision_parse(optarg, "--precision", &prec, &err))
+                return cli_fail(&err);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -283,7 +290,10 @@ int cmd_paper_table2(int argc, char **argv)
         sb_paper_table_free(&t);
         return cli_fail(&err);
     }
-    sb_machine_cost_params(&mc, &mcp);
+    if (sb_machine_cost_params_at(&mc, prec, 0.0, &mcp, &err)) {
+        sb_paper_table_free(&t);
+        return cli_fail(&err);
+    }
     json_t *jout = strcmp(format, "json") ? NULL : json_object();
     char list[1024];
     snprintf(list, sizeof list, "%s", models);

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "probe.h"
 #include "threads.h"
+#include "shardbench/precision.h"
 #include "shardbench/dtensor.h"
 #include "shardbench/memory.h"
 #include "shardbench/results.h"
@@ -73,8 +74,11 @@ static void run_usage(FILE *f)
             "      --steps N          timed steps (default 5)\n"
             "      --warmup W         untimed steps first (default 1)\n"
             "      --backend B        cpu (default) or cuda\n"
-            "      --precision P      fp32 (default); tf32 or bf16 (bf16 GEMM operands,\n"
-            "                         fp32 accumulation): cuda backend only\n"
+            "      --gemm-precision P fp32 (default); tf32 or bf16 (GEMM operands rounded,\n"
+            "                         fp32 accumulation, fp32 tensors): cuda backend only\n"
+            "      --precision P      the training recipe, as search's: the runtime trains\n"
+            "                         fp32 tensors, so only fp32 (the mixed recipes bf16,\n"
+            "                         fp16, fp8 are priced by search, not run here)\n"
             "      --comm C           cuda backend: auto (default: NCCL when every rank has\n"
             "                         its own GPU), nccl, or mpi (host-staged; ranks may\n"
             "                         share a GPU)\n"
@@ -135,7 +139,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         {"checkpoint", required_argument, 0, 'C'}, {"save-every", required_argument, 0, 'E'},
         {"keep", required_argument, 0, 'K'},     {"restore", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'D'},     {"data-seed", required_argument, 0, 'Q'},
-        {"precision", required_argument, 0, 'P'}, {"comm", required_argument, 0, 'G'},
+        {"precision", required_argument, 0, 'P'}, {"gemm-precision", required_argument, 0, 'g'}, {"comm", required_argument, 0, 'G'},
         {"keep-binding", no_argument, 0, 'k'},  {"adopt-db", no_argument, 0, 'A'},
         {"restore-partial", no_argument, 0, 1000}, {"optimizer", required_argument, 0, 1001},
         {"beta1", required_argument, 0, 1002},   {"beta2", required_argument, 0, 1003},
@@ -255,12 +259,23 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             a->format = optarg;
             break;
         case 'b': a->backend = optarg; break;
-        case 'P':
+        case 'g': /* --gemm-precision: the cuda backend's GEMM operands */
             if (strcmp(optarg, "fp32") && strcmp(optarg, "tf32") && strcmp(optarg, "bf16"))
-                return sb_fail(err, SB_EXIT_INPUT, "--precision: '%s' is not fp32, tf32 or bf16",
-                               optarg);
+                return sb_fail(err, SB_EXIT_INPUT,
+                               "--gemm-precision: '%s' is not fp32, tf32 or bf16", optarg);
             a->precision = optarg;
             break;
+        case 'P': { /* --precision: the recipe (search's meaning); the runtime trains fp32 */
+            int prec;
+            if (sb_precision_parse(optarg, "--precision", &prec, err))
+                return -1;
+            if (prec != SB_PREC_FP32)
+                return sb_fail(err, SB_EXIT_INPUT,
+                               "--precision %s: run trains fp32 tensors (fp32 only); rounding the "
+                               "GEMM operands is --gemm-precision tf32|bf16 (cuda backend)",
+                               optarg);
+            break;
+        }
         case 'G':
             if (strcmp(optarg, "auto") && strcmp(optarg, "nccl") && strcmp(optarg, "mpi"))
                 return sb_fail(err, SB_EXIT_INPUT, "--comm: '%s' is not auto, nccl or mpi", optarg);
@@ -312,8 +327,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
     if (strcmp(a->backend, "cuda")) {
         if (a->precision && strcmp(a->precision, "fp32"))
             return sb_fail(err, SB_EXIT_INPUT,
-                           "--precision %s: the %s backend computes in fp32 only (tf32 and bf16 "
-                           "are the cuda backend's)", a->precision, a->backend);
+                           "--gemm-precision %s: the %s backend computes in fp32 only (tf32 and "
+                           "bf16 are the cuda backend's)", a->precision, a->backend);
         if (a->comm)
             return sb_fail(err, SB_EXIT_INPUT,
                            "--comm %s: only the cuda backend has a choice of communication "

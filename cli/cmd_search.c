@@ -16,7 +16,9 @@
 #include "shardbench/strategy.h"
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
+#include "shardbench/megatron.h"
 #include "shardbench/pipesearch.h"
+#include "shardbench/precision.h"
 #include "shardbench/results.h"
 
 int cli_fail(const sb_error *err)
@@ -149,6 +151,34 @@ int cli_apply_machine(const char *name, int flops_or_bw_given, const char *calib
     sb_machine_cost_params(&mc, cp);
     if (!mem_given && device_gib)
         *device_gib = mc.mem_gib;
+    return 0;
+}
+
+int cli_apply_machine_at(const char *name, int flops_or_bw_given, const char *calibration,
+                         int mem_given, double *device_gib, int prec, double grad_bytes,
+                         sb_cost_params *cp, sb_error *err)
+{
+    if (!name) {
+        if (prec > 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--precision %s needs --machine: the reference model and a "
+                           "calibration price fp32",
+                           sb_precision_name(prec));
+        if (grad_bytes > 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--grad-reduce-dtype needs --machine: the reference model and a "
+                           "calibration move one word");
+        return 0;
+    }
+    int cutoff = cp->cutoff, zero = cp->zero, recompute = cp->recompute;
+    if (cli_apply_machine(name, flops_or_bw_given, calibration, mem_given, device_gib, cp, err))
+        return -1;
+    sb_machine mc;
+    if (sb_machine_load(name, &mc, err))
+        return -1;
+    if (sb_machine_cost_params_at(&mc, prec, grad_bytes, cp, err))
+        return -1;
+    cp->cutoff = cutoff, cp->zero = zero, cp->recompute = recompute;
     return 0;
 }
 
@@ -330,8 +360,9 @@ void print_strategy_table(FILE *f, const sb_problem *pb, const sb_result *r, con
         fprintf(f, "predicted step time %.4g s (calibrated: cost / (F x 1e12))\n",
                 r->total_cost / (pb->cp.tflops * 1e12));
     else if (pb->cp.machine[0])
-        fprintf(f, "predicted step time %.4g s (machine %s: cost / (F x 1e12))\n",
-                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine);
+        fprintf(f, "predicted step time %.4g s (machine %s at %s: cost / (F x 1e12))\n",
+                r->total_cost / (pb->cp.tflops * 1e12), pb->cp.machine,
+                sb_precision_name(pb->cp.precision));
     if (pb->cp.node_devices > 0)
         print_mesh_to_nodes(f, pb, r);
 }
@@ -572,8 +603,9 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
         fputc('\n', f);
     }
     if (has_time(cp))
-        fprintf(f, "predicted step time %.4g s (%s: cost / (F x 1e12))\n",
-                pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration);
+        fprintf(f, "predicted step time %.4g s (%s%s%s: cost / (F x 1e12))\n",
+                pipe_seconds(cp, r->step_cost), cp->machine[0] ? cp->machine : cp->calibration,
+                cp->machine[0] ? " at " : "", cp->machine[0] ? sb_precision_name(cp->precision) : "");
     if (cp->node_devices > 0) { /* the JSON's mesh_to_nodes summed */
         int n[3] = {0, 0, 0}, inside = 0, sw[3] = {0, 0, 0};
         for (int i = 0; i < m->nops; i++)
@@ -612,6 +644,15 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     if (has_time(cp)) {
         json_object_set_new(j, "machine", json_string(cp->machine));
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
+        if (cp->machine[0])
+            json_object_set_new(j, "precision", json_string(sb_precision_name(cp->precision)));
+        double tps, tfl, mfu;
+        if (cp->machine[0] && sb_mt_throughput(m, p, pipe_seconds(cp, r->step_cost),
+                                               cp->gpu_peak_tflops, &tps, &tfl, &mfu)) {
+            json_object_set_new(j, "predicted_tokens_per_second", cli_jreal(tps));
+            json_object_set_new(j, "predicted_tflops_per_device", cli_jreal(tfl));
+            json_object_set_new(j, "predicted_mfu", cli_jreal(mfu));
+        }
     }
     for (int s = 0; s < pl->nstages; s++) {
         json_t *st = sb_stage_json(m, pl, s);
@@ -806,7 +847,9 @@ static void search_usage(FILE *f)
             "      --algo ALGO        pase (DP in GenerateSeq order, repeated layers'\n"
             "                         interiors first; default), bf (DP in\n"
             "                         breadth-first order), dp (data parallel), expert,\n"
-            "                         mcmc (FlexFlow-style), candidates (best mesh x layout)\n"
+            "                         mcmc (FlexFlow-style), candidates (best mesh x layout),\n"
+            "                         megatron (Megatron-LM's TP x PP x DP x CP x EP grid on a\n"
+            "                         GPU machine: search --algo megatron --help)\n"
             "      --budget N         mcmc: iterations (default 200000)\n"
             "      --time-limit S     mcmc: seconds at most (default 60)\n"
             "      --seed N           mcmc: random seed (default 1)\n"
@@ -818,7 +861,8 @@ static void search_usage(FILE *f)
             "      --device-mem GIB   device memory; a strategy over it is only reported\n"
             "                         (default 80, or the machine file's)\n"
             "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
-            "      --recompute none|auto|all  activation recomputation in the memory and\n"
+            "      --recompute none|auto|all  (--algo megatron: none|selective|full, full = all)\n"
+            "                         activation recomputation in the memory and\n"
             "                         cost models (default none): all recomputes every op\n"
             "                         but the loss and LSTMs (one more forward each, a third\n"
             "                         of its cost; only outputs and input gradients kept);\n"
@@ -844,10 +888,11 @@ static void search_usage(FILE *f)
             "      --calibration FILE the calibrated cost model: F, B, word size, elementwise\n"
             "                         cost and latency measured by `shardbench calibrate`\n"
             "      --machine NAME|FILE  a machine file (h200-sxm, h100-sxm, a100-sxm-80g, or a\n"
-            "                         path): fp32 peak, intra- and inter-node links, and the\n"
+            "                         path): the peak of --precision, intra- and inter-node links, and the\n"
             "                         default --device-mem (docs/machines.md); with profiles\n"
             "                         of it in the database (shardbench profile), the\n"
             "                         predictive model: measured seconds per op config\n"
+            CLI_PRECISION_HELP
             "      --profiles DB|none where --machine's profiles are read (default\n"
             "                         results/shardbench.db; none: the analytic terms)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
@@ -858,7 +903,9 @@ static void search_usage(FILE *f)
             "                         full: also pipeline stages, micro-batches and schedule\n"
             "                         (implied by --stages, --microbatches, --schedule, --zero\n"
             "                         and --memory)\n"
-            "      --stages S         full: force S pipeline stages of P/S devices\n"
+            "      --stages S         full: force S pipeline stages of P/S devices (--algo\n"
+            "                         megatron: the same as --pp; --zero 1 there is the\n"
+            "                         distributed optimizer)\n"
             "      --microbatches M   full: force M micro-batches (M divides the batch)\n"
             "      --schedule gpipe|1f1b   full: force the schedule\n"
             "      --max-stage-devices N   full: searched S only with P/S <= N (default 64:\n"
@@ -897,9 +944,12 @@ int cmd_search(int argc, char **argv)
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006}, {"threads", required_argument, 0, 1008},
         {"ranks", required_argument, 0, 1007}, {"plot", required_argument, 0, 1009},
-        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'}, {"adopt-db", no_argument, 0, 'O'},
+        {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
+        CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
+    if (search_is_megatron(argc, argv)) /* its own options and output (search_megatron.c) */
+        return cmd_search_megatron(argc, argv);
     sb_error err = {0};
     shared_opts so;
     shared_opts_default(&so);
@@ -926,7 +976,7 @@ int cmd_search(int argc, char **argv)
                 algo = optarg;
                 if (!algo_known(optarg))
                     rc = sb_fail(&err, SB_EXIT_INPUT,
-                                 "--algo: '%s' is not pase, bf, dp, expert, mcmc or candidates",
+                                 "--algo: '%s' is not pase, bf, dp, expert, mcmc, candidates or megatron",
                                  optarg);
                 break;
             case 'f':
@@ -1075,7 +1125,13 @@ int cmd_search(int argc, char **argv)
     if ((!strcmp(algo, "pase") || !strcmp(algo, "bf")) && sb_node_order_possible(&pb.cp)
         && !pb.cp.profiled && rank_order < 0)
         choose_rank_order(&m, &pb, algo, &ao, &r);
-    r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, NULL);
+    {
+        sb_mem parts;
+        r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, &parts);
+        double mp[5] = {parts.weights, parts.weight_grads, parts.optimizer,
+                        parts.activations + parts.act_grads, parts.scratch};
+        memcpy(r.mem_parts, mp, sizeof mp);
+    }
     if (!strcmp(format, "json")) {
         sb_strategy_json(stdout, &pb, &r, algo);
         fputc('\n', stdout);

@@ -34,6 +34,7 @@ static const struct {
     {"plot", cmd_plot, "gnuplot figures (PNG, SVG) of a run from the database: speedups, fidelity, search time, trend"},
     {"import", cmd_import, "convert an ONNX model into a model file (-m FILE.onnx also imports on the fly)"},
     {"calibrate", cmd_calibrate, "measure this machine's GEMM, elementwise, link and latency figures (mpirun -np P)"},
+    {"validate", cmd_validate, "price published Megatron-LM runs as they ran and hold the predictions to their step times"},
     {"profile", cmd_profile, "measure every op config's seconds, relayouts and collectives for the predictive cost model (mpirun -np P)"},
 };
 

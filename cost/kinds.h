@@ -55,6 +55,9 @@ double sb_area_needed(const double *src, const double *tgt, int n, double qs, do
  * groups g[0], g[1], g[2] of ranks (their q: cm, cn, ck): compute
  * 3mnk·mac_ratio (+3·pw·mn elementwise) and the three all-reduces (of mn
  * over g[2], mk over g[1], nk over g[0]). */
+/* Seconds of `batch` GEMMs' forward and two backward products by the GPU op
+ * model (cp->gpu_sms > 0). */
+double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k);
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
                     const sb_coll_group *g, int pw, double mac_ratio);
 /* Elements of an op's iteration space per device, in dim order. */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "shardbench/machine.h"
+#include "shardbench/precision.h"
 
 #ifndef SB_MACHINES_BUILD_DIR
 #define SB_MACHINES_BUILD_DIR ""
@@ -38,7 +39,7 @@ char **sb_shipped_machines(void)
 typedef struct {
     const char *key;
     size_t off;
-    int is_int, optional;
+    int is_int, optional; /* is_int 2: a precision name (sb_precision) */
     double lo, hi;
     const char *unit;
 } mkey;
@@ -59,13 +60,22 @@ static const mkey keys[] = {
     {"eff_gemm", D(eff_gemm), 0, 1, 1e-6, 1, "of peak"},
     {"eff_conv", D(eff_conv), 0, 1, 1e-6, 1, "of peak"},
     {"eff_elementwise", D(eff_elementwise), 0, 1, 1e-6, 1, "of peak"},
+    {"tflops_fp8", D(tflops_fp8), 0, 1, 1e-6, 1e5, "TFLOP/s per device"},
+    {"precision", D(precision), 2, 1, 0, SB_PREC_COUNT - 1, "recipe"},
+    {"sms", D(sms), 0, 1, 1, 1e5, "streaming multiprocessors"},
+    {"gemm_eff_large", D(gemm_eff_large), 0, 1, 1e-6, 1, "of peak"},
+    {"hbm_eff", D(hbm_eff), 0, 1, 1e-6, 1, "of mem_gbs"},
+    {"kernel_us", D(kernel_us), 0, 1, 0, 1e6, "microseconds per kernel"},
+    {"intra_busbw", D(intra_busbw), 0, 1, 1e-6, 1e5, "GB/s per device"},
+    {"inter_busbw", D(inter_busbw), 0, 1, 1e-6, 1e5, "GB/s per device"},
 };
 #undef D
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 static const char key_list[] = "devices_per_node, nodes, tflops_fp32, tflops_tf32, tflops_bf16, "
                                "mem_gib, mem_gbs, intra_gbs, intra_latency_us, inter_gbs, "
-                               "inter_latency_us, eff_gemm, eff_conv, eff_elementwise";
+                               "inter_latency_us, eff_gemm, eff_conv, eff_elementwise, tflops_fp8, precision, sms, gemm_eff_large, hbm_eff, kernel_us, "
+                               "intra_busbw, inter_busbw";
 
 int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_error *err)
 {
@@ -103,6 +113,13 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
         if (seen[k])
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' given twice (first on line %d)", path,
                            line, key, seen[k]);
+        if (keys[k].is_int == 2) { /* a precision name */
+            sb_error perr = {0};
+            if (sb_precision_parse(val, key, (int *)((char *)&m + keys[k].off), &perr))
+                return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s", path, line, perr.msg);
+            seen[k] = line;
+            continue;
+        }
         char *end;
         errno = 0;
         double v = strtod(val, &end);
@@ -177,6 +194,44 @@ void sb_machine_cost_params(const sb_machine *mc, sb_cost_params *cp)
     snprintf(cp->machine, sizeof cp->machine, "%s", mc->path);
 }
 
+int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_bytes,
+                              sb_cost_params *cp, sb_error *err)
+{
+    if (prec < 0)
+        prec = mc->precision;
+    double peak = prec == SB_PREC_FP32   ? mc->tflops_fp32
+                  : prec == SB_PREC_TF32 ? mc->tflops_tf32
+                  : prec == SB_PREC_FP8  ? mc->tflops_fp8
+                                         : mc->tflops_bf16;
+    if (!(peak > 0))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--precision %s: machine %s has no %s peak (no tflops_%s line)",
+                       sb_precision_name(prec), mc->path, sb_precision_name(prec),
+                       sb_precision_name(prec));
+    sb_machine_cost_params(mc, cp);
+    sb_prec_bytes b = sb_precision_bytes(prec);
+    cp->precision = prec;
+    cp->tflops = peak * mc->eff_gemm;
+    cp->word_bytes = b.act;
+    double gw = grad_word_bytes > 0 ? grad_word_bytes : b.grad_word;
+    cp->grad_word_bytes = gw == b.act ? 0.0 : gw; /* 0: the activations' word */
+    /* collectives at the bus bandwidth NCCL reaches where the file gives it (the
+     * all-reduce term's 2(q-1)/q words over B is nccl-tests' busbw definition) */
+    if (mc->intra_busbw > 0)
+        cp->gbs = mc->intra_busbw;
+    if (mc->inter_busbw > 0)
+        cp->gbs_inter = mc->inter_busbw;
+    if (mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0) { /* the GPU op model */
+        cp->gpu_sms = mc->sms;
+        cp->gpu_peak_tflops = peak;
+        cp->gpu_gemm_eff = mc->gemm_eff_large;
+        cp->gpu_hbm_gbs = mc->mem_gbs;
+        cp->gpu_hbm_eff = mc->hbm_eff;
+        cp->gpu_kernel_us = mc->kernel_us;
+    }
+    return 0;
+}
+
 int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double mem_gib,
                                 double mem_gbs, sb_machine *mc, sb_error *err)
 {
@@ -201,6 +256,8 @@ int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double me
     for (int k = 0; k < NKEYS; k++) {
         const char *at = (const char *)&m + keys[k].off;
         double v = keys[k].is_int ? *(const int *)at : *(const double *)at;
+        if (keys[k].optional && keys[k].lo > 0 && v == 0)
+            continue; /* tflops_fp8: none */
         if (!(v >= keys[k].lo && v <= keys[k].hi))
             return sb_fail(err, SB_EXIT_INPUT,
                            "machine from a calibration: %s %g is out of range: %g..%g %s",
@@ -220,7 +277,12 @@ int sb_machine_save(const char *path, const sb_machine *mc, const char *comment,
         fprintf(f, "# %s\n", comment);
     for (int k = 0; k < NKEYS; k++) {
         const char *at = (const char *)mc + keys[k].off;
-        if (keys[k].is_int)
+        if (keys[k].is_int == 2)
+            fprintf(f, "%-18s %s  # %s\n", keys[k].key, sb_precision_name(*(const int *)at),
+                    keys[k].unit);
+        else if (keys[k].optional && keys[k].lo > 0 && !(*(const double *)at > 0))
+            continue; /* an optional figure not given (tflops_fp8 0) */
+        else if (keys[k].is_int)
             fprintf(f, "%-18s %d  # %s\n", keys[k].key, *(const int *)at, keys[k].unit);
         else
             fprintf(f, "%-18s %.9g  # %s\n", keys[k].key, *(const double *)at, keys[k].unit);

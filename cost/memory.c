@@ -5,11 +5,11 @@
  * (runtime/executor/executor.c: every activation and activation gradient of a step
  * stays allocated until the step ends). Not a measurement. */
 #include "kinds.h"
+#include "shardbench/precision.h"
 
 #include <math.h>
 #include <string.h>
 
-#define FLOAT_BYTES 4.0
 
 int sb_optimizer_parse(const char *s, sb_optimizer *out, sb_error *err)
 {
@@ -58,6 +58,17 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
 void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                      int zero, int recompute, sb_mem *out)
 {
+    sb_op_memory_prec(m, op, c, opt, zero, recompute, SB_PREC_FP32, out);
+}
+
+/* The same in the bytes of precision recipe `prec` (docs/cost-model.md,
+ * "Precision"): fp32 is 4 bytes everywhere and Adam's two moments. */
+void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                       int zero, int recompute, int prec, sb_mem *out)
+{
+    sb_prec_bytes b = sb_precision_bytes(prec);
+    const double WB = b.weight, GB = b.grad, OB = opt == SB_OPTIM_ADAM ? b.adam : b.sgd;
+    const double AB = b.act; /* activations, their gradients, buffers */
     sb_mem_elems e;
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
@@ -68,14 +79,14 @@ void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimi
         for (int w = 0; w < n; w++)
             sliced -= el[w] - el[w] / q[w];
     }
-    out->weights = (zero >= 3 ? sliced : whole) * FLOAT_BYTES;
-    out->weight_grads = (zero >= 2 ? sliced : whole) * FLOAT_BYTES;
-    out->optimizer = opt == SB_OPTIM_ADAM ? 2.0 * (zero >= 1 ? sliced : whole) * FLOAT_BYTES : 0.0;
-    out->activations = (e.in + e.outs + e.saved) * FLOAT_BYTES;
-    out->act_grads = (e.in + e.outs) * FLOAT_BYTES;
-    out->scratch = e.scratch * FLOAT_BYTES;
+    out->weights = (zero >= 3 ? sliced : whole) * WB;
+    out->weight_grads = (zero >= 2 ? sliced : whole) * GB;
+    out->optimizer = OB > 0 ? (zero >= 1 ? sliced : whole) * OB : 0.0;
+    out->activations = (e.in + e.outs + e.saved) * AB;
+    out->act_grads = (e.in + e.outs) * AB;
+    out->scratch = e.scratch * AB;
     if (zero >= 3 && sliced < whole) /* the whole weight, gathered for the op */
-        out->scratch += whole * FLOAT_BYTES;
+        out->scratch += whole * WB;
     if (recompute && sb_op_recomputable(op)) {
         /* a pipeline stage's received inputs stay per micro-batch in flight
          * (the recomputed forward reads them, nobody sends them again) */
@@ -85,9 +96,9 @@ void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimi
             if (t->stage_input && t->kind != SB_TENSOR_WEIGHT)
                 kept += sb_operand_elems(m, op, &op->in[k], c);
         }
-        out->activations = (e.outs + kept) * FLOAT_BYTES;
-        out->act_grads = e.in * FLOAT_BYTES;
-        out->scratch += (e.in - kept + e.saved + e.outs) * FLOAT_BYTES;
+        out->activations = (e.outs + kept) * AB;
+        out->act_grads = e.in * AB;
+        out->scratch += (e.in - kept + e.saved + e.outs) * AB;
     }
 }
 
@@ -95,8 +106,8 @@ void sb_problem_op_memory_rc(const sb_problem *pb, int v, int k, sb_optimizer op
                              sb_mem *out)
 {
     const sb_op *op = &pb->m->ops[v];
-    sb_op_memory_rc(pb->m, op, pb->cfg[v].c + (size_t)k * (size_t)op->ndims, opt, pb->cp.zero,
-                    rc, out);
+    sb_op_memory_prec(pb->m, op, pb->cfg[v].c + (size_t)k * (size_t)op->ndims, opt, pb->cp.zero,
+                      rc, pb->cp.precision, out);
     if (pb->cp.act_copies > 1) /* a pipeline stage: activations of that many micro-batches */
         out->activations *= pb->cp.act_copies;
 }

@@ -5,6 +5,7 @@
  * extents, operand layouts and the operand part of an op's memory. It calls nothing else in search/: the kinds'
  * entries (cost/ops/) call it, and cost.c and memory.c call the kinds
  * through their table, so the files depend one way. */
+#include "shardbench/megatron.h"
 #include "kinds.h"
 
 #include <math.h>
@@ -302,15 +303,34 @@ double sb_op_exchange(const sb_cost_params *cp, const sb_op *op, const int *c, u
 
 /* ---- GEMMs and extents ------------------------------------------------------ */
 
+/* The forward, input-gradient and weight-gradient GEMMs of `batch` elements
+ * (one batched kernel each) by the GPU op model (cost/gpu_op.c): tile and
+ * wave quantization over the SMs, the large-GEMM fraction, bound by HBM. */
+double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)
+{
+    sb_gpu g;
+    memset(&g, 0, sizeof g);
+    g.peak_tflops = cp->gpu_peak_tflops, g.gemm_eff = cp->gpu_gemm_eff;
+    g.hbm_gbs = cp->gpu_hbm_gbs, g.hbm_eff = cp->gpu_hbm_eff, g.sms = cp->gpu_sms;
+    g.tile_m = 128.0, g.tile_n = 256.0, g.kernel_us = cp->gpu_kernel_us;
+    double B = cp->word_bytes;
+    return sb_gpu_gemm_s(&g, batch, m, n, k, B) + sb_gpu_gemm_s(&g, batch, m, k, n, B) +
+           sb_gpu_gemm_s(&g, batch, k, n, m, B);
+}
+
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
                     const sb_coll_group *g, int pw, double mac_ratio)
 {
     double comp = m * n * k * 3.0 * mac_ratio;
+    if (cp->gpu_sms > 0 && mac_ratio == 1.0) /* the GPU op model: seconds at F */
+        comp = sb_gemm_gpu_seconds(cp, batch, m, n, k) / batch * cp->tflops * 1e12;
     if (pw > 0)
         comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
     double comm = sb_coll_allreduce(cp, m * n, g[2]);
     comm += sb_coll_allreduce(cp, m * k, g[1]);
-    comm += sb_coll_allreduce(cp, n * k, g[0]);
+    /* the weight gradient's words, in the gradient reduction's word */
+    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
+    comm += sb_coll_allreduce(cp, gw, g[0]);
     return batch * (comp + comm);
 }
 

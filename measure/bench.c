@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shardbench/precision.h"
 #include "shardbench/machine.h"
 #include "shardbench/measure.h"
 #include "shardbench/profile.h"
@@ -989,6 +990,16 @@ static void profile_launches(int n, int trials, int t, int *first, int *last)
  * calibration, then the machine's profiles in the bench's database (cmodel
  * says which); 1 when it cannot be built or its profiles not read (perr
  * says why). */
+/* The machine's cost parameters at --precision (the file's own without it). */
+static int bench_machine_params(const bench_args *a, const sb_machine *mc, sb_cost_params *cp,
+                                sb_error *perr)
+{
+    int prec = -1;
+    if (a->precision && sb_precision_parse(a->precision, "--precision", &prec, perr))
+        return -1;
+    return sb_machine_cost_params_at(mc, prec, 0.0, cp, perr);
+}
+
 static int price_problem(bench *b, const sb_model *m, int p, sb_problem *pb, char *cmodel,
                          size_t ncmodel, sb_error *perr)
 {
@@ -997,7 +1008,7 @@ static int price_problem(bench *b, const sb_model *m, int p, sb_problem *pb, cha
     sb_machine mc;
     cmodel[0] = 0;
     if (b->a->machine && !sb_machine_load(b->a->machine, &mc, perr))
-        sb_machine_cost_params(&mc, &cp);
+        (void)bench_machine_params(b->a, &mc, &cp, perr);
     if (perr->code || (b->a->calibration && sb_calibration_load(b->a->calibration, &cp, perr))
         || sb_problem_build(m, p, &cp, pb, perr))
         return 1;
@@ -1205,6 +1216,10 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
         argv[k++] = (char *)a->machine;
         argv[k++] = "--profiles"; /* the predictive model's profiles, where it has them */
         argv[k++] = (char *)a->db;
+        if (a->precision) {
+            argv[k++] = "--precision";
+            argv[k++] = (char *)a->precision;
+        }
     }
     for (int i = 0; i < nset_argv; i++)
         argv[k++] = set_argv[i];
@@ -1257,7 +1272,10 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
         }
         sb_cost_params mcp;
         sb_cost_params_default(&mcp);
-        sb_machine_cost_params(&mc, &mcp);
+        if (bench_machine_params(b->a, &mc, &mcp, &perr)) {
+            fprintf(stderr, "shardbench: %s p=%d: %s\n", m->name, p, perr.msg);
+            return 1;
+        }
         sb_machine_name(mcp.machine, mname, sizeof mname);
         profile_launches(b->a->profile, trials, 0, &first, &last);
         if (run_profiles(b, model_arg, set_argv, nset_argv, p, mname, first, last, stop, &perr)) {

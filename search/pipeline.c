@@ -273,10 +273,10 @@ static int stage_problem(const sb_model *sub, int d, int M, const sb_cost_params
 
 /* Bytes per device of ops [i, j) of mb under configs cfg (SB_MAX_DIMS
  * apart) with k micro-batches of activations in flight, every recomputable
- * op recomputed when rc (sb_op_memory_rc on the stage's sub-model: its
+ * op recomputed when rc (sb_op_memory_prec on the stage's sub-model: its
  * inputs from earlier stages kept), into *bytes. */
 static int stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
-                        int zero, int k, int rc, double *bytes, sb_error *err)
+                        int zero, int prec, int k, int rc, double *bytes, sb_error *err)
 {
     sb_model sub;
     if (sub_model(mb, i, j, &sub, err))
@@ -284,7 +284,8 @@ static int stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_opt
     double res = 0.0, scr = 0.0;
     for (int v = 0; v < j - i; v++) {
         sb_mem x;
-        sb_op_memory_rc(&sub, &sub.ops[v], cfg + (size_t)v * SB_MAX_DIMS, opt, zero, rc, &x);
+        sb_op_memory_prec(&sub, &sub.ops[v], cfg + (size_t)v * SB_MAX_DIMS, opt, zero, rc, prec,
+                          &x);
         x.activations *= k > 1 ? k : 1;
         res += sb_mem_resident(&x);
         if (x.scratch > scr)
@@ -503,7 +504,7 @@ static int rc_hi(const pctx *X) { return X->rc_choose ? 1 : X->rc_fixed; }
 static int fits_at(pctx *X, const sb_model *mb, int i, int j, const int *cfg, int k, int rc)
 {
     double m = INFINITY;
-    if (stage_memory(mb, i, j, cfg, X->o->opt, X->cp.zero, k, rc, &m, X->err))
+    if (stage_memory(mb, i, j, cfg, X->o->opt, X->cp.zero, X->cp.precision, k, rc, &m, X->err))
         return -1;
     return m <= X->o->mem_limit;
 }
@@ -1264,7 +1265,7 @@ static int op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
                  * at least once); both modes when each stage chooses: the
                  * least over them bounds either */
                 sb_mem mm;
-                sb_op_memory_rc(mb, op, c, X->o->opt, X->cp.zero, rc, &mm);
+                sb_op_memory_prec(mb, op, c, X->o->opt, X->cp.zero, rc, X->cp.precision, &mm);
                 double wg = mm.weights + mm.weight_grads + mm.optimizer + mm.act_grads;
                 b[v].wg = fmin(b[v].wg, wg);
                 b[v].a = fmin(b[v].a, mm.activations);
@@ -1897,7 +1898,8 @@ static int try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, doubl
         r->stage_recompute[s] = (unsigned char)x->e->rc;
         memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
         memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
-        if (stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, r->inflight[s], x->e->rc,
+        if (stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, X->cp.precision,
+                         r->inflight[s], x->e->rc,
                          &r->stage_mem[s], X->err)) {
             rc = -1;
             goto out;
@@ -2166,7 +2168,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
             for (int s = 0; s < r->pipe.nstages && fit; s++) {
                 int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1];
                 if (stage_memory(mb, i, j, r->cfg + (size_t)i * SB_MAX_DIMS, o->opt, z,
-                                 r->inflight[s], r->stage_recompute[s], &mem[s], err))
+                                 X.cp.precision, r->inflight[s], r->stage_recompute[s], &mem[s], err))
                     goto out;
                 fit = mem[s] <= o->mem_limit;
                 peak = fmax(peak, mem[s]);

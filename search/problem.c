@@ -31,8 +31,9 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
     out->p = p;
     out->cp = *cp;
     out->cp.devices = p;
-    if (p < 1 || p > 65536)
-        return sb_fail(err, SB_EXIT_INPUT, "device count p=%d out of range (1..65536)", p);
+    if (p < 1 || p > SB_MAX_DEVICES)
+        return sb_fail(err, SB_EXIT_INPUT, "device count p=%d out of range (1..%d)", p,
+                       SB_MAX_DEVICES);
     if (!(cp->tflops > 0) || !(cp->gbs > 0))
         return sb_fail(err, SB_EXIT_INPUT, "--flops and --bw must be positive (got %g, %g)",
                        cp->tflops, cp->gbs);

@@ -2,7 +2,7 @@
  * the forward and backward seconds of one micro-batch and the memory per
  * device in five parts (shardbench/stage_details.h), from the same model
  * and formulas the search priced the stage with (search/pipeline.c: the
- * micro-batch model, the stage's ops as a model of their own, sb_op_memory_rc
+ * micro-batch model, the stage's ops as a model of their own, sb_op_memory_prec
  * with the micro-batches in flight). The figures of `plot --search` read
  * them (plots/fig_search.c). */
 #define _GNU_SOURCE
@@ -13,9 +13,10 @@
 
 #include "shardbench/stage_details.h"
 
-/* Stage s's memory parts per device (as stage_memory in pipeline.c). */
+/* Stage s's memory parts per device in the precision's bytes (as
+ * stage_memory in pipeline.c). */
 static int stage_mem_parts(const sb_model *mb, const sb_pipe_result *r, const sb_pipe_opts *o,
-                           int s, sb_stage_detail *d, sb_error *err)
+                           int prec, int s, sb_stage_detail *d, sb_error *err)
 {
     int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1], k = r->inflight[s];
     sb_model sub;
@@ -23,8 +24,8 @@ static int stage_mem_parts(const sb_model *mb, const sb_pipe_result *r, const sb
         return -1;
     for (int v = 0; v < j - i; v++) {
         sb_mem x;
-        sb_op_memory_rc(&sub, &sub.ops[v], r->cfg + (size_t)(i + v) * SB_MAX_DIMS, o->opt,
-                        r->zero, r->stage_recompute[s], &x);
+        sb_op_memory_prec(&sub, &sub.ops[v], r->cfg + (size_t)(i + v) * SB_MAX_DIMS, o->opt,
+                          r->zero, r->stage_recompute[s], prec, &x);
         d->weights += x.weights;
         d->gradients += x.weight_grads;
         d->optimizer += x.optimizer;
@@ -80,7 +81,7 @@ int sb_stage_details(const sb_model *m, const sb_cost_params *cp, const sb_pipe_
         stage_split(&mb, cp, r, s, &f, &b);
         d->forward_seconds = f / (cp->tflops * 1e12);
         d->backward_seconds = b / (cp->tflops * 1e12);
-        rc = stage_mem_parts(&mb, r, o, s, d, err);
+        rc = stage_mem_parts(&mb, r, o, cp->precision, s, d, err);
     }
     sb_model_free(&mb);
     return rc;

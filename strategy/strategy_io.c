@@ -12,6 +12,8 @@
  *   op NAME KIND c1,c2,...     (one per op, in model order)
  */
 #define _GNU_SOURCE
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
 #include "shardbench/search.h"
 #include "shardbench/strategy.h"
 #include "shardbench/pipeline.h"
@@ -636,6 +638,16 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     if (pb->cp.calibration[0] || pb->cp.machine[0]) {
         json_object_set_new(j, "machine", json_string(pb->cp.machine));
         json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
+        if (pb->cp.machine[0])
+            json_object_set_new(j, "precision", json_string(sb_precision_name(pb->cp.precision)));
+        double tps, tfl, mfu, peak = pb->cp.gpu_peak_tflops > 0 ? pb->cp.gpu_peak_tflops : 0.0;
+        if (pb->cp.machine[0] &&
+            sb_mt_throughput(pb->m, pb->cp.devices, r->total_cost / (pb->cp.tflops * 1e12), peak,
+                             &tps, &tfl, &mfu)) {
+            json_object_set_new(j, "predicted_tokens_per_second", jreal(tps));
+            json_object_set_new(j, "predicted_tflops_per_device", jreal(tfl));
+            json_object_set_new(j, "predicted_mfu", jreal(mfu));
+        }
     }
     json_object_set_new(j, "search_seconds", jreal(r->seconds));
     json_object_set_new(j, "vertices", json_integer(m->nops));
@@ -645,6 +657,14 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     if (r->peak_bytes_per_device > 0)
         json_object_set_new(j, "peak_bytes_per_device",
                             json_integer((json_int_t)r->peak_bytes_per_device));
+    if (r->peak_bytes_per_device > 0 && pb->cp.machine[0])
+        json_object_set_new(j, "memory_bytes_per_device",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "weights",
+                                      (json_int_t)r->mem_parts[0], "gradients",
+                                      (json_int_t)r->mem_parts[1], "optimizer",
+                                      (json_int_t)r->mem_parts[2], "activations",
+                                      (json_int_t)r->mem_parts[3], "buffers",
+                                      (json_int_t)r->mem_parts[4]));
     int nodes = pb->cp.node_devices > 0; /* mesh_to_nodes with a machine file only */
     int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {

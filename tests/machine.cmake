@@ -24,3 +24,30 @@ add_test(NAME paper_table2
           ${CMAKE_SOURCE_DIR})
 set_tests_properties(paper_table2 PROPERTIES TIMEOUT 300
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines;SHARDBENCH_STRATEGIES=${CMAKE_SOURCE_DIR}/strategies")
+# precision_cli: --precision and --grad-reduce-dtype (docs/cost-model.md,
+# "Precision"): the machine file's default recipe, each recipe's peak and
+# bytes per parameter and activation, the refusals (fp8 on an A100, a
+# precision without --machine), a file without a precision line is fp32.
+add_test(NAME precision_cli
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/precision_cli.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(precision_cli PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# test_megatron: the GPU op model (GEMM tile and wave quantization, memory-bound
+# kernels, collectives at bus bandwidth) by hand, a Megatron configuration's
+# breakdown, bubble and bytes, the refusals of bad degrees, the grid search.
+sb_unit_test(test_megatron test_megatron.c)
+# megatron_cli: search --algo megatron (a configuration given, the JSON a planner
+# reads, the grid's best, bad degrees refused) and validate: the published runs of
+# tests/data/published-runs.tsv within MAPE 7% and 15% (it fails over them), its
+# formats, malformed rows refused naming file:line.
+add_test(NAME megatron_cli
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/megatron_cli.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(megatron_cli PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# validate: `shardbench validate` alone, as a user runs it: exit 1 over the target
+# (MAPE 7%, largest error 15%) or when the grid's best is slower than a published run.
+add_test(NAME validate COMMAND shardbench validate)
+set_tests_properties(validate PROPERTIES TIMEOUT 120
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")

@@ -153,10 +153,15 @@ expect_error "unknown --set parameter" 2 "nosuch" \
 expect_error "model that does not exist" 2 "no-such-model" \
     run -m no-such-model --strategy dp --db "$TMP/err.db"
 
-expect_error "--precision bf16 on the cpu backend" 1 "fp32 only" \
+expect_error "--gemm-precision bf16 on the cpu backend" 1 "fp32 only" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --gemm-precision bf16 --db "$TMP/err.db"
+expect_error "--gemm-precision that does not exist" 1 "fp8" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --gemm-precision fp8 --db "$TMP/err.db"
+# --precision is the training recipe everywhere (search's meaning): run trains fp32
+expect_error "run --precision bf16 (a mixed recipe) names --gemm-precision" 1 "gemm-precision" \
     run -m alexnet "${SMALL[@]}" --strategy dp --precision bf16 --db "$TMP/err.db"
-expect_error "--precision that does not exist" 1 "fp8" \
-    run -m alexnet "${SMALL[@]}" --strategy dp --precision fp8 --db "$TMP/err.db"
+expect_error "run --precision that does not exist" 1 "fp4" \
+    run -m alexnet "${SMALL[@]}" --strategy dp --precision fp4 --db "$TMP/err.db"
 expect_error "--comm on the cpu backend" 1 "only the cuda backend" \
     run -m alexnet "${SMALL[@]}" --strategy dp --comm nccl --db "$TMP/err.db"
 

@@ -21,6 +21,10 @@ extern "C" {
 #define SB_COLL_KINDS 5
 #define SB_COLL_MAXQ 64
 
+/* The most devices a problem may have (-p): today's largest clusters hold
+ * 100,000-200,000 GPUs. */
+#define SB_MAX_DEVICES 262144
+
 typedef struct {
     double tflops;  /* peak F per device, TFLOP/s (default 10) */
     double gbs;     /* link bandwidth B, GB/s (default 16) */
@@ -92,6 +96,16 @@ typedef struct {
     int coll_mode;
     double coll_alpha_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1];
     double coll_beta_s[SB_COLL_KINDS][SB_COLL_MAXQ + 1]; /* per byte */
+    /* The training's precision (shardbench/precision.h, --precision): 0,
+     * fp32 (the reference). A machine file prices it at its peak and moves
+     * its activation words (word_bytes); the memory model takes its bytes. */
+    int precision;
+    /* Bytes of the word a weight gradient's reduction moves
+     * (--grad-reduce-dtype); 0: word_bytes (the reference). */
+    double grad_word_bytes;
+    /* The GPU op model's figures for GEMM-like ops (a machine file with `sms`;
+     * docs/megatron.md): gpu_sms 0 (the default) keeps the 3 m'n'k' term. */
+    double gpu_sms, gpu_peak_tflops, gpu_gemm_eff, gpu_hbm_gbs, gpu_hbm_eff, gpu_kernel_us;
 } sb_cost_params;
 enum { SB_COLL_ANALYTIC = 0, SB_COLL_MEASURED = 1, SB_COLL_FREE = 2 };
 

@@ -17,6 +17,15 @@ typedef struct {
     double intra_gbs, intra_latency_us;           /* per device, inside a node */
     double inter_gbs, inter_latency_us;           /* per device, between nodes */
     double eff_gemm, eff_conv, eff_elementwise;   /* fractions of peak (default 1) */
+    double tflops_fp8;                            /* dense fp8 peak; 0: none (optional) */
+    /* the GPU op model's figures (optional; shardbench/megatron.h) */
+    double sms;                                   /* streaming multiprocessors */
+    double gemm_eff_large;                        /* large-GEMM fraction of peak */
+    double hbm_eff;                               /* fraction of mem_gbs a copy reaches */
+    double kernel_us;                             /* per-kernel overhead, us */
+    double intra_busbw, inter_busbw;              /* NCCL bus bandwidth per GPU, GB/s */
+    int precision;                                /* the recipe a search assumes without
+                                                     --precision (sb_precision; default fp32) */
     char path[256];                               /* the file it came from */
 } sb_machine;
 
@@ -29,6 +38,13 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
 int sb_machine_load(const char *name, sb_machine *mc, sb_error *err);
 /* The cost parameters of a machine at fp32 (the cutoff of cp is kept). */
 void sb_machine_cost_params(const sb_machine *mc, sb_cost_params *cp);
+/* The same at precision `prec` (sb_precision; < 0: the file's `precision`):
+ * F the peak of that precision (fp16 and bf16 share the bf16 peak), words of
+ * its activation bytes, the gradient reduction in grad_word_bytes (<= 0:
+ * the recipe's own). A precision the file has no peak for (fp8 without
+ * tflops_fp8) is an input error naming it and the file. */
+int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_bytes,
+                              sb_cost_params *cp, sb_error *err);
 
 /* A machine of one node of `devices` devices whose cost parameters are cp
  * (a calibration: sb_machine_cost_params of it gives cp's tflops, gbs,

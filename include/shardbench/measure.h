@@ -40,6 +40,7 @@ typedef struct {
     const char *algos;       /* searches timed per (model, P): "pase,bf" or "none" */
     const char *calibration; /* cost-model file, or NULL: the reference model */
     const char *machine;     /* machine NAME|FILE (docs/machines.md), or NULL */
+    const char *precision;   /* --precision NAME, or NULL: the machine file's */
     sb_bench_set set[SB_BENCH_MAX_SET];
     int nset;
     int ps[SB_BENCH_MAX_P], np;

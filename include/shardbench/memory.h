@@ -54,6 +54,11 @@ void sb_op_memory_zero(const sb_model *m, const sb_op *op, const int *c, sb_opti
  * (activations). */
 void sb_op_memory_rc(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
                      int zero, int recompute, sb_mem *out);
+/* The same in the bytes of precision recipe `prec` (shardbench/precision.h:
+ * weights, gradients, optimizer state per parameter, activations, their
+ * gradients and buffers per element); sb_op_memory_rc is fp32. */
+void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_optimizer opt,
+                       int zero, int recompute, int prec, sb_mem *out);
 
 /* sb_op_memory_zero of op v under its config k in pb (pb->cp.zero), with
  * the activations counted pb->cp.act_copies times when that is above 1 (a

@@ -117,6 +117,10 @@ typedef struct {
     double peak_bytes_per_device; /* the memory model's peak (memory.h), when the caller
                                      sets it (0: not computed) */
     double mem_limit_bytes;       /* the limit it was searched within (0: none) */
+    /* the peak's parts (weights, gradients, optimizer state, activations and
+     * their gradients, the largest transient buffer), when the caller sets
+     * peak_bytes_per_device; printed with a machine file */
+    double mem_parts[5];
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
     /* ops the search chose to recompute (--recompute auto: nops flags,

@@ -310,11 +310,11 @@ bf16_events() {
         for kv in "$@"; do setargs+=(--set "$kv"); done
         env SHARDBENCH_COMM="$comm" SHARDBENCH_CUDA_REPORT=1 "$on_env" mpirun --oversubscribe -np "$np" \
             "$build/shardbench" run -m "$model" "${setargs[@]}" --strategy dp --steps 5 --backend cuda \
-            --precision bf16 --db none >"$f" 2>&1 || { cat "$f"; return 1; }
+            --gemm-precision bf16 --db none >"$f" 2>&1 || { cat "$f"; return 1; }
         cat "$f"
         env SHARDBENCH_COMM="$comm" SHARDBENCH_CUDA_BF16_COPIES=0 mpirun --oversubscribe -np "$np" \
             "$build/shardbench" run -m "$model" "${setargs[@]}" --strategy dp --steps 5 --backend cuda \
-            --precision bf16 --db none >"$f.off" 2>&1 || { cat "$f.off"; return 1; }
+            --gemm-precision bf16 --db none >"$f.off" 2>&1 || { cat "$f.off"; return 1; }
         paste <(grep -o 'loss [0-9.e+-]*' "$f" | awk '{print $2}') \
             <(grep -o 'loss [0-9.e+-]*' "$f.off" | awk '{print $2}') |
             awk -v m="$model P=$np ($on_env)" -v tol="$tol" \

@@ -1,0 +1,368 @@
+/* cmd_validate.c: `shardbench validate` (docs/megatron.md, "Validation"):
+ * prices each published Megatron-LM run of a TSV file exactly as it ran
+ * (every degree fixed) and holds the prediction to the published step
+ * time; then searches Megatron's grid for the same model, devices and batch
+ * within the machine's memory. Exits 1 when the MAPE or the largest error
+ * is over the target. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+
+#ifndef SB_VALIDATE_DATA
+#define SB_VALIDATE_DATA "tests/data/published-runs.tsv"
+#endif
+
+enum { MAXCOL = 40, MAXROW = 256 };
+
+static const char *const columns[] = {
+    "id", "source", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
+    "global_batch", "gpus", "machine", "precision", "tp", "pp", "dp", "cp", "ep", "vpp",
+    "micro_batch_size", "recompute", "sequence_parallel", "distributed_optimizer", "dp_overlap",
+    "attention", "published", "published_unit", "published_step_seconds", "derivation", NULL};
+enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
+       C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
+       C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NCOLS };
+
+typedef struct {
+    char id[64], source[64], machine[128], deriv[64];
+    int line, gpus;
+    sb_mt_model mm;
+    sb_mt_config c;
+    double published, step_s;
+    int sc21_unit;
+    /* results */
+    sb_mt_result pred, best_r;
+    sb_mt_config best;
+    long searched;
+    double err_pct;
+} vrow;
+
+static int num(const char *s, const char *path, int line, const char *col, double lo, double hi,
+               int whole, double *out, sb_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi || (whole && v != floor(v)))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a%s number in %g..%g", path,
+                       line, col, s, whole ? " whole" : "", lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* SC21 Eq. 3: FLOPs of a step with full recomputation */
+static double sc21_flops(const sb_mt_model *mm)
+{
+    double B = (double)mm->global_batch, s = (double)mm->seq, l = (double)mm->layers;
+    double h = (double)mm->hidden, V = (double)mm->vocab;
+    return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->line = line;
+    snprintf(r->id, sizeof r->id, "%s", f[C_ID]);
+    snprintf(r->source, sizeof r->source, "%s", f[C_SOURCE]);
+    snprintf(r->machine, sizeof r->machine, "%s", f[C_MACHINE]);
+    snprintf(r->deriv, sizeof r->deriv, "%s", f[C_DERIV]);
+    struct {
+        int col;
+        double lo, hi;
+        double v;
+    } n[] = {{C_LAYERS, 1, 1e4, 0}, {C_HIDDEN, 1, 1e6, 0}, {C_HEADS, 1, 1e5, 0},
+             {C_KV, 1, 1e5, 0},     {C_FFN, 1, 1e7, 0},    {C_VOCAB, 1, 1e8, 0},
+             {C_SEQ, 1, 1e8, 0},    {C_BATCH, 1, 1e9, 0},  {C_GPUS, 1, 262144, 0},
+             {C_TP, 1, 1e5, 0},     {C_PP, 1, 1e5, 0},     {C_DP, 1, 1e6, 0},
+             {C_CP, 1, 1e5, 0},     {C_EP, 1, 1e5, 0},     {C_VPP, 1, 1e3, 0},
+             {C_MBS, 1, 1e6, 0},    {C_SP, 0, 1, 0},       {C_DOPT, 0, 1, 0},
+             {C_DPOV, 0, 1, 0}};
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        if (num(f[n[i].col], path, line, columns[n[i].col], n[i].lo, n[i].hi, 1, &n[i].v, err))
+            return -1;
+    sb_mt_model *mm = &r->mm;
+    mm->layers = (long)n[0].v, mm->hidden = (long)n[1].v, mm->heads = (long)n[2].v;
+    mm->kv_heads = (long)n[3].v, mm->ffn = (long)n[4].v, mm->vocab = (long)n[5].v;
+    mm->seq = (long)n[6].v, mm->global_batch = (long)n[7].v;
+    r->gpus = (int)n[8].v;
+    sb_mt_config *c = &r->c;
+    c->tp = (int)n[9].v, c->pp = (int)n[10].v, c->dp = (int)n[11].v, c->cp = (int)n[12].v;
+    c->ep = (int)n[13].v, c->vpp = (int)n[14].v, c->mbs = (int)n[15].v;
+    c->sp = (int)n[16].v, c->dist_opt = (int)n[17].v, c->dp_overlap = (int)n[18].v;
+    if (mm->hidden % mm->heads)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: hidden %ld is not a multiple of heads %ld",
+                       path, line, mm->hidden, mm->heads);
+    sb_error e2 = {0};
+    if (sb_precision_parse(f[C_PREC], "precision", &c->precision, &e2) ||
+        sb_mt_recompute_parse(f[C_RC], &c->recompute, &e2))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s", path, line, e2.msg);
+    if (!strcmp(f[C_ATTN], "fused"))
+        c->fused_attention = 1;
+    else if (strcmp(f[C_ATTN], "materialized"))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: attention '%s' is not fused or materialized",
+                       path, line, f[C_ATTN]);
+    if (num(f[C_PUB], path, line, "published", 1e-9, 1e12, 0, &r->published, err) ||
+        num(f[C_STEP], path, line, "published_step_seconds", 1e-9, 1e9, 0, &r->step_s, err))
+        return -1;
+    double derived;
+    if (!strcmp(f[C_UNIT], "tflops_per_gpu_sc21")) {
+        derived = sc21_flops(mm) / (r->published * 1e12 * r->gpus);
+        r->sc21_unit = 1;
+    } else if (!strcmp(f[C_UNIT], "seconds"))
+        derived = r->published;
+    else
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: published_unit '%s' is not tflops_per_gpu_sc21 or seconds", path,
+                       line, f[C_UNIT]);
+    if (fabs(derived - r->step_s) > 1e-3 * derived)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: published_step_seconds %g disagrees with %g derived from %s %s",
+                       path, line, r->step_s, derived, f[C_PUB], f[C_UNIT]);
+    if (sb_mt_check(mm, c, r->gpus, &e2))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s", path, line, e2.msg);
+    return 0;
+}
+
+/* Reads the TSV: a header naming every column of `columns` (any order, others
+ * ignored), then one run a line; '#' lines and blank lines skipped. */
+static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
+{
+    char *text;
+    size_t len;
+    if (sb_read_file(path, "published-runs file", 1 << 22, &text, &len, err))
+        return -1;
+    int map[NCOLS], have_header = 0, line = 0, n = 0, rc = 0;
+    for (char *ln = text, *next; ln && *ln && !rc; ln = next) {
+        line++;
+        char *nl = strchr(ln, '\n');
+        next = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        size_t l = strlen(ln);
+        if (l && ln[l - 1] == '\r')
+            ln[--l] = '\0';
+        if (!l || ln[0] == '#')
+            continue;
+        char *f[MAXCOL];
+        int nf = 0;
+        for (char *p = ln;;) {
+            if (nf == MAXCOL) {
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: more than %d columns", path, line, MAXCOL);
+                break;
+            }
+            f[nf++] = p;
+            char *tab = strchr(p, '\t');
+            if (!tab)
+                break;
+            *tab = '\0';
+            p = tab + 1;
+        }
+        if (rc)
+            break;
+        if (!have_header) {
+            for (int k = 0; k < NCOLS; k++) {
+                map[k] = -1;
+                for (int j = 0; j < nf; j++)
+                    if (!strcmp(f[j], columns[k]))
+                        map[k] = j;
+                if (map[k] < 0)
+                    rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: the header has no column '%s'", path,
+                                 line, columns[k]);
+            }
+            have_header = 1;
+            continue;
+        }
+        char *g[NCOLS];
+        for (int k = 0; k < NCOLS && !rc; k++) {
+            if (map[k] >= nf)
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %d columns, the header has more", path,
+                             line, nf);
+            else
+                g[k] = f[map[k]];
+        }
+        if (!rc && n == MAXROW)
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: more than %d runs", path, line, MAXROW);
+        if (!rc)
+            rc = parse_row(g, path, line, &rows[n++], err);
+    }
+    free(text);
+    if (!rc && !n)
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s: no runs (a header line and one run a line)", path);
+    *nrows = n;
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: shardbench validate [--data FILE] [--format table|json|csv]\n"
+            "\n"
+            "Prices each published Megatron-LM run of FILE (default tests/data/published-runs.tsv)\n"
+            "exactly as it ran (--algo megatron, every degree fixed) on its machine file, prints\n"
+            "predicted against published step seconds, the error, MAPE and the largest error;\n"
+            "then the best configuration of Megatron's grid for the same model, devices and\n"
+            "batch within the machine's memory, and its predicted step over the published\n"
+            "configuration's. Exits 1 when MAPE or the largest error is over the target.\n"
+            "\n"
+            "      --data FILE        the runs (docs/megatron.md, \"Validation\": the columns)\n"
+            "      --format table|json|csv\n"
+            "      --target-mape PCT  (default 7)\n"
+            "      --target-max PCT   (default 15)\n"
+            "  -h, --help\n");
+}
+
+static void price_row(vrow *r, sb_error *err, int *bad)
+{
+    sb_machine mc;
+    sb_gpu g;
+    if (sb_machine_load(r->machine, &mc, err) || sb_gpu_from_machine(&mc, r->c.precision, &g, err)) {
+        *bad = 1;
+        return;
+    }
+    sb_mt_price(&r->mm, &r->c, &g, &r->pred);
+    r->err_pct = 100.0 * (r->pred.step_s - r->step_s) / r->step_s;
+    /* the search: the same software (overlap, attention, precision), every degree,
+     * micro-batch, recomputation, sequence parallelism and optimizer sharding free */
+    sb_mt_config fixed = r->c;
+    fixed.tp = fixed.pp = fixed.dp = fixed.cp = fixed.ep = fixed.vpp = fixed.mbs = 0;
+    fixed.recompute = fixed.sp = fixed.dist_opt = -1;
+    r->searched = sb_mt_search(&r->mm, &fixed, r->gpus, &g, g.mem_bytes, &r->best, &r->best_r, err);
+    if (r->searched <= 0)
+        *bad = 1;
+}
+
+static void cfg_str(const sb_mt_config *c, char *out, size_t n)
+{
+    char cp[16] = "", ep[16] = "";
+    if (c->cp > 1)
+        snprintf(cp, sizeof cp, " cp%d", c->cp);
+    if (c->ep > 1)
+        snprintf(ep, sizeof ep, " ep%d", c->ep);
+    snprintf(out, n, "%dx%dx%d%s%s v%d mb%d %s%s%s", c->tp, c->pp, c->dp, cp, ep, c->vpp, c->mbs,
+             sb_mt_recompute_name(c->recompute), c->sp ? " sp" : "", c->dist_opt ? " do" : "");
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"data", required_argument, 0, 'd'},        {"format", required_argument, 0, 'f'},
+        {"target-mape", required_argument, 0, 'M'}, {"target-max", required_argument, 0, 'X'},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+    };
+    const char *data = SB_VALIDATE_DATA, *format = "table";
+    double tmape = 7.0, tmax = 15.0;
+    sb_error err = {0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': data = optarg; break;
+        case 'f': format = optarg; break;
+        case 'M':
+        case 'X': {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end || !(v > 0)) {
+                fprintf(stderr, "shardbench: --target-%s '%s' is not a positive number\n",
+                        c == 'M' ? "mape" : "max", optarg);
+                return 2;
+            }
+            *(c == 'M' ? &tmape : &tmax) = v;
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv"))) {
+        fprintf(stderr, "shardbench validate: %s\n\n",
+                optind < argc ? "unexpected argument" : "--format is table, json or csv");
+        usage(stderr);
+        return 2;
+    }
+    static vrow rows[MAXROW];
+    int n = 0;
+    if (read_rows(data, rows, &n, &err)) {
+        fprintf(stderr, "shardbench: %s\n", err.msg);
+        return err.code ? err.code : 2;
+    }
+    double t0 = sb_now(), sum = 0.0, worst = 0.0;
+    int bad = 0, slower = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        price_row(&rows[i], &err, &bad);
+        sum += fabs(rows[i].err_pct);
+        if (fabs(rows[i].err_pct) > worst)
+            worst = fabs(rows[i].err_pct);
+        if (!bad && rows[i].best_r.step_s > rows[i].pred.step_s * (1 + 1e-12))
+            slower++;
+    }
+    if (bad) {
+        fprintf(stderr, "shardbench: %s\n", err.msg);
+        return err.code ? err.code : 2;
+    }
+    double mape = sum / n, secs = sb_now() - t0;
+    int over = mape > tmape || worst > tmax;
+    if (!strcmp(format, "json")) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++) {
+            vrow *r = &rows[i];
+            char cs[128];
+            cfg_str(&r->best, cs, sizeof cs);
+            json_array_append_new(arr, json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
+                "id", r->id, "source", r->source, "gpus", r->gpus,
+                "precision", sb_precision_name(r->c.precision), "tp", r->c.tp, "pp", r->c.pp,
+                "dp", r->c.dp, "vpp", r->c.vpp, "micro_batch_size", r->c.mbs,
+                "published_step_seconds", cli_jreal(r->step_s),
+                "predicted_step_seconds", cli_jreal(r->pred.step_s),
+                "error_percent", cli_jreal(r->err_pct),
+                "predicted_mfu", cli_jreal(r->pred.mfu),
+                "search_best", cs, "search_best_step_seconds", cli_jreal(r->best_r.step_s),
+                "search_best_ratio", cli_jreal(r->best_r.step_s / r->pred.step_s),
+                "search_configs", (json_int_t)r->searched));
+        }
+        json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
+                                 "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),
+                                 "target_mape_percent", cli_jreal(tmape),
+                                 "target_max_percent", cli_jreal(tmax),
+                                 "search_slower_than_published", slower, "seconds", cli_jreal(secs));
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        putchar('\n');
+        json_decref(root);
+    } else {
+        int csv = !strcmp(format, "csv");
+        const char *fmt = csv ? "%s,%s,%d,%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.2f,%.3f,%s,%.4f,%.3f\n"
+                              : "%-22s %-12s %5d %-4s %2dx%-3dx%-3d v%d mb%-2d %-9s %9.3f %9.3f %+6.1f%% %5.1f%%  %-28s %9.3f %5.3f\n";
+        if (csv)
+            puts("id,source,gpus,precision,tp,pp,dp,vpp,mbs,recompute,published_s,predicted_s,"
+                 "error_pct,predicted_mfu,search_best,search_best_s,search_ratio");
+        else
+            printf("%-22s %-12s %5s %-4s %-10s %-3s %-4s %-9s %9s %9s %7s %6s  %-28s %9s %5s\n", "run",
+                   "source", "gpus", "prec", "tp x pp x dp", "", "", "recompute", "published",
+                   "predicted", "error", "MFU", "search's best (tp x pp x dp)", "its step", "ratio");
+        for (int i = 0; i < n; i++) {
+            vrow *r = &rows[i];
+            char cs[128];
+            cfg_str(&r->best, cs, sizeof cs);
+            printf(fmt, r->id, r->source, r->gpus, sb_precision_name(r->c.precision), r->c.tp,
+                   r->c.pp, r->c.dp, r->c.vpp, r->c.mbs, sb_mt_recompute_name(r->c.recompute)[0] == 's' && r->c.sp ? "sp+sel" : sb_mt_recompute_name(r->c.recompute),
+                   r->step_s, r->pred.step_s, r->err_pct, 100.0 * r->pred.mfu, cs, r->best_r.step_s,
+                   r->best_r.step_s / r->pred.step_s);
+        }
+        if (!csv)
+            printf("%d runs: MAPE %.2f%% (target %.3g%%), largest error %.2f%% (target %.3g%%); "
+                   "the search's best slower than the published configuration on %d; %.2f s\n",
+                   n, mape, tmape, worst, tmax, slower, secs);
+    }
+    if (over)
+        fprintf(stderr, "shardbench validate: over the target: MAPE %.2f%% (at most %.3g%%), "
+                        "largest error %.2f%% (at most %.3g%%)\n", mape, tmape, worst, tmax);
+    return over || slower ? 1 : 0;
+}

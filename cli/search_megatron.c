@@ -1,0 +1,296 @@
+/* search_megatron.c: `shardbench search --algo megatron` (docs/megatron.md):
+ * Megatron-LM's configurations of a decoder-only transformer model file,
+ * priced on a GPU machine file by the GPU op model (search/megatron.c).
+ * Every degree given (--tp --pp --dp --cp --ep --vpp --micro-batch-size) with
+ * --recompute, --sequence-parallel and --zero: that configuration priced;
+ * otherwise the least predicted step of the grid within --memory. */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algos.h"
+#include "cli.h"
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+
+int search_is_megatron(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--algo=megatron"))
+            return 1;
+        if (!strcmp(argv[i], "--algo") && i + 1 < argc && !strcmp(argv[i + 1], "megatron"))
+            return 1;
+    }
+    return 0;
+}
+
+static void mt_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: shardbench search --algo megatron -m MODEL -p P --machine NAME [options]\n"
+            "\n"
+            "Megatron-LM configurations of a decoder-only transformer, priced by the GPU op\n"
+            "model (docs/megatron.md). Every degree given, with --recompute,\n"
+            "--sequence-parallel and --zero: that configuration priced; else the least\n"
+            "predicted step of the grid (TP inside a node unless given) within --memory.\n"
+            "\n"
+            "  -m, -p, --set, --machine, --memory, --device-mem   as search (-p up to 262144)\n"
+            "      --tp N --dp N --cp N --ep N   tensor, data, context, expert parallel degrees\n"
+            "      --pp N, --stages N  pipeline stages (the same option)\n"
+            "      --vpp N            virtual stages per rank (interleaved 1F1B)\n"
+            "      --micro-batch-size N  sequences per micro-batch; --microbatches M (a count:\n"
+            "                         batch / (DP x M)) is refused when it disagrees\n"
+            "      --recompute none|selective|full   (all = full; auto: searched)\n"
+            "      --zero 0|1         1: the distributed optimizer (ZeRO 1 over DP x CP)\n"
+            "      --sequence-parallel on|off\n"
+            "      --dp-overlap on|off   grad reduce-scatter in buckets during the backward\n"
+            "                         (default on, as Megatron-LM's --overlap-grad-reduce)\n"
+            "      --tp-comm-overlap  TP collectives hidden under the GEMMs\n"
+            "      --attention fused|materialized   (default fused: FlashAttention-style)\n"
+            "      --format table|json\n" CLI_PRECISION_HELP);
+}
+
+static int onoff(const char *s, const char *what, int *out, sb_error *err)
+{
+    if (!strcmp(s, "on"))
+        *out = 1;
+    else if (!strcmp(s, "off"))
+        *out = 0;
+    else
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not on or off", what, s);
+    return 0;
+}
+
+static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_result *r,
+                        const sb_machine *mc, long priced, double secs, double limit)
+{
+    long M = mm->global_batch / ((long)c->dp * c->mbs);
+    if (priced > 1)
+        printf("megatron: best of %ld configurations priced (%.3f s)\n", priced, secs);
+    else
+        printf("megatron: the configuration given, priced\n");
+    printf("  tp %d  pp %d  dp %d  cp %d  ep %d  vpp %d  micro-batch %d sequences (%ld "
+           "micro-batches)\n  recompute %s  sequence parallel %s  distributed optimizer %s  "
+           "dp overlap %s  tp overlap %s  attention %s\n",
+           c->tp, c->pp, c->dp, c->cp, c->ep, c->vpp, c->mbs, M, sb_mt_recompute_name(c->recompute),
+           c->sp ? "on" : "off", c->dist_opt ? "on" : "off", c->dp_overlap ? "on" : "off",
+           c->tp_overlap ? "on" : "off", c->fused_attention ? "fused" : "materialized");
+    printf("predicted step %.4g s at %s on %s: %.4g tokens/s, %.4g TFLOP/s per device, MFU "
+           "%.1f%%\n",
+           r->step_s, sb_precision_name(c->precision), mc->path, r->tokens_per_s,
+           r->tflops_per_device, 100.0 * r->mfu);
+    printf("time breakdown (s): compute %.4g, tp_comm %.4g, dp_comm %.4g, pp_comm %.4g, bubble "
+           "%.4g, optimizer %.4g\n",
+           r->compute_s, r->tp_comm_s, r->dp_comm_s, r->pp_comm_s, r->bubble_s, r->optimizer_s);
+    const double G = 1073741824.0;
+    printf("memory per device (GiB): weights %.2f, gradients %.2f, optimizer %.2f, activations "
+           "%.2f, buffers %.2f = %.2f (limit %.2f)\n",
+           r->mem_weights / G, r->mem_grads / G, r->mem_optimizer / G, r->mem_activations / G,
+           r->mem_buffers / G, r->mem_total / G, limit / G);
+}
+
+static void print_json(const char *model, int P, const sb_mt_model *mm, const sb_mt_config *c,
+                       const sb_mt_result *r, const sb_machine *mc, long priced, double secs)
+{
+    long M = mm->global_batch / ((long)c->dp * c->mbs);
+    json_t *deg = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:s}", "tp",
+                            c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp",
+                            c->vpp, "micro_batch_size", c->mbs, "microbatches", (json_int_t)M,
+                            "recompute", sb_mt_recompute_name(c->recompute), "sequence_parallel",
+                            c->sp, "distributed_optimizer", c->dist_opt, "dp_overlap",
+                            c->dp_overlap, "tp_comm_overlap", c->tp_overlap, "attention",
+                            c->fused_attention ? "fused" : "materialized");
+    json_t *tb = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute", cli_jreal(r->compute_s),
+                           "tp_comm", cli_jreal(r->tp_comm_s), "dp_comm", cli_jreal(r->dp_comm_s),
+                           "pp_comm", cli_jreal(r->pp_comm_s), "bubble", cli_jreal(r->bubble_s),
+                           "optimizer", cli_jreal(r->optimizer_s));
+    json_t *mem = json_pack("{s:I,s:I,s:I,s:I,s:I}", "weights", (json_int_t)r->mem_weights,
+                            "gradients", (json_int_t)r->mem_grads, "optimizer",
+                            (json_int_t)r->mem_optimizer, "activations",
+                            (json_int_t)r->mem_activations, "buffers", (json_int_t)r->mem_buffers);
+    json_t *j = json_pack(
+        "{s:s,s:i,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:I,s:o}", "model", model, "p",
+        P, "algo", "megatron", "machine", mc->path, "precision", sb_precision_name(c->precision),
+        "megatron", deg, "predicted_step_seconds", cli_jreal(r->step_s),
+        "predicted_tokens_per_second", cli_jreal(r->tokens_per_s), "predicted_tflops_per_device",
+        cli_jreal(r->tflops_per_device), "predicted_mfu", cli_jreal(r->mfu),
+        "time_breakdown_seconds", tb, "memory_bytes_per_device", mem, "peak_bytes_per_device",
+        (json_int_t)r->mem_total, "model_flops_per_step", cli_jreal(r->model_flops),
+        "configurations_priced", (json_int_t)priced, "search_seconds", cli_jreal(secs));
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    putchar('\n');
+    json_decref(j);
+}
+
+#define FAIL(...) (sb_fail(&err, SB_EXIT_INPUT, __VA_ARGS__), cli_fail(&err))
+
+/* After the options: the machine, the model and the pricing or the search. */
+static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format)
+{
+    sb_error err = {0};
+    if (!so->model || !P || !so->machine) {
+        fprintf(stderr, "shardbench search --algo megatron: -m MODEL, -p P and --machine are required\n\n");
+        mt_usage(stderr);
+        return 2;
+    }
+    sb_machine mc;
+    sb_gpu g;
+    sb_model m;
+    sb_mt_model mm;
+    if (sb_machine_load(so->machine, &mc, &err) || sb_gpu_from_machine(&mc, so->precision, &g, &err))
+        return cli_fail(&err);
+    fx->precision = so->precision >= 0 ? so->precision : mc.precision;
+    fx->grad_bytes = so->grad_word_bytes;
+    if (sb_model_load(so->model, so->set, so->nset, &m, &err))
+        return cli_fail(&err);
+    int rcm = sb_mt_model_from(&m, &mm, &err);
+    sb_model_free(&m);
+    if (rcm)
+        return cli_fail(&err);
+    if (micro) { /* a count: the micro-batch size it means over DP */
+        if (!fx->dp)
+            return FAIL("--microbatches %d with --algo megatron needs --dp (or give --micro-batch-size)", micro);
+        long seqs = mm.global_batch / ((long)fx->dp * micro);
+        if (seqs < 1 || seqs * fx->dp * micro != mm.global_batch)
+            return FAIL("--microbatches %d does not divide the batch of %ld over --dp %d", micro, mm.global_batch, fx->dp);
+        if (fx->mbs && fx->mbs != seqs)
+            return FAIL("--microbatches %d (micro-batches of %ld sequences over --dp %d) and --micro-batch-size %d disagree", micro, seqs, fx->dp, fx->mbs);
+        fx->mbs = (int)seqs;
+    }
+    double limit = so->device_gib * 1073741824.0;
+    if (!so->mem_given)
+        limit = g.mem_bytes;
+    sb_mt_config best;
+    sb_mt_result r;
+    double t0 = sb_now();
+    long priced;
+    int all = fx->tp && fx->pp && fx->dp && fx->cp && fx->ep && fx->vpp && fx->mbs && fx->recompute >= 0 &&
+              fx->sp >= 0 && fx->dist_opt >= 0;
+    if (all) { /* a user's setup: exactly that, whatever its memory */
+        if (sb_mt_check(&mm, fx, P, &err))
+            return cli_fail(&err);
+        best = *fx;
+        sb_mt_price(&mm, &best, &g, &r);
+        priced = 1;
+    } else {
+        if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
+            return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);
+        priced = sb_mt_search(&mm, fx, P, &g, limit, &best, &r, &err);
+        if (priced <= 0)
+            return cli_fail(&err);
+    }
+    double secs = sb_now() - t0;
+    if (!strcmp(format, "json"))
+        print_json(so->model, P, &mm, &best, &r, &mc, priced, secs);
+    else
+        print_table(&mm, &best, &r, &mc, priced, secs, limit);
+    if (all && r.mem_total > limit)
+        fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
+                r.mem_total / 1073741824.0, limit / 1073741824.0);
+    return 0;
+}
+
+enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
+       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB };
+
+int cmd_search_megatron(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"procs", required_argument, 0, O_P},
+        {"set", required_argument, 0, 's'}, {"machine", required_argument, 0, 'H'},
+        {"memory", required_argument, 0, 'L'}, {"device-mem", required_argument, 0, 'G'},
+        CLI_PRECISION_OPTS, {"tp", required_argument, 0, O_TP}, {"pp", required_argument, 0, O_PP},
+        {"stages", required_argument, 0, O_PP}, {"dp", required_argument, 0, O_DP},
+        {"cp", required_argument, 0, O_CP}, {"ep", required_argument, 0, O_EP},
+        {"vpp", required_argument, 0, O_VPP}, {"micro-batch-size", required_argument, 0, O_MBS},
+        {"microbatches", required_argument, 0, O_MICRO},
+        {"recompute", required_argument, 0, O_RC}, {"zero", required_argument, 0, O_ZERO},
+        {"sequence-parallel", required_argument, 0, O_SP},
+        {"dp-overlap", required_argument, 0, O_DPOV}, {"tp-comm-overlap", no_argument, 0, O_TPOV},
+        {"attention", required_argument, 0, O_ATTN}, {"algo", required_argument, 0, O_ALGO},
+        {"format", required_argument, 0, O_FMT}, {"space", required_argument, 0, O_SPACE},
+        {"optimizer", required_argument, 0, O_OPT}, {"db", required_argument, 0, O_DB},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    sb_error err = {0};
+    shared_opts so;
+    shared_opts_default(&so);
+    sb_mt_config fx;
+    memset(&fx, 0, sizeof fx);
+    fx.recompute = fx.sp = fx.dist_opt = -1;
+    fx.dp_overlap = 1, fx.fused_attention = 1;
+    int P = 0, micro = 0;
+    const char *format = "table";
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:s:h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'p':
+        case O_P: rc = parse_int_opt(optarg, "-p", 1, 262144, &P, &err); break;
+        case O_TP: rc = parse_int_opt(optarg, "--tp", 1, 262144, &fx.tp, &err); break;
+        case O_PP: rc = parse_int_opt(optarg, "--pp", 1, 262144, &fx.pp, &err); break;
+        case O_DP: rc = parse_int_opt(optarg, "--dp", 1, 262144, &fx.dp, &err); break;
+        case O_CP: rc = parse_int_opt(optarg, "--cp", 1, 262144, &fx.cp, &err); break;
+        case O_EP: rc = parse_int_opt(optarg, "--ep", 1, 262144, &fx.ep, &err); break;
+        case O_VPP: rc = parse_int_opt(optarg, "--vpp", 1, 1024, &fx.vpp, &err); break;
+        case O_MBS: rc = parse_int_opt(optarg, "--micro-batch-size", 1, 1 << 24, &fx.mbs, &err); break;
+        case O_MICRO: rc = parse_int_opt(optarg, "--microbatches", 1, 1 << 24, &micro, &err); break;
+        case O_RC:
+            if (!strcmp(optarg, "auto"))
+                fx.recompute = -1;
+            else
+                rc = sb_mt_recompute_parse(optarg, &fx.recompute, &err);
+            break;
+        case O_ZERO:
+            rc = parse_int_opt(optarg, "--zero", 0, 3, &fx.dist_opt, &err);
+            if (!rc && fx.dist_opt > 1)
+                rc = sb_fail(&err, SB_EXIT_INPUT,
+                             "--algo megatron: --zero %d: Megatron-LM's distributed optimizer is "
+                             "ZeRO 1 (--zero 0 or 1)", fx.dist_opt);
+            break;
+        case O_SP: rc = onoff(optarg, "--sequence-parallel", &fx.sp, &err); break;
+        case O_DPOV: rc = onoff(optarg, "--dp-overlap", &fx.dp_overlap, &err); break;
+        case O_TPOV: fx.tp_overlap = 1; break;
+        case O_ATTN:
+            if (!strcmp(optarg, "fused") || !strcmp(optarg, "materialized"))
+                fx.fused_attention = !strcmp(optarg, "fused");
+            else
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--attention: '%s' is not fused or materialized", optarg);
+            break;
+        case O_ALGO: break; /* megatron: how we got here */
+        case O_FMT:
+            format = optarg;
+            if (strcmp(format, "table") && strcmp(format, "json"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table or json (--algo megatron)", optarg);
+            break;
+        case O_SPACE:
+            if (strcmp(optarg, "plain") && strcmp(optarg, "full"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--space: '%s' is not plain or full", optarg);
+            break; /* the grid has its own space: pipelines are always in it */
+        case O_OPT:
+            if (strcmp(optarg, "adam"))
+                rc = sb_fail(&err, SB_EXIT_INPUT, "--algo megatron trains with Adam (--optimizer adam), not '%s'", optarg);
+            break;
+        case O_DB: break; /* nothing is recorded for megatron configurations */
+        case 'h': mt_usage(stdout); return 0;
+        default:
+            rc = shared_opt(&so, c, optarg, &err);
+            if (rc == 0) {
+                mt_usage(stderr);
+                return 2;
+            }
+            break;
+        }
+        if (rc < 0)
+            return cli_fail(&err);
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return mt_run(&so, &fx, P, micro, format);
+}

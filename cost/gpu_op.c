@@ -1,0 +1,100 @@
+/* gpu_op.c: the GPU op model (shardbench/megatron.h, docs/megatron.md):
+ *   time = max(FLOP / (peak x eff(shape)), bytes / (HBM x hbm_eff)) + overhead
+ * with eff(shape) = the large-GEMM fraction of a microbenchmark x tile
+ * quantization x wave quantization over the SMs x a small-K penalty; and
+ * the collectives at the NCCL bus bandwidth the machine file names. */
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+
+#include <math.h>
+
+/* the K at which the large-GEMM fraction was measured (the best shapes of the
+ * microbenchmark have K of 1.5-2.8 Ki): K below it pays K / (K + 128) of
+ * that K's figure, the share of a tile's time spent filling its pipeline */
+#define K_REF 2048.0
+#define K_FILL 128.0
+
+double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes)
+{
+    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0)
+        return 0.0;
+    double flops = 2.0 * batch * M * N * K;
+    double tm = ceil(M / g->tile_m), tn = ceil(N / g->tile_n);
+    double tile_eff = (M * N) / (tm * g->tile_m * tn * g->tile_n);
+    double tiles = tm * tn * batch;
+    double waves = ceil(tiles / g->sms);
+    double wave_eff = tiles / (waves * g->sms);
+    double k_eff = (K / (K + K_FILL)) / (K_REF / (K_REF + K_FILL));
+    if (k_eff > 1.0)
+        k_eff = 1.0;
+    double eff = g->gemm_eff * tile_eff * wave_eff * k_eff;
+    double t_math = flops / (g->peak_tflops * 1e12 * eff);
+    double t_mem = batch * (M * K + K * N + M * N) * bytes / (g->hbm_gbs * 1e9 * g->hbm_eff);
+    return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
+}
+
+double sb_gpu_mem_s(const sb_gpu *g, double bytes)
+{
+    if (bytes <= 0)
+        return 0.0;
+    return bytes / (g->hbm_gbs * 1e9 * g->hbm_eff) + g->kernel_us * 1e-6;
+}
+
+static double busbw(const sb_gpu *g, int inter) { return (inter ? g->inter_busbw : g->intra_busbw) * 1e9; }
+static double lat(const sb_gpu *g, int inter) { return (inter ? g->inter_lat_us : g->intra_lat_us) * 1e-6; }
+
+double sb_gpu_allreduce_s(const sb_gpu *g, double bytes, double q, int inter)
+{
+    if (q <= 1 || bytes <= 0)
+        return 0.0;
+    return 2.0 * (q - 1) / q * bytes / busbw(g, inter) + 2.0 * (q - 1) * lat(g, inter);
+}
+
+double sb_gpu_gather_s(const sb_gpu *g, double bytes, double q, int inter)
+{
+    if (q <= 1 || bytes <= 0)
+        return 0.0;
+    return (q - 1) / q * bytes / busbw(g, inter) + (q - 1) * lat(g, inter);
+}
+
+double sb_gpu_p2p_s(const sb_gpu *g, double bytes, int inter)
+{
+    if (bytes <= 0)
+        return 0.0;
+    return bytes / busbw(g, inter) + lat(g, inter);
+}
+
+int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err)
+{
+    if (prec < 0)
+        prec = mc->precision;
+    double peak = prec == SB_PREC_FP32   ? mc->tflops_fp32
+                  : prec == SB_PREC_TF32 ? mc->tflops_tf32
+                  : prec == SB_PREC_FP8  ? mc->tflops_fp8
+                                         : mc->tflops_bf16;
+    if (!(peak > 0))
+        return sb_fail(err, SB_EXIT_INPUT, "--precision %s: machine %s has no %s peak (no tflops_%s line)",
+                       sb_precision_name(prec), mc->path, sb_precision_name(prec),
+                       sb_precision_name(prec));
+    if (!(mc->sms > 0) || !(mc->gemm_eff_large > 0) || !(mc->hbm_eff > 0) ||
+        !(mc->intra_busbw > 0) || !(mc->inter_busbw > 0))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "machine %s has no GPU op model figures (sms, gemm_eff_large, hbm_eff, "
+                       "intra_busbw, inter_busbw lines; docs/machines.md)",
+                       mc->path);
+    g->peak_tflops = peak;
+    g->gemm_eff = mc->gemm_eff_large;
+    g->hbm_gbs = mc->mem_gbs;
+    g->hbm_eff = mc->hbm_eff;
+    g->sms = mc->sms;
+    g->tile_m = 128.0; /* the 128 x 256 threadblock tile of cuBLAS/CUTLASS half-precision GEMMs */
+    g->tile_n = 256.0;
+    g->kernel_us = mc->kernel_us;
+    g->intra_busbw = mc->intra_busbw;
+    g->inter_busbw = mc->inter_busbw;
+    g->intra_lat_us = mc->intra_latency_us;
+    g->inter_lat_us = mc->inter_latency_us;
+    g->node_devices = mc->devices_per_node;
+    g->mem_bytes = mc->mem_gib * 1073741824.0;
+    return 0;
+}

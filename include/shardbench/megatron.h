@@ -1,0 +1,118 @@
+/* shardbench/megatron.h: Megatron-LM configurations of a decoder-only
+ * transformer priced on a GPU machine (docs/megatron.md): a GPU op model
+ * (cost/gpu_op.c: GEMMs by tile and wave quantization over the SMs,
+ * memory-bound ops by bytes, a per-kernel overhead), Megatron's layouts
+ * (column/row-parallel linears, vocab-parallel embedding and loss,
+ * sequence-parallel norms), its schedules (interleaved 1F1B) and overlap
+ * (bucketed data-parallel reduction), collectives at NCCL bus bandwidth;
+ * and the search over its grid. */
+#ifndef SHARDBENCH_MEGATRON_H
+#define SHARDBENCH_MEGATRON_H
+
+#include "shardbench/machine.h"
+#include "shardbench/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The transformer a Megatron configuration trains. */
+typedef struct {
+    long layers, hidden, heads, kv_heads, ffn, vocab, seq;
+    long experts, topk; /* MoE: experts per layer (0: dense), experts per token */
+    int swiglu;         /* 1: SwiGLU MLP (3 matrices), RMSNorm, rotary; 0: GELU MLP, LayerNorm */
+    long global_batch;  /* sequences per step */
+} sb_mt_model;
+
+enum { SB_MT_RC_NONE = 0, SB_MT_RC_SELECTIVE = 1, SB_MT_RC_FULL = 2 };
+
+/* One configuration; 0 in a degree of sb_mt_search's `fixed` means free. */
+typedef struct {
+    int tp, pp, dp, cp, ep, vpp, mbs; /* degrees; micro-batch size in sequences */
+    int recompute;                    /* SB_MT_RC_* */
+    int sp;                           /* sequence parallelism (tp > 1) */
+    int dist_opt;                     /* distributed optimizer (ZeRO 1 over dp) */
+    int dp_overlap;                   /* grad reduce overlapped with the backward */
+    int tp_overlap;                   /* TP collectives overlapped with GEMMs */
+    int fused_attention;              /* 1: FlashAttention-style; 0: materialized S x S */
+    int precision;                    /* sb_precision */
+    double grad_bytes;                /* the gradient reduction's word; 0: the recipe's */
+} sb_mt_config;
+
+/* What the machine file gives the GPU op model (sb_gpu_from_machine). */
+typedef struct {
+    double peak_tflops;     /* dense peak at the precision */
+    double gemm_eff;        /* fraction of peak a large GEMM reaches (microbenchmark) */
+    double hbm_gbs, hbm_eff;
+    double sms, tile_m, tile_n;
+    double kernel_us;       /* per-kernel overhead */
+    double intra_busbw, inter_busbw; /* NCCL bus bandwidth per GPU, GB/s */
+    double intra_lat_us, inter_lat_us;
+    int node_devices;
+    double mem_bytes;
+} sb_gpu;
+
+typedef struct {
+    double step_s;
+    /* time_breakdown_seconds: they add up to step_s */
+    double compute_s, tp_comm_s, dp_comm_s, pp_comm_s, bubble_s, optimizer_s;
+    /* peak bytes per device (the first pipeline stage: embedding and most
+     * micro-batches in flight) */
+    double mem_weights, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_total;
+    double model_flops;      /* per step, PaLM/Megatron convention (no recomputation) */
+    double tokens_per_s, tflops_per_device, mfu;
+} sb_mt_result;
+
+/* The transformer of a loaded model file: its params layers, embed, heads,
+ * kv_heads (default heads), ff, vocab, seq, batch, experts, topk; SwiGLU
+ * when it has a `theta` (rotary) param. SB_EXIT_INPUT naming a missing
+ * param. */
+int sb_mt_model_from(const sb_model *m, sb_mt_model *out, sb_error *err);
+/* The GPU figures of machine mc at precision prec; SB_EXIT_INPUT when it
+ * has no peak for it or lacks the GPU keys (sms, ...). */
+int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err);
+/* Checks a configuration on P devices (every degree given): the product
+ * TP x PP x DP x CP is P, EP divides DP x CP... and the experts, heads
+ * and ff divide by TP, CP divides seq, the batch divides into micro-batches,
+ * layers into PP x VPP. SB_EXIT_INPUT with the reason. */
+int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *err);
+/* Prices a checked configuration. */
+void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r);
+/* The least step time over Megatron's grid on P devices: each degree of
+ * `fixed` that is > 0 stays; recompute < 0, sp < 0, dist_opt < 0 free (the
+ * overlap, attention and precision fields are taken as given). Only
+ * configurations whose memory is at most mem_limit bytes (> 0) count.
+ * Returns the number priced; 0 (and err) when none is valid or fits. */
+long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
+                  double mem_limit, sb_mt_config *best, sb_mt_result *r, sb_error *err);
+/* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
+ * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
+ * 12 l h s of attention, 6 h V of the logits. */
+double sb_mt_model_flops(const sb_mt_model *mm);
+/* The throughput fields of a predicted step of model m on P devices at peak
+ * TFLOP/s (JSON: predicted_tokens_per_second, predicted_tflops_per_device,
+ * predicted_mfu); 0 when m is not a transformer sb_mt_model_from reads. */
+int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops,
+                     double *tokens_per_s, double *tflops_per_device, double *mfu);
+/* Megatron's recompute names: "none", "selective", "full" (also "all"). */
+int sb_mt_recompute_parse(const char *s, int *out, sb_error *err);
+const char *sb_mt_recompute_name(int rc);
+
+/* ---- the GPU op model (cost/gpu_op.c) ---- */
+/* Seconds of `batch` GEMMs (M x K)(K x N) at `bytes` per element. */
+double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
+/* Seconds of a memory-bound kernel moving `bytes`. */
+double sb_gpu_mem_s(const sb_gpu *g, double bytes);
+/* Seconds of a collective moving `bytes` per rank over q ranks, inside a
+ * node (inter = 0) or across nodes: all-reduce 2(q-1)/q, reduce-scatter and
+ * all-gather (q-1)/q of the buffer at the bus bandwidth, plus the ring's
+ * step latencies. */
+double sb_gpu_allreduce_s(const sb_gpu *g, double bytes, double q, int inter);
+double sb_gpu_gather_s(const sb_gpu *g, double bytes, double q, int inter);
+double sb_gpu_p2p_s(const sb_gpu *g, double bytes, int inter);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

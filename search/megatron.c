@@ -1,0 +1,461 @@
+/* megatron.c: Megatron-LM configurations priced and searched
+ * (shardbench/megatron.h, docs/megatron.md). One transformer layer on one
+ * GPU per micro-batch, op by op, through the GPU op model (gpu_op.c):
+ * column-parallel QKV and MLP-up GEMMs, row-parallel projection and
+ * MLP-down GEMMs (their output all-reduced, or reduce-scattered under
+ * sequence parallelism), attention per local head, norms and
+ * bias-dropout-adds over the sequence shard under sequence parallelism
+ * (else on every TP rank), the vocab-parallel logits and loss on the last
+ * stage. A stage is its layers (and embedding or head); the step is
+ * interleaved 1F1B's: (M + (PP-1)/VPP) slowest-stage micro-batches, the
+ * data-parallel reduction (exposed beyond what the last micro-batch's
+ * backward hides when overlapped) and the optimizer update. */
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+
+#include <math.h>
+#include <string.h>
+
+int sb_mt_recompute_parse(const char *s, int *out, sb_error *err)
+{
+    if (!strcmp(s, "none"))
+        *out = SB_MT_RC_NONE;
+    else if (!strcmp(s, "selective"))
+        *out = SB_MT_RC_SELECTIVE;
+    else if (!strcmp(s, "full") || !strcmp(s, "all"))
+        *out = SB_MT_RC_FULL;
+    else
+        return sb_fail(err, SB_EXIT_INPUT, "--recompute: '%s' is not none, selective or full", s);
+    return 0;
+}
+
+const char *sb_mt_recompute_name(int rc)
+{
+    return rc == SB_MT_RC_FULL ? "full" : rc == SB_MT_RC_SELECTIVE ? "selective" : "none";
+}
+
+static int param_of(const sb_model *m, const char *name, long *v)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, name)) {
+            *v = (long)m->params[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
+{
+    memset(o, 0, sizeof *o);
+    struct {
+        const char *name;
+        long *at;
+    } need[] = {{"layers", &o->layers}, {"embed", &o->hidden}, {"heads", &o->heads},
+                {"ff", &o->ffn},        {"vocab", &o->vocab},  {"seq", &o->seq},
+                {"batch", &o->global_batch}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!param_of(m, need[i].name, need[i].at) || *need[i].at <= 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "%s: --algo megatron needs a decoder-only transformer with a positive "
+                           "param '%s' (layers, embed, heads, ff, vocab, seq, batch)",
+                           m->path, need[i].name);
+    if (!param_of(m, "kv_heads", &o->kv_heads))
+        o->kv_heads = o->heads;
+    param_of(m, "experts", &o->experts);
+    if (o->experts > 0 && !param_of(m, "topk", &o->topk))
+        o->topk = 1;
+    long theta;
+    o->swiglu = param_of(m, "theta", &theta);
+    return 0;
+}
+
+int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *err)
+{
+    if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->cp < 1 || c->ep < 1 || c->vpp < 1 || c->mbs < 1)
+        return sb_fail(err, SB_EXIT_INPUT, "megatron degrees must be at least 1");
+    if ((long)c->tp * c->pp * c->dp * c->cp != P)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--tp %d x --pp %d x --dp %d x --cp %d = %ld, not the %d devices (-p)", c->tp,
+                       c->pp, c->dp, c->cp, (long)c->tp * c->pp * c->dp * c->cp, P);
+    if (mm->heads % c->tp || mm->kv_heads % c->tp)
+        return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide the %ld heads (%ld kv heads)",
+                       c->tp, mm->heads, mm->kv_heads);
+    if (mm->ffn % c->tp)
+        return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide ff %ld", c->tp, mm->ffn);
+    if (mm->seq % c->cp || (c->cp > 1 && (mm->seq / c->cp) % 2))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--cp %d does not divide seq %ld into an even number per rank", c->cp,
+                       mm->seq);
+    if (c->ep > 1 && mm->experts <= 0)
+        return sb_fail(err, SB_EXIT_INPUT, "--ep %d: the model has no experts", c->ep);
+    if (c->ep > 1 && (mm->experts % c->ep || (c->dp * c->cp) % c->ep))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--ep %d must divide the %ld experts and DP x CP = %d (EP lies inside DP)",
+                       c->ep, mm->experts, c->dp * c->cp);
+    /* uneven stages (Megatron-LM's first/last-stage layer counts) without interleaving;
+     * interleaved chunks must be equal */
+    if (c->pp > mm->layers)
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", c->pp,
+                       mm->layers);
+    if (c->vpp > 1 && mm->layers % ((long)c->pp * c->vpp))
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
+                       c->pp, c->vpp, mm->layers);
+    if (c->vpp > 1 && c->pp < 2)
+        return sb_fail(err, SB_EXIT_INPUT, "--vpp %d needs --pp of at least 2", c->vpp);
+    if (mm->global_batch % ((long)c->dp * c->mbs))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "the batch of %ld sequences is not a whole number of micro-batches of %d "
+                       "over --dp %d",
+                       mm->global_batch, c->mbs, c->dp);
+    long M = mm->global_batch / ((long)c->dp * c->mbs);
+    if (c->vpp > 1 && M % c->pp)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--vpp %d: the %ld micro-batches must be a multiple of --pp %d "
+                       "(interleaved 1F1B)",
+                       c->vpp, M, c->pp);
+    if (c->sp && c->tp < 2)
+        return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
+    return 0;
+}
+
+/* per-layer figures of one micro-batch on one GPU */
+typedef struct {
+    double fwd_s, bwd_s, recomp_s; /* compute (GEMMs and memory-bound ops) */
+    double tp_fwd_s, tp_bwd_s;     /* exposed TP collectives */
+    double ep_s;                   /* MoE all-to-all, forward and backward */
+    double cp_s;                   /* CP's K/V exchange not hidden by the attention */
+    double params;                 /* parameters of the layer on this GPU */
+    double act_bytes;              /* activations kept for the backward */
+} layer_cost;
+
+static void layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, layer_cost *L)
+{
+    memset(L, 0, sizeof *L);
+    sb_prec_bytes pb = sb_precision_bytes(c->precision);
+    const double B = pb.act, t = c->tp;
+    const double h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
+    const double dh = h / a, kvh = (double)mm->kv_heads * dh;
+    const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s; /* tokens */
+    const double Tn = c->sp ? T / t : T; /* tokens a norm or dropout touches */
+    const int tp_inter = c->tp > g->node_devices;
+    /* GEMMs: forward (M x K)(K x N); backward dgrad (M x N)(N x K) and wgrad (K x M)(M x N) */
+    double gm[4][3] = {{T, (h + 2.0 * kvh) / t, h}, /* QKV, column-parallel */
+                       {T, h, h / t},               /* projection, row-parallel */
+                       {T, (mm->swiglu ? 2.0 : 1.0) * f / t, h}, /* MLP up (and gate) */
+                       {T, h, f / t}};              /* MLP down, row-parallel */
+    double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
+    double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
+    for (int i = 0; i < 4; i++) {
+        double M = gm[i][0] * (i >= 2 ? moe_tokens : 1.0), N = gm[i][1], K = gm[i][2];
+        double fw = sb_gpu_gemm_s(g, 1, M, N, K, B);
+        double bw = sb_gpu_gemm_s(g, 1, M, K, N, B) + sb_gpu_gemm_s(g, 1, K, N, M, B);
+        if (i >= 2)
+            fwd_mlp += fw, bwd_mlp += bw;
+        else
+            fwd_rest += fw, bwd_rest += bw;
+    }
+    /* attention core per local head: scores (s x dh)(dh x s_kv), then (s x s_kv)(s_kv x dh);
+     * causal: the fused kernel skips the masked half, the materialized one computes it */
+    double hl = a / t * c->mbs, skv = (double)mm->seq;
+    if (c->fused_attention) {
+        double half = 0.5;
+        fwd_attn = 2.0 * sb_gpu_gemm_s(g, hl, s, skv * half, dh, B);
+        /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward */
+        bwd_attn = 2.5 * fwd_attn;
+    } else {
+        double sc = hl * s * skv; /* score elements */
+        fwd_attn = sb_gpu_gemm_s(g, hl, s, skv, dh, B) + sb_gpu_gemm_s(g, hl, s, dh, skv, B);
+        bwd_attn = 2.0 * fwd_attn;
+        /* fused scale-mask-softmax (read, write), dropout (read, write, 1-byte mask) */
+        fwd_attn += sb_gpu_mem_s(g, sc * 2.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
+        bwd_attn += sb_gpu_mem_s(g, sc * 3.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
+    }
+    /* memory-bound ops (bytes per element read + written): 2 norms (2, backward 4),
+     * 2 bias-dropout-adds (3 + mask, backward 2 + mask), the activation (gelu 2 / swiglu 3,
+     * backward 3 / 5), rotary on q and k (2, backward 2) */
+    double nrm = 2.0 * (sb_gpu_mem_s(g, Tn * h * 2.0 * B)), nrm_b = 2.0 * sb_gpu_mem_s(g, Tn * h * 4.0 * B);
+    double bda = 2.0 * sb_gpu_mem_s(g, Tn * h * (3.0 * B + 1)), bda_b = 2.0 * sb_gpu_mem_s(g, Tn * h * (2.0 * B + 1));
+    double ffl = f / t * T * moe_tokens;
+    double act = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 3.0 : 2.0) * B);
+    double act_b = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 5.0 : 3.0) * B);
+    double rope = mm->swiglu ? sb_gpu_mem_s(g, T * (h + kvh) / t * 2.0 * B) : 0.0;
+    fwd_rest += nrm + bda + rope;
+    bwd_rest += nrm_b + bda_b + rope;
+    fwd_mlp += act;
+    bwd_mlp += act_b;
+    L->fwd_s = fwd_attn + fwd_mlp + fwd_rest;
+    L->bwd_s = bwd_attn + bwd_mlp + bwd_rest;
+    if (c->recompute == SB_MT_RC_FULL)
+        L->recomp_s = L->fwd_s;
+    else if (c->recompute == SB_MT_RC_SELECTIVE)
+        L->recomp_s = fwd_attn;
+    /* TP: forward 2 all-reduces of T x h (sequence parallel: 2 all-gathers and 2
+     * reduce-scatters, the same volume), backward the same; a full recomputation repeats
+     * the forward's */
+    double tpb = T * h * B;
+    double ar = c->sp ? 2.0 * sb_gpu_gather_s(g, tpb, t, tp_inter) : sb_gpu_allreduce_s(g, tpb, t, tp_inter);
+    L->tp_fwd_s = c->tp_overlap ? 0.0 : 2.0 * ar;
+    L->tp_bwd_s = L->tp_fwd_s * (c->recompute == SB_MT_RC_FULL ? 2.0 : 1.0);
+    /* MoE: dispatch and combine all-to-all of the routed tokens over EP, forward and backward */
+    if (mm->experts > 0 && c->ep > 1) {
+        double bytes = T * moe_tokens * h * B * (c->ep - 1.0) / c->ep;
+        int inter = (long)c->ep * c->tp > g->node_devices;
+        L->ep_s = 4.0 * sb_gpu_p2p_s(g, bytes, inter);
+    }
+    /* CP: each rank gathers the other ranks' K and V (a ring, overlapped with the
+     * attention blocks: only what the attention cannot hide is exposed), the backward
+     * gathers them again and reduce-scatters their gradients */
+    if (c->cp > 1) {
+        double kv = (double)c->mbs * mm->seq * 2.0 * kvh / t * B; /* the sequence's K and V */
+        int inter = (long)c->tp * c->cp > g->node_devices;
+        double ring = sb_gpu_gather_s(g, kv, c->cp, inter);
+        L->cp_s = fmax(ring - fwd_attn, 0.0) + fmax(2.0 * ring - bwd_attn, 0.0);
+        if (c->recompute == SB_MT_RC_FULL)
+            L->cp_s += fmax(ring - fwd_attn, 0.0);
+    }
+    double experts_here = mm->experts > 0 ? (double)mm->experts / c->ep : 1.0;
+    L->params = (h * (h + 2.0 * kvh) + h * h) / t +
+                experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t + 2.0 * h +
+                (mm->experts > 0 ? h * (double)mm->experts : 0.0);
+    /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch):
+     * s b h (10 + 24/t) + 5 a s^2 b / t bytes at 2-byte words without sequence
+     * parallelism, s b h 34 / t with it; selective drops the 5 a s / h term, full keeps
+     * the layer's input only */
+    double sbh = T * h * B / 2.0;
+    double ffr = (f / (4.0 * h)) * (mm->swiglu ? 1.5 : 1.0) * moe_tokens; /* MLP width vs GPT's 4h */
+    double lin = c->sp ? (10.0 + 24.0 * ffr) / t : 10.0 + 24.0 * ffr / t;
+    double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE ? 0.0 : 5.0 * a * s / (h * t);
+    if (c->recompute == SB_MT_RC_FULL)
+        L->act_bytes = 2.0 * sbh / (c->sp ? t : 1.0);
+    else
+        L->act_bytes = sbh * (lin + attn);
+}
+
+double sb_mt_model_flops(const sb_mt_model *mm)
+{
+    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
+    double kvh = (double)mm->kv_heads * hh / mm->heads;
+    double gemm_p = hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
+    double tokens = (double)mm->global_batch * mm->seq;
+    return tokens * (6.0 * mm->layers * gemm_p + 12.0 * mm->layers * hh * mm->seq +
+                     6.0 * hh * (double)mm->vocab);
+}
+
+int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops,
+                     double *tokens_per_s, double *tflops_per_device, double *mfu)
+{
+    sb_mt_model mm;
+    sb_error err = {0};
+    if (!(step_s > 0) || !(peak_tflops > 0) || P < 1 || sb_mt_model_from(m, &mm, &err))
+        return 0;
+    *tokens_per_s = (double)mm.global_batch * mm.seq / step_s;
+    *tflops_per_device = sb_mt_model_flops(&mm) / step_s / P / 1e12;
+    *mfu = *tflops_per_device / peak_tflops;
+    return 1;
+}
+
+void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
+{
+    memset(r, 0, sizeof *r);
+    sb_prec_bytes pb = sb_precision_bytes(c->precision);
+    layer_cost L;
+    layer(mm, c, g, &L);
+    const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
+    const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
+    const long M = mm->global_batch / ((long)c->dp * c->mbs);
+    /* layers of the slowest stage (uneven stages: the most any stage holds) */
+    const double lps = ceil((double)mm->layers / c->pp);
+    const int tp_inter = c->tp > g->node_devices;
+    /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
+    double head_f = sb_gpu_gemm_s(g, 1, T, V / t, h, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
+    double head_b = sb_gpu_gemm_s(g, 1, T, h, V / t, B) + sb_gpu_gemm_s(g, 1, h, V / t, T, B) +
+                    sb_gpu_mem_s(g, T * V / t * (4.0 + B));
+    double head_tp = c->tp_overlap ? 0.0 : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
+    double emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);
+    /* per micro-batch on the slowest stage (the last: its layers and the head) */
+    double layer_mb = L.fwd_s + L.bwd_s + L.recomp_s;
+    double comp_mb = lps * layer_mb + (c->pp > 1 ? head_f + head_b : head_f + head_b + emb_f + emb_b);
+    /* the intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all): tp_comm */
+    double tp_mb = lps * (L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s) + head_tp;
+    /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
+     * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather
+     * inside the node); sends block the 1F1B steady state */
+    double pp_mb = 0.0;
+    if (c->pp > 1) {
+        double bytes = T * h * B / t;
+        int inter = (long)c->tp * c->cp * c->dp >= g->node_devices; /* PP neighbours' distance */
+        pp_mb = 2.0 * c->vpp * (sb_gpu_p2p_s(g, bytes, inter) +
+                                (c->tp > 1 ? sb_gpu_gather_s(g, T * h * B, t, tp_inter) : 0.0));
+    }
+    double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
+    r->compute_s = M * comp_mb;
+    r->tp_comm_s = M * tp_mb;
+    r->pp_comm_s = M * pp_mb;
+    r->bubble_s = c->pp > 1 ? (c->pp - 1.0) / c->vpp * (mb + pp_mb) : 0.0;
+    /* the stage's parameters (the first and last also hold a vocab shard) */
+    double params = lps * L.params + (V * h) / t;
+    /* data parallel: gradients reduced in the gradient word (reduce-scatter then all-gather
+     * of the bf16/fp16 weights with the distributed optimizer); CP ranks join the reduction */
+    double q = (double)c->dp * c->cp;
+    /* Megatron's rank order (TP fastest, then CP, DP, PP): a DP group is TP x CP apart */
+    int dp_inter = (long)c->tp * c->cp * c->dp > g->node_devices;
+    double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
+    double dp_s = c->dist_opt ? sb_gpu_gather_s(g, params * gw, q, dp_inter) +
+                                    sb_gpu_gather_s(g, params * pb.weight, q, dp_inter)
+                              : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
+    if (c->dp_overlap) {
+        /* buckets reduce during the last micro-batch's backward: what it cannot hide, and at
+         * least the last bucket's share (Megatron's default bucket, 40 M parameters) */
+        double hide = lps * (L.bwd_s + L.recomp_s);
+        double last = dp_s * fmin(1.0, 4e7 / params);
+        dp_s = fmax(dp_s - hide, last);
+    }
+    r->dp_comm_s = dp_s;
+    /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
+     * optimizer): fp32 master, two moments read and written, the gradient read twice
+     * (norm and update), the model copy written */
+    double upd = (c->dist_opt ? params / q : params) * (24.0 + 2.0 * pb.grad + pb.weight);
+    r->optimizer_s = sb_gpu_mem_s(g, upd);
+    r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
+    /* memory of the first stage: 1F1B keeps PP micro-batches in flight there (interleaved:
+     * times 1 + (PP-1)/(PP VPP)), each its layers' activations */
+    double inflight = c->pp > 1 ? fmin((double)M, c->pp) * (c->vpp > 1 ? 1.0 + (c->pp - 1.0) / (c->pp * c->vpp) : 1.0) : 1.0;
+    r->mem_weights = params * pb.weight;
+    r->mem_grads = params * pb.grad;
+    r->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
+    r->mem_activations = inflight * lps * L.act_bytes + (c->pp == 1 ? T * V / t * 4.0 * 2.0 : 0.0);
+    /* buffers: the TP all-gather of a layer's input and the backward's transient
+     * full-width tensors (4 of T x h), and 1 GiB of CUDA context, cuBLAS and NCCL buffers */
+    r->mem_buffers = 4.0 * T * h * B + 1073741824.0;
+    r->mem_total = r->mem_weights + r->mem_grads + r->mem_optimizer + r->mem_activations + r->mem_buffers;
+    double tokens = (double)mm->global_batch * mm->seq;
+    r->model_flops = sb_mt_model_flops(mm);
+    double P = (double)c->tp * c->pp * c->dp * c->cp;
+    r->tokens_per_s = tokens / r->step_s;
+    r->tflops_per_device = r->model_flops / r->step_s / P / 1e12;
+    r->mfu = r->tflops_per_device / g->peak_tflops;
+}
+
+/* the divisors of n up to lim, ascending */
+static int divisors(long n, long lim, int *out, int max)
+{
+    int k = 0;
+    for (long d = 1; d <= n && d <= lim && k < max; d++)
+        if (n % d == 0)
+            out[k++] = (int)d;
+    return k;
+}
+
+/* The degrees fixed in a search, each on its own: what no completion can mend. */
+static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_error *err)
+{
+    const struct {
+        const char *name;
+        int v;
+    } d[] = {{"--tp", f->tp}, {"--pp", f->pp}, {"--dp", f->dp}, {"--cp", f->cp}};
+    long prod = 1;
+    for (int i = 0; i < 4; i++) {
+        if (d[i].v && P % d[i].v)
+            return sb_fail(err, SB_EXIT_INPUT, "%s %d does not divide the %d devices (-p)",
+                           d[i].name, d[i].v, P);
+        prod *= d[i].v ? d[i].v : 1;
+    }
+    if (P % prod)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "the degrees given (product %ld) do not divide the %d devices (-p)", prod, P);
+    if (f->tp && (mm->heads % f->tp || mm->kv_heads % f->tp || mm->ffn % f->tp))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--tp %d does not divide the %ld heads, %ld kv heads and ff %ld", f->tp,
+                       mm->heads, mm->kv_heads, mm->ffn);
+    if (f->cp && (mm->seq % f->cp || (f->cp > 1 && (mm->seq / f->cp) % 2)))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--cp %d does not divide seq %ld into an even number per rank", f->cp,
+                       mm->seq);
+    if (f->ep > 1 && mm->experts <= 0)
+        return sb_fail(err, SB_EXIT_INPUT, "--ep %d: the model has no experts", f->ep);
+    if (f->ep > 1 && mm->experts % f->ep)
+        return sb_fail(err, SB_EXIT_INPUT, "--ep %d does not divide the %ld experts", f->ep,
+                       mm->experts);
+    if (f->pp && f->pp > mm->layers)
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
+                       mm->layers);
+    if (f->pp && f->vpp > 1 && mm->layers % ((long)f->pp * f->vpp))
+        return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
+                       f->pp, f->vpp, mm->layers);
+    if (f->mbs && mm->global_batch % f->mbs)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--micro-batch-size %d does not divide the batch of %ld sequences", f->mbs,
+                       mm->global_batch);
+    return 0;
+}
+
+long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
+                  double mem_limit, sb_mt_config *best, sb_mt_result *r, sb_error *err)
+{
+    if (check_fixed(mm, fixed, P, err))
+        return -1;
+    int tps[64], pps[256], cps[64], eps[64], vps[16], mbs[16];
+    /* TP inside a node unless fixed; PP up to the layers (uneven stages allowed
+     * without interleaving); CP over the sequence */
+    int ntp = fixed->tp ? (tps[0] = fixed->tp, 1) : divisors(P, g->node_devices, tps, 64);
+    int npp = fixed->pp ? (pps[0] = fixed->pp, 1) : divisors(P, mm->layers, pps, 256);
+    int ncp = fixed->cp ? (cps[0] = fixed->cp, 1) : divisors(P, 16, cps, 64);
+    int nep = fixed->ep ? (eps[0] = fixed->ep, 1)
+                        : (mm->experts > 0 ? divisors(mm->experts, P, eps, 64) : (eps[0] = 1, 1));
+    int nvp = fixed->vpp ? (vps[0] = fixed->vpp, 1) : divisors(mm->layers, 8, vps, 16);
+    int nmb = fixed->mbs ? (mbs[0] = fixed->mbs, 1) : divisors(mm->global_batch, 16, mbs, 16);
+    long priced = 0;
+    double best_s = INFINITY;
+    sb_mt_result tmp;
+    sb_error e2 = {0};
+    for (int a = 0; a < ntp; a++)
+        for (int b = 0; b < npp; b++)
+            for (int cc = 0; cc < ncp; cc++) {
+                long rest = (long)tps[a] * pps[b] * cps[cc];
+                if (P % rest)
+                    continue;
+                int dp = (int)(P / rest);
+                if (fixed->dp && fixed->dp != dp)
+                    continue;
+                for (int e = 0; e < nep; e++)
+                    for (int v = 0; v < nvp; v++)
+                        for (int m = 0; m < nmb; m++)
+                            for (int rc = 0; rc < 3; rc++)
+                                for (int sp = 0; sp < 2; sp++)
+                                    for (int dop = 0; dop < 2; dop++) {
+                                        sb_mt_config c = *fixed;
+                                        c.tp = tps[a], c.pp = pps[b], c.cp = cps[cc], c.dp = dp;
+                                        c.ep = eps[e], c.vpp = vps[v], c.mbs = mbs[m];
+                                        if (fixed->recompute >= 0 && rc != fixed->recompute)
+                                            continue;
+                                        if (fixed->sp >= 0 && sp != fixed->sp)
+                                            continue;
+                                        if (fixed->dist_opt >= 0 && dop != fixed->dist_opt)
+                                            continue;
+                                        c.recompute = rc, c.sp = sp, c.dist_opt = dop;
+                                        if (sb_mt_check(mm, &c, P, &e2))
+                                            continue;
+                                        sb_mt_price(mm, &c, g, &tmp);
+                                        priced++;
+                                        if (mem_limit > 0 && tmp.mem_total > mem_limit)
+                                            continue;
+                                        if (tmp.step_s < best_s) {
+                                            best_s = tmp.step_s;
+                                            *best = c;
+                                            *r = tmp;
+                                        }
+                                    }
+            }
+    if (!(best_s < INFINITY)) {
+        if (!priced)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--algo megatron: no valid configuration on %d devices (the last "
+                           "refused: %s)",
+                           P, e2.msg[0] ? e2.msg : "none tried");
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--algo megatron: none of the %ld valid configurations on %d devices fits "
+                       "%.2f GiB per device (--memory)",
+                       priced, P, mem_limit / 1073741824.0);
+    }
+    return priced;
+}
