@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <jansson.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: shardbench paper --table2 [-m MODEL[,MODEL...]] [--machine NAME|FILE]\n"
-            "                        [--profiles DB|none] [--table FILE] [--save-dir DIR]\n"
+            "                        [--profiles|--db DB|none] [--table FILE] [--save-dir DIR]\n"
             "                        [--format text|json]\n"
             "The paper's Table II strategies (p = 32) beside this search's, row by row, and\n"
             "the total cost of each under the reference model and a machine file's.\n"
@@ -30,6 +31,8 @@ static void usage(FILE *f)
             "                     docs/cost-model.md), else its analytic terms\n"
             "      --profiles DB|none  where the machine's profiles are read (default\n"
             "                     results/shardbench.db; none: the analytic terms)\n"
+            "      --db DB|none   the same (the results database, as `paper` takes it; read\n"
+            "                     only: the table stores nothing)\n"
             "      --table FILE   the mapped table (default: the shipped paper-table2.tsv)\n"
             "      --save-dir DIR write MODEL-pP.strategy, the paper's strategy, for each model\n"
             "      --format F     text (default) or json\n");
@@ -228,11 +231,12 @@ int cmd_paper_table2(int argc, char **argv)
         {"table2", no_argument, 0, '2'},      {"models", required_argument, 0, 'm'},
         {"machine", required_argument, 0, 'H'}, {"table", required_argument, 0, 'T'},
         {"save-dir", required_argument, 0, 'S'}, {"format", required_argument, 0, 'f'},
-        {"profiles", required_argument, 0, 'Q'},
+        {"profiles", required_argument, 0, 'Q'}, {"db", required_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     const char *models = "alexnet,inception3,rnnlm,transformer", *machine = "h200-sxm";
     const char *table = NULL, *save_dir = NULL, *format = "text", *db = "results/shardbench.db";
+    const char *db_opt = NULL;
     int p = 32, c;
     sb_error err = {0};
     optind = 1;
@@ -243,7 +247,7 @@ int cmd_paper_table2(int argc, char **argv)
         case 'p': {
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v < 1 || v > 65536) {
+            if (end == optarg || !isdigit((unsigned char)optarg[0]) || *end || v < 1 || v > 65536) {
                 fprintf(stderr, "shardbench: -p '%s': expected a device count 1..65536\n", optarg);
                 return 2;
             }
@@ -254,7 +258,16 @@ int cmd_paper_table2(int argc, char **argv)
         case 'T': table = optarg; break;
         case 'S': save_dir = optarg; break;
         case 'f': format = optarg; break;
-        case 'Q': db = optarg; break;
+        case 'Q':
+        case 'D': /* --db as `paper` takes it: the results database, here read only */
+            if (db_opt && strcmp(db_opt, optarg)) {
+                fprintf(stderr, "shardbench: paper --table2: --db and --profiles name one "
+                        "database (the one the profiles are read from); '%s' and '%s' differ\n",
+                        db_opt, optarg);
+                return 2;
+            }
+            db = db_opt = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -1,6 +1,7 @@
 /* cmd_plot.c: `shardbench plot`: options, then sb_plot (plots/plot.c):
  * the figures of one run from the results database, drawn by gnuplot. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ int cmd_plot(int argc, char **argv)
         case 'r': {
             errno = 0;
             long long v = strtoll(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1) {
+            if (errno || end == optarg || !isdigit((unsigned char)optarg[0]) || *end || v < 1) {
                 fprintf(stderr, "shardbench: --run: '%s' is not a run id\n", optarg);
                 return 2;
             }

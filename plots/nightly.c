@@ -140,6 +140,36 @@ static int find_baseline(const char *db, int64_t run, int64_t *baseline)
     return rc ? fail(&err) : 0;
 }
 
+/* The baseline run's ok measurements: none (a baseline build that printed
+ * no JSON, failed or timed out every launch) is no baseline, and the night
+ * ends with exit 2 and no verdict. Returns 0 or an exit status. */
+static int baseline_measured(const char *db, int64_t baseline, const char *build)
+{
+    sb_error err = {0};
+    sb_dbq *q = NULL;
+    sb_qmeas *rows = NULL;
+    int nr = 0, ok = 0;
+    if (sb_dbq_open(db, 0, 0, &q, &err) || sb_dbq_run_measurements(q, baseline, &rows, &nr, &err)) {
+        sb_dbq_close(q);
+        return fail(&err);
+    }
+    sb_dbq_close(q);
+    for (int i = 0; i < nr; i++)
+        ok += !strcmp(rows[i].status, "ok");
+    char why[256] = "";
+    if (!ok && nr)
+        snprintf(why, sizeof why, "; the first: %s: %.150s", rows[0].status, rows[0].message);
+    free(rows);
+    if (ok)
+        return 0;
+    char shown[PATH_MAX];
+    sb_escape_controls(build ? build : "(stored launches)", shown, sizeof shown, 0);
+    fprintf(stderr, "shardbench: nightly: the baseline (run %lld, build %s) produced no "
+            "measurement in %d launch%s%s: no verdict stored\n", (long long)baseline, shown,
+            nr, nr == 1 ? "" : "es", why);
+    return 2;
+}
+
 /* The first night: nothing to compare with; a report saying so, and the
  * verdict stored so that this run is the next night's baseline. */
 static int first_night(const char *db, int64_t run, const char *report, const char *kept)
@@ -355,6 +385,14 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     }
     double t0 = sb_now();
     int status = 2;
+    /* the figures' scripts found before a night of measuring, not after */
+    char gpdir[PATH_MAX];
+    sb_error gerr = {0};
+    if (sb_plot_find_scripts(o->rule.scripts, gpdir, sizeof gpdir, &gerr)) {
+        fprintf(stderr, "shardbench: nightly: %s\n", gerr.msg);
+        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        return 2;
+    }
     /* the baseline build resolved: a binary, or NULL (stored launches) */
     sb_nightly_opts ab = *o;
     int is_auto = o->baseline_build && !strcmp(o->baseline_build, "auto");
@@ -393,6 +431,9 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     }
     if (ab.baseline_build && ab_rounds(&ab, run, &baseline, work, argc, argv))
         goto out;
+    if (ab.baseline_build && (status = baseline_measured(b.db, baseline, ab.baseline_build)))
+        goto out;
+    status = 2;
     if (o->out)
         snprintf(out, sizeof out, "%s", o->out);
     else

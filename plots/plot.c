@@ -33,7 +33,7 @@ typedef struct {
 /* Folder of the .gp scripts: --scripts, $SHARDBENCH_PLOTS, then relative to
  * the executable (a build tree inside the source tree: ../plots; installed:
  * ../share/shardbench/plots), then ./plots. */
-static int find_scripts(const char *given, char *dir, size_t n, sb_error *err)
+int sb_plot_find_scripts(const char *given, char *dir, size_t n, sb_error *err)
 {
     char cands[4][PATH_MAX];
     int nc = 0;
@@ -495,7 +495,7 @@ int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err)
     sb_qkind *kinds = NULL;
     sb_qfidelity *fid = NULL;
     int n = 0, nk = 0, nf = 0, status = 0;
-    if (find_scripts(scripts, pl.scripts, sizeof pl.scripts, err) ||
+    if (sb_plot_find_scripts(scripts, pl.scripts, sizeof pl.scripts, err) ||
         sb_dbq_open(db, 0, 0, &pl.q, err) || sb_dbq_check_run(pl.q, pl.run, err) ||
         sb_dbq_run_measurements(pl.q, pl.run, &rows, &n, err) ||
         sb_q_kinds(rows, n, &kinds, &nk, err) ||
@@ -557,7 +557,7 @@ int sb_plot_script(const char *scripts, const char *out, const char *script, con
     char path[PATH_MAX];
     int rc = -1;
     char *all = NULL;
-    if (find_scripts(scripts, pl.scripts, sizeof pl.scripts, err))
+    if (sb_plot_find_scripts(scripts, pl.scripts, sizeof pl.scripts, err))
         return -1;
     if (mkdir(out, 0777) && errno != EEXIST)
         return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", out, strerror(errno));

@@ -25,6 +25,9 @@
 
 #include "shardbench/onnx.h"
 #include "shardbench/search.h"
+#ifdef SB_HAVE_ONNX
+#include SB_ONNX_PB_HEADER
+#endif
 
 static void data_path(char *buf, size_t n, const char *name)
 {
@@ -1086,9 +1089,58 @@ static void test_mutations(void **state)
     }
 }
 
+/* A graph input whose fixed dim is 0 or negative (issue 39): refused
+ * naming the input and the dim, not imported as `param batch = 1`. The
+ * static-batch export mha17 with its data input's dim 0 set by protobuf-c. */
+static void test_fixed_dim_not_positive(void **state)
+{
+    (void)state;
+    size_t size;
+    char *data = slurp("mha17", &size);
+    const int64_t bad[] = {0, -3};
+    for (int b = 0; b < 2; b++) {
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+        assert_non_null(mp);
+        Onnx__GraphProto *g = mp->graph;
+        const char *name = NULL;
+        for (size_t i = 0; i < g->n_input && !name; i++) {
+            Onnx__TypeProto *tp = g->input[i]->type;
+            int init = 0;
+            for (size_t k = 0; k < g->n_initializer; k++)
+                init |= !strcmp(g->initializer[k]->name, g->input[i]->name);
+            if (init || !tp || !tp->tensor_type || !tp->tensor_type->shape
+                || !tp->tensor_type->shape->n_dim)
+                continue;
+            Onnx__TensorShapeProto__Dimension *d = tp->tensor_type->shape->dim[0];
+            assert_int_equal(d->value_case, ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE);
+            assert_int_equal(d->dim_value, 2);
+            d->dim_value = bad[b];
+            name = g->input[i]->name;
+        }
+        assert_non_null(name);
+        size_t n = onnx__model_proto__get_packed_size(mp);
+        uint8_t *buf = malloc(n);
+        assert_non_null(buf);
+        onnx__model_proto__pack(mp, buf);
+        char *text = NULL, want[256];
+        size_t len;
+        sb_error err = {0};
+        assert_int_equal(sb_onnx_to_text(buf, n, "zero.onnx", NULL, &text, &len, NULL, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        snprintf(want, sizeof want, "graph input '%s': dim 0 is fixed at %lld", name,
+                 (long long)bad[b]);
+        if (!strstr(err.msg, want) || !strstr(err.msg, "zero.onnx"))
+            fail_msg("expected '%s', got: %s", want, err.msg);
+        free(buf);
+        onnx__model_proto__free_unpacked(mp, NULL);
+    }
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixed_dim_not_positive),
         cmocka_unit_test(test_cnn),         cmocka_unit_test(test_cnn_options),
         cmocka_unit_test(test_resnet18),    cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_einsum),      cmocka_unit_test(test_lstm),

@@ -206,6 +206,11 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
         const char *role = NULL;
         char pn[SB_NAME_MAX];
+        if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+            && d->dim_value <= 0) /* not taken for a dynamic dim: that one is named */
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d is fixed at "
+                           "%lld (a fixed dim is at least 1; a dynamic one has a dim_param name)",
+                           C->path, vi->name, i, (long long)d->dim_value);
         if (nd == 4 && !isint)
             role = role4[i];
         else if (nd == 3 && !isint)
