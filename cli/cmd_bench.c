@@ -96,14 +96,13 @@ static int parse_num(const char *s, const char *what, double lo, double hi, doub
     return 0;
 }
 
-/* A whole number in lo..hi (parse_num, then no fraction). */
+/* A whole number in lo..hi (lo >= 0): digits only (not 1e3, 0x10 or 1.0). */
 static int parse_whole(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
 {
-    double v;
-    if (parse_num(s, what, lo, hi, &v, err))
-        return -1;
-    if (v != (int)v)
-        return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", s);
+    uint64_t v = 0;
+    if (sb_parse_count(s, (uint64_t)hi, &v) || v < (uint64_t)lo)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a whole number in %d..%d", what, s,
+                       lo, hi);
     *out = (int)v;
     return 0;
 }

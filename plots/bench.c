@@ -1459,25 +1459,6 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->other_cores = 0.25;
 }
 
-/* The commit of the build `runner` (a baseline build): what its --version
- * says ("shardbench V (commit C, ...)"), or "unknown (RUNNER)" when it says
- * nothing of the kind within 30 s. */
-static void runner_commit(const char *runner, char *out, size_t n)
-{
-    static volatile sig_atomic_t never;
-    char *argv[] = {(char *)runner, "--version", NULL};
-    proc_result pr = {0};
-    sb_error e = {0};
-    const char *c = NULL;
-    if (!sb_proc_run(argv, 30.0, &never, NULL, &pr, &e) && pr.code == 0 && pr.out)
-        c = strstr(pr.out, "(commit ");
-    size_t len = c ? strspn(c + 8, "0123456789abcdef") : 0;
-    if (len >= 7 && len < 64)
-        snprintf(out, n, "%.*s", (int)len, c + 8);
-    else
-        snprintf(out, n, "unknown (%.100s)", runner);
-    sb_proc_result_free(&pr);
-}
 
 /* The run: the resumed one (checked), or a new runs row; says which. */
 static int open_run(bench *b, int argc, char **argv, sb_error *err)
@@ -1500,7 +1481,7 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
     sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
                         .command_line = cmdline};
     if (a->runner) { /* a baseline build measures: its commit, not this build's */
-        runner_commit(a->runner, commit, sizeof commit);
+        sb_runner_commit(a->runner, commit, sizeof commit);
         meta.git_commit = commit;
     }
     if (sb_db_begin_run(b->db, &meta, &b->run_id, err))
@@ -1512,39 +1493,6 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
     return 0;
 }
 
-/* Removes the work folders TMP/shardbench-bench-PID-XXXXXX that benches
- * killed before their cleanup left behind: ours (same owner), and only when
- * process PID is gone. */
-static void clean_stale_workdirs(const char *tmp)
-{
-    DIR *d = opendir(tmp);
-    if (!d)
-        return;
-    static const char prefix[] = "shardbench-bench-";
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, sizeof prefix - 1))
-            continue;
-        char *end;
-        const char *num = e->d_name + sizeof prefix - 1;
-        errno = 0;
-        long pid = strtol(num, &end, 10);
-        if (errno || end == num || *end != '-' || strlen(end) != 7 || pid <= 0 ||
-            pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* alive, or not ours to ask about */
-        char path[PATH_MAX];
-        struct stat st;
-        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path ||
-            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-            continue;
-        if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0)
-            fprintf(stderr, "shardbench: bench: removed %s, left by bench process %ld that "
-                            "is gone\n", path, pid);
-    }
-    closedir(d);
-}
 
 
 /* Where the survivors are: --survivors, --workdir (created), or a new
@@ -1563,7 +1511,7 @@ static int make_workdir(const bench_args *a, char *workdir, size_t n, int *own, 
     }
     const char *tmp = getenv("TMPDIR");
     tmp = tmp && *tmp ? tmp : "/tmp";
-    clean_stale_workdirs(tmp);
+    sb_clean_stale_workdirs(tmp, "shardbench-bench-", "bench");
     /* the name carries our pid: a later bench removes it if we die */
     snprintf(workdir, n, "%s/shardbench-bench-%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(workdir))

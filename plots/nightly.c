@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
@@ -378,7 +379,10 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     int64_t run = 0, baseline = o->baseline;
     char work[PATH_MAX], out[PATH_MAX], report[PATH_MAX + 16];
     const char *tmp = getenv("TMPDIR");
-    snprintf(work, sizeof work, "%s/shardbench-nightly-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    /* the name carries our pid: a later night removes it if we are killed */
+    sb_clean_stale_workdirs(tmp, "shardbench-nightly-", "nightly");
+    snprintf(work, sizeof work, "%s/shardbench-nightly-%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(work)) {
         fprintf(stderr, "shardbench: %s: cannot create: %s\n", work, strerror(errno));
         return 2;

@@ -267,7 +267,8 @@ static long whole(const char *w, long lo, long hi, int *ok)
     char *end;
     errno = 0;
     long v = strtol(w, &end, 10);
-    if (end == w || *end || errno || v < lo || v > hi) {
+    int digit = (w[0] >= '0' && w[0] <= '9') || (w[0] == '-' && w[1] >= '0' && w[1] <= '9');
+    if (!digit || end == w || *end || errno || v < lo || v > hi) { /* not " 2", "+2" */
         *ok = 0;
         return -1;
     }

@@ -98,7 +98,8 @@ fi
 # 2^62 x 2^62 elements and one shard of that box, whose bytes (volume x 4)
 # wrap to 0 in 64 bits, and 0 bytes claimed: every other check agrees.
 mkdir -p "$T/big"
-python3 - "$T/big/ckpt.index" <<'PY'
+mkdir -p "$T/twice"
+python3 - "$T/big/ckpt.index" "$T/twice/ckpt.index" <<'PY'
 import struct, sys
 def crc32c(data):
     crc = 0xFFFFFFFF
@@ -114,6 +115,13 @@ b += struct.pack('<I', 1) + s(b'fc8/w') + struct.pack('<II', 0, 2) + struct.pack
 b += s(b'') + struct.pack('<II', 1, 0) + struct.pack('<QQQQ', 0, big, 0, big)
 b += struct.pack('<QQII', 0, 0, 0, 0)
 open(sys.argv[1], 'wb').write(b + struct.pack('<I', crc32c(b)))
+# a tensor named twice (each of 4 elements in its own shard): which one is meant?
+t = s(b'fc8/w') + struct.pack('<II', 0, 1) + struct.pack('<Q', 4) + s(b'')
+t += struct.pack('<I', 1) + struct.pack('<I', 0) + struct.pack('<QQ', 0, 4)
+t += struct.pack('<QQII', 0, 16, 0, 1) + struct.pack('<I', 0)
+b = b'SBCKINDX' + struct.pack('<IIQQI', 1, 1, 1, 4096, 1) + s(b'ckpt.shard-00000-of-00001')
+b += struct.pack('<I', 2) + t + t
+open(sys.argv[2], 'wb').write(b + struct.pack('<I', crc32c(b)))
 PY
 mpi 1 run "${TR[@]}" --strategy dp --db none --warmup 0 --steps 1 --restore "$T/big" >"$T/o" 2>"$T/e"
 rc=$?
@@ -121,6 +129,10 @@ check "a checkpoint index with overflowing shapes (valid checksum): exit 2 (got 
 check "... said to be corrupt" has "$T/e" "checkpoint index '$T/big/ckpt.index' is corrupt"
 check "... no sanitizer report" test "$(grep -c 'runtime error\|AddressSanitizer' "$T/e")" -eq 0
 has "$T/e" "is corrupt" || show "$T/e"
+mpi 1 run "${TR[@]}" --strategy dp --db none --warmup 0 --steps 1 --restore "$T/twice" >"$T/o" 2>"$T/e"
+rc=$?
+check "a checkpoint index naming a tensor twice (valid checksum): exit 2 (got $rc)" test "$rc" -eq 2
+check "... said to be corrupt" has "$T/e" "checkpoint index '$T/twice/ckpt.index' is corrupt"
 
 mkfifo "$T/data.fifo"
 expect_refused "run --data FIFO" "is a pipe (FIFO)" \
@@ -233,6 +245,20 @@ has "$T/e" "produced no measurement" || show "$T/e"
 check "... no verdict stored for it" \
     test "$(sql "$ndb" 'SELECT count(*) FROM nightly_verdicts')" = 1
 check "... no 'no regression' said" test "$(grep -c 'no regression' "$T/o")" -eq 0
+# a night killed by SIGKILL: the database whole, no verdict; the next night
+# removes the work folder it left (named with its pid)
+mkdir -p "$T/ntmp"
+TMPDIR="$T/ntmp" timeout -s KILL 4 "$SB" nightly "${NARGS[@]}" --db "$ndb" --trials 3 --extra 0 \
+    --out "$T/nk" >"$T/o" 2>&1
+rc=$?
+check "a night killed by SIGKILL (exit $rc)" test "$rc" -eq 137
+left=$(ls -d "$T/ntmp"/shardbench-nightly-* 2>/dev/null)
+check "... left its work folder, named with its pid" test -n "$left"
+check "... the database whole" test "$(sql "$ndb" 'PRAGMA integrity_check')" = ok
+check "... and no verdict of it" test "$(sql "$ndb" 'SELECT count(*) FROM nightly_verdicts')" = 1
+TMPDIR="$T/ntmp" sb nightly "${NARGS[@]}" --db "$ndb" --trials 1 --extra 0 --out "$T/nk2" >"$T/o" 2>"$T/e"
+check "the next night removes it" test -z "$(ls -d "$T/ntmp"/shardbench-nightly-* 2>/dev/null)"
+check "... and says so" has "$T/e" "nightly: removed $left, left by nightly process"
 runs=$(sql "$ndb" 'SELECT count(*) FROM runs')
 mkdir -p "$T/away/bin" && cp "$SB" "$T/away/bin/shardbench" # no ../plots beside it
 (cd "$T/away" && env -u SHARDBENCH_PLOTS timeout -k 5 "$LIMIT" "$T/away/bin/shardbench" nightly \
@@ -253,6 +279,23 @@ for v in 0x10GiB ' 80GiB' inf nan 1e400 '8 GiB' 80GiB, ; do
 done
 for v in ' 0.1' 0x1p-3 infinity; do
     expect_refused "run --lr '$v'" "--lr: '$v'" mpi 1 run "${TR[@]}" --strategy dp --db none --steps 1 --lr "$v"
+done
+# counts and seeds: digits only (strtol/strtoull took ' 5', '+5', and '-1' as 2^64 - 1)
+for a in "--seed -1" "--seed ' 7'" "--steps ' 5'" "--steps 0x5" "--data-seed +1" "--zero ' 1'"; do
+    eval "mpi 1 run \"\${TR[@]}\" --strategy dp --db none $a" >"$T/o" 2>"$T/e"
+    rc=$?
+    check "run $a: exit 2 (got $rc)" test "$rc" -eq 2
+done
+for a in "--seed ' -1'" "--steps 0x5" "--strategies 1e3" "--machine \$'a\\x1b[31mb'"; do
+    eval "sb profile -m alexnet \"\${SMALL[@]}\" --db \"$T/p.db\" $a" >"$T/o" 2>"$T/e"
+    rc=$?
+    check "profile $a: exit 2 (got $rc)" test "$rc" -eq 2
+    check "... no escape byte printed" test "$(cat "$T/o" "$T/e" | tr -cd '\033' | wc -c)" -eq 0
+done
+for a in "--random 1e3" "--random 0x10" "--profile ' 3'" "--profile 1.0" "--trials +2"; do
+    eval "sb bench -m alexnet -p 2 \"\${SMALL[@]}\" --db \"$T/b.db\" $a" >"$T/o" 2>"$T/e"
+    rc=$?
+    check "bench $a: exit 2 at once (got $rc)" test "$rc" -eq 2
 done
 sb search --help >"$T/o" 2>&1
 missing=

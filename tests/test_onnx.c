@@ -1137,10 +1137,80 @@ static void test_fixed_dim_not_positive(void **state)
     free(data);
 }
 
+/* Repeated keys (issue 39): an initializer given twice (the second
+ * replaced the first), a node attribute given twice (the first was read):
+ * refused naming the name and both places. cnn_w and mha17 edited by
+ * protobuf-c. */
+static void test_repeated_names(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        size_t size;
+        char *data = slurp(c == 0 ? "cnn_w" : "mha17", &size); /* cnn_w: initializers */
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+        assert_non_null(mp);
+        Onnx__GraphProto *g = mp->graph;
+        char want[256];
+        void *extra = NULL;
+        if (c == 0) { /* the last initializer again, in the first's place */
+            assert_true(g->n_initializer >= 2);
+            extra = g->initializer[0];
+            g->initializer[0] = g->initializer[g->n_initializer - 1];
+            snprintf(want, sizeof want, "initializer '%s' given twice (first: initializer 0, "
+                     "again: %zu)", g->initializer[0]->name, g->n_initializer - 1);
+        } else { /* a node's first attribute again, appended */
+            Onnx__NodeProto *n = NULL;
+            for (size_t i = 0; i < g->n_node && !n; i++)
+                if (g->node[i]->n_attribute >= 1)
+                    n = g->node[i];
+            assert_non_null(n);
+            Onnx__AttributeProto **more = malloc((n->n_attribute + 1) * sizeof *more);
+            assert_non_null(more);
+            memcpy(more, n->attribute, n->n_attribute * sizeof *more);
+            more[n->n_attribute] = n->attribute[0];
+            extra = n->attribute;
+            n->attribute = more;
+            n->n_attribute++;
+            snprintf(want, sizeof want, "attribute '%s' given twice (first: attribute 0, again: "
+                     "%zu)", more[0]->name, n->n_attribute - 1);
+        }
+        size_t n = onnx__model_proto__get_packed_size(mp);
+        uint8_t *buf = malloc(n);
+        assert_non_null(buf);
+        onnx__model_proto__pack(mp, buf);
+        char *text = NULL;
+        size_t len;
+        sb_error err = {0};
+        assert_int_equal(sb_onnx_to_text(buf, n, "rep.onnx", NULL, &text, &len, NULL, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        if (!strstr(err.msg, want))
+            fail_msg("expected '%s', got: %s", want, err.msg);
+        free(buf);
+        /* put the message back as protobuf-c allocated it before freeing */
+        if (c == 0) {
+            g->initializer[0] = extra;
+            onnx__model_proto__free_unpacked(mp, NULL);
+        } else {
+            for (size_t i = 0; i < g->n_node; i++)
+                if (g->node[i]->attribute && g->node[i]->n_attribute >= 2
+                    && g->node[i]->attribute[g->node[i]->n_attribute - 1] == g->node[i]->attribute[0]
+                    && extra) {
+                    free(g->node[i]->attribute);
+                    g->node[i]->attribute = extra;
+                    g->node[i]->n_attribute--;
+                    extra = NULL;
+                }
+            onnx__model_proto__free_unpacked(mp, NULL);
+        }
+        free(data);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed_dim_not_positive),
+        cmocka_unit_test(test_repeated_names),
         cmocka_unit_test(test_cnn),         cmocka_unit_test(test_cnn_options),
         cmocka_unit_test(test_resnet18),    cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_einsum),      cmocka_unit_test(test_lstm),

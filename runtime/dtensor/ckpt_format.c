@@ -263,6 +263,9 @@ static int parse_tensors(rbuf *r, ck_index *x)
         for (int k = 0; k < t->nshards; k++)
             if (parse_shard(r, x, t, &t->shards[k]))
                 return -1;
+        for (int j = 0; j < i; j++) /* a tensor named twice: which is meant? */
+            if (!strcmp(x->t[j].name, t->name))
+                return -1;
     }
     return r->pos == r->n ? 0 : -1;
 }
@@ -301,6 +304,8 @@ int ck_index_load(const char *prefix, ck_index *x, sb_error *err)
     for (int f = 0; !bad && f < x->nfiles; f++) {
         ck_r_str(&r, x->files[f], sizeof x->files[f]);
         bad = r.bad || strchr(x->files[f], '/') != NULL;
+        for (int g = 0; !bad && g < f; g++) /* a file listed twice */
+            bad = !strcmp(x->files[g], x->files[f]);
     }
     if (bad || parse_tensors(&r, x))
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint index '%s' is corrupt", x->path);
