@@ -185,6 +185,25 @@ sb search -m "$bad" -p 2 --db none >"$T/o" 2>"$T/e"
 check "an error naming such a path carries no escape byte" test "$(tr -cd '\033' <"$T/e" | wc -c)" -eq 0
 check "... but shows it as \\x1b" has "$T/e" 'nomodel\x1b.model'
 
+# a database of an older build holding names with escape sequences: the
+# report shows them as \x1b, in Markdown and in CSV
+rdb="$T/r.db"
+sb search -m alexnet -p 2 "${SMALL[@]}" --db "$rdb" >/dev/null 2>&1
+sql "$rdb" "INSERT INTO runs (id, started_at, host, git_commit, backend, command_line)
+              VALUES (7, '2026-01-01T00:00:00Z', 'h' || char(27) || '[2J', 'abc', 'cpu',
+                      'run ' || char(27) || ']0;x' || char(7));
+            INSERT INTO models (id, name, params, nops) VALUES (91, 'm' || char(27) || '[31m', 'a=1', 1);
+            INSERT INTO strategies (id, model_id, p, kind, configs_json) VALUES (91, 91, 2, 'k', '{}');
+            INSERT INTO measurements (run_id, strategy_id, step_median_s, step_min_s, step_max_s,
+              steps, status, message) VALUES (7, 91, 0.5, 0.4, 0.6, 3, 'error', 'e' || char(27) || 'c');"
+for fmt in "" "--format csv"; do
+    sb report --db "$rdb" --run 7 $fmt >"$T/o" 2>"$T/e"
+    rc=$?
+    check "report ${fmt:-(Markdown)} of names holding ESC: exit 0 (got $rc), no control byte" \
+        test "$rc" -eq 0 -a "$(tr -cd '\000-\010\013-\037\177' <"$T/o" | wc -c)" -eq 0
+    check "... the name shown as m\\x1b[31m" grep -qF 'm\x1b[31m' "$T/o"
+done
+
 # ---- 4b. a model whose memory (bytes per device) is past 2^63 ---------------------------------
 # 3000 activations of 2^50 elements each: the memory model counts in double,
 # and the JSON gives such a count as a real (it was cast to a 64-bit integer:
