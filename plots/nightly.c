@@ -270,13 +270,11 @@ static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char 
     sb_dbq_close(q);
     if (rc)
         return fail(&err);
-    FILE *rf = fopen(report, "r");
-    if (rf) {
-        char line[4096];
-        while (fgets(line, sizeof line, rf))
-            fputs(line, stdout);
-        fclose(rf);
-    }
+    char *text = NULL; /* read back as every file is: one open, its kind checked */
+    size_t len = 0;
+    if (sb_read_file(report, "report", (size_t)64 << 20, &text, &len, &err) == 0)
+        fwrite(text, 1, len, stdout);
+    free(text);
     return 0;
 }
 
