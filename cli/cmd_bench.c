@@ -2,6 +2,7 @@
  * for each model and device count, prune to survivors, train each for a
  * few steps on P MPI ranks, and record everything under one run id. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -90,23 +91,21 @@ static void bench_usage(FILE *f)
 static int parse_num(const char *s, const char *what, double lo, double hi, double *out,
                      sb_error *err)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
+    const char *end;
+    double v = 0;
+    if (sb_parse_number(s, &v, &end) || *end || !(v >= lo && v <= hi))
         return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a number in %g..%g", what, s, lo, hi);
     *out = v;
     return 0;
 }
 
-/* A whole number in lo..hi (parse_num, then no fraction). */
+/* A whole number in lo..hi (lo >= 0): digits only (not 1e3, 0x10 or 1.0). */
 static int parse_whole(const char *s, const char *what, int lo, int hi, int *out, sb_error *err)
 {
-    double v;
-    if (parse_num(s, what, lo, hi, &v, err))
-        return -1;
-    if (v != (int)v)
-        return sb_fail(err, SB_EXIT_INPUT, "'%s' is not a whole number", s);
+    uint64_t v = 0;
+    if (sb_parse_count(s, (uint64_t)hi, &v) || v < (uint64_t)lo)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a whole number in %d..%d", what, s,
+                       lo, hi);
     *out = (int)v;
     return 0;
 }
@@ -204,7 +203,7 @@ int parse_bench_args(int argc, char **argv, sb_bench_opts *a, sb_error *err)
             char *end;
             errno = 0;
             long long r = strtoll(optarg, &end, 10);
-            if (errno || end == optarg || *end || r < 1)
+            if (errno || end == optarg || !isdigit((unsigned char)optarg[0]) || *end || r < 1)
                 return sb_fail(err, SB_EXIT_INPUT, "--resume: '%s' is not a run id", optarg);
             a->resume = r;
             break;

@@ -20,6 +20,7 @@
  * the per-device figures are averaged over the ranks. */
 #include <getopt.h>
 #include <math.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static int parse_long(const char *s, const char *what, long lo, long hi, long *o
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (*end || end == s || v < lo || v > hi)
+    if (*end || end == s || !isdigit((unsigned char)s[0]) || v < lo || v > hi)
         return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a count in %ld..%ld", what, s, lo, hi);
     *out = v;
     return 0;

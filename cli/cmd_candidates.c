@@ -114,9 +114,10 @@ int cmd_candidates(int argc, char **argv)
         sb_cand_mesh_str(&k->mesh, mesh, sizeof mesh);
         sb_candidate_rules_str(&cs, k, rules, sizeof rules);
         if (json) {
-            json_t *o = json_pack("{s:i, s:s, s:s, s:o, s:I, s:i, s:b}", "rank", i + 1, "mesh",
+            /* bytes as a double: past 2^63 no integer holds them (a real then) */
+            json_t *o = json_pack("{s:i, s:s, s:s, s:o, s:o, s:i, s:b}", "rank", i + 1, "mesh",
                                   mesh, "rules", rules, "cost", cli_jreal(k->cost), "mem_bytes",
-                                  (json_int_t)k->mem, "fallbacks", k->fallbacks, "fits",
+                                  cli_jreal(k->mem), "fallbacks", k->fallbacks, "fits",
                                   k->mem <= limit);
             if (o && timed)
                 json_object_set_new(o, "predicted_step_seconds", cli_jreal(k->cost / F));

@@ -183,7 +183,7 @@ static json_t *extras_json(const sb_model *m, const sb_strategy_file *sf, sb_exp
 static int json_with_extras(FILE *f, const char *buf, json_t *extras, sb_error *err)
 {
     json_error_t je;
-    json_t *j = json_loads(buf, 0, &je);
+    json_t *j = json_loads(buf, JSON_REJECT_DUPLICATES, &je);
     if (!j || !json_is_object(j)) {
         json_decref(j);
         json_decref(extras);

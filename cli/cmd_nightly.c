@@ -2,6 +2,7 @@
  * `bench` options (with the main job's sizes when no -m is given), then
  * sb_nightly (measure/nightly.c). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -70,10 +71,9 @@ static void nightly_usage(FILE *f)
 
 static int num(const char *opt, const char *s, double lo, double hi, double *v)
 {
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    if (errno || end == s || *end || !(*v >= lo && *v <= hi)) {
+    const char *end;
+    *v = 0;
+    if (sb_parse_number(s, v, &end) || *end || !(*v >= lo && *v <= hi)) {
         fprintf(stderr, "shardbench: %s: '%s' is not a number in %g..%g\n", opt, s, lo, hi);
         return -1;
     }
@@ -112,7 +112,7 @@ int cmd_nightly(int argc, char **argv)
             long long r = strtoll(v, &end, 10);
             if (!strcmp(v, "auto"))
                 o.baseline = 0;
-            else if (end == v || *end || r < 1) {
+            else if (end == v || !isdigit((unsigned char)v[0]) || *end || r < 1) {
                 fprintf(stderr, "shardbench: --baseline: '%s' is not a run id or auto\n", v);
                 free(bargv);
                 return 2;

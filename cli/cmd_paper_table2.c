@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <jansson.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: shardbench paper --table2 [-m MODEL[,MODEL...]] [--machine NAME|FILE]\n"
-            "                        [--profiles DB|none] [--table FILE] [--save-dir DIR]\n"
+            "                        [--profiles|--db DB|none] [--table FILE] [--save-dir DIR]\n"
             "                        [--format text|json]\n"
             "The paper's Table II strategies (p = 32) beside this search's, row by row, and\n"
             "the total cost of each under the reference model and a machine file's.\n"
@@ -34,6 +35,8 @@ static void usage(FILE *f)
             "                     results/shardbench.db; none: the analytic terms)\n"
             "      --precision P  the recipe the machine prices (fp32|tf32|fp16|bf16|fp8;\n"
             "                     default: the machine file's)\n"
+            "      --db DB|none   the same (the results database, as `paper` takes it; read\n"
+            "                     only: the table stores nothing)\n"
             "      --table FILE   the mapped table (default: the shipped paper-table2.tsv)\n"
             "      --save-dir DIR write MODEL-pP.strategy, the paper's strategy, for each model\n"
             "      --format F     text (default) or json\n");
@@ -233,10 +236,12 @@ int cmd_paper_table2(int argc, char **argv)
         {"machine", required_argument, 0, 'H'}, {"table", required_argument, 0, 'T'},
         {"save-dir", required_argument, 0, 'S'}, {"format", required_argument, 0, 'f'},
         {"profiles", required_argument, 0, 'Q'}, {"precision", required_argument, 0, 'P'},
+        {"db", required_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     const char *models = "alexnet,inception3,rnnlm,transformer", *machine = "h200-sxm";
     const char *table = NULL, *save_dir = NULL, *format = "text", *db = "results/shardbench.db";
+    const char *db_opt = NULL;
     int p = 32, c, prec = -1; /* --precision: the machine file's without it */
     sb_error err = {0};
     optind = 1;
@@ -247,7 +252,7 @@ int cmd_paper_table2(int argc, char **argv)
         case 'p': {
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v < 1 || v > 65536) {
+            if (end == optarg || !isdigit((unsigned char)optarg[0]) || *end || v < 1 || v > 65536) {
                 fprintf(stderr, "shardbench: -p '%s': expected a device count 1..65536\n", optarg);
                 return 2;
             }
@@ -258,7 +263,16 @@ int cmd_paper_table2(int argc, char **argv)
         case 'T': table = optarg; break;
         case 'S': save_dir = optarg; break;
         case 'f': format = optarg; break;
-        case 'Q': db = optarg; break;
+        case 'Q':
+        case 'D': /* --db as `paper` takes it: the results database, here read only */
+            if (db_opt && strcmp(db_opt, optarg)) {
+                fprintf(stderr, "shardbench: paper --table2: --db and --profiles name one "
+                        "database (the one the profiles are read from); '%s' and '%s' differ\n",
+                        db_opt, optarg);
+                return 2;
+            }
+            db = db_opt = optarg;
+            break;
         case 'P':
             if (sb_precision_parse(optarg, "--precision", &prec, &err))
                 return cli_fail(&err);

@@ -3,6 +3,7 @@
  * with --search, sb_plot_search (plots/fig_search.c): the figures of one
  * search's JSON; or with --scaling, sb_plot_scaling (plots/fig_scaling.c). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -116,7 +117,7 @@ int cmd_plot(int argc, char **argv)
         case 'r': {
             errno = 0;
             long long v = strtoll(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1) {
+            if (errno || end == optarg || !isdigit((unsigned char)optarg[0]) || *end || v < 1) {
                 fprintf(stderr, "shardbench: --run: '%s' is not a run id\n", optarg);
                 return 2;
             }

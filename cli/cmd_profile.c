@@ -158,9 +158,10 @@ static int parse_args(int argc, char **argv, prof_args *a, sb_error *err)
         return sb_fail(err, SB_EXIT_INPUT, "profile: unexpected argument '%s'", argv[optind]);
     if (!a->model)
         return sb_fail(err, SB_EXIT_INPUT, "profile: -m MODEL is required");
-    if (!a->machine[0] || strlen(a->machine) >= 128)
-        return sb_fail(err, SB_EXIT_INPUT, "profile: --machine '%s' is not a machine name",
-                       a->machine);
+    /* a name stored, printed and matched by search --machine: no control byte */
+    if (!a->machine[0] || strlen(a->machine) >= 128 || sb_has_controls(a->machine))
+        return sb_fail(err, SB_EXIT_INPUT, "profile: --machine '%s' is not a machine name "
+                       "(1 to 127 bytes, no control characters)", a->machine);
     return 0;
 }
 
@@ -743,7 +744,10 @@ int cmd_profile(int argc, char **argv)
                 printf("%-14s %12.4g  s + %.4g s/byte over %d ranks\n",
                        sb_pcoll_name(pf.coll[i].kind), pf.coll[i].alpha_s,
                        pf.coll[i].beta_s_per_byte, pf.coll[i].group);
-            printf("stored in %s (search --machine %s with -p %d uses it)\n", a.db, a.machine, P);
+            char qdb[4200], qm[600];
+            sb_shell_quote(a.db, qdb, sizeof qdb); /* pasted into a shell */
+            sb_shell_quote(a.machine, qm, sizeof qm);
+            printf("stored in %s (search --machine %s with -p %d uses it)\n", qdb, qm, P);
         }
         sb_dbq_close(q);
     }

@@ -2,6 +2,7 @@
  * (measure/regress.c): the step times of two runs compared per strategy;
  * exit 1 on a confirmed regression. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ static int parse_run(const char *s, int64_t *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 1)
+    if (errno || end == s || !isdigit((unsigned char)s[0]) || *end || v < 1)
         return -1;
     *out = v;
     return 0;
@@ -78,7 +79,7 @@ int cmd_regress(int argc, char **argv)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end;
+        const char *cend = "";
         switch (c) {
         case 'd': ro.db = optarg; break;
         case 'b':
@@ -90,9 +91,8 @@ int cmd_regress(int argc, char **argv)
             }
             break;
         case 't':
-            errno = 0;
-            ro.threshold = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(ro.threshold >= 0 && ro.threshold < 100)) {
+            if (sb_parse_number(optarg, &ro.threshold, &cend) || *cend
+                || !(ro.threshold >= 0 && ro.threshold < 100)) {
                 fprintf(stderr, "shardbench: --threshold: '%s' is not a fraction like 0.05\n",
                         optarg);
                 return REGRESS_CANNOT;
@@ -102,10 +102,9 @@ int cmd_regress(int argc, char **argv)
         case 'a':
         case 'n':
         case 'H': {
-            errno = 0;
-            double v = strtod(optarg, &end);
+            double v = 0;
             int whole = c == 'n' || c == 'H';
-            if (errno || end == optarg || *end || (whole && v != (int)v) ||
+            if (sb_parse_number(optarg, &v, &cend) || *cend || (whole && v != (int)v) ||
                 !(whole ? v >= (c == 'n' ? 1 : 0) && v <= 1000 : v > 0 && v < 1)) {
                 fprintf(stderr, "shardbench: %s: '%s' is out of range\n", argv[optind - 1],
                         optarg);

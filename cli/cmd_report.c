@@ -1,6 +1,7 @@
 /* cmd_report.c: `shardbench report`: options, then sb_report
  * (plots/report.c): the paper's tables for one run, Markdown or CSV. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -49,7 +50,7 @@ int cmd_report(int argc, char **argv)
         case 'p': {
             errno = 0;
             long long v = strtoll(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1 || (c == 'p' && v > 65536)) {
+            if (errno || end == optarg || !isdigit((unsigned char)optarg[0]) || *end || v < 1 || (c == 'p' && v > 65536)) {
                 fprintf(stderr, "shardbench: --%s: '%s' is not a %s\n", c == 'r' ? "run" : "p",
                         optarg, c == 'r' ? "run id" : "device count");
                 return 2;

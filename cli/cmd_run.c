@@ -165,7 +165,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:s:h", opts, NULL)) != -1) {
-        char *end;
+        const char *cend = "";
+        uint64_t u64 = 0;
         switch (c) {
         case 'm': a->model = optarg; break;
         case 's':
@@ -183,8 +184,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             break;
         case 'n':
         case 'w': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < 0 || v > 1000000)
+            uint64_t v = 0;
+            if (sb_parse_count(optarg, 1000000, &v) || (int64_t)v < 0)
                 return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
                                c == 'n' ? "steps" : "warmup", optarg);
             if (c == 'n')
@@ -203,8 +204,9 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         case 1002:
         case 1003:
         case 1004: {
-            double v = strtod(optarg, &end);
-            int ok = !*end && end != optarg && isfinite(v)
+            double v = 0;
+            const char *vend = "";
+            int ok = !sb_parse_number(optarg, &v, &vend) && !*vend
                      && (c == 1004 ? v >= 1e-30 && v <= 1.0 : v >= 0.0 && v < 1.0);
             const char *nm = c == 1002 ? "beta1" : c == 1003 ? "beta2" : "eps";
             if (!ok)
@@ -215,8 +217,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         }
         case 1009: a->recompute = optarg; break;
         case 1005: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < 0 || v > 3)
+            uint64_t v = 0;
+            if (sb_parse_count(optarg, 3, &v) || (int64_t)v < 0)
                 return sb_fail(err, SB_EXIT_INPUT, "--zero: '%s' is not a ZeRO stage 0, 1, 2 or 3",
                                optarg);
             a->zero = (int)v;
@@ -225,8 +227,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         }
         case 1006:
         case 1007: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < 1 || v > (c == 1006 ? SB_MAX_STAGES : 1000000))
+            uint64_t v = 0;
+            if (sb_parse_count(optarg, c == 1006 ? SB_MAX_STAGES : 1000000, &v) || (int64_t)v < 1)
                 return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count from 1 to %d",
                                c == 1006 ? "stages" : "microbatches", optarg,
                                c == 1006 ? SB_MAX_STAGES : 1000000);
@@ -242,8 +244,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         }
         case 'E':
         case 'K': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < 0 || v > 1000000)
+            uint64_t v = 0;
+            if (sb_parse_count(optarg, 1000000, &v) || (int64_t)v < 0)
                 return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
                                c == 'E' ? "save-every" : "keep", optarg);
             if (c == 'E')
@@ -282,23 +284,23 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
             a->comm = optarg;
             break;
         case 'l':
-            a->lr = strtod(optarg, &end);
             /* the executor takes a float: in range, so never inf or 0 there */
-            if (*end || end == optarg || !isfinite(a->lr) || !(a->lr >= 1e-37) || a->lr > 3e38)
+            if (sb_parse_number(optarg, &a->lr, &cend) || *cend || !(a->lr >= 1e-37)
+                || a->lr > 3e38)
                 return sb_fail(err, SB_EXIT_INPUT,
                                "--lr: '%s' is not a number from 1e-37 to 3e38 (a float)", optarg);
             a->lr_given = 1;
             break;
         case 'r':
-            a->seed = strtoull(optarg, &end, 10);
-            if (*end || end == optarg)
+            if (sb_parse_count(optarg, UINT64_MAX, &u64))
                 return sb_fail(err, SB_EXIT_INPUT, "--seed: '%s' is not a number", optarg);
+            a->seed = u64;
             break;
         case 'D': a->data = optarg; break;
         case 'Q':
-            a->data_seed = strtoull(optarg, &end, 10);
-            if (*end || end == optarg)
+            if (sb_parse_count(optarg, UINT64_MAX, &u64))
                 return sb_fail(err, SB_EXIT_INPUT, "--data-seed: '%s' is not a number", optarg);
+            a->data_seed = u64;
             break;
         case 'k': a->keep_binding = 1; break;
         case 'A': a->adopt_db = 1; break;

@@ -1,6 +1,7 @@
 /* cmd_search.c: `shardbench search` and `shardbench paper`. Parses options,
  * loads the model, builds the problem, runs the DP, prints and records. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -41,7 +42,9 @@ static int parse_int(const char *s, const char *what, int lo, int hi, int *out, 
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    /* digits from the first byte: strtol alone skips blanks and takes '+' */
+    if (!(isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1])))
+        || errno || end == s || *end || v < lo || v > hi)
         return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not an integer in %d..%d", what, s, lo, hi);
     *out = (int)v;
     return 0;
@@ -49,10 +52,9 @@ static int parse_int(const char *s, const char *what, int lo, int hi, int *out, 
 
 static int parse_double(const char *s, const char *what, double *out, sb_error *err)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v > 0) || v > 1e12)
+    const char *end;
+    double v = 0;
+    if (sb_parse_number(s, &v, &end) || *end || !(v > 0) || v > 1e12)
         return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a positive number", what, s);
     *out = v;
     return 0;
@@ -97,7 +99,7 @@ int parse_long_opt(const char *s, const char *what, long *out, sb_error *err)
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 1)
+    if (!isdigit((unsigned char)s[0]) || errno || end == s || *end || v < 1)
         return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not a positive integer", what, s);
     *out = v;
     return 0;
@@ -184,25 +186,11 @@ int cli_apply_machine_at(const char *name, int flops_or_bw_given, const char *ca
 
 int parse_mem_size(const char *s, const char *what, double *gib, sb_error *err)
 {
-    static const struct {
-        const char *unit;
-        double bytes;
-    } units[] = {{"", 1073741824.0},   {"B", 1.0},           {"KB", 1e3},
-                 {"MB", 1e6},          {"GB", 1e9},          {"TB", 1e12},
-                 {"KiB", 1024.0},      {"MiB", 1048576.0},   {"GiB", 1073741824.0},
-                 {"TiB", 1099511627776.0}};
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end != s && !errno && isfinite(v) && v > 0)
-        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-            if (!strcmp(end, units[i].unit) && v * units[i].bytes >= 1.0) {
-                *gib = v * units[i].bytes / 1073741824.0;
-                return 0;
-            }
-    return sb_fail(err, SB_EXIT_INPUT,
-                   "%s: '%s' is not a memory size (a positive number and B, KB, MB, GB, TB, KiB, "
-                   "MiB, GiB or TiB; no unit: GiB)", what, s);
+    double bytes;
+    if (sb_parse_size(s, what, "GiB", &bytes, err))
+        return -1;
+    *gib = bytes / 1073741824.0;
+    return 0;
 }
 
 int parse_seed(const char *s, uint64_t *out, sb_error *err)
@@ -210,7 +198,7 @@ int parse_seed(const char *s, uint64_t *out, sb_error *err)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
+    if (!isdigit((unsigned char)s[0]) || errno || end == s || *end) /* not " -1": 2^64 - 1 */
         return sb_fail(err, SB_EXIT_INPUT, "--seed: '%s' is not a non-negative integer", s);
     *out = (uint64_t)v;
     return 0;
@@ -660,7 +648,7 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
             json_object_set_new(st, "time_per_microbatch", cli_jreal(r->stage_time[s]));
             json_object_set_new(st, "p2p_cost", cli_jreal(r->stage_p2p[s]));
             json_object_set_new(st, "in_flight", json_integer(r->inflight[s]));
-            json_object_set_new(st, "peak_bytes", json_integer((json_int_t)r->stage_mem[s]));
+            json_object_set_new(st, "peak_bytes", cli_jreal(r->stage_mem[s]));
             json_object_set_new(st, "recompute", json_boolean(r->stage_recompute[s]));
         }
         if (st && cp->node_devices > 0) { /* the stage's one mesh axis on the nodes */
@@ -684,7 +672,7 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         if (r->recompute[i])
             json_array_append_new(rec, json_string(m->ops[i].name));
     json_object_set_new(j, "recompute", rec);
-    json_object_set_new(j, "peak_bytes_per_device", json_integer((json_int_t)r->peak_bytes));
+    json_object_set_new(j, "peak_bytes_per_device", cli_jreal(r->peak_bytes));
     if (po->mem_limit > 0)
         json_object_set_new(j, "memory_limit_bytes", cli_jreal(po->mem_limit));
     if (r->stage_cap_fallback) { /* only this S searched: no S had P/S within the cap */
@@ -833,6 +821,26 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
 
 /* ---- search ------------------------------------------------------------------ */
 
+/* The shipped models (sb_shipped_models: the model files found), wrapped
+ * after a 25-column indent. */
+static void print_shipped(FILE *f)
+{
+    int col = 25;
+    char **names = sb_shipped_models();
+    fprintf(f, "%25s", "");
+    for (int i = 0; names && names[i]; i++) {
+        int w = (int)strlen(names[i]) + (names[i + 1] ? 2 : 0);
+        if (col + w > 92 && col > 25) {
+            fprintf(f, "\n%25s", "");
+            col = 25;
+        }
+        fprintf(f, "%s%s", names[i], names[i + 1] ? ", " : "");
+        col += w;
+    }
+    sb_names_free(names);
+    fputc('\n', f);
+}
+
 static void search_usage(FILE *f)
 {
     fprintf(f,
@@ -840,8 +848,9 @@ static void search_usage(FILE *f)
             "\n"
             "Finds the least-cost strategy (one config per op) with PaSE's exact DP.\n"
             "\n"
-            "  -m, --model MODEL      shipped model name (alexnet, resnet101, inception3, rnnlm,\n"
-            "                         transformer, transformer-large) or a model file path\n"
+            "  -m, --model MODEL      a model file path or a shipped model name:\n");
+    print_shipped(f);
+    fprintf(f,
             "  -p, --procs P          device count\n"
             "      --set NAME=VALUE   override a model parameter (repeatable)\n"
             "      --algo ALGO        pase (DP in GenerateSeq order, repeated layers'\n"

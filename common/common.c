@@ -21,8 +21,13 @@ int sb_fail(sb_error *err, int code, const char *fmt, ...)
     if (err) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        char raw[sizeof err->msg];
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        /* control bytes came from a name or a path (the formats hold none):
+         * none reaches a terminal raw; a newline or tab is kept, as some
+         * messages list their items one a line */
+        sb_escape_controls(raw, err->msg, sizeof err->msg, 1);
         err->code = code ? code : SB_EXIT_INTERNAL;
     }
     return -1;
@@ -66,11 +71,8 @@ void *sb_realloc(void *p, size_t n, sb_error *err)
     return q;
 }
 
-int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
-                 size_t *size, sb_error *err)
+int sb_open_input(const char *path, const char *what, int64_t *size, sb_error *err)
 {
-    *data = NULL;
-    *size = 0;
     /* O_NONBLOCK: opening a FIFO with no writer must not wait; the file
      * type is checked on the open descriptor, so nothing can swap it */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -93,12 +95,26 @@ int sb_read_file(const char *path, const char *what, size_t max_bytes, char **da
                                               : "is a special file",
                        what);
     }
-    if ((uint64_t)st.st_size > (uint64_t)max_bytes) {
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (size)
+        *size = (int64_t)st.st_size;
+    return fd;
+}
+
+int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
+                 size_t *size, sb_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    int64_t bytes = 0;
+    int fd = sb_open_input(path, what, &bytes, err);
+    if (fd < 0)
+        return -1;
+    if ((uint64_t)bytes > (uint64_t)max_bytes) {
         close(fd);
         return sb_fail(err, SB_EXIT_INPUT, "%s: %s larger than %zu MiB", path, what,
                        max_bytes >> 20);
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;

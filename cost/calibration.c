@@ -46,9 +46,23 @@ enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return sb_fail(err, SB_EXIT_INPUT, "calibration file '%s': %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    if (sb_read_file(path, "calibration file", 1 << 20, &text, &len, err))
+        return -1;
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int at = 1;
+        for (const char *c = text; c < nul; c++)
+            at += *c == '\n';
+        free(text);
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: a NUL byte in the line", path, at);
+    }
+    FILE *f = fmemopen(text, len ? len : 1, "r");
+    if (!f) {
+        free(text);
+        return sb_fail(err, SB_EXIT_INTERNAL, "calibration file '%s': %s", path, strerror(errno));
+    }
     sb_cost_params c = *cp;
     int seen[NKEYS] = {0}, line = 0, rc = 0;
     char buf[1024];
@@ -85,10 +99,9 @@ int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
                          line, key, seen[k]);
             break;
         }
-        char *end;
-        errno = 0;
-        double v = strtod(val, &end);
-        if (*end || end == val || errno || !isfinite(v) || v < 0 || (v == 0 && !keys[k].zero_ok)) {
+        const char *end = "";
+        double v = 0;
+        if (sb_parse_number(val, &v, &end) || *end || v < 0 || (v == 0 && !keys[k].zero_ok)) {
             rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a %s number", path, line, key,
                          val, keys[k].zero_ok ? "non-negative" : "positive");
             break;
@@ -105,6 +118,7 @@ int sb_calibration_load(const char *path, sb_cost_params *cp, sb_error *err)
     if (!rc && ferror(f))
         rc = sb_fail(err, SB_EXIT_INPUT, "calibration file '%s': read error", path);
     fclose(f);
+    free(text);
     if (!rc && !seen[NKEYS - 1])
         c.conv_ratio = 1.0; /* files from before it was measured */
     for (int k = 0; !rc && k < NKEYS; k++)

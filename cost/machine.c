@@ -120,10 +120,9 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
             seen[k] = line;
             continue;
         }
-        char *end;
-        errno = 0;
-        double v = strtod(val, &end);
-        if (*end || end == val || errno || !isfinite(v))
+        const char *end = "";
+        double v = 0;
+        if (sb_parse_number(val, &v, &end) || *end) /* decimal only: no hex, inf or nan */
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not a number", path, line, key,
                            val);
         if (keys[k].is_int && v != floor(v))

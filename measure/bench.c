@@ -87,7 +87,7 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
     size_t len;
     if (sb_read_file(path, "survivors index", (size_t)16 << 20, &text, &len, err))
         return -1;
-    int lineno = 0, rc = 0, nalloc = 0;
+    int lineno = 0, rc = 0, nalloc = 0, *line_of = NULL;
     survivor *v = NULL;
     for (next = text; next < text + len;) { /* each line in place */
         line = next;
@@ -96,6 +96,10 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
         if (eol)
             *eol = '\0';
         lineno++;
+        if (strlen(line) != (size_t)(next - line) - (eol != NULL)) {
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: a NUL byte in the line", path, lineno);
+            break;
+        }
         line[strcspn(line, "\r\n")] = '\0';
         if (lineno == 1) {
             if (strncmp(line, "file\tkind\tpredicted_cost", 24)) {
@@ -122,23 +126,34 @@ static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
         if (*n == nalloc) {
             nalloc = nalloc ? 2 * nalloc : 16;
             survivor *nv = sb_realloc(v, (size_t)nalloc * sizeof *v, err);
-            if (!nv) {
+            int *nl = nv ? sb_realloc(line_of, (size_t)nalloc * sizeof *nl, err) : NULL;
+            if (nv)
+                v = nv;
+            if (!nl) {
                 rc = -1;
                 break;
             }
-            v = nv;
+            line_of = nl;
         }
-        survivor *sv = &v[(*n)++];
+        survivor *sv = &v[*n];
         memset(sv, 0, sizeof *sv);
         if (cols[0][0] == '/')
             snprintf(sv->file, sizeof sv->file, "%s", cols[0]);
         else
             snprintf(sv->file, sizeof sv->file, "%s/%s", dir, cols[0]);
+        for (int i = 0; !rc && i < *n; i++) /* one line per (strategy file, kind) */
+            if (!strcmp(v[i].file, sv->file) && !strcmp(v[i].kind, cols[1]))
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: file '%s' of kind '%s' given twice "
+                             "(first on line %d)", path, lineno, cols[0], cols[1], line_of[i]);
+        if (rc)
+            break;
+        line_of[(*n)++] = lineno;
         snprintf(sv->kind, sizeof sv->kind, "%s", cols[1]);
         sv->cost = tsv_num(cols[2], NAN);
         sv->mem = tsv_num(cols[3], 0);
     }
     free(text);
+    free(line_of);
     if (!rc && *n == 0)
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: no survivors listed", path);
     if (rc) {
@@ -1463,6 +1478,7 @@ void sb_bench_opts_default(sb_bench_opts *o)
     o->other_cores = 0.25;
 }
 
+
 /* The run: the resumed one (checked), or a new runs row; says which. */
 static int open_run(bench *b, int argc, char **argv, sb_error *err)
 {
@@ -1471,57 +1487,31 @@ static int open_run(bench *b, int argc, char **argv, sb_error *err)
         b->run_id = a->resume;
         if (sb_dbq_check_run(b->q, b->run_id, err))
             return -1;
-        printf("resuming run %lld in %s\n", (long long)b->run_id, a->db);
+        char shown[4 * PATH_MAX];
+        sb_escape_controls(a->db, shown, sizeof shown, 0);
+        printf("resuming run %lld in %s\n", (long long)b->run_id, shown);
         if (a->run_id_out)
             *a->run_id_out = b->run_id;
         return 0;
     }
-    char devices[512], versions[512], cmdline[4096];
+    char devices[512], versions[512], cmdline[4096], commit[128], shown[4 * PATH_MAX];
     run_meta_text(a, devices, sizeof devices, versions, sizeof versions);
     join_argv(argc, argv, cmdline, sizeof cmdline);
     sb_run_meta meta = {.backend = a->backend, .devices = devices, .versions = versions,
                         .command_line = cmdline};
+    if (a->runner) { /* a baseline build measures: its commit, not this build's */
+        sb_runner_commit(a->runner, commit, sizeof commit);
+        meta.git_commit = commit;
+    }
     if (sb_db_begin_run(b->db, &meta, &b->run_id, err))
         return -1;
-    printf("run %lld in %s\n", (long long)b->run_id, a->db);
+    sb_escape_controls(a->db, shown, sizeof shown, 0);
+    printf("run %lld in %s\n", (long long)b->run_id, shown);
     if (a->run_id_out)
         *a->run_id_out = b->run_id;
     return 0;
 }
 
-/* Removes the work folders TMP/shardbench-bench-PID-XXXXXX that benches
- * killed before their cleanup left behind: ours (same owner), and only when
- * process PID is gone. */
-static void clean_stale_workdirs(const char *tmp)
-{
-    DIR *d = opendir(tmp);
-    if (!d)
-        return;
-    static const char prefix[] = "shardbench-bench-";
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, sizeof prefix - 1))
-            continue;
-        char *end;
-        const char *num = e->d_name + sizeof prefix - 1;
-        errno = 0;
-        long pid = strtol(num, &end, 10);
-        if (errno || end == num || *end != '-' || strlen(end) != 7 || pid <= 0 ||
-            pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* alive, or not ours to ask about */
-        char path[PATH_MAX];
-        struct stat st;
-        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path ||
-            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-            continue;
-        if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0)
-            fprintf(stderr, "shardbench: bench: removed %s, left by bench process %ld that "
-                            "is gone\n", path, pid);
-    }
-    closedir(d);
-}
 
 
 /* Where the survivors are: --survivors, --workdir (created), or a new
@@ -1540,7 +1530,7 @@ static int make_workdir(const bench_args *a, char *workdir, size_t n, int *own, 
     }
     const char *tmp = getenv("TMPDIR");
     tmp = tmp && *tmp ? tmp : "/tmp";
-    clean_stale_workdirs(tmp);
+    sb_clean_stale_workdirs(tmp, "shardbench-bench-", "bench");
     /* the name carries our pid: a later bench removes it if we die */
     snprintf(workdir, n, "%s/shardbench-bench-%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(workdir))
@@ -1608,19 +1598,22 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
-    char el[32];
+    char el[32], qdb[4 * PATH_MAX + 8], sdb[4 * PATH_MAX];
     fmt_dur(sb_now() - b.t0, el, sizeof el);
+    /* the hints are pasted into a shell: the path one word, no control byte */
+    sb_shell_quote(a->db, qdb, sizeof qdb);
+    sb_escape_controls(a->db, sdb, sizeof sdb, 0);
     if (interrupted) {
         printf("interrupted after %s: %d measured and stored; run %lld left open. Continue "
                "with: shardbench bench ... --db %s --resume %lld\n", el, b.measured,
-               (long long)b.run_id, a->db, (long long)b.run_id);
+               (long long)b.run_id, qdb, (long long)b.run_id);
         status = 130;
     } else if (!status) {
         if (sb_db_end_run(b.db, b.run_id, &err))
             status = bench_fail(&err);
         printf("run %lld: %d measured (%d ok, %d failed), %d skipped, in %s; database %s\n"
                "report: shardbench report --db %s --run %lld\n",
-               (long long)b.run_id, b.measured, b.ok, b.failed, b.skipped, el, a->db, a->db,
+               (long long)b.run_id, b.measured, b.ok, b.failed, b.skipped, el, sdb, qdb,
                (long long)b.run_id);
         if (b.group_failures && !status) {
             fprintf(stderr, "shardbench: bench: %d model or (model, P) could not be benched "

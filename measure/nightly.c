@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "shardbench/measure.h"
+#include "shardbench/plots.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
@@ -140,6 +142,36 @@ static int find_baseline(const char *db, int64_t run, int64_t *baseline)
     return rc ? fail(&err) : 0;
 }
 
+/* The baseline run's ok measurements: none (a baseline build that printed
+ * no JSON, failed or timed out every launch) is no baseline, and the night
+ * ends with exit 2 and no verdict. Returns 0 or an exit status. */
+static int baseline_measured(const char *db, int64_t baseline, const char *build)
+{
+    sb_error err = {0};
+    sb_dbq *q = NULL;
+    sb_qmeas *rows = NULL;
+    int nr = 0, ok = 0;
+    if (sb_dbq_open(db, 0, 0, &q, &err) || sb_dbq_run_measurements(q, baseline, &rows, &nr, &err)) {
+        sb_dbq_close(q);
+        return fail(&err);
+    }
+    sb_dbq_close(q);
+    for (int i = 0; i < nr; i++)
+        ok += !strcmp(rows[i].status, "ok");
+    char why[256] = "";
+    if (!ok && nr)
+        snprintf(why, sizeof why, "; the first: %s: %.150s", rows[0].status, rows[0].message);
+    free(rows);
+    if (ok)
+        return 0;
+    char shown[PATH_MAX];
+    sb_escape_controls(build ? build : "(stored launches)", shown, sizeof shown, 0);
+    fprintf(stderr, "shardbench: nightly: the baseline (run %lld, build %s) produced no "
+            "measurement in %d launch%s%s: no verdict stored\n", (long long)baseline, shown,
+            nr, nr == 1 ? "" : "es", why);
+    return 2;
+}
+
 /* The first night: nothing to compare with; a report saying so, and the
  * verdict stored so that this run is the next night's baseline. */
 static int first_night(const char *db, int64_t run, const char *report, const char *kept)
@@ -239,13 +271,11 @@ static int verdict(sb_regress_opts *r, int64_t run, const char *out, const char 
     sb_dbq_close(q);
     if (rc)
         return fail(&err);
-    FILE *rf = fopen(report, "r");
-    if (rf) {
-        char line[4096];
-        while (fgets(line, sizeof line, rf))
-            fputs(line, stdout);
-        fclose(rf);
-    }
+    char *text = NULL; /* read back as every file is: one open, its kind checked */
+    size_t len = 0;
+    if (sb_read_file(report, "report", (size_t)64 << 20, &text, &len, &err) == 0)
+        fwrite(text, 1, len, stdout);
+    free(text);
     return 0;
 }
 
@@ -348,13 +378,24 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     int64_t run = 0, baseline = o->baseline;
     char work[PATH_MAX], out[PATH_MAX], report[PATH_MAX + 16];
     const char *tmp = getenv("TMPDIR");
-    snprintf(work, sizeof work, "%s/shardbench-nightly-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    /* the name carries our pid: a later night removes it if we are killed */
+    sb_clean_stale_workdirs(tmp, "shardbench-nightly-", "nightly");
+    snprintf(work, sizeof work, "%s/shardbench-nightly-%ld-XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(work)) {
         fprintf(stderr, "shardbench: %s: cannot create: %s\n", work, strerror(errno));
         return 2;
     }
     double t0 = sb_now();
     int status = 2;
+    /* the figures' scripts found before a night of measuring, not after */
+    char gpdir[PATH_MAX];
+    sb_error gerr = {0};
+    if (sb_plot_find_scripts(o->rule.scripts, gpdir, sizeof gpdir, &gerr)) {
+        fprintf(stderr, "shardbench: nightly: %s\n", gerr.msg);
+        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        return 2;
+    }
     /* the baseline build resolved: a binary, or NULL (stored launches) */
     sb_nightly_opts ab = *o;
     int is_auto = o->baseline_build && !strcmp(o->baseline_build, "auto");
@@ -393,6 +434,9 @@ int sb_nightly(const sb_nightly_opts *o, int argc, char **argv)
     }
     if (ab.baseline_build && ab_rounds(&ab, run, &baseline, work, argc, argv))
         goto out;
+    if (ab.baseline_build && (status = baseline_measured(b.db, baseline, ab.baseline_build)))
+        goto out;
+    status = 2;
     if (o->out)
         snprintf(out, sizeof out, "%s", o->out);
     else

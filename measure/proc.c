@@ -1,17 +1,22 @@
 /* measure/proc.c: the bench's subprocesses (proc.h): run with captured
  * output and a time limit in their own process group, the launcher's
- * words, and the failure line of a child's stderr. */
+ * words, the failure line of a child's stderr, a baseline build's commit,
+ * and the work folders killed benches and nights left behind. */
 #define _GNU_SOURCE
 #include "proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,3 +278,76 @@ char *sb_launcher_subst(const char *w, int p)
     return out;
 }
 
+/* The commit of the build `runner` (a baseline build): what its --version
+ * says ("shardbench V (commit C, ...)"), or "unknown (RUNNER)" when it says
+ * nothing of the kind within 30 s. */
+void sb_runner_commit(const char *runner, char *out, size_t n)
+{
+    static volatile sig_atomic_t never;
+    char *argv[] = {(char *)runner, "--version", NULL};
+    proc_result pr = {0};
+    sb_error e = {0};
+    const char *c = NULL;
+    if (!sb_proc_run(argv, 30.0, &never, NULL, &pr, &e) && pr.code == 0 && pr.out)
+        c = strstr(pr.out, "(commit ");
+    size_t len = c ? strspn(c + 8, "0123456789abcdef") : 0;
+    if (len >= 7 && len < 64)
+        snprintf(out, n, "%.*s", (int)len, c + 8);
+    else
+        snprintf(out, n, "unknown (%.100s)", runner);
+    sb_proc_result_free(&pr);
+}
+
+/* A process killed but not yet reaped (its parent killed too, and PID 1 in
+ * a container slow to reap) still answers kill(pid, 0): state Z. */
+static int is_zombie(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the name may hold blanks and ')' */
+    return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
+static int rm_path(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void sb_clean_stale_workdirs(const char *tmp, const char *prefix, const char *who)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    size_t pl = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, pl))
+            continue;
+        char *end;
+        const char *num = e->d_name + pl;
+        errno = 0;
+        long pid = strtol(num, &end, 10);
+        if (errno || end == num || *end != '-' || strlen(end) != 7 || pid <= 0 ||
+            pid == (long)getpid())
+            continue;
+        int alive = kill((pid_t)pid, 0) == 0 ? !is_zombie(pid) : errno != ESRCH;
+        if (alive)
+            continue; /* alive, or not ours to ask about (EPERM) */
+        char path[PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (nftw(path, rm_path, 16, FTW_DEPTH | FTW_PHYS) == 0)
+            fprintf(stderr, "shardbench: %s: removed %s, left by %s process %ld that "
+                            "is gone\n", who, path, who, pid);
+    }
+    closedir(d);
+}

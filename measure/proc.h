@@ -47,4 +47,13 @@ void sb_launcher_free(launcher *l);
 /* A word of the launcher with {P} replaced by p (malloc'd). */
 char *sb_launcher_subst(const char *w, int p);
 
+/* The commit of the build `runner` (a baseline build): what its --version
+ * says ("shardbench V (commit C, ...)"), or "unknown (RUNNER)". */
+void sb_runner_commit(const char *runner, char *out, size_t n);
+/* Removes the work folders TMP/PREFIX-PID-XXXXXX ("shardbench-bench-",
+ * "shardbench-nightly-") that a bench or nightly killed before its cleanup
+ * left behind: ours (same owner), and only when process PID is gone; each
+ * said on stderr as "WHO: removed ...". */
+void sb_clean_stale_workdirs(const char *tmp, const char *prefix, const char *who);
+
 #endif

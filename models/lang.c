@@ -479,6 +479,22 @@ static int pass1_model(parser *P, int *pos)
     return 0;
 }
 
+/* The line of the first statement before token `upto` that starts with
+ * keyword kw (and then the name of token `name`, when not NULL); 0 if none. */
+static int first_line(const parser *P, int upto, const char *kw, const token *name)
+{
+    for (int i = 0; i < upto; i++) {
+        const token *t = &P->t[i];
+        if (!tok_is(t, kw) || (i > 0 && P->t[i - 1].kind != TK_NL))
+            continue;
+        const token *n = &P->t[i + 1];
+        if (!name || (n->kind == name->kind && n->len == name->len
+                      && !memcmp(n->s, name->s, (size_t)name->len)))
+            return t->line;
+    }
+    return 0;
+}
+
 /* `param NAME = EXPR`, or the value --set gives it. */
 static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nsettings, int *used)
 {
@@ -491,7 +507,8 @@ static int pass1_param(parser *P, int *pos, const sb_setting *settings, int nset
     char name[SB_NAME_MAX];
     tok_str(nt, name, sizeof name);
     if (lang_param(P, name))
-        return lang_err(P, nt, "parameter '%s' defined twice", name);
+        return lang_err(P, nt, "parameter '%s' defined twice (first on line %d)", name,
+                        first_line(P, *pos - 1, "param", nt));
     (*pos)++;
     if (lang_expect_punct(P, pos, '='))
         return -1;
@@ -526,7 +543,8 @@ static int pass1_block(parser *P, int *pos)
     if (nt->kind != TK_IDENT)
         return lang_err(P, nt, "expected a block name, found %s", tok_desc(nt, d, sizeof d));
     if (find_block(P, nt))
-        return lang_err(P, nt, "block '%.*s' defined twice", nt->len, nt->s);
+        return lang_err(P, nt, "block '%.*s' defined twice (first on line %d)", nt->len, nt->s,
+                        first_line(P, *pos - 1, "block", nt));
     if (P->nblocks == P->cap_blocks) {
         int nc = P->cap_blocks ? P->cap_blocks * 2 : 16;
         blockdef *nb = sb_realloc(P->blocks, (size_t)nc * sizeof *nb, P->err);
@@ -599,6 +617,9 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
             continue;
         }
         if (tok_is(tk, "model")) {
+            if (first_line(P, pos, "model", NULL)) /* one name: not the last of several */
+                return lang_err(P, tk, "'model' given twice (first on line %d)",
+                                first_line(P, pos, "model", NULL));
             if (pass1_model(P, &pos))
                 return -1;
         } else if (tok_is(tk, "param")) {
@@ -612,7 +633,8 @@ static int pass1(parser *P, const sb_setting *settings, int nsettings, int *used
             if (v < 1 || v > (1 << 30))
                 return lang_err(P, tk, "cutoff must be a positive integer, got %lld", (long long)v);
             if (have_cutoff)
-                return lang_err(P, tk, "cutoff given twice");
+                return lang_err(P, tk, "cutoff given twice (first on line %d)",
+                                first_line(P, (int)(tk - P->t), "cutoff", NULL));
             have_cutoff = 1;
             m->cutoff = (int)v;
         } else if (tok_is(tk, "block")) {
@@ -647,9 +669,20 @@ int sb_model_parse(const char *text, size_t len, const char *path, const sb_sett
     P.t = tl.t;
     P.n = tl.n;
     snprintf(out->path, sizeof out->path, "%s", path);
+    /* no `model` line: the file's name up to its first '.', checked as a
+     * `model` line's is: any other character than a letter, digit, '-',
+     * '_' or '.' replaced by '_' (so no control byte, quote or ';' reaches
+     * a terminal, the database or a shell); none left: "model" */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(out->name, sizeof out->name, "%.*s", (int)strcspn(base, "."), base);
+    size_t bl = strcspn(base, ".");
+    if (bl >= sizeof out->name)
+        bl = sizeof out->name - 1;
+    for (size_t i = 0; i < bl; i++)
+        out->name[i] = isalnum((unsigned char)base[i]) || strchr("-_", base[i]) ? base[i] : '_';
+    out->name[bl] = '\0';
+    if (!bl)
+        snprintf(out->name, sizeof out->name, "model");
     out->cutoff = 4;
     int *used = calloc((size_t)(nsettings > 0 ? nsettings : 1), sizeof *used);
     scope top = {0};

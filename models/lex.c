@@ -81,11 +81,12 @@ int sb_lex(const char *text, size_t len, const char *path, token_list *out,
             int64_t v = 0;
             size_t j = i;
             while (j < len && isdigit((unsigned char)text[j])) {
-                if (v > (INT64_MAX - 9) / 10) {
+                int dig = text[j] - '0';
+                if (v > (INT64_MAX - dig) / 10) { /* up to 2^63 - 1 exactly */
                     sb_fail(err, SB_EXIT_INPUT, "%s:%d:%d: integer too large", path, line, col);
                     goto fail;
                 }
-                v = v * 10 + (text[j] - '0');
+                v = v * 10 + dig;
                 j++;
             }
             if (j < len && (isalpha((unsigned char)text[j]) || text[j] == '_')) {

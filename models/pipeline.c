@@ -132,6 +132,10 @@ int sb_op_recomputable(const sb_op *op)
 int sb_recompute_parse(const sb_model *m, const char *spec, unsigned char *flags, sb_error *err)
 {
     memset(flags, 0, (size_t)m->nops);
+    size_t sl = strlen(spec);
+    if (!sl || spec[0] == ',' || spec[sl - 1] == ',' || strstr(spec, ",,"))
+        return sb_fail(err, SB_EXIT_INPUT, "--recompute: '%s' holds an empty op name (none, all, "
+                       "or op names separated by commas)", spec);
     if (!strcmp(spec, "none"))
         return 0;
     if (!strcmp(spec, "all")) {

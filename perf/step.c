@@ -410,7 +410,7 @@ static int peer_step(peer *p, double *seconds, double *loss)
 static void json_value(const char *line, const char *key, char *out, size_t n)
 {
     out[0] = 0;
-    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, NULL);
     const json_t *v = json_object_get(j, key);
     if (json_is_string(v)) {
         snprintf(out, n, "%s", json_string_value(v));

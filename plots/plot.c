@@ -27,7 +27,7 @@
 /* Folder of the .gp scripts: --scripts, $SHARDBENCH_PLOTS, then relative to
  * the executable (a build tree inside the source tree: ../plots; installed:
  * ../share/shardbench/plots), then ./plots. */
-static int find_scripts(const char *given, char *dir, size_t n, sb_error *err)
+int sb_plot_find_scripts(const char *given, char *dir, size_t n, sb_error *err)
 {
     char cands[4][PATH_MAX];
     int nc = 0;
@@ -464,7 +464,7 @@ int sb_plotter_open(plotter *pl, const char *scripts, const char *out, sb_error 
 {
     pl->tmp[0] = '\0';
     pl->out = out;
-    if (find_scripts(scripts, pl->scripts, sizeof pl->scripts, err))
+    if (sb_plot_find_scripts(scripts, pl->scripts, sizeof pl->scripts, err))
         return -1;
     if (mkdir(out, 0777) && errno != EEXIST)
         return sb_fail(err, SB_EXIT_INPUT, "%s: cannot create: %s", out, strerror(errno));

@@ -58,6 +58,9 @@ static void table_end(out_fmt *o)
 
 static void csv_cell(const char *s)
 {
+    char shown[1024];
+    sb_escape_controls(s, shown, sizeof shown, 1); /* a line break stays, quoted */
+    s = shown;
     if (!strpbrk(s, ",\"\n")) {
         printf("%s", s);
         return;
@@ -78,6 +81,8 @@ void sb_md_text(FILE *f, const char *s)
             fprintf(f, "\\%c", *s);
         else if (*s == '\n' || *s == '\r' || *s == '\t')
             putc(' ', f);
+        else if ((unsigned char)*s < 0x20 || *s == 0x7f) /* no control byte reaches a terminal */
+            fprintf(f, "\\x%02x", (unsigned char)*s);
         else
             putc(*s, f);
     }
@@ -100,7 +105,12 @@ static void md_code(FILE *f, const char *s)
     if (pad)
         putc(' ', f);
     for (const char *c = s; *c; c++)
-        putc(*c == '\n' || *c == '\r' ? ' ' : *c, f);
+        if (*c == '\n' || *c == '\r')
+            putc(' ', f);
+        else if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            fprintf(f, "\\x%02x", (unsigned char)*c);
+        else
+            putc(*c, f);
     if (pad)
         putc(' ', f);
     for (int i = 0; i <= longest; i++)

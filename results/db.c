@@ -746,7 +746,8 @@ int sb_db_begin_run(sb_db *db, const sb_run_meta *meta, int64_t *run_id,
     if (db_query(db, "INSERT INTO runs (host, git_commit, compiler, "
                  "backend, devices, versions, command_line) "
                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st, doing, err, "ttttttt", host,
-                 sb_git_commit(), build_compiler(), meta->backend, meta->devices,
+                 meta->git_commit ? meta->git_commit : sb_git_commit(),
+                 meta->git_commit ? NULL : build_compiler(), meta->backend, meta->devices,
                  meta->versions, meta->command_line))
         return -1;
     if (db_step(db, st, SQLITE_DONE, doing, err))

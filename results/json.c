@@ -160,7 +160,7 @@ sb_json *sb_json_parse(const char *text, sb_error *err)
     if (!t)
         return NULL;
     json_error_t je;
-    json_t *v = json_loads(t, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    json_t *v = json_loads(t, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &je);
     sb_json *j = NULL;
     if (!v) {
         size_t pos = je.position > 0 ? (size_t)je.position : 0, len = strlen(t);

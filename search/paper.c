@@ -100,6 +100,13 @@ int sb_paper_table_load(const char *path, sb_paper_table *t, sb_error *err)
     if (sb_read_file(t->path, "paper table", PAPER_MAX_BYTES, &text, &len, err))
         return -1;
     int lineno = 0, rc = 0, header = 0;
+    if (strlen(text) != len) {
+        for (const char *c = text; c < text + strlen(text); c++)
+            lineno += *c == '\n';
+        rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: a NUL byte in the line", t->path, lineno + 1);
+        free(text);
+        return rc;
+    }
     for (char *line = text, *next; line && !rc; line = next) {
         next = strchr(line, '\n');
         if (next)
@@ -109,7 +116,7 @@ int sb_paper_table_load(const char *path, sb_paper_table *t, sb_error *err)
             continue;
         if (!header) { /* the column names */
             header = 1;
-            if (strncmp(line, "model\tlayers\tdims\tconfig\tops\tmap", 31))
+            if (strcmp(line, "model\tlayers\tdims\tconfig\tops\tmap")) /* no other column */
                 rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected the header line "
                              "'model<TAB>layers<TAB>dims<TAB>config<TAB>ops<TAB>map'", t->path,
                              lineno);
@@ -128,6 +135,12 @@ int sb_paper_table_load(const char *path, sb_paper_table *t, sb_error *err)
         }
         t->rows = rows;
         rc = parse_row(t->path, lineno, f, &t->rows[t->n], err);
+        for (int i = 0; !rc && i < t->n; i++) /* one row per (model, layers) */
+            if (!strcmp(t->rows[i].model, t->rows[t->n].model)
+                && !strcmp(t->rows[i].layers, t->rows[t->n].layers))
+                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: model %s, layers %s given twice (first "
+                             "on line %d)", t->path, lineno, t->rows[i].model, t->rows[i].layers,
+                             t->rows[i].line);
         if (!rc)
             t->n++;
     }

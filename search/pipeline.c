@@ -2109,13 +2109,21 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     /* S from the middle of the searched ones out (s_order), each S's M
      * from the largest down; each ZeRO stage in turn, the best step of the
      * ones before bounding the next */
+    /* pass 1 only when pass 0 found nothing: the micro-batch counts below
+     * S (a stage idle most of the step), so that a pipeline is found
+     * whenever one exists for some M (-p 5 --stages 5 at batch 4) */
+    for (int pass = 0; pass < 2; pass++)
     for (int zi = 0; zi < nz; zi++) {
+        if (pass && (o->microbatches || isfinite(best)))
+            break;
         X.cp.zero = zs[zi];
         for (int oi = 0; oi < nS; oi++) {
             int si = s_order(nS, oi, o->no_middle_first), S = Ss[si], d = p / S;
             for (int q = X.nM - 1; q >= 0; q--) {
                 int M = X.Ms[q];
-                if (S > 1 && M < S && !o->microbatches)
+                if (S > 1 && !o->microbatches && (M < S) != pass)
+                    continue;
+                if (pass && S == 1)
                     continue;
                 if (op_bounds(&X, &X.mb[q], d, M, ob))
                     goto out;
@@ -2153,9 +2161,18 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
                          "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
                          "least memory of a stage found is %.4g GiB", m->name, p,
                          o->mem_limit / 1073741824.0, least / 1073741824.0);
-        else
-            rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d (%ld stage "
-                         "DPs given up)", m->name, p, r->ranges_given_up);
+        else {
+            char ms[256] = "";
+            for (int q = 0, k = 0; q < X.nM && k < (int)sizeof ms - 1; q++)
+                k += snprintf(ms + k, sizeof ms - (size_t)k, "%s%d", q ? ", " : "", X.Ms[q]);
+            rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d: %d stage "
+                         "count%s tried (%d .. %d), micro-batch counts %s%s; %ld stage DPs given "
+                         "up%s", m->name, p, nS, nS == 1 ? "" : "s", Ss[0], Ss[nS - 1], ms,
+                         o->microbatches ? " (--microbatches)" : " (the divisors of the batch)",
+                         r->ranges_given_up,
+                         r->ranges_given_up ? " (over the stage DP's label budget)"
+                                            : ": no stage cut and config fits these counts");
+        }
         goto out;
     }
     if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0) {

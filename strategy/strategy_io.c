@@ -158,7 +158,7 @@ static int has_extras(const sb_model *m, const sb_strategy_file *sf)
     if (sf->zero || sf->node_order || (sf->pipe.nstages && !sb_pipeline_is_none(&sf->pipe)))
         return 1;
     for (int i = 0; sf->recompute && i < m->nops; i++)
-        if (sf->recompute[i])
+        if (sf->recompute[i] && sb_op_recomputable(&m->ops[i]))
             return 1;
     return 0;
 }
@@ -194,7 +194,7 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
             fprintf(f, "ranks cyclic %d  # rank r on node r mod (p / %d)\n", sf->node_devices,
                     sf->node_devices);
         for (int i = 0; sf->recompute && i < m->nops; i++)
-            if (sf->recompute[i])
+            if (sf->recompute[i] && sb_op_recomputable(&m->ops[i])) /* as the reader takes */
                 fprintf(f, "recompute %s\n", m->ops[i].name);
     }
     for (int i = 0; i < m->nops; i++) {
@@ -270,7 +270,8 @@ static long whole(const char *w, long lo, long hi, int *ok)
     char *end;
     errno = 0;
     long v = strtol(w, &end, 10);
-    if (end == w || *end || errno || v < lo || v > hi) {
+    int digit = (w[0] >= '0' && w[0] <= '9') || (w[0] == '-' && w[1] >= '0' && w[1] <= '9');
+    if (!digit || end == w || *end || errno || v < lo || v > hi) { /* not " 2", "+2" */
         *ok = 0;
         return -1;
     }
@@ -280,7 +281,7 @@ static long whole(const char *w, long lo, long hi, int *ok)
 /* The pipeline, ranks, zero and recompute lines of a version-2 file. 1 when the
  * line was one of them, 0 when not, -1 on an error. */
 static int read_extra(const char *path, int lineno, const char *line, const sb_model *m,
-                      sb_strategy_file *sf, int *nstage_lines, sb_error *err)
+                      sb_strategy_file *sf, int *nstage_lines, int *rc_line, sb_error *err)
 {
     char key[64], w[4][SB_NAME_MAX * 2];
     int n = sscanf(line, "%63s %191s %191s %191s %191s", key, w[0], w[1], w[2], w[3]);
@@ -361,9 +362,56 @@ static int read_extra(const char *path, int lineno, const char *line, const sb_m
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'recompute OP' with an op of "
                            "model '%s'%s%s", path, lineno, m->name, n >= 2 ? ", not " : "",
                            n >= 2 ? w[0] : "");
+        if (!sb_op_recomputable(&m->ops[i])) /* as --recompute refuses it */
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s' (%s) cannot be recomputed (the "
+                           "loss and the LSTM are not)", path, lineno, w[0],
+                           sb_op_kind_name(m->ops[i].kind));
+        if (rc_line[i])
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: 'recompute %s' given twice (first on line "
+                           "%d)", path, lineno, w[0], rc_line[i]);
+        rc_line[i] = lineno;
         sf->recompute[i] = 1;
         return 1;
     }
+    return 0;
+}
+
+/* The lines of each format version: a line of no key here, or of a later
+ * version than the file's header, is refused; a key given once is refused
+ * a second time, naming the first line. */
+static const struct {
+    const char *key;
+    int version, once;
+} line_keys[] = {
+    {"model", 1, 1},    {"params", 1, 1}, {"p", 1, 1},     {"algo", 1, 1},
+    {"cost", 1, 1},     {"op", 1, 0},     {"pipeline", 2, 1}, {"stage", 2, 0},
+    {"zero", 2, 1},     {"ranks", 2, 1},  {"recompute", 2, 0},
+};
+enum { NLINE_KEYS = sizeof line_keys / sizeof line_keys[0] };
+
+/* Checks line `lineno` of key `key` against the file's version and the
+ * keys seen (first[k]: the line of key k, 0 if none yet). 0 or -1. */
+static int check_key(const char *path, int lineno, const char *key, int version, int *first,
+                     sb_error *err)
+{
+    int k = 0;
+    while (k < NLINE_KEYS && strcmp(line_keys[k].key, key))
+        k++;
+    if (k == NLINE_KEYS || line_keys[k].version > version) {
+        char shown[80];
+        sb_escape_controls(key, shown, sizeof shown, 0);
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' is not a line of strategy format version "
+                       "%d (%s)", path, lineno, shown, version,
+                       version == 1 ? "model, params, p, algo, cost, op; pipeline, stage, zero, "
+                                      "ranks and recompute need 'shardbench-strategy 2'"
+                                    : "model, params, p, algo, cost, pipeline, stage, zero, "
+                                      "ranks, recompute, op");
+    }
+    if (line_keys[k].once && first[k])
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' given twice (first on line %d)", path,
+                       lineno, key, first[k]);
+    if (!first[k])
+        first[k] = lineno;
     return 0;
 }
 
@@ -380,7 +428,10 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
         return -1;
     }
     char *line, *next = text;
-    int lineno = 0, version = 0, nop = 0, rc = -1, nstage_lines = 0;
+    int lineno = 0, version = 0, nop = 0, rc = -1, nstage_lines = 0, first[NLINE_KEYS] = {0};
+    int *rc_line = sb_calloc((size_t)(m->nops ? m->nops : 1), sizeof *rc_line, err);
+    if (!rc_line)
+        goto out;
     while (next < text + len) { /* each line in place, its '\n' made a NUL */
         line = next;
         char *eol = memchr(line, '\n', (size_t)(text + len - line));
@@ -391,6 +442,10 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
             next = text + len;
         }
         lineno++;
+        if (strlen(line) != (size_t)(next - line) - (eol != NULL)) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: a NUL byte in the line", path, lineno);
+            goto out;
+        }
         char *hash = comment_start(line);
         if (hash)
             *hash = '\0';
@@ -403,14 +458,19 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
                 sb_fail(err, SB_EXIT_INPUT, "%s:%d: not a shardbench strategy file", path, lineno);
                 goto out;
             }
-            version = atoi(a);
-            if (version != 1 && version != 2) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy format version %s not supported (this build reads 1 and 2)",
-                        path, lineno, a);
+            int vok = 1;
+            version = (int)whole(a, 1, 2, &vok);
+            if (!vok || n > 2) {
+                char shown[256];
+                sb_escape_controls(a, shown, sizeof shown, 0);
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy format version '%s' not supported "
+                        "(this build reads 1 and 2)", path, lineno, n > 2 ? line : shown);
                 goto out;
             }
             continue;
         }
+        if (check_key(path, lineno, key, version, first, err))
+            goto out;
         if (strcmp(key, "model") == 0 && n >= 2) {
             char name[SB_NAME_MAX * 2];
             const char *rest;
@@ -437,8 +497,13 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
                 goto out;
             }
         }
-        if (strcmp(key, "p") == 0 && n >= 2) {
-            int fp = atoi(a);
+        if (strcmp(key, "p") == 0) {
+            int pok = n == 2;
+            int fp = (int)whole(n >= 2 ? a : "", 1, 1 << 20, &pok);
+            if (!pok) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'p DEVICES'", path, lineno);
+                goto out;
+            }
             if (fp != p) {
                 sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for p=%d, running with p=%d", path,
                         lineno, fp, p);
@@ -447,10 +512,15 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
         }
         if (strcmp(key, "algo") == 0 && n >= 2)
             snprintf(sf->algo, sizeof sf->algo, "%.63s", a);
-        if (strcmp(key, "cost") == 0 && n >= 2)
-            sf->cost = strtod(a, NULL);
+        if (strcmp(key, "cost") == 0) {
+            const char *cend = "";
+            if (n != 2 || sb_parse_number(a, &sf->cost, &cend) || *cend) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'cost NUMBER'", path, lineno);
+                goto out;
+            }
+        }
         if (version >= 2) {
-            int x = read_extra(path, lineno, line, m, sf, &nstage_lines, err);
+            int x = read_extra(path, lineno, line, m, sf, &nstage_lines, rc_line, err);
             if (x < 0)
                 goto out;
             if (x)
@@ -531,6 +601,7 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
     rc = 0;
 out:
     free(text);
+    free(rc_line);
     if (rc)
         sb_strategy_file_free(sf);
     return rc;
@@ -653,18 +724,16 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
     json_object_set_new(j, "vertices", json_integer(m->nops));
     json_object_set_new(j, "max_configs", json_integer(r->max_configs));
     json_object_set_new(j, "max_dep_set", json_integer(r->max_dep_set));
-    json_object_set_new(j, "peak_table_bytes", json_integer((json_int_t)r->peak_table_bytes));
+    json_object_set_new(j, "peak_table_bytes", jreal(r->peak_table_bytes));
     if (r->peak_bytes_per_device > 0)
         json_object_set_new(j, "peak_bytes_per_device",
-                            json_integer((json_int_t)r->peak_bytes_per_device));
-    if (r->peak_bytes_per_device > 0 && pb->cp.machine[0])
+                            jreal(r->peak_bytes_per_device));
+    if (r->peak_bytes_per_device > 0 && pb->cp.machine[0]) /* reals: may pass 2^63 */
         json_object_set_new(j, "memory_bytes_per_device",
-                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "weights",
-                                      (json_int_t)r->mem_parts[0], "gradients",
-                                      (json_int_t)r->mem_parts[1], "optimizer",
-                                      (json_int_t)r->mem_parts[2], "activations",
-                                      (json_int_t)r->mem_parts[3], "buffers",
-                                      (json_int_t)r->mem_parts[4]));
+                            json_pack("{s:o,s:o,s:o,s:o,s:o}", "weights", jreal(r->mem_parts[0]),
+                                      "gradients", jreal(r->mem_parts[1]), "optimizer",
+                                      jreal(r->mem_parts[2]), "activations",
+                                      jreal(r->mem_parts[3]), "buffers", jreal(r->mem_parts[4])));
     int nodes = pb->cp.node_devices > 0; /* mesh_to_nodes with a machine file only */
     int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {

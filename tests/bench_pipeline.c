@@ -124,6 +124,8 @@ static void test_json_bad(void **state)
     static const char *const bad[] = {
         "", "{", "[1,", "[1 2]", "{\"a\" 1}", "{a:1}", "\"abc", "\"\\x\"", "\"\\u12g4\"",
         "tru", "[1] x", "-", "{\"a\":}", "\"a\nb\"", "[nanx]",
+        /* a repeated key (issue 39: JSON_REJECT_DUPLICATES), at any depth */
+        "{\"a\":1,\"a\":2}", "{\"x\":[{\"b\":1,\"c\":0,\"b\":1}]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sb_error err = {0};

@@ -3,7 +3,9 @@
 # checks that every import fails with "built without ONNX support".
 sb_unit_test(test_onnx test_onnx.c)
 if(SB_HAVE_ONNX)
-  target_compile_definitions(test_onnx PRIVATE SB_HAVE_ONNX=1)
+  target_compile_definitions(test_onnx PRIVATE SB_HAVE_ONNX=1
+    SB_ONNX_PB_HEADER="${SB_ONNX_PROTO_NAME}.pb-c.h")
+  target_include_directories(test_onnx PRIVATE ${SB_ONNX_GEN}) # protobuf-c: inputs edited
 endif()
 set_tests_properties(test_onnx PROPERTIES TIMEOUT 120)
 

@@ -64,6 +64,11 @@ bad "five fields" 's/^\(alexnet\tconv5\t[^\t]*\t[^\t]*\t[^\t]*\)\t.*/\1/' "expec
 bad "short config" 's/^\(alexnet\tconv5\tbchwnrs\t\)16,2,1,1,1,1,1/\116,2,1/' "needs 7 split counts"
 bad "unknown letter" 's/^\(alexnet\tfc2\tbnc\t1,8,4\tfc7\t\)b=batch/\1x=batch/' "map entry 'x=batch'"
 bad "no op matches" 's/^\(alexnet\tfc2\tbnc\t1,8,4\t\)fc7/\1fc99/' "match no op of model 'alexnet'"
+# issue 39: a repeated (model, layers) row names its first line; a header
+# with a column more is refused
+first=$(grep -n "^alexnet	conv5	" "$SRC/strategies/paper-table2.tsv" | cut -d: -f1)
+bad "a repeated row" "/^alexnet\tconv5\t/p" "model alexnet, layers conv5 given twice \\(first on line $first\\)"
+bad "a header with a seventh column" 's/^model\tlayers\tdims\tconfig\tops\tmap$/&\textra/' "expected the header line"
 "$SB" paper --table2 -m resnet101 > /dev/null 2> "$TMP/r.err"
 check "a model without rows: exit 2" test $? -eq 2
 check "a model without rows: says so" grep -q "no rows for model 'resnet101'" "$TMP/r.err"

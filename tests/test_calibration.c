@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shardbench/candidates.h"
@@ -69,6 +70,34 @@ static void test_absurd_files(void **state)
     refused(DATA "elem_ratio_huge.txt", "elem_ratio_huge.txt:4:", "elem_ratio 1e308 is out of range");
     refused(DATA "conv_ratio_huge.txt", "conv_ratio_huge.txt:6:", "conv_ratio 1e308 is out of range");
     refused(DATA "tflops_tiny.txt", "tflops_tiny.txt:1:", "tflops 1e-300 is out of range");
+}
+
+/* Issue 39: the file opened once without blocking (a FIFO refused at once,
+ * a folder named), a NUL byte refused naming its line, numbers decimal
+ * only, a repeated key naming its first line. */
+static void test_hostile_files(void **state)
+{
+    (void)state;
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/cal.fifo", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(20); /* a blocking open would hang: the alarm fails the test */
+    refused(fifo, fifo, "is a pipe (FIFO)");
+    refused(tmpdir, tmpdir, "is a directory");
+    alarm(0);
+    unlink(fifo);
+    static const char nul[] = "tflops 1\ngbs 1\nword_bytes 4\nelem_ratio 1\x00x\nlatency_us 1\n";
+    char path[600];
+    snprintf(path, sizeof path, "%s/nul.txt", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fwrite(nul, 1, sizeof nul - 1, f);
+    fclose(f);
+    refused(path, "nul.txt:4:", "a NUL byte");
+    refused(write_cal("hex.txt", "tflops 0x10\ngbs 1\nword_bytes 4\nelem_ratio 1\n"
+                                 "latency_us 1\n"), "hex.txt:1:", "tflops '0x10' is not a");
+    refused(write_cal("twice.txt", "tflops 1\ngbs 1\nword_bytes 4\n# c\ngbs 2\n"),
+            "twice.txt:5:", "'gbs' given twice (first on line 2)");
 }
 
 static void test_ranges(void **state)
@@ -208,7 +237,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ok),
         cmocka_unit_test(test_absurd_files),
-        cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_ranges), cmocka_unit_test(test_hostile_files),
         cmocka_unit_test(test_corners_finite),
         cmocka_unit_test(test_problem_guard),
     };

@@ -94,6 +94,10 @@ static void test_errors(void **state)
     refused(3, "nodes 2.5", "t.machine:3: nodes '2.5' is not a whole number", NULL);
     refused(14, "eff_conv 2", "t.machine:14: eff_conv 2 is out of range", NULL);
     refused(5, "tflops_tf32 400 500", "t.machine:5: expected 'key value'", NULL);
+    /* issue 39: decimal numbers only (strtod took hex and "infinity" shapes) */
+    refused(4, "tflops_fp32 0x10", "t.machine:4:", "tflops_fp32 '0x10' is not a number");
+    refused(4, "tflops_fp32 0x1p4", "t.machine:4:", "is not a number");
+    refused(4, "tflops_fp32 infinity", "t.machine:4:", "is not a number");
     refused(12, "", "t.machine: no 'inter_gbs' line", NULL);
     refused(3, "nodes 65536", "over 65536", NULL);
     char longline[1100];

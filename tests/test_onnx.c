@@ -25,6 +25,9 @@
 
 #include "shardbench/onnx.h"
 #include "shardbench/search.h"
+#ifdef SB_HAVE_ONNX
+#include SB_ONNX_PB_HEADER
+#endif
 
 static void data_path(char *buf, size_t n, const char *name)
 {
@@ -1086,9 +1089,128 @@ static void test_mutations(void **state)
     }
 }
 
+/* A graph input whose fixed dim is 0 or negative (issue 39): refused
+ * naming the input and the dim, not imported as `param batch = 1`. The
+ * static-batch export mha17 with its data input's dim 0 set by protobuf-c. */
+static void test_fixed_dim_not_positive(void **state)
+{
+    (void)state;
+    size_t size;
+    char *data = slurp("mha17", &size);
+    const int64_t bad[] = {0, -3};
+    for (int b = 0; b < 2; b++) {
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+        assert_non_null(mp);
+        Onnx__GraphProto *g = mp->graph;
+        const char *name = NULL;
+        for (size_t i = 0; i < g->n_input && !name; i++) {
+            Onnx__TypeProto *tp = g->input[i]->type;
+            int init = 0;
+            for (size_t k = 0; k < g->n_initializer; k++)
+                init |= !strcmp(g->initializer[k]->name, g->input[i]->name);
+            if (init || !tp || !tp->tensor_type || !tp->tensor_type->shape
+                || !tp->tensor_type->shape->n_dim)
+                continue;
+            Onnx__TensorShapeProto__Dimension *d = tp->tensor_type->shape->dim[0];
+            assert_int_equal(d->value_case, ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE);
+            assert_int_equal(d->dim_value, 2);
+            d->dim_value = bad[b];
+            name = g->input[i]->name;
+        }
+        assert_non_null(name);
+        size_t n = onnx__model_proto__get_packed_size(mp);
+        uint8_t *buf = malloc(n);
+        assert_non_null(buf);
+        onnx__model_proto__pack(mp, buf);
+        char *text = NULL, want[256];
+        size_t len;
+        sb_error err = {0};
+        assert_int_equal(sb_onnx_to_text(buf, n, "zero.onnx", NULL, &text, &len, NULL, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        snprintf(want, sizeof want, "graph input '%s': dim 0 is fixed at %lld", name,
+                 (long long)bad[b]);
+        if (!strstr(err.msg, want) || !strstr(err.msg, "zero.onnx"))
+            fail_msg("expected '%s', got: %s", want, err.msg);
+        free(buf);
+        onnx__model_proto__free_unpacked(mp, NULL);
+    }
+    free(data);
+}
+
+/* Repeated keys (issue 39): an initializer given twice (the second
+ * replaced the first), a node attribute given twice (the first was read):
+ * refused naming the name and both places. cnn_w and mha17 edited by
+ * protobuf-c. */
+static void test_repeated_names(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        size_t size;
+        char *data = slurp(c == 0 ? "cnn_w" : "mha17", &size); /* cnn_w: initializers */
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+        assert_non_null(mp);
+        Onnx__GraphProto *g = mp->graph;
+        char want[256];
+        void *extra = NULL;
+        if (c == 0) { /* the last initializer again, in the first's place */
+            assert_true(g->n_initializer >= 2);
+            extra = g->initializer[0];
+            g->initializer[0] = g->initializer[g->n_initializer - 1];
+            snprintf(want, sizeof want, "initializer '%s' given twice (first: initializer 0, "
+                     "again: %zu)", g->initializer[0]->name, g->n_initializer - 1);
+        } else { /* a node's first attribute again, appended */
+            Onnx__NodeProto *n = NULL;
+            for (size_t i = 0; i < g->n_node && !n; i++)
+                if (g->node[i]->n_attribute >= 1)
+                    n = g->node[i];
+            assert_non_null(n);
+            Onnx__AttributeProto **more = malloc((n->n_attribute + 1) * sizeof *more);
+            assert_non_null(more);
+            memcpy(more, n->attribute, n->n_attribute * sizeof *more);
+            more[n->n_attribute] = n->attribute[0];
+            extra = n->attribute;
+            n->attribute = more;
+            n->n_attribute++;
+            snprintf(want, sizeof want, "attribute '%s' given twice (first: attribute 0, again: "
+                     "%zu)", more[0]->name, n->n_attribute - 1);
+        }
+        size_t n = onnx__model_proto__get_packed_size(mp);
+        uint8_t *buf = malloc(n);
+        assert_non_null(buf);
+        onnx__model_proto__pack(mp, buf);
+        char *text = NULL;
+        size_t len;
+        sb_error err = {0};
+        assert_int_equal(sb_onnx_to_text(buf, n, "rep.onnx", NULL, &text, &len, NULL, &err), -1);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        if (!strstr(err.msg, want))
+            fail_msg("expected '%s', got: %s", want, err.msg);
+        free(buf);
+        /* put the message back as protobuf-c allocated it before freeing */
+        if (c == 0) {
+            g->initializer[0] = extra;
+            onnx__model_proto__free_unpacked(mp, NULL);
+        } else {
+            for (size_t i = 0; i < g->n_node; i++)
+                if (g->node[i]->attribute && g->node[i]->n_attribute >= 2
+                    && g->node[i]->attribute[g->node[i]->n_attribute - 1] == g->node[i]->attribute[0]
+                    && extra) {
+                    free(g->node[i]->attribute);
+                    g->node[i]->attribute = extra;
+                    g->node[i]->n_attribute--;
+                    extra = NULL;
+                }
+            onnx__model_proto__free_unpacked(mp, NULL);
+        }
+        free(data);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixed_dim_not_positive),
+        cmocka_unit_test(test_repeated_names),
         cmocka_unit_test(test_cnn),         cmocka_unit_test(test_cnn_options),
         cmocka_unit_test(test_resnet18),    cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_einsum),      cmocka_unit_test(test_lstm),

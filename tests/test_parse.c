@@ -818,6 +818,42 @@ static void test_error_lexical(void **state)
                  PATH ":2:20", "expected a number");
     expect_error("param big = 99999999999999999999\n",
                  PATH ":1:13", "integer too large");
+    /* the docs' bound exactly: 2^63 - 1 lexes, 2^63 does not */
+    expect_error("param big = 9223372036854775808\n",
+                 PATH ":1:13", "integer too large");
+    sb_model m;
+    parse_ok("param big = 9223372036854775807\ninput x[b=4, f=8]\ny = add(x, x)\n", NULL, 0,
+             &m);
+    assert_int_equal(m.nparams, 1);
+    assert_true(m.params[0].value == INT64_MAX);
+    sb_model_free(&m);
+}
+
+/* No `model` line: the name is the file's up to its first '.', checked as
+ * a `model` line's name is: other characters than letters, digits, '-' and
+ * '_' replaced by '_' (issue 39: an escape sequence, a newline, quotes and
+ * ';' reached the terminal and the database). */
+static void test_name_from_path(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *name;
+    } cases[] = {
+        {"/d/x\x1b[31mred\nline\"q;rm.model", "x__31mred_line_q_rm"},
+        {"dir/my net#1.model", "my_net_1"},
+        {"llama3-8b.model", "llama3-8b"},
+        {"/d/.model", "model"},
+        {"/d/\xc3\xa9t\xc3\xa9.model", "__t__"},
+    };
+    const char *text = "input x[b=4, f=8]\ny = add(x, x)\n";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sb_model m;
+        sb_error err = {0};
+        if (sb_model_parse(text, strlen(text), cases[i].path, NULL, 0, &m, &err))
+            fail_msg("%s: %s", cases[i].name, err.msg);
+        assert_string_equal(m.name, cases[i].name);
+        sb_model_free(&m);
+    }
 }
 
 static void test_error_names_on_left(void **state)
@@ -967,6 +1003,15 @@ static void test_error_misc(void **state)
 {
     (void)state;
     expect_error("param a = 1\nparam a = 2\n", PATH ":2:7", "parameter 'a' defined twice");
+    /* issue 39: every repeated key names its first line */
+    expect_error("param a = 1\nparam b = 1\n\nparam a = 2\n", PATH ":4:7",
+                 "parameter 'a' defined twice (first on line 1)");
+    expect_error("model one\nparam a = 1\nmodel two\ninput x[b=4]\n", PATH ":3:1",
+                 "'model' given twice (first on line 1)");
+    expect_error("cutoff 2\n# c\ncutoff 3\ninput x[b=4]\n", PATH ":3:1",
+                 "cutoff given twice (first on line 1)");
+    expect_error("block f(x)\nreturn x\nend\nblock f(y)\nreturn y\nend\n", PATH ":4:7",
+                 "block 'f' defined twice (first on line 1)");
     expect_error("input x[b=4, f=8]\n"
                  "y = dense(x, units=4, color=3)\n",
                  PATH ":2:23", "dense: unknown argument 'color'");
@@ -1636,7 +1681,7 @@ int main(void)
         cmocka_unit_test(test_error_block_cycle),
         cmocka_unit_test(test_error_missing_end),
         cmocka_unit_test(test_error_lexical),
-        cmocka_unit_test(test_error_names_on_left),
+        cmocka_unit_test(test_error_names_on_left), cmocka_unit_test(test_name_from_path),
         cmocka_unit_test(test_error_reshape_count),
         cmocka_unit_test(test_error_dim_twice),
         cmocka_unit_test(test_llama_ops),

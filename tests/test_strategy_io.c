@@ -75,7 +75,11 @@ static void save_and_load(const char *dir, const char *name)
     sb_model m, m2;
     if (sb_model_load(path, set, 2, &m, &err) || sb_model_load(other, set, 2, &m2, &err))
         fail_msg("%s", err.msg);
-    assert_string_equal(m.name, name);
+    /* a name from a file name is checked now (test_parse's
+     * test_name_from_path); the strategy file must still carry any name
+     * (databases of older builds hold them): set here */
+    snprintf(m.name, sizeof m.name, "%s", name);
+    snprintf(m2.name, sizeof m2.name, "%s-other", name);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_problem pb, pb2;
@@ -199,7 +203,7 @@ static void test_version2(void **state)
     /* two stages of 2 devices, 4 micro-batches, 1f1b; zero 2; one op recomputed */
     assert_int_equal(sb_pipeline_even(&sf.pipe, &m, 4, 2, 4, SB_SCHEDULE_1F1B, &err), 0);
     sf.zero = 2;
-    sf.recompute[1] = 1;
+    sf.recompute[2] = 1; /* logits: a dense (op 1 is the LSTM, never recomputed) */
     assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
     if (sb_strategy_file_load(path, &m, 4, &back, &err))
         fail_msg("%s", err.msg);
@@ -272,9 +276,175 @@ static void test_version2(void **state)
     rmdir(dir);
 }
 
+/* Writes n bytes of text to path and expects sb_strategy_file_load to
+ * refuse it with `says` and "path:line:" in the message. */
+static void expect_refused(const sb_model *m, const char *path, const char *text, size_t n,
+                           int line, const char *says)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    fclose(f);
+    sb_strategy_file back;
+    sb_error err = {0};
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:%d: ", path, line);
+    if (!sb_strategy_file_load(path, m, 4, &back, &err)) {
+        sb_strategy_file_free(&back);
+        fail_msg("expected '%s' at line %d, but the file loaded", says, line);
+    }
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    if (!strstr(err.msg, says) || !strstr(err.msg, where))
+        fail_msg("expected '%s%s', got: %s", where, says, err.msg);
+}
+
+/* Issue 39: each format version refuses the lines it does not define (a
+ * version-1 header over pipeline, stage, zero and recompute lines used to
+ * run as a plain strategy), every key given once is refused a second time
+ * naming the first line, `recompute` of the loss is refused as --recompute
+ * refuses it, a NUL byte inside a line and loose numbers are refused. */
+static void test_lines_per_version(void **state)
+{
+    (void)state;
+    sb_setting set[1];
+    sb_error err = {0};
+    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
+    sb_model m;
+    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
+        fail_msg("%s", err.msg);
+    char dir[] = "/tmp/sb_strategy_lines_XXXXXX", path[PATH_MAX], bad[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s.strategy", dir);
+    snprintf(bad, sizeof bad, "%s/bad.strategy", dir);
+    sb_strategy_file sf;
+    assert_int_equal(sb_strategy_file_init(&sf, &m, 4), 0);
+    for (int i = 0; i < m.nops * SB_MAX_DIMS; i++)
+        sf.cfg[i] = 1;
+    assert_int_equal(sb_pipeline_even(&sf.pipe, &m, 4, 2, 4, SB_SCHEDULE_1F1B, &err), 0);
+    sf.zero = 1;
+    sf.recompute[2] = 1; /* logits: a dense (op 1 is the LSTM, never recomputed) */
+    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
+    const char *loss = NULL;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_SOFTMAX_XENT)
+            loss = m.ops[i].name;
+    assert_non_null(loss);
+    char *buf = malloc(len + 4096);
+    assert_non_null(buf);
+    struct {
+        const char *after; /* a line is added after the first line starting so ("" : none) */
+        const char *add, *says;
+        int v1;            /* the header made version 1 */
+    } cases[] = {
+        {"", "", "'pipeline' is not a line of strategy format version 1", 1},
+        {"zero", "bogus 3", "'bogus' is not a line of strategy format version 2", 0},
+        {"zero", "zero 2", "'zero' given twice (first on line ", 0},
+        {"stage 1", "pipeline 2 4 1f1b", "'pipeline' given twice (first on line ", 0},
+        {"model", "model rnnlm", "'model' given twice (first on line ", 0},
+        {"params", "params batch=8", "'params' given twice (first on line ", 0},
+        {"p ", "p 4", "'p' given twice (first on line ", 0},
+        {"algo", "algo dp", "'algo' given twice (first on line ", 0},
+        {"cost", "cost 1", "'cost' given twice (first on line ", 0},
+        {"zero", "shardbench-strategy 2", "'shardbench-strategy' is not a line", 0},
+        {"zero", "recompute LOSS", "cannot be recomputed", 0},
+        {"recompute", "recompute SAME", "given twice (first on line ", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        /* copy line by line, adding the case's line after its anchor */
+        size_t o = 0;
+        int line = 0, at = 0, added = 0, first_key = 0;
+        char key[64] = "";
+        sscanf(cases[k].add, "%63s", key);
+        for (const char *l = text; *l;) {
+            const char *e = strchr(l, '\n');
+            size_t ll = e ? (size_t)(e - l) + 1 : strlen(l);
+            line++;
+            if (line == 1 && cases[k].v1) {
+                o += (size_t)sprintf(buf + o, "shardbench-strategy 1\n");
+            } else {
+                memcpy(buf + o, l, ll);
+                o += ll;
+            }
+            if (!first_key && !strncmp(l, key, strlen(key)) && l[strlen(key)] == ' ')
+                first_key = line;
+            if (cases[k].v1 && !at && !strncmp(l, "pipeline", 8))
+                at = line;
+            if (!added && cases[k].after[0] && !strncmp(l, cases[k].after, strlen(cases[k].after))) {
+                char add[256];
+                snprintf(add, sizeof add, "%s", cases[k].add);
+                char *w = strstr(add, "LOSS");
+                if (w)
+                    snprintf(w, sizeof add - (size_t)(w - add), "%s", loss);
+                w = strstr(add, "SAME");
+                if (w)
+                    snprintf(w, sizeof add - (size_t)(w - add), "%s", m.ops[2].name);
+                line++;
+                o += (size_t)sprintf(buf + o, "%s\n", add);
+                at = line;
+                added = 1;
+            }
+            l += ll;
+        }
+        char says[256];
+        snprintf(says, sizeof says, "%s", cases[k].says);
+        if (strstr(says, "first on line"))
+            snprintf(says + strlen(says), sizeof says - strlen(says), "%d)", first_key);
+        expect_refused(&m, bad, buf, o, at, says);
+    }
+    /* loose numbers and versions */
+    struct {
+        const char *from, *to, *says;
+    } loose[] = {
+        {"shardbench-strategy 2", "shardbench-strategy 2x", "format version '2x' not supported"},
+        {"shardbench-strategy 2", "shardbench-strategy 2 3", "not supported"},
+        {"\np 4", "\np 4x", "expected 'p DEVICES'"},
+        {"\np 4", "\np 0x4", "expected 'p DEVICES'"},
+        {"\ncost ", "\ncost 0x1p3 #", "expected 'cost NUMBER'"},
+    };
+    for (size_t k = 0; k < sizeof loose / sizeof loose[0]; k++) {
+        char *hit = strstr(text, loose[k].from);
+        assert_non_null(hit);
+        size_t pre = (size_t)(hit - text), o = 0;
+        memcpy(buf, text, pre);
+        o = pre + (size_t)sprintf(buf + pre, "%s", loose[k].to);
+        const char *rest = hit + strlen(loose[k].from);
+        memcpy(buf + o, rest, strlen(rest));
+        o += strlen(rest);
+        int line = 1;
+        for (const char *c = buf; c < buf + pre + (loose[k].from[0] == '\n'); c++)
+            line += *c == '\n';
+        expect_refused(&m, bad, buf, o, line, loose[k].says);
+    }
+    /* a NUL byte inside the zero line */
+    char *z = strstr(text, "\nzero 1");
+    assert_non_null(z);
+    memcpy(buf, text, len);
+    buf[z - text + 6] = '\0';
+    int zl = 2;
+    for (const char *c = text; c < z; c++)
+        zl += *c == '\n';
+    expect_refused(&m, bad, buf, len, zl, "a NUL byte in the line");
+    /* and the file as written loads */
+    sb_strategy_file back;
+    if (sb_strategy_file_load(path, &m, 4, &back, &err))
+        fail_msg("%s", err.msg);
+    sb_strategy_file_free(&back);
+    free(buf);
+    free(text);
+    sb_strategy_file_free(&sf);
+    sb_model_free(&m);
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lines_per_version),
         cmocka_unit_test(test_word),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_special_files),

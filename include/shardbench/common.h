@@ -47,6 +47,37 @@ int sb_grow(void **p, int *cap, int n, size_t size, int first);
 int sb_read_file(const char *path, const char *what, size_t max_bytes, char **data,
                  size_t *size, sb_error *err);
 
+/* Opens a file the project reads, once: without blocking (a FIFO with no
+ * writer), its kind checked on the descriptor before any read (a directory,
+ * FIFO, device or socket refused by name, SB_EXIT_INPUT); the descriptor is
+ * then blocking. Returns it (*size: the file's bytes, if size is not NULL),
+ * or -1 with err set. Every reader goes through this or sb_read_file. */
+int sb_open_input(const char *path, const char *what, int64_t *size, sb_error *err);
+
+/* Text for a terminal: s with control bytes (and DEL) as \n, \t, \r or
+ * \xHH (keep_lines: newlines and tabs kept as they are), cut to fit n.
+ * sb_fail does this to every message, keeping lines. */
+void sb_escape_controls(const char *s, char *out, size_t n, int keep_lines);
+/* 1 when s holds a control byte or DEL. */
+int sb_has_controls(const char *s);
+/* s as one shell word safe to paste: bare when it holds only letters,
+ * digits and _-./+=:,@%; else in single quotes ('\'' for a quote), or as
+ * $'...' with \xHH escapes when it holds a control byte. Cut to fit n. */
+void sb_shell_quote(const char *s, char *out, size_t n);
+/* A decimal number at the start of s, strictly: an optional sign, digits
+ * with an optional fraction and exponent; no blanks, hex, inf or nan (what
+ * strtod alone takes). *end: the first byte after it. -1 when s does not
+ * start with one or it is out of range. */
+int sb_parse_number(const char *s, double *v, const char **end);
+/* A count: decimal digits only (no sign, blank or hex) of at most hi, into
+ * *v. -1 when s is anything else or above hi. */
+int sb_parse_count(const char *s, uint64_t hi, uint64_t *v);
+/* A memory size: a positive decimal number (sb_parse_number) and a unit
+ * (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; none: default_unit, or refused
+ * when that is NULL) into bytes. Refused naming `what` and the value. */
+int sb_parse_size(const char *s, const char *what, const char *default_unit, double *bytes,
+                  sb_error *err);
+
 /* A shipped data file by name (models, machines): `name` itself when it
  * holds a '/' or names a regular file, else DIR/NAME.EXT in the first of
  * the ndirs folders (NULL or "" skipped) that holds it. Returns 1 with the

@@ -71,6 +71,11 @@ void sb_md_text(FILE *f, const char *s);
 
 /* Runs plots/SCRIPT on a data file holding `data` (gnuplot variables in
  * vars, `datafile` set), into OUT/BASE.png and .svg (plots/plot.c). */
+/* The folder of the gnuplot scripts into dir: `given`, else
+ * $SHARDBENCH_PLOTS, else beside the binary (../plots,
+ * ../share/shardbench/plots), else ./plots. -1 (SB_EXIT_INPUT) naming where
+ * it looked when none holds them. */
+int sb_plot_find_scripts(const char *given, char *dir, size_t n, sb_error *err);
 int sb_plot_script(const char *scripts, const char *out, const char *script, const char *base,
                    const char *data, const char *vars, sb_error *err);
 /* s as a gnuplot string literal. */

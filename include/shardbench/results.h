@@ -66,6 +66,7 @@ typedef struct {
     const char *devices;       /* "4 x CPU (2 cores)", "8 x NVIDIA H200" */
     const char *versions;      /* "openblas=0.3.21 mpi=4.1.4 ..." */
     const char *command_line;
+    const char *git_commit;    /* NULL: this build's; else the build that ran (a baseline) */
 } sb_run_meta;
 
 int sb_db_begin_run(sb_db *db, const sb_run_meta *meta, int64_t *run_id, sb_error *err);

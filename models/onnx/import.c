@@ -206,6 +206,11 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
         const char *role = NULL;
         char pn[SB_NAME_MAX];
+        if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+            && d->dim_value <= 0) /* not taken for a dynamic dim: that one is named */
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d is fixed at "
+                           "%lld (a fixed dim is at least 1; a dynamic one has a dim_param name)",
+                           C->path, vi->name, i, (long long)d->dim_value);
         if (nd == 4 && !isint)
             role = role4[i];
         else if (nd == 3 && !isint)
@@ -287,6 +292,52 @@ static void poison_outputs(ctx *C, const Onnx__NodeProto *n)
         if (y && y->kind == V_NONE)
             y->kind = V_POISON;
     }
+}
+
+/* Repeated keys (issue 39): an initializer or a graph input named twice
+ * (the second silently replaced the first), a node attribute given twice
+ * (the first was read); each refused naming the first. */
+static int check_repeats(ctx *C)
+{
+    const Onnx__GraphProto *g = C->g;
+    int *first = calloc((size_t)C->nv + 1, sizeof *first);
+    if (!first)
+        return ox_oom(C);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < g->n_initializer; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        val *x = tp && tp->name ? ox_vfind(C, tp->name) : NULL;
+        if (!x)
+            continue;
+        if (first[x - C->v])
+            rc = sb_fail(C->err, SB_EXIT_INPUT, "%s: initializer '%.100s' given twice (first: "
+                         "initializer %d, again: %zu)", C->path, tp->name, first[x - C->v] - 1, i);
+        first[x - C->v] = (int)i + 1;
+    }
+    memset(first, 0, ((size_t)C->nv + 1) * sizeof *first);
+    for (size_t i = 0; !rc && i < g->n_input; i++) {
+        val *x = g->input[i] && g->input[i]->name ? ox_vfind(C, g->input[i]->name) : NULL;
+        if (!x)
+            continue;
+        if (first[x - C->v])
+            rc = sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s' given twice (first: "
+                         "input %d, again: %zu)", C->path, g->input[i]->name, first[x - C->v] - 1,
+                         i);
+        first[x - C->v] = (int)i + 1;
+    }
+    free(first);
+    for (size_t ni = 0; !rc && ni < g->n_node; ni++) {
+        const Onnx__NodeProto *n = g->node[ni];
+        for (size_t a = 0; !rc && a < n->n_attribute; a++)
+            for (size_t b = 0; !rc && b < a; b++)
+                if (n->attribute[a] && n->attribute[b] && n->attribute[a]->name
+                    && n->attribute[b]->name && !strcmp(n->attribute[a]->name, n->attribute[b]->name))
+                    rc = sb_fail(C->err, SB_EXIT_INPUT, "%s: node %zu '%.100s' (%.40s): attribute "
+                                 "'%.60s' given twice (first: attribute %zu, again: %zu)", C->path,
+                                 ni, n->name ? n->name : "", n->op_type ? n->op_type : "",
+                                 n->attribute[a]->name, b, a);
+    }
+    return rc;
 }
 
 static int do_node(ctx *C, int ni)
@@ -384,6 +435,8 @@ static int prepass(ctx *C)
     for (size_t i = 0; i < g->n_output; i++)
         if (g->output[i] && g->output[i]->name && g->output[i]->name[0] && !ox_vget(C, g->output[i]->name))
             return -1;
+    if (check_repeats(C))
+        return -1;
     /* consumers */
     C->ncons = calloc((size_t)C->nv + 1, sizeof *C->ncons);
     C->cons = calloc((size_t)C->nv + 1, sizeof *C->cons);

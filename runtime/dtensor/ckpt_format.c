@@ -187,21 +187,15 @@ void ck_index_free(ck_index *x)
 
 static int read_whole(const char *path, unsigned char **out, size_t *n, sb_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return sb_fail(err, SB_EXIT_INPUT, "checkpoint index '%s' does not exist (no complete "
-                           "checkpoint at this prefix)", path);
-        return sb_fail(err, SB_EXIT_INPUT, "cannot open checkpoint index '%s': %s", path,
-                       strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return sb_fail(err, SB_EXIT_INTERNAL, "cannot stat '%s': %s", path, strerror(errno));
-    }
-    *n = (size_t)st.st_size;
-    *out = sb_malloc(*n, err);
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return sb_fail(err, SB_EXIT_INPUT, "checkpoint index '%s' does not exist (no complete "
+                       "checkpoint at this prefix)", path);
+    int64_t size = 0;
+    int fd = sb_open_input(path, "checkpoint index", &size, err);
+    if (fd < 0)
+        return -1;
+    *n = (size_t)size;
+    *out = sb_malloc(*n ? *n : 1, err);
     ssize_t k = *out ? pread(fd, *out, *n, 0) : -1;
     close(fd);
     if (!*out)
@@ -250,8 +244,14 @@ static int parse_tensors(rbuf *r, ck_index *x)
         t->nd = (int)ck_r_u32(r);
         if (r->bad || t->nd < 1 || t->nd > SB_BOX_MAX_DIMS)
             return -1;
-        for (int d = 0; d < t->nd; d++)
+        /* each dim >= 0 and the tensor's bytes (volume x 4) within 64 bits:
+         * a shard's volume x 4 is then too */
+        int64_t bytes = 4;
+        for (int d = 0; d < t->nd; d++) {
             t->shape[d] = (int64_t)ck_r_u64(r);
+            if (t->shape[d] < 0 || __builtin_mul_overflow(bytes, t->shape[d], &bytes))
+                return -1;
+        }
         uint32_t ll = ck_r_u32(r);
         ck_r_take(r, ll); /* layout string: informational */
         t->nshards = (int)ck_r_u32(r);
@@ -262,6 +262,9 @@ static int parse_tensors(rbuf *r, ck_index *x)
             return -1;
         for (int k = 0; k < t->nshards; k++)
             if (parse_shard(r, x, t, &t->shards[k]))
+                return -1;
+        for (int j = 0; j < i; j++) /* a tensor named twice: which is meant? */
+            if (!strcmp(x->t[j].name, t->name))
                 return -1;
     }
     return r->pos == r->n ? 0 : -1;
@@ -301,6 +304,8 @@ int ck_index_load(const char *prefix, ck_index *x, sb_error *err)
     for (int f = 0; !bad && f < x->nfiles; f++) {
         ck_r_str(&r, x->files[f], sizeof x->files[f]);
         bad = r.bad || strchr(x->files[f], '/') != NULL;
+        for (int g = 0; !bad && g < f; g++) /* a file listed twice */
+            bad = !strcmp(x->files[g], x->files[f]);
     }
     if (bad || parse_tensors(&r, x))
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint index '%s' is corrupt", x->path);

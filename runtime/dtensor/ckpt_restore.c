@@ -41,15 +41,11 @@ static int open_shard_file(const ck_index *x, ck_file *files, int f, const char 
     if (cf->fd >= 0)
         return 0;
     snprintf(cf->path, sizeof cf->path, "%s/%s", x->dir, x->files[f]);
-    cf->fd = open(cf->path, O_RDONLY | O_CLOEXEC);
+    sb_error e2 = {0};
+    cf->fd = sb_open_input(cf->path, "checkpoint shard file", &cf->size, &e2);
     if (cf->fd < 0)
-        return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s' (tensor '%s'): %s", cf->path,
-                       tensor, strerror(errno));
-    struct stat st;
+        return sb_fail(err, e2.code, "%s (tensor '%s')", e2.msg, tensor);
     unsigned char head[16];
-    if (fstat(cf->fd, &st) != 0)
-        return sb_fail(err, SB_EXIT_INTERNAL, "cannot stat '%s': %s", cf->path, strerror(errno));
-    cf->size = (int64_t)st.st_size;
     if (pread(cf->fd, head, sizeof head, 0) != (ssize_t)sizeof head)
         return sb_fail(err, SB_EXIT_INPUT, "checkpoint file '%s' (tensor '%s') is truncated: %lld "
                        "bytes, no header", cf->path, tensor, (long long)cf->size);

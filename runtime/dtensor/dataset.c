@@ -173,9 +173,9 @@ static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 int sb_data_open_records(const char *path, sb_data_source **out, sb_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = sb_open_input(path, "record file", NULL, err);
     if (fd < 0)
-        return sb_fail(err, SB_EXIT_INPUT, "record file '%s': %s", path, strerror(errno));
+        return -1;
     unsigned char h[8 + 12 + 8 * SB_BOX_MAX_DIMS + 12];
     ssize_t k = pread(fd, h, sizeof h, 0);
     uint32_t ver = 0, dtype = 0, nd = 0, crc = 0;
