@@ -54,7 +54,7 @@ mpirun --oversubscribe -np "$((pmax > 1 ? pmax : 2))" build/shardbench calibrate
 # is taken again when the machine is free of it, up to 2 times
 # (--retries 2); the 4 ranks of P = 4 (more ranks than cores) are bound
 # two to a core
-# (docs/cost-model.md, "Launches beside other work")
+# (docs/cost-measured.md, "Launches beside other work")
 build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-here.machine" \
     --set alexnet:batch=16 --set alexnet:image=99 --set alexnet:width_div=4 \
     --set transformer:batch=8 --set transformer:seq=32 --set transformer:vocab=2000 \

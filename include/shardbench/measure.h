@@ -109,7 +109,7 @@ int sb_bench(const sb_bench_opts *o, int argc, char **argv);
  * rank waiting on another then gives its core up between polls instead of
  * spinning on it: OpenMPI does so by itself only with more ranks than
  * cores, and a rank that spins on a core that another process shares takes
- * the core from it (docs/cost-model.md, "Launches beside other work"). */
+ * the core from it (docs/cost-measured.md, "Launches beside other work"). */
 int sb_proc_stat_busy(const char *line, double hz, double *busy_s);
 double sb_bench_other_cores(double busy0, double busy1, double own_cpu_s, double wall_s);
 int sb_bench_retry_pick(int n, const int *skip, const int *ok, const int *clean, int *pick);
@@ -125,7 +125,7 @@ int sb_bench_idle_env(int yield_idle);
  * on 2 cores ran at full speed when its ranks had a core each and at half
  * when they shared one, so a strategy's step moved by up to 2x from one
  * launch to the next, and the profile's figures with it
- * (docs/cost-model.md, "Ranks that outnumber the cores"). */
+ * (docs/cost-measured.md, "Ranks that outnumber the cores"). */
 int sb_bench_binding(int p, int cpus, const char **words);
 
 /* -------------------------------------------------------- statistics -- */
