@@ -2412,7 +2412,7 @@ static void test_strategy_roundtrip(void **state)
     write_variant(bad, &L, 0, "hello world\n", 0);
     expect_load_error(bad, &pb, 1, "not a shardbench strategy file");
     write_variant(bad, &L, 0, "shardbench-strategy 3\n", 0);
-    expect_load_error(bad, &pb, 1, "version 3 not supported");
+    expect_load_error(bad, &pb, 1, "version '3' not supported");
     /* ops missing at the end */
     write_variant(bad, &L, -1, NULL, -(L.n - 2));
     expect_load_error(bad, &pb, 0, "has 12 ops, the model has 14");
