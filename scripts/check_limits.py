@@ -29,9 +29,11 @@ LIMITS = {"file": 1500, "function": 150, "readme": 150, "doc": 400}
 
 
 def tracked(src, *patterns):
-    """The files of the tree matching patterns: git's list in a clone, else
+    """The files of the tree matching patterns: git's list in a clone (tracked,
+    and untracked ones not ignored), else
     every file outside build*/ and hidden folders (a source tarball)."""
-    out = subprocess.run(["git", "-C", src, "ls-files", "--", *patterns],
+    out = subprocess.run(["git", "-C", src, "ls-files", "--cached", "--others",
+                          "--exclude-standard", "--", *patterns],
                          capture_output=True, text=True)
     if out.returncode == 0:
         return [f for f in out.stdout.split("\n") if f]
