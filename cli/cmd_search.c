@@ -751,7 +751,20 @@ static void search_usage(FILE *f)
             SB_DB_DEFAULT_PATH);
 }
 
-int cmd_search(int argc, char **argv)
+/* search's options (the plain and full spaces; --algo megatron has its own). */
+typedef struct {
+    shared_opts so;
+    sb_pipe_opts po;
+    const char *format, *save, *dot, *plot, *db, *algo;
+    int adopt_db;
+    int space;               /* -1 as implied, 0 plain, 1 full */
+    int zero_given, rc_opt_given;
+    int rank_order;          /* --ranks: -1 auto (chosen), 0 block, 1 cyclic */
+} search_args;
+
+/* The options into *a: -1 to go on, else the exit status (0 after --help,
+ * 2 with the reason on stderr). */
+static int parse_search_args(int argc, char **argv, search_args *a)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"procs", required_argument, 0, 'p'},
@@ -775,80 +788,77 @@ int cmd_search(int argc, char **argv)
         CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
-    if (search_is_megatron(argc, argv)) /* its own options and output (search_megatron.c) */
-        return cmd_search_megatron(argc, argv);
     sb_error err = {0};
-    shared_opts so;
-    shared_opts_default(&so);
-    const char *format = "table", *save = NULL, *dot = NULL, *plot = NULL;
-    const char *db = SB_DB_DEFAULT_PATH, *algo = "pase";
-    int adopt_db = 0;
-    int space = -1, zero_given = 0, rc_opt_given = 0; /* space: -1 as implied, 0 plain, 1 full */
-    int rank_order = -1; /* --ranks: -1 auto (chosen), 0 block, 1 cyclic */
-    sb_pipe_opts po;
-    sb_pipe_opts_default(&po);
-    po.max_stage_devices = 64;
-    po.threads = 0; /* as --threads: the CPUs this process may use */
+    memset(a, 0, sizeof *a);
+    shared_opts_default(&a->so);
+    a->format = "table";
+    a->db = SB_DB_DEFAULT_PATH;
+    a->algo = "pase";
+    a->space = -1;
+    a->rank_order = -1;
+    sb_pipe_opts_default(&a->po);
+    a->po.max_stage_devices = 64;
+    a->po.threads = 0; /* as --threads: the CPUs this process may use */
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
-        int rc = shared_opt(&so, c, optarg, &err);
+        int rc = shared_opt(&a->so, c, optarg, &err);
         if (c == 'Z')
-            zero_given = 1;
+            a->zero_given = 1;
         if (c == SB_OPT_RECOMPUTE)
-            rc_opt_given = 1;
+            a->rc_opt_given = 1;
         if (rc == 0) /* not a shared option */
             switch (c) {
             case 'a':
-                algo = optarg;
+                a->algo = optarg;
                 if (!algo_known(optarg))
                     rc = sb_fail(&err, SB_EXIT_INPUT,
                                  "--algo: '%s' is not pase, bf, dp, expert, mcmc, candidates or megatron",
                                  optarg);
                 break;
             case 'f':
-                format = optarg;
-                if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "tsv"))
+                a->format = optarg;
+                if (strcmp(a->format, "table") && strcmp(a->format, "json") && strcmp(a->format, "tsv"))
                     rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table, json or tsv",
                                  optarg);
                 break;
-            case 'S': save = optarg; break;
-            case 1009: plot = optarg; break;
-            case 'D': dot = optarg; break;
-            case 'd': db = optarg; break;
-            case 'O': adopt_db = 1; break;
+            case 'S': a->save = optarg; break;
+            case 1009: a->plot = optarg; break;
+            case 'D': a->dot = optarg; break;
+            case 'd': a->db = optarg; break;
+            case 'O': a->adopt_db = 1; break;
             case 1001:
                 if (strcmp(optarg, "plain") && strcmp(optarg, "full"))
                     rc = sb_fail(&err, SB_EXIT_INPUT, "--space: '%s' is not plain or full", optarg);
-                space = !strcmp(optarg, "full");
+                a->space = !strcmp(optarg, "full");
                 break;
-            case 1002: rc = parse_int_opt(optarg, "--stages", 1, SB_MAX_STAGES, &po.stages, &err); break;
+            case 1002: rc = parse_int_opt(optarg, "--stages", 1, SB_MAX_STAGES, &a->po.stages, &err); break;
             case 1003:
-                rc = parse_int_opt(optarg, "--microbatches", 1, 1 << 20, &po.microbatches, &err);
+                rc = parse_int_opt(optarg, "--microbatches", 1, 1 << 20, &a->po.microbatches, &err);
                 break;
             case 1004: {
                 sb_schedule sc;
                 if (sb_schedule_parse(optarg, &sc))
                     rc = sb_fail(&err, SB_EXIT_INPUT, "--schedule: '%s' is not gpipe or 1f1b", optarg);
-                po.schedule = (int)sc;
+                a->po.schedule = (int)sc;
                 break;
             }
             case 1005:
-                rc = parse_int_opt(optarg, "--max-stage-devices", 1, 65536, &po.max_stage_devices, &err);
+                rc = parse_int_opt(optarg, "--max-stage-devices", 1, 65536, &a->po.max_stage_devices, &err);
                 break;
             case 1006:
-                rc = parse_int_opt(optarg, "--stage-threads", 0, 256, &po.threads, &err);
+                rc = parse_int_opt(optarg, "--stage-threads", 0, 256, &a->po.threads, &err);
                 break;
             case 1008:
-                rc = parse_int_opt(optarg, "--threads", 0, 256, &so.ao.dp.threads, &err);
+                rc = parse_int_opt(optarg, "--threads", 0, 256, &a->so.ao.dp.threads, &err);
                 break;
             case 1007:
                 if (!strcmp(optarg, "auto"))
-                    rank_order = -1;
+                    a->rank_order = -1;
                 else if (!strcmp(optarg, "block"))
-                    rank_order = 0;
+                    a->rank_order = 0;
                 else if (!strcmp(optarg, "cyclic"))
-                    rank_order = 1;
+                    a->rank_order = 1;
                 else
                     rc = sb_fail(&err, SB_EXIT_INPUT, "--ranks: '%s' is not auto, block or "
                                  "cyclic", optarg);
@@ -863,95 +873,57 @@ int cmd_search(int argc, char **argv)
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (shared_opts_calibrate(&so, &err))
+    if (shared_opts_calibrate(&a->so, &err))
         return cli_fail(&err);
-    if (!so.model || !so.p) {
+    if (!a->so.model || !a->so.p) {
         fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
         search_usage(stderr);
         return 2;
     }
-    int pipe_given = po.stages || po.microbatches || po.schedule >= 0;
-    /* --memory with --recompute stays plain (where auto chooses per op);
-     * the full space takes --recompute all (every stage recomputes every
-     * op) and refuses auto (sb_pipe_search says why) */
-    int rc_given = so.cp.recompute != SB_RECOMPUTE_NONE;
-    if (space < 0)
-        space = pipe_given || zero_given || (so.mem_bound && !rc_given);
-    if (!space && plot) {
-        fprintf(stderr, "shardbench search: --plot draws a pipeline strategy (give --space full, "
-                        "or --memory, which implies it)\n");
-        return 2;
-    }
-    if (!space && pipe_given) {
-        fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
-                        "full\n");
-        return 2;
-    }
-    if (space) {
-        if (strcmp(algo, "pase") && strcmp(algo, "bf")) {
-            fprintf(stderr, "shardbench search: --space full searches with pase or bf, not "
-                            "--algo %s (give --space plain)\n", algo);
-            return 2;
-        }
-        if (dot) {
-            fprintf(stderr, "shardbench search: --dot draws a plain strategy (give --space "
-                            "plain)\n");
-            return 2;
-        }
-        po.dp = so.ao.dp;
-        po.dp.algo = !strcmp(algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
-        po.dp.progress = 0;
-        po.opt = so.ao.opt;
-        po.mem_limit = so.mem_bound ? so.device_gib * 1073741824.0 : 0.0;
-        /* not forced: chosen (under a limit; without one ZeRO 0 and nothing
-         * recomputed are optimal and what the search returns) */
-        po.choose_zero = !zero_given;
-        po.choose_recompute = !rc_opt_given || so.cp.recompute == SB_RECOMPUTE_AUTO;
-        if (rank_order >= 0) {
-            fprintf(stderr, "shardbench search: --ranks: the plain space only (--space full, "
-                            "implied by --memory, --zero and the pipeline options, keeps each "
-                            "stage's ranks consecutive, in blocks)\n");
-            return 2;
-        }
-        return search_full(&so, &po, algo, format, save, db, adopt_db, plot);
-    }
+    return -1;
+}
+
+/* The plain space: one search by --algo, printed, saved and recorded. */
+static int search_plain(search_args *a)
+{
+    sb_error err = {0};
     sb_model m;
     sb_problem pb;
-    so.cp.node_order = rank_order == 1;
-    if (shared_opts_problem(&so, &m, &pb, &err))
+    a->so.cp.node_order = a->rank_order == 1;
+    if (shared_opts_problem(&a->so, &m, &pb, &err))
         return cli_fail(&err);
     sb_result r;
     int status = 0;
-    if (rank_order == 1 && !sb_node_order_possible(&pb.cp)) {
+    if (a->rank_order == 1 && !sb_node_order_possible(&pb.cp)) {
         sb_fail(&err, SB_EXIT_INPUT, "--ranks cyclic: needs a machine file whose nodes p = %d "
                 "fills, more than one (devices per node: %d)", pb.p, pb.cp.node_devices);
         status = cli_fail(&err);
         goto out;
     }
-    algo_opts ao = so.ao;
-    double device_gib = so.device_gib;
+    algo_opts ao = a->so.ao;
+    double device_gib = a->so.device_gib;
     ao.mem_limit = device_gib * 1073741824.0;
-    ao.mem_bound = so.mem_bound || pb.cp.recompute == SB_RECOMPUTE_AUTO;
-    if (pb.cp.recompute == SB_RECOMPUTE_AUTO && strcmp(algo, "pase") && strcmp(algo, "bf")) {
+    ao.mem_bound = a->so.mem_bound || pb.cp.recompute == SB_RECOMPUTE_AUTO;
+    if (pb.cp.recompute == SB_RECOMPUTE_AUTO && strcmp(a->algo, "pase") && strcmp(a->algo, "bf")) {
         sb_fail(&err, SB_EXIT_INPUT, "--recompute auto: --algo %s does not choose what to "
-                "recompute (pase and bf do; --recompute all works with every algorithm)", algo);
+                "recompute (pase and bf do; --recompute all works with every algorithm)", a->algo);
         status = cli_fail(&err);
         goto out;
     }
-    if (so.mem_bound && strcmp(algo, "pase") && strcmp(algo, "bf") && strcmp(algo, "candidates")) {
+    if (a->so.mem_bound && strcmp(a->algo, "pase") && strcmp(a->algo, "bf") && strcmp(a->algo, "candidates")) {
         sb_fail(&err, SB_EXIT_INPUT,
                 "--memory: --algo %s does not search within a memory limit (pase, bf and "
-                "candidates do; --device-mem reports one)", algo);
+                "candidates do; --device-mem reports one)", a->algo);
         status = cli_fail(&err);
         goto out;
     }
-    if (run_algo(&pb, algo, &ao, &r, &err)) {
+    if (run_algo(&pb, a->algo, &ao, &r, &err)) {
         status = cli_fail(&err);
         goto out;
     }
-    if ((!strcmp(algo, "pase") || !strcmp(algo, "bf")) && sb_node_order_possible(&pb.cp)
-        && !pb.cp.profiled && rank_order < 0)
-        choose_rank_order(&m, &pb, algo, &ao, &r);
+    if ((!strcmp(a->algo, "pase") || !strcmp(a->algo, "bf")) && sb_node_order_possible(&pb.cp)
+        && !pb.cp.profiled && a->rank_order < 0)
+        choose_rank_order(&m, &pb, a->algo, &ao, &r);
     {
         sb_mem parts;
         r.peak_bytes_per_device = sb_strategy_memory_rc(&pb, r.choice, r.recompute, ao.opt, &parts);
@@ -959,23 +931,23 @@ int cmd_search(int argc, char **argv)
                         parts.activations + parts.act_grads, parts.scratch};
         memcpy(r.mem_parts, mp, sizeof mp);
     }
-    if (!strcmp(format, "json")) {
-        sb_strategy_json(stdout, &pb, &r, algo);
+    if (!strcmp(a->format, "json")) {
+        sb_strategy_json(stdout, &pb, &r, a->algo);
         fputc('\n', stdout);
-    } else if (!strcmp(format, "tsv")) {
+    } else if (!strcmp(a->format, "tsv")) {
         print_strategy_tsv(stdout, &pb, &r);
     } else {
-        print_strategy_table(stdout, &pb, &r, algo);
+        print_strategy_table(stdout, &pb, &r, a->algo);
         if (ao.note)
             fputs(ao.note, stdout);
     }
     fflush(stdout);
     warn_memory(&pb, &r, ao.opt, device_gib);
-    if (save && sb_strategy_save(save, &pb, &r, algo, &err))
+    if (a->save && sb_strategy_save(a->save, &pb, &r, a->algo, &err))
         status = cli_fail(&err);
-    if (!status && dot && write_dot(dot, &pb, &r, &err))
+    if (!status && a->dot && write_dot(a->dot, &pb, &r, &err))
         status = cli_fail(&err);
-    if (record(db, adopt_db, "cli", &pb, &r, algo, &err)) {
+    if (record(a->db, a->adopt_db, "cli", &pb, &r, a->algo, &err)) {
         int s2 = cli_fail(&err);
         if (!status)
             status = s2;
@@ -986,6 +958,63 @@ out:
     sb_problem_free(&pb);
     sb_model_free(&m);
     return status;
+}
+
+int cmd_search(int argc, char **argv)
+{
+    if (search_is_megatron(argc, argv)) /* its own options and output (search_megatron.c) */
+        return cmd_search_megatron(argc, argv);
+    static search_args args;
+    search_args *a = &args;
+    int rc = parse_search_args(argc, argv, a);
+    if (rc >= 0)
+        return rc;
+    int pipe_given = a->po.stages || a->po.microbatches || a->po.schedule >= 0;
+    /* --memory with --recompute stays plain (where auto chooses per op);
+     * the full space takes --recompute all (every stage recomputes every
+     * op) and refuses auto (sb_pipe_search says why) */
+    int rc_given = a->so.cp.recompute != SB_RECOMPUTE_NONE;
+    if (a->space < 0)
+        a->space = pipe_given || a->zero_given || (a->so.mem_bound && !rc_given);
+    if (!a->space && a->plot) {
+        fprintf(stderr, "shardbench search: --plot draws a pipeline strategy (give --space full, "
+                        "or --memory, which implies it)\n");
+        return 2;
+    }
+    if (!a->space && pipe_given) {
+        fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
+                        "full\n");
+        return 2;
+    }
+    if (a->space) {
+        if (strcmp(a->algo, "pase") && strcmp(a->algo, "bf")) {
+            fprintf(stderr, "shardbench search: --space full searches with pase or bf, not "
+                            "--algo %s (give --space plain)\n", a->algo);
+            return 2;
+        }
+        if (a->dot) {
+            fprintf(stderr, "shardbench search: --dot draws a plain strategy (give --space "
+                            "plain)\n");
+            return 2;
+        }
+        a->po.dp = a->so.ao.dp;
+        a->po.dp.algo = !strcmp(a->algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
+        a->po.dp.progress = 0;
+        a->po.opt = a->so.ao.opt;
+        a->po.mem_limit = a->so.mem_bound ? a->so.device_gib * 1073741824.0 : 0.0;
+        /* not forced: chosen (under a limit; without one ZeRO 0 and nothing
+         * recomputed are optimal and what the search returns) */
+        a->po.choose_zero = !a->zero_given;
+        a->po.choose_recompute = !a->rc_opt_given || a->so.cp.recompute == SB_RECOMPUTE_AUTO;
+        if (a->rank_order >= 0) {
+            fprintf(stderr, "shardbench search: --ranks: the plain space only (--space full, "
+                            "implied by --memory, --zero and the pipeline options, keeps each "
+                            "stage's ranks consecutive, in blocks)\n");
+            return 2;
+        }
+        return search_full(&a->so, &a->po, a->algo, a->format, a->save, a->db, a->adopt_db, a->plot);
+    }
+    return search_plain(a);
 }
 
 /* The plain search over nodes: the rank order of the 2-D mesh (nodes x
