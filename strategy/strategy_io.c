@@ -415,6 +415,146 @@ static int check_key(const char *path, int lineno, const char *key, int version,
     return 0;
 }
 
+/* A header line's value checked against m and p, or kept (algo, cost):
+ * 0, or -1 with err naming path:line. */
+static int read_head_key(const char *path, int lineno, const char *line, const char *key,
+                         const char *a, int n, const sb_model *m, int p, sb_strategy_file *sf,
+                         sb_error *err)
+{
+    if (strcmp(key, "model") == 0 && n >= 2) {
+        char name[SB_NAME_MAX * 2];
+        const char *rest;
+        if (sb_strategy_word(line + strspn(line, " \t") + 5, name, sizeof name, &rest) ||
+            rest[strspn(rest, " \t\r\n")]) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: bad model name (a word, or one in double "
+                    "quotes)", path, lineno);
+            return -1;
+        }
+        if (strcmp(name, m->name) != 0) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for model '%s', not '%s'", path,
+                    lineno, name, m->name);
+            return -1;
+        }
+    }
+    if (strcmp(key, "params") == 0) {
+        char want[4096], have[4096];
+        const char *h = line + strspn(line, " \t") + 6;
+        h += strspn(h, " \t");
+        snprintf(have, sizeof have, "%.*s", (int)strcspn(h, " \t\r\n"), h);
+        sb_params_str(m, want, sizeof want);
+        if (strcmp(have, want) != 0) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for sizes %s, the model has %s",
+                    path, lineno, have, want);
+            return -1;
+        }
+    }
+    if (strcmp(key, "p") == 0) {
+        int pok = n == 2;
+        int fp = (int)whole(n >= 2 ? a : "", 1, 1 << 20, &pok);
+        if (!pok) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'p DEVICES'", path, lineno);
+            return -1;
+        }
+        if (fp != p) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for p=%d, running with p=%d", path,
+                    lineno, fp, p);
+            return -1;
+        }
+    }
+    if (strcmp(key, "algo") == 0 && n >= 2)
+        snprintf(sf->algo, sizeof sf->algo, "%.63s", a);
+    if (strcmp(key, "cost") == 0) {
+        const char *cend = "";
+        if (n != 2 || sb_parse_number(a, &sf->cost, &cend) || *cend) {
+            sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'cost NUMBER'", path, lineno);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* An `op NAME KIND CONFIG` line: the config of op *nop into sf, checked
+ * against the model's op of that index: 0, or -1 with err naming
+ * path:line. */
+static int read_op_line(const char *path, int lineno, const char *a, const char *c, int n,
+                        const sb_model *m, int *nop, sb_strategy_file *sf, sb_error *err)
+{
+    if (n < 4) {
+        sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'op NAME KIND CONFIG'", path, lineno);
+        return -1;
+    }
+    if ((*nop) >= m->nops || strcmp(m->ops[*nop].name, a) != 0) {
+        sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s' does not match the model (expected '%s')",
+                path, lineno, a, (*nop) < m->nops ? m->ops[*nop].name : "no more ops");
+        return -1;
+    }
+    const sb_op *op = &m->ops[*nop];
+    int *cfg = sf->cfg + (size_t)(*nop) * SB_MAX_DIMS, nd = 0;
+    const char *s = c;
+    while (*s && nd < SB_MAX_DIMS) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1 << 20)
+            break;
+        cfg[nd++] = (int)v;
+        s = end;
+        if (*s == ',')
+            s++;
+    }
+    if (nd != op->ndims || *s) {
+        sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config '%s' needs %d split counts", path,
+                lineno, a, c, op->ndims);
+        return -1;
+    }
+    sf->op_line[(*nop)++] = lineno;
+    return 0;
+}
+
+/* After the last line: every op read, the pipeline whole, each op's
+ * config within its dims and its stage's devices: 0, or -1 with err. */
+static int check_loaded(const char *path, const sb_model *m, int p, int nop, int nstage_lines,
+                        sb_strategy_file *sf, sb_error *err)
+{
+    if (nop != m->nops) {
+        sb_fail(err, SB_EXIT_INPUT, "%s: has %d ops, the model has %d", path, nop, m->nops);
+        return -1;
+    }
+    if (!sf->pipe.nstages) {
+        sb_pipeline_none(&sf->pipe, m->nops, p);
+    } else {
+        if (nstage_lines != sf->pipe.nstages) {
+            sb_fail(err, SB_EXIT_INPUT, "%s: pipeline of %d stages has %d stage lines", path,
+                    sf->pipe.nstages, nstage_lines);
+            return -1;
+        }
+        sb_error e2;
+        if (sb_pipeline_check(&sf->pipe, m, p, &e2)) {
+            sb_fail(err, SB_EXIT_INPUT, "%s: %s", path, e2.msg);
+            return -1;
+        }
+    }
+    /* each op's config fits its stage's devices */
+    for (int i = 0; i < m->nops; i++) {
+        int s = sb_pipeline_stage_of(&sf->pipe, i), prod = 1;
+        const int *cf = sf->cfg + (size_t)i * SB_MAX_DIMS;
+        for (int d = 0; d < m->ops[i].ndims; d++) {
+            if (cf[d] > m->ops[i].dims[d].size) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': splits dim %s (size %lld) %d ways",
+                        path, sf->op_line[i], m->ops[i].name, m->ops[i].dims[d].name,
+                        (long long)m->ops[i].dims[d].size, cf[d]);
+                return -1;
+            }
+            prod *= cf[d];
+            if (prod > sf->pipe.devices[s]) {
+                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config needs more than the %d "
+                        "devices of its stage %d", path, sf->op_line[i], m->ops[i].name, sf->pipe.devices[s], s);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strategy_file *sf,
                           sb_error *err)
 {
@@ -471,54 +611,8 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
         }
         if (check_key(path, lineno, key, version, first, err))
             goto out;
-        if (strcmp(key, "model") == 0 && n >= 2) {
-            char name[SB_NAME_MAX * 2];
-            const char *rest;
-            if (sb_strategy_word(line + strspn(line, " \t") + 5, name, sizeof name, &rest) ||
-                rest[strspn(rest, " \t\r\n")]) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: bad model name (a word, or one in double "
-                        "quotes)", path, lineno);
-                goto out;
-            }
-            if (strcmp(name, m->name) != 0) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for model '%s', not '%s'", path,
-                        lineno, name, m->name);
-                goto out;
-            }
-        }
-        if (strcmp(key, "params") == 0) {
-            char want[4096], *have = line + strspn(line, " \t") + 6;
-            have += strspn(have, " \t");
-            have[strcspn(have, " \t\r\n")] = '\0';
-            sb_params_str(m, want, sizeof want);
-            if (strcmp(have, want) != 0) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for sizes %s, the model has %s",
-                        path, lineno, have, want);
-                goto out;
-            }
-        }
-        if (strcmp(key, "p") == 0) {
-            int pok = n == 2;
-            int fp = (int)whole(n >= 2 ? a : "", 1, 1 << 20, &pok);
-            if (!pok) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'p DEVICES'", path, lineno);
-                goto out;
-            }
-            if (fp != p) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: strategy is for p=%d, running with p=%d", path,
-                        lineno, fp, p);
-                goto out;
-            }
-        }
-        if (strcmp(key, "algo") == 0 && n >= 2)
-            snprintf(sf->algo, sizeof sf->algo, "%.63s", a);
-        if (strcmp(key, "cost") == 0) {
-            const char *cend = "";
-            if (n != 2 || sb_parse_number(a, &sf->cost, &cend) || *cend) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'cost NUMBER'", path, lineno);
-                goto out;
-            }
-        }
+        if (read_head_key(path, lineno, line, key, a, n, m, p, sf, err))
+            goto out;
         if (version >= 2) {
             int x = read_extra(path, lineno, line, m, sf, &nstage_lines, rc_line, err);
             if (x < 0)
@@ -528,76 +622,15 @@ int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strateg
         }
         if (strcmp(key, "op") != 0)
             continue;
-        if (n < 4) {
-            sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'op NAME KIND CONFIG'", path, lineno);
+        if (read_op_line(path, lineno, a, c, n, m, &nop, sf, err))
             goto out;
-        }
-        if (nop >= m->nops || strcmp(m->ops[nop].name, a) != 0) {
-            sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s' does not match the model (expected '%s')",
-                    path, lineno, a, nop < m->nops ? m->ops[nop].name : "no more ops");
-            goto out;
-        }
-        const sb_op *op = &m->ops[nop];
-        int *cfg = sf->cfg + (size_t)nop * SB_MAX_DIMS, nd = 0;
-        char *s = c;
-        while (*s && nd < SB_MAX_DIMS) {
-            char *end;
-            long v = strtol(s, &end, 10);
-            if (end == s || v < 1 || v > 1 << 20)
-                break;
-            cfg[nd++] = (int)v;
-            s = end;
-            if (*s == ',')
-                s++;
-        }
-        if (nd != op->ndims || *s) {
-            sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config '%s' needs %d split counts", path,
-                    lineno, a, c, op->ndims);
-            goto out;
-        }
-        sf->op_line[nop++] = lineno;
     }
     if (!version) {
         sb_fail(err, SB_EXIT_INPUT, "%s: empty or not a strategy file", path);
         goto out;
     }
-    if (nop != m->nops) {
-        sb_fail(err, SB_EXIT_INPUT, "%s: has %d ops, the model has %d", path, nop, m->nops);
+    if (check_loaded(path, m, p, nop, nstage_lines, sf, err))
         goto out;
-    }
-    if (!sf->pipe.nstages) {
-        sb_pipeline_none(&sf->pipe, m->nops, p);
-    } else {
-        if (nstage_lines != sf->pipe.nstages) {
-            sb_fail(err, SB_EXIT_INPUT, "%s: pipeline of %d stages has %d stage lines", path,
-                    sf->pipe.nstages, nstage_lines);
-            goto out;
-        }
-        sb_error e2;
-        if (sb_pipeline_check(&sf->pipe, m, p, &e2)) {
-            sb_fail(err, SB_EXIT_INPUT, "%s: %s", path, e2.msg);
-            goto out;
-        }
-    }
-    /* each op's config fits its stage's devices */
-    for (int i = 0; i < m->nops; i++) {
-        int s = sb_pipeline_stage_of(&sf->pipe, i), prod = 1;
-        const int *cf = sf->cfg + (size_t)i * SB_MAX_DIMS;
-        for (int d = 0; d < m->ops[i].ndims; d++) {
-            if (cf[d] > m->ops[i].dims[d].size) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': splits dim %s (size %lld) %d ways",
-                        path, sf->op_line[i], m->ops[i].name, m->ops[i].dims[d].name,
-                        (long long)m->ops[i].dims[d].size, cf[d]);
-                goto out;
-            }
-            prod *= cf[d];
-            if (prod > sf->pipe.devices[s]) {
-                sb_fail(err, SB_EXIT_INPUT, "%s:%d: op '%s': config needs more than the %d "
-                        "devices of its stage %d", path, sf->op_line[i], m->ops[i].name, sf->pipe.devices[s], s);
-                goto out;
-            }
-        }
-    }
     rc = 0;
 out:
     free(text);
