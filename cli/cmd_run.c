@@ -128,6 +128,115 @@ static void run_usage(FILE *f)
             SB_DB_DEFAULT_PATH);
 }
 
+/* run's training options (--optimizer, --beta1/2, --eps, --recompute,
+ * --zero, --stages, --microbatches, --schedule, --save-every, --keep) into
+ * *a: 0, or -1 with err naming the value. */
+static int parse_train_opt(int c, const char *arg, run_args *a, sb_error *err)
+{
+    switch (c) {
+    case 1001:
+        if (sb_optimizer_parse(arg, &a->optimizer, err))
+            return -1;
+        break;
+    case 1002:
+    case 1003:
+    case 1004: {
+        double v = 0;
+        const char *vend = "";
+        int ok = !sb_parse_number(arg, &v, &vend) && !*vend
+                 && (c == 1004 ? v >= 1e-30 && v <= 1.0 : v >= 0.0 && v < 1.0);
+        const char *nm = c == 1002 ? "beta1" : c == 1003 ? "beta2" : "eps";
+        if (!ok)
+            return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a number %s", nm, arg,
+                           c == 1004 ? "from 1e-30 to 1" : "in [0, 1)");
+        *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
+        break;
+    }
+    case 1009: a->recompute = arg; break;
+    case 1005: {
+        uint64_t v = 0;
+        if (sb_parse_count(arg, 3, &v) || (int64_t)v < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "--zero: '%s' is not a ZeRO stage 0, 1, 2 or 3",
+                           arg);
+        a->zero = (int)v;
+        a->zero_given = 1;
+        break;
+    }
+    case 1006:
+    case 1007: {
+        uint64_t v = 0;
+        if (sb_parse_count(arg, c == 1006 ? SB_MAX_STAGES : 1000000, &v) || (int64_t)v < 1)
+            return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count from 1 to %d",
+                           c == 1006 ? "stages" : "microbatches", arg,
+                           c == 1006 ? SB_MAX_STAGES : 1000000);
+        *(c == 1006 ? &a->stages : &a->microbatches) = (int)v;
+        break;
+    }
+    case 1008: {
+        sb_schedule sc;
+        if (sb_schedule_parse(arg, &sc))
+            return sb_fail(err, SB_EXIT_INPUT, "--schedule: '%s' is not gpipe or 1f1b", arg);
+        a->schedule = arg;
+        break;
+    }
+    case 'E':
+    case 'K': {
+        uint64_t v = 0;
+        if (sb_parse_count(arg, 1000000, &v) || (int64_t)v < 0)
+            return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
+                           c == 'E' ? "save-every" : "keep", arg);
+        if (c == 'E')
+            a->save_every = (int)v;
+        else
+            a->keep = (int)v;
+        break;
+    }
+    }
+    return 0;
+}
+
+/* run's options checked together once all are read, the cuda backend's
+ * told through its environment: 0, or -1 with err. */
+static int check_run_args(run_args *a, sb_error *err)
+{
+    if (!a->model || !a->strategy)
+        return sb_fail(err, SB_EXIT_INPUT, "run: -m MODEL and --strategy are required");
+    if (a->nstrategies > 1 && (a->checkpoint || a->restore))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--checkpoint and --restore take one --strategy (%d given)",
+                       a->nstrategies);
+    if (a->steps < 1)
+        return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
+    if ((a->save_every || a->keep) && !a->checkpoint)
+        return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
+    if (a->restore_partial && !a->restore)
+        return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
+    if (a->optimizer == SB_OPTIM_ADAM && !a->lr_given)
+        a->lr = 0.001;
+    if (strcmp(a->backend, "cuda")) {
+        if (a->precision && strcmp(a->precision, "fp32"))
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--gemm-precision %s: the %s backend computes in fp32 only (tf32 and "
+                           "bf16 are the cuda backend's)", a->precision, a->backend);
+        if (a->comm)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--comm %s: only the cuda backend has a choice of communication "
+                           "(the %s backend uses MPI)", a->comm, a->backend);
+    } else {
+        /* read once, when the cuda backend starts (runtime/cuda/backend_cuda.cu);
+         * the options win over the environment */
+        if (a->precision)
+            setenv("SHARDBENCH_PRECISION", a->precision, 1);
+        if (a->comm)
+            setenv("SHARDBENCH_COMM", a->comm, 1);
+    }
+    if (!a->precision) {
+        const char *env = strcmp(a->backend, "cuda") ? NULL : getenv("SHARDBENCH_PRECISION");
+        a->precision = env && *env ? env : "fp32";
+    }
+    return 0;
+}
+
 static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
 {
     static const struct option opts[] = {
@@ -197,63 +306,11 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
         case 'C': a->checkpoint = optarg; break;
         case 'R': a->restore = optarg; break;
         case 1000: a->restore_partial = 1; break;
-        case 1001:
-            if (sb_optimizer_parse(optarg, &a->optimizer, err))
+        case 1001: case 1002: case 1003: case 1004: case 1005: case 1006: case 1007:
+        case 1008: case 1009: case 'E': case 'K':
+            if (parse_train_opt(c, optarg, a, err))
                 return -1;
             break;
-        case 1002:
-        case 1003:
-        case 1004: {
-            double v = 0;
-            const char *vend = "";
-            int ok = !sb_parse_number(optarg, &v, &vend) && !*vend
-                     && (c == 1004 ? v >= 1e-30 && v <= 1.0 : v >= 0.0 && v < 1.0);
-            const char *nm = c == 1002 ? "beta1" : c == 1003 ? "beta2" : "eps";
-            if (!ok)
-                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a number %s", nm, optarg,
-                               c == 1004 ? "from 1e-30 to 1" : "in [0, 1)");
-            *(c == 1002 ? &a->beta1 : c == 1003 ? &a->beta2 : &a->eps) = v;
-            break;
-        }
-        case 1009: a->recompute = optarg; break;
-        case 1005: {
-            uint64_t v = 0;
-            if (sb_parse_count(optarg, 3, &v) || (int64_t)v < 0)
-                return sb_fail(err, SB_EXIT_INPUT, "--zero: '%s' is not a ZeRO stage 0, 1, 2 or 3",
-                               optarg);
-            a->zero = (int)v;
-            a->zero_given = 1;
-            break;
-        }
-        case 1006:
-        case 1007: {
-            uint64_t v = 0;
-            if (sb_parse_count(optarg, c == 1006 ? SB_MAX_STAGES : 1000000, &v) || (int64_t)v < 1)
-                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count from 1 to %d",
-                               c == 1006 ? "stages" : "microbatches", optarg,
-                               c == 1006 ? SB_MAX_STAGES : 1000000);
-            *(c == 1006 ? &a->stages : &a->microbatches) = (int)v;
-            break;
-        }
-        case 1008: {
-            sb_schedule sc;
-            if (sb_schedule_parse(optarg, &sc))
-                return sb_fail(err, SB_EXIT_INPUT, "--schedule: '%s' is not gpipe or 1f1b", optarg);
-            a->schedule = optarg;
-            break;
-        }
-        case 'E':
-        case 'K': {
-            uint64_t v = 0;
-            if (sb_parse_count(optarg, 1000000, &v) || (int64_t)v < 0)
-                return sb_fail(err, SB_EXIT_INPUT, "--%s: '%s' is not a count",
-                               c == 'E' ? "save-every" : "keep", optarg);
-            if (c == 'E')
-                a->save_every = (int)v;
-            else
-                a->keep = (int)v;
-            break;
-        }
         case 'd': a->db = optarg; break;
         case 'f':
             if (strcmp(optarg, "table") && strcmp(optarg, "json"))
@@ -312,42 +369,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, sb_error *err)
     }
     if (optind < argc)
         return sb_fail(err, SB_EXIT_INPUT, "run: unexpected argument '%s'", argv[optind]);
-    if (!a->model || !a->strategy)
-        return sb_fail(err, SB_EXIT_INPUT, "run: -m MODEL and --strategy are required");
-    if (a->nstrategies > 1 && (a->checkpoint || a->restore))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--checkpoint and --restore take one --strategy (%d given)",
-                       a->nstrategies);
-    if (a->steps < 1)
-        return sb_fail(err, SB_EXIT_INPUT, "--steps must be at least 1");
-    if ((a->save_every || a->keep) && !a->checkpoint)
-        return sb_fail(err, SB_EXIT_INPUT, "--save-every and --keep need --checkpoint DIR");
-    if (a->restore_partial && !a->restore)
-        return sb_fail(err, SB_EXIT_INPUT, "--restore-partial needs --restore DIR");
-    if (a->optimizer == SB_OPTIM_ADAM && !a->lr_given)
-        a->lr = 0.001;
-    if (strcmp(a->backend, "cuda")) {
-        if (a->precision && strcmp(a->precision, "fp32"))
-            return sb_fail(err, SB_EXIT_INPUT,
-                           "--gemm-precision %s: the %s backend computes in fp32 only (tf32 and "
-                           "bf16 are the cuda backend's)", a->precision, a->backend);
-        if (a->comm)
-            return sb_fail(err, SB_EXIT_INPUT,
-                           "--comm %s: only the cuda backend has a choice of communication "
-                           "(the %s backend uses MPI)", a->comm, a->backend);
-    } else {
-        /* read once, when the cuda backend starts (runtime/cuda/backend_cuda.cu);
-         * the options win over the environment */
-        if (a->precision)
-            setenv("SHARDBENCH_PRECISION", a->precision, 1);
-        if (a->comm)
-            setenv("SHARDBENCH_COMM", a->comm, 1);
-    }
-    if (!a->precision) {
-        const char *env = strcmp(a->backend, "cuda") ? NULL : getenv("SHARDBENCH_PRECISION");
-        a->precision = env && *env ? env : "fp32";
-    }
-    return 0;
+    return check_run_args(a, err);
 }
 
 /* The options every rank must share, one a line (the model and its --set
