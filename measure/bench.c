@@ -37,6 +37,7 @@
 #include "shardbench/results.h"
 
 #include "proc.h"
+#include "survivors.h"
 
 #define BENCH_MAX_SET SB_BENCH_MAX_SET
 #define ROUND_MAX 64 /* strategies in one launch of a trial round: run's limit */
@@ -45,18 +46,6 @@
 typedef sb_bench_set bench_set;
 typedef sb_bench_opts bench_args;
 
-typedef struct {
-    char file[PATH_MAX];
-    char kind[32];
-    double cost, mem; /* NaN / 0 when not given */
-    int64_t meas_id; /* its latest measurements row as a plain strategy (one
-                      * that bench can price again: reprice), else 0 */
-    int got;         /* this trial round's launch trained it: got holds its figures (run_round) */
-    sb_measurement_record res;
-    double other;    /* the other cores busy during the launch that trained it last (NaN:
-                      * unknown, taken as free of other work) */
-    int n_ok, n_clean; /* its trials ok in this pair; of those, free of other work */
-} survivor;
 
 static volatile sig_atomic_t interrupted;
 
@@ -66,104 +55,6 @@ static void (*tick)(void);
 static void on_signal(int sig) { interrupted = sig; }
 
 /* --------------------------------------------------------- survivors ---- */
-
-static double tsv_num(const char *s, double def)
-{
-    char *end;
-    if (!s || !*s)
-        return def;
-    double v = strtod(s, &end); /* a cost or size that is no finite number is unknown */
-    return end != s && (*end == '\0' || *end == '\r') && isfinite(v) && v >= 0 ? v : def;
-}
-
-/* Reads DIR/index.tsv (header file, kind, predicted_cost, predicted_mem_bytes). */
-static int read_index(const char *dir, survivor **out, int *n, sb_error *err)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/index.tsv", dir);
-    *out = NULL;
-    *n = 0;
-    char *text, *next, *line;
-    size_t len;
-    if (sb_read_file(path, "survivors index", (size_t)16 << 20, &text, &len, err))
-        return -1;
-    int lineno = 0, rc = 0, nalloc = 0, *line_of = NULL;
-    survivor *v = NULL;
-    for (next = text; next < text + len;) { /* each line in place */
-        line = next;
-        char *eol = memchr(line, '\n', (size_t)(text + len - line));
-        next = eol ? eol + 1 : text + len;
-        if (eol)
-            *eol = '\0';
-        lineno++;
-        if (strlen(line) != (size_t)(next - line) - (eol != NULL)) {
-            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: a NUL byte in the line", path, lineno);
-            break;
-        }
-        line[strcspn(line, "\r\n")] = '\0';
-        if (lineno == 1) {
-            if (strncmp(line, "file\tkind\tpredicted_cost", 24)) {
-                rc = sb_fail(err, SB_EXIT_INPUT,
-                             "%s:1: header is not 'file<TAB>kind<TAB>predicted_cost<TAB>"
-                             "predicted_mem_bytes'", path);
-                break;
-            }
-            continue;
-        }
-        if (!line[0] || line[0] == '#')
-            continue;
-        char *cols[4] = {0}, *save = NULL, *s = line;
-        for (int i = 0; i < 4; i++) {
-            cols[i] = strsep(&s, "\t");
-            if (!cols[i])
-                break;
-        }
-        (void)save;
-        if (!cols[0] || !*cols[0] || !cols[1] || !*cols[1]) {
-            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: needs a file and a kind", path, lineno);
-            break;
-        }
-        if (*n == nalloc) {
-            nalloc = nalloc ? 2 * nalloc : 16;
-            survivor *nv = sb_realloc(v, (size_t)nalloc * sizeof *v, err);
-            int *nl = nv ? sb_realloc(line_of, (size_t)nalloc * sizeof *nl, err) : NULL;
-            if (nv)
-                v = nv;
-            if (!nl) {
-                rc = -1;
-                break;
-            }
-            line_of = nl;
-        }
-        survivor *sv = &v[*n];
-        memset(sv, 0, sizeof *sv);
-        if (cols[0][0] == '/')
-            snprintf(sv->file, sizeof sv->file, "%s", cols[0]);
-        else
-            snprintf(sv->file, sizeof sv->file, "%s/%s", dir, cols[0]);
-        for (int i = 0; !rc && i < *n; i++) /* one line per (strategy file, kind) */
-            if (!strcmp(v[i].file, sv->file) && !strcmp(v[i].kind, cols[1]))
-                rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: file '%s' of kind '%s' given twice "
-                             "(first on line %d)", path, lineno, cols[0], cols[1], line_of[i]);
-        if (rc)
-            break;
-        line_of[(*n)++] = lineno;
-        snprintf(sv->kind, sizeof sv->kind, "%s", cols[1]);
-        sv->cost = tsv_num(cols[2], NAN);
-        sv->mem = tsv_num(cols[3], 0);
-    }
-    free(text);
-    free(line_of);
-    if (!rc && *n == 0)
-        rc = sb_fail(err, SB_EXIT_INPUT, "%s: no survivors listed", path);
-    if (rc) {
-        free(v);
-        *n = 0;
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -423,109 +314,6 @@ static int time_searches(bench *b, const sb_problem *pb, const char *params, sb_
                rec.seconds, rec.total_cost);
     }
     return 0;
-}
-
-/* Writes choice as DIR/bench-KIND-pP.strategy and appends it to the list. */
-static int add_strategy(const sb_problem *pb, const char *dir, const char *kind, const int *choice,
-                        survivor **sv, int *n, sb_error *err)
-{
-    survivor *nv = sb_realloc(*sv, (size_t)(*n + 1) * sizeof **sv, err);
-    if (!nv)
-        return -1;
-    *sv = nv;
-    survivor *d = &nv[*n];
-    memset(d, 0, sizeof *d);
-    if (snprintf(d->file, sizeof d->file, "%s/bench-%s-p%d.strategy", dir, kind, pb->p) >=
-        (int)sizeof d->file)
-        return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
-    snprintf(d->kind, sizeof d->kind, "%s", kind);
-    sb_result r = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
-    d->cost = r.total_cost;
-    if (sb_strategy_save(d->file, pb, &r, kind, err))
-        return -1;
-    (*n)++;
-    return 0;
-}
-
-/* The data-parallel strategy, unless prune gave it already. */
-static int add_data_parallel(const sb_problem *pb, const char *dir, survivor **sv, int *n,
-                             sb_error *err)
-{
-    for (int i = 0; i < *n; i++)
-        if (sb_kind_is_data_parallel((*sv)[i].kind))
-            return 0;
-    int *choice = sb_calloc((size_t)pb->m->nops, sizeof *choice, err);
-    if (!choice)
-        return -1;
-    int rc = sb_strategy_data_parallel(pb, choice, err);
-    if (!rc)
-        rc = add_strategy(pb, dir, "dp", choice, sv, n, err);
-    free(choice);
-    return rc;
-}
-
-/* --random N: N strategies whose every op takes a config drawn uniformly
- * (xorshift seeded by the seed, the model's name and P: the same strategies
- * in every run of the same bench), kinds rand1..randN; none at P = 1. */
-static int add_random(const sb_problem *pb, const char *dir, int count, uint64_t seed,
-                      survivor **sv, int *n, sb_error *err)
-{
-    if (pb->p < 2 || count < 1)
-        return 0;
-    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)pb->p * 7919u + 1;
-    for (const char *c = pb->m->name; *c; c++)
-        s = s * 131 + (unsigned char)*c;
-    int *choice = sb_calloc((size_t)pb->m->nops, sizeof *choice, err);
-    if (!choice)
-        return -1;
-    int rc = 0;
-    for (int k = 0; k < count && !rc; k++) {
-        for (int i = 0; i < pb->m->nops; i++) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            choice[i] = (int)(s % (uint64_t)pb->cfg[i].n);
-        }
-        char kind[16];
-        snprintf(kind, sizeof kind, "rand%d", k + 1);
-        rc = add_strategy(pb, dir, kind, choice, sv, n, err);
-    }
-    free(choice);
-    return rc;
-}
-
-/* The paper's Table II strategy (paper.h) for this model, sizes and P, when
- * the table has the model (bench --paper); a note when it does not. */
-static int add_paper(const sb_problem *pb, const char *dir, survivor **sv, int *n, sb_error *err)
-{
-    sb_paper_table t;
-    if (sb_paper_table_load(NULL, &t, err))
-        return -1;
-    if (!sb_paper_has_model(&t, pb->m->name)) {
-        printf("%s p=%d: the paper's Table II has no row for this model: no paper strategy\n",
-               pb->m->name, pb->p);
-        sb_paper_table_free(&t);
-        return 0;
-    }
-    size_t nops = (size_t)pb->m->nops;
-    int *choice = sb_calloc(nops, sizeof *choice, err), *row_of = sb_calloc(nops, sizeof(int), err);
-    int *nearest = sb_calloc(nops, sizeof(int), err);
-    int rc = choice && row_of && nearest ? 0 : -1;
-    if (!rc)
-        rc = sb_paper_strategy(pb, &t, choice, row_of, nearest, err);
-    int near = 0;
-    for (size_t i = 0; !rc && i < nops; i++)
-        near += nearest[i];
-    if (!rc && near)
-        printf("%s p=%d: paper strategy: %d op%s take the nearest of our configs to the paper's "
-               "(docs/paper-table2.md)\n", pb->m->name, pb->p, near, near == 1 ? "" : "s");
-    if (!rc)
-        rc = add_strategy(pb, dir, "paper", choice, sv, n, err);
-    free(choice);
-    free(row_of);
-    free(nearest);
-    sb_paper_table_free(&t);
-    return rc;
 }
 
 /* Spearman's rho over this run's ok strategies of (model, params, p): stored, printed. */
@@ -1214,7 +1002,7 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
         (int)ndir)
         return sb_fail(err, SB_EXIT_INPUT, "%s: path too long", dir);
     if (a->survivors)
-        return read_index(dir, sv, n, err);
+        return survivors_read_index(dir, sv, n, err);
     char pbuf[16], within[32], top[16];
     snprintf(pbuf, sizeof pbuf, "%d", p);
     snprintf(within, sizeof within, "%g", a->within);
@@ -1260,7 +1048,70 @@ static int get_survivors(bench *b, const char *model_arg, const char *name, char
                                : "");
     }
     sb_proc_result_free(&pr);
-    return read_index(dir, sv, n, err);
+    return survivors_read_index(dir, sv, n, err);
+}
+
+/* A strategy none of whose trials ran free of other processes' work gets
+ * another round (all such in one launch), up to --retries, while the
+ * machine is quiet: 0, or -1 with err. */
+static int retry_busy(bench *b, const char *model_arg, char **set_argv, int nset_argv,
+                      const sb_problem *pb, const char *params, survivor *sv, int n,
+                      const int *skip, int trials, const char *name, int p, int *stop,
+                      sb_error *err)
+{
+    /* a figure taken beside other work is not this machine's speed, and
+     * the fastest of the others' trials is compared with it */
+    int *pick = calloc((size_t)n + 1, sizeof *pick), *ok = calloc((size_t)n + 1, sizeof *ok),
+        *clean = calloc((size_t)n + 1, sizeof *clean);
+    int rc = 0;
+    if (!pick || !ok || !clean)
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    for (int e = 0; !rc && e < b->a->retries && !*stop; e++) {
+        for (int i = 0; i < n; i++) {
+            ok[i] = sv[i].n_ok;
+            clean[i] = sv[i].n_clean;
+        }
+        int k = sb_bench_retry_pick(n, skip, ok, clean, pick);
+        if (!k)
+            break;
+        double now;
+        int quiet = quiet_now(b, &now);
+        clear_progress(b);
+        printf("%s p=%d: %d strateg%s ran only beside other work (over %.2g cores not the "
+               "bench's); %s (%.2f cores busy now)\n", name, p, k, k == 1 ? "y" : "ies",
+               b->a->other_cores, quiet ? "another round" : "kept: the other work goes on",
+               now);
+        if (!quiet)
+            break;
+        for (int i = 0; i < n; i++)
+            pick[i] = !pick[i]; /* run_round's skip: the others */
+        int r0 = run_round(b, model_arg, set_argv, nset_argv, pb, sv, n, pick, e,
+                           b->a->retries, stop, err);
+        clear_progress(b);
+        if (r0 || *stop) {
+            rc = r0 ? -1 : 0;
+            break;
+        }
+        for (int i = 0; i < n && !*stop; i++) {
+            if (pick[i])
+                continue;
+            int r = measure(b, model_arg, set_argv, nset_argv, pb, params, &sv[i], trials + e,
+                            &pick[i], stop, err);
+            clear_progress(b);
+            if (r) {
+                rc = -1;
+                break;
+            }
+            if (interrupted)
+                *stop = 1;
+        }
+        if (rc)
+            break;
+    }
+    free(pick);
+    free(ok);
+    free(clean);
+    return rc;
 }
 
 /* One (model, P): survivors, searches, measurements, correlation. Returns -1
@@ -1308,9 +1159,9 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
     int n = 0, rc = 0;
     if (get_survivors(b, model_arg, m->name, set_argv, nset_argv, p, workdir, dir, sizeof dir,
                       &sv, &n, &perr) ||
-        add_data_parallel(&pb, dir, &sv, &n, &perr) ||
-        add_random(&pb, dir, b->a->random, b->a->random_seed, &sv, &n, &perr) ||
-        (b->a->paper && add_paper(&pb, dir, &sv, &n, &perr))) {
+        survivors_add_data_parallel(&pb, dir, &sv, &n, &perr) ||
+        survivors_add_random(&pb, dir, b->a->random, b->a->random_seed, &sv, &n, &perr) ||
+        (b->a->paper && survivors_add_paper(&pb, dir, &sv, &n, &perr))) {
         fprintf(stderr, "shardbench: %s\n", perr.msg);
         rc = interrupted ? -1 : 1;
         if (interrupted)
@@ -1381,70 +1232,11 @@ static int bench_pair(bench *b, const char *model_arg, const sb_model *m, char *
                 *stop = 1;
         }
     }
-    /* a strategy none of whose trials ran free of other processes' work
-     * gets another round (all such in one launch), up to --retries: a
-     * figure taken beside other work is not this machine's speed, and the
-     * fastest of the others' trials is compared with it */
-    int *pick = calloc((size_t)n + 1, sizeof *pick), *ok = calloc((size_t)n + 1, sizeof *ok),
-        *clean = calloc((size_t)n + 1, sizeof *clean);
-    if (!pick || !ok || !clean) {
-        free(pick);
-        free(ok);
-        free(clean);
-        free(skip);
-        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-        goto out;
-    }
-    for (int e = 0; e < b->a->retries && !*stop; e++) {
-        for (int i = 0; i < n; i++) {
-            ok[i] = sv[i].n_ok;
-            clean[i] = sv[i].n_clean;
-        }
-        int k = sb_bench_retry_pick(n, skip, ok, clean, pick);
-        if (!k)
-            break;
-        double now;
-        int quiet = quiet_now(b, &now);
-        clear_progress(b);
-        printf("%s p=%d: %d strateg%s ran only beside other work (over %.2g cores not the "
-               "bench's); %s (%.2f cores busy now)\n", m->name, p, k, k == 1 ? "y" : "ies",
-               b->a->other_cores, quiet ? "another round" : "kept: the other work goes on",
-               now);
-        if (!quiet)
-            break;
-        for (int i = 0; i < n; i++)
-            pick[i] = !pick[i]; /* run_round's skip: the others */
-        int r0 = run_round(b, model_arg, set_argv, nset_argv, &pb, sv, n, pick, e,
-                           b->a->retries, stop, err);
-        clear_progress(b);
-        if (r0 || *stop) {
-            rc = r0 ? -1 : 0;
-            break;
-        }
-        for (int i = 0; i < n && !*stop; i++) {
-            if (pick[i])
-                continue;
-            int r = measure(b, model_arg, set_argv, nset_argv, &pb, params, &sv[i], trials + e,
-                            &pick[i], stop, err);
-            clear_progress(b);
-            if (r) {
-                rc = -1;
-                break;
-            }
-            if (interrupted)
-                *stop = 1;
-        }
-        if (rc)
-            break;
-    }
-    free(pick);
-    free(ok);
-    free(clean);
-    if (rc || *stop) {
-        free(skip);
-        goto out;
-    }
+    rc = retry_busy(b, model_arg, set_argv, nset_argv, &pb, params, sv, n, skip, trials, m->name,
+                    p, stop, err);
     free(skip);
+    if (rc || *stop)
+        goto out;
     if (!*stop && later_profiles && reprice(b, m, p, sv, n, err))
         rc = -1;
     else if (!*stop && correlate(b, m->name, params, p, err))
