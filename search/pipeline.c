@@ -141,6 +141,128 @@ static void ctx_free(pctx *X)
     free(X->cm_perm);
 }
 
+/* Nothing found: why, with what was tried (the least memory met under a
+ * limit; else the stage and micro-batch counts): the exit status's -1. */
+static int nothing_found(const pctx *X, const sb_model *m, int p, const sb_pipe_opts *o,
+                         sb_pipe_result *r, const int *Ss, int nS, double least, sb_error *err)
+{
+    int rc;
+    r->least_bytes = least;
+    if (o->mem_limit > 0 && !isfinite(least))
+        rc = sb_fail(err, SB_EXIT_INPUT,
+                     "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
+                     "least memory of a stage is at least %.4g GiB (by the bounds: weights, "
+                     "activations and scratch at their least over the configs; none solved)",
+                     m->name, p, o->mem_limit / 1073741824.0, X->least_lb / 1073741824.0);
+    else if (o->mem_limit > 0)
+        rc = sb_fail(err, SB_EXIT_INPUT,
+                     "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
+                     "least memory of a stage found is %.4g GiB", m->name, p,
+                     o->mem_limit / 1073741824.0, least / 1073741824.0);
+    else {
+        char ms[256] = "";
+        for (int q = 0, k = 0; q < X->nM && k < (int)sizeof ms - 1; q++)
+            k += snprintf(ms + k, sizeof ms - (size_t)k, "%s%d", q ? ", " : "", X->Ms[q]);
+        rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d: %d stage "
+                     "count%s tried (%d .. %d), micro-batch counts %s%s; %ld stage DPs given "
+                     "up%s", m->name, p, nS, nS == 1 ? "" : "s", Ss[0], Ss[nS - 1], ms,
+                     o->microbatches ? " (--microbatches)" : " (the divisors of the batch)",
+                     r->ranges_given_up,
+                     r->ranges_given_up ? " (over the stage DP's label budget)"
+                                        : ": no stage cut and config fits these counts");
+    }
+    return rc;
+}
+
+/* A ZeRO 2 strategy found under a limit costs the same at stage 0 or 1: r
+ * reported at the least stage where every stage of it fits. 0, or -1. */
+static int least_zero(pctx *X, const sb_pipe_opts *o, sb_pipe_result *r, sb_error *err)
+{
+    const sb_model *mb = pipe_micro(X, r->pipe.microbatches);
+    for (int z = 0; z < 2; z++) {
+        double mem[SB_MAX_STAGES], peak = 0.0;
+        int fit = 1;
+        for (int s = 0; s < r->pipe.nstages && fit; s++) {
+            int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1];
+            if (pipe_stage_memory(mb, i, j, r->cfg + (size_t)i * SB_MAX_DIMS, o->opt, z,
+                             X->cp.precision, r->inflight[s], r->stage_recompute[s], &mem[s], err))
+                return -1;
+            fit = mem[s] <= o->mem_limit;
+            peak = fmax(peak, mem[s]);
+        }
+        if (fit) {
+            r->zero = z;
+            r->peak_bytes = peak;
+            memcpy(r->stage_mem, mem, (size_t)r->pipe.nstages * sizeof *mem);
+            break;
+        }
+    }
+    return 0;
+}
+
+/* The search's state for m: the result's arrays, each op's hash and first
+ * equal op, the cut segments, the micro-batch counts (--microbatches, or
+ * the divisors of the batch) and their models; *cuts and *ob allocated for
+ * the caller. 0, or -1 with err. */
+static int ctx_open(pctx *X, const sb_model *m, const sb_pipe_opts *o, sb_pipe_result *r,
+                    int **cuts, op_bound **ob, sb_error *err)
+{
+    r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
+    r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
+    X->hop = sb_malloc((size_t)m->nops * sizeof *X->hop, err);
+    X->rep = sb_malloc((size_t)m->nops * sizeof *X->rep, err);
+    X->last = pipe_last_use(m, err);
+    *cuts = sb_malloc((size_t)m->nops * sizeof **cuts, err);
+    X->seg = sb_malloc(((size_t)m->nops + 1) * sizeof *X->seg, err);
+    *ob = sb_malloc((size_t)m->nops * sizeof **ob, err);
+    X->cm_off = sb_malloc(((size_t)m->nops + 1) * sizeof *X->cm_off, err);
+    X->cnt = sb_calloc((size_t)m->nops, sizeof *X->cnt, err);
+    X->cur = sb_malloc((size_t)m->nops * sizeof *X->cur, err);
+    if (!r->cfg || !r->op_cost || !X->hop || !X->rep || !X->last || !*cuts || !X->seg || !*ob
+        || !X->cm_off || !X->cnt || !X->cur)
+        return -1;
+    for (int v = 0; v < m->nops; v++) {
+        X->hop[v] = pipe_op_hash(m, &m->ops[v]);
+        X->rep[v] = v;
+        for (int w = 0; w < v; w++)
+            if (X->rep[w] == w && X->hop[w] == X->hop[v] && pipe_ops_same(m, &m->ops[w], &m->ops[v])) {
+                X->rep[v] = w;
+                break;
+            }
+    }
+    int ncut = sb_pipe_cuts(m, *cuts, m->nops, &r->crossing);
+    r->cuts = ncut;
+    X->nseg = ncut + 1;
+    X->seg[0] = 0;
+    for (int q = 0; q < ncut; q++)
+        X->seg[q + 1] = (*cuts)[q];
+    X->seg[X->nseg] = m->nops;
+    X->hseg = sb_calloc((size_t)(X->nseg + 1) * (size_t)(X->nseg + 1), sizeof *X->hseg, err);
+    if (!X->hseg)
+        return -1;
+    /* the micro-batch counts: divisors of the batch (all ops' batch dims) */
+    int64_t B = batch_of(m);
+    X->Ms = sb_malloc(64 * sizeof *X->Ms, err);
+    X->mb = sb_calloc(64, sizeof *X->mb, err);
+    if (!X->Ms || !X->mb)
+        return -1;
+    if (o->microbatches) {
+        X->Ms[X->nM] = o->microbatches;
+        if (sb_model_microbatch(m, o->microbatches, &X->mb[X->nM], err))
+            return -1;
+        X->nM++;
+    } else {
+        for (int64_t M = 1; M <= (B > 0 ? B : 1) && X->nM < 64; M++)
+            if (M == 1 || (B % M) == 0) {
+                X->Ms[X->nM] = (int)M;
+                if (sb_model_microbatch(m, (int)M, &X->mb[X->nM], err))
+                    return -1;
+                X->nM++;
+            }
+    }
+    return 0;
+}
+
 static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe_opts *o,
                sb_pipe_result *r, int brute, sb_error *err)
 {
@@ -196,59 +318,9 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
             goto out;
         }
     }
-    r->cfg = sb_calloc((size_t)m->nops * SB_MAX_DIMS, sizeof *r->cfg, err);
-    r->op_cost = sb_calloc((size_t)m->nops, sizeof *r->op_cost, err);
-    X.hop = sb_malloc((size_t)m->nops * sizeof *X.hop, err);
-    X.rep = sb_malloc((size_t)m->nops * sizeof *X.rep, err);
-    X.last = pipe_last_use(m, err);
-    cuts = sb_malloc((size_t)m->nops * sizeof *cuts, err);
-    X.seg = sb_malloc(((size_t)m->nops + 1) * sizeof *X.seg, err);
-    ob = sb_malloc((size_t)m->nops * sizeof *ob, err);
-    X.cm_off = sb_malloc(((size_t)m->nops + 1) * sizeof *X.cm_off, err);
-    X.cnt = sb_calloc((size_t)m->nops, sizeof *X.cnt, err);
-    X.cur = sb_malloc((size_t)m->nops * sizeof *X.cur, err);
-    if (!r->cfg || !r->op_cost || !X.hop || !X.rep || !X.last || !cuts || !X.seg || !ob
-        || !X.cm_off || !X.cnt || !X.cur)
+    if (ctx_open(&X, m, o, r, &cuts, &ob, err))
         goto out;
-    for (int v = 0; v < m->nops; v++) {
-        X.hop[v] = pipe_op_hash(m, &m->ops[v]);
-        X.rep[v] = v;
-        for (int w = 0; w < v; w++)
-            if (X.rep[w] == w && X.hop[w] == X.hop[v] && pipe_ops_same(m, &m->ops[w], &m->ops[v])) {
-                X.rep[v] = w;
-                break;
-            }
-    }
-    int ncut = sb_pipe_cuts(m, cuts, m->nops, &r->crossing);
-    r->cuts = ncut;
-    X.nseg = ncut + 1;
-    X.seg[0] = 0;
-    for (int q = 0; q < ncut; q++)
-        X.seg[q + 1] = cuts[q];
-    X.seg[X.nseg] = m->nops;
-    X.hseg = sb_calloc((size_t)(X.nseg + 1) * (size_t)(X.nseg + 1), sizeof *X.hseg, err);
-    if (!X.hseg)
-        goto out;
-    /* the micro-batch counts: divisors of the batch (all ops' batch dims) */
-    int64_t B = batch_of(m);
-    X.Ms = sb_malloc(64 * sizeof *X.Ms, err);
-    X.mb = sb_calloc(64, sizeof *X.mb, err);
-    if (!X.Ms || !X.mb)
-        goto out;
-    if (o->microbatches) {
-        X.Ms[X.nM] = o->microbatches;
-        if (sb_model_microbatch(m, o->microbatches, &X.mb[X.nM], err))
-            goto out;
-        X.nM++;
-    } else {
-        for (int64_t M = 1; M <= (B > 0 ? B : 1) && X.nM < 64; M++)
-            if (M == 1 || (B % M) == 0) {
-                X.Ms[X.nM] = (int)M;
-                if (sb_model_microbatch(m, (int)M, &X.mb[X.nM], err))
-                    goto out;
-                X.nM++;
-            }
-    }
+    int ncut = r->cuts;
     double best = INFINITY, least = INFINITY;
     int Ss[64], nS = 0;
     for (int S = 1; S <= p && S <= SB_MAX_STAGES && nS < 64; S++) {
@@ -316,55 +388,12 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         }
     }
     if (!isfinite(best)) {
-        r->least_bytes = least;
-        if (o->mem_limit > 0 && !isfinite(least))
-            rc = sb_fail(err, SB_EXIT_INPUT,
-                         "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
-                         "least memory of a stage is at least %.4g GiB (by the bounds: weights, "
-                         "activations and scratch at their least over the configs; none solved)",
-                         m->name, p, o->mem_limit / 1073741824.0, X.least_lb / 1073741824.0);
-        else if (o->mem_limit > 0)
-            rc = sb_fail(err, SB_EXIT_INPUT,
-                         "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
-                         "least memory of a stage found is %.4g GiB", m->name, p,
-                         o->mem_limit / 1073741824.0, least / 1073741824.0);
-        else {
-            char ms[256] = "";
-            for (int q = 0, k = 0; q < X.nM && k < (int)sizeof ms - 1; q++)
-                k += snprintf(ms + k, sizeof ms - (size_t)k, "%s%d", q ? ", " : "", X.Ms[q]);
-            rc = sb_fail(err, SB_EXIT_INPUT, "no pipeline strategy of '%s' at p=%d: %d stage "
-                         "count%s tried (%d .. %d), micro-batch counts %s%s; %ld stage DPs given "
-                         "up%s", m->name, p, nS, nS == 1 ? "" : "s", Ss[0], Ss[nS - 1], ms,
-                         o->microbatches ? " (--microbatches)" : " (the divisors of the batch)",
-                         r->ranges_given_up,
-                         r->ranges_given_up ? " (over the stage DP's label budget)"
-                                            : ": no stage cut and config fits these counts");
-        }
+        rc = nothing_found(&X, m, p, o, r, Ss, nS, least, err);
         goto out;
     }
-    if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0) {
-        /* the same strategy at stage 0 or 1 costs the same: reported at the
-         * least stage where every stage of it fits */
-        const sb_model *mb = pipe_micro(&X, r->pipe.microbatches);
-        for (int z = 0; z < 2; z++) {
-            double mem[SB_MAX_STAGES], peak = 0.0;
-            int fit = 1;
-            for (int s = 0; s < r->pipe.nstages && fit; s++) {
-                int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1];
-                if (pipe_stage_memory(mb, i, j, r->cfg + (size_t)i * SB_MAX_DIMS, o->opt, z,
-                                 X.cp.precision, r->inflight[s], r->stage_recompute[s], &mem[s], err))
-                    goto out;
-                fit = mem[s] <= o->mem_limit;
-                peak = fmax(peak, mem[s]);
-            }
-            if (fit) {
-                r->zero = z;
-                r->peak_bytes = peak;
-                memcpy(r->stage_mem, mem, (size_t)r->pipe.nstages * sizeof *mem);
-                break;
-            }
-        }
-    }
+    if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0
+        && least_zero(&X, o, r, err))
+        goto out;
     int any_rc = 0;
     for (int s = 0; s < r->pipe.nstages; s++)
         any_rc |= r->stage_recompute[s];
