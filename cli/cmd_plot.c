@@ -110,7 +110,7 @@ static int plot_validate(const char *path, int other, const char *out, const cha
     }
     sb_error err = {0};
     int figures = 0, written = 0;
-    if (sb_plot_validate(path, out, scripts, &figures, &written, &err))
+    if (sb_plot_validate(path, out, scripts, NULL, &figures, &written, &err))
         return cli_fail(&err);
     printf("%d figures (%d files) in %s\n", figures, written, out);
     return 0;

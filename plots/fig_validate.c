@@ -85,10 +85,10 @@ static int read_runs(const sb_json *j, const char *path, vpoint **pts, int *n, s
     return 0;
 }
 
-int sb_plot_validate(const char *path, const char *out, const char *scripts, int *figures,
-                     int *files, sb_error *err)
+int sb_plot_validate(const char *path, const char *out, const char *scripts, FILE *log,
+                     int *figures, int *files, sb_error *err)
 {
-    plotter pl = {.out = out};
+    plotter pl = {.out = out, .log = log};
     sb_series *s = calloc(1, sizeof *s);
     vpoint *pts = NULL;
     char *text = NULL, *vars = NULL, data[PATH_MAX];

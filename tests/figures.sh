@@ -268,6 +268,13 @@ PY2
     [ "$rc" -eq 2 ] && grep -q "$want" "$T/err" || fail "validate without $drop: exit $rc: $(cat "$T/err")"
     ls "$T/vf2"/*.svg >/dev/null 2>&1 && fail "a validate figure drawn without $drop"
 done
+# validate --plot DIR: the same figure, the JSON on stdout left whole
+"$SB" validate --data "$SRC/tests/data/published-runs.tsv" --format json --plot "$T/vp" \
+    >"$T/vp.json" 2>"$T/vp.err" || fail "validate --plot: $(cat "$T/vp.err")"
+python3 -c "import json; assert len(json.load(open('$T/vp.json'))['runs']) == 18" ||
+    fail "validate --plot: stdout is not validate's JSON"
+both "$T/vp/validate"
+grep -qF "$t" "$T/vp/validate.svg" || fail "validate --plot: the title lacks: $t"
 python3 -c "
 import json; j = json.load(open('$T/v.json')); j['runs'] = []; json.dump(j, open('$T/v0.json', 'w'))"
 rc=0; "$SB" plot --validate "$T/v0.json" --out "$T/vf3" >/dev/null 2>"$T/err" || rc=$?
