@@ -20,6 +20,7 @@ static void plot_usage(FILE *f)
             "usage: shardbench plot --run ID --out DIR [--db FILE] [--scripts DIR]\n"
             "       shardbench plot --search FILE.json --out DIR [--scripts DIR]\n"
             "       shardbench plot --scaling --out DIR [--scripts DIR] FILE.json...\n"
+            "       shardbench plot --validate FILE.json --out DIR [--scripts DIR]\n"
             "\n"
             "Figures of one run (PNG and SVG, gnuplot), from the results database only:\n"
             "  speedup-MODEL       speedup over data parallel vs P, one line per kind\n"
@@ -33,12 +34,15 @@ static void plot_usage(FILE *f)
             "  configs-MODEL-pP    layers x dims heat map of each op's config\n"
             "Over several searches of one model (--scaling FILE.json...):\n"
             "  scaling-MODEL       predicted tokens/s (and MFU) vs devices per algorithm\n"
+            "Of one `validate --format json` (--validate FILE.json):\n"
+            "  validate            predicted vs published step time per run (log-log)\n"
             "\n"
             "      --db FILE        results database (default %s)\n"
             "      --run ID         the run\n"
             "      --out DIR        where the figures go (created)\n"
             "      --search FILE    the figures of one search's JSON\n"
             "      --scaling        the scaling figure of the JSON files given after the options\n"
+            "      --validate FILE  the figure of `validate --format json`'s output\n"
             "      --scripts DIR    the gnuplot scripts (default: $SHARDBENCH_PLOTS, else\n"
             "                       plots/ of the source tree next to the binary)\n"
             "  -h, --help\n",
@@ -96,15 +100,32 @@ static int plot_json(const char *search, int scaling, const char *out, const cha
     return 0;
 }
 
+/* plot --validate FILE --out DIR (alone) */
+static int plot_validate(const char *path, int other, const char *out, const char *scripts)
+{
+    if (other || !out) {
+        fprintf(stderr, "shardbench: plot: --validate FILE.json --out DIR (not with --run, "
+                        "--search, --scaling or other files)\n");
+        return 2;
+    }
+    sb_error err = {0};
+    int figures = 0, written = 0;
+    if (sb_plot_validate(path, out, scripts, NULL, &figures, &written, &err))
+        return cli_fail(&err);
+    printf("%d figures (%d files) in %s\n", figures, written, out);
+    return 0;
+}
+
 int cmd_plot(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},      {"run", required_argument, 0, 'r'},
         {"out", required_argument, 0, 'o'},     {"scripts", required_argument, 0, 's'},
         {"search", required_argument, 0, 'S'},  {"scaling", no_argument, 0, 'C'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"validate", required_argument, 0, 'V'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    const char *search = NULL;
+    const char *search = NULL, *validate = NULL;
     int scaling = 0;
     sb_plot_opts o = {.db = SB_DB_DEFAULT_PATH};
     optind = 1;
@@ -128,6 +149,7 @@ int cmd_plot(int argc, char **argv)
         case 's': o.scripts = optarg; break;
         case 'S': search = optarg; break;
         case 'C': scaling = 1; break;
+        case 'V': validate = optarg; break;
         case 'h': plot_usage(stdout); return 0;
         default:
             fprintf(stderr, "shardbench: plot: unknown or incomplete option '%s'\n\n",
@@ -136,6 +158,9 @@ int cmd_plot(int argc, char **argv)
             return 2;
         }
     }
+    if (validate)
+        return plot_validate(validate, search || scaling || o.run || optind < argc, o.out,
+                             o.scripts);
     if (search || scaling)
         return plot_json(search, scaling, o.out, o.scripts, o.run, argc - optind,
                          (const char *const *)argv + optind);

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "shardbench/megatron.h"
+#include "shardbench/plots.h"
 #include "shardbench/precision.h"
 
 #ifndef SB_VALIDATE_DATA
@@ -203,7 +205,7 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: shardbench validate [--data FILE] [--format table|json|csv]\n"
+            "usage: shardbench validate [--data FILE] [--format table|json|csv] [--plot DIR]\n"
             "\n"
             "Prices each published Megatron-LM run of FILE (default tests/data/published-runs.tsv)\n"
             "exactly as it ran (--algo megatron, every degree fixed) on its machine file, prints\n"
@@ -216,6 +218,7 @@ static void usage(FILE *f)
             "      --format table|json|csv\n"
             "      --target-mape PCT  (default 7)\n"
             "      --target-max PCT   (default 15)\n"
+            "      --plot DIR         also the figure DIR/validate.{png,svg} (plot --validate)\n"
             "  -h, --help\n");
 }
 
@@ -250,14 +253,65 @@ static void cfg_str(const sb_mt_config *c, char *out, size_t n)
              sb_mt_recompute_name(c->recompute), c->sp ? " sp" : "", c->dist_opt ? " do" : "");
 }
 
+/* validate --format json's document (and --plot's input) */
+static json_t *report_json(vrow *rows, int n, const char *data, double mape, double worst,
+                           double tmape, double tmax, int slower, double secs)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        vrow *r = &rows[i];
+        char cs[128];
+        cfg_str(&r->best, cs, sizeof cs);
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
+            "id", r->id, "source", r->source, "gpus", r->gpus,
+            "precision", sb_precision_name(r->c.precision), "tp", r->c.tp, "pp", r->c.pp,
+            "dp", r->c.dp, "vpp", r->c.vpp, "micro_batch_size", r->c.mbs,
+            "published_step_seconds", cli_jreal(r->step_s),
+            "predicted_step_seconds", cli_jreal(r->pred.step_s),
+            "error_percent", cli_jreal(r->err_pct),
+            "predicted_mfu", cli_jreal(r->pred.mfu),
+            "search_best", cs, "search_best_step_seconds", cli_jreal(r->best_r.step_s),
+            "search_best_ratio", cli_jreal(r->best_r.step_s / r->pred.step_s),
+            "search_configs", (json_int_t)r->searched));
+    }
+    json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
+                             "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),
+                             "target_mape_percent", cli_jreal(tmape),
+                             "target_max_percent", cli_jreal(tmax),
+                             "search_slower_than_published", slower, "seconds", cli_jreal(secs));
+    return root;
+}
+
+/* --plot DIR: the JSON through a temporary file into sb_plot_validate */
+static int plot_report(json_t *root, const char *dir, sb_error *err)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/shardbench-validate-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return sb_fail(err, SB_EXIT_INTERNAL, "%s: cannot create: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    int bad = !f || json_dumpf(root, f, JSON_REAL_PRECISION(10));
+    if (f ? fclose(f) : close(fd))
+        bad = 1;
+    int figures = 0, files = 0, rc = bad ? sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path)
+                                         : sb_plot_validate(path, dir, NULL, stderr, &figures, &files, err);
+    unlink(path);
+    if (!rc)
+        fprintf(stderr, "%d figures (%d files) in %s\n", figures, files, dir);
+    return rc;
+}
+
 int cmd_validate(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"data", required_argument, 0, 'd'},        {"format", required_argument, 0, 'f'},
         {"target-mape", required_argument, 0, 'M'}, {"target-max", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+        {"plot", required_argument, 0, 'P'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    const char *data = SB_VALIDATE_DATA, *format = "table";
+    const char *data = SB_VALIDATE_DATA, *format = "table", *plot = NULL;
     double tmape = 7.0, tmax = 15.0;
     sb_error err = {0};
     optind = 1;
@@ -266,6 +320,7 @@ int cmd_validate(int argc, char **argv)
         switch (c) {
         case 'd': data = optarg; break;
         case 'f': format = optarg; break;
+        case 'P': plot = optarg; break;
         case 'M':
         case 'X': {
             char *end;
@@ -311,28 +366,7 @@ int cmd_validate(int argc, char **argv)
     double mape = sum / n, secs = sb_now() - t0;
     int over = mape > tmape || worst > tmax;
     if (!strcmp(format, "json")) {
-        json_t *arr = json_array();
-        for (int i = 0; i < n; i++) {
-            vrow *r = &rows[i];
-            char cs[128];
-            cfg_str(&r->best, cs, sizeof cs);
-            json_array_append_new(arr, json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
-                "id", r->id, "source", r->source, "gpus", r->gpus,
-                "precision", sb_precision_name(r->c.precision), "tp", r->c.tp, "pp", r->c.pp,
-                "dp", r->c.dp, "vpp", r->c.vpp, "micro_batch_size", r->c.mbs,
-                "published_step_seconds", cli_jreal(r->step_s),
-                "predicted_step_seconds", cli_jreal(r->pred.step_s),
-                "error_percent", cli_jreal(r->err_pct),
-                "predicted_mfu", cli_jreal(r->pred.mfu),
-                "search_best", cs, "search_best_step_seconds", cli_jreal(r->best_r.step_s),
-                "search_best_ratio", cli_jreal(r->best_r.step_s / r->pred.step_s),
-                "search_configs", (json_int_t)r->searched));
-        }
-        json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
-                                 "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),
-                                 "target_mape_percent", cli_jreal(tmape),
-                                 "target_max_percent", cli_jreal(tmax),
-                                 "search_slower_than_published", slower, "seconds", cli_jreal(secs));
+        json_t *root = report_json(rows, n, data, mape, worst, tmape, tmax, slower, secs);
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         putchar('\n');
         json_decref(root);
@@ -360,6 +394,13 @@ int cmd_validate(int argc, char **argv)
             printf("%d runs: MAPE %.2f%% (target %.3g%%), largest error %.2f%% (target %.3g%%); "
                    "the search's best slower than the published configuration on %d; %.2f s\n",
                    n, mape, tmape, worst, tmax, slower, secs);
+    }
+    if (plot) {
+        json_t *root = report_json(rows, n, data, mape, worst, tmape, tmax, slower, secs);
+        int rc = root ? plot_report(root, plot, &err) : sb_fail(&err, SB_EXIT_INTERNAL, "out of memory");
+        json_decref(root);
+        if (rc)
+            return cli_fail(&err);
     }
     if (over)
         fprintf(stderr, "shardbench validate: over the target: MAPE %.2f%% (at most %.3g%%), "

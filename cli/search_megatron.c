@@ -92,9 +92,14 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
            r->mem_buffers / G, r->mem_total / G, limit / G);
 }
 
-static void print_json(const char *model, int P, const sb_mt_model *mm, const sb_mt_config *c,
+/* With the model's parameters after --set (as a full-space search's JSON
+ * has them: plot --scaling checks that its files are of one model). */
+static void print_json(const sb_model *m, int P, const sb_mt_model *mm, const sb_mt_config *c,
                        const sb_mt_result *r, const sb_machine *mc, long priced, double secs)
 {
+    json_t *params = json_object();
+    for (int i = 0; params && i < m->nparams; i++)
+        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
     long M = mm->global_batch / ((long)c->dp * c->mbs);
     json_t *deg = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:s}", "tp",
                             c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp",
@@ -112,8 +117,8 @@ static void print_json(const char *model, int P, const sb_mt_model *mm, const sb
                             (json_int_t)r->mem_optimizer, "activations",
                             (json_int_t)r->mem_activations, "buffers", (json_int_t)r->mem_buffers);
     json_t *j = json_pack(
-        "{s:s,s:i,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:I,s:o}", "model", model, "p",
-        P, "algo", "megatron", "machine", mc->path, "precision", sb_precision_name(c->precision),
+        "{s:s,s:o,s:i,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:I,s:o}", "model", m->name,
+        "params", params, "p", P, "algo", "megatron", "machine", mc->path, "precision", sb_precision_name(c->precision),
         "megatron", deg, "predicted_step_seconds", cli_jreal(r->step_s),
         "predicted_tokens_per_second", cli_jreal(r->tokens_per_s), "predicted_tflops_per_device",
         cli_jreal(r->tflops_per_device), "predicted_mfu", cli_jreal(r->mfu),
@@ -128,6 +133,9 @@ static void print_json(const char *model, int P, const sb_mt_model *mm, const sb
 #define FAIL(...) (sb_fail(&err, SB_EXIT_INPUT, __VA_ARGS__), cli_fail(&err))
 
 /* After the options: the machine, the model and the pricing or the search. */
+static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
+                    const sb_model *m, const sb_machine *mc, const sb_gpu *g);
+
 static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format)
 {
     sb_error err = {0};
@@ -139,16 +147,24 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const cha
     sb_machine mc;
     sb_gpu g;
     sb_model m;
-    sb_mt_model mm;
     if (sb_machine_load(so->machine, &mc, &err) || sb_gpu_from_machine(&mc, so->precision, &g, &err))
         return cli_fail(&err);
     fx->precision = so->precision >= 0 ? so->precision : mc.precision;
     fx->grad_bytes = so->grad_word_bytes;
     if (sb_model_load(so->model, so->set, so->nset, &m, &err))
         return cli_fail(&err);
-    int rcm = sb_mt_model_from(&m, &mm, &err);
+    int rc = mt_price(so, fx, P, micro, format, &m, &mc, &g);
     sb_model_free(&m);
-    if (rcm)
+    return rc;
+}
+
+/* The model loaded: its configuration priced, or the grid searched; printed. */
+static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
+                    const sb_model *m, const sb_machine *mc, const sb_gpu *g)
+{
+    sb_error err = {0};
+    sb_mt_model mm;
+    if (sb_mt_model_from(m, &mm, &err))
         return cli_fail(&err);
     if (micro) { /* a count: the micro-batch size it means over DP */
         if (!fx->dp)
@@ -162,7 +178,7 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const cha
     }
     double limit = so->device_gib * 1073741824.0;
     if (!so->mem_given)
-        limit = g.mem_bytes;
+        limit = g->mem_bytes;
     sb_mt_config best;
     sb_mt_result r;
     double t0 = sb_now();
@@ -173,20 +189,20 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const cha
         if (sb_mt_check(&mm, fx, P, &err))
             return cli_fail(&err);
         best = *fx;
-        sb_mt_price(&mm, &best, &g, &r);
+        sb_mt_price(&mm, &best, g, &r);
         priced = 1;
     } else {
         if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
             return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);
-        priced = sb_mt_search(&mm, fx, P, &g, limit, &best, &r, &err);
+        priced = sb_mt_search(&mm, fx, P, g, limit, &best, &r, &err);
         if (priced <= 0)
             return cli_fail(&err);
     }
     double secs = sb_now() - t0;
     if (!strcmp(format, "json"))
-        print_json(so->model, P, &mm, &best, &r, &mc, priced, secs);
+        print_json(m, P, &mm, &best, &r, mc, priced, secs);
     else
-        print_table(&mm, &best, &r, &mc, priced, secs, limit);
+        print_table(&mm, &best, &r, mc, priced, secs, limit);
     if (all && r.mem_total > limit)
         fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
                 r.mem_total / 1073741824.0, limit / 1073741824.0);

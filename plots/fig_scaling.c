@@ -108,6 +108,13 @@ static int read_point(const char *path, char *model, size_t mlen, char *params, 
     pt->path = path;
     pt->p = (int)p->num;
     snprintf(pt->algo, sizeof pt->algo, "%s%s", algo, space && !strcmp(space, "full") ? "-full" : "");
+    const sb_json *mt = sb_json_get(j, "megatron"); /* search --algo megatron: its degrees */
+    if (mt && mt->type == SB_JSON_OBJ)
+        printf("(scaling-%s: %s at p = %d: tp %g pp %g dp %g cp %g ep %g vpp %g)\n", name,
+               pt->algo, pt->p, sb_json_num(sb_json_get(mt, "tp"), NAN),
+               sb_json_num(sb_json_get(mt, "pp"), NAN), sb_json_num(sb_json_get(mt, "dp"), NAN),
+               sb_json_num(sb_json_get(mt, "cp"), NAN), sb_json_num(sb_json_get(mt, "ep"), NAN),
+               sb_json_num(sb_json_get(mt, "vpp"), NAN));
     const sb_json *tps = num(j, "predicted_tokens_per_second"), *mfu = num(j, "predicted_mfu");
     const sb_json *step = num(j, "predicted_step_seconds");
     const sb_json *b = num(pr, "batch"), *seq = num(pr, "seq");

@@ -9,7 +9,8 @@
 # an op repeated over layers one row. Then the figures of a full-space
 # search's JSON (`search --plot`, `plot --search`: memory, step time,
 # schedule, configs), its stage_details against the search's own stage
-# figures, a missing field named, and the scaling figure over searches.
+# figures, a missing field named, and the scaling figure over searches
+# (megatron's among them). Last, validate's figure of published runs.
 set -euo pipefail
 
 SB=${1:?usage: figures.sh SHARDBENCH SOURCE_DIR}
@@ -217,5 +218,66 @@ rc=0; "$SB" plot --scaling --out "$T/sc2" "$T/full-2.json" "$T/full-2.json" >/de
 "$SB" search -m alexnet -p 2 --machine h100-sxm --format json --db none >"$T/alex.json" 2>/dev/null
 rc=0; "$SB" plot --scaling --out "$T/sc3" "$T/full-2.json" "$T/alex.json" >/dev/null 2>"$T/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "the scaling figure is of one model" "$T/err" || fail "two models: $rc"
+
+# megatron's searches (search --algo megatron) beside them: a series of their own,
+# named by the JSON's algo
+for p in 2 4 8; do
+    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo megatron \
+        --format json --db none >"$T/mt-$p.json"
+done
+"$SB" plot --scaling --out "$T/scm" "$T"/full-*.json "$T"/dp-*.json "$T"/mt-*.json >"$T/scm.out" ||
+    fail "plot --scaling with megatron"
+$CHECK "$T/scm/scaling-transformer.svg" dp megatron pase-full --also 'megatron MFU' ||
+    fail "scaling figure with megatron"
+grep -q "megatron at p = 8: tp [0-9]* pp [0-9]* dp [0-9]*" "$T/scm.out" ||
+    fail "scaling: megatron's degrees not said: $(cat "$T/scm.out")"
+python3 -c "
+import json; j = json.load(open('$T/mt-4.json')); j['algo'] = 'megatron-x'
+json.dump(j, open('$T/mtx-4.json', 'w'))"
+"$SB" plot --scaling --out "$T/scx" "$T/mt-2.json" "$T/mtx-4.json" >/dev/null || fail "plot --scaling, algo renamed"
+$CHECK "$T/scx/scaling-transformer.svg" megatron megatron-x || fail "the series is not the JSON's algo"
+
+# ---- the cost model against published runs (validate --format json) ----------------
+"$SB" validate --data "$SRC/tests/data/published-runs.tsv" --format json >"$T/v.json" ||
+    fail "validate --format json"
+"$SB" plot --validate "$T/v.json" --out "$T/vf" >"$T/vf.out" || fail "plot --validate"
+both "$T/vf/validate"
+$CHECK "$T/vf/validate.svg" K22_Table_5 SC21_Table_1 --also 'y = x' '±10%' || fail "validate figure"
+# every run labelled, MAPE and max error as validate computed them
+for id in $(python3 -c "import json; print(*[r['id'] for r in json.load(open('$T/v.json'))['runs']])"); do
+    grep -q ">$id<" "$T/vf/validate.svg" || fail "validate figure: no label $id"
+done
+t=$(python3 -c "import json; j = json.load(open('$T/v.json'))
+print('MAPE = %.1f%%, max error = %.1f%% (n = %d)' % (j['mape_percent'], j['max_error_percent'], len(j['runs'])))")
+grep -qF "$t" "$T/vf/validate.svg" || fail "validate figure's title lacks: $t"
+# a field missing: named, exit 2, no figure
+for drop in "runs 3 published_step_seconds" "top mape_percent" "runs 0 id"; do
+    set -- $drop
+    python3 - "$T/v.json" "$T/vbad.json" "$@" <<'PY2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+if sys.argv[3] == "top":
+    del j[sys.argv[4]]
+else:
+    del j["runs"][int(sys.argv[4])][sys.argv[5]]
+json.dump(j, open(sys.argv[2], "w"))
+PY2
+    want=$([ "$1" = top ] && echo "$2 missing" || echo "runs\\[$2\\].$3 missing")
+    rm -rf "$T/vf2"
+    rc=0; "$SB" plot --validate "$T/vbad.json" --out "$T/vf2" >/dev/null 2>"$T/err" || rc=$?
+    [ "$rc" -eq 2 ] && grep -q "$want" "$T/err" || fail "validate without $drop: exit $rc: $(cat "$T/err")"
+    ls "$T/vf2"/*.svg >/dev/null 2>&1 && fail "a validate figure drawn without $drop"
+done
+# validate --plot DIR: the same figure, the JSON on stdout left whole
+"$SB" validate --data "$SRC/tests/data/published-runs.tsv" --format json --plot "$T/vp" \
+    >"$T/vp.json" 2>"$T/vp.err" || fail "validate --plot: $(cat "$T/vp.err")"
+python3 -c "import json; assert len(json.load(open('$T/vp.json'))['runs']) == 18" ||
+    fail "validate --plot: stdout is not validate's JSON"
+both "$T/vp/validate"
+grep -qF "$t" "$T/vp/validate.svg" || fail "validate --plot: the title lacks: $t"
+python3 -c "
+import json; j = json.load(open('$T/v.json')); j['runs'] = []; json.dump(j, open('$T/v0.json', 'w'))"
+rc=0; "$SB" plot --validate "$T/v0.json" --out "$T/vf3" >/dev/null 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q '"runs" is empty' "$T/err" || fail "an empty validate figure: $rc"
 
 echo "figures: ok"

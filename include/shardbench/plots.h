@@ -51,6 +51,14 @@ int sb_plot_search(const sb_plot_search_opts *o, int *figures, int *files, sb_er
 int sb_plot_scaling(const char *const *paths, int n, const char *out, const char *scripts,
                     int *figures, int *files, sb_error *err);
 
+/* The cost model against published runs (`validate --format json` in
+ * path): predicted against published step seconds per run, log-log, y = x
+ * and +-10%, MAPE and max error in the title (`plot --validate FILE.json`,
+ * `validate --plot DIR`): OUT/validate.{png,svg}, each file named on log
+ * (NULL: stdout). A field it needs missing: exit 2 naming it. */
+int sb_plot_validate(const char *path, const char *out, const char *scripts, FILE *log,
+                     int *figures, int *files, sb_error *err);
+
 /* ------------------------------------------------------------ report -- */
 
 typedef struct {

@@ -1,0 +1,176 @@
+/* plots/fig_validate.c: `shardbench plot --validate FILE.json` (and
+ * `validate --plot DIR`): the cost model against published training runs
+ * (`validate --format json`, docs/megatron.md). One point per run: its
+ * predicted step seconds (x) against the published ones (y), on log-log
+ * axes with one range fitted to the points, the y = x line and a +-10%
+ * band; each point labelled by its run id, one colour per source (the
+ * paper the run is from); MAPE and the largest error, as validate computed
+ * them, in the title. A field the figure needs that the JSON lacks fails
+ * with exit 2 naming it ("runs[3].published_step_seconds"); no run, no
+ * figure. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "figs.h"
+#include "shardbench/plots.h"
+
+#define VALIDATE_MAX_BYTES (64u << 20)
+#define LABEL_GAP 1.15 /* least ratio between two labels of a source (~ a line of text) */
+
+typedef struct {
+    char id[64], source[64]; /* safe names */
+    double pred, pub;        /* seconds */
+} vpoint;
+
+/* a positive finite number at o.key, or -1 naming "where.key" */
+static int need_num(const sb_json *o, const char *key, const char *where, const char *path,
+                    double *v, sb_error *err)
+{
+    const sb_json *x = sb_json_get(o, key);
+    if (!x || x->type != SB_JSON_NUM || !isfinite(x->num) || x->num < 0)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: %s%s%s %s: the validate figure needs it "
+                       "(`validate --format json`)", path, where, *where ? "." : "", key,
+                       x ? "is not a number >= 0" : "missing");
+    *v = x->num;
+    return 0;
+}
+
+static int need_str(const sb_json *o, const char *key, const char *where, const char *path,
+                    char *out, size_t n, sb_error *err)
+{
+    const char *s = sb_json_str(sb_json_get(o, key));
+    if (!s || !*s)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: %s.%s missing: the validate figure needs it "
+                       "(`validate --format json`)", path, where, key);
+    sb_plot_safe_name(s, out, n);
+    return 0;
+}
+
+/* the runs of j into *pts (malloc'd), their sources into s */
+static int read_runs(const sb_json *j, const char *path, vpoint **pts, int *n, sb_series *s,
+                     sb_error *err)
+{
+    const sb_json *runs = sb_json_get(j, "runs");
+    if (!runs || runs->type != SB_JSON_ARR)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: \"runs\" %s: the validate figure needs it "
+                       "(`validate --format json`)", path, runs ? "is not an array" : "missing");
+    int k = 0;
+    for (const sb_json *r = runs->child; r; r = r->next)
+        k++;
+    if (!k)
+        return sb_fail(err, SB_EXIT_INPUT, "%s: \"runs\" is empty: no point to draw", path);
+    *pts = calloc((size_t)k, sizeof **pts);
+    if (!*pts)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    *n = 0;
+    for (const sb_json *r = runs->child; r; r = r->next) {
+        vpoint *p = &(*pts)[*n];
+        char where[32];
+        snprintf(where, sizeof where, "runs[%d]", *n);
+        if (need_str(r, "id", where, path, p->id, sizeof p->id, err) ||
+            need_str(r, "source", where, path, p->source, sizeof p->source, err) ||
+            need_num(r, "predicted_step_seconds", where, path, &p->pred, err) ||
+            need_num(r, "published_step_seconds", where, path, &p->pub, err))
+            return -1;
+        if (p->pred <= 0 || p->pub <= 0)
+            return sb_fail(err, SB_EXIT_INPUT, "%s: %s (%s) has a step of 0 s: not on log axes",
+                           path, where, p->id);
+        if (sb_series_add(s, p->source, err))
+            return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
+int sb_plot_validate(const char *path, const char *out, const char *scripts, FILE *log,
+                     int *figures, int *files, sb_error *err)
+{
+    plotter pl = {.out = out, .log = log};
+    sb_series *s = calloc(1, sizeof *s);
+    vpoint *pts = NULL;
+    char *text = NULL, *vars = NULL, data[PATH_MAX];
+    sb_json *j = NULL;
+    FILE *f = NULL;
+    int rc = -1, n = 0;
+    size_t len;
+    double mape, worst;
+    if (!s) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        goto out;
+    }
+    if (sb_read_file(path, "validate JSON", VALIDATE_MAX_BYTES, &text, &len, err))
+        goto out;
+    if (!(j = sb_json_parse(text, err))) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        sb_fail(err, SB_EXIT_INPUT, "%s: %s", path, m);
+        goto out;
+    }
+    if (need_num(j, "mape_percent", "", path, &mape, err) ||
+        need_num(j, "max_error_percent", "", path, &worst, err) ||
+        read_runs(j, path, &pts, &n, s, err))
+        goto out;
+    sb_series_sort(s);
+    /* one range for both axes, a tenth of a decade beyond the points and the band */
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < n; i++) {
+        lo = fmin(lo, fmin(pts[i].pred, pts[i].pub));
+        hi = fmax(hi, fmax(pts[i].pred, pts[i].pub));
+    }
+    lo /= 1.1 * 1.25, hi *= 1.1 * 1.25;
+    if (sb_plotter_open(&pl, scripts, out, err) ||
+        !(f = sb_plot_data_file(&pl, "validate", data, sizeof data, err)))
+        goto out;
+    /* a block per source, by published seconds: pred, published, id, the
+     * label's height (nudged up to LABEL_GAP above the source's previous
+     * label, so that runs of nearly one step time keep readable labels) */
+    for (int w = 0; w < s->n; w++) {
+        fprintf(f, "# source %s\n", s->name[w]);
+        double last = 0, label = 0;
+        for (int at = -1;;) { /* the next by (published, index) after (last, at) */
+            int next = -1;
+            for (int i = 0; i < n; i++)
+                if (!strcmp(pts[i].source, s->name[w]) &&
+                    (pts[i].pub > last || (pts[i].pub == last && i > at)) &&
+                    (next < 0 || pts[i].pub < pts[next].pub))
+                    next = i;
+            if (next < 0)
+                break;
+            last = pts[next].pub, at = next;
+            label = fmax(last, label * LABEL_GAP);
+            fprintf(f, "%.9g\t%.9g\t%s\t%.9g\n", pts[next].pred, pts[next].pub, pts[next].id,
+                    label);
+        }
+        fprintf(f, "\n\n");
+    }
+    int bad = fclose(f);
+    f = NULL;
+    if (bad) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", data);
+        goto out;
+    }
+    char title[256], extra[128];
+    snprintf(title, sizeof title, "cost model against published runs: MAPE = %.1f%%, "
+             "max error = %.1f%% (n = %d)", mape, worst, n);
+    snprintf(extra, sizeof extra, "; lo=%.9g; hi=%.9g", lo, hi);
+    if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
+        goto out;
+    rc = sb_plot_gnuplot(&pl, "validate.gp", "validate", vars, err);
+out:
+    if (f)
+        fclose(f);
+    if (figures)
+        *figures = pl.figures;
+    if (files)
+        *files = pl.files;
+    sb_plotter_close(&pl);
+    sb_json_free(j);
+    free(vars);
+    free(text);
+    free(pts);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,30 @@
+# plots/validate.gp: the cost model against published training runs
+# (`plot --validate`, `validate --plot`): predicted step seconds against the
+# published ones, log-log, one range fitted to the points for both axes,
+# the y = x line and a +-10% band; one colour per source (the paper), each
+# point labelled by its run id (every other source's labels on the left,
+# so that two sources' labels do not cross); MAPE and the largest error in
+# the title.
+# In: plotdir, term, outfile, datafile, sources (one data block per source,
+# in the legend's order), colors (palette number per source), ttl, lo, hi.
+# datafile blocks: predicted s <TAB> published s <TAB> run id <TAB> the
+# label's height (apart from the block's other labels).
+load plotdir.'/terminal.gp'
+set title ttl
+set xlabel 'predicted step time (s)'
+set ylabel 'published step time (s)'
+set logscale xy
+set xrange [lo:hi]
+set yrange [lo:hi]
+set size ratio -1
+set key top left
+set samples 200
+plot '+' using 1:(0.9*$1):(1.1*$1) with filledcurves fc rgb '#dddddd' fs solid 0.7 noborder \
+         title '±10%', \
+     x with lines lw 1.5 dt 2 lc rgb '#444444' title 'y = x', \
+     for [i=1:words(sources)] datafile index (i-1) using 1:2 with points \
+         pt sb_pt(word(colors, i)) ps 1.4 lc rgb sb_lc(word(colors, i)) title word(sources, i), \
+     for [i=1:words(sources):2] datafile index (i-1) using 1:4:3 with labels \
+         left offset 1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle, \
+     for [i=2:words(sources):2] datafile index (i-1) using 1:4:3 with labels \
+         right offset -1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle
