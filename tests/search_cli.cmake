@@ -20,3 +20,19 @@ add_test(NAME test_search_cli
     rc=0; $B prune -m rnnlm -p 4 $S --device-mem 0.000001 --out $D/t > /dev/null 2>&1 || rc=$?; test $rc = 2")
 set_tests_properties(test_search_cli PROPERTIES
   ENVIRONMENT "SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;ASAN_OPTIONS=detect_leaks=0")
+
+# search --threads: more than the CPUs this process may use is capped there
+# and said (taskset to one CPU: the cap is 1); the same strategy as 1 thread;
+# --threads 0 and a bad count.
+add_test(NAME search_threads
+  COMMAND bash -c "set -e
+    B=$<TARGET_FILE:shardbench>
+    a=$(taskset -c 0 $B search -m transformer -p 16 --threads 8 --db none --format tsv 2>err.txt | grep -v second)
+    grep -q -- '--threads 8: this process may use 1 CPU; 1 thread' err.txt
+    b=$($B search -m transformer -p 16 --threads 1 --db none --format tsv | grep -v second)
+    test \"$a\" = \"$b\"
+    $B search -m transformer -p 16 --threads 0 --db none --format tsv > /dev/null
+    rc=0; $B search -m transformer -p 16 --threads x --db none 2>/dev/null || rc=$?; test $rc = 2")
+set_tests_properties(search_threads PROPERTIES
+  ENVIRONMENT "SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;ASAN_OPTIONS=detect_leaks=0"
+  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
