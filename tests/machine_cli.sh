@@ -14,12 +14,9 @@ SRC=${2:?usage: machine_cli.sh SHARDBENCH SOURCE_DIR}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/machine_cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-fails=0
-check() { # check NAME CONDITION-COMMAND...
-    local name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else fails=$((fails + 1)); echo "FAIL $name"; fi
-}
+# shared checks: check, refused, js (and fails=0)
+# shellcheck source=tests/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 total() { sed -n 's/^total cost \([^ ]*\) FLOP.*/\1/p' "$1"; }
 
 "$SB" search -m transformer -p 64 --db none --machine h200-sxm > "$TMP/h200" 2> "$TMP/h200.err"

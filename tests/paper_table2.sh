@@ -18,12 +18,9 @@ SRC=${2:?usage: paper_table2.sh SHARDBENCH SOURCE_DIR}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/paper_table2.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-fails=0
-check() { # check NAME CONDITION-COMMAND...
-    local name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else fails=$((fails + 1)); echo "FAIL $name"; fi
-}
+# shared checks: check, refused, js (and fails=0)
+# shellcheck source=tests/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 "$SB" paper --table2 --save-dir "$TMP" > "$TMP/out" 2> "$TMP/err"
 check "paper --table2 exits 0" test $? -eq 0

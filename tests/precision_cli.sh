@@ -16,23 +16,9 @@ SRC=${2:?usage: precision_cli.sh SHARDBENCH SOURCE_DIR}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/precision_cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-fails=0
-check() { # check NAME CONDITION-COMMAND...
-    local name=$1
-    shift
-    if "$@"; then echo "ok   $name"; else fails=$((fails + 1)); echo "FAIL $name"; fi
-}
-refused() { # refused NAME TEXT ARGS...: exit 2 and TEXT on stderr
-    local name=$1 text=$2
-    shift 2
-    "$SB" "$@" > "$TMP/out" 2> "$TMP/err"
-    local rc=$?
-    check "$name: exit 2 ($rc)" test "$rc" -eq 2
-    check "$name: says '$text'" grep -q -- "$text" "$TMP/err"
-}
-js() { # js FILE PYTHON-EXPR-ON-d
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
-}
+# shared checks: check, refused, js (and fails=0)
+# shellcheck source=tests/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 S=(search -m transformer -p 1 --algo dp --optimizer adam --format json --db none)
 "$SB" "${S[@]}" --machine h100-sxm > "$TMP/def.json" 2> /dev/null
