@@ -222,7 +222,7 @@ rc=0; "$SB" plot --scaling --out "$T/sc3" "$T/full-2.json" "$T/alex.json" >/dev/
 # megatron's searches (search --algo megatron) beside them: a series of their own,
 # named by the JSON's algo
 for p in 2 4 8; do
-    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo megatron \
+    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo megatron --memory 80GiB \
         --format json --db none >"$T/mt-$p.json"
 done
 "$SB" plot --scaling --out "$T/scm" "$T"/full-*.json "$T"/dp-*.json "$T"/mt-*.json >"$T/scm.out" ||
