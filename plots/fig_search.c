@@ -1,11 +1,12 @@
-/* plots/fig_search.c: the figures of one full-space search's JSON
- * (`shardbench plot --search FILE.json`, `search --plot DIR`), for a
- * planner: the memory per device of each pipeline stage, stacked, against
- * the device's; where a step's time goes; the pipeline schedule of the
- * first and last stages over one step (a Gantt chart); each op's config as
- * a layers x dims heat map (repeated layers once, layers.c). Each reads
- * only the JSON; a figure whose field is missing fails naming it, never
- * draws an empty or guessed figure. */
+/* plots/fig_search.c: the figures of one search's JSON, full-space or
+ * megatron (`shardbench plot --search FILE.json`, `search --plot DIR`;
+ * search_json.c reads it), for a planner: the memory per device of each
+ * pipeline stage, stacked, against the device's; where a step's time goes
+ * (by cause, then per stage); the pipeline schedule of the first and last
+ * stages over one step (fig_schedule.c); each op's config as a layers x
+ * dims heat map (repeated layers once, layers.c; megatron's layouts,
+ * fig_megatron.c). Each reads only the JSON; a figure whose field is
+ * missing fails naming it, never draws an empty or guessed figure. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -207,7 +208,7 @@ static int fig_steptime(plotter *pl, const search_json *s, sb_error *err)
              !s->sched_1f1b ? "GPipe" : s->vpp > 1 ? "interleaved 1F1B" : "1F1B");
     if (!has_whole)
         snprintf(sub, sizeof sub, "no time_breakdown_seconds in the JSON: not the step by "
-                 "cause, each stage's forward, backward, idle only");
+                 "cause");
     else if (!per_stage)
         snprintf(sub, sizeof sub, "the step by cause; no stage_details in the JSON");
     else
