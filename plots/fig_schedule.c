@@ -111,6 +111,31 @@ static void schedule_title(const search_json *s, double end, char *title, size_t
                  s->step_from_cost ? " at F" : "");
 }
 
+/* rank r's row label: its idle share of the step and, under 1F1B, its
+ * warm-up (Megatron-LM's num_warmup_microbatches: the forwards before its
+ * first backward, less the steady state's first; all of them when no
+ * backward comes between), which is also the most micro-batches (chunks)
+ * whose activations it holds at once, less one. '%' written '%%'. */
+static void row_label(const search_json *s, int r, double end, const double *fw,
+                      const double *bw, const double *tf, const double *tb, char *out, size_t n)
+{
+    int S = s->S, M = s->M, before = 0;
+    double busy = 0.0, first_b = INFINITY;
+    for (int k = 0; k < s->vpp; k++) {
+        int v = k * S + r;
+        busy += M * (fw[v] + bw[v]);
+        for (int m = 0; m < M; m++)
+            first_b = fmin(first_b, tb[(size_t)v * M + m]);
+    }
+    for (int k = 0; k < s->vpp; k++)
+        for (int m = 0; m < M; m++)
+            before += tf[(size_t)(k * S + r) * M + m] < first_b;
+    int len = snprintf(out, n, "stage %d: idle %.0f%%%%", r, 100 * (1 - busy / end));
+    if (s->sched_1f1b && len > 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len, ", warm-up %d",
+                 before == M * s->vpp ? before : before - 1);
+}
+
 int sb_fig_schedule(plotter *pl, const search_json *s, sb_error *err)
 {
     if (s->mt && !s->stages) { /* an older megatron JSON: no seconds per stage to schedule */
@@ -160,11 +185,9 @@ int sb_fig_schedule(plotter *pl, const search_json *s, sb_error *err)
         goto out;
     }
     f = NULL;
-    double busy[2] = {0, 0};
+    char *vars = NULL, title[300], step[300], base[160], ylabs[200], lab[2][96];
     for (int r = 0; r < nrows; r++)
-        for (int k = 0; k < s->vpp; k++)
-            busy[r] += M * (fw[k * S + rows_of[r]] + bw[k * S + rows_of[r]]);
-    char *vars = NULL, title[300], step[300], base[160], ylabs[200];
+        row_label(s, rows_of[r], end, fw, bw, tf, tb, lab[r], sizeof lab[r]);
     size_t vl = 0;
     FILE *v = open_memstream(&vars, &vl);
     if (!v) {
@@ -172,11 +195,7 @@ int sb_fig_schedule(plotter *pl, const search_json *s, sb_error *err)
         goto out;
     }
     schedule_title(s, end, title, sizeof title, step, sizeof step);
-    if (S > 1)
-        snprintf(ylabs, sizeof ylabs, "stage 0: idle %.0f%%%%|stage %d: idle %.0f%%%%",
-                 100 * (1 - busy[0] / end), S - 1, 100 * (1 - busy[1] / end));
-    else
-        snprintf(ylabs, sizeof ylabs, "stage 0: idle %.0f%%%%", 100 * (1 - busy[0] / end));
+    snprintf(ylabs, sizeof ylabs, "%s%s%s", lab[0], nrows > 1 ? "|" : "", nrows > 1 ? lab[1] : "");
     fprintf(v, "datafile=");
     sb_plot_gp_str(v, path);
     fprintf(v, "; ttl=");

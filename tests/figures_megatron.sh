@@ -76,8 +76,10 @@ grep -q "1F1B, 2 stages x 16 micro-batches" "$T/f1/schedule-transformer-p8.svg" 
 
 # ---- the interleaved schedule by hand: PP stages x VPP chunks of forward 1 s,
 # backward 2 s: every rank busy M VPP (1 + 2) s and idle (PP - 1)(1 + 2) s
-# (Narayanan et al. 2021: the bubble (PP - 1)/VPP of a whole stage's micro-batch)
-for case in "2 2 4 27 11" "4 2 8 57 16" "4 3 8 81 11" "2 1 4 15 20"; do
+# (Narayanan et al. 2021: the bubble (PP - 1)/VPP of a whole stage's
+# micro-batch); rank r's warm-up Megatron-LM's 2 (PP - r - 1) + (VPP - 1) PP
+# (VPP = 1: PP - r - 1). Case: PP VPP M step idle% warm-up(0) warm-up(PP-1)
+for case in "2 2 4 27 11 4 2" "4 2 8 57 16 10 4" "4 3 8 81 11 14 8" "2 1 4 15 20 1 0"; do
     set -- $case
     python3 - "$T/hand.json" "$1" "$2" "$3" <<'PY'
 import json, sys
@@ -99,8 +101,8 @@ PY
     g=$T/h/schedule-hand-p$1.svg
     grep -q "pipeline $4 s as scheduled + DP reduction and optimizer 0.75 s = $(awk "BEGIN { print $4 + 0.75 }") s" "$g" ||
         fail "pp $1 vpp $2 M $3: not $4 s: $(grep -o 'pipeline [^<]*' "$g")"
-    grep -q "stage 0: idle $5%" "$g" && grep -q "stage $(($1 - 1)): idle $5%" "$g" ||
-        fail "pp $1 vpp $2 M $3: the stages not idle $5%: $(grep -o 'stage [0-9]*: idle [0-9]*%' "$g")"
+    grep -q "stage 0: idle $5%, warm-up $6<" "$g" && grep -q "stage $(($1 - 1)): idle $5%, warm-up $7<" "$g" ||
+        fail "pp $1 vpp $2 M $3: not idle $5%, warm-up $6 and $7: $(grep -o 'stage [0-9]*: idle [^<]*' "$g")"
 done
 
 # ---- an older megatron JSON (no stage_details): the first stage's memory as the
