@@ -11,6 +11,7 @@
 
 #include "algos.h"
 #include "cli.h"
+#include "shardbench/precision.h"
 
 static void usage(FILE *f)
 {
@@ -152,6 +153,9 @@ static void extras_text(FILE *f, const sb_model *m, const sb_strategy *sf,
             fprintf(f, "%s%s", nrc++ ? ", " : "# recomputed ops: ", m->ops[i].name);
     if (nrc)
         fprintf(f, "\n#   %s\n", framework_notes[fmt][2]);
+    if (sf->precision) /* the layouts are the same in every recipe */
+        fprintf(f, "# precision: %s, the recipe it was priced in (docs/cost-training.md)\n",
+                sb_precision_name(sf->precision));
     fprintf(f, "#\n");
 }
 
@@ -172,9 +176,10 @@ static json_t *extras_json(const sb_model *m, const sb_strategy *sf, sb_export_f
     for (int i = 0; i < m->nops; i++)
         if (sf->recompute[i])
             json_array_append_new(rc, json_string(m->ops[i].name));
-    return json_pack("{s:o, s:i, s:s, s:i, s:o, s:{s:s, s:s, s:s}}", "stages", stages,
+    return json_pack("{s:o, s:i, s:s, s:i, s:o, s:s, s:{s:s, s:s, s:s}}", "stages", stages,
                      "microbatches", pl->microbatches, "schedule", sb_schedule_name(pl->schedule),
-                     "zero", sf->zero, "recompute", rc, "framework", "pipeline",
+                     "zero", sf->zero, "recompute", rc, "precision",
+                     sb_precision_name(sf->precision), "framework", "pipeline",
                      framework_notes[fmt][0], "zero", framework_notes[fmt][1], "recompute",
                      framework_notes[fmt][2]);
 }
@@ -206,7 +211,10 @@ static int export_with_extras(FILE *f, const char *path, const sb_problem *pb, c
                               const sb_strategy *sf, sb_export_format fmt,
                               sb_export_form form, sb_error *err)
 {
-    if (!sb_strategy_has_extras(pb->m, sf))
+    sb_strategy layouts = *sf; /* what changes a layout: all but the precision */
+    layouts.precision = 0;
+    if (!sb_strategy_has_extras(pb->m, sf) ||
+        (form == SB_EXPORT_PY && !sb_strategy_has_extras(pb->m, &layouts)))
         return sb_strategy_export_as(f, pb, choice, fmt, form, err);
     if (form == SB_EXPORT_PY)
         return sb_fail(err, SB_EXIT_INPUT, "%s holds a pipeline, ZeRO stage or recomputation: "

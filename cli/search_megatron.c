@@ -16,6 +16,7 @@
 #include "search_plot.h"
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
+#include "shardbench/strategy.h"
 
 int search_is_megatron(int argc, char **argv)
 {
@@ -54,6 +55,10 @@ static void mt_usage(FILE *f)
             "      --format table|json\n"
             "      --plot DIR         the figures of `plot --search` (memory per stage, step\n"
             "                         by cause, 1F1B schedule, Megatron's layouts) into DIR\n"
+            "      --save FILE        the chosen configuration as a strategy file (per-op\n"
+            "                         configs by dim name, stages of whole layers, 1F1B, ZeRO\n"
+            "                         1 for the distributed optimizer) that run, export and\n"
+            "                         bench take; refused with --vpp > 1\n"
             CLI_PRECISION_HELP);
 }
 
@@ -165,11 +170,16 @@ static int mt_output(json_t *j, int to_stdout, const char *plot_dir, sb_error *e
 #define FAIL(...) (sb_fail(&err, SB_EXIT_INPUT, __VA_ARGS__), cli_fail(&err))
 
 /* After the options: the machine, the model and the pricing or the search. */
-static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
-                    const char *plot, const sb_model *m, const sb_machine *mc, const sb_gpu *g);
+/* Where the answer goes: printed as format, drawn into plot, saved as a
+ * strategy file. */
+typedef struct {
+    const char *format, *plot, *save;
+} mt_out;
 
-static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
-                  const char *plot)
+static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const mt_out *o,
+                    const sb_model *m, const sb_machine *mc, const sb_gpu *g);
+
+static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const mt_out *o)
 {
     sb_error err = {0};
     if (!so->model || !P || !so->machine) {
@@ -186,15 +196,29 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const cha
     fx->grad_bytes = so->grad_word_bytes;
     if (sb_model_load(so->model, so->set, so->nset, &m, &err))
         return cli_fail(&err);
-    int rc = mt_price(so, fx, P, micro, format, plot, &m, &mc, &g);
+    int rc = mt_price(so, fx, P, micro, o, &m, &mc, &g);
     sb_model_free(&m);
     return rc;
 }
 
 /* The model loaded: its configuration priced, or the grid searched; printed. */
-static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
-                    const char *plot, const sb_model *m, const sb_machine *mc, const sb_gpu *g)
+/* The chosen configuration as a strategy file (sb_mt_strategy). */
+static int mt_save(const char *path, const sb_model *m, const sb_mt_config *c,
+                   const sb_mt_model *mm, const sb_mt_result *r, int P, sb_error *err)
 {
+    sb_strategy st;
+    if (sb_mt_strategy(m, c, mm, P, &st, err))
+        return -1;
+    st.cost = r->step_s; /* seconds: megatron's objective */
+    int rc = sb_strategy_save(path, m, &st, err);
+    sb_strategy_free(&st);
+    return rc;
+}
+
+static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const mt_out *o,
+                    const sb_model *m, const sb_machine *mc, const sb_gpu *g)
+{
+    const char *format = o->format, *plot = o->plot;
     sb_error err = {0};
     sb_mt_model mm;
     if (sb_mt_model_from(m, &mm, &err))
@@ -242,6 +266,8 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const c
         if (rc)
             return cli_fail(&err);
     }
+    if (o->save && mt_save(o->save, m, &best, &mm, &r, P, &err))
+        return cli_fail(&err);
     if (all && r.mem_total > limit)
         fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
                 r.mem_total / 1073741824.0, limit / 1073741824.0);
@@ -249,7 +275,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const c
 }
 
 enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
-       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT };
+       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT, O_SAVE };
 
 int cmd_search_megatron(int argc, char **argv)
 {
@@ -268,7 +294,8 @@ int cmd_search_megatron(int argc, char **argv)
         {"attention", required_argument, 0, O_ATTN}, {"algo", required_argument, 0, O_ALGO},
         {"format", required_argument, 0, O_FMT}, {"space", required_argument, 0, O_SPACE},
         {"optimizer", required_argument, 0, O_OPT}, {"db", required_argument, 0, O_DB},
-        {"plot", required_argument, 0, O_PLOT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"plot", required_argument, 0, O_PLOT}, {"save", required_argument, 0, O_SAVE},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     sb_error err = {0};
     shared_opts so;
@@ -278,7 +305,7 @@ int cmd_search_megatron(int argc, char **argv)
     fx.recompute = fx.sp = fx.dist_opt = -1;
     fx.dp_overlap = 1, fx.fused_attention = 1;
     int P = 0, micro = 0;
-    const char *format = "table", *plot = NULL;
+    mt_out out = {.format = "table"};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:s:h", opts, NULL)) != -1) {
@@ -318,8 +345,8 @@ int cmd_search_megatron(int argc, char **argv)
             break;
         case O_ALGO: break; /* megatron: how we got here */
         case O_FMT:
-            format = optarg;
-            if (strcmp(format, "table") && strcmp(format, "json"))
+            out.format = optarg;
+            if (strcmp(optarg, "table") && strcmp(optarg, "json"))
                 rc = sb_fail(&err, SB_EXIT_INPUT, "--format: '%s' is not table or json (--algo megatron)", optarg);
             break;
         case O_SPACE:
@@ -331,7 +358,8 @@ int cmd_search_megatron(int argc, char **argv)
                 rc = sb_fail(&err, SB_EXIT_INPUT, "--algo megatron trains with Adam (--optimizer adam), not '%s'", optarg);
             break;
         case O_DB: break; /* nothing is recorded for megatron configurations */
-        case O_PLOT: plot = optarg; break;
+        case O_PLOT: out.plot = optarg; break;
+        case O_SAVE: out.save = optarg; break;
         case 'h': mt_usage(stdout); return 0;
         default:
             rc = shared_opt(&so, c, optarg, &err);
@@ -348,5 +376,5 @@ int cmd_search_megatron(int argc, char **argv)
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    return mt_run(&so, &fx, P, micro, format, plot);
+    return mt_run(&so, &fx, P, micro, &out);
 }

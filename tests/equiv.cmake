@@ -290,3 +290,13 @@ sb_equiv(test_equiv_transformer_np4_recompute_zero3 4 transformer ${SB_EQUIV_tra
          --seed 4 --flops 0.01 --random 4 --recompute all --zero 3 --adam 1e-8 --lr 0.001)
 sb_equiv(test_equiv_alexnet_np4_recompute_devmem 4 alexnet ${SB_EQUIV_alexnet}
          --seed 4 --flops 0.01 --random 2 --recompute all --backend cpu-devmem)
+
+# Megatron's layouts as a strategy file (search --algo megatron --save):
+# TP x PP with sequence parallelism, selective recompute and ZeRO 1, TP x CP,
+# TP 4, each trained on 4 ranks with one rank's losses (tests/megatron_run.sh).
+add_test(NAME megatron_run
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/megatron_run.sh $<TARGET_FILE:shardbench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(megatron_run PROPERTIES
+  TIMEOUT 180
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")

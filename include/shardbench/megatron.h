@@ -114,6 +114,15 @@ double sb_mt_model_flops(const sb_mt_model *mm);
  * predicted_mfu); 0 when m is not a transformer sb_mt_model_from reads. */
 int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops,
                      double *tokens_per_s, double *tflops_per_device, double *mfu);
+/* Configuration mc (checked by sb_mt_check) of model m (mm: its
+ * sb_mt_model) on P devices as an op-level strategy (search/
+ * megatron_layout.c: per op by its dim names; stages of whole layers; 1F1B;
+ * distributed optimizer as ZeRO 1; precision). SB_EXIT_INPUT when it
+ * cannot be one (an interleaved schedule, a split that does not divide).
+ * Allocates st (sb_strategy_free). */
+struct sb_strategy;
+int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model *mm, int P,
+                   struct sb_strategy *st, sb_error *err);
 /* Megatron's recompute names: "none", "selective", "full" (also "all"). */
 int sb_mt_recompute_parse(const char *s, int *out, sb_error *err);
 const char *sb_mt_recompute_name(int rc);

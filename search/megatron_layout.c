@@ -1,0 +1,178 @@
+/* megatron_layout.c: a Megatron-LM configuration written as an op-level
+ * strategy (sb_strategy), so that `search --algo megatron --save FILE`
+ * gives a file run, export and bench take like any search's. Split from
+ * megatron.c, which prices a configuration per layer, because this maps
+ * it onto the model file's ops by their dim names instead.
+ *
+ * Per op, over its stage's TP x DP x CP devices (docs/megatron.md):
+ *   - "batch" split DP ways (an expert op: DP / EP ways, its "expert" dim EP);
+ *   - tensor parallelism: the first of the op's dims among kvh, heads, rep,
+ *     ff, vocab takes as much of TP as divides it, then the next (column-
+ *     and row-parallel linears, the attention's heads, vocab-parallel
+ *     embedding, head and loss);
+ *   - an op with none of them (norms, residual adds) splits "seq" TP ways
+ *     under sequence parallelism, else is replicated over TP;
+ *   - context parallelism splits "seq" CP ways (queries; keys stay whole).
+ * Stages: PP stages of whole layers (ops "NAME.I/..." of repeat instance
+ * I), one layer more from the ends inwards when PP does not divide them
+ * (stage 0, the last, stage 1, ...: as megatron.c prices them); ops
+ * before the first layer in stage 0, after the last in the last stage.
+ * Recompute full: every recomputable op; selective: the attention's
+ * scores (softmax ops and the einsums that read or write them). The
+ * distributed optimizer is ZeRO 1. */
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+#include "shardbench/strategy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Repeat instance of op name "NAME.I/...", or -1 outside a repeat. */
+static int layer_of(const char *name)
+{
+    const char *slash = strchr(name, '/');
+    if (!slash)
+        return -1;
+    const char *dot = slash;
+    while (dot > name && dot[-1] != '.')
+        dot--;
+    if (dot == name || dot == slash)
+        return -1;
+    int v = 0;
+    for (const char *c = dot; c < slash; c++) {
+        if (*c < '0' || *c > '9')
+            return -1;
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
+static long gcd(long a, long b)
+{
+    while (b) {
+        long t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int dim_of(const sb_op *op, const char *name)
+{
+    for (int d = 0; d < op->ndims; d++)
+        if (!strcmp(op->dims[d].name, name))
+            return d;
+    return -1;
+}
+
+/* Splits dim `name` of op k ways into c (when it has it): 0, or -1 with
+ * err when k does not divide its size (per micro-batch for "batch"). */
+static int split(const sb_op *op, int *c, const char *name, long k, long mb, sb_error *err)
+{
+    int d = dim_of(op, name);
+    if (d < 0 || k <= 1)
+        return 0;
+    long size = op->dims[d].size / (strcmp(name, "batch") ? 1 : mb);
+    if (size % (k * c[d]))
+        return sb_fail(err, SB_EXIT_INPUT, "--save: op '%s' cannot split %s (%ld) %ld ways",
+                       op->name, name, size, k * c[d]);
+    c[d] *= (int)k;
+    return 0;
+}
+
+/* Op op's config (c, ndims counts) under configuration mc. */
+static int op_config(const sb_op *op, const sb_mt_config *mc, long mb, int *c, sb_error *err)
+{
+    static const char *const tp_dims[] = {"kvh", "heads", "rep", "ff", "vocab"};
+    for (int d = 0; d < op->ndims; d++)
+        c[d] = 1;
+    int expert = dim_of(op, "expert") >= 0;
+    long ep = expert ? mc->ep : 1;
+    if (mc->dp % ep)
+        return sb_fail(err, SB_EXIT_INPUT, "--save: op '%s': EP %d does not divide DP %d (the "
+                       "experts' batch split)", op->name, mc->ep, mc->dp);
+    if (split(op, c, "batch", mc->dp / ep, mb, err) || split(op, c, "expert", ep, mb, err))
+        return -1;
+    long left = mc->tp;
+    for (size_t k = 0; k < sizeof tp_dims / sizeof *tp_dims && left > 1; k++) {
+        int d = dim_of(op, tp_dims[k]);
+        long g = d < 0 ? 1 : gcd(left, op->dims[d].size);
+        if (split(op, c, tp_dims[k], g, mb, err))
+            return -1;
+        left /= g;
+    }
+    if (left == mc->tp && mc->sp && split(op, c, "seq", left, mb, err))
+        return -1;
+    return split(op, c, "seq", mc->cp, mb, err);
+}
+
+/* Stages of whole layers: first_op of each of S stages. */
+static int cut_stages(const sb_model *m, int S, sb_pipeline *pl, sb_error *err)
+{
+    int L = 0;
+    for (int i = 0; i < m->nops; i++) {
+        int l = layer_of(m->ops[i].name);
+        L = l > L ? l : L;
+    }
+    if (S > 1 && L < S)
+        return sb_fail(err, SB_EXIT_INPUT, "--save: %d pipeline stages of %d layers (ops "
+                       "'NAME.I/...' of a repeat)", S, L);
+    int count[SB_MAX_STAGES];
+    for (int s = 0; s < S; s++)
+        count[s] = L / S;
+    for (int k = 0; k < L % S; k++) /* from the ends inwards, as megatron.c prices them */
+        count[k % 2 ? S - 1 - k / 2 : k / 2]++;
+    pl->nstages = S;
+    pl->first_op[0] = 0;
+    int upto = 0; /* stage s starts after layer `upto` */
+    for (int s = 1; s < S; s++) {
+        upto += count[s - 1];
+        int i = pl->first_op[s - 1];
+        while (i < m->nops && layer_of(m->ops[i].name) <= upto)
+            i++;
+        pl->first_op[s] = i;
+    }
+    pl->first_op[S] = m->nops;
+    return 0;
+}
+
+int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model *mm, int P,
+                   sb_strategy *st, sb_error *err)
+{
+    if (mc->vpp > 1)
+        return sb_fail(err, SB_EXIT_INPUT, "--save: the interleaved schedule (--vpp %d) is not "
+                       "one a strategy file holds (1f1b, gpipe): give --vpp 1", mc->vpp);
+    long mb = mm->global_batch / ((long)mc->dp * mc->mbs); /* micro-batches */
+    if (sb_strategy_init(st, m, P))
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    snprintf(st->algo, sizeof st->algo, "megatron");
+    sb_pipeline *pl = &st->pipe;
+    int rc = cut_stages(m, mc->pp, pl, err);
+    for (int s = 0; s < mc->pp; s++)
+        pl->devices[s] = P / mc->pp;
+    pl->microbatches = (int)mb;
+    pl->schedule = SB_SCHEDULE_1F1B;
+    for (int i = 0; !rc && i < m->nops; i++)
+        rc = op_config(&m->ops[i], mc, mb, st->cfg + (size_t)i * SB_MAX_DIMS, err);
+    for (int i = 0; !rc && i < m->nops; i++) {
+        const sb_op *op = &m->ops[i];
+        int scores = op->kind == SB_OP_SOFTMAX;
+        for (int k = 0; !scores && op->kind == SB_OP_EINSUM && k < op->nin; k++) {
+            int p = m->tensors[op->in[k].tensor].producer;
+            scores = p >= 0 && m->ops[p].kind == SB_OP_SOFTMAX;
+        }
+        for (int j = 0; !scores && op->kind == SB_OP_EINSUM && j < m->nops; j++)
+            for (int k = 0; m->ops[j].kind == SB_OP_SOFTMAX && k < m->ops[j].nin; k++)
+                scores |= m->tensors[m->ops[j].in[k].tensor].producer == i;
+        st->recompute[i] = sb_op_recomputable(op) &&
+                           (mc->recompute == SB_MT_RC_FULL ||
+                            (mc->recompute == SB_MT_RC_SELECTIVE && scores));
+    }
+    st->zero = mc->dist_opt ? 1 : 0;
+    st->precision = mc->precision;
+    if (!rc)
+        rc = sb_pipeline_check(pl, m, P, err);
+    if (rc)
+        sb_strategy_free(st);
+    return rc;
+}
