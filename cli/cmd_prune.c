@@ -1,5 +1,7 @@
 /* cmd_prune.c: `shardbench prune`: the union of pase-best, data parallel,
- * expert, mcmc-best and the top-K mesh x layout candidates, keeping the
+ * expert, mcmc-best, the top-K mesh x layout candidates and, with a GPU
+ * machine file and a transformer, Megatron-LM's best configuration (as a
+ * pipeline strategy: search/megatron_layout.c), keeping the
  * distinct strategies within a factor of the best predicted cost and under
  * the device memory; writes DIR/NN-KIND.strategy per survivor and
  * DIR/index.tsv (read by `shardbench bench`). Not a search of its own. */
@@ -13,10 +15,13 @@
 
 #include "algos.h"
 #include "cli.h"
+#include "shardbench/machine.h"
+#include "shardbench/megatron.h"
 
 typedef struct {
     char kind[32];
-    int *choice;
+    int *choice;     /* config indices of a plain strategy, or NULL: */
+    sb_strategy *st; /* a strategy a plain problem cannot hold (megatron's) */
     double cost, mem;
 } entry;
 
@@ -24,8 +29,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: shardbench prune -m MODEL -p P [--within 1.5] [--top K] [--out DIR]\n"
                "\n"
-               "Survivors: pase-best, dp, expert, mcmc-best and the top-K candidates whose\n"
-               "predicted cost is within the factor of the best and whose predicted memory fits.\n"
+               "Survivors: pase-best, dp, expert, mcmc-best, the top-K candidates and, with a\n"
+               "GPU --machine and a transformer, megatron (search --algo megatron --vpp 1: its\n"
+               "step and memory as that pricer gives them) whose predicted cost is within the\n"
+               "factor of the best and whose predicted memory fits.\n"
                "\n"
                "  -m, --model MODEL      shipped model name or model file\n"
                "  -p, --procs P          device count\n"
@@ -50,7 +57,7 @@ static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, c
 {
     int nops = pb->m->nops;
     for (int i = 0; i < *n; i++)
-        if (!memcmp(e[i].choice, choice, (size_t)nops * sizeof *choice))
+        if (e[i].choice && !memcmp(e[i].choice, choice, (size_t)nops * sizeof *choice))
             return 0; /* the same strategy under an earlier kind */
     e[*n].choice = sb_malloc((size_t)nops * sizeof *choice, err);
     if (!e[*n].choice)
@@ -59,6 +66,45 @@ static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, c
     snprintf(e[*n].kind, sizeof e[*n].kind, "%s", kind);
     e[*n].cost = sb_strategy_cost(pb, choice);
     e[*n].mem = sb_strategy_memory(pb, choice, opt, NULL);
+    (*n)++;
+    return 0;
+}
+
+/* Megatron-LM's best configuration on a GPU machine file (the grid of
+ * search --algo megatron with one chunk per stage, which a strategy file
+ * holds), priced by its own model: the step in FLOP-equivalents at the
+ * machine's F, its peak memory. Nothing without --machine; a line saying
+ * why when the machine or the model is not one it prices. */
+static int add_megatron(const sb_problem *pb, const shared_opts *so, double limit, entry *e,
+                        int *n, sb_error *err)
+{
+    if (!so->machine)
+        return 0;
+    sb_machine mc;
+    sb_gpu g;
+    sb_mt_model mm;
+    sb_error why = {0};
+    if (sb_machine_load(so->machine, &mc, err))
+        return -1;
+    int prec = so->precision >= 0 ? so->precision : mc.precision;
+    sb_mt_config fx = {.vpp = 1, .recompute = -1, .sp = -1, .dist_opt = -1, .dp_overlap = 1,
+                       .fused_attention = 1, .precision = prec, .grad_bytes = so->grad_word_bytes};
+    sb_mt_config best;
+    sb_mt_result r;
+    e[*n].st = sb_malloc(sizeof *e[*n].st, err);
+    if (!e[*n].st)
+        return -1;
+    if (sb_gpu_from_machine(&mc, prec, &g, &why) || sb_mt_model_from(pb->m, &mm, &why) ||
+        sb_mt_search(&mm, &fx, pb->p, &g, limit, &best, &r, &why) <= 0 ||
+        sb_mt_strategy(pb->m, &best, &mm, pb->p, e[*n].st, &why)) {
+        printf("# megatron: not a survivor: %s\n", why.msg);
+        free(e[*n].st);
+        e[*n].st = NULL;
+        return 0;
+    }
+    e[*n].st->cost = e[*n].cost = r.step_s * pb->cp.tflops * 1e12;
+    e[*n].mem = r.mem_total;
+    snprintf(e[*n].kind, sizeof e[*n].kind, "megatron");
     (*n)++;
     return 0;
 }
@@ -136,7 +182,8 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
         snprintf(file, sizeof file, "%02d-%s.strategy", kept, e[i].kind);
         snprintf(path, sizeof path, "%s/%s", dir, file);
         sb_result r = {.choice = e[i].choice, .total_cost = e[i].cost};
-        rc = sb_result_save(path, pb, &r, e[i].kind, err);
+        rc = e[i].st ? sb_strategy_save(path, pb->m, e[i].st, err)
+                     : sb_result_save(path, pb, &r, e[i].kind, err);
         fprintf(idx, "%s\t%s\t%.17g\t%.0f\n", file, e[i].kind, e[i].cost, e[i].mem);
     }
     if (rc)
@@ -209,7 +256,8 @@ int cmd_prune(int argc, char **argv)
     snprintf(dflt, sizeof dflt, "prune-%s-p%d", m.name, p);
     entry *e = sb_calloc((size_t)top + 8, sizeof *e, &err);
     int n = 0, status = 0;
-    if (!e || gather(&pb, &ao, top, e, &n, &err)) {
+    if (!e || gather(&pb, &ao, top, e, &n, &err) ||
+        add_megatron(&pb, &so, gib * 1073741824.0, e, &n, &err)) {
         status = cli_fail(&err);
         goto done;
     }
@@ -221,8 +269,12 @@ int cmd_prune(int argc, char **argv)
     if (write_out(out ? out : dflt, &pb, e, n, e[0].cost, within, gib * 1073741824.0, &err))
         status = cli_fail(&err);
 done:
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(e[i].choice);
+        if (e[i].st)
+            sb_strategy_free(e[i].st);
+        free(e[i].st);
+    }
     free(e);
     free(ao.note);
     sb_problem_free(&pb);

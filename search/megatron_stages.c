@@ -38,7 +38,7 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
     sb_mt_ends E;
     sb_mt_layer(mm, c, g, &L);
     sb_mt_ends_of(mm, c, g, &E);
-    int n, first, v = k * c->pp + s, last_v = c->pp * c->vpp - 1;
+    int n = 0, first = 1, v = k * c->pp + s, last_v = c->pp * c->vpp - 1;
     if (c->vpp > 1) { /* virtual stage v holds layers v n + 1 .. (v + 1) n */
         n = (int)(mm->layers / ((long)c->pp * c->vpp));
         first = v * n + 1;

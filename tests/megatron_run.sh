@@ -5,7 +5,8 @@
 # 4 ranks as TP 2 x PP 2 (sequence parallel, selective recompute, the
 # distributed optimizer as ZeRO 1), TP 2 x CP 2 (full recompute) and
 # TP 4 (the kv groups split); export reads the
-# file (its pipeline, ZeRO stage, precision, a column-parallel weight); --vpp 2 with --save is refused with status 2.
+# file (its pipeline, ZeRO stage, precision, a column-parallel weight);
+# prune --machine lists megatron's best as a survivor that trains alike; --vpp 2 with --save is refused with status 2.
 set -euo pipefail
 sb=$1
 mpiexec=$2
@@ -54,6 +55,22 @@ for key in '^# pipeline: 2 stages, 4 micro-batches, schedule 1f1b' '^# ZeRO stag
            '^# precision: bf16' "weight x.1/a/wq.* PartitionSpec('x', None, None, None)"; do
     grep -q "$key" "$dir/export" || { echo "FAIL: export lacks $key"; fail=1; }
 done
+# prune lists megatron's best (one chunk per stage) beside the op-level
+# survivors with a GPU machine file, and says why not for a model it cannot price
+"$sb" prune -m llama3-8b "${set_args[@]}" -p 4 --machine h100-sxm --budget 2000 --within 100 \
+    --out "$dir/pr" >"$dir/prune.out"
+mfile=$(awk -F'\t' '$2 == "megatron" {print $1}' "$dir/pr/index.tsv")
+if [ -z "$mfile" ] || ! grep -q '^algo megatron' "$dir/pr/$mfile"; then
+    echo "FAIL: prune --machine lists no megatron survivor: $(cat "$dir/prune.out")"
+    fail=1
+else
+    same "prune's megatron survivor on 4 ranks" \
+        "$(run_llama 4 --strategy "$dir/pr/$mfile" --steps 3 | losses)" "$ref"
+fi
+"$sb" prune -m alexnet --set batch=8 -p 4 --machine h100-sxm --budget 200 --top 1 \
+    --out "$dir/pa" >"$dir/prune.out"
+grep -q '^# megatron: not a survivor: .*param' "$dir/prune.out" ||
+    { echo "FAIL: prune of alexnet does not say why megatron is not a survivor"; fail=1; }
 st=0
 save bad --tp 2 --pp 2 --dp 1 --cp 1 --vpp 2 2>"$dir/err" || st=$?
 if [ "$st" -eq 2 ] && grep -q "interleaved schedule (--vpp 2)" "$dir/err"; then
