@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "search_plot.h"
@@ -14,9 +15,11 @@ int cli_search_details(json_t *j, const sb_model *m, const sb_cost_params *cp,
                        const sb_pipe_opts *po, const sb_pipe_result *r, double device_gib,
                        sb_error *err)
 {
-    json_t *d = sb_stage_details_json(m, cp, po, r, err);
+    char *text = sb_stage_details_json_str(m, cp, po, r, err);
+    json_t *d = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
     if (!d)
-        return -1;
+        return err->code ? -1 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (json_object_set_new(j, "stage_details", d) ||
         json_object_set_new(j, "device_memory_bytes", json_real(device_gib * 1073741824.0)))
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");

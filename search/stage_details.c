@@ -87,8 +87,8 @@ int sb_stage_details(const sb_model *m, const sb_cost_params *cp, const sb_pipe_
     return rc;
 }
 
-json_t *sb_stage_details_json(const sb_model *m, const sb_cost_params *cp, const sb_pipe_opts *o,
-                              const sb_pipe_result *r, sb_error *err)
+static json_t *details_json(const sb_model *m, const sb_cost_params *cp, const sb_pipe_opts *o,
+                            const sb_pipe_result *r, sb_error *err)
 {
     int S = r->pipe.nstages;
     sb_stage_detail *d = calloc((size_t)S, sizeof *d);
@@ -118,4 +118,15 @@ json_t *sb_stage_details_json(const sb_model *m, const sb_cost_params *cp, const
     }
     free(d);
     return a;
+}
+
+char *sb_stage_details_json_str(const sb_model *m, const sb_cost_params *cp,
+                                const sb_pipe_opts *o, const sb_pipe_result *r, sb_error *err)
+{
+    json_t *a = details_json(m, cp, o, r, err);
+    char *out = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    if (a && !out)
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    json_decref(a);
+    return out;
 }

@@ -36,13 +36,13 @@ typedef struct {
 int sb_stage_details(const sb_model *m, const sb_cost_params *cp, const sb_pipe_opts *o,
                      const sb_pipe_result *r, sb_stage_detail *out, sb_error *err);
 
-/* The same as the JSON array of `search --space full --format json`'s
- * `stage_details`: per stage {stage, devices, first_op, last_op (names),
- * forward_seconds, backward_seconds, memory_bytes: {weights, gradients,
- * optimizer, activations, buffers}}. NULL with err set. */
-struct json_t *sb_stage_details_json(const sb_model *m, const sb_cost_params *cp,
-                                     const sb_pipe_opts *o, const sb_pipe_result *r,
-                                     sb_error *err);
+/* The same as the JSON array (text) of `search --space full --format
+ * json`'s `stage_details`: per stage {stage, devices, first_op, last_op
+ * (names), forward_seconds, backward_seconds, memory_bytes: {weights,
+ * gradients, optimizer, activations, buffers}}. Malloc'd; NULL with err
+ * set. */
+char *sb_stage_details_json_str(const sb_model *m, const sb_cost_params *cp,
+                                const sb_pipe_opts *o, const sb_pipe_result *r, sb_error *err);
 
 #ifdef __cplusplus
 }
