@@ -1,6 +1,8 @@
 /* test_profile.c: the predictive cost model's arithmetic and storage
- * (shardbench/profile.h, results/profiles.c):
+ * (shardbench/profile.h, profile_run.h, results/profiles.c):
  * - sb_fit_nonneg recovers known coefficients and drops a negative one;
+ * - sb_profile_fit (measure/profile_fit.c) on made-up launch samples: the
+ *   relayout fit, op means, fixed part, total and probe by hand;
  * - keys: shape and config strings, signatures that tell ops apart;
  * - sb_profile_apply: a measured config costs its seconds (plus update and,
  *   on the first op, the fixed part) in FLOP-equivalents at F, an unmeasured
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "shardbench/profile.h"
+#include "shardbench/profile_run.h"
 #include "shardbench/query.h"
 #include "shardbench/results.h"
 
@@ -434,11 +437,86 @@ static void test_own(void **state)
     assert_true(fabs(sb_prof_own_s(0.001, NAN, 0.010, 0.013, NAN) - 0.001) < 1e-12);
 }
 
+/* sb_profile_fit on made-up launch samples: the relayout fit recovers
+ * exact coefficients, each op key's seconds are its samples' mean, and the
+ * fixed part, total and probe follow from them by hand (two strategies:
+ * no scale, sb_prof_relay_scale needs three). */
+static void test_launch_fit(void **state)
+{
+    (void)state;
+    sb_model m;
+    load_tiny(&m);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    sb_error err = {0};
+    assert_int_equal(sb_problem_build(&m, 2, &cp, &pb, &err), 0);
+    enum { K = 2, NR = 6 };
+    int nops = m.nops;
+    sb_prof_samples s = {.K = K, .nops = nops, .nrows = NR, .nprobes = 3};
+    s.choices = calloc((size_t)K * nops, sizeof *s.choices);
+    s.strat = calloc(K, sizeof *s.strat);
+    s.rx = calloc(NR * SB_PROF_EDGE_FEATURES, sizeof *s.rx);
+    s.ry = calloc(NR, sizeof *s.ry);
+    s.probes = calloc(3, sizeof *s.probes);
+    s.sums = calloc(2, sizeof *s.sums);
+    assert_true(s.choices && s.strat && s.rx && s.ry && s.probes && s.sums);
+    for (int i = 0; i < nops; i++)
+        s.choices[nops + i] = pb.cfg[i].n - 1; /* strategy 1: each op's last config */
+    static const double rows[NR][4] = {{1, 1, 10, 5}, {2, 1, 30, 7}, {1, 0, 0, 9},
+                                       {3, 2, 50, 1}, {2, 2, 5, 20}, {4, 1, 80, 3}};
+    const double c[4] = {1e-3, 2e-3, 1e-6, 4e-7}; /* per edge, message, word, local word */
+    for (int r = 0; r < NR; r++) {
+        for (int j = 0; j < 4; j++) {
+            s.rx[r * 4 + j] = rows[r][j];
+            s.ry[r] += c[j] * rows[r][j];
+        }
+    }
+    s.strat[0] = (sb_prof_strategy){.step_s = 0.10, .ops_s = 0.05, .feat = {3, 1, 100, 50}};
+    s.strat[1] = (sb_prof_strategy){.step_s = 0.20, .ops_s = 0.08, .feat = {3, 2, 400, 80}};
+    s.probes[0] = 0.3, s.probes[1] = 0.1, s.probes[2] = 0.2;
+    snprintf(s.sums[0].e.kind, sizeof s.sums[0].e.kind, "dense");
+    s.sums[0].e.samples = 2, s.sums[0].sum_compute = 0.004, s.sums[0].sum_coll = 0.001;
+    snprintf(s.sums[1].e.kind, sizeof s.sums[1].e.kind, "act");
+    s.sums[1].e.samples = 4, s.sums[1].sum_compute = 0.002, s.sums[1].sum_coll = 0.0;
+    s.nsums = s.cap = 2;
+    sb_profile pf = {.update_s_per_elem = 1e-9};
+    assert_int_equal(sb_profile_fit(&s, &pb, &pf, &err), 0);
+    assert_true(fabs(pf.relay_edge_s - c[0]) < 1e-12 && fabs(pf.relay_msg_s - c[1]) < 1e-12);
+    assert_true(fabs(pf.relay_word_s - c[2]) < 1e-14 && fabs(pf.relay_local_s - c[3]) < 1e-14);
+    assert_true(pf.relay_scale == 1.0);
+    assert_int_equal(pf.nops, 2);
+    assert_string_equal(pf.ops[0].kind, "dense");
+    assert_true(fabs(pf.ops[0].compute_s - 0.002) < 1e-15 && fabs(pf.ops[0].coll_s - 0.0005) < 1e-15);
+    assert_true(fabs(pf.ops[1].compute_s - 0.0005) < 1e-15 && pf.ops[1].coll_s == 0.0);
+    double rest[K];
+    for (int k = 0; k < K; k++) {
+        double wel = 0.0;
+        for (int i = 0; i < nops; i++)
+            wel += sb_prof_weight_elems(&m, &m.ops[i],
+                                        pb.cfg[i].c + (size_t)s.choices[k * nops + i] * m.ops[i].ndims);
+        const double *f = s.strat[k].feat;
+        double fit = f[1] * c[1] + f[2] * c[2] + f[3] * c[3];
+        rest[k] = s.strat[k].step_s - s.strat[k].ops_s - wel * 1e-9 - fit;
+        assert_true(fabs(s.strat[k].relay_fit_s - fit) < 1e-12);
+        assert_true(fabs(s.strat[k].rest_s - rest[k]) < 1e-12);
+    }
+    assert_true(fabs(pf.fixed_s - (rest[0] + rest[1]) / 2) < 1e-12);
+    assert_true(fabs(pf.total_s - 0.30) < 1e-15);
+    assert_true(pf.probe_s == 0.2);
+    sb_profile_free(&pf);
+    sb_prof_samples_free(&s);
+    assert_null(s.sums);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_relay_scale),
+        cmocka_unit_test(test_launch_fit),
         cmocka_unit_test(test_core_s),
         cmocka_unit_test(test_own),
         cmocka_unit_test(test_coll_measured),
