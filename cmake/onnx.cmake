@@ -8,8 +8,8 @@
 # libshardbench, which then links libprotobuf-c. Without protoc-c,
 # libprotobuf-c or the schema, the library still builds (models/onnx/import.c
 # compiles to a stub, the handlers' files to nothing) but every import fails
-# with "built without ONNX support"; SB_HAVE_ONNX (ON/OFF here) also selects what tests/onnx.cmake
-# and tests/fuzz_onnx.cmake build.
+# with "built without ONNX support"; SB_HAVE_ONNX (ON/OFF here) also selects what tests/tests.cmake
+# builds (test_onnx, onnx_cli, fuzz_onnx).
 find_program(SB_PROTOC_C protoc-c)
 pkg_check_modules(PROTOBUF_C IMPORTED_TARGET libprotobuf-c)
 set(SB_ONNX_PROTO /usr/include/onnx/onnx.proto CACHE FILEPATH "onnx.proto to generate the C bindings from")

@@ -31,7 +31,7 @@ typedef struct {
 } sb_kind_search;
 
 /* Indexed by sb_op_kind; every entry non-NULL with cost and memory set
- * (tests/test_op_kinds.c checks). */
+ * (tests/unit/test_op_kinds.c checks). */
 extern const sb_kind_search *const sb_kind_search_table[SB_OP_KIND_COUNT];
 
 /* ---- terms the kinds share (cost/terms.c) ---------------------------------------------- */

@@ -1,7 +1,8 @@
 /* profile.c: the predictive cost model's arithmetic (shardbench/profile.h):
  * the keys of a measured op config, the lookup and estimate of a config's
- * seconds, the fits, and the problem's costs rewritten in seconds. The
- * measuring is `shardbench profile` (cli/cmd_profile.c); the storage is
+ * seconds, the fitting primitives, and the problem's costs rewritten in
+ * seconds. The measuring is `shardbench profile` (measure/profile_run.c),
+ * the fits of a launch measure/profile_fit.c; the storage is
  * results/profiles.c. */
 #include "shardbench/profile.h"
 

@@ -205,7 +205,7 @@ static double ring_collective(const sb_cost_params *cp, double words, sb_coll_gr
  * prices it (measured alpha + beta * bytes where the profile has that
  * group size; 0 when free), 0 for the analytic terms. The words are
  * those the analytic term is given: the buffer every rank holds (p2p: the
- * words sent), as the profile timed them (cmd_profile.c). */
+ * words sent), as the profile timed them (measure/profile_run.c). */
 static int coll_priced(const sb_cost_params *cp, int kind, double words, double q, double *out)
 {
     if (cp->coll_mode == SB_COLL_FREE) {

@@ -83,7 +83,7 @@ sb_env() {
 }
 
 # The Python the export_jax test runs exported programs with
-# (tests/export_jax.cmake): a venv in build-venv-jax/ (git-ignored) with
+# (tests/tests.cmake): a venv in build-venv-jax/ (git-ignored) with
 # JAX for the CPU and numpy at versions that work with Debian 12's Python
 # 3.11, from PyPI through pip. Does nothing when the venv already holds
 # them (a stamp file names the pins); about 1 minute the first time.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz_parse.c),
-# the calibration file reader (tests/fuzz_calibration.c), the strategy
-# file reader (tests/fuzz_strategy.c) and the ONNX importer
-# (tests/fuzz_onnx.c) and the Hugging Face config reader (tests/fuzz_hf.c,
+# scripts/fuzz.sh SECONDS: fuzzes the model-file parser (tests/fuzz/fuzz_parse.c),
+# the calibration file reader (tests/fuzz/fuzz_calibration.c), the strategy
+# file reader (tests/fuzz/fuzz_strategy.c) and the ONNX importer
+# (tests/fuzz/fuzz_onnx.c) and the Hugging Face config reader (tests/fuzz/fuzz_hf.c,
 # a tenth; seeds tests/data/hf/*/config.json) for SECONDS in all (default 60: a fifth to each
 # reader and the importer, the rest to the parser) with libFuzzer, ASan
 # and UBSan. A build without ONNX support says so and gives the
@@ -15,7 +15,7 @@
 # reproducers tests/data/onnx/regress/*.bin) in a temporary folder. Exits
 # non-zero if the fuzzer finds a crash, a leak, a timeout or an
 # out-of-memory input; the reproducer is kept under
-# build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz-crashes/,
+# build-fuzz/fuzz-artifacts/DATE-TIME/ (save it under tests/fuzz/crashes/,
 # or tests/data/onnx/regress/ for the importer, and replay it with the
 # target that found it: `build-fuzz/tests/fuzz_parse FILE`, fuzz_onnx, ...).
 set -euo pipefail

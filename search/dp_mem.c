@@ -17,7 +17,7 @@
  * bytes. Each label keeps the config of the eliminated vertex and, per
  * table it was combined from, the label it used, so the strategy is read
  * back by following them. Exact: equal to brute force
- * over the strategies that fit (tests/test_dp.c).
+ * over the strategies that fit (tests/unit/test_dp.c).
  *
  * Recomputation (pb->cp.recompute auto): a recomputable op's leaf table
  * holds two labels per config, kept (x = 0) and recomputed (x = 1: cost

@@ -276,6 +276,277 @@ static int combo_wins(const pctx *X, double T, double best)
     return T < best || (T == best && isfinite(T) && X->canon < X->best_canon);
 }
 
+/* One (S, M, schedule)'s working state, shared by the steps of
+ * pipe_try_combo below (each its own function: the bounds over segments,
+ * the ranges that survive them, the lazy refinement of the best partition,
+ * the result). */
+typedef struct {
+    int S, M, sched;
+    int d, n;             /* devices per stage; segments */
+    int limited, lazy;    /* under a memory limit; stages solved lazily */
+    double lbsum;         /* a lower bound of the combination's sum of stages */
+    /* prefix sums over segments of the ops' bounds: cost, weights,
+     * activations; ps[a] segment a's largest scratch */
+    double *pc, *pw, *pa, *ps;
+    double *p2p;          /* [b]: the p2p of a cut before segment b, both ways */
+    srange **R;           /* R[s]: stage s's ranges, nR[s] of them */
+    int *nR, *capR;
+    double *f, *g;        /* the partition DPs' rows */
+} combo;
+
+static int combo_alloc(combo *c)
+{
+    size_t n = (size_t)c->n, S = (size_t)c->S;
+    c->pc = calloc(n + 1, sizeof *c->pc), c->pw = calloc(n + 1, sizeof *c->pw);
+    c->pa = calloc(n + 1, sizeof *c->pa), c->ps = calloc(n, sizeof *c->ps);
+    c->p2p = calloc(n + 1, sizeof *c->p2p);
+    c->R = calloc(S, sizeof *c->R);
+    c->nR = calloc(S, sizeof *c->nR), c->capR = calloc(S, sizeof *c->capR);
+    c->f = calloc(n + 1, sizeof *c->f), c->g = calloc(n + 1, sizeof *c->g);
+    return c->pc && c->pw && c->pa && c->ps && c->p2p && c->R && c->nR && c->capR && c->f && c->g
+               ? 0
+               : -1;
+}
+
+static void combo_free(combo *c)
+{
+    for (int s = 0; c->R && s < c->S; s++)
+        free(c->R[s]);
+    free(c->pc), free(c->pw), free(c->pa), free(c->ps), free(c->p2p);
+    free(c->R), free(c->nR), free(c->capR), free(c->f), free(c->g);
+}
+
+/* The prefix sums of the ops' bounds over segments (lazily, each
+ * segment's cost bound raised to its own unconstrained optimum). Apart
+ * from the ranges: every range's bounds are differences of these. */
+static int segment_bounds(pctx *X, combo *c, const op_bound *ob)
+{
+    int n = c->n, d = c->d;
+    for (int a = 0; a < n; a++) {
+        double cc = 0, w = 0, ac = 0, sc = 0;
+        for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
+            cc += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
+        if (c->lazy) { /* the segment's own optimum bounds it better */
+            stage_entry *e = pipe_stage(X, X->seg[a], X->seg[a + 1], d, c->M, -1);
+            if (!e)
+                return -1;
+            if (isfinite(e->t))
+                cc = fmax(cc, e->t * BOUND_SLACK);
+        }
+        c->pc[a + 1] = c->pc[a] + cc, c->pw[a + 1] = c->pw[a] + w;
+        c->pa[a + 1] = c->pa[a] + ac, c->ps[a] = sc;
+    }
+    return 0;
+}
+
+/* The p2p of each cut between segments, both ways (once the combination
+ * is not skipped by its bounds). */
+static void cut_p2p(const pctx *X, combo *c, const sb_model *mb)
+{
+    for (int b = 1; b < c->n; b++) {
+        /* the stage before the cut sends on its own node or across nodes */
+        int inter = X->cp.node_devices > 0 && c->d >= X->cp.node_devices;
+        c->p2p[b] = 2.0 * sb_pipe_p2p_cost(&X->cp, pipe_crossing_words(mb, X->last, X->seg[b], c->d),
+                                           inter);
+    }
+}
+
+static int add_range(pctx *X, combo *c, int s, srange x)
+{
+    if (c->nR[s] == c->capR[s]) {
+        srange *nr = realloc(c->R[s], (size_t)(c->capR[s] = c->capR[s] * 2 + 16) * sizeof *nr);
+        if (!nr)
+            return sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
+        c->R[s] = nr;
+    }
+    c->R[s][c->nR[s]++] = x;
+    return 0;
+}
+
+/* Stage s's ranges [a, b) of segments that the bounds allow (their time
+ * bound against best, their memory bound and, lazily under a limit, their
+ * exact least memory against the limit), each with its value: lazily its
+ * cost bound, else its stage solved (brute force with the recomputation
+ * choice: once per mode). Updates *least and X->least_lb with the memory
+ * of what the limit left out. Apart from the partition search: this is
+ * where a range is bounded out or kept. */
+static int stage_ranges(pctx *X, combo *c, int s, double best, double *least)
+{
+    int S = c->S, M = c->M, n = c->n, d = c->d, limited = c->limited, lazy = c->lazy;
+    int k = limited ? inflight(X->o, S, M, c->sched, s) : -1;
+    for (int a = s; a <= n - (S - s); a++) {
+        double smax = 0.0;
+        for (int b = a + 1; b <= n - (S - 1 - s); b++) {
+            if (s == 0 && a > 0)
+                break;
+            if (s == S - 1 && b < n)
+                continue;
+            smax = fmax(smax, c->ps[b - 1]);
+            double lbt = c->pc[b] - c->pc[a] + c->p2p[b];
+            double lbm = c->pw[b] - c->pw[a] + (k > 1 ? k : 1) * (c->pa[b] - c->pa[a]) + smax;
+            if (limited && lbm > X->o->mem_limit)
+                X->least_lb = fmin(X->least_lb, lbm);
+            if (!X->brute && ((limited && lbm > X->o->mem_limit)
+                              || ((double)(M - 1) * lbt + c->lbsum) * BOUND_SLACK > best)) {
+                X->r->ranges_bounded++;
+                continue;
+            }
+            if (lazy && limited) { /* the exact least memory, non-decreasing in b */
+                double lm = 0.0;
+                if (pipe_least_mem(X, X->seg[a], X->seg[b], d, M, k, &lm))
+                    return -1;
+                if (lm * BOUND_SLACK > X->o->mem_limit) {
+                    *least = fmin(*least, lm);
+                    X->least_lb = fmin(X->least_lb, lm);
+                    X->r->ranges_bounded++;
+                    break;
+                }
+            }
+            /* brute force with the choice: the range once per mode,
+             * partitions then enumerate every stage's choice */
+            int nmodes = X->brute && X->rc_choose ? 2 : 1;
+            for (int md = 0; md < nmodes; md++) {
+                stage_entry *e = NULL;
+                double t = lbt * BOUND_SLACK;
+                if (!lazy) {
+                    e = nmodes == 2 ? pipe_stage_rc(X, X->seg[a], X->seg[b], d, M, k, md)
+                                    : pipe_stage(X, X->seg[a], X->seg[b], d, M, k);
+                    if (!e)
+                        return -1;
+                    if (!isfinite(e->t)) {
+                        if (e->least < *least)
+                            *least = e->least;
+                        continue;
+                    }
+                    t = e->t + c->p2p[b];
+                }
+                if (add_range(X, c, s, (srange){.a = a, .b = b, .t = t, .e = e}))
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Raises the value of range x of stage s, not yet solved, one step: first
+ * its unconstrained optimum (and the recomputed one when only recomputed
+ * strategies fit), then its dual bound, then its stage solved under the
+ * limit, each only while the best partition still picks it. Apart from
+ * lazy_partition: the order of the bounds, one range at a time. */
+static int refine_range(pctx *X, const combo *c, srange *x, int s, double *least)
+{
+    int M = c->M, d = c->d, i = X->seg[x->a], j = X->seg[x->b];
+    int k = c->limited ? inflight(X->o, c->S, M, c->sched, s) : -1;
+    double p2p = c->p2p[x->b];
+    if (c->limited && !x->unc) {
+        /* first the range's unconstrained optimum (a plain DP, cheap beside
+         * one under the limit, and kept in the cache): the stage under the
+         * limit costs at least that, so it is the range's value until the
+         * best partition still picks it */
+        x->unc = 1;
+        stage_entry *u = pipe_stage(X, i, j, d, M, -1);
+        if (!u)
+            return -1;
+        if (isfinite(u->t)) {
+            x->t = fmax(x->t, u->t + p2p);
+            /* only recomputed strategies fit: they cost at least the
+             * recomputed unconstrained optimum (recomputing adds cost per
+             * config), a higher bound */
+            int over = pipe_kept_over(X, i, j, d, M, k);
+            stage_entry *ua = over > 0 ? pipe_stage_rc(X, i, j, d, M, -1, 1) : u;
+            if (over < 0 || !ua)
+                return -1;
+            if (isfinite(ua->t))
+                x->t = fmax(x->t, ua->t + p2p);
+            return 0;
+        }
+    }
+    if (c->limited && x->unc == 1 && X->o->dual_bound && !pipe_seeds_near(X, i, j, d, M, k)) {
+        /* then its dual bound (one DP): solved only when the best partition
+         * still picks it */
+        x->unc = 2;
+        double lb = -INFINITY;
+        if (pipe_stage_dual_lower(X, i, j, d, M, k, &lb))
+            return -1;
+        if (lb + p2p > x->t) {
+            x->t = lb + p2p;
+            return 0;
+        }
+    }
+    stage_entry *e = pipe_stage(X, i, j, d, M, k);
+    if (!e)
+        return -1;
+    x->e = e;
+    x->t = isfinite(e->t) ? e->t + p2p : INFINITY;
+    if (!isfinite(e->t) && e->least < *least)
+        *least = e->least;
+    return 0;
+}
+
+/* The least T of the combination, exact, lazily: the best partition over
+ * the ranges' values, its stages not yet solved raised (refine_range,
+ * their values only rise), and again, until the best partition has only
+ * solved stages or cannot win against best. */
+static int lazy_partition(pctx *X, combo *c, double best, double *least, double *best_here,
+                          int *pick)
+{
+    for (;;) {
+        int rc = best_partition(X, c->S, c->M, c->R, c->nR, c->f, c->g, best_here, pick);
+        if (rc)
+            return rc;
+        if (!combo_wins(X, *best_here, best))
+            return 0; /* the bounds say this combination cannot win */
+        int solved = 0;
+        for (int s = 0; s < c->S; s++) {
+            srange *x = &c->R[s][pick[s]];
+            if (x->e)
+                continue;
+            if (refine_range(X, c, x, s, least))
+                return -1;
+            solved++;
+        }
+        if (!solved)
+            return 0; /* every stage of the best partition solved: the least T */
+        X->r->lazy_rounds++;
+    }
+}
+
+/* The combination's best partition pick, whose step T beats *best, into
+ * X->r (stages, their configs, costs and memory) and *best. */
+static int take_result(pctx *X, const combo *c, const sb_model *mb, const int *pick, double T,
+                       double *best)
+{
+    int S = c->S, M = c->M, sched = c->sched;
+    sb_pipe_result *r = X->r;
+    *best = T;
+    X->best_canon = X->canon;
+    r->step_cost = T;
+    memset(&r->pipe, 0, sizeof r->pipe);
+    r->pipe.nstages = S;
+    r->pipe.microbatches = M;
+    r->pipe.schedule = (sb_schedule)sched;
+    r->zero = X->cp.zero;
+    r->peak_bytes = 0.0;
+    for (int s = 0; s < S; s++) {
+        const srange *x = &c->R[s][pick[s]];
+        int i = X->seg[x->a], j = X->seg[x->b];
+        r->pipe.first_op[s] = i;
+        r->pipe.first_op[s + 1] = j;
+        r->pipe.devices[s] = c->d;
+        r->stage_time[s] = x->t;
+        r->stage_p2p[s] = c->p2p[x->b];
+        r->inflight[s] = inflight(X->o, S, M, sched, s);
+        r->stage_recompute[s] = (unsigned char)x->e->rc;
+        memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
+        memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
+        if (pipe_stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, X->cp.precision,
+                              r->inflight[s], x->e->rc, &r->stage_mem[s], X->err))
+            return -1;
+        r->peak_bytes = fmax(r->peak_bytes, r->stage_mem[s]);
+    }
+    return 0;
+}
+
 /* The best partition of one (S, M, schedule) into X->r when it beats
  * *best. Brute force: every range's stage solved, every partition. Else
  * lazily, exact: every range that the bounds allow starts with its cost
@@ -290,8 +561,8 @@ int pipe_try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, double 
                      double *least)
 {
     const sb_model *mb = pipe_micro(X, M);
-    int d = X->p / S, n = X->nseg, limited = X->o->mem_limit > 0;
-    int lazy = !X->brute && !X->o->no_shortcuts;
+    combo c = {.S = S, .M = M, .sched = sched, .d = X->p / S, .n = X->nseg,
+               .limited = X->o->mem_limit > 0, .lazy = !X->brute && !X->o->no_shortcuts};
     double lbsum = 0.0;
     for (int v = 0; v < mb->nops; v++)
         lbsum += ob[v].c;
@@ -301,222 +572,37 @@ int pipe_try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, double 
         X->r->combos_skipped++;
         return 0;
     }
-    /* prefix sums of the bounds over segments */
-    double *pc = calloc((size_t)n + 1, sizeof *pc), *pw = calloc((size_t)n + 1, sizeof *pw);
-    double *pa = calloc((size_t)n + 1, sizeof *pa), *ps = calloc((size_t)n, sizeof *ps);
-    double *p2p = calloc((size_t)n + 1, sizeof *p2p);
-    srange **R = calloc((size_t)S, sizeof *R);
-    int *nR = calloc((size_t)S, sizeof *nR), *capR = calloc((size_t)S, sizeof *capR);
-    double *f = calloc((size_t)n + 1, sizeof *f), *g = calloc((size_t)n + 1, sizeof *g);
     int rc = -1;
-    if (!pc || !pw || !pa || !ps || !p2p || !R || !nR || !capR || !f || !g) {
+    if (combo_alloc(&c)) {
         sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
         goto out;
     }
-    for (int a = 0; a < n; a++) {
-        double c = 0, w = 0, ac = 0, sc = 0;
-        for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
-            c += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
-        if (lazy) { /* the segment's own optimum bounds it better */
-            stage_entry *e = pipe_stage(X, X->seg[a], X->seg[a + 1], d, M, -1);
-            if (!e)
-                goto out;
-            if (isfinite(e->t))
-                c = fmax(c, e->t * BOUND_SLACK);
-        }
-        pc[a + 1] = pc[a] + c, pw[a + 1] = pw[a] + w, pa[a + 1] = pa[a] + ac, ps[a] = sc;
-    }
-    if (lazy)
-        lbsum = fmax(lbsum, pc[n] * BOUND_SLACK);
-    if (lazy && lbsum * BOUND_SLACK * (1.0 + (double)(M - 1) / S) > *best) {
+    if (segment_bounds(X, &c, ob))
+        goto out;
+    if (c.lazy)
+        lbsum = fmax(lbsum, c.pc[c.n] * BOUND_SLACK);
+    if (c.lazy && lbsum * BOUND_SLACK * (1.0 + (double)(M - 1) / S) > *best) {
         X->r->combos_skipped++;
         rc = 0;
         goto out;
     }
-    for (int b = 1; b < n; b++) {
-        /* the stage before the cut sends on its own node or across nodes */
-        int inter = X->cp.node_devices > 0 && d >= X->cp.node_devices;
-        p2p[b] = 2.0 * sb_pipe_p2p_cost(&X->cp, pipe_crossing_words(mb, X->last, X->seg[b], d), inter);
-    }
-    if (!X->brute && incumbent(X, S, M, sched, d, pc, p2p, best))
+    c.lbsum = lbsum;
+    cut_p2p(X, &c, mb);
+    if (!X->brute && incumbent(X, S, M, sched, c.d, c.pc, c.p2p, best))
         goto out;
-    for (int s = 0; s < S; s++) {
-        int k = limited ? inflight(X->o, S, M, sched, s) : -1;
-        for (int a = s; a <= n - (S - s); a++) {
-            double smax = 0.0;
-            for (int b = a + 1; b <= n - (S - 1 - s); b++) {
-                if (s == 0 && a > 0)
-                    break;
-                if (s == S - 1 && b < n)
-                    continue;
-                smax = fmax(smax, ps[b - 1]);
-                double lbt = pc[b] - pc[a] + p2p[b];
-                double lbm = pw[b] - pw[a] + (k > 1 ? k : 1) * (pa[b] - pa[a]) + smax;
-                if (limited && lbm > X->o->mem_limit)
-                    X->least_lb = fmin(X->least_lb, lbm);
-                if (!X->brute && ((limited && lbm > X->o->mem_limit)
-                                  || ((double)(M - 1) * lbt + lbsum) * BOUND_SLACK > *best)) {
-                    X->r->ranges_bounded++;
-                    continue;
-                }
-                if (lazy && limited) { /* the exact least memory, non-decreasing in b */
-                    double lm = 0.0;
-                    if (pipe_least_mem(X, X->seg[a], X->seg[b], d, M, k, &lm))
-                        goto out;
-                    if (lm * BOUND_SLACK > X->o->mem_limit) {
-                        *least = fmin(*least, lm);
-                        X->least_lb = fmin(X->least_lb, lm);
-                        X->r->ranges_bounded++;
-                        break;
-                    }
-                }
-                /* brute force with the choice: the range once per mode,
-                 * partitions then enumerate every stage's choice */
-                int nmodes = X->brute && X->rc_choose ? 2 : 1;
-                for (int md = 0; md < nmodes; md++) {
-                    stage_entry *e = NULL;
-                    double t = lbt * BOUND_SLACK;
-                    if (!lazy) {
-                        e = nmodes == 2 ? pipe_stage_rc(X, X->seg[a], X->seg[b], d, M, k, md)
-                                        : pipe_stage(X, X->seg[a], X->seg[b], d, M, k);
-                        if (!e)
-                            goto out;
-                        if (!isfinite(e->t)) {
-                            if (e->least < *least)
-                                *least = e->least;
-                            continue;
-                        }
-                        t = e->t + p2p[b];
-                    }
-                    if (nR[s] == capR[s]) {
-                        srange *nr = realloc(R[s], (size_t)(capR[s] = capR[s] * 2 + 16) * sizeof *nr);
-                        if (!nr) {
-                            sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
-                            goto out;
-                        }
-                        R[s] = nr;
-                    }
-                    R[s][nR[s]++] = (srange){.a = a, .b = b, .t = t, .e = e};
-                }
-            }
-        }
-    }
-    rc = 0;
+    for (int s = 0; s < S; s++)
+        if (stage_ranges(X, &c, s, *best, least))
+            goto out;
     int pick[SB_MAX_STAGES];
     double best_here = INFINITY;
     if (X->brute) {
         int cur[SB_MAX_STAGES];
-        enumerate(S, M, R, nR, 0, 0, 0.0, 0.0, cur, pick, &best_here, n);
-    } else {
-        for (;;) {
-            if ((rc = best_partition(X, S, M, R, nR, f, g, &best_here, pick)))
-                goto out;
-            if (!combo_wins(X, best_here, *best))
-                break; /* the bounds say this combination cannot win */
-            int solved = 0;
-            for (int s = 0; s < S; s++) {
-                srange *x = &R[s][pick[s]];
-                if (x->e)
-                    continue;
-                int k = limited ? inflight(X->o, S, M, sched, s) : -1;
-                if (limited && !x->unc) {
-                    /* first the range's unconstrained optimum (a plain DP, cheap
-                     * beside one under the limit, and kept in the cache): the
-                     * stage under the limit costs at least that, so it is the
-                     * range's value until the best partition still picks it */
-                    x->unc = 1;
-                    stage_entry *u = pipe_stage(X, X->seg[x->a], X->seg[x->b], d, M, -1);
-                    if (!u) {
-                        rc = -1;
-                        goto out;
-                    }
-                    if (isfinite(u->t)) {
-                        x->t = fmax(x->t, u->t + p2p[x->b]);
-                        /* only recomputed strategies fit: they cost at least the
-                         * recomputed unconstrained optimum (recomputing adds cost
-                         * per config), a higher bound */
-                        int over = pipe_kept_over(X, X->seg[x->a], X->seg[x->b], d, M, k);
-                        stage_entry *ua = over > 0 ? pipe_stage_rc(X, X->seg[x->a], X->seg[x->b], d,
-                                                              M, -1, 1)
-                                                   : u;
-                        if (over < 0 || !ua) {
-                            rc = -1;
-                            goto out;
-                        }
-                        if (isfinite(ua->t))
-                            x->t = fmax(x->t, ua->t + p2p[x->b]);
-                        solved++;
-                        continue;
-                    }
-                }
-                if (limited && x->unc == 1 && X->o->dual_bound
-                    && !pipe_seeds_near(X, X->seg[x->a], X->seg[x->b], d, M, k)) {
-                    /* then its dual bound (one DP): solved only when the best
-                     * partition still picks it */
-                    x->unc = 2;
-                    double lb = -INFINITY;
-                    if (pipe_stage_dual_lower(X, X->seg[x->a], X->seg[x->b], d, M, k, &lb)) {
-                        rc = -1;
-                        goto out;
-                    }
-                    if (lb + p2p[x->b] > x->t) {
-                        x->t = lb + p2p[x->b];
-                        solved++;
-                        continue;
-                    }
-                }
-                stage_entry *e = pipe_stage(X, X->seg[x->a], X->seg[x->b], d, M, k);
-                if (!e) {
-                    rc = -1;
-                    goto out;
-                }
-                x->e = e;
-                x->t = isfinite(e->t) ? e->t + p2p[x->b] : INFINITY;
-                if (!isfinite(e->t) && e->least < *least)
-                    *least = e->least;
-                solved++;
-            }
-            if (!solved)
-                break; /* every stage of the best partition solved: the least T */
-            X->r->lazy_rounds++;
-        }
-    }
-    if (!combo_wins(X, best_here, *best))
+        enumerate(S, M, c.R, c.nR, 0, 0, 0.0, 0.0, cur, pick, &best_here, c.n);
+    } else if (lazy_partition(X, &c, *best, least, &best_here, pick)) {
         goto out;
-    sb_pipe_result *r = X->r;
-    *best = best_here;
-    X->best_canon = X->canon;
-    r->step_cost = best_here;
-    memset(&r->pipe, 0, sizeof r->pipe);
-    r->pipe.nstages = S;
-    r->pipe.microbatches = M;
-    r->pipe.schedule = (sb_schedule)sched;
-    r->zero = X->cp.zero;
-    r->peak_bytes = 0.0;
-    for (int s = 0; s < S; s++) {
-        const srange *x = &R[s][pick[s]];
-        int i = X->seg[x->a], j = X->seg[x->b];
-        r->pipe.first_op[s] = i;
-        r->pipe.first_op[s + 1] = j;
-        r->pipe.devices[s] = d;
-        r->stage_time[s] = x->t;
-        r->stage_p2p[s] = p2p[x->b];
-        r->inflight[s] = inflight(X->o, S, M, sched, s);
-        r->stage_recompute[s] = (unsigned char)x->e->rc;
-        memcpy(r->cfg + (size_t)i * SB_MAX_DIMS, x->e->cfg, (size_t)(j - i) * SB_MAX_DIMS * sizeof(int));
-        memcpy(r->op_cost + i, x->e->cost, (size_t)(j - i) * sizeof(double));
-        if (pipe_stage_memory(mb, i, j, x->e->cfg, X->o->opt, X->cp.zero, X->cp.precision,
-                         r->inflight[s], x->e->rc,
-                         &r->stage_mem[s], X->err)) {
-            rc = -1;
-            goto out;
-        }
-        r->peak_bytes = fmax(r->peak_bytes, r->stage_mem[s]);
     }
+    rc = combo_wins(X, best_here, *best) ? take_result(X, &c, mb, pick, best_here, best) : 0;
 out:
-    for (int s = 0; R && s < S; s++)
-        free(R[s]);
-    free(pc), free(pw), free(pa), free(ps), free(p2p), free(R), free(nR), free(capR), free(f), free(g);
+    combo_free(&c);
     return rc;
 }
-

@@ -74,7 +74,8 @@ typedef struct sb_profile_s {
      * still copies its shard, and a replicated shard is P times a split
      * one) */
     double relay_edge_s, relay_msg_s, relay_word_s, relay_local_s;
-    double relay_scale; /* written: the per-op fits' scale to the steps (cmd_profile.c) */
+    double relay_scale; /* written: the per-op fits' scale to the steps
+                           (measure/profile_fit.c) */
     double fixed_s;          /* per step outside the ops: loss, update calls, ... */
     double update_s_per_elem; /* SGD update per weight element of the rank */
     int nops;
@@ -165,7 +166,7 @@ double sb_prof_relay_scale(const double *rest, const double *relay, int K);
 
 /* An op's own collectives' seconds in one profiled step (what the model
  * adds to its kernels), from the figures of the ranks that took part
- * (cmd_profile.c; NaN: none took part): the largest of
+ * (measure/profile_run.c; NaN: none took part): the largest of
  *  - coll: the collectives (comm less relayouts) of the rank that waited
  *    least;
  *  - in_op - kernels: the least time a rank spent in the op outside its

@@ -343,7 +343,7 @@ void sb_executor_reset_times(sb_executor *ex);
  * host clock, or a backend's queue); NaN where the op did not run that
  * phase. Ranks that begin a step together (the profile's barrier before
  * each step) can compare them: the predictive model's profile takes each
- * op's critical-path span from them (cmd_profile.c). */
+ * op's critical-path span from them (measure/profile_run.c). */
 const double *sb_executor_op_phase_times(const sb_executor *ex);
 
 /* Peak bytes of tensor memory this rank held (backend allocations). */

@@ -190,7 +190,7 @@ const sb_backend sb_backend_cpu = {
  * own memory (host_memory = 0, an alltoallv): the executor then stages
  * inputs and weights through to_host/from_host and runs relayouts with
  * sb_relayout_run_mem, as it does for the cuda backend. It exists to test
- * those paths on machines without a GPU (tests/equiv.cmake); it is slower
+ * those paths on machines without a GPU (tests/tests.cmake); it is slower
  * than "cpu" and gives the same numbers. */
 static int cpu_alltoallv(const float *sbuf, const int *scount, const int *sdispl, float *rbuf,
                          const int *rcount, const int *rdispl, MPI_Comm comm)

@@ -1,6 +1,6 @@
 /* runtime/cuda/cuda_host.h: the host-side logic of the cuda backend, in
  * plain C with no CUDA header, so CI (no GPU) unit-tests it
- * (tests/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
+ * (tests/unit/cuda_host.c): the device-memory pool's arithmetic, the cuDNN
  * algorithm cache, precision parsing, conv window / box-copy / permute /
  * reduce-mean geometry handed to the kernels, the rank -> GPU mapping, the
  * communicator cache (NCCL or host-staged MPI per MPI communicator), the

@@ -1,7 +1,7 @@
 /* runtime/cuda/writes.hpp: which entries of an sb_backend table (runtime.h)
  * may write device memory, and a copy of a table with each of those
  * wrapped to call a hook after it (C++17; the cuda backend and
- * tests/test_bf16_keep.cc).
+ * tests/mpi/test_bf16_keep.cc).
  *
  * The cuda backend in bf16 keeps the bf16 conversions of GEMM operands
  * that are no weight's for later GEMMs (sbc_act_cache in cuda_host.h); its
@@ -21,7 +21,7 @@
  * conversions of what its output overlaps itself, and release, which
  * drops those in the block it frees. A quiet entry that takes a pointer
  * it may write through, other than to_host, marks_read, the GEMM and
- * release, fails a static_assert too. tests/test_bf16_keep.cc runs the executor's real
+ * release, fails a static_assert too. tests/mpi/test_bf16_keep.cc runs the executor's real
  * sequences of calls through a CPU table wrapped the same way. */
 #ifndef SHARDBENCH_CUDA_WRITES_HPP
 #define SHARDBENCH_CUDA_WRITES_HPP

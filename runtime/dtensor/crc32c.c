@@ -4,7 +4,7 @@
  * step; elsewhere table driven, slicing-by-8 (eight 256-entry tables, 8
  * bytes per step; the byte-wise loop finishes the tail), the tables built
  * once on first use (pthread_once). Both give the same values
- * (tests/test_dtensor.c compares them). */
+ * (tests/unit/test_dtensor.c compares them). */
 #include "shardbench/dtensor.h"
 
 #include <pthread.h>

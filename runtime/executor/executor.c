@@ -486,7 +486,7 @@ static int backward_op_body(sb_executor *ex, int i, sb_error *err)
  * kernels and communication booked to it as other_s: its buffers taken
  * and zeroed, inputs generated, consumers' gradients summed. That work
  * follows the op's local shapes, so the predictive model prices it per op
- * config (cmd_profile.c) instead of leaving it to the step's fixed part. */
+ * config (measure/profile_run.c) instead of leaving it to the step's fixed part. */
 static int timed_op(sb_executor *ex, int i, int backward, sb_error *err)
 {
     int t0 = exec_mark(ex), n0 = exec_nbooked(ex);

@@ -1,7 +1,7 @@
 /* moe_route.h: the steps of moe_gate's routing (kernels.h, sb_moe_gate_*),
  * one token or one group at a time, shared by the CPU kernels (k_moe.c,
  * which run them group by group) and the cuda kernels (cuda/k_moe.cu, one
- * thread per token or group, in three launches); tests/cuda_host.c runs
+ * thread per token or group, in three launches); tests/unit/cuda_host.c runs
  * them in the cuda kernels' order against the CPU kernels. Plain C that
  * nvcc also compiles for the device. Internal to runtime/.
  *

@@ -3,7 +3,7 @@
  * one thread per token (top-k), one per group (slots, sequential within a
  * group as the order requires, and the load balance), one per token
  * (outputs or gradient).
- * tests/cuda_host.c runs the same steps in this order on the host against
+ * tests/unit/cuda_host.c runs the same steps in this order on the host against
  * the CPU kernels. */
 #include "../moe_route.h"
 #include "launch.cuh"

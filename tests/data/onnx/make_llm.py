@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/data/onnx/make_llm.py: graph-only ONNX exports of today's transformer
-families, for the importer's tests (tests/test_onnx.c).
+families, for the importer's tests (tests/unit/test_onnx.c).
 
 Run with Debian's python3-torch 1.13, python3-onnx and python3-torchvision
 (apt-get install -y python3-torch python3-onnx python3-torchvision) from the

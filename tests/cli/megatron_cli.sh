@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# tests/cli/megatron_cli.sh: `search --algo megatron` and `validate`
+# (docs/megatron.md). Every degree given: that configuration, with the JSON
+# fields a planner reads (precision, predicted_step_seconds, _tokens_per_second,
+# _tflops_per_device, _mfu, time_breakdown_seconds {compute, tp_comm, dp_comm,
+# pp_comm, bubble, optimizer} adding up to the step, memory_bytes_per_device
+# {weights, gradients, optimizer, activations, buffers}, the degrees); the grid's
+# best no slower than that configuration; bad degrees and option clashes refused
+# (exit 2 with the reason); -p 262144 accepted; validate over the published runs
+# within its target, and a malformed row refused naming file:line.
+#
+#   tests/cli/megatron_cli.sh SHARDBENCH SOURCE_DIR
+set -uo pipefail
+
+SB=${1:?usage: megatron_cli.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: megatron_cli.sh SHARDBENCH SOURCE_DIR}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/megatron_cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+# shared checks: check, refused, js (and fails=0)
+# shellcheck source=tests/cli/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
+
+M=(search --algo megatron -m gpt3-175b --set layers=80 --set embed=12288 --set heads=96
+   --set ff=49152 --set vocab=51200 --set seq=2048 --set batch=2304 --machine a100-sxm-80g)
+FIX=(--tp 8 --pp 8 --dp 24 --cp 1 --ep 1 --vpp 2 --micro-batch-size 2 --recompute full
+     --sequence-parallel off --zero 0)
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --format json > "$TMP/fix.json"
+check "a configuration given: exit 0" test $? -eq 0
+check "its JSON: the degrees, bf16 (the machine's), the planner's fields" js "$TMP/fix.json" "
+d['algo'] == 'megatron' and d['precision'] == 'bf16' and d['configurations_priced'] == 1
+and d['megatron']['tp'] == 8 and d['megatron']['pp'] == 8 and d['megatron']['dp'] == 24
+and d['megatron']['vpp'] == 2 and d['megatron']['micro_batch_size'] == 2
+and d['megatron']['microbatches'] == 48 and d['megatron']['recompute'] == 'full'
+and all(d[k] > 0 for k in ('predicted_step_seconds', 'predicted_tokens_per_second',
+        'predicted_tflops_per_device', 'predicted_mfu'))
+and sorted(d['time_breakdown_seconds']) == sorted(['compute', 'tp_comm', 'dp_comm', 'pp_comm', 'bubble', 'optimizer'])
+and abs(sum(d['time_breakdown_seconds'].values()) - d['predicted_step_seconds']) < 1e-9 * d['predicted_step_seconds']
+and sorted(d['memory_bytes_per_device']) == sorted(['weights', 'gradients', 'optimizer', 'activations', 'buffers'])
+and abs(sum(d['memory_bytes_per_device'].values()) - d['peak_bytes_per_device']) <= 5"
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --precision fp16 --format json > "$TMP/fp16.json"
+check "--precision fp16: the same peak, fp16 gradients (2 bytes, not 4)" js "$TMP/fp16.json" "
+d['precision'] == 'fp16' and 2 * d['memory_bytes_per_device']['gradients'] == json.load(open('$TMP/fix.json'))['memory_bytes_per_device']['gradients']"
+"$SB" "${M[@]}" -p 1536 --format json > "$TMP/grid.json"
+check "the grid's best is no slower than the configuration given" python3 -c "
+import json; a = json.load(open('$TMP/fix.json')); b = json.load(open('$TMP/grid.json'))
+assert b['configurations_priced'] > 100 and b['predicted_step_seconds'] <= a['predicted_step_seconds']
+assert b['peak_bytes_per_device'] <= 74.5 * 2**30"
+"$SB" "${M[@]}" -p 1536 --tp 4 --format json > "$TMP/tp4.json"
+check "--tp 4 fixes TP" js "$TMP/tp4.json" "d['megatron']['tp'] == 4"
+"$SB" "${M[@]}" -p 1536 --stages 4 --format json > "$TMP/st4.json"
+check "--stages is --pp" js "$TMP/st4.json" "d['megatron']['pp'] == 4"
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --attention fused --format json > "$TMP/fa.json"
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --attention materialized --format json > "$TMP/ma.json"
+check "fused attention is faster than the materialized S x S scores" python3 -c "
+import json; a = json.load(open('$TMP/fa.json')); b = json.load(open('$TMP/ma.json'))
+assert a['predicted_step_seconds'] < b['predicted_step_seconds']"
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --dp-overlap off --format json > "$TMP/noov.json"
+check "--dp-overlap off exposes more data-parallel time" python3 -c "
+import json; a = json.load(open('$TMP/fix.json')); b = json.load(open('$TMP/noov.json'))
+assert b['time_breakdown_seconds']['dp_comm'] > a['time_breakdown_seconds']['dp_comm']"
+"$SB" search --algo megatron -m llama3-70b -p 262144 --machine h100-sxm > "$TMP/big" 2>&1
+check "-p 262144 is searched" test $? -eq 0
+
+refused "degrees whose product is not P" "not the 1536 devices" "${M[@]}" -p 1536 --tp 8 --pp 8 --dp 8 --cp 1
+refused "TP not dividing the heads" "--tp 5" "${M[@]}" -p 1920 --tp 5
+refused "CP not dividing seq" "--cp 3" "${M[@]}" -p 1536 --cp 3
+refused "EP without experts" "no experts" "${M[@]}" -p 1536 --ep 2
+refused "fp8 on an A100" "no fp8 peak" "${M[@]}" -p 1536 --precision fp8
+refused "--microbatches against --micro-batch-size" "disagree" "${M[@]}" -p 1536 --dp 24 --microbatches 4 --micro-batch-size 2
+refused "--zero 2" "ZeRO 1" "${M[@]}" -p 1536 --zero 2
+refused "-p over 262144" "-p" "${M[@]}" -p 262145
+refused "a model that is not a transformer" "param" search --algo megatron -m alexnet -p 8 --machine a100-sxm-80g
+refused "no --machine" "--machine" search --algo megatron -m gpt3-175b -p 8
+refused "nothing fits" "fits" search --algo megatron -m gpt3-175b -p 8 --machine a100-sxm-80g
+
+# the op-level search prices a GEMM by the GPU op model: one einsum at p = 1 on a
+# toy GPU (10 SMs, 100 TFLOP/s bf16, large-GEMM fraction 0.8, 1000 GB/s at 0.5):
+# forward, input and weight gradients, each max(2mnk / (peak eff(shape)), bytes / HBM)
+printf 'model g\nparam m = 1280\nparam n = 2560\nparam k = 2048\ncutoff 1\ninput x[m=m, k=k]\nweight w[k=k, n=n]\ny = einsum("m k, k n -> m n", x, w)\n' > "$TMP/g.model"
+printf 'devices_per_node 8\nnodes 1\ntflops_fp32 10\ntflops_tf32 50\ntflops_bf16 100\nmem_gib 80\nmem_gbs 1000\nintra_gbs 100\nintra_latency_us 0\ninter_gbs 10\ninter_latency_us 0\nprecision bf16\nsms 10\ngemm_eff_large 0.8\nhbm_eff 0.5\nkernel_us 0\nintra_busbw 100\ninter_busbw 10\n' > "$TMP/toy.machine"
+"$SB" search -m "$TMP/g.model" -p 1 --machine "$TMP/toy.machine" --db none --format json > "$TMP/g.json"
+check "search prices a GEMM by the GPU op model (by hand)" python3 -c "
+import json, math; d = json.load(open('$TMP/g.json'))
+def g(M, N, K):
+    tm, tn = math.ceil(M / 128), math.ceil(N / 256); t = tm * tn; w = math.ceil(t / 10)
+    eff = 0.8 * (M * N / (tm * 128 * tn * 256)) * (t / (w * 10)) * min(1, (K / (K + 128)) / (2048 / 2176))
+    return max(2 * M * N * K / (100e12 * eff), (M * K + K * N + M * N) * 2 / (1000e9 * 0.5))
+want = g(1280, 2560, 2048) + g(1280, 2048, 2560) + g(2048, 2560, 1280)
+assert abs(d['predicted_step_seconds'] - want) <= 1e-9 * want, (d['predicted_step_seconds'], want)"
+
+# the op-level search's JSON gives the same throughput fields for a transformer
+"$SB" search -m llama3-8b -p 8 --machine h100-sxm --db none --format json > "$TMP/l8.json" 2> /dev/null
+check "plain search JSON: tokens/s, TFLOP/s per device and MFU of its predicted step" js "$TMP/l8.json" "
+d['precision'] == 'bf16' and abs(d['predicted_tokens_per_second'] * d['predicted_step_seconds'] - 512 * 8192) < 1e-6 * 512 * 8192
+and abs(d['predicted_mfu'] - d['predicted_tflops_per_device'] / 989.5) < 1e-12 and 0 < d['predicted_mfu'] < 1"
+"$SB" search -m alexnet -p 8 --machine h100-sxm --db none --format json > "$TMP/ax.json" 2> /dev/null
+check "plain search JSON: no throughput fields for a model that is not a transformer" js "$TMP/ax.json" "
+'predicted_mfu' not in d and 'predicted_step_seconds' in d"
+
+# validate: the shipped runs within the target, and a malformed row
+"$SB" validate > "$TMP/val" 2> "$TMP/val.err"
+rc=$?
+cat "$TMP/val"
+check "validate on the published runs: exit 0, within MAPE 7% and 15% ($rc)" test "$rc" -eq 0
+check "validate: 18 runs" grep -q "^18 runs: MAPE" "$TMP/val"
+"$SB" validate --format json > "$TMP/val.json"
+check "validate --format json: 18 runs, the search's best never slower" js "$TMP/val.json" "
+len(d['runs']) == 18 and d['search_slower_than_published'] == 0 and d['mape_percent'] <= 7
+and all(r['search_best_ratio'] <= 1 for r in d['runs'])"
+"$SB" validate --format csv > "$TMP/val.csv"
+check "validate --format csv: a header and 18 rows" test "$(wc -l < "$TMP/val.csv")" -eq 19
+"$SB" validate --target-mape 1 > /dev/null 2> "$TMP/tgt"
+check "validate over a target: exit 1 and says so" test $? -eq 1
+check "validate over a target: names it" grep -q "over the target" "$TMP/tgt"
+DATA="$SRC/tests/data/published-runs.tsv"
+awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$14 = 3} {print}' "$DATA" > "$TMP/bad-tp.tsv"
+refused "a row whose degrees do not multiply to its GPUs" "bad-tp.tsv:" validate --data "$TMP/bad-tp.tsv"
+awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$28 = 9.99} {print}' "$DATA" > "$TMP/bad-step.tsv"
+refused "a row whose step seconds disagree with its source's figure" "disagrees" validate --data "$TMP/bad-step.tsv"
+awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$3 = "thirty"} {print}' "$DATA" > "$TMP/bad-num.tsv"
+refused "a row with a word for a number" "bad-num.tsv:" validate --data "$TMP/bad-num.tsv"
+grep -v "^#" "$DATA" | cut -f1-5 > "$TMP/bad-hdr.tsv"
+refused "a header missing columns" "no column" validate --data "$TMP/bad-hdr.tsv"
+refused "a file that does not exist" "nosuch.tsv" validate --data "$TMP/nosuch.tsv"
+echo "megatron_cli: $fails failure(s)"
+exit $((fails > 0))

@@ -1,1 +1,0 @@
-sb_unit_test(test_dp test_dp.c)

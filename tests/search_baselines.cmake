@@ -1,1 +1,0 @@
-sb_unit_test(test_search_baselines test_search_baselines.c)

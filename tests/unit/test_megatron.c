@@ -1,0 +1,186 @@
+/* tests/unit/test_megatron.c: cmocka tests of the GPU op model (cost/gpu_op.c)
+ * and Megatron-LM configurations (search/megatron.c), figures by hand: a
+ * GEMM's tile and wave quantization over the SMs, a memory-bound kernel,
+ * the collectives at bus bandwidth; a configuration's breakdown adds up to
+ * its step, interleaving divides the bubble by VPP exactly, the recipe's
+ * bytes per parameter, the refusals of bad degrees, and the search never
+ * slower than a configuration of its grid. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+
+static sb_gpu toy(void)
+{
+    sb_gpu g = {.peak_tflops = 100, .gemm_eff = 0.8, .hbm_gbs = 1000, .hbm_eff = 0.5, .sms = 10,
+                .tile_m = 128, .tile_n = 256, .kernel_us = 0, .intra_busbw = 100,
+                .inter_busbw = 10, .intra_lat_us = 0, .inter_lat_us = 0, .node_devices = 8,
+                .mem_bytes = 80e9};
+    return g;
+}
+
+static void close_to(double got, double want)
+{
+    if (!(fabs(got - want) <= 1e-9 * fabs(want)))
+        fail_msg("%.12g, want %.12g", got, want);
+}
+
+static void test_gemm_by_hand(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    /* 1280 x 2560 x 2048: 10 x 10 tiles = 100 = 10 full waves of 10 SMs, K at its reference */
+    double flops = 2.0 * 1280 * 2560 * 2048;
+    close_to(sb_gpu_gemm_s(&g, 1, 1280, 2560, 2048, 2), flops / (100e12 * 0.8));
+    /* 1408 x 2560: 11 x 10 = 110 tiles = 11 waves, full tiles: the same efficiency */
+    close_to(sb_gpu_gemm_s(&g, 1, 1408, 2560, 2048, 2), 2.0 * 1408 * 2560 * 2048 / (100e12 * 0.8));
+    /* 1290 rows: 11 x 10 tiles, the 11th row of tiles 10/128 full: tile efficiency
+     * 1290 / 1408; 110 tiles, 11 waves */
+    close_to(sb_gpu_gemm_s(&g, 1, 1290, 2560, 2048, 2),
+             2.0 * 1290 * 2560 * 2048 / (100e12 * 0.8 * (1290.0 / 1408.0)));
+    /* 1280 x 2816: 10 x 11 = 110 tiles in 11 waves; 2816 = 11 x 256 full tiles */
+    /* 12 x 10 = 120 tiles: 12 waves; 130 tiles: 13 waves; 105 tiles (21 x 5): 11 waves, 105/110 */
+    close_to(sb_gpu_gemm_s(&g, 1, 21 * 128, 5 * 256, 2048, 2),
+             2.0 * 21 * 128 * 5 * 256 * 2048 / (100e12 * 0.8 * (105.0 / 110.0)));
+    /* K = 128: (128/256) / (2048/2176) of the reference */
+    double keff = (128.0 / 256.0) / (2048.0 / 2176.0);
+    close_to(sb_gpu_gemm_s(&g, 1, 1280, 2560, 128, 2), 2.0 * 1280 * 2560 * 128 / (100e12 * 0.8 * keff));
+    /* a skinny GEMM is memory-bound: 16 x 1M x 16384 in 2-byte words */
+    double bytes = (16.0 * 16384 + 16384.0 * 1048576 + 16.0 * 1048576) * 2;
+    close_to(sb_gpu_gemm_s(&g, 1, 16, 1048576, 16384, 2), bytes / (1000e9 * 0.5));
+    g.kernel_us = 4;
+    close_to(sb_gpu_mem_s(&g, 1e9), 1e9 / 500e9 + 4e-6);
+    close_to(sb_gpu_allreduce_s(&g, 1e9, 8, 0), 2.0 * 7 / 8 * 1e9 / 100e9);
+    close_to(sb_gpu_gather_s(&g, 1e9, 4, 1), 0.75 * 1e9 / 10e9);
+    assert_true(sb_gpu_allreduce_s(&g, 1e9, 1, 0) == 0.0);
+}
+
+static sb_mt_model gpt(void)
+{
+    sb_mt_model m = {.layers = 48, .hidden = 8192, .heads = 64, .kv_heads = 64, .ffn = 32768,
+                     .vocab = 51200, .seq = 2048, .global_batch = 1536};
+    return m;
+}
+
+static sb_mt_config cfg(int tp, int pp, int dp, int vpp, int mbs)
+{
+    sb_mt_config c = {.tp = tp, .pp = pp, .dp = dp, .cp = 1, .ep = 1, .vpp = vpp, .mbs = mbs,
+                      .recompute = SB_MT_RC_FULL, .precision = SB_PREC_FP16, .fused_attention = 0};
+    return c;
+}
+
+static void test_price(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 312, g.sms = 108, g.hbm_gbs = 2039, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    sb_error err = {0};
+    sb_mt_config c = cfg(8, 2, 32, 1, 4);
+    assert_int_equal(sb_mt_check(&m, &c, 512, &err), 0);
+    sb_mt_result r, r2;
+    sb_mt_price(&m, &c, &g, &r);
+    close_to(r.compute_s + r.tp_comm_s + r.dp_comm_s + r.pp_comm_s + r.bubble_s + r.optimizer_s,
+             r.step_s);
+    assert_true(r.compute_s > 0 && r.tp_comm_s > 0 && r.dp_comm_s > 0 && r.pp_comm_s > 0 &&
+                r.bubble_s > 0 && r.optimizer_s > 0);
+    /* interleaving 2 virtual stages halves the bubble (the same micro-batch time: the
+     * chunks' boundaries move twice the pipeline sends, priced in pp_comm) */
+    sb_mt_config c2 = cfg(8, 2, 32, 2, 4);
+    sb_mt_price(&m, &c2, &g, &r2);
+    double mb = r.compute_s / 12.0 + r.tp_comm_s / 12.0; /* M = 1536 / (32 x 4) = 12 */
+    close_to(r.bubble_s, (2 - 1.0) / 1 * (mb + r.pp_comm_s / 12.0));
+    close_to(r2.bubble_s, (2 - 1.0) / 2 * (mb + r2.pp_comm_s / 12.0));
+    close_to(r2.pp_comm_s, 2.0 * r.pp_comm_s);
+    /* bytes per parameter: fp16 mixed 2 + 2 + 16 (no distributed optimizer) */
+    close_to(r.mem_grads, r.mem_weights);
+    close_to(r.mem_optimizer, 8.0 * r.mem_weights);
+    sb_mt_config c3 = c;
+    c3.dist_opt = 1;
+    sb_mt_price(&m, &c3, &g, &r2);
+    close_to(r2.mem_optimizer, r.mem_optimizer / 32.0);
+    /* model FLOPs: SC21's 72 B s l h^2 (1 + s/6h + V/12lh) for a GPT */
+    double B = 1536, s = 2048, l = 48, h = 8192, V = 51200;
+    close_to(r.model_flops, 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)));
+    close_to(r.mfu, r.model_flops / r.step_s / 512 / 1e12 / 312);
+}
+
+static void refused(const sb_mt_config *c, int P, const char *text)
+{
+    sb_mt_model m = gpt();
+    sb_error err = {0};
+    assert_int_equal(sb_mt_check(&m, c, P, &err), -1);
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    if (!strstr(err.msg, text))
+        fail_msg("'%s' does not say '%s'", err.msg, text);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    sb_mt_config c = cfg(8, 2, 32, 1, 4);
+    refused(&c, 256, "not the 256 devices");
+    c = cfg(3, 1, 1, 1, 4);
+    refused(&c, 3, "heads");
+    c = cfg(8, 2, 32, 1, 4);
+    c.cp = 3;
+    c.dp = 32;
+    refused(&c, 8 * 2 * 32 * 3, "--cp 3");
+    c = cfg(8, 2, 32, 1, 4);
+    c.ep = 2;
+    refused(&c, 512, "no experts");
+    c = cfg(1, 64, 8, 1, 4); /* 64 stages of 48 layers */
+    refused(&c, 64 * 8, "more stages than");
+    c = cfg(8, 5, 32, 2, 4); /* interleaved chunks of 48 / 10 layers */
+    refused(&c, 8 * 5 * 32, "layers");
+    c = cfg(8, 2, 32, 1, 5);
+    refused(&c, 512, "micro-batches");
+    c = cfg(8, 2, 32, 5, 4); /* 48 / (2 x 5) */
+    refused(&c, 512, "layers");
+    c = cfg(1, 2, 256, 1, 2);
+    c.sp = 1;
+    refused(&c, 512, "sequence parallelism");
+}
+
+static void test_search_superset(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 312, g.sms = 108, g.hbm_gbs = 2039, g.hbm_eff = 0.9, g.kernel_us = 4;
+    g.mem_bytes = 80e9;
+    sb_mt_model m = gpt();
+    sb_mt_config c = cfg(8, 2, 32, 1, 4), fixed = c, best;
+    sb_mt_result r, rb;
+    sb_mt_price(&m, &c, &g, &r);
+    fixed.tp = fixed.pp = fixed.dp = fixed.cp = fixed.ep = fixed.vpp = fixed.mbs = 0;
+    fixed.recompute = fixed.sp = fixed.dist_opt = -1;
+    sb_error err = {0};
+    long n = sb_mt_search(&m, &fixed, 512, &g, 1e30, &best, &rb, &err);
+    assert_true(n > 100);
+    assert_true(rb.step_s <= r.step_s);
+    /* every degree fixed: that configuration exactly */
+    n = sb_mt_search(&m, &c, 512, &g, 1e30, &best, &rb, &err);
+    assert_int_equal(n, 1);
+    close_to(rb.step_s, r.step_s);
+    /* a fixed TP that does not divide the devices */
+    fixed.tp = 7;
+    assert_true(sb_mt_search(&m, &fixed, 512, &g, 1e30, &best, &rb, &err) < 0);
+    assert_non_null(strstr(err.msg, "--tp 7"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_by_hand),
+        cmocka_unit_test(test_price),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_search_superset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
