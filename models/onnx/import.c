@@ -109,7 +109,7 @@ static const ox_op k_ops[] = {
     {"Flatten", ox_node_flatten, OX_ACT, NULL},
     {"Reshape", ox_node_reshape, 0, NULL},
     {"Transpose", ox_node_transpose, 0, NULL},
-    {"Split", ox_node_split, OX_ACT | OX_NO_Y, NULL},
+    {"Split", ox_node_split, OX_NO_Y, NULL},
     {"Equal", ox_node_equal, 0, NULL},
     {"Where", ox_node_where, 0, ox_match_masked_softmax},
     {"Range", ox_node_range, 0, NULL},
@@ -117,7 +117,18 @@ static const ox_op k_ops[] = {
     {"Expand", ox_node_expand, 0, NULL},
     /* lstm.c */
     {"LSTM", ox_node_lstm, OX_ACT | OX_NO_Y, NULL},
+    /* seq.c: torch's repeat_interleave under a dynamic axis */
+    {"SplitToSequence", ox_node_splittosequence, 0, NULL},
+    {"SequenceEmpty", ox_node_sequenceempty, OX_NO_X, NULL},
+    {"Loop", ox_node_loop, 0, NULL},
+    {"ConcatFromSequence", ox_node_concatfromsequence, 0, NULL},
 };
+
+static int is_seq_op(const Onnx__NodeProto *n)
+{
+    return op_is(n, "SplitToSequence") || op_is(n, "SequenceEmpty") || op_is(n, "Loop")
+           || op_is(n, "ConcatFromSequence");
+}
 
 /* The table's entry for an op type, or NULL. */
 static const ox_op *find_op(const char *op_type)
@@ -198,8 +209,8 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
     int elem = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 1;
     int isint = elem == 6 || elem == 7 || elem == 2 || elem == 3 || elem == 4 || elem == 5 || elem == 12 || elem == 13;
     const char *role4[4] = {"batch", "channels", "height", "width"};
-    const char *role3[3] = {"batch", "seq", "embed"};
-    const char *role2i[2] = {"batch", "seq"};
+    const char *role3[3] = {"batch", "seq", "embed"}, *role3s[3] = {"seq", "batch", "embed"};
+    const char *role2i[2] = {"batch", "seq"}, *role2s[2] = {"seq", "batch"};
     char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[2048] = "";
     sym sz[SB_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
@@ -211,18 +222,19 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
             return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d is fixed at "
                            "%lld (a fixed dim is at least 1; a dynamic one has a dim_param name)",
                            C->path, vi->name, i, (long long)d->dim_value);
+        int ba = C->batch_axis;
         if (nd == 4 && !isint)
             role = role4[i];
         else if (nd == 3 && !isint)
-            role = role3[i];
+            role = ba ? role3s[i] : role3[i];
         else if (nd == 2 && isint)
-            role = role2i[i];
-        else if (i == 0)
+            role = ba ? role2s[i] : role2i[i];
+        else if (i == ba)
             role = "batch";
         int symbolic = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
                        && d->dim_param[0];
         int64_t v = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? d->dim_value : 0;
-        if (i == 0 && C->batch_static && v == C->batch_static) {
+        if (i == C->batch_axis && C->batch_static && v == C->batch_static) {
             int k = add_sym(C, "batch", v);
             if (k < 0)
                 return -1;
@@ -369,6 +381,12 @@ static int do_node(ctx *C, int ni)
             poison_outputs(C, n);
             return 0;
         }
+        if (x->kind == V_SEQ && !is_seq_op(n)) {
+            ox_unsupported(C, n, "reads the sequence '%.80s' (sequences are imported only as torch's "
+                           "repeat_interleave: SplitToSequence, Loop, ConcatFromSequence)", nm);
+            poison_outputs(C, n);
+            return 0;
+        }
     }
     for (size_t i = 0; i < n->n_input; i++)
         ox_consume(C, ox_in_val(C, n, i));
@@ -401,6 +419,61 @@ static int do_node(ctx *C, int ni)
     return 0;
 }
 
+const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n)
+{
+    const Onnx__AttributeProto *a = op_is(n, "Loop") ? ox_attr(n, "body") : NULL;
+    return a ? a->g : NULL;
+}
+
+/* The values of a Loop body get their entries before the walk (lookups
+ * during it never reallocate); their producer is the Loop node. */
+static int body_values(ctx *C, const Onnx__NodeProto *loop, int ni)
+{
+    const Onnx__GraphProto *b = ox_loop_body(loop);
+    if (!b)
+        return 0;
+    if (b->n_node > 1024)
+        return sb_fail(C->err, SB_EXIT_INPUT, "%s: a Loop body of %zu nodes (at most 1024)", C->path, b->n_node);
+    for (size_t i = 0; i < b->n_input; i++)
+        if (b->input[i] && b->input[i]->name && b->input[i]->name[0] && !ox_vget(C, b->input[i]->name))
+            return -1;
+    for (size_t k = 0; k < b->n_node; k++) {
+        const Onnx__NodeProto *n = b->node[k];
+        if (!n)
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: empty node %zu in a Loop body", C->path, k);
+        for (size_t j = 0; j < n->n_input; j++)
+            if (n->input[j] && n->input[j][0] && !ox_vget(C, n->input[j]))
+                return -1;
+        for (size_t j = 0; j < n->n_output; j++) {
+            val *y = n->output[j] && n->output[j][0] ? ox_vget(C, n->output[j]) : NULL;
+            if (n->output[j] && n->output[j][0] && !y)
+                return -1;
+            if (y && y->prod < 0)
+                y->prod = ni;
+        }
+    }
+    return 0;
+}
+
+int ox_run_handler(ctx *C, const Onnx__NodeProto *n)
+{
+    const ox_op *e = find_op(n->op_type);
+    if (!e || is_seq_op(n))
+        return ox_unsupported(C, n, "operator not supported in a Loop body");
+    for (size_t i = 0; i < n->n_input; i++) {
+        val *x = ox_in_val(C, n, i);
+        if (in_name(n, i) && (!x || (x->kind != V_CONST && x->kind != V_STATIC)))
+            return ox_unsupported(C, n, "in a Loop body, reads '%.80s', which is not a constant (only the "
+                                  "shape arithmetic of torch's repeat_interleave is read there)", in_name(n, i));
+    }
+    val *x = ox_in_val(C, n, 0), *x1 = ox_in_val(C, n, 1), *y = ox_out_val(C, n, 0);
+    if (!(e->flags & OX_NO_X) && !x)
+        return ox_unsupported(C, n, "missing input");
+    if (!y || (e->flags & OX_ACT))
+        return ox_unsupported(C, n, "not shape arithmetic");
+    return e->handler(C, n, x, x1, y);
+}
+
 static int prepass(ctx *C)
 {
     Onnx__GraphProto *g = C->g;
@@ -428,6 +501,8 @@ static int prepass(ctx *C)
                 return sb_fail(C->err, SB_EXIT_INPUT, "%s: value '%.100s' is produced by two nodes", C->path, n->output[k]);
             y->prod = (int)ni;
         }
+        if (body_values(C, n, (int)ni))
+            return -1;
         for (size_t k = 0; k < n->n_input; k++)
             if (n->input[k] && n->input[k][0] && !ox_vget(C, n->input[k]))
                 return -1;
@@ -517,7 +592,8 @@ static int setup_inputs(ctx *C)
                       || sh->dim[k]->dim_value <= 0;
         if (all_weight)
             continue;
-        int64_t d0 = sh->dim[0] ? sh->dim[0]->dim_value : 0;
+        size_t ba = (size_t)C->batch_axis;
+        int64_t d0 = ba < sh->n_dim && sh->dim[ba] ? sh->dim[ba]->dim_value : 0;
         lead = ndata++ == 0 ? d0 : lead == d0 ? lead : -1;
     }
     if (!anysym && ndata && lead > 0)
@@ -706,8 +782,12 @@ static void write_text(ctx *C, const char *path, const sb_onnx_info *info, sbuf 
     }
 }
 
-int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
-                    char **text, size_t *len, sb_onnx_info *info, sb_error *err)
+/* One conversion with the static batch at dim batch_axis of the data
+ * inputs; *again set when a reshape shows that the batch taken is a
+ * seq-first export's sequence (the caller converts again with axis 1). */
+static int convert(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
+                   char **text, size_t *len, sb_onnx_info *info, sb_error *err, int batch_axis,
+                   int *again)
 {
     *text = NULL;
     *len = 0;
@@ -721,6 +801,7 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
     C->opts = opts;
     C->err = err;
     C->info = info;
+    C->batch_axis = batch_axis;
     int rc = -1;
     C->mp = onnx__model_proto__unpack(NULL, size, data);
     if (!C->mp) {
@@ -765,6 +846,10 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
             continue;
         if (do_node(C, (int)ni))
             goto out;
+    }
+    if (C->seq_first && !batch_axis && C->batch_static) {
+        *again = 1;
+        goto out;
     }
     if (C->nunsup) {
         report_unsupported(C, path, err);
@@ -813,6 +898,16 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
     rc = 0;
 out:
     free_ctx(C);
+    return rc;
+}
+
+int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
+                    char **text, size_t *len, sb_onnx_info *info, sb_error *err)
+{
+    int again = 0;
+    int rc = convert(data, size, path, opts, text, len, info, err, 0, &again);
+    if (again)
+        rc = convert(data, size, path, opts, text, len, info, err, 1, &again);
     return rc;
 }
 
