@@ -195,6 +195,18 @@ static int add_sym(ctx *C, const char *name, int64_t def)
     return C->nsym++;
 }
 
+/* The --dim that fixes the dynamic axis named pn (the param) or dp (its
+ * dim_param): its index + 1, or 0. */
+static int fixed_dim(ctx *C, const char *pn, const char *dp)
+{
+    for (int i = 0; C->opts && i < C->opts->ndims; i++)
+        if (!strcmp(C->opts->dims[i].name, pn) || (dp && !strcmp(C->opts->dims[i].name, dp))) {
+            C->dims_used |= 1ull << (i < 63 ? i : 63);
+            return i + 1;
+        }
+    return 0;
+}
+
 static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
 {
     const Onnx__TypeProto *tp = vi->type;
@@ -264,11 +276,16 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
                     || !strcmp(pn, "cutoff"))
                     strcat(pn, "_");
             }
-            int k = add_sym(C, pn, 1);
-            if (k < 0)
-                return -1;
-            sz[i] = S(1);
-            sz[i].e[k] = 1;
+            int fixed = fixed_dim(C, pn, dp);
+            if (fixed > 0) {
+                sz[i] = S(C->opts->dims[fixed - 1].value);
+            } else {
+                int k = add_sym(C, pn, 1);
+                if (k < 0)
+                    return -1;
+                sz[i] = S(1);
+                sz[i].e[k] = 1;
+            }
             if (!strcmp(pn, "batch") || !strcmp(pn, "seq") || !role)
                 role = pn;
         } else {
@@ -358,6 +375,9 @@ static int do_node(ctx *C, int ni)
     int rc = 0;
     /* the Add of a rotary pattern reads nodes held back from the walk */
     if (op_is(n, "Add") && ox_match_rope(C, ni, &rc))
+        return rc < 0 ? -1 : 0;
+    /* so does the Concat of a repeat_interleave unrolled (seq.c) */
+    if (op_is(n, "Concat") && ox_match_repeat(C, ni, &rc))
         return rc < 0 ? -1 : 0;
     for (size_t i = 0; i < n->n_input; i++) {
         const char *nm = in_name(n, i);
@@ -549,6 +569,8 @@ static int prepass(ctx *C)
     for (size_t ni = 0; ni < g->n_node; ni++)
         if (check_node_static(C, g->node[ni]))
             C->skip[ni] = 2; /* reported; its outputs are unknown */
+    if (ox_hold_repeat(C))
+        return -1;
     return ox_hold_rope(C);
 }
 
@@ -640,6 +662,19 @@ static int setup_inputs(ctx *C)
         }
         if (declare_input(C, vi, x))
             return -1;
+    }
+    for (int i = 0; C->opts && i < C->opts->ndims; i++) {
+        if (C->opts->dims[i].value < 1 || C->opts->dims[i].value > ((int64_t)1 << 30))
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s=%lld: out of range (1 to 2^30)", C->path,
+                           C->opts->dims[i].name, (long long)C->opts->dims[i].value);
+        if (!(C->dims_used & (1ull << (i < 63 ? i : 63)))) {
+            char list[256] = "";
+            for (int k = 0; k < C->nsym; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", C->symname[k]);
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s: the export has no dynamic axis '%s' (%s%s)",
+                           C->path, C->opts->dims[i].name, C->opts->dims[i].name,
+                           C->nsym ? "dynamic axes left: " : "no other dynamic axes", list);
+        }
     }
     return 0;
 }

@@ -167,6 +167,7 @@ typedef struct {
     int batch_axis;       /* the data inputs' dim that is the batch of a static export: 0, or 1
                              (seq-first: nn.Transformer's (seq, batch, embed)) */
     int seq_first;        /* set when a reshape shows the batch param is a seq-first export's seq */
+    uint64_t dims_used;   /* the --dim options that fixed an axis (bit i) */
     int64_t tok_before;   /* the `tokens` dim's factor before its batch (seq when seq-major), 0: none yet */
 } ctx;
 
@@ -350,6 +351,10 @@ int ox_match_rope(ctx *C, int ni, int *rc);
 int ox_emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y);
 int ox_emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y);
 int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axis, int64_t *s, int64_t *e);
+
+/* seq.c */
+int ox_hold_repeat(ctx *C);
+int ox_match_repeat(ctx *C, int ni, int *rc);
 
 /* import.c */
 /* Runs the handler of node n, one of a Loop body's (seq.c): its inputs

@@ -404,6 +404,41 @@ static int op_loop(ctx *C, const Onnx__NodeProto *n, val *y)
     return 0;
 }
 
+/* y = k repeated r times along axis a, each element in place: k with a
+ * size-1 dim after a, expanded to r there, the two merged. */
+static int emit_repeat(ctx *C, const Onnx__NodeProto *n, val *k, int a, int64_t rep, val *y)
+{
+    if (k->nd + 1 > SB_MAX_DIMS)
+        return ox_unsupported(C, n, "more than %d dims", SB_MAX_DIMS - 1);
+    if (rep == 1)
+        return ox_alias(C, k, y);
+    val u = *k, e;
+    memset(&e, 0, sizeof e);
+    e.name = y->name;
+    sym ex[SB_MAX_DIMS], out[SB_MAX_DIMS];
+    for (int j = 0, q = 0; j <= k->nd; j++) {
+        if (j == a + 1) {
+            u.shape[j] = S(1);
+            u.src[j] = -1;
+            ex[j] = S(rep);
+            continue;
+        }
+        u.shape[j] = k->shape[q];
+        u.src[j] = k->src[q];
+        ex[j] = k->shape[q++];
+    }
+    u.nd = k->nd + 1;
+    u.mat = -1;
+    for (int j = 0; j < k->nd; j++)
+        out[j] = k->shape[j];
+    if (ox_sym_mul(out[a], S(rep), &out[a]))
+        return ox_unsupported(C, n, "size too large");
+    int rc = ox_emit_expand(C, n, &u, u.nd, ex, &e);
+    if (rc || e.kind != V_ACT)
+        return rc;
+    return ox_emit_reshape(C, n, &e, k->nd, out, y);
+}
+
 /* ---- node handlers ---------------------------------------------------------- */
 
 /* SplitToSequence(x, split=1s, axis): the parts of x, one element each. */
@@ -463,33 +498,142 @@ int ox_node_concatfromsequence(ctx *C, const Onnx__NodeProto *n, val *x, val *x1
         return ox_unsupported(C, n, "joins the repeated parts along another axis than the one split");
     if (k->nd + 1 > SB_MAX_DIMS)
         return ox_unsupported(C, n, "more than %d dims", SB_MAX_DIMS - 1);
-    if (x->sq_rep == 1)
-        return ox_alias(C, k, y);
-    val u = *k, e;
-    memset(&e, 0, sizeof e);
-    e.name = y->name;
-    sym ex[SB_MAX_DIMS], out[SB_MAX_DIMS];
-    for (int j = 0, q = 0; j <= k->nd; j++) {
-        if (j == a + 1) {
-            u.shape[j] = S(1);
-            u.src[j] = -1;
-            ex[j] = S(x->sq_rep);
+    return emit_repeat(C, n, k, a, x->sq_rep, y);
+}
+
+/* ---- the same repeat unrolled: Split / Unsqueeze / Expand / Reshape / Concat ---- */
+
+/* Node index of the producer of `name` if it is of type op and its output
+ * is read only by node `by`; else -1. */
+static int only_into(ctx *C, const char *name, const char *op, int by)
+{
+    val *x = name ? ox_vfind(C, name) : NULL;
+    int p = x ? x->prod : -1;
+    if (p < 0 || p >= (int)C->g->n_node || !op_is(C->g->node[p], op) || ox_only_consumer(C, name) != by)
+        return -1;
+    return p;
+}
+
+/* When the size along the axis is a number at export time, torch writes
+ * the repeat unrolled: Split(k, 1s, axis=a) into the parts, and per part
+ * Unsqueeze(a+1), Expand (r at a+1), Reshape (its own target, as above),
+ * all joined by Concat(axis=a). The chain's nodes come before the Concat,
+ * so they are held back from the walk here (as rope.c does); the Concat's
+ * match checks them. */
+int ox_hold_repeat(ctx *C)
+{
+    for (size_t ci = 0; ci < C->g->n_node; ci++) {
+        const Onnx__NodeProto *c = C->g->node[ci];
+        size_t P = c->n_input;
+        if (!op_is(c, "Concat") || P < 2 || P > SB_MAX_IO || C->skip[ci])
             continue;
+        int split = -1, ok = 1;
+        for (size_t j = 0; ok && j < P; j++) {
+            int r = only_into(C, in_name(c, j), "Reshape", (int)ci);
+            int e = r >= 0 ? only_into(C, in_name(C->g->node[r], 0), "Expand", r) : -1;
+            int u = e >= 0 ? only_into(C, in_name(C->g->node[e], 0), "Unsqueeze", e) : -1;
+            const char *part = u >= 0 ? in_name(C->g->node[u], 0) : NULL;
+            val *pv = part ? ox_vfind(C, part) : NULL;
+            int sp = pv ? pv->prod : -1;
+            ok = sp >= 0 && sp < (int)C->g->n_node && op_is(C->g->node[sp], "Split")
+                 && C->g->node[sp]->n_output == P && (split < 0 || split == sp) && C->g->node[sp]->output[j]
+                 && !strcmp(C->g->node[sp]->output[j], part) && ox_only_consumer(C, part) == u;
+            split = sp;
         }
-        u.shape[j] = k->shape[q];
-        u.src[j] = k->src[q];
-        ex[j] = k->shape[q++];
+        if (!ok)
+            continue;
+        for (size_t j = 0; j < P; j++) {
+            int r = ((val *)ox_vfind(C, in_name(c, j)))->prod;
+            int e = ox_vfind(C, in_name(C->g->node[r], 0))->prod;
+            int u = ox_vfind(C, in_name(C->g->node[e], 0))->prod;
+            C->skip[r] = C->skip[e] = C->skip[u] = 3; /* held: the Concat's match takes them */
+        }
+        C->skip[split] = 3;
     }
-    u.nd = k->nd + 1;
-    u.mat = -1;
-    for (int j = 0; j < k->nd; j++)
-        out[j] = k->shape[j];
-    if (ox_sym_mul(out[a], S(x->sq_rep), &out[a]))
-        return ox_unsupported(C, n, "size too large");
-    int rc = ox_emit_expand(C, n, &u, u.nd, ex, &e);
-    if (rc || e.kind != V_ACT)
-        return rc;
-    return ox_emit_reshape(C, n, &e, k->nd, out, y);
+    return 0;
+}
+
+/* The Concat of a held repeat: each part followed through its chain. */
+int ox_match_repeat(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *c = C->g->node[ni];
+    val *r0 = c->n_input >= 2 ? ox_in_val(C, c, 0) : NULL;
+    if (!r0 || r0->prod < 0 || r0->prod >= (int)C->g->n_node || C->skip[r0->prod] != 3
+        || !op_is(C->g->node[r0->prod], "Reshape"))
+        return 0;
+    *rc = 0;
+    size_t P = c->n_input;
+    int chain[SB_MAX_IO][3], split = -1;
+    for (size_t j = 0; j < P; j++) {
+        chain[j][2] = ox_in_val(C, c, j)->prod;
+        chain[j][1] = ox_in_val(C, C->g->node[chain[j][2]], 0)->prod;
+        chain[j][0] = ox_in_val(C, C->g->node[chain[j][1]], 0)->prod;
+        split = ox_in_val(C, C->g->node[chain[j][0]], 0)->prod;
+        for (int q = 0; q < 3; q++)
+            ox_absorb(C, chain[j][q]);
+    }
+    ox_absorb(C, split);
+    const Onnx__NodeProto *sn = C->g->node[split];
+    val *y = ox_vget(C, out0(c)), *k = ox_in_val(C, sn, 0);
+    if (!y)
+        return *rc = -1, 1;
+    y->kind = V_POISON;
+    if (!k || k->kind == V_POISON)
+        return 1; /* its producer was refused */
+    for (size_t j = 0; j < P; j++)
+        for (int q = 1; q < 3; q++)
+            for (size_t i = 1; i < C->g->node[chain[j][q]]->n_input; i++) {
+                val *v = ox_in_val(C, C->g->node[chain[j][q]], i);
+                if (v && v->kind == V_POISON)
+                    return 1;
+            }
+    int a = k->kind == V_ACT ? ox_norm_axis(ox_attr_i(sn, "axis", 0), k->nd) : -1;
+    if (a < 0 || !sym_is_const(k->shape[a]) || k->shape[a].c != (int64_t)P
+        || ox_norm_axis(ox_attr_i(c, "axis", 0), k->nd) != a) {
+        ox_unsupported(C, c, "a Concat of split parts expanded and reshaped that is not a repeat of "
+                       "one activation's parts along the split axis");
+        return 1;
+    }
+    val *sizes = ox_in_val(C, sn, 1);
+    for (int i = 0; sizes && i < sizes->ndata; i++)
+        if (sizes->kind != V_CONST || !is_one(sizes->data[i])) {
+            ox_unsupported(C, c, "the repeat's parts are not of one element each");
+            return 1;
+        }
+    int64_t rep = 0;
+    for (size_t j = 0; j < P; j++) {
+        body_state B;
+        memset(&B, 0, sizeof B);
+        B.k = k;
+        B.axis = a;
+        track *t = &B.t[B.n++];
+        t->name = sn->output[j];
+        for (int d = 0; d < k->nd; d++) {
+            t->shape[t->nd] = d == a ? S(1) : k->shape[d];
+            t->tag[t->nd++] = d == a ? TAG_ONE : d;
+        }
+        for (int q = 0; q < 3; q++) {
+            int r = track_node(C, &B, C->g->node[chain[j][q]], &B.t[B.n - 1]);
+            if (r)
+                return *rc = r < 0 ? -1 : 0, 1;
+        }
+        const track *f = &B.t[B.n - 1];
+        int ok = f->nd == k->nd && B.rep && (!rep || B.rep == rep);
+        for (int d = 0; ok && d < k->nd; d++)
+            ok = d == a ? f->tag[d] == TAG_REP : f->tag[d] == d && sym_eq(f->shape[d], k->shape[d]);
+        if (!ok) {
+            ox_unsupported(C, c, "part %zu of the split is not repeated in place along the split axis "
+                           "(only torch's repeat_interleave by one number is read)", j);
+            return 1;
+        }
+        rep = B.rep;
+    }
+    *rc = emit_repeat(C, c, k, a, rep, y);
+    if (*rc > 0)
+        *rc = 0;
+    if (C->info)
+        C->info->nfused += (int)(3 * P + 1);
+    return 1;
 }
 
 #endif /* SB_HAVE_ONNX */
