@@ -26,8 +26,12 @@ Files:
   gqa_dynseq14.onnx    the same with the sequence axis dynamic too ("seq"):
                        the tables are cut at the dynamic length, which the
                        import needs as a number (--dim seq=16)
+  gqa_uneven14.onnx    1 layer of it repeating the 2 kv heads 1 and 3 times
+                       (repeat_interleave(tensor([1, 3]), dim=1)): not one
+                       count, so both forms are refused, naming why
   nn_transformer14.onnx  torch.nn.Transformer(d_model=16, nhead=2, 1 encoder
-                       and 1 decoder layer, dim_feedforward=32), static
+                       and 1 decoder layer, dim_feedforward=32) and a Linear
+                       to 10 classes (the logits the import trains), static
                        (seq=16, batch=4, 16) inputs (seq-first, the default
                        batch_first=False): its attention flattens (seq,
                        batch) to one Gemm axis; d_model = seq, so
@@ -48,7 +52,9 @@ import make_llm  # noqa: E402  (the Llama-style decoder of the other exports)
 
 
 class RepeatAttention(make_llm.LlamaAttention):
-    """make_llm.LlamaAttention with the kv heads repeated by repeat_interleave."""
+    """make_llm.LlamaAttention with the kv heads repeated by repeat_interleave
+    (by `counts`, a tensor of one count per kv head, when given)."""
+    counts = None
 
     def forward(self, x):
         b, s, _ = x.shape
@@ -58,7 +64,7 @@ class RepeatAttention(make_llm.LlamaAttention):
         cos, sin = self.cos[:s], self.sin[:s]
         q = q * cos + make_llm.rotate_half(q) * sin
         k = k * cos + make_llm.rotate_half(k) * sin
-        rep = self.h // self.kvh
+        rep = self.h // self.kvh if self.counts is None else torch.tensor(self.counts)
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
         a = (q @ k.transpose(2, 3)) / math.sqrt(self.hd)
@@ -68,12 +74,13 @@ class RepeatAttention(make_llm.LlamaAttention):
         return self.o(o)
 
 
-def gqa_model():
+def gqa_model(layers=2, counts=None):
     torch.manual_seed(0)
-    m = make_llm.Llama()  # vocab 100, embed 64, 4 heads, 2 kv heads, ff 128, seq 16, 2 layers
+    m = make_llm.Llama(layers=layers)  # vocab 100, embed 64, 4 heads, 2 kv heads, ff 128, seq 16
     for layer in m.layers:
         old = layer.attn
         layer.attn = RepeatAttention(64, 4, 2, 16)
+        layer.attn.counts = counts
         layer.attn.load_state_dict(old.state_dict())
     return m.eval()
 
@@ -84,6 +91,20 @@ def export(model, args, path, inputs, dynamic):
     n = sum(p.numel() for p in model.parameters())
     print(f"{path}: {os.path.getsize(path)} bytes, {n} parameters, "
           f"{make_llm.kept_params(model)} kept by the model file")
+
+
+class Seq2Seq(nn.Module):
+    """torch.nn.Transformer and a Linear to 10 classes per position: logits,
+    so that the import has a loss and trains."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                                dim_feedforward=32)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, src, tgt):
+        return self.head(self.t(src, tgt))
 
 
 def main():
@@ -97,9 +118,10 @@ def main():
     export(m, (ids,), os.path.join(a.outdir, "gqa_dyn14.onnx"), ["x"], {"x": {0: "batch"}, "y": {0: "batch"}})
     export(m, (ids,), os.path.join(a.outdir, "gqa_dynseq14.onnx"), ["x"],
            {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    export(gqa_model(layers=1, counts=[1, 3]), (ids,), os.path.join(a.outdir, "gqa_uneven14.onnx"), ["x"],
+           {"x": {0: "batch"}, "y": {0: "batch"}})
     torch.manual_seed(0)
-    t = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                       dim_feedforward=32).eval()
+    t = Seq2Seq().eval()
     src, tgt = torch.randn(16, 4, 16), torch.randn(16, 4, 16)
     with torch.no_grad():
         print("nn.Transformer: output", tuple(t(src, tgt).shape))
