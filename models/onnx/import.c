@@ -439,12 +439,6 @@ static int do_node(ctx *C, int ni)
     return 0;
 }
 
-const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n)
-{
-    const Onnx__AttributeProto *a = op_is(n, "Loop") ? ox_attr(n, "body") : NULL;
-    return a ? a->g : NULL;
-}
-
 /* The values of a Loop body get their entries before the walk (lookups
  * during it never reallocate); their producer is the Loop node. */
 static int body_values(ctx *C, const Onnx__NodeProto *loop, int ni)
@@ -473,25 +467,6 @@ static int body_values(ctx *C, const Onnx__NodeProto *loop, int ni)
         }
     }
     return 0;
-}
-
-int ox_run_handler(ctx *C, const Onnx__NodeProto *n)
-{
-    const ox_op *e = find_op(n->op_type);
-    if (!e || is_seq_op(n))
-        return ox_unsupported(C, n, "operator not supported in a Loop body");
-    for (size_t i = 0; i < n->n_input; i++) {
-        val *x = ox_in_val(C, n, i);
-        if (in_name(n, i) && (!x || (x->kind != V_CONST && x->kind != V_STATIC)))
-            return ox_unsupported(C, n, "in a Loop body, reads '%.80s', which is not a constant (only the "
-                                  "shape arithmetic of torch's repeat_interleave is read there)", in_name(n, i));
-    }
-    val *x = ox_in_val(C, n, 0), *x1 = ox_in_val(C, n, 1), *y = ox_out_val(C, n, 0);
-    if (!(e->flags & OX_NO_X) && !x)
-        return ox_unsupported(C, n, "missing input");
-    if (!y || (e->flags & OX_ACT))
-        return ox_unsupported(C, n, "not shape arithmetic");
-    return e->handler(C, n, x, x1, y);
 }
 
 static int prepass(ctx *C)

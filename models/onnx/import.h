@@ -356,10 +356,6 @@ int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axi
 int ox_hold_repeat(ctx *C);
 int ox_match_repeat(ctx *C, int ni, int *rc);
 
-/* import.c */
-/* Runs the handler of node n, one of a Loop body's (seq.c): its inputs
- * must be known; no pattern is tried. 0, 1 when refused, -1 fatal. */
-int ox_run_handler(ctx *C, const Onnx__NodeProto *n);
 /* The body graph of a Loop node, or NULL. */
 const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n);
 

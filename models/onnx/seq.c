@@ -14,7 +14,7 @@
  * which is y[.., i*r + q, ..] = k[.., i, ..]: the repeat of each part. The
  * pattern is recognised, not interpreted: SplitToSequence and SequenceEmpty
  * give sequence values (V_SEQ), the Loop checks its body — the shape
- * arithmetic folded with the importer's own handlers (ox_run_handler), the
+ * arithmetic folded with the importer's own handlers (run_fold), the
  * tensor path followed dim by dim (which dims are k's, which are the
  * repeat) — and ConcatFromSequence writes expand + reshape, as a static
  * export's `k[:, :, None].expand(..).reshape(..)` is read (shape.c): the
@@ -265,6 +265,49 @@ static int track_part(ctx *C, body_state *B, const Onnx__NodeProto *n, const val
     return 0;
 }
 
+/* The shape arithmetic a Loop body may hold, folded by the importer's own
+ * handlers (the ops of import.c's table that fold constants). */
+static const struct {
+    const char *op;
+    ox_handler fn;
+} k_fold[] = {
+    {"Constant", ox_node_constant}, {"Identity", ox_node_identity}, {"Cast", ox_node_identity},
+    {"Shape", ox_node_shape},       {"ConstantOfShape", ox_node_constantofshape},
+    {"Gather", ox_node_gather},     {"Unsqueeze", ox_node_unsqueeze}, {"Squeeze", ox_node_squeeze},
+    {"Concat", ox_node_concat},     {"Slice", ox_node_slice},         {"Reshape", ox_node_reshape},
+    {"Equal", ox_node_equal},       {"Where", ox_node_where},         {"Range", ox_node_range},
+    {"Expand", ox_node_expand},     {"Add", ox_node_binary},          {"Sub", ox_node_binary},
+    {"Mul", ox_node_binary},        {"Div", ox_node_binary},
+};
+
+const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n)
+{
+    const Onnx__AttributeProto *a = op_is(n, "Loop") ? ox_attr(n, "body") : NULL;
+    return a ? a->g : NULL;
+}
+
+/* Runs the folding handler of body node n: its inputs must be constants.
+ * 0, 1 when refused, -1 fatal. */
+static int run_fold(ctx *C, const Onnx__NodeProto *n)
+{
+    ox_handler fn = NULL;
+    for (size_t i = 0; i < sizeof k_fold / sizeof k_fold[0] && !fn; i++)
+        if (op_is(n, k_fold[i].op))
+            fn = k_fold[i].fn;
+    if (!fn)
+        return ox_unsupported(C, n, "in a Loop body: an operator other than shape arithmetic");
+    for (size_t i = 0; i < n->n_input; i++) {
+        val *x = ox_in_val(C, n, i);
+        if (in_name(n, i) && (!x || (x->kind != V_CONST && x->kind != V_STATIC)))
+            return ox_unsupported(C, n, "in a Loop body, reads '%.80s', which is not a constant (only the "
+                                  "shape arithmetic of torch's repeat_interleave is read there)", in_name(n, i));
+    }
+    val *x = ox_in_val(C, n, 0), *x1 = ox_in_val(C, n, 1), *y = ox_out_val(C, n, 0);
+    if ((!x && !op_is(n, "Constant")) || !y)
+        return ox_unsupported(C, n, "in a Loop body: missing input or output");
+    return fn(C, n, x, x1, y);
+}
+
 /* The Loop body's nodes, in order. seq_in, iter: the body's inputs; *ins:
  * the tracked tensor SequenceInsert appends. 0, or 1 when refused. */
 static int walk_body(ctx *C, body_state *B, const Onnx__GraphProto *b, const char *iter, const char *seq_in,
@@ -321,7 +364,7 @@ static int walk_body(ctx *C, body_state *B, const Onnx__GraphProto *b, const cha
                 return ox_unsupported(C, n, "in the repeat pattern: reads a part of the sequence");
         if (op_is(n, "Loop") || op_is(n, "If") || op_is(n, "Scan"))
             return ox_unsupported(C, n, "in a Loop body: a nested %s", n->op_type);
-        int nl0 = C->nl, rc = ox_run_handler(C, n);
+        int nl0 = C->nl, rc = run_fold(C, n);
         if (rc)
             return rc;
         if (C->nl != nl0)
