@@ -8,8 +8,9 @@
  * `heads`), with torch's 86848 parameters and the batch a param;
  * gqa_dynseq14 (dynamic seq too) is refused naming the axis until --dim
  * seq=16 fixes it; gqa_uneven14 (counts 1 and 3) is refused in both forms;
- * nn_transformer14 imports with the batch at dim 1 (seq-first), torch's
- * 5504 kept parameters, and re-imports at any --set batch. The search runs
+ * nn_transformer14 (seq = batch = d_model = 16) imports with the batch at
+ * dim 1 (seq-first), torch's 5504 kept parameters, and re-imports at any
+ * --set batch. The search runs
  * on each. Training on 2 ranks = 1 rank: tests/onnx_cli.sh. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -233,11 +234,11 @@ static void test_nn_transformer(void **state)
     (void)state;
     sb_model m;
     load_ok("nn_transformer14", NULL, NULL, 0, &m);
-    /* seq-first (seq, batch, embed) = (16, 4, 16): the batch is dim 1 */
-    assert_int_equal(param(&m, "batch"), 4);
+    /* seq-first (seq, batch, embed) = (16, 16, 16): the batch is dim 1 */
+    assert_int_equal(param(&m, "batch"), 16);
     for (int k = 0; k < 2; k++) {
         check_dim(input(&m, k), 0, "seq", 16);
-        check_dim(input(&m, k), 1, "batch", 4);
+        check_dim(input(&m, k), 1, "batch", 16);
         check_dim(input(&m, k), 2, "embed", 16);
     }
     assert_int_equal(model_weights(&m), 5504); /* make_dyn.py: torch's, less the Linear biases */
@@ -250,10 +251,11 @@ static void test_nn_transformer(void **state)
     sb_model_free(&m);
     /* the batch is a param the whole graph follows: other sizes still parse
      * (a reshape that took seq * batch = batch * embed the wrong way would
-     * not) */
+     * not), and it is dim 1, not the seq of dim 0 */
     for (int64_t b = 1; b <= 8; b *= 2) {
         sb_setting set = {.name = "batch", .value = b};
         load_ok("nn_transformer14", NULL, &set, 1, &m);
+        check_dim(input(&m, 1), 0, "seq", 16);
         check_dim(input(&m, 1), 1, "batch", b);
         assert_int_equal(model_weights(&m), 5504);
         sb_model_free(&m);

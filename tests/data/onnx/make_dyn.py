@@ -32,11 +32,12 @@ Files:
   nn_transformer14.onnx  torch.nn.Transformer(d_model=16, nhead=2, 1 encoder
                        and 1 decoder layer, dim_feedforward=32) and a Linear
                        to 10 classes (the logits the import trains), static
-                       (seq=16, batch=4, 16) inputs (seq-first, the default
+                       (seq=16, batch=16, 16) inputs (seq-first, the default
                        batch_first=False): its attention flattens (seq,
-                       batch) to one Gemm axis; d_model = seq, so
-                       seq * batch = batch * d_model (the sizes that used to
-                       give "inner dims differ")
+                       batch) to one Gemm axis; seq = batch = d_model, so
+                       every reshape's sizes coincide (seq * batch = batch *
+                       d_model, ...: the sizes that gave "inner dims 16 and
+                       16 differ")
 """
 import argparse
 import math
@@ -122,7 +123,7 @@ def main():
            {"x": {0: "batch"}, "y": {0: "batch"}})
     torch.manual_seed(0)
     t = Seq2Seq().eval()
-    src, tgt = torch.randn(16, 4, 16), torch.randn(16, 4, 16)
+    src, tgt = torch.randn(16, 16, 16), torch.randn(16, 16, 16)
     with torch.no_grad():
         print("nn.Transformer: output", tuple(t(src, tgt).shape))
     # nn.Transformer's norms are LayerNorms: every parameter but the
