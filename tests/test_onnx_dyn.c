@@ -10,7 +10,8 @@
  * seq=16 fixes it; gqa_uneven14 (counts 1 and 3) is refused in both forms;
  * nn_transformer14 (seq = batch = d_model = 16) imports with the batch at
  * dim 1 (seq-first), torch's 5504 kept parameters, and re-imports at any
- * --set batch. The search runs
+ * --set batch; nn_transformer_dyn14 (batch dynamic at dim 1) too, its
+ * packed cross-attention projection cut by Slices. The search runs
  * on each. Training on 2 ranks = 1 rank: tests/onnx_cli.sh. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -262,12 +263,34 @@ static void test_nn_transformer(void **state)
     }
 }
 
+/* The same with a dynamic batch at dim 1: the packed cross-attention
+ * projection is cut by Slices into weights of the parts (the same 5504). */
+static void test_nn_transformer_dyn(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_setting set = {.name = "batch", .value = 4};
+    load_ok("nn_transformer_dyn14", NULL, &set, 1, &m);
+    assert_int_equal(param(&m, "batch"), 4);
+    for (int k = 0; k < 2; k++) {
+        check_dim(input(&m, k), 0, "seq", 16);
+        check_dim(input(&m, k), 1, "batch", 4);
+        check_dim(input(&m, k), 2, "embed", 16);
+    }
+    assert_int_equal(model_weights(&m), 5504);
+    assert_int_equal(count_kind(&m, "dense"), 12);
+    assert_int_equal(count_kind(&m, "softmax"), 3);
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
 #ifdef SB_HAVE_ONNX
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gqa_dyn), cmocka_unit_test(test_gqa_dynseq),
         cmocka_unit_test(test_gqa_uneven), cmocka_unit_test(test_nn_transformer),
+        cmocka_unit_test(test_nn_transformer_dyn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #else

@@ -30,13 +30,15 @@ int ox_need_number(ctx *C, const Onnx__NodeProto *n, sym s, const char *what)
                           "fix it with `shardbench import --dim NAME=N`", what, ps);
 }
 
-/* y = x[st:en:sp] over the given axes, x a static tensor whose float data we
- * hold (k entries; axes normalised by the caller's slice_params). */
-int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
-                         const int64_t *ax, const int64_t *sp, int k, val *y)
+/* The elements x[st:en:sp] takes along each dim (ONNX's rules: negative
+ * bounds count from the end, then clamp; a negative step walks down from
+ * the start to the end, exclusive): first element lo, step, count cnt.
+ * 0, or 1 when refused. */
+static int slice_bounds(ctx *C, const Onnx__NodeProto *n, const val *x, const int64_t *st, const int64_t *en,
+                        const int64_t *ax, const int64_t *sp, int k, int64_t *lo, int64_t *step, int64_t *cnt,
+                        int64_t *dim)
 {
     int nd = x->nd;
-    int64_t lo[SB_MAX_DIMS], step[SB_MAX_DIMS], cnt[SB_MAX_DIMS], dim[SB_MAX_DIMS];
     for (int j = 0; j < nd; j++) {
         if (!sym_is_const(x->shape[j]))
             return ox_need_number(C, n, x->shape[j], "slice of a constant table whose size");
@@ -47,8 +49,8 @@ int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t
         int a = ox_norm_axis(ax[i], nd);
         if (a < 0)
             return ox_unsupported(C, n, "axis %lld out of range", (long long)ax[i]);
-        if (sp[i] == 0)
-            return ox_unsupported(C, n, "step 0");
+        if (sp[i] == 0 || sp[i] > ((int64_t)1 << 40) || sp[i] < -((int64_t)1 << 40))
+            return ox_unsupported(C, n, "step %lld (0, or beyond 2^40)", (long long)sp[i]);
         int64_t d = dim[a], s = st[i], e = en[i];
         /* ONNX: negative bounds count from the end, then clamp; a
          * negative step walks down from s to e (exclusive) */
@@ -68,6 +70,43 @@ int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t
         lo[a] = s;
         step[a] = sp[i];
     }
+    return 0;
+}
+
+/* y = x[st:en:sp] over the given axes (k entries), x a weight read for its
+ * shape only (a graph-only export's packed projection cut in parts, as
+ * nn.MultiheadAttention's in_proj_weight[:E] and [E:]): a weight of the
+ * part's shape. The parts are disjoint, so they train as the slices of one
+ * weight do, and count its elements once. */
+int ox_slice_weight(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
+                    const int64_t *ax, const int64_t *sp, int k, val *y)
+{
+    int64_t lo[SB_MAX_DIMS], step[SB_MAX_DIMS], cnt[SB_MAX_DIMS], dim[SB_MAX_DIMS];
+    int rc = slice_bounds(C, n, x, st, en, ax, sp, k, lo, step, cnt, dim);
+    if (rc)
+        return rc;
+    y->kind = V_STATIC;
+    y->weight = 1;
+    y->wt = -1;
+    y->nd = x->nd;
+    for (int j = 0; j < x->nd; j++) {
+        if (!cnt[j])
+            return ox_unsupported(C, n, "an empty slice of a weight");
+        y->shape[j] = S(cnt[j]);
+    }
+    return 0;
+}
+
+/* y = x[st:en:sp] over the given axes, x a static tensor whose float data we
+ * hold (k entries; axes normalised by the caller's slice_params). */
+int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
+                         const int64_t *ax, const int64_t *sp, int k, val *y)
+{
+    int nd = x->nd;
+    int64_t lo[SB_MAX_DIMS], step[SB_MAX_DIMS], cnt[SB_MAX_DIMS], dim[SB_MAX_DIMS];
+    int rc = slice_bounds(C, n, x, st, en, ax, sp, k, lo, step, cnt, dim);
+    if (rc)
+        return rc;
     int64_t total = 1;
     sym shape[SB_MAX_DIMS];
     for (int j = 0; j < nd; j++) {
@@ -87,7 +126,7 @@ int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t
         }
         f[o] = x->fdata[src];
     }
-    int rc = ox_set_fconst(C, y, nd, shape, (int)total, f);
+    rc = ox_set_fconst(C, y, nd, shape, (int)total, f);
     free(f);
     return rc;
 }
@@ -106,7 +145,7 @@ int ox_fold_split_const(ctx *C, const Onnx__NodeProto *n, val *x, int a, const i
         return ox_unsupported(C, n, "%d elements do not split into %d", x->ndata, parts);
     for (int i = 0; i < parts; i++) {
         int64_t len = ns >= 0 ? sizes[i] : each;
-        if (len < 0 || off + len > x->ndata)
+        if (len < 0 || len > x->ndata - off)
             return ox_unsupported(C, n, "split sizes beyond the %d elements", x->ndata);
         val *y = ox_out_val(C, n, (size_t)i);
         sym sh = S(len);

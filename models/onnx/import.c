@@ -163,8 +163,8 @@ static int weight_slot(const Onnx__NodeProto *n, size_t slot)
 {
     if (!n->op_type)
         return 0;
-    if (op_is(n, "Gather") || op_is(n, "Expand"))
-        return slot == 0;
+    if (op_is(n, "Gather") || op_is(n, "Expand") || op_is(n, "Slice"))
+        return slot == 0; /* Slice: a packed projection cut in parts (nn.MultiheadAttention) */
     if (op_is(n, "MatMul") || op_is(n, "Einsum"))
         return slot == 1;
     if (op_is(n, "Add") || op_is(n, "Sub") || op_is(n, "Mul") || op_is(n, "Div") || op_is(n, "Pow")
@@ -225,6 +225,15 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
     const char *role2i[2] = {"batch", "seq"}, *role2s[2] = {"seq", "batch"};
     char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[2048] = "";
     sym sz[SB_MAX_DIMS];
+    static const char *const batchy[] = {"batch", "batch_size", "N", "n", "b", "B", "bs", "batchsize", NULL};
+    static const char *const seqy[] = {"seq", "seq_len", "sequence", "sequence_length", "T", "S", "len", NULL};
+    /* a seq-first export with its batch dynamic: (seq, batch, ...) */
+    int ba = C->batch_axis;
+    if (nd >= 2 && sh->dim[1] && sh->dim[1]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+        && in_list(batchy, sh->dim[1]->dim_param)
+        && !(sh->dim[0] && sh->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+             && in_list(batchy, sh->dim[0]->dim_param)))
+        ba = 1;
     for (int i = 0; i < nd; i++) {
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
         const char *role = NULL;
@@ -234,7 +243,6 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
             return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d is fixed at "
                            "%lld (a fixed dim is at least 1; a dynamic one has a dim_param name)",
                            C->path, vi->name, i, (long long)d->dim_value);
-        int ba = C->batch_axis;
         if (nd == 4 && !isint)
             role = role4[i];
         else if (nd == 3 && !isint)
@@ -255,8 +263,6 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
             role = "batch";
         } else if (symbolic || v <= 0) {
             const char *dp = symbolic ? d->dim_param : "";
-            static const char *const batchy[] = {"batch", "batch_size", "N", "n", "b", "B", "bs", "batchsize", NULL};
-            static const char *const seqy[] = {"seq", "seq_len", "sequence", "sequence_length", "T", "S", "len", NULL};
             if ((i == 0 && !symbolic) || in_list(batchy, dp))
                 snprintf(pn, sizeof pn, "batch");
             else if (in_list(seqy, dp))

@@ -365,6 +365,8 @@ const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n);
 int ox_need_number(ctx *C, const Onnx__NodeProto *n, sym s, const char *what);
 int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
                          const int64_t *ax, const int64_t *sp, int k, val *y);
+int ox_slice_weight(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
+                    const int64_t *ax, const int64_t *sp, int k, val *y);
 int ox_fold_split_const(ctx *C, const Onnx__NodeProto *n, val *x, int a, const int64_t *sizes, int ns);
 
 /* elementwise.c */

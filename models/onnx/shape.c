@@ -179,21 +179,26 @@ static int batch_entry(ctx *C, const val *x, int nd, const sym *sz, int bi)
             p = j;
         else if (x->shape[j].e[bi])
             return -1;
-        else if (p < 0 && (A = A * ox_sym_export_val(C, x->shape[j])) <= 0)
+        else if (p < 0 && (__builtin_mul_overflow(A, ox_sym_export_val(C, x->shape[j]), &A) || A <= 0))
             return -1;
     }
     if (p < 0)
         return -1;
     /* (seq * batch) of a seq-first layout flattened: the batch is the
      * inner factor of `tokens` there */
-    if (x->kind == V_ACT && x->src[p] >= 0 && !strcmp(ox_lname(C, x, p), "tokens"))
-        A *= C->tok_before ? C->tok_before : C->batch_axis == 1 ? ox_sym_export_val(C, x->shape[p]) / B : 1;
+    int64_t AB;
+    if (B <= 0 || (x->kind == V_ACT && x->src[p] >= 0 && !strcmp(ox_lname(C, x, p), "tokens")
+                   && __builtin_mul_overflow(A, C->tok_before ? C->tok_before
+                                                : C->batch_axis == 1 ? ox_sym_export_val(C, x->shape[p]) / B : 1,
+                                             &A))
+        || __builtin_mul_overflow(A, B, &AB) || A <= 0)
+        return -1;
     int64_t lo = 1; /* elements of the entries before q */
     for (int q = 0; q < nd; q++) {
-        if (!sym_is_const(sz[q]) || sz[q].c <= 0)
+        int64_t hi;
+        if (!sym_is_const(sz[q]) || sz[q].c <= 0 || __builtin_mul_overflow(lo, sz[q].c, &hi))
             return -1;
-        int64_t hi = lo * sz[q].c;
-        if (A % lo == 0 && hi % (A * B) == 0) {
+        if (A % lo == 0 && hi % AB == 0) {
             if (sz[q].c % B)
                 return -1;
             if (C->seq && sz[q].c / B == C->seq)
@@ -713,6 +718,8 @@ static int op_slice(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
     }
     if (x->kind == V_STATIC && x->fdata && x->nf == ox_shape_numel(C, x->nd, x->shape))
         return ox_fold_slice_static(C, n, x, st, en, ax, sp, k, y);
+    if (x->kind == V_STATIC && x->weight && !x->fdata)
+        return ox_slice_weight(C, n, x, st, en, ax, sp, k, y);
     if (x->kind == V_CONST) {
         if (x->nd != 1 || k != 1 || sp[0] != 1 || ox_norm_axis(ax[0], 1) != 0)
             return ox_unsupported(C, n, "folds only 1-D constants with step 1");
@@ -986,8 +993,8 @@ static void check_seq_first(ctx *C, const val *x, int nd, const sym *sz)
         || !sym_is_const(x->shape[2]) || !sym_is_const(sz[1]) || !sym_is_const(sz[2]) || x->shape[1].c < 2
         || sz[1].c % x->shape[1].c)
         return;
-    int64_t H = sz[1].c / x->shape[1].c;
-    if (H > 1 && sz[2].c * H == x->shape[2].c)
+    int64_t H = sz[1].c / x->shape[1].c, e;
+    if (H > 1 && !__builtin_mul_overflow(sz[2].c, H, &e) && e == x->shape[2].c)
         C->seq_first = 1;
 }
 

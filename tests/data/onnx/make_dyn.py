@@ -38,6 +38,10 @@ Files:
                        every reshape's sizes coincide (seq * batch = batch *
                        d_model, ...: the sizes that gave "inner dims 16 and
                        16 differ")
+  nn_transformer_dyn14.onnx  the same with the batch axis (dim 1) dynamic:
+                       the cross-attention's packed in_proj_weight and bias
+                       are cut with Slice ([:E], [E:]) at Shape-derived
+                       bounds, the (seq, batch) rows flattened as before
 """
 import argparse
 import math
@@ -131,6 +135,8 @@ def main():
     kept = sum(p.numel() for name, p in t.named_parameters()
                if not (name.endswith("bias") and "norm" not in name))
     export(t, (src, tgt), os.path.join(a.outdir, "nn_transformer14.onnx"), ["src", "tgt"], None)
+    export(t, (src, tgt), os.path.join(a.outdir, "nn_transformer_dyn14.onnx"), ["src", "tgt"],
+           {"src": {1: "batch"}, "tgt": {1: "batch"}, "y": {1: "batch"}})
     print(f"nn_transformer14.onnx: {kept} kept (weights and norm scales/shifts, no Linear biases)")
 
 
