@@ -284,13 +284,30 @@ static void test_nn_transformer_dyn(void **state)
     sb_model_free(&m);
 }
 
+/* Source and target lengths dynamic too: two sequence params (S is
+ * `seq`, T its own), which may differ. */
+static void test_nn_transformer_dynlen(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_setting set[3] = {{.name = "batch", .value = 4}, {.name = "seq", .value = 16}, {.name = "T", .value = 8}};
+    load_ok("nn_transformer_dynlen14", NULL, set, 3, &m);
+    check_dim(input(&m, 0), 0, "seq", 16);
+    check_dim(input(&m, 0), 1, "batch", 4);
+    check_dim(input(&m, 1), 0, "T", 8);
+    check_dim(input(&m, 1), 1, "batch", 4);
+    assert_int_equal(model_weights(&m), 5504);
+    search_p4(&m);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
 #ifdef SB_HAVE_ONNX
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gqa_dyn), cmocka_unit_test(test_gqa_dynseq),
         cmocka_unit_test(test_gqa_uneven), cmocka_unit_test(test_nn_transformer),
-        cmocka_unit_test(test_nn_transformer_dyn),
+        cmocka_unit_test(test_nn_transformer_dyn), cmocka_unit_test(test_nn_transformer_dynlen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #else

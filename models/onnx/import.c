@@ -265,9 +265,12 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
             const char *dp = symbolic ? d->dim_param : "";
             if ((i == 0 && !symbolic) || in_list(batchy, dp))
                 snprintf(pn, sizeof pn, "batch");
-            else if (in_list(seqy, dp))
+            else if (in_list(seqy, dp) && (!C->seq_param[0] || !strcmp(C->seq_param, dp))) {
+                /* the first sequence axis; another one (nn.Transformer's
+                 * tgt length T beside src's S) keeps its own name */
                 snprintf(pn, sizeof pn, "seq");
-            else {
+                snprintf(C->seq_param, sizeof C->seq_param, "%s", dp);
+            } else {
                 size_t k = 0;
                 for (const char *p = dp; *p && k < 40; p++) {
                     int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9' && k);
@@ -292,8 +295,8 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
                 sz[i] = S(1);
                 sz[i].e[k] = 1;
             }
-            if (!strcmp(pn, "batch") || !strcmp(pn, "seq") || !role)
-                role = pn;
+            if (!strcmp(pn, "batch") || !strcmp(pn, "seq") || !role || !strcmp(role, "seq"))
+                role = pn; /* a second sequence axis is named by its param */
         } else {
             if (v > ((int64_t)1 << 40))
                 return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d too large", C->path, vi->name, i);

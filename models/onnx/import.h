@@ -167,6 +167,7 @@ typedef struct {
     int batch_axis;       /* the data inputs' dim that is the batch of a static export: 0, or 1
                              (seq-first: nn.Transformer's (seq, batch, embed)) */
     int seq_first;        /* set when a reshape shows the batch param is a seq-first export's seq */
+    char seq_param[SB_NAME_MAX]; /* the dim_param made the `seq` param, "" before */
     uint64_t dims_used;   /* the --dim options that fixed an axis (bit i) */
     int64_t tok_before;   /* the `tokens` dim's factor before its batch (seq when seq-major), 0: none yet */
 } ctx;

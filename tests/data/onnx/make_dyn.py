@@ -42,6 +42,8 @@ Files:
                        the cross-attention's packed in_proj_weight and bias
                        are cut with Slice ([:E], [E:]) at Shape-derived
                        bounds, the (seq, batch) rows flattened as before
+  nn_transformer_dynlen14.onnx  the same with the source and target lengths
+                       dynamic too ("S", "T"): two sequence params
 """
 import argparse
 import math
@@ -137,6 +139,8 @@ def main():
     export(t, (src, tgt), os.path.join(a.outdir, "nn_transformer14.onnx"), ["src", "tgt"], None)
     export(t, (src, tgt), os.path.join(a.outdir, "nn_transformer_dyn14.onnx"), ["src", "tgt"],
            {"src": {1: "batch"}, "tgt": {1: "batch"}, "y": {1: "batch"}})
+    export(t, (src, tgt), os.path.join(a.outdir, "nn_transformer_dynlen14.onnx"), ["src", "tgt"],
+           {"src": {0: "S", 1: "batch"}, "tgt": {0: "T", 1: "batch"}, "y": {0: "T", 1: "batch"}})
     print(f"nn_transformer14.onnx: {kept} kept (weights and norm scales/shifts, no Linear biases)")
 
 
