@@ -122,6 +122,20 @@ static void check_dim(const sb_tensor *t, int d, const char *name, int64_t size)
     assert_int_equal(t->dims[d].size, size);
 }
 
+/* The logits the loss reads: torch's output shape, dim by dim. */
+static void check_logits(const sb_model *m, const char *const *names, const int64_t *sizes, int nd)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].kind == SB_OP_SOFTMAX_XENT) {
+            const sb_tensor *t = &m->tensors[m->ops[i].in[0].tensor];
+            assert_int_equal(t->ndims, nd);
+            for (int d = 0; d < nd; d++)
+                check_dim(t, d, names[d], sizes[d]);
+            return;
+        }
+    fail_msg("no softmax_xent");
+}
+
 static void search_p4(const sb_model *m)
 {
     sb_cost_params cp;
@@ -184,6 +198,9 @@ static void test_gqa_dyn(void **state)
     assert_int_equal(param(&m, "batch"), 4);
     check_dim(input(&m, 0), 0, "batch", 4);
     check_dim(input(&m, 0), 1, "seq", 16);
+    static const char *const ln[] = {"batch", "seq", "vocab"};
+    static const int64_t ls[] = {4, 16, 100}; /* torch's logits (batch, 16, 100) */
+    check_logits(&m, ln, ls, 3);
     check_gqa(&m);
     /* op for op the kinds of the static export's import */
     load_ok("llama13", NULL, &set, 1, &s);
@@ -243,6 +260,9 @@ static void test_nn_transformer(void **state)
         check_dim(input(&m, k), 2, "embed", 16);
     }
     assert_int_equal(model_weights(&m), 5504); /* make_dyn.py: torch's, less the Linear biases */
+    static const char *const ln[] = {"seq", "batch", "classes"};
+    static const int64_t ls[] = {16, 16, 10}; /* torch's output (16, 16, 10) */
+    check_logits(&m, ln, ls, 3);
     assert_int_equal(count_kind(&m, "dense"), 12);
     assert_int_equal(count_kind(&m, "einsum"), 6);
     assert_int_equal(count_kind(&m, "norm"), 7);
@@ -272,6 +292,9 @@ static void test_nn_transformer_dyn(void **state)
     sb_setting set = {.name = "batch", .value = 4};
     load_ok("nn_transformer_dyn14", NULL, &set, 1, &m);
     assert_int_equal(param(&m, "batch"), 4);
+    static const char *const ln[] = {"seq", "batch", "classes"};
+    static const int64_t ls[] = {16, 4, 10};
+    check_logits(&m, ln, ls, 3);
     for (int k = 0; k < 2; k++) {
         check_dim(input(&m, k), 0, "seq", 16);
         check_dim(input(&m, k), 1, "batch", 4);
