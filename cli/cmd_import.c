@@ -26,6 +26,10 @@ static void usage(FILE *f)
                "                         '-' for stdout, no summary)\n"
                "      --set NAME=VALUE   default of an imported param (batch, other symbolic\n"
                "                         dims; repeatable)\n"
+               "      --dim NAME=N       fix the dynamic axis NAME (its ONNX name or the param\n"
+               "                         made of it: batch, seq) at N, as if exported static\n"
+               "                         (repeatable; needed where the import reads the axis\n"
+               "                         as a number)\n"
                "      --rename OLD=NEW   rename a dim of the import (repeatable)\n"
                "      --no-loss          do not end the graph with softmax_xent\n"
                "  -q, --quiet            no summary\n"
@@ -112,13 +116,13 @@ int cmd_import(int argc, char **argv)
         {"output", required_argument, 0, 'o'}, {"set", required_argument, 0, 'S'},
         {"rename", required_argument, 0, 'r'}, {"no-loss", no_argument, 0, 'L'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
-        {"from", required_argument, 0, 'F'},
+        {"from", required_argument, 0, 'F'},   {"dim", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
     sb_error err = {0};
-    sb_setting set[64];
+    sb_setting set[64], dims[16];
     sb_rename ren[64];
-    int nset = 0, nren = 0, quiet = 0, no_loss = 0, c;
+    int nset = 0, nren = 0, ndim = 0, quiet = 0, no_loss = 0, c;
     const char *outpath = NULL, *from = "onnx";
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
@@ -134,6 +138,10 @@ int cmd_import(int argc, char **argv)
                             : parse_rename(optarg, &ren[nren++], &err);
             break;
         case 'L': no_loss = 1; break;
+        case 'D':
+            rc = ndim == 16 ? sb_fail(&err, SB_EXIT_INPUT, "too many --dim options")
+                            : sb_setting_parse(optarg, &dims[ndim++], &err);
+            break;
         case 'F':
             from = optarg;
             if (strcmp(from, "hf") && strcmp(from, "onnx"))
@@ -158,8 +166,8 @@ int cmd_import(int argc, char **argv)
             fprintf(stderr, "shardbench import --from hf: -o FILE.model is required\n");
             return 2;
         }
-        if (nren || no_loss) {
-            fprintf(stderr, "shardbench import --from hf: --rename and --no-loss are ONNX options\n");
+        if (nren || no_loss || ndim) {
+            fprintf(stderr, "shardbench import --from hf: --rename, --dim and --no-loss are ONNX options\n");
             return 2;
         }
         return import_hf(in, outpath, set, nset, quiet);
@@ -175,7 +183,7 @@ int cmd_import(int argc, char **argv)
         outpath = defout;
     }
     sb_onnx_opts opts = {.renames = ren, .nrenames = nren, .settings = set, .nsettings = nset,
-                         .no_loss = no_loss};
+                         .no_loss = no_loss, .dims = dims, .ndims = ndim};
     char *data = NULL, *text = NULL;
     size_t size, len;
     sb_onnx_info info;

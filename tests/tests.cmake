@@ -928,14 +928,21 @@ if(SB_HAVE_ONNX)
 endif()
 set_tests_properties(test_onnx PROPERTIES TIMEOUT 120)
 
-# onnx_cli: the exports of make_llm.py through `shardbench search -p 8`,
+# test_onnx_dyn: dynamic-axis exports and nn.Transformer (make_dyn.py).
+sb_unit_test(test_onnx_dyn unit/test_onnx_dyn.c)
+if(SB_HAVE_ONNX)
+  target_compile_definitions(test_onnx_dyn PRIVATE SB_HAVE_ONNX=1)
+endif()
+set_tests_properties(test_onnx_dyn PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# onnx_cli: the exports of make_llm.py and make_dyn.py through `shardbench search -p 8`,
 # `mpirun -np 2 shardbench run --strategy best --steps 2` and test_equiv on
 # 2 ranks (tests/cli/onnx_cli.sh; test_equiv is built in the equiv topic).
 if(SB_HAVE_ONNX)
   add_test(NAME onnx_cli
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/onnx_cli.sh $<TARGET_FILE:shardbench>
             $<TARGET_FILE:test_equiv> ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
-  set_tests_properties(onnx_cli PROPERTIES TIMEOUT 300
+  set_tests_properties(onnx_cli PROPERTIES TIMEOUT 420
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
 endif()
 
@@ -1135,7 +1142,7 @@ endfunction()
 sb_labels(unit
   "^test_(parse|cost|profile|dp|pipesearch|results|kernels|search_baselines|export)$"
   "^test_(strategy_io|text|hf|cpuset|calibration|machine|collectives|megatron)$"
-  "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|dtensor)$"
+  "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|onnx_dyn|dtensor)$"
   "^test_executor_timing$" "^cuda_(host|check|check_self)$")
 sb_labels(mpi "^test_(relayout|agree|checkpoint|data_train|memory|zero)_np[0-9]+$"
   "^test_equiv_" "^test_bf16_keep$")

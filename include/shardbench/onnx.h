@@ -32,6 +32,12 @@ typedef struct {
     const sb_setting *settings;
     int nsettings;
     int no_loss;   /* 1: do not end the graph with softmax_xent */
+    /* --dim NAME=N: the dynamic axis NAME (its dim_param, or the param the
+     * import makes of it: batch, seq, ...) fixed at N, as if exported
+     * static; for what needs an axis as a number (a constant table cut to
+     * it). An axis the export does not have is an error. */
+    const sb_setting *dims;
+    int ndims;
 } sb_onnx_opts;
 
 /* How each dim name of the imported model came about. */

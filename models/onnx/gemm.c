@@ -61,7 +61,11 @@ static int emit_dense(ctx *C, const Onnx__NodeProto *n, val *x, sym units, val *
         snprintf(dn[i], SB_NAME_MAX, "%s", X->dn[i]);
         sz[i] = X->sz[i];
     }
-    dense_dim(C, ox_sym_val(C, units), X, graph_output(C, y->name), dn[X->nd - 1]);
+    /* logits: the graph's output, or read only by the bias Add that is */
+    int k = ox_only_consumer(C, y->name), logits = graph_output(C, y->name);
+    if (!logits && k >= 0 && op_is(C->g->node[k], "Add") && out0(C->g->node[k]))
+        logits = graph_output(C, out0(C->g->node[k]));
+    dense_dim(C, ox_sym_val(C, units), X, logits, dn[X->nd - 1]);
     sz[X->nd - 1] = units;
     char us[64];
     ox_sym_str(C, units, us, sizeof us);

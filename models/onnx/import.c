@@ -109,7 +109,7 @@ static const ox_op k_ops[] = {
     {"Flatten", ox_node_flatten, OX_ACT, NULL},
     {"Reshape", ox_node_reshape, 0, NULL},
     {"Transpose", ox_node_transpose, 0, NULL},
-    {"Split", ox_node_split, OX_ACT | OX_NO_Y, NULL},
+    {"Split", ox_node_split, OX_NO_Y, NULL},
     {"Equal", ox_node_equal, 0, NULL},
     {"Where", ox_node_where, 0, ox_match_masked_softmax},
     {"Range", ox_node_range, 0, NULL},
@@ -117,7 +117,18 @@ static const ox_op k_ops[] = {
     {"Expand", ox_node_expand, 0, NULL},
     /* lstm.c */
     {"LSTM", ox_node_lstm, OX_ACT | OX_NO_Y, NULL},
+    /* seq.c: torch's repeat_interleave under a dynamic axis */
+    {"SplitToSequence", ox_node_splittosequence, 0, NULL},
+    {"SequenceEmpty", ox_node_sequenceempty, OX_NO_X, NULL},
+    {"Loop", ox_node_loop, 0, NULL},
+    {"ConcatFromSequence", ox_node_concatfromsequence, 0, NULL},
 };
+
+static int is_seq_op(const Onnx__NodeProto *n)
+{
+    return op_is(n, "SplitToSequence") || op_is(n, "SequenceEmpty") || op_is(n, "Loop")
+           || op_is(n, "ConcatFromSequence");
+}
 
 /* The table's entry for an op type, or NULL. */
 static const ox_op *find_op(const char *op_type)
@@ -152,8 +163,8 @@ static int weight_slot(const Onnx__NodeProto *n, size_t slot)
 {
     if (!n->op_type)
         return 0;
-    if (op_is(n, "Gather") || op_is(n, "Expand"))
-        return slot == 0;
+    if (op_is(n, "Gather") || op_is(n, "Expand") || op_is(n, "Slice"))
+        return slot == 0; /* Slice: a packed projection cut in parts (nn.MultiheadAttention) */
     if (op_is(n, "MatMul") || op_is(n, "Einsum"))
         return slot == 1;
     if (op_is(n, "Add") || op_is(n, "Sub") || op_is(n, "Mul") || op_is(n, "Div") || op_is(n, "Pow")
@@ -184,6 +195,18 @@ static int add_sym(ctx *C, const char *name, int64_t def)
     return C->nsym++;
 }
 
+/* The --dim that fixes the dynamic axis named pn (the param) or dp (its
+ * dim_param): its index + 1, or 0. */
+static int fixed_dim(ctx *C, const char *pn, const char *dp)
+{
+    for (int i = 0; C->opts && i < C->opts->ndims; i++)
+        if (!strcmp(C->opts->dims[i].name, pn) || (dp && !strcmp(C->opts->dims[i].name, dp))) {
+            C->dims_used |= 1ull << (i < 63 ? i : 63);
+            return i + 1;
+        }
+    return 0;
+}
+
 static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
 {
     const Onnx__TypeProto *tp = vi->type;
@@ -198,10 +221,19 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
     int elem = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 1;
     int isint = elem == 6 || elem == 7 || elem == 2 || elem == 3 || elem == 4 || elem == 5 || elem == 12 || elem == 13;
     const char *role4[4] = {"batch", "channels", "height", "width"};
-    const char *role3[3] = {"batch", "seq", "embed"};
-    const char *role2i[2] = {"batch", "seq"};
+    const char *role3[3] = {"batch", "seq", "embed"}, *role3s[3] = {"seq", "batch", "embed"};
+    const char *role2i[2] = {"batch", "seq"}, *role2s[2] = {"seq", "batch"};
     char dn[SB_MAX_DIMS][SB_NAME_MAX], decl[2048] = "";
     sym sz[SB_MAX_DIMS];
+    static const char *const batchy[] = {"batch", "batch_size", "N", "n", "b", "B", "bs", "batchsize", NULL};
+    static const char *const seqy[] = {"seq", "seq_len", "sequence", "sequence_length", "T", "S", "len", NULL};
+    /* a seq-first export with its batch dynamic: (seq, batch, ...) */
+    int ba = C->batch_axis;
+    if (nd >= 2 && sh->dim[1] && sh->dim[1]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+        && in_list(batchy, sh->dim[1]->dim_param)
+        && !(sh->dim[0] && sh->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+             && in_list(batchy, sh->dim[0]->dim_param)))
+        ba = 1;
     for (int i = 0; i < nd; i++) {
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
         const char *role = NULL;
@@ -214,15 +246,15 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
         if (nd == 4 && !isint)
             role = role4[i];
         else if (nd == 3 && !isint)
-            role = role3[i];
+            role = ba ? role3s[i] : role3[i];
         else if (nd == 2 && isint)
-            role = role2i[i];
-        else if (i == 0)
+            role = ba ? role2s[i] : role2i[i];
+        else if (i == ba)
             role = "batch";
         int symbolic = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
                        && d->dim_param[0];
         int64_t v = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? d->dim_value : 0;
-        if (i == 0 && C->batch_static && v == C->batch_static) {
+        if (i == C->batch_axis && C->batch_static && v == C->batch_static) {
             int k = add_sym(C, "batch", v);
             if (k < 0)
                 return -1;
@@ -231,13 +263,14 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
             role = "batch";
         } else if (symbolic || v <= 0) {
             const char *dp = symbolic ? d->dim_param : "";
-            static const char *const batchy[] = {"batch", "batch_size", "N", "n", "b", "B", "bs", "batchsize", NULL};
-            static const char *const seqy[] = {"seq", "seq_len", "sequence", "sequence_length", "T", "S", "len", NULL};
             if ((i == 0 && !symbolic) || in_list(batchy, dp))
                 snprintf(pn, sizeof pn, "batch");
-            else if (in_list(seqy, dp))
+            else if (in_list(seqy, dp) && (!C->seq_param[0] || !strcmp(C->seq_param, dp))) {
+                /* the first sequence axis; another one (nn.Transformer's
+                 * tgt length T beside src's S) keeps its own name */
                 snprintf(pn, sizeof pn, "seq");
-            else {
+                snprintf(C->seq_param, sizeof C->seq_param, "%s", dp);
+            } else {
                 size_t k = 0;
                 for (const char *p = dp; *p && k < 40; p++) {
                     int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9' && k);
@@ -252,13 +285,18 @@ static int declare_input(ctx *C, const Onnx__ValueInfoProto *vi, val *x)
                     || !strcmp(pn, "cutoff"))
                     strcat(pn, "_");
             }
-            int k = add_sym(C, pn, 1);
-            if (k < 0)
-                return -1;
-            sz[i] = S(1);
-            sz[i].e[k] = 1;
-            if (!strcmp(pn, "batch") || !strcmp(pn, "seq") || !role)
-                role = pn;
+            int fixed = fixed_dim(C, pn, dp);
+            if (fixed > 0) {
+                sz[i] = S(C->opts->dims[fixed - 1].value);
+            } else {
+                int k = add_sym(C, pn, 1);
+                if (k < 0)
+                    return -1;
+                sz[i] = S(1);
+                sz[i].e[k] = 1;
+            }
+            if (!strcmp(pn, "batch") || !strcmp(pn, "seq") || !role || !strcmp(role, "seq"))
+                role = pn; /* a second sequence axis is named by its param */
         } else {
             if (v > ((int64_t)1 << 40))
                 return sb_fail(C->err, SB_EXIT_INPUT, "%s: graph input '%.100s': dim %d too large", C->path, vi->name, i);
@@ -347,6 +385,9 @@ static int do_node(ctx *C, int ni)
     /* the Add of a rotary pattern reads nodes held back from the walk */
     if (op_is(n, "Add") && ox_match_rope(C, ni, &rc))
         return rc < 0 ? -1 : 0;
+    /* so does the Concat of a repeat_interleave unrolled (seq.c) */
+    if (op_is(n, "Concat") && ox_match_repeat(C, ni, &rc))
+        return rc < 0 ? -1 : 0;
     for (size_t i = 0; i < n->n_input; i++) {
         const char *nm = in_name(n, i);
         if (!nm)
@@ -366,6 +407,12 @@ static int do_node(ctx *C, int ni)
         }
         if (x->kind == V_UNAVAIL) {
             ox_unsupported(C, n, "uses '%.80s', %s", nm, x->why);
+            poison_outputs(C, n);
+            return 0;
+        }
+        if (x->kind == V_SEQ && !is_seq_op(n)) {
+            ox_unsupported(C, n, "reads the sequence '%.80s' (sequences are imported only as torch's "
+                           "repeat_interleave: SplitToSequence, Loop, ConcatFromSequence)", nm);
             poison_outputs(C, n);
             return 0;
         }
@@ -401,6 +448,36 @@ static int do_node(ctx *C, int ni)
     return 0;
 }
 
+/* The values of a Loop body get their entries before the walk (lookups
+ * during it never reallocate); their producer is the Loop node. */
+static int body_values(ctx *C, const Onnx__NodeProto *loop, int ni)
+{
+    const Onnx__GraphProto *b = ox_loop_body(loop);
+    if (!b)
+        return 0;
+    if (b->n_node > 1024)
+        return sb_fail(C->err, SB_EXIT_INPUT, "%s: a Loop body of %zu nodes (at most 1024)", C->path, b->n_node);
+    for (size_t i = 0; i < b->n_input; i++)
+        if (b->input[i] && b->input[i]->name && b->input[i]->name[0] && !ox_vget(C, b->input[i]->name))
+            return -1;
+    for (size_t k = 0; k < b->n_node; k++) {
+        const Onnx__NodeProto *n = b->node[k];
+        if (!n)
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: empty node %zu in a Loop body", C->path, k);
+        for (size_t j = 0; j < n->n_input; j++)
+            if (n->input[j] && n->input[j][0] && !ox_vget(C, n->input[j]))
+                return -1;
+        for (size_t j = 0; j < n->n_output; j++) {
+            val *y = n->output[j] && n->output[j][0] ? ox_vget(C, n->output[j]) : NULL;
+            if (n->output[j] && n->output[j][0] && !y)
+                return -1;
+            if (y && y->prod < 0)
+                y->prod = ni;
+        }
+    }
+    return 0;
+}
+
 static int prepass(ctx *C)
 {
     Onnx__GraphProto *g = C->g;
@@ -428,6 +505,8 @@ static int prepass(ctx *C)
                 return sb_fail(C->err, SB_EXIT_INPUT, "%s: value '%.100s' is produced by two nodes", C->path, n->output[k]);
             y->prod = (int)ni;
         }
+        if (body_values(C, n, (int)ni))
+            return -1;
         for (size_t k = 0; k < n->n_input; k++)
             if (n->input[k] && n->input[k][0] && !ox_vget(C, n->input[k]))
                 return -1;
@@ -474,6 +553,8 @@ static int prepass(ctx *C)
     for (size_t ni = 0; ni < g->n_node; ni++)
         if (check_node_static(C, g->node[ni]))
             C->skip[ni] = 2; /* reported; its outputs are unknown */
+    if (ox_hold_repeat(C))
+        return -1;
     return ox_hold_rope(C);
 }
 
@@ -517,7 +598,8 @@ static int setup_inputs(ctx *C)
                       || sh->dim[k]->dim_value <= 0;
         if (all_weight)
             continue;
-        int64_t d0 = sh->dim[0] ? sh->dim[0]->dim_value : 0;
+        size_t ba = (size_t)C->batch_axis;
+        int64_t d0 = ba < sh->n_dim && sh->dim[ba] ? sh->dim[ba]->dim_value : 0;
         lead = ndata++ == 0 ? d0 : lead == d0 ? lead : -1;
     }
     if (!anysym && ndata && lead > 0)
@@ -564,6 +646,19 @@ static int setup_inputs(ctx *C)
         }
         if (declare_input(C, vi, x))
             return -1;
+    }
+    for (int i = 0; C->opts && i < C->opts->ndims; i++) {
+        if (C->opts->dims[i].value < 1 || C->opts->dims[i].value > ((int64_t)1 << 30))
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s=%lld: out of range (1 to 2^30)", C->path,
+                           C->opts->dims[i].name, (long long)C->opts->dims[i].value);
+        if (!(C->dims_used & (1ull << (i < 63 ? i : 63)))) {
+            char list[256] = "";
+            for (int k = 0; k < C->nsym; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", C->symname[k]);
+            return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s: the export has no dynamic axis '%s' (%s%s)",
+                           C->path, C->opts->dims[i].name, C->opts->dims[i].name,
+                           C->nsym ? "dynamic axes left: " : "no other dynamic axes", list);
+        }
     }
     return 0;
 }
@@ -706,8 +801,12 @@ static void write_text(ctx *C, const char *path, const sb_onnx_info *info, sbuf 
     }
 }
 
-int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
-                    char **text, size_t *len, sb_onnx_info *info, sb_error *err)
+/* One conversion with the static batch at dim batch_axis of the data
+ * inputs; *again set when a reshape shows that the batch taken is a
+ * seq-first export's sequence (the caller converts again with axis 1). */
+static int convert(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
+                   char **text, size_t *len, sb_onnx_info *info, sb_error *err, int batch_axis,
+                   int *again)
 {
     *text = NULL;
     *len = 0;
@@ -721,6 +820,7 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
     C->opts = opts;
     C->err = err;
     C->info = info;
+    C->batch_axis = batch_axis;
     int rc = -1;
     C->mp = onnx__model_proto__unpack(NULL, size, data);
     if (!C->mp) {
@@ -765,6 +865,10 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
             continue;
         if (do_node(C, (int)ni))
             goto out;
+    }
+    if (C->seq_first && !batch_axis && C->batch_static) {
+        *again = 1;
+        goto out;
     }
     if (C->nunsup) {
         report_unsupported(C, path, err);
@@ -813,6 +917,16 @@ int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_on
     rc = 0;
 out:
     free_ctx(C);
+    return rc;
+}
+
+int sb_onnx_to_text(const void *data, size_t size, const char *path, const sb_onnx_opts *opts,
+                    char **text, size_t *len, sb_onnx_info *info, sb_error *err)
+{
+    int again = 0;
+    int rc = convert(data, size, path, opts, text, len, info, err, 0, &again);
+    if (again)
+        rc = convert(data, size, path, opts, text, len, info, err, 1, &again);
     return rc;
 }
 

@@ -39,7 +39,11 @@ typedef struct {
 
 /* ---- the importer's state -------------------------------------------------- */
 
-enum { V_NONE = 0, V_CONST, V_STATIC, V_ACT, V_POISON, V_UNAVAIL };
+enum { V_NONE = 0, V_CONST, V_STATIC, V_ACT, V_POISON, V_UNAVAIL, V_SEQ };
+
+/* V_SEQ: what a sequence value holds (seq.c): the parts of a
+ * SplitToSequence, an empty sequence, or a Loop's repeat of each part. */
+enum { SQ_SPLIT = 1, SQ_EMPTY, SQ_REPEAT };
 
 typedef struct {
     const char *name;  /* ONNX value name (points into the decoded proto) */
@@ -62,6 +66,11 @@ typedef struct {
     int nf;                  /* V_STATIC: float (or bool) elements read, at most MAX_FCONST */
     float *fdata;            /* their values (rotary tables, masks), or NULL */
     int mask;                /* V_STATIC: an (n, n) causal mask (MASK_*), else 0 */
+    int sq;                  /* V_SEQ: SQ_* */
+    const char *sq_src;      /* V_SEQ: the value split (SQ_SPLIT) or repeated (SQ_REPEAT) */
+    int sq_axis, sq_keep;    /* its axis; SQ_SPLIT: parts keep the axis (size 1) */
+    sym sq_n;                /* SQ_SPLIT: the number of parts */
+    int64_t sq_rep;          /* SQ_REPEAT: each part repeated this often */
 } val;
 
 #define MAX_FCONST 65536  /* elements of a float or bool constant kept for pattern checks */
@@ -155,6 +164,12 @@ typedef struct {
     } *ropes;           /* rotary patterns held back from the walk (rope.c) */
     int nropes, capropes;
     int64_t batch_static; /* a static leading dim made the `batch` param (its value), else 0 */
+    int batch_axis;       /* the data inputs' dim that is the batch of a static export: 0, or 1
+                             (seq-first: nn.Transformer's (seq, batch, embed)) */
+    int seq_first;        /* set when a reshape shows the batch param is a seq-first export's seq */
+    char seq_param[SB_NAME_MAX]; /* the dim_param made the `seq` param, "" before */
+    uint64_t dims_used;   /* the --dim options that fixed an axis (bit i) */
+    int64_t tok_before;   /* the `tokens` dim's factor before its batch (seq when seq-major), 0: none yet */
 } ctx;
 
 /* ---- the node table ----------------------------------------------------------- */
@@ -213,6 +228,10 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_binary(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_pointwise(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 int ox_node_lstm(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_splittosequence(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_sequenceempty(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_loop(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
+int ox_node_concatfromsequence(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y);
 
 /* ---- small helpers -------------------------------------------------------------- */
 
@@ -330,7 +349,26 @@ int ox_hold_rope(ctx *C);
 int ox_match_rope(ctx *C, int ni, int *rc);
 
 /* shape.c */
+int ox_emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y);
+int ox_emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y);
 int ox_slice_range(ctx *C, const Onnx__NodeProto *n, int nd, int64_t d, int *axis, int64_t *s, int64_t *e);
+
+/* seq.c */
+int ox_hold_repeat(ctx *C);
+int ox_match_repeat(ctx *C, int ni, int *rc);
+
+/* The body graph of a Loop node, or NULL. */
+const Onnx__GraphProto *ox_loop_body(const Onnx__NodeProto *n);
+
+/* fold.c */
+/* Refuses node n: `what` depends on the dynamic axis (param) of s, which
+ * the import needs as a number (--dim NAME=N). Returns 1. */
+int ox_need_number(ctx *C, const Onnx__NodeProto *n, sym s, const char *what);
+int ox_fold_slice_static(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
+                         const int64_t *ax, const int64_t *sp, int k, val *y);
+int ox_slice_weight(ctx *C, const Onnx__NodeProto *n, val *x, const int64_t *st, const int64_t *en,
+                    const int64_t *ax, const int64_t *sp, int k, val *y);
+int ox_fold_split_const(ctx *C, const Onnx__NodeProto *n, val *x, int a, const int64_t *sizes, int ns);
 
 /* elementwise.c */
 int ox_match_gelu(ctx *C, int ni, int *rc);

@@ -160,6 +160,58 @@ static int emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const 
     return 0;
 }
 
+/* Where a row-major reshape puts x's batch: x has the `batch` param in one
+ * dim p, as its outer factor (batch, or batch * heads as torch's attention
+ * merges them), or where an earlier reshape put it in `tokens` (seq * batch
+ * when torch's attention flattens its (seq, batch) rows, batch * seq when a
+ * batch-first model does; ctx.tok_before);
+ * with A the elements before the batch factor, the batch spans
+ * flat positions in units of the rest from A to A * B. The entry of the
+ * reshape (export values) holding that whole span is the one that carries
+ * the batch: sizes that equal by chance (seq * batch = embed) do not
+ * matter. The entry, or -1 when the batch does not sit in one entry. */
+static int batch_entry(ctx *C, const val *x, int nd, const sym *sz, int bi)
+{
+    int64_t B = C->batch_static, A = 1;
+    int p = -1;
+    for (int j = 0; j < x->nd; j++) {
+        if (x->shape[j].e[bi] == 1 && p < 0)
+            p = j;
+        else if (x->shape[j].e[bi])
+            return -1;
+        else if (p < 0 && (__builtin_mul_overflow(A, ox_sym_export_val(C, x->shape[j]), &A) || A <= 0))
+            return -1;
+    }
+    if (p < 0)
+        return -1;
+    /* (seq * batch) of a seq-first layout flattened: the batch is the
+     * inner factor of `tokens` there */
+    int64_t AB;
+    if (B <= 0 || (x->kind == V_ACT && x->src[p] >= 0 && !strcmp(ox_lname(C, x, p), "tokens")
+                   && __builtin_mul_overflow(A, C->tok_before ? C->tok_before
+                                                : C->batch_axis == 1 ? ox_sym_export_val(C, x->shape[p]) / B : 1,
+                                             &A))
+        || __builtin_mul_overflow(A, B, &AB) || A <= 0)
+        return -1;
+    int64_t lo = 1; /* elements of the entries before q */
+    for (int q = 0; q < nd; q++) {
+        int64_t hi;
+        if (!sym_is_const(sz[q]) || sz[q].c <= 0 || __builtin_mul_overflow(lo, sz[q].c, &hi))
+            return -1;
+        if (A % lo == 0 && hi % AB == 0) {
+            if (sz[q].c % B)
+                return -1;
+            if (C->seq && sz[q].c / B == C->seq)
+                C->tok_before = A / lo; /* `tokens`: where the batch sits in it */
+            return q;
+        }
+        if (lo > A)
+            return -1;
+        lo = hi;
+    }
+    return -1;
+}
+
 /* With a static batch made the `batch` param (ctx.batch_static), a
  * Reshape's shape still holds the numbers the export saw. One entry becomes
  * batch times the rest so that the element counts agree as products of
@@ -185,6 +237,14 @@ static int symbolic_batch(ctx *C, const val *x, int nd, sym *sz, int infer)
             return 0;
     if (sym_eq(tx, ts))
         return 0;
+    int q = batch_entry(C, x, nd, sz, bi);
+    if (q >= 0) {
+        sym t = sz[q];
+        t.c /= B;
+        t.e[bi]++;
+        sz[q] = t;
+        return 0;
+    }
     int pre = 0, suf = 0;
     while (pre < nd && pre < x->nd && sym_eq(sz[pre], x->shape[pre]))
         pre++;
@@ -533,6 +593,8 @@ static int even_split(ctx *C, const Onnx__NodeProto *n, val *x, int a, int parts
 
 static int op_split(ctx *C, const Onnx__NodeProto *n, val *x)
 {
+    if (x->kind != V_ACT && x->kind != V_CONST)
+        return ox_unsupported(C, n, "applied to a float constant (only activations and integer constants)");
     int64_t ax = ox_attr_i(n, "axis", 0);
     int a = ox_norm_axis(ax, x->nd);
     if (a < 0)
@@ -550,6 +612,8 @@ static int op_split(ctx *C, const Onnx__NodeProto *n, val *x)
                 sizes[i] = ox_sym_val(C, s->data[i]);
         }
     }
+    if (x->kind == V_CONST)
+        return ox_fold_split_const(C, n, x, a, sizes, ns);
     if (ns >= 0) {
         if (ns != parts)
             return ox_unsupported(C, n, "%d split sizes for %d outputs", ns, parts);
@@ -643,8 +707,19 @@ static int op_slice(ctx *C, const Onnx__NodeProto *n, val *x, val *y)
 {
     int64_t st[SB_MAX_DIMS], en[SB_MAX_DIMS], ax[SB_MAX_DIMS], sp[SB_MAX_DIMS];
     int k;
-    if (slice_params(C, n, st, en, ax, sp, &k))
+    if (slice_params(C, n, st, en, ax, sp, &k)) {
+        for (size_t i = 1; i < 5 && i < n->n_input; i++) {
+            val *b = ox_in_val(C, n, i);
+            for (int j = 0; b && b->kind == V_CONST && j < b->ndata; j++)
+                if (!sym_is_const(b->data[j]))
+                    return ox_need_number(C, n, b->data[j], "a bound of the slice");
+        }
         return ox_unsupported(C, n, "starts/ends/axes/steps are not constants");
+    }
+    if (x->kind == V_STATIC && x->fdata && x->nf == ox_shape_numel(C, x->nd, x->shape))
+        return ox_fold_slice_static(C, n, x, st, en, ax, sp, k, y);
+    if (x->kind == V_STATIC && x->weight && !x->fdata)
+        return ox_slice_weight(C, n, x, st, en, ax, sp, k, y);
     if (x->kind == V_CONST) {
         if (x->nd != 1 || k != 1 || sp[0] != 1 || ox_norm_axis(ax[0], 1) != 0)
             return ox_unsupported(C, n, "folds only 1-D constants with step 1");
@@ -906,11 +981,30 @@ int ox_node_flatten(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
     return op_flatten(C, n, x, y);
 }
 
+/* (batch, b, E) -> (batch, b * H, E / H), H > 1, b a number: the head
+ * split of torch's attention, which merges the heads into the batch, here
+ * into dim 1: the `batch` param of this static export is the sequence of a
+ * seq-first layout (nn.Transformer's (seq, batch, embed)). */
+static void check_seq_first(ctx *C, const val *x, int nd, const sym *sz)
+{
+    sym b;
+    if (!C->batch_static || C->batch_axis || x->kind != V_ACT || x->nd != 3 || nd != 3 || !batch_sym(C, &b)
+        || !sym_eq(x->shape[0], b) || !sym_eq(sz[0], b) || !sym_is_const(x->shape[1])
+        || !sym_is_const(x->shape[2]) || !sym_is_const(sz[1]) || !sym_is_const(sz[2]) || x->shape[1].c < 2
+        || sz[1].c % x->shape[1].c)
+        return;
+    int64_t H = sz[1].c / x->shape[1].c, e;
+    if (H > 1 && !__builtin_mul_overflow(sz[2].c, H, &e) && e == x->shape[2].c)
+        C->seq_first = 1;
+}
+
 int ox_node_reshape(ctx *C, const Onnx__NodeProto *n, val *x, val *x1, val *y)
 {
     int nd = 0;
     sym sz[SB_MAX_DIMS];
     int rc = reshape_target(C, n, x, x1, &nd, sz);
+    if (!rc)
+        check_seq_first(C, x, nd, sz);
     if (!rc && x->kind == V_ACT)
         rc = emit_reshape(C, n, x, nd, sz, y);
     else if (!rc && x->kind == V_CONST && ox_shape_numel(C, nd, sz) == x->ndata)
@@ -1260,6 +1354,19 @@ int ox_node_expand(ctx *C, const Onnx__NodeProto *n, val *x, val *s, val *y)
         return emit_expand(C, n, &w, nd, out, y);
     }
     return emit_expand(C, n, x, nd, out, y);
+}
+
+/* For seq.c's repeat (repeat_interleave): the reshape and expand writers. */
+int ox_emit_reshape(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y)
+{
+    return emit_reshape(C, n, x, nd, sz, y);
+}
+
+int ox_emit_expand(ctx *C, const Onnx__NodeProto *n, val *x, int nd, const sym *sz, val *y)
+{
+    if (!ox_have(C, "y = expand(x, shape=[c=2, a=4, b=4])"))
+        return ox_refuse_shaped(C, n, y, nd, sz, "needs the model op expand(x, shape=[...]), which this build does not have");
+    return emit_expand(C, n, x, nd, sz, y);
 }
 
 #endif /* SB_HAVE_ONNX */

@@ -817,15 +817,30 @@ int ox_same_shape(const val *a, const val *b)
     return 1;
 }
 
-/* Whether the named value is (or will be, as a Constant's output) static. */
-int ox_static_name(ctx *C, const char *name)
+/* Whether the named value is (or will be, as a Constant's output) static:
+ * also a constant table cut to the sequence of a dynamic-axis export
+ * (`self.cos[:s]`), static once its bounds fold. */
+static int static_name_d(ctx *C, const char *name, int depth)
 {
     val *x = name ? ox_vfind(C, name) : NULL;
     if (!x)
         return 0;
     if (is_static(x))
         return 1;
-    return x->prod >= 0 && op_is(C->g->node[x->prod], "Constant");
+    if (x->prod < 0 || x->prod >= (int)C->g->n_node)
+        return 0;
+    const Onnx__NodeProto *p = C->g->node[x->prod];
+    if (op_is(p, "Constant"))
+        return 1;
+    return depth < 8
+           && (op_is(p, "Slice") || op_is(p, "Unsqueeze") || op_is(p, "Squeeze") || op_is(p, "Cast")
+               || op_is(p, "Identity"))
+           && static_name_d(C, in_name(p, 0), depth + 1);
+}
+
+int ox_static_name(ctx *C, const char *name)
+{
+    return static_name_d(C, name, 0);
 }
 
 /* A node refused only for a model op this build lacks: y still gets a
