@@ -906,6 +906,10 @@ static int search_plain(search_args *a)
     sb_model m;
     sb_problem pb;
     a->so.cp.node_order = a->rank_order == 1;
+    if (!strcmp(a->algo, "pase") || !strcmp(a->algo, "bf")) { /* the exact DP: bounded first */
+        a->so.refuse_tables = 1;
+        a->so.ao.dp.algo = !strcmp(a->algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
+    }
     if (shared_opts_problem(&a->so, &m, &pb, &err))
         return cli_fail(&err);
     sb_result r;

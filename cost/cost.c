@@ -85,6 +85,11 @@ static int enum_rec(enum_state *st, int level, int64_t prod)
     return 0;
 }
 
+int sb_configs_restricted(const sb_op *op)
+{
+    return sb_kind_search_table[op->kind]->config_ok != NULL;
+}
+
 int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb_error *err)
 {
     int nch[SB_MAX_DIMS];

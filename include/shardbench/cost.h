@@ -198,6 +198,10 @@ typedef struct {
 int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out,
                          sb_error *err);
 
+/* 1 when op's kind restricts its configs beyond the splits (reshape
+ * contiguity): two ops of such a kind with equal dims may differ. */
+int sb_configs_restricted(const sb_op *op);
+
 /* Vertex cost of op under config c (ndims split counts); with
  * cp->recompute all, sb_recompute_cost added for a recomputable op. */
 double sb_op_cost(const sb_model *m, const sb_op *op, const int *c,
