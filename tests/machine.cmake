@@ -58,3 +58,9 @@ add_test(NAME search_refuse
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/search_refuse.sh $<TARGET_FILE:shardbench>)
 set_tests_properties(search_refuse PROPERTIES TIMEOUT 300
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# op_breakdown: the op-level searches' time_breakdown_seconds (--algo megatron's
+# keys, summing to the step) for the plain and full spaces; --dp-overlap.
+add_test(NAME op_breakdown
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/op_breakdown.sh $<TARGET_FILE:shardbench>)
+set_tests_properties(op_breakdown PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")

@@ -122,6 +122,11 @@ typedef struct {
      * their gradients, the largest transient buffer), when the caller sets
      * peak_bytes_per_device; printed with a machine file */
     double mem_parts[5];
+    /* the step's parts (compute, tp_comm, dp_comm, pp_comm, bubble, optimizer:
+     * shardbench/breakdown.h) in cost units, when the caller sets has_time_parts;
+     * written as time_breakdown_seconds with a machine file */
+    int has_time_parts;
+    double time_parts[6];
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
     /* ops the search chose to recompute (--recompute auto: nops flags,
