@@ -5,7 +5,8 @@
 # summing to predicted_step_seconds, for the plain and the full space; the
 # data-parallel overlap (--dp-overlap, on by default with a GPU machine) hides
 # weight-gradient time (pp_comm: the slowest stage's sends, 0 when it is the last);
-# no machine, no breakdown and --dp-overlap refused.
+# memory-bound ops priced by bytes (by hand); Adam by default; no machine, no
+# breakdown and --dp-overlap refused.
 #
 #   tests/op_breakdown.sh SHARDBENCH
 set -uo pipefail
@@ -47,6 +48,29 @@ check "--dp-overlap off exposes more weight-gradient time and a step no shorter"
 import json; a = json.load(open('$TMP/full.json')); b = json.load(open('$TMP/full-off.json'))
 assert b['time_breakdown_seconds']['dp_comm'] > a['time_breakdown_seconds']['dp_comm']
 assert b['predicted_step_seconds'] >= a['predicted_step_seconds']"
+
+# Memory-bound ops by bytes on a GPU (docs/megatron.md), by hand at p=1 (no
+# collective): a forward and a backward kernel moving (fwd + bwd) words of
+# the precision (bf16: 2 bytes) per element over mem_gbs x hbm_eff, plus
+# kernel_us each; FLOP at F. add 3 + 2, softmax 2 + 3, layer norm 2 + 4.
+MF=$(dirname "${BASH_SOURCE[0]}")/../machines/h200-sxm.machine
+"$SB" search -m transformer -p 1 --machine h200-sxm --format json --db none > "$TMP/p1.json"
+check "memory-bound ops priced by bytes (add, softmax, norm), by hand" python3 -c "
+import json, math
+mf = dict(l.split()[:2] for l in open('$MF') if l.strip() and not l.startswith('#'))
+bw, eff, kus = float(mf['mem_gbs']) * 1e9, float(mf['hbm_eff']), float(mf['kernel_us'])
+d = json.load(open('$TMP/p1.json')); F = d['flops_tflops'] * 1e12
+words = {'add': 5, 'softmax': 5, 'norm': 6}
+seen = set()
+for o in d['ops']:
+    if o['type'] in words:
+        e = math.prod(x['size'] for x in o['dims'])
+        want = (e * words[o['type']] * 2 / (bw * eff) + 2 * kus * 1e-6) * F
+        assert abs(o['cost'] - want) <= 1e-9 * want, (o['name'], o['cost'], want)
+        seen.add(o['type'])
+assert seen == set(words), seen"
+check "a GPU machine's optimizer is Adam (as --algo megatron)" js "$TMP/full.json" \
+    "d['optimizer'] == 'adam'"
 
 "$SB" search -m transformer -p 64 --format json --db none > "$TMP/ref.json"
 check "no machine: no breakdown (the reference model's JSON as it was)" js "$TMP/ref.json" \
