@@ -142,7 +142,35 @@ static int split_by(const int *c, int nd, uint32_t dims, long m, double *low, do
     return 0;
 }
 
+/* The last groups found (sb_coll_group_of), per thread: an op's cost is
+ * priced up to three ways in a row (sb_op_cost_split) over the same groups. */
+typedef struct {
+    int key[SB_MAX_DIMS + 5], used;
+    sb_coll_group g;
+} group_memo;
+static _Thread_local group_memo group_last[8];
+static _Thread_local int group_next;
+
+static sb_coll_group coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims);
+
 sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
+{
+    int key[SB_MAX_DIMS + 5] = {0};
+    key[0] = nd, key[1] = (int)dims, key[2] = cp->node_devices, key[3] = cp->devices;
+    key[4] = cp->node_order;
+    memcpy(key + 5, c, (size_t)nd * sizeof *c);
+    for (int i = 0; i < 8; i++)
+        if (group_last[i].used && !memcmp(group_last[i].key, key, sizeof key))
+            return group_last[i].g;
+    group_memo *x = &group_last[group_next];
+    group_next = (group_next + 1) & 7;
+    memcpy(x->key, key, sizeof key);
+    x->used = 1;
+    x->g = coll_group_of(cp, c, nd, dims);
+    return x->g;
+}
+
+static sb_coll_group coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
 {
     double q = 1.0;
     long total = 1;
