@@ -228,10 +228,55 @@ int shared_opts_calibrate(shared_opts *so, sb_error *err)
     return cli_apply_calibration(so->calibration, so->fb_given, &so->cp, err);
 }
 
+/* The exact DP's tables bounded before the problem is priced
+ * (sb_search_estimate_model): a bound over --max-table-mb is refused now,
+ * with the figures and what to do, rather than minutes later at the limit.
+ * The bound is at least what the DP charges, so a --max-table-mb at the
+ * bound always lets the DP run to its end. */
+static int refuse_unfinishable(const sb_model *m, const shared_opts *so, sb_error *err)
+{
+    double limit = (so->ao.dp.max_table_mb > 0 ? so->ao.dp.max_table_mb : 4096) * 1e6;
+    sb_table_estimate te;
+    if (sb_search_estimate_model(m, so->p, &so->cp, &so->ao.dp, limit, &te, err))
+        return -1;
+    double secs = te.seconds;
+    int maxc = te.max_configs;
+    const char *tr = getenv("SB_DP_TRACE");
+    if (tr && *tr && strcmp(tr, "0"))
+        fprintf(stderr, "[dp] table bound: peak %.4f MB at '%s' (dependent set %d), largest "
+                        "table %.4g entries, largest dependent set %d; %.3f s (the bound %.3f s)\n",
+                te.peak_bytes / 1e6, te.peak_vertex >= 0 ? m->ops[te.peak_vertex].name : "-",
+                te.peak_depset, te.largest_table, te.max_depset, secs, te.seconds);
+    if (te.too_wide >= 0)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "search of %s at p=%d refused before the DP: op '%s' has a dependent set "
+                       "of more than 32 ops, more than the exact DP takes; search the full space "
+                       "(--space full) or price Megatron-LM's grid (--algo megatron)",
+                       m->name, so->p, m->ops[te.too_wide].name);
+    if (!(te.peak_bytes > limit))
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT,
+                   "search of %s at p=%d refused before the DP: its tables would need up to "
+                   "%.0f MB at once (at op '%s', dependent set %d), over the table limit of "
+                   "%.0f MB (--max-table-mb); the bound comes from the %d ops' config counts "
+                   "(at most %d) and the DP's dependent sets, in %.2f s. The exact op-level DP "
+                   "over all %d devices cannot finish within the limit: search the full space "
+                   "(--space full --memory SIZE: each pipeline stage's DP is small), price "
+                   "Megatron-LM's grid (--algo megatron), or give --max-table-mb %.0f (the "
+                   "bound) where the memory is there",
+                   m->name, so->p, te.peak_bytes / 1e6, m->ops[te.peak_vertex].name,
+                   te.peak_depset, limit / 1e6, m->nops, maxc, secs, so->p,
+                   ceil(te.peak_bytes / 1e6));
+}
+
 int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *err)
 {
     if (sb_model_load(so->model, so->set, so->nset, m, err))
         return -1;
+    if (so->refuse_tables && refuse_unfinishable(m, so, err)) {
+        sb_model_free(m);
+        return -1;
+    }
     if (sb_problem_build(m, so->p, &so->cp, pb, err)) {
         sb_model_free(m);
         return -1;

@@ -53,6 +53,8 @@ typedef struct {
     char cost_model[1024];       /* out: which cost model prices the problem, one line */
     int precision;               /* --precision (sb_precision), or -1: the machine's */
     double grad_word_bytes;      /* --grad-reduce-dtype's bytes, or 0: the recipe's */
+    int refuse_tables;           /* shared_opts_problem: the exact DP's tables bounded first
+                                    and a search over --max-table-mb refused (search, pase|bf) */
 } shared_opts;
 
 void shared_opts_default(shared_opts *so);

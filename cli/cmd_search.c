@@ -13,6 +13,7 @@
 #include "algos.h"
 #include "cli.h"
 #include "search_plot.h"
+#include "shardbench/breakdown.h"
 #include "shardbench/candidates.h"
 #include "shardbench/strategy.h"
 #include "shardbench/machine.h"
@@ -459,6 +460,19 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
             json_object_set_new(j, "predicted_tflops_per_device", cli_jreal(tfl));
             json_object_set_new(j, "predicted_mfu", cli_jreal(mfu));
         }
+        double parts[SB_BD_PARTS];
+        sb_error e2 = {0};
+        if (cp->machine[0]) { /* the step in --algo megatron's parts (breakdown.h) */
+            if (sb_pipe_breakdown(m, cp, r, parts, &e2)) {
+                fprintf(stderr, "shardbench: %s\n", e2.msg);
+                json_decref(j), json_decref(ops), json_decref(stages);
+                return NULL;
+            }
+            json_t *bd = json_object();
+            for (int k = 0; k < SB_BD_PARTS; k++)
+                json_object_set_new(bd, sb_breakdown_names[k], cli_jreal(pipe_seconds(cp, parts[k])));
+            json_object_set_new(j, "time_breakdown_seconds", bd);
+        }
     }
     for (int s = 0; s < pl->nstages; s++) {
         char *sj = sb_stage_json_str(m, pl, s);
@@ -681,7 +695,8 @@ static void search_usage(FILE *f)
             "                         least memory of any\n"
             "      --device-mem GIB   device memory; a strategy over it is only reported\n"
             "                         (default 80, or the machine file's)\n"
-            "      --optimizer sgd|adam   optimizer state in the memory model (default sgd)\n"
+            "      --optimizer sgd|adam   optimizer state in the memory model (default sgd;\n"
+            "                         adam with a GPU machine file, as --algo megatron)\n"
             "      --recompute none|auto|all  (--algo megatron: none|selective|full, full = all)\n"
             "                         activation recomputation in the memory and\n"
             "                         cost models (default none): all recomputes every op\n"
@@ -717,7 +732,11 @@ static void search_usage(FILE *f)
             "      --profiles DB|none where --machine's profiles are read (default\n"
             "                         results/shardbench.db; none: the analytic terms)\n"
             "      --cutoff N         minimum shard size (default: the model's)\n"
-            "      --max-table-mb MB  DP table memory limit (default 4096)\n"
+            "      --max-table-mb MB  DP table memory limit (default 4096; a search whose\n"
+            "                         tables are bounded over it is refused at once)\n"
+            "      --dp-overlap on|off  a GPU machine: the weight-gradient reduction\n"
+            "                         overlapped with the backward, exposed only past the\n"
+            "                         op's backward compute (default on, as --algo megatron)\n"
             "      --prune            pase, bf: drop dominated configs first (the same\n"
             "                         optimum; search/README.md says when it pays)\n"
             "      --space plain|full plain: one config per op on all P devices (PaSE's space);\n"
@@ -754,6 +773,8 @@ typedef struct {
     int space;               /* -1 as implied, 0 plain, 1 full */
     int zero_given, rc_opt_given;
     int rank_order;          /* --ranks: -1 auto (chosen), 0 block, 1 cyclic */
+    int dp_overlap;          /* --dp-overlap: -1 the default (on with a GPU machine), 0, 1 */
+    int opt_given;           /* --optimizer given (else Adam with a GPU machine, as megatron) */
 } search_args;
 
 /* More threads than the CPUs this process may use only share those CPUs
@@ -792,6 +813,7 @@ static int parse_search_args(int argc, char **argv, search_args *a)
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006}, {"threads", required_argument, 0, 1008},
         {"ranks", required_argument, 0, 1007}, {"plot", required_argument, 0, 1009},
+        {"dp-overlap", required_argument, 0, 1010},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
         CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
@@ -804,6 +826,7 @@ static int parse_search_args(int argc, char **argv, search_args *a)
     a->algo = "pase";
     a->space = -1;
     a->rank_order = -1;
+    a->dp_overlap = -1;
     sb_pipe_opts_default(&a->po);
     a->po.max_stage_devices = 64;
     a->po.threads = 0; /* as --threads: the CPUs this process may use */
@@ -815,6 +838,8 @@ static int parse_search_args(int argc, char **argv, search_args *a)
             a->zero_given = 1;
         if (c == SB_OPT_RECOMPUTE)
             a->rc_opt_given = 1;
+        if (c == 'o')
+            a->opt_given = 1;
         if (rc == 0) /* not a shared option */
             switch (c) {
             case 'a':
@@ -832,6 +857,13 @@ static int parse_search_args(int argc, char **argv, search_args *a)
                 break;
             case 'S': a->save = optarg; break;
             case 1009: a->plot = optarg; break;
+            case 1010:
+                if (!strcmp(optarg, "on") || !strcmp(optarg, "off"))
+                    a->dp_overlap = !strcmp(optarg, "on");
+                else
+                    rc = sb_fail(&err, SB_EXIT_INPUT, "--dp-overlap: '%s' is not on or off",
+                                 optarg);
+                break;
             case 'D': a->dot = optarg; break;
             case 'd': a->db = optarg; break;
             case 'O': a->adopt_db = 1; break;
@@ -885,6 +917,18 @@ static int parse_search_args(int argc, char **argv, search_args *a)
     }
     if (shared_opts_calibrate(&a->so, &err))
         return cli_fail(&err);
+    /* the weight-gradient reduction overlapped with the backward: a GPU machine's
+     * default (as Megatron-LM runs it); never in the reference model */
+    if (a->dp_overlap >= 0 && !(a->so.cp.gpu_sms > 0)) {
+        sb_fail(&err, SB_EXIT_INPUT, "--dp-overlap: needs a GPU machine file (--machine with "
+                "the GPU op model's figures, docs/machines.md)");
+        return cli_fail(&err);
+    }
+    a->so.cp.dp_overlap = a->so.cp.gpu_sms > 0 && a->dp_overlap != 0;
+    /* a GPU machine trains with Adam unless told (the memory model's optimizer
+     * state; --algo megatron prices Adam too) */
+    if (a->so.cp.gpu_sms > 0 && !a->opt_given)
+        a->so.ao.opt = SB_OPTIM_ADAM;
     if (!a->so.model || !a->so.p) {
         fprintf(stderr, "shardbench search: -m MODEL and -p P are required\n\n");
         search_usage(stderr);
@@ -900,6 +944,10 @@ static int search_plain(search_args *a)
     sb_model m;
     sb_problem pb;
     a->so.cp.node_order = a->rank_order == 1;
+    if (!strcmp(a->algo, "pase") || !strcmp(a->algo, "bf")) { /* the exact DP: bounded first */
+        a->so.refuse_tables = 1;
+        a->so.ao.dp.algo = !strcmp(a->algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
+    }
     if (shared_opts_problem(&a->so, &m, &pb, &err))
         return cli_fail(&err);
     sb_result r;
@@ -940,6 +988,10 @@ static int search_plain(search_args *a)
         double mp[5] = {parts.weights, parts.weight_grads, parts.optimizer,
                         parts.activations + parts.act_grads, parts.scratch};
         memcpy(r.mem_parts, mp, sizeof mp);
+        if (pb.cp.machine[0]) { /* the step in --algo megatron's parts */
+            sb_plain_breakdown(&pb, &r, r.time_parts);
+            r.has_time_parts = 1;
+        }
     }
     if (!strcmp(a->format, "json")) {
         sb_result_json(stdout, &pb, &r, a->algo);

@@ -85,6 +85,11 @@ static int enum_rec(enum_state *st, int level, int64_t prod)
     return 0;
 }
 
+int sb_configs_restricted(const sb_op *op)
+{
+    return sb_kind_search_table[op->kind]->config_ok != NULL;
+}
+
 int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb_error *err)
 {
     int nch[SB_MAX_DIMS];
@@ -122,11 +127,53 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 
 /* ---- vertex costs ---------------------------------------------------------- */
 
-double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+/* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights */
+static double op_cost_all(const sb_model *m, const sb_op *op, const int *c,
+                          const sb_cost_params *cp)
 {
-    /* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights */
     return sb_kind_search_table[op->kind]->cost(m, op, c, cp) + sb_zero_cost(m, op, c, cp)
            + (cp->recompute == SB_RECOMPUTE_ALL ? sb_recompute_cost(m, op, c, cp) : 0.0);
+}
+
+double sb_op_cost_split(const sb_model *m, const sb_op *op, const int *c,
+                        const sb_cost_params *cp, double *wgrad)
+{
+    double all = op_cost_all(m, op, c, cp);
+    if (wgrad)
+        *wgrad = 0.0;
+    if (cp->wgrad_free || !sb_op_trains_weight(m, op))
+        return all; /* an op without weights reduces no gradient */
+    sb_cost_params q = *cp;
+    q.wgrad_free = 1;
+    if (!cp->dp_overlap && !wgrad)
+        return all;
+    double rest = op_cost_all(m, op, c, &q), wg = all - rest;
+    if (!cp->dp_overlap || !(wg > 0)) {
+        if (wgrad)
+            *wgrad = wg;
+        return all;
+    }
+    /* overlapped: the reduction exposed beyond the op's backward compute
+     * (its forward, input- and weight-gradient passes: 2/3 of its compute,
+     * the collectives left out) */
+    q.coll_mode = SB_COLL_FREE;
+    double bwd = op_cost_all(m, op, c, &q) * (2.0 / 3.0), exposed = wg > bwd ? wg - bwd : 0.0;
+    if (wgrad)
+        *wgrad = exposed;
+    return rest + exposed;
+}
+
+double sb_op_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    return sb_op_cost_split(m, op, c, cp, NULL);
+}
+
+double sb_op_wgrad_cost(const sb_model *m, const sb_op *op, const int *c,
+                        const sb_cost_params *cp)
+{
+    double wg;
+    sb_op_cost_split(m, op, c, cp, &wg);
+    return wg;
 }
 
 double sb_recompute_cost(const sb_model *m, const sb_op *op, const int *c,

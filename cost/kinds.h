@@ -65,6 +65,18 @@ double sb_per_device_elems(const sb_op *op, const int *c);
 /* dims[d] / c[d] */
 double sb_per_dev(const sb_op *op, const int *c, int d);
 
+/* A memory-bound op's compute over `elems` elements per device: the
+ * reference's `units` per element at elem_ratio, or with a GPU machine
+ * (cp->gpu_sms) its forward and backward kernels moving fwd_words and
+ * bwd_words words (cp->word_bytes each) per element over the HBM
+ * bandwidth, plus a kernel's overhead each (docs/megatron.md). */
+double sb_elem_cost(const sb_cost_params *cp, double elems, double units, double fwd_words,
+                    double bwd_words);
+
+/* 1 when op trains a weight: its own (sb_op.weights) or an input declared
+ * `weight` in the model file. */
+int sb_op_trains_weight(const sb_model *m, const sb_op *op);
+
 /* The operand terms of sb_mem_elems (weights, wmax, in, outs) as most kinds
  * hold them: every input and output block, the op's own weights; saved and
  * scratch are 0 (the kind sets them). */

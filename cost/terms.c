@@ -142,7 +142,35 @@ static int split_by(const int *c, int nd, uint32_t dims, long m, double *low, do
     return 0;
 }
 
+/* The last groups found (sb_coll_group_of), per thread: an op's cost is
+ * priced up to three ways in a row (sb_op_cost_split) over the same groups. */
+typedef struct {
+    int key[SB_MAX_DIMS + 5], used;
+    sb_coll_group g;
+} group_memo;
+static _Thread_local group_memo group_last[8];
+static _Thread_local int group_next;
+
+static sb_coll_group coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims);
+
 sb_coll_group sb_coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
+{
+    int key[SB_MAX_DIMS + 5] = {0};
+    key[0] = nd, key[1] = (int)dims, key[2] = cp->node_devices, key[3] = cp->devices;
+    key[4] = cp->node_order;
+    memcpy(key + 5, c, (size_t)nd * sizeof *c);
+    for (int i = 0; i < 8; i++)
+        if (group_last[i].used && !memcmp(group_last[i].key, key, sizeof key))
+            return group_last[i].g;
+    group_memo *x = &group_last[group_next];
+    group_next = (group_next + 1) & 7;
+    memcpy(x->key, key, sizeof key);
+    x->used = 1;
+    x->g = coll_group_of(cp, c, nd, dims);
+    return x->g;
+}
+
+static sb_coll_group coll_group_of(const sb_cost_params *cp, const int *c, int nd, uint32_t dims)
 {
     double q = 1.0;
     long total = 1;
@@ -301,21 +329,54 @@ double sb_op_exchange(const sb_cost_params *cp, const sb_op *op, const int *c, u
     return sb_coll_p2p(cp, words, sb_op_group(cp, op, c, dims).nodes > 1);
 }
 
+/* ---- memory-bound ops ---------------------------------------------------------- */
+
+double sb_elem_cost(const sb_cost_params *cp, double elems, double units, double fwd_words,
+                    double bwd_words)
+{
+    if (!(cp->gpu_sms > 0)) /* the reference: units per element at elem_ratio */
+        return units * elems * cp->elem_ratio;
+    /* the GPU op model: a forward and a backward kernel, each its bytes over
+     * the HBM bandwidth it reaches plus a kernel's overhead, as FLOP at F */
+    double bytes = elems * (fwd_words + bwd_words) * cp->word_bytes;
+    double s = bytes / (cp->gpu_hbm_gbs * 1e9 * cp->gpu_hbm_eff) + 2.0 * cp->gpu_kernel_us * 1e-6;
+    return s * cp->tflops * 1e12;
+}
+
 /* ---- GEMMs and extents ------------------------------------------------------ */
 
 /* The forward, input-gradient and weight-gradient GEMMs of `batch` elements
  * (one batched kernel each) by the GPU op model (cost/gpu_op.c): tile and
  * wave quantization over the SMs, the large-GEMM fraction, bound by HBM. */
+/* The last GEMMs priced (sb_gemm_gpu_seconds), per thread: an op's cost is
+ * priced up to three ways in a row (sb_op_cost_split, the time breakdown)
+ * with the same GEMMs. */
+typedef struct {
+    double key[11], s; /* s 0: an empty slot */
+} gemm_memo;
+static _Thread_local gemm_memo gemm_last[4];
+static _Thread_local int gemm_next;
+
 double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)
 {
+    double key[11] = {batch, m, n, k, cp->gpu_peak_tflops, cp->gpu_gemm_eff, cp->gpu_hbm_gbs,
+                      cp->gpu_hbm_eff, cp->gpu_sms, cp->gpu_kernel_us, cp->word_bytes};
+    for (int i = 0; i < 4; i++)
+        if (gemm_last[i].s > 0 && !memcmp(gemm_last[i].key, key, sizeof key))
+            return gemm_last[i].s;
     sb_gpu g;
     memset(&g, 0, sizeof g);
     g.peak_tflops = cp->gpu_peak_tflops, g.gemm_eff = cp->gpu_gemm_eff;
     g.hbm_gbs = cp->gpu_hbm_gbs, g.hbm_eff = cp->gpu_hbm_eff, g.sms = cp->gpu_sms;
     g.tile_m = 128.0, g.tile_n = 256.0, g.kernel_us = cp->gpu_kernel_us;
     double B = cp->word_bytes;
-    return sb_gpu_gemm_s(&g, batch, m, n, k, B) + sb_gpu_gemm_s(&g, batch, m, k, n, B) +
-           sb_gpu_gemm_s(&g, batch, k, n, m, B);
+    double s = sb_gpu_gemm_s(&g, batch, m, n, k, B) + sb_gpu_gemm_s(&g, batch, m, k, n, B) +
+               sb_gpu_gemm_s(&g, batch, k, n, m, B);
+    gemm_memo *x = &gemm_last[gemm_next];
+    gemm_next = (gemm_next + 1) & 3;
+    memcpy(x->key, key, sizeof key);
+    x->s = s;
+    return s;
 }
 
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
@@ -470,9 +531,17 @@ int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double 
     return weight_replicas(m, op, c, elems, q, NULL, max);
 }
 
+int sb_op_trains_weight(const sb_model *m, const sb_op *op)
+{
+    for (int k = 0; k < op->nin; k++)
+        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT)
+            return 1;
+    return op->nweights > 0;
+}
+
 double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    if (cp->zero < 3)
+    if (cp->zero < 3 || cp->wgrad_free)
         return 0.0;
     double e[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
     uint32_t dims[SB_MAX_OP_WEIGHTS + SB_MAX_IO];

@@ -18,6 +18,9 @@
 double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,
                            const sb_cost_params *cp)
 {
+    if (cp->gpu_sms > 0) /* the GPU op model: exactly what the op's cost holds (its groups on
+                            the nodes, the gradient word, only what the overlap exposes) */
+        return sb_op_wgrad_cost(m, op, c, cp);
     double e[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
     int n = sb_weight_replicas(m, op, c, e, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
     double cost = 0.0;

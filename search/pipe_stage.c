@@ -770,9 +770,13 @@ int pipe_op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b)
         }
         for (int x = 0; x < cf.n; x++) {
             const int *c = cf.c + (size_t)x * (size_t)cf.ndims;
-            double cost = sb_op_cost(mb, op, c, &c2);
+            double cost, wg = 0.0;
+            if (c2.gpu_sms > 0) /* the GPU op model: the cost and its reduction at once */
+                cost = sb_op_cost_split(mb, op, c, &c2, M > 1 ? &wg : NULL);
+            else
+                cost = sb_op_cost(mb, op, c, &c2), wg = M > 1 ? sb_weight_grad_cost(mb, op, c, &c2) : 0.0;
             if (M > 1)
-                cost -= (double)(M - 1) / M * sb_weight_grad_cost(mb, op, c, &c2);
+                cost -= (double)(M - 1) / M * wg;
             b[v].c = fmin(b[v].c, cost); /* kept: recomputing only adds cost */
             for (int rc = rc_lo(X); rc <= rc_hi(X); rc++) {
                 /* recomputed: the op's least memory without its stage's kept

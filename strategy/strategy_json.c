@@ -81,6 +81,13 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
             json_object_set_new(j, "predicted_tflops_per_device", jreal(tfl));
             json_object_set_new(j, "predicted_mfu", jreal(mfu));
         }
+        static const char *const part[6] = {"compute", "tp_comm", "dp_comm", "pp_comm",
+                                            "bubble", "optimizer"}; /* as breakdown.h */
+        json_t *bd = r->has_time_parts && pb->cp.machine[0] ? json_object() : NULL;
+        for (int k = 0; bd && k < 6; k++)
+            json_object_set_new(bd, part[k], jreal(r->time_parts[k] / (pb->cp.tflops * 1e12)));
+        if (bd)
+            json_object_set_new(j, "time_breakdown_seconds", bd);
     }
     json_object_set_new(j, "search_seconds", jreal(r->seconds));
     json_object_set_new(j, "vertices", json_integer(m->nops));

@@ -885,6 +885,19 @@ set_tests_properties(megatron_cli PROPERTIES TIMEOUT 300
 add_test(NAME validate COMMAND shardbench validate)
 set_tests_properties(validate PROPERTIES TIMEOUT 120
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# search_refuse: a plain search whose DP tables are bounded over --max-table-mb
+# refused before the DP in seconds (exit 2, the bound and what to do); the bound
+# at least the DP's peak; a limit at the bound runs (search/dp_estimate.c).
+add_test(NAME search_refuse
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/search_refuse.sh $<TARGET_FILE:shardbench>)
+set_tests_properties(search_refuse PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# op_breakdown: the op-level searches' time_breakdown_seconds (--algo megatron's
+# keys, summing to the step) for the plain and full spaces; --dp-overlap.
+add_test(NAME op_breakdown
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/op_breakdown.sh $<TARGET_FILE:shardbench>)
+set_tests_properties(op_breakdown PROPERTIES TIMEOUT 300
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
 
 # ---- memory
 # Memory model: hand computations and the runtime's measured peak (within
@@ -1148,7 +1161,7 @@ sb_labels(mpi "^test_(relayout|agree|checkpoint|data_train|memory|zero)_np[0-9]+
   "^test_equiv_" "^test_bf16_keep$")
 sb_labels(cli
   "^(bench_pipeline|calibration_cli|calibrate_rate|cpuset_cli|export_extras|figures)$"
-  "^(figures_megatron|megatron_run)$"
+  "^(figures_megatron|megatron_run|search_refuse|op_breakdown)$"
   "^(hf_cli|hf_ref_.*|hostile_input|hostile_io|json_names|machine_cli|megatron_cli)$"
   "^(validate|nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
   "^(recompute_cli|run_cli|search_memory|search_pipeline|search_threads|export_jax)$"

@@ -5,7 +5,8 @@
 static double cost_elementwise(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
-    return (1.0 + op->pw) * sb_per_device_elems(op, c) * cp->elem_ratio;
+    /* GPU: read two, write one forward; the gradient read, two written (one aliased) */
+    return sb_elem_cost(cp, sb_per_device_elems(op, c), 1.0 + op->pw, 3.0, 2.0);
 }
 
 /* An all-reduce of the per-device block over the splits of the reduced

@@ -9,7 +9,6 @@
 
 static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    (void)m;
     double batch = 1.0;
     double dm = 1, dn = 1, dk = 1, cm = 1, cn = 1, ck = 1;
     uint32_t in_m = 0, in_n = 0, in_k = 0; /* the dims of each role */
@@ -23,8 +22,18 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
         default: break; /* SB_ROLE_NONE: a dim outside the product */
         }
     }
-    sb_coll_group g[3] = {sb_op_group(cp, op, c, in_m), sb_op_group(cp, op, c, in_n),
-                          sb_op_group(cp, op, c, in_k)};
+    const sb_coll_group one = {1.0, 1.0, 1.0};
+    int none = cp->coll_mode == SB_COLL_FREE; /* no collective priced: no group needed */
+    sb_coll_group g[3] = {none ? one : sb_op_group(cp, op, c, in_m),
+                          none ? one : sb_op_group(cp, op, c, in_n),
+                          none ? one : sb_op_group(cp, op, c, in_k)};
+    if (cp->wgrad_free && sb_op_trains_weight(m, op)) /* g[0] reduces the weight's gradient */
+        g[0] = one;
+    if (op->kind == SB_OP_EMBEDDING && cp->gpu_sms > 0) /* GPU: a gather, not a GEMM: the rows
+                                                           read and written, the gradient rows
+                                                           read and added (memory-bound) */
+        return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, 0.0)
+               + sb_elem_cost(cp, batch * (dm / cm) * (dn / cn), 0.0, 2.0, 2.0);
     return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw,
                         op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
 }

@@ -13,6 +13,8 @@ static double cost_lstm(const sb_model *m, const sb_op *op, const int *c, const 
     /* m: seq and batch (dims 1, 2), n: the gates (3), k: the input (4) */
     sb_coll_group g[3] = {sb_op_group(cp, op, c, 3u << 1), sb_op_group(cp, op, c, 1u << 3),
                           sb_op_group(cp, op, c, 1u << 4)};
+    if (cp->wgrad_free) /* g[0] reduces the gate matrices' gradient */
+        g[0] = (sb_coll_group){1.0, 1.0, 1.0};
     double cost = sb_gemm_cost(cp, L / c[0], (S * B) / ((double)c[1] * c[2]), (4.0 * N) / c[3],
                                (2.0 * K) / c[4], g, 3, 1.0);
     double src[2] = {B / c[2], N / c[3]}, tgt[2] = {B / c[2], K / c[4]};

@@ -16,7 +16,10 @@ static double norm_terms(const sb_op *op, const int *c, const sb_cost_params *cp
     uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
     sb_coll_group rows = sb_op_group(cp, op, c, 1u << a);
     sb_coll_group others = sb_op_group(cp, op, c, all & ~(1u << a));
-    return passes * e * cp->elem_ratio + row_ars * sb_coll_allreduce(cp, e / da, rows)
+    if (cp->wgrad_free) /* the scale (and shift) gradients' reductions left out */
+        gamma_ars = 0.0;
+    /* GPU: x read, y written; x and dy read, dx written (docs/megatron.md) */
+    return sb_elem_cost(cp, e, passes, 2.0, 4.0) + row_ars * sb_coll_allreduce(cp, e / da, rows)
            + gamma_ars * sb_coll_allreduce(cp, da, others);
 }
 

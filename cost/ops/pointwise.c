@@ -15,7 +15,8 @@ static double act_units(int fn)
 static double cost_act(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
-    return act_units(op->fn) * sb_per_device_elems(op, c) * cp->elem_ratio;
+    /* GPU: x read, y written; x and dy read, dx written */
+    return sb_elem_cost(cp, sb_per_device_elems(op, c), act_units(op->fn), 2.0, 3.0);
 }
 
 /* The iteration dims that operand o lacks: its partial gradients are
@@ -36,6 +37,8 @@ static double broadcast_grad_cost(const sb_model *m, const sb_op *op, int k, con
                                   const sb_cost_params *cp)
 {
     const sb_operand *o = &op->in[k];
+    if (cp->wgrad_free && m->tensors[o->tensor].kind == SB_TENSOR_WEIGHT)
+        return 0.0; /* a trained bias's gradient reduction */
     sb_coll_group g = sb_op_group(cp, op, c, missing_dims(op, o, m->tensors[o->tensor].ndims));
     return g.q > 1.0 ? sb_coll_allreduce(cp, sb_operand_elems(m, op, o, c), g) : 0.0;
 }
@@ -44,14 +47,17 @@ static double broadcast_grad_cost(const sb_model *m, const sb_op *op, int k, con
  * element, plus b's gradient all-reduce when b broadcasts over split dims. */
 static double cost_mul(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    return 2.0 * sb_per_device_elems(op, c) * cp->elem_ratio + broadcast_grad_cost(m, op, 1, c, cp);
+    /* GPU: a, b read, y written; dy, a, b read, da, db written */
+    return sb_elem_cost(cp, sb_per_device_elems(op, c), 2.0, 3.0, 5.0)
+           + broadcast_grad_cost(m, op, 1, c, cp);
 }
 
 /* expand: forward copy and backward sum, 1 unit per output element, plus
  * x's gradient all-reduce over the ranks that split the new dims. */
 static double cost_expand(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
-    return sb_per_device_elems(op, c) * cp->elem_ratio + broadcast_grad_cost(m, op, 0, c, cp);
+    return sb_elem_cost(cp, sb_per_device_elems(op, c), 1.0, 2.0, 2.0)
+           + broadcast_grad_cost(m, op, 0, c, cp);
 }
 
 /* Inputs (kept for backward: act's x, mul's a and b) and outputs; one

@@ -7,7 +7,7 @@
 static double cost_rope(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     (void)m;
-    return (2 * 4.0) * sb_per_device_elems(op, c) * cp->elem_ratio;
+    return sb_elem_cost(cp, sb_per_device_elems(op, c), 2 * 4.0, 2.0, 2.0); /* GPU: in, out */
 }
 
 /* Input and output blocks only. */

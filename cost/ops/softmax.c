@@ -25,8 +25,12 @@ static double cost_softmax(const sb_model *m, const sb_op *op, const int *c, con
         if (i != a)
             rows *= (double)op->dims[i].size / c[i];
     double cost = 0.0;
-    cost += (3.0 + 1) * e * cp->elem_ratio;
-    cost += e * (double)op->dims[a].size * cp->elem_ratio;
+    if (cp->gpu_sms > 0) { /* GPU: memory-bound, x read, y written; y and dy read, dx written */
+        cost += sb_elem_cost(cp, e, 0.0, 2.0, 3.0);
+    } else {
+        cost += (3.0 + 1) * e * cp->elem_ratio;
+        cost += e * (double)op->dims[a].size * cp->elem_ratio;
+    }
     sb_coll_group g = sb_op_group(cp, op, c, 1u << a);
     cost += sb_coll_allreduce(cp, rows, g);
     cost += sb_coll_allreduce(cp, rows * (double)op->dims[a].size, g);
@@ -42,9 +46,12 @@ static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c
     double batch = 1.0;
     for (int i = 0; i < last; i++)
         batch *= (double)op->dims[i].size / c[i];
-    double cost = (3.0 + 1) * e * cp->elem_ratio;
-    cost += batch * cp->elem_ratio;
-    cost += batch * cp->elem_ratio;
+    double cost;
+    if (cp->gpu_sms > 0) /* GPU: the logits read and an fp32 row written, each way (as
+                            --algo megatron's cross-entropy) */
+        cost = sb_elem_cost(cp, e, 0.0, 1.0 + 4.0 / cp->word_bytes, 1.0 + 4.0 / cp->word_bytes);
+    else
+        cost = (3.0 + 1) * e * cp->elem_ratio + batch * cp->elem_ratio + batch * cp->elem_ratio;
     if (c[last] > 1)
         cost += sb_op_exchange(cp, op, c, 1u << last, 2.0 * batch);
     return cost;

@@ -106,6 +106,16 @@ typedef struct {
     /* The GPU op model's figures for GEMM-like ops (a machine file with `sms`;
      * docs/megatron.md): gpu_sms 0 (the default) keeps the 3 m'n'k' term. */
     double gpu_sms, gpu_peak_tflops, gpu_gemm_eff, gpu_hbm_gbs, gpu_hbm_eff, gpu_kernel_us;
+    /* The data-parallel weight-gradient reduction overlapped with the
+     * backward (a GPU machine file, search --dp-overlap on, the default
+     * there, as Megatron-LM's bucketed overlap; docs/megatron.md): an op's
+     * reduction is exposed only where it passes the op's own backward
+     * compute (2/3 of its compute), sb_op_cost. 0: all of it (the reference). */
+    int dp_overlap;
+    /* 1: an op's cost without its weight-gradient reductions and ZeRO-3
+     * gathers (the kinds leave them out): sb_op_wgrad_cost and the time
+     * breakdown price the difference. 0 (the default): with them. */
+    int wgrad_free;
 } sb_cost_params;
 enum { SB_COLL_ANALYTIC = 0, SB_COLL_MEASURED = 1, SB_COLL_FREE = 2 };
 
@@ -197,6 +207,20 @@ typedef struct {
  * applying the op's restrictions (dims never split, reshape contiguity). */
 int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out,
                          sb_error *err);
+
+/* What op's weight-gradient reductions (and ZeRO-3 gathers) add to its
+ * cost under config c, as sb_op_cost prices them (exposed only, with
+ * cp->dp_overlap): sb_op_cost less the same with cp->wgrad_free. */
+double sb_op_wgrad_cost(const sb_model *m, const sb_op *op, const int *c,
+                        const sb_cost_params *cp);
+/* sb_op_cost, with what its weight-gradient reductions add (as
+ * sb_op_wgrad_cost) into *wgrad (may be NULL): both at the price of one. */
+double sb_op_cost_split(const sb_model *m, const sb_op *op, const int *c,
+                        const sb_cost_params *cp, double *wgrad);
+
+/* 1 when op's kind restricts its configs beyond the splits (reshape
+ * contiguity): two ops of such a kind with equal dims may differ. */
+int sb_configs_restricted(const sb_op *op);
 
 /* Vertex cost of op under config c (ndims split counts); with
  * cp->recompute all, sb_recompute_cost added for a recomputable op. */

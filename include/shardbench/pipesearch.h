@@ -143,7 +143,10 @@ int sb_model_microbatch(const sb_model *m, int M, sb_model *out, sb_error *err);
 int sb_pipe_stage_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err);
 
 /* The weight-gradient all-reduce of op under config c as the cost model
- * prices it: each trained tensor's shard over its replicas. */
+ * prices it: each trained tensor's shard over its replicas; with a GPU
+ * machine (cp->gpu_sms) exactly what the op's cost holds of it
+ * (sb_op_wgrad_cost: its groups, the gradient word, exposed only under
+ * cp->dp_overlap). */
 double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,
                            const sb_cost_params *cp);
 

@@ -31,6 +31,7 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp,
                      sb_problem *out, sb_error *err);
 void sb_problem_free(sb_problem *pb);
 
+
 /* Total cost F(G, phi) of a strategy (choice[i] = config index of op i). */
 double sb_strategy_cost(const sb_problem *pb, const int *choice);
 
@@ -121,6 +122,11 @@ typedef struct sb_result {
      * their gradients, the largest transient buffer), when the caller sets
      * peak_bytes_per_device; printed with a machine file */
     double mem_parts[5];
+    /* the step's parts (compute, tp_comm, dp_comm, pp_comm, bubble, optimizer:
+     * shardbench/breakdown.h) in cost units, when the caller sets has_time_parts;
+     * written as time_breakdown_seconds with a machine file */
+    int has_time_parts;
+    double time_parts[6];
     double peak_table_bytes;
     int *order;           /* vertex order used (nops) */
     /* ops the search chose to recompute (--recompute auto: nops flags,
@@ -136,6 +142,33 @@ int sb_result_recomputed(const sb_problem *pb, const sb_result *r, int i);
 int sb_search(const sb_problem *pb, const sb_search_opts *opts,
               sb_result *out, sb_error *err);
 void sb_result_free(sb_result *r);
+
+/* The DP's table memory bounded before it runs (search/dp_estimate.c): the
+ * DP's order run on the tables' scopes, each op's classes from how its
+ * configs lay out the tensors it shares, charged as the DP charges them.
+ * peak_bytes is at least the peak the DP charges (its classes, merged by
+ * value too, are never more): `search` refuses when it passes the limit
+ * (--max-table-mb). Milliseconds, not the DP's minutes. */
+typedef struct {
+    double peak_bytes;    /* the most the DP's tables may need at once */
+    int peak_vertex;      /* the op being eliminated then (-1: none) */
+    int peak_depset;      /* its dependent set */
+    int over_vertex;      /* the first op at which the bound passed limit_bytes (-1: never) */
+    int over_depset;
+    int max_depset;       /* the largest dependent set */
+    int too_wide;         /* an op whose dependent set passes the DP's 32 (-1: none) */
+    double largest_table; /* entries of the largest table */
+    int max_configs;      /* the most configs of one op */
+    double seconds;
+} sb_table_estimate;
+int sb_search_estimate(const sb_problem *pb, const sb_search_opts *opts, double limit_bytes,
+                       sb_table_estimate *out, sb_error *err);
+/* The same from the model alone, before any cost is priced: its configs at
+ * p (one enumeration per distinct op: repeated layers share it) and edges;
+ * out->max_configs their largest count. */
+int sb_search_estimate_model(const sb_model *m, int p, const sb_cost_params *cp,
+                             const sb_search_opts *opts, double limit_bytes,
+                             sb_table_estimate *out, sb_error *err);
 
 /* Exhaustive search (tests only: product of config counts must be small). */
 int sb_search_brute(const sb_problem *pb, sb_result *out, sb_error *err);
