@@ -1,5 +1,5 @@
-# The cuda backend's kept bf16 conversions of GEMM operands and its list
-# of table entries that may write device memory (runtime/cuda/writes.hpp),
+# The cuda backend's kept bf16 conversions of GEMM operands and its wrapper
+# of the backend entries that may write device memory (runtime/cuda/writes.hpp),
 # on the CPU: tests/test_bf16_keep.cc trains five models (test sizes) with
 # data parallel and the search's best on 2 ranks through "cpu-bf16" (the
 # cpu-devmem table with the cuda backend's bf16 GEMM policy), keeping on
