@@ -126,7 +126,7 @@ static const char *const framework_notes[4][3] = {
 
 /* The parts of a version-2 strategy file beyond one config per op, as
  * comment lines before the layouts. */
-static void extras_text(FILE *f, const sb_model *m, const sb_strategy_file *sf,
+static void extras_text(FILE *f, const sb_model *m, const sb_strategy *sf,
                         sb_export_format fmt)
 {
     const sb_pipeline *pl = &sf->pipe;
@@ -156,7 +156,7 @@ static void extras_text(FILE *f, const sb_model *m, const sb_strategy_file *sf,
 }
 
 /* The same as a JSON object (added to the export's JSON as "strategy_extras"). */
-static json_t *extras_json(const sb_model *m, const sb_strategy_file *sf, sb_export_format fmt)
+static json_t *extras_json(const sb_model *m, const sb_strategy *sf, sb_export_format fmt)
 {
     const sb_pipeline *pl = &sf->pipe;
     json_t *stages = json_array(), *rc = json_array();
@@ -203,10 +203,10 @@ static int json_with_extras(FILE *f, const char *buf, json_t *extras, sb_error *
  * them: comment lines before the text form, "strategy_extras" in the JSON
  * form; the Python form runs one mesh and refuses them. */
 static int export_with_extras(FILE *f, const char *path, const sb_problem *pb, const int *choice,
-                              const sb_strategy_file *sf, sb_export_format fmt,
+                              const sb_strategy *sf, sb_export_format fmt,
                               sb_export_form form, sb_error *err)
 {
-    if (!sb_strategy_file_has_extras(pb->m, sf))
+    if (!sb_strategy_has_extras(pb->m, sf))
         return sb_strategy_export_as(f, pb, choice, fmt, form, err);
     if (form == SB_EXPORT_PY)
         return sb_fail(err, SB_EXIT_INPUT, "%s holds a pipeline, ZeRO stage or recomputation: "
@@ -283,8 +283,8 @@ int cmd_export(int argc, char **argv)
         return cli_fail(&err);
     }
     choice = sb_malloc((size_t)m.nops * sizeof *choice, &err);
-    sb_strategy_file sf = {0};
-    if (!choice || sb_strategy_file_load(path, &m, p, &sf, &err)) {
+    sb_strategy sf = {0};
+    if (!choice || sb_strategy_load(path, &m, p, &sf, &err)) {
         status = cli_fail(&err);
         goto done;
     }
@@ -296,7 +296,7 @@ int cmd_export(int argc, char **argv)
         status = cli_fail(&err);
         goto done;
     }
-    if (sb_strategy_file_choice(path, &sf, &pb, choice, &err)) {
+    if (sb_strategy_choice(path, &sf, &pb, choice, &err)) {
         status = cli_fail(&err);
         goto done;
     }
@@ -313,7 +313,7 @@ int cmd_export(int argc, char **argv)
         status = cli_fail(&err);
     }
 done:
-    sb_strategy_file_free(&sf);
+    sb_strategy_free(&sf);
     free(choice);
     sb_problem_free(&pb);
     sb_model_free(&m);

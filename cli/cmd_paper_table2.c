@@ -141,7 +141,7 @@ static int save_paper(const char *dir, const side *s, sb_error *err)
     char path[2048];
     snprintf(path, sizeof path, "%s/%s-p%d.strategy", dir, s->pb.m->name, s->pb.p);
     sb_result r = {.choice = s->paper, .total_cost = s->paper_cost};
-    return sb_strategy_save(path, &s->pb, &r, "paper", err);
+    return sb_result_save(path, &s->pb, &r, "paper", err);
 }
 
 /* One model: the table rows and the totals (text), or a JSON object. */

@@ -482,20 +482,19 @@ int cmd_profile(int argc, char **argv)
                                                     : perm[i][k % pb.cfg[i].n];
     int frc = 0;
     for (int f = 0; f < a.nstrategy && !frc; f++)
-        frc = sb_strategy_load(a.strategy[f], &pb, choices + (size_t)(Kseeded + f) * nops, &err);
+        frc = sb_strategy_load_choice(a.strategy[f], &pb, choices + (size_t)(Kseeded + f) * nops, &err);
     status = agree_rc(comm, rank, frc, &err); /* nothing measured yet: the same exit everywhere */
     int tty = rank == 0 && !a.quiet && isatty(2);
     double t_start = MPI_Wtime();
     int nrows = 0;
     for (int k = 0; k < K && !status; k++) {
-        const int *cfg[nops], *choice = choices + (size_t)k * nops;
-        for (int i = 0; i < nops; i++) {
-            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m.ops[i].ndims;
-        }
-        sb_plan_strategy st = {.m = &m, .configs = cfg};
+        const int *choice = choices + (size_t)k * nops;
+        sb_strategy st;
         sb_exec_opts eo = {.lr = 0.001f, .seed = 1, .update = SB_UPDATE_SGD, .cpu_times = shared};
         sb_executor *ex = NULL;
-        int rc = sb_executor_create(comm, &st, be, &eo, &ex, &err);
+        int rc = sb_strategy_from_choice(&st, &pb, choice, &err);
+        rc = rc ? rc : sb_executor_create(comm, &m, &st, be, &eo, &ex, &err);
+        sb_strategy_free(&st); /* the executor keeps a copy */
         if ((status = agree_rc(comm, rank, rc, &err)))
             break;
         /* a backend that records its marks on a queue has no CPU seconds:
@@ -568,16 +567,17 @@ int cmd_profile(int argc, char **argv)
             sm[k].step_s = sb_median(steps, a.steps);
             for (int i = 0; i < nops; i++) {
                 const sb_op *op = &m.ops[i];
+                const int *c = pb.cfg[i].c + (size_t)choice[i] * (size_t)op->ndims;
                 double *v = cm + ((size_t)i * 3) * (size_t)a.steps;
                 double comp = sb_median(v, a.steps), coll = sb_median(v + a.steps, a.steps),
                        relay = sb_median(v + 2 * a.steps, a.steps);
                 sb_prof_op key = {0};
                 snprintf(key.kind, sizeof key.kind, "%s", sb_op_kind_name(op->kind));
-                sb_prof_shape(op, cfg[i], key.shape, sizeof key.shape);
-                sb_prof_config(op, cfg[i], key.config, sizeof key.config);
+                sb_prof_shape(op, c, key.shape, sizeof key.shape);
+                sb_prof_config(op, c, key.config, sizeof key.config);
                 sb_prof_sig(&m, op, key.sig, sizeof key.sig);
                 key.ref_cost = pb.cfg[i].cost[choice[i]];
-                key.ref_compute = sb_op_cost(&m, op, cfg[i], &ref_free);
+                key.ref_compute = sb_op_cost(&m, op, c, &ref_free);
                 acc_op *ao = acc_get(&acc, &key);
                 if (!ao) {
                     fprintf(stderr, "shardbench: profile: out of memory\n");

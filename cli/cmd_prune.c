@@ -136,7 +136,7 @@ static int write_out(const char *dir, const sb_problem *pb, entry *e, int n, dou
         snprintf(file, sizeof file, "%02d-%s.strategy", kept, e[i].kind);
         snprintf(path, sizeof path, "%s/%s", dir, file);
         sb_result r = {.choice = e[i].choice, .total_cost = e[i].cost};
-        rc = sb_strategy_save(path, pb, &r, e[i].kind, err);
+        rc = sb_result_save(path, pb, &r, e[i].kind, err);
         fprintf(idx, "%s\t%s\t%.17g\t%.0f\n", file, e[i].kind, e[i].cost, e[i].mem);
     }
     if (rc)

@@ -540,7 +540,7 @@ static int record_run(const run_args *a, const sb_problem *pb, const int *choice
                         .command_line = cmd};
     int64_t run_id;
     sb_result r = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
-    char *json = sb_strategy_json_str(pb, &r, kind);
+    char *json = sb_result_json_str(pb, &r, kind);
     double med = 0, lo = 0, hi = 0;
     if (nt > 0) {
         med = times[nt / 2];
@@ -579,7 +579,7 @@ typedef struct {
     int have_model, have_pb;
     int *choice;         /* config index per op */
     sb_pipeline pipe;    /* --stages/--microbatches/--schedule, or the strategy file's */
-    sb_strategy_file sf; /* a strategy file with a pipeline, ZeRO stage or recomputation */
+    sb_strategy sf; /* a strategy file with a pipeline, ZeRO stage or recomputation */
     int have_sf;
     unsigned char *recompute; /* recomputed ops (--recompute, or the file's lines) */
     const char *kind;    /* "file", "dp" or "pase": how the strategy was chosen */
@@ -671,20 +671,24 @@ static int ranks_cyclic(run_ctx *R, sb_error *err)
 static int load_strategy_file(run_ctx *R, const sb_pipeline *cli_pipe, sb_error *err)
 {
     run_args *a = &R->a;
-    sb_strategy_file sf;
-    if (sb_strategy_file_load(a->strategy, &R->m, R->size, &sf, err))
-        return sb_strategy_load(a->strategy, &R->pb, R->choice, err); /* its message, as before */
+    sb_strategy sf;
+    if (sb_strategy_load(a->strategy, &R->m, R->size, &sf, err))
+        return sb_strategy_load_choice(a->strategy, &R->pb, R->choice, err); /* its message, as before */
+    if (sf.precision && R->rank == 0) /* priced for a GPU recipe; the runtime trains fp32 */
+        fprintf(stderr, "shardbench run: note: %s was priced in %s; this run trains in fp32 "
+                "(--gemm-precision bf16 rounds the GEMMs' operands)\n", a->strategy,
+                sb_precision_name(sf.precision));
     int plain = sb_pipeline_is_none(&sf.pipe) && !sf.zero && !sf.node_order;
     for (int i = 0; i < R->m.nops && plain; i++)
         plain = !sf.recompute || !sf.recompute[i];
     if (plain) {
-        sb_strategy_file_free(&sf);
+        sb_strategy_free(&sf);
         if (cli_pipe->nstages > 1)
             return sb_fail(err, SB_EXIT_INPUT, "--stages %d: strategy file '%s' holds one config "
                            "per op for %d devices and no stages (search --stages S --save FILE "
                            "writes a pipeline)", cli_pipe->nstages, a->strategy, R->size);
         R->pipe = *cli_pipe;
-        return sb_strategy_load(a->strategy, &R->pb, R->choice, err);
+        return sb_strategy_load_choice(a->strategy, &R->pb, R->choice, err);
     }
     R->sf = sf;
     R->have_sf = 1;
@@ -788,8 +792,7 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     sb_exec_opts eo = {.lr = (float)a->lr, .seed = a->seed, .data_seed = a->data_seed,
                        .agree = opts_text,
                        .update = a->optimizer == SB_OPTIM_ADAM ? SB_UPDATE_ADAM : SB_UPDATE_SGD,
-                       .beta1 = (float)a->beta1, .beta2 = (float)a->beta2, .eps = (float)a->eps,
-                       .zero = a->zero};
+                       .beta1 = (float)a->beta1, .beta2 = (float)a->beta2, .eps = (float)a->eps};
     if (a->data) {
         int rc = sb_data_open_records(a->data, &R->data, err);
         if ((status = agree(R->comm, R->rank, rc, err)))
@@ -800,9 +803,13 @@ static int setup_executor(run_ctx *R, const char *opts_text, sb_error *err)
     for (int i = 0; i < R->m.nops; i++)
         cfg[i] = R->have_sf ? R->sf.cfg + (size_t)i * SB_MAX_DIMS
                             : R->pb.cfg[i].c + (size_t)R->choice[i] * (size_t)R->m.ops[i].ndims;
-    sb_plan_strategy st = {.m = &R->m, .configs = cfg, .pipe = &R->pipe,
-                           .recompute = R->recompute};
-    int rc = sb_executor_create(R->comm, &st, R->be, &eo, &R->ex, err);
+    sb_strategy st;
+    int rc = sb_strategy_from_configs(&st, &R->m, R->size, cfg, &R->pipe, R->recompute, err);
+    if (!rc) {
+        st.zero = a->zero;
+        rc = sb_executor_create(R->comm, &R->m, &st, R->be, &eo, &R->ex, err);
+        sb_strategy_free(&st);
+    }
     if ((status = agree(R->comm, R->rank, rc, err)))
         return status;
     if (a->restore && (status = restore_checkpoint(R->ex, a, R->comm, R->rank, err)))
@@ -980,7 +987,7 @@ static void free_one(run_ctx *R)
     sb_data_free(R->data);
     free(R->choice);
     if (R->have_sf)
-        sb_strategy_file_free(&R->sf);
+        sb_strategy_free(&R->sf);
     free(R->recompute);
     if (R->have_pb)
         sb_problem_free(&R->pb);

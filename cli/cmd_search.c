@@ -227,7 +227,7 @@ static int record(const char *db_path, int adopt, const char *source, const sb_p
         return -1;
     char params[4096];
     sb_params_str(pb->m, params, sizeof params);
-    char *json = sb_strategy_json_str(pb, r, algo);
+    char *json = sb_result_json_str(pb, r, algo);
     sb_search_record rec = {
         .source = source, .model = pb->m->name, .model_path = pb->m->path, .params = params,
         .p = pb->p, .algo = algo, .tflops = pb->cp.tflops, .gbs = pb->cp.gbs,
@@ -461,7 +461,9 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         }
     }
     for (int s = 0; s < pl->nstages; s++) {
-        json_t *st = sb_stage_json(m, pl, s);
+        char *sj = sb_stage_json_str(m, pl, s);
+        json_t *st = sj ? json_loads(sj, 0, NULL) : NULL;
+        free(sj);
         if (st) {
             json_object_set_new(st, "time_per_microbatch", cli_jreal(r->stage_time[s]));
             json_object_set_new(st, "p2p_cost", cli_jreal(r->stage_p2p[s]));
@@ -530,19 +532,11 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
 static int pipe_save(const char *path, const sb_model *m, int p, const sb_cost_params *cp,
                      const sb_pipe_result *r, const char *algo, sb_error *err)
 {
-    sb_strategy_file sf;
-    if (sb_strategy_file_init(&sf, m, p))
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    snprintf(sf.algo, sizeof sf.algo, "%s", algo);
-    sf.cost = r->step_cost;
-    memcpy(sf.cfg, r->cfg, (size_t)m->nops * SB_MAX_DIMS * sizeof *sf.cfg);
-    sf.pipe = r->pipe;
-    sf.zero = r->zero;
-    (void)cp;
-    for (int i = 0; r->recompute && i < m->nops; i++) /* `recompute OP` lines */
-        sf.recompute[i] = r->recompute[i];
-    int rc = sb_strategy_file_save(path, m, &sf, err);
-    sb_strategy_file_free(&sf);
+    sb_strategy st;
+    if (sb_strategy_from_pipe(&st, m, p, r, algo, cp->machine[0] ? cp->precision : 0, err))
+        return -1;
+    int rc = sb_strategy_save(path, m, &st, err);
+    sb_strategy_free(&st);
     return rc;
 }
 
@@ -948,7 +942,7 @@ static int search_plain(search_args *a)
         memcpy(r.mem_parts, mp, sizeof mp);
     }
     if (!strcmp(a->format, "json")) {
-        sb_strategy_json(stdout, &pb, &r, a->algo);
+        sb_result_json(stdout, &pb, &r, a->algo);
         fputc('\n', stdout);
     } else if (!strcmp(a->format, "tsv")) {
         print_strategy_tsv(stdout, &pb, &r);
@@ -959,7 +953,7 @@ static int search_plain(search_args *a)
     }
     fflush(stdout);
     warn_memory(&pb, &r, ao.opt, device_gib);
-    if (a->save && sb_strategy_save(a->save, &pb, &r, a->algo, &err))
+    if (a->save && sb_result_save(a->save, &pb, &r, a->algo, &err))
         status = cli_fail(&err);
     if (!status && a->dot && write_dot(a->dot, &pb, &r, &err))
         status = cli_fail(&err);

@@ -13,6 +13,7 @@
 
 #include "algos.h"
 #include "cli.h"
+#include "search_plot.h"
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 
@@ -50,7 +51,10 @@ static void mt_usage(FILE *f)
             "                         (default on, as Megatron-LM's --overlap-grad-reduce)\n"
             "      --tp-comm-overlap  TP collectives hidden under the GEMMs\n"
             "      --attention fused|materialized   (default fused: FlashAttention-style)\n"
-            "      --format table|json\n" CLI_PRECISION_HELP);
+            "      --format table|json\n"
+            "      --plot DIR         the figures of `plot --search` (memory per stage, step\n"
+            "                         by cause, 1F1B schedule, Megatron's layouts) into DIR\n"
+            CLI_PRECISION_HELP);
 }
 
 static int onoff(const char *s, const char *what, int *out, sb_error *err)
@@ -93,9 +97,12 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
 }
 
 /* With the model's parameters after --set (as a full-space search's JSON
- * has them: plot --scaling checks that its files are of one model). */
-static void print_json(const sb_model *m, int P, const sb_mt_model *mm, const sb_mt_config *c,
-                       const sb_mt_result *r, const sb_machine *mc, long priced, double secs)
+ * has them: plot --scaling checks that its files are of one model), and
+ * the configuration stage by stage for plot --search (cli_mt_details).
+ * NULL with err set. */
+static json_t *mt_json(const sb_model *m, int P, const sb_mt_model *mm, const sb_mt_config *c,
+                       const sb_mt_result *r, const sb_machine *mc, const sb_gpu *g,
+                       double limit, long priced, double secs, sb_error *err)
 {
     json_t *params = json_object();
     for (int i = 0; params && i < m->nparams; i++)
@@ -125,18 +132,44 @@ static void print_json(const sb_model *m, int P, const sb_mt_model *mm, const sb
         "time_breakdown_seconds", tb, "memory_bytes_per_device", mem, "peak_bytes_per_device",
         (json_int_t)r->mem_total, "model_flops_per_step", cli_jreal(r->model_flops),
         "configurations_priced", (json_int_t)priced, "search_seconds", cli_jreal(secs));
-    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    putchar('\n');
-    json_decref(j);
+    if (!j) {
+        sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (cli_mt_details(j, mm, c, g, limit, err)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* The JSON on stdout (format json) and the figures into plot_dir (when
+ * given): 0, or -1 with err set. */
+static int mt_output(json_t *j, int to_stdout, const char *plot_dir, sb_error *err)
+{
+    if (to_stdout) {
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        putchar('\n');
+        fflush(stdout);
+    }
+    if (!plot_dir)
+        return 0;
+    char *text = json_dumps(j, JSON_REAL_PRECISION(17));
+    if (!text)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    int rc = cli_search_plot(plot_dir, text, err);
+    free(text);
+    return rc;
 }
 
 #define FAIL(...) (sb_fail(&err, SB_EXIT_INPUT, __VA_ARGS__), cli_fail(&err))
 
 /* After the options: the machine, the model and the pricing or the search. */
 static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
-                    const sb_model *m, const sb_machine *mc, const sb_gpu *g);
+                    const char *plot, const sb_model *m, const sb_machine *mc, const sb_gpu *g);
 
-static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format)
+static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
+                  const char *plot)
 {
     sb_error err = {0};
     if (!so->model || !P || !so->machine) {
@@ -153,14 +186,14 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const cha
     fx->grad_bytes = so->grad_word_bytes;
     if (sb_model_load(so->model, so->set, so->nset, &m, &err))
         return cli_fail(&err);
-    int rc = mt_price(so, fx, P, micro, format, &m, &mc, &g);
+    int rc = mt_price(so, fx, P, micro, format, plot, &m, &mc, &g);
     sb_model_free(&m);
     return rc;
 }
 
 /* The model loaded: its configuration priced, or the grid searched; printed. */
 static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const char *format,
-                    const sb_model *m, const sb_machine *mc, const sb_gpu *g)
+                    const char *plot, const sb_model *m, const sb_machine *mc, const sb_gpu *g)
 {
     sb_error err = {0};
     sb_mt_model mm;
@@ -199,10 +232,16 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const c
             return cli_fail(&err);
     }
     double secs = sb_now() - t0;
-    if (!strcmp(format, "json"))
-        print_json(m, P, &mm, &best, &r, mc, priced, secs);
-    else
+    int json = !strcmp(format, "json");
+    if (!json)
         print_table(&mm, &best, &r, mc, priced, secs, limit);
+    if (json || plot) {
+        json_t *j = mt_json(m, P, &mm, &best, &r, mc, g, limit, priced, secs, &err);
+        int rc = j ? mt_output(j, json, plot, &err) : -1;
+        json_decref(j);
+        if (rc)
+            return cli_fail(&err);
+    }
     if (all && r.mem_total > limit)
         fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
                 r.mem_total / 1073741824.0, limit / 1073741824.0);
@@ -210,7 +249,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const c
 }
 
 enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
-       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB };
+       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT };
 
 int cmd_search_megatron(int argc, char **argv)
 {
@@ -229,7 +268,7 @@ int cmd_search_megatron(int argc, char **argv)
         {"attention", required_argument, 0, O_ATTN}, {"algo", required_argument, 0, O_ALGO},
         {"format", required_argument, 0, O_FMT}, {"space", required_argument, 0, O_SPACE},
         {"optimizer", required_argument, 0, O_OPT}, {"db", required_argument, 0, O_DB},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"plot", required_argument, 0, O_PLOT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     sb_error err = {0};
     shared_opts so;
@@ -239,7 +278,7 @@ int cmd_search_megatron(int argc, char **argv)
     fx.recompute = fx.sp = fx.dist_opt = -1;
     fx.dp_overlap = 1, fx.fused_attention = 1;
     int P = 0, micro = 0;
-    const char *format = "table";
+    const char *format = "table", *plot = NULL;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:s:h", opts, NULL)) != -1) {
@@ -292,6 +331,7 @@ int cmd_search_megatron(int argc, char **argv)
                 rc = sb_fail(&err, SB_EXIT_INPUT, "--algo megatron trains with Adam (--optimizer adam), not '%s'", optarg);
             break;
         case O_DB: break; /* nothing is recorded for megatron configurations */
+        case O_PLOT: plot = optarg; break;
         case 'h': mt_usage(stdout); return 0;
         default:
             rc = shared_opt(&so, c, optarg, &err);
@@ -308,5 +348,5 @@ int cmd_search_megatron(int argc, char **argv)
         fprintf(stderr, "shardbench search: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    return mt_run(&so, &fx, P, micro, format);
+    return mt_run(&so, &fx, P, micro, format, plot);
 }

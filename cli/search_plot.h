@@ -4,6 +4,7 @@
 #ifndef SB_CLI_SEARCH_PLOT_H
 #define SB_CLI_SEARCH_PLOT_H
 
+#include "shardbench/megatron.h"
 #include "shardbench/pipesearch.h"
 
 struct json_t;
@@ -13,6 +14,12 @@ struct json_t;
 int cli_search_details(struct json_t *j, const sb_model *m, const sb_cost_params *cp,
                        const sb_pipe_opts *po, const sb_pipe_result *r, double device_gib,
                        sb_error *err);
+
+/* `search --algo megatron`'s JSON for the figures (cli/search_megatron_plot.c):
+ * "stage_details" (the configuration stage by stage), "microbatches", "schedule" (1f1b, interleaved-1f1b) and
+ * "device_memory_bytes" set in j. 0, or -1 with err set. */
+int cli_mt_details(struct json_t *j, const sb_mt_model *mm, const sb_mt_config *c,
+                   const sb_gpu *g, double device_bytes, sb_error *err);
 
 /* The figures of `plot --search` from the search's JSON text into dir
  * (the files named on stderr: stdout holds the search's own output), and

@@ -294,7 +294,7 @@ static int time_searches(bench *b, const sb_problem *pb, const char *params, sb_
             printf("%s p=%d: search %s: %s (not stored)\n", pb->m->name, pb->p, algo, serr.msg);
             continue;
         }
-        char *json = sb_strategy_json_str(pb, &r, algo);
+        char *json = sb_result_json_str(pb, &r, algo);
         sb_search_record rec = {
             .source = "bench", .model = pb->m->name, .model_path = pb->m->path,
             .params = params, .p = pb->p, .algo = algo, .tflops = pb->cp.tflops,
@@ -842,7 +842,7 @@ static int reprice(bench *b, const sb_model *m, int p, survivor *sv, int n, sb_e
     int count = 0;
     double worst = 0;
     for (int i = 0; i < n; i++) {
-        if (!sv[i].meas_id || sb_strategy_load(sv[i].file, &pb, choice, &perr))
+        if (!sv[i].meas_id || sb_strategy_load_choice(sv[i].file, &pb, choice, &perr))
             continue;
         double cost = sb_strategy_cost(&pb, choice);
         double sec = pb.cp.calibration[0] || pb.cp.machine[0] ? cost / (pb.cp.tflops * 1e12)
@@ -885,28 +885,28 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
     char *json = NULL, msg[1024] = "";
     sb_error lerr = {0};
     /* a pipeline, ZeRO stage or recomputation (a version-2 file, which run
-     * takes): stored with them (sb_strategy_file_json_str), priced at the
+     * takes): stored with them (sb_strategy_json_str), priced at the
      * cost the file gives when the index has none */
-    sb_strategy_file sf;
+    sb_strategy sf;
     int extras = 0;
     char desc[128] = ""; /* " S=2 M=4 1f1b zero 1 recompute 38" for the lines below */
-    if (!sb_strategy_file_load(sv->file, pb->m, pb->p, &sf, &lerr)) {
-        extras = sb_strategy_file_has_extras(pb->m, &sf);
+    if (!sb_strategy_load(sv->file, pb->m, pb->p, &sf, &lerr)) {
+        extras = sb_strategy_has_extras(pb->m, &sf);
         if (extras) {
             int nrec = 0;
             for (int i = 0; sf.recompute && i < nops; i++)
                 nrec += sf.recompute[i] && sb_op_recomputable(&pb->m->ops[i]);
             snprintf(desc, sizeof desc, "  S=%d M=%d %s zero %d recompute %d", sf.pipe.nstages,
                      sf.pipe.microbatches, sb_schedule_name(sf.pipe.schedule), sf.zero, nrec);
-            json = sb_strategy_file_json_str(pb->m, &sf, sv->kind);
+            json = sb_strategy_json_str(pb->m, &sf, sv->kind);
             if (!isfinite(rec.predicted_cost) && isfinite(sf.cost) && sf.cost > 0)
                 rec.predicted_cost = sf.cost;
             if (isfinite(rec.predicted_cost) && (pb->cp.calibration[0] || pb->cp.machine[0]))
                 rec.predicted_s = rec.predicted_cost / (pb->cp.tflops * 1e12);
         }
-        sb_strategy_file_free(&sf);
+        sb_strategy_free(&sf);
     }
-    int loaded = extras || !sb_strategy_load(sv->file, pb, choice, &lerr);
+    int loaded = extras || !sb_strategy_load_choice(sv->file, pb, choice, &lerr);
     if (extras) {
         if (!json) {
             free(choice);
@@ -919,7 +919,7 @@ static int measure(bench *b, const char *model_arg, char **set_argv, int nset_ar
         /* a calibrated or machine cost is FLOP-equivalents at F: a time */
         if (pb->cp.calibration[0] || pb->cp.machine[0])
             rec.predicted_s = rec.predicted_cost / (pb->cp.tflops * 1e12);
-        json = sb_strategy_json_str(pb, &r, sv->kind);
+        json = sb_result_json_str(pb, &r, sv->kind);
     } else {
         const char *base = strrchr(sv->file, '/');
         json_t *j = json_pack("{s:s}", "unloadable_strategy_file", base ? base + 1 : sv->file);

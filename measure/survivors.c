@@ -128,7 +128,7 @@ int survivors_add(const sb_problem *pb, const char *dir, const char *kind, const
     snprintf(d->kind, sizeof d->kind, "%s", kind);
     sb_result r = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
     d->cost = r.total_cost;
-    if (sb_strategy_save(d->file, pb, &r, kind, err))
+    if (sb_result_save(d->file, pb, &r, kind, err))
         return -1;
     (*n)++;
     return 0;

@@ -527,11 +527,12 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
     sb_exec_opts eo = {.lr = 0.01f, .seed = 1};
     int created;
     {
-        const int *cfg[pb.m->nops]; /* op i's chosen config */
-        for (int i = 0; i < pb.m->nops; i++)
-            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
-        sb_plan_strategy st = {.m = pb.m, .configs = cfg};
-        created = !sb_executor_create(MPI_COMM_WORLD, &st, &counted, &eo, &ex, &err);
+        sb_strategy st;
+        created = !sb_strategy_from_choice(&st, &pb, choice, &err);
+        if (created) {
+            created = !sb_executor_create(MPI_COMM_WORLD, pb.m, &st, &counted, &eo, &ex, &err);
+            sb_strategy_free(&st);
+        }
     }
     if (!created)
         goto fail;
@@ -599,7 +600,7 @@ static void bench_step(const char *name, int batch, const opts *o, double peak)
         char params[2048];
         sb_params_str(&m, params, sizeof params);
         sb_result res = {.choice = choice, .total_cost = sb_strategy_cost(&pb, choice)};
-        char *json = sb_strategy_json_str(&pb, &res, "bench-gpu");
+        char *json = sb_result_json_str(&pb, &res, "bench-gpu");
         sb_measurement_record rec = {
             .run_id = run_id, .model = m.name, .model_path = m.path, .params = params,
             .nops = m.nops, .p = 1, .kind = "bench-gpu", .predicted_cost = flop,

@@ -76,11 +76,15 @@ static double measure(const sb_problem *pb, const int *choice, int zero, int rec
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)m->ops[i].ndims;
         rec[i] = (unsigned char)(recompute && sb_op_recomputable(&m->ops[i]));
     }
-    sb_plan_strategy st = {.m = m, .configs = cfg, .recompute = recompute ? rec : NULL};
-    sb_exec_opts eo = {.lr = upd == SB_UPDATE_ADAM ? 0.001f : 0.01f, .update = upd, .zero = zero};
+    sb_strategy st;
+    if (sb_strategy_from_configs(&st, m, pb->p, cfg, NULL, recompute ? rec : NULL, &err))
+        die("strategy", &err);
+    st.zero = zero;
+    sb_exec_opts eo = {.lr = upd == SB_UPDATE_ADAM ? 0.001f : 0.01f, .update = upd};
     sb_executor *ex;
-    if (sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err))
+    if (sb_executor_create(MPI_COMM_WORLD, m, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
+    sb_strategy_free(&st);
     for (int s = 0; s < steps; s++) {
         double loss;
         if (sb_executor_step(ex, &loss, &err))

@@ -459,7 +459,7 @@ static void record(db_run *r, const sb_problem *pb, const int *choice, const cha
     char params[2048];
     sb_params_str(pb->m, params, sizeof params);
     sb_result res = {.choice = (int *)choice, .total_cost = sb_strategy_cost(pb, choice)};
-    char *json = sb_strategy_json_str(pb, &res, kind);
+    char *json = sb_result_json_str(pb, &res, kind);
     sb_measurement_record rec = {
         .run_id = r->run_id, .model = pb->m->name, .model_path = pb->m->path, .params = params,
         .nops = pb->m->nops, .p = 1, .kind = kind, .predicted_cost = res.total_cost,
@@ -548,11 +548,13 @@ static void run_case(const bench_opts *o, const bench_case *c, int threads, db_r
     sb_exec_opts eo = {.lr = 0.01f, .seed = 1};
     int created;
     {
-        const int *cfg[pb.m->nops]; /* op i's chosen config */
-        for (int i = 0; i < pb.m->nops; i++)
-            cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
-        sb_plan_strategy st = {.m = pb.m, .configs = cfg};
-        created = !sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err);
+        sb_strategy st;
+        created = !sb_strategy_from_choice(&st, &pb, choice, &err);
+        if (created) {
+            created = !sb_executor_create(MPI_COMM_WORLD, pb.m, &st, &sb_backend_cpu, &eo, &ex,
+                                          &err);
+            sb_strategy_free(&st);
+        }
     }
     if (!created) {
         snprintf(rw->sb.err, sizeof rw->sb.err, "%s", err.msg);

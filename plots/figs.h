@@ -94,4 +94,17 @@ typedef struct {
  * malloc'd; -1 with err set when ops is not such an array. */
 int sb_layer_rows(const sb_json *ops, sb_layer_row **rows, int *n, sb_error *err);
 
+/* ---- a pipeline schedule simulated over one step (schedule_sim.c) ---- */
+
+enum { SB_SCHED_GPIPE = 0, SB_SCHED_1F1B = 1 }; /* 1F1B with VPP > 1: interleaved */
+
+/* Start times of every forward and backward of every micro-batch on each of
+ * the PP VPP virtual stages (tf, tb: V x M, row-major; virtual stage v =
+ * k PP + r is chunk k of rank r), given each virtual stage's forward and
+ * backward seconds per micro-batch (fw, bw: V). Returns the step's end, NAN
+ * when out of memory or the schedule deadlocks (GPipe needs VPP = 1; the
+ * interleaved order needs M a multiple of PP). */
+double sb_sched_simulate(int pp, int vpp, int M, int kind, const double *fw, const double *bw,
+                         double *tf, double *tb);
+
 #endif

@@ -2,14 +2,15 @@
 # one step, as a Gantt chart: each micro-batch's forward and backward as a
 # bar where it runs, idle time the grey behind them (`plot --search`); with
 # many micro-batches, bars of the share of each slice of the step busy
-# (plots/fig_search.c says when).
-# In: plotdir, term, outfile, datafile, ttl, sub (a second title line, or
-# ''), ylabs ('|'-separated row labels, top first; a '%' written '%%': tic
-# labels are formats), nrows (1 or 2), tend (the step's end, s), width,
-# height. datafile: block 0 forwards, block 1 backwards; rows: x0 <TAB> x1
-# <TAB> y0 <TAB> y1 (seconds; rows at y = 0 and 1, bars 0.6 tall).
+# (plots/fig_schedule.c says when).
+# In: plotdir, term, outfile, datafile, ttl, step (the title's second line:
+# the step as scheduled), sub (a third title line, or ''), ylabs
+# ('|'-separated row labels, top first; a '%' written '%%': tic labels are
+# formats), nrows (1 or 2), tend (the step's end, s), width, height.
+# datafile: block 0 forwards, block 1 backwards; rows: x0 <TAB> x1 <TAB> y0
+# <TAB> y1 (seconds; rows at y = 0 and 1, bars 0.6 tall).
 load plotdir.'/terminal.gp'
-set title ttl.(strlen(sub) ? "\n".sub : '')
+set title ttl."\n".step.(strlen(sub) ? "\n".sub : '')
 set xlabel 'seconds into the step'
 set xrange [0:tend]
 set yrange [-0.6:nrows - 0.4]

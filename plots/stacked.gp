@@ -4,10 +4,12 @@
 # In: plotdir, term, outfile, datafile, ttl, cats ('|'-separated category
 # names, the legend's order), colors (palette number per category), ncols
 # (categories), nrows, xlab, ylab, hline (the level), hlinettl, ymax; with
-# totals = 1 each bar's total written above it (up to 24 bars).
+# totals = 1 each bar's total written above it (up to 24 bars); sub: a
+# second title line (or '').
 # datafile: one row per bar: label <TAB> one value per category [<TAB> total].
 load plotdir.'/terminal.gp'
-set title ttl
+if (!exists('sub')) sub = ''
+set title ttl.(strlen(sub) ? "\n".sub : '')
 set xlabel xlab
 set ylabel ylab
 set style data histograms

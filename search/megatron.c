@@ -12,6 +12,7 @@
  * backward hides when overlapped) and the optimizer update. */
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
+#include "mt_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -118,17 +119,7 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
     return 0;
 }
 
-/* per-layer figures of one micro-batch on one GPU */
-typedef struct {
-    double fwd_s, bwd_s, recomp_s; /* compute (GEMMs and memory-bound ops) */
-    double tp_fwd_s, tp_bwd_s;     /* exposed TP collectives */
-    double ep_s;                   /* MoE all-to-all, forward and backward */
-    double cp_s;                   /* CP's K/V exchange not hidden by the attention */
-    double params;                 /* parameters of the layer on this GPU */
-    double act_bytes;              /* activations kept for the backward */
-} layer_cost;
-
-static void layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, layer_cost *L)
+void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
     sb_prec_bytes pb = sb_precision_bytes(c->precision);
@@ -209,7 +200,8 @@ static void layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
         double kv = (double)c->mbs * mm->seq * 2.0 * kvh / t * B; /* the sequence's K and V */
         int inter = (long)c->tp * c->cp > g->node_devices;
         double ring = sb_gpu_gather_s(g, kv, c->cp, inter);
-        L->cp_s = fmax(ring - fwd_attn, 0.0) + fmax(2.0 * ring - bwd_attn, 0.0);
+        L->cp_fwd_s = fmax(ring - fwd_attn, 0.0);
+        L->cp_s = L->cp_fwd_s + fmax(2.0 * ring - bwd_attn, 0.0);
         if (c->recompute == SB_MT_RC_FULL)
             L->cp_s += fmax(ring - fwd_attn, 0.0);
     }
@@ -254,39 +246,51 @@ int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops
     return 1;
 }
 
+void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
+                   sb_mt_ends *e)
+{
+    sb_prec_bytes pb = sb_precision_bytes(c->precision);
+    const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
+    const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
+    const int tp_inter = c->tp > g->node_devices;
+    /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
+    e->head_f = sb_gpu_gemm_s(g, 1, T, V / t, h, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
+    e->head_b = sb_gpu_gemm_s(g, 1, T, h, V / t, B) + sb_gpu_gemm_s(g, 1, h, V / t, T, B) +
+                sb_gpu_mem_s(g, T * V / t * (4.0 + B));
+    e->head_tp = c->tp_overlap ? 0.0 : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
+    e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);
+    /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
+     * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather
+     * inside the node); sends block the 1F1B steady state */
+    e->pp_mb = 0.0;
+    if (c->pp > 1) {
+        double bytes = T * h * B / t;
+        int inter = (long)c->tp * c->cp * c->dp >= g->node_devices; /* PP neighbours' distance */
+        e->pp_mb = 2.0 * c->vpp * (sb_gpu_p2p_s(g, bytes, inter) +
+                                   (c->tp > 1 ? sb_gpu_gather_s(g, T * h * B, t, tp_inter) : 0.0));
+    }
+}
+
 void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
 {
     memset(r, 0, sizeof *r);
     sb_prec_bytes pb = sb_precision_bytes(c->precision);
-    layer_cost L;
-    layer(mm, c, g, &L);
+    sb_mt_layer_cost L;
+    sb_mt_layer(mm, c, g, &L);
+    sb_mt_ends E;
+    sb_mt_ends_of(mm, c, g, &E);
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
     /* layers of the slowest stage (uneven stages: the most any stage holds) */
     const double lps = ceil((double)mm->layers / c->pp);
-    const int tp_inter = c->tp > g->node_devices;
-    /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
-    double head_f = sb_gpu_gemm_s(g, 1, T, V / t, h, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
-    double head_b = sb_gpu_gemm_s(g, 1, T, h, V / t, B) + sb_gpu_gemm_s(g, 1, h, V / t, T, B) +
-                    sb_gpu_mem_s(g, T * V / t * (4.0 + B));
-    double head_tp = c->tp_overlap ? 0.0 : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
-    double emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);
     /* per micro-batch on the slowest stage (the last: its layers and the head) */
     double layer_mb = L.fwd_s + L.bwd_s + L.recomp_s;
-    double comp_mb = lps * layer_mb + (c->pp > 1 ? head_f + head_b : head_f + head_b + emb_f + emb_b);
+    double comp_mb = lps * layer_mb + (c->pp > 1 ? E.head_f + E.head_b
+                                                 : E.head_f + E.head_b + E.emb_f + E.emb_b);
     /* the intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all): tp_comm */
-    double tp_mb = lps * (L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s) + head_tp;
-    /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
-     * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather
-     * inside the node); sends block the 1F1B steady state */
-    double pp_mb = 0.0;
-    if (c->pp > 1) {
-        double bytes = T * h * B / t;
-        int inter = (long)c->tp * c->cp * c->dp >= g->node_devices; /* PP neighbours' distance */
-        pp_mb = 2.0 * c->vpp * (sb_gpu_p2p_s(g, bytes, inter) +
-                                (c->tp > 1 ? sb_gpu_gather_s(g, T * h * B, t, tp_inter) : 0.0));
-    }
+    double tp_mb = lps * (L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s) + E.head_tp;
+    double pp_mb = E.pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
     r->compute_s = M * comp_mb;
     r->tp_comm_s = M * tp_mb;

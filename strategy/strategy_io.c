@@ -147,23 +147,7 @@ static char *comment_start(char *line)
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* Config of op i: sf->cfg + i * SB_MAX_DIMS. */
-static const int *sf_config(const sb_strategy_file *sf, int i)
-{
-    return sf->cfg + (size_t)i * SB_MAX_DIMS;
-}
-
-static int has_extras(const sb_model *m, const sb_strategy_file *sf)
-{
-    if (sf->zero || sf->node_order || (sf->pipe.nstages && !sb_pipeline_is_none(&sf->pipe)))
-        return 1;
-    for (int i = 0; sf->recompute && i < m->nops; i++)
-        if (sf->recompute[i] && sb_op_recomputable(&m->ops[i]))
-            return 1;
-    return 0;
-}
-
-int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy_file *sf,
+int sb_strategy_save(const char *path, const sb_model *m, const sb_strategy *sf,
                           sb_error *err)
 {
     char tmp[4200];
@@ -172,7 +156,7 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
         return -1;
     char params[4096];
     sb_params_str(m, params, sizeof params);
-    int v2 = has_extras(m, sf);
+    int v2 = sb_strategy_has_extras(m, sf);
     fprintf(f, "shardbench-strategy %d\n", v2 ? 2 : 1);
     fprintf(f, "# written by shardbench %s; one config (split count per iteration dim) per op\n",
             sb_version());
@@ -190,6 +174,9 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
         }
         if (sf->zero)
             fprintf(f, "zero %d\n", sf->zero);
+        if (sf->precision)
+            fprintf(f, "precision %s  # the recipe it was priced in\n",
+                    sb_precision_name(sf->precision));
         if (sf->node_order)
             fprintf(f, "ranks cyclic %d  # rank r on node r mod (p / %d)\n", sf->node_devices,
                     sf->node_devices);
@@ -200,56 +187,21 @@ int sb_strategy_file_save(const char *path, const sb_model *m, const sb_strategy
     for (int i = 0; i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
         char cfg[256], dims[1024];
-        sb_config_str(sf_config(sf, i), op->ndims, cfg, sizeof cfg);
+        sb_config_str(sb_strategy_config(sf, i), op->ndims, cfg, sizeof cfg);
         sb_op_dims_str(op, dims, sizeof dims);
         fprintf(f, "op %s %s %s  # %s\n", op->name, sb_op_kind_name(op->kind), cfg, dims);
     }
     return sb_out_commit(f, tmp, path, "strategy file", err);
 }
 
-int sb_strategy_file_init(sb_strategy_file *sf, const sb_model *m, int p)
+int sb_result_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
+                   sb_error *err)
 {
-    memset(sf, 0, sizeof *sf);
-    sf->p = p;
-    snprintf(sf->algo, sizeof sf->algo, "%s", "none");
-    sf->cfg = calloc((size_t)(m->nops ? m->nops : 1) * SB_MAX_DIMS, sizeof *sf->cfg);
-    sf->recompute = calloc((size_t)(m->nops ? m->nops : 1), 1);
-    sf->op_line = calloc((size_t)(m->nops ? m->nops : 1), sizeof *sf->op_line);
-    sb_pipeline_none(&sf->pipe, m->nops, p);
-    return sf->cfg && sf->recompute && sf->op_line ? 0 : -1;
-}
-
-void sb_strategy_file_free(sb_strategy_file *sf)
-{
-    free(sf->cfg);
-    free(sf->recompute);
-    free(sf->op_line);
-    sf->op_line = NULL;
-    sf->cfg = NULL;
-    sf->recompute = NULL;
-}
-
-int sb_strategy_save(const char *path, const sb_problem *pb, const sb_result *r, const char *algo,
-                     sb_error *err)
-{
-    const sb_model *m = pb->m;
-    sb_strategy_file sf;
-    if (sb_strategy_file_init(&sf, m, pb->p))
-        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    snprintf(sf.algo, sizeof sf.algo, "%s", algo);
-    sf.cost = r->total_cost;
-    for (int i = 0; i < m->nops; i++)
-        memcpy(sf.cfg + (size_t)i * SB_MAX_DIMS,
-               pb->cfg[i].c + (size_t)r->choice[i] * (size_t)m->ops[i].ndims,
-               (size_t)m->ops[i].ndims * sizeof(int));
-    for (int i = 0; i < m->nops; i++)
-        sf.recompute[i] = (unsigned char)sb_result_recomputed(pb, r, i);
-    if (pb->cp.node_order == 1 && sb_node_order_possible(&pb->cp)) {
-        sf.node_order = 1;
-        sf.node_devices = pb->cp.node_devices;
-    }
-    int rc = sb_strategy_file_save(path, m, &sf, err);
-    sb_strategy_file_free(&sf);
+    sb_strategy st;
+    if (sb_strategy_from_result(&st, pb, r, algo, err))
+        return -1;
+    int rc = sb_strategy_save(path, pb->m, &st, err);
+    sb_strategy_free(&st);
     return rc;
 }
 
@@ -281,7 +233,7 @@ static long whole(const char *w, long lo, long hi, int *ok)
 /* The pipeline, ranks, zero and recompute lines of a version-2 file. 1 when the
  * line was one of them, 0 when not, -1 on an error. */
 static int read_extra(const char *path, int lineno, const char *line, const sb_model *m,
-                      sb_strategy_file *sf, int *nstage_lines, int *rc_line, sb_error *err)
+                      sb_strategy *sf, int *nstage_lines, int *rc_line, sb_error *err)
 {
     char key[64], w[4][SB_NAME_MAX * 2];
     int n = sscanf(line, "%63s %191s %191s %191s %191s", key, w[0], w[1], w[2], w[3]);
@@ -356,6 +308,13 @@ static int read_extra(const char *path, int lineno, const char *line, const sb_m
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'zero 0..3'", path, lineno);
         return 1;
     }
+    if (!strcmp(key, "precision")) {
+        sb_error perr;
+        if (n != 2 || sb_precision_parse(w[0], "precision", &sf->precision, &perr))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'precision fp32|tf32|fp16|bf16|"
+                           "fp8'%s%s", path, lineno, n >= 2 ? ", not " : "", n >= 2 ? w[0] : "");
+        return 1;
+    }
     if (!strcmp(key, "recompute")) {
         int i = n == 2 ? op_index(m, w[0]) : -1;
         if (i < 0)
@@ -385,7 +344,7 @@ static const struct {
 } line_keys[] = {
     {"model", 1, 1},    {"params", 1, 1}, {"p", 1, 1},     {"algo", 1, 1},
     {"cost", 1, 1},     {"op", 1, 0},     {"pipeline", 2, 1}, {"stage", 2, 0},
-    {"zero", 2, 1},     {"ranks", 2, 1},  {"recompute", 2, 0},
+    {"zero", 2, 1},     {"ranks", 2, 1},  {"recompute", 2, 0}, {"precision", 2, 1},
 };
 enum { NLINE_KEYS = sizeof line_keys / sizeof line_keys[0] };
 
@@ -403,9 +362,9 @@ static int check_key(const char *path, int lineno, const char *key, int version,
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' is not a line of strategy format version "
                        "%d (%s)", path, lineno, shown, version,
                        version == 1 ? "model, params, p, algo, cost, op; pipeline, stage, zero, "
-                                      "ranks and recompute need 'shardbench-strategy 2'"
+                                      "ranks, recompute and precision need 'shardbench-strategy 2'"
                                     : "model, params, p, algo, cost, pipeline, stage, zero, "
-                                      "ranks, recompute, op");
+                                      "ranks, recompute, precision, op");
     }
     if (line_keys[k].once && first[k])
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' given twice (first on line %d)", path,
@@ -418,7 +377,7 @@ static int check_key(const char *path, int lineno, const char *key, int version,
 /* A header line's value checked against m and p, or kept (algo, cost):
  * 0, or -1 with err naming path:line. */
 static int read_head_key(const char *path, int lineno, const char *line, const char *key,
-                         const char *a, int n, const sb_model *m, int p, sb_strategy_file *sf,
+                         const char *a, int n, const sb_model *m, int p, sb_strategy *sf,
                          sb_error *err)
 {
     if (strcmp(key, "model") == 0 && n >= 2) {
@@ -477,7 +436,7 @@ static int read_head_key(const char *path, int lineno, const char *line, const c
  * against the model's op of that index: 0, or -1 with err naming
  * path:line. */
 static int read_op_line(const char *path, int lineno, const char *a, const char *c, int n,
-                        const sb_model *m, int *nop, sb_strategy_file *sf, sb_error *err)
+                        const sb_model *m, int *nop, sb_strategy *sf, sb_error *err)
 {
     if (n < 4) {
         sb_fail(err, SB_EXIT_INPUT, "%s:%d: expected 'op NAME KIND CONFIG'", path, lineno);
@@ -513,7 +472,7 @@ static int read_op_line(const char *path, int lineno, const char *a, const char 
 /* After the last line: every op read, the pipeline whole, each op's
  * config within its dims and its stage's devices: 0, or -1 with err. */
 static int check_loaded(const char *path, const sb_model *m, int p, int nop, int nstage_lines,
-                        sb_strategy_file *sf, sb_error *err)
+                        sb_strategy *sf, sb_error *err)
 {
     if (nop != m->nops) {
         sb_fail(err, SB_EXIT_INPUT, "%s: has %d ops, the model has %d", path, nop, m->nops);
@@ -555,16 +514,16 @@ static int check_loaded(const char *path, const sb_model *m, int p, int nop, int
     return 0;
 }
 
-int sb_strategy_file_load(const char *path, const sb_model *m, int p, sb_strategy_file *sf,
+int sb_strategy_load(const char *path, const sb_model *m, int p, sb_strategy *sf,
                           sb_error *err)
 {
-    if (sb_strategy_file_init(sf, m, p))
+    if (sb_strategy_init(sf, m, p))
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     sf->pipe.nstages = 0; /* set by a pipeline line, or to none at the end */
     char *text;
     size_t len;
     if (sb_read_file(path, "strategy file", SB_STRATEGY_MAX_BYTES, &text, &len, err)) {
-        sb_strategy_file_free(sf);
+        sb_strategy_free(sf);
         return -1;
     }
     char *line, *next = text;
@@ -636,11 +595,11 @@ out:
     free(text);
     free(rc_line);
     if (rc)
-        sb_strategy_file_free(sf);
+        sb_strategy_free(sf);
     return rc;
 }
 
-int sb_strategy_file_choice(const char *path, const sb_strategy_file *sf, const sb_problem *pb,
+int sb_strategy_choice(const char *path, const sb_strategy *sf, const sb_problem *pb,
                             int *choice, sb_error *err)
 {
     const sb_model *m = pb->m;
@@ -663,219 +622,29 @@ int sb_strategy_file_choice(const char *path, const sb_strategy_file *sf, const 
     return 0;
 }
 
-int sb_strategy_file_has_extras(const sb_model *m, const sb_strategy_file *sf)
+/* 1 when the precision is st's only extra: a file read into a plain
+ * problem's choice keeps every config (the recipe it was priced in does not
+ * change them). */
+static int only_precision(const sb_model *m, const sb_strategy *st)
 {
-    return has_extras(m, sf);
+    sb_strategy plain = *st;
+    plain.precision = 0;
+    return !sb_strategy_has_extras(m, &plain);
 }
 
-int sb_strategy_load(const char *path, const sb_problem *pb, int *choice, sb_error *err)
+int sb_strategy_load_choice(const char *path, const sb_problem *pb, int *choice, sb_error *err)
 {
     const sb_model *m = pb->m;
-    sb_strategy_file sf;
-    if (sb_strategy_file_load(path, m, pb->p, &sf, err))
+    sb_strategy sf;
+    if (sb_strategy_load(path, m, pb->p, &sf, err))
         return -1;
     int rc = 0;
-    if (has_extras(m, &sf))
+    if (sb_strategy_has_extras(m, &sf) && !only_precision(m, &sf))
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage, recomputation or "
                      "cyclic rank order, "
                      "which this command does not take (shardbench run does)", path);
     if (!rc)
-        rc = sb_strategy_file_choice(path, &sf, pb, choice, err);
-    sb_strategy_file_free(&sf);
+        rc = sb_strategy_choice(path, &sf, pb, choice, err);
+    sb_strategy_free(&sf);
     return rc;
-}
-
-/* A number as printf's %.17g wrote it before jansson: an integer when it
- * is one (10, not 10.0), else a real; null for NaN and infinities (JSON
- * has no such numbers). */
-static json_t *jreal(double v)
-{
-    if (!isfinite(v))
-        return json_null();
-    if (v == floor(v) && fabs(v) < 9007199254740992.0)
-        return json_integer((json_int_t)v);
-    return json_real(v);
-}
-
-/* Per split iteration dim of op under config c, where the group of ranks
- * along it lies: "intra", "inter" or "both" (sb_coll_group_word); counts
- * them in n[0..2] in that order. */
-static json_t *mesh_to_nodes_json(const sb_problem *pb, const sb_op *op, const int *c, int *n)
-{
-    json_t *o = json_object();
-    for (int d = 0; d < op->ndims; d++) {
-        if (c[d] <= 1)
-            continue;
-        const char *w = sb_coll_group_word(sb_coll_group_of(&pb->cp, c, op->ndims, 1u << d));
-        n[!strcmp(w, "intra") ? 0 : !strcmp(w, "inter") ? 1 : 2]++;
-        json_object_set_new(o, op->dims[d].name, json_string(w));
-    }
-    return o;
-}
-
-static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const char *algo)
-{
-    const sb_model *m = pb->m;
-    json_t *params = json_object(), *ops = json_array();
-    for (int i = 0; i < m->nparams; i++)
-        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
-    json_t *j = json_pack("{s:s, s:o, s:i, s:s, s:o, s:o, s:i}", "model", m->name, "params",
-                          params, "p", pb->p, "algo", algo, "flops_tflops", jreal(pb->cp.tflops),
-                          "bw_gbs", jreal(pb->cp.gbs), "cutoff", pb->cp.cutoff);
-    if (!j) {
-        json_decref(ops);
-        return NULL;
-    }
-    if (pb->cp.calibration[0]) {
-        json_object_set_new(j, "calibration", json_string(pb->cp.calibration));
-        json_object_set_new(j, "word_bytes", jreal(pb->cp.word_bytes));
-        json_object_set_new(j, "elem_ratio", jreal(pb->cp.elem_ratio));
-        json_object_set_new(j, "latency_us", jreal(pb->cp.latency_us));
-    }
-    json_object_set_new(j, "total_cost", jreal(r->total_cost));
-    {   /* every weight, tied ones once; and what one token uses (MoE) */
-        int64_t active, total = sb_model_param_count(m, &active);
-        json_object_set_new(j, "parameter_count", json_integer((json_int_t)total));
-        json_object_set_new(j, "active_parameter_count", json_integer((json_int_t)active));
-    }
-    /* a calibrated or machine cost is FLOP-equivalents at F: a time */
-    if (pb->cp.calibration[0] || pb->cp.machine[0]) {
-        json_object_set_new(j, "machine", json_string(pb->cp.machine));
-        json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
-        if (pb->cp.machine[0])
-            json_object_set_new(j, "precision", json_string(sb_precision_name(pb->cp.precision)));
-        double tps, tfl, mfu, peak = pb->cp.gpu_peak_tflops > 0 ? pb->cp.gpu_peak_tflops : 0.0;
-        if (pb->cp.machine[0] &&
-            sb_mt_throughput(pb->m, pb->cp.devices, r->total_cost / (pb->cp.tflops * 1e12), peak,
-                             &tps, &tfl, &mfu)) {
-            json_object_set_new(j, "predicted_tokens_per_second", jreal(tps));
-            json_object_set_new(j, "predicted_tflops_per_device", jreal(tfl));
-            json_object_set_new(j, "predicted_mfu", jreal(mfu));
-        }
-    }
-    json_object_set_new(j, "search_seconds", jreal(r->seconds));
-    json_object_set_new(j, "vertices", json_integer(m->nops));
-    json_object_set_new(j, "max_configs", json_integer(r->max_configs));
-    json_object_set_new(j, "max_dep_set", json_integer(r->max_dep_set));
-    json_object_set_new(j, "peak_table_bytes", jreal(r->peak_table_bytes));
-    if (r->peak_bytes_per_device > 0)
-        json_object_set_new(j, "peak_bytes_per_device",
-                            jreal(r->peak_bytes_per_device));
-    if (r->peak_bytes_per_device > 0 && pb->cp.machine[0]) /* reals: may pass 2^63 */
-        json_object_set_new(j, "memory_bytes_per_device",
-                            json_pack("{s:o,s:o,s:o,s:o,s:o}", "weights", jreal(r->mem_parts[0]),
-                                      "gradients", jreal(r->mem_parts[1]), "optimizer",
-                                      jreal(r->mem_parts[2]), "activations",
-                                      jreal(r->mem_parts[3]), "buffers", jreal(r->mem_parts[4])));
-    int nodes = pb->cp.node_devices > 0; /* mesh_to_nodes with a machine file only */
-    int placed[3] = {0, 0, 0}, inside = 0;
-    for (int i = 0; i < m->nops; i++) {
-        const sb_op *op = &m->ops[i];
-        const int *c = pb->cfg[i].c + (size_t)r->choice[i] * (size_t)op->ndims;
-        json_t *dims = json_array(), *config = json_array();
-        for (int d = 0; d < op->ndims; d++) {
-            json_array_append_new(dims, json_pack("{s:s, s:I}", "name", op->dims[d].name, "size",
-                                                  (json_int_t)op->dims[d].size));
-            json_array_append_new(config, json_integer(c[d]));
-        }
-        json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:o}", "name", op->name, "type",
-                              sb_op_kind_name(op->kind), "dims", dims, "config", config, "cost",
-                              jreal(pb->cfg[i].cost[r->choice[i]]));
-        if (o && nodes) {
-            uint32_t all = op->ndims >= 32 ? ~0u : (1u << op->ndims) - 1u;
-            inside += sb_coll_group_of(&pb->cp, c, op->ndims, all).nodes <= 1;
-            json_object_set_new(o, "mesh_to_nodes", mesh_to_nodes_json(pb, op, c, placed));
-        }
-        json_array_append_new(ops, o);
-    }
-    if (nodes)
-        json_object_set_new(j, "mesh_to_nodes",
-                            json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:i}", "devices_per_node",
-                                      pb->cp.node_devices, "rank_order",
-                                      pb->cp.node_order == 1 ? "cyclic" : "block", "intra",
-                                      placed[0], "inter", placed[1], "both", placed[2],
-                                      "ops_inside_one_node", inside, "ops_across_nodes",
-                                      m->nops - inside));
-    json_object_set_new(j, "ops", ops);
-    if (pb->cp.recompute) { /* plain searches' JSON stays as it was */
-        json_t *rec = json_array();
-        for (int i = 0; i < m->nops; i++)
-            if (sb_result_recomputed(pb, r, i))
-                json_array_append_new(rec, json_string(m->ops[i].name));
-        json_object_set_new(j, "recompute", rec);
-    }
-    return j;
-}
-
-json_t *sb_stage_json(const sb_model *m, const sb_pipeline *pl, int s)
-{
-    json_t *names = json_array(), *ranks = json_array(), *mesh = json_array();
-    for (int i = pl->first_op[s]; i < pl->first_op[s + 1]; i++)
-        json_array_append_new(names, json_string(m->ops[i].name));
-    for (int q = 0, r0 = sb_pipeline_first_rank(pl, s); q < pl->devices[s]; q++)
-        json_array_append_new(ranks, json_integer(r0 + q));
-    json_array_append_new(mesh, json_integer(pl->devices[s]));
-    return json_pack("{s:o, s:o, s:o}", "ops", names, "devices", ranks, "mesh", mesh);
-}
-
-char *sb_strategy_file_json_str(const sb_model *m, const sb_strategy_file *sf, const char *algo)
-{
-    json_t *params = json_object(), *ops = json_array(), *stages = json_array(), *rec = json_array();
-    for (int i = 0; i < m->nparams; i++)
-        json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
-    json_t *j = json_pack("{s:s, s:o, s:i, s:s, s:o}", "model", m->name, "params", params, "p",
-                          sf->p, "algo", algo, "total_cost", jreal(sf->cost));
-    const sb_pipeline *pl = &sf->pipe;
-    int S = pl->nstages > 0 ? pl->nstages : 1;
-    for (int s = 0; j && pl->nstages > 0 && s < S; s++)
-        json_array_append_new(stages, sb_stage_json(m, pl, s));
-    for (int i = 0; j && i < m->nops; i++) {
-        const sb_op *op = &m->ops[i];
-        const int *c = sf->cfg + (size_t)i * SB_MAX_DIMS;
-        json_t *dims = json_array(), *config = json_array();
-        for (int d = 0; d < op->ndims; d++) {
-            json_array_append_new(dims, json_pack("{s:s, s:I}", "name", op->dims[d].name, "size",
-                                                  (json_int_t)op->dims[d].size));
-            json_array_append_new(config, json_integer(c[d]));
-        }
-        json_array_append_new(ops, json_pack("{s:s, s:s, s:i, s:o, s:o}", "name", op->name, "type",
-                                             sb_op_kind_name(op->kind), "stage",
-                                             pl->nstages > 0 ? sb_pipeline_stage_of(pl, i) : 0,
-                                             "dims", dims, "config", config));
-        if (sf->recompute && sf->recompute[i] && sb_op_recomputable(op))
-            json_array_append_new(rec, json_string(op->name));
-    }
-    char *out = NULL;
-    if (j) {
-        json_object_set_new(j, "stages", stages);
-        json_object_set_new(j, "microbatches", json_integer(pl->microbatches > 0 ? pl->microbatches : 1));
-        json_object_set_new(j, "schedule", json_string(sb_schedule_name(pl->schedule)));
-        json_object_set_new(j, "zero", json_integer(sf->zero));
-        json_object_set_new(j, "recompute", rec);
-        if (sf->node_order) /* two strategies with the same configs apart */
-            json_object_set_new(j, "ranks", json_pack("{s:s, s:i}", "order", "cyclic",
-                                                      "devices_per_node", sf->node_devices));
-        json_object_set_new(j, "ops", ops);
-        out = json_dumps(j, JSON_COMPACT);
-    } else {
-        json_decref(stages), json_decref(rec), json_decref(ops);
-    }
-    json_decref(j);
-    return out;
-}
-
-char *sb_strategy_json_str(const sb_problem *pb, const sb_result *r, const char *algo)
-{
-    json_t *j = strategy_json(pb, r, algo);
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return s;
-}
-
-void sb_strategy_json(FILE *f, const sb_problem *pb, const sb_result *r, const char *algo)
-{
-    char *s = sb_strategy_json_str(pb, r, algo);
-    if (s)
-        fputs(s, f);
-    free(s);
 }

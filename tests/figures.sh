@@ -136,6 +136,9 @@ PY
 $CHECK "$T/sf/memory-transformer-p8.svg" weights gradients 'optimizer state' activations buffers \
     --also 'device memory 80' || fail "memory figure"
 $CHECK "$T/sf/steptime-transformer-p8.svg" forward backward 'idle (bubble)' || fail "step-time figure"
+# no time_breakdown_seconds in the op-level JSON: the title says what is drawn instead
+grep -q "no time_breakdown_seconds in the JSON: not the step by cause" "$T/sf/steptime-transformer-p8.svg" ||
+    fail "the step-time figure's title does not say the breakdown by cause is missing"
 $CHECK "$T/sf/schedule-transformer-p8.svg" forward backward idle || fail "schedule figure"
 $CHECK "$T/sf/configs-transformer-p8.svg" split || fail "configs figure"
 grep -qF "x.1 … x.2 / a / qkv" "$T/sf/configs-transformer-p8.svg" || fail "configs figure lacks the row x.1 … x.2 / a / qkv"
@@ -151,6 +154,9 @@ PY
 $CHECK "$T/sf2/steptime-transformer-p8.svg" compute 'tensor-parallel comm (exposed)' \
     'data-parallel comm (exposed)' 'pipeline comm (exposed)' bubble optimizer forward backward \
     'idle (bubble)' || fail "step-time figure with the breakdown"
+grep -q "left: the step by cause" "$T/sf2/steptime-transformer-p8.svg" &&
+    ! grep -q "no time_breakdown_seconds" "$T/sf2/steptime-transformer-p8.svg" ||
+    fail "the step-time figure with time_breakdown_seconds: its title"
 # many micro-batches: the schedule in slices of the step
 "$SB" search -m transformer -p 8 --set layers=2 --set batch=256 --space full --stages 2 --microbatches 128 \
     --format json --db none >"$T/s128.json"
@@ -222,7 +228,7 @@ rc=0; "$SB" plot --scaling --out "$T/sc3" "$T/full-2.json" "$T/alex.json" >/dev/
 # megatron's searches (search --algo megatron) beside them: a series of their own,
 # named by the JSON's algo
 for p in 2 4 8; do
-    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo megatron \
+    "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo megatron --memory 80GiB \
         --format json --db none >"$T/mt-$p.json"
 done
 "$SB" plot --scaling --out "$T/scm" "$T"/full-*.json "$T"/dp-*.json "$T"/mt-*.json >"$T/scm.out" ||

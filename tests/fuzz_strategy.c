@@ -1,11 +1,11 @@
 /* fuzz_strategy.c: libFuzzer target for the strategy file reader
- * (sb_strategy_load, strategy/strategy_io.c).
+ * (sb_strategy_load_choice, strategy/strategy_io.c).
  *
  * Each input is written to a file and read as a strategy of a small fixed
  * model at p = 4. Besides crashes and sanitizer reports, it aborts on broken
  * contracts: a failure without an error message or with another exit
  * status than SB_EXIT_INPUT; an accepted file whose choices are not configs
- * of their op, or whose strategy, saved again (sb_strategy_save) and read
+ * of their op, or whose strategy, saved again (sb_result_save) and read
  * back, differs. Seeds: tests/data/strategy/. Run with scripts/fuzz.sh; not
  * a unit test. */
 #include <stddef.h>
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!choice || !back)
         abort();
     sb_error err = {0};
-    if (sb_strategy_load(path, &pb, choice, &err)) {
+    if (sb_strategy_load_choice(path, &pb, choice, &err)) {
         if (err.code != SB_EXIT_INPUT || !err.msg[0])
             die("a refused file without a message or with another status", &err);
     } else {
@@ -81,9 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (choice[i] < 0 || choice[i] >= pb.cfg[i].n)
                 die("an accepted file chose a config out of range", NULL);
         sb_result r = {.choice = choice, .total_cost = sb_strategy_cost(&pb, choice)};
-        if (sb_strategy_save(again, &pb, &r, "fuzz", &err))
+        if (sb_result_save(again, &pb, &r, "fuzz", &err))
             die("an accepted strategy cannot be saved", &err);
-        if (sb_strategy_load(again, &pb, back, &err))
+        if (sb_strategy_load_choice(again, &pb, back, &err))
             die("a saved strategy does not load back", &err);
         if (memcmp(choice, back, (size_t)n * sizeof *choice))
             die("a saved strategy loads back different", NULL);

@@ -77,24 +77,40 @@ static void test_text(void)
 static sb_model model, model2;
 static sb_problem pb;
 
-/* sb_executor_create with the strategy `choice` (config indices), options
- * eo and model m: must fail on every rank with a message holding want. */
-static void expect_refused(const sb_model *m, const int *choice, const sb_exec_opts *eo,
-                           const char *want, const char *what)
+/* The strategy `choice` (config indices of pb) with ZeRO stage zero. */
+static sb_strategy strategy_of(const int *choice, int zero)
+{
+    sb_strategy st;
+    sb_error err = {0};
+    if (sb_strategy_from_choice(&st, &pb, choice, &err))
+        die("strategy", &err);
+    st.zero = zero;
+    return st;
+}
+
+/* sb_executor_create with the strategy `choice` (config indices) at ZeRO
+ * stage zero, options eo and model m: must fail on every rank with a
+ * message holding want. */
+static void expect_refused_z(const sb_model *m, const int *choice, int zero,
+                             const sb_exec_opts *eo, const char *want, const char *what)
 {
     sb_error err = {0};
     sb_executor *ex = NULL;
-    const int *cfg[m->nops];
-    for (int i = 0; i < m->nops; i++)
-        cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)m->ops[i].ndims;
-    sb_plan_strategy st = {.m = m, .configs = cfg};
-    int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, eo, &ex, &err);
+    sb_strategy st = strategy_of(choice, zero);
+    int rc = sb_executor_create(MPI_COMM_WORLD, m, &st, &sb_backend_cpu, eo, &ex, &err);
+    sb_strategy_free(&st);
     CHECK(rc == -1 && !ex && err.code == SB_EXIT_INPUT && strstr(err.msg, want),
           "%s: rc %d, [%s], expected [%s]", what, rc, err.msg, want);
     same_everywhere(err.msg, what);
     if (rank == 0)
         printf("%-22s %s\n", what, err.msg);
     sb_executor_free(ex);
+}
+
+static void expect_refused(const sb_model *m, const int *choice, const sb_exec_opts *eo,
+                           const char *want, const char *what)
+{
+    expect_refused_z(m, choice, 0, eo, want, what);
 }
 
 static void test_plan(void)
@@ -139,27 +155,20 @@ static void test_plan(void)
     expect_refused(&model, dp, &e2, want, "lr");
     /* the ZeRO stage (a hang if some ranks sliced and others not), and a
      * stage out of range on every rank */
-    e2 = eo;
-    if (rank == last)
-        e2.zero = 2;
-    snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has zero=0, rank %d has "
+    snprintf(want, sizeof want, "ranks disagree on the strategy: rank 0 has zero=0, rank %d has "
              "zero=2", last);
-    expect_refused(&model, dp, &e2, want, "zero");
-    e2 = eo;
-    e2.zero = 4;
-    expect_refused(&model, dp, &e2, "ZeRO stage 4: not 0, 1, 2 or 3", "zero 4");
+    expect_refused_z(&model, dp, rank == last ? 2 : 0, &eo, want, "zero");
+    expect_refused_z(&model, dp, 4, &eo, "ZeRO stage 4: not 0, 1, 2 or 3", "zero 4");
     /* the cuda backend's environment, read by each rank (a stand-in
      * table named cuda: only the comparison runs) */
     sb_backend cuda = sb_backend_cpu;
     cuda.name = "cuda";
     if (rank == last)
         setenv("SHARDBENCH_COMM", "mpi", 1);
-    const int *dpc[model.nops];
-    for (int i = 0; i < model.nops; i++)
-        dpc[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
-    sb_plan_strategy dps = {.m = &model, .configs = dpc};
+    sb_strategy dps = strategy_of(dp, 0);
     err = (sb_error){0};
-    int rc0 = sb_agree_plan(MPI_COMM_WORLD, &dps, &cuda, &eo, &err);
+    int rc0 = sb_agree_plan(MPI_COMM_WORLD, &model, &dps, &cuda, &eo, &err);
+    sb_strategy_free(&dps);
     unsetenv("SHARDBENCH_COMM");
     snprintf(want, sizeof want, "ranks disagree on the options: rank 0 has SHARDBENCH_COMM=, rank "
              "%d has SHARDBENCH_COMM=mpi", last);
@@ -204,12 +213,9 @@ static void test_plan(void)
     if (sb_data_open_records(path[0], &rec, &err))
         die("open records", &err);
     e2.data = rec;
-    const int *cfg[model.nops];
-    for (int i = 0; i < model.nops; i++)
-        cfg[i] = pb.cfg[i].c + (size_t)dp[i] * (size_t)model.ops[i].ndims;
-    sb_plan_strategy st = {.m = &model, .configs = cfg};
+    sb_strategy st = strategy_of(dp, 0);
     sb_executor *ex = NULL;
-    int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    int rc = sb_executor_create(MPI_COMM_WORLD, &model, &st, &sb_backend_cpu, &e2, &ex, &err);
     CHECK(rc == 0, "agreeing ranks: %s", err.msg);
     sb_executor_free(ex);
     /* a failure of the last rank alone (out of memory) in the local part of
@@ -218,7 +224,7 @@ static void test_plan(void)
     snprintf(lastr, sizeof lastr, "%d", last);
     setenv("SHARDBENCH_TEST_CREATE_FAIL", lastr, 1);
     ex = NULL;
-    rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    rc = sb_executor_create(MPI_COMM_WORLD, &model, &st, &sb_backend_cpu, &e2, &ex, &err);
     unsetenv("SHARDBENCH_TEST_CREATE_FAIL");
     snprintf(want, sizeof want, "out of memory (SHARDBENCH_TEST_CREATE_FAIL on rank %d)", last);
     CHECK(rc == -1 && !ex && !strcmp(err.msg, want), "one rank fails: %d [%s]", rc, err.msg);
@@ -254,7 +260,7 @@ static void test_plan(void)
         die("open records", &err);
     e2.data = rec;
     ex = NULL;
-    rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &e2, &ex, &err);
+    rc = sb_executor_create(MPI_COMM_WORLD, &model, &st, &sb_backend_cpu, &e2, &ex, &err);
     CHECK(rc == 0, "damaged copy: created: %s", err.msg);
     double loss = 0;
     err = (sb_error){0};
@@ -273,6 +279,7 @@ static void test_plan(void)
         unlink(path[k]);
     sb_data_free(rec);
     sb_data_free(src);
+    sb_strategy_free(&st);
     free(dp);
     free(mine);
 }

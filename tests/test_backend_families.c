@@ -97,14 +97,17 @@ static int train(const sb_model *m, const sb_backend *be, double loss[2], sb_err
         ones[i] = 1;
     for (int i = 0; i < m->nops; i++)
         cfg[i] = ones + (size_t)i * SB_MAX_DIMS;
-    sb_plan_strategy st = {.m = m, .configs = cfg};
+    sb_strategy st;
+    if (sb_strategy_from_configs(&st, m, 1, cfg, NULL, NULL, err))
+        fail_msg("strategy: %s", err->msg);
     sb_exec_opts eo = {.lr = 0.05f, .seed = 5};
     sb_executor *ex = NULL;
-    int rc = sb_executor_create(MPI_COMM_SELF, &st, be, &eo, &ex, err);
+    int rc = sb_executor_create(MPI_COMM_SELF, m, &st, be, &eo, &ex, err);
     for (int s = 0; !rc && s < 2; s++)
         if (sb_executor_step(ex, &loss[s], err))
             fail_msg("%s: step %d: %s", be->name, s, err->msg);
     sb_executor_free(ex);
+    sb_strategy_free(&st);
     free(cfg);
     free(ones);
     return rc;

@@ -305,25 +305,23 @@ static void train(const sb_problem *pb, const int *choice, const sb_backend *be,
 {
     sb_error err = {};
     const sb_model *m = pb->m;
-    const int **cfg = (const int **)calloc((size_t)m->nops, sizeof *cfg);
-    for (int i = 0; i < m->nops; i++)
-        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)m->ops[i].ndims;
-    sb_plan_strategy st = {};
-    st.m = m;
-    st.configs = cfg;
+    sb_strategy st;
+    if (sb_strategy_from_choice(&st, pb, choice, &err))
+        die("strategy", &err);
+    st.zero = md->zero;
     sb_exec_opts eo = {};
     eo.lr = md->adam ? 0.001f : 0.01f;
     eo.seed = 7;
     eo.update = md->adam ? SB_UPDATE_ADAM : SB_UPDATE_SGD;
     eo.eps = 1e-8f;
-    eo.zero = md->zero;
     d.keep = md->keep > 0;
     d.acts.max_bytes = md->keep;
     d.get_cap = md->get_cap;
     d.conversions = d.reuses = d.weight_conversions = d.drop_all = d.refused = 0;
     sb_executor *ex = NULL;
-    if (sb_executor_create(MPI_COMM_WORLD, &st, be, &eo, &ex, &err))
+    if (sb_executor_create(MPI_COMM_WORLD, m, &st, be, &eo, &ex, &err))
         die("create", &err);
+    sb_strategy_free(&st);
     for (int s = 0; s < STEPS; s++)
         if (sb_executor_step(ex, &o->loss[s], &err))
             die("step", &err);
@@ -346,7 +344,6 @@ static void train(const sb_problem *pb, const int *choice, const sb_backend *be,
     forget();
     check(d.blocks.n == 0, "%g allocations left after the executor", m->name, "", d.blocks.n);
     check(d.got == 0, "%g bytes of conversions not given back", m->name, "", (double)d.got);
-    free(cfg);
 }
 
 static void outcome_free(outcome *o)

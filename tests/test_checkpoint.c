@@ -90,12 +90,11 @@ static sb_executor *make_executor(MPI_Comm comm, const sb_problem *pb, const int
     sb_error err = {0};
     sb_executor *ex;
     sb_exec_opts eo = {.lr = 0.05f, .seed = seed};
-    const int *cfg[pb->m->nops]; /* op i's chosen config */
-    for (int i = 0; i < pb->m->nops; i++)
-        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
-    if (sb_executor_create(comm, &st, &sb_backend_cpu, &eo, &ex, &err))
+    sb_strategy st;
+    if (sb_strategy_from_choice(&st, pb, choice, &err) ||
+        sb_executor_create(comm, pb->m, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("executor", &err);
+    sb_strategy_free(&st);
     return ex;
 }
 

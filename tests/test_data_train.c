@@ -42,12 +42,11 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, const 
     sb_error err = {0};
     sb_executor *ex;
     sb_exec_opts eo = {.lr = 0.05f, .seed = 3, .data = d, .data_seed = 5};
-    const int *cfg[pb->m->nops]; /* op i's chosen config */
-    for (int i = 0; i < pb->m->nops; i++)
-        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
-    if (sb_executor_create(comm, &st, &sb_backend_cpu, &eo, &ex, &err))
+    sb_strategy st;
+    if (sb_strategy_from_choice(&st, pb, choice, &err) ||
+        sb_executor_create(comm, pb->m, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
+    sb_strategy_free(&st);
     for (int s = 0; s < 3; s++)
         if (sb_executor_step(ex, &loss[s], &err))
             die("step", &err);
@@ -147,11 +146,11 @@ int main(int argc, char **argv)
     sb_executor *ex = NULL;
     sb_exec_opts eo = {.lr = 0.05f, .seed = 3, .data = w};
     sb_error e2 = {0};
-    const int *cfg[pb.m->nops]; /* op i's chosen config */
-    for (int i = 0; i < pb.m->nops; i++)
-        cfg[i] = pb.cfg[i].c + (size_t)choice[i] * (size_t)pb.m->ops[i].ndims;
-    sb_plan_strategy st = {.m = pb.m, .configs = cfg};
-    int rc = sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &e2);
+    sb_strategy st;
+    if (sb_strategy_from_choice(&st, &pb, choice, &err))
+        die("strategy", &err);
+    int rc = sb_executor_create(MPI_COMM_WORLD, pb.m, &st, &sb_backend_cpu, &eo, &ex, &e2);
+    sb_strategy_free(&st);
     check(rc != 0 && e2.code == SB_EXIT_INPUT && strstr(e2.msg, "--data") && strstr(e2.msg, "67x67"),
           "wrong sample shape refused naming the shapes");
     if (rank == 0 && rc)

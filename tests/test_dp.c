@@ -2323,7 +2323,7 @@ static void expect_load_error(const char *path, const sb_problem *pb, int line,
     int *choice = calloc((size_t)pb->m->nops, sizeof *choice);
     assert_non_null(choice);
     sb_error err = {0};
-    int rc = sb_strategy_load(path, pb, choice, &err);
+    int rc = sb_strategy_load_choice(path, pb, choice, &err);
     free(choice);
     if (rc == 0)
         fail_msg("loading %s should fail (%s)", path, phrase);
@@ -2353,10 +2353,10 @@ static void test_strategy_roundtrip(void **state)
     char path[PATH_MAX + 64], bad[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/alexnet.strategy", g_dir);
     snprintf(bad, sizeof bad, "%s/bad.strategy", g_dir);
-    assert_int_equal(sb_strategy_save(path, &pb, &r, "pase", &err), 0);
+    assert_int_equal(sb_result_save(path, &pb, &r, "pase", &err), 0);
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     assert_non_null(choice);
-    if (sb_strategy_load(path, &pb, choice, &err) != 0)
+    if (sb_strategy_load_choice(path, &pb, choice, &err) != 0)
         fail_msg("reading back: %s", err.msg);
     for (int i = 0; i < m.nops; i++)
         assert_int_equal(choice[i], r.choice[i]);
@@ -2372,13 +2372,13 @@ static void test_strategy_roundtrip(void **state)
         c2[0] = k;
         r2.choice = c2;
         r2.total_cost = sb_strategy_cost(&pb, c2);
-        assert_int_equal(sb_strategy_save(path, &pb, &r2, "bf", &err), 0);
-        assert_int_equal(sb_strategy_load(path, &pb, choice, &err), 0);
+        assert_int_equal(sb_result_save(path, &pb, &r2, "bf", &err), 0);
+        assert_int_equal(sb_strategy_load_choice(path, &pb, choice, &err), 0);
         for (int i = 0; i < m.nops; i++)
             assert_int_equal(choice[i], c2[i]);
         free(c2);
     }
-    assert_int_equal(sb_strategy_save(path, &pb, &r, "pase", &err), 0);
+    assert_int_equal(sb_result_save(path, &pb, &r, "pase", &err), 0);
 
     lines L;
     read_lines(path, &L);
@@ -2434,7 +2434,7 @@ static void test_strategy_roundtrip(void **state)
     sb_problem_free(&pb4);
 
     /* JSON names every op */
-    char *json = sb_strategy_json_str(&pb, &r, "pase");
+    char *json = sb_result_json_str(&pb, &r, "pase");
     assert_non_null(json);
     assert_non_null(strstr(json, "\"model\":\"alexnet\""));
     assert_non_null(strstr(json, "\"name\":\"fc8\""));

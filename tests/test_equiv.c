@@ -110,8 +110,7 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
 {
     sb_error err = {0};
     sb_executor *ex;
-    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps,
-                       .zero = comm == MPI_COMM_SELF ? 0 : zero};
+    sb_exec_opts eo = {.lr = lr, .seed = 7, .update = update, .eps = adam_eps};
     const int *cfg[pb->m->nops]; /* op i's chosen config */
     for (int i = 0; i < pb->m->nops; i++)
         cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
@@ -119,14 +118,21 @@ static void train(MPI_Comm comm, const sb_problem *pb, const int *choice, outcom
     if (recompute_spec && recompute_on && comm != MPI_COMM_SELF
         && sb_recompute_parse(pb->m, recompute_spec, rec, &err))
         die("--recompute", &err);
-    sb_plan_strategy st = {.m = pb->m, .configs = cfg,
-                           .recompute = recompute_spec && recompute_on && comm != MPI_COMM_SELF
-                                            ? rec : NULL,
-                           .pipe = comm != MPI_COMM_SELF ? (use_pipe ? &pipe : NULL)
-                                                         : (ref_micro ? &ref_pipe : NULL)};
-    if (sb_executor_create(comm, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo, &ex,
-                           &err))
+    int nranks;
+    MPI_Comm_size(comm, &nranks);
+    sb_strategy st;
+    if (sb_strategy_from_configs(&st, pb->m, nranks, cfg,
+                                 comm != MPI_COMM_SELF ? (use_pipe ? &pipe : NULL)
+                                                       : (ref_micro ? &ref_pipe : NULL),
+                                 recompute_spec && recompute_on && comm != MPI_COMM_SELF ? rec
+                                                                                         : NULL,
+                                 &err))
+        die("strategy", &err);
+    st.zero = comm == MPI_COMM_SELF ? 0 : zero;
+    if (sb_executor_create(comm, pb->m, &st, comm == MPI_COMM_SELF ? &sb_backend_cpu : run_be, &eo,
+                           &ex, &err))
         die("create", &err);
+    sb_strategy_free(&st);
     int me, np;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &np);

@@ -230,11 +230,16 @@ static void step_times(const sb_backend *be, int cpu_times)
         ones[i] = 1;
     for (int i = 0; i < m.nops; i++)
         cfg[i] = ones + (size_t)i * SB_MAX_DIMS;
-    sb_plan_strategy st = {.m = &m, .configs = cfg};
+    sb_strategy st;
+    int np;
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    if (sb_strategy_from_configs(&st, &m, np, cfg, NULL, NULL, &err))
+        fail_msg("strategy: %s", err.msg);
     sb_exec_opts eo = {.lr = 0.01f, .seed = 3, .cpu_times = cpu_times};
     sb_executor *ex = NULL;
-    if (sb_executor_create(MPI_COMM_WORLD, &st, be, &eo, &ex, &err))
+    if (sb_executor_create(MPI_COMM_WORLD, &m, &st, be, &eo, &ex, &err))
         fail_msg("%s: create: %s", be->name, err.msg);
+    sb_strategy_free(&st);
     double loss = 0;
     for (int s = 0; s < 2; s++) {
         sb_executor_reset_times(ex);

@@ -67,7 +67,7 @@ static void load_golden(const char *name, loaded *l)
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/golden/%s-p8.strategy", SB_SOURCE_DIR, name);
     l->choice = calloc((size_t)l->m.nops, sizeof *l->choice);
-    if (sb_strategy_load(path, &l->pb, l->choice, &err))
+    if (sb_strategy_load_choice(path, &l->pb, l->choice, &err))
         fail_msg("%s: %s", path, err.msg);
 }
 

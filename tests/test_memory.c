@@ -214,14 +214,15 @@ static void measure_opt(const sb_problem *pb, const int *choice, const char *wha
 {
     sb_error err = {0};
     sb_executor *ex;
-    sb_exec_opts eo = {.lr = 0.001f, .seed = 3, .zero = pb->cp.zero,
+    sb_exec_opts eo = {.lr = 0.001f, .seed = 3,
                        .update = opt == SB_OPTIM_ADAM ? SB_UPDATE_ADAM : SB_UPDATE_SGD};
-    const int *cfg[pb->m->nops]; /* op i's chosen config */
-    for (int i = 0; i < pb->m->nops; i++)
-        cfg[i] = pb->cfg[i].c + (size_t)choice[i] * (size_t)pb->m->ops[i].ndims;
-    sb_plan_strategy st = {.m = pb->m, .configs = cfg};
-    if (sb_executor_create(MPI_COMM_WORLD, &st, &sb_backend_cpu, &eo, &ex, &err))
+    sb_strategy st;
+    if (sb_strategy_from_choice(&st, pb, choice, &err))
+        die("strategy", &err);
+    st.zero = pb->cp.zero;
+    if (sb_executor_create(MPI_COMM_WORLD, pb->m, &st, &sb_backend_cpu, &eo, &ex, &err))
         die("create", &err);
+    sb_strategy_free(&st);
     double loss;
     if (sb_executor_step(ex, &loss, &err))
         die("step", &err);

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shardbench/pipesearch.h"
+#include "shardbench/precision.h"
 #include "shardbench/search.h"
 #include "shardbench/strategy.h"
 
@@ -88,13 +90,13 @@ static void save_and_load(const char *dir, const char *name)
     sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 64};
     sb_result r;
     assert_int_equal(sb_search(&pb, &so, &r, &err), 0);
-    assert_int_equal(sb_strategy_save(strat, &pb, &r, "pase", &err), 0);
+    assert_int_equal(sb_result_save(strat, &pb, &r, "pase", &err), 0);
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     assert_non_null(choice);
-    if (sb_strategy_load(strat, &pb, choice, &err))
+    if (sb_strategy_load_choice(strat, &pb, choice, &err))
         fail_msg("%s: %s", name, err.msg);
     assert_memory_equal(choice, r.choice, (size_t)m.nops * sizeof *choice);
-    assert_int_equal(sb_strategy_load(strat, &pb2, choice, &err), -1);
+    assert_int_equal(sb_strategy_load_choice(strat, &pb2, choice, &err), -1);
     assert_non_null(strstr(err.msg, "strategy is for model"));
     free(choice);
     sb_result_free(&r);
@@ -147,7 +149,7 @@ static void test_special_files(void **state)
     alarm(20);
     for (int i = 0; i < 3; i++) {
         memset(&err, 0, sizeof err);
-        assert_int_equal(sb_strategy_load(paths[i], &pb, choice, &err), -1);
+        assert_int_equal(sb_strategy_load_choice(paths[i], &pb, choice, &err), -1);
         assert_int_equal(err.code, SB_EXIT_INPUT);
         if (!strstr(err.msg, paths[i]) || !strstr(err.msg, says[i]) ||
             !strstr(err.msg, "not a regular file"))
@@ -172,7 +174,7 @@ static void write_text(const char *path, const char *text)
 /* Version 2: a pipeline, a ZeRO stage and recomputed ops are written and
  * read back; a plain strategy is still written as version 1; damaged
  * version-2 lines are refused naming the file and line; the index loader
- * (sb_strategy_load, for commands that take no pipeline) refuses them. */
+ * (sb_strategy_load_choice, for commands that take no pipeline) refuses them. */
 static void test_version2(void **state)
 {
     (void)state;
@@ -187,14 +189,14 @@ static void test_version2(void **state)
     snprintf(path, sizeof path, "%s/s.strategy", dir);
     snprintf(bad, sizeof bad, "%s/bad.strategy", dir);
 
-    sb_strategy_file sf, back;
-    assert_int_equal(sb_strategy_file_init(&sf, &m, 4), 0);
+    sb_strategy sf, back;
+    assert_int_equal(sb_strategy_init(&sf, &m, 4), 0);
     for (int i = 0; i < m.nops; i++)
         for (int d = 0; d < m.ops[i].ndims; d++)
             sf.cfg[i * SB_MAX_DIMS + d] = 1;
     sf.cfg[0] = 2; /* op 0 splits its first dim over its stage's 2 devices */
     /* plain: version 1 */
-    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
+    assert_int_equal(sb_strategy_save(path, &m, &sf, &err), 0);
     char *text;
     size_t len;
     assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
@@ -204,8 +206,8 @@ static void test_version2(void **state)
     assert_int_equal(sb_pipeline_even(&sf.pipe, &m, 4, 2, 4, SB_SCHEDULE_1F1B, &err), 0);
     sf.zero = 2;
     sf.recompute[2] = 1; /* logits: a dense (op 1 is the LSTM, never recomputed) */
-    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
-    if (sb_strategy_file_load(path, &m, 4, &back, &err))
+    assert_int_equal(sb_strategy_save(path, &m, &sf, &err), 0);
+    if (sb_strategy_load(path, &m, 4, &back, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(back.pipe.nstages, 2);
     assert_int_equal(back.pipe.microbatches, 4);
@@ -215,7 +217,7 @@ static void test_version2(void **state)
     assert_int_equal(back.zero, 2);
     assert_memory_equal(back.recompute, sf.recompute, (size_t)m.nops);
     assert_memory_equal(back.cfg, sf.cfg, (size_t)m.nops * SB_MAX_DIMS * sizeof(int));
-    sb_strategy_file_free(&back);
+    sb_strategy_free(&back);
 
     /* the index loader refuses what it cannot carry */
     sb_cost_params cp;
@@ -224,7 +226,7 @@ static void test_version2(void **state)
     assert_int_equal(sb_problem_build(&m, 4, &cp, &pb, &err), 0);
     int *choice = calloc((size_t)m.nops, sizeof *choice);
     assert_non_null(choice);
-    assert_int_equal(sb_strategy_load(path, &pb, choice, &err), -1);
+    assert_int_equal(sb_strategy_load_choice(path, &pb, choice, &err), -1);
     assert_non_null(strstr(err.msg, "pipeline, ZeRO stage, recomputation or cyclic rank order"));
 
     /* damaged lines: each names the file and line */
@@ -249,7 +251,7 @@ static void test_version2(void **state)
         fputs(at + strlen(cases[k].from), f);
         fclose(f);
         memset(&err, 0, sizeof err);
-        assert_int_equal(sb_strategy_file_load(bad, &m, 4, &back, &err), -1);
+        assert_int_equal(sb_strategy_load(bad, &m, 4, &back, &err), -1);
         assert_int_equal(err.code, SB_EXIT_INPUT);
         if (!strstr(err.msg, cases[k].says) || !strstr(err.msg, bad))
             fail_msg("case %zu: unclear message: %s", k, err.msg);
@@ -263,20 +265,20 @@ static void test_version2(void **state)
     assert_int_equal(comma[1], '2');
     comma[1] = '4';
     write_text(bad, text);
-    assert_int_equal(sb_strategy_file_load(bad, &m, 4, &back, &err), -1);
+    assert_int_equal(sb_strategy_load(bad, &m, 4, &back, &err), -1);
     if (!strstr(err.msg, "more than the 2 devices of its stage 0"))
         fail_msg("unclear message: %s", err.msg);
     free(text);
     free(choice);
     sb_problem_free(&pb);
-    sb_strategy_file_free(&sf);
+    sb_strategy_free(&sf);
     sb_model_free(&m);
     unlink(path);
     unlink(bad);
     rmdir(dir);
 }
 
-/* Writes n bytes of text to path and expects sb_strategy_file_load to
+/* Writes n bytes of text to path and expects sb_strategy_load to
  * refuse it with `says` and "path:line:" in the message. */
 static void expect_refused(const sb_model *m, const char *path, const char *text, size_t n,
                            int line, const char *says)
@@ -285,12 +287,12 @@ static void expect_refused(const sb_model *m, const char *path, const char *text
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, n, f), n);
     fclose(f);
-    sb_strategy_file back;
+    sb_strategy back;
     sb_error err = {0};
     char where[PATH_MAX + 32];
     snprintf(where, sizeof where, "%s:%d: ", path, line);
-    if (!sb_strategy_file_load(path, m, 4, &back, &err)) {
-        sb_strategy_file_free(&back);
+    if (!sb_strategy_load(path, m, 4, &back, &err)) {
+        sb_strategy_free(&back);
         fail_msg("expected '%s' at line %d, but the file loaded", says, line);
     }
     assert_int_equal(err.code, SB_EXIT_INPUT);
@@ -316,14 +318,14 @@ static void test_lines_per_version(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/s.strategy", dir);
     snprintf(bad, sizeof bad, "%s/bad.strategy", dir);
-    sb_strategy_file sf;
-    assert_int_equal(sb_strategy_file_init(&sf, &m, 4), 0);
+    sb_strategy sf;
+    assert_int_equal(sb_strategy_init(&sf, &m, 4), 0);
     for (int i = 0; i < m.nops * SB_MAX_DIMS; i++)
         sf.cfg[i] = 1;
     assert_int_equal(sb_pipeline_even(&sf.pipe, &m, 4, 2, 4, SB_SCHEDULE_1F1B, &err), 0);
     sf.zero = 1;
     sf.recompute[2] = 1; /* logits: a dense (op 1 is the LSTM, never recomputed) */
-    assert_int_equal(sb_strategy_file_save(path, &m, &sf, &err), 0);
+    assert_int_equal(sb_strategy_save(path, &m, &sf, &err), 0);
     char *text;
     size_t len;
     assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
@@ -428,17 +430,97 @@ static void test_lines_per_version(void **state)
         zl += *c == '\n';
     expect_refused(&m, bad, buf, len, zl, "a NUL byte in the line");
     /* and the file as written loads */
-    sb_strategy_file back;
-    if (sb_strategy_file_load(path, &m, 4, &back, &err))
+    sb_strategy back;
+    if (sb_strategy_load(path, &m, 4, &back, &err))
         fail_msg("%s", err.msg);
-    sb_strategy_file_free(&back);
+    sb_strategy_free(&back);
     free(buf);
     free(text);
-    sb_strategy_file_free(&sf);
+    sb_strategy_free(&sf);
     sb_model_free(&m);
     unlink(path);
     unlink(bad);
     rmdir(dir);
+}
+
+/* One type for every search's answer: the plain DP's (configs, recomputed
+ * ops, precision as a machine priced it) and the full space's (pipeline,
+ * ZeRO) give the strategy the files carry, and a precision line survives
+ * the round trip while the index loader still takes it. */
+static void test_from_searches(void **state)
+{
+    (void)state;
+    sb_setting set[1];
+    sb_error err = {0};
+    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
+    sb_model m;
+    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
+        fail_msg("%s", err.msg);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    sb_problem pb;
+    assert_int_equal(sb_problem_build(&m, 4, &cp, &pb, &err), 0);
+    sb_search_opts so = {.algo = SB_ALGO_PASE, .max_table_mb = 256};
+    sb_result r;
+    assert_int_equal(sb_search(&pb, &so, &r, &err), 0);
+    sb_strategy st, back;
+    assert_int_equal(sb_strategy_from_result(&st, &pb, &r, "pase", &err), 0);
+    assert_string_equal(st.algo, "pase");
+    assert_true(st.cost == r.total_cost);
+    for (int i = 0; i < m.nops; i++)
+        assert_memory_equal(sb_strategy_config(&st, i),
+                            pb.cfg[i].c + (size_t)r.choice[i] * (size_t)m.ops[i].ndims,
+                            (size_t)m.ops[i].ndims * sizeof(int));
+    assert_int_equal(sb_strategy_has_extras(&m, &st), 0);
+    char dir[] = "/tmp/sb_strategy_type_XXXXXX", path[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s.strategy", dir);
+    /* a precision makes a version-2 file; the index loader takes it */
+    st.precision = SB_PREC_BF16;
+    assert_int_equal(sb_strategy_has_extras(&m, &st), 1);
+    assert_int_equal(sb_strategy_save(path, &m, &st, &err), 0);
+    if (sb_strategy_load(path, &m, 4, &back, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.precision, SB_PREC_BF16);
+    assert_memory_equal(back.cfg, st.cfg, (size_t)m.nops * SB_MAX_DIMS * sizeof(int));
+    sb_strategy_free(&back);
+    int *choice = calloc((size_t)m.nops, sizeof *choice);
+    assert_non_null(choice);
+    assert_int_equal(sb_strategy_load_choice(path, &pb, choice, &err), 0);
+    assert_memory_equal(choice, r.choice, (size_t)m.nops * sizeof(int));
+    char *json = sb_strategy_json_str(&m, &st, "pase");
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"precision\":\"bf16\""));
+    free(json);
+    sb_strategy_free(&st);
+    /* the full space's answer: its pipeline and ZeRO stage carried */
+    sb_pipe_opts o;
+    sb_pipe_opts_default(&o);
+    o.stages = 2;
+    o.microbatches = 2;
+    sb_pipe_result pr;
+    if (sb_pipe_search(&m, 4, &cp, &o, &pr, &err))
+        fail_msg("pipe search: %s", err.msg);
+    assert_int_equal(sb_strategy_from_pipe(&st, &m, 4, &pr, "full", 0, &err), 0);
+    assert_int_equal(st.pipe.nstages, 2);
+    assert_int_equal(st.pipe.microbatches, 2);
+    assert_int_equal(st.zero, pr.zero);
+    assert_memory_equal(st.cfg, pr.cfg, (size_t)m.nops * SB_MAX_DIMS * sizeof(int));
+    assert_int_equal(sb_strategy_has_extras(&m, &st), 1);
+    assert_int_equal(sb_strategy_save(path, &m, &st, &err), 0);
+    if (sb_strategy_load(path, &m, 4, &back, &err))
+        fail_msg("%s", err.msg);
+    assert_memory_equal(back.pipe.first_op, st.pipe.first_op, 3 * sizeof(int));
+    assert_int_equal(back.precision, 0);
+    sb_strategy_free(&back);
+    sb_strategy_free(&st);
+    sb_pipe_result_free(&pr);
+    unlink(path);
+    rmdir(dir);
+    free(choice);
+    sb_result_free(&r);
+    sb_problem_free(&pb);
+    sb_model_free(&m);
 }
 
 int main(void)
@@ -449,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_version2),
+        cmocka_unit_test(test_from_searches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

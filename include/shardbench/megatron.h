@@ -85,6 +85,26 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
  * Returns the number priced; 0 (and err) when none is valid or fits. */
 long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
                   double mem_limit, sb_mt_config *best, sb_mt_result *r, sb_error *err);
+/* One pipeline stage (rank) of a configuration, stage by stage
+ * (search/megatron_stages.c): its layers (VPP chunks interleaved: chunk k
+ * of stage s is virtual stage k PP + s; without interleaving uneven stages
+ * get their extra layer from the ends inwards), forward and backward
+ * seconds per micro-batch over its chunks (its sends, the embedding on
+ * stage 0 and the head on the last included), its memory per device at its
+ * peak. sb_mt_price's step is the slowest stage's, its memory stage 0's. */
+typedef struct {
+    int stage, layers, first_layer; /* first_layer: of chunk 0, 1-based */
+    double fwd_s, bwd_s;            /* per micro-batch, all its chunks */
+    double inflight;                /* micro-batches' activations held at the peak */
+    double mem_weights, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_total;
+} sb_mt_stage;
+
+void sb_mt_stage_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int s,
+                    sb_mt_stage *out);
+/* Chunk k (0 .. VPP-1) of stage s: its first layer (1-based), layer count,
+ * forward and backward seconds per micro-batch. */
+void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int s, int k,
+                    int *first_layer, int *nlayers, double *fwd_s, double *bwd_s);
 /* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
  * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
  * 12 l h s of attention, 6 h V of the logits. */

@@ -62,7 +62,7 @@ typedef struct {
 
 void sb_pipe_opts_default(sb_pipe_opts *o);
 
-typedef struct {
+typedef struct sb_pipe_result {
     sb_pipeline pipe;
     int *cfg;                         /* nops * SB_MAX_DIMS: op i's config (its stage's devices) */
     double *op_cost;                  /* nops: op i's vertex cost per micro-batch (weight-gradient

@@ -31,10 +31,10 @@ typedef struct {
  * *figures and *files (may be NULL) get the counts. */
 int sb_plot(const sb_plot_opts *o, int *figures, int *files, sb_error *err);
 
-/* The figures of one full-space search (`plot --search FILE.json`,
- * `search --plot DIR`; plots/fig_search.c, plots/README.md): OUT/memory-,
- * steptime-, schedule- and configs-MODEL-pP.{png,svg}. A figure whose
- * field the JSON lacks fails (SB_EXIT_INPUT) naming the field. */
+/* The figures of one full-space or megatron search (`plot --search
+ * FILE.json`, `search --plot DIR`; plots/fig_search.c, plots/README.md):
+ * OUT/memory-, steptime-, schedule- and configs-MODEL-pP.{png,svg}. A
+ * figure whose field the JSON lacks fails (SB_EXIT_INPUT) naming the field. */
 typedef struct {
     const char *json;    /* the search's JSON text */
     const char *source;  /* its file (messages) */

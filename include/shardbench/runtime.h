@@ -22,6 +22,7 @@
 #include "shardbench/model.h"
 #include "shardbench/pipeline.h"
 #include "shardbench/relayout.h"
+#include "shardbench/strategy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,15 +38,6 @@ typedef struct {
     float lr;          /* learning rate (default 0.01) */
     sb_update_rule update; /* plain SGD (default) or Adam */
     float beta1, beta2, eps; /* Adam's (defaults 0.9, 0.999, 1e-8) */
-    /* ZeRO stage over each weight's replica group (the ranks its gradient
-     * is summed over, q of them): 0 none (default); 1: the optimizer state
-     * sharded (each rank updates 1/q of the weight after the gradient's
-     * all-reduce, then the weight is all-gathered); 2: also the gradient
-     * (reduce-scattered instead of all-reduced); 3: also the weight (only
-     * the slice persists; gathered for the op's forward and backward). Rank
-     * r of a group owns [r*ceil(n/q), min(n, (r+1)*ceil(n/q))) of the
-     * flattened shard of n floats. */
-    int zero;
     uint64_t seed;     /* weights, inputs and labels (default 1) */
     /* Real data instead of the synthetic inputs and labels (NULL: synthetic).
      * The model must have exactly one input tensor, (batch, sample dims...),
@@ -66,50 +58,44 @@ typedef struct {
     int cpu_times;
 } sb_exec_opts;
 
-/* What the executor runs: the model and one config per op, config i being
- * op i's split count per iteration dim (m->ops[i].ndims ints). A search
- * result converts to it by pointing configs[i] at the chosen config. */
-typedef struct {
-    const sb_model *m;
-    const int *const *configs; /* m->nops pointers */
-    /* The pipeline (shardbench/pipeline.h: stages on consecutive ranks,
-     * micro-batches, schedule), or NULL: one stage on every rank, one
-     * micro-batch (every config's product <= P). With a pipeline, op i's
-     * config is for its stage's devices. */
-    const sb_pipeline *pipe;
-    /* m->nops flags: op i's activations are dropped after its forward and
-     * computed again before its backward; NULL: none. */
-    const unsigned char *recompute;
-} sb_plan_strategy;
-
 typedef struct sb_executor sb_executor;
 
-/* Builds the plan on comm (its size is the device count P; the strategy's
- * configs must have products <= P, or with a pipeline <= their stage's
- * devices, and split every dim of a micro-batch evenly). Collective over
- * comm. First checks
+/* Builds the plan of strategy st for model m on comm (its size is the
+ * device count P; the strategy's configs must have products <= P, or with a
+ * pipeline <= their stage's devices, and split every dim of a micro-batch
+ * evenly; its pipeline runs on consecutive ranks, its recompute flags drop
+ * and recompute activations, and its ZeRO stage shards over each weight's
+ * replica group, q ranks: 1 the optimizer state (each rank updates 1/q of
+ * the weight after the gradient's all-reduce, then the weight is
+ * all-gathered); 2 also the gradient (reduce-scattered instead of
+ * all-reduced); 3 also the weight (only the slice persists; gathered for
+ * the op's forward and backward); rank r of a group owns [r*ceil(n/q),
+ * min(n, (r+1)*ceil(n/q))) of the flattened shard of n floats. Its rank
+ * order and precision are the caller's: the executor trains fp32 on ranks
+ * as given). Collective over comm. First checks
  * that every rank holds the same model, strategy and options
  * (sb_agree_plan), then that every rank reaches the same verdict before
  * any communication that could hang. The
  * strategy is copied: it need not outlive the call; the model must outlive
  * the executor. */
-int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
-                       const sb_exec_opts *opts, sb_executor **out, sb_error *err);
+int sb_executor_create(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
+                       const sb_backend *be, const sb_exec_opts *opts, sb_executor **out,
+                       sb_error *err);
 
 /* What every rank must share, one fact a line ("name=value"; malloc'ed,
  * NULL when out of memory): the model (name, parameters, tensors, ops with
  * dims, attributes, operands and weights) and the strategy (each op's
  * config). */
 char *sb_model_text(const sb_model *m);
-char *sb_strategy_text(const sb_plan_strategy *st);
+char *sb_strategy_text(const sb_model *m, const sb_strategy *st);
 /* Collective over comm: 0 when every rank holds the same model (and, for
  * sb_agree_plan, the same strategy, backend and options: lr, seed, data
  * source and seed, opts->agree); else -1 on every rank, with err naming
  * the first difference: "ranks disagree on the model: rank 0 has
  * batch=16, rank 2 has batch=8" (sb_agree_text, dtensor.h). */
 int sb_agree_model(MPI_Comm comm, const sb_model *m, sb_error *err);
-int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
-                  const sb_exec_opts *opts, sb_error *err);
+int sb_agree_plan(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
+                  const sb_backend *be, const sb_exec_opts *opts, sb_error *err);
 
 /* One training step: forward, loss, backward, SGD (with a pipeline: each
  * rank runs its stage's forwards and backwards of the M micro-batches in

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-typedef struct {
+typedef struct sb_problem {
     const sb_model *m;
     int p;
     sb_cost_params cp;
@@ -91,7 +91,7 @@ typedef struct sb_dp_memo sb_dp_memo;
 sb_dp_memo *sb_dp_memo_new(double cap_bytes);
 void sb_dp_memo_free(sb_dp_memo *m);
 
-typedef struct {
+typedef struct sb_result {
     int *choice;          /* nops config indices */
     double total_cost;
     double seconds;

@@ -130,23 +130,25 @@ char *sb_model_text(const sb_model *m)
     return done(&b);
 }
 
-char *sb_strategy_text(const sb_plan_strategy *st)
+char *sb_strategy_text(const sb_model *m, const sb_strategy *st)
 {
     sbuf b = {0};
-    for (int i = 0; i < st->m->nops; i++) {
-        put(&b, "op %s config=", st->m->ops[i].name);
-        for (int d = 0; d < st->m->ops[i].ndims; d++)
-            put(&b, "%s%d", d ? "," : "", st->configs[i][d]);
+    for (int i = 0; i < m->nops; i++) {
+        const int *c = sb_strategy_config(st, i);
+        put(&b, "op %s config=", m->ops[i].name);
+        for (int d = 0; d < m->ops[i].ndims; d++)
+            put(&b, "%s%d", d ? "," : "", c[d]);
         put(&b, "%s\n", st->recompute && st->recompute[i] ? " recompute" : "");
     }
-    if (st->pipe && !sb_pipeline_is_none(st->pipe)) {
-        const sb_pipeline *pl = st->pipe;
+    const sb_pipeline *pl = &st->pipe;
+    if (!sb_pipeline_is_none(pl)) {
         put(&b, "pipeline stages=%d microbatches=%d schedule=%s\n", pl->nstages, pl->microbatches,
             sb_schedule_name(pl->schedule));
         for (int s = 0; s < pl->nstages; s++)
             put(&b, "stage %d ops=%d..%d devices=%d\n", s, pl->first_op[s], pl->first_op[s + 1] - 1,
                 pl->devices[s]);
     }
+    put(&b, "zero=%d\n", st->zero);
     return done(&b);
 }
 
@@ -193,7 +195,6 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
             (double)o->beta2, (double)o->eps);
     else
         put(&b, "update=sgd\n");
-    put(&b, "zero=%d\n", o ? o->zero : 0);
     if (o && o->data) {
         char d[1024];
         sb_data_describe(o->data, d, sizeof d);
@@ -206,11 +207,11 @@ static char *options_text(const sb_backend *be, const sb_exec_opts *o)
     return done(&b);
 }
 
-int sb_agree_plan(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
-                  const sb_exec_opts *opts, sb_error *err)
+int sb_agree_plan(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
+                  const sb_backend *be, const sb_exec_opts *opts, sb_error *err)
 {
-    if (agree_owned(comm, "model", sb_model_text(st->m), err)
-        || agree_owned(comm, "strategy", sb_strategy_text(st), err)
+    if (agree_owned(comm, "model", sb_model_text(m), err)
+        || agree_owned(comm, "strategy", sb_strategy_text(m, st), err)
         || agree_owned(comm, "options", options_text(be, opts), err))
         return -1;
     return 0;

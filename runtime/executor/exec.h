@@ -31,7 +31,7 @@ typedef struct {
     MPI_Comm gcomm;
     tbuf w, dw;
     tbuf m, v;          /* Adam's moments (update rule adam only; ZeRO: the slice's) */
-    /* ZeRO (sb_exec_opts.zero >= 1 and gcomm of zq > 1 ranks): the shard
+    /* ZeRO (sb_strategy.zero >= 1 and gcomm of zq > 1 ranks): the shard
      * (box, n floats, flattened) is cut into zq contiguous slices, rank r of
      * gcomm owning zcount[r] floats at zdispl[r]; this rank's is [zlo, zhi).
      * Stage 2 and 3 keep the summed gradient of the slice in dws (dw is then
@@ -94,7 +94,7 @@ struct sb_executor {
     float lr;
     sb_update_rule update;
     float beta1, beta2, eps;
-    int zero;           /* ZeRO stage 0..3 (sb_exec_opts.zero) */
+    int zero;           /* ZeRO stage 0..3 (sb_strategy.zero) */
     /* recomputation (recompute.c): m->nops flags, NULL when no op is
      * recomputed; 1 while a recomputed op's forward runs again before its
      * backward (stage 3 then keeps the gathered weight for the backward) */
@@ -130,7 +130,7 @@ struct sb_executor {
     sb_error data_err;
     struct { float *p; int64_t n; } *pool; /* freed buffers kept for reuse */
     int npool, cap_pool;
-    /* pipeline (sb_plan_strategy.pipe): stages, micro-batches, schedule */
+    /* pipeline (sb_strategy.pipe): stages, micro-batches, schedule */
     sb_pipeline pipe;
     int stage;          /* this rank's stage */
     int nmb, cur_mb;    /* M micro-batches; the one being run */

@@ -7,7 +7,7 @@
  * of weight gradients over data-parallel replicas, SGD or Adam (with ZeRO:
  * sliced over those replicas, params.c).
  *
- * Pipeline (sb_plan_strategy.pipe): ops run on their stage's ranks, each
+ * Pipeline (sb_strategy.pipe): ops run on their stage's ranks, each
  * rank runs its stage's events of the step (GPipe or 1F1B over the
  * micro-batches, run_schedule), relayouts across stages go point to point,
  * and weight gradients are summed over the micro-batches before their
@@ -198,14 +198,10 @@ static int test_hook_create_fail(int rank, sb_error *err)
 
 /* The pipeline (stages, micro-batches) and the model a micro-batch sees.
  * Local; the same verdict on every rank. */
-static int setup_pipeline(sb_executor *ex, const sb_plan_strategy *st, const sb_exec_opts *opts,
-                          sb_error *err)
+static int setup_pipeline(sb_executor *ex, const sb_model *m, const sb_strategy *st,
+                          const sb_exec_opts *opts, sb_error *err)
 {
-    const sb_model *m = st->m;
-    if (st->pipe)
-        ex->pipe = *st->pipe;
-    else
-        sb_pipeline_none(&ex->pipe, m->nops, ex->size);
+    ex->pipe = st->pipe;
     if (sb_pipeline_check(&ex->pipe, m, ex->size, err))
         return -1;
     ex->full = ex->m = m;
@@ -238,13 +234,12 @@ static int setup_pipeline(sb_executor *ex, const sb_plan_strategy *st, const sb_
 
 /* What sb_executor_create does on this rank alone: the op grids and boxes,
  * the weights' declarations, the dataset, the relayout plans. */
-static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_exec_opts *opts,
-                        sb_error *err)
+static int create_local(sb_executor *ex, const sb_model *m, const sb_strategy *st,
+                        const sb_exec_opts *opts, sb_error *err)
 {
-    const sb_model *m = st->m;
     if (check_model(m, err))
         return -1;
-    if (setup_pipeline(ex, st, opts, err))
+    if (setup_pipeline(ex, m, st, opts, err))
         return -1;
     m = ex->m;
     ex->ops = calloc((size_t)m->nops, sizeof *ex->ops);
@@ -263,7 +258,7 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         const sb_op *op = &m->ops[i];
         opx *o = &ex->ops[i];
         o->idx = i;
-        memcpy(o->c, st->configs[i], (size_t)op->ndims * sizeof(int));
+        memcpy(o->c, sb_strategy_config(st, i), (size_t)op->ndims * sizeof(int));
         o->kcomm = o->acomm = MPI_COMM_NULL;
         o->q = plan_grid_size(o->c, op->ndims);
         int s = sb_pipeline_stage_of(&ex->pipe, i);
@@ -287,7 +282,7 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
         if (exec_declare_params(ex, o, err))
             return -1;
     }
-    if (exec_recompute_setup(ex, st, err))
+    if (exec_recompute_setup(ex, ex->full, st, err))
         return -1;
     if (opts && opts->data && exec_setup_data(ex, opts, err))
         return -1;
@@ -300,23 +295,24 @@ static int create_local(sb_executor *ex, const sb_plan_strategy *st, const sb_ex
     return test_hook_create_fail(ex->rank, err);
 }
 
-int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backend *be,
-                       const sb_exec_opts *opts, sb_executor **out, sb_error *err)
+int sb_executor_create(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
+                       const sb_backend *be, const sb_exec_opts *opts, sb_executor **out,
+                       sb_error *err)
 {
     *out = NULL;
     /* before anything that depends on them: every rank must run the same
      * plan, or collectives mismatch (a hang) and configs differ */
-    if (sb_agree_plan(comm, st, be, opts, err))
+    if (sb_agree_plan(comm, m, st, be, opts, err))
         return -1;
-    if (opts && (opts->zero < 0 || opts->zero > 3)) /* the same on every rank (agreed) */
-        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", opts->zero);
-    if (sb_ops_check_backend(be, st->m, err)) /* the same backend on every rank (agreed) */
+    if (st->zero < 0 || st->zero > 3) /* the same on every rank (agreed) */
+        return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", st->zero);
+    if (sb_ops_check_backend(be, m, err)) /* the same backend on every rank (agreed) */
         return -1;
     sb_executor *ex = calloc(1, sizeof *ex);
     int rc = ex ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (ex) {
         ex->comm = comm;
-        ex->m = st->m;
+        ex->m = m;
         ex->be = be;
         ex->lr = opts && opts->lr > 0 ? opts->lr : 0.01f;
         ex->update = opts ? opts->update : SB_UPDATE_SGD;
@@ -324,13 +320,13 @@ int sb_executor_create(MPI_Comm comm, const sb_plan_strategy *st, const sb_backe
         ex->beta2 = opts && opts->beta2 > 0 ? opts->beta2 : 0.999f;
         ex->eps = opts && opts->eps > 0 ? opts->eps : 1e-8f;
         ex->seed = opts && opts->seed ? opts->seed : 1;
-        ex->zero = opts ? opts->zero : 0;
+        ex->zero = st->zero;
         ex->ledger.cpu = opts && opts->cpu_times && !be->mark; /* host marks only */
         MPI_Comm_rank(comm, &ex->rank);
         MPI_Comm_size(comm, &ex->size);
         if (be == &sb_backend_cpu || be == sb_backend_cpu_devmem())
             sb_cpu_threads_sync(); /* the kernels' OpenMP loops use OpenBLAS's thread count */
-        rc = create_local(ex, st, opts, err);
+        rc = create_local(ex, m, st, opts, err);
     }
     /* a failure of one rank (memory) must not leave the others in the
      * group set-up's collectives */

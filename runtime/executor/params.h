@@ -11,7 +11,7 @@ int exec_declare_params(sb_executor *ex, opx *o, sb_error *err);
 /* Allocates and fills the weights (each rank exactly its shard of the same
  * global tensor) and the weight-gradient groups. Collective. */
 int exec_init_params(sb_executor *ex, sb_error *err);
-/* ZeRO (sb_exec_opts.zero): 1 when pa is sharded over its gradient group
+/* ZeRO (sb_strategy.zero): 1 when pa is sharded over its gradient group
  * (stage >= 1 and a group of 2 ranks or more). */
 int zero_on(const sb_executor *ex, const param *pa);
 /* Stage 3, around op o's forward and backward: its weights gathered from

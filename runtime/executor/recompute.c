@@ -1,4 +1,4 @@
-/* recompute.c: activation recomputation (sb_plan_strategy.recompute).
+/* recompute.c: activation recomputation (sb_strategy.recompute).
  *
  * Without it every buffer of a step stays until the step ends. An op
  * flagged for recomputation instead:
@@ -37,9 +37,9 @@
 
 #include "services.h"
 
-int exec_recompute_setup(sb_executor *ex, const sb_plan_strategy *st, sb_error *err)
+int exec_recompute_setup(sb_executor *ex, const sb_model *m, const sb_strategy *st,
+                         sb_error *err)
 {
-    const sb_model *m = st->m;
     ex->recompute = NULL;
     int any = 0;
     for (int i = 0; st->recompute && i < m->nops; i++)

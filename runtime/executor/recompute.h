@@ -12,7 +12,8 @@ typedef int (*exec_forward_fn)(sb_executor *ex, int i, sb_error *err);
 
 /* Keeps st->recompute (flags of recomputable ops only, sb_op_recomputable)
  * in ex->recompute; NULL when none is set. Local. */
-int exec_recompute_setup(sb_executor *ex, const sb_plan_strategy *st, sb_error *err);
+int exec_recompute_setup(sb_executor *ex, const sb_model *m, const sb_strategy *st,
+                         sb_error *err);
 /* 1 when input k of op i is kept for its recomputed forward instead of
  * relayouted again: op i is recomputed and the input comes from an op of
  * another (earlier) pipeline stage, whose ranks send it only once per

@@ -1,0 +1,34 @@
+/* search/mt_int.h: what megatron.c and megatron_stages.c share (internal):
+ * one transformer layer's figures on one GPU per micro-batch, and the
+ * pipeline's ends (embedding, head, the sends between stages), both from
+ * the GPU op model. */
+#ifndef SB_SEARCH_MT_INT_H
+#define SB_SEARCH_MT_INT_H
+
+#include "shardbench/megatron.h"
+
+/* per-layer figures of one micro-batch on one GPU */
+typedef struct {
+    double fwd_s, bwd_s, recomp_s; /* compute (GEMMs and memory-bound ops) */
+    double tp_fwd_s, tp_bwd_s;     /* exposed TP collectives */
+    double ep_s;                   /* MoE all-to-all, forward and backward (half each) */
+    double cp_s, cp_fwd_s;         /* CP's K/V exchange not hidden by the attention; its
+                                      forward's part */
+    double params;                 /* parameters of the layer on this GPU */
+    double act_bytes;              /* activations kept for the backward */
+} sb_mt_layer_cost;
+
+/* per micro-batch: the head (vocab-parallel logits and loss) forward,
+ * backward and its TP all-reduces; the embedding forward and backward; the
+ * pipeline sends of one micro-batch over all VPP chunk boundaries, both
+ * directions (0 without a pipeline) */
+typedef struct {
+    double head_f, head_b, head_tp, emb_f, emb_b, pp_mb;
+} sb_mt_ends;
+
+void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
+                 sb_mt_layer_cost *L);
+void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
+                   sb_mt_ends *e);
+
+#endif
