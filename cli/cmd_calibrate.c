@@ -188,7 +188,7 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
           *w = backend_floats(be, (size_t)a->words, 1.0f), *one = backend_floats(be, 1, 1.0f);
     size_t cin = (size_t)CB * CC * CH * CW, cout = (size_t)CB * CN * CH * CW,
            cw = (size_t)CN * CC * CR * CR,
-           cwork = be->conv2d_work_floats(CC, CR, CR, CN, CH, CW);
+           cwork = be->conv->conv2d_work_floats(CC, CR, CR, CN, CH, CW);
     float *cx = backend_floats(be, cin, 0.1f), *cdx = backend_floats(be, cin, 0.0f),
           *cy = backend_floats(be, cout, 0.0f), *cdy = backend_floats(be, cout, 0.1f),
           *cwt = backend_floats(be, cw, 0.01f), *cdw = backend_floats(be, cw, 0.0f),
@@ -210,26 +210,26 @@ static int measure(const sb_backend *be, const cal_args *a, MPI_Comm comm, timin
     for (int r = 0; r <= a->reps; r++) {
         MPI_Barrier(comm);
         double t0 = now(be);
-        be->gemm_batched(0, 0, n, n, n, 1.0f, A, n, 0, B, n, 0, 0.0f, C, n, 0, 1);
+        be->gemm->gemm_batched(0, 0, n, n, n, 1.0f, A, n, 0, B, n, 0, 0.0f, C, n, 0, 1);
         t[r] = now(be) - t0;
     }
     out->gemm_s = median(t + 1, a->reps);
     for (int r = 0; r <= a->reps; r++) {
         MPI_Barrier(comm);
         double t0 = now(be);
-        be->add_forward(z, ins, 2, (size_t)a->elems, 0);
+        be->sum->add_forward(z, ins, 2, (size_t)a->elems, 0);
         t[r] = now(be) - t0;
     }
     out->elem_s = median(t + 1, a->reps);
     for (int r = 0; r <= a->reps; r++) {
         MPI_Barrier(comm);
         double t0 = now(be);
-        be->conv2d_forward(cy, cx, cwt, NULL, cwk, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1, CH, CW,
-                           1, 1, 1, 0);
-        be->conv2d_backward_data(cdx, cwk, cdy, NULL, cwt, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1,
-                                 CH, CW, 1, 1, 1);
-        be->conv2d_backward_filter(cdw, NULL, cwk, cdy, NULL, cx, CB, CC, CH, CW, CN, CR, CR, 1, 1,
-                                   1, 1, CH, CW, 1, 1, 1);
+        be->conv->conv2d_forward(cy, cx, cwt, NULL, cwk, CB, CC, CH, CW, CN, CR, CR, 1, 1, 1, 1, CH,
+                                 CW, 1, 1, 1, 0);
+        be->conv->conv2d_backward_data(cdx, cwk, cdy, NULL, cwt, CB, CC, CH, CW, CN, CR, CR, 1, 1,
+                                       1, 1, CH, CW, 1, 1, 1);
+        be->conv->conv2d_backward_filter(cdw, NULL, cwk, cdy, NULL, cx, CB, CC, CH, CW, CN, CR, CR,
+                                         1, 1, 1, 1, CH, CW, 1, 1, 1);
         t[r] = now(be) - t0;
     }
     out->conv_s = median(t + 1, a->reps);
@@ -337,6 +337,10 @@ int cmd_calibrate(int argc, char **argv)
         prc = sb_fail(&err, SB_EXIT_INPUT, "calibrate: %d rank: the link is measured between "
                       "ranks, run it as `mpirun -np P shardbench calibrate` with P >= 2", size);
     if (!prc && !(be = sb_backend_get(a.backend, &err)))
+        prc = -1;
+    if (!prc
+        && sb_backend_require(be, SB_FAM(GEMM) | SB_FAM(SUM) | SB_FAM(CONV),
+                              "calibrate's measurements", &err))
         prc = -1;
     /* the same verdict everywhere (arguments are the same on every rank, the
      * backend may not be) */

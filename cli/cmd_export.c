@@ -211,10 +211,9 @@ static int export_with_extras(FILE *f, const char *path, const sb_problem *pb, c
                               const sb_strategy *sf, sb_export_format fmt,
                               sb_export_form form, sb_error *err)
 {
-    sb_strategy layouts = *sf; /* what changes a layout: all but the precision */
-    layouts.precision = 0;
-    if (!sb_strategy_has_extras(pb->m, sf) ||
-        (form == SB_EXPORT_PY && !sb_strategy_has_extras(pb->m, &layouts)))
+    /* the precision changes no layout: shown beside the text and JSON forms */
+    if ((!sb_strategy_has_extras(pb->m, sf) && !sf->precision) ||
+        (form == SB_EXPORT_PY && !sb_strategy_has_extras(pb->m, sf)))
         return sb_strategy_export_as(f, pb, choice, fmt, form, err);
     if (form == SB_EXPORT_PY)
         return sb_fail(err, SB_EXIT_INPUT, "%s holds a pipeline, ZeRO stage or recomputation: "

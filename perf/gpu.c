@@ -267,8 +267,9 @@ static void gemm_table(void *p)
 {
     gemm_case *g = p;
     /* row-major C (M x N) = A (M x K) B (K x N), batches back to back */
-    gpu->gemm_batched(0, 0, g->M, g->N, g->K, 1.0f, g->a, g->K, (ptrdiff_t)g->M * g->K, g->b, g->N,
-                      (ptrdiff_t)g->K * g->N, 0.0f, g->c, g->N, (ptrdiff_t)g->M * g->N, g->batch);
+    gpu->gemm->gemm_batched(0, 0, g->M, g->N, g->K, 1.0f, g->a, g->K, (ptrdiff_t)g->M * g->K, g->b,
+                            g->N, (ptrdiff_t)g->K * g->N, 0.0f, g->c, g->N, (ptrdiff_t)g->M * g->N,
+                            g->batch);
 }
 
 static void gemm_lib(void *p)
@@ -330,14 +331,15 @@ static void conv_table(void *p)
 {
     conv_case *k = p;
     if (k->pass == 0)
-        gpu->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, k->R, k->R,
-                            1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1, 0);
+        gpu->conv->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, k->R,
+                                  k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1, 0);
     else if (k->pass == 1)
-        gpu->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N,
-                                  k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1);
+        gpu->conv->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N,
+                                        k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1);
     else
-        gpu->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H, k->H,
-                                    k->N, k->R, k->R, 1, 1, k->pad, k->pad, k->Ho, k->Ho, 1, 1, 1);
+        gpu->conv->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H,
+                                          k->H, k->N, k->R, k->R, 1, 1, k->pad, k->pad, k->Ho,
+                                          k->Ho, 1, 1, 1);
 }
 
 static void conv_lib(void *p)
@@ -449,8 +451,10 @@ static void bench_conv(int reps, int quick)
 
 /* ---- full steps ---- */
 
-/* The cuda table with GEMM and conv FLOP counted on the way through. */
+/* The cuda backend with GEMM and conv FLOP counted on the way through. */
 static sb_backend counted;
+static sb_gemm_kernels counted_gemm;
+static sb_conv_kernels counted_conv;
 static double step_flop;
 
 static void c_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -458,23 +462,24 @@ static void c_gemm(int ta, int tb, int M, int N, int K, float alpha, const float
                    int ldc, ptrdiff_t sc, int batch)
 {
     step_flop += 2.0 * M * N * (double)K * batch;
-    gpu->gemm_batched(ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    gpu->gemm->gemm_batched(ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                            batch);
 }
 static void c_conv_f(float *out, const float *inp, const float *w, const float *bias, float *work,
                      int B, int C, int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
                      int pl, int H_out, int W_out, int dil_h, int dil_w, int groups, int relu)
 {
     step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
-    gpu->conv2d_forward(out, inp, w, bias, work, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl, H_out,
-                        W_out, dil_h, dil_w, groups, relu);
+    gpu->conv->conv2d_forward(out, inp, w, bias, work, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
+                              H_out, W_out, dil_h, dil_w, groups, relu);
 }
 static void c_conv_d(float *dinp, float *work, const float *dout, const float *out, const float *w,
                      int B, int C, int H_in, int W_in, int N, int R, int S, int sh, int sw, int pt,
                      int pl, int H_out, int W_out, int dil_h, int dil_w, int groups)
 {
     step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
-    gpu->conv2d_backward_data(dinp, work, dout, out, w, B, C, H_in, W_in, N, R, S, sh, sw, pt, pl,
-                              H_out, W_out, dil_h, dil_w, groups);
+    gpu->conv->conv2d_backward_data(dinp, work, dout, out, w, B, C, H_in, W_in, N, R, S, sh, sw, pt,
+                                    pl, H_out, W_out, dil_h, dil_w, groups);
 }
 static void c_conv_w(float *dw, float *dbias, float *work, const float *dout, const float *out,
                      const float *inp, int B, int C, int H_in, int W_in, int N, int R, int S, int sh,
@@ -482,8 +487,8 @@ static void c_conv_w(float *dw, float *dbias, float *work, const float *dout, co
                      int groups)
 {
     step_flop += 2.0 * B * N * H_out * (double)W_out * (C / groups) * R * S;
-    gpu->conv2d_backward_filter(dw, dbias, work, dout, out, inp, B, C, H_in, W_in, N, R, S, sh, sw,
-                                pt, pl, H_out, W_out, dil_h, dil_w, groups);
+    gpu->conv->conv2d_backward_filter(dw, dbias, work, dout, out, inp, B, C, H_in, W_in, N, R, S,
+                                      sh, sw, pt, pl, H_out, W_out, dil_h, dil_w, groups);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -717,10 +722,13 @@ int main(int argc, char **argv)
     bench_conv(o.reps, o.quick);
 
     counted = *gpu;
-    counted.gemm_batched = c_gemm;
-    counted.conv2d_forward = c_conv_f;
-    counted.conv2d_backward_data = c_conv_d;
-    counted.conv2d_backward_filter = c_conv_w;
+    counted_gemm.gemm_batched = c_gemm;
+    counted.gemm = &counted_gemm;
+    counted_conv = *gpu->conv;
+    counted_conv.conv2d_forward = c_conv_f;
+    counted_conv.conv2d_backward_data = c_conv_d;
+    counted_conv.conv2d_backward_filter = c_conv_w;
+    counted.conv = &counted_conv;
     printf("\n# steps at p = 1 (all-ones strategy): median of %d after %d warm-up; overhead = mean "
            "step - mean per-op sum\n",
            o.steps, o.warmup);

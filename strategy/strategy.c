@@ -41,8 +41,7 @@ void sb_strategy_free(sb_strategy *st)
 
 int sb_strategy_has_extras(const sb_model *m, const sb_strategy *st)
 {
-    if (st->zero || st->node_order || st->precision ||
-        (st->pipe.nstages && !sb_pipeline_is_none(&st->pipe)))
+    if (st->zero || st->node_order || (st->pipe.nstages && !sb_pipeline_is_none(&st->pipe)))
         return 1;
     for (int i = 0; st->recompute && i < m->nops; i++)
         if (st->recompute[i] && sb_op_recomputable(&m->ops[i]))

@@ -156,7 +156,7 @@ int sb_strategy_save(const char *path, const sb_model *m, const sb_strategy *sf,
         return -1;
     char params[4096];
     sb_params_str(m, params, sizeof params);
-    int v2 = sb_strategy_has_extras(m, sf);
+    int v2 = sb_strategy_has_extras(m, sf) || sf->precision;
     fprintf(f, "shardbench-strategy %d\n", v2 ? 2 : 1);
     fprintf(f, "# written by shardbench %s; one config (split count per iteration dim) per op\n",
             sb_version());
@@ -622,16 +622,6 @@ int sb_strategy_choice(const char *path, const sb_strategy *sf, const sb_problem
     return 0;
 }
 
-/* 1 when the precision is st's only extra: a file read into a plain
- * problem's choice keeps every config (the recipe it was priced in does not
- * change them). */
-static int only_precision(const sb_model *m, const sb_strategy *st)
-{
-    sb_strategy plain = *st;
-    plain.precision = 0;
-    return !sb_strategy_has_extras(m, &plain);
-}
-
 int sb_strategy_load_choice(const char *path, const sb_problem *pb, int *choice, sb_error *err)
 {
     const sb_model *m = pb->m;
@@ -639,7 +629,7 @@ int sb_strategy_load_choice(const char *path, const sb_problem *pb, int *choice,
     if (sb_strategy_load(path, m, pb->p, &sf, err))
         return -1;
     int rc = 0;
-    if (sb_strategy_has_extras(m, &sf) && !only_precision(m, &sf))
+    if (sb_strategy_has_extras(m, &sf))
         rc = sb_fail(err, SB_EXIT_INPUT, "%s: holds a pipeline, ZeRO stage, recomputation or "
                      "cyclic rank order, "
                      "which this command does not take (shardbench run does)", path);

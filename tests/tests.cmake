@@ -1120,6 +1120,17 @@ sb_unit_test(test_strategy_io unit/test_strategy_io.c)
 # (test_special_files); the timeout backs up the test's own alarm.
 set_tests_properties(test_strategy_io PROPERTIES TIMEOUT 60)
 
+# ---- backend families
+# The backend's kernel families (include/shardbench/backend.h): one small
+# model per op kind runs on a backend holding only the families its ops
+# and the executor declare, with the full CPU backend's losses; a backend
+# without a family a model needs, or with an empty entry, is refused at
+# creation naming the family and the op (tests/unit/test_backend_families.c).
+sb_unit_test(test_backend_families unit/test_backend_families.c)
+set_property(TEST test_backend_families APPEND PROPERTY ENVIRONMENT
+  "ASAN_OPTIONS=detect_leaks=0" OPENBLAS_NUM_THREADS=1)
+set_property(TEST test_backend_families PROPERTY TIMEOUT 120)
+
 # ---- zero
 # ZeRO's backend collectives (reduce_scatter, allgather) on the CPU and
 # cpu-devmem backends with the executor's slicing, even, uneven and empty
@@ -1156,7 +1167,7 @@ sb_labels(unit
   "^test_(parse|cost|profile|dp|pipesearch|results|kernels|search_baselines|export)$"
   "^test_(strategy_io|text|hf|cpuset|calibration|machine|collectives|megatron)$"
   "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|onnx_dyn|dtensor)$"
-  "^test_executor_timing$" "^cuda_(host|check|check_self)$")
+  "^test_(executor_timing|backend_families)$" "^cuda_(host|check|check_self)$")
 sb_labels(mpi "^test_(relayout|agree|checkpoint|data_train|memory|zero)_np[0-9]+$"
   "^test_equiv_" "^test_bf16_keep$")
 sb_labels(cli

@@ -68,9 +68,10 @@ int sb_strategy_from_configs(sb_strategy *st, const sb_model *m, int p,
  * or -1 when out of memory. */
 int sb_strategy_init(sb_strategy *st, const sb_model *m, int p);
 void sb_strategy_free(sb_strategy *st);
-/* 1 when st holds more than a plain strategy: a pipeline (S > 1 or M > 1),
- * a ZeRO stage, a recomputed op, cyclic rank order or a precision other
- * than fp32 (what a version-2 file adds). */
+/* 1 when st holds what a plain problem's choice cannot: a pipeline (S > 1
+ * or M > 1), a ZeRO stage, a recomputed op or cyclic rank order. The
+ * precision is not one (it changes no config): a file with only a
+ * precision line is version 2 but plain. */
 int sb_strategy_has_extras(const sb_model *m, const sb_strategy *st);
 
 /* ---- strategy files (strategy_io.c; docs/strategy-files.md) ---- */

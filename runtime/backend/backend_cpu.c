@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shardbench/runtime.h"
+#include "shardbench/backend.h"
+#include "shardbench/kernels.h"
 
 #include "../kernels/par.h"
 
@@ -114,19 +115,12 @@ static int cpu_allgather(float *p, const int *count, const int *displ, MPI_Comm 
                           MPI_FLOAT, comm);
 }
 
-const sb_backend sb_backend_cpu = {
-    .name = "cpu",
-    .host_memory = 1,
-    .alloc = cpu_alloc,
-    .release = cpu_release,
-    .zero = cpu_zero,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
-    .sync = NULL,
-    .allreduce = cpu_allreduce,
-    .reduce_scatter = cpu_reduce_scatter,
-    .allgather = cpu_allgather,
+/* ---- the tables: one per kernel family, then the backend ---- */
+static const sb_gemm_kernels cpu_gemm = {
     .gemm_batched = sb_gemm_batched,
+};
+
+static const sb_conv_kernels cpu_conv = {
     .conv2d_work_floats = sb_conv2d_work_floats,
     .conv2d_forward = cpu_conv2d_forward,
     .conv2d_backward_data = cpu_conv2d_backward_data,
@@ -135,10 +129,19 @@ const sb_backend sb_backend_cpu = {
     .maxpool2d_backward = sb_maxpool2d_backward,
     .avgpool2d_forward = sb_avgpool2d_forward,
     .avgpool2d_backward = sb_avgpool2d_backward,
+};
+
+static const sb_embed_kernels cpu_embed = {
     .embedding_forward = sb_embedding_forward,
     .embedding_backward = sb_embedding_backward,
+};
+
+static const sb_lstm_kernels cpu_lstm = {
     .lstm_pointwise_forward = sb_lstm_pointwise_forward,
     .lstm_pointwise_backward = sb_lstm_pointwise_backward,
+};
+
+static const sb_norm_kernels cpu_norm = {
     .norm_finish_stats = sb_norm_finish_stats,
     .norm_mean = sb_norm_mean,
     .norm_rstd = sb_norm_rstd,
@@ -156,34 +159,81 @@ const sb_backend sb_backend_cpu = {
     .batchnorm_apply = sb_batchnorm_apply,
     .batchnorm_backward_stats = sb_batchnorm_backward_stats,
     .batchnorm_backward_apply = sb_batchnorm_backward_apply,
+};
+
+static const sb_softmax_kernels cpu_softmax = {
     .softmax_partial_max = sb_softmax_partial_max,
     .softmax_partial_sumexp = sb_softmax_partial_sumexp,
     .softmax_apply = sb_softmax_apply,
     .softmax_backward_dot = sb_softmax_backward_dot,
     .softmax_backward_apply = sb_softmax_backward_apply,
     .causal_mask = sb_causal_mask,
-    .rope_forward = sb_rope_forward,
-    .rope_backward = sb_rope_backward,
     .xent_partial_picked = sb_xent_partial_picked,
     .xent_loss = sb_xent_loss,
     .softmax_xent_backward = sb_softmax_xent_backward,
-    .moe_gate_work_floats = sb_moe_gate_work_floats,
-    .moe_gate_forward = sb_moe_gate_forward,
-    .moe_gate_backward = sb_moe_gate_backward,
-    .add_forward = sb_add_forward,
-    .add_backward = sb_add_backward,
-    .reduce_mean_forward = sb_reduce_mean_forward,
-    .reduce_mean_backward = sb_reduce_mean_backward,
+};
+
+static const sb_rope_kernels cpu_rope = {
+    .rope_forward = sb_rope_forward,
+    .rope_backward = sb_rope_backward,
+};
+
+static const sb_pointwise_kernels cpu_pointwise = {
     .act_forward = sb_act_forward,
     .act_backward = sb_act_backward,
     .mul_forward = sb_mul_forward,
     .mul_backward = sb_mul_backward,
     .expand_forward = sb_expand_forward,
     .expand_backward = sb_expand_backward,
+};
+
+static const sb_sum_kernels cpu_sum = {
+    .add_forward = sb_add_forward,
+    .add_backward = sb_add_backward,
+    .reduce_mean_forward = sb_reduce_mean_forward,
+    .reduce_mean_backward = sb_reduce_mean_backward,
+};
+
+static const sb_moe_kernels cpu_moe = {
+    .moe_gate_work_floats = sb_moe_gate_work_floats,
+    .moe_gate_forward = sb_moe_gate_forward,
+    .moe_gate_backward = sb_moe_gate_backward,
+};
+
+static const sb_move_kernels cpu_move = {
     .box_copy = sb_strided_box_copy,
     .permute = sb_permute,
+};
+
+static const sb_optim_kernels cpu_optim = {
     .sgd_update = sb_sgd_update,
     .adam_update = sb_adam_update,
+};
+
+const sb_backend sb_backend_cpu = {
+    .name = "cpu",
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .zero = cpu_zero,
+    .to_host = cpu_copy,
+    .from_host = cpu_copy,
+    .sync = NULL,
+    .allreduce = cpu_allreduce,
+    .reduce_scatter = cpu_reduce_scatter,
+    .allgather = cpu_allgather,
+    .gemm = &cpu_gemm,
+    .conv = &cpu_conv,
+    .embed = &cpu_embed,
+    .lstm = &cpu_lstm,
+    .norm = &cpu_norm,
+    .softmax = &cpu_softmax,
+    .rope = &cpu_rope,
+    .pointwise = &cpu_pointwise,
+    .sum = &cpu_sum,
+    .moe = &cpu_moe,
+    .move = &cpu_move,
+    .optim = &cpu_optim,
 };
 
 /* "cpu-devmem": the CPU kernels behind the interface of a backend with its

@@ -1,5 +1,5 @@
 /* backend_cuda_none.c: the answer when this build has no CUDA backend. */
-#include "shardbench/runtime.h"
+#include "shardbench/backend.h"
 
 #ifndef SB_HAVE_CUDA
 const sb_backend *sb_backend_cuda_get(sb_error *err)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shardbench/runtime.h"
+#include "shardbench/backend.h"
 
 static const sb_backend *get_cpu(sb_error *err)
 {

@@ -306,6 +306,8 @@ int sb_executor_create(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
         return -1;
     if (st->zero < 0 || st->zero > 3) /* the same on every rank (agreed) */
         return sb_fail(err, SB_EXIT_INPUT, "ZeRO stage %d: not 0, 1, 2 or 3", st->zero);
+    if (sb_ops_check_backend(be, m, err)) /* the same backend on every rank (agreed) */
+        return -1;
     sb_executor *ex = calloc(1, sizeof *ex);
     int rc = ex ? 0 : sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     if (ex) {
@@ -450,7 +452,7 @@ static int gather_output_grad(sb_executor *ex, int i, int k, sb_error *err)
             }
             if (tmp.n) {
                 const float *ins[2] = {o->dout[k].p, tmp.p};
-                ex->be->add_forward(o->dout[k].p, ins, 2, (size_t)tmp.n, 0);
+                ex->be->sum->add_forward(o->dout[k].p, ins, 2, (size_t)tmp.n, 0);
             }
             exec_tb_free(ex, &tmp);
         }

@@ -231,7 +231,7 @@ static int zero_gather_into(sb_executor *ex, param *pa, sb_error *err)
     int64_t k = pa->zhi - pa->zlo;
     if (k) {
         int dd[1] = {(int)pa->n}, dl[1] = {(int)pa->zlo}, sd[1] = {(int)k}, sl[1] = {0};
-        ex->be->box_copy(pa->w.p, dd, dl, pa->ws.p, sd, sl, sd, 1, 0);
+        ex->be->move->box_copy(pa->w.p, dd, dl, pa->ws.p, sd, sl, sd, 1, 0);
     }
     int t0 = exec_mark(ex);
     int rc = ex->be->allgather(pa->w.p, pa->zcount, pa->zdispl, pa->gcomm);
@@ -298,10 +298,10 @@ int exec_zero_update(sb_executor *ex, param *pa, sb_error *err)
     float *g = z >= 2 ? pa->dws.p : pa->dw.p ? pa->dw.p + pa->zlo : NULL;
     if (k) {
         if (ex->update == SB_UPDATE_ADAM) /* step ex->step + 1 of Adam's bias correction */
-            ex->be->adam_update(w, g, pa->m.p, pa->v.p, (size_t)k, ex->lr, ex->beta1, ex->beta2,
-                                ex->eps, ex->step + 1);
+            ex->be->optim->adam_update(w, g, pa->m.p, pa->v.p, (size_t)k, ex->lr, ex->beta1,
+                                       ex->beta2, ex->eps, ex->step + 1);
         else
-            ex->be->sgd_update(w, g, (size_t)k, ex->lr); /* zeroes g */
+            ex->be->optim->sgd_update(w, g, (size_t)k, ex->lr); /* zeroes g */
     }
     if (z == 1 && pa->dw.n) /* the other slices' gradients */
         ex->be->zero(pa->dw.p, (size_t)pa->dw.n);

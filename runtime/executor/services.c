@@ -250,7 +250,7 @@ int exec_run_relayout(sb_executor *ex, opx *o, sb_relayout *r, const tbuf *src, 
         rc = sb_relayout_run(r, src->p, dst->p, err);
     } else if (ex->be->alltoallv) {
         /* in backend memory: pack, exchange, unpack there */
-        const sb_relayout_mem mem = {ex->be->box_copy, ex->be->zero, ex->be->alloc,
+        const sb_relayout_mem mem = {ex->be->move->box_copy, ex->be->zero, ex->be->alloc,
                                      ex->be->release, ex->be->alltoallv};
         rc = sb_relayout_run_mem(r, src->p, dst->p, &mem, err);
     } else {

@@ -47,7 +47,7 @@ static inline int ops_relu_inplace(sb_executor *ex, float *p, int64_t n)
 {
     const float *ins[1] = {p};
     if (n)
-        ex->be->add_forward(p, ins, 1, (size_t)n, 1);
+        ex->be->sum->add_forward(p, ins, 1, (size_t)n, 1);
     return 0;
 }
 

@@ -43,15 +43,16 @@ static int conv_forward(sb_executor *ex, opx *o, sb_error *err)
     window_of(ex, o, &w);
     tbuf work = {0};
     const float *wt = ex->params[o->params[0]].w.p;
-    if (exec_tb_alloc_n(ex, &work,
-                        (int64_t)ex->be->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
+    if (exec_tb_alloc_n(
+            ex, &work,
+            (int64_t)ex->be->conv->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
         return -1;
     /* the relu follows the partial-sum all-reduce; with none, the kernel fuses it */
     int fuse_relu = op->pw > 0 && o->kcomm == MPI_COMM_NULL;
     int t0 = exec_mark(ex);
-    ex->be->conv2d_forward(o->out[0].p, o->in[0].p, wt, NULL, work.p, w.B, w.C, w.Hin, w.Win, w.N,
-                           w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, w.dh, w.dw, w.G,
-                           fuse_relu);
+    ex->be->conv->conv2d_forward(o->out[0].p, o->in[0].p, wt, NULL, work.p, w.B, w.C, w.Hin, w.Win,
+                                 w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, w.dh, w.dw,
+                                 w.G, fuse_relu);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &work);
     if (exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err))
@@ -69,17 +70,18 @@ static int conv_backward(sb_executor *ex, opx *o, sb_error *err)
     param *pa = &ex->params[o->params[0]];
     const float *relu_out = op->pw > 0 ? o->out[0].p : NULL;
     tbuf work = {0};
-    if (exec_tb_alloc_n(ex, &work,
-                        (int64_t)ex->be->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
+    if (exec_tb_alloc_n(
+            ex, &work,
+            (int64_t)ex->be->conv->conv2d_work_floats(w.C, w.R, w.S, w.N, w.Hout, w.Wout), err))
         return -1;
     int t0 = exec_mark(ex);
     if (ex->m->tensors[op->in[0].tensor].kind != SB_TENSOR_INPUT)
-        ex->be->conv2d_backward_data(o->din[0].p, work.p, o->dout[0].p, relu_out, pa->w.p, w.B, w.C,
-                                     w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
-                                     w.Wout, w.dh, w.dw, w.G);
-    ex->be->conv2d_backward_filter(pa->dw.p, NULL, work.p, o->dout[0].p, relu_out, o->in[0].p, w.B,
-                                   w.C, w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout,
-                                   w.Wout, w.dh, w.dw, w.G);
+        ex->be->conv->conv2d_backward_data(o->din[0].p, work.p, o->dout[0].p, relu_out, pa->w.p,
+                                           w.B, w.C, w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt,
+                                           w.pl, w.Hout, w.Wout, w.dh, w.dw, w.G);
+    ex->be->conv->conv2d_backward_filter(pa->dw.p, NULL, work.p, o->dout[0].p, relu_out, o->in[0].p,
+                                         w.B, w.C, w.Hin, w.Win, w.N, w.R, w.S, w.sh, w.sw, w.pt,
+                                         w.pl, w.Hout, w.Wout, w.dh, w.dw, w.G);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &work);
     return 0;
@@ -93,11 +95,11 @@ static int pool_forward(sb_executor *ex, opx *o, sb_error *err)
     window_of(ex, o, &w);
     int t0 = exec_mark(ex);
     if (op->pool_avg)
-        ex->be->avgpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S, w.sh,
-                                  w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
+        ex->be->conv->avgpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S,
+                                        w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
     else
-        ex->be->maxpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S, w.sh,
-                                  w.sw, w.pt, w.pl, w.Hout, w.Wout);
+        ex->be->conv->maxpool2d_forward(o->out[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S,
+                                        w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return 0;
 }
@@ -112,15 +114,18 @@ static int pool_backward(sb_executor *ex, opx *o, sb_error *err)
         return 0;
     int t0 = exec_mark(ex);
     if (op->pool_avg)
-        ex->be->avgpool2d_backward(o->din[0].p, o->dout[0].p, w.B, w.C, w.Hin, w.Win, w.R, w.S,
-                                   w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
+        ex->be->conv->avgpool2d_backward(o->din[0].p, o->dout[0].p, w.B, w.C, w.Hin, w.Win, w.R,
+                                         w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout, 1);
     else
-        ex->be->maxpool2d_backward(o->din[0].p, o->dout[0].p, o->in[0].p, w.B, w.C, w.Hin, w.Win,
-                                   w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout);
+        ex->be->conv->maxpool2d_backward(o->din[0].p, o->dout[0].p, o->in[0].p, w.B, w.C, w.Hin,
+                                         w.Win, w.R, w.S, w.sh, w.sw, w.pt, w.pl, w.Hout, w.Wout);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_conv = {
-    .setup_groups = ops_setup_kcomm, .forward = conv_forward, .backward = conv_backward};
-const sb_op_runtime sb_op_runtime_pool = {.forward = pool_forward, .backward = pool_backward};
+const sb_op_runtime sb_op_runtime_conv = {.setup_groups = ops_setup_kcomm,
+                                          .forward = conv_forward,
+                                          .backward = conv_backward,
+                                          .families = SB_FAM(CONV) | SB_FAM(SUM)};
+const sb_op_runtime sb_op_runtime_pool = {
+    .forward = pool_forward, .backward = pool_backward, .families = SB_FAM(CONV)};

@@ -10,7 +10,7 @@ static int elementwise_forward(sb_executor *ex, opx *o, sb_error *err)
     for (int k = 0; k < op->nin; k++)
         ins[k] = o->in[k].p;
     if (o->out[0].n)
-        ex->be->add_forward(o->out[0].p, ins, op->nin, (size_t)o->out[0].n, op->pw > 0);
+        ex->be->sum->add_forward(o->out[0].p, ins, op->nin, (size_t)o->out[0].n, op->pw > 0);
     return 0;
 }
 
@@ -22,10 +22,10 @@ static int elementwise_backward(sb_executor *ex, opx *o, sb_error *err)
     for (int k = 0; k < op->nin; k++)
         d[k] = ops_is_model_input(ex, op, k) ? NULL : o->din[k].p;
     if (o->out[0].n)
-        ex->be->add_backward(d, o->dout[0].p, op->pw > 0 ? o->out[0].p : NULL, op->nin,
-                             (size_t)o->out[0].n);
+        ex->be->sum->add_backward(d, o->dout[0].p, op->pw > 0 ? o->out[0].p : NULL, op->nin,
+                                  (size_t)o->out[0].n);
     return 0;
 }
 
 const sb_op_runtime sb_op_runtime_elementwise = {
-    .forward = elementwise_forward, .backward = elementwise_backward};
+    .forward = elementwise_forward, .backward = elementwise_backward, .families = SB_FAM(SUM)};

@@ -96,7 +96,7 @@ static int canonical(sb_executor *ex, const float *src, const sb_box *box, const
     ops_box_dims(box, dims);
     if (exec_tb_alloc_n(ex, tmp, sb_box_volume(box), err))
         return -1;
-    ex->be->permute(tmp->p, src, box->nd, dims, perm, 0);
+    ex->be->move->permute(tmp->p, src, box->nd, dims, perm, 0);
     *out = tmp->p;
     return 0;
 }
@@ -119,10 +119,10 @@ static void from_canonical(sb_executor *ex, float *dst, const float *canon_buf, 
     if (ident && !accumulate) {
         sb_box flat = {.nd = 1, .lo = {0}, .hi = {sb_box_volume(box)}};
         int n1 = (int)flat.hi[0], z = 0;
-        ex->be->box_copy(dst, &n1, &z, canon_buf, &n1, &z, &n1, 1, 0);
+        ex->be->move->box_copy(dst, &n1, &z, canon_buf, &n1, &z, &n1, 1, 0);
         return;
     }
-    ex->be->permute(dst, canon_buf, nd, cdims, perm, accumulate);
+    ex->be->move->permute(dst, canon_buf, nd, cdims, perm, accumulate);
 }
 
 typedef struct {
@@ -180,8 +180,8 @@ static int gemm_forward(sb_executor *ex, opx *o, sb_error *err)
         goto out;
     int t0 = exec_mark(ex);
     float *C = c_direct ? o->out[0].p : tc.p;
-    ex->be->gemm_batched(0, 0, s.M, s.N, s.K, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, B, s.N,
-                         (ptrdiff_t)s.K * s.N, 0.0f, C, s.N, (ptrdiff_t)s.M * s.N, s.batch);
+    ex->be->gemm->gemm_batched(0, 0, s.M, s.N, s.K, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, B, s.N,
+                               (ptrdiff_t)s.K * s.N, 0.0f, C, s.N, (ptrdiff_t)s.M * s.N, s.batch);
     if (!c_direct)
         from_canonical(ex, o->out[0].p, tc.p, &o->out[0].box, op->out[0].map, s.cc, 0);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
@@ -208,7 +208,7 @@ static int masked_dout_canon(sb_executor *ex, opx *o, const gemm_shape *s, tbuf 
             return -1;
         ex->be->zero(masked.p, (size_t)masked.n);
         float *d[1] = {masked.p};
-        ex->be->add_backward(d, o->dout[0].p, o->out[0].p, 1, (size_t)masked.n);
+        ex->be->sum->add_backward(d, o->dout[0].p, o->out[0].p, 1, (size_t)masked.n);
         src = masked.p;
     }
     const float *C;
@@ -251,9 +251,9 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
         int direct = in_canonical_order(&a.box, a.map, s.ca);
         if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.M * s.K, err))
             goto out;
-        ex->be->gemm_batched(0, 1, s.M, s.K, s.N, 1.0f, dc.p, s.N, (ptrdiff_t)s.M * s.N, B, s.N,
-                             (ptrdiff_t)s.K * s.N, direct ? 1.0f : 0.0f, direct ? a.grad : g.p,
-                             s.K, (ptrdiff_t)s.M * s.K, s.batch);
+        ex->be->gemm->gemm_batched(0, 1, s.M, s.K, s.N, 1.0f, dc.p, s.N, (ptrdiff_t)s.M * s.N, B,
+                                   s.N, (ptrdiff_t)s.K * s.N, direct ? 1.0f : 0.0f,
+                                   direct ? a.grad : g.p, s.K, (ptrdiff_t)s.M * s.K, s.batch);
         if (!direct)
             from_canonical(ex, a.grad, g.p, &a.box, a.map, s.ca, 1);
         exec_tb_free(ex, &g);
@@ -262,9 +262,9 @@ static int gemm_backward(sb_executor *ex, opx *o, sb_error *err)
         int direct = in_canonical_order(&b.box, b.map, s.cb);
         if (!direct && exec_tb_alloc_n(ex, &g, (int64_t)s.batch * s.K * s.N, err))
             goto out;
-        ex->be->gemm_batched(1, 0, s.K, s.N, s.M, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, dc.p, s.N,
-                             (ptrdiff_t)s.M * s.N, direct ? 1.0f : 0.0f, direct ? b.grad : g.p,
-                             s.N, (ptrdiff_t)s.K * s.N, s.batch);
+        ex->be->gemm->gemm_batched(1, 0, s.K, s.N, s.M, 1.0f, A, s.K, (ptrdiff_t)s.M * s.K, dc.p,
+                                   s.N, (ptrdiff_t)s.M * s.N, direct ? 1.0f : 0.0f,
+                                   direct ? b.grad : g.p, s.N, (ptrdiff_t)s.K * s.N, s.batch);
         if (!direct)
             from_canonical(ex, b.grad, g.p, &b.box, b.map, s.cb, 1);
         exec_tb_free(ex, &g);
@@ -313,8 +313,9 @@ static int embedding_forward(sb_executor *ex, opx *o, sb_error *err)
         M *= (int)ops_ext(o, i);
     param *pa = &ex->params[o->params[0]];
     int t0 = exec_mark(ex);
-    ex->be->embedding_forward(o->out[0].p, (const int32_t *)o->ids.p, pa->w.p, M, (int)ops_ext(o, nd - 2),
-                              (int)o->lo[nd - 1], (int)o->hi[nd - 1]);
+    ex->be->embed->embedding_forward(o->out[0].p, (const int32_t *)o->ids.p, pa->w.p, M,
+                                     (int)ops_ext(o, nd - 2), (int)o->lo[nd - 1],
+                                     (int)o->hi[nd - 1]);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     return exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->kcomm, err);
 }
@@ -327,14 +328,21 @@ static int embedding_backward(sb_executor *ex, opx *o, sb_error *err)
     for (int i = 0; i < nd - 2; i++)
         M *= (int)ops_ext(o, i);
     param *pa = &ex->params[o->params[0]];
-    ex->be->embedding_backward(pa->dw.p, o->dout[0].p, (const int32_t *)o->ids.p, M,
-                               (int)ops_ext(o, nd - 2), (int)o->lo[nd - 1], (int)o->hi[nd - 1]);
+    ex->be->embed->embedding_backward(pa->dw.p, o->dout[0].p, (const int32_t *)o->ids.p, M,
+                                      (int)ops_ext(o, nd - 2), (int)o->lo[nd - 1],
+                                      (int)o->hi[nd - 1]);
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_dense = {
-    .setup_groups = ops_setup_kcomm, .forward = gemm_forward, .backward = gemm_backward};
-const sb_op_runtime sb_op_runtime_einsum = {
-    .setup_groups = ops_setup_kcomm, .forward = gemm_forward, .backward = gemm_backward};
-const sb_op_runtime sb_op_runtime_embedding = {
-    .setup_groups = ops_setup_kcomm, .forward = embedding_forward, .backward = embedding_backward};
+const sb_op_runtime sb_op_runtime_dense = {.setup_groups = ops_setup_kcomm,
+                                           .forward = gemm_forward,
+                                           .backward = gemm_backward,
+                                           .families = SB_FAM(GEMM) | SB_FAM(MOVE) | SB_FAM(SUM)};
+const sb_op_runtime sb_op_runtime_einsum = {.setup_groups = ops_setup_kcomm,
+                                            .forward = gemm_forward,
+                                            .backward = gemm_backward,
+                                            .families = SB_FAM(GEMM) | SB_FAM(MOVE) | SB_FAM(SUM)};
+const sb_op_runtime sb_op_runtime_embedding = {.setup_groups = ops_setup_kcomm,
+                                               .forward = embedding_forward,
+                                               .backward = embedding_backward,
+                                               .families = SB_FAM(EMBED)};

@@ -24,10 +24,24 @@ typedef struct {
      * the executor books their time; 1: they run on every rank (collective
      * across the op's groups) and book their own times. */
     int every_rank;
+    /* The backend's kernel families forward and backward call (SB_FAM
+     * bits, backend.h): an executor on a backend without one of them is
+     * refused at creation (sb_ops_check_backend). */
+    unsigned families;
 } sb_op_runtime;
 
 /* Indexed by sb_op_kind; every entry has forward and backward. */
 extern const sb_op_runtime *const sb_op_runtime_table[];
+
+/* The kernel families the executor's step itself calls, whatever the ops:
+ * move (relayouts in backend memory, ZeRO's slices), sum (a tensor's
+ * gradients from several consumers) and optim (the update). */
+#define SB_EXEC_FAMILIES (SB_FAM(MOVE) | SB_FAM(SUM) | SB_FAM(OPTIM))
+
+/* 0 when be has every kernel family the executor's step and each op of m
+ * call; else -1 with err naming the family and the first op (or the part
+ * of the step) that needs it. */
+int sb_ops_check_backend(const sb_backend *be, const sb_model *m, sb_error *err);
 
 /* The kinds' entries: sb_op_runtime_conv, sb_op_runtime_dense, ... */
 #define SB_OP_RUNTIME_DECL_(K, id) extern const sb_op_runtime sb_op_runtime_##id;

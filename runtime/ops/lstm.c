@@ -203,7 +203,7 @@ static void lstm_release_step(sb_executor *ex, opx *o)
 static void swap01(sb_executor *ex, float *dst, const float *src, int d0, int d1, int d2, int acc)
 {
     int dims[3] = {d0, d1, d2}, perm[3] = {1, 0, 2};
-    ex->be->permute(dst, src, 3, dims, perm, acc);
+    ex->be->move->permute(dst, src, 3, dims, perm, acc);
 }
 
 static const float *wx(sb_executor *ex, opx *o, const struct lstm_state *st, int l, int which)
@@ -230,21 +230,23 @@ static int layer_forward(sb_executor *ex, opx *o, struct lstm_state *st, int l, 
     float *G = st->gates[l].p;
     /* x part of every step at once: (S*B, K) x (K, 4N) */
     int t0 = exec_mark(ex);
-    ex->be->gemm_batched(0, 0, S * B, 4 * N, K, 1.0f, st->xin[l].p, K, 0, wx(ex, o, st, l, 0), 4 * N,
-                         0, 0.0f, G, 4 * N, 0, 1);
+    ex->be->gemm->gemm_batched(0, 0, S * B, 4 * N, K, 1.0f, st->xin[l].p, K, 0, wx(ex, o, st, l, 0),
+                               4 * N, 0, 0.0f, G, 4 * N, 0, 1);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     for (int t = 0; t < S; t++) {
         float *gt = G + (size_t)t * B * 4 * N;
         t0 = exec_mark(ex);
         if (t > 0)
-            ex->be->gemm_batched(0, 0, B, 4 * N, K, 1.0f, st->hK[l].p + (size_t)(t - 1) * B * K, K, 0,
-                                 wx(ex, o, st, l, 1), 4 * N, 0, 1.0f, gt, 4 * N, 0, 1);
+            ex->be->gemm->gemm_batched(0, 0, B, 4 * N, K, 1.0f,
+                                       st->hK[l].p + (size_t)(t - 1) * B * K, K, 0,
+                                       wx(ex, o, st, l, 1), 4 * N, 0, 1.0f, gt, 4 * N, 0, 1);
         exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         if (exec_allreduce(ex, o, gt, (size_t)B * 4 * N, MPI_SUM, o->kcomm, err))
             return -1;
         t0 = exec_mark(ex);
-        ex->be->lstm_pointwise_forward(st->hN[l].p + (size_t)t * B * N, st->cst[l].p + (size_t)t * B * N,
-                                       gt, gt, t > 0 ? st->cst[l].p + (size_t)(t - 1) * B * N : NULL, B, N);
+        ex->be->lstm->lstm_pointwise_forward(
+            st->hN[l].p + (size_t)t * B * N, st->cst[l].p + (size_t)t * B * N, gt, gt,
+            t > 0 ? st->cst[l].p + (size_t)(t - 1) * B * N : NULL, B, N);
         exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         tbuf hs = {.p = st->hN[l].p + (size_t)t * B * N, .n = (int64_t)B * N};
         tbuf hd = {.p = st->hK[l].p + (size_t)t * B * K, .n = (int64_t)B * K};
@@ -278,8 +280,8 @@ static int lstm_forward(sb_executor *ex, opx *o, sb_error *err)
             if (gl == 0)
                 swap01(ex, st->xin[0].p, o->in[0].p, B, S, K, 0);
             else
-                ex->be->box_copy(st->xin[0].p, (int[]){S * B * K}, (int[]){0}, carry.p,
-                                 (int[]){S * B * K}, (int[]){0}, (int[]){S * B * K}, 1, 0);
+                ex->be->move->box_copy(st->xin[0].p, (int[]){S * B * K}, (int[]){0}, carry.p,
+                                       (int[]){S * B * K}, (int[]){0}, (int[]){S * B * K}, 1, 0);
             exec_tb_free(ex, &carry);
             for (int l = 0; l < st->L; l++) {
                 if (layer_forward(ex, o, st, l, err))
@@ -321,23 +323,24 @@ static int layer_backward(sb_executor *ex, opx *o, struct lstm_state *st, int l,
     ex->be->zero(dc.p, (size_t)B * N);
     for (int t = S - 1; t >= 0; t--) {
         const float *ins[2] = {dY + (size_t)t * B * N, dhN.p};
-        ex->be->add_forward(dh.p, ins, 2, (size_t)B * N, 0);
+        ex->be->sum->add_forward(dh.p, ins, 2, (size_t)B * N, 0);
         ex->be->zero(dcp.p, (size_t)B * N);
         float *dp = dpre.p + (size_t)t * B * 4 * N;
         int t0 = exec_mark(ex);
-        ex->be->lstm_pointwise_backward(dp, t > 0 ? dcp.p : NULL, dh.p, dc.p,
-                                        st->gates[l].p + (size_t)t * B * 4 * N,
-                                        st->cst[l].p + (size_t)t * B * N,
-                                        t > 0 ? st->cst[l].p + (size_t)(t - 1) * B * N : NULL, B, N);
+        ex->be->lstm->lstm_pointwise_backward(
+            dp, t > 0 ? dcp.p : NULL, dh.p, dc.p, st->gates[l].p + (size_t)t * B * 4 * N,
+            st->cst[l].p + (size_t)t * B * N, t > 0 ? st->cst[l].p + (size_t)(t - 1) * B * N : NULL,
+            B, N);
         float *tmp = dc.p;
         dc.p = dcp.p;
         dcp.p = tmp;
         if (t > 0) {
             /* dWh += h_{t-1}^T dpre_t ; dh_{t-1} (partial) = dpre_t Wh^T */
-            ex->be->gemm_batched(1, 0, K, 4 * N, B, 1.0f, st->hK[l].p + (size_t)(t - 1) * B * K, K, 0,
-                                 dp, 4 * N, 0, 1.0f, dwx(ex, o, st, l, 1), 4 * N, 0, 1);
-            ex->be->gemm_batched(0, 1, B, K, 4 * N, 1.0f, dp, 4 * N, 0, wx(ex, o, st, l, 1), 4 * N, 0,
-                                 0.0f, dhK.p, K, 0, 1);
+            ex->be->gemm->gemm_batched(1, 0, K, 4 * N, B, 1.0f,
+                                       st->hK[l].p + (size_t)(t - 1) * B * K, K, 0, dp, 4 * N, 0,
+                                       1.0f, dwx(ex, o, st, l, 1), 4 * N, 0, 1);
+            ex->be->gemm->gemm_batched(0, 1, B, K, 4 * N, 1.0f, dp, 4 * N, 0, wx(ex, o, st, l, 1),
+                                       4 * N, 0, 0.0f, dhK.p, K, 0, 1);
         }
         exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
         if (t > 0 && exec_run_relayout(ex, o, st->h_bwd, &dhK, &dhN, err))
@@ -345,10 +348,10 @@ static int layer_backward(sb_executor *ex, opx *o, struct lstm_state *st, int l,
     }
     int t0 = exec_mark(ex);
     /* dX (S*B, K) = dpre (S*B, 4N) Wx^T ; dWx += X^T dpre */
-    ex->be->gemm_batched(0, 1, S * B, K, 4 * N, 1.0f, dpre.p, 4 * N, 0, wx(ex, o, st, l, 0), 4 * N, 0,
-                         0.0f, dX, K, 0, 1);
-    ex->be->gemm_batched(1, 0, K, 4 * N, S * B, 1.0f, st->xin[l].p, K, 0, dpre.p, 4 * N, 0, 1.0f,
-                         dwx(ex, o, st, l, 0), 4 * N, 0, 1);
+    ex->be->gemm->gemm_batched(0, 1, S * B, K, 4 * N, 1.0f, dpre.p, 4 * N, 0, wx(ex, o, st, l, 0),
+                               4 * N, 0, 0.0f, dX, K, 0, 1);
+    ex->be->gemm->gemm_batched(1, 0, K, 4 * N, S * B, 1.0f, st->xin[l].p, K, 0, dpre.p, 4 * N, 0,
+                               1.0f, dwx(ex, o, st, l, 0), 4 * N, 0, 1);
     exec_book(ex, o->idx, EXEC_T_COMPUTE, t0);
     exec_tb_free(ex, &dpre);
     exec_tb_free(ex, &dh);
@@ -410,4 +413,6 @@ const sb_op_runtime sb_op_runtime_lstm = {.setup_groups = lstm_setup,
                                           .forward = lstm_forward,
                                           .backward = lstm_backward,
                                           .release = lstm_free,
-                                          .every_rank = 1};
+                                          .every_rank = 1,
+                                          .families = SB_FAM(GEMM) | SB_FAM(LSTM) | SB_FAM(MOVE)
+                                                      | SB_FAM(SUM)};

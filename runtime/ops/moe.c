@@ -23,11 +23,12 @@ static int moe_gate_forward(sb_executor *ex, opx *o, sb_error *err)
     int G, S, E, C;
     moe_box(o, &G, &S, &E, &C);
     tbuf work = {0}, aux = {0};
-    if (exec_tb_alloc_n(ex, &work, (int64_t)ex->be->moe_gate_work_floats(G, S, E, op->topk), err)
+    if (exec_tb_alloc_n(ex, &work, (int64_t)ex->be->moe->moe_gate_work_floats(G, S, E, op->topk),
+                        err)
         || exec_tb_alloc_n(ex, &aux, G, err))
         return -1;
-    ex->be->moe_gate_forward(o->out[0].p, o->out[1].p, aux.p, work.p, o->in[0].p, G, S, E, C,
-                             op->topk);
+    ex->be->moe->moe_gate_forward(o->out[0].p, o->out[1].p, aux.p, work.p, o->in[0].p, G, S, E, C,
+                                  op->topk);
     exec_tb_free(ex, &work);
     if (op->moe_aux > 0) {
         float *h = malloc((size_t)G * sizeof *h);
@@ -52,13 +53,15 @@ static int moe_gate_backward(sb_executor *ex, opx *o, sb_error *err)
     int G, S, E, C;
     moe_box(o, &G, &S, &E, &C);
     tbuf work = {0};
-    if (exec_tb_alloc_n(ex, &work, (int64_t)ex->be->moe_gate_work_floats(G, S, E, op->topk), err))
+    if (exec_tb_alloc_n(ex, &work, (int64_t)ex->be->moe->moe_gate_work_floats(G, S, E, op->topk),
+                        err))
         return -1;
     float aux_weight = (float)(op->moe_aux / (double)op->dims[0].size);
-    ex->be->moe_gate_backward(o->din[0].p, work.p, o->dout[0].p, o->in[0].p, aux_weight, G, S, E,
-                              C, op->topk);
+    ex->be->moe->moe_gate_backward(o->din[0].p, work.p, o->dout[0].p, o->in[0].p, aux_weight, G, S,
+                                   E, C, op->topk);
     exec_tb_free(ex, &work);
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_moe_gate = {.forward = moe_gate_forward, .backward = moe_gate_backward};
+const sb_op_runtime sb_op_runtime_moe_gate = {
+    .forward = moe_gate_forward, .backward = moe_gate_backward, .families = SB_FAM(MOE)};

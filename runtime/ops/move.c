@@ -9,14 +9,14 @@ static void put(sb_executor *ex, float *dst, const int *dst_dims, const int *lo,
                 const int *size, int nd, int acc)
 {
     int zero[SB_MAX_DIMS] = {0};
-    ex->be->box_copy(dst, dst_dims, lo, src, size, zero, size, nd, acc);
+    ex->be->move->box_copy(dst, dst_dims, lo, src, size, zero, size, nd, acc);
 }
 
 static void get(sb_executor *ex, float *dst, const int *size, const float *src, const int *src_dims,
                 const int *lo, int nd, int acc)
 {
     int zero[SB_MAX_DIMS] = {0};
-    ex->be->box_copy(dst, size, zero, src, src_dims, lo, size, nd, acc);
+    ex->be->move->box_copy(dst, size, zero, src, src_dims, lo, size, nd, acc);
 }
 
 /* concat/split/stack/unstack: the many-sided tensor (big) and its parts, all
@@ -67,7 +67,7 @@ static int copy_flat(sb_executor *ex, float *dst, const float *src, int64_t n, i
 {
     int d = (int)n, z = 0;
     if (n)
-        ex->be->box_copy(dst, &d, &z, src, &d, &z, &d, 1, acc);
+        ex->be->move->box_copy(dst, &d, &z, src, &d, &z, &d, 1, acc);
     return 0;
 }
 
@@ -82,9 +82,9 @@ static int transpose_move(sb_executor *ex, opx *o, int backward)
     if (!o->in[0].n)
         return 0;
     if (!backward)
-        ex->be->permute(o->out[0].p, o->in[0].p, nd, dims, op->perm, 0);
+        ex->be->move->permute(o->out[0].p, o->in[0].p, nd, dims, op->perm, 0);
     else
-        ex->be->permute(o->din[0].p, o->dout[0].p, nd, odims, inv, 1);
+        ex->be->move->permute(o->din[0].p, o->dout[0].p, nd, odims, inv, 1);
     return 0;
 }
 
@@ -127,11 +127,17 @@ static int transpose_backward(sb_executor *ex, opx *o, sb_error *err)
     return transpose_move(ex, o, 1);
 }
 
-const sb_op_runtime sb_op_runtime_concat = {.forward = parts_forward, .backward = parts_backward};
-const sb_op_runtime sb_op_runtime_split = {.forward = parts_forward, .backward = parts_backward};
-const sb_op_runtime sb_op_runtime_stack = {.forward = parts_forward, .backward = parts_backward};
-const sb_op_runtime sb_op_runtime_unstack = {.forward = parts_forward, .backward = parts_backward};
-const sb_op_runtime sb_op_runtime_flatten = {.forward = flat_forward, .backward = flat_backward};
-const sb_op_runtime sb_op_runtime_unflatten = {.forward = flat_forward, .backward = flat_backward};
+const sb_op_runtime sb_op_runtime_concat = {
+    .forward = parts_forward, .backward = parts_backward, .families = SB_FAM(MOVE)};
+const sb_op_runtime sb_op_runtime_split = {
+    .forward = parts_forward, .backward = parts_backward, .families = SB_FAM(MOVE)};
+const sb_op_runtime sb_op_runtime_stack = {
+    .forward = parts_forward, .backward = parts_backward, .families = SB_FAM(MOVE)};
+const sb_op_runtime sb_op_runtime_unstack = {
+    .forward = parts_forward, .backward = parts_backward, .families = SB_FAM(MOVE)};
+const sb_op_runtime sb_op_runtime_flatten = {
+    .forward = flat_forward, .backward = flat_backward, .families = SB_FAM(MOVE)};
+const sb_op_runtime sb_op_runtime_unflatten = {
+    .forward = flat_forward, .backward = flat_backward, .families = SB_FAM(MOVE)};
 const sb_op_runtime sb_op_runtime_transpose = {
-    .forward = transpose_forward, .backward = transpose_backward};
+    .forward = transpose_forward, .backward = transpose_backward, .families = SB_FAM(MOVE)};

@@ -40,16 +40,16 @@ static int norm_forward(sb_executor *ex, opx *o, sb_error *err)
         if (exec_tb_alloc_n(ex, &st, 2 * C, err) || exec_tb_alloc_n(ex, &o->save[0], 2 * C, err))
             return -1;
         /* two passes: the mean, then the centered sum of squares */
-        ex->be->batchnorm_stats(st.p, st.p + C, o->in[0].p, B, C, HW);
+        ex->be->norm->batchnorm_stats(st.p, st.p + C, o->in[0].p, B, C, HW);
         if (exec_allreduce(ex, o, st.p, (size_t)C, MPI_SUM, o->acomm, err))
             return -1;
-        ex->be->norm_mean(o->save[0].p, st.p, C, count);
-        ex->be->batchnorm_centered(st.p + C, o->in[0].p, o->save[0].p, B, C, HW);
+        ex->be->norm->norm_mean(o->save[0].p, st.p, C, count);
+        ex->be->norm->batchnorm_centered(st.p + C, o->in[0].p, o->save[0].p, B, C, HW);
         if (exec_allreduce(ex, o, st.p + C, (size_t)C, MPI_SUM, o->acomm, err))
             return -1;
-        ex->be->norm_rstd(o->save[0].p + C, st.p + C, C, count, EPS);
-        ex->be->batchnorm_apply(o->out[0].p, o->in[0].p, o->save[0].p, o->save[0].p + C, gamma, beta,
-                                B, C, HW, 0);
+        ex->be->norm->norm_rstd(o->save[0].p + C, st.p + C, C, count, EPS);
+        ex->be->norm->batchnorm_apply(o->out[0].p, o->in[0].p, o->save[0].p, o->save[0].p + C,
+                                      gamma, beta, B, C, HW, 0);
         exec_tb_free(ex, &st);
         return 0;
     }
@@ -66,24 +66,24 @@ static int norm_forward(sb_executor *ex, opx *o, sb_error *err)
     if (!last) {
         if (exec_tb_alloc_n(ex, &xp, o->in[0].n, err) || exec_tb_alloc_n(ex, &yp, o->in[0].n, err))
             return -1;
-        ex->be->permute(xp.p, x, nd, dims, perm, 0);
+        ex->be->move->permute(xp.p, x, nd, dims, perm, 0);
         x = xp.p;
         y = yp.p;
     }
     if (exec_tb_alloc_n(ex, &st, 2 * (int64_t)M, err) || exec_tb_alloc_n(ex, &o->save[0], 2 * (int64_t)M, err))
         return -1;
     long count = (long)op->dims[a].size;
-    ex->be->layernorm_stats(st.p, st.p + M, x, M, D);
+    ex->be->norm->layernorm_stats(st.p, st.p + M, x, M, D);
     if (exec_allreduce(ex, o, st.p, (size_t)M, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->norm_mean(o->save[0].p, st.p, M, count);
-    ex->be->layernorm_centered(st.p + M, x, o->save[0].p, M, D);
+    ex->be->norm->norm_mean(o->save[0].p, st.p, M, count);
+    ex->be->norm->layernorm_centered(st.p + M, x, o->save[0].p, M, D);
     if (exec_allreduce(ex, o, st.p + M, (size_t)M, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->norm_rstd(o->save[0].p + M, st.p + M, M, count, EPS);
-    ex->be->layernorm_apply(y, x, o->save[0].p, o->save[0].p + M, gamma, beta, M, D);
+    ex->be->norm->norm_rstd(o->save[0].p + M, st.p + M, M, count, EPS);
+    ex->be->norm->layernorm_apply(y, x, o->save[0].p, o->save[0].p + M, gamma, beta, M, D);
     if (!last)
-        ex->be->permute(o->out[0].p, y, nd, pd, inv, 0);
+        ex->be->move->permute(o->out[0].p, y, nd, pd, inv, 0);
     exec_tb_free(ex, &st);
     exec_tb_free(ex, &xp);
     exec_tb_free(ex, &yp);
@@ -102,17 +102,17 @@ static int norm_backward(sb_executor *ex, opx *o, sb_error *err)
         long count = (long)op->dims[0].size * (nd == 4 ? (long)(op->dims[2].size * op->dims[3].size) : 1);
         if (exec_tb_alloc_n(ex, &st, 2 * C, err))
             return -1;
-        ex->be->batchnorm_backward_stats(st.p, st.p + C, o->dout[0].p, NULL, o->in[0].p, o->save[0].p,
-                                         o->save[0].p + C, B, C, HW);
+        ex->be->norm->batchnorm_backward_stats(st.p, st.p + C, o->dout[0].p, NULL, o->in[0].p,
+                                               o->save[0].p, o->save[0].p + C, B, C, HW);
         if (exec_allreduce(ex, o, st.p, (size_t)(2 * C), MPI_SUM, o->acomm, err))
             return -1;
         if (want_dx)
-            ex->be->batchnorm_backward_apply(o->din[0].p, o->dout[0].p, NULL, o->in[0].p,
-                                             o->save[0].p, o->save[0].p + C, pg->w.p, st.p,
-                                             st.p + C, B, C, HW, count);
+            ex->be->norm->batchnorm_backward_apply(o->din[0].p, o->dout[0].p, NULL, o->in[0].p,
+                                                   o->save[0].p, o->save[0].p + C, pg->w.p, st.p,
+                                                   st.p + C, B, C, HW, count);
         const float *g1[2] = {pg->dw.p, st.p + C}, *g2[2] = {pb->dw.p, st.p};
-        ex->be->add_forward(pg->dw.p, g1, 2, (size_t)C, 0);
-        ex->be->add_forward(pb->dw.p, g2, 2, (size_t)C, 0);
+        ex->be->sum->add_forward(pg->dw.p, g1, 2, (size_t)C, 0);
+        ex->be->sum->add_forward(pb->dw.p, g2, 2, (size_t)C, 0);
         exec_tb_free(ex, &st);
         return 0;
     }
@@ -130,8 +130,8 @@ static int norm_backward(sb_executor *ex, opx *o, sb_error *err)
         if (exec_tb_alloc_n(ex, &xp, o->in[0].n, err) || exec_tb_alloc_n(ex, &dyp, o->in[0].n, err)
             || exec_tb_alloc_n(ex, &dxp, o->in[0].n, err))
             return -1;
-        ex->be->permute(xp.p, x, nd, dims, perm, 0);
-        ex->be->permute(dyp.p, dy, nd, dims, perm, 0);
+        ex->be->move->permute(xp.p, x, nd, dims, perm, 0);
+        ex->be->move->permute(dyp.p, dy, nd, dims, perm, 0);
         ex->be->zero(dxp.p, (size_t)dxp.n);
         x = xp.p;
         dy = dyp.p;
@@ -139,15 +139,15 @@ static int norm_backward(sb_executor *ex, opx *o, sb_error *err)
     }
     if (exec_tb_alloc_n(ex, &st, 2 * (int64_t)M, err))
         return -1;
-    ex->be->layernorm_backward_stats(st.p, st.p + M, dy, x, o->save[0].p, o->save[0].p + M, pg->w.p,
-                                     M, D);
+    ex->be->norm->layernorm_backward_stats(st.p, st.p + M, dy, x, o->save[0].p, o->save[0].p + M,
+                                           pg->w.p, M, D);
     if (exec_allreduce(ex, o, st.p, (size_t)(2 * M), MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->layernorm_backward_apply(want_dx ? dx : NULL, pg->dw.p, pb->dw.p, dy, x, o->save[0].p,
-                                     o->save[0].p + M, pg->w.p, st.p, st.p + M, M, D,
-                                     (int)op->dims[a].size);
+    ex->be->norm->layernorm_backward_apply(want_dx ? dx : NULL, pg->dw.p, pb->dw.p, dy, x,
+                                           o->save[0].p, o->save[0].p + M, pg->w.p, st.p, st.p + M,
+                                           M, D, (int)op->dims[a].size);
     if (!last && want_dx)
-        ex->be->permute(o->din[0].p, dx, nd, pd, inv, 1);
+        ex->be->move->permute(o->din[0].p, dx, nd, pd, inv, 1);
     exec_tb_free(ex, &st);
     exec_tb_free(ex, &xp);
     exec_tb_free(ex, &dyp);
@@ -155,8 +155,10 @@ static int norm_backward(sb_executor *ex, opx *o, sb_error *err)
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_norm = {
-    .setup_groups = norm_setup_groups, .forward = norm_forward, .backward = norm_backward};
+const sb_op_runtime sb_op_runtime_norm = {.setup_groups = norm_setup_groups,
+                                          .forward = norm_forward,
+                                          .backward = norm_backward,
+                                          .families = SB_FAM(NORM) | SB_FAM(MOVE) | SB_FAM(SUM)};
 
 /* ---- RMS norm: x * rstd * gamma, rstd = 1 / sqrt(mean of x^2 + EPS) ---- */
 
@@ -193,7 +195,7 @@ static int rows_of(sb_executor *ex, const axis_view *v, const float *src, int64_
         return 0;
     if (exec_tb_alloc_n(ex, buf, n, err))
         return -1;
-    ex->be->permute(buf->p, src, v->nd, v->dims, v->perm, 0);
+    ex->be->move->permute(buf->p, src, v->nd, v->dims, v->perm, 0);
     *rows = buf->p;
     return 0;
 }
@@ -217,13 +219,13 @@ static int rmsnorm_forward(sb_executor *ex, opx *o, sb_error *err)
     /* save[0]: rstd (M) */
     if (exec_tb_alloc_n(ex, &st, v.M, err) || exec_tb_alloc_n(ex, &o->save[0], v.M, err))
         return -1;
-    ex->be->rmsnorm_stats(st.p, x, v.M, v.D);
+    ex->be->norm->rmsnorm_stats(st.p, x, v.M, v.D);
     if (exec_allreduce(ex, o, st.p, (size_t)v.M, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->norm_rstd(o->save[0].p, st.p, v.M, (long)op->dims[op->axis].size, EPS);
-    ex->be->rmsnorm_apply(y, x, o->save[0].p, gamma, v.M, v.D);
+    ex->be->norm->norm_rstd(o->save[0].p, st.p, v.M, (long)op->dims[op->axis].size, EPS);
+    ex->be->norm->rmsnorm_apply(y, x, o->save[0].p, gamma, v.M, v.D);
     if (!v.last)
-        ex->be->permute(o->out[0].p, y, v.nd, v.pd, v.inv, 0);
+        ex->be->move->permute(o->out[0].p, y, v.nd, v.pd, v.inv, 0);
     exec_tb_free(ex, &st);
     exec_tb_free(ex, &xp);
     exec_tb_free(ex, &yp);
@@ -251,13 +253,13 @@ static int rmsnorm_backward(sb_executor *ex, opx *o, sb_error *err)
     }
     if (exec_tb_alloc_n(ex, &st, v.M, err))
         return -1;
-    ex->be->rmsnorm_backward_stats(st.p, dy, x, pg->w.p, v.M, v.D);
+    ex->be->norm->rmsnorm_backward_stats(st.p, dy, x, pg->w.p, v.M, v.D);
     if (exec_allreduce(ex, o, st.p, (size_t)v.M, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->rmsnorm_backward_apply(want_dx ? dx : NULL, pg->dw.p, dy, x, o->save[0].p, pg->w.p,
-                                   st.p, v.M, v.D, (int)op->dims[op->axis].size);
+    ex->be->norm->rmsnorm_backward_apply(want_dx ? dx : NULL, pg->dw.p, dy, x, o->save[0].p,
+                                         pg->w.p, st.p, v.M, v.D, (int)op->dims[op->axis].size);
     if (!v.last && want_dx)
-        ex->be->permute(o->din[0].p, dx, v.nd, v.pd, v.inv, 1);
+        ex->be->move->permute(o->din[0].p, dx, v.nd, v.pd, v.inv, 1);
     exec_tb_free(ex, &st);
     exec_tb_free(ex, &xp);
     exec_tb_free(ex, &dyp);
@@ -265,5 +267,7 @@ static int rmsnorm_backward(sb_executor *ex, opx *o, sb_error *err)
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_rmsnorm = {
-    .setup_groups = rmsnorm_setup_groups, .forward = rmsnorm_forward, .backward = rmsnorm_backward};
+const sb_op_runtime sb_op_runtime_rmsnorm = {.setup_groups = rmsnorm_setup_groups,
+                                             .forward = rmsnorm_forward,
+                                             .backward = rmsnorm_backward,
+                                             .families = SB_FAM(NORM) | SB_FAM(MOVE)};

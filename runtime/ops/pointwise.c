@@ -44,7 +44,7 @@ static int act_forward(sb_executor *ex, opx *o, sb_error *err)
     float *x, *dx;
     pw_operand(ex, o, 0, &x, &dx);
     if (o->out[0].n)
-        ex->be->act_forward(o->out[0].p, x, (size_t)o->out[0].n, op->fn);
+        ex->be->pointwise->act_forward(o->out[0].p, x, (size_t)o->out[0].n, op->fn);
     return 0;
 }
 
@@ -55,7 +55,7 @@ static int act_backward(sb_executor *ex, opx *o, sb_error *err)
     float *x, *dx;
     pw_operand(ex, o, 0, &x, &dx);
     if (o->out[0].n && dx)
-        ex->be->act_backward(dx, o->dout[0].p, x, (size_t)o->out[0].n, op->fn);
+        ex->be->pointwise->act_backward(dx, o->dout[0].p, x, (size_t)o->out[0].n, op->fn);
     return 0;
 }
 
@@ -84,7 +84,7 @@ static int mul_forward(sb_executor *ex, opx *o, sb_error *err)
     pw_args g;
     pw_args_get(ex, o, 1, &g);
     if (o->out[0].n)
-        ex->be->mul_forward(o->out[0].p, g.x, g.b, op->ndims, g.dims, g.has);
+        ex->be->pointwise->mul_forward(o->out[0].p, g.x, g.b, op->ndims, g.dims, g.has);
     return 0;
 }
 
@@ -96,7 +96,8 @@ static int mul_backward(sb_executor *ex, opx *o, sb_error *err)
     pw_args g;
     pw_args_get(ex, o, 1, &g);
     if (o->out[0].n && (g.dx || g.db))
-        ex->be->mul_backward(g.dx, g.db, o->dout[0].p, g.x, g.b, op->ndims, g.dims, g.has);
+        ex->be->pointwise->mul_backward(g.dx, g.db, o->dout[0].p, g.x, g.b, op->ndims, g.dims,
+                                        g.has);
     return 0;
 }
 
@@ -107,7 +108,7 @@ static int expand_forward(sb_executor *ex, opx *o, sb_error *err)
     pw_args g;
     pw_args_get(ex, o, 0, &g);
     if (o->out[0].n)
-        ex->be->expand_forward(o->out[0].p, g.x, op->ndims, g.dims, g.has);
+        ex->be->pointwise->expand_forward(o->out[0].p, g.x, op->ndims, g.dims, g.has);
     return 0;
 }
 
@@ -119,10 +120,13 @@ static int expand_backward(sb_executor *ex, opx *o, sb_error *err)
     pw_args g;
     pw_args_get(ex, o, 0, &g);
     if (o->out[0].n && g.dx)
-        ex->be->expand_backward(g.dx, o->dout[0].p, op->ndims, g.dims, g.has);
+        ex->be->pointwise->expand_backward(g.dx, o->dout[0].p, op->ndims, g.dims, g.has);
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_act = {.forward = act_forward, .backward = act_backward};
-const sb_op_runtime sb_op_runtime_mul = {.forward = mul_forward, .backward = mul_backward};
-const sb_op_runtime sb_op_runtime_expand = {.forward = expand_forward, .backward = expand_backward};
+const sb_op_runtime sb_op_runtime_act = {
+    .forward = act_forward, .backward = act_backward, .families = SB_FAM(POINTWISE)};
+const sb_op_runtime sb_op_runtime_mul = {
+    .forward = mul_forward, .backward = mul_backward, .families = SB_FAM(POINTWISE)};
+const sb_op_runtime sb_op_runtime_expand = {
+    .forward = expand_forward, .backward = expand_backward, .families = SB_FAM(POINTWISE)};

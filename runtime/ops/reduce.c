@@ -24,8 +24,8 @@ static int reduce_mean_forward(sb_executor *ex, opx *o, sb_error *err)
     const sb_op *op = &ex->m->ops[o->idx];
     int dims[SB_MAX_DIMS];
     ops_box_dims(&o->in[0].box, dims);
-    ex->be->reduce_mean_forward(o->out[0].p, o->in[0].p, op->ndims, dims, op->axes,
-                                reduced_count(op));
+    ex->be->sum->reduce_mean_forward(o->out[0].p, o->in[0].p, op->ndims, dims, op->axes,
+                                     reduced_count(op));
     return exec_allreduce(ex, o, o->out[0].p, (size_t)o->out[0].n, MPI_SUM, o->acomm, err);
 }
 
@@ -35,11 +35,12 @@ static int reduce_mean_backward(sb_executor *ex, opx *o, sb_error *err)
     const sb_op *op = &ex->m->ops[o->idx];
     int dims[SB_MAX_DIMS];
     ops_box_dims(&o->in[0].box, dims);
-    ex->be->reduce_mean_backward(o->din[0].p, o->dout[0].p, op->ndims, dims, op->axes,
-                                 reduced_count(op));
+    ex->be->sum->reduce_mean_backward(o->din[0].p, o->dout[0].p, op->ndims, dims, op->axes,
+                                      reduced_count(op));
     return 0;
 }
 
 const sb_op_runtime sb_op_runtime_reduce_mean = {.setup_groups = reduce_mean_setup_groups,
                                                  .forward = reduce_mean_forward,
-                                                 .backward = reduce_mean_backward};
+                                                 .backward = reduce_mean_backward,
+                                                 .families = SB_FAM(SUM)};

@@ -37,8 +37,9 @@ static int masked_logits(sb_executor *ex, opx *o, const sb_op *op, tbuf *buf, sb
     int nd = op->ndims, a = op->axis, q = op->causal;
     if (exec_tb_alloc_n(ex, buf, o->in[0].n, err))
         return -1;
-    ex->be->causal_mask(buf->p, o->in[0].p, o->in[0].n, ops_stride(o, nd, a), (int)ops_ext(o, a),
-                        o->lo[a], ops_stride(o, nd, q), (int)ops_ext(o, q), o->lo[q], op->window);
+    ex->be->softmax->causal_mask(buf->p, o->in[0].p, o->in[0].n, ops_stride(o, nd, a),
+                                 (int)ops_ext(o, a), o->lo[a], ops_stride(o, nd, q),
+                                 (int)ops_ext(o, q), o->lo[q], op->window);
     return 0;
 }
 
@@ -57,13 +58,13 @@ static int softmax_forward(sb_executor *ex, opx *o, sb_error *err)
     }
     if (exec_tb_alloc_n(ex, &mx, rows, err) || exec_tb_alloc_n(ex, &se, rows, err))
         return -1;
-    ex->be->softmax_partial_max(mx.p, x, outer, A, inner);
+    ex->be->softmax->softmax_partial_max(mx.p, x, outer, A, inner);
     if (exec_allreduce(ex, o, mx.p, (size_t)rows, MPI_MAX, o->acomm, err))
         return -1;
-    ex->be->softmax_partial_sumexp(se.p, x, mx.p, outer, A, inner);
+    ex->be->softmax->softmax_partial_sumexp(se.p, x, mx.p, outer, A, inner);
     if (exec_allreduce(ex, o, se.p, (size_t)rows, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->softmax_apply(o->out[0].p, x, mx.p, se.p, outer, A, inner);
+    ex->be->softmax->softmax_apply(o->out[0].p, x, mx.p, se.p, outer, A, inner);
     exec_tb_free(ex, &mx);
     exec_tb_free(ex, &se);
     exec_tb_free(ex, &xm);
@@ -79,10 +80,11 @@ static int softmax_backward(sb_executor *ex, opx *o, sb_error *err)
     int64_t rows = (int64_t)outer * inner;
     if (exec_tb_alloc_n(ex, &dot, rows, err))
         return -1;
-    ex->be->softmax_backward_dot(dot.p, o->dout[0].p, o->out[0].p, outer, A, inner);
+    ex->be->softmax->softmax_backward_dot(dot.p, o->dout[0].p, o->out[0].p, outer, A, inner);
     if (exec_allreduce(ex, o, dot.p, (size_t)rows, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->softmax_backward_apply(o->din[0].p, o->dout[0].p, o->out[0].p, dot.p, outer, A, inner);
+    ex->be->softmax->softmax_backward_apply(o->din[0].p, o->dout[0].p, o->out[0].p, dot.p, outer, A,
+                                            inner);
     exec_tb_free(ex, &dot);
     return 0;
 }
@@ -106,15 +108,15 @@ static int xent_forward(sb_executor *ex, opx *o, sb_error *err)
         || exec_tb_alloc_n(ex, &pk, M, err) || exec_tb_alloc_n(ex, &loss, M, err))
         return -1;
     float *mx = o->save[0].p, *se = o->save[1].p;
-    ex->be->softmax_partial_max(mx, o->in[0].p, M, V, 1);
+    ex->be->softmax->softmax_partial_max(mx, o->in[0].p, M, V, 1);
     if (exec_allreduce(ex, o, mx, (size_t)M, MPI_MAX, o->acomm, err))
         return -1;
-    ex->be->softmax_partial_sumexp(se, o->in[0].p, mx, M, V, 1);
-    ex->be->xent_partial_picked(pk.p, o->in[0].p, lab, M, V, v0);
+    ex->be->softmax->softmax_partial_sumexp(se, o->in[0].p, mx, M, V, 1);
+    ex->be->softmax->xent_partial_picked(pk.p, o->in[0].p, lab, M, V, v0);
     if (exec_allreduce(ex, o, se, (size_t)M, MPI_SUM, o->acomm, err)
         || exec_allreduce(ex, o, pk.p, (size_t)M, MPI_SUM, o->acomm, err))
         return -1;
-    ex->be->xent_loss(loss.p, mx, se, pk.p, lab, M);
+    ex->be->softmax->xent_loss(loss.p, mx, se, pk.p, lab, M);
     if (o->g[nd - 1] == 0 && M > 0) {
         float *h = malloc((size_t)M * sizeof *h);
         if (!h)
@@ -148,13 +150,17 @@ static int xent_backward(sb_executor *ex, opx *o, sb_error *err)
     if (M)
         ex->be->from_host(dl.p, h, (size_t)M);
     free(h);
-    ex->be->softmax_xent_backward(o->din[0].p, dl.p, o->in[0].p, o->save[0].p, o->save[1].p,
-                                  (const int32_t *)o->ids.p, M, V, v0);
+    ex->be->softmax->softmax_xent_backward(o->din[0].p, dl.p, o->in[0].p, o->save[0].p,
+                                           o->save[1].p, (const int32_t *)o->ids.p, M, V, v0);
     exec_tb_free(ex, &dl);
     return 0;
 }
 
-const sb_op_runtime sb_op_runtime_softmax = {
-    .setup_groups = softmax_setup_groups, .forward = softmax_forward, .backward = softmax_backward};
-const sb_op_runtime sb_op_runtime_softmax_xent = {
-    .setup_groups = xent_setup_groups, .forward = xent_forward, .backward = xent_backward};
+const sb_op_runtime sb_op_runtime_softmax = {.setup_groups = softmax_setup_groups,
+                                             .forward = softmax_forward,
+                                             .backward = softmax_backward,
+                                             .families = SB_FAM(SOFTMAX)};
+const sb_op_runtime sb_op_runtime_softmax_xent = {.setup_groups = xent_setup_groups,
+                                                  .forward = xent_forward,
+                                                  .backward = xent_backward,
+                                                  .families = SB_FAM(SOFTMAX)};

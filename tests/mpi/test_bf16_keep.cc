@@ -4,7 +4,7 @@
  * (runtime/cuda/writes.hpp), checked on the CPU against the executor's
  * real sequence of backend calls.
  *
- * "cpu-bf16" is the cpu-devmem table (runtime.h: the CPU kernels behind a
+ * "cpu-bf16" is the cpu-devmem backend (backend.h: the CPU kernels behind a
  * device-memory interface, staging and relayouts as on the cuda backend)
  * with the cuda backend's bf16 GEMM policy: a weight operand (spans
  * entered by weight_set) is converted at every GEMM (the cuda backend
@@ -225,8 +225,8 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *
         return;
     size_t cbytes = sbc_span_floats(M, N, ldc, sc, batch) * sizeof(float);
     if (K <= 0) {
-        sb_backend_cpu.gemm_batched(ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc,
-                                    sc, batch);
+        sb_backend_cpu.gemm->gemm_batched(ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C,
+                                          ldc, sc, batch);
         if (d.acts.n)
             sbc_act_drop(&d.acts, (uintptr_t)C, cbytes, 0, put);
         return;
@@ -236,8 +236,8 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *
     void *ta16, *tb16;
     const void *a16 = bf16_of(A, na, &ta16), *b16 = bf16_of(B, nb, &tb16);
     float *fa = widen(a16, na), *fb = widen(b16, nb);
-    sb_backend_cpu.gemm_batched(ta, tb, M, N, K, alpha, fa, lda, sa, fb, ldb, sb, beta, C, ldc,
-                                sc, batch);
+    sb_backend_cpu.gemm->gemm_batched(ta, tb, M, N, K, alpha, fa, lda, sa, fb, ldb, sb, beta, C,
+                                      ldc, sc, batch);
     sbc_act_unpin(&d.acts);
     if (d.acts.n)
         sbc_act_drop(&d.acts, (uintptr_t)C, cbytes, 0, put);
@@ -259,7 +259,8 @@ static void make_table(void)
     raw.alloc = dbl_alloc;
     raw.release = dbl_release;
     raw.weight_set = weight_set;
-    raw.gemm_batched = gemm;
+    static const sb_gemm_kernels gemm16 = {gemm};
+    raw.gemm = &gemm16;
     sbc_writes<bf16_tag>::table(&raw, &cpu_bf16, written);
 }
 
@@ -499,10 +500,10 @@ static void direct(const char *what, void (*write)(float *X, float *Z), int want
         d.acts.max_bytes = keep ? (size_t)1 << 20 : 0;
         d.get_cap = 0;
         float *X = dev(hx, 64), *Y = dev(hy, 32), *Z = dev(hz, 64), *C = dev(hz, 16);
-        cpu_bf16.gemm_batched(0, 0, 4, 4, 8, 1.0f, X + 16, 8, 0, Y, 4, 0, 0.0f, C, 4, 0, 1);
+        cpu_bf16.gemm->gemm_batched(0, 0, 4, 4, 8, 1.0f, X + 16, 8, 0, Y, 4, 0, 0.0f, C, 4, 0, 1);
         write(X, Z);
         long r0 = d.reuses;
-        cpu_bf16.gemm_batched(0, 0, 4, 4, 8, 1.0f, X + 16, 8, 0, Y, 4, 0, 0.0f, C, 4, 0, 1);
+        cpu_bf16.gemm->gemm_batched(0, 0, 4, 4, 8, 1.0f, X + 16, 8, 0, Y, 4, 0, 0.0f, C, 4, 0, 1);
         reused[keep] = d.reuses - r0;
         cpu_bf16.to_host(h[keep], C, 16);
         cpu_bf16.release(X);
@@ -526,17 +527,20 @@ static void w_from_host(float *X, float *Z)
     (void)Z;
     cpu_bf16.from_host(X + 44, v, 4);
 }
-static void w_act(float *X, float *Z) { (void)Z, cpu_bf16.act_forward(X + 20, X + 20, 8, SB_ACT_SIGMOID); }
+static void w_act(float *X, float *Z)
+{
+    (void)Z, cpu_bf16.pointwise->act_forward(X + 20, X + 20, 8, SB_ACT_SIGMOID);
+}
 static void w_add_backward(float *X, float *Z) /* through an array of pointers */
 {
     float *const dst[1] = {X + 30};
-    cpu_bf16.add_backward(dst, Z, Z, 1, 4);
+    cpu_bf16.sum->add_backward(dst, Z, Z, 1, 4);
 }
 static void w_gemm(float *X, float *Z) /* a GEMM's output over [0, 20) */
 {
-    cpu_bf16.gemm_batched(0, 0, 5, 4, 4, 1.0f, Z, 4, 0, Z + 32, 4, 0, 0.0f, X, 4, 0, 1);
+    cpu_bf16.gemm->gemm_batched(0, 0, 5, 4, 4, 1.0f, Z, 4, 0, Z + 32, 4, 0, 0.0f, X, 4, 0, 1);
 }
-static void w_sgd(float *X, float *Z) { cpu_bf16.sgd_update(X + 24, Z, 8, 0.5f); }
+static void w_sgd(float *X, float *Z) { cpu_bf16.optim->sgd_update(X + 24, Z, 8, 0.5f); }
 static void w_allreduce(float *X, float *Z)
 {
     (void)Z;

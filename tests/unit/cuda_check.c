@@ -136,8 +136,10 @@ static void check_gemm(void)
         pair_new(&A, (size_t)(batch - 1) * (size_t)sa + (size_t)(ta ? K : M) * lda + 1, 1);
         pair_new(&B, (size_t)(batch - 1) * (size_t)sb + (size_t)(tb ? N : K) * ldb + 1, 1);
         pair_new(&C, (size_t)batch * (size_t)sc, 1);
-        cpu->gemm_batched(ta, tb, M, N, K, alpha, A.h, lda, sa, B.h, ldb, sb, beta, C.h, ldc, sc, batch);
-        gpu->gemm_batched(ta, tb, M, N, K, alpha, A.d, lda, sa, B.d, ldb, sb, beta, C.d, ldc, sc, batch);
+        cpu->gemm->gemm_batched(ta, tb, M, N, K, alpha, A.h, lda, sa, B.h, ldb, sb, beta, C.h, ldc,
+                                sc, batch);
+        gpu->gemm->gemm_batched(ta, tb, M, N, K, alpha, A.d, lda, sa, B.d, ldb, sb, beta, C.d, ldc,
+                                sc, batch);
         same("gemm_batched", "C", &C, tol_mm * (K > 0 ? sqrt((double)K) : 1));
         pairs_free();
     }
@@ -173,14 +175,15 @@ static void check_conv(void)
         pair_new(&w, nw, 1);
         pair_new(&bias, (size_t)N, 1);
         pair_new(&out, nout, 1);
-        size_t nwork = cpu->conv2d_work_floats(C, R, S, N, Ho, Wo),
-               gwork = gpu->conv2d_work_floats(C, R, S, N, Ho, Wo);
+        size_t nwork = cpu->conv->conv2d_work_floats(C, R, S, N, Ho, Wo),
+               gwork = gpu->conv->conv2d_work_floats(C, R, S, N, Ho, Wo);
         pair_new(&wh, nwork, 0);
         pair_new(&wd, gwork, 0);
-        cpu->conv2d_forward(out.h, inp.h, w.h, use_bias ? bias.h : NULL, wh.h, B, C, Hin, Win, N,
-                            R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G, relu);
-        gpu->conv2d_forward(out.d, inp.d, w.d, use_bias ? bias.d : NULL, gwork ? wd.d : NULL, B, C,
-                            Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G, relu);
+        cpu->conv->conv2d_forward(out.h, inp.h, w.h, use_bias ? bias.h : NULL, wh.h, B, C, Hin, Win,
+                                  N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G, relu);
+        gpu->conv->conv2d_forward(out.d, inp.d, w.d, use_bias ? bias.d : NULL, gwork ? wd.d : NULL,
+                                  B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G,
+                                  relu);
         same("conv2d_forward", "out", &out, tol);
         /* backward from the same relu output on both sides */
         gpu->from_host(out.d, out.h, nout);
@@ -189,17 +192,18 @@ static void check_conv(void)
         pair_new(&dw, nw, 1);
         pair_new(&dbias, (size_t)N, 1);
         const float *oh = relu ? out.h : NULL, *od = relu ? out.d : NULL;
-        cpu->conv2d_backward_data(dinp.h, wh.h, dout.h, oh, w.h, B, C, Hin, Win, N, R, S, sh, sw,
-                                  pt, pl, Ho, Wo, dil_h, dil_w, G);
-        gpu->conv2d_backward_data(dinp.d, gwork ? wd.d : NULL, dout.d, od, w.d, B, C, Hin, Win, N,
-                                  R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
+        cpu->conv->conv2d_backward_data(dinp.h, wh.h, dout.h, oh, w.h, B, C, Hin, Win, N, R, S, sh,
+                                        sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
+        gpu->conv->conv2d_backward_data(dinp.d, gwork ? wd.d : NULL, dout.d, od, w.d, B, C, Hin,
+                                        Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
         same("conv2d_backward_data", "dinp", &dinp, tol_mm * sqrt((double)N * R * S));
         int wb = ri(0, 1);
-        cpu->conv2d_backward_filter(dw.h, wb ? dbias.h : NULL, wh.h, dout.h, oh, inp.h, B, C, Hin,
-                                    Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w, G);
-        gpu->conv2d_backward_filter(dw.d, wb ? dbias.d : NULL, gwork ? wd.d : NULL, dout.d, od,
-                                    inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h,
-                                    dil_w, G);
+        cpu->conv->conv2d_backward_filter(dw.h, wb ? dbias.h : NULL, wh.h, dout.h, oh, inp.h, B, C,
+                                          Hin, Win, N, R, S, sh, sw, pt, pl, Ho, Wo, dil_h, dil_w,
+                                          G);
+        gpu->conv->conv2d_backward_filter(dw.d, wb ? dbias.d : NULL, gwork ? wd.d : NULL, dout.d,
+                                          od, inp.d, B, C, Hin, Win, N, R, S, sh, sw, pt, pl, Ho,
+                                          Wo, dil_h, dil_w, G);
         same("conv2d_backward_filter", "dw", &dw, tol_mm * sqrt((double)B * Ho * Wo));
         same("conv2d_backward_filter", "dbias", &dbias, TOL * B * Ho * Wo);
         pairs_free();
@@ -224,17 +228,23 @@ static void check_pool(void)
         pair_new(&out, nout, 1);
         pair_new(&dout, nout, 1);
         pair_new(&dinp, nin, 1);
-        cpu->maxpool2d_forward(out.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
-        gpu->maxpool2d_forward(out.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
+        cpu->conv->maxpool2d_forward(out.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
+        gpu->conv->maxpool2d_forward(out.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
         same("maxpool2d_forward", "out", &out, 0);
-        cpu->maxpool2d_backward(dinp.h, dout.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
-        gpu->maxpool2d_backward(dinp.d, dout.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo);
+        cpu->conv->maxpool2d_backward(dinp.h, dout.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl,
+                                      Ho, Wo);
+        gpu->conv->maxpool2d_backward(dinp.d, dout.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl,
+                                      Ho, Wo);
         same("maxpool2d_backward", "dinp", &dinp, TOL);
-        cpu->avgpool2d_forward(out.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, cp);
-        gpu->avgpool2d_forward(out.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, cp);
+        cpu->conv->avgpool2d_forward(out.h, inp.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo,
+                                     cp);
+        gpu->conv->avgpool2d_forward(out.d, inp.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo,
+                                     cp);
         same("avgpool2d_forward", "out", &out, TOL);
-        cpu->avgpool2d_backward(dinp.h, dout.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, cp);
-        gpu->avgpool2d_backward(dinp.d, dout.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo, cp);
+        cpu->conv->avgpool2d_backward(dinp.h, dout.h, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo,
+                                      cp);
+        gpu->conv->avgpool2d_backward(dinp.d, dout.d, B, C, Hin, Win, R, S, sh, sw, pt, pl, Ho, Wo,
+                                      cp);
         same("avgpool2d_backward", "dinp", &dinp, TOL);
         pairs_free();
     }
@@ -251,11 +261,11 @@ static void check_embedding_lstm(void)
         pair_new(&table, (size_t)(v1 - v0) * D, 1);
         pair_new(&out, (size_t)N * D, 1);
         pair_new(&dtable, (size_t)(v1 - v0) * D, 1);
-        cpu->embedding_forward(out.h, (int32_t *)idx.h, table.h, N, D, v0, v1);
-        gpu->embedding_forward(out.d, (int32_t *)idx.d, table.d, N, D, v0, v1);
+        cpu->embed->embedding_forward(out.h, (int32_t *)idx.h, table.h, N, D, v0, v1);
+        gpu->embed->embedding_forward(out.d, (int32_t *)idx.d, table.d, N, D, v0, v1);
         same("embedding_forward", "out", &out, 0);
-        cpu->embedding_backward(dtable.h, out.h, (int32_t *)idx.h, N, D, v0, v1);
-        gpu->embedding_backward(dtable.d, out.d, (int32_t *)idx.d, N, D, v0, v1);
+        cpu->embed->embedding_backward(dtable.h, out.h, (int32_t *)idx.h, N, D, v0, v1);
+        gpu->embed->embedding_backward(dtable.d, out.d, (int32_t *)idx.d, N, D, v0, v1);
         same("embedding_backward", "dtable", &dtable, TOL);
 
         int B = ri(1, 9), H = ri(1, 33), inplace = ri(0, 1), has_cp = ri(0, 1), has_dc = ri(0, 1),
@@ -268,8 +278,8 @@ static void check_embedding_lstm(void)
         pair_new(&pre, 4 * n, 1);
         pair_new(&cp, n, 1);
         pair *g = inplace ? &pre : &gates;
-        cpu->lstm_pointwise_forward(h.h, c.h, g->h, pre.h, has_cp ? cp.h : NULL, B, H);
-        gpu->lstm_pointwise_forward(h.d, c.d, g->d, pre.d, has_cp ? cp.d : NULL, B, H);
+        cpu->lstm->lstm_pointwise_forward(h.h, c.h, g->h, pre.h, has_cp ? cp.h : NULL, B, H);
+        gpu->lstm->lstm_pointwise_forward(h.d, c.d, g->d, pre.d, has_cp ? cp.d : NULL, B, H);
         same("lstm_pointwise_forward", "h", &h, TOL);
         same("lstm_pointwise_forward", "c", &c, TOL);
         same("lstm_pointwise_forward", "gates", g, TOL);
@@ -277,10 +287,12 @@ static void check_embedding_lstm(void)
         pair_new(&dcp, n, 1);
         pair_new(&dh, n, 1);
         pair_new(&dc, n, 1);
-        cpu->lstm_pointwise_backward(dpre.h, has_dcp ? dcp.h : NULL, dh.h, has_dc ? dc.h : NULL,
-                                     g->h, c.h, has_cp ? cp.h : NULL, B, H);
-        gpu->lstm_pointwise_backward(dpre.d, has_dcp ? dcp.d : NULL, dh.d, has_dc ? dc.d : NULL,
-                                     g->d, c.d, has_cp ? cp.d : NULL, B, H);
+        cpu->lstm->lstm_pointwise_backward(dpre.h, has_dcp ? dcp.h : NULL, dh.h,
+                                           has_dc ? dc.h : NULL, g->h, c.h, has_cp ? cp.h : NULL, B,
+                                           H);
+        gpu->lstm->lstm_pointwise_backward(dpre.d, has_dcp ? dcp.d : NULL, dh.d,
+                                           has_dc ? dc.d : NULL, g->d, c.d, has_cp ? cp.d : NULL, B,
+                                           H);
         same("lstm_pointwise_backward", "dpreact", &dpre, TOL);
         same("lstm_pointwise_backward", "dc_prev", &dcp, TOL);
         pairs_free();
@@ -305,27 +317,27 @@ static void check_llama(void)
         pair_new(&x, n, 1);
         pair_new(&sq, (size_t)M, 1);
         pair_new(&rstd, (size_t)M, 1);
-        cpu->rmsnorm_stats(sq.h, x.h, M, D);
-        gpu->rmsnorm_stats(sq.d, x.d, M, D);
+        cpu->norm->rmsnorm_stats(sq.h, x.h, M, D);
+        gpu->norm->rmsnorm_stats(sq.d, x.d, M, D);
         same("rmsnorm_stats", "sumsq", &sq, TOL);
-        cpu->norm_rstd(rstd.h, sq.h, M, Dt, 1e-5f);
-        gpu->norm_rstd(rstd.d, sq.d, M, Dt, 1e-5f);
+        cpu->norm->norm_rstd(rstd.h, sq.h, M, Dt, 1e-5f);
+        gpu->norm->norm_rstd(rstd.d, sq.d, M, Dt, 1e-5f);
         pair_new(&out, n, 1);
         pair_new(&gam, (size_t)D, 1);
-        cpu->rmsnorm_apply(out.h, x.h, rstd.h, wg ? gam.h : NULL, M, D);
-        gpu->rmsnorm_apply(out.d, x.d, rstd.d, wg ? gam.d : NULL, M, D);
+        cpu->norm->rmsnorm_apply(out.h, x.h, rstd.h, wg ? gam.h : NULL, M, D);
+        gpu->norm->rmsnorm_apply(out.d, x.d, rstd.d, wg ? gam.d : NULL, M, D);
         same("rmsnorm_apply", "out", &out, TOL);
         pair_new(&dout, n, 1);
         pair_new(&st, (size_t)M, 1);
-        cpu->rmsnorm_backward_stats(st.h, dout.h, x.h, wg ? gam.h : NULL, M, D);
-        gpu->rmsnorm_backward_stats(st.d, dout.d, x.d, wg ? gam.d : NULL, M, D);
+        cpu->norm->rmsnorm_backward_stats(st.h, dout.h, x.h, wg ? gam.h : NULL, M, D);
+        gpu->norm->rmsnorm_backward_stats(st.d, dout.d, x.d, wg ? gam.d : NULL, M, D);
         same("rmsnorm_backward_stats", "s", &st, TOL);
         pair_new(&dinp, n, 1);
         pair_new(&dg, (size_t)D, 1);
-        cpu->rmsnorm_backward_apply(wdx ? dinp.h : NULL, dg.h, dout.h, x.h, rstd.h,
-                                    wg ? gam.h : NULL, st.h, M, D, Dt);
-        gpu->rmsnorm_backward_apply(wdx ? dinp.d : NULL, dg.d, dout.d, x.d, rstd.d,
-                                    wg ? gam.d : NULL, st.d, M, D, Dt);
+        cpu->norm->rmsnorm_backward_apply(wdx ? dinp.h : NULL, dg.h, dout.h, x.h, rstd.h,
+                                          wg ? gam.h : NULL, st.h, M, D, Dt);
+        gpu->norm->rmsnorm_backward_apply(wdx ? dinp.d : NULL, dg.d, dout.d, x.d, rstd.d,
+                                          wg ? gam.d : NULL, st.d, M, D, Dt);
         same("rmsnorm_backward_apply", "dinp", &dinp, TOL);
         same("rmsnorm_backward_apply", "dgamma", &dg, TOL);
         pairs_free();
@@ -343,8 +355,8 @@ static void check_llama(void)
         pair_new(&mx, nb, 1);
         pair_new(&my, nb, 1);
         int64_t win = ri(0, 1) ? ri(1, 12) : 0; /* a sliding window, or none */
-        cpu->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
-        gpu->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
+        cpu->softmax->causal_mask(my.h, mx.h, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
+        gpu->softmax->causal_mask(my.d, mx.d, (int64_t)nb, sa, ea, lo_a, sb, eb, lo_b, win);
         same("causal_mask", "out", &my, 0);
         d[a] = 2 * ri(1, 8); /* an even head dim */
         box_dim(d, a, &sa, &ea);
@@ -355,11 +367,11 @@ static void check_llama(void)
         pair_new(&rx, nb, 1);
         pair_new(&ry, nb, 1);
         pair_new(&rd, nb, 1);
-        cpu->rope_forward(ry.h, rx.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
-        gpu->rope_forward(ry.d, rx.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        cpu->rope->rope_forward(ry.h, rx.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope->rope_forward(ry.d, rx.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
         same("rope_forward", "out", &ry, TOL);
-        cpu->rope_backward(rd.h, ry.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
-        gpu->rope_backward(rd.d, ry.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        cpu->rope->rope_backward(rd.h, ry.h, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
+        gpu->rope->rope_backward(rd.d, ry.d, (int64_t)nb, ea, sa, eb, sb, lo_b, theta);
         same("rope_backward", "dinp", &rd, TOL);
         pairs_free();
     }
@@ -379,47 +391,51 @@ static void check_norms(void)
         pair_new(&sq, (size_t)M, 1);
         pair_new(&mean, (size_t)M, 1);
         pair_new(&rstd, (size_t)M, 1);
-        cpu->layernorm_stats(sum.h, sq.h, x.h, M, D);
-        gpu->layernorm_stats(sum.d, sq.d, x.d, M, D);
+        cpu->norm->layernorm_stats(sum.h, sq.h, x.h, M, D);
+        gpu->norm->layernorm_stats(sum.d, sq.d, x.d, M, D);
         same("layernorm_stats", "sum", &sum, TOL);
         same("layernorm_stats", "sumsq", &sq, TOL);
         for (size_t i = 0; i < (size_t)M; i++) /* positive sums of squares for finish/rstd */
             sq.h[i] = fabsf(sq.h[i]) * 10 + (float)count;
         gpu->from_host(sq.d, sq.h, (size_t)M);
-        cpu->norm_finish_stats(mean.h, rstd.h, sum.h, sq.h, M, count, 1e-5f);
-        gpu->norm_finish_stats(mean.d, rstd.d, sum.d, sq.d, M, count, 1e-5f);
+        cpu->norm->norm_finish_stats(mean.h, rstd.h, sum.h, sq.h, M, count, 1e-5f);
+        gpu->norm->norm_finish_stats(mean.d, rstd.d, sum.d, sq.d, M, count, 1e-5f);
         same("norm_finish_stats", "mean", &mean, TOL);
         same("norm_finish_stats", "rstd", &rstd, TOL);
-        cpu->norm_mean(mean.h, sum.h, M, count);
-        gpu->norm_mean(mean.d, sum.d, M, count);
+        cpu->norm->norm_mean(mean.h, sum.h, M, count);
+        gpu->norm->norm_mean(mean.d, sum.d, M, count);
         same("norm_mean", "mean", &mean, TOL);
-        cpu->layernorm_centered(sq.h, x.h, mean.h, M, D);
-        gpu->layernorm_centered(sq.d, x.d, mean.d, M, D);
+        cpu->norm->layernorm_centered(sq.h, x.h, mean.h, M, D);
+        gpu->norm->layernorm_centered(sq.d, x.d, mean.d, M, D);
         same("layernorm_centered", "sq", &sq, TOL);
-        cpu->norm_rstd(rstd.h, sq.h, M, D, 1e-5f);
-        gpu->norm_rstd(rstd.d, sq.d, M, D, 1e-5f);
+        cpu->norm->norm_rstd(rstd.h, sq.h, M, D, 1e-5f);
+        gpu->norm->norm_rstd(rstd.d, sq.d, M, D, 1e-5f);
         same("norm_rstd", "rstd", &rstd, TOL);
         pair_new(&out, n, 1);
         pair_new(&gam, (size_t)D, 1);
         pair_new(&bet, (size_t)D, 1);
-        cpu->layernorm_apply(out.h, x.h, mean.h, rstd.h, wg ? gam.h : NULL, wg ? bet.h : NULL, M, D);
-        gpu->layernorm_apply(out.d, x.d, mean.d, rstd.d, wg ? gam.d : NULL, wg ? bet.d : NULL, M, D);
+        cpu->norm->layernorm_apply(out.h, x.h, mean.h, rstd.h, wg ? gam.h : NULL, wg ? bet.h : NULL,
+                                   M, D);
+        gpu->norm->layernorm_apply(out.d, x.d, mean.d, rstd.d, wg ? gam.d : NULL, wg ? bet.d : NULL,
+                                   M, D);
         same("layernorm_apply", "out", &out, TOL);
         pair_new(&dout, n, 1);
         pair_new(&s1, (size_t)M, 1);
         pair_new(&s2, (size_t)M, 1);
-        cpu->layernorm_backward_stats(s1.h, s2.h, dout.h, x.h, mean.h, rstd.h, wg ? gam.h : NULL, M, D);
-        gpu->layernorm_backward_stats(s1.d, s2.d, dout.d, x.d, mean.d, rstd.d, wg ? gam.d : NULL, M, D);
+        cpu->norm->layernorm_backward_stats(s1.h, s2.h, dout.h, x.h, mean.h, rstd.h,
+                                            wg ? gam.h : NULL, M, D);
+        gpu->norm->layernorm_backward_stats(s1.d, s2.d, dout.d, x.d, mean.d, rstd.d,
+                                            wg ? gam.d : NULL, M, D);
         same("layernorm_backward_stats", "s1", &s1, TOL);
         same("layernorm_backward_stats", "s2", &s2, TOL);
         pair_new(&dinp, n, 1);
         pair_new(&dg, (size_t)D, 1);
         pair_new(&db, (size_t)D, 1);
         int wdx = ri(0, 3) != 0;
-        cpu->layernorm_backward_apply(wdx ? dinp.h : NULL, dg.h, db.h, dout.h, x.h, mean.h, rstd.h,
-                                      wg ? gam.h : NULL, s1.h, s2.h, M, D, Dt);
-        gpu->layernorm_backward_apply(wdx ? dinp.d : NULL, dg.d, db.d, dout.d, x.d, mean.d, rstd.d,
-                                      wg ? gam.d : NULL, s1.d, s2.d, M, D, Dt);
+        cpu->norm->layernorm_backward_apply(wdx ? dinp.h : NULL, dg.h, db.h, dout.h, x.h, mean.h,
+                                            rstd.h, wg ? gam.h : NULL, s1.h, s2.h, M, D, Dt);
+        gpu->norm->layernorm_backward_apply(wdx ? dinp.d : NULL, dg.d, db.d, dout.d, x.d, mean.d,
+                                            rstd.d, wg ? gam.d : NULL, s1.d, s2.d, M, D, Dt);
         same("layernorm_backward_apply", "dinp", &dinp, TOL);
         same("layernorm_backward_apply", "dgamma", &dg, TOL);
         same("layernorm_backward_apply", "dbeta", &db, TOL);
@@ -435,36 +451,40 @@ static void check_norms(void)
         pair_new(&bq, (size_t)C, 1);
         pair_new(&bm, (size_t)C, 1);
         pair_new(&br, (size_t)C, 1);
-        cpu->batchnorm_stats(bs.h, bq.h, bx.h, B, C, HW);
-        gpu->batchnorm_stats(bs.d, bq.d, bx.d, B, C, HW);
+        cpu->norm->batchnorm_stats(bs.h, bq.h, bx.h, B, C, HW);
+        gpu->norm->batchnorm_stats(bs.d, bq.d, bx.d, B, C, HW);
         same("batchnorm_stats", "sum", &bs, TOL);
         same("batchnorm_stats", "sumsq", &bq, TOL);
-        cpu->norm_mean(bm.h, bs.h, C, cnt);
-        gpu->norm_mean(bm.d, bs.d, C, cnt);
-        cpu->batchnorm_centered(bq.h, bx.h, bm.h, B, C, HW);
-        gpu->batchnorm_centered(bq.d, bx.d, bm.d, B, C, HW);
+        cpu->norm->norm_mean(bm.h, bs.h, C, cnt);
+        gpu->norm->norm_mean(bm.d, bs.d, C, cnt);
+        cpu->norm->batchnorm_centered(bq.h, bx.h, bm.h, B, C, HW);
+        gpu->norm->batchnorm_centered(bq.d, bx.d, bm.d, B, C, HW);
         same("batchnorm_centered", "sq", &bq, TOL);
-        cpu->norm_rstd(br.h, bq.h, C, cnt, 1e-5f);
-        gpu->norm_rstd(br.d, bq.d, C, cnt, 1e-5f);
+        cpu->norm->norm_rstd(br.h, bq.h, C, cnt, 1e-5f);
+        gpu->norm->norm_rstd(br.d, bq.d, C, cnt, 1e-5f);
         pair_new(&bo, nb, 1);
         pair_new(&bg, (size_t)C, 1);
         pair_new(&bb, (size_t)C, 1);
-        cpu->batchnorm_apply(bo.h, bx.h, bm.h, br.h, wg ? bg.h : NULL, wg ? bb.h : NULL, B, C, HW, relu);
-        gpu->batchnorm_apply(bo.d, bx.d, bm.d, br.d, wg ? bg.d : NULL, wg ? bb.d : NULL, B, C, HW, relu);
+        cpu->norm->batchnorm_apply(bo.h, bx.h, bm.h, br.h, wg ? bg.h : NULL, wg ? bb.h : NULL, B, C,
+                                   HW, relu);
+        gpu->norm->batchnorm_apply(bo.d, bx.d, bm.d, br.d, wg ? bg.d : NULL, wg ? bb.d : NULL, B, C,
+                                   HW, relu);
         same("batchnorm_apply", "out", &bo, TOL);
         gpu->from_host(bo.d, bo.h, nb);
         pair_new(&bd, nb, 1);
         pair_new(&sdy, (size_t)C, 1);
         pair_new(&sdx, (size_t)C, 1);
-        cpu->batchnorm_backward_stats(sdy.h, sdx.h, bd.h, relu ? bo.h : NULL, bx.h, bm.h, br.h, B, C, HW);
-        gpu->batchnorm_backward_stats(sdy.d, sdx.d, bd.d, relu ? bo.d : NULL, bx.d, bm.d, br.d, B, C, HW);
+        cpu->norm->batchnorm_backward_stats(sdy.h, sdx.h, bd.h, relu ? bo.h : NULL, bx.h, bm.h,
+                                            br.h, B, C, HW);
+        gpu->norm->batchnorm_backward_stats(sdy.d, sdx.d, bd.d, relu ? bo.d : NULL, bx.d, bm.d,
+                                            br.d, B, C, HW);
         same("batchnorm_backward_stats", "sum_dy", &sdy, TOL);
         same("batchnorm_backward_stats", "sum_dy_xhat", &sdx, TOL);
         pair_new(&bdi, nb, 1);
-        cpu->batchnorm_backward_apply(bdi.h, bd.h, relu ? bo.h : NULL, bx.h, bm.h, br.h,
-                                      wg ? bg.h : NULL, sdy.h, sdx.h, B, C, HW, cnt);
-        gpu->batchnorm_backward_apply(bdi.d, bd.d, relu ? bo.d : NULL, bx.d, bm.d, br.d,
-                                      wg ? bg.d : NULL, sdy.d, sdx.d, B, C, HW, cnt);
+        cpu->norm->batchnorm_backward_apply(bdi.h, bd.h, relu ? bo.h : NULL, bx.h, bm.h, br.h,
+                                            wg ? bg.h : NULL, sdy.h, sdx.h, B, C, HW, cnt);
+        gpu->norm->batchnorm_backward_apply(bdi.d, bd.d, relu ? bo.d : NULL, bx.d, bm.d, br.d,
+                                            wg ? bg.d : NULL, sdy.d, sdx.d, B, C, HW, cnt);
         same("batchnorm_backward_apply", "dinp", &bdi, TOL);
         pairs_free();
     }
@@ -485,23 +505,23 @@ static void check_softmax(void)
         pair_new(&mx, r, 1);
         pair_new(&se, r, 1);
         pair_new(&out, n, 1);
-        cpu->softmax_partial_max(mx.h, x.h, outer, A, inner);
-        gpu->softmax_partial_max(mx.d, x.d, outer, A, inner);
+        cpu->softmax->softmax_partial_max(mx.h, x.h, outer, A, inner);
+        gpu->softmax->softmax_partial_max(mx.d, x.d, outer, A, inner);
         same("softmax_partial_max", "mx", &mx, 0);
-        cpu->softmax_partial_sumexp(se.h, x.h, mx.h, outer, A, inner);
-        gpu->softmax_partial_sumexp(se.d, x.d, mx.d, outer, A, inner);
+        cpu->softmax->softmax_partial_sumexp(se.h, x.h, mx.h, outer, A, inner);
+        gpu->softmax->softmax_partial_sumexp(se.d, x.d, mx.d, outer, A, inner);
         same("softmax_partial_sumexp", "se", &se, TOL);
-        cpu->softmax_apply(out.h, x.h, mx.h, se.h, outer, A, inner);
-        gpu->softmax_apply(out.d, x.d, mx.d, se.d, outer, A, inner);
+        cpu->softmax->softmax_apply(out.h, x.h, mx.h, se.h, outer, A, inner);
+        gpu->softmax->softmax_apply(out.d, x.d, mx.d, se.d, outer, A, inner);
         same("softmax_apply", "out", &out, TOL);
         pair_new(&dout, n, 1);
         pair_new(&dot, r, 1);
         pair_new(&dinp, n, 1);
-        cpu->softmax_backward_dot(dot.h, dout.h, out.h, outer, A, inner);
-        gpu->softmax_backward_dot(dot.d, dout.d, out.d, outer, A, inner);
+        cpu->softmax->softmax_backward_dot(dot.h, dout.h, out.h, outer, A, inner);
+        gpu->softmax->softmax_backward_dot(dot.d, dout.d, out.d, outer, A, inner);
         same("softmax_backward_dot", "dot", &dot, TOL);
-        cpu->softmax_backward_apply(dinp.h, dout.h, out.h, dot.h, outer, A, inner);
-        gpu->softmax_backward_apply(dinp.d, dout.d, out.d, dot.d, outer, A, inner);
+        cpu->softmax->softmax_backward_apply(dinp.h, dout.h, out.h, dot.h, outer, A, inner);
+        gpu->softmax->softmax_backward_apply(dinp.d, dout.d, out.d, dot.d, outer, A, inner);
         same("softmax_backward_apply", "dinp", &dinp, TOL);
         pairs_free();
 
@@ -513,21 +533,23 @@ static void check_softmax(void)
         pair_new(&loss, (size_t)M, 1);
         pair_new(&m2, (size_t)M, 1);
         pair_new(&s2, (size_t)M, 1);
-        cpu->softmax_partial_max(m2.h, lg.h, M, V, 1);
-        gpu->softmax_partial_max(m2.d, lg.d, M, V, 1);
-        cpu->softmax_partial_sumexp(s2.h, lg.h, m2.h, M, V, 1);
-        gpu->softmax_partial_sumexp(s2.d, lg.d, m2.d, M, V, 1);
+        cpu->softmax->softmax_partial_max(m2.h, lg.h, M, V, 1);
+        gpu->softmax->softmax_partial_max(m2.d, lg.d, M, V, 1);
+        cpu->softmax->softmax_partial_sumexp(s2.h, lg.h, m2.h, M, V, 1);
+        gpu->softmax->softmax_partial_sumexp(s2.d, lg.d, m2.d, M, V, 1);
         gpu->from_host(s2.d, s2.h, (size_t)M); /* same statistics on both sides */
-        cpu->xent_partial_picked(pk.h, lg.h, (int32_t *)lab.h, M, V, v0);
-        gpu->xent_partial_picked(pk.d, lg.d, (int32_t *)lab.d, M, V, v0);
+        cpu->softmax->xent_partial_picked(pk.h, lg.h, (int32_t *)lab.h, M, V, v0);
+        gpu->softmax->xent_partial_picked(pk.d, lg.d, (int32_t *)lab.d, M, V, v0);
         same("xent_partial_picked", "picked", &pk, 0);
-        cpu->xent_loss(loss.h, m2.h, s2.h, pk.h, (int32_t *)lab.h, M);
-        gpu->xent_loss(loss.d, m2.d, s2.d, pk.d, (int32_t *)lab.d, M);
+        cpu->softmax->xent_loss(loss.h, m2.h, s2.h, pk.h, (int32_t *)lab.h, M);
+        gpu->softmax->xent_loss(loss.d, m2.d, s2.d, pk.d, (int32_t *)lab.d, M);
         same("xent_loss", "loss", &loss, TOL);
         pair_new(&dl, (size_t)M, 1);
         pair_new(&dlg, (size_t)M * V, 1);
-        cpu->softmax_xent_backward(dlg.h, dl.h, lg.h, m2.h, s2.h, (int32_t *)lab.h, M, V, v0);
-        gpu->softmax_xent_backward(dlg.d, dl.d, lg.d, m2.d, s2.d, (int32_t *)lab.d, M, V, v0);
+        cpu->softmax->softmax_xent_backward(dlg.h, dl.h, lg.h, m2.h, s2.h, (int32_t *)lab.h, M, V,
+                                            v0);
+        gpu->softmax->softmax_xent_backward(dlg.d, dl.d, lg.d, m2.d, s2.d, (int32_t *)lab.d, M, V,
+                                            v0);
         same("softmax_xent_backward", "dlogits", &dlg, TOL);
         pairs_free();
     }
@@ -541,7 +563,7 @@ static void check_moe(void)
         int G = ri(1, 6), S = it == 0 ? 512 : ri(1, 40), E = ri(1, 16), k = ri(1, E < 4 ? E : 4);
         int C = ri(1, S * k / E + 2);
         size_t nl = (size_t)G * S * E, n = nl * C;
-        size_t nw = cpu->moe_gate_work_floats(G, S, E, k);
+        size_t nw = cpu->moe->moe_gate_work_floats(G, S, E, k);
         float aw = it % 2 ? 0.0f : 0.5f * (float)ri(1, 4); /* the balance loss's weight */
         pair lg, comb, disp, aux, work, dcomb, dl;
         pair_new(&lg, nl, 1);
@@ -552,15 +574,15 @@ static void check_moe(void)
         pair_new(&disp, n, 1);
         pair_new(&aux, (size_t)G, 1);
         pair_new(&work, nw, 0);
-        cpu->moe_gate_forward(comb.h, disp.h, aux.h, work.h, lg.h, G, S, E, C, k);
-        gpu->moe_gate_forward(comb.d, disp.d, aux.d, work.d, lg.d, G, S, E, C, k);
+        cpu->moe->moe_gate_forward(comb.h, disp.h, aux.h, work.h, lg.h, G, S, E, C, k);
+        gpu->moe->moe_gate_forward(comb.d, disp.d, aux.d, work.d, lg.d, G, S, E, C, k);
         same("moe_gate_forward", "aux", &aux, TOL);
         same("moe_gate_forward", "dispatch", &disp, 0);
         same("moe_gate_forward", "combine", &comb, TOL);
         pair_new(&dcomb, n, 1);
         pair_new(&dl, nl, 1);
-        cpu->moe_gate_backward(dl.h, work.h, dcomb.h, lg.h, aw, G, S, E, C, k);
-        gpu->moe_gate_backward(dl.d, work.d, dcomb.d, lg.d, aw, G, S, E, C, k);
+        cpu->moe->moe_gate_backward(dl.h, work.h, dcomb.h, lg.h, aw, G, S, E, C, k);
+        gpu->moe->moe_gate_backward(dl.d, work.d, dcomb.d, lg.d, aw, G, S, E, C, k);
         same("moe_gate_backward", "dlogits", &dl, TOL);
         pairs_free();
     }
@@ -582,8 +604,8 @@ static void check_tensor(void)
         }
         pair_new(&out, n, 1);
         pair *o = alias ? &in[k - 1] : &out; /* out may alias an input */
-        cpu->add_forward(o->h, ih, k, n, relu);
-        gpu->add_forward(o->d, id, k, n, relu);
+        cpu->sum->add_forward(o->h, ih, k, n, relu);
+        gpu->sum->add_forward(o->d, id, k, n, relu);
         same("add_forward", alias ? "aliased" : "out", o, TOL);
         gpu->from_host(o->d, o->h, n);
         pair_new(&dout, n, 1);
@@ -593,12 +615,12 @@ static void check_tensor(void)
             dh[j] = skip ? NULL : in[j].h;
             dd[j] = skip ? NULL : in[j].d;
         }
-        cpu->add_backward(dh, dout.h, relu ? o->h : NULL, k, n);
-        gpu->add_backward(dd, dout.d, relu ? o->d : NULL, k, n);
+        cpu->sum->add_backward(dh, dout.h, relu ? o->h : NULL, k, n);
+        gpu->sum->add_backward(dd, dout.d, relu ? o->d : NULL, k, n);
         for (int j = 0; j < k; j++)
             same("add_backward", "dinp", &in[j], TOL);
-        cpu->sgd_update(out.h, dout.h, n, 0.1f);
-        gpu->sgd_update(out.d, dout.d, n, 0.1f);
+        cpu->optim->sgd_update(out.h, dout.h, n, 0.1f);
+        gpu->optim->sgd_update(out.d, dout.d, n, 0.1f);
         same("sgd_update", "w", &out, TOL);
         same("sgd_update", "g (zeroed)", &dout, TOL);
         /* two Adam steps (bias correction of steps 1 and 2) from zero moments */
@@ -609,8 +631,8 @@ static void check_tensor(void)
             for (size_t i = 0; i < n; i++)
                 dout.h[i] = fr();
             gpu->from_host(dout.d, dout.h, n);
-            cpu->adam_update(out.h, dout.h, am.h, av.h, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
-            gpu->adam_update(out.d, dout.d, am.d, av.d, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            cpu->optim->adam_update(out.h, dout.h, am.h, av.h, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
+            gpu->optim->adam_update(out.d, dout.d, am.d, av.d, n, 0.01f, 0.9f, 0.999f, 1e-8f, t);
             same("adam_update", "w", &out, TOL);
             same("adam_update", "m", &am, TOL);
             same("adam_update", "v", &av, TOL);
@@ -641,15 +663,15 @@ static void check_tensor(void)
         pair_new(&r, nout, 1);
         pair_new(&dx, tot, 1);
         pair_new(&px, tot, 1);
-        cpu->reduce_mean_forward(r.h, x.h, nd, dims, axes, count);
-        gpu->reduce_mean_forward(r.d, x.d, nd, dims, axes, count);
+        cpu->sum->reduce_mean_forward(r.h, x.h, nd, dims, axes, count);
+        gpu->sum->reduce_mean_forward(r.d, x.d, nd, dims, axes, count);
         same("reduce_mean_forward", "out", &r, TOL);
-        cpu->reduce_mean_backward(dx.h, r.h, nd, dims, axes, count);
-        gpu->reduce_mean_backward(dx.d, r.d, nd, dims, axes, count);
+        cpu->sum->reduce_mean_backward(dx.h, r.h, nd, dims, axes, count);
+        gpu->sum->reduce_mean_backward(dx.d, r.d, nd, dims, axes, count);
         same("reduce_mean_backward", "dinp", &dx, TOL);
         int acc = ri(0, 1);
-        cpu->permute(px.h, x.h, nd, dims, perm, acc);
-        gpu->permute(px.d, x.d, nd, dims, perm, acc);
+        cpu->move->permute(px.h, x.h, nd, dims, perm, acc);
+        gpu->move->permute(px.d, x.d, nd, dims, perm, acc);
         same("permute", acc ? "+=" : "=", &px, TOL);
         int dd2[SB_MAX_DIMS], dl[SB_MAX_DIMS], sl[SB_MAX_DIMS], sz[SB_MAX_DIMS];
         size_t ndst = 1;
@@ -662,8 +684,8 @@ static void check_tensor(void)
         }
         pair bd;
         pair_new(&bd, ndst, 1);
-        cpu->box_copy(bd.h, dd2, dl, x.h, dims, sl, sz, nd, acc);
-        gpu->box_copy(bd.d, dd2, dl, x.d, dims, sl, sz, nd, acc);
+        cpu->move->box_copy(bd.h, dd2, dl, x.h, dims, sl, sz, nd, acc);
+        gpu->move->box_copy(bd.d, dd2, dl, x.d, dims, sl, sz, nd, acc);
         same("box_copy", acc ? "+=" : "=", &bd, TOL);
         pairs_free();
     }
@@ -684,11 +706,11 @@ static void check_pointwise(void)
         pair_new(&dy, n, 1);
         pair_new(&dx, n, 1);
         for (int fn = 0; fn < SB_ACT_FN_COUNT; fn++) {
-            cpu->act_forward(y.h, x.h, n, fn);
-            gpu->act_forward(y.d, x.d, n, fn);
+            cpu->pointwise->act_forward(y.h, x.h, n, fn);
+            gpu->pointwise->act_forward(y.d, x.d, n, fn);
             same("act_forward", sb_act_fn_name(fn), &y, TOL);
-            cpu->act_backward(dx.h, dy.h, x.h, n, fn);
-            gpu->act_backward(dx.d, dy.d, x.d, n, fn);
+            cpu->pointwise->act_backward(dx.h, dy.h, x.h, n, fn);
+            gpu->pointwise->act_backward(dx.d, dy.d, x.d, n, fn);
             same("act_backward", sb_act_fn_name(fn), &dx, TOL);
         }
         pairs_free();
@@ -709,18 +731,18 @@ static void check_pointwise(void)
         pair_new(&g, tot, 1);
         pair_new(&da, tot, 1);
         pair_new(&db, nb, 1);
-        cpu->mul_forward(out.h, a.h, b.h, nd, dims, has);
-        gpu->mul_forward(out.d, a.d, b.d, nd, dims, has);
+        cpu->pointwise->mul_forward(out.h, a.h, b.h, nd, dims, has);
+        gpu->pointwise->mul_forward(out.d, a.d, b.d, nd, dims, has);
         same("mul_forward", "out", &out, TOL);
-        cpu->mul_backward(da.h, db.h, g.h, a.h, b.h, nd, dims, has);
-        gpu->mul_backward(da.d, db.d, g.d, a.d, b.d, nd, dims, has);
+        cpu->pointwise->mul_backward(da.h, db.h, g.h, a.h, b.h, nd, dims, has);
+        gpu->pointwise->mul_backward(da.d, db.d, g.d, a.d, b.d, nd, dims, has);
         same("mul_backward", "da", &da, TOL);
         same("mul_backward", "db", &db, TOL);
-        cpu->expand_forward(out.h, b.h, nd, dims, has);
-        gpu->expand_forward(out.d, b.d, nd, dims, has);
+        cpu->pointwise->expand_forward(out.h, b.h, nd, dims, has);
+        gpu->pointwise->expand_forward(out.d, b.d, nd, dims, has);
         same("expand_forward", "out", &out, TOL);
-        cpu->expand_backward(db.h, g.h, nd, dims, has);
-        gpu->expand_backward(db.d, g.d, nd, dims, has);
+        cpu->pointwise->expand_backward(db.h, g.h, nd, dims, has);
+        gpu->pointwise->expand_backward(db.d, g.d, nd, dims, has);
         same("expand_backward", "dinp", &db, TOL);
         pairs_free();
     }
@@ -784,8 +806,8 @@ typedef struct {
 static void run_gemm(void *p)
 {
     gemm_arg *g = p;
-    gpu->gemm_batched(0, 0, g->n, g->n, g->n, 1.0f, g->a, g->n, 0, g->b, g->n, 0, 0.0f, g->c, g->n,
-                      0, 1);
+    gpu->gemm->gemm_batched(0, 0, g->n, g->n, g->n, 1.0f, g->a, g->n, 0, g->b, g->n, 0, 0.0f, g->c,
+                            g->n, 0, 1);
 }
 
 typedef struct {
@@ -797,14 +819,14 @@ static void run_conv(void *p)
 {
     conv_arg *k = p;
     if (k->pass == 0)
-        gpu->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, 3, 3, 1, 1,
-                            1, 1, k->H, k->H, 1, 1, 1, 0);
+        gpu->conv->conv2d_forward(k->y, k->x, k->w, NULL, NULL, k->B, k->C, k->H, k->H, k->N, 3, 3,
+                                  1, 1, 1, 1, k->H, k->H, 1, 1, 1, 0);
     else if (k->pass == 1)
-        gpu->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N, 3, 3,
-                                  1, 1, 1, 1, k->H, k->H, 1, 1, 1);
+        gpu->conv->conv2d_backward_data(k->dx, NULL, k->y, NULL, k->w, k->B, k->C, k->H, k->H, k->N,
+                                        3, 3, 1, 1, 1, 1, k->H, k->H, 1, 1, 1);
     else
-        gpu->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H, k->H,
-                                    k->N, 3, 3, 1, 1, 1, 1, k->H, k->H, 1, 1, 1);
+        gpu->conv->conv2d_backward_filter(k->dw, NULL, NULL, k->y, NULL, k->x, k->B, k->C, k->H,
+                                          k->H, k->N, 3, 3, 1, 1, 1, 1, k->H, k->H, 1, 1, 1);
 }
 
 static void bench(void)

@@ -475,10 +475,17 @@ static void test_from_searches(void **state)
     char dir[] = "/tmp/sb_strategy_type_XXXXXX", path[PATH_MAX];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/s.strategy", dir);
-    /* a precision makes a version-2 file; the index loader takes it */
+    /* a precision makes a version-2 file that stays plain: the index
+     * loader takes it, and bench prices it again like any plain one */
     st.precision = SB_PREC_BF16;
-    assert_int_equal(sb_strategy_has_extras(&m, &st), 1);
+    assert_int_equal(sb_strategy_has_extras(&m, &st), 0);
     assert_int_equal(sb_strategy_save(path, &m, &st, &err), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(sb_read_file(path, "strategy", 1 << 20, &text, &len, &err), 0);
+    assert_non_null(strstr(text, "shardbench-strategy 2\n"));
+    assert_non_null(strstr(text, "\nprecision bf16 "));
+    free(text);
     if (sb_strategy_load(path, &m, 4, &back, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(back.precision, SB_PREC_BF16);
