@@ -8,6 +8,7 @@
  * shardbench database. Not a query layer: reports and plots read the file
  * with SQL of their own. */
 #include "shardbench/results.h"
+#include "dbq_int.h"
 #include "shardbench/query.h"
 
 #include <errno.h>

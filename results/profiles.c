@@ -3,6 +3,7 @@
  * transaction, and read back as the newest figure of every key for one
  * backend, machine and rank count (shardbench/profile.h, query.h). */
 #define _GNU_SOURCE
+#include "dbq_int.h"
 #include "shardbench/query.h"
 
 #include <math.h>

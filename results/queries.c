@@ -3,6 +3,7 @@
  * behind a function that returns plain rows, bound through the binder of
  * query.c (sb_dbq_bindv). */
 #define _GNU_SOURCE
+#include "dbq_int.h"
 #include "shardbench/query.h"
 
 #include <math.h>

@@ -8,6 +8,7 @@
  * run of its searches). Also Spearman's rho (the JSON reader is json.c). Not
  * the recording API (db.c) and not the report layouts (cli/). */
 #define _GNU_SOURCE
+#include "dbq_int.h"
 #include "shardbench/query.h"
 
 #include <ctype.h>

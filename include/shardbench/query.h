@@ -19,9 +19,6 @@
 extern "C" {
 #endif
 
-typedef struct sqlite3 sqlite3;
-typedef struct sqlite3_stmt sqlite3_stmt;
-
 /* ------------------------------------------------------------- JSON -- */
 
 typedef enum {
@@ -72,21 +69,12 @@ int sb_dbq_open(const char *path, int writable, int busy_timeout_ms, sb_dbq **ou
                 sb_error *err);
 void sb_dbq_close(sb_dbq *q);
 
-sqlite3 *sb_dbq_handle(sb_dbq *q);
 const char *sb_dbq_path(const sb_dbq *q);
 int sb_dbq_version(const sb_dbq *q);   /* schema version of the file */
 
 /* Error for sqlite result rc met while `doing` ("file: database is locked
  * (...) while reading run 3"); always returns -1. */
 int sb_dbq_fail(sb_dbq *q, int rc, const char *doing, sb_error *err);
-/* prepare, failing with a clear error. */
-int sb_dbq_prepare(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing,
-                   sb_error *err);
-/* One step: 1 for a row, 0 when done, -1 (err set, st finalized) on error. */
-int sb_dbq_step(sb_dbq *q, sqlite3_stmt *st, const char *doing, sb_error *err);
-/* Column i as text, "" when NULL; as a double, NaN when NULL. */
-const char *sb_dbq_text(sqlite3_stmt *st, int i);
-double sb_dbq_real(sqlite3_stmt *st, int i);
 
 /* 0 if run_id is a row of runs; -1 with "FILE: no run with id N" otherwise. */
 int sb_dbq_check_run(sb_dbq *q, int64_t run_id, sb_error *err);
@@ -183,20 +171,6 @@ int sb_q_points(const sb_qmeas *rows, int n, int64_t model_id, int p, double *x,
 
 /* ------------------------------------------ binding, named reads -- */
 
-/* Binds ?1, ?2, ... of st from the arguments, one letter each in types:
- * 'i' int, 'I' int64_t, 'd' double, 'D' double or NULL when not finite,
- * 'b' a byte count as a double (an integer; NULL when negative or not
- * finite), 'B' the same and NULL for 0 too (not measured), 't' const char *
- * (copied; NULL binds NULL). Returns the first SQLite error code, or
- * SQLITE_OK (0); an unknown letter is SQLITE_MISUSE. Every statement of
- * results/ binds through it. */
-int sb_dbq_bind(sqlite3_stmt *st, const char *types, ...);
-int sb_dbq_bindv(sqlite3_stmt *st, const char *types, va_list ap);
-/* sb_dbq_prepare, then sb_dbq_bind with the arguments after types. */
-int sb_dbq_query(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
-                 const char *types, ...);
-int sb_dbq_queryv(sb_dbq *q, const char *sql, sqlite3_stmt **st, const char *doing, sb_error *err,
-                  const char *types, va_list ap);
 
 /* Whether run_id already holds a measurement of this strategy (model name
  * and params, p, kind, configs JSON) or a search of (model, params, p,

@@ -205,7 +205,7 @@ int sbc_sharing_for(int local_size, int ndev, int dev, int gpus_per_task);
 
 /* ---- cuDNN math types ------------------------------------------------------------ */
 
-/* cudnnMathType_t's values (backend_cuda.cu checks them against cudnn.h). */
+/* cudnnMathType_t's values (conv.cu checks them against cudnn.h). */
 enum { SBC_MATH_DEFAULT = 0, SBC_MATH_TENSOR_OP = 1, SBC_MATH_TENSOR_OP_CONVERSION = 2, SBC_MATH_FMA = 3 };
 /* Whether a convolution algorithm found with math type `math` may run in
  * precision p: fp32 takes FMA math only (no TF32 or converted tensor-op

@@ -27,6 +27,7 @@
 
 #include "shardbench/query.h"
 #include "shardbench/results.h"
+#include "../../results/dbq_int.h"
 
 static char g_dir[PATH_MAX];
 

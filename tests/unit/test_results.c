@@ -23,6 +23,7 @@
 #include <sqlite3.h>
 
 #include "shardbench/results.h"
+#include "../../results/dbq_int.h"
 
 static char g_dir[PATH_MAX];
 
