@@ -993,8 +993,18 @@ static int search_plain(search_args *a)
             r.has_time_parts = 1;
         }
     }
+    char *pj = NULL; /* with a machine: the JSON with one stage, for the figures */
+    if (pb.cp.machine[0] && (a->plot || !strcmp(a->format, "json")) &&
+        !(pj = cli_plain_json(&pb, &r, a->algo, device_gib, &err))) {
+        status = cli_fail(&err);
+        sb_result_free(&r);
+        goto out;
+    }
     if (!strcmp(a->format, "json")) {
-        sb_result_json(stdout, &pb, &r, a->algo);
+        if (pj)
+            fputs(pj, stdout);
+        else
+            sb_result_json(stdout, &pb, &r, a->algo);
         fputc('\n', stdout);
     } else if (!strcmp(a->format, "tsv")) {
         print_strategy_tsv(stdout, &pb, &r);
@@ -1004,6 +1014,9 @@ static int search_plain(search_args *a)
             fputs(ao.note, stdout);
     }
     fflush(stdout);
+    if (pj && a->plot && cli_search_plot(a->plot, pj, &err))
+        status = cli_fail(&err);
+    free(pj);
     warn_memory(&pb, &r, ao.opt, device_gib);
     if (a->save && sb_result_save(a->save, &pb, &r, a->algo, &err))
         status = cli_fail(&err);
@@ -1038,9 +1051,9 @@ int cmd_search(int argc, char **argv)
     int rc_given = a->so.cp.recompute != SB_RECOMPUTE_NONE;
     if (a->space < 0)
         a->space = pipe_given || a->zero_given || (a->so.mem_bound && !rc_given);
-    if (!a->space && a->plot) {
-        fprintf(stderr, "shardbench search: --plot draws a pipeline strategy (give --space full, "
-                        "or --memory, which implies it)\n");
+    if (!a->space && a->plot && !a->so.machine) {
+        fprintf(stderr, "shardbench search: --plot of a plain strategy needs --machine (its "
+                        "memory and step by cause), or give --space full\n");
         return 2;
     }
     if (!a->space && pipe_given) {

@@ -21,6 +21,19 @@ int cli_search_details(struct json_t *j, const sb_model *m, const sb_cost_params
 int cli_mt_details(struct json_t *j, const sb_mt_model *mm, const sb_mt_config *c,
                    const sb_gpu *g, double device_bytes, sb_error *err);
 
+/* A plain strategy (one stage of every op on all P devices, one
+ * micro-batch) as the figures read a pipeline's: the result's JSON (its
+ * memory_bytes_per_device and time_breakdown_seconds, a machine file's)
+ * with "stage_details" (one stage: its devices, first and last op,
+ * forward a third of the step and backward the rest, as the cost model
+ * splits an op's passes, and the memory parts), "microbatches" 1,
+ * "schedule" and "device_memory_bytes". Malloc'd JSON text, or NULL with
+ * err set. */
+struct sb_problem;
+struct sb_result;
+char *cli_plain_json(const struct sb_problem *pb, const struct sb_result *r, const char *algo,
+                     double device_gib, sb_error *err);
+
 /* The figures of `plot --search` from the search's JSON text into dir
  * (the files named on stderr: stdout holds the search's own output), and
  * a line with their count and the seconds they took. 0, or -1. */

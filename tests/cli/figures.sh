@@ -197,14 +197,36 @@ rc=0; "$SB" plot --search "$T/nob.json" --out "$T/sf5" >/dev/null 2>"$T/err" || 
 [ "$rc" -eq 2 ] && grep -q 'stage_details\[1\].memory_bytes.buffers' "$T/err" ||
     fail "a missing memory part not named: $rc $(cat "$T/err")"
 rc=0; "$SB" search -m transformer -p 8 --space plain --db none --plot "$T/sf6" >/dev/null 2>"$T/err" || rc=$?
-[ "$rc" -eq 2 ] && grep -q "plot draws a pipeline strategy" "$T/err" || fail "search --plot plain: $rc"
+[ "$rc" -eq 2 ] && grep -q "plot of a plain strategy needs --machine" "$T/err" ||
+    fail "search --plot plain without a machine: $rc"
+# a plain strategy on a GPU machine: one stage of every op on all P devices,
+# its memory parts, the step by cause and one micro-batch (search --plot, and
+# plot --search of its JSON)
+"$SB" search -m transformer -p 8 --set layers=2 --machine h100-sxm --format json --db none \
+    --plot "$T/sf7" >"$T/plain.json" 2>"$T/sf7.err" || fail "search --plot plain: $(cat "$T/sf7.err")"
+for f in memory steptime schedule configs; do both "$T/sf7/$f-transformer-p8"; done
+python3 - "$T/plain.json" <<'PY' || fail "the plain strategy's stage_details"
+import json, sys
+j = json.load(open(sys.argv[1]))
+d = j["stage_details"]
+assert len(d) == 1 and d[0]["devices"] == 8 and j["microbatches"] == 1, d
+step = d[0]["forward_seconds"] + d[0]["backward_seconds"]
+assert abs(step / j["predicted_step_seconds"] - 1) < 1e-9, (step, j["predicted_step_seconds"])
+assert abs(sum(j["time_breakdown_seconds"].values()) / j["predicted_step_seconds"] - 1) < 1e-9
+m = d[0]["memory_bytes"]
+assert abs(sum(m.values()) / j["peak_bytes_per_device"] - 1) < 1e-9, (m, j["peak_bytes_per_device"])
+PY
+"$SB" plot --search "$T/plain.json" --out "$T/sf8" >/dev/null 2>"$T/err" || fail "plot --search plain: $(cat "$T/err")"
+$CHECK "$T/sf8/memory-transformer-p8.svg" weights gradients 'optimizer state' activations buffers ||
+    fail "plain memory figure"
 
 # ---- scaling over searches of one model ------------------------------------------------
 for p in 2 4 8; do
     "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --memory 80GiB \
         --format json --db none >"$T/full-$p.json" 2>/dev/null
+    # (a plain search's JSON on a machine says its device memory: the same 80 GiB)
     "$SB" search -m transformer -p $p --set layers=2 --machine h100-sxm --algo dp --format json \
-        --db none >"$T/dp-$p.json" 2>/dev/null
+        --device-mem 80 --db none >"$T/dp-$p.json" 2>/dev/null
 done
 "$SB" plot --scaling --out "$T/sc" "$T"/full-*.json "$T"/dp-*.json >"$T/sc.out" || fail "plot --scaling"
 both "$T/sc/scaling-transformer"
