@@ -87,8 +87,11 @@ static int add_megatron(const sb_problem *pb, const shared_opts *so, double limi
     if (sb_machine_load(so->machine, &mc, err))
         return -1;
     int prec = so->precision >= 0 ? so->precision : mc.precision;
-    sb_mt_config fx = {.vpp = 1, .recompute = -1, .sp = -1, .dist_opt = -1, .dp_overlap = 1,
-                       .fused_attention = 1, .precision = prec, .grad_bytes = so->grad_word_bytes};
+    sb_mt_config fx;
+    sb_mt_config_free(&fx);
+    fx.vpp = 1; /* one chunk a stage: what a strategy file holds */
+    fx.precision = prec;
+    fx.grad_bytes = so->grad_word_bytes;
     sb_mt_config best;
     sb_mt_result r;
     e[*n].st = sb_malloc(sizeof *e[*n].st, err);

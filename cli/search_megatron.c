@@ -301,9 +301,7 @@ int cmd_search_megatron(int argc, char **argv)
     shared_opts so;
     shared_opts_default(&so);
     sb_mt_config fx;
-    memset(&fx, 0, sizeof fx);
-    fx.recompute = fx.sp = fx.dist_opt = -1;
-    fx.dp_overlap = 1, fx.fused_attention = 1;
+    sb_mt_config_free(&fx);
     int P = 0, micro = 0;
     mt_out out = {.format = "table"};
     optind = 1;

@@ -463,3 +463,10 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     }
     return priced;
 }
+
+void sb_mt_config_free(sb_mt_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->recompute = c->sp = c->dist_opt = -1;
+    c->dp_overlap = c->fused_attention = 1;
+}

@@ -14,8 +14,8 @@
  *     under sequence parallelism, else is replicated over TP;
  *   - context parallelism splits "seq" CP ways (queries; keys stay whole).
  * Stages: PP stages of whole layers (ops "NAME.I/..." of repeat instance
- * I), one layer more from the ends inwards when PP does not divide them
- * (stage 0, the last, stage 1, ...: as megatron.c prices them); ops
+ * I), the layers PP does not divide placed as the pricer places them
+ * (sb_mt_stage_layers); ops
  * before the first layer in stage 0, after the last in the last stage.
  * Recompute full: every recomputable op; selective: the attention's
  * scores (softmax ops and the einsums that read or write them). The
@@ -23,6 +23,7 @@
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 #include "shardbench/strategy.h"
+#include "mt_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,18 +118,13 @@ static int cut_stages(const sb_model *m, int S, sb_pipeline *pl, sb_error *err)
     if (S > 1 && L < S)
         return sb_fail(err, SB_EXIT_INPUT, "--save: %d pipeline stages of %d layers (ops "
                        "'NAME.I/...' of a repeat)", S, L);
-    int count[SB_MAX_STAGES];
-    for (int s = 0; s < S; s++)
-        count[s] = L / S;
-    for (int k = 0; k < L % S; k++) /* from the ends inwards, as megatron.c prices them */
-        count[k % 2 ? S - 1 - k / 2 : k / 2]++;
     pl->nstages = S;
     pl->first_op[0] = 0;
-    int upto = 0; /* stage s starts after layer `upto` */
-    for (int s = 1; s < S; s++) {
-        upto += count[s - 1];
+    for (int s = 1; s < S; s++) { /* stage s starts at its first layer */
+        int n, first;
+        sb_mt_stage_layers(L, S, s, &n, &first);
         int i = pl->first_op[s - 1];
-        while (i < m->nops && layer_of(m->ops[i].name) <= upto)
+        while (i < m->nops && layer_of(m->ops[i].name) < first)
             i++;
         pl->first_op[s] = i;
     }

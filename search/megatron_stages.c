@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* Stage s's layer count and first layer (1-based) without interleaving. */
-static void uneven(long layers, int pp, int s, int *n, int *first)
+void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
 {
     int base = (int)(layers / pp), extra = (int)(layers % pp), f = 1;
     for (int k = 0; k <= s; k++) {
@@ -43,7 +43,7 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
         n = (int)(mm->layers / ((long)c->pp * c->vpp));
         first = v * n + 1;
     } else
-        uneven(mm->layers, c->pp, s, &n, &first);
+        sb_mt_stage_layers(mm->layers, c->pp, s, &n, &first);
     /* a chunk's sends: one forward, one backward per micro-batch */
     double send = E.pp_mb / (2.0 * c->vpp);
     double f = n * (L.fwd_s + L.tp_fwd_s + L.cp_fwd_s + 0.5 * L.ep_s) + send;

@@ -1,4 +1,5 @@
-/* search/mt_int.h: what megatron.c and megatron_stages.c share (internal):
+/* search/mt_int.h: what megatron.c, megatron_stages.c and megatron_layout.c
+ * share (internal):
  * one transformer layer's figures on one GPU per micro-batch, and the
  * pipeline's ends (embedding, head, the sends between stages), both from
  * the GPU op model. */
@@ -30,5 +31,12 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                  sb_mt_layer_cost *L);
 void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                    sb_mt_ends *e);
+
+/* Stage s of pp without interleaving: its layer count *n and first layer
+ * *first (1-based); the layers pp does not divide go one each from the ends
+ * inwards (stage 0, the last, stage 1, ...), as Megatron-LM places them.
+ * The pricer's stages (megatron_stages.c) and the strategy's
+ * (megatron_layout.c) both follow it. */
+void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first);
 
 #endif

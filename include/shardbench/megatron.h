@@ -71,6 +71,10 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *out, sb_error *err);
 /* The GPU figures of machine mc at precision prec; SB_EXIT_INPUT when it
  * has no peak for it or lacks the GPU keys (sms, ...). */
 int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err);
+/* The grid's starting point: every degree free (0), recompute, sequence
+ * parallelism and the distributed optimizer searched (-1), the DP
+ * reduction overlapped and attention fused (Megatron-LM's defaults). */
+void sb_mt_config_free(sb_mt_config *c);
 /* Checks a configuration on P devices (every degree given): the product
  * TP x PP x DP x CP is P, EP divides DP x CP... and the experts, heads
  * and ff divide by TP, CP divides seq, the batch divides into micro-batches,

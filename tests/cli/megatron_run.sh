@@ -10,7 +10,7 @@
 set -euo pipefail
 sb=$1
 mpiexec=$2
-dir=$(mktemp -d /tmp/sb_mtrun_XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/sb_mtrun_XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 set_args=(--set layers=4 --set batch=8 --set seq=16 --set embed=64 --set heads=8
           --set kv_heads=4 --set ff=128 --set vocab=256)

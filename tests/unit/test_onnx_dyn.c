@@ -86,27 +86,6 @@ static int64_t param(const sb_model *m, const char *name)
     return -1;
 }
 
-/* Trained parameters: the ops' own weights and declared weights. */
-static int64_t model_weights(const sb_model *m)
-{
-    int64_t n = 0;
-    for (int i = 0; i < m->nops; i++)
-        for (int w = 0; w < m->ops[i].nweights; w++) {
-            int64_t k = 1;
-            for (int d = 0; d < m->ops[i].weights[w].ndims; d++)
-                k *= m->ops[i].weights[w].size[d];
-            n += k;
-        }
-    for (int i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].kind == SB_TENSOR_WEIGHT) {
-            int64_t k = 1;
-            for (int d = 0; d < m->tensors[i].ndims; d++)
-                k *= m->tensors[i].dims[d].size;
-            n += k;
-        }
-    return n;
-}
-
 /* The n-th input tensor. */
 static const sb_tensor *input(const sb_model *m, int n)
 {
@@ -161,7 +140,7 @@ static void search_p4(const sb_model *m)
  * placeholder of the unrolled form is left. */
 static void check_gqa(const sb_model *m)
 {
-    assert_int_equal(model_weights(m), 86848); /* make_dyn.py: torch's parameters */
+    assert_int_equal(sb_model_param_count(m, NULL), 86848); /* make_dyn.py: torch's parameters */
     assert_int_equal(m->nops, 72);             /* as llama13's static import */
     assert_int_equal(count_kind(m, "expand"), 4);
     assert_int_equal(count_kind(m, "split"), 0);
@@ -261,7 +240,7 @@ static void test_nn_transformer(void **state)
         check_dim(input(&m, k), 1, "batch", 16);
         check_dim(input(&m, k), 2, "embed", 16);
     }
-    assert_int_equal(model_weights(&m), 5504); /* make_dyn.py: torch's, less the Linear biases */
+    assert_int_equal(sb_model_param_count(&m, NULL), 5504); /* make_dyn.py: torch's, less the Linear biases */
     static const char *const ln[] = {"seq", "batch", "classes"};
     static const int64_t ls[] = {16, 16, 10}; /* torch's output (16, 16, 10) */
     check_logits(&m, ln, ls, 3);
@@ -280,7 +259,7 @@ static void test_nn_transformer(void **state)
         load_ok("nn_transformer14", NULL, &set, 1, &m);
         check_dim(input(&m, 1), 0, "seq", 16);
         check_dim(input(&m, 1), 1, "batch", b);
-        assert_int_equal(model_weights(&m), 5504);
+        assert_int_equal(sb_model_param_count(&m, NULL), 5504);
         sb_model_free(&m);
     }
 }
@@ -302,7 +281,7 @@ static void test_nn_transformer_dyn(void **state)
         check_dim(input(&m, k), 1, "batch", 4);
         check_dim(input(&m, k), 2, "embed", 16);
     }
-    assert_int_equal(model_weights(&m), 5504);
+    assert_int_equal(sb_model_param_count(&m, NULL), 5504);
     assert_int_equal(count_kind(&m, "dense"), 12);
     assert_int_equal(count_kind(&m, "softmax"), 3);
     search_p4(&m);
@@ -321,7 +300,7 @@ static void test_nn_transformer_dynlen(void **state)
     check_dim(input(&m, 0), 1, "batch", 4);
     check_dim(input(&m, 1), 0, "T", 8);
     check_dim(input(&m, 1), 1, "batch", 4);
-    assert_int_equal(model_weights(&m), 5504);
+    assert_int_equal(sb_model_param_count(&m, NULL), 5504);
     search_p4(&m);
     sb_model_free(&m);
 }

@@ -22,6 +22,16 @@
 #include "shardbench/search.h"
 #include "shardbench/strategy.h"
 
+/* rnnlm.model at batch 8: the model every test here saves strategies of. */
+static void load_rnnlm8(sb_model *m)
+{
+    sb_setting set[1];
+    sb_error err = {0};
+    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
+    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, m, &err))
+        fail_msg("%s", err.msg);
+}
+
 static void test_word(void **state)
 {
     (void)state;
@@ -127,12 +137,9 @@ static void test_round_trip(void **state)
 static void test_special_files(void **state)
 {
     (void)state;
-    sb_setting set[1];
     sb_error err = {0};
-    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
     sb_model m;
-    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
-        fail_msg("%s", err.msg);
+    load_rnnlm8(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_problem pb;
@@ -178,12 +185,9 @@ static void write_text(const char *path, const char *text)
 static void test_version2(void **state)
 {
     (void)state;
-    sb_setting set[1];
     sb_error err = {0};
-    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
     sb_model m;
-    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
-        fail_msg("%s", err.msg);
+    load_rnnlm8(&m);
     char dir[] = "/tmp/sb_strategy_v2_XXXXXX", path[PATH_MAX], bad[PATH_MAX];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/s.strategy", dir);
@@ -308,12 +312,9 @@ static void expect_refused(const sb_model *m, const char *path, const char *text
 static void test_lines_per_version(void **state)
 {
     (void)state;
-    sb_setting set[1];
     sb_error err = {0};
-    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
     sb_model m;
-    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
-        fail_msg("%s", err.msg);
+    load_rnnlm8(&m);
     char dir[] = "/tmp/sb_strategy_lines_XXXXXX", path[PATH_MAX], bad[PATH_MAX];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/s.strategy", dir);
@@ -450,12 +451,9 @@ static void test_lines_per_version(void **state)
 static void test_from_searches(void **state)
 {
     (void)state;
-    sb_setting set[1];
     sb_error err = {0};
-    assert_int_equal(sb_setting_parse("batch=8", &set[0], &err), 0);
     sb_model m;
-    if (sb_model_load(SB_SOURCE_DIR "/models/rnnlm.model", set, 1, &m, &err))
-        fail_msg("%s", err.msg);
+    load_rnnlm8(&m);
     sb_cost_params cp;
     sb_cost_params_default(&cp);
     sb_problem pb;
