@@ -168,6 +168,7 @@ void shared_opts_default(shared_opts *so)
     sb_cost_params_default(&so->cp);
     so->device_gib = SB_DEVICE_MEM_DEFAULT_GIB;
     so->precision = -1;
+    so->attention = -1;
     algo_opts_default(&so->ao);
 }
 
@@ -200,6 +201,12 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     case SB_OPT_RECOMPUTE: rc = sb_recompute_mode_parse(arg, &so->cp.recompute, err); break;
     case SB_OPT_PRECISION: rc = sb_precision_parse(arg, "--precision", &so->precision, err); break;
     case SB_OPT_GRAD_DTYPE: rc = sb_grad_dtype_parse(arg, &so->grad_word_bytes, err); break;
+    case SB_OPT_ATTENTION:
+        if (!strcmp(arg, "fused") || !strcmp(arg, "materialized"))
+            so->attention = !strcmp(arg, "fused");
+        else
+            rc = sb_fail(err, SB_EXIT_INPUT, "--attention: '%s' is not fused or materialized", arg);
+        break;
     case 'n': rc = parse_long_opt(arg, "--budget", &ao->mcmc.budget, err); break;
     case 't': rc = parse_pos_double(arg, "--time-limit", &ao->mcmc.time_limit, err); break;
     case 'e': rc = parse_seed(arg, &ao->mcmc.seed, err); break;
@@ -212,7 +219,27 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err)
     return rc ? -1 : 1;
 }
 
+static int calibrate(shared_opts *so, sb_error *err);
+
 int shared_opts_calibrate(shared_opts *so, sb_error *err)
+{
+    if (calibrate(so, err))
+        return -1;
+    if (so->attention >= 0 && !(so->cp.gpu_sms > 0))
+        return sb_fail(err, SB_EXIT_INPUT, "--attention: needs a GPU machine file (--machine "
+                       "with the GPU op model's figures, docs/machines.md); the reference and "
+                       "CPU models price attention as the runtime computes it (materialized)");
+    return 0;
+}
+
+int shared_opts_fuse(const shared_opts *so, sb_model *m, sb_error *err)
+{
+    if (!(so->cp.gpu_sms > 0))
+        return 0;
+    return sb_model_gpu_run(m, so->attention != 0, err);
+}
+
+static int calibrate(shared_opts *so, sb_error *err)
 {
     if (so->machine)
         return cli_apply_machine_at(so->machine, so->fb_given, so->calibration, so->mem_given,
@@ -273,6 +300,10 @@ int shared_opts_problem(shared_opts *so, sb_model *m, sb_problem *pb, sb_error *
 {
     if (sb_model_load(so->model, so->set, so->nset, m, err))
         return -1;
+    if (shared_opts_fuse(so, m, err)) {
+        sb_model_free(m);
+        return -1;
+    }
     if (so->refuse_tables && refuse_unfinishable(m, so, err)) {
         sb_model_free(m);
         return -1;

@@ -53,6 +53,8 @@ typedef struct {
     char cost_model[1024];       /* out: which cost model prices the problem, one line */
     int precision;               /* --precision (sb_precision), or -1: the machine's */
     double grad_word_bytes;      /* --grad-reduce-dtype's bytes, or 0: the recipe's */
+    int attention;               /* --attention: 1 fused, 0 materialized, -1 not given
+                                    (fused with a GPU machine file) */
     int refuse_tables;           /* shared_opts_problem: the exact DP's tables bounded first
                                     and a search over --max-table-mb refused (search, pase|bf) */
 } shared_opts;
@@ -68,6 +70,13 @@ int shared_opt(shared_opts *so, int c, const char *arg, sb_error *err);
  * --grad-reduce-dtype fp32|bf16|fp16 (with --machine) */
 #define SB_OPT_PRECISION 1101
 #define SB_OPT_GRAD_DTYPE 1102
+/* getopt_long code of --attention fused|materialized (with a GPU machine) */
+#define SB_OPT_ATTENTION 1103
+#define CLI_ATTENTION_OPT {"attention", required_argument, 0, SB_OPT_ATTENTION}
+/* On a GPU machine, the model priced as a GPU framework runs it
+ * (sb_model_gpu_run), its attentions fused unless --attention
+ * materialized; 0, or -1 (err). */
+int shared_opts_fuse(const shared_opts *so, sb_model *m, sb_error *err);
 /* After the options: --calibration applied (cli_apply_calibration), or
  * --machine (cli_apply_machine). */
 int shared_opts_calibrate(shared_opts *so, sb_error *err);
@@ -113,6 +122,9 @@ int cli_apply_machine_at(const char *name, int flops_or_bw_given, const char *ca
     "                         file's, bf16 mixed on the shipped GPUs, fp32 on cpu-here)\n"       \
     "      --grad-reduce-dtype D  fp32|bf16|fp16: the word the gradient reduction moves\n"      \
     "                         (default: the recipe's; bf16 mixed reduces in fp32)\n"
+#define CLI_ATTENTION_HELP                                                                      \
+    "      --attention fused|materialized  a GPU --machine: attention priced as one\n"             \
+    "                         FlashAttention-style kernel (default fused) or as its three ops\n"
 #define CLI_PRECISION_OPTS                                                                      \
     {"precision", required_argument, 0, SB_OPT_PRECISION},                                      \
     {"grad-reduce-dtype", required_argument, 0, SB_OPT_GRAD_DTYPE}

@@ -33,7 +33,7 @@ static void usage(FILE *f)
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
                "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n"
                "      --profiles DB|none   the predictive model's profiles (as search)\n"
-               CLI_PRECISION_HELP);
+               CLI_PRECISION_HELP CLI_ATTENTION_HELP);
 }
 
 int cmd_candidates(int argc, char **argv)
@@ -46,7 +46,7 @@ int cmd_candidates(int argc, char **argv)
         {"flops", required_argument, 0, 'F'},     {"bw", required_argument, 0, 'B'},
         {"cutoff", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
-        CLI_PRECISION_OPTS,
+        CLI_PRECISION_OPTS, CLI_ATTENTION_OPT,
         {0, 0, 0, 0},
     };
     sb_error err = {0};

@@ -49,7 +49,7 @@ static void usage(FILE *f)
                "      --calibration FILE   the calibrated cost model (shardbench calibrate)\n"
                "      --machine NAME|FILE  cost model and --device-mem of a machine file (as search)\n"
                "      --profiles DB|none   the predictive model's profiles (as search)\n"
-               CLI_PRECISION_HELP);
+               CLI_PRECISION_HELP CLI_ATTENTION_HELP);
 }
 
 static int add_entry(entry *e, int *n, const sb_problem *pb, const char *kind, const int *choice,
@@ -213,7 +213,7 @@ int cmd_prune(int argc, char **argv)
         {"bw", required_argument, 0, 'B'},       {"cutoff", required_argument, 0, 'c'},
         {"max-table-mb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
-        CLI_PRECISION_OPTS,
+        CLI_PRECISION_OPTS, CLI_ATTENTION_OPT,
         {0, 0, 0, 0},
     };
     sb_error err = {0};

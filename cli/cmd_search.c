@@ -586,6 +586,10 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
     sb_model m;
     if (sb_model_load(so->model, so->set, so->nset, &m, &err))
         return cli_fail(&err);
+    if (shared_opts_fuse(so, &m, &err)) {
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
     sb_pipe_result r;
     int status = 0;
     if (sb_pipe_search(&m, so->p, &so->cp, po, &r, &err)) {
@@ -737,6 +741,9 @@ static void search_usage(FILE *f)
             "      --dp-overlap on|off  a GPU machine: the weight-gradient reduction\n"
             "                         overlapped with the backward, exposed only past the\n"
             "                         op's backward compute (default on, as --algo megatron)\n"
+            "      --attention fused|materialized  a GPU machine: a softmax between two\n"
+            "                         einsums priced as one FlashAttention-style kernel, no\n"
+            "                         S x S tensor kept (default fused, as --algo megatron)\n"
             "      --prune            pase, bf: drop dominated configs first (the same\n"
             "                         optimum; search/README.md says when it pays)\n"
             "      --space plain|full plain: one config per op on all P devices (PaSE's space);\n"
@@ -815,7 +822,7 @@ static int parse_search_args(int argc, char **argv, search_args *a)
         {"ranks", required_argument, 0, 1007}, {"plot", required_argument, 0, 1009},
         {"dp-overlap", required_argument, 0, 1010},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
-        CLI_PRECISION_OPTS, {"adopt-db", no_argument, 0, 'O'},
+        CLI_PRECISION_OPTS, CLI_ATTENTION_OPT, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     sb_error err = {0};

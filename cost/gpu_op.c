@@ -14,10 +14,10 @@
 #define K_REF 2048.0
 #define K_FILL 128.0
 
-double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes)
+/* The math of `batch` (M x K)(K x N) products: their FLOP over the peak at
+ * the shape's efficiency. */
+static double gemm_math_s(const sb_gpu *g, double batch, double M, double N, double K)
 {
-    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0)
-        return 0.0;
     double flops = 2.0 * batch * M * N * K;
     double tm = ceil(M / g->tile_m), tn = ceil(N / g->tile_n);
     double tile_eff = (M * N) / (tm * g->tile_m * tn * g->tile_n);
@@ -28,9 +28,34 @@ double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K
     if (k_eff > 1.0)
         k_eff = 1.0;
     double eff = g->gemm_eff * tile_eff * wave_eff * k_eff;
-    double t_math = flops / (g->peak_tflops * 1e12 * eff);
+    return flops / (g->peak_tflops * 1e12 * eff);
+}
+
+double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes)
+{
+    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0)
+        return 0.0;
+    double t_math = gemm_math_s(g, batch, M, N, K);
     double t_mem = batch * (M * K + K * N + M * N) * bytes / (g->hbm_gbs * 1e9 * g->hbm_eff);
     return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
+}
+
+double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes)
+{
+    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0)
+        return 0.0;
+    sb_gpu a = *g;
+    if (g->attn_peak_tflops > 0)
+        a.peak_tflops = g->attn_peak_tflops;
+    double t_math = gemm_math_s(&a, batch, M, N, K);
+    double t_mem = batch * (2.0 * M * K + N * K) * bytes / (g->hbm_gbs * 1e9 * g->hbm_eff);
+    return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
+}
+
+double sb_gpu_cast_s(const sb_gpu *g, double elems)
+{
+    /* read the 2-byte value, write its fp8 copy and the fp8 transpose */
+    return g->fp8 ? sb_gpu_mem_s(g, elems * 4.0) : 0.0;
 }
 
 double sb_gpu_mem_s(const sb_gpu *g, double bytes)
@@ -83,6 +108,8 @@ int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err
                        "intra_busbw, inter_busbw lines; docs/machines.md)",
                        mc->path);
     g->peak_tflops = peak;
+    g->fp8 = prec == SB_PREC_FP8;
+    g->attn_peak_tflops = g->fp8 && mc->tflops_bf16 > 0 ? mc->tflops_bf16 : peak;
     g->gemm_eff = mc->gemm_eff_large;
     g->hbm_gbs = mc->mem_gbs;
     g->hbm_eff = mc->hbm_eff;

@@ -223,6 +223,7 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
     if (mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0) { /* the GPU op model */
         cp->gpu_sms = mc->sms;
         cp->gpu_peak_tflops = peak;
+        cp->gpu_attn_peak_tflops = prec == SB_PREC_FP8 && mc->tflops_bf16 > 0 ? mc->tflops_bf16 : peak;
         cp->gpu_gemm_eff = mc->gemm_eff_large;
         cp->gpu_hbm_gbs = mc->mem_gbs;
         cp->gpu_hbm_eff = mc->hbm_eff;

@@ -100,6 +100,22 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
         out->act_grads = e.in * AB;
         out->scratch += (e.in - kept + e.saved + e.outs) * AB;
     }
+    if (op->gpu_run) { /* autograd: a tensor once, at its producer (a model or stage input at
+                          its readers); a gradient lives from its consumer's backward to its
+                          producer's: transient */
+        int rc = recompute && sb_op_recomputable(op);
+        if (!rc) {
+            double ext = 0.0;
+            for (int k = 0; k < op->nin; k++) {
+                const sb_tensor *t = &m->tensors[op->in[k].tensor];
+                if (t->producer < 0 && t->kind != SB_TENSOR_WEIGHT)
+                    ext += sb_operand_elems(m, op, &op->in[k], c);
+            }
+            out->activations = (e.outs + e.saved + ext) * AB;
+        }
+        out->scratch += rc ? out->act_grads : (e.in + e.outs) * AB;
+        out->act_grads = 0.0;
+    }
 }
 
 void sb_problem_op_memory_rc(const sb_problem *pb, int v, int k, sb_optimizer opt, int rc,

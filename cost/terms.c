@@ -357,6 +357,23 @@ typedef struct {
 static _Thread_local gemm_memo gemm_last[4];
 static _Thread_local int gemm_next;
 
+/* The GPU op model's figures of cp (cost/gpu_op.c's sb_gpu). */
+static void gpu_of(const sb_cost_params *cp, sb_gpu *g)
+{
+    memset(g, 0, sizeof *g);
+    g->peak_tflops = cp->gpu_peak_tflops, g->gemm_eff = cp->gpu_gemm_eff;
+    g->hbm_gbs = cp->gpu_hbm_gbs, g->hbm_eff = cp->gpu_hbm_eff, g->sms = cp->gpu_sms;
+    g->tile_m = 128.0, g->tile_n = 256.0, g->kernel_us = cp->gpu_kernel_us;
+    g->attn_peak_tflops = cp->gpu_attn_peak_tflops;
+}
+
+double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)
+{
+    sb_gpu g;
+    gpu_of(cp, &g);
+    return sb_gpu_attn_s(&g, batch, m, n, k, cp->word_bytes);
+}
+
 double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)
 {
     double key[11] = {batch, m, n, k, cp->gpu_peak_tflops, cp->gpu_gemm_eff, cp->gpu_hbm_gbs,
@@ -365,10 +382,7 @@ double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, dou
         if (gemm_last[i].s > 0 && !memcmp(gemm_last[i].key, key, sizeof key))
             return gemm_last[i].s;
     sb_gpu g;
-    memset(&g, 0, sizeof g);
-    g.peak_tflops = cp->gpu_peak_tflops, g.gemm_eff = cp->gpu_gemm_eff;
-    g.hbm_gbs = cp->gpu_hbm_gbs, g.hbm_eff = cp->gpu_hbm_eff, g.sms = cp->gpu_sms;
-    g.tile_m = 128.0, g.tile_n = 256.0, g.kernel_us = cp->gpu_kernel_us;
+    gpu_of(cp, &g);
     double B = cp->word_bytes;
     double s = sb_gpu_gemm_s(&g, batch, m, n, k, B) + sb_gpu_gemm_s(&g, batch, m, k, n, B) +
                sb_gpu_gemm_s(&g, batch, k, n, m, B);
@@ -393,6 +407,16 @@ double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, 
     double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
     comm += sb_coll_allreduce(cp, gw, g[0]);
     return batch * (comp + comm);
+}
+
+double sb_gemm_comm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
+                         const sb_coll_group *g)
+{
+    double comm = sb_coll_allreduce(cp, m * n, g[2]);
+    comm += sb_coll_allreduce(cp, m * k, g[1]);
+    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
+    comm += sb_coll_allreduce(cp, gw, g[0]);
+    return batch * comm;
 }
 
 double sb_per_dev(const sb_op *op, const int *c, int d) { return (double)op->dims[d].size / c[d]; }

@@ -138,8 +138,10 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
     for (int i = 0; i < 4; i++) {
         double M = gm[i][0] * (i >= 2 ? moe_tokens : 1.0), N = gm[i][1], K = gm[i][2];
-        double fw = sb_gpu_gemm_s(g, 1, M, N, K, B);
-        double bw = sb_gpu_gemm_s(g, 1, M, K, N, B) + sb_gpu_gemm_s(g, 1, K, N, M, B);
+        /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
+        double fw = sb_gpu_gemm_s(g, 1, M, N, K, B) + sb_gpu_cast_s(g, M * K);
+        double bw = sb_gpu_gemm_s(g, 1, M, K, N, B) + sb_gpu_gemm_s(g, 1, K, N, M, B) +
+                    sb_gpu_cast_s(g, M * N);
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
         else
@@ -150,12 +152,14 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double hl = a / t * c->mbs, skv = (double)mm->seq;
     if (c->fused_attention) {
         double half = 0.5;
-        fwd_attn = 2.0 * sb_gpu_gemm_s(g, hl, s, skv * half, dh, B);
+        fwd_attn = 2.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B); /* scores on chip */
         /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward */
         bwd_attn = 2.5 * fwd_attn;
     } else {
         double sc = hl * s * skv; /* score elements */
-        fwd_attn = sb_gpu_gemm_s(g, hl, s, skv, dh, B) + sb_gpu_gemm_s(g, hl, s, dh, skv, B);
+        sb_gpu ga = *g; /* the attention core at its own peak (bf16 under the fp8 recipe) */
+        ga.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
+        fwd_attn = sb_gpu_gemm_s(&ga, hl, s, skv, dh, B) + sb_gpu_gemm_s(&ga, hl, s, dh, skv, B);
         bwd_attn = 2.0 * fwd_attn;
         /* fused scale-mask-softmax (read, write), dropout (read, write, 1-byte mask) */
         fwd_attn += sb_gpu_mem_s(g, sc * 2.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));

@@ -965,6 +965,19 @@ endif()
 sb_unit_test(test_op_kinds unit/test_op_kinds.c)
 set_property(TEST test_op_kinds PROPERTY TIMEOUT 30)
 
+# attention_cli: --attention fused|materialized refused without a GPU
+# machine or with a bad value; fused prices a Llama below materialized.
+add_test(NAME attention_cli
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/attention_cli.sh $<TARGET_FILE:shardbench>)
+set_tests_properties(attention_cli PROPERTIES TIMEOUT 300)
+
+# ---- gpu_run
+# A model priced as a GPU framework runs it (models/gpu_run.c): fused
+# attentions found and priced (4 + 3 passes over the kept pairs), no S x S
+# tensor kept.
+sb_unit_test(test_gpu_run unit/test_gpu_run.c)
+set_property(TEST test_gpu_run PROPERTY TIMEOUT 30)
+
 # ---- parse
 sb_unit_test(test_parse unit/test_parse.c)
 
@@ -1167,12 +1180,13 @@ sb_labels(unit
   "^test_(parse|cost|profile|dp|pipesearch|results|kernels|search_baselines|export)$"
   "^test_(strategy_io|text|hf|cpuset|calibration|machine|collectives|megatron)$"
   "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|onnx_dyn|dtensor)$"
+  "^test_gpu_run$"
   "^test_(executor_timing|backend_families)$" "^cuda_(host|check|check_self)$")
 sb_labels(mpi "^test_(relayout|agree|checkpoint|data_train|memory|zero)_np[0-9]+$"
   "^test_equiv_" "^test_bf16_keep$")
 sb_labels(cli
   "^(bench_pipeline|calibration_cli|calibrate_rate|cpuset_cli|export_extras|figures)$"
-  "^(figures_megatron|megatron_run|search_refuse|op_breakdown)$"
+  "^(figures_megatron|megatron_run|search_refuse|op_breakdown|attention_cli)$"
   "^(hf_cli|hf_ref_.*|hostile_input|hostile_io|json_names|machine_cli|megatron_cli)$"
   "^(validate|nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
   "^(recompute_cli|run_cli|search_memory|search_pipeline|search_threads|export_jax)$"

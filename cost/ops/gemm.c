@@ -4,8 +4,28 @@
  * input gradient, weight gradient) and communication the three all-reduces
  * (docs/cost-model.md, "GEMM-like ops"). */
 #include "../kinds.h"
+#include "shardbench/precision.h"
 
 #include <math.h>
+
+/* A fused attention kernel (models/attention.c) per device: one tile loop
+ * over (queries m) x (kept keys) per batch element, as FlashAttention-2
+ * computes it. The scores' products (head dim k: S = QK^T) run 4 times:
+ * the forward, the backward's recomputation of S, dQ = dS K and dK = dS^T Q;
+ * the values' products (head dim n: O = P V) 3 times: the forward, dV =
+ * P^T dO and dP = dO V^T. With equal head dims that is 3.5 x the forward
+ * (--algo megatron's 2.5 x for the backward). The mask's skipped pairs
+ * (attn_frac) are never computed. In FLOP at F. */
+static double attn_share(const sb_op *op, const sb_cost_params *cp, double batch, double m,
+                         double n, double k)
+{
+    double s;
+    if (op->attn == SB_ATTN_SCORES) /* m queries, n keys, k the head dim */
+        s = 4.0 * sb_attn_gpu_seconds(cp, batch, m, n * op->attn_frac, k);
+    else /* SB_ATTN_VALUES: m queries, k keys, n the value head dim */
+        s = 3.0 * sb_attn_gpu_seconds(cp, batch, m, k * op->attn_frac, n);
+    return s * cp->tflops * 1e12;
+}
 
 static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
@@ -29,20 +49,44 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
                           none ? one : sb_op_group(cp, op, c, in_k)};
     if (cp->wgrad_free && sb_op_trains_weight(m, op)) /* g[0] reduces the weight's gradient */
         g[0] = one;
+    if (op->attn && cp->gpu_sms > 0) /* a fused attention's share: its collectives as the
+                                        einsum's, its compute in the fused kernel */
+        return attn_share(op, cp, batch, dm / cm, dn / cn, dk / ck)
+               + sb_gemm_comm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g);
     if (op->kind == SB_OP_EMBEDDING && cp->gpu_sms > 0) /* GPU: a gather, not a GEMM: the rows
                                                            read and written, the gradient rows
                                                            read and added (memory-bound) */
         return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, 0.0)
                + sb_elem_cost(cp, batch * (dm / cm) * (dn / cn), 0.0, 2.0, 2.0);
-    return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw,
-                        op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0);
+    double mac = op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0;
+    if (cp->gpu_sms > 0 && cp->precision == SB_PREC_FP8) {
+        if (!sb_op_trains_weight(m, op)) { /* a product of activations stays in bf16 */
+            sb_cost_params a = *cp;
+            a.gpu_peak_tflops = cp->gpu_attn_peak_tflops > 0 ? cp->gpu_attn_peak_tflops
+                                                             : cp->gpu_peak_tflops;
+            return sb_gemm_cost(&a, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac);
+        }
+        /* a linear layer: its input (forward) and output gradient (backward)
+         * cast-transposed to fp8, 2 bytes read and 1 + 1 written an element */
+        double cast = batch * (dm / cm) * ((dk / ck) + (dn / cn)) * 4.0;
+        return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac) +
+               (cast / (cp->gpu_hbm_gbs * 1e9 * cp->gpu_hbm_eff) + 2.0 * cp->gpu_kernel_us * 1e-6) *
+                   cp->tflops * 1e12;
+    }
+    return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac);
 }
 
 /* GEMM-like ops copy their operands into canonical order and build the
- * product before the all-reduce. */
+ * product before the all-reduce. A fused attention (models/attention.c)
+ * keeps no S x S tensor: the scores einsum no output, the values einsum no
+ * softmax weights; the kernel's tiles live in on-chip memory. */
 static void memory_gemm(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
 {
     sb_mem_operands(m, op, c, e);
+    if (op->attn == SB_ATTN_SCORES)
+        e->outs = 0.0;
+    else if (op->attn == SB_ATTN_VALUES)
+        e->in -= sb_operand_elems(m, op, &op->in[op->attn_slot], c);
     e->scratch = e->in + (e->weights > e->wmax ? e->weights : e->wmax) + 2.0 * e->outs;
 }
 

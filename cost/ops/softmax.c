@@ -25,7 +25,10 @@ static double cost_softmax(const sb_model *m, const sb_op *op, const int *c, con
         if (i != a)
             rows *= (double)op->dims[i].size / c[i];
     double cost = 0.0;
-    if (cp->gpu_sms > 0) { /* GPU: memory-bound, x read, y written; y and dy read, dx written */
+    if (op->attn && cp->gpu_sms > 0) {
+        /* inside a fused attention kernel (priced at its einsums): only the
+         * collectives of a split key axis, below */
+    } else if (cp->gpu_sms > 0) { /* GPU: memory-bound, x read, y written; y and dy read, dx written */
         cost += sb_elem_cost(cp, e, 0.0, 2.0, 3.0);
     } else {
         cost += (3.0 + 1) * e * cp->elem_ratio;
@@ -63,6 +66,10 @@ static void memory_softmax(const sb_model *m, const sb_op *op, const int *c, sb_
 {
     sb_mem_operands(m, op, c, e);
     e->scratch = e->outs + (op->causal >= 0 ? e->outs : 0.0);
+    if (op->attn) { /* fused (models/attention.c): no S x S tensor, a row's log-sum-exp kept */
+        e->in = e->outs = e->scratch = 0.0;
+        e->saved = rows_but(op, c, op->axis);
+    }
 }
 
 /* The loss keeps no output tensor; it saves labels, row max and row sum. */

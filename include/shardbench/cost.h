@@ -106,6 +106,10 @@ typedef struct {
     /* The GPU op model's figures for GEMM-like ops (a machine file with `sms`;
      * docs/megatron.md): gpu_sms 0 (the default) keeps the 3 m'n'k' term. */
     double gpu_sms, gpu_peak_tflops, gpu_gemm_eff, gpu_hbm_gbs, gpu_hbm_eff, gpu_kernel_us;
+    /* The peak of products between two activations (attention): bf16's
+     * under the fp8 recipe, which casts only the linear layers' operands
+     * (Transformer Engine: fp8_dpa off), else gpu_peak_tflops. */
+    double gpu_attn_peak_tflops;
     /* The data-parallel weight-gradient reduction overlapped with the
      * backward (a GPU machine file, search --dp-overlap on, the default
      * there, as Megatron-LM's bucketed overlap; docs/megatron.md): an op's

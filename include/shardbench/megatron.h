@@ -42,6 +42,12 @@ typedef struct {
 /* What the machine file gives the GPU op model (sb_gpu_from_machine). */
 typedef struct {
     double peak_tflops;     /* dense peak at the precision */
+    /* The attention core's peak: bf16's under the fp8 recipe (Transformer
+     * Engine keeps dot-product attention in bf16: its recipes' fp8_dpa is
+     * off by default), else peak_tflops. 0: peak_tflops. */
+    double attn_peak_tflops;
+    int fp8;                /* 1: the fp8 recipe: each linear's input and output gradient
+                               cast to fp8 by a cast-transpose kernel */
     double gemm_eff;        /* fraction of peak a large GEMM reaches (microbenchmark) */
     double hbm_gbs, hbm_eff;
     double sms, tile_m, tile_n;
@@ -134,8 +140,16 @@ const char *sb_mt_recompute_name(int rc);
 /* ---- the GPU op model (cost/gpu_op.c) ---- */
 /* Seconds of `batch` GEMMs (M x K)(K x N) at `bytes` per element. */
 double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
+/* One pass of a fused attention kernel's (M x K)(K x N) tile loop (M
+ * queries, N keys, K the head dim): the same math, but HBM moves only the
+ * M x K and N x K operands and the M x K result; the M x N scores stay on
+ * chip (FlashAttention). */
+double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
 /* Seconds of a memory-bound kernel moving `bytes`. */
 double sb_gpu_mem_s(const sb_gpu *g, double bytes);
+/* Seconds of the fp8 recipe's cast-transpose of `elems` 2-byte elements
+ * (a GEMM operand: 2 bytes read, 1 + 1 written); 0 unless g->fp8. */
+double sb_gpu_cast_s(const sb_gpu *g, double elems);
 /* Seconds of a collective moving `bytes` per rank over q ranks, inside a
  * node (inter = 0) or across nodes: all-reduce 2(q-1)/q, reduce-scatter and
  * all-gather (q-1)/q of the buffer at the bus bandwidth, plus the ring's

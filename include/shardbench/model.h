@@ -168,7 +168,21 @@ typedef struct {
                                  capacity is the size of its cap dim, 3) */
     double moe_aux;           /* moe_gate: weight of its load-balancing loss
                                  (0: none) */
+    /* Attention priced as one fused kernel (sb_model_fuse_attention; a GPU
+     * machine's default): the scores einsum, its softmax and the weighted
+     * sum of the values are marked SB_ATTN_*; 0 for every other op and in
+     * every model as loaded. The runtime ignores it. */
+    int attn;
+    /* 1: priced as a GPU training framework runs it (sb_model_gpu_run): its
+     * memory as autograd keeps tensors (each once, at its producer; the
+     * gradients freed as the backward goes) rather than as the CPU runtime
+     * allocates them. 0 in every model as loaded. */
+    int gpu_run;
+    int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
+    double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
 } sb_op;
+
+enum { SB_ATTN_NONE = 0, SB_ATTN_SCORES, SB_ATTN_SOFTMAX, SB_ATTN_VALUES };
 
 typedef struct {
     char name[SB_NAME_MAX];
@@ -201,6 +215,19 @@ typedef struct {
  * NULL): the values one token uses, a weight with the expert dim of a
  * moe_gate (size E, top-k) counted k/E of it, except the router's. */
 int64_t sb_model_param_count(const sb_model *m, int64_t *active);
+
+/* Marks each attention of m that one fused kernel (FlashAttention-style)
+ * computes: a softmax (causal or not) whose input is an einsum of two
+ * activations (the scores q.k) read by it alone and whose output one einsum
+ * alone reads with another activation (the values). The three ops get
+ * SB_ATTN_* and the fraction of pairs the mask keeps; the cost and memory
+ * models then price no S x S tensor (cost/ops/gemm.c, softmax.c). Returns
+ * the number marked, or -1 (err) when out of memory. models/gpu_run.c. */
+int sb_model_fuse_attention(sb_model *m, sb_error *err);
+/* m priced as a GPU training framework runs it: every op's gpu_run set,
+ * and with fuse its attentions fused (sb_model_fuse_attention). 0, or -1
+ * (err). models/gpu_run.c. */
+int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err);
 
 /* An override `name=value` from the command line (--set). */
 typedef struct {

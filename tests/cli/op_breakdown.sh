@@ -54,7 +54,10 @@ assert b['predicted_step_seconds'] >= a['predicted_step_seconds']"
 # the precision (bf16: 2 bytes) per element over mem_gbs x hbm_eff, plus
 # kernel_us each; FLOP at F. add 3 + 2, softmax 2 + 3, layer norm 2 + 4.
 MF=$(dirname "${BASH_SOURCE[0]}")/../../machines/h200-sxm.machine
-"$SB" search -m transformer -p 1 --machine h200-sxm --format json --db none > "$TMP/p1.json"
+# (--attention materialized: fused, the attention's softmax is inside the
+# fused kernel and costs nothing at p=1, checked after this)
+"$SB" search -m transformer -p 1 --machine h200-sxm --format json --db none \
+    --attention materialized > "$TMP/p1.json"
 check "memory-bound ops priced by bytes (add, softmax, norm), by hand" python3 -c "
 import json, math
 mf = dict(l.split()[:2] for l in open('$MF') if l.strip() and not l.startswith('#'))
@@ -69,6 +72,10 @@ for o in d['ops']:
         assert abs(o['cost'] - want) <= 1e-9 * want, (o['name'], o['cost'], want)
         seen.add(o['type'])
 assert seen == set(words), seen"
+"$SB" search -m transformer -p 1 --machine h200-sxm --format json --db none > "$TMP/p1f.json"
+check "fused attention (the default): its softmax costs nothing at p=1" js "$TMP/p1f.json" "
+[o['cost'] for o in d['ops'] if o['type'] == 'softmax'] and
+all(o['cost'] == 0 for o in d['ops'] if o['type'] == 'softmax')"
 check "a GPU machine's optimizer is Adam (as --algo megatron)" js "$TMP/full.json" \
     "d['optimizer'] == 'adam'"
 

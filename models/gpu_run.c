@@ -1,0 +1,86 @@
+/* gpu_run.c: a model as a GPU training framework runs it
+ * (sb_model_gpu_run): its tensors kept as autograd keeps them, and its
+ * attention as one fused kernel (sb_model_fuse_attention).
+ *
+ * A model file writes attention as three ops: scores = einsum(q, k), w =
+ * softmax(scores, axis=mem, causal=seq), s = einsum(w, v). A GPU computes
+ * them in one FlashAttention-style kernel that never stores the S x S
+ * scores or weights and recomputes them in the backward; this pass marks
+ * the three ops so that the cost and memory models price that kernel
+ * (docs/cost-model.md, "Fused attention"). It changes no op's meaning. */
+#include "shardbench/model.h"
+
+#include <stdlib.h>
+
+/* Pairs (query i, key j) a causal softmax keeps, of sq queries and sk keys:
+ * j <= i, and with a window w also j > i - w (sb_op.window). */
+static double kept_fraction(const sb_op *sm)
+{
+    if (sm->causal < 0)
+        return 1.0;
+    double sq = (double)sm->dims[sm->causal].size, sk = (double)sm->dims[sm->axis].size;
+    double kept = 0.0;
+    for (int64_t i = 0; i < sm->dims[sm->causal].size; i++) {
+        double hi = (double)i < sk - 1 ? (double)i : sk - 1; /* last key kept */
+        double lo = sm->window > 0 && i - sm->window + 1 > 0 ? (double)(i - sm->window + 1) : 0.0;
+        if (hi >= lo)
+            kept += hi - lo + 1.0;
+    }
+    return kept / (sq * sk);
+}
+
+/* 1 when op is an einsum of two activations or inputs (no weight) */
+static int einsum_of_activations(const sb_model *m, const sb_op *op)
+{
+    if (op->kind != SB_OP_EINSUM || op->nin != 2 || op->nout != 1 || op->nweights)
+        return 0;
+    for (int k = 0; k < 2; k++)
+        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT)
+            return 0;
+    return 1;
+}
+
+int sb_model_fuse_attention(sb_model *m, sb_error *err)
+{
+    /* readers[t]: how many input slots read tensor t; reader[t]: the last one's op */
+    int *readers = sb_calloc((size_t)m->ntensors * 2 + 1, sizeof *readers, err);
+    if (!readers)
+        return -1;
+    int *reader = readers + m->ntensors, n = 0;
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++) {
+            readers[m->ops[i].in[k].tensor]++;
+            reader[m->ops[i].in[k].tensor] = i;
+        }
+    for (int i = 0; i < m->nops; i++) {
+        sb_op *sm = &m->ops[i];
+        if (sm->kind != SB_OP_SOFTMAX || sm->nin != 1 || sm->nout != 1 || sm->attn)
+            continue;
+        int ts = sm->in[0].tensor, tw = sm->out[0].tensor, l = m->tensors[ts].producer;
+        if (l < 0 || readers[ts] != 1 || readers[tw] != 1 || !einsum_of_activations(m, &m->ops[l]))
+            continue;
+        int v = reader[tw];
+        sb_op *vo = &m->ops[v];
+        if (!einsum_of_activations(m, vo) || vo->attn || m->ops[l].attn)
+            continue;
+        int slot = vo->in[0].tensor == tw ? 0 : 1;
+        if (vo->in[1 - slot].tensor == tw) /* w times itself: not attention */
+            continue;
+        double f = kept_fraction(sm);
+        m->ops[l].attn = SB_ATTN_SCORES;
+        sm->attn = SB_ATTN_SOFTMAX;
+        vo->attn = SB_ATTN_VALUES;
+        vo->attn_slot = slot;
+        m->ops[l].attn_frac = sm->attn_frac = vo->attn_frac = f;
+        n++;
+    }
+    free(readers);
+    return n;
+}
+
+int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err)
+{
+    for (int i = 0; i < m->nops; i++)
+        m->ops[i].gpu_run = 1;
+    return fuse && sb_model_fuse_attention(m, err) < 0 ? -1 : 0;
+}

@@ -1,0 +1,134 @@
+/* tests/unit/test_gpu_run.c: cmocka tests of a model priced as a GPU
+ * framework runs it (models/gpu_run.c): which softmaxes are fused
+ * attentions (and which are not), the causal and windowed fraction of
+ * pairs by hand, the fused kernel's time against the materialized ops',
+ * no S x S tensor in memory, and activation gradients transient. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "shardbench/machine.h"
+#include "shardbench/megatron.h"
+#include "shardbench/memory.h"
+#include "shardbench/search.h"
+
+/* A causal attention of q, k, v [b h s d] (seq 8, window W when > 0), and
+ * a classifier whose softmax reads an einsum with a weight (not attention). */
+static void load(sb_model *m, int window)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "model \"att\"\n"
+             "param b = 2\nparam h = 4\nparam s = 8\nparam d = 16\n"
+             "input q[b=b, h=h, seq=s, d=d]\n"
+             "input k[b=b, h=h, mem=s, d=d]\n"
+             "input v[b=b, h=h, mem=s, d=d]\n"
+             "logits = einsum(\"b h seq d, b h mem d -> b h seq mem\", q, k)\n"
+             "w = softmax(logits, axis=mem, causal=seq%s)\n"
+             "o = einsum(\"b h seq mem, b h mem d -> b h seq d\", w, v)\n"
+             "weight wc[d=d, c=8]\n"
+             "z = einsum(\"b h seq d, d c -> b h seq c\", o, wc)\n"
+             "p = softmax(z, axis=c)\n",
+             window > 0 ? ", window=3" : "");
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "att.model", NULL, 0, m, &err))
+        fail_msg("%s", err.msg);
+}
+
+static int op_named(const sb_model *m, const char *name)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (!strcmp(m->ops[i].name, name))
+            return i;
+    fail_msg("no op %s", name);
+    return -1;
+}
+
+static void test_marks(void **state)
+{
+    (void)state;
+    sb_model m;
+    load(&m, 0);
+    sb_error err = {0};
+    for (int i = 0; i < m.nops; i++)
+        assert_int_equal(m.ops[i].attn, 0); /* as loaded: nothing fused */
+    assert_int_equal(sb_model_fuse_attention(&m, &err), 1);
+    assert_int_equal(m.ops[op_named(&m, "logits")].attn, SB_ATTN_SCORES);
+    assert_int_equal(m.ops[op_named(&m, "w")].attn, SB_ATTN_SOFTMAX);
+    assert_int_equal(m.ops[op_named(&m, "o")].attn, SB_ATTN_VALUES);
+    assert_int_equal(m.ops[op_named(&m, "o")].attn_slot, 0);
+    assert_int_equal(m.ops[op_named(&m, "p")].attn, 0); /* a dense's softmax */
+    /* causal, 8 x 8: 36 of 64 pairs */
+    assert_true(fabs(m.ops[op_named(&m, "w")].attn_frac - 36.0 / 64.0) < 1e-15);
+    assert_int_equal(sb_model_fuse_attention(&m, &err), 0); /* marked once */
+    sb_model_free(&m);
+    load(&m, 3); /* window 3: 1 + 2 + 3 x 6 = 21 of 64 */
+    assert_int_equal(sb_model_fuse_attention(&m, &err), 1);
+    assert_true(fabs(m.ops[op_named(&m, "logits")].attn_frac - 21.0 / 64.0) < 1e-15);
+    sb_model_free(&m);
+}
+
+/* The attention's ops priced on an h100-sxm at p = 1: fused, the scores
+ * and values einsums cost the 4 + 3 passes over the kept pairs and the
+ * softmax nothing; materialized, more; no S x S tensor in memory. */
+static void test_pricing(void **state)
+{
+    (void)state;
+    sb_error err = {0};
+    sb_machine mc;
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    if (sb_machine_load("h100-sxm", &mc, &err) || sb_machine_cost_params_at(&mc, -1, 0, &cp, &err))
+        fail_msg("%s", err.msg);
+    assert_true(cp.gpu_sms > 0);
+    sb_model a, f;
+    load(&a, 0);
+    load(&f, 0);
+    if (sb_model_gpu_run(&f, 1, &err))
+        fail_msg("%s", err.msg);
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    int L = op_named(&a, "logits"), W = op_named(&a, "w"), O = op_named(&a, "o");
+    double mat = sb_op_cost(&a, &a.ops[L], one, &cp) + sb_op_cost(&a, &a.ops[W], one, &cp) +
+                 sb_op_cost(&a, &a.ops[O], one, &cp);
+    double fs = sb_op_cost(&f, &f.ops[L], one, &cp), fw = sb_op_cost(&f, &f.ops[W], one, &cp),
+           fo = sb_op_cost(&f, &f.ops[O], one, &cp);
+    assert_true(fw == 0.0); /* inside the kernel, nothing split */
+    /* 4 passes of (8 x 8·36/64)(16): the GPU op model's seconds at F */
+    sb_gpu g = {.peak_tflops = cp.gpu_peak_tflops, .gemm_eff = cp.gpu_gemm_eff,
+                .hbm_gbs = cp.gpu_hbm_gbs, .hbm_eff = cp.gpu_hbm_eff, .sms = cp.gpu_sms,
+                .tile_m = 128, .tile_n = 256, .kernel_us = cp.gpu_kernel_us};
+    double pass = sb_gpu_attn_s(&g, 8, 8, 8 * 36.0 / 64.0, 16, cp.word_bytes);
+    assert_true(fabs(fs - 4.0 * pass * cp.tflops * 1e12) <= 1e-9 * fs);
+    assert_true(fabs(fo - 3.0 * pass * cp.tflops * 1e12) <= 1e-9 * fo);
+    assert_true(fs + fw + fo < mat);
+    /* memory: the softmax keeps a row's statistic, not its 2 x 4 x 8 x 8 output */
+    sb_mem ma, mf;
+    sb_op_memory(&a, &a.ops[W], one, SB_OPTIM_ADAM, &ma);
+    sb_op_memory(&f, &f.ops[W], one, SB_OPTIM_ADAM, &mf);
+    assert_true(ma.activations >= 4.0 * 2 * 4 * 8 * 8);
+    assert_true(fabs(mf.activations - 4.0 * 2 * 4 * 8) < 1e-9); /* fp32 words of 64 rows */
+    assert_true(mf.act_grads == 0.0 && mf.scratch == 0.0);
+    /* the scores einsum keeps no output; the values einsum no weights w */
+    sb_op_memory(&f, &f.ops[L], one, SB_OPTIM_ADAM, &mf);
+    /* q and k are model inputs, counted at their readers: 2 x 2 x 4 x 8 x 16 words */
+    assert_true(fabs(mf.activations - 4.0 * 2 * 2 * 4 * 8 * 16) < 1e-9);
+    sb_op_memory(&a, &a.ops[L], one, SB_OPTIM_ADAM, &ma); /* materialized: and its output */
+    assert_true(fabs(ma.activations - 4.0 * (2 * 2 * 4 * 8 * 16 + 2 * 4 * 8 * 8)) < 1e-9);
+    sb_model_free(&a);
+    sb_model_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_marks),
+        cmocka_unit_test(test_pricing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
