@@ -28,10 +28,15 @@ static const char *const columns[] = {
     "id", "source", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
     "global_batch", "gpus", "machine", "precision", "tp", "pp", "dp", "cp", "ep", "vpp",
     "micro_batch_size", "recompute", "sequence_parallel", "distributed_optimizer", "dp_overlap",
-    "attention", "published", "published_unit", "published_step_seconds", "derivation", NULL};
+    "attention", "published", "published_unit", "published_step_seconds", "derivation",
+    /* optional: a header without them means the default below */
+    "mlp", "tp_comm_overlap", "grad_reduce_dtype", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
-       C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NCOLS };
+       C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, NCOLS };
+/* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
+ * gradient reduced in the precision recipe's word */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -86,7 +91,7 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
              {C_TP, 1, 1e5, 0},     {C_PP, 1, 1e5, 0},     {C_DP, 1, 1e6, 0},
              {C_CP, 1, 1e5, 0},     {C_EP, 1, 1e5, 0},     {C_VPP, 1, 1e3, 0},
              {C_MBS, 1, 1e6, 0},    {C_SP, 0, 1, 0},       {C_DOPT, 0, 1, 0},
-             {C_DPOV, 0, 1, 0}};
+             {C_DPOV, 0, 1, 0},     {C_TPOV, 0, 1, 0}};
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         if (num(f[n[i].col], path, line, columns[n[i].col], n[i].lo, n[i].hi, 1, &n[i].v, err))
             return -1;
@@ -99,6 +104,18 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     c->tp = (int)n[9].v, c->pp = (int)n[10].v, c->dp = (int)n[11].v, c->cp = (int)n[12].v;
     c->ep = (int)n[13].v, c->vpp = (int)n[14].v, c->mbs = (int)n[15].v;
     c->sp = (int)n[16].v, c->dist_opt = (int)n[17].v, c->dp_overlap = (int)n[18].v;
+    c->tp_overlap = (int)n[19].v;
+    if (!strcmp(f[C_MLP], "swiglu"))
+        mm->swiglu = 1;
+    else if (strcmp(f[C_MLP], "gelu"))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: mlp '%s' is not gelu or swiglu", path, line,
+                       f[C_MLP]);
+    if (!strcmp(f[C_GRAD], "fp32") || !strcmp(f[C_GRAD], "bf16"))
+        c->grad_bytes = f[C_GRAD][0] == 'f' ? 4.0 : 2.0;
+    else if (strcmp(f[C_GRAD], "recipe"))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: grad_reduce_dtype '%s' is not fp32, bf16 or recipe", path, line,
+                       f[C_GRAD]);
     if (mm->hidden % mm->heads)
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: hidden %ld is not a multiple of heads %ld",
                        path, line, mm->hidden, mm->heads);
@@ -118,12 +135,17 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     if (!strcmp(f[C_UNIT], "tflops_per_gpu_sc21")) {
         derived = sc21_flops(mm) / (r->published * 1e12 * r->gpus);
         r->sc21_unit = 1;
-    } else if (!strcmp(f[C_UNIT], "seconds"))
+    } else if (!strcmp(f[C_UNIT], "tflops_per_gpu_model")) /* NeMo's model TFLOP/s */
+        derived = sb_mt_model_flops(mm) / (r->published * 1e12 * r->gpus);
+    else if (!strcmp(f[C_UNIT], "tokens_per_s_per_gpu"))
+        derived = (double)mm->global_batch * mm->seq / (r->published * r->gpus);
+    else if (!strcmp(f[C_UNIT], "seconds"))
         derived = r->published;
     else
         return sb_fail(err, SB_EXIT_INPUT,
-                       "%s:%d: published_unit '%s' is not tflops_per_gpu_sc21 or seconds", path,
-                       line, f[C_UNIT]);
+                       "%s:%d: published_unit '%s' is not tflops_per_gpu_sc21, "
+                       "tflops_per_gpu_model, tokens_per_s_per_gpu or seconds",
+                       path, line, f[C_UNIT]);
     if (fabs(derived - r->step_s) > 1e-3 * derived)
         return sb_fail(err, SB_EXIT_INPUT,
                        "%s:%d: published_step_seconds %g disagrees with %g derived from %s %s",
@@ -175,7 +197,7 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
                 for (int j = 0; j < nf; j++)
                     if (!strcmp(f[j], columns[k]))
                         map[k] = j;
-                if (map[k] < 0)
+                if (map[k] < 0 && k < NREQ)
                     rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: the header has no column '%s'", path,
                                  line, columns[k]);
             }
@@ -184,7 +206,9 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
         }
         char *g[NCOLS];
         for (int k = 0; k < NCOLS && !rc; k++) {
-            if (map[k] >= nf)
+            if (map[k] < 0)
+                g[k] = (char *)col_default[k - NREQ];
+            else if (map[k] >= nf)
                 rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %d columns, the header has more", path,
                              line, nf);
             else
@@ -214,7 +238,8 @@ static void usage(FILE *f)
             "batch within the machine's memory, and its predicted step over the published\n"
             "configuration's. Exits 1 when MAPE or the largest error is over the target.\n"
             "\n"
-            "      --data FILE        the runs (docs/megatron.md, \"Validation\": the columns)\n"
+            "      --data FILE        the runs (docs/megatron.md, \"Validation\": the columns);\n"
+            "                         tests/data/published-runs-h100.tsv: NeMo's DGX H100 runs\n"
             "      --format table|json|csv\n"
             "      --target-mape PCT  (default 7)\n"
             "      --target-max PCT   (default 15)\n"
@@ -273,6 +298,12 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
             "search_best", cs, "search_best_step_seconds", cli_jreal(r->best_r.step_s),
             "search_best_ratio", cli_jreal(r->best_r.step_s / r->pred.step_s),
             "search_configs", (json_int_t)r->searched));
+        /* the prediction by cause (docs/megatron.md, "One configuration") */
+        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "predicted_breakdown_seconds",
+                            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute", cli_jreal(r->pred.compute_s),
+                                      "tp_comm", cli_jreal(r->pred.tp_comm_s), "dp_comm", cli_jreal(r->pred.dp_comm_s),
+                                      "pp_comm", cli_jreal(r->pred.pp_comm_s), "bubble", cli_jreal(r->pred.bubble_s),
+                                      "optimizer", cli_jreal(r->pred.optimizer_s)));
     }
     json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
                              "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),

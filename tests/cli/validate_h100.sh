@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tests/cli/validate_h100.sh: `shardbench validate --data` over the published H100
+# runs of tests/data/published-runs-h100.tsv (docs/megatron.md, "Validation"),
+# priced by people who did not tune to them. validate exits 0 within its target,
+# 1 over it (or when the grid's best is slower than a published run), as on the
+# A100 rows; this test holds the file well formed and the run's report whole
+# (exit 0 or 1, each row priced, its breakdown adding up to its step), the exit
+# status consistent with the report, the optional columns (mlp, tp_comm_overlap,
+# grad_reduce_dtype) and the units tokens_per_s_per_gpu and tflops_per_gpu_model
+# read, and a malformed row refused with exit 2 naming file:line. Whether the
+# rows land within 15% is reported (stdout), not asserted here.
+#
+#   tests/cli/validate_h100.sh SHARDBENCH SOURCE_DIR
+set -uo pipefail
+
+SB=${1:?usage: validate_h100.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: validate_h100.sh SHARDBENCH SOURCE_DIR}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/validate_h100.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=tests/cli/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
+DATA="$SRC/tests/data/published-runs-h100.tsv"
+N=$(grep -v '^#' "$DATA" | grep -vc '^id')
+
+"$SB" validate --data "$DATA" > "$TMP/val" 2> "$TMP/val.err"
+rc=$?
+cat "$TMP/val" "$TMP/val.err"
+check "validate --data H100 runs: exit 0 or 1, not an error ($rc)" test "$rc" -le 1
+check "validate: $N runs reported" grep -q "^$N runs: MAPE" "$TMP/val"
+"$SB" validate --data "$DATA" --format json > "$TMP/val.json" 2> /dev/null
+check "JSON: every row fp8 on h100, priced, its breakdown adding up to its step" js "$TMP/val.json" "
+len(d['runs']) == $N and all(r['precision'] == 'fp8' and r['predicted_step_seconds'] > 0
+and abs(sum(r['predicted_breakdown_seconds'].values()) - r['predicted_step_seconds'])
+    < 1e-9 * r['predicted_step_seconds'] for r in d['runs'])"
+want=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]));
+print(1 if d['mape_percent'] > 7 or d['max_error_percent'] > 15 or d['search_slower_than_published'] else 0)" "$TMP/val.json")
+check "exit status as the report says: over the target or a slower search's best is 1" test "$rc" -eq "$want"
+"$SB" validate --data "$DATA" --target-mape 1e6 --target-max 1e6 > /dev/null 2>&1
+rc2=$?
+slow=$(python3 -c "import json,sys; print(1 if json.load(open(sys.argv[1]))['search_slower_than_published'] else 0)" "$TMP/val.json")
+check "targets out of reach: exit 1 only for a slower search's best ($rc2)" test "$rc2" -eq "$slow"
+"$SB" validate --data "$DATA" --target-max 0.001 > /dev/null 2> "$TMP/tgt"
+check "over a target: exit 1 and says so" test $? -eq 1
+check "over a target: names it" grep -q "over the target" "$TMP/tgt"
+
+# the units: llama2-7b's NeMo Model TFLOP/s (776) gives the same step within 0.1%
+ROW=nemo2407-llama2-7b
+awk -v r=$ROW 'BEGIN{FS=OFS="\t"} /^#/ {print; next} $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next}
+  $1 == r {$c["published"] = 776; $c["published_unit"] = "tflops_per_gpu_model"} {print}' "$DATA" > "$TMP/tflops.tsv"
+"$SB" validate --data "$TMP/tflops.tsv" --format json > "$TMP/tflops.json" 2> /dev/null
+check "tflops_per_gpu_model: accepted, the same prediction" python3 -c "
+import json; a = json.load(open('$TMP/val.json'))['runs']; b = json.load(open('$TMP/tflops.json'))['runs']
+assert [r['predicted_step_seconds'] for r in a] == [r['predicted_step_seconds'] for r in b]"
+awk -v r=$ROW 'BEGIN{FS=OFS="\t"} /^#/ {print; next} $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next}
+  $1 == r {$c["mlp"] = "gelu"} {print}' "$TMP/tflops.tsv" > "$TMP/gelu.tsv"
+refused "mlp read: a GELU MLP's FLOPs disagree with the published TFLOP/s" "disagrees" validate --data "$TMP/gelu.tsv"
+
+# malformed rows: exit 2 naming file:line
+LN=$(grep -n "^$ROW" "$DATA" | cut -d: -f1)
+bad() { # bad NAME COLUMN VALUE TEXT
+    awk -v r=$ROW -v k="$2" -v v="$3" 'BEGIN{FS=OFS="\t"} /^#/ {print; next}
+      $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next} $1 == r {$c[k] = v} {print}' \
+      "$DATA" > "$TMP/bad-$2.tsv"
+    refused "$1" "bad-$2.tsv:$LN: $4" validate --data "$TMP/bad-$2.tsv"
+}
+bad "degrees whose product is not the GPUs" tp 3 ""
+bad "an mlp neither gelu nor swiglu" mlp relu "mlp 'relu'"
+bad "tp_comm_overlap not 0 or 1" tp_comm_overlap 2 "tp_comm_overlap"
+bad "grad_reduce_dtype unknown" grad_reduce_dtype fp16x "grad_reduce_dtype 'fp16x'"
+bad "an unknown published_unit" published_unit mfu "published_unit 'mfu'"
+bad "step seconds that disagree with tokens/s" published_step_seconds 4.5 "published_step_seconds 4.5 disagrees"
+bad "a word for a number" layers thirty "layers 'thirty'"
+echo "validate_h100: $fails failure(s)"
+exit $((fails > 0))
