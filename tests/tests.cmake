@@ -964,7 +964,7 @@ if(SB_HAVE_ONNX)
   add_test(NAME onnx_cli
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/onnx_cli.sh $<TARGET_FILE:shardbench>
             $<TARGET_FILE:test_equiv> ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
-  set_tests_properties(onnx_cli PROPERTIES TIMEOUT 420
+  set_tests_properties(onnx_cli PROPERTIES TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
 endif()
 

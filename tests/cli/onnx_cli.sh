@@ -26,7 +26,8 @@ fail() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL $1"; }
 
 # gqa_dyn14 (dynamic batch, repeat_interleave) and nn_transformer14 /
 # nn_transformer_dyn14 (seq-first; static, dynamic batch) are make_dyn.py's
-for f in mha17 llama13 llama17 gpt2_13 gpt2_17 vit13 vit17 gqa_dyn14 nn_transformer14 nn_transformer_dyn14; do
+for f in mha17 llama13 llama17 gpt2_13 gpt2_17 vit13 vit17 gqa_dyn14 nn_transformer14 nn_transformer_dyn14 \
+    mha17_dyn llama17_dyn gpt2_17_dyn; do
     onnx="$DATA/$f.onnx"
     rc=0
     "$SB" search -m "$onnx" -p 8 --db none > "$TMP/$f.out" 2> "$TMP/$f.err" || rc=$?

@@ -984,6 +984,11 @@ static void test_llm_exports(void **state)
     check_llama("llama17", 17);
     check_gpt2("gpt2_13", 13);
     check_gpt2("gpt2_17", 17);
+    /* the same modules exported with a dynamic batch axis (make_llm.py) */
+    check_llama("llama13_dyn", 13);
+    check_llama("llama17_dyn", 17);
+    check_gpt2("gpt2_13_dyn", 13);
+    check_gpt2("gpt2_17_dyn", 17);
     check_vit("vit13", 13);
     check_vit("vit17", 17);
 }

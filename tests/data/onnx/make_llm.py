@@ -9,8 +9,9 @@ repository root:
     /usr/bin/python3 tests/data/onnx/make_llm.py [--outdir DIR]
 
 Every file is graph-only (export_params=False: weights become graph inputs
-without data) and has a static batch of 2 (no dynamic_axes): the importer
-still makes `batch` a param. The .onnx files are committed beside it; CI
+without data). Most have a static batch of 2 (no dynamic_axes): the importer
+still makes `batch` a param; the `*_dyn.onnx` twins are the same modules
+exported with a symbolic batch (dynamic_axes on x and y), as users export. The .onnx files are committed beside it; CI
 does not need torch. The parameter counts the tests check are printed here.
 
 Files:
@@ -35,6 +36,9 @@ Files:
                               LayerNorm, GELU (Erf), learned positions
   vit13.onnx, vit17.onnx      torchvision vit_b_16 at image_size 32 (4
                               patches + class token: Concat, Expand)
+  llama13_dyn.onnx, llama17_dyn.onnx, gpt2_13_dyn.onnx, gpt2_17_dyn.onnx,
+  mha17_dyn.onnx              the same with a dynamic batch axis (vit*_dyn
+                              too when torchvision is installed; not committed)
 """
 import argparse
 import math
@@ -64,10 +68,12 @@ def kept_params(model):
     return n
 
 
-def export(model, args, path, opset, inputs=("x",)):
+def export(model, args, path, opset, inputs=("x",), dynamic=False):
     model.eval()
+    dyn = {n: {0: "batch"} for n in list(inputs) + ["y"]} if dynamic else None
     torch.onnx.export(model, args, path, opset_version=opset, input_names=list(inputs),
-                      output_names=["y"], export_params=False, do_constant_folding=True)
+                      output_names=["y"], export_params=False, do_constant_folding=True,
+                      dynamic_axes=dyn)
     nparams = sum(p.numel() for p in model.parameters())
     print(f"{path}: {os.path.getsize(path)} bytes, {nparams} parameters, "
           f"{kept_params(model)} kept by the model file")
@@ -268,12 +274,20 @@ def main():
     export(Llama(layers=1, theta=500000.0), (ids,), os.path.join(a.outdir, "llama_theta.onnx"), 17)
     export(Llama(layers=1, shifted=True), (ids,), os.path.join(a.outdir, "llama_badrope.onnx"), 17)
     for opset in (13, 17):
-        export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}.onnx"), opset)
-        export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}.onnx"), opset)
+        for dyn in (False, True):
+            sfx = "_dyn" if dyn else ""
+            torch.manual_seed(0)
+            export(Llama(), (ids,), os.path.join(a.outdir, f"llama{opset}{sfx}.onnx"), opset, dynamic=dyn)
+            torch.manual_seed(0)
+            export(GPT2(), (ids,), os.path.join(a.outdir, f"gpt2_{opset}{sfx}.onnx"), opset, dynamic=dyn)
+    export(MHANet(), (torch.randint(0, 100, (2, 8)),), os.path.join(a.outdir, "mha17_dyn.onnx"), 17,
+           dynamic=True)
     import torchvision
     for opset in (13, 17):
-        vit = torchvision.models.vit_b_16(image_size=32)
-        export(vit, (torch.randn(2, 3, 32, 32),), os.path.join(a.outdir, f"vit{opset}.onnx"), opset)
+        for dyn in (False, True):
+            vit = torchvision.models.vit_b_16(image_size=32)
+            export(vit, (torch.randn(2, 3, 32, 32),),
+                   os.path.join(a.outdir, f"vit{opset}{'_dyn' if dyn else ''}.onnx"), opset, dynamic=dyn)
 
 
 if __name__ == "__main__":
