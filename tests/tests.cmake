@@ -256,16 +256,17 @@ foreach(np 2 4)
            --seed ${np} --flops 0.01 --random 12
            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
 endforeach()
-# The pointwise ops (act, mul, expand: tests/data/models/swiglu-mlp.model,
+# The pointwise ops (act, mul, expand, softcap: tests/data/models/swiglu-mlp.model,
 # read as a file). Beside best and random, --split forces the splits where a
 # broadcast operand's gradient must be summed across ranks: the
 # squeeze-excitation mul `se` split along h and w, which its gate `sg`
 # lacks (an activation: summed by the accumulating relayout), `gs` along
 # seq, which its scale weight lacks (summed with the weight's replicas),
-# the expands `p` and `c` along batch, and the SwiGLU product along ff.
+# the expands `p` and `c` along batch, the SwiGLU product along ff, and the
+# soft-capped logits along classes.
 # The search's best must split the SwiGLU product along batch (and at P = 4
 # along ff too).
-set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff")
+set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff;--split;capped=classes")
 set(SB_EQUIV_BEST_2 "--best-splits;h1/h=batch")
 set(SB_EQUIV_BEST_4 "--best-splits;h1/h=batch;--best-splits;h1/h=ff;--best-splits;h2/a=ff")
 foreach(np 2 4)

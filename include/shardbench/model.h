@@ -31,14 +31,15 @@ extern "C" {
  * activation (`fn`), mul an elementwise product whose second input may
  * broadcast, expand a broadcast to a larger shape (family "pointwise");
  * moe_gate is the top-k router of a mixture of experts (GShard-style dense
- * combine and dispatch tensors). */
+ * combine and dispatch tensors); softcap is Gemma 2's logit soft-capping
+ * y = cap·tanh(x/cap) (family "pointwise"). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
     X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope) X(ACT, act) X(MUL, mul)          \
-    X(EXPAND, expand) X(MOE_GATE, moe_gate)
+    X(EXPAND, expand) X(MOE_GATE, moe_gate) X(SOFTCAP, softcap)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -168,6 +169,7 @@ typedef struct {
                                  capacity is the size of its cap dim, 3) */
     double moe_aux;           /* moe_gate: weight of its load-balancing loss
                                  (0: none) */
+    double cap;               /* softcap: c of y = c·tanh(x/c) (> 0) */
 } sb_op;
 
 typedef struct {
