@@ -686,7 +686,7 @@ sb_unit_test(test_hf unit/test_hf.c)
 # pieces each one brings: a tied head (llama-3.2-1b, qwen2, gemma-2, gpt2),
 # q/k/v biases (qwen2, qwen1.5-moe, gpt2, pythia), a head_dim other than
 # hidden/heads (qwen3, gemma-2: 16 of 32/4), q/k norms (qwen3, qwen3-moe),
-# Gemma 2's extra norms and GeGLU, partial rotary and the parallel
+# Gemma 2's extra norms, GeGLU and soft-caps, partial rotary and the parallel
 # residual (pythia), learned positions shorter than the table (gpt2), the
 # mixtures (mixtral, qwen3-moe), shared experts (qwen1.5-moe behind its
 # sigmoid gate, deepseek), MLA with and without q_lora_rank and a first
@@ -699,7 +699,9 @@ set(SB_HF_MLA "--set;n_routed_experts=4;--set;num_experts_per_tok=2;--set;moe_in
 set(SB_HF_llama-3.2-1b "${SB_HF_L};${SB_HF_K};--set;head_dim=8")
 set(SB_HF_qwen2-0.5b "${SB_HF_L};${SB_HF_K}")
 set(SB_HF_qwen3-0.6b "${SB_HF_L};${SB_HF_K};--set;head_dim=16")
-set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16;--set;sliding_window=3")
+# gemma-2: soft-caps small enough to bite at these sizes (scores and head
+# logits of about 1: Gemma 2's 50 and 30 would leave them within 1e-4)
+set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16;--set;sliding_window=3;--set;attn_logit_softcapping=2;--set;final_logit_softcapping=1")
 set(SB_HF_mistral-7b-v0.1 "${SB_HF_L};${SB_HF_K};--set;sliding_window=3")
 set(SB_HF_pythia-160m "${SB_HF_L}")
 set(SB_HF_gpt2 "${SB_HF_B};--set;n_layer=2;--set;n_embd=32;--set;n_head=4;--set;n_inner=48;--set;n_positions=16")
@@ -712,6 +714,8 @@ set(SB_HF_deepseek-v3 "${SB_HF_L};${SB_HF_MLA};--set;q_lora_rank=12")
 # 12 random strategies that must split the softmax's seq and mem (the
 # window's mask from global offsets under sequence and context splits).
 set(SB_HF_EQ_mistral-7b-v0.1 "--random;12;--want-split;softmax:seq,softmax:mem")
+# gemma-2: both soft-caps split (the scores' mem, the head's vocab).
+set(SB_HF_EQ_gemma-2-2b "--want-split;softcap:mem,softcap:vocab;--split;capped=vocab")
 foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
              qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3 mistral-7b-v0.1)
   foreach(np 2 4)
