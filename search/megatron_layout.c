@@ -132,6 +132,23 @@ static int cut_stages(const sb_model *m, int S, sb_pipeline *pl, sb_error *err)
     return 0;
 }
 
+/* 1 when a softmax reads op i's output, directly or through a softcap
+ * (Gemma 2's capped attention logits). */
+static int feeds_softmax(const sb_model *m, int i)
+{
+    for (int j = 0; j < m->nops; j++)
+        for (int k = 0; k < m->ops[j].nin; k++) {
+            if (m->tensors[m->ops[j].in[k].tensor].producer != i)
+                continue;
+            if (m->ops[j].kind == SB_OP_SOFTMAX)
+                return 1;
+            if (m->ops[j].kind == SB_OP_SOFTCAP && m->ops[i].kind != SB_OP_SOFTCAP &&
+                feeds_softmax(m, j))
+                return 1;
+        }
+    return 0;
+}
+
 int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model *mm, int P,
                    sb_strategy *st, sb_error *err)
 {
@@ -152,14 +169,14 @@ int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model 
         rc = op_config(&m->ops[i], mc, mb, st->cfg + (size_t)i * SB_MAX_DIMS, err);
     for (int i = 0; !rc && i < m->nops; i++) {
         const sb_op *op = &m->ops[i];
-        int scores = op->kind == SB_OP_SOFTMAX;
+        /* the scores: softmax, the einsums beside it, a soft-cap between */
+        int scores = op->kind == SB_OP_SOFTMAX || (op->kind == SB_OP_SOFTCAP && feeds_softmax(m, i));
         for (int k = 0; !scores && op->kind == SB_OP_EINSUM && k < op->nin; k++) {
             int p = m->tensors[op->in[k].tensor].producer;
             scores = p >= 0 && m->ops[p].kind == SB_OP_SOFTMAX;
         }
-        for (int j = 0; !scores && op->kind == SB_OP_EINSUM && j < m->nops; j++)
-            for (int k = 0; m->ops[j].kind == SB_OP_SOFTMAX && k < m->ops[j].nin; k++)
-                scores |= m->tensors[m->ops[j].in[k].tensor].producer == i;
+        if (!scores && op->kind == SB_OP_EINSUM)
+            scores = feeds_softmax(m, i);
         st->recompute[i] = sb_op_recomputable(op) &&
                            (mc->recompute == SB_MT_RC_FULL ||
                             (mc->recompute == SB_MT_RC_SELECTIVE && scores));

@@ -731,6 +731,7 @@ static json_t *op_head_json(const sb_op *op, const int *c, const op_mesh *mm, in
     json_object_set_new(j, "seq", op->kind == SB_OP_ROPE ? json_integer(op->pos_axis) : json_null());
     json_object_set_new(j, "theta", op->kind == SB_OP_ROPE ? json_real(op->theta) : json_null());
     json_object_set_new(j, "fn", op->kind == SB_OP_ACT ? json_string(sb_act_fn_name(op->fn)) : json_null());
+    json_object_set_new(j, "cap", op->kind == SB_OP_SOFTCAP ? json_real(op->cap) : json_null());
     json_object_set_new(j, "topk", json_integer(op->topk));
     json_object_set_new(j, "moe_aux", json_real(op->moe_aux));
     return j;

@@ -256,16 +256,17 @@ foreach(np 2 4)
            --seed ${np} --flops 0.01 --random 12
            --want-split softmax:seq,softmax:mem,rope:seq,rope:mem,rmsnorm:embed,einsum:kvh,einsum:rep)
 endforeach()
-# The pointwise ops (act, mul, expand: tests/data/models/swiglu-mlp.model,
+# The pointwise ops (act, mul, expand, softcap: tests/data/models/swiglu-mlp.model,
 # read as a file). Beside best and random, --split forces the splits where a
 # broadcast operand's gradient must be summed across ranks: the
 # squeeze-excitation mul `se` split along h and w, which its gate `sg`
 # lacks (an activation: summed by the accumulating relayout), `gs` along
 # seq, which its scale weight lacks (summed with the weight's replicas),
-# the expands `p` and `c` along batch, and the SwiGLU product along ff.
+# the expands `p` and `c` along batch, the SwiGLU product along ff, and the
+# soft-capped logits along classes.
 # The search's best must split the SwiGLU product along batch (and at P = 4
 # along ff too).
-set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff")
+set(SB_EQUIV_SPLITS "--split;se=h;--split;se=w;--split;gs=seq;--split;p=batch;--split;c=batch;--split;h1/h=ff;--split;capped=classes")
 set(SB_EQUIV_BEST_2 "--best-splits;h1/h=batch")
 set(SB_EQUIV_BEST_4 "--best-splits;h1/h=batch;--best-splits;h1/h=ff;--best-splits;h2/a=ff")
 foreach(np 2 4)
@@ -685,7 +686,7 @@ sb_unit_test(test_hf unit/test_hf.c)
 # pieces each one brings: a tied head (llama-3.2-1b, qwen2, gemma-2, gpt2),
 # q/k/v biases (qwen2, qwen1.5-moe, gpt2, pythia), a head_dim other than
 # hidden/heads (qwen3, gemma-2: 16 of 32/4), q/k norms (qwen3, qwen3-moe),
-# Gemma 2's extra norms and GeGLU, partial rotary and the parallel
+# Gemma 2's extra norms, GeGLU and soft-caps, partial rotary and the parallel
 # residual (pythia), learned positions shorter than the table (gpt2), the
 # mixtures (mixtral, qwen3-moe), shared experts (qwen1.5-moe behind its
 # sigmoid gate, deepseek), MLA with and without q_lora_rank and a first
@@ -698,7 +699,9 @@ set(SB_HF_MLA "--set;n_routed_experts=4;--set;num_experts_per_tok=2;--set;moe_in
 set(SB_HF_llama-3.2-1b "${SB_HF_L};${SB_HF_K};--set;head_dim=8")
 set(SB_HF_qwen2-0.5b "${SB_HF_L};${SB_HF_K}")
 set(SB_HF_qwen3-0.6b "${SB_HF_L};${SB_HF_K};--set;head_dim=16")
-set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16;--set;sliding_window=3")
+# gemma-2: soft-caps small enough to bite at these sizes (scores and head
+# logits of about 1: Gemma 2's 50 and 30 would leave them within 1e-4)
+set(SB_HF_gemma-2-2b "${SB_HF_L};${SB_HF_K};--set;head_dim=16;--set;sliding_window=3;--set;attn_logit_softcapping=2;--set;final_logit_softcapping=1")
 set(SB_HF_mistral-7b-v0.1 "${SB_HF_L};${SB_HF_K};--set;sliding_window=3")
 set(SB_HF_pythia-160m "${SB_HF_L}")
 set(SB_HF_gpt2 "${SB_HF_B};--set;n_layer=2;--set;n_embd=32;--set;n_head=4;--set;n_inner=48;--set;n_positions=16")
@@ -711,6 +714,8 @@ set(SB_HF_deepseek-v3 "${SB_HF_L};${SB_HF_MLA};--set;q_lora_rank=12")
 # 12 random strategies that must split the softmax's seq and mem (the
 # window's mask from global offsets under sequence and context splits).
 set(SB_HF_EQ_mistral-7b-v0.1 "--random;12;--want-split;softmax:seq,softmax:mem")
+# gemma-2: both soft-caps split (the scores' mem, the head's vocab).
+set(SB_HF_EQ_gemma-2-2b "--want-split;softcap:mem,softcap:vocab;--split;capped=vocab")
 foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
              qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3 mistral-7b-v0.1)
   foreach(np 2 4)

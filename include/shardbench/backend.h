@@ -153,7 +153,8 @@ typedef struct sb_rope_kernels {
                           int S, int64_t s_stride, int64_t pos0, double theta);
 } sb_rope_kernels;
 
-/* runtime/kernels/k_pointwise.c: act, mul (broadcast), expand */
+/* runtime/kernels/k_pointwise.c: act, mul (broadcast), expand;
+ * k_softcap.c: softcap */
 typedef struct sb_pointwise_kernels {
     void (*act_forward)(float *out, const float *inp, size_t n, int fn);
     void (*act_backward)(float *dinp, const float *dout, const float *inp, size_t n, int fn);
@@ -164,6 +165,9 @@ typedef struct sb_pointwise_kernels {
     void (*expand_forward)(float *out, const float *inp, int nd, const int *dims, unsigned xdims);
     void (*expand_backward)(float *dinp, const float *dout, int nd, const int *dims,
                             unsigned xdims);
+    void (*softcap_forward)(float *out, const float *inp, size_t n, float cap);
+    void (*softcap_backward)(float *dinp, const float *dout, const float *inp, size_t n,
+                             float cap);
 } sb_pointwise_kernels;
 
 /* runtime/kernels/k_tensor.c: sums: add (k inputs, relu fused) and

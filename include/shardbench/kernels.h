@@ -532,6 +532,13 @@ void sb_expand_forward(float *out, const float *inp, int nd, const int *dims, un
 /* dinp (xdims) += sum over the dims inp lacks of dout (dims). */
 void sb_expand_backward(float *dinp, const float *dout, int nd, const int *dims, unsigned xdims);
 
+/* ---- softcap: Gemma 2's logit soft-capping (k_softcap.c) ---------------- */
+
+/* out (n) = cap * tanh(inp / cap), cap > 0. out may alias inp. */
+void sb_softcap_forward(float *out, const float *inp, size_t n, float cap);
+/* dinp (n) += dout * (1 - tanh^2(inp / cap)). */
+void sb_softcap_backward(float *dinp, const float *dout, const float *inp, size_t n, float cap);
+
 /* ---- box copies (concat, split, stack, unstack, transpose, relayout) ---- */
 
 /* The box [dst_lo, dst_lo+size) of dst (dst_dims) = (accumulate: +=) the box

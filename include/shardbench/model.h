@@ -31,14 +31,15 @@ extern "C" {
  * activation (`fn`), mul an elementwise product whose second input may
  * broadcast, expand a broadcast to a larger shape (family "pointwise");
  * moe_gate is the top-k router of a mixture of experts (GShard-style dense
- * combine and dispatch tensors). */
+ * combine and dispatch tensors); softcap is Gemma 2's logit soft-capping
+ * y = cap·tanh(x/cap) (family "pointwise"). */
 #define SB_OP_KINDS(X)                                                                              \
     X(CONV, conv) X(POOL, pool) X(DENSE, dense) X(EINSUM, einsum) X(EMBEDDING, embedding)          \
     X(LSTM, lstm) X(NORM, norm) X(SOFTMAX, softmax) X(SOFTMAX_XENT, softmax_xent)                  \
     X(ELEMENTWISE, elementwise) X(REDUCE_MEAN, reduce_mean) X(CONCAT, concat) X(SPLIT, split)       \
     X(STACK, stack) X(UNSTACK, unstack) X(FLATTEN, flatten) X(UNFLATTEN, unflatten)                \
     X(TRANSPOSE, transpose) X(RMSNORM, rmsnorm) X(ROPE, rope) X(ACT, act) X(MUL, mul)          \
-    X(EXPAND, expand) X(MOE_GATE, moe_gate)
+    X(EXPAND, expand) X(MOE_GATE, moe_gate) X(SOFTCAP, softcap)
 
 typedef enum {
 #define SB_OP_ENUM_(K, id) SB_OP_##K,
@@ -180,6 +181,7 @@ typedef struct {
     int gpu_run;
     int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
     double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
+    double cap;               /* softcap: c of y = c·tanh(x/c) (> 0) */
 } sb_op;
 
 enum { SB_ATTN_NONE = 0, SB_ATTN_SCORES, SB_ATTN_SOFTMAX, SB_ATTN_VALUES };

@@ -262,20 +262,38 @@ static int read_llama_like(hf_reader *R, hf_cfg *c, hf_arch a)
     return 0;
 }
 
+/* A logit soft-cap c (y = c*tanh(x/c), the softcap op): absent is the
+ * config class's default (Gemma2Config: 50 attention, 30 final), null is
+ * none (0), else a positive whole number (the op takes an integer cap, as
+ * rope an integer base); --set KEY=N replaces it, N = 0 drops it. */
+static int read_cap(hf_reader *R, const char *key, double def, int64_t *out)
+{
+    double v = json_object_get(R->root, key) ? 0 : def; /* null: none */
+    int given = hf_get(R, key) != NULL;
+    if (given && hf_real(R, key, 0, &v))
+        return -1;
+    if (given && (v <= 0 || v != floor(v) || v > 1e9))
+        return hf_fail(R, key, "%g: a soft-cap must be a whole number in [1, 1e9] (the softcap "
+                       "op takes an integer cap)", v);
+    *out = hf_setting(R, key, (int64_t)v);
+    if (*out < 0 || *out > 1000000000)
+        return hf_fail(R, key, "--set %lld: in [0, 1e9] needed (0: no cap)", (long long)*out);
+    return 0;
+}
+
 static int read_gemma2(hf_reader *R, hf_cfg *c)
 {
     if (read_llama_like(R, c, A_GEMMA2) || read_act(R, c, "hidden_activation", "gelu_pytorch_tanh", 1))
         return -1;
     c->sandwich = 1;
-    double a, f, q;
-    if (hf_real(R, "attn_logit_softcapping", 0, &a) || hf_real(R, "final_logit_softcapping", 0, &f) ||
+    double q;
+    if (read_cap(R, "attn_logit_softcapping", 50, &c->attn_cap) ||
+        read_cap(R, "final_logit_softcapping", 30, &c->final_cap) ||
         hf_real(R, "query_pre_attn_scalar", (double)c->head_dim, &q))
         return -1;
-    if (a > 0 || f > 0)
-        NOTE(R, "logit soft-capping (attn %g, final %g): not applied (c*tanh(x/c) differs from x "
-                "by under 1%% for |x| < c/6; an elementwise pass, under 0.1%% of the FLOP)", a, f);
     NOTE(R, "Gemma 2's sqrt(hidden_size) embedding scale and query_pre_attn_scalar=%g are not "
-            "applied (constant factors; no op, as every model here leaves out 1/sqrt(d))", q);
+            "applied (constant factors; no op, as every model here leaves out 1/sqrt(d); the "
+            "attention soft-cap then caps the unscaled logits)", q);
     return 0;
 }
 

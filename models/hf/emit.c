@@ -68,6 +68,10 @@ static void emit_params(FILE *f, const hf_cfg *c, const names *n)
         fprintf(f, "param decoder_sparse_step = %lld\n", (long long)c->layer_freq);
     if (c->window)
         fprintf(f, "param sliding_window = %lld\n", (long long)c->window);
+    if (c->attn_cap)
+        fprintf(f, "param attn_logit_softcapping = %lld\n", (long long)c->attn_cap);
+    if (c->final_cap)
+        fprintf(f, "param final_logit_softcapping = %lld\n", (long long)c->final_cap);
     fprintf(f, "param seq = %lld\nparam batch = %lld\n", (long long)c->seq, (long long)c->batch);
     if (c->experts) /* ceil(5 k seq / (4 E)): capacity factor 5/4, as mixtral-8x7b */
         fprintf(f, "param cap_x = 5 * %s * seq + 4 * %s - 1\nparam cap = (cap_x - cap_x %% (4 * "
@@ -131,9 +135,13 @@ static void emit_attention(FILE *f, const hf_cfg *c, const names *n)
         fprintf(f, "  q2 = q1\n  k2 = k1\n");
     emit_rope(f, c, "q", "q2");
     emit_rope(f, c, "k", "k2");
-    fprintf(f, "  logits = einsum(\"batch kvh rep seq dk, batch kvh mem dk -> batch kvh rep seq mem\", q, k)\n"
-               "  w = softmax(logits, axis=mem, causal=seq, window=window)\n"
-               "  s = einsum(\"batch kvh rep seq mem, batch kvh mem dk -> batch kvh rep seq dk\", w, v)\n"
+    fprintf(f, "  logits = einsum(\"batch kvh rep seq dk, batch kvh mem dk -> batch kvh rep seq mem\", q, k)\n");
+    if (c->attn_cap) /* Gemma 2: capped before the mask and the softmax */
+        fprintf(f, "  capped = softcap(logits, cap=attn_logit_softcapping)\n"
+                   "  w = softmax(capped, axis=mem, causal=seq, window=window)\n");
+    else
+        fprintf(f, "  w = softmax(logits, axis=mem, causal=seq, window=window)\n");
+    fprintf(f, "  s = einsum(\"batch kvh rep seq mem, batch kvh mem dk -> batch kvh rep seq dk\", w, v)\n"
                "  o0 = einsum(\"batch kvh rep seq dk, kvh rep dk embed -> batch seq embed\", s, wo)\n");
     if (c->o_bias)
         emit_bias(f, "o", "o0", "bo", od, of);
@@ -330,8 +338,12 @@ static void emit_body(FILE *f, const hf_cfg *c, const names *n)
     fprintf(f, "y = %s(x, axis=embed)\nweight wout[embed=%s, vocab=%s]\n", norm_op(c), n->H, n->V);
     if (c->tie)
         fprintf(f, "tie wout = x0\n");
-    fprintf(f, "logits = einsum(\"batch seq embed, embed vocab -> batch seq vocab\", y, wout)\n"
-               "loss = softmax_xent(logits)\n");
+    fprintf(f, "logits = einsum(\"batch seq embed, embed vocab -> batch seq vocab\", y, wout)\n");
+    if (c->final_cap) /* Gemma 2: the head's logits capped before the loss */
+        fprintf(f, "capped = softcap(logits, cap=final_logit_softcapping)\n"
+                   "loss = softmax_xent(capped)\n");
+    else
+        fprintf(f, "loss = softmax_xent(logits)\n");
 }
 
 int hf_emit(const hf_cfg *c, const char *name, char **text, size_t *len, sb_error *err)

@@ -69,6 +69,8 @@ typedef struct {
     int tie;                 /* output head tied to the token embedding */
     int64_t window;          /* sliding_window (0: none): keys that far before a query masked */
     int window_alt;          /* Gemma 2: the window on layers 0, 2, 4, ... only */
+    int64_t attn_cap;        /* Gemma 2: attention logits cap·tanh(x/cap) (0: none) */
+    int64_t final_cap;       /* Gemma 2: the head's logits capped so (0: none) */
     /* mixture of experts */
     int64_t experts, topk, moe_ff, first_dense, dense_ff;
     int64_t layer_freq;      /* decoder_sparse_step (Qwen), moe_layer_freq (DeepSeek) */

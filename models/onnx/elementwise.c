@@ -1,6 +1,6 @@
 /* onnx/elementwise.c: Add, Sub, Mul, Div, Pow (folded, fused as a pw, or `add`)
- * and the pointwise operators (Relu, Sigmoid, ..., and the Div->Erf->Add->Mul
- * Gelu pattern). */
+ * and the pointwise operators (Relu, Sigmoid, ..., the Div->Erf->Add->Mul
+ * Gelu pattern and Gemma 2's Div->Tanh->Mul soft-capping). */
 #define _GNU_SOURCE
 #ifdef SB_HAVE_ONNX
 
@@ -221,6 +221,49 @@ static int match_gelu_tanh(ctx *C, int ni, int *rc)
 int ox_match_mul(ctx *C, int ni, int *rc)
 {
     return match_gelu_tanh(C, ni, rc) || ox_match_gelu(C, ni, rc);
+}
+
+/* Logit soft-capping as torch writes c * tanh(x / c) (Gemma 2):
+ * Div(x, c) -> Tanh -> Mul(., c), c one scalar constant in both, a whole
+ * number in [1, 1e9] as the softcap op takes. softcap(x, cap=c); any other
+ * c is left to the operators one by one. */
+static int match_softcap(ctx *C, int ni, int *rc)
+{
+    const Onnx__NodeProto *dv = C->g->node[ni];
+    val *x = ox_in_val(C, dv, 0);
+    double c1, c2;
+    if (!x || x->kind != V_ACT || dv->n_input != 2 || !in_name(dv, 1) || !out0(dv)
+        || !ox_static_name(C, in_name(dv, 1)) || ox_scalar_of(C, in_name(dv, 1), &c1))
+        return 0;
+    int it = next_of(C, out0(dv), "Tanh", 0);
+    int im = it >= 0 ? next_of(C, out0(C->g->node[it]), "Mul", 1) : -1;
+    if (im < 0 || !ox_have(C, "y = softcap(x, cap=2)"))
+        return 0;
+    const Onnx__NodeProto *m = C->g->node[im];
+    const char *t = out0(C->g->node[it]);
+    const char *cn = strcmp(in_name(m, 0), t) == 0 ? in_name(m, 1) : in_name(m, 0);
+    if (ox_scalar_of(C, cn, &c2) || c1 != c2 || c1 < 1 || c1 > 1e9 || c1 != floor(c1))
+        return 0;
+    ox_absorb(C, it);
+    ox_absorb(C, im);
+    val *y = ox_vget(C, out0(m));
+    if (!y)
+        return *rc = -1, 1;
+    mtensor *T = &C->t[x->t];
+    int k = ox_new_tensor(C, node_label(dv), "softcap", T->nd, T->dn, T->sz, C->nl);
+    if (k < 0 || ox_add_line(C, C->t[k].name, "softcap", 0, "%s, cap=%lld", C->t[x->t].name,
+                             (long long)c1) < 0)
+        return *rc = -1, 1;
+    ox_bind_view(C, y, k, x->nd, x->src);
+    *rc = 0;
+    if (C->info)
+        C->info->nfused += 2;
+    return 1;
+}
+
+int ox_match_div(ctx *C, int ni, int *rc)
+{
+    return match_softcap(C, ni, rc) || ox_match_gelu(C, ni, rc);
 }
 
 /* Add, Sub, Mul, Div (and Pow with a constant exponent). */

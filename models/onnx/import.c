@@ -70,7 +70,7 @@ static const ox_op k_ops[] = {
     {"Add", ox_node_binary, 0, ox_match_masked_softmax},
     {"Sub", ox_node_binary, 0, NULL},
     {"Mul", ox_node_binary, 0, ox_match_mul},
-    {"Div", ox_node_binary, 0, ox_match_gelu},
+    {"Div", ox_node_binary, 0, ox_match_div},
     {"Pow", ox_node_binary, 0, ox_match_rmsnorm},
     {"Relu", ox_node_pointwise, 0, NULL},
     {"Clip", ox_node_pointwise, 0, NULL},

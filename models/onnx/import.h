@@ -374,5 +374,7 @@ int ox_fold_split_const(ctx *C, const Onnx__NodeProto *n, val *x, int a, const i
 int ox_match_gelu(ctx *C, int ni, int *rc);
 int ox_match_silu(ctx *C, int ni, int *rc);
 int ox_match_mul(ctx *C, int ni, int *rc);
+/* Div: soft-capping c * tanh(x / c) (softcap), else the Gelu of ox_match_gelu. */
+int ox_match_div(ctx *C, int ni, int *rc);
 
 #endif

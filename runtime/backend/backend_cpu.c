@@ -185,6 +185,8 @@ static const sb_pointwise_kernels cpu_pointwise = {
     .mul_backward = sb_mul_backward,
     .expand_forward = sb_expand_forward,
     .expand_backward = sb_expand_backward,
+    .softcap_forward = sb_softcap_forward,
+    .softcap_backward = sb_softcap_backward,
 };
 
 static const sb_sum_kernels cpu_sum = {

@@ -60,6 +60,8 @@ extern const sb_pointwise_kernels sbc_pointwise = {
     .mul_backward = sbk_mul_backward,
     .expand_forward = sbk_expand_forward,
     .expand_backward = sbk_expand_backward,
+    .softcap_forward = sbk_softcap_forward,
+    .softcap_backward = sbk_softcap_backward,
 };
 
 extern const sb_sum_kernels sbc_sum = {

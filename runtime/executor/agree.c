@@ -125,6 +125,8 @@ char *sb_model_text(const sb_model *m)
             put(&b, " seq=%d theta=%a", op->pos_axis, op->theta);
         if (op->kind == SB_OP_ACT)
             put(&b, " fn=%s", sb_act_fn_name(op->fn));
+        if (op->kind == SB_OP_SOFTCAP)
+            put(&b, " cap=%a", op->cap);
         put(&b, "\n");
     }
     return done(&b);

@@ -13,4 +13,6 @@ export SHARDBENCH_HF_QUIET=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CON
 "$sb" export "$tmp/s.strategy" -m "hf:$data/$name" --to jax --format json >"$tmp/export.json"
 loss=$("$mpiexec" -np 1 "$sb" run -m "hf:$data/$name" "$@" --strategy dp --warmup 0 --steps 1 \
        --format json --db none | python3 -c 'import json, sys; print(json.load(sys.stdin)["losses"][0])')
-"$py" "$(dirname "$0")/hf_ref.py" "$data/$name/config.json" "$tmp/export.json" "$loss"
+sets=()  # the --set pairs, for the reference's own reading of the config
+for a in "$@"; do [[ $a == --set ]] || sets+=("$a"); done
+"$py" "$(dirname "$0")/hf_ref.py" "$data/$name/config.json" "$tmp/export.json" "$loss" "${sets[@]}"

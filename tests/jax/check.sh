@@ -30,7 +30,7 @@ TRANSFORMER="-m transformer --set layers=1 --set batch=8 --set seq=16 --set embe
 ALEXNET="-m alexnet --set batch=8 --set image=67 --set width_div=16 --set classes=16"
 LLAMA_FILE="$HERE/../data/models/llama-tiny.model"
 LLAMA="-m $LLAMA_FILE"
-# act, mul (broadcast by name), expand: tests/data/models/swiglu-mlp.model
+# act, mul (broadcast by name), expand, softcap: tests/data/models/swiglu-mlp.model
 SWIGLU_FILE="$HERE/../data/models/swiglu-mlp.model"
 SWIGLU="-m $SWIGLU_FILE --set batch=8"
 MOE_FILE=$HERE/../data/models/moe-tiny.model

@@ -19,6 +19,7 @@ AlexNet:
   rope            Hugging Face Llama's rotary embedding (rotate_half) over
                   the head dim `axis`, positions along the `seq` dim
   softmax_xent    mean over rows of logsumexp - logit of the label
+  softcap         cap * tanh(x / cap)
   moe_gate        top-k router (runtime/kernels/moe_route.h): combine, dispatch;
                   its load-balancing loss (moe_aux > 0) joins the loss
   stack, unstack, flatten, unflatten   moves
@@ -153,6 +154,8 @@ class Model:
             return [relu(y)]
         if kind == "act":
             return [self._act(op["fn"], xs[0])]
+        if kind == "softcap":  # Gemma 2's logit soft-capping
+            return [op["cap"] * jnp.tanh(xs[0] / op["cap"])]
         if kind in ("mul", "expand"):
             # the smaller operand follows its map: put its dims in the output's
             # places (1 where it lacks one), then broadcast

@@ -691,7 +691,7 @@ static void check_tensor(void)
     }
 }
 
-/* ---- pointwise: act, mul, expand ---- */
+/* ---- pointwise: act, softcap, mul, expand ---- */
 
 static void check_pointwise(void)
 {
@@ -712,6 +712,19 @@ static void check_pointwise(void)
             cpu->pointwise->act_backward(dx.h, dy.h, x.h, n, fn);
             gpu->pointwise->act_backward(dx.d, dy.d, x.d, n, fn);
             same("act_backward", sb_act_fn_name(fn), &dx, TOL);
+        }
+        /* softcap (Gemma 2's logit soft-capping) at caps that saturate some
+         * of x's [-8, 8) (1, 3) and at Gemma 2's 30 and 50 */
+        const float caps[] = {1.0f, 3.0f, 30.0f, 50.0f};
+        for (int ci = 0; ci < 4; ci++) {
+            char what[32];
+            snprintf(what, sizeof what, "cap %g", caps[ci]);
+            cpu->pointwise->softcap_forward(y.h, x.h, n, caps[ci]);
+            gpu->pointwise->softcap_forward(y.d, x.d, n, caps[ci]);
+            same("softcap_forward", what, &y, TOL);
+            cpu->pointwise->softcap_backward(dx.h, dy.h, x.h, n, caps[ci]);
+            gpu->pointwise->softcap_backward(dx.d, dy.d, x.d, n, caps[ci]);
+            same("softcap_backward", what, &dx, TOL);
         }
         pairs_free();
 

@@ -54,6 +54,7 @@ static const char *const texts[] = {
     HEAD "input x[e=8]\ny = expand(x, shape=[b=4, e=8])\nl = softmax_xent(y)\n",
     HEAD "input x[g=2, s=4, e=4]\nc, d = moe_gate(x, k=2, capacity=2, aux=10)\ny = add(c, d)\n"
          "l = softmax_xent(y)\n",
+    HEAD "input x[b=4, e=8]\ny = softcap(x, cap=3)\nl = softmax_xent(y)\n",
 };
 #define NTEXTS ((int)(sizeof texts / sizeof texts[0]))
 

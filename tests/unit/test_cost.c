@@ -584,6 +584,27 @@ static void test_cost_pointwise(void **state)
     sb_model_free(&m);
 }
 
+/* softcap: 2e on the reference machine (tanh forward, 1 - t² backward, as
+ * act's tanh); on a GPU machine memory-bound: (2 + 3) words per element at
+ * the HBM bandwidth it reaches plus two kernels' overhead, as FLOP at F */
+static void test_cost_softcap(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input a[b=8, s=4, v=16]\ny = softcap(a, cap=30)\n", &m);
+    assert_int_equal(m.ops[0].kind, SB_OP_SOFTCAP);
+    /* c = (2, 1, 4): e = 4*4*4 = 64 */
+    check_cost(&m, 0, (int[]){2, 1, 4}, 128.0, "softcap (2,1,4)");
+    check_cost(&m, 0, (int[]){1, 1, 1}, 2.0 * 512, "softcap unsplit");
+    sb_cost_params cp;
+    defaults(&cp);
+    cp.gpu_sms = 132, cp.gpu_hbm_gbs = 3350, cp.gpu_hbm_eff = 0.8, cp.gpu_kernel_us = 4;
+    cp.word_bytes = 2, cp.tflops = 989;
+    double s = 64.0 * 5 * 2 / (3350e9 * 0.8) + 2 * 4e-6;
+    assert_close(sb_op_cost(&m, &m.ops[0], (int[]){2, 1, 4}, &cp), s * 989e12, "softcap on a GPU");
+    sb_model_free(&m);
+}
+
 static void test_cost_free_ops(void **state)
 {
     (void)state;
@@ -1196,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_cost_llama_ops),
         cmocka_unit_test(test_cost_elementwise_reduce),
         cmocka_unit_test(test_cost_pointwise),
+        cmocka_unit_test(test_cost_softcap),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),
         cmocka_unit_test(test_cost_moe_all_to_all),

@@ -185,6 +185,62 @@ static void test_notes(void **state)
     assert_non_null(strstr(info.defaults, "seq=4096, batch=1024"));
 }
 
+/* The model's softcap ops: count and their caps (at most two distinct). */
+static int softcaps(const char *json, const sb_setting *set, int nset, double *caps)
+{
+    char *text = NULL;
+    size_t len;
+    sb_hf_info info;
+    sb_error err = {0};
+    sb_model m;
+    if (sb_hf_text_from_json(json, strlen(json), "cfg.json", set, nset, &text, &len, &info, &err)
+        || sb_hf_parse_text(text, len, &info, set, nset, &m, &err))
+        fail_msg("%s", err.msg);
+    free(text);
+    int n = 0;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_SOFTCAP) {
+            caps[n > 0] = m.ops[i].cap;
+            n++;
+        }
+    sb_model_free(&m);
+    return n;
+}
+
+#define GEMMA2 "{\"architectures\": [\"Gemma2ForCausalLM\"], \"vocab_size\": 64, \"hidden_size\": " \
+               "32, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": " \
+               "48, \"head_dim\": 8, \"sliding_window\": 4, \"max_position_embeddings\": 16"
+
+/* Gemma 2's soft-caps: one softcap on each layer's scores and one on the
+ * head's logits, at the config's values, Gemma2Config's 50 and 30 when
+ * absent, none when null; --set replaces them (0 drops one); a cap that is
+ * not a positive whole number is refused naming the key. */
+static void test_gemma2_softcap(void **state)
+{
+    (void)state;
+    double caps[2];
+    assert_int_equal(softcaps(GEMMA2 ", \"attn_logit_softcapping\": 20.0, "
+                              "\"final_logit_softcapping\": 10}", NULL, 0, caps), 3);
+    assert_true(caps[0] == 20.0 && caps[1] == 10.0); /* a layer's first, the head's last */
+    assert_int_equal(softcaps(GEMMA2 "}", NULL, 0, caps), 3);
+    assert_true(caps[0] == 50.0 && caps[1] == 30.0);
+    assert_int_equal(softcaps(GEMMA2 ", \"attn_logit_softcapping\": null, "
+                              "\"final_logit_softcapping\": null}", NULL, 0, caps), 0);
+    sb_setting set[2] = {{"attn_logit_softcapping", 3}, {"final_logit_softcapping", 0}};
+    assert_int_equal(softcaps(GEMMA2 "}", set, 2, caps), 2);
+    assert_true(caps[0] == 3.0 && caps[1] == 3.0);
+    expect_refused(GEMMA2 ", \"attn_logit_softcapping\": 50.5}",
+                   "key 'attn_logit_softcapping': 50.5: a soft-cap must be a whole number");
+    expect_refused(GEMMA2 ", \"final_logit_softcapping\": -30}",
+                   "key 'final_logit_softcapping': -30");
+    expect_refused(GEMMA2 ", \"final_logit_softcapping\": \"30\"}",
+                   "key 'final_logit_softcapping': expected a number, found a string");
+    sb_hf_info info;
+    sb_error err = {0};
+    assert_int_equal(from_json(GEMMA2 "}", &err, &info), 0);
+    assert_null(strstr(info.approx, "soft-capping"));
+}
+
 static void expect_parse_error(const char *text, const char *phrase)
 {
     sb_model m;
@@ -223,7 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts),      cmocka_unit_test(test_settings),
         cmocka_unit_test(test_bad_configs), cmocka_unit_test(test_notes),
-        cmocka_unit_test(test_tie),
+        cmocka_unit_test(test_tie),         cmocka_unit_test(test_gemma2_softcap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

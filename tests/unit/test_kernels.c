@@ -1716,6 +1716,56 @@ static void test_act(void **state)
     }
 }
 
+/* ---- softcap: y = cap·tanh(x/cap) ---------------------------------------- */
+
+typedef struct {
+    float cap;
+    size_t n;
+    float *x, *out, *r;
+} softcap_ctx;
+
+static double softcap_loss(void *p)
+{
+    softcap_ctx *k = p;
+    sb_softcap_forward(k->out, k->x, k->n, k->cap);
+    return dotd(k->r, k->out, k->n);
+}
+
+/* forward against tanh in double, backward against finite differences and
+ * the closed form 1 - tanh²(x/cap), accumulating; caps 1, 5 and 50 over
+ * inputs of [-20, 20) and ±1e4 (saturated: y = ±cap, dy/dx = 0) */
+static void test_softcap(void **state)
+{
+    (void)state;
+    const size_t n = 64;
+    const float caps[] = {1.0f, 5.0f, 50.0f};
+    for (int ci = 0; ci < 3; ci++) {
+        softcap_ctx k = {caps[ci], n, frandn(n, 20.0f), fzeros(n), frandn(n, 1.0f)};
+        k.x[0] = -1e4f;
+        k.x[1] = 1e4f;
+        k.x[2] = 0.75f * k.cap;
+        softcap_loss(&k);
+        for (size_t i = 0; i < n; i++) {
+            float want = (float)(k.cap * tanh((double)k.x[i] / k.cap));
+            expect_close("softcap", &k.out[i], &want, 1, 1e-6, 1e-5);
+            if (fabsf(k.out[i]) > k.cap)
+                fail_msg("softcap(%g, cap %g) is %g, beyond the cap", k.x[i], k.cap, k.out[i]);
+        }
+        float *dx = fzeros(n);
+        for (size_t i = 0; i < n; i++)
+            dx[i] = 1.0f;
+        sb_softcap_backward(dx, k.r, k.x, n, k.cap);
+        for (size_t i = 0; i < n; i++)
+            dx[i] -= 1.0f;
+        for (size_t i = 0; i < 3; i++) {
+            double t = tanh((double)k.x[i] / k.cap);
+            float want = (float)(k.r[i] * (1.0 - t * t));
+            expect_close("softcap dx (closed form)", &dx[i], &want, 1, 1e-6, 1e-5);
+        }
+        check_grad("softcap dx", softcap_loss, &k, k.x + 3, dx + 3, n - 3, 0);
+    }
+}
+
 /* offset in an operand holding the dims of mask `has` (row-major over
  * them) of element ix of a 4-d array */
 static size_t bcast_off(const int *dims, unsigned has, const int *ix)
@@ -2097,6 +2147,7 @@ int main(void)
         cmocka_unit_test_teardown(test_moe_gate, teardown),
         cmocka_unit_test_teardown(test_add, teardown),
         cmocka_unit_test_teardown(test_act, teardown),
+        cmocka_unit_test_teardown(test_softcap, teardown),
         cmocka_unit_test_teardown(test_mul_expand, teardown),
         cmocka_unit_test_teardown(test_reduce_mean, teardown),
         cmocka_unit_test_teardown(test_rope, teardown),

@@ -683,6 +683,34 @@ static void test_fusion_order(void **state)
     sb_model_free(&m);
 }
 
+/* softcap.onnx (make_ops.py): torch's c * tanh(x / c) as Div, Tanh, Mul is
+ * softcap(cap=30) before the loss; at c = 2.5 (not a whole number) the
+ * three operators stay pointwise ops. */
+static void test_softcap(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_onnx_info info;
+    load("softcap", NULL, NULL, 0, &m, &info);
+    assert_int_equal(count_kind(&m, SB_OP_SOFTCAP), 1);
+    const sb_op *cap = NULL;
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_SOFTCAP)
+            cap = &m.ops[i];
+    assert_true(cap->cap == 30.0);
+    assert_int_equal(cap->ndims, 3);
+    assert_int_equal(cap->dims[2].size, 32);
+    const sb_op *loss = &m.ops[m.nops - 1];
+    assert_int_equal(loss->kind, SB_OP_SOFTMAX_XENT);
+    assert_int_equal(loss->in[0].tensor, cap->out[0].tensor);
+    assert_true(total_pw(&m) >= 1); /* the 2.5 cap: Div, Tanh, Mul as pointwise ops */
+    search_p4(&m);
+    sb_model_free(&m);
+    load("softcap", NULL, NULL, 0, &m, NULL);
+    check_reparse("softcap", &m);
+    sb_model_free(&m);
+}
+
 static void test_unsupported(void **state)
 {
     (void)state;
@@ -1225,7 +1253,7 @@ int main(void)
         cmocka_unit_test(test_not_a_file),  cmocka_unit_test(test_resnext50),
         cmocka_unit_test(test_mobilenet_v2), cmocka_unit_test(test_mha_static_batch),
         cmocka_unit_test(test_llm_exports), cmocka_unit_test(test_rope_tables),
-        cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_masks), cmocka_unit_test(test_softcap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -485,6 +485,37 @@ static void test_pointwise_ops(void **state)
     assert_int_equal(sb_act_fn_lookup("swish", 5), -1);
 }
 
+/* softcap: x's iteration space, cap from an expression; the errors */
+static void test_softcap_op(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("param c = 30\ninput x[b=4, s=6, v=8]\ny = softcap(x, cap=c + 20)\n", NULL, 0, &m);
+    check_model_invariants(&m);
+    const sb_op *y = &m.ops[find_op(&m, "y")];
+    assert_int_equal(y->kind, SB_OP_SOFTCAP);
+    assert_string_equal(sb_op_kind_name(y->kind), "softcap");
+    assert_true(y->cap == 50.0);
+    assert_int_equal(y->ndims, 3);
+    assert_int_equal(y->nin, 1);
+    assert_int_equal(y->nosplit, 0);
+    assert_int_equal(m.tensors[y->out[0].tensor].ndims, 3);
+    for (int j = 0; j < 3; j++)
+        assert_int_equal(y->in[0].map[j], j);
+    sb_model_free(&m);
+    expect_error("input x[b=4, f=8]\ny = softcap(x)\n", "t.model:2:5", "softcap: missing cap=N");
+    expect_error("input x[b=4, f=8]\ny = softcap(x, cap=0)\n", "t.model:2:20",
+                 "'cap' must be at least 1, got 0");
+    expect_error("input x[b=4, f=8]\ny = softcap(x, cap=[1, 2])\n", "t.model:2:20",
+                 "'cap' must be an integer");
+    expect_error("input x[b=4, f=8]\ny = softcap(x, cap=2000000000)\n", "t.model:2:20",
+                 "softcap: cap 2000000000 is over 1e9");
+    expect_error("input x[b=4, f=8]\ny = softcap(x, cap=5, fn=tanh)\n", "t.model:2:23",
+                 "unknown argument 'fn'");
+    expect_error("input x[b=4, f=8]\ninput z[b=4, f=8]\ny = softcap(x, z, cap=5)\n",
+                 "t.model:3:5", "softcap");
+}
+
 static void test_error_pointwise(void **state)
 {
     (void)state;
@@ -1698,6 +1729,7 @@ int main(void)
         cmocka_unit_test(test_op_limit),
         cmocka_unit_test(test_step_limit),
         cmocka_unit_test(test_pointwise_ops),
+        cmocka_unit_test(test_softcap_op),
         cmocka_unit_test(test_error_pointwise),
         cmocka_unit_test(test_load_not_a_file),
     };

@@ -129,6 +129,8 @@ void sbk_add_forward(float *out, const float *const *inps, int k, size_t n, int 
 void sbk_add_backward(float *const *dinps, const float *dout, const float *out, int k, size_t n);
 void sbk_act_forward(float *out, const float *inp, size_t n, int fn);
 void sbk_act_backward(float *dinp, const float *dout, const float *inp, size_t n, int fn);
+void sbk_softcap_forward(float *out, const float *inp, size_t n, float cap);
+void sbk_softcap_backward(float *dinp, const float *dout, const float *inp, size_t n, float cap);
 void sbk_mul_forward(float *out, const float *a, const float *b, int nd, const int *dims,
                      unsigned bdims);
 void sbk_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,

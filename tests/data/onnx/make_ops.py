@@ -12,6 +12,10 @@ ops.onnx (opset 13, graph-only, symbolic batch "N"):
   -> Slice channels [8, 16) of 72 (an even split into 9) -> Sigmoid
   -> GlobalAveragePool -> Flatten -> Gemm(transB) -> Softmax
 fuse.onnx: a conv output read by an Add before a Relu (no fusion allowed).
+softcap.onnx (opset 14): Gemma 2's logit soft-capping as torch exports
+  c * tanh(x / c): x[N,8,16] -> MatMul -> Div(2.5) -> Tanh -> Mul(2.5) (a cap
+  that is not a whole number: left to the operators) -> MatMul to 32 logits
+  -> Div(30) -> Tanh -> Mul(30) (softcap, cap=30) -> LogSoftmax.
 """
 import os
 
@@ -70,6 +74,34 @@ def main():
     model = helper.make_model(graph, producer_name="make_ops.py", opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7
     save(model, "fuse.onnx")
+    softcap()
+
+
+def fconst(name, v):
+    return helper.make_node("Constant", [], [name], name=name,
+                            value=helper.make_tensor(name + "_v", TensorProto.FLOAT, [], [v]))
+
+
+def softcap():
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        fconst("c1", 2.5), helper.make_node("Div", ["h", "c1"], ["h1"], name="div1"),
+        helper.make_node("Tanh", ["h1"], ["h2"], name="tanh1"),
+        helper.make_node("Mul", ["h2", "c1"], ["h3"], name="mul1"),
+        helper.make_node("MatMul", ["h3", "w2"], ["logits"], name="head"),
+        fconst("c2", 30.0), helper.make_node("Div", ["logits", "c2"], ["l1"], name="div2"),
+        helper.make_node("Tanh", ["l1"], ["l2"], name="tanh2"),
+        helper.make_node("Mul", ["l2", "c2"], ["l3"], name="mul2"),
+        helper.make_node("LogSoftmax", ["l3"], ["y"], name="logsoftmax", axis=-1),
+    ]
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("x", f, ["N", 8, 16]),
+              helper.make_tensor_value_info("w1", f, [16, 16]),
+              helper.make_tensor_value_info("w2", f, [16, 32])]
+    graph = helper.make_graph(nodes, "softcap", inputs, [helper.make_tensor_value_info("y", f, ["N", 8, 32])])
+    model = helper.make_model(graph, producer_name="make_ops.py", opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 7
+    save(model, "softcap.onnx")
 
 
 def save(model, name):
