@@ -3,7 +3,8 @@
  * attention as one fused kernel (sb_model_fuse_attention).
  *
  * A model file writes attention as three ops: scores = einsum(q, k), w =
- * softmax(scores, axis=mem, causal=seq), s = einsum(w, v). A GPU computes
+ * softmax(scores, axis=mem, causal=seq), s = einsum(w, v) (Gemma 2: a
+ * softcap of the scores before the softmax, fused too). A GPU computes
  * them in one FlashAttention-style kernel that never stores the S x S
  * scores or weights and recomputes them in the backward; this pass marks
  * the three ops so that the cost and memory models price that kernel
@@ -57,6 +58,12 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
         if (sm->kind != SB_OP_SOFTMAX || sm->nin != 1 || sm->nout != 1 || sm->attn)
             continue;
         int ts = sm->in[0].tensor, tw = sm->out[0].tensor, l = m->tensors[ts].producer;
+        int cap = -1; /* a soft-cap of the scores between them (Gemma 2) */
+        if (l >= 0 && m->ops[l].kind == SB_OP_SOFTCAP && m->ops[l].nin == 1 && readers[ts] == 1) {
+            cap = l;
+            ts = m->ops[l].in[0].tensor;
+            l = m->tensors[ts].producer;
+        }
         if (l < 0 || readers[ts] != 1 || readers[tw] != 1 || !einsum_of_activations(m, &m->ops[l]))
             continue;
         int v = reader[tw];
@@ -69,6 +76,8 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
         double f = kept_fraction(sm);
         m->ops[l].attn = SB_ATTN_SCORES;
         sm->attn = SB_ATTN_SOFTMAX;
+        if (cap >= 0)
+            m->ops[cap].attn = SB_ATTN_SOFTMAX, m->ops[cap].attn_frac = f;
         vo->attn = SB_ATTN_VALUES;
         vo->attn_slot = slot;
         m->ops[l].attn_frac = sm->attn_frac = vo->attn_frac = f;

@@ -10,6 +10,9 @@ static double cost_softcap(const sb_model *m, const sb_op *op, const int *c,
                            const sb_cost_params *cp)
 {
     (void)m;
+    if (op->attn && cp->gpu_sms > 0) /* inside a fused attention kernel (models/gpu_run.c): a
+                                        tanh per score, on chip, priced with its einsums */
+        return 0.0;
     return sb_elem_cost(cp, sb_per_device_elems(op, c), 2.0, 2.0, 3.0);
 }
 
@@ -19,6 +22,8 @@ static void memory_softcap(const sb_model *m, const sb_op *op, const int *c, sb_
 {
     sb_mem_operands(m, op, c, e);
     e->scratch = e->outs;
+    if (op->attn) /* fused: no S x S tensor */
+        e->in = e->outs = e->scratch = 0.0;
 }
 
 const sb_kind_search sb_search_softcap = {.cost = cost_softcap, .memory = memory_softcap};

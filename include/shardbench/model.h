@@ -220,8 +220,9 @@ int64_t sb_model_param_count(const sb_model *m, int64_t *active);
 
 /* Marks each attention of m that one fused kernel (FlashAttention-style)
  * computes: a softmax (causal or not) whose input is an einsum of two
- * activations (the scores q.k) read by it alone and whose output one einsum
- * alone reads with another activation (the values). The three ops get
+ * activations (the scores q.k) read by it alone (or through a softcap
+ * read by it alone) and whose output one einsum alone reads with another
+ * activation (the values). The three (four) ops get
  * SB_ATTN_* and the fraction of pairs the mask keeps; the cost and memory
  * models then price no S x S tensor (cost/ops/gemm.c, softmax.c). Returns
  * the number marked, or -1 (err) when out of memory. models/gpu_run.c. */

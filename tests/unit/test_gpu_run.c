@@ -16,7 +16,8 @@
 #include "shardbench/memory.h"
 #include "shardbench/search.h"
 
-/* A causal attention of q, k, v [b h s d] (seq 8, window W when > 0), and
+/* A causal attention of q, k, v [b h s d] (seq 8; with a window of 3 keys
+ * and the scores soft-capped when window > 0), and
  * a classifier whose softmax reads an einsum with a weight (not attention). */
 static void load(sb_model *m, int window)
 {
@@ -28,11 +29,13 @@ static void load(sb_model *m, int window)
              "input k[b=b, h=h, mem=s, d=d]\n"
              "input v[b=b, h=h, mem=s, d=d]\n"
              "logits = einsum(\"b h seq d, b h mem d -> b h seq mem\", q, k)\n"
-             "w = softmax(logits, axis=mem, causal=seq%s)\n"
+             "%s"
+             "w = softmax(%s, axis=mem, causal=seq%s)\n"
              "o = einsum(\"b h seq mem, b h mem d -> b h seq d\", w, v)\n"
              "weight wc[d=d, c=8]\n"
              "z = einsum(\"b h seq d, d c -> b h seq c\", o, wc)\n"
              "p = softmax(z, axis=c)\n",
+             window > 0 ? "c = softcap(logits, cap=5)\n" : "", window > 0 ? "c" : "logits",
              window > 0 ? ", window=3" : "");
     sb_error err = {0};
     if (sb_model_parse(text, strlen(text), "att.model", NULL, 0, m, &err))
@@ -66,7 +69,17 @@ static void test_marks(void **state)
     assert_true(fabs(m.ops[op_named(&m, "w")].attn_frac - 36.0 / 64.0) < 1e-15);
     assert_int_equal(sb_model_fuse_attention(&m, &err), 0); /* marked once */
     sb_model_free(&m);
-    load(&m, 3); /* window 3: 1 + 2 + 3 x 6 = 21 of 64 */
+    load(&m, 3); /* window 3: 1 + 2 + 3 x 6 = 21 of 64; the scores soft-capped (Gemma 2) */
+    if (sb_model_fuse_attention(&m, &err) != 1)
+        fail_msg("the soft-capped attention is not fused");
+    assert_int_equal(m.ops[op_named(&m, "c")].attn, SB_ATTN_SOFTMAX);
+    assert_true(fabs(m.ops[op_named(&m, "logits")].attn_frac - 21.0 / 64.0) < 1e-15);
+    sb_model_free(&m);
+    load(&m, 3);
+    m.ops[op_named(&m, "c")].kind = SB_OP_ACT; /* another op there: not an attention */
+    assert_int_equal(sb_model_fuse_attention(&m, &err), 0);
+    sb_model_free(&m);
+    load(&m, 3);
     assert_int_equal(sb_model_fuse_attention(&m, &err), 1);
     assert_true(fabs(m.ops[op_named(&m, "logits")].attn_frac - 21.0 / 64.0) < 1e-15);
     sb_model_free(&m);
