@@ -453,6 +453,8 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "predicted_step_seconds", cli_jreal(pipe_seconds(cp, r->step_cost)));
         if (cp->machine[0])
             json_object_set_new(j, "precision", json_string(sb_precision_name(cp->precision)));
+        if (cp->gpu_sms > 0) /* how many attentions were priced as one fused kernel */
+            json_object_set_new(j, "fused_attentions", json_integer(sb_model_fused_attentions(m)));
         double tps, tfl, mfu;
         if (cp->machine[0] && sb_mt_throughput(m, p, pipe_seconds(cp, r->step_cost),
                                                cp->gpu_peak_tflops, &tps, &tfl, &mfu)) {

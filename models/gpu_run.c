@@ -93,3 +93,11 @@ int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err)
         m->ops[i].gpu_run = 1;
     return fuse && sb_model_fuse_attention(m, err) < 0 ? -1 : 0;
 }
+
+int sb_model_fused_attentions(const sb_model *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        n += m->ops[i].attn == SB_ATTN_SCORES;
+    return n;
+}

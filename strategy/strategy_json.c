@@ -73,6 +73,9 @@ static json_t *strategy_json(const sb_problem *pb, const sb_result *r, const cha
         json_object_set_new(j, "predicted_step_seconds", jreal(r->total_cost / (pb->cp.tflops * 1e12)));
         if (pb->cp.machine[0])
             json_object_set_new(j, "precision", json_string(sb_precision_name(pb->cp.precision)));
+        if (pb->cp.gpu_sms > 0) /* how many attentions were priced as one fused kernel */
+            json_object_set_new(j, "fused_attentions",
+                                json_integer(sb_model_fused_attentions(pb->m)));
         double tps, tfl, mfu, peak = pb->cp.gpu_peak_tflops > 0 ? pb->cp.gpu_peak_tflops : 0.0;
         if (pb->cp.machine[0] &&
             sb_mt_throughput(pb->m, pb->cp.devices, r->total_cost / (pb->cp.tflops * 1e12), peak,

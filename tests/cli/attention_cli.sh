@@ -36,6 +36,7 @@ import json
 f = json.load(open('$TMP/$space-fused.json')); m = json.load(open('$TMP/$space-materialized.json'))
 print('  step', f['predicted_step_seconds'], m['predicted_step_seconds'],
       'peak', f['peak_bytes_per_device'], m['peak_bytes_per_device'])
+assert f['fused_attentions'] == 2 and m['fused_attentions'] == 0, (f['fused_attentions'], m['fused_attentions'])
 assert f['predicted_step_seconds'] < m['predicted_step_seconds']
 assert f['peak_bytes_per_device'] < m['peak_bytes_per_device']"
 done
