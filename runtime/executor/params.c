@@ -72,6 +72,15 @@ void exec_param_box(const sb_executor *ex, const param *pa, const int *c, const 
     }
 }
 
+/* Whether tensor t is a tied weight (`tie`; tied.c makes its param a copy). */
+static int tied_tensor(const sb_model *m, int t)
+{
+    for (int i = 0; i < m->ntied && i < 4; i++)
+        if (m->tied[i] == t)
+            return 1;
+    return 0;
+}
+
 int exec_declare_params(sb_executor *ex, opx *o, sb_error *err)
 {
     const sb_op *op = &ex->m->ops[o->idx];
@@ -95,8 +104,12 @@ int exec_declare_params(sb_executor *ex, opx *o, sb_error *err)
         for (int q = 0; q < ex->nparams; q++)
             if (ex->params[q].slot >= 0 && ex->params[q].tensor == op->in[k].tensor)
                 return sb_fail(err, SB_EXIT_INPUT,
-                               "weight '%s' is used by ops '%s' and '%s' (shared weights are not supported)",
-                               t->name, ex->m->ops[ex->params[q].op].name, op->name);
+                               "weight '%s'%s is used by ops '%s' and '%s' (shared weights are not "
+                               "supported%s)", t->name, tied_tensor(ex->m, op->in[k].tensor)
+                               ? " (tied to an embedding's table)" : "",
+                               ex->m->ops[ex->params[q].op].name, op->name,
+                               tied_tensor(ex->m, op->in[k].tensor)
+                               ? ": a tied weight is read by one op besides its embedding" : "");
         int64_t sh[SB_MAX_DIMS];
         for (int j = 0; j < t->ndims; j++)
             sh[j] = t->dims[j].size;

@@ -29,7 +29,7 @@
 
 #include "services.h"
 
-/* The tied tensors' index in m->tied, or -1. */
+/* Tensor's index in m->tied (a tied weight), or -1. */
 static int tied_index(const sb_model *m, int tensor)
 {
     for (int i = 0; i < m->ntied && i < 4; i++)
