@@ -127,11 +127,13 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out, sb
 
 /* ---- vertex costs ---------------------------------------------------------- */
 
-/* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights */
+/* the kind's cost, plus what ZeRO stage 3 adds for every kind's weights
+ * and a tied weight's copy its two relayouts a step */
 static double op_cost_all(const sb_model *m, const sb_op *op, const int *c,
                           const sb_cost_params *cp)
 {
     return sb_kind_search_table[op->kind]->cost(m, op, c, cp) + sb_zero_cost(m, op, c, cp)
+           + sb_tied_cost(m, op, c, cp)
            + (cp->recompute == SB_RECOMPUTE_ALL ? sb_recompute_cost(m, op, c, cp) : 0.0);
 }
 

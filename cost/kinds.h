@@ -17,6 +17,7 @@ typedef struct {
     double outs;     /* outputs kept for backward */
     double saved;    /* state beyond inputs and outputs (statistics, LSTM states) */
     double scratch;  /* transient inside the op */
+    double tied;     /* of weights, tied copies (`tie`): no optimizer state, not sliced */
 } sb_mem_elems;
 
 typedef struct {
@@ -94,6 +95,10 @@ void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_el
  * all-reduce costs): sb_coll_allgather over the group of its replicas.
  * 0 below stage 3. */
 double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp);
+/* Tied weights (`tie`, runtime/executor/tied.c): whether tensor t is one;
+ * whether entry w of sb_weight_replicas is one (sb_tied_cost: cost.h). */
+int sb_tensor_tied(const sb_model *m, int t);
+int sb_weight_replica_tied(const sb_model *m, const sb_op *op, int w);
 /* Elements per device of operand o's block under config c. */
 double sb_operand_elems(const sb_model *m, const sb_op *op, const sb_operand *o, const int *c);
 

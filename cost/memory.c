@@ -69,7 +69,7 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
     sb_prec_bytes b = sb_precision_bytes(prec);
     const double WB = b.weight, GB = b.grad, OB = opt == SB_OPTIM_ADAM ? b.adam : b.sgd;
     const double AB = b.act; /* activations, their gradients, buffers */
-    sb_mem_elems e;
+    sb_mem_elems e = {0};
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
     double whole = e.weights, sliced = e.weights; /* sliced: the weights with ZeRO's cut */
@@ -77,11 +77,13 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
         double el[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
         int n = sb_weight_replicas(m, op, c, el, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
         for (int w = 0; w < n; w++)
-            sliced -= el[w] - el[w] / q[w];
+            if (!sb_weight_replica_tied(m, op, w)) /* a tied copy stays whole */
+                sliced -= el[w] - el[w] / q[w];
     }
     out->weights = (zero >= 3 ? sliced : whole) * WB;
     out->weight_grads = (zero >= 2 ? sliced : whole) * GB;
-    out->optimizer = OB > 0 ? (zero >= 1 ? sliced : whole) * OB : 0.0;
+    /* a tied copy has no optimizer state: its table's is the embedding's */
+    out->optimizer = OB > 0 ? ((zero >= 1 ? sliced : whole) - e.tied) * OB : 0.0;
     out->activations = (e.in + e.outs + e.saved) * AB;
     out->act_grads = (e.in + e.outs) * AB;
     out->scratch = e.scratch * AB;

@@ -488,6 +488,8 @@ void sb_mem_operands(const sb_model *m, const sb_op *op, const int *c, sb_mem_el
         double n = sb_operand_elems(m, op, &op->in[k], c);
         if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT) {
             e->weights += n;
+            if (sb_tensor_tied(m, op->in[k].tensor))
+                e->tied += n;
             if (n > e->wmax)
                 e->wmax = n;
         } else {
@@ -511,8 +513,20 @@ static double replicas(const sb_op *op, const int *c, uint32_t mapped)
     return q;
 }
 
+/* Whether tensor t is a tied weight (`tie`): its reader's working copy of
+ * the embedding's table (runtime/executor/tied.c), no weight of its own. */
+int sb_tensor_tied(const sb_model *m, int t)
+{
+    for (int i = 0; i < m->ntied && i < 4; i++)
+        if (m->tied[i] == t)
+            return 1;
+    return 0;
+}
+
 /* sb_weight_replicas, with the dims each weight's replicas differ in
- * (dims[w], a bit per dim; may be NULL). */
+ * (dims[w], a bit per dim; may be NULL). A tied copy's entry is there
+ * too (its gradient is all-reduced over its replicas); it is never
+ * ZeRO-sliced (sb_weight_replica_tied tells it). */
 static int weight_replicas(const sb_model *m, const sb_op *op, const int *c, double *elems,
                            double *q, uint32_t *dims, int max)
 {
@@ -555,6 +569,38 @@ int sb_weight_replicas(const sb_model *m, const sb_op *op, const int *c, double 
     return weight_replicas(m, op, c, elems, q, NULL, max);
 }
 
+/* Entry w of sb_weight_replicas (in its order: the op's own weights, then
+ * its weight operands) is a tied copy. */
+int sb_weight_replica_tied(const sb_model *m, const sb_op *op, int w)
+{
+    if (w < op->nweights)
+        return 0;
+    for (int k = 0, n = op->nweights; k < op->nin; k++) {
+        if (m->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
+            continue;
+        if (n++ == w)
+            return sb_tensor_tied(m, op->in[k].tensor);
+    }
+    return 0;
+}
+
+/* A tied copy's two relayouts a step (tied.c): its shard pulled from the
+ * table's layout and its gradient pushed back, each a point-to-point
+ * exchange of the copy's shard whatever the table's layout (the owner's
+ * config is another op's: equal layouts, priced the same, move nothing
+ * between ranks). Left out with the weight-gradient reductions
+ * (wgrad_free): it is a once-per-step cost as they are. */
+double sb_tied_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
+{
+    if (cp->wgrad_free)
+        return 0.0;
+    double cost = 0.0;
+    for (int k = 0; k < op->nin; k++)
+        if (sb_tensor_tied(m, op->in[k].tensor))
+            cost += 2.0 * sb_exchange_cost(cp, sb_operand_elems(m, op, &op->in[k], c));
+    return cost;
+}
+
 int sb_op_trains_weight(const sb_model *m, const sb_op *op)
 {
     for (int k = 0; k < op->nin; k++)
@@ -571,7 +617,8 @@ double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_c
     uint32_t dims[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
     int n = weight_replicas(m, op, c, e, q, dims, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
     double cost = 0.0;
-    for (int w = 0; w < n; w++)
-        cost += sb_coll_allgather(cp, e[w], sb_coll_group_of(cp, c, op->ndims, dims[w]));
+    for (int w = 0; w < n; w++) /* a tied copy is whole: nothing gathered */
+        if (!sb_weight_replica_tied(m, op, w))
+            cost += sb_coll_allgather(cp, e[w], sb_coll_group_of(cp, c, op->ndims, dims[w]));
     return cost;
 }

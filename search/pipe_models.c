@@ -27,7 +27,7 @@ double sb_weight_grad_cost(const sb_model *m, const sb_op *op, const int *c,
     for (int w = 0; w < n; w++)
         if (q[w] > 1.0)
             cost += sb_allreduce_cost(cp, e[w], q[w]);
-    return cost;
+    return cost + sb_tied_cost(m, op, c, cp); /* a tied copy's pull and push (0 without) */
 }
 
 /* The one place a stage-to-stage send is priced: latency plus words at the
@@ -177,6 +177,13 @@ int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *er
     }
     memcpy(out->ops, mb->ops + i, (size_t)(j - i) * sizeof *out->ops);
     memcpy(out->tensors, mb->tensors, (size_t)mb->ntensors * sizeof *out->tensors);
+    /* tied weights (`tie`): their tensors keep their indices; the table's
+     * op may be another stage's (-1) */
+    out->ntied = mb->ntied;
+    for (int k = 0; k < mb->ntied && k < 4; k++) {
+        out->tied[k] = mb->tied[k];
+        out->tied_to[k] = mb->tied_to[k] >= i && mb->tied_to[k] < j ? mb->tied_to[k] - i : -1;
+    }
     for (int t = 0; t < mb->ntensors; t++) {
         sb_tensor *x = &out->tensors[t];
         if (x->producer >= i && x->producer < j) {

@@ -237,7 +237,19 @@ static void mtf_op(FILE *f, const sb_op *op, const op_mesh *mm)
     fprintf(f, "\"\n");
 }
 
-static const char *const role_word[] = {"in", "out", "weight"};
+static const char *const role_word[] = {"in", "out", "weight", "tied"};
+
+/* The table a tied weight (`tie`) copies ("x0.table"), or NULL: written
+ * once, as the embedding's weight; the copy is its reader's layout of it. */
+static const char *tied_table(const sb_model *m, int tensor, char *buf, size_t n)
+{
+    for (int i = 0; i < m->ntied && i < 4; i++)
+        if (m->tied[i] == tensor && m->tied_to[i] >= 0) {
+            snprintf(buf, n, "%s.table", m->ops[m->tied_to[i]].name);
+            return buf;
+        }
+    return NULL;
+}
 
 static void operand_line(FILE *f, const sb_model *m, const sb_op *op, const sb_operand *o, int role,
                          const op_mesh *mm, sb_export_format fmt)
@@ -247,12 +259,17 @@ static void operand_line(FILE *f, const sb_model *m, const sb_op *op, const sb_o
     operand_axes(op, o, t->ndims, mm, axes);
     sink s = {0};
     layout_text(&s, fmt, mm, axes, t->ndims);
+    char tb[2 * SB_NAME_MAX];
+    const char *tied = tied_table(m, o->tensor, tb, sizeof tb);
     if (role == 0 && t->kind == SB_TENSOR_WEIGHT)
-        role = 2;
+        role = tied ? 3 : 2;
     fprintf(f, "  %-6s %s[", role_word[role], t->name);
     for (int j = 0; j < t->ndims; j++)
         fprintf(f, "%s%s=%lld", j ? "," : "", t->dims[j].name, (long long)t->dims[j].size);
-    fprintf(f, "] %s\n", s.buf ? s.buf : "");
+    fprintf(f, "] %s", s.buf ? s.buf : "");
+    if (tied)
+        fprintf(f, " (= %s transposed, relaid into this layout each step)", tied);
+    fprintf(f, "\n");
     free(s.buf);
 }
 
@@ -746,7 +763,11 @@ static json_t *op_inputs_json(prog *P, const sb_op *op, const op_mesh *mm, int m
         const sb_tensor *t = &m->tensors[op->in[k].tensor];
         json_t *oj = operand_json(m, op, &op->in[k], mm, reps, P->torch);
         json_array_append_new(in, oj);
-        if (t->kind != SB_TENSOR_WEIGHT)
+        char tb[2 * SB_NAME_MAX];
+        const char *tied = tied_table(m, op->in[k].tensor, tb, sizeof tb);
+        if (tied) /* not a weight of its own: the table, transposed */
+            json_object_set_new(oj, "tied_to", json_string(tied));
+        if (t->kind != SB_TENSOR_WEIGHT || tied)
             continue;
         json_t *w = json_object();
         json_object_set_new(w, "op", json_string(op->name));

@@ -716,6 +716,10 @@ set(SB_HF_deepseek-v3 "${SB_HF_L};${SB_HF_MLA};--set;q_lora_rank=12")
 set(SB_HF_EQ_mistral-7b-v0.1 "--random;12;--want-split;softmax:seq,softmax:mem")
 # gemma-2: both soft-caps split (the scores' mem, the head's vocab).
 set(SB_HF_EQ_gemma-2-2b "--want-split;softcap:mem,softcap:vocab;--split;capped=vocab")
+# tied heads (runtime/executor/tied.c): strategies that split the table
+# (x0) and the head's copy (logits) along vocab and embed, layouts apart.
+set(SB_HF_EQ_llama-3.2-1b "--split;x0=vocab;--split;logits=embed")
+set(SB_HF_EQ_gpt2 "--split;x0=embed;--split;logits=vocab")
 foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixtral-8x7b-v0.1
              qwen1.5-moe-a2.7b qwen3-30b-a3b deepseek-v2-lite deepseek-v3 mistral-7b-v0.1)
   foreach(np 2 4)
@@ -724,6 +728,19 @@ foreach(name llama-3.2-1b qwen2-0.5b qwen3-0.6b gemma-2-2b pythia-160m gpt2 mixt
     set_tests_properties(test_equiv_hf_${name}_np${np} PROPERTIES
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_HF_QUIET=1")
   endforeach()
+endforeach()
+
+# ... and under ZeRO stage 3 with Adam (the table's shard gathered for
+# the copy's pull, the copy's gradient into the table's slice) and as a
+# pipeline (the table on the first stage, the head on the second).
+sb_equiv(test_equiv_hf_tied_zero3_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
+         ${SB_HF_llama-3.2-1b} --seed 5 --flops 0.01 --adam 1e-8 --lr 0.001 --zero 3 --random 4
+         --split x0=vocab --split logits=embed)
+sb_equiv(test_equiv_hf_tied_pipe_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
+         ${SB_HF_llama-3.2-1b} --seed 6 --flops 0.01 --stages 2 --microbatches 2 --random 4)
+foreach(t test_equiv_hf_tied_zero3_np4 test_equiv_hf_tied_pipe_np4)
+  set_tests_properties(${t} PROPERTIES
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_HF_QUIET=1")
 endforeach()
 
 # hf_cli: `import --from hf` (written through a temporary and a rename, the
@@ -759,6 +776,13 @@ if(SB_HF_PY)
     set_tests_properties(hf_ref_${name} PROPERTIES TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;HF_REF_PYTHON=${SB_HF_PY}")
   endforeach()
+  # hf_ref_tie: three SGD steps of a tied head (one table read by the
+  # embedding and, transposed, by the head) against tests/cli/tie_ref.py
+  add_test(NAME hf_ref_tie
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/tie_ref.sh $<TARGET_FILE:shardbench>
+            ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/data/models/tied-tiny.model)
+  set_tests_properties(hf_ref_tie PROPERTIES TIMEOUT 120
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;HF_REF_PYTHON=${SB_HF_PY}")
 else()
   message(STATUS "no Python with numpy: tests hf_ref_* not registered (tests/tests.cmake)")
 endif()

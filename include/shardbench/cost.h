@@ -217,6 +217,11 @@ int sb_enumerate_configs(const sb_op *op, int p, int cutoff, sb_configs *out,
  * cp->dp_overlap): sb_op_cost less the same with cp->wgrad_free. */
 double sb_op_wgrad_cost(const sb_model *m, const sb_op *op, const int *c,
                         const sb_cost_params *cp);
+/* A tied weight's copy (`tie`, runtime/executor/tied.c): its pull from
+ * the table and its gradient's push back, a step, under config c of its
+ * reader op; 0 with cp->wgrad_free (priced with the weight gradients'
+ * reductions, as sb_op_wgrad_cost). */
+double sb_tied_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp);
 /* sb_op_cost, with what its weight-gradient reductions add (as
  * sb_op_wgrad_cost) into *wgrad (may be NULL): both at the price of one. */
 double sb_op_cost_split(const sb_model *m, const sb_op *op, const int *c,

@@ -503,10 +503,6 @@ int hf_read_cfg(hf_reader *R, hf_cfg *c)
         return hf_fail(R, "num_experts_per_tok", "%lld is more than the %lld experts",
                        (long long)c->topk, (long long)c->experts);
     c->dense_ff = c->ff;
-    if (c->tie)
-        NOTE(R, "tie_word_embeddings: the head is tied for parameter_count (counted once) but is "
-                "its own weight in the graph: memory and the gradient all-reduce hold %lld values "
-                "more, and the two copies train apart", (long long)(c->vocab * c->hidden));
     if (hf_get(R, "quantization_config"))
         NOTE(R, "quantization_config: the memory model counts every value in fp32");
     return 0;

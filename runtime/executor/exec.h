@@ -23,6 +23,13 @@ typedef struct {
     int op;
     int slot;           /* input slot for an explicit `weight` operand, else -1 */
     int tensor;         /* model tensor for explicit weights */
+    /* a tied weight (`tie W = E`, tied.c): W is a working copy of param
+     * `owner` (the embedding's table, transposed) in this op's layout: no
+     * update, no optimizer state, no ZeRO slices; pulled from the owner
+     * at each step's start (pull), its summed gradient pushed into the
+     * owner's before the update (push). -1: a trained weight of its own */
+    int owner;
+    sb_relayout *pull, *push;
     int nd;
     int64_t shape[SB_MAX_DIMS];
     int map[SB_MAX_DIMS];
@@ -114,6 +121,8 @@ struct sb_executor {
     exec_ledger ledger; /* this step's timing marks and bookings (timing.h) */
     param *params;
     int nparams;
+    int nshadow;        /* the last nshadow params are tied copies (tied.c),
+                           not weights of their own (sb_executor_nweights) */
     sb_group_cache *groups;
     int64_t live_bytes, peak_bytes;
     double loss_sum;    /* this rank's share of the step's loss */

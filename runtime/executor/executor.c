@@ -282,6 +282,8 @@ static int create_local(sb_executor *ex, const sb_model *m, const sb_strategy *s
         if (exec_declare_params(ex, o, err))
             return -1;
     }
+    if (exec_tied_declare(ex, err))
+        return -1;
     if (exec_recompute_setup(ex, ex->full, st, err))
         return -1;
     if (opts && opts->data && exec_setup_data(ex, opts, err))
@@ -331,7 +333,7 @@ int sb_executor_create(MPI_Comm comm, const sb_model *m, const sb_strategy *st,
     /* a failure of one rank (memory) must not leave the others in the
      * group set-up's collectives */
     if (sb_agree(comm, rc, err, NULL) || setup_groups(ex, err)
-        || sb_agree(comm, exec_init_params(ex, err), err, NULL)) {
+        || sb_agree(comm, exec_init_params(ex, err) ? -1 : exec_tied_plans(ex, err), err, NULL)) {
         sb_executor_free(ex);
         return -1;
     }
@@ -611,6 +613,8 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
     double total = 0;
     exec_times_settle(ex); /* anything booked since the last step (a failed one) */
     ex->step_mark = exec_mark(ex); /* the origin of the ops' phase times */
+    if (exec_tied_pull(ex, err)) /* tied weights' copies from their tables (tied.c) */
+        return -1;
     if (sb_pipeline_is_none(&ex->pipe)) {
         if (run_event(ex, 0, 0, err))
             return -1;
@@ -637,8 +641,11 @@ int sb_executor_step(sb_executor *ex, double *loss, sb_error *err)
         MPI_Allreduce(&ex->loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, ex->comm);
     }
     *loss = total;
-    /* update once per step, on the micro-batches' summed gradients */
-    for (int pi = 0; pi < ex->nparams; pi++)
+    /* update once per step, on the micro-batches' summed gradients (a
+     * tied copy's added into its table's first, tied.c) */
+    if (exec_tied_push(ex, err))
+        return -1;
+    for (int pi = 0; pi < ex->nparams - ex->nshadow; pi++)
         if (ex->params[pi].n && exec_zero_update(ex, &ex->params[pi], err))
             return -1;
     ex->step++;
@@ -665,7 +672,7 @@ void sb_executor_reset_times(sb_executor *ex)
 
 int64_t sb_executor_peak_bytes(const sb_executor *ex) { return ex->peak_bytes; }
 
-int sb_executor_nweights(const sb_executor *ex) { return ex->nparams; }
+int sb_executor_nweights(const sb_executor *ex) { return ex->nparams - ex->nshadow; }
 
 int sb_executor_steps_done(const sb_executor *ex) { return ex->step; }
 void sb_executor_set_steps_done(sb_executor *ex, int steps) { ex->step = steps; }
@@ -690,8 +697,10 @@ void sb_executor_free(sb_executor *ex)
             if (kind_of(ex, i)->release)
                 kind_of(ex, i)->release(ex, o);
         }
-    if (ex->params)
+    if (ex->params) {
+        exec_tied_free(ex);
         exec_params_free(ex);
+    }
     exec_pool_drain(ex);
     sb_group_cache_free(ex->groups);
     if (ex->be && ex->be->comm_release)

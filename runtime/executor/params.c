@@ -50,6 +50,7 @@ static int add_param(sb_executor *ex, opx *o, const char *suffix, int nd, const 
     pa->scale = scale;
     pa->offset = offset;
     pa->gcomm = MPI_COMM_NULL;
+    pa->owner = -1;
     o->params[o->nparams++] = ex->nparams;
     return ex->nparams++;
 }
@@ -69,6 +70,15 @@ void exec_param_box(const sb_executor *ex, const param *pa, const int *c, const 
             b->hi[j] = pa->shape[j];
         }
     }
+}
+
+/* Whether tensor t is a tied weight (`tie`; tied.c makes its param a copy). */
+static int tied_tensor(const sb_model *m, int t)
+{
+    for (int i = 0; i < m->ntied && i < 4; i++)
+        if (m->tied[i] == t)
+            return 1;
+    return 0;
 }
 
 int exec_declare_params(sb_executor *ex, opx *o, sb_error *err)
@@ -94,8 +104,12 @@ int exec_declare_params(sb_executor *ex, opx *o, sb_error *err)
         for (int q = 0; q < ex->nparams; q++)
             if (ex->params[q].slot >= 0 && ex->params[q].tensor == op->in[k].tensor)
                 return sb_fail(err, SB_EXIT_INPUT,
-                               "weight '%s' is used by ops '%s' and '%s' (shared weights are not supported)",
-                               t->name, ex->m->ops[ex->params[q].op].name, op->name);
+                               "weight '%s'%s is used by ops '%s' and '%s' (shared weights are not "
+                               "supported%s)", t->name, tied_tensor(ex->m, op->in[k].tensor)
+                               ? " (tied to an embedding's table)" : "",
+                               ex->m->ops[ex->params[q].op].name, op->name,
+                               tied_tensor(ex->m, op->in[k].tensor)
+                               ? ": a tied weight is read by one op besides its embedding" : "");
         int64_t sh[SB_MAX_DIMS];
         for (int j = 0; j < t->ndims; j++)
             sh[j] = t->dims[j].size;
@@ -137,15 +151,19 @@ int exec_init_params(sb_executor *ex, sb_error *err)
             continue;
         exec_param_box(ex, pa, o->c, o->g, &pa->box);
         pa->n = sb_box_volume(&pa->box);
-        if (zero_slices(ex, pa, err))
+        if (pa->owner >= 0) { /* a tied copy: whole, never sliced (tied.c) */
+            pa->zlo = 0;
+            pa->zhi = pa->n;
+        } else if (zero_slices(ex, pa, err)) {
             return -1;
+        }
         int z = zero_on(ex, pa) ? ex->zero : 0;
         int64_t k = pa->zhi - pa->zlo; /* the slice (the shard without ZeRO) */
         if (z < 3 ? exec_tb_alloc(ex, &pa->w, &pa->box, err) : exec_tb_alloc_n(ex, &pa->ws, k, err))
             return -1;
         if (z < 2 ? exec_tb_zeros(ex, &pa->dw, &pa->box, err) : zeros_n(ex, &pa->dws, k, err))
             return -1;
-        if (ex->update == SB_UPDATE_ADAM
+        if (ex->update == SB_UPDATE_ADAM && pa->owner < 0
             && (zeros_n(ex, &pa->m, k, err) || zeros_n(ex, &pa->v, k, err)))
             return -1;
         float *h = malloc((size_t)(pa->n ? pa->n : 1) * sizeof(float));
@@ -239,6 +257,13 @@ static int zero_gather_into(sb_executor *ex, param *pa, sb_error *err)
         weight_changed(ex, pa);
     return zero_done(ex, pa->op, t0, rc, "all-gather", pa, err);
 }
+
+int exec_zero_whole(sb_executor *ex, param *pa, sb_error *err)
+{
+    return zero_gather_into(ex, pa, err);
+}
+
+void exec_zero_unwhole(sb_executor *ex, param *pa) { weight_free(ex, pa); }
 
 int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 {

@@ -30,6 +30,24 @@ int exec_zero_grad_end(sb_executor *ex, opx *o, sb_error *err);
 int exec_zero_update(sb_executor *ex, param *pa, sb_error *err);
 /* Every weight's buffers and slices, freed. */
 void exec_params_free(sb_executor *ex);
+/* Stage 3: pa's whole shard gathered from the slices, and dropped. */
+int exec_zero_whole(sb_executor *ex, param *pa, sb_error *err);
+void exec_zero_unwhole(sb_executor *ex, param *pa);
+
+/* Tied weights (`tie W = E`, tied.c). After every op's params are
+ * declared: each tied W's param becomes a copy of the embedding's table
+ * (pa->owner), moved after the weights of their own (ex->nshadow). */
+int exec_tied_declare(sb_executor *ex, sb_error *err);
+/* After exec_init_params: the relayout plans between the owner's boxes
+ * and the copy's (local, every rank the same). */
+int exec_tied_plans(sb_executor *ex, sb_error *err);
+/* Step start: each copy's w from its owner's shard. Collective. */
+int exec_tied_pull(sb_executor *ex, sb_error *err);
+/* Step end, before the update: each copy's gradient (all-reduced over its
+ * replicas in its op's backward) added into its owner's summed gradient,
+ * then zeroed. Collective. */
+int exec_tied_push(sb_executor *ex, sb_error *err);
+void exec_tied_free(sb_executor *ex);
 /* Box of a param for rank coords g of its op under config c. */
 void exec_param_box(const sb_executor *ex, const param *pa, const int *c, const int *g, sb_box *b);
 

@@ -13,12 +13,15 @@ params.c, inputs.c: the same counter-based streams as tests/jax/refmodel.py),
 and they are mapped onto the transformers modules by the names the reader
 gives them. What the reader documents as approximated is left out here too
 (docs/models.md: eps 1e-5, no 1/sqrt(d) attention scale as in every model
-of the project, no Gemma's embedding scale, the head its own weight,
-moe_gate's softmax top-k renormalised with its capacity). Gemma 2's logit
-soft-caps are applied as transformers' Gemma2 does: c * tanh(s / c) on the
-attention scores before the causal mask and the softmax, and on the head's
-logits before the loss; c from the config (Gemma2Config's defaults 50 and 30
-when absent, none when null) or from SET=VALUE (the run's --set).
+of the project, no Gemma's embedding scale, moe_gate's softmax top-k
+renormalised with its capacity). Gemma 2's logit soft-caps are applied as
+transformers' Gemma2 does: c * tanh(s / c) on the attention scores before the
+causal mask and the softmax, and on the head's logits before the loss; c from
+the config (Gemma2Config's defaults 50 and 30 when absent, none when null) or
+from SET=VALUE (the run's --set). A tied head (`tie_word_embeddings`,
+transformers' default per architecture: true for GPT-2 and Gemma 2, false for
+the others) reads the token table itself, transposed: one table, as
+transformers ties them.
 
 usage: hf_ref.py CONFIG.json EXPORT.json LOSS [SET=VALUE ...]
 exits 1 when |reference - LOSS| > 2e-6 * max(1, |LOSS|): the issue asks 1e-4, but
@@ -265,6 +268,7 @@ def arch(cfg, params, export, sets):
 def forward(cfg, params, export, sets):
     w = W(export)
     c = arch(cfg, params, export, sets)
+    a = cfg["architectures"][0]
     B, S = params["batch"], params["seq"]
     V = export["weights"]["x0.table"]["shape"][0]
     tokens = np.floor(u01(1, tag("tokens"), B * S) * V).astype(int).reshape(B, S)
@@ -283,7 +287,12 @@ def forward(cfg, params, export, sets):
         if cfg["architectures"][0] == "Gemma2ForCausalLM" and i % 2:
             win = 0
         x = layer(c, w, p, x, win)
-    logits = softcap(norm(c, w, "y", x) @ w("wout"), c["final_cap"])
+    # transformers' defaults: GPT2Config's (PretrainedConfig's) and
+    # Gemma2Config's true, the other configs' false
+    tied = cfg.get("tie_word_embeddings", a in ("GPT2LMHeadModel", "Gemma2ForCausalLM"))
+    assert tied != w.has("wout"), "tie_word_embeddings %s but the export %s a head weight" % (
+        tied, "has" if w.has("wout") else "lacks")
+    logits = softcap(norm(c, w, "y", x) @ (w("x0.table").T if tied else w("wout")), c["final_cap"])
     lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
     picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
     return float(np.mean(lse - picked))

@@ -10,7 +10,9 @@
  * where a number goes, negative and zero sizes, heads not dividing hidden,
  * kv heads not dividing heads, an unknown architecture, an unknown
  * rope_scaling type, a folder without config.json) fail with SB_EXIT_INPUT
- * naming the key; `tie` refuses what is not an embedding's table. */
+ * naming the key; `tie` refuses what is not an embedding's table, and a
+ * tied head's copy holds no optimizer state, is never ZeRO-sliced, and
+ * costs its two relayouts a step (cost/memory.c, cost/terms.c). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/cost.h"
 #include "shardbench/hf.h"
+#include "shardbench/memory.h"
 #include "shardbench/model.h"
 
 static void hf_path(char *buf, size_t n, const char *name)
@@ -262,6 +266,28 @@ static void test_tie(void **state)
     sb_error err = {0};
     assert_int_equal(sb_model_parse(text, strlen(text), "t.model", NULL, 0, &m, &err), 0);
     assert_int_equal(sb_model_param_count(&m, NULL), 40);
+    /* the head's copy (op 1, dims b s v e) under data parallelism over b:
+     * its 40 values and their gradient, whole under ZeRO 3, no Adam state;
+     * the same head untied has the state and is sliced 2 ways */
+    const int dp[4] = {2, 1, 1, 1};
+    sb_mem tied, own;
+    sb_op_memory_zero(&m, &m.ops[1], dp, SB_OPTIM_ADAM, 3, &tied);
+    assert_true(tied.optimizer == 0.0);
+    assert_true(tied.weights == 40.0 * 4 && tied.weight_grads == 40.0 * 4);
+    sb_cost_params cp;
+    sb_cost_params_default(&cp);
+    assert_true(sb_tied_cost(&m, &m.ops[1], dp, &cp) > 0.0);
+    cp.wgrad_free = 1;
+    assert_true(sb_tied_cost(&m, &m.ops[1], dp, &cp) == 0.0);
+    sb_model_free(&m);
+    snprintf(text, sizeof text, "%sweight w[e=4, v=10]\n"
+             "l = einsum(\"b s e, e v -> b s v\", x, w)\nloss = softmax_xent(l)\n", base);
+    assert_int_equal(sb_model_parse(text, strlen(text), "t.model", NULL, 0, &m, &err), 0);
+    assert_int_equal(sb_model_param_count(&m, NULL), 80);
+    sb_op_memory_zero(&m, &m.ops[1], dp, SB_OPTIM_ADAM, 3, &own);
+    assert_true(own.optimizer > 0.0 && own.weights == 20.0 * 4);
+    cp.wgrad_free = 0;
+    assert_true(sb_tied_cost(&m, &m.ops[1], dp, &cp) == 0.0);
     sb_model_free(&m);
     snprintf(text, sizeof text, "%sweight w[e=4, v=9]\ntie w = x\n", base);
     expect_parse_error(text, "must be [4, 10]");
