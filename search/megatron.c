@@ -322,14 +322,16 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
      * optimizer): fp32 master, two moments read and written, the gradient read twice
      * (norm and update), the model copy written */
-    double upd = (c->dist_opt ? params / q : params) * (24.0 + 2.0 * pb.grad + pb.weight);
+    double upd = (c->dist_opt ? params / q : params) * (24.0 + 2.0 * gw + pb.weight);
     r->optimizer_s = sb_gpu_mem_s(g, upd);
     r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
     /* memory of the first stage: 1F1B keeps PP micro-batches in flight there (interleaved:
      * times 1 + (PP-1)/(PP VPP)), each its layers' activations */
     double inflight = c->pp > 1 ? fmin((double)M, c->pp) * (c->vpp > 1 ? 1.0 + (c->pp - 1.0) / (c->pp * c->vpp) : 1.0) : 1.0;
     r->mem_weights = params * pb.weight;
-    r->mem_grads = params * pb.grad;
+    /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
+     * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
+    r->mem_grads = params * gw;
     r->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
     r->mem_activations = inflight * lps * L.act_bytes + (c->pp == 1 ? T * V / t * 4.0 * 2.0 : 0.0);
     /* buffers: the TP all-gather of a layer's input and the backward's transient
