@@ -803,6 +803,21 @@ static int bench_machine_params(const bench_args *a, const sb_machine *mc, sb_co
     return sb_machine_cost_params_at(mc, prec, 0.0, cp, perr);
 }
 
+/* With a GPU machine file the model is priced as a GPU framework runs it
+ * (models/gpu_run.c: fused attention, autograd's memory), as search and
+ * prune price it; the CPU runtime that measures it ignores the marks. */
+static int bench_gpu_run(const bench_args *a, sb_model *m, sb_error *err)
+{
+    sb_machine mc;
+    if (!a->machine)
+        return 0;
+    if (sb_machine_load(a->machine, &mc, err))
+        return -1;
+    if (!(mc.sms > 0 && mc.gemm_eff_large > 0 && mc.hbm_eff > 0))
+        return 0;
+    return sb_model_gpu_run(m, 1, err);
+}
+
 static int price_problem(bench *b, const sb_model *m, int p, sb_problem *pb, char *cmodel,
                          size_t ncmodel, sb_error *perr)
 {
@@ -1376,6 +1391,11 @@ int sb_bench(const sb_bench_opts *a, int argc, char **argv)
             b.group_failures++;
             memset(&err, 0, sizeof err);
             continue;
+        }
+        if (bench_gpu_run(a, &m, &err)) { /* priced as prune and search price it */
+            status = bench_fail(&err);
+            sb_model_free(&m);
+            break;
         }
         for (int i = 0; i < a->np && !stop; i++) {
             int r = bench_pair(&b, name, &m, set_argv, nset_argv, a->ps[i], workdir, &stop, &err);
