@@ -13,10 +13,6 @@
 #include "msort.h"
 #include "pipe_int.h"
 
-/* A stage DP whose tables are bounded over this drops dominated configs
- * first (tables_over) */
-#define PRUNE_FROM_BYTES 256e6
-
 /* ---- the search's state --------------------------------------------------------- */
 
 
@@ -287,28 +283,16 @@ static int lagrange_seeds(pctx *X, const stage_entry *e, const sb_problem *pb, i
  * in ranges_over_tables; its bound kept in table_bound_bytes): the search
  * stays exact over every other range and says how many it left out. 1:
  * over, 0: not, -1: error (X->err). */
-static int tables_over(pctx *X, const sb_problem *pb, int i, int j, int d, int M, int k,
-                       sb_search_opts *so)
+static int tables_over(pctx *X, const sb_problem *pb, int i, int j, int d, int M, int k)
 {
-    *so = X->dp;
     if (X->brute)
         return 0;
     double limit = (X->dp.max_table_mb > 0 ? X->dp.max_table_mb : 4096) * 1e6;
     sb_table_estimate te;
     if (sb_search_estimate(pb, &X->dp, limit, &te, X->err))
         return -1;
-    /* large tables: the DP drops dominated configs first (dp_prune.c, exact:
-     * the same optimum and configs; its tables only shrink). It pays where
-     * tables are large (MLA's attention: 4.0 -> 0.5 s, 209 -> 20 MB at 4
-     * DeepSeek-V3 layers on 32 devices) and costs more than it saves on
-     * small ones (every stage DP of gpt3-175b at p = 1024: 7x the time);
-     * o->stage_prune: 1 every stage DP, -1 none */
-    if (X->o->stage_prune > 0 || (X->o->stage_prune == 0 && te.peak_bytes > PRUNE_FROM_BYTES))
-        so->prune = 1;
-    if (!(te.peak_bytes > limit) && te.too_wide < 0) {
-        X->r->stage_dps_pruned += so->prune;
+    if (!(te.peak_bytes > limit) && te.too_wide < 0)
         return 0;
-    }
     X->r->ranges_over_tables++;
     if (te.peak_bytes > X->r->table_bound_bytes)
         X->r->table_bound_bytes = te.peak_bytes;
@@ -321,7 +305,7 @@ static int tables_over(pctx *X, const sb_problem *pb, int i, int j, int d, int M
     return 1;
 }
 
-/* Runs the DP of one stage into e (its DPs with so: tables_over's). */
+/* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
     double ts = sb_now();
@@ -345,9 +329,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         goto out;
     }
     double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
-    sb_search_opts so = X->dp;
     if (!X->brute && !(limit > 0 && configs_total(&pb) <= EXACT_MEM_CONFIGS)) {
-        int over = tables_over(X, &pb, e->i, e->j, e->d, e->M, e->k, &so);
+        int over = tables_over(X, &pb, e->i, e->j, e->d, e->M, e->k);
         if (over) { /* given up, as a stage DP over its budget */
             e->t = e->least = INFINITY;
             X->r->ranges_given_up += over > 0;
@@ -366,7 +349,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         sb_lagrange_result lr;
         int nseeds = 0, *seeds[LAGRANGE_SEEDS], *bch = sb_calloc((size_t)n, sizeof *bch, X->err);
         if (!bch || lagrange_seeds(X, e, &pb, seeds, &nseeds)
-            || sb_lagrange_search_seeded(&pb, &so, limit, X->o->opt,
+            || sb_lagrange_search_seeded(&pb, &X->dp, limit, X->o->opt,
                                          (const int *const *)seeds, nseeds, choice, bch, &lr,
                                          X->err)) {
             for (int q = 0; q < nseeds; q++)
@@ -409,7 +392,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         double ub = limit > 0 ? stage_ub(X, e, &pb, limit, choice) : INFINITY;
         int src = limit > 0 ? sb_search_within_ub(&pb, &X->dp, limit, X->o->opt, ub, &res, &least,
                                                   &e2)
-                            : sb_search(&pb, &so, &res, &e2);
+                            : sb_search(&pb, &X->dp, &res, &e2);
         if (src) {
             e->t = INFINITY;
             e->least = isfinite(least) ? least : INFINITY;
@@ -674,12 +657,11 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
     }
     sb_result r;
     int n = j - i, *cfg = NULL;
-    sb_search_opts so;
-    int rc2 = tables_over(X, &pb, i, j, d, M, k, &so);
+    int rc2 = tables_over(X, &pb, i, j, d, M, k);
     if (rc2 > 0) { /* no DP: the bound is none */
         *lb = -INFINITY;
         rc2 = 0;
-    } else if (!rc2 && !(rc2 = sb_search(&pb, &so, &r, X->err))) {
+    } else if (!rc2 && !(rc2 = sb_search(&pb, &X->dp, &r, X->err))) {
         /* the DP's sums and the strategies' costs are added in other
          * orders: slack on both terms keeps the bound under */
         *lb = r.total_cost * BOUND_SLACK - lam * (limit - s_lb) / BOUND_SLACK;

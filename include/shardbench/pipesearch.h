@@ -54,9 +54,6 @@ typedef struct {
     int choose_recompute;  /* 1: each stage recomputes none or all of its recomputable ops,
                               searched per stage (cp->recompute ignored; also what
                               cp->recompute auto means here); without a limit none */
-    int stage_prune;       /* which stage DPs drop dominated configs first (dp_prune.c: the
-                              same result): 0 those whose tables are bounded over 256 MB, 1
-                              every one, -1 none (tests compare) */
     int threads;           /* each stage DP's threads at most (dp.threads), or 0: dp.threads as
                               set (the DP's choice by default); the same result */
     sb_optimizer opt;
@@ -84,8 +81,6 @@ typedef struct sb_pipe_result {
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
     long ranges_given_up;             /* stage DPs that failed (label budget) or were not run
                                          (tables over --max-table-mb): not used */
-    long stage_dps_pruned;            /* stage DPs (and dual bounds) run with dominated configs
-                                         dropped first (o->stage_prune) */
     long ranges_over_tables;          /* of those, stage DPs not run: their tables' bound
                                          (sb_search_estimate) over dp.max_table_mb */
     double table_bound_bytes;         /* the largest such bound (0: none) */

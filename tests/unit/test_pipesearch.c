@@ -935,47 +935,6 @@ static void test_threads_equal(void **state)
     sb_model_free(&m);
 }
 
-/* Stage DPs that drop dominated configs first (o.stage_prune: by default
- * those with large tables; 1 every one) against none (-1): the same result
- * on random models and the reduced GPT-3 (whose larger stages are
- * Lagrangian: each DP of the walk pruned on its own costs), unconstrained
- * and within limits, each stage choosing its recomputation. */
-static void test_stage_prune_equal(void **state)
-{
-    (void)state;
-    char text[8192];
-    int cases = 0;
-    long pruned = 0;
-    for (int g = SANITIZED ? 2 : 0; g < 5; g++) {
-        sb_model m;
-        sb_cost_params cp;
-        int p = two_link_case(text, sizeof text, g, g == 4, (const int[]){4, 8}, &m, &cp);
-        sb_pipe_opts o;
-        sb_pipe_opts_default(&o);
-        o.choose_recompute = 1;
-        sb_pipe_result u, a, b;
-        sb_error err = {0};
-        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
-        const double fs[] = {0.0, 0.5, 0.3};
-        for (int k = 0; k < 3; k++) {
-            o.mem_limit = u.peak_bytes * fs[k];
-            if (!search_pair(&m, p, &cp, &o, &o.stage_prune, 1, -1, &a, &b)) {
-                cases++;
-                pruned += a.stage_dps_pruned;
-                assert_int_equal(b.stage_dps_pruned, 0);
-                sb_pipe_result_free(&a);
-                sb_pipe_result_free(&b);
-            }
-        }
-        sb_pipe_result_free(&u);
-        sb_model_free(&m);
-    }
-    gen_wide = 0;
-    print_message("stage DPs pruned: %d results equal to the search without; %ld stage DPs "
-                  "pruned\n", cases, pruned);
-    assert_true(cases > 0 && pruned > 0);
-}
-
 /* No searched S with P/S within max_stage_devices (few cut segments):
  * the largest S possible searched alone (stage_cap_fallback), the same
  * result as forcing it; within the cap nothing falls back. */
@@ -1029,7 +988,6 @@ int main(void)
         cmocka_unit_test(test_scale_equal),
         cmocka_unit_test(test_order_equal),
         cmocka_unit_test(test_stage_ub_equal),
-        cmocka_unit_test(test_stage_prune_equal),
         cmocka_unit_test(test_stage_cap_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
