@@ -14,8 +14,8 @@
  *   2. The least memory strategy A, exactly and without a DP (each op its
  *      least resident config under each scratch level, walk_least_mem):
  *      if it does not fit, nothing fits (found before step 1's DP, which
- *      is then not run). It need not be on the hull (nor
- *      need seeds, which replace it when they fit and cost less).
+ *      is then not run). It need not be on the hull (nor need seeds, which
+ *      replace it when they fit and cost less).
  *   3. While A (fits) and B (does not) are not proven adjacent: lambda =
  *      the slope between them, (cost A - cost B) / (res B - res A), where
  *      both lie on one line cost + lambda res = l. The DP's minimum at that
@@ -263,8 +263,9 @@ int sb_lagrange_search_seeded(sb_problem *pb, const sb_search_opts *so, double l
     point_copy(&B, &U, n);
     /* 2. A (step 0's, which fits): the cheapest that fits with fewer
      * resident bytes than the unconstrained optimum (else the cheapest that
-     * fits) of it, the least resident strategy and the seeds; B: the seed that does not fit with
-     * the least resident bytes between A and the unconstrained optimum */
+     * fits) of it, the least resident strategy and the seeds; B: the seed
+     * that does not fit with the least resident bytes between A and the
+     * unconstrained optimum */
     out->t = A.c; /* the first strategy met that fits (U does not) */
     memcpy(choice, A.x, (size_t)n * sizeof *choice);
     for (int q = -1; q < nseeds; q++) {
