@@ -369,7 +369,10 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
     fprintf(f, "search %.4f s; %ld (S, M, schedule) tried, %ld skipped by the cost bound; %ld stage "
                "DPs, %ld stage costs from the cache, %ld stage ranges bounded out%s\n",
             r->seconds, r->combos, r->combos_skipped, r->subproblems, r->cache_hits,
-            r->ranges_bounded, r->ranges_given_up ? " (some stage DPs over their label budget)" : "");
+            r->ranges_bounded, r->ranges_over_tables ? " (some stage DPs not run: tables over "
+                                                       "--max-table-mb)"
+                               : r->ranges_given_up ? " (some stage DPs over their label budget)"
+                                                    : "");
     if (po->mem_limit > 0)
         fprintf(f, "predicted peak memory %.4g GiB per device, within --memory %.4g GiB\n",
                 r->peak_bytes / 1073741824.0, po->mem_limit / 1073741824.0);
@@ -515,6 +518,10 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
         json_object_set_new(j, "stage_cap_fallback", json_integer(r->stage_cap_fallback));
         json_object_set_new(j, "max_stage_devices", json_integer(po->max_stage_devices));
     }
+    if (r->ranges_over_tables) { /* stage DPs left out: the result is the best of the rest */
+        json_object_set_new(j, "stage_dps_over_table_limit", json_integer(r->ranges_over_tables));
+        json_object_set_new(j, "stage_table_bound_bytes", cli_jreal(r->table_bound_bytes));
+    }
     if (r->lagrange_stages) { /* approximate: the step's gap to the optimum at most this */
         json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
         json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
@@ -599,6 +606,12 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         sb_model_free(&m);
         return status;
     }
+    if (r.ranges_over_tables)
+        fprintf(stderr, "shardbench: %ld stage DPs not run: their tables bounded at up to %.0f MB, "
+                        "over --max-table-mb %.4g; the strategy is the best of the other stage "
+                        "shapes (--max-table-mb %.0f searches them all)\n", r.ranges_over_tables,
+                r.table_bound_bytes / 1e6, po->dp.max_table_mb > 0 ? po->dp.max_table_mb : 4096.0,
+                ceil(r.table_bound_bytes / 1e6));
     if (r.stage_cap_fallback)
         fprintf(stderr, "shardbench: no stage count S has P/S <= --max-stage-devices %d (%d cut "
                         "segments, at most %d stages): searched S = %d alone, stages of %d devices\n",

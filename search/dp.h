@@ -20,6 +20,10 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
  * other config dominates (exact: the optimum stays); keep[v] (n slots of
  * pb->cfg[v].n, malloc'd) the original indices of red->cfg[v]'s configs, in
  * increasing order. Free with sb_prune_free (also after a failure). */
+/* problem.c: sb_problem_build with each op's cost less wg_scale times its
+ * weight-gradient reduction (GPU op model; wg_scale 0: sb_problem_build) */
+int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
+                        sb_problem *out, sb_error *err);
 int sb_prune_dominated(const sb_problem *pb, sb_problem *red, int **keep, sb_error *err);
 void sb_prune_free(sb_problem *red, int **keep);
 

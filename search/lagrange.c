@@ -13,8 +13,9 @@
  *      optimum (gap 0).
  *   2. The least memory strategy A, exactly and without a DP (each op its
  *      least resident config under each scratch level, walk_least_mem):
- *      if it does not fit, nothing fits. It need not be on the hull (nor
- *      need seeds, which replace it when they fit and cost less).
+ *      if it does not fit, nothing fits (found before step 1's DP, which
+ *      is then not run). It need not be on the hull (nor need seeds, which
+ *      replace it when they fit and cost less).
  *   3. While A (fits) and B (does not) are not proven adjacent: lambda =
  *      the slope between them, (cost A - cost B) / (res B - res A), where
  *      both lie on one line cost + lambda res = l. The DP's minimum at that
@@ -246,6 +247,13 @@ int sb_lagrange_search_seeded(sb_problem *pb, const sb_search_opts *so, double l
         tl = sb_now();                                                                           \
     } while (0)
 
+    /* 0. the least memory strategy A of step 2 (no DP): when it does not
+     * fit nothing does, and no DP is run (the optimum needs no less) */
+    if (walk_least_mem(&W, &A))
+        goto out;
+    out->least = A.m;
+    if (A.m > limit)
+        goto done;
     /* 1. the unconstrained optimum */
     if (walk_dp(&W, 0.0, &U, &f))
         goto out;
@@ -253,16 +261,11 @@ int sb_lagrange_search_seeded(sb_problem *pb, const sb_search_opts *so, double l
     if (U.m <= limit)
         goto done;
     point_copy(&B, &U, n);
-    /* 2. the least memory strategy (no DP): if it does not fit, nothing
-     * does. A: the cheapest that fits with fewer resident bytes than the
-     * unconstrained optimum (else the cheapest that fits) of it, the least
-     * resident strategy and the seeds; B: the seed that does not fit with
-     * the least resident bytes between A and the unconstrained optimum */
-    if (walk_least_mem(&W, &A))
-        goto out;
-    out->least = fmin(out->least, A.m);
-    if (A.m > limit)
-        goto done; /* nothing fits */
+    /* 2. A (step 0's, which fits): the cheapest that fits with fewer
+     * resident bytes than the unconstrained optimum (else the cheapest that
+     * fits) of it, the least resident strategy and the seeds; B: the seed
+     * that does not fit with the least resident bytes between A and the
+     * unconstrained optimum */
     out->t = A.c; /* the first strategy met that fits (U does not) */
     memcpy(choice, A.x, (size_t)n * sizeof *choice);
     for (int q = -1; q < nseeds; q++) {

@@ -171,6 +171,17 @@ static int incumbent(pctx *X, int S, int M, int sched, int d, const double *pc,
         X->r->incumbents_skipped++;
         return 0;
     }
+    /* a stage whose least memory (pipe_least_mem, a lower bound) is over
+     * the limit: the partition fits nothing and its stages' DPs (minutes
+     * on DeepSeek-V3's attention) would only find that */
+    for (int s = 0; X->o->mem_limit > 0 && !X->brute && !X->o->no_shortcuts && s < S; s++) {
+        double lm = 0.0;
+        if (pipe_least_mem(X, X->seg[cut[s]], X->seg[cut[s + 1]], d, M,
+                           inflight(X->o, S, M, sched, s), &lm))
+            return -1;
+        if (lm * BOUND_SLACK > X->o->mem_limit)
+            return 0;
+    }
     double sum = 0.0, mx = 0.0;
     for (int s = 0; s < S; s++) {
         int a = cut[s], b = cut[s + 1];

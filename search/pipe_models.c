@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp.h"
 #include "lagrange.h"
 #include "msort.h"
 #include "pipe_int.h"
@@ -204,6 +205,8 @@ int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *
 {
     sb_cost_params c2 = *cp;
     c2.act_copies = k;
+    if (c2.gpu_sms > 0) /* the GPU op model: the cost and its reduction priced at once */
+        return sb_problem_build_wg(sub, d, &c2, M > 1 ? (double)(M - 1) / M : 0.0, pb, err);
     if (sb_problem_build(sub, d, &c2, pb, err))
         return -1;
     if (M > 1)

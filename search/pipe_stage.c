@@ -274,6 +274,37 @@ static int lagrange_seeds(pctx *X, const stage_entry *e, const sb_problem *pb, i
     return 0;
 }
 
+/* Whether the DP's tables over pb (a stage's problem, ops [i, j)) may pass
+ * --max-table-mb: sb_search_estimate runs the DP's order on the tables'
+ * scopes alone, in milliseconds, and its peak is at least what the DP
+ * charges. Such a stage DP is not run: it would stop at the limit after
+ * minutes and end the whole search (DeepSeek-V3's attention at p = 1024
+ * did, after 168 s). The range is given up instead (t = INFINITY, counted
+ * in ranges_over_tables; its bound kept in table_bound_bytes): the search
+ * stays exact over every other range and says how many it left out. 1:
+ * over, 0: not, -1: error (X->err). */
+static int tables_over(pctx *X, const sb_problem *pb, int i, int j, int d, int M, int k)
+{
+    if (X->brute)
+        return 0;
+    double limit = (X->dp.max_table_mb > 0 ? X->dp.max_table_mb : 4096) * 1e6;
+    sb_table_estimate te;
+    if (sb_search_estimate(pb, &X->dp, limit, &te, X->err))
+        return -1;
+    if (!(te.peak_bytes > limit) && te.too_wide < 0)
+        return 0;
+    X->r->ranges_over_tables++;
+    if (te.peak_bytes > X->r->table_bound_bytes)
+        X->r->table_bound_bytes = te.peak_bytes;
+    if (getenv("SB_PIPE_TRACE"))
+        fprintf(stderr, "stage ops %d..%d d=%d M=%d k=%d zero=%d: tables up to %.1f MB (op '%s', "
+                "dependent set %d), over %.0f MB: not solved (%.3f s)\n", i, j, d, M, k,
+                X->cp.zero, te.peak_bytes / 1e6,
+                te.peak_vertex >= 0 ? pb->m->ops[te.peak_vertex].name : "-", te.peak_depset,
+                limit / 1e6, te.seconds);
+    return 1;
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -298,6 +329,15 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         goto out;
     }
     double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
+    if (!X->brute && !(limit > 0 && configs_total(&pb) <= EXACT_MEM_CONFIGS)) {
+        int over = tables_over(X, &pb, e->i, e->j, e->d, e->M, e->k);
+        if (over) { /* given up, as a stage DP over its budget */
+            e->t = e->least = INFINITY;
+            X->r->ranges_given_up += over > 0;
+            rc = over < 0 ? -1 : 0;
+            goto out;
+        }
+    }
     X->r->subproblems++;
     X->r->rc_solved += X->rc_choose && e->rc;
     if (X->brute) {
@@ -617,8 +657,11 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
     }
     sb_result r;
     int n = j - i, *cfg = NULL;
-    int rc2 = sb_search(&pb, &X->dp, &r, X->err);
-    if (!rc2) {
+    int rc2 = tables_over(X, &pb, i, j, d, M, k);
+    if (rc2 > 0) { /* no DP: the bound is none */
+        *lb = -INFINITY;
+        rc2 = 0;
+    } else if (!rc2 && !(rc2 = sb_search(&pb, &X->dp, &r, X->err))) {
         /* the DP's sums and the strategies' costs are added in other
          * orders: slack on both terms keeps the bound under */
         *lb = r.total_cost * BOUND_SLACK - lam * (limit - s_lb) / BOUND_SLACK;

@@ -148,7 +148,18 @@ static int nothing_found(const pctx *X, const sb_model *m, int p, const sb_pipe_
 {
     int rc;
     r->least_bytes = least;
-    if (o->mem_limit > 0 && !isfinite(least))
+    if (r->ranges_over_tables > 0) /* stage DPs left out: say which limit to change */
+        rc = sb_fail(err, SB_EXIT_INPUT,
+                     "no pipeline strategy of '%s' at p=%d found: %ld stage DPs were not run, "
+                     "their tables bounded at up to %.4g MB (sb_search_estimate), over the "
+                     "table limit of %.4g MB (--max-table-mb); the rest %s. Give --max-table-mb "
+                     "%.0f where the memory is there, or more stages of fewer devices (--stages)",
+                     m->name, p, r->ranges_over_tables, r->table_bound_bytes / 1e6,
+                     o->dp.max_table_mb > 0 ? o->dp.max_table_mb : 4096.0,
+                     o->mem_limit > 0 && isfinite(least) ? "do not fit --memory"
+                                                         : "give no strategy",
+                     ceil(r->table_bound_bytes / 1e6));
+    else if (o->mem_limit > 0 && !isfinite(least))
         rc = sb_fail(err, SB_EXIT_INPUT,
                      "no pipeline strategy of '%s' at p=%d fits %.4g GiB per device: the "
                      "least memory of a stage is at least %.4g GiB (by the bounds: weights, "

@@ -3,6 +3,7 @@
  * whole strategy, computed straight from the cost model (the check every
  * search result is held to). */
 #include "shardbench/search.h"
+#include "dp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,8 +24,12 @@ void sb_problem_free(sb_problem *pb)
     pb->edges = NULL;
 }
 
-int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_problem *out,
-                     sb_error *err)
+/* sb_problem_build, each op's cost less wg_scale times the weight-gradient
+ * reduction it holds when wg_scale > 0 (the GPU op model only: both from
+ * one sb_op_cost_split, the values sb_op_cost and sb_op_wgrad_cost give
+ * apart, at half the pricing; dp.h) */
+int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
+                        sb_problem *out, sb_error *err)
 {
     memset(out, 0, sizeof *out);
     out->m = m;
@@ -56,7 +61,10 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
         if (!cf->cost)
             goto fail;
         for (int k = 0; k < cf->n; k++) {
-            cf->cost[k] = sb_op_cost(m, &m->ops[i], cf->c + (size_t)k * (size_t)cf->ndims, &out->cp);
+            const int *c = cf->c + (size_t)k * (size_t)cf->ndims;
+            double wg = 0.0;
+            cf->cost[k] = wg_scale > 0 ? sb_op_cost_split(m, &m->ops[i], c, &out->cp, &wg)
+                                       : sb_op_cost(m, &m->ops[i], c, &out->cp);
             if (!isfinite(cf->cost[k])) {
                 sb_fail(err, SB_EXIT_INPUT, "%s: the cost of op '%s' under config %d is not a "
                         "finite number: the cost parameters (%s) are out of range for this model",
@@ -64,6 +72,8 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
                         cp->calibration[0] ? cp->calibration : "--flops, --bw");
                 goto fail;
             }
+            if (wg_scale > 0)
+                cf->cost[k] -= wg_scale * wg; /* as pipe_stage_problem subtracted it after */
         }
     }
     if (sb_model_edges(m, &out->edges, &out->nedges, err))
@@ -72,6 +82,12 @@ int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_prob
 fail:
     sb_problem_free(out);
     return -1;
+}
+
+int sb_problem_build(const sb_model *m, int p, const sb_cost_params *cp, sb_problem *out,
+                     sb_error *err)
+{
+    return sb_problem_build_wg(m, p, cp, 0.0, out, err);
 }
 
 /* Layout of the tensor on edge e under producer config a and consumer config b. */

@@ -925,7 +925,8 @@ set_tests_properties(validate_h100 PROPERTIES TIMEOUT 120
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
 # search_refuse: a plain search whose DP tables are bounded over --max-table-mb
 # refused before the DP in seconds (exit 2, the bound and what to do); the bound
-# at least the DP's peak; a limit at the bound runs (search/dp_estimate.c).
+# at least the DP's peak; a limit at the bound runs (search/dp_estimate.c);
+# the full space's stage DPs over the limit left out and counted.
 add_test(NAME search_refuse
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/search_refuse.sh $<TARGET_FILE:shardbench>)
 set_tests_properties(search_refuse PROPERTIES TIMEOUT 300

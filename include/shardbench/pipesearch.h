@@ -79,7 +79,11 @@ typedef struct sb_pipe_result {
     long combos, combos_skipped;      /* (S, M, schedule) tried; of those, skipped by bounds */
     long subproblems, cache_hits;     /* stage DPs run; stage costs found in the cache */
     long ranges_bounded;              /* stage ranges left out by the cost or memory bound */
-    long ranges_given_up;             /* stage DPs that failed (label budget): not used */
+    long ranges_given_up;             /* stage DPs that failed (label budget) or were not run
+                                         (tables over --max-table-mb): not used */
+    long ranges_over_tables;          /* of those, stage DPs not run: their tables' bound
+                                         (sb_search_estimate) over dp.max_table_mb */
+    double table_bound_bytes;         /* the largest such bound (0: none) */
     long dual_bounds;                 /* one-DP Lagrangian dual bounds of picked ranges */
     long incumbents_skipped;          /* first partitions not solved: their bound cannot win */
     long copies_reused;               /* stage optima under the limit taken from the same stage at

@@ -3,7 +3,9 @@
 # --max-table-mb is refused before the DP (search/dp_estimate.c): exit 2 in
 # seconds, naming the bound against the limit and what to do; the bound is
 # at least what the DP charges (a search given --max-table-mb at its bound
-# runs to the end within it) and a search under it runs as before.
+# runs to the end within it) and a search under it runs as before. The full
+# space leaves out the stage DPs over the limit, says so, and refuses
+# (exit 2, naming --max-table-mb) when that leaves nothing.
 #
 #   tests/cli/search_refuse.sh SHARDBENCH
 set -uo pipefail
@@ -54,6 +56,29 @@ check "--max-table-mb at the bound ($at MB): runs to its end (exit $?)" \
 check "the same strategy as without a limit" \
     cmp -s <(grep -v "search [0-9.]* s" "$TMP/t.out" | sed 's/search [0-9.]* s;//') \
     <(grep -v "search [0-9.]* s" "$TMP/a.out" | sed 's/search [0-9.]* s;//')
+
+# The full space: a stage DP whose tables are bounded over --max-table-mb is
+# not run (it would stop the whole search at the limit, as DeepSeek-V3's did
+# at p=1024 after minutes); the search ends with the best of the other stage
+# shapes and says how many it left out (search/pipe_stage.c, tables_over).
+full() { "$SB" search -m transformer -p 16 --space full --db none --format json "$@"; }
+full > "$TMP/f0.json" 2> "$TMP/f0.err"
+check "full space, default limit: runs (exit $?), nothing left out" \
+    python3 -c "import json; assert 'stage_dps_over_table_limit' not in json.load(open('$TMP/f0.json'))"
+full --max-table-mb 0.2 > "$TMP/f1.json" 2> "$TMP/f1.err"
+check "full space, --max-table-mb 0.2: ends with a strategy (exit $?)" test -s "$TMP/f1.json"
+check "says how many stage DPs were not run and the limit that covers them" \
+    grep -q "stage DPs not run: their tables bounded at up to [0-9.]* MB, over --max-table-mb 0.2.*--max-table-mb [0-9]* searches them all" "$TMP/f1.err"
+check "JSON: the count, the bound over the limit, no cheaper than with them all" python3 -c "
+import json; a = json.load(open('$TMP/f0.json')); b = json.load(open('$TMP/f1.json'))
+assert b['stage_dps_over_table_limit'] > 0 and b['stage_table_bound_bytes'] > 0.2e6, b
+assert b['total_cost'] >= a['total_cost'], (a['total_cost'], b['total_cost'])"
+at=$(python3 -c "import json, math; print(math.ceil(json.load(open('$TMP/f1.json'))['stage_table_bound_bytes'] / 1e6))")
+full --max-table-mb "$at" > "$TMP/f2.json" 2> "$TMP/f2.err"
+check "--max-table-mb $at (the bound): the strategy of the default limit" cmp -s "$TMP/f0.json" "$TMP/f2.json"
+refused "full space, every stage DP over --max-table-mb 0.001" \
+    "stage DPs were not run.*over the table limit of 0.001 MB (--max-table-mb).*Give --max-table-mb [0-9]*" \
+    search -m transformer -p 16 --space full --db none --max-table-mb 0.001
 
 # no machine: the reference search is untouched by the bound
 "$SB" search -m alexnet -p 16 --db none > "$TMP/r.out" 2> "$TMP/r.err"
