@@ -4,7 +4,8 @@
  *
  * A model file writes attention as three ops: scores = einsum(q, k), w =
  * softmax(scores, axis=mem, causal=seq), s = einsum(w, v) (Gemma 2: a
- * softcap of the scores before the softmax, fused too). A GPU computes
+ * softcap of the scores before the softmax; MLA: the scores the sum of
+ * two einsums, the head dim's no-rotary and rotary parts; both fused). A GPU computes
  * them in one FlashAttention-style kernel that never stores the S x S
  * scores or weights and recomputes them in the backward; this pass marks
  * the three ops so that the cost and memory models price that kernel
@@ -64,6 +65,20 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
             ts = m->ops[l].in[0].tensor;
             l = m->tensors[ts].producer;
         }
+        /* the scores: one einsum, or the sum of two (MLA: the no-rotary and
+         * the rotary parts of the head dim, one kernel over both) */
+        int l2 = -1, sum = -1;
+        if (l >= 0 && m->ops[l].kind == SB_OP_ELEMENTWISE && m->ops[l].nin == 2 &&
+            !m->ops[l].pw && readers[ts] == 1 && !m->ops[l].attn) {
+            int a = m->tensors[m->ops[l].in[0].tensor].producer;
+            int b = m->tensors[m->ops[l].in[1].tensor].producer;
+            if (a < 0 || b < 0 || a == b || readers[m->ops[l].in[0].tensor] != 1 ||
+                readers[m->ops[l].in[1].tensor] != 1 || !einsum_of_activations(m, &m->ops[b]) ||
+                m->ops[b].attn)
+                continue;
+            sum = l, l = a, l2 = b;
+            ts = m->ops[sum].in[0].tensor;
+        }
         if (l < 0 || readers[ts] != 1 || readers[tw] != 1 || !einsum_of_activations(m, &m->ops[l]))
             continue;
         int v = reader[tw];
@@ -78,6 +93,10 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
         sm->attn = SB_ATTN_SOFTMAX;
         if (cap >= 0)
             m->ops[cap].attn = SB_ATTN_SOFTMAX, m->ops[cap].attn_frac = f;
+        if (sum >= 0) {
+            m->ops[sum].attn = SB_ATTN_SOFTMAX, m->ops[sum].attn_frac = f;
+            m->ops[l2].attn = SB_ATTN_SCORES, m->ops[l2].attn_frac = f;
+        }
         vo->attn = SB_ATTN_VALUES;
         vo->attn_slot = slot;
         m->ops[l].attn_frac = sm->attn_frac = vo->attn_frac = f;
@@ -98,6 +117,6 @@ int sb_model_fused_attentions(const sb_model *m)
 {
     int n = 0;
     for (int i = 0; i < m->nops; i++)
-        n += m->ops[i].attn == SB_ATTN_SCORES;
+        n += m->ops[i].attn == SB_ATTN_SOFTMAX && m->ops[i].kind == SB_OP_SOFTMAX;
     return n;
 }

@@ -231,7 +231,7 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err);
  * and with fuse its attentions fused (sb_model_fuse_attention). 0, or -1
  * (err). models/gpu_run.c. */
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err);
-/* The attentions of m marked fused (SB_ATTN_SCORES ops). */
+/* The attentions of m marked fused (their softmaxes). */
 int sb_model_fused_attentions(const sb_model *m);
 
 /* An override `name=value` from the command line (--set). */

@@ -85,6 +85,40 @@ static void test_marks(void **state)
     sb_model_free(&m);
 }
 
+/* MLA (DeepSeek-V2/V3): the scores the sum of a no-rotary and a rotary
+ * einsum, the rotary key shared by the heads; fused as one attention, the
+ * sum costing nothing on a GPU and keeping no S x S tensor. */
+static void test_mla(void **state)
+{
+    (void)state;
+    const char *text =
+        "model \"mla\"\nparam b = 2\nparam h = 4\nparam s = 8\nparam d = 16\nparam r = 8\n"
+        "input qn[b=b, h=h, seq=s, d=d]\ninput kn[b=b, h=h, mem=s, d=d]\n"
+        "input qr[b=b, h=h, seq=s, r=r]\ninput kr[b=b, mem=s, r=r]\n"
+        "input v[b=b, h=h, mem=s, d=d]\n"
+        "l1 = einsum(\"b h seq d, b h mem d -> b h seq mem\", qn, kn)\n"
+        "l2 = einsum(\"b h seq r, b mem r -> b h seq mem\", qr, kr)\n"
+        "logits = add(l1, l2)\n"
+        "w = softmax(logits, axis=mem, causal=seq)\n"
+        "o = einsum(\"b h seq mem, b h mem d -> b h seq d\", w, v)\n";
+    sb_model m;
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "mla.model", NULL, 0, &m, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(sb_model_fuse_attention(&m, &err), 1);
+    assert_int_equal(sb_model_fused_attentions(&m), 1);
+    assert_int_equal(m.ops[op_named(&m, "l1")].attn, SB_ATTN_SCORES);
+    assert_int_equal(m.ops[op_named(&m, "l2")].attn, SB_ATTN_SCORES);
+    assert_int_equal(m.ops[op_named(&m, "logits")].attn, SB_ATTN_SOFTMAX);
+    sb_mem x;
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    sb_op_memory(&m, &m.ops[op_named(&m, "logits")], one, SB_OPTIM_ADAM, &x);
+    assert_true(x.activations == 0.0 && x.scratch == 0.0);
+    sb_model_free(&m);
+}
+
 /* The attention's ops priced on an h100-sxm at p = 1: fused, the scores
  * and values einsums cost the 4 + 3 passes over the kept pairs and the
  * softmax nothing; materialized, more; no S x S tensor in memory. */
@@ -142,6 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marks),
         cmocka_unit_test(test_pricing),
+        cmocka_unit_test(test_mla),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
