@@ -27,6 +27,20 @@ static double attn_share(const sb_op *op, const sb_cost_params *cp, double batch
     return s * cp->tflops * 1e12;
 }
 
+/* The input slot of an einsum that a moe_gate produced (its dispatch or
+ * combine: one-hot in the expert and capacity slot), or -1. */
+static int routed_slot(const sb_model *m, const sb_op *op)
+{
+    if (op->kind != SB_OP_EINSUM || op->nin != 2)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        int pr = m->tensors[op->in[k].tensor].producer;
+        if (pr >= 0 && m->ops[pr].kind == SB_OP_MOE_GATE)
+            return k;
+    }
+    return -1;
+}
+
 static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     double batch = 1.0;
@@ -53,6 +67,16 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
                                         einsum's, its compute in the fused kernel */
         return attn_share(op, cp, batch, dm / cm, dn / cn, dk / ck)
                + sb_gemm_comm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g);
+    int routed = cp->gpu_sms > 0 ? routed_slot(m, op) : -1;
+    if (routed >= 0) { /* GPU: GShard's dispatch or combine by the router's one-hot is a
+                          gather or scatter of the tokens (each token to its top-k slots),
+                          not a GEMM: the tokens and the slots read and written each way
+                          (memory-bound), with the einsum's collectives */
+        double x = sb_operand_elems(m, op, &op->in[1 - routed], c);
+        double y = sb_operand_elems(m, op, &op->out[0], c);
+        return sb_elem_cost(cp, x + y, 0.0, 1.0, 1.0)
+               + sb_gemm_comm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g);
+    }
     if (op->kind == SB_OP_EMBEDDING && cp->gpu_sms > 0) /* GPU: a gather, not a GEMM: the rows
                                                            read and written, the gradient rows
                                                            read and added (memory-bound) */

@@ -605,6 +605,34 @@ static void test_cost_softcap(void **state)
     sb_model_free(&m);
 }
 
+/* GShard's dispatch einsum (one input the moe_gate's one-hot) on a GPU
+ * machine: a gather, memory-bound: the tokens (x) and the slots (out) read
+ * and written once each way, plus two kernels' overhead, as FLOP at F */
+static void test_cost_moe_dispatch_gpu(void **state)
+{
+    (void)state;
+    sb_model m;
+    parse_ok("input x[batch=2, seq=8, embed=16]\n"
+             "weight wr[embed=16, expert=4]\n"
+             "r = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+             "combine, dispatch = moe_gate(r, axis=expert, k=2, capacity=4)\n"
+             "xe = einsum(\"batch seq expert cap, batch seq embed -> expert batch cap embed\","
+             " dispatch, x)\n",
+             &m);
+    int xe = m.nops - 1;
+    sb_cost_params cp;
+    defaults(&cp);
+    cp.gpu_sms = 132, cp.gpu_hbm_gbs = 3350, cp.gpu_hbm_eff = 0.8, cp.gpu_kernel_us = 4;
+    cp.gpu_peak_tflops = 989, cp.gpu_gemm_eff = 0.8, cp.word_bytes = 2, cp.tflops = 989;
+    int one[SB_MAX_DIMS];
+    for (int d = 0; d < SB_MAX_DIMS; d++)
+        one[d] = 1;
+    double words = 2.0 * 8 * 16 + 4.0 * 2 * 4 * 16; /* x, then [expert batch cap embed] */
+    double s = words * 2 * 2 / (3350e9 * 0.8) + 2 * 4e-6;
+    assert_close(sb_op_cost(&m, &m.ops[xe], one, &cp), s * 989e12, "dispatch on a GPU");
+    sb_model_free(&m);
+}
+
 static void test_cost_free_ops(void **state)
 {
     (void)state;
@@ -1218,6 +1246,7 @@ int main(void)
         cmocka_unit_test(test_cost_elementwise_reduce),
         cmocka_unit_test(test_cost_pointwise),
         cmocka_unit_test(test_cost_softcap),
+        cmocka_unit_test(test_cost_moe_dispatch_gpu),
         cmocka_unit_test(test_cost_free_ops),
         cmocka_unit_test(test_edge_cost),
         cmocka_unit_test(test_cost_moe_all_to_all),
