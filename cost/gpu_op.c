@@ -89,27 +89,40 @@ double sb_gpu_p2p_s(const sb_gpu *g, double bytes, int inter)
     return bytes / busbw(g, inter) + lat(g, inter);
 }
 
+double sb_machine_peak(const sb_machine *mc, int prec, int attn)
+{
+    if (prec < 0)
+        prec = mc->precision;
+    if (attn && prec == SB_PREC_FP8 && mc->tflops_bf16 > 0)
+        return mc->tflops_bf16;
+    return prec == SB_PREC_FP32   ? mc->tflops_fp32
+           : prec == SB_PREC_TF32 ? mc->tflops_tf32
+           : prec == SB_PREC_FP8  ? mc->tflops_fp8
+                                  : mc->tflops_bf16;
+}
+
+int sb_machine_has_gpu_model(const sb_machine *mc)
+{
+    return mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0;
+}
+
 int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err)
 {
     if (prec < 0)
         prec = mc->precision;
-    double peak = prec == SB_PREC_FP32   ? mc->tflops_fp32
-                  : prec == SB_PREC_TF32 ? mc->tflops_tf32
-                  : prec == SB_PREC_FP8  ? mc->tflops_fp8
-                                         : mc->tflops_bf16;
+    double peak = sb_machine_peak(mc, prec, 0);
     if (!(peak > 0))
         return sb_fail(err, SB_EXIT_INPUT, "--precision %s: machine %s has no %s peak (no tflops_%s line)",
                        sb_precision_name(prec), mc->path, sb_precision_name(prec),
                        sb_precision_name(prec));
-    if (!(mc->sms > 0) || !(mc->gemm_eff_large > 0) || !(mc->hbm_eff > 0) ||
-        !(mc->intra_busbw > 0) || !(mc->inter_busbw > 0))
+    if (!sb_machine_has_gpu_model(mc) || !(mc->intra_busbw > 0) || !(mc->inter_busbw > 0))
         return sb_fail(err, SB_EXIT_INPUT,
                        "machine %s has no GPU op model figures (sms, gemm_eff_large, hbm_eff, "
                        "intra_busbw, inter_busbw lines; docs/machines.md)",
                        mc->path);
     g->peak_tflops = peak;
     g->fp8 = prec == SB_PREC_FP8;
-    g->attn_peak_tflops = g->fp8 && mc->tflops_bf16 > 0 ? mc->tflops_bf16 : peak;
+    g->attn_peak_tflops = sb_machine_peak(mc, prec, 1);
     g->gemm_eff = mc->gemm_eff_large;
     g->hbm_gbs = mc->mem_gbs;
     g->hbm_eff = mc->hbm_eff;

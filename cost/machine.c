@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "shardbench/machine.h"
+#include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 
 #ifndef SB_MACHINES_BUILD_DIR
@@ -198,10 +199,7 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
 {
     if (prec < 0)
         prec = mc->precision;
-    double peak = prec == SB_PREC_FP32   ? mc->tflops_fp32
-                  : prec == SB_PREC_TF32 ? mc->tflops_tf32
-                  : prec == SB_PREC_FP8  ? mc->tflops_fp8
-                                         : mc->tflops_bf16;
+    double peak = sb_machine_peak(mc, prec, 0);
     if (!(peak > 0))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--precision %s: machine %s has no %s peak (no tflops_%s line)",
@@ -220,10 +218,10 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
         cp->gbs = mc->intra_busbw;
     if (mc->inter_busbw > 0)
         cp->gbs_inter = mc->inter_busbw;
-    if (mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0) { /* the GPU op model */
+    if (sb_machine_has_gpu_model(mc)) { /* the GPU op model */
         cp->gpu_sms = mc->sms;
         cp->gpu_peak_tflops = peak;
-        cp->gpu_attn_peak_tflops = prec == SB_PREC_FP8 && mc->tflops_bf16 > 0 ? mc->tflops_bf16 : peak;
+        cp->gpu_attn_peak_tflops = sb_machine_peak(mc, prec, 1);
         cp->gpu_gemm_eff = mc->gemm_eff_large;
         cp->gpu_hbm_gbs = mc->mem_gbs;
         cp->gpu_hbm_eff = mc->hbm_eff;

@@ -393,6 +393,18 @@ double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, dou
     return s;
 }
 
+/* The three all-reduces of one batch element's GEMM (sb_gemm_cost). */
+static double gemm_comm(const sb_cost_params *cp, double m, double n, double k,
+                        const sb_coll_group *g)
+{
+    double comm = sb_coll_allreduce(cp, m * n, g[2]);
+    comm += sb_coll_allreduce(cp, m * k, g[1]);
+    /* the weight gradient's words, in the gradient reduction's word */
+    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
+    comm += sb_coll_allreduce(cp, gw, g[0]);
+    return comm;
+}
+
 double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
                     const sb_coll_group *g, int pw, double mac_ratio)
 {
@@ -401,22 +413,13 @@ double sb_gemm_cost(const sb_cost_params *cp, double batch, double m, double n, 
         comp = sb_gemm_gpu_seconds(cp, batch, m, n, k) / batch * cp->tflops * 1e12;
     if (pw > 0)
         comp += (3.0 * pw) * (m * n) * cp->elem_ratio;
-    double comm = sb_coll_allreduce(cp, m * n, g[2]);
-    comm += sb_coll_allreduce(cp, m * k, g[1]);
-    /* the weight gradient's words, in the gradient reduction's word */
-    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
-    comm += sb_coll_allreduce(cp, gw, g[0]);
-    return batch * (comp + comm);
+    return batch * (comp + gemm_comm(cp, m, n, k, g));
 }
 
 double sb_gemm_comm_cost(const sb_cost_params *cp, double batch, double m, double n, double k,
                          const sb_coll_group *g)
 {
-    double comm = sb_coll_allreduce(cp, m * n, g[2]);
-    comm += sb_coll_allreduce(cp, m * k, g[1]);
-    double gw = cp->grad_word_bytes > 0 ? n * k * (cp->grad_word_bytes / cp->word_bytes) : n * k;
-    comm += sb_coll_allreduce(cp, gw, g[0]);
-    return batch * comm;
+    return batch * gemm_comm(cp, m, n, k, g);
 }
 
 double sb_per_dev(const sb_op *op, const int *c, int d) { return (double)op->dims[d].size / c[d]; }

@@ -28,6 +28,7 @@
 
 #include "shardbench/precision.h"
 #include "shardbench/machine.h"
+#include "shardbench/megatron.h"
 #include "shardbench/measure.h"
 #include "shardbench/profile.h"
 #include "shardbench/paper.h"
@@ -813,7 +814,7 @@ static int bench_gpu_run(const bench_args *a, sb_model *m, sb_error *err)
         return 0;
     if (sb_machine_load(a->machine, &mc, err))
         return -1;
-    if (!(mc.sms > 0 && mc.gemm_eff_large > 0 && mc.hbm_eff > 0))
+    if (!sb_machine_has_gpu_model(&mc))
         return 0;
     return sb_model_gpu_run(m, 1, err);
 }

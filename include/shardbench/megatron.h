@@ -138,6 +138,15 @@ int sb_mt_recompute_parse(const char *s, int *out, sb_error *err);
 const char *sb_mt_recompute_name(int rc);
 
 /* ---- the GPU op model (cost/gpu_op.c) ---- */
+/* The dense peak of precision `prec` (< 0: the file's `precision`; fp16 and
+ * bf16 share the bf16 peak), 0 when the file gives none; with attn, the
+ * peak of products between two activations (attention): bf16's under the
+ * fp8 recipe, which casts only linear layers' operands (Transformer Engine:
+ * fp8_dpa off), else the same. */
+double sb_machine_peak(const sb_machine *mc, int prec, int attn);
+/* 1 when the file has the GPU op model's figures (sms, gemm_eff_large,
+ * hbm_eff): searches on it price the model as a GPU framework runs it. */
+int sb_machine_has_gpu_model(const sb_machine *mc);
 /* Seconds of `batch` GEMMs (M x K)(K x N) at `bytes` per element. */
 double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
 /* One pass of a fused attention kernel's (M x K)(K x N) tile loop (M
