@@ -19,6 +19,7 @@
 #include "shardbench/machine.h"
 #include "shardbench/memory.h"
 #include "shardbench/megatron.h"
+#include "full_grid.h"
 #include "shardbench/pipesearch.h"
 #include "shardbench/precision.h"
 #include "shardbench/results.h"
@@ -586,10 +587,48 @@ static int pipe_record(const char *db_path, int adopt, const sb_model *m, int p,
     return rc;
 }
 
+/* The full space's answer when Megatron-LM's grid wins: printed, saved,
+ * drawn and recorded (its step in the op-level search's FLOP units, the
+ * search's algo, its JSON). op_err: the op-level search's error, or NULL. */
+static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model *m,
+                       const sb_pipe_result *op, const char *op_err, const char *algo,
+                       const char *format,
+                       const char *save, const char *db, int adopt_db, const char *plot)
+{
+    sb_error err = {0};
+    char *js = NULL;
+    if (cli_grid_answer(g, m, so->p, algo, format, plot, save, op,
+                        op_err ? 0.0 : pipe_seconds(&so->cp, op->step_cost), op_err, &js, &err))
+        return cli_fail(&err);
+    fflush(stdout);
+    int status = 0;
+    if (db && strcmp(db, "none")) {
+        sb_db *d;
+        char params[4096];
+        sb_params_str(m, params, sizeof params);
+        sb_search_record rec = {
+            .source = "cli", .model = m->name, .model_path = m->path, .params = params,
+            .p = so->p, .algo = algo, .tflops = so->cp.tflops, .gbs = so->cp.gbs,
+            .cutoff = so->cp.cutoff > 0 ? so->cp.cutoff : m->cutoff,
+            .total_cost = g->r.step_s * so->cp.tflops * 1e12, .seconds = g->secs,
+            .nops = m->nops, .peak_rss_bytes = (double)sb_peak_rss(), .strategy_json = js,
+        };
+        if (sb_db_open_flags(db, 0, adopt_db ? SB_DB_ADOPT : 0, &d, &err)) {
+            status = cli_fail(&err);
+        } else {
+            if (sb_db_record_search(d, &rec, NULL, &err))
+                status = cli_fail(&err);
+            sb_db_close(d);
+        }
+    }
+    free(js);
+    return status;
+}
+
 /* search --space full: the pipeline search (search/pipeline.c) and its output. */
 static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char *algo,
                        const char *format, const char *save, const char *db, int adopt_db,
-                       const char *plot)
+                       const char *plot, int use_grid)
 {
     sb_error err = {0};
     sb_model m;
@@ -599,10 +638,25 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         sb_model_free(&m);
         return cli_fail(&err);
     }
+    static cli_grid grid; /* Megatron-LM's grid, the other half of the space (full_grid.h) */
+    cli_grid_search(so, po, save != NULL, !use_grid ? "--megatron-grid off"
+                                          : !strcmp(format, "tsv") ? "--format tsv (the op-level "
+                                            "search's per-op configs)" : NULL, &m, &grid);
     sb_pipe_result r;
     int status = 0;
-    if (sb_pipe_search(&m, so->p, &so->cp, po, &r, &err)) {
+    int prc = sb_pipe_search(&m, so->p, &so->cp, po, &r, &err);
+    if (grid.found && (prc ? r.none_found : grid.r.step_s < pipe_seconds(&so->cp, r.step_cost))) {
+        status = grid_answer(so, &grid, &m, &r, prc ? err.msg : NULL, algo, format, save, db,
+                             adopt_db, plot);
+        if (!prc)
+            sb_pipe_result_free(&r);
+        sb_model_free(&m);
+        return status;
+    }
+    if (prc) {
         status = cli_fail(&err);
+        if (grid.searched)
+            fprintf(stderr, "shardbench: megatron grid: %s\n", grid.found ? "not faster" : grid.why);
         sb_model_free(&m);
         return status;
     }
@@ -618,6 +672,10 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
                 po->max_stage_devices, r.cuts + 1, SB_MAX_STAGES, r.stage_cap_fallback,
                 so->p / r.stage_cap_fallback);
     json_t *j = pipe_json(&m, so->p, &so->cp, po, &r, algo);
+    if (j && so->cp.gpu_sms > 0) { /* the op-level strategy is the answer */
+        json_object_set_new(j, "answer", json_string("op_level"));
+        json_object_set_new(j, "megatron_grid", cli_grid_json(&grid));
+    }
     if (j && cli_search_details(j, &m, &so->cp, po, &r, so->device_gib, &err)) {
         status = cli_fail(&err);
         json_decref(j);
@@ -642,6 +700,8 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         printf("#total\t\t\t\t%.17g\n", r.step_cost);
     } else {
         print_pipe_table(stdout, &m, so->p, &so->cp, po, &r, algo);
+        if (so->cp.gpu_sms > 0)
+            cli_grid_print_line(stdout, &grid);
     }
     fflush(stdout);
     if (save && pipe_save(save, &m, so->p, &so->cp, &r, algo, &err))
@@ -753,6 +813,9 @@ static void search_usage(FILE *f)
             "      --cutoff N         minimum shard size (default: the model's)\n"
             "      --max-table-mb MB  DP table memory limit (default 4096; a search whose\n"
             "                         tables are bounded over it is refused at once)\n"
+            "      --megatron-grid on|off  full, a GPU machine: also search Megatron-LM's grid\n"
+            "                         (--algo megatron: interleaved 1F1B, bucketed overlap,\n"
+            "                         CP, EP) and answer with the faster (default on)\n"
             "      --dp-overlap on|off  a GPU machine: the weight-gradient reduction\n"
             "                         overlapped with the backward, exposed only past the\n"
             "                         op's backward compute (default on, as --algo megatron)\n"
@@ -796,6 +859,7 @@ typedef struct {
     int zero_given, rc_opt_given;
     int rank_order;          /* --ranks: -1 auto (chosen), 0 block, 1 cyclic */
     int dp_overlap;          /* --dp-overlap: -1 the default (on with a GPU machine), 0, 1 */
+    int grid;                /* --megatron-grid: -1 the default (on with a GPU machine), 0, 1 */
     int opt_given;           /* --optimizer given (else Adam with a GPU machine, as megatron) */
 } search_args;
 
@@ -815,6 +879,15 @@ static void cap_threads(const char *what, int *threads)
 
 /* The options into *a: -1 to go on, else the exit status (0 after --help,
  * 2 with the reason on stderr). */
+/* on|off into *out (1|0); else -1 with err naming the option. */
+static int on_off(const char *opt, const char *v, int *out, sb_error *err)
+{
+    if (strcmp(v, "on") && strcmp(v, "off"))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: '%s' is not on or off", opt, v);
+    *out = !strcmp(v, "on");
+    return 0;
+}
+
 static int parse_search_args(int argc, char **argv, search_args *a)
 {
     static const struct option opts[] = {
@@ -835,7 +908,7 @@ static int parse_search_args(int argc, char **argv, search_args *a)
         {"max-stage-devices", required_argument, 0, 1005},
         {"stage-threads", required_argument, 0, 1006}, {"threads", required_argument, 0, 1008},
         {"ranks", required_argument, 0, 1007}, {"plot", required_argument, 0, 1009},
-        {"dp-overlap", required_argument, 0, 1010},
+        {"dp-overlap", required_argument, 0, 1010}, {"megatron-grid", required_argument, 0, 1011},
         {"calibration", required_argument, 0, 'K'}, {"machine", required_argument, 0, 'H'}, {"profiles", required_argument, 0, 'Q'},
         CLI_PRECISION_OPTS, CLI_ATTENTION_OPT, {"adopt-db", no_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
@@ -849,6 +922,7 @@ static int parse_search_args(int argc, char **argv, search_args *a)
     a->space = -1;
     a->rank_order = -1;
     a->dp_overlap = -1;
+    a->grid = -1;
     sb_pipe_opts_default(&a->po);
     a->po.max_stage_devices = 64;
     a->po.threads = 0; /* as --threads: the CPUs this process may use */
@@ -879,13 +953,8 @@ static int parse_search_args(int argc, char **argv, search_args *a)
                 break;
             case 'S': a->save = optarg; break;
             case 1009: a->plot = optarg; break;
-            case 1010:
-                if (!strcmp(optarg, "on") || !strcmp(optarg, "off"))
-                    a->dp_overlap = !strcmp(optarg, "on");
-                else
-                    rc = sb_fail(&err, SB_EXIT_INPUT, "--dp-overlap: '%s' is not on or off",
-                                 optarg);
-                break;
+            case 1010: rc = on_off("--dp-overlap", optarg, &a->dp_overlap, &err); break;
+            case 1011: rc = on_off("--megatron-grid", optarg, &a->grid, &err); break;
             case 'D': a->dot = optarg; break;
             case 'd': a->db = optarg; break;
             case 'O': a->adopt_db = 1; break;
@@ -947,6 +1016,11 @@ static int parse_search_args(int argc, char **argv, search_args *a)
         return cli_fail(&err);
     }
     a->so.cp.dp_overlap = a->so.cp.gpu_sms > 0 && a->dp_overlap != 0;
+    if (a->grid == 1 && !(a->so.cp.gpu_sms > 0)) {
+        sb_fail(&err, SB_EXIT_INPUT, "--megatron-grid on: needs a GPU machine file (the grid "
+                "is priced by the GPU op model, docs/machines.md)");
+        return cli_fail(&err);
+    }
     /* a GPU machine trains with Adam unless told (the memory model's optimizer
      * state; --algo megatron prices Adam too) */
     if (a->so.cp.gpu_sms > 0 && !a->opt_given)
@@ -1078,6 +1152,11 @@ int cmd_search(int argc, char **argv)
                         "memory and step by cause), or give --space full\n");
         return 2;
     }
+    if (!a->space && a->grid >= 0) {
+        fprintf(stderr, "shardbench search: --megatron-grid: the full space only (give --space "
+                        "full, or --memory)\n");
+        return 2;
+    }
     if (!a->space && pipe_given) {
         fprintf(stderr, "shardbench search: --stages, --microbatches and --schedule need --space "
                         "full\n");
@@ -1109,7 +1188,8 @@ int cmd_search(int argc, char **argv)
                             "stage's ranks consecutive, in blocks)\n");
             return 2;
         }
-        return search_full(&a->so, &a->po, a->algo, a->format, a->save, a->db, a->adopt_db, a->plot);
+        return search_full(&a->so, &a->po, a->algo, a->format, a->save, a->db, a->adopt_db, a->plot,
+                           a->grid != 0);
     }
     return search_plain(a);
 }

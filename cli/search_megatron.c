@@ -13,6 +13,7 @@
 
 #include "algos.h"
 #include "cli.h"
+#include "full_grid.h"
 #include "search_plot.h"
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
@@ -375,4 +376,133 @@ int cmd_search_megatron(int argc, char **argv)
         return 2;
     }
     return mt_run(&so, &fx, P, micro, &out);
+}
+
+/* ---- the grid inside the full space (full_grid.h) ---------------------------------- */
+
+static void grid_not(cli_grid *g, const char *why)
+{
+    g->searched = g->found = 0;
+    snprintf(g->why, sizeof g->why, "%s", why);
+}
+
+void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, const char *off,
+                     const sb_model *m, cli_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    sb_error err = {0};
+    char why[512];
+    if (off)
+        return grid_not(g, off);
+    if (!so->machine || !(so->cp.gpu_sms > 0))
+        return grid_not(g, "no GPU machine file (the grid is priced by the GPU op model)");
+    if (so->ao.opt != SB_OPTIM_ADAM)
+        return grid_not(g, "--optimizer sgd (Megatron-LM trains with Adam)");
+    if (po->microbatches)
+        return grid_not(g, "--microbatches given (the grid's micro-batches are the batch over "
+                           "DP x the micro-batch size)");
+    if (po->schedule == SB_SCHEDULE_GPIPE)
+        return grid_not(g, "--schedule gpipe (Megatron-LM runs 1F1B)");
+    if (!po->choose_zero && so->cp.zero > 1) {
+        snprintf(why, sizeof why, "--zero %d (Megatron-LM's distributed optimizer is ZeRO 1)",
+                 so->cp.zero);
+        return grid_not(g, why);
+    }
+    if (sb_mt_model_from(m, &g->mm, &err))
+        return grid_not(g, err.msg);
+    if (sb_machine_load(so->machine, &g->mc, &err) ||
+        sb_gpu_from_machine(&g->mc, so->precision, &g->g, &err))
+        return grid_not(g, err.msg);
+    sb_mt_config fx;
+    sb_mt_config_free(&fx);
+    fx.pp = po->stages;
+    fx.precision = so->precision >= 0 ? so->precision : g->mc.precision;
+    fx.grad_bytes = so->grad_word_bytes;
+    fx.fused_attention = so->attention != 0;
+    fx.dp_overlap = so->cp.dp_overlap;
+    if (!po->choose_zero)
+        fx.dist_opt = so->cp.zero >= 1;
+    if (!po->choose_recompute)
+        fx.recompute = so->cp.recompute == SB_RECOMPUTE_ALL ? SB_MT_RC_FULL : SB_MT_RC_NONE;
+    if (save || po->schedule == SB_SCHEDULE_1F1B)
+        fx.vpp = 1; /* the schedule a strategy file holds */
+    g->limit = po->mem_limit;
+    g->searched = 1;
+    double t0 = sb_now();
+    g->priced = sb_mt_search(&g->mm, &fx, so->p, &g->g, g->limit, &g->best, &g->r, &err);
+    g->secs = sb_now() - t0;
+    g->found = g->priced > 0;
+    if (!g->found)
+        snprintf(g->why, sizeof g->why, "%s", err.msg);
+}
+
+static json_t *grid_degrees(const cli_grid *g)
+{
+    const sb_mt_config *c = &g->best;
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:b}", "tp", c->tp, "pp", c->pp,
+                     "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp", c->vpp, "micro_batch_size",
+                     c->mbs, "recompute", sb_mt_recompute_name(c->recompute),
+                     "sequence_parallel", c->sp, "distributed_optimizer", c->dist_opt);
+}
+
+json_t *cli_grid_json(const cli_grid *g)
+{
+    if (!g->found)
+        return json_pack("{s:s}", g->searched ? "none_fits" : "not_searched", g->why);
+    return json_pack("{s:o,s:o,s:I,s:I}", "predicted_step_seconds", cli_jreal(g->r.step_s),
+                     "megatron", grid_degrees(g), "peak_bytes_per_device",
+                     (json_int_t)g->r.mem_total, "configurations_priced", (json_int_t)g->priced);
+}
+
+void cli_grid_print_line(FILE *f, const cli_grid *g)
+{
+    const sb_mt_config *c = &g->best;
+    if (!g->found)
+        fprintf(f, "megatron grid: %s: %s\n", g->searched ? "nothing fits" : "not searched",
+                g->why);
+    else
+        fprintf(f, "megatron grid: %.4g s at best (tp %d pp %d dp %d cp %d ep %d vpp %d "
+                   "micro-batch %d, recompute %s): the op-level strategy above is no slower\n",
+                g->r.step_s, c->tp, c->pp, c->dp, c->cp, c->ep, c->vpp, c->mbs,
+                sb_mt_recompute_name(c->recompute));
+}
+
+int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *algo, const char *format,
+                    const char *plot, const char *save, const sb_pipe_result *op, double op_s,
+                    const char *op_err, char **json, sb_error *err)
+{
+    int is_json = !strcmp(format, "json");
+    if (strcmp(format, "table") && !is_json)
+        return sb_fail(err, SB_EXIT_INPUT, "--format %s: the full space's answer is Megatron-LM's "
+                       "configuration, printed as a table or json", format);
+    if (!is_json) {
+        if (op_err)
+            printf("full space: the op-level pipeline search found nothing (%s); Megatron-LM's "
+                   "grid did\n", op_err);
+        else
+            printf("full space: Megatron-LM's grid is faster than the op-level pipeline search's "
+                   "best (%.4g s: %d stages of %d devices, %d micro-batches)\n", op_s,
+                   op->pipe.nstages, P / op->pipe.nstages, op->pipe.microbatches);
+        print_table(&g->mm, &g->best, &g->r, &g->mc, g->priced, g->secs, g->limit);
+    }
+    json_t *j = mt_json(m, P, &g->mm, &g->best, &g->r, &g->mc, &g->g, g->limit, g->priced,
+                        g->secs, err);
+    if (!j)
+        return -1;
+    json_t *ol = op_err ? json_pack("{s:s}", "error", op_err)
+                        : json_pack("{s:o,s:i,s:i,s:I}", "predicted_step_seconds", cli_jreal(op_s),
+                                    "stages", op->pipe.nstages, "microbatches",
+                                    op->pipe.microbatches, "peak_bytes_per_device",
+                                    (json_int_t)op->peak_bytes);
+    json_object_set_new(j, "algo", json_string(algo)); /* the search run: the series it is in */
+    json_object_set_new(j, "space", json_string("full"));
+    json_object_set_new(j, "answer", json_string("megatron_grid"));
+    json_object_set_new(j, "op_level", ol);
+    int rc = mt_output(j, is_json, plot, err);
+    if (!rc && json && !(*json = json_dumps(j, JSON_COMPACT)))
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    json_decref(j);
+    if (!rc && save)
+        rc = mt_save(save, m, &g->best, &g->mm, &g->r, P, err);
+    return rc;
 }

@@ -61,7 +61,9 @@ int sb_sj_read(const sb_json *j, const char *src, search_json *s, sb_error *err)
     s->vpp = 1;
     const sb_json *mt = sb_json_get(j, "megatron");
     const char *algo = sb_json_str(sb_json_get(j, "algo"));
-    if (mt && mt->type == SB_JSON_OBJ && algo && !strncmp(algo, "megatron", 8)) {
+    const char *answer = sb_json_str(sb_json_get(j, "answer")); /* the full space's grid half */
+    if (mt && mt->type == SB_JSON_OBJ &&
+        ((algo && !strncmp(algo, "megatron", 8)) || (answer && !strcmp(answer, "megatron_grid")))) {
         s->mt = mt;
         const sb_json *v = sb_sj_num(mt, "vpp"), *pp = sb_sj_num(mt, "pp"),
                       *m2 = sb_sj_num(mt, "microbatches");

@@ -148,6 +148,7 @@ static int nothing_found(const pctx *X, const sb_model *m, int p, const sb_pipe_
 {
     int rc;
     r->least_bytes = least;
+    r->none_found = 1;
     if (r->ranges_over_tables > 0) /* stage DPs left out: say which limit to change */
         rc = sb_fail(err, SB_EXIT_INPUT,
                      "no pipeline strategy of '%s' at p=%d found: %ld stage DPs were not run, "

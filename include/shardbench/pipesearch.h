@@ -99,6 +99,8 @@ typedef struct sb_pipe_result {
     double lagrange_gap;              /* the largest relative gap of those to their dual bound
                                          (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
+    int none_found;                   /* the search ran and found nothing (nothing fits, or
+                                         every stage DP given up): the error says why */
     unsigned char *recompute;         /* nops: op i recomputed (its stage recomputes: every
                                          recomputable op of the stage), or NULL: none */
     unsigned char stage_recompute[SB_MAX_STAGES]; /* stage s recomputes its ops */
