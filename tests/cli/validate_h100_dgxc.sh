@@ -42,6 +42,22 @@ want=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]));
 print(1 if d['mape_percent'] > 7 or d['max_error_percent'] > 15 or d['search_slower_than_published'] else 0)" "$TMP/val.json")
 check "exit status as the report says: over the target or a slower search's best is 1" test "$rc" -eq "$want"
 
+# gemm_eff_large_fp8 (h100-sxm: the fp8 microbenchmark's fraction): without the line
+# fp8 GEMMs fall back to gemm_eff_large and price faster; bf16 rows do not move
+mkdir -p "$TMP/m"
+grep -v '^gemm_eff_large_fp8' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+check "h100-sxm gives gemm_eff_large_fp8" grep -q '^gemm_eff_large_fp8' "$SRC/machines/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" --format json > "$TMP/nofp8.json" 2> /dev/null
+check "gemm_eff_large_fp8 read: fp8 rows slower with it, bf16 rows the same" python3 -c "
+import json; a = json.load(open('$TMP/val.json'))['runs']; b = json.load(open('$TMP/nofp8.json'))['runs']
+assert len(a) == len(b) == $N
+for x, y in zip(a, b):
+    if x['precision'] == 'bf16': assert x['predicted_step_seconds'] == y['predicted_step_seconds'], x['id']
+    else: assert x['predicted_step_seconds'] > y['predicted_step_seconds'], x['id']"
+sed 's/^gemm_eff_large_fp8 .*/gemm_eff_large_fp8 1.5/' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" > /dev/null 2> "$TMP/m.err"
+check "gemm_eff_large_fp8 out of range: exit 2 naming it ($?)" grep -q 'gemm_eff_large_fp8' "$TMP/m.err"
+
 # malformed rows: exit 2 naming file:line
 ROW=dgxc-llama31-70b-bf16-64
 LN=$(grep -n "^$ROW" "$DATA" | cut -d: -f1)
