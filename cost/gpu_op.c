@@ -47,6 +47,8 @@ double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K
     sb_gpu a = *g;
     if (g->attn_peak_tflops > 0)
         a.peak_tflops = g->attn_peak_tflops;
+    if (g->attn_gemm_eff > 0)
+        a.gemm_eff = g->attn_gemm_eff;
     double t_math = gemm_math_s(&a, batch, M, N, K);
     double t_mem = batch * (2.0 * M * K + N * K) * bytes / (g->hbm_gbs * 1e9 * g->hbm_eff);
     return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
@@ -101,6 +103,18 @@ double sb_machine_peak(const sb_machine *mc, int prec, int attn)
                                   : mc->tflops_bf16;
 }
 
+/* The large-GEMM fraction of the peak sb_machine_peak gives: under fp8 a linear
+ * layer's GEMM reaches gemm_eff_large_fp8 of tflops_fp8 where the file gives it
+ * (an fp8 microbenchmark), the attention core (bf16) gemm_eff_large. */
+double sb_machine_gemm_eff(const sb_machine *mc, int prec, int attn)
+{
+    if (prec < 0)
+        prec = mc->precision;
+    if (!attn && prec == SB_PREC_FP8 && mc->gemm_eff_large_fp8 > 0)
+        return mc->gemm_eff_large_fp8;
+    return mc->gemm_eff_large;
+}
+
 int sb_machine_has_gpu_model(const sb_machine *mc)
 {
     return mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0;
@@ -123,7 +137,8 @@ int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err
     g->peak_tflops = peak;
     g->fp8 = prec == SB_PREC_FP8;
     g->attn_peak_tflops = sb_machine_peak(mc, prec, 1);
-    g->gemm_eff = mc->gemm_eff_large;
+    g->gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
+    g->attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
     g->hbm_gbs = mc->mem_gbs;
     g->hbm_eff = mc->hbm_eff;
     g->sms = mc->sms;

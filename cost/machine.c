@@ -65,6 +65,7 @@ static const mkey keys[] = {
     {"precision", D(precision), 2, 1, 0, SB_PREC_COUNT - 1, "recipe"},
     {"sms", D(sms), 0, 1, 1, 1e5, "streaming multiprocessors"},
     {"gemm_eff_large", D(gemm_eff_large), 0, 1, 1e-6, 1, "of peak"},
+    {"gemm_eff_large_fp8", D(gemm_eff_large_fp8), 0, 1, 1e-6, 1, "of the fp8 peak"},
     {"hbm_eff", D(hbm_eff), 0, 1, 1e-6, 1, "of mem_gbs"},
     {"kernel_us", D(kernel_us), 0, 1, 0, 1e6, "microseconds per kernel"},
     {"intra_busbw", D(intra_busbw), 0, 1, 1e-6, 1e5, "GB/s per device"},
@@ -75,8 +76,9 @@ enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 static const char key_list[] = "devices_per_node, nodes, tflops_fp32, tflops_tf32, tflops_bf16, "
                                "mem_gib, mem_gbs, intra_gbs, intra_latency_us, inter_gbs, "
-                               "inter_latency_us, eff_gemm, eff_conv, eff_elementwise, tflops_fp8, precision, sms, gemm_eff_large, hbm_eff, kernel_us, "
-                               "intra_busbw, inter_busbw";
+                               "inter_latency_us, eff_gemm, eff_conv, eff_elementwise, tflops_fp8, "
+                               "precision, sms, gemm_eff_large, gemm_eff_large_fp8, hbm_eff, "
+                               "kernel_us, intra_busbw, inter_busbw";
 
 int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_error *err)
 {
@@ -222,7 +224,8 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
         cp->gpu_sms = mc->sms;
         cp->gpu_peak_tflops = peak;
         cp->gpu_attn_peak_tflops = sb_machine_peak(mc, prec, 1);
-        cp->gpu_gemm_eff = mc->gemm_eff_large;
+        cp->gpu_gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
+        cp->gpu_attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
         cp->gpu_hbm_gbs = mc->mem_gbs;
         cp->gpu_hbm_eff = mc->hbm_eff;
         cp->gpu_kernel_us = mc->kernel_us;

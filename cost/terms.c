@@ -364,7 +364,7 @@ static void gpu_of(const sb_cost_params *cp, sb_gpu *g)
     g->peak_tflops = cp->gpu_peak_tflops, g->gemm_eff = cp->gpu_gemm_eff;
     g->hbm_gbs = cp->gpu_hbm_gbs, g->hbm_eff = cp->gpu_hbm_eff, g->sms = cp->gpu_sms;
     g->tile_m = 128.0, g->tile_n = 256.0, g->kernel_us = cp->gpu_kernel_us;
-    g->attn_peak_tflops = cp->gpu_attn_peak_tflops;
+    g->attn_peak_tflops = cp->gpu_attn_peak_tflops, g->attn_gemm_eff = cp->gpu_attn_gemm_eff;
 }
 
 double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)

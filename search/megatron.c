@@ -159,6 +159,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         double sc = hl * s * skv; /* score elements */
         sb_gpu ga = *g; /* the attention core at its own peak (bf16 under the fp8 recipe) */
         ga.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
+        ga.gemm_eff = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
         fwd_attn = sb_gpu_gemm_s(&ga, hl, s, skv, dh, B) + sb_gpu_gemm_s(&ga, hl, s, dh, skv, B);
         bwd_attn = 2.0 * fwd_attn;
         /* fused scale-mask-softmax (read, write), dropout (read, write, 1-byte mask) */

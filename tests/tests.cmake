@@ -932,6 +932,14 @@ add_test(NAME full_vs_megatron
           nemo2407-llama3-8b)
 set_tests_properties(full_vs_megatron PROPERTIES TIMEOUT 600
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+# validate_h100_dgxc: validate --data over the DGX Cloud Benchmarking H100 runs
+# (published-runs-h100-dgxc.tsv, BF16/FP8 pairs): rows parse and are priced, the fp8
+# twin priced faster, malformed rows refused naming file:line; 15% printed, not held.
+add_test(NAME validate_h100_dgxc
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/validate_h100_dgxc.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(validate_h100_dgxc PROPERTIES TIMEOUT 120
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
 # search_refuse: a plain search whose DP tables are bounded over --max-table-mb
 # refused before the DP in seconds (exit 2, the bound and what to do); the bound
 # at least the DP's peak; a limit at the bound runs (search/dp_estimate.c);
@@ -1236,7 +1244,7 @@ sb_labels(cli
   "^(bench_pipeline|calibration_cli|calibrate_rate|cpuset_cli|export_extras|figures)$"
   "^(figures_megatron|megatron_run|search_refuse|op_breakdown|attention_cli)$"
   "^(hf_cli|hf_ref_.*|hostile_input|hostile_io|json_names|machine_cli|megatron_cli)$"
-  "^(validate|validate_h100|full_vs_megatron|nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
+  "^(validate|validate_h100|validate_h100_dgxc|full_vs_megatron|nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
   "^(recompute_cli|run_cli|search_memory|search_pipeline|search_threads|export_jax)$"
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")

@@ -88,6 +88,8 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
             sb_cost_params a = *cp;
             a.gpu_peak_tflops = cp->gpu_attn_peak_tflops > 0 ? cp->gpu_attn_peak_tflops
                                                              : cp->gpu_peak_tflops;
+            if (cp->gpu_attn_gemm_eff > 0)
+                a.gpu_gemm_eff = cp->gpu_attn_gemm_eff;
             return sb_gemm_cost(&a, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac);
         }
         /* a linear layer: its input (forward) and output gradient (backward)

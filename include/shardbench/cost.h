@@ -110,6 +110,7 @@ typedef struct {
      * under the fp8 recipe, which casts only the linear layers' operands
      * (Transformer Engine: fp8_dpa off), else gpu_peak_tflops. */
     double gpu_attn_peak_tflops;
+    double gpu_attn_gemm_eff; /* the attention core's large-GEMM fraction (bf16's under fp8) */
     /* The data-parallel weight-gradient reduction overlapped with the
      * backward (a GPU machine file, search --dp-overlap on, the default
      * there, as Megatron-LM's bucketed overlap; docs/megatron.md): an op's

@@ -21,6 +21,7 @@ typedef struct {
     /* the GPU op model's figures (optional; shardbench/megatron.h) */
     double sms;                                   /* streaming multiprocessors */
     double gemm_eff_large;                        /* large-GEMM fraction of peak */
+    double gemm_eff_large_fp8; /* fp8 large-GEMM fraction of tflops_fp8; 0: gemm_eff_large */
     double hbm_eff;                               /* fraction of mem_gbs a copy reaches */
     double kernel_us;                             /* per-kernel overhead, us */
     double intra_busbw, inter_busbw;              /* NCCL bus bandwidth per GPU, GB/s */

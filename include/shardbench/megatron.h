@@ -49,6 +49,7 @@ typedef struct {
     int fp8;                /* 1: the fp8 recipe: each linear's input and output gradient
                                cast to fp8 by a cast-transpose kernel */
     double gemm_eff;        /* fraction of peak a large GEMM reaches (microbenchmark) */
+    double attn_gemm_eff;   /* the attention core's fraction (bf16's under fp8); 0: gemm_eff */
     double hbm_gbs, hbm_eff;
     double sms, tile_m, tile_n;
     double kernel_us;       /* per-kernel overhead */
@@ -144,6 +145,8 @@ const char *sb_mt_recompute_name(int rc);
  * fp8 recipe, which casts only linear layers' operands (Transformer Engine:
  * fp8_dpa off), else the same. */
 double sb_machine_peak(const sb_machine *mc, int prec, int attn);
+/* The large-GEMM fraction of that peak (gemm_eff_large_fp8 for fp8 GEMMs where given). */
+double sb_machine_gemm_eff(const sb_machine *mc, int prec, int attn);
 /* 1 when the file has the GPU op model's figures (sms, gemm_eff_large,
  * hbm_eff): searches on it price the model as a GPU framework runs it. */
 int sb_machine_has_gpu_model(const sb_machine *mc);

@@ -61,6 +61,27 @@ static void test_gemm_by_hand(void **state)
     assert_true(sb_gpu_allreduce_s(&g, 1e9, 1, 0) == 0.0);
 }
 
+/* fp8: a linear layer's GEMM at gemm_eff_large_fp8 of the fp8 peak where the file gives
+ * it, the attention core (bf16 under the fp8 recipe) at gemm_eff_large of bf16's */
+static void test_fp8_gemm_eff(void **state)
+{
+    (void)state;
+    sb_machine mc = {.tflops_bf16 = 100, .tflops_fp8 = 200, .gemm_eff_large = 0.8,
+                     .gemm_eff_large_fp8 = 0.7, .precision = SB_PREC_BF16};
+    close_to(sb_machine_gemm_eff(&mc, SB_PREC_FP8, 0), 0.7);
+    close_to(sb_machine_gemm_eff(&mc, SB_PREC_FP8, 1), 0.8);
+    close_to(sb_machine_gemm_eff(&mc, SB_PREC_BF16, 0), 0.8);
+    close_to(sb_machine_gemm_eff(&mc, -1, 0), 0.8); /* the file's precision, bf16 */
+    mc.gemm_eff_large_fp8 = 0; /* not given: the bf16 microbenchmark's */
+    close_to(sb_machine_gemm_eff(&mc, SB_PREC_FP8, 0), 0.8);
+    /* the attention core at its own peak and fraction: 1280 x 2560 x 2048, full waves */
+    sb_gpu g = toy();
+    g.peak_tflops = 200, g.gemm_eff = 0.7, g.attn_peak_tflops = 100, g.attn_gemm_eff = 0.8;
+    double flops = 2.0 * 1280 * 2560 * 2048;
+    close_to(sb_gpu_gemm_s(&g, 1, 1280, 2560, 2048, 2), flops / (200e12 * 0.7));
+    close_to(sb_gpu_attn_s(&g, 1, 1280, 2560, 2048, 2), flops / (100e12 * 0.8));
+}
+
 static sb_mt_model gpt(void)
 {
     sb_mt_model m = {.layers = 48, .hidden = 8192, .heads = 64, .kv_heads = 64, .ffn = 32768,
@@ -178,6 +199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_by_hand),
+        cmocka_unit_test(test_fp8_gemm_eff),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/cli/validate_h100_dgxc.sh: `shardbench validate --data` over the NVIDIA DGX
+# Cloud Benchmarking H100 runs of tests/data/published-runs-h100-dgxc.tsv: the same
+# configurations published at BF16 and at FP8, added by someone who did not tune
+# the model (docs/megatron.md, "Published H100 runs"). Held: the file well formed
+# (every row parsed and priced, its breakdown adding up to its step), every row a
+# bf16/fp8 pair with the same configuration, the fp8 twin priced faster, the exit
+# status as the report says, and a malformed row refused with exit 2 naming
+# file:line. Whether the rows land within 15% is printed, not asserted.
+#
+#   tests/cli/validate_h100_dgxc.sh SHARDBENCH SOURCE_DIR
+set -uo pipefail
+
+SB=${1:?usage: validate_h100_dgxc.sh SHARDBENCH SOURCE_DIR}
+SRC=${2:?usage: validate_h100_dgxc.sh SHARDBENCH SOURCE_DIR}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/validate_dgxc.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=tests/cli/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
+DATA="$SRC/tests/data/published-runs-h100-dgxc.tsv"
+N=$(grep -v '^#' "$DATA" | grep -vc '^id')
+check "the file holds runs ($N)" test "$N" -ge 20
+
+"$SB" validate --data "$DATA" > "$TMP/val" 2> "$TMP/val.err"
+rc=$?
+cat "$TMP/val" "$TMP/val.err"
+check "validate --data DGXC runs: exit 0 or 1, not an error ($rc)" test "$rc" -le 1
+check "validate: $N runs reported" grep -q "^$N runs: MAPE" "$TMP/val"
+"$SB" validate --data "$DATA" --format json > "$TMP/val.json" 2> /dev/null
+check "JSON: every row priced, its breakdown adding up to its step" js "$TMP/val.json" "
+len(d['runs']) == $N and all(r['predicted_step_seconds'] > 0
+and abs(sum(r['predicted_breakdown_seconds'].values()) - r['predicted_step_seconds'])
+    < 1e-9 * r['predicted_step_seconds'] for r in d['runs'])"
+# pairs: id ...-bf16-G and ...-fp8-G, the same degrees; fp8 priced faster
+check "every run a bf16/fp8 pair of one configuration, the fp8 one priced faster" js "$TMP/val.json" "
+(lambda m: len(m) == $N and all(r['precision'] in ('bf16', 'fp8') for r in m.values()) and all(
+  (lambda b, f: all(b[k] == f[k] for k in ('gpus', 'tp', 'pp', 'dp', 'vpp', 'micro_batch_size'))
+   and f['predicted_step_seconds'] < b['predicted_step_seconds'])(m[i], m[i.replace('-bf16-', '-fp8-')])
+  for i in m if '-bf16-' in i))({r['id']: r for r in d['runs']})"
+want=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]));
+print(1 if d['mape_percent'] > 7 or d['max_error_percent'] > 15 or d['search_slower_than_published'] else 0)" "$TMP/val.json")
+check "exit status as the report says: over the target or a slower search's best is 1" test "$rc" -eq "$want"
+
+# gemm_eff_large_fp8 (h100-sxm: the fp8 microbenchmark's fraction): without the line
+# fp8 GEMMs fall back to gemm_eff_large and price faster; bf16 rows do not move
+mkdir -p "$TMP/m"
+grep -v '^gemm_eff_large_fp8' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+check "h100-sxm gives gemm_eff_large_fp8" grep -q '^gemm_eff_large_fp8' "$SRC/machines/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" --format json > "$TMP/nofp8.json" 2> /dev/null
+check "gemm_eff_large_fp8 read: fp8 rows slower with it, bf16 rows the same" python3 -c "
+import json; a = json.load(open('$TMP/val.json'))['runs']; b = json.load(open('$TMP/nofp8.json'))['runs']
+assert len(a) == len(b) == $N
+for x, y in zip(a, b):
+    if x['precision'] == 'bf16': assert x['predicted_step_seconds'] == y['predicted_step_seconds'], x['id']
+    else: assert x['predicted_step_seconds'] > y['predicted_step_seconds'], x['id']"
+sed 's/^gemm_eff_large_fp8 .*/gemm_eff_large_fp8 1.5/' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" > /dev/null 2> "$TMP/m.err"
+check "gemm_eff_large_fp8 out of range: exit 2 naming it ($?)" grep -q 'gemm_eff_large_fp8' "$TMP/m.err"
+
+# malformed rows: exit 2 naming file:line
+ROW=dgxc-llama31-70b-bf16-64
+LN=$(grep -n "^$ROW" "$DATA" | cut -d: -f1)
+bad() { # bad NAME COLUMN VALUE TEXT
+    awk -v r=$ROW -v k="$2" -v v="$3" 'BEGIN{FS=OFS="\t"} /^#/ {print; next}
+      $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next} $1 == r {$c[k] = v} {print}' \
+      "$DATA" > "$TMP/bad-$2.tsv"
+    refused "$1" "bad-$2.tsv:$LN: $4" validate --data "$TMP/bad-$2.tsv"
+}
+bad "degrees whose product is not the GPUs" dp 3 ""
+bad "an unknown precision" precision fp6 ""
+bad "step seconds that disagree with the published seconds" published_step_seconds 15.5 \
+    "published_step_seconds 15.5 disagrees"
+bad "a word for a number" vpp five "vpp 'five'"
+echo "validate_h100_dgxc: $fails failure(s)"
+exit $((fails > 0))
