@@ -1244,7 +1244,8 @@ sb_labels(cli
   "^(bench_pipeline|calibration_cli|calibrate_rate|cpuset_cli|export_extras|figures)$"
   "^(figures_megatron|megatron_run|search_refuse|op_breakdown|attention_cli)$"
   "^(hf_cli|hf_ref_.*|hostile_input|hostile_io|json_names|machine_cli|megatron_cli)$"
-  "^(validate|validate_h100|validate_h100_dgxc|full_vs_megatron|nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
+  "^(validate|validate_h100|validate_h100_dgxc|full_vs_megatron)$"
+  "^(nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
   "^(recompute_cli|run_cli|search_memory|search_pipeline|search_threads|export_jax)$"
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")
