@@ -1,4 +1,4 @@
-/* cmd_validate.c: `shardbench validate` (docs/megatron.md, "Validation"):
+/* cmd_validate.c: `shardbench validate` (docs/validation.md):
  * prices each published Megatron-LM run of a TSV file exactly as it ran
  * (every degree fixed) and holds the prediction to the published step
  * time; then searches Megatron's grid for the same model, devices and batch
@@ -238,7 +238,7 @@ static void usage(FILE *f)
             "batch within the machine's memory, and its predicted step over the published\n"
             "configuration's. Exits 1 when MAPE or the largest error is over the target.\n"
             "\n"
-            "      --data FILE        the runs (docs/megatron.md, \"Validation\": the columns);\n"
+            "      --data FILE        the runs (docs/validation.md: the columns);\n"
             "                         tests/data/published-runs-h100.tsv: NeMo's DGX H100 runs\n"
             "      --format table|json|csv\n"
             "      --target-mape PCT  (default 7)\n"

@@ -167,10 +167,13 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         bwd_attn += sb_gpu_mem_s(g, sc * 3.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
     }
     /* memory-bound ops (bytes per element read + written): 2 norms (2, backward 4),
-     * 2 bias-dropout-adds (3 + mask, backward 2 + mask), the activation (gelu 2 / swiglu 3,
+     * 2 bias-dropout-adds (3 + mask, backward 2 + mask; no mask without dropout), the activation (gelu 2 / swiglu 3,
      * backward 3 / 5), rotary on q and k (2, backward 2) */
     double nrm = 2.0 * (sb_gpu_mem_s(g, Tn * h * 2.0 * B)), nrm_b = 2.0 * sb_gpu_mem_s(g, Tn * h * 4.0 * B);
-    double bda = 2.0 * sb_gpu_mem_s(g, Tn * h * (3.0 * B + 1)), bda_b = 2.0 * sb_gpu_mem_s(g, Tn * h * (2.0 * B + 1));
+    /* (SwiGLU models: residual adds without dropout, no mask) */
+    double mask = mm->swiglu ? 0.0 : 1.0;
+    double bda = 2.0 * sb_gpu_mem_s(g, Tn * h * (3.0 * B + mask)),
+           bda_b = 2.0 * sb_gpu_mem_s(g, Tn * h * (2.0 * B + mask));
     double ffl = f / t * T * moe_tokens;
     double act = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 3.0 : 2.0) * B);
     double act_b = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 5.0 : 3.0) * B);
@@ -214,13 +217,21 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     L->params = (h * (h + 2.0 * kvh) + h * h) / t +
                 experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t + 2.0 * h +
                 (mm->experts > 0 ? h * (double)mm->experts : 0.0);
-    /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch):
-     * s b h (10 + 24/t) + 5 a s^2 b / t bytes at 2-byte words without sequence
-     * parallelism, s b h 34 / t with it; selective drops the 5 a s / h term, full keeps
-     * the layer's input only */
+    /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch), in
+     * units of s b h bytes at 2-byte words: not split by TP (without sequence parallelism)
+     * the two norms' inputs 4, the QKV and MLP inputs 2 + 2, the two dropout masks 1 + 1;
+     * split by TP Q 2, K and V 2 + 2 times kv_heads / heads (GQA), the attention output 2,
+     * the MLP's GEMM outputs and activation 4 f / h (GELU: fc1, gelu) or 6 f / h (SwiGLU:
+     * gate, up, their product) per routed copy of a token; GPT-3 (f = 4h, MHA) gives
+     * Korthikanti's s b h (10 + 24 / t), s b h 34 / t with sequence parallelism. A
+     * SwiGLU (Llama-family) model trains without dropout: no masks (PyTorch keeps none at
+     * p = 0). The materialized attention adds 5 a s / h (scores, softmax, its dropout);
+     * selective recomputation drops that term, full keeps the layer's input only. */
     double sbh = T * h * B / 2.0;
-    double ffr = (f / (4.0 * h)) * (mm->swiglu ? 1.5 : 1.0) * moe_tokens; /* MLP width vs GPT's 4h */
-    double lin = c->sp ? (10.0 + 24.0 * ffr) / t : 10.0 + 24.0 * ffr / t;
+    double drop = mm->swiglu ? 0.0 : 1.0;
+    double whole = 8.0 + 2.0 * drop; /* norms, QKV and MLP inputs, masks */
+    double split = 4.0 + 4.0 * kvh / h + (mm->swiglu ? 6.0 : 4.0) * f / h * moe_tokens;
+    double lin = c->sp ? (whole + split) / t : whole + split / t;
     double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE ? 0.0 : 5.0 * a * s / (h * t);
     if (c->recompute == SB_MT_RC_FULL)
         L->act_bytes = 2.0 * sbh / (c->sp ? t : 1.0);

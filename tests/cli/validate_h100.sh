@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/validate_h100.sh: `shardbench validate --data` over the published H100
-# runs of tests/data/published-runs-h100.tsv (docs/megatron.md, "Validation"),
+# runs of tests/data/published-runs-h100.tsv (docs/validation.md),
 # priced by people who did not tune to them. validate exits 0 within its target,
 # 1 over it (or when the grid's best is slower than a published run), as on the
 # A100 rows; this test holds the file well formed and the run's report whole
