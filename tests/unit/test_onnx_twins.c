@@ -12,7 +12,8 @@
  * head's Flatten) where the static export has numbers: a chain folded to
  * another size, or the batch put into the wrong entry, makes the twins
  * differ. Each dynamic twin is searched at p = 4; shape arithmetic that
- * is no product of the params (batch - 1) is refused by name. Training on 2 ranks = 1
+ * is no product of the params (batch - 1) is refused by name; --dim batch
+ * fixes a dynamic batch and is refused on a static one. Training on 2 ranks = 1
  * rank: tests/cli/onnx_vision_cli.sh and tests/cli/onnx_cli.sh. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -220,9 +221,40 @@ static void test_not_monomial(void **state)
         fail_msg("%s", err.msg);
 }
 
+/* --dim batch=4 fixes the dynamic twin's batch (no param left); on the
+ * static export, whose `batch` param is its leading dim, it is refused
+ * saying so (it read "no dynamic axis 'batch' (dynamic axes left: batch)"). */
+static void test_dim_batch(void **state)
+{
+    (void)state;
+    char path[1024];
+    sb_error err = {0};
+    sb_model m;
+    sb_setting d = {.name = "batch", .value = 4};
+    sb_onnx_opts o = {.dims = &d, .ndims = 1};
+    snprintf(path, sizeof path, "%s/tests/data/onnx/vit_mini17_dyn.onnx", SB_SOURCE_DIR);
+    if (sb_onnx_load(path, &o, NULL, 0, &m, NULL, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(param(&m, "batch"), -1);
+    for (int i = 0; i < m.nops; i++)
+        if (m.ops[i].kind == SB_OP_CONCAT)
+            assert_int_equal(m.ops[i].dims[0].size, 4);
+    sb_model_free(&m);
+    snprintf(path, sizeof path, "%s/tests/data/onnx/vit_mini17.onnx", SB_SOURCE_DIR);
+    if (!sb_onnx_load(path, &o, NULL, 0, &m, NULL, &err)) {
+        sb_model_free(&m);
+        fail_msg("--dim batch on a static export imported");
+    }
+    assert_int_equal(err.code, SB_EXIT_INPUT);
+    if (!strstr(err.msg, "--dim batch: the export's batch is static (2), not a dynamic axis")
+        || !strstr(err.msg, "--set batch=N"))
+        fail_msg("%s", err.msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dim_batch),
         cmocka_unit_test(test_not_monomial),
         cmocka_unit_test(test_vit_twins),
         cmocka_unit_test(test_cnn_twins),
