@@ -738,7 +738,11 @@ sb_equiv(test_equiv_hf_tied_zero3_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/l
          --split x0=vocab --split logits=embed)
 sb_equiv(test_equiv_hf_tied_pipe_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
          ${SB_HF_llama-3.2-1b} --seed 6 --flops 0.01 --stages 2 --microbatches 2 --random 4)
-foreach(t test_equiv_hf_tied_zero3_np4 test_equiv_hf_tied_pipe_np4)
+# ZeRO 2: the copy's gradient reduce-scattered in rows, each replica pushing its rows
+sb_equiv(test_equiv_hf_tied_zero2_np2 2 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
+         ${SB_HF_llama-3.2-1b} --seed 7 --flops 0.01 --adam 1e-8 --lr 0.001 --zero 2 --random 4
+         --split x0=vocab --split logits=embed)
+foreach(t test_equiv_hf_tied_zero3_np4 test_equiv_hf_tied_pipe_np4 test_equiv_hf_tied_zero2_np2)
   set_tests_properties(${t} PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_HF_QUIET=1")
 endforeach()
