@@ -72,16 +72,21 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
     sb_mem_elems e = {0};
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
-    double whole = e.weights, sliced = e.weights; /* sliced: the weights with ZeRO's cut */
+    /* sliced: the weights with ZeRO's cut; gsliced: their gradients, a
+     * tied copy's too (its weight stays whole, pulled each step; its
+     * gradient is reduce-scattered in rows, runtime/executor/tied.c) */
+    double whole = e.weights, sliced = e.weights, gsliced = e.weights;
     if (zero > 0) {
         double el[SB_MAX_OP_WEIGHTS + SB_MAX_IO], q[SB_MAX_OP_WEIGHTS + SB_MAX_IO];
         int n = sb_weight_replicas(m, op, c, el, q, SB_MAX_OP_WEIGHTS + SB_MAX_IO);
-        for (int w = 0; w < n; w++)
-            if (!sb_weight_replica_tied(m, op, w)) /* a tied copy stays whole */
+        for (int w = 0; w < n; w++) {
+            gsliced -= el[w] - el[w] / q[w];
+            if (!sb_weight_replica_tied(m, op, w))
                 sliced -= el[w] - el[w] / q[w];
+        }
     }
     out->weights = (zero >= 3 ? sliced : whole) * WB;
-    out->weight_grads = (zero >= 2 ? sliced : whole) * GB;
+    out->weight_grads = (zero >= 2 ? gsliced : whole) * GB;
     /* a tied copy has no optimizer state: its table's is the embedding's */
     out->optimizer = OB > 0 ? ((zero >= 1 ? sliced : whole) - e.tied) * OB : 0.0;
     out->activations = (e.in + e.outs + e.saved) * AB;

@@ -738,7 +738,11 @@ sb_equiv(test_equiv_hf_tied_zero3_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/l
          --split x0=vocab --split logits=embed)
 sb_equiv(test_equiv_hf_tied_pipe_np4 4 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
          ${SB_HF_llama-3.2-1b} --seed 6 --flops 0.01 --stages 2 --microbatches 2 --random 4)
-foreach(t test_equiv_hf_tied_zero3_np4 test_equiv_hf_tied_pipe_np4)
+# ZeRO 2: the copy's gradient reduce-scattered in rows, each replica pushing its rows
+sb_equiv(test_equiv_hf_tied_zero2_np2 2 hf:${CMAKE_CURRENT_SOURCE_DIR}/data/hf/llama-3.2-1b
+         ${SB_HF_llama-3.2-1b} --seed 7 --flops 0.01 --adam 1e-8 --lr 0.001 --zero 2 --random 4
+         --split x0=vocab --split logits=embed)
+foreach(t test_equiv_hf_tied_zero3_np4 test_equiv_hf_tied_pipe_np4 test_equiv_hf_tied_zero2_np2)
   set_tests_properties(${t} PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1;SHARDBENCH_HF_QUIET=1")
 endforeach()
@@ -1004,6 +1008,13 @@ if(SB_HAVE_ONNX)
 endif()
 set_tests_properties(test_onnx_dyn PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 
+# test_onnx_twins: static and dynamic-batch twins import to the same model.
+sb_unit_test(test_onnx_twins unit/test_onnx_twins.c)
+if(SB_HAVE_ONNX)
+  target_compile_definitions(test_onnx_twins PRIVATE SB_HAVE_ONNX=1)
+endif()
+set_tests_properties(test_onnx_twins PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 # onnx_cli: the exports of make_llm.py and make_dyn.py through `shardbench search -p 8`,
 # `mpirun -np 2 shardbench run --strategy best --steps 2` and test_equiv on
 # 2 ranks (tests/cli/onnx_cli.sh; test_equiv is built in the equiv topic).
@@ -1012,6 +1023,15 @@ if(SB_HAVE_ONNX)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/onnx_cli.sh $<TARGET_FILE:shardbench>
             $<TARGET_FILE:test_equiv> ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
   set_tests_properties(onnx_cli PROPERTIES TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
+endif()
+# onnx_vision_cli: the reduced ViT (static and dynamic batch), a ResNet-18
+# and make.py's dynamic-batch exports: search, run and test_equiv on 2 ranks.
+if(SB_HAVE_ONNX)
+  add_test(NAME onnx_vision_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/onnx_vision_cli.sh $<TARGET_FILE:shardbench>
+            $<TARGET_FILE:test_equiv> ${CMAKE_SOURCE_DIR}/tests/data/onnx ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(onnx_vision_cli PROPERTIES TIMEOUT 600
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OPENBLAS_NUM_THREADS=1")
 endif()
 
@@ -1235,7 +1255,7 @@ endfunction()
 sb_labels(unit
   "^test_(parse|cost|profile|dp|pipesearch|results|kernels|search_baselines|export)$"
   "^test_(strategy_io|text|hf|cpuset|calibration|machine|collectives|megatron)$"
-  "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|onnx_dyn|dtensor)$"
+  "^test_(stats|nightly_db|bench_other|bench_pipeline|op_kinds|onnx|onnx_dyn|onnx_twins|dtensor)$"
   "^test_gpu_run$"
   "^test_(executor_timing|backend_families)$" "^cuda_(host|check|check_self)$")
 sb_labels(mpi "^test_(relayout|agree|checkpoint|data_train|memory|zero)_np[0-9]+$"
@@ -1245,7 +1265,7 @@ sb_labels(cli
   "^(figures_megatron|megatron_run|search_refuse|op_breakdown|attention_cli)$"
   "^(hf_cli|hf_ref_.*|hostile_input|hostile_io|json_names|machine_cli|megatron_cli)$"
   "^(validate|validate_h100|validate_h100_dgxc|full_vs_megatron)$"
-  "^(nightly|onnx_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
+  "^(nightly|onnx_cli|onnx_vision_cli|paper_table2|precision_cli|profile_cli|ranks_agree)$"
   "^(recompute_cli|run_cli|search_memory|search_pipeline|search_threads|export_jax)$"
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")

@@ -652,12 +652,20 @@ static int setup_inputs(ctx *C)
             return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s=%lld: out of range (1 to 2^30)", C->path,
                            C->opts->dims[i].name, (long long)C->opts->dims[i].value);
         if (!(C->dims_used & (1ull << (i < 63 ? i : 63)))) {
+            /* the `batch` param of a static-batch export is no dynamic axis */
             char list[256] = "";
+            int nlist = 0;
             for (int k = 0; k < C->nsym; k++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", C->symname[k]);
+                if (!(C->batch_static && !strcmp(C->symname[k], "batch")))
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", nlist++ ? ", " : "",
+                             C->symname[k]);
+            if (C->batch_static && !strcmp(C->opts->dims[i].name, "batch"))
+                return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim batch: the export's batch is static (%lld), "
+                               "not a dynamic axis; its model file still has the param: --set batch=N",
+                               C->path, (long long)C->batch_static);
             return sb_fail(C->err, SB_EXIT_INPUT, "%s: --dim %s: the export has no dynamic axis '%s' (%s%s)",
                            C->path, C->opts->dims[i].name, C->opts->dims[i].name,
-                           C->nsym ? "dynamic axes left: " : "no other dynamic axes", list);
+                           nlist ? "dynamic axes left: " : "no other dynamic axes", list);
         }
     }
     return 0;

@@ -14,7 +14,7 @@
 /* ---- params ------------------------------------------------------------------- */
 
 static int zeros_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err);
-static int zero_slices(sb_executor *ex, param *pa, sb_error *err);
+static int zero_slices(sb_executor *ex, param *pa, int64_t unit, sb_error *err);
 
 /* The backend told that pa's whole shard (w) holds new values
  * (sb_backend.weight_set: the cuda backend's bf16 copy is refreshed). */
@@ -151,15 +151,18 @@ int exec_init_params(sb_executor *ex, sb_error *err)
             continue;
         exec_param_box(ex, pa, o->c, o->g, &pa->box);
         pa->n = sb_box_volume(&pa->box);
-        if (pa->owner >= 0) { /* a tied copy: whole, never sliced (tied.c) */
+        /* a tied copy (tied.c): its weight whole (pulled each step), its
+         * gradient sliced in whole rows of its box under ZeRO 2 and 3 */
+        int copy = pa->owner >= 0;
+        if (copy && ex->zero < 2) {
             pa->zlo = 0;
             pa->zhi = pa->n;
-        } else if (zero_slices(ex, pa, err)) {
+        } else if (zero_slices(ex, pa, copy && pa->n ? pa->box.hi[1] - pa->box.lo[1] : 1, err)) {
             return -1;
         }
-        int z = zero_on(ex, pa) ? ex->zero : 0;
+        int z = zero_on(ex, pa) ? ex->zero : 0, zw = copy ? 0 : z; /* zw: the weight's */
         int64_t k = pa->zhi - pa->zlo; /* the slice (the shard without ZeRO) */
-        if (z < 3 ? exec_tb_alloc(ex, &pa->w, &pa->box, err) : exec_tb_alloc_n(ex, &pa->ws, k, err))
+        if (zw < 3 ? exec_tb_alloc(ex, &pa->w, &pa->box, err) : exec_tb_alloc_n(ex, &pa->ws, k, err))
             return -1;
         if (z < 2 ? exec_tb_zeros(ex, &pa->dw, &pa->box, err) : zeros_n(ex, &pa->dws, k, err))
             return -1;
@@ -170,7 +173,7 @@ int exec_init_params(sb_executor *ex, sb_error *err)
         if (!h)
             return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         exec_gen_box(h, &pa->box, pa->shape, ex->seed, exec_name_tag(pa->name), 0, pa->scale, pa->offset, 0);
-        if (z < 3) {
+        if (zw < 3) {
             exec_upload(ex, &pa->w, h);
             weight_changed(ex, pa);
         } else
@@ -196,8 +199,9 @@ static int zeros_n(sb_executor *ex, tbuf *b, int64_t n, sb_error *err)
 
 /* The slices of pa's shard over its gradient group (zq = 1, the whole
  * shard, without ZeRO or group): rank r of q owns
- * [r*ceil(n/q), min(n, (r+1)*ceil(n/q))). Local. */
-static int zero_slices(sb_executor *ex, param *pa, sb_error *err)
+ * [r*c, min(n, (r+1)*c)), c = ceil(n/unit/q)*unit (whole rows of `unit`
+ * floats: a tied copy's, tied.c). Local. */
+static int zero_slices(sb_executor *ex, param *pa, int64_t unit, sb_error *err)
 {
     pa->zq = 1;
     pa->zlo = 0;
@@ -217,7 +221,7 @@ static int zero_slices(sb_executor *ex, param *pa, sb_error *err)
     pa->zdispl = malloc((size_t)q * sizeof *pa->zdispl);
     if (!pa->zcount || !pa->zdispl)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    int64_t chunk = (pa->n + q - 1) / q;
+    int64_t rows = pa->n / unit, chunk = (rows + q - 1) / q * unit;
     for (int r = 0; r < q; r++) {
         int64_t lo = r * chunk < pa->n ? r * chunk : pa->n;
         int64_t hi = (r + 1) * chunk < pa->n ? (r + 1) * chunk : pa->n;
@@ -269,7 +273,8 @@ int exec_zero_gather(sb_executor *ex, opx *o, sb_error *err)
 {
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
-        /* w already whole: kept from a recomputed forward (recompute.c) */
+        /* w already whole: kept from a recomputed forward (recompute.c),
+         * or a tied copy's (always whole) */
         if (ex->zero == 3 && zero_on(ex, pa) && !pa->w.p && zero_gather_into(ex, pa, err))
             return -1;
     }
@@ -282,7 +287,7 @@ void exec_zero_drop(sb_executor *ex, opx *o)
         return;
     for (int q = 0; q < o->nparams; q++) {
         param *pa = &ex->params[o->params[q]];
-        if (ex->zero == 3 && zero_on(ex, pa))
+        if (ex->zero == 3 && zero_on(ex, pa) && pa->owner < 0) /* a tied copy stays whole */
             weight_free(ex, pa);
     }
 }

@@ -44,8 +44,9 @@ int exec_tied_plans(sb_executor *ex, sb_error *err);
 /* Step start: each copy's w from its owner's shard. Collective. */
 int exec_tied_pull(sb_executor *ex, sb_error *err);
 /* Step end, before the update: each copy's gradient (all-reduced over its
- * replicas in its op's backward) added into its owner's summed gradient,
- * then zeroed. Collective. */
+ * replicas in its op's backward; under ZeRO 2 and 3 reduce-scattered, each
+ * replica holding whole rows of W's box) added into its owner's summed
+ * gradient, then zeroed. Collective. */
 int exec_tied_push(sb_executor *ex, sb_error *err);
 void exec_tied_free(sb_executor *ex);
 /* Box of a param for rank coords g of its op under config c. */

@@ -11,14 +11,17 @@
  *               owner's shard is gathered for it once and dropped.
  *   backward    the head adds its gradient into the copy's dw like any
  *               weight's, all-reduced over the copy's replicas after its
- *               last micro-batch (exec_zero_grad_end).
+ *               last micro-batch (exec_zero_grad_end); under ZeRO 2 and 3
+ *               reduce-scattered instead, each replica keeping whole rows
+ *               of W's box (params.c; copy_rows here), dw freed.
  *   step end    push, before the update: the copy's summed gradient,
  *               transposed, sent from ONE replica of each of its groups
- *               (coordinate 0 along the dims it was all-reduced over) to
- *               every rank holding an owner shard (an accumulating
- *               relayout: each element from exactly one sender), added
- *               into the owner's summed gradient (its ZeRO slice at stage
- *               2 and 3); the copy's gradient zeroed.
+ *               (coordinate 0 along the dims it was all-reduced over;
+ *               under ZeRO 2 and 3 each replica its rows) to every rank
+ *               holding an owner shard (an accumulating relayout: each
+ *               element from exactly one sender), added into the owner's
+ *               summed gradient (its ZeRO slice at stage 2 and 3); the
+ *               copy's gradient zeroed.
  *
  * Both relayouts run on every rank at points every rank reaches, so the
  * owner and the copy may sit on different pipeline stages. */
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
 #include "services.h"
 
 /* Tensor's index in m->tied (a tied weight), or -1. */
@@ -127,6 +131,55 @@ static int first_replica(const opx *o, const int *g, uint32_t dims, int nd)
     return 1;
 }
 
+/* Under ZeRO 2 and 3, the rows [lo, hi) of its copy's box (of `rows`)
+ * whose summed gradient rank r keeps: zero_slices' cut (params.c) in
+ * whole rows, rank r the gr-th of the q ranks of its gradient group in
+ * rank order (the order MPI_Comm_split gives the group). Local. */
+static void copy_rows(const sb_executor *ex, const param *pa, int r, int64_t rows, int64_t *lo,
+                      int64_t *hi)
+{
+    const opx *o = &ex->ops[pa->op];
+    int nd = ex->m->ops[pa->op].ndims, q = 0, gr = 0, g[SB_MAX_DIMS];
+    int color = plan_group_color(o->c, nd, r - o->r0, pa->grad_free);
+    for (int s = 0; s < ex->size; s++)
+        if (exec_coords(ex, o, s, g) && plan_group_color(o->c, nd, s - o->r0, pa->grad_free) == color) {
+            gr += s < r;
+            q++;
+        }
+    int64_t chunk = q > 1 ? (rows + q - 1) / q : rows;
+    *lo = gr * chunk < rows ? gr * chunk : rows;
+    *hi = (gr + 1) * chunk < rows ? (gr + 1) * chunk : rows;
+}
+
+/* The box (table order) rank r sends in the push: under ZeRO 2 and 3
+ * its rows of the copy's box cpy (W's rows are the table's dim 1); else
+ * the whole box from the first replica of its group, none from others. */
+static int lead_box(const sb_executor *ex, const param *pa, int r, const sb_box *cpy, sb_box *lead,
+                    sb_error *err)
+{
+    const opx *o = &ex->ops[pa->op];
+    int g[SB_MAX_DIMS];
+    *lead = *cpy;
+    if (!cpy->nd || !exec_coords(ex, o, r, g))
+        return 0;
+    if (ex->zero < 2) {
+        if (!first_replica(o, g, pa->grad_free, ex->m->ops[pa->op].ndims))
+            lead->nd = 0;
+        return 0;
+    }
+    int64_t lo, hi, unit = cpy->hi[0] - cpy->lo[0];
+    copy_rows(ex, pa, r, cpy->hi[1] - cpy->lo[1], &lo, &hi);
+    if (r == ex->rank && (lo * unit != pa->zlo || hi * unit != pa->zhi))
+        return sb_fail(err, SB_EXIT_INTERNAL, "rank %d: tied copy '%s': rows %lld-%lld are not its "
+                       "gradient slice %lld-%lld", r, pa->name, (long long)lo, (long long)hi,
+                       (long long)pa->zlo, (long long)pa->zhi);
+    lead->lo[1] = cpy->lo[1] + lo;
+    lead->hi[1] = cpy->lo[1] + hi;
+    if (lo == hi)
+        lead->nd = 0;
+    return 0;
+}
+
 int exec_tied_plans(sb_executor *ex, sb_error *err)
 {
     int n = ex->size, rc = 0;
@@ -137,16 +190,13 @@ int exec_tied_plans(sb_executor *ex, sb_error *err)
     for (int pi = ex->nparams - ex->nshadow; pi < ex->nparams && !rc; pi++) {
         param *pa = &ex->params[pi];
         const param *tab = &ex->params[pa->owner];
-        const opx *o = &ex->ops[pa->op];
-        for (int r = 0; r < n; r++) {
-            int g[SB_MAX_DIMS];
+        for (int r = 0; r < n && !rc; r++) {
             box_of_rank(ex, tab, r, 0, &own[r]);
             box_of_rank(ex, pa, r, 1, &cpy[r]);
-            lead[r] = cpy[r];
-            if (exec_coords(ex, o, r, g)
-                && !first_replica(o, g, pa->grad_free, ex->m->ops[pa->op].ndims))
-                lead[r].nd = 0;
+            rc = lead_box(ex, pa, r, &cpy[r], &lead[r], err);
         }
+        if (rc)
+            break;
         rc = sb_relayout_plan(ex->comm, 2, tab->shape, own, cpy, SB_RELAYOUT_COPY, &pa->pull, err);
         if (!rc)
             rc = sb_relayout_plan(ex->comm, 2, tab->shape, lead, own, SB_RELAYOUT_ACCUM, &pa->push,
@@ -158,16 +208,17 @@ int exec_tied_plans(sb_executor *ex, sb_error *err)
     return rc;
 }
 
-/* A buffer of pa's box transposed (the table's dim order); n 0 when none. */
-static int swapped_buf(sb_executor *ex, const param *pa, tbuf *b, sb_error *err)
+/* A buffer of box w (W's order) transposed (the table's dim order); n 0
+ * when w is empty. */
+static int swapped_buf(sb_executor *ex, const sb_box *w, tbuf *b, sb_error *err)
 {
     sb_box box = {0};
-    if (pa->n) {
-        box = pa->box;
-        box.lo[0] = pa->box.lo[1];
-        box.hi[0] = pa->box.hi[1];
-        box.lo[1] = pa->box.lo[0];
-        box.hi[1] = pa->box.hi[0];
+    if (w->nd && sb_box_volume(w)) {
+        box = *w;
+        box.lo[0] = w->lo[1];
+        box.hi[0] = w->hi[1];
+        box.lo[1] = w->lo[0];
+        box.hi[1] = w->hi[0];
     }
     return exec_tb_alloc(ex, b, &box, err);
 }
@@ -190,7 +241,8 @@ int exec_tied_pull(sb_executor *ex, sb_error *err)
         if (whole && exec_zero_whole(ex, tab, err))
             return -1;
         tbuf t = {0};
-        int rc = swapped_buf(ex, pa, &t, err);
+        sb_box none = {0};
+        int rc = swapped_buf(ex, pa->n ? &pa->box : &none, &t, err);
         if (!rc)
             rc = exec_run_relayout(ex, &ex->ops[pa->op], pa->pull, &tab->w, &t, err);
         if (whole)
@@ -212,11 +264,23 @@ int exec_tied_push(sb_executor *ex, sb_error *err)
         param *pa = &ex->params[pi];
         param *tab = &ex->params[pa->owner];
         tbuf t = {0}, g = {0};
-        int rc = swapped_buf(ex, pa, &t, err) || exec_tb_alloc(ex, &g, &tab->box, err);
-        if (!rc) { /* W's (embed, vocab) -> (vocab, embed) */
-            transpose(ex, t.p, pa->dw.p, pa->box.hi[0] - pa->box.lo[0], pa->box.hi[1] - pa->box.lo[1]);
-            rc = exec_run_relayout(ex, &ex->ops[pa->op], pa->push, &t, &g, err);
+        /* what this rank sends (W's order): under ZeRO 2 and 3 its rows
+         * (zlo, zhi: whole rows of the box), else the box */
+        int zs = ex->zero >= 2 && zero_on(ex, pa);
+        sb_box b = {0};
+        if (pa->n) {
+            int64_t row = pa->box.hi[1] - pa->box.lo[1];
+            b = pa->box;
+            if (zs) {
+                b.lo[0] = pa->box.lo[0] + pa->zlo / row;
+                b.hi[0] = pa->box.lo[0] + pa->zhi / row;
+            }
         }
+        int rc = swapped_buf(ex, &b, &t, err) || exec_tb_alloc(ex, &g, &tab->box, err);
+        if (!rc && t.n) /* W's (embed, vocab) -> (vocab, embed) */
+            transpose(ex, t.p, zs ? pa->dws.p : pa->dw.p, b.hi[0] - b.lo[0], b.hi[1] - b.lo[1]);
+        if (!rc)
+            rc = exec_run_relayout(ex, &ex->ops[pa->op], pa->push, &t, &g, err);
         if (!rc && g.n) {
             /* into the owner's summed gradient: the whole shard (stage 0,
              * 1) or this rank's slice of it (2, 3) */
@@ -229,7 +293,9 @@ int exec_tied_push(sb_executor *ex, sb_error *err)
                 ex->be->sum->add_forward(dst, ins, 2, k, 0);
             }
         }
-        if (pa->dw.n)
+        if (zs && pa->dws.n)
+            ex->be->zero(pa->dws.p, (size_t)pa->dws.n);
+        else if (!zs && pa->dw.n)
             ex->be->zero(pa->dw.p, (size_t)pa->dw.n);
         exec_tb_free(ex, &t);
         exec_tb_free(ex, &g);

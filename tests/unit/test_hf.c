@@ -267,12 +267,17 @@ static void test_tie(void **state)
     assert_int_equal(sb_model_parse(text, strlen(text), "t.model", NULL, 0, &m, &err), 0);
     assert_int_equal(sb_model_param_count(&m, NULL), 40);
     /* the head's copy (op 1, dims b s v e) under data parallelism over b:
-     * its 40 values and their gradient, whole under ZeRO 3, no Adam state;
-     * the same head untied has the state and is sliced 2 ways */
+     * its 40 values whole under ZeRO 3, no Adam state, its gradient
+     * sliced 2 ways (reduce-scattered in rows) under ZeRO 2 and 3, whole
+     * under ZeRO 1; the same head untied has the state and is sliced */
     const int dp[4] = {2, 1, 1, 1};
     sb_mem tied, own;
     sb_op_memory_zero(&m, &m.ops[1], dp, SB_OPTIM_ADAM, 3, &tied);
     assert_true(tied.optimizer == 0.0);
+    assert_true(tied.weights == 40.0 * 4 && tied.weight_grads == 20.0 * 4);
+    sb_op_memory_zero(&m, &m.ops[1], dp, SB_OPTIM_ADAM, 2, &tied);
+    assert_true(tied.weights == 40.0 * 4 && tied.weight_grads == 20.0 * 4);
+    sb_op_memory_zero(&m, &m.ops[1], dp, SB_OPTIM_ADAM, 1, &tied);
     assert_true(tied.weights == 40.0 * 4 && tied.weight_grads == 40.0 * 4);
     sb_cost_params cp;
     sb_cost_params_default(&cp);

@@ -41,6 +41,9 @@ Files:
                                 unsupported node must be listed in one error
   ops.onnx                      written by make_ops.py (onnx.helper, no torch):
                                 Pad, ceil_mode, Split, Concat of 18, Slice
+
+The static-batch twins of resnet18, resnext50_32x4d and mobilenet_v2 are
+make_vision.py's *_static.onnx.
 """
 import argparse
 import os
