@@ -591,15 +591,17 @@ static int pipe_record(const char *db_path, int adopt, const sb_model *m, int p,
  * drawn and recorded (its step in the op-level search's FLOP units, the
  * search's algo, its JSON). op_err: the op-level search's error, or NULL. */
 static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model *m,
-                       const sb_pipe_result *op, const char *op_err, const char *algo,
-                       const char *format,
+                       const sb_pipe_result *op, const char *op_err, double op_secs,
+                       const char *algo, const char *format,
                        const char *save, const char *db, int adopt_db, const char *plot)
 {
     sb_error err = {0};
     char *js = NULL;
     if (cli_grid_answer(g, m, so->p, algo, format, plot, save, op,
-                        op_err ? 0.0 : pipe_seconds(&so->cp, op->step_cost), op_err, &js, &err))
+                        op_err ? 0.0 : pipe_seconds(&so->cp, op->step_cost), op_err, &js, &err)) {
+        free(js);
         return cli_fail(&err);
+    }
     fflush(stdout);
     int status = 0;
     if (db && strcmp(db, "none")) {
@@ -608,9 +610,9 @@ static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model 
         sb_params_str(m, params, sizeof params);
         sb_search_record rec = {
             .source = "cli", .model = m->name, .model_path = m->path, .params = params,
-            .p = so->p, .algo = algo, .tflops = so->cp.tflops, .gbs = so->cp.gbs,
+            .p = so->p, .algo = g->best.vpp == 1 ? algo : "megatron", .tflops = so->cp.tflops, .gbs = so->cp.gbs,
             .cutoff = so->cp.cutoff > 0 ? so->cp.cutoff : m->cutoff,
-            .total_cost = g->r.step_s * so->cp.tflops * 1e12, .seconds = g->secs,
+            .total_cost = g->r.step_s * so->cp.tflops * 1e12, .seconds = g->secs + op_secs,
             .nops = m->nops, .peak_rss_bytes = (double)sb_peak_rss(), .strategy_json = js,
         };
         if (sb_db_open_flags(db, 0, adopt_db ? SB_DB_ADOPT : 0, &d, &err)) {
@@ -628,7 +630,7 @@ static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model 
 /* search --space full: the pipeline search (search/pipeline.c) and its output. */
 static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char *algo,
                        const char *format, const char *save, const char *db, int adopt_db,
-                       const char *plot, int use_grid)
+                       const char *plot, int use_grid /* 0 off, 1 on, 2 on as asked */)
 {
     sb_error err = {0};
     sb_model m;
@@ -642,11 +644,18 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
     cli_grid_search(so, po, save != NULL, !use_grid ? "--megatron-grid off"
                                           : !strcmp(format, "tsv") ? "--format tsv (the op-level "
                                             "search's per-op configs)" : NULL, &m, &grid);
+    if (use_grid == 2 && !grid.searched) { /* --megatron-grid on, and it cannot be */
+        sb_fail(&err, SB_EXIT_INPUT, "--megatron-grid on: the grid cannot be searched here: %s",
+                grid.why);
+        sb_model_free(&m);
+        return cli_fail(&err);
+    }
     sb_pipe_result r;
     int status = 0;
     int prc = sb_pipe_search(&m, so->p, &so->cp, po, &r, &err);
     if (grid.found && (prc ? r.none_found : grid.r.step_s < pipe_seconds(&so->cp, r.step_cost))) {
-        status = grid_answer(so, &grid, &m, &r, prc ? err.msg : NULL, algo, format, save, db,
+        status = grid_answer(so, &grid, &m, &r, prc ? err.msg : NULL, prc ? 0.0 : r.seconds, algo,
+                             format, save, db,
                              adopt_db, plot);
         if (!prc)
             sb_pipe_result_free(&r);
@@ -655,8 +664,11 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
     }
     if (prc) {
         status = cli_fail(&err);
-        if (grid.searched)
-            fprintf(stderr, "shardbench: megatron grid: %s\n", grid.found ? "not faster" : grid.why);
+        if (grid.found)
+            fprintf(stderr, "shardbench: megatron grid: %.4g s found, not compared: the op-level "
+                            "search failed\n", grid.r.step_s);
+        else if (grid.searched)
+            fprintf(stderr, "shardbench: megatron grid: %s\n", grid.why);
         sb_model_free(&m);
         return status;
     }
@@ -671,6 +683,8 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
                         "segments, at most %d stages): searched S = %d alone, stages of %d devices\n",
                 po->max_stage_devices, r.cuts + 1, SB_MAX_STAGES, r.stage_cap_fallback,
                 so->p / r.stage_cap_fallback);
+    if (so->cp.gpu_sms > 0 && !strcmp(format, "tsv"))
+        fprintf(stderr, "shardbench: megatron grid: not searched: %s\n", grid.why);
     json_t *j = pipe_json(&m, so->p, &so->cp, po, &r, algo);
     if (j && so->cp.gpu_sms > 0) { /* the op-level strategy is the answer */
         json_object_set_new(j, "answer", json_string("op_level"));
@@ -1189,7 +1203,7 @@ int cmd_search(int argc, char **argv)
             return 2;
         }
         return search_full(&a->so, &a->po, a->algo, a->format, a->save, a->db, a->adopt_db, a->plot,
-                           a->grid != 0);
+                           a->grid == 1 ? 2 : a->grid != 0);
     }
     return search_plain(a);
 }

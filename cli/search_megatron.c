@@ -96,10 +96,13 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
            "%.4g, optimizer %.4g\n",
            r->compute_s, r->tp_comm_s, r->dp_comm_s, r->pp_comm_s, r->bubble_s, r->optimizer_s);
     const double G = 1073741824.0;
+    char lim[64] = "no limit";
+    if (limit > 0)
+        snprintf(lim, sizeof lim, "limit %.2f", limit / G);
     printf("memory per device (GiB): weights %.2f, gradients %.2f, optimizer %.2f, activations "
-           "%.2f, buffers %.2f = %.2f (limit %.2f)\n",
+           "%.2f, buffers %.2f = %.2f (%s)\n",
            r->mem_weights / G, r->mem_grads / G, r->mem_optimizer / G, r->mem_activations / G,
-           r->mem_buffers / G, r->mem_total / G, limit / G);
+           r->mem_buffers / G, r->mem_total / G, lim);
 }
 
 /* With the model's parameters after --set (as a full-space search's JSON
@@ -494,6 +497,18 @@ int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *alg
                                     "stages", op->pipe.nstages, "microbatches",
                                     op->pipe.microbatches, "peak_bytes_per_device",
                                     (json_int_t)op->peak_bytes);
+    /* per-op configs as a strategy file holds them (VPP 1: a file has no interleaving) */
+    sb_strategy st;
+    sb_error e2 = {0};
+    if (g->best.vpp == 1 && !sb_mt_strategy(m, &g->best, &g->mm, P, &st, &e2)) {
+        char *sj = sb_strategy_json_str(m, &st, "megatron");
+        json_t *sjj = sj ? json_loads(sj, 0, NULL) : NULL;
+        if (sjj && json_object_get(sjj, "ops"))
+            json_object_set(j, "ops", json_object_get(sjj, "ops"));
+        json_decref(sjj);
+        free(sj);
+        sb_strategy_free(&st);
+    }
     json_object_set_new(j, "algo", json_string(algo)); /* the search run: the series it is in */
     json_object_set_new(j, "space", json_string("full"));
     json_object_set_new(j, "answer", json_string("megatron_grid"));
@@ -504,5 +519,9 @@ int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *alg
     json_decref(j);
     if (!rc && save)
         rc = mt_save(save, m, &g->best, &g->mm, &g->r, P, err);
+    if (rc && json) {
+        free(*json);
+        *json = NULL;
+    }
     return rc;
 }

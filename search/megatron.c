@@ -45,9 +45,36 @@ static int param_of(const sb_model *m, const char *name, long *v)
     return 0;
 }
 
+/* A Hugging Face config's transformer: its sizes by their config keys. */
+static int mt_model_hf(const sb_model *m, sb_mt_model *o, sb_error *err)
+{
+    if (m->grid_why[0])
+        return sb_fail(err, SB_EXIT_INPUT, "%s: --algo megatron does not price this %s as it "
+                       "is: %s", m->path, m->hf_arch, m->grid_why);
+    struct {
+        const char *name;
+        long *at;
+    } need[] = {{"num_hidden_layers", &o->layers}, {"hidden_size", &o->hidden},
+                {"num_attention_heads", &o->heads}, {"intermediate_size", &o->ffn},
+                {"vocab_size", &o->vocab}, {"seq", &o->seq}, {"batch", &o->global_batch}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!param_of(m, need[i].name, need[i].at) || *need[i].at <= 0)
+            return sb_fail(err, SB_EXIT_INTERNAL, "%s: no positive param '%s'", m->path,
+                           need[i].name);
+    if (!param_of(m, "num_key_value_heads", &o->kv_heads))
+        o->kv_heads = o->heads;
+    param_of(m, "num_local_experts", &o->experts);
+    if (o->experts > 0 && !param_of(m, "num_experts_per_tok", &o->topk))
+        o->topk = 1;
+    o->swiglu = 1; /* Llama, Mistral, Mixtral (hf_grid_why) */
+    return 0;
+}
+
 int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
 {
     memset(o, 0, sizeof *o);
+    if (m->hf_arch[0])
+        return mt_model_hf(m, o, err);
     struct {
         const char *name;
         long *at;
@@ -225,14 +252,19 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * gate, up, their product) per routed copy of a token; GPT-3 (f = 4h, MHA) gives
      * Korthikanti's s b h (10 + 24 / t), s b h 34 / t with sequence parallelism. A
      * SwiGLU (Llama-family) model trains without dropout: no masks (PyTorch keeps none at
-     * p = 0). The materialized attention adds 5 a s / h (scores, softmax, its dropout);
+     * p = 0). MoE keeps each routed copy's MLP input (2 per copy) beside the router's.
+     * The materialized attention adds 5 a s / h (softmax output, its dropout's mask and
+     * output; 2 without dropout);
      * selective recomputation drops that term, full keeps the layer's input only. */
     double sbh = T * h * B / 2.0;
     double drop = mm->swiglu ? 0.0 : 1.0;
-    double whole = 8.0 + 2.0 * drop; /* norms, QKV and MLP inputs, masks */
+    /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
+    double whole = 8.0 + (mm->experts > 0 ? 2.0 * moe_tokens : 0.0) + 2.0 * drop;
     double split = 4.0 + 4.0 * kvh / h + (mm->swiglu ? 6.0 : 4.0) * f / h * moe_tokens;
     double lin = c->sp ? (whole + split) / t : whole + split / t;
-    double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE ? 0.0 : 5.0 * a * s / (h * t);
+    /* materialized scores: softmax output 2 (+ its dropout's mask 1 and output 2) */
+    double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE
+                      ? 0.0 : (2.0 + 3.0 * drop) * a * s / (h * t);
     if (c->recompute == SB_MT_RC_FULL)
         L->act_bytes = 2.0 * sbh / (c->sp ? t : 1.0);
     else

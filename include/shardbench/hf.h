@@ -26,6 +26,7 @@ typedef struct {
     char ignored[2048];    /* keys present but not read */
     char defaults[256];    /* "seq=8192, batch=512 (4194304 tokens)" */
     uint64_t settings_read; /* bit i: settings[i] (i < 64) named a key the reader read */
+    char grid_why[200];    /* why --algo megatron cannot price it as it is ("" when it can) */
 } sb_hf_info;
 
 /* 1 when name is "hf:PATH". */

@@ -210,6 +210,11 @@ typedef struct {
     int ntied;
     int tied[4];
     int tied_to[4];
+    /* A Hugging Face config (hf:PATH): its architecture, and why --algo
+     * megatron's per-layer model cannot price it as it is ("" when it can;
+     * sb_hf_info.grid_why). Empty for model files and ONNX imports. */
+    char hf_arch[96];
+    char grid_why[200];
 } sb_model;
 
 /* Trained values of the model as the framework counts them: every op's own

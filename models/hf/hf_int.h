@@ -87,6 +87,9 @@ typedef struct {
  * checks. */
 int hf_read_cfg(hf_reader *R, hf_cfg *c);
 
+/* Why --algo megatron cannot price c as it is, or "" (arch.c). */
+void hf_grid_why(const hf_cfg *c, const char *cls, char *why, size_t cap);
+
 /* Writes the model text for c (emit.c). */
 int hf_emit(const hf_cfg *c, const char *name, char **text, size_t *len, sb_error *err);
 

@@ -82,6 +82,7 @@ int sb_hf_text_from_json(const char *json, size_t n, const char *path, const sb_
         rc = hf_read_cfg(&R, &c);
     if (!rc) {
         list_ignored(&R);
+        hf_grid_why(&c, info->arch, info->grid_why, sizeof info->grid_why);
         snprintf(info->defaults, sizeof info->defaults, "seq=%lld, batch=%lld (%lld tokens)",
                  (long long)c.seq, (long long)c.batch, (long long)(c.seq * c.batch));
         char name[96];
@@ -185,6 +186,10 @@ int sb_hf_parse_text(const char *text, size_t len, const sb_hf_info *info,
     int nset = parser_settings(text, settings, nsettings, info->settings_read, set);
     int rc = sb_model_parse(text, len, gen, set, nset, out, err);
     free(set);
+    if (!rc) { /* what --algo megatron reads of it (sb_mt_model_from) */
+        snprintf(out->hf_arch, sizeof out->hf_arch, "%s", info->arch);
+        snprintf(out->grid_why, sizeof out->grid_why, "%s", info->grid_why);
+    }
     return rc;
 }
 

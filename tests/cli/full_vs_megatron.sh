@@ -11,10 +11,11 @@
 #     megatron's (step and degrees), an op-level answer is no slower than the
 #     grid's step it reports, and the op-level step it reports when the grid
 #     wins is not faster than the grid's;
-# and, on the first row, that --save keeps VPP 1 and writes a strategy file
-# `run`/`export` read (algo megatron), that --microbatches leaves the grid
-# out and says why, and that without a machine file nothing of the grid is
-# printed (the reference model's output unchanged).
+# and, on the first row the grid wins, that --save keeps VPP 1 and writes a
+# strategy file of algo megatron that `export` reads, --plot draws, --db
+# records its step; that --microbatches leaves the grid out and says why
+# (exit 2 when --megatron-grid on asks for it); and that without a machine
+# file nothing of the grid is printed (the reference model's output unchanged).
 #
 #   tests/cli/full_vs_megatron.sh SHARDBENCH SOURCE_DIR ID...
 set -uo pipefail
@@ -93,19 +94,31 @@ else:
           all(g['megatron'][k] == m['megatron'][k] for k in g['megatron']))
 sys.exit(0 if ok else 1)
 PY
-    if [ "$first" = 1 ]; then
-        first=0
+    if [ "$first" = 1 ] && js "$TMP/full" "d['answer'] == 'megatron_grid'"; then
+        first=0 # the grid's answer saved, drawn, recorded; the grid left out when asked
         # shellcheck disable=SC2086
-        "$SB" search $args --save "$TMP/s.strategy" > "$TMP/sv" 2> "$TMP/sv.err"
-        check "$id --save: exit 0" test $? -eq 0
-        check "$id --save: the answer has VPP 1" \
-            js "$TMP/sv" "d.get('megatron', d.get('megatron_grid', {}).get('megatron', {})).get('vpp', 1) == 1"
-        check "$id --save: a strategy file" grep -q '^shardbench-strategy' "$TMP/s.strategy"
+        "$SB" search $args --save "$TMP/s.strategy" --plot "$TMP/fig" --db "$TMP/r.db" \
+            > "$TMP/sv" 2> "$TMP/sv.err"
+        check "$id --save --plot --db: exit 0" test $? -eq 0
+        check "$id --save: the grid's answer at VPP 1" \
+            js "$TMP/sv" "d['answer'] == 'megatron_grid' and d['megatron']['vpp'] == 1 and len(d['ops']) > 0"
+        check "$id --save: a strategy file of algo megatron" grep -q '^algo megatron' "$TMP/s.strategy"
+        "$SB" export "$TMP/s.strategy" --to torch > "$TMP/ex" 2> "$TMP/ex.err"
+        check "$id --save: export reads it" test $? -eq 0
+        check "$id --plot: figures drawn" test -n "$(ls "$TMP"/fig/*.svg 2> /dev/null)"
+        check "$id --db: the step recorded" python3 -c "
+import json, sqlite3, sys
+d = json.load(open('$TMP/sv'))
+c, f = sqlite3.connect('$TMP/r.db').execute('select total_cost, tflops from search_runs').fetchone()
+sys.exit(0 if abs(c / (f * 1e12) - d['predicted_step_seconds']) <= 1e-9 * c / (f * 1e12) else 1)"
         # shellcheck disable=SC2086
         "$SB" search $args --microbatches 4 > "$TMP/mb" 2> "$TMP/mb.err"
         check "$id --microbatches: exit 0" test $? -eq 0
         check "$id --microbatches: the grid not searched, said why" \
             js "$TMP/mb" "d['answer'] == 'op_level' and 'microbatches' in d['megatron_grid']['not_searched']"
+        # shellcheck disable=SC2086
+        refused "$id --megatron-grid on --microbatches" "the grid cannot be searched here" \
+            search $args --microbatches 4 --megatron-grid on
         "$SB" search -m gpt3-175b --set layers=2 --set embed=256 --set heads=4 --set ff=1024 \
             --set vocab=512 --set seq=64 --set batch=8 -p 4 --space full --format json \
             > "$TMP/ref" 2> "$TMP/ref.err"

@@ -96,6 +96,45 @@ static sb_mt_config cfg(int tp, int pp, int dp, int vpp, int mbs)
     return c;
 }
 
+/* Activations per layer (Korthikanti et al. 2022, tensor by tensor): GPT-3 gives
+ * s b h (10 + 24/t) without sequence parallelism and s b h 34/t with it (fused
+ * attention: no s^2 term); a GQA SwiGLU model without dropout s b h (8 + (4 + 4 g
+ * + 6 f/h)/t), g = kv_heads / heads. One stage, so the first stage's activations
+ * are the layers' plus the head's fp32 logits and their gradient (T V / t 8). */
+static double acts_per_layer(const sb_mt_model *m, const sb_mt_config *c, const sb_gpu *g)
+{
+    sb_mt_result r;
+    sb_mt_price(m, c, g, &r);
+    double T = (double)c->mbs * m->seq;
+    return (r.mem_activations - T * (double)m->vocab / c->tp * 8.0) / (double)m->layers;
+}
+
+static void test_activations(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    sb_mt_model m = gpt();
+    sb_mt_config c = cfg(2, 1, 768, 1, 2);
+    c.recompute = SB_MT_RC_NONE, c.fused_attention = 1;
+    double sbh = 2.0 * 2048 * 8192; /* s b h, micro-batch 2 */
+    close_to(acts_per_layer(&m, &c, &g), sbh * (10.0 + 24.0 / 2));
+    c.sp = 1;
+    close_to(acts_per_layer(&m, &c, &g), sbh * 34.0 / 2);
+    /* materialized: + 5 a s^2 b / t */
+    c.sp = 0, c.fused_attention = 0;
+    close_to(acts_per_layer(&m, &c, &g), sbh * (10.0 + 24.0 / 2) + 5.0 * 64 * 2048.0 * 2048 * 2 / 2);
+    /* Llama 3 8B-like: 8 kv heads of 32, f = 3.5 h, SwiGLU, no dropout */
+    sb_mt_model l = {.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8, .ffn = 14336,
+                     .vocab = 128256, .seq = 8192, .global_batch = 512, .swiglu = 1};
+    sb_mt_config d = cfg(8, 1, 64, 1, 1);
+    d.recompute = SB_MT_RC_NONE, d.fused_attention = 1;
+    double lsbh = 8192.0 * 4096;
+    close_to(acts_per_layer(&l, &d, &g), lsbh * (8.0 + (4.0 + 4.0 * 8 / 32 + 6.0 * 3.5) / 8));
+    d.fused_attention = 0; /* no dropout: the softmax output alone, 2 a s^2 b / t */
+    close_to(acts_per_layer(&l, &d, &g),
+             lsbh * (8.0 + (4.0 + 4.0 * 8 / 32 + 6.0 * 3.5) / 8) + 2.0 * 32 * 8192.0 * 8192 / 8);
+}
+
 static void test_price(void **state)
 {
     (void)state;
@@ -200,6 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_by_hand),
         cmocka_unit_test(test_fp8_gemm_eff),
+        cmocka_unit_test(test_activations),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
