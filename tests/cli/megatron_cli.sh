@@ -123,5 +123,22 @@ refused "a row with a word for a number" "bad-num.tsv:" validate --data "$TMP/ba
 grep -v "^#" "$DATA" | cut -f1-5 > "$TMP/bad-hdr.tsv"
 refused "a header missing columns" "no column" validate --data "$TMP/bad-hdr.tsv"
 refused "a file that does not exist" "nosuch.tsv" validate --data "$TMP/nosuch.tsv"
+# hf: configs the grid prices (Llama, Mistral, Mixtral) as the model file of the same
+# architecture; the ones it cannot price refused, naming the feature
+H=(--machine h100-sxm --memory 80GiB --format json -p 64)
+SHARDBENCH_HF_QUIET=1 "$SB" search --algo megatron -m "hf:$SRC/tests/data/hf/llama-3.1-8b" "${H[@]}" \
+    > "$TMP/hf.json" 2> "$TMP/hf.err"
+"$SB" search --algo megatron -m llama3-8b "${H[@]}" > "$TMP/mf.json" 2> /dev/null
+check "hf: Llama 3.1 8B priced as llama3-8b.model" python3 -c "
+import json; a = json.load(open('$TMP/hf.json')); b = json.load(open('$TMP/mf.json'))
+assert a['predicted_step_seconds'] == b['predicted_step_seconds'] and a['megatron'] == b['megatron']"
+export SHARDBENCH_HF_QUIET=1
+refused "hf: a sliding window under seq" "sliding_window=4096 < seq=8192" \
+    search --algo megatron -m "hf:$SRC/tests/data/hf/mistral-7b-v0.1" "${H[@]}"
+refused "hf: a tied head" "tie_word_embeddings" \
+    search --algo megatron -m "hf:$SRC/tests/data/hf/llama-3.2-1b" "${H[@]}"
+refused "hf: DeepSeek-V3" "prices Llama, Mistral and Mixtral configs only" \
+    search --algo megatron -m "hf:$SRC/tests/data/hf/deepseek-v3" "${H[@]}"
+unset SHARDBENCH_HF_QUIET
 echo "megatron_cli: $fails failure(s)"
 exit $((fails > 0))
