@@ -863,19 +863,21 @@ static void test_order_equal(void **state)
 /* ZeRO 3 bounded by the ZeRO-2 segment optima (zero_bounded) against the
  * search without it (o.no_zero_bound): the same result where the ZeRO
  * stage is chosen (2 and 3 searched under a limit), with Adam, on a random
- * model, wide ones (ZeRO 3 the only way to slice their weights) and (not
- * under ASan) the reduced GPT-3 of 4 layers, at limits from loose to tight, each stage
- * choosing its recomputation, on two links. */
+ * model, wide ones (ZeRO 3 the only way to slice their weights) and the
+ * reduced GPT-3 of 4 layers, at limits from loose to tight, each stage
+ * choosing its recomputation (the random model on two links). */
 static void test_zero_bound_equal(void **state)
 {
     (void)state;
     char text[8192];
     int cases = 0, zero3 = 0;
     long bounded = 0, dps_a = 0, dps_b = 0;
-    for (int g = 0; g < (SANITIZED ? 6 : 7); g++) { /* under ASan no GPT-3 */
+    for (int g = 0; g < 7; g++) {
         sb_model m;
         sb_error err = {0};
         int last = g == 6, p = 8;
+        if (SANITIZED && g >= 4 && !last)
+            continue;
         sb_cost_params cp;
         if (last) {
             gen_wide = 0;
@@ -896,9 +898,14 @@ static void test_zero_bound_equal(void **state)
         sb_pipe_result u, a, b;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
         o.choose_zero = o.choose_recompute = 1;
-        const double *fs = gen_wide && !last ? (const double[]){0.5, 0.37, 0.34, 0.31}
-                                             : (const double[]){0.7, 0.5, 0.35, 0.25};
-        for (int k = 0; k < 4; k++) {
+        /* the GPT-3 at 0.18 x its peak: ZeRO 3 (4.86e9) beats the ZeRO-2
+         * step (4.93e9) found before it, where a wrong skip shows (seen:
+         * skipping every ZeRO-3 combination the bound reaches fails here;
+         * the wide models' ZeRO-3 results are where ZeRO 2 fits nothing) */
+        const double *fs = last ? (const double[]){0.18, 0.19, 0.17, 0.2}
+                           : gen_wide ? (const double[]){0.5, 0.37, 0.34, 0.31}
+                                      : (const double[]){0.7, 0.5, 0.35, 0.25};
+        for (int k = 0; k < (last && SANITIZED ? 1 : 4); k++) {
             o.mem_limit = u.peak_bytes * fs[k];
             if (!search_pair(&m, p, &cp, &o, &o.no_zero_bound, 0, 1, &a, &b)) {
                 cases++;
