@@ -329,15 +329,22 @@ static void combo_free(combo *c)
 
 /* The prefix sums of the ops' bounds over segments (lazily, each
  * segment's cost bound raised to its own unconstrained optimum). Apart
- * from the ranges: every range's bounds are differences of these. */
-static int segment_bounds(pctx *X, combo *c, const op_bound *ob)
+ * from the ranges: every range's bounds are differences of these. With
+ * zero >= 0 (zero_bounded) each segment's optimum at that ZeRO stage
+ * from the cache instead, none solved: 1 when one is not there. */
+static int segment_bounds(pctx *X, combo *c, const op_bound *ob, int zero)
 {
     int n = c->n, d = c->d;
     for (int a = 0; a < n; a++) {
         double cc = 0, w = 0, ac = 0, sc = 0;
         for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
             cc += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
-        if (c->lazy) { /* the segment's own optimum bounds it better */
+        if (c->lazy && zero >= 0) {
+            stage_entry *e = pipe_stage_cached(X, X->seg[a], X->seg[a + 1], d, c->M, zero);
+            if (!e || !isfinite(e->t))
+                return 1;
+            cc = fmax(cc, e->t * BOUND_SLACK);
+        } else if (c->lazy) { /* the segment's own optimum bounds it better */
             stage_entry *e = pipe_stage(X, X->seg[a], X->seg[a + 1], d, c->M, -1);
             if (!e)
                 return -1;
@@ -558,6 +565,50 @@ static int take_result(pctx *X, const combo *c, const sb_model *mb, const int *p
     return 0;
 }
 
+/* ZeRO 3 bounded by ZeRO 2 (exact; o->no_zero_bound turns it off). At
+ * stage 3 each config of each op costs at least what it costs at 2:
+ * sb_zero_cost adds an all-gather >= 0 to the vertex cost (with
+ * --dp-overlap, to the reduction of which only the part over the backward
+ * is exposed, non-decreasing in it), and no edge reads the stage. So a
+ * segment's unconstrained optimum at 2, cached by the ZeRO-2 pass, bounds
+ * it at 3 from below. Before the segments of a ZeRO-3 combination are
+ * solved (each an intra-op DP over P/S devices: seconds at P = 131072),
+ * its bounds are taken over those: the skip by the sum, then the best
+ * partition over every allowed range's bound (stage_ranges), each as
+ * pipe_try_combo takes them. When that cannot win, no partition can, and
+ * no DP is run. 1 skip, 0 go on as before (nothing kept), -1 error. */
+static int zero_bounded(pctx *X, combo *c, const op_bound *ob, const sb_model *mb,
+                        double lbsum, double best, double *least)
+{
+    if (X->cp.zero != 3 || !c->lazy || X->o->no_zero_bound || !isfinite(best))
+        return 0;
+    int miss = segment_bounds(X, c, ob, 2);
+    if (miss)
+        return miss < 0 ? -1 : 0;
+    lbsum = fmax(lbsum, c->pc[c->n] * BOUND_SLACK);
+    int skip = lbsum * BOUND_SLACK * (1.0 + (double)(c->M - 1) / c->S) > best;
+    long bounded = X->r->ranges_bounded;
+    if (!skip) {
+        c->lbsum = lbsum;
+        cut_p2p(X, c, mb);
+        for (int s = 0; s < c->S; s++)
+            if (stage_ranges(X, c, s, best, least))
+                return -1;
+        int pick[SB_MAX_STAGES];
+        double T = INFINITY;
+        if (best_partition(X, c->S, c->M, c->R, c->nR, c->f, c->g, &T, pick))
+            return -1;
+        skip = !combo_wins(X, T, best);
+        for (int s = 0; s < c->S; s++)
+            c->nR[s] = 0;
+    }
+    if (skip)
+        X->r->zero_bounded++;
+    else
+        X->r->ranges_bounded = bounded; /* counted when pipe_try_combo bounds them */
+    return skip;
+}
+
 /* The best partition of one (S, M, schedule) into X->r when it beats
  * *best. Brute force: every range's stage solved, every partition. Else
  * lazily, exact: every range that the bounds allow starts with its cost
@@ -588,7 +639,13 @@ int pipe_try_combo(pctx *X, int S, int M, int sched, const op_bound *ob, double 
         sb_fail(X->err, SB_EXIT_INTERNAL, "out of memory");
         goto out;
     }
-    if (segment_bounds(X, &c, ob))
+    int zb = zero_bounded(X, &c, ob, mb, lbsum, *best, least);
+    if (zb) {
+        X->r->combos_skipped += zb > 0;
+        rc = zb > 0 ? 0 : -1;
+        goto out;
+    }
+    if (segment_bounds(X, &c, ob, -1))
         goto out;
     if (c.lazy)
         lbsum = fmax(lbsum, c.pc[c.n] * BOUND_SLACK);

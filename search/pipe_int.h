@@ -124,5 +124,6 @@ int pipe_seeds_near(pctx *X, int i, int j, int d, int M, int k);
 stage_entry *pipe_stage(pctx *X, int i, int j, int d, int M, int k);
 int pipe_stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *lb);
 stage_entry *pipe_stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc);
+stage_entry *pipe_stage_cached(pctx *X, int i, int j, int d, int M, int zero);
 
 #endif

@@ -463,6 +463,20 @@ static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, in
     return NULL;
 }
 
+/* The unconstrained optimum of ops [i, j) on d devices at M micro-batches
+ * (kept, or every stage's fixed mode: as pipe_stage at k = -1) at ZeRO
+ * stage zero, from the cache, or NULL when it is not there: nothing is
+ * solved. */
+stage_entry *pipe_stage_cached(pctx *X, int i, int j, int d, int M, int zero)
+{
+    int rc = X->rc_choose ? 0 : X->rc_fixed, z = X->cp.zero;
+    X->cp.zero = zero;
+    stage_entry *e = entry_find(X, ENTRY_STAGE, entry_key(X, ENTRY_STAGE, i, j, d, M, -1, rc), i, j,
+                                d, M, -1, rc);
+    X->cp.zero = z;
+    return e;
+}
+
 /* A new entry for ops [i, j) that takes the configs and costs of u. */
 static stage_entry *entry_copy(pctx *X, stage_entry *ne, const stage_entry *u)
 {

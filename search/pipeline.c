@@ -104,6 +104,51 @@ static int s_order(int nS, int oi, int no_middle_first)
     return oi < nS - mid ? mid + oi : nS - 1 - oi;
 }
 
+/* The order in which one (ZeRO stage, S)'s micro-batch counts are tried
+ * (mq[0..*n): indices into X->Ms): those of this pass, by their first
+ * bound ascending, the bound pipe_try_combo skips a combination by before
+ * any DP (the sum over ops of their least cost, times 1 + (M - 1) / S),
+ * ties in the canonical order (M descending); o->no_m_order, brute force
+ * or no shortcuts: the canonical order. As for s_order, any order gives
+ * the same answer where every stage is solved exactly (every skip is
+ * against a step found, ties go to combo_wins); the M with the least
+ * bound is where the step is likely least, and once it is known the
+ * others' bounds often skip them at once (llama3.1-405b at p = 131072:
+ * M = 2048, 1024 and 512, searched first, took 9 of its 25 s and are
+ * skipped when M = 256 comes first). */
+static int m_order(pctx *X, int S, int d, int pass, op_bound *ob, int *mq, int *n)
+{
+    const sb_pipe_opts *o = X->o;
+    int by_bound = !o->no_m_order && !X->brute && !o->no_shortcuts;
+    double key[64];
+    *n = 0;
+    for (int q = X->nM - 1; q >= 0; q--) {
+        int M = X->Ms[q];
+        if ((S > 1 && !o->microbatches && (M < S) != pass) || (pass && S == 1))
+            continue;
+        double lb = 0.0;
+        if (by_bound) {
+            if (pipe_op_bounds(X, &X->mb[q], d, M, ob))
+                return -1;
+            for (int v = 0; v < X->mb[q].nops; v++)
+                lb += ob[v].c;
+            lb *= 1.0 + (double)(M - 1) / S;
+        }
+        int at = (*n)++; /* insertion, stable: after every key <= lb */
+        while (at > 0 && key[at - 1] > lb) {
+            key[at] = key[at - 1], mq[at] = mq[at - 1];
+            at--;
+        }
+        key[at] = lb, mq[at] = q;
+    }
+    for (int i = 1; i < *n; i++)
+        if (mq[i] > mq[i - 1]) { /* not from the largest M down */
+            X->r->m_reordered++;
+            break;
+        }
+    return 0;
+}
+
 static int64_t batch_of(const sb_model *m)
 {
     int64_t g = 0;
@@ -358,7 +403,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         goto out;
     }
     /* S from the middle of the searched ones out (s_order), each S's M
-     * from the largest down; each ZeRO stage in turn, the best step of the
+     * by its first bound (m_order); each ZeRO stage in turn, the best step of the
      * ones before bounding the next */
     /* pass 1 only when pass 0 found nothing: the micro-batch counts below
      * S (a stage idle most of the step), so that a pipeline is found
@@ -370,12 +415,11 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         X.cp.zero = zs[zi];
         for (int oi = 0; oi < nS; oi++) {
             int si = s_order(nS, oi, o->no_middle_first), S = Ss[si], d = p / S;
-            for (int q = X.nM - 1; q >= 0; q--) {
-                int M = X.Ms[q];
-                if (S > 1 && !o->microbatches && (M < S) != pass)
-                    continue;
-                if (pass && S == 1)
-                    continue;
+            int mq[64], nq = 0;
+            if (m_order(&X, S, d, pass, ob, mq, &nq))
+                goto out;
+            for (int qi = 0; qi < nq; qi++) {
+                int q = mq[qi], M = X.Ms[q];
                 if (pipe_op_bounds(&X, &X.mb[q], d, M, ob))
                     goto out;
                 for (int sched = SB_SCHEDULE_1F1B; sched >= SB_SCHEDULE_GPIPE; sched--) {

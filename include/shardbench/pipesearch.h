@@ -34,6 +34,12 @@ typedef struct {
     int no_middle_first;   /* 1: the stage counts S tried from the largest down, not from the
                               middle one out (search/pipeline.c, s_order); the same result:
                               tests compare */
+    int no_m_order;        /* 1: each S's micro-batch counts M tried from the largest down,
+                              not by their first bound ascending (search/pipeline.c,
+                              m_order); the same result: tests compare */
+    int no_zero_bound;     /* 1: a ZeRO-3 combination's segments solved before its bounds are
+                              taken, not first bounded by their ZeRO-2 optima (search/
+                              pipe_combo.c, zero_bounded); the same result: tests compare */
     int dual_bound;        /* 1: a picked range under the limit with no Lagrangian search of
                               its structure at other copies to start from first gets a
                               one-DP dual bound at a multiplier borrowed from a Lagrangian
@@ -86,6 +92,10 @@ typedef struct sb_pipe_result {
     double table_bound_bytes;         /* the largest such bound (0: none) */
     long dual_bounds;                 /* one-DP Lagrangian dual bounds of picked ranges */
     long incumbents_skipped;          /* first partitions not solved: their bound cannot win */
+    long m_reordered;                 /* (ZeRO stage, S) whose micro-batch counts m_order
+                                         tried in another order than the largest first */
+    long zero_bounded;                /* ZeRO-3 (S, M, schedule) skipped by their segments'
+                                         ZeRO-2 optima, before any DP (zero_bounded) */
     long copies_reused;               /* stage optima under the limit taken from the same stage at
                                          fewer micro-batches in flight (fits there: optimal) */
     long lazy_rounds;                 /* partitions over bounds whose stages were then solved */

@@ -724,6 +724,8 @@ static void set_scale(sb_pipe_opts *o, int off)
 {
     o->no_incumbent_bound = off;
     o->no_middle_first = off;
+    o->no_m_order = off;
+    o->no_zero_bound = off;
     o->dual_bound = !off;
     o->no_lagrange_seeds = off;
     o->no_shared_memo = off;
@@ -808,16 +810,18 @@ static void test_scale_equal(void **state)
 }
 
 /* The order of the stage counts alone (middle out, s_order, against the
- * largest first, o.no_middle_first), every other shortcut on: the same
- * result on random models unconstrained and at two limits and on the
- * reduced GPT-3 of 2 layers (Lagrangian stages, whose seeds and cached
- * optima depend on what was solved before) at p = 8, each stage
- * choosing its recomputation, on two links. */
+ * largest first, o.no_middle_first), then that of the micro-batch counts
+ * alone (by their first bound, m_order, against the largest first,
+ * o.no_m_order), every other shortcut on: the same result on random
+ * models unconstrained and at two limits and on the reduced GPT-3 of 2
+ * layers (Lagrangian stages, whose seeds and cached optima depend on what
+ * was solved before) at p = 8, each stage choosing its recomputation, on
+ * two links. */
 static void test_order_equal(void **state)
 {
     (void)state;
     char text[8192];
-    int cases = 0, differ_s = 0;
+    int cases = 0, differ_s = 0, differ_m = 0;
     for (int g = 0; g < (SANITIZED ? 5 : 10); g++) {
         sb_model m;
         sb_error err = {0};
@@ -838,14 +842,89 @@ static void test_order_equal(void **state)
                 sb_pipe_result_free(&a);
                 sb_pipe_result_free(&b);
             }
+            if (!search_pair(&m, p, &cp, &o, &o.no_m_order, 0, 1, &a, &b)) {
+                cases++;
+                differ_m += a.m_reordered > 0;
+                assert_int_equal(b.m_reordered, 0);
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
         }
         sb_pipe_result_free(&u);
         sb_model_free(&m);
     }
     gen_wide = 0;
-    print_message("stage-count order: %d results equal to the largest-first order's (%d "
-                  "with other work done)\n", cases, differ_s);
-    assert_true(cases > 0 && differ_s > 0);
+    print_message("stage-count and micro-batch orders: %d results equal to the largest-first "
+                  "order's (%d with other work done; %d with M in another order)\n", cases,
+                  differ_s, differ_m);
+    assert_true(cases > 0 && differ_s > 0 && differ_m > 0);
+}
+
+/* ZeRO 3 bounded by the ZeRO-2 segment optima (zero_bounded) against the
+ * search without it (o.no_zero_bound): the same result where the ZeRO
+ * stage is chosen (2 and 3 searched under a limit), with Adam, on a random
+ * model, wide ones (ZeRO 3 the only way to slice their weights) and the
+ * reduced GPT-3 of 4 layers, at limits from loose to tight, each stage
+ * choosing its recomputation (the random model on two links). */
+static void test_zero_bound_equal(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0, zero3 = 0;
+    long bounded = 0, dps_a = 0, dps_b = 0;
+    for (int g = 0; g < 7; g++) {
+        sb_model m;
+        sb_error err = {0};
+        int last = g == 6, p = 8;
+        if (SANITIZED && g >= 4 && !last)
+            continue;
+        sb_cost_params cp;
+        if (last) {
+            gen_wide = 0;
+            load_small_gpt3(&m);
+            sb_cost_params_default(&cp);
+        } else { /* wide (g > 0) on one link, as test_brute_choose: ZeRO 3 pays */
+            p = two_link_case(text, sizeof text, g ? 2 * g + 1 : 0, 0, (int[]){4, 8}, &m, &cp);
+            if (gen_wide)
+                sb_cost_params_default(&cp);
+        }
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.opt = SB_OPTIM_ADAM;
+        /* wide: one stage under GPipe (as test_brute_choose: 1F1B keeps one
+         * micro-batch in flight, and ZeRO 0 fits) */
+        o.stages = gen_wide && !last ? 1 : 0;
+        o.schedule = gen_wide && !last ? SB_SCHEDULE_GPIPE : -1;
+        sb_pipe_result u, a, b;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        o.choose_zero = o.choose_recompute = 1;
+        /* the GPT-3 at 0.18 x its peak: ZeRO 3 (4.86e9) beats the ZeRO-2
+         * step (4.93e9) found before it, where a wrong skip shows (seen:
+         * skipping every ZeRO-3 combination the bound reaches fails here;
+         * the wide models' ZeRO-3 results are where ZeRO 2 fits nothing) */
+        const double *fs = last ? (const double[]){0.18, 0.19, 0.17, 0.2}
+                           : gen_wide ? (const double[]){0.5, 0.37, 0.34, 0.31}
+                                      : (const double[]){0.7, 0.5, 0.35, 0.25};
+        for (int k = 0; k < (last && SANITIZED ? 1 : 4); k++) {
+            o.mem_limit = u.peak_bytes * fs[k];
+            if (!search_pair(&m, p, &cp, &o, &o.no_zero_bound, 0, 1, &a, &b)) {
+                cases++;
+                zero3 += a.zero == 3;
+                bounded += a.zero_bounded;
+                dps_a += a.subproblems, dps_b += b.subproblems;
+                assert_int_equal(b.zero_bounded, 0);
+                sb_pipe_result_free(&a);
+                sb_pipe_result_free(&b);
+            }
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    gen_wide = 0;
+    print_message("ZeRO 3 bounded by ZeRO 2: %d results equal to the search without it (%d at "
+                  "ZeRO 3); %ld combinations skipped by it; %ld stage DPs with it, %ld without\n",
+                  cases, zero3, bounded, dps_a, dps_b);
+    assert_true(cases > 0 && zero3 > 0 && bounded > 0);
 }
 
 /* The exact stage DP's upper bound (the same stage's optimum at other
@@ -987,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_threads_equal),
         cmocka_unit_test(test_scale_equal),
         cmocka_unit_test(test_order_equal),
+        cmocka_unit_test(test_zero_bound_equal),
         cmocka_unit_test(test_stage_ub_equal),
         cmocka_unit_test(test_stage_cap_fallback),
     };
