@@ -10,8 +10,10 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/cost.h"
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
 #include "shardbench/memory.h"
@@ -117,6 +119,26 @@ static void test_mla(void **state)
         one[i] = 1;
     sb_op_memory(&m, &m.ops[op_named(&m, "logits")], one, SB_OPTIM_ADAM, &x);
     assert_true(x.activations == 0.0 && x.scratch == 0.0);
+    /* the kernel contracts the whole head dim (d, r) in a tile: no config of
+     * the scores splits it (no S x S partial sums); the values einsum may
+     * still split its keys (mem) */
+    const char *ops[3] = {"l1", "l2", "o"}, *dims[3] = {"d", "r", "mem"};
+    for (int t = 0; t < 3; t++) {
+        const sb_op *op = &m.ops[op_named(&m, ops[t])];
+        int q = 0;
+        while (q < op->ndims && strcmp(op->dims[q].name, dims[t]))
+            q++;
+        assert_true(q < op->ndims);
+        sb_configs cf;
+        if (sb_enumerate_configs(op, 4, 1, &cf, &err))
+            fail_msg("%s", err.msg);
+        int split = 0;
+        for (int k = 0; k < cf.n; k++)
+            split |= cf.c[(size_t)k * (size_t)cf.ndims + (size_t)q] > 1;
+        assert_int_equal(split, t == 2);
+        free(cf.c);
+        free(cf.cost);
+    }
     sb_model_free(&m);
 }
 
