@@ -89,6 +89,14 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
         if (vo->in[1 - slot].tensor == tw) /* w times itself: not attention */
             continue;
         double f = kept_fraction(sm);
+        /* the kernel contracts the whole head dim in a tile: it has no S x S
+           partial scores to all-reduce, so the scores never split it */
+        for (int q = 0; q < m->ops[l].ndims; q++)
+            if (m->ops[l].role[q] == SB_ROLE_K)
+                m->ops[l].nosplit |= 1u << q;
+        for (int q = 0; l2 >= 0 && q < m->ops[l2].ndims; q++)
+            if (m->ops[l2].role[q] == SB_ROLE_K)
+                m->ops[l2].nosplit |= 1u << q;
         m->ops[l].attn = SB_ATTN_SCORES;
         sm->attn = SB_ATTN_SOFTMAX;
         if (cap >= 0)

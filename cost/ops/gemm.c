@@ -41,6 +41,20 @@ static int routed_slot(const sb_model *m, const sb_op *op)
     return -1;
 }
 
+/* Of the per-device elements of o (a moe_gate's output: (group, seq,
+ * expert, cap)), those a (token, expert) map leaves out: all but one per
+ * capacity slot of the device's block. */
+static double routed_cap_elems(const sb_model *m, const sb_op *op, const sb_operand *o,
+                               const int *c)
+{
+    const sb_tensor *t = &m->tensors[o->tensor];
+    int lay[SB_MAX_DIMS];
+    sb_operand_layout(op, o, t->ndims, c, lay);
+    double all = sb_operand_elems(m, op, o, c), slots = (double)t->dims[t->ndims - 1].size
+                                                        / lay[t->ndims - 1];
+    return all - all / slots;
+}
+
 static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     double batch = 1.0;
@@ -109,10 +123,14 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
 static void memory_gemm(const sb_model *m, const sb_op *op, const int *c, sb_mem_elems *e)
 {
     sb_mem_operands(m, op, c, e);
+    int routed = op->gpu_run ? routed_slot(m, op) : -1;
     if (op->attn == SB_ATTN_SCORES)
         e->outs = 0.0;
     else if (op->attn == SB_ATTN_VALUES)
         e->in -= sb_operand_elems(m, op, &op->in[op->attn_slot], c);
+    else if (routed >= 0) /* GPU: the gather or scatter reads the router's (token, expert)
+                             map (its last dim, the capacity slots, not materialized) */
+        e->in -= routed_cap_elems(m, op, &op->in[routed], c);
     e->scratch = e->in + (e->weights > e->wmax ? e->weights : e->wmax) + 2.0 * e->outs;
 }
 

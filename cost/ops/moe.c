@@ -16,6 +16,8 @@ static double cost_moe_gate(const sb_model *m, const sb_op *op, const int *c, co
     (void)m;
     double e = sb_per_device_elems(op, c);
     double l = sb_per_dev(op, c, 0) * sb_per_dev(op, c, 1) * sb_per_dev(op, c, 2);
+    if (cp->gpu_sms > 0) /* GPU: the outputs are (token, expert) maps (memory_moe_gate) */
+        e = l;
     double aux = op->moe_aux > 0 ? 6.0 * l : 0.0;
     return ((8.0 + 2.0 * op->topk) * l + 3.0 * e + aux) * cp->elem_ratio;
 }
@@ -29,6 +31,11 @@ static void memory_moe_gate(const sb_model *m, const sb_op *op, const int *c, sb
 {
     sb_mem_operands(m, op, c, e);
     double g = sb_per_dev(op, c, 0), s = sb_per_dev(op, c, 1), x = sb_per_dev(op, c, 2);
+    if (op->gpu_run) /* GPU (sb_model_gpu_run): the router keeps a (token, expert) map of
+                        probabilities and one of choices (Megatron-Core's TopKRouter), never
+                        the one-hot over the capacity slots (C times as many: 320 on
+                        DeepSeek-V3, 2.5 GiB a layer and sequence in bf16) */
+        e->outs = 2.0 * g * s * x;
     e->scratch = e->outs + 3.0 * g * s * op->topk + 2.0 * g * x + g;
 }
 

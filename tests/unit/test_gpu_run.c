@@ -2,15 +2,18 @@
  * framework runs it (models/gpu_run.c): which softmaxes are fused
  * attentions (and which are not), the causal and windowed fraction of
  * pairs by hand, the fused kernel's time against the materialized ops',
- * no S x S tensor in memory, and activation gradients transient. */
+ * no S x S tensor in memory, activation gradients transient, and a
+ * router's (token, expert) maps in place of its one-hot. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "shardbench/cost.h"
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
 #include "shardbench/memory.h"
@@ -116,6 +119,26 @@ static void test_mla(void **state)
         one[i] = 1;
     sb_op_memory(&m, &m.ops[op_named(&m, "logits")], one, SB_OPTIM_ADAM, &x);
     assert_true(x.activations == 0.0 && x.scratch == 0.0);
+    /* the kernel contracts the whole head dim (d, r) in a tile: no config of
+     * the scores splits it (no S x S partial sums); the values einsum may
+     * still split its keys (mem) */
+    const char *ops[3] = {"l1", "l2", "o"}, *dims[3] = {"d", "r", "mem"};
+    for (int t = 0; t < 3; t++) {
+        const sb_op *op = &m.ops[op_named(&m, ops[t])];
+        int q = 0;
+        while (q < op->ndims && strcmp(op->dims[q].name, dims[t]))
+            q++;
+        assert_true(q < op->ndims);
+        sb_configs cf;
+        if (sb_enumerate_configs(op, 4, 1, &cf, &err))
+            fail_msg("%s", err.msg);
+        int split = 0;
+        for (int k = 0; k < cf.n; k++)
+            split |= cf.c[(size_t)k * (size_t)cf.ndims + (size_t)q] > 1;
+        assert_int_equal(split, t == 2);
+        free(cf.c);
+        free(cf.cost);
+    }
     sb_model_free(&m);
 }
 
@@ -171,12 +194,75 @@ static void test_pricing(void **state)
     sb_model_free(&f);
 }
 
+/* A mixture of experts on a GPU (sb_model_gpu_run): the router keeps a
+ * (token, expert) map of probabilities and one of choices, not GShard's
+ * one-hot over the capacity slots; the dispatch and combine einsums read
+ * that map. By hand at p = 1: b 2, seq 8, 4 experts, 6 slots, hidden 16;
+ * fp32 words. The CPU runtime's model (not gpu_run) keeps the one-hot. */
+static void test_moe_routing(void **state)
+{
+    (void)state;
+    const char *text =
+        "model \"moe\"\nparam b = 2\nparam s = 8\nparam e = 4\nparam c = 6\nparam h = 16\n"
+        "input x[batch=b, seq=s, embed=h]\n"
+        "weight wr[embed=h, expert=e]\n"
+        "r = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+        "combine, dispatch = moe_gate(r, axis=expert, k=2, capacity=c)\n"
+        "xe = einsum(\"batch seq expert cap, batch seq embed -> expert batch cap embed\", "
+        "dispatch, x)\n"
+        "weight we[expert=e, embed=h, eff=h]\n"
+        "g = einsum(\"expert batch cap embed, expert embed eff -> expert batch cap eff\", xe, we)\n"
+        "y = einsum(\"batch seq expert cap, expert batch cap eff -> batch seq eff\", combine, g)\n";
+    sb_model a, f;
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "moe.model", NULL, 0, &a, &err) ||
+        sb_model_parse(text, strlen(text), "moe.model", NULL, 0, &f, &err) ||
+        sb_model_gpu_run(&f, 1, &err))
+        fail_msg("%s", err.msg);
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    const double l = 2 * 8 * 4, hot = l * 6, tok = 2 * 8 * 16, slots = 4 * 2 * 6 * 16;
+    sb_mem ma, mf;
+    int G = op_named(&f, "combine"), X = op_named(&f, "xe"), Y = op_named(&f, "y");
+    sb_op_memory(&a, &a.ops[G], one, SB_OPTIM_ADAM, &ma);
+    sb_op_memory(&f, &f.ops[G], one, SB_OPTIM_ADAM, &mf);
+    assert_true(fabs(ma.activations - 4.0 * (l + 2 * hot)) < 1e-9); /* the one-hots */
+    assert_true(fabs(mf.activations - 4.0 * 2 * l) < 1e-9);         /* two (token, expert) maps */
+    /* scratch: the outputs' gradient sums, the routing (3·s·k + 2·e + 1 per
+     * group), and on a GPU the gradients around its backward (in + outs) */
+    double route = 2 * (3.0 * 8 * 2 + 2.0 * 4 + 1);
+    assert_true(fabs(mf.scratch - 4.0 * (2 * l + route + l + 2 * l)) < 1e-9);
+    /* the dispatch einsum: x (a model input) and the map in, the slots out;
+     * scratch in + W + 2 outs, and the gradients in + outs */
+    sb_op_memory(&f, &f.ops[X], one, SB_OPTIM_ADAM, &mf);
+    assert_true(fabs(mf.activations - 4.0 * (slots + tok)) < 1e-9);
+    assert_true(fabs(mf.scratch - 4.0 * ((tok + l + 2 * slots) + (tok + l + slots))) < 1e-9);
+    sb_op_memory(&a, &a.ops[X], one, SB_OPTIM_ADAM, &ma); /* CPU: the one-hot copied */
+    assert_true(fabs(ma.scratch - 4.0 * (tok + hot + 2 * slots)) < 1e-9);
+    /* the combine einsum reads the map and the experts' slots */
+    sb_op_memory(&f, &f.ops[Y], one, SB_OPTIM_ADAM, &mf);
+    assert_true(fabs(mf.scratch - 4.0 * ((l + slots + 2 * tok) + (l + slots + tok))) < 1e-9);
+    /* the router's cost on a GPU: its passes over the logits and the maps
+     * written (2) and read back (1), (8 + 2k + 3) l element passes */
+    sb_cost_params cp;
+    sb_machine mc;
+    sb_cost_params_default(&cp);
+    if (sb_machine_load("h100-sxm", &mc, &err) || sb_machine_cost_params_at(&mc, -1, 0, &cp, &err))
+        fail_msg("%s", err.msg);
+    assert_true(fabs(sb_op_cost(&f, &f.ops[G], one, &cp) - (8 + 4 + 3) * l * cp.elem_ratio)
+                <= 1e-12 * (8 + 4 + 3) * l * cp.elem_ratio);
+    sb_model_free(&a);
+    sb_model_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marks),
         cmocka_unit_test(test_pricing),
         cmocka_unit_test(test_mla),
+        cmocka_unit_test(test_moe_routing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
