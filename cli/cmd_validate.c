@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "shardbench/hf.h"
 #include "shardbench/megatron.h"
 #include "shardbench/plots.h"
 #include "shardbench/precision.h"
@@ -30,13 +31,14 @@ static const char *const columns[] = {
     "micro_batch_size", "recompute", "sequence_parallel", "distributed_optimizer", "dp_overlap",
     "attention", "published", "published_unit", "published_step_seconds", "derivation",
     /* optional: a header without them means the default below */
-    "mlp", "tp_comm_overlap", "grad_reduce_dtype", NULL};
+    "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
-       C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, NCOLS };
+       C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, C_MODEL,
+       NCOLS };
 /* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
- * gradient reduced in the precision recipe's word */
-static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe"};
+ * gradient reduced in the precision recipe's word, the sizes from the row alone */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -73,8 +75,61 @@ static double sc21_flops(const sb_mt_model *mm)
     return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
+/* The optional model column: "hf:PATH" (relative to the data file's folder unless
+ * absolute), a config the grid prices (sb_mt_model_from), loaded at the row's seq and
+ * global_batch. Its sizes fill the size columns given as "-" and must equal those given;
+ * its MLP is SwiGLU. "-": the row's columns alone. */
+static int row_model(char **f, const char *path, int line, char buf[][32], sb_error *err)
+{
+    static const int size_col[] = {C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB};
+    if (!strcmp(f[C_MODEL], "-"))
+        return 0;
+    if (!sb_hf_is_path(f[C_MODEL]))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: model '%s' is not hf:PATH or -", path, line,
+                       f[C_MODEL]);
+    double seq, batch;
+    if (num(f[C_SEQ], path, line, "seq", 1, 1e8, 1, &seq, err) ||
+        num(f[C_BATCH], path, line, "global_batch", 1, 1e9, 1, &batch, err))
+        return -1;
+    const char *rel = f[C_MODEL] + 3, *slash = strrchr(path, '/');
+    char name[1200];
+    if (rel[0] == '/' || !slash)
+        snprintf(name, sizeof name, "hf:%s", rel);
+    else
+        snprintf(name, sizeof name, "hf:%.*s/%s", (int)(slash - path), path, rel);
+    sb_setting set[2] = {{"seq", (int64_t)seq}, {"batch", (int64_t)batch}};
+    sb_model m;
+    sb_mt_model mm;
+    sb_error e2 = {0};
+    if (sb_model_load(name, set, 2, &m, &e2))
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: model: %s", path, line, e2.msg);
+    int rc = sb_mt_model_from(&m, &mm, &e2);
+    sb_model_free(&m);
+    if (rc)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: model: %s", path, line, e2.msg);
+    const long have[] = {mm.layers, mm.hidden, mm.heads, mm.kv_heads, mm.ffn, mm.vocab};
+    for (int k = 0; k < 6; k++) {
+        int c = size_col[k];
+        double v;
+        if (!strcmp(f[c], "-")) {
+            snprintf(buf[k], 32, "%ld", have[k]);
+            f[c] = buf[k];
+        } else if (num(f[c], path, line, columns[c], 1, 1e9, 1, &v, err)) {
+            return -1;
+        } else if ((long)v != have[k]) {
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s %s, but %s has %ld", path, line,
+                           columns[c], f[c], f[C_MODEL], have[k]);
+        }
+    }
+    f[C_MLP] = (char *)"swiglu";
+    return 0;
+}
+
 static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *err)
 {
+    char sizes[6][32];
+    if (row_model(f, path, line, sizes, err))
+        return -1;
     memset(r, 0, sizeof *r);
     r->line = line;
     snprintf(r->id, sizeof r->id, "%s", f[C_ID]);

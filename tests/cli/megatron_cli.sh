@@ -139,6 +139,22 @@ refused "hf: a tied head" "tie_word_embeddings" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/llama-3.2-1b" "${H[@]}"
 refused "hf: DeepSeek-V3" "prices Llama, Mistral and Mixtral configs only" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/deepseek-v3" "${H[@]}"
+# validate rows naming their model (the optional model column, hf:PATH): the sizes
+# given as "-" read from the config, the same prices; a size that disagrees refused
+DG="$SRC/tests/data/published-runs-h100-dgxc.tsv"
+HF8="hf:$SRC/tests/data/hf/llama-3.1-8b"
+{ grep -v '^#' "$DG" | head -1; grep '^dgxc-llama31-8b' "$DG"; } > "$TMP/v0.tsv"
+{ grep -v '^#' "$DG" | head -1 | sed 's/$/\tmodel/'
+  grep '^dgxc-llama31-8b' "$DG" | awk -v P="$HF8" 'BEGIN{FS=OFS="\t"} {$3 = "-"; $4 = "-"; print $0, P}'
+} > "$TMP/vm.tsv"
+"$SB" validate --data "$TMP/v0.tsv" --format csv > "$TMP/v0.csv" 2> /dev/null
+"$SB" validate --data "$TMP/vm.tsv" --format csv > "$TMP/vm.csv" 2> "$TMP/vm.err"
+check "validate: rows naming hf: Llama 3.1 8B priced as its sizes" cmp -s "$TMP/v0.csv" "$TMP/vm.csv"
+check "validate: ... 10 runs" test "$(grep -c '^dgxc' "$TMP/vm.csv")" -eq 10
+{ grep -v '^#' "$DG" | head -1 | sed 's/$/\tmodel/'
+  grep '^dgxc-llama31-8b-bf16-8' "$DG" | awk -v P="$HF8" 'BEGIN{FS=OFS="\t"} {$6 = 16; print $0, P}'
+} > "$TMP/vk.tsv"
+refused "validate: a row's kv_heads not its model's" "vk.tsv:2: kv_heads 16, but" validate --data "$TMP/vk.tsv"
 unset SHARDBENCH_HF_QUIET
 echo "megatron_cli: $fails failure(s)"
 exit $((fails > 0))
