@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algos.h"
 #include "cli.h"
@@ -1190,6 +1191,7 @@ int cmd_search(int argc, char **argv)
         a->po.dp = a->so.ao.dp;
         a->po.dp.algo = !strcmp(a->algo, "bf") ? SB_ALGO_BF : SB_ALGO_PASE;
         a->po.dp.progress = 0;
+        a->po.progress = isatty(STDERR_FILENO); /* long searches: what is being solved */
         a->po.opt = a->so.ao.opt;
         a->po.mem_limit = a->so.mem_bound ? a->so.device_gib * 1073741824.0 : 0.0;
         /* not forced: chosen (under a limit; without one ZeRO 0 and nothing

@@ -186,6 +186,21 @@ static void ctx_free(pctx *X)
     free(X->cm_perm);
 }
 
+/* On a terminal (o->progress): what is being solved and the best step so far, one line
+ * rewritten on stderr; zero < 0 clears it. */
+static void progress(const sb_pipe_opts *o, const sb_cost_params *cp, int zero, int S, int M,
+                     int sched, long dps, double t0, double best)
+{
+    if (!o->progress)
+        return;
+    if (zero < 0)
+        fprintf(stderr, "\r%100s\r", "");
+    else
+        fprintf(stderr, "\rfull space: ZeRO %d, %d stages, %d micro-batches, %s; %ld stage DPs, "
+                "%.0f s; best step %.4g s      ", zero, S, M, sb_schedule_name((sb_schedule)sched),
+                dps, sb_now() - t0, best / (cp->tflops * 1e12));
+}
+
 /* Nothing found: why, with what was tried (the least memory met under a
  * limit; else the stage and micro-batch counts): the exit status's -1. */
 static int nothing_found(const pctx *X, const sb_model *m, int p, const sb_pipe_opts *o,
@@ -432,6 +447,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
                               + (SB_SCHEDULE_1F1B - sched);
                     double tc = sb_now();
                     long sp0 = r->subproblems, sk0 = r->combos_skipped;
+                    progress(o, cp, X.cp.zero, S, M, sched, r->subproblems, t0, best);
                     if (pipe_try_combo(&X, S, M, sched, ob, &best, &least))
                         goto out;
                     if (getenv("SB_PIPE_TRACE"))
@@ -462,6 +478,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
     }
     rc = 0;
 out:
+    progress(o, cp, -1, 0, 0, 0, 0, 0, 0); /* cleared */
     free(cuts);
     free(ob);
     ctx_free(&X);

@@ -60,6 +60,8 @@ typedef struct {
     int choose_recompute;  /* 1: each stage recomputes none or all of its recomputable ops,
                               searched per stage (cp->recompute ignored; also what
                               cp->recompute auto means here); without a limit none */
+    int progress;          /* 1: the (ZeRO, S, M, schedule) being solved and the best step so
+                              far, one line rewritten on stderr (the CLI: when it is a terminal) */
     int threads;           /* each stage DP's threads at most (dp.threads), or 0: dp.threads as
                               set (the DP's choice by default); the same result */
     sb_optimizer opt;
