@@ -105,6 +105,19 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
            r->mem_buffers / G, r->mem_total / G, lim);
 }
 
+/* A configuration's degrees and switches, as the JSON's "megatron" holds them. */
+static json_t *degrees_json(const sb_mt_model *mm, const sb_mt_config *c)
+{
+    long M = mm->global_batch / ((long)c->dp * c->mbs);
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:s}", "tp", c->tp,
+                     "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp", c->vpp,
+                     "micro_batch_size", c->mbs, "microbatches", (json_int_t)M, "recompute",
+                     sb_mt_recompute_name(c->recompute), "sequence_parallel", c->sp,
+                     "distributed_optimizer", c->dist_opt, "dp_overlap", c->dp_overlap,
+                     "tp_comm_overlap", c->tp_overlap, "attention",
+                     c->fused_attention ? "fused" : "materialized");
+}
+
 /* With the model's parameters after --set (as a full-space search's JSON
  * has them: plot --scaling checks that its files are of one model), and
  * the configuration stage by stage for plot --search (cli_mt_details).
@@ -116,14 +129,7 @@ static json_t *mt_json(const sb_model *m, int P, const sb_mt_model *mm, const sb
     json_t *params = json_object();
     for (int i = 0; params && i < m->nparams; i++)
         json_object_set_new(params, m->params[i].name, json_integer(m->params[i].value));
-    long M = mm->global_batch / ((long)c->dp * c->mbs);
-    json_t *deg = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:s}", "tp",
-                            c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp",
-                            c->vpp, "micro_batch_size", c->mbs, "microbatches", (json_int_t)M,
-                            "recompute", sb_mt_recompute_name(c->recompute), "sequence_parallel",
-                            c->sp, "distributed_optimizer", c->dist_opt, "dp_overlap",
-                            c->dp_overlap, "tp_comm_overlap", c->tp_overlap, "attention",
-                            c->fused_attention ? "fused" : "materialized");
+    json_t *deg = degrees_json(mm, c);
     json_t *tb = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute", cli_jreal(r->compute_s),
                            "tp_comm", cli_jreal(r->tp_comm_s), "dp_comm", cli_jreal(r->dp_comm_s),
                            "pp_comm", cli_jreal(r->pp_comm_s), "bubble", cli_jreal(r->bubble_s),
@@ -439,21 +445,12 @@ void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, co
         snprintf(g->why, sizeof g->why, "%s", err.msg);
 }
 
-static json_t *grid_degrees(const cli_grid *g)
-{
-    const sb_mt_config *c = &g->best;
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:b}", "tp", c->tp, "pp", c->pp,
-                     "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp", c->vpp, "micro_batch_size",
-                     c->mbs, "recompute", sb_mt_recompute_name(c->recompute),
-                     "sequence_parallel", c->sp, "distributed_optimizer", c->dist_opt);
-}
-
 json_t *cli_grid_json(const cli_grid *g)
 {
     if (!g->found)
         return json_pack("{s:s}", g->searched ? "none_fits" : "not_searched", g->why);
     return json_pack("{s:o,s:o,s:I,s:I}", "predicted_step_seconds", cli_jreal(g->r.step_s),
-                     "megatron", grid_degrees(g), "peak_bytes_per_device",
+                     "megatron", degrees_json(&g->mm, &g->best), "peak_bytes_per_device",
                      (json_int_t)g->r.mem_total, "configurations_priced", (json_int_t)g->priced);
 }
 
