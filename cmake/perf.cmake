@@ -42,3 +42,14 @@ target_link_libraries(bench_memory PRIVATE shardbench_static)
 target_compile_definitions(bench_memory PRIVATE SB_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 set_target_properties(bench_memory PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/perf OUTPUT_NAME memory)
+
+# perf/gpu_model: the GPU op model's GEMM prices against cuBLAS on this GPU
+# (perf/README.md). Built without CUDA too: --plan needs no GPU (ctest
+# perf_gpu_model_plan); measuring needs the cuda backend.
+add_executable(bench_gpu_model ${CMAKE_SOURCE_DIR}/perf/gpu_model.c)
+target_link_libraries(bench_gpu_model PRIVATE shardbench_static)
+if(SHARDBENCH_CUDA)
+  target_link_libraries(bench_gpu_model PRIVATE CUDA::cublas CUDA::cudart)
+endif()
+set_target_properties(bench_gpu_model PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/perf OUTPUT_NAME gpu_model)

@@ -146,6 +146,27 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
     return 0;
 }
 
+int sb_mt_layer_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out)
+{
+    static const char *const names[4] = {"qkv", "proj", "fc1", "fc2"};
+    const double t = c->tp, h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
+    const double kvh = (double)mm->kv_heads * (h / a);
+    const double T = (double)c->mbs * ((double)mm->seq / c->cp); /* tokens of a micro-batch */
+    const double routed = mm->experts > 0 ? (double)mm->topk : 1.0; /* MLP: each routed copy */
+    /* forward (M x K)(K x N) of each linear */
+    const double fw[4][3] = {{T, (h + 2.0 * kvh) / t, h},                          /* column-parallel */
+                             {T, h, h / t},                                        /* row-parallel */
+                             {T * routed, (mm->swiglu ? 2.0 : 1.0) * f / t, h},    /* up (and gate) */
+                             {T * routed, h, f / t}};                              /* down, row-parallel */
+    for (int i = 0; i < 4; i++) {
+        double M = fw[i][0], N = fw[i][1], K = fw[i][2];
+        out[3 * i] = (sb_mt_gemm){names[i], "fprop", M, N, K};
+        out[3 * i + 1] = (sb_mt_gemm){names[i], "dgrad", M, K, N}; /* (M x N)(N x K) */
+        out[3 * i + 2] = (sb_mt_gemm){names[i], "wgrad", K, N, M}; /* (K x M)(M x N) */
+    }
+    return SB_MT_LAYER_GEMMS;
+}
+
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
@@ -156,19 +177,16 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s; /* tokens */
     const double Tn = c->sp ? T / t : T; /* tokens a norm or dropout touches */
     const int tp_inter = c->tp > g->node_devices;
-    /* GEMMs: forward (M x K)(K x N); backward dgrad (M x N)(N x K) and wgrad (K x M)(M x N) */
-    double gm[4][3] = {{T, (h + 2.0 * kvh) / t, h}, /* QKV, column-parallel */
-                       {T, h, h / t},               /* projection, row-parallel */
-                       {T, (mm->swiglu ? 2.0 : 1.0) * f / t, h}, /* MLP up (and gate) */
-                       {T, h, f / t}};              /* MLP down, row-parallel */
-    double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
+    const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
+    sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+    sb_mt_layer_gemms(mm, c, gm);
     for (int i = 0; i < 4; i++) {
-        double M = gm[i][0] * (i >= 2 ? moe_tokens : 1.0), N = gm[i][1], K = gm[i][2];
+        const sb_mt_gemm *f = &gm[3 * i], *d = &gm[3 * i + 1], *w = &gm[3 * i + 2];
         /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
-        double fw = sb_gpu_gemm_s(g, 1, M, N, K, B) + sb_gpu_cast_s(g, M * K);
-        double bw = sb_gpu_gemm_s(g, 1, M, K, N, B) + sb_gpu_gemm_s(g, 1, K, N, M, B) +
-                    sb_gpu_cast_s(g, M * N);
+        double fw = sb_gpu_gemm_s(g, 1, f->M, f->N, f->K, B) + sb_gpu_cast_s(g, f->M * f->K);
+        double bw = sb_gpu_gemm_s(g, 1, d->M, d->N, d->K, B) + sb_gpu_gemm_s(g, 1, w->M, w->N, w->K, B) +
+                    sb_gpu_cast_s(g, f->M * f->N);
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
         else

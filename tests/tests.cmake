@@ -45,6 +45,16 @@ set_tests_properties(bench_search_memory PROPERTIES TIMEOUT 120
   FAIL_REGULAR_EXPRESSION "DIFFERS|failed"
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 
+# ---- perf_gpu_model_plan
+# perf/gpu_model --plan (tests/cli/gpu_model_plan.sh): the GEMMs of the published
+# H100 runs' layers as the op model prices them, each row recomputed from the
+# machine file; bad options refused. Measuring needs a GPU (tests/gpu/run.sh).
+add_test(NAME perf_gpu_model_plan
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gpu_model_plan.sh $<TARGET_FILE:bench_gpu_model>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(perf_gpu_model_plan PROPERTIES TIMEOUT 60
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
+
 # ---- bf16_keep
 # The cuda backend's kept bf16 conversions of GEMM operands and its list
 # of table entries that may write device memory (runtime/cuda/writes.hpp),
@@ -1270,7 +1280,7 @@ sb_labels(cli
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")
 sb_labels(tree "^limits(_commits)?$")
-sb_labels(perf "^bench_search_memory$")
+sb_labels(perf "^(bench_search_memory|perf_gpu_model_plan)$")
 get_property(SB_ALL_TESTS DIRECTORY PROPERTY TESTS)
 foreach(t IN LISTS SB_ALL_TESTS)
   get_property(l TEST ${t} PROPERTY LABELS)

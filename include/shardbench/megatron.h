@@ -119,6 +119,18 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
 /* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
  * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
  * 12 l h s of attention, 6 h V of the logits. */
+/* The GEMMs of one transformer layer, per micro-batch and device, as
+ * sb_mt_layer prices them (perf/gpu_model measures the same list): for QKV,
+ * the projection, MLP up (and gate) and MLP down, in that order, the forward
+ * (M x K)(K x N), the backward's dgrad (M x N)(N x K) and wgrad (K x M)(M x N),
+ * each as its own (M, N, K). Fills SB_MT_LAYER_GEMMS entries of out. */
+#define SB_MT_LAYER_GEMMS 12
+typedef struct {
+    const char *linear, *pass; /* "qkv" | "proj" | "fc1" | "fc2"; "fprop" | "dgrad" | "wgrad" */
+    double M, N, K;
+} sb_mt_gemm;
+int sb_mt_layer_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out);
+
 double sb_mt_model_flops(const sb_mt_model *mm);
 /* The throughput fields of a predicted step of model m on P devices at peak
  * TFLOP/s (JSON: predicted_tokens_per_second, predicted_tflops_per_device,

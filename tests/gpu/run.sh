@@ -19,7 +19,8 @@
 #    OPAL_PREFIX); cuDNN and NCCL come from the toolkit or NVIDIA's Python
 #    wheels (their lib/ folders go on LD_LIBRARY_PATH);
 # 2. configure Release with SHARDBENCH_CUDA=ON in build-gpu/ and build only
-#    shardbench, cuda_host, cuda_check, test_equiv and bench_gpu, -j nproc;
+#    shardbench, cuda_host, cuda_check, test_equiv, bench_gpu and
+#    bench_gpu_model, -j nproc;
 # 3. cuda_host, then cuda_check (every kernel of the cuda table against the
 #    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
@@ -42,7 +43,10 @@
 #    on the GPU is the `shardbench run` of step 4); more ranks than GPUs
 #    go over the host-staged MPI path (SHARDBENCH_COMM=mpi); each rank's
 #    exit report gives NCCL's estimated buffers, the pool's reserve for
-#    them and the device's free memory, to hold the estimate to;
+#    them and the device's free memory, to hold the estimate to; then
+#    perf/gpu_model (the GEMMs `validate` prices for the published H100
+#    runs, the op model against cuBLAS, a 20 s soak, HBM copy; its
+#    machine-file fragment into OUTDIR/gpu-model.machine);
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -53,7 +57,8 @@
 # 137) is a budget overrun, reported as such, not a code failure. A failed
 # step does not stop the later ones (a failed build does).
 #
-# OUTDIR gets at most 6 files: gpu-run.log (everything printed),
+# OUTDIR gets at most 7 files: gpu-model.machine (perf/gpu_model's measured
+# figures), gpu-run.log (everything printed),
 # gpu-results.db (run, perf/gpu and report figures; SQLite), steps.tsv
 # (step, status, seconds, exit status), report.md (GPU, versions, steps,
 # `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
@@ -271,7 +276,7 @@ no_build() { # RC STEP: what was not built stops the run
 }
 run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 0 configure || no_build $? configure
 run_step "build shardbench, cuda tests, test_equiv, perf/gpu (-j$(nproc))" 0 \
-    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu ||
+    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu bench_gpu_model ||
     no_build $? build
 "$build/shardbench" --version
 
@@ -397,6 +402,10 @@ for np in $nps; do
             --flops 0.01 --backend cuda
     done
 done
+
+# the GPU op model's GEMM prices held to cuBLAS on this GPU (docs/validation.md)
+run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS, 20 s soak" 80 \
+    "$build/perf/gpu_model" --seconds 1 --soak 20 --db "$db" --fragment "$out/gpu-model.machine"
 
 # the other precisions of perf/gpu, as time allows
 for prec in ${bench_precs#"$first"}; do

@@ -1,0 +1,493 @@
+/* perf/gpu_model.c: the GPU op model (cost/gpu_op.c) held to this GPU.
+ *
+ *   perf/gpu_model [--machine NAME|FILE] [--seconds S (1)] [--soak S (20)]
+ *                  [--plan] [--fragment FILE] [--db FILE|none]
+ *
+ * The GEMMs `validate` prices for the published H100 runs' layers
+ * (sb_mt_layer_gemms: QKV, projection, MLP up and down, forward, dgrad and
+ * wgrad, at the runs' TP, CP and micro-batch; and the logits GEMM), each
+ * predicted by sb_gpu_gemm_s under the machine file and measured with
+ * cuBLAS (bf16 operands of random values, fp32 accumulation, bf16 output,
+ * row-major C = A B): the median of timed batches over S seconds a shape.
+ * Then one large GEMM kept busy for --soak seconds (TFLOP/s per second: a
+ * power-capped GPU's clock settles below its boost after a while), the
+ * HBM copy bandwidth (cudaMemcpy device to device, bytes read + written)
+ * and the per-kernel time of back-to-back tiny GEMMs.
+ *
+ * What it prints answers the open question of docs/validation.md: whether
+ * the machine file's gemm_eff_large (a single-GPU microbenchmark's best
+ * shape) prices the runs' own shapes as this GPU runs them. The last lines
+ * are a machine-file fragment with the measured figures and where they
+ * came from (--fragment FILE writes them, through a temporary file and a
+ * rename); nothing is written into machines/.
+ *
+ * --plan: the shapes and the model's predictions only, no GPU needed (a
+ * build without CUDA does only this; otherwise exit 77, "no GPU").
+ * Results database: one run (backend "cuda"), a measurement per shape of
+ * kind "gemm-bf16" (predicted_cost its FLOP, predicted_s the model's
+ * seconds, step_median_s the measured), "gemm-soak", "hbm-copy" (FLOP
+ * column: bytes) and "kernel-overhead". */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shardbench/common.h"
+#include "shardbench/machine.h"
+#include "shardbench/megatron.h"
+#include "shardbench/precision.h"
+#include "shardbench/results.h"
+
+/* The published runs' layers (tests/data/published-runs-h100-dgxc.tsv:
+ * NVIDIA's DGX Cloud Benchmarking recipes), as validate prices them. */
+typedef struct {
+    const char *name;
+    sb_mt_model mm;
+    int tp, cp, mbs;
+} run_layer;
+
+static const run_layer layers[] = {
+    {"llama3.1-8b tp1 cp2", {32, 4096, 32, 8, 14336, 128256, 8192, 0, 0, 1, 128}, 1, 2, 1},
+    {"llama3.1-70b tp4 cp2", {80, 8192, 64, 8, 28672, 128256, 8192, 0, 0, 1, 128}, 4, 2, 1},
+    {"llama3.1-405b tp8 cp2", {126, 16384, 128, 8, 53248, 128256, 8192, 0, 0, 1, 64}, 8, 2, 1},
+    {"gpt3-175b tp4", {96, 12288, 96, 96, 49152, 51200, 2048, 0, 0, 0, 256}, 4, 1, 1},
+};
+#define NLAYERS ((int)(sizeof layers / sizeof *layers))
+#define MAX_SHAPES (NLAYERS * (SB_MT_LAYER_GEMMS + 1))
+
+typedef struct {
+    char what[96];  /* the run layer and the GEMM */
+    double M, N, K; /* row-major (M x K)(K x N) */
+    double model_s; /* sb_gpu_gemm_s, kernel overhead included */
+    double meas_s;  /* measured median seconds a call; NAN until measured */
+} shape;
+
+typedef struct {
+    const char *machine, *fragment, *db;
+    double seconds, soak;
+    int plan;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: perf/gpu_model [--machine NAME|FILE (by the device's name)] [--seconds S (1)]\n"
+               "                      [--soak S (20)] [--plan] [--fragment FILE] [--db FILE|none]\n");
+}
+
+static int seconds_arg(const char *opt, const char *v, double lo, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !(x >= lo) || x > 3600) {
+        fprintf(stderr, "perf/gpu_model: %s: '%s' is not a number of seconds in [%g, 3600]\n", opt, v, lo);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    *o = (opts){.seconds = 1.0, .soak = 20.0, .db = SB_DB_DEFAULT_PATH};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--plan")) {
+            o->plan = 1;
+        } else if (v && !strcmp(a, "--machine")) {
+            o->machine = v, i++;
+        } else if (v && !strcmp(a, "--fragment")) {
+            o->fragment = v, i++;
+        } else if (v && !strcmp(a, "--db")) {
+            o->db = v, i++;
+        } else if (v && !strcmp(a, "--seconds")) {
+            if (seconds_arg(a, v, 0.05, &o->seconds))
+                return 2;
+            i++;
+        } else if (v && !strcmp(a, "--soak")) {
+            if (seconds_arg(a, v, 0.0, &o->soak))
+                return 2;
+            i++;
+        } else {
+            fprintf(stderr, "perf/gpu_model: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* The runs' GEMMs, each shape once (the first run layer that has it names it). */
+static int build_shapes(const sb_gpu *g, shape *out)
+{
+    int n = 0;
+    for (int r = 0; r < NLAYERS; r++) {
+        const run_layer *L = &layers[r];
+        sb_mt_config c = {.tp = L->tp, .pp = 1, .dp = 1, .cp = L->cp, .ep = 1, .vpp = 1,
+                          .mbs = L->mbs, .fused_attention = 1, .precision = SB_PREC_BF16};
+        sb_mt_gemm gm[SB_MT_LAYER_GEMMS + 1];
+        sb_mt_layer_gemms(&L->mm, &c, gm);
+        double T = (double)L->mbs * L->mm.seq / L->cp;
+        gm[SB_MT_LAYER_GEMMS] = (sb_mt_gemm){"logits", "fprop", T, (double)L->mm.vocab / L->tp,
+                                             (double)L->mm.hidden};
+        for (int i = 0; i <= SB_MT_LAYER_GEMMS; i++) {
+            int dup = 0;
+            for (int j = 0; j < n && !dup; j++)
+                dup = out[j].M == gm[i].M && out[j].N == gm[i].N && out[j].K == gm[i].K;
+            if (dup)
+                continue;
+            shape *s = &out[n++];
+            snprintf(s->what, sizeof s->what, "%s %s %s", L->name, gm[i].linear, gm[i].pass);
+            s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K;
+            s->model_s = sb_gpu_gemm_s(g, 1, s->M, s->N, s->K, 2.0);
+            s->meas_s = NAN;
+        }
+    }
+    return n;
+}
+
+static double tflops(const shape *s, double sec) { return 2.0 * s->M * s->N * s->K / sec / 1e12; }
+
+static void print_plan(const shape *s, int n, const sb_gpu *g, const char *machine)
+{
+    printf("# perf/gpu_model: the op model of %s (bf16 peak %.1f TFLOP/s, gemm_eff_large %.3f, "
+           "%g SMs, kernel %g us)\n",
+           machine, g->peak_tflops, g->gemm_eff, g->sms, g->kernel_us);
+    printf("%-44s %7s %7s %7s %10s %9s %10s %9s %7s\n", "gemm (run layer, linear, pass)", "M", "N",
+           "K", "model_ms", "model_TF", "meas_ms", "meas_TF", "meas/mod");
+    for (int i = 0; i < n; i++) {
+        printf("%-44s %7.0f %7.0f %7.0f %10.4f %9.1f", s[i].what, s[i].M, s[i].N, s[i].K,
+               s[i].model_s * 1e3, tflops(&s[i], s[i].model_s));
+        if (isfinite(s[i].meas_s))
+            printf(" %10.4f %9.1f %7.3f\n", s[i].meas_s * 1e3, tflops(&s[i], s[i].meas_s),
+                   s[i].model_s / s[i].meas_s);
+        else
+            printf(" %10s %9s %7s\n", "-", "-", "-");
+    }
+}
+
+#ifdef SB_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+static int cuda_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 1;
+    fprintf(stderr, "perf/gpu_model: %s: %s\n", what, cudaGetErrorString(e));
+    return 0;
+}
+
+static int blas_ok(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 1;
+    fprintf(stderr, "perf/gpu_model: %s: cuBLAS status %d\n", what, (int)s);
+    return 0;
+}
+
+typedef struct {
+    cublasHandle_t blas;
+    cudaStream_t stream;
+    cudaEvent_t e0, e1;
+    void *a, *b, *c; /* bf16 buffers of `cap` elements each */
+    size_t cap;
+} gpu_ctx;
+
+/* Fills n bf16 elements with values in [-1, 1) (random bits: zeros would
+ * draw less power than a training's operands). */
+static int fill_random(void *dev, size_t n, uint64_t seed)
+{
+    enum { CHUNK = 1 << 24 };
+    uint16_t *h = malloc(CHUNK * sizeof *h);
+    if (!h)
+        return 0;
+    for (size_t i = 0; i < CHUNK; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        float f = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    int ok = 1;
+    for (size_t at = 0; at < n && ok; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        ok = cuda_ok(cudaMemcpy((uint16_t *)dev + at, h, k * sizeof *h, cudaMemcpyHostToDevice),
+                     "cudaMemcpy (operands)");
+    }
+    free(h);
+    return ok;
+}
+
+/* C (M x N) = A (M x K) B (K x N), row-major: cuBLAS's column-major C^T = B^T A^T. */
+static int gemm(gpu_ctx *x, int M, int N, int K)
+{
+    const float one = 1.0f, zero = 0.0f;
+    return blas_ok(cublasGemmEx(x->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, x->b, CUDA_R_16BF, N,
+                                x->a, CUDA_R_16BF, K, &zero, x->c, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+}
+
+/* Seconds of `reps` back-to-back calls, CUDA events; NAN on an error. */
+static double timed(gpu_ctx *x, int M, int N, int K, int reps)
+{
+    float ms = 0;
+    if (!cuda_ok(cudaEventRecord(x->e0, x->stream), "cudaEventRecord"))
+        return NAN;
+    for (int r = 0; r < reps; r++)
+        if (!gemm(x, M, N, K))
+            return NAN;
+    if (!cuda_ok(cudaEventRecord(x->e1, x->stream), "cudaEventRecord") ||
+        !cuda_ok(cudaEventSynchronize(x->e1), "cudaEventSynchronize") ||
+        !cuda_ok(cudaEventElapsedTime(&ms, x->e0, x->e1), "cudaEventElapsedTime"))
+        return NAN;
+    return ms * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median seconds a call over batches of about 50 ms for `seconds`. */
+static double measure(gpu_ctx *x, const shape *s, double seconds)
+{
+    int M = (int)s->M, N = (int)s->N, K = (int)s->K;
+    double t1 = timed(x, M, N, K, 2); /* warm-up: cuBLAS picks its kernel */
+    t1 = timed(x, M, N, K, 3) / 3.0;
+    if (!isfinite(t1))
+        return NAN;
+    int reps = (int)fmax(1.0, fmin(10000.0, 0.05 / fmax(t1, 1e-7)));
+    double per[512], spent = 0;
+    int nb = 0;
+    while (spent < seconds && nb < 512) {
+        double t = timed(x, M, N, K, reps);
+        if (!isfinite(t))
+            return NAN;
+        per[nb++] = t / reps;
+        spent += t;
+    }
+    qsort(per, (size_t)nb, sizeof *per, cmp_double);
+    return per[nb / 2];
+}
+
+static void record(sb_db *db, int64_t run, const char *model, const char *params, const char *kind,
+                   double amount, double pred_s, double meas_s)
+{
+    if (!db)
+        return;
+    sb_error err = {0};
+    sb_measurement_record rec = {
+        .run_id = run, .model = model, .model_path = "perf/gpu_model", .params = params, .p = 1,
+        .kind = kind, .predicted_cost = amount, .predicted_s = pred_s, .step_median_s = meas_s,
+        .step_min_s = meas_s, .step_max_s = meas_s, .steps = 1,
+        .status = isfinite(meas_s) ? "ok" : "error", .message = isfinite(meas_s) ? NULL : "failed"};
+    if (sb_db_record_measurement(db, &rec, NULL, &err))
+        fprintf(stderr, "perf/gpu_model: %s (figure not stored)\n", err.msg);
+}
+
+/* The soak: the largest shape kept busy, TFLOP/s each second; returns the
+ * last second's over the first second's (NAN when not run). */
+static double soak(gpu_ctx *x, const shape *s, double seconds, double *first, double *last)
+{
+    *first = *last = NAN;
+    if (seconds <= 0)
+        return NAN;
+    int M = (int)s->M, N = (int)s->N, K = (int)s->K;
+    double t1 = timed(x, M, N, K, 2) / 2.0;
+    if (!isfinite(t1))
+        return NAN;
+    int reps = (int)fmax(1.0, 1.0 / t1);
+    printf("# soak: %s (%dx%dx%d), TFLOP/s each second\n", s->what, M, N, K);
+    for (double spent = 0; spent < seconds;) {
+        double t = timed(x, M, N, K, reps);
+        if (!isfinite(t))
+            return NAN;
+        spent += t;
+        double tf = 2.0 * s->M * s->N * s->K * reps / t / 1e12;
+        if (!isfinite(*first))
+            *first = tf;
+        *last = tf;
+        printf("soak %6.1f s %8.1f TFLOP/s\n", spent, tf);
+        fflush(stdout);
+    }
+    return *last / *first;
+}
+
+static double hbm_copy_gbs(gpu_ctx *x)
+{
+    size_t bytes = x->cap * 2; /* a whole buffer */
+    float ms = 0;
+    if (!cuda_ok(cudaMemcpyAsync(x->c, x->a, bytes, cudaMemcpyDeviceToDevice, x->stream), "copy") ||
+        !cuda_ok(cudaEventRecord(x->e0, x->stream), "cudaEventRecord"))
+        return NAN;
+    for (int r = 0; r < 10; r++)
+        if (!cuda_ok(cudaMemcpyAsync(x->c, x->a, bytes, cudaMemcpyDeviceToDevice, x->stream), "copy"))
+            return NAN;
+    if (!cuda_ok(cudaEventRecord(x->e1, x->stream), "cudaEventRecord") ||
+        !cuda_ok(cudaEventSynchronize(x->e1), "cudaEventSynchronize") ||
+        !cuda_ok(cudaEventElapsedTime(&ms, x->e0, x->e1), "cudaEventElapsedTime"))
+        return NAN;
+    return 10.0 * 2.0 * (double)bytes / (ms * 1e-3) / 1e9; /* read + written */
+}
+
+static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, shape *s, int n)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        fprintf(stderr, "perf/gpu_model: no GPU (cudaGetDeviceCount: none); --plan needs none\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    if (!cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties"))
+        return 1;
+    gpu_ctx x = {0};
+    size_t cap = 0;
+    for (int i = 0; i < n; i++) {
+        double m = fmax(s[i].M * s[i].K, fmax(s[i].K * s[i].N, s[i].M * s[i].N));
+        cap = m > (double)cap ? (size_t)m : cap;
+    }
+    x.cap = cap;
+    if (!cuda_ok(cudaStreamCreate(&x.stream), "cudaStreamCreate") ||
+        !cuda_ok(cudaEventCreate(&x.e0), "cudaEventCreate") ||
+        !cuda_ok(cudaEventCreate(&x.e1), "cudaEventCreate") ||
+        !blas_ok(cublasCreate(&x.blas), "cublasCreate") ||
+        !blas_ok(cublasSetStream(x.blas, x.stream), "cublasSetStream") ||
+        !cuda_ok(cudaMalloc(&x.a, cap * 2), "cudaMalloc") ||
+        !cuda_ok(cudaMalloc(&x.b, cap * 2), "cudaMalloc") ||
+        !cuda_ok(cudaMalloc(&x.c, cap * 2), "cudaMalloc") || !fill_random(x.a, cap, 1) ||
+        !fill_random(x.b, cap, 2))
+        return 1;
+
+    sb_db *db = NULL;
+    int64_t run = 0;
+    sb_error err = {0};
+    if (strcmp(o->db, "none")) {
+        char devices[320], versions[512];
+        snprintf(devices, sizeof devices, "1 x %s", prop.name);
+        snprintf(versions, sizeof versions, "cublas=%d machine=%s", CUBLAS_VERSION, mc->path);
+        sb_run_meta meta = {.backend = "cuda", .devices = devices, .versions = versions,
+                            .command_line = "perf/gpu_model"};
+        if (sb_db_open(o->db, 0, &db, &err) || sb_db_begin_run(db, &meta, &run, &err)) {
+            fprintf(stderr, "perf/gpu_model: %s (figures not stored)\n", err.msg);
+            if (db)
+                sb_db_close(db);
+            db = NULL;
+        }
+    }
+    printf("# %s, %d SMs; each shape: median of ~50 ms batches over %.2f s, CUDA events\n",
+           prop.name, prop.multiProcessorCount, o->seconds);
+    int big = 0, failed = 0;
+    double best = 0, logsum = 0;
+    for (int i = 0; i < n; i++) {
+        s[i].meas_s = measure(&x, &s[i], o->seconds);
+        if (!isfinite(s[i].meas_s)) {
+            failed = 1;
+            continue;
+        }
+        char params[96];
+        snprintf(params, sizeof params, "M=%.0f N=%.0f K=%.0f", s[i].M, s[i].N, s[i].K);
+        record(db, run, s[i].what, params, "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K,
+               s[i].model_s, s[i].meas_s);
+        best = fmax(best, tflops(&s[i], s[i].meas_s));
+        logsum += log(s[i].model_s / s[i].meas_s);
+        if (s[i].M * s[i].N * s[i].K > s[big].M * s[big].N * s[big].K)
+            big = i;
+    }
+    print_plan(s, n, g, mc->path);
+    double first, last, drift = soak(&x, &s[big], o->soak, &first, &last);
+    record(db, run, s[big].what, "soak", "gemm-soak", 2.0 * s[big].M * s[big].N * s[big].K,
+           NAN, isfinite(last) ? 2.0 * s[big].M * s[big].N * s[big].K / (last * 1e12) : NAN);
+    double gbs = hbm_copy_gbs(&x);
+    record(db, run, "hbm", "cudaMemcpy D2D", "hbm-copy", (double)x.cap * 2, NAN,
+           (double)x.cap * 4 / (gbs * 1e9));
+    double launch = timed(&x, 64, 64, 64, 2000) / 2000.0;
+    record(db, run, "kernel", "64x64x64 back to back", "kernel-overhead", 2.0 * 64 * 64 * 64, NAN, launch);
+
+    time_t now = time(NULL);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
+    char frag[2048];
+    snprintf(frag, sizeof frag,
+             "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
+             "#   the model's time over the measured, geometric mean over %d GEMMs of the published\n"
+             "#   runs' layers: %.3f; the soak's last second over its first: %.3f (%.1f -> %.1f TFLOP/s)\n"
+             "gemm_eff_large %.3f   # best measured: %.1f of %.1f TFLOP/s bf16\n"
+             "hbm_eff %.3f          # device-to-device copy: %.0f of %.0f GB/s\n"
+             "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
+             "# also counts the framework's launch path)\n",
+             prop.name, prop.multiProcessorCount, CUBLAS_VERSION, day, mc->path, n,
+             exp(logsum / n), drift, first, last, best / g->peak_tflops, best, g->peak_tflops,
+             gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
+    printf("\n%s", frag);
+    if (o->fragment) {
+        char tmp[4096];
+        FILE *f = sb_out_open(o->fragment, "machine fragment", tmp, sizeof tmp, &err);
+        if (!f || fputs(frag, f) < 0 || sb_out_commit(f, tmp, o->fragment, "machine fragment", &err)) {
+            fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
+            failed = 1;
+        }
+    }
+    if (db) {
+        if (sb_db_end_run(db, run, &err))
+            fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
+        sb_db_close(db);
+        printf("# figures stored in %s (run %lld)\n", o->db, (long long)run);
+    }
+    cudaFree(x.a), cudaFree(x.b), cudaFree(x.c);
+    cublasDestroy(x.blas);
+    cudaEventDestroy(x.e0), cudaEventDestroy(x.e1);
+    cudaStreamDestroy(x.stream);
+    return failed ? 1 : 0;
+}
+#endif
+
+/* The machine file: --machine, else by the device's name (H100, H200, A100). */
+static const char *machine_name(const opts *o)
+{
+    if (o->machine)
+        return o->machine;
+#ifdef SB_HAVE_CUDA
+    struct cudaDeviceProp prop;
+    int ndev = 0;
+    if (!o->plan && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0 &&
+        cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        return strstr(prop.name, "H200") ? "h200-sxm" : strstr(prop.name, "A100") ? "a100-sxm-80g" : "h100-sxm";
+#endif
+    return "h100-sxm";
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    sb_machine mc;
+    sb_gpu g;
+    sb_error err = {0};
+    const char *name = machine_name(&o);
+    if (sb_machine_load(name, &mc, &err) || sb_gpu_from_machine(&mc, SB_PREC_BF16, &g, &err)) {
+        fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
+        return 2;
+    }
+    shape s[MAX_SHAPES];
+    int n = build_shapes(&g, s);
+    if (o.plan) {
+        print_plan(s, n, &g, mc.path);
+        return 0;
+    }
+#ifdef SB_HAVE_CUDA
+    return measure_all(&o, &g, &mc, s, n);
+#else
+    fprintf(stderr, "perf/gpu_model: no GPU: this build has no cuda backend (SHARDBENCH_CUDA=OFF); "
+                    "--plan prints the model's side\n");
+    return 77;
+#endif
+}
