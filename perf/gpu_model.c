@@ -3,16 +3,20 @@
  *   perf/gpu_model [--machine NAME|FILE] [--seconds S (1)] [--soak S (20)]
  *                  [--plan] [--fragment FILE] [--db FILE|none]
  *
- * The GEMMs `validate` prices for the published H100 runs' layers
- * (sb_mt_layer_gemms: QKV, projection, MLP up and down, forward, dgrad and
- * wgrad, at the runs' TP, CP and micro-batch; and the logits GEMM), each
- * predicted by sb_gpu_gemm_s under the machine file and measured with
- * cuBLAS (bf16 operands of random values, fp32 accumulation, bf16 output,
- * row-major C = A B): the median of timed batches over S seconds a shape.
- * Then one large GEMM kept busy for --soak seconds (TFLOP/s per second: a
- * power-capped GPU's clock settles below its boost after a while), the
- * HBM copy bandwidth (cudaMemcpy device to device, bytes read + written)
- * and the per-kernel time of back-to-back tiny GEMMs.
+ * The GEMMs `validate` prices for the published H100 runs' layers and
+ * heads (sb_mt_layer_gemms: QKV, projection, MLP up and down;
+ * sb_mt_head_gemms: the logits; forward, dgrad and wgrad of each, at the
+ * runs' TP, CP and micro-batch), each predicted by sb_gpu_gemm_s under the
+ * machine file and measured with cuBLAS (bf16 operands of random values,
+ * fp32 accumulation, bf16 output; the forward's weight operand transposed
+ * and the wgrad's activation, as a framework stores W as [out, in]): the
+ * median of timed batches over S seconds a shape. First one large GEMM is
+ * kept busy for --soak seconds (TFLOP/s each second: a power-capped GPU's
+ * clock settles below its boost), so that every shape is then measured at
+ * the settled clock a training sees; last the HBM copy bandwidth
+ * (cudaMemcpy device to device, bytes read + written) and the time a
+ * kernel of back-to-back tiny GEMMs. The attention core (cuDNN's fused
+ * attention) is not measured: the model prices it as GEMM tiles.
  *
  * What it prints answers the open question of docs/validation.md: whether
  * the machine file's gemm_eff_large (a single-GPU microbenchmark's best
@@ -25,8 +29,10 @@
  * build without CUDA does only this; otherwise exit 77, "no GPU").
  * Results database: one run (backend "cuda"), a measurement per shape of
  * kind "gemm-bf16" (predicted_cost its FLOP, predicted_s the model's
- * seconds, step_median_s the measured), "gemm-soak", "hbm-copy" (FLOP
- * column: bytes) and "kernel-overhead". */
+ * seconds, step_median_s the measured median, min and max the batches';
+ * configs_json the shape and layout), "gemm-soak" (the last second),
+ * "hbm-copy" (predicted_cost: bytes moved) and "kernel-overhead". A figure
+ * that fails to be measured fails the run (exit 1, no fragment). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,13 +61,15 @@ static const run_layer layers[] = {
     {"gpt3-175b tp4", {96, 12288, 96, 96, 49152, 51200, 2048, 0, 0, 0, 256}, 4, 1, 1},
 };
 #define NLAYERS ((int)(sizeof layers / sizeof *layers))
-#define MAX_SHAPES (NLAYERS * (SB_MT_LAYER_GEMMS + 1))
+#define MAX_SHAPES (NLAYERS * (SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS))
 
 typedef struct {
     char what[96];  /* the run layer and the GEMM */
     double M, N, K; /* row-major (M x K)(K x N) */
+    int ta, tb;     /* A stored K x M (wgrad), B stored N x K (fprop) */
     double model_s; /* sb_gpu_gemm_s, kernel overhead included */
     double meas_s;  /* measured median seconds a call; NAN until measured */
+    double min_s, max_s;
 } shape;
 
 typedef struct {
@@ -129,22 +137,21 @@ static int build_shapes(const sb_gpu *g, shape *out)
         const run_layer *L = &layers[r];
         sb_mt_config c = {.tp = L->tp, .pp = 1, .dp = 1, .cp = L->cp, .ep = 1, .vpp = 1,
                           .mbs = L->mbs, .fused_attention = 1, .precision = SB_PREC_BF16};
-        sb_mt_gemm gm[SB_MT_LAYER_GEMMS + 1];
+        sb_mt_gemm gm[SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS];
         sb_mt_layer_gemms(&L->mm, &c, gm);
-        double T = (double)L->mbs * L->mm.seq / L->cp;
-        gm[SB_MT_LAYER_GEMMS] = (sb_mt_gemm){"logits", "fprop", T, (double)L->mm.vocab / L->tp,
-                                             (double)L->mm.hidden};
-        for (int i = 0; i <= SB_MT_LAYER_GEMMS; i++) {
-            int dup = 0;
+        sb_mt_head_gemms(&L->mm, &c, gm + SB_MT_LAYER_GEMMS);
+        for (int i = 0; i < SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS; i++) {
+            int ta = !strcmp(gm[i].pass, "wgrad"), tb = !strcmp(gm[i].pass, "fprop"), dup = 0;
             for (int j = 0; j < n && !dup; j++)
-                dup = out[j].M == gm[i].M && out[j].N == gm[i].N && out[j].K == gm[i].K;
+                dup = out[j].M == gm[i].M && out[j].N == gm[i].N && out[j].K == gm[i].K &&
+                      out[j].ta == ta && out[j].tb == tb;
             if (dup)
                 continue;
             shape *s = &out[n++];
             snprintf(s->what, sizeof s->what, "%s %s %s", L->name, gm[i].linear, gm[i].pass);
-            s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K;
+            s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K, s->ta = ta, s->tb = tb;
             s->model_s = sb_gpu_gemm_s(g, 1, s->M, s->N, s->K, 2.0);
-            s->meas_s = NAN;
+            s->meas_s = s->min_s = s->max_s = NAN;
         }
     }
     return n;
@@ -223,24 +230,27 @@ static int fill_random(void *dev, size_t n, uint64_t seed)
     return ok;
 }
 
-/* C (M x N) = A (M x K) B (K x N), row-major: cuBLAS's column-major C^T = B^T A^T. */
-static int gemm(gpu_ctx *x, int M, int N, int K)
+/* C (M x N) = op(A) op(B), row-major, A stored M x K (ta: K x M), B stored
+ * K x N (tb: N x K): cuBLAS's column-major C^T = op(B)^T op(A)^T. */
+static int gemm(gpu_ctx *x, const shape *s)
 {
     const float one = 1.0f, zero = 0.0f;
-    return blas_ok(cublasGemmEx(x->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, x->b, CUDA_R_16BF, N,
-                                x->a, CUDA_R_16BF, K, &zero, x->c, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+    int M = (int)s->M, N = (int)s->N, K = (int)s->K;
+    return blas_ok(cublasGemmEx(x->blas, s->tb ? CUBLAS_OP_T : CUBLAS_OP_N, s->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                N, M, K, &one, x->b, CUDA_R_16BF, s->tb ? K : N, x->a, CUDA_R_16BF,
+                                s->ta ? M : K, &zero, x->c, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx");
 }
 
 /* Seconds of `reps` back-to-back calls, CUDA events; NAN on an error. */
-static double timed(gpu_ctx *x, int M, int N, int K, int reps)
+static double timed(gpu_ctx *x, const shape *s, int reps)
 {
     float ms = 0;
     if (!cuda_ok(cudaEventRecord(x->e0, x->stream), "cudaEventRecord"))
         return NAN;
     for (int r = 0; r < reps; r++)
-        if (!gemm(x, M, N, K))
+        if (!gemm(x, s))
             return NAN;
     if (!cuda_ok(cudaEventRecord(x->e1, x->stream), "cudaEventRecord") ||
         !cuda_ok(cudaEventSynchronize(x->e1), "cudaEventSynchronize") ||
@@ -255,38 +265,39 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median seconds a call over batches of about 50 ms for `seconds`. */
-static double measure(gpu_ctx *x, const shape *s, double seconds)
+/* The median seconds a call over batches of about 50 ms for `seconds` (and
+ * the fastest and slowest batch's into s). */
+static double measure(gpu_ctx *x, shape *s, double seconds)
 {
-    int M = (int)s->M, N = (int)s->N, K = (int)s->K;
-    double t1 = timed(x, M, N, K, 2); /* warm-up: cuBLAS picks its kernel */
-    t1 = timed(x, M, N, K, 3) / 3.0;
+    double t1 = timed(x, s, 2); /* warm-up: cuBLAS picks its kernel */
+    t1 = timed(x, s, 3) / 3.0;
     if (!isfinite(t1))
         return NAN;
     int reps = (int)fmax(1.0, fmin(10000.0, 0.05 / fmax(t1, 1e-7)));
     double per[512], spent = 0;
     int nb = 0;
     while (spent < seconds && nb < 512) {
-        double t = timed(x, M, N, K, reps);
+        double t = timed(x, s, reps);
         if (!isfinite(t))
             return NAN;
         per[nb++] = t / reps;
         spent += t;
     }
     qsort(per, (size_t)nb, sizeof *per, cmp_double);
+    s->min_s = per[0], s->max_s = per[nb - 1];
     return per[nb / 2];
 }
 
 static void record(sb_db *db, int64_t run, const char *model, const char *params, const char *kind,
-                   double amount, double pred_s, double meas_s)
+                   double amount, double pred_s, double meas_s, double min_s, double max_s)
 {
     if (!db)
         return;
     sb_error err = {0};
     sb_measurement_record rec = {
         .run_id = run, .model = model, .model_path = "perf/gpu_model", .params = params, .p = 1,
-        .kind = kind, .predicted_cost = amount, .predicted_s = pred_s, .step_median_s = meas_s,
-        .step_min_s = meas_s, .step_max_s = meas_s, .steps = 1,
+        .kind = kind, .predicted_cost = amount, .predicted_s = pred_s, .configs_json = params,
+        .step_median_s = meas_s, .step_min_s = min_s, .step_max_s = max_s, .steps = 1,
         .status = isfinite(meas_s) ? "ok" : "error", .message = isfinite(meas_s) ? NULL : "failed"};
     if (sb_db_record_measurement(db, &rec, NULL, &err))
         fprintf(stderr, "perf/gpu_model: %s (figure not stored)\n", err.msg);
@@ -297,16 +308,14 @@ static void record(sb_db *db, int64_t run, const char *model, const char *params
 static double soak(gpu_ctx *x, const shape *s, double seconds, double *first, double *last)
 {
     *first = *last = NAN;
-    if (seconds <= 0)
-        return NAN;
-    int M = (int)s->M, N = (int)s->N, K = (int)s->K;
-    double t1 = timed(x, M, N, K, 2) / 2.0;
-    if (!isfinite(t1))
+    double t1 = timed(x, s, 2) / 2.0;
+    if (!isfinite(t1) || !(t1 > 0))
         return NAN;
     int reps = (int)fmax(1.0, 1.0 / t1);
-    printf("# soak: %s (%dx%dx%d), TFLOP/s each second\n", s->what, M, N, K);
-    for (double spent = 0; spent < seconds;) {
-        double t = timed(x, M, N, K, reps);
+    printf("# soak: %s (%.0fx%.0fx%.0f), TFLOP/s each second\n", s->what, s->M, s->N, s->K);
+    double start = sb_now();
+    for (double spent = 0; spent < seconds && sb_now() - start < seconds + 5.0;) {
+        double t = timed(x, s, reps);
         if (!isfinite(t))
             return NAN;
         spent += t;
@@ -335,6 +344,24 @@ static double hbm_copy_gbs(gpu_ctx *x)
         !cuda_ok(cudaEventElapsedTime(&ms, x->e0, x->e1), "cudaEventElapsedTime"))
         return NAN;
     return 10.0 * 2.0 * (double)bytes / (ms * 1e-3) / 1e9; /* read + written */
+}
+
+/* The fragment into path, whole or not at all (temporary file, rename). */
+static int write_fragment(const char *path, const char *text)
+{
+    sb_error err = {0};
+    char tmp[4096];
+    FILE *f = sb_out_open(path, "machine fragment", tmp, sizeof tmp, &err);
+    if (f && fputs(text, f) < 0) {
+        sb_out_abort(f, tmp);
+        fprintf(stderr, "perf/gpu_model: %s: cannot write the machine fragment\n", path);
+        return 1;
+    }
+    if (!f || sb_out_commit(f, tmp, path, "machine fragment", &err)) {
+        fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, shape *s, int n)
@@ -381,9 +408,21 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, sha
             db = NULL;
         }
     }
-    printf("# %s, %d SMs; each shape: median of ~50 ms batches over %.2f s, CUDA events\n",
-           prop.name, prop.multiProcessorCount, o->seconds);
-    int big = 0, failed = 0;
+    printf("# %s, %d SMs, priced as %s; each shape: median of ~50 ms batches over %.2f s,\n"
+           "# CUDA events\n", prop.name, prop.multiProcessorCount, mc->path, o->seconds);
+    int big = 0, failed = 0, nm = 0;
+    for (int i = 1; i < n; i++)
+        if (s[i].M * s[i].N * s[i].K > s[big].M * s[big].N * s[big].K)
+            big = i;
+    /* the soak first: every shape after it runs at the settled clock */
+    double first = NAN, last = NAN, drift = NAN;
+    if (o->soak > 0) {
+        drift = soak(&x, &s[big], o->soak, &first, &last);
+        double f = 2.0 * s[big].M * s[big].N * s[big].K;
+        failed |= !isfinite(drift);
+        record(db, run, s[big].what, "{\"soak\":\"last second\"}", "gemm-soak", f, NAN,
+               f / (last * 1e12), NAN, NAN);
+    }
     double best = 0, logsum = 0;
     for (int i = 0; i < n; i++) {
         s[i].meas_s = measure(&x, &s[i], o->seconds);
@@ -391,48 +430,51 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, sha
             failed = 1;
             continue;
         }
-        char params[96];
-        snprintf(params, sizeof params, "M=%.0f N=%.0f K=%.0f", s[i].M, s[i].N, s[i].K);
-        record(db, run, s[i].what, params, "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K,
-               s[i].model_s, s[i].meas_s);
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"M\":%.0f,\"N\":%.0f,\"K\":%.0f,\"layout\":\"%s%s\"}",
+                 s[i].M, s[i].N, s[i].K, s[i].ta ? "T" : "N", s[i].tb ? "T" : "N");
+        record(db, run, s[i].what, cfg, "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K, s[i].model_s,
+               s[i].meas_s, s[i].min_s, s[i].max_s);
         best = fmax(best, tflops(&s[i], s[i].meas_s));
         logsum += log(s[i].model_s / s[i].meas_s);
-        if (s[i].M * s[i].N * s[i].K > s[big].M * s[big].N * s[big].K)
-            big = i;
+        nm++;
     }
     print_plan(s, n, g, mc->path);
-    double first, last, drift = soak(&x, &s[big], o->soak, &first, &last);
-    record(db, run, s[big].what, "soak", "gemm-soak", 2.0 * s[big].M * s[big].N * s[big].K,
-           NAN, isfinite(last) ? 2.0 * s[big].M * s[big].N * s[big].K / (last * 1e12) : NAN);
     double gbs = hbm_copy_gbs(&x);
-    record(db, run, "hbm", "cudaMemcpy D2D", "hbm-copy", (double)x.cap * 2, NAN,
-           (double)x.cap * 4 / (gbs * 1e9));
-    double launch = timed(&x, 64, 64, 64, 2000) / 2000.0;
-    record(db, run, "kernel", "64x64x64 back to back", "kernel-overhead", 2.0 * 64 * 64 * 64, NAN, launch);
-
-    time_t now = time(NULL);
-    char day[32];
-    strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
-    char frag[2048];
-    snprintf(frag, sizeof frag,
-             "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
-             "#   the model's time over the measured, geometric mean over %d GEMMs of the published\n"
-             "#   runs' layers: %.3f; the soak's last second over its first: %.3f (%.1f -> %.1f TFLOP/s)\n"
-             "gemm_eff_large %.3f   # best measured: %.1f of %.1f TFLOP/s bf16\n"
-             "hbm_eff %.3f          # device-to-device copy: %.0f of %.0f GB/s\n"
-             "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
-             "# also counts the framework's launch path)\n",
-             prop.name, prop.multiProcessorCount, CUBLAS_VERSION, day, mc->path, n,
-             exp(logsum / n), drift, first, last, best / g->peak_tflops, best, g->peak_tflops,
-             gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
-    printf("\n%s", frag);
-    if (o->fragment) {
-        char tmp[4096];
-        FILE *f = sb_out_open(o->fragment, "machine fragment", tmp, sizeof tmp, &err);
-        if (!f || fputs(frag, f) < 0 || sb_out_commit(f, tmp, o->fragment, "machine fragment", &err)) {
-            fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
+    failed |= !isfinite(gbs);
+    record(db, run, "hbm", "{\"copy\":\"cudaMemcpy device to device\"}", "hbm-copy",
+           (double)x.cap * 4, NAN, (double)x.cap * 4 / (gbs * 1e9), NAN, NAN);
+    shape tiny = {"tiny", 64, 64, 64, 0, 0, 0, NAN, NAN, NAN};
+    timed(&x, &tiny, 20); /* warm-up: the kernel's choice and module load */
+    double launch = timed(&x, &tiny, 2000) / 2000.0;
+    failed |= !isfinite(launch);
+    record(db, run, "kernel", "{\"gemm\":\"64x64x64 back to back\"}", "kernel-overhead",
+           2.0 * 64 * 64 * 64, NAN, launch, NAN, NAN);
+    if (failed) {
+        fprintf(stderr, "perf/gpu_model: a figure could not be measured (above): no fragment\n");
+    } else {
+        char frag[2048];
+        int ver = 0;
+        cublasGetVersion(x.blas, &ver);
+        time_t now = time(NULL);
+        char day[32];
+        strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
+        snprintf(frag, sizeof frag,
+                 "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
+                 "#   the model's time over the measured, geometric mean over %d GEMMs of the\n"
+                 "#   published runs' layers: %.3f; the soak's last second over its first: %.3f\n"
+                 "#   (%.1f -> %.1f TFLOP/s)\n"
+                 "gemm_eff_large %.3f   # best measured shape: %.1f of %.1f TFLOP/s bf16 (its tile,\n"
+                 "                      # wave and K terms, all near 1 for it, not divided out)\n"
+                 "hbm_eff %.3f          # device-to-device copy: %.0f of %.0f GB/s\n"
+                 "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
+                 "# also counts the framework's launch path)\n",
+                 prop.name, prop.multiProcessorCount, ver, day, mc->path, nm, exp(logsum / nm),
+                 drift, first, last, best / g->peak_tflops, best, g->peak_tflops,
+                 gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
+        printf("\n%s", frag);
+        if (o->fragment && write_fragment(o->fragment, frag))
             failed = 1;
-        }
     }
     if (db) {
         if (sb_db_end_run(db, run, &err))

@@ -167,6 +167,16 @@ int sb_mt_layer_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *
     return SB_MT_LAYER_GEMMS;
 }
 
+int sb_mt_head_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out)
+{
+    const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
+    const double T = (double)c->mbs * ((double)mm->seq / c->cp);
+    out[0] = (sb_mt_gemm){"logits", "fprop", T, V / t, h};
+    out[1] = (sb_mt_gemm){"logits", "dgrad", T, h, V / t};
+    out[2] = (sb_mt_gemm){"logits", "wgrad", h, V / t, T};
+    return SB_MT_HEAD_GEMMS;
+}
+
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
@@ -182,11 +192,11 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
     sb_mt_layer_gemms(mm, c, gm);
     for (int i = 0; i < 4; i++) {
-        const sb_mt_gemm *f = &gm[3 * i], *d = &gm[3 * i + 1], *w = &gm[3 * i + 2];
+        const sb_mt_gemm *fp = &gm[3 * i], *d = &gm[3 * i + 1], *w = &gm[3 * i + 2];
         /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
-        double fw = sb_gpu_gemm_s(g, 1, f->M, f->N, f->K, B) + sb_gpu_cast_s(g, f->M * f->K);
+        double fw = sb_gpu_gemm_s(g, 1, fp->M, fp->N, fp->K, B) + sb_gpu_cast_s(g, fp->M * fp->K);
         double bw = sb_gpu_gemm_s(g, 1, d->M, d->N, d->K, B) + sb_gpu_gemm_s(g, 1, w->M, w->N, w->K, B) +
-                    sb_gpu_cast_s(g, f->M * f->N);
+                    sb_gpu_cast_s(g, fp->M * fp->N);
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
         else
@@ -320,8 +330,11 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const int tp_inter = c->tp > g->node_devices;
     /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
-    e->head_f = sb_gpu_gemm_s(g, 1, T, V / t, h, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
-    e->head_b = sb_gpu_gemm_s(g, 1, T, h, V / t, B) + sb_gpu_gemm_s(g, 1, h, V / t, T, B) +
+    sb_mt_gemm hg[SB_MT_HEAD_GEMMS];
+    sb_mt_head_gemms(mm, c, hg);
+    e->head_f = sb_gpu_gemm_s(g, 1, hg[0].M, hg[0].N, hg[0].K, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
+    e->head_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
+                sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B) +
                 sb_gpu_mem_s(g, T * V / t * (4.0 + B));
     e->head_tp = c->tp_overlap ? 0.0 : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
     e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);

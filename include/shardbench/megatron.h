@@ -116,11 +116,8 @@ void sb_mt_stage_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
  * forward and backward seconds per micro-batch. */
 void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int s, int k,
                     int *first_layer, int *nlayers, double *fwd_s, double *bwd_s);
-/* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
- * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
- * 12 l h s of attention, 6 h V of the logits. */
 /* The GEMMs of one transformer layer, per micro-batch and device, as
- * sb_mt_layer prices them (perf/gpu_model measures the same list): for QKV,
+ * sb_mt_layer prices them (perf/gpu_model measures the same lists): for QKV,
  * the projection, MLP up (and gate) and MLP down, in that order, the forward
  * (M x K)(K x N), the backward's dgrad (M x N)(N x K) and wgrad (K x M)(M x N),
  * each as its own (M, N, K). Fills SB_MT_LAYER_GEMMS entries of out. */
@@ -130,7 +127,14 @@ typedef struct {
     double M, N, K;
 } sb_mt_gemm;
 int sb_mt_layer_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out);
+/* The head's (sb_mt_ends_of): the vocab-parallel logits forward, dgrad and
+ * wgrad. Fills SB_MT_HEAD_GEMMS entries. */
+#define SB_MT_HEAD_GEMMS 3
+int sb_mt_head_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out);
 
+/* Model FLOPs of one step (PaLM / Megatron-LM convention, no recomputation):
+ * per token 6 x the layers' GEMM parameters (MoE: the top-k experts'),
+ * 12 l h s of attention, 6 h V of the logits. */
 double sb_mt_model_flops(const sb_mt_model *mm);
 /* The throughput fields of a predicted step of model m on P devices at peak
  * TFLOP/s (JSON: predicted_tokens_per_second, predicted_tflops_per_device,

@@ -3,8 +3,9 @@
 # model that needs no GPU (perf/README.md): the GEMMs of the published H100
 # runs' layers, each priced as docs/megatron.md writes the op model. Every
 # printed row is recomputed here from its M, N, K and the machine file's
-# figures (tflops_bf16, gemm_eff_large, sms, kernel_us; 128 x 256 tiles,
-# waves over the SMs, the K term); the shapes of two layers are checked
+# figures (tflops_bf16, gemm_eff_large, sms, mem_gbs, hbm_eff, kernel_us;
+# 128 x 256 tiles, waves over the SMs, the K term, the larger of math and
+# memory time); the shapes of two layers and a head are checked
 # against the sizes validate uses; bad options exit 2 naming the value.
 #   usage: gpu_model_plan.sh PERF_GPU_MODEL SOURCE_DIR
 set -u
@@ -30,7 +31,9 @@ for m in h100-sxm a100-sxm-80g; do
             tile = M * N / (tm * 128 * tn * 256); tiles = tm * tn
             wave = tiles / (ceil(tiles / f["sms"]) * f["sms"])
             k = (K / (K + 128)) / (2048 / 2176); if (k > 1) k = 1
-            want = (2 * M * N * K / (f["tflops_bf16"] * 1e12 * f["gemm_eff_large"] * tile * wave * k) + f["kernel_us"] * 1e-6) * 1e3
+            math = 2 * M * N * K / (f["tflops_bf16"] * 1e12 * f["gemm_eff_large"] * tile * wave * k)
+            mem = (M * K + K * N + M * N) * 2 / (f["mem_gbs"] * 1e9 * f["hbm_eff"])
+            want = ((math > mem ? math : mem) + f["kernel_us"] * 1e-6) * 1e3
             n++; if (got < want * 0.999 || got > want * 1.001) { bad++; print "row " n ": " got " ms, the formula gives " want > "/dev/stderr" }
         }
         END { exit (n > 0 && bad == 0) ? 0 : 1 }' "$TMP/$m.txt"
@@ -43,6 +46,7 @@ check "70B qkv fprop is 4096 x 2560 x 8192" grep -qE '^llama3.1-70b tp4 cp2 qkv 
 check "70B fc2 wgrad is 7168 x 8192 x 4096" grep -qE '^llama3.1-70b tp4 cp2 fc2 wgrad +7168 +8192 +4096 ' "$t"
 check "GPT-3 fc1 fprop is 2048 x 12288 x 12288" grep -qE '^gpt3-175b tp4 fc1 fprop +2048 +12288 +12288 ' "$t"
 check "the 8B logits GEMM is 4096 x 128256 x 4096" grep -qE '^llama3.1-8b tp1 cp2 logits fprop +4096 +128256 +4096 ' "$t"
+check "the 8B logits dgrad is 4096 x 4096 x 128256" grep -qE '^llama3.1-8b tp1 cp2 logits dgrad +4096 +4096 +128256 ' "$t"
 check "nothing measured under --plan" grep -qE '^llama3.1-8b tp1 cp2 qkv fprop .* - +- +-$' "$t"
 
 bad() { # NAME TEXT ARGS...
@@ -59,4 +63,14 @@ bad "unknown machine" "unknown machine 'no-such-gpu'" --plan --machine no-such-g
 bad "unknown option" "unknown or incomplete option '--bogus'" --plan --bogus
 grep -v -E '^(sms|gemm_eff_large)' "$SRC/machines/h100-sxm.machine" > "$TMP/no-op-model.machine"
 bad "a machine file without the op model's figures" "no GPU op model figures" --plan --machine "$TMP/no-op-model.machine"
+# measuring needs a GPU: without one, exit 77 and say so (on a GPU machine
+# tests/gpu/run.sh runs the measurement itself)
+if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q GPU; then
+    echo "note: a GPU is here: the no-GPU exit is not checked (tests/gpu/run.sh measures)"
+else
+    "$BIN" --db none --seconds 0.05 --soak 0 > "$TMP/out" 2> "$TMP/err"
+    rc=$?
+    check "no GPU: exit 77 ($rc)" test "$rc" -eq 77
+    check "no GPU: says so" grep -q "no GPU" "$TMP/err"
+fi
 exit $((fails > 0))
