@@ -239,17 +239,24 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     bwd_mlp += act_b;
     L->fwd_s = fwd_attn + fwd_mlp + fwd_rest;
     L->bwd_s = bwd_attn + bwd_mlp + bwd_rest;
-    if (c->recompute == SB_MT_RC_FULL)
-        L->recomp_s = L->fwd_s;
-    else if (c->recompute == SB_MT_RC_SELECTIVE)
-        L->recomp_s = fwd_attn;
     /* TP: forward 2 all-reduces of T x h (sequence parallel: 2 all-gathers and 2
      * reduce-scatters, the same volume), backward the same; a full recomputation repeats
      * the forward's */
     double tpb = T * h * B;
     double ar = c->sp ? 2.0 * sb_gpu_gather_s(g, tpb, t, tp_inter) : sb_gpu_allreduce_s(g, tpb, t, tp_inter);
-    L->tp_fwd_s = c->tp_overlap ? 0.0 : 2.0 * ar;
-    L->tp_bwd_s = L->tp_fwd_s * (c->recompute == SB_MT_RC_FULL ? 2.0 : 1.0);
+    L->tp_fwd_s = 2.0 * ar, L->tp_bwd_s = 2.0 * ar;
+    if (c->tp_overlap && c->tp > 1) { /* overlapped: its price in the GEMMs, what stays exposed */
+        sb_mt_tpov ov;
+        sb_mt_tp_overlap(gm, c, g, tpb, &ov);
+        L->fwd_s += ov.fwd_extra_s, L->bwd_s += ov.bwd_extra_s;
+        L->tp_fwd_s = ov.fwd_exposed_s, L->tp_bwd_s = ov.bwd_exposed_s;
+    }
+    if (c->recompute == SB_MT_RC_FULL) /* the recomputed forward, its collectives */
+        L->tp_bwd_s += L->tp_fwd_s;
+    if (c->recompute == SB_MT_RC_FULL)
+        L->recomp_s = L->fwd_s;
+    else if (c->recompute == SB_MT_RC_SELECTIVE)
+        L->recomp_s = fwd_attn;
     /* MoE: dispatch and combine all-to-all of the routed tokens over EP, forward and backward */
     if (mm->experts > 0 && c->ep > 1) {
         double bytes = T * moe_tokens * h * B * (c->ep - 1.0) / c->ep;
@@ -336,7 +343,10 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     e->head_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
                 sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B) +
                 sb_gpu_mem_s(g, T * V / t * (4.0 + B));
-    e->head_tp = c->tp_overlap ? 0.0 : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
+    /* the output layer is not one of TE's overlapped linears: with --tp-comm-overlap its
+     * input's all-gather stays exposed (its backward reduce-scatter hides behind wgrad) */
+    e->head_tp = c->tp_overlap ? sb_gpu_gather_s(g, T * h * B, t, tp_inter)
+                               : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
     e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);
     /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
      * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather

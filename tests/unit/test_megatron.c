@@ -171,6 +171,64 @@ static void test_price(void **state)
     close_to(r.mfu, r.model_flops / r.step_s / 512 / 1e12 / 312);
 }
 
+/* TP overlap (--tp-comm-overlap; search/megatron_tpov.c) priced by hand on one
+ * stage of GPT at TP 8 with sequence parallelism, no recomputation: the
+ * row-parallel forwards (proj, fc2) on the SMs their reduce-scatter leaves
+ * (24, 16), the last of 4 chunks' reduce-scatter exposed, 3 more launches; the
+ * backward's bulk overlaps (qkv dgrad 4, wgrad 24, fc1 dgrad 2, wgrad 4 SMs)
+ * slow their GEMM by the collective's share of SMs while it runs; the ring
+ * exchanges expose what a chunk's send takes beyond its GEMM; the head's
+ * all-gather stays exposed. At TP 1 the overlap changes nothing. */
+static double gemm_left(const sb_gpu *g, double n, const sb_mt_gemm *m)
+{
+    sb_gpu r = *g;
+    r.sms = g->sms - n, r.peak_tflops = g->peak_tflops * r.sms / g->sms;
+    return sb_gpu_gemm_s(&r, 1, m->M, m->N, m->K, 2) - sb_gpu_gemm_s(g, 1, m->M, m->N, m->K, 2);
+}
+
+static void test_tp_overlap(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    g.intra_busbw = 370, g.intra_lat_us = 10;
+    sb_mt_model m = gpt();
+    sb_mt_config c = cfg(8, 1, 1, 1, 1);
+    c.recompute = SB_MT_RC_NONE, c.sp = 1, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+    sb_mt_result off, on;
+    sb_mt_price(&m, &c, &g, &off);
+    c.tp_overlap = 1;
+    sb_mt_price(&m, &c, &g, &on);
+    sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+    sb_mt_layer_gemms(&m, &c, gm);
+    const double M = 1536, L = 48, tok = 2048.0 * 8192 * 2, t = 8;
+    double coll = sb_gpu_gather_s(&g, tok, t, 0), extra = 3 * 2 * 4e-6, exposed = 0;
+    extra += gemm_left(&g, 24, &gm[3]) + gemm_left(&g, 16, &gm[9]); /* proj, fc2 fprop */
+    exposed += 2 * sb_gpu_gather_s(&g, tok / 4, t, 0);
+    const int bulk[4] = {1, 2, 7, 8};
+    const double bulk_sms[4] = {4, 24, 2, 4};
+    for (int k = 0; k < 4; k++) {
+        double G = sb_gpu_gemm_s(&g, 1, gm[bulk[k]].M, gm[bulk[k]].N, gm[bulk[k]].K, 2);
+        assert_true(coll < G * 132 / (132 - bulk_sms[k])); /* the collective shorter here */
+        extra += coll * bulk_sms[k] / 132;
+    }
+    const int ring[4] = {0, 4, 6, 10}; /* qkv, fc1 fprop; proj, fc2 dgrad */
+    for (int k = 0; k < 4; k++) {
+        double G = sb_gpu_gemm_s(&g, 1, gm[ring[k]].M, gm[ring[k]].N, gm[ring[k]].K, 2);
+        exposed += (t - 1) * fmax(0.0, sb_gpu_p2p_s(&g, tok / t, 0) - G / t);
+    }
+    close_to(on.compute_s - off.compute_s, M * L * extra);
+    close_to(on.tp_comm_s, M * (L * exposed + sb_gpu_gather_s(&g, tok, t, 0)));
+    assert_true(on.compute_s > off.compute_s && on.tp_comm_s < off.tp_comm_s);
+    /* TP 1: nothing to overlap */
+    sb_mt_config c1 = cfg(1, 1, 8, 1, 1);
+    c1.recompute = SB_MT_RC_NONE, c1.precision = SB_PREC_BF16, c1.fused_attention = 1;
+    sb_mt_price(&m, &c1, &g, &off);
+    c1.tp_overlap = 1;
+    sb_mt_price(&m, &c1, &g, &on);
+    close_to(on.step_s, off.step_s);
+}
+
 static void refused(const sb_mt_config *c, int P, const char *text)
 {
     sb_mt_model m = gpt();
@@ -241,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_fp8_gemm_eff),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_price),
+        cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
     };

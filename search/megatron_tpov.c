@@ -1,0 +1,84 @@
+/* megatron_tpov.c: TP collectives overlapped with the linear layers' GEMMs,
+ * as Transformer Engine's userbuffers run them under Megatron-LM's
+ * --tp-comm-overlap (sequence parallel: an all-gather before a
+ * column-parallel GEMM, a reduce-scatter after a row-parallel one, the
+ * mirror in the backward). Overlap is not free: three methods, each with
+ * its own cost (docs/megatron.md, "TP overlap"):
+ *
+ *   ring exchange (all-gathers): the GEMM in t chunks while each chunk of
+ *     the input goes to the next rank; exposed what a chunk's send takes
+ *     beyond its GEMM, t - 1 times;
+ *   pipeline (reduce-scatters): the GEMM in 4 chunks on the SMs the
+ *     collective leaves (sms - n of them kept for it), on several streams
+ *     (their waves run into one another), each chunk's reduce-scatter
+ *     behind the next chunks; the last one exposed;
+ *   bulk (the backward's): the collective on n SMs beside the GEMM, which
+ *     loses them while it runs.
+ *
+ * Which GEMM uses which, and n: NVIDIA NeMo's userbuffers settings for an
+ * H100 (recipes/tp_overlap_configs/userbuffers.py; Llama 3 70B, TP 4, one
+ * 8192-token micro-batch: bf16 proj_fprop pipeline 24 SMs, fc2_fprop
+ * pipeline 16; fp8 both ring exchange; backward bulk qkv_dgrad 4,
+ * qkv_wgrad 24, fc1_dgrad 2, fc1_wgrad 4; the rest ring exchange), the
+ * same for every model. */
+#include <math.h>
+
+#include "mt_int.h"
+#include "shardbench/precision.h"
+
+enum { NONE, RING, PIPE, BULK };
+
+typedef struct {
+    int method, sms;
+} ub_cfg;
+
+/* by sb_mt_layer_gemms' order: qkv, proj, fc1, fc2 x fprop, dgrad, wgrad */
+static const ub_cfg ub_bf16[SB_MT_LAYER_GEMMS] = {
+    {RING, 0}, {BULK, 4}, {BULK, 24}, /* qkv: AG in; AG of the input for wgrad; RS of dgrad */
+    {PIPE, 24}, {RING, 0}, {NONE, 0}, /* proj: RS out; AG of the output gradient */
+    {RING, 0}, {BULK, 2}, {BULK, 4},  /* fc1 */
+    {PIPE, 16}, {RING, 0}, {NONE, 0}, /* fc2 */
+};
+
+#define PIPE_SPLITS 4.0
+
+/* a GEMM on the SMs a collective leaves (n kept for it) */
+static double gemm_on(const sb_gpu *g, double n, double M, double N, double K, double B)
+{
+    sb_gpu r = *g;
+    r.sms = g->sms - n;
+    r.peak_tflops = g->peak_tflops * r.sms / g->sms;
+    return sb_gpu_gemm_s(&r, 1, M, N, K, B);
+}
+
+void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu *g, double tok_bytes,
+                      sb_mt_tpov *o)
+{
+    const double t = c->tp;
+    const int inter = c->tp > g->node_devices;
+    const double coll = sb_gpu_gather_s(g, tok_bytes, t, inter); /* one AG or RS of T x h */
+    const double B = sb_precision_bytes(c->precision).act;
+    *o = (sb_mt_tpov){0};
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i++) {
+        ub_cfg u = ub_bf16[i];
+        if (g->fp8 && u.method == PIPE) /* the fp8 settings: ring exchange for both */
+            u.method = RING;
+        const sb_mt_gemm *m = &gm[i];
+        double G = sb_gpu_gemm_s(g, 1, m->M, m->N, m->K, B), extra = 0, exposed = 0;
+        if (u.method == RING) {
+            exposed = (t - 1.0) * fmax(0.0, sb_gpu_p2p_s(g, tok_bytes / t, inter) - G / t);
+        } else if (u.method == PIPE) {
+            /* the chunks go to several streams (TE: 3), so their waves run into one
+             * another: the whole GEMM on the SMs left, and a launch per further chunk */
+            extra = gemm_on(g, u.sms, m->M, m->N, m->K, B) + (PIPE_SPLITS - 1.0) * g->kernel_us * 1e-6 - G;
+            exposed = sb_gpu_gather_s(g, tok_bytes / PIPE_SPLITS, t, inter);
+        } else if (u.method == BULK) {
+            double slow = G * g->sms / (g->sms - u.sms); /* the GEMM on the SMs left */
+            extra = (coll < slow ? G + coll * u.sms / g->sms : coll) - G;
+        }
+        if (i % 3 == 0)
+            o->fwd_extra_s += extra, o->fwd_exposed_s += exposed;
+        else
+            o->bwd_extra_s += extra, o->bwd_exposed_s += exposed;
+    }
+}
