@@ -172,7 +172,8 @@ static void test_price(void **state)
 }
 
 /* TP overlap (--tp-comm-overlap; search/megatron_tpov.c) priced by hand on one
- * stage of GPT at TP 8 with sequence parallelism, no recomputation: the
+ * stage of GPT at TP 8 with sequence parallelism, micro-batches of 2, no
+ * recomputation: the
  * row-parallel forwards (proj, fc2) on the SMs their reduce-scatter leaves
  * (24, 16), the last of 4 chunks' reduce-scatter exposed, 3 more launches; the
  * backward's bulk overlaps (qkv dgrad 4, wgrad 24, fc1 dgrad 2, wgrad 4 SMs)
@@ -193,7 +194,7 @@ static void test_tp_overlap(void **state)
     g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
     g.intra_busbw = 370, g.intra_lat_us = 10;
     sb_mt_model m = gpt();
-    sb_mt_config c = cfg(8, 1, 1, 1, 1);
+    sb_mt_config c = cfg(8, 1, 1, 1, 2); /* 2 sequences: every bulk GEMM outlasts its collective */
     c.recompute = SB_MT_RC_NONE, c.sp = 1, c.precision = SB_PREC_BF16, c.fused_attention = 1;
     sb_mt_result off, on;
     sb_mt_price(&m, &c, &g, &off);
@@ -201,7 +202,7 @@ static void test_tp_overlap(void **state)
     sb_mt_price(&m, &c, &g, &on);
     sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
     sb_mt_layer_gemms(&m, &c, gm);
-    const double M = 1536, L = 48, tok = 2048.0 * 8192 * 2, t = 8;
+    const double M = 768, L = 48, tok = 4096.0 * 8192 * 2, t = 8;
     double coll = sb_gpu_gather_s(&g, tok, t, 0), extra = 3 * 2 * 4e-6, exposed = 0;
     extra += gemm_left(&g, 24, &gm[3]) + gemm_left(&g, 16, &gm[9]); /* proj, fc2 fprop */
     exposed += 2 * sb_gpu_gather_s(&g, tok / 4, t, 0);
