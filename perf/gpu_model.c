@@ -15,8 +15,12 @@
  * clock settles below its boost), so that every shape is then measured at
  * the settled clock a training sees; last the HBM copy bandwidth
  * (cudaMemcpy device to device, bytes read + written) and the time a
- * kernel of back-to-back tiny GEMMs. The attention core (cuDNN's fused
- * attention) is not measured: the model prices it as GEMM tiles.
+ * kernel of back-to-back tiny GEMMs. Where the machine file has an fp8
+ * peak, the linear layers' GEMMs again as the fp8 recipe runs them (e4m3
+ * operands through cuBLASLt, whose one fp8 layout is TN; bf16 output),
+ * priced with tflops_fp8 and gemm_eff_large_fp8. The attention core
+ * (cuDNN's fused attention) is not measured: the model prices it as GEMM
+ * tiles.
  *
  * What it prints answers the open question of docs/validation.md: whether
  * the machine file's gemm_eff_large (a single-GPU microbenchmark's best
@@ -28,7 +32,7 @@
  * --plan: the shapes and the model's predictions only, no GPU needed (a
  * build without CUDA does only this; otherwise exit 77, "no GPU").
  * Results database: one run (backend "cuda"), a measurement per shape of
- * kind "gemm-bf16" (predicted_cost its FLOP, predicted_s the model's
+ * kind "gemm-bf16" or "gemm-fp8" (predicted_cost its FLOP, predicted_s the model's
  * seconds, step_median_s the measured median, min and max the batches';
  * configs_json the shape and layout), "gemm-soak" (the last second),
  * "hbm-copy" (predicted_cost: bytes moved) and "kernel-overhead". A figure
@@ -61,12 +65,13 @@ static const run_layer layers[] = {
     {"gpt3-175b tp4", {96, 12288, 96, 96, 49152, 51200, 2048, 0, 0, 0, 256}, 4, 1, 1},
 };
 #define NLAYERS ((int)(sizeof layers / sizeof *layers))
-#define MAX_SHAPES (NLAYERS * (SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS))
+#define MAX_SHAPES (NLAYERS * (2 * SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS))
 
 typedef struct {
     char what[96];  /* the run layer and the GEMM */
     double M, N, K; /* row-major (M x K)(K x N) */
     int ta, tb;     /* A stored K x M (wgrad), B stored N x K (fprop) */
+    int fp8;        /* 1: e4m3 operands through cuBLASLt (its one layout, TN), bf16 out */
     double model_s; /* sb_gpu_gemm_s, kernel overhead included */
     double meas_s;  /* measured median seconds a call; NAN until measured */
     double min_s, max_s;
@@ -129,10 +134,13 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* The runs' GEMMs, each shape once (the first run layer that has it names it). */
-static int build_shapes(const sb_gpu *g, shape *out)
+/* The runs' GEMMs, each shape once (the first run layer that has it names it);
+ * with g8 (the machine's fp8 figures) the linear layers' again in fp8, as the
+ * fp8 recipe runs them (the head stays bf16). */
+static int build_shapes(const sb_gpu *g, const sb_gpu *g8, shape *out)
 {
     int n = 0;
+    for (int fp8 = 0; fp8 <= (g8 != NULL); fp8++)
     for (int r = 0; r < NLAYERS; r++) {
         const run_layer *L = &layers[r];
         sb_mt_config c = {.tp = L->tp, .pp = 1, .dp = 1, .cp = L->cp, .ep = 1, .vpp = 1,
@@ -140,17 +148,20 @@ static int build_shapes(const sb_gpu *g, shape *out)
         sb_mt_gemm gm[SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS];
         sb_mt_layer_gemms(&L->mm, &c, gm);
         sb_mt_head_gemms(&L->mm, &c, gm + SB_MT_LAYER_GEMMS);
-        for (int i = 0; i < SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS; i++) {
-            int ta = !strcmp(gm[i].pass, "wgrad"), tb = !strcmp(gm[i].pass, "fprop"), dup = 0;
+        for (int i = 0; i < (fp8 ? SB_MT_LAYER_GEMMS : SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS); i++) {
+            int ta = !fp8 && !strcmp(gm[i].pass, "wgrad"), tb = !fp8 && !strcmp(gm[i].pass, "fprop");
+            int dup = 0;
             for (int j = 0; j < n && !dup; j++)
                 dup = out[j].M == gm[i].M && out[j].N == gm[i].N && out[j].K == gm[i].K &&
-                      out[j].ta == ta && out[j].tb == tb;
+                      out[j].ta == ta && out[j].tb == tb && out[j].fp8 == fp8;
             if (dup)
                 continue;
             shape *s = &out[n++];
             snprintf(s->what, sizeof s->what, "%s %s %s", L->name, gm[i].linear, gm[i].pass);
-            s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K, s->ta = ta, s->tb = tb;
-            s->model_s = sb_gpu_gemm_s(g, 1, s->M, s->N, s->K, 2.0);
+            s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K, s->ta = ta, s->tb = tb, s->fp8 = fp8;
+            /* in words of sb_mt_layer's (the recipe's activation bytes) */
+            s->model_s = sb_gpu_gemm_s(fp8 ? g8 : g, 1, s->M, s->N, s->K,
+                                       sb_precision_bytes(fp8 ? SB_PREC_FP8 : SB_PREC_BF16).act);
             s->meas_s = s->min_s = s->max_s = NAN;
         }
     }
@@ -159,16 +170,19 @@ static int build_shapes(const sb_gpu *g, shape *out)
 
 static double tflops(const shape *s, double sec) { return 2.0 * s->M * s->N * s->K / sec / 1e12; }
 
-static void print_plan(const shape *s, int n, const sb_gpu *g, const char *machine)
+static void print_plan(const shape *s, int n, const sb_gpu *g, const sb_gpu *g8, const char *machine)
 {
     printf("# perf/gpu_model: the op model of %s (bf16 peak %.1f TFLOP/s, gemm_eff_large %.3f, "
-           "%g SMs, kernel %g us)\n",
+           "%g SMs, kernel %g us",
            machine, g->peak_tflops, g->gemm_eff, g->sms, g->kernel_us);
-    printf("%-44s %7s %7s %7s %10s %9s %10s %9s %7s\n", "gemm (run layer, linear, pass)", "M", "N",
-           "K", "model_ms", "model_TF", "meas_ms", "meas_TF", "meas/mod");
+    if (g8)
+        printf("; fp8 peak %.1f, gemm_eff_large_fp8 %.3f", g8->peak_tflops, g8->gemm_eff);
+    printf(")\n");
+    printf("%-44s %4s %7s %7s %7s %10s %9s %10s %9s %7s\n", "gemm (run layer, linear, pass)", "prec",
+           "M", "N", "K", "model_ms", "model_TF", "meas_ms", "meas_TF", "mod/meas");
     for (int i = 0; i < n; i++) {
-        printf("%-44s %7.0f %7.0f %7.0f %10.4f %9.1f", s[i].what, s[i].M, s[i].N, s[i].K,
-               s[i].model_s * 1e3, tflops(&s[i], s[i].model_s));
+        printf("%-44s %4s %7.0f %7.0f %7.0f %10.4f %9.1f", s[i].what, s[i].fp8 ? "fp8" : "bf16", s[i].M,
+               s[i].N, s[i].K, s[i].model_s * 1e3, tflops(&s[i], s[i].model_s));
         if (isfinite(s[i].meas_s))
             printf(" %10.4f %9.1f %7.3f\n", s[i].meas_s * 1e3, tflops(&s[i], s[i].meas_s),
                    s[i].model_s / s[i].meas_s);
@@ -178,6 +192,7 @@ static void print_plan(const shape *s, int n, const sb_gpu *g, const char *machi
 }
 
 #ifdef SB_HAVE_CUDA
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -199,20 +214,32 @@ static int blas_ok(cublasStatus_t s, const char *what)
 
 typedef struct {
     cublasHandle_t blas;
+    cublasLtHandle_t lt;
     cudaStream_t stream;
     cudaEvent_t e0, e1;
     void *a, *b, *c; /* bf16 buffers of `cap` elements each */
+    void *a8, *b8;   /* e4m3 operands, `cap` bytes each (with an fp8 machine) */
+    void *ws;        /* cuBLASLt's workspace */
+    float *one;      /* 1.0f on the device: the fp8 operands' scales */
+    /* the fp8 plan of the shape being measured (lt_plan) */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
     size_t cap;
 } gpu_ctx;
 
+#define LT_WORKSPACE (32u << 20)
+
 /* Fills n bf16 elements with values in [-1, 1) (random bits: zeros would
- * draw less power than a training's operands). */
-static int fill_random(void *dev, size_t n, uint64_t seed)
+ * draw less power than a training's operands), or n e4m3 codes (any but
+ * the two NaNs). */
+static int fill_random(void *dev, size_t n, uint64_t seed, int fp8)
 {
     enum { CHUNK = 1 << 24 };
     uint16_t *h = malloc(CHUNK * sizeof *h);
     if (!h)
         return 0;
+    uint8_t *h8 = (uint8_t *)h;
     for (size_t i = 0; i < CHUNK; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         float f = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f;
@@ -220,21 +247,81 @@ static int fill_random(void *dev, size_t n, uint64_t seed)
         memcpy(&u, &f, sizeof u);
         h[i] = (uint16_t)(u >> 16);
     }
+    for (size_t i = 0; fp8 && i < 2 * (size_t)CHUNK; i++)
+        if ((h8[i] & 0x7f) == 0x7f) /* e4m3's NaN: S.1111.111 */
+            h8[i] ^= 1;
+    size_t elem = fp8 ? 1 : 2, per = fp8 ? 2 * (size_t)CHUNK : CHUNK;
     int ok = 1;
-    for (size_t at = 0; at < n && ok; at += CHUNK) {
-        size_t k = n - at < CHUNK ? n - at : CHUNK;
-        ok = cuda_ok(cudaMemcpy((uint16_t *)dev + at, h, k * sizeof *h, cudaMemcpyHostToDevice),
+    for (size_t at = 0; at < n && ok; at += per) {
+        size_t k = n - at < per ? n - at : per;
+        ok = cuda_ok(cudaMemcpy((uint8_t *)dev + at * elem, h, k * elem, cudaMemcpyHostToDevice),
                      "cudaMemcpy (operands)");
     }
     free(h);
     return ok;
 }
 
-/* C (M x N) = op(A) op(B), row-major, A stored M x K (ta: K x M), B stored
- * K x N (tb: N x K): cuBLAS's column-major C^T = op(B)^T op(A)^T. */
+static void lt_drop(gpu_ctx *x)
+{
+    if (x->op)
+        cublasLtMatmulDescDestroy(x->op);
+    if (x->la)
+        cublasLtMatrixLayoutDestroy(x->la);
+    if (x->lb)
+        cublasLtMatrixLayoutDestroy(x->lb);
+    if (x->lc)
+        cublasLtMatrixLayoutDestroy(x->lc);
+    x->op = NULL, x->la = x->lb = x->lc = NULL;
+}
+
+/* The fp8 GEMM's plan: cuBLASLt's only fp8 layout (column-major D (M x N) =
+ * A^T B, A stored K x M and B K x N, K contiguous: "TN"), e4m3 operands of
+ * scale 1, fp32 accumulation, bf16 output; the heuristic's first algorithm. */
+static int lt_plan(gpu_ctx *x, const shape *s)
+{
+    lt_drop(x);
+    uint64_t M = (uint64_t)s->M, N = (uint64_t)s->N, K = (uint64_t)s->K;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulPreference_t pref = NULL;
+    size_t wsb = LT_WORKSPACE;
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    int ok = blas_ok(cublasLtMatmulDescCreate(&x->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate") &&
+             blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA") &&
+             blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB") &&
+             blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &x->one,
+                                                    sizeof x->one), "A_SCALE_POINTER") &&
+             blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x->one,
+                                                    sizeof x->one), "B_SCALE_POINTER") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->la, CUDA_R_8F_E4M3, K, M, (int64_t)K), "layout A") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->lb, CUDA_R_8F_E4M3, K, N, (int64_t)K), "layout B") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->lc, CUDA_R_16BF, M, N, (int64_t)M), "layout D") &&
+             blas_ok(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate") &&
+             blas_ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                                          sizeof wsb), "MAX_WORKSPACE_BYTES") &&
+             blas_ok(cublasLtMatmulAlgoGetHeuristic(x->lt, x->op, x->la, x->lb, x->lc, x->lc, pref, 1, &heur,
+                                                    &found), "AlgoGetHeuristic");
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (ok && found < 1) {
+        fprintf(stderr, "perf/gpu_model: cuBLASLt has no fp8 algorithm for %s\n", s->what);
+        ok = 0;
+    }
+    if (ok)
+        x->algo = heur.algo;
+    return ok;
+}
+
+/* bf16: C (M x N) = op(A) op(B), row-major, A stored M x K (ta: K x M), B
+ * stored K x N (tb: N x K): cuBLAS's column-major C^T = op(B)^T op(A)^T.
+ * fp8: the plan lt_plan made for s. */
 static int gemm(gpu_ctx *x, const shape *s)
 {
     const float one = 1.0f, zero = 0.0f;
+    if (s->fp8)
+        return blas_ok(cublasLtMatmul(x->lt, x->op, &one, x->a8, x->la, x->b8, x->lb, &zero, x->c, x->lc,
+                                      x->c, x->lc, &x->algo, x->ws, LT_WORKSPACE, x->stream),
+                       "cublasLtMatmul");
     int M = (int)s->M, N = (int)s->N, K = (int)s->K;
     return blas_ok(cublasGemmEx(x->blas, s->tb ? CUBLAS_OP_T : CUBLAS_OP_N, s->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 N, M, K, &one, x->b, CUDA_R_16BF, s->tb ? K : N, x->a, CUDA_R_16BF,
@@ -269,6 +356,8 @@ static int cmp_double(const void *a, const void *b)
  * the fastest and slowest batch's into s). */
 static double measure(gpu_ctx *x, shape *s, double seconds)
 {
+    if (s->fp8 && !lt_plan(x, s))
+        return NAN;
     double t1 = timed(x, s, 2); /* warm-up: cuBLAS picks its kernel */
     t1 = timed(x, s, 3) / 3.0;
     if (!isfinite(t1))
@@ -303,8 +392,8 @@ static void record(sb_db *db, int64_t run, const char *model, const char *params
         fprintf(stderr, "perf/gpu_model: %s (figure not stored)\n", err.msg);
 }
 
-/* The soak: the largest shape kept busy, TFLOP/s each second; returns the
- * last second's over the first second's (NAN when not run). */
+/* The soak: a bf16 shape kept busy, TFLOP/s each second; returns the last
+ * second's over the first second's (NAN on an error). */
 static double soak(gpu_ctx *x, const shape *s, double seconds, double *first, double *last)
 {
     *first = *last = NAN;
@@ -364,7 +453,100 @@ static int write_fragment(const char *path, const char *text)
     return 0;
 }
 
-static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, shape *s, int n)
+/* Streams, handles and operands for shapes s[0..n) (fp8 ones when any is). */
+static int setup(gpu_ctx *x, const shape *s, int n)
+{
+    size_t cap = 0;
+    int any8 = 0;
+    for (int i = 0; i < n; i++) {
+        double m = fmax(s[i].M * s[i].K, fmax(s[i].K * s[i].N, s[i].M * s[i].N));
+        cap = m > (double)cap ? (size_t)m : cap;
+        any8 |= s[i].fp8;
+    }
+    x->cap = cap;
+    const float one = 1.0f;
+    return cuda_ok(cudaStreamCreate(&x->stream), "cudaStreamCreate") &&
+           cuda_ok(cudaEventCreate(&x->e0), "cudaEventCreate") &&
+           cuda_ok(cudaEventCreate(&x->e1), "cudaEventCreate") &&
+           blas_ok(cublasCreate(&x->blas), "cublasCreate") &&
+           blas_ok(cublasSetStream(x->blas, x->stream), "cublasSetStream") &&
+           cuda_ok(cudaMalloc(&x->a, cap * 2), "cudaMalloc") && cuda_ok(cudaMalloc(&x->b, cap * 2), "cudaMalloc") &&
+           cuda_ok(cudaMalloc(&x->c, cap * 2), "cudaMalloc") && fill_random(x->a, cap, 1, 0) &&
+           fill_random(x->b, cap, 2, 0) &&
+           (!any8 || (blas_ok(cublasLtCreate(&x->lt), "cublasLtCreate") &&
+                      cuda_ok(cudaMalloc(&x->a8, cap), "cudaMalloc") && cuda_ok(cudaMalloc(&x->b8, cap), "cudaMalloc") &&
+                      cuda_ok(cudaMalloc(&x->ws, LT_WORKSPACE), "cudaMalloc") &&
+                      cuda_ok(cudaMalloc((void **)&x->one, sizeof *x->one), "cudaMalloc") &&
+                      cuda_ok(cudaMemcpy(x->one, &one, sizeof one, cudaMemcpyHostToDevice), "cudaMemcpy") &&
+                      fill_random(x->a8, cap, 3, 1) && fill_random(x->b8, cap, 4, 1)));
+}
+
+static void teardown(gpu_ctx *x)
+{
+    lt_drop(x);
+    cudaFree(x->a), cudaFree(x->b), cudaFree(x->c), cudaFree(x->a8), cudaFree(x->b8);
+    cudaFree(x->ws), cudaFree(x->one);
+    if (x->lt)
+        cublasLtDestroy(x->lt);
+    cublasDestroy(x->blas);
+    cudaEventDestroy(x->e0), cudaEventDestroy(x->e1);
+    cudaStreamDestroy(x->stream);
+}
+
+static sb_db *open_db(const opts *o, const struct cudaDeviceProp *prop, const sb_machine *mc, int64_t *run)
+{
+    sb_db *db = NULL;
+    sb_error err = {0};
+    if (!strcmp(o->db, "none"))
+        return NULL;
+    char devices[320], versions[512];
+    snprintf(devices, sizeof devices, "1 x %s", prop->name);
+    snprintf(versions, sizeof versions, "cublas=%d machine=%s", CUBLAS_VERSION, mc->path);
+    sb_run_meta meta = {.backend = "cuda", .devices = devices, .versions = versions,
+                        .command_line = "perf/gpu_model"};
+    if (sb_db_open(o->db, 0, &db, &err) || sb_db_begin_run(db, &meta, run, &err)) {
+        fprintf(stderr, "perf/gpu_model: %s (figures not stored)\n", err.msg);
+        if (db)
+            sb_db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* what the shapes' measurements say, per precision (0 bf16, 1 fp8) */
+typedef struct {
+    double best[2], logsum[2];
+    int n[2];
+} summary;
+
+/* Every shape measured and stored; 1 when one failed. */
+static int measure_shapes(gpu_ctx *x, shape *s, int n, double seconds, sb_db *db, int64_t run,
+                          summary *sm)
+{
+    int failed = 0;
+    *sm = (summary){{0, 0}, {0, 0}, {0, 0}};
+    for (int i = 0; i < n; i++) {
+        s[i].meas_s = measure(x, &s[i], seconds);
+        if (!isfinite(s[i].meas_s)) {
+            failed = 1;
+            continue;
+        }
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"M\":%.0f,\"N\":%.0f,\"K\":%.0f,\"layout\":\"%s\"}", s[i].M, s[i].N,
+                 s[i].K, s[i].fp8 ? "TN" : s[i].ta ? (s[i].tb ? "TT" : "TN") : (s[i].tb ? "NT" : "NN"));
+        record(db, run, s[i].what, cfg, s[i].fp8 ? "gemm-fp8" : "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K,
+               s[i].model_s, s[i].meas_s, s[i].min_s, s[i].max_s);
+        int p = s[i].fp8;
+        sm->best[p] = fmax(sm->best[p], tflops(&s[i], s[i].meas_s));
+        sm->logsum[p] += log(s[i].model_s / s[i].meas_s);
+        sm->n[p]++;
+    }
+    lt_drop(x);
+    return failed;
+}
+
+static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const sb_machine *mc, shape *s,
+                       int n)
 {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
@@ -372,47 +554,16 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, sha
         return 77;
     }
     struct cudaDeviceProp prop;
-    if (!cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties"))
-        return 1;
     gpu_ctx x = {0};
-    size_t cap = 0;
-    for (int i = 0; i < n; i++) {
-        double m = fmax(s[i].M * s[i].K, fmax(s[i].K * s[i].N, s[i].M * s[i].N));
-        cap = m > (double)cap ? (size_t)m : cap;
-    }
-    x.cap = cap;
-    if (!cuda_ok(cudaStreamCreate(&x.stream), "cudaStreamCreate") ||
-        !cuda_ok(cudaEventCreate(&x.e0), "cudaEventCreate") ||
-        !cuda_ok(cudaEventCreate(&x.e1), "cudaEventCreate") ||
-        !blas_ok(cublasCreate(&x.blas), "cublasCreate") ||
-        !blas_ok(cublasSetStream(x.blas, x.stream), "cublasSetStream") ||
-        !cuda_ok(cudaMalloc(&x.a, cap * 2), "cudaMalloc") ||
-        !cuda_ok(cudaMalloc(&x.b, cap * 2), "cudaMalloc") ||
-        !cuda_ok(cudaMalloc(&x.c, cap * 2), "cudaMalloc") || !fill_random(x.a, cap, 1) ||
-        !fill_random(x.b, cap, 2))
+    if (!cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties") || !setup(&x, s, n))
         return 1;
-
-    sb_db *db = NULL;
     int64_t run = 0;
-    sb_error err = {0};
-    if (strcmp(o->db, "none")) {
-        char devices[320], versions[512];
-        snprintf(devices, sizeof devices, "1 x %s", prop.name);
-        snprintf(versions, sizeof versions, "cublas=%d machine=%s", CUBLAS_VERSION, mc->path);
-        sb_run_meta meta = {.backend = "cuda", .devices = devices, .versions = versions,
-                            .command_line = "perf/gpu_model"};
-        if (sb_db_open(o->db, 0, &db, &err) || sb_db_begin_run(db, &meta, &run, &err)) {
-            fprintf(stderr, "perf/gpu_model: %s (figures not stored)\n", err.msg);
-            if (db)
-                sb_db_close(db);
-            db = NULL;
-        }
-    }
+    sb_db *db = open_db(o, &prop, mc, &run);
     printf("# %s, %d SMs, priced as %s; each shape: median of ~50 ms batches over %.2f s,\n"
            "# CUDA events\n", prop.name, prop.multiProcessorCount, mc->path, o->seconds);
-    int big = 0, failed = 0, nm = 0;
+    int big = 0, failed = 0;
     for (int i = 1; i < n; i++)
-        if (s[i].M * s[i].N * s[i].K > s[big].M * s[big].N * s[big].K)
+        if (!s[i].fp8 && s[i].M * s[i].N * s[i].K > s[big].M * s[big].N * s[big].K)
             big = i;
     /* the soak first: every shape after it runs at the settled clock */
     double first = NAN, last = NAN, drift = NAN;
@@ -423,28 +574,14 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, sha
         record(db, run, s[big].what, "{\"soak\":\"last second\"}", "gemm-soak", f, NAN,
                f / (last * 1e12), NAN, NAN);
     }
-    double best = 0, logsum = 0;
-    for (int i = 0; i < n; i++) {
-        s[i].meas_s = measure(&x, &s[i], o->seconds);
-        if (!isfinite(s[i].meas_s)) {
-            failed = 1;
-            continue;
-        }
-        char cfg[128];
-        snprintf(cfg, sizeof cfg, "{\"M\":%.0f,\"N\":%.0f,\"K\":%.0f,\"layout\":\"%s%s\"}",
-                 s[i].M, s[i].N, s[i].K, s[i].ta ? "T" : "N", s[i].tb ? "T" : "N");
-        record(db, run, s[i].what, cfg, "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K, s[i].model_s,
-               s[i].meas_s, s[i].min_s, s[i].max_s);
-        best = fmax(best, tflops(&s[i], s[i].meas_s));
-        logsum += log(s[i].model_s / s[i].meas_s);
-        nm++;
-    }
-    print_plan(s, n, g, mc->path);
+    summary sm;
+    failed |= measure_shapes(&x, s, n, o->seconds, db, run, &sm);
+    print_plan(s, n, g, g8, mc->path);
     double gbs = hbm_copy_gbs(&x);
     failed |= !isfinite(gbs);
     record(db, run, "hbm", "{\"copy\":\"cudaMemcpy device to device\"}", "hbm-copy",
            (double)x.cap * 4, NAN, (double)x.cap * 4 / (gbs * 1e9), NAN, NAN);
-    shape tiny = {"tiny", 64, 64, 64, 0, 0, 0, NAN, NAN, NAN};
+    shape tiny = {"tiny", 64, 64, 64, 0, 0, 0, 0, NAN, NAN, NAN};
     timed(&x, &tiny, 20); /* warm-up: the kernel's choice and module load */
     double launch = timed(&x, &tiny, 2000) / 2000.0;
     failed |= !isfinite(launch);
@@ -453,39 +590,44 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_machine *mc, sha
     if (failed) {
         fprintf(stderr, "perf/gpu_model: a figure could not be measured (above): no fragment\n");
     } else {
-        char frag[2048];
+        char frag[3072], fp8line[512] = "";
         int ver = 0;
         cublasGetVersion(x.blas, &ver);
         time_t now = time(NULL);
         char day[32];
         strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
+        if (sm.n[1] > 0)
+            snprintf(fp8line, sizeof fp8line,
+                     "gemm_eff_large_fp8 %.3f   # best measured e4m3 shape (cuBLASLt, TN): %.1f of %.1f\n"
+                     "#   TFLOP/s; the model's time over the measured, geometric mean over %d: %.3f\n",
+                     sm.best[1] / g8->peak_tflops, sm.best[1], g8->peak_tflops, sm.n[1],
+                     exp(sm.logsum[1] / sm.n[1]));
         snprintf(frag, sizeof frag,
                  "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
-                 "#   the model's time over the measured, geometric mean over %d GEMMs of the\n"
+                 "#   the model's time over the measured, geometric mean over %d bf16 GEMMs of the\n"
                  "#   published runs' layers: %.3f; the soak's last second over its first: %.3f\n"
                  "#   (%.1f -> %.1f TFLOP/s)\n"
                  "gemm_eff_large %.3f   # best measured shape: %.1f of %.1f TFLOP/s bf16 (its tile,\n"
                  "                      # wave and K terms, all near 1 for it, not divided out)\n"
+                 "%s"
                  "hbm_eff %.3f          # device-to-device copy: %.0f of %.0f GB/s\n"
                  "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
                  "# also counts the framework's launch path)\n",
-                 prop.name, prop.multiProcessorCount, ver, day, mc->path, nm, exp(logsum / nm),
-                 drift, first, last, best / g->peak_tflops, best, g->peak_tflops,
-                 gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
+                 prop.name, prop.multiProcessorCount, ver, day, mc->path, sm.n[0],
+                 exp(sm.logsum[0] / sm.n[0]), drift, first, last, sm.best[0] / g->peak_tflops, sm.best[0],
+                 g->peak_tflops, fp8line, gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
         printf("\n%s", frag);
         if (o->fragment && write_fragment(o->fragment, frag))
             failed = 1;
     }
     if (db) {
+        sb_error err = {0};
         if (sb_db_end_run(db, run, &err))
             fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
         sb_db_close(db);
         printf("# figures stored in %s (run %lld)\n", o->db, (long long)run);
     }
-    cudaFree(x.a), cudaFree(x.b), cudaFree(x.c);
-    cublasDestroy(x.blas);
-    cudaEventDestroy(x.e0), cudaEventDestroy(x.e1);
-    cudaStreamDestroy(x.stream);
+    teardown(&x);
     return failed ? 1 : 0;
 }
 #endif
@@ -519,14 +661,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
         return 2;
     }
+    /* the fp8 recipe's GEMMs too where the machine file has an fp8 peak */
+    sb_gpu g8;
+    int has8 = sb_machine_peak(&mc, SB_PREC_FP8, 0) > 0 && !sb_gpu_from_machine(&mc, SB_PREC_FP8, &g8, &err);
     shape s[MAX_SHAPES];
-    int n = build_shapes(&g, s);
+    int n = build_shapes(&g, has8 ? &g8 : NULL, s);
     if (o.plan) {
-        print_plan(s, n, &g, mc.path);
+        print_plan(s, n, &g, has8 ? &g8 : NULL, mc.path);
         return 0;
     }
 #ifdef SB_HAVE_CUDA
-    return measure_all(&o, &g, &mc, s, n);
+    return measure_all(&o, &g, has8 ? &g8 : NULL, &mc, s, n);
 #else
     fprintf(stderr, "perf/gpu_model: no GPU: this build has no cuda backend (SHARDBENCH_CUDA=OFF); "
                     "--plan prints the model's side\n");

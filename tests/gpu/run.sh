@@ -404,8 +404,8 @@ for np in $nps; do
 done
 
 # the GPU op model's GEMM prices held to cuBLAS on this GPU (docs/validation.md)
-run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS, 20 s soak" 90 \
-    "$build/perf/gpu_model" --seconds 1 --soak 20 --db "$db" --fragment "$out/gpu-model.machine"
+run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 20 s soak" 100 \
+    "$build/perf/gpu_model" --seconds 0.5 --soak 20 --db "$db" --fragment "$out/gpu-model.machine"
 
 # the other precisions of perf/gpu, as time allows
 for prec in ${bench_precs#"$first"}; do
