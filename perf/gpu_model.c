@@ -36,7 +36,8 @@
  * seconds, step_median_s the measured median, min and max the batches';
  * configs_json the shape and layout), "gemm-soak" (the last second),
  * "hbm-copy" (predicted_cost: bytes moved) and "kernel-overhead". A figure
- * that fails to be measured fails the run (exit 1, no fragment). */
+ * that fails to be measured, or a GEMM measured above 1.05 x its peak (one
+ * that did no work), fails the run (exit 1, no fragment). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ typedef struct {
     double M, N, K; /* row-major (M x K)(K x N) */
     int ta, tb;     /* A stored K x M (wgrad), B stored N x K (fprop) */
     int fp8;        /* 1: e4m3 operands through cuBLASLt (its one layout, TN), bf16 out */
+    int fast;       /* fp8 fprop: fast accumulation, as Transformer Engine runs it */
     double model_s; /* sb_gpu_gemm_s, kernel overhead included */
     double meas_s;  /* measured median seconds a call; NAN until measured */
     double min_s, max_s;
@@ -150,15 +152,16 @@ static int build_shapes(const sb_gpu *g, const sb_gpu *g8, shape *out)
         sb_mt_head_gemms(&L->mm, &c, gm + SB_MT_LAYER_GEMMS);
         for (int i = 0; i < (fp8 ? SB_MT_LAYER_GEMMS : SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS); i++) {
             int ta = !fp8 && !strcmp(gm[i].pass, "wgrad"), tb = !fp8 && !strcmp(gm[i].pass, "fprop");
-            int dup = 0;
+            int fast = fp8 && !strcmp(gm[i].pass, "fprop"), dup = 0;
             for (int j = 0; j < n && !dup; j++)
                 dup = out[j].M == gm[i].M && out[j].N == gm[i].N && out[j].K == gm[i].K &&
-                      out[j].ta == ta && out[j].tb == tb && out[j].fp8 == fp8;
+                      out[j].ta == ta && out[j].tb == tb && out[j].fp8 == fp8 && out[j].fast == fast;
             if (dup)
                 continue;
             shape *s = &out[n++];
             snprintf(s->what, sizeof s->what, "%s %s %s", L->name, gm[i].linear, gm[i].pass);
             s->M = gm[i].M, s->N = gm[i].N, s->K = gm[i].K, s->ta = ta, s->tb = tb, s->fp8 = fp8;
+            s->fast = fast;
             /* in words of sb_mt_layer's (the recipe's activation bytes) */
             s->model_s = sb_gpu_gemm_s(fp8 ? g8 : g, 1, s->M, s->N, s->K,
                                        sb_precision_bytes(fp8 ? SB_PREC_FP8 : SB_PREC_BF16).act);
@@ -240,16 +243,19 @@ static int fill_random(void *dev, size_t n, uint64_t seed, int fp8)
     if (!h)
         return 0;
     uint8_t *h8 = (uint8_t *)h;
-    for (size_t i = 0; i < CHUNK; i++) {
+    for (size_t i = 0; !fp8 && i < CHUNK; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         float f = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f;
         uint32_t u;
         memcpy(&u, &f, sizeof u);
         h[i] = (uint16_t)(u >> 16);
     }
-    for (size_t i = 0; fp8 && i < 2 * (size_t)CHUNK; i++)
+    for (size_t i = 0; fp8 && i < 2 * (size_t)CHUNK; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        h8[i] = (uint8_t)(seed >> 56);
         if ((h8[i] & 0x7f) == 0x7f) /* e4m3's NaN: S.1111.111 */
             h8[i] ^= 1;
+    }
     size_t elem = fp8 ? 1 : 2, per = fp8 ? 2 * (size_t)CHUNK : CHUNK;
     int ok = 1;
     for (size_t at = 0; at < n && ok; at += per) {
@@ -274,14 +280,19 @@ static void lt_drop(gpu_ctx *x)
     x->op = NULL, x->la = x->lb = x->lc = NULL;
 }
 
-/* The fp8 GEMM's plan: cuBLASLt's only fp8 layout (column-major D (M x N) =
- * A^T B, A stored K x M and B K x N, K contiguous: "TN"), e4m3 operands of
- * scale 1, fp32 accumulation, bf16 output; the heuristic's first algorithm. */
+/* The fp8 GEMM's plan: cuBLASLt's only fp8 layout, "TN", the way round the
+ * bf16 path and Transformer Engine run it: column-major D (N x M) = A^T B
+ * with A the K x N operand (the weight) and B the K x M one, K contiguous
+ * (row-major C (M x N)); e4m3 operands of scale 1 (the recipe's backward
+ * takes e5m2 gradients: the same speed), fp32 accumulation, bf16 output;
+ * fast accumulation for a forward, as TE sets it; the heuristic's first
+ * algorithm. */
 static int lt_plan(gpu_ctx *x, const shape *s)
 {
     lt_drop(x);
     uint64_t M = (uint64_t)s->M, N = (uint64_t)s->N, K = (uint64_t)s->K;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    int8_t fast = (int8_t)s->fast;
     cublasLtMatmulPreference_t pref = NULL;
     size_t wsb = LT_WORKSPACE;
     cublasLtMatmulHeuristicResult_t heur;
@@ -289,13 +300,15 @@ static int lt_plan(gpu_ctx *x, const shape *s)
     int ok = blas_ok(cublasLtMatmulDescCreate(&x->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate") &&
              blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA") &&
              blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB") &&
+             blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+                     "FAST_ACCUM") &&
              blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &x->one,
                                                     sizeof x->one), "A_SCALE_POINTER") &&
              blas_ok(cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x->one,
                                                     sizeof x->one), "B_SCALE_POINTER") &&
-             blas_ok(cublasLtMatrixLayoutCreate(&x->la, CUDA_R_8F_E4M3, K, M, (int64_t)K), "layout A") &&
-             blas_ok(cublasLtMatrixLayoutCreate(&x->lb, CUDA_R_8F_E4M3, K, N, (int64_t)K), "layout B") &&
-             blas_ok(cublasLtMatrixLayoutCreate(&x->lc, CUDA_R_16BF, M, N, (int64_t)M), "layout D") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->la, CUDA_R_8F_E4M3, K, N, (int64_t)K), "layout A") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->lb, CUDA_R_8F_E4M3, K, M, (int64_t)K), "layout B") &&
+             blas_ok(cublasLtMatrixLayoutCreate(&x->lc, CUDA_R_16BF, N, M, (int64_t)N), "layout D") &&
              blas_ok(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate") &&
              blas_ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
                                                           sizeof wsb), "MAX_WORKSPACE_BYTES") &&
@@ -319,7 +332,7 @@ static int gemm(gpu_ctx *x, const shape *s)
 {
     const float one = 1.0f, zero = 0.0f;
     if (s->fp8)
-        return blas_ok(cublasLtMatmul(x->lt, x->op, &one, x->a8, x->la, x->b8, x->lb, &zero, x->c, x->lc,
+        return blas_ok(cublasLtMatmul(x->lt, x->op, &one, x->b8, x->la, x->a8, x->lb, &zero, x->c, x->lc,
                                       x->c, x->lc, &x->algo, x->ws, LT_WORKSPACE, x->stream),
                        "cublasLtMatmul");
     int M = (int)s->M, N = (int)s->N, K = (int)s->K;
@@ -521,22 +534,29 @@ typedef struct {
 
 /* Every shape measured and stored; 1 when one failed. */
 static int measure_shapes(gpu_ctx *x, shape *s, int n, double seconds, sb_db *db, int64_t run,
-                          summary *sm)
+                          double peak16, double peak8, summary *sm)
 {
     int failed = 0;
     *sm = (summary){{0, 0}, {0, 0}, {0, 0}};
     for (int i = 0; i < n; i++) {
         s[i].meas_s = measure(x, &s[i], seconds);
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"M\":%.0f,\"N\":%.0f,\"K\":%.0f,\"layout\":\"%s\"%s}", s[i].M, s[i].N,
+                 s[i].K, s[i].fp8 ? "TN" : s[i].ta ? (s[i].tb ? "TT" : "TN") : (s[i].tb ? "NT" : "NN"),
+                 s[i].fast ? ",\"fast_accum\":1" : "");
+        record(db, run, s[i].what, cfg, s[i].fp8 ? "gemm-fp8" : "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K,
+               s[i].model_s, s[i].meas_s, s[i].min_s, s[i].max_s);
+        int p = s[i].fp8;
+        double peak = p ? peak8 : peak16;
+        if (isfinite(s[i].meas_s) && tflops(&s[i], s[i].meas_s) > 1.05 * peak) {
+            fprintf(stderr, "perf/gpu_model: %s: %.1f TFLOP/s is above the %.1f peak: not a real GEMM\n",
+                    s[i].what, tflops(&s[i], s[i].meas_s), peak);
+            s[i].meas_s = NAN;
+        }
         if (!isfinite(s[i].meas_s)) {
             failed = 1;
             continue;
         }
-        char cfg[128];
-        snprintf(cfg, sizeof cfg, "{\"M\":%.0f,\"N\":%.0f,\"K\":%.0f,\"layout\":\"%s\"}", s[i].M, s[i].N,
-                 s[i].K, s[i].fp8 ? "TN" : s[i].ta ? (s[i].tb ? "TT" : "TN") : (s[i].tb ? "NT" : "NN"));
-        record(db, run, s[i].what, cfg, s[i].fp8 ? "gemm-fp8" : "gemm-bf16", 2.0 * s[i].M * s[i].N * s[i].K,
-               s[i].model_s, s[i].meas_s, s[i].min_s, s[i].max_s);
-        int p = s[i].fp8;
         sm->best[p] = fmax(sm->best[p], tflops(&s[i], s[i].meas_s));
         sm->logsum[p] += log(s[i].model_s / s[i].meas_s);
         sm->n[p]++;
@@ -575,13 +595,13 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
                f / (last * 1e12), NAN, NAN);
     }
     summary sm;
-    failed |= measure_shapes(&x, s, n, o->seconds, db, run, &sm);
+    failed |= measure_shapes(&x, s, n, o->seconds, db, run, g->peak_tflops, g8 ? g8->peak_tflops : 0, &sm);
     print_plan(s, n, g, g8, mc->path);
     double gbs = hbm_copy_gbs(&x);
     failed |= !isfinite(gbs);
     record(db, run, "hbm", "{\"copy\":\"cudaMemcpy device to device\"}", "hbm-copy",
            (double)x.cap * 4, NAN, (double)x.cap * 4 / (gbs * 1e9), NAN, NAN);
-    shape tiny = {"tiny", 64, 64, 64, 0, 0, 0, 0, NAN, NAN, NAN};
+    shape tiny = {.what = "tiny", .M = 64, .N = 64, .K = 64, .meas_s = NAN, .min_s = NAN, .max_s = NAN};
     timed(&x, &tiny, 20); /* warm-up: the kernel's choice and module load */
     double launch = timed(&x, &tiny, 2000) / 2000.0;
     failed |= !isfinite(launch);
@@ -590,7 +610,11 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
     if (failed) {
         fprintf(stderr, "perf/gpu_model: a figure could not be measured (above): no fragment\n");
     } else {
-        char frag[3072], fp8line[512] = "";
+        char frag[3072], fp8line[512] = "", soakline[160] = "no soak (--soak 0)";
+        if (o->soak > 0)
+            snprintf(soakline, sizeof soakline,
+                     "the soak's last second over its first: %.3f\n#   (%.1f -> %.1f TFLOP/s)", drift, first,
+                     last);
         int ver = 0;
         cublasGetVersion(x.blas, &ver);
         time_t now = time(NULL);
@@ -605,8 +629,7 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
         snprintf(frag, sizeof frag,
                  "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
                  "#   the model's time over the measured, geometric mean over %d bf16 GEMMs of the\n"
-                 "#   published runs' layers: %.3f; the soak's last second over its first: %.3f\n"
-                 "#   (%.1f -> %.1f TFLOP/s)\n"
+                 "#   published runs' layers: %.3f; %s\n"
                  "gemm_eff_large %.3f   # best measured shape: %.1f of %.1f TFLOP/s bf16 (its tile,\n"
                  "                      # wave and K terms, all near 1 for it, not divided out)\n"
                  "%s"
@@ -614,7 +637,7 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
                  "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
                  "# also counts the framework's launch path)\n",
                  prop.name, prop.multiProcessorCount, ver, day, mc->path, sm.n[0],
-                 exp(sm.logsum[0] / sm.n[0]), drift, first, last, sm.best[0] / g->peak_tflops, sm.best[0],
+                 exp(sm.logsum[0] / sm.n[0]), soakline, sm.best[0] / g->peak_tflops, sm.best[0],
                  g->peak_tflops, fp8line, gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
         printf("\n%s", frag);
         if (o->fragment && write_fragment(o->fragment, frag))

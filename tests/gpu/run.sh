@@ -34,7 +34,10 @@
 #    perf/gpu (-n 5 -w 2 -r 10) in the first precision of
 #    SB_GPU_BENCH_PREC (default "bf16 tf32 fp32": bf16 first, the MFU goal
 #    and the cost of its per-GEMM conversions); the others run after the
-#    equivalence suite, as time allows;
+#    equivalence suite, as time allows; then perf/gpu_model (the GEMMs
+#    `validate` prices for the published H100 runs, bf16 and fp8, the op
+#    model against cuBLAS, a 15 s soak first, HBM copy; its machine-file
+#    fragment into OUTDIR/gpu-model.machine);
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -43,10 +46,7 @@
 #    on the GPU is the `shardbench run` of step 4); more ranks than GPUs
 #    go over the host-staged MPI path (SHARDBENCH_COMM=mpi); each rank's
 #    exit report gives NCCL's estimated buffers, the pool's reserve for
-#    them and the device's free memory, to hold the estimate to; then
-#    perf/gpu_model (the GEMMs `validate` prices for the published H100
-#    runs, the op model against cuBLAS, a 20 s soak, HBM copy; its
-#    machine-file fragment into OUTDIR/gpu-model.machine);
+#    them and the device's free memory, to hold the estimate to;
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -373,6 +373,10 @@ bench_gpu() { # PRECISION
 }
 first=${bench_precs%% *}
 [ -z "$first" ] || bench_gpu "$first"
+# the GPU op model's GEMM prices held to cuBLAS on this GPU (docs/validation.md),
+# before the equivalence suite so that the default budget leaves it time
+run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 15 s soak" 70 \
+    "$build/perf/gpu_model" --seconds 0.3 --soak 15 --db "$db" --fragment "$out/gpu-model.machine"
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
@@ -402,10 +406,6 @@ for np in $nps; do
             --flops 0.01 --backend cuda
     done
 done
-
-# the GPU op model's GEMM prices held to cuBLAS on this GPU (docs/validation.md)
-run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 20 s soak" 100 \
-    "$build/perf/gpu_model" --seconds 0.5 --soak 20 --db "$db" --fragment "$out/gpu-model.machine"
 
 # the other precisions of perf/gpu, as time allows
 for prec in ${bench_precs#"$first"}; do
