@@ -55,20 +55,13 @@ check "no fp8 logits (the head stays bf16)" bash -c "! grep -qE 'logits [a-z]+ +
 check "no fp8 rows without an fp8 peak (a100-sxm-80g)" bash -c "! grep -qE ' fp8 ' '$TMP/a100-sxm-80g.txt'"
 check "nothing measured under --plan" grep -qE '^llama3.1-8b tp1 cp2 qkv fprop .* - +- +-$' "$t"
 
-bad() { # NAME TEXT ARGS...
-    local name=$1 text=$2
-    shift 2
-    "$BIN" "$@" > "$TMP/out" 2> "$TMP/err"
-    local rc=$?
-    check "$name: exit 2 ($rc)" test "$rc" -eq 2
-    check "$name: says '$text'" grep -q -- "$text" "$TMP/err"
-}
-bad "--seconds 0" "'0' is not a number of seconds" --plan --seconds 0
-bad "--soak x" "'x' is not a number of seconds" --plan --soak x
-bad "unknown machine" "unknown machine 'no-such-gpu'" --plan --machine no-such-gpu
-bad "unknown option" "unknown or incomplete option '--bogus'" --plan --bogus
+# refused (check_lib.sh) runs $SB, here perf/gpu_model
+refused "--seconds 0" "'0' is not a number of seconds" --plan --seconds 0
+refused "--soak x" "'x' is not a number of seconds" --plan --soak x
+refused "unknown machine" "unknown machine 'no-such-gpu'" --plan --machine no-such-gpu
+refused "unknown option" "unknown or incomplete option '--bogus'" --plan --bogus
 grep -v -E '^(sms|gemm_eff_large)' "$SRC/machines/h100-sxm.machine" > "$TMP/no-op-model.machine"
-bad "a machine file without the op model's figures" "no GPU op model figures" --plan --machine "$TMP/no-op-model.machine"
+refused "a machine file without the op model's figures" "no GPU op model figures" --plan --machine "$TMP/no-op-model.machine"
 # measuring needs a GPU: without one, exit 77 and say so (on a GPU machine
 # tests/gpu/run.sh runs the measurement itself)
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q GPU; then
