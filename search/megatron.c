@@ -393,15 +393,18 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* Megatron's rank order (TP fastest, then CP, DP, PP): a DP group is TP x CP apart */
     int dp_inter = (long)c->tp * c->cp * c->dp > g->node_devices;
     double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
-    double dp_s = c->dist_opt ? sb_gpu_gather_s(g, params * gw, q, dp_inter) +
-                                    sb_gpu_gather_s(g, params * pb.weight, q, dp_inter)
-                              : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
+    double rs = c->dist_opt ? sb_gpu_gather_s(g, params * gw, q, dp_inter)
+                            : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
+    double ag = c->dist_opt ? sb_gpu_gather_s(g, params * pb.weight, q, dp_inter) : 0.0;
+    double dp_s = rs + ag;
     if (c->dp_overlap) {
-        /* buckets reduce during the last micro-batch's backward: what it cannot hide, and at
-         * least the last bucket's share (Megatron's default bucket, 40 M parameters) */
-        double hide = lps * (L.bwd_s + L.recomp_s);
-        double last = dp_s * fmin(1.0, 4e7 / params);
-        dp_s = fmax(dp_s - hide, last);
+        /* the gradients' buckets reduce during the last micro-batch's backward: what it
+         * cannot hide, at least the last bucket's share (Megatron's default bucket, 40 M
+         * parameters); the distributed optimizer's parameter all-gather, bucket by bucket,
+         * during the next step's first forward (--overlap-param-gather, which Megatron's
+         * and NeMo's recipes pair with the gradients'), at least the first bucket's share */
+        double share = fmin(1.0, 4e7 / params);
+        dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) + fmax(ag - lps * L.fwd_s, ag * share);
     }
     r->dp_comm_s = dp_s;
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed

@@ -230,6 +230,41 @@ static void test_tp_overlap(void **state)
     close_to(on.step_s, off.step_s);
 }
 
+/* The distributed optimizer's data-parallel traffic with --dp-overlap (Megatron's
+ * --overlap-grad-reduce and --overlap-param-gather): the gradients' reduce-scatter
+ * hides behind the last micro-batch's backward, the parameters' all-gather behind
+ * the next step's first forward, each at least its first or last 40 M-parameter
+ * bucket. GPT at TP 1 over 64 GPUs (8 nodes): the layers' forward and backward of
+ * a micro-batch are the stage's chunk less the embedding and the head. */
+static void test_dp_overlap(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    g.intra_busbw = 370, g.inter_busbw = 42.5, g.inter_lat_us = 20;
+    sb_mt_model m = gpt();
+    sb_mt_config c = cfg(1, 1, 64, 1, 1);
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.dist_opt = 1;
+    sb_mt_result off, on;
+    sb_mt_price(&m, &c, &g, &off);
+    c.dp_overlap = 1;
+    sb_mt_price(&m, &c, &g, &on);
+    const double params = off.mem_weights / 2.0; /* bf16 weights */
+    const double rs = sb_gpu_gather_s(&g, params * 4.0, 64, 1), ag = sb_gpu_gather_s(&g, params * 2.0, 64, 1);
+    close_to(off.dp_comm_s, rs + ag);
+    const double T = 2048, h = 8192, V = 51200;
+    int first, n;
+    double f, b;
+    sb_mt_chunk_of(&m, &c, &g, 0, 0, &first, &n, &f, &b);
+    assert_int_equal(n, 48);
+    double emb = sb_gpu_mem_s(&g, T * h * 4.0);
+    f -= emb + sb_gpu_gemm_s(&g, 1, T, V, h, 2) + sb_gpu_mem_s(&g, T * V * 6.0);
+    b -= emb + sb_gpu_gemm_s(&g, 1, T, h, V, 2) + sb_gpu_gemm_s(&g, 1, h, V, T, 2) + sb_gpu_mem_s(&g, T * V * 6.0);
+    const double share = 4e7 / params;
+    close_to(on.dp_comm_s, fmax(rs - b, rs * share) + fmax(ag - f, ag * share));
+    assert_true(rs - b > rs * share && ag - f > ag * share); /* both hides partial here */
+}
+
 static void refused(const sb_mt_config *c, int P, const char *text)
 {
     sb_mt_model m = gpt();
@@ -301,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
+        cmocka_unit_test(test_dp_overlap),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
     };
