@@ -306,7 +306,8 @@ static void price_row(vrow *r, sb_error *err, int *bad)
 {
     sb_machine mc;
     sb_gpu g;
-    if (sb_machine_load(r->machine, &mc, err) || sb_gpu_from_machine(&mc, r->c.precision, &g, err)) {
+    if (sb_machine_load(r->machine, &mc, err) || sb_gpu_from_machine(&mc, r->c.precision, &g, err) ||
+        sb_mt_check_gpu(&r->c, &g, err)) {
         *bad = 1;
         return;
     }

@@ -253,7 +253,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
     int all = fx->tp && fx->pp && fx->dp && fx->cp && fx->ep && fx->vpp && fx->mbs && fx->recompute >= 0 &&
               fx->sp >= 0 && fx->dist_opt >= 0;
     if (all) { /* a user's setup: exactly that, whatever its memory */
-        if (sb_mt_check(&mm, fx, P, &err))
+        if (sb_mt_check(&mm, fx, P, &err) || sb_mt_check_gpu(fx, g, &err))
             return cli_fail(&err);
         best = *fx;
         sb_mt_price(&mm, &best, g, &r);

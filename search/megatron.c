@@ -8,8 +8,10 @@
  * (else on every TP rank), the vocab-parallel logits and loss on the last
  * stage. A stage is its layers (and embedding or head); the step is
  * interleaved 1F1B's: (M + (PP-1)/VPP) slowest-stage micro-batches, the
- * data-parallel reduction (exposed beyond what the last micro-batch's
- * backward hides when overlapped) and the optimizer update. */
+ * data-parallel traffic (when overlapped, the gradients' reduction exposed
+ * beyond what the last micro-batch's backward hides, the distributed
+ * optimizer's all-gather beyond the next first forward) and the optimizer
+ * update. TP overlap's price: megatron_tpov.c. */
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 #include "mt_int.h"
@@ -143,6 +145,20 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
                        c->vpp, M, c->pp);
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
+    if (c->tp_overlap && c->tp > 1 && !c->sp)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--tp-comm-overlap needs sequence parallelism (Megatron-LM refuses it "
+                       "without: --sequence-parallel on)");
+    return 0;
+}
+
+int sb_mt_check_gpu(const sb_mt_config *c, const sb_gpu *g, sb_error *err)
+{
+    if (c->tp_overlap && c->tp > g->node_devices)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--tp-comm-overlap needs TP inside a node (Transformer Engine's "
+                       "userbuffers run over NVLink): --tp %d on nodes of %d",
+                       c->tp, g->node_devices);
     return 0;
 }
 
@@ -247,7 +263,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     L->tp_fwd_s = 2.0 * ar, L->tp_bwd_s = 2.0 * ar;
     if (c->tp_overlap && c->tp > 1) { /* overlapped: its price in the GEMMs, what stays exposed */
         sb_mt_tpov ov;
-        sb_mt_tp_overlap(gm, c, g, tpb, &ov);
+        sb_mt_tp_overlap(gm, c, g, tpb, mm->experts > 0, &ov);
         L->fwd_s += ov.fwd_extra_s, L->bwd_s += ov.bwd_extra_s;
         L->tp_fwd_s = ov.fwd_exposed_s, L->tp_bwd_s = ov.bwd_exposed_s;
     }
@@ -399,11 +415,11 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double dp_s = rs + ag;
     if (c->dp_overlap) {
         /* the gradients' buckets reduce during the last micro-batch's backward: what it
-         * cannot hide, at least the last bucket's share (Megatron's default bucket, 40 M
-         * parameters); the distributed optimizer's parameter all-gather, bucket by bucket,
+         * cannot hide, at least the last bucket's share (Megatron's default bucket,
+         * max(40 M, 1 M x DP x CP) parameters); the distributed optimizer's parameter all-gather, bucket by bucket,
          * during the next step's first forward (--overlap-param-gather, which Megatron's
          * and NeMo's recipes pair with the gradients'), at least the first bucket's share */
-        double share = fmin(1.0, 4e7 / params);
+        double share = fmin(1.0, fmax(4e7, 1e6 * q) / params); /* max(40 M, 1 M x DP x CP) */
         dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) + fmax(ag - lps * L.fwd_s, ag * share);
     }
     r->dp_comm_s = dp_s;
@@ -531,7 +547,7 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         if (fixed->dist_opt >= 0 && dop != fixed->dist_opt)
                                             continue;
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
-                                        if (sb_mt_check(mm, &c, P, &e2))
+                                        if (sb_mt_check(mm, &c, P, &e2) || sb_mt_check_gpu(&c, g, &e2))
                                             continue;
                                         sb_mt_price(mm, &c, g, &tmp);
                                         priced++;

@@ -20,7 +20,11 @@
  * 8192-token micro-batch: bf16 proj_fprop pipeline 24 SMs, fc2_fprop
  * pipeline 16; fp8 both ring exchange; backward bulk qkv_dgrad 4,
  * qkv_wgrad 24, fc1_dgrad 2, fc1_wgrad 4; the rest ring exchange), the
- * same for every model. */
+ * same for every model; SM counts scale with the machine's SMs (the
+ * settings are for 132). Megatron-LM refuses the overlap without sequence
+ * parallelism, and userbuffers run inside a node (sb_mt_check_gpu). An MoE
+ * layer's expert MLP is not a userbuffers linear: its TP collectives stay
+ * exposed; the attention's overlap as above. */
 #include <math.h>
 
 #include "mt_int.h"
@@ -42,6 +46,8 @@ static const ub_cfg ub_bf16[SB_MT_LAYER_GEMMS] = {
 
 #define PIPE_SPLITS 4.0
 
+#define UB_SMS 132.0 /* the H100 the settings were made for */
+
 /* a GEMM on the SMs a collective leaves (n kept for it) */
 static double gemm_on(const sb_gpu *g, double n, double M, double N, double K, double B)
 {
@@ -52,7 +58,7 @@ static double gemm_on(const sb_gpu *g, double n, double M, double N, double K, d
 }
 
 void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu *g, double tok_bytes,
-                      sb_mt_tpov *o)
+                      int moe, sb_mt_tpov *o)
 {
     const double t = c->tp;
     const int inter = c->tp > g->node_devices;
@@ -61,6 +67,12 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu 
     *o = (sb_mt_tpov){0};
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i++) {
         ub_cfg u = ub_bf16[i];
+        if (moe && i >= 6) { /* the expert MLP: an all-gather and a reduce-scatter each way */
+            if (i == 6)
+                o->fwd_exposed_s += 2.0 * coll, o->bwd_exposed_s += 2.0 * coll;
+            continue;
+        }
+        double n = u.sms * g->sms / UB_SMS;
         if (g->fp8 && u.method == PIPE) /* the fp8 settings: ring exchange for both */
             u.method = RING;
         const sb_mt_gemm *m = &gm[i];
@@ -70,11 +82,15 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu 
         } else if (u.method == PIPE) {
             /* the chunks go to several streams (TE: 3), so their waves run into one
              * another: the whole GEMM on the SMs left, and a launch per further chunk */
-            extra = gemm_on(g, u.sms, m->M, m->N, m->K, B) + (PIPE_SPLITS - 1.0) * g->kernel_us * 1e-6 - G;
-            exposed = sb_gpu_gather_s(g, tok_bytes / PIPE_SPLITS, t, inter);
+            double Gn = gemm_on(g, n, m->M, m->N, m->K, B);
+            extra = Gn + (PIPE_SPLITS - 1.0) * g->kernel_us * 1e-6 - G;
+            /* the last chunk's reduce-scatter, and what each other one takes beyond the
+             * next chunk's GEMM */
+            double rs = sb_gpu_gather_s(g, tok_bytes / PIPE_SPLITS, t, inter);
+            exposed = rs + (PIPE_SPLITS - 1.0) * fmax(0.0, rs - Gn / PIPE_SPLITS);
         } else if (u.method == BULK) {
-            double slow = G * g->sms / (g->sms - u.sms); /* the GEMM on the SMs left */
-            extra = (coll < slow ? G + coll * u.sms / g->sms : coll) - G;
+            double slow = G * g->sms / (g->sms - n); /* the GEMM on the SMs left */
+            extra = (coll < slow ? G + coll * n / g->sms : coll) - G;
         }
         if (i % 3 == 0)
             o->fwd_extra_s += extra, o->fwd_exposed_s += exposed;

@@ -87,6 +87,9 @@ void sb_mt_config_free(sb_mt_config *c);
  * and ff divide by TP, CP divides seq, the batch divides into micro-batches,
  * layers into PP x VPP. SB_EXIT_INPUT with the reason. */
 int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *err);
+/* What configuration c needs of the machine g: TP inside a node for
+ * --tp-comm-overlap. SB_EXIT_INPUT naming it. */
+int sb_mt_check_gpu(const sb_mt_config *c, const sb_gpu *g, sb_error *err);
 /* Prices a checked configuration. */
 void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r);
 /* The least step time over Megatron's grid on P devices: each degree of

@@ -69,6 +69,13 @@ refused "EP without experts" "no experts" "${M[@]}" -p 1536 --ep 2
 refused "fp8 on an A100" "no fp8 peak" "${M[@]}" -p 1536 --precision fp8
 refused "--microbatches against --micro-batch-size" "disagree" "${M[@]}" -p 1536 --dp 24 --microbatches 4 --micro-batch-size 2
 refused "--zero 2" "ZeRO 1" "${M[@]}" -p 1536 --zero 2
+# TP overlap: Megatron-LM refuses it without sequence parallelism; userbuffers run in a node
+refused "--tp-comm-overlap without sequence parallelism" "needs sequence parallelism" "${M[@]}" -p 1536 \
+    --tp 8 --pp 8 --dp 24 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute full --zero 1 \
+    --sequence-parallel off --tp-comm-overlap
+refused "--tp-comm-overlap with TP across nodes" "TP inside a node" "${M[@]}" -p 1536 \
+    --tp 16 --pp 4 --dp 24 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute full --zero 1 \
+    --sequence-parallel on --tp-comm-overlap
 refused "-p over 262144" "-p" "${M[@]}" -p 262145
 refused "a model that is not a transformer" "param" search --algo megatron -m alexnet -p 8 --machine a100-sxm-80g
 refused "no --machine" "--machine" search --algo megatron -m gpt3-175b -p 8

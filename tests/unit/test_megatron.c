@@ -175,7 +175,8 @@ static void test_price(void **state)
  * stage of GPT at TP 8 with sequence parallelism, micro-batches of 2, no
  * recomputation: the
  * row-parallel forwards (proj, fc2) on the SMs their reduce-scatter leaves
- * (24, 16), the last of 4 chunks' reduce-scatter exposed, 3 more launches; the
+ * (24, 16), the last of 4 chunks' reduce-scatter exposed and what the others take
+ * beyond the next chunk's GEMM, 3 more launches; the
  * backward's bulk overlaps (qkv dgrad 4, wgrad 24, fc1 dgrad 2, wgrad 4 SMs)
  * slow their GEMM by the collective's share of SMs while it runs; the ring
  * exchanges expose what a chunk's send takes beyond its GEMM; the head's
@@ -185,6 +186,15 @@ static double gemm_left(const sb_gpu *g, double n, const sb_mt_gemm *m)
     sb_gpu r = *g;
     r.sms = g->sms - n, r.peak_tflops = g->peak_tflops * r.sms / g->sms;
     return sb_gpu_gemm_s(&r, 1, m->M, m->N, m->K, 2) - sb_gpu_gemm_s(g, 1, m->M, m->N, m->K, 2);
+}
+
+/* a pipelined reduce-scatter's exposed time: the last of 4 chunks', and what each
+ * other chunk's takes beyond the next chunk's GEMM (on the SMs left) */
+static double pipe_exposed(const sb_gpu *g, double n, const sb_mt_gemm *m, double tok, double t)
+{
+    double rs = sb_gpu_gather_s(g, tok / 4, t, 0);
+    double Gn = gemm_left(g, n, m) + sb_gpu_gemm_s(g, 1, m->M, m->N, m->K, 2);
+    return rs + 3 * fmax(0.0, rs - Gn / 4);
 }
 
 static void test_tp_overlap(void **state)
@@ -205,7 +215,7 @@ static void test_tp_overlap(void **state)
     const double M = 768, L = 48, tok = 4096.0 * 8192 * 2, t = 8;
     double coll = sb_gpu_gather_s(&g, tok, t, 0), extra = 3 * 2 * 4e-6, exposed = 0;
     extra += gemm_left(&g, 24, &gm[3]) + gemm_left(&g, 16, &gm[9]); /* proj, fc2 fprop */
-    exposed += 2 * sb_gpu_gather_s(&g, tok / 4, t, 0);
+    exposed += pipe_exposed(&g, 24, &gm[3], tok, t) + pipe_exposed(&g, 16, &gm[9], tok, t);
     const int bulk[4] = {1, 2, 7, 8};
     const double bulk_sms[4] = {4, 24, 2, 4};
     for (int k = 0; k < 4; k++) {
@@ -221,6 +231,42 @@ static void test_tp_overlap(void **state)
     close_to(on.compute_s - off.compute_s, M * L * extra);
     close_to(on.tp_comm_s, M * (L * exposed + sb_gpu_gather_s(&g, tok, t, 0)));
     assert_true(on.compute_s > off.compute_s && on.tp_comm_s < off.tp_comm_s);
+    /* full recomputation repeats the forward's price: telling the forward's terms
+     * from the backward's (the recomputed forward's collectives are exposed again) */
+    double fwd_extra = 3 * 4e-6 + gemm_left(&g, 24, &gm[3]) + 3 * 4e-6 + gemm_left(&g, 16, &gm[9]);
+    double fwd_exposed = pipe_exposed(&g, 24, &gm[3], tok, t) + pipe_exposed(&g, 16, &gm[9], tok, t);
+    for (int k = 0; k <= 6; k += 6) { /* qkv and fc1 fprop (0 and 6): ring exchanges */
+        double G = sb_gpu_gemm_s(&g, 1, gm[k].M, gm[k].N, gm[k].K, 2);
+        fwd_exposed += (t - 1) * fmax(0.0, sb_gpu_p2p_s(&g, tok / t, 0) - G / t);
+    }
+    sb_mt_result off_full, on_full;
+    c.recompute = SB_MT_RC_FULL, c.tp_overlap = 0;
+    sb_mt_price(&m, &c, &g, &off_full);
+    c.tp_overlap = 1;
+    sb_mt_price(&m, &c, &g, &on_full);
+    close_to(on_full.compute_s - off_full.compute_s, M * L * (extra + fwd_extra));
+    close_to(on_full.tp_comm_s, M * (L * (exposed + fwd_exposed) + sb_gpu_gather_s(&g, tok, t, 0)));
+    /* the SMs kept for a collective scale with the machine's: a GPU of 20 SMs keeps 20/132
+     * of NeMo's counts, the price stays finite and positive */
+    sb_gpu small = g;
+    small.sms = 20;
+    c.recompute = SB_MT_RC_NONE;
+    sb_mt_price(&m, &c, &small, &on);
+    c.tp_overlap = 0;
+    sb_mt_price(&m, &c, &small, &off);
+    assert_true(isfinite(on.compute_s) && on.compute_s > off.compute_s);
+    /* refused: the overlap without sequence parallelism (Megatron-LM's rule), and TP
+     * across nodes (userbuffers run over NVLink) */
+    sb_error err = {0};
+    c.tp_overlap = 1, c.sp = 0;
+    assert_int_equal(sb_mt_check(&m, &c, 8, &err), -1);
+    assert_non_null(strstr(err.msg, "needs sequence parallelism"));
+    c.sp = 1;
+    assert_int_equal(sb_mt_check_gpu(&c, &g, &err), 0);
+    sb_gpu four = g;
+    four.node_devices = 4;
+    assert_int_equal(sb_mt_check_gpu(&c, &four, &err), -1);
+    assert_non_null(strstr(err.msg, "TP inside a node"));
     /* TP 1: nothing to overlap */
     sb_mt_config c1 = cfg(1, 1, 8, 1, 1);
     c1.recompute = SB_MT_RC_NONE, c1.precision = SB_PREC_BF16, c1.fused_attention = 1;
