@@ -47,6 +47,7 @@
 
 #include "shardbench/common.h"
 #include "shardbench/machine.h"
+#include "shardbench/measure.h"
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
 #include "shardbench/results.h"
@@ -359,12 +360,6 @@ static double timed(gpu_ctx *x, const shape *s, int reps)
     return ms * 1e-3;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median seconds a call over batches of about 50 ms for `seconds` (and
  * the fastest and slowest batch's into s). */
 static double measure(gpu_ctx *x, shape *s, double seconds)
@@ -378,16 +373,16 @@ static double measure(gpu_ctx *x, shape *s, double seconds)
     int reps = (int)fmax(1.0, fmin(10000.0, 0.05 / fmax(t1, 1e-7)));
     double per[512], spent = 0;
     int nb = 0;
+    s->min_s = INFINITY, s->max_s = 0;
     while (spent < seconds && nb < 512) {
         double t = timed(x, s, reps);
         if (!isfinite(t))
             return NAN;
         per[nb++] = t / reps;
+        s->min_s = fmin(s->min_s, t / reps), s->max_s = fmax(s->max_s, t / reps);
         spent += t;
     }
-    qsort(per, (size_t)nb, sizeof *per, cmp_double);
-    s->min_s = per[0], s->max_s = per[nb - 1];
-    return per[nb / 2];
+    return sb_stat_median(per, nb);
 }
 
 static void record(sb_db *db, int64_t run, const char *model, const char *params, const char *kind,

@@ -206,13 +206,15 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
     sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+    double gt[SB_MT_LAYER_GEMMS]; /* each GEMM's price, once (TP overlap reads them too) */
     sb_mt_layer_gemms(mm, c, gm);
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i++)
+        gt[i] = sb_gpu_gemm_s(g, 1, gm[i].M, gm[i].N, gm[i].K, B);
     for (int i = 0; i < 4; i++) {
-        const sb_mt_gemm *fp = &gm[3 * i], *d = &gm[3 * i + 1], *w = &gm[3 * i + 2];
+        const sb_mt_gemm *fp = &gm[3 * i];
         /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
-        double fw = sb_gpu_gemm_s(g, 1, fp->M, fp->N, fp->K, B) + sb_gpu_cast_s(g, fp->M * fp->K);
-        double bw = sb_gpu_gemm_s(g, 1, d->M, d->N, d->K, B) + sb_gpu_gemm_s(g, 1, w->M, w->N, w->K, B) +
-                    sb_gpu_cast_s(g, fp->M * fp->N);
+        double fw = gt[3 * i] + sb_gpu_cast_s(g, fp->M * fp->K);
+        double bw = gt[3 * i + 1] + gt[3 * i + 2] + sb_gpu_cast_s(g, fp->M * fp->N);
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
         else
@@ -263,7 +265,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     L->tp_fwd_s = 2.0 * ar, L->tp_bwd_s = 2.0 * ar;
     if (c->tp_overlap && c->tp > 1) { /* overlapped: its price in the GEMMs, what stays exposed */
         sb_mt_tpov ov;
-        sb_mt_tp_overlap(gm, c, g, tpb, mm->experts > 0, &ov);
+        sb_mt_tp_overlap(gm, gt, c, g, tpb, mm->experts > 0, &ov);
         L->fwd_s += ov.fwd_extra_s, L->bwd_s += ov.bwd_extra_s;
         L->tp_fwd_s = ov.fwd_exposed_s, L->tp_bwd_s = ov.bwd_exposed_s;
     }

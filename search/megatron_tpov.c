@@ -57,8 +57,8 @@ static double gemm_on(const sb_gpu *g, double n, double M, double N, double K, d
     return sb_gpu_gemm_s(&r, 1, M, N, K, B);
 }
 
-void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu *g, double tok_bytes,
-                      int moe, sb_mt_tpov *o)
+void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config *c, const sb_gpu *g,
+                      double tok_bytes, int moe, sb_mt_tpov *o)
 {
     const double t = c->tp;
     const int inter = c->tp > g->node_devices;
@@ -76,7 +76,7 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu 
         if (g->fp8 && u.method == PIPE) /* the fp8 settings: ring exchange for both */
             u.method = RING;
         const sb_mt_gemm *m = &gm[i];
-        double G = sb_gpu_gemm_s(g, 1, m->M, m->N, m->K, B), extra = 0, exposed = 0;
+        double G = gt[i], extra = 0, exposed = 0;
         if (u.method == RING) {
             exposed = (t - 1.0) * fmax(0.0, sb_gpu_p2p_s(g, tok_bytes / t, inter) - G / t);
         } else if (u.method == PIPE) {

@@ -30,13 +30,14 @@ typedef struct {
 /* TP collectives overlapped with the linear layers' GEMMs (megatron_tpov.c):
  * per layer and micro-batch, what the overlap adds to the GEMMs' time and
  * the collective time it leaves exposed, forward and backward; gm is
- * sb_mt_layer_gemms', tok_bytes a layer input's bytes (T x h words); moe: an
- * expert MLP, whose collectives stay exposed. */
+ * sb_mt_layer_gemms' and gt their plain prices (sb_gpu_gemm_s), tok_bytes
+ * a layer input's bytes (T x h words); moe: an expert MLP, whose
+ * collectives stay exposed. */
 typedef struct {
     double fwd_extra_s, bwd_extra_s, fwd_exposed_s, bwd_exposed_s;
 } sb_mt_tpov;
-void sb_mt_tp_overlap(const sb_mt_gemm *gm, const sb_mt_config *c, const sb_gpu *g, double tok_bytes,
-                      int moe, sb_mt_tpov *o);
+void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config *c, const sb_gpu *g,
+                      double tok_bytes, int moe, sb_mt_tpov *o);
 
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                  sb_mt_layer_cost *L);
