@@ -40,16 +40,41 @@ double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K
     return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
 }
 
-double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes)
+/* the head dim the attention figures of a machine file are measured at */
+#define ATTN_K_REF 128.0
+
+double sb_curve_at(const sb_curve *c, double x)
+{
+    if (c->n <= 0)
+        return 0.0;
+    if (x <= c->x[0])
+        return c->y[0];
+    for (int i = 1; i < c->n; i++)
+        if (x <= c->x[i]) {
+            double f = log2(x / c->x[i - 1]) / log2(c->x[i] / c->x[i - 1]);
+            return c->y[i - 1] + f * (c->y[i] - c->y[i - 1]);
+        }
+    return c->y[c->n - 1];
+}
+
+double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes,
+                     int bwd)
 {
     if (batch <= 0 || M <= 0 || N <= 0 || K <= 0)
         return 0.0;
-    sb_gpu a = *g;
-    if (g->attn_peak_tflops > 0)
-        a.peak_tflops = g->attn_peak_tflops;
-    if (g->attn_gemm_eff > 0)
-        a.gemm_eff = g->attn_gemm_eff;
-    double t_math = gemm_math_s(&a, batch, M, N, K);
+    const sb_curve *cv = bwd ? &g->attn_bwd : &g->attn_fwd;
+    double t_math;
+    if (cv->n > 0) { /* the kernel's measured rate at M queries */
+        double k_eff = (K / (K + K_FILL)) / (ATTN_K_REF / (ATTN_K_REF + K_FILL));
+        t_math = 2.0 * batch * M * N * K / (sb_curve_at(cv, M) * 1e12 * fmin(k_eff, 1.0));
+    } else {
+        sb_gpu a = *g;
+        if (g->attn_peak_tflops > 0)
+            a.peak_tflops = g->attn_peak_tflops;
+        if (g->attn_gemm_eff > 0)
+            a.gemm_eff = g->attn_gemm_eff;
+        t_math = gemm_math_s(&a, batch, M, N, K);
+    }
     double t_mem = batch * (2.0 * M * K + N * K) * bytes / (g->hbm_gbs * 1e9 * g->hbm_eff);
     return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
 }
@@ -139,6 +164,7 @@ int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err
     g->attn_peak_tflops = sb_machine_peak(mc, prec, 1);
     g->gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
     g->attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
+    g->attn_fwd = mc->attn_fwd_tflops, g->attn_bwd = mc->attn_bwd_tflops;
     g->hbm_gbs = mc->mem_gbs;
     g->hbm_eff = mc->hbm_eff;
     g->sms = mc->sms;

@@ -67,7 +67,8 @@ double sb_gemm_comm_cost(const sb_cost_params *cp, double batch, double m, doubl
 /* Seconds of one pass of `batch` (m x k)(k x n) products of a fused
  * attention kernel by the GPU op model (sb_gpu_attn_s: the m x n scores
  * stay on chip). */
-double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k);
+double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k,
+                           int bwd);
 /* Elements of an op's iteration space per device, in dim order. */
 double sb_per_device_elems(const sb_op *op, const int *c);
 /* dims[d] / c[d] */

@@ -40,7 +40,8 @@ char **sb_shipped_machines(void)
 typedef struct {
     const char *key;
     size_t off;
-    int is_int, optional; /* is_int 2: a precision name (sb_precision) */
+    int is_int, optional; /* is_int 2: a precision name (sb_precision); 3: a curve
+                             `x:y,...` (sb_curve: lo..hi bound y, x a sequence length) */
     double lo, hi;
     const char *unit;
 } mkey;
@@ -70,6 +71,8 @@ static const mkey keys[] = {
     {"kernel_us", D(kernel_us), 0, 1, 0, 1e6, "microseconds per kernel"},
     {"intra_busbw", D(intra_busbw), 0, 1, 1e-6, 1e5, "GB/s per device"},
     {"inter_busbw", D(inter_busbw), 0, 1, 1e-6, 1e5, "GB/s per device"},
+    {"attn_fwd_tflops", D(attn_fwd_tflops), 3, 1, 1e-6, 1e5, "TFLOP/s by sequence length"},
+    {"attn_bwd_tflops", D(attn_bwd_tflops), 3, 1, 1e-6, 1e5, "TFLOP/s by sequence length"},
 };
 #undef D
 enum { NKEYS = sizeof keys / sizeof keys[0] };
@@ -78,7 +81,51 @@ static const char key_list[] = "devices_per_node, nodes, tflops_fp32, tflops_tf3
                                "mem_gib, mem_gbs, intra_gbs, intra_latency_us, inter_gbs, "
                                "inter_latency_us, eff_gemm, eff_conv, eff_elementwise, tflops_fp8, "
                                "precision, sms, gemm_eff_large, gemm_eff_large_fp8, hbm_eff, "
-                               "kernel_us, intra_busbw, inter_busbw";
+                               "kernel_us, intra_busbw, inter_busbw, attn_fwd_tflops, "
+                               "attn_bwd_tflops";
+
+/* A curve value: `x:y` points separated by commas, x whole and increasing
+ * (1..2^24), y within the key's range. */
+static int parse_curve(const char *val, const char *path, int line, const mkey *k, sb_curve *c,
+                       sb_error *err)
+{
+    memset(c, 0, sizeof *c);
+    const char *p = val;
+    while (*p) {
+        if (c->n == SB_CURVE_MAX)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s has over %d points", path, line,
+                           k->key, SB_CURVE_MAX);
+        char pt[64];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof pt)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s': expected seq:tflops points "
+                           "separated by commas", path, line, k->key, val);
+        memcpy(pt, p, len);
+        pt[len] = '\0';
+        p += len + (p[len] == ',');
+        char *colon = strchr(pt, ':');
+        const char *e1 = "", *e2 = "";
+        double x = 0, y = 0;
+        if (!colon)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s point '%s' is not seq:tflops", path,
+                           line, k->key, pt);
+        *colon = '\0';
+        if (sb_parse_number(pt, &x, &e1) || *e1 || x != floor(x) || x < 1 || x > 16777216)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s: sequence length '%s' is not a whole "
+                           "number in 1..16777216", path, line, k->key, pt);
+        if (sb_parse_number(colon + 1, &y, &e2) || *e2 || y < k->lo || y > k->hi)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s at %s: '%s' is not a number in "
+                           "%g..%g %s", path, line, k->key, pt, colon + 1, k->lo, k->hi, k->unit);
+        if (c->n > 0 && x <= c->x[c->n - 1])
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s: sequence lengths must increase "
+                           "(%s after %g)", path, line, k->key, pt, c->x[c->n - 1]);
+        c->x[c->n] = x, c->y[c->n] = y, c->n++;
+        if (!*p && p[-1] == ',')
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' ends with a comma", path, line,
+                           k->key, val);
+    }
+    return 0;
+}
 
 int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_error *err)
 {
@@ -116,6 +163,12 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
         if (seen[k])
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: '%s' given twice (first on line %d)", path,
                            line, key, seen[k]);
+        if (keys[k].is_int == 3) { /* a curve */
+            if (parse_curve(val, path, line, &keys[k], (sb_curve *)((char *)&m + keys[k].off), err))
+                return -1;
+            seen[k] = line;
+            continue;
+        }
         if (keys[k].is_int == 2) { /* a precision name */
             sb_error perr = {0};
             if (sb_precision_parse(val, key, (int *)((char *)&m + keys[k].off), &perr))
@@ -144,6 +197,11 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
         if (!seen[k] && !keys[k].optional)
             return sb_fail(err, SB_EXIT_INPUT, "%s: no '%s' line (a machine file has %s)", path,
                            keys[k].key, key_list);
+    if ((m.attn_fwd_tflops.n > 0) != (m.attn_bwd_tflops.n > 0))
+        return sb_fail(err, SB_EXIT_INPUT, "%s: %s without %s (the fused attention's forward and "
+                       "backward rates go together)", path,
+                       m.attn_fwd_tflops.n ? "attn_fwd_tflops" : "attn_bwd_tflops",
+                       m.attn_fwd_tflops.n ? "attn_bwd_tflops" : "attn_fwd_tflops");
     if ((double)m.devices_per_node * m.nodes > 65536)
         return sb_fail(err, SB_EXIT_INPUT, "%s: devices_per_node %d times nodes %d is over 65536",
                        path, m.devices_per_node, m.nodes);
@@ -226,6 +284,7 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
         cp->gpu_attn_peak_tflops = sb_machine_peak(mc, prec, 1);
         cp->gpu_gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
         cp->gpu_attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
+        cp->gpu_attn_fwd = mc->attn_fwd_tflops, cp->gpu_attn_bwd = mc->attn_bwd_tflops;
         cp->gpu_hbm_gbs = mc->mem_gbs;
         cp->gpu_hbm_eff = mc->hbm_eff;
         cp->gpu_kernel_us = mc->kernel_us;
@@ -256,6 +315,8 @@ int sb_machine_from_cost_params(const sb_cost_params *cp, int devices, double me
     /* every value within its key's range, as a load would check */
     for (int k = 0; k < NKEYS; k++) {
         const char *at = (const char *)&m + keys[k].off;
+        if (keys[k].is_int == 3)
+            continue; /* a curve: none */
         double v = keys[k].is_int ? *(const int *)at : *(const double *)at;
         if (keys[k].optional && keys[k].lo > 0 && v == 0)
             continue; /* tflops_fp8: none */
@@ -278,7 +339,15 @@ int sb_machine_save(const char *path, const sb_machine *mc, const char *comment,
         fprintf(f, "# %s\n", comment);
     for (int k = 0; k < NKEYS; k++) {
         const char *at = (const char *)mc + keys[k].off;
-        if (keys[k].is_int == 2)
+        if (keys[k].is_int == 3) { /* a curve, where there is one */
+            const sb_curve *c = (const sb_curve *)at;
+            if (c->n > 0) {
+                fprintf(f, "%-18s ", keys[k].key);
+                for (int i = 0; i < c->n; i++)
+                    fprintf(f, "%s%.9g:%.9g", i ? "," : "", c->x[i], c->y[i]);
+                fprintf(f, "  # %s\n", keys[k].unit);
+            }
+        } else if (keys[k].is_int == 2)
             fprintf(f, "%-18s %s  # %s\n", keys[k].key, sb_precision_name(*(const int *)at),
                     keys[k].unit);
         else if (keys[k].optional && keys[k].lo > 0 && !(*(const double *)at > 0))

@@ -365,13 +365,15 @@ static void gpu_of(const sb_cost_params *cp, sb_gpu *g)
     g->hbm_gbs = cp->gpu_hbm_gbs, g->hbm_eff = cp->gpu_hbm_eff, g->sms = cp->gpu_sms;
     g->tile_m = 128.0, g->tile_n = 256.0, g->kernel_us = cp->gpu_kernel_us;
     g->attn_peak_tflops = cp->gpu_attn_peak_tflops, g->attn_gemm_eff = cp->gpu_attn_gemm_eff;
+    g->attn_fwd = cp->gpu_attn_fwd, g->attn_bwd = cp->gpu_attn_bwd;
 }
 
-double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)
+double sb_attn_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k,
+                           int bwd)
 {
     sb_gpu g;
     gpu_of(cp, &g);
-    return sb_gpu_attn_s(&g, batch, m, n, k, cp->word_bytes);
+    return sb_gpu_attn_s(&g, batch, m, n, k, cp->word_bytes, bwd);
 }
 
 double sb_gemm_gpu_seconds(const sb_cost_params *cp, double batch, double m, double n, double k)

@@ -225,9 +225,13 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double hl = a / t * c->mbs, skv = (double)mm->seq;
     if (c->fused_attention) {
         double half = 0.5;
-        fwd_attn = 2.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B); /* scores on chip */
-        /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward */
-        bwd_attn = 2.5 * fwd_attn;
+        fwd_attn = 2.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 0); /* scores on chip */
+        /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward's
+         * products, at the backward kernel's rate where the machine gives one */
+        if (g->attn_fwd.n > 0 || g->attn_bwd.n > 0)
+            bwd_attn = 5.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 1);
+        else
+            bwd_attn = 2.5 * fwd_attn;
     } else {
         double sc = hl * s * skv; /* score elements */
         sb_gpu ga = *g; /* the attention core at its own peak (bf16 under the fp8 recipe) */

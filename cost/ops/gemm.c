@@ -14,16 +14,20 @@
  * the forward, the backward's recomputation of S, dQ = dS K and dK = dS^T Q;
  * the values' products (head dim n: O = P V) 3 times: the forward, dV =
  * P^T dO and dP = dO V^T. With equal head dims that is 3.5 x the forward
- * (--algo megatron's 2.5 x for the backward). The mask's skipped pairs
- * (attn_frac) are never computed. In FLOP at F. */
+ * (--algo megatron's 2.5 x for the backward), the backward's at the
+ * machine's backward kernel rate where it gives one. The mask's skipped
+ * pairs (attn_frac) are never computed. In FLOP at F. */
 static double attn_share(const sb_op *op, const sb_cost_params *cp, double batch, double m,
                          double n, double k)
 {
-    double s;
-    if (op->attn == SB_ATTN_SCORES) /* m queries, n keys, k the head dim */
-        s = 4.0 * sb_attn_gpu_seconds(cp, batch, m, n * op->attn_frac, k);
-    else /* SB_ATTN_VALUES: m queries, k keys, n the value head dim */
-        s = 3.0 * sb_attn_gpu_seconds(cp, batch, m, k * op->attn_frac, n);
+    /* the forward product once, the backward's (at the backward kernel's rate) 3 or 2 times */
+    int scores = op->attn == SB_ATTN_SCORES;
+    double keys = (scores ? n : k) * op->attn_frac, dh = scores ? k : n, s;
+    double fwd = sb_attn_gpu_seconds(cp, batch, m, keys, dh, 0);
+    if (cp->gpu_attn_fwd.n > 0 || cp->gpu_attn_bwd.n > 0)
+        s = fwd + (scores ? 3.0 : 2.0) * sb_attn_gpu_seconds(cp, batch, m, keys, dh, 1);
+    else /* one rate: the same product 4 or 3 times */
+        s = (scores ? 4.0 : 3.0) * fwd;
     return s * cp->tflops * 1e12;
 }
 

@@ -25,6 +25,18 @@ extern "C" {
  * 100,000-200,000 GPUs. */
 #define SB_MAX_DEVICES 262144
 
+/* A measured curve y(x) of at most SB_CURVE_MAX points, x increasing (a
+ * machine file's `x:y,x:y,...` value): the fused attention kernel's TFLOP/s
+ * by its sequence length. n 0: none. */
+#define SB_CURVE_MAX 12
+typedef struct {
+    int n;
+    double x[SB_CURVE_MAX], y[SB_CURVE_MAX];
+} sb_curve;
+/* y at x, linear in log2 x between the points, the end points' y outside
+ * them; 0 when c has no point. */
+double sb_curve_at(const sb_curve *c, double x);
+
 typedef struct {
     double tflops;  /* peak F per device, TFLOP/s (default 10) */
     double gbs;     /* link bandwidth B, GB/s (default 16) */
@@ -111,6 +123,10 @@ typedef struct {
      * (Transformer Engine: fp8_dpa off), else gpu_peak_tflops. */
     double gpu_attn_peak_tflops;
     double gpu_attn_gemm_eff; /* the attention core's large-GEMM fraction (bf16's under fp8) */
+    /* The fused attention kernel's measured TFLOP/s by sequence length, forward
+     * and backward (the machine file's attn_fwd_tflops, attn_bwd_tflops); none:
+     * priced as its GEMMs at gpu_attn_gemm_eff. */
+    sb_curve gpu_attn_fwd, gpu_attn_bwd;
     /* The data-parallel weight-gradient reduction overlapped with the
      * backward (a GPU machine file, search --dp-overlap on, the default
      * there, as Megatron-LM's bucketed overlap; docs/megatron.md): an op's

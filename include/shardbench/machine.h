@@ -25,6 +25,9 @@ typedef struct {
     double hbm_eff;                               /* fraction of mem_gbs a copy reaches */
     double kernel_us;                             /* per-kernel overhead, us */
     double intra_busbw, inter_busbw;              /* NCCL bus bandwidth per GPU, GB/s */
+    /* the fused (flash) attention kernel's TFLOP/s by sequence length, forward
+     * and backward, head dim 128, a microbenchmark's (optional, both or none) */
+    sb_curve attn_fwd_tflops, attn_bwd_tflops;
     int precision;                                /* the recipe a search assumes without
                                                      --precision (sb_precision; default fp32) */
     char path[256];                               /* the file it came from */

@@ -50,6 +50,9 @@ typedef struct {
                                cast to fp8 by a cast-transpose kernel */
     double gemm_eff;        /* fraction of peak a large GEMM reaches (microbenchmark) */
     double attn_gemm_eff;   /* the attention core's fraction (bf16's under fp8); 0: gemm_eff */
+    /* the fused attention kernel's measured TFLOP/s by sequence length (n 0:
+     * priced as its GEMMs at attn_gemm_eff), forward and backward */
+    sb_curve attn_fwd, attn_bwd;
     double hbm_gbs, hbm_eff;
     double sms, tile_m, tile_n;
     double kernel_us;       /* per-kernel overhead */
@@ -171,11 +174,15 @@ double sb_machine_gemm_eff(const sb_machine *mc, int prec, int attn);
 int sb_machine_has_gpu_model(const sb_machine *mc);
 /* Seconds of `batch` GEMMs (M x K)(K x N) at `bytes` per element. */
 double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
-/* One pass of a fused attention kernel's (M x K)(K x N) tile loop (M
- * queries, N keys, K the head dim): the same math, but HBM moves only the
- * M x K and N x K operands and the M x K result; the M x N scores stay on
- * chip (FlashAttention). */
-double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
+/* One of a fused attention kernel's (M x K)(K x N) products (M queries, N
+ * keys, K the head dim; the forward has 2, the backward 5), in its forward
+ * (bwd 0) or backward (1) kernel: HBM moves only the M x K and N x K
+ * operands and the M x K result; the M x N scores stay on chip
+ * (FlashAttention). The math at the machine's measured rate of that kernel
+ * at M queries where the file gives one (attn_fwd, attn_bwd; a head dim
+ * under 128 pays K / (K + 128) of 128's), else as a GEMM at attn_gemm_eff. */
+double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes,
+                     int bwd);
 /* Seconds of a memory-bound kernel moving `bytes`. */
 double sb_gpu_mem_s(const sb_gpu *g, double bytes);
 /* Seconds of the fp8 recipe's cast-transpose of `elems` 2-byte elements

@@ -46,6 +46,22 @@ sed 's/^gemm_eff_large_fp8 .*/gemm_eff_large_fp8 1.5/' "$SRC/machines/h100-sxm.m
 SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" > /dev/null 2> "$TMP/m.err"
 check "gemm_eff_large_fp8 out of range: exit 2 naming it ($?)" grep -q 'gemm_eff_large_fp8' "$TMP/m.err"
 
+# attn_fwd_tflops, attn_bwd_tflops (h100-sxm: cuDNN's fused attention, measured): without
+# them the kernel is priced as its GEMMs (about 421 TFLOP/s at head dim 128), slower
+check "h100-sxm gives the attention kernel's rates" grep -q '^attn_bwd_tflops' "$SRC/machines/h100-sxm.machine"
+grep -v '^attn_[fb]wd_tflops' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" --format json > "$TMP/noattn.json" 2> /dev/null
+check "attention rates read: every run priced faster with them" python3 -c "
+import json; a = json.load(open('$TMP/val.json'))['runs']; b = json.load(open('$TMP/noattn.json'))['runs']
+assert len(a) == len(b) == $N
+for x, y in zip(a, b): assert x['predicted_step_seconds'] < y['predicted_step_seconds'], x['id']"
+grep -v '^attn_bwd_tflops' "$SRC/machines/h100-sxm.machine" > "$TMP/m/h100-sxm.machine"
+SHARDBENCH_MACHINES="$TMP/m" "$SB" validate --data "$DATA" > /dev/null 2> "$TMP/m.err"
+rc=$?
+check "attn_fwd_tflops alone: exit 2 ($rc) naming the missing one" \
+    grep -q 'attn_fwd_tflops without attn_bwd_tflops' "$TMP/m.err"
+check "attn_fwd_tflops alone: exit 2" test "$rc" -eq 2
+
 # malformed rows: exit 2 naming file:line
 ROW=dgxc-llama31-70b-bf16-64
 bad() { bad_row "$ROW" "$@"; } # bad NAME COLUMN VALUE TEXT

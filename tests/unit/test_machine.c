@@ -100,6 +100,20 @@ static void test_errors(void **state)
     refused(4, "tflops_fp32 infinity", "t.machine:4:", "is not a number");
     refused(12, "", "t.machine: no 'inter_gbs' line", NULL);
     refused(3, "nodes 65536", "over 65536", NULL);
+    /* the fused attention's curves: seq:tflops points, both or none */
+    const char *fwd = "attn_fwd_tflops 512:300,2048:500";
+    refused(14, fwd, "t.machine: attn_fwd_tflops without attn_bwd_tflops", NULL);
+    refused(14, "attn_bwd_tflops 512:300", "t.machine: attn_bwd_tflops without attn_fwd_tflops", NULL);
+    refused(14, "attn_fwd_tflops 512", "t.machine:14: attn_fwd_tflops point '512' is not seq:tflops", NULL);
+    refused(14, "attn_fwd_tflops 512:fast", "t.machine:14: attn_fwd_tflops at 512: 'fast'", NULL);
+    refused(14, "attn_fwd_tflops 512:0", "t.machine:14: attn_fwd_tflops at 512: '0' is not a number in", NULL);
+    refused(14, "attn_fwd_tflops 51.5:300", "t.machine:14:", "sequence length '51.5' is not a whole");
+    refused(14, "attn_fwd_tflops 0:300", "t.machine:14:", "sequence length '0'");
+    refused(14, "attn_fwd_tflops 2048:300,512:400", "t.machine:14:", "must increase (512 after 2048)");
+    refused(14, "attn_fwd_tflops 512:300,,1024:400", "t.machine:14:", "expected seq:tflops points");
+    refused(14, "attn_fwd_tflops 512:300,", "t.machine:14:", "ends with a comma");
+    refused(14, "attn_fwd_tflops 1:1,2:1,3:1,4:1,5:1,6:1,7:1,8:1,9:1,10:1,11:1,12:1,13:1",
+            "t.machine:14: attn_fwd_tflops has over 12 points", NULL);
     char longline[1100];
     memset(longline, 'x', sizeof longline - 1);
     longline[sizeof longline - 1] = '\0';
@@ -245,6 +259,41 @@ static void test_intra_only(void **state)
  * saved, loaded back, the same cost parameters; an elementwise ratio below
  * 1 moves into eff_gemm, a link under 1 MB/s is kept; one no efficiency
  * can express is refused. */
+/* The attention curves: read, interpolated in log2 of the sequence length
+ * (the end points' values outside), written back by sb_machine_save. */
+static void test_attention_curves(void **state)
+{
+    (void)state;
+    char text[2048];
+    snprintf(text, sizeof text, "%sattn_fwd_tflops 512:300,2048:500,8192:600\n"
+             "attn_bwd_tflops 1024:200,4096:400\n", good);
+    sb_machine mc, back;
+    sb_error err = {0};
+    if (sb_machine_parse(text, "t.machine", &mc, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(mc.attn_fwd_tflops.n, 3);
+    assert_int_equal(mc.attn_bwd_tflops.n, 2);
+    const sb_curve *f = &mc.attn_fwd_tflops;
+    assert_true(sb_curve_at(f, 100) == 300 && sb_curve_at(f, 512) == 300);
+    assert_true(fabs(sb_curve_at(f, 1024) - 400) < 1e-9); /* half way in log2 */
+    assert_true(fabs(sb_curve_at(f, 4096) - 550) < 1e-9);
+    assert_true(sb_curve_at(f, 8192) == 600 && sb_curve_at(f, 1e6) == 600);
+    sb_curve none = {0};
+    assert_true(sb_curve_at(&none, 4096) == 0);
+    char dir[] = "/tmp/test_machine.XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/c.machine", dir);
+    assert_int_equal(sb_machine_save(path, &mc, NULL, &err), 0);
+    if (sb_machine_load(path, &back, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.attn_fwd_tflops.n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(back.attn_fwd_tflops.x[i] == f->x[i] && back.attn_fwd_tflops.y[i] == f->y[i]);
+    assert_true(back.attn_bwd_tflops.n == 2 && back.attn_bwd_tflops.y[1] == 400);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_from_calibration(void **state)
 {
     (void)state;
@@ -302,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_shipped),
         cmocka_unit_test(test_allreduce_by_hand),
         cmocka_unit_test(test_intra_only),
+        cmocka_unit_test(test_attention_curves),
         cmocka_unit_test(test_from_calibration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,7 +79,18 @@ static void test_fp8_gemm_eff(void **state)
     g.peak_tflops = 200, g.gemm_eff = 0.7, g.attn_peak_tflops = 100, g.attn_gemm_eff = 0.8;
     double flops = 2.0 * 1280 * 2560 * 2048;
     close_to(sb_gpu_gemm_s(&g, 1, 1280, 2560, 2048, 2), flops / (200e12 * 0.7));
-    close_to(sb_gpu_attn_s(&g, 1, 1280, 2560, 2048, 2), flops / (100e12 * 0.8));
+    close_to(sb_gpu_attn_s(&g, 1, 1280, 2560, 2048, 2, 0), flops / (100e12 * 0.8));
+    close_to(sb_gpu_attn_s(&g, 1, 1280, 2560, 2048, 2, 1), flops / (100e12 * 0.8));
+    /* a measured kernel: its rate at M queries (log2-linear between points), the
+     * backward's own; head dim 64 pays 64/192 over 128/256; over 128 no gain */
+    g.attn_fwd = (sb_curve){.n = 2, .x = {1024, 4096}, .y = {300, 500}};
+    g.attn_bwd = (sb_curve){.n = 1, .x = {4096}, .y = {250}};
+    g.hbm_gbs = 1e6; /* the math, not the operands' bytes, bounds these */
+    double f2 = 2.0 * 8 * 2048 * 1024 * 128;
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 0), f2 / 400e12);
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 1), f2 / 250e12);
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 2048, 64, 2, 0), f2 / (400e12 * (64.0 / 192) / 0.5));
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 512, 256, 2, 0), f2 / 400e12);
 }
 
 static sb_mt_model gpt(void)
