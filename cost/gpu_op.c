@@ -40,8 +40,14 @@ double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K
     return (t_math > t_mem ? t_math : t_mem) + g->kernel_us * 1e-6;
 }
 
-/* the head dim the attention figures of a machine file are measured at */
+/* The setup a machine file's attention figures are measured at (the
+ * FlashAttention-3 benchmark's): head dim 128, 16 heads, 16,384 tokens a
+ * call, tiles of 128 queries: 2,048 tiles over the SMs. */
 #define ATTN_K_REF 128.0
+#define ATTN_TILE_M 128.0
+#define ATTN_REF_TILES 2048.0
+
+static double waves_eff(double tiles, double sms) { return tiles / (ceil(tiles / sms) * sms); }
 
 double sb_curve_at(const sb_curve *c, double x)
 {
@@ -64,9 +70,11 @@ double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K
         return 0.0;
     const sb_curve *cv = bwd ? &g->attn_bwd : &g->attn_fwd;
     double t_math;
-    if (cv->n > 0) { /* the kernel's measured rate at M queries */
+    if (cv->n > 0) { /* the kernel's measured rate at M queries, its head dim's K fill,
+                        its tiles' waves over the SMs against the measurement's */
         double k_eff = (K / (K + K_FILL)) / (ATTN_K_REF / (ATTN_K_REF + K_FILL));
-        t_math = 2.0 * batch * M * N * K / (sb_curve_at(cv, M) * 1e12 * fmin(k_eff, 1.0));
+        double w = waves_eff(batch * ceil(M / ATTN_TILE_M), g->sms) / waves_eff(ATTN_REF_TILES, g->sms);
+        t_math = 2.0 * batch * M * N * K / (sb_curve_at(cv, M) * 1e12 * fmin(k_eff, 1.0) * w);
     } else {
         sb_gpu a = *g;
         if (g->attn_peak_tflops > 0)
@@ -140,6 +148,11 @@ double sb_machine_gemm_eff(const sb_machine *mc, int prec, int attn)
     return mc->gemm_eff_large;
 }
 
+int sb_attn_curves_apply(int prec)
+{
+    return prec == SB_PREC_BF16 || prec == SB_PREC_FP16 || prec == SB_PREC_FP8;
+}
+
 int sb_machine_has_gpu_model(const sb_machine *mc)
 {
     return mc->sms > 0 && mc->gemm_eff_large > 0 && mc->hbm_eff > 0;
@@ -164,7 +177,8 @@ int sb_gpu_from_machine(const sb_machine *mc, int prec, sb_gpu *g, sb_error *err
     g->attn_peak_tflops = sb_machine_peak(mc, prec, 1);
     g->gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
     g->attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
-    g->attn_fwd = mc->attn_fwd_tflops, g->attn_bwd = mc->attn_bwd_tflops;
+    if (sb_attn_curves_apply(prec)) /* measured in bf16: the 16-bit recipes' attention */
+        g->attn_fwd = mc->attn_fwd_tflops, g->attn_bwd = mc->attn_bwd_tflops;
     g->hbm_gbs = mc->mem_gbs;
     g->hbm_eff = mc->hbm_eff;
     g->sms = mc->sms;

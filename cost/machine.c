@@ -284,7 +284,8 @@ int sb_machine_cost_params_at(const sb_machine *mc, int prec, double grad_word_b
         cp->gpu_attn_peak_tflops = sb_machine_peak(mc, prec, 1);
         cp->gpu_gemm_eff = sb_machine_gemm_eff(mc, prec, 0);
         cp->gpu_attn_gemm_eff = sb_machine_gemm_eff(mc, prec, 1);
-        cp->gpu_attn_fwd = mc->attn_fwd_tflops, cp->gpu_attn_bwd = mc->attn_bwd_tflops;
+        if (sb_attn_curves_apply(prec))
+            cp->gpu_attn_fwd = mc->attn_fwd_tflops, cp->gpu_attn_bwd = mc->attn_bwd_tflops;
         cp->gpu_hbm_gbs = mc->mem_gbs;
         cp->gpu_hbm_eff = mc->hbm_eff;
         cp->gpu_kernel_us = mc->kernel_us;

@@ -172,6 +172,10 @@ double sb_machine_gemm_eff(const sb_machine *mc, int prec, int attn);
 /* 1 when the file has the GPU op model's figures (sms, gemm_eff_large,
  * hbm_eff): searches on it price the model as a GPU framework runs it. */
 int sb_machine_has_gpu_model(const sb_machine *mc);
+/* 1 when a machine file's attention curves (measured in bf16) price a
+ * training at precision prec: bf16, fp16 and fp8 (whose attention stays
+ * bf16); fp32 and tf32 price the kernel as its GEMMs at their peak. */
+int sb_attn_curves_apply(int prec);
 /* Seconds of `batch` GEMMs (M x K)(K x N) at `bytes` per element. */
 double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes);
 /* One of a fused attention kernel's (M x K)(K x N) products (M queries, N
@@ -179,8 +183,10 @@ double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K
  * (bwd 0) or backward (1) kernel: HBM moves only the M x K and N x K
  * operands and the M x K result; the M x N scores stay on chip
  * (FlashAttention). The math at the machine's measured rate of that kernel
- * at M queries where the file gives one (attn_fwd, attn_bwd; a head dim
- * under 128 pays K / (K + 128) of 128's), else as a GEMM at attn_gemm_eff. */
+ * at M queries where the file gives one (attn_fwd, attn_bwd; a head dim K
+ * under 128 pays (K / (K + 128)) / (128 / 256) of the rate; the tiles of 128
+ * queries, batch x ceil(M / 128), in waves over the SMs against the
+ * measurement's 2,048), else as a GEMM at attn_gemm_eff. */
 double sb_gpu_attn_s(const sb_gpu *g, double batch, double M, double N, double K, double bytes,
                      int bwd);
 /* Seconds of a memory-bound kernel moving `bytes`. */

@@ -74,5 +74,22 @@ refused "a bad precision line" "np.machine:" search -m transformer -p 1 --db non
 # the plain reference search (no --machine) prints no precision
 "$SB" search -m transformer -p 8 --db none --format json > "$TMP/ref.json"
 check "the reference model's JSON names no precision" js "$TMP/ref.json" "'precision' not in d"
+# the attention kernel's measured rates (h100-sxm: cuDNN in bf16) price the 16-bit
+# recipes only: fp32 and tf32 the same without them, bf16 and fp8 not, both halves
+grep -v '^attn_[fb]wd_tflops' "$SRC/machines/h100-sxm.machine" > "$TMP/na.machine"
+for alg in "--algo megatron" ""; do
+    for p in fp32 tf32 bf16 fp8; do
+        for m in h100-sxm "$TMP/na.machine"; do
+            # shellcheck disable=SC2086
+            "$SB" search -m llama3-8b --set seq=4096 --set batch=16 -p 8 $alg --machine "$m" \
+                --precision $p --db none --format json 2> /dev/null |
+                python3 -c "import json,sys; print(json.load(sys.stdin)['predicted_step_seconds'])"
+        done | paste -sd' ' > "$TMP/attn-$p"
+    done
+    read -r a b < "$TMP/attn-fp32"; read -r c d < "$TMP/attn-tf32"
+    read -r e f < "$TMP/attn-bf16"; read -r g h < "$TMP/attn-fp8"
+    check "attention rates ${alg:-op level}: fp32, tf32 unmoved ($a $b, $c $d); bf16, fp8 moved ($e $f, $g $h)" \
+        test -n "$a" -a "$a" = "$b" -a "$c" = "$d" -a -n "$e" -a "$e" != "$f" -a "$g" != "$h"
+done
 echo "precision_cli: $fails failure(s)"
 exit $((fails > 0))

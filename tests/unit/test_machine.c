@@ -255,10 +255,6 @@ static void test_intra_only(void **state)
     sb_model_free(&m);
 }
 
-/* A calibration as a machine file (what `calibrate --machine-out` writes):
- * saved, loaded back, the same cost parameters; an elementwise ratio below
- * 1 moves into eff_gemm, a link under 1 MB/s is kept; one no efficiency
- * can express is refused. */
 /* The attention curves: read, interpolated in log2 of the sequence length
  * (the end points' values outside), written back by sb_machine_save. */
 static void test_attention_curves(void **state)
@@ -294,6 +290,10 @@ static void test_attention_curves(void **state)
     rmdir(dir);
 }
 
+/* A calibration as a machine file (what `calibrate --machine-out` writes):
+ * saved, loaded back, the same cost parameters; an elementwise ratio below
+ * 1 moves into eff_gemm, a link under 1 MB/s is kept; one no efficiency
+ * can express is refused. */
 static void test_from_calibration(void **state)
 {
     (void)state;

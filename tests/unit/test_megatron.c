@@ -86,11 +86,17 @@ static void test_fp8_gemm_eff(void **state)
     g.attn_fwd = (sb_curve){.n = 2, .x = {1024, 4096}, .y = {300, 500}};
     g.attn_bwd = (sb_curve){.n = 1, .x = {4096}, .y = {250}};
     g.hbm_gbs = 1e6; /* the math, not the operands' bytes, bounds these */
-    double f2 = 2.0 * 8 * 2048 * 1024 * 128;
-    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 0), f2 / 400e12);
-    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 1), f2 / 250e12);
-    close_to(sb_gpu_attn_s(&g, 8, 2048, 2048, 64, 2, 0), f2 / (400e12 * (64.0 / 192) / 0.5));
-    close_to(sb_gpu_attn_s(&g, 8, 2048, 512, 256, 2, 0), f2 / 400e12);
+    /* waves: 8 x 2048/128 = 128 tiles on 10 SMs fill 128/130 of 13 waves; the
+     * measurement's 2048 tiles 2048/2050 */
+    double f2 = 2.0 * 8 * 2048 * 1024 * 128, w = (128.0 / 130) / (2048.0 / 2050);
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 0), f2 / (400e12 * w));
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 1024, 128, 2, 1), f2 / (250e12 * w));
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 2048, 64, 2, 0), f2 / (400e12 * (64.0 / 192) / 0.5 * w));
+    close_to(sb_gpu_attn_s(&g, 8, 2048, 512, 256, 2, 0), f2 / (400e12 * w));
+    /* 3 sequences of 640 queries: 3 x 5 tiles, one wave of 15 of 20 on 20 SMs */
+    g.sms = 20;
+    double f3 = 2.0 * 3 * 640 * 640 * 128, w3 = (15.0 / 20) / (2048.0 / 2060);
+    close_to(sb_gpu_attn_s(&g, 3, 640, 640, 128, 2, 0), f3 / (300e12 * w3));
 }
 
 static sb_mt_model gpt(void)
@@ -105,6 +111,38 @@ static sb_mt_config cfg(int tp, int pp, int dp, int vpp, int mbs)
     sb_mt_config c = {.tp = tp, .pp = pp, .dp = dp, .cp = 1, .ep = 1, .vpp = vpp, .mbs = mbs,
                       .recompute = SB_MT_RC_FULL, .precision = SB_PREC_FP16, .fused_attention = 0};
     return c;
+}
+
+/* --algo megatron's fused attention: 2 forward products at the forward kernel's
+ * rate, 5 backward at the backward's (a layer of GPT at TP 1, no pipeline: the
+ * compute of two pricings that differ in the backward rate alone differs by
+ * layers x micro-batches x 5 products) */
+static void test_attention_rates(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    g.attn_fwd = (sb_curve){.n = 2, .x = {1024, 4096}, .y = {300, 500}};
+    g.attn_bwd = (sb_curve){.n = 1, .x = {2048}, .y = {400}};
+    sb_mt_model m = gpt();
+    m.layers = 4, m.global_batch = 8;
+    sb_mt_config c = cfg(1, 1, 1, 1, 2); /* 4 micro-batches of 2 sequences */
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+    sb_mt_result a, b, f;
+    sb_mt_price(&m, &c, &g, &a);
+    sb_gpu g2 = g;
+    g2.attn_bwd.y[0] = 200;
+    sb_mt_price(&m, &c, &g2, &b);
+    double hl = 64 * 2, s = 2048, dh = 128;
+    double want = 4 * 4 * 5 * (sb_gpu_attn_s(&g2, hl, s, s / 2, dh, 2, 1) - sb_gpu_attn_s(&g, hl, s, s / 2, dh, 2, 1));
+    assert_true(want > 0);
+    close_to(b.compute_s - a.compute_s, want);
+    /* and the forward's 2 at its own rate */
+    g2 = g;
+    g2.attn_fwd.y[0] = g2.attn_fwd.y[1] = 250;
+    sb_mt_price(&m, &c, &g2, &f);
+    want = 4 * 4 * 2 * (sb_gpu_attn_s(&g2, hl, s, s / 2, dh, 2, 0) - sb_gpu_attn_s(&g, hl, s, s / 2, dh, 2, 0));
+    close_to(f.compute_s - a.compute_s, want);
 }
 
 /* Activations per layer (Korthikanti et al. 2022, tensor by tensor): GPT-3 gives
@@ -391,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_gemm_by_hand),
         cmocka_unit_test(test_fp8_gemm_eff),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_attention_rates),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_dp_overlap),
