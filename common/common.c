@@ -230,6 +230,16 @@ int sb_out_commit(FILE *f, const char *tmp, const char *path, const char *what, 
     return 0;
 }
 
+int sb_write_text(const char *path, const char *what, const char *text, sb_error *err)
+{
+    char tmp[4096];
+    FILE *f = sb_out_open(path, what, tmp, sizeof tmp, err);
+    if (!f)
+        return -1;
+    fputs(text, f); /* a failed write leaves ferror set: sb_out_commit reports it */
+    return sb_out_commit(f, tmp, path, what, err);
+}
+
 static int is_regular(const char *p)
 {
     struct stat st;

@@ -443,25 +443,18 @@ static double hbm_copy_gbs(gpu_ctx *x)
     return 10.0 * 2.0 * (double)bytes / (ms * 1e-3) / 1e9; /* read + written */
 }
 
+/* Streams, handles and operands for shapes s[0..n) (fp8 ones when any is). */
 /* The fragment into path, whole or not at all (temporary file, rename). */
 static int write_fragment(const char *path, const char *text)
 {
     sb_error err = {0};
-    char tmp[4096];
-    FILE *f = sb_out_open(path, "machine fragment", tmp, sizeof tmp, &err);
-    if (f && fputs(text, f) < 0) {
-        sb_out_abort(f, tmp);
-        fprintf(stderr, "perf/gpu_model: %s: cannot write the machine fragment\n", path);
-        return 1;
-    }
-    if (!f || sb_out_commit(f, tmp, path, "machine fragment", &err)) {
+    if (sb_write_text(path, "machine fragment", text, &err)) {
         fprintf(stderr, "perf/gpu_model: %s\n", err.msg);
         return 1;
     }
     return 0;
 }
 
-/* Streams, handles and operands for shapes s[0..n) (fp8 ones when any is). */
 static int setup(gpu_ctx *x, const shape *s, int n)
 {
     size_t cap = 0;

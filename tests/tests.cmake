@@ -55,6 +55,16 @@ add_test(NAME perf_gpu_model_plan
 set_tests_properties(perf_gpu_model_plan PROPERTIES TIMEOUT 60
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines")
 
+# ---- perf_gpu_attention
+# perf/gpu_attention without a GPU (tests/cli/gpu_attention.sh): --plan recomputed
+# from the machine files, the measuring path against a stand-in peer (table,
+# results database, fragment validate reads), the peer's failures, bad options.
+add_test(NAME perf_gpu_attention
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gpu_attention.sh $<TARGET_FILE:bench_gpu_attention>
+          ${CMAKE_SOURCE_DIR} $<TARGET_FILE:shardbench>)
+set_tests_properties(perf_gpu_attention PROPERTIES TIMEOUT 120
+  ENVIRONMENT "SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
 # ---- bf16_keep
 # The cuda backend's kept bf16 conversions of GEMM operands and its list
 # of table entries that may write device memory (runtime/cuda/writes.hpp),
@@ -1280,7 +1290,7 @@ sb_labels(cli
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")
 sb_labels(tree "^limits(_commits)?$")
-sb_labels(perf "^(bench_search_memory|perf_gpu_model_plan)$")
+sb_labels(perf "^(bench_search_memory|perf_gpu_model_plan|perf_gpu_attention)$")
 get_property(SB_ALL_TESTS DIRECTORY PROPERTY TESTS)
 foreach(t IN LISTS SB_ALL_TESTS)
   get_property(l TEST ${t} PROPERTY LABELS)

@@ -102,6 +102,8 @@ void sb_names_free(char **names);
 FILE *sb_out_open(const char *path, const char *what, char *tmp, size_t n, sb_error *err);
 int sb_out_commit(FILE *f, const char *tmp, const char *path, const char *what, sb_error *err);
 void sb_out_abort(FILE *f, const char *tmp);
+/* text as the whole of path, through sb_out_open and sb_out_commit. */
+int sb_write_text(const char *path, const char *what, const char *text, sb_error *err);
 
 /* Version and build facts. */
 const char *sb_version(void);

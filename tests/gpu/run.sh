@@ -19,8 +19,8 @@
 #    OPAL_PREFIX); cuDNN and NCCL come from the toolkit or NVIDIA's Python
 #    wheels (their lib/ folders go on LD_LIBRARY_PATH);
 # 2. configure Release with SHARDBENCH_CUDA=ON in build-gpu/ and build only
-#    shardbench, cuda_host, cuda_check, test_equiv, bench_gpu and
-#    bench_gpu_model, -j nproc;
+#    shardbench, cuda_host, cuda_check, test_equiv, bench_gpu,
+#    bench_gpu_model and bench_gpu_attention, -j nproc;
 # 3. cuda_host, then cuda_check (every kernel of the cuda table against the
 #    CPU table, then GEMM and conv TFLOP/s) in fp32, tf32 and bf16;
 # 4. `shardbench run` of AlexNet on one rank (the pool and algorithm-cache
@@ -37,7 +37,10 @@
 #    equivalence suite, as time allows; then perf/gpu_model (the GEMMs
 #    `validate` prices for the published H100 runs, bf16 and fp8, the op
 #    model against cuBLAS, a 15 s soak first, HBM copy; its machine-file
-#    fragment into OUTDIR/gpu-model.machine);
+#    fragment into OUTDIR/gpu-model.machine), then perf/gpu_attention (cuDNN's
+#    fused attention through PyTorch, causal and not, 512-16k tokens: its
+#    fragment of attn_fwd_tflops and attn_bwd_tflops into
+#    OUTDIR/gpu-attention.machine);
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -57,8 +60,8 @@
 # 137) is a budget overrun, reported as such, not a code failure. A failed
 # step does not stop the later ones (a failed build does).
 #
-# OUTDIR gets at most 7 files: gpu-model.machine (perf/gpu_model's measured
-# figures), gpu-run.log (everything printed),
+# OUTDIR gets at most 8 files: gpu-model.machine and gpu-attention.machine
+# (perf/gpu_model's and perf/gpu_attention's measured figures), gpu-run.log (everything printed),
 # gpu-results.db (run, perf/gpu and report figures; SQLite), steps.tsv
 # (step, status, seconds, exit status), report.md (GPU, versions, steps,
 # `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
@@ -276,7 +279,7 @@ no_build() { # RC STEP: what was not built stops the run
 }
 run_step "configure (Release, SHARDBENCH_CUDA=ON) in $build" 0 configure || no_build $? configure
 run_step "build shardbench, cuda tests, test_equiv, perf/gpu (-j$(nproc))" 0 \
-    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu bench_gpu_model ||
+    cmake --build "$build" -j"$(nproc)" --target shardbench cuda_host cuda_check test_equiv bench_gpu bench_gpu_model bench_gpu_attention ||
     no_build $? build
 "$build/shardbench" --version
 
@@ -377,6 +380,9 @@ first=${bench_precs%% *}
 # before the equivalence suite so that the default budget leaves it time
 run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 15 s soak" 70 \
     "$build/perf/gpu_model" --seconds 0.3 --soak 15 --db "$db" --fragment "$out/gpu-model.machine"
+# the fused attention kernel's rates (cuDNN through PyTorch) against the machine file's
+run_step "perf/gpu_attention: cuDNN's fused attention, causal and not, model against measured" 45 \
+    "$build/perf/gpu_attention" --seconds 0.3 --db "$db" --fragment "$out/gpu-attention.machine"
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
