@@ -31,14 +31,15 @@ static const char *const columns[] = {
     "micro_batch_size", "recompute", "sequence_parallel", "distributed_optimizer", "dp_overlap",
     "attention", "published", "published_unit", "published_step_seconds", "derivation",
     /* optional: a header without them means the default below */
-    "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", NULL};
+    "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", "param_gather_overlap", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
        C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, C_MODEL,
-       NCOLS };
+       C_PGOV, NCOLS };
 /* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
- * gradient reduced in the precision recipe's word, the sizes from the row alone */
-static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-"};
+ * gradient reduced in the precision recipe's word, the sizes from the row alone, the
+ * parameter all-gather overlapped as the gradients' reduction is (dp_overlap) */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -165,6 +166,12 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     else if (strcmp(f[C_MLP], "gelu"))
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: mlp '%s' is not gelu or swiglu", path, line,
                        f[C_MLP]);
+    if (!strcmp(f[C_PGOV], "0") || !strcmp(f[C_PGOV], "1"))
+        c->param_gather = f[C_PGOV][0] == '1' ? SB_MT_PG_ON : SB_MT_PG_OFF;
+    else if (strcmp(f[C_PGOV], "-"))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: param_gather_overlap '%s' is not 0, 1 or - (as dp_overlap)", path,
+                       line, f[C_PGOV]);
     if (!strcmp(f[C_GRAD], "fp32") || !strcmp(f[C_GRAD], "bf16"))
         c->grad_bytes = f[C_GRAD][0] == 'f' ? 4.0 : 2.0;
     else if (strcmp(f[C_GRAD], "recipe"))

@@ -149,7 +149,16 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
         return sb_fail(err, SB_EXIT_INPUT,
                        "--tp-comm-overlap needs sequence parallelism (Megatron-LM refuses it "
                        "without: --sequence-parallel on)");
+    if (c->param_gather == SB_MT_PG_ON && (!c->dist_opt || !c->dp_overlap))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--overlap-param-gather on needs the distributed optimizer (--zero 1) and "
+                       "--dp-overlap on (Megatron-LM asserts both)");
     return 0;
+}
+
+int sb_mt_param_overlap(const sb_mt_config *c)
+{
+    return c->param_gather == SB_MT_PG_ON || (c->param_gather == SB_MT_PG_AS_DP && c->dp_overlap);
 }
 
 int sb_mt_check_gpu(const sb_mt_config *c, const sb_gpu *g, sb_error *err)
@@ -419,14 +428,15 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
                             : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
     double ag = c->dist_opt ? sb_gpu_gather_s(g, params * pb.weight, q, dp_inter) : 0.0;
     double dp_s = rs + ag;
-    if (c->dp_overlap) {
+    if (c->dp_overlap) { /* (sb_mt_check: a parameter all-gather overlapped only with it) */
         /* the gradients' buckets reduce during the last micro-batch's backward: what it
          * cannot hide, at least the last bucket's share (Megatron's default bucket,
          * max(40 M, 1 M x DP x CP) parameters); the distributed optimizer's parameter all-gather, bucket by bucket,
          * during the next step's first forward (--overlap-param-gather, which Megatron's
          * and NeMo's recipes pair with the gradients'), at least the first bucket's share */
         double share = fmin(1.0, fmax(4e7, 1e6 * q) / params); /* max(40 M, 1 M x DP x CP) */
-        dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) + fmax(ag - lps * L.fwd_s, ag * share);
+        dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) +
+               (sb_mt_param_overlap(c) ? fmax(ag - lps * L.fwd_s, ag * share) : ag);
     }
     r->dp_comm_s = dp_s;
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
@@ -502,6 +512,10 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->pp && f->vpp > 1 && mm->layers % ((long)f->pp * f->vpp))
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
                        f->pp, f->vpp, mm->layers);
+    if (f->param_gather == SB_MT_PG_ON && (f->dist_opt == 0 || !f->dp_overlap))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--overlap-param-gather on needs the distributed optimizer (--zero 1) and "
+                       "--dp-overlap on (Megatron-LM asserts both)");
     if (f->mbs && mm->global_batch % f->mbs)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--micro-batch-size %d does not divide the batch of %ld sequences", f->mbs,

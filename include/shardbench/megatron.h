@@ -25,6 +25,8 @@ typedef struct {
 } sb_mt_model;
 
 enum { SB_MT_RC_NONE = 0, SB_MT_RC_SELECTIVE = 1, SB_MT_RC_FULL = 2 };
+/* --overlap-param-gather: not given (as --dp-overlap), on, off */
+enum { SB_MT_PG_AS_DP = 0, SB_MT_PG_ON = 1, SB_MT_PG_OFF = 2 };
 
 /* One configuration; 0 in a degree of sb_mt_search's `fixed` means free. */
 typedef struct {
@@ -33,11 +35,17 @@ typedef struct {
     int sp;                           /* sequence parallelism (tp > 1) */
     int dist_opt;                     /* distributed optimizer (ZeRO 1 over dp) */
     int dp_overlap;                   /* grad reduce overlapped with the backward */
+    int param_gather;                 /* the distributed optimizer's parameter all-gather
+                                         overlapped with the next forward: SB_MT_PG_* (0: as
+                                         dp_overlap, Megatron's recipes set both) */
     int tp_overlap;                   /* TP collectives overlapped with GEMMs */
     int fused_attention;              /* 1: FlashAttention-style; 0: materialized S x S */
     int precision;                    /* sb_precision */
     double grad_bytes;                /* the gradient reduction's word; 0: the recipe's */
 } sb_mt_config;
+/* 1 when c's parameter all-gather is overlapped: param_gather on, or not given
+ * and dp_overlap on */
+int sb_mt_param_overlap(const sb_mt_config *c);
 
 /* What the machine file gives the GPU op model (sb_gpu_from_machine). */
 typedef struct {

@@ -163,5 +163,45 @@ check "validate: ... 10 runs" test "$(grep -c '^dgxc' "$TMP/vm.csv")" -eq 10
 } > "$TMP/vk.tsv"
 refused "validate: a row's kv_heads not its model's" "vk.tsv:2: kv_heads 16, but" validate --data "$TMP/vk.tsv"
 unset SHARDBENCH_HF_QUIET
+
+# --overlap-param-gather (Megatron-LM's flag): off exposes the distributed optimizer's
+# parameter all-gather (the gradients' reduction stays hidden), on is the default
+PG=(search --algo megatron -m llama3-70b --set seq=8192 --set batch=256 -p 128 --machine h100-sxm
+    --tp 4 --pp 4 --dp 4 --cp 2 --vpp 5 --micro-batch-size 1 --recompute none
+    --sequence-parallel on --zero 1 --format json)
+for v in def on off; do
+    a=(); [ "$v" = def ] || a=(--overlap-param-gather "$v")
+    "$SB" "${PG[@]}" "${a[@]}" > "$TMP/pg-$v.json" 2> "$TMP/pg-$v.err"
+done
+check "--overlap-param-gather off: more dp_comm, on: the default's" python3 -c "
+import json; d, n, f = (json.load(open('$TMP/pg-%s.json' % v)) for v in ('def', 'on', 'off'))
+b = lambda x: x['time_breakdown_seconds']['dp_comm']
+assert b(n) == b(d) and b(f) > b(d) + 0.01, (b(d), b(n), b(f))
+assert d['megatron']['param_gather_overlap'] and not f['megatron']['param_gather_overlap']"
+refused "--overlap-param-gather on without the distributed optimizer" \
+    "needs the distributed optimizer (--zero 1) and --dp-overlap on" "${PG[@]}" --zero 0 --overlap-param-gather on
+refused "--overlap-param-gather on without --dp-overlap" "Megatron-LM asserts both" \
+    "${PG[@]}" --dp-overlap off --overlap-param-gather on
+refused "--overlap-param-gather maybe" "overlap-param-gather" "${PG[@]}" --overlap-param-gather maybe
+# validate's optional column: 0 prices the row slower, 1 as the default; a bad value or
+# one Megatron asserts against: exit 2 naming file:line
+R=dgxc-llama31-70b-bf16-128
+pgrow() { # pgrow VALUE [sed expression for the row]
+    { grep -v '^#' "$DG" | head -1 | sed 's/$/\tparam_gather_overlap/'
+      grep "^$R	" "$DG" | sed "${2:-s/^/&/}" | sed "s/\$/\t$1/"; } > "$TMP/pg-$1.tsv"
+}
+for v in - 0 1; do
+    pgrow "$v"
+    "$SB" validate --data "$TMP/pg-$v.tsv" --format json --target-mape 1e6 --target-max 1e6 \
+        > "$TMP/pgv-$v.json" 2> /dev/null
+done
+check "validate param_gather_overlap: 0 slower, 1 as '-'" python3 -c "
+import json; s = lambda v: json.load(open('$TMP/pgv-%s.json' % v))['runs'][0]['predicted_step_seconds']
+assert s('1') == s('-') and s('0') > s('-'), (s('-'), s('0'), s('1'))"
+pgrow x
+refused "validate param_gather_overlap x" "pg-x.tsv:2: param_gather_overlap 'x'" validate --data "$TMP/pg-x.tsv"
+pgrow 1 's/\t1\t1\t1\tfused/\t1\t0\t1\tfused/'
+refused "validate param_gather_overlap 1 without the distributed optimizer" \
+    "pg-1.tsv:2:.*needs the distributed optimizer" validate --data "$TMP/pg-1.tsv"
 echo "megatron_cli: $fails failure(s)"
 exit $((fails > 0))

@@ -358,6 +358,15 @@ static void test_dp_overlap(void **state)
     const double share = 4e7 / params;
     close_to(on.dp_comm_s, fmax(rs - b, rs * share) + fmax(ag - f, ag * share));
     assert_true(rs - b > rs * share && ag - f > ag * share); /* both hides partial here */
+    /* --overlap-param-gather off: the gradients' reduction hidden, the gather exposed; on:
+     * as the default (Megatron's recipes set both) */
+    sb_mt_result pg;
+    c.param_gather = SB_MT_PG_OFF;
+    sb_mt_price(&m, &c, &g, &pg);
+    close_to(pg.dp_comm_s, fmax(rs - b, rs * share) + ag);
+    c.param_gather = SB_MT_PG_ON;
+    sb_mt_price(&m, &c, &g, &pg);
+    close_to(pg.dp_comm_s, on.dp_comm_s);
 }
 
 static void refused(const sb_mt_config *c, int P, const char *text)
@@ -395,6 +404,15 @@ static void test_refusals(void **state)
     c = cfg(1, 2, 256, 1, 2);
     c.sp = 1;
     refused(&c, 512, "sequence parallelism");
+    c = cfg(8, 2, 32, 1, 4); /* the parameter gather's overlap: Megatron asserts both */
+    c.param_gather = SB_MT_PG_ON, c.dp_overlap = 1, c.dist_opt = 0;
+    refused(&c, 512, "--overlap-param-gather on needs the distributed optimizer");
+    c.dist_opt = 1, c.dp_overlap = 0;
+    refused(&c, 512, "--dp-overlap on");
+    c.dp_overlap = 1;
+    sb_error err = {0};
+    sb_mt_model m = gpt();
+    assert_int_equal(sb_mt_check(&m, &c, 512, &err), 0);
 }
 
 static void test_search_superset(void **state)
