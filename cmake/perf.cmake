@@ -57,7 +57,7 @@ set_target_properties(bench_gpu_model PROPERTIES
 # perf/gpu_attention: the fused attention kernel's measured rates (cuDNN through
 # PyTorch, perf/gpu_attention.py, read from the source tree at run time) against
 # the machine file's attn_fwd_tflops and attn_bwd_tflops (perf/README.md).
-# Needs no CUDA to build: --plan is ctest perf_gpu_attention_plan.
+# Needs no CUDA to build: ctest perf_gpu_attention runs it without a GPU.
 add_executable(bench_gpu_attention ${CMAKE_SOURCE_DIR}/perf/gpu_attention.c)
 target_link_libraries(bench_gpu_attention PRIVATE shardbench_static)
 target_compile_definitions(bench_gpu_attention PRIVATE

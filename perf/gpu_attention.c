@@ -60,6 +60,8 @@ typedef struct {
     double flop_f, flop_b;                /* FlashAttention's count */
     double model_f, model_b;              /* the op model's seconds */
     double meas_f, meas_b, min_f, max_f, min_b, max_b;
+    int batches;                          /* the peer's timed batches (the fewer of the two) */
+    const char *bad;                      /* why the measurement is refused, or NULL */
 } point;
 
 typedef struct {
@@ -159,6 +161,9 @@ static int take_point(json_t *j, point *p)
     int seq = (int)json_integer_value(json_object_get(j, "seq"));
     int batch = (int)json_integer_value(json_object_get(j, "batch"));
     int causal = (int)json_integer_value(json_object_get(j, "causal"));
+    if (json_integer_value(json_object_get(j, "heads")) != HEADS ||
+        json_integer_value(json_object_get(j, "dim")) != DIM)
+        return 0;
     for (int i = 0; i < NPTS; i++) {
         point *x = &p[i];
         if (x->seq != seq || x->batch != batch || x->causal != causal || isfinite(x->meas_f))
@@ -169,6 +174,7 @@ static int take_point(json_t *j, point *p)
         x->meas_b = json_number_value(json_object_get(j, "bwd_s"));
         x->min_b = json_number_value(json_object_get(j, "bwd_min"));
         x->max_b = json_number_value(json_object_get(j, "bwd_max"));
+        x->batches = (int)json_integer_value(json_object_get(j, "batches"));
         return 1;
     }
     return 0;
@@ -184,10 +190,14 @@ static int run_peer(const opts *o, point *p, json_t **ready)
         snprintf(pts + n, sizeof pts - n, "%s%dx%d%s", i ? "," : "", p[i].seq, p[i].batch,
                  p[i].causal ? "c" : "");
     }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --points %s --heads %d --dim %d --seconds %g", o->python,
-             SB_ATTN_PEER, pts, HEADS, DIM, o->seconds);
-    if (strchr(o->python, '\'')) {
-        fprintf(stderr, "perf/gpu_attention: --python '%s': a quote in the path\n", o->python);
+    if (strchr(o->python, '\'') || strchr(SB_ATTN_PEER, '\'')) {
+        fprintf(stderr, "perf/gpu_attention: a quote in the path of %s or %s\n", o->python,
+                SB_ATTN_PEER);
+        return 2;
+    }
+    if (snprintf(cmd, sizeof cmd, "'%s' '%s' --points %s --heads %d --dim %d --seconds %g",
+                 o->python, SB_ATTN_PEER, pts, HEADS, DIM, o->seconds) >= (int)sizeof cmd) {
+        fprintf(stderr, "perf/gpu_attention: --python '%s': the command is too long\n", o->python);
         return 2;
     }
     fflush(stdout);
@@ -196,16 +206,19 @@ static int run_peer(const opts *o, point *p, json_t **ready)
         fprintf(stderr, "perf/gpu_attention: cannot start %s\n", cmd);
         return 1;
     }
-    char line[4096], why[512] = "";
-    int got = 0, bad = 0;
-    while (fgets(line, sizeof line, f)) {
+    char *line = NULL, why[512] = "";
+    size_t cap = 0;
+    int got = 0, bad = 0, said = 0;
+    while (getline(&line, &cap, f) > 0) {
         json_error_t je;
-        json_t *j = json_loads(line, 0, &je);
+        json_t *j = json_loads(line, 0, &je), *e = j ? json_object_get(j, "error") : NULL;
         if (!j || !json_is_object(j)) {
             snprintf(why, sizeof why, "a line that is not JSON: %.200s", line);
             bad = 1;
-        } else if (json_object_get(j, "error")) {
-            snprintf(why, sizeof why, "%s", json_string_value(json_object_get(j, "error")));
+        } else if (e) {
+            const char *t = json_string_value(e);
+            snprintf(why, sizeof why, "%.400s", t ? t : "(an error that is not a string)");
+            said = 1;
         } else if (json_object_get(j, "ready")) {
             if (!*ready)
                 *ready = json_incref(j);
@@ -217,12 +230,13 @@ static int run_peer(const opts *o, point *p, json_t **ready)
         }
         json_decref(j);
     }
+    free(line);
     int st = pclose(f), code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (code == 77) {
         fprintf(stderr, "perf/gpu_attention: nothing measured: %s\n", *why ? why : "(exit 77)");
         return 77;
     }
-    if (code != 0 || bad || got != NPTS) {
+    if (code != 0 || bad || said || got != NPTS) { /* an error line fails the run whatever the exit */
         fprintf(stderr, "perf/gpu_attention: %s: %s (exit %d, %d of %d points)\n", SB_ATTN_PEER,
                 *why ? why : "failed", code, got, NPTS);
         return 1;
@@ -260,6 +274,8 @@ static void store(const opts *o, const point *p, const char *device, const char 
     for (int i = 0; i < NPTS; i++)
         for (int d = 0; d < 2; d++) {
             const point *x = &p[i];
+            if (!isfinite(x->meas_f) && !isfinite(x->meas_b))
+                continue; /* not measured */
             char params[160];
             snprintf(params, sizeof params,
                      "{\"seq\":%d,\"batch\":%d,\"heads\":%d,\"dim\":%d,\"causal\":%d}", x->seq,
@@ -270,8 +286,9 @@ static void store(const opts *o, const point *p, const char *device, const char 
                 .params = params, .p = 1, .kind = d ? "attn-bwd" : "attn-fwd",
                 .predicted_cost = d ? x->flop_b : x->flop_f, .predicted_s = d ? x->model_b : x->model_f,
                 .configs_json = params, .step_median_s = m, .step_min_s = d ? x->min_b : x->min_f,
-                .step_max_s = d ? x->max_b : x->max_f, .steps = 1,
-                .status = isfinite(m) ? "ok" : "error", .message = isfinite(m) ? NULL : "failed"};
+                .step_max_s = d ? x->max_b : x->max_f, .steps = x->batches > 0 ? x->batches : 1,
+                .status = x->bad || !isfinite(m) ? "error" : "ok",
+                .message = x->bad ? x->bad : isfinite(m) ? NULL : "failed"};
             if (sb_db_record_measurement(db, &rec, NULL, &err))
                 fprintf(stderr, "perf/gpu_attention: %s (figure not stored)\n", err.msg);
         }
@@ -301,7 +318,7 @@ static void fragment(const point *p, const char *device, const char *versions, c
     time_t now = time(NULL);
     strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
     snprintf(out, cap,
-             "# Measured by perf/gpu_attention on %.120s (%.400s), %s, priced against %.300s:\n"
+             "# Measured by perf/gpu_attention on %.120s (%.120s), %s, priced against %.300s:\n"
              "#   PyTorch's scaled_dot_product_attention on cuDNN's backend, bf16, %d heads of\n"
              "#   %d, %.0f tokens a call, the causal mask; median of ~50 ms batches over %.2f s.\n"
              "attn_fwd_tflops %s\n"
@@ -330,36 +347,41 @@ int main(int argc, char **argv)
         return 0;
     }
     json_t *ready = NULL;
-    rc = run_peer(&o, p, &ready);
-    if (rc) {
+    int peer = run_peer(&o, p, &ready);
+    if (peer == 77 || peer == 2) {
         json_decref(ready);
-        return rc;
+        return peer;
     }
     const char *dn = json_string_value(json_object_get(ready, "device")),
                *tv = json_string_value(json_object_get(ready, "torch"));
-    char device[160], versions[512];
+    char device[160], libs[128], versions[512];
     snprintf(device, sizeof device, "1 x %.120s", dn ? dn : "?");
-    snprintf(versions, sizeof versions, "torch=%.60s cudnn=%lld machine=%.300s", tv ? tv : "?",
-             (long long)json_integer_value(json_object_get(ready, "cudnn")), mc.path);
+    snprintf(libs, sizeof libs, "torch=%.60s cudnn=%lld", tv ? tv : "?",
+             (long long)json_integer_value(json_object_get(ready, "cudnn")));
+    snprintf(versions, sizeof versions, "%s machine=%.300s", libs, mc.path);
     json_decref(ready);
-    print_table(p, mc.path);
-    int failed = 0;
+    print_table(p, mc.path); /* what was measured, also of a run that failed part way */
+    int failed = peer != 0;
+    double peak = g.attn_peak_tflops > 0 ? g.attn_peak_tflops : g.peak_tflops;
     for (int i = 0; i < NPTS; i++) { /* a point that did no work reads faster than the peak */
-        double peak = g.attn_peak_tflops > 0 ? g.attn_peak_tflops : g.peak_tflops;
-        if (!(p[i].meas_f > 0) || !(p[i].meas_b > 0) || tf(p[i].flop_f, p[i].meas_f) > peak ||
-            tf(p[i].flop_b, p[i].meas_b) > peak) {
-            fprintf(stderr, "perf/gpu_attention: seq %d%s: not a measurement (%g s, %g s)\n", p[i].seq,
-                    p[i].causal ? " causal" : "", p[i].meas_f, p[i].meas_b);
+        point *x = &p[i];
+        if (!isfinite(x->meas_f) && !isfinite(x->meas_b))
+            continue; /* not measured: the peer's failure, said above */
+        if (!(x->meas_f > 0) || !(x->meas_b > 0) || tf(x->flop_f, x->meas_f) > peak ||
+            tf(x->flop_b, x->meas_b) > peak) {
+            x->bad = "not a measurement: faster than the bf16 peak, or not a time";
+            fprintf(stderr, "perf/gpu_attention: seq %d%s: %s (%g s, %g s)\n", x->seq,
+                    x->causal ? " causal" : "", x->bad, x->meas_f, x->meas_b);
             failed = 1;
         }
     }
     store(&o, p, device, versions);
     if (failed) {
-        fprintf(stderr, "perf/gpu_attention: a point could not be measured (above): no fragment\n");
+        fprintf(stderr, "perf/gpu_attention: not every point was measured (above): no fragment\n");
         return 1;
     }
     char frag[4096];
-    fragment(p, device + 4, versions, mc.path, o.seconds, frag, sizeof frag);
+    fragment(p, device + 4, libs, mc.path, o.seconds, frag, sizeof frag);
     printf("\n%s", frag);
     return o.fragment && write_fragment(o.fragment, frag) ? 1 : 0;
 }

@@ -443,7 +443,6 @@ static double hbm_copy_gbs(gpu_ctx *x)
     return 10.0 * 2.0 * (double)bytes / (ms * 1e-3) / 1e9; /* read + written */
 }
 
-/* Streams, handles and operands for shapes s[0..n) (fp8 ones when any is). */
 /* The fragment into path, whole or not at all (temporary file, rename). */
 static int write_fragment(const char *path, const char *text)
 {
@@ -455,6 +454,7 @@ static int write_fragment(const char *path, const char *text)
     return 0;
 }
 
+/* Streams, handles and operands for shapes s[0..n) (fp8 ones when any is). */
 static int setup(gpu_ctx *x, const shape *s, int n)
 {
     size_t cap = 0;

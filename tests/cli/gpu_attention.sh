@@ -71,18 +71,29 @@ if mode == "nogpu":
     print(json.dumps({"error": "no GPU: a stand-in"})); sys.exit(77)
 pts = sys.argv[sys.argv.index("--points") + 1].split(",")
 print(json.dumps({"ready": True, "device": "Stand-in GPU", "torch": "0.0", "cudnn": 1}))
+if mode == "junk":
+    print("a library's chatter")
+if mode == "errexit0":
+    print(json.dumps({"error": "something went wrong, yet exit 0"}))
 for i, p in enumerate(pts):
     causal = p.endswith("c"); s, b = map(int, p.rstrip("c").split("x"))
     if mode == "fail" and i == 3:
         print(json.dumps({"error": "seq %d: out of memory" % s})); sys.exit(1)
+    if mode == "short" and i == 3:
+        continue
     if mode == "extra" and i == 0:
         s += 1
     fl = 4.0 * b * 16 * s * s * 128 * (0.5 if causal else 1.0)
     r = rate * (1.2 if not causal else 1.0)
     f, bw = fl / (r * 1e12), 2.5 * fl / (0.9 * r * 1e12)
-    print(json.dumps({"seq": s, "batch": b, "heads": 16, "dim": 128, "causal": int(causal),
-                      "fwd_s": f, "fwd_min": f, "fwd_max": f, "bwd_s": bw, "bwd_min": bw, "bwd_max": bw,
-                      "batches": 3}))
+    if mode == "bwdfast":
+        bw /= 10
+    line = json.dumps({"seq": s, "batch": b, "heads": 8 if mode == "heads" else 16, "dim": 128,
+                       "causal": int(causal), "fwd_s": f, "fwd_min": f, "fwd_max": f, "bwd_s": bw,
+                       "bwd_min": bw, "bwd_max": bw, "batches": 3})
+    print(line)
+    if mode == "dup" and i == 0:
+        print(line)
 EOF
 chmod +x "$TMP/peer"
 M="$SRC/machines/h100-sxm.machine"
@@ -97,12 +108,23 @@ check "the fragment's backward line" \
     grep -qx 'attn_bwd_tflops 512:360,1024:360,2048:360,4096:360,8192:360,16384:360' "$TMP/frag.machine"
 check "the fragment names the device and the unmasked figures" \
     bash -c "grep -q 'on Stand-in GPU' '$TMP/frag.machine' && grep -q '^# without the mask: forward 512:480' '$TMP/frag.machine'"
-check "24 figures stored (attn-fwd and attn-bwd a point)" test "$(python3 -c "
-import sqlite3; c = sqlite3.connect('$TMP/r.db')
-print(c.execute(\"select count(*) from measurements m join strategies s on m.strategy_id = s.id where s.kind in ('attn-fwd', 'attn-bwd')\").fetchone()[0])" 2>&1)" = 24
-# the fragment in place of the shipped curves: a machine file validate reads
+cat > "$TMP/db.py" <<'EOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute("select s.kind, s.configs_json, m.step_median_s, m.predicted_s, m.status "
+                 "from measurements m join strategies s on m.strategy_id = s.id "
+                 "where s.kind in ('attn-fwd', 'attn-bwd')").fetchall()
+assert len(rows) == 24, len(rows)
+if sys.argv[2] == "ok":
+    want = 4.0 * 2 * 16 * 8192 * 8192 * 128 * 0.5 / 400e12
+    got = [r for r in rows if r[0] == "attn-fwd" and '"seq":8192' in r[1] and '"causal":1' in r[1]]
+    assert len(got) == 1 and abs(got[0][2] - want) < 1e-12 * want and got[0][3] != got[0][2], got
+assert all(r[4] == sys.argv[2] for r in rows), [r[4] for r in rows]
+EOF
+check "24 figures stored (attn-fwd and attn-bwd a point), the stand-in's times" python3 "$TMP/db.py" "$TMP/r.db" ok
+# the fragment, comments and all, in place of the shipped curves: a machine file validate reads
 mkdir -p "$TMP/m"
-{ grep -v '^attn_[fb]wd_tflops' "$M"; grep '^attn_' "$TMP/frag.machine"; } > "$TMP/m/h100-sxm.machine"
+{ grep -v '^attn_[fb]wd_tflops' "$M"; cat "$TMP/frag.machine"; } > "$TMP/m/h100-sxm.machine"
 SHARDBENCH_MACHINES="$TMP/m" "$SBCLI" validate --data "$SRC/tests/data/published-runs-h100-dgxc.tsv" \
     --target-mape 1e6 --target-max 1e6 > "$TMP/v.txt" 2> "$TMP/v.err"
 check "the fragment's lines load in a machine file: validate runs with them ($?)" grep -q '^38 runs' "$TMP/v.txt"
@@ -110,18 +132,34 @@ check "the fragment's lines load in a machine file: validate runs with them ($?)
 PEER_MODE=nogpu "$BIN" --machine "$M" --python "$TMP/peer" --db none > /dev/null 2> "$TMP/e"
 check "a peer with nothing to measure: exit 77 ($?)" test $? -eq 77
 check "... and why" grep -q 'nothing measured: no GPU: a stand-in' "$TMP/e"
-PEER_MODE=fail "$BIN" --machine "$M" --python "$TMP/peer" --db none --fragment "$TMP/f2" > /dev/null 2> "$TMP/e"
+PEER_MODE=fail "$BIN" --machine "$M" --python "$TMP/peer" --db none --fragment "$TMP/f2" > "$TMP/o" 2> "$TMP/e"
 check "a peer that fails: exit 1 ($?)" test $? -eq 1
 check "... naming the point, no fragment" bash -c "grep -q 'out of memory' '$TMP/e' && [ ! -e '$TMP/f2' ]"
+check "... the points measured before it printed" grep -qE '^2048 +8 +causal .* 400\.0 ' "$TMP/o"
+for mode in errexit0 junk short dup heads; do
+    PEER_MODE=$mode "$BIN" --machine "$M" --python "$TMP/peer" --db none --fragment "$TMP/f-$mode" \
+        > /dev/null 2> "$TMP/e-$mode"
+    check "a peer that misbehaves ($mode): exit 1 ($?), no fragment" \
+        bash -c "[ $? -eq 1 ] && [ ! -e '$TMP/f-$mode' ]"
+done
+check "... an error line read though the peer exits 0" grep -q 'yet exit 0' "$TMP/e-errexit0"
+check "... a line that is not JSON named" grep -q "not JSON: a library's chatter" "$TMP/e-junk"
+check "... 11 of 12 points" grep -q '11 of 12 points' "$TMP/e-short"
+PEER_MODE=bwdfast "$BIN" --machine "$M" --python "$TMP/peer" --db "$TMP/bf.db" --fragment "$TMP/f4" > /dev/null 2> "$TMP/e"
+check "a backward faster than the bf16 peak alone: exit 1 ($?), no fragment" bash -c "[ $? -eq 1 ] && [ ! -e '$TMP/f4' ]"
+check "... stored as errors" python3 "$TMP/db.py" "$TMP/bf.db" error
 PEER_MODE=extra "$BIN" --machine "$M" --python "$TMP/peer" --db none > /dev/null 2> "$TMP/e"
 check "a point not asked for: exit 1 ($?)" test $? -eq 1
 check "... says so" grep -q 'a point it was not asked for' "$TMP/e"
 PEER_RATE=5000 "$BIN" --machine "$M" --python "$TMP/peer" --db none --fragment "$TMP/f3" > /dev/null 2> "$TMP/e"
 check "faster than the bf16 peak: exit 1 ($?), no fragment" bash -c "[ $? -eq 1 ] && [ ! -e '$TMP/f3' ]"
 check "... not a measurement" grep -q 'not a measurement' "$TMP/e"
-# the real peer here: no GPU (or no PyTorch): exit 77
-"$BIN" --machine "$M" --db none > /dev/null 2> "$TMP/e"
-check "the real peer without a GPU: exit 77 ($?)" test $? -eq 77
+# the real peer: where python3 has PyTorch with a GPU it measures (exit 0); elsewhere
+# (CI, this project's build machines) nothing can be measured: exit 77
+want=77
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null && want=0
+"$BIN" --machine "$M" --db none --seconds 0.05 > /dev/null 2> "$TMP/e"
+check "the real peer: exit $want ($?)" test $? -eq "$want"
 
 refused "--seconds 0" "'0' is not a number of seconds" --plan --seconds 0
 refused "--seconds x" "'x' is not a number of seconds" --plan --seconds x

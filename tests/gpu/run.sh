@@ -37,10 +37,7 @@
 #    equivalence suite, as time allows; then perf/gpu_model (the GEMMs
 #    `validate` prices for the published H100 runs, bf16 and fp8, the op
 #    model against cuBLAS, a 15 s soak first, HBM copy; its machine-file
-#    fragment into OUTDIR/gpu-model.machine), then perf/gpu_attention (cuDNN's
-#    fused attention through PyTorch, causal and not, 512-16k tokens: its
-#    fragment of attn_fwd_tflops and attn_bwd_tflops into
-#    OUTDIR/gpu-attention.machine);
+#    fragment into OUTDIR/gpu-model.machine);
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -49,7 +46,11 @@
 #    on the GPU is the `shardbench run` of step 4); more ranks than GPUs
 #    go over the host-staged MPI path (SHARDBENCH_COMM=mpi); each rank's
 #    exit report gives NCCL's estimated buffers, the pool's reserve for
-#    them and the device's free memory, to hold the estimate to;
+#    them and the device's free memory, to hold the estimate to; after the
+#    first P, perf/gpu_attention (cuDNN's fused attention through the image's
+#    PyTorch, causal and not, 512-16k tokens: its fragment of
+#    attn_fwd_tflops and attn_bwd_tflops into OUTDIR/gpu-attention.machine;
+#    exit 77, "no-gpu", also where PyTorch or its cuDNN attention is missing);
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -380,9 +381,6 @@ first=${bench_precs%% *}
 # before the equivalence suite so that the default budget leaves it time
 run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 15 s soak" 70 \
     "$build/perf/gpu_model" --seconds 0.3 --soak 15 --db "$db" --fragment "$out/gpu-model.machine"
-# the fused attention kernel's rates (cuDNN through PyTorch) against the machine file's
-run_step "perf/gpu_attention: cuDNN's fused attention, causal and not, model against measured" 45 \
-    "$build/perf/gpu_attention" --seconds 0.3 --db "$db" --fragment "$out/gpu-attention.machine"
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
@@ -411,6 +409,13 @@ for np in $nps; do
             "$build/tests/test_equiv" "$model" ${sets[$model]} --seed "$np" --random "$random" \
             --flops 0.01 --backend cuda
     done
+    # after the first P's equivalence, before the next: the fused attention kernel's rates
+    # (cuDNN through the image's PyTorch) against the machine file's
+    if [ -z "${attn_done:-}" ]; then
+        attn_done=1
+        run_step "perf/gpu_attention: cuDNN's fused attention, causal and not, model against measured" 45 \
+            "$build/perf/gpu_attention" --seconds 0.3 --db "$db" --fragment "$out/gpu-attention.machine"
+    fi
 done
 
 # the other precisions of perf/gpu, as time allows
