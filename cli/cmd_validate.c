@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "search_plot.h"
 #include "shardbench/hf.h"
 #include "shardbench/megatron.h"
 #include "shardbench/plots.h"
@@ -367,6 +368,8 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
                                       "tp_comm", cli_jreal(r->pred.tp_comm_s), "dp_comm", cli_jreal(r->pred.dp_comm_s),
                                       "pp_comm", cli_jreal(r->pred.pp_comm_s), "bubble", cli_jreal(r->pred.bubble_s),
                                       "optimizer", cli_jreal(r->pred.optimizer_s)));
+        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                            "predicted_compute_breakdown_seconds", cli_mt_compute_json(&r->pred));
     }
     json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
                              "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),

@@ -100,6 +100,8 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
     printf("time breakdown (s): compute %.4g, tp_comm %.4g, dp_comm %.4g, pp_comm %.4g, bubble "
            "%.4g, optimizer %.4g\n",
            r->compute_s, r->tp_comm_s, r->dp_comm_s, r->pp_comm_s, r->bubble_s, r->optimizer_s);
+    printf("compute by kind (s): GEMMs %.4g, attention %.4g, memory-bound %.4g\n", r->compute_gemm_s,
+           r->compute_attention_s, r->compute_memory_s);
     const double G = 1073741824.0;
     char lim[64] = "no limit";
     if (limit > 0)
@@ -122,6 +124,12 @@ static json_t *degrees_json(const sb_mt_model *mm, const sb_mt_config *c)
                      "param_gather_overlap", c->dist_opt && sb_mt_param_overlap(c),
                      "tp_comm_overlap", c->tp_overlap, "attention",
                      c->fused_attention ? "fused" : "materialized");
+}
+
+json_t *cli_mt_compute_json(const sb_mt_result *r)
+{
+    return json_pack("{s:o,s:o,s:o}", "gemm", cli_jreal(r->compute_gemm_s), "attention",
+                     cli_jreal(r->compute_attention_s), "memory_bound", cli_jreal(r->compute_memory_s));
 }
 
 /* With the model's parameters after --set (as a full-space search's JSON
@@ -153,7 +161,8 @@ static json_t *mt_json(const sb_model *m, int P, const sb_mt_model *mm, const sb
         "time_breakdown_seconds", tb, "memory_bytes_per_device", mem, "peak_bytes_per_device",
         (json_int_t)r->mem_total, "model_flops_per_step", cli_jreal(r->model_flops),
         "configurations_priced", (json_int_t)priced, "search_seconds", cli_jreal(secs));
-    if (!j) {
+    if (!j || json_object_set_new(j, "compute_breakdown_seconds", cli_mt_compute_json(r))) {
+        json_decref(j);
         sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
         return NULL;
     }

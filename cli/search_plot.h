@@ -20,6 +20,9 @@ int cli_search_details(struct json_t *j, const sb_model *m, const sb_cost_params
  * "device_memory_bytes" set in j. 0, or -1 with err set. */
 int cli_mt_details(struct json_t *j, const sb_mt_model *mm, const sb_mt_config *c,
                    const sb_gpu *g, double device_bytes, sb_error *err);
+/* A priced configuration's compute by kind (sb_mt_result), as the JSON's
+ * "compute_breakdown_seconds": gemm, attention, memory_bound (cli/search_megatron.c). */
+struct json_t *cli_mt_compute_json(const sb_mt_result *r);
 
 /* A plain strategy (one stage of every op on all P devices, one
  * micro-batch) as the figures read a pipeline's: the result's JSON (its

@@ -224,6 +224,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
         double fw = gt[3 * i] + sb_gpu_cast_s(g, fp->M * fp->K);
         double bw = gt[3 * i + 1] + gt[3 * i + 2] + sb_gpu_cast_s(g, fp->M * fp->N);
+        L->gemm_fwd_s += gt[3 * i], L->gemm_bwd_s += gt[3 * i + 1] + gt[3 * i + 2];
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
         else
@@ -270,6 +271,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     bwd_mlp += act_b;
     L->fwd_s = fwd_attn + fwd_mlp + fwd_rest;
     L->bwd_s = bwd_attn + bwd_mlp + bwd_rest;
+    L->attn_fwd_s = fwd_attn, L->attn_bwd_s = bwd_attn;
     /* TP: forward 2 all-reduces of T x h (sequence parallel: 2 all-gathers and 2
      * reduce-scatters, the same volume), backward the same; a full recomputation repeats
      * the forward's */
@@ -280,6 +282,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         sb_mt_tpov ov;
         sb_mt_tp_overlap(gm, gt, c, g, tpb, mm->experts > 0, &ov);
         L->fwd_s += ov.fwd_extra_s, L->bwd_s += ov.bwd_extra_s;
+        L->gemm_fwd_s += ov.fwd_extra_s, L->gemm_bwd_s += ov.bwd_extra_s;
         L->tp_fwd_s = ov.fwd_exposed_s, L->tp_bwd_s = ov.bwd_exposed_s;
     }
     if (c->recompute == SB_MT_RC_FULL) /* the recomputed forward, its collectives */
@@ -370,10 +373,11 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
     sb_mt_gemm hg[SB_MT_HEAD_GEMMS];
     sb_mt_head_gemms(mm, c, hg);
-    e->head_f = sb_gpu_gemm_s(g, 1, hg[0].M, hg[0].N, hg[0].K, B) + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
-    e->head_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
-                sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B) +
-                sb_gpu_mem_s(g, T * V / t * (4.0 + B));
+    e->head_gemm_f = sb_gpu_gemm_s(g, 1, hg[0].M, hg[0].N, hg[0].K, B);
+    e->head_gemm_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
+                     sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B);
+    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
+    e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (4.0 + B));
     /* the output layer is not one of TE's overlapped linears: with --tp-comm-overlap its
      * input's all-gather stays exposed (its backward reduce-scatter hides behind wgrad) */
     e->head_tp = c->tp_overlap ? sb_gpu_gather_s(g, T * h * B, t, tp_inter)
@@ -413,6 +417,13 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double pp_mb = E.pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
     r->compute_s = M * comp_mb;
+    /* of it: the GEMMs and the attention core (a full recomputation repeats the
+     * forward's, a selective one the attention's); the rest memory-bound */
+    double rc_gemm = c->recompute == SB_MT_RC_FULL ? L.gemm_fwd_s : 0.0;
+    double rc_attn = c->recompute == SB_MT_RC_NONE ? 0.0 : L.attn_fwd_s;
+    r->compute_gemm_s = M * (lps * (L.gemm_fwd_s + L.gemm_bwd_s + rc_gemm) + E.head_gemm_f + E.head_gemm_b);
+    r->compute_attention_s = M * lps * (L.attn_fwd_s + L.attn_bwd_s + rc_attn);
+    r->compute_memory_s = r->compute_s - r->compute_gemm_s - r->compute_attention_s;
     r->tp_comm_s = M * tp_mb;
     r->pp_comm_s = M * pp_mb;
     r->bubble_s = c->pp > 1 ? (c->pp - 1.0) / c->vpp * (mb + pp_mb) : 0.0;

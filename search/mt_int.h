@@ -11,6 +11,9 @@
 /* per-layer figures of one micro-batch on one GPU */
 typedef struct {
     double fwd_s, bwd_s, recomp_s; /* compute (GEMMs and memory-bound ops) */
+    double gemm_fwd_s, gemm_bwd_s; /* of fwd_s, bwd_s: the linear layers' GEMMs (with what
+                                      TP overlap adds to them) */
+    double attn_fwd_s, attn_bwd_s; /* of fwd_s, bwd_s: the attention core */
     double tp_fwd_s, tp_bwd_s;     /* exposed TP collectives */
     double ep_s;                   /* MoE all-to-all, forward and backward (half each) */
     double cp_s, cp_fwd_s;         /* CP's K/V exchange not hidden by the attention; its
@@ -25,6 +28,7 @@ typedef struct {
  * directions (0 without a pipeline) */
 typedef struct {
     double head_f, head_b, head_tp, emb_f, emb_b, pp_mb;
+    double head_gemm_f, head_gemm_b; /* of head_f, head_b: the logits GEMMs */
 } sb_mt_ends;
 
 /* TP collectives overlapped with the linear layers' GEMMs (megatron_tpov.c):

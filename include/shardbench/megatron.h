@@ -74,6 +74,10 @@ typedef struct {
     double step_s;
     /* time_breakdown_seconds: they add up to step_s */
     double compute_s, tp_comm_s, dp_comm_s, pp_comm_s, bubble_s, optimizer_s;
+    /* compute_s by kind: the GEMMs (linear layers and logits, with what TP overlap
+     * adds), the attention core, the memory-bound rest (norms, activations, adds,
+     * rotary, embedding, loss, fp8 casts); they add up to compute_s */
+    double compute_gemm_s, compute_attention_s, compute_memory_s;
     /* peak bytes per device (the first pipeline stage: embedding and most
      * micro-batches in flight) */
     double mem_weights, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_total;

@@ -178,6 +178,13 @@ import json; d, n, f = (json.load(open('$TMP/pg-%s.json' % v)) for v in ('def', 
 b = lambda x: x['time_breakdown_seconds']['dp_comm']
 assert b(n) == b(d) and b(f) > b(d) + 0.01, (b(d), b(n), b(f))
 assert d['megatron']['param_gather_overlap'] and not f['megatron']['param_gather_overlap']"
+check "compute by kind: GEMMs, attention, memory-bound add up to compute" python3 -c "
+import json; d = json.load(open('$TMP/pg-def.json')); k = d['compute_breakdown_seconds']
+c = d['time_breakdown_seconds']['compute']
+assert abs(k['gemm'] + k['attention'] + k['memory_bound'] - c) < 1e-9 * c, (k, c)
+assert k['gemm'] > k['attention'] > k['memory_bound'] > 0, k"
+"$SB" "${PG[@]/json/table}" > "$TMP/pg.txt" 2> /dev/null
+check "the table says compute by kind" grep -qE '^compute by kind \(s\): GEMMs [0-9.]+, attention [0-9.]+, memory-bound [0-9.]+$' "$TMP/pg.txt"
 refused "--overlap-param-gather on without the distributed optimizer" \
     "needs the distributed optimizer (--zero 1) and --dp-overlap on" "${PG[@]}" --zero 0 --overlap-param-gather on
 refused "--overlap-param-gather on without --dp-overlap" "Megatron-LM asserts both" \
@@ -195,6 +202,10 @@ for v in - 0 1; do
     "$SB" validate --data "$TMP/pg-$v.tsv" --format json --target-mape 1e6 --target-max 1e6 \
         > "$TMP/pgv-$v.json" 2> /dev/null
 done
+check "validate JSON: each run's compute by kind adds up to its compute" python3 -c "
+import json; r = json.load(open('$TMP/pgv--.json'))['runs'][0]
+k, c = r['predicted_compute_breakdown_seconds'], r['predicted_breakdown_seconds']['compute']
+assert abs(sum(k.values()) - c) < 1e-9 * c and min(k.values()) > 0, (k, c)"
 check "validate param_gather_overlap: 0 slower, 1 as '-'" python3 -c "
 import json; s = lambda v: json.load(open('$TMP/pgv-%s.json' % v))['runs'][0]['predicted_step_seconds']
 assert s('1') == s('-') and s('0') > s('-'), (s('-'), s('0'), s('1'))"

@@ -113,6 +113,49 @@ static sb_mt_config cfg(int tp, int pp, int dp, int vpp, int mbs)
     return c;
 }
 
+/* compute by kind: the GEMMs (the layers' from their shape table, the logits'), the
+ * attention core (2 forward and 5 backward products), the memory-bound rest; they add
+ * up to compute_s; a selective recomputation repeats the attention's forward, a full
+ * one the GEMMs' too */
+static void test_compute_by_kind(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    m.layers = 4, m.global_batch = 8;
+    sb_mt_config c = cfg(2, 1, 1, 1, 2); /* TP 2, 4 micro-batches of 2 sequences */
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+    sb_mt_result r, rs, rf;
+    sb_mt_price(&m, &c, &g, &r);
+    close_to(r.compute_gemm_s + r.compute_attention_s + r.compute_memory_s, r.compute_s);
+    assert_true(r.compute_memory_s > 0 && r.compute_memory_s < 0.2 * r.compute_s);
+    sb_mt_gemm gm[SB_MT_LAYER_GEMMS], hg[SB_MT_HEAD_GEMMS];
+    sb_mt_layer_gemms(&m, &c, gm);
+    sb_mt_head_gemms(&m, &c, hg);
+    double layer = 0, head = 0, fa = 0;
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i++)
+        layer += sb_gpu_gemm_s(&g, 1, gm[i].M, gm[i].N, gm[i].K, 2);
+    for (int i = 0; i < SB_MT_HEAD_GEMMS; i++)
+        head += sb_gpu_gemm_s(&g, 1, hg[i].M, hg[i].N, hg[i].K, 2);
+    close_to(r.compute_gemm_s, 4 * (4 * layer + head));
+    double hl = 64 / 2 * 2, s = 2048, dh = 128;
+    fa = 2 * sb_gpu_attn_s(&g, hl, s, s / 2, dh, 2, 0);
+    close_to(r.compute_attention_s, 4 * 4 * 3.5 * fa);
+    c.recompute = SB_MT_RC_SELECTIVE;
+    sb_mt_price(&m, &c, &g, &rs);
+    close_to(rs.compute_attention_s - r.compute_attention_s, 4 * 4 * fa);
+    close_to(rs.compute_gemm_s, r.compute_gemm_s);
+    c.recompute = SB_MT_RC_FULL;
+    sb_mt_price(&m, &c, &g, &rf);
+    close_to(rf.compute_attention_s, rs.compute_attention_s);
+    double fwd_gemm = 0;
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3)
+        fwd_gemm += sb_gpu_gemm_s(&g, 1, gm[i].M, gm[i].N, gm[i].K, 2);
+    close_to(rf.compute_gemm_s - r.compute_gemm_s, 4 * 4 * fwd_gemm);
+    close_to(rf.compute_gemm_s + rf.compute_attention_s + rf.compute_memory_s, rf.compute_s);
+}
+
 /* --algo megatron's fused attention: 2 forward products at the forward kernel's
  * rate, 5 backward at the backward's (a layer of GPT at TP 1, no pipeline: the
  * compute of two pricings that differ in the backward rate alone differs by
@@ -448,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_fp8_gemm_eff),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_attention_rates),
+        cmocka_unit_test(test_compute_by_kind),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_dp_overlap),
