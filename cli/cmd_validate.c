@@ -351,7 +351,7 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
         vrow *r = &rows[i];
         char cs[128];
         cfg_str(&r->best, cs, sizeof cs);
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
+        json_t *run = json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
             "id", r->id, "source", r->source, "gpus", r->gpus,
             "precision", sb_precision_name(r->c.precision), "tp", r->c.tp, "pp", r->c.pp,
             "dp", r->c.dp, "vpp", r->c.vpp, "micro_batch_size", r->c.mbs,
@@ -361,15 +361,16 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
             "predicted_mfu", cli_jreal(r->pred.mfu),
             "search_best", cs, "search_best_step_seconds", cli_jreal(r->best_r.step_s),
             "search_best_ratio", cli_jreal(r->best_r.step_s / r->pred.step_s),
-            "search_configs", (json_int_t)r->searched));
-        /* the prediction by cause (docs/megatron.md, "One configuration") */
-        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "predicted_breakdown_seconds",
+            "search_configs", (json_int_t)r->searched);
+        /* the prediction by cause (docs/megatron.md, "One configuration") and its
+         * compute by kind, set on the run before it joins the array */
+        json_object_set_new(run, "predicted_breakdown_seconds",
                             json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute", cli_jreal(r->pred.compute_s),
                                       "tp_comm", cli_jreal(r->pred.tp_comm_s), "dp_comm", cli_jreal(r->pred.dp_comm_s),
                                       "pp_comm", cli_jreal(r->pred.pp_comm_s), "bubble", cli_jreal(r->pred.bubble_s),
                                       "optimizer", cli_jreal(r->pred.optimizer_s)));
-        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
-                            "predicted_compute_breakdown_seconds", cli_mt_compute_json(&r->pred));
+        json_object_set_new(run, "predicted_compute_breakdown_seconds", cli_mt_compute_json(&r->pred));
+        json_array_append_new(arr, run);
     }
     json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
                              "mape_percent", cli_jreal(mape), "max_error_percent", cli_jreal(worst),

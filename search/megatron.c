@@ -214,6 +214,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const int tp_inter = c->tp > g->node_devices;
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
+    double attn_mem_f = 0, attn_mem_b = 0; /* of fwd_attn, bwd_attn: the materialized scores' passes */
     sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
     double gt[SB_MT_LAYER_GEMMS]; /* each GEMM's price, once (TP overlap reads them too) */
     sb_mt_layer_gemms(mm, c, gm);
@@ -250,8 +251,9 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         fwd_attn = sb_gpu_gemm_s(&ga, hl, s, skv, dh, B) + sb_gpu_gemm_s(&ga, hl, s, dh, skv, B);
         bwd_attn = 2.0 * fwd_attn;
         /* fused scale-mask-softmax (read, write), dropout (read, write, 1-byte mask) */
-        fwd_attn += sb_gpu_mem_s(g, sc * 2.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
-        bwd_attn += sb_gpu_mem_s(g, sc * 3.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
+        attn_mem_f = sb_gpu_mem_s(g, sc * 2.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
+        attn_mem_b = sb_gpu_mem_s(g, sc * 3.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
+        fwd_attn += attn_mem_f, bwd_attn += attn_mem_b;
     }
     /* memory-bound ops (bytes per element read + written): 2 norms (2, backward 4),
      * 2 bias-dropout-adds (3 + mask, backward 2 + mask; no mask without dropout), the activation (gelu 2 / swiglu 3,
@@ -271,7 +273,9 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     bwd_mlp += act_b;
     L->fwd_s = fwd_attn + fwd_mlp + fwd_rest;
     L->bwd_s = bwd_attn + bwd_mlp + bwd_rest;
-    L->attn_fwd_s = fwd_attn, L->attn_bwd_s = bwd_attn;
+    /* the attention core's products (a materialized one's softmax and dropout passes
+     * are memory-bound, counted with the rest) */
+    L->attn_fwd_s = fwd_attn - attn_mem_f, L->attn_bwd_s = bwd_attn - attn_mem_b;
     /* TP: forward 2 all-reduces of T x h (sequence parallel: 2 all-gathers and 2
      * reduce-scatters, the same volume), backward the same; a full recomputation repeats
      * the forward's */

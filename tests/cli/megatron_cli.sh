@@ -190,6 +190,14 @@ refused "--overlap-param-gather on without the distributed optimizer" \
 refused "--overlap-param-gather on without --dp-overlap" "Megatron-LM asserts both" \
     "${PG[@]}" --dp-overlap off --overlap-param-gather on
 refused "--overlap-param-gather maybe" "overlap-param-gather" "${PG[@]}" --overlap-param-gather maybe
+# the grid with --overlap-param-gather on keeps the distributed optimizer on: half the configurations
+G=(search --algo megatron -m llama3-70b --set seq=8192 --set batch=256 -p 128 --machine h100-sxm --format json)
+"$SB" "${G[@]}" > "$TMP/g-def.json" 2> /dev/null
+"$SB" "${G[@]}" --overlap-param-gather on > "$TMP/g-on.json" 2> /dev/null
+check "the grid with --overlap-param-gather on: the distributed optimizer alone, half the configurations" python3 -c "
+import json; d, o = (json.load(open('$TMP/g-%s.json' % v)) for v in ('def', 'on'))
+assert o['megatron']['distributed_optimizer'] and o['megatron']['param_gather_overlap']
+assert 2 * o['configurations_priced'] == d['configurations_priced'], (o['configurations_priced'], d['configurations_priced'])"
 # validate's optional column: 0 prices the row slower, 1 as the default; a bad value or
 # one Megatron asserts against: exit 2 naming file:line
 R=dgxc-llama31-70b-bf16-128

@@ -154,6 +154,42 @@ static void test_compute_by_kind(void **state)
         fwd_gemm += sb_gpu_gemm_s(&g, 1, gm[i].M, gm[i].N, gm[i].K, 2);
     close_to(rf.compute_gemm_s - r.compute_gemm_s, 4 * 4 * fwd_gemm);
     close_to(rf.compute_gemm_s + rf.compute_attention_s + rf.compute_memory_s, rf.compute_s);
+    /* materialized attention: its products are the attention, its softmax and dropout
+     * passes over the scores memory-bound */
+    sb_mt_result rm;
+    c.recompute = SB_MT_RC_NONE, c.fused_attention = 0;
+    sb_mt_price(&m, &c, &g, &rm);
+    double sc = hl * s * s, prod = sb_gpu_gemm_s(&g, hl, s, s, dh, 2) + sb_gpu_gemm_s(&g, hl, s, dh, s, 2);
+    close_to(rm.compute_attention_s, 4 * 4 * 3 * prod);
+    close_to(rm.compute_memory_s - r.compute_memory_s,
+             4 * 4 * (sb_gpu_mem_s(&g, sc * 4) + sb_gpu_mem_s(&g, sc * 6) + 2 * sb_gpu_mem_s(&g, sc * 5)));
+    close_to(rm.compute_gemm_s, r.compute_gemm_s);
+    /* fp8: the GEMMs at the fp8 figures, the casts memory-bound */
+    sb_mt_result r8, r16;
+    c.fused_attention = 1, c.precision = SB_PREC_FP8;
+    sb_gpu g8 = g;
+    g8.peak_tflops = 1979, g8.attn_peak_tflops = 989, g8.fp8 = 1;
+    sb_mt_price(&m, &c, &g8, &r8);
+    g8.fp8 = 0; /* the same pricing without the cast kernels */
+    sb_mt_price(&m, &c, &g8, &r16);
+    g8.fp8 = 1;
+    double casts = 0;
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3)
+        casts += sb_gpu_cast_s(&g8, gm[i].M * gm[i].K) + sb_gpu_cast_s(&g8, gm[i].M * gm[i].N);
+    assert_true(casts > 0);
+    close_to(r8.compute_gemm_s, r16.compute_gemm_s);
+    close_to(r8.compute_memory_s - r16.compute_memory_s, 4 * 4 * casts);
+    /* TP overlap: what it adds to the compute is the GEMMs' */
+    sb_mt_result ro, rn;
+    c = cfg(8, 1, 1, 1, 2);
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.sp = 1;
+    g.intra_busbw = 370, g.intra_lat_us = 10;
+    sb_mt_price(&m, &c, &g, &rn);
+    c.tp_overlap = 1;
+    sb_mt_price(&m, &c, &g, &ro);
+    assert_true(ro.compute_s > rn.compute_s);
+    close_to(ro.compute_gemm_s - rn.compute_gemm_s, ro.compute_s - rn.compute_s);
+    close_to(ro.compute_attention_s, rn.compute_attention_s);
 }
 
 /* --algo megatron's fused attention: 2 forward products at the forward kernel's
