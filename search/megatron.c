@@ -410,14 +410,31 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
-    /* layers of the slowest stage (uneven stages: the most any stage holds) */
+    /* layers of the first stage (uneven stages: the most any stage holds) */
     const double lps = ceil((double)mm->layers / c->pp);
-    /* per micro-batch on the slowest stage (the last: its layers and the head) */
+    /* per micro-batch on the slowest stage: the last (its layers and the head), or,
+     * where the layers do not divide without interleaving, the first if it is
+     * slower (the extra layer it holds, and the embedding: sb_mt_stage_layers) */
     double layer_mb = L.fwd_s + L.bwd_s + L.recomp_s;
-    double comp_mb = lps * layer_mb + (c->pp > 1 ? E.head_f + E.head_b
-                                                 : E.head_f + E.head_b + E.emb_f + E.emb_b);
+    double layer_tp = L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s;
+    double n_slow = lps, head = 1.0, emb = c->pp > 1 ? 0.0 : 1.0;
+    if (c->pp > 1 && c->vpp == 1 && mm->layers % c->pp) {
+        int n0, nl, f0;
+        sb_mt_stage_layers(mm->layers, c->pp, 0, &n0, &f0);
+        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f0);
+        double first = n0 * (layer_mb + layer_tp) + E.emb_f + E.emb_b;
+        double last = nl * (layer_mb + layer_tp) + E.head_f + E.head_b + E.head_tp;
+        if (first > last)
+            n_slow = n0, head = 0.0, emb = 1.0;
+        else
+            n_slow = nl;
+    }
+    double ends = head > 0 && emb > 0 ? E.head_f + E.head_b + E.emb_f + E.emb_b
+                  : head > 0          ? E.head_f + E.head_b
+                                      : E.emb_f + E.emb_b;
+    double comp_mb = n_slow * layer_mb + ends;
     /* the intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all): tp_comm */
-    double tp_mb = lps * (L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s) + E.head_tp;
+    double tp_mb = n_slow * layer_tp + (head > 0 ? E.head_tp : 0.0);
     double pp_mb = E.pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
     r->compute_s = M * comp_mb;
@@ -425,8 +442,9 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * forward's, a selective one the attention's); the rest memory-bound */
     double rc_gemm = c->recompute == SB_MT_RC_FULL ? L.gemm_fwd_s : 0.0;
     double rc_attn = c->recompute == SB_MT_RC_NONE ? 0.0 : L.attn_fwd_s;
-    r->compute_gemm_s = M * (lps * (L.gemm_fwd_s + L.gemm_bwd_s + rc_gemm) + E.head_gemm_f + E.head_gemm_b);
-    r->compute_attention_s = M * lps * (L.attn_fwd_s + L.attn_bwd_s + rc_attn);
+    r->compute_gemm_s = M * (n_slow * (L.gemm_fwd_s + L.gemm_bwd_s + rc_gemm) +
+                             head * (E.head_gemm_f + E.head_gemm_b));
+    r->compute_attention_s = M * n_slow * (L.attn_fwd_s + L.attn_bwd_s + rc_attn);
     r->compute_memory_s = r->compute_s - r->compute_gemm_s - r->compute_attention_s;
     r->tp_comm_s = M * tp_mb;
     r->pp_comm_s = M * pp_mb;

@@ -192,6 +192,38 @@ static void test_compute_by_kind(void **state)
     close_to(ro.compute_attention_s, rn.compute_attention_s);
 }
 
+/* The step's micro-batch is its slowest stage's, stage by stage (sb_mt_stage_of):
+ * even stages (the last, with the head), one extra layer (stage 0 holds it, with
+ * the embedding: slower than the last here, whose head is small against a layer),
+ * two (the last holds one too) */
+static void test_slowest_stage(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    g.intra_busbw = 370, g.inter_busbw = 42.5, g.intra_lat_us = 10, g.inter_lat_us = 20;
+    const long layers[3] = {32, 33, 34};
+    for (int i = 0; i < 3; i++) {
+        sb_mt_model m = gpt();
+        m.layers = layers[i], m.global_batch = 16, m.vocab = 2048;
+        sb_mt_config c = cfg(8, 8, 1, 1, 1);
+        c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.sp = 1;
+        sb_mt_result r;
+        sb_mt_price(&m, &c, &g, &r);
+        double slowest = 0;
+        int at = -1;
+        for (int st = 0; st < 8; st++) {
+            sb_mt_stage o;
+            sb_mt_stage_of(&m, &c, &g, st, &o);
+            if (o.fwd_s + o.bwd_s > slowest)
+                slowest = o.fwd_s + o.bwd_s, at = st;
+        }
+        close_to((r.compute_s + r.tp_comm_s + r.pp_comm_s) / 16.0, slowest);
+        assert_int_equal(at, i == 1 ? 0 : 7);
+        close_to(r.compute_gemm_s + r.compute_attention_s + r.compute_memory_s, r.compute_s);
+    }
+}
+
 /* --algo megatron's fused attention: 2 forward products at the forward kernel's
  * rate, 5 backward at the backward's (a layer of GPT at TP 1, no pipeline: the
  * compute of two pricings that differ in the backward rate alone differs by
@@ -528,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_attention_rates),
         cmocka_unit_test(test_compute_by_kind),
+        cmocka_unit_test(test_slowest_stage),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_dp_overlap),
