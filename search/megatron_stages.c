@@ -16,21 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Stage s's layer count and first layer (1-based) without interleaving. */
-void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
-{
-    int base = (int)(layers / pp), extra = (int)(layers % pp), f = 1;
-    for (int k = 0; k <= s; k++) {
-        int from_ends = k <= pp - 1 - k ? 2 * k : 2 * (pp - 1 - k) + 1;
-        int nk = base + (from_ends < extra ? 1 : 0);
-        if (k == s) {
-            *n = nk, *first = f;
-            return;
-        }
-        f += nk;
-    }
-}
-
 void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int s, int k,
                     int *first_layer, int *nlayers, double *fwd_s, double *bwd_s)
 {

@@ -51,8 +51,9 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
 /* Stage s of pp without interleaving: its layer count *n and first layer
  * *first (1-based); the layers pp does not divide go one each from the ends
  * inwards (stage 0, the last, stage 1, ...), as Megatron-LM places them.
- * The pricer's stages (megatron_stages.c) and the strategy's
- * (megatron_layout.c) both follow it. */
+ * The step's slowest stage (sb_mt_price, megatron.c, where it lives), the
+ * stages one by one (megatron_stages.c) and the strategy's
+ * (megatron_layout.c) all follow it. */
 void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first);
 
 #endif
