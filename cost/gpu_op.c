@@ -14,6 +14,9 @@
 #define K_REF 2048.0
 #define K_FILL 128.0
 
+/* The share of `tiles` blocks' waves over `sms` SMs that holds blocks. */
+static double waves_eff(double tiles, double sms) { return tiles / (ceil(tiles / sms) * sms); }
+
 /* The math of `batch` (M x K)(K x N) products: their FLOP over the peak at
  * the shape's efficiency. */
 static double gemm_math_s(const sb_gpu *g, double batch, double M, double N, double K)
@@ -21,9 +24,7 @@ static double gemm_math_s(const sb_gpu *g, double batch, double M, double N, dou
     double flops = 2.0 * batch * M * N * K;
     double tm = ceil(M / g->tile_m), tn = ceil(N / g->tile_n);
     double tile_eff = (M * N) / (tm * g->tile_m * tn * g->tile_n);
-    double tiles = tm * tn * batch;
-    double waves = ceil(tiles / g->sms);
-    double wave_eff = tiles / (waves * g->sms);
+    double wave_eff = waves_eff(tm * tn * batch, g->sms);
     double k_eff = (K / (K + K_FILL)) / (K_REF / (K_REF + K_FILL));
     if (k_eff > 1.0)
         k_eff = 1.0;
@@ -47,7 +48,6 @@ double sb_gpu_gemm_s(const sb_gpu *g, double batch, double M, double N, double K
 #define ATTN_TILE_M 128.0
 #define ATTN_REF_TILES 2048.0
 
-static double waves_eff(double tiles, double sms) { return tiles / (ceil(tiles / sms) * sms); }
 
 double sb_curve_at(const sb_curve *c, double x)
 {

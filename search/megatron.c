@@ -239,10 +239,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         fwd_attn = 2.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 0); /* scores on chip */
         /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward's
          * products, at the backward kernel's rate where the machine gives one */
-        if (g->attn_fwd.n > 0 || g->attn_bwd.n > 0)
-            bwd_attn = 5.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 1);
-        else
-            bwd_attn = 2.5 * fwd_attn;
+        bwd_attn = 5.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 1);
     } else {
         double sc = hl * s * skv; /* score elements */
         sb_gpu ga = *g; /* the attention core at its own peak (bf16 under the fp8 recipe) */
@@ -432,7 +429,8 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * slower (the extra layer it holds, and the embedding: sb_mt_stage_layers) */
     double layer_mb = L.fwd_s + L.bwd_s + L.recomp_s;
     double layer_tp = L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s;
-    double n_slow = lps, head = 1.0, emb = c->pp > 1 ? 0.0 : 1.0;
+    double n_slow = lps;
+    int head = 1, emb = c->pp == 1; /* the slowest stage holds the head, the embedding */
     if (c->pp > 1 && c->vpp == 1 && mm->layers % c->pp) {
         int n0, nl, f0;
         sb_mt_stage_layers(mm->layers, c->pp, 0, &n0, &f0);
@@ -440,16 +438,16 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         double first = n0 * (layer_mb + layer_tp) + E.emb_f + E.emb_b;
         double last = nl * (layer_mb + layer_tp) + E.head_f + E.head_b + E.head_tp;
         if (first > last)
-            n_slow = n0, head = 0.0, emb = 1.0;
+            n_slow = n0, head = 0, emb = 1;
         else
             n_slow = nl;
     }
-    double ends = head > 0 && emb > 0 ? E.head_f + E.head_b + E.emb_f + E.emb_b
-                  : head > 0          ? E.head_f + E.head_b
-                                      : E.emb_f + E.emb_b;
+    double ends = head && emb ? E.head_f + E.head_b + E.emb_f + E.emb_b
+                  : head      ? E.head_f + E.head_b
+                              : E.emb_f + E.emb_b;
     double comp_mb = n_slow * layer_mb + ends;
     /* the intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all): tp_comm */
-    double tp_mb = n_slow * layer_tp + (head > 0 ? E.head_tp : 0.0);
+    double tp_mb = n_slow * layer_tp + (head ? E.head_tp : 0.0);
     double pp_mb = E.pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
     r->compute_s = M * comp_mb;
@@ -458,7 +456,7 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double rc_gemm = c->recompute == SB_MT_RC_FULL ? L.gemm_fwd_s : 0.0;
     double rc_attn = c->recompute == SB_MT_RC_NONE ? 0.0 : L.attn_fwd_s;
     r->compute_gemm_s = M * (n_slow * (L.gemm_fwd_s + L.gemm_bwd_s + rc_gemm) +
-                             head * (E.head_gemm_f + E.head_gemm_b));
+                             (head ? E.head_gemm_f + E.head_gemm_b : 0.0));
     r->compute_attention_s = M * n_slow * (L.attn_fwd_s + L.attn_bwd_s + rc_attn);
     r->compute_memory_s = r->compute_s - r->compute_gemm_s - r->compute_attention_s;
     r->tp_comm_s = M * tp_mb;

@@ -22,12 +22,9 @@ static double attn_share(const sb_op *op, const sb_cost_params *cp, double batch
 {
     /* the forward product once, the backward's (at the backward kernel's rate) 3 or 2 times */
     int scores = op->attn == SB_ATTN_SCORES;
-    double keys = (scores ? n : k) * op->attn_frac, dh = scores ? k : n, s;
-    double fwd = sb_attn_gpu_seconds(cp, batch, m, keys, dh, 0);
-    if (cp->gpu_attn_fwd.n > 0 || cp->gpu_attn_bwd.n > 0)
-        s = fwd + (scores ? 3.0 : 2.0) * sb_attn_gpu_seconds(cp, batch, m, keys, dh, 1);
-    else /* one rate: the same product 4 or 3 times */
-        s = (scores ? 4.0 : 3.0) * fwd;
+    double keys = (scores ? n : k) * op->attn_frac, dh = scores ? k : n;
+    double s = sb_attn_gpu_seconds(cp, batch, m, keys, dh, 0) +
+               (scores ? 3.0 : 2.0) * sb_attn_gpu_seconds(cp, batch, m, keys, dh, 1);
     return s * cp->tflops * 1e12;
 }
 
