@@ -54,6 +54,9 @@ typedef struct {
     sb_mt_config best;
     long searched;
     double err_pct;
+    /* the large-GEMM rate the machine file gives, and the one at which the
+     * prediction meets the published step (0: no rate does) */
+    double gemm_tflops, implied_gemm_tflops;
 } vrow;
 
 static int num(const char *s, const char *path, int line, const char *col, double lo, double hi,
@@ -299,7 +302,10 @@ static void usage(FILE *f)
             "predicted against published step seconds, the error, MAPE and the largest error;\n"
             "then the best configuration of Megatron's grid for the same model, devices and\n"
             "batch within the machine's memory, and its predicted step over the published\n"
-            "configuration's. Exits 1 when MAPE or the largest error is over the target.\n"
+            "configuration's; last, each run's GEMMs column: the large-GEMM rate (TFLOP/s) at\n"
+            "which its prediction meets its published step, every other figure unchanged, and\n"
+            "per machine and precision the file's rate beside their median (docs/validation.md).\n"
+            "Exits 1 when MAPE or the largest error is over the target.\n"
             "\n"
             "      --data FILE        the runs (docs/validation.md: the columns);\n"
             "                         tests/data/published-runs-h100.tsv: NeMo's DGX H100 runs\n"
@@ -308,6 +314,36 @@ static void usage(FILE *f)
             "      --target-max PCT   (default 15)\n"
             "      --plot DIR         also the figure DIR/validate.{png,svg} (plot --validate)\n"
             "  -h, --help\n");
+}
+
+/* The large-GEMM rate (TFLOP/s at the row's precision) at which the published
+ * configuration's predicted step equals the published one, every other figure
+ * of the machine unchanged: the machine file's large-GEMM fraction for the
+ * precision (gemm_eff_large_fp8 under fp8, whose attention core keeps bf16's;
+ * else gemm_eff_large, which also prices an attention core without measured
+ * rates) set so that the step meets it. What the residual means if it is all
+ * the GEMMs' (docs/validation.md, "The GEMM rate a run implies"). 0 when no
+ * fraction between 2% and 20x the file's meets it. The step falls as the rate
+ * rises: a bisection on the factor, in logs. */
+static double implied_gemm_tflops(const vrow *r, const sb_gpu *g)
+{
+    sb_gpu h = *g;
+    const double attn0 = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
+    double lo = log(0.02), hi = log(20.0), x[2] = {hi, lo};
+    sb_mt_result res;
+    for (int i = -2; i < 60; i++) {
+        double mid = i < 0 ? x[i + 2] : 0.5 * (lo + hi);
+        h.gemm_eff = g->gemm_eff * exp(mid);
+        h.attn_gemm_eff = g->fp8 ? attn0 : attn0 * exp(mid);
+        sb_mt_price(&r->mm, &r->c, &h, &res);
+        if (i == -2 && res.step_s > r->step_s) /* the fastest GEMMs still slower */
+            return 0.0;
+        if (i == -1 && res.step_s < r->step_s) /* the slowest still faster */
+            return 0.0;
+        if (i >= 0)
+            *(res.step_s > r->step_s ? &lo : &hi) = mid;
+    }
+    return g->peak_tflops * g->gemm_eff * exp(0.5 * (lo + hi));
 }
 
 static void price_row(vrow *r, sb_error *err, int *bad)
@@ -321,6 +357,8 @@ static void price_row(vrow *r, sb_error *err, int *bad)
     }
     sb_mt_price(&r->mm, &r->c, &g, &r->pred);
     r->err_pct = 100.0 * (r->pred.step_s - r->step_s) / r->step_s;
+    r->gemm_tflops = g.peak_tflops * g.gemm_eff;
+    r->implied_gemm_tflops = implied_gemm_tflops(r, &g);
     /* the search: the same software (overlap, attention, precision), every degree,
      * micro-batch, recomputation, sequence parallelism and optimizer sharding free */
     sb_mt_config fixed = r->c;
@@ -351,8 +389,8 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
         vrow *r = &rows[i];
         char cs[128];
         cfg_str(&r->best, cs, sizeof cs);
-        json_t *run = json_pack("{s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
-            "id", r->id, "source", r->source, "gpus", r->gpus,
+        json_t *run = json_pack("{s:s,s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:I}",
+            "id", r->id, "source", r->source, "gpus", r->gpus, "machine", r->machine,
             "precision", sb_precision_name(r->c.precision), "tp", r->c.tp, "pp", r->c.pp,
             "dp", r->c.dp, "vpp", r->c.vpp, "micro_batch_size", r->c.mbs,
             "published_step_seconds", cli_jreal(r->step_s),
@@ -370,6 +408,9 @@ static json_t *report_json(vrow *rows, int n, const char *data, double mape, dou
                                       "pp_comm", cli_jreal(r->pred.pp_comm_s), "bubble", cli_jreal(r->pred.bubble_s),
                                       "optimizer", cli_jreal(r->pred.optimizer_s)));
         json_object_set_new(run, "predicted_compute_breakdown_seconds", cli_mt_compute_json(&r->pred));
+        json_object_set_new(run, "gemm_tflops", cli_jreal(r->gemm_tflops));
+        json_object_set_new(run, "implied_gemm_tflops",
+                            r->implied_gemm_tflops > 0 ? cli_jreal(r->implied_gemm_tflops) : json_null());
         json_array_append_new(arr, run);
     }
     json_t *root = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:o}", "data", data, "runs", arr,
@@ -399,6 +440,43 @@ static int plot_report(json_t *root, const char *dir, sb_error *err)
     if (!rc)
         fprintf(stderr, "%d figures (%d files) in %s\n", figures, files, dir);
     return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The table's last lines: per machine and precision, the GEMM rate the file
+ * gives beside the ones the published steps imply (their median and range). */
+static void print_implied(const vrow *rows, int n)
+{
+    static double v[MAXROW];
+    char done[MAXROW] = {0};
+    for (int i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        int k = 0, none = 0;
+        for (int j = i; j < n; j++)
+            if (!strcmp(rows[j].machine, rows[i].machine) && rows[j].c.precision == rows[i].c.precision) {
+                done[j] = 1;
+                if (rows[j].implied_gemm_tflops > 0)
+                    v[k++] = rows[j].implied_gemm_tflops;
+                else
+                    none++;
+            }
+        printf("GEMMs, %s %s: the file's %.0f TFLOP/s", rows[i].machine,
+               sb_precision_name(rows[i].c.precision), rows[i].gemm_tflops);
+        if (k) {
+            qsort(v, (size_t)k, sizeof v[0], cmp_double);
+            double med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+            printf("; the published steps imply %.0f (median of %d, %.0f-%.0f)", med, k, v[0], v[k - 1]);
+        }
+        if (none)
+            printf("; %d run%s no GEMM rate meets", none, none > 1 ? "s" : "");
+        printf("\n");
+    }
 }
 
 int cmd_validate(int argc, char **argv)
@@ -470,28 +548,34 @@ int cmd_validate(int argc, char **argv)
         json_decref(root);
     } else {
         int csv = !strcmp(format, "csv");
-        const char *fmt = csv ? "%s,%s,%d,%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.2f,%.3f,%s,%.4f,%.3f\n"
-                              : "%-22s %-12s %5d %-4s %2dx%-3dx%-3d v%d mb%-2d %-9s %9.3f %9.3f %+6.1f%% %5.1f%%  %-28s %9.3f %5.3f\n";
+        const char *fmt = csv ? "%s,%s,%d,%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.2f,%.3f,%s,%.4f,%.3f,%s\n"
+                              : "%-22s %-12s %5d %-4s %2dx%-3dx%-3d v%d mb%-2d %-9s %9.3f %9.3f %+6.1f%% %5.1f%%  %-28s %9.3f %5.3f %6s\n";
         if (csv)
             puts("id,source,gpus,precision,tp,pp,dp,vpp,mbs,recompute,published_s,predicted_s,"
-                 "error_pct,predicted_mfu,search_best,search_best_s,search_ratio");
+                 "error_pct,predicted_mfu,search_best,search_best_s,search_ratio,implied_gemm_tflops");
         else
-            printf("%-22s %-12s %5s %-4s %-10s %-3s %-4s %-9s %9s %9s %7s %6s  %-28s %9s %5s\n", "run",
+            printf("%-22s %-12s %5s %-4s %-10s %-3s %-4s %-9s %9s %9s %7s %6s  %-28s %9s %5s %6s\n", "run",
                    "source", "gpus", "prec", "tp x pp x dp", "", "", "recompute", "published",
-                   "predicted", "error", "MFU", "search's best (tp x pp x dp)", "its step", "ratio");
+                   "predicted", "error", "MFU", "search's best (tp x pp x dp)", "its step", "ratio",
+                   "GEMMs");
         for (int i = 0; i < n; i++) {
             vrow *r = &rows[i];
             char cs[128];
             cfg_str(&r->best, cs, sizeof cs);
+            char imp[16] = "-"; /* the GEMM rate the published step implies */
+            if (r->implied_gemm_tflops > 0)
+                snprintf(imp, sizeof imp, "%.0f", r->implied_gemm_tflops);
             printf(fmt, r->id, r->source, r->gpus, sb_precision_name(r->c.precision), r->c.tp,
                    r->c.pp, r->c.dp, r->c.vpp, r->c.mbs, sb_mt_recompute_name(r->c.recompute)[0] == 's' && r->c.sp ? "sp+sel" : sb_mt_recompute_name(r->c.recompute),
                    r->step_s, r->pred.step_s, r->err_pct, 100.0 * r->pred.mfu, cs, r->best_r.step_s,
-                   r->best_r.step_s / r->pred.step_s);
+                   r->best_r.step_s / r->pred.step_s, csv && !strcmp(imp, "-") ? "" : imp);
         }
         if (!csv)
             printf("%d runs: MAPE %.2f%% (target %.3g%%), largest error %.2f%% (target %.3g%%); "
                    "the search's best slower than the published configuration on %d; %.2f s\n",
                    n, mape, tmape, worst, tmax, slower, secs);
+        if (!csv)
+            print_implied(rows, n);
     }
     if (plot) {
         json_t *root = report_json(rows, n, data, mape, worst, tmape, tmax, slower, secs);

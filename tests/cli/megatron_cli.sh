@@ -117,6 +117,17 @@ len(d['runs']) == 18 and d['search_slower_than_published'] == 0 and d['mape_perc
 and all(r['search_best_ratio'] <= 1 for r in d['runs'])"
 "$SB" validate --format csv > "$TMP/val.csv"
 check "validate --format csv: a header and 18 rows" test "$(wc -l < "$TMP/val.csv")" -eq 19
+check "validate: the GEMM rate the runs imply, beside the file's" \
+    grep -q "^GEMMs, a100-sxm-80g fp16: the file's 268 TFLOP/s; the published steps imply" "$TMP/val"
+check "validate --format csv: implied_gemm_tflops a number on every row" python3 -c "
+import csv, sys; rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 18 and all(float(r['implied_gemm_tflops']) > 0 for r in rows)" "$TMP/val.csv"
+# the rate a run implies prices it at its published step (tests/cli/validate_lib.sh):
+# here gemm_eff_large also prices the materialized attention's GEMMs
+DATA="$SRC/tests/data/published-runs.tsv"
+# shellcheck source=tests/cli/validate_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
+validate_implied
 "$SB" validate --target-mape 1 > /dev/null 2> "$TMP/tgt"
 check "validate over a target: exit 1 and says so" test $? -eq 1
 check "validate over a target: names it" grep -q "over the target" "$TMP/tgt"

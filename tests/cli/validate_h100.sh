@@ -24,6 +24,7 @@ DATA="$SRC/tests/data/published-runs-h100.tsv"
 # shellcheck source=tests/cli/validate_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole H100
+validate_implied
 check "JSON: every row fp8 on h100" js "$TMP/val.json" "all(r['precision'] == 'fp8' for r in d['runs'])"
 "$SB" validate --data "$DATA" --target-mape 1e6 --target-max 1e6 > /dev/null 2>&1
 rc2=$?

@@ -22,6 +22,7 @@ DATA="$SRC/tests/data/published-runs-h100-dgxc.tsv"
 # shellcheck source=tests/cli/validate_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole DGXC
+validate_implied
 check "the file holds runs ($N)" test "$N" -ge 20
 # pairs: id ...-bf16-G and ...-fp8-G, the same degrees; fp8 priced faster
 check "every run a bf16/fp8 pair of one configuration, the fp8 one priced faster" js "$TMP/val.json" "

@@ -35,3 +35,31 @@ bad_row() {
       "$DATA" > "$TMP/bad-$3.tsv"
     refused "$2" "bad-$3.tsv:$ln: $5" validate --data "$TMP/bad-$3.tsv"
 }
+
+# validate_implied: the GEMM rate a run implies (implied_gemm_tflops) is the one
+# that prices it at its published step: a copy of its machine file with the
+# precision's large-GEMM fraction (gemm_eff_large_fp8 for an fp8 run, else
+# gemm_eff_large) scaled to that rate predicts the run's published step within
+# 0.1%, where the file's own figure misses it by more than 1%. Reads
+# $TMP/val.json (validate_whole).
+validate_implied() {
+    local id mach prec rate imp key
+    read -r id mach prec rate imp < <(python3 -c "import json,sys
+d = json.load(open(sys.argv[1]))
+r = next(r for r in d['runs'] if r['implied_gemm_tflops'] and r['implied_gemm_tflops'] < 0.95 * r['gemm_tflops']
+         and abs(r['error_percent']) > 1)
+print(r['id'], r['machine'], r['precision'], r['gemm_tflops'], r['implied_gemm_tflops'])" "$TMP/val.json")
+    key=gemm_eff_large
+    [ "$prec" = fp8 ] && key=gemm_eff_large_fp8
+    mkdir -p "$TMP/implied"
+    awk -v k="$key" -v f="$(python3 -c "print($imp / $rate)")" \
+        '$1 == k {printf "%s %.12g\n", k, $2 * f; next} {print}' \
+        "$SRC/machines/$mach.machine" > "$TMP/implied/$mach.machine"
+    check "$mach gives $key" grep -q "^$key " "$SRC/machines/$mach.machine"
+    SHARDBENCH_MACHINES="$TMP/implied" "$SB" validate --data "$DATA" --format json \
+        > "$TMP/implied.json" 2> /dev/null
+    check "$id ($prec): $key set to the implied $imp TFLOP/s prices it at its published step" \
+        js "$TMP/implied.json" "
+[abs(r['predicted_step_seconds'] / r['published_step_seconds'] - 1) < 1e-3
+ and abs(r['gemm_tflops'] / $imp - 1) < 1e-6 for r in d['runs'] if r['id'] == '$id'] == [True]"
+}
