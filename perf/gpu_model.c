@@ -19,15 +19,17 @@
  * peak, the linear layers' GEMMs again as the fp8 recipe runs them (e4m3
  * operands through cuBLASLt, whose one fp8 layout is TN; bf16 output),
  * priced with tflops_fp8 and gemm_eff_large_fp8. The attention core
- * (cuDNN's fused attention) is not measured: the model prices it as GEMM
- * tiles.
+ * (cuDNN's fused attention) is perf/gpu_attention's.
  *
  * What it prints answers the open question of docs/validation.md: whether
  * the machine file's gemm_eff_large (a single-GPU microbenchmark's best
  * shape) prices the runs' own shapes as this GPU runs them. The last lines
  * are a machine-file fragment with the measured figures and where they
- * came from (--fragment FILE writes them, through a temporary file and a
- * rename); nothing is written into machines/.
+ * came from: each large-GEMM fraction the file's times the model's time
+ * over the measured, geometric mean over the runs' GEMMs of that precision
+ * (so that the model prices them as measured, on the mean). --fragment
+ * FILE writes it, through a temporary file and a rename; nothing is
+ * written into machines/.
  *
  * --plan: the shapes and the model's predictions only, no GPU needed (a
  * build without CUDA does only this; otherwise exit 77, "no GPU").
@@ -610,23 +612,25 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
         strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
         if (sm.n[1] > 0)
             snprintf(fp8line, sizeof fp8line,
-                     "gemm_eff_large_fp8 %.3f   # best measured e4m3 shape (cuBLASLt, TN): %.1f of %.1f\n"
-                     "#   TFLOP/s; the model's time over the measured, geometric mean over %d: %.3f\n",
-                     sm.best[1] / g8->peak_tflops, sm.best[1], g8->peak_tflops, sm.n[1],
-                     exp(sm.logsum[1] / sm.n[1]));
+                     "gemm_eff_large_fp8 %.3f   # the file's %.3f x %.3f, the model's time over the\n"
+                     "#   measured, geometric mean over %d e4m3 GEMMs (cuBLASLt, TN); the best\n"
+                     "#   measured shape: %.1f of %.1f TFLOP/s\n",
+                     g8->gemm_eff * exp(sm.logsum[1] / sm.n[1]), g8->gemm_eff, exp(sm.logsum[1] / sm.n[1]),
+                     sm.n[1], sm.best[1], g8->peak_tflops);
         snprintf(frag, sizeof frag,
-                 "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s:\n"
-                 "#   the model's time over the measured, geometric mean over %d bf16 GEMMs of the\n"
-                 "#   published runs' layers: %.3f; %s\n"
-                 "gemm_eff_large %.3f   # best measured shape: %.1f of %.1f TFLOP/s bf16 (its tile,\n"
-                 "                      # wave and K terms, all near 1 for it, not divided out)\n"
+                 "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s;\n"
+                 "#   %s. Each large-GEMM fraction is the file's times the model's time over\n"
+                 "#   the measured (geometric mean over the published runs' GEMMs): with it the\n"
+                 "#   model prices those shapes as this GPU ran them, on the mean\n"
+                 "gemm_eff_large %.3f   # the file's %.3f x %.3f over %d bf16 GEMMs; the best\n"
+                 "#   measured shape: %.1f of %.1f TFLOP/s bf16\n"
                  "%s"
                  "hbm_eff %.3f          # device-to-device copy: %.0f of %.0f GB/s\n"
                  "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
                  "# also counts the framework's launch path)\n",
-                 prop.name, prop.multiProcessorCount, ver, day, mc->path, sm.n[0],
-                 exp(sm.logsum[0] / sm.n[0]), soakline, sm.best[0] / g->peak_tflops, sm.best[0],
-                 g->peak_tflops, fp8line, gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
+                 prop.name, prop.multiProcessorCount, ver, day, mc->path, soakline,
+                 g->gemm_eff * exp(sm.logsum[0] / sm.n[0]), g->gemm_eff, exp(sm.logsum[0] / sm.n[0]),
+                 sm.n[0], sm.best[0], g->peak_tflops, fp8line, gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
         printf("\n%s", frag);
         if (o->fragment && write_fragment(o->fragment, frag))
             failed = 1;

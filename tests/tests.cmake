@@ -65,6 +65,17 @@ add_test(NAME perf_gpu_attention
 set_tests_properties(perf_gpu_attention PROPERTIES TIMEOUT 120
   ENVIRONMENT "SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
 
+# ---- gpu_measured_machines
+# tests/gpu/measured_machines.sh (tests/cli/measured_machines.sh): the machines
+# folder tests/gpu/run.sh builds from a GPU's measured fragments for validate:
+# the fragments' keys replaced once each, validate reading it, machines/
+# unchanged, bad fragments and machines refused.
+add_test(NAME gpu_measured_machines
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/measured_machines.sh $<TARGET_FILE:shardbench>
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(gpu_measured_machines PROPERTIES TIMEOUT 120
+  ENVIRONMENT "SHARDBENCH_MACHINES=${CMAKE_SOURCE_DIR}/machines;SHARDBENCH_MODELS=${CMAKE_SOURCE_DIR}/models")
+
 # ---- bf16_keep
 # The cuda backend's kept bf16 conversions of GEMM operands and its list
 # of table entries that may write device memory (runtime/cuda/writes.hpp),
@@ -1290,7 +1301,7 @@ sb_labels(cli
   "^test_(ckpt_resume|ckpt_zero|pipeline_run|ranks_cyclic|search_cli)$")
 sb_labels(fuzz "^fuzz_[a-z]+_replay$")
 sb_labels(tree "^limits(_commits)?$")
-sb_labels(perf "^(bench_search_memory|perf_gpu_model_plan|perf_gpu_attention)$")
+sb_labels(perf "^(bench_search_memory|perf_gpu_model_plan|perf_gpu_attention|gpu_measured_machines)$")
 get_property(SB_ALL_TESTS DIRECTORY PROPERTY TESTS)
 foreach(t IN LISTS SB_ALL_TESTS)
   get_property(l TEST ${t} PROPERTY LABELS)

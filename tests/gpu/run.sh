@@ -37,7 +37,9 @@
 #    equivalence suite, as time allows; then perf/gpu_model (the GEMMs
 #    `validate` prices for the published H100 runs, bf16 and fp8, the op
 #    model against cuBLAS, a 15 s soak first, HBM copy; its machine-file
-#    fragment into OUTDIR/gpu-model.machine);
+#    fragment into OUTDIR/gpu-model.machine); then `validate` over the
+#    published runs with those figures in h100-sxm's place
+#    (tests/gpu/measured_machines.sh; into the log and report.md);
 # 5. the equivalence suite in fp32 (test_equiv --backend cuda: data
 #    parallel, the search's best, priced at --flops 0.01 as in ctest so
 #    that it splits, and SB_EQUIV_RANDOM random strategies of each model,
@@ -50,7 +52,8 @@
 #    first P, perf/gpu_attention (cuDNN's fused attention through the image's
 #    PyTorch, causal and not, 512-16k tokens: its fragment of
 #    attn_fwd_tflops and attn_bwd_tflops into OUTDIR/gpu-attention.machine;
-#    exit 77, "no-gpu", also where PyTorch or its cuDNN attention is missing);
+#    exit 77, "no-gpu", also where PyTorch or its cuDNN attention is missing),
+#    and `validate` again with both fragments;
 # 6. report: `shardbench bench --backend cuda` of AlexNet and the
 #    Transformer at small sizes, P = 1 and 2, then `shardbench report` and
 #    `shardbench plot` of that run.
@@ -65,7 +68,7 @@
 # (perf/gpu_model's and perf/gpu_attention's measured figures), gpu-run.log (everything printed),
 # gpu-results.db (run, perf/gpu and report figures; SQLite), steps.tsv
 # (step, status, seconds, exit status), report.md (GPU, versions, steps,
-# `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
+# validate with the measured figures, `shardbench report`), gpu-report.tar.gz (report.md and the figures; the
 # gnuplot scripts and data when gnuplot is missing), and cmake.log.
 # Exit status: 0 no step failed (skips and overruns are listed on the last
 # line); 1 a step failed (named on the last lines); 77 no usable GPU.
@@ -243,6 +246,14 @@ make_report() {
         echo "|---|---|---|---|"
         tail -n +2 "$steps" | awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }'
         echo
+        if [ -s "$work/validate-measured.txt" ]; then
+            echo "## validate with this GPU's measured figures"
+            echo
+            echo '```'
+            cat "$work/validate-measured.txt"
+            echo '```'
+            echo
+        fi
         if [ -n "$id" ]; then
             echo "## shardbench report --run $id"
             echo
@@ -381,6 +392,36 @@ first=${bench_precs%% *}
 # before the equivalence suite so that the default budget leaves it time
 run_step "perf/gpu_model: the published runs' GEMMs, model against cuBLAS (bf16, fp8), 15 s soak" 70 \
     "$build/perf/gpu_model" --seconds 0.3 --soak 15 --db "$db" --fragment "$out/gpu-model.machine"
+# the published runs priced again with the figures measured so far (docs/validation.md,
+# "What is left"): machines/ copied with h100-sxm's measured keys replaced
+# (tests/gpu/measured_machines.sh), validate over the H100 tables; into the log and
+# report.md. On an H200 (the same GH100 chip, power limit and SMs; more and faster
+# HBM) the H100 rows are priced with its figures, and the report says so.
+# shellcheck disable=SC2317  # run through run_step
+validate_measured() {
+    local frags=() f data rc=0
+    for f in "$out/gpu-model.machine" "$out/gpu-attention.machine"; do
+        [ -s "$f" ] && frags+=("$f")
+    done
+    [ ${#frags[@]} -gt 0 ] || { echo "no measured fragment: nothing to price"; return 1; }
+    bash tests/gpu/measured_machines.sh "$work/measured" h100-sxm "${frags[@]}" || return 1
+    {
+        echo "Measured on: $(head -n 1 <<<"$gpus" | cut -d, -f2 | sed 's/^ //'); the rows' machine h100-sxm," \
+            "its keys replaced by: ${frags[*]##*/}"
+        for data in tests/data/published-runs-h100-dgxc.tsv tests/data/published-runs-h100.tsv tests/data/published-runs.tsv; do
+            echo
+            echo "\$ SHARDBENCH_MACHINES=measured shardbench validate --data $data"
+            SHARDBENCH_MACHINES="$work/measured" "$build/shardbench" validate --data "$data" 2>&1
+            f=$?
+            echo "(exit $f: 0 within the targets, 1 over them)"
+            [ "$f" -le 1 ] || rc=1
+        done
+    } >"$work/validate-measured.txt"
+    cat "$work/validate-measured.txt"
+    return "$rc"
+}
+export gpus
+run_step "validate: the published runs with this GPU's GEMM figures" 15 validate_measured
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(
@@ -415,6 +456,8 @@ for np in $nps; do
         attn_done=1
         run_step "perf/gpu_attention: cuDNN's fused attention, causal and not, model against measured" 45 \
             "$build/perf/gpu_attention" --seconds 0.3 --db "$db" --fragment "$out/gpu-attention.machine"
+        [ -s "$out/gpu-attention.machine" ] &&
+            run_step "validate: the published runs with this GPU's GEMM and attention figures" 15 validate_measured
     fi
 done
 
