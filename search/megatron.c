@@ -377,13 +377,22 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     e->head_gemm_f = sb_gpu_gemm_s(g, 1, hg[0].M, hg[0].N, hg[0].K, B);
     e->head_gemm_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
                      sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B);
-    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (B + 4.0));
-    e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (4.0 + B));
+    /* the loss as Megatron-LM's vocab-parallel cross-entropy runs it (unfused, its
+     * default), bytes per logit: forward the cast to fp32 (B + 4), max (4), subtract
+     * the max (8), exp (8), sum (4), divide into the softmax kept for the backward
+     * (8); backward the multiply by the loss's gradient (8) and the cast back (4 + B) */
+    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (B + 36.0));
+    e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (12.0 + B));
     /* the output layer is not one of TE's overlapped linears: with --tp-comm-overlap its
      * input's all-gather stays exposed (its backward reduce-scatter hides behind wgrad) */
     e->head_tp = c->tp_overlap ? sb_gpu_gather_s(g, T * h * B, t, tp_inter)
                                : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
-    e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B), e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B);
+    /* the embedding: a gather (read and write T x h); its backward PyTorch's dense
+     * embedding gradient (the V/t x h table zeroed, the T rows added in), which the
+     * data-parallel hook then adds into the fp32 main gradient (read B, read and
+     * write 4) each micro-batch */
+    e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B);
+    e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B + V / t * h * (2.0 * B + 8.0));
     /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
      * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather
      * inside the node); sends block the 1F1B steady state */

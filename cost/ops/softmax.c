@@ -50,9 +50,10 @@ static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c
     for (int i = 0; i < last; i++)
         batch *= (double)op->dims[i].size / c[i];
     double cost;
-    if (cp->gpu_sms > 0) /* GPU: the logits read and an fp32 row written, each way (as
-                            --algo megatron's cross-entropy) */
-        cost = sb_elem_cost(cp, e, 0.0, 1.0 + 4.0 / cp->word_bytes, 1.0 + 4.0 / cp->word_bytes);
+    if (cp->gpu_sms > 0) /* GPU: Megatron-LM's vocab-parallel cross-entropy's passes, as
+                            --algo megatron prices them (search/megatron.c, sb_mt_ends_of):
+                            forward the logits' word and 36 bytes, backward 12 and the word */
+        cost = sb_elem_cost(cp, e, 0.0, 1.0 + 36.0 / cp->word_bytes, 1.0 + 12.0 / cp->word_bytes);
     else
         cost = (3.0 + 1) * e * cp->elem_ratio + batch * cp->elem_ratio + batch * cp->elem_ratio;
     if (c[last] > 1)

@@ -192,6 +192,29 @@ static void test_compute_by_kind(void **state)
     close_to(ro.compute_attention_s, rn.compute_attention_s);
 }
 
+/* The head's and the embedding's memory-bound passes, by hand from a change of the
+ * vocabulary: per logit (T x V/t a micro-batch) Megatron-LM's vocab-parallel
+ * cross-entropy moves 2 + 36 bytes forward (bf16 logits cast to fp32, max, subtract,
+ * exp, sum, divide) and 12 + 2 backward (multiply, cast back); the embedding's dense
+ * gradient 2 x 2 + 8 bytes per element of its V/t x h table (zeroed, added into the
+ * fp32 main gradient) */
+static void test_head_passes(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt(), m2;
+    m.layers = 2, m.global_batch = 8;
+    m2 = m, m2.vocab = 2 * m.vocab;
+    sb_mt_config c = cfg(2, 1, 1, 1, 2); /* TP 2, 4 micro-batches of 2 sequences */
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+    sb_mt_result r, r2;
+    sb_mt_price(&m, &c, &g, &r);
+    sb_mt_price(&m2, &c, &g, &r2);
+    double T = 2 * 2048.0, dV = (double)m.vocab / 2, h = 8192, bw = 3350e9 * 0.9;
+    close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (38 + 14) + dV * h * 12) / bw);
+}
+
 /* The step's micro-batch is its slowest stage's, stage by stage (sb_mt_stage_of):
  * even stages (the last, with the head), one extra layer (stage 0 holds it, with
  * the embedding: slower than the last here, whose head is small against a layer),
@@ -463,9 +486,13 @@ static void test_dp_overlap(void **state)
     double f, b;
     sb_mt_chunk_of(&m, &c, &g, 0, 0, &first, &n, &f, &b);
     assert_int_equal(n, 48);
-    double emb = sb_gpu_mem_s(&g, T * h * 4.0);
-    f -= emb + sb_gpu_gemm_s(&g, 1, T, V, h, 2) + sb_gpu_mem_s(&g, T * V * 6.0);
-    b -= emb + sb_gpu_gemm_s(&g, 1, T, h, V, 2) + sb_gpu_gemm_s(&g, 1, h, V, T, 2) + sb_gpu_mem_s(&g, T * V * 6.0);
+    /* the chunk's ends (test_head_passes): the embedding's gather, its dense gradient
+     * into the fp32 main gradient, the cross-entropy's passes (38 bytes a logit forward,
+     * 14 backward: Megatron-LM's, where one read and one fp32 write each way were priced
+     * until 2026-12-07) */
+    f -= sb_gpu_mem_s(&g, T * h * 4.0) + sb_gpu_gemm_s(&g, 1, T, V, h, 2) + sb_gpu_mem_s(&g, T * V * 38.0);
+    b -= sb_gpu_mem_s(&g, T * h * 4.0 + V * h * 12.0) + sb_gpu_gemm_s(&g, 1, T, h, V, 2) +
+         sb_gpu_gemm_s(&g, 1, h, V, T, 2) + sb_gpu_mem_s(&g, T * V * 14.0);
     const double share = 4e7 / params;
     close_to(on.dp_comm_s, fmax(rs - b, rs * share) + fmax(ag - f, ag * share));
     assert_true(rs - b > rs * share && ag - f > ag * share); /* both hides partial here */
@@ -560,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_attention_rates),
         cmocka_unit_test(test_compute_by_kind),
+        cmocka_unit_test(test_head_passes),
         cmocka_unit_test(test_slowest_stage),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
