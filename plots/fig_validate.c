@@ -7,7 +7,12 @@
  * paper the run is from); MAPE and the largest error, as validate computed
  * them, in the title. A field the figure needs that the JSON lacks fails
  * with exit 2 naming it ("runs[3].published_step_seconds"); no run, no
- * figure. */
+ * figure.
+ * A second figure, validate-gemm: the large-GEMM rate each run's published
+ * step implies (`implied_gemm_tflops`, docs/validation.md), a point per run
+ * in the file's order, one colour per machine and precision, a dashed line
+ * at that machine file's own rate (`gemm_tflops`). A JSON of a validate
+ * older than those fields draws the first figure alone and says so. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +28,8 @@
 typedef struct {
     char id[64], source[64]; /* safe names */
     double pred, pub;        /* seconds */
+    char series[64];         /* "machine_precision" (safe), "" without the GEMM fields */
+    double gemm, implied;    /* TFLOP/s: the file's, the run's (0: none meets it) */
 } vpoint;
 
 /* a positive finite number at o.key, or -1 naming "where.key" */
@@ -47,6 +54,26 @@ static int need_str(const sb_json *o, const char *key, const char *where, const 
                        "(`validate --format json`)", path, where, key);
     sb_plot_safe_name(s, out, n);
     return 0;
+}
+
+/* The optional GEMM fields of run r (validate since 2026-12-07): the file's
+ * rate and the implied one (a number, or null where none meets the step),
+ * the machine and precision naming the series; series stays "" when any is
+ * missing or malformed. */
+static void gemm_fields(const sb_json *r, vpoint *p)
+{
+    const sb_json *g = sb_json_get(r, "gemm_tflops"), *im = sb_json_get(r, "implied_gemm_tflops");
+    const char *mach = sb_json_str(sb_json_get(r, "machine"));
+    const char *prec = sb_json_str(sb_json_get(r, "precision"));
+    if (!g || g->type != SB_JSON_NUM || !(g->num > 0) || !isfinite(g->num) || !im ||
+        (im->type != SB_JSON_NULL && (im->type != SB_JSON_NUM || !(im->num > 0) || !isfinite(im->num))) ||
+        !mach || !*mach || !prec || !*prec)
+        return;
+    char name[128];
+    snprintf(name, sizeof name, "%s %s", mach, prec);
+    sb_plot_safe_name(name, p->series, sizeof p->series);
+    p->gemm = g->num;
+    p->implied = im->type == SB_JSON_NUM ? im->num : 0.0;
 }
 
 /* the runs of j into *pts (malloc'd), their sources into s */
@@ -80,9 +107,66 @@ static int read_runs(const sb_json *j, const char *path, vpoint **pts, int *n, s
                            path, where, p->id);
         if (sb_series_add(s, p->source, err))
             return -1;
+        gemm_fields(r, p);
         (*n)++;
     }
     return 0;
+}
+
+/* validate-gemm: a block per series (machine and precision): the run's index
+ * in the file, its implied rate (runs without one left out), its id, the
+ * file's rate. Drawn only when every run has the fields; says why not. */
+static int plot_gemm(plotter *pl, const vpoint *pts, int n, sb_error *err)
+{
+    sb_series *g = calloc(1, sizeof *g);
+    char data[PATH_MAX], title[256], *vars = NULL;
+    FILE *f = NULL;
+    int rc = -1, none = 0;
+    if (!g)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+    for (int i = 0; i < n; i++) {
+        if (!pts[i].series[0]) {
+            fprintf(pl->log ? pl->log : stdout, "validate-gemm: not drawn: runs[%d] (%s) has no "
+                    "gemm_tflops, implied_gemm_tflops, machine or precision (a validate older than "
+                    "them)\n", i, pts[i].id);
+            rc = 0;
+            goto out;
+        }
+        if (sb_series_add(g, pts[i].series, err))
+            goto out;
+        none += !(pts[i].implied > 0);
+    }
+    if (!(f = sb_plot_data_file(pl, "validate-gemm", data, sizeof data, err)))
+        goto out;
+    for (int w = 0; w < g->n; w++) {
+        fprintf(f, "# %s\n", g->name[w]);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(pts[i].series, g->name[w]) && pts[i].implied > 0)
+                fprintf(f, "%d\t%.9g\t%s\t%.9g\n", i + 1, pts[i].implied, pts[i].id, pts[i].gemm);
+        fprintf(f, "\n\n");
+    }
+    int bad = fclose(f);
+    f = NULL;
+    if (bad) {
+        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", data);
+        goto out;
+    }
+    if (none)
+        snprintf(title, sizeof title, "the large-GEMM rate each published step implies "
+                 "(n = %d; %d met by no rate)", n - none, none);
+    else
+        snprintf(title, sizeof title, "the large-GEMM rate each published step implies (n = %d)", n);
+    char extra[64];
+    snprintf(extra, sizeof extra, "; nruns=%d", n);
+    if (!(vars = sb_series_vars(data, "series", g, title, extra, err)))
+        goto out;
+    rc = sb_plot_gnuplot(pl, "validate-gemm.gp", "validate-gemm", vars, err);
+out:
+    if (f)
+        fclose(f);
+    free(vars);
+    free(g);
+    return rc;
 }
 
 int sb_plot_validate(const char *path, const char *out, const char *scripts, FILE *log,
@@ -159,6 +243,8 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
     if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
         goto out;
     rc = sb_plot_gnuplot(&pl, "validate.gp", "validate", vars, err);
+    if (!rc)
+        rc = plot_gemm(&pl, pts, n, err);
 out:
     if (f)
         fclose(f);

@@ -278,6 +278,35 @@ done
 t=$(python3 -c "import json; j = json.load(open('$T/v.json'))
 print('MAPE = %.1f%%, max error = %.1f%% (n = %d)' % (j['mape_percent'], j['max_error_percent'], len(j['runs'])))")
 grep -qF "$t" "$T/vf/validate.svg" || fail "validate figure's title lacks: $t"
+# validate-gemm: the GEMM rate each run implies, a colour per machine and precision,
+# the machine file's rate a line, every run an x tic
+both "$T/vf/validate-gemm"
+$CHECK "$T/vf/validate-gemm.svg" "a100-sxm-80g_fp16 (implied)" --also "a100-sxm-80g_fp16 (machine file)" ||
+    fail "validate-gemm figure"
+for id in $(python3 -c "import json; print(*[r['id'] for r in json.load(open('$T/v.json'))['runs']])"); do
+    grep -q ">$id<" "$T/vf/validate-gemm.svg" || fail "validate-gemm figure: no tic $id"
+done
+grep -qF "implies (n = 18)" "$T/vf/validate-gemm.svg" || fail "validate-gemm: the title lacks n = 18"
+rc=0; "$SB" validate --data "$SRC/tests/data/published-runs-h100-dgxc.tsv" --format json >"$T/vd.json" 2>/dev/null || rc=$?
+[ "$rc" -le 1 ] || fail "validate --format json (DGX Cloud): exit $rc"
+"$SB" plot --validate "$T/vd.json" --out "$T/vd" >/dev/null 2>&1 || fail "plot --validate (DGX Cloud)"
+$CHECK "$T/vd/validate-gemm.svg" "h100-sxm_bf16 (implied)" "h100-sxm_fp8 (implied)" \
+    --also "h100-sxm_bf16 (machine file)" "h100-sxm_fp8 (machine file)" || fail "validate-gemm: bf16 and fp8"
+# a run no rate meets (implied null): left out and counted in the title
+python3 -c "
+import json; j = json.load(open('$T/v.json')); j['runs'][2]['implied_gemm_tflops'] = None
+json.dump(j, open('$T/vnull.json', 'w'))"
+"$SB" plot --validate "$T/vnull.json" --out "$T/vn" >/dev/null 2>&1 || fail "plot --validate, an implied null"
+grep -qF "(n = 17; 1 met by no rate)" "$T/vn/validate-gemm.svg" || fail "validate-gemm: a null not counted"
+# a validate older than the GEMM fields: the first figure alone, and why
+python3 -c "
+import json; j = json.load(open('$T/v.json'))
+for r in j['runs']: del r['gemm_tflops']
+json.dump(j, open('$T/vold.json', 'w'))"
+"$SB" plot --validate "$T/vold.json" --out "$T/vo" >"$T/vo.out" 2>&1 || fail "plot --validate, an older JSON"
+both "$T/vo/validate"
+[ ! -e "$T/vo/validate-gemm.svg" ] || fail "validate-gemm drawn without gemm_tflops"
+grep -q "validate-gemm: not drawn: runs\[0\]" "$T/vo.out" || fail "validate-gemm not drawn, not said: $(cat "$T/vo.out")"
 # a field missing: named, exit 2, no figure
 for drop in "runs 3 published_step_seconds" "top mape_percent" "runs 0 id"; do
     set -- $drop
