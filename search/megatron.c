@@ -364,6 +364,13 @@ int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops
     return 1;
 }
 
+/* Bytes of a gradient word: the main gradients' buffer and their reduction
+ * (--grad-reduce-dtype, else the recipe's). */
+static double grad_word(const sb_mt_config *c)
+{
+    return c->grad_bytes > 0 ? c->grad_bytes : sb_precision_bytes(c->precision).grad_word;
+}
+
 void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                    sb_mt_ends *e)
 {
@@ -371,28 +378,39 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const int tp_inter = c->tp > g->node_devices;
-    /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t */
+    /* the head: vocab-parallel logits GEMM and the fp32 cross-entropy over T x V/t.
+     * The output layer is Megatron-LM's own ColumnParallelLinear, not a Transformer
+     * Engine one: under the fp8 recipe its GEMMs stay bf16 (the attention core's
+     * figures, bf16's there) */
+    sb_gpu gh = *g;
+    if (g->fp8) {
+        gh.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
+        gh.gemm_eff = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
+        gh.fp8 = 0;
+    }
     sb_mt_gemm hg[SB_MT_HEAD_GEMMS];
     sb_mt_head_gemms(mm, c, hg);
-    e->head_gemm_f = sb_gpu_gemm_s(g, 1, hg[0].M, hg[0].N, hg[0].K, B);
-    e->head_gemm_b = sb_gpu_gemm_s(g, 1, hg[1].M, hg[1].N, hg[1].K, B) +
-                     sb_gpu_gemm_s(g, 1, hg[2].M, hg[2].N, hg[2].K, B);
+    e->head_gemm_f = sb_gpu_gemm_s(&gh, 1, hg[0].M, hg[0].N, hg[0].K, B);
+    e->head_gemm_b = sb_gpu_gemm_s(&gh, 1, hg[1].M, hg[1].N, hg[1].K, B) +
+                     sb_gpu_gemm_s(&gh, 1, hg[2].M, hg[2].N, hg[2].K, B);
     /* the loss as Megatron-LM's vocab-parallel cross-entropy runs it (unfused, its
-     * default), bytes per logit: forward the cast to fp32 (B + 4), max (4), subtract
-     * the max (8), exp (8), sum (4), divide into the softmax kept for the backward
-     * (8); backward the multiply by the loss's gradient (8) and the cast back (4 + B) */
-    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (B + 36.0));
-    e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (12.0 + B));
+     * default), bytes per logit: forward the cast to fp32 (B + 4; none for 4-byte
+     * logits), max (4), subtract the max (8), exp (8), sum (4), divide into the
+     * softmax kept for the backward (8); backward the multiply by the loss's
+     * gradient (8) and the cast back */
+    const double cast = B < 4.0 ? B + 4.0 : 0.0;
+    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (cast + 32.0));
+    e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (8.0 + cast));
     /* the output layer is not one of TE's overlapped linears: with --tp-comm-overlap its
      * input's all-gather stays exposed (its backward reduce-scatter hides behind wgrad) */
     e->head_tp = c->tp_overlap ? sb_gpu_gather_s(g, T * h * B, t, tp_inter)
                                : 2.0 * sb_gpu_allreduce_s(g, T * h * B, t, tp_inter);
     /* the embedding: a gather (read and write T x h); its backward PyTorch's dense
      * embedding gradient (the V/t x h table zeroed, the T rows added in), which the
-     * data-parallel hook then adds into the fp32 main gradient (read B, read and
-     * write 4) each micro-batch */
+     * data-parallel hook then adds into the main gradient (read B, read and write
+     * the gradient word) each micro-batch */
     e->emb_f = sb_gpu_mem_s(g, T * h * 2.0 * B);
-    e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B + V / t * h * (2.0 * B + 8.0));
+    e->emb_b = sb_gpu_mem_s(g, T * h * 2.0 * B + V / t * h * (2.0 * B + 2.0 * grad_word(c)));
     /* pipeline: each micro-batch's activations cross VPP chunk boundaries each way; the
      * scatter-gather of SC21 sends 1/t of them over a rank's own link (then an all-gather
      * inside the node); sends block the 1F1B steady state */
@@ -478,7 +496,7 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double q = (double)c->dp * c->cp;
     /* Megatron's rank order (TP fastest, then CP, DP, PP): a DP group is TP x CP apart */
     int dp_inter = (long)c->tp * c->cp * c->dp > g->node_devices;
-    double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
+    double gw = grad_word(c);
     double rs = c->dist_opt ? sb_gpu_gather_s(g, params * gw, q, dp_inter)
                             : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
     double ag = c->dist_opt ? sb_gpu_gather_s(g, params * pb.weight, q, dp_inter) : 0.0;

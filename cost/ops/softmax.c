@@ -50,11 +50,13 @@ static double cost_softmax_xent(const sb_model *m, const sb_op *op, const int *c
     for (int i = 0; i < last; i++)
         batch *= (double)op->dims[i].size / c[i];
     double cost;
-    if (cp->gpu_sms > 0) /* GPU: Megatron-LM's vocab-parallel cross-entropy's passes, as
-                            --algo megatron prices them (search/megatron.c, sb_mt_ends_of):
-                            forward the logits' word and 36 bytes, backward 12 and the word */
-        cost = sb_elem_cost(cp, e, 0.0, 1.0 + 36.0 / cp->word_bytes, 1.0 + 12.0 / cp->word_bytes);
-    else
+    if (cp->gpu_sms > 0) { /* GPU: Megatron-LM's vocab-parallel cross-entropy's passes, as
+                              --algo megatron prices them (search/megatron.c, sb_mt_ends_of):
+                              32 bytes forward, 8 backward, and a cast to fp32 and back
+                              (the word and 4 bytes each way) below 4-byte words */
+        double wb = cp->word_bytes, cast = wb < 4.0 ? (wb + 4.0) / wb : 0.0;
+        cost = sb_elem_cost(cp, e, 0.0, 32.0 / wb + cast, 8.0 / wb + cast);
+    } else
         cost = (3.0 + 1) * e * cp->elem_ratio + batch * cp->elem_ratio + batch * cp->elem_ratio;
     if (c[last] > 1)
         cost += sb_op_exchange(cp, op, c, 1u << last, 2.0 * batch);

@@ -23,6 +23,8 @@ DATA="$SRC/tests/data/published-runs-h100-dgxc.tsv"
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole DGXC
 validate_implied
+validate_unmet dgxc-llama31-8b-bf16-8 10 "the rest of its step alone slower"
+validate_unmet dgxc-llama31-8b-bf16-8 1.5 "met only by GEMMs above the peak"
 check "the file holds runs ($N)" test "$N" -ge 20
 # pairs: id ...-bf16-G and ...-fp8-G, the same degrees; fp8 priced faster
 check "every run a bf16/fp8 pair of one configuration, the fp8 one priced faster" js "$TMP/val.json" "

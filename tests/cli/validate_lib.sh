@@ -36,30 +36,59 @@ bad_row() {
     refused "$2" "bad-$3.tsv:$ln: $5" validate --data "$TMP/bad-$3.tsv"
 }
 
-# validate_implied: the GEMM rate a run implies (implied_gemm_tflops) is the one
-# that prices it at its published step: a copy of its machine file with the
+# validate_implied [NAME BASEDIR]: the GEMM rate a run implies (implied_gemm_tflops)
+# is the one that prices it at its published step: with the machine files of
+# BASEDIR (default $SRC/machines; validate's JSON of them in $TMP/NAME.json, NAME
+# default val: validate_whole's), a copy of the run's machine file with the
 # precision's large-GEMM fraction (gemm_eff_large_fp8 for an fp8 run, else
 # gemm_eff_large) scaled to that rate predicts the run's published step within
-# 0.1%, where the file's own figure misses it by more than 1%. Reads
-# $TMP/val.json (validate_whole).
+# 0.1%, where the file's own figure misses it by more than 1%.
 validate_implied() {
-    local id mach prec rate imp key
+    local name=${1:-val} base=${2:-$SRC/machines} id mach prec rate imp key
     read -r id mach prec rate imp < <(python3 -c "import json,sys
 d = json.load(open(sys.argv[1]))
-r = next(r for r in d['runs'] if r['implied_gemm_tflops'] and r['implied_gemm_tflops'] < 0.95 * r['gemm_tflops']
-         and abs(r['error_percent']) > 1)
-print(r['id'], r['machine'], r['precision'], r['gemm_tflops'], r['implied_gemm_tflops'])" "$TMP/val.json")
+r = next((r for r in d['runs'] if r['implied_gemm_tflops'] and r['implied_gemm_tflops'] < 0.95 * r['gemm_tflops']
+          and abs(r['error_percent']) > 1), None)
+print(*([r['id'], r['machine'], r['precision'], r['gemm_tflops'], r['implied_gemm_tflops']] if r else ['-']))" "$TMP/$name.json")
+    check "$name: a run with an implied GEMM rate to check (${id:--})" test -n "$imp"
+    [ -n "$imp" ] || return 0
     key=gemm_eff_large
     [ "$prec" = fp8 ] && key=gemm_eff_large_fp8
-    mkdir -p "$TMP/implied"
+    rm -rf "$TMP/implied" && mkdir -p "$TMP/implied" && cp "$base"/*.machine "$TMP/implied/"
     awk -v k="$key" -v f="$(python3 -c "print($imp / $rate)")" \
         '$1 == k {printf "%s %.12g\n", k, $2 * f; next} {print}' \
-        "$SRC/machines/$mach.machine" > "$TMP/implied/$mach.machine"
-    check "$mach gives $key" grep -q "^$key " "$SRC/machines/$mach.machine"
+        "$base/$mach.machine" > "$TMP/implied/$mach.machine"
+    check "$mach gives $key" grep -q "^$key " "$base/$mach.machine"
     SHARDBENCH_MACHINES="$TMP/implied" "$SB" validate --data "$DATA" --format json \
         > "$TMP/implied.json" 2> /dev/null
-    check "$id ($prec): $key set to the implied $imp TFLOP/s prices it at its published step" \
+    check "$name: $id ($prec): $key set to the implied $imp TFLOP/s prices it at its published step" \
         js "$TMP/implied.json" "
 [abs(r['predicted_step_seconds'] / r['published_step_seconds'] - 1) < 1e-3
  and abs(r['gemm_tflops'] / $imp - 1) < 1e-6 for r in d['runs'] if r['id'] == '$id'] == [True]"
+}
+
+# validate_unmet ROW DIVISOR WHY: $DATA with ROW's published step divided by DIVISOR
+# (faster than any GEMM rate up to the peak could price it): its GEMMs column "-",
+# null in JSON, empty in CSV, and the summary counts it; ROW's published_unit must
+# be seconds
+validate_unmet() {
+    awk -v r="$1" -v k="$2" 'BEGIN{FS=OFS="\t"} /^#/ {print; next}
+      $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next}
+      $1 == r {$c["published"] = $c["published"] / k; $c["published_step_seconds"] = $c["published"]} {print}' \
+        "$DATA" > "$TMP/unmet.tsv"
+    "$SB" validate --data "$TMP/unmet.tsv" > "$TMP/unmet.txt" 2> /dev/null
+    "$SB" validate --data "$TMP/unmet.tsv" --format json > "$TMP/unmet.json" 2> /dev/null
+    "$SB" validate --data "$TMP/unmet.tsv" --format csv > "$TMP/unmet.csv" 2> /dev/null
+    check "$1 $2 times faster ($3): no GEMM rate up to the peak meets it (table, JSON, CSV, summary)" \
+        python3 -c "
+import csv, json, sys
+t = open(sys.argv[1]).read().splitlines()
+row = [l for l in t if l.startswith(sys.argv[4] + ' ')]
+assert len(row) == 1 and row[0].split()[-1] == '-', row
+assert any('1 run no rate up to the peak meets' in l for l in t if l.startswith('GEMMs, '))
+j = [r for r in json.load(open(sys.argv[2]))['runs'] if r['id'] == sys.argv[4]]
+assert len(j) == 1 and j[0]['implied_gemm_tflops'] is None and j[0]['gemm_tflops'] > 0
+c = [r for r in csv.DictReader(open(sys.argv[3])) if r['id'] == sys.argv[4]]
+assert len(c) == 1 and c[0]['implied_gemm_tflops'] == ''
+" "$TMP/unmet.txt" "$TMP/unmet.json" "$TMP/unmet.csv" "$1"
 }

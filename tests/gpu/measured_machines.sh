@@ -3,7 +3,8 @@
 # figures, for `validate` (docs/validation.md, "What is left"): every file of
 # machines/ copied into DIR, and in MACHINE's copy each key a fragment gives
 # (perf/gpu_model's and perf/gpu_attention's --fragment files) replaced by the
-# fragment's line, its comments kept with it. tests/gpu/run.sh calls it after
+# fragment's line, its comments kept with it (the replaced lines' own comments
+# stay where they were). tests/gpu/run.sh calls it after
 # measuring; by hand:
 #
 #   bash tests/gpu/measured_machines.sh DIR h100-sxm gpu-model.machine gpu-attention.machine
@@ -27,7 +28,7 @@ trap 'rm -f "$tmp" "$tmp.new"' EXIT
 cp "$base" "$tmp"
 for frag in "$@"; do
     [ -s "$frag" ] || { echo "$me: fragment $frag is missing or empty" >&2; exit 2; }
-    keys=$(awk '/^[a-z][a-z0-9_]*[ \t]/ {print $1}' "$frag")
+    keys=$(awk '/^[ \t]*[a-z][a-z0-9_]*[ \t]/ {print $1}' "$frag")
     [ -n "$keys" ] || { echo "$me: fragment $frag gives no key" >&2; exit 2; }
     for k in $keys; do
         awk -v k="$k" '$1 != k' "$tmp" >"$tmp.new"
@@ -36,4 +37,4 @@ for frag in "$@"; do
     { echo; echo "# ---- measured: $(basename "$frag") ----"; cat "$frag"; } >>"$tmp"
 done
 mv "$tmp" "$dir/$name.machine"
-echo "$me: $dir/$name.machine:" "$(awk '/^[a-z][a-z0-9_]*[ \t]/ {print $1}' "$@" | paste -sd ' ')" measured
+echo "$me: $dir/$name.machine:" "$(awk '/^[ \t]*[a-z][a-z0-9_]*[ \t]/ {print $1}' "$@" | paste -sd ' ')" measured

@@ -116,6 +116,8 @@ log=$out/gpu-run.log
 db=${SB_GPU_DB:-$out/gpu-results.db}
 steps=$out/steps.tsv
 : >"$log"
+# a reused OUTDIR: no fragment of an earlier run may stand in for this one's
+rm -f "$out/gpu-model.machine" "$out/gpu-attention.machine"
 exec > >(tee -a "$log") 2>&1
 printf 'step\tstatus\tseconds\texit\n' >"$steps"
 
@@ -406,8 +408,14 @@ validate_measured() {
     [ ${#frags[@]} -gt 0 ] || { echo "no measured fragment: nothing to price"; return 1; }
     bash tests/gpu/measured_machines.sh "$work/measured" h100-sxm "${frags[@]}" || return 1
     {
-        echo "Measured on: $(head -n 1 <<<"$gpus" | cut -d, -f2 | sed 's/^ //'); the rows' machine h100-sxm," \
-            "its keys replaced by: ${frags[*]##*/}"
+        local name
+        name=$(head -n 1 <<<"$gpus" | cut -d, -f2 | sed 's/^ //')
+        echo "Measured on: $name; the rows' machine h100-sxm, its keys replaced by: ${frags[*]##*/}"
+        case $name in
+        *H100*) ;;
+        *) echo "NOT an H100: the H100 rows are priced with this GPU's fractions of its own peaks" \
+            "(the fragments' comments name the machine file they were measured against)" ;;
+        esac
         for data in tests/data/published-runs-h100-dgxc.tsv tests/data/published-runs-h100.tsv tests/data/published-runs.tsv; do
             echo
             echo "\$ SHARDBENCH_MACHINES=measured shardbench validate --data $data"
@@ -421,7 +429,8 @@ validate_measured() {
     return "$rc"
 }
 export gpus
-run_step "validate: the published runs with this GPU's GEMM figures" 15 validate_measured
+[ -s "$out/gpu-model.machine" ] &&
+    run_step "validate: the published runs with this GPU's GEMM figures" 15 validate_measured
 
 # ---- 5. equivalence ------------------------------------------------------------------
 declare -A sets=(

@@ -177,7 +177,16 @@ static void test_compute_by_kind(void **state)
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3)
         casts += sb_gpu_cast_s(&g8, gm[i].M * gm[i].K) + sb_gpu_cast_s(&g8, gm[i].M * gm[i].N);
     assert_true(casts > 0);
-    close_to(r8.compute_gemm_s, r16.compute_gemm_s);
+    /* the logits' GEMMs (Megatron-LM's own linear, not Transformer Engine's) stay bf16 */
+    sb_gpu gb = g8;
+    gb.peak_tflops = 989;
+    double head8 = 0, head16 = 0;
+    for (int i = 0; i < SB_MT_HEAD_GEMMS; i++) {
+        head8 += sb_gpu_gemm_s(&gb, 1, hg[i].M, hg[i].N, hg[i].K, 2);
+        head16 += sb_gpu_gemm_s(&g8, 1, hg[i].M, hg[i].N, hg[i].K, 2);
+    }
+    assert_true(head8 > head16);
+    close_to(r8.compute_gemm_s, r16.compute_gemm_s + 4 * (head8 - head16));
     close_to(r8.compute_memory_s - r16.compute_memory_s, 4 * 4 * casts);
     /* TP overlap: what it adds to the compute is the GEMMs' */
     sb_mt_result ro, rn;
@@ -213,6 +222,16 @@ static void test_head_passes(void **state)
     sb_mt_price(&m2, &c, &g, &r2);
     double T = 2 * 2048.0, dV = (double)m.vocab / 2, h = 8192, bw = 3350e9 * 0.9;
     close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (38 + 14) + dV * h * 12) / bw);
+    /* bf16 gradients (--grad-reduce-dtype bf16): the main gradient's word is 2 */
+    c.grad_bytes = 2;
+    sb_mt_price(&m, &c, &g, &r);
+    sb_mt_price(&m2, &c, &g, &r2);
+    close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (38 + 14) + dV * h * 8) / bw);
+    /* fp32 logits: no cast either way (32 + 8 bytes), fp32 gradients */
+    c.grad_bytes = 0, c.precision = SB_PREC_FP32;
+    sb_mt_price(&m, &c, &g, &r);
+    sb_mt_price(&m2, &c, &g, &r2);
+    close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (32 + 8) + dV * h * 16) / bw);
 }
 
 /* The step's micro-batch is its slowest stage's, stage by stage (sb_mt_stage_of):
