@@ -127,7 +127,7 @@ assert len(rows) == 18 and all(float(r['implied_gemm_tflops']) > 0 for r in rows
 DATA="$SRC/tests/data/published-runs.tsv"
 # shellcheck source=tests/cli/validate_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
-validate_implied
+validate_implied val "$SRC/machines"
 "$SB" validate --target-mape 1 > /dev/null 2> "$TMP/tgt"
 check "validate over a target: exit 1 and says so" test $? -eq 1
 check "validate over a target: names it" grep -q "over the target" "$TMP/tgt"

@@ -24,7 +24,7 @@ DATA="$SRC/tests/data/published-runs-h100.tsv"
 # shellcheck source=tests/cli/validate_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole H100
-validate_implied
+validate_implied val "$SRC/machines"
 # under fp8 the implied rate moves the linear layers' GEMMs only: with the attention
 # priced as GEMM tiles (no measured rates) it keeps bf16's gemm_eff_large
 mkdir -p "$TMP/noattn"

@@ -22,7 +22,7 @@ DATA="$SRC/tests/data/published-runs-h100-dgxc.tsv"
 # shellcheck source=tests/cli/validate_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole DGXC
-validate_implied
+validate_implied val "$SRC/machines"
 validate_unmet dgxc-llama31-8b-bf16-8 10 "the rest of its step alone slower"
 validate_unmet dgxc-llama31-8b-bf16-8 1.5 "met only by GEMMs above the peak"
 check "the file holds runs ($N)" test "$N" -ge 20

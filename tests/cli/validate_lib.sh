@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/cli/validate_lib.sh: what the published-runs tests (validate_h100.sh,
 # validate_h100_dgxc.sh) check alike, sourced after check_lib.sh with SB, TMP
 # and DATA set.
