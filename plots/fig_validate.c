@@ -56,6 +56,14 @@ static int need_str(const sb_json *o, const char *key, const char *where, const 
     return 0;
 }
 
+/* Closes the data file *f (NULL after); nonzero naming path when the write failed. */
+static int close_data(FILE **f, const char *path, sb_error *err)
+{
+    int bad = fclose(*f);
+    *f = NULL;
+    return bad ? sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", path) : 0;
+}
+
 /* The optional GEMM fields of run r (validate since 2026-12-07): the file's
  * rate and the implied one (a number, or null where none meets the step),
  * the machine and precision naming the series; series stays "" when any is
@@ -145,12 +153,8 @@ static int plot_gemm(plotter *pl, const vpoint *pts, int n, sb_error *err)
                 fprintf(f, "%d\t%.9g\t%s\t%.9g\n", i + 1, pts[i].implied, pts[i].id, pts[i].gemm);
         fprintf(f, "\n\n");
     }
-    int bad = fclose(f);
-    f = NULL;
-    if (bad) {
-        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", data);
+    if (close_data(&f, data, err))
         goto out;
-    }
     if (none)
         snprintf(title, sizeof title, "the large-GEMM rate each published step implies "
                  "(n = %d; %d met by no rate)", n - none, none);
@@ -230,12 +234,8 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
         }
         fprintf(f, "\n\n");
     }
-    int bad = fclose(f);
-    f = NULL;
-    if (bad) {
-        sb_fail(err, SB_EXIT_INTERNAL, "%s: write failed", data);
+    if (close_data(&f, data, err))
         goto out;
-    }
     char title[256], extra[128];
     snprintf(title, sizeof title, "cost model against published runs: MAPE = %.1f%%, "
              "max error = %.1f%% (n = %d)", mape, worst, n);
