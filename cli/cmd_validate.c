@@ -32,15 +32,17 @@ static const char *const columns[] = {
     "micro_batch_size", "recompute", "sequence_parallel", "distributed_optimizer", "dp_overlap",
     "attention", "published", "published_unit", "published_step_seconds", "derivation",
     /* optional: a header without them means the default below */
-    "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", "param_gather_overlap", NULL};
+    "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", "param_gather_overlap",
+    "cross_entropy_fusion", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
        C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, C_MODEL,
-       C_PGOV, NCOLS };
+       C_PGOV, C_CEF, NCOLS };
 /* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
  * gradient reduced in the precision recipe's word, the sizes from the row alone, the
- * parameter all-gather overlapped as the gradients' reduction is (dp_overlap) */
-static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-"};
+ * parameter all-gather overlapped as the gradients' reduction is (dp_overlap), Megatron-LM's
+ * unfused cross-entropy */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-", "0"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -151,7 +153,7 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
              {C_TP, 1, 1e5, 0},     {C_PP, 1, 1e5, 0},     {C_DP, 1, 1e6, 0},
              {C_CP, 1, 1e5, 0},     {C_EP, 1, 1e5, 0},     {C_VPP, 1, 1e3, 0},
              {C_MBS, 1, 1e6, 0},    {C_SP, 0, 1, 0},       {C_DOPT, 0, 1, 0},
-             {C_DPOV, 0, 1, 0},     {C_TPOV, 0, 1, 0}};
+             {C_DPOV, 0, 1, 0},     {C_TPOV, 0, 1, 0},     {C_CEF, 0, 1, 0}};
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         if (num(f[n[i].col], path, line, columns[n[i].col], n[i].lo, n[i].hi, 1, &n[i].v, err))
             return -1;
@@ -164,7 +166,7 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     c->tp = (int)n[9].v, c->pp = (int)n[10].v, c->dp = (int)n[11].v, c->cp = (int)n[12].v;
     c->ep = (int)n[13].v, c->vpp = (int)n[14].v, c->mbs = (int)n[15].v;
     c->sp = (int)n[16].v, c->dist_opt = (int)n[17].v, c->dp_overlap = (int)n[18].v;
-    c->tp_overlap = (int)n[19].v;
+    c->tp_overlap = (int)n[19].v, c->ce_fusion = (int)n[20].v;
     if (!strcmp(f[C_MLP], "swiglu"))
         mm->swiglu = 1;
     else if (strcmp(f[C_MLP], "gelu"))

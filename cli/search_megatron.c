@@ -56,6 +56,8 @@ static void mt_usage(FILE *f)
             "                         as --dp-overlap; on needs --zero 1 and --dp-overlap on)\n"
             "      --tp-comm-overlap  TP collectives hidden under the GEMMs\n"
             "      --attention fused|materialized   (default fused: FlashAttention-style)\n"
+            "      --cross-entropy-fusion on|off   Megatron's fused cross-entropy (default\n"
+            "                         off, Megatron-LM's; NeMo 2 and Megatron-Bridge set it)\n"
             "      --format table|json\n"
             "      --plot DIR         the figures of `plot --search` (memory per stage, step\n"
             "                         by cause, 1F1B schedule, Megatron's layouts) into DIR\n"
@@ -87,12 +89,13 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
         printf("megatron: the configuration given, priced\n");
     printf("  tp %d  pp %d  dp %d  cp %d  ep %d  vpp %d  micro-batch %d sequences (%ld "
            "micro-batches)\n  recompute %s  sequence parallel %s  distributed optimizer %s  "
-           "dp overlap %s%s  tp overlap %s  attention %s\n",
+           "dp overlap %s%s  tp overlap %s  attention %s  cross-entropy %s\n",
            c->tp, c->pp, c->dp, c->cp, c->ep, c->vpp, c->mbs, M, sb_mt_recompute_name(c->recompute),
            c->sp ? "on" : "off", c->dist_opt ? "on" : "off", c->dp_overlap ? "on" : "off",
            c->dist_opt ? (sb_mt_param_overlap(c) ? "  param gather overlap on"
                                                  : "  param gather overlap off") : "",
-           c->tp_overlap ? "on" : "off", c->fused_attention ? "fused" : "materialized");
+           c->tp_overlap ? "on" : "off", c->fused_attention ? "fused" : "materialized",
+           c->ce_fusion ? "fused" : "unfused");
     printf("predicted step %.4g s at %s on %s: %.4g tokens/s, %.4g TFLOP/s per device, MFU "
            "%.1f%%\n",
            r->step_s, sb_precision_name(c->precision), mc->path, r->tokens_per_s,
@@ -116,14 +119,15 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
 static json_t *degrees_json(const sb_mt_model *mm, const sb_mt_config *c)
 {
     long M = mm->global_batch / ((long)c->dp * c->mbs);
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:b,s:s}", "tp",
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:b,s:s,s:b}", "tp",
                      c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp", c->vpp,
                      "micro_batch_size", c->mbs, "microbatches", (json_int_t)M, "recompute",
                      sb_mt_recompute_name(c->recompute), "sequence_parallel", c->sp,
                      "distributed_optimizer", c->dist_opt, "dp_overlap", c->dp_overlap,
                      "param_gather_overlap", c->dist_opt && sb_mt_param_overlap(c),
                      "tp_comm_overlap", c->tp_overlap, "attention",
-                     c->fused_attention ? "fused" : "materialized");
+                     c->fused_attention ? "fused" : "materialized", "cross_entropy_fusion",
+                     c->ce_fusion);
 }
 
 json_t *cli_mt_compute_json(const sb_mt_result *r)
@@ -300,7 +304,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
 }
 
 enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
-       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT, O_SAVE, O_PGOV };
+       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT, O_SAVE, O_PGOV, O_CEF };
 
 int cmd_search_megatron(int argc, char **argv)
 {
@@ -317,6 +321,7 @@ int cmd_search_megatron(int argc, char **argv)
         {"sequence-parallel", required_argument, 0, O_SP},
         {"dp-overlap", required_argument, 0, O_DPOV}, {"tp-comm-overlap", no_argument, 0, O_TPOV},
         {"overlap-param-gather", required_argument, 0, O_PGOV},
+        {"cross-entropy-fusion", required_argument, 0, O_CEF},
         {"attention", required_argument, 0, O_ATTN}, {"algo", required_argument, 0, O_ALGO},
         {"format", required_argument, 0, O_FMT}, {"space", required_argument, 0, O_SPACE},
         {"optimizer", required_argument, 0, O_OPT}, {"db", required_argument, 0, O_DB},
@@ -367,6 +372,7 @@ int cmd_search_megatron(int argc, char **argv)
             fx.param_gather = on ? SB_MT_PG_ON : SB_MT_PG_OFF;
             break;
         }
+        case O_CEF: rc = onoff(optarg, "--cross-entropy-fusion", &fx.ce_fusion, &err); break;
         case O_ATTN:
             if (!strcmp(optarg, "fused") || !strcmp(optarg, "materialized"))
                 fx.fused_attention = !strcmp(optarg, "fused");

@@ -393,13 +393,16 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     e->head_gemm_f = sb_gpu_gemm_s(&gh, 1, hg[0].M, hg[0].N, hg[0].K, B);
     e->head_gemm_b = sb_gpu_gemm_s(&gh, 1, hg[1].M, hg[1].N, hg[1].K, B) +
                      sb_gpu_gemm_s(&gh, 1, hg[2].M, hg[2].N, hg[2].K, B);
-    /* the loss as Megatron-LM's vocab-parallel cross-entropy runs it (unfused, its
-     * default), bytes per logit: forward the cast to fp32 (B + 4; none for 4-byte
+    /* the loss as Megatron-LM's vocab-parallel cross-entropy runs it, bytes per
+     * logit. Unfused (its default): forward the cast to fp32 (B + 4; none for 4-byte
      * logits), max (4), subtract the max (8), exp (8), sum (4), divide into the
      * softmax kept for the backward (8); backward the multiply by the loss's
-     * gradient (8) and the cast back */
+     * gradient (8) and the cast back. Fused (--cross-entropy-fusion, NeMo 2's and
+     * Megatron-Bridge's default): three kernels forward, the cast with the max (B +
+     * 4, or 4), subtract-exp-sum (8), divide (8); the same backward */
     const double cast = B < 4.0 ? B + 4.0 : 0.0;
-    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * (cast + 32.0));
+    const double ce_f = c->ce_fusion ? (B < 4.0 ? B + 4.0 : 4.0) + 16.0 : cast + 32.0;
+    e->head_f = e->head_gemm_f + sb_gpu_mem_s(g, T * V / t * ce_f);
     e->head_b = e->head_gemm_b + sb_gpu_mem_s(g, T * V / t * (8.0 + cast));
     /* the output layer is not one of TE's overlapped linears: with --tp-comm-overlap its
      * input's all-gather stays exposed (its backward reduce-scatter hides behind wgrad) */

@@ -40,6 +40,8 @@ typedef struct {
                                          dp_overlap, Megatron's recipes set both) */
     int tp_overlap;                   /* TP collectives overlapped with GEMMs */
     int fused_attention;              /* 1: FlashAttention-style; 0: materialized S x S */
+    int ce_fusion;                    /* 1: Megatron's fused cross-entropy
+                                         (cross_entropy_loss_fusion); 0: unfused, its default */
     int precision;                    /* sb_precision */
     double grad_bytes;                /* the gradient reduction's word; 0: the recipe's */
 } sb_mt_config;

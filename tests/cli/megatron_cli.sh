@@ -55,6 +55,15 @@ check "--stages is --pp" js "$TMP/st4.json" "d['megatron']['pp'] == 4"
 check "fused attention is faster than the materialized S x S scores" python3 -c "
 import json; a = json.load(open('$TMP/fa.json')); b = json.load(open('$TMP/ma.json'))
 assert a['predicted_step_seconds'] < b['predicted_step_seconds']"
+"$SB" "${M[@]}" -p 1536 "${FIX[@]}" --cross-entropy-fusion on --format json > "$TMP/cef.json"
+check "--cross-entropy-fusion on: the loss's fewer passes, only its memory-bound time less" python3 -c "
+import json; a = json.load(open('$TMP/fix.json')); b = json.load(open('$TMP/cef.json'))
+assert a['megatron']['cross_entropy_fusion'] is False and b['megatron']['cross_entropy_fusion'] is True
+ka, kb = a['compute_breakdown_seconds'], b['compute_breakdown_seconds']
+assert kb['memory_bound'] < ka['memory_bound'] and kb['gemm'] == ka['gemm'] and kb['attention'] == ka['attention']
+assert b['predicted_step_seconds'] < a['predicted_step_seconds']"
+refused "--cross-entropy-fusion a word other than on/off" "'yes' is not on or off" "${M[@]}" -p 1536 \
+    --cross-entropy-fusion yes
 "$SB" "${M[@]}" -p 1536 "${FIX[@]}" --dp-overlap off --format json > "$TMP/noov.json"
 check "--dp-overlap off exposes more data-parallel time" python3 -c "
 import json; a = json.load(open('$TMP/fix.json')); b = json.load(open('$TMP/noov.json'))

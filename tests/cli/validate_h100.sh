@@ -52,12 +52,24 @@ awk -v r=$ROW 'BEGIN{FS=OFS="\t"} /^#/ {print; next} $1 == "id" {for (i = 1; i <
   $1 == r {$c["mlp"] = "gelu"} {print}' "$TMP/tflops.tsv" > "$TMP/gelu.tsv"
 refused "mlp read: a GELU MLP's FLOPs disagree with the published TFLOP/s" "disagrees" validate --data "$TMP/gelu.tsv"
 
+# cross_entropy_fusion read: the Megatron-Bridge row (1) priced slower at 0, the others alike
+awk 'BEGIN{FS=OFS="\t"} /^#/ {print; next} $1 == "id" {for (i = 1; i <= NF; i++) c[$i] = i; print; next}
+  {$c["cross_entropy_fusion"] = 0} {print}' "$DATA" > "$TMP/cef0.tsv"
+"$SB" validate --data "$TMP/cef0.tsv" --format json > "$TMP/cef0.json" 2> /dev/null
+check "cross_entropy_fusion read: mb2511's fused loss priced faster, the unfused rows as they were" python3 -c "
+import json; a = json.load(open('$TMP/val.json'))['runs']; b = json.load(open('$TMP/cef0.json'))['runs']
+assert len(a) == len(b) == $N
+for x, y in zip(a, b):
+    if x['id'].startswith('mb2511'): assert x['predicted_step_seconds'] < y['predicted_step_seconds'], x['id']
+    else: assert x['predicted_step_seconds'] == y['predicted_step_seconds'], x['id']"
+
 # malformed rows: exit 2 naming file:line
 bad() { bad_row "$ROW" "$@"; } # bad NAME COLUMN VALUE TEXT
 bad "degrees whose product is not the GPUs" tp 3 ""
 bad "an mlp neither gelu nor swiglu" mlp relu "mlp 'relu'"
 bad "tp_comm_overlap not 0 or 1" tp_comm_overlap 2 "tp_comm_overlap"
 bad "grad_reduce_dtype unknown" grad_reduce_dtype fp16x "grad_reduce_dtype 'fp16x'"
+bad "cross_entropy_fusion not 0 or 1" cross_entropy_fusion 2 "cross_entropy_fusion '2'"
 bad "an unknown published_unit" published_unit mfu "published_unit 'mfu'"
 bad "step seconds that disagree with tokens/s" published_step_seconds 4.5 "published_step_seconds 4.5 disagrees"
 bad "a word for a number" layers thirty "layers 'thirty'"

@@ -204,9 +204,9 @@ static void test_compute_by_kind(void **state)
 /* The head's and the embedding's memory-bound passes, by hand from a change of the
  * vocabulary: per logit (T x V/t a micro-batch) Megatron-LM's vocab-parallel
  * cross-entropy moves 2 + 36 bytes forward (bf16 logits cast to fp32, max, subtract,
- * exp, sum, divide) and 12 + 2 backward (multiply, cast back); the embedding's dense
- * gradient 2 x 2 + 8 bytes per element of its V/t x h table (zeroed, added into the
- * fp32 main gradient) */
+ * exp, sum, divide; fused, 2 + 20) and 12 + 2 backward (multiply, cast back); the
+ * embedding's dense gradient 2 x 2 + 8 bytes per element of its V/t x h table
+ * (zeroed, added into the fp32 main gradient) */
 static void test_head_passes(void **state)
 {
     (void)state;
@@ -222,6 +222,12 @@ static void test_head_passes(void **state)
     sb_mt_price(&m2, &c, &g, &r2);
     double T = 2 * 2048.0, dV = (double)m.vocab / 2, h = 8192, bw = 3350e9 * 0.9;
     close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (38 + 14) + dV * h * 12) / bw);
+    /* the fused cross-entropy (--cross-entropy-fusion): 2 + 4 + 16 bytes forward */
+    c.ce_fusion = 1;
+    sb_mt_price(&m, &c, &g, &r);
+    sb_mt_price(&m2, &c, &g, &r2);
+    close_to(r2.compute_memory_s - r.compute_memory_s, 4 * (T * dV * (22 + 14) + dV * h * 12) / bw);
+    c.ce_fusion = 0;
     /* bf16 gradients (--grad-reduce-dtype bf16): the main gradient's word is 2 */
     c.grad_bytes = 2;
     sb_mt_price(&m, &c, &g, &r);
