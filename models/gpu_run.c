@@ -114,10 +114,24 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
     return n;
 }
 
+/* Marks the producers of each loss's input (the output layer). */
+static void mark_loss_inputs(sb_model *m)
+{
+    for (int l = 0; l < m->nops; l++) {
+        if (m->ops[l].kind != SB_OP_SOFTMAX_XENT)
+            continue;
+        for (int i = 0; i < m->nops; i++)
+            for (int k = 0; k < m->ops[i].nout; k++)
+                if (m->ops[i].out[k].tensor == m->ops[l].in[0].tensor)
+                    m->ops[i].feeds_loss = 1;
+    }
+}
+
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err)
 {
     for (int i = 0; i < m->nops; i++)
         m->ops[i].gpu_run = 1;
+    mark_loss_inputs(m);
     return fuse && sb_model_fuse_attention(m, err) < 0 ? -1 : 0;
 }
 

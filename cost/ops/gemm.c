@@ -99,7 +99,9 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
                + sb_elem_cost(cp, batch * (dm / cm) * (dn / cn), 0.0, 2.0, 2.0);
     double mac = op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0;
     if (cp->gpu_sms > 0 && cp->precision == SB_PREC_FP8) {
-        if (!sb_op_trains_weight(m, op)) { /* a product of activations stays in bf16 */
+        /* a product of activations, and the output layer (Megatron-LM's own linear,
+         * not Transformer Engine's), stay in bf16 */
+        if (!sb_op_trains_weight(m, op) || op->feeds_loss) {
             sb_cost_params a = *cp;
             a.gpu_peak_tflops = cp->gpu_attn_peak_tflops > 0 ? cp->gpu_attn_peak_tflops
                                                              : cp->gpu_peak_tflops;

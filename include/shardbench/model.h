@@ -179,6 +179,10 @@ typedef struct {
      * gradients freed as the backward goes) rather than as the CPU runtime
      * allocates them. 0 in every model as loaded. */
     int gpu_run;
+    /* 1 (sb_model_gpu_run): its output is the loss's input (softmax_xent's):
+     * the output layer, which Megatron-LM runs as its own linear, not a
+     * Transformer Engine one, so in bf16 under the fp8 recipe */
+    int feeds_loss;
     int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
     double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
     double cap;               /* softcap: c of y = c·tanh(x/c) (> 0) */
@@ -233,8 +237,9 @@ int64_t sb_model_param_count(const sb_model *m, int64_t *active);
  * the number marked, or -1 (err) when out of memory. models/gpu_run.c. */
 int sb_model_fuse_attention(sb_model *m, sb_error *err);
 /* m priced as a GPU training framework runs it: every op's gpu_run set,
- * and with fuse its attentions fused (sb_model_fuse_attention). 0, or -1
- * (err). models/gpu_run.c. */
+ * the ops whose output a softmax_xent reads marked feeds_loss, and with
+ * fuse its attentions fused (sb_model_fuse_attention). 0, or -1 (err).
+ * models/gpu_run.c. */
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err);
 /* The attentions of m marked fused (their softmaxes). */
 int sb_model_fused_attentions(const sb_model *m);

@@ -2,8 +2,9 @@
  * framework runs it (models/gpu_run.c): which softmaxes are fused
  * attentions (and which are not), the causal and windowed fraction of
  * pairs by hand, the fused kernel's time against the materialized ops',
- * no S x S tensor in memory, activation gradients transient, and a
- * router's (token, expert) maps in place of its one-hot. */
+ * no S x S tensor in memory, activation gradients transient, a router's
+ * (token, expert) maps in place of its one-hot, and the output layer in
+ * bf16 under fp8. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
 #include "shardbench/memory.h"
+#include "shardbench/precision.h"
 #include "shardbench/search.h"
 
 /* A causal attention of q, k, v [b h s d] (seq 8; with a window of 3 keys
@@ -210,6 +212,45 @@ static void test_pricing(void **state)
     sb_model_free(&f);
 }
 
+/* The output layer under fp8 (sb_model_gpu_run marks the op a softmax_xent
+ * reads feeds_loss): Megatron-LM runs it as its own linear, in bf16, so it
+ * costs under the fp8 recipe what it costs under bf16 (in seconds: F differs);
+ * a hidden linear runs in fp8, faster. */
+static void test_output_layer_fp8(void **state)
+{
+    (void)state;
+    const char *text = "model \"head\"\n"
+                       "input x[t=4096, e=4096]\n"
+                       "weight w1[e=4096, f=4096]\n"
+                       "h = einsum(\"t e, e f -> t f\", x, w1)\n"
+                       "weight wo[f=4096, v=32768]\n"
+                       "logits = einsum(\"t f, f v -> t v\", h, wo)\n"
+                       "loss = softmax_xent(logits)\n";
+    sb_error err = {0};
+    sb_model m;
+    sb_machine mc;
+    sb_cost_params c8, c16;
+    sb_cost_params_default(&c8);
+    sb_cost_params_default(&c16);
+    if (sb_model_parse(text, strlen(text), "head.model", NULL, 0, &m, &err) ||
+        sb_model_gpu_run(&m, 1, &err) || sb_machine_load("h100-sxm", &mc, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
+        fail_msg("%s", err.msg);
+    int H = op_named(&m, "h"), L = op_named(&m, "logits");
+    assert_true(m.ops[L].feeds_loss && !m.ops[H].feeds_loss);
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    double l8 = sb_op_cost(&m, &m.ops[L], one, &c8) / c8.tflops,
+           l16 = sb_op_cost(&m, &m.ops[L], one, &c16) / c16.tflops;
+    double h8 = sb_op_cost(&m, &m.ops[H], one, &c8) / c8.tflops,
+           h16 = sb_op_cost(&m, &m.ops[H], one, &c16) / c16.tflops;
+    assert_true(fabs(l8 - l16) <= 1e-9 * l16);
+    assert_true(h8 < 0.8 * h16);
+    sb_model_free(&m);
+}
+
 /* A mixture of experts on a GPU (sb_model_gpu_run): the router keeps a
  * (token, expert) map of probabilities and one of choices, not GShard's
  * one-hot over the capacity slots; the dispatch and combine einsums read
@@ -279,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_pricing),
         cmocka_unit_test(test_mla),
         cmocka_unit_test(test_moe_routing),
+        cmocka_unit_test(test_output_layer_fp8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
