@@ -314,14 +314,15 @@ static void usage(FILE *f)
             "      --format table|json|csv\n"
             "      --target-mape PCT  (default 7)\n"
             "      --target-max PCT   (default 15)\n"
-            "      --plot DIR         also the figure DIR/validate.{png,svg} (plot --validate)\n"
+            "      --plot DIR         also the figures DIR/validate.{png,svg} and\n"
+            "                         DIR/validate-gemm.{png,svg} (plot --validate)\n"
             "  -h, --help\n");
 }
 
 /* The predicted step of row r with the machine's large-GEMM fraction for the
  * row's precision times f: gemm_eff (gemm_eff_large_fp8 under fp8, whose
- * attention core keeps bf16's figure; else gemm_eff_large, which also prices
- * an attention core without measured rates). */
+ * attention core and output layer keep bf16's figure; else gemm_eff_large,
+ * which also prices those and an attention core without measured rates). */
 static double step_at(const vrow *r, const sb_gpu *g, double f)
 {
     sb_gpu h = *g;

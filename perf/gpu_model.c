@@ -27,7 +27,7 @@
  * are a machine-file fragment with the measured figures and where they
  * came from: each large-GEMM fraction the file's times the model's summed
  * time over the measured sum, over the runs' GEMMs of that precision (each
- * shape once, less a kernel's overhead each), so that the model prices them
+ * shape once, less each side's per-call overhead), so that the model prices them
  * as measured; a fraction over 1 is refused (no fragment, exit 1). --fragment
  * FILE writes it, through a temporary file and a rename; nothing is
  * written into machines/.
@@ -518,24 +518,24 @@ static sb_db *open_db(const opts *o, const struct cudaDeviceProp *prop, const sb
 }
 
 /* what the shapes' measurements say, per precision (0 bf16, 1 fp8): the best
- * rate, the log-sum of model over measured, and the two times summed less a
- * kernel's overhead each (the GEMMs' own time, model and measured) */
+ * rate, the log-sum of model over measured, the two times summed */
 typedef struct {
-    double best[2], logsum[2], model_net[2], meas_net[2];
+    double best[2], logsum[2], model_sum[2], meas_sum[2];
     int n[2];
 } summary;
 
-/* The large-GEMM fraction that makes the model's summed time of precision p's
- * shapes the measured sum: the file's times their ratio (each shape once, so a
- * long GEMM weighs more than a short one) */
-static double fitted_eff(const summary *sm, int p, double file_eff)
+/* The GEMMs' own time of precision p over the model's, less a kernel's
+ * overhead each: the model's (the file's kernel_us, model_k) and the
+ * measured (back-to-back calls, meas_k); NaN when nothing is left. */
+static double model_over_measured(const summary *sm, int p, double model_k, double meas_k)
 {
-    return file_eff * sm->model_net[p] / sm->meas_net[p];
+    double model = sm->model_sum[p] - sm->n[p] * model_k, meas = sm->meas_sum[p] - sm->n[p] * meas_k;
+    return model > 0 && meas > 0 ? model / meas : NAN;
 }
 
 /* Every shape measured and stored; 1 when one failed. */
 static int measure_shapes(gpu_ctx *x, shape *s, int n, double seconds, sb_db *db, int64_t run,
-                          double peak16, double peak8, double kernel_s, summary *sm)
+                          double peak16, double peak8, summary *sm)
 {
     int failed = 0;
     *sm = (summary){{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
@@ -560,8 +560,8 @@ static int measure_shapes(gpu_ctx *x, shape *s, int n, double seconds, sb_db *db
         }
         sm->best[p] = fmax(sm->best[p], tflops(&s[i], s[i].meas_s));
         sm->logsum[p] += log(s[i].model_s / s[i].meas_s);
-        sm->model_net[p] += fmax(s[i].model_s - kernel_s, 0.0);
-        sm->meas_net[p] += fmax(s[i].meas_s - kernel_s, 0.0);
+        sm->model_sum[p] += s[i].model_s;
+        sm->meas_sum[p] += s[i].meas_s;
         sm->n[p]++;
     }
     lt_drop(x);
@@ -598,8 +598,7 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
                f / (last * 1e12), NAN, NAN);
     }
     summary sm;
-    failed |= measure_shapes(&x, s, n, o->seconds, db, run, g->peak_tflops, g8 ? g8->peak_tflops : 0,
-                             g->kernel_us * 1e-6, &sm);
+    failed |= measure_shapes(&x, s, n, o->seconds, db, run, g->peak_tflops, g8 ? g8->peak_tflops : 0, &sm);
     print_plan(s, n, g, g8, mc->path);
     double gbs = hbm_copy_gbs(&x);
     failed |= !isfinite(gbs);
@@ -611,18 +610,26 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
     failed |= !isfinite(launch);
     record(db, run, "kernel", "{\"gemm\":\"64x64x64 back to back\"}", "kernel-overhead",
            2.0 * 64 * 64 * 64, NAN, launch, NAN, NAN);
-    /* a fraction over 1 is no machine-file figure: the model's shape terms, not the
-     * peak, are then wrong for these GEMMs (or the clock ran above the datasheet's) */
-    for (int p = 0; p < 2 && !failed; p++)
-        if (sm.n[p] > 0 && !(fitted_eff(&sm, p, p ? g8->gemm_eff : g->gemm_eff) <= 1.0)) {
-            fprintf(stderr, "perf/gpu_model: the %s GEMMs fit a large-GEMM fraction of %.3f, above the "
-                    "peak: no fragment (see the table above)\n", p ? "fp8" : "bf16",
-                    fitted_eff(&sm, p, p ? g8->gemm_eff : g->gemm_eff));
-            failed = 1;
+    /* each precision's fraction: the file's times the model's time over the measured
+     * (a long GEMM weighs more than a short one); over 1 it is no machine-file figure:
+     * the model's shape terms, not the peak, are then wrong for these GEMMs */
+    double ratio[2] = {NAN, NAN}, eff[2] = {NAN, NAN};
+    int unfit = 0;
+    for (int p = 0; p < 2 && !failed; p++) {
+        if (sm.n[p] == 0)
+            continue;
+        ratio[p] = model_over_measured(&sm, p, g->kernel_us * 1e-6, launch);
+        eff[p] = (p ? g8->gemm_eff : g->gemm_eff) * ratio[p];
+        if (!(eff[p] > 0 && eff[p] <= 1.0)) {
+            fprintf(stderr, "perf/gpu_model: the %s GEMMs fit a large-GEMM fraction of %.3f, not in "
+                    "0..1: no fragment (the table above)\n", p ? "fp8" : "bf16", eff[p]);
+            unfit = 1;
         }
-    if (failed) {
+    }
+    if (failed)
         fprintf(stderr, "perf/gpu_model: a figure could not be measured (above): no fragment\n");
-    } else {
+    failed |= unfit;
+    if (!failed) {
         char frag[3072], fp8line[512] = "", soakline[160] = "no soak (--soak 0)";
         if (o->soak > 0)
             snprintf(soakline, sizeof soakline,
@@ -638,13 +645,14 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
                      "gemm_eff_large_fp8 %.3f   # the file's %.3f x %.3f over %d e4m3 GEMMs (cuBLASLt,\n"
                      "#   TN); geometric mean of model over measured %.3f; the best measured shape:\n"
                      "#   %.1f of %.1f TFLOP/s\n",
-                     fitted_eff(&sm, 1, g8->gemm_eff), g8->gemm_eff, sm.model_net[1] / sm.meas_net[1],
+                     eff[1], g8->gemm_eff, ratio[1],
                      sm.n[1], exp(sm.logsum[1] / sm.n[1]), sm.best[1], g8->peak_tflops);
         snprintf(frag, sizeof frag,
                  "# Measured by perf/gpu_model on %s (%d SMs), cuBLAS %d, %s, against %s;\n"
                  "#   %s. Each large-GEMM fraction is the file's times the model's summed time\n"
-                 "#   over the measured sum (the published runs' GEMMs, each shape once, less a\n"
-                 "#   kernel's overhead each): with it the model prices them as this GPU ran them\n"
+                 "#   over the measured sum (the published runs' GEMMs, each shape once, less the\n"
+                 "#   file's kernel_us and the measured call overhead): with it the model prices\n"
+                 "#   them as this GPU ran them\n"
                  "gemm_eff_large %.3f   # the file's %.3f x %.3f over %d bf16 GEMMs; geometric\n"
                  "#   mean of model over measured %.3f; the best measured shape: %.1f of %.1f\n"
                  "#   TFLOP/s bf16\n"
@@ -653,7 +661,7 @@ static int measure_all(const opts *o, const sb_gpu *g, const sb_gpu *g8, const s
                  "# back-to-back cuBLAS calls: %.2f us a kernel (a floor for kernel_us, which\n"
                  "# also counts the framework's launch path)\n",
                  prop.name, prop.multiProcessorCount, ver, day, mc->path, soakline,
-                 fitted_eff(&sm, 0, g->gemm_eff), g->gemm_eff, sm.model_net[0] / sm.meas_net[0], sm.n[0],
+                 eff[0], g->gemm_eff, ratio[0], sm.n[0],
                  exp(sm.logsum[0] / sm.n[0]), sm.best[0], g->peak_tflops, fp8line, gbs / mc->mem_gbs, gbs, mc->mem_gbs, launch * 1e6);
         printf("\n%s", frag);
         if (o->fragment && write_fragment(o->fragment, frag))

@@ -121,9 +121,11 @@ static int read_runs(const sb_json *j, const char *path, vpoint **pts, int *n, s
     return 0;
 }
 
-/* validate-gemm: a block per series (machine and precision): the run's index
- * in the file, its implied rate (runs without one left out), its id, the
- * file's rate. Drawn only when every run has the fields; says why not. */
+/* validate-gemm: a block per series (machine and precision), every run of it:
+ * its index in the file, its implied rate (NaN where none meets its step: no
+ * point, its tic kept), its id; then a block per series of the machine file's
+ * rate from its first run to its last (the dashed line, whatever the points).
+ * Drawn only when every run has the fields; says why not. */
 static int plot_gemm(plotter *pl, const vpoint *pts, int n, sb_error *err)
 {
     sb_series *g = calloc(1, sizeof *g);
@@ -149,9 +151,21 @@ static int plot_gemm(plotter *pl, const vpoint *pts, int n, sb_error *err)
     for (int w = 0; w < g->n; w++) {
         fprintf(f, "# %s\n", g->name[w]);
         for (int i = 0; i < n; i++)
-            if (!strcmp(pts[i].series, g->name[w]) && pts[i].implied > 0)
-                fprintf(f, "%d\t%.9g\t%s\t%.9g\n", i + 1, pts[i].implied, pts[i].id, pts[i].gemm);
+            if (!strcmp(pts[i].series, g->name[w])) {
+                if (pts[i].implied > 0)
+                    fprintf(f, "%d\t%.9g\t%s\n", i + 1, pts[i].implied, pts[i].id);
+                else
+                    fprintf(f, "%d\tNaN\t%s\n", i + 1, pts[i].id);
+            }
         fprintf(f, "\n\n");
+    }
+    for (int w = 0; w < g->n; w++) {
+        int first = -1, last = -1;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(pts[i].series, g->name[w]))
+                last = i, first = first < 0 ? i : first;
+        fprintf(f, "# %s: the machine file's rate\n%.9g\t%.9g\n%.9g\t%.9g\n\n\n", g->name[w],
+                first + 1 - 0.4, pts[first].gemm, last + 1 + 0.4, pts[first].gemm);
     }
     if (close_data(&f, data, err))
         goto out;

@@ -6,8 +6,10 @@
 # dashed line at that machine file's own rate.
 # In: plotdir, term, outfile, datafile, series (one data block per machine
 # and precision, in the legend's order), colors, ttl, nruns.
-# datafile blocks: the run's index (1-based) <TAB> implied TFLOP/s <TAB> run
-# id <TAB> the machine file's TFLOP/s.
+# datafile: a block per series, every run of it: the run's index (1-based)
+# <TAB> implied TFLOP/s (NaN: none meets its step; its tic stays) <TAB> run
+# id; then a block per series, the machine file's TFLOP/s at its first and
+# last run (x <TAB> TFLOP/s).
 load plotdir.'/terminal.gp'
 set title ttl
 set ylabel 'large-GEMM TFLOP/s'
@@ -19,5 +21,5 @@ set grid ytics
 plot for [i=1:words(series)] datafile index (i-1) using 1:2:xtic(3) with points \
          pt sb_pt(word(colors, i)) ps 1.2 lc rgb sb_lc(word(colors, i)) \
          title word(series, i).' (implied)', \
-     for [i=1:words(series)] datafile index (i-1) using 1:4 with lines dt 2 lw 1.5 \
-         lc rgb sb_lc(word(colors, i)) title word(series, i).' (machine file)'
+     for [i=1:words(series)] datafile index (words(series)+i-1) using 1:2 with lines dt 2 \
+         lw 1.5 lc rgb sb_lc(word(colors, i)) title word(series, i).' (machine file)'

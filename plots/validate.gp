@@ -19,12 +19,14 @@ set yrange [lo:hi]
 set size ratio -1
 set key top left
 set samples 200
+# the even sources' labels on the right: a plot element only where there are two
+# sources or more (an empty for-range is an error to gnuplot)
+right = words(sources) < 2 ? "" : ", for [i=2:words(sources):2] datafile index (i-1) " . \
+    "using 1:4:3 with labels right offset -1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle"
 plot '+' using 1:(0.9*$1):(1.1*$1) with filledcurves fc rgb '#dddddd' fs solid 0.7 noborder \
          title '±10%', \
      x with lines lw 1.5 dt 2 lc rgb '#444444' title 'y = x', \
      for [i=1:words(sources)] datafile index (i-1) using 1:2 with points \
          pt sb_pt(word(colors, i)) ps 1.4 lc rgb sb_lc(word(colors, i)) title word(sources, i), \
      for [i=1:words(sources):2] datafile index (i-1) using 1:4:3 with labels \
-         left offset 1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle, \
-     for [i=2:words(sources):2] datafile index (i-1) using 1:4:3 with labels \
-         right offset -1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle
+         left offset 1,0 font ',8' tc rgb sb_lc(word(colors, i)) notitle @right

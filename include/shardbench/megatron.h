@@ -54,12 +54,14 @@ typedef struct {
     double peak_tflops;     /* dense peak at the precision */
     /* The attention core's peak: bf16's under the fp8 recipe (Transformer
      * Engine keeps dot-product attention in bf16: its recipes' fp8_dpa is
-     * off by default), else peak_tflops. 0: peak_tflops. */
+     * off by default), else peak_tflops. 0: peak_tflops. The output layer
+     * (Megatron-LM's own linear) is priced at it and attn_gemm_eff too. */
     double attn_peak_tflops;
     int fp8;                /* 1: the fp8 recipe: each linear's input and output gradient
                                cast to fp8 by a cast-transpose kernel */
     double gemm_eff;        /* fraction of peak a large GEMM reaches (microbenchmark) */
-    double attn_gemm_eff;   /* the attention core's fraction (bf16's under fp8); 0: gemm_eff */
+    double attn_gemm_eff;   /* the attention core's and the output layer's fraction
+                               (bf16's under fp8); 0: gemm_eff */
     /* the fused attention kernel's measured TFLOP/s by sequence length (n 0:
      * priced as its GEMMs at attn_gemm_eff), forward and backward */
     sb_curve attn_fwd, attn_bwd;

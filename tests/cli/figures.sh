@@ -298,6 +298,27 @@ import json; j = json.load(open('$T/v.json')); j['runs'][2]['implied_gemm_tflops
 json.dump(j, open('$T/vnull.json', 'w'))"
 "$SB" plot --validate "$T/vnull.json" --out "$T/vn" >/dev/null 2>&1 || fail "plot --validate, an implied null"
 grep -qF "(n = 17; 1 met by no rate)" "$T/vn/validate-gemm.svg" || fail "validate-gemm: a null not counted"
+# points in the series' plot group: 17, not 18; its run still a tic
+gemm_points() { python3 -c "
+import re, sys
+g = re.search(r'<g id=\"gnuplot_plot_1\" ><title>[^<]*\(implied\)</title>(.*?)</g>', open(sys.argv[1]).read(), re.S)
+print(len(re.findall(r\"<use xlink:href='#gpPt\", g.group(1))) if g else -1)" "$1"; }
+[ "$(gemm_points "$T/vf/validate-gemm.svg")" = 18 ] && [ "$(gemm_points "$T/vn/validate-gemm.svg")" = 17 ] ||
+    fail "validate-gemm: points $(gemm_points "$T/vf/validate-gemm.svg") and $(gemm_points "$T/vn/validate-gemm.svg"), not 18 and 17"
+id2=$(python3 -c "import json; print(json.load(open('$T/v.json'))['runs'][2]['id'])")
+grep -q ">$id2<" "$T/vn/validate-gemm.svg" || fail "validate-gemm: the null run $id2 lost its tic"
+# every rate null: still drawn, the machine file's line and the series in the key
+python3 -c "
+import json; j = json.load(open('$T/v.json'))
+for r in j['runs']: r['implied_gemm_tflops'] = None
+json.dump(j, open('$T/vall.json', 'w'))"
+"$SB" plot --validate "$T/vall.json" --out "$T/va" >/dev/null 2>&1 || fail "plot --validate, every rate null"
+$CHECK "$T/va/validate-gemm.svg" "a100-sxm-80g_fp16 (machine file)" --also "a100-sxm-80g_fp16 (implied)" ||
+    fail "validate-gemm, every rate null"
+# one source (one run): the figure of predicted against published still drawn
+(grep '^#' "$SRC/tests/data/published-runs.tsv"; grep -v '^#' "$SRC/tests/data/published-runs.tsv" | head -n 2) >"$T/one.tsv"
+rc=0; "$SB" validate --data "$T/one.tsv" --plot "$T/v1" >/dev/null 2>"$T/v1.err" || rc=$?
+[ "$rc" -le 1 ] && both "$T/v1/validate" || fail "validate --plot of one source: exit $rc: $(cat "$T/v1.err")"
 # a validate older than the GEMM fields: the first figure alone, and why
 python3 -c "
 import json; j = json.load(open('$T/v.json'))

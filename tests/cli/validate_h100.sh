@@ -25,8 +25,9 @@ DATA="$SRC/tests/data/published-runs-h100.tsv"
 source "$(dirname "${BASH_SOURCE[0]}")/validate_lib.sh"
 validate_whole H100
 validate_implied val "$SRC/machines"
-# under fp8 the implied rate moves the linear layers' GEMMs only: with the attention
-# priced as GEMM tiles (no measured rates) it keeps bf16's gemm_eff_large
+# under fp8 the implied rate moves the linear layers' GEMMs only (not the output
+# layer's, bf16): with the attention priced as GEMM tiles (no measured rates) it
+# keeps bf16's gemm_eff_large
 mkdir -p "$TMP/noattn"
 for f in "$SRC"/machines/*.machine; do grep -v '^attn_[fb]wd_tflops' "$f" > "$TMP/noattn/${f##*/}"; done
 SHARDBENCH_MACHINES="$TMP/noattn" "$SB" validate --data "$DATA" --format json > "$TMP/noattn.json" 2> /dev/null

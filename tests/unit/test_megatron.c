@@ -169,6 +169,7 @@ static void test_compute_by_kind(void **state)
     c.fused_attention = 1, c.precision = SB_PREC_FP8;
     sb_gpu g8 = g;
     g8.peak_tflops = 1979, g8.attn_peak_tflops = 989, g8.fp8 = 1;
+    g8.gemm_eff = 0.7, g8.attn_gemm_eff = 0.8; /* fp8's fraction and bf16's, apart */
     sb_mt_price(&m, &c, &g8, &r8);
     g8.fp8 = 0; /* the same pricing without the cast kernels */
     sb_mt_price(&m, &c, &g8, &r16);
@@ -179,7 +180,7 @@ static void test_compute_by_kind(void **state)
     assert_true(casts > 0);
     /* the logits' GEMMs (Megatron-LM's own linear, not Transformer Engine's) stay bf16 */
     sb_gpu gb = g8;
-    gb.peak_tflops = 989;
+    gb.peak_tflops = 989, gb.gemm_eff = 0.8;
     double head8 = 0, head16 = 0;
     for (int i = 0; i < SB_MT_HEAD_GEMMS; i++) {
         head8 += sb_gpu_gemm_s(&gb, 1, hg[i].M, hg[i].N, hg[i].K, 2);
