@@ -19,6 +19,7 @@
 #include "shardbench/megatron.h"
 #include "shardbench/plots.h"
 #include "shardbench/precision.h"
+#include "shardbench/query.h"
 
 #ifndef SB_VALIDATE_DATA
 #define SB_VALIDATE_DATA "tests/data/published-runs.tsv"
@@ -456,12 +457,6 @@ static int plot_report(json_t *root, const char *dir, sb_error *err)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The table's last lines: per machine and precision, the GEMM rate the file
  * gives beside the ones the published steps imply (their median and range). */
 static void print_implied(const vrow *rows, int n)
@@ -472,21 +467,20 @@ static void print_implied(const vrow *rows, int n)
         if (done[i])
             continue;
         int k = 0, none = 0;
+        double lo = INFINITY, hi = 0.0;
         for (int j = i; j < n; j++)
             if (!strcmp(rows[j].machine, rows[i].machine) && rows[j].c.precision == rows[i].c.precision) {
+                double x = rows[j].implied_gemm_tflops;
                 done[j] = 1;
-                if (rows[j].implied_gemm_tflops > 0)
-                    v[k++] = rows[j].implied_gemm_tflops;
+                if (x > 0)
+                    v[k++] = x, lo = fmin(lo, x), hi = fmax(hi, x);
                 else
                     none++;
             }
         printf("GEMMs, %s %s: the file's %.0f TFLOP/s", rows[i].machine,
                sb_precision_name(rows[i].c.precision), rows[i].gemm_tflops);
-        if (k) {
-            qsort(v, (size_t)k, sizeof v[0], cmp_double);
-            double med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-            printf("; the published steps imply %.0f (median of %d, %.0f-%.0f)", med, k, v[0], v[k - 1]);
-        }
+        if (k)
+            printf("; the published steps imply %.0f (median of %d, %.0f-%.0f)", sb_median(v, k), k, lo, hi);
         if (none)
             printf("; %d run%s no rate up to the peak meets", none, none > 1 ? "s" : "");
         printf("\n");
