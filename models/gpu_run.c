@@ -114,16 +114,34 @@ int sb_model_fuse_attention(sb_model *m, sb_error *err)
     return n;
 }
 
-/* Marks the producers of each loss's input (the output layer). */
+/* The op that writes tensor t, or -1 (a model input). */
+static int producer(const sb_model *m, int t)
+{
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nout; k++)
+            if (m->ops[i].out[k].tensor == t)
+                return i;
+    return -1;
+}
+
+/* Marks each loss's output layer: the dense or einsum that writes the loss's
+ * input, or that input's through ops of one data input and no weight
+ * (Gemma 2's final softcap, a reshape). */
 static void mark_loss_inputs(sb_model *m)
 {
     for (int l = 0; l < m->nops; l++) {
         if (m->ops[l].kind != SB_OP_SOFTMAX_XENT)
             continue;
-        for (int i = 0; i < m->nops; i++)
-            for (int k = 0; k < m->ops[i].nout; k++)
-                if (m->ops[i].out[k].tensor == m->ops[l].in[0].tensor)
-                    m->ops[i].feeds_loss = 1;
+        for (int p = producer(m, m->ops[l].in[0].tensor), hops = 0; p >= 0 && hops < 8; hops++) {
+            sb_op *o = &m->ops[p];
+            if (o->kind == SB_OP_DENSE || o->kind == SB_OP_EINSUM) {
+                o->feeds_loss = 1;
+                break;
+            }
+            if (o->nin != 1 || o->nweights)
+                break;
+            p = producer(m, o->in[0].tensor);
+        }
     }
 }
 

@@ -179,9 +179,10 @@ typedef struct {
      * gradients freed as the backward goes) rather than as the CPU runtime
      * allocates them. 0 in every model as loaded. */
     int gpu_run;
-    /* 1 (sb_model_gpu_run): its output is the loss's input (softmax_xent's):
-     * the output layer, which Megatron-LM runs as its own linear, not a
-     * Transformer Engine one, so in bf16 under the fp8 recipe */
+    /* 1 (sb_model_gpu_run): the output layer, the dense or einsum whose
+     * output the loss (softmax_xent) reads, directly or through ops of one
+     * input and no weight (a softcap): Megatron-LM runs it as its own
+     * linear, not a Transformer Engine one, so in bf16 under fp8 */
     int feeds_loss;
     int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
     double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
@@ -237,7 +238,7 @@ int64_t sb_model_param_count(const sb_model *m, int64_t *active);
  * the number marked, or -1 (err) when out of memory. models/gpu_run.c. */
 int sb_model_fuse_attention(sb_model *m, sb_error *err);
 /* m priced as a GPU training framework runs it: every op's gpu_run set,
- * the ops whose output a softmax_xent reads marked feeds_loss, and with
+ * each loss's output layer marked feeds_loss, and with
  * fuse its attentions fused (sb_model_fuse_attention). 0, or -1 (err).
  * models/gpu_run.c. */
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err);

@@ -212,8 +212,9 @@ static void test_pricing(void **state)
     sb_model_free(&f);
 }
 
-/* The output layer under fp8 (sb_model_gpu_run marks the op a softmax_xent
- * reads feeds_loss): Megatron-LM runs it as its own linear, in bf16, so it
+/* The output layer under fp8 (sb_model_gpu_run marks the einsum a softmax_xent
+ * reads feeds_loss, through a softcap too): Megatron-LM runs it as its own
+ * linear, in bf16, so it
  * costs under the fp8 recipe what it costs under bf16 (in seconds: F differs);
  * a hidden linear runs in fp8, faster. */
 static void test_output_layer_fp8(void **state)
@@ -248,6 +249,21 @@ static void test_output_layer_fp8(void **state)
            h16 = sb_op_cost(&m, &m.ops[H], one, &c16) / c16.tflops;
     assert_true(fabs(l8 - l16) <= 1e-9 * l16);
     assert_true(h8 < 0.8 * h16);
+    sb_model_free(&m);
+    /* a softcap between the output layer and the loss (Gemma 2): the einsum marked */
+    const char *capped = "model \"capped\"\n"
+                         "input x[t=64, e=32]\n"
+                         "weight w1[e=32, f=32]\n"
+                         "h = einsum(\"t e, e f -> t f\", x, w1)\n"
+                         "weight wo[f=32, v=128]\n"
+                         "logits = einsum(\"t f, f v -> t v\", h, wo)\n"
+                         "c = softcap(logits, cap=30)\n"
+                         "loss = softmax_xent(c)\n";
+    if (sb_model_parse(capped, strlen(capped), "capped.model", NULL, 0, &m, &err) ||
+        sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    assert_true(m.ops[op_named(&m, "logits")].feeds_loss && !m.ops[op_named(&m, "h")].feeds_loss &&
+                !m.ops[op_named(&m, "c")].feeds_loss);
     sb_model_free(&m);
 }
 
