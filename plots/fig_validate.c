@@ -228,7 +228,9 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
         goto out;
     /* a block per source, by published seconds: pred, published, id, the
      * label's height (nudged up to LABEL_GAP above the source's previous
-     * label, so that runs of nearly one step time keep readable labels) */
+     * label, so that runs of nearly one step time keep readable labels; the
+     * range then reaches the highest label, none clipped) */
+    double top = 0;
     for (int w = 0; w < s->n; w++) {
         fprintf(f, "# source %s\n", s->name[w]);
         double last = 0, label = 0;
@@ -243,6 +245,7 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
                 break;
             last = pts[next].pub, at = next;
             label = fmax(last, label * LABEL_GAP);
+            top = fmax(top, label);
             fprintf(f, "%.9g\t%.9g\t%s\t%.9g\n", pts[next].pred, pts[next].pub, pts[next].id,
                     label);
         }
@@ -250,6 +253,7 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
     }
     if (close_data(&f, data, err))
         goto out;
+    hi = fmax(hi, top * 1.1);
     char title[256], extra[128];
     snprintf(title, sizeof title, "cost model against published runs: MAPE = %.1f%%, "
              "max error = %.1f%% (n = %d)", mape, worst, n);

@@ -15,6 +15,7 @@ set title ttl
 set ylabel 'large-GEMM TFLOP/s'
 set xrange [0:nruns+1]
 set yrange [0:*]
+set offsets 0, 0, graph 0.06, 0   # headroom: a rate on a tic stays off the border
 set xtics rotate by 90 right font ',7' nomirror
 set key inside bottom right box opaque
 set grid ytics

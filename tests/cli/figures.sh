@@ -290,6 +290,10 @@ grep -qF "implies (n = 18)" "$T/vf/validate-gemm.svg" || fail "validate-gemm: th
 rc=0; "$SB" validate --data "$SRC/tests/data/published-runs-h100-dgxc.tsv" --format json >"$T/vd.json" 2>/dev/null || rc=$?
 [ "$rc" -le 1 ] || fail "validate --format json (DGX Cloud): exit $rc"
 "$SB" plot --validate "$T/vd.json" --out "$T/vd" >/dev/null 2>&1 || fail "plot --validate (DGX Cloud)"
+# 38 runs of near steps: every label stacked within the range, none clipped
+for id in $(python3 -c "import json; print(*[r['id'] for r in json.load(open('$T/vd.json'))['runs']])"); do
+    grep -q ">$id<" "$T/vd/validate.svg" || fail "validate figure (DGX Cloud): label $id clipped"
+done
 $CHECK "$T/vd/validate-gemm.svg" "h100-sxm_bf16 (implied)" "h100-sxm_fp8 (implied)" \
     --also "h100-sxm_bf16 (machine file)" "h100-sxm_fp8 (machine file)" || fail "validate-gemm: bf16 and fp8"
 # a run no rate meets (implied null): left out and counted in the title
