@@ -345,10 +345,9 @@ static double step_at(const vrow *r, const sb_gpu *g, double f)
  * fraction rises: a bisection on its log. */
 static double implied_gemm_tflops(const vrow *r, const sb_gpu *g)
 {
-    double top = 1.0 / g->gemm_eff; /* the factor that reaches the peak */
-    if (!g->fp8 && g->attn_gemm_eff > 0)
-        top = fmin(top, 1.0 / g->attn_gemm_eff);
-    double lo = log(0.02), hi = log(top);
+    /* up to the factor that reaches the peak (outside fp8 a machine file gives the
+     * attention core the same fraction: sb_gpu_from_machine) */
+    double lo = log(0.02), hi = log(1.0 / g->gemm_eff);
     if (step_at(r, g, exp(hi)) > r->step_s || step_at(r, g, exp(lo)) < r->step_s)
         return 0.0;
     for (int i = 0; i < 50; i++) {

@@ -202,6 +202,18 @@ int sb_mt_head_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *o
     return SB_MT_HEAD_GEMMS;
 }
 
+/* g with the figures of the GEMMs the fp8 recipe leaves in bf16 (the attention
+ * core, the output layer): attn_peak_tflops and attn_gemm_eff, and no casts;
+ * outside fp8 they are the machine's own. */
+static sb_gpu non_fp8_gpu(const sb_gpu *g)
+{
+    sb_gpu u = *g;
+    u.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
+    u.gemm_eff = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
+    u.fp8 = 0;
+    return u;
+}
+
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
@@ -242,9 +254,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         bwd_attn = 5.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 1);
     } else {
         double sc = hl * s * skv; /* score elements */
-        sb_gpu ga = *g; /* the attention core at its own peak (bf16 under the fp8 recipe) */
-        ga.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
-        ga.gemm_eff = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
+        sb_gpu ga = non_fp8_gpu(g); /* the attention core at its own peak (bf16 under fp8) */
         fwd_attn = sb_gpu_gemm_s(&ga, hl, s, skv, dh, B) + sb_gpu_gemm_s(&ga, hl, s, dh, skv, B);
         bwd_attn = 2.0 * fwd_attn;
         /* fused scale-mask-softmax (read, write), dropout (read, write, 1-byte mask) */
@@ -382,12 +392,7 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
      * The output layer is Megatron-LM's own ColumnParallelLinear, not a Transformer
      * Engine one: under the fp8 recipe its GEMMs stay bf16 (the attention core's
      * figures, bf16's there) */
-    sb_gpu gh = *g;
-    if (g->fp8) {
-        gh.peak_tflops = g->attn_peak_tflops > 0 ? g->attn_peak_tflops : g->peak_tflops;
-        gh.gemm_eff = g->attn_gemm_eff > 0 ? g->attn_gemm_eff : g->gemm_eff;
-        gh.fp8 = 0;
-    }
+    sb_gpu gh = g->fp8 ? non_fp8_gpu(g) : *g;
     sb_mt_gemm hg[SB_MT_HEAD_GEMMS];
     sb_mt_head_gemms(mm, c, hg);
     e->head_gemm_f = sb_gpu_gemm_s(&gh, 1, hg[0].M, hg[0].N, hg[0].K, B);

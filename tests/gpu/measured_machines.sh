@@ -24,17 +24,17 @@ base=$root/machines/$name.machine
 mkdir -p "$dir"
 cp "$root"/machines/*.machine "$dir"/
 tmp=$(mktemp "$dir/.$name.XXXXXX")
-trap 'rm -f "$tmp" "$tmp.new"' EXIT
+trap 'rm -f "$tmp" "$tmp.new" "$tmp.keys"' EXIT
 cp "$base" "$tmp"
+keys_of() { awk '/^[ \t]*[a-z][a-z0-9_]*[ \t]/ {print $1}' "$@"; } # a key line's first word
 for frag in "$@"; do
     [ -s "$frag" ] || { echo "$me: fragment $frag is missing or empty" >&2; exit 2; }
-    keys=$(awk '/^[ \t]*[a-z][a-z0-9_]*[ \t]/ {print $1}' "$frag")
-    [ -n "$keys" ] || { echo "$me: fragment $frag gives no key" >&2; exit 2; }
-    for k in $keys; do
-        awk -v k="$k" '$1 != k' "$tmp" >"$tmp.new"
-        mv "$tmp.new" "$tmp"
-    done
-    { echo; echo "# ---- measured: $(basename "$frag") ----"; cat "$frag"; } >>"$tmp"
+    keys_of "$frag" >"$tmp.keys"
+    [ -s "$tmp.keys" ] || { echo "$me: fragment $frag gives no key" >&2; exit 2; }
+    # one pass: the lines of the fragment's keys dropped, then the fragment appended
+    awk 'NR == FNR { drop[$1] = 1; next } !($1 in drop)' "$tmp.keys" "$tmp" >"$tmp.new"
+    { echo; echo "# ---- measured: $(basename "$frag") ----"; cat "$frag"; } >>"$tmp.new"
+    mv "$tmp.new" "$tmp"
 done
 mv "$tmp" "$dir/$name.machine"
-echo "$me: $dir/$name.machine:" "$(awk '/^[ \t]*[a-z][a-z0-9_]*[ \t]/ {print $1}' "$@" | paste -sd ' ')" measured
+echo "$me: $dir/$name.machine:" "$(keys_of "$@" | paste -sd ' ')" measured
