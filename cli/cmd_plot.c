@@ -37,6 +37,8 @@ static void plot_usage(FILE *f)
             "  scaling-MODEL       predicted tokens/s (and MFU) vs devices per algorithm\n"
             "Of one `validate --format json` (--validate FILE.json):\n"
             "  validate            predicted vs published step time per run (log-log)\n"
+            "  validate-error      each run's signed error, the band validate allows\n"
+            "  validate-gemm       the large-GEMM rate each run's published step implies\n"
             "\n"
             "      --db FILE        results database (default %s)\n"
             "      --run ID         the run\n"

@@ -315,8 +315,8 @@ static void usage(FILE *f)
             "      --format table|json|csv\n"
             "      --target-mape PCT  (default 7)\n"
             "      --target-max PCT   (default 15)\n"
-            "      --plot DIR         also the figures DIR/validate.{png,svg} and\n"
-            "                         DIR/validate-gemm.{png,svg} (plot --validate)\n"
+            "      --plot DIR         also the figures DIR/validate, DIR/validate-error and\n"
+            "                         DIR/validate-gemm, each .png and .svg (plot --validate)\n"
             "  -h, --help\n");
 }
 

@@ -8,7 +8,10 @@
  * them, in the title. A field the figure needs that the JSON lacks fails
  * with exit 2 naming it ("runs[3].published_step_seconds"); no run, no
  * figure.
- * A second figure, validate-gemm: the large-GEMM rate each run's published
+ * A second, validate-error: each run's signed error in percent, a bar per
+ * run, the band at target_max_percent (over LABEL_MAX runs the first
+ * figure's points go unlabelled: this one names them).
+ * A third, validate-gemm: the large-GEMM rate each run's published
  * step implies (`implied_gemm_tflops`, docs/validation.md), a point per run
  * in the file's order, one colour per machine and precision, a dashed line
  * at that machine file's own rate (`gemm_tflops`). A JSON of a validate
@@ -24,6 +27,7 @@
 
 #define VALIDATE_MAX_BYTES (64u << 20)
 #define LABEL_GAP 1.15 /* least ratio between two labels of a source (~ a line of text) */
+#define LABEL_MAX 20    /* more runs than this: the scatter's points unlabelled (validate-error names them) */
 
 typedef struct {
     char id[64], source[64]; /* safe names */
@@ -187,6 +191,51 @@ out:
     return rc;
 }
 
+/* validate-error: each run's signed error, (predicted - published) / published
+ * in percent, a bar per run in the file's order (its id on the x axis), a
+ * colour per source; a band at +- the largest error validate allows
+ * (target_max_percent) and the count within it in the title. Drawn only when
+ * the JSON gives its targets (a validate older than them: says why not). */
+static int plot_error(plotter *pl, const sb_json *j, const vpoint *pts, int n, const sb_series *s,
+                      double mape, double worst, sb_error *err)
+{
+    const sb_json *tm = sb_json_get(j, "target_mape_percent"), *tx = sb_json_get(j, "target_max_percent");
+    if (!tm || tm->type != SB_JSON_NUM || !(tm->num > 0) || !isfinite(tm->num) || !tx ||
+        tx->type != SB_JSON_NUM || !(tx->num > 0) || !isfinite(tx->num)) {
+        fprintf(pl->log ? pl->log : stdout, "validate-error: not drawn: no target_mape_percent or "
+                "target_max_percent > 0 (a validate older than them)\n");
+        return 0;
+    }
+    char data[PATH_MAX], title[256], extra[128], *vars = NULL;
+    FILE *f = sb_plot_data_file(pl, "validate-error", data, sizeof data, err);
+    if (!f)
+        return -1;
+    double span = tx->num;
+    int within = 0;
+    for (int w = 0; w < s->n; w++) {
+        fprintf(f, "# source %s\n", s->name[w]);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(pts[i].source, s->name[w])) {
+                double e = 100.0 * (pts[i].pred - pts[i].pub) / pts[i].pub;
+                span = fmax(span, fabs(e));
+                fprintf(f, "%d\t%.9g\t%s\n", i + 1, e, pts[i].id);
+            }
+        fprintf(f, "\n\n");
+    }
+    for (int i = 0; i < n; i++)
+        within += fabs(100.0 * (pts[i].pred - pts[i].pub) / pts[i].pub) <= tx->num;
+    if (close_data(&f, data, err))
+        return -1;
+    snprintf(title, sizeof title, "prediction error per run: MAPE %.1f%%, max %.1f%% (targets %g%%, "
+             "%g%%); %d of %d within ±%g%%", mape, worst, tm->num, tx->num, within, n, tx->num);
+    snprintf(extra, sizeof extra, "; nruns=%d; tmax=%.9g; span=%.9g", n, tx->num, span * 1.15);
+    if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
+        return -1;
+    int rc = sb_plot_gnuplot(pl, "validate-error.gp", "validate-error", vars, err);
+    free(vars);
+    return rc;
+}
+
 int sb_plot_validate(const char *path, const char *out, const char *scripts, FILE *log,
                      int *figures, int *files, sb_error *err)
 {
@@ -245,7 +294,8 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
                 break;
             last = pts[next].pub, at = next;
             label = fmax(last, label * LABEL_GAP);
-            top = fmax(top, label);
+            if (n <= LABEL_MAX)
+                top = fmax(top, label);
             fprintf(f, "%.9g\t%.9g\t%s\t%.9g\n", pts[next].pred, pts[next].pub, pts[next].id,
                     label);
         }
@@ -257,10 +307,12 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
     char title[256], extra[128];
     snprintf(title, sizeof title, "cost model against published runs: MAPE = %.1f%%, "
              "max error = %.1f%% (n = %d)", mape, worst, n);
-    snprintf(extra, sizeof extra, "; lo=%.9g; hi=%.9g", lo, hi);
+    snprintf(extra, sizeof extra, "; lo=%.9g; hi=%.9g; labels=%d", lo, hi, n <= LABEL_MAX);
     if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
         goto out;
     rc = sb_plot_gnuplot(&pl, "validate.gp", "validate", vars, err);
+    if (!rc)
+        rc = plot_error(&pl, j, pts, n, s, mape, worst, err);
     if (!rc)
         rc = plot_gemm(&pl, pts, n, err);
 out:

@@ -290,10 +290,37 @@ grep -qF "implies (n = 18)" "$T/vf/validate-gemm.svg" || fail "validate-gemm: th
 rc=0; "$SB" validate --data "$SRC/tests/data/published-runs-h100-dgxc.tsv" --format json >"$T/vd.json" 2>/dev/null || rc=$?
 [ "$rc" -le 1 ] || fail "validate --format json (DGX Cloud): exit $rc"
 "$SB" plot --validate "$T/vd.json" --out "$T/vd" >/dev/null 2>&1 || fail "plot --validate (DGX Cloud)"
-# 38 runs of near steps: every label stacked within the range, none clipped
+# 38 runs (over 20): the scatter's points unlabelled; validate-error names each
 for id in $(python3 -c "import json; print(*[r['id'] for r in json.load(open('$T/vd.json'))['runs']])"); do
-    grep -q ">$id<" "$T/vd/validate.svg" || fail "validate figure (DGX Cloud): label $id clipped"
+    grep -q ">$id<" "$T/vd/validate.svg" && fail "validate figure (DGX Cloud): 38 runs, yet $id labelled"
+    grep -q ">$id<" "$T/vd/validate-error.svg" || fail "validate-error (DGX Cloud): no tic $id"
 done
+# validate-error: a bar per run, a colour per source, the band at the largest error
+# allowed, and in the title how many runs lie in it (computed here from the JSON)
+for d in v:vf vd:vd; do
+    both "$T/${d#*:}/validate-error"
+    within=$(python3 -c "import json; j = json.load(open('$T/${d%:*}.json')); r = j['runs']
+e = [100 * (x['predicted_step_seconds'] - x['published_step_seconds']) / x['published_step_seconds'] for x in r]
+print('%d of %d within ±%g%%' % (sum(abs(v) <= j['target_max_percent'] for v in e), len(r), j['target_max_percent']))")
+    grep -qF "$within" "$T/${d#*:}/validate-error.svg" ||
+        fail "validate-error (${d%:*}): the title lacks: $within"
+done
+$CHECK "$T/vd/validate-error.svg" DGXC_24.05 DGXC_24.09 --also '±15%' || fail "validate-error (DGX Cloud): sources"
+# bars per source: 10 of DGX Cloud 24.05 (GPT-3 175B), 28 of 24.09
+bars() { python3 -c "
+import sys
+s = open(sys.argv[1]).read(); a = s.find('<g id=\"gnuplot_plot_%s\"' % sys.argv[2])
+b = s.find('<g id=\"gnuplot_plot_', a + 1)
+print(s[a:b if b > 0 else len(s)].count('<polygon') - 1 if a >= 0 else -1)" "$1" "$2"; }
+[ "$(bars "$T/vd/validate-error.svg" 2)" = 10 ] && [ "$(bars "$T/vd/validate-error.svg" 3)" = 28 ] ||
+    fail "validate-error: bars $(bars "$T/vd/validate-error.svg" 2) and $(bars "$T/vd/validate-error.svg" 3), not 10 and 28"
+# a validate without its targets: the other figures, and why not this one
+python3 -c "
+import json; j = json.load(open('$T/v.json')); del j['target_max_percent']
+json.dump(j, open('$T/vnot.json', 'w'))"
+"$SB" plot --validate "$T/vnot.json" --out "$T/vt" >"$T/vt.out" 2>&1 || fail "plot --validate, no targets"
+[ ! -e "$T/vt/validate-error.svg" ] && grep -q "validate-error: not drawn: no target" "$T/vt.out" &&
+    both "$T/vt/validate" || fail "validate-error without targets: $(cat "$T/vt.out")"
 $CHECK "$T/vd/validate-gemm.svg" "h100-sxm_bf16 (implied)" "h100-sxm_fp8 (implied)" \
     --also "h100-sxm_bf16 (machine file)" "h100-sxm_fp8 (machine file)" || fail "validate-gemm: bf16 and fp8"
 # a run no rate meets (implied null): left out and counted in the title
