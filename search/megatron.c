@@ -226,7 +226,9 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const int tp_inter = c->tp > g->node_devices;
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
-    double attn_mem_f = 0, attn_mem_b = 0; /* of fwd_attn, bwd_attn: the materialized scores' passes */
+    /* of fwd_attn, bwd_attn: their memory-bound passes (CP's merges; the materialized
+     * scores' softmax and dropout) */
+    double attn_mem_f = 0, attn_mem_b = 0;
     sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
     double gt[SB_MT_LAYER_GEMMS]; /* each GEMM's price, once (TP overlap reads them too) */
     sb_mt_layer_gemms(mm, c, gm);
@@ -252,6 +254,10 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         /* backward: recomputes the scores, then dQ, dK, dV and dP: 2.5x the forward's
          * products, at the backward kernel's rate where the machine gives one */
         bwd_attn = 5.0 * sb_gpu_attn_s(g, hl, s, skv * half, dh, B, 1);
+        /* CP: the passes that merge the ring's steps (memory-bound, with the core:
+         * selective recomputation repeats them) */
+        sb_mt_cp_passes(g, c->cp, hl * s * dh, c->mbs * s * kvh / t, hl * s, B, &attn_mem_f, &attn_mem_b);
+        fwd_attn += attn_mem_f, bwd_attn += attn_mem_b;
     } else {
         double sc = hl * s * skv; /* score elements */
         sb_gpu ga = non_fp8_gpu(g); /* the attention core at its own peak (bf16 under fp8) */

@@ -1,5 +1,5 @@
-/* search/mt_int.h: what megatron.c, megatron_stages.c and megatron_layout.c
- * share (internal):
+/* search/mt_int.h: what megatron.c, megatron_stages.c, megatron_layout.c,
+ * megatron_tpov.c and megatron_cp.c share (internal):
  * one transformer layer's figures on one GPU per micro-batch, and the
  * pipeline's ends (embedding, head, the sends between stages), both from
  * the GPU op model. */
@@ -42,6 +42,14 @@ typedef struct {
 } sb_mt_tpov;
 void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config *c, const sb_gpu *g,
                       double tok_bytes, int moe, sb_mt_tpov *o);
+
+/* Context parallelism's memory-bound passes beside its attention kernels, per
+ * layer and micro-batch, forward and backward (megatron_cp.c: Transformer
+ * Engine's ring, causal, two chunks a rank): Q a rank's query elements, K its
+ * key elements, rows its log-sum-exp rows (Q over the head dim), B bytes a
+ * word; 0 below cp 2. */
+void sb_mt_cp_passes(const sb_gpu *g, int cp, double Q, double K, double rows, double B, double *fwd_s,
+                     double *bwd_s);
 
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                  sb_mt_layer_cost *L);

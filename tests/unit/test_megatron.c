@@ -15,6 +15,7 @@
 
 #include "shardbench/megatron.h"
 #include "shardbench/precision.h"
+#include "../search/mt_int.h"
 
 static sb_gpu toy(void)
 {
@@ -303,6 +304,62 @@ static void test_attention_rates(void **state)
     sb_mt_price(&m, &c, &g2, &f);
     want = 4 * 4 * 2 * (sb_gpu_attn_s(&g2, hl, s, s / 2, dh, 2, 0) - sb_gpu_attn_s(&g, hl, s, s / 2, dh, 2, 0));
     close_to(f.compute_s - a.compute_s, want);
+}
+
+/* Context parallelism's merge passes (Transformer Engine's ring, causal, sbhd; bytes
+ * per element read + written, at 2-byte words), by hand for cp 2 from the code's
+ * steps. Forward, rank 0: K and V into the ring's buffer 2K x 4, the output zeroed
+ * Q x 2, its step outputs added Q x 6 (both query chunks) + Q/2 x 6 (the second):
+ * 8K + 11Q; rank 1 both steps whole: 8K + 14Q. Backward, rank 0: the buffer 8K;
+ * step 0 (the second query half against all K/V): dK,dV concatenated 2K x 4, dQ's
+ * half copied Q/2 x 4, dKV copied 2K x 4; step 1 (its own chunks): concatenated
+ * 2K x 4, dQ half copied half added Q/2 x (4 + 6), dKV K x (4 + 6): 42K + 7Q;
+ * rank 1: 8K; step 0 (all Q against the first K/V half) K x 4, Q x 4, K x 4; step 1
+ * 2K x 4, Q x 6, 2K x 6: 36K + 10Q. Each direction the slower rank's. */
+static void test_cp_passes(void **state)
+{
+    (void)state;
+    sb_gpu g = toy(); /* 500 GB/s, no launch cost */
+    double f, b, Q = 1e6, bw = 500e9;
+    sb_mt_cp_passes(&g, 1, Q, Q, 0, 2, &f, &b);
+    assert_true(f == 0.0 && b == 0.0);
+    sb_mt_cp_passes(&g, 2, Q, Q, 0, 2, &f, &b); /* MHA: K = Q */
+    close_to(f, 22 * Q / bw);
+    close_to(b, 49 * Q / bw);
+    sb_mt_cp_passes(&g, 2, Q, Q / 4, 0, 2, &f, &b); /* GQA, 4 query heads a K/V head */
+    close_to(f, (2 + 14) * Q / bw);
+    close_to(b, fmax(42.0 / 4 + 7, 36.0 / 4 + 10) * Q / bw);
+    /* cp 4, forward: the last rank meets both query chunks on every step */
+    sb_mt_cp_passes(&g, 4, Q, Q, 0, 2, &f, &b);
+    close_to(f, (8 + 2 + 4 * 6) * Q / bw);
+    /* the log-sum-exp rows (fp32, merged in fp64): forward two casts 12 + 12 bytes a
+     * row and, rank 1, step 1's merge 20; backward its second half made contiguous 8
+     * bytes a row of half */
+    sb_mt_cp_passes(&g, 2, 0, 0, Q, 2, &f, &b);
+    close_to(f, 44 * Q / bw);
+    close_to(b, 4 * Q / bw);
+    /* kernels: forward 7 a rank; backward rank 0's 2 + 3 + 5 */
+    g.kernel_us = 4;
+    sb_mt_cp_passes(&g, 2, 1e-30, 1e-30, 1e-30, 2, &f, &b);
+    close_to(f, 7 * 4e-6);
+    close_to(b, 10 * 4e-6);
+    /* priced with the attention: a selective recomputation repeats the forward's, and
+     * they count as memory-bound */
+    g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    m.layers = 4, m.global_batch = 8, m.kv_heads = 8;
+    sb_mt_config c = cfg(2, 1, 1, 1, 2);
+    c.cp = 2, c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+    sb_mt_result rn, rs;
+    sb_mt_price(&m, &c, &g, &rn);
+    c.recompute = SB_MT_RC_SELECTIVE;
+    sb_mt_price(&m, &c, &g, &rs);
+    double s = 1024, hl = 64 / 2 * 2, dh = 128;
+    sb_mt_cp_passes(&g, 2, hl * s * dh, 2 * s * 8 * dh / 2, hl * s, 2, &f, &b);
+    assert_true(f > 0 && b > f);
+    close_to(rs.compute_memory_s - rn.compute_memory_s, 4 * 4 * f);
+    close_to(rs.compute_attention_s - rn.compute_attention_s, 4 * 4 * 2 * sb_gpu_attn_s(&g, hl, s, 1024, dh, 2, 0));
 }
 
 /* Activations per layer (Korthikanti et al. 2022, tensor by tensor): GPT-3 gives
@@ -612,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_fp8_gemm_eff),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_attention_rates),
+        cmocka_unit_test(test_cp_passes),
         cmocka_unit_test(test_compute_by_kind),
         cmocka_unit_test(test_head_passes),
         cmocka_unit_test(test_slowest_stage),
