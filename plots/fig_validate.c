@@ -2,8 +2,8 @@
  * `validate --plot DIR`): the cost model against published training runs
  * (`validate --format json`, docs/megatron.md). One point per run: its
  * predicted step seconds (x) against the published ones (y), on log-log
- * axes with one range fitted to the points, the y = x line and a +-10%
- * band; each point labelled by its run id, one colour per source (the
+ * axes with one range fitted to the points, the y = x line and the band of
+ * the largest error validate allows (target_max_percent; 10% without it); each point labelled by its run id, one colour per source (the
  * paper the run is from); MAPE and the largest error, as validate computed
  * them, in the title. A field the figure needs that the JSON lacks fails
  * with exit 2 naming it ("runs[3].published_step_seconds"); no run, no
@@ -265,13 +265,16 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
         read_runs(j, path, &pts, &n, s, err))
         goto out;
     sb_series_sort(s);
+    /* the band: the largest error validate allows, where the JSON gives it */
+    const sb_json *tx = sb_json_get(j, "target_max_percent");
+    double band = tx && tx->type == SB_JSON_NUM && tx->num > 0 && tx->num < 100 ? tx->num : 10.0;
     /* one range for both axes, a tenth of a decade beyond the points and the band */
     double lo = INFINITY, hi = 0;
     for (int i = 0; i < n; i++) {
         lo = fmin(lo, fmin(pts[i].pred, pts[i].pub));
         hi = fmax(hi, fmax(pts[i].pred, pts[i].pub));
     }
-    lo /= 1.1 * 1.25, hi *= 1.1 * 1.25;
+    lo /= (1.0 + band / 100.0) * 1.25, hi *= (1.0 + band / 100.0) * 1.25;
     if (sb_plotter_open(&pl, scripts, out, err) ||
         !(f = sb_plot_data_file(&pl, "validate", data, sizeof data, err)))
         goto out;
@@ -307,7 +310,8 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
     char title[256], extra[128];
     snprintf(title, sizeof title, "cost model against published runs: MAPE = %.1f%%, "
              "max error = %.1f%% (n = %d)", mape, worst, n);
-    snprintf(extra, sizeof extra, "; lo=%.9g; hi=%.9g; labels=%d", lo, hi, n <= LABEL_MAX);
+    snprintf(extra, sizeof extra, "; lo=%.9g; hi=%.9g; labels=%d; band=%.9g", lo, hi, n <= LABEL_MAX,
+             band);
     if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
         goto out;
     rc = sb_plot_gnuplot(&pl, "validate.gp", "validate", vars, err);

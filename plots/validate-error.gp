@@ -8,6 +8,7 @@
 # in the legend's order), colors, ttl, nruns, tmax (percent), span (the y
 # range's half height, percent).
 # datafile blocks: the run's index (1-based) <TAB> error percent <TAB> run id.
+height = 500   # the run ids below take what the default height would leave empty
 load plotdir.'/terminal.gp'
 set title ttl
 set ylabel 'predicted vs published step (%)'
@@ -18,7 +19,6 @@ set xzeroaxis lt 1 lw 1 lc rgb '#444444'
 set grid ytics
 set boxwidth 0.7
 set style fill solid 0.85 noborder
-set key top left
 plot '+' using 1:(-tmax):(tmax) with filledcurves fc rgb '#e6e6e6' fs solid 1.0 noborder \
          title sprintf('±%g%%', tmax), \
      for [i=1:words(sources)] datafile index (i-1) using 1:2:xtic(3) with boxes \

@@ -315,16 +315,18 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         L->ep_s = 4.0 * sb_gpu_p2p_s(g, bytes, inter);
     }
     /* CP: each rank gathers the other ranks' K and V (a ring, overlapped with the
-     * attention blocks: only what the attention cannot hide is exposed), the backward
-     * gathers them again and reduce-scatters their gradients */
+     * attention kernels: only what they cannot hide is exposed; the merge passes run
+     * before the ring starts or after it ends), the backward gathers them again and
+     * reduce-scatters their gradients; a recomputation, full or selective (the core
+     * attention, ring and all), repeats the forward's */
     if (c->cp > 1) {
         double kv = (double)c->mbs * mm->seq * 2.0 * kvh / t * B; /* the sequence's K and V */
         int inter = (long)c->tp * c->cp > g->node_devices;
         double ring = sb_gpu_gather_s(g, kv, c->cp, inter);
-        L->cp_fwd_s = fmax(ring - fwd_attn, 0.0);
-        L->cp_s = L->cp_fwd_s + fmax(2.0 * ring - bwd_attn, 0.0);
-        if (c->recompute == SB_MT_RC_FULL)
-            L->cp_s += fmax(ring - fwd_attn, 0.0);
+        L->cp_fwd_s = fmax(ring - (fwd_attn - attn_mem_f), 0.0);
+        L->cp_s = L->cp_fwd_s + fmax(2.0 * ring - (bwd_attn - attn_mem_b), 0.0);
+        if (c->recompute != SB_MT_RC_NONE)
+            L->cp_s += L->cp_fwd_s;
     }
     double experts_here = mm->experts > 0 ? (double)mm->experts / c->ep : 1.0;
     L->params = (h * (h + 2.0 * kvh) + h * h) / t +

@@ -8,7 +8,8 @@
  *
  * forward, once: K and V concatenated into the ring's buffer (2K elements
  *   copied), the output zeroed (Q written), the running log-sum-exp cloned
- *   to fp64 and back to fp32 (12 + 12 bytes per row);
+ *   (4 + 4 bytes per row), made fp64 (4 + 8) and, after the ring, fp32 again
+ *   (8 + 4);
  *   per step after the first, the log-sum-exp corrected (fp32 read, fp64
  *   read and written per row; half the rows on a step that meets only the
  *   second query chunk);
@@ -23,8 +24,10 @@
  *   others add.
  * Q: a rank's query elements (micro-batch x s/cp x local heads x head dim),
  * K: its key elements (the same with the local K/V heads). The ranks do not
- * move the same bytes (rank 0 meets every step's first K/V half); the
- * layer waits for the slowest, so each direction takes the largest rank's. */
+ * move the same bytes (the last rank meets all of its queries on every step,
+ * the other K/V chunks' first halves only; rank 0 the other chunks whole, with
+ * its second query half only); the layer waits for the slowest, so each
+ * direction takes the largest rank's. */
 #include <math.h>
 
 #include "mt_int.h"
@@ -38,7 +41,8 @@ static double pass(const sb_gpu *g, double n, double words, double b)
 /* the passes of rank r's forward */
 static double fwd_rank(const sb_gpu *g, int cp, int r, double Q, double K, double rows, double B)
 {
-    double t = pass(g, 2.0 * K, 2.0, B) + pass(g, Q, 1.0, B) + 2.0 * pass(g, rows, 12.0, 1.0);
+    double t = pass(g, 2.0 * K, 2.0, B) + pass(g, Q, 1.0, B) + pass(g, rows, 8.0, 1.0) +
+               pass(g, rows, 12.0, 1.0) + pass(g, rows, 12.0, 1.0);
     for (int i = 1; i < cp; i++) /* the log-sum-exp of step i merged */
         t += pass(g, i <= r ? rows : rows / 2.0, 20.0, 1.0);
     for (int i = 0; i < cp; i++) /* step i's output rescaled and added */

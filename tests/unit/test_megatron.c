@@ -332,16 +332,33 @@ static void test_cp_passes(void **state)
     /* cp 4, forward: the last rank meets both query chunks on every step */
     sb_mt_cp_passes(&g, 4, Q, Q, 0, 2, &f, &b);
     close_to(f, (8 + 2 + 4 * 6) * Q / bw);
-    /* the log-sum-exp rows (fp32, merged in fp64): forward two casts 12 + 12 bytes a
-     * row and, rank 1, step 1's merge 20; backward its second half made contiguous 8
-     * bytes a row of half */
+    /* the log-sum-exp rows (fp32, merged in fp64): forward a clone 8 bytes a row, the
+     * casts to fp64 and back 12 + 12 and, rank 1, step 1's merge 20; backward its second
+     * half made contiguous 8 bytes a row of half */
     sb_mt_cp_passes(&g, 2, 0, 0, Q, 2, &f, &b);
-    close_to(f, 44 * Q / bw);
+    close_to(f, 52 * Q / bw);
     close_to(b, 4 * Q / bw);
-    /* kernels: forward 7 a rank; backward rank 0's 2 + 3 + 5 */
+    /* cp 3 by hand, rank by rank. Backward (MHA, K = Q): rank 0, the buffer 8K;
+     * steps 0 and 1 its second query half against whole K/V chunks, concatenated
+     * 2K x 4 each, dQ's half copied 2Q then added 3Q, dKV copied 8K then added 12K;
+     * step 2 its own, 8K, dQ 2Q + 3Q, dKV 4K + 6K: 62K + 10Q. Rank 1: 8K; step 0 as
+     * rank 0's (8K, 2Q, 8K); step 1 all its queries against a first K/V half, 4K,
+     * dQ 2Q + 3Q, dKV added 6K; step 2 8K, 6Q, 12K: 54K + 13Q. Rank 2: 8K; steps 0
+     * and 1 against first halves, 4K each, dQ copied 4Q then added 6Q, dKV copied
+     * 4K then added 6K; step 2 8K, 6Q, 12K: 46K + 16Q. MHA: rank 0's 72Q; GQA 4:1
+     * rank 2's 27.5Q */
+    sb_mt_cp_passes(&g, 3, Q, Q, 0, 2, &f, &b);
+    close_to(b, 72 * Q / bw);
+    sb_mt_cp_passes(&g, 3, Q, Q / 4, 0, 2, &f, &b);
+    close_to(b, 27.5 * Q / bw);
+    /* forward with rows = Q = K: rank 2, 8K + 2Q + 3 x 6Q + 32 + 2 x 20 rows (both of
+     * its merges whole): 100; rank 0, 10 + 6 + 3 + 3 + 32 + 2 x 10 = 74 */
+    sb_mt_cp_passes(&g, 3, Q, Q, Q, 2, &f, &b);
+    close_to(f, 100 * Q / bw);
+    /* kernels: forward 8 a rank; backward rank 0's 2 + 3 + 5 */
     g.kernel_us = 4;
     sb_mt_cp_passes(&g, 2, 1e-30, 1e-30, 1e-30, 2, &f, &b);
-    close_to(f, 7 * 4e-6);
+    close_to(f, 8 * 4e-6);
     close_to(b, 10 * 4e-6);
     /* priced with the attention: a selective recomputation repeats the forward's, and
      * they count as memory-bound */
@@ -357,9 +374,21 @@ static void test_cp_passes(void **state)
     sb_mt_price(&m, &c, &g, &rs);
     double s = 1024, hl = 64 / 2 * 2, dh = 128;
     sb_mt_cp_passes(&g, 2, hl * s * dh, 2 * s * 8 * dh / 2, hl * s, 2, &f, &b);
-    assert_true(f > 0 && b > f);
+    assert_true(f > 0 && b > 0);
     close_to(rs.compute_memory_s - rn.compute_memory_s, 4 * 4 * f);
-    close_to(rs.compute_attention_s - rn.compute_attention_s, 4 * 4 * 2 * sb_gpu_attn_s(&g, hl, s, 1024, dh, 2, 0));
+    double fa = 2 * sb_gpu_attn_s(&g, hl, s, 1024, dh, 2, 0); /* the forward's kernels */
+    close_to(rs.compute_attention_s - rn.compute_attention_s, 4 * 4 * fa);
+    /* the K/V ring over a slow link: what the forward's kernels (not its merge passes,
+     * which run before or after the ring) leave exposed, once more for the selective
+     * recomputation of the core attention */
+    g.intra_busbw = 5;
+    c.recompute = SB_MT_RC_NONE;
+    sb_mt_price(&m, &c, &g, &rn);
+    c.recompute = SB_MT_RC_SELECTIVE;
+    sb_mt_price(&m, &c, &g, &rs);
+    double ring = sb_gpu_gather_s(&g, 2 * 2048 * 2 * 8 * dh / 2 * 2, 2, 0);
+    assert_true(ring > fa + f);
+    close_to(rs.tp_comm_s - rn.tp_comm_s, 4 * 4 * (ring - fa));
 }
 
 /* Activations per layer (Korthikanti et al. 2022, tensor by tensor): GPT-3 gives
