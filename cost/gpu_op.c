@@ -93,6 +93,12 @@ double sb_gpu_cast_s(const sb_gpu *g, double elems)
     return g->fp8 ? sb_gpu_mem_s(g, elems * 4.0) : 0.0;
 }
 
+double sb_gpu_fp8_transpose_s(const sb_gpu *g, double elems)
+{
+    /* read the fp8 copy, write its transpose */
+    return g->fp8 ? sb_gpu_mem_s(g, elems * 2.0) : 0.0;
+}
+
 double sb_gpu_mem_s(const sb_gpu *g, double bytes)
 {
     if (bytes <= 0)

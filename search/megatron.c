@@ -214,6 +214,43 @@ static sb_gpu non_fp8_gpu(const sb_gpu *g)
     return u;
 }
 
+/* The fp8 recipe's conversions around linear i (0 QKV, 1 proj, 2 fc1, 3 fc2; fp its
+ * forward GEMM), forward *f and backward *b seconds (0 outside fp8): its input and its
+ * output gradient cast-transposed, as Transformer Engine runs them, but for two cases.
+ * TE fuses the norm before QKV, and before fc1 outside MoE (LayerNormLinear; an MoE
+ * layer's pre-MLP norm is its own), into that linear: the norm writes the fp8 input
+ * itself (its 1-byte write priced with the norm), and the backward transposes the
+ * gathered fp8 copy for the wgrad. A row-parallel linear's output gradient under
+ * sequence parallelism (proj, fc2 outside MoE) is cast on its T/t rows, gathered in
+ * fp8 and the gathered copy transposed. */
+static void fp8_conversions(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int i,
+                            const sb_mt_gemm *fp, double *f, double *b)
+{
+    const int ln_fused = i == 0 || (i == 2 && mm->experts == 0);
+    const int go_gathered = c->sp && c->tp > 1 && (i == 1 || (i == 3 && mm->experts == 0));
+    double in = fp->M * fp->K, go = fp->M * fp->N; /* elements of the input, output gradient */
+    *f = ln_fused ? 0.0 : sb_gpu_cast_s(g, in);
+    *b = ln_fused ? sb_gpu_fp8_transpose_s(g, in) : 0.0;
+    *b += go_gathered && g->fp8 ? sb_gpu_mem_s(g, go / c->tp * 3.0) + sb_gpu_fp8_transpose_s(g, go)
+                                : sb_gpu_cast_s(g, go);
+}
+
+/* A layer's TP collectives of tpb bytes (T x h words of B bytes), forward or backward
+ * (the same): 2 all-reduces, or under sequence parallelism 2 all-gathers and 2
+ * reduce-scatters. Under fp8 an all-gather moves fp8 words where Transformer Engine
+ * gathers an fp8 copy: a fused norm's output (forward: QKV, fc1 outside MoE), a
+ * linear's output gradient (backward: proj, fc2 outside MoE). */
+static double tp_collectives(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, double tpb,
+                             double B)
+{
+    const int inter = c->tp > g->node_devices;
+    if (!c->sp)
+        return 2.0 * sb_gpu_allreduce_s(g, tpb, c->tp, inter);
+    double rs = sb_gpu_gather_s(g, tpb, c->tp, inter);
+    double ag8 = g->fp8 ? sb_gpu_gather_s(g, tpb / B, c->tp, inter) : rs;
+    return 2.0 * rs + ag8 + (mm->experts > 0 ? rs : ag8);
+}
+
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
@@ -223,7 +260,6 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     const double dh = h / a, kvh = (double)mm->kv_heads * dh;
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s; /* tokens */
     const double Tn = c->sp ? T / t : T; /* tokens a norm or dropout touches */
-    const int tp_inter = c->tp > g->node_devices;
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
     double fwd_attn = 0, bwd_attn = 0, fwd_mlp = 0, bwd_mlp = 0, fwd_rest = 0, bwd_rest = 0;
     /* of fwd_attn, bwd_attn: their memory-bound passes (CP's merges; the materialized
@@ -235,10 +271,10 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i++)
         gt[i] = sb_gpu_gemm_s(g, 1, gm[i].M, gm[i].N, gm[i].K, B);
     for (int i = 0; i < 4; i++) {
-        const sb_mt_gemm *fp = &gm[3 * i];
-        /* the fp8 recipe casts the input (forward) and the output gradient (backward) */
-        double fw = gt[3 * i] + sb_gpu_cast_s(g, fp->M * fp->K);
-        double bw = gt[3 * i + 1] + gt[3 * i + 2] + sb_gpu_cast_s(g, fp->M * fp->N);
+        double cf, cb;
+        fp8_conversions(mm, c, g, i, &gm[3 * i], &cf, &cb);
+        double fw = gt[3 * i] + cf;
+        double bw = gt[3 * i + 1] + gt[3 * i + 2] + cb;
         L->gemm_fwd_s += gt[3 * i], L->gemm_bwd_s += gt[3 * i + 1] + gt[3 * i + 2];
         if (i >= 2)
             fwd_mlp += fw, bwd_mlp += bw;
@@ -268,10 +304,13 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         attn_mem_b = sb_gpu_mem_s(g, sc * 3.0 * B) + sb_gpu_mem_s(g, sc * (2.0 * B + 1.0));
         fwd_attn += attn_mem_f, bwd_attn += attn_mem_b;
     }
-    /* memory-bound ops (bytes per element read + written): 2 norms (2, backward 4),
+    /* memory-bound ops (bytes per element read + written): 2 norms (2, backward 4; one
+     * fused into an fp8 linear writes 1 byte),
      * 2 bias-dropout-adds (3 + mask, backward 2 + mask; no mask without dropout), the activation (gelu 2 / swiglu 3,
      * backward 3 / 5), rotary on q and k (2, backward 2) */
-    double nrm = 2.0 * (sb_gpu_mem_s(g, Tn * h * 2.0 * B)), nrm_b = 2.0 * sb_gpu_mem_s(g, Tn * h * 4.0 * B);
+    double nrm = sb_gpu_mem_s(g, Tn * h * (B + (g->fp8 ? 1.0 : B))) +
+                 sb_gpu_mem_s(g, Tn * h * (B + (g->fp8 && mm->experts == 0 ? 1.0 : B)));
+    double nrm_b = 2.0 * sb_gpu_mem_s(g, Tn * h * 4.0 * B);
     /* (SwiGLU models: residual adds without dropout, no mask) */
     double mask = mm->swiglu ? 0.0 : 1.0;
     double bda = 2.0 * sb_gpu_mem_s(g, Tn * h * (3.0 * B + mask)),
@@ -293,8 +332,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * reduce-scatters, the same volume), backward the same; a full recomputation repeats
      * the forward's */
     double tpb = T * h * B;
-    double ar = c->sp ? 2.0 * sb_gpu_gather_s(g, tpb, t, tp_inter) : sb_gpu_allreduce_s(g, tpb, t, tp_inter);
-    L->tp_fwd_s = 2.0 * ar, L->tp_bwd_s = 2.0 * ar;
+    L->tp_fwd_s = L->tp_bwd_s = tp_collectives(mm, c, g, tpb, B);
     if (c->tp_overlap && c->tp > 1) { /* overlapped: its price in the GEMMs, what stays exposed */
         sb_mt_tpov ov;
         sb_mt_tp_overlap(gm, gt, c, g, tpb, mm->experts > 0, &ov);

@@ -24,13 +24,20 @@
  * settings are for 132). Megatron-LM refuses the overlap without sequence
  * parallelism, and userbuffers run inside a node (sb_mt_check_gpu). An MoE
  * layer's expert MLP is not a userbuffers linear: its TP collectives stay
- * exposed; the attention's overlap as above. */
+ * exposed; the attention's overlap as above. Under fp8 the all-gathers'
+ * userbuffers hold fp8 (Transformer Engine's initialize_ub: every
+ * all-gather overlap, the forward's inputs and the backward's, gets an fp8
+ * buffer under the fp8 recipe): they move 1-byte words; the reduce-scatters
+ * keep the activations' width. */
 #include <math.h>
 
 #include "mt_int.h"
 #include "shardbench/precision.h"
 
 enum { NONE, RING, PIPE, BULK };
+
+/* by sb_mt_layer_gemms' order: the entries whose collective is an all-gather */
+static const int ub_gather[SB_MT_LAYER_GEMMS] = {1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0};
 
 typedef struct {
     int method, sms;
@@ -62,12 +69,12 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config
 {
     const double t = c->tp;
     const int inter = c->tp > g->node_devices;
-    const double coll = sb_gpu_gather_s(g, tok_bytes, t, inter); /* one AG or RS of T x h */
     const double B = sb_precision_bytes(c->precision).act;
     *o = (sb_mt_tpov){0};
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i++) {
         ub_cfg u = ub_bf16[i];
         if (moe && i >= 6) { /* the expert MLP: an all-gather and a reduce-scatter each way */
+            double coll = sb_gpu_gather_s(g, tok_bytes, t, inter);
             if (i == 6)
                 o->fwd_exposed_s += 2.0 * coll, o->bwd_exposed_s += 2.0 * coll;
             continue;
@@ -77,8 +84,10 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config
             u.method = RING;
         const sb_mt_gemm *m = &gm[i];
         double G = gt[i], extra = 0, exposed = 0;
+        double bytes = g->fp8 && ub_gather[i] ? tok_bytes / B : tok_bytes; /* T x h */
+        double coll = sb_gpu_gather_s(g, bytes, t, inter); /* one AG or RS of them */
         if (u.method == RING) {
-            exposed = (t - 1.0) * fmax(0.0, sb_gpu_p2p_s(g, tok_bytes / t, inter) - G / t);
+            exposed = (t - 1.0) * fmax(0.0, sb_gpu_p2p_s(g, bytes / t, inter) - G / t);
         } else if (u.method == PIPE) {
             /* the chunks go to several streams (TE: 3), so their waves run into one
              * another: the whole GEMM on the SMs left, and a launch per further chunk */
@@ -86,7 +95,7 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config
             extra = Gn + (PIPE_SPLITS - 1.0) * g->kernel_us * 1e-6 - G;
             /* the last chunk's reduce-scatter, and what each other one takes beyond the
              * next chunk's GEMM */
-            double rs = sb_gpu_gather_s(g, tok_bytes / PIPE_SPLITS, t, inter);
+            double rs = sb_gpu_gather_s(g, bytes / PIPE_SPLITS, t, inter);
             exposed = rs + (PIPE_SPLITS - 1.0) * fmax(0.0, rs - Gn / PIPE_SPLITS);
         } else if (u.method == BULK) {
             double slow = G * g->sms / (g->sms - n); /* the GEMM on the SMs left */

@@ -210,6 +210,9 @@ double sb_gpu_mem_s(const sb_gpu *g, double bytes);
 /* Seconds of the fp8 recipe's cast-transpose of `elems` 2-byte elements
  * (a GEMM operand: 2 bytes read, 1 + 1 written); 0 unless g->fp8. */
 double sb_gpu_cast_s(const sb_gpu *g, double elems);
+/* Seconds of the fp8 transpose of `elems` fp8 elements (an operand whose fp8
+ * copy a fused kernel wrote: 1 byte read, 1 written); 0 unless g->fp8. */
+double sb_gpu_fp8_transpose_s(const sb_gpu *g, double elems);
 /* Seconds of a collective moving `bytes` per rank over q ranks, inside a
  * node (inter = 0) or across nodes: all-reduce 2(q-1)/q, reduce-scatter and
  * all-gather (q-1)/q of the buffer at the bus bandwidth, plus the ring's

@@ -175,9 +175,16 @@ static void test_compute_by_kind(void **state)
     g8.fp8 = 0; /* the same pricing without the cast kernels */
     sb_mt_price(&m, &c, &g8, &r16);
     g8.fp8 = 1;
+    /* the inputs of proj and fc2 cast-transposed, those of QKV and fc1 written in fp8
+     * by their fused norm (1 byte an element less, T x h each) and transposed in the
+     * backward; every output gradient cast-transposed (no sequence parallelism) */
     double casts = 0;
-    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3)
-        casts += sb_gpu_cast_s(&g8, gm[i].M * gm[i].K) + sb_gpu_cast_s(&g8, gm[i].M * gm[i].N);
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3) {
+        double in = gm[i].M * gm[i].K;
+        casts += (i == 0 || i == 6 ? sb_gpu_fp8_transpose_s(&g8, in) : sb_gpu_cast_s(&g8, in)) +
+                 sb_gpu_cast_s(&g8, gm[i].M * gm[i].N);
+    }
+    casts -= 2 * 4096.0 * 8192 / (3350e9 * 0.9);
     assert_true(casts > 0);
     /* the logits' GEMMs (Megatron-LM's own linear, not Transformer Engine's) stay bf16 */
     sb_gpu gb = g8;
@@ -571,6 +578,65 @@ static void test_tp_overlap(void **state)
     close_to(on.step_s, off.step_s);
 }
 
+/* fp8 as Transformer Engine runs it under sequence parallelism (TP 8, GPT): the
+ * all-gathers move fp8 (the fused norms' outputs forward, proj's and fc2's output
+ * gradients backward), the reduce-scatters bf16; those output gradients are cast on
+ * their T/t rows (3 bytes) and the gathered fp8 copy transposed (2); with TP overlap
+ * every all-gather userbuffer is fp8 (qkv and fc1 fprop, proj and fc2 dgrad ring
+ * exchanges; the bulk all-gathers of qkv and fc1 dgrad), and fp8's settings put proj
+ * and fc2 fprop on ring exchanges (their reduce-scatters bf16). Priced against the
+ * same machine with its fp8 flag off (no casts, 2-byte gathers). */
+static void test_fp8_te(void **state)
+{
+    (void)state;
+    sb_gpu g8 = toy();
+    g8.peak_tflops = 1979, g8.attn_peak_tflops = 989, g8.gemm_eff = 0.7, g8.attn_gemm_eff = 0.8;
+    g8.sms = 132, g8.hbm_gbs = 3350, g8.hbm_eff = 0.9, g8.kernel_us = 4, g8.fp8 = 1;
+    g8.intra_busbw = 370, g8.intra_lat_us = 10;
+    sb_gpu g0 = g8;
+    g0.fp8 = 0;
+    sb_mt_model m = gpt();
+    sb_mt_config c = cfg(8, 1, 1, 1, 2);
+    c.recompute = SB_MT_RC_NONE, c.sp = 1, c.precision = SB_PREC_FP8, c.fused_attention = 1;
+    sb_mt_result r8, r0;
+    sb_mt_price(&m, &c, &g8, &r8);
+    sb_mt_price(&m, &c, &g0, &r0);
+    const double M = 768, L = 48, T = 4096, h = 8192, tok = T * h * 2, t = 8;
+    double ag = sb_gpu_gather_s(&g8, tok, t, 0), ag8 = sb_gpu_gather_s(&g8, tok / 2, t, 0);
+    assert_true(ag8 < ag);
+    close_to(r0.tp_comm_s - r8.tp_comm_s, M * L * 4 * (ag - ag8));
+    sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+    sb_mt_layer_gemms(&m, &c, gm);
+    double mem = -2 * (T / t) * h / (3350e9 * 0.9); /* the fused norms' 1-byte writes */
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3) {
+        double in = gm[i].M * gm[i].K, go = gm[i].M * gm[i].N;
+        mem += i == 0 || i == 6 ? sb_gpu_fp8_transpose_s(&g8, in) : sb_gpu_cast_s(&g8, in);
+        mem += i == 3 || i == 9 ? sb_gpu_mem_s(&g8, go / t * 3) + sb_gpu_fp8_transpose_s(&g8, go)
+                                : sb_gpu_cast_s(&g8, go);
+    }
+    close_to(r8.compute_memory_s - r0.compute_memory_s, M * L * mem);
+    /* TP overlap: the ring exchanges' exposed sends (all-gathers at 1 byte), the bulk
+     * collectives' SMs taken from the GEMMs (all-gathers at 1 byte) */
+    sb_mt_result on8;
+    c.tp_overlap = 1;
+    sb_mt_price(&m, &c, &g8, &on8);
+    double exposed = 0, extra = 0;
+    const int ring[6] = {0, 4, 6, 10, 3, 9}; /* the first four all-gathers */
+    for (int k = 0; k < 6; k++) {
+        double G = sb_gpu_gemm_s(&g8, 1, gm[ring[k]].M, gm[ring[k]].N, gm[ring[k]].K, 2);
+        exposed += (t - 1) * fmax(0.0, sb_gpu_p2p_s(&g8, (k < 4 ? tok / 2 : tok) / t, 0) - G / t);
+    }
+    const int bulk[4] = {1, 2, 7, 8};
+    const double bulk_sms[4] = {4, 24, 2, 4};
+    for (int k = 0; k < 4; k++) {
+        double coll = k % 2 ? ag : ag8, G = sb_gpu_gemm_s(&g8, 1, gm[bulk[k]].M, gm[bulk[k]].N, gm[bulk[k]].K, 2);
+        /* the GEMM on the SMs left, or the collective where it is the longer */
+        extra += coll < G * 132 / (132 - bulk_sms[k]) ? coll * bulk_sms[k] / 132 : coll - G;
+    }
+    close_to(on8.tp_comm_s, M * (L * exposed + ag)); /* + the head's, bf16 */
+    close_to(on8.compute_s - r8.compute_s, M * L * extra);
+}
+
 /* The distributed optimizer's data-parallel traffic with --dp-overlap (Megatron's
  * --overlap-grad-reduce and --overlap-param-gather): the gradients' reduce-scatter
  * hides behind the last micro-batch's backward, the parameters' all-gather behind
@@ -704,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_slowest_stage),
         cmocka_unit_test(test_price),
         cmocka_unit_test(test_tp_overlap),
+        cmocka_unit_test(test_fp8_te),
         cmocka_unit_test(test_dp_overlap),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
