@@ -216,23 +216,28 @@ static sb_gpu non_fp8_gpu(const sb_gpu *g)
 
 /* The fp8 recipe's conversions around linear i (0 QKV, 1 proj, 2 fc1, 3 fc2; fp its
  * forward GEMM), forward *f and backward *b seconds (0 outside fp8): its input and its
- * output gradient cast-transposed, as Transformer Engine runs them, but for two cases.
- * TE fuses the norm before QKV, and before fc1 outside MoE (LayerNormLinear; an MoE
- * layer's pre-MLP norm is its own), into that linear: the norm writes the fp8 input
- * itself (its 1-byte write priced with the norm), and the backward transposes the
- * gathered fp8 copy for the wgrad. A row-parallel linear's output gradient under
- * sequence parallelism (proj, fc2 outside MoE) is cast on its T/t rows, gathered in
- * fp8 and the gathered copy transposed. */
+ * output gradient cast-transposed (2 bytes read, 1 + 1 written), as Transformer Engine
+ * runs them, but for these cases. TE fuses the norm before QKV, and before fc1 outside
+ * MoE (LayerNormLinear; an MoE layer's pre-MLP norm is its own), into that linear: the
+ * norm writes the fp8 input itself (its 1-byte write priced with the norm), and the
+ * backward transposes the gathered fp8 copy for the wgrad. A TE Linear under sequence
+ * parallelism (the row-parallel proj, fc2 outside MoE) casts its input without the
+ * transpose (2 + 1), which the backward makes (1 + 1); casts its output gradient on
+ * the T/t local rows (2 + 1), gathers it in fp8 and transposes the gathered copy; and
+ * sums a bias gradient over those rows in a pass of its own (2: GELU models, which
+ * carry biases). */
 static void fp8_conversions(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int i,
                             const sb_mt_gemm *fp, double *f, double *b)
 {
     const int ln_fused = i == 0 || (i == 2 && mm->experts == 0);
-    const int go_gathered = c->sp && c->tp > 1 && (i == 1 || (i == 3 && mm->experts == 0));
+    const int row_sp = c->sp && (i == 1 || (i == 3 && mm->experts == 0)) && g->fp8;
     double in = fp->M * fp->K, go = fp->M * fp->N; /* elements of the input, output gradient */
-    *f = ln_fused ? 0.0 : sb_gpu_cast_s(g, in);
-    *b = ln_fused ? sb_gpu_fp8_transpose_s(g, in) : 0.0;
-    *b += go_gathered && g->fp8 ? sb_gpu_mem_s(g, go / c->tp * 3.0) + sb_gpu_fp8_transpose_s(g, go)
-                                : sb_gpu_cast_s(g, go);
+    double rows = go / c->tp;                      /* the output gradient's local rows */
+    *f = ln_fused ? 0.0 : row_sp ? sb_gpu_mem_s(g, in * 3.0) : sb_gpu_cast_s(g, in);
+    *b = ln_fused || row_sp ? sb_gpu_fp8_transpose_s(g, in) : 0.0;
+    *b += row_sp ? sb_gpu_mem_s(g, rows * 3.0) + sb_gpu_fp8_transpose_s(g, go) +
+                       (mm->swiglu ? 0.0 : sb_gpu_mem_s(g, rows * 2.0))
+                 : sb_gpu_cast_s(g, go);
 }
 
 /* A layer's TP collectives of tpb bytes (T x h words of B bytes), forward or backward

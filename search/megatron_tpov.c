@@ -28,7 +28,9 @@
  * userbuffers hold fp8 (Transformer Engine's initialize_ub: every
  * all-gather overlap, the forward's inputs and the backward's, gets an fp8
  * buffer under the fp8 recipe): they move 1-byte words; the reduce-scatters
- * keep the activations' width. */
+ * keep the activations' width (the NeMo settings followed put proj's and
+ * fc2's fprop on ring exchanges; a later version of the file puts them on
+ * pipelines with fp8 buffers, not modelled). */
 #include <math.h>
 
 #include "mt_int.h"

@@ -580,8 +580,10 @@ static void test_tp_overlap(void **state)
 
 /* fp8 as Transformer Engine runs it under sequence parallelism (TP 8, GPT): the
  * all-gathers move fp8 (the fused norms' outputs forward, proj's and fc2's output
- * gradients backward), the reduce-scatters bf16; those output gradients are cast on
- * their T/t rows (3 bytes) and the gathered fp8 copy transposed (2); with TP overlap
+ * gradients backward), the reduce-scatters bf16; proj's and fc2's inputs are cast (3
+ * bytes) and transposed in the backward (2), their output gradients cast on their T/t
+ * rows (3), the gathered fp8 copy transposed (2), the bias gradient summed over the
+ * rows (2); an MoE layer's expert MLP keeps its cast-transposes and bf16 gathers; with TP overlap
  * every all-gather userbuffer is fp8 (qkv and fc1 fprop, proj and fc2 dgrad ring
  * exchanges; the bulk all-gathers of qkv and fc1 dgrad), and fp8's settings put proj
  * and fc2 fprop on ring exchanges (their reduce-scatters bf16). Priced against the
@@ -610,11 +612,37 @@ static void test_fp8_te(void **state)
     double mem = -2 * (T / t) * h / (3350e9 * 0.9); /* the fused norms' 1-byte writes */
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3) {
         double in = gm[i].M * gm[i].K, go = gm[i].M * gm[i].N;
-        mem += i == 0 || i == 6 ? sb_gpu_fp8_transpose_s(&g8, in) : sb_gpu_cast_s(&g8, in);
-        mem += i == 3 || i == 9 ? sb_gpu_mem_s(&g8, go / t * 3) + sb_gpu_fp8_transpose_s(&g8, go)
-                                : sb_gpu_cast_s(&g8, go);
+        if (i == 3 || i == 9) /* proj, fc2 */
+            mem += sb_gpu_mem_s(&g8, in * 3) + sb_gpu_fp8_transpose_s(&g8, in) + sb_gpu_mem_s(&g8, go / t * 3) +
+                   sb_gpu_fp8_transpose_s(&g8, go) + sb_gpu_mem_s(&g8, go / t * 2);
+        else /* QKV, fc1: the fused norm's copy transposed; the output gradient cast-transposed */
+            mem += sb_gpu_fp8_transpose_s(&g8, in) + sb_gpu_cast_s(&g8, go);
     }
     close_to(r8.compute_memory_s - r0.compute_memory_s, M * L * mem);
+    /* MoE (8 experts, top 2): QKV's norm fused, proj as above; the experts' fc1 and fc2
+     * cast-transposed both ways; the gathers in fp8 only QKV's input and proj's output
+     * gradient */
+    sb_mt_model moe = m;
+    moe.experts = 8, moe.topk = 2;
+    sb_mt_result q8, q0;
+    c.tp_overlap = 0;
+    sb_mt_price(&moe, &c, &g8, &q8);
+    sb_mt_price(&moe, &c, &g0, &q0);
+    close_to(q0.tp_comm_s - q8.tp_comm_s, M * L * 2 * (ag - ag8));
+    sb_mt_gemm qm[SB_MT_LAYER_GEMMS];
+    sb_mt_layer_gemms(&moe, &c, qm);
+    double qmem = -(T / t) * h / (3350e9 * 0.9);
+    for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3) {
+        double in = qm[i].M * qm[i].K, go = qm[i].M * qm[i].N;
+        if (i == 0)
+            qmem += sb_gpu_fp8_transpose_s(&g8, in) + sb_gpu_cast_s(&g8, go);
+        else if (i == 3)
+            qmem += sb_gpu_mem_s(&g8, in * 3) + sb_gpu_fp8_transpose_s(&g8, in) + sb_gpu_mem_s(&g8, go / t * 3) +
+                    sb_gpu_fp8_transpose_s(&g8, go) + sb_gpu_mem_s(&g8, go / t * 2);
+        else
+            qmem += sb_gpu_cast_s(&g8, in) + sb_gpu_cast_s(&g8, go);
+    }
+    close_to(q8.compute_memory_s - q0.compute_memory_s, M * L * qmem);
     /* TP overlap: the ring exchanges' exposed sends (all-gathers at 1 byte), the bulk
      * collectives' SMs taken from the GEMMs (all-gathers at 1 byte) */
     sb_mt_result on8;
