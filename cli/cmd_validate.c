@@ -307,7 +307,8 @@ static void usage(FILE *f)
             "batch within the machine's memory, and its predicted step over the published\n"
             "configuration's; last, each run's GEMMs column: the large-GEMM rate (TFLOP/s) at\n"
             "which its prediction meets its published step, every other figure unchanged, and\n"
-            "per machine and precision the file's rate beside their median (docs/validation.md).\n"
+            "per machine and precision the file's rate beside their median (docs/validation.md),\n"
+            "after that group's errors where the table has several groups.\n"
             "Exits 1 when MAPE or the largest error is over the target.\n"
             "\n"
             "      --data FILE        the runs (docs/validation.md: the columns);\n"
@@ -456,26 +457,35 @@ static int plot_report(json_t *root, const char *dir, sb_error *err)
     return rc;
 }
 
-/* The table's last lines: per machine and precision, the GEMM rate the file
- * gives beside the ones the published steps imply (their median and range). */
-static void print_implied(const vrow *rows, int n)
+/* The table's last lines: per machine and precision, where the table has more
+ * than one, its runs' errors (MAPE, the largest, how many within tmax); then
+ * the GEMM rate the file gives beside the ones the published steps imply
+ * (their median and range). */
+static void print_groups(const vrow *rows, int n, double tmax)
 {
     static double v[MAXROW];
     char done[MAXROW] = {0};
+    int several = 0; /* more than one machine and precision */
+    for (int i = 1; i < n; i++)
+        several |= strcmp(rows[i].machine, rows[0].machine) || rows[i].c.precision != rows[0].c.precision;
     for (int i = 0; i < n; i++) {
         if (done[i])
             continue;
-        int k = 0, none = 0;
-        double lo = INFINITY, hi = 0.0;
+        int k = 0, none = 0, m = 0, within = 0;
+        double lo = INFINITY, hi = 0.0, sum = 0.0, worst = 0.0;
         for (int j = i; j < n; j++)
             if (!strcmp(rows[j].machine, rows[i].machine) && rows[j].c.precision == rows[i].c.precision) {
-                double x = rows[j].implied_gemm_tflops;
+                double x = rows[j].implied_gemm_tflops, e = fabs(rows[j].err_pct);
                 done[j] = 1;
+                m++, sum += e, worst = fmax(worst, e), within += e <= tmax;
                 if (x > 0)
                     v[k++] = x, lo = fmin(lo, x), hi = fmax(hi, x);
                 else
                     none++;
             }
+        if (several)
+            printf("errors, %s %s: %d runs, MAPE %.2f%%, largest %.2f%%, %d within %.3g%%\n", rows[i].machine,
+                   sb_precision_name(rows[i].c.precision), m, sum / m, worst, within, tmax);
         printf("GEMMs, %s %s: the file's %.0f TFLOP/s", rows[i].machine,
                sb_precision_name(rows[i].c.precision), rows[i].gemm_tflops);
         if (k)
@@ -582,7 +592,7 @@ int cmd_validate(int argc, char **argv)
                    "the search's best slower than the published configuration on %d; %.2f s\n",
                    n, mape, tmape, worst, tmax, slower, secs);
         if (!csv)
-            print_implied(rows, n);
+            print_groups(rows, n, tmax);
     }
     if (plot) {
         json_t *root = report_json(rows, n, data, mape, worst, tmape, tmax, slower, secs);

@@ -26,6 +26,19 @@ validate_implied val "$SRC/machines"
 validate_unmet dgxc-llama31-8b-bf16-8 10 "the rest of its step alone slower"
 validate_unmet dgxc-llama31-8b-bf16-8 1.5 "met only by GEMMs above the peak"
 check "the file holds runs ($N)" test "$N" -ge 20
+# the table's errors per machine and precision (two here), recomputed from the runs;
+# a table of one machine and precision (the A100 one) has no such lines
+"$SB" validate --data "$DATA" > "$TMP/val.txt" 2> /dev/null
+check "an errors line per precision, as the runs give them" python3 -c "
+import json
+runs = json.load(open('$TMP/val.json'))['runs']; txt = open('$TMP/val.txt').read()
+for p in ('bf16', 'fp8'):
+    e = [abs(r['error_percent']) for r in runs if r['precision'] == p]
+    want = 'errors, h100-sxm %s: %d runs, MAPE %.2f%%, largest %.2f%%, %d within 15%%' % (
+        p, len(e), sum(e) / len(e), max(e), sum(x <= 15 for x in e))
+    assert want in txt, want"
+"$SB" validate --data "$SRC/tests/data/published-runs.tsv" > "$TMP/a100.txt" 2> /dev/null
+check "one machine and precision: no errors lines" bash -c "! grep -q '^errors,' '$TMP/a100.txt' && grep -q '^GEMMs,' '$TMP/a100.txt'"
 # pairs: id ...-bf16-G and ...-fp8-G, the same degrees; fp8 priced faster
 check "every run a bf16/fp8 pair of one configuration, the fp8 one priced faster" js "$TMP/val.json" "
 (lambda m: len(m) == $N and all(r['precision'] in ('bf16', 'fp8') for r in m.values()) and all(
