@@ -61,7 +61,7 @@ build/shardbench bench -m alexnet,transformer -p "$procs" --machine "$out/cpu-he
     --set transformer:embed=128 --set transformer:heads=4 --set transformer:dk=32 \
     --set transformer:ff=512 --set transformer:layers=2 --profile 3 --random 4 --trials 3 \
     --steps 3 --warmup 1 --top 3 --within 4 --retries 2 --timeout 300 --db "$db" | tee "$out/bench.log"
-run=$(sed -n 's/^run \([0-9][0-9]*\) in .*/\1/p' "$out/bench.log" | head -n 1)
+run=$(sed -n '/^run [0-9][0-9]* in /{s/^run \([0-9][0-9]*\) in .*/\1/p;q}' "$out/bench.log")
 [ -n "$run" ] || { echo "main.sh: could not find the bench's run id in $out/bench.log" >&2; exit 1; }
 
 printf '\n== 3. figures and report of run %s\n' "$run"

@@ -76,8 +76,8 @@ grep -q "Spearman ρ = " "$F/fidelity-transformer-p2.svg" || fail "fidelity titl
 $CHECK "$F/speedup-transformer.svg" "${ORDER[@]}" || fail "speedup figure"
 $CHECK "$F/trend-transformer-p2.svg" "${ORDER[@]}" || fail "trend figure"
 # the same kind keeps its colour from figure to figure
-c1=$(grep -A12 '<title>rand2</title>' "$F/speedup-transformer.svg" | grep -o "rgb([^)]*)" | head -1)
-c2=$(grep -A12 '<title>rand2</title>' "$F/fidelity-transformer-p2.svg" | grep -o "rgb([^)]*)" | head -1)
+c1=$(grep -A12 '<title>rand2</title>' "$F/speedup-transformer.svg" | grep -o "rgb([^)]*)" | sed -n 1p)
+c2=$(grep -A12 '<title>rand2</title>' "$F/fidelity-transformer-p2.svg" | grep -o "rgb([^)]*)" | sed -n 1p)
 [ -n "$c1" ] && [ "$c1" = "$c2" ] || fail "rand2 in $c1 in speedup, $c2 in fidelity"
 
 # the reference model predicts no seconds: no fidelity figure, said so
@@ -324,8 +324,8 @@ json.dump(j, open('$T/vnot.json', 'w'))"
 grep -q '±10%' "$T/vt/validate.svg" || fail "validate without target_max_percent: not the 10% band"
 # labels up to 20 runs, none over: the first 20 and 21 runs of the DGX Cloud table
 for k in 20 21; do
-    (grep '^#' "$SRC/tests/data/published-runs-h100-dgxc.tsv"
-     grep -v '^#' "$SRC/tests/data/published-runs-h100-dgxc.tsv" | head -n $((k + 1))) >"$T/d$k.tsv"
+    # (one awk, no pipe: head closing early would SIGPIPE grep under pipefail)
+    awk -v n=$((k + 1)) '/^#/ { print; next } c++ < n' "$SRC/tests/data/published-runs-h100-dgxc.tsv" >"$T/d$k.tsv"
     rc=0; "$SB" validate --data "$T/d$k.tsv" --plot "$T/d$k" >/dev/null 2>&1 || rc=$?
     [ "$rc" -le 1 ] || fail "validate --plot of $k runs: exit $rc"
 done
@@ -357,7 +357,7 @@ json.dump(j, open('$T/vall.json', 'w'))"
 $CHECK "$T/va/validate-gemm.svg" "a100-sxm-80g_fp16 (machine file)" --also "a100-sxm-80g_fp16 (implied)" ||
     fail "validate-gemm, every rate null"
 # one source (one run): the figure of predicted against published still drawn
-(grep '^#' "$SRC/tests/data/published-runs.tsv"; grep -v '^#' "$SRC/tests/data/published-runs.tsv" | head -n 2) >"$T/one.tsv"
+awk '/^#/ { print; next } c++ < 2' "$SRC/tests/data/published-runs.tsv" >"$T/one.tsv"  # (no pipe into head: SIGPIPE under pipefail)
 rc=0; "$SB" validate --data "$T/one.tsv" --plot "$T/v1" >/dev/null 2>"$T/v1.err" || rc=$?
 [ "$rc" -le 1 ] && both "$T/v1/validate" || fail "validate --plot of one source: exit $rc: $(cat "$T/v1.err")"
 # a validate older than the GEMM fields: the first figure alone, and why
