@@ -256,6 +256,48 @@ static double tp_collectives(const sb_mt_model *mm, const sb_mt_config *c, const
     return 2.0 * rs + ag8 + (mm->experts > 0 ? rs : ag8);
 }
 
+/* The activations a layer keeps for its backward, bytes per micro-batch on one GPU. */
+static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g)
+{
+    const double B = sb_precision_bytes(c->precision).act, t = c->tp;
+    const double h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
+    const double kvh = (double)mm->kv_heads * (h / a);
+    const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s;
+    const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0;
+    /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch), in
+     * units of s b h bytes at 2-byte words: not split by TP (without sequence parallelism)
+     * the two norms' inputs 4, the QKV and MLP inputs 2 + 2, the two dropout masks 1 + 1;
+     * split by TP Q 2, K and V 2 + 2 times kv_heads / heads (GQA), the attention output 2,
+     * the MLP's GEMM outputs and activation 4 f / h (GELU: fc1, gelu) or 6 f / h (SwiGLU:
+     * gate, up, their product) per routed copy of a token; GPT-3 (f = 4h, MHA) gives
+     * Korthikanti's s b h (10 + 24 / t), s b h 34 / t with sequence parallelism. A
+     * SwiGLU (Llama-family) model trains without dropout: no masks (PyTorch keeps none at
+     * p = 0). MoE keeps each routed copy's MLP input (2 per copy) beside the router's.
+     * The materialized attention adds 5 a s / h (softmax output, its dropout's mask and
+     * output; 2 without dropout);
+     * selective recomputation drops that term, full keeps the layer's input only.
+     * Under fp8 a Transformer Engine linear keeps an fp8 copy of its input (1 byte):
+     * the fused norms' outputs (QKV; fc1 outside MoE) and the activation's output (fc2
+     * outside MoE) 1 in place of 2; the attention output's copy (proj) 1 beside the
+     * bf16 output a fused attention keeps for its own backward, alone where the core is
+     * recomputed or materialized (whose backward does not read its output). */
+    double sbh = T * h * B / 2.0;
+    double drop = mm->swiglu ? 0.0 : 1.0;
+    const int f8 = g->fp8, dense = mm->experts == 0;
+    double in_qkv = f8 ? 1.0 : 2.0, in_mlp = f8 && dense ? 1.0 : 2.0, act_out = in_mlp;
+    double attn_out = !f8 ? 2.0 : c->fused_attention && c->recompute != SB_MT_RC_SELECTIVE ? 3.0 : 1.0;
+    /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
+    double whole = 4.0 + in_qkv + in_mlp + (mm->experts > 0 ? 2.0 * moe_tokens : 0.0) + 2.0 * drop;
+    double split = 2.0 + attn_out + 4.0 * kvh / h + ((mm->swiglu ? 4.0 : 2.0) + act_out) * f / h * moe_tokens;
+    double lin = c->sp ? (whole + split) / t : whole + split / t;
+    /* materialized scores: softmax output 2 (+ its dropout's mask 1 and output 2) */
+    double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE
+                      ? 0.0 : (2.0 + 3.0 * drop) * a * s / (h * t);
+    if (c->recompute == SB_MT_RC_FULL)
+        return 2.0 * sbh / (c->sp ? t : 1.0);
+    return sbh * (lin + attn);
+}
+
 void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_layer_cost *L)
 {
     memset(L, 0, sizeof *L);
@@ -375,31 +417,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     L->params = (h * (h + 2.0 * kvh) + h * h) / t +
                 experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t + 2.0 * h +
                 (mm->experts > 0 ? h * (double)mm->experts : 0.0);
-    /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch), in
-     * units of s b h bytes at 2-byte words: not split by TP (without sequence parallelism)
-     * the two norms' inputs 4, the QKV and MLP inputs 2 + 2, the two dropout masks 1 + 1;
-     * split by TP Q 2, K and V 2 + 2 times kv_heads / heads (GQA), the attention output 2,
-     * the MLP's GEMM outputs and activation 4 f / h (GELU: fc1, gelu) or 6 f / h (SwiGLU:
-     * gate, up, their product) per routed copy of a token; GPT-3 (f = 4h, MHA) gives
-     * Korthikanti's s b h (10 + 24 / t), s b h 34 / t with sequence parallelism. A
-     * SwiGLU (Llama-family) model trains without dropout: no masks (PyTorch keeps none at
-     * p = 0). MoE keeps each routed copy's MLP input (2 per copy) beside the router's.
-     * The materialized attention adds 5 a s / h (softmax output, its dropout's mask and
-     * output; 2 without dropout);
-     * selective recomputation drops that term, full keeps the layer's input only. */
-    double sbh = T * h * B / 2.0;
-    double drop = mm->swiglu ? 0.0 : 1.0;
-    /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
-    double whole = 8.0 + (mm->experts > 0 ? 2.0 * moe_tokens : 0.0) + 2.0 * drop;
-    double split = 4.0 + 4.0 * kvh / h + (mm->swiglu ? 6.0 : 4.0) * f / h * moe_tokens;
-    double lin = c->sp ? (whole + split) / t : whole + split / t;
-    /* materialized scores: softmax output 2 (+ its dropout's mask 1 and output 2) */
-    double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE
-                      ? 0.0 : (2.0 + 3.0 * drop) * a * s / (h * t);
-    if (c->recompute == SB_MT_RC_FULL)
-        L->act_bytes = 2.0 * sbh / (c->sp ? t : 1.0);
-    else
-        L->act_bytes = sbh * (lin + attn);
+    L->act_bytes = layer_act_bytes(mm, c, g);
 }
 
 double sb_mt_model_flops(const sb_mt_model *mm)

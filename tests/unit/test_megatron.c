@@ -435,6 +435,21 @@ static void test_activations(void **state)
     d.fused_attention = 0; /* no dropout: the softmax output alone, 2 a s^2 b / t */
     close_to(acts_per_layer(&l, &d, &g),
              lsbh * (8.0 + (4.0 + 4.0 * 8 / 32 + 6.0 * 3.5) / 8) + 2.0 * 32 * 8192.0 * 8192 / 8);
+    /* fp8 (TE keeps a linear's input as an fp8 copy): GPT-3 with sequence parallelism,
+     * norm inputs 4, QKV and MLP inputs 1 + 1, masks 2; Q 2, the attention output 2 and
+     * its copy 1, K and V 4, fc1's output 2 and gelu's output 1 a 4h: 29 / t; recomputing
+     * the core (selective) keeps the copy alone: 27 / t */
+    sb_gpu g8 = g;
+    g8.fp8 = 1;
+    c.sp = 1, c.fused_attention = 1, c.precision = SB_PREC_FP8;
+    close_to(acts_per_layer(&m, &c, &g8), sbh * 29.0 / 2);
+    c.recompute = SB_MT_RC_SELECTIVE;
+    close_to(acts_per_layer(&m, &c, &g8), sbh * 27.0 / 2);
+    /* MoE (top 2): its expert MLP keeps bf16 inputs; QKV's and proj's copies as above */
+    sb_mt_model moe = m;
+    moe.experts = 8, moe.topk = 2;
+    c.recompute = SB_MT_RC_NONE;
+    close_to(acts_per_layer(&moe, &c, &g8), sbh * (4 + 1 + 2 + 2 * 2 + 2 + 2 + 3 + 4 + 4.0 * 4 * 2) / 2);
 }
 
 static void test_price(void **state)
