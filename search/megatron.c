@@ -276,18 +276,20 @@ static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, cons
      * The materialized attention adds 5 a s / h (softmax output, its dropout's mask and
      * output; 2 without dropout);
      * selective recomputation drops that term, full keeps the layer's input only.
-     * Under fp8 a Transformer Engine linear keeps an fp8 copy of its input (1 byte):
-     * the fused norms' outputs (QKV; fc1 outside MoE) and the activation's output (fc2
-     * outside MoE) 1 in place of 2; the attention output's copy (proj) 1 beside the
-     * bf16 output a fused attention keeps for its own backward, alone where the core is
-     * recomputed or materialized (whose backward does not read its output). */
+     * Under fp8 a Transformer Engine linear (and an expert's GroupedLinear) keeps an
+     * fp8 copy of its input (1 byte): the fused norms' outputs (QKV; fc1 outside MoE),
+     * each routed copy's expert input and the activation's output (fc2) 1 in place of
+     * 2; an MoE router's input stays bf16 (a plain linear); the attention output's copy
+     * (proj) 1 beside the bf16 output a fused attention keeps for its own backward,
+     * alone where the core is recomputed or materialized (whose backward does not read
+     * its output). */
     double sbh = T * h * B / 2.0;
     double drop = mm->swiglu ? 0.0 : 1.0;
     const int f8 = g->fp8, dense = mm->experts == 0;
-    double in_qkv = f8 ? 1.0 : 2.0, in_mlp = f8 && dense ? 1.0 : 2.0, act_out = in_mlp;
+    double in_qkv = f8 ? 1.0 : 2.0, in_mlp = f8 && dense ? 1.0 : 2.0, act_out = f8 ? 1.0 : 2.0;
     double attn_out = !f8 ? 2.0 : c->fused_attention && c->recompute != SB_MT_RC_SELECTIVE ? 3.0 : 1.0;
     /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
-    double whole = 4.0 + in_qkv + in_mlp + (mm->experts > 0 ? 2.0 * moe_tokens : 0.0) + 2.0 * drop;
+    double whole = 4.0 + in_qkv + in_mlp + (mm->experts > 0 ? act_out * moe_tokens : 0.0) + 2.0 * drop;
     double split = 2.0 + attn_out + 4.0 * kvh / h + ((mm->swiglu ? 4.0 : 2.0) + act_out) * f / h * moe_tokens;
     double lin = c->sp ? (whole + split) / t : whole + split / t;
     /* materialized scores: softmax output 2 (+ its dropout's mask 1 and output 2) */

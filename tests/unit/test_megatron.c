@@ -445,11 +445,25 @@ static void test_activations(void **state)
     close_to(acts_per_layer(&m, &c, &g8), sbh * 29.0 / 2);
     c.recompute = SB_MT_RC_SELECTIVE;
     close_to(acts_per_layer(&m, &c, &g8), sbh * 27.0 / 2);
-    /* MoE (top 2): its expert MLP keeps bf16 inputs; QKV's and proj's copies as above */
+    /* MoE (top 2): the router's input bf16 2, each routed copy's expert input 1 (TE's
+     * GroupedLinear keeps fp8 copies as Linear does), fc1's output 2 and gelu's 1 a 4h
+     * per copy: (4 + 1 + 2 + 2 x 1 + 2) + (2 + 3 + 4 + 2 x 3 x 4) = 44 / t */
     sb_mt_model moe = m;
     moe.experts = 8, moe.topk = 2;
     c.recompute = SB_MT_RC_NONE;
-    close_to(acts_per_layer(&moe, &c, &g8), sbh * (4 + 1 + 2 + 2 * 2 + 2 + 2 + 3 + 4 + 4.0 * 4 * 2) / 2);
+    close_to(acts_per_layer(&moe, &c, &g8), sbh * 44.0 / 2);
+    /* without sequence parallelism the unsplit terms stay whole: 8 + 21 / t */
+    c.sp = 0;
+    close_to(acts_per_layer(&m, &c, &g8), sbh * (8.0 + 21.0 / 2));
+    /* materialized attention (no dropout mask kept apart from the MLP's terms): the
+     * attention output's copy alone, 8 + 19 / t, plus the scores' 5 a s / h / t */
+    c.fused_attention = 0;
+    close_to(acts_per_layer(&m, &c, &g8), sbh * (8.0 + 19.0 / 2) + 5.0 * 64 * 2048.0 * 2048 * 2 / 2);
+    /* SwiGLU (Llama 3 8B-like, TP 8, SP): norm inputs 4, QKV and MLP inputs 1 + 1; Q 2,
+     * the attention output 2 + 1, K and V 4 x 8 / 32, gate and up 4 and their product 1
+     * a 3.5 h: (6 + 5 + 1 + 17.5) / 8 */
+    d.fused_attention = 1, d.sp = 1, d.precision = SB_PREC_FP8;
+    close_to(acts_per_layer(&l, &d, &g8), lsbh * (6.0 + 5.0 + 1.0 + 5.0 * 3.5) / 8);
 }
 
 static void test_price(void **state)
