@@ -32,6 +32,7 @@
 typedef struct {
     char id[64], source[64]; /* safe names */
     double pred, pub;        /* seconds */
+    double err;              /* (pred - pub) / pub, percent */
     char series[64];         /* "machine_precision" (safe), "" without the GEMM fields */
     double gemm, implied;    /* TFLOP/s: the file's, the run's (0: none meets it) */
 } vpoint;
@@ -58,6 +59,13 @@ static int need_str(const sb_json *o, const char *key, const char *where, const 
                        "(`validate --format json`)", path, where, key);
     sb_plot_safe_name(s, out, n);
     return 0;
+}
+
+/* The percent target at j.key, in (0, 100); 0 where missing or outside. */
+static double target(const sb_json *j, const char *key)
+{
+    const sb_json *x = sb_json_get(j, key);
+    return x && x->type == SB_JSON_NUM && x->num > 0 && x->num < 100 ? x->num : 0.0;
 }
 
 /* Closes the data file *f (NULL after); nonzero naming path when the write failed. */
@@ -119,6 +127,7 @@ static int read_runs(const sb_json *j, const char *path, vpoint **pts, int *n, s
                            path, where, p->id);
         if (sb_series_add(s, p->source, err))
             return -1;
+        p->err = 100.0 * (p->pred - p->pub) / p->pub;
         gemm_fields(r, p);
         (*n)++;
     }
@@ -196,12 +205,10 @@ out:
  * colour per source; a band at +- the largest error validate allows
  * (target_max_percent) and the count within it in the title. Drawn only when
  * the JSON gives its targets (a validate older than them: says why not). */
-static int plot_error(plotter *pl, const sb_json *j, const vpoint *pts, int n, const sb_series *s,
-                      double mape, double worst, sb_error *err)
+static int plot_error(plotter *pl, double tmape, double tmax, const vpoint *pts, int n,
+                      const sb_series *s, double mape, double worst, sb_error *err)
 {
-    const sb_json *tm = sb_json_get(j, "target_mape_percent"), *tx = sb_json_get(j, "target_max_percent");
-    if (!tm || tm->type != SB_JSON_NUM || !(tm->num > 0) || !isfinite(tm->num) || !tx ||
-        tx->type != SB_JSON_NUM || !(tx->num > 0) || !isfinite(tx->num)) {
+    if (!(tmape > 0) || !(tmax > 0)) {
         fprintf(pl->log ? pl->log : stdout, "validate-error: not drawn: no target_mape_percent or "
                 "target_max_percent > 0 (a validate older than them)\n");
         return 0;
@@ -210,25 +217,23 @@ static int plot_error(plotter *pl, const sb_json *j, const vpoint *pts, int n, c
     FILE *f = sb_plot_data_file(pl, "validate-error", data, sizeof data, err);
     if (!f)
         return -1;
-    double span = tx->num;
+    double span = tmax;
     int within = 0;
-    for (int w = 0; w < s->n; w++) {
+    for (int w = 0; w < s->n; w++) { /* every run is in one source's block */
         fprintf(f, "# source %s\n", s->name[w]);
         for (int i = 0; i < n; i++)
             if (!strcmp(pts[i].source, s->name[w])) {
-                double e = 100.0 * (pts[i].pred - pts[i].pub) / pts[i].pub;
-                span = fmax(span, fabs(e));
-                fprintf(f, "%d\t%.9g\t%s\n", i + 1, e, pts[i].id);
+                span = fmax(span, fabs(pts[i].err));
+                within += fabs(pts[i].err) <= tmax;
+                fprintf(f, "%d\t%.9g\t%s\n", i + 1, pts[i].err, pts[i].id);
             }
         fprintf(f, "\n\n");
     }
-    for (int i = 0; i < n; i++)
-        within += fabs(100.0 * (pts[i].pred - pts[i].pub) / pts[i].pub) <= tx->num;
     if (close_data(&f, data, err))
         return -1;
     snprintf(title, sizeof title, "prediction error per run: MAPE %.1f%%, max %.1f%% (targets %g%%, "
-             "%g%%); %d of %d within ±%g%%", mape, worst, tm->num, tx->num, within, n, tx->num);
-    snprintf(extra, sizeof extra, "; nruns=%d; tmax=%.9g; span=%.9g", n, tx->num, span * 1.15);
+             "%g%%); %d of %d within ±%g%%", mape, worst, tmape, tmax, within, n, tmax);
+    snprintf(extra, sizeof extra, "; nruns=%d; tmax=%.9g; span=%.9g", n, tmax, span * 1.15);
     if (!(vars = sb_series_vars(data, "sources", s, title, extra, err)))
         return -1;
     int rc = sb_plot_gnuplot(pl, "validate-error.gp", "validate-error", vars, err);
@@ -265,9 +270,10 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
         read_runs(j, path, &pts, &n, s, err))
         goto out;
     sb_series_sort(s);
-    /* the band: the largest error validate allows, where the JSON gives it */
-    const sb_json *tx = sb_json_get(j, "target_max_percent");
-    double band = tx && tx->type == SB_JSON_NUM && tx->num > 0 && tx->num < 100 ? tx->num : 10.0;
+    /* validate's targets, 0 where the JSON lacks them; the band: the largest error
+     * validate allows, else 10% */
+    double tmape = target(j, "target_mape_percent"), tmax = target(j, "target_max_percent");
+    double band = tmax > 0 ? tmax : 10.0;
     /* one range for both axes, a tenth of a decade beyond the points and the band */
     double lo = INFINITY, hi = 0;
     for (int i = 0; i < n; i++) {
@@ -316,7 +322,7 @@ int sb_plot_validate(const char *path, const char *out, const char *scripts, FIL
         goto out;
     rc = sb_plot_gnuplot(&pl, "validate.gp", "validate", vars, err);
     if (!rc)
-        rc = plot_error(&pl, j, pts, n, s, mape, worst, err);
+        rc = plot_error(&pl, tmape, tmax, pts, n, s, mape, worst, err);
     if (!rc)
         rc = plot_gemm(&pl, pts, n, err);
 out:

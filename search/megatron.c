@@ -214,6 +214,12 @@ static sb_gpu non_fp8_gpu(const sb_gpu *g)
     return u;
 }
 
+/* Whether the MLP's linears are Transformer Engine's LayerNormLinear (fc1, the
+ * pre-MLP norm fused into it) and Linear (fc2), whose fp8 handling the model
+ * follows: a dense MLP's. An MoE layer's pre-MLP norm is its own and its experts
+ * are grouped linears beside a bf16 router. */
+static int te_mlp(const sb_mt_model *mm) { return mm->experts == 0; }
+
 /* The fp8 recipe's conversions around linear i (0 QKV, 1 proj, 2 fc1, 3 fc2; fp its
  * forward GEMM), forward *f and backward *b seconds (0 outside fp8): its input and its
  * output gradient cast-transposed (2 bytes read, 1 + 1 written), as Transformer Engine
@@ -229,8 +235,8 @@ static sb_gpu non_fp8_gpu(const sb_gpu *g)
 static void fp8_conversions(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int i,
                             const sb_mt_gemm *fp, double *f, double *b)
 {
-    const int ln_fused = i == 0 || (i == 2 && mm->experts == 0);
-    const int row_sp = c->sp && (i == 1 || (i == 3 && mm->experts == 0)) && g->fp8;
+    const int ln_fused = i == 0 || (i == 2 && te_mlp(mm));
+    const int row_sp = c->sp && (i == 1 || (i == 3 && te_mlp(mm))) && g->fp8;
     double in = fp->M * fp->K, go = fp->M * fp->N; /* elements of the input, output gradient */
     double rows = go / c->tp;                      /* the output gradient's local rows */
     *f = ln_fused ? 0.0 : row_sp ? sb_gpu_mem_s(g, in * 3.0) : sb_gpu_cast_s(g, in);
@@ -253,7 +259,7 @@ static double tp_collectives(const sb_mt_model *mm, const sb_mt_config *c, const
         return 2.0 * sb_gpu_allreduce_s(g, tpb, c->tp, inter);
     double rs = sb_gpu_gather_s(g, tpb, c->tp, inter);
     double ag8 = g->fp8 ? sb_gpu_gather_s(g, tpb / B, c->tp, inter) : rs;
-    return 2.0 * rs + ag8 + (mm->experts > 0 ? rs : ag8);
+    return 2.0 * rs + ag8 + (te_mlp(mm) ? ag8 : rs);
 }
 
 /* The activations a layer keeps for its backward, bytes per micro-batch on one GPU. */
@@ -285,7 +291,7 @@ static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, cons
      * its output). */
     double sbh = T * h * B / 2.0;
     double drop = mm->swiglu ? 0.0 : 1.0;
-    const int f8 = g->fp8, dense = mm->experts == 0;
+    const int f8 = g->fp8, dense = te_mlp(mm);
     double in_qkv = f8 ? 1.0 : 2.0, in_mlp = f8 && dense ? 1.0 : 2.0, act_out = f8 ? 1.0 : 2.0;
     double attn_out = !f8 ? 2.0 : c->fused_attention && c->recompute != SB_MT_RC_SELECTIVE ? 3.0 : 1.0;
     /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
@@ -358,7 +364,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
      * 2 bias-dropout-adds (3 + mask, backward 2 + mask; no mask without dropout), the activation (gelu 2 / swiglu 3,
      * backward 3 / 5), rotary on q and k (2, backward 2) */
     double nrm = sb_gpu_mem_s(g, Tn * h * (B + (g->fp8 ? 1.0 : B))) +
-                 sb_gpu_mem_s(g, Tn * h * (B + (g->fp8 && mm->experts == 0 ? 1.0 : B)));
+                 sb_gpu_mem_s(g, Tn * h * (B + (g->fp8 && te_mlp(mm) ? 1.0 : B)));
     double nrm_b = 2.0 * sb_gpu_mem_s(g, Tn * h * 4.0 * B);
     /* (SwiGLU models: residual adds without dropout, no mask) */
     double mask = mm->swiglu ? 0.0 : 1.0;

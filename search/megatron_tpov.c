@@ -38,19 +38,17 @@
 
 enum { NONE, RING, PIPE, BULK };
 
-/* by sb_mt_layer_gemms' order: the entries whose collective is an all-gather */
-static const int ub_gather[SB_MT_LAYER_GEMMS] = {1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0};
-
 typedef struct {
     int method, sms;
+    int gather; /* the collective is an all-gather (fp8 words under fp8), else a reduce-scatter */
 } ub_cfg;
 
 /* by sb_mt_layer_gemms' order: qkv, proj, fc1, fc2 x fprop, dgrad, wgrad */
 static const ub_cfg ub_bf16[SB_MT_LAYER_GEMMS] = {
-    {RING, 0}, {BULK, 4}, {BULK, 24}, /* qkv: AG in; AG of the input for wgrad; RS of dgrad */
-    {PIPE, 24}, {RING, 0}, {NONE, 0}, /* proj: RS out; AG of the output gradient */
-    {RING, 0}, {BULK, 2}, {BULK, 4},  /* fc1 */
-    {PIPE, 16}, {RING, 0}, {NONE, 0}, /* fc2 */
+    {RING, 0, 1}, {BULK, 4, 1}, {BULK, 24, 0}, /* qkv: AG in; AG of the input for wgrad; RS of dgrad */
+    {PIPE, 24, 0}, {RING, 0, 1}, {NONE, 0, 0}, /* proj: RS out; AG of the output gradient */
+    {RING, 0, 1}, {BULK, 2, 1}, {BULK, 4, 0},  /* fc1 */
+    {PIPE, 16, 0}, {RING, 0, 1}, {NONE, 0, 0}, /* fc2 */
 };
 
 #define PIPE_SPLITS 4.0
@@ -86,7 +84,7 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config
             u.method = RING;
         const sb_mt_gemm *m = &gm[i];
         double G = gt[i], extra = 0, exposed = 0;
-        double bytes = g->fp8 && ub_gather[i] ? tok_bytes / B : tok_bytes; /* T x h */
+        double bytes = g->fp8 && u.gather ? tok_bytes / B : tok_bytes; /* T x h */
         double coll = sb_gpu_gather_s(g, bytes, t, inter); /* one AG or RS of them */
         if (u.method == RING) {
             exposed = (t - 1.0) * fmax(0.0, sb_gpu_p2p_s(g, bytes / t, inter) - G / t);
