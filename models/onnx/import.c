@@ -488,10 +488,10 @@ static int prepass(ctx *C)
             return sb_fail(C->err, SB_EXIT_INPUT, "%s: empty node %zu", C->path, i);
     /* every name gets its value now: later lookups never reallocate */
     for (size_t i = 0; i < g->n_initializer; i++)
-        if (g->initializer[i] && g->initializer[i]->name && !ox_vget(C, g->initializer[i]->name))
+        if (g->initializer[i] && g->initializer[i]->name && g->initializer[i]->name[0] && !ox_vget(C, g->initializer[i]->name))
             return -1;
     for (size_t i = 0; i < g->n_input; i++)
-        if (g->input[i] && g->input[i]->name && !ox_vget(C, g->input[i]->name))
+        if (g->input[i] && g->input[i]->name && g->input[i]->name[0] && !ox_vget(C, g->input[i]->name))
             return -1;
     for (size_t ni = 0; ni < g->n_node; ni++) {
         const Onnx__NodeProto *n = g->node[ni];

@@ -283,6 +283,13 @@ val *ox_vfind(ctx *C, const char *name)
 /* The value of a name, created (V_NONE) if new. */
 val *ox_vget(ctx *C, const char *name)
 {
+    /* a fused chain may end in a node whose output has no name: no value
+     * to bind, and (every named value made in the prepass) no new entry
+     * after it, which would move the values callers hold */
+    if (!name || !name[0]) {
+        sb_fail(C->err, SB_EXIT_INPUT, "%s: a node's output has no name where its value is needed", C->path);
+        return NULL;
+    }
     val *x = ox_vfind(C, name);
     if (x)
         return x;

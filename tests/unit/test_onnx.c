@@ -1094,6 +1094,22 @@ static void test_regress(void **state)
         expect_clean_error(data, size, "regress.onnx");
         free(data);
     }
+    /* a held rotary chain (Llama) or repeat of K/V heads (GQA) whose last
+     * node's output was emptied: refused by name, no value made after the
+     * prepass (the CI fuzzer's find of 2026-12-07, a null name hashed) */
+    const char *unnamed[] = {"rope-unnamed-output", "repeat-unnamed-output"};
+    for (size_t f = 0; f < sizeof unnamed / sizeof unnamed[0]; f++) {
+        char path[1024], *data, *text = NULL;
+        size_t size, len;
+        sb_error err = {0};
+        snprintf(path, sizeof path, "%s/tests/data/onnx/regress/%s.bin", SB_SOURCE_DIR, unnamed[f]);
+        assert_int_equal(sb_onnx_read_file(path, &data, &size, &err), 0);
+        assert_int_not_equal(sb_onnx_to_text(data, size, "unnamed.onnx", NULL, &text, &len, NULL, &err), 0);
+        assert_null(text);
+        assert_int_equal(err.code, SB_EXIT_INPUT);
+        assert_non_null(strstr(err.msg, "unnamed.onnx: a node's output has no name"));
+        free(data);
+    }
 }
 
 /* Fixed-seed byte mutations of every test file: no crash, clean errors. */
