@@ -82,10 +82,6 @@ double sb_per_dev(const sb_op *op, const int *c, int d);
 double sb_elem_cost(const sb_cost_params *cp, double elems, double units, double fwd_words,
                     double bwd_words);
 
-/* 1 when op trains a weight: its own (sb_op.weights) or an input declared
- * `weight` in the model file. */
-int sb_op_trains_weight(const sb_model *m, const sb_op *op);
-
 /* The operand terms of sb_mem_elems (weights, wmax, in, outs) as most kinds
  * hold them: every input and output block, the op's own weights; saved and
  * scratch are 0 (the kind sets them). */

@@ -606,14 +606,6 @@ double sb_tied_cost(const sb_model *m, const sb_op *op, const int *c, const sb_c
     return cost;
 }
 
-int sb_op_trains_weight(const sb_model *m, const sb_op *op)
-{
-    for (int k = 0; k < op->nin; k++)
-        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT)
-            return 1;
-    return op->nweights > 0;
-}
-
 double sb_zero_cost(const sb_model *m, const sb_op *op, const int *c, const sb_cost_params *cp)
 {
     if (cp->zero < 3 || cp->wgrad_free)

@@ -145,11 +145,63 @@ static void mark_loss_inputs(sb_model *m)
     }
 }
 
+/* The activation input (a tensor) of a linear layer the fp8 recipe runs in
+ * fp8 (cost/ops/gemm.c): a dense, einsum or conv that trains a weight and
+ * is not the output layer; -1 for every other op. */
+static int fp8_linear_input(const sb_model *m, const sb_op *op)
+{
+    if ((op->kind != SB_OP_DENSE && op->kind != SB_OP_EINSUM && op->kind != SB_OP_CONV) ||
+        op->feeds_loss || op->attn || !sb_op_trains_weight(m, op))
+        return -1;
+    for (int k = 0; k < op->nin; k++)
+        if (m->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
+            return op->in[k].tensor;
+    return -1;
+}
+
+/* How Transformer Engine converts each linear's input to fp8 (sb_op.fp8_in):
+ * the linears that read one tensor are one module (a model file writes
+ * Megatron's fused QKV as three einsums of one input, gate and up as two),
+ * whose first op casts it; a norm whose output only such linears read is fused into them
+ * (LayerNormLinear) and writes the fp8 copy itself. Marked at any
+ * precision; the cost model reads them under fp8 only. */
+static int mark_fp8_inputs(sb_model *m, sb_error *err)
+{
+    /* per tensor: its readers (input slots), the fp8 linears among them, the first */
+    int *nread = sb_calloc((size_t)m->ntensors * 3 + 1, sizeof *nread, err);
+    if (!nread)
+        return -1;
+    int *nlin = nread + m->ntensors, *first = nlin + m->ntensors;
+    for (int i = 0; i < m->nops; i++) {
+        sb_op *op = &m->ops[i];
+        op->fp8_in = SB_FP8_IN_CAST, op->fp8_out = 0;
+        for (int k = 0; k < op->nin; k++)
+            nread[op->in[k].tensor]++;
+        int t = fp8_linear_input(m, op);
+        if (t >= 0 && nlin[t]++)
+            op->fp8_in = SB_FP8_IN_SHARED;
+        else if (t >= 0)
+            first[t] = i;
+    }
+    for (int t = 0; t < m->ntensors; t++) {
+        int p = m->tensors[t].producer;
+        if (!nlin[t] || nlin[t] != nread[t] || p < 0 || m->ops[p].nout != 1 ||
+            !(m->ops[p].kind == SB_OP_RMSNORM || (m->ops[p].kind == SB_OP_NORM && !m->ops[p].batchnorm)))
+            continue;
+        m->ops[p].fp8_out = 1;
+        m->ops[first[t]].fp8_in = SB_FP8_IN_NORM;
+    }
+    free(nread);
+    return 0;
+}
+
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err)
 {
     for (int i = 0; i < m->nops; i++)
         m->ops[i].gpu_run = 1;
     mark_loss_inputs(m);
+    if (mark_fp8_inputs(m, err))
+        return -1;
     return fuse && sb_model_fuse_attention(m, err) < 0 ? -1 : 0;
 }
 

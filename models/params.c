@@ -48,6 +48,14 @@ static void token_share(const sb_model *m, int t, const char *router, int64_t *n
     }
 }
 
+int sb_op_trains_weight(const sb_model *m, const sb_op *op)
+{
+    for (int k = 0; k < op->nin; k++)
+        if (m->tensors[op->in[k].tensor].kind == SB_TENSOR_WEIGHT)
+            return 1;
+    return op->nweights > 0;
+}
+
 int64_t sb_model_param_count(const sb_model *m, int64_t *active)
 {
     int64_t total = 0, act = 0;

@@ -304,12 +304,13 @@ uint64_t pipe_op_hash(const sb_model *m, const sb_op *op)
     int attrs[] = {op->pw, op->axis, op->causal, op->pos_axis, (int)op->axes, op->kernel[0],
                    op->kernel[1], op->stride[0], op->stride[1], op->pad[0], op->pad[1],
                    op->dilation[0], op->dilation[1], op->groups, op->pool_avg, op->batchnorm,
-                   op->layers, op->fn, op->topk};
+                   op->layers, op->fn, op->topk, op->attn, op->attn_slot, op->gpu_run,
+                   op->feeds_loss, op->fp8_in, op->fp8_out};
     for (size_t a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         h = pipe_mix(h, (uint64_t)(int64_t)attrs[a]);
     for (int d = 0; d < SB_MAX_DIMS; d++)
         h = pipe_mix(h, (uint64_t)(int64_t)op->perm[d]);
-    return mixd(mixd(h, op->theta), op->moe_aux);
+    return mixd(mixd(mixd(h, op->theta), op->moe_aux), op->attn_frac);
 }
 
 static int operands_same(const sb_model *m, const sb_operand *a, const sb_operand *b)
@@ -332,7 +333,9 @@ int pipe_ops_same(const sb_model *m, const sb_op *a, const sb_op *b)
         || a->causal != b->causal || a->pos_axis != b->pos_axis || a->theta != b->theta
         || a->axes != b->axes || a->groups != b->groups || a->pool_avg != b->pool_avg
         || a->batchnorm != b->batchnorm || a->layers != b->layers || a->fn != b->fn
-        || a->topk != b->topk || a->moe_aux != b->moe_aux
+        || a->topk != b->topk || a->moe_aux != b->moe_aux || a->attn != b->attn
+        || a->attn_slot != b->attn_slot || a->attn_frac != b->attn_frac || a->gpu_run != b->gpu_run
+        || a->feeds_loss != b->feeds_loss || a->fp8_in != b->fp8_in || a->fp8_out != b->fp8_out
         || memcmp(a->kernel, b->kernel, sizeof a->kernel) || memcmp(a->stride, b->stride, sizeof a->stride)
         || memcmp(a->pad, b->pad, sizeof a->pad) || memcmp(a->dilation, b->dilation, sizeof a->dilation)
         || memcmp(a->perm, b->perm, sizeof a->perm) || memcmp(a->role, b->role, sizeof a->role))

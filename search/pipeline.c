@@ -463,6 +463,13 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         rc = nothing_found(&X, m, p, o, r, Ss, nS, least, err);
         goto out;
     }
+    if (r->pipe.nstages == 0) { /* a first partition's step, never found again: the search's
+                                   equal ops or stages were not equal to the cost model */
+        rc = sb_fail(err, SB_EXIT_INTERNAL, "internal error: the pipeline search of '%s' at p=%d "
+                     "priced a step of %.6g FLOP and then found no strategy that takes it",
+                     m->name, p, best);
+        goto out;
+    }
     if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0
         && least_zero(&X, o, r, err))
         goto out;

@@ -109,11 +109,16 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
                 a.gpu_gemm_eff = cp->gpu_attn_gemm_eff;
             return sb_gemm_cost(&a, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac);
         }
-        /* a linear layer: its input (forward) and output gradient (backward)
-         * cast-transposed to fp8, 2 bytes read and 1 + 1 written an element */
-        double cast = batch * (dm / cm) * ((dk / ck) + (dn / cn)) * 4.0;
+        /* a linear layer: its output gradient (backward) cast-transposed to
+         * fp8, 2 bytes read and 1 + 1 written an element, and its input
+         * (sb_op.fp8_in): the same where it casts it, nothing where another
+         * linear of its module does, the fp8 copy's transpose (1 + 1) where
+         * a norm fused into it wrote that copy (models/gpu_run.c) */
+        double in_bytes = op->fp8_in == SB_FP8_IN_SHARED ? 0.0 : op->fp8_in == SB_FP8_IN_NORM ? 2.0 : 4.0;
+        double cast = batch * (dm / cm) * ((dk / ck) * in_bytes + (dn / cn) * 4.0);
+        double kernels = in_bytes > 0.0 ? 2.0 : 1.0;
         return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac) +
-               (cast / (cp->gpu_hbm_gbs * 1e9 * cp->gpu_hbm_eff) + 2.0 * cp->gpu_kernel_us * 1e-6) *
+               (cast / (cp->gpu_hbm_gbs * 1e9 * cp->gpu_hbm_eff) + kernels * cp->gpu_kernel_us * 1e-6) *
                    cp->tflops * 1e12;
     }
     return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac);

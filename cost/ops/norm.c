@@ -2,6 +2,7 @@
  * `axis`, RMS norm over `axis`, and batch norm (the cost model treats it as norm over axis 0, as
  * the prototype does; memory follows the runtime's per-channel statistics). */
 #include "../kinds.h"
+#include "shardbench/precision.h"
 
 /* The terms both norms share: `passes` passes over the per-device
  * elements e, `row_ars` all-reduces of the row statistics (e / D'_a values)
@@ -18,8 +19,11 @@ static double norm_terms(const sb_op *op, const int *c, const sb_cost_params *cp
     sb_coll_group others = sb_op_group(cp, op, c, all & ~(1u << a));
     if (cp->wgrad_free) /* the scale (and shift) gradients' reductions left out */
         gamma_ars = 0.0;
-    /* GPU: x read, y written; x and dy read, dx written (docs/megatron.md) */
-    return sb_elem_cost(cp, e, passes, 2.0, 4.0) + row_ars * sb_coll_allreduce(cp, e / da, rows)
+    /* GPU: x read, y written; x and dy read, dx written (docs/megatron.md);
+     * under fp8 a norm fused into the linears that read it writes their fp8
+     * copy of y, one byte, in place of y (sb_op.fp8_out) */
+    double fwd = op->fp8_out && cp->precision == SB_PREC_FP8 ? 1.0 + 1.0 / cp->word_bytes : 2.0;
+    return sb_elem_cost(cp, e, passes, fwd, 4.0) + row_ars * sb_coll_allreduce(cp, e / da, rows)
            + gamma_ars * sb_coll_allreduce(cp, da, others);
 }
 

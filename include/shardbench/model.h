@@ -184,12 +184,25 @@ typedef struct {
      * input and no weight (a softcap): Megatron-LM runs it as its own
      * linear, not a Transformer Engine one, so in bf16 under fp8 */
     int feeds_loss;
+    /* (sb_model_gpu_run) how the fp8 recipe converts the activation input of
+     * this linear layer (a dense, einsum or conv that trains a weight, not
+     * the output layer): SB_FP8_IN_CAST, it casts and transposes it itself;
+     * SB_FP8_IN_SHARED, another linear reading the same tensor does (one
+     * Transformer Engine module: QKV, gate and up); SB_FP8_IN_NORM, the norm
+     * that writes it writes the fp8 copy (LayerNormLinear), the linear
+     * transposes it. 0 for every other op. */
+    int fp8_in;
+    /* (sb_model_gpu_run) norm, rmsnorm: 1 when every reader of its output is
+     * such a linear, so under fp8 it writes the fp8 copy in place of its
+     * 16-bit output (Transformer Engine's LayerNormLinear). */
+    int fp8_out;
     int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
     double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
     double cap;               /* softcap: c of y = c·tanh(x/c) (> 0) */
 } sb_op;
 
 enum { SB_ATTN_NONE = 0, SB_ATTN_SCORES, SB_ATTN_SOFTMAX, SB_ATTN_VALUES };
+enum { SB_FP8_IN_CAST = 0, SB_FP8_IN_SHARED, SB_FP8_IN_NORM };
 
 typedef struct {
     char name[SB_NAME_MAX];
@@ -227,6 +240,9 @@ typedef struct {
  * NULL): the values one token uses, a weight with the expert dim of a
  * moe_gate (size E, top-k) counted k/E of it, except the router's. */
 int64_t sb_model_param_count(const sb_model *m, int64_t *active);
+/* 1 when op trains a weight: its own (sb_op.weights) or an input declared
+ * `weight` in the model file. models/params.c. */
+int sb_op_trains_weight(const sb_model *m, const sb_op *op);
 
 /* Marks each attention of m that one fused kernel (FlashAttention-style)
  * computes: a softmax (causal or not) whose input is an einsum of two
@@ -238,7 +254,8 @@ int64_t sb_model_param_count(const sb_model *m, int64_t *active);
  * the number marked, or -1 (err) when out of memory. models/gpu_run.c. */
 int sb_model_fuse_attention(sb_model *m, sb_error *err);
 /* m priced as a GPU training framework runs it: every op's gpu_run set,
- * each loss's output layer marked feeds_loss, and with
+ * each loss's output layer marked feeds_loss, the fp8 recipe's conversions
+ * of each linear's input marked (fp8_in, fp8_out), and with
  * fuse its attentions fused (sb_model_fuse_attention). 0, or -1 (err).
  * models/gpu_run.c. */
 int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err);

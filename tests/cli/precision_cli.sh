@@ -61,6 +61,13 @@ done
 refused "fp8 on an A100" "no fp8 peak" search -m transformer -p 8 --db none --machine a100-sxm-80g --precision fp8
 "$SB" search -m transformer -p 8 --db none --machine h100-sxm --precision fp8 > "$TMP/fp8" 2>&1
 check "fp8 on an H100 is priced at fp8" grep -q "at fp8" "$TMP/fp8"
+# the full space under fp8 on a Llama (a norm's linears converting one input, so
+# equal GEMMs priced apart): a strategy of one stage, found as priced (an
+# equal-op test that ignored the conversions returned none, at a step of 0 s)
+"$SB" search -m llama3-8b --set layers=2 -p 1 --db none --machine h100-sxm --precision fp8 \
+    --space full --megatron-grid off --format json > "$TMP/f8.json"
+check "fp8 full space: one stage, a step found" js "$TMP/f8.json" \
+    "len(d['stages']) == 1 and d['predicted_step_seconds'] > 0 and d['total_cost'] > 0"
 refused "--precision without --machine" "needs --machine" search -m transformer -p 8 --db none --precision bf16
 refused "--grad-reduce-dtype without --machine" "needs --machine" search -m transformer -p 8 --db none --grad-reduce-dtype bf16
 refused "an unknown precision" "'fp4' is not" search -m transformer -p 8 --db none --machine h100-sxm --precision fp4

@@ -267,6 +267,68 @@ static void test_output_layer_fp8(void **state)
     sb_model_free(&m);
 }
 
+/* fp8's conversion of a linear's input (sb_model_gpu_run marks fp8_in and
+ * fp8_out): the linears reading one tensor are one Transformer Engine module
+ * whose first casts it (2 bytes read, 1 + 1 written an element), the others
+ * nothing; a norm read only by linears writes their fp8 copy (one byte in
+ * place of two), the first of them transposes it (1 + 1). A linear of a
+ * tensor another op reads too casts it itself. By hand on the h100-sxm
+ * machine: the differences of equal GEMMs are the conversions' bytes and
+ * kernels, nothing under bf16. */
+static void test_fp8_inputs(void **state)
+{
+    (void)state;
+    const char *text = "model \"fp8in\"\n"
+                       "input x[t=4096, e=4096]\n"
+                       "n = rmsnorm(x, axis=e)\n"
+                       "weight wa[e=4096, f=4096]\n"
+                       "a = einsum(\"t e, e f -> t f\", n, wa)\n"
+                       "weight wb[e=4096, f=4096]\n"
+                       "b = einsum(\"t e, e f -> t f\", n, wb)\n"
+                       "m = rmsnorm(x, axis=e)\n"
+                       "weight wc[e=4096, f=4096]\n"
+                       "c = einsum(\"t e, e f -> t f\", m, wc)\n"
+                       "r = add(m, x)\n"
+                       "s = add(a, b)\n"
+                       "u = add(s, c)\n"
+                       "v = add(u, r)\n";
+    sb_error err = {0};
+    sb_model md;
+    sb_machine mc;
+    sb_cost_params c8, c16;
+    sb_cost_params_default(&c8);
+    sb_cost_params_default(&c16);
+    if (sb_model_parse(text, strlen(text), "fp8in.model", NULL, 0, &md, &err) ||
+        sb_model_gpu_run(&md, 1, &err) || sb_machine_load("h100-sxm", &mc, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
+        fail_msg("%s", err.msg);
+    int A = op_named(&md, "a"), B = op_named(&md, "b"), C = op_named(&md, "c");
+    int N = op_named(&md, "n"), M = op_named(&md, "m");
+    assert_int_equal(md.ops[A].fp8_in, SB_FP8_IN_NORM);
+    assert_int_equal(md.ops[B].fp8_in, SB_FP8_IN_SHARED);
+    assert_int_equal(md.ops[C].fp8_in, SB_FP8_IN_CAST); /* m is read by an add too */
+    assert_true(md.ops[N].fp8_out && !md.ops[M].fp8_out);
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    const double elems = 4096.0 * 4096.0, bw = c8.gpu_hbm_gbs * 1e9 * c8.gpu_hbm_eff;
+    const double us = c8.gpu_kernel_us * 1e-6;
+    double a8 = sb_op_cost(&md, &md.ops[A], one, &c8) / (c8.tflops * 1e12),
+           b8 = sb_op_cost(&md, &md.ops[B], one, &c8) / (c8.tflops * 1e12),
+           k8 = sb_op_cost(&md, &md.ops[C], one, &c8) / (c8.tflops * 1e12);
+    assert_true(fabs((k8 - b8) - (4.0 * elems / bw + us)) < 1e-9 * k8);
+    assert_true(fabs((k8 - a8) - 2.0 * elems / bw) < 1e-9 * k8);
+    double n8 = sb_op_cost(&md, &md.ops[N], one, &c8) / (c8.tflops * 1e12),
+           m8 = sb_op_cost(&md, &md.ops[M], one, &c8) / (c8.tflops * 1e12);
+    assert_true(fabs((m8 - n8) - elems / bw) < 1e-9 * m8); /* 2 bytes written, 1 */
+    double a16 = sb_op_cost(&md, &md.ops[A], one, &c16), b16 = sb_op_cost(&md, &md.ops[B], one, &c16),
+           k16 = sb_op_cost(&md, &md.ops[C], one, &c16), n16 = sb_op_cost(&md, &md.ops[N], one, &c16),
+           m16 = sb_op_cost(&md, &md.ops[M], one, &c16);
+    assert_true(a16 == b16 && b16 == k16 && n16 == m16);
+    sb_model_free(&md);
+}
+
 /* A mixture of experts on a GPU (sb_model_gpu_run): the router keeps a
  * (token, expert) map of probabilities and one of choices, not GShard's
  * one-hot over the capacity slots; the dispatch and combine einsums read
@@ -337,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_mla),
         cmocka_unit_test(test_moe_routing),
         cmocka_unit_test(test_output_layer_fp8),
+        cmocka_unit_test(test_fp8_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
