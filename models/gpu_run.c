@@ -1,6 +1,8 @@
 /* gpu_run.c: a model as a GPU training framework runs it
- * (sb_model_gpu_run): its tensors kept as autograd keeps them, and its
- * attention as one fused kernel (sb_model_fuse_attention).
+ * (sb_model_gpu_run): its tensors kept as autograd keeps them, its
+ * attention as one fused kernel (sb_model_fuse_attention), its output layer
+ * and routers as plain linears and its other linears' fp8 conversions as
+ * Transformer Engine runs them (mark_fp8_inputs).
  *
  * A model file writes attention as three ops: scores = einsum(q, k), w =
  * softmax(scores, axis=mem, causal=seq), s = einsum(w, v) (Gemma 2: a
@@ -145,13 +147,16 @@ static void mark_loss_inputs(sb_model *m)
     }
 }
 
-/* The activation input (a tensor) of a linear layer the fp8 recipe runs in
- * fp8 (cost/ops/gemm.c): a dense, einsum or conv that trains a weight and
- * is not the output layer; -1 for every other op. */
-static int fp8_linear_input(const sb_model *m, const sb_op *op)
+int sb_op_fp8_linear(const sb_model *m, const sb_op *op)
 {
-    if ((op->kind != SB_OP_DENSE && op->kind != SB_OP_EINSUM && op->kind != SB_OP_CONV) ||
-        op->feeds_loss || op->attn || !sb_op_trains_weight(m, op))
+    return (op->kind == SB_OP_DENSE || op->kind == SB_OP_EINSUM) && !op->feeds_loss &&
+           !op->routes && sb_op_trains_weight(m, op);
+}
+
+/* The activation input (a tensor) of an fp8 linear, or -1. */
+static int fp8_input(const sb_model *m, const sb_op *op)
+{
+    if (!sb_op_fp8_linear(m, op))
         return -1;
     for (int k = 0; k < op->nin; k++)
         if (m->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
@@ -159,37 +164,68 @@ static int fp8_linear_input(const sb_model *m, const sb_op *op)
     return -1;
 }
 
-/* How Transformer Engine converts each linear's input to fp8 (sb_op.fp8_in):
- * the linears that read one tensor are one module (a model file writes
- * Megatron's fused QKV as three einsums of one input, gate and up as two),
- * whose first op casts it; a norm whose output only such linears read is fused into them
- * (LayerNormLinear) and writes the fp8 copy itself. Marked at any
- * precision; the cost model reads them under fp8 only. */
+/* Marks each router: the linear whose output a moe_gate reads (Megatron-LM's
+ * router, a plain linear: bf16 under fp8). */
+static void mark_routers(sb_model *m)
+{
+    for (int i = 0; i < m->nops; i++)
+        m->ops[i].routes = 0;
+    for (int g = 0; g < m->nops; g++) {
+        if (m->ops[g].kind != SB_OP_MOE_GATE)
+            continue;
+        int p = producer(m, m->ops[g].in[0].tensor);
+        if (p >= 0 && (m->ops[p].kind == SB_OP_DENSE || m->ops[p].kind == SB_OP_EINSUM))
+            m->ops[p].routes = 1;
+    }
+}
+
+/* How Transformer Engine converts each fp8 linear's input (sb_op.fp8_in,
+ * fp8_out). A run of fp8 linears next to each other in op order reading one
+ * tensor is one module (a model file writes Megatron's fused QKV as three
+ * einsums of one input, gate and up as two): its first casts the input, the
+ * rest use that copy. A layer or RMS norm whose output only one such run
+ * reads is fused into it (LayerNormLinear): it writes the fp8 copy itself
+ * and the run's first transposes it. Linears of one tensor apart in op order
+ * (another layer's cross-attention reading the encoder's output) are
+ * modules of their own. Marked at any precision; the cost model reads them
+ * under fp8 only; a pipeline cut through a module undoes them in the stage
+ * (search/pipe_models.c, pipe_sub_model). */
 static int mark_fp8_inputs(sb_model *m, sb_error *err)
 {
-    /* per tensor: its readers (input slots), the fp8 linears among them, the first */
-    int *nread = sb_calloc((size_t)m->ntensors * 3 + 1, sizeof *nread, err);
+    /* per tensor: its readers (input slots), the fp8 linears among them, the runs */
+    int *nread = sb_calloc((size_t)m->ntensors * 4 + 1, sizeof *nread, err);
     if (!nread)
         return -1;
-    int *nlin = nread + m->ntensors, *first = nlin + m->ntensors;
-    for (int i = 0; i < m->nops; i++) {
+    int *nlin = nread + m->ntensors, *runs = nlin + m->ntensors, *first = runs + m->ntensors;
+    for (int i = 0, prev = -1; i < m->nops; i++) {
         sb_op *op = &m->ops[i];
-        op->fp8_in = SB_FP8_IN_CAST, op->fp8_out = 0;
+        op->fp8_in = SB_FP8_IN_CAST, op->fp8_out = 0, op->fp8_span = 0;
         for (int k = 0; k < op->nin; k++)
             nread[op->in[k].tensor]++;
-        int t = fp8_linear_input(m, op);
-        if (t >= 0 && nlin[t]++)
-            op->fp8_in = SB_FP8_IN_SHARED;
-        else if (t >= 0)
-            first[t] = i;
+        int t = fp8_input(m, op);
+        if (t >= 0) {
+            nlin[t]++;
+            if (t == prev) {
+                op->fp8_in = SB_FP8_IN_SHARED;
+            } else {
+                runs[t]++;
+                first[t] = i;
+            }
+        }
+        prev = t;
     }
     for (int t = 0; t < m->ntensors; t++) {
         int p = m->tensors[t].producer;
-        if (!nlin[t] || nlin[t] != nread[t] || p < 0 || m->ops[p].nout != 1 ||
+        if (!nlin[t] || nlin[t] != nread[t] || runs[t] != 1 || p < 0 || m->ops[p].nout != 1 ||
             !(m->ops[p].kind == SB_OP_RMSNORM || (m->ops[p].kind == SB_OP_NORM && !m->ops[p].batchnorm)))
             continue;
+        int e = first[t]; /* the run's last linear */
+        while (e + 1 < m->nops && m->ops[e + 1].fp8_in == SB_FP8_IN_SHARED && fp8_input(m, &m->ops[e + 1]) == t)
+            e++;
         m->ops[p].fp8_out = 1;
+        m->ops[p].fp8_span = e - p;
         m->ops[first[t]].fp8_in = SB_FP8_IN_NORM;
+        m->ops[first[t]].fp8_span = e - first[t];
     }
     free(nread);
     return 0;
@@ -200,6 +236,7 @@ int sb_model_gpu_run(sb_model *m, int fuse, sb_error *err)
     for (int i = 0; i < m->nops; i++)
         m->ops[i].gpu_run = 1;
     mark_loss_inputs(m);
+    mark_routers(m);
     if (mark_fp8_inputs(m, err))
         return -1;
     return fuse && sb_model_fuse_attention(m, err) < 0 ? -1 : 0;

@@ -5,6 +5,7 @@
  * collective (free: cp.wgrad_free and SB_COLL_FREE): dp_comm = an - nowg,
  * tp_comm = nowg - free, compute what the search's own cost leaves. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shardbench/breakdown.h"
@@ -54,24 +55,29 @@ int sb_pipe_breakdown(const sb_model *m, const sb_cost_params *cp, const sb_pipe
     for (int s = 1; s < S; s++)
         if (r->stage_time[s] > r->stage_time[b])
             b = s;
-    sb_model mb;
+    sb_model mb, sub; /* stage b as its DP priced it (a module the cut divides undone) */
     if (sb_model_microbatch(m, M, &mb, err))
         return -1;
+    if (sb_pipe_stage_model(&mb, pl->first_op[b], pl->first_op[b + 1], &sub, err)) {
+        sb_model_free(&mb);
+        return -1;
+    }
     sb_cost_params q = *cp; /* stage b's DP priced its ops so (search/pipe_models.c) */
     q.devices = pl->devices[b];
     q.zero = r->zero;
     q.recompute = r->stage_recompute[b] ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
     double vert = 0.0, mbp[SB_BD_PARTS] = {0};
     for (int v = pl->first_op[b]; v < pl->first_op[b + 1]; v++) {
-        const sb_op *op = &mb.ops[v];
+        const sb_op *op = &sub.ops[v - pl->first_op[b]];
         const int *c = r->cfg + (size_t)v * SB_MAX_DIMS;
         double nowg, fr;
-        op_parts(&mb, op, c, &q, &nowg, &fr);
+        op_parts(&sub, op, c, &q, &nowg, &fr);
         /* op_cost holds 1/M of the step's weight-gradient reduction */
         mbp[SB_BD_DP] += fmax(r->op_cost[v] - nowg, 0.0);
         mbp[SB_BD_TP] += fmax(nowg - fr, 0.0);
         vert += r->op_cost[v];
     }
+    free(sub.ops), free(sub.tensors);
     sb_model_free(&mb);
     mbp[SB_BD_PP] = r->stage_p2p[b];
     mbp[SB_BD_TP] += fmax(r->stage_time[b] - vert - r->stage_p2p[b], 0.0); /* relayouts */

@@ -157,6 +157,31 @@ int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing)
     return n;
 }
 
+/* The fp8 marks (models/gpu_run.c) of a module the stage [i, j) divides,
+ * undone in its copy ops: a run of linears whose first is an earlier
+ * stage's, the stage's first casts; a fused norm and its linears on two
+ * sides of a cut, the norm writes its 16-bit output (sent on) and the
+ * linear casts it. Read from the stage's own ops and inputs only (its
+ * first op's mark, the wiring, the spans), as equal stages must be. */
+static void cut_fp8_marks(const sb_model *mb, int i, int j, sb_op *ops)
+{
+    for (int v = i; v < j; v++) {
+        sb_op *op = &ops[v - i];
+        if (op->fp8_in == SB_FP8_IN_SHARED && v == i)
+            op->fp8_in = SB_FP8_IN_CAST;
+        if (op->fp8_out && v + op->fp8_span >= j)
+            op->fp8_out = 0;
+        if (op->fp8_in != SB_FP8_IN_NORM)
+            continue;
+        int p = -1; /* the norm: its activation input's producer */
+        for (int k = 0; k < op->nin && p < 0; k++)
+            if (mb->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
+                p = mb->tensors[op->in[k].tensor].producer;
+        if (p < i || v + op->fp8_span >= j)
+            op->fp8_in = SB_FP8_IN_CAST;
+    }
+}
+
 /* The stage of ops [i, j) of mb as a model of its own: the ops, every
  * tensor, those produced outside the range as inputs (stage_input: sent by
  * an earlier stage, which the memory model keeps for a recomputed
@@ -178,6 +203,7 @@ int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *er
     }
     memcpy(out->ops, mb->ops + i, (size_t)(j - i) * sizeof *out->ops);
     memcpy(out->tensors, mb->tensors, (size_t)mb->ntensors * sizeof *out->tensors);
+    cut_fp8_marks(mb, i, j, out->ops);
     /* tied weights (`tie`): their tensors keep their indices; the table's
      * op may be another stage's (-1) */
     out->ntied = mb->ntied;
@@ -305,7 +331,7 @@ uint64_t pipe_op_hash(const sb_model *m, const sb_op *op)
                    op->kernel[1], op->stride[0], op->stride[1], op->pad[0], op->pad[1],
                    op->dilation[0], op->dilation[1], op->groups, op->pool_avg, op->batchnorm,
                    op->layers, op->fn, op->topk, op->attn, op->attn_slot, op->gpu_run,
-                   op->feeds_loss, op->fp8_in, op->fp8_out};
+                   op->feeds_loss, op->fp8_in, op->fp8_out, op->fp8_span, op->routes};
     for (size_t a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         h = pipe_mix(h, (uint64_t)(int64_t)attrs[a]);
     for (int d = 0; d < SB_MAX_DIMS; d++)
@@ -336,6 +362,7 @@ int pipe_ops_same(const sb_model *m, const sb_op *a, const sb_op *b)
         || a->topk != b->topk || a->moe_aux != b->moe_aux || a->attn != b->attn
         || a->attn_slot != b->attn_slot || a->attn_frac != b->attn_frac || a->gpu_run != b->gpu_run
         || a->feeds_loss != b->feeds_loss || a->fp8_in != b->fp8_in || a->fp8_out != b->fp8_out
+        || a->fp8_span != b->fp8_span || a->routes != b->routes
         || memcmp(a->kernel, b->kernel, sizeof a->kernel) || memcmp(a->stride, b->stride, sizeof a->stride)
         || memcmp(a->pad, b->pad, sizeof a->pad) || memcmp(a->dilation, b->dilation, sizeof a->dilation)
         || memcmp(a->perm, b->perm, sizeof a->perm) || memcmp(a->role, b->role, sizeof a->role))

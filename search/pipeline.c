@@ -201,6 +201,14 @@ static void progress(const sb_pipe_opts *o, const sb_cost_params *cp, int zero, 
                 dps, sb_now() - t0, best / (cp->tflops * 1e12));
 }
 
+/* A first partition's step priced, and no strategy then taken at it: the
+ * search's equal ops or stages were not equal to the cost model. */
+static int not_taken(const sb_model *m, int p, double best, sb_error *err)
+{
+    return sb_fail(err, SB_EXIT_INTERNAL, "internal error: the pipeline search of '%s' at p=%d "
+                   "priced a step of %.6g FLOP and then found no strategy that takes it", m->name, p, best);
+}
+
 /* Nothing found: why, with what was tried (the least memory met under a
  * limit; else the stage and micro-batch counts): the exit status's -1. */
 static int nothing_found(const pctx *X, const sb_model *m, int p, const sb_pipe_opts *o,
@@ -459,15 +467,8 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
             }
         }
     }
-    if (!isfinite(best)) {
-        rc = nothing_found(&X, m, p, o, r, Ss, nS, least, err);
-        goto out;
-    }
-    if (r->pipe.nstages == 0) { /* a first partition's step, never found again: the search's
-                                   equal ops or stages were not equal to the cost model */
-        rc = sb_fail(err, SB_EXIT_INTERNAL, "internal error: the pipeline search of '%s' at p=%d "
-                     "priced a step of %.6g FLOP and then found no strategy that takes it",
-                     m->name, p, best);
+    if (!isfinite(best) || r->pipe.nstages == 0) {
+        rc = isfinite(best) ? not_taken(m, p, best, err) : nothing_found(&X, m, p, o, r, Ss, nS, least, err);
         goto out;
     }
     if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0

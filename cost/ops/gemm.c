@@ -99,9 +99,9 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
                + sb_elem_cost(cp, batch * (dm / cm) * (dn / cn), 0.0, 2.0, 2.0);
     double mac = op->kind == SB_OP_CONV ? cp->conv_ratio : 1.0;
     if (cp->gpu_sms > 0 && cp->precision == SB_PREC_FP8) {
-        /* a product of activations, and the output layer (Megatron-LM's own linear,
-         * not Transformer Engine's), stay in bf16 */
-        if (!sb_op_trains_weight(m, op) || op->feeds_loss) {
+        /* a product of activations, a conv, the output layer and a router
+         * (Megatron-LM's own linears, not Transformer Engine's) stay in bf16 */
+        if (!sb_op_fp8_linear(m, op)) {
             sb_cost_params a = *cp;
             a.gpu_peak_tflops = cp->gpu_attn_peak_tflops > 0 ? cp->gpu_attn_peak_tflops
                                                              : cp->gpu_peak_tflops;
@@ -113,10 +113,13 @@ static double cost_gemm_like(const sb_model *m, const sb_op *op, const int *c, c
          * fp8, 2 bytes read and 1 + 1 written an element, and its input
          * (sb_op.fp8_in): the same where it casts it, nothing where another
          * linear of its module does, the fp8 copy's transpose (1 + 1) where
-         * a norm fused into it wrote that copy (models/gpu_run.c) */
-        double in_bytes = op->fp8_in == SB_FP8_IN_SHARED ? 0.0 : op->fp8_in == SB_FP8_IN_NORM ? 2.0 : 4.0;
+         * a norm fused into it wrote that copy (models/gpu_run.c); the
+         * module's first linear runs its kernels (one cast of the fused
+         * output gradient, one of the input) */
+        int shared = op->fp8_in == SB_FP8_IN_SHARED;
+        double in_bytes = shared ? 0.0 : op->fp8_in == SB_FP8_IN_NORM ? 2.0 : 4.0;
         double cast = batch * (dm / cm) * ((dk / ck) * in_bytes + (dn / cn) * 4.0);
-        double kernels = in_bytes > 0.0 ? 2.0 : 1.0;
+        double kernels = shared ? 0.0 : 2.0;
         return sb_gemm_cost(cp, batch, dm / cm, dn / cn, dk / ck, g, op->pw, mac) +
                (cast / (cp->gpu_hbm_gbs * 1e9 * cp->gpu_hbm_eff) + kernels * cp->gpu_kernel_us * 1e-6) *
                    cp->tflops * 1e12;

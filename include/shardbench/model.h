@@ -184,18 +184,25 @@ typedef struct {
      * input and no weight (a softcap): Megatron-LM runs it as its own
      * linear, not a Transformer Engine one, so in bf16 under fp8 */
     int feeds_loss;
+    /* 1 (sb_model_gpu_run): a mixture of experts' router, the dense or
+     * einsum whose output a moe_gate reads: a plain linear, bf16 under fp8 */
+    int routes;
     /* (sb_model_gpu_run) how the fp8 recipe converts the activation input of
-     * this linear layer (a dense, einsum or conv that trains a weight, not
-     * the output layer): SB_FP8_IN_CAST, it casts and transposes it itself;
-     * SB_FP8_IN_SHARED, another linear reading the same tensor does (one
-     * Transformer Engine module: QKV, gate and up); SB_FP8_IN_NORM, the norm
-     * that writes it writes the fp8 copy (LayerNormLinear), the linear
-     * transposes it. 0 for every other op. */
+     * an fp8 linear (sb_op_fp8_linear): SB_FP8_IN_CAST, it casts and
+     * transposes it itself (and 0 for every op that is no fp8 linear);
+     * SB_FP8_IN_SHARED, the linear before it in op order, reading the same
+     * tensor, did (one Transformer Engine module: QKV, gate and up);
+     * SB_FP8_IN_NORM, the norm that writes it wrote the fp8 copy
+     * (LayerNormLinear), the linear transposes it. */
     int fp8_in;
-    /* (sb_model_gpu_run) norm, rmsnorm: 1 when every reader of its output is
-     * such a linear, so under fp8 it writes the fp8 copy in place of its
-     * 16-bit output (Transformer Engine's LayerNormLinear). */
+    /* (sb_model_gpu_run) layer norm, rmsnorm: 1 when one module of fp8 linears
+     * (a run, above) alone reads its output, so under fp8 it writes their fp8
+     * copy in place of its 16-bit output (Transformer Engine's LayerNormLinear). */
     int fp8_out;
+    /* A fused norm (fp8_out) and the linear it feeds (SB_FP8_IN_NORM): ops
+     * from it to the module's last linear, so that a pipeline stage that ends
+     * inside the module undoes the fusion (search/pipe_models.c); else 0. */
+    int fp8_span;
     int attn_slot;            /* SB_ATTN_VALUES: the input slot of the softmax's output */
     double attn_frac;         /* the fraction of (query, key) pairs the mask keeps */
     double cap;               /* softcap: c of y = c·tanh(x/c) (> 0) */
@@ -243,6 +250,11 @@ int64_t sb_model_param_count(const sb_model *m, int64_t *active);
 /* 1 when op trains a weight: its own (sb_op.weights) or an input declared
  * `weight` in the model file. models/params.c. */
 int sb_op_trains_weight(const sb_model *m, const sb_op *op);
+/* 1 when op runs in fp8 under the fp8 recipe, as a Transformer Engine linear:
+ * a dense or einsum that trains a weight, not the output layer (feeds_loss)
+ * nor a router (routes); convs, attention products and the rest stay bf16.
+ * models/gpu_run.c. */
+int sb_op_fp8_linear(const sb_model *m, const sb_op *op);
 
 /* Marks each attention of m that one fused kernel (FlashAttention-style)
  * computes: a softmax (causal or not) whose input is an einsum of two

@@ -3,8 +3,9 @@
  * attentions (and which are not), the causal and windowed fraction of
  * pairs by hand, the fused kernel's time against the materialized ops',
  * no S x S tensor in memory, activation gradients transient, a router's
- * (token, expert) maps in place of its one-hot, and the output layer in
- * bf16 under fp8. */
+ * (token, expert) maps in place of its one-hot, the output layer and a
+ * router in bf16 under fp8, and fp8's input conversions by module (a
+ * fused norm, a shared cast; undone where a pipeline cut divides one). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include "shardbench/cost.h"
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
+#include "shardbench/pipesearch.h"
 #include "shardbench/memory.h"
 #include "shardbench/precision.h"
 #include "shardbench/search.h"
@@ -317,7 +319,7 @@ static void test_fp8_inputs(void **state)
     double a8 = sb_op_cost(&md, &md.ops[A], one, &c8) / (c8.tflops * 1e12),
            b8 = sb_op_cost(&md, &md.ops[B], one, &c8) / (c8.tflops * 1e12),
            k8 = sb_op_cost(&md, &md.ops[C], one, &c8) / (c8.tflops * 1e12);
-    assert_true(fabs((k8 - b8) - (4.0 * elems / bw + us)) < 1e-9 * k8);
+    assert_true(fabs((k8 - b8) - (4.0 * elems / bw + 2.0 * us)) < 1e-9 * k8); /* its kernels the first's */
     assert_true(fabs((k8 - a8) - 2.0 * elems / bw) < 1e-9 * k8);
     double n8 = sb_op_cost(&md, &md.ops[N], one, &c8) / (c8.tflops * 1e12),
            m8 = sb_op_cost(&md, &md.ops[M], one, &c8) / (c8.tflops * 1e12);
@@ -327,6 +329,110 @@ static void test_fp8_inputs(void **state)
            m16 = sb_op_cost(&md, &md.ops[M], one, &c16);
     assert_true(a16 == b16 && b16 == k16 && n16 == m16);
     sb_model_free(&md);
+}
+
+/* Which linears the fp8 marks join (sb_model_gpu_run), and a pipeline cut
+ * through a module (sb_pipe_stage_model): a run of linears adjacent in op
+ * order is one module, the same tensor read again further on (another
+ * layer's cross-attention) another; the last norm before the output layer
+ * (bf16) is not fused, nor a batch norm, nor one before a conv; a router is
+ * a plain linear, bf16 under fp8; a stage that starts inside a module
+ * casts its input again, one that ends inside a fused norm's module
+ * writes the norm's 16-bit output and its linear casts. */
+static void test_fp8_modules(void **state)
+{
+    (void)state;
+    const char *text = "model \"mods\"\n"
+                       "input x[t=64, e=32]\n"
+                       "weight w1[e=32, f=32]\nweight w2[e=32, f=32]\nweight w3[e=32, f=32]\n"
+                       "n = rmsnorm(x, axis=e)\n"
+                       "a = einsum(\"t e, e f -> t f\", n, w1)\n"
+                       "b = einsum(\"t e, e f -> t f\", n, w2)\n"
+                       "s = add(a, b)\n"
+                       "c = einsum(\"t e, e f -> t f\", x, w3)\n"
+                       "u = add(s, c)\n"
+                       "y = rmsnorm(u, axis=f)\n"
+                       "weight wo[f=32, v=128]\n"
+                       "logits = einsum(\"t f, f v -> t v\", y, wo)\n"
+                       "loss = softmax_xent(logits)\n";
+    sb_error err = {0};
+    sb_model m;
+    if (sb_model_parse(text, strlen(text), "mods.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    int N = op_named(&m, "n"), A = op_named(&m, "a"), B = op_named(&m, "b"), C = op_named(&m, "c");
+    int Y = op_named(&m, "y"), L = op_named(&m, "logits");
+    assert_true(m.ops[N].fp8_out && m.ops[A].fp8_in == SB_FP8_IN_NORM && m.ops[B].fp8_in == SB_FP8_IN_SHARED);
+    assert_int_equal(m.ops[N].fp8_span, B - N);
+    /* x is read by the norm and, further on, by c: c casts it itself */
+    assert_int_equal(m.ops[C].fp8_in, SB_FP8_IN_CAST);
+    assert_true(!m.ops[Y].fp8_out && !sb_op_fp8_linear(&m, &m.ops[L]) && sb_op_fp8_linear(&m, &m.ops[C]));
+    /* a stage starting at b: b casts; a stage ending at a: n unfused, a casts */
+    sb_model st;
+    if (sb_pipe_stage_model(&m, B, m.nops, &st, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(st.ops[0].fp8_in, SB_FP8_IN_CAST);
+    free(st.ops), free(st.tensors);
+    if (sb_pipe_stage_model(&m, 0, A + 1, &st, &err))
+        fail_msg("%s", err.msg);
+    assert_true(!st.ops[N].fp8_out && st.ops[A].fp8_in == SB_FP8_IN_CAST);
+    free(st.ops), free(st.tensors);
+    if (sb_pipe_stage_model(&m, 0, B + 1, &st, &err)) /* the module whole: kept */
+        fail_msg("%s", err.msg);
+    assert_true(st.ops[N].fp8_out && st.ops[A].fp8_in == SB_FP8_IN_NORM && st.ops[B].fp8_in == SB_FP8_IN_SHARED);
+    free(st.ops), free(st.tensors);
+    sb_model_free(&m);
+    /* one tensor read by two layers' linears apart in op order: two modules */
+    const char *xa = "model \"xa\"\n"
+                     "input x[t=64, e=32]\ninput mem[t=64, e=32]\n"
+                     "weight k1[e=32, f=32]\nweight v1[e=32, f=32]\nweight k2[e=32, f=32]\n"
+                     "p = einsum(\"t e, e f -> t f\", mem, k1)\n"
+                     "q = einsum(\"t e, e f -> t f\", mem, v1)\n"
+                     "r = add(p, q)\n"
+                     "s = einsum(\"t e, e f -> t f\", mem, k2)\n"
+                     "z = add(r, s)\n";
+    if (sb_model_parse(xa, strlen(xa), "xa.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(m.ops[op_named(&m, "q")].fp8_in, SB_FP8_IN_SHARED);
+    assert_int_equal(m.ops[op_named(&m, "s")].fp8_in, SB_FP8_IN_CAST);
+    sb_model_free(&m);
+    /* a conv after a batch norm: neither marked, the conv no fp8 linear */
+    const char *cnn = "model \"cnn\"\n"
+                      "input x[batch=4, c=8, h=16, w=16]\n"
+                      "c1 = conv(x, out=8, kernel=3, pad=1)\n"
+                      "n = batchnorm(c1)\n"
+                      "y = conv(n, out=8, kernel=3, pad=1)\n";
+    if (sb_model_parse(cnn, strlen(cnn), "cnn.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    int Q = op_named(&m, "y");
+    assert_true(!m.ops[op_named(&m, "n")].fp8_out && m.ops[Q].fp8_in == SB_FP8_IN_CAST &&
+                !sb_op_fp8_linear(&m, &m.ops[Q]));
+    sb_model_free(&m);
+    /* a router: marked, priced in bf16 under fp8 (the same seconds); an expert in fp8 */
+    const char *moe = "model \"moe\"\n"
+                      "input x[batch=8, seq=512, embed=1024]\n"
+                      "weight wr[embed=1024, expert=8]\n"
+                      "r = einsum(\"batch seq embed, embed expert -> batch seq expert\", x, wr)\n"
+                      "combine, dispatch = moe_gate(r, axis=expert, k=2, capacity=1024)\n"
+                      "xe = einsum(\"batch seq expert cap, batch seq embed -> expert batch cap embed\", "
+                      "dispatch, x)\n"
+                      "weight we[expert=8, embed=1024, eff=1024]\n"
+                      "g = einsum(\"expert batch cap embed, expert embed eff -> expert batch cap eff\", xe, we)\n";
+    sb_machine mc;
+    sb_cost_params c8, c16;
+    sb_cost_params_default(&c8);
+    sb_cost_params_default(&c16);
+    if (sb_model_parse(moe, strlen(moe), "moe.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err) ||
+        sb_machine_load("h100-sxm", &mc, &err) || sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
+        fail_msg("%s", err.msg);
+    int R = op_named(&m, "r"), G = op_named(&m, "g");
+    assert_true(m.ops[R].routes && !sb_op_fp8_linear(&m, &m.ops[R]) && sb_op_fp8_linear(&m, &m.ops[G]));
+    int one[SB_MAX_DIMS];
+    for (int i = 0; i < SB_MAX_DIMS; i++)
+        one[i] = 1;
+    double r8 = sb_op_cost(&m, &m.ops[R], one, &c8) / c8.tflops, r16 = sb_op_cost(&m, &m.ops[R], one, &c16) / c16.tflops;
+    assert_true(fabs(r8 - r16) <= 1e-9 * r16);
+    sb_model_free(&m);
 }
 
 /* A mixture of experts on a GPU (sb_model_gpu_run): the router keeps a
@@ -400,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_moe_routing),
         cmocka_unit_test(test_output_layer_fp8),
         cmocka_unit_test(test_fp8_inputs),
+        cmocka_unit_test(test_fp8_modules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
