@@ -58,6 +58,20 @@ static int op_named(const sb_model *m, const char *name)
     return -1;
 }
 
+/* text parsed into *m as a GPU runs it, with the h100-sxm machine's cost
+ * parameters under fp8 (*c8) and bf16 (*c16). */
+static void gpu_model_fp8(const char *text, sb_model *m, sb_cost_params *c8, sb_cost_params *c16)
+{
+    sb_error err = {0};
+    sb_machine mc;
+    sb_cost_params_default(c8);
+    sb_cost_params_default(c16);
+    if (sb_model_parse(text, strlen(text), "fp8.model", NULL, 0, m, &err) || sb_model_gpu_run(m, 1, &err) ||
+        sb_machine_load("h100-sxm", &mc, &err) || sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, c8, &err) ||
+        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, c16, &err))
+        fail_msg("%s", err.msg);
+}
+
 static void test_marks(void **state)
 {
     (void)state;
@@ -231,15 +245,8 @@ static void test_output_layer_fp8(void **state)
                        "loss = softmax_xent(logits)\n";
     sb_error err = {0};
     sb_model m;
-    sb_machine mc;
     sb_cost_params c8, c16;
-    sb_cost_params_default(&c8);
-    sb_cost_params_default(&c16);
-    if (sb_model_parse(text, strlen(text), "head.model", NULL, 0, &m, &err) ||
-        sb_model_gpu_run(&m, 1, &err) || sb_machine_load("h100-sxm", &mc, &err) ||
-        sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
-        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
-        fail_msg("%s", err.msg);
+    gpu_model_fp8(text, &m, &c8, &c16);
     int H = op_named(&m, "h"), L = op_named(&m, "logits");
     assert_true(m.ops[L].feeds_loss && !m.ops[H].feeds_loss);
     int one[SB_MAX_DIMS];
@@ -294,17 +301,9 @@ static void test_fp8_inputs(void **state)
                        "s = add(a, b)\n"
                        "u = add(s, c)\n"
                        "v = add(u, r)\n";
-    sb_error err = {0};
     sb_model md;
-    sb_machine mc;
     sb_cost_params c8, c16;
-    sb_cost_params_default(&c8);
-    sb_cost_params_default(&c16);
-    if (sb_model_parse(text, strlen(text), "fp8in.model", NULL, 0, &md, &err) ||
-        sb_model_gpu_run(&md, 1, &err) || sb_machine_load("h100-sxm", &mc, &err) ||
-        sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
-        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
-        fail_msg("%s", err.msg);
+    gpu_model_fp8(text, &md, &c8, &c16);
     int A = op_named(&md, "a"), B = op_named(&md, "b"), C = op_named(&md, "c");
     int N = op_named(&md, "n"), M = op_named(&md, "m");
     assert_int_equal(md.ops[A].fp8_in, SB_FP8_IN_NORM);
@@ -417,14 +416,8 @@ static void test_fp8_modules(void **state)
                       "dispatch, x)\n"
                       "weight we[expert=8, embed=1024, eff=1024]\n"
                       "g = einsum(\"expert batch cap embed, expert embed eff -> expert batch cap eff\", xe, we)\n";
-    sb_machine mc;
     sb_cost_params c8, c16;
-    sb_cost_params_default(&c8);
-    sb_cost_params_default(&c16);
-    if (sb_model_parse(moe, strlen(moe), "moe.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err) ||
-        sb_machine_load("h100-sxm", &mc, &err) || sb_machine_cost_params_at(&mc, SB_PREC_FP8, 0, &c8, &err) ||
-        sb_machine_cost_params_at(&mc, SB_PREC_BF16, 0, &c16, &err))
-        fail_msg("%s", err.msg);
+    gpu_model_fp8(moe, &m, &c8, &c16);
     int R = op_named(&m, "r"), G = op_named(&m, "g");
     assert_true(m.ops[R].routes && !sb_op_fp8_linear(&m, &m.ops[R]) && sb_op_fp8_linear(&m, &m.ops[G]));
     int one[SB_MAX_DIMS];
