@@ -118,7 +118,10 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
                 if (t->producer < 0 && t->kind != SB_TENSOR_WEIGHT)
                     ext += sb_operand_elems(m, op, &op->in[k], c);
             }
-            out->activations = (e.outs + e.saved + ext) * AB;
+            /* under fp8 a norm fused into its linears (fp8_out) keeps its output as
+             * the one fp8 copy it writes, 1 byte an element */
+            double ob = prec == SB_PREC_FP8 && op->fp8_out ? 1.0 : AB;
+            out->activations = e.outs * ob + (e.saved + ext) * AB;
         }
         out->scratch += rc ? out->act_grads : (e.in + e.outs) * AB;
         out->act_grads = 0.0;

@@ -327,6 +327,13 @@ static void test_fp8_inputs(void **state)
            k16 = sb_op_cost(&md, &md.ops[C], one, &c16), n16 = sb_op_cost(&md, &md.ops[N], one, &c16),
            m16 = sb_op_cost(&md, &md.ops[M], one, &c16);
     assert_true(a16 == b16 && b16 == k16 && n16 == m16);
+    /* memory: the fused norm keeps its output as its fp8 copy, 1 byte an element */
+    sb_mem mn, mm;
+    for (int prec = SB_PREC_BF16; prec <= SB_PREC_FP8; prec += SB_PREC_FP8 - SB_PREC_BF16) {
+        sb_op_memory_prec(&md, &md.ops[N], one, SB_OPTIM_ADAM, 0, 0, prec, &mn);
+        sb_op_memory_prec(&md, &md.ops[M], one, SB_OPTIM_ADAM, 0, 0, prec, &mm);
+        assert_true(fabs((mm.activations - mn.activations) - (prec == SB_PREC_FP8 ? elems : 0.0)) < 1e-6);
+    }
     sb_model_free(&md);
 }
 
