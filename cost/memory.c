@@ -69,6 +69,9 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
     sb_prec_bytes b = sb_precision_bytes(prec);
     const double WB = b.weight, GB = b.grad, OB = opt == SB_OPTIM_ADAM ? b.adam : b.sgd;
     const double AB = b.act; /* activations, their gradients, buffers */
+    /* under fp8 a norm fused into its linears (fp8_out) keeps its output as
+     * the one fp8 copy it writes, 1 byte an element */
+    const double OUTB = prec == SB_PREC_FP8 && op->fp8_out ? 1.0 : AB;
     sb_mem_elems e = {0};
     sb_kind_search_table[op->kind]->memory(m, op, c, &e);
     memset(out, 0, sizeof *out);
@@ -103,7 +106,7 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
             if (t->stage_input && t->kind != SB_TENSOR_WEIGHT)
                 kept += sb_operand_elems(m, op, &op->in[k], c);
         }
-        out->activations = (e.outs + kept) * AB;
+        out->activations = e.outs * OUTB + kept * AB;
         out->act_grads = e.in * AB;
         out->scratch += (e.in - kept + e.saved + e.outs) * AB;
     }
@@ -118,10 +121,7 @@ void sb_op_memory_prec(const sb_model *m, const sb_op *op, const int *c, sb_opti
                 if (t->producer < 0 && t->kind != SB_TENSOR_WEIGHT)
                     ext += sb_operand_elems(m, op, &op->in[k], c);
             }
-            /* under fp8 a norm fused into its linears (fp8_out) keeps its output as
-             * the one fp8 copy it writes, 1 byte an element */
-            double ob = prec == SB_PREC_FP8 && op->fp8_out ? 1.0 : AB;
-            out->activations = e.outs * ob + (e.saved + ext) * AB;
+            out->activations = e.outs * OUTB + (e.saved + ext) * AB;
         }
         out->scratch += rc ? out->act_grads : (e.in + e.outs) * AB;
         out->act_grads = 0.0;

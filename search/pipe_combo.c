@@ -339,12 +339,15 @@ static int segment_bounds(pctx *X, combo *c, const op_bound *ob, int zero)
         double cc = 0, w = 0, ac = 0, sc = 0;
         for (int v = X->seg[a]; v < X->seg[a + 1]; v++)
             cc += ob[v].c, w += ob[v].wg, ac += ob[v].a, sc = fmax(sc, ob[v].s);
-        if (c->lazy && zero >= 0) {
+        /* a segment whose ends divide an fp8 module costs more alone than
+           inside a stage that holds the module whole: its ops' bounds only */
+        int whole = !pipe_cut_divides(X->m, X->seg[a], X->seg[a + 1]);
+        if (c->lazy && zero >= 0 && whole) {
             stage_entry *e = pipe_stage_cached(X, X->seg[a], X->seg[a + 1], d, c->M, zero);
             if (!e || !isfinite(e->t))
                 return 1;
             cc = fmax(cc, e->t * BOUND_SLACK);
-        } else if (c->lazy) { /* the segment's own optimum bounds it better */
+        } else if (c->lazy && whole) { /* the segment's own optimum bounds it better */
             stage_entry *e = pipe_stage(X, X->seg[a], X->seg[a + 1], d, c->M, -1);
             if (!e)
                 return -1;
@@ -614,8 +617,9 @@ static int zero_bounded(pctx *X, combo *c, const op_bound *ob, const sb_model *m
  * lazily, exact: every range that the bounds allow starts with its cost
  * bound (the sum over its segments of their unconstrained optima, each
  * segment solved alone: a stage's optimum restricted to a segment is one of
- * its strategies, edges cost >= 0, and the limit only raises it; plus the
- * p2p); the best partition over these values is found, its stages not yet
+ * its strategies, edges cost >= 0, and the limit only raises it; a segment
+ * that divides an fp8 module, dearer alone, its ops' bounds instead; plus
+ * the p2p); the best partition over these values is found, its stages not yet
  * solved are solved (their values only rise), and again, until the best
  * partition has only solved stages: every other partition's T is at least
  * its value over bounds, so it is the least T. */

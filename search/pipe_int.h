@@ -108,6 +108,10 @@ int *pipe_last_use(const sb_model *m, sb_error *err);
 uint64_t pipe_mix(uint64_t h, uint64_t v);
 uint64_t pipe_op_hash(const sb_model *m, const sb_op *op);
 int pipe_ops_same(const sb_model *m, const sb_op *a, const sb_op *b);
+/* 1 when the stage [i, j) of mb divides an fp8 module (models/gpu_run.c): its
+ * copy (pipe_sub_model) prices some ops dearer than a larger stage holding
+ * them whole would, so its optimum bounds no such stage. */
+int pipe_cut_divides(const sb_model *mb, int i, int j);
 int pipe_stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
                         int zero, int prec, int k, int rc, double *bytes, sb_error *err);
 int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,

@@ -162,24 +162,34 @@ int sb_pipe_cuts(const sb_model *m, int *pos, int max, int *crossing)
  * stage's, the stage's first casts; a fused norm and its linears on two
  * sides of a cut, the norm writes its 16-bit output (sent on) and the
  * linear casts it. Read from the stage's own ops and inputs only (its
- * first op's mark, the wiring, the spans), as equal stages must be. */
-static void cut_fp8_marks(const sb_model *mb, int i, int j, sb_op *ops)
+ * first op's mark, the wiring, the spans), as equal stages must be. The
+ * marks undone, counted (ops NULL: counted only). */
+static int cut_fp8_marks(const sb_model *mb, int i, int j, sb_op *ops)
 {
+    int n = 0;
     for (int v = i; v < j; v++) {
-        sb_op *op = &ops[v - i];
-        if (op->fp8_in == SB_FP8_IN_SHARED && v == i)
-            op->fp8_in = SB_FP8_IN_CAST;
-        if (op->fp8_out && v + op->fp8_span >= j)
-            op->fp8_out = 0;
-        if (op->fp8_in != SB_FP8_IN_NORM)
-            continue;
-        int p = -1; /* the norm: its activation input's producer */
-        for (int k = 0; k < op->nin && p < 0; k++)
+        const sb_op *op = &mb->ops[v];
+        int in = op->fp8_in, out = op->fp8_out;
+        if (in == SB_FP8_IN_SHARED && v == i)
+            in = SB_FP8_IN_CAST;
+        if (out && v + op->fp8_span >= j)
+            out = 0;
+        int p = -1; /* a norm-fed linear's norm: its activation input's producer */
+        for (int k = 0; in == SB_FP8_IN_NORM && k < op->nin && p < 0; k++)
             if (mb->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
                 p = mb->tensors[op->in[k].tensor].producer;
-        if (p < i || v + op->fp8_span >= j)
-            op->fp8_in = SB_FP8_IN_CAST;
+        if (in == SB_FP8_IN_NORM && (p < i || v + op->fp8_span >= j))
+            in = SB_FP8_IN_CAST;
+        n += (in != op->fp8_in) + (out != op->fp8_out);
+        if (ops)
+            ops[v - i].fp8_in = in, ops[v - i].fp8_out = out;
     }
+    return n;
+}
+
+int pipe_cut_divides(const sb_model *mb, int i, int j)
+{
+    return cut_fp8_marks(mb, i, j, NULL) > 0;
 }
 
 /* The stage of ops [i, j) of mb as a model of its own: the ops, every

@@ -41,17 +41,18 @@ static int stage_mem_parts(const sb_model *mb, const sb_pipe_result *r, const sb
 }
 
 /* Stage s's t_s split into forward and backward cost (FLOP) of one
- * micro-batch (the header says how). */
-static void stage_split(const sb_model *mb, const sb_cost_params *cp, const sb_pipe_result *r,
+ * micro-batch (the header says how); sub: the stage as its DP priced it
+ * (sb_pipe_stage_model). */
+static void stage_split(const sb_model *sub, const sb_cost_params *cp, const sb_pipe_result *r,
                         int s, double *fwd, double *bwd)
 {
     int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1], M = r->pipe.microbatches;
     double vert = 0.0, f = 0.0;
     for (int v = i; v < j; v++) {
-        const sb_op *op = &mb->ops[v];
+        const sb_op *op = &sub->ops[v - i];
         const int *c = r->cfg + (size_t)v * SB_MAX_DIMS;
-        double wg = sb_weight_grad_cost(mb, op, c, cp) / M;
-        double rc = r->stage_recompute[s] ? sb_recompute_cost(mb, op, c, cp) : 0.0;
+        double wg = sb_weight_grad_cost(sub, op, c, cp) / M;
+        double rc = r->stage_recompute[s] ? sb_recompute_cost(sub, op, c, cp) : 0.0;
         double passes = r->op_cost[v] - wg - rc;
         f += passes > 0 ? passes / 3.0 : 0.0;
         vert += r->op_cost[v];
@@ -78,7 +79,11 @@ int sb_stage_details(const sb_model *m, const sb_cost_params *cp, const sb_pipe_
         d->first_op = pl->first_op[s];
         d->last_op = pl->first_op[s + 1] - 1;
         double f, b;
-        stage_split(&mb, cp, r, s, &f, &b);
+        sb_model sub;
+        if ((rc = sb_pipe_stage_model(&mb, d->first_op, pl->first_op[s + 1], &sub, err)))
+            break;
+        stage_split(&sub, cp, r, s, &f, &b);
+        free(sub.ops), free(sub.tensors);
         d->forward_seconds = f / (cp->tflops * 1e12);
         d->backward_seconds = b / (cp->tflops * 1e12);
         rc = stage_mem_parts(&mb, r, o, cp->precision, s, d, err);

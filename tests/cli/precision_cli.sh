@@ -68,6 +68,31 @@ check "fp8 on an H100 is priced at fp8" grep -q "at fp8" "$TMP/fp8"
     --space full --megatron-grid off --format json > "$TMP/f8.json"
 check "fp8 full space: one stage, a step found" js "$TMP/f8.json" \
     "len(d['stages']) == 1 and d['predicted_step_seconds'] > 0 and d['total_cost'] > 0"
+# two linears of one model input are one fp8 module, and a cut between them
+# divides it: a segment priced alone then costs more than inside a stage, so
+# it must not bound one. The full space (stages, micro-batches) holds the
+# plain search's answer: never dearer than it.
+cat > "$TMP/share.model" <<'EOF2'
+model "share"
+param batch = 1024
+input x[batch=batch, e=8192]
+weight wa[e=8192, f=8192]
+a = einsum("batch e, e f -> batch f", x, wa)
+weight wb[e=8192, f=8192]
+b = einsum("batch e, e f -> batch f", x, wb)
+s = add(a, b)
+weight wc[f=8192, c=1024]
+z = einsum("batch f, f c -> batch c", s, wc)
+loss = softmax_xent(z)
+EOF2
+for p in 1 4; do
+    F8=(search -m "$TMP/share.model" -p "$p" --db none --machine h100-sxm --precision fp8 --format json)
+    "$SB" "${F8[@]}" > "$TMP/sh-plain.json"
+    "$SB" "${F8[@]}" --space full --megatron-grid off > "$TMP/sh-full.json"
+    check "fp8 module cut, p=$p: the full space no dearer than the plain search" python3 -c "
+import json, sys; f, p = (json.load(open(a))['total_cost'] for a in sys.argv[1:3])
+assert 0 < f <= p * (1 + 1e-9), (f, p)" "$TMP/sh-full.json" "$TMP/sh-plain.json"
+done
 refused "--precision without --machine" "needs --machine" search -m transformer -p 8 --db none --precision bf16
 refused "--grad-reduce-dtype without --machine" "needs --machine" search -m transformer -p 8 --db none --grad-reduce-dtype bf16
 refused "an unknown precision" "'fp4' is not" search -m transformer -p 8 --db none --machine h100-sxm --precision fp4

@@ -19,6 +19,7 @@
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
 #include "shardbench/pipesearch.h"
+#include "../search/pipe_int.h"
 #include "shardbench/memory.h"
 #include "shardbench/precision.h"
 #include "shardbench/search.h"
@@ -333,6 +334,10 @@ static void test_fp8_inputs(void **state)
         sb_op_memory_prec(&md, &md.ops[N], one, SB_OPTIM_ADAM, 0, 0, prec, &mn);
         sb_op_memory_prec(&md, &md.ops[M], one, SB_OPTIM_ADAM, 0, 0, prec, &mm);
         assert_true(fabs((mm.activations - mn.activations) - (prec == SB_PREC_FP8 ? elems : 0.0)) < 1e-6);
+        /* recomputed: kept the same way (the norm writes only the fp8 copy either way) */
+        sb_op_memory_prec(&md, &md.ops[N], one, SB_OPTIM_ADAM, 0, 1, prec, &mn);
+        sb_op_memory_prec(&md, &md.ops[M], one, SB_OPTIM_ADAM, 0, 1, prec, &mm);
+        assert_true(fabs((mm.activations - mn.activations) - (prec == SB_PREC_FP8 ? elems : 0.0)) < 1e-6);
     }
     sb_model_free(&md);
 }
@@ -386,6 +391,37 @@ static void test_fp8_modules(void **state)
         fail_msg("%s", err.msg);
     assert_true(st.ops[N].fp8_out && st.ops[A].fp8_in == SB_FP8_IN_NORM && st.ops[B].fp8_in == SB_FP8_IN_SHARED);
     free(st.ops), free(st.tensors);
+    if (sb_pipe_stage_model(&m, A, m.nops, &st, &err)) /* the norm an earlier stage's: a casts */
+        fail_msg("%s", err.msg);
+    assert_true(st.ops[0].fp8_in == SB_FP8_IN_CAST && st.ops[1].fp8_in == SB_FP8_IN_SHARED);
+    free(st.ops), free(st.tensors);
+    assert_true(pipe_cut_divides(&m, 0, A + 1) && pipe_cut_divides(&m, A, m.nops) &&
+                !pipe_cut_divides(&m, 0, B + 1) && !pipe_cut_divides(&m, 0, m.nops));
+    /* the pipeline search's equal ops: a and b (equal shapes) apart by their marks */
+    sb_op x = m.ops[A];
+    assert_true(pipe_ops_same(&m, &m.ops[A], &x) && !pipe_ops_same(&m, &m.ops[A], &m.ops[B]));
+    x.fp8_span++;
+    assert_false(pipe_ops_same(&m, &m.ops[A], &x));
+    x = m.ops[A], x.routes = 1;
+    assert_false(pipe_ops_same(&m, &m.ops[A], &x));
+    x = m.ops[N], x.fp8_out = 0;
+    assert_false(pipe_ops_same(&m, &m.ops[N], &x));
+    sb_model_free(&m);
+    /* a norm read by two runs of linears apart: no fusion, each run casts */
+    const char *two = "model \"two\"\n"
+                      "input x[t=64, e=32]\n"
+                      "weight w1[e=32, f=32]\nweight w2[e=32, f=32]\nweight w3[e=32, f=32]\n"
+                      "n = rmsnorm(x, axis=e)\n"
+                      "a = einsum(\"t e, e f -> t f\", n, w1)\n"
+                      "b = einsum(\"t e, e f -> t f\", n, w2)\n"
+                      "s = add(a, b)\n"
+                      "c = einsum(\"t e, e f -> t f\", n, w3)\n"
+                      "u = add(s, c)\n";
+    if (sb_model_parse(two, strlen(two), "two.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    assert_true(!m.ops[op_named(&m, "n")].fp8_out && m.ops[op_named(&m, "a")].fp8_in == SB_FP8_IN_CAST &&
+                m.ops[op_named(&m, "b")].fp8_in == SB_FP8_IN_SHARED &&
+                m.ops[op_named(&m, "c")].fp8_in == SB_FP8_IN_CAST);
     sb_model_free(&m);
     /* one tensor read by two layers' linears apart in op order: two modules */
     const char *xa = "model \"xa\"\n"
