@@ -153,8 +153,7 @@ int sb_op_fp8_linear(const sb_model *m, const sb_op *op)
            !op->routes && sb_op_trains_weight(m, op);
 }
 
-/* The activation input (a tensor) of an fp8 linear, or -1. */
-static int fp8_input(const sb_model *m, const sb_op *op)
+int sb_op_fp8_input(const sb_model *m, const sb_op *op)
 {
     if (!sb_op_fp8_linear(m, op))
         return -1;
@@ -202,7 +201,7 @@ static int mark_fp8_inputs(sb_model *m, sb_error *err)
         op->fp8_in = SB_FP8_IN_CAST, op->fp8_out = 0, op->fp8_span = 0;
         for (int k = 0; k < op->nin; k++)
             nread[op->in[k].tensor]++;
-        int t = fp8_input(m, op);
+        int t = sb_op_fp8_input(m, op);
         if (t >= 0) {
             nlin[t]++;
             if (t == prev) {
@@ -220,7 +219,7 @@ static int mark_fp8_inputs(sb_model *m, sb_error *err)
             !(m->ops[p].kind == SB_OP_RMSNORM || (m->ops[p].kind == SB_OP_NORM && !m->ops[p].batchnorm)))
             continue;
         int e = first[t]; /* the run's last linear */
-        while (e + 1 < m->nops && m->ops[e + 1].fp8_in == SB_FP8_IN_SHARED && fp8_input(m, &m->ops[e + 1]) == t)
+        while (e + 1 < m->nops && m->ops[e + 1].fp8_in == SB_FP8_IN_SHARED) /* reads t: a run */
             e++;
         m->ops[p].fp8_out = 1;
         m->ops[p].fp8_span = e - p;

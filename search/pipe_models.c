@@ -174,12 +174,11 @@ static int cut_fp8_marks(const sb_model *mb, int i, int j, sb_op *ops)
             in = SB_FP8_IN_CAST;
         if (out && v + op->fp8_span >= j)
             out = 0;
-        int p = -1; /* a norm-fed linear's norm: its activation input's producer */
-        for (int k = 0; in == SB_FP8_IN_NORM && k < op->nin && p < 0; k++)
-            if (mb->tensors[op->in[k].tensor].kind != SB_TENSOR_WEIGHT)
-                p = mb->tensors[op->in[k].tensor].producer;
-        if (in == SB_FP8_IN_NORM && (p < i || v + op->fp8_span >= j))
-            in = SB_FP8_IN_CAST;
+        if (in == SB_FP8_IN_NORM) { /* its norm: its activation input's producer */
+            int p = mb->tensors[sb_op_fp8_input(mb, op)].producer;
+            if (p < i || v + op->fp8_span >= j)
+                in = SB_FP8_IN_CAST;
+        }
         n += (in != op->fp8_in) + (out != op->fp8_out);
         if (ops)
             ops[v - i].fp8_in = in, ops[v - i].fp8_out = out;

@@ -14,17 +14,14 @@
 #include "shardbench/stage_details.h"
 
 /* Stage s's memory parts per device in the precision's bytes (as
- * stage_memory in pipeline.c). */
-static int stage_mem_parts(const sb_model *mb, const sb_pipe_result *r, const sb_pipe_opts *o,
+ * stage_memory in pipeline.c); sub: the stage (sb_pipe_stage_model). */
+static int stage_mem_parts(const sb_model *sub, const sb_pipe_result *r, const sb_pipe_opts *o,
                            int prec, int s, sb_stage_detail *d, sb_error *err)
 {
     int i = r->pipe.first_op[s], j = r->pipe.first_op[s + 1], k = r->inflight[s];
-    sb_model sub;
-    if (sb_pipe_stage_model(mb, i, j, &sub, err))
-        return -1;
     for (int v = 0; v < j - i; v++) {
         sb_mem x;
-        sb_op_memory_prec(&sub, &sub.ops[v], r->cfg + (size_t)(i + v) * SB_MAX_DIMS, o->opt,
+        sb_op_memory_prec(sub, &sub->ops[v], r->cfg + (size_t)(i + v) * SB_MAX_DIMS, o->opt,
                           r->zero, r->stage_recompute[s], prec, &x);
         d->weights += x.weights;
         d->gradients += x.weight_grads;
@@ -32,7 +29,6 @@ static int stage_mem_parts(const sb_model *mb, const sb_pipe_result *r, const sb
         d->activations += x.activations * (k > 1 ? k : 1) + x.act_grads;
         d->buffers = fmax(d->buffers, x.scratch);
     }
-    free(sub.ops), free(sub.tensors);
     double sum = d->weights + d->gradients + d->optimizer + d->activations + d->buffers;
     if (fabs(sum - r->stage_mem[s]) > 1e-9 * fmax(1.0, r->stage_mem[s]))
         return sb_fail(err, SB_EXIT_INTERNAL, "stage %d: memory parts sum to %.17g bytes, the "
@@ -83,10 +79,10 @@ int sb_stage_details(const sb_model *m, const sb_cost_params *cp, const sb_pipe_
         if ((rc = sb_pipe_stage_model(&mb, d->first_op, pl->first_op[s + 1], &sub, err)))
             break;
         stage_split(&sub, cp, r, s, &f, &b);
-        free(sub.ops), free(sub.tensors);
         d->forward_seconds = f / (cp->tflops * 1e12);
         d->backward_seconds = b / (cp->tflops * 1e12);
-        rc = stage_mem_parts(&mb, r, o, cp->precision, s, d, err);
+        rc = stage_mem_parts(&sub, r, o, cp->precision, s, d, err);
+        free(sub.ops), free(sub.tensors);
     }
     sb_model_free(&mb);
     return rc;

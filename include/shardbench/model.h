@@ -255,6 +255,9 @@ int sb_op_trains_weight(const sb_model *m, const sb_op *op);
  * nor a router (routes); convs, attention products and the rest stay bf16.
  * models/gpu_run.c. */
 int sb_op_fp8_linear(const sb_model *m, const sb_op *op);
+/* The activation input (a tensor) of an fp8 linear (its first input that is
+ * no weight), or -1 for any other op. models/gpu_run.c. */
+int sb_op_fp8_input(const sb_model *m, const sb_op *op);
 
 /* Marks each attention of m that one fused kernel (FlashAttention-style)
  * computes: a softmax (causal or not) whose input is an einsum of two
