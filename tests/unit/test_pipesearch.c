@@ -834,7 +834,9 @@ static void test_order_equal(void **state)
         sb_pipe_result u, a, b;
         assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
         const double fs[] = {0.0, 0.6, 0.35};
-        for (int k = last ? 1 : 0; k < 3; k++) {
+        /* the GPT-3 under ASan at the tighter limit alone (the looser took 76 of
+         * this test's 106 s) */
+        for (int k = last ? (SANITIZED ? 2 : 1) : 0; k < 3; k++) {
             o.mem_limit = u.peak_bytes * fs[k];
             if (!search_pair(&m, p, &cp, &o, &o.no_middle_first, 0, 1, &a, &b)) {
                 cases++;
