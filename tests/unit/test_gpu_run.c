@@ -5,7 +5,8 @@
  * no S x S tensor in memory, activation gradients transient, a router's
  * (token, expert) maps in place of its one-hot, the output layer and a
  * router in bf16 under fp8, and fp8's input conversions by module (a
- * fused norm, a shared cast; undone where a pipeline cut divides one). */
+ * fused norm, a shared cast; undone where a pipeline cut divides one;
+ * DeepSeek-V3's MLA as imported). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "shardbench/cost.h"
+#include "shardbench/hf.h"
 #include "shardbench/machine.h"
 #include "shardbench/megatron.h"
 #include "shardbench/pipesearch.h"
@@ -533,6 +535,34 @@ static void test_moe_routing(void **state)
     sb_model_free(&f);
 }
 
+/* DeepSeek-V3's MLA as imported from its config.json (docs/cost-training.md):
+ * the q and kv-latent down-projections lie apart in op order, so each casts
+ * its own input and the layer's input norm is fused into neither (Megatron-
+ * Core's MLASelfAttention); the q and kv-latent norms are each fused into
+ * the up-projection they alone feed. */
+static void test_fp8_mla_import(void **state)
+{
+    (void)state;
+    sb_model m;
+    sb_error err = {0};
+    sb_hf_info info;
+    sb_setting set;
+    if (sb_setting_parse("num_hidden_layers=4", &set, &err)
+        || sb_hf_load(SB_SOURCE_DIR "/tests/data/hf/deepseek-v3/config.json", &set, 1, &m, &info,
+                      &err)
+        || sb_model_gpu_run(&m, 1, &err))
+        fail_msg("%s", err.msg);
+    const char *cast[] = {"x/a0/qa", "x/a0/kva"}, *fused[] = {"x/a0/qn", "x/a0/ckn"},
+               *fed[] = {"x/a0/q", "x/a0/kv"};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(m.ops[op_named(&m, cast[k])].fp8_in, SB_FP8_IN_CAST);
+        assert_int_equal(m.ops[op_named(&m, fused[k])].fp8_out, 1);
+        assert_int_equal(m.ops[op_named(&m, fed[k])].fp8_in, SB_FP8_IN_NORM);
+    }
+    assert_int_equal(m.ops[op_named(&m, "x/n1")].fp8_out, 0);
+    sb_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_output_layer_fp8),
         cmocka_unit_test(test_fp8_inputs),
         cmocka_unit_test(test_fp8_modules),
+        cmocka_unit_test(test_fp8_mla_import),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
