@@ -385,9 +385,10 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                    "bounds solved: %ld\n", r->copies_reused, r->lazy_rounds);
     if (r->lagrange_stages)
         fprintf(f, "approximate: %ld stage DPs under the limit by Lagrangian relaxation (too large "
-                   "for the exact Pareto search): the least step is at most %.4g%% below this "
-                   "one (the largest gap of those to their dual bound)\n", r->lagrange_stages,
-                100.0 * r->lagrange_gap);
+                   "for the exact Pareto search): this strategy's stages within %.4g%% of their "
+                   "optimum; the least step at most %.4g%% below this one (the largest gap to "
+                   "its dual bound of the stages that could lie in a better partition)\n",
+                r->lagrange_stages, 100.0 * r->lagrange_stage_gap, 100.0 * r->lagrange_gap);
     int nrec = 0, nst = 0;
     for (int i = 0; r->recompute && i < m->nops; i++)
         nrec += r->recompute[i] != 0;
@@ -527,6 +528,7 @@ static json_t *pipe_json(const sb_model *m, int p, const sb_cost_params *cp,
     if (r->lagrange_stages) { /* approximate: the step's gap to the optimum at most this */
         json_object_set_new(j, "lagrange_stages", json_integer(r->lagrange_stages));
         json_object_set_new(j, "lagrange_gap", cli_jreal(r->lagrange_gap));
+        json_object_set_new(j, "lagrange_stage_gap", cli_jreal(r->lagrange_stage_gap));
     }
     int placed[3] = {0, 0, 0}, inside = 0;
     for (int i = 0; i < m->nops; i++) {

@@ -548,8 +548,11 @@ static int take_result(pctx *X, const combo *c, const sb_model *mb, const int *p
     r->pipe.schedule = (sb_schedule)sched;
     r->zero = X->cp.zero;
     r->peak_bytes = 0.0;
+    r->lagrange_stage_gap = 0.0;
     for (int s = 0; s < S; s++) {
         const srange *x = &c->R[s][pick[s]];
+        if (x->e->lb_taken < x->e->t) /* its stage's optimum, either mode, at least lb_taken */
+            r->lagrange_stage_gap = fmax(r->lagrange_stage_gap, 1.0 - x->e->lb_taken / x->e->t);
         int i = X->seg[x->a], j = X->seg[x->b];
         r->pipe.first_op[s] = i;
         r->pipe.first_op[s + 1] = j;

@@ -28,6 +28,8 @@ typedef struct {
     double t;          /* intra-op optimum per micro-batch; INFINITY: nothing fits or given up */
     double least;      /* nothing fits: the least memory of the stage */
     double gap;        /* Lagrangian relaxation: the relative gap of t to its dual bound (else 0) */
+    double lb_taken;   /* taken by the search (pipe_stage): a lower bound on the stage's optimum in
+                          the mode it chooses (INFINITY: not taken) */
     int *cfg;          /* (j - i) * SB_MAX_DIMS; ENTRY_DUAL: the bound's minimiser */
     double *cost;      /* (j - i) */
     int *cfg_b;        /* Lagrangian: the non-fitting end of the hull edge its walk ended on
@@ -126,6 +128,10 @@ sb_model *pipe_micro(pctx *X, int M);
 int pipe_op_bounds(pctx *X, const sb_model *mb, int d, int M, op_bound *b);
 int pipe_seeds_near(pctx *X, int i, int j, int d, int M, int k);
 stage_entry *pipe_stage(pctx *X, int i, int j, int d, int M, int k);
+
+/* After the search: r->lagrange_gap over the stages taken that could lie in
+ * a partition beating r->step_cost (pipe_stage.c). */
+void pipe_lagrange_gap(pctx *X);
 int pipe_stage_dual_lower(pctx *X, int i, int j, int d, int M, int k, double *lb);
 stage_entry *pipe_stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc);
 stage_entry *pipe_stage_cached(pctx *X, int i, int j, int d, int M, int zero);

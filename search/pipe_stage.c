@@ -329,7 +329,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
         goto out;
     }
     double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
-    if (!X->brute && !(limit > 0 && configs_total(&pb) <= EXACT_MEM_CONFIGS)) {
+    long exact_max = X->o->lagrange_above > 0 ? X->o->lagrange_above : EXACT_MEM_CONFIGS;
+    if (!X->brute && !(limit > 0 && configs_total(&pb) <= exact_max)) {
         int over = tables_over(X, &pb, e->i, e->j, e->d, e->M, e->k);
         if (over) { /* given up, as a stage DP over its budget */
             e->t = e->least = INFINITY;
@@ -345,7 +346,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             rc = -1;
             goto out;
         }
-    } else if (limit > 0 && configs_total(&pb) > EXACT_MEM_CONFIGS) {
+    } else if (limit > 0 && configs_total(&pb) > exact_max) {
         sb_lagrange_result lr;
         int nseeds = 0, *seeds[LAGRANGE_SEEDS], *bch = sb_calloc((size_t)n, sizeof *bch, X->err);
         if (!bch || lagrange_seeds(X, e, &pb, seeds, &nseeds)
@@ -380,11 +381,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             hint_put(X, e, lr.lam);
         X->r->lagrange_stages++;
         X->r->lagrange_dps += lr.dps;
-        if (isfinite(e->t)) {
-            e->gap = lr.gap;
-            if (lr.gap > X->r->lagrange_gap)
-                X->r->lagrange_gap = lr.gap;
-        }
+        if (isfinite(e->t))
+            e->gap = lr.gap; /* r->lagrange_gap: over the stages taken (pipe_stage) */
     } else {
         sb_result res;
         sb_error e2 = {0};
@@ -516,8 +514,8 @@ stage_entry *pipe_stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc)
         X->r->cache_hits++;
         return hit;
     }
-    stage_entry ne = {.key = key, .what = ENTRY_STAGE, .i = i, .j = j, .d = d, .M = M, .k = k,
-                      .rc = rc, .zero = X->cp.zero};
+    stage_entry ne = {.key = key, .what = ENTRY_STAGE, .lb_taken = INFINITY, .i = i, .j = j,
+                      .d = d, .M = M, .k = k, .rc = rc, .zero = X->cp.zero};
     if (k >= 0 && !X->brute) {
         stage_entry *u = pipe_stage_rc(X, i, j, d, M, -1, rc);
         if (!u)
@@ -566,6 +564,47 @@ stage_entry *pipe_stage_rc(pctx *X, int i, int j, int d, int M, int k, int rc)
     return e;
 }
 
+/* A lower bound on the optimum of entry e's stage in e's mode: its cost,
+ * less its Lagrangian gap (0 when solved exactly); infinite when nothing
+ * fits. */
+static double entry_lb(const stage_entry *e)
+{
+    return isfinite(e->t) ? e->t * (1.0 - e->gap) : e->t;
+}
+
+/* Stage e taken by the search, its optimum in the mode it chooses at least
+ * lb (pipe_lagrange_gap). */
+static stage_entry *taken(stage_entry *e, double lb)
+{
+    e->lb_taken = fmin(e->lb_taken, fmax(lb, 0.0));
+    return e;
+}
+
+/* The step T = sum_s (t_s + p2p_s) + (M - 1) max_s (t_s + p2p_s) (per
+ * micro-batch stage costs t_s) is at least (1 - g) of itself with every
+ * t_s at its bound when each t_s is within g of it, and at least M lb_s
+ * for each stage s. So the least step is at least (1 - g) of the step
+ * found, g the largest gap to its bound of the stages taken whose M lb_s
+ * is under the step found: a partition with any other stage cannot beat
+ * it, and the best partition is either found or skipped by a bound no
+ * greater than its cost. The bound of a stage is the lesser of its two
+ * modes' when it chose between recomputing or not: each mode's own gap
+ * would be far looser (Llama 3 8B at p = 64, --memory 60GiB: the whole
+ * model as one stage, recomputed, 99.8% over its bound, 10 times the
+ * step found; the stages that matter within 8%). */
+void pipe_lagrange_gap(pctx *X)
+{
+    sb_pipe_result *r = X->r;
+    r->lagrange_gap = 0.0;
+    for (size_t q = 0; q < X->cap; q++) {
+        const stage_entry *e = X->tab[q];
+        if (!e || e->what != ENTRY_STAGE || !isfinite(e->t) || !(e->t > 0.0)
+            || !(e->lb_taken < e->t) || (double)e->M * e->lb_taken * BOUND_SLACK >= r->step_cost)
+            continue;
+        r->lagrange_gap = fmax(r->lagrange_gap, 1.0 - e->lb_taken / e->t);
+    }
+}
+
 /* Memory skip (exact): 1 when each stage chooses its recomputation and the
  * exact least memory of ops [i, j) kept (every config choice, k copies) is
  * over the limit, so no kept strategy fits and its DP need not run; 0 else
@@ -593,8 +632,10 @@ int pipe_kept_over(pctx *X, int i, int j, int d, int M, int k)
  * (r->rc_dominated). */
 stage_entry *pipe_stage(pctx *X, int i, int j, int d, int M, int k)
 {
-    if (!X->rc_choose || k < 0) /* no limit: kept (recomputing costs no less) */
-        return pipe_stage_rc(X, i, j, d, M, k, X->rc_choose ? 0 : X->rc_fixed);
+    if (!X->rc_choose || k < 0) { /* no limit: kept (recomputing costs no less) */
+        stage_entry *e = pipe_stage_rc(X, i, j, d, M, k, X->rc_choose ? 0 : X->rc_fixed);
+        return e ? taken(e, entry_lb(e)) : NULL;
+    }
     int over = pipe_kept_over(X, i, j, d, M, k);
     if (over < 0)
         return NULL;
@@ -602,35 +643,38 @@ stage_entry *pipe_stage(pctx *X, int i, int j, int d, int M, int k)
                    below, which reports the lesser least memory) */
         stage_entry *ea = pipe_stage_rc(X, i, j, d, M, k, 1);
         if (!ea || isfinite(ea->t))
-            return ea;
+            return ea ? taken(ea, entry_lb(ea)) : NULL;
     }
     stage_entry *en = pipe_stage_rc(X, i, j, d, M, k, 0);
     if (!en)
         return NULL;
+    /* dominated: recomputing costs at least un->t or ua->t >= en->t, which
+     * is at least en's own bound */
     if (!X->o->no_shortcuts && isfinite(en->t)) {
         stage_entry *un = pipe_stage_rc(X, i, j, d, M, -1, 0);
         if (!un)
             return NULL;
         if (en->t <= un->t) {
             X->r->rc_dominated++;
-            return en;
+            return taken(en, entry_lb(en));
         }
         stage_entry *ua = pipe_stage_rc(X, i, j, d, M, -1, 1);
         if (!ua)
             return NULL;
         if (en->t <= ua->t) {
             X->r->rc_dominated++;
-            return en;
+            return taken(en, entry_lb(en));
         }
     }
     stage_entry *ea = pipe_stage_rc(X, i, j, d, M, k, 1);
     if (!ea)
         return NULL;
+    double lb = fmin(entry_lb(en), entry_lb(ea)); /* the stage's optimum, either mode */
     if (ea->t < en->t)
-        return ea;
+        return taken(ea, lb);
     if (!isfinite(en->t) && !isfinite(ea->t) && ea->least < en->least)
         return ea; /* nothing fits either way: the lesser least memory */
-    return en;
+    return taken(en, lb);
 }
 
 /* The Lagrangian dual bound of ops [i, j) with k copies in mode rc at
@@ -696,8 +740,9 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
     if (getenv("SB_PIPE_TRACE"))
         fprintf(stderr, "dual ops %d..%d d=%d M=%d k=%d zero=%d rc=%d lambda %.4g: %.6e, %.3f s\n",
                 i, j, d, M, k, X->cp.zero, rc, lam, *lb, sb_now() - ts);
-    stage_entry ne = {.key = key, .what = ENTRY_DUAL, .i = i, .j = j, .d = d, .M = M, .k = k,
-                      .rc = rc, .zero = X->cp.zero, .t = *lb, .cfg = cfg};
+    stage_entry ne = {.key = key, .what = ENTRY_DUAL, .lb_taken = INFINITY, .i = i, .j = j,
+                      .d = d, .M = M, .k = k, .rc = rc, .zero = X->cp.zero, .t = *lb,
+                      .cfg = cfg};
     if (tab_put(X, &ne))
         return 0;
     free(cfg);
@@ -973,8 +1018,9 @@ static int least_mem_mode(pctx *X, int i, int j, int d, int M, int k, int mode, 
     }
     for (int v = i; v < j; v++)
         X->cnt[X->rep[v]] = 0;
-    stage_entry ne = {.key = key, .what = ENTRY_LEAST_MEM, .i = i, .j = j, .d = d, .M = M, .k = k,
-                      .rc = modes, .zero = X->cp.zero, .t = best};
+    stage_entry ne = {.key = key, .what = ENTRY_LEAST_MEM, .lb_taken = INFINITY, .i = i,
+                      .j = j, .d = d, .M = M, .k = k, .rc = modes, .zero = X->cp.zero,
+                      .t = best};
     if (!tab_put(X, &ne))
         return -1;
     *out = best;

@@ -425,10 +425,9 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
                      o->stages ? o->stages : p, (o->stages ? o->stages : p) - 1, m->name, ncut, p);
         goto out;
     }
-    /* S from the middle of the searched ones out (s_order), each S's M
-     * by its first bound (m_order); each ZeRO stage in turn, the best step of the
-     * ones before bounding the next */
-    /* pass 1 only when pass 0 found nothing: the micro-batch counts below
+    /* S from the middle out (s_order), each S's M by its first bound
+     * (m_order); each ZeRO stage in turn, the best step of the ones before
+     * bounding the next. Pass 1 only when pass 0 found nothing: the M below
      * S (a stage idle most of the step), so that a pipeline is found
      * whenever one exists for some M (-p 5 --stages 5 at batch 4) */
     for (int pass = 0; pass < 2; pass++)
@@ -471,6 +470,7 @@ static int run(const sb_model *m, int p, const sb_cost_params *cp, const sb_pipe
         rc = isfinite(best) ? not_taken(m, p, best, err) : nothing_found(&X, m, p, o, r, Ss, nS, least, err);
         goto out;
     }
+    pipe_lagrange_gap(&X);
     if (o->choose_zero && !brute && r->zero == 2 && o->mem_limit > 0
         && least_zero(&X, o, r, err))
         goto out;

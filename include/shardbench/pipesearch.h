@@ -53,6 +53,9 @@ typedef struct {
     int no_lagrange_seeds; /* 1: every Lagrangian stage walk started cold (the unconstrained
                               optimum and the least resident strategy), not from strategies
                               of the same stage met before: tests compare */
+    int lagrange_above;    /* a stage under the limit with more configs over its ops than this
+                              is solved by Lagrangian relaxation (0: 512); tests set 1 to hold
+                              the reported gaps to brute force on small models */
     int choose_zero;       /* 1: the ZeRO stage (0..3) searched, cp->zero ignored: under a
                               limit 2 and 3 (0 and 1 cost what 2 costs and need no less
                               memory), the strategy then reported at the least stage it
@@ -108,8 +111,11 @@ typedef struct sb_pipe_result {
     long lagrange_dps;                /* the DPs those took (search/lagrange.c) */
     long lagrange_seeded;             /* of those stages, the ones started from strategies of
                                          the same stage met before */
-    double lagrange_gap;              /* the largest relative gap of those to their dual bound
-                                         (0: each proven optimal) */
+    double lagrange_gap;              /* how far below step_cost the least step can lie, relative:
+                                         the largest gap to its dual bound of the stages taken
+                                         that could lie in a partition beating it (0: none) */
+    double lagrange_stage_gap;        /* the largest of the result's own stages' gaps to their
+                                         optimum (0: each proven optimal) */
     double least_bytes;               /* when nothing fits: the least peak found (else 0) */
     int none_found;                   /* the search ran and found nothing (nothing fits, or
                                          every stage DP given up): the error says why */

@@ -1053,12 +1053,75 @@ static void test_stage_cap_fallback(void **state)
     sb_model_free(&m);
 }
 
+/* The gap a search with Lagrangian stages reports (every stage under the
+ * limit solved so: o.lagrange_above = 1), held to brute force on random
+ * models, each stage choosing its recomputation: the step found is a real
+ * strategy's (no less than the optimum), and the optimum is at least
+ * 1 - lagrange_gap of it. */
+static void test_lagrange_gap(void **state)
+{
+    (void)state;
+    char text[8192];
+    int cases = 0, lagr = 0, above = 0, gapped = 0;
+    for (int g = 0; g < (SANITIZED ? 10 : 20); g++) {
+        int nops;
+        gen_wide = 0;
+        gen(text, sizeof text, &nops);
+        int p = (int[]){2, 4}[rn(2)];
+        sb_model m;
+        sb_error err = {0};
+        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1;
+        sb_pipe_result u;
+        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        const double fs[] = {0.7, 0.45, 0.3};
+        for (int k = 0; k < 3; k++) {
+            o.mem_limit = u.peak_bytes * fs[k];
+            o.lagrange_above = 1;
+            sb_pipe_result a, b;
+            sb_error e1 = {0}, e2 = {0};
+            int ra = sb_pipe_search(&m, p, &cp, &o, &a, &e1);
+            o.lagrange_above = 0;
+            int rb = sb_pipe_brute(&m, p, &cp, &o, &b, &e2);
+            if (ra != rb)
+                fail_msg("limit %g: search rc %d (%s), brute rc %d (%s)\n%s", o.mem_limit, ra,
+                         e1.msg, rb, e2.msg, text);
+            if (ra)
+                continue;
+            cases++;
+            lagr += a.lagrange_stages > 0;
+            above += a.step_cost > b.step_cost * (1 + 1e-9);
+            gapped += a.lagrange_gap > 0.0;
+            if (a.step_cost < b.step_cost * (1 - 1e-9))
+                fail_msg("step %.17g under the optimum %.17g\n%s", a.step_cost, b.step_cost, text);
+            if (b.step_cost < (1.0 - a.lagrange_gap) * a.step_cost * (1 - 1e-9))
+                fail_msg("optimum %.17g more than the gap %g under the step %.17g\n%s",
+                         b.step_cost, a.lagrange_gap, a.step_cost, text);
+            assert_true(a.lagrange_stage_gap >= 0.0 && a.lagrange_stage_gap < 1.0);
+            assert_true(a.peak_bytes <= o.mem_limit);
+            sb_pipe_result_free(&a);
+            sb_pipe_result_free(&b);
+        }
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    print_message("Lagrangian gaps: %d results against brute force, %d with Lagrangian stages, "
+                  "%d above the optimum, %d with a gap > 0, each optimum within its gap\n", cases,
+                  lagr, above, gapped);
+    assert_true(lagr > 0 && gapped > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_brute),
         cmocka_unit_test(test_brute_recompute),
         cmocka_unit_test(test_brute_choose),
+        cmocka_unit_test(test_lagrange_gap),
         cmocka_unit_test(test_recompute_stage_memory),
         cmocka_unit_test(test_forced),
         cmocka_unit_test(test_plain),
