@@ -532,7 +532,6 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     sb_mt_ends E;
     sb_mt_ends_of(mm, c, g, &E);
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
-    const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s, B = pb.act;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
     /* layers of the first stage (uneven stages: the most any stage holds) */
     const double lps = ceil((double)mm->layers / c->pp);
@@ -603,19 +602,20 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double upd = (c->dist_opt ? params / q : params) * (24.0 + 2.0 * gw + pb.weight);
     r->optimizer_s = sb_gpu_mem_s(g, upd);
     r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
-    /* memory of the first stage: 1F1B keeps PP micro-batches in flight there (interleaved:
-     * times 1 + (PP-1)/(PP VPP)), each its layers' activations */
-    double inflight = c->pp > 1 ? fmin((double)M, c->pp) * (c->vpp > 1 ? 1.0 + (c->pp - 1.0) / (c->pp * c->vpp) : 1.0) : 1.0;
-    r->mem_weights = params * pb.weight;
-    /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
-     * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
-    r->mem_grads = params * gw;
-    r->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
-    r->mem_activations = inflight * lps * L.act_bytes + (c->pp == 1 ? T * V / t * 4.0 * 2.0 : 0.0);
-    /* buffers: the TP all-gather of a layer's input and the backward's transient
-     * full-width tensors (4 of T x h), and 1 GiB of CUDA context, cuBLAS and NCCL buffers */
-    r->mem_buffers = 4.0 * T * h * B + 1073741824.0;
-    r->mem_total = r->mem_weights + r->mem_grads + r->mem_optimizer + r->mem_activations + r->mem_buffers;
+    /* memory per device: the larger of the first stage (most in flight, the
+     * embedding) and the last (the output layer and its fp32 logits) */
+    sb_mt_stage m0, ml;
+    int n0 = c->vpp > 1 ? (int)(mm->layers / c->pp) : 0, f0, nl = n0;
+    if (c->vpp == 1) {
+        sb_mt_stage_layers(mm->layers, c->pp, 0, &n0, &f0);
+        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f0);
+    }
+    sb_mt_stage_mem(mm, c, &L, 0, n0, &m0);
+    sb_mt_stage_mem(mm, c, &L, c->pp - 1, nl, &ml);
+    const sb_mt_stage *pk = ml.mem_total > m0.mem_total ? &ml : &m0;
+    r->mem_weights = pk->mem_weights, r->mem_grads = pk->mem_grads;
+    r->mem_optimizer = pk->mem_optimizer, r->mem_activations = pk->mem_activations;
+    r->mem_buffers = pk->mem_buffers, r->mem_total = pk->mem_total;
     double tokens = (double)mm->global_batch * mm->seq;
     r->model_flops = sb_mt_model_flops(mm);
     double P = (double)c->tp * c->pp * c->dp * c->cp;

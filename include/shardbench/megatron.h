@@ -82,8 +82,9 @@ typedef struct {
      * adds), the attention core, the memory-bound rest (norms, activations, adds,
      * rotary, embedding, loss, fp8 casts); they add up to compute_s */
     double compute_gemm_s, compute_attention_s, compute_memory_s;
-    /* peak bytes per device (the first pipeline stage: embedding and most
-     * micro-batches in flight) */
+    /* peak bytes per device: the fuller of the first pipeline stage (the embedding,
+     * the most micro-batches in flight) and the last (the output layer, its fp32
+     * logits) */
     double mem_weights, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_total;
     double model_flops;      /* per step, PaLM/Megatron convention (no recomputation) */
     double tokens_per_s, tflops_per_device, mfu;
@@ -124,7 +125,7 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
  * get their extra layer from the ends inwards), forward and backward
  * seconds per micro-batch over its chunks (its sends, the embedding on
  * stage 0 and the head on the last included), its memory per device at its
- * peak. sb_mt_price's step is the slowest stage's, its memory stage 0's. */
+ * peak. sb_mt_price's step is the slowest stage's, its memory the fullest stage's. */
 typedef struct {
     int stage, layers, first_layer; /* first_layer: of chunk 0, 1-based */
     double fwd_s, bwd_s;            /* per micro-batch, all its chunks */

@@ -814,6 +814,61 @@ static void test_search_superset(void **state)
     assert_non_null(strstr(err.msg, "--tp 7"));
 }
 
+/* The memory per device is the fullest stage's, stage by stage (sb_mt_stage_of):
+ * the last (its fp32 logits) or the first (the most in flight), over pipelines
+ * with and without interleaving, uneven layers, fewer micro-batches than stages
+ * and the gradient reduced in bf16; and the grid under a limit between the two
+ * takes a configuration every stage of which fits (before, it held stage 0 alone
+ * to the limit). */
+static void test_fullest_stage(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    m.layers = 16, m.global_batch = 32, m.vocab = 128000;
+    const int pp[] = {1, 2, 4, 4, 8, 3}, vpp[] = {1, 1, 1, 2, 2, 1}, mbs[] = {1, 1, 4, 8, 1, 2};
+    int last = 0, first = 0;
+    for (int i = 0; i < 6; i++)
+        for (int gb = 0; gb < 2; gb++) {
+            if (pp[i] == 3)
+                m.layers = 17; /* uneven: stage 0 and the last hold 6, stage 1 five */
+            sb_mt_config c = cfg(2, pp[i], 2, vpp[i], mbs[i]);
+            c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+            c.dist_opt = 1, c.grad_bytes = gb ? 2.0 : 0.0;
+            sb_mt_result r;
+            sb_mt_price(&m, &c, &g, &r);
+            double mx = 0.0;
+            int at = -1;
+            for (int st = 0; st < c.pp; st++) {
+                sb_mt_stage o;
+                sb_mt_stage_of(&m, &c, &g, st, &o);
+                if (o.mem_total > mx)
+                    mx = o.mem_total, at = st;
+            }
+            close_to(r.mem_total, mx);
+            last += at == c.pp - 1 && c.pp > 1, first += at == 0 && c.pp > 1;
+        }
+    assert_true(last > 0 && first > 0);
+    /* the grid at a limit under the unconstrained answer's fullest stage */
+    m.layers = 16;
+    sb_mt_config fixed, best;
+    sb_mt_config_free(&fixed);
+    sb_mt_result r;
+    sb_error err = {0};
+    g.node_devices = 8;
+    assert_true(sb_mt_search(&m, &fixed, 16, &g, 0.0, &best, &r, &err) > 0);
+    double lim = 0.8 * r.mem_total;
+    if (sb_mt_search(&m, &fixed, 16, &g, lim, &best, &r, &err) <= 0)
+        fail_msg("%s", err.msg);
+    assert_true(r.mem_total <= lim);
+    for (int st = 0; st < best.pp; st++) {
+        sb_mt_stage o;
+        sb_mt_stage_of(&m, &best, &g, st, &o);
+        assert_true(o.mem_total <= lim);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -831,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_dp_overlap),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
+        cmocka_unit_test(test_fullest_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
