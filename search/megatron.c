@@ -523,6 +523,41 @@ void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
     }
 }
 
+void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
+                     int s, int layers, sb_mt_stage *o)
+{
+    sb_prec_bytes pb = sb_precision_bytes(c->precision);
+    const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
+    const double T = (double)c->mbs * ((double)mm->seq / c->cp), B = pb.act;
+    const long M = mm->global_batch / ((long)c->dp * c->mbs);
+    const double q = (double)c->dp * c->cp;
+    /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
+     * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
+    const double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
+    /* the vocab shard of the embedding (stage 0) and of the output layer (the last) */
+    double params = layers * L->params + (s == 0 || s == c->pp - 1 ? V * h / t : 0.0);
+    /* activations in flight at the stage's peak, in layers' worth of one micro-batch */
+    double units, per_unit = (double)layers / c->vpp;
+    if (c->pp == 1)
+        units = 1.0;
+    else if (c->vpp == 1)
+        units = fmin((double)M, (double)(c->pp - s));
+    else
+        units = fmin((double)M * c->vpp, 2.0 * (c->pp - s - 1) + (c->vpp - 1.0) * c->pp + 1.0);
+    o->inflight = units / c->vpp;
+    o->mem_weights = params * pb.weight;
+    o->mem_grads = params * gw;
+    o->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
+    /* the last stage also keeps the fp32 logits and their gradient of one micro-batch */
+    o->mem_activations = units * per_unit * L->act_bytes +
+                         (s == c->pp - 1 ? T * V / t * 4.0 * 2.0 : 0.0);
+    /* buffers: the TP all-gather of a layer's input and the backward's transient
+     * full-width tensors (4 of T x h), and 1 GiB of CUDA context, cuBLAS and NCCL buffers */
+    o->mem_buffers = 4.0 * T * h * B + 1073741824.0;
+    o->mem_total = o->mem_weights + o->mem_grads + o->mem_optimizer + o->mem_activations +
+                   o->mem_buffers;
+}
+
 void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
 {
     memset(r, 0, sizeof *r);

@@ -5,6 +5,7 @@
  * interleaving uneven stages get their extra layer from the ends inwards:
  * stage 0, the last, stage 1, ...), each chunk's forward and backward
  * seconds per micro-batch, and each stage's memory per device at its peak
+ * (sb_mt_stage_mem, megatron.c, which the price shares)
  * (1F1B keeps PP - s micro-batches in flight on stage s; interleaved, the
  * warm-up of Megatron-LM's schedule: 2 (PP - s - 1) + (VPP - 1) PP chunks,
  * plus the one in its steady state). sb_mt_price's step is the slowest
@@ -38,41 +39,6 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
     if (v == last_v)
         f += E.head_f + 0.5 * E.head_tp, b += E.head_b + 0.5 * E.head_tp;
     *first_layer = first, *nlayers = n, *fwd_s = f, *bwd_s = b;
-}
-
-void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
-                     int s, int layers, sb_mt_stage *o)
-{
-    sb_prec_bytes pb = sb_precision_bytes(c->precision);
-    const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
-    const double T = (double)c->mbs * ((double)mm->seq / c->cp), B = pb.act;
-    const long M = mm->global_batch / ((long)c->dp * c->mbs);
-    const double q = (double)c->dp * c->cp;
-    /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
-     * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
-    const double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
-    /* the vocab shard of the embedding (stage 0) and of the output layer (the last) */
-    double params = layers * L->params + (s == 0 || s == c->pp - 1 ? V * h / t : 0.0);
-    /* activations in flight at the stage's peak, in layers' worth of one micro-batch */
-    double units, per_unit = (double)layers / c->vpp;
-    if (c->pp == 1)
-        units = 1.0;
-    else if (c->vpp == 1)
-        units = fmin((double)M, (double)(c->pp - s));
-    else
-        units = fmin((double)M * c->vpp, 2.0 * (c->pp - s - 1) + (c->vpp - 1.0) * c->pp + 1.0);
-    o->inflight = units / c->vpp;
-    o->mem_weights = params * pb.weight;
-    o->mem_grads = params * gw;
-    o->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
-    /* the last stage also keeps the fp32 logits and their gradient of one micro-batch */
-    o->mem_activations = units * per_unit * L->act_bytes +
-                         (s == c->pp - 1 ? T * V / t * 4.0 * 2.0 : 0.0);
-    /* buffers: the TP all-gather of a layer's input and the backward's transient
-     * full-width tensors (4 of T x h), and 1 GiB of CUDA context, cuBLAS and NCCL buffers */
-    o->mem_buffers = 4.0 * T * h * B + 1073741824.0;
-    o->mem_total = o->mem_weights + o->mem_grads + o->mem_optimizer + o->mem_activations +
-                   o->mem_buffers;
 }
 
 void sb_mt_stage_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, int s,

@@ -65,7 +65,7 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
 void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first);
 
 /* Stage s's memory per device at its peak when it holds `layers` layers
- * (o->inflight and o->mem_*; megatron_stages.c): 1F1B keeps min(M, PP - s)
+ * (o->inflight and o->mem_*; megatron.c): 1F1B keeps min(M, PP - s)
  * micro-batches in flight, interleaved the warm-up of Megatron-LM's schedule
  * plus one; stage 0 holds the embedding's vocab shard, the last the output
  * layer's and one micro-batch's fp32 logits and their gradient. sb_mt_price
