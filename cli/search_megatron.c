@@ -233,12 +233,17 @@ static int mt_run(shared_opts *so, sb_mt_config *fx, int P, int micro, const mt_
 /* The model loaded: its configuration priced, or the grid searched; printed. */
 /* The chosen configuration as a strategy file (sb_mt_strategy). */
 static int mt_save(const char *path, const sb_model *m, const sb_mt_config *c,
-                   const sb_mt_model *mm, const sb_mt_result *r, int P, sb_error *err)
+                   const sb_mt_model *mm, const sb_mt_result *r, const sb_machine *mc, int P,
+                   sb_error *err)
 {
     sb_strategy st;
-    if (sb_mt_strategy(m, c, mm, P, &st, err))
+    sb_cost_params cp;
+    if (sb_machine_cost_params_at(mc, c->precision, c->grad_bytes, &cp, err) ||
+        sb_mt_strategy(m, c, mm, P, &st, err))
         return -1;
-    st.cost = r->step_s; /* seconds: megatron's objective */
+    /* the file's unit, as the op-level search writes it: seconds x F x 1e12, which a
+     * reader (bench, export) divides by the same machine's F back into the step */
+    st.cost = r->step_s * cp.tflops * 1e12;
     int rc = sb_strategy_save(path, m, &st, err);
     sb_strategy_free(&st);
     return rc;
@@ -271,6 +276,9 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
     long priced;
     int all = fx->tp && fx->pp && fx->dp && fx->cp && fx->ep && fx->vpp && fx->mbs && fx->recompute >= 0 &&
               fx->sp >= 0 && fx->dist_opt >= 0;
+    if (o->save && fx->vpp > 1) /* before any search: what sb_mt_strategy refuses */
+        return FAIL("--save: the interleaved schedule (--vpp %d) is not one a strategy file holds "
+                    "(1f1b, gpipe): give --vpp 1", fx->vpp);
     if (all) { /* a user's setup: exactly that, whatever its memory */
         if (sb_mt_check(&mm, fx, P, &err) || sb_mt_check_gpu(fx, g, &err))
             return cli_fail(&err);
@@ -278,6 +286,11 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
         sb_mt_price(&mm, &best, g, &r);
         priced = 1;
     } else {
+        if (o->save) { /* what a strategy file holds (sb_mt_strategy) */
+            fx->file_layout = 1;
+            fprintf(stderr, "--save: the grid searches only what a strategy file holds: VPP 1, EP "
+                            "dividing DP\n");
+        }
         if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
             return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);
         priced = sb_mt_search(&mm, fx, P, g, limit, &best, &r, &err);
@@ -295,7 +308,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
         if (rc)
             return cli_fail(&err);
     }
-    if (o->save && mt_save(o->save, m, &best, &mm, &r, P, &err))
+    if (o->save && mt_save(o->save, m, &best, &mm, &r, mc, P, &err))
         return cli_fail(&err);
     if (all && r.mem_total > limit)
         fprintf(stderr, "shardbench: warning: predicted memory %.2f GiB per device is over %.2f GiB\n",
@@ -461,8 +474,9 @@ void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, co
         fx.dist_opt = so->cp.zero >= 1;
     if (!po->choose_recompute)
         fx.recompute = so->cp.recompute == SB_RECOMPUTE_ALL ? SB_MT_RC_FULL : SB_MT_RC_NONE;
-    if (save || po->schedule == SB_SCHEDULE_1F1B)
-        fx.vpp = 1; /* the schedule a strategy file holds */
+    if (po->schedule == SB_SCHEDULE_1F1B)
+        fx.vpp = 1;
+    fx.file_layout = save; /* what a strategy file holds: VPP 1, EP inside DP */
     g->limit = po->mem_limit;
     g->searched = 1;
     double t0 = sb_now();
@@ -543,7 +557,7 @@ int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *alg
         rc = sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     json_decref(j);
     if (!rc && save)
-        rc = mt_save(save, m, &g->best, &g->mm, &g->r, P, err);
+        rc = mt_save(save, m, &g->best, &g->mm, &g->r, &g->mc, P, err);
     if (rc && json) {
         free(*json);
         *json = NULL;

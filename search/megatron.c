@@ -145,6 +145,11 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
                        c->vpp, M, c->pp);
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
+    if (c->sp && (mm->seq / c->cp) % c->tp)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "sequence parallelism splits a rank's %ld tokens of the sequence over "
+                       "--tp %d, which does not divide them (Megatron-LM asserts it)",
+                       mm->seq / c->cp, c->tp);
     if (c->tp_overlap && c->tp > 1 && !c->sp)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--tp-comm-overlap needs sequence parallelism (Megatron-LM refuses it "
@@ -760,6 +765,8 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         if (fixed->dist_opt >= 0 && dop != fixed->dist_opt)
                                             continue;
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
+                                        if (fixed->file_layout && (c.vpp > 1 || c.dp % c.ep))
+                                            continue;
                                         if (sb_mt_check(mm, &c, P, &e2) || sb_mt_check_gpu(&c, g, &e2))
                                             continue;
                                         sb_mt_price(mm, &c, g, &tmp);

@@ -44,6 +44,9 @@ typedef struct {
                                          (cross_entropy_loss_fusion); 0: unfused, its default */
     int precision;                    /* sb_precision */
     double grad_bytes;                /* the gradient reduction's word; 0: the recipe's */
+    int file_layout;                  /* sb_mt_search's fixed: only configurations a
+                                         strategy file holds (sb_mt_strategy: VPP 1, EP
+                                         dividing DP), for --save */
 } sb_mt_config;
 /* 1 when c's parameter all-gather is overlapped: param_gather on, or not given
  * and dp_overlap on */

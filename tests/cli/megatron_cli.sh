@@ -242,5 +242,23 @@ refused "validate param_gather_overlap x" "pg-x.tsv:2: param_gather_overlap 'x'"
 pgrow 1 's/\t1\t1\t1\tfused/\t1\t0\t1\tfused/'
 refused "validate param_gather_overlap 1 without the distributed optimizer" \
     "pg-1.tsv:2:.*needs the distributed optimizer" validate --data "$TMP/pg-1.tsv"
+# --save: the grid keeps to what a strategy file holds (EP dividing DP: Mixtral's
+# 8 experts on 8 GPUs once took DP 4 x CP 2 x EP 8 and then failed to write), and
+# the file's cost is the op level's unit, the step x the machine's F x 1e12
+MX=(search --algo megatron -m mixtral-8x7b -p 8 --machine h100-sxm --vpp 1)
+"$SB" "${MX[@]}" --save "$TMP/mx.strategy" --format json --db none > "$TMP/mx.json" 2> "$TMP/err"
+check "--save of an MoE grid answer: exit 0" test $? -eq 0
+check "--save: EP divides DP in the answer" js "$TMP/mx.json" "d['megatron']['dp'] % d['megatron']['ep'] == 0"
+F=$(awk '$1 == "tflops_bf16" {print $2}' "$SRC/machines/h100-sxm.machine")
+check "--save: the file's cost is the step x F x 1e12" python3 -c "
+import json; d = json.load(open('$TMP/mx.json'))
+c = [float(l.split()[1]) for l in open('$TMP/mx.strategy') if l.startswith('cost ')][0]
+want = d['predicted_step_seconds'] * $F * 1e12
+assert abs(c - want) <= 1e-9 * want, (c, want)"
+refused "sequence parallelism over a TP that does not divide the sequence" \
+    "sequence parallelism splits a rank's 1024 tokens.*--tp 6" \
+    search --algo megatron -m gpt2 --set batch=32 -p 96 --machine a100-sxm-80g --tp 6 --pp 1 \
+    --dp 16 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none --sequence-parallel on \
+    --zero 0 --attention materialized
 echo "megatron_cli: $fails failure(s)"
 exit $((fails > 0))
