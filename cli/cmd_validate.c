@@ -83,6 +83,24 @@ static double sc21_flops(const sb_mt_model *mm)
     return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
+/* s as a CSV field (csv: RFC 4180, quoted with its quotes doubled when it
+ * holds a comma or a quote) or as it is, into out (n >= 2 strlen(s) + 3). */
+static void csv_field(const char *s, int csv, char *out, size_t n)
+{
+    size_t k = 0;
+    int quote = csv && strpbrk(s, ",\"") != NULL;
+    if (quote)
+        out[k++] = '"';
+    for (; *s && k + 3 < n; s++) {
+        if (quote && *s == '"')
+            out[k++] = '"';
+        out[k++] = *s;
+    }
+    if (quote)
+        out[k++] = '"';
+    out[k] = '\0';
+}
+
 /* The optional model column: "hf:PATH" (relative to the data file's folder unless
  * absolute), a config the grid prices (sb_mt_model_from), loaded at the row's seq and
  * global_batch. Its sizes fill the size columns given as "-" and must equal those given;
@@ -140,9 +158,22 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
         return -1;
     memset(r, 0, sizeof *r);
     r->line = line;
+    /* id and source are printed in the table, CSV and figures: short, no controls */
+    const char *txt[2] = {f[C_ID], f[C_SOURCE]}, *what[2] = {"id", "source"};
+    for (int k = 0; k < 2; k++) {
+        if (strlen(txt[k]) >= sizeof r->id)
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%.40s...' longer than %zu characters",
+                           path, line, what[k], txt[k], sizeof r->id - 1);
+        for (const unsigned char *c = (const unsigned char *)txt[k]; *c; c++)
+            if (*c < 0x20 || *c == 0x7f)
+                return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s holds a control character (0x%02x)",
+                               path, line, what[k], *c);
+    }
     snprintf(r->id, sizeof r->id, "%s", f[C_ID]);
     snprintf(r->source, sizeof r->source, "%s", f[C_SOURCE]);
-    snprintf(r->machine, sizeof r->machine, "%s", f[C_MACHINE]);
+    if ((size_t)snprintf(r->machine, sizeof r->machine, "%s", f[C_MACHINE]) >= sizeof r->machine)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: machine '%.40s...' longer than %zu characters",
+                       path, line, f[C_MACHINE], sizeof r->machine - 1);
     snprintf(r->deriv, sizeof r->deriv, "%s", f[C_DERIV]);
     struct {
         int col;
@@ -185,6 +216,9 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
         return sb_fail(err, SB_EXIT_INPUT,
                        "%s:%d: grad_reduce_dtype '%s' is not fp32, bf16 or recipe", path, line,
                        f[C_GRAD]);
+    if (mm->kv_heads > mm->heads || mm->heads % mm->kv_heads)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: kv_heads %ld does not divide heads %ld", path,
+                       line, mm->kv_heads, mm->heads);
     if (mm->hidden % mm->heads)
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: hidden %ld is not a multiple of heads %ld",
                        path, line, mm->hidden, mm->heads);
@@ -232,7 +266,11 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
     size_t len;
     if (sb_read_file(path, "published-runs file", 1 << 22, &text, &len, err))
         return -1;
-    int map[NCOLS], have_header = 0, line = 0, n = 0, rc = 0;
+    if (strlen(text) != len) {
+        free(text);
+        return sb_fail(err, SB_EXIT_INPUT, "%s: published-runs file holds a NUL byte", path);
+    }
+    int map[NCOLS], have_header = 0, line = 0, n = 0, rc = 0, hcols = 0;
     for (char *ln = text, *next; ln && *ln && !rc; ln = next) {
         line++;
         char *nl = strchr(ln, '\n');
@@ -261,7 +299,13 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
         if (rc)
             break;
         if (!have_header) {
-            for (int k = 0; k < NCOLS; k++) {
+            for (int j = 0; j < nf && !rc; j++)
+                for (int i = 0; i < j && !rc; i++)
+                    if (!strcmp(f[i], f[j]))
+                        rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: column '%s' given twice", path,
+                                     line, f[j]);
+            hcols = nf;
+            for (int k = 0; k < NCOLS && !rc; k++) {
                 map[k] = -1;
                 for (int j = 0; j < nf; j++)
                     if (!strcmp(f[j], columns[k]))
@@ -272,6 +316,11 @@ static int read_rows(const char *path, vrow *rows, int *nrows, sb_error *err)
             }
             have_header = 1;
             continue;
+        }
+        if (nf > hcols) {
+            rc = sb_fail(err, SB_EXIT_INPUT, "%s:%d: %d columns, the header has %d", path, line,
+                         nf, hcols);
+            break;
         }
         char *g[NCOLS];
         for (int k = 0; k < NCOLS && !rc; k++) {
@@ -577,12 +626,14 @@ int cmd_validate(int argc, char **argv)
                    "GEMMs");
         for (int i = 0; i < n; i++) {
             vrow *r = &rows[i];
-            char cs[128];
+            char cs[128], id[2 * sizeof r->id + 2], src[2 * sizeof r->source + 2];
             cfg_str(&r->best, cs, sizeof cs);
+            csv_field(r->id, csv, id, sizeof id);
+            csv_field(r->source, csv, src, sizeof src);
             char imp[16] = "-"; /* the GEMM rate the published step implies */
             if (r->implied_gemm_tflops > 0)
                 snprintf(imp, sizeof imp, "%.0f", r->implied_gemm_tflops);
-            printf(fmt, r->id, r->source, r->gpus, sb_precision_name(r->c.precision), r->c.tp,
+            printf(fmt, id, src, r->gpus, sb_precision_name(r->c.precision), r->c.tp,
                    r->c.pp, r->c.dp, r->c.vpp, r->c.mbs, sb_mt_recompute_name(r->c.recompute)[0] == 's' && r->c.sp ? "sp+sel" : sb_mt_recompute_name(r->c.recompute),
                    r->step_s, r->pred.step_s, r->err_pct, 100.0 * r->pred.mfu, cs, r->best_r.step_s,
                    r->best_r.step_s / r->pred.step_s, csv && !strcmp(imp, "-") ? "" : imp);

@@ -103,10 +103,10 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
 {
     if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->cp < 1 || c->ep < 1 || c->vpp < 1 || c->mbs < 1)
         return sb_fail(err, SB_EXIT_INPUT, "megatron degrees must be at least 1");
-    if ((long)c->tp * c->pp * c->dp * c->cp != P)
+    if ((double)c->tp * c->pp * c->dp * c->cp != (double)P)
         return sb_fail(err, SB_EXIT_INPUT,
-                       "--tp %d x --pp %d x --dp %d x --cp %d = %ld, not the %d devices (-p)", c->tp,
-                       c->pp, c->dp, c->cp, (long)c->tp * c->pp * c->dp * c->cp, P);
+                       "--tp %d x --pp %d x --dp %d x --cp %d = %.0f, not the %d devices (-p)", c->tp,
+                       c->pp, c->dp, c->cp, (double)c->tp * c->pp * c->dp * c->cp, P);
     if (mm->heads % c->tp || mm->kv_heads % c->tp)
         return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide the %ld heads (%ld kv heads)",
                        c->tp, mm->heads, mm->kv_heads);

@@ -78,7 +78,8 @@ static int read_rope(hf_reader *R, hf_cfg *c, const char *theta_key, double def)
     if (hf_real(R, theta_key, def, &theta))
         return -1;
     if (theta < 2 || theta > 1e12 || theta != floor(theta))
-        return hf_fail(R, theta_key, "%g: the rope op takes an integer base of at least 2", theta);
+        return hf_fail(R, theta_key, "%.17g: the rope op takes an integer base of at least 2",
+                       theta);
     c->theta = (int64_t)theta;
     json_t *s = hf_get(R, "rope_scaling");
     if (!s)
@@ -161,6 +162,11 @@ static int read_seq(hf_reader *R, hf_cfg *c, const char *key, int64_t def)
         return hf_fail(R, NULL, "--set seq=%lld: must be positive", (long long)c->seq);
     int64_t b = ((int64_t)1 << 22) / c->seq;
     c->batch = hf_setting(R, "batch", b < 1 ? 1 : b);
+    if (c->batch < 1)
+        return hf_fail(R, NULL, "--set batch=%lld: must be positive", (long long)c->batch);
+    if (c->seq > ((int64_t)1 << 40) || c->batch > ((int64_t)1 << 40) / c->seq)
+        return hf_fail(R, NULL, "seq=%lld x batch=%lld: too many tokens (at most 2^40)",
+                       (long long)c->seq, (long long)c->batch);
     return 0;
 }
 

@@ -104,25 +104,27 @@ int64_t hf_setting(hf_reader *R, const char *name, int64_t def)
 int hf_int(hf_reader *R, const char *key, int required, int64_t def, int64_t min, int64_t *out)
 {
     json_t *v = hf_get(R, key);
+    int64_t x = def;
     if (!v) {
         if (required)
             return hf_fail(R, key, "missing (an integer is needed)");
-        *out = hf_setting(R, key, def);
-        return 0;
+    } else {
+        if (json_is_integer(v))
+            x = (int64_t)json_integer_value(v);
+        else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+                 fabs(json_real_value(v)) < 9.0e15)
+            x = (int64_t)json_real_value(v);
+        else
+            return hf_fail(R, key, "expected an integer, found %s", type_word(v));
+        if (x < min)
+            return hf_fail(R, key, "%lld: must be at least %lld", (long long)x, (long long)min);
+        if (x > ((int64_t)1 << 40))
+            return hf_fail(R, key, "%lld: too large (at most 2^40)", (long long)x);
     }
-    int64_t x;
-    if (json_is_integer(v))
-        x = (int64_t)json_integer_value(v);
-    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-             fabs(json_real_value(v)) < 9.0e15)
-        x = (int64_t)json_real_value(v);
-    else
-        return hf_fail(R, key, "expected an integer, found %s", type_word(v));
-    if (x < min)
-        return hf_fail(R, key, "%lld: must be at least %lld", (long long)x, (long long)min);
-    if (x > ((int64_t)1 << 40))
-        return hf_fail(R, key, "%lld: too large (at most 2^40)", (long long)x);
-    *out = hf_setting(R, key, x);
+    int64_t s = hf_setting(R, key, x);
+    if (s != x && (s < min || s > ((int64_t)1 << 40)))
+        return hf_fail(R, key, "--set %lld: must be in %lld..2^40", (long long)s, (long long)min);
+    *out = s;
     return 0;
 }
 

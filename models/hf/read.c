@@ -138,11 +138,21 @@ static void print_notes(const sb_hf_info *in)
     if (strcmp(last, in->config) == 0)
         return;
     snprintf(last, sizeof last, "%s", in->config);
-    fprintf(stderr, "hf: %s: %s; %s\n", in->config, in->arch, in->defaults);
-    if (in->approx[0])
-        fprintf(stderr, "hf: approximated: %s\n", in->approx);
-    if (in->ignored[0])
-        fprintf(stderr, "hf: ignored keys: %s\n", in->ignored);
+    /* the config's own strings (its path, architecture, keys, values quoted in
+     * the notes) with their control characters escaped: no terminal escape or
+     * forged line from a config file */
+    char shown[4 * sizeof in->ignored], arch[4 * sizeof in->arch];
+    sb_escape_controls(in->config, shown, sizeof shown, 0);
+    sb_escape_controls(in->arch, arch, sizeof arch, 0);
+    fprintf(stderr, "hf: %s: %s; %s\n", shown, arch, in->defaults);
+    if (in->approx[0]) {
+        sb_escape_controls(in->approx, shown, sizeof shown, 0);
+        fprintf(stderr, "hf: approximated: %s\n", shown);
+    }
+    if (in->ignored[0]) {
+        sb_escape_controls(in->ignored, shown, sizeof shown, 0);
+        fprintf(stderr, "hf: ignored keys: %s\n", shown);
+    }
 }
 
 /* 1 when the text declares `param NAME`. */

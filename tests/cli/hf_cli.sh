@@ -32,6 +32,29 @@ rc=0
 rc=0
 "$sb" search -m "hf:$data/gpt2" -p 2 --set num_key_value_heads=2 2>"$tmp/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "unknown parameter 'num_key_value_heads'" "$tmp/err" || fail "unknown key: $(cat "$tmp/err")"
+# a --set value held to its key's range as the config's own is (a head count of 0
+# divided by zero, a negative layer count wrote a model without layers), the
+# tokens of a step bounded, a config's strings shown with their controls escaped
+for bad in "llama-3.2-1b num_key_value_heads=0" "gpt2 n_head=0" "llama-3.2-1b num_hidden_layers=-1" \
+           "deepseek-v3 moe_layer_freq=0" "qwen3-30b-a3b decoder_sparse_step=-2"; do
+    set -- $bad
+    rc=0
+    "$sb" search -m "hf:$data/$1" -p 2 --set "$2" 2>"$tmp/err" || rc=$?
+    [ "$rc" = 2 ] && grep -q "key '${2%%=*}': --set ${2#*=}: must be in" "$tmp/err" ||
+        fail "--set $2: exit $rc: $(cat "$tmp/err")"
+done
+rc=0
+"$sb" search -m "hf:$data/llama-3.2-1b" -p 2 --set seq=4000000000 --set batch=4000000000 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "too many tokens" "$tmp/err" || fail "seq x batch: exit $rc: $(cat "$tmp/err")"
+python3 - "$data/llama-3.2-1b/config.json" "$tmp/esc.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["evil\u001b[31mRED\nhf: fake line"] = 1
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$sb" search -m "hf:$tmp/esc.json" -p 2 --db none >/dev/null 2>"$tmp/err" || fail "escaped key: $(cat "$tmp/err")"
+grep -q $'\x1b' "$tmp/err" && fail "a config's escape sequence reached the terminal"
+grep -q "^hf: fake line" "$tmp/err" && fail "a config's key forged a line"
 
 export SHARDBENCH_HF_QUIET=1
 while IFS=$'\t' read -r name total active; do

@@ -150,6 +150,27 @@ refused "a row with a word for a number" "bad-num.tsv:" validate --data "$TMP/ba
 grep -v "^#" "$DATA" | cut -f1-5 > "$TMP/bad-hdr.tsv"
 refused "a header missing columns" "no column" validate --data "$TMP/bad-hdr.tsv"
 refused "a file that does not exist" "nosuch.tsv" validate --data "$TMP/nosuch.tsv"
+# a header naming a column twice, a row wider than the header, a NUL byte (which
+# once ended the file there), kv_heads that do not divide the heads
+{ grep -v "^#" "$DATA" | head -1 | sed 's/^/tp\t/'; grep "^sc21-3.6b" "$DATA" | sed 's/^/1\t/'; } > "$TMP/bad-dup.tsv"
+refused "a header with a column twice" "bad-dup.tsv:1: column 'tp' given twice" validate --data "$TMP/bad-dup.tsv"
+{ grep -v "^#" "$DATA" | head -1; grep "^sc21-3.6b" "$DATA" | sed 's/$/\tjunk/'; } > "$TMP/bad-wide.tsv"
+refused "a row wider than the header" "bad-wide.tsv:2: .* columns, the header has" validate --data "$TMP/bad-wide.tsv"
+{ grep -v "^#" "$DATA" | head -2; printf '\0'; grep -v "^#" "$DATA" | sed -n 3p; } > "$TMP/bad-nul.tsv"
+refused "a NUL byte" "bad-nul.tsv: published-runs file holds a NUL byte" validate --data "$TMP/bad-nul.tsv"
+awk 'BEGIN{FS=OFS="\t"} NR == 1 {for (i = 1; i <= NF; i++) if ($i == "kv_heads") k = i}
+     /^sc21-3.6b/ {$k = 5} {print}' <(grep -v "^#" "$DATA") > "$TMP/bad-kv.tsv"
+# an id and a source with a comma and quotes: quoted CSV fields; a control
+# character in one refused
+awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$1 = "run,\"x\""; $2 = "SC21, T1"} {print}' "$DATA" > "$TMP/q.tsv"
+"$SB" validate --data "$TMP/q.tsv" --format csv --target-mape 1e6 --target-max 1e6 > "$TMP/q.csv" 2> /dev/null
+check "validate --format csv: quoted fields read back" python3 -c "
+import csv; rows = list(csv.reader(open('$TMP/q.csv')))
+assert all(len(r) == 18 for r in rows) and ['run,\"x\"', 'SC21, T1'] in [r[:2] for r in rows], rows[:3]"
+awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$1 = "run\033[31m"} {print}' "$DATA" > "$TMP/bad-esc.tsv"
+refused "an id with a control character" "bad-esc.tsv:.*: id holds a control character (0x1b)" \
+    validate --data "$TMP/bad-esc.tsv"
+refused "kv_heads that do not divide the heads" "bad-kv.tsv:3: kv_heads 5 does not divide" validate --data "$TMP/bad-kv.tsv"
 # hf: configs the grid prices (Llama, Mistral, Mixtral) as the model file of the same
 # architecture; the ones it cannot price refused, naming the feature
 H=(--machine h100-sxm --memory 80GiB --format json -p 64)
