@@ -630,6 +630,17 @@ static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model 
     return status;
 }
 
+/* The full space without --memory is held to no limit (ZeRO 0 and nothing
+ * recomputed are optimal then): an answer over the device says so. */
+static void warn_full_memory(const shared_opts *so, const sb_pipe_opts *po, double peak)
+{
+    if (po->mem_limit > 0 || !(so->device_gib > 0) || !(peak > so->device_gib * 1073741824.0))
+        return;
+    fprintf(stderr, "shardbench: warning: predicted peak memory %.2f GiB per device is over the "
+                    "device's %g GiB: without --memory the search is not held to it (--memory "
+                    "%gGiB is)\n", peak / 1073741824.0, so->device_gib, so->device_gib);
+}
+
 /* search --space full: the pipeline search (search/pipeline.c) and its output. */
 static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char *algo,
                        const char *format, const char *save, const char *db, int adopt_db,
@@ -660,6 +671,8 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         status = grid_answer(so, &grid, &m, &r, prc ? err.msg : NULL, prc ? 0.0 : r.seconds, algo,
                              format, save, db,
                              adopt_db, plot);
+        if (!status)
+            warn_full_memory(so, po, grid.r.mem_total);
         if (!prc)
             sb_pipe_result_free(&r);
         sb_model_free(&m);
@@ -734,6 +747,8 @@ static int search_full(const shared_opts *so, const sb_pipe_opts *po, const char
         if (!status)
             status = s2;
     }
+    if (!status)
+        warn_full_memory(so, po, r.peak_bytes);
     free(js);
     json_decref(j);
     sb_pipe_result_free(&r);

@@ -281,5 +281,15 @@ refused "sequence parallelism over a TP that does not divide the sequence" \
     search --algo megatron -m gpt2 --set batch=32 -p 96 --machine a100-sxm-80g --tp 6 --pp 1 \
     --dp 16 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none --sequence-parallel on \
     --zero 0 --attention materialized
+# the full space without --memory is held to no limit: an answer over the device
+# says so on stderr (the grid's, 171 GiB here, and the op level's); with it, none
+FS=(search -m llama3-8b --set layers=2 -p 8 --machine h100-sxm --space full --db none)
+"$SB" "${FS[@]}" > /dev/null 2> "$TMP/fs.err"
+check "full space, no --memory: an answer over the device's memory warned" \
+    grep -q "over the device's 79.65 GiB: without --memory" "$TMP/fs.err"
+"$SB" "${FS[@]}" --megatron-grid off > /dev/null 2> "$TMP/fs.err"
+check "full space, no --memory, the op level's answer: warned" grep -q "over the device's" "$TMP/fs.err"
+"$SB" "${FS[@]}" --memory 79.65GiB > /dev/null 2> "$TMP/fs.err"
+check "full space, --memory: no warning" test "$(grep -c "over the device's" "$TMP/fs.err")" -eq 0
 echo "megatron_cli: $fails failure(s)"
 exit $((fails > 0))
