@@ -205,6 +205,15 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
     if ((double)m.devices_per_node * m.nodes > 65536)
         return sb_fail(err, SB_EXIT_INPUT, "%s: devices_per_node %d times nodes %d is over 65536",
                        path, m.devices_per_node, m.nodes);
+    for (int k = 0; k < NKEYS; k++) {
+        if (!strcmp(keys[k].key, "sms") && seen[k] && m.sms != floor(m.sms))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: sms %g is not a whole number", path,
+                           seen[k], m.sms);
+        if (!strcmp(keys[k].key, "precision") && seen[k] && m.precision == SB_PREC_FP8 &&
+            !(m.tflops_fp8 > 0))
+            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: precision fp8 without a tflops_fp8 line "
+                           "(the peak it is priced at)", path, seen[k]);
+    }
     snprintf(m.path, sizeof m.path, "%s", path);
     *mc = m;
     return 0;

@@ -118,6 +118,9 @@ static void test_errors(void **state)
     memset(longline, 'x', sizeof longline - 1);
     longline[sizeof longline - 1] = '\0';
     refused(1, longline, "t.machine:1: line too long", NULL);
+    /* a fraction of an SM; a recipe whose peak the file lacks, named where it stands */
+    refused(14, "sms 1.5", "t.machine:14: sms 1.5 is not a whole number", NULL);
+    refused(14, "precision fp8", "t.machine:14: precision fp8 without a tflops_fp8 line", NULL);
 }
 
 /* sb_shipped_names: the regular files NAME.EXT of the folders, each name
