@@ -636,6 +636,25 @@ static int search_pair(const sb_model *m, int p, const sb_cost_params *cp, sb_pi
     return ra;
 }
 
+/* A random model (gen; gen_wide as set) parsed into *m on p = 2 or 4
+ * devices (4 when wide), the reference cost model, each stage choosing its
+ * recomputation, and its unconstrained optimum *u (whose peak the tests
+ * take their limits from). */
+static int random_case(char *text, size_t n, sb_model *m, sb_cost_params *cp, sb_pipe_opts *o,
+                       sb_pipe_result *u)
+{
+    int nops;
+    gen(text, n, &nops);
+    int p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
+    sb_error err = {0};
+    assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, m, &err), 0);
+    sb_cost_params_default(cp);
+    sb_pipe_opts_default(o);
+    o->choose_recompute = 1;
+    assert_int_equal(sb_pipe_search(m, p, cp, o, u, &err), 0);
+    return p;
+}
+
 /* test_skips_equal's tally over its comparisons. */
 typedef struct {
     long dps_a, dps_b; /* stage DPs with the skips, without */
@@ -669,20 +688,12 @@ static void test_skips_equal(void **state)
     char text[8192];
     skips_tally sk = {0};
     for (int g = 0; g < (SANITIZED ? 6 : 10); g++) {
-        int nops;
         gen_wide = g % 2;
-        gen(text, sizeof text, &nops);
-        int p = gen_wide ? 4 : (int[]){2, 4}[rn(2)];
         sb_model m;
-        sb_error err = {0};
-        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
         sb_cost_params cp;
-        sb_cost_params_default(&cp);
         sb_pipe_opts o;
-        sb_pipe_opts_default(&o);
-        o.choose_recompute = 1;
         sb_pipe_result u;
-        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        int p = random_case(text, sizeof text, &m, &cp, &o, &u);
         const double fs[] = {0.9, 0.7, 0.5, 0.35, 0.25};
         for (int k = 0; k < 5; k++)
             skips_pair(&m, p, &cp, &o, u.peak_bytes * fs[k], &sk);
@@ -1064,20 +1075,12 @@ static void test_lagrange_gap(void **state)
     char text[8192];
     int cases = 0, lagr = 0, above = 0, gapped = 0;
     for (int g = 0; g < (SANITIZED ? 10 : 20); g++) {
-        int nops;
         gen_wide = 0;
-        gen(text, sizeof text, &nops);
-        int p = (int[]){2, 4}[rn(2)];
         sb_model m;
-        sb_error err = {0};
-        assert_int_equal(sb_model_parse(text, strlen(text), "r.model", NULL, 0, &m, &err), 0);
         sb_cost_params cp;
-        sb_cost_params_default(&cp);
         sb_pipe_opts o;
-        sb_pipe_opts_default(&o);
-        o.choose_recompute = 1;
         sb_pipe_result u;
-        assert_int_equal(sb_pipe_search(&m, p, &cp, &o, &u, &err), 0);
+        int p = random_case(text, sizeof text, &m, &cp, &o, &u);
         const double fs[] = {0.7, 0.45, 0.3};
         for (int k = 0; k < 3; k++) {
             o.mem_limit = u.peak_bytes * fs[k];
