@@ -389,6 +389,9 @@ static void print_pipe_table(FILE *f, const sb_model *m, int p, const sb_cost_pa
                    "optimum; the least step at most %.4g%% below this one (the largest gap to "
                    "its dual bound of the stages that could lie in a better partition)\n",
                 r->lagrange_stages, 100.0 * r->lagrange_stage_gap, 100.0 * r->lagrange_gap);
+    if (r->lagrange_stages && (r->ranges_given_up || r->ranges_over_tables))
+        fprintf(f, "  (over the stages solved: %ld stage DPs given up or not run are in neither "
+                   "bound)\n", r->ranges_given_up + r->ranges_over_tables);
     int nrec = 0, nst = 0;
     for (int i = 0; r->recompute && i < m->nops; i++)
         nrec += r->recompute[i] != 0;

@@ -288,8 +288,8 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
     } else {
         if (o->save) { /* what a strategy file holds (sb_mt_strategy) */
             fx->file_layout = 1;
-            fprintf(stderr, "--save: the grid searches only what a strategy file holds: VPP 1, EP "
-                            "dividing DP\n");
+            fprintf(stderr, "shardbench: --save: the grid searches only what a strategy file "
+                            "holds: VPP 1, EP dividing DP\n");
         }
         if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
             return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);
@@ -477,6 +477,9 @@ void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, co
     if (po->schedule == SB_SCHEDULE_1F1B)
         fx.vpp = 1;
     fx.file_layout = save; /* what a strategy file holds: VPP 1, EP inside DP */
+    if (save)
+        fprintf(stderr, "shardbench: --save: Megatron-LM's grid searched only where a strategy "
+                        "file holds it: VPP 1, EP dividing DP\n");
     g->limit = po->mem_limit;
     g->searched = 1;
     double t0 = sb_now();

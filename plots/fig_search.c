@@ -30,8 +30,8 @@ static const char *const time_titles[6] = {"compute", "tensor-parallel comm (exp
 /* ---- (a) memory per device per stage --------------------------------------------------- */
 
 /* one bar's five parts: stage st's memory_bytes; st < 0: a Megatron JSON
- * without stage_details, its memory_bytes_per_device (the first stage's,
- * as its pricer gives it) */
+ * without stage_details, its memory_bytes_per_device (the fullest stage's,
+ * as its pricer gives it; the first stage's in a JSON before 2026-12-07) */
 static int mem_parts(const search_json *s, int st, double v[5], sb_error *err)
 {
     for (int k = 0; k < 5; k++) {
@@ -54,7 +54,7 @@ static int mem_parts(const search_json *s, int st, double v[5], sb_error *err)
 static int fig_memory(plotter *pl, const search_json *s, sb_error *err)
 {
     const char *fig = "memory";
-    int one = !s->stages && s->mt; /* the first stage only, as the JSON gives it */
+    int one = !s->stages && s->mt; /* the fullest stage only, as the JSON gives it */
     if (!s->stages && !one)
         return sb_sj_missing(s, fig, "stage_details", err);
     const sb_json *dm = sb_sj_num(s->j, "device_memory_bytes");
@@ -92,16 +92,16 @@ static int fig_memory(plotter *pl, const search_json *s, sb_error *err)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     const sb_json *priced = sb_sj_num(s->j, "peak_bytes_per_device");
     if (one) {
-        snprintf(title, sizeof title, "%.60s p=%d: memory per device of the first of %d "
+        snprintf(title, sizeof title, "%.60s p=%d: memory per device of the fullest of %d "
                  "stages, %.1f GiB of %.1f GiB", s->model, s->p, s->S, peak / G, dm->num / G);
-        snprintf(sub, sizeof sub, "no stage_details in the JSON: the first stage's "
+        snprintf(sub, sizeof sub, "no stage_details in the JSON: the fullest stage's "
                  "memory_bytes_per_device only");
     } else {
         snprintf(title, sizeof title, "%.60s p=%d: memory per device of each of %d stages; peak "
                  "%.1f GiB (stage %d) of %.1f GiB", s->model, s->p, s->S, peak / G, peak_stage,
                  dm->num / G);
-        if (s->mt && priced) /* Megatron's pricer sizes the first stage; said beside */
-            snprintf(sub, sizeof sub, "megatron's priced memory per device (the first stage's, "
+        if (s->mt && priced) /* Megatron's pricer sizes the fullest stage; said beside */
+            snprintf(sub, sizeof sub, "megatron's priced memory per device (the fullest stage's, "
                      "peak_bytes_per_device): %.1f GiB", priced->num / G);
     }
     fprintf(v, "datafile=");

@@ -27,11 +27,14 @@ void hf_note(char *list, size_t cap, const char *fmt, ...)
 
 int hf_fail(hf_reader *R, const char *key, const char *fmt, ...)
 {
-    char what[512];
+    char raw[512], what[4 * sizeof raw];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* one line: a config's string quoted here (an architecture, a model type) keeps
+     * no newline of its own (sb_fail keeps newlines, for messages that list) */
+    sb_escape_controls(raw, what, sizeof what, 0);
     if (key)
         return sb_fail(R->err, SB_EXIT_INPUT, "%s: key '%s': %s", R->path, key, what);
     return sb_fail(R->err, SB_EXIT_INPUT, "%s: %s", R->path, what);

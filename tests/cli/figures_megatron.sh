@@ -108,14 +108,14 @@ PY
         fail "pp $1 vpp $2 M $3: not idle $5%, warm-up $6 and $7: $(grep -o 'stage [0-9]*: idle [^<]*' "$g")"
 done
 
-# ---- an older megatron JSON (no stage_details): the first stage's memory as the
+# ---- an older megatron JSON (no stage_details): the fullest stage's memory as the
 # JSON gives it, the step by cause, the schedule skipped and said so
 python3 -c "
 import json; j = json.load(open('$T/mt.json')); del j['stage_details']; json.dump(j, open('$T/old.json', 'w'))"
 "$SB" plot --search "$T/old.json" --out "$T/o" >"$T/o.out" || fail "plot --search of an older megatron JSON"
 grep -q "schedule-transformer-p8: .* has no stage_details .*: skipped" "$T/o.out" || fail "no word on the schedule"
 [ ! -e "$T/o/schedule-transformer-p8.svg" ] || fail "a schedule drawn without stage_details"
-grep -q "the first stage's memory_bytes_per_device only" "$T/o/memory-transformer-p8.svg" ||
+grep -q "the fullest stage's memory_bytes_per_device only" "$T/o/memory-transformer-p8.svg" ||
     fail "the one-bar memory figure is not labelled"
 $CHECK "$T/o/memory-transformer-p8.svg" "${MEM[@]}" --also 'device memory 80' || fail "older JSON: memory figure"
 $CHECK "$T/o/steptime-transformer-p8.svg" "${CAUSES[@]}" || fail "older JSON: step-time figure"

@@ -55,6 +55,17 @@ PY
 "$sb" search -m "hf:$tmp/esc.json" -p 2 --db none >/dev/null 2>"$tmp/err" || fail "escaped key: $(cat "$tmp/err")"
 grep -q $'\x1b' "$tmp/err" && fail "a config's escape sequence reached the terminal"
 grep -q "^hf: fake line" "$tmp/err" && fail "a config's key forged a line"
+python3 - "$data/llama-3.2-1b/config.json" "$tmp/esc2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["architectures"] = ["X\u001b[2J\nshardbench: fake"]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+rc=0
+"$sb" search -m "hf:$tmp/esc2.json" -p 2 --db none >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] || fail "an unknown architecture: exit $rc"
+grep -q "^shardbench: fake" "$tmp/err" && fail "a config's architecture forged an error line"
+grep -q $'\x1b' "$tmp/err" && fail "a config's architecture reached the terminal raw"
 
 export SHARDBENCH_HF_QUIET=1
 while IFS=$'\t' read -r name total active; do

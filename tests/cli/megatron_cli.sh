@@ -270,7 +270,9 @@ MX=(search --algo megatron -m mixtral-8x7b -p 8 --machine h100-sxm --vpp 1)
 "$SB" "${MX[@]}" --save "$TMP/mx.strategy" --format json --db none > "$TMP/mx.json" 2> "$TMP/err"
 check "--save of an MoE grid answer: exit 0" test $? -eq 0
 check "--save: EP divides DP in the answer" js "$TMP/mx.json" "d['megatron']['dp'] % d['megatron']['ep'] == 0"
-F=$(awk '$1 == "tflops_bf16" {print $2}' "$SRC/machines/h100-sxm.machine")
+# F as the cost model takes it: the bf16 peak times eff_gemm (1 when the file has none)
+F=$(awk '$1 == "tflops_bf16" {p = $2} $1 == "eff_gemm" {e = $2} END {print p * (e ? e : 1)}' \
+    "$SRC/machines/h100-sxm.machine")
 check "--save: the file's cost is the step x F x 1e12" python3 -c "
 import json; d = json.load(open('$TMP/mx.json'))
 c = [float(l.split()[1]) for l in open('$TMP/mx.strategy') if l.startswith('cost ')][0]

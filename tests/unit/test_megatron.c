@@ -827,14 +827,20 @@ static void test_fullest_stage(void **state)
     g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
     sb_mt_model m = gpt();
     m.layers = 16, m.global_batch = 32, m.vocab = 128000;
-    const int pp[] = {1, 2, 4, 4, 8, 3}, vpp[] = {1, 1, 1, 2, 2, 1}, mbs[] = {1, 1, 4, 8, 1, 2};
+    /* M = 16, 8, 4 (< PP with 1F1B), 4 (= PP, interleaved: fewer than the warm-up's
+     * chunks), 16, 8 (uneven), 2 (< PP with 1F1B, 2 layers a stage: the last, with
+     * its logits, the fullest) */
+    const int pp[] = {1, 2, 8, 4, 8, 3, 8}, vpp[] = {1, 1, 1, 2, 2, 1, 1},
+              mbs[] = {1, 2, 4, 4, 1, 2, 8};
     int last = 0, first = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         for (int gb = 0; gb < 2; gb++) {
-            if (pp[i] == 3)
-                m.layers = 17; /* uneven: stage 0 and the last hold 6, stage 1 five */
+            m.layers = pp[i] == 3 ? 17 : 16; /* 17: stage 0 and the last hold 6, stage 1 five */
             sb_mt_config c = cfg(2, pp[i], 2, vpp[i], mbs[i]);
             c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+            sb_error ce = {0};
+            if (sb_mt_check(&m, &c, 4 * pp[i], &ce))
+                fail_msg("case %d: %s", i, ce.msg);
             c.dist_opt = 1, c.grad_bytes = gb ? 2.0 : 0.0;
             sb_mt_result r;
             sb_mt_price(&m, &c, &g, &r);
