@@ -476,10 +476,8 @@ void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, co
         fx.recompute = so->cp.recompute == SB_RECOMPUTE_ALL ? SB_MT_RC_FULL : SB_MT_RC_NONE;
     if (po->schedule == SB_SCHEDULE_1F1B)
         fx.vpp = 1;
-    fx.file_layout = save; /* what a strategy file holds: VPP 1, EP inside DP */
-    if (save)
-        fprintf(stderr, "shardbench: --save: Megatron-LM's grid searched only where a strategy "
-                        "file holds it: VPP 1, EP dividing DP\n");
+    fx.file_layout = save; /* what a strategy file holds: VPP 1, EP inside DP (said where
+                              the grid's answer is taken: cmd_search.c, grid_answer) */
     g->limit = po->mem_limit;
     g->searched = 1;
     double t0 = sb_now();
