@@ -89,8 +89,7 @@ static int add_megatron(const sb_problem *pb, const shared_opts *so, double limi
     int prec = so->precision >= 0 ? so->precision : mc.precision;
     sb_mt_config fx;
     sb_mt_config_free(&fx);
-    fx.vpp = 1; /* one chunk a stage: what a strategy file holds */
-    fx.file_layout = 1; /* and EP within DP (sb_mt_strategy) */
+    fx.file_layout = 1; /* what a strategy file holds: VPP 1, EP within DP (sb_mt_strategy) */
     fx.precision = prec;
     fx.grad_bytes = so->grad_word_bytes;
     sb_mt_config best;

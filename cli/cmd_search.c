@@ -604,8 +604,7 @@ static int grid_answer(const shared_opts *so, const cli_grid *g, const sb_model 
     sb_error err = {0};
     char *js = NULL;
     if (save)
-        fprintf(stderr, "shardbench: --save: the grid's answer is its best where a strategy file "
-                        "holds it: VPP 1, EP dividing DP\n");
+        fputs(CLI_GRID_SAVE_NOTE, stderr);
     if (cli_grid_answer(g, m, so->p, algo, format, plot, save, op,
                         op_err ? 0.0 : pipe_seconds(&so->cp, op->step_cost), op_err, &js, &err)) {
         free(js);

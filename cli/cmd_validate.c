@@ -160,10 +160,11 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     r->line = line;
     /* id and source are printed in the table, CSV and figures: short, no controls */
     const char *txt[2] = {f[C_ID], f[C_SOURCE]}, *what[2] = {"id", "source"};
+    const size_t cap[2] = {sizeof r->id, sizeof r->source};
     for (int k = 0; k < 2; k++) {
-        if (strlen(txt[k]) >= sizeof r->id)
+        if (strlen(txt[k]) >= cap[k])
             return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%.40s...' longer than %zu characters",
-                           path, line, what[k], txt[k], sizeof r->id - 1);
+                           path, line, what[k], txt[k], cap[k] - 1);
         for (const unsigned char *c = (const unsigned char *)txt[k]; *c; c++)
             if (*c < 0x20 || *c == 0x7f)
                 return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s holds a control character (0x%02x)",

@@ -29,11 +29,15 @@ typedef struct {
 /* The grid under the full space's options: --stages is --pp, --zero 0|1 the
  * distributed optimizer, --recompute none|all none|full, --attention,
  * --dp-overlap, --precision, --grad-reduce-dtype and --memory as given;
- * --save keeps VPP 1 (a strategy file holds no interleaved schedule).
+ * --save keeps to what a strategy file holds (sb_mt_config.file_layout: VPP
+ * 1, EP within DP), which CLI_GRID_SAVE_NOTE says where the answer is given.
  * Not searched (found 0, why set) when off names why (--megatron-grid
  * off, --format tsv), without a GPU machine file, with an
  * optimizer other than Adam, --microbatches, --schedule gpipe, --zero 2|3,
  * or a model that is not a decoder-only transformer (sb_mt_model_from). */
+#define CLI_GRID_SAVE_NOTE                                                                         \
+    "shardbench: --save: Megatron-LM's grid searched only what a strategy file holds (VPP 1, EP " \
+    "dividing DP)\n"
 void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, const char *off,
                      const sb_model *m, cli_grid *g);
 

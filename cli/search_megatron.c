@@ -288,8 +288,7 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
     } else {
         if (o->save) { /* what a strategy file holds (sb_mt_strategy) */
             fx->file_layout = 1;
-            fprintf(stderr, "shardbench: --save: the grid searches only what a strategy file "
-                            "holds: VPP 1, EP dividing DP\n");
+            fputs(CLI_GRID_SAVE_NOTE, stderr);
         }
         if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
             return FAIL("--tp %d x --pp %d x --dp %d x --cp %d is not the %d devices (-p)", fx->tp, fx->pp, fx->dp, fx->cp, P);

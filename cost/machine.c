@@ -127,6 +127,15 @@ static int parse_curve(const char *val, const char *path, int line, const mkey *
     return 0;
 }
 
+/* The line key was read on (seen: per key, its line or 0). */
+static int line_of(const int *seen, const char *key)
+{
+    int k = 0;
+    while (k < NKEYS && strcmp(keys[k].key, key))
+        k++;
+    return k < NKEYS ? seen[k] : 0;
+}
+
 int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_error *err)
 {
     sb_machine m;
@@ -205,15 +214,12 @@ int sb_machine_parse(const char *text, const char *path, sb_machine *mc, sb_erro
     if ((double)m.devices_per_node * m.nodes > 65536)
         return sb_fail(err, SB_EXIT_INPUT, "%s: devices_per_node %d times nodes %d is over 65536",
                        path, m.devices_per_node, m.nodes);
-    for (int k = 0; k < NKEYS; k++) {
-        if (!strcmp(keys[k].key, "sms") && seen[k] && m.sms != floor(m.sms))
-            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: sms %g is not a whole number", path,
-                           seen[k], m.sms);
-        if (!strcmp(keys[k].key, "precision") && seen[k] && m.precision == SB_PREC_FP8 &&
-            !(m.tflops_fp8 > 0))
-            return sb_fail(err, SB_EXIT_INPUT, "%s:%d: precision fp8 without a tflops_fp8 line "
-                           "(the peak it is priced at)", path, seen[k]);
-    }
+    if (m.sms != floor(m.sms)) /* (absent: 0) */
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: sms %g is not a whole number", path,
+                       line_of(seen, "sms"), m.sms);
+    if (m.precision == SB_PREC_FP8 && !(m.tflops_fp8 > 0)) /* (absent: fp32) */
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: precision fp8 without a tflops_fp8 line (the "
+                       "peak it is priced at)", path, line_of(seen, "precision"));
     snprintf(m.path, sizeof m.path, "%s", path);
     *mc = m;
     return 0;

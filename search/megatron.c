@@ -645,14 +645,13 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* memory per device: the larger of the first stage (most in flight, the
      * embedding) and the last (the output layer and its fp32 logits) */
     sb_mt_stage m0, ml;
-    int n0 = c->vpp > 1 ? (int)(mm->layers / c->pp) : 0, f0, nl = n0;
-    if (c->vpp == 1) {
-        sb_mt_stage_layers(mm->layers, c->pp, 0, &n0, &f0);
-        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f0);
-    }
-    sb_mt_stage_mem(mm, c, &L, 0, n0, &m0);
-    sb_mt_stage_mem(mm, c, &L, c->pp - 1, nl, &ml);
-    const sb_mt_stage *pk = ml.mem_total > m0.mem_total ? &ml : &m0;
+    int nl = (int)lps, f; /* stage 0 holds lps layers (interleaved, every stage) */
+    if (c->vpp == 1)
+        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f);
+    sb_mt_stage_mem(mm, c, &L, 0, (int)lps, &m0);
+    if (c->pp > 1) /* one stage: the first is the last */
+        sb_mt_stage_mem(mm, c, &L, c->pp - 1, nl, &ml);
+    const sb_mt_stage *pk = c->pp > 1 && ml.mem_total > m0.mem_total ? &ml : &m0;
     r->mem_weights = pk->mem_weights, r->mem_grads = pk->mem_grads;
     r->mem_optimizer = pk->mem_optimizer, r->mem_activations = pk->mem_activations;
     r->mem_buffers = pk->mem_buffers, r->mem_total = pk->mem_total;
@@ -734,7 +733,9 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     int ncp = fixed->cp ? (cps[0] = fixed->cp, 1) : divisors(P, 16, cps, 64);
     int nep = fixed->ep ? (eps[0] = fixed->ep, 1)
                         : (mm->experts > 0 ? divisors(mm->experts, P, eps, 64) : (eps[0] = 1, 1));
-    int nvp = fixed->vpp ? (vps[0] = fixed->vpp, 1) : divisors(mm->layers, 8, vps, 16);
+    /* a strategy file holds one chunk a stage (file_layout) */
+    int nvp = fixed->vpp || fixed->file_layout ? (vps[0] = fixed->vpp ? fixed->vpp : 1, 1)
+                                               : divisors(mm->layers, 8, vps, 16);
     int nmb = fixed->mbs ? (mbs[0] = fixed->mbs, 1) : divisors(mm->global_batch, 16, mbs, 16);
     long priced = 0;
     double best_s = INFINITY;
@@ -765,8 +766,8 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         if (fixed->dist_opt >= 0 && dop != fixed->dist_opt)
                                             continue;
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
-                                        if (fixed->file_layout && (c.vpp > 1 || c.dp % c.ep))
-                                            continue;
+                                        if (fixed->file_layout && c.dp % c.ep)
+                                            continue; /* its experts' batch split DP/EP ways */
                                         if (sb_mt_check(mm, &c, P, &e2) || sb_mt_check_gpu(&c, g, &e2))
                                             continue;
                                         sb_mt_price(mm, &c, g, &tmp);

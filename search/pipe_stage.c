@@ -330,7 +330,8 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
     }
     double limit = e->k >= 0 ? X->o->mem_limit : 0.0;
     long exact_max = X->o->lagrange_above > 0 ? X->o->lagrange_above : EXACT_MEM_CONFIGS;
-    if (!X->brute && !(limit > 0 && configs_total(&pb) <= exact_max)) {
+    long nconf = configs_total(&pb);
+    if (!X->brute && !(limit > 0 && nconf <= exact_max)) {
         int over = tables_over(X, &pb, e->i, e->j, e->d, e->M, e->k);
         if (over) { /* given up, as a stage DP over its budget */
             e->t = e->least = INFINITY;
@@ -346,7 +347,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
             rc = -1;
             goto out;
         }
-    } else if (limit > 0 && configs_total(&pb) > exact_max) {
+    } else if (limit > 0 && nconf > exact_max) {
         sb_lagrange_result lr;
         int nseeds = 0, *seeds[LAGRANGE_SEEDS], *bch = sb_calloc((size_t)n, sizeof *bch, X->err);
         if (!bch || lagrange_seeds(X, e, &pb, seeds, &nseeds)

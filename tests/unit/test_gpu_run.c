@@ -352,26 +352,51 @@ static void test_fp8_inputs(void **state)
  * a plain linear, bf16 under fp8; a stage that starts inside a module
  * casts its input again, one that ends inside a fused norm's module
  * writes the norm's 16-bit output and its linear casts. */
+/* test_fp8_modules' model: a norm n read by the linears a and b, a third
+ * linear c of `c_in` further on, and (head) a last norm and an output layer,
+ * marked as a GPU framework runs it. */
+static void mods_model(sb_model *m, const char *c_in, int head)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model \"mods\"\n"
+             "input x[t=64, e=32]\n"
+             "weight w1[e=32, f=32]\nweight w2[e=32, f=32]\nweight w3[e=32, f=32]\n"
+             "n = rmsnorm(x, axis=e)\n"
+             "a = einsum(\"t e, e f -> t f\", n, w1)\n"
+             "b = einsum(\"t e, e f -> t f\", n, w2)\n"
+             "s = add(a, b)\n"
+             "c = einsum(\"t e, e f -> t f\", %s, w3)\n"
+             "u = add(s, c)\n%s",
+             c_in, head ? "y = rmsnorm(u, axis=f)\n"
+                          "weight wo[f=32, v=128]\n"
+                          "logits = einsum(\"t f, f v -> t v\", y, wo)\n"
+                          "loss = softmax_xent(logits)\n" : "");
+    sb_error err = {0};
+    if (sb_model_parse(text, strlen(text), "mods.model", NULL, 0, m, &err) || sb_model_gpu_run(m, 1, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* Stage [i, j) of m as the pipeline search cuts it (its ops and tensors
+ * freed with free_stage). */
+static void stage(const sb_model *m, int i, int j, sb_model *st)
+{
+    sb_error err = {0};
+    if (sb_pipe_stage_model(m, i, j, st, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void free_stage(sb_model *st)
+{
+    free(st->ops), free(st->tensors);
+}
+
 static void test_fp8_modules(void **state)
 {
     (void)state;
-    const char *text = "model \"mods\"\n"
-                       "input x[t=64, e=32]\n"
-                       "weight w1[e=32, f=32]\nweight w2[e=32, f=32]\nweight w3[e=32, f=32]\n"
-                       "n = rmsnorm(x, axis=e)\n"
-                       "a = einsum(\"t e, e f -> t f\", n, w1)\n"
-                       "b = einsum(\"t e, e f -> t f\", n, w2)\n"
-                       "s = add(a, b)\n"
-                       "c = einsum(\"t e, e f -> t f\", x, w3)\n"
-                       "u = add(s, c)\n"
-                       "y = rmsnorm(u, axis=f)\n"
-                       "weight wo[f=32, v=128]\n"
-                       "logits = einsum(\"t f, f v -> t v\", y, wo)\n"
-                       "loss = softmax_xent(logits)\n";
     sb_error err = {0};
     sb_model m;
-    if (sb_model_parse(text, strlen(text), "mods.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
-        fail_msg("%s", err.msg);
+    mods_model(&m, "x", 1);
     int N = op_named(&m, "n"), A = op_named(&m, "a"), B = op_named(&m, "b"), C = op_named(&m, "c");
     int Y = op_named(&m, "y"), L = op_named(&m, "logits");
     assert_true(m.ops[N].fp8_out && m.ops[A].fp8_in == SB_FP8_IN_NORM && m.ops[B].fp8_in == SB_FP8_IN_SHARED);
@@ -381,22 +406,18 @@ static void test_fp8_modules(void **state)
     assert_true(!m.ops[Y].fp8_out && !sb_op_fp8_linear(&m, &m.ops[L]) && sb_op_fp8_linear(&m, &m.ops[C]));
     /* a stage starting at b: b casts; a stage ending at a: n unfused, a casts */
     sb_model st;
-    if (sb_pipe_stage_model(&m, B, m.nops, &st, &err))
-        fail_msg("%s", err.msg);
+    stage(&m, B, m.nops, &st);
     assert_int_equal(st.ops[0].fp8_in, SB_FP8_IN_CAST);
-    free(st.ops), free(st.tensors);
-    if (sb_pipe_stage_model(&m, 0, A + 1, &st, &err))
-        fail_msg("%s", err.msg);
+    free_stage(&st);
+    stage(&m, 0, A + 1, &st);
     assert_true(!st.ops[N].fp8_out && st.ops[A].fp8_in == SB_FP8_IN_CAST);
-    free(st.ops), free(st.tensors);
-    if (sb_pipe_stage_model(&m, 0, B + 1, &st, &err)) /* the module whole: kept */
-        fail_msg("%s", err.msg);
+    free_stage(&st);
+    stage(&m, 0, B + 1, &st); /* the module whole: kept */
     assert_true(st.ops[N].fp8_out && st.ops[A].fp8_in == SB_FP8_IN_NORM && st.ops[B].fp8_in == SB_FP8_IN_SHARED);
-    free(st.ops), free(st.tensors);
-    if (sb_pipe_stage_model(&m, A, m.nops, &st, &err)) /* the norm an earlier stage's: a casts */
-        fail_msg("%s", err.msg);
+    free_stage(&st);
+    stage(&m, A, m.nops, &st); /* the norm an earlier stage's: a casts */
     assert_true(st.ops[0].fp8_in == SB_FP8_IN_CAST && st.ops[1].fp8_in == SB_FP8_IN_SHARED);
-    free(st.ops), free(st.tensors);
+    free_stage(&st);
     assert_true(pipe_cut_divides(&m, 0, A + 1) && pipe_cut_divides(&m, A, m.nops) &&
                 !pipe_cut_divides(&m, 0, B + 1) && !pipe_cut_divides(&m, 0, m.nops));
     /* the pipeline search's equal ops: a and b (equal shapes) apart by their marks */
@@ -410,17 +431,7 @@ static void test_fp8_modules(void **state)
     assert_false(pipe_ops_same(&m, &m.ops[N], &x));
     sb_model_free(&m);
     /* a norm read by two runs of linears apart: no fusion, each run casts */
-    const char *two = "model \"two\"\n"
-                      "input x[t=64, e=32]\n"
-                      "weight w1[e=32, f=32]\nweight w2[e=32, f=32]\nweight w3[e=32, f=32]\n"
-                      "n = rmsnorm(x, axis=e)\n"
-                      "a = einsum(\"t e, e f -> t f\", n, w1)\n"
-                      "b = einsum(\"t e, e f -> t f\", n, w2)\n"
-                      "s = add(a, b)\n"
-                      "c = einsum(\"t e, e f -> t f\", n, w3)\n"
-                      "u = add(s, c)\n";
-    if (sb_model_parse(two, strlen(two), "two.model", NULL, 0, &m, &err) || sb_model_gpu_run(&m, 1, &err))
-        fail_msg("%s", err.msg);
+    mods_model(&m, "n", 0);
     assert_true(!m.ops[op_named(&m, "n")].fp8_out && m.ops[op_named(&m, "a")].fp8_in == SB_FP8_IN_CAST &&
                 m.ops[op_named(&m, "b")].fp8_in == SB_FP8_IN_SHARED &&
                 m.ops[op_named(&m, "c")].fp8_in == SB_FP8_IN_CAST);
