@@ -34,16 +34,17 @@ static const char *const columns[] = {
     "attention", "published", "published_unit", "published_step_seconds", "derivation",
     /* optional: a header without them means the default below */
     "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", "param_gather_overlap",
-    "cross_entropy_fusion", NULL};
+    "cross_entropy_fusion", "untie_embeddings_and_output_weights", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
        C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, C_MODEL,
-       C_PGOV, C_CEF, NCOLS };
+       C_PGOV, C_CEF, C_UNTIE, NCOLS };
 /* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
  * gradient reduced in the precision recipe's word, the sizes from the row alone, the
  * parameter all-gather overlapped as the gradients' reduction is (dp_overlap), Megatron-LM's
- * unfused cross-entropy */
-static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-", "0"};
+ * unfused cross-entropy, the output layer tied to the embedding as Megatron-LM's default
+ * is (or as the model column's config says) */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-", "0", "-"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -103,8 +104,8 @@ static void csv_field(const char *s, int csv, char *out, size_t n)
 
 /* The optional model column: "hf:PATH" (relative to the data file's folder unless
  * absolute), a config the grid prices (sb_mt_model_from), loaded at the row's seq and
- * global_batch. Its sizes fill the size columns given as "-" and must equal those given;
- * its MLP is SwiGLU. "-": the row's columns alone. */
+ * global_batch. Its sizes fill the size columns given as "-" and must equal those given,
+ * as its head's tie must; its MLP is SwiGLU. "-": the row's columns alone. */
 static int row_model(char **f, const char *path, int line, char buf[][32], sb_error *err)
 {
     static const int size_col[] = {C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB};
@@ -147,6 +148,12 @@ static int row_model(char **f, const char *path, int line, char buf[][32], sb_er
                            columns[c], f[c], f[C_MODEL], have[k]);
         }
     }
+    const char *untie = mm.untie ? "1" : "0";
+    if (strcmp(f[C_UNTIE], "-") && strcmp(f[C_UNTIE], untie))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: untie_embeddings_and_output_weights %s, but %s's head is %s", path,
+                       line, f[C_UNTIE], f[C_MODEL], mm.untie ? "untied (1)" : "tied (0)");
+    f[C_UNTIE] = (char *)untie;
     f[C_MLP] = (char *)"swiglu";
     return 0;
 }
@@ -205,6 +212,12 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     else if (strcmp(f[C_MLP], "gelu"))
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: mlp '%s' is not gelu or swiglu", path, line,
                        f[C_MLP]);
+    if (!strcmp(f[C_UNTIE], "0") || !strcmp(f[C_UNTIE], "1"))
+        mm->untie = f[C_UNTIE][0] == '1';
+    else if (strcmp(f[C_UNTIE], "-"))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "%s:%d: untie_embeddings_and_output_weights '%s' is not 0, 1 or - (tied, "
+                       "Megatron-LM's default)", path, line, f[C_UNTIE]);
     if (!strcmp(f[C_PGOV], "0") || !strcmp(f[C_PGOV], "1"))
         c->param_gather = f[C_PGOV][0] == '1' ? SB_MT_PG_ON : SB_MT_PG_OFF;
     else if (strcmp(f[C_PGOV], "-"))

@@ -69,6 +69,7 @@ static int mt_model_hf(const sb_model *m, sb_mt_model *o, sb_error *err)
     if (o->experts > 0 && !param_of(m, "num_experts_per_tok", &o->topk))
         o->topk = 1;
     o->swiglu = 1; /* Llama, Mistral, Mixtral (hf_grid_why) */
+    o->untie = m->ntied == 0; /* tie_word_embeddings: the importer's `tie` */
     return 0;
 }
 
@@ -96,6 +97,7 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
         o->topk = 1;
     long theta;
     o->swiglu = param_of(m, "theta", &theta);
+    o->untie = m->ntied == 0; /* a decoder's one tie is its head's (`tie`) */
     return 0;
 }
 
@@ -528,6 +530,13 @@ void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
     }
 }
 
+int sb_mt_vocab_shards(const sb_mt_model *mm, const sb_mt_config *c, int s)
+{
+    if (c->pp == 1)
+        return mm->untie ? 2 : 1;
+    return s == 0 || s == c->pp - 1;
+}
+
 void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
                      int s, int layers, sb_mt_stage *o)
 {
@@ -539,8 +548,9 @@ void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_l
     /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
      * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
     const double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
-    /* the vocab shard of the embedding (stage 0) and of the output layer (the last) */
-    double params = layers * L->params + (s == 0 || s == c->pp - 1 ? V * h / t : 0.0);
+    /* the vocab shards: the embedding's (stage 0) and the output layer's (the last),
+     * one matrix where a single stage holds a tied pair */
+    double params = layers * L->params + sb_mt_vocab_shards(mm, c, s) * V * h / t;
     /* activations in flight at the stage's peak, in layers' worth of one micro-batch */
     double units, per_unit = (double)layers / c->vpp;
     if (c->pp == 1)
@@ -613,8 +623,9 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     r->tp_comm_s = M * tp_mb;
     r->pp_comm_s = M * pp_mb;
     r->bubble_s = c->pp > 1 ? (c->pp - 1.0) / c->vpp * (mb + pp_mb) : 0.0;
-    /* the stage's parameters (the first and last also hold a vocab shard) */
-    double params = lps * L.params + (V * h) / t;
+    /* the stage's parameters (the first and last also hold a vocab shard; the one
+     * stage of PP 1 two where the head is untied) */
+    double params = lps * L.params + sb_mt_vocab_shards(mm, c, 0) * V * h / t;
     /* data parallel: gradients reduced in the gradient word (reduce-scatter then all-gather
      * of the bf16/fp16 weights with the distributed optimizer); CP ranks join the reduction */
     double q = (double)c->dp * c->cp;
@@ -635,6 +646,12 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) +
                (sb_mt_param_overlap(c) ? fmax(ag - lps * L.fwd_s, ag * share) : ag);
     }
+    /* a tied head at PP > 1: the first stage's embedding and the last's copy have
+     * their gradients all-reduced after the backward (Megatron-LM's embedding group,
+     * the two ranks PP - 1 stages apart), exposed */
+    if (c->pp > 1 && !mm->untie)
+        dp_s += sb_gpu_allreduce_s(g, V * h / t * gw, 2.0,
+                                   (long)c->tp * c->cp * c->dp * c->pp > g->node_devices);
     r->dp_comm_s = dp_s;
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
      * optimizer): fp32 master, two moments read and written, the gradient read twice

@@ -74,4 +74,9 @@ void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first);
 void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
                      int s, int layers, sb_mt_stage *o);
 
+/* The V x h / t vocab matrices stage s holds (megatron.c): the embedding's on
+ * stage 0, the output layer's on the last (a tied head's copy at PP > 1, as
+ * Megatron-LM keeps it); both on the one stage of PP 1, one where tied. */
+int sb_mt_vocab_shards(const sb_mt_model *mm, const sb_mt_config *c, int s);
+
 #endif

@@ -22,6 +22,11 @@ typedef struct {
     long experts, topk; /* MoE: experts per layer (0: dense), experts per token */
     int swiglu;         /* 1: SwiGLU MLP (3 matrices), RMSNorm, rotary; 0: GELU MLP, LayerNorm */
     long global_batch;  /* sequences per step */
+    int untie;          /* 1: the output layer has its own weight (Llama; Megatron-LM's
+                           --untie-embeddings-and-output-weights); 0: it shares the
+                           embedding's (GPT, Megatron-LM's default): one vocab shard at
+                           PP 1, a copy on the last stage whose gradient is all-reduced
+                           with the first's at PP > 1 */
 } sb_mt_model;
 
 enum { SB_MT_RC_NONE = 0, SB_MT_RC_SELECTIVE = 1, SB_MT_RC_FULL = 2 };
@@ -95,8 +100,8 @@ typedef struct {
 
 /* The transformer of a loaded model file: its params layers, embed, heads,
  * kv_heads (default heads), ff, vocab, seq, batch, experts, topk; SwiGLU
- * when it has a `theta` (rotary) param. SB_EXIT_INPUT naming a missing
- * param. */
+ * when it has a `theta` (rotary) param; the head untied unless the file
+ * ties it (`tie`). SB_EXIT_INPUT naming a missing param. */
 int sb_mt_model_from(const sb_model *m, sb_mt_model *out, sb_error *err);
 /* The GPU figures of machine mc at precision prec; SB_EXIT_INPUT when it
  * has no peak for it or lacks the GPU keys (sms, ...). */

@@ -515,7 +515,7 @@ int hf_read_cfg(hf_reader *R, hf_cfg *c)
 }
 
 /* Why --algo megatron's per-layer model (search/megatron.c: SwiGLU, RMSNorm,
- * full rotary, GQA, dense causal attention, no biases, an untied head,
+ * full rotary, GQA, dense causal attention, no biases, a head tied or not,
  * every layer's MLP the same mixture or none) cannot price config c of
  * architecture cls as it is, or "" when it can: Llama, Mistral and Mixtral
  * configs without the features below. */
@@ -528,9 +528,7 @@ void hf_grid_why(const hf_cfg *c, const char *cls, char *why, size_t cap)
                  "configs only");
         return;
     }
-    if (c->tie)
-        snprintf(why, cap, "tie_word_embeddings true (the grid prices an untied head)");
-    else if (c->window > 0 && c->window < c->seq)
+    if (c->window > 0 && c->window < c->seq)
         snprintf(why, cap, "sliding_window=%lld < seq=%lld (the grid prices dense causal "
                  "attention)", (long long)c->window, (long long)c->seq);
     else if (c->qkv_bias || c->o_bias || c->mlp_bias)

@@ -183,8 +183,21 @@ assert a['predicted_step_seconds'] == b['predicted_step_seconds'] and a['megatro
 export SHARDBENCH_HF_QUIET=1
 refused "hf: a sliding window under seq" "sliding_window=4096 < seq=8192" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/mistral-7b-v0.1" "${H[@]}"
-refused "hf: a tied head" "tie_word_embeddings" \
-    search --algo megatron -m "hf:$SRC/tests/data/hf/llama-3.2-1b" "${H[@]}"
+# a tied head (Llama 3.2 1B) priced as one vocab matrix at PP 1, its untied twin two
+mkdir -p "$TMP/l1b-untied"
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' \
+    "$SRC/tests/data/hf/llama-3.2-1b/config.json" > "$TMP/l1b-untied/config.json"
+L1=(--machine h100-sxm --format json -p 64 --tp 1 --pp 1 --cp 1 --vpp 1 --micro-batch-size 1)
+for t in tied untied; do
+    [ $t = tied ] && D="$SRC/tests/data/hf/llama-3.2-1b" || D="$TMP/l1b-untied"
+    "$SB" search --algo megatron -m "hf:$D" "${L1[@]}" > "$TMP/l1b-$t.json"
+    check "hf: Llama 3.2 1B, $t head: priced" test $? -eq 0
+done
+check "hf: an untied head's vocab matrix: 2 bytes of weights, 4 of fp32 gradients" python3 -c "
+import json; a = json.load(open('$TMP/l1b-tied.json')); b = json.load(open('$TMP/l1b-untied.json'))
+V = 128256 * 2048; ma = a['memory_bytes_per_device']; mb = b['memory_bytes_per_device']
+assert mb['weights'] - ma['weights'] == 2 * V and mb['gradients'] - ma['gradients'] == 4 * V, (ma, mb)
+assert a['time_breakdown_seconds']['compute'] == b['time_breakdown_seconds']['compute']"
 refused "hf: DeepSeek-V3" "prices Llama, Mistral and Mixtral configs only" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/deepseek-v3" "${H[@]}"
 # validate rows naming their model (the optional model column, hf:PATH): the sizes
@@ -203,6 +216,16 @@ check "validate: ... 10 runs" test "$(grep -c '^dgxc' "$TMP/vm.csv")" -eq 10
   grep '^dgxc-llama31-8b-bf16-8' "$DG" | awk -v P="$HF8" 'BEGIN{FS=OFS="\t"} {$6 = 16; print $0, P}'
 } > "$TMP/vk.tsv"
 refused "validate: a row's kv_heads not its model's" "vk.tsv:2: kv_heads 16, but" validate --data "$TMP/vk.tsv"
+# the head's tie: a row's column against its model's config, and its values
+{ grep -v '^#' "$DG" | head -1 | sed 's/$/\tmodel/'
+  grep '^dgxc-llama31-8b-bf16-8' "$DG" | awk -v P="$HF8" 'BEGIN{FS=OFS="\t"} {$NF = 0; print $0, P}'
+} > "$TMP/vt.tsv"
+refused "validate: a row's tie not its model's" \
+    "vt.tsv:2: untie_embeddings_and_output_weights 0, but .*untied (1)" validate --data "$TMP/vt.tsv"
+awk 'BEGIN{FS=OFS="\t"} /^dgxc-llama31-8b-bf16-8/ {$NF = "yes"} {print}' "$DG" > "$TMP/vu.tsv"
+refused "validate: untie_embeddings_and_output_weights not 0, 1 or -" \
+    "vu.tsv:[0-9]*: untie_embeddings_and_output_weights 'yes' is not 0, 1 or -" \
+    validate --data "$TMP/vu.tsv"
 unset SHARDBENCH_HF_QUIET
 
 # --overlap-param-gather (Megatron-LM's flag): off exposes the distributed optimizer's

@@ -875,6 +875,41 @@ static void test_fullest_stage(void **state)
     }
 }
 
+/* An untied head: its own vocab matrix beside the embedding's on the one stage of
+ * PP 1 (weights, gradients, optimizer, the gradients' reduction), the same memory at
+ * PP > 1 (the last stage keeps a tied head's copy), where a tied head's two copies
+ * have their gradients all-reduced between the first and last stage instead */
+static void test_untied_head(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt(), u;
+    m.layers = 8, m.global_batch = 64, m.vocab = 128000;
+    u = m, u.untie = 1;
+    const double vh = 128000.0 * 8192 / 2; /* one vocab matrix's shard at TP 2 */
+    for (int pp = 1; pp <= 2; pp++) {
+        sb_mt_config c = cfg(2, pp, 4, 1, 1);
+        c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+        sb_error ce = {0};
+        if (sb_mt_check(&u, &c, 8 * pp, &ce))
+            fail_msg("%s", ce.msg);
+        sb_mt_result rt, ru;
+        sb_mt_price(&m, &c, &g, &rt);
+        sb_mt_price(&u, &c, &g, &ru);
+        close_to(ru.compute_s, rt.compute_s);
+        if (pp == 1) { /* bf16 weights, fp32 gradients, 12 bytes of Adam a value */
+            close_to(ru.mem_weights - rt.mem_weights, 2.0 * vh);
+            close_to(ru.mem_grads - rt.mem_grads, 4.0 * vh);
+            close_to(ru.mem_optimizer - rt.mem_optimizer, 12.0 * vh);
+            assert_true(ru.dp_comm_s > rt.dp_comm_s && ru.optimizer_s > rt.optimizer_s);
+        } else { /* 16 ranks on 8-GPU nodes: the two stages in different nodes */
+            close_to(ru.mem_total, rt.mem_total);
+            close_to(rt.dp_comm_s - ru.dp_comm_s, sb_gpu_allreduce_s(&g, 4.0 * vh, 2, 1));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -893,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
         cmocka_unit_test(test_fullest_stage),
+        cmocka_unit_test(test_untied_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
