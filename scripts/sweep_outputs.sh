@@ -28,12 +28,12 @@ for mf in "$root"/models/*.model; do
     n=$((n + 1))
     if [ -f "$base.strategy" ]; then
       for to in dtensor torch jax mtf; do
-        "$sb" export "$base.strategy" --to "$to" 2>&1 > "$base.export.$to.text"
+        "$sb" export "$base.strategy" --to "$to" > "$base.export.$to.text" 2>&1
         n=$((n + 1))
       done
       for to in torch jax; do
         for fm in py json; do
-          "$sb" export "$base.strategy" --to "$to" --format "$fm" 2>&1 > "$base.export.$to.$fm"
+          "$sb" export "$base.strategy" --to "$to" --format "$fm" > "$base.export.$to.$fm" 2>&1
           n=$((n + 1))
         done
       done

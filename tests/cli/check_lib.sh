@@ -2,6 +2,7 @@
 # sourced after they set SB (the shardbench binary) and TMP (their scratch
 # folder). Each check prints "ok   NAME" or "FAIL NAME" and counts the
 # failures in $fails; a script ends with `exit $((fails > 0))`.
+# shellcheck shell=bash disable=SC2034,SC2154 # fails read and SB, TMP set by the sourcer
 fails=0
 check() { # check NAME CONDITION-COMMAND...
     local name=$1

@@ -1,6 +1,6 @@
 # ckpt_lib.sh: what ckpt_resume.sh and ckpt_zero.sh share (sourced after
 # they set sb, mpiexec and dir): run NP ARGS..., losses, resume.
-# shellcheck shell=bash disable=SC2154
+# shellcheck shell=bash disable=SC2154,SC2034 # sb, mpiexec set and fail read by the sourcer
 run() {
     local np=$1
     shift

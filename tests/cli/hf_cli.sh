@@ -24,7 +24,7 @@ rc=0
 [ "$rc" = 2 ] || fail "bad config: exit $rc, expected 2"
 grep -q "key 'hidden_size': expected an integer, found a string" "$tmp/err" || fail "$(cat "$tmp/err")"
 cmp -s "$tmp/l.model" "$tmp/keep" || fail "a refused import changed the old file"
-ls "$tmp" | grep -q '\.tmp' && fail "a temporary file is left"
+for f in "$tmp"/*.tmp*; do [ -e "$f" ] && fail "a temporary file is left: $f"; done
 printf 'not json' >"$tmp/config.json"
 rc=0
 "$sb" search -m "hf:$tmp" -p 2 2>"$tmp/err" || rc=$?

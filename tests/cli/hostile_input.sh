@@ -88,7 +88,7 @@ if [ -n "$step" ]; then
     expect_refused "run --restore with a folder as the checkpoint index" "is a directory" \
         mpi 2 run "${TR[@]}" --strategy dp --db none --warmup 0 --steps 1 --restore "$ck"
     rm -rf "$ck" && cp -r "$T/ck.orig" "$ck"
-    shard=$(ls "$step"/ckpt.* | grep -v index | head -1)
+    for shard in "$step"/ckpt.*; do [ "${shard##*.}" != index ] && break; done
     rm "$shard" && mkfifo "$shard"
     expect_refused "run --restore with a FIFO as a checkpoint shard" "is a pipe (FIFO)" \
         mpi 2 run "${TR[@]}" --strategy dp --db none --warmup 0 --steps 1 --restore "$ck"
@@ -307,7 +307,7 @@ expect_refused "run --recompute ''" "empty op name" \
     mpi 1 run "${TR[@]}" --strategy dp --db none --steps 1 --recompute ''
 expect_refused "run --recompute x.1/a/r," "empty op name" \
     mpi 1 run "${TR[@]}" --strategy dp --db none --steps 1 --recompute 'x.1/a/r,'
-for v in 0x10GiB ' 80GiB' inf nan 1e400 '8 GiB' 80GiB, ; do
+for v in 0x10GiB ' 80GiB' inf nan 1e400 '8 GiB' '80GiB,'; do
     expect_refused "search --memory '$v'" "--memory: '$v' is not a memory size" \
         sb search "${TR[@]}" -p 2 --db none --memory "$v"
 done
@@ -335,7 +335,7 @@ sb search --help >"$T/o" 2>&1
 missing=
 for f in "$SRC"/models/*.model; do
     n=$(basename "$f" .model)
-    tr -s ' \n' ' ' <"$T/o" | grep -qE "[ (,]$n[,) ]" || missing="$missing $n"
+    tr -s ' \n' ' ' <"$T/o" | grep -qE "[ (,]${n}[,) ]" || missing="$missing $n"
 done
 check "search --help names every model of models/ (missing:${missing:- none})" test -z "$missing"
 sb paper --table2 -m alexnet --db none >"$T/o" 2>"$T/e"

@@ -165,7 +165,7 @@ printf 'old model\n' >"$T/out.model"
 rc=$?
 check "import -o past the file size limit: fails (got $rc)" test "$rc" -ne 0
 check "... the old file intact" test "$(cat "$T/out.model")" = "old model"
-check "... no temporary file left" test -z "$(ls "$T" | grep -F 'out.model.tmp')"
+check "... no temporary file left" test -z "$(compgen -G "$T/out.model.tmp*")"
 printf 'old dot\n' >"$T/g.dot"
 (trap '' XFSZ; ulimit -f 4; exec timeout "$LIMIT" "$SB" search -m inception3 -p 2 --db none --dot "$T/g.dot") >/dev/null 2>&1
 rc=$?
@@ -283,7 +283,7 @@ wait "$bench" 2>/dev/null
 for _ in $(seq 50); do [ -z "$(left)" ] && break; sleep 0.2; done
 check "SIGKILL of the bench: its launcher and ranks are gone within 10 s" test -z "$(left)"
 [ -z "$(left)" ] || { left; left | awk '{ print $1 }' | xargs -r kill -9; }
-stale=$(ls -d "$T/tmp"/shardbench-bench-"$bench"-* 2>/dev/null)
+stale=$(ls -d "$T/tmp/shardbench-bench-$bench"-* 2>/dev/null)
 check "the killed bench left its work folder, named with its pid" test -n "$stale"
 TMPDIR="$T/tmp" timeout -k 5 120 "$SB" bench -m "$T/hostile-rnn.model" -p 1 "${RNN[@]}" \
     --db "$T/k.db" --search-algos none --steps 1 --top 1 --timeout 0.2 \

@@ -25,7 +25,7 @@ if ! grep '^op ' "$dir/s2.strategy" | awk '{print $4}' | grep -q 2; then
     fail=1
 fi
 ops=$(grep -c '^op ' "$dir/s2.strategy")
-names=($(grep '^op ' "$dir/s2.strategy" | awk '{print $2}'))
+mapfile -t names < <(grep '^op ' "$dir/s2.strategy" | awk '{print $2}')
 half=$((ops / 2))
 awk -v f0="${names[0]}" -v l0="${names[$((half - 1))]}" -v f1="${names[$half]}" \
     -v l1="${names[$((ops - 1))]}" '

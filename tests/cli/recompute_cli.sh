@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034 # the outputs are read by the checks' eval
 # recompute_cli.sh SHARDBENCH MPIEXEC: activation recomputation end to end.
 # search --recompute all lists every op but the loss (text and JSON); a
 # plain search's JSON has no recompute key; within a limit that no

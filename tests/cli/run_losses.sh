@@ -1,6 +1,7 @@
 # run_losses.sh: sourced by the scripts that compare `shardbench run`'s losses
 # with a one-rank run's (pipeline_run.sh, ranks_cyclic.sh). Needs $sb, $mpiexec
 # and the array set_args; sets fail=1 when a comparison fails.
+# shellcheck shell=bash disable=SC2154,SC2034 # set and read by the sourcer
 #
 # run NP ARGS...: the reduced transformer trained on NP ranks, one JSON line
 run() {
