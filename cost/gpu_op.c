@@ -1,4 +1,4 @@
-/* gpu_op.c: the GPU op model (shardbench/megatron.h, docs/megatron.md):
+/* gpu_op.c: the GPU op model (shardbench/megatron.h, docs/gpu-op-model.md):
  *   time = max(FLOP / (peak x eff(shape)), bytes / (HBM x hbm_eff)) + overhead
  * with eff(shape) = the large-GEMM fraction of a microbenchmark x tile
  * quantization x wave quantization over the SMs x a small-K penalty; and

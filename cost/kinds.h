@@ -78,7 +78,7 @@ double sb_per_dev(const sb_op *op, const int *c, int d);
  * reference's `units` per element at elem_ratio, or with a GPU machine
  * (cp->gpu_sms) its forward and backward kernels moving fwd_words and
  * bwd_words words (cp->word_bytes each) per element over the HBM
- * bandwidth, plus a kernel's overhead each (docs/megatron.md). */
+ * bandwidth, plus a kernel's overhead each (docs/gpu-op-model.md). */
 double sb_elem_cost(const sb_cost_params *cp, double elems, double units, double fwd_words,
                     double bwd_words);
 

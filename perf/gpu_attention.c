@@ -1,5 +1,5 @@
 /* perf/gpu_attention.c: the fused attention kernel's rates (a machine file's
- * attn_fwd_tflops and attn_bwd_tflops, docs/megatron.md "Fused attention")
+ * attn_fwd_tflops and attn_bwd_tflops, docs/gpu-op-model.md "Fused attention")
  * held to this GPU.
  *
  *   perf/gpu_attention [--machine NAME|FILE (h100-sxm)] [--seconds S (0.5)]

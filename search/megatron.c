@@ -147,6 +147,10 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
                        c->vpp, M, c->pp);
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
+    if (mm->experts > 0 && c->tp > 1 && !c->sp)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "an MoE model at --tp %d needs sequence parallelism (Megatron-LM asserts "
+                       "it: the token dispatcher splits the tokens over TP)", c->tp);
     if (c->sp && (mm->seq / c->cp) % c->tp)
         return sb_fail(err, SB_EXIT_INPUT,
                        "sequence parallelism splits a rank's %ld tokens of the sequence over "
@@ -266,7 +270,13 @@ static double tp_collectives(const sb_mt_model *mm, const sb_mt_config *c, const
         return 2.0 * sb_gpu_allreduce_s(g, tpb, c->tp, inter);
     double rs = sb_gpu_gather_s(g, tpb, c->tp, inter);
     double ag8 = g->fp8 ? sb_gpu_gather_s(g, tpb / B, c->tp, inter) : rs;
-    return 2.0 * rs + ag8 + (te_mlp(mm) ? ag8 : rs);
+    if (te_mlp(mm))
+        return rs + ag8 + ag8 + rs;
+    /* MoE: the router runs on the T/t local tokens; Megatron-Core's token dispatcher
+     * all-gathers the top-k routed copies over the (expert) TP group after the EP
+     * all-to-all and reduce-scatters the experts' output before the one back: top-k x
+     * T x h each, bf16 */
+    return rs + ag8 + 2.0 * sb_gpu_gather_s(g, tpb * (double)mm->topk, c->tp, inter);
 }
 
 /* The activations a layer keeps for its backward, bytes per micro-batch on one GPU. */
@@ -304,7 +314,10 @@ static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, cons
     /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
     double whole = 4.0 + in_qkv + in_mlp + (mm->experts > 0 ? act_out * moe_tokens : 0.0) + 2.0 * drop;
     double split = 2.0 + attn_out + 4.0 * kvh / h + ((mm->swiglu ? 4.0 : 2.0) + act_out) * f / h * moe_tokens;
-    double lin = c->sp ? (whole + split) / t : whole + split / t;
+    /* under sequence parallelism the experts' input is the dispatcher's TP all-gather of
+     * the routed copies (top-k x T tokens a rank), which the grouped linear keeps whole */
+    double ex_in = mm->experts > 0 ? act_out * moe_tokens : 0.0;
+    double lin = c->sp ? (whole - ex_in + split) / t + ex_in : whole + split / t;
     /* materialized scores: softmax output 2 (+ its dropout's mask 1 and output 2) */
     double attn = c->fused_attention || c->recompute == SB_MT_RC_SELECTIVE
                       ? 0.0 : (2.0 + 3.0 * drop) * a * s / (h * t);
@@ -397,7 +410,7 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     L->tp_fwd_s = L->tp_bwd_s = tp_collectives(mm, c, g, tpb, B);
     if (c->tp_overlap && c->tp > 1) { /* overlapped: its price in the GEMMs, what stays exposed */
         sb_mt_tpov ov;
-        sb_mt_tp_overlap(gm, gt, c, g, tpb, mm->experts > 0, &ov);
+        sb_mt_tp_overlap(gm, gt, c, g, tpb, mm->experts > 0 ? (double)mm->topk : 0.0, &ov);
         L->fwd_s += ov.fwd_extra_s, L->bwd_s += ov.bwd_extra_s;
         L->gemm_fwd_s += ov.fwd_extra_s, L->gemm_bwd_s += ov.bwd_extra_s;
         L->tp_fwd_s = ov.fwd_exposed_s, L->tp_bwd_s = ov.bwd_exposed_s;
@@ -408,11 +421,19 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
         L->recomp_s = L->fwd_s;
     else if (c->recompute == SB_MT_RC_SELECTIVE)
         L->recomp_s = fwd_attn;
-    /* MoE: dispatch and combine all-to-all of the routed tokens over EP, forward and backward */
+    /* MoE: dispatch and combine all-to-all of the routed copies of a rank's tokens (its
+     * T/t under sequence parallelism, which Megatron-LM requires with TP) over EP,
+     * forward and backward; a full recomputation repeats the forward's. The EP group is
+     * TP apart: its ranks in one node exchange over NVLink while the rest cross the
+     * network, at once */
     if (mm->experts > 0 && c->ep > 1) {
-        double bytes = T * moe_tokens * h * B * (c->ep - 1.0) / c->ep;
-        int inter = (long)c->ep * c->tp > g->node_devices;
-        L->ep_s = 4.0 * sb_gpu_p2p_s(g, bytes, inter);
+        double per_peer = Tn * moe_tokens * h * B / c->ep; /* to each other EP rank */
+        int node_ep = c->tp >= g->node_devices ? 1 : g->node_devices / c->tp;
+        double one = node_ep >= c->ep ? sb_gpu_p2p_s(g, per_peer * (c->ep - 1.0), 0)
+                                      : fmax(sb_gpu_p2p_s(g, per_peer * (node_ep - 1.0), 0),
+                                             sb_gpu_p2p_s(g, per_peer * (double)(c->ep - node_ep), 1));
+        L->ep_fwd_s = 2.0 * one;
+        L->ep_s = (c->recompute == SB_MT_RC_FULL ? 6.0 : 4.0) * one;
     }
     /* CP: each rank gathers the other ranks' K and V (a ring, overlapped with the
      * attention kernels: only what they cannot hide is exposed; the merge passes run
@@ -429,8 +450,9 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
             L->cp_s += L->cp_fwd_s;
     }
     double experts_here = mm->experts > 0 ? (double)mm->experts / c->ep : 1.0;
-    L->params = (h * (h + 2.0 * kvh) + h * h) / t +
-                experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t + 2.0 * h +
+    double mlp = experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t;
+    L->expert_params = mm->experts > 0 ? mlp : 0.0;
+    L->params = (h * (h + 2.0 * kvh) + h * h) / t + mlp + 2.0 * h +
                 (mm->experts > 0 ? h * (double)mm->experts : 0.0);
     L->act_bytes = layer_act_bytes(mm, c, g);
 }
@@ -562,7 +584,11 @@ void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_l
     o->inflight = units / c->vpp;
     o->mem_weights = params * pb.weight;
     o->mem_grads = params * gw;
-    o->mem_optimizer = params * pb.adam / (c->dist_opt ? q : 1.0);
+    /* the distributed optimizer shards the dense parameters over DP x CP and the
+     * experts' over their expert-data-parallel group, DP x CP / EP (Megatron-Core) */
+    double ex = layers * L->expert_params;
+    o->mem_optimizer = c->dist_opt ? ((params - ex) / q + ex / (q / c->ep)) * pb.adam
+                                   : params * pb.adam;
     /* the last stage also keeps the fp32 logits and their gradient of one micro-batch */
     o->mem_activations = units * per_unit * L->act_bytes +
                          (s == c->pp - 1 ? T * V / t * 4.0 * 2.0 : 0.0);
@@ -632,9 +658,18 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* Megatron's rank order (TP fastest, then CP, DP, PP): a DP group is TP x CP apart */
     int dp_inter = (long)c->tp * c->cp * c->dp > g->node_devices;
     double gw = grad_word(c);
-    double rs = c->dist_opt ? sb_gpu_gather_s(g, params * gw, q, dp_inter)
-                            : sb_gpu_allreduce_s(g, params * gw, q, dp_inter);
-    double ag = c->dist_opt ? sb_gpu_gather_s(g, params * pb.weight, q, dp_inter) : 0.0;
+    /* the experts' gradients (Megatron-Core's expert_parallel_buffers) reduce over the
+     * expert-data-parallel group, DP x CP / EP ranks (none at EP = DP x CP), spanning
+     * nodes as the dense group does (its ranks TP x EP apart) */
+    double ex = lps * L.expert_params, dense = params - ex, qe = q / c->ep;
+    double rs = c->dist_opt ? sb_gpu_gather_s(g, dense * gw, q, dp_inter)
+                            : sb_gpu_allreduce_s(g, dense * gw, q, dp_inter);
+    double ag = c->dist_opt ? sb_gpu_gather_s(g, dense * pb.weight, q, dp_inter) : 0.0;
+    if (ex > 0 && qe > 1) {
+        rs += c->dist_opt ? sb_gpu_gather_s(g, ex * gw, qe, dp_inter)
+                          : sb_gpu_allreduce_s(g, ex * gw, qe, dp_inter);
+        ag += c->dist_opt ? sb_gpu_gather_s(g, ex * pb.weight, qe, dp_inter) : 0.0;
+    }
     double dp_s = rs + ag;
     if (c->dp_overlap) { /* (sb_mt_check: a parameter all-gather overlapped only with it) */
         /* the gradients' buckets reduce during the last micro-batch's backward: what it
@@ -656,7 +691,7 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
      * optimizer): fp32 master, two moments read and written, the gradient read twice
      * (norm and update), the model copy written */
-    double upd = (c->dist_opt ? params / q : params) * (24.0 + 2.0 * gw + pb.weight);
+    double upd = (c->dist_opt ? dense / q + ex / qe : params) * (24.0 + 2.0 * gw + pb.weight);
     r->optimizer_s = sb_gpu_mem_s(g, upd);
     r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
     /* memory per device: the larger of the first stage (most in flight, the

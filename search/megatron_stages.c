@@ -32,8 +32,8 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
         sb_mt_stage_layers(mm->layers, c->pp, s, &n, &first);
     /* a chunk's sends: one forward, one backward per micro-batch */
     double send = E.pp_mb / (2.0 * c->vpp);
-    double f = n * (L.fwd_s + L.tp_fwd_s + L.cp_fwd_s + 0.5 * L.ep_s) + send;
-    double b = n * (L.bwd_s + L.recomp_s + L.tp_bwd_s + (L.cp_s - L.cp_fwd_s) + 0.5 * L.ep_s) + send;
+    double f = n * (L.fwd_s + L.tp_fwd_s + L.cp_fwd_s + L.ep_fwd_s) + send;
+    double b = n * (L.bwd_s + L.recomp_s + L.tp_bwd_s + (L.cp_s - L.cp_fwd_s) + (L.ep_s - L.ep_fwd_s)) + send;
     if (v == 0)
         f += E.emb_f, b += E.emb_b;
     if (v == last_v)

@@ -3,7 +3,7 @@
  * --tp-comm-overlap (sequence parallel: an all-gather before a
  * column-parallel GEMM, a reduce-scatter after a row-parallel one, the
  * mirror in the backward). Overlap is not free: three methods, each with
- * its own cost (docs/megatron.md, "TP overlap"):
+ * its own cost (docs/gpu-op-model.md, "TP overlap"):
  *
  *   ring exchange (all-gathers): the GEMM in t chunks while each chunk of
  *     the input goes to the next rank; exposed what a chunk's send takes
@@ -65,7 +65,7 @@ static double gemm_on(const sb_gpu *g, double n, double M, double N, double K, d
 }
 
 void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config *c, const sb_gpu *g,
-                      double tok_bytes, int moe, sb_mt_tpov *o)
+                      double tok_bytes, double moe, sb_mt_tpov *o)
 {
     const double t = c->tp;
     const int inter = c->tp > g->node_devices;
@@ -73,8 +73,10 @@ void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config
     *o = (sb_mt_tpov){0};
     for (int i = 0; i < SB_MT_LAYER_GEMMS; i++) {
         ub_cfg u = ub_bf16[i];
-        if (moe && i >= 6) { /* the expert MLP: an all-gather and a reduce-scatter each way */
-            double coll = sb_gpu_gather_s(g, tok_bytes, t, inter);
+        if (moe > 0 && i >= 6) { /* the expert MLP: an all-gather and a reduce-scatter each
+                                    way of the routed copies (Megatron-Core's token
+                                    dispatcher, over the expert TP group) */
+            double coll = sb_gpu_gather_s(g, tok_bytes * moe, t, inter);
             if (i == 6)
                 o->fwd_exposed_s += 2.0 * coll, o->bwd_exposed_s += 2.0 * coll;
             continue;

@@ -15,10 +15,14 @@ typedef struct {
                                       TP overlap adds to them) */
     double attn_fwd_s, attn_bwd_s; /* of fwd_s, bwd_s: the attention core */
     double tp_fwd_s, tp_bwd_s;     /* exposed TP collectives */
-    double ep_s;                   /* MoE all-to-all, forward and backward (half each) */
+    double ep_s, ep_fwd_s;         /* MoE all-to-alls (dispatch and combine), forward and
+                                      backward (and a full recomputation's); the forward's */
     double cp_s, cp_fwd_s;         /* CP's K/V exchange not hidden by the attention; its
                                       forward's part */
     double params;                 /* parameters of the layer on this GPU */
+    double expert_params;          /* of params: the experts' (E/EP of them, split by TP),
+                                      reduced and sharded over the expert-data-parallel group
+                                      of DP x CP / EP ranks, not DP x CP */
     double act_bytes;              /* activations kept for the backward */
 } sb_mt_layer_cost;
 
@@ -35,13 +39,14 @@ typedef struct {
  * per layer and micro-batch, what the overlap adds to the GEMMs' time and
  * the collective time it leaves exposed, forward and backward; gm is
  * sb_mt_layer_gemms' and gt their plain prices (sb_gpu_gemm_s), tok_bytes
- * a layer input's bytes (T x h words); moe: an expert MLP, whose
- * collectives stay exposed. */
+ * a layer input's bytes (T x h words); moe: an expert MLP's routed copies per
+ * token (top-k; 0: a dense MLP), whose all-gather and reduce-scatter of the
+ * routed tokens (top-k x T x h) stay exposed. */
 typedef struct {
     double fwd_extra_s, bwd_extra_s, fwd_exposed_s, bwd_exposed_s;
 } sb_mt_tpov;
 void sb_mt_tp_overlap(const sb_mt_gemm *gm, const double *gt, const sb_mt_config *c, const sb_gpu *g,
-                      double tok_bytes, int moe, sb_mt_tpov *o);
+                      double tok_bytes, double moe, sb_mt_tpov *o);
 
 /* Context parallelism's memory-bound passes beside its attention kernels, per
  * layer and micro-batch, forward and backward (megatron_cp.c: Transformer

@@ -19,7 +19,7 @@ static double norm_terms(const sb_op *op, const int *c, const sb_cost_params *cp
     sb_coll_group others = sb_op_group(cp, op, c, all & ~(1u << a));
     if (cp->wgrad_free) /* the scale (and shift) gradients' reductions left out */
         gamma_ars = 0.0;
-    /* GPU: x read, y written; x and dy read, dx written (docs/megatron.md);
+    /* GPU: x read, y written; x and dy read, dx written (docs/gpu-op-model.md);
      * under fp8 a norm fused into the linears that read it writes their fp8
      * copy of y, one byte, in place of y (sb_op.fp8_out) */
     double fwd = op->fp8_out && cp->precision == SB_PREC_FP8 ? 1.0 + 1.0 / cp->word_bytes : 2.0;

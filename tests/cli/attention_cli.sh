@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/attention_cli.sh: --attention fused|materialized on a GPU
-# machine (models/gpu_run.c, docs/megatron.md "Fused attention"): refused
+# machine (models/gpu_run.c, docs/gpu-op-model.md "Fused attention"): refused
 # without a GPU machine or with a bad value (exit 2, naming it); a fused
 # attention prices a Llama's step and peak memory below the materialized
 # one, and plain and full-space searches both take it.

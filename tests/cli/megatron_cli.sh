@@ -288,8 +288,13 @@ refused "validate param_gather_overlap 1 without the distributed optimizer" \
     "pg-1.tsv:2:.*needs the distributed optimizer" validate --data "$TMP/pg-1.tsv"
 # --save: the grid keeps to what a strategy file holds (EP dividing DP: Mixtral's
 # 8 experts on 8 GPUs once took DP 4 x CP 2 x EP 8 and then failed to write), and
-# the file's cost is the op level's unit, the step x the machine's F x 1e12
-MX=(search --algo megatron -m mixtral-8x7b -p 8 --machine h100-sxm --vpp 1)
+# the file's cost is the op level's unit, the step x the machine's F x 1e12. On 16
+# GPUs: on 8 no configuration fits (46.7 B parameters at 18 bytes with Adam, 105 GB
+# a GPU however sharded; the experts' optimizer state shards over DP x CP / EP only)
+refused "Mixtral 8x7B on 8 H100s: its weights, gradients and Adam state do not fit" \
+    "none of the .* valid configurations on 8 devices fits" \
+    search --algo megatron -m mixtral-8x7b -p 8 --machine h100-sxm --vpp 1
+MX=(search --algo megatron -m mixtral-8x7b -p 16 --machine h100-sxm --vpp 1)
 "$SB" "${MX[@]}" --save "$TMP/mx.strategy" --format json --db none > "$TMP/mx.json" 2> "$TMP/err"
 check "--save of an MoE grid answer: exit 0" test $? -eq 0
 check "--save: EP divides DP in the answer" js "$TMP/mx.json" "d['megatron']['dp'] % d['megatron']['ep'] == 0"
@@ -301,6 +306,22 @@ import json; d = json.load(open('$TMP/mx.json'))
 c = [float(l.split()[1]) for l in open('$TMP/mx.strategy') if l.startswith('cost ')][0]
 want = d['predicted_step_seconds'] * $F * 1e12
 assert abs(c - want) <= 1e-9 * want, (c, want)"
+# MoE with EP (Megatron-Core): the dense parts and the optimizer's bytes a device
+# (E/EP experts' state over DP x CP / EP ranks) do not change with EP; at EP = DP x CP
+# the experts' gradients stay on their rank (dp_comm the dense ones' alone); TP
+# without sequence parallelism refused (Megatron-LM asserts it)
+MOE=(search --algo megatron -m mixtral-8x7b -p 64 --machine h100-sxm --tp 2 --pp 4 --dp 8 --cp 1
+     --vpp 1 --micro-batch-size 1 --recompute selective --zero 1 --format json)
+"$SB" "${MOE[@]}" --ep 1 --sequence-parallel on > "$TMP/ep1.json" 2>/dev/null
+"$SB" "${MOE[@]}" --ep 8 --sequence-parallel on > "$TMP/ep8.json" 2>/dev/null
+check "MoE: EP leaves compute, activations and the optimizer's bytes as they are" python3 -c "
+import json; a = json.load(open('$TMP/ep1.json')); b = json.load(open('$TMP/ep8.json'))
+ma, mb = a['memory_bytes_per_device'], b['memory_bytes_per_device']
+assert a['time_breakdown_seconds']['compute'] == b['time_breakdown_seconds']['compute']
+assert ma['activations'] == mb['activations'] and abs(ma['optimizer'] - mb['optimizer']) <= 2
+assert mb['weights'] < ma['weights'] and b['time_breakdown_seconds']['dp_comm'] < 0.01 * a['time_breakdown_seconds']['dp_comm']"
+refused "MoE at TP 2 without sequence parallelism" "needs sequence parallelism" "${MOE[@]}" --ep 8 \
+    --sequence-parallel off
 refused "sequence parallelism over a TP that does not divide the sequence" \
     "sequence parallelism splits a rank's 1024 tokens.*--tp 6" \
     search --algo megatron -m gpt2 --set batch=32 -p 96 --machine a100-sxm-80g --tp 6 --pp 1 \

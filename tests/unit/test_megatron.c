@@ -447,11 +447,13 @@ static void test_activations(void **state)
     close_to(acts_per_layer(&m, &c, &g8), sbh * 27.0 / 2);
     /* MoE (top 2): the router's input bf16 2, each routed copy's expert input 1 (TE's
      * GroupedLinear keeps fp8 copies as Linear does), fc1's output 2 and gelu's 1 a 4h
-     * per copy: (4 + 1 + 2 + 2 x 1 + 2) + (2 + 3 + 4 + 2 x 3 x 4) = 44 / t */
+     * per copy: (4 + 1 + 2 + 2) + (2 + 3 + 4 + 2 x 3 x 4) = 42 / t; the experts' input
+     * is the token dispatcher's TP all-gather of the routed copies (top-k x T tokens
+     * on each rank): 2 x 1 whole */
     sb_mt_model moe = m;
     moe.experts = 8, moe.topk = 2;
     c.recompute = SB_MT_RC_NONE;
-    close_to(acts_per_layer(&moe, &c, &g8), sbh * 44.0 / 2);
+    close_to(acts_per_layer(&moe, &c, &g8), sbh * (42.0 / 2 + 2.0));
     /* without sequence parallelism the unsplit terms stay whole: 8 + 21 / t */
     c.sp = 0;
     close_to(acts_per_layer(&m, &c, &g8), sbh * (8.0 + 21.0 / 2));
@@ -752,6 +754,74 @@ static void refused(const sb_mt_config *c, int P, const char *text)
         fail_msg("'%s' does not say '%s'", err.msg, text);
 }
 
+/* Mixture of experts with expert parallelism as Megatron-Core runs it (alltoall token
+ * dispatcher, expert TP = TP): the dense parts do not change with EP; the experts'
+ * gradients are reduced, and the distributed optimizer shards their state, over the
+ * expert-data-parallel group of DP x CP / EP ranks (none at EP = DP x CP), so the
+ * optimizer's bytes a device do not change with EP either; the dispatch and combine
+ * all-to-alls carry the routed copies of a rank's T/t tokens (sequence parallel), the
+ * EP ranks in the node over NVLink beside the rest over the network, and a full
+ * recomputation repeats the forward's two; the expert MLP's TP all-gather and
+ * reduce-scatter carry the top-k routed copies. */
+static void test_moe_ep(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = {.layers = 4, .hidden = 4096, .heads = 32, .kv_heads = 8, .ffn = 14336,
+                     .vocab = 32000, .seq = 4096, .global_batch = 64, .experts = 8, .topk = 2,
+                     .swiglu = 1, .untie = 1};
+    const double t = 2, T = 4096, h = 4096, L = 4, M = 8, q = 8;
+    sb_mt_result r[4], rf[4];
+    const int eps[4] = {1, 2, 4, 8};
+    for (int k = 0; k < 4; k++) {
+        sb_mt_config c = cfg(2, 1, 8, 1, 1);
+        c.ep = eps[k], c.sp = 1, c.dist_opt = 1, c.dp_overlap = 0;
+        c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
+        sb_error err = {0};
+        if (sb_mt_check(&m, &c, 16, &err))
+            fail_msg("%s", err.msg);
+        sb_mt_price(&m, &c, &g, &r[k]);
+        c.recompute = SB_MT_RC_FULL;
+        sb_mt_price(&m, &c, &g, &rf[k]);
+        close_to(r[k].compute_s, r[0].compute_s);
+        close_to(r[k].mem_activations, r[0].mem_activations);
+        close_to(r[k].mem_optimizer, r[0].mem_optimizer); /* E/EP experts over q/EP ranks */
+        if (eps[k] == 8) { /* the experts' gradients stay on their rank: the dense ones alone */
+            sb_mt_layer_cost lc;
+            c.recompute = SB_MT_RC_NONE;
+            sb_mt_layer(&m, &c, &g, &lc);
+            double dense = L * (lc.params - lc.expert_params) + 2.0 * 32000 * h / t;
+            close_to(r[k].dp_comm_s, sb_gpu_gather_s(&g, dense * 4, q, 1) + sb_gpu_gather_s(&g, dense * 2, q, 1));
+        }
+        /* the all-to-alls: 4 ranks of the EP group in a node (TP 2 on 8 GPUs) */
+        double peer = T / t * 2 * h * 2 / eps[k], one = 0;
+        if (eps[k] > 1)
+            one = eps[k] <= 4 ? sb_gpu_p2p_s(&g, peer * (eps[k] - 1), 0)
+                              : fmax(sb_gpu_p2p_s(&g, peer * 3, 0), sb_gpu_p2p_s(&g, peer * (eps[k] - 4), 1));
+        close_to(r[k].tp_comm_s - r[0].tp_comm_s, M * L * 4 * one);
+        close_to(rf[k].tp_comm_s - rf[0].tp_comm_s, M * L * 6 * one);
+    }
+    /* TP at EP 1: attention's reduce-scatter and all-gather of T x h, the experts' of
+     * 2 T x h, each way; the head's two all-reduces */
+    double tok = T * h * 2;
+    double layer = 2 * sb_gpu_gather_s(&g, tok, t, 0) + 2 * sb_gpu_gather_s(&g, 2 * tok, t, 0);
+    close_to(r[0].tp_comm_s, M * (L * 2 * layer + 2 * sb_gpu_allreduce_s(&g, tok, t, 0)));
+    /* Megatron-LM asserts sequence parallelism for MoE with TP */
+    sb_mt_config c = cfg(2, 1, 8, 1, 1);
+    c.ep = 2;
+    sb_error err = {0};
+    assert_true(sb_mt_check(&m, &c, 16, &err) != 0 && err.code == SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "needs sequence parallelism"));
+    c.sp = 1, c.ep = 16; /* not dividing the experts */
+    assert_true(sb_mt_check(&m, &c, 16, &err) != 0 && err.code == SB_EXIT_INPUT);
+    c.dp = 2, c.cp = 4, c.ep = 8; /* EP inside DP x CP = 8 */
+    assert_int_equal(sb_mt_check(&m, &c, 16, &err), 0);
+    c.cp = 1, c.dp = 4, c.pp = 2; /* DP x CP = 4 */
+    assert_true(sb_mt_check(&m, &c, 16, &err) != 0 && err.code == SB_EXIT_INPUT);
+    assert_non_null(strstr(err.msg, "DP x CP = 4"));
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -925,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_fp8_te),
         cmocka_unit_test(test_dp_overlap),
+        cmocka_unit_test(test_moe_ep),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_search_superset),
         cmocka_unit_test(test_fullest_stage),
