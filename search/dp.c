@@ -730,6 +730,7 @@ static void engine_close(engine *E)
             dp_buf_free(E->f[i].cm[j]);
     }
     free(E->f);
+    dp_edge_layouts_free(E);
     free(E->pairs);
     dp_memo_free(&E->own_memo);
     if (E->memo == &E->own_memo) {
@@ -828,6 +829,12 @@ static int prune_first(const sb_problem *pb, sb_problem *red, int ***keep, doubl
 
 int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, sb_error *err)
 {
+    return sb_search_lc(pb, opts, NULL, out, err);
+}
+
+int sb_search_lc(const sb_problem *pb, const sb_search_opts *opts, dp_layout_cache *lc,
+                 sb_result *out, sb_error *err)
+{
     int n = pb->m->nops;
     memset(out, 0, sizeof *out);
     double t0 = sb_now();
@@ -839,6 +846,8 @@ int sb_search(const sb_problem *pb, const sb_search_opts *opts, sb_result *out, 
     const sb_problem *sp = keep ? &red : pb;
     engine E;
     engine_open(&E, sp, opts, n, err);
+    if (lc && lc->pb == sp) /* the layouts of sp's edges from its DPs before */
+        E.elc = lc->elc, E.elc_have = lc->have, E.elc_ext = lc;
     step *steps = calloc((size_t)n, sizeof *steps);
     out->choice = calloc((size_t)n, sizeof *out->choice);
     out->order = calloc((size_t)n, sizeof *out->order);

@@ -24,6 +24,33 @@ int sb_layout_ids(const sb_problem *pb, int op, const sb_operand *o, int tnd, in
  * weight-gradient reduction (GPU op model; wg_scale 0: sb_problem_build) */
 int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
                         sb_problem *out, sb_error *err);
+/* sb_problem_build_wg with a memo of each op's configs and costs (NULL:
+ * none): get fills op i's cfg (malloc'd rows and costs, what an earlier
+ * build priced) and returns 1, or returns 0 (-1: error); an op it does not
+ * have is enumerated and priced as sb_problem_build_wg does, then given to
+ * priced, which may adjust its costs and keep them (the pipeline search:
+ * search/pipe_stage.c, stage_problem). */
+typedef struct {
+    int (*get)(void *ctx, int i, sb_configs *cf, sb_error *err);
+    int (*priced)(void *ctx, int i, sb_configs *cf, const sb_cost_params *cp, sb_error *err);
+    void *ctx;
+} sb_price_memo;
+int sb_problem_build_memo(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
+                          const sb_price_memo *memo, sb_problem *out, sb_error *err);
+/* dp.c: the edges' layouts of one problem kept from one sb_search of it
+ * to the next (the Lagrangian walk: DPs of one problem whose configs stay,
+ * only their costs change; lagrange.c). Zeroed to start, pb set; freed by
+ * dp_layout_cache_free. */
+typedef struct dp_layout_cache {
+    const sb_problem *pb;
+    struct edge_layouts_s *elc;
+    unsigned char *have;
+} dp_layout_cache;
+void dp_layout_cache_free(dp_layout_cache *lc);
+/* sb_search reading and keeping the layouts of pb's edges in lc (NULL:
+ * sb_search): the same result. */
+int sb_search_lc(const sb_problem *pb, const sb_search_opts *opts, dp_layout_cache *lc,
+                 sb_result *out, sb_error *err);
 int sb_prune_dominated(const sb_problem *pb, sb_problem *red, int **keep, sb_error *err);
 void sb_prune_free(sb_problem *red, int **keep);
 

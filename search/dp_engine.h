@@ -51,6 +51,10 @@ typedef struct {
         rows_colclass, rows_entwise; /* shortcuts (sb_result) */
     int threads_used; /* the most threads an elimination's scan ran on (sb_result) */
     int *pairs; /* edges by (lower op, higher op, edge index), sorted */
+    struct edge_layouts_s *elc; /* per edge of pb: its layouts (dp_factors.c, edge_layouts_of),
+                                   computed once per DP when first read; NULL: none yet */
+    unsigned char *elc_have;
+    dp_layout_cache *elc_ext; /* elc and elc_have are its (kept after the DP), or NULL */
     dp_memo *memo; /* content ids, recent pair tables and eliminations (dp_reuse.h): own_memo
                       or the one shared by the caller (sb_search_opts.memo) */
     dp_memo own_memo;
@@ -159,6 +163,8 @@ int dp_add_factor(engine *E, factor *src);
 int dp_charge(engine *E, double bytes, int v, int depset);
 int dp_build_pending(engine *E, factor *f, int rows_op);
 int dp_init_factors(engine *E);
+/* Frees the edges' layouts kept by the DP (engine_close). */
+void dp_edge_layouts_free(engine *E);
 int dp_pair_table(engine *E, factor *f, int rows_op, double *t);
 
 /* dp_fill.c */

@@ -60,7 +60,7 @@ int dp_charge(engine *E, double bytes, int v, int depset)
 
 /* One edge seen through layouts: each op's distinct layouts of the tensor
  * and the layout id of each of its configs. */
-typedef struct {
+typedef struct edge_layouts_s {
     const sb_tensor *ten;
     int ns, nd, nls, nld;
     int *ids_s, *ids_d, *Ls, *Ld;
@@ -91,6 +91,67 @@ static int edge_layouts_get(const sb_problem *pb, const sb_edge *e, edge_layouts
         return -1;
     }
     return 0;
+}
+
+/* The layouts of edge k of E's problem (edge_layouts_get), computed once
+ * per DP: pair_classes, the pair table's key and its entries read the same
+ * ones (they depend only on the problem's configs and the edge). NULL on
+ * error (E->err). */
+static const edge_layouts *edge_layouts_of(engine *E, int k)
+{
+    const sb_problem *pb = E->pb;
+    if (!E->elc) {
+        size_t ne = (size_t)(pb->nedges ? pb->nedges : 1);
+        E->elc = calloc(ne, sizeof *E->elc);
+        E->elc_have = calloc(ne, 1);
+        if (!E->elc || !E->elc_have) {
+            free(E->elc), free(E->elc_have);
+            E->elc = NULL, E->elc_have = NULL;
+            sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
+            return NULL;
+        }
+    }
+    if (!E->elc_have[k]) {
+        if (edge_layouts_get(pb, &pb->edges[k], &E->elc[k], E->err))
+            return NULL;
+        E->elc_have[k] = 1;
+    }
+    return &E->elc[k];
+}
+
+/* Edge k's layouts no longer needed (its pair table built). */
+static void edge_layouts_drop(engine *E, int k)
+{
+    if (E->elc && E->elc_have[k] && !E->elc_ext) {
+        edge_layouts_free(&E->elc[k]);
+        E->elc_have[k] = 0;
+    }
+}
+
+void dp_edge_layouts_free(engine *E)
+{
+    if (E->elc_ext) { /* kept for the next DP of the problem */
+        E->elc_ext->elc = E->elc;
+        E->elc_ext->have = E->elc_have;
+    } else {
+        for (int k = 0; E->elc && k < E->pb->nedges; k++)
+            edge_layouts_drop(E, k);
+        free(E->elc);
+        free(E->elc_have);
+    }
+    E->elc = NULL;
+    E->elc_have = NULL;
+}
+
+void dp_layout_cache_free(dp_layout_cache *lc)
+{
+    for (int k = 0; lc->elc && k < lc->pb->nedges; k++)
+        if (lc->have[k])
+            edge_layouts_free(&lc->elc[k]);
+    free(lc->elc);
+    free(lc->have);
+    lc->elc = NULL;
+    lc->have = NULL;
 }
 
 /* Adds the edge's costs into the pair table t, rows the source's configs
@@ -154,12 +215,12 @@ static int pair_classes(engine *E, factor *f)
 {
     const sb_problem *pb = E->pb;
     int n = f->npend, rc = -1;
-    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    const edge_layouts **els = calloc((size_t)n, sizeof *els);
     int got = 0;
     if (!els)
         return sb_fail(E->err, SB_EXIT_INTERNAL, "out of memory");
     for (; got < n; got++)
-        if (edge_layouts_get(pb, &pb->edges[E->pairs[3 * (f->pend + got) + 2]], &els[got], E->err))
+        if (!(els[got] = edge_layouts_of(E, E->pairs[3 * (f->pend + got) + 2])))
             goto out;
     for (int side = 0; side < 2; side++) {
         int op = f->vars[side], nc = dom(E, op), ncls = 0, nh = 16;
@@ -168,8 +229,8 @@ static int pair_classes(engine *E, factor *f)
         int *cm = dp_buf_alloc((size_t)nc * sizeof *cm), *slot = calloc((size_t)nh, sizeof *slot);
         const int *ids[DP_MAX_SCOPE * 4];
         for (int i = 0; i < n; i++)
-            ids[i] = op == pb->edges[E->pairs[3 * (f->pend + i) + 2]].src ? els[i].ids_s
-                                                                           : els[i].ids_d;
+            ids[i] = op == pb->edges[E->pairs[3 * (f->pend + i) + 2]].src ? els[i]->ids_s
+                                                                           : els[i]->ids_d;
         if (!cm || !slot || n > DP_MAX_SCOPE * 4) {
             dp_buf_free(cm);
             free(slot);
@@ -207,8 +268,6 @@ static int pair_classes(engine *E, factor *f)
     f->size = (int64_t)f->dim[0] * f->dim[1];
     rc = 0;
 out:
-    for (int i = 0; i < got; i++)
-        edge_layouts_free(&els[i]);
     free(els);
     return rc;
 }
@@ -265,8 +324,8 @@ int dp_init_factors(engine *E)
 /* The key of a pair table (dp_reuse.h): per edge, the orientation, the
  * tensor's sizes, both operands' distinct layouts and each config's layout
  * id: everything its entries are computed from. */
-static void pair_key(const sb_cost_params *cp, const edge_layouts *els, const int *src_rows, int n,
-                     dp_key *key)
+static void pair_key(const sb_cost_params *cp, const edge_layouts *const *els, const int *src_rows,
+                     int n, dp_key *key)
 {
     /* the cost parameters an edge's price reads (sb_edge_cost): one
      * problem has one set, but a memo shared between searches
@@ -283,7 +342,7 @@ static void pair_key(const sb_cost_params *cp, const edge_layouts *els, const in
         dp_key_add(key, cp->coll_beta_s, sizeof cp->coll_beta_s);
     }
     for (int i = 0; i < n; i++) {
-        const edge_layouts *el = &els[i];
+        const edge_layouts *el = els[i];
         int tnd = el->ten->ndims;
         int hdr[6] = {src_rows[i], tnd, el->ns, el->nd, el->nls, el->nld};
         int64_t sizes[SB_MAX_DIMS];
@@ -344,7 +403,7 @@ int dp_pair_table(engine *E, factor *f, int rows_op, double *t)
 {
     const sb_problem *pb = E->pb;
     int n = f->npend, rc = -1, got = 0, have = 0;
-    edge_layouts *els = calloc((size_t)n, sizeof *els);
+    const edge_layouts **els = calloc((size_t)n, sizeof *els);
     int *src_rows = calloc((size_t)n, sizeof *src_rows);
     dp_key key = {0};
     if (!els || !src_rows) {
@@ -352,9 +411,9 @@ int dp_pair_table(engine *E, factor *f, int rows_op, double *t)
         goto out;
     }
     for (; got < n; got++) {
-        const sb_edge *e = &pb->edges[E->pairs[3 * (f->pend + got) + 2]];
-        src_rows[got] = rows_op == e->src;
-        if (edge_layouts_get(pb, e, &els[got], E->err))
+        int k = E->pairs[3 * (f->pend + got) + 2];
+        src_rows[got] = rows_op == pb->edges[k].src;
+        if (!(els[got] = edge_layouts_of(E, k)))
             goto out;
     }
     if (!E->plain) {
@@ -362,15 +421,16 @@ int dp_pair_table(engine *E, factor *f, int rows_op, double *t)
         f->id = dp_memo_pair(E->memo, &key, t, f->size, &have);
     }
     for (int i = 0; t && !have && i < n; i++)
-        if (f->cm[0] || f->cm[1] ? edge_layouts_add_classes(E, f, rows_op, &els[i], t, src_rows[i])
-                                 : edge_layouts_add(pb, &els[i], t, src_rows[i], E->err))
+        if (f->cm[0] || f->cm[1] ? edge_layouts_add_classes(E, f, rows_op, els[i], t, src_rows[i])
+                                 : edge_layouts_add(pb, els[i], t, src_rows[i], E->err))
             goto out;
     if (t && !have && !E->plain)
         dp_memo_pair_put(E->memo, f->id, t, f->size);
+    if (t) /* the table is built: its edges' layouts are read no more */
+        for (int i = 0; i < n; i++)
+            edge_layouts_drop(E, E->pairs[3 * (f->pend + i) + 2]);
     rc = 0;
 out:
-    for (int i = 0; i < got && els; i++)
-        edge_layouts_free(&els[i]);
     free(els);
     free(src_rows);
     dp_key_free(&key);

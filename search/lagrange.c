@@ -42,6 +42,7 @@
  * optimum) gives the gap. */
 #define _GNU_SOURCE
 #include "lagrange.h"
+#include "dp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,7 @@ typedef struct {
     double **orig, **res, **scr; /* [op][config] */
     int n;
     sb_error *err;
+    dp_layout_cache lc; /* the edges' layouts, from one DP of pb to the next */
 } walk;
 
 /* Prices strategy p->x: cost, resident bytes, memory. */
@@ -164,7 +166,7 @@ static int walk_dp(walk *W, double lam, point *p, double *f)
         for (int x = 0; x < pb->cfg[v].n; x++)
             pb->cfg[v].cost[x] = W->orig[v][x] + lam * W->res[v][x];
     sb_result r;
-    int rc = sb_search(pb, W->so, &r, W->err);
+    int rc = sb_search_lc(pb, W->so, &W->lc, &r, W->err);
     for (int v = 0; v < n; v++)
         memcpy(pb->cfg[v].cost, W->orig[v], (size_t)pb->cfg[v].n * sizeof **W->orig);
     if (rc)
@@ -195,7 +197,7 @@ int sb_lagrange_search_seeded(sb_problem *pb, const sb_search_opts *so, double l
     int n = pb->m->nops, rc = -1;
     *out = (sb_lagrange_result){.t = INFINITY, .least = INFINITY, .gap = INFINITY,
                                 .lb = -INFINITY, .lam = -1.0, .lam_edge = -1.0};
-    walk W = {pb, so, NULL, NULL, NULL, n, err};
+    walk W = {pb, so, NULL, NULL, NULL, n, err, {.pb = pb}};
     point A = {0}, B = {0}, X = {0}, U = {0}; /* U: the unconstrained optimum */
     W.orig = sb_calloc((size_t)n, sizeof *W.orig, err);
     W.res = sb_calloc((size_t)n, sizeof *W.res, err);
@@ -338,5 +340,6 @@ out:
     }
     free(W.orig), free(W.res), free(W.scr);
     free(A.x), free(B.x), free(X.x), free(U.x);
+    dp_layout_cache_free(&W.lc);
     return rc;
 }

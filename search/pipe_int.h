@@ -87,6 +87,15 @@ typedef struct {
      * (d, M, k, rc, zero), replaced in turn when full */
     struct lam_hint { int d, M, k, rc, zero; double lam; } hints[64];
     int nhints, hint_next;
+    /* each op's configs and costs in the stage problems priced so far at
+     * (pc_d, pc_M, pc_zero) (pipe_stage.c, stage_problem): per op of the
+     * model, a list of the contexts it was priced in */
+    int *wnin;          /* nops: op v's inputs (ranges_same, range_hash) */
+    int *wprod;         /* nops * SB_MAX_IO: input k of op v's producer (-1: none) and its */
+    int *wslot;         /* output slot: pipe_wire from these, without reading the model */
+    struct op_price **pc;
+    int pc_d, pc_M, pc_zero;
+    size_t pc_bytes;
 } pctx;
 
 /* One config of one op in least_mem's sweep. */
@@ -118,10 +127,15 @@ int pipe_stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optim
                         int zero, int prec, int k, int rc, double *bytes, sb_error *err);
 int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
                          sb_problem *pb, sb_error *err);
+/* pipe_stage_problem with a memo of op prices (search/dp.h, sb_price_memo;
+ * NULL: none) */
+int pipe_stage_problem_memo(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
+                            const void *memo, sb_problem *pb, sb_error *err);
 int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err);
 int64_t pipe_wire(const sb_model *m, int i, int v, int k);
 
 /* pipe_stage.c */
+void pipe_prices_free(pctx *X);
 int pipe_kept_over(pctx *X, int i, int j, int d, int M, int k);
 int pipe_least_mem(pctx *X, int i, int j, int d, int M, int k, double *out);
 sb_model *pipe_micro(pctx *X, int M);

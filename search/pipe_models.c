@@ -235,6 +235,48 @@ int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *er
 
 /* The stage's problem on d devices: vertex costs with the weight-gradient
  * all-reduce counted 1/M times (once per step over M micro-batches). */
+/* With a memo: the non-GPU model's weight-gradient share taken off each op
+ * as it is priced (the value the loop after sb_problem_build gives: the
+ * same op, configs and cp), before the memo keeps it. */
+struct wg_adjust {
+    const sb_model *sub;
+    int M;
+    const sb_price_memo *outer;
+};
+
+static int adj_get(void *ctx, int i, sb_configs *cf, sb_error *err)
+{
+    const struct wg_adjust *a = ctx;
+    return a->outer->get(a->outer->ctx, i, cf, err);
+}
+
+static int adj_priced(void *ctx, int i, sb_configs *cf, const sb_cost_params *cp, sb_error *err)
+{
+    const struct wg_adjust *a = ctx;
+    if (a->M > 1)
+        for (int x = 0; x < cf->n; x++)
+            cf->cost[x] -= (double)(a->M - 1) / a->M
+                * sb_weight_grad_cost(a->sub, &a->sub->ops[i],
+                                      cf->c + (size_t)x * (size_t)cf->ndims, cp);
+    return a->outer->priced(a->outer->ctx, i, cf, cp, err);
+}
+
+int pipe_stage_problem_memo(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
+                            const void *memo_, sb_problem *pb, sb_error *err)
+{
+    const sb_price_memo *memo = memo_;
+    if (!memo)
+        return pipe_stage_problem(sub, d, M, cp, k, pb, err);
+    sb_cost_params c2 = *cp;
+    c2.act_copies = k;
+    if (c2.gpu_sms > 0)
+        return sb_problem_build_memo(sub, d, &c2, M > 1 ? (double)(M - 1) / M : 0.0, memo, pb,
+                                     err);
+    struct wg_adjust a = {sub, M, memo};
+    sb_price_memo am = {adj_get, adj_priced, &a};
+    return sb_problem_build_memo(sub, d, &c2, 0.0, &am, pb, err);
+}
+
 int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
                          sb_problem *pb, sb_error *err)
 {

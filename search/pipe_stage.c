@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp.h"
 #include "lagrange.h"
 #include "msort.h"
 #include "pipe_int.h"
@@ -38,26 +39,41 @@ sb_model *pipe_micro(pctx *X, int M)
     return NULL;
 }
 
+/* pipe_wire(m, i, v, k) from the producers kept in X (every micro-batch
+ * model has the model's producers). */
+static inline int64_t wire(const pctx *X, int i, int v, int k)
+{
+    size_t q = (size_t)v * SB_MAX_IO + (size_t)k;
+    int p = X->wprod[q];
+    if (p < i || p >= v)
+        return -1;
+    return (int64_t)(p - i) * 64 + X->wslot[q];
+}
+
 static uint64_t range_hash(const pctx *X, const sb_model *mb, int i, int j)
 {
+    (void)mb;
     uint64_t h = pipe_mix(0, (uint64_t)(j - i));
     for (int v = i; v < j; v++) {
         h = pipe_mix(h, X->hop[v]);
-        for (int k = 0; k < mb->ops[v].nin; k++)
-            h = pipe_mix(h, (uint64_t)pipe_wire(mb, i, v, k));
+        for (int k = 0; k < X->wnin[v]; k++)
+            h = pipe_mix(h, (uint64_t)wire(X, i, v, k));
     }
     return h;
 }
 
 static int ranges_same(const pctx *X, const sb_model *mb, int i, int j, int i2, int j2)
 {
+    (void)mb;
     if (j - i != j2 - i2)
         return 0;
+    if (i == i2) /* the same range */
+        return 1;
     for (int v = i, w = i2; v < j; v++, w++) {
         if (X->rep[v] != X->rep[w] && !pipe_ops_same(X->m, &X->m->ops[v], &X->m->ops[w]))
             return 0;
-        for (int k = 0; k < mb->ops[v].nin; k++)
-            if (pipe_wire(mb, i, v, k) != pipe_wire(mb, i2, w, k))
+        for (int k = 0; k < X->wnin[v]; k++)
+            if (wire(X, i, v, k) != wire(X, i2, w, k))
                 return 0;
     }
     return 1;
@@ -305,6 +321,178 @@ static int tables_over(pctx *X, const sb_problem *pb, int i, int j, int d, int M
     return 1;
 }
 
+/* ---- op prices kept between stage problems ------------------------------------- */
+
+/* An op's configs and vertex costs in a stage problem depend on the stage
+ * only through the op's copy (its fp8 marks, cut_fp8_marks) and which of
+ * its inputs the stage produces (one produced before the stage is an input
+ * of the sub-model: no producer, kind input), given the devices,
+ * micro-batches, ZeRO stage and recompute mode; the cost model reads of
+ * the model only the op and its operands' tensors (their kind, dims, a
+ * tied table's identity, sb_tensor_tied) and a routed einsum's producer's
+ * kind. So op v priced in one stage is priced the same in any other with
+ * the same context, and so is an op equal to it (pipe_ops_same: every
+ * field the cost and memory models read) with the same context: kept per
+ * op and context, copied instead of priced again (every value the one
+ * pricing gives; sb_pipe_opts.price_check prices every op anyway and fails
+ * on a difference). */
+struct op_price {
+    struct op_price *next;
+    int w;           /* the op priced (of the model) */
+    int rc, fp8_in, fp8_out;
+    uint32_t inside; /* bit k: input k produced in the stage */
+    uint32_t tied;   /* bit k: operand k (inputs, then outputs) a tied table */
+    int pkind[SB_MAX_IO]; /* input k produced in the stage: its producer's kind, else -1 */
+    sb_configs cf;
+};
+
+/* At most this many bytes of kept prices (then no more are kept). */
+#define PRICE_MEMO_BYTES 128e6
+
+struct price_ctx {
+    pctx *X;
+    const sb_model *mb, *sub;
+    int i, j, rc, check;
+};
+
+void pipe_prices_free(pctx *X)
+{
+    if (!X->pc)
+        return;
+    for (int v = 0; v < X->m->nops; v++)
+        for (struct op_price *q = X->pc[v], *n; q; q = n) {
+            n = q->next;
+            free(q->cf.c), free(q->cf.cost), free(q);
+        }
+    free(X->pc);
+    X->pc = NULL;
+    X->pc_bytes = 0;
+}
+
+/* The context of op idx of the stage (op v of mb) into q (bar cf, next);
+ * 0 when it has more operands than the masks hold (never kept). */
+static int price_context(const struct price_ctx *P, int idx, struct op_price *q)
+{
+    int v = P->i + idx;
+    const sb_op *op = &P->mb->ops[v];
+    if (op->nin > SB_MAX_IO || op->nin + op->nout > 32)
+        return 0;
+    q->w = v, q->rc = P->rc;
+    q->fp8_in = P->sub->ops[idx].fp8_in, q->fp8_out = P->sub->ops[idx].fp8_out;
+    q->inside = q->tied = 0;
+    for (int k = 0; k < SB_MAX_IO; k++)
+        q->pkind[k] = -1;
+    for (int k = 0; k < op->nin + op->nout; k++) {
+        int t = k < op->nin ? op->in[k].tensor : op->out[k - op->nin].tensor;
+        for (int x = 0; x < P->mb->ntied && x < 4; x++)
+            if (P->mb->tied[x] == t) /* sb_tensor_tied */
+                q->tied |= 1u << k;
+        int pr = P->mb->tensors[t].producer;
+        if (k < op->nin && pr >= P->i && pr < P->j) {
+            q->inside |= 1u << k;
+            q->pkind[k] = (int)P->mb->ops[pr].kind;
+        }
+    }
+    return 1;
+}
+
+static struct op_price *price_find(const struct price_ctx *P, int idx)
+{
+    struct op_price c;
+    int v = P->i + idx;
+    if (!price_context(P, idx, &c))
+        return NULL;
+    for (struct op_price *q = P->X->pc[P->X->rep[v]]; q; q = q->next)
+        if (q->rc == c.rc && q->fp8_in == c.fp8_in && q->fp8_out == c.fp8_out
+            && q->inside == c.inside && q->tied == c.tied
+            && !memcmp(q->pkind, c.pkind, sizeof c.pkind)
+            && (q->w == v || pipe_ops_same(P->mb, &P->mb->ops[q->w], &P->mb->ops[v])))
+            return q;
+    return NULL;
+}
+
+static int price_get(void *ctx, int idx, sb_configs *cf, sb_error *err)
+{
+    const struct price_ctx *P = ctx;
+    struct op_price *q = P->check ? NULL : price_find(P, idx);
+    if (!q)
+        return 0;
+    size_t rows = (size_t)q->cf.n * (size_t)q->cf.ndims;
+    cf->n = q->cf.n, cf->ndims = q->cf.ndims;
+    cf->c = sb_malloc((rows ? rows : 1) * sizeof *cf->c, err);
+    cf->cost = sb_malloc((size_t)(q->cf.n ? q->cf.n : 1) * sizeof *cf->cost, err);
+    if (!cf->c || !cf->cost)
+        return -1; /* sb_problem_free frees what came */
+    memcpy(cf->c, q->cf.c, rows * sizeof *cf->c);
+    memcpy(cf->cost, q->cf.cost, (size_t)q->cf.n * sizeof *cf->cost);
+    P->X->r->prices_reused++;
+    return 1;
+}
+
+static int price_put(void *ctx, int idx, sb_configs *cf, const sb_cost_params *cp, sb_error *err)
+{
+    (void)cp;
+    const struct price_ctx *P = ctx;
+    pctx *X = P->X;
+    struct op_price *old = price_find(P, idx);
+    if (old) { /* the check: priced again, the same to the bit */
+        if (old->cf.n != cf->n || old->cf.ndims != cf->ndims
+            || memcmp(old->cf.c, cf->c, (size_t)cf->n * (size_t)cf->ndims * sizeof *cf->c)
+            || memcmp(old->cf.cost, cf->cost, (size_t)cf->n * sizeof *cf->cost))
+            return sb_fail(err, SB_EXIT_INTERNAL, "price check: op '%s' in stage ops "
+                           "%d..%d priced otherwise than op '%s' before",
+                           P->sub->ops[idx].name, P->i, P->j, P->mb->ops[old->w].name);
+        X->r->prices_reused++; /* held, and found the same */
+        return 0;
+    }
+    size_t rows = (size_t)cf->n * (size_t)cf->ndims * sizeof *cf->c,
+           bytes = sizeof(struct op_price) + rows + (size_t)cf->n * sizeof *cf->cost;
+    if (X->pc_bytes + bytes > PRICE_MEMO_BYTES)
+        return 0;
+    struct op_price *q = sb_calloc(1, sizeof *q, err);
+    if (!q)
+        return -1;
+    if (!price_context(P, idx, q)) {
+        free(q);
+        return 0;
+    }
+    q->cf.c = sb_malloc(rows ? rows : 1, err);
+    q->cf.cost = sb_malloc((size_t)(cf->n ? cf->n : 1) * sizeof *q->cf.cost, err);
+    if (!q->cf.c || !q->cf.cost) {
+        free(q->cf.c), free(q->cf.cost), free(q);
+        return -1;
+    }
+    memcpy(q->cf.c, cf->c, rows);
+    memcpy(q->cf.cost, cf->cost, (size_t)cf->n * sizeof *cf->cost);
+    q->cf.n = cf->n, q->cf.ndims = cf->ndims;
+    int u = X->rep[P->i + idx];
+    q->next = X->pc[u];
+    X->pc[u] = q;
+    X->pc_bytes += bytes;
+    return 0;
+}
+
+/* The problem of stage e (its sub-model sub of ops [e->i, e->j) of mb, at
+ * k copies, cost parameters c2) as pipe_stage_problem builds it, each op's
+ * configs and costs from an equal op priced before in the same context
+ * (kept for one (d, M, ZeRO stage) at a time). */
+static int stage_problem(pctx *X, const sb_model *mb, const sb_model *sub, const stage_entry *e,
+                         const sb_cost_params *c2, int k, sb_problem *pb)
+{
+    if (X->brute || X->o->no_shortcuts || X->o->no_price_memo || !X->rep)
+        return pipe_stage_problem(sub, e->d, e->M, c2, k, pb, X->err);
+    if (X->pc && (X->pc_d != e->d || X->pc_M != e->M || X->pc_zero != c2->zero))
+        pipe_prices_free(X);
+    if (!X->pc) {
+        if (!(X->pc = sb_calloc((size_t)X->m->nops, sizeof *X->pc, X->err)))
+            return -1;
+        X->pc_d = e->d, X->pc_M = e->M, X->pc_zero = c2->zero;
+    }
+    struct price_ctx P = {X, mb, sub, e->i, e->j, e->rc, X->o->price_check};
+    sb_price_memo memo = {price_get, price_put, &P};
+    return pipe_stage_problem_memo(sub, e->d, e->M, c2, k, &memo, pb, X->err);
+}
+
 /* Runs the DP of one stage into e. */
 static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
 {
@@ -316,7 +504,7 @@ static int solve_stage(pctx *X, const sb_model *mb, stage_entry *e)
     int k = e->k < 0 ? 0 : e->k;
     sb_cost_params c2 = X->cp;
     c2.recompute = e->rc ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
-    if (pipe_stage_problem(&sub, e->d, e->M, &c2, k, &pb, X->err)) {
+    if (stage_problem(X, mb, &sub, e, &c2, k, &pb)) {
         free(sub.ops), free(sub.tensors);
         return -1;
     }

@@ -170,6 +170,7 @@ static int64_t batch_of(const sb_model *m)
 static void ctx_free(pctx *X)
 {
     sb_dp_memo_free(X->dp.memo);
+    pipe_prices_free(X);
     X->dp.memo = NULL;
     for (size_t q = 0; q < X->cap; q++)
         if (X->tab[q]) {
@@ -184,6 +185,7 @@ static void ctx_free(pctx *X)
     free(X->mb), free(X->Ms), free(X->hop), free(X->rep), free(X->last), free(X->seg);
     free(X->hseg), free(X->cm), free(X->cm_off), free(X->cnt), free(X->cur), free(X->items);
     free(X->cm_perm);
+    free(X->wnin), free(X->wprod), free(X->wslot);
 }
 
 /* On a terminal (o->progress): what is being solved and the best step so far, one line
@@ -301,6 +303,19 @@ static int ctx_open(pctx *X, const sb_model *m, const sb_pipe_opts *o, sb_pipe_r
     if (!r->cfg || !r->op_cost || !X->hop || !X->rep || !X->last || !*cuts || !X->seg || !*ob
         || !X->cm_off || !X->cnt || !X->cur)
         return -1;
+    X->wnin = sb_malloc((size_t)m->nops * sizeof *X->wnin, err);
+    X->wprod = sb_malloc((size_t)m->nops * SB_MAX_IO * sizeof *X->wprod, err);
+    X->wslot = sb_malloc((size_t)m->nops * SB_MAX_IO * sizeof *X->wslot, err);
+    if (!X->wnin || !X->wprod || !X->wslot)
+        return -1;
+    for (int v = 0; v < m->nops; v++) {
+        X->wnin[v] = m->ops[v].nin;
+        for (int k = 0; k < m->ops[v].nin; k++) {
+            const sb_tensor *t = &m->tensors[m->ops[v].in[k].tensor];
+            X->wprod[(size_t)v * SB_MAX_IO + (size_t)k] = t->producer;
+            X->wslot[(size_t)v * SB_MAX_IO + (size_t)k] = t->producer_slot;
+        }
+    }
     for (int v = 0; v < m->nops; v++) {
         X->hop[v] = pipe_op_hash(m, &m->ops[v]);
         X->rep[v] = v;

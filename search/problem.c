@@ -31,6 +31,12 @@ void sb_problem_free(sb_problem *pb)
 int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
                         sb_problem *out, sb_error *err)
 {
+    return sb_problem_build_memo(m, p, cp, wg_scale, NULL, out, err);
+}
+
+int sb_problem_build_memo(const sb_model *m, int p, const sb_cost_params *cp, double wg_scale,
+                          const sb_price_memo *memo, sb_problem *out, sb_error *err)
+{
     memset(out, 0, sizeof *out);
     out->m = m;
     out->p = p;
@@ -55,6 +61,13 @@ int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, doub
         return -1;
     for (int i = 0; i < m->nops; i++) {
         sb_configs *cf = &out->cfg[i];
+        if (memo) {
+            int got = memo->get(memo->ctx, i, cf, err);
+            if (got < 0)
+                goto fail;
+            if (got)
+                continue;
+        }
         if (sb_enumerate_configs(&m->ops[i], p, cutoff, cf, err))
             goto fail;
         cf->cost = sb_malloc((size_t)cf->n * sizeof *cf->cost, err);
@@ -75,6 +88,8 @@ int sb_problem_build_wg(const sb_model *m, int p, const sb_cost_params *cp, doub
             if (wg_scale > 0)
                 cf->cost[k] -= wg_scale * wg; /* as pipe_stage_problem subtracted it after */
         }
+        if (memo && memo->priced(memo->ctx, i, cf, &out->cp, err))
+            goto fail;
     }
     if (sb_model_edges(m, &out->edges, &out->nedges, err))
         goto fail;

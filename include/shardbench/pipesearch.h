@@ -53,6 +53,11 @@ typedef struct {
     int no_lagrange_seeds; /* 1: every Lagrangian stage walk started cold (the unconstrained
                               optimum and the least resident strategy), not from strategies
                               of the same stage met before: tests compare */
+    int no_price_memo;     /* 1: every stage problem prices each of its ops, none copied from
+                              an equal op priced in the same context in an earlier stage
+                              problem (search/pipe_stage.c, stage_problem): tests compare */
+    int price_check;       /* 1: each op priced anyway and the search failed (SB_EXIT_INTERNAL)
+                              when an op the memo holds is priced otherwise: tests set it */
     int lagrange_above;    /* a stage under the limit with more configs over its ops than this
                               is solved by Lagrangian relaxation (0: 512); tests set 1 to hold
                               the reported gaps to brute force on small models */
@@ -104,6 +109,9 @@ typedef struct sb_pipe_result {
     long copies_reused;               /* stage optima under the limit taken from the same stage at
                                          fewer micro-batches in flight (fits there: optimal) */
     long lazy_rounds;                 /* partitions over bounds whose stages were then solved */
+    long prices_reused;               /* ops of stage problems whose configs and costs were
+                                         copied from an equal op priced before (no_price_memo;
+                                         under price_check: priced again, found the same) */
     long stage_ubs;                   /* exact stage DPs under the limit given an upper bound
                                          (the optimum at other copies that fits) */
     long lagrange_stages;             /* stages solved under the limit by Lagrangian relaxation

@@ -17,7 +17,9 @@
 
 #include <cmocka.h>
 
+#include "shardbench/machine.h"
 #include "shardbench/pipesearch.h"
+#include "shardbench/precision.h"
 
 /* Under ASan and UBSan (the Sanitize build CI runs) the same checks over
  * fewer random cases and limits: about a third of the time. The Release
@@ -820,6 +822,66 @@ static void test_scale_equal(void **state)
     assert_true(cases > 0 && duals > 0 && skipped > 0 && seeded > 0);
 }
 
+/* The op prices kept between stage problems (search/pipe_stage.c, stage_problem)
+ * against every stage problem pricing all of its ops (o.no_price_memo), on models
+ * priced on an h100-sxm the way the CLI prices them (fused attention, fp8 marks cut
+ * per stage): an untied Llama with GQA in fp8, a tied GPT-2, an MoE Mixtral, each
+ * within a limit that forces a pipeline, ZeRO and recomputation searched. With
+ * o.price_check every op the memo holds is priced again and must come out the same
+ * to the bit (else the search fails); the memo must have been used. */
+static void test_price_memo_equal(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model, *sets[4];
+        int prec;
+        double limit; /* of the unconstrained optimum's peak */
+    } cases[] = {
+        {"llama3-8b", {"layers=4", "seq=512", "batch=16", "vocab=4096"}, SB_PREC_FP8, 0.7},
+        {"gpt2", {"layers=4", "seq=256", "batch=16", "vocab=4096"}, SB_PREC_BF16, 0.7},
+        {"mixtral-8x7b", {"layers=2", "seq=256", "batch=8", "vocab=4096"}, SB_PREC_FP8, 0.95},
+    };
+    long reused = 0;
+    int forced = 0;
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        sb_error err = {0};
+        sb_setting set[4];
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(sb_setting_parse(cases[q].sets[k], &set[k], &err), 0);
+        sb_model m;
+        sb_machine mc;
+        sb_cost_params cp;
+        sb_cost_params_default(&cp);
+        if (sb_model_load(cases[q].model, set, 4, &m, &err) ||
+            sb_machine_load("h100-sxm", &mc, &err) ||
+            sb_machine_cost_params_at(&mc, cases[q].prec, 0, &cp, &err) ||
+            sb_model_gpu_run(&m, 1, &err))
+            fail_msg("%s: %s", cases[q].model, err.msg);
+        sb_pipe_opts o;
+        sb_pipe_opts_default(&o);
+        o.choose_recompute = 1, o.choose_zero = 1, o.price_check = 1;
+        const int p = 8;
+        sb_pipe_result u, a, b;
+        if (sb_pipe_search(&m, p, &cp, &o, &u, &err))
+            fail_msg("%s: %s", cases[q].model, err.msg);
+        o.mem_limit = cases[q].limit * u.peak_bytes;
+        if (!search_pair(&m, p, &cp, &o, &o.no_price_memo, 0, 1, &a, &b)) {
+            print_message("%s: S=%d M=%d, %ld stage DPs, %ld op prices reused (unconstrained: "
+                          "%ld)\n", cases[q].model, a.pipe.nstages, a.pipe.microbatches,
+                          a.subproblems, a.prices_reused, u.prices_reused);
+            assert_int_equal(b.prices_reused, 0);
+            reused += a.prices_reused;
+            forced += a.pipe.nstages > 1;
+            sb_pipe_result_free(&a);
+            sb_pipe_result_free(&b);
+        }
+        reused += u.prices_reused;
+        sb_pipe_result_free(&u);
+        sb_model_free(&m);
+    }
+    assert_true(reused > 0 && forced > 0);
+}
+
 /* The order of the stage counts alone (middle out, s_order, against the
  * largest first, o.no_middle_first), then that of the micro-batch counts
  * alone (by their first bound, m_order, against the largest first,
@@ -1136,6 +1198,7 @@ int main(void)
         cmocka_unit_test(test_zero_bound_equal),
         cmocka_unit_test(test_stage_ub_equal),
         cmocka_unit_test(test_stage_cap_fallback),
+        cmocka_unit_test(test_price_memo_equal),
         cmocka_unit_test(test_lagrange_gap), /* last: the random draws of the tests before
                                                 as they were */
     };
