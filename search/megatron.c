@@ -101,6 +101,14 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
     return 0;
 }
 
+/* Megatron-LM asserts sequence parallelism for MoE with TP */
+static int moe_needs_sp(int tp, sb_error *err)
+{
+    return sb_fail(err, SB_EXIT_INPUT,
+                   "an MoE model at --tp %d needs sequence parallelism (Megatron-LM asserts it: "
+                   "the token dispatcher splits the tokens over TP)", tp);
+}
+
 int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *err)
 {
     if (c->tp < 1 || c->pp < 1 || c->dp < 1 || c->cp < 1 || c->ep < 1 || c->vpp < 1 || c->mbs < 1)
@@ -148,9 +156,7 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
     if (mm->experts > 0 && c->tp > 1 && !c->sp)
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "an MoE model at --tp %d needs sequence parallelism (Megatron-LM asserts "
-                       "it: the token dispatcher splits the tokens over TP)", c->tp);
+        return moe_needs_sp(c->tp, err);
     if (c->sp && (mm->seq / c->cp) % c->tp)
         return sb_fail(err, SB_EXIT_INPUT,
                        "sequence parallelism splits a rank's %ld tokens of the sequence over "
@@ -755,6 +761,8 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->ep > 1 && mm->experts % f->ep)
         return sb_fail(err, SB_EXIT_INPUT, "--ep %d does not divide the %ld experts", f->ep,
                        mm->experts);
+    if (mm->experts > 0 && f->tp > 1 && f->sp == 0)
+        return moe_needs_sp(f->tp, err);
     if (f->pp && f->pp > mm->layers)
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
                        mm->layers);

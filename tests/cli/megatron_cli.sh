@@ -322,6 +322,9 @@ assert ma['activations'] == mb['activations'] and abs(ma['optimizer'] - mb['opti
 assert mb['weights'] < ma['weights'] and b['time_breakdown_seconds']['dp_comm'] < 0.01 * a['time_breakdown_seconds']['dp_comm']"
 refused "MoE at TP 2 without sequence parallelism" "needs sequence parallelism" "${MOE[@]}" --ep 8 \
     --sequence-parallel off
+refused "MoE at a fixed TP 4 without sequence parallelism, the rest searched" \
+    "an MoE model at --tp 4 needs sequence parallelism" \
+    search --algo megatron -m mixtral-8x7b -p 64 --machine h100-sxm --tp 4 --sequence-parallel off
 refused "sequence parallelism over a TP that does not divide the sequence" \
     "sequence parallelism splits a rank's 1024 tokens.*--tp 6" \
     search --algo megatron -m gpt2 --set batch=32 -p 96 --machine a100-sxm-80g --tp 6 --pp 1 \
