@@ -404,6 +404,20 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     bwd_rest += nrm_b + bda_b + rope;
     fwd_mlp += act;
     bwd_mlp += act_b;
+    if (mm->experts > 0) { /* Megatron-Core's router and token dispatcher */
+        /* the router: Tn x E x h, a plain linear (bf16 under fp8), its weight's gradient
+         * and its input's in the backward; the permutation of a rank's tokens into their
+         * top-k routed copies before the dispatch (read Tn x h, write k of them) and the
+         * weighted un-permutation after the combine (the reverse), and their backward */
+        sb_gpu gr = non_fp8_gpu(g);
+        const double E = (double)mm->experts;
+        double rf = sb_gpu_gemm_s(&gr, 1, Tn, E, h, B);
+        double rb = sb_gpu_gemm_s(&gr, 1, Tn, h, E, B) + sb_gpu_gemm_s(&gr, 1, E, h, Tn, B);
+        double perm = 2.0 * sb_gpu_mem_s(g, Tn * h * B * (1.0 + moe_tokens));
+        L->gemm_fwd_s += rf, L->gemm_bwd_s += rb;
+        fwd_mlp += rf + perm;
+        bwd_mlp += rb + perm;
+    }
     L->fwd_s = fwd_attn + fwd_mlp + fwd_rest;
     L->bwd_s = bwd_attn + bwd_mlp + bwd_rest;
     /* the attention core's products (a materialized one's softmax and dropout passes

@@ -807,6 +807,30 @@ static void test_moe_ep(void **state)
     double tok = T * h * 2;
     double layer = 2 * sb_gpu_gather_s(&g, tok, t, 0) + 2 * sb_gpu_gather_s(&g, 2 * tok, t, 0);
     close_to(r[0].tp_comm_s, M * (L * 2 * layer + 2 * sb_gpu_allreduce_s(&g, tok, t, 0)));
+    /* the router (Tn x E x h, a GEMM; two in the backward) and the permutation into the
+     * routed copies and back (Tn x h read, k of them written, and the reverse), beside
+     * the dense model's layer: the expert MLP's GEMMs and activation over k T tokens */
+    {
+        sb_mt_config c1 = cfg(2, 1, 8, 1, 1);
+        c1.ep = 1, c1.sp = 1, c1.recompute = SB_MT_RC_NONE, c1.precision = SB_PREC_BF16;
+        c1.fused_attention = 1;
+        sb_mt_model d = m;
+        d.experts = 0, d.topk = 0;
+        sb_mt_layer_cost lm, ld;
+        sb_mt_layer(&m, &c1, &g, &lm);
+        sb_mt_layer(&d, &c1, &g, &ld);
+        sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+        sb_mt_layer_gemms(&m, &c1, gm);
+        double Tn = T / t, fwd = 0;
+        for (int i = 0; i < SB_MT_LAYER_GEMMS; i += 3)
+            fwd += sb_gpu_gemm_s(&g, 1, gm[i].M, gm[i].N, gm[i].K, 2);
+        close_to(lm.gemm_fwd_s, fwd + sb_gpu_gemm_s(&g, 1, Tn, 8, h, 2));
+        double mem_m = lm.fwd_s - lm.gemm_fwd_s - lm.attn_fwd_s;
+        double mem_d = ld.fwd_s - ld.gemm_fwd_s - ld.attn_fwd_s;
+        double ff = 14336 / t * T;
+        close_to(mem_m - mem_d, sb_gpu_mem_s(&g, ff * 2 * 3 * 2) - sb_gpu_mem_s(&g, ff * 3 * 2) +
+                                    2 * sb_gpu_mem_s(&g, Tn * h * 2 * 3));
+    }
     /* Megatron-LM asserts sequence parallelism for MoE with TP */
     sb_mt_config c = cfg(2, 1, 8, 1, 1);
     c.ep = 2;
