@@ -158,6 +158,18 @@ static int row_model(char **f, const char *path, int line, char buf[][32], sb_er
     return 0;
 }
 
+/* An optional 0 | 1 | - column: *v 0 or 1, -1 for "-" (dash: what it means). */
+static int flag_or_dash(char **f, int col, const char *dash, const char *path, int line, int *v,
+                        sb_error *err)
+{
+    const char *s = f[col];
+    *v = !strcmp(s, "-") ? -1 : !strcmp(s, "0") ? 0 : !strcmp(s, "1") ? 1 : -2;
+    if (*v == -2)
+        return sb_fail(err, SB_EXIT_INPUT, "%s:%d: %s '%s' is not 0, 1 or - (%s)", path, line,
+                       columns[col], s, dash);
+    return 0;
+}
+
 static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *err)
 {
     char sizes[6][32];
@@ -212,18 +224,13 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     else if (strcmp(f[C_MLP], "gelu"))
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: mlp '%s' is not gelu or swiglu", path, line,
                        f[C_MLP]);
-    if (!strcmp(f[C_UNTIE], "0") || !strcmp(f[C_UNTIE], "1"))
-        mm->untie = f[C_UNTIE][0] == '1';
-    else if (strcmp(f[C_UNTIE], "-"))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "%s:%d: untie_embeddings_and_output_weights '%s' is not 0, 1 or - (tied, "
-                       "Megatron-LM's default)", path, line, f[C_UNTIE]);
-    if (!strcmp(f[C_PGOV], "0") || !strcmp(f[C_PGOV], "1"))
-        c->param_gather = f[C_PGOV][0] == '1' ? SB_MT_PG_ON : SB_MT_PG_OFF;
-    else if (strcmp(f[C_PGOV], "-"))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "%s:%d: param_gather_overlap '%s' is not 0, 1 or - (as dp_overlap)", path,
-                       line, f[C_PGOV]);
+    int untie, pg;
+    if (flag_or_dash(f, C_UNTIE, "tied, Megatron-LM's default", path, line, &untie, err) ||
+        flag_or_dash(f, C_PGOV, "as dp_overlap", path, line, &pg, err))
+        return -1;
+    mm->untie = untie == 1;
+    if (pg >= 0)
+        c->param_gather = pg ? SB_MT_PG_ON : SB_MT_PG_OFF;
     if (!strcmp(f[C_GRAD], "fp32") || !strcmp(f[C_GRAD], "bf16"))
         c->grad_bytes = f[C_GRAD][0] == 'f' ? 4.0 : 2.0;
     else if (strcmp(f[C_GRAD], "recipe"))

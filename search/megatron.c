@@ -572,6 +572,16 @@ void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
     }
 }
 
+/* The parameters whose Adam state a rank keeps and updates, of `params` on its
+ * stage, `ex` of them the experts': all of them, or with the distributed optimizer
+ * the dense ones' 1/(DP x CP) and the experts' 1/(DP x CP / EP), Megatron-Core's
+ * expert-data-parallel group */
+static double optimizer_params(const sb_mt_config *c, double params, double ex)
+{
+    double q = (double)c->dp * c->cp;
+    return c->dist_opt ? (params - ex) / q + ex / (q / c->ep) : params;
+}
+
 int sb_mt_vocab_shards(const sb_mt_model *mm, const sb_mt_config *c, int s)
 {
     if (c->pp == 1)
@@ -586,10 +596,9 @@ void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_l
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const double T = (double)c->mbs * ((double)mm->seq / c->cp), B = pb.act;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
-    const double q = (double)c->dp * c->cp;
     /* Megatron-Core's gradient buffer is in the reduction's word (fp32 unless
      * --grad-reduce-dtype says otherwise: grad_reduce_in_fp32 off keeps it bf16) */
-    const double gw = c->grad_bytes > 0 ? c->grad_bytes : pb.grad_word;
+    const double gw = grad_word(c);
     /* the vocab shards: the embedding's (stage 0) and the output layer's (the last),
      * one matrix where a single stage holds a tied pair */
     double params = layers * L->params + sb_mt_vocab_shards(mm, c, s) * V * h / t;
@@ -604,11 +613,7 @@ void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_l
     o->inflight = units / c->vpp;
     o->mem_weights = params * pb.weight;
     o->mem_grads = params * gw;
-    /* the distributed optimizer shards the dense parameters over DP x CP and the
-     * experts' over their expert-data-parallel group, DP x CP / EP (Megatron-Core) */
-    double ex = layers * L->expert_params;
-    o->mem_optimizer = c->dist_opt ? ((params - ex) / q + ex / (q / c->ep)) * pb.adam
-                                   : params * pb.adam;
+    o->mem_optimizer = optimizer_params(c, params, layers * L->expert_params) * pb.adam;
     /* the last stage also keeps the fp32 logits and their gradient of one micro-batch */
     o->mem_activations = units * per_unit * L->act_bytes +
                          (s == c->pp - 1 ? T * V / t * 4.0 * 2.0 : 0.0);
@@ -617,6 +622,21 @@ void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_l
     o->mem_buffers = 4.0 * T * h * B + 1073741824.0;
     o->mem_total = o->mem_weights + o->mem_grads + o->mem_optimizer + o->mem_activations +
                    o->mem_buffers;
+}
+
+/* Adds to *rs and *ag the data-parallel sync of n parameters over q ranks:
+ * their gradients all-reduced in the gradient word, or with the distributed
+ * optimizer reduce-scattered, then the updated weights all-gathered */
+static void dp_sync(const sb_mt_config *c, const sb_gpu *g, double n, double q, int inter,
+                    double *rs, double *ag)
+{
+    double gw = grad_word(c);
+    if (!c->dist_opt) {
+        *rs += sb_gpu_allreduce_s(g, n * gw, q, inter);
+        return;
+    }
+    *rs += sb_gpu_gather_s(g, n * gw, q, inter);
+    *ag += sb_gpu_gather_s(g, n * sb_precision_bytes(c->precision).weight, q, inter);
 }
 
 void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
@@ -681,15 +701,10 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* the experts' gradients (Megatron-Core's expert_parallel_buffers) reduce over the
      * expert-data-parallel group, DP x CP / EP ranks (none at EP = DP x CP), spanning
      * nodes as the dense group does (its ranks TP x EP apart) */
-    double ex = lps * L.expert_params, dense = params - ex, qe = q / c->ep;
-    double rs = c->dist_opt ? sb_gpu_gather_s(g, dense * gw, q, dp_inter)
-                            : sb_gpu_allreduce_s(g, dense * gw, q, dp_inter);
-    double ag = c->dist_opt ? sb_gpu_gather_s(g, dense * pb.weight, q, dp_inter) : 0.0;
-    if (ex > 0 && qe > 1) {
-        rs += c->dist_opt ? sb_gpu_gather_s(g, ex * gw, qe, dp_inter)
-                          : sb_gpu_allreduce_s(g, ex * gw, qe, dp_inter);
-        ag += c->dist_opt ? sb_gpu_gather_s(g, ex * pb.weight, qe, dp_inter) : 0.0;
-    }
+    double ex = lps * L.expert_params, rs = 0.0, ag = 0.0;
+    dp_sync(c, g, params - ex, q, dp_inter, &rs, &ag);
+    if (ex > 0 && q / c->ep > 1)
+        dp_sync(c, g, ex, q / c->ep, dp_inter, &rs, &ag);
     double dp_s = rs + ag;
     if (c->dp_overlap) { /* (sb_mt_check: a parameter all-gather overlapped only with it) */
         /* the gradients' buckets reduce during the last micro-batch's backward: what it
@@ -711,7 +726,7 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* optimizer: Adam over the rank's parameters (its 1/q slice with the distributed
      * optimizer): fp32 master, two moments read and written, the gradient read twice
      * (norm and update), the model copy written */
-    double upd = (c->dist_opt ? dense / q + ex / qe : params) * (24.0 + 2.0 * gw + pb.weight);
+    double upd = optimizer_params(c, params, ex) * (24.0 + 2.0 * gw + pb.weight);
     r->optimizer_s = sb_gpu_mem_s(g, upd);
     r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
     /* memory per device: the larger of the first stage (most in flight, the

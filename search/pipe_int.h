@@ -125,12 +125,9 @@ int pipe_ops_same(const sb_model *m, const sb_op *a, const sb_op *b);
 int pipe_cut_divides(const sb_model *mb, int i, int j);
 int pipe_stage_memory(const sb_model *mb, int i, int j, const int *cfg, sb_optimizer opt,
                         int zero, int prec, int k, int rc, double *bytes, sb_error *err);
+/* memo: sb_price_memo (search/dp.h) or NULL */
 int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
-                         sb_problem *pb, sb_error *err);
-/* pipe_stage_problem with a memo of op prices (search/dp.h, sb_price_memo;
- * NULL: none) */
-int pipe_stage_problem_memo(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
-                            const void *memo, sb_problem *pb, sb_error *err);
+                       const void *memo, sb_problem *pb, sb_error *err);
 int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *err);
 int64_t pipe_wire(const sb_model *m, int i, int v, int k);
 

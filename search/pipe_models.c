@@ -233,21 +233,18 @@ int pipe_sub_model(const sb_model *mb, int i, int j, sb_model *out, sb_error *er
     return 0;
 }
 
-/* The stage's problem on d devices: vertex costs with the weight-gradient
- * all-reduce counted 1/M times (once per step over M micro-batches). */
-/* With a memo: the non-GPU model's weight-gradient share taken off each op
- * as it is priced (the value the loop after sb_problem_build gives: the
- * same op, configs and cp), before the memo keeps it. */
+/* The non-GPU model's weight-gradient share taken off each op as it is
+ * priced (the same op, configs and cp), before a memo keeps it. */
 struct wg_adjust {
     const sb_model *sub;
     int M;
-    const sb_price_memo *outer;
+    const sb_price_memo *outer; /* or NULL */
 };
 
 static int adj_get(void *ctx, int i, sb_configs *cf, sb_error *err)
 {
     const struct wg_adjust *a = ctx;
-    return a->outer->get(a->outer->ctx, i, cf, err);
+    return a->outer ? a->outer->get(a->outer->ctx, i, cf, err) : 0;
 }
 
 static int adj_priced(void *ctx, int i, sb_configs *cf, const sb_cost_params *cp, sb_error *err)
@@ -258,41 +255,24 @@ static int adj_priced(void *ctx, int i, sb_configs *cf, const sb_cost_params *cp
             cf->cost[x] -= (double)(a->M - 1) / a->M
                 * sb_weight_grad_cost(a->sub, &a->sub->ops[i],
                                       cf->c + (size_t)x * (size_t)cf->ndims, cp);
-    return a->outer->priced(a->outer->ctx, i, cf, cp, err);
+    return a->outer ? a->outer->priced(a->outer->ctx, i, cf, cp, err) : 0;
 }
 
-int pipe_stage_problem_memo(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
-                            const void *memo_, sb_problem *pb, sb_error *err)
+/* The stage's problem on d devices: vertex costs with the weight-gradient
+ * all-reduce counted 1/M times (once per step over M micro-batches); memo
+ * (sb_price_memo, or NULL) gives and keeps ops' prices. */
+int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
+                       const void *memo_, sb_problem *pb, sb_error *err)
 {
     const sb_price_memo *memo = memo_;
-    if (!memo)
-        return pipe_stage_problem(sub, d, M, cp, k, pb, err);
     sb_cost_params c2 = *cp;
     c2.act_copies = k;
-    if (c2.gpu_sms > 0)
+    if (c2.gpu_sms > 0) /* the GPU op model: the cost and its reduction priced at once */
         return sb_problem_build_memo(sub, d, &c2, M > 1 ? (double)(M - 1) / M : 0.0, memo, pb,
                                      err);
     struct wg_adjust a = {sub, M, memo};
     sb_price_memo am = {adj_get, adj_priced, &a};
     return sb_problem_build_memo(sub, d, &c2, 0.0, &am, pb, err);
-}
-
-int pipe_stage_problem(const sb_model *sub, int d, int M, const sb_cost_params *cp, int k,
-                         sb_problem *pb, sb_error *err)
-{
-    sb_cost_params c2 = *cp;
-    c2.act_copies = k;
-    if (c2.gpu_sms > 0) /* the GPU op model: the cost and its reduction priced at once */
-        return sb_problem_build_wg(sub, d, &c2, M > 1 ? (double)(M - 1) / M : 0.0, pb, err);
-    if (sb_problem_build(sub, d, &c2, pb, err))
-        return -1;
-    if (M > 1)
-        for (int v = 0; v < sub->nops; v++)
-            for (int x = 0; x < pb->cfg[v].n; x++)
-                pb->cfg[v].cost[x] -= (double)(M - 1) / M
-                    * sb_weight_grad_cost(sub, &sub->ops[v],
-                                          pb->cfg[v].c + (size_t)x * (size_t)pb->cfg[v].ndims, &pb->cp);
-    return 0;
 }
 
 /* Bytes per device of ops [i, j) of mb under configs cfg (SB_MAX_DIMS

@@ -50,9 +50,8 @@ static inline int64_t wire(const pctx *X, int i, int v, int k)
     return (int64_t)(p - i) * 64 + X->wslot[q];
 }
 
-static uint64_t range_hash(const pctx *X, const sb_model *mb, int i, int j)
+static uint64_t range_hash(const pctx *X, int i, int j)
 {
-    (void)mb;
     uint64_t h = pipe_mix(0, (uint64_t)(j - i));
     for (int v = i; v < j; v++) {
         h = pipe_mix(h, X->hop[v]);
@@ -62,9 +61,8 @@ static uint64_t range_hash(const pctx *X, const sb_model *mb, int i, int j)
     return h;
 }
 
-static int ranges_same(const pctx *X, const sb_model *mb, int i, int j, int i2, int j2)
+static int ranges_same(const pctx *X, int i, int j, int i2, int j2)
 {
-    (void)mb;
     if (j - i != j2 - i2)
         return 0;
     if (i == i2) /* the same range */
@@ -434,8 +432,9 @@ static int price_put(void *ctx, int idx, sb_configs *cf, const sb_cost_params *c
     (void)cp;
     const struct price_ctx *P = ctx;
     pctx *X = P->X;
-    struct op_price *old = price_find(P, idx);
-    if (old) { /* the check: priced again, the same to the bit */
+    /* the check: priced again, the same to the bit (else price_get found none) */
+    struct op_price *old = P->check ? price_find(P, idx) : NULL;
+    if (old) {
         if (old->cf.n != cf->n || old->cf.ndims != cf->ndims
             || memcmp(old->cf.c, cf->c, (size_t)cf->n * (size_t)cf->ndims * sizeof *cf->c)
             || memcmp(old->cf.cost, cf->cost, (size_t)cf->n * sizeof *cf->cost))
@@ -480,7 +479,7 @@ static int stage_problem(pctx *X, const sb_model *mb, const sb_model *sub, const
                          const sb_cost_params *c2, int k, sb_problem *pb)
 {
     if (X->brute || X->o->no_shortcuts || X->o->no_price_memo || !X->rep)
-        return pipe_stage_problem(sub, e->d, e->M, c2, k, pb, X->err);
+        return pipe_stage_problem(sub, e->d, e->M, c2, k, NULL, pb, X->err);
     if (X->pc && (X->pc_d != e->d || X->pc_M != e->M || X->pc_zero != c2->zero))
         pipe_prices_free(X);
     if (!X->pc) {
@@ -490,7 +489,7 @@ static int stage_problem(pctx *X, const sb_model *mb, const sb_model *sub, const
     }
     struct price_ctx P = {X, mb, sub, e->i, e->j, e->rc, X->o->price_check};
     sb_price_memo memo = {price_get, price_put, &P};
-    return pipe_stage_problem_memo(sub, e->d, e->M, c2, k, &memo, pb, X->err);
+    return pipe_stage_problem(sub, e->d, e->M, c2, k, &memo, pb, X->err);
 }
 
 /* Runs the DP of one stage into e. */
@@ -627,7 +626,7 @@ static uint64_t entry_key(pctx *X, int what, int i, int j, int d, int M, int k, 
         b++;
     uint64_t *slot = &X->hseg[(size_t)a * (size_t)(X->nseg + 1) + (size_t)b];
     if (!*slot)
-        *slot = range_hash(X, X->m, i, j) | 1;
+        *slot = range_hash(X, i, j) | 1;
     uint64_t key = pipe_mix(pipe_mix(pipe_mix(*slot, (uint64_t)d), (uint64_t)M), (uint64_t)(int64_t)k);
     key = pipe_mix(pipe_mix(key, (uint64_t)rc), (uint64_t)X->cp.zero);
     return what == ENTRY_STAGE ? key : pipe_mix(key, 0x6c65617374ull + (uint64_t)what);
@@ -640,11 +639,10 @@ static stage_entry *entry_find(pctx *X, int what, uint64_t key, int i, int j, in
 {
     if (X->brute || !X->cap)
         return NULL;
-    sb_model *mb = pipe_micro(X, M);
     for (size_t h = key & (X->cap - 1); X->tab[h]; h = (h + 1) & (X->cap - 1)) {
         stage_entry *e = X->tab[h];
         if (e->key == key && e->what == what && e->d == d && e->M == M && e->k == k
-            && e->rc == rc && e->zero == X->cp.zero && ranges_same(X, mb, i, j, e->i, e->j))
+            && e->rc == rc && e->zero == X->cp.zero && ranges_same(X, i, j, e->i, e->j))
             return e;
     }
     return NULL;
@@ -887,7 +885,7 @@ static int dual_bound(pctx *X, int i, int j, int d, int M, int k, int rc, double
         return -1;
     sb_cost_params c2 = X->cp;
     c2.recompute = rc ? SB_RECOMPUTE_ALL : SB_RECOMPUTE_NONE;
-    if (pipe_stage_problem(&sub, d, M, &c2, k, &pb, X->err)) {
+    if (pipe_stage_problem(&sub, d, M, &c2, k, NULL, &pb, X->err)) {
         free(sub.ops), free(sub.tensors);
         return -1;
     }

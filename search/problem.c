@@ -86,7 +86,7 @@ int sb_problem_build_memo(const sb_model *m, int p, const sb_cost_params *cp, do
                 goto fail;
             }
             if (wg_scale > 0)
-                cf->cost[k] -= wg_scale * wg; /* as pipe_stage_problem subtracted it after */
+                cf->cost[k] -= wg_scale * wg; /* pipe_stage_problem: 1/M of it a micro-batch */
         }
         if (memo && memo->priced(memo->ctx, i, cf, &out->cp, err))
             goto fail;
