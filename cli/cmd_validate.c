@@ -34,17 +34,19 @@ static const char *const columns[] = {
     "attention", "published", "published_unit", "published_step_seconds", "derivation",
     /* optional: a header without them means the default below */
     "mlp", "tp_comm_overlap", "grad_reduce_dtype", "model", "param_gather_overlap",
-    "cross_entropy_fusion", "untie_embeddings_and_output_weights", NULL};
+    "cross_entropy_fusion", "untie_embeddings_and_output_weights",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", NULL};
 enum { C_ID, C_SOURCE, C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB, C_SEQ, C_BATCH, C_GPUS,
        C_MACHINE, C_PREC, C_TP, C_PP, C_DP, C_CP, C_EP, C_VPP, C_MBS, C_RC, C_SP, C_DOPT, C_DPOV,
        C_ATTN, C_PUB, C_UNIT, C_STEP, C_DERIV, NREQ, C_MLP = NREQ, C_TPOV, C_GRAD, C_MODEL,
-       C_PGOV, C_CEF, C_UNTIE, NCOLS };
+       C_PGOV, C_CEF, C_UNTIE, C_FIRST, C_LAST, NCOLS };
 /* the optional columns' defaults: a GELU MLP with LayerNorm, TP collectives exposed, the
  * gradient reduced in the precision recipe's word, the sizes from the row alone, the
  * parameter all-gather overlapped as the gradients' reduction is (dp_overlap), Megatron-LM's
  * unfused cross-entropy, the output layer tied to the embedding as Megatron-LM's default
- * is (or as the model column's config says) */
-static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-", "0", "-"};
+ * is (or as the model column's config says), even pipeline stages (0: not given) */
+static const char *const col_default[NCOLS - NREQ] = {"gelu", "0", "recipe", "-", "-",
+                                                      "0",    "-", "0",      "0"};
 
 typedef struct {
     char id[64], source[64], machine[128], deriv[64];
@@ -205,7 +207,8 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
              {C_TP, 1, 1e5, 0},     {C_PP, 1, 1e5, 0},     {C_DP, 1, 1e6, 0},
              {C_CP, 1, 1e5, 0},     {C_EP, 1, 1e5, 0},     {C_VPP, 1, 1e3, 0},
              {C_MBS, 1, 1e6, 0},    {C_SP, 0, 1, 0},       {C_DOPT, 0, 1, 0},
-             {C_DPOV, 0, 1, 0},     {C_TPOV, 0, 1, 0},     {C_CEF, 0, 1, 0}};
+             {C_DPOV, 0, 1, 0},     {C_TPOV, 0, 1, 0},     {C_CEF, 0, 1, 0},
+             {C_FIRST, 0, 1e4, 0},  {C_LAST, 0, 1e4, 0}};
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         if (num(f[n[i].col], path, line, columns[n[i].col], n[i].lo, n[i].hi, 1, &n[i].v, err))
             return -1;
@@ -219,6 +222,7 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     c->ep = (int)n[13].v, c->vpp = (int)n[14].v, c->mbs = (int)n[15].v;
     c->sp = (int)n[16].v, c->dist_opt = (int)n[17].v, c->dp_overlap = (int)n[18].v;
     c->tp_overlap = (int)n[19].v, c->ce_fusion = (int)n[20].v;
+    c->first_layers = (int)n[21].v, c->last_layers = (int)n[22].v;
     if (!strcmp(f[C_MLP], "swiglu"))
         mm->swiglu = 1;
     else if (strcmp(f[C_MLP], "gelu"))
@@ -448,6 +452,7 @@ static void price_row(vrow *r, sb_error *err, int *bad)
      * micro-batch, recomputation, sequence parallelism and optimizer sharding free */
     sb_mt_config fixed = r->c;
     fixed.tp = fixed.pp = fixed.dp = fixed.cp = fixed.ep = fixed.vpp = fixed.mbs = 0;
+    fixed.first_layers = fixed.last_layers = 0;
     fixed.recompute = fixed.sp = fixed.dist_opt = -1;
     r->searched = sb_mt_search(&r->mm, &fixed, r->gpus, &g, g.mem_bytes, &r->best, &r->best_r, err);
     if (r->searched <= 0)
@@ -456,13 +461,15 @@ static void price_row(vrow *r, sb_error *err, int *bad)
 
 static void cfg_str(const sb_mt_config *c, char *out, size_t n)
 {
-    char cp[16] = "", ep[16] = "";
+    char cp[16] = "", ep[16] = "", ends[32] = "";
+    if (c->first_layers || c->last_layers) /* the layers of the first and last stages */
+        snprintf(ends, sizeof ends, " ends%d/%d", c->first_layers, c->last_layers);
     if (c->cp > 1)
         snprintf(cp, sizeof cp, " cp%d", c->cp);
     if (c->ep > 1)
         snprintf(ep, sizeof ep, " ep%d", c->ep);
-    snprintf(out, n, "%dx%dx%d%s%s v%d mb%d %s%s%s", c->tp, c->pp, c->dp, cp, ep, c->vpp, c->mbs,
-             sb_mt_recompute_name(c->recompute), c->sp ? " sp" : "", c->dist_opt ? " do" : "");
+    snprintf(out, n, "%dx%dx%d%s%s v%d%s mb%d %s%s%s", c->tp, c->pp, c->dp, cp, ep, c->vpp, ends,
+             c->mbs, sb_mt_recompute_name(c->recompute), c->sp ? " sp" : "", c->dist_opt ? " do" : "");
 }
 
 /* validate --format json's document (and --plot's input) */

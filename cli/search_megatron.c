@@ -44,6 +44,10 @@ static void mt_usage(FILE *f)
             "      --tp N --dp N --cp N --ep N   tensor, data, context, expert parallel degrees\n"
             "      --pp N, --stages N  pipeline stages (the same option)\n"
             "      --vpp N            virtual stages per rank (interleaved 1F1B)\n"
+            "      --first-stage-layers N, --last-stage-layers N   layers of the first and\n"
+            "                         the last pipeline stage (Megatron-Core's --decoder-first/\n"
+            "                         last-pipeline-num-layers), the rest even over the others;\n"
+            "                         not given: even, and the grid also tries uneven ends\n"
             "      --micro-batch-size N  sequences per micro-batch; --microbatches M (a count:\n"
             "                         batch / (DP x M)) is refused when it disagrees\n"
             "      --recompute none|selective|full   (all = full; auto: searched)\n"
@@ -79,6 +83,16 @@ static int onoff(const char *s, const char *what, int *out, sb_error *err)
     return 0;
 }
 
+const char *cli_mt_stages(const sb_mt_model *mm, const sb_mt_config *c, char *buf, size_t n)
+{
+    int f = sb_mt_stage_count(mm, c, 0), l = sb_mt_stage_count(mm, c, c->pp - 1);
+    if (c->pp <= 2)
+        snprintf(buf, n, c->pp == 2 ? "%d + %d" : "%d", f, l);
+    else
+        snprintf(buf, n, "%d + %d x %d + %d", f, c->pp - 2, sb_mt_stage_count(mm, c, 1), l);
+    return buf;
+}
+
 static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_result *r,
                         const sb_machine *mc, long priced, double secs, double limit)
 {
@@ -96,6 +110,12 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
                                                  : "  param gather overlap off") : "",
            c->tp_overlap ? "on" : "off", c->fused_attention ? "fused" : "materialized",
            c->ce_fusion ? "fused" : "unfused");
+    if (c->first_layers || c->last_layers) {
+        char st[96];
+        printf("  layers a stage: %s (Megatron-Core's --decoder-first/last-pipeline-num-layers "
+               "%d, %d)\n", cli_mt_stages(mm, c, st, sizeof st), sb_mt_stage_count(mm, c, 0),
+               sb_mt_stage_count(mm, c, c->pp - 1));
+    }
     printf("predicted step %.4g s at %s on %s: %.4g tokens/s, %.4g TFLOP/s per device, MFU "
            "%.1f%%\n",
            r->step_s, sb_precision_name(c->precision), mc->path, r->tokens_per_s,
@@ -119,8 +139,10 @@ static void print_table(const sb_mt_model *mm, const sb_mt_config *c, const sb_m
 static json_t *degrees_json(const sb_mt_model *mm, const sb_mt_config *c)
 {
     long M = mm->global_batch / ((long)c->dp * c->mbs);
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:b,s:s,s:b}", "tp",
-                     c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp", c->vpp,
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,s:b,s:b,s:b,s:b,s:b,s:s,s:b}",
+                     "tp", c->tp, "pp", c->pp, "dp", c->dp, "cp", c->cp, "ep", c->ep, "vpp",
+                     c->vpp, "first_stage_layers", sb_mt_stage_count(mm, c, 0),
+                     "last_stage_layers", sb_mt_stage_count(mm, c, c->pp - 1),
                      "micro_batch_size", c->mbs, "microbatches", (json_int_t)M, "recompute",
                      sb_mt_recompute_name(c->recompute), "sequence_parallel", c->sp,
                      "distributed_optimizer", c->dist_opt, "dp_overlap", c->dp_overlap,
@@ -316,7 +338,8 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
 }
 
 enum { O_TP = 2001, O_PP, O_DP, O_CP, O_EP, O_VPP, O_MBS, O_MICRO, O_RC, O_ZERO, O_SP, O_DPOV,
-       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT, O_SAVE, O_PGOV, O_CEF };
+       O_TPOV, O_ATTN, O_ALGO, O_FMT, O_SPACE, O_P, O_OPT, O_DB, O_PLOT, O_SAVE, O_PGOV, O_CEF,
+       O_FIRST, O_LAST };
 
 int cmd_search_megatron(int argc, char **argv)
 {
@@ -328,6 +351,8 @@ int cmd_search_megatron(int argc, char **argv)
         {"stages", required_argument, 0, O_PP}, {"dp", required_argument, 0, O_DP},
         {"cp", required_argument, 0, O_CP}, {"ep", required_argument, 0, O_EP},
         {"vpp", required_argument, 0, O_VPP}, {"micro-batch-size", required_argument, 0, O_MBS},
+        {"first-stage-layers", required_argument, 0, O_FIRST},
+        {"last-stage-layers", required_argument, 0, O_LAST},
         {"microbatches", required_argument, 0, O_MICRO},
         {"recompute", required_argument, 0, O_RC}, {"zero", required_argument, 0, O_ZERO},
         {"sequence-parallel", required_argument, 0, O_SP},
@@ -360,6 +385,8 @@ int cmd_search_megatron(int argc, char **argv)
         case O_CP: rc = parse_int_opt(optarg, "--cp", 1, 262144, &fx.cp, &err); break;
         case O_EP: rc = parse_int_opt(optarg, "--ep", 1, 262144, &fx.ep, &err); break;
         case O_VPP: rc = parse_int_opt(optarg, "--vpp", 1, 1024, &fx.vpp, &err); break;
+        case O_FIRST: rc = parse_int_opt(optarg, "--first-stage-layers", 1, 1 << 20, &fx.first_layers, &err); break;
+        case O_LAST: rc = parse_int_opt(optarg, "--last-stage-layers", 1, 1 << 20, &fx.last_layers, &err); break;
         case O_MBS: rc = parse_int_opt(optarg, "--micro-batch-size", 1, 1 << 24, &fx.mbs, &err); break;
         case O_MICRO: rc = parse_int_opt(optarg, "--microbatches", 1, 1 << 24, &micro, &err); break;
         case O_RC:
@@ -502,11 +529,17 @@ void cli_grid_print_line(FILE *f, const cli_grid *g)
     if (!g->found)
         fprintf(f, "megatron grid: %s: %s\n", g->searched ? "nothing fits" : "not searched",
                 g->why);
-    else
+    else {
+        char st[96] = "";
+        if (c->first_layers || c->last_layers) {
+            char l[80];
+            snprintf(st, sizeof st, ", layers a stage %s", cli_mt_stages(&g->mm, c, l, sizeof l));
+        }
         fprintf(f, "megatron grid: %.4g s at best (tp %d pp %d dp %d cp %d ep %d vpp %d "
-                   "micro-batch %d, recompute %s): the op-level strategy above is no slower\n",
+                   "micro-batch %d, recompute %s%s): the op-level strategy above is no slower\n",
                 g->r.step_s, c->tp, c->pp, c->dp, c->cp, c->ep, c->vpp, c->mbs,
-                sb_mt_recompute_name(c->recompute));
+                sb_mt_recompute_name(c->recompute), st);
+    }
 }
 
 int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *algo, const char *format,

@@ -23,6 +23,8 @@ int cli_mt_details(struct json_t *j, const sb_mt_model *mm, const sb_mt_config *
 /* A priced configuration's compute by kind (sb_mt_result), as the JSON's
  * "compute_breakdown_seconds": gemm, attention, memory_bound (cli/search_megatron.c). */
 struct json_t *cli_mt_compute_json(const sb_mt_result *r);
+/* The layers each pipeline stage of c holds, "F + k x M + L" (cli/search_megatron.c). */
+const char *cli_mt_stages(const sb_mt_model *mm, const sb_mt_config *c, char *buf, size_t n);
 
 /* A plain strategy (one stage of every op on all P devices, one
  * micro-batch) as the figures read a pipeline's: the result's JSON (its

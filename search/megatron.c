@@ -101,6 +101,8 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
     return 0;
 }
 
+static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *err);
+
 /* Megatron-LM asserts sequence parallelism for MoE with TP */
 static int moe_needs_sp(int tp, sb_error *err)
 {
@@ -132,16 +134,15 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
         return sb_fail(err, SB_EXIT_INPUT,
                        "--ep %d must divide the %ld experts and DP x CP = %d (EP lies inside DP)",
                        c->ep, mm->experts, c->dp * c->cp);
-    /* uneven stages (Megatron-LM's first/last-stage layer counts) without interleaving;
-     * interleaved chunks must be equal */
+    /* stages of even layers, or uneven ones as Megatron-Core's first/last-stage layer
+     * counts make them (sb_mt_stage_count) */
     if (c->pp > mm->layers)
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", c->pp,
                        mm->layers);
-    if (c->vpp > 1 && mm->layers % ((long)c->pp * c->vpp))
-        return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
-                       c->pp, c->vpp, mm->layers);
     if (c->vpp > 1 && c->pp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "--vpp %d needs --pp of at least 2", c->vpp);
+    if (check_stages(mm, c, err))
+        return -1;
     if (mm->global_batch % ((long)c->dp * c->mbs))
         return sb_fail(err, SB_EXIT_INPUT,
                        "the batch of %ld sequences is not a whole number of micro-batches of %d "
@@ -557,19 +558,90 @@ void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g
     }
 }
 
-/* Stage s's layer count and first layer (1-based) without interleaving. */
-void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first)
+int sb_mt_stage_count(const sb_mt_model *mm, const sb_mt_config *c, int s)
 {
-    int base = (int)(layers / pp), extra = (int)(layers % pp), f = 1;
-    for (int k = 0; k <= s; k++) {
-        int from_ends = k <= pp - 1 - k ? 2 * k : 2 * (pp - 1 - k) + 1;
-        int nk = base + (from_ends < extra ? 1 : 0);
-        if (k == s) {
-            *n = nk, *first = f;
-            return;
-        }
-        f += nk;
+    if (c->pp <= 1)
+        return (int)mm->layers;
+    int fl = c->first_layers > 0 ? c->first_layers : 0, ll = c->last_layers > 0 ? c->last_layers : 0;
+    if (s == 0 && fl)
+        return fl;
+    if (s == c->pp - 1 && ll)
+        return ll;
+    long rest = mm->layers - fl - ll;
+    int others = c->pp - (fl > 0) - (ll > 0);
+    return others > 0 && rest > 0 && rest % others == 0 ? (int)(rest / others) : 0;
+}
+
+void sb_mt_chunk_layers(const sb_mt_model *mm, const sb_mt_config *c, int s, int k, int *n,
+                        int *first)
+{
+    /* virtual stages k' PP + q before k PP + s: every rank's first k chunks, then
+     * chunk k of the ranks before s */
+    int f = 1;
+    for (int q = 0; q < c->pp; q++) {
+        int per = sb_mt_stage_count(mm, c, q) / c->vpp;
+        f += per * k + (q < s ? per : 0);
     }
+    *n = sb_mt_stage_count(mm, c, s) / c->vpp, *first = f;
+}
+
+/* 1 when c's stages split the layers as check_stages asks (without a message) */
+static int stages_ok(const sb_mt_model *mm, const sb_mt_config *c)
+{
+    int fl = c->first_layers, ll = c->last_layers;
+    if (c->pp > mm->layers || fl < 0 || ll < 0 || ((fl || ll) && c->pp < 2))
+        return 0;
+    if (c->pp == 2 && fl && ll && (long)fl + ll != mm->layers)
+        return 0;
+    if (!fl && !ll && mm->layers % ((long)c->pp * c->vpp))
+        return 0;
+    for (int s = 0; s < c->pp && s < 3; s++) {
+        int n = sb_mt_stage_count(mm, c, s == 2 ? c->pp - 1 : s);
+        if (n == 0 || n % c->vpp)
+            return 0;
+    }
+    return 1;
+}
+
+/* The stage layout of c: every stage a whole number of layers that VPP divides
+ * (Megatron-Core's rule for --decoder-first/last-pipeline-num-layers) */
+static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *err)
+{
+    int fl = c->first_layers, ll = c->last_layers;
+    if (fl < 0 || ll < 0)
+        return sb_fail(err, SB_EXIT_INPUT, "a stage's layers (%d, %d) must be at least 1", fl, ll);
+    if ((fl || ll) && c->pp < 2)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--first-stage-layers and --last-stage-layers need --pp of at least 2");
+    if (!fl && !ll) {
+        if (c->vpp > 1 && mm->layers % ((long)c->pp * c->vpp))
+            return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
+                           c->pp, c->vpp, mm->layers);
+        if (mm->layers % c->pp)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--pp %d does not divide the %ld layers: give the first and last "
+                           "stages' (--first-stage-layers, --last-stage-layers; Megatron-LM "
+                           "asserts the rest divide evenly)",
+                           c->pp, mm->layers);
+        return 0;
+    }
+    if (c->pp == 2 && fl && ll && (long)fl + ll != mm->layers)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--first-stage-layers %d + --last-stage-layers %d is not the %ld layers "
+                       "of --pp 2", fl, ll, mm->layers);
+    for (int s = 0; s < c->pp && s < 3; s++) { /* the middle stages are alike */
+        int st = s == 2 ? c->pp - 1 : s, n = sb_mt_stage_count(mm, c, st);
+        if (n == 0)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "the %ld layers less the first and last stages' (%d, %d) do not split "
+                           "evenly over the other %d stages of --pp %d",
+                           mm->layers, fl, ll, c->pp - (fl > 0) - (ll > 0), c->pp);
+        if (n % c->vpp)
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--vpp %d does not divide stage %d's %d layers (Megatron-Core "
+                           "asserts it)", c->vpp, st, n);
+    }
+    return 0;
 }
 
 /* The parameters whose Adam state a rank keeps and updates, of `params` on its
@@ -639,43 +711,47 @@ static void dp_sync(const sb_mt_config *c, const sb_gpu *g, double n, double q, 
     *ag += sb_gpu_gather_s(g, n * sb_precision_bytes(c->precision).weight, q, inter);
 }
 
-void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
+/* Stage s holding n layers: one micro-batch's forward and backward compute
+ * (its layers, the embedding on stage 0, the head on the last) and its
+ * intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all, the head's) */
+static void stage_mb(const sb_mt_config *c, const sb_mt_layer_cost *L, const sb_mt_ends *E, int s,
+                     int n, double *comp, double *tp)
+{
+    int head = s == c->pp - 1, emb = s == 0;
+    double ends = head && emb ? E->head_f + E->head_b + E->emb_f + E->emb_b
+                  : head      ? E->head_f + E->head_b
+                  : emb       ? E->emb_f + E->emb_b
+                              : 0.0;
+    *comp = n * (L->fwd_s + L->bwd_s + L->recomp_s) + ends;
+    *tp = n * (L->tp_fwd_s + L->tp_bwd_s + L->cp_s + L->ep_s) + (head ? E->head_tp : 0.0);
+}
+
+/* sb_mt_price of c from its layer's and ends' figures (the grid shares them
+ * between the stage layouts it tries) */
+static void price_with(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
+                       const sb_mt_layer_cost *Lp, const sb_mt_ends *E, sb_mt_result *r)
 {
     memset(r, 0, sizeof *r);
+    const sb_mt_layer_cost L = *Lp;
     sb_prec_bytes pb = sb_precision_bytes(c->precision);
-    sb_mt_layer_cost L;
-    sb_mt_layer(mm, c, g, &L);
-    sb_mt_ends E;
-    sb_mt_ends_of(mm, c, g, &E);
     const double t = c->tp, h = (double)mm->hidden, V = (double)mm->vocab;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
-    /* layers of the first stage (uneven stages: the most any stage holds) */
-    const double lps = ceil((double)mm->layers / c->pp);
-    /* per micro-batch on the slowest stage: the last (its layers and the head), or,
-     * where the layers do not divide without interleaving, the first if it is
-     * slower (the extra layer it holds, and the embedding: sb_mt_stage_layers) */
-    double layer_mb = L.fwd_s + L.bwd_s + L.recomp_s;
-    double layer_tp = L.tp_fwd_s + L.tp_bwd_s + L.cp_s + L.ep_s;
-    double n_slow = lps;
-    int head = 1, emb = c->pp == 1; /* the slowest stage holds the head, the embedding */
-    if (c->pp > 1 && c->vpp == 1 && mm->layers % c->pp) {
-        int n0, nl, f0;
-        sb_mt_stage_layers(mm->layers, c->pp, 0, &n0, &f0);
-        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f0);
-        double first = n0 * (layer_mb + layer_tp) + E.emb_f + E.emb_b;
-        double last = nl * (layer_mb + layer_tp) + E.head_f + E.head_b + E.head_tp;
-        if (first > last)
-            n_slow = n0, head = 0, emb = 1;
-        else
-            n_slow = nl;
+    /* the stages that differ: the last (the head), the first (the embedding), stage 1
+     * for the middle ones (all alike, stage 1 the most in flight) */
+    int ks[3] = {c->pp - 1, 0, 1}, nk = c->pp > 2 ? 3 : c->pp > 1 ? 2 : 1;
+    /* per micro-batch on the slowest stage (the last on a tie) */
+    int slow = ks[0], n_slow = sb_mt_stage_count(mm, c, ks[0]);
+    double comp_mb = 0.0, tp_mb = 0.0;
+    stage_mb(c, &L, E, slow, n_slow, &comp_mb, &tp_mb);
+    for (int i = 1; i < nk; i++) {
+        int n = sb_mt_stage_count(mm, c, ks[i]);
+        double cm, tm;
+        stage_mb(c, &L, E, ks[i], n, &cm, &tm);
+        if (cm + tm > comp_mb + tp_mb)
+            slow = ks[i], n_slow = n, comp_mb = cm, tp_mb = tm;
     }
-    double ends = head && emb ? E.head_f + E.head_b + E.emb_f + E.emb_b
-                  : head      ? E.head_f + E.head_b
-                              : E.emb_f + E.emb_b;
-    double comp_mb = n_slow * layer_mb + ends;
-    /* the intra-layer collectives (TP's, CP's K/V ring, EP's all-to-all): tp_comm */
-    double tp_mb = n_slow * layer_tp + (head ? E.head_tp : 0.0);
-    double pp_mb = E.pp_mb;
+    int head = slow == c->pp - 1;
+    double pp_mb = E->pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
     r->compute_s = M * comp_mb;
     /* of it: the GEMMs and the attention core (a full recomputation repeats the
@@ -683,15 +759,23 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double rc_gemm = c->recompute == SB_MT_RC_FULL ? L.gemm_fwd_s : 0.0;
     double rc_attn = c->recompute == SB_MT_RC_NONE ? 0.0 : L.attn_fwd_s;
     r->compute_gemm_s = M * (n_slow * (L.gemm_fwd_s + L.gemm_bwd_s + rc_gemm) +
-                             (head ? E.head_gemm_f + E.head_gemm_b : 0.0));
+                             (head ? E->head_gemm_f + E->head_gemm_b : 0.0));
     r->compute_attention_s = M * n_slow * (L.attn_fwd_s + L.attn_bwd_s + rc_attn);
     r->compute_memory_s = r->compute_s - r->compute_gemm_s - r->compute_attention_s;
     r->tp_comm_s = M * tp_mb;
     r->pp_comm_s = M * pp_mb;
     r->bubble_s = c->pp > 1 ? (c->pp - 1.0) / c->vpp * (mb + pp_mb) : 0.0;
-    /* the stage's parameters (the first and last also hold a vocab shard; the one
-     * stage of PP 1 two where the head is untied) */
-    double params = lps * L.params + sb_mt_vocab_shards(mm, c, 0) * V * h / t;
+    /* the data-parallel sync and the optimizer of the stage with the most parameters
+     * (its layers; the first and last also hold a vocab shard, the one stage of PP 1
+     * two where the head is untied); the first on a tie */
+    int n_dp = sb_mt_stage_count(mm, c, 0);
+    double params = n_dp * L.params + sb_mt_vocab_shards(mm, c, 0) * V * h / t;
+    for (int i = 0; i < nk; i++) {
+        int n = sb_mt_stage_count(mm, c, ks[i]);
+        double p = n * L.params + sb_mt_vocab_shards(mm, c, ks[i]) * V * h / t;
+        if (p > params)
+            params = p, n_dp = n;
+    }
     /* data parallel: gradients reduced in the gradient word (reduce-scatter then all-gather
      * of the bf16/fp16 weights with the distributed optimizer); CP ranks join the reduction */
     double q = (double)c->dp * c->cp;
@@ -701,7 +785,7 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     /* the experts' gradients (Megatron-Core's expert_parallel_buffers) reduce over the
      * expert-data-parallel group, DP x CP / EP ranks (none at EP = DP x CP), spanning
      * nodes as the dense group does (its ranks TP x EP apart) */
-    double ex = lps * L.expert_params, rs = 0.0, ag = 0.0;
+    double ex = n_dp * L.expert_params, rs = 0.0, ag = 0.0;
     dp_sync(c, g, params - ex, q, dp_inter, &rs, &ag);
     if (ex > 0 && q / c->ep > 1)
         dp_sync(c, g, ex, q / c->ep, dp_inter, &rs, &ag);
@@ -713,8 +797,8 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
          * during the next step's first forward (--overlap-param-gather, which Megatron's
          * and NeMo's recipes pair with the gradients'), at least the first bucket's share */
         double share = fmin(1.0, fmax(4e7, 1e6 * q) / params); /* max(40 M, 1 M x DP x CP) */
-        dp_s = fmax(rs - lps * (L.bwd_s + L.recomp_s), rs * share) +
-               (sb_mt_param_overlap(c) ? fmax(ag - lps * L.fwd_s, ag * share) : ag);
+        dp_s = fmax(rs - n_dp * (L.bwd_s + L.recomp_s), rs * share) +
+               (sb_mt_param_overlap(c) ? fmax(ag - n_dp * L.fwd_s, ag * share) : ag);
     }
     /* a tied head at PP > 1: the first stage's embedding and the last's copy have
      * their gradients all-reduced after the backward (Megatron-LM's embedding group,
@@ -729,25 +813,36 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double upd = optimizer_params(c, params, ex) * (24.0 + 2.0 * gw + pb.weight);
     r->optimizer_s = sb_gpu_mem_s(g, upd);
     r->step_s = r->compute_s + r->tp_comm_s + r->pp_comm_s + r->bubble_s + r->dp_comm_s + r->optimizer_s;
-    /* memory per device: the larger of the first stage (most in flight, the
-     * embedding) and the last (the output layer and its fp32 logits) */
-    sb_mt_stage m0, ml;
-    int nl = (int)lps, f; /* stage 0 holds lps layers (interleaved, every stage) */
-    if (c->vpp == 1)
-        sb_mt_stage_layers(mm->layers, c->pp, c->pp - 1, &nl, &f);
-    sb_mt_stage_mem(mm, c, &L, 0, (int)lps, &m0);
-    if (c->pp > 1) /* one stage: the first is the last */
-        sb_mt_stage_mem(mm, c, &L, c->pp - 1, nl, &ml);
-    const sb_mt_stage *pk = c->pp > 1 && ml.mem_total > m0.mem_total ? &ml : &m0;
-    r->mem_weights = pk->mem_weights, r->mem_grads = pk->mem_grads;
-    r->mem_optimizer = pk->mem_optimizer, r->mem_activations = pk->mem_activations;
-    r->mem_buffers = pk->mem_buffers, r->mem_total = pk->mem_total;
+    /* memory per device: the fullest of the first stage (most in flight, the
+     * embedding), the last (the output layer and its fp32 logits) and stage 1 (the
+     * middle stages' most in flight); the first on a tie */
+    sb_mt_stage pk, o;
+    sb_mt_stage_mem(mm, c, &L, 0, sb_mt_stage_count(mm, c, 0), &pk);
+    for (int i = 0; i < nk; i++) {
+        if (ks[i] == 0)
+            continue;
+        sb_mt_stage_mem(mm, c, &L, ks[i], sb_mt_stage_count(mm, c, ks[i]), &o);
+        if (o.mem_total > pk.mem_total)
+            pk = o;
+    }
+    r->mem_weights = pk.mem_weights, r->mem_grads = pk.mem_grads;
+    r->mem_optimizer = pk.mem_optimizer, r->mem_activations = pk.mem_activations;
+    r->mem_buffers = pk.mem_buffers, r->mem_total = pk.mem_total;
     double tokens = (double)mm->global_batch * mm->seq;
     r->model_flops = sb_mt_model_flops(mm);
     double P = (double)c->tp * c->pp * c->dp * c->cp;
     r->tokens_per_s = tokens / r->step_s;
     r->tflops_per_device = r->model_flops / r->step_s / P / 1e12;
     r->mfu = r->tflops_per_device / g->peak_tflops;
+}
+
+void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, sb_mt_result *r)
+{
+    sb_mt_layer_cost L;
+    sb_mt_layer(mm, c, g, &L);
+    sb_mt_ends E;
+    sb_mt_ends_of(mm, c, g, &E);
+    price_with(mm, c, g, &L, &E, r);
 }
 
 /* the divisors of n up to lim, ascending */
@@ -795,9 +890,6 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->pp && f->pp > mm->layers)
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
                        mm->layers);
-    if (f->pp && f->vpp > 1 && mm->layers % ((long)f->pp * f->vpp))
-        return sb_fail(err, SB_EXIT_INPUT, "--pp %d x --vpp %d does not divide the %ld layers",
-                       f->pp, f->vpp, mm->layers);
     if (f->param_gather == SB_MT_PG_ON && (f->dist_opt == 0 || !f->dp_overlap))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--overlap-param-gather on needs the distributed optimizer (--zero 1) and "
@@ -807,6 +899,111 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
                        "--micro-batch-size %d does not divide the batch of %ld sequences", f->mbs,
                        mm->global_batch);
     return 0;
+}
+
+/* A layer's GEMM parameters as a token sees them (MoE: its top-k experts') */
+static double layer_gemm_params(const sb_mt_model *mm)
+{
+    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
+    double kvh = (double)mm->kv_heads * hh / mm->heads;
+    return hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
+}
+
+#define MAX_LAYOUTS 64
+/* The stage layouts ({first, last} stage layers; {0, 0}: even) the grid tries
+ * on pp x vpp: the one `fixed` gives; else the even one (sb_mt_check refuses it
+ * where it does not divide) and uneven ones, in units of vpp layers, with
+ * middle stages of m units and ends of m - D .. m + 1 (D: the output layer's
+ * GEMMs in layers and 2 more, at most 16), which cover the ends' balancing
+ * against the head and the embedding. */
+static int stage_layouts(const sb_mt_model *mm, const sb_mt_config *fixed, int pp, int vpp,
+                         int (*out)[2])
+{
+    if (fixed->first_layers || fixed->last_layers) {
+        out[0][0] = fixed->first_layers, out[0][1] = fixed->last_layers;
+        return 1;
+    }
+    int k = 0;
+    out[k][0] = out[k][1] = 0, k++;
+    if (pp < 2 || mm->layers % vpp)
+        return k;
+    const long Lu = mm->layers / vpp;
+    int D = (int)fmin(16.0, ceil((double)mm->vocab * mm->hidden / layer_gemm_params(mm)) + 2.0);
+    const long Du = (D + vpp - 1) / vpp;
+    for (long m = 1; pp == 2 ? m == 1 : (pp - 2) * m < Lu; m++) {
+        /* pp 2: two ends of Lu units, about half each */
+        long mid = pp == 2 ? Lu / 2 : m, R = Lu - (pp - 2) * (pp == 2 ? 0 : m);
+        long lo = mid - Du > 1 ? mid - Du : 1, hi = mid + 1 + (pp == 2 ? Du : 0);
+        for (long F = lo > R - hi ? lo : R - hi; F <= hi && F <= R - lo && k < MAX_LAYOUTS; F++) {
+            long Lst = R - F;
+            if (pp > 2 && F == m && Lst == m)
+                continue; /* the even one */
+            if (pp == 2 && F == Lst)
+                continue;
+            out[k][0] = (int)(F * vpp), out[k][1] = (int)(Lst * vpp), k++;
+        }
+    }
+    return k;
+}
+
+/* A lower bound of c's step: (M + (PP - 1)/VPP) x the slowest stage's micro-batch
+ * and sends, as price_with adds them up before the data-parallel sync and the
+ * optimizer */
+static double slowest_bound(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
+                            const sb_mt_ends *E)
+{
+    int ks[3] = {c->pp - 1, 0, 1}, nk = c->pp > 2 ? 3 : c->pp > 1 ? 2 : 1;
+    double mb = 0.0;
+    for (int i = 0; i < nk; i++) {
+        double cm, tm;
+        stage_mb(c, L, E, ks[i], sb_mt_stage_count(mm, c, ks[i]), &cm, &tm);
+        mb = fmax(mb, cm + tm);
+    }
+    const long M = mm->global_batch / ((long)c->dp * c->mbs);
+    return (M + (c->pp - 1.0) / c->vpp) * (mb + E->pp_mb);
+}
+
+/* The grid's configuration c over the stage layouts `lay` (n of them): prices
+ * each valid one from one set of layer and ends figures, keeps the fastest
+ * that fits mem_limit in *best, *r, *best_s; returns how many it priced. */
+static long try_layouts(const sb_mt_model *mm, sb_mt_config c, const int (*lay)[2], int n, int P,
+                        const sb_gpu *g, double mem_limit, sb_mt_config *best, sb_mt_result *r,
+                        double *best_s, sb_error *e2)
+{
+    long priced = 0;
+    int have = 0;
+    sb_mt_layer_cost L;
+    sb_mt_ends E;
+    sb_mt_result tmp;
+    int checked = 0;
+    for (int y = 0; y < n; y++) {
+        c.first_layers = lay[y][0], c.last_layers = lay[y][1];
+        if (!stages_ok(mm, &c)) {
+            if (y == n - 1 && !checked) /* none splits: say why the last does not */
+                sb_mt_check(mm, &c, P, e2);
+            continue;
+        }
+        /* the rest of the checks does not depend on the layout: once (a message
+         * formatted for each refusal would cost more than the pricing) */
+        if (!checked++ && (sb_mt_check(mm, &c, P, e2) || sb_mt_check_gpu(&c, g, e2)))
+            return priced;
+        if (!have) /* the layout changes neither */
+            sb_mt_layer(mm, &c, g, &L), sb_mt_ends_of(mm, &c, g, &E), have = 1;
+        priced++;
+        /* a bound no layout can beat: the step is at least the slowest stage's micro-
+         * batches and bubble (the data-parallel sync and the optimizer add to it) */
+        if (*best_s < INFINITY && slowest_bound(mm, &c, &L, &E) * (1.0 - 1e-12) >= *best_s)
+            continue;
+        price_with(mm, &c, g, &L, &E, &tmp);
+        if (mem_limit > 0 && tmp.mem_total > mem_limit)
+            continue;
+        if (tmp.step_s < *best_s) {
+            *best_s = tmp.step_s;
+            *best = c;
+            *r = tmp;
+        }
+    }
+    return priced;
 }
 
 long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
@@ -828,7 +1025,6 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     int nmb = fixed->mbs ? (mbs[0] = fixed->mbs, 1) : divisors(mm->global_batch, 16, mbs, 16);
     long priced = 0;
     double best_s = INFINITY;
-    sb_mt_result tmp;
     sb_error e2 = {0};
     for (int a = 0; a < ntp; a++)
         for (int b = 0; b < npp; b++)
@@ -840,7 +1036,9 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                 if (fixed->dp && fixed->dp != dp)
                     continue;
                 for (int e = 0; e < nep; e++)
-                    for (int v = 0; v < nvp; v++)
+                    for (int v = 0; v < nvp; v++) {
+                        int lay[MAX_LAYOUTS][2];
+                        int nlay = stage_layouts(mm, fixed, pps[b], vps[v], lay);
                         for (int m = 0; m < nmb; m++)
                             for (int rc = 0; rc < 3; rc++)
                                 for (int sp = 0; sp < 2; sp++)
@@ -857,18 +1055,10 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
                                         if (fixed->file_layout && c.dp % c.ep)
                                             continue; /* its experts' batch split DP/EP ways */
-                                        if (sb_mt_check(mm, &c, P, &e2) || sb_mt_check_gpu(&c, g, &e2))
-                                            continue;
-                                        sb_mt_price(mm, &c, g, &tmp);
-                                        priced++;
-                                        if (mem_limit > 0 && tmp.mem_total > mem_limit)
-                                            continue;
-                                        if (tmp.step_s < best_s) {
-                                            best_s = tmp.step_s;
-                                            *best = c;
-                                            *r = tmp;
-                                        }
+                                        priced += try_layouts(mm, c, lay, nlay, P, g, mem_limit,
+                                                              best, r, &best_s, &e2);
                                     }
+                    }
             }
     if (!(best_s < INFINITY)) {
         if (!priced)

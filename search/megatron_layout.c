@@ -14,8 +14,8 @@
  *     under sequence parallelism, else is replicated over TP;
  *   - context parallelism splits "seq" CP ways (queries; keys stay whole).
  * Stages: PP stages of whole layers (ops "NAME.I/..." of repeat instance
- * I), the layers PP does not divide placed as the pricer places them
- * (sb_mt_stage_layers); ops
+ * I), as many on each as the pricer places there (sb_mt_stage_count:
+ * the first and last stages' counts where given); ops
  * before the first layer in stage 0, after the last in the last stage.
  * Recompute full: every recomputable op; selective: the attention's
  * scores (softmax ops and the einsums that read or write them). The
@@ -107,8 +107,10 @@ static int op_config(const sb_op *op, const sb_mt_config *mc, long mb, int *c, s
     return split(op, c, "seq", mc->cp, mb, err);
 }
 
-/* Stages of whole layers: first_op of each of S stages. */
-static int cut_stages(const sb_model *m, int S, sb_pipeline *pl, sb_error *err)
+/* Stages of whole layers as configuration mc lays them (sb_mt_chunk_layers):
+ * first_op of each of S stages. */
+static int cut_stages(const sb_model *m, const sb_mt_model *mm, const sb_mt_config *mc, int S,
+                      sb_pipeline *pl, sb_error *err)
 {
     int L = 0;
     for (int i = 0; i < m->nops; i++) {
@@ -122,7 +124,7 @@ static int cut_stages(const sb_model *m, int S, sb_pipeline *pl, sb_error *err)
     pl->first_op[0] = 0;
     for (int s = 1; s < S; s++) { /* stage s starts at its first layer */
         int n, first;
-        sb_mt_stage_layers(L, S, s, &n, &first);
+        sb_mt_chunk_layers(mm, mc, s, 0, &n, &first);
         int i = pl->first_op[s - 1];
         while (i < m->nops && layer_of(m->ops[i].name) < first)
             i++;
@@ -160,7 +162,7 @@ int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model 
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     snprintf(st->algo, sizeof st->algo, "megatron");
     sb_pipeline *pl = &st->pipe;
-    int rc = cut_stages(m, mc->pp, pl, err);
+    int rc = cut_stages(m, mm, mc, mc->pp, pl, err);
     for (int s = 0; s < mc->pp; s++)
         pl->devices[s] = P / mc->pp;
     pl->microbatches = (int)mb;

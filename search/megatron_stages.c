@@ -1,9 +1,9 @@
 /* megatron_stages.c: a priced Megatron configuration stage by stage
  * (shardbench/megatron.h, docs/megatron.md), from the same GPU op model
  * figures as sb_mt_price (mt_int.h): which layers each pipeline rank holds
- * (VPP chunks of equal layers interleaved over the ranks; without
- * interleaving uneven stages get their extra layer from the ends inwards:
- * stage 0, the last, stage 1, ...), each chunk's forward and backward
+ * (sb_mt_stage_count: even, or the first and last stages' counts given and
+ * the rest even; VPP equal chunks a rank, interleaved over the ranks), each
+ * chunk's forward and backward
  * seconds per micro-batch, and each stage's memory per device at its peak
  * (sb_mt_stage_mem, megatron.c, which the price shares)
  * (1F1B keeps PP - s micro-batches in flight on stage s; interleaved, the
@@ -25,11 +25,7 @@ void sb_mt_chunk_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *
     sb_mt_layer(mm, c, g, &L);
     sb_mt_ends_of(mm, c, g, &E);
     int n = 0, first = 1, v = k * c->pp + s, last_v = c->pp * c->vpp - 1;
-    if (c->vpp > 1) { /* virtual stage v holds layers v n + 1 .. (v + 1) n */
-        n = (int)(mm->layers / ((long)c->pp * c->vpp));
-        first = v * n + 1;
-    } else
-        sb_mt_stage_layers(mm->layers, c->pp, s, &n, &first);
+    sb_mt_chunk_layers(mm, c, s, k, &n, &first);
     /* a chunk's sends: one forward, one backward per micro-batch */
     double send = E.pp_mb / (2.0 * c->vpp);
     double f = n * (L.fwd_s + L.tp_fwd_s + L.cp_fwd_s + L.ep_fwd_s) + send;

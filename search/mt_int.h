@@ -61,21 +61,21 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
 void sb_mt_ends_of(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
                    sb_mt_ends *e);
 
-/* Stage s of pp without interleaving: its layer count *n and first layer
- * *first (1-based); the layers pp does not divide go one each from the ends
- * inwards (stage 0, the last, stage 1, ...), as Megatron-LM places them.
- * The step's slowest stage (sb_mt_price, megatron.c, where it lives), the
- * stages one by one (megatron_stages.c) and the strategy's
- * (megatron_layout.c) all follow it. */
-void sb_mt_stage_layers(long layers, int pp, int s, int *n, int *first);
+/* Chunk k (0 .. VPP-1) of stage s: its layer count *n (the stage's over
+ * VPP) and first layer *first (1-based): virtual stages k PP + s in order,
+ * each after the one before. The step's slowest stage (sb_mt_price,
+ * megatron.c, where it lives), the stages one by one (megatron_stages.c)
+ * and the strategy's (megatron_layout.c) all follow it. */
+void sb_mt_chunk_layers(const sb_mt_model *mm, const sb_mt_config *c, int s, int k, int *n,
+                        int *first);
 
 /* Stage s's memory per device at its peak when it holds `layers` layers
  * (o->inflight and o->mem_*; megatron.c): 1F1B keeps min(M, PP - s)
  * micro-batches in flight, interleaved the warm-up of Megatron-LM's schedule
  * plus one; stage 0 holds the embedding's vocab shard, the last the output
  * layer's and one micro-batch's fp32 logits and their gradient. sb_mt_price
- * reports the larger of the first and the last (no stage between holds more:
- * none has more layers than the first, or more in flight). */
+ * reports the fullest of the first, the last and stage 1 (the middle stages
+ * hold the same layers, stage 1 the most in flight). */
 void sb_mt_stage_mem(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
                      int s, int layers, sb_mt_stage *o);
 

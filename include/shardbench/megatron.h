@@ -36,6 +36,11 @@ enum { SB_MT_PG_AS_DP = 0, SB_MT_PG_ON = 1, SB_MT_PG_OFF = 2 };
 /* One configuration; 0 in a degree of sb_mt_search's `fixed` means free. */
 typedef struct {
     int tp, pp, dp, cp, ep, vpp, mbs; /* degrees; micro-batch size in sequences */
+    /* layers of the first and the last pipeline stage (Megatron-Core's
+     * --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers);
+     * 0: not given, the stage holds what every middle one does: the layers the
+     * given ends leave, split evenly (Megatron-LM asserts they divide) */
+    int first_layers, last_layers;
     int recompute;                    /* SB_MT_RC_* */
     int sp;                           /* sequence parallelism (tp > 1) */
     int dist_opt;                     /* distributed optimizer (ZeRO 1 over dp) */
@@ -113,7 +118,8 @@ void sb_mt_config_free(sb_mt_config *c);
 /* Checks a configuration on P devices (every degree given): the product
  * TP x PP x DP x CP is P, EP divides DP x CP... and the experts, heads
  * and ff divide by TP, CP divides seq, the batch divides into micro-batches,
- * layers into PP x VPP. SB_EXIT_INPUT with the reason. */
+ * the layers into stages (sb_mt_stage_count) whose counts VPP divides.
+ * SB_EXIT_INPUT with the reason. */
 int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *err);
 /* What configuration c needs of the machine g: TP inside a node for
  * --tp-comm-overlap. SB_EXIT_INPUT naming it. */
@@ -127,10 +133,14 @@ void sb_mt_price(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
  * Returns the number priced; 0 (and err) when none is valid or fits. */
 long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const sb_gpu *g,
                   double mem_limit, sb_mt_config *best, sb_mt_result *r, sb_error *err);
+/* The layers pipeline stage s (0 .. PP-1) holds: first_layers on stage 0
+ * and last_layers on the last where given, the rest split evenly over the
+ * other stages; 0 when they do not split so (sb_mt_check refuses it). */
+int sb_mt_stage_count(const sb_mt_model *mm, const sb_mt_config *c, int s);
 /* One pipeline stage (rank) of a configuration, stage by stage
- * (search/megatron_stages.c): its layers (VPP chunks interleaved: chunk k
- * of stage s is virtual stage k PP + s; without interleaving uneven stages
- * get their extra layer from the ends inwards), forward and backward
+ * (search/megatron_stages.c): its layers (sb_mt_stage_count; VPP equal
+ * chunks interleaved: chunk k of stage s is virtual stage k PP + s, its
+ * layers following virtual stage k PP + s - 1's), forward and backward
  * seconds per micro-batch over its chunks (its sends, the embedding on
  * stage 0 and the head on the last included), its memory per device at its
  * peak. sb_mt_price's step is the slowest stage's, its memory the fullest stage's. */

@@ -171,6 +171,22 @@ awk 'BEGIN{FS=OFS="\t"} /^sc21-3.6b/ {$1 = "run\033[31m"} {print}' "$DATA" > "$T
 refused "an id with a control character" "bad-esc.tsv:.*: id holds a control character (0x1b)" \
     validate --data "$TMP/bad-esc.tsv"
 refused "kv_heads that do not divide the heads" "bad-kv.tsv:3: kv_heads 5 does not divide" validate --data "$TMP/bad-kv.tsv"
+# the stage-layout columns (Megatron-Core's flags): even given as 10 + 6 x 10 + 10 prices
+# as the row without them; ends that leave the rest uneven, or a word, refused file:line
+awk 'BEGIN{FS=OFS="\t"} /^#/ {print; next} $1 == "id" {print $0, "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"; next}
+     $1 == "sc21-145.6b" {print $0, 10, 10; next} {print $0, 0, 0}' "$DATA" > "$TMP/st.tsv"
+"$SB" validate --data "$TMP/st.tsv" --format csv > "$TMP/st.csv" 2> /dev/null
+"$SB" validate --format csv > "$TMP/st0.csv" 2> /dev/null
+check "validate: the stage columns, even ends given, price as without them" python3 -c "
+import csv; a = {r['id']: r for r in csv.DictReader(open('$TMP/st.csv'))}
+b = {r['id']: r for r in csv.DictReader(open('$TMP/st0.csv'))}
+assert a['sc21-145.6b']['predicted_s'] == b['sc21-145.6b']['predicted_s'] and len(a) == 18"
+sed 's/^\(sc21-145.6b\t.*\)\t10\t10$/\1\t10\t8/' "$TMP/st.tsv" > "$TMP/bad-st.tsv"
+refused "validate: stage columns leaving the rest uneven" "bad-st.tsv:[0-9]*: .*do not split evenly" \
+    validate --data "$TMP/bad-st.tsv"
+sed 's/^\(sc21-145.6b\t.*\)\t10\t10$/\1\tten\t10/' "$TMP/st.tsv" > "$TMP/bad-st2.tsv"
+refused "validate: a stage column's word" "bad-st2.tsv:[0-9]*: decoder_first_pipeline_num_layers" \
+    validate --data "$TMP/bad-st2.tsv"
 # hf: configs the grid prices (Llama, Mistral, Mixtral) as the model file of the same
 # architecture; the ones it cannot price refused, naming the feature
 H=(--machine h100-sxm --memory 80GiB --format json -p 64)
@@ -330,6 +346,27 @@ refused "sequence parallelism over a TP that does not divide the sequence" \
     search --algo megatron -m gpt2 --set batch=32 -p 96 --machine a100-sxm-80g --tp 6 --pp 1 \
     --dp 16 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none --sequence-parallel on \
     --zero 0 --attention materialized
+# uneven stages (Megatron-Core's --decoder-first/last-pipeline-num-layers): Llama 3.1
+# 405B's 126 layers on 16 stages as 7 + 14 x 8 + 7; refused without them, and where
+# the rest does not split; the grid balances the ends (405B on 131,072 GPUs: PP 32
+# at V 2, which even stages cannot hold, 126 = 4 + 30 x 4 + 2)
+U=(search --algo megatron -m llama3.1-405b -p 16384 --machine h100-sxm --tp 8 --pp 16 --dp 128
+   --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none --sequence-parallel on --zero 1)
+"$SB" "${U[@]}" --first-stage-layers 7 --last-stage-layers 7 --format json > "$TMP/u.json"
+check "--first/--last-stage-layers 7: 7 + 14 x 8 + 7, every layer once" js "$TMP/u.json" "
+d['megatron']['first_stage_layers'] == 7 and d['megatron']['last_stage_layers'] == 7
+and [s['layers'] for s in d['stage_details']] == [7] + [8] * 14 + [7]
+and [s['first_layer'] for s in d['stage_details']] == [1] + [8 + 8 * i for i in range(15)]
+and d['stage_details'][-1]['last_layer'] == 126"
+refused "--pp 16 of 126 layers without the ends' layers" "does not divide the 126 layers: give" "${U[@]}"
+refused "ends that leave layers not splitting evenly" "do not split evenly over the other 14" \
+    "${U[@]}" --first-stage-layers 7 --last-stage-layers 9
+"$SB" search --algo megatron -m llama3.1-405b -p 131072 --machine h100-sxm --format json > "$TMP/u2.json"
+check "the grid: 405B on 131,072 GPUs, uneven ends under interleaving" python3 -c "
+import json; d = json.load(open('$TMP/u2.json')); m = d['megatron']; s = d['stage_details']
+assert sum(x['layers'] for x in s) == 126 and m['vpp'] > 1 and 126 % (m['pp'] * m['vpp']), m
+assert (m['first_stage_layers'], m['last_stage_layers']) == (s[0]['layers'], s[-1]['layers'])
+assert m['first_stage_layers'] != s[1]['layers'] or m['last_stage_layers'] != s[1]['layers']"
 # the full space without --memory is held to no limit: an answer over the device
 # says so on stderr (the grid's, 171 GiB here, and the op level's); with it, none
 FS=(search -m llama3-8b --set layers=2 -p 8 --machine h100-sxm --space full --db none)

@@ -4,7 +4,7 @@
 # with a one-rank run's losses (within 1e-5, relative): a reduced Llama on
 # 4 ranks as TP 2 x PP 2 (sequence parallel, selective recompute, the
 # distributed optimizer as ZeRO 1), TP 2 x CP 2 (full recompute) and
-# TP 4 (the kv groups split); export reads the
+# TP 4 (the kv groups split), TP 2 x PP 2 of 1 + 3 layers; export reads the
 # file (its pipeline, ZeRO stage, precision, a column-parallel weight);
 # prune --machine lists megatron's best as a survivor that trains alike; --vpp 2 with --save is refused with status 2.
 set -euo pipefail
@@ -32,6 +32,11 @@ save() { # NAME DEGREES...: the configuration saved as $dir/NAME.strategy
 save tp2pp2 --tp 2 --pp 2 --dp 1 --cp 1 --sequence-parallel on --recompute selective --zero 1
 save tp2cp2 --tp 2 --pp 1 --dp 1 --cp 2 --sequence-parallel off --recompute full --zero 0
 save tp4 --tp 4 --pp 1 --dp 1 --cp 1 --sequence-parallel on --recompute none --zero 0
+# uneven stages (Megatron-Core's --decoder-first/last-pipeline-num-layers): 1 + 3 layers
+save pp2uneven --tp 2 --pp 2 --dp 1 --cp 1 --sequence-parallel on --recompute none --zero 0 \
+    --first-stage-layers 1 --last-stage-layers 3
+grep -q '^stage 0 2 [^ ]* x\.1/' "$dir/pp2uneven.strategy" && grep -q '^stage 1 2 x\.2/' "$dir/pp2uneven.strategy" ||
+    { echo "FAIL: --first-stage-layers 1 does not end stage 0 after layer 1: $(grep '^stage' "$dir/pp2uneven.strategy")"; fail=1; }
 for key in '^pipeline 2 4 1f1b' '^zero 1' '^precision bf16' '^recompute x.1/a/w' \
            '^op x.1/a/q0 einsum 1,2,1,1,1,1 ' '^op x.1/n1 rmsnorm 1,2,1 ' '^op loss softmax_xent 1,1,2 '; do
     if ! grep -q "$key" "$dir/tp2pp2.strategy"; then
@@ -44,7 +49,7 @@ grep -q '^op x.1/a/q0 einsum 1,4,1,1,1,1 ' "$dir/tp4.strategy" ||
 grep -q '^op x.1/a/logits einsum 1,2,1,2,1,1 ' "$dir/tp2cp2.strategy" ||
     { echo "FAIL: CP 2 does not split the queries' seq"; fail=1; }
 ref=$(run_llama 1 --strategy dp --steps 3 | losses)
-for s in tp2pp2 tp2cp2 tp4; do
+for s in tp2pp2 tp2cp2 tp4 pp2uneven; do
     same "megatron $s on 4 ranks" "$(run_llama 4 --strategy "$dir/$s.strategy" --steps 3 | losses)" "$ref"
 done
 if ! "$sb" export "$dir/tp2pp2.strategy" --to jax >"$dir/export" 2>"$dir/err"; then

@@ -250,9 +250,9 @@ static void test_head_passes(void **state)
 }
 
 /* The step's micro-batch is its slowest stage's, stage by stage (sb_mt_stage_of):
- * even stages (the last, with the head), one extra layer (stage 0 holds it, with
- * the embedding: slower than the last here, whose head is small against a layer),
- * two (the last holds one too) */
+ * even stages (the last, with the head), one extra layer on the first stage
+ * (--first-stage-layers 5 of 33: stage 0 holds it, with the embedding: slower than
+ * the last here, whose head is small against a layer), one on each end (the last) */
 static void test_slowest_stage(void **state)
 {
     (void)state;
@@ -264,6 +264,10 @@ static void test_slowest_stage(void **state)
         sb_mt_model m = gpt();
         m.layers = layers[i], m.global_batch = 16, m.vocab = 2048;
         sb_mt_config c = cfg(8, 8, 1, 1, 1);
+        c.first_layers = i ? 5 : 0, c.last_layers = i == 2 ? 5 : 0;
+        sb_error ce = {0};
+        if (sb_mt_check(&m, &c, 64, &ce))
+            fail_msg("case %d: %s", i, ce.msg);
         c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.sp = 1;
         sb_mt_result r;
         sb_mt_price(&m, &c, &g, &r);
@@ -882,6 +886,109 @@ static void test_refusals(void **state)
     assert_int_equal(sb_mt_check(&m, &c, 512, &err), 0);
 }
 
+/* Megatron-Core's uneven stages (--decoder-first/last-pipeline-num-layers): the
+ * ends as given, the rest even over the other stages; with VPP each stage's
+ * layers in VPP equal chunks, the virtual stages k PP + s covering every layer
+ * once, in order; and what Megatron-LM refuses */
+static void test_stage_layouts(void **state)
+{
+    (void)state;
+    sb_mt_model m = gpt();
+    m.layers = 126; /* Llama 3.1 405B on 16 stages, 7 + 14 x 8 + 7 (Meta's) */
+    sb_mt_config c = cfg(8, 16, 8, 1, 1);
+    c.first_layers = c.last_layers = 7;
+    sb_error err = {0};
+    if (sb_mt_check(&m, &c, 8 * 16 * 8, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(sb_mt_stage_count(&m, &c, 0), 7);
+    assert_int_equal(sb_mt_stage_count(&m, &c, 5), 8);
+    assert_int_equal(sb_mt_stage_count(&m, &c, 15), 7);
+    c.last_layers = 0; /* the last a middle one: 126 - 7 = 119 = 15 x 7.93: refused */
+    assert_int_equal(sb_mt_check(&m, &c, 8 * 16 * 8, &err), -1);
+    assert_non_null(strstr(err.msg, "do not split evenly"));
+    /* 80 layers on 4 ranks x 2 chunks, ends of 18: chunks of 9, 11, 11, 9 */
+    m.layers = 80;
+    c = cfg(8, 4, 8, 2, 1);
+    c.first_layers = c.last_layers = 18;
+    if (sb_mt_check(&m, &c, 8 * 4 * 8, &err))
+        fail_msg("%s", err.msg);
+    int next = 1;
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; s < 4; s++) {
+            int n, first;
+            sb_mt_chunk_layers(&m, &c, s, k, &n, &first);
+            assert_int_equal(n, s == 0 || s == 3 ? 9 : 11);
+            assert_int_equal(first, next);
+            next += n;
+        }
+    assert_int_equal(next, 81);
+    /* refusals, each naming what is wrong */
+    m = gpt(); /* 48 layers */
+    c = cfg(8, 5, 8, 1, 1);
+    assert_int_equal(sb_mt_check(&m, &c, 320, &err), -1);
+    assert_non_null(strstr(err.msg, "--pp 5 does not divide the 48 layers"));
+    c.first_layers = 8; /* 40 over 4 stages: fine */
+    assert_int_equal(sb_mt_check(&m, &c, 320, &err), 0);
+    c.last_layers = 9; /* 31 over 3: not */
+    refused(&c, 320, "do not split evenly");
+    c = cfg(8, 2, 8, 1, 1);
+    c.first_layers = 20, c.last_layers = 20;
+    refused(&c, 128, "is not the 48 layers");
+    c = cfg(8, 4, 8, 2, 1);
+    c.first_layers = 7, c.last_layers = 9; /* 32 over 2 stages of 16 */
+    refused(&c, 256, "--vpp 2 does not divide stage 0's 7");
+    c = cfg(8, 1, 8, 1, 1);
+    c.first_layers = 8;
+    refused(&c, 64, "need --pp of at least 2");
+}
+
+/* The grid balances the ends: a vocabulary large against a layer makes the last
+ * stage (the output layer and the loss) the slowest of even stages; the grid, the
+ * degrees fixed, finds uneven stages faster than the even ones, with fewer layers
+ * on the last stage than on the middle ones; its answer is what sb_mt_price gives
+ * that configuration; and a middle stage can be the fullest (stage 1: the most
+ * in flight of stages of many layers beside two short ends) */
+static void test_balanced_ends(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    m.layers = 32, m.hidden = 4096, m.heads = 32, m.kv_heads = 8, m.ffn = 14336;
+    m.vocab = 256000, m.seq = 4096, m.global_batch = 64, m.swiglu = 1, m.untie = 1;
+    sb_mt_config c = cfg(2, 4, 4, 1, 1);
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.sp = 1;
+    c.dist_opt = 1, c.dp_overlap = 1;
+    sb_mt_result even, rb, again;
+    sb_mt_price(&m, &c, &g, &even);
+    sb_mt_config best;
+    sb_error err = {0};
+    long n = sb_mt_search(&m, &c, 32, &g, 1e30, &best, &rb, &err);
+    if (n <= 1)
+        fail_msg("%ld priced: %s", n, err.msg);
+    assert_true(rb.step_s < 0.99 * even.step_s);
+    assert_true(best.last_layers > 0 && best.last_layers < sb_mt_stage_count(&m, &best, 1));
+    sb_mt_price(&m, &best, &g, &again);
+    close_to(again.step_s, rb.step_s);
+    /* 2 + 14 + 14 + 2: stage 1 holds 14 layers x 3 in flight, stage 0 2 x 4 */
+    c.first_layers = c.last_layers = 2;
+    m.vocab = 32000;
+    if (sb_mt_check(&m, &c, 32, &err))
+        fail_msg("%s", err.msg);
+    sb_mt_result r;
+    sb_mt_price(&m, &c, &g, &r);
+    double mx = 0.0;
+    int at = -1;
+    for (int st = 0; st < 4; st++) {
+        sb_mt_stage o;
+        sb_mt_stage_of(&m, &c, &g, st, &o);
+        if (o.mem_total > mx)
+            mx = o.mem_total, at = st;
+    }
+    assert_int_equal(at, 1);
+    close_to(r.mem_total, mx);
+}
+
 static void test_search_superset(void **state)
 {
     (void)state;
@@ -898,10 +1005,16 @@ static void test_search_superset(void **state)
     long n = sb_mt_search(&m, &fixed, 512, &g, 1e30, &best, &rb, &err);
     assert_true(n > 100);
     assert_true(rb.step_s <= r.step_s);
-    /* every degree fixed: that configuration exactly */
+    /* every degree and the stages' layers fixed (24 + 24: the even layout given):
+     * that configuration exactly */
+    c.first_layers = c.last_layers = 24;
     n = sb_mt_search(&m, &c, 512, &g, 1e30, &best, &rb, &err);
     assert_int_equal(n, 1);
     close_to(rb.step_s, r.step_s);
+    /* the layers not given: the even layout and uneven ones tried, none slower */
+    c.first_layers = c.last_layers = 0;
+    n = sb_mt_search(&m, &c, 512, &g, 1e30, &best, &rb, &err);
+    assert_true(n > 1 && rb.step_s <= r.step_s);
     /* a fixed TP that does not divide the devices */
     fixed.tp = 7;
     assert_true(sb_mt_search(&m, &fixed, 512, &g, 1e30, &best, &rb, &err) < 0);
@@ -931,6 +1044,7 @@ static void test_fullest_stage(void **state)
         for (int gb = 0; gb < 2; gb++) {
             m.layers = pp[i] == 3 ? 17 : 16; /* 17: stage 0 and the last hold 6, stage 1 five */
             sb_mt_config c = cfg(2, pp[i], 2, vpp[i], mbs[i]);
+            c.first_layers = c.last_layers = pp[i] == 3 ? 6 : 0;
             c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1;
             sb_error ce = {0};
             if (sb_mt_check(&m, &c, 4 * pp[i], &ce))
@@ -1024,6 +1138,8 @@ int main(void)
         cmocka_unit_test(test_search_superset),
         cmocka_unit_test(test_fullest_stage),
         cmocka_unit_test(test_untied_head),
+        cmocka_unit_test(test_stage_layouts),
+        cmocka_unit_test(test_balanced_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
