@@ -107,8 +107,10 @@ static void csv_field(const char *s, int csv, char *out, size_t n)
 /* The optional model column: "hf:PATH" (relative to the data file's folder unless
  * absolute), a config the grid prices (sb_mt_model_from), loaded at the row's seq and
  * global_batch. Its sizes fill the size columns given as "-" and must equal those given,
- * as its head's tie must; its MLP is SwiGLU. "-": the row's columns alone. */
-static int row_model(char **f, const char *path, int line, char buf[][32], sb_error *err)
+ * as its head's tie must; its MLP is SwiGLU; *out its sb_mt_model (the experts, head_dim,
+ * QK norms and QKV biases no column gives). "-": the row's columns alone, *out untouched. */
+static int row_model(char **f, const char *path, int line, char buf[][32], sb_mt_model *out,
+                     sb_error *err)
 {
     static const int size_col[] = {C_LAYERS, C_HIDDEN, C_HEADS, C_KV, C_FFN, C_VOCAB};
     if (!strcmp(f[C_MODEL], "-"))
@@ -157,6 +159,7 @@ static int row_model(char **f, const char *path, int line, char buf[][32], sb_er
                        line, f[C_UNTIE], f[C_MODEL], mm.untie ? "untied (1)" : "tied (0)");
     f[C_UNTIE] = (char *)untie;
     f[C_MLP] = (char *)"swiglu";
+    *out = mm; /* what no column gives: its experts, head_dim, QK norms, QKV biases */
     return 0;
 }
 
@@ -175,7 +178,8 @@ static int flag_or_dash(char **f, int col, const char *dash, const char *path, i
 static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *err)
 {
     char sizes[6][32];
-    if (row_model(f, path, line, sizes, err))
+    sb_mt_model hf = {0};
+    if (row_model(f, path, line, sizes, &hf, err))
         return -1;
     memset(r, 0, sizeof *r);
     r->line = line;
@@ -216,6 +220,8 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     mm->layers = (long)n[0].v, mm->hidden = (long)n[1].v, mm->heads = (long)n[2].v;
     mm->kv_heads = (long)n[3].v, mm->ffn = (long)n[4].v, mm->vocab = (long)n[5].v;
     mm->seq = (long)n[6].v, mm->global_batch = (long)n[7].v;
+    mm->experts = hf.experts, mm->topk = hf.topk, mm->moe_ffn = hf.moe_ffn;
+    mm->head_dim = hf.head_dim, mm->qk_norm = hf.qk_norm, mm->qkv_bias = hf.qkv_bias;
     r->gpus = (int)n[8].v;
     sb_mt_config *c = &r->c;
     c->tp = (int)n[9].v, c->pp = (int)n[10].v, c->dp = (int)n[11].v, c->cp = (int)n[12].v;

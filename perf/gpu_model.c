@@ -64,10 +64,14 @@ typedef struct {
 } run_layer;
 
 static const run_layer layers[] = {
-    {"llama3.1-8b tp1 cp2", {32, 4096, 32, 8, 14336, 128256, 8192, 0, 0, 1, 128, 1}, 1, 2, 1},
-    {"llama3.1-70b tp4 cp2", {80, 8192, 64, 8, 28672, 128256, 8192, 0, 0, 1, 128, 1}, 4, 2, 1},
-    {"llama3.1-405b tp8 cp2", {126, 16384, 128, 8, 53248, 128256, 8192, 0, 0, 1, 64, 1}, 8, 2, 1},
-    {"gpt3-175b tp4", {96, 12288, 96, 96, 49152, 51200, 2048, 0, 0, 0, 256, 0}, 4, 1, 1},
+#define MT(l, h, a, kv, f, V, s, glu, B, un)                                                     \
+    {.layers = l, .hidden = h, .heads = a, .kv_heads = kv, .ffn = f, .vocab = V, .seq = s,         \
+     .swiglu = glu, .global_batch = B, .untie = un}
+    {"llama3.1-8b tp1 cp2", MT(32, 4096, 32, 8, 14336, 128256, 8192, 1, 128, 1), 1, 2, 1},
+    {"llama3.1-70b tp4 cp2", MT(80, 8192, 64, 8, 28672, 128256, 8192, 1, 128, 1), 4, 2, 1},
+    {"llama3.1-405b tp8 cp2", MT(126, 16384, 128, 8, 53248, 128256, 8192, 1, 64, 1), 8, 2, 1},
+    {"gpt3-175b tp4", MT(96, 12288, 96, 96, 49152, 51200, 2048, 0, 256, 0), 4, 1, 1},
+#undef MT
 };
 #define NLAYERS ((int)(sizeof layers / sizeof *layers))
 #define MAX_SHAPES (NLAYERS * (2 * SB_MT_LAYER_GEMMS + SB_MT_HEAD_GEMMS))

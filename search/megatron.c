@@ -17,6 +17,7 @@
 #include "mt_int.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int sb_mt_recompute_parse(const char *s, int *out, sb_error *err)
@@ -65,10 +66,17 @@ static int mt_model_hf(const sb_model *m, sb_mt_model *o, sb_error *err)
                            need[i].name);
     if (!param_of(m, "num_key_value_heads", &o->kv_heads))
         o->kv_heads = o->heads;
-    param_of(m, "num_local_experts", &o->experts);
+    if (!param_of(m, "num_local_experts", &o->experts)) /* Mixtral's key; Qwen3-MoE's */
+        param_of(m, "num_experts", &o->experts);
     if (o->experts > 0 && !param_of(m, "num_experts_per_tok", &o->topk))
         o->topk = 1;
-    o->swiglu = 1; /* Llama, Mistral, Mixtral (hf_grid_why) */
+    if (o->experts > 0)
+        param_of(m, "moe_intermediate_size", &o->moe_ffn);
+    long hd = 0; /* the importer's head_dim (hidden / heads unless the config gives one) */
+    if (param_of(m, "head_dim", &hd) && hd > 0 && hd * o->heads != o->hidden)
+        o->head_dim = hd;
+    o->swiglu = 1; /* Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE (hf_grid_why) */
+    o->qk_norm = m->hf_qk_norm, o->qkv_bias = m->hf_qkv_bias;
     o->untie = m->ntied == 0; /* tie_word_embeddings: the importer's `tie` */
     return 0;
 }
@@ -92,6 +100,9 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
                            m->path, need[i].name);
     if (!param_of(m, "kv_heads", &o->kv_heads))
         o->kv_heads = o->heads;
+    long dk = 0; /* a head's width where the file's differs from embed / heads */
+    if (param_of(m, "dk", &dk) && dk > 0 && dk * o->heads != o->hidden)
+        o->head_dim = dk;
     param_of(m, "experts", &o->experts);
     if (o->experts > 0 && !param_of(m, "topk", &o->topk))
         o->topk = 1;
@@ -102,6 +113,12 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
 }
 
 static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *err);
+
+/* The query's width, heads x head_dim (hidden where head_dim is not given) */
+static double q_width(const sb_mt_model *mm)
+{
+    return mm->head_dim > 0 ? (double)mm->heads * (double)mm->head_dim : (double)mm->hidden;
+}
 
 /* Megatron-LM asserts sequence parallelism for MoE with TP */
 static int moe_needs_sp(int tp, sb_error *err)
@@ -122,8 +139,8 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
     if (mm->heads % c->tp || mm->kv_heads % c->tp)
         return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide the %ld heads (%ld kv heads)",
                        c->tp, mm->heads, mm->kv_heads);
-    if (mm->ffn % c->tp)
-        return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide ff %ld", c->tp, mm->ffn);
+    if (sb_mt_ff(mm) % c->tp)
+        return sb_fail(err, SB_EXIT_INPUT, "--tp %d does not divide ff %ld", c->tp, sb_mt_ff(mm));
     if (mm->seq % c->cp || (c->cp > 1 && (mm->seq / c->cp) % 2))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--cp %d does not divide seq %ld into an even number per rank", c->cp,
@@ -192,13 +209,13 @@ int sb_mt_check_gpu(const sb_mt_config *c, const sb_gpu *g, sb_error *err)
 int sb_mt_layer_gemms(const sb_mt_model *mm, const sb_mt_config *c, sb_mt_gemm *out)
 {
     static const char *const names[4] = {"qkv", "proj", "fc1", "fc2"};
-    const double t = c->tp, h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
-    const double kvh = (double)mm->kv_heads * (h / a);
+    const double t = c->tp, h = (double)mm->hidden, f = (double)sb_mt_ff(mm);
+    const double kvh = (double)mm->kv_heads * sb_mt_dh(mm), qw = q_width(mm);
     const double T = (double)c->mbs * ((double)mm->seq / c->cp); /* tokens of a micro-batch */
     const double routed = mm->experts > 0 ? (double)mm->topk : 1.0; /* MLP: each routed copy */
     /* forward (M x K)(K x N) of each linear */
-    const double fw[4][3] = {{T, (h + 2.0 * kvh) / t, h},                          /* column-parallel */
-                             {T, h, h / t},                                        /* row-parallel */
+    const double fw[4][3] = {{T, (qw + 2.0 * kvh) / t, h},                         /* column-parallel */
+                             {T, h, qw / t},                                       /* row-parallel */
                              {T * routed, (mm->swiglu ? 2.0 : 1.0) * f / t, h},    /* up (and gate) */
                              {T * routed, h, f / t}};                              /* down, row-parallel */
     for (int i = 0; i < 4; i++) {
@@ -290,8 +307,8 @@ static double tp_collectives(const sb_mt_model *mm, const sb_mt_config *c, const
 static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g)
 {
     const double B = sb_precision_bytes(c->precision).act, t = c->tp;
-    const double h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
-    const double kvh = (double)mm->kv_heads * (h / a);
+    const double h = (double)mm->hidden, f = (double)sb_mt_ff(mm), a = (double)mm->heads;
+    const double kvh = (double)mm->kv_heads * sb_mt_dh(mm), qw = q_width(mm);
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s;
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0;
     /* activations kept (Korthikanti et al. 2022, Eq. 2-6, per layer and micro-batch), in
@@ -320,7 +337,11 @@ static double layer_act_bytes(const sb_mt_model *mm, const sb_mt_config *c, cons
     double attn_out = !f8 ? 2.0 : c->fused_attention && c->recompute != SB_MT_RC_SELECTIVE ? 3.0 : 1.0;
     /* norms, QKV and MLP inputs (MoE: the router's and each routed copy's), masks */
     double whole = 4.0 + in_qkv + in_mlp + (mm->experts > 0 ? act_out * moe_tokens : 0.0) + 2.0 * drop;
-    double split = 2.0 + attn_out + 4.0 * kvh / h + ((mm->swiglu ? 4.0 : 2.0) + act_out) * f / h * moe_tokens;
+    /* (Q and the attention output are heads x head_dim wide; QK norms keep their inputs,
+     * Q's and K's, 2 bytes each) */
+    double split = (2.0 + attn_out) * qw / h + 4.0 * kvh / h +
+                   ((mm->swiglu ? 4.0 : 2.0) + act_out) * f / h * moe_tokens +
+                   (mm->qk_norm ? 2.0 * (qw + kvh) / h : 0.0);
     /* under sequence parallelism the experts' input is the dispatcher's TP all-gather of
      * the routed copies (top-k x T tokens a rank), which the grouped linear keeps whole */
     double ex_in = mm->experts > 0 ? act_out * moe_tokens : 0.0;
@@ -338,8 +359,8 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     memset(L, 0, sizeof *L);
     sb_prec_bytes pb = sb_precision_bytes(c->precision);
     const double B = pb.act, t = c->tp;
-    const double h = (double)mm->hidden, f = (double)mm->ffn, a = (double)mm->heads;
-    const double dh = h / a, kvh = (double)mm->kv_heads * dh;
+    const double h = (double)mm->hidden, f = (double)sb_mt_ff(mm), a = (double)mm->heads;
+    const double dh = sb_mt_dh(mm), kvh = (double)mm->kv_heads * dh, qw = q_width(mm);
     const double s = (double)mm->seq / c->cp, T = (double)c->mbs * s; /* tokens */
     const double Tn = c->sp ? T / t : T; /* tokens a norm or dropout touches */
     const double moe_tokens = mm->experts > 0 ? (double)mm->topk : 1.0; /* routed copies per token */
@@ -400,9 +421,14 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double ffl = f / t * T * moe_tokens;
     double act = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 3.0 : 2.0) * B);
     double act_b = sb_gpu_mem_s(g, ffl * (mm->swiglu ? 5.0 : 3.0) * B);
-    double rope = mm->swiglu ? sb_gpu_mem_s(g, T * (h + kvh) / t * 2.0 * B) : 0.0;
-    fwd_rest += nrm + bda + rope;
-    bwd_rest += nrm_b + bda_b + rope;
+    double rope = mm->swiglu ? sb_gpu_mem_s(g, T * (qw + kvh) / t * 2.0 * B) : 0.0;
+    /* QK norms (Qwen3): an RMSNorm over each head of q and k, TE's fused kernel (read,
+     * write; backward 4 per element, as the layer's norms); a QKV bias adds in the GEMM's
+     * epilogue and its gradient in the backward GEMM's (cuBLASLt): no pass of its own */
+    double qkn = mm->qk_norm ? sb_gpu_mem_s(g, T * (qw + kvh) / t * 2.0 * B) : 0.0;
+    double qkn_b = mm->qk_norm ? sb_gpu_mem_s(g, T * (qw + kvh) / t * 4.0 * B) : 0.0;
+    fwd_rest += nrm + bda + rope + qkn;
+    bwd_rest += nrm_b + bda_b + rope + qkn_b;
     fwd_mlp += act;
     bwd_mlp += act_b;
     if (mm->experts > 0) { /* Megatron-Core's router and token dispatcher */
@@ -473,18 +499,25 @@ void sb_mt_layer(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g, 
     double experts_here = mm->experts > 0 ? (double)mm->experts / c->ep : 1.0;
     double mlp = experts_here * (mm->swiglu ? 3.0 : 2.0) * h * f / t;
     L->expert_params = mm->experts > 0 ? mlp : 0.0;
-    L->params = (h * (h + 2.0 * kvh) + h * h) / t + mlp + 2.0 * h +
-                (mm->experts > 0 ? h * (double)mm->experts : 0.0);
+    L->params = (h * (qw + 2.0 * kvh) + qw * h) / t + mlp + 2.0 * h +
+                (mm->experts > 0 ? h * (double)mm->experts : 0.0) +
+                (mm->qkv_bias ? (qw + 2.0 * kvh) / t : 0.0) + (mm->qk_norm ? 2.0 * dh : 0.0);
     L->act_bytes = layer_act_bytes(mm, c, g);
+}
+
+/* A layer's GEMM parameters as a token sees them (MoE: its top-k experts') */
+static double layer_gemm_params(const sb_mt_model *mm)
+{
+    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
+    double kvh = (double)mm->kv_heads * sb_mt_dh(mm), qw = q_width(mm);
+    return hh * (qw + 2.0 * kvh) + qw * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * sb_mt_ff(mm);
 }
 
 double sb_mt_model_flops(const sb_mt_model *mm)
 {
-    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
-    double kvh = (double)mm->kv_heads * hh / mm->heads;
-    double gemm_p = hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
+    double hh = (double)mm->hidden, qw = q_width(mm);
     double tokens = (double)mm->global_batch * mm->seq;
-    return tokens * (6.0 * mm->layers * gemm_p + 12.0 * mm->layers * hh * mm->seq +
+    return tokens * (6.0 * mm->layers * layer_gemm_params(mm) + 12.0 * mm->layers * qw * mm->seq +
                      6.0 * hh * (double)mm->vocab);
 }
 
@@ -591,6 +624,8 @@ static int stages_ok(const sb_mt_model *mm, const sb_mt_config *c)
     int fl = c->first_layers, ll = c->last_layers;
     if (c->pp > mm->layers || fl < 0 || ll < 0 || ((fl || ll) && c->pp < 2))
         return 0;
+    if ((long)fl + ll >= mm->layers && !(c->pp == 2 && fl && ll))
+        return 0;
     if (c->pp == 2 && fl && ll && (long)fl + ll != mm->layers)
         return 0;
     if (!fl && !ll && mm->layers % ((long)c->pp * c->vpp))
@@ -625,6 +660,16 @@ static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *
                            c->pp, mm->layers);
         return 0;
     }
+    if ((long)fl + ll >= mm->layers && !(c->pp == 2 && fl && ll))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--first-stage-layers %d and --last-stage-layers %d leave none of the %ld "
+                       "layers to the other %d stages", fl, ll, mm->layers,
+                       c->pp - (fl > 0) - (ll > 0));
+    if ((long)fl + ll >= mm->layers && !(c->pp == 2 && fl && ll))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--first-stage-layers %d and --last-stage-layers %d leave none of the %ld "
+                       "layers to the other %d stages", fl, ll, mm->layers,
+                       c->pp - (fl > 0) - (ll > 0));
     if (c->pp == 2 && fl && ll && (long)fl + ll != mm->layers)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--first-stage-layers %d + --last-stage-layers %d is not the %ld layers "
@@ -872,10 +917,10 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (P % prod)
         return sb_fail(err, SB_EXIT_INPUT,
                        "the degrees given (product %ld) do not divide the %d devices (-p)", prod, P);
-    if (f->tp && (mm->heads % f->tp || mm->kv_heads % f->tp || mm->ffn % f->tp))
+    if (f->tp && (mm->heads % f->tp || mm->kv_heads % f->tp || sb_mt_ff(mm) % f->tp))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--tp %d does not divide the %ld heads, %ld kv heads and ff %ld", f->tp,
-                       mm->heads, mm->kv_heads, mm->ffn);
+                       mm->heads, mm->kv_heads, sb_mt_ff(mm));
     if (f->cp && (mm->seq % f->cp || (f->cp > 1 && (mm->seq / f->cp) % 2)))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--cp %d does not divide seq %ld into an even number per rank", f->cp,
@@ -890,6 +935,9 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->pp && f->pp > mm->layers)
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
                        mm->layers);
+    if ((f->first_layers || f->last_layers) && f->pp == 1)
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--first-stage-layers and --last-stage-layers need --pp of at least 2");
     if (f->param_gather == SB_MT_PG_ON && (f->dist_opt == 0 || !f->dp_overlap))
         return sb_fail(err, SB_EXIT_INPUT,
                        "--overlap-param-gather on needs the distributed optimizer (--zero 1) and "
@@ -901,48 +949,42 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     return 0;
 }
 
-/* A layer's GEMM parameters as a token sees them (MoE: its top-k experts') */
-static double layer_gemm_params(const sb_mt_model *mm)
-{
-    double hh = (double)mm->hidden, dense = mm->experts > 0 ? (double)mm->topk : 1.0;
-    double kvh = (double)mm->kv_heads * hh / mm->heads;
-    return hh * (hh + 2.0 * kvh) + hh * hh + dense * (mm->swiglu ? 3.0 : 2.0) * hh * mm->ffn;
-}
 
-#define MAX_LAYOUTS 64
 /* The stage layouts ({first, last} stage layers; {0, 0}: even) the grid tries
  * on pp x vpp: the one `fixed` gives; else the even one (sb_mt_check refuses it
  * where it does not divide) and uneven ones, in units of vpp layers, with
  * middle stages of m units and ends of m - D .. m + 1 (D: the output layer's
- * GEMMs in layers and 2 more, at most 16), which cover the ends' balancing
- * against the head and the embedding. */
-static int stage_layouts(const sb_mt_model *mm, const sb_mt_config *fixed, int pp, int vpp,
-                         int (*out)[2])
+ * GEMMs in layers and 2 more, at most the layers), which cover the ends'
+ * balancing against the head and the embedding. Fills out[] up to cap and
+ * returns how many there are (a caller with less room asks again). */
+static long stage_layouts(const sb_mt_model *mm, const sb_mt_config *fixed, int pp, int vpp,
+                          int (*out)[2], long cap)
 {
+    long k = 0;
+#define PUT(F, L) (k < cap ? (out[k][0] = (int)(F), out[k][1] = (int)(L)) : 0, k++)
     if (fixed->first_layers || fixed->last_layers) {
-        out[0][0] = fixed->first_layers, out[0][1] = fixed->last_layers;
-        return 1;
+        PUT(fixed->first_layers, fixed->last_layers);
+        return k;
     }
-    int k = 0;
-    out[k][0] = out[k][1] = 0, k++;
+    PUT(0, 0);
     if (pp < 2 || mm->layers % vpp)
         return k;
     const long Lu = mm->layers / vpp;
-    int D = (int)fmin(16.0, ceil((double)mm->vocab * mm->hidden / layer_gemm_params(mm)) + 2.0);
-    const long Du = (D + vpp - 1) / vpp;
+    double D = fmin((double)mm->layers,
+                    ceil((double)mm->vocab * mm->hidden / layer_gemm_params(mm)) + 2.0);
+    const long Du = ((long)D + vpp - 1) / vpp;
     for (long m = 1; pp == 2 ? m == 1 : (pp - 2) * m < Lu; m++) {
         /* pp 2: two ends of Lu units, about half each */
         long mid = pp == 2 ? Lu / 2 : m, R = Lu - (pp - 2) * (pp == 2 ? 0 : m);
         long lo = mid - Du > 1 ? mid - Du : 1, hi = mid + 1 + (pp == 2 ? Du : 0);
-        for (long F = lo > R - hi ? lo : R - hi; F <= hi && F <= R - lo && k < MAX_LAYOUTS; F++) {
+        for (long F = lo > R - hi ? lo : R - hi; F <= hi && F <= R - lo; F++) {
             long Lst = R - F;
-            if (pp > 2 && F == m && Lst == m)
+            if ((pp > 2 && F == m && Lst == m) || (pp == 2 && F == Lst))
                 continue; /* the even one */
-            if (pp == 2 && F == Lst)
-                continue;
-            out[k][0] = (int)(F * vpp), out[k][1] = (int)(Lst * vpp), k++;
+            PUT(F * vpp, Lst * vpp);
         }
     }
+#undef PUT
     return k;
 }
 
@@ -966,7 +1008,7 @@ static double slowest_bound(const sb_mt_model *mm, const sb_mt_config *c, const 
 /* The grid's configuration c over the stage layouts `lay` (n of them): prices
  * each valid one from one set of layer and ends figures, keeps the fastest
  * that fits mem_limit in *best, *r, *best_s; returns how many it priced. */
-static long try_layouts(const sb_mt_model *mm, sb_mt_config c, const int (*lay)[2], int n, int P,
+static long try_layouts(const sb_mt_model *mm, sb_mt_config c, const int (*lay)[2], long n, int P,
                         const sb_gpu *g, double mem_limit, sb_mt_config *best, sb_mt_result *r,
                         double *best_s, sb_error *e2)
 {
@@ -976,7 +1018,7 @@ static long try_layouts(const sb_mt_model *mm, sb_mt_config c, const int (*lay)[
     sb_mt_ends E;
     sb_mt_result tmp;
     int checked = 0;
-    for (int y = 0; y < n; y++) {
+    for (long y = 0; y < n; y++) {
         c.first_layers = lay[y][0], c.last_layers = lay[y][1];
         if (!stages_ok(mm, &c)) {
             if (y == n - 1 && !checked) /* none splits: say why the last does not */
@@ -1012,8 +1054,8 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     if (check_fixed(mm, fixed, P, err))
         return -1;
     int tps[64], pps[256], cps[64], eps[64], vps[16], mbs[16];
-    /* TP inside a node unless fixed; PP up to the layers (uneven stages allowed
-     * without interleaving); CP over the sequence */
+    /* TP inside a node unless fixed; PP the divisors of P up to the layers (each with
+     * its stage layouts, stage_layouts); CP over the sequence */
     int ntp = fixed->tp ? (tps[0] = fixed->tp, 1) : divisors(P, g->node_devices, tps, 64);
     int npp = fixed->pp ? (pps[0] = fixed->pp, 1) : divisors(P, mm->layers, pps, 256);
     int ncp = fixed->cp ? (cps[0] = fixed->cp, 1) : divisors(P, 16, cps, 64);
@@ -1023,9 +1065,12 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
     int nvp = fixed->vpp || fixed->file_layout ? (vps[0] = fixed->vpp ? fixed->vpp : 1, 1)
                                                : divisors(mm->layers, 8, vps, 16);
     int nmb = fixed->mbs ? (mbs[0] = fixed->mbs, 1) : divisors(mm->global_batch, 16, mbs, 16);
-    long priced = 0;
+    long priced = 0, cap = 256;
     double best_s = INFINITY;
     sb_error e2 = {0};
+    int(*lay)[2] = malloc(sizeof *lay * (size_t)cap); /* the stage layouts of a PP x VPP */
+    if (!lay)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     for (int a = 0; a < ntp; a++)
         for (int b = 0; b < npp; b++)
             for (int cc = 0; cc < ncp; cc++) {
@@ -1037,8 +1082,16 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                     continue;
                 for (int e = 0; e < nep; e++)
                     for (int v = 0; v < nvp; v++) {
-                        int lay[MAX_LAYOUTS][2];
-                        int nlay = stage_layouts(mm, fixed, pps[b], vps[v], lay);
+                        long nlay = stage_layouts(mm, fixed, pps[b], vps[v], lay, cap);
+                        if (nlay > cap) { /* room for them all */
+                            int(*more)[2] = realloc(lay, sizeof *lay * (size_t)nlay);
+                            if (!more) {
+                                free(lay);
+                                return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
+                            }
+                            lay = more, cap = nlay;
+                            stage_layouts(mm, fixed, pps[b], vps[v], lay, cap);
+                        }
                         for (int m = 0; m < nmb; m++)
                             for (int rc = 0; rc < 3; rc++)
                                 for (int sp = 0; sp < 2; sp++)
@@ -1060,6 +1113,7 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                     }
                     }
             }
+    free(lay);
     if (!(best_s < INFINITY)) {
         if (!priced)
             return sb_fail(err, SB_EXIT_INPUT,

@@ -8,6 +8,17 @@
 
 #include "shardbench/megatron.h"
 
+/* A head's width (head_dim, else hidden / heads) and the MLP width a token's
+ * GEMMs see (an expert's under MoE where moe_ffn is given, else ffn). */
+static inline double sb_mt_dh(const sb_mt_model *mm)
+{
+    return mm->head_dim > 0 ? (double)mm->head_dim : (double)mm->hidden / (double)mm->heads;
+}
+static inline long sb_mt_ff(const sb_mt_model *mm)
+{
+    return mm->experts > 0 && mm->moe_ffn > 0 ? mm->moe_ffn : mm->ffn;
+}
+
 /* per-layer figures of one micro-batch on one GPU */
 typedef struct {
     double fwd_s, bwd_s, recomp_s; /* compute (GEMMs and memory-bound ops) */

@@ -27,6 +27,7 @@ typedef struct {
     char defaults[256];    /* "seq=8192, batch=512 (4194304 tokens)" */
     uint64_t settings_read; /* bit i: settings[i] (i < 64) named a key the reader read */
     char grid_why[200];    /* why --algo megatron cannot price it as it is ("" when it can) */
+    int qk_norm, qkv_bias; /* Qwen3's QK norms, Qwen2's QKV biases (the grid prices them) */
 } sb_hf_info;
 
 /* 1 when name is "hf:PATH". */

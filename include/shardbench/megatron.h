@@ -20,6 +20,11 @@ extern "C" {
 typedef struct {
     long layers, hidden, heads, kv_heads, ffn, vocab, seq;
     long experts, topk; /* MoE: experts per layer (0: dense), experts per token */
+    long head_dim;      /* per head (Megatron's --kv-channels; Qwen3's head_dim); 0: hidden /
+                           heads */
+    long moe_ffn;       /* an expert's MLP width (--moe-ffn-hidden-size); 0: ffn */
+    int qk_norm;        /* RMSNorm on each head's q and k (--qk-layernorm: Qwen3) */
+    int qkv_bias;       /* biases on Q, K and V (--add-qkv-bias: Qwen2) */
     int swiglu;         /* 1: SwiGLU MLP (3 matrices), RMSNorm, rotary; 0: GELU MLP, LayerNorm */
     long global_batch;  /* sequences per step */
     int untie;          /* 1: the output layer has its own weight (Llama; Megatron-LM's
@@ -95,9 +100,9 @@ typedef struct {
      * adds), the attention core, the memory-bound rest (norms, activations, adds,
      * rotary, embedding, loss, fp8 casts); they add up to compute_s */
     double compute_gemm_s, compute_attention_s, compute_memory_s;
-    /* peak bytes per device: the fuller of the first pipeline stage (the embedding,
-     * the most micro-batches in flight) and the last (the output layer, its fp32
-     * logits) */
+    /* peak bytes per device: the fullest of the first pipeline stage (the embedding,
+     * the most micro-batches in flight), the last (the output layer, its fp32
+     * logits) and stage 1 (the middle stages' most in flight) */
     double mem_weights, mem_grads, mem_optimizer, mem_activations, mem_buffers, mem_total;
     double model_flops;      /* per step, PaLM/Megatron convention (no recomputation) */
     double tokens_per_s, tflops_per_device, mfu;

@@ -240,6 +240,9 @@ typedef struct {
      * sb_hf_info.grid_why). Empty for model files and ONNX imports. */
     char hf_arch[96];
     char grid_why[200];
+    /* what the per-layer model prices of it beyond its params: QK norms (Qwen3),
+     * biases on Q, K and V (Qwen2) */
+    int hf_qk_norm, hf_qkv_bias;
 } sb_model;
 
 /* Trained values of the model as the framework counts them: every op's own

@@ -515,34 +515,37 @@ int hf_read_cfg(hf_reader *R, hf_cfg *c)
 }
 
 /* Why --algo megatron's per-layer model (search/megatron.c: SwiGLU, RMSNorm,
- * full rotary, GQA, dense causal attention, no biases, a head tied or not,
- * every layer's MLP the same mixture or none) cannot price config c of
- * architecture cls as it is, or "" when it can: Llama, Mistral and Mixtral
- * configs without the features below. */
+ * full rotary, GQA, any head_dim, QK norms, biases on Q, K and V only, dense
+ * causal attention, a head tied or not, every layer's MLP the same mixture
+ * of experts of their own width or none) cannot price config c of
+ * architecture cls as it is, or "" when it can: Llama, Mistral, Mixtral,
+ * Qwen2, Qwen3 and Qwen3-MoE configs without the features below. */
 void hf_grid_why(const hf_cfg *c, const char *cls, char *why, size_t cap)
 {
     why[0] = '\0';
-    if (strcmp(cls, archs[A_LLAMA].cls) && strcmp(cls, archs[A_MISTRAL].cls) &&
-        strcmp(cls, archs[A_MIXTRAL].cls)) {
-        snprintf(why, cap, "the grid's per-layer model prices Llama, Mistral and Mixtral "
-                 "configs only");
+    static const int ok[] = {A_LLAMA, A_MISTRAL, A_MIXTRAL, A_QWEN2, A_QWEN3, A_QWEN2_MOE,
+                             A_QWEN3_MOE};
+    int known = 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        known |= !strcmp(cls, archs[ok[i]].cls);
+    if (!known) {
+        snprintf(why, cap, "the grid's per-layer model prices Llama, Mistral, Mixtral and "
+                 "Qwen 2, 3 (dense and MoE) configs only");
         return;
     }
     if (c->window > 0 && c->window < c->seq)
         snprintf(why, cap, "sliding_window=%lld < seq=%lld (the grid prices dense causal "
                  "attention)", (long long)c->window, (long long)c->seq);
-    else if (c->qkv_bias || c->o_bias || c->mlp_bias)
-        snprintf(why, cap, "attention_bias / mlp_bias (the grid prices GEMMs without biases)");
-    else if (c->head_dim * c->heads != c->hidden)
-        snprintf(why, cap, "head_dim=%lld is not hidden_size / num_attention_heads",
-                 (long long)c->head_dim);
+    else if (c->o_bias || c->mlp_bias)
+        snprintf(why, cap, "attention_bias / mlp_bias (the grid prices biases on Q, K and V "
+                 "only)");
     else if (!c->theta || c->rotary_dim != c->head_dim)
         snprintf(why, cap, "rotary on %lld of %lld head dims (the grid prices full rotary)",
                  (long long)c->rotary_dim, (long long)c->head_dim);
-    else if (c->norm != HF_NORM_RMS || c->mlp != HF_MLP_SWIGLU || c->qk_norm ||
-             c->parallel_residual || c->sandwich || c->attn_cap || c->final_cap || c->mla ||
-             c->shared != HF_SHARED_NONE || c->first_dense || c->layer_freq > 1 ||
-             (c->experts && c->moe_ff != c->ff))
-        snprintf(why, cap, "a layer the grid does not price (norms, MLP, caps or experts)");
+    else if (c->norm != HF_NORM_RMS || c->mlp != HF_MLP_SWIGLU || c->parallel_residual ||
+             c->sandwich || c->attn_cap || c->final_cap || c->mla ||
+             c->shared != HF_SHARED_NONE || c->first_dense || c->layer_freq > 1)
+        snprintf(why, cap, "a layer the grid does not price (norms, MLP, caps, shared or "
+                 "dense-first experts)");
 }
 

@@ -83,6 +83,7 @@ int sb_hf_text_from_json(const char *json, size_t n, const char *path, const sb_
     if (!rc) {
         list_ignored(&R);
         hf_grid_why(&c, info->arch, info->grid_why, sizeof info->grid_why);
+        info->qk_norm = c.qk_norm, info->qkv_bias = c.qkv_bias;
         snprintf(info->defaults, sizeof info->defaults, "seq=%lld, batch=%lld (%lld tokens)",
                  (long long)c.seq, (long long)c.batch, (long long)(c.seq * c.batch));
         char name[96];
@@ -199,6 +200,7 @@ int sb_hf_parse_text(const char *text, size_t len, const sb_hf_info *info,
     if (!rc) { /* what --algo megatron reads of it (sb_mt_model_from) */
         snprintf(out->hf_arch, sizeof out->hf_arch, "%s", info->arch);
         snprintf(out->grid_why, sizeof out->grid_why, "%s", info->grid_why);
+        out->hf_qk_norm = info->qk_norm, out->hf_qkv_bias = info->qkv_bias;
     }
     return rc;
 }

@@ -214,8 +214,42 @@ import json; a = json.load(open('$TMP/l1b-tied.json')); b = json.load(open('$TMP
 V = 128256 * 2048; ma = a['memory_bytes_per_device']; mb = b['memory_bytes_per_device']
 assert mb['weights'] - ma['weights'] == 2 * V and mb['gradients'] - ma['gradients'] == 4 * V, (ma, mb)
 assert a['time_breakdown_seconds']['compute'] == b['time_breakdown_seconds']['compute']"
-refused "hf: DeepSeek-V3" "prices Llama, Mistral and Mixtral configs only" \
+refused "hf: DeepSeek-V3" "prices Llama, Mistral, Mixtral and Qwen 2, 3 (dense and MoE) configs only" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/deepseek-v3" "${H[@]}"
+# Qwen2 (QKV biases), Qwen3 (QK norms, head_dim 128 beside hidden 1024 / 16 heads) and
+# Qwen3-MoE (128 experts of 768, top 8): the grid's weights at TP 1, PP 1 are 2 bytes
+# a parameter of the count refcount.py gives (tests/data/hf/expected.tsv), short of the
+# final norm alone; Qwen2-MoE's shared experts refused
+for q in qwen2-0.5b qwen3-0.6b qwen3-30b-a3b; do
+    "$SB" search --algo megatron -m "hf:$SRC/tests/data/hf/$q" --machine h100-sxm --format json -p 8 \
+        --tp 1 --pp 1 --dp 8 --cp 1 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none \
+        --sequence-parallel off --zero 0 > "$TMP/$q.json" 2> /dev/null
+    check "hf: $q priced, its weights its parameters" python3 -c "
+import json, sys
+d = json.load(open('$TMP/$q.json')); want = None
+for line in open('$SRC/tests/data/hf/expected.tsv'):
+    f = line.split('\t')
+    if f[0] == '$q': want = int(f[1])
+h = json.load(open('$SRC/tests/data/hf/$q/config.json'))['hidden_size']
+got = d['memory_bytes_per_device']['weights'] / 2
+assert want and 0 <= want - got <= h, (got, want)"
+done
+refused "hf: Qwen2-MoE's shared experts" "does not price (norms, MLP, caps, shared" \
+    search --algo megatron -m "hf:$SRC/tests/data/hf/qwen1.5-moe-a2.7b" "${H[@]}"
+# a validate row naming Qwen3-30B-A3B (its sizes "-"): priced with what no column gives
+# (128 experts of 768, head_dim 128, QK norms), as search prices the same configuration
+DG="$SRC/tests/data/published-runs-h100-dgxc.tsv"
+Q3="hf:$SRC/tests/data/hf/qwen3-30b-a3b"
+{ grep -v '^#' "$DG" | head -1 | sed 's/$/\tmodel/'
+  grep '^dgxc-llama31-8b-bf16-8' "$DG" | awk -v P="$Q3" 'BEGIN{FS=OFS="\t"} {for (i = 3; i <= 8; i++) $i = "-"; $NF = "-"; print $0, P}'
+} > "$TMP/vq.tsv"
+"$SB" validate --data "$TMP/vq.tsv" --format json > "$TMP/vq.json" 2> /dev/null
+"$SB" search --algo megatron -m "$Q3" --set seq=8192 --set batch=128 -p 8 --machine h100-sxm \
+    --tp 1 --pp 1 --dp 4 --cp 2 --ep 1 --vpp 1 --micro-batch-size 1 --recompute none \
+    --sequence-parallel off --zero 1 --grad-reduce-dtype fp32 --format json > "$TMP/sq.json" 2> /dev/null
+check "validate: a Qwen3-MoE row priced as search prices it" python3 -c "
+import json; a = json.load(open('$TMP/vq.json'))['runs'][0]; b = json.load(open('$TMP/sq.json'))
+assert a['predicted_step_seconds'] == b['predicted_step_seconds'], (a['predicted_step_seconds'], b['predicted_step_seconds'])"
 # validate rows naming their model (the optional model column, hf:PATH): the sizes
 # given as "-" read from the config, the same prices; a size that disagrees refused
 DG="$SRC/tests/data/published-runs-h100-dgxc.tsv"
@@ -361,6 +395,10 @@ and d['stage_details'][-1]['last_layer'] == 126"
 refused "--pp 16 of 126 layers without the ends' layers" "does not divide the 126 layers: give" "${U[@]}"
 refused "ends that leave layers not splitting evenly" "do not split evenly over the other 14" \
     "${U[@]}" --first-stage-layers 7 --last-stage-layers 9
+refused "ends that leave no layers to the middle" "leave none of the 126 layers to the other 14" \
+    "${U[@]}" --first-stage-layers 100 --last-stage-layers 26
+refused "ends at --pp 1" "need --pp of at least 2" search --algo megatron -m llama3-8b -p 16 \
+    --machine h100-sxm --pp 1 --first-stage-layers 4
 "$SB" search --algo megatron -m llama3.1-405b -p 131072 --machine h100-sxm --format json > "$TMP/u2.json"
 check "the grid: 405B on 131,072 GPUs, uneven ends under interleaving" python3 -c "
 import json; d = json.load(open('$TMP/u2.json')); m = d['megatron']; s = d['stage_details']

@@ -970,6 +970,25 @@ static void test_balanced_ends(void **state)
     assert_true(best.last_layers > 0 && best.last_layers < sb_mt_stage_count(&m, &best, 1));
     sb_mt_price(&m, &best, &g, &again);
     close_to(again.step_s, rb.step_s);
+    /* a vocabulary of 2 M against 64 layers (the head some 60 layers' worth) at PP 3:
+     * the grid's best is the least over every valid layout given by hand */
+    sb_mt_model big = m;
+    big.layers = 64, big.vocab = 2000000, big.global_batch = 96;
+    sb_mt_config c3 = cfg(2, 3, 4, 1, 1);
+    c3.recompute = SB_MT_RC_NONE, c3.precision = SB_PREC_BF16, c3.fused_attention = 1;
+    c3.sp = 1, c3.dist_opt = 1, c3.dp_overlap = 1;
+    if (sb_mt_search(&big, &c3, 24, &g, 1e30, &best, &rb, &err) <= 0)
+        fail_msg("%s", err.msg);
+    double least = INFINITY;
+    for (int F = 1; F < 64; F++)
+        for (int Lst = 1; F + Lst < 64; Lst++) {
+            c3.first_layers = F, c3.last_layers = Lst;
+            if (sb_mt_check(&big, &c3, 24, &err))
+                continue;
+            sb_mt_price(&big, &c3, &g, &again);
+            least = fmin(least, again.step_s);
+        }
+    close_to(rb.step_s, least);
     /* 2 + 14 + 14 + 2: stage 1 holds 14 layers x 3 in flight, stage 0 2 x 4 */
     c.first_layers = c.last_layers = 2;
     m.vocab = 32000;
@@ -987,6 +1006,66 @@ static void test_balanced_ends(void **state)
     }
     assert_int_equal(at, 1);
     close_to(r.mem_total, mx);
+}
+
+/* Today's attention and MoE variants as Megatron-Core prices them: a head_dim that
+ * is not hidden / heads (--kv-channels) widens Q, K, V and the projection's input;
+ * given as hidden / heads it prices exactly as not given; QK norms (--qk-layernorm)
+ * add their weights and a norm pass over q and k each way; QKV biases (--add-qkv-bias)
+ * their weights alone (their add and gradient ride in the GEMMs' epilogues); an
+ * expert's MLP width (--moe-ffn-hidden-size) sizes the expert GEMMs */
+static void test_layer_variants(void **state)
+{
+    (void)state;
+    sb_gpu g = toy();
+    g.peak_tflops = 989, g.sms = 132, g.hbm_gbs = 3350, g.hbm_eff = 0.9, g.kernel_us = 4;
+    sb_mt_model m = gpt();
+    m.layers = 4, m.global_batch = 8, m.swiglu = 1, m.kv_heads = 8;
+    sb_mt_config c = cfg(2, 1, 1, 1, 1); /* 8 micro-batches */
+    c.recompute = SB_MT_RC_NONE, c.precision = SB_PREC_BF16, c.fused_attention = 1, c.sp = 1;
+    sb_mt_result base, r;
+    sb_mt_price(&m, &c, &g, &base);
+    sb_mt_model v = m;
+    v.head_dim = m.hidden / m.heads; /* 128, as not given */
+    sb_mt_price(&v, &c, &g, &r);
+    assert_true(r.step_s == base.step_s && r.mem_total == base.mem_total);
+    /* head_dim 256: Q 64 x 256 wide, K and V 8 x 256 */
+    v.head_dim = 256;
+    sb_mt_gemm gm[SB_MT_LAYER_GEMMS];
+    sb_mt_layer_gemms(&v, &c, gm);
+    close_to(gm[0].N, (64.0 * 256 + 2.0 * 8 * 256) / 2);
+    close_to(gm[3].K, 64.0 * 256 / 2);
+    sb_mt_price(&v, &c, &g, &r);
+    const double h = 8192, qw = 64.0 * 256, kvh = 8.0 * 256, B = 2.0;
+    /* weights: the layers' QKV and projection grow, 2 bytes a parameter at TP 2 */
+    close_to(r.mem_weights - base.mem_weights,
+             4.0 * B * (h * (qw + 2 * kvh) + qw * h - (h * (h + 2 * 1024.0) + h * h)) / 2);
+    /* QK norms: 2 x head_dim weights a layer; a pass over q and k, read and written (2
+     * words), backward 4 words, each micro-batch and layer */
+    v = m, v.qk_norm = 1;
+    sb_mt_price(&v, &c, &g, &r);
+    close_to(r.mem_weights - base.mem_weights, 4.0 * B * 2 * 128);
+    const double T = 2048, X = T * (h + 1024.0) / 2; /* q and k elements on a rank */
+    close_to(r.compute_s - base.compute_s,
+             8.0 * 4 * (sb_gpu_mem_s(&g, X * 2 * B) + sb_gpu_mem_s(&g, X * 4 * B)));
+    /* QKV biases: their weights, no time */
+    v = m, v.qkv_bias = 1;
+    sb_mt_price(&v, &c, &g, &r);
+    close_to(r.mem_weights - base.mem_weights, 4.0 * B * (h + 2 * 1024.0) / 2);
+    assert_true(r.compute_s == base.compute_s);
+    /* an expert's width: the MLP GEMMs of 8 experts, top-2, 2048 wide (not ff) */
+    v = m, v.experts = 8, v.topk = 2, v.moe_ffn = 2048;
+    sb_mt_layer_gemms(&v, &c, gm);
+    close_to(gm[6].N, 2.0 * 2048 / 2);
+    close_to(gm[9].K, 2048.0 / 2);
+    close_to(gm[6].M, 2.0 * T);
+    v.moe_ffn = 2004; /* TP 2 divides it; TP 8 does not */
+    sb_error err = {0};
+    assert_int_equal(sb_mt_check(&v, &c, 2, &err), 0);
+    sb_mt_config c8 = cfg(8, 1, 1, 1, 1);
+    c8.sp = 1;
+    assert_int_equal(sb_mt_check(&v, &c8, 8, &err), -1);
+    assert_non_null(strstr(err.msg, "ff 2004"));
 }
 
 static void test_search_superset(void **state)
@@ -1140,6 +1219,7 @@ int main(void)
         cmocka_unit_test(test_untied_head),
         cmocka_unit_test(test_stage_layouts),
         cmocka_unit_test(test_balanced_ends),
+        cmocka_unit_test(test_layer_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
