@@ -250,7 +250,7 @@ static int parse_row(char **f, const char *path, int line, vrow *r, sb_error *er
     if (mm->kv_heads > mm->heads || mm->heads % mm->kv_heads)
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: kv_heads %ld does not divide heads %ld", path,
                        line, mm->kv_heads, mm->heads);
-    if (mm->hidden % mm->heads)
+    if (mm->hidden % mm->heads && !mm->head_dim) /* (a model's head_dim: its own width) */
         return sb_fail(err, SB_EXIT_INPUT, "%s:%d: hidden %ld is not a multiple of heads %ld",
                        path, line, mm->hidden, mm->heads);
     sb_error e2 = {0};

@@ -173,6 +173,12 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
                        c->vpp, M, c->pp);
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
+    double dh = sb_mt_dh(mm);
+    if (c->fused_attention && (dh > 256 || fmod(dh, 8.0) != 0))
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--attention fused: a head of %g dims (FlashAttention and cuDNN's fused "
+                       "attention take at most 256, a multiple of 8): give --attention "
+                       "materialized", dh);
     if (mm->experts > 0 && c->tp > 1 && !c->sp)
         return moe_needs_sp(c->tp, err);
     if (c->sp && (mm->seq / c->cp) % c->tp)
@@ -665,11 +671,6 @@ static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *
                        "--first-stage-layers %d and --last-stage-layers %d leave none of the %ld "
                        "layers to the other %d stages", fl, ll, mm->layers,
                        c->pp - (fl > 0) - (ll > 0));
-    if ((long)fl + ll >= mm->layers && !(c->pp == 2 && fl && ll))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--first-stage-layers %d and --last-stage-layers %d leave none of the %ld "
-                       "layers to the other %d stages", fl, ll, mm->layers,
-                       c->pp - (fl > 0) - (ll > 0));
     if (c->pp == 2 && fl && ll && (long)fl + ll != mm->layers)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--first-stage-layers %d + --last-stage-layers %d is not the %ld layers "
@@ -1108,6 +1109,10 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
                                         if (fixed->file_layout && c.dp % c.ep)
                                             continue; /* its experts' batch split DP/EP ways */
+                                        /* a file's moe_gate splits its batch alone */
+                                        if (fixed->file_layout && mm->experts > 0 &&
+                                            (c.ep > 1 || c.cp > 1 || c.sp))
+                                            continue;
                                         priced += try_layouts(mm, c, lay, nlay, P, g, mem_limit,
                                                               best, r, &best_s, &e2);
                                     }

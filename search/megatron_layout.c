@@ -13,9 +13,9 @@
  *   - an op with none of them (norms, residual adds) splits "seq" TP ways
  *     under sequence parallelism, else is replicated over TP;
  *   - context parallelism splits "seq" CP ways (queries; keys stay whole).
- * Stages: PP stages of whole layers (ops "NAME.I/..." of repeat instance
- * I), as many on each as the pricer places there (sb_mt_stage_count:
- * the first and last stages' counts where given); ops
+ * Stages: PP stages of whole layers (runs of ops "PREFIX/...", cut_stages),
+ * as many on each as the pricer places there (sb_mt_stage_count: the first
+ * and last stages' counts where given); ops
  * before the first layer in stage 0, after the last in the last stage.
  * Recompute full: every recomputable op; selective: the attention's
  * scores (softmax ops and the einsums that read or write them). The
@@ -27,26 +27,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Repeat instance of op name "NAME.I/...", or -1 outside a repeat. */
-static int layer_of(const char *name)
-{
-    const char *slash = strchr(name, '/');
-    if (!slash)
-        return -1;
-    const char *dot = slash;
-    while (dot > name && dot[-1] != '.')
-        dot--;
-    if (dot == name || dot == slash)
-        return -1;
-    int v = 0;
-    for (const char *c = dot; c < slash; c++) {
-        if (*c < '0' || *c > '9')
-            return -1;
-        v = v * 10 + (*c - '0');
-    }
-    return v;
-}
 
 static long gcd(long a, long b)
 {
@@ -84,7 +64,8 @@ static int split(const sb_op *op, int *c, const char *name, long k, long mb, sb_
 /* Op op's config (c, ndims counts) under configuration mc. */
 static int op_config(const sb_op *op, const sb_mt_config *mc, long mb, int *c, sb_error *err)
 {
-    static const char *const tp_dims[] = {"kvh", "heads", "rep", "ff", "vocab"};
+    /* (eff: an expert's width as the hf: importer names it) */
+    static const char *const tp_dims[] = {"kvh", "heads", "rep", "ff", "eff", "vocab"};
     for (int d = 0; d < op->ndims; d++)
         c[d] = 1;
     int expert = dim_of(op, "expert") >= 0;
@@ -104,33 +85,57 @@ static int op_config(const sb_op *op, const sb_mt_config *mc, long mb, int *c, s
     }
     if (left == mc->tp && mc->sp && split(op, c, "seq", left, mb, err))
         return -1;
-    return split(op, c, "seq", mc->cp, mb, err);
+    if (split(op, c, "seq", mc->cp, mb, err))
+        return -1;
+    /* moe_gate splits its group (batch) alone (docs/model-format.md) */
+    for (int d = 0; op->kind == SB_OP_MOE_GATE && d < op->ndims; d++)
+        if (c[d] > 1 && strcmp(op->dims[d].name, "batch"))
+            return sb_fail(err, SB_EXIT_INPUT,
+                           "--save: op '%s' (moe_gate) splits its group alone in a strategy "
+                           "file, and this configuration splits its %s %d ways (EP, sequence "
+                           "or context parallelism): give --ep 1 --cp 1 --tp 1 (an MoE model "
+                           "at TP > 1 needs sequence parallelism)", op->name,
+                           op->dims[d].name, c[d]);
+    return 0;
 }
 
 /* Stages of whole layers as configuration mc lays them (sb_mt_chunk_layers):
- * first_op of each of S stages. */
+ * first_op of each of S stages. A layer is a run of ops named "PREFIX/..."
+ * with one PREFIX (a model file's x.1, x.2, ...; the hf: importer's x, x.1,
+ * ...), numbered from 1 in order; an op without a slash (the embedding,
+ * the final norm, the head) belongs with the layer before it. */
 static int cut_stages(const sb_model *m, const sb_mt_model *mm, const sb_mt_config *mc, int S,
                       sb_pipeline *pl, sb_error *err)
 {
+    int *ord = malloc(sizeof *ord * (size_t)(m->nops > 0 ? m->nops : 1));
+    if (!ord)
+        return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     int L = 0;
+    const char *prev = NULL;
+    size_t pn = 0;
     for (int i = 0; i < m->nops; i++) {
-        int l = layer_of(m->ops[i].name);
-        L = l > L ? l : L;
+        const char *nm = m->ops[i].name, *sl = strchr(nm, '/');
+        if (sl && (!prev || (size_t)(sl - nm) != pn || strncmp(nm, prev, pn)))
+            L++, prev = nm, pn = (size_t)(sl - nm);
+        ord[i] = L;
     }
-    if (S > 1 && L < S)
-        return sb_fail(err, SB_EXIT_INPUT, "--save: %d pipeline stages of %d layers (ops "
-                       "'NAME.I/...' of a repeat)", S, L);
+    if (S > 1 && L < S) {
+        free(ord);
+        return sb_fail(err, SB_EXIT_INPUT, "--save: %d pipeline stages of %d layers (runs of ops "
+                       "'PREFIX/...')", S, L);
+    }
     pl->nstages = S;
     pl->first_op[0] = 0;
     for (int s = 1; s < S; s++) { /* stage s starts at its first layer */
         int n, first;
         sb_mt_chunk_layers(mm, mc, s, 0, &n, &first);
         int i = pl->first_op[s - 1];
-        while (i < m->nops && layer_of(m->ops[i].name) < first)
+        while (i < m->nops && ord[i] < first)
             i++;
         pl->first_op[s] = i;
     }
     pl->first_op[S] = m->nops;
+    free(ord);
     return 0;
 }
 

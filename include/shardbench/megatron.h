@@ -61,7 +61,8 @@ typedef struct {
     double grad_bytes;                /* the gradient reduction's word; 0: the recipe's */
     int file_layout;                  /* sb_mt_search's fixed: only configurations a
                                          strategy file holds (sb_mt_strategy: VPP 1, EP
-                                         dividing DP), for --save */
+                                         dividing DP; MoE at TP, EP and CP 1, its
+                                         moe_gate splitting its batch alone), for --save */
 } sb_mt_config;
 /* 1 when c's parameter all-gather is overlapped: param_gather on, or not given
  * and dp_overlap on */

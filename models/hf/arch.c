@@ -520,6 +520,15 @@ int hf_read_cfg(hf_reader *R, hf_cfg *c)
  * of experts of their own width or none) cannot price config c of
  * architecture cls as it is, or "" when it can: Llama, Mistral, Mixtral,
  * Qwen2, Qwen3 and Qwen3-MoE configs without the features below. */
+/* 1 when a mixture of experts leaves some layer dense (Qwen's mlp_only_layers) */
+static int dense_among_experts(const hf_cfg *c)
+{
+    for (int64_t i = 0; c->experts && i < c->layers && i < HF_MAX_LAYERS; i++)
+        if (!c->sparse[i])
+            return 1;
+    return 0;
+}
+
 void hf_grid_why(const hf_cfg *c, const char *cls, char *why, size_t cap)
 {
     why[0] = '\0';
@@ -544,8 +553,10 @@ void hf_grid_why(const hf_cfg *c, const char *cls, char *why, size_t cap)
                  (long long)c->rotary_dim, (long long)c->head_dim);
     else if (c->norm != HF_NORM_RMS || c->mlp != HF_MLP_SWIGLU || c->parallel_residual ||
              c->sandwich || c->attn_cap || c->final_cap || c->mla ||
-             c->shared != HF_SHARED_NONE || c->first_dense || c->layer_freq > 1)
-        snprintf(why, cap, "a layer the grid does not price (norms, MLP, caps, shared or "
-                 "dense-first experts)");
+             c->shared != HF_SHARED_NONE || c->first_dense || c->layer_freq > 1 ||
+             dense_among_experts(c))
+        snprintf(why, cap, "a layer the grid does not price (norms, MLP, caps, shared "
+                 "experts, dense layers among the experts' as first_k_dense_replace or "
+                 "mlp_only_layers make them)");
 }
 

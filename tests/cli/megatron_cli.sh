@@ -236,6 +236,20 @@ assert want and 0 <= want - got <= h, (got, want)"
 done
 refused "hf: Qwen2-MoE's shared experts" "does not price (norms, MLP, caps, shared" \
     search --algo megatron -m "hf:$SRC/tests/data/hf/qwen1.5-moe-a2.7b" "${H[@]}"
+mkdir -p "$TMP/q3dense"
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d['mlp_only_layers'] = [0, 1, 2, 3]
+json.dump(d, open(sys.argv[2], 'w'))" "$SRC/tests/data/hf/qwen3-30b-a3b/config.json" "$TMP/q3dense/config.json"
+refused "hf: Qwen3-MoE with dense layers (mlp_only_layers)" "dense layers among the experts'" \
+    search --algo megatron -m "hf:$TMP/q3dense" "${H[@]}"
+# --save of an hf: model (layers x, x.1, ...: numbered 0 up) cuts where it priced: 8 + 8 of
+# Llama 3.2 1B's 16 layers, stage 1 from x.8; an MoE save keeps its router whole (TP,
+# EP, CP 1), and a given EP is refused naming the router
+"$SB" search --algo megatron -m "hf:$SRC/tests/data/hf/llama-3.2-1b" --machine h100-sxm -p 8 --tp 1 \
+    --pp 2 --vpp 1 --first-stage-layers 8 --last-stage-layers 8 --save "$TMP/l1b.strategy" > /dev/null 2>&1
+check "--save of an hf: model: stage 1 starts at its ninth layer (x.8)" grep -q '^stage 1 4 x\.8/' "$TMP/l1b.strategy"
+refused "--save of an MoE configuration at EP 2" "(moe_gate) splits its group alone" \
+    search --algo megatron -m mixtral-8x7b -p 16 --machine h100-sxm --tp 1 --pp 2 --dp 8 --cp 1 --ep 2 \
+    --vpp 1 --micro-batch-size 1 --recompute full --sequence-parallel off --zero 1 --save "$TMP/mx2.strategy"
 # a validate row naming Qwen3-30B-A3B (its sizes "-"): priced with what no column gives
 # (128 experts of 768, head_dim 128, QK norms), as search prices the same configuration
 DG="$SRC/tests/data/published-runs-h100-dgxc.tsv"

@@ -1040,6 +1040,16 @@ static void test_layer_variants(void **state)
     /* weights: the layers' QKV and projection grow, 2 bytes a parameter at TP 2 */
     close_to(r.mem_weights - base.mem_weights,
              4.0 * B * (h * (qw + 2 * kvh) + qw * h - (h * (h + 2 * 1024.0) + h * h)) / 2);
+    /* a fused kernel takes heads of at most 256 dims, a multiple of 8 */
+    v.head_dim = 512;
+    sb_error ferr = {0};
+    assert_int_equal(sb_mt_check(&v, &c, 2, &ferr), -1);
+    assert_non_null(strstr(ferr.msg, "--attention materialized"));
+    sb_mt_config cm = c;
+    cm.fused_attention = 0;
+    assert_int_equal(sb_mt_check(&v, &cm, 2, &ferr), 0);
+    v.head_dim = 100;
+    assert_int_equal(sb_mt_check(&v, &c, 2, &ferr), -1);
     /* QK norms: 2 x head_dim weights a layer; a pass over q and k, read and written (2
      * words), backward 4 words, each micro-batch and layer */
     v = m, v.qk_norm = 1;
