@@ -37,7 +37,7 @@ typedef struct {
  * or a model that is not a decoder-only transformer (sb_mt_model_from). */
 #define CLI_GRID_SAVE_NOTE                                                                         \
     "shardbench: --save: Megatron-LM's grid searched only what a strategy file holds (VPP 1, EP " \
-    "dividing DP; an MoE model at TP, EP and CP 1: its router splits its batch alone)\n"
+    "dividing DP; an MoE model at TP, EP and CP 1 in one micro-batch, as its router runs)\n"
 void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, const char *off,
                      const sb_model *m, cli_grid *g);
 

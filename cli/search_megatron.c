@@ -580,6 +580,9 @@ int cli_grid_answer(const cli_grid *g, const sb_model *m, int P, const char *alg
         json_decref(sjj);
         free(sj);
         sb_strategy_free(&st);
+    } else { /* why the answer has no per-op configs */
+        json_object_set_new(j, "ops_error", json_string(g->best.vpp > 1 ? "interleaved (--vpp > 1): "
+                                                        "no per-op strategy" : e2.msg));
     }
     json_object_set_new(j, "algo", json_string(algo)); /* the search run: the series it is in */
     json_object_set_new(j, "space", json_string("full"));

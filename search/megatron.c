@@ -120,6 +120,19 @@ static double q_width(const sb_mt_model *mm)
     return mm->head_dim > 0 ? (double)mm->heads * (double)mm->head_dim : (double)mm->hidden;
 }
 
+/* A fused attention kernel's heads: at most 256 dims, a multiple of 8 (FlashAttention,
+ * cuDNN); -1 and the reason when mm's are not */
+static int fused_head_refused(const sb_mt_model *mm, sb_error *err)
+{
+    double dh = sb_mt_dh(mm);
+    if (dh <= 256 && fmod(dh, 8.0) == 0)
+        return 0;
+    return sb_fail(err, SB_EXIT_INPUT,
+                   "--attention fused: a head of %g dims (FlashAttention and cuDNN's fused "
+                   "attention take at most 256, a multiple of 8): give --attention "
+                   "materialized", dh);
+}
+
 /* Megatron-LM asserts sequence parallelism for MoE with TP */
 static int moe_needs_sp(int tp, sb_error *err)
 {
@@ -173,12 +186,8 @@ int sb_mt_check(const sb_mt_model *mm, const sb_mt_config *c, int P, sb_error *e
                        c->vpp, M, c->pp);
     if (c->sp && c->tp < 2)
         return sb_fail(err, SB_EXIT_INPUT, "sequence parallelism needs --tp of at least 2");
-    double dh = sb_mt_dh(mm);
-    if (c->fused_attention && (dh > 256 || fmod(dh, 8.0) != 0))
-        return sb_fail(err, SB_EXIT_INPUT,
-                       "--attention fused: a head of %g dims (FlashAttention and cuDNN's fused "
-                       "attention take at most 256, a multiple of 8): give --attention "
-                       "materialized", dh);
+    if (c->fused_attention && fused_head_refused(mm, err))
+        return -1;
     if (mm->experts > 0 && c->tp > 1 && !c->sp)
         return moe_needs_sp(c->tp, err);
     if (c->sp && (mm->seq / c->cp) % c->tp)
@@ -936,6 +945,8 @@ static int check_fixed(const sb_mt_model *mm, const sb_mt_config *f, int P, sb_e
     if (f->pp && f->pp > mm->layers)
         return sb_fail(err, SB_EXIT_INPUT, "--pp %d is more stages than the %ld layers", f->pp,
                        mm->layers);
+    if (f->fused_attention && fused_head_refused(mm, err))
+        return -1;
     if ((f->first_layers || f->last_layers) && f->pp == 1)
         return sb_fail(err, SB_EXIT_INPUT,
                        "--first-stage-layers and --last-stage-layers need --pp of at least 2");
@@ -1109,10 +1120,17 @@ long sb_mt_search(const sb_mt_model *mm, const sb_mt_config *fixed, int P, const
                                         c.recompute = rc, c.sp = sp, c.dist_opt = dop;
                                         if (fixed->file_layout && c.dp % c.ep)
                                             continue; /* its experts' batch split DP/EP ways */
-                                        /* a file's moe_gate splits its batch alone */
+                                        /* a file's moe_gate splits its batch alone,
+                                         * in one micro-batch */
                                         if (fixed->file_layout && mm->experts > 0 &&
-                                            (c.ep > 1 || c.cp > 1 || c.sp))
+                                            (c.ep > 1 || c.cp > 1 || c.sp ||
+                                             mm->global_batch != (long)c.dp * c.mbs)) {
+                                            sb_fail(&e2, SB_EXIT_INPUT,
+                                                    "--save: an MoE model's router splits its "
+                                                    "batch alone, in one micro-batch (TP, EP, CP 1, "
+                                                    "micro-batch size = batch / DP)");
                                             continue;
+                                        }
                                         priced += try_layouts(mm, c, lay, nlay, P, g, mem_limit,
                                                               best, r, &best_s, &e2);
                                     }

@@ -119,10 +119,12 @@ static int cut_stages(const sb_model *m, const sb_mt_model *mm, const sb_mt_conf
             L++, prev = nm, pn = (size_t)(sl - nm);
         ord[i] = L;
     }
-    if (S > 1 && L < S) {
+    if (S > 1 && L != mm->layers) { /* a block before the layers, a layer of two blocks,
+                                     * an encoder and a decoder: no cut matches the price */
         free(ord);
-        return sb_fail(err, SB_EXIT_INPUT, "--save: %d pipeline stages of %d layers (runs of ops "
-                       "'PREFIX/...')", S, L);
+        return sb_fail(err, SB_EXIT_INPUT, "--save: the model's ops hold %d runs of 'PREFIX/...' "
+                       "where the grid priced %ld layers: no cut into %d stages matches its price",
+                       L, mm->layers, S);
     }
     pl->nstages = S;
     pl->first_op[0] = 0;
@@ -163,6 +165,12 @@ int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model 
         return sb_fail(err, SB_EXIT_INPUT, "--save: the interleaved schedule (--vpp %d) is not "
                        "one a strategy file holds (1f1b, gpipe): give --vpp 1", mc->vpp);
     long mb = mm->global_batch / ((long)mc->dp * mc->mbs); /* micro-batches */
+    if (mm->experts > 0 && mb > 1) /* the runtime's router (k_moe.c): one micro-batch */
+        return sb_fail(err, SB_EXIT_INPUT,
+                       "--save: an MoE model's router (moe_gate) runs in one micro-batch (its "
+                       "load-balancing loss is a mean over the batch), and this configuration "
+                       "has %ld: give --micro-batch-size %ld", mb,
+                       mm->global_batch / mc->dp);
     if (sb_strategy_init(st, m, P))
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
     snprintf(st->algo, sizeof st->algo, "megatron");

@@ -248,7 +248,7 @@ refused "hf: Qwen3-MoE with dense layers (mlp_only_layers)" "dense layers among 
     --pp 2 --vpp 1 --first-stage-layers 8 --last-stage-layers 8 --save "$TMP/l1b.strategy" > /dev/null 2>&1
 check "--save of an hf: model: stage 1 starts at its ninth layer (x.8)" grep -q '^stage 1 4 x\.8/' "$TMP/l1b.strategy"
 refused "--save of an MoE configuration at EP 2" "(moe_gate) splits its group alone" \
-    search --algo megatron -m mixtral-8x7b -p 16 --machine h100-sxm --tp 1 --pp 2 --dp 8 --cp 1 --ep 2 \
+    search --algo megatron -m mixtral-8x7b --set batch=8 -p 16 --machine h100-sxm --tp 1 --pp 2 --dp 8 --cp 1 --ep 2 \
     --vpp 1 --micro-batch-size 1 --recompute full --sequence-parallel off --zero 1 --save "$TMP/mx2.strategy"
 # a validate row naming Qwen3-30B-A3B (its sizes "-"): priced with what no column gives
 # (128 experts of 768, head_dim 128, QK norms), as search prices the same configuration
@@ -351,17 +351,29 @@ pgrow 1 's/\t1\t1\t1\tfused/\t1\t0\t1\tfused/'
 refused "validate param_gather_overlap 1 without the distributed optimizer" \
     "pg-1.tsv:2:.*needs the distributed optimizer" validate --data "$TMP/pg-1.tsv"
 # --save: the grid keeps to what a strategy file holds (EP dividing DP: Mixtral's
-# 8 experts on 8 GPUs once took DP 4 x CP 2 x EP 8 and then failed to write), and
+# 8 experts on 8 GPUs once took DP 4 x CP 2 x EP 8 and then failed to write; an MoE
+# model's router at TP, EP, CP 1 in one micro-batch, as the runtime runs it), and
 # the file's cost is the op level's unit, the step x the machine's F x 1e12. On 16
-# GPUs: on 8 no configuration fits (46.7 B parameters at 18 bytes with Adam, 105 GB
-# a GPU however sharded; the experts' optimizer state shards over DP x CP / EP only)
+# GPUs, a batch of 16: on 8 no configuration fits (46.7 B parameters at 18 bytes with
+# Adam, 105 GB a GPU however sharded; the experts' optimizer state shards over DP x CP
+# / EP only)
 refused "Mixtral 8x7B on 8 H100s: its weights, gradients and Adam state do not fit" \
     "none of the .* valid configurations on 8 devices fits" \
     search --algo megatron -m mixtral-8x7b -p 8 --machine h100-sxm --vpp 1
-MX=(search --algo megatron -m mixtral-8x7b -p 16 --machine h100-sxm --vpp 1)
+MX=(search --algo megatron -m mixtral-8x7b --set batch=16 -p 16 --machine h100-sxm --vpp 1)
 "$SB" "${MX[@]}" --save "$TMP/mx.strategy" --format json --db none > "$TMP/mx.json" 2> "$TMP/err"
 check "--save of an MoE grid answer: exit 0" test $? -eq 0
-check "--save: EP divides DP in the answer" js "$TMP/mx.json" "d['megatron']['dp'] % d['megatron']['ep'] == 0"
+check "--save: an MoE answer at TP, EP, CP 1 in one micro-batch" js "$TMP/mx.json" "
+d['megatron']['tp'] == d['megatron']['ep'] == d['megatron']['cp'] == 1 and d['megatron']['microbatches'] == 1"
+refused "--save of an MoE configuration in 2 micro-batches" "runs in one micro-batch" \
+    search --algo megatron -m mixtral-8x7b --set batch=16 -p 16 --machine h100-sxm --tp 1 --pp 8 \
+    --dp 2 --cp 1 --ep 1 --vpp 1 --micro-batch-size 4 --recompute full --sequence-parallel off \
+    --zero 1 --save "$TMP/mx3.strategy"
+refused "--save of an encoder-decoder's grid answer at PP 2 (12 runs of layer ops, 6 layers priced)" \
+    "no cut into 2 stages matches its price" search --algo megatron -m transformer -p 64 \
+    --machine h100-sxm --pp 2 --vpp 1 --save "$TMP/tr.strategy"
+refused "fused attention on 20-dim heads, the rest searched" "a head of 20 dims" \
+    search --algo megatron -m llama3-8b --set embed=640 --set heads=32 -p 8 --machine h100-sxm
 # F as the cost model takes it: the bf16 peak times eff_gemm (1 when the file has none)
 F=$(awk '$1 == "tflops_bf16" {p = $2} $1 == "eff_gemm" {e = $2} END {print p * (e ? e : 1)}' \
     "$SRC/machines/h100-sxm.machine")
