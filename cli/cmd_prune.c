@@ -98,6 +98,7 @@ static int add_megatron(const sb_problem *pb, const shared_opts *so, double limi
     if (!e[*n].st)
         return -1;
     if (sb_gpu_from_machine(&mc, prec, &g, &why) || sb_mt_model_from(pb->m, &mm, &why) ||
+        (sb_mt_file_layout(pb->m, &mm, &fx), 0) || /* its layers' runs: PP 1 where not */
         sb_mt_search(&mm, &fx, pb->p, &g, limit, &best, &r, &why) <= 0 ||
         sb_mt_strategy(pb->m, &best, &mm, pb->p, e[*n].st, &why)) {
         printf("# megatron: not a survivor: %s\n", why.msg);

@@ -38,6 +38,9 @@ typedef struct {
 #define CLI_GRID_SAVE_NOTE                                                                         \
     "shardbench: --save: Megatron-LM's grid searched only what a strategy file holds (VPP 1, EP " \
     "dividing DP; an MoE model at TP, EP and CP 1 in one micro-batch, as its router runs)\n"
+#define CLI_GRID_ONE_STAGE_NOTE                                                                    \
+    "shardbench: --save: the model's runs of ops 'PREFIX/...' are not its layers (an encoder and "  \
+    "a decoder, a block before them): Megatron-LM's grid kept to one pipeline stage\n"
 void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, const char *off,
                      const sb_model *m, cli_grid *g);
 

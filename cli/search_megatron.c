@@ -309,7 +309,8 @@ static int mt_price(shared_opts *so, sb_mt_config *fx, int P, int micro, const m
         priced = 1;
     } else {
         if (o->save) { /* what a strategy file holds (sb_mt_strategy) */
-            fx->file_layout = 1;
+            if (sb_mt_file_layout(m, &mm, fx))
+                fputs(CLI_GRID_ONE_STAGE_NOTE, stderr);
             fputs(CLI_GRID_SAVE_NOTE, stderr);
         }
         if ((fx->tp && fx->pp && fx->dp && fx->cp && (long)fx->tp * fx->pp * fx->dp * fx->cp != P))
@@ -502,8 +503,10 @@ void cli_grid_search(const shared_opts *so, const sb_pipe_opts *po, int save, co
         fx.recompute = so->cp.recompute == SB_RECOMPUTE_ALL ? SB_MT_RC_FULL : SB_MT_RC_NONE;
     if (po->schedule == SB_SCHEDULE_1F1B)
         fx.vpp = 1;
-    fx.file_layout = save; /* what a strategy file holds: VPP 1, EP inside DP (said where
-                              the grid's answer is taken: cmd_search.c, grid_answer) */
+    /* what a strategy file holds: VPP 1, EP inside DP (said where the grid's answer is
+     * taken: cmd_search.c, grid_answer); PP 1 where the ops' runs are not the layers */
+    if (save && sb_mt_file_layout(m, &g->mm, &fx))
+        fputs(CLI_GRID_ONE_STAGE_NOTE, stderr);
     g->limit = po->mem_limit;
     g->searched = 1;
     double t0 = sb_now();

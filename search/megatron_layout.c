@@ -99,6 +99,32 @@ static int op_config(const sb_op *op, const sb_mt_config *mc, long mb, int *c, s
     return 0;
 }
 
+/* The runs of ops named "PREFIX/..." with one PREFIX in m, in order; ord[i]
+ * (when not NULL) op i's run, from 1 (0 before the first). */
+static int layer_runs(const sb_model *m, int *ord)
+{
+    int L = 0;
+    const char *prev = NULL;
+    size_t pn = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const char *nm = m->ops[i].name, *sl = strchr(nm, '/');
+        if (sl && (!prev || (size_t)(sl - nm) != pn || strncmp(nm, prev, pn)))
+            L++, prev = nm, pn = (size_t)(sl - nm);
+        if (ord)
+            ord[i] = L;
+    }
+    return L;
+}
+
+int sb_mt_file_layout(const sb_model *m, const sb_mt_model *mm, sb_mt_config *fx)
+{
+    fx->file_layout = 1;
+    if (fx->pp || layer_runs(m, NULL) == mm->layers)
+        return 0;
+    fx->pp = 1;
+    return 1;
+}
+
 /* Stages of whole layers as configuration mc lays them (sb_mt_chunk_layers):
  * first_op of each of S stages. A layer is a run of ops named "PREFIX/..."
  * with one PREFIX (a model file's x.1, x.2, ...; the hf: importer's x, x.1,
@@ -110,15 +136,7 @@ static int cut_stages(const sb_model *m, const sb_mt_model *mm, const sb_mt_conf
     int *ord = malloc(sizeof *ord * (size_t)(m->nops > 0 ? m->nops : 1));
     if (!ord)
         return sb_fail(err, SB_EXIT_INTERNAL, "out of memory");
-    int L = 0;
-    const char *prev = NULL;
-    size_t pn = 0;
-    for (int i = 0; i < m->nops; i++) {
-        const char *nm = m->ops[i].name, *sl = strchr(nm, '/');
-        if (sl && (!prev || (size_t)(sl - nm) != pn || strncmp(nm, prev, pn)))
-            L++, prev = nm, pn = (size_t)(sl - nm);
-        ord[i] = L;
-    }
+    int L = layer_runs(m, ord);
     if (S > 1 && L != mm->layers) { /* a block before the layers, a layer of two blocks,
                                      * an encoder and a decoder: no cut matches the price */
         free(ord);

@@ -197,6 +197,11 @@ int sb_mt_throughput(const sb_model *m, int P, double step_s, double peak_tflops
 struct sb_strategy;
 int sb_mt_strategy(const sb_model *m, const sb_mt_config *mc, const sb_mt_model *mm, int P,
                    struct sb_strategy *st, sb_error *err);
+/* Sets fx->file_layout (what sb_mt_strategy can write) for model m (mm: its
+ * sb_mt_model) and, where m's runs of ops "PREFIX/..." are not mm's layers
+ * (an encoder-decoder, a block before the layers) and PP is free, PP 1:
+ * then returns 1 (the caller says so), else 0. */
+int sb_mt_file_layout(const sb_model *m, const sb_mt_model *mm, sb_mt_config *fx);
 /* Megatron's recompute names: "none", "selective", "full" (also "all"). */
 int sb_mt_recompute_parse(const char *s, int *out, sb_error *err);
 const char *sb_mt_recompute_name(int rc);

@@ -372,6 +372,12 @@ refused "--save of an MoE configuration in 2 micro-batches" "runs in one micro-b
 refused "--save of an encoder-decoder's grid answer at PP 2 (12 runs of layer ops, 6 layers priced)" \
     "no cut into 2 stages matches its price" search --algo megatron -m transformer -p 64 \
     --machine h100-sxm --pp 2 --vpp 1 --save "$TMP/tr.strategy"
+# ... and the grid under --save, PP free, keeps such a model to one stage and says so
+"$SB" search --algo megatron -m transformer -p 64 --machine h100-sxm --save "$TMP/tr1.strategy" \
+    --format json > "$TMP/tr1.json" 2> "$TMP/tr1.err"
+check "--save of an encoder-decoder, PP free: one stage, said" python3 -c "
+import json; d = json.load(open('$TMP/tr1.json')); assert d['megatron']['pp'] == 1, d['megatron']
+assert 'kept to one pipeline stage' in open('$TMP/tr1.err').read()"
 refused "fused attention on 20-dim heads, the rest searched" "a head of 20 dims" \
     search --algo megatron -m llama3-8b --set embed=640 --set heads=32 -p 8 --machine h100-sxm
 # F as the cost model takes it: the bf16 peak times eff_gemm (1 when the file has none)
