@@ -269,8 +269,8 @@ int sb_profile_apply(sb_problem *pb, const sb_profile *pf, sb_profile_stats *st,
                 }
             }
             secs += sb_prof_weight_elems(m, op, c) * pf->update_s_per_elem;
-            if (i == 0)
-                secs += pf->fixed_s;
+            if (i == 0) /* (a profile stored before the fit held it at 0) */
+                secs += pf->fixed_s > 0 ? pf->fixed_s : 0.0;
             cf->cost[k] = secs * S;
         }
     }

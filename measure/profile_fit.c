@@ -7,6 +7,7 @@
 #include "shardbench/profile_run.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "shardbench/query.h"
@@ -81,7 +82,10 @@ int sb_profile_fit(sb_prof_samples *s, const sb_problem *pb, sb_profile *pf, sb_
         res[k] -= s->strat[k].relay_fit_s;
         s->strat[k].rest_s = res[k];
     }
-    pf->fixed_s = sb_median(res, K);
+    /* at least 0: a step spends that much outside its ops; a negative median is
+     * its ops measured slower alone than in the step (a loaded machine), and it
+     * priced a strategy of fewer ops below zero */
+    pf->fixed_s = fmax(0.0, sb_median(res, K));
     free(sx);
     free(res);
     pf->total_s = 0.0;

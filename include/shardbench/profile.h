@@ -76,7 +76,7 @@ typedef struct sb_profile_s {
     double relay_edge_s, relay_msg_s, relay_word_s, relay_local_s;
     double relay_scale; /* written: the per-op fits' scale to the steps
                            (measure/profile_fit.c) */
-    double fixed_s;          /* per step outside the ops: loss, update calls, ... */
+    double fixed_s;          /* per step outside the ops: loss, update calls, ... (>= 0) */
     double update_s_per_elem; /* SGD update per weight element of the rank */
     int nops;
     sb_prof_op *ops;         /* sorted by (kind, shape, config, sig) */
