@@ -113,6 +113,7 @@ int sb_mt_model_from(const sb_model *m, sb_mt_model *o, sb_error *err)
 }
 
 static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *err);
+static int stages_ok(const sb_mt_model *mm, const sb_mt_config *c);
 
 /* The query's width, heads x head_dim (hidden where head_dim is not given) */
 static double q_width(const sb_mt_model *mm)
@@ -657,6 +658,8 @@ static int stages_ok(const sb_mt_model *mm, const sb_mt_config *c)
  * (Megatron-Core's rule for --decoder-first/last-pipeline-num-layers) */
 static int check_stages(const sb_mt_model *mm, const sb_mt_config *c, sb_error *err)
 {
+    if (stages_ok(mm, c)) /* the same rules; below, which one fails and why */
+        return 0;
     int fl = c->first_layers, ll = c->last_layers;
     if (fl < 0 || ll < 0)
         return sb_fail(err, SB_EXIT_INPUT, "a stage's layers (%d, %d) must be at least 1", fl, ll);
@@ -781,6 +784,24 @@ static void stage_mb(const sb_mt_config *c, const sb_mt_layer_cost *L, const sb_
     *tp = n * (L->tp_fwd_s + L->tp_bwd_s + L->cp_s + L->ep_s) + (head ? E->head_tp : 0.0);
 }
 
+/* The slowest stage *s of c (the last on a tie; else the first, or stage 1 for the
+ * middle ones, all alike): its layers *n and one micro-batch's compute and
+ * intra-layer collectives (stage_mb) */
+static void slowest_stage(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
+                          const sb_mt_ends *E, int *s, int *n, double *comp, double *tp)
+{
+    int ks[3] = {c->pp - 1, 0, 1}, nk = c->pp > 2 ? 3 : c->pp > 1 ? 2 : 1;
+    *s = ks[0], *n = sb_mt_stage_count(mm, c, ks[0]);
+    stage_mb(c, L, E, *s, *n, comp, tp);
+    for (int i = 1; i < nk; i++) {
+        int ni = sb_mt_stage_count(mm, c, ks[i]);
+        double cm, tm;
+        stage_mb(c, L, E, ks[i], ni, &cm, &tm);
+        if (cm + tm > *comp + *tp)
+            *s = ks[i], *n = ni, *comp = cm, *tp = tm;
+    }
+}
+
 /* sb_mt_price of c from its layer's and ends' figures (the grid shares them
  * between the stage layouts it tries) */
 static void price_with(const sb_mt_model *mm, const sb_mt_config *c, const sb_gpu *g,
@@ -794,17 +815,10 @@ static void price_with(const sb_mt_model *mm, const sb_mt_config *c, const sb_gp
     /* the stages that differ: the last (the head), the first (the embedding), stage 1
      * for the middle ones (all alike, stage 1 the most in flight) */
     int ks[3] = {c->pp - 1, 0, 1}, nk = c->pp > 2 ? 3 : c->pp > 1 ? 2 : 1;
-    /* per micro-batch on the slowest stage (the last on a tie) */
-    int slow = ks[0], n_slow = sb_mt_stage_count(mm, c, ks[0]);
-    double comp_mb = 0.0, tp_mb = 0.0;
-    stage_mb(c, &L, E, slow, n_slow, &comp_mb, &tp_mb);
-    for (int i = 1; i < nk; i++) {
-        int n = sb_mt_stage_count(mm, c, ks[i]);
-        double cm, tm;
-        stage_mb(c, &L, E, ks[i], n, &cm, &tm);
-        if (cm + tm > comp_mb + tp_mb)
-            slow = ks[i], n_slow = n, comp_mb = cm, tp_mb = tm;
-    }
+    /* per micro-batch on the slowest stage */
+    int slow, n_slow;
+    double comp_mb, tp_mb;
+    slowest_stage(mm, c, &L, E, &slow, &n_slow, &comp_mb, &tp_mb);
     int head = slow == c->pp - 1;
     double pp_mb = E->pp_mb;
     double mb = comp_mb + tp_mb; /* a micro-batch's time on the slowest stage */
@@ -1006,13 +1020,10 @@ static long stage_layouts(const sb_mt_model *mm, const sb_mt_config *fixed, int 
 static double slowest_bound(const sb_mt_model *mm, const sb_mt_config *c, const sb_mt_layer_cost *L,
                             const sb_mt_ends *E)
 {
-    int ks[3] = {c->pp - 1, 0, 1}, nk = c->pp > 2 ? 3 : c->pp > 1 ? 2 : 1;
-    double mb = 0.0;
-    for (int i = 0; i < nk; i++) {
-        double cm, tm;
-        stage_mb(c, L, E, ks[i], sb_mt_stage_count(mm, c, ks[i]), &cm, &tm);
-        mb = fmax(mb, cm + tm);
-    }
+    int slow, n;
+    double cm, tm;
+    slowest_stage(mm, c, L, E, &slow, &n, &cm, &tm);
+    double mb = cm + tm;
     const long M = mm->global_batch / ((long)c->dp * c->mbs);
     return (M + (c->pp - 1.0) / c->vpp) * (mb + E->pp_mb);
 }
